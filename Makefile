@@ -1,0 +1,75 @@
+# trafficdb: a PostgreSQL 15 extension built with PGXS.
+#
+#   make demo    install what is missing, build, start a local cluster with
+#                real roads and run example queries (scripts/demo.sh)
+#   make test    install what is missing, build with warnings as errors and
+#                run every test (scripts/test.sh)
+#   make         build the module (needs the PostgreSQL 15 server headers)
+#   make unit    build and run the C unit tests of src/
+#   make installcheck / make tap
+#                pg_regress suite / TAP tests against the installed build
+#                (as a user that may run PostgreSQL, i.e. not root)
+
+EXTENSION = trafficdb
+MODULE_big = trafficdb
+
+# Engine code (no PostgreSQL headers), then the PostgreSQL-side components.
+ENGINE_SRCS = $(wildcard src/*.c)
+PG_SRCS = $(wildcard module/*.c bgworker/*.c fdw/*.c)
+OBJS = $(ENGINE_SRCS:.c=.o) $(PG_SRCS:.c=.o)
+
+DATA = extension/trafficdb--0.1.0.sql
+PGFILEDESC = "trafficdb - live road traffic in shared memory"
+
+# pg_regress: tests in sql/ + expected/, against a temporary instance that
+# preloads the library (scripts/test.sh runs it as an unprivileged user).
+REGRESS = create_drop settings
+REGRESS_OPTS = --temp-instance=./tmp_check --temp-config=./test/regress.conf
+
+WARNINGS = -Wall -Wextra -Werror
+# Server headers as system headers: our warnings are errors, theirs are not ours.
+PG_CPPFLAGS = -I$(srcdir) -I$(srcdir)/src -isystem $(shell $(PG_CONFIG) --includedir-server)
+PG_CFLAGS = $(WARNINGS)
+
+PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
+
+.DEFAULT_GOAL := all
+
+ifneq ($(wildcard $(PGXS)),)
+include $(PGXS)
+else
+all:
+	@echo "PostgreSQL 15 server headers not found ($(PG_CONFIG))." >&2
+	@echo "Run 'make test' or 'make demo' (they install what is missing), or scripts/deps.sh." >&2
+	@exit 1
+endif
+
+# --- C unit tests of src/ (built without PostgreSQL) -----------------------
+UNIT_CFLAGS = -std=gnu11 -O2 -g $(WARNINGS) -Isrc -Isrc/tests
+UNIT_SRCS = $(ENGINE_SRCS) $(wildcard src/tests/*.c)
+
+src/tests/unit_tests: $(UNIT_SRCS) $(wildcard src/*.h src/tests/*.h) src/tests/tests.list
+	$(CC) $(UNIT_CFLAGS) -o $@ $(UNIT_SRCS) -lm
+
+# TAP tests of t/ (PostgreSQL::Test::Cluster) against the installed server.
+tap:
+	$(prove_installcheck)
+
+.PHONY: unit tap test demo demo-stop deps
+unit: src/tests/unit_tests
+	src/tests/unit_tests
+
+deps:
+	scripts/deps.sh
+
+test:
+	scripts/test.sh
+
+demo:
+	scripts/demo.sh $(MAP)
+
+demo-stop:
+	scripts/demo.sh --stop
+
+EXTRA_CLEAN = src/tests/unit_tests tmp_check results regression.diffs regression.out

@@ -1,0 +1,149 @@
+/*-------------------------------------------------------------------------
+ *
+ * trafficdb.c
+ *	  Module entry point: settings, the shared_preload_libraries check and
+ *	  the SQL functions that belong to the extension as a whole.
+ *
+ * trafficdb keeps its state in shared memory owned by a background worker,
+ * so the library is only useful when the postmaster loads it at start-up.
+ * A backend that loads it any other way (CREATE EXTENSION on a server that
+ * was started without it in shared_preload_libraries) still defines the
+ * settings, so that SHOW and pg_settings work, but every SQL entry point,
+ * starting with the check in the install script, refuses to run.
+ *
+ * Settings are defined here once for every component: the daemon and the
+ * wrappers read the C variables declared in module/trafficdb.h.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <limits.h>
+
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+
+#include "module/trafficdb.h"
+
+PG_MODULE_MAGIC;
+
+/* Settings (see docs/settings.md for what each one is for). */
+char	   *tdb_database = NULL;
+int			tdb_publish_interval_ms = 1000;
+int			tdb_reader_pin_timeout_ms = 10000;
+char	   *tdb_shm_group = NULL;
+
+/* True when the postmaster loaded us through shared_preload_libraries. */
+static bool tdb_loaded_at_startup = false;
+
+void		_PG_init(void);
+
+PG_FUNCTION_INFO_V1(trafficdb_assert_preloaded);
+PG_FUNCTION_INFO_V1(trafficdb_version);
+
+static void
+tdb_define_settings(void)
+{
+	DefineCustomIntVariable("trafficdb.publish_interval",
+							"Time between two traffic publications by the daemon.",
+							"trafficdb.publish() publishes at once, whatever this says.",
+							&tdb_publish_interval_ms,
+							1000,
+							10,
+							3600 * 1000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("trafficdb.reader_pin_timeout",
+							"How long a reader may pin one version before it is reported.",
+							"Readers past this limit are listed in trafficdb.readers and "
+							"logged; publication never waits for them.",
+							&tdb_reader_pin_timeout_ms,
+							10000,
+							100,
+							INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	/*
+	 * Postmaster settings can only be defined while the postmaster loads the
+	 * library (PostgreSQL raises FATAL otherwise); without preloading they
+	 * would mean nothing anyway.
+	 */
+	if (process_shared_preload_libraries_in_progress)
+	{
+		DefineCustomStringVariable("trafficdb.database",
+								   "Database the trafficdb daemon connects to.",
+								   "The daemon loads the road map and consumes the feed in this "
+								   "database; create the extension there.",
+								   &tdb_database,
+								   "postgres",
+								   PGC_POSTMASTER,
+								   0,
+								   NULL, NULL, NULL);
+
+		DefineCustomStringVariable("trafficdb.shm_group",
+								   "Operating-system group given read access to trafficdb's shared memory.",
+								   "Empty means owner-only (mode 0600), which is the default.",
+								   &tdb_shm_group,
+								   "",
+								   PGC_POSTMASTER,
+								   0,
+								   NULL, NULL, NULL);
+	}
+
+	MarkGUCPrefixReserved("trafficdb");
+}
+
+void
+_PG_init(void)
+{
+	tdb_loaded_at_startup = process_shared_preload_libraries_in_progress;
+
+	tdb_define_settings();
+}
+
+/*
+ * Raise the error every SQL entry point gives when the postmaster did not
+ * load the library.  Callable from C by any component.
+ */
+void
+tdb_require_preload(void)
+{
+	if (tdb_loaded_at_startup)
+		return;
+
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("trafficdb must be loaded via shared_preload_libraries"),
+			 errdetail("The server was started with shared_preload_libraries = '%s'; "
+					   "trafficdb's daemon and shared memory are set up only when the "
+					   "server starts with the library preloaded.",
+					   GetConfigOption("shared_preload_libraries", false, false)),
+			 errhint("Add 'trafficdb' to shared_preload_libraries in postgresql.conf "
+					 "(keeping any libraries already listed), restart the server, "
+					 "then run the command again.")));
+}
+
+/*
+ * trafficdb._assert_preloaded(): the first statement of the install script,
+ * so that CREATE EXTENSION fails as a whole on a server without the library.
+ */
+Datum
+trafficdb_assert_preloaded(PG_FUNCTION_ARGS)
+{
+	tdb_require_preload();
+	PG_RETURN_VOID();
+}
+
+/* trafficdb.version(): the library's version, to compare with the SQL one. */
+Datum
+trafficdb_version(PG_FUNCTION_ARGS)
+{
+	tdb_require_preload();
+	PG_RETURN_TEXT_P(cstring_to_text(TDB_LIBRARY_VERSION));
+}

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# scripts/deps.sh: install the Debian 12 packages trafficdb needs to build,
+# test and demo, skipping those already installed.  Safe to run repeatedly.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+packages=(
+	# build
+	build-essential pkg-config
+	"postgresql-$PG_MAJOR" "postgresql-server-dev-$PG_MAJOR"
+	"postgresql-$PG_MAJOR-postgis-3" "postgresql-$PG_MAJOR-postgis-3-scripts"
+	libcurl4-openssl-dev
+	# tests: TAP harness of PostgreSQL::Test::Cluster, a real GIS client
+	libipc-run-perl gdal-bin
+	# demo: OpenStreetMap import
+	osm2pgsql osmium-tool
+)
+
+missing=()
+for p in "${packages[@]}"; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+		missing+=("$p")
+	fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+	echo "deps: all ${#packages[@]} packages present"
+	exit 0
+fi
+
+echo "deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,37 @@
+# scripts/lib.sh: what every trafficdb script shares.  Source it; do not run it.
+#
+# PostgreSQL refuses to run as root, so when the scripts run as root (a fresh
+# machine, CI) every server-side command runs as the 'postgres' account that
+# Debian's packages create; an ordinary user runs them as itself and uses
+# sudo only to install packages and the extension.
+
+PG_MAJOR=15
+PG_BIN=/usr/lib/postgresql/$PG_MAJOR/bin
+PG_CONFIG=$PG_BIN/pg_config
+TDB_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+if [ "$(id -u)" = 0 ]; then
+	SUDO=
+	PG_OS_USER=postgres
+else
+	SUDO=sudo
+	PG_OS_USER=$(id -un)
+fi
+
+# Run a command as the account that owns PostgreSQL clusters.
+as_pg() {
+	if [ "$(id -u)" = 0 ]; then
+		runuser -u "$PG_OS_USER" -- "$@"
+	else
+		"$@"
+	fi
+}
+
+# A directory the cluster account can write, owned by it.
+make_pg_dir() {
+	mkdir -p "$1"
+	if [ "$(id -u)" = 0 ]; then chown "$PG_OS_USER": "$1"; fi
+}
+
+say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# scripts/test.sh: `make test`.  Installs what is missing, builds with
+# warnings as errors, installs the extension, then runs
+#   1. the C unit tests of src/,
+#   2. the pg_regress suite (sql/, expected/) on a temporary instance that
+#      preloads the library,
+#   3. the TAP tests (t/) on clusters they create themselves.
+# Exits non-zero on the first failing stage and shows why.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+cd "$TDB_ROOT"
+
+say "dependencies"
+scripts/deps.sh
+
+say "build (-Wall -Wextra -Werror)"
+make -s -j"$(nproc)" all PG_CONFIG="$PG_CONFIG"
+
+say "unit tests (src/)"
+make -s unit
+
+say "install"
+$SUDO make -s install PG_CONFIG="$PG_CONFIG"
+
+# The server-side tests run as the cluster account, in a scratch copy of the
+# test inputs that it owns (the checkout may not be readable by it).
+work=$(mktemp -d /tmp/trafficdb-test.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+cp -r Makefile trafficdb.control sql expected test t "$work"/
+[ "$(id -u)" = 0 ] && chown -R "$PG_OS_USER": "$work"
+
+say "regression tests (pg_regress, temporary instance)"
+if ! as_pg make -s -C "$work" installcheck PG_CONFIG="$PG_CONFIG" ; then
+	[ -f "$work/regression.diffs" ] && cat "$work/regression.diffs"
+	die "regression tests failed"
+fi
+
+say "TAP tests (t/)"
+if ! as_pg make -s -C "$work" tap PG_CONFIG="$PG_CONFIG"; then
+	find "$work/tmp_check/log" -name '*.log' -newer "$work/Makefile" -print \
+		-exec tail -n 40 {} \; 2>/dev/null || true
+	die "TAP tests failed"
+fi
+
+say "all tests passed"

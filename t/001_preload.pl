@@ -1,0 +1,61 @@
+# t/001_preload.pl: trafficdb refuses to work, cleanly, unless the
+# postmaster preloads it; once preloaded it installs and works; a server
+# restarted without it keeps running and says what is wrong.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('nopreload');
+$node->init;
+$node->start;
+$node->safe_psql('postgres', 'CREATE EXTENSION postgis');
+
+# 1. CREATE EXTENSION on a server without the library preloaded.
+my ($ret, $out, $err) = $node->psql('postgres', 'CREATE EXTENSION trafficdb',
+	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+isnt($ret, 0, 'CREATE EXTENSION fails without shared_preload_libraries');
+like($err, qr/ERROR:  55000: trafficdb must be loaded via shared_preload_libraries/,
+	'error names the cause, with SQLSTATE object_not_in_prerequisite_state');
+like($err, qr/HINT:  Add 'trafficdb' to shared_preload_libraries in postgresql.conf/,
+	'hint says what to do');
+is($node->safe_psql('postgres',
+		"SELECT count(*) FROM pg_extension WHERE extname = 'trafficdb'"),
+	'0', 'no extension left behind');
+is($node->safe_psql('postgres',
+		"SELECT count(*) FROM pg_namespace WHERE nspname = 'trafficdb'"),
+	'0', 'no schema left behind');
+is($node->safe_psql('postgres', 'SELECT 1'), '1', 'server still up');
+
+# 2. LOAD in a session is not a way around it.
+($ret, $out, $err) = $node->psql('postgres',
+	"LOAD 'trafficdb'; CREATE EXTENSION trafficdb");
+like($err, qr/trafficdb must be loaded via shared_preload_libraries/,
+	'LOAD in a session does not count as preloading');
+
+# 3. Preloaded: it installs and works.
+$node->append_conf('postgresql.conf', "shared_preload_libraries = 'trafficdb'");
+$node->restart;
+$node->safe_psql('postgres', 'CREATE EXTENSION trafficdb');
+is($node->safe_psql('postgres', 'SELECT trafficdb.version()'),
+	'0.1.0', 'works when preloaded');
+
+# 4. The same server restarted without the library: SQL entry points refuse,
+#    the server keeps running.
+$node->append_conf('postgresql.conf', "shared_preload_libraries = ''");
+$node->restart;
+($ret, $out, $err) = $node->psql('postgres', 'SELECT trafficdb.version()');
+isnt($ret, 0, 'functions refuse to run once the library is no longer preloaded');
+like($err, qr/trafficdb must be loaded via shared_preload_libraries/,
+	'with the same clear error');
+like($err, qr/DETAIL:  The server was started with shared_preload_libraries = ''/,
+	'detail shows the current setting');
+is($node->safe_psql('postgres', 'SELECT 1'), '1', 'server still up');
+$node->safe_psql('postgres', 'DROP EXTENSION trafficdb');
+is($node->safe_psql('postgres',
+		"SELECT count(*) FROM pg_namespace WHERE nspname = 'trafficdb'"),
+	'0', 'the extension can still be dropped');
+
+$node->stop;
+done_testing();
