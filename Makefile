@@ -56,7 +56,7 @@ src/tests/unit_tests: $(UNIT_SRCS) $(wildcard src/*.h src/tests/*.h) src/tests/t
 tap:
 	$(prove_installcheck)
 
-.PHONY: unit tap test demo demo-stop deps
+.PHONY: unit tap test demo demo-stop demo-clean deps
 unit: src/tests/unit_tests
 	src/tests/unit_tests
 
@@ -71,5 +71,8 @@ demo:
 
 demo-stop:
 	scripts/demo.sh --stop
+
+demo-clean:
+	scripts/demo.sh --clean
 
 EXTRA_CLEAN = src/tests/unit_tests tmp_check results regression.diffs regression.out

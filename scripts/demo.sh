@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# scripts/demo.sh: `make demo [MAP=helsinki|delaware]`, `make demo-stop`,
+# `make demo-clean`.
+#
+# Installs what is missing, builds and installs trafficdb, then runs a
+# throwaway PostgreSQL 15 cluster under .demo/ in the project folder
+# (loopback only, on a free port), imports a real OpenStreetMap road network
+# into a PostGIS table, creates the extension and prints example queries.
+# The server is left running.  Running it again reuses the cluster and
+# re-imports the map.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+cd "$TDB_ROOT"
+
+DEMO_DB=trafficdb_demo
+DEMO_LINK=$TDB_ROOT/.demo
+
+# The cluster must live where the cluster account can write.  As root, a
+# checkout under /root is out of its reach: keep the cluster in /var/tmp
+# then and leave .demo as a link to it.
+demo_dir() {
+	if [ -L "$DEMO_LINK" ]; then
+		readlink "$DEMO_LINK"
+	else
+		echo "$DEMO_LINK"
+	fi
+}
+
+pgdata() { echo "$(demo_dir)/pgdata"; }
+demo_port() { cat "$(demo_dir)/port" 2>/dev/null || true; }
+is_running() { [ -f "$(pgdata)/PG_VERSION" ] && as_pg "$PG_BIN/pg_ctl" -D "$(pgdata)" status >/dev/null 2>&1; }
+port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+stop_demo() {
+	if is_running; then
+		as_pg "$PG_BIN/pg_ctl" -D "$(pgdata)" stop -m fast -w >/dev/null
+		echo "demo: stopped the cluster in $(demo_dir)"
+	else
+		echo "demo: no demo cluster is running"
+	fi
+}
+
+case "${1:-}" in
+--stop)
+	stop_demo
+	exit 0
+	;;
+--clean)
+	stop_demo
+	dir=$(demo_dir)
+	rm -rf "$dir" "$DEMO_LINK"
+	echo "demo: removed $dir"
+	exit 0
+	;;
+esac
+
+MAP=${1:-helsinki}
+case "$MAP" in
+helsinki) pbf=data/helsinki.osm.pbf ;;
+delaware) pbf=data/cache/delaware-latest.osm.pbf ;;
+*) die "unknown MAP '$MAP': expected helsinki (shipped) or delaware (fetched)" ;;
+esac
+
+say "dependencies"
+scripts/deps.sh
+
+say "build and install"
+make -s -j"$(nproc)" all PG_CONFIG="$PG_CONFIG"
+$SUDO make -s install PG_CONFIG="$PG_CONFIG"
+
+if [ "$MAP" = delaware ]; then
+	say "fetch the Delaware road network"
+	scripts/fetch-map.sh delaware
+fi
+
+say "cluster"
+if [ ! -e "$DEMO_LINK" ]; then
+	mkdir -p "$DEMO_LINK"
+	[ "$(id -u)" = 0 ] && chown "$PG_OS_USER": "$DEMO_LINK"
+	if ! as_pg test -w "$DEMO_LINK"; then
+		rmdir "$DEMO_LINK"
+		alt=/var/tmp/trafficdb-demo-$(printf '%s' "$TDB_ROOT" | md5sum | cut -c1-8)
+		make_pg_dir "$alt"
+		ln -s "$alt" "$DEMO_LINK"
+		echo "demo: $TDB_ROOT is not writable by '$PG_OS_USER'; the cluster lives in $alt (.demo links to it)"
+	fi
+fi
+dir=$(demo_dir)
+
+if [ ! -f "$(pgdata)/PG_VERSION" ]; then
+	as_pg "$PG_BIN/initdb" -D "$(pgdata)" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >"$dir/initdb.log" ||
+		{ cat "$dir/initdb.log"; die "initdb failed"; }
+	echo "include_if_exists 'trafficdb-demo.conf'" | as_pg tee -a "$(pgdata)/postgresql.conf" >/dev/null
+	echo "demo: created a cluster in $(pgdata)"
+fi
+
+if ! is_running; then
+	port=$(demo_port)
+	if [ -z "$port" ] || port_in_use "$port"; then
+		port=
+		for p in $(seq 5433 5532); do
+			if ! port_in_use "$p"; then port=$p; break; fi
+		done
+		[ -n "$port" ] || die "no free TCP port on 127.0.0.1 between 5433 and 5532"
+		echo "$port" | as_pg tee "$dir/port" >/dev/null
+	fi
+	as_pg tee "$(pgdata)/trafficdb-demo.conf" >/dev/null <<-EOF
+		# written by scripts/demo.sh on every start
+		listen_addresses = '127.0.0.1'
+		port = $port
+		unix_socket_directories = ''
+		shared_preload_libraries = 'trafficdb'
+		trafficdb.database = '$DEMO_DB'
+		dynamic_shared_memory_type = posix
+		logging_collector = off
+	EOF
+	as_pg "$PG_BIN/pg_ctl" -D "$(pgdata)" -l "$dir/postgres.log" -w start >/dev/null ||
+		{ tail -n 20 "$dir/postgres.log"; die "the demo cluster did not start (log: $dir/postgres.log)"; }
+	echo "demo: server started on 127.0.0.1:$port"
+else
+	echo "demo: server already running on 127.0.0.1:$(demo_port)"
+fi
+port=$(demo_port)
+
+PSQL=("$PG_BIN/psql" -X -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres)
+if [ "$("${PSQL[@]}" -d postgres -tAc "SELECT count(*) FROM pg_database WHERE datname = '$DEMO_DB'")" = 0 ]; then
+	"${PSQL[@]}" -d postgres -qc "CREATE DATABASE $DEMO_DB"
+fi
+"${PSQL[@]}" -d "$DEMO_DB" -qc "CREATE EXTENSION IF NOT EXISTS postgis"
+
+say "import $MAP roads ($pbf) with osm2pgsql"
+"${PSQL[@]}" -d "$DEMO_DB" -qc "SET client_min_messages = warning; DROP EXTENSION IF EXISTS trafficdb; DROP TABLE IF EXISTS roads"
+osm2pgsql --output=flex --style=scripts/roads.lua --log-level=warn \
+	-H 127.0.0.1 -P "$port" -U postgres -d "$DEMO_DB" "$pbf"
+"${PSQL[@]}" -d "$DEMO_DB" -q <<-'EOF'
+	ALTER TABLE roads ADD PRIMARY KEY (osm_id);
+	ALTER TABLE roads ADD COLUMN length_m double precision;
+	UPDATE roads SET length_m = ST_Length(geom::geography);
+	ANALYZE roads;
+EOF
+
+say "create extension"
+"${PSQL[@]}" -d "$DEMO_DB" -qc "CREATE EXTENSION trafficdb"
+"${PSQL[@]}" -d "$DEMO_DB" -f scripts/demo-queries.sql
+
+cat <<EOF
+
+$(printf '\033[1m')The demo server is running.$(printf '\033[0m')
+  connect:  $PG_BIN/psql -h 127.0.0.1 -p $port -U postgres $DEMO_DB
+  log:      $dir/postgres.log
+  stop:     make demo-stop      (make demo-clean also deletes the cluster)
+It listens on 127.0.0.1 only and trusts local connections: a demo, not a deployment.
+EOF
