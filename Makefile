@@ -50,7 +50,13 @@ UNIT_CFLAGS = -std=gnu11 -O2 -g $(WARNINGS) -Isrc -Isrc/tests
 UNIT_SRCS = $(ENGINE_SRCS) $(wildcard src/tests/*.c)
 
 src/tests/unit_tests: $(UNIT_SRCS) $(wildcard src/*.h src/tests/*.h) src/tests/tests.list
-	$(CC) $(UNIT_CFLAGS) -o $@ $(UNIT_SRCS) -lm
+	$(CC) $(UNIT_CFLAGS) -o $@ $(UNIT_SRCS) -lm -lpthread
+
+# tdbread: an external reader of the shared memory (operators, TAP tests).
+tools/tdbread: tools/tdbread.c $(ENGINE_SRCS) $(wildcard src/*.h)
+	$(CC) $(UNIT_CFLAGS) -o $@ tools/tdbread.c $(ENGINE_SRCS) -lm
+
+all: tools/tdbread
 
 # TAP tests of t/ (PostgreSQL::Test::Cluster) against the installed server.
 tap:
@@ -75,4 +81,4 @@ demo-stop:
 demo-clean:
 	scripts/demo.sh --clean
 
-EXTRA_CLEAN = src/tests/unit_tests tmp_check results regression.diffs regression.out
+EXTRA_CLEAN = src/tests/unit_tests tools/tdbread tmp_check results regression.diffs regression.out

@@ -20,3 +20,155 @@ CREATE FUNCTION trafficdb.version() RETURNS text
     LANGUAGE C STRICT STABLE PARALLEL SAFE;
 COMMENT ON FUNCTION trafficdb.version() IS
     'version of the loaded trafficdb library';
+
+-- ---------------------------------------------------------------------------
+-- The daemon's tables: the persistent truth behind what it publishes.
+-- ---------------------------------------------------------------------------
+
+-- Where the map comes from (one row; written by the daemon after a load).
+CREATE TABLE trafficdb.map_source (
+    singleton           boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+    source              regclass NOT NULL,
+    id_column           name NOT NULL,
+    geom_column         name NOT NULL,
+    class_column        name,
+    name_column         name,
+    speed_limit_column  name,
+    oneway_column       name,
+    locations           bigint NOT NULL,
+    loaded_at           timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE trafficdb.map_source IS
+    'the table and columns the map was loaded from; the daemon reloads it on start';
+
+-- Traffic updates: applications INSERT or COPY here; the daemon consumes
+-- (deletes) committed rows and folds them into traffic_state.
+CREATE TABLE trafficdb.feed (
+    seq            bigserial PRIMARY KEY,
+    location_id    bigint NOT NULL,
+    speed_kmh      real,
+    free_flow_kmh  real,
+    congestion     smallint,
+    confidence     smallint,
+    incident       text,
+    observed_at    timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE trafficdb.feed IS
+    'traffic updates to publish: speed and free-flow speed in km/h [0, 400], congestion 0 (free) to 4 (standstill), confidence 0-100';
+
+-- Current traffic per location, as of the last consumed feed rows.
+CREATE TABLE trafficdb.traffic_state (
+    location_id    bigint PRIMARY KEY,
+    speed_kmh      real,
+    free_flow_kmh  real,
+    congestion     smallint,
+    confidence     smallint,
+    incident       text,
+    observed_at    timestamptz NOT NULL,
+    generation     bigint NOT NULL
+);
+
+-- Feed rows the daemon refused, with the reason.  Never silently dropped.
+CREATE TABLE trafficdb.feed_rejects (
+    seq            bigint NOT NULL,
+    location_id    bigint,
+    reason         text NOT NULL,
+    rejected_at    timestamptz NOT NULL DEFAULT now()
+);
+
+-- The last generation published, so generations keep counting up across restarts.
+CREATE TABLE trafficdb.daemon_state (
+    singleton      boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+    generation     bigint NOT NULL DEFAULT 0,
+    published_at   timestamptz
+);
+INSERT INTO trafficdb.daemon_state DEFAULT VALUES;
+
+SELECT pg_catalog.pg_extension_config_dump('trafficdb.map_source', '');
+SELECT pg_catalog.pg_extension_config_dump('trafficdb.feed', '');
+SELECT pg_catalog.pg_extension_config_dump('trafficdb.feed_seq_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('trafficdb.traffic_state', '');
+SELECT pg_catalog.pg_extension_config_dump('trafficdb.feed_rejects', '');
+
+-- ---------------------------------------------------------------------------
+-- Functions
+-- ---------------------------------------------------------------------------
+
+CREATE FUNCTION trafficdb.load_map(
+    source              regclass,
+    id_column           name DEFAULT 'id',
+    geom_column         name DEFAULT 'geom',
+    class_column        name DEFAULT NULL,
+    name_column         name DEFAULT NULL,
+    speed_limit_column  name DEFAULT NULL,
+    oneway_column       name DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'trafficdb_load_map'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+COMMENT ON FUNCTION trafficdb.load_map IS
+    'load road segments (LineStrings) from a PostGIS table into shared memory and publish them; returns the number of locations';
+
+CREATE FUNCTION trafficdb.publish(wait boolean DEFAULT true) RETURNS bigint
+AS 'MODULE_PATHNAME', 'trafficdb_publish'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+COMMENT ON FUNCTION trafficdb.publish IS
+    'consume the feed and publish now; with wait, returns the generation published';
+
+-- Loading maps and forcing publication are for administrators.
+REVOKE ALL ON FUNCTION trafficdb.load_map FROM PUBLIC;
+REVOKE ALL ON FUNCTION trafficdb.publish FROM PUBLIC;
+
+CREATE FUNCTION trafficdb._status(
+    OUT daemon_pid integer, OUT generation bigint, OUT map_id bigint, OUT locations bigint,
+    OUT map_bytes bigint, OUT traffic_bytes bigint, OUT bytes_per_location double precision,
+    OUT shm_bytes bigint, OUT last_map_build_ms double precision,
+    OUT last_publish_ms double precision, OUT last_publish_at timestamptz,
+    OUT publishes bigint, OUT publishes_refused bigint,
+    OUT feed_rows_consumed bigint, OUT feed_rows_rejected bigint,
+    OUT last_feed_rows_per_sec double precision, OUT last_error text)
+AS 'MODULE_PATHNAME', 'trafficdb_status'
+LANGUAGE C STRICT VOLATILE;
+
+CREATE VIEW trafficdb.status AS
+SELECT s.*,
+       (SELECT count(*) FROM trafficdb.feed) AS feed_backlog,
+       (SELECT now() - min(observed_at) FROM trafficdb.feed) AS feed_lag
+  FROM trafficdb._status() s;
+COMMENT ON VIEW trafficdb.status IS
+    'the daemon: active generation, object sizes, publish and map build times, feed throughput and backlog';
+
+CREATE FUNCTION trafficdb._readers(
+    OUT slot integer, OUT kind text, OUT pid integer, OUT generation bigint,
+    OUT pinned_since timestamptz, OUT pinned_seconds double precision, OUT late boolean)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'trafficdb_readers'
+LANGUAGE C STRICT VOLATILE;
+
+CREATE VIEW trafficdb.readers AS SELECT * FROM trafficdb._readers();
+COMMENT ON VIEW trafficdb.readers IS
+    'readers (backends and external processes) pinning a published version; late = held past trafficdb.reader_pin_timeout';
+
+CREATE FUNCTION trafficdb.changes_since(
+    generation bigint,
+    OUT location_id bigint, OUT changed_generation bigint,
+    OUT speed_kmh real, OUT free_flow_kmh real, OUT congestion smallint,
+    OUT confidence smallint, OUT incident text, OUT updated_at timestamptz,
+    OUT snapshot_generation bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'trafficdb_changes_since'
+LANGUAGE C STRICT VOLATILE;
+COMMENT ON FUNCTION trafficdb.changes_since IS
+    'locations whose traffic changed after the given generation, as of the current snapshot';
+
+CREATE FUNCTION trafficdb.current_traffic(
+    location_ids bigint[] DEFAULT NULL,
+    OUT location_id bigint, OUT geom geometry, OUT road_class text, OUT name text,
+    OUT length_m double precision, OUT speed_limit_kmh smallint, OUT oneway boolean,
+    OUT speed_kmh real, OUT free_flow_kmh real, OUT congestion smallint,
+    OUT confidence smallint, OUT incident text, OUT updated_at timestamptz,
+    OUT generation bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'trafficdb_current_traffic'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+COMMENT ON FUNCTION trafficdb.current_traffic IS
+    'the published map with its current traffic, read from shared memory (all locations, or those listed)';

@@ -23,9 +23,12 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "storage/ipc.h"
 #include "utils/guc.h"
 
+#include "module/shared.h"
 #include "module/trafficdb.h"
+#include "writer.h"
 
 PG_MODULE_MAGIC;
 
@@ -34,11 +37,14 @@ char	   *tdb_database = NULL;
 int			tdb_publish_interval_ms = 1000;
 int			tdb_reader_pin_timeout_ms = 10000;
 char	   *tdb_shm_group = NULL;
+char	   *tdb_shm_name_setting = NULL;
+int			tdb_max_external_readers = 64;
 
 /* True when the postmaster loaded us through shared_preload_libraries. */
 static bool tdb_loaded_at_startup = false;
 
 void		_PG_init(void);
+static void tdb_postmaster_exit(int code, Datum arg);
 
 PG_FUNCTION_INFO_V1(trafficdb_assert_preloaded);
 PG_FUNCTION_INFO_V1(trafficdb_version);
@@ -86,6 +92,27 @@ tdb_define_settings(void)
 								   0,
 								   NULL, NULL, NULL);
 
+		DefineCustomStringVariable("trafficdb.shm_name",
+								   "Name prefix of trafficdb's POSIX shared memory objects.",
+								   "Empty means \"/trafficdb.<port>\". External readers open "
+								   "<prefix>.ctl; see docs/shared-memory.md.",
+								   &tdb_shm_name_setting,
+								   "",
+								   PGC_POSTMASTER,
+								   0,
+								   NULL, NULL, NULL);
+
+		DefineCustomIntVariable("trafficdb.max_external_readers",
+								"Reader slots for processes outside the server (libtrafficdb).",
+								NULL,
+								&tdb_max_external_readers,
+								64,
+								0,
+								4096,
+								PGC_POSTMASTER,
+								0,
+								NULL, NULL, NULL);
+
 		DefineCustomStringVariable("trafficdb.shm_group",
 								   "Operating-system group given read access to trafficdb's shared memory.",
 								   "Empty means owner-only (mode 0600), which is the default.",
@@ -105,6 +132,27 @@ _PG_init(void)
 	tdb_loaded_at_startup = process_shared_preload_libraries_in_progress;
 
 	tdb_define_settings();
+
+	if (!tdb_loaded_at_startup)
+		return;
+	tdb_shared_request();
+	tdb_daemon_register();
+	if (!IsUnderPostmaster)
+		on_proc_exit(tdb_postmaster_exit, (Datum) 0);
+}
+
+/*
+ * The postmaster exits only on an orderly shutdown (a crash-restart keeps
+ * it alive): tell external readers the instance is gone and free the shared
+ * memory names.  After a kill -9 of the postmaster nothing runs here; the
+ * next daemon adopts or replaces what is left.
+ */
+static void
+tdb_postmaster_exit(int code, Datum arg)
+{
+	(void) code;
+	(void) arg;
+	tdb_writer_stop_instance(tdb_shm_prefix());
 }
 
 /*

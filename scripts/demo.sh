@@ -94,6 +94,13 @@ if [ ! -f "$(pgdata)/PG_VERSION" ]; then
 	echo "demo: created a cluster in $(pgdata)"
 fi
 
+# a rebuilt library only takes effect when the postmaster preloads it again
+lib="$($PG_CONFIG --pkglibdir)/trafficdb.so"
+if is_running && [ "$lib" -nt "$(pgdata)/postmaster.pid" ]; then
+	echo "demo: trafficdb.so was rebuilt; restarting the server to load it"
+	as_pg "$PG_BIN/pg_ctl" -D "$(pgdata)" stop -m fast -w >/dev/null
+fi
+
 if ! is_running; then
 	port=$(demo_port)
 	if [ -z "$port" ] || port_in_use "$port"; then

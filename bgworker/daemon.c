@@ -1,0 +1,1240 @@
+/*-------------------------------------------------------------------------
+ *
+ * daemon.c
+ *	  The trafficdb daemon: one background worker, the only writer of
+ *	  trafficdb's shared memory.
+ *
+ * Each cycle (every trafficdb.publish_interval, or at once when a backend
+ * asks) it serves a pending map-load request, then consumes the feed: in one
+ * transaction it deletes a batch of committed rows from trafficdb.feed,
+ * checks them, applies the good ones to its in-memory traffic array, upserts
+ * them into trafficdb.traffic_state, files the bad ones in
+ * trafficdb.feed_rejects, records the generation, publishes the new traffic
+ * object in shared memory and queues a NOTIFY; then it commits.
+ *
+ * Durability: every committed feed row is either still in trafficdb.feed
+ * or reflected in trafficdb.traffic_state (the deletion and the upsert
+ * commit together).  The published object may run ahead of the commit (it
+ * only ever holds values of committed feed rows), never behind it for
+ * long.  On start, the daemon adopts whatever valid objects a previous run
+ * left in shared memory (readers keep reading them), then rebuilds the map
+ * and the traffic from the tables and publishes a new generation.
+ *
+ * Readers are never waited for: see src/writer.h.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <grp.h>
+#include <math.h>
+#include <signal.h>
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "commands/async.h"
+#include "commands/dbcommands.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "port/pg_bswap.h"
+#include "portability/instr_time.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "tcop/tcopprot.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+
+#include "module/shared.h"
+#include "module/trafficdb.h"
+#include "object.h"
+#include "writer.h"
+
+PGDLLEXPORT void tdb_daemon_main(Datum arg);
+
+#define FEED_BATCH 200000
+#define NOTIFY_CHANNEL "trafficdb_publish"
+
+/* Valid ranges for feed values. */
+#define MAX_SPEED_KMH 400.0
+
+/* What the daemon holds between cycles. */
+typedef struct DaemonState
+{
+	TdbWriter	writer;
+	bool		writer_open;
+	uint64		generation;		/* last published (or adopted) */
+
+	/* the current map */
+	uint32		map_seg;
+	void	   *map_addr;
+	TdbMapView	map;
+	bool		have_map;
+
+	/* working traffic, in map record order */
+	TdbTraffic *traffic;
+	char	  **incidents;		/* per record, palloc'd text or NULL */
+	uint64		incident_count;
+	bool		dirty;			/* changes not yet published */
+
+	MemoryContext cxt;			/* lives as long as the daemon */
+} DaemonState;
+
+static DaemonState D;
+
+/* ---- registration ------------------------------------------------------------- */
+
+void
+tdb_daemon_register(void)
+{
+	BackgroundWorker bgw;
+
+	memset(&bgw, 0, sizeof(bgw));
+	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	bgw.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	bgw.bgw_restart_time = 1;
+	snprintf(bgw.bgw_library_name, BGW_MAXLEN, "trafficdb");
+	snprintf(bgw.bgw_function_name, BGW_MAXLEN, "tdb_daemon_main");
+	snprintf(bgw.bgw_name, BGW_MAXLEN, "trafficdb daemon");
+	snprintf(bgw.bgw_type, BGW_MAXLEN, "trafficdb daemon");
+	RegisterBackgroundWorker(&bgw);
+}
+
+/* ---- small helpers ------------------------------------------------------------- */
+
+static int64
+now_us(void)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	/* PostgreSQL timestamps count from 2000-01-01 */
+	return (int64) now + ((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY);
+}
+
+static TimestampTz
+us_to_timestamptz(int64 us)
+{
+	return (TimestampTz) (us - ((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY));
+}
+
+static void
+set_last_error(const char *msg)
+{
+	SpinLockAcquire(&tdb_shared->mutex);
+	strlcpy(tdb_shared->last_error, msg, TDB_ERRMSG_LEN);
+	SpinLockRelease(&tdb_shared->mutex);
+}
+
+static gid_t
+shm_gid(void)
+{
+	struct group *g;
+
+	if (tdb_shm_group == NULL || tdb_shm_group[0] == '\0')
+		return (gid_t) -1;
+	g = getgrnam(tdb_shm_group);
+	if (g == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("trafficdb.shm_group names group \"%s\", which does not exist",
+						tdb_shm_group),
+				 errhint("Create the group, or set trafficdb.shm_group to '' for owner-only access.")));
+	return g->gr_gid;
+}
+
+static void
+begin_tx(const char *what)
+{
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	pgstat_report_activity(STATE_RUNNING, what);
+}
+
+static void
+commit_tx(void)
+{
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	pgstat_report_stat(false);
+	pgstat_report_activity(STATE_IDLE, NULL);
+}
+
+/* The schema PostGIS is installed in, quoted, or NULL if it is not installed. */
+static char *
+postgis_schema(void)
+{
+	if (SPI_execute("SELECT quote_ident(n.nspname) FROM pg_catalog.pg_extension e "
+					"JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace "
+					"WHERE e.extname = 'postgis'", true, 1) != SPI_OK_SELECT || SPI_processed == 0)
+		return NULL;
+	return SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+}
+
+static bool
+extension_installed(void)
+{
+	return SPI_execute("SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'trafficdb'",
+					   true, 1) == SPI_OK_SELECT && SPI_processed == 1;
+}
+
+/* ---- map loading ---------------------------------------------------------------- */
+
+typedef struct LoadCounts
+{
+	uint64		loaded;
+	uint64		null_id;
+	uint64		null_geom;
+	uint64		not_linestring;
+	uint64		bad_points;
+	char		first_bad[TDB_ERRLEN];
+} LoadCounts;
+
+/*
+ * Parse a 2D WKB LineString (or a MultiLineString of one part) into xy.
+ * Returns the point count, 0 for an empty one, -1 if it is another type.
+ */
+static int64
+parse_wkb_linestring(const bytea *wkb, double **xy, Size *cap)
+{
+	const unsigned char *p = (const unsigned char *) VARDATA_ANY(wkb);
+	Size		len = VARSIZE_ANY_EXHDR(wkb);
+	Size		pos = 0;
+	uint32		type;
+	uint32		n;
+	bool		le;
+
+	for (int depth = 0; depth < 2; depth++)
+	{
+		if (len - pos < 9)
+			return -1;
+		le = p[pos] == 1;
+		memcpy(&type, p + pos + 1, 4);
+		memcpy(&n, p + pos + 5, 4);
+		if (!le)
+		{
+			type = pg_bswap32(type);
+			n = pg_bswap32(n);
+		}
+		pos += 9;
+		if (type == 5 && depth == 0)
+		{
+			/* MultiLineString: one part only */
+			if (n != 1)
+				return n == 0 ? 0 : -1;
+			continue;
+		}
+		if (type != 2)
+			return -1;
+		if (n == 0)
+			return 0;
+		if ((Size) n * 16 > len - pos)
+			return -1;
+		if (*cap < (Size) n * 2)
+		{
+			*cap = (Size) n * 2;
+			*xy = *xy ? repalloc(*xy, *cap * sizeof(double)) : palloc(*cap * sizeof(double));
+		}
+		memcpy(*xy, p + pos, (Size) n * 16);
+		if (!le)
+			for (uint32 i = 0; i < 2 * n; i++)
+			{
+				uint64		v;
+
+				memcpy(&v, &(*xy)[i], 8);
+				v = pg_bswap64(v);
+				memcpy(&(*xy)[i], &v, 8);
+			}
+		return n;
+	}
+	return -1;
+}
+
+static const char *
+col_or_null(const NameData *col, const char *cast)
+{
+	if (NameStr(*col)[0] == '\0')
+		return psprintf("NULL::%s", cast);
+	return psprintf("(%s)::%s", quote_identifier(NameStr(*col)), cast);
+}
+
+/*
+ * Read the source table into a map builder.  Runs inside a transaction with
+ * SPI connected; raises ERROR on anything that makes the whole load wrong.
+ */
+static TdbMapBuilder *
+read_map_source(const TdbMapRequest *req, LoadCounts *counts)
+{
+	char	   *pg = postgis_schema();
+	char	   *relname;
+	char	   *query;
+	Portal		portal;
+	TdbMapBuilder *b;
+	double	   *xy = NULL;
+	Size		cap = 0;
+	char		err[TDB_ERRLEN];
+
+	if (pg == NULL)
+		ereport(ERROR, (errmsg("PostGIS is not installed in database \"%s\"", get_database_name(MyDatabaseId))));
+	relname = get_rel_name(req->relid);
+	if (relname == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("the map source table (OID %u) no longer exists", req->relid),
+				 errhint("Load a map again with trafficdb.load_map().")));
+	relname = quote_qualified_identifier(get_namespace_name(get_rel_namespace(req->relid)), relname);
+
+	query = psprintf("SELECT (%s)::int8, %s.ST_AsBinary(%s.ST_Force2D("
+					 "CASE WHEN %s.ST_SRID(g) = 4326 THEN g ELSE %s.ST_Transform(g, 4326) END)), "
+					 "%s, %s, %s, %s "
+					 "FROM (SELECT *, %s AS g FROM %s) src",
+					 quote_identifier(NameStr(req->id_column)), pg, pg, pg, pg,
+					 col_or_null(&req->class_column, "text"),
+					 col_or_null(&req->name_column, "text"),
+					 col_or_null(&req->speed_column, "float8"),
+					 col_or_null(&req->oneway_column, "bool"),
+					 quote_identifier(NameStr(req->geom_column)), relname);
+
+	b = tdb_map_builder_create();
+	if (b == NULL)
+		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
+	memset(counts, 0, sizeof(*counts));
+
+	PG_TRY();
+	{
+		portal = SPI_cursor_open_with_args(NULL, query, 0, NULL, NULL, NULL, true, 0);
+		for (;;)
+		{
+			SPI_cursor_fetch(portal, true, 10000);
+			if (SPI_processed == 0)
+				break;
+			for (uint64 r = 0; r < SPI_processed; r++)
+			{
+				HeapTuple	tup = SPI_tuptable->vals[r];
+				TupleDesc	td = SPI_tuptable->tupdesc;
+				bool		isnull;
+				Datum		d;
+				int64		id;
+				int64		npts;
+				char	   *cls;
+				char	   *name;
+				double		speed = 0;
+				bool		oneway = false;
+
+				d = SPI_getbinval(tup, td, 1, &isnull);
+				if (isnull)
+				{
+					counts->null_id++;
+					continue;
+				}
+				id = DatumGetInt64(d);
+				d = SPI_getbinval(tup, td, 2, &isnull);
+				if (isnull)
+				{
+					counts->null_geom++;
+					continue;
+				}
+				npts = parse_wkb_linestring(DatumGetByteaPP(d), &xy, &cap);
+				if (npts < 2)
+				{
+					if (npts < 0)
+						counts->not_linestring++;
+					else
+						counts->null_geom++;
+					continue;
+				}
+				cls = SPI_getvalue(tup, td, 3);
+				name = SPI_getvalue(tup, td, 4);
+				d = SPI_getbinval(tup, td, 5, &isnull);
+				if (!isnull)
+					speed = DatumGetFloat8(d);
+				d = SPI_getbinval(tup, td, 6, &isnull);
+				if (!isnull)
+					oneway = DatumGetBool(d);
+				if (!(speed >= 0 && speed <= 65535))
+					speed = 0;
+				switch (tdb_map_builder_add(b, (uint64) id, xy, (uint32) npts, cls, name,
+											(uint16) rint(speed), oneway ? TDB_LOC_ONEWAY : 0, err))
+				{
+					case TDB_OBJ_OK:
+						counts->loaded++;
+						break;
+					case TDB_OBJ_EINVAL:
+						if (counts->bad_points++ == 0)
+							strlcpy(counts->first_bad, err, sizeof(counts->first_bad));
+						break;
+					default:
+						ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("%s", err)));
+				}
+			}
+			SPI_freetuptable(SPI_tuptable);
+		}
+		SPI_cursor_close(portal);
+	}
+	PG_CATCH();
+	{
+		tdb_map_builder_free(b);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	return b;
+}
+
+/* Bring the working traffic array to a new map, keeping what ids still match. */
+static void
+remap_traffic(const TdbMapView *newmap)
+{
+	MemoryContext old = MemoryContextSwitchTo(D.cxt);
+	TdbTraffic *t = MemoryContextAllocHuge(D.cxt, Max(newmap->count, 1) * sizeof(TdbTraffic));
+	char	  **inc = MemoryContextAllocZero(D.cxt, Max(newmap->count, 1) * sizeof(char *));
+
+	D.incident_count = 0;
+	for (uint64 i = 0; i < newmap->count; i++)
+	{
+		int64		o = D.have_map ? tdb_map_find(&D.map, newmap->records[i].id) : -1;
+
+		if (o >= 0)
+		{
+			t[i] = D.traffic[o];
+			inc[i] = D.incidents[o];
+			D.incidents[o] = NULL;
+			if (inc[i])
+				D.incident_count++;
+		}
+		else
+		{
+			memset(&t[i], 0, sizeof(TdbTraffic));
+			t[i].speed_kmh = NAN;
+			t[i].free_flow_kmh = NAN;
+			t[i].congestion = TDB_CONGESTION_UNKNOWN;
+		}
+	}
+	if (D.traffic)
+	{
+		for (uint64 i = 0; D.have_map && i < D.map.count; i++)
+			if (D.incidents[i])
+				pfree(D.incidents[i]);
+		pfree(D.traffic);
+		pfree(D.incidents);
+	}
+	D.traffic = t;
+	D.incidents = inc;
+	MemoryContextSwitchTo(old);
+}
+
+/* Apply one traffic value to record i if it is not older than what we have. */
+static bool
+apply_traffic(uint64 i, int64 observed_us, float speed, float free_flow, int congestion,
+			  int confidence, const char *incident, uint64 gen)
+{
+	TdbTraffic *t = &D.traffic[i];
+
+	if (t->updated_at_us > observed_us)
+		return false;
+	t->updated_at_us = observed_us;
+	t->speed_kmh = speed;
+	t->free_flow_kmh = free_flow;
+	t->congestion = (uint8) (congestion < 0 ? TDB_CONGESTION_UNKNOWN : congestion);
+	t->confidence = (uint8) (confidence < 0 ? 0 : confidence);
+	t->changed_gen = gen;
+	if (D.incidents[i])
+	{
+		pfree(D.incidents[i]);
+		D.incidents[i] = NULL;
+		D.incident_count--;
+	}
+	if (incident)
+	{
+		D.incidents[i] = MemoryContextStrdup(D.cxt, incident);
+		D.incident_count++;
+	}
+	return true;
+}
+
+/* Load trafficdb.traffic_state into the working array (startup, new map). */
+static void
+load_traffic_state(void)
+{
+	Portal		portal;
+
+	portal = SPI_cursor_open_with_args(NULL,
+									   "SELECT location_id, speed_kmh, free_flow_kmh, congestion, confidence, "
+									   "incident, observed_at, generation FROM trafficdb.traffic_state",
+									   0, NULL, NULL, NULL, true, 0);
+	for (;;)
+	{
+		SPI_cursor_fetch(portal, true, 50000);
+		if (SPI_processed == 0)
+			break;
+		for (uint64 r = 0; r < SPI_processed; r++)
+		{
+			HeapTuple	tup = SPI_tuptable->vals[r];
+			TupleDesc	td = SPI_tuptable->tupdesc;
+			bool		n1,
+						n2,
+						n3,
+						n4,
+						n5;
+			int64		id = DatumGetInt64(SPI_getbinval(tup, td, 1, &n1));
+			int64		i = tdb_map_find(&D.map, (uint64) id);
+			Datum		speed = SPI_getbinval(tup, td, 2, &n1);
+			Datum		ff = SPI_getbinval(tup, td, 3, &n2);
+			Datum		cong = SPI_getbinval(tup, td, 4, &n3);
+			Datum		conf = SPI_getbinval(tup, td, 5, &n4);
+			char	   *inc = SPI_getvalue(tup, td, 6);
+			TimestampTz obs = DatumGetTimestampTz(SPI_getbinval(tup, td, 7, &n5));
+			int64		g = DatumGetInt64(SPI_getbinval(tup, td, 8, &n5));
+
+			if (i < 0)
+				continue;
+			apply_traffic((uint64) i,
+						  (int64) obs + ((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY),
+						  n1 ? NAN : DatumGetFloat4(speed), n2 ? NAN : DatumGetFloat4(ff),
+						  n3 ? -1 : DatumGetInt16(cong), n4 ? -1 : DatumGetInt16(conf), inc,
+						  Min((uint64) g, D.generation + 1));
+		}
+		SPI_freetuptable(SPI_tuptable);
+	}
+	SPI_cursor_close(portal);
+}
+
+/* ---- publishing ------------------------------------------------------------------- */
+
+/*
+ * Write the working traffic into a free buffer and publish it as generation
+ * gen.  Returns false (and leaves D.dirty set) if every version is pinned.
+ */
+static bool
+publish_traffic(uint64 gen)
+{
+	instr_time	start,
+				dur;
+	Size		ibytes = 0;
+	char	   *iblob = NULL;
+	uint32		seg;
+	void	   *addr;
+	char		err[TDB_ERRLEN];
+	int			rc;
+	uint64		count = D.map.count;
+
+	INSTR_TIME_SET_CURRENT(start);
+
+	/* incidents: 4 unused bytes (offset 0 means none), then length + text each */
+	if (D.incident_count > 0)
+	{
+		StringInfoData buf;
+		uint32		zero = 0;
+
+		initStringInfo(&buf);
+		appendBinaryStringInfo(&buf, (char *) &zero, 4);
+		for (uint64 i = 0; i < count; i++)
+		{
+			uint32		len;
+
+			if (D.incidents[i] == NULL)
+			{
+				D.traffic[i].incident_off = 0;
+				continue;
+			}
+			len = (uint32) strlen(D.incidents[i]);
+			D.traffic[i].incident_off = (uint32) buf.len;
+			appendBinaryStringInfo(&buf, (char *) &len, 4);
+			appendBinaryStringInfo(&buf, D.incidents[i], len);
+		}
+		iblob = buf.data;
+		ibytes = buf.len;
+	}
+	else
+		for (uint64 i = 0; i < count; i++)
+			D.traffic[i].incident_off = 0;
+
+	rc = tdb_writer_traffic_segment(&D.writer, tdb_traffic_size(count, ibytes), &seg, &addr, err);
+	if (rc != TDB_SHM_OK)
+		ereport(ERROR, (errmsg("could not get a traffic buffer: %s", err)));
+	tdb_traffic_write(addr, D.map.hdr->map_id, gen, count, D.traffic, iblob, ibytes, now_us());
+	if (iblob)
+		pfree(iblob);
+
+	rc = tdb_writer_publish(&D.writer, gen, D.map.hdr->map_id, D.map_seg, seg, now_us());
+	if (rc == TDB_SHM_ENOSLOT)
+	{
+		SpinLockAcquire(&tdb_shared->mutex);
+		tdb_shared->publishes_refused++;
+		SpinLockRelease(&tdb_shared->mutex);
+		ereport(WARNING,
+				(errmsg("trafficdb: generation " UINT64_FORMAT " not published: readers pin all %d versions",
+						gen, TDB_MAX_VERSIONS),
+				 errhint("See trafficdb.readers for the readers holding old versions; publication resumes when they release them.")));
+		D.dirty = true;
+		return false;
+	}
+	D.generation = gen;
+	D.dirty = false;
+	tdb_writer_reclaim(&D.writer, D.map_seg);
+
+	INSTR_TIME_SET_CURRENT(dur);
+	INSTR_TIME_SUBTRACT(dur, start);
+	SpinLockAcquire(&tdb_shared->mutex);
+	tdb_shared->generation = gen;
+	tdb_shared->map_id = D.map.hdr->map_id;
+	tdb_shared->locations = count;
+	tdb_shared->map_bytes = D.map.hdr->total_size;
+	tdb_shared->traffic_bytes = tdb_traffic_size(count, ibytes);
+	tdb_shared->shm_bytes = tdb_writer_bytes(&D.writer);
+	tdb_shared->last_publish_ms = INSTR_TIME_GET_MILLISEC(dur);
+	tdb_shared->last_publish_at = GetCurrentTimestamp();
+	tdb_shared->publishes++;
+	SpinLockRelease(&tdb_shared->mutex);
+	ConditionVariableBroadcast(&tdb_shared->cv);
+	return true;
+}
+
+static void
+record_generation(uint64 gen)
+{
+	Datum		arg = Int64GetDatum((int64) gen);
+	Oid			type = INT8OID;
+
+	SPI_execute_with_args("UPDATE trafficdb.daemon_state SET generation = $1, published_at = now()",
+						  1, &type, &arg, NULL, false, 0);
+	Async_Notify(NOTIFY_CHANNEL, psprintf(UINT64_FORMAT, gen));
+}
+
+/*
+ * Build and publish a new map from req (inside a transaction), carrying
+ * traffic over by location id.  Returns the number of locations.
+ */
+static uint64
+load_map(const TdbMapRequest *req, bool record_source)
+{
+	LoadCounts	counts;
+	TdbMapBuilder *b;
+	char		err[TDB_ERRLEN];
+	uint32		seg;
+	void	   *addr;
+	TdbMapView	view;
+	instr_time	start,
+				dur;
+	uint64		map_id;
+	uint64		gen;
+	uint64		skipped;
+
+	INSTR_TIME_SET_CURRENT(start);
+	b = read_map_source(req, &counts);
+	if (tdb_map_builder_finish(b, err) != TDB_OBJ_OK)
+	{
+		tdb_map_builder_free(b);
+		ereport(ERROR,
+				(errcode(ERRCODE_UNIQUE_VIOLATION),
+				 errmsg("cannot load the map from %s: %s", get_rel_name(req->relid), err),
+				 errhint("Location ids (column \"%s\") must be unique.", NameStr(req->id_column))));
+	}
+	skipped = counts.null_id + counts.null_geom + counts.not_linestring + counts.bad_points;
+	if (skipped > 0)
+		ereport(WARNING,
+				(errmsg("trafficdb: skipped " UINT64_FORMAT " of " UINT64_FORMAT " rows of %s while loading the map",
+						skipped, skipped + counts.loaded, get_rel_name(req->relid)),
+				 errdetail("NULL id: " UINT64_FORMAT ", NULL or empty geometry: " UINT64_FORMAT
+						   ", not a LineString: " UINT64_FORMAT ", invalid coordinates: " UINT64_FORMAT "%s%s",
+						   counts.null_id, counts.null_geom, counts.not_linestring, counts.bad_points,
+						   counts.bad_points ? "; first: " : "", counts.first_bad)));
+
+	if (pg_strong_random(&map_id, sizeof(map_id)) == false || map_id == 0)
+		map_id = (uint64) GetCurrentTimestamp() | 1;
+	if (tdb_writer_new_segment(&D.writer, TDB_SEG_MAP, tdb_map_builder_size(b), &seg, &addr, err) != TDB_SHM_OK)
+	{
+		tdb_map_builder_free(b);
+		ereport(ERROR, (errmsg("could not create the map object: %s", err)));
+	}
+	tdb_map_builder_write(b, addr, map_id, now_us());
+	tdb_map_builder_free(b);
+	tdb_map_view_init(&view, addr);
+
+	remap_traffic(&view);
+	D.map_seg = seg;
+	D.map_addr = addr;
+	D.map = view;
+	D.have_map = true;
+	load_traffic_state();
+
+	INSTR_TIME_SET_CURRENT(dur);
+	INSTR_TIME_SUBTRACT(dur, start);
+	SpinLockAcquire(&tdb_shared->mutex);
+	tdb_shared->last_map_build_ms = INSTR_TIME_GET_MILLISEC(dur);
+	SpinLockRelease(&tdb_shared->mutex);
+
+	if (record_source)
+	{
+		Oid			types[8] = {OIDOID, NAMEOID, NAMEOID, NAMEOID, NAMEOID, NAMEOID, NAMEOID, INT8OID};
+		Datum		vals[8];
+		char		nulls[8] = "        ";
+		const NameData *cols[6] = {&req->id_column, &req->geom_column, &req->class_column,
+		&req->name_column, &req->speed_column, &req->oneway_column};
+
+		vals[0] = ObjectIdGetDatum(req->relid);
+		for (int c = 0; c < 6; c++)
+		{
+			vals[c + 1] = NameGetDatum(cols[c]);
+			if (NameStr(*cols[c])[0] == '\0')
+				nulls[c + 1] = 'n';
+		}
+		vals[7] = Int64GetDatum((int64) view.count);
+		SPI_execute("DELETE FROM trafficdb.map_source", false, 0);
+		SPI_execute_with_args("INSERT INTO trafficdb.map_source (source, id_column, geom_column, "
+							  "class_column, name_column, speed_limit_column, oneway_column, locations) "
+							  "VALUES ($1::regclass, $2, $3, $4, $5, $6, $7, $8)",
+							  8, types, vals, nulls, false, 0);
+	}
+	gen = D.generation + 1;
+	record_generation(gen);
+	publish_traffic(gen);
+	elog(LOG, "trafficdb: loaded map of " UINT64_FORMAT " locations from %s (%.0f ms), published generation " UINT64_FORMAT,
+		 view.count, get_rel_name(req->relid), INSTR_TIME_GET_MILLISEC(dur), gen);
+	return view.count;
+}
+
+/* ---- consuming the feed ----------------------------------------------------------- */
+
+typedef struct Rejects
+{
+	ArrayBuildState *seq,
+			   *id,
+			   *reason;
+	uint64		n;
+} Rejects;
+
+static void
+reject(Rejects *rj, int64 seq, int64 id, const char *reason)
+{
+	rj->seq = accumArrayResult(rj->seq, Int64GetDatum(seq), false, INT8OID, CurrentMemoryContext);
+	rj->id = accumArrayResult(rj->id, Int64GetDatum(id), false, INT8OID, CurrentMemoryContext);
+	rj->reason = accumArrayResult(rj->reason, CStringGetTextDatum(reason), false, TEXTOID,
+								  CurrentMemoryContext);
+	rj->n++;
+}
+
+static bool
+speed_ok(bool isnull, float v)
+{
+	return isnull || (isfinite(v) && v >= 0 && v <= MAX_SPEED_KMH);
+}
+
+/*
+ * Consume one batch of the feed into the working traffic (inside a
+ * transaction).  Returns the number of rows consumed.
+ */
+static uint64
+consume_feed(uint64 gen, Rejects *rj, List **changed)
+{
+	uint64		n;
+	int64		horizon = now_us() + 5 * 60 * USECS_PER_SEC;
+
+	if (SPI_execute(psprintf("DELETE FROM trafficdb.feed WHERE seq IN "
+							 "(SELECT seq FROM trafficdb.feed ORDER BY seq LIMIT %d) "
+							 "RETURNING seq, location_id, speed_kmh, free_flow_kmh, congestion, "
+							 "confidence, incident, observed_at", FEED_BATCH),
+					false, 0) != SPI_OK_DELETE_RETURNING)
+		elog(ERROR, "could not consume trafficdb.feed");
+	n = SPI_processed;
+	for (uint64 r = 0; r < n; r++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[r];
+		TupleDesc	td = SPI_tuptable->tupdesc;
+		bool		nseq,
+					nid,
+					ns,
+					nf,
+					nc,
+					nconf,
+					nobs;
+		int64		seq = DatumGetInt64(SPI_getbinval(tup, td, 1, &nseq));
+		int64		id = DatumGetInt64(SPI_getbinval(tup, td, 2, &nid));
+		Datum		sd = SPI_getbinval(tup, td, 3, &ns);
+		Datum		fd = SPI_getbinval(tup, td, 4, &nf);
+		Datum		cd = SPI_getbinval(tup, td, 5, &nc);
+		Datum		confd = SPI_getbinval(tup, td, 6, &nconf);
+		char	   *incident = SPI_getvalue(tup, td, 7);
+		Datum		od = SPI_getbinval(tup, td, 8, &nobs);
+		float		speed = ns ? NAN : DatumGetFloat4(sd);
+		float		ff = nf ? NAN : DatumGetFloat4(fd);
+		int			cong = nc ? -1 : DatumGetInt16(cd);
+		int			conf = nconf ? -1 : DatumGetInt16(confd);
+		int64		obs_us;
+		int64		i;
+
+		if (nid)
+		{
+			reject(rj, seq, 0, "location_id is NULL");
+			continue;
+		}
+		i = tdb_map_find(&D.map, (uint64) id);
+		if (i < 0)
+		{
+			reject(rj, seq, id, "unknown location_id: not in the loaded map");
+			continue;
+		}
+		if (!speed_ok(ns, speed))
+		{
+			reject(rj, seq, id, psprintf("speed_kmh %g is outside [0, %g]", speed, MAX_SPEED_KMH));
+			continue;
+		}
+		if (!speed_ok(nf, ff))
+		{
+			reject(rj, seq, id, psprintf("free_flow_kmh %g is outside [0, %g]", ff, MAX_SPEED_KMH));
+			continue;
+		}
+		if (!nc && (cong < 0 || cong > TDB_CONGESTION_MAX))
+		{
+			reject(rj, seq, id, psprintf("congestion %d is outside [0, %d]", cong, TDB_CONGESTION_MAX));
+			continue;
+		}
+		if (!nconf && (conf < 0 || conf > 100))
+		{
+			reject(rj, seq, id, psprintf("confidence %d is outside [0, 100]", conf));
+			continue;
+		}
+		if (nobs)
+		{
+			reject(rj, seq, id, "observed_at is NULL");
+			continue;
+		}
+		obs_us = (int64) DatumGetTimestampTz(od) +
+			((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY);
+		if (obs_us > horizon)
+		{
+			reject(rj, seq, id, psprintf("observed_at %s is more than 5 minutes in the future",
+										 timestamptz_to_str(DatumGetTimestampTz(od))));
+			continue;
+		}
+		if (apply_traffic((uint64) i, obs_us, speed, ff, cong, conf, incident, gen))
+			*changed = lappend_int(*changed, (int) i);
+	}
+	return n;
+}
+
+/* Upsert the changed records into trafficdb.traffic_state. */
+static void
+persist_changes(List *changed, uint64 gen)
+{
+	ArrayBuildState *a[8] = {0};
+	Oid			types[8] = {INT8ARRAYOID, FLOAT4ARRAYOID, FLOAT4ARRAYOID, INT2ARRAYOID,
+	INT2ARRAYOID, TEXTARRAYOID, TIMESTAMPTZARRAYOID, INT8ARRAYOID};
+	Oid			elems[8] = {INT8OID, FLOAT4OID, FLOAT4OID, INT2OID, INT2OID, TEXTOID,
+	TIMESTAMPTZOID, INT8OID};
+	Datum		vals[8];
+	ListCell   *lc;
+	MemoryContext cxt = CurrentMemoryContext;
+
+	foreach(lc, changed)
+	{
+		uint64		i = (uint64) lfirst_int(lc);
+		TdbTraffic *t = &D.traffic[i];
+
+		if (t->changed_gen != gen)
+			continue;
+		t->changed_gen = gen + 1;	/* mark as done; restored below */
+		a[0] = accumArrayResult(a[0], Int64GetDatum((int64) D.map.records[i].id), false, INT8OID, cxt);
+		a[1] = accumArrayResult(a[1], Float4GetDatum(t->speed_kmh), isnan(t->speed_kmh), FLOAT4OID, cxt);
+		a[2] = accumArrayResult(a[2], Float4GetDatum(t->free_flow_kmh), isnan(t->free_flow_kmh), FLOAT4OID, cxt);
+		a[3] = accumArrayResult(a[3], Int16GetDatum(t->congestion),
+								t->congestion == TDB_CONGESTION_UNKNOWN, INT2OID, cxt);
+		a[4] = accumArrayResult(a[4], Int16GetDatum(t->confidence), false, INT2OID, cxt);
+		a[5] = accumArrayResult(a[5], D.incidents[i] ? CStringGetTextDatum(D.incidents[i]) : (Datum) 0,
+								D.incidents[i] == NULL, TEXTOID, cxt);
+		a[6] = accumArrayResult(a[6], TimestampTzGetDatum(us_to_timestamptz(t->updated_at_us)), false,
+								TIMESTAMPTZOID, cxt);
+		a[7] = accumArrayResult(a[7], Int64GetDatum((int64) gen), false, INT8OID, cxt);
+	}
+	foreach(lc, changed)
+		D.traffic[lfirst_int(lc)].changed_gen = gen;
+	if (a[0] == NULL)
+		return;
+	for (int c = 0; c < 8; c++)
+		vals[c] = makeArrayResult(a[c], cxt);
+	(void) elems;
+	if (SPI_execute_with_args("INSERT INTO trafficdb.traffic_state AS s (location_id, speed_kmh, "
+							  "free_flow_kmh, congestion, confidence, incident, observed_at, generation) "
+							  "SELECT * FROM unnest($1, $2, $3, $4, $5, $6, $7, $8) "
+							  "ON CONFLICT (location_id) DO UPDATE SET speed_kmh = excluded.speed_kmh, "
+							  "free_flow_kmh = excluded.free_flow_kmh, congestion = excluded.congestion, "
+							  "confidence = excluded.confidence, incident = excluded.incident, "
+							  "observed_at = excluded.observed_at, generation = excluded.generation",
+							  8, types, vals, NULL, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not update trafficdb.traffic_state");
+}
+
+static void
+persist_rejects(Rejects *rj)
+{
+	Oid			types[3] = {INT8ARRAYOID, INT8ARRAYOID, TEXTARRAYOID};
+	Datum		vals[3];
+
+	if (rj->n == 0)
+		return;
+	vals[0] = makeArrayResult(rj->seq, CurrentMemoryContext);
+	vals[1] = makeArrayResult(rj->id, CurrentMemoryContext);
+	vals[2] = makeArrayResult(rj->reason, CurrentMemoryContext);
+	SPI_execute_with_args("INSERT INTO trafficdb.feed_rejects (seq, location_id, reason) "
+						  "SELECT * FROM unnest($1, $2, $3)", 3, types, vals, NULL, false, 0);
+}
+
+/*
+ * One cycle of feed consumption and publication.  force: publish even if
+ * nothing changed (a trafficdb.publish() call).
+ */
+static void
+feed_cycle(bool force)
+{
+	uint64		gen = D.generation + 1;
+	uint64		consumed = 0;
+	Rejects		rj = {0};
+	List	   *changed = NIL;
+	instr_time	start,
+				dur;
+	bool		more;
+
+	if (!D.have_map)
+		return;
+	INSTR_TIME_SET_CURRENT(start);
+	do
+	{
+		uint64		n = consume_feed(gen, &rj, &changed);
+
+		consumed += n;
+		more = n == FEED_BATCH;
+	} while (more && consumed < 10 * (uint64) FEED_BATCH);
+
+	if (changed != NIL)
+		D.dirty = true;
+	persist_changes(changed, gen);
+	persist_rejects(&rj);
+	if (D.dirty || force)
+	{
+		record_generation(gen);
+		publish_traffic(gen);
+	}
+	INSTR_TIME_SET_CURRENT(dur);
+	INSTR_TIME_SUBTRACT(dur, start);
+	SpinLockAcquire(&tdb_shared->mutex);
+	tdb_shared->feed_rows_consumed += consumed - rj.n;
+	tdb_shared->feed_rows_rejected += rj.n;
+	if (consumed > 0)
+		tdb_shared->last_feed_rows_per_sec = consumed / Max(INSTR_TIME_GET_DOUBLE(dur), 1e-6);
+	SpinLockRelease(&tdb_shared->mutex);
+	if (rj.n > 0)
+		ereport(LOG, (errmsg("trafficdb: rejected " UINT64_FORMAT " feed row(s); see trafficdb.feed_rejects", rj.n)));
+}
+
+/* ---- readers ------------------------------------------------------------------------- */
+
+/* Report readers that hold a version too long; free slots of dead external readers. */
+static void
+watch_readers(void)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	TdbSlotsHeader *slots = D.writer.slots;
+
+	for (uint32 s = 0; s < slots->nslots && s < tdb_shared->nslots; s++)
+	{
+		uint64		pin = atomic_load(&slots->slots[s].pin);
+		TdbSlotWatch *w = &tdb_shared->slots[s];
+		int32		pid = atomic_load(&slots->slots[s].pid);
+
+		if (s >= D.writer.ctl->nbackend_slots && pid != 0 &&
+			kill(pid, 0) != 0 && errno == ESRCH)
+		{
+			elog(LOG, "trafficdb: freeing reader slot %u of process %d, which has exited", s, pid);
+			tdb_writer_free_slot(&D.writer, s);
+			pin = 0;
+		}
+		SpinLockAcquire(&tdb_shared->mutex);
+		if (pin == 0)
+		{
+			w->pin = 0;
+			w->reported = false;
+		}
+		else if (pin != w->pin)
+		{
+			w->pin = pin;
+			w->since = now;
+			w->reported = false;
+		}
+		else if (!w->reported &&
+				 TimestampDifferenceExceeds(w->since, now, tdb_reader_pin_timeout_ms))
+		{
+			w->reported = true;
+			SpinLockRelease(&tdb_shared->mutex);
+			ereport(LOG,
+					(errmsg("trafficdb: reader slot %u (%s) has held generation " UINT64_FORMAT " since %s",
+							s, s < D.writer.ctl->nbackend_slots ? "backend" : "external process",
+							TDB_ACTIVE_GEN(pin), timestamptz_to_str(w->since)),
+					 errdetail("Publication goes on; the version stays in memory until it is released."),
+					 errhint("See trafficdb.readers.")));
+			continue;
+		}
+		SpinLockRelease(&tdb_shared->mutex);
+	}
+}
+
+/* ---- requests ------------------------------------------------------------------------ */
+
+static void
+finish_map_request(uint64 seq, TdbRequestStatus status, const char *msg, uint64 count)
+{
+	SpinLockAcquire(&tdb_shared->mutex);
+	tdb_shared->map_status = status;
+	tdb_shared->map_loaded_count = count;
+	strlcpy(tdb_shared->map_error, msg ? msg : "", TDB_ERRMSG_LEN);
+	tdb_shared->map_done_seq = seq;
+	SpinLockRelease(&tdb_shared->mutex);
+	ConditionVariableBroadcast(&tdb_shared->cv);
+}
+
+/*
+ * Run fn inside its own transaction; on ERROR, abort it, log, keep the
+ * message for the caller and return false.  The daemon survives errors in
+ * one request or one cycle.
+ */
+typedef void (*TxFn) (void *arg);
+
+static bool
+run_in_tx(const char *what, TxFn fn, void *arg, char *errbuf)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	volatile bool ok = true;
+
+	begin_tx(what);
+	PG_TRY();
+	{
+		fn(arg);
+		commit_tx();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(oldcxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		AbortCurrentTransaction();
+		ok = false;
+		if (errbuf)
+			snprintf(errbuf, TDB_ERRMSG_LEN, "%s%s%s%s%s", edata->message,
+					 edata->detail ? "\nDETAIL:  " : "", edata->detail ? edata->detail : "",
+					 edata->hint ? "\nHINT:  " : "", edata->hint ? edata->hint : "");
+		ereport(LOG, (errmsg("trafficdb: %s failed: %s", what, edata->message)));
+		set_last_error(edata->message);
+		FreeErrorData(edata);
+		pgstat_report_activity(STATE_IDLE, NULL);
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(oldcxt);
+	return ok;
+}
+
+typedef struct MapLoadArg
+{
+	TdbMapRequest req;
+	bool		record_source;
+	uint64		count;
+} MapLoadArg;
+
+static void
+map_load_tx(void *p)
+{
+	MapLoadArg *a = p;
+
+	a->count = load_map(&a->req, a->record_source);
+}
+
+static void
+feed_tx(void *p)
+{
+	/* DROP EXTENSION: stop consuming; what is published stays readable */
+	if (!extension_installed())
+	{
+		D.have_map = false;
+		return;
+	}
+	feed_cycle(*(bool *) p);
+}
+
+/* At start: rebuild the map from trafficdb.map_source, if a map was ever loaded. */
+static void
+startup_tx(void *p)
+{
+	MapLoadArg *a = p;
+
+	a->count = 0;
+	if (!extension_installed())
+		return;
+	if (SPI_execute("SELECT generation FROM trafficdb.daemon_state", true, 1) == SPI_OK_SELECT &&
+		SPI_processed == 1)
+	{
+		bool		isnull;
+		int64		g = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+
+		if (!isnull && (uint64) g > D.generation)
+			D.generation = (uint64) g;
+	}
+	if (SPI_execute("SELECT source, id_column, geom_column, class_column, name_column, "
+					"speed_limit_column, oneway_column FROM trafficdb.map_source", true, 1) != SPI_OK_SELECT ||
+		SPI_processed == 0)
+		return;
+	{
+		HeapTuple	tup = SPI_tuptable->vals[0];
+		TupleDesc	td = SPI_tuptable->tupdesc;
+		NameData   *cols[6] = {&a->req.id_column, &a->req.geom_column, &a->req.class_column,
+		&a->req.name_column, &a->req.speed_column, &a->req.oneway_column};
+		bool		isnull;
+
+		a->req.relid = DatumGetObjectId(SPI_getbinval(tup, td, 1, &isnull));
+		for (int c = 0; c < 6; c++)
+		{
+			char	   *v = SPI_getvalue(tup, td, c + 2);
+
+			namestrcpy(cols[c], v ? v : "");
+		}
+	}
+	a->count = load_map(&a->req, false);
+}
+
+/* ---- main ---------------------------------------------------------------------------- */
+
+static void
+daemon_detach(int code, Datum arg)
+{
+	(void) code;
+	(void) arg;
+	/* leave the objects in place: readers keep them, the next daemon adopts them */
+	if (D.writer_open)
+		tdb_writer_close(&D.writer, false);
+	D.writer_open = false;
+	if (tdb_shared)
+	{
+		SpinLockAcquire(&tdb_shared->mutex);
+		tdb_shared->daemon_latch = NULL;
+		tdb_shared->daemon_pid = 0;
+		SpinLockRelease(&tdb_shared->mutex);
+		ConditionVariableBroadcast(&tdb_shared->cv);
+	}
+}
+
+void
+tdb_daemon_main(Datum main_arg)
+{
+	TdbWriterOpenInfo info;
+	char		err[TDB_ERRLEN];
+	bool		first_start;
+	MapLoadArg	start_arg;
+	TimestampTz startup_failed_at = 0;
+
+	(void) main_arg;
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnection(tdb_database, NULL, 0);
+
+	memset(&D, 0, sizeof(D));
+	D.cxt = AllocSetContextCreate(TopMemoryContext, "trafficdb daemon", ALLOCSET_DEFAULT_SIZES);
+
+	SpinLockAcquire(&tdb_shared->mutex);
+	first_start = !tdb_shared->daemon_started_once;
+	tdb_shared->daemon_started_once = true;
+	tdb_shared->daemon_latch = MyLatch;
+	tdb_shared->daemon_pid = MyProcPid;
+	SpinLockRelease(&tdb_shared->mutex);
+	before_shmem_exit(daemon_detach, (Datum) 0);
+
+	/* after a crash-restart every backend is new: their old pins are stale */
+	if (tdb_writer_open(&D.writer, tdb_shm_prefix(), tdb_nbackend_slots(),
+						(uint32) tdb_max_external_readers, shm_gid(), first_start, &info, err) != TDB_SHM_OK)
+		ereport(ERROR, (errmsg("trafficdb: cannot set up shared memory: %s", err)));
+	D.writer_open = true;
+	D.generation = info.last_generation;
+	if (info.adopted)
+		ereport(LOG,
+				(errmsg("trafficdb: adopted shared memory %s at generation " UINT64_FORMAT "%s",
+						tdb_shm_prefix(), info.last_generation,
+						info.segments_dropped ? ", dropping corrupt objects" : ""),
+				 errdetail("%d object(s) failed validation and were discarded.", info.segments_dropped)));
+	else
+		ereport(LOG, (errmsg("trafficdb: created shared memory %s", tdb_shm_prefix())));
+
+	for (;;)
+	{
+		uint64		pub_req;
+		uint64		map_req;
+		bool		force;
+
+		if (ShutdownRequestPending)
+			break;
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+
+		/*
+		 * Without a map (a fresh start, a restart, the extension not created
+		 * yet) rebuild from the tables; after a failure, retry once a minute.
+		 */
+		if (!D.have_map &&
+			(startup_failed_at == 0 ||
+			 TimestampDifferenceExceeds(startup_failed_at, GetCurrentTimestamp(), 60000)))
+			startup_failed_at = run_in_tx("trafficdb startup", startup_tx, &start_arg, NULL) ?
+				0 : GetCurrentTimestamp();
+
+		SpinLockAcquire(&tdb_shared->mutex);
+		pub_req = tdb_shared->publish_requested;
+		map_req = tdb_shared->map_req_seq;
+		force = pub_req > tdb_shared->publish_done;
+		SpinLockRelease(&tdb_shared->mutex);
+
+		if (map_req > tdb_shared->map_done_seq)
+		{
+			MapLoadArg	a;
+			char		msg[TDB_ERRMSG_LEN];
+
+			SpinLockAcquire(&tdb_shared->mutex);
+			a.req = tdb_shared->map_req;
+			SpinLockRelease(&tdb_shared->mutex);
+			a.record_source = true;
+			a.count = 0;
+			if (run_in_tx("trafficdb map load", map_load_tx, &a, msg))
+				finish_map_request(map_req, TDB_REQ_DONE, NULL, a.count);
+			else
+				finish_map_request(map_req, TDB_REQ_FAILED, msg, 0);
+		}
+
+		if (D.have_map)
+			run_in_tx("trafficdb feed", feed_tx, &force, NULL);
+		if (force)
+		{
+			SpinLockAcquire(&tdb_shared->mutex);
+			tdb_shared->publish_done = pub_req;
+			SpinLockRelease(&tdb_shared->mutex);
+			ConditionVariableBroadcast(&tdb_shared->cv);
+		}
+		watch_readers();
+		tdb_writer_reclaim(&D.writer, D.have_map ? D.map_seg : TDB_MAX_SEGMENTS);
+
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 tdb_publish_interval_ms, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+	proc_exit(1);
+}

@@ -1,0 +1,108 @@
+/*-------------------------------------------------------------------------
+ *
+ * shared.h
+ *	  State the daemon shares with SQL backends through PostgreSQL's main
+ *	  shared memory: requests (load a map, publish now), their results, and
+ *	  status figures for the trafficdb.status and trafficdb.readers views.
+ *
+ * This lives in PostgreSQL's shared memory, not in trafficdb's own objects:
+ * it is about this server's processes only and is rebuilt from scratch on
+ * a crash-restart, which is right for requests and counters.  The published
+ * objects themselves are in src/shm.h's segments.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef TDB_MODULE_SHARED_H
+#define TDB_MODULE_SHARED_H
+
+#include "postgres.h"
+
+#include "storage/condition_variable.h"
+#include "storage/latch.h"
+#include "storage/spin.h"
+
+#define TDB_ERRMSG_LEN 1024
+
+typedef enum TdbRequestStatus
+{
+	TDB_REQ_NONE = 0,
+	TDB_REQ_PENDING,
+	TDB_REQ_DONE,
+	TDB_REQ_FAILED
+} TdbRequestStatus;
+
+/* A map load request: the source and its columns, as the caller named them. */
+typedef struct TdbMapRequest
+{
+	Oid			relid;
+	NameData	id_column;
+	NameData	geom_column;
+	NameData	class_column;	/* empty = none */
+	NameData	name_column;
+	NameData	speed_column;
+	NameData	oneway_column;
+} TdbMapRequest;
+
+/* Per reader slot, what the daemon observed (for trafficdb.readers). */
+typedef struct TdbSlotWatch
+{
+	uint64		pin;			/* pin value last seen */
+	TimestampTz since;			/* when that pin was first seen */
+	bool		reported;		/* logged as late */
+} TdbSlotWatch;
+
+typedef struct TdbShared
+{
+	slock_t		mutex;			/* protects everything below but the CV */
+	ConditionVariable cv;		/* broadcast when a request completes or a publish happens */
+	Latch	   *daemon_latch;
+	pid_t		daemon_pid;
+	bool		daemon_started_once;	/* false until the first daemon start in this shmem */
+
+	/* publish requests: requested counts up, published catches up */
+	uint64		publish_requested;
+	uint64		publish_done;
+
+	/* map load: one at a time */
+	uint64		map_req_seq;	/* incremented by each request */
+	uint64		map_done_seq;
+	TdbRequestStatus map_status;
+	TdbMapRequest map_req;
+	char		map_error[TDB_ERRMSG_LEN];
+	uint64		map_loaded_count;
+
+	/* status */
+	uint64		generation;
+	uint64		map_id;
+	uint64		locations;
+	uint64		map_bytes;
+	uint64		traffic_bytes;
+	uint64		shm_bytes;
+	double		last_map_build_ms;
+	double		last_publish_ms;
+	TimestampTz last_publish_at;
+	uint64		feed_rows_consumed;
+	uint64		feed_rows_rejected;
+	double		last_feed_rows_per_sec;
+	uint64		publishes;
+	uint64		publishes_refused;	/* every version pinned at the time */
+	char		last_error[TDB_ERRMSG_LEN];
+
+	uint32		nslots;
+	uint32		nbackend_slots;
+	TdbSlotWatch slots[FLEXIBLE_ARRAY_MEMBER];
+} TdbShared;
+
+extern TdbShared *tdb_shared;
+
+/* Size of the reader slot array: every PGPROC, then external readers. */
+extern uint32 tdb_nbackend_slots(void);
+extern uint32 tdb_total_slots(void);
+
+/* The POSIX shared memory prefix in force (trafficdb.shm_name or the default). */
+extern const char *tdb_shm_prefix(void);
+
+extern void tdb_shared_request(void);
+extern void tdb_shared_startup(void);
+
+#endif							/* TDB_MODULE_SHARED_H */

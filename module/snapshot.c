@@ -1,0 +1,145 @@
+/*-------------------------------------------------------------------------
+ *
+ * snapshot.c
+ *	  Pinning published versions from SQL backends (see snapshot.h).
+ *
+ * A backend uses the reader slot of its PGPROC number, so it never has to
+ * claim one.  The pin is released at the end of the transaction (commit,
+ * abort or prepare) and when a new READ COMMITTED statement wants a newer
+ * version; a backend that exits releases it in its exit callback.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/proc.h"
+#include "utils/timestamp.h"
+
+#include "module/shared.h"
+#include "module/snapshot.h"
+#include "module/trafficdb.h"
+
+static TdbReader reader;
+static bool reader_open = false;
+static TdbSnapshot snap;
+static bool snap_held = false;
+static LocalTransactionId snap_lxid;
+static TimestampTz snap_stmt;
+static bool callbacks_registered = false;
+
+static void
+release_snapshot(void)
+{
+	if (snap_held)
+		tdb_reader_release(&reader);
+	snap_held = false;
+}
+
+static void
+snapshot_xact_callback(XactEvent event, void *arg)
+{
+	(void) arg;
+	switch (event)
+	{
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PREPARE:
+		case XACT_EVENT_PARALLEL_COMMIT:
+		case XACT_EVENT_PARALLEL_ABORT:
+			release_snapshot();
+			break;
+		default:
+			break;
+	}
+}
+
+static void
+snapshot_exit_callback(int code, Datum arg)
+{
+	(void) code;
+	(void) arg;
+	release_snapshot();
+	if (reader_open)
+		tdb_reader_close(&reader);
+	reader_open = false;
+}
+
+static void
+open_reader(void)
+{
+	char		err[TDB_ERRLEN];
+	int			rc;
+
+	rc = tdb_reader_open(&reader, tdb_shm_prefix(), MyProc->pgprocno, TDB_VALIDATE_HEADER, err);
+	if (rc == TDB_SHM_ENOENT)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("trafficdb has published nothing yet"),
+				 errdetail("%s", err),
+				 errhint("The daemon creates shared memory when it starts; check the server log for \"trafficdb daemon\".")));
+	if (rc != TDB_SHM_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("cannot attach to trafficdb's shared memory"),
+				 errdetail("%s", err)));
+	reader_open = true;
+	if (!callbacks_registered)
+	{
+		RegisterXactCallback(snapshot_xact_callback, NULL);
+		before_shmem_exit(snapshot_exit_callback, (Datum) 0);
+		callbacks_registered = true;
+	}
+}
+
+TdbReader *
+tdb_backend_reader(void)
+{
+	tdb_require_preload();
+	if (!reader_open)
+		open_reader();
+	return &reader;
+}
+
+const TdbSnapshot *
+tdb_backend_snapshot(void)
+{
+	char		err[TDB_ERRLEN];
+	int			rc;
+
+	tdb_require_preload();
+	if (snap_held)
+	{
+		if (snap_lxid == MyProc->lxid &&
+			(IsolationUsesXactSnapshot() || snap_stmt == GetCurrentStatementStartTimestamp()))
+			return &snap;
+		release_snapshot();
+	}
+	if (!reader_open)
+		open_reader();
+	rc = tdb_reader_acquire(&reader, &snap, err);
+	if (rc == TDB_SHM_ESTALE)
+	{
+		/* the instance we knew was stopped; attach to the current one */
+		tdb_reader_close(&reader);
+		reader_open = false;
+		open_reader();
+		rc = tdb_reader_acquire(&reader, &snap, err);
+	}
+	if (rc == TDB_SHM_EEMPTY)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("trafficdb has no map loaded"),
+				 errhint("Load one with SELECT trafficdb.load_map('roads', 'id', 'geom').")));
+	if (rc != TDB_SHM_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("cannot read trafficdb's published objects"),
+				 errdetail("%s", err)));
+	snap_held = true;
+	snap_lxid = MyProc->lxid;
+	snap_stmt = GetCurrentStatementStartTimestamp();
+	return &snap;
+}

@@ -1,0 +1,26 @@
+/*-------------------------------------------------------------------------
+ *
+ * snapshot.h
+ *	  A backend's view of the published objects: one pinned version per
+ *	  statement (READ COMMITTED) or per transaction (REPEATABLE READ and
+ *	  SERIALIZABLE), through the reader protocol of src/reader.h.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef TDB_MODULE_SNAPSHOT_H
+#define TDB_MODULE_SNAPSHOT_H
+
+#include "reader.h"
+
+/*
+ * The snapshot for the current statement or transaction, pinning a version
+ * if none is pinned yet.  Raises a clear ERROR when nothing can be read.
+ * The result stays valid until the end of the statement (READ COMMITTED) or
+ * of the transaction.
+ */
+extern const TdbSnapshot *tdb_backend_snapshot(void);
+
+/* The backend's reader, for callers that need the raw control block. */
+extern TdbReader *tdb_backend_reader(void);
+
+#endif							/* TDB_MODULE_SNAPSHOT_H */

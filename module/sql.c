@@ -1,0 +1,503 @@
+/*-------------------------------------------------------------------------
+ *
+ * sql.c
+ *	  The daemon's SQL surface: load a map, publish, status, readers,
+ *	  changes since a generation, and the current traffic as rows.
+ *
+ * Requests go to the daemon through tdb_shared (module/shared.h); the
+ * caller sleeps on a condition variable until the daemon answers, and can
+ * cancel the wait (the daemon finishes the request regardless).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "access/htup_details.h"
+#include "catalog/pg_type.h"
+#include "commands/extension.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "storage/proc.h"
+#include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
+
+#include "module/geometry.h"
+#include "module/shared.h"
+#include "module/snapshot.h"
+#include "module/trafficdb.h"
+
+PG_FUNCTION_INFO_V1(trafficdb_load_map);
+PG_FUNCTION_INFO_V1(trafficdb_publish);
+PG_FUNCTION_INFO_V1(trafficdb_status);
+PG_FUNCTION_INFO_V1(trafficdb_readers);
+PG_FUNCTION_INFO_V1(trafficdb_changes_since);
+PG_FUNCTION_INFO_V1(trafficdb_current_traffic);
+
+#define UNIX_TO_PG_US ((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY)
+
+/* ERROR unless the daemon is up; returns its latch to wake it. */
+static void
+wake_daemon(void)
+{
+	Latch	   *latch;
+
+	SpinLockAcquire(&tdb_shared->mutex);
+	latch = tdb_shared->daemon_latch;
+	SpinLockRelease(&tdb_shared->mutex);
+	if (latch == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the trafficdb daemon is not running"),
+				 errhint("It starts with the server and restarts within a second after a failure; "
+						 "check the server log for \"trafficdb daemon\".")));
+	SetLatch(latch);
+}
+
+/* Sleep until done() is true; the daemon broadcasts tdb_shared->cv. */
+static void
+wait_for_daemon(bool (*done) (uint64), uint64 arg)
+{
+	ConditionVariablePrepareToSleep(&tdb_shared->cv);
+	for (;;)
+	{
+		if (done(arg))
+			break;
+		/* wake up now and then to notice a daemon that went away */
+		ConditionVariableTimedSleep(&tdb_shared->cv, 1000, PG_WAIT_EXTENSION);
+		CHECK_FOR_INTERRUPTS();
+	}
+	ConditionVariableCancelSleep();
+}
+
+/* ---- load_map --------------------------------------------------------------- */
+
+static bool
+map_done(uint64 seq)
+{
+	bool		d;
+
+	SpinLockAcquire(&tdb_shared->mutex);
+	d = tdb_shared->map_done_seq >= seq;
+	SpinLockRelease(&tdb_shared->mutex);
+	return d;
+}
+
+static bool
+map_slot_free(uint64 unused)
+{
+	bool		d;
+
+	(void) unused;
+	SpinLockAcquire(&tdb_shared->mutex);
+	d = tdb_shared->map_done_seq >= tdb_shared->map_req_seq;
+	SpinLockRelease(&tdb_shared->mutex);
+	return d;
+}
+
+/* Check that column name exists in rel and has one of the types allowed. */
+static void
+check_column(Oid relid, Name col, const char *role, const Oid *types, int ntypes,
+			 const char *expected)
+{
+	AttrNumber	att;
+	Oid			typ;
+
+	if (col == NULL || NameStr(*col)[0] == '\0')
+		return;
+	att = get_attnum(relid, NameStr(*col));
+	if (att == InvalidAttrNumber)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("column \"%s\" (the %s column) does not exist in table %s",
+						NameStr(*col), role, get_rel_name(relid))));
+	if (ntypes == 0)
+		return;
+	typ = get_atttype(relid, att);
+	for (int i = 0; i < ntypes; i++)
+		if (typ == types[i])
+			return;
+	ereport(ERROR,
+			(errcode(ERRCODE_DATATYPE_MISMATCH),
+			 errmsg("column \"%s\" of %s has type %s; the %s column must be %s",
+					NameStr(*col), get_rel_name(relid), format_type_be(typ), role, expected)));
+}
+
+/*
+ * Geometries with SRID 0 (unknown) cannot be placed on the map: refuse them
+ * up front.  Other SRIDs are transformed to EPSG:4326 by the daemon.  A
+ * column whose type modifier names an SRID needs no scan.
+ */
+static void
+check_srid(Oid relid, Name geom)
+{
+	AttrNumber	att = get_attnum(relid, NameStr(*geom));
+	Oid			typ;
+	int32		typmod;
+	Oid			coll;
+	char	   *pg;
+	uint64		bad;
+
+	get_atttypetypmodcoll(relid, att, &typ, &typmod, &coll);
+	if (typmod >= 0 && ((typmod & 0x0FFFFF00) - (typmod & 0x10000000)) >> 8 > 0)
+		return;
+	pg = get_namespace_name(tdb_extension_schema("postgis"));
+	SPI_connect();
+	if (SPI_execute(psprintf("SELECT count(*) FROM %s WHERE %s.ST_SRID(%s) = 0",
+							 quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+														get_rel_name(relid)),
+							 quote_identifier(pg), quote_identifier(NameStr(*geom))),
+					true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not check the SRIDs of %s", get_rel_name(relid));
+	bad = (uint64) DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
+											   &(bool){false}));
+	SPI_finish();
+	if (bad > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%llu geometries in %s.%s have SRID 0 (unknown); trafficdb needs to know their coordinate system",
+						(unsigned long long) bad, get_rel_name(relid), NameStr(*geom)),
+				 errhint("Set it, e.g. SELECT UpdateGeometrySRID('%s', '%s', 4326); other SRIDs are transformed to EPSG:4326.",
+						 get_rel_name(relid), NameStr(*geom))));
+}
+
+Datum
+trafficdb_load_map(PG_FUNCTION_ARGS)
+{
+	Oid			relid;
+	TdbMapRequest req;
+	uint64		seq;
+	TdbRequestStatus status;
+	char		msg[TDB_ERRMSG_LEN];
+	uint64		count;
+	static const Oid id_types[] = {INT2OID, INT4OID, INT8OID};
+	static const Oid num_types[] = {INT2OID, INT4OID, INT8OID, FLOAT4OID, FLOAT8OID, NUMERICOID};
+	static const Oid bool_types[] = {BOOLOID};
+	Oid			geom_types[1];
+
+	tdb_require_preload();
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("source, id_column and geom_column must not be NULL")));
+	relid = PG_GETARG_OID(0);
+	if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to read table %s", get_rel_name(relid)),
+				 errdetail("The daemon loads the map with its own rights; the caller must be able to read the source.")));
+
+	memset(&req, 0, sizeof(req));
+	req.relid = relid;
+	namestrcpy(&req.id_column, NameStr(*PG_GETARG_NAME(1)));
+	namestrcpy(&req.geom_column, NameStr(*PG_GETARG_NAME(2)));
+	if (!PG_ARGISNULL(3))
+		namestrcpy(&req.class_column, NameStr(*PG_GETARG_NAME(3)));
+	if (!PG_ARGISNULL(4))
+		namestrcpy(&req.name_column, NameStr(*PG_GETARG_NAME(4)));
+	if (!PG_ARGISNULL(5))
+		namestrcpy(&req.speed_column, NameStr(*PG_GETARG_NAME(5)));
+	if (!PG_ARGISNULL(6))
+		namestrcpy(&req.oneway_column, NameStr(*PG_GETARG_NAME(6)));
+
+	geom_types[0] = tdb_geometry_oid();
+	check_column(relid, &req.id_column, "id", id_types, 3, "smallint, integer or bigint");
+	check_column(relid, &req.geom_column, "geometry", geom_types, 1, "geometry (LineStrings)");
+	check_column(relid, &req.class_column, "class", NULL, 0, NULL);
+	check_column(relid, &req.speed_column, "speed limit", num_types, 6, "numeric (km/h)");
+	check_column(relid, &req.oneway_column, "oneway", bool_types, 1, "boolean");
+	check_column(relid, &req.name_column, "name", NULL, 0, NULL);
+	check_srid(relid, &req.geom_column);
+
+	/* one request at a time */
+	wait_for_daemon(map_slot_free, 0);
+	SpinLockAcquire(&tdb_shared->mutex);
+	tdb_shared->map_req = req;
+	seq = ++tdb_shared->map_req_seq;
+	tdb_shared->map_status = TDB_REQ_PENDING;
+	SpinLockRelease(&tdb_shared->mutex);
+	wake_daemon();
+	wait_for_daemon(map_done, seq);
+
+	SpinLockAcquire(&tdb_shared->mutex);
+	status = tdb_shared->map_done_seq == seq ? tdb_shared->map_status : TDB_REQ_DONE;
+	strlcpy(msg, tdb_shared->map_error, sizeof(msg));
+	count = tdb_shared->map_loaded_count;
+	SpinLockRelease(&tdb_shared->mutex);
+	if (status == TDB_REQ_FAILED)
+		ereport(ERROR,
+				(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
+				 errmsg("trafficdb could not load the map from %s", get_rel_name(relid)),
+				 errdetail("%s", msg)));
+	PG_RETURN_INT64((int64) count);
+}
+
+/* ---- publish ------------------------------------------------------------------ */
+
+static bool
+publish_done(uint64 seq)
+{
+	bool		d;
+
+	SpinLockAcquire(&tdb_shared->mutex);
+	d = tdb_shared->publish_done >= seq || tdb_shared->daemon_latch == NULL;
+	SpinLockRelease(&tdb_shared->mutex);
+	return d;
+}
+
+Datum
+trafficdb_publish(PG_FUNCTION_ARGS)
+{
+	bool		wait = PG_ARGISNULL(0) ? true : PG_GETARG_BOOL(0);
+	uint64		seq;
+	uint64		gen;
+	uint64		map_id;
+
+	tdb_require_preload();
+	SpinLockAcquire(&tdb_shared->mutex);
+	seq = ++tdb_shared->publish_requested;
+	SpinLockRelease(&tdb_shared->mutex);
+	wake_daemon();
+	if (wait)
+		wait_for_daemon(publish_done, seq);
+	SpinLockAcquire(&tdb_shared->mutex);
+	gen = tdb_shared->generation;
+	map_id = tdb_shared->map_id;
+	SpinLockRelease(&tdb_shared->mutex);
+	if (wait && map_id == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("trafficdb has no map loaded, so there is nothing to publish"),
+				 errhint("Load one with SELECT trafficdb.load_map('roads', 'id', 'geom').")));
+	PG_RETURN_INT64((int64) gen);
+}
+
+/* ---- status -------------------------------------------------------------------- */
+
+Datum
+trafficdb_status(PG_FUNCTION_ARGS)
+{
+	TupleDesc	tupdesc;
+	Datum		v[17];
+	bool		n[17] = {0};
+	TdbShared	s;
+
+	tdb_require_preload();
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	SpinLockAcquire(&tdb_shared->mutex);
+	memcpy(&s, tdb_shared, offsetof(TdbShared, slots));
+	SpinLockRelease(&tdb_shared->mutex);
+
+	v[0] = Int32GetDatum(s.daemon_pid);
+	n[0] = s.daemon_pid == 0;
+	v[1] = Int64GetDatum((int64) s.generation);
+	v[2] = Int64GetDatum((int64) s.map_id);
+	v[3] = Int64GetDatum((int64) s.locations);
+	v[4] = Int64GetDatum((int64) s.map_bytes);
+	v[5] = Int64GetDatum((int64) s.traffic_bytes);
+	v[6] = Float8GetDatum(s.locations ? (double) (s.map_bytes + s.traffic_bytes) / s.locations : 0);
+	n[6] = s.locations == 0;
+	v[7] = Int64GetDatum((int64) s.shm_bytes);
+	v[8] = Float8GetDatum(s.last_map_build_ms);
+	v[9] = Float8GetDatum(s.last_publish_ms);
+	v[10] = TimestampTzGetDatum(s.last_publish_at);
+	n[10] = s.last_publish_at == 0;
+	v[11] = Int64GetDatum((int64) s.publishes);
+	v[12] = Int64GetDatum((int64) s.publishes_refused);
+	v[13] = Int64GetDatum((int64) s.feed_rows_consumed);
+	v[14] = Int64GetDatum((int64) s.feed_rows_rejected);
+	v[15] = Float8GetDatum(s.last_feed_rows_per_sec);
+	v[16] = CStringGetTextDatum(s.last_error);
+	n[16] = s.last_error[0] == '\0';
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, v, n)));
+}
+
+/* ---- readers ------------------------------------------------------------------- */
+
+Datum
+trafficdb_readers(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	TdbReader  *r;
+	TimestampTz now = GetCurrentTimestamp();
+
+	tdb_require_preload();
+	InitMaterializedSRF(fcinfo, 0);
+	r = tdb_backend_reader();
+	for (uint32 s = 0; s < r->slots->nslots; s++)
+	{
+		uint64		pin = atomic_load(&r->slots->slots[s].pin);
+		Datum		v[7];
+		bool		n[7] = {0};
+		bool		backend = s < r->ctl->nbackend_slots;
+		TdbSlotWatch w = {0};
+
+		if (pin == 0)
+			continue;
+		if (s < tdb_shared->nslots)
+		{
+			SpinLockAcquire(&tdb_shared->mutex);
+			w = tdb_shared->slots[s];
+			SpinLockRelease(&tdb_shared->mutex);
+		}
+		v[0] = Int32GetDatum((int32) s);
+		v[1] = CStringGetTextDatum(backend ? "backend" : "external");
+		v[2] = Int32GetDatum(backend ? (s < ProcGlobal->allProcCount ? ProcGlobal->allProcs[s].pid : 0)
+							 : atomic_load(&r->slots->slots[s].pid));
+		v[3] = Int64GetDatum((int64) TDB_ACTIVE_GEN(pin));
+		if (w.pin == pin && w.since != 0)
+		{
+			v[4] = TimestampTzGetDatum(w.since);
+			v[5] = Float8GetDatum((double) (now - w.since) / USECS_PER_SEC);
+			v[6] = BoolGetDatum(now - w.since > (int64) tdb_reader_pin_timeout_ms * 1000);
+		}
+		else
+		{
+			/* the daemon has not looked at this pin yet */
+			n[4] = n[5] = true;
+			v[6] = BoolGetDatum(false);
+		}
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, v, n);
+	}
+	return (Datum) 0;
+}
+
+/* ---- traffic as rows ----------------------------------------------------------- */
+
+static void
+traffic_values(const TdbSnapshot *snap, uint64 i, Datum *v, bool *n)
+{
+	const TdbTraffic *t = &snap->entries[i];
+
+	v[0] = Float4GetDatum(t->speed_kmh);
+	n[0] = isnan(t->speed_kmh);
+	v[1] = Float4GetDatum(t->free_flow_kmh);
+	n[1] = isnan(t->free_flow_kmh);
+	v[2] = Int16GetDatum(t->congestion);
+	n[2] = t->congestion == TDB_CONGESTION_UNKNOWN;
+	v[3] = Int16GetDatum(t->confidence);
+	n[3] = t->updated_at_us == 0;
+	{
+		uint32		len;
+		const char *inc = tdb_traffic_incident(snap->traffic, t, &len);
+
+		v[4] = inc ? PointerGetDatum(cstring_to_text_with_len(inc, (int) len)) : (Datum) 0;
+		n[4] = inc == NULL;
+	}
+	v[5] = TimestampTzGetDatum(t->updated_at_us - UNIX_TO_PG_US);
+	n[5] = t->updated_at_us == 0;
+}
+
+/*
+ * trafficdb.changes_since(generation): locations whose traffic changed in a
+ * later generation than the one given, as of the current snapshot.
+ */
+Datum
+trafficdb_changes_since(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	int64		since = PG_GETARG_INT64(0);
+	const TdbSnapshot *snap;
+
+	if (since < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("generation %lld is negative; generations count up from 1", (long long) since)));
+	snap = tdb_backend_snapshot();
+	InitMaterializedSRF(fcinfo, 0);
+	for (uint64 i = 0; i < snap->map->count; i++)
+	{
+		Datum		v[9];
+		bool		n[9] = {0};
+
+		if (snap->entries[i].changed_gen <= (uint64) since)
+			continue;
+		v[0] = Int64GetDatum((int64) snap->map->records[i].id);
+		v[1] = Int64GetDatum((int64) snap->entries[i].changed_gen);
+		traffic_values(snap, i, v + 2, n + 2);
+		v[8] = Int64GetDatum((int64) snap->generation);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, v, n);
+	}
+	return (Datum) 0;
+}
+
+static void
+put_location(ReturnSetInfo *rsinfo, const TdbSnapshot *snap, uint64 i, double **xy, uint32 *cap)
+{
+	const TdbLocation *rec = &snap->map->records[i];
+	Datum		v[14];
+	bool		n[14] = {0};
+	const char *s;
+
+	if (*cap < rec->npoints)
+	{
+		*cap = rec->npoints;
+		*xy = *xy ? repalloc(*xy, sizeof(double) * 2 * *cap) : palloc(sizeof(double) * 2 * *cap);
+	}
+	tdb_map_shape(snap->map, i, *xy);
+	v[0] = Int64GetDatum((int64) rec->id);
+	v[1] = tdb_linestring_datum(*xy, rec->npoints);
+	s = tdb_map_class(snap->map, i);
+	v[2] = CStringGetTextDatum(s);
+	n[2] = s[0] == '\0';
+	s = tdb_map_name(snap->map, i);
+	v[3] = CStringGetTextDatum(s);
+	n[3] = s[0] == '\0';
+	v[4] = Float8GetDatum(rec->length_m);
+	v[5] = Int16GetDatum((int16) Min(rec->speed_limit_kmh, PG_INT16_MAX));
+	n[5] = rec->speed_limit_kmh == 0;
+	v[6] = BoolGetDatum((rec->flags & TDB_LOC_ONEWAY) != 0);
+	traffic_values(snap, i, v + 7, n + 7);
+	v[13] = Int64GetDatum((int64) snap->generation);
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, v, n);
+}
+
+/*
+ * trafficdb.current_traffic(location_ids bigint[] DEFAULT NULL): the map
+ * and its current traffic as rows, for all locations or the ones listed.
+ * (The locations foreign table is the indexed way to query; this is the
+ * plain one.)
+ */
+Datum
+trafficdb_current_traffic(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	const TdbSnapshot *snap = tdb_backend_snapshot();
+	double	   *xy = NULL;
+	uint32		cap = 0;
+
+	InitMaterializedSRF(fcinfo, 0);
+	if (PG_ARGISNULL(0))
+	{
+		for (uint64 i = 0; i < snap->map->count; i++)
+			put_location(rsinfo, snap, i, &xy, &cap);
+	}
+	else
+	{
+		ArrayType  *ids = PG_GETARG_ARRAYTYPE_P(0);
+		Datum	   *elems;
+		bool	   *nulls;
+		int			nelems;
+
+		deconstruct_array(ids, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &elems, &nulls, &nelems);
+		for (int e = 0; e < nelems; e++)
+		{
+			int64		i;
+
+			if (nulls[e])
+				continue;
+			i = tdb_map_find(snap->map, (uint64) DatumGetInt64(elems[e]));
+			if (i >= 0)
+				put_location(rsinfo, snap, (uint64) i, &xy, &cap);
+		}
+	}
+	return (Datum) 0;
+}

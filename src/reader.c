@@ -1,0 +1,242 @@
+/*
+ * reader.c
+ *	  Pinning versions and mapping their objects read-only; see reader.h.
+ */
+#include "reader.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+static int
+fail(char *err, int code, const char *fmt, const char *name)
+{
+	snprintf(err, TDB_ERRLEN, fmt, name, strerror(errno));
+	return code;
+}
+
+int
+tdb_reader_open(TdbReader *r, const char *prefix, int backend_slot,
+				TdbValidateLevel map_check, char *err)
+{
+	char		name[TDB_SHM_NAME_MAX + 24];
+	void	   *p;
+	size_t		sz;
+	int			rc;
+
+	memset(r, 0, sizeof(*r));
+	r->slot_idx = -1;
+	r->map_check = map_check;
+	if (strlen(prefix) >= TDB_SHM_NAME_MAX || prefix[0] != '/')
+	{
+		snprintf(err, TDB_ERRLEN, "shared memory name \"%s\" must start with '/' and be shorter than %d bytes",
+				 prefix, TDB_SHM_NAME_MAX);
+		return TDB_SHM_EINVAL;
+	}
+	strcpy(r->prefix, prefix);
+
+	tdb_shm_name(name, prefix, "ctl");
+	rc = tdb_shm_map(name, false, sizeof(TdbControl), &p, &sz);
+	if (rc == TDB_SHM_ENOENT)
+		return fail(err, rc, "shared memory object \"%s\" does not exist (%s): is the server running with trafficdb preloaded?", name);
+	if (rc == TDB_SHM_EACCES)
+		return fail(err, rc, "no permission to map \"%s\" (%s): run as the server's OS user or set trafficdb.shm_group", name);
+	if (rc != TDB_SHM_OK)
+		return fail(err, rc, "cannot map \"%s\": %s", name);
+	r->ctl = p;
+	r->ctl_size = sz;
+	if (tdb_control_check(r->ctl, sz) != TDB_SHM_OK)
+	{
+		snprintf(err, TDB_ERRLEN, "\"%s\" is not a trafficdb control block of format %d", name,
+				 TDB_SHM_VERSION);
+		tdb_reader_close(r);
+		return TDB_SHM_EINVAL;
+	}
+	r->instance_id = r->ctl->instance_id;
+
+	tdb_shm_name(name, prefix, "readers");
+	rc = tdb_shm_map(name, true, sizeof(TdbSlotsHeader), &p, &sz);
+	if (rc != TDB_SHM_OK)
+	{
+		rc = fail(err, rc, "cannot map reader slots \"%s\": %s", name);
+		tdb_reader_close(r);
+		return rc;
+	}
+	r->slots = p;
+	r->slots_size = sz;
+	if (tdb_slots_check(r->slots, sz, r->ctl) != TDB_SHM_OK)
+	{
+		snprintf(err, TDB_ERRLEN, "\"%s\" does not match the control block", name);
+		tdb_reader_close(r);
+		return TDB_SHM_EINVAL;
+	}
+
+	if (backend_slot >= 0)
+	{
+		if ((uint32_t) backend_slot >= r->ctl->nbackend_slots)
+		{
+			snprintf(err, TDB_ERRLEN, "backend slot %d is beyond the %u backend slots", backend_slot,
+					 r->ctl->nbackend_slots);
+			tdb_reader_close(r);
+			return TDB_SHM_ENOSLOT;
+		}
+		r->slot_idx = backend_slot;
+	}
+	else
+	{
+		r->slot_idx = tdb_slot_claim(r->slots, r->ctl->nbackend_slots, (int32_t) getpid());
+		if (r->slot_idx < 0)
+		{
+			snprintf(err, TDB_ERRLEN, "all %u external reader slots are taken",
+					 r->ctl->nslots - r->ctl->nbackend_slots);
+			tdb_reader_close(r);
+			return TDB_SHM_ENOSLOT;
+		}
+		r->owns_slot = true;
+	}
+	r->slot = &r->slots->slots[r->slot_idx];
+	return TDB_SHM_OK;
+}
+
+void
+tdb_reader_close(TdbReader *r)
+{
+	if (r->slot != NULL)
+	{
+		tdb_unpin(r->slot);
+		if (r->owns_slot)
+			tdb_slot_release(r->slots, (uint32_t) r->slot_idx);
+	}
+	for (int i = 0; i < TDB_MAX_SEGMENTS; i++)
+		tdb_shm_unmap(r->segs[i].addr, r->segs[i].size);
+	tdb_shm_unmap(r->slots, r->slots_size);
+	tdb_shm_unmap((void *) r->ctl, r->ctl_size);
+	memset(r, 0, sizeof(*r));
+	r->slot_idx = -1;
+}
+
+bool
+tdb_reader_stale(const TdbReader *r)
+{
+	return r->ctl == NULL ||
+		atomic_load_explicit(&r->ctl->state, memory_order_acquire) == TDB_DAEMON_STOPPED;
+}
+
+/* Make sure segment idx (as the pinned version names it) is mapped here. */
+static int
+map_segment(TdbReader *r, uint32_t idx, char *err)
+{
+	const TdbSegmentDesc *d;
+	TdbReaderSeg *s;
+	char		name[TDB_SHM_NAME_MAX + 24];
+	int			rc;
+
+	if (idx >= TDB_MAX_SEGMENTS)
+	{
+		snprintf(err, TDB_ERRLEN, "version names segment %u of %d", idx, TDB_MAX_SEGMENTS);
+		return TDB_SHM_ECORRUPT;
+	}
+	d = &r->ctl->segments[idx];
+	s = &r->segs[idx];
+	if (s->seq == d->seq && s->addr != NULL)
+		return TDB_SHM_OK;
+	tdb_shm_unmap(s->addr, s->size);
+	memset(s, 0, sizeof(*s));
+	tdb_shm_seg_name(name, r->prefix, d->seq);
+	rc = tdb_shm_map(name, false, sizeof(TdbObjectHeader), &s->addr, &s->size);
+	if (rc != TDB_SHM_OK)
+	{
+		s->addr = NULL;
+		return fail(err, rc, "cannot map object \"%s\": %s", name);
+	}
+	s->seq = d->seq;
+	return TDB_SHM_OK;
+}
+
+int
+tdb_reader_acquire(TdbReader *r, TdbSnapshot *snap, char *err)
+{
+	uint64_t	a;
+	TdbVersionDesc v;
+	TdbReaderSeg *ms;
+	TdbReaderSeg *ts;
+	int			rc;
+
+	if (tdb_reader_stale(r))
+	{
+		snprintf(err, TDB_ERRLEN, "the trafficdb daemon has stopped; reopen to attach to the new instance");
+		return TDB_SHM_ESTALE;
+	}
+	a = tdb_pin(r->ctl, r->slot);
+	if (a == 0)
+	{
+		snprintf(err, TDB_ERRLEN, "nothing is published yet: load a map with trafficdb.load_map()");
+		return TDB_SHM_EEMPTY;
+	}
+	r->pinned = a;
+	if (TDB_ACTIVE_IDX(a) >= TDB_MAX_VERSIONS)
+	{
+		snprintf(err, TDB_ERRLEN, "active word names version slot %u", TDB_ACTIVE_IDX(a));
+		rc = TDB_SHM_ECORRUPT;
+		goto failed;
+	}
+	v = r->ctl->versions[TDB_ACTIVE_IDX(a)];
+	if (v.generation != TDB_ACTIVE_GEN(a))
+	{
+		snprintf(err, TDB_ERRLEN, "version slot %u holds generation %llu, the active word says %llu",
+				 TDB_ACTIVE_IDX(a), (unsigned long long) v.generation,
+				 (unsigned long long) TDB_ACTIVE_GEN(a));
+		rc = TDB_SHM_ECORRUPT;
+		goto failed;
+	}
+	if ((rc = map_segment(r, v.map_seg, err)) != TDB_SHM_OK ||
+		(rc = map_segment(r, v.traffic_seg, err)) != TDB_SHM_OK)
+		goto failed;
+	ms = &r->segs[v.map_seg];
+	ts = &r->segs[v.traffic_seg];
+
+	/* a map is checked once per process: it never changes */
+	if (!ms->validated)
+	{
+		if (tdb_map_validate(ms->addr, ms->size, r->map_check, err) != TDB_OBJ_OK)
+		{
+			rc = TDB_SHM_ECORRUPT;
+			goto failed;
+		}
+		tdb_map_view_init(&ms->view, ms->addr);
+		ms->validated = true;
+	}
+	/* traffic buffers are rewritten in place: O(1) checks on every acquire */
+	if (tdb_traffic_validate(ts->addr, ts->size, TDB_VALIDATE_HEADER, ms->view.hdr, err) != TDB_OBJ_OK)
+	{
+		rc = TDB_SHM_ECORRUPT;
+		goto failed;
+	}
+	if (((const TdbObjectHeader *) ts->addr)->generation != v.generation)
+	{
+		snprintf(err, TDB_ERRLEN, "traffic object holds generation %llu, version says %llu",
+				 (unsigned long long) ((const TdbObjectHeader *) ts->addr)->generation,
+				 (unsigned long long) v.generation);
+		rc = TDB_SHM_ECORRUPT;
+		goto failed;
+	}
+	snap->generation = v.generation;
+	snap->published_at_us = v.published_at_us;
+	snap->map = &ms->view;
+	snap->traffic = ts->addr;
+	snap->entries = tdb_traffic_entries(ts->addr);
+	return TDB_SHM_OK;
+
+failed:
+	tdb_reader_release(r);
+	return rc;
+}
+
+void
+tdb_reader_release(TdbReader *r)
+{
+	if (r->slot != NULL)
+		tdb_unpin(r->slot);
+	r->pinned = 0;
+}

@@ -1,0 +1,74 @@
+/*
+ * reader.h
+ *	  The reading side of trafficdb's shared memory, for any process: map the
+ *	  control block, pin a version, reach its validated objects.  SQL backends
+ *	  and libtrafficdb both read through this, so there is one
+ *	  implementation of the reader protocol (shm.h).
+ *
+ * A TdbReader belongs to one thread at a time.  Acquire pins the active
+ * version; the snapshot's pointers stay valid until release.  Acquire makes
+ * system calls only when the version names a segment this process has not
+ * mapped yet (a new map, a new traffic buffer); otherwise it is a few loads
+ * and stores.
+ */
+#ifndef TDB_READER_H
+#define TDB_READER_H
+
+#include "object.h"
+#include "shm.h"
+
+typedef struct TdbReaderSeg
+{
+	uint64_t	seq;			/* 0 = nothing mapped */
+	void	   *addr;
+	size_t		size;
+	bool		validated;		/* map objects: checked at map_check level */
+	TdbMapView	view;			/* map objects */
+} TdbReaderSeg;
+
+typedef struct TdbReader
+{
+	char		prefix[TDB_SHM_NAME_MAX];
+	const TdbControl *ctl;
+	size_t		ctl_size;
+	TdbSlotsHeader *slots;
+	size_t		slots_size;
+	TdbReaderSlot *slot;
+	int			slot_idx;
+	bool		owns_slot;		/* claimed an external slot */
+	uint64_t	instance_id;
+	uint64_t	pinned;			/* active word, 0 = not pinned */
+	TdbValidateLevel map_check; /* how much to check a map before first use */
+	TdbReaderSeg segs[TDB_MAX_SEGMENTS];
+} TdbReader;
+
+typedef struct TdbSnapshot
+{
+	uint64_t	generation;
+	int64_t		published_at_us;
+	const TdbMapView *map;
+	const void *traffic;		/* the traffic object */
+	const TdbTraffic *entries;	/* entries[i] is the traffic of map record i */
+} TdbSnapshot;
+
+/*
+ * Open the shared memory under prefix.  backend_slot >= 0 uses that slot
+ * (SQL backends: their proc number); -1 claims a free external slot.
+ * map_check says how a map object is checked the first time this process
+ * maps it: TDB_VALIDATE_FULL (checksum and every invariant, O(n) once per
+ * map) for processes outside the server; SQL backends share the daemon's
+ * trust domain and use TDB_VALIDATE_HEADER so a new connection does not pay
+ * O(n).  Returns TDB_SHM_OK or a TdbShmResult with a message in err.
+ */
+int			tdb_reader_open(TdbReader *r, const char *prefix, int backend_slot,
+							TdbValidateLevel map_check, char *err);
+void		tdb_reader_close(TdbReader *r);
+
+/* Pin the active version and fill snap.  Release before the next acquire. */
+int			tdb_reader_acquire(TdbReader *r, TdbSnapshot *snap, char *err);
+void		tdb_reader_release(TdbReader *r);
+
+/* True if the daemon this reader is attached to has stopped (reopen). */
+bool		tdb_reader_stale(const TdbReader *r);
+
+#endif							/* TDB_READER_H */

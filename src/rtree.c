@@ -1,0 +1,521 @@
+/*
+ * rtree.c
+ *	  The packed R-tree of rtree.h: outward float rounding, Sort-Tile-
+ *	  Recursive leaf order, building the upper levels, and box and
+ *	  k-nearest-neighbour queries over the implicit layout.
+ *
+ * Box queries walk the tree with one cursor per level (no allocation, no
+ * recursion) and compare in float: for a float f and a double d, f <= d
+ * exactly when f <= (the largest float <= d), and f >= d exactly when
+ * f >= (the smallest float >= d), so rounding the query box inward once
+ * gives the same answer as comparing every box in double.
+ *
+ * k-nearest search is best-first over a binary min-heap holding nodes and
+ * entries.  Where the caller supplies exact distances, an entry first enters
+ * the heap at its box distance and goes back in at its exact distance when
+ * it surfaces; it is reported only when it surfaces with the exact one.
+ */
+#include "rtree.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+
+#define F TDB_RTREE_FANOUT
+
+/* ---- outward rounding ---------------------------------------------------- */
+
+/* The largest float <= d (NaN stays NaN). */
+static float
+float_down(double d)
+{
+	float		f;
+
+	if (isnan(d) || isinf(d))
+		return (float) d;
+	if (d > FLT_MAX)
+		return FLT_MAX;
+	if (d < -FLT_MAX)
+		return -INFINITY;
+	f = (float) d;
+	if ((double) f > d)
+		f = nextafterf(f, -INFINITY);
+	return f;
+}
+
+/* The smallest float >= d (NaN stays NaN). */
+static float
+float_up(double d)
+{
+	float		f;
+
+	if (isnan(d) || isinf(d))
+		return (float) d;
+	if (d < -FLT_MAX)
+		return -FLT_MAX;
+	if (d > FLT_MAX)
+		return INFINITY;
+	f = (float) d;
+	if ((double) f < d)
+		f = nextafterf(f, INFINITY);
+	return f;
+}
+
+TdbBoxF
+tdb_boxf_from_boxd(const TdbBox *b)
+{
+	TdbBoxF		r;
+
+	r.xmin = float_down(b->xmin);
+	r.ymin = float_down(b->ymin);
+	r.xmax = float_up(b->xmax);
+	r.ymax = float_up(b->ymax);
+	return r;
+}
+
+/* ---- STR order ----------------------------------------------------------- */
+
+typedef struct StrKey
+{
+	double		cx;
+	double		cy;
+	uint32_t	idx;
+} StrKey;
+
+/* A total order on doubles (NaN last), so qsort sees a consistent comparator. */
+static int
+cmp_coord(double a, double b)
+{
+	if (a < b)
+		return -1;
+	if (a > b)
+		return 1;
+	if (isnan(a))
+		return isnan(b) ? 0 : 1;
+	return isnan(b) ? -1 : 0;
+}
+
+static int
+cmp_idx(uint32_t a, uint32_t b)
+{
+	return (a > b) - (a < b);
+}
+
+static int
+cmp_str_x(const void *pa, const void *pb)
+{
+	const StrKey *a = pa;
+	const StrKey *b = pb;
+	int			r = cmp_coord(a->cx, b->cx);
+
+	return r != 0 ? r : cmp_idx(a->idx, b->idx);
+}
+
+static int
+cmp_str_y(const void *pa, const void *pb)
+{
+	const StrKey *a = pa;
+	const StrKey *b = pb;
+	int			r = cmp_coord(a->cy, b->cy);
+
+	return r != 0 ? r : cmp_idx(a->idx, b->idx);
+}
+
+/*
+ * Slices of S*F entries, S = ceil(sqrt(leaf pages)), make leaves roughly
+ * square, which is what keeps the upper levels' boxes small.  Ties go to the
+ * smaller index so that the same input always gives the same tree.
+ */
+int
+tdb_rtree_order(const TdbBox *boxes, size_t n, uint32_t *perm)
+{
+	StrKey	   *keys;
+	uint64_t	pages;
+	uint64_t	s;
+	uint64_t	slice;
+
+	if (n == 0)
+		return 0;
+	if ((uint64_t) n > (uint64_t) UINT32_MAX + 1)
+		return -1;				/* perm cannot name the entries */
+	keys = malloc(n * sizeof(StrKey));
+	if (keys == NULL)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+	{
+		keys[i].cx = 0.5 * boxes[i].xmin + 0.5 * boxes[i].xmax;
+		keys[i].cy = 0.5 * boxes[i].ymin + 0.5 * boxes[i].ymax;
+		keys[i].idx = (uint32_t) i;
+	}
+
+	pages = ((uint64_t) n + F - 1) / F;
+	s = (uint64_t) ceil(sqrt((double) pages));
+	while (s * s < pages)
+		s++;
+	while (s > 1 && (s - 1) * (s - 1) >= pages)
+		s--;
+	slice = s * F;
+
+	qsort(keys, n, sizeof(StrKey), cmp_str_x);
+	for (uint64_t start = 0; start < n; start += slice)
+	{
+		uint64_t	len = n - start < slice ? n - start : slice;
+
+		qsort(keys + start, len, sizeof(StrKey), cmp_str_y);
+	}
+	for (size_t i = 0; i < n; i++)
+		perm[i] = keys[i].idx;
+	free(keys);
+	return 0;
+}
+
+/* ---- layout and build ---------------------------------------------------- */
+
+uint32_t
+tdb_rtree_nlevels(uint64_t n)
+{
+	uint32_t	levels;
+
+	if (n == 0)
+		return 0;
+	levels = 1;
+	while (n > 1)
+	{
+		n = (n + F - 1) / F;
+		levels++;
+	}
+	return levels;
+}
+
+uint64_t
+tdb_rtree_nboxes(uint64_t n)
+{
+	uint64_t	total;
+
+	if (n == 0)
+		return 0;
+	total = n;
+	while (n > 1)
+	{
+		n = (n + F - 1) / F;
+		total += n;
+	}
+	return total;
+}
+
+/* fminf/fmaxf skip a NaN child rather than poisoning the whole subtree. */
+void
+tdb_rtree_build(TdbBoxF *boxes, uint64_t n, TdbRtreeLevel *levels)
+{
+	uint32_t	l = 0;
+
+	if (n == 0)
+		return;
+	levels[0].first = 0;
+	levels[0].count = n;
+	while (levels[l].count > 1)
+	{
+		const TdbRtreeLevel *c = &levels[l];
+		TdbRtreeLevel *p = &levels[l + 1];
+
+		p->first = c->first + c->count;
+		p->count = (c->count + F - 1) / F;
+		for (uint64_t j = 0; j < p->count; j++)
+		{
+			uint64_t	from = j * F;
+			uint64_t	to = from + F < c->count ? from + F : c->count;
+			TdbBoxF		u = boxes[c->first + from];
+
+			for (uint64_t i = from + 1; i < to; i++)
+			{
+				const TdbBoxF *b = &boxes[c->first + i];
+
+				u.xmin = fminf(u.xmin, b->xmin);
+				u.ymin = fminf(u.ymin, b->ymin);
+				u.xmax = fmaxf(u.xmax, b->xmax);
+				u.ymax = fmaxf(u.ymax, b->ymax);
+			}
+			boxes[p->first + j] = u;
+		}
+		l++;
+	}
+}
+
+/* ---- box query ----------------------------------------------------------- */
+
+/* q is the query box rounded inward (see the file header). */
+static inline bool
+boxf_hits(const TdbBoxF *b, const TdbBoxF *q)
+{
+	return b->xmin <= q->xmax && b->xmax >= q->xmin &&
+		b->ymin <= q->ymax && b->ymax >= q->ymin;
+}
+
+static inline int
+scan_leaves(const TdbRtree *t, const TdbBoxF *q, uint64_t from, uint64_t to,
+			TdbRtreeVisit visit, void *arg)
+{
+	const TdbBoxF *leaves = t->boxes + t->levels[0].first;
+
+	for (uint64_t i = from; i < to; i++)
+	{
+		if (boxf_hits(&leaves[i], q))
+		{
+			int			rc = visit(i, arg);
+
+			if (rc != 0)
+				return rc;
+		}
+	}
+	return 0;
+}
+
+/*
+ * Depth first with one cursor per level: cur[l]..end[l] are the boxes of
+ * level l still to look at under the node being walked one level up.
+ */
+int
+tdb_rtree_query_box(const TdbRtree *t, const TdbBox *q, TdbRtreeVisit visit, void *arg)
+{
+	uint64_t	cur[TDB_RTREE_MAX_LEVELS];
+	uint64_t	end[TDB_RTREE_MAX_LEVELS];
+	uint32_t	top;
+	uint32_t	l;
+	TdbBoxF		qf;
+
+	/* inverted or NaN query boxes hold no point */
+	if (!(q->xmin <= q->xmax && q->ymin <= q->ymax))
+		return 0;
+	if (t->nlevels == 0 || t->nlevels > TDB_RTREE_MAX_LEVELS)
+		return 0;
+	qf.xmin = float_up(q->xmin);
+	qf.ymin = float_up(q->ymin);
+	qf.xmax = float_down(q->xmax);
+	qf.ymax = float_down(q->ymax);
+
+	top = t->nlevels - 1;
+	if (top == 0)
+		return scan_leaves(t, &qf, 0, t->levels[0].count, visit, arg);
+
+	l = top;
+	cur[l] = 0;
+	end[l] = t->levels[l].count;
+	for (;;)
+	{
+		uint64_t	i;
+		uint64_t	from;
+		uint64_t	to;
+
+		if (cur[l] == end[l])
+		{
+			if (l == top)
+				return 0;
+			l++;
+			continue;
+		}
+		i = cur[l]++;
+		if (!boxf_hits(&t->boxes[t->levels[l].first + i], &qf))
+			continue;
+		from = i * F;
+		to = from + F < t->levels[l - 1].count ? from + F : t->levels[l - 1].count;
+		if (l == 1)
+		{
+			int			rc = scan_leaves(t, &qf, from, to, visit, arg);
+
+			if (rc != 0)
+				return rc;
+		}
+		else
+		{
+			l--;
+			cur[l] = from;
+			end[l] = to;
+		}
+	}
+}
+
+/* ---- distances ----------------------------------------------------------- */
+
+/*
+ * Measured as callers measure a vertex, (vx - x) * scale, from the box point
+ * nearest to (x, y): each rounding step is monotone, so the result is never
+ * above the same computation for any point of the box.
+ */
+double
+tdb_rtree_box_dist(const TdbBoxF *b, double x, double y, TdbMetric metric)
+{
+	double		bxmin = b->xmin,
+				bxmax = b->xmax,
+				bymin = b->ymin,
+				bymax = b->ymax;
+	double		cx = x < bxmin ? bxmin : (x > bxmax ? bxmax : x);
+	double		cy = y < bymin ? bymin : (y > bymax ? bymax : y);
+	double		dx = cx - x;
+	double		dy = cy - y;
+
+	if (metric == TDB_METRIC_METRES)
+	{
+		double		k = TDB_EARTH_RADIUS_M * M_PI / 180.0;
+
+		dx *= k * cos(y * M_PI / 180.0);
+		dy *= k;
+	}
+	return sqrt(dx * dx + dy * dy);
+}
+
+/* ---- k nearest ----------------------------------------------------------- */
+
+typedef struct KnnItem
+{
+	double		dist;
+	uint64_t	index;			/* box index within its level */
+	uint32_t	level;
+	uint32_t	exact;			/* a leaf whose dist is final */
+} KnnItem;
+
+typedef struct KnnHeap
+{
+	KnnItem    *items;
+	size_t		n;
+	size_t		cap;
+} KnnHeap;
+
+/*
+ * At equal distance anything not yet final comes first: it may still hold
+ * an entry at that distance with a smaller index.  The rest only makes the
+ * order total.
+ */
+static inline bool
+knn_before(const KnnItem *a, const KnnItem *b)
+{
+	if (a->dist != b->dist)
+		return a->dist < b->dist;
+	if (a->exact != b->exact)
+		return a->exact < b->exact;
+	if (a->level != b->level)
+		return a->level > b->level;
+	return a->index < b->index;
+}
+
+static bool
+knn_push(KnnHeap *h, double dist, uint64_t index, uint32_t level, bool exact)
+{
+	KnnItem		it;
+	size_t		i;
+
+	if (h->n == h->cap)
+	{
+		size_t		cap = h->cap * 2;
+		KnnItem    *items = realloc(h->items, cap * sizeof(KnnItem));
+
+		if (items == NULL)
+			return false;
+		h->items = items;
+		h->cap = cap;
+	}
+	/* a NaN would break the heap order; it sorts as farthest */
+	it.dist = isnan(dist) ? INFINITY : dist;
+	it.index = index;
+	it.level = level;
+	it.exact = exact ? 1 : 0;
+
+	i = h->n++;
+	while (i > 0)
+	{
+		size_t		parent = (i - 1) / 2;
+
+		if (!knn_before(&it, &h->items[parent]))
+			break;
+		h->items[i] = h->items[parent];
+		i = parent;
+	}
+	h->items[i] = it;
+	return true;
+}
+
+static KnnItem
+knn_pop(KnnHeap *h)
+{
+	KnnItem		top = h->items[0];
+	KnnItem		last = h->items[--h->n];
+	size_t		i = 0;
+
+	for (;;)
+	{
+		size_t		c = 2 * i + 1;
+
+		if (c >= h->n)
+			break;
+		if (c + 1 < h->n && knn_before(&h->items[c + 1], &h->items[c]))
+			c++;
+		if (!knn_before(&h->items[c], &last))
+			break;
+		h->items[i] = h->items[c];
+		i = c;
+	}
+	if (h->n > 0)
+		h->items[i] = last;
+	return top;
+}
+
+int64_t
+tdb_rtree_knn(const TdbRtree *t, double x, double y, TdbMetric metric, uint64_t k,
+			  TdbRtreeEntryDist entry_dist, void *arg, TdbKnnResult *out)
+{
+	KnnHeap		h;
+	uint64_t	want;
+	uint64_t	found = 0;
+	uint32_t	top;
+
+	if (k == 0 || t->nlevels == 0)
+		return 0;
+	want = k < t->levels[0].count ? k : t->levels[0].count;
+	top = t->nlevels - 1;
+
+	h.n = 0;
+	h.cap = 256;
+	h.items = malloc(h.cap * sizeof(KnnItem));
+	if (h.items == NULL)
+		return -1;
+	if (!knn_push(&h, tdb_rtree_box_dist(&t->boxes[t->levels[top].first], x, y, metric),
+				  0, top, top == 0 && entry_dist == NULL))
+		goto nomem;
+
+	while (found < want && h.n > 0)
+	{
+		KnnItem		it = knn_pop(&h);
+		const TdbRtreeLevel *cl;
+		uint64_t	from;
+		uint64_t	to;
+
+		if (it.level == 0)
+		{
+			if (it.exact)
+			{
+				out[found].entry = it.index;
+				out[found].dist = it.dist;
+				found++;
+			}
+			else if (!knn_push(&h, entry_dist(it.index, x, y, metric, arg), it.index, 0, true))
+				goto nomem;
+			continue;
+		}
+
+		cl = &t->levels[it.level - 1];
+		from = it.index * F;
+		to = from + F < cl->count ? from + F : cl->count;
+		for (uint64_t c = from; c < to; c++)
+		{
+			if (!knn_push(&h, tdb_rtree_box_dist(&t->boxes[cl->first + c], x, y, metric),
+						  c, it.level - 1, it.level == 1 && entry_dist == NULL))
+				goto nomem;
+		}
+	}
+	free(h.items);
+	return (int64_t) found;
+
+nomem:
+	free(h.items);
+	return -1;
+}

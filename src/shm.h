@@ -1,0 +1,204 @@
+/*
+ * shm.h
+ *	  trafficdb's shared memory: where published objects live, and the
+ *	  lock-free reader protocol every reader (SQL backends and external
+ *	  processes alike) uses to pin a consistent version of them.
+ *
+ * Names.  Everything is a POSIX shared memory object under one prefix, by
+ * default "/trafficdb.<port>" (setting trafficdb.shm_name):
+ *	 <prefix>.ctl		the control block: the daemon writes it, readers map it
+ *						read-only (mode 0600, or 0640 with trafficdb.shm_group)
+ *	 <prefix>.readers	reader slots: each reader writes only its own slot
+ *						(0600, or 0660 with a group)
+ *	 <prefix>.<seq>		one object each (map or traffic), read-only for readers
+ *
+ * We use our own POSIX objects rather than PostgreSQL's DSM segments so that
+ * external processes can open them by a stable name, so that a postmaster
+ * crash-restart (which destroys every DSM segment) leaves readers' objects
+ * intact for the restarted daemon to validate and adopt, and so that
+ * permissions can name a group.
+ *
+ * Versions.  A version is (generation, map object, traffic object).  The
+ * control block holds TDB_MAX_VERSIONS version descriptors and one 64-bit
+ * "active" word = generation << 8 | descriptor index.  Publishing fills a
+ * free descriptor and stores the active word: one atomic store.
+ *
+ * Reader protocol (no lock, no system call):
+ *	 pin:	 a = load(active); store(slot.pin, a); if load(active) == a: done,
+ *			 else retry.   (seq_cst store then load: the daemon's reclaim scan,
+ *			 which runs after its own seq_cst store of active, either sees the
+ *			 pin or the reader sees the new active word and retries.)
+ *	 read:	 the pinned descriptor, its segments: immutable while pinned.
+ *	 unpin:	 store(slot.pin, 0).
+ * The daemon reuses a descriptor (and the traffic segments it names) only
+ * when no slot pins a word naming it and it is not active.  Traffic
+ * segments are rewritten in place when free, so readers keep their
+ * mappings across publications (no remap, no page faults per publish).
+ *
+ * No PostgreSQL headers: linked into the module and into libtrafficdb.
+ */
+#ifndef TDB_SHM_H
+#define TDB_SHM_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define TDB_CTL_MAGIC		0x4C544454u /* "TDTL" */
+#define TDB_SLOTS_MAGIC		0x53544454u /* "TDTS" */
+#define TDB_SHM_VERSION		1
+#define TDB_MAX_VERSIONS	16
+#define TDB_MAX_SEGMENTS	64
+#define TDB_SHM_NAME_MAX	64
+
+#define TDB_ACTIVE_WORD(gen, idx)	(((uint64_t) (gen) << 8) | (uint64_t) (idx))
+#define TDB_ACTIVE_GEN(word)		((word) >> 8)
+#define TDB_ACTIVE_IDX(word)		((uint32_t) ((word) & 0xFF))
+
+typedef enum TdbSegKind
+{
+	TDB_SEG_FREE = 0,
+	TDB_SEG_MAP = 1,
+	TDB_SEG_TRAFFIC = 2
+} TdbSegKind;
+
+typedef struct TdbSegmentDesc
+{
+	uint64_t	seq;			/* name suffix; unique per control block */
+	uint64_t	size;			/* bytes of the shared memory object */
+	uint32_t	kind;			/* TdbSegKind */
+	uint32_t	reserved;
+} TdbSegmentDesc;
+
+typedef struct TdbVersionDesc
+{
+	uint64_t	generation;
+	uint64_t	map_id;
+	int64_t		published_at_us;
+	uint32_t	map_seg;		/* index into segments[] */
+	uint32_t	traffic_seg;
+} TdbVersionDesc;
+
+typedef enum TdbDaemonState
+{
+	TDB_DAEMON_STARTING = 0,
+	TDB_DAEMON_RUNNING = 1,
+	TDB_DAEMON_STOPPED = 2		/* orderly shutdown: reopen later */
+} TdbDaemonState;
+
+/* The control block: written by the daemon only. */
+typedef struct TdbControl
+{
+	uint32_t	magic;
+	uint16_t	version;
+	uint16_t	header_size;	/* sizeof(TdbControl) */
+	uint64_t	instance_id;	/* new for each control block created */
+	uint32_t	nslots;			/* reader slots in the readers segment */
+	uint32_t	nbackend_slots; /* slots [0, nbackend_slots) belong to backends */
+	int32_t		daemon_pid;
+	uint32_t	reserved;
+	char		prefix[TDB_SHM_NAME_MAX];
+	_Atomic uint32_t state;		/* TdbDaemonState */
+	_Atomic uint32_t notify;	/* futex word: incremented on every publish */
+	_Atomic uint64_t active;	/* 0 = nothing published yet */
+	uint64_t	next_seq;
+	TdbSegmentDesc segments[TDB_MAX_SEGMENTS];
+	TdbVersionDesc versions[TDB_MAX_VERSIONS];
+} TdbControl;
+
+/* One reader's slot: a cache line of its own. */
+typedef struct TdbReaderSlot
+{
+	_Atomic uint64_t pin;		/* pinned active word, 0 = none */
+	_Atomic int32_t pid;		/* owner, 0 = free (external slots) */
+	uint32_t	reserved;
+	char		pad[48];
+} __attribute__((aligned(64))) TdbReaderSlot;
+
+typedef struct TdbSlotsHeader
+{
+	uint32_t	magic;
+	uint32_t	nslots;
+	uint64_t	instance_id;	/* same as the control block's */
+	char		pad[48];
+	TdbReaderSlot slots[];
+} TdbSlotsHeader;
+
+/* Result codes (negative = error), shared with libtrafficdb. */
+typedef enum TdbShmResult
+{
+	TDB_SHM_OK = 0,
+	TDB_SHM_ENOENT = -20,		/* no such shared memory object (server not running?) */
+	TDB_SHM_EACCES = -21,		/* permission denied */
+	TDB_SHM_EINVAL = -22,		/* not a trafficdb object, or an incompatible one */
+	TDB_SHM_ENOSLOT = -23,		/* every reader slot is taken */
+	TDB_SHM_EEMPTY = -24,		/* nothing published yet */
+	TDB_SHM_ESTALE = -25,		/* the server stopped; reopen */
+	TDB_SHM_ECORRUPT = -26,		/* an object failed validation */
+	TDB_SHM_ESYS = -27			/* a system call failed: see errno */
+} TdbShmResult;
+
+static inline size_t
+tdb_slots_size(uint32_t nslots)
+{
+	return sizeof(TdbSlotsHeader) + (size_t) nslots * sizeof(TdbReaderSlot);
+}
+
+/* "<prefix>.<suffix>" into out (TDB_SHM_NAME_MAX + 24 bytes). */
+void		tdb_shm_name(char *out, const char *prefix, const char *suffix);
+void		tdb_shm_seg_name(char *out, const char *prefix, uint64_t seq);
+
+/*
+ * Map an existing shared memory object.  writable selects PROT_WRITE.
+ * Returns TDB_SHM_OK with *addr and *size set, or TDB_SHM_ENOENT / EACCES /
+ * ESYS (errno kept).  min_size guards against truncated objects.
+ */
+int			tdb_shm_map(const char *name, bool writable, size_t min_size, void **addr, size_t *size);
+
+/*
+ * Create (or replace) an object of size bytes, mapped read-write, with mode
+ * 0600, or group-readable (group_write: also group-writable) when gid is not
+ * (gid_t) -1.
+ */
+int			tdb_shm_create(const char *name, size_t size, gid_t gid, bool group_write, void **addr);
+
+void		tdb_shm_unmap(void *addr, size_t size);
+
+/* ---- the reader protocol ----------------------------------------------------- */
+
+/*
+ * Pin the active version into slot.  Returns the pinned active word, or 0 if
+ * nothing is published.  Lock-free: loops only while the daemon publishes.
+ */
+static inline uint64_t
+tdb_pin(const TdbControl *ctl, TdbReaderSlot *slot)
+{
+	for (;;)
+	{
+		uint64_t	a = atomic_load_explicit(&ctl->active, memory_order_acquire);
+
+		if (a == 0)
+			return 0;
+		atomic_store_explicit(&slot->pin, a, memory_order_seq_cst);
+		if (atomic_load_explicit(&ctl->active, memory_order_seq_cst) == a)
+			return a;
+	}
+}
+
+static inline void
+tdb_unpin(TdbReaderSlot *slot)
+{
+	atomic_store_explicit(&slot->pin, 0, memory_order_release);
+}
+
+/* Claim a free external slot (CAS of pid 0 -> pid); -1 if all are taken. */
+int			tdb_slot_claim(TdbSlotsHeader *slots, uint32_t first, int32_t pid);
+void		tdb_slot_release(TdbSlotsHeader *slots, uint32_t idx);
+
+/* Basic checks of a mapped control block / slots segment. */
+int			tdb_control_check(const TdbControl *ctl, size_t size);
+int			tdb_slots_check(const TdbSlotsHeader *slots, size_t size, const TdbControl *ctl);
+
+#endif							/* TDB_SHM_H */

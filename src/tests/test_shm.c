@@ -1,0 +1,282 @@
+/*
+ * test_shm.c
+ *	  The reader protocol against the writer, in one process with threads
+ *	  and real POSIX shared memory: every snapshot is consistent while the
+ *	  writer publishes continuously, pins keep versions alive, nothing
+ *	  leaks, adoption after a writer crash, orderly stop.
+ */
+#include "unit.h"
+#include "reader.h"
+#include "writer.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define NLOC 1000
+
+static char test_prefix[64];
+
+/* A map of NLOC short segments on a grid near Helsinki. */
+static int
+publish_map(TdbWriter *w, uint32_t *seg, void **addr, uint64_t *count)
+{
+	TdbMapBuilder *b = tdb_map_builder_create();
+	char		err[TDB_ERRLEN];
+	int			rc;
+
+	for (int i = 0; i < NLOC; i++)
+	{
+		double		x = 24.9 + (i % 40) * 0.001;
+		double		y = 60.15 + (i / 40) * 0.001;
+		double		xy[4] = {x, y, x + 0.0005, y + 0.0003};
+
+		tdb_map_builder_add(b, 1000 + i, xy, 2, "primary", NULL, 50, 0, err);
+	}
+	tdb_map_builder_finish(b, err);
+	rc = tdb_writer_new_segment(w, TDB_SEG_MAP, tdb_map_builder_size(b), seg, addr, err);
+	if (rc == TDB_SHM_OK)
+		tdb_map_builder_write(b, *addr, 42, 0);
+	*count = tdb_map_builder_count(b);
+	tdb_map_builder_free(b);
+	return rc;
+}
+
+/* Publish generation gen: every entry carries speed = gen. */
+static int
+publish_traffic(TdbWriter *w, uint32_t map_seg, uint64_t gen)
+{
+	static TdbTraffic t[NLOC];
+	size_t		size = tdb_traffic_size(NLOC, 0);
+	uint32_t	seg;
+	void	   *addr;
+	char		err[TDB_ERRLEN];
+	int			rc;
+
+	for (int i = 0; i < NLOC; i++)
+	{
+		t[i].speed_kmh = (float) gen;
+		t[i].free_flow_kmh = 50;
+		t[i].changed_gen = gen;
+		t[i].congestion = TDB_CONGESTION_UNKNOWN;
+		t[i].updated_at_us = (int64_t) gen;
+	}
+	rc = tdb_writer_traffic_segment(w, size, &seg, &addr, err);
+	if (rc != TDB_SHM_OK)
+		return rc;
+	tdb_traffic_write(addr, 42, gen, NLOC, t, NULL, 0, (int64_t) gen);
+	rc = tdb_writer_publish(w, gen, 42, map_seg, seg, (int64_t) gen);
+	tdb_writer_reclaim(w, map_seg);
+	return rc;
+}
+
+typedef struct ReaderArg
+{
+	int			iterations;
+	uint64_t	snapshots;
+	uint64_t	inconsistent;
+	uint64_t	errors;
+	uint64_t	last_gen;
+	uint64_t	went_back;
+} ReaderArg;
+
+static void *
+reader_thread(void *p)
+{
+	ReaderArg  *a = p;
+	TdbReader	r;
+	char		err[TDB_ERRLEN];
+
+	if (tdb_reader_open(&r, test_prefix, -1, TDB_VALIDATE_FULL, err) != TDB_SHM_OK)
+	{
+		a->errors++;
+		return NULL;
+	}
+	for (int it = 0; it < a->iterations; it++)
+	{
+		TdbSnapshot s;
+
+		if (tdb_reader_acquire(&r, &s, err) != TDB_SHM_OK)
+		{
+			a->errors++;
+			continue;
+		}
+		a->snapshots++;
+		if (s.generation < a->last_gen)
+			a->went_back++;
+		a->last_gen = s.generation;
+		for (int i = 0; i < NLOC; i += (it % 7) + 1)
+			if (s.entries[i].speed_kmh != (float) s.generation ||
+				s.entries[i].changed_gen != s.generation)
+			{
+				a->inconsistent++;
+				break;
+			}
+		if (tdb_map_find(s.map, 1000 + (it % NLOC)) < 0)
+			a->inconsistent++;
+		tdb_reader_release(&r);
+	}
+	tdb_reader_close(&r);
+	return NULL;
+}
+
+UNIT_TEST(test_shm_readers_see_consistent_versions)
+{
+	TdbWriter	w;
+	TdbWriterOpenInfo info;
+	char		err[TDB_ERRLEN];
+	uint32_t	map_seg;
+	void	   *map_addr;
+	uint64_t	count;
+	pthread_t	th[3];
+	ReaderArg	args[3];
+	uint64_t	gen;
+
+	snprintf(test_prefix, sizeof(test_prefix), "/tdbtest.%d", (int) getpid());
+	CHECK_EQ_U64(tdb_writer_open(&w, test_prefix, 4, 8, (gid_t) -1, false, &info, err), TDB_SHM_OK);
+	CHECK(!info.adopted);
+	CHECK_EQ_U64(publish_map(&w, &map_seg, &map_addr, &count), TDB_SHM_OK);
+	CHECK_EQ_U64(publish_traffic(&w, map_seg, 1), TDB_SHM_OK);
+
+	memset(args, 0, sizeof(args));
+	for (int t = 0; t < 3; t++)
+	{
+		args[t].iterations = 20000;
+		pthread_create(&th[t], NULL, reader_thread, &args[t]);
+	}
+	/* the writer never waits: it publishes as fast as it can meanwhile */
+	for (gen = 2; gen < 3000; gen++)
+		if (publish_traffic(&w, map_seg, gen) != TDB_SHM_OK)
+			unit_fail(__FILE__, __LINE__, "publish of generation %llu refused", (unsigned long long) gen);
+	for (int t = 0; t < 3; t++)
+	{
+		pthread_join(th[t], NULL);
+		CHECK_EQ_U64(args[t].errors, 0);
+		CHECK_EQ_U64(args[t].inconsistent, 0);
+		CHECK_EQ_U64(args[t].went_back, 0);
+		CHECK_EQ_U64(args[t].snapshots, 20000);
+	}
+	/* nothing leaked: the map, the active buffer and at most two spares */
+	tdb_writer_reclaim(&w, map_seg);
+	CHECK(tdb_writer_bytes(&w) <= ((TdbObjectHeader *) map_addr)->total_size +
+		  3 * tdb_traffic_size(NLOC, 0));
+	tdb_writer_close(&w, true);
+}
+
+UNIT_TEST(test_shm_pins_keep_versions)
+{
+	TdbWriter	w;
+	TdbWriterOpenInfo info;
+	char		err[TDB_ERRLEN];
+	uint32_t	map_seg;
+	void	   *map_addr;
+	uint64_t	count;
+	TdbReader	readers[TDB_MAX_VERSIONS];
+	TdbSnapshot snaps[TDB_MAX_VERSIONS];
+	TdbReader	held;
+	TdbSnapshot hs;
+
+	snprintf(test_prefix, sizeof(test_prefix), "/tdbtest.%d", (int) getpid());
+	CHECK_EQ_U64(tdb_writer_open(&w, test_prefix, 0, TDB_MAX_VERSIONS + 2, (gid_t) -1, false, &info, err),
+				 TDB_SHM_OK);
+	publish_map(&w, &map_seg, &map_addr, &count);
+	publish_traffic(&w, map_seg, 1);
+
+	/* one long-held snapshot: hundreds of publications go on around it */
+	CHECK_EQ_U64(tdb_reader_open(&held, test_prefix, -1, TDB_VALIDATE_FULL, err), TDB_SHM_OK);
+	CHECK_EQ_U64(tdb_reader_acquire(&held, &hs, err), TDB_SHM_OK);
+	CHECK_EQ_U64(hs.generation, 1);
+	for (uint64_t g = 2; g <= 500; g++)
+		CHECK_EQ_U64(publish_traffic(&w, map_seg, g), TDB_SHM_OK);
+	for (int i = 0; i < NLOC; i++)
+		if (hs.entries[i].speed_kmh != 1.0f)
+		{
+			unit_fail(__FILE__, __LINE__, "pinned generation 1 was overwritten at entry %d", i);
+			break;
+		}
+	tdb_reader_release(&held);
+
+	/* every descriptor pinned by a different reader: publication is refused, never blocks */
+	for (int v = 0; v < TDB_MAX_VERSIONS; v++)
+	{
+		CHECK_EQ_U64(tdb_reader_open(&readers[v], test_prefix, -1, TDB_VALIDATE_FULL, err), TDB_SHM_OK);
+		CHECK_EQ_U64(tdb_reader_acquire(&readers[v], &snaps[v], err), TDB_SHM_OK);
+		if (v < TDB_MAX_VERSIONS - 1)
+			CHECK_EQ_U64(publish_traffic(&w, map_seg, 501 + v), TDB_SHM_OK);
+	}
+	CHECK_EQ_U64(publish_traffic(&w, map_seg, 600), TDB_SHM_ENOSLOT);
+	tdb_reader_release(&readers[3]);
+	CHECK_EQ_U64(publish_traffic(&w, map_seg, 601), TDB_SHM_OK);
+	for (int v = 0; v < TDB_MAX_VERSIONS; v++)
+		tdb_reader_close(&readers[v]);
+	tdb_reader_close(&held);
+	tdb_writer_close(&w, true);
+}
+
+UNIT_TEST(test_shm_adopt_and_stop)
+{
+	TdbWriter	w;
+	TdbWriterOpenInfo info;
+	char		err[TDB_ERRLEN];
+	uint32_t	map_seg;
+	void	   *map_addr;
+	uint64_t	count;
+	TdbReader	r;
+	TdbSnapshot s;
+
+	snprintf(test_prefix, sizeof(test_prefix), "/tdbtest.%d", (int) getpid());
+	CHECK_EQ_U64(tdb_writer_open(&w, test_prefix, 2, 4, (gid_t) -1, false, &info, err), TDB_SHM_OK);
+	publish_map(&w, &map_seg, &map_addr, &count);
+	publish_traffic(&w, map_seg, 7);
+
+	/* the writer "crashes" (detaches without stopping); a reader keeps reading */
+	CHECK_EQ_U64(tdb_reader_open(&r, test_prefix, -1, TDB_VALIDATE_FULL, err), TDB_SHM_OK);
+	tdb_writer_close(&w, false);
+	CHECK_EQ_U64(tdb_reader_acquire(&r, &s, err), TDB_SHM_OK);
+	CHECK_EQ_U64(s.generation, 7);
+	tdb_reader_release(&r);
+
+	/* a new writer adopts the published version; the reader goes on */
+	CHECK_EQ_U64(tdb_writer_open(&w, test_prefix, 2, 4, (gid_t) -1, true, &info, err), TDB_SHM_OK);
+	CHECK(info.adopted);
+	CHECK_EQ_U64(info.last_generation, 7);
+	CHECK_EQ_U64(info.segments_dropped, 0);
+	CHECK_EQ_U64(publish_traffic(&w, map_seg, 8), TDB_SHM_OK);
+	CHECK_EQ_U64(tdb_reader_acquire(&r, &s, err), TDB_SHM_OK);
+	CHECK_EQ_U64(s.generation, 8);
+	tdb_reader_release(&r);
+
+	/* the active traffic object is damaged while no writer runs: dropped at adoption */
+	tdb_writer_close(&w, false);
+	{
+		TdbControl *c = (TdbControl *) r.ctl;
+		uint64_t	a = atomic_load(&c->active);
+		uint32_t	tseg = c->versions[TDB_ACTIVE_IDX(a)].traffic_seg;
+		char		name[TDB_SHM_NAME_MAX + 24];
+		void	   *p;
+		size_t		sz;
+
+		tdb_shm_seg_name(name, test_prefix, c->segments[tseg].seq);
+		CHECK_EQ_U64(tdb_shm_map(name, true, 64, &p, &sz), TDB_SHM_OK);
+		((char *) p)[sz - 100] ^= 0x5A;
+		tdb_shm_unmap(p, sz);
+	}
+	CHECK_EQ_U64(tdb_writer_open(&w, test_prefix, 2, 4, (gid_t) -1, true, &info, err), TDB_SHM_OK);
+	CHECK(info.adopted);
+	CHECK(info.segments_dropped >= 1);
+	CHECK_EQ_U64(tdb_reader_acquire(&r, &s, err), TDB_SHM_EEMPTY);
+	CHECK_EQ_U64(publish_traffic(&w, map_seg, 9), TDB_SHM_OK);
+	CHECK_EQ_U64(tdb_reader_acquire(&r, &s, err), TDB_SHM_OK);
+	CHECK_EQ_U64(s.generation, 9);
+	tdb_reader_release(&r);
+
+	/* orderly stop: readers are told to reopen, every name is gone */
+	tdb_writer_close(&w, true);
+	CHECK_EQ_U64(tdb_reader_acquire(&r, &s, err), TDB_SHM_ESTALE);
+	tdb_reader_close(&r);
+	CHECK_EQ_U64(tdb_reader_open(&r, test_prefix, -1, TDB_VALIDATE_FULL, err), TDB_SHM_ENOENT);
+	CHECK(strstr(err, "does not exist") != NULL);
+}
