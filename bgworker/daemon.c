@@ -944,6 +944,7 @@ watch_readers(void)
 {
 	TimestampTz now = GetCurrentTimestamp();
 	TdbSlotsHeader *slots = D.writer.slots;
+	uint64		active = atomic_load(&D.writer.ctl->active);
 
 	for (uint32 s = 0; s < slots->nslots && s < tdb_shared->nslots; s++)
 	{
@@ -959,7 +960,13 @@ watch_readers(void)
 			pin = 0;
 		}
 		SpinLockAcquire(&tdb_shared->mutex);
-		if (pin == 0)
+
+		/*
+		 * Pinning the active version holds nothing back (a reader that
+		 * re-pins it in a loop shows the same word): the clock starts when
+		 * the pinned version stops being the active one.
+		 */
+		if (pin == 0 || pin == active)
 		{
 			w->pin = 0;
 			w->reported = false;

@@ -10,7 +10,6 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(usleep);
 
 my $tdbread = $ENV{TDBREAD} // die 'TDBREAD must name tools/tdbread';
 
@@ -40,6 +39,7 @@ BEGIN
     INSERT INTO audit VALUES (i, 1 + i % 200, (i % 400)::real, ts);
     INSERT INTO trafficdb.feed (location_id, speed_kmh, observed_at) VALUES (1 + i % 200, (i % 400)::real, ts);
     COMMIT;
+    PERFORM pg_sleep(0.0005);  -- a steady stream, so the crashes land mid-stream
   END LOOP;
 END $$;
 });
@@ -61,14 +61,29 @@ SELECT count(*) FROM latest l LEFT JOIN trafficdb.current_traffic() t USING (loc
 	is($wrong, '0', "$what: published traffic reflects every committed feed row");
 }
 
-# Run the writer in the background; it dies with the crash, committed rows stay.
+# Run the writer in the background (bounded: 20,000 rows, about 10 s); it
+# dies with the crash, committed rows stay.
+my ($win, $wout, $werr);
 sub start_writer
 {
 	my ($first) = @_;
-	my ($in, $out, $err) = ('', '', '');
-	return IPC::Run::start(
-		[ 'psql', '-X', '-d', $node->connstr('postgres'), '-c', "CALL write_feed($first, 100000)" ],
-		'<', \$in, '>', \$out, '2>', \$err, IPC::Run::timeout(120));
+	($win, $wout, $werr) = ('', '', '');
+	my $h = IPC::Run::start(
+		[ 'psql', '-X', '-d', $node->connstr('postgres'), '-c', "CALL write_feed($first, 20000)" ],
+		'<', \$win, '>', \$wout, '2>', \$werr, IPC::Run::timeout(120));
+	# wait until it has committed some rows
+	$node->poll_query_until('postgres', "SELECT count(*) > 100 FROM audit WHERE n >= $first")
+	  or die 'the feed writer did not start';
+	return $h;
+}
+
+# The writer must have been cut off by the crash, not have finished.
+sub writer_was_cut
+{
+	my ($h, $what) = @_;
+	eval { $h->finish; };
+	like($werr, qr/server closed the connection|terminating connection|connection to server was lost/,
+		"$what: the crash hit the writer mid-stream");
 }
 
 sub daemon_pid
@@ -81,33 +96,31 @@ sub daemon_pid
 # An external reader watches the whole test: it must never see an
 # inconsistent snapshot or a generation going backwards.
 my ($rin, $rout, $rerr) = ('', '', '');
-my $reader = IPC::Run::start([ $tdbread, $prefix, 'watch', '40' ],
+my $reader = IPC::Run::start([ $tdbread, $prefix, 'watch', '15' ],
 	'<', \$rin, '>', \$rout, '2>', \$rerr, IPC::Run::timeout(120));
 
 # 1. kill -9 the daemon while it publishes (a crash-restart follows)
 my $w = start_writer(0);
-usleep(1_500_000);
 my $gen_before = $node->safe_psql('postgres', 'SELECT generation FROM trafficdb.status');
 kill 'KILL', daemon_pid();
-eval { $w->finish; };
+writer_was_cut($w, 'kill -9 of the daemon');
 check_nothing_lost('kill -9 of the daemon');
 my $gen_after = $node->safe_psql('postgres', 'SELECT generation FROM trafficdb.status');
 cmp_ok($gen_after, '>', $gen_before, 'generations keep counting up after the restart');
 
 # 2. kill -9 a backend (the postmaster resets shared memory)
 $w = start_writer(1_000_000);
-usleep(1_500_000);
 my $victim = $node->safe_psql('postgres',
 	q{SELECT pid FROM pg_stat_activity WHERE query LIKE 'CALL write_feed%' LIMIT 1});
-kill 'KILL', $victim if $victim;
-eval { $w->finish; };
+ok($victim, 'found the writing backend');
+kill 'KILL', $victim;
+writer_was_cut($w, 'kill -9 of a backend');
 check_nothing_lost('kill -9 of a backend');
 
 # 3. immediate shutdown (no checkpoint, no cleanup) and start
 $w = start_writer(2_000_000);
-usleep(1_500_000);
 $node->stop('immediate');
-eval { $w->finish; };
+writer_was_cut($w, 'pg_ctl stop -m immediate');
 $node->start;
 check_nothing_lost('pg_ctl stop -m immediate');
 
