@@ -43,15 +43,25 @@ PG_FUNCTION_INFO_V1(trafficdb_current_traffic);
 
 #define UNIX_TO_PG_US ((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY)
 
-/* ERROR unless the daemon is up; returns its latch to wake it. */
+/*
+ * Wake the daemon; ERROR if it is not running.  Just after the server
+ * starts the daemon may not be up yet: give it a few seconds.
+ */
 static void
 wake_daemon(void)
 {
-	Latch	   *latch;
+	Latch	   *latch = NULL;
 
-	SpinLockAcquire(&tdb_shared->mutex);
-	latch = tdb_shared->daemon_latch;
-	SpinLockRelease(&tdb_shared->mutex);
+	for (int tries = 0; tries < 100; tries++)
+	{
+		SpinLockAcquire(&tdb_shared->mutex);
+		latch = tdb_shared->daemon_latch;
+		SpinLockRelease(&tdb_shared->mutex);
+		if (latch != NULL)
+			break;
+		CHECK_FOR_INTERRUPTS();
+		pg_usleep(50000);
+	}
 	if (latch == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

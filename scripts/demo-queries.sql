@@ -1,4 +1,5 @@
 -- scripts/demo-queries.sql: what `make demo` shows on the imported roads.
+\set QUIET on
 \pset footer off
 \echo
 \echo '-- trafficdb library and extension'
@@ -27,3 +28,42 @@ SELECT r.osm_id, r.highway, coalesce(r.name, '') AS name,
 
 \echo '-- trafficdb settings'
 SELECT name, setting, unit FROM pg_settings WHERE name LIKE 'trafficdb.%' ORDER BY name;
+
+\echo '-- load the roads into shared memory (the daemon builds the map object and publishes it)'
+SELECT trafficdb.load_map('roads', 'osm_id', 'geom', 'highway', 'name', 'maxspeed', 'oneway') AS locations;
+
+\echo '-- three rounds of a simulated traffic feed on the roads cars use, each published'
+SELECT setseed(0.42) \g /dev/null
+CREATE TEMP TABLE demo_rounds AS SELECT 0 AS round, trafficdb.publish() AS generation;
+INSERT INTO trafficdb.feed (location_id, speed_kmh, free_flow_kmh, congestion, confidence, incident)
+SELECT osm_id, f * coalesce(maxspeed, 40), coalesce(maxspeed, 40),
+       CASE WHEN f > 0.8 THEN 0 WHEN f > 0.6 THEN 1 WHEN f > 0.4 THEN 2 WHEN f > 0.2 THEN 3 ELSE 4 END, 80,
+       CASE WHEN f < 0.12 THEN 'stationary traffic' END
+  FROM (SELECT osm_id, maxspeed, 0.05 + 0.95 * random() AS f FROM roads
+         WHERE highway IN ('primary', 'secondary', 'tertiary', 'residential', 'unclassified', 'trunk', 'motorway')) r;
+INSERT INTO demo_rounds SELECT 1, trafficdb.publish();
+INSERT INTO trafficdb.feed (location_id, speed_kmh, free_flow_kmh, congestion, confidence)
+SELECT osm_id, 5, coalesce(maxspeed, 40), 4, 90 FROM roads WHERE highway = 'primary' ORDER BY osm_id LIMIT 10;
+INSERT INTO demo_rounds SELECT 2, trafficdb.publish();
+INSERT INTO trafficdb.feed (location_id, speed_kmh) VALUES (-1, 30), (-2, 999);   -- not on the map: rejected
+INSERT INTO demo_rounds SELECT 3, trafficdb.publish();
+SELECT r.round, r.generation,
+       CASE WHEN p.round IS NOT NULL
+            THEN (SELECT count(*) FROM trafficdb.changes_since(p.generation)) END AS locations_changed_since_previous
+  FROM demo_rounds r LEFT JOIN demo_rounds p ON p.round = r.round - 1 ORDER BY r.round;
+
+\echo '-- the slowest roads right now, relative to free flow (read from shared memory)'
+SELECT location_id, name, road_class, round(speed_kmh) AS kmh, round(free_flow_kmh) AS free_flow,
+       congestion, coalesce(incident, '') AS incident, generation
+  FROM trafficdb.current_traffic()
+ WHERE speed_kmh IS NOT NULL AND name IS NOT NULL
+ ORDER BY speed_kmh / free_flow_kmh, location_id LIMIT 8;
+
+\echo '-- feed rows the daemon refused, and why'
+SELECT seq, location_id, reason FROM trafficdb.feed_rejects ORDER BY seq DESC LIMIT 2;
+
+\echo '-- the daemon'
+SELECT generation, locations, round(bytes_per_location) AS bytes_per_location,
+       round(last_map_build_ms::numeric, 1) AS map_build_ms, round(last_publish_ms::numeric, 2) AS publish_ms,
+       feed_rows_consumed, feed_rows_rejected
+  FROM trafficdb.status;
