@@ -58,11 +58,22 @@ tools/tdbread: tools/tdbread.c $(ENGINE_SRCS) $(wildcard src/*.h)
 
 all: tools/tdbread
 
+# Publishing benchmarks (bench/README.md): objects alone, and through the daemon.
+SEGMENTS ?= 1000000
+bench/objbench: bench/objbench.c $(ENGINE_SRCS) $(wildcard src/*.h)
+	$(CC) $(UNIT_CFLAGS) -o $@ bench/objbench.c $(ENGINE_SRCS) -lm
+
+bench-objects: bench/objbench
+	bench/objbench $(SEGMENTS)
+
+bench-daemon: all
+	bench/daemon.sh $(SEGMENTS)
+
 # TAP tests of t/ (PostgreSQL::Test::Cluster) against the installed server.
 tap:
 	$(prove_installcheck)
 
-.PHONY: unit tap test demo demo-stop demo-clean deps
+.PHONY: unit tap test demo demo-stop demo-clean deps bench-objects bench-daemon
 unit: src/tests/unit_tests
 	src/tests/unit_tests
 
@@ -81,4 +92,4 @@ demo-stop:
 demo-clean:
 	scripts/demo.sh --clean
 
-EXTRA_CLEAN = src/tests/unit_tests tools/tdbread tmp_check results regression.diffs regression.out
+EXTRA_CLEAN = src/tests/unit_tests tools/tdbread bench/objbench tmp_check results regression.diffs regression.out

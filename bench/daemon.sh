@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# bench/daemon.sh [SEGMENTS]: what publishing costs through the daemon, end
+# to end (SQL source table -> map object; feed table -> traffic object), on
+# the demo cluster (started by `make demo` if it is not running).
+#
+#   map build          trafficdb.load_map() of a synthetic network of SEGMENTS
+#                      LineStrings (default 1,000,000): SPI read + build + publish
+#   feed 1 % / 100 %   INSERT that many feed rows, then trafficdb.publish():
+#                      consume (delete), check, persist to traffic_state, publish
+#
+# Prints CSV lines (name,value,unit) and appends them to bench/results/daemon.csv
+# with the date and host.  The demo map is loaded back at the end.
+set -euo pipefail
+. "$(dirname "$0")/../scripts/lib.sh"
+cd "$TDB_ROOT"
+
+N=${1:-1000000}
+port=$(cat .demo/port 2>/dev/null || true)
+if [ -z "$port" ] || ! "$PG_BIN/pg_isready" -q -h 127.0.0.1 -p "$port"; then
+	make -s demo >/dev/null
+	port=$(cat .demo/port)
+fi
+PSQL=("$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres -d trafficdb_demo)
+out=bench/results/daemon.csv
+mkdir -p bench/results
+stamp="$(date -u +%Y-%m-%dT%H:%M:%SZ),$(hostname)"
+
+emit() {
+	echo "$1,$2,$3"
+	echo "$stamp,$N,$1,$2,$3" >>"$out"
+}
+
+# wall-clock milliseconds of one SQL statement
+time_sql() {
+	local t0 t1
+	t0=$(date +%s%N)
+	"${PSQL[@]}" -c "$1" >/dev/null
+	t1=$(date +%s%N)
+	echo $(((t1 - t0) / 1000000))
+}
+
+echo "bench/daemon: generating $N synthetic segments (shaped like the Helsinki extract)" >&2
+"${PSQL[@]}" <<EOF
+SET client_min_messages = warning;
+DROP TABLE IF EXISTS bench_roads;
+SELECT setseed(0.7) \g /dev/null
+CREATE UNLOGGED TABLE bench_roads AS
+SELECT i AS id,
+       ST_SetSRID(ST_MakeLine((ARRAY[
+           ST_MakePoint(x, y), ST_MakePoint(x + dx, y + dy),
+           ST_MakePoint(x + 2 * dx, y + dy * 1.5), ST_MakePoint(x + 3 * dx, y + dy * 2)])[1:np]), 4326) AS geom,
+       (ARRAY['primary', 'secondary', 'tertiary', 'residential', 'service'])[1 + i % 5] AS highway,
+       'Street ' || (i % 20000) AS name
+  FROM (SELECT i, 10 + (i % 1000) * 0.01 + random() * 0.01 AS x, 45 + (i / 1000 % 1000) * 0.01 + random() * 0.01 AS y,
+               (random() - 0.5) * 0.0008 AS dx, (random() - 0.5) * 0.0004 AS dy, 2 + (random() * 2.9)::int AS np
+          FROM generate_series(1, $N) i) s;
+EOF
+
+echo "bench/daemon: load_map" >&2
+ms=$(time_sql "SELECT trafficdb.load_map('bench_roads', 'id', 'geom', 'highway', 'name')")
+emit map_load_wall_ms "$ms" ms
+emit map_build_ms "$("${PSQL[@]}" -Atc 'SELECT round(last_map_build_ms) FROM trafficdb.status')" ms
+emit bytes_per_location "$("${PSQL[@]}" -Atc 'SELECT round(bytes_per_location::numeric, 1) FROM trafficdb.status')" B
+
+for pct in 1 100; do
+	rows=$((N * pct / 100))
+	echo "bench/daemon: feed of $rows rows ($pct %)" >&2
+	"${PSQL[@]}" -c "INSERT INTO trafficdb.feed (location_id, speed_kmh, free_flow_kmh, congestion, confidence)
+	                 SELECT id, 20 + id % 60, 80, id % 5, 90 FROM bench_roads ORDER BY random() LIMIT $rows"
+	ms=$(time_sql "SELECT trafficdb.publish()")
+	emit "feed_${pct}pct_publish_wall_ms" "$ms" ms
+	emit "feed_${pct}pct_rows_per_s" "$((rows * 1000 / (ms > 0 ? ms : 1)))" rows/s
+	emit "feed_${pct}pct_traffic_publish_ms" "$("${PSQL[@]}" -Atc 'SELECT round(last_publish_ms::numeric, 1) FROM trafficdb.status')" ms
+done
+
+echo "bench/daemon: restoring the demo map" >&2
+"${PSQL[@]}" -c "SELECT trafficdb.load_map('roads', 'osm_id', 'geom', 'highway', 'name', 'maxspeed', 'oneway')" >/dev/null
+"${PSQL[@]}" -c "DROP TABLE bench_roads; TRUNCATE trafficdb.traffic_state"
