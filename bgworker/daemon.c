@@ -52,6 +52,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 
 #include "module/shared.h"
@@ -82,6 +83,7 @@ typedef struct DaemonState
 
 	/* working traffic, in map record order */
 	TdbTraffic *traffic;
+	int64	   *win_seq;		/* feed seq of each entry's value: ties on observed_at go to the later row */
 	char	  **incidents;		/* per record, palloc'd text or NULL */
 	uint64		incident_count;
 	bool		dirty;			/* changes not yet published */
@@ -265,8 +267,8 @@ static const char *
 col_or_null(const NameData *col, const char *cast)
 {
 	if (NameStr(*col)[0] == '\0')
-		return psprintf("NULL::%s", cast);
-	return psprintf("(%s)::%s", quote_identifier(NameStr(*col)), cast);
+		return psprintf("NULL::pg_catalog.%s", cast);
+	return psprintf("(%s)::pg_catalog.%s", quote_identifier(NameStr(*col)), cast);
 }
 
 /*
@@ -284,6 +286,9 @@ read_map_source(const TdbMapRequest *req, LoadCounts *counts)
 	double	   *xy = NULL;
 	Size		cap = 0;
 	char		err[TDB_ERRLEN];
+	Oid			save_userid;
+	int			save_sec;
+	MemoryContext batch_cxt;
 
 	if (pg == NULL)
 		ereport(ERROR, (errmsg("PostGIS is not installed in database \"%s\"", get_database_name(MyDatabaseId))));
@@ -295,16 +300,36 @@ read_map_source(const TdbMapRequest *req, LoadCounts *counts)
 				 errhint("Load a map again with trafficdb.load_map().")));
 	relname = quote_qualified_identifier(get_namespace_name(get_rel_namespace(req->relid)), relname);
 
-	query = psprintf("SELECT (%s)::int8, %s.ST_AsBinary(%s.ST_Force2D("
-					 "CASE WHEN %s.ST_SRID(g) = 4326 THEN g ELSE %s.ST_Transform(g, 4326) END)), "
-					 "%s, %s, %s, %s "
-					 "FROM (SELECT *, %s AS g FROM %s) src",
-					 quote_identifier(NameStr(req->id_column)), pg, pg, pg, pg,
+	/* only the columns we need, under names no source column can clash with */
+	query = psprintf("SELECT tdb_id::int8, %s.ST_AsBinary(%s.ST_Force2D(CASE "
+					 "WHEN %s.ST_SRID(tdb_geom) = 4326 THEN tdb_geom "
+					 "WHEN %s.ST_SRID(tdb_geom) = 0 THEN NULL "
+					 "ELSE %s.ST_Transform(tdb_geom, 4326) END)), "
+					 "tdb_class, tdb_name, tdb_speed, tdb_oneway "
+					 "FROM (SELECT %s AS tdb_id, %s AS tdb_geom, %s AS tdb_class, %s AS tdb_name, "
+					 "%s AS tdb_speed, %s AS tdb_oneway FROM %s) src",
+					 pg, pg, pg, pg, pg,
+					 quote_identifier(NameStr(req->id_column)),
+					 quote_identifier(NameStr(req->geom_column)),
 					 col_or_null(&req->class_column, "text"),
 					 col_or_null(&req->name_column, "text"),
 					 col_or_null(&req->speed_column, "float8"),
 					 col_or_null(&req->oneway_column, "bool"),
-					 quote_identifier(NameStr(req->geom_column)), relname);
+					 relname);
+
+	/*
+	 * Read the source with the privileges of the role that asked for the
+	 * load (row security, column grants, and no code of the table's owner
+	 * running as the daemon's superuser), as a restricted operation.
+	 */
+	if (!OidIsValid(req->userid) || !SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(req->userid)))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("the role that loaded the map (OID %u) no longer exists", req->userid),
+				 errhint("Load the map again with trafficdb.load_map().")));
+	GetUserIdAndSecContext(&save_userid, &save_sec);
+	batch_cxt = AllocSetContextCreate(CurrentMemoryContext, "trafficdb map load batch",
+									  ALLOCSET_DEFAULT_SIZES);
 
 	b = tdb_map_builder_create();
 	if (b == NULL)
@@ -313,12 +338,17 @@ read_map_source(const TdbMapRequest *req, LoadCounts *counts)
 
 	PG_TRY();
 	{
+		SetUserIdAndSecContext(req->userid,
+							   save_sec | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
 		portal = SPI_cursor_open_with_args(NULL, query, 0, NULL, NULL, NULL, true, 0);
 		for (;;)
 		{
+			MemoryContext oldcxt;
+
 			SPI_cursor_fetch(portal, true, 10000);
 			if (SPI_processed == 0)
 				break;
+			oldcxt = MemoryContextSwitchTo(batch_cxt);
 			for (uint64 r = 0; r < SPI_processed; r++)
 			{
 				HeapTuple	tup = SPI_tuptable->vals[r];
@@ -378,71 +408,93 @@ read_map_source(const TdbMapRequest *req, LoadCounts *counts)
 						ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("%s", err)));
 				}
 			}
+			MemoryContextSwitchTo(oldcxt);
+			MemoryContextReset(batch_cxt);
 			SPI_freetuptable(SPI_tuptable);
 		}
 		SPI_cursor_close(portal);
+		SetUserIdAndSecContext(save_userid, save_sec);
 	}
 	PG_CATCH();
 	{
+		SetUserIdAndSecContext(save_userid, save_sec);
 		tdb_map_builder_free(b);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
+	MemoryContextDelete(batch_cxt);
 	return b;
 }
 
-/* Bring the working traffic array to a new map, keeping what ids still match. */
-static void
-remap_traffic(const TdbMapView *newmap)
+/* Working traffic for a new map: what ids still match keep their values. */
+typedef struct WorkingTraffic
 {
-	MemoryContext old = MemoryContextSwitchTo(D.cxt);
-	TdbTraffic *t = MemoryContextAllocHuge(D.cxt, Max(newmap->count, 1) * sizeof(TdbTraffic));
-	char	  **inc = MemoryContextAllocZero(D.cxt, Max(newmap->count, 1) * sizeof(char *));
+	TdbTraffic *traffic;
+	int64	   *win_seq;
+	char	  **incidents;
+	uint64		incident_count;
+} WorkingTraffic;
 
-	D.incident_count = 0;
+static void
+remap_traffic(const TdbMapView *newmap, WorkingTraffic *out)
+{
+	Size		n = Max(newmap->count, 1);
+
+	out->traffic = MemoryContextAllocHuge(D.cxt, n * sizeof(TdbTraffic));
+	out->win_seq = MemoryContextAllocHuge(D.cxt, n * sizeof(int64));
+	out->incidents = MemoryContextAllocExtended(D.cxt, n * sizeof(char *), MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	out->incident_count = 0;
 	for (uint64 i = 0; i < newmap->count; i++)
 	{
 		int64		o = D.have_map ? tdb_map_find(&D.map, newmap->records[i].id) : -1;
 
 		if (o >= 0)
 		{
-			t[i] = D.traffic[o];
-			inc[i] = D.incidents[o];
-			D.incidents[o] = NULL;
-			if (inc[i])
-				D.incident_count++;
+			out->traffic[i] = D.traffic[o];
+			out->win_seq[i] = D.win_seq[o];
+			if (D.incidents[o])
+			{
+				out->incidents[i] = MemoryContextStrdup(D.cxt, D.incidents[o]);
+				out->incident_count++;
+			}
 		}
 		else
 		{
-			memset(&t[i], 0, sizeof(TdbTraffic));
-			t[i].speed_kmh = NAN;
-			t[i].free_flow_kmh = NAN;
-			t[i].congestion = TDB_CONGESTION_UNKNOWN;
+			memset(&out->traffic[i], 0, sizeof(TdbTraffic));
+			out->traffic[i].speed_kmh = NAN;
+			out->traffic[i].free_flow_kmh = NAN;
+			out->traffic[i].congestion = TDB_CONGESTION_UNKNOWN;
+			out->win_seq[i] = 0;
 		}
 	}
-	if (D.traffic)
-	{
-		for (uint64 i = 0; D.have_map && i < D.map.count; i++)
-			if (D.incidents[i])
-				pfree(D.incidents[i]);
-		pfree(D.traffic);
-		pfree(D.incidents);
-	}
-	D.traffic = t;
-	D.incidents = inc;
-	MemoryContextSwitchTo(old);
+}
+
+static void
+free_working(TdbTraffic *traffic, int64 *win_seq, char **incidents, uint64 count)
+{
+	if (traffic == NULL)
+		return;
+	for (uint64 i = 0; i < count; i++)
+		if (incidents[i])
+			pfree(incidents[i]);
+	pfree(traffic);
+	pfree(win_seq);
+	pfree(incidents);
 }
 
 /* Apply one traffic value to record i if it is not older than what we have. */
 static bool
-apply_traffic(uint64 i, int64 observed_us, float speed, float free_flow, int congestion,
+apply_traffic(uint64 i, int64 observed_us, int64 seq, float speed, float free_flow, int congestion,
 			  int confidence, const char *incident, uint64 gen)
 {
 	TdbTraffic *t = &D.traffic[i];
 
-	if (t->updated_at_us > observed_us)
+	/* the newest observation wins; of two observed at the same instant, the later row */
+	if (t->updated_at_us > observed_us ||
+		(t->updated_at_us == observed_us && D.win_seq[i] > seq))
 		return false;
 	t->updated_at_us = observed_us;
+	D.win_seq[i] = seq;
 	t->speed_kmh = speed;
 	t->free_flow_kmh = free_flow;
 	t->congestion = (uint8) (congestion < 0 ? TDB_CONGESTION_UNKNOWN : congestion);
@@ -470,7 +522,7 @@ load_traffic_state(void)
 
 	portal = SPI_cursor_open_with_args(NULL,
 									   "SELECT location_id, speed_kmh, free_flow_kmh, congestion, confidence, "
-									   "incident, observed_at, generation FROM trafficdb.traffic_state",
+									   "incident, observed_at, generation, feed_seq FROM trafficdb.traffic_state",
 									   0, NULL, NULL, NULL, true, 0);
 	for (;;)
 	{
@@ -495,11 +547,12 @@ load_traffic_state(void)
 			char	   *inc = SPI_getvalue(tup, td, 6);
 			TimestampTz obs = DatumGetTimestampTz(SPI_getbinval(tup, td, 7, &n5));
 			int64		g = DatumGetInt64(SPI_getbinval(tup, td, 8, &n5));
+			int64		seq = DatumGetInt64(SPI_getbinval(tup, td, 9, &n5));
 
 			if (i < 0)
 				continue;
 			apply_traffic((uint64) i,
-						  (int64) obs + ((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY),
+						  (int64) obs + ((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY), seq,
 						  n1 ? NAN : DatumGetFloat4(speed), n2 ? NAN : DatumGetFloat4(ff),
 						  n3 ? -1 : DatumGetInt16(cong), n4 ? -1 : DatumGetInt16(conf), inc,
 						  Min((uint64) g, D.generation + 1));
@@ -627,8 +680,10 @@ load_map(const TdbMapRequest *req, bool record_source)
 	instr_time	start,
 				dur;
 	uint64		map_id;
-	uint64		gen;
+	uint64		gen = 0;
 	uint64		skipped;
+	WorkingTraffic wt;
+	DaemonState saved;
 
 	INSTR_TIME_SET_CURRENT(start);
 	b = read_map_source(req, &counts);
@@ -661,44 +716,69 @@ load_map(const TdbMapRequest *req, bool record_source)
 	tdb_map_builder_free(b);
 	tdb_map_view_init(&view, addr);
 
-	remap_traffic(&view);
+	/*
+	 * Switch to the new map, keeping the old state to put back if anything
+	 * below fails: a failed load must leave the daemon as it was.
+	 */
+	remap_traffic(&view, &wt);
+	saved = D;
 	D.map_seg = seg;
 	D.map_addr = addr;
 	D.map = view;
 	D.have_map = true;
-	load_traffic_state();
+	D.traffic = wt.traffic;
+	D.win_seq = wt.win_seq;
+	D.incidents = wt.incidents;
+	D.incident_count = wt.incident_count;
+	PG_TRY();
+	{
+		load_traffic_state();
 
-	INSTR_TIME_SET_CURRENT(dur);
-	INSTR_TIME_SUBTRACT(dur, start);
+		INSTR_TIME_SET_CURRENT(dur);
+		INSTR_TIME_SUBTRACT(dur, start);
+		if (record_source)
+		{
+			Oid			types[9] = {OIDOID, NAMEOID, NAMEOID, NAMEOID, NAMEOID, NAMEOID, NAMEOID, INT8OID, OIDOID};
+			Datum		vals[9];
+			char		nulls[9] = "         ";
+			const NameData *cols[6] = {&req->id_column, &req->geom_column, &req->class_column,
+			&req->name_column, &req->speed_column, &req->oneway_column};
+
+			vals[0] = ObjectIdGetDatum(req->relid);
+			for (int c = 0; c < 6; c++)
+			{
+				vals[c + 1] = NameGetDatum(cols[c]);
+				if (NameStr(*cols[c])[0] == '\0')
+					nulls[c + 1] = 'n';
+			}
+			vals[7] = Int64GetDatum((int64) view.count);
+			vals[8] = ObjectIdGetDatum(req->userid);
+			SPI_execute("DELETE FROM trafficdb.map_source", false, 0);
+			SPI_execute_with_args("INSERT INTO trafficdb.map_source (source, id_column, geom_column, "
+								  "class_column, name_column, speed_limit_column, oneway_column, locations, loaded_by) "
+								  "VALUES ($1::regclass, $2, $3, $4, $5, $6, $7, $8, $9)",
+								  9, types, vals, nulls, false, 0);
+		}
+		gen = D.generation + 1;
+		if (!publish_traffic(gen))
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_IN_USE),
+					 errmsg("readers pin every published version, so the new map cannot be published now"),
+					 errhint("See trafficdb.readers, then try again.")));
+		record_generation(gen);
+	}
+	PG_CATCH();
+	{
+		free_working(D.traffic, D.win_seq, D.incidents, view.count);
+		D = saved;
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	free_working(saved.traffic, saved.win_seq, saved.incidents, saved.traffic ? saved.map.count : 0);
+
 	SpinLockAcquire(&tdb_shared->mutex);
 	tdb_shared->last_map_build_ms = INSTR_TIME_GET_MILLISEC(dur);
 	SpinLockRelease(&tdb_shared->mutex);
-
-	if (record_source)
-	{
-		Oid			types[8] = {OIDOID, NAMEOID, NAMEOID, NAMEOID, NAMEOID, NAMEOID, NAMEOID, INT8OID};
-		Datum		vals[8];
-		char		nulls[8] = "        ";
-		const NameData *cols[6] = {&req->id_column, &req->geom_column, &req->class_column,
-		&req->name_column, &req->speed_column, &req->oneway_column};
-
-		vals[0] = ObjectIdGetDatum(req->relid);
-		for (int c = 0; c < 6; c++)
-		{
-			vals[c + 1] = NameGetDatum(cols[c]);
-			if (NameStr(*cols[c])[0] == '\0')
-				nulls[c + 1] = 'n';
-		}
-		vals[7] = Int64GetDatum((int64) view.count);
-		SPI_execute("DELETE FROM trafficdb.map_source", false, 0);
-		SPI_execute_with_args("INSERT INTO trafficdb.map_source (source, id_column, geom_column, "
-							  "class_column, name_column, speed_limit_column, oneway_column, locations) "
-							  "VALUES ($1::regclass, $2, $3, $4, $5, $6, $7, $8)",
-							  8, types, vals, nulls, false, 0);
-	}
-	gen = D.generation + 1;
-	record_generation(gen);
-	publish_traffic(gen);
 	elog(LOG, "trafficdb: loaded map of " UINT64_FORMAT " locations from %s (%.0f ms), published generation " UINT64_FORMAT,
 		 view.count, get_rel_name(req->relid), INSTR_TIME_GET_MILLISEC(dur), gen);
 	return view.count;
@@ -822,9 +902,10 @@ consume_feed(uint64 gen, Rejects *rj, List **changed)
 										 timestamptz_to_str(DatumGetTimestampTz(od))));
 			continue;
 		}
-		if (apply_traffic((uint64) i, obs_us, speed, ff, cong, conf, incident, gen))
+		if (apply_traffic((uint64) i, obs_us, seq, speed, ff, cong, conf, incident, gen))
 			*changed = lappend_int(*changed, (int) i);
 	}
+	SPI_freetuptable(SPI_tuptable);
 	return n;
 }
 
@@ -832,12 +913,10 @@ consume_feed(uint64 gen, Rejects *rj, List **changed)
 static void
 persist_changes(List *changed, uint64 gen)
 {
-	ArrayBuildState *a[8] = {0};
-	Oid			types[8] = {INT8ARRAYOID, FLOAT4ARRAYOID, FLOAT4ARRAYOID, INT2ARRAYOID,
-	INT2ARRAYOID, TEXTARRAYOID, TIMESTAMPTZARRAYOID, INT8ARRAYOID};
-	Oid			elems[8] = {INT8OID, FLOAT4OID, FLOAT4OID, INT2OID, INT2OID, TEXTOID,
-	TIMESTAMPTZOID, INT8OID};
-	Datum		vals[8];
+	ArrayBuildState *a[9] = {0};
+	Oid			types[9] = {INT8ARRAYOID, FLOAT4ARRAYOID, FLOAT4ARRAYOID, INT2ARRAYOID,
+	INT2ARRAYOID, TEXTARRAYOID, TIMESTAMPTZARRAYOID, INT8ARRAYOID, INT8ARRAYOID};
+	Datum		vals[9];
 	ListCell   *lc;
 	MemoryContext cxt = CurrentMemoryContext;
 
@@ -860,22 +939,23 @@ persist_changes(List *changed, uint64 gen)
 		a[6] = accumArrayResult(a[6], TimestampTzGetDatum(us_to_timestamptz(t->updated_at_us)), false,
 								TIMESTAMPTZOID, cxt);
 		a[7] = accumArrayResult(a[7], Int64GetDatum((int64) gen), false, INT8OID, cxt);
+		a[8] = accumArrayResult(a[8], Int64GetDatum(D.win_seq[i]), false, INT8OID, cxt);
 	}
 	foreach(lc, changed)
 		D.traffic[lfirst_int(lc)].changed_gen = gen;
 	if (a[0] == NULL)
 		return;
-	for (int c = 0; c < 8; c++)
+	for (int c = 0; c < 9; c++)
 		vals[c] = makeArrayResult(a[c], cxt);
-	(void) elems;
 	if (SPI_execute_with_args("INSERT INTO trafficdb.traffic_state AS s (location_id, speed_kmh, "
-							  "free_flow_kmh, congestion, confidence, incident, observed_at, generation) "
-							  "SELECT * FROM unnest($1, $2, $3, $4, $5, $6, $7, $8) "
+							  "free_flow_kmh, congestion, confidence, incident, observed_at, generation, feed_seq) "
+							  "SELECT * FROM unnest($1, $2, $3, $4, $5, $6, $7, $8, $9) "
 							  "ON CONFLICT (location_id) DO UPDATE SET speed_kmh = excluded.speed_kmh, "
 							  "free_flow_kmh = excluded.free_flow_kmh, congestion = excluded.congestion, "
 							  "confidence = excluded.confidence, incident = excluded.incident, "
-							  "observed_at = excluded.observed_at, generation = excluded.generation",
-							  8, types, vals, NULL, false, 0) != SPI_OK_INSERT)
+							  "observed_at = excluded.observed_at, generation = excluded.generation, "
+							  "feed_seq = excluded.feed_seq",
+							  9, types, vals, NULL, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not update trafficdb.traffic_state");
 }
 
@@ -924,11 +1004,8 @@ feed_cycle(bool force)
 		D.dirty = true;
 	persist_changes(changed, gen);
 	persist_rejects(&rj);
-	if (D.dirty || force)
-	{
+	if ((D.dirty || force) && publish_traffic(gen))
 		record_generation(gen);
-		publish_traffic(gen);
-	}
 	INSTR_TIME_SET_CURRENT(dur);
 	INSTR_TIME_SUBTRACT(dur, start);
 	SpinLockAcquire(&tdb_shared->mutex);
@@ -957,11 +1034,12 @@ watch_readers(void)
 		TdbSlotWatch *w = &tdb_shared->slots[s];
 		int32		pid = atomic_load(&slots->slots[s].pid);
 
-		if (s >= D.writer.ctl->nbackend_slots && pid != 0 &&
-			kill(pid, 0) != 0 && errno == ESRCH)
+		/* readers must share the server's PID namespace for this to hold */
+		if (s >= D.writer.ctl->nbackend_slots && pid > 0 &&
+			kill(pid, 0) != 0 && errno == ESRCH &&
+			tdb_writer_reap_slot(&D.writer, s, pid))
 		{
-			elog(LOG, "trafficdb: freeing reader slot %u of process %d, which has exited", s, pid);
-			tdb_writer_free_slot(&D.writer, s);
+			elog(LOG, "trafficdb: freed reader slot %u of process %d, which has exited", s, pid);
 			pin = 0;
 		}
 		SpinLockAcquire(&tdb_shared->mutex);
@@ -1101,7 +1179,7 @@ startup_tx(void *p)
 			D.generation = (uint64) g;
 	}
 	if (SPI_execute("SELECT source, id_column, geom_column, class_column, name_column, "
-					"speed_limit_column, oneway_column FROM trafficdb.map_source", true, 1) != SPI_OK_SELECT ||
+					"speed_limit_column, oneway_column, loaded_by FROM trafficdb.map_source", true, 1) != SPI_OK_SELECT ||
 		SPI_processed == 0)
 		return;
 	{
@@ -1112,6 +1190,7 @@ startup_tx(void *p)
 		bool		isnull;
 
 		a->req.relid = DatumGetObjectId(SPI_getbinval(tup, td, 1, &isnull));
+		a->req.userid = DatumGetObjectId(SPI_getbinval(tup, td, 8, &isnull));
 		for (int c = 0; c < 6; c++)
 		{
 			char	   *v = SPI_getvalue(tup, td, c + 2);
@@ -1148,7 +1227,6 @@ tdb_daemon_main(Datum main_arg)
 {
 	TdbWriterOpenInfo info;
 	char		err[TDB_ERRLEN];
-	bool		first_start;
 	MapLoadArg	start_arg;
 	TimestampTz startup_failed_at = 0;
 
@@ -1163,16 +1241,14 @@ tdb_daemon_main(Datum main_arg)
 	D.cxt = AllocSetContextCreate(TopMemoryContext, "trafficdb daemon", ALLOCSET_DEFAULT_SIZES);
 
 	SpinLockAcquire(&tdb_shared->mutex);
-	first_start = !tdb_shared->daemon_started_once;
-	tdb_shared->daemon_started_once = true;
 	tdb_shared->daemon_latch = MyLatch;
 	tdb_shared->daemon_pid = MyProcPid;
 	SpinLockRelease(&tdb_shared->mutex);
 	before_shmem_exit(daemon_detach, (Datum) 0);
 
-	/* after a crash-restart every backend is new: their old pins are stale */
 	if (tdb_writer_open(&D.writer, tdb_shm_prefix(), tdb_nbackend_slots(),
-						(uint32) tdb_max_external_readers, shm_gid(), first_start, &info, err) != TDB_SHM_OK)
+						(uint32) tdb_max_external_readers, shm_gid(), (int32) PostmasterPid,
+						&info, err) != TDB_SHM_OK)
 		ereport(ERROR, (errmsg("trafficdb: cannot set up shared memory: %s", err)));
 	D.writer_open = true;
 	D.generation = info.last_generation;
@@ -1189,6 +1265,8 @@ tdb_daemon_main(Datum main_arg)
 	{
 		uint64		pub_req;
 		uint64		map_req;
+		bool		map_pending;
+		MapLoadArg	map_arg;
 		bool		force;
 
 		if (ShutdownRequestPending)
@@ -1212,17 +1290,16 @@ tdb_daemon_main(Datum main_arg)
 		SpinLockAcquire(&tdb_shared->mutex);
 		pub_req = tdb_shared->publish_requested;
 		map_req = tdb_shared->map_req_seq;
+		map_pending = map_req > tdb_shared->map_done_seq;
+		map_arg.req = tdb_shared->map_req;
 		force = pub_req > tdb_shared->publish_done;
 		SpinLockRelease(&tdb_shared->mutex);
 
-		if (map_req > tdb_shared->map_done_seq)
+		if (map_pending)
 		{
-			MapLoadArg	a;
+			MapLoadArg	a = map_arg;
 			char		msg[TDB_ERRMSG_LEN];
 
-			SpinLockAcquire(&tdb_shared->mutex);
-			a.req = tdb_shared->map_req;
-			SpinLockRelease(&tdb_shared->mutex);
 			a.record_source = true;
 			a.count = 0;
 			if (run_in_tx("trafficdb map load", map_load_tx, &a, msg))

@@ -35,6 +35,7 @@ CREATE TABLE trafficdb.map_source (
     name_column         name,
     speed_limit_column  name,
     oneway_column       name,
+    loaded_by           oid NOT NULL,     -- the role whose privileges read the source
     locations           bigint NOT NULL,
     loaded_at           timestamptz NOT NULL DEFAULT now()
 );
@@ -65,7 +66,8 @@ CREATE TABLE trafficdb.traffic_state (
     confidence     smallint,
     incident       text,
     observed_at    timestamptz NOT NULL,
-    generation     bigint NOT NULL
+    generation     bigint NOT NULL,     -- the generation that published this value
+    feed_seq       bigint NOT NULL      -- the feed row it came from (ties on observed_at)
 );
 
 -- Feed rows the daemon refused, with the reason.  Never silently dropped.

@@ -17,10 +17,12 @@
 
 #include "module/shared.h"
 #include "module/trafficdb.h"
+#include "writer.h"
 
 TdbShared  *tdb_shared = NULL;
 
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+static void tdb_postmaster_exit(int code, Datum arg);
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 
 /*
@@ -85,6 +87,41 @@ tdb_shmem_startup(void)
 		tdb_shared->nbackend_slots = tdb_nbackend_slots();
 	}
 	LWLockRelease(AddinShmemInitLock);
+
+	/*
+	 * In the postmaster, at start and after every crash-restart, before any
+	 * backend exists: pins left in backend slots by processes that died are
+	 * stale.  From here on the postmaster owns its port, so this is also
+	 * the place to arrange the cleanup at exit (not _PG_init, which runs
+	 * before the port is bound: a second server failing to start on the same
+	 * port must not touch the first one's shared memory).
+	 */
+	if (!IsUnderPostmaster)
+	{
+		static bool exit_hook_registered = false;
+
+		tdb_writer_clear_backend_pins(tdb_shm_prefix(), tdb_nbackend_slots());
+		if (!exit_hook_registered)
+		{
+			on_proc_exit(tdb_postmaster_exit, (Datum) 0);
+			exit_hook_registered = true;
+		}
+	}
+}
+
+/*
+ * The postmaster exits only on a shutdown (a crash-restart keeps it alive):
+ * tell external readers the instance is gone and free the shared memory
+ * names, if the instance is this server's.  After a kill -9 of the
+ * postmaster nothing runs here; the next daemon adopts or replaces what is
+ * left.
+ */
+static void
+tdb_postmaster_exit(int code, Datum arg)
+{
+	(void) code;
+	(void) arg;
+	tdb_writer_stop_instance(tdb_shm_prefix(), (int32) MyProcPid);
 }
 
 /* Called from _PG_init while preloading. */

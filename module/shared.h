@@ -35,6 +35,7 @@ typedef enum TdbRequestStatus
 typedef struct TdbMapRequest
 {
 	Oid			relid;
+	Oid			userid;			/* whose privileges read the source */
 	NameData	id_column;
 	NameData	geom_column;
 	NameData	class_column;	/* empty = none */
@@ -57,7 +58,6 @@ typedef struct TdbShared
 	ConditionVariable cv;		/* broadcast when a request completes or a publish happens */
 	Latch	   *daemon_latch;
 	pid_t		daemon_pid;
-	bool		daemon_started_once;	/* false until the first daemon start in this shmem */
 
 	/* publish requests: requested counts up, published catches up */
 	uint64		publish_requested;

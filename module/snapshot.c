@@ -13,6 +13,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "executor/executor.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/proc.h"
@@ -29,6 +30,11 @@ static bool snap_held = false;
 static LocalTransactionId snap_lxid;
 static TimestampTz snap_stmt;
 static bool callbacks_registered = false;
+
+/* executor nesting, to release a READ COMMITTED pin when the statement ends */
+static int	executor_depth = 0;
+static ExecutorStart_hook_type prev_executor_start = NULL;
+static ExecutorEnd_hook_type prev_executor_end = NULL;
 
 static void
 release_snapshot(void)
@@ -50,6 +56,7 @@ snapshot_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PARALLEL_COMMIT:
 		case XACT_EVENT_PARALLEL_ABORT:
 			release_snapshot();
+			executor_depth = 0;
 			break;
 		default:
 			break;
@@ -142,4 +149,51 @@ tdb_backend_snapshot(void)
 	snap_lxid = MyProc->lxid;
 	snap_stmt = GetCurrentStatementStartTimestamp();
 	return &snap;
+}
+
+static void
+snapshot_executor_start(QueryDesc *queryDesc, int eflags)
+{
+	executor_depth++;
+	PG_TRY();
+	{
+		if (prev_executor_start)
+			prev_executor_start(queryDesc, eflags);
+		else
+			standard_ExecutorStart(queryDesc, eflags);
+	}
+	PG_CATCH();
+	{
+		executor_depth--;
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+}
+
+/*
+ * When the outermost statement ends, a READ COMMITTED backend has no reason
+ * to keep its version: release it, so that a session idle in a transaction
+ * holds nothing back.  REPEATABLE READ keeps it to the end of the
+ * transaction, by design.
+ */
+static void
+snapshot_executor_end(QueryDesc *queryDesc)
+{
+	if (prev_executor_end)
+		prev_executor_end(queryDesc);
+	else
+		standard_ExecutorEnd(queryDesc);
+	if (executor_depth > 0)
+		executor_depth--;
+	if (executor_depth == 0 && snap_held && !IsolationUsesXactSnapshot())
+		release_snapshot();
+}
+
+void
+tdb_snapshot_hooks(void)
+{
+	prev_executor_start = ExecutorStart_hook;
+	ExecutorStart_hook = snapshot_executor_start;
+	prev_executor_end = ExecutorEnd_hook;
+	ExecutorEnd_hook = snapshot_executor_end;
 }

@@ -20,6 +20,9 @@
  */
 extern const TdbSnapshot *tdb_backend_snapshot(void);
 
+/* Executor hooks that end READ COMMITTED pins with the statement (_PG_init). */
+extern void tdb_snapshot_hooks(void);
+
 /* The backend's reader, for callers that need the raw control block. */
 extern TdbReader *tdb_backend_reader(void);
 

@@ -100,18 +100,6 @@ map_done(uint64 seq)
 	return d;
 }
 
-static bool
-map_slot_free(uint64 unused)
-{
-	bool		d;
-
-	(void) unused;
-	SpinLockAcquire(&tdb_shared->mutex);
-	d = tdb_shared->map_done_seq >= tdb_shared->map_req_seq;
-	SpinLockRelease(&tdb_shared->mutex);
-	return d;
-}
-
 /* Check that column name exists in rel and has one of the types allowed. */
 static void
 check_column(Oid relid, Name col, const char *role, const Oid *types, int ntypes,
@@ -206,6 +194,7 @@ trafficdb_load_map(PG_FUNCTION_ARGS)
 
 	memset(&req, 0, sizeof(req));
 	req.relid = relid;
+	req.userid = GetUserId();
 	namestrcpy(&req.id_column, NameStr(*PG_GETARG_NAME(1)));
 	namestrcpy(&req.geom_column, NameStr(*PG_GETARG_NAME(2)));
 	if (!PG_ARGISNULL(3))
@@ -226,13 +215,24 @@ trafficdb_load_map(PG_FUNCTION_ARGS)
 	check_column(relid, &req.name_column, "name", NULL, 0, NULL);
 	check_srid(relid, &req.geom_column);
 
-	/* one request at a time */
-	wait_for_daemon(map_slot_free, 0);
-	SpinLockAcquire(&tdb_shared->mutex);
-	tdb_shared->map_req = req;
-	seq = ++tdb_shared->map_req_seq;
-	tdb_shared->map_status = TDB_REQ_PENDING;
-	SpinLockRelease(&tdb_shared->mutex);
+	/* one request at a time: check and claim the request slot together */
+	ConditionVariablePrepareToSleep(&tdb_shared->cv);
+	for (;;)
+	{
+		SpinLockAcquire(&tdb_shared->mutex);
+		if (tdb_shared->map_done_seq >= tdb_shared->map_req_seq)
+		{
+			tdb_shared->map_req = req;
+			seq = ++tdb_shared->map_req_seq;
+			tdb_shared->map_status = TDB_REQ_PENDING;
+			SpinLockRelease(&tdb_shared->mutex);
+			break;
+		}
+		SpinLockRelease(&tdb_shared->mutex);
+		ConditionVariableTimedSleep(&tdb_shared->cv, 1000, PG_WAIT_EXTENSION);
+		CHECK_FOR_INTERRUPTS();
+	}
+	ConditionVariableCancelSleep();
 	wake_daemon();
 	wait_for_daemon(map_done, seq);
 

@@ -23,12 +23,11 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
-#include "storage/ipc.h"
 #include "utils/guc.h"
 
 #include "module/shared.h"
+#include "module/snapshot.h"
 #include "module/trafficdb.h"
-#include "writer.h"
 
 PG_MODULE_MAGIC;
 
@@ -44,7 +43,6 @@ int			tdb_max_external_readers = 64;
 static bool tdb_loaded_at_startup = false;
 
 void		_PG_init(void);
-static void tdb_postmaster_exit(int code, Datum arg);
 
 PG_FUNCTION_INFO_V1(trafficdb_assert_preloaded);
 PG_FUNCTION_INFO_V1(trafficdb_version);
@@ -137,22 +135,7 @@ _PG_init(void)
 		return;
 	tdb_shared_request();
 	tdb_daemon_register();
-	if (!IsUnderPostmaster)
-		on_proc_exit(tdb_postmaster_exit, (Datum) 0);
-}
-
-/*
- * The postmaster exits only on an orderly shutdown (a crash-restart keeps
- * it alive): tell external readers the instance is gone and free the shared
- * memory names.  After a kill -9 of the postmaster nothing runs here; the
- * next daemon adopts or replaces what is left.
- */
-static void
-tdb_postmaster_exit(int code, Datum arg)
-{
-	(void) code;
-	(void) arg;
-	tdb_writer_stop_instance(tdb_shm_prefix());
+	tdb_snapshot_hooks();
 }
 
 /*

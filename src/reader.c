@@ -37,7 +37,7 @@ tdb_reader_open(TdbReader *r, const char *prefix, int backend_slot,
 	strcpy(r->prefix, prefix);
 
 	tdb_shm_name(name, prefix, "ctl");
-	rc = tdb_shm_map(name, false, sizeof(TdbControl), &p, &sz);
+	rc = tdb_shm_map(name, false, backend_slot >= 0, sizeof(TdbControl), &p, &sz);
 	if (rc == TDB_SHM_ENOENT)
 		return fail(err, rc, "shared memory object \"%s\" does not exist (%s): is the server running with trafficdb preloaded?", name);
 	if (rc == TDB_SHM_EACCES)
@@ -56,7 +56,7 @@ tdb_reader_open(TdbReader *r, const char *prefix, int backend_slot,
 	r->instance_id = r->ctl->instance_id;
 
 	tdb_shm_name(name, prefix, "readers");
-	rc = tdb_shm_map(name, true, sizeof(TdbSlotsHeader), &p, &sz);
+	rc = tdb_shm_map(name, true, backend_slot >= 0, sizeof(TdbSlotsHeader), &p, &sz);
 	if (rc != TDB_SHM_OK)
 	{
 		rc = fail(err, rc, "cannot map reader slots \"%s\": %s", name);
@@ -144,7 +144,8 @@ map_segment(TdbReader *r, uint32_t idx, char *err)
 	tdb_shm_unmap(s->addr, s->size);
 	memset(s, 0, sizeof(*s));
 	tdb_shm_seg_name(name, r->prefix, d->seq);
-	rc = tdb_shm_map(name, false, sizeof(TdbObjectHeader), &s->addr, &s->size);
+	rc = tdb_shm_map(name, false, r->slot_idx < (int) r->ctl->nbackend_slots, sizeof(TdbObjectHeader),
+					 &s->addr, &s->size);
 	if (rc != TDB_SHM_OK)
 	{
 		s->addr = NULL;
@@ -195,6 +196,22 @@ tdb_reader_acquire(TdbReader *r, TdbSnapshot *snap, char *err)
 		goto failed;
 	ms = &r->segs[v.map_seg];
 	ts = &r->segs[v.traffic_seg];
+
+	/*
+	 * Drop mappings of objects the daemon has freed or replaced, so that
+	 * their memory goes back to the system: a reader that stays connected
+	 * must not keep every map it ever read.
+	 */
+	for (uint32_t i = 0; i < TDB_MAX_SEGMENTS; i++)
+	{
+		if (r->segs[i].addr == NULL || i == v.map_seg || i == v.traffic_seg)
+			continue;
+		if (r->ctl->segments[i].kind == TDB_SEG_FREE || r->ctl->segments[i].seq != r->segs[i].seq)
+		{
+			tdb_shm_unmap(r->segs[i].addr, r->segs[i].size);
+			memset(&r->segs[i], 0, sizeof(r->segs[i]));
+		}
+	}
 
 	/* a map is checked once per process: it never changes */
 	if (!ms->validated)

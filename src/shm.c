@@ -37,7 +37,7 @@ errno_result(void)
 }
 
 int
-tdb_shm_map(const char *name, bool writable, size_t min_size, void **addr, size_t *size)
+tdb_shm_map(const char *name, bool writable, bool own, size_t min_size, void **addr, size_t *size)
 {
 	int			fd;
 	struct stat st;
@@ -53,6 +53,12 @@ tdb_shm_map(const char *name, bool writable, size_t min_size, void **addr, size_
 		close(fd);
 		errno = save;
 		return TDB_SHM_ESYS;
+	}
+	if ((st.st_mode & S_IWOTH) != 0 || (own && st.st_uid != geteuid()))
+	{
+		close(fd);
+		errno = EPERM;
+		return TDB_SHM_EACCES;
 	}
 	if ((size_t) st.st_size < min_size || st.st_size == 0)
 	{
@@ -75,6 +81,18 @@ tdb_shm_map(const char *name, bool writable, size_t min_size, void **addr, size_
 	return TDB_SHM_OK;
 }
 
+/* posix_fallocate, retried on EINTR; returns 0 or an errno value. */
+static int
+posix_fallocate_retry(int fd, off_t size)
+{
+	int			rc;
+
+	do
+		rc = posix_fallocate(fd, 0, size);
+	while (rc == EINTR);
+	return rc;
+}
+
 int
 tdb_shm_create(const char *name, size_t size, gid_t gid, bool group_write, void **addr)
 {
@@ -89,8 +107,13 @@ tdb_shm_create(const char *name, size_t size, gid_t gid, bool group_write, void 
 	if (fd < 0)
 		return errno_result();
 	/* the umask must not decide the mode; the group is set before it opens up */
+	/*
+	 * Reserve the pages now: tmpfs allocates on first write, and running out
+	 * of /dev/shm there would be a SIGBUS in the daemon instead of an error.
+	 */
 	if ((gid != (gid_t) -1 && fchown(fd, (uid_t) -1, gid) != 0) ||
-		fchmod(fd, mode) != 0 || ftruncate(fd, (off_t) size) != 0)
+		fchmod(fd, mode) != 0 || ftruncate(fd, (off_t) size) != 0 ||
+		(errno = posix_fallocate_retry(fd, (off_t) size)) != 0)
 	{
 		int			save = errno;
 
@@ -143,6 +166,18 @@ tdb_slot_release(TdbSlotsHeader *slots, uint32_t idx)
 {
 	atomic_store_explicit(&slots->slots[idx].pin, 0, memory_order_release);
 	atomic_store_explicit(&slots->slots[idx].pid, 0, memory_order_release);
+}
+
+bool
+tdb_slot_reap(TdbSlotsHeader *slots, uint32_t idx, int32_t dead_pid)
+{
+	int32_t		expected = dead_pid;
+
+	if (!atomic_compare_exchange_strong(&slots->slots[idx].pid, &expected, -1))
+		return false;
+	atomic_store_explicit(&slots->slots[idx].pin, 0, memory_order_release);
+	atomic_store_explicit(&slots->slots[idx].pid, 0, memory_order_release);
+	return true;
 }
 
 int

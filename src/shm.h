@@ -49,8 +49,8 @@
 #define TDB_CTL_MAGIC		0x4C544454u /* "TDTL" */
 #define TDB_SLOTS_MAGIC		0x53544454u /* "TDTS" */
 #define TDB_SHM_VERSION		1
-#define TDB_MAX_VERSIONS	16
-#define TDB_MAX_SEGMENTS	64
+#define TDB_MAX_VERSIONS	64
+#define TDB_MAX_SEGMENTS	128
 #define TDB_SHM_NAME_MAX	64
 
 #define TDB_ACTIVE_WORD(gen, idx)	(((uint64_t) (gen) << 8) | (uint64_t) (idx))
@@ -98,7 +98,7 @@ typedef struct TdbControl
 	uint32_t	nslots;			/* reader slots in the readers segment */
 	uint32_t	nbackend_slots; /* slots [0, nbackend_slots) belong to backends */
 	int32_t		daemon_pid;
-	uint32_t	reserved;
+	int32_t		postmaster_pid; /* the server that owns this instance */
 	char		prefix[TDB_SHM_NAME_MAX];
 	_Atomic uint32_t state;		/* TdbDaemonState */
 	_Atomic uint32_t notify;	/* futex word: incremented on every publish */
@@ -153,9 +153,13 @@ void		tdb_shm_seg_name(char *out, const char *prefix, uint64_t seq);
 /*
  * Map an existing shared memory object.  writable selects PROT_WRITE.
  * Returns TDB_SHM_OK with *addr and *size set, or TDB_SHM_ENOENT / EACCES /
- * ESYS (errno kept).  min_size guards against truncated objects.
+ * ESYS (errno kept).  min_size guards against truncated objects.  Objects
+ * writable by everyone are refused (TDB_SHM_EACCES): anyone could have put
+ * them there.  own: also require that the caller's user owns the object
+ * (the server's own processes; external readers in the group pass false).
  */
-int			tdb_shm_map(const char *name, bool writable, size_t min_size, void **addr, size_t *size);
+int			tdb_shm_map(const char *name, bool writable, bool own, size_t min_size, void **addr,
+						size_t *size);
 
 /*
  * Create (or replace) an object of size bytes, mapped read-write, with mode
@@ -196,6 +200,13 @@ tdb_unpin(TdbReaderSlot *slot)
 /* Claim a free external slot (CAS of pid 0 -> pid); -1 if all are taken. */
 int			tdb_slot_claim(TdbSlotsHeader *slots, uint32_t first, int32_t pid);
 void		tdb_slot_release(TdbSlotsHeader *slots, uint32_t idx);
+
+/*
+ * Free the slot of a process that has died, only if it still belongs to
+ * dead_pid (CAS pid -> -1, clear the pin, then pid 0), so that a live
+ * process that has claimed the slot meanwhile keeps it.
+ */
+bool		tdb_slot_reap(TdbSlotsHeader *slots, uint32_t idx, int32_t dead_pid);
 
 /* Basic checks of a mapped control block / slots segment. */
 int			tdb_control_check(const TdbControl *ctl, size_t size);

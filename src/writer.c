@@ -6,6 +6,7 @@
 #include "writer.h"
 
 #include <dirent.h>
+#include <signal.h>
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
@@ -78,7 +79,7 @@ compute_live(TdbWriter *w, bool *live_seg)
 	uint64_t	active = atomic_load_explicit(&w->ctl->active, memory_order_seq_cst);
 
 	memset(w->version_live, 0, sizeof(w->version_live));
-	if (active != 0)
+	if (active != 0 && TDB_ACTIVE_IDX(active) < TDB_MAX_VERSIONS)
 		w->version_live[TDB_ACTIVE_IDX(active)] = true;
 	for (uint32_t s = 0; s < w->slots->nslots; s++)
 	{
@@ -103,16 +104,12 @@ compute_live(TdbWriter *w, bool *live_seg)
 
 /* Take over a valid control block: map and check what its versions use. */
 static void
-adopt(TdbWriter *w, bool clear_backend_pins, TdbWriterOpenInfo *info)
+adopt(TdbWriter *w, TdbWriterOpenInfo *info)
 {
 	TdbControl *c = w->ctl;
 	bool		live_seg[TDB_MAX_SEGMENTS];
 	uint64_t	active;
 	char		err[TDB_ERRLEN];
-
-	if (clear_backend_pins)
-		for (uint32_t s = 0; s < c->nbackend_slots; s++)
-			atomic_store(&w->slots->slots[s].pin, 0);
 
 	for (uint32_t i = 0; i < TDB_MAX_SEGMENTS; i++)
 	{
@@ -124,7 +121,7 @@ adopt(TdbWriter *w, bool clear_backend_pins, TdbWriterOpenInfo *info)
 			continue;
 		tdb_shm_seg_name(name, w->prefix, c->segments[i].seq);
 		if (c->segments[i].kind > TDB_SEG_TRAFFIC ||
-			tdb_shm_map(name, true, sizeof(TdbObjectHeader), &addr, &size) != TDB_SHM_OK ||
+			tdb_shm_map(name, true, true, sizeof(TdbObjectHeader), &addr, &size) != TDB_SHM_OK ||
 			size != c->segments[i].size)
 		{
 			if (c->segments[i].kind <= TDB_SEG_TRAFFIC)
@@ -184,7 +181,7 @@ adopt(TdbWriter *w, bool clear_backend_pins, TdbWriterOpenInfo *info)
 
 int
 tdb_writer_open(TdbWriter *w, const char *prefix, uint32_t nbackend_slots,
-				uint32_t nexternal_slots, gid_t gid, bool clear_backend_pins,
+				uint32_t nexternal_slots, gid_t gid, int32_t postmaster_pid,
 				TdbWriterOpenInfo *info, char *err)
 {
 	char		ctlname[TDB_SHM_NAME_MAX + 24];
@@ -210,21 +207,33 @@ tdb_writer_open(TdbWriter *w, const char *prefix, uint32_t nbackend_slots,
 	tdb_shm_name(ctlname, prefix, "ctl");
 	tdb_shm_name(slotname, prefix, "readers");
 
-	if (tdb_shm_map(ctlname, true, sizeof(TdbControl), &p, &sz) == TDB_SHM_OK)
+	if (tdb_shm_map(ctlname, true, true, sizeof(TdbControl), &p, &sz) == TDB_SHM_OK)
 	{
 		TdbControl *old = p;
 
+		/* another live server's daemon owns this prefix: never share it */
+		if (sz >= sizeof(TdbControl) && old->magic == TDB_CTL_MAGIC &&
+			old->postmaster_pid != 0 && old->postmaster_pid != postmaster_pid &&
+			kill(old->postmaster_pid, 0) == 0 &&
+			atomic_load(&old->state) != TDB_DAEMON_STOPPED)
+		{
+			snprintf(err, TDB_ERRLEN, "shared memory \"%s\" belongs to the running server with postmaster pid %d",
+					 ctlname, old->postmaster_pid);
+			tdb_shm_unmap(p, sz);
+			return TDB_SHM_EACCES;
+		}
 		if (sz == sizeof(TdbControl) && tdb_control_check(old, sz) == TDB_SHM_OK &&
 			old->nslots == nslots && old->nbackend_slots == nbackend_slots &&
 			strcmp(old->prefix, prefix) == 0 &&
-			tdb_shm_map(slotname, true, sizeof(TdbSlotsHeader), &sp, &ssz) == TDB_SHM_OK &&
+			tdb_shm_map(slotname, true, true, sizeof(TdbSlotsHeader), &sp, &ssz) == TDB_SHM_OK &&
 			tdb_slots_check(sp, ssz, old) == TDB_SHM_OK)
 		{
 			w->ctl = old;
 			w->slots = sp;
 			w->slots_size = ssz;
 			old->daemon_pid = getpid();
-			adopt(w, clear_backend_pins, info);
+			old->postmaster_pid = postmaster_pid;
+			adopt(w, info);
 			return TDB_SHM_OK;
 		}
 		/* incompatible: tell its readers to reopen, then start afresh */
@@ -268,6 +277,7 @@ tdb_writer_open(TdbWriter *w, const char *prefix, uint32_t nbackend_slots,
 	w->ctl->nslots = nslots;
 	w->ctl->nbackend_slots = nbackend_slots;
 	w->ctl->daemon_pid = getpid();
+	w->ctl->postmaster_pid = postmaster_pid;
 	strcpy(w->ctl->prefix, prefix);
 	w->ctl->next_seq = 1;
 	atomic_store(&w->ctl->state, TDB_DAEMON_STARTING);
@@ -397,7 +407,8 @@ tdb_writer_reclaim(TdbWriter *w, uint32_t keep_map_seg)
 	uint64_t	active_size = 0;
 
 	compute_live(w, live_seg);
-	if (active != 0)
+	if (active != 0 && TDB_ACTIVE_IDX(active) < TDB_MAX_VERSIONS &&
+		w->ctl->versions[TDB_ACTIVE_IDX(active)].traffic_seg < TDB_MAX_SEGMENTS)
 		active_size = w->ctl->segments[w->ctl->versions[TDB_ACTIVE_IDX(active)].traffic_seg].size;
 	for (uint32_t i = 0; i < TDB_MAX_SEGMENTS; i++)
 	{
@@ -417,11 +428,10 @@ tdb_writer_reclaim(TdbWriter *w, uint32_t keep_map_seg)
 	return freed;
 }
 
-void
-tdb_writer_free_slot(TdbWriter *w, uint32_t idx)
+bool
+tdb_writer_reap_slot(TdbWriter *w, uint32_t idx, int32_t dead_pid)
 {
-	if (idx < w->slots->nslots)
-		tdb_slot_release(w->slots, idx);
+	return idx < w->slots->nslots && tdb_slot_reap(w->slots, idx, dead_pid);
 }
 
 uint64_t
@@ -436,24 +446,49 @@ tdb_writer_bytes(const TdbWriter *w)
 }
 
 void
-tdb_writer_stop_instance(const char *prefix)
+tdb_writer_clear_backend_pins(const char *prefix, uint32_t nbackend_slots)
+{
+	char		name[TDB_SHM_NAME_MAX + 24];
+	void	   *p;
+	size_t		sz;
+
+	tdb_shm_name(name, prefix, "readers");
+	if (tdb_shm_map(name, true, true, sizeof(TdbSlotsHeader), &p, &sz) != TDB_SHM_OK)
+		return;
+	{
+		TdbSlotsHeader *slots = p;
+
+		if (slots->magic == TDB_SLOTS_MAGIC && sz >= tdb_slots_size(slots->nslots))
+			for (uint32_t s = 0; s < nbackend_slots && s < slots->nslots; s++)
+				atomic_store(&slots->slots[s].pin, 0);
+	}
+	tdb_shm_unmap(p, sz);
+}
+
+void
+tdb_writer_stop_instance(const char *prefix, int32_t postmaster_pid)
 {
 	char		name[TDB_SHM_NAME_MAX + 24];
 	void	   *p;
 	size_t		sz;
 
 	tdb_shm_name(name, prefix, "ctl");
-	if (tdb_shm_map(name, true, sizeof(TdbControl), &p, &sz) == TDB_SHM_OK)
+	if (tdb_shm_map(name, true, true, sizeof(TdbControl), &p, &sz) == TDB_SHM_OK)
 	{
 		TdbControl *c = p;
+		bool		ours = tdb_control_check(c, sz) == TDB_SHM_OK &&
+			c->postmaster_pid == postmaster_pid;
 
-		if (tdb_control_check(c, sz) == TDB_SHM_OK)
+		if (ours)
 		{
 			atomic_store(&c->state, TDB_DAEMON_STOPPED);
 			atomic_fetch_add(&c->notify, 1);
 			syscall(SYS_futex, &c->notify, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 		}
 		tdb_shm_unmap(p, sz);
+		/* another server's instance (or garbage under our name): leave it */
+		if (!ours)
+			return;
 	}
 	unlink_leftovers(prefix);
 }

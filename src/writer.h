@@ -39,12 +39,19 @@ typedef struct TdbWriterOpenInfo
  * with the same layout is adopted: its published version stays readable and
  * every live object is validated in full; what fails is dropped.  Otherwise
  * leftovers under the prefix are removed and a new instance is created.
- * clear_backend_pins: the server's backends all restarted (a crash-restart),
- * so pins in backend slots are stale.
+ * postmaster_pid identifies the server: a control block that another live
+ * server owns is refused (TDB_SHM_EACCES), never shared.
  */
 int			tdb_writer_open(TdbWriter *w, const char *prefix, uint32_t nbackend_slots,
-							uint32_t nexternal_slots, gid_t gid, bool clear_backend_pins,
+							uint32_t nexternal_slots, gid_t gid, int32_t postmaster_pid,
 							TdbWriterOpenInfo *info, char *err);
+
+/*
+ * Clear the pins of backend slots [0, nbackend_slots): the postmaster calls
+ * this whenever it (re)creates its shared memory, before any backend
+ * starts, because pins of backends that died in a crash are stale.
+ */
+void		tdb_writer_clear_backend_pins(const char *prefix, uint32_t nbackend_slots);
 
 /*
  * Detach.  stopping: an orderly shutdown; mark the instance stopped (readers
@@ -55,10 +62,11 @@ void		tdb_writer_close(TdbWriter *w, bool stopping);
 
 /*
  * The server is shutting down for good (called by the postmaster at exit):
- * mark the instance stopped so readers reopen later, and unlink every name
- * under prefix.  Mapped objects stay readable until their readers unmap.
+ * if the instance under prefix belongs to postmaster_pid, mark it stopped so
+ * readers reopen later, and unlink every name under prefix.  Mapped objects
+ * stay readable until their readers unmap.
  */
-void		tdb_writer_stop_instance(const char *prefix);
+void		tdb_writer_stop_instance(const char *prefix, int32_t postmaster_pid);
 
 /* A new segment for an object of size bytes; *addr is its read-write mapping. */
 int			tdb_writer_new_segment(TdbWriter *w, TdbSegKind kind, size_t size, uint32_t *seg,
@@ -86,8 +94,8 @@ int			tdb_writer_publish(TdbWriter *w, uint64_t generation, uint64_t map_id,
  */
 int			tdb_writer_reclaim(TdbWriter *w, uint32_t keep_map_seg);
 
-/* Release an external slot whose process has died (the caller checked). */
-void		tdb_writer_free_slot(TdbWriter *w, uint32_t idx);
+/* Free an external slot if it still belongs to dead_pid (see tdb_slot_reap). */
+bool		tdb_writer_reap_slot(TdbWriter *w, uint32_t idx, int32_t dead_pid);
 
 /* Bytes of shared memory held by live segments. */
 uint64_t	tdb_writer_bytes(const TdbWriter *w);

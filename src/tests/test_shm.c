@@ -136,7 +136,7 @@ UNIT_TEST(test_shm_readers_see_consistent_versions)
 	uint64_t	gen;
 
 	snprintf(test_prefix, sizeof(test_prefix), "/tdbtest.%d", (int) getpid());
-	CHECK_EQ_U64(tdb_writer_open(&w, test_prefix, 4, 8, (gid_t) -1, false, &info, err), TDB_SHM_OK);
+	CHECK_EQ_U64(tdb_writer_open(&w, test_prefix, 4, 8, (gid_t) -1, 1, &info, err), TDB_SHM_OK);
 	CHECK(!info.adopted);
 	CHECK_EQ_U64(publish_map(&w, &map_seg, &map_addr, &count), TDB_SHM_OK);
 	CHECK_EQ_U64(publish_traffic(&w, map_seg, 1), TDB_SHM_OK);
@@ -180,7 +180,7 @@ UNIT_TEST(test_shm_pins_keep_versions)
 	TdbSnapshot hs;
 
 	snprintf(test_prefix, sizeof(test_prefix), "/tdbtest.%d", (int) getpid());
-	CHECK_EQ_U64(tdb_writer_open(&w, test_prefix, 0, TDB_MAX_VERSIONS + 2, (gid_t) -1, false, &info, err),
+	CHECK_EQ_U64(tdb_writer_open(&w, test_prefix, 0, TDB_MAX_VERSIONS + 2, (gid_t) -1, 1, &info, err),
 				 TDB_SHM_OK);
 	publish_map(&w, &map_seg, &map_addr, &count);
 	publish_traffic(&w, map_seg, 1);
@@ -228,7 +228,7 @@ UNIT_TEST(test_shm_adopt_and_stop)
 	TdbSnapshot s;
 
 	snprintf(test_prefix, sizeof(test_prefix), "/tdbtest.%d", (int) getpid());
-	CHECK_EQ_U64(tdb_writer_open(&w, test_prefix, 2, 4, (gid_t) -1, false, &info, err), TDB_SHM_OK);
+	CHECK_EQ_U64(tdb_writer_open(&w, test_prefix, 2, 4, (gid_t) -1, 1, &info, err), TDB_SHM_OK);
 	publish_map(&w, &map_seg, &map_addr, &count);
 	publish_traffic(&w, map_seg, 7);
 
@@ -240,7 +240,7 @@ UNIT_TEST(test_shm_adopt_and_stop)
 	tdb_reader_release(&r);
 
 	/* a new writer adopts the published version; the reader goes on */
-	CHECK_EQ_U64(tdb_writer_open(&w, test_prefix, 2, 4, (gid_t) -1, true, &info, err), TDB_SHM_OK);
+	CHECK_EQ_U64(tdb_writer_open(&w, test_prefix, 2, 4, (gid_t) -1, 1, &info, err), TDB_SHM_OK);
 	CHECK(info.adopted);
 	CHECK_EQ_U64(info.last_generation, 7);
 	CHECK_EQ_U64(info.segments_dropped, 0);
@@ -260,11 +260,11 @@ UNIT_TEST(test_shm_adopt_and_stop)
 		size_t		sz;
 
 		tdb_shm_seg_name(name, test_prefix, c->segments[tseg].seq);
-		CHECK_EQ_U64(tdb_shm_map(name, true, 64, &p, &sz), TDB_SHM_OK);
+		CHECK_EQ_U64(tdb_shm_map(name, true, true, 64, &p, &sz), TDB_SHM_OK);
 		((char *) p)[sz - 100] ^= 0x5A;
 		tdb_shm_unmap(p, sz);
 	}
-	CHECK_EQ_U64(tdb_writer_open(&w, test_prefix, 2, 4, (gid_t) -1, true, &info, err), TDB_SHM_OK);
+	CHECK_EQ_U64(tdb_writer_open(&w, test_prefix, 2, 4, (gid_t) -1, 1, &info, err), TDB_SHM_OK);
 	CHECK(info.adopted);
 	CHECK(info.segments_dropped >= 1);
 	CHECK_EQ_U64(tdb_reader_acquire(&r, &s, err), TDB_SHM_EEMPTY);
