@@ -174,3 +174,8 @@ AS 'MODULE_PATHNAME', 'trafficdb_current_traffic'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 COMMENT ON FUNCTION trafficdb.current_traffic IS
     'the published map with its current traffic, read from shared memory (all locations, or those listed)';
+
+-- Reading is for everyone; writing the feed, loading maps and publishing
+-- are granted by an administrator (GRANT INSERT ON trafficdb.feed TO app).
+GRANT USAGE ON SCHEMA trafficdb TO PUBLIC;
+GRANT SELECT ON trafficdb.status, trafficdb.readers TO PUBLIC;

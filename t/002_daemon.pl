@@ -85,6 +85,38 @@ $node->safe_psql('postgres', q{INSERT INTO trafficdb.feed (location_id, speed_km
 $node->safe_psql('postgres', 'SELECT trafficdb.publish()');
 is($node->safe_psql('postgres', 'SELECT speed_kmh FROM trafficdb.current_traffic(ARRAY[2])'), '40', 'older observations lose');
 
+# --- rows of one transaction share observed_at: the later row wins
+$node->safe_psql('postgres', q{BEGIN; INSERT INTO trafficdb.feed (location_id, speed_kmh) VALUES (9, 10);
+  INSERT INTO trafficdb.feed (location_id, speed_kmh) VALUES (9, 20); COMMIT;});
+$node->safe_psql('postgres', 'SELECT trafficdb.publish()');
+is($node->safe_psql('postgres', 'SELECT speed_kmh FROM trafficdb.current_traffic(ARRAY[9])'), '20',
+	'of two rows observed at the same instant, the later one wins');
+
+# --- a failed load leaves the published map as it was
+$node->safe_psql('postgres', q{CREATE TABLE dup (id int, geom geometry(LineString, 4326));
+  INSERT INTO dup VALUES (1, 'SRID=4326;LINESTRING(25 60, 25.001 60.001)'), (1, 'SRID=4326;LINESTRING(25 60, 25.002 60.002)');});
+($ret, $out, $err) = $node->psql('postgres', q{SELECT trafficdb.load_map('dup')});
+like($err, qr/location id 1 appears more than once/, 'duplicate ids refused, naming the id');
+is($node->safe_psql('postgres', 'SELECT count(*), max(speed_kmh) FILTER (WHERE location_id = 1) FROM trafficdb.current_traffic()'),
+	'400|12.5', 'the previous map and its traffic are still published');
+is($node->safe_psql('postgres', 'SELECT source::text FROM trafficdb.map_source'), 'roads', 'and still recorded');
+
+# --- the source is read with the caller's privileges (row security applies)
+$node->safe_psql('postgres', q{
+CREATE ROLE mapper LOGIN;
+GRANT EXECUTE ON FUNCTION trafficdb.load_map TO mapper;
+CREATE TABLE secret_roads AS SELECT * FROM roads;
+ALTER TABLE secret_roads ENABLE ROW LEVEL SECURITY;
+CREATE POLICY only_some ON secret_roads FOR SELECT TO mapper USING (id <= 50);
+});
+($ret, $out, $err) = $node->psql('postgres', q{SET ROLE mapper; SELECT trafficdb.load_map('secret_roads')});
+like($err, qr/permission denied to read table secret_roads/, 'no SELECT privilege, no load');
+$node->safe_psql('postgres', 'GRANT SELECT ON secret_roads TO mapper');
+is($node->safe_psql('postgres', q{SET ROLE mapper; SELECT trafficdb.load_map('secret_roads')}), '50',
+	'row security of the caller applies to the load');
+is($node->safe_psql('postgres', q{SELECT trafficdb.load_map('roads', 'id', 'geom', 'highway', 'name', 'maxspeed')}),
+	'400', 'the full map loads again for its owner');
+
 # --- changes_since and NOTIFY
 my $gen2 = $node->safe_psql('postgres', 'SELECT generation FROM trafficdb.status');
 $node->safe_psql('postgres', q{INSERT INTO trafficdb.feed (location_id, speed_kmh) VALUES (7, 33), (8, 44), (7, 35)});
@@ -94,6 +126,16 @@ is($node->safe_psql('postgres', "SELECT location_id, speed_kmh FROM trafficdb.ch
 	"7|35\n8|44", 'changes_since lists exactly the changed locations');
 ($ret, $out, $err) = $node->psql('postgres', 'SELECT * FROM trafficdb.changes_since(-1)');
 like($err, qr/generation -1 is negative/, 'negative generation refused');
+
+# --- READ COMMITTED: a session idle in a transaction holds no version
+my $rc = $node->background_psql('postgres');
+$rc->query_safe('BEGIN');
+$rc->query_safe('SELECT count(*) FROM trafficdb.current_traffic(ARRAY[1])');
+my $rc_pid = $rc->query_safe('SELECT pg_backend_pid()');
+is($node->safe_psql('postgres', "SELECT count(*) FROM trafficdb.readers WHERE pid = $rc_pid"), '0',
+	'a READ COMMITTED statement releases its version when it ends');
+$rc->query_safe('COMMIT');
+$rc->quit;
 
 # --- REPEATABLE READ sees one generation; a long reader does not stop publication
 my $rr = $node->background_psql('postgres');
@@ -108,6 +150,9 @@ my $now_gen = $node->safe_psql('postgres', 'SELECT generation FROM trafficdb.sta
 cmp_ok($now_gen, '>=', $rr_gen + 5, 'publication went on while a reader held a version');
 is($rr->query_safe('SELECT max(generation), max(speed_kmh) FROM trafficdb.current_traffic(ARRAY[1])'),
 	"$rr_gen|12.5", 'the REPEATABLE READ transaction still sees its generation');
+my $rr_pid = $rr->query_safe('SELECT pg_backend_pid()');
+is($node->safe_psql('postgres', "SELECT kind, generation FROM trafficdb.readers WHERE pid = $rr_pid"),
+	"backend|$rr_gen", 'the reader is listed with the generation it holds');
 ok($node->poll_query_until('postgres', "SELECT count(*) = 1 FROM trafficdb.readers WHERE late AND generation = $rr_gen"),
 	'the long reader is reported as late');
 $rr->query_safe('COMMIT');
