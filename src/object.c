@@ -476,7 +476,7 @@ int
 tdb_map_builder_finish(TdbMapBuilder *b, char *err)
 {
 	uint64_t	n = b->n;
-	TdbBox	   *dboxes;
+	TdbBox	   *dboxes = NULL;
 	uint64_t	off;
 	uint64_t	sizes[TDB_MAP_NSECTIONS];
 
@@ -491,7 +491,7 @@ tdb_map_builder_finish(TdbMapBuilder *b, char *err)
 
 	/* R-tree order */
 	b->perm = malloc((n ? n : 1) * sizeof(uint32_t));
-	dboxes = malloc((n ? n : 1) * sizeof(TdbBox));
+	dboxes = calloc(n ? n : 1, sizeof(TdbBox));
 	if (b->perm == NULL || dboxes == NULL)
 	{
 		free(dboxes);
@@ -506,13 +506,31 @@ tdb_map_builder_finish(TdbMapBuilder *b, char *err)
 	}
 	free(dboxes);
 
+	/*
+	 * Put the entries in tree order once (one random gather), so that the
+	 * boxes, the hash and the records below read them sequentially.
+	 */
+	{
+		BuildEntry *sorted = malloc((n ? n : 1) * sizeof(BuildEntry));
+
+		if (sorted == NULL)
+			goto nomem;
+		for (uint64_t i = 0; i < n; i++)
+			sorted[i] = b->entries[b->perm[i]];
+		free(b->entries);
+		b->entries = sorted;
+		b->cap = n;
+		free(b->perm);
+		b->perm = NULL;
+	}
+
 	b->nlevels = tdb_rtree_nlevels(n);
 	b->nboxes = tdb_rtree_nboxes(n);
 	b->boxes = malloc((b->nboxes ? b->nboxes : 1) * sizeof(TdbBoxF));
 	if (b->boxes == NULL)
 		goto nomem;
 	for (uint64_t i = 0; i < n; i++)
-		b->boxes[i] = tdb_boxf_from_boxd(&b->entries[b->perm[i]].box);
+		b->boxes[i] = tdb_boxf_from_boxd(&b->entries[i].box);
 	tdb_rtree_build(b->boxes, n, b->levels);
 
 	/* hash index over record positions; finds duplicate ids */
@@ -522,7 +540,7 @@ tdb_map_builder_finish(TdbMapBuilder *b, char *err)
 		goto nomem;
 	for (uint64_t i = 0; i < n; i++)
 	{
-		uint64_t	id = b->entries[b->perm[i]].id;
+		uint64_t	id = b->entries[i].id;
 		uint64_t	h = tdb_hash_id(id);
 		uint64_t	pos = h & (b->hash_cap - 1);
 
@@ -531,7 +549,7 @@ tdb_map_builder_finish(TdbMapBuilder *b, char *err)
 			uint64_t	s = b->hash[pos];
 
 			if ((s >> 32) == (h >> 32) &&
-				b->entries[b->perm[(uint32_t) s - 1]].id == id)
+				b->entries[(uint32_t) s - 1].id == id)
 			{
 				snprintf(err, TDB_ERRLEN, "location id %llu appears more than once",
 						 (unsigned long long) id);
@@ -607,7 +625,7 @@ tdb_map_builder_write(const TdbMapBuilder *b, void *dst, uint64_t map_id, int64_
 	rec = (TdbLocation *) (base + b->sections[TDB_MAP_RECORDS].offset);
 	for (uint64_t i = 0; i < b->n; i++)
 	{
-		const BuildEntry *e = &b->entries[b->perm[i]];
+		const BuildEntry *e = &b->entries[i];
 
 		rec[i].id = e->id;
 		rec[i].shape_off = e->shape_off;

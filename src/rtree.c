@@ -21,6 +21,7 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define F TDB_RTREE_FANOUT
 
@@ -122,6 +123,162 @@ cmp_str_y(const void *pa, const void *pb)
 	return r != 0 ? r : cmp_idx(a->idx, b->idx);
 }
 
+/* ---- radix sort for large inputs ---------------------------------------- */
+
+typedef struct RadixKey
+{
+	uint64_t	key;
+	uint32_t	idx;
+	uint32_t	pad;
+} RadixKey;
+
+#define RADIX_BITS 11
+#define RADIX_BUCKETS (1u << RADIX_BITS)
+#define RADIX_PASSES ((64 + RADIX_BITS - 1) / RADIX_BITS)
+#define RADIX_MIN 2048			/* below this, qsort is as fast */
+
+/*
+ * An unsigned integer that sorts as cmp_coord() orders doubles: negative
+ * numbers below positive ones, both zeros equal, NaN last.
+ */
+static inline uint64_t
+order_key(double v)
+{
+	uint64_t	b;
+
+	if (isnan(v))
+		return UINT64_MAX;
+	if (v == 0.0)
+		v = 0.0;
+	memcpy(&b, &v, sizeof(b));
+	return (b >> 63) ? ~b : b | (1ull << 63);
+}
+
+/*
+ * Stable LSD radix sort of a[0..n) by key, using tmp[0..n); passes whose
+ * digit is the same for every key (common: nearby coordinates share their
+ * high bits) are skipped.  The result ends up in a.
+ */
+static void
+radix_sort(RadixKey *a, RadixKey *tmp, size_t n)
+{
+	static uint32_t hist[RADIX_PASSES][RADIX_BUCKETS];
+	RadixKey   *src = a;
+	RadixKey   *dst = tmp;
+
+	memset(hist, 0, sizeof(hist));
+	for (size_t i = 0; i < n; i++)
+		for (int p = 0; p < RADIX_PASSES; p++)
+			hist[p][(a[i].key >> (p * RADIX_BITS)) & (RADIX_BUCKETS - 1)]++;
+	for (int p = 0; p < RADIX_PASSES; p++)
+	{
+		uint32_t	sum = 0;
+		bool		trivial = false;
+
+		for (uint32_t d = 0; d < RADIX_BUCKETS; d++)
+		{
+			uint32_t	c = hist[p][d];
+
+			if (c == n)
+				trivial = true;
+			hist[p][d] = sum;
+			sum += c;
+		}
+		if (trivial)
+			continue;
+		for (size_t i = 0; i < n; i++)
+			dst[hist[p][(src[i].key >> (p * RADIX_BITS)) & (RADIX_BUCKETS - 1)]++] = src[i];
+		{
+			RadixKey   *t = src;
+
+			src = dst;
+			dst = t;
+		}
+	}
+	if (src != a)
+		memcpy(a, src, n * sizeof(RadixKey));
+}
+
+static int
+cmp_radix_idx(const void *pa, const void *pb)
+{
+	return cmp_idx(((const RadixKey *) pa)->idx, ((const RadixKey *) pb)->idx);
+}
+
+/* Within runs of equal keys, order by index (the tie rule of the qsort path). */
+static void
+ties_by_index(RadixKey *a, size_t n)
+{
+	size_t		run = 0;
+
+	for (size_t i = 1; i <= n; i++)
+		if (i == n || a[i].key != a[run].key)
+		{
+			if (i - run > 1)
+				qsort(a + run, i - run, sizeof(RadixKey), cmp_radix_idx);
+			run = i;
+		}
+}
+
+/*
+ * STR order with radix sorts: x centres over everything (the input is in
+ * index order and the sort is stable, so ties are already by index), then y
+ * centres within each slice, ties by index.  Same order as the qsort path.
+ */
+static int
+str_order_radix(const TdbBox *boxes, size_t n, uint64_t slice, uint32_t *perm)
+{
+	RadixKey   *keys = malloc(n * sizeof(RadixKey));
+	RadixKey   *tmp = malloc(n * sizeof(RadixKey));
+
+	if (keys == NULL || tmp == NULL)
+	{
+		free(keys);
+		free(tmp);
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++)
+	{
+		keys[i].key = order_key(0.5 * boxes[i].xmin + 0.5 * boxes[i].xmax);
+		keys[i].idx = (uint32_t) i;
+	}
+	radix_sort(keys, tmp, n);
+	for (uint64_t start = 0; start < n; start += slice)
+	{
+		uint64_t	len = n - start < slice ? n - start : slice;
+		RadixKey   *k = keys + start;
+
+		for (uint64_t i = 0; i < len; i++)
+			k[i].key = order_key(0.5 * boxes[k[i].idx].ymin + 0.5 * boxes[k[i].idx].ymax);
+		if (len < RADIX_MIN)
+		{
+			/* (key, idx) order directly */
+			for (uint64_t i = 1; i < len; i++)
+			{
+				RadixKey	v = k[i];
+				uint64_t	j = i;
+
+				while (j > 0 && (k[j - 1].key > v.key || (k[j - 1].key == v.key && k[j - 1].idx > v.idx)))
+				{
+					k[j] = k[j - 1];
+					j--;
+				}
+				k[j] = v;
+			}
+		}
+		else
+		{
+			radix_sort(k, tmp, len);
+			ties_by_index(k, len);
+		}
+	}
+	for (size_t i = 0; i < n; i++)
+		perm[i] = keys[i].idx;
+	free(keys);
+	free(tmp);
+	return 0;
+}
+
 /*
  * Slices of S*F entries, S = ceil(sqrt(leaf pages)), make leaves roughly
  * square, which is what keeps the upper levels' boxes small.  Ties go to the
@@ -139,6 +296,17 @@ tdb_rtree_order(const TdbBox *boxes, size_t n, uint32_t *perm)
 		return 0;
 	if ((uint64_t) n > (uint64_t) UINT32_MAX + 1)
 		return -1;				/* perm cannot name the entries */
+
+	pages = ((uint64_t) n + F - 1) / F;
+	s = (uint64_t) ceil(sqrt((double) pages));
+	while (s * s < pages)
+		s++;
+	while (s > 1 && (s - 1) * (s - 1) >= pages)
+		s--;
+	slice = s * F;
+	if (n >= RADIX_MIN)
+		return str_order_radix(boxes, n, slice, perm);
+
 	keys = malloc(n * sizeof(StrKey));
 	if (keys == NULL)
 		return -1;
@@ -148,14 +316,6 @@ tdb_rtree_order(const TdbBox *boxes, size_t n, uint32_t *perm)
 		keys[i].cy = 0.5 * boxes[i].ymin + 0.5 * boxes[i].ymax;
 		keys[i].idx = (uint32_t) i;
 	}
-
-	pages = ((uint64_t) n + F - 1) / F;
-	s = (uint64_t) ceil(sqrt((double) pages));
-	while (s * s < pages)
-		s++;
-	while (s > 1 && (s - 1) * (s - 1) >= pages)
-		s--;
-	slice = s * F;
 
 	qsort(keys, n, sizeof(StrKey), cmp_str_x);
 	for (uint64_t start = 0; start < n; start += slice)
