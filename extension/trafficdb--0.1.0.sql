@@ -68,7 +68,7 @@ CREATE TABLE trafficdb.traffic_state (
     observed_at    timestamptz NOT NULL,
     generation     bigint NOT NULL,     -- the generation that published this value
     feed_seq       bigint NOT NULL      -- the feed row it came from (ties on observed_at)
-);
+) WITH (fillfactor = 50);               -- room for HOT updates: the daemon rewrites rows constantly
 
 -- Feed rows the daemon refused, with the reason.  Never silently dropped.
 CREATE TABLE trafficdb.feed_rejects (
