@@ -27,6 +27,7 @@
 #include "postgres.h"
 
 #include <grp.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 
@@ -67,6 +68,8 @@ PGDLLEXPORT void tdb_daemon_main(Datum arg);
 
 /* Valid ranges for feed values. */
 #define MAX_SPEED_KMH 400.0
+
+#define UNIX_TO_PG_US ((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY)
 
 /* What the daemon holds between cycles. */
 typedef struct DaemonState
@@ -119,13 +122,13 @@ now_us(void)
 	TimestampTz now = GetCurrentTimestamp();
 
 	/* PostgreSQL timestamps count from 2000-01-01 */
-	return (int64) now + ((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY);
+	return (int64) now + UNIX_TO_PG_US;
 }
 
 static TimestampTz
 us_to_timestamptz(int64 us)
 {
-	return (TimestampTz) (us - ((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY));
+	return (TimestampTz) (us - UNIX_TO_PG_US);
 }
 
 static void
@@ -514,6 +517,46 @@ apply_traffic(uint64 i, int64 observed_us, int64 seq, float speed, float free_fl
 	return true;
 }
 
+/*
+ * Traffic values from six consecutive columns of a row of trafficdb.feed or
+ * trafficdb.traffic_state, starting at column first: speed_kmh,
+ * free_flow_kmh, congestion, confidence, incident, observed_at.  NULL speeds
+ * become NaN, NULL levels NULL_LEVEL.
+ */
+#define NULL_LEVEL INT_MIN
+
+typedef struct TrafficRow
+{
+	float		speed;
+	float		free_flow;
+	int			congestion;
+	int			confidence;
+	char	   *incident;
+	bool		observed_null;
+	int64		observed_us;	/* Unix microseconds */
+	TimestampTz observed;
+} TrafficRow;
+
+static void
+read_traffic_row(HeapTuple tup, TupleDesc td, int first, TrafficRow *t)
+{
+	bool		isnull;
+	Datum		d;
+
+	d = SPI_getbinval(tup, td, first, &isnull);
+	t->speed = isnull ? NAN : DatumGetFloat4(d);
+	d = SPI_getbinval(tup, td, first + 1, &isnull);
+	t->free_flow = isnull ? NAN : DatumGetFloat4(d);
+	d = SPI_getbinval(tup, td, first + 2, &isnull);
+	t->congestion = isnull ? NULL_LEVEL : DatumGetInt16(d);
+	d = SPI_getbinval(tup, td, first + 3, &isnull);
+	t->confidence = isnull ? NULL_LEVEL : DatumGetInt16(d);
+	t->incident = SPI_getvalue(tup, td, first + 4);
+	d = SPI_getbinval(tup, td, first + 5, &t->observed_null);
+	t->observed = t->observed_null ? 0 : DatumGetTimestampTz(d);
+	t->observed_us = (int64) t->observed + UNIX_TO_PG_US;
+}
+
 /* Load trafficdb.traffic_state into the working array (startup, new map). */
 static void
 load_traffic_state(void)
@@ -533,29 +576,18 @@ load_traffic_state(void)
 		{
 			HeapTuple	tup = SPI_tuptable->vals[r];
 			TupleDesc	td = SPI_tuptable->tupdesc;
-			bool		n1,
-						n2,
-						n3,
-						n4,
-						n5;
-			int64		id = DatumGetInt64(SPI_getbinval(tup, td, 1, &n1));
+			bool		isnull;
+			int64		id = DatumGetInt64(SPI_getbinval(tup, td, 1, &isnull));
 			int64		i = tdb_map_find(&D.map, (uint64) id);
-			Datum		speed = SPI_getbinval(tup, td, 2, &n1);
-			Datum		ff = SPI_getbinval(tup, td, 3, &n2);
-			Datum		cong = SPI_getbinval(tup, td, 4, &n3);
-			Datum		conf = SPI_getbinval(tup, td, 5, &n4);
-			char	   *inc = SPI_getvalue(tup, td, 6);
-			TimestampTz obs = DatumGetTimestampTz(SPI_getbinval(tup, td, 7, &n5));
-			int64		g = DatumGetInt64(SPI_getbinval(tup, td, 8, &n5));
-			int64		seq = DatumGetInt64(SPI_getbinval(tup, td, 9, &n5));
+			int64		g = DatumGetInt64(SPI_getbinval(tup, td, 8, &isnull));
+			int64		seq = DatumGetInt64(SPI_getbinval(tup, td, 9, &isnull));
+			TrafficRow	t;
 
 			if (i < 0)
 				continue;
-			apply_traffic((uint64) i,
-						  (int64) obs + ((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY), seq,
-						  n1 ? NAN : DatumGetFloat4(speed), n2 ? NAN : DatumGetFloat4(ff),
-						  n3 ? -1 : DatumGetInt16(cong), n4 ? -1 : DatumGetInt16(conf), inc,
-						  Min((uint64) g, D.generation + 1));
+			read_traffic_row(tup, td, 2, &t);
+			apply_traffic((uint64) i, t.observed_us, seq, t.speed, t.free_flow, t.congestion,
+						  t.confidence, t.incident, Min((uint64) g, D.generation + 1));
 		}
 		SPI_freetuptable(SPI_tuptable);
 	}
@@ -804,10 +836,11 @@ reject(Rejects *rj, int64 seq, int64 id, const char *reason)
 	rj->n++;
 }
 
+/* NULL (NaN here) means unknown and is fine; anything else must be a speed. */
 static bool
-speed_ok(bool isnull, float v)
+speed_ok(float v)
 {
-	return isnull || (isfinite(v) && v >= 0 && v <= MAX_SPEED_KMH);
+	return isnan(v) || (isfinite(v) && v >= 0 && v <= MAX_SPEED_KMH);
 }
 
 /*
@@ -836,28 +869,14 @@ consume_feed(uint64 gen, Rejects *rj, List **changed)
 	{
 		HeapTuple	tup = SPI_tuptable->vals[r];
 		TupleDesc	td = SPI_tuptable->tupdesc;
-		bool		nseq,
-					nid,
-					ns,
-					nf,
-					nc,
-					nconf,
-					nobs;
-		int64		seq = DatumGetInt64(SPI_getbinval(tup, td, 1, &nseq));
+		bool		isnull;
+		bool		nid;
+		int64		seq = DatumGetInt64(SPI_getbinval(tup, td, 1, &isnull));
 		int64		id = DatumGetInt64(SPI_getbinval(tup, td, 2, &nid));
-		Datum		sd = SPI_getbinval(tup, td, 3, &ns);
-		Datum		fd = SPI_getbinval(tup, td, 4, &nf);
-		Datum		cd = SPI_getbinval(tup, td, 5, &nc);
-		Datum		confd = SPI_getbinval(tup, td, 6, &nconf);
-		char	   *incident = SPI_getvalue(tup, td, 7);
-		Datum		od = SPI_getbinval(tup, td, 8, &nobs);
-		float		speed = ns ? NAN : DatumGetFloat4(sd);
-		float		ff = nf ? NAN : DatumGetFloat4(fd);
-		int			cong = nc ? -1 : DatumGetInt16(cd);
-		int			conf = nconf ? -1 : DatumGetInt16(confd);
-		int64		obs_us;
+		TrafficRow	t;
 		int64		i;
 
+		read_traffic_row(tup, td, 3, &t);
 		if (nid)
 		{
 			reject(rj, seq, 0, "location_id is NULL");
@@ -869,40 +888,39 @@ consume_feed(uint64 gen, Rejects *rj, List **changed)
 			reject(rj, seq, id, "unknown location_id: not in the loaded map");
 			continue;
 		}
-		if (!speed_ok(ns, speed))
+		if (!speed_ok(t.speed))
 		{
-			reject(rj, seq, id, psprintf("speed_kmh %g is outside [0, %g]", speed, MAX_SPEED_KMH));
+			reject(rj, seq, id, psprintf("speed_kmh %g is outside [0, %g]", t.speed, MAX_SPEED_KMH));
 			continue;
 		}
-		if (!speed_ok(nf, ff))
+		if (!speed_ok(t.free_flow))
 		{
-			reject(rj, seq, id, psprintf("free_flow_kmh %g is outside [0, %g]", ff, MAX_SPEED_KMH));
+			reject(rj, seq, id, psprintf("free_flow_kmh %g is outside [0, %g]", t.free_flow, MAX_SPEED_KMH));
 			continue;
 		}
-		if (!nc && (cong < 0 || cong > TDB_CONGESTION_MAX))
+		if (t.congestion != NULL_LEVEL && (t.congestion < 0 || t.congestion > TDB_CONGESTION_MAX))
 		{
-			reject(rj, seq, id, psprintf("congestion %d is outside [0, %d]", cong, TDB_CONGESTION_MAX));
+			reject(rj, seq, id, psprintf("congestion %d is outside [0, %d]", t.congestion, TDB_CONGESTION_MAX));
 			continue;
 		}
-		if (!nconf && (conf < 0 || conf > 100))
+		if (t.confidence != NULL_LEVEL && (t.confidence < 0 || t.confidence > 100))
 		{
-			reject(rj, seq, id, psprintf("confidence %d is outside [0, 100]", conf));
+			reject(rj, seq, id, psprintf("confidence %d is outside [0, 100]", t.confidence));
 			continue;
 		}
-		if (nobs)
+		if (t.observed_null)
 		{
 			reject(rj, seq, id, "observed_at is NULL");
 			continue;
 		}
-		obs_us = (int64) DatumGetTimestampTz(od) +
-			((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY);
-		if (obs_us > horizon)
+		if (t.observed_us > horizon)
 		{
 			reject(rj, seq, id, psprintf("observed_at %s is more than 5 minutes in the future",
-										 timestamptz_to_str(DatumGetTimestampTz(od))));
+										 timestamptz_to_str(t.observed)));
 			continue;
 		}
-		if (apply_traffic((uint64) i, obs_us, seq, speed, ff, cong, conf, incident, gen))
+		if (apply_traffic((uint64) i, t.observed_us, seq, t.speed, t.free_flow, t.congestion,
+						  t.confidence, t.incident, gen))
 			*changed = lappend_int(*changed, (int) i);
 	}
 	SPI_freetuptable(SPI_tuptable);
