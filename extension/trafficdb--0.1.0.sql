@@ -179,3 +179,42 @@ COMMENT ON FUNCTION trafficdb.current_traffic IS
 -- are granted by an administrator (GRANT INSERT ON trafficdb.feed TO app).
 GRANT USAGE ON SCHEMA trafficdb TO PUBLIC;
 GRANT SELECT ON trafficdb.status, trafficdb.readers TO PUBLIC;
+
+-- ---------------------------------------------------------------------------
+-- The locations foreign table: the published map and traffic, read from
+-- shared memory, with key and box pushdown (see fdw/locations.c).
+-- ---------------------------------------------------------------------------
+
+CREATE FUNCTION trafficdb.locations_fdw_handler() RETURNS fdw_handler
+AS 'MODULE_PATHNAME', 'trafficdb_locations_handler'
+LANGUAGE C STRICT;
+
+CREATE FUNCTION trafficdb.locations_fdw_validator(text[], oid) RETURNS void
+AS 'MODULE_PATHNAME', 'trafficdb_locations_validator'
+LANGUAGE C STRICT;
+
+CREATE FOREIGN DATA WRAPPER trafficdb_locations
+    HANDLER trafficdb.locations_fdw_handler
+    VALIDATOR trafficdb.locations_fdw_validator;
+
+CREATE SERVER trafficdb FOREIGN DATA WRAPPER trafficdb_locations;
+
+CREATE FOREIGN TABLE trafficdb.locations (
+    location_id      bigint,
+    geom             geometry(LineString, 4326),
+    road_class       text,
+    name             text,
+    length_m         double precision,
+    speed_limit_kmh  smallint,
+    oneway           boolean,
+    speed_kmh        real,
+    free_flow_kmh    real,
+    congestion       smallint,
+    confidence       smallint,
+    incident         text,
+    updated_at       timestamptz,
+    generation       bigint
+) SERVER trafficdb;
+COMMENT ON FOREIGN TABLE trafficdb.locations IS
+    'the published road map with its live traffic, read from shared memory; location_id and geom && box are pushed down';
+GRANT SELECT ON trafficdb.locations TO PUBLIC;

@@ -1,0 +1,124 @@
+# t/004_locations.pl: the locations foreign table returns exactly what the
+# same query returns on a heap table with a GiST index, over more than a
+# thousand random queries; pushdown shows in EXPLAIN; one generation per
+# statement / transaction.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('locations');
+$node->init;
+$node->append_conf('postgresql.conf', qq{
+shared_preload_libraries = 'trafficdb'
+trafficdb.database = 'postgres'
+trafficdb.publish_interval = '100ms'
+});
+$node->start;
+
+# 3,000 random segments (seeded), with the edge cases: zero-length segments,
+# exact duplicates, segments sharing edges on a grid, a few long ones.
+$node->safe_psql('postgres', q{
+CREATE EXTENSION trafficdb CASCADE;
+SELECT setseed(0.25);
+CREATE TABLE roads AS
+SELECT i::bigint AS id,
+       ST_SetSRID(CASE
+         WHEN i % 50 = 0 THEN ST_MakeLine(ST_MakePoint(x, y), ST_MakePoint(x, y))                 -- zero length
+         WHEN i % 7 = 0 THEN ST_MakeLine(ST_MakePoint(round(x::numeric, 3)::float8, round(y::numeric, 3)::float8),
+                                         ST_MakePoint(round(x::numeric, 3)::float8 + 0.001, round(y::numeric, 3)::float8))  -- grid edges
+         WHEN i % 97 = 0 THEN ST_MakeLine(ST_MakePoint(x, y), ST_MakePoint(x + 0.05, y + 0.03))   -- long
+         ELSE ST_MakeLine(ARRAY[ST_MakePoint(x, y), ST_MakePoint(x + dx, y + dy), ST_MakePoint(x + 2 * dx, y + dy / 2)])
+       END, 4326) AS geom
+  FROM (SELECT i, 24.8 + random() * 0.3 AS x, 60.1 + random() * 0.15 AS y,
+               (random() - 0.5) * 0.004 AS dx, (random() - 0.5) * 0.002 AS dy
+          FROM generate_series(1, 3000) i) s;
+INSERT INTO roads SELECT id + 100000, geom FROM roads WHERE id % 13 = 0;              -- duplicates
+CREATE INDEX ON roads USING gist (geom);
+ANALYZE roads;
+SELECT trafficdb.load_map('roads');
+INSERT INTO trafficdb.feed (location_id, speed_kmh) SELECT id, id % 90 FROM roads WHERE id % 3 = 0;
+SELECT trafficdb.publish();
+});
+
+# Each check: how many of N random queries give different results on the
+# foreign table and on the heap (as sorted id arrays).
+sub mismatches
+{
+	my ($n, $fdw, $heap, $what) = @_;
+	my $sql = qq{
+SELECT setseed(0.5);
+WITH q AS (SELECT i, 24.75 + random() * 0.4 AS x, 60.05 + random() * 0.25 AS y,
+                  random() * 0.05 AS w, random() * 0.03 AS h, (random() * 3000)::int AS k
+             FROM generate_series(1, $n) i)
+SELECT count(*) FILTER (WHERE f IS DISTINCT FROM h), count(*) FILTER (WHERE cardinality(h) > 0)
+  FROM (SELECT (SELECT coalesce(array_agg(location_id ORDER BY location_id), '{}') FROM ($fdw) f) AS f,
+               (SELECT coalesce(array_agg(id ORDER BY id), '{}') FROM ($heap) h) AS h
+          FROM q) r};
+	my @lines = split /\n/, $node->safe_psql('postgres', $sql);
+	my ($wrong, $nonempty) = split /\|/, $lines[-1];
+	is($wrong, '0', "$what: $n random queries agree with the heap");
+	cmp_ok($nonempty, '>', $n / 4, "$what: and a good share of them return rows ($nonempty of $n)");
+}
+
+mismatches(400, q{SELECT location_id FROM trafficdb.locations WHERE geom && ST_MakeEnvelope(q.x, q.y, q.x + q.w, q.y + q.h, 4326)},
+	q{SELECT id FROM roads WHERE geom && ST_MakeEnvelope(q.x, q.y, q.x + q.w, q.y + q.h, 4326)}, 'geom && box');
+mismatches(100, q{SELECT location_id FROM trafficdb.locations WHERE geom && ST_MakeEnvelope(q.x, q.y, q.x, q.y, 4326)},
+	q{SELECT id FROM roads WHERE geom && ST_MakeEnvelope(q.x, q.y, q.x, q.y, 4326)}, 'point boxes');
+mismatches(200, q{SELECT location_id FROM trafficdb.locations WHERE ST_Intersects(geom, ST_MakeEnvelope(q.x, q.y, q.x + q.w, q.y + q.h, 4326))},
+	q{SELECT id FROM roads WHERE ST_Intersects(geom, ST_MakeEnvelope(q.x, q.y, q.x + q.w, q.y + q.h, 4326))}, 'ST_Intersects');
+mismatches(200, q{SELECT location_id FROM trafficdb.locations WHERE location_id = ANY (ARRAY[q.k, q.k + 1, q.k + 100000, q.k, -1]::bigint[])},
+	q{SELECT id FROM roads WHERE id = ANY (ARRAY[q.k, q.k + 1, q.k + 100000, q.k, -1]::bigint[])}, 'location_id = ANY (ids)');
+mismatches(100, q{SELECT location_id FROM trafficdb.locations WHERE location_id = q.k},
+	q{SELECT id FROM roads WHERE id = q.k}, 'location_id = parameter');
+mismatches(100, q{SELECT location_id FROM trafficdb.locations WHERE ST_DWithin(geom::geography, ST_MakePoint(q.x, q.y)::geography, q.w * 20000)},
+	q{SELECT id FROM roads WHERE ST_DWithin(geom::geography, ST_MakePoint(q.x, q.y)::geography, q.w * 20000)}, 'ST_DWithin on geography');
+mismatches(100, q{SELECT location_id FROM (SELECT location_id FROM trafficdb.locations ORDER BY geom <-> ST_SetSRID(ST_MakePoint(q.x, q.y), 4326), location_id LIMIT 7) k},
+	q{SELECT id FROM (SELECT id FROM roads ORDER BY geom <-> ST_SetSRID(ST_MakePoint(q.x, q.y), 4326), id LIMIT 7) k}, 'k nearest');
+mismatches(100, q{SELECT location_id FROM trafficdb.locations WHERE geom && ST_MakeEnvelope(q.x, q.y, q.x + q.w, q.y + q.h, 4326) AND speed_kmh > 40},
+	q{SELECT id FROM roads WHERE geom && ST_MakeEnvelope(q.x, q.y, q.x + q.w, q.y + q.h, 4326) AND id % 3 = 0 AND id % 90 > 40}, 'box with a traffic filter');
+
+# a join from a route table
+$node->safe_psql('postgres', q{CREATE TABLE route AS SELECT (i * 7) % 3100 AS seg FROM generate_series(1, 1000) i});
+is($node->safe_psql('postgres', q{SELECT count(*), sum(l.location_id) FROM route r JOIN trafficdb.locations l ON l.location_id = r.seg}),
+	$node->safe_psql('postgres', q{SELECT count(*), sum(h.id) FROM route r JOIN roads h ON h.id = r.seg}), 'route join agrees with the heap');
+
+# huge, inverted, empty and NULL boxes
+for my $box ("ST_MakeEnvelope(-180, -90, 180, 90, 4326)", "ST_MakeEnvelope(25.2, 60.3, 24.8, 60.1, 4326)",
+	"'SRID=4326;LINESTRING EMPTY'::geometry", "NULL::geometry")
+{
+	is($node->safe_psql('postgres', "SELECT count(*) FROM trafficdb.locations WHERE geom && $box"),
+		$node->safe_psql('postgres', "SELECT count(*) FROM roads WHERE geom && $box"), "box $box agrees");
+}
+
+# EXPLAIN shows what is pushed down and what was examined
+my $plan = $node->safe_psql('postgres', q{EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF)
+  SELECT * FROM trafficdb.locations WHERE geom && ST_MakeEnvelope(24.9, 60.15, 24.91, 60.16, 4326)});
+like($plan, qr/TrafficDB Pushdown: geom && box2d/, 'EXPLAIN shows the box pushdown');
+like($plan, qr/Locations Examined: \d+/, 'EXPLAIN ANALYZE shows the locations examined');
+$plan = $node->safe_psql('postgres', q{EXPLAIN (COSTS OFF) SELECT * FROM trafficdb.locations WHERE location_id = 42});
+like($plan, qr/TrafficDB Pushdown: location_id = 42/, 'EXPLAIN shows the key pushdown');
+
+# one generation per transaction under REPEATABLE READ
+my $rr = $node->background_psql('postgres');
+$rr->query_safe('BEGIN ISOLATION LEVEL REPEATABLE READ');
+my $g1 = $rr->query_safe('SELECT max(generation) || \'|\' || max(speed_kmh) FROM trafficdb.locations WHERE location_id = 3');
+$node->safe_psql('postgres', 'INSERT INTO trafficdb.feed (location_id, speed_kmh) VALUES (3, 77)');
+$node->safe_psql('postgres', 'SELECT trafficdb.publish()');
+is($rr->query_safe('SELECT max(generation) || \'|\' || max(speed_kmh) FROM trafficdb.locations WHERE location_id = 3'),
+	$g1, 'a publish in the middle of a REPEATABLE READ transaction changes nothing it sees');
+$rr->query_safe('COMMIT');
+like($rr->query_safe('SELECT max(speed_kmh) FROM trafficdb.locations WHERE location_id = 3'), qr/^77$/,
+	'the next transaction sees the new generation');
+$rr->quit;
+
+# bad definitions are refused with the column named
+my ($ret, $out, $err) = $node->psql('postgres', q{CREATE FOREIGN TABLE bad (location_id bigint, colour text) SERVER trafficdb;
+  SELECT * FROM bad});
+like($err, qr/column "colour" of foreign table bad is not a trafficdb location column/, 'unknown column named');
+($ret, $out, $err) = $node->psql('postgres', q{CREATE FOREIGN TABLE bad2 (location_id int) SERVER trafficdb; SELECT * FROM bad2});
+like($err, qr/column "location_id" of foreign table bad2 has type integer; trafficdb provides bigint/, 'wrong type named');
+
+$node->stop;
+done_testing();
