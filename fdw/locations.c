@@ -37,6 +37,7 @@
 #include "nodes/nodeFuncs.h"
 #include "optimizer/optimizer.h"
 #include "optimizer/pathnode.h"
+#include "optimizer/paths.h"
 #include "optimizer/planmain.h"
 #include "optimizer/restrictinfo.h"
 #include "parser/parse_func.h"
@@ -99,29 +100,45 @@ static const struct
 	{"generation", INT8OID},
 };
 
-/* What a scan pushes down: at most one key filter and one box filter. */
+/*
+ * What a scan pushes down: one of these (a key filter is preferred), with
+ * its argument expressions, evaluated once per scan (or per rescan when they
+ * hold parameters of an outer join side).
+ */
 typedef enum PushKind
 {
-	PUSH_KEY = 1,				/* location_id = expr */
-	PUSH_KEYS = 2,				/* location_id = ANY(expr) */
-	PUSH_BOX = 3				/* geom && expr / ST_Intersects(geom, expr) */
+	PUSH_NONE = 0,
+	PUSH_KEY,					/* location_id = a */
+	PUSH_KEYS,					/* location_id = ANY(a) */
+	PUSH_BOX,					/* geom && a, ST_Intersects(geom, a): box2d(a) */
+	PUSH_DWITHIN_DEG,			/* ST_DWithin(geom, a, d): box2d(a) grown by d degrees */
+	PUSH_DWITHIN_M,				/* ST_DWithin(geom::geography, a, d[, s]): grown by d metres */
+	PUSH_KNN					/* ORDER BY geom <-> a LIMIT k: the k nearest and their ties */
 } PushKind;
+
+typedef struct Push
+{
+	PushKind	kind;
+	List	   *args;			/* expressions */
+	int64		k;				/* PUSH_KNN */
+} Push;
 
 /* fdw_private of the plan, by position. */
 enum FdwPrivateIndex
 {
 	FdwPrivateColumns,			/* integer list: LocColumn of each attribute (-1 = unknown) */
-	FdwPrivateKinds,			/* integer list: PushKind of each fdw_exprs entry */
-	FdwPrivateDescriptions		/* string list: for EXPLAIN */
+	FdwPrivatePush,				/* integer list: kind, k (fdw_exprs holds the arguments) */
+	FdwPrivateDescription		/* string: for EXPLAIN */
 };
 
 typedef struct LocScanState
 {
 	int		   *colmap;			/* per attribute: LocColumn or -1 */
 	int			natts;
-	List	   *kinds;
+	PushKind	kind;
+	int64		k;
 	List	   *expr_states;
-	List	   *descriptions;
+	char	   *description;
 	bool		need_geom;
 	const TdbSnapshot *snap;
 	uint64	   *cand;			/* candidate record indexes, or NULL for all */
@@ -150,15 +167,6 @@ is_geometry_overlap_op(Oid opno)
 		op->oprnamespace == tdb_extension_schema("postgis");
 	ReleaseSysCache(tup);
 	return ok;
-}
-
-static bool
-is_st_intersects(Oid funcid)
-{
-	char	   *name = get_func_name(funcid);
-
-	return name != NULL && strcmp(name, "st_intersects") == 0 &&
-		get_func_namespace(funcid) == tdb_extension_schema("postgis");
 }
 
 /* Equality of a bigint with any integer type, either way round. */
@@ -193,11 +201,41 @@ datum_to_int64(Datum d, Oid typid)
 	}
 }
 
-/* An expression we can evaluate once per scan: no vars, nothing volatile. */
-static bool
-is_scan_constant(Expr *e)
+typedef struct OwnVarContext
 {
-	return !contain_var_clause((Node *) e) && !contain_volatile_functions((Node *) e);
+	Index		relid;
+} OwnVarContext;
+
+static bool
+own_var_walker(Node *node, OwnVarContext *cxt)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, Var))
+		return ((Var *) node)->varno == (int) cxt->relid && ((Var *) node)->varlevelsup == 0;
+	return expression_tree_walker(node, own_var_walker, (void *) cxt);
+}
+
+/*
+ * An expression the scan can evaluate before reading: nothing of this
+ * table in it (other tables' columns become parameters of a
+ * parameterized scan), nothing volatile.
+ */
+static bool
+is_scan_constant(Expr *e, Index relid)
+{
+	OwnVarContext cxt = {relid};
+
+	return !own_var_walker((Node *) e, &cxt) && !contain_volatile_functions((Node *) e);
+}
+
+static bool
+is_postgis_func(Oid funcid, const char *name)
+{
+	char	   *fname = get_func_name(funcid);
+
+	return fname != NULL && strcmp(fname, name) == 0 &&
+		get_func_namespace(funcid) == tdb_extension_schema("postgis");
 }
 
 static int
@@ -208,13 +246,30 @@ column_of(Var *v, Index relid, const int *colmap)
 	return colmap[v->varattno - 1];
 }
 
+static bool
+is_geom_var(Expr *e, Index relid, const int *colmap)
+{
+	return IsA(e, Var) && column_of((Var *) e, relid, colmap) == COL_GEOM;
+}
+
+/* geom::geography (PostGIS's geography(geometry) cast of our column). */
+static bool
+is_geog_of_geom(Expr *e, Index relid, const int *colmap)
+{
+	return IsA(e, FuncExpr) && list_length(((FuncExpr *) e)->args) == 1 &&
+		is_postgis_func(((FuncExpr *) e)->funcid, "geography") &&
+		is_geom_var(linitial(((FuncExpr *) e)->args), relid, colmap);
+}
+
 /*
- * Whether clause can narrow the scan; if so, the expression to evaluate and
- * its kind.
+ * Whether clause can narrow the scan; if so, what to push.  Clauses may
+ * name other tables' columns on the far side (join clauses of a
+ * parameterized path).
  */
 static bool
-classify_clause(Expr *clause, Index relid, const int *colmap, Expr **arg, PushKind *kind)
+classify_clause(Expr *clause, Index relid, const int *colmap, Push *push)
 {
+	push->k = 0;
 	if (IsA(clause, OpExpr))
 	{
 		OpExpr	   *op = (OpExpr *) clause;
@@ -225,25 +280,27 @@ classify_clause(Expr *clause, Index relid, const int *colmap, Expr **arg, PushKi
 			return false;
 		l = linitial(op->args);
 		r = lsecond(op->args);
-		if (!IsA(l, Var) && IsA(r, Var))
+		/* our column on the left, whichever way the clause was written */
+		if (!(IsA(l, Var) && column_of((Var *) l, relid, colmap) >= 0) &&
+			IsA(r, Var) && column_of((Var *) r, relid, colmap) >= 0)
 		{
 			Expr	   *t = l;
 
 			l = r;
 			r = t;
 		}
-		if (!IsA(l, Var) || !is_scan_constant(r))
+		if (!IsA(l, Var) || !is_scan_constant(r, relid))
 			return false;
 		if (column_of((Var *) l, relid, colmap) == COL_LOCATION_ID && is_int8_equality(op->opno))
 		{
-			*arg = r;
-			*kind = PUSH_KEY;
+			push->kind = PUSH_KEY;
+			push->args = list_make1(r);
 			return true;
 		}
-		if (column_of((Var *) l, relid, colmap) == COL_GEOM && is_geometry_overlap_op(op->opno))
+		if (is_geom_var(l, relid, colmap) && is_geometry_overlap_op(op->opno))
 		{
-			*arg = r;
-			*kind = PUSH_BOX;
+			push->kind = PUSH_BOX;
+			push->args = list_make1(r);
 			return true;
 		}
 		return false;
@@ -255,35 +312,144 @@ classify_clause(Expr *clause, Index relid, const int *colmap, Expr **arg, PushKi
 		Expr	   *r = lsecond(sa->args);
 
 		if (sa->useOr && is_int8_equality(sa->opno) && IsA(l, Var) &&
-			column_of((Var *) l, relid, colmap) == COL_LOCATION_ID && is_scan_constant(r))
+			column_of((Var *) l, relid, colmap) == COL_LOCATION_ID && is_scan_constant(r, relid))
 		{
-			*arg = r;
-			*kind = PUSH_KEYS;
+			push->kind = PUSH_KEYS;
+			push->args = list_make1(r);
 			return true;
 		}
 		return false;
 	}
-	if (IsA(clause, FuncExpr) && is_st_intersects(((FuncExpr *) clause)->funcid) &&
-		list_length(((FuncExpr *) clause)->args) == 2)
+	if (IsA(clause, FuncExpr))
 	{
-		Expr	   *l = linitial(((FuncExpr *) clause)->args);
-		Expr	   *r = lsecond(((FuncExpr *) clause)->args);
+		FuncExpr   *f = (FuncExpr *) clause;
+		int			nargs = list_length(f->args);
+		Expr	   *l,
+				   *r;
 
-		if (!IsA(l, Var))
+		if (nargs < 2)
+			return false;
+		l = linitial(f->args);
+		r = lsecond(f->args);
+		if (is_postgis_func(f->funcid, "st_intersects") && nargs == 2)
+		{
+			if (!is_geom_var(l, relid, colmap))
+			{
+				Expr	   *t = l;
+
+				l = r;
+				r = t;
+			}
+			if (is_geom_var(l, relid, colmap) && is_scan_constant(r, relid))
+			{
+				push->kind = PUSH_BOX;
+				push->args = list_make1(r);
+				return true;
+			}
+			return false;
+		}
+		if (is_postgis_func(f->funcid, "st_dwithin") && nargs >= 3 &&
+			is_scan_constant(lthird(f->args), relid))
+		{
+			bool		geog = is_geog_of_geom(l, relid, colmap) || is_geog_of_geom(r, relid, colmap);
+
+			if (is_geom_var(r, relid, colmap) || is_geog_of_geom(r, relid, colmap))
+			{
+				Expr	   *t = l;
+
+				l = r;
+				r = t;
+			}
+			if ((is_geom_var(l, relid, colmap) || is_geog_of_geom(l, relid, colmap)) &&
+				is_scan_constant(r, relid))
+			{
+				push->kind = geog ? PUSH_DWITHIN_M : PUSH_DWITHIN_DEG;
+				push->args = list_make2(r, lthird(f->args));
+				return true;
+			}
+		}
+	}
+	return false;
+}
+
+/*
+ * ORDER BY geom <-> a LIMIT k with no WHERE clause: the k nearest (and
+ * their ties) are all PostgreSQL needs to sort.  Any filter could remove
+ * some of them, so then nothing is pushed.
+ */
+static bool
+knn_push(PlannerInfo *root, RelOptInfo *baserel, const int *colmap, Push *push)
+{
+	PathKey    *pk;
+	ListCell   *lc;
+
+	if (baserel->baserestrictinfo != NIL || root->query_pathkeys == NIL ||
+		root->limit_tuples <= 0 || root->limit_tuples > 100000 ||
+		bms_membership(root->all_baserels) != BMS_SINGLETON)
+		return false;
+	pk = linitial(root->query_pathkeys);
+	if (pk->pk_strategy != BTLessStrategyNumber || pk->pk_nulls_first)
+		return false;
+	foreach(lc, pk->pk_eclass->ec_members)
+	{
+		EquivalenceMember *em = lfirst(lc);
+		OpExpr	   *op = (OpExpr *) em->em_expr;
+		Expr	   *l,
+				   *r;
+		char	   *opname;
+
+		if (!IsA(op, OpExpr) || list_length(op->args) != 2)
+			continue;
+		opname = get_opname(op->opno);
+		if (opname == NULL || strcmp(opname, "<->") != 0 ||
+			get_op_rettype(op->opno) != FLOAT8OID)
+			continue;
+		l = linitial(op->args);
+		r = lsecond(op->args);
+		if (!is_geom_var(l, baserel->relid, colmap))
 		{
 			Expr	   *t = l;
 
 			l = r;
 			r = t;
 		}
-		if (IsA(l, Var) && column_of((Var *) l, relid, colmap) == COL_GEOM && is_scan_constant(r))
-		{
-			*arg = r;
-			*kind = PUSH_BOX;
-			return true;
-		}
+		if (!is_geom_var(l, baserel->relid, colmap) || !is_scan_constant(r, baserel->relid) ||
+			exprType((Node *) r) != tdb_geometry_oid())
+			continue;
+		push->kind = PUSH_KNN;
+		push->args = list_make1(r);
+		push->k = (int64) root->limit_tuples;
+		return true;
 	}
 	return false;
+}
+
+/* The best push among clauses: the first key filter, else the first spatial one. */
+static bool
+best_push(List *rinfos, Index relid, const int *colmap, Push *best)
+{
+	ListCell   *lc;
+	bool		found = false;
+
+	foreach(lc, rinfos)
+	{
+		RestrictInfo *ri = lfirst_node(RestrictInfo, lc);
+		Push		p;
+
+		if (!classify_clause(ri->clause, relid, colmap, &p))
+			continue;
+		if (p.kind == PUSH_KEY || p.kind == PUSH_KEYS)
+		{
+			*best = p;
+			return true;
+		}
+		if (!found)
+		{
+			*best = p;
+			found = true;
+		}
+	}
+	return found;
 }
 
 /* Column map of a foreign table: every column must be one we know. */
@@ -330,8 +496,7 @@ typedef struct LocPlanInfo
 {
 	int		   *colmap;
 	int			natts;
-	List	   *push_exprs;
-	List	   *push_kinds;
+	Push		push;			/* for the unparameterized path */
 	double		count;			/* locations in the published map, or a guess */
 } LocPlanInfo;
 
@@ -340,7 +505,6 @@ locGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 {
 	LocPlanInfo *info = palloc0(sizeof(LocPlanInfo));
 	Relation	rel = table_open(foreigntableid, AccessShareLock);
-	ListCell   *lc;
 	double		rows;
 
 	info->colmap = build_colmap(rel, &info->natts);
@@ -358,36 +522,18 @@ locGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 	}
 	PG_END_TRY();
 
-	foreach(lc, baserel->baserestrictinfo)
-	{
-		RestrictInfo *ri = lfirst_node(RestrictInfo, lc);
-		Expr	   *arg;
-		PushKind	kind;
-
-		if (!classify_clause(ri->clause, baserel->relid, info->colmap, &arg, &kind))
-			continue;
-		/* a key filter beats a box filter: keep the first of those, else the first box */
-		if (kind == PUSH_KEY || kind == PUSH_KEYS)
-		{
-			info->push_exprs = list_make1(arg);
-			info->push_kinds = list_make1_int(kind);
-			break;
-		}
-		if (info->push_exprs == NIL)
-		{
-			info->push_exprs = list_make1(arg);
-			info->push_kinds = list_make1_int(kind);
-		}
-	}
+	if (!best_push(baserel->baserestrictinfo, baserel->relid, info->colmap, &info->push) &&
+		!knn_push(root, baserel, info->colmap, &info->push))
+		info->push.kind = PUSH_NONE;
 	baserel->fdw_private = info;
 
 	/* keys give at most one row each; otherwise PostgreSQL's own estimate */
 	rows = info->count * clauselist_selectivity(root, baserel->baserestrictinfo, 0, JOIN_INNER, NULL);
-	if (info->push_kinds != NIL && linitial_int(info->push_kinds) == PUSH_KEY)
+	if (info->push.kind == PUSH_KEY)
 		rows = 1;
-	else if (info->push_kinds != NIL && linitial_int(info->push_kinds) == PUSH_KEYS)
+	else if (info->push.kind == PUSH_KEYS)
 	{
-		Expr	   *arr = linitial(info->push_exprs);
+		Expr	   *arr = linitial(info->push.args);
 
 		rows = 10;
 		if (IsA(arr, Const) && !((Const *) arr)->constisnull)
@@ -397,21 +543,62 @@ locGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 	baserel->rows = clamp_row_est(rows);
 }
 
+/* Equivalence members that are our location_id column (join keys). */
+static bool
+ec_member_is_location_id(PlannerInfo *root, RelOptInfo *rel, EquivalenceClass *ec,
+						 EquivalenceMember *em, void *arg)
+{
+	(void) root;
+	(void) ec;
+	return IsA(em->em_expr, Var) &&
+		column_of((Var *) em->em_expr, rel->relid, (const int *) arg) == COL_LOCATION_ID;
+}
+
+/*
+ * The cost of reading n candidates from shared memory: a hash probe or an
+ * R-tree visit each, plus forming the tuple.  Far below a heap page.
+ */
+#define LOC_COST_PER_ROW 0.002
+
 static void
 locGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 {
 	LocPlanInfo *info = baserel->fdw_private;
-	Cost		startup = 1;
+	List	   *join_clauses;
+	ListCell   *lc;
 	Cost		total;
 
 	(void) foreigntableid;
-	/* reading shared memory: about a hash probe per key, a node visit per box candidate */
-	if (info->push_exprs == NIL)
-		total = startup + info->count * 0.005;
-	else
-		total = startup + baserel->rows * 0.002;
+	total = 0.01 + (info->push.kind == PUSH_NONE ? info->count : baserel->rows) * LOC_COST_PER_ROW;
 	add_path(baserel, (Path *) create_foreignscan_path(root, baserel, NULL, baserel->rows,
-													   startup, total, NIL, NULL, NULL, NIL));
+													   0.01, total, NIL, NULL, NULL, NIL));
+
+	/*
+	 * Parameterized paths: route JOIN locations ON location_id = route.seg
+	 * becomes a hash lookup per outer row.  Join keys come from equivalence
+	 * classes (inner joins) and from join clauses (outer joins).
+	 */
+	join_clauses = generate_implied_equalities_for_column(root, baserel, ec_member_is_location_id,
+														  info->colmap, baserel->lateral_referencers);
+	foreach(lc, baserel->joininfo)
+		join_clauses = lappend(join_clauses, lfirst(lc));
+	foreach(lc, join_clauses)
+	{
+		RestrictInfo *ri = lfirst_node(RestrictInfo, lc);
+		Push		p;
+		Relids		outer;
+		ParamPathInfo *ppi;
+
+		if (!classify_clause(ri->clause, baserel->relid, info->colmap, &p) || p.kind != PUSH_KEY)
+			continue;
+		outer = bms_difference(ri->clause_relids, baserel->relids);
+		if (bms_is_empty(outer))
+			continue;
+		ppi = get_baserel_parampathinfo(root, baserel, outer);
+		add_path(baserel, (Path *) create_foreignscan_path(root, baserel, NULL, Min(ppi->ppi_rows, 1),
+														   0.001, 0.001 + LOC_COST_PER_ROW,
+														   NIL, outer, NULL, NIL));
+	}
 }
 
 static ForeignScan *
@@ -420,29 +607,58 @@ locGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 {
 	LocPlanInfo *info = baserel->fdw_private;
 	List	   *cols = NIL;
-	List	   *descs = NIL;
-	ListCell   *lc;
+	Push		push = info->push;
+	char	   *desc = NULL;
 
-	(void) root;
-	(void) best_path;
 	for (int a = 0; a < info->natts; a++)
 		cols = lappend_int(cols, info->colmap[a]);
-	foreach(lc, info->push_exprs)
-	{
-		int			kind = list_nth_int(info->push_kinds, foreach_current_index(lc));
-		char	   *arg = deparse_expression(lfirst(lc),
-											 deparse_context_for("locations", foreigntableid),
-											 false, false);
 
-		descs = lappend(descs, makeString(psprintf(kind == PUSH_KEY ? "location_id = %s" :
-												   kind == PUSH_KEYS ? "location_id = ANY (%s)" :
-												   "geom && box2d(%s)", arg)));
+	/* a parameterized path pushes its join clause (it is among scan_clauses) */
+	if (best_path->path.param_info != NULL &&
+		!best_push(scan_clauses, baserel->relid, info->colmap, &push))
+		push.kind = PUSH_NONE;
+
+	if (push.kind != PUSH_NONE)
+	{
+		List	   *dctx = deparse_context_for("locations", foreigntableid);
+		char	   *a0 = deparse_expression(linitial(push.args), dctx, false, false);
+		char	   *a1 = list_length(push.args) > 1 ? deparse_expression(lsecond(push.args), dctx, false, false) : NULL;
+
+		switch (push.kind)
+		{
+			case PUSH_KEY:
+				desc = best_path->path.param_info != NULL ?
+					pstrdup("location_id = the outer row's key (a hash lookup per row)") :
+					psprintf("location_id = %s", a0);
+				break;
+			case PUSH_KEYS:
+				desc = psprintf("location_id = ANY (%s)", a0);
+				break;
+			case PUSH_BOX:
+				desc = psprintf("geom && box2d(%s)", a0);
+				break;
+			case PUSH_DWITHIN_DEG:
+				desc = psprintf("geom && ST_Expand(box2d(%s), %s)", a0, a1);
+				break;
+			case PUSH_DWITHIN_M:
+				desc = psprintf("geom within %s metres of box2d(%s)", a1, a0);
+				break;
+			case PUSH_KNN:
+				desc = psprintf("the " INT64_FORMAT " nearest to %s, and their ties", push.k, a0);
+				break;
+			case PUSH_NONE:
+				break;
+		}
 	}
+	(void) root;
 
 	/* every clause is rechecked: pushdown only narrows the candidates */
 	scan_clauses = extract_actual_clauses(scan_clauses, false);
-	return make_foreignscan(tlist, scan_clauses, baserel->relid, info->push_exprs,
-							list_make3(cols, info->push_kinds, descs), NIL, NIL, outer_plan);
+	return make_foreignscan(tlist, scan_clauses, baserel->relid,
+							push.kind == PUSH_NONE ? NIL : push.args,
+							list_make3(cols, list_make2_int(push.kind, (int) push.k),
+									   makeString(desc ? desc : "none (full scan)")),
+							NIL, NIL, outer_plan);
 }
 
 /* ---- execution ------------------------------------------------------------------- */
@@ -463,8 +679,9 @@ locBeginForeignScan(ForeignScanState *node, int eflags)
 		if (lfirst_int(lc) == COL_GEOM)
 			st->need_geom = true;
 	}
-	st->kinds = list_nth(plan->fdw_private, FdwPrivateKinds);
-	st->descriptions = list_nth(plan->fdw_private, FdwPrivateDescriptions);
+	st->kind = (PushKind) linitial_int((List *) list_nth(plan->fdw_private, FdwPrivatePush));
+	st->k = lsecond_int((List *) list_nth(plan->fdw_private, FdwPrivatePush));
+	st->description = strVal(list_nth(plan->fdw_private, FdwPrivateDescription));
 	st->expr_states = ExecInitExprList(plan->fdw_exprs, (PlanState *) node);
 	node->fdw_state = st;
 	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
@@ -506,7 +723,7 @@ cmp_u64(const void *a, const void *b)
 
 /* The bounding box of a geometry Datum, via PostGIS's own box2d(). false: NULL or empty. */
 static bool
-geometry_box(Datum geom, TdbBox *box)
+geometry_box_ex(Datum geom, TdbBox *box, bool as_postgis)
 {
 	static Oid	box2d_fn = InvalidOid;
 	Datum		b;
@@ -538,6 +755,8 @@ geometry_box(Datum geom, TdbBox *box)
 	}
 	if (sscanf(text, "BOX(%lf %lf,%lf %lf)", &box->xmin, &box->ymin, &box->xmax, &box->ymax) != 4)
 		return false;
+	if (!as_postgis)
+		return true;
 
 	/*
 	 * PostGIS's && compares float boxes rounded outward, both sides: a row
@@ -556,87 +775,249 @@ geometry_box(Datum geom, TdbBox *box)
 	return true;
 }
 
-/* Evaluate the pushed-down expressions and collect the candidates. */
+/* A geography Datum as geometry, via PostGIS's geometry(geography). */
+static Datum
+geography_to_geometry(Datum geog, Oid geog_type)
+{
+	static Oid	fn = InvalidOid;
+
+	if (!OidIsValid(fn))
+	{
+		Oid			argtypes[1] = {geog_type};
+
+		fn = LookupFuncName(list_make2(makeString(get_namespace_name(tdb_extension_schema("postgis"))),
+									   makeString("geometry")), 1, argtypes, false);
+	}
+	return OidFunctionCall1(fn, geog);
+}
+
+static void
+collect_keys(LocScanState *st, Datum v, Oid type, bool array, Collect *c)
+{
+	if (!array)
+	{
+		int64		i = tdb_map_find(st->snap->map, (uint64) datum_to_int64(v, type));
+
+		if (i >= 0)
+			collect_entry((uint64) i, c);
+		return;
+	}
+	{
+		ArrayType  *arr = DatumGetArrayTypeP(v);
+		Oid			elemtype = ARR_ELEMTYPE(arr);
+		int16		elemlen;
+		bool		elembyval;
+		char		elemalign;
+		Datum	   *elems;
+		bool	   *nulls;
+		int			n;
+		uint64		w = 0;
+
+		get_typlenbyvalalign(elemtype, &elemlen, &elembyval, &elemalign);
+		deconstruct_array(arr, elemtype, elemlen, elembyval, elemalign, &elems, &nulls, &n);
+		for (int e = 0; e < n; e++)
+		{
+			int64		i;
+
+			if (nulls[e])
+				continue;
+			i = tdb_map_find(st->snap->map, (uint64) datum_to_int64(elems[e], elemtype));
+			if (i >= 0)
+				collect_entry((uint64) i, c);
+		}
+		/* the same id twice in the list must give one row, as on a heap */
+		if (c->n > 1)
+			qsort(c->items, c->n, sizeof(uint64), cmp_u64);
+		for (uint64 k = 0; k < c->n; k++)
+			if (w == 0 || c->items[w - 1] != c->items[k])
+				c->items[w++] = c->items[k];
+		c->n = w;
+	}
+}
+
+/* The box as PostGIS's && sees it (float, rounded outward). */
+static bool
+geometry_box(Datum geom, TdbBox *box)
+{
+	return geometry_box_ex(geom, box, true);
+}
+
+/* Grow a lon/lat box by radius_m metres (a superset); false near poles or the antimeridian. */
+static bool
+grow_box_metres(TdbBox *box, double radius_m)
+{
+	double		corners[4][2] = {{box->xmin, box->ymin}, {box->xmin, box->ymax},
+	{box->xmax, box->ymin}, {box->xmax, box->ymax}};
+	TdbBox		out = {INFINITY, INFINITY, -INFINITY, -INFINITY};
+
+	for (int c = 0; c < 4; c++)
+	{
+		TdbBox		cb;
+
+		if (!tdb_geo_circle_box(corners[c][0], corners[c][1], radius_m, &cb))
+			return false;
+		out.xmin = Min(out.xmin, cb.xmin);
+		out.ymin = Min(out.ymin, cb.ymin);
+		out.xmax = Max(out.xmax, cb.xmax);
+		out.ymax = Max(out.ymax, cb.ymax);
+	}
+	*box = out;
+	return true;
+}
+
+/*
+ * The k nearest records by planar distance, then every record within that
+ * distance (plus a hair, for PostGIS's own rounding): PostgreSQL sorts
+ * these with <-> and keeps k, which are then exactly the heap's.
+ */
+static void
+collect_knn(LocScanState *st, const TdbBox *pt, int64 k, Collect *c)
+{
+	double		x = pt->xmin;
+	double		y = pt->ymin;
+	TdbKnnResult *res;
+	int64		got;
+	double		r;
+	TdbBox		q;
+
+	if (pt->xmin != pt->xmax || pt->ymin != pt->ymax || k <= 0)
+	{
+		/* not a point: no narrowing */
+		for (uint64 i = 0; i < st->snap->map->count; i++)
+			collect_entry(i, c);
+		return;
+	}
+	res = palloc_extended(sizeof(TdbKnnResult) * (Size) k, MCXT_ALLOC_HUGE);
+	got = tdb_map_knn(st->snap->map, x, y, TDB_METRIC_PLANAR, (uint64) k, res);
+	if (got < k)
+	{
+		for (uint64 i = 0; i < st->snap->map->count; i++)
+			collect_entry(i, c);
+		return;
+	}
+	r = res[got - 1].dist * (1 + 1e-9) + 1e-12;
+	q.xmin = x - r;
+	q.xmax = x + r;
+	q.ymin = y - r;
+	q.ymax = y + r;
+	tdb_map_query_box(st->snap->map, &q, collect_entry, c);
+	{
+		uint64		w = 0;
+
+		for (uint64 i = 0; i < c->n; i++)
+			if (tdb_map_distance(st->snap->map, c->items[i], x, y, TDB_METRIC_PLANAR) <= r)
+				c->items[w++] = c->items[i];
+		c->n = w;
+	}
+}
+
+/*
+ * Evaluate the pushed-down expressions and collect the candidates.  When a
+ * narrowing cannot be computed (NULL distance, a box over a pole), every
+ * record is a candidate: PostgreSQL's recheck keeps the answer exact.
+ */
 static void
 loc_find_candidates(ForeignScanState *node, LocScanState *st)
 {
 	ExprContext *econtext = node->ss.ps.ps_ExprContext;
-	ListCell   *lc;
 	Collect		c = {0};
+	Datum		v[2] = {0, 0};
+	bool		isnull[2] = {true, true};
+	Oid			type0 = InvalidOid;
+	TdbBox		box;
+	bool		all = false;
+	ListCell   *lc;
+	MemoryContext oldcxt;
 
-	st->cand = NULL;
-	st->ncand = 0;
 	st->next = 0;
+	if (st->cand != NULL)
+		pfree(st->cand);
+	st->cand = NULL;
+	if (st->kind == PUSH_NONE)
+	{
+		st->cand = NULL;
+		st->ncand = st->snap->map->count;
+		return;
+	}
 	foreach(lc, st->expr_states)
 	{
 		ExprState  *es = lfirst(lc);
-		int			kind = list_nth_int(st->kinds, foreach_current_index(lc));
-		bool		isnull;
-		Datum		v = ExecEvalExpr(es, econtext, &isnull);
+		int			n = foreach_current_index(lc);
 
-		if (kind == PUSH_KEY)
-		{
-			int64		i = isnull ? -1 :
-				tdb_map_find(st->snap->map, (uint64) datum_to_int64(v, exprType((Node *) es->expr)));
+		if (n == 0)
+			type0 = exprType((Node *) es->expr);
+		if (n < 2)
+			v[n] = ExecEvalExpr(es, econtext, &isnull[n]);
+	}
 
-			if (i >= 0)
-				collect_entry((uint64) i, &c);
-		}
-		else if (kind == PUSH_KEYS)
-		{
-			ArrayType  *arr;
-			Datum	   *elems;
-			bool	   *nulls;
-			int			n;
-
-			if (!isnull)
-			{
-				Oid			elemtype;
-				int16		elemlen;
-				bool		elembyval;
-				char		elemalign;
-
-				arr = DatumGetArrayTypeP(v);
-				elemtype = ARR_ELEMTYPE(arr);
-				get_typlenbyvalalign(elemtype, &elemlen, &elembyval, &elemalign);
-				deconstruct_array(arr, elemtype, elemlen, elembyval, elemalign, &elems, &nulls, &n);
-				for (int e = 0; e < n; e++)
-				{
-					int64		i;
-
-					if (nulls[e])
-						continue;
-					i = tdb_map_find(st->snap->map, (uint64) datum_to_int64(elems[e], elemtype));
-					if (i >= 0)
-						collect_entry((uint64) i, &c);
-				}
-				/* the same id twice in the list must give one row, as on a heap */
-				qsort(c.items, c.n, sizeof(uint64), cmp_u64);
-				{
-					uint64		w = 0;
-
-					for (uint64 k = 0; k < c.n; k++)
-						if (w == 0 || c.items[w - 1] != c.items[k])
-							c.items[w++] = c.items[k];
-					c.n = w;
-				}
-			}
-		}
-		else
-		{
-			TdbBox		box;
-
-			if (!isnull && geometry_box(v, &box) && !isnan(box.xmin) && !isnan(box.ymin) &&
-				!isnan(box.xmax) && !isnan(box.ymax))
+	/* the candidates live as long as the scan, not the current tuple */
+	oldcxt = MemoryContextSwitchTo(node->ss.ps.state->es_query_cxt);
+	switch (st->kind)
+	{
+		case PUSH_KEY:
+		case PUSH_KEYS:
+			if (!isnull[0])
+				collect_keys(st, v[0], type0, st->kind == PUSH_KEYS, &c);
+			break;
+		case PUSH_BOX:
+			if (!isnull[0] && geometry_box(v[0], &box))
 				tdb_map_query_box(st->snap->map, &box, collect_entry, &c);
-		}
+			break;
+		case PUSH_DWITHIN_DEG:
+			{
+				double		d = isnull[1] ? NAN : DatumGetFloat8(v[1]);
+
+				if (isnull[0])
+					break;
+				if (!(d >= 0) || !geometry_box(v[0], &box))
+				{
+					all = !(d >= 0);	/* let PostGIS say what a bad distance means */
+					break;
+				}
+				box.xmin -= d;
+				box.ymin -= d;
+				box.xmax += d;
+				box.ymax += d;
+				tdb_map_query_box(st->snap->map, &box, collect_entry, &c);
+			}
+			break;
+		case PUSH_DWITHIN_M:
+			{
+				double		d = isnull[1] ? NAN : DatumGetFloat8(v[1]);
+
+				if (isnull[0])
+					break;
+				if (!(d >= 0) || !geometry_box(geography_to_geometry(v[0], type0), &box) ||
+					!grow_box_metres(&box, d))
+				{
+					all = true;
+					break;
+				}
+				tdb_map_query_box(st->snap->map, &box, collect_entry, &c);
+			}
+			break;
+		case PUSH_KNN:
+			if (!isnull[0] && geometry_box_ex(v[0], &box, false))
+				collect_knn(st, &box, st->k, &c);
+			else
+				all = true;
+			break;
+		case PUSH_NONE:
+			break;
+	}
+	if (all)
+	{
+		if (c.items)
+			pfree(c.items);
+		st->cand = NULL;
+		st->ncand = st->snap->map->count;
+	}
+	else
+	{
 		st->cand = c.items ? c.items : palloc(sizeof(uint64));
 		st->ncand = c.n;
-		return;
 	}
-	/* nothing pushed down: every record */
-	st->cand = NULL;
-	st->ncand = st->snap->map->count;
+	MemoryContextSwitchTo(oldcxt);
 }
 
 static TupleTableSlot *
@@ -772,12 +1153,8 @@ static void
 locExplainForeignScan(ForeignScanState *node, ExplainState *es)
 {
 	LocScanState *st = node->fdw_state;
-	ListCell   *lc;
 
-	if (st->descriptions == NIL)
-		ExplainPropertyText("TrafficDB Pushdown", "none (full scan)", es);
-	foreach(lc, st->descriptions)
-		ExplainPropertyText("TrafficDB Pushdown", strVal(lfirst(lc)), es);
+	ExplainPropertyText("TrafficDB Pushdown", st->description, es);
 	if (es->analyze)
 	{
 		ExplainPropertyInteger("Locations Examined", NULL, (int64) st->examined, es);

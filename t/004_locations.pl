@@ -100,6 +100,27 @@ like($plan, qr/Locations Examined: \d+/, 'EXPLAIN ANALYZE shows the locations ex
 $plan = $node->safe_psql('postgres', q{EXPLAIN (COSTS OFF) SELECT * FROM trafficdb.locations WHERE location_id = 42});
 like($plan, qr/TrafficDB Pushdown: location_id = 42/, 'EXPLAIN shows the key pushdown');
 
+$plan = $node->safe_psql('postgres', q{EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF)
+  SELECT count(*) FROM route r JOIN trafficdb.locations l ON l.location_id = r.seg});
+like($plan, qr/Nested Loop.*Foreign Scan on locations l \(actual rows=1 loops=1000\).*hash lookup per row.*Locations Examined: \d{3,4}\n/s,
+	'a route join runs one hash lookup per route row');
+unlike($plan, qr/Locations Examined: \d{5,}/, 'and never scans the whole map per row');
+$plan = $node->safe_psql('postgres', q{EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF)
+  SELECT location_id FROM trafficdb.locations ORDER BY geom <-> 'SRID=4326;POINT(24.95 60.17)'::geometry LIMIT 10});
+like($plan, qr/the 10 nearest to .* and their ties\n.*Locations Examined: 1\d\n/s, 'k nearest examines about k locations');
+$plan = $node->safe_psql('postgres', q{EXPLAIN (COSTS OFF)
+  SELECT * FROM trafficdb.locations WHERE ST_DWithin(geom::geography, 'SRID=4326;POINT(24.95 60.17)'::geography, 500)});
+like($plan, qr/TrafficDB Pushdown: geom within .*500.* metres of box2d/, 'ST_DWithin on geography is pushed down');
+$plan = $node->safe_psql('postgres', q{EXPLAIN (COSTS OFF)
+  SELECT * FROM trafficdb.locations WHERE ST_DWithin(geom, 'SRID=4326;POINT(24.95 60.17)'::geometry, 0.01)});
+like($plan, qr/TrafficDB Pushdown: geom && ST_Expand\(box2d/, 'ST_DWithin on geometry is pushed down');
+for my $bad ("-1", "NULL")
+{
+	my ($r, $o, $e) = $node->psql('postgres', "SELECT count(*) FROM trafficdb.locations WHERE ST_DWithin(geom::geography, 'SRID=4326;POINT(24.95 60.17)'::geography, $bad)");
+	my ($hr, $ho, $he) = $node->psql('postgres', "SELECT count(*) FROM roads WHERE ST_DWithin(geom::geography, 'SRID=4326;POINT(24.95 60.17)'::geography, $bad)");
+	is("$o|$e", "$ho|$he", "radius $bad: same answer or error as the heap");
+}
+
 # one generation per transaction under REPEATABLE READ
 my $rr = $node->background_psql('postgres');
 $rr->query_safe('BEGIN ISOLATION LEVEL REPEATABLE READ');
