@@ -218,3 +218,46 @@ CREATE FOREIGN TABLE trafficdb.locations (
 COMMENT ON FOREIGN TABLE trafficdb.locations IS
     'the published road map with its live traffic, read from shared memory; location_id and geom && box are pushed down';
 GRANT SELECT ON trafficdb.locations TO PUBLIC;
+
+-- ---------------------------------------------------------------------------
+-- For map clients: vector tiles and GeoJSON of the live traffic.
+-- ---------------------------------------------------------------------------
+
+-- A Mapbox vector tile (layer "traffic") of tile z/x/y in Web Mercator.
+CREATE FUNCTION trafficdb.tile(z integer, x integer, y integer) RETURNS bytea
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
+  SELECT ST_AsMVT(t, 'traffic', 4096, 'geom')
+    FROM (SELECT location_id, name, road_class, speed_kmh, free_flow_kmh, congestion, incident, generation,
+                 ST_AsMVTGeom(ST_Transform(geom, 3857), ST_TileEnvelope(z, x, y), 4096, 64, true) AS geom
+            FROM trafficdb.locations
+           WHERE geom && ST_Transform(ST_TileEnvelope(z, x, y, margin => 64.0 / 4096), 4326)) t
+   WHERE geom IS NOT NULL
+$$;
+COMMENT ON FUNCTION trafficdb.tile IS
+    'vector tile z/x/y (layer "traffic": location_id, name, road_class, speeds, congestion, incident) of the live traffic';
+
+-- A GeoJSON FeatureCollection of the locations in a lon/lat box.
+CREATE FUNCTION trafficdb.geojson(min_lon float8, min_lat float8, max_lon float8, max_lat float8) RETURNS json
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
+  SELECT json_build_object('type', 'FeatureCollection', 'features', coalesce(json_agg(
+           json_build_object('type', 'Feature', 'id', location_id,
+                             'geometry', ST_AsGeoJSON(geom)::json,
+                             'properties', json_build_object('name', name, 'road_class', road_class,
+                                 'speed_kmh', speed_kmh, 'free_flow_kmh', free_flow_kmh,
+                                 'congestion', congestion, 'incident', incident,
+                                 'updated_at', updated_at, 'generation', generation))
+           ORDER BY location_id), '[]'::json))
+    FROM trafficdb.locations
+   WHERE geom && ST_MakeEnvelope(min_lon, min_lat, max_lon, max_lat, 4326)
+$$;
+COMMENT ON FUNCTION trafficdb.geojson IS
+    'the live traffic in a lon/lat box as a GeoJSON FeatureCollection';
+
+-- PostGIS may live in any schema: pin it for these SQL functions.
+DO $$
+DECLARE pg text := (SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
+                     WHERE e.extname = 'postgis');
+BEGIN
+  EXECUTE format('ALTER FUNCTION trafficdb.tile(integer, integer, integer) SET search_path = %I, pg_catalog', pg);
+  EXECUTE format('ALTER FUNCTION trafficdb.geojson(float8, float8, float8, float8) SET search_path = %I, pg_catalog', pg);
+END $$;

@@ -1032,7 +1032,7 @@ locIterateForeignScan(ForeignScanState *node)
 
 	if (st->snap == NULL)
 	{
-		st->snap = tdb_backend_snapshot();
+		st->snap = tdb_backend_snapshot_for_scan();
 		loc_find_candidates(node, st);
 	}
 	snap = st->snap;
@@ -1145,8 +1145,11 @@ locReScanForeignScan(ForeignScanState *node)
 static void
 locEndForeignScan(ForeignScanState *node)
 {
-	/* the snapshot belongs to the statement or transaction, not to the scan */
-	(void) node;
+	LocScanState *st = node->fdw_state;
+
+	/* the version may be released once no scan reads it */
+	if (st != NULL && st->snap != NULL)
+		tdb_backend_scan_done();
 }
 
 static void

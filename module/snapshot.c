@@ -30,6 +30,7 @@ static bool snap_held = false;
 static LocalTransactionId snap_lxid;
 static TimestampTz snap_stmt;
 static bool callbacks_registered = false;
+static int	snap_users = 0;		/* open scans (cursors) reading the held snapshot */
 
 /* executor nesting, to release a READ COMMITTED pin when the statement ends */
 static int	executor_depth = 0;
@@ -57,6 +58,7 @@ snapshot_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PARALLEL_ABORT:
 			release_snapshot();
 			executor_depth = 0;
+			snap_users = 0;
 			break;
 		default:
 			break;
@@ -119,8 +121,13 @@ tdb_backend_snapshot(void)
 	tdb_require_preload();
 	if (snap_held)
 	{
+		/*
+		 * Same statement, a transaction-wide snapshot, or a scan (an open
+		 * cursor) still reading this version: keep it.
+		 */
 		if (snap_lxid == MyProc->lxid &&
-			(IsolationUsesXactSnapshot() || snap_stmt == GetCurrentStatementStartTimestamp()))
+			(IsolationUsesXactSnapshot() || snap_users > 0 ||
+			 snap_stmt == GetCurrentStatementStartTimestamp()))
 			return &snap;
 		release_snapshot();
 	}
@@ -185,7 +192,7 @@ snapshot_executor_end(QueryDesc *queryDesc)
 		standard_ExecutorEnd(queryDesc);
 	if (executor_depth > 0)
 		executor_depth--;
-	if (executor_depth == 0 && snap_held && !IsolationUsesXactSnapshot())
+	if (executor_depth == 0 && snap_held && snap_users == 0 && !IsolationUsesXactSnapshot())
 		release_snapshot();
 }
 
@@ -196,4 +203,20 @@ tdb_snapshot_hooks(void)
 	ExecutorStart_hook = snapshot_executor_start;
 	prev_executor_end = ExecutorEnd_hook;
 	ExecutorEnd_hook = snapshot_executor_end;
+}
+
+const TdbSnapshot *
+tdb_backend_snapshot_for_scan(void)
+{
+	const TdbSnapshot *s = tdb_backend_snapshot();
+
+	snap_users++;
+	return s;
+}
+
+void
+tdb_backend_scan_done(void)
+{
+	if (snap_users > 0)
+		snap_users--;
 }

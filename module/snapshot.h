@@ -20,6 +20,14 @@
  */
 extern const TdbSnapshot *tdb_backend_snapshot(void);
 
+/*
+ * For a scan that may outlive its statement (a cursor fetched by later
+ * statements): the snapshot is kept, for every statement of this backend,
+ * until tdb_backend_scan_done() or the end of the transaction.
+ */
+extern const TdbSnapshot *tdb_backend_snapshot_for_scan(void);
+extern void tdb_backend_scan_done(void);
+
 /* Executor hooks that end READ COMMITTED pins with the statement (_PG_init). */
 extern void tdb_snapshot_hooks(void);
 

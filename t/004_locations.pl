@@ -14,6 +14,7 @@ $node->append_conf('postgresql.conf', qq{
 shared_preload_libraries = 'trafficdb'
 trafficdb.database = 'postgres'
 trafficdb.publish_interval = '100ms'
+log_statement = 'all'
 });
 $node->start;
 
@@ -133,6 +134,49 @@ $rr->query_safe('COMMIT');
 like($rr->query_safe('SELECT max(speed_kmh) FROM trafficdb.locations WHERE location_id = 3'), qr/^77$/,
 	'the next transaction sees the new generation');
 $rr->quit;
+
+# a cursor keeps its version alive across statements and publications
+my $cur = $node->background_psql('postgres');
+$cur->query_safe('BEGIN');
+$cur->query_safe('DECLARE c CURSOR FOR SELECT generation, location_id FROM trafficdb.locations ORDER BY location_id');
+my $first = $cur->query_safe('FETCH 5 FROM c');
+my ($cgen) = $first =~ /^(\d+)\|/;
+for my $i (1 .. 3)
+{
+	$node->safe_psql('postgres', "INSERT INTO trafficdb.feed (location_id, speed_kmh) VALUES (6, $i)");
+	$node->safe_psql('postgres', 'SELECT trafficdb.publish()');
+}
+my $later = $cur->query_safe('FETCH 2000 FROM c');
+my %gens = map { (split /\|/)[0] => 1 } split /\n/, $later;
+is(join(',', keys %gens), $cgen, 'every row of the cursor comes from the generation it started with');
+ok($node->safe_psql('postgres', 'SELECT generation FROM trafficdb.status') > $cgen, 'while publication went on');
+$cur->query_safe('CLOSE c');
+$cur->query_safe('COMMIT');
+$cur->quit;
+
+# GDAL, as GIS clients really query: a spatial filter, and an export to GeoJSON
+my $connstr = 'PG:host=' . $node->host . ' port=' . $node->port . ' dbname=postgres';
+my @spat = (24.9, 60.15, 24.95, 60.18);
+my $heap_count = $node->safe_psql('postgres', "SELECT count(*) FROM roads WHERE geom && ST_MakeEnvelope(@{[join ', ', @spat]}, 4326)");
+my ($ogr_out, $ogr_err) = run_command([ 'ogrinfo', '-ro', '-q', '-al', '-spat', @spat, $connstr, 'trafficdb.locations' ]);
+my $features = () = $ogr_out =~ /OGRFeature\(/g;
+is($features, $heap_count, "ogrinfo -spat returns the features of the box ($heap_count)");
+my $json = $PostgreSQL::Test::Utils::tmp_check . '/locations.geojson';
+run_command([ 'ogr2ogr', '-f', 'GeoJSON', '-spat', @spat, $json, $connstr, 'trafficdb.locations' ]);
+my $geojson = slurp_file($json);
+my $exported = () = $geojson =~ /"type": "Feature"/g;
+is($exported, $heap_count, 'ogr2ogr exports the same features to GeoJSON');
+like(slurp_file($node->logfile), qr/FROM "trafficdb"\."locations" WHERE "geom" && /,
+	'GDAL sends its spatial filter as geom && box, which the wrapper pushes down');
+
+# vector tiles and GeoJSON for map clients
+sub tile_of { my ($lon, $lat, $z) = @_; my $n = 2**$z; my $r = $lat * 3.14159265358979 / 180;
+	return (int(($lon + 180) / 360 * $n), int((1 - log(sin($r) / cos($r) + 1 / cos($r)) / 3.14159265358979) / 2 * $n)); }
+my ($tx, $ty) = tile_of(24.95, 60.17, 12);
+cmp_ok($node->safe_psql('postgres', "SELECT length(trafficdb.tile(12, $tx, $ty))"), '>', 1000, 'a vector tile over the data has features');
+is($node->safe_psql('postgres', 'SELECT length(trafficdb.tile(12, 0, 0))'), '0', 'a tile far away is empty');
+is($node->safe_psql('postgres', "SELECT json_array_length(trafficdb.geojson(@{[join ', ', @spat]})->'features')"), $heap_count,
+	'trafficdb.geojson() returns the features of the box');
 
 # bad definitions are refused with the column named
 my ($ret, $out, $err) = $node->psql('postgres', q{CREATE FOREIGN TABLE bad (location_id bigint, colour text) SERVER trafficdb;
