@@ -1166,6 +1166,45 @@ locExplainForeignScan(ForeignScanState *node, ExplainState *es)
 	}
 }
 
+/*
+ * IMPORT FOREIGN SCHEMA trafficdb FROM SERVER trafficdb INTO myschema: the
+ * one table there is, "locations" (LIMIT TO / EXCEPT apply).
+ */
+static List *
+locImportForeignSchema(ImportForeignSchemaStmt *stmt, Oid serverOid)
+{
+	StringInfoData sql;
+	bool		wanted = true;
+	ListCell   *lc;
+
+	(void) serverOid;
+	if (strcmp(stmt->remote_schema, "trafficdb") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_SCHEMA_NOT_FOUND),
+				 errmsg("trafficdb has no schema \"%s\"", stmt->remote_schema),
+				 errhint("IMPORT FOREIGN SCHEMA trafficdb FROM SERVER %s INTO ...", stmt->server_name)));
+	if (stmt->list_type == FDW_IMPORT_SCHEMA_LIMIT_TO || stmt->list_type == FDW_IMPORT_SCHEMA_EXCEPT)
+	{
+		bool		listed = false;
+
+		foreach(lc, stmt->table_list)
+			listed |= strcmp(((RangeVar *) lfirst(lc))->relname, "locations") == 0;
+		wanted = (stmt->list_type == FDW_IMPORT_SCHEMA_LIMIT_TO) == listed;
+	}
+	if (!wanted)
+		return NIL;
+	initStringInfo(&sql);
+	appendStringInfo(&sql,
+					 "CREATE FOREIGN TABLE locations (location_id bigint, geom %s.geometry(LineString, 4326), "
+					 "road_class text, name text, length_m double precision, speed_limit_kmh smallint, "
+					 "oneway boolean, speed_kmh real, free_flow_kmh real, congestion smallint, "
+					 "confidence smallint, incident text, updated_at timestamptz, generation bigint) "
+					 "SERVER %s",
+					 quote_identifier(get_namespace_name(tdb_extension_schema("postgis"))),
+					 quote_identifier(stmt->server_name));
+	return list_make1(sql.data);
+}
+
 Datum
 trafficdb_locations_handler(PG_FUNCTION_ARGS)
 {
@@ -1179,6 +1218,7 @@ trafficdb_locations_handler(PG_FUNCTION_ARGS)
 	r->ReScanForeignScan = locReScanForeignScan;
 	r->EndForeignScan = locEndForeignScan;
 	r->ExplainForeignScan = locExplainForeignScan;
+	r->ImportForeignSchema = locImportForeignSchema;
 	PG_RETURN_POINTER(r);
 }
 

@@ -29,6 +29,11 @@ SELECT i, ST_MakeLine(ST_MakePoint(24.9 + (i % 20) * 0.001, 60.15 + (i / 20) * 0
   FROM generate_series(1, 400) i;
 });
 
+# --- before any map is loaded, reads say so
+my ($ret0, $out0, $err0) = $node->psql('postgres', 'SELECT * FROM trafficdb.locations');
+like($err0, qr/trafficdb has no map loaded.*\n.*HINT:  Load one with SELECT trafficdb.load_map/s,
+	'the locations table before the first map: a clear error with a hint');
+
 # --- bad input to load_map gives clear errors
 my ($ret, $out, $err) = $node->psql('postgres', q{SELECT trafficdb.load_map('roads', 'nope', 'geom')});
 like($err, qr/column "nope" \(the id column\) does not exist in table roads/, 'missing id column named');

@@ -135,6 +135,8 @@ like($rr->query_safe('SELECT max(speed_kmh) FROM trafficdb.locations WHERE locat
 	'the next transaction sees the new generation');
 $rr->quit;
 
+my ($ret, $out, $err);
+
 # a cursor keeps its version alive across statements and publications
 my $cur = $node->background_psql('postgres');
 $cur->query_safe('BEGIN');
@@ -178,8 +180,31 @@ is($node->safe_psql('postgres', 'SELECT length(trafficdb.tile(12, 0, 0))'), '0',
 is($node->safe_psql('postgres', "SELECT json_array_length(trafficdb.geojson(@{[join ', ', @spat]})->'features')"), $heap_count,
 	'trafficdb.geojson() returns the features of the box');
 
+# IMPORT FOREIGN SCHEMA gives the same table in another schema
+$node->safe_psql('postgres', 'CREATE SCHEMA gis; IMPORT FOREIGN SCHEMA trafficdb FROM SERVER trafficdb INTO gis');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM gis.locations'),
+	$node->safe_psql('postgres', 'SELECT count(*) FROM trafficdb.locations'), 'IMPORT FOREIGN SCHEMA');
+is($node->safe_psql('postgres', q{CREATE SCHEMA gis2; IMPORT FOREIGN SCHEMA trafficdb EXCEPT (locations) FROM SERVER trafficdb INTO gis2;
+  SELECT count(*) FROM pg_class WHERE relnamespace = 'gis2'::regnamespace}), '0', 'IMPORT ... EXCEPT (locations) imports nothing');
+($ret, $out, $err) = $node->psql('postgres', 'IMPORT FOREIGN SCHEMA public FROM SERVER trafficdb INTO gis2');
+like($err, qr/trafficdb has no schema "public"/, 'a wrong remote schema is named');
+
+# bad input: wrong SRIDs and non-finite coordinates give PostGIS's own answer or error, as on the heap
+for my $q ("geom && ST_MakeEnvelope(24.9, 60.1, 25, 60.2, 3857)",
+	"geom && 'SRID=4326;POINT(NaN NaN)'::geometry",
+	"geom && ST_MakeEnvelope('Infinity', 60.1, 25, 60.2, 4326)",
+	"ST_DWithin(geom, 'SRID=4326;POINT(24.95 60.17)'::geometry, 'NaN')",
+	"ST_Intersects(geom, 'SRID=4326;POLYGON EMPTY'::geometry)")
+{
+	my ($r1, $o1, $e1) = $node->psql('postgres', "SELECT count(*) FROM trafficdb.locations WHERE $q");
+	my ($r2, $o2, $e2) = $node->psql('postgres', "SELECT count(*) FROM roads WHERE $q");
+	$e1 =~ s/^psql:<stdin>:\d+: //mg;
+	$e2 =~ s/^psql:<stdin>:\d+: //mg;
+	is("$o1|$e1", "$o2|$e2", "bad input $q: same as the heap");
+}
+
 # bad definitions are refused with the column named
-my ($ret, $out, $err) = $node->psql('postgres', q{CREATE FOREIGN TABLE bad (location_id bigint, colour text) SERVER trafficdb;
+($ret, $out, $err) = $node->psql('postgres', q{CREATE FOREIGN TABLE bad (location_id bigint, colour text) SERVER trafficdb;
   SELECT * FROM bad});
 like($err, qr/column "colour" of foreign table bad is not a trafficdb location column/, 'unknown column named');
 ($ret, $out, $err) = $node->psql('postgres', q{CREATE FOREIGN TABLE bad2 (location_id int) SERVER trafficdb; SELECT * FROM bad2});
