@@ -618,7 +618,14 @@ locGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 		!best_push(scan_clauses, baserel->relid, info->colmap, &push))
 		push.kind = PUSH_NONE;
 
-	if (push.kind != PUSH_NONE)
+	if (push.kind != PUSH_NONE && best_path->path.param_info != NULL)
+	{
+		/* the arguments name the outer side's columns: say what happens instead */
+		desc = push.kind == PUSH_KEY ?
+			pstrdup("location_id = the outer row's key (a hash lookup per row)") :
+			pstrdup("a key or box from the outer row");
+	}
+	else if (push.kind != PUSH_NONE)
 	{
 		List	   *dctx = deparse_context_for("locations", foreigntableid);
 		char	   *a0 = deparse_expression(linitial(push.args), dctx, false, false);
@@ -627,9 +634,7 @@ locGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 		switch (push.kind)
 		{
 			case PUSH_KEY:
-				desc = best_path->path.param_info != NULL ?
-					pstrdup("location_id = the outer row's key (a hash lookup per row)") :
-					psprintf("location_id = %s", a0);
+				desc = psprintf("location_id = %s", a0);
 				break;
 			case PUSH_KEYS:
 				desc = psprintf("location_id = ANY (%s)", a0);

@@ -59,6 +59,59 @@ SELECT location_id, name, road_class, round(speed_kmh) AS kmh, round(free_flow_k
  WHERE speed_kmh IS NOT NULL AND name IS NOT NULL
  ORDER BY speed_kmh / free_flow_kmh, location_id LIMIT 8;
 
+-- places to query: the centre of the map, and a point 600 m east and 400 m south of it
+SELECT ST_X(c) AS cx, ST_Y(c) AS cy, ST_X(c) + 600 / (111320 * cos(radians(ST_Y(c)))) AS ex, ST_Y(c) - 400 / 111320.0 AS ey,
+       floor((ST_X(c) + 180) / 360 * 32768)::int AS tx,
+       floor((1 - ln(tan(radians(ST_Y(c))) + 1 / cos(radians(ST_Y(c)))) / pi()) / 2 * 32768)::int AS ty
+  FROM (SELECT ST_Centroid(ST_Extent(geom)) AS c FROM roads) s \gset
+
+\echo '-- the locations foreign table: live traffic in a box (R-tree in shared memory)'
+SELECT count(*) AS locations, round(avg(speed_kmh)) AS avg_kmh, max(congestion) AS worst_congestion
+  FROM trafficdb.locations
+ WHERE geom && ST_MakeEnvelope(:cx - 0.004, :cy - 0.0025, :cx + 0.004, :cy + 0.0025, 4326);
+
+\echo '-- within 150 m of the centre (geography radius, pushed down)'
+SELECT location_id, name, road_class, round(speed_kmh) AS kmh, congestion
+  FROM trafficdb.locations
+ WHERE ST_DWithin(geom::geography, ST_MakePoint(:cx, :cy)::geography, 150) AND name IS NOT NULL
+ ORDER BY ST_Distance(geom::geography, ST_MakePoint(:cx, :cy)::geography), location_id LIMIT 5;
+
+\echo '-- the 5 segments nearest to the point east of the centre (k-nearest, pushed down)'
+SELECT location_id, coalesce(name, '') AS name, road_class, round(speed_kmh) AS kmh
+  FROM trafficdb.locations
+ ORDER BY geom <-> ST_SetSRID(ST_MakePoint(:ex, :ey), 4326) LIMIT 5;
+
+\echo '-- EXPLAIN: what the foreign table pushed down'
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+SELECT * FROM trafficdb.locations WHERE geom && ST_MakeEnvelope(:cx - 0.004, :cy - 0.0025, :cx + 0.004, :cy + 0.0025, 4326);
+
+\echo '-- a route with live speeds as costs (pgRouting over the car roads, split at junctions)'
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS pgrouting;
+DROP TABLE IF EXISTS car_roads, car_roads_noded, car_roads_noded_vertices_pgr;
+CREATE TABLE car_roads AS SELECT row_number() OVER (ORDER BY osm_id)::int AS id, osm_id, geom FROM roads
+ WHERE highway IN ('motorway', 'trunk', 'primary', 'secondary', 'tertiary', 'unclassified', 'residential',
+                   'living_street', 'service', 'motorway_link', 'trunk_link', 'primary_link', 'secondary_link', 'tertiary_link');
+SELECT pgr_nodeNetwork('car_roads', 0.000001, 'id', 'geom') \g /dev/null
+SELECT pgr_createTopology('car_roads_noded', 0.000001, 'geom', 'id') \g /dev/null
+RESET client_min_messages;
+SELECT (SELECT id FROM car_roads_noded_vertices_pgr ORDER BY the_geom <-> ST_SetSRID(ST_MakePoint(:cx, :cy), 4326) LIMIT 1) AS route_from,
+       (SELECT id FROM car_roads_noded_vertices_pgr ORDER BY the_geom <-> ST_SetSRID(ST_MakePoint(:ex, :ey), 4326) LIMIT 1) AS route_to \gset
+\echo '-- from the centre to the point east of it'
+WITH route AS (
+  SELECT * FROM pgr_dijkstra(
+    $$SELECT n.id, n.source, n.target,
+             ST_Length(n.geom::geography) / (greatest(coalesce(l.speed_kmh, l.speed_limit_kmh, 30), 1) / 3.6) AS cost
+        FROM car_roads_noded n JOIN car_roads c ON c.id = n.old_id
+        JOIN trafficdb.locations l ON l.location_id = c.osm_id$$, :route_from, :route_to, directed => false))
+SELECT count(*) AS edges, round(sum(r.cost)) AS seconds_with_live_traffic,
+       string_agg(DISTINCT l.name, ', ') AS via
+  FROM route r JOIN car_roads_noded n ON n.id = r.edge JOIN car_roads c ON c.id = n.old_id
+  JOIN trafficdb.locations l ON l.location_id = c.osm_id;
+
+\echo '-- a vector tile of the live traffic at the centre (z15), for a map client'
+SELECT :tx AS x, :ty AS y, length(trafficdb.tile(15, :tx, :ty)) AS mvt_bytes;
+
 \echo '-- feed rows the daemon refused, and why'
 SELECT seq, location_id, reason FROM trafficdb.feed_rejects ORDER BY seq DESC LIMIT 2;
 

@@ -13,7 +13,7 @@ packages=(
 	# tests: TAP harness of PostgreSQL::Test::Cluster, a real GIS client
 	libipc-run-perl gdal-bin
 	# demo: OpenStreetMap import
-	osm2pgsql osmium-tool
+	osm2pgsql osmium-tool "postgresql-$PG_MAJOR-pgrouting"
 )
 
 missing=()
