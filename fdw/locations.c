@@ -609,9 +609,22 @@ locGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 	List	   *cols = NIL;
 	Push		push = info->push;
 	char	   *desc = NULL;
+	Bitmapset  *attrs = NULL;
+	bool		whole_row;
+	ListCell   *lc;
 
+	/*
+	 * Only the columns the query uses are formed (a geometry costs far more
+	 * than a hash probe); the others stay NULL.
+	 */
+	pull_varattnos((Node *) baserel->reltarget->exprs, baserel->relid, &attrs);
+	foreach(lc, scan_clauses)
+		pull_varattnos((Node *) lfirst_node(RestrictInfo, lc)->clause, baserel->relid, &attrs);
+	whole_row = bms_is_member(0 - FirstLowInvalidHeapAttributeNumber, attrs);
 	for (int a = 0; a < info->natts; a++)
-		cols = lappend_int(cols, info->colmap[a]);
+		cols = lappend_int(cols, whole_row ||
+						   bms_is_member(a + 1 - FirstLowInvalidHeapAttributeNumber, attrs) ?
+						   info->colmap[a] : -1);
 
 	/* a parameterized path pushes its join clause (it is among scan_clauses) */
 	if (best_path->path.param_info != NULL &&
