@@ -4,15 +4,20 @@
  *	  The locations foreign data wrapper: trafficdb's published map and
  *	  traffic as a table, read from shared memory.
  *
- * What is pushed down (everything else, and these too, is rechecked by
- * PostgreSQL, so results are always those of the same query on a heap
- * table; pushdown only narrows the candidates):
- *	 - location_id = expr, location_id = ANY(array expr): hash lookups;
- *	 - geom && expr and ST_Intersects(geom, expr) (PostGIS found through the
- *	   extension catalog, whatever its schema): an R-tree box query on the
- *	   bounding box of expr.
- * expr may be a constant, a parameter or any stable expression of them
- * (ST_MakeEnvelope(...), a geometry literal): it is evaluated once per scan.
+ * What is pushed down, so that results are always those of the same query
+ * on a heap table:
+ *	 - location_id = expr, = ANY(array expr), IN (...): hash lookups, and a
+ *	   parameterized path for joins on location_id (one lookup per outer row);
+ *	 - geom && expr: an R-tree query comparing the same outward-rounded float
+ *	   boxes as PostGIS's && (exact: neither needs a recheck);
+ *	 - ST_Intersects(geom, expr), ST_DWithin on geometry (degrees) and on
+ *	   geography (metres): an R-tree query on a box that holds every answer,
+ *	   rechecked by PostgreSQL;
+ *	 - ORDER BY geom <-> expr LIMIT k with no WHERE: the k nearest and their
+ *	   ties, which PostgreSQL sorts.
+ * PostGIS is found through the extension catalog, whatever its schema.  expr
+ * may be a constant, a parameter or any stable expression of them: it is
+ * evaluated once per scan (or per rescan).
  *
  * A scan reads the snapshot of its statement (READ COMMITTED) or
  * transaction (REPEATABLE READ, SERIALIZABLE): one generation throughout.
@@ -121,6 +126,8 @@ typedef struct Push
 	PushKind	kind;
 	List	   *args;			/* expressions */
 	int64		k;				/* PUSH_KNN */
+	RestrictInfo *rinfo;		/* the clause pushed, if any */
+	bool		exact;			/* the candidates are exactly the clause's rows */
 } Push;
 
 /* fdw_private of the plan, by position. */
@@ -270,6 +277,8 @@ static bool
 classify_clause(Expr *clause, Index relid, const int *colmap, Push *push)
 {
 	push->k = 0;
+	push->rinfo = NULL;
+	push->exact = false;
 	if (IsA(clause, OpExpr))
 	{
 		OpExpr	   *op = (OpExpr *) clause;
@@ -291,16 +300,23 @@ classify_clause(Expr *clause, Index relid, const int *colmap, Push *push)
 		}
 		if (!IsA(l, Var) || !is_scan_constant(r, relid))
 			return false;
+		/*
+		 * A hash lookup finds exactly the equal keys, and the box query
+		 * compares the same float boxes PostGIS's && compares: both need no
+		 * recheck (t/004_locations.pl holds them to the heap's answers).
+		 */
 		if (column_of((Var *) l, relid, colmap) == COL_LOCATION_ID && is_int8_equality(op->opno))
 		{
 			push->kind = PUSH_KEY;
 			push->args = list_make1(r);
+			push->exact = true;
 			return true;
 		}
 		if (is_geom_var(l, relid, colmap) && is_geometry_overlap_op(op->opno))
 		{
 			push->kind = PUSH_BOX;
 			push->args = list_make1(r);
+			push->exact = true;
 			return true;
 		}
 		return false;
@@ -316,6 +332,7 @@ classify_clause(Expr *clause, Index relid, const int *colmap, Push *push)
 		{
 			push->kind = PUSH_KEYS;
 			push->args = list_make1(r);
+			push->exact = true;
 			return true;
 		}
 		return false;
@@ -438,6 +455,7 @@ best_push(List *rinfos, Index relid, const int *colmap, Push *best)
 
 		if (!classify_clause(ri->clause, relid, colmap, &p))
 			continue;
+		p.rinfo = ri;
 		if (p.kind == PUSH_KEY || p.kind == PUSH_KEYS)
 		{
 			*best = p;
@@ -531,6 +549,8 @@ locGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 	rows = info->count * clauselist_selectivity(root, baserel->baserestrictinfo, 0, JOIN_INNER, NULL);
 	if (info->push.kind == PUSH_KEY)
 		rows = 1;
+	else if (info->push.kind == PUSH_KNN)
+		rows = (double) info->push.k;
 	else if (info->push.kind == PUSH_KEYS)
 	{
 		Expr	   *arr = linitial(info->push.args);
@@ -613,6 +633,15 @@ locGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 	bool		whole_row;
 	ListCell   *lc;
 
+	/* a parameterized path pushes its join clause (it is among scan_clauses) */
+	if (best_path->path.param_info != NULL &&
+		!best_push(scan_clauses, baserel->relid, info->colmap, &push))
+		push.kind = PUSH_NONE;
+
+	/* an exact pushdown needs no recheck */
+	if (push.kind != PUSH_NONE && push.exact && push.rinfo != NULL)
+		scan_clauses = list_delete_ptr(list_copy(scan_clauses), push.rinfo);
+
 	/*
 	 * Only the columns the query uses are formed (a geometry costs far more
 	 * than a hash probe); the others stay NULL.
@@ -625,11 +654,6 @@ locGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 		cols = lappend_int(cols, whole_row ||
 						   bms_is_member(a + 1 - FirstLowInvalidHeapAttributeNumber, attrs) ?
 						   info->colmap[a] : -1);
-
-	/* a parameterized path pushes its join clause (it is among scan_clauses) */
-	if (best_path->path.param_info != NULL &&
-		!best_push(scan_clauses, baserel->relid, info->colmap, &push))
-		push.kind = PUSH_NONE;
 
 	if (push.kind != PUSH_NONE && best_path->path.param_info != NULL)
 	{
@@ -670,7 +694,7 @@ locGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 	}
 	(void) root;
 
-	/* every clause is rechecked: pushdown only narrows the candidates */
+	/* every other clause is rechecked by PostgreSQL */
 	scan_clauses = extract_actual_clauses(scan_clauses, false);
 	return make_foreignscan(tlist, scan_clauses, baserel->relid,
 							push.kind == PUSH_NONE ? NIL : push.args,
