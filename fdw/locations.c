@@ -144,8 +144,17 @@ typedef struct LocScanState
 	int			natts;
 	PushKind	kind;
 	int64		k;
+	int			geom_att;		/* attribute index of geom, or -1 */
 	List	   *expr_states;
 	char	   *description;
+	/* geography radius checked in the scan */
+	ExprState  *radius_clause;
+	bool		radius_fast;
+	double		radius_x;
+	double		radius_y;
+	double		radius_lo;		/* at or below: surely within */
+	double		radius_hi;		/* above: surely not */
+	uint64		radius_postgis;	/* candidates PostGIS had to decide */
 	bool		need_geom;
 	const TdbSnapshot *snap;
 	uint64	   *cand;			/* candidate record indexes, or NULL for all */
@@ -382,6 +391,9 @@ classify_clause(Expr *clause, Index relid, const int *colmap, Push *push)
 			{
 				push->kind = geog ? PUSH_DWITHIN_M : PUSH_DWITHIN_DEG;
 				push->args = list_make2(r, lthird(f->args));
+				/* on geography the scan checks the clause itself (see loc_radius_check) */
+				if (geog)
+					push->args = lappend(push->args, clause);
 				return true;
 			}
 		}
@@ -631,6 +643,7 @@ locGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 	char	   *desc = NULL;
 	Bitmapset  *attrs = NULL;
 	bool		whole_row;
+	int			geom_att;
 	ListCell   *lc;
 
 	/* a parameterized path pushes its join clause (it is among scan_clauses) */
@@ -638,9 +651,15 @@ locGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 		!best_push(scan_clauses, baserel->relid, info->colmap, &push))
 		push.kind = PUSH_NONE;
 
-	/* an exact pushdown needs no recheck */
-	if (push.kind != PUSH_NONE && push.exact && push.rinfo != NULL)
+	/*
+	 * An exact pushdown needs no recheck; a geography radius is checked by
+	 * the scan itself (mostly without PostGIS), so neither stays a qual.
+	 */
+	if (push.kind != PUSH_NONE && push.rinfo != NULL &&
+		(push.exact || push.kind == PUSH_DWITHIN_M))
 		scan_clauses = list_delete_ptr(list_copy(scan_clauses), push.rinfo);
+	if (push.kind == PUSH_DWITHIN_M && push.rinfo == NULL)
+		push.args = list_truncate(list_copy(push.args), 2);	/* (never: keep PostgreSQL's qual) */
 
 	/*
 	 * Only the columns the query uses are formed (a geometry costs far more
@@ -650,10 +669,15 @@ locGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 	foreach(lc, scan_clauses)
 		pull_varattnos((Node *) lfirst_node(RestrictInfo, lc)->clause, baserel->relid, &attrs);
 	whole_row = bms_is_member(0 - FirstLowInvalidHeapAttributeNumber, attrs);
+	geom_att = -1;
 	for (int a = 0; a < info->natts; a++)
+	{
 		cols = lappend_int(cols, whole_row ||
 						   bms_is_member(a + 1 - FirstLowInvalidHeapAttributeNumber, attrs) ?
 						   info->colmap[a] : -1);
+		if (info->colmap[a] == COL_GEOM)
+			geom_att = a;
+	}
 
 	if (push.kind != PUSH_NONE && best_path->path.param_info != NULL)
 	{
@@ -683,7 +707,7 @@ locGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 				desc = psprintf("geom && ST_Expand(box2d(%s), %s)", a0, a1);
 				break;
 			case PUSH_DWITHIN_M:
-				desc = psprintf("geom within %s metres of box2d(%s)", a1, a0);
+				desc = psprintf("ST_DWithin(geom::geography, %s, %s) checked in the scan", a0, a1);
 				break;
 			case PUSH_KNN:
 				desc = psprintf("the " INT64_FORMAT " nearest to %s, and their ties", push.k, a0);
@@ -698,7 +722,7 @@ locGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 	scan_clauses = extract_actual_clauses(scan_clauses, false);
 	return make_foreignscan(tlist, scan_clauses, baserel->relid,
 							push.kind == PUSH_NONE ? NIL : push.args,
-							list_make3(cols, list_make2_int(push.kind, (int) push.k),
+							list_make3(cols, list_make3_int(push.kind, (int) push.k, geom_att),
 									   makeString(desc ? desc : "none (full scan)")),
 							NIL, NIL, outer_plan);
 }
@@ -723,8 +747,11 @@ locBeginForeignScan(ForeignScanState *node, int eflags)
 	}
 	st->kind = (PushKind) linitial_int((List *) list_nth(plan->fdw_private, FdwPrivatePush));
 	st->k = lsecond_int((List *) list_nth(plan->fdw_private, FdwPrivatePush));
+	st->geom_att = lthird_int((List *) list_nth(plan->fdw_private, FdwPrivatePush));
 	st->description = strVal(list_nth(plan->fdw_private, FdwPrivateDescription));
 	st->expr_states = ExecInitExprList(plan->fdw_exprs, (PlanState *) node);
+	if (st->kind == PUSH_DWITHIN_M && list_length(st->expr_states) == 3)
+		st->radius_clause = lthird(st->expr_states);
 	node->fdw_state = st;
 	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
 		return;
@@ -1026,7 +1053,9 @@ loc_find_candidates(ForeignScanState *node, LocScanState *st)
 		case PUSH_DWITHIN_M:
 			{
 				double		d = isnull[1] ? NAN : DatumGetFloat8(v[1]);
+				TdbBox		exact;
 
+				st->radius_fast = false;
 				if (isnull[0])
 					break;
 				if (!(d >= 0) || !geometry_box(geography_to_geometry(v[0], type0), &box) ||
@@ -1036,6 +1065,22 @@ loc_find_candidates(ForeignScanState *node, LocScanState *st)
 					break;
 				}
 				tdb_map_query_box(st->snap->map, &box, collect_entry, &c);
+
+				/*
+				 * From a point, within 20 km, away from the poles, our own
+				 * distance (local equirectangular, see rtree.h) is within
+				 * 1.5 % of PostGIS's spheroidal one: decide by it outside a
+				 * 2 % + 1 m band and ask PostGIS only inside the band.
+				 */
+				if (d <= 20000 && geometry_box_ex(geography_to_geometry(v[0], type0), &exact, false) &&
+					exact.xmin == exact.xmax && exact.ymin == exact.ymax && fabs(exact.ymin) <= 70)
+				{
+					st->radius_fast = true;
+					st->radius_x = exact.xmin;
+					st->radius_y = exact.ymin;
+					st->radius_lo = d * 0.98 - 1.0;
+					st->radius_hi = d * 1.02 + 1.0;
+				}
 			}
 			break;
 		case PUSH_KNN:
@@ -1071,6 +1116,7 @@ locIterateForeignScan(ForeignScanState *node)
 	uint64		i;
 	const TdbLocation *rec;
 	const TdbTraffic *t;
+	bool		check;
 
 	if (st->snap == NULL)
 	{
@@ -1078,6 +1124,7 @@ locIterateForeignScan(ForeignScanState *node)
 		loc_find_candidates(node, st);
 	}
 	snap = st->snap;
+next_candidate:
 	ExecClearTuple(slot);
 	if (st->next >= st->ncand)
 		return slot;
@@ -1086,14 +1133,28 @@ locIterateForeignScan(ForeignScanState *node)
 	st->examined++;
 	rec = &snap->map->records[i];
 	t = &snap->entries[i];
+	check = false;
+	if (st->radius_clause != NULL)
+	{
+		if (st->radius_fast)
+		{
+			double		dist = tdb_map_distance(snap->map, i, st->radius_x, st->radius_y,
+												TDB_METRIC_METRES);
 
+			if (dist > st->radius_hi)
+				goto next_candidate;
+			check = dist > st->radius_lo;
+		}
+		else
+			check = true;
+	}
 	for (int a = 0; a < st->natts; a++)
 	{
 		Datum	   *v = &slot->tts_values[a];
 		bool	   *n = &slot->tts_isnull[a];
 
 		*n = false;
-		switch (st->colmap[a])
+		switch (check && a == st->geom_att ? COL_GEOM : st->colmap[a])
 		{
 			case COL_LOCATION_ID:
 				*v = Int64GetDatum((int64) rec->id);
@@ -1171,7 +1232,23 @@ locIterateForeignScan(ForeignScanState *node)
 				*v = (Datum) 0;
 		}
 	}
-	return ExecStoreVirtualTuple(slot);
+	ExecStoreVirtualTuple(slot);
+	if (check)
+	{
+		ExprContext *econtext = node->ss.ps.ps_ExprContext;
+		bool		isnull;
+		Datum		ok;
+
+		st->radius_postgis++;
+		econtext->ecxt_scantuple = slot;
+		ok = ExecEvalExpr(st->radius_clause, econtext, &isnull);
+		if (isnull || !DatumGetBool(ok))
+		{
+			ResetExprContext(econtext);
+			goto next_candidate;
+		}
+	}
+	return slot;
 }
 
 static void
@@ -1203,6 +1280,8 @@ locExplainForeignScan(ForeignScanState *node, ExplainState *es)
 	if (es->analyze)
 	{
 		ExplainPropertyInteger("Locations Examined", NULL, (int64) st->examined, es);
+		if (st->radius_clause != NULL)
+			ExplainPropertyInteger("Radius Decided by PostGIS", NULL, (int64) st->radius_postgis, es);
 		if (st->snap)
 			ExplainPropertyInteger("Generation", NULL, (int64) st->snap->generation, es);
 	}

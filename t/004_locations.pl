@@ -75,6 +75,10 @@ mismatches(100, q{SELECT location_id FROM trafficdb.locations WHERE location_id 
 	q{SELECT id FROM roads WHERE id = q.k}, 'location_id = parameter');
 mismatches(100, q{SELECT location_id FROM trafficdb.locations WHERE ST_DWithin(geom::geography, ST_MakePoint(q.x, q.y)::geography, q.w * 20000)},
 	q{SELECT id FROM roads WHERE ST_DWithin(geom::geography, ST_MakePoint(q.x, q.y)::geography, q.w * 20000)}, 'ST_DWithin on geography');
+mismatches(100, q{SELECT location_id FROM trafficdb.locations WHERE ST_DWithin(geom::geography, ST_MakePoint(q.x, q.y)::geography, q.w * 400000, false)},
+	q{SELECT id FROM roads WHERE ST_DWithin(geom::geography, ST_MakePoint(q.x, q.y)::geography, q.w * 400000, false)}, 'ST_DWithin on the sphere, radii up to 20 km');
+mismatches(50, q{SELECT location_id FROM trafficdb.locations WHERE ST_DWithin(geom::geography, ST_MakeLine(ST_MakePoint(q.x, q.y), ST_MakePoint(q.x + q.w, q.y))::geography, q.h * 10000)},
+	q{SELECT id FROM roads WHERE ST_DWithin(geom::geography, ST_MakeLine(ST_MakePoint(q.x, q.y), ST_MakePoint(q.x + q.w, q.y))::geography, q.h * 10000)}, 'ST_DWithin on geography from a line');
 mismatches(100, q{SELECT location_id FROM (SELECT location_id FROM trafficdb.locations ORDER BY geom <-> ST_SetSRID(ST_MakePoint(q.x, q.y), 4326), location_id LIMIT 7) k},
 	q{SELECT id FROM (SELECT id FROM roads ORDER BY geom <-> ST_SetSRID(ST_MakePoint(q.x, q.y), 4326), id LIMIT 7) k}, 'k nearest');
 mismatches(100, q{SELECT location_id FROM trafficdb.locations WHERE geom && ST_MakeEnvelope(q.x, q.y, q.x + q.w, q.y + q.h, 4326) AND speed_kmh > 40},
@@ -109,9 +113,12 @@ unlike($plan, qr/Locations Examined: \d{5,}/, 'and never scans the whole map per
 $plan = $node->safe_psql('postgres', q{EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF)
   SELECT location_id FROM trafficdb.locations ORDER BY geom <-> 'SRID=4326;POINT(24.95 60.17)'::geometry LIMIT 10});
 like($plan, qr/the 10 nearest to .* and their ties\n.*Locations Examined: 1\d\n/s, 'k nearest examines about k locations');
-$plan = $node->safe_psql('postgres', q{EXPLAIN (COSTS OFF)
-  SELECT * FROM trafficdb.locations WHERE ST_DWithin(geom::geography, 'SRID=4326;POINT(24.95 60.17)'::geography, 500)});
-like($plan, qr/TrafficDB Pushdown: geom within .*500.* metres of box2d/, 'ST_DWithin on geography is pushed down');
+$plan = $node->safe_psql('postgres', q{EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF)
+  SELECT * FROM trafficdb.locations WHERE ST_DWithin(geom::geography, 'SRID=4326;POINT(24.95 60.17)'::geography, 2000)});
+like($plan, qr/TrafficDB Pushdown: ST_DWithin\(geom::geography, .*2000.*\) checked in the scan/, 'ST_DWithin on geography is pushed down');
+my ($examined) = $plan =~ /Locations Examined: (\d+)/;
+my ($by_postgis) = $plan =~ /Radius Decided by PostGIS: (\d+)/;
+cmp_ok($by_postgis, '<', $examined / 4, "PostGIS decides only the rows near the circle ($by_postgis of $examined)");
 $plan = $node->safe_psql('postgres', q{EXPLAIN (COSTS OFF)
   SELECT * FROM trafficdb.locations WHERE ST_DWithin(geom, 'SRID=4326;POINT(24.95 60.17)'::geometry, 0.01)});
 like($plan, qr/TrafficDB Pushdown: geom && ST_Expand\(box2d/, 'ST_DWithin on geometry is pushed down');
