@@ -69,11 +69,15 @@ bench-objects: bench/objbench
 bench-daemon: all
 	bench/daemon.sh $(SEGMENTS)
 
+SECONDS ?= 5
+bench-locations: all
+	bench/locations.sh $(SEGMENTS) $(SECONDS)
+
 # TAP tests of t/ (PostgreSQL::Test::Cluster) against the installed server.
 tap:
 	$(prove_installcheck)
 
-.PHONY: unit tap test demo demo-stop demo-clean deps bench-objects bench-daemon
+.PHONY: unit tap test demo demo-stop demo-clean deps bench-objects bench-daemon bench-locations
 unit: src/tests/unit_tests
 	src/tests/unit_tests
 

@@ -175,8 +175,11 @@ run_command([ 'ogr2ogr', '-f', 'GeoJSON', '-spat', @spat, $json, $connstr, 'traf
 my $geojson = slurp_file($json);
 my $exported = () = $geojson =~ /"type": "Feature"/g;
 is($exported, $heap_count, 'ogr2ogr exports the same features to GeoJSON');
-like(slurp_file($node->logfile), qr/FROM "trafficdb"\."locations" WHERE "geom" && /,
-	'GDAL sends its spatial filter as geom && box, which the wrapper pushes down');
+my ($gdal_sql) = slurp_file($node->logfile) =~ /CURSOR for (SELECT [^\n]* FROM "trafficdb"\."locations" WHERE "geom" && [^\n]*)/;
+ok($gdal_sql, 'GDAL sends its spatial filter as geom && box');
+like($node->safe_psql('postgres', "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) $gdal_sql"),
+	qr/TrafficDB Pushdown: geom && box2d.*\n.*Locations Examined: $heap_count\n/,
+	"and the wrapper pushes GDAL's query down: it examines only the $heap_count locations of the box");
 
 # vector tiles and GeoJSON for map clients
 sub tile_of { my ($lon, $lat, $z) = @_; my $n = 2**$z; my $r = $lat * 3.14159265358979 / 180;
