@@ -150,31 +150,6 @@ CREATE VIEW trafficdb.readers AS SELECT * FROM trafficdb._readers();
 COMMENT ON VIEW trafficdb.readers IS
     'readers (backends and external processes) pinning a published version; late = held past trafficdb.reader_pin_timeout';
 
-CREATE FUNCTION trafficdb.changes_since(
-    generation bigint,
-    OUT location_id bigint, OUT changed_generation bigint,
-    OUT speed_kmh real, OUT free_flow_kmh real, OUT congestion smallint,
-    OUT confidence smallint, OUT incident text, OUT updated_at timestamptz,
-    OUT snapshot_generation bigint)
-RETURNS SETOF record
-AS 'MODULE_PATHNAME', 'trafficdb_changes_since'
-LANGUAGE C STRICT VOLATILE;
-COMMENT ON FUNCTION trafficdb.changes_since IS
-    'locations whose traffic changed after the given generation, as of the current snapshot';
-
-CREATE FUNCTION trafficdb.current_traffic(
-    location_ids bigint[] DEFAULT NULL,
-    OUT location_id bigint, OUT geom geometry, OUT road_class text, OUT name text,
-    OUT length_m double precision, OUT speed_limit_kmh smallint, OUT oneway boolean,
-    OUT speed_kmh real, OUT free_flow_kmh real, OUT congestion smallint,
-    OUT confidence smallint, OUT incident text, OUT updated_at timestamptz,
-    OUT generation bigint)
-RETURNS SETOF record
-AS 'MODULE_PATHNAME', 'trafficdb_current_traffic'
-LANGUAGE C CALLED ON NULL INPUT VOLATILE;
-COMMENT ON FUNCTION trafficdb.current_traffic IS
-    'the published map with its current traffic, read from shared memory (all locations, or those listed)';
-
 -- Reading is for everyone; writing the feed, loading maps and publishing
 -- are granted by an administrator (GRANT INSERT ON trafficdb.feed TO app).
 GRANT USAGE ON SCHEMA trafficdb TO PUBLIC;
@@ -213,11 +188,55 @@ CREATE FOREIGN TABLE trafficdb.locations (
     confidence       smallint,
     incident         text,
     updated_at       timestamptz,
-    generation       bigint
+    generation       bigint,
+    changed_generation bigint
 ) SERVER trafficdb;
 COMMENT ON FOREIGN TABLE trafficdb.locations IS
     'the published road map with its live traffic, read from shared memory; location_id and geom && box are pushed down';
 GRANT SELECT ON trafficdb.locations TO PUBLIC;
+
+-- The plain way to read the published map, and what changed: both over the
+-- foreign table, so one statement reads one generation.
+CREATE FUNCTION trafficdb.current_traffic(
+    location_ids bigint[] DEFAULT NULL,
+    OUT location_id bigint, OUT geom geometry, OUT road_class text, OUT name text,
+    OUT length_m double precision, OUT speed_limit_kmh smallint, OUT oneway boolean,
+    OUT speed_kmh real, OUT free_flow_kmh real, OUT congestion smallint,
+    OUT confidence smallint, OUT incident text, OUT updated_at timestamptz,
+    OUT generation bigint)
+RETURNS SETOF record
+LANGUAGE sql STABLE AS $$
+  SELECT l.location_id, l.geom, l.road_class, l.name, l.length_m, l.speed_limit_kmh, l.oneway,
+         l.speed_kmh, l.free_flow_kmh, l.congestion, l.confidence, l.incident, l.updated_at, l.generation
+    FROM trafficdb.locations l WHERE $1 IS NULL
+  UNION ALL
+  SELECT l.location_id, l.geom, l.road_class, l.name, l.length_m, l.speed_limit_kmh, l.oneway,
+         l.speed_kmh, l.free_flow_kmh, l.congestion, l.confidence, l.incident, l.updated_at, l.generation
+    FROM trafficdb.locations l WHERE l.location_id = ANY ($1)
+$$;
+COMMENT ON FUNCTION trafficdb.current_traffic IS
+    'the published map with its current traffic (all locations, or those listed)';
+
+CREATE FUNCTION trafficdb.changes_since(
+    generation bigint,
+    OUT location_id bigint, OUT changed_generation bigint,
+    OUT speed_kmh real, OUT free_flow_kmh real, OUT congestion smallint,
+    OUT confidence smallint, OUT incident text, OUT updated_at timestamptz,
+    OUT snapshot_generation bigint)
+RETURNS SETOF record
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  IF $1 < 0 THEN
+    RAISE EXCEPTION 'generation % is negative; generations count up from 1', $1
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  RETURN QUERY
+    SELECT l.location_id, l.changed_generation, l.speed_kmh, l.free_flow_kmh, l.congestion,
+           l.confidence, l.incident, l.updated_at, l.generation
+      FROM trafficdb.locations l WHERE l.changed_generation > $1;
+END $$;
+COMMENT ON FUNCTION trafficdb.changes_since IS
+    'locations whose traffic changed after the given generation, as of the current snapshot';
 
 -- ---------------------------------------------------------------------------
 -- For map clients: vector tiles and GeoJSON of the live traffic.

@@ -81,6 +81,7 @@ typedef enum LocColumn
 	COL_INCIDENT,
 	COL_UPDATED_AT,
 	COL_GENERATION,
+	COL_CHANGED_GENERATION,
 	NUM_LOC_COLUMNS
 } LocColumn;
 
@@ -103,6 +104,7 @@ static const struct
 	{"incident", TEXTOID},
 	{"updated_at", TIMESTAMPTZOID},
 	{"generation", INT8OID},
+	{"changed_generation", INT8OID},
 };
 
 /*
@@ -506,7 +508,8 @@ build_colmap(Relation rel, int *natts)
 					 errmsg("column \"%s\" of foreign table %s is not a trafficdb location column",
 							NameStr(att->attname), RelationGetRelationName(rel)),
 					 errhint("Columns can be location_id, geom, road_class, name, length_m, speed_limit_kmh, oneway, "
-							 "speed_kmh, free_flow_kmh, congestion, confidence, incident, updated_at, generation.")));
+							 "speed_kmh, free_flow_kmh, congestion, confidence, incident, updated_at, generation, "
+							 "changed_generation.")));
 		if ((c == COL_GEOM ? tdb_geometry_oid() : loc_columns[c].type) != att->atttypid)
 			ereport(ERROR,
 					(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
@@ -1227,6 +1230,10 @@ next_candidate:
 			case COL_GENERATION:
 				*v = Int64GetDatum((int64) snap->generation);
 				break;
+			case COL_CHANGED_GENERATION:
+				*n = t->changed_gen == 0;
+				*v = Int64GetDatum((int64) t->changed_gen);
+				break;
 			default:
 				*n = true;
 				*v = (Datum) 0;
@@ -1319,7 +1326,8 @@ locImportForeignSchema(ImportForeignSchemaStmt *stmt, Oid serverOid)
 					 "CREATE FOREIGN TABLE locations (location_id bigint, geom %s.geometry(LineString, 4326), "
 					 "road_class text, name text, length_m double precision, speed_limit_kmh smallint, "
 					 "oneway boolean, speed_kmh real, free_flow_kmh real, congestion smallint, "
-					 "confidence smallint, incident text, updated_at timestamptz, generation bigint) "
+					 "confidence smallint, incident text, updated_at timestamptz, generation bigint, "
+					 "changed_generation bigint) "
 					 "SERVER %s",
 					 quote_identifier(get_namespace_name(tdb_extension_schema("postgis"))),
 					 quote_identifier(stmt->server_name));
