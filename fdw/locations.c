@@ -49,6 +49,7 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/ruleutils.h"
@@ -56,6 +57,7 @@
 #include "utils/timestamp.h"
 
 #include "module/geometry.h"
+#include "module/shared.h"
 #include "module/snapshot.h"
 #include "module/trafficdb.h"
 
@@ -157,6 +159,7 @@ typedef struct LocScanState
 	double		radius_lo;		/* at or below: surely within */
 	double		radius_hi;		/* above: surely not */
 	uint64		radius_postgis;	/* candidates PostGIS had to decide */
+	MemoryContext eval_cxt;		/* per (re)scan: arguments, boxes; reset each time */
 	bool		need_geom;
 	const TdbSnapshot *snap;
 	uint64	   *cand;			/* candidate record indexes, or NULL for all */
@@ -376,8 +379,9 @@ classify_clause(Expr *clause, Index relid, const int *colmap, Push *push)
 			}
 			return false;
 		}
-		if (is_postgis_func(f->funcid, "st_dwithin") && nargs >= 3 &&
-			is_scan_constant(lthird(f->args), relid))
+		if (is_postgis_func(f->funcid, "st_dwithin") && nargs >= 3 && nargs <= 4 &&
+			is_scan_constant(lthird(f->args), relid) &&
+			(nargs == 3 || (IsA(lfourth(f->args), Const) && !((Const *) lfourth(f->args))->constisnull)))
 		{
 			bool		geog = is_geog_of_geom(l, relid, colmap) || is_geog_of_geom(r, relid, colmap);
 
@@ -414,9 +418,12 @@ knn_push(PlannerInfo *root, RelOptInfo *baserel, const int *colmap, Push *push)
 	PathKey    *pk;
 	ListCell   *lc;
 
+	/* a cached plan must not keep a k that a stable expression computed */
 	if (baserel->baserestrictinfo != NIL || root->query_pathkeys == NIL ||
 		root->limit_tuples <= 0 || root->limit_tuples > 100000 ||
-		bms_membership(root->all_baserels) != BMS_SINGLETON)
+		bms_membership(root->all_baserels) != BMS_SINGLETON ||
+		root->parse->limitCount == NULL || !IsA(root->parse->limitCount, Const) ||
+		(root->parse->limitOffset != NULL && !IsA(root->parse->limitOffset, Const)))
 		return false;
 	pk = linitial(root->query_pathkeys);
 	if (pk->pk_strategy != BTLessStrategyNumber || pk->pk_nulls_first)
@@ -457,16 +464,23 @@ knn_push(PlannerInfo *root, RelOptInfo *baserel, const int *colmap, Push *push)
 
 /* The best push among clauses: the first key filter, else the first spatial one. */
 static bool
-best_push(List *rinfos, Index relid, const int *colmap, Push *best)
+best_push(List *rinfos, RelOptInfo *baserel, const int *colmap, Push *best)
 {
 	ListCell   *lc;
 	bool		found = false;
+	Index		relid = baserel->relid;
 
 	foreach(lc, rinfos)
 	{
 		RestrictInfo *ri = lfirst_node(RestrictInfo, lc);
 		Push		p;
 
+		/*
+		 * A clause under a security barrier or row security must not run
+		 * (or decide rows) before the policies it is ordered after.
+		 */
+		if (ri->security_level > baserel->baserestrict_min_security)
+			continue;
 		if (!classify_clause(ri->clause, relid, colmap, &p))
 			continue;
 		p.rinfo = ri;
@@ -543,19 +557,15 @@ locGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 	info->colmap = build_colmap(rel, &info->natts);
 	table_close(rel, AccessShareLock);
 
-	/* the size of what is published now; planning must not fail without it */
-	info->count = 10000;
-	PG_TRY();
-	{
-		info->count = (double) tdb_backend_snapshot()->map->count;
-	}
-	PG_CATCH();
-	{
-		FlushErrorState();
-	}
-	PG_END_TRY();
+	/* the size of what is published now (as the daemon reports it), or a guess */
+	SpinLockAcquire(&tdb_shared->mutex);
+	info->count = (double) tdb_shared->locations;
+	SpinLockRelease(&tdb_shared->mutex);
+	if (info->count <= 0)
+		info->count = 10000;
+	baserel->tuples = info->count;
 
-	if (!best_push(baserel->baserestrictinfo, baserel->relid, info->colmap, &info->push) &&
+	if (!best_push(baserel->baserestrictinfo, baserel, info->colmap, &info->push) &&
 		!knn_push(root, baserel, info->colmap, &info->push))
 		info->push.kind = PUSH_NONE;
 	baserel->fdw_private = info;
@@ -624,7 +634,9 @@ locGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 		Relids		outer;
 		ParamPathInfo *ppi;
 
-		if (!classify_clause(ri->clause, baserel->relid, info->colmap, &p) || p.kind != PUSH_KEY)
+		if (!join_clause_is_movable_to(ri, baserel) ||
+			ri->security_level > baserel->baserestrict_min_security ||
+			!classify_clause(ri->clause, baserel->relid, info->colmap, &p) || p.kind != PUSH_KEY)
 			continue;
 		outer = bms_difference(ri->clause_relids, baserel->relids);
 		if (bms_is_empty(outer))
@@ -645,13 +657,14 @@ locGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 	Push		push = info->push;
 	char	   *desc = NULL;
 	Bitmapset  *attrs = NULL;
+	List	   *recheck = NIL;
 	bool		whole_row;
 	int			geom_att;
 	ListCell   *lc;
 
 	/* a parameterized path pushes its join clause (it is among scan_clauses) */
 	if (best_path->path.param_info != NULL &&
-		!best_push(scan_clauses, baserel->relid, info->colmap, &push))
+		!best_push(scan_clauses, baserel, info->colmap, &push))
 		push.kind = PUSH_NONE;
 
 	/*
@@ -660,7 +673,14 @@ locGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 	 */
 	if (push.kind != PUSH_NONE && push.rinfo != NULL &&
 		(push.exact || push.kind == PUSH_DWITHIN_M))
+	{
 		scan_clauses = list_delete_ptr(list_copy(scan_clauses), push.rinfo);
+		/*
+		 * EvalPlanQual rechecks it on the row it re-reads (a whole-row copy,
+		 * so every column is there).
+		 */
+		recheck = list_make1(push.rinfo->clause);
+	}
 	if (push.kind == PUSH_DWITHIN_M && push.rinfo == NULL)
 		push.args = list_truncate(list_copy(push.args), 2);	/* (never: keep PostgreSQL's qual) */
 
@@ -727,7 +747,7 @@ locGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 							push.kind == PUSH_NONE ? NIL : push.args,
 							list_make3(cols, list_make3_int(push.kind, (int) push.k, geom_att),
 									   makeString(desc ? desc : "none (full scan)")),
-							NIL, NIL, outer_plan);
+							NIL, recheck, outer_plan);
 }
 
 /* ---- execution ------------------------------------------------------------------- */
@@ -755,6 +775,8 @@ locBeginForeignScan(ForeignScanState *node, int eflags)
 	st->expr_states = ExecInitExprList(plan->fdw_exprs, (PlanState *) node);
 	if (st->kind == PUSH_DWITHIN_M && list_length(st->expr_states) == 3)
 		st->radius_clause = lthird(st->expr_states);
+	st->eval_cxt = AllocSetContextCreate(node->ss.ps.state->es_query_cxt, "trafficdb scan arguments",
+										 ALLOCSET_SMALL_SIZES);
 	node->fdw_state = st;
 	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
 		return;
@@ -767,6 +789,7 @@ typedef struct Collect
 	uint64	   *items;
 	uint64		n;
 	uint64		cap;
+	MemoryContext cxt;			/* where the array lives (the scan's lifetime) */
 } Collect;
 
 static int
@@ -778,7 +801,7 @@ collect_entry(uint64_t entry, void *arg)
 	{
 		c->cap = c->cap ? c->cap * 2 : 256;
 		c->items = c->items ? repalloc_huge(c->items, c->cap * sizeof(uint64))
-			: palloc_extended(c->cap * sizeof(uint64), MCXT_ALLOC_HUGE);
+			: MemoryContextAllocExtended(c->cxt, c->cap * sizeof(uint64), MCXT_ALLOC_HUGE);
 	}
 	c->items[c->n++] = entry;
 	return 0;
@@ -793,40 +816,79 @@ cmp_u64(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* The bounding box of a geometry Datum, via PostGIS's own box2d(). false: NULL or empty. */
+/* PostGIS functions the scan calls, looked up once per session (until invalidated). */
+static Oid	fn_box3d = InvalidOid;
+static Oid	fn_xmin,
+			fn_ymin,
+			fn_xmax,
+			fn_ymax;
+static Oid	fn_geometry_of_geography = InvalidOid;
+
+static void
+postgis_fns_inval(Datum arg, int cacheid, uint32 hashvalue)
+{
+	(void) arg;
+	(void) cacheid;
+	(void) hashvalue;
+	fn_box3d = InvalidOid;
+	fn_geometry_of_geography = InvalidOid;
+}
+
+static Oid
+postgis_func(const char *name, Oid argtype)
+{
+	Oid			argtypes[1] = {argtype};
+
+	return LookupFuncName(list_make2(makeString(get_namespace_name(tdb_extension_schema("postgis"))),
+									 makeString(pstrdup(name))), 1, argtypes, false);
+}
+
+static void
+lookup_box_fns(void)
+{
+	static bool registered = false;
+	Oid			box3d_type;
+
+	if (OidIsValid(fn_box3d))
+		return;
+	if (!registered)
+	{
+		CacheRegisterSyscacheCallback(PROCOID, postgis_fns_inval, (Datum) 0);
+		registered = true;
+	}
+	box3d_type = GetSysCacheOid2(TYPENAMENSP, Anum_pg_type_oid, CStringGetDatum("box3d"),
+								 ObjectIdGetDatum(tdb_extension_schema("postgis")));
+	fn_xmin = postgis_func("st_xmin", box3d_type);
+	fn_ymin = postgis_func("st_ymin", box3d_type);
+	fn_xmax = postgis_func("st_xmax", box3d_type);
+	fn_ymax = postgis_func("st_ymax", box3d_type);
+	fn_box3d = postgis_func("box3d", tdb_geometry_oid());
+}
+
+/*
+ * The bounding box of a geometry Datum, exactly (PostGIS's box3d() and
+ * ST_XMin() and friends, all in double precision).  false: NULL or empty.
+ * as_postgis: round it outward to floats, as PostGIS's && sees it.
+ */
 static bool
 geometry_box_ex(Datum geom, TdbBox *box, bool as_postgis)
 {
-	static Oid	box2d_fn = InvalidOid;
+	FmgrInfo	flinfo;
 	Datum		b;
-	char	   *text;
-	Oid			out;
-	bool		isvarlena;
 	LOCAL_FCINFO(fcinfo, 1);
 
-	if (!OidIsValid(box2d_fn))
-	{
-		Oid			argtypes[1] = {tdb_geometry_oid()};
-
-		box2d_fn = LookupFuncName(list_make2(makeString(get_namespace_name(tdb_extension_schema("postgis"))),
-											 makeString("box2d")), 1, argtypes, false);
-	}
-	InitFunctionCallInfoData(*fcinfo, NULL, 1, InvalidOid, NULL, NULL);
-	{
-		FmgrInfo	flinfo;
-
-		fmgr_info(box2d_fn, &flinfo);
-		fcinfo->flinfo = &flinfo;
-		fcinfo->args[0].value = geom;
-		fcinfo->args[0].isnull = false;
-		b = FunctionCallInvoke(fcinfo);
-		if (fcinfo->isnull)
-			return false;
-		getTypeOutputInfo(get_func_rettype(box2d_fn), &out, &isvarlena);
-		text = OidOutputFunctionCall(out, b);
-	}
-	if (sscanf(text, "BOX(%lf %lf,%lf %lf)", &box->xmin, &box->ymin, &box->xmax, &box->ymax) != 4)
-		return false;
+	lookup_box_fns();
+	fmgr_info(fn_box3d, &flinfo);
+	InitFunctionCallInfoData(*fcinfo, &flinfo, 1, InvalidOid, NULL, NULL);
+	fcinfo->args[0].value = geom;
+	fcinfo->args[0].isnull = false;
+	b = FunctionCallInvoke(fcinfo);
+	if (fcinfo->isnull)
+		return false;			/* empty geometry */
+	box->xmin = DatumGetFloat8(OidFunctionCall1(fn_xmin, b));
+	box->ymin = DatumGetFloat8(OidFunctionCall1(fn_ymin, b));
+	box->xmax = DatumGetFloat8(OidFunctionCall1(fn_xmax, b));
+	box->ymax = DatumGetFloat8(OidFunctionCall1(fn_ymax, b));
 	if (!as_postgis)
 		return true;
 
@@ -851,16 +913,10 @@ geometry_box_ex(Datum geom, TdbBox *box, bool as_postgis)
 static Datum
 geography_to_geometry(Datum geog, Oid geog_type)
 {
-	static Oid	fn = InvalidOid;
-
-	if (!OidIsValid(fn))
-	{
-		Oid			argtypes[1] = {geog_type};
-
-		fn = LookupFuncName(list_make2(makeString(get_namespace_name(tdb_extension_schema("postgis"))),
-									   makeString("geometry")), 1, argtypes, false);
-	}
-	return OidFunctionCall1(fn, geog);
+	lookup_box_fns();
+	if (!OidIsValid(fn_geometry_of_geography))
+		fn_geometry_of_geography = postgis_func("geometry", getBaseType(geog_type));
+	return OidFunctionCall1(fn_geometry_of_geography, geog);
 }
 
 static void
@@ -992,7 +1048,7 @@ static void
 loc_find_candidates(ForeignScanState *node, LocScanState *st)
 {
 	ExprContext *econtext = node->ss.ps.ps_ExprContext;
-	Collect		c = {0};
+	Collect		c = {NULL, 0, 0, node->ss.ps.state->es_query_cxt};
 	Datum		v[2] = {0, 0};
 	bool		isnull[2] = {true, true};
 	Oid			type0 = InvalidOid;
@@ -1005,10 +1061,13 @@ loc_find_candidates(ForeignScanState *node, LocScanState *st)
 	if (st->cand != NULL)
 		pfree(st->cand);
 	st->cand = NULL;
+	MemoryContextReset(st->eval_cxt);
+	oldcxt = MemoryContextSwitchTo(st->eval_cxt);
 	if (st->kind == PUSH_NONE)
 	{
 		st->cand = NULL;
 		st->ncand = st->snap->map->count;
+		MemoryContextSwitchTo(oldcxt);
 		return;
 	}
 	foreach(lc, st->expr_states)
@@ -1022,8 +1081,6 @@ loc_find_candidates(ForeignScanState *node, LocScanState *st)
 			v[n] = ExecEvalExpr(es, econtext, &isnull[n]);
 	}
 
-	/* the candidates live as long as the scan, not the current tuple */
-	oldcxt = MemoryContextSwitchTo(node->ss.ps.state->es_query_cxt);
 	switch (st->kind)
 	{
 		case PUSH_KEY:
@@ -1104,7 +1161,7 @@ loc_find_candidates(ForeignScanState *node, LocScanState *st)
 	}
 	else
 	{
-		st->cand = c.items ? c.items : palloc(sizeof(uint64));
+		st->cand = c.items ? c.items : MemoryContextAlloc(c.cxt, sizeof(uint64));
 		st->ncand = c.n;
 	}
 	MemoryContextSwitchTo(oldcxt);
@@ -1123,7 +1180,7 @@ locIterateForeignScan(ForeignScanState *node)
 
 	if (st->snap == NULL)
 	{
-		st->snap = tdb_backend_snapshot_for_scan();
+		st->snap = tdb_backend_snapshot_for_scan(node->ss.ps.state->es_query_cxt);
 		loc_find_candidates(node, st);
 	}
 	snap = st->snap;
@@ -1271,11 +1328,8 @@ locReScanForeignScan(ForeignScanState *node)
 static void
 locEndForeignScan(ForeignScanState *node)
 {
-	LocScanState *st = node->fdw_state;
-
-	/* the version may be released once no scan reads it */
-	if (st != NULL && st->snap != NULL)
-		tdb_backend_scan_done();
+	/* the scan's hold on its version ends with its executor memory (snapshot.c) */
+	(void) node;
 }
 
 static void

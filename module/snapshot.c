@@ -65,6 +65,26 @@ snapshot_xact_callback(XactEvent event, void *arg)
 	}
 }
 
+/* executor depth at the start of each open subtransaction, by nesting level */
+static int	depth_at_level[64];
+
+static void
+snapshot_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+						  SubTransactionId parentSubid, void *arg)
+{
+	int			level = GetCurrentTransactionNestLevel();
+
+	(void) mySubid;
+	(void) parentSubid;
+	(void) arg;
+	if (level < 0 || level >= (int) lengthof(depth_at_level))
+		return;
+	if (event == SUBXACT_EVENT_START_SUB)
+		depth_at_level[level] = executor_depth;
+	else if (event == SUBXACT_EVENT_ABORT_SUB)
+		executor_depth = depth_at_level[level];	/* the aborted executors never ended */
+}
+
 static void
 snapshot_exit_callback(int code, Datum arg)
 {
@@ -98,6 +118,7 @@ open_reader(void)
 	if (!callbacks_registered)
 	{
 		RegisterXactCallback(snapshot_xact_callback, NULL);
+		RegisterSubXactCallback(snapshot_subxact_callback, NULL);
 		before_shmem_exit(snapshot_exit_callback, (Datum) 0);
 		callbacks_registered = true;
 	}
@@ -205,18 +226,27 @@ tdb_snapshot_hooks(void)
 	ExecutorEnd_hook = snapshot_executor_end;
 }
 
-const TdbSnapshot *
-tdb_backend_snapshot_for_scan(void)
+/*
+ * A scan's use of the snapshot ends when its executor memory goes away:
+ * at the normal end of the query, but also when an error or a rolled-back
+ * savepoint drops the portal without ending the scan.
+ */
+static void
+scan_memory_gone(void *arg)
 {
-	const TdbSnapshot *s = tdb_backend_snapshot();
-
-	snap_users++;
-	return s;
-}
-
-void
-tdb_backend_scan_done(void)
-{
+	(void) arg;
 	if (snap_users > 0)
 		snap_users--;
+}
+
+const TdbSnapshot *
+tdb_backend_snapshot_for_scan(MemoryContext scan_cxt)
+{
+	const TdbSnapshot *s = tdb_backend_snapshot();
+	MemoryContextCallback *cb = MemoryContextAllocZero(scan_cxt, sizeof(MemoryContextCallback));
+
+	cb->func = scan_memory_gone;
+	MemoryContextRegisterResetCallback(scan_cxt, cb);
+	snap_users++;
+	return s;
 }

@@ -23,10 +23,10 @@ extern const TdbSnapshot *tdb_backend_snapshot(void);
 /*
  * For a scan that may outlive its statement (a cursor fetched by later
  * statements): the snapshot is kept, for every statement of this backend,
- * until tdb_backend_scan_done() or the end of the transaction.
+ * until scan_cxt (the scan's executor memory) is reset or deleted, or the
+ * transaction ends.
  */
-extern const TdbSnapshot *tdb_backend_snapshot_for_scan(void);
-extern void tdb_backend_scan_done(void);
+extern const TdbSnapshot *tdb_backend_snapshot_for_scan(MemoryContext scan_cxt);
 
 /* Executor hooks that end READ COMMITTED pins with the statement (_PG_init). */
 extern void tdb_snapshot_hooks(void);

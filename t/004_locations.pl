@@ -144,6 +144,18 @@ $rr->quit;
 
 my ($ret, $out, $err);
 
+# a statement that fails inside a savepoint does not pin its version for the rest of the transaction
+my $sp = $node->background_psql('postgres', on_error_stop => 0);
+$sp->query('BEGIN');
+$sp->query('SAVEPOINT s; SELECT count(*) FROM trafficdb.locations WHERE 1 / (location_id - location_id) > 0; ROLLBACK TO s');
+$node->safe_psql('postgres', 'INSERT INTO trafficdb.feed (location_id, speed_kmh) VALUES (3, 11)');
+my $g_new = $node->safe_psql('postgres', 'SELECT trafficdb.publish()');
+my ($g_seen) = $sp->query('SELECT max(generation) FROM trafficdb.locations WHERE location_id = 3');
+is($g_seen, $g_new,
+	'after a failed statement rolled back to a savepoint, READ COMMITTED still sees each new generation');
+$sp->query('COMMIT');
+$sp->quit;
+
 # a cursor keeps its version alive across statements and publications
 my $cur = $node->background_psql('postgres');
 $cur->query_safe('BEGIN');
@@ -204,7 +216,9 @@ for my $q ("geom && ST_MakeEnvelope(24.9, 60.1, 25, 60.2, 3857)",
 	"geom && 'SRID=4326;POINT(NaN NaN)'::geometry",
 	"geom && ST_MakeEnvelope('Infinity', 60.1, 25, 60.2, 4326)",
 	"ST_DWithin(geom, 'SRID=4326;POINT(24.95 60.17)'::geometry, 'NaN')",
-	"ST_Intersects(geom, 'SRID=4326;POLYGON EMPTY'::geometry)")
+	"ST_Intersects(geom, 'SRID=4326;POLYGON EMPTY'::geometry)",
+	"ST_DWithin(geom::geography, 'SRID=4326;POINT(24.95 60.17)'::geography, 500, NULL)",
+	"geom && ST_MakeEnvelope(24.12345695495605469, 60.1, 24.9, 60.2, 4326)")
 {
 	my ($r1, $o1, $e1) = $node->psql('postgres', "SELECT count(*) FROM trafficdb.locations WHERE $q");
 	my ($r2, $o2, $e2) = $node->psql('postgres', "SELECT count(*) FROM roads WHERE $q");
