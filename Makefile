@@ -46,10 +46,11 @@ all:
 endif
 
 # --- C unit tests of src/ (built without PostgreSQL) -----------------------
-UNIT_CFLAGS = -std=gnu11 -O2 -g $(WARNINGS) -Isrc -Isrc/tests
-UNIT_SRCS = $(ENGINE_SRCS) $(wildcard src/tests/*.c)
+UNIT_CFLAGS = -std=gnu11 -O2 -g $(WARNINGS) -Isrc -Isrc/tests -Iinclude
+CLIENT_SRCS = $(wildcard src/client/*.c)
+UNIT_SRCS = $(ENGINE_SRCS) $(CLIENT_SRCS) $(wildcard src/tests/*.c)
 
-src/tests/unit_tests: $(UNIT_SRCS) $(wildcard src/*.h src/tests/*.h) src/tests/tests.list
+src/tests/unit_tests: $(UNIT_SRCS) $(wildcard src/*.h src/tests/*.h include/*.h) src/tests/tests.list
 	$(CC) $(UNIT_CFLAGS) -o $@ $(UNIT_SRCS) -lm -lpthread
 
 # tdbread: an external reader of the shared memory (operators, TAP tests).
@@ -73,11 +74,46 @@ SECONDS ?= 5
 bench-locations: all
 	bench/locations.sh $(SEGMENTS) $(SECONDS)
 
+# libtrafficdb (include/trafficdb.h): shared and static, only tdb_* of the
+# public header exported.  Installed under PREFIX with a pkg-config file.
+PREFIX ?= /usr/local
+LIB_SRCS = $(ENGINE_SRCS) $(CLIENT_SRCS)
+LIB_OBJS = $(patsubst %.c,lib/obj/%.o,$(LIB_SRCS))
+LIB_CFLAGS = -std=gnu11 -O2 -g $(WARNINGS) -fPIC -fvisibility=hidden -Isrc -Iinclude
+
+lib/obj/%.o: %.c $(wildcard src/*.h include/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(LIB_CFLAGS) -c -o $@ $<
+
+lib/libtrafficdb.so: $(LIB_OBJS)
+	$(CC) -shared -Wl,-soname,libtrafficdb.so.0 -o $@ $(LIB_OBJS) -lm
+
+lib/libtrafficdb.a: $(LIB_OBJS)
+	$(AR) rcs $@ $(LIB_OBJS)
+
+lib/trafficdb.pc: Makefile
+	@mkdir -p lib
+	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: trafficdb\nDescription: read trafficdb road traffic from shared memory\nVersion: 0.1.0\nLibs: -L$${libdir} -ltrafficdb\nLibs.private: -lm\nCflags: -I$${includedir}\n' '$(PREFIX)' > $@
+
+all: lib/libtrafficdb.so lib/libtrafficdb.a lib/trafficdb.pc
+
+install: install-lib
+install-lib: lib/libtrafficdb.so lib/libtrafficdb.a lib/trafficdb.pc tools/tdbread
+	install -d '$(DESTDIR)$(PREFIX)/lib/pkgconfig' '$(DESTDIR)$(PREFIX)/include' '$(DESTDIR)$(PREFIX)/bin'
+	install -m 644 include/trafficdb.h '$(DESTDIR)$(PREFIX)/include/'
+	install -m 755 lib/libtrafficdb.so '$(DESTDIR)$(PREFIX)/lib/libtrafficdb.so.0.1.0'
+	ln -sf libtrafficdb.so.0.1.0 '$(DESTDIR)$(PREFIX)/lib/libtrafficdb.so.0'
+	ln -sf libtrafficdb.so.0 '$(DESTDIR)$(PREFIX)/lib/libtrafficdb.so'
+	install -m 644 lib/libtrafficdb.a '$(DESTDIR)$(PREFIX)/lib/'
+	install -m 644 lib/trafficdb.pc '$(DESTDIR)$(PREFIX)/lib/pkgconfig/'
+	install -m 755 tools/tdbread '$(DESTDIR)$(PREFIX)/bin/'
+	-[ -z '$(DESTDIR)' ] && ldconfig
+
 # TAP tests of t/ (PostgreSQL::Test::Cluster) against the installed server.
 tap:
 	$(prove_installcheck)
 
-.PHONY: unit tap test demo demo-stop demo-clean deps bench-objects bench-daemon bench-locations
+.PHONY: unit tap test demo demo-stop demo-clean deps bench-objects bench-daemon bench-locations install-lib
 unit: src/tests/unit_tests
 	src/tests/unit_tests
 
@@ -96,4 +132,4 @@ demo-stop:
 demo-clean:
 	scripts/demo.sh --clean
 
-EXTRA_CLEAN = src/tests/unit_tests tools/tdbread bench/objbench tmp_check results regression.diffs regression.out
+EXTRA_CLEAN = src/tests/unit_tests tools/tdbread bench/objbench lib tmp_check results regression.diffs regression.out

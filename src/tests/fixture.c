@@ -1,0 +1,64 @@
+/*
+ * fixture.c
+ *	  A small published map for the tests of the reader side: NLOC segments
+ *	  on a grid near Helsinki, ids 1000.., and traffic whose every entry
+ *	  carries speed = generation (so a mixed snapshot shows).
+ */
+#include "fixture.h"
+
+#include <string.h>
+
+
+/* A map of NLOC short segments on a grid near Helsinki. */
+int
+publish_map(TdbWriter *w, uint32_t *seg, void **addr, uint64_t *count)
+{
+	TdbMapBuilder *b = tdb_map_builder_create();
+	char		err[TDB_ERRLEN];
+	int			rc;
+
+	for (int i = 0; i < NLOC; i++)
+	{
+		double		x = 24.9 + (i % 40) * 0.001;
+		double		y = 60.15 + (i / 40) * 0.001;
+		double		xy[4] = {x, y, x + 0.0005, y + 0.0003};
+
+		tdb_map_builder_add(b, 1000 + i, xy, 2, "primary", NULL, 50, 0, err);
+	}
+	tdb_map_builder_finish(b, err);
+	rc = tdb_writer_new_segment(w, TDB_SEG_MAP, tdb_map_builder_size(b), seg, addr, err);
+	if (rc == TDB_SHM_OK)
+		tdb_map_builder_write(b, *addr, 42, 0);
+	*count = tdb_map_builder_count(b);
+	tdb_map_builder_free(b);
+	return rc;
+}
+
+/* Publish generation gen: every entry carries speed = gen. */
+int
+publish_traffic(TdbWriter *w, uint32_t map_seg, uint64_t gen)
+{
+	static TdbTraffic t[NLOC];
+	size_t		size = tdb_traffic_size(NLOC, 0);
+	uint32_t	seg;
+	void	   *addr;
+	char		err[TDB_ERRLEN];
+	int			rc;
+
+	for (int i = 0; i < NLOC; i++)
+	{
+		t[i].speed_kmh = (float) gen;
+		t[i].free_flow_kmh = 50;
+		t[i].changed_gen = gen;
+		t[i].congestion = TDB_CONGESTION_UNKNOWN;
+		t[i].updated_at_us = (int64_t) gen;
+	}
+	rc = tdb_writer_traffic_segment(w, size, &seg, &addr, err);
+	if (rc != TDB_SHM_OK)
+		return rc;
+	tdb_traffic_write(addr, 42, gen, NLOC, t, NULL, 0, (int64_t) gen);
+	rc = tdb_writer_publish(w, gen, 42, map_seg, seg, (int64_t) gen);
+	tdb_writer_reclaim(w, map_seg);
+	return rc;
+}
+

@@ -1,0 +1,18 @@
+/*
+ * fixture.h
+ *	  Publishing a small map and its traffic through the writer, for tests.
+ */
+#ifndef TDB_TEST_FIXTURE_H
+#define TDB_TEST_FIXTURE_H
+
+#include "writer.h"
+
+#define NLOC 1000
+
+/* A map of NLOC segments (ids 1000..1999, class "primary", limit 50) in a new segment. */
+int			publish_map(TdbWriter *w, uint32_t *seg, void **addr, uint64_t *count);
+
+/* Publish generation gen: every entry carries speed = gen and changed_gen = gen. */
+int			publish_traffic(TdbWriter *w, uint32_t map_seg, uint64_t gen);
+
+#endif

@@ -1,0 +1,187 @@
+/*
+ * test_client.c
+ *	  libtrafficdb's public API against a writer in the same process:
+ *	  error codes, lookups, batched lookups, visitors, changes, waiting for
+ *	  a publication, and a stopped server.
+ */
+#include "unit.h"
+#include "fixture.h"
+#include "trafficdb.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static char client_prefix[64];
+
+static int
+count_visit(const tdb_location *loc, void *arg)
+{
+	(void) loc;
+	(*(int *) arg)++;
+	return 0;
+}
+
+typedef struct Knn
+{
+	uint64_t	ids[16];
+	int			n;
+} Knn;
+
+static int
+knn_visit(const tdb_location *loc, void *arg)
+{
+	Knn		   *k = arg;
+
+	k->ids[k->n++] = loc->id;
+	return 0;
+}
+
+UNIT_TEST(test_client_api)
+{
+	TdbWriter	w;
+	TdbWriterOpenInfo info;
+	char		err[TDB_ERRLEN];
+	uint32_t	map_seg;
+	void	   *map_addr;
+	uint64_t	count;
+	tdb_handle *h = NULL;
+	tdb_location loc;
+	uint64_t	gen;
+	double		xy[4];
+	int			n;
+
+	snprintf(client_prefix, sizeof(client_prefix), "/tdbclient.%d", (int) getpid());
+	CHECK_EQ_U64(tdb_open(client_prefix, &h), (uint64_t) TDB_NOTRUNNING);
+	CHECK(h == NULL);
+	CHECK(strstr(tdb_strerror(TDB_NOTRUNNING), "server down") != NULL);
+
+	CHECK_EQ_U64(tdb_writer_open(&w, client_prefix, 2, 4, (gid_t) -1, 1, &info, err), TDB_SHM_OK);
+	CHECK_EQ_U64(tdb_open(client_prefix, &h), TDB_OK);
+	CHECK_EQ_U64(tdb_begin(h, &gen), (uint64_t) TDB_EMPTY);
+	CHECK_EQ_U64(tdb_get(h, 1000, &loc), (uint64_t) TDB_NOSNAPSHOT);
+
+	publish_map(&w, &map_seg, &map_addr, &count);
+	publish_traffic(&w, map_seg, 3);
+	CHECK_EQ_U64(tdb_begin(h, &gen), TDB_OK);
+	CHECK_EQ_U64(gen, 3);
+
+	CHECK_EQ_U64(tdb_get(h, 1041, &loc), TDB_OK);
+	CHECK_EQ_U64(loc.id, 1041);
+	CHECK(strcmp(loc.road_class, "primary") == 0 && strcmp(loc.name, "") == 0);
+	CHECK_EQ_U64(loc.speed_limit_kmh, 50);
+	CHECK(loc.traffic->speed_kmh == 3.0f && loc.traffic->changed_generation == 3);
+	CHECK(loc.incident == NULL);
+	CHECK_EQ_U64(loc.npoints, 2);
+	CHECK_EQ_U64(tdb_shape(h, &loc, xy), TDB_OK);
+	CHECK_NEAR(xy[0], 24.901, 1e-12);
+	CHECK_NEAR(xy[1], 60.151, 1e-12);
+	CHECK_EQ_U64(tdb_get(h, 999999, &loc), (uint64_t) TDB_NOTFOUND);
+
+	/* batched, with misses */
+	{
+		uint64_t	ids[50];
+		tdb_location out[50];
+		uint8_t		found[50];
+
+		for (int k = 0; k < 50; k++)
+			ids[k] = (k % 5 == 0) ? 5 + (uint64_t) k : 1000 + (uint64_t) k * 13;
+		CHECK_EQ_U64(tdb_get_many(h, ids, 50, out, found), 40);
+		for (int k = 0; k < 50; k++)
+		{
+			CHECK(found[k] == (k % 5 != 0));
+			if (found[k])
+				CHECK_EQ_U64(out[k].id, ids[k]);
+		}
+	}
+
+	/* visitors against the map's own queries */
+	n = 0;
+	CHECK_EQ_U64(tdb_bbox(h, 24.9, 60.15, 24.91, 60.155, count_visit, &n), TDB_OK);
+	CHECK(n > 10 && n < NLOC);
+	{
+		int			m = 0;
+
+		CHECK_EQ_U64(tdb_radius(h, 24.905, 60.152, 300, count_visit, &m), TDB_OK);
+		CHECK(m > 0 && m < NLOC);
+	}
+	CHECK_EQ_U64(tdb_radius(h, 24.9, 60.15, -1, count_visit, &n), (uint64_t) TDB_BADARG);
+	CHECK_EQ_U64(tdb_bbox(h, NAN, 60.15, 24.91, 60.155, count_visit, &n), (uint64_t) TDB_BADARG);
+	{
+		Knn			k = {{0}, 0};
+
+		CHECK_EQ_U64(tdb_knn(h, 24.9, 60.15, 5, knn_visit, &k), TDB_OK);
+		CHECK_EQ_U64(k.n, 5);
+		CHECK_EQ_U64(k.ids[0], 1000);	/* the segment that starts at the point */
+	}
+	n = 0;
+	CHECK_EQ_U64(tdb_changes_since(h, 2, count_visit, &n), TDB_OK);
+	CHECK_EQ_U64(n, NLOC);
+	n = 0;
+	CHECK_EQ_U64(tdb_changes_since(h, 3, count_visit, &n), TDB_OK);
+	CHECK_EQ_U64(n, 0);
+	tdb_end(h);
+	CHECK_EQ_U64(tdb_get(h, 1041, &loc), (uint64_t) TDB_NOSNAPSHOT);
+
+	/* waiting: a timeout, then a publication that wakes the waiter at once */
+	CHECK_EQ_U64(tdb_wait(h, 3, 50, &gen), (uint64_t) TDB_TIMEOUT);
+	publish_traffic(&w, map_seg, 4);
+	CHECK_EQ_U64(tdb_wait(h, 3, 5000, &gen), TDB_OK);
+	CHECK_EQ_U64(gen, 4);
+
+	/* an orderly stop: the handle says so; a new one finds nothing */
+	tdb_writer_close(&w, true);
+	CHECK_EQ_U64(tdb_begin(h, &gen), (uint64_t) TDB_STALE);
+	CHECK_EQ_U64(tdb_wait(h, 4, 10, &gen), (uint64_t) TDB_STALE);
+	tdb_close(h);
+	CHECK_EQ_U64(tdb_open(client_prefix, &h), (uint64_t) TDB_NOTRUNNING);
+}
+
+typedef struct Waker
+{
+	TdbWriter  *w;
+	uint32_t	map_seg;
+} Waker;
+
+static void *
+waker(void *p)
+{
+	Waker	   *wk = p;
+	struct timespec ts = {0, 50 * 1000 * 1000};
+
+	nanosleep(&ts, NULL);
+	publish_traffic(wk->w, wk->map_seg, 8);
+	return NULL;
+}
+
+UNIT_TEST(test_client_wait_is_woken)
+{
+	TdbWriter	w;
+	TdbWriterOpenInfo info;
+	char		err[TDB_ERRLEN];
+	uint32_t	map_seg;
+	void	   *map_addr;
+	uint64_t	count;
+	tdb_handle *h;
+	uint64_t	gen = 0;
+	pthread_t	th;
+	Waker		wk;
+
+	snprintf(client_prefix, sizeof(client_prefix), "/tdbclient.%d", (int) getpid());
+	CHECK_EQ_U64(tdb_writer_open(&w, client_prefix, 2, 4, (gid_t) -1, 1, &info, err), TDB_SHM_OK);
+	publish_map(&w, &map_seg, &map_addr, &count);
+	publish_traffic(&w, map_seg, 7);
+	CHECK_EQ_U64(tdb_open(client_prefix, &h), TDB_OK);
+	wk.w = &w;
+	wk.map_seg = map_seg;
+	pthread_create(&th, NULL, waker, &wk);
+	/* blocks in the futex until the other thread publishes generation 8 */
+	CHECK_EQ_U64(tdb_wait(h, 7, 10000, &gen), TDB_OK);
+	CHECK_EQ_U64(gen, 8);
+	pthread_join(th, NULL);
+	tdb_close(h);
+	tdb_writer_close(&w, true);
+}
