@@ -11,7 +11,7 @@ packages=(
 	"postgresql-$PG_MAJOR-postgis-3" "postgresql-$PG_MAJOR-postgis-3-scripts"
 	libcurl4-openssl-dev
 	# tests: TAP harness of PostgreSQL::Test::Cluster, a real GIS client
-	libipc-run-perl gdal-bin
+	libipc-run-perl gdal-bin python3-pytest
 	# demo: OpenStreetMap import
 	osm2pgsql osmium-tool "postgresql-$PG_MAJOR-pgrouting"
 )

@@ -1,0 +1,223 @@
+"""trafficdb: read live road traffic from trafficdb's shared memory, with no SQL.
+
+A thin ctypes layer over libtrafficdb (include/trafficdb.h)::
+
+    import trafficdb
+    with trafficdb.Reader("/trafficdb.5432") as reader:
+        with reader.snapshot() as snap:            # one generation, pinned without locks
+            loc = snap.get(45314201)
+            print(loc.name, loc.speed_kmh, snap.generation)
+            for loc in snap.bbox(24.93, 60.16, 24.95, 60.17):
+                ...
+        reader.wait(after=snap.generation, timeout=5.0)   # sleeps until the next publish
+
+Locations are plain Python objects copied out of shared memory, so they stay
+usable after the snapshot ends.  A Reader belongs to one thread at a time.
+"""
+import ctypes
+import ctypes.util
+import datetime
+import math
+import os
+
+__all__ = ["Reader", "Snapshot", "Location", "TrafficDBError", "NotRunning", "Stale", "Empty"]
+
+_lib_path = os.environ.get("TRAFFICDB_LIB") or ctypes.util.find_library("trafficdb") or "libtrafficdb.so"
+_lib = ctypes.CDLL(_lib_path)
+
+OK, NOTFOUND, NOTRUNNING, PERMISSION, INVALID, NOSLOT, EMPTY, STALE, CORRUPT, SYSTEM, \
+    NOSNAPSHOT, BADARG, TIMEOUT, NOMEM = 0, *range(-30700, -30713, -1)
+
+
+class _Traffic(ctypes.Structure):
+    _fields_ = [("updated_at_us", ctypes.c_int64), ("changed_generation", ctypes.c_uint64),
+                ("speed_kmh", ctypes.c_float), ("free_flow_kmh", ctypes.c_float),
+                ("incident_offset", ctypes.c_uint32), ("congestion", ctypes.c_uint8),
+                ("confidence", ctypes.c_uint8), ("flags", ctypes.c_uint16)]
+
+
+class _Location(ctypes.Structure):
+    _fields_ = [("id", ctypes.c_uint64), ("index", ctypes.c_uint64),
+                ("name", ctypes.c_char_p), ("road_class", ctypes.c_char_p),
+                ("length_m", ctypes.c_float), ("speed_limit_kmh", ctypes.c_uint16),
+                ("oneway", ctypes.c_uint8), ("npoints", ctypes.c_uint32),
+                ("traffic", ctypes.POINTER(_Traffic)),
+                ("incident", ctypes.c_void_p), ("incident_len", ctypes.c_uint32)]
+
+
+_VISIT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_Location), ctypes.c_void_p)
+_H = ctypes.c_void_p
+
+for _name, _res, _args in [
+        ("tdb_strerror", ctypes.c_char_p, [ctypes.c_int]),
+        ("tdb_errmsg", ctypes.c_char_p, [_H]),
+        ("tdb_open", ctypes.c_int, [ctypes.c_char_p, ctypes.POINTER(_H)]),
+        ("tdb_close", None, [_H]),
+        ("tdb_begin", ctypes.c_int, [_H, ctypes.POINTER(ctypes.c_uint64)]),
+        ("tdb_end", None, [_H]),
+        ("tdb_get", ctypes.c_int, [_H, ctypes.c_uint64, ctypes.POINTER(_Location)]),
+        ("tdb_shape", ctypes.c_int, [_H, ctypes.POINTER(_Location), ctypes.POINTER(ctypes.c_double)]),
+        ("tdb_bbox", ctypes.c_int, [_H, ctypes.c_double, ctypes.c_double, ctypes.c_double, ctypes.c_double, _VISIT, ctypes.c_void_p]),
+        ("tdb_radius", ctypes.c_int, [_H, ctypes.c_double, ctypes.c_double, ctypes.c_double, _VISIT, ctypes.c_void_p]),
+        ("tdb_knn", ctypes.c_int, [_H, ctypes.c_double, ctypes.c_double, ctypes.c_uint32, _VISIT, ctypes.c_void_p]),
+        ("tdb_changes_since", ctypes.c_int, [_H, ctypes.c_uint64, _VISIT, ctypes.c_void_p]),
+        ("tdb_wait", ctypes.c_int, [_H, ctypes.c_uint64, ctypes.c_int, ctypes.POINTER(ctypes.c_uint64)]),
+]:
+    _f = getattr(_lib, _name)
+    _f.restype = _res
+    _f.argtypes = _args
+
+
+class TrafficDBError(Exception):
+    """A libtrafficdb error: .code is the library's code (include/trafficdb.h)."""
+
+    def __init__(self, code, detail=""):
+        self.code = code
+        message = _lib.tdb_strerror(code).decode()
+        super().__init__(f"{message}: {detail}" if detail else message)
+
+
+class NotRunning(TrafficDBError):
+    """No trafficdb shared memory under that name: the server is down or trafficdb is not preloaded."""
+
+
+class Stale(TrafficDBError):
+    """The server stopped: open a new Reader when it is back."""
+
+
+class Empty(TrafficDBError):
+    """Nothing is published yet (no map loaded)."""
+
+
+_ERRORS = {NOTRUNNING: NotRunning, STALE: Stale, EMPTY: Empty}
+
+
+def _check(code, handle=None):
+    if code < 0:
+        detail = _lib.tdb_errmsg(handle).decode(errors="replace") if handle else ""
+        raise _ERRORS.get(code, TrafficDBError)(code, detail)
+    return code
+
+
+class Location:
+    """A location and its traffic, copied out of a snapshot."""
+
+    __slots__ = ("id", "name", "road_class", "length_m", "speed_limit_kmh", "oneway", "speed_kmh",
+                 "free_flow_kmh", "congestion", "confidence", "incident", "updated_at",
+                 "changed_generation", "shape")
+
+    def __init__(self, handle, c):
+        t = c.traffic.contents
+        self.id = c.id
+        self.name = c.name.decode() or None
+        self.road_class = c.road_class.decode() or None
+        self.length_m = c.length_m
+        self.speed_limit_kmh = c.speed_limit_kmh or None
+        self.oneway = bool(c.oneway)
+        self.speed_kmh = None if math.isnan(t.speed_kmh) else t.speed_kmh
+        self.free_flow_kmh = None if math.isnan(t.free_flow_kmh) else t.free_flow_kmh
+        self.congestion = None if t.congestion == 255 else t.congestion
+        self.confidence = t.confidence if t.updated_at_us else None
+        self.incident = ctypes.string_at(c.incident, c.incident_len).decode() if c.incident else None
+        self.updated_at = (datetime.datetime.fromtimestamp(t.updated_at_us / 1e6, datetime.timezone.utc)
+                           if t.updated_at_us else None)
+        self.changed_generation = t.changed_generation or None
+        xy = (ctypes.c_double * (2 * c.npoints))()
+        _check(_lib.tdb_shape(handle, ctypes.byref(c), xy), handle)
+        self.shape = [(xy[2 * i], xy[2 * i + 1]) for i in range(c.npoints)]
+
+    def __repr__(self):
+        return f"Location(id={self.id}, name={self.name!r}, speed_kmh={self.speed_kmh})"
+
+
+class Snapshot:
+    """One pinned generation of the map and its traffic; use as a context manager."""
+
+    def __init__(self, reader):
+        self._reader = reader
+        self._h = reader._h
+        self.generation = None
+
+    def __enter__(self):
+        gen = ctypes.c_uint64()
+        _check(_lib.tdb_begin(self._h, ctypes.byref(gen)), self._h)
+        self.generation = gen.value
+        return self
+
+    def __exit__(self, *exc):
+        _lib.tdb_end(self._h)
+        self._h = None
+
+    def _handle(self):
+        if self._h is None:
+            raise TrafficDBError(NOSNAPSHOT, "the snapshot has ended")
+        return self._h
+
+    def get(self, location_id):
+        """The location with that id, or None."""
+        h = self._handle()
+        c = _Location()
+        rc = _lib.tdb_get(h, location_id, ctypes.byref(c))
+        if rc == NOTFOUND:
+            return None
+        _check(rc, h)
+        return Location(h, c)
+
+    def _collect(self, call, *args):
+        h = self._handle()
+        out = []
+
+        def visit(cloc, _arg):
+            out.append(Location(h, cloc.contents))
+            return 0
+        _check(call(h, *args, _VISIT(visit), None), h)
+        return out
+
+    def bbox(self, xmin, ymin, xmax, ymax):
+        """Locations whose bounding box meets the box (degrees)."""
+        return self._collect(_lib.tdb_bbox, xmin, ymin, xmax, ymax)
+
+    def radius(self, lon, lat, metres):
+        """Locations within metres of the point."""
+        return self._collect(_lib.tdb_radius, lon, lat, metres)
+
+    def knn(self, lon, lat, k):
+        """The k nearest locations, nearest first."""
+        return self._collect(_lib.tdb_knn, lon, lat, k)
+
+    def changes_since(self, generation):
+        """Locations whose traffic changed after that generation."""
+        return self._collect(_lib.tdb_changes_since, generation)
+
+
+class Reader:
+    """A connection to trafficdb's shared memory under name (e.g. "/trafficdb.5432")."""
+
+    def __init__(self, name):
+        h = _H()
+        _check(_lib.tdb_open(name.encode(), ctypes.byref(h)))
+        self._h = h
+
+    def snapshot(self):
+        return Snapshot(self)
+
+    def wait(self, after, timeout=None):
+        """Sleep until a generation newer than after is published; return it, or None on timeout."""
+        gen = ctypes.c_uint64()
+        rc = _lib.tdb_wait(self._h, after, int((timeout if timeout is not None else 86400) * 1000),
+                           ctypes.byref(gen))
+        if rc == TIMEOUT:
+            return None
+        _check(rc, self._h)
+        return gen.value
+
+    def close(self):
+        if self._h:
+            _lib.tdb_close(self._h)
+            self._h = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

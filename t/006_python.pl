@@ -1,0 +1,45 @@
+# t/006_python.pl: the Python bindings (python/trafficdb) against a real
+# cluster, through pytest.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $lib = $ENV{TRAFFICDB_LIB} // die 'TRAFFICDB_LIB must name lib/libtrafficdb.so';
+my $pydir = $ENV{TRAFFICDB_PYTHON} // die 'TRAFFICDB_PYTHON must name the python/ folder';
+
+my $node = PostgreSQL::Test::Cluster->new('python');
+$node->init;
+$node->append_conf('postgresql.conf', qq{
+shared_preload_libraries = 'trafficdb'
+trafficdb.database = 'postgres'
+trafficdb.publish_interval = '100ms'
+});
+$node->start;
+$node->safe_psql('postgres', q{
+CREATE EXTENSION trafficdb CASCADE;
+CREATE TABLE roads AS
+SELECT i::bigint AS id, 'Street ' || (i % 10) AS name,
+       ST_SetSRID(ST_MakeLine(ST_MakePoint(24.9 + (i % 40) * 0.002, 60.15 + (i / 40) * 0.001),
+                              ST_MakePoint(24.9 + (i % 40) * 0.002 + 0.001, 60.15 + (i / 40) * 0.001 + 0.0005)), 4326) AS geom
+  FROM generate_series(1, 2000) i;
+SELECT trafficdb.load_map('roads', 'id', 'geom', NULL, 'name');
+INSERT INTO trafficdb.feed (location_id, speed_kmh, free_flow_kmh) SELECT id, id % 80, 80 FROM roads;
+SELECT trafficdb.publish();
+});
+
+local $ENV{TRAFFICDB_SHM} = '/trafficdb.' . $node->port;
+local $ENV{TRAFFICDB_LIB} = $lib;
+local $ENV{PYTHONPATH} = $pydir;
+local $ENV{PGHOST} = $node->host;
+local $ENV{PGPORT} = $node->port;
+local $ENV{PGDATABASE} = 'postgres';
+my ($stdout, $stderr) = run_command([ '/usr/bin/python3', '-m', 'pytest', '-q', '-p', 'no:cacheprovider', "$pydir/tests" ]);
+note($stdout);
+note($stderr) if $stderr;
+like($stdout, qr/\b6 passed\b/, 'pytest: the Python bindings pass against the live cluster');
+unlike($stdout, qr/failed|error/i, 'pytest: nothing failed');
+
+$node->stop;
+done_testing();
