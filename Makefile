@@ -113,7 +113,14 @@ install-lib: lib/libtrafficdb.so lib/libtrafficdb.a lib/trafficdb.pc tools/tdbre
 tap:
 	$(prove_installcheck)
 
-.PHONY: unit tap test demo demo-stop demo-clean deps bench-objects bench-daemon bench-locations install-lib
+# The protocol and the client's threads under ThreadSanitizer.
+src/tests/unit_tests_tsan: $(UNIT_SRCS) $(wildcard src/*.h src/tests/*.h include/*.h) src/tests/tests.list
+	$(CC) $(UNIT_CFLAGS) -O1 -fsanitize=thread -o $@ $(UNIT_SRCS) -lm -lpthread
+
+unit-tsan: src/tests/unit_tests_tsan
+	TSAN_OPTIONS=halt_on_error=1 src/tests/unit_tests_tsan test_client_threads test_client_wait_is_woken test_shm_readers_see_consistent_versions
+
+.PHONY: unit-tsan unit tap test demo demo-stop demo-clean deps bench-objects bench-daemon bench-locations install-lib
 unit: src/tests/unit_tests
 	src/tests/unit_tests
 
@@ -132,4 +139,4 @@ demo-stop:
 demo-clean:
 	scripts/demo.sh --clean
 
-EXTRA_CLEAN = src/tests/unit_tests tools/tdbread bench/objbench lib tmp_check results regression.diffs regression.out
+EXTRA_CLEAN = src/tests/unit_tests src/tests/unit_tests_tsan tools/tdbread bench/objbench lib tmp_check results regression.diffs regression.out

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/test.sh: `make test`.  Installs what is missing, builds with
 # warnings as errors, installs the extension, then runs
-#   1. the C unit tests of src/,
+#   1. the C unit tests of src/ and libtrafficdb, and the threaded ones again
+#      under ThreadSanitizer,
 #   2. the pg_regress suite (sql/, expected/) on a temporary instance that
 #      preloads the library,
 #   3. the TAP tests (t/) on clusters they create themselves.
@@ -16,8 +17,11 @@ scripts/deps.sh
 say "build (-Wall -Wextra -Werror)"
 make -s -j"$(nproc)" all PG_CONFIG="$PG_CONFIG"
 
-say "unit tests (src/)"
+say "unit tests (src/, libtrafficdb)"
 make -s unit
+
+say "threads under ThreadSanitizer"
+make -s unit-tsan
 
 say "install"
 $SUDO make -s install PG_CONFIG="$PG_CONFIG"

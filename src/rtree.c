@@ -159,14 +159,16 @@ order_key(double v)
  * digit is the same for every key (common: nearby coordinates share their
  * high bits) are skipped.  The result ends up in a.
  */
-static void
+static int
 radix_sort(RadixKey *a, RadixKey *tmp, size_t n)
 {
-	static uint32_t hist[RADIX_PASSES][RADIX_BUCKETS];
+	/* per call, not static: builders may run in several threads */
+	uint32_t	(*hist)[RADIX_BUCKETS] = calloc(RADIX_PASSES, sizeof(*hist));
 	RadixKey   *src = a;
 	RadixKey   *dst = tmp;
 
-	memset(hist, 0, sizeof(hist));
+	if (hist == NULL)
+		return -1;
 	for (size_t i = 0; i < n; i++)
 		for (int p = 0; p < RADIX_PASSES; p++)
 			hist[p][(a[i].key >> (p * RADIX_BITS)) & (RADIX_BUCKETS - 1)]++;
@@ -197,6 +199,8 @@ radix_sort(RadixKey *a, RadixKey *tmp, size_t n)
 	}
 	if (src != a)
 		memcpy(a, src, n * sizeof(RadixKey));
+	free(hist);
+	return 0;
 }
 
 static int
@@ -242,7 +246,12 @@ str_order_radix(const TdbBox *boxes, size_t n, uint64_t slice, uint32_t *perm)
 		keys[i].key = order_key(0.5 * boxes[i].xmin + 0.5 * boxes[i].xmax);
 		keys[i].idx = (uint32_t) i;
 	}
-	radix_sort(keys, tmp, n);
+	if (radix_sort(keys, tmp, n) != 0)
+	{
+		free(keys);
+		free(tmp);
+		return -1;
+	}
 	for (uint64_t start = 0; start < n; start += slice)
 	{
 		uint64_t	len = n - start < slice ? n - start : slice;
@@ -268,7 +277,12 @@ str_order_radix(const TdbBox *boxes, size_t n, uint64_t slice, uint32_t *perm)
 		}
 		else
 		{
-			radix_sort(k, tmp, len);
+			if (radix_sort(k, tmp, len) != 0)
+			{
+				free(keys);
+				free(tmp);
+				return -1;
+			}
 			ties_by_index(k, len);
 		}
 	}

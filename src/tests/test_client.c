@@ -185,3 +185,77 @@ UNIT_TEST(test_client_wait_is_woken)
 	tdb_close(h);
 	tdb_writer_close(&w, true);
 }
+
+/*
+ * Threads, each with its own handle (the documented rule), read while the
+ * writer publishes: every snapshot is consistent.  Run under
+ * ThreadSanitizer by `make unit-tsan`.
+ */
+typedef struct ThreadArg
+{
+	int			iterations;
+	uint64_t	bad;
+	uint64_t	errors;
+} ThreadArg;
+
+static void *
+reader_thread_fn(void *p)
+{
+	ThreadArg  *a = p;
+	tdb_handle *h;
+
+	if (tdb_open(client_prefix, &h) != TDB_OK)
+	{
+		a->errors++;
+		return NULL;
+	}
+	for (int it = 0; it < a->iterations; it++)
+	{
+		uint64_t	gen;
+		tdb_location loc;
+
+		if (tdb_begin(h, &gen) != TDB_OK)
+		{
+			a->errors++;
+			continue;
+		}
+		for (uint64_t id = 1000 + (uint64_t) (it % 7); id < 1000 + NLOC; id += 97)
+			if (tdb_get(h, id, &loc) != TDB_OK || loc.traffic->speed_kmh != (float) gen)
+				a->bad++;
+		tdb_end(h);
+	}
+	tdb_close(h);
+	return NULL;
+}
+
+UNIT_TEST(test_client_threads)
+{
+	TdbWriter	w;
+	TdbWriterOpenInfo info;
+	char		err[TDB_ERRLEN];
+	uint32_t	map_seg;
+	void	   *map_addr;
+	uint64_t	count;
+	pthread_t	th[2];
+	ThreadArg	args[2];
+
+	snprintf(client_prefix, sizeof(client_prefix), "/tdbclient.%d", (int) getpid());
+	CHECK_EQ_U64(tdb_writer_open(&w, client_prefix, 2, 8, (gid_t) -1, 1, &info, err), TDB_SHM_OK);
+	publish_map(&w, &map_seg, &map_addr, &count);
+	publish_traffic(&w, map_seg, 1);
+	memset(args, 0, sizeof(args));
+	for (int t = 0; t < 2; t++)
+	{
+		args[t].iterations = 3000;
+		pthread_create(&th[t], NULL, reader_thread_fn, &args[t]);
+	}
+	for (uint64_t g = 2; g < 400; g++)
+		publish_traffic(&w, map_seg, g);
+	for (int t = 0; t < 2; t++)
+	{
+		pthread_join(th[t], NULL);
+		CHECK_EQ_U64(args[t].errors, 0);
+		CHECK_EQ_U64(args[t].bad, 0);
+	}
+	tdb_writer_close(&w, true);
+}
