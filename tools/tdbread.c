@@ -6,6 +6,8 @@
  *
  *	  tdbread PREFIX                 one snapshot: generation, counts
  *	  tdbread PREFIX watch SECONDS   read continuously, then report
+ *	  tdbread PREFIX hold SECONDS    pin one snapshot and keep it (tests of late
+ *	                                 and killed readers)
  *
  * PREFIX is the shared memory name prefix, "/trafficdb.<port>" unless
  * trafficdb.shm_name says otherwise.  Exit status 0 when every snapshot was
@@ -64,11 +66,28 @@ main(int argc, char **argv)
 				went_back = 0;
 	int			open = 0;
 
+	if (argc == 4 && strcmp(argv[2], "hold") == 0)
+	{
+		rc = tdb_reader_open(&r, argv[1], -1, TDB_VALIDATE_FULL, err);
+		if (rc == TDB_SHM_OK)
+			rc = tdb_reader_acquire(&r, &s, err);
+		if (rc != TDB_SHM_OK)
+		{
+			fprintf(stderr, "tdbread: %s (code %d)\n", err, rc);
+			return 1;
+		}
+		printf("holding generation %llu in slot %d\n", (unsigned long long) s.generation, r.slot_idx);
+		fflush(stdout);
+		sleep((unsigned) atoi(argv[3]));
+		tdb_reader_release(&r);
+		tdb_reader_close(&r);
+		return 0;
+	}
 	if (argc == 4 && strcmp(argv[2], "watch") == 0)
 		seconds = atof(argv[3]);
 	else if (argc != 2)
 	{
-		fprintf(stderr, "usage: tdbread PREFIX [watch SECONDS]\n");
+		fprintf(stderr, "usage: tdbread PREFIX [watch SECONDS | hold SECONDS]\n");
 		return 2;
 	}
 

@@ -1,0 +1,56 @@
+# t/007_reader_kill.pl: an external reader that holds a version and is
+# killed with kill -9: it is listed while it lives, its slot is reclaimed
+# after, and publication never waits for it.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $tdbread = $ENV{TDBREAD} // die 'TDBREAD must name tools/tdbread';
+my $node = PostgreSQL::Test::Cluster->new('readerkill');
+$node->init;
+$node->append_conf('postgresql.conf', qq{
+shared_preload_libraries = 'trafficdb'
+trafficdb.database = 'postgres'
+trafficdb.publish_interval = '100ms'
+trafficdb.reader_pin_timeout = '100ms'
+});
+$node->start;
+$node->safe_psql('postgres', q{
+CREATE EXTENSION trafficdb CASCADE;
+CREATE TABLE roads AS SELECT i::bigint AS id,
+  ST_SetSRID(ST_MakeLine(ST_MakePoint(25 + i * 0.001, 60), ST_MakePoint(25 + i * 0.001, 60.001)), 4326) AS geom
+  FROM generate_series(1, 100) i;
+SELECT trafficdb.load_map('roads');
+});
+my $prefix = '/trafficdb.' . $node->port;
+
+my ($in, $out, $err) = ('', '', '');
+my $h = IPC::Run::start([ $tdbread, $prefix, 'hold', '60' ], '<', \$in, '>', \$out, '2>', \$err,
+	IPC::Run::timeout(90));
+$h->pump until $out =~ /holding generation (\d+)/;
+my $held = $1;
+my $pid = $h->{KIDS}[0]{PID};
+
+# publication goes on; the reader is reported late
+for my $i (1 .. 5)
+{
+	$node->safe_psql('postgres', "INSERT INTO trafficdb.feed (location_id, speed_kmh) VALUES (1, $i)");
+	$node->safe_psql('postgres', 'SELECT trafficdb.publish()');
+}
+cmp_ok($node->safe_psql('postgres', 'SELECT generation FROM trafficdb.status'), '>=', $held + 5,
+	'publication goes on while an external reader holds a version');
+ok($node->poll_query_until('postgres', "SELECT count(*) = 1 FROM trafficdb.readers WHERE kind = 'external' AND pid = $pid AND late AND generation = $held"),
+	'the reader is listed as late, with its pid and generation');
+
+kill 'KILL', $pid;
+eval { $h->finish; };
+ok($node->poll_query_until('postgres', "SELECT count(*) = 0 FROM trafficdb.readers WHERE pid = $pid"),
+	'after kill -9 its slot is reclaimed');
+like(slurp_file($node->logfile), qr/freed reader slot \d+ of process $pid, which has exited/, 'and the log says so');
+$node->safe_psql('postgres', 'SELECT trafficdb.publish()');
+is($node->safe_psql('postgres', 'SELECT max(speed_kmh) FROM trafficdb.locations WHERE location_id = 1'), '5',
+	'readers see the latest traffic');
+$node->stop;
+done_testing();
