@@ -259,3 +259,73 @@ UNIT_TEST(test_client_threads)
 	}
 	tdb_writer_close(&w, true);
 }
+
+/*
+ * A corrupted or foreign control block is refused with a code, never a
+ * crash: named fields first, then random damage to the header.
+ */
+UNIT_TEST(test_client_rejects_bad_control_block)
+{
+	TdbWriter	w;
+	TdbWriterOpenInfo info;
+	char		err[TDB_ERRLEN];
+	char		name[TDB_SHM_NAME_MAX + 24];
+	uint32_t	map_seg;
+	void	   *map_addr;
+	uint64_t	count;
+	void	   *p;
+	size_t		sz;
+	unsigned char *saved;
+	tdb_handle *h;
+	uint64_t	seed = 99;
+
+	snprintf(client_prefix, sizeof(client_prefix), "/tdbclient.%d", (int) getpid());
+	CHECK_EQ_U64(tdb_writer_open(&w, client_prefix, 2, 4, (gid_t) -1, 1, &info, err), TDB_SHM_OK);
+	publish_map(&w, &map_seg, &map_addr, &count);
+	publish_traffic(&w, map_seg, 5);
+	tdb_shm_name(name, client_prefix, "ctl");
+	CHECK_EQ_U64(tdb_shm_map(name, true, true, sizeof(TdbControl), &p, &sz), TDB_SHM_OK);
+	saved = malloc(sz);
+	memcpy(saved, p, sz);
+
+	((TdbControl *) p)->magic = 0xDEADBEEF;
+	CHECK_EQ_U64(tdb_open(client_prefix, &h), (uint64_t) TDB_INVALID);
+	memcpy(p, saved, sz);
+	((TdbControl *) p)->version = 99;
+	CHECK_EQ_U64(tdb_open(client_prefix, &h), (uint64_t) TDB_INVALID);
+	memcpy(p, saved, sz);
+	((TdbControl *) p)->nbackend_slots = 1000;
+	CHECK_EQ_U64(tdb_open(client_prefix, &h), (uint64_t) TDB_INVALID);
+	memcpy(p, saved, sz);
+	memset(((TdbControl *) p)->prefix, 'x', TDB_SHM_NAME_MAX);
+	CHECK_EQ_U64(tdb_open(client_prefix, &h), (uint64_t) TDB_INVALID);
+	memcpy(p, saved, sz);
+	((TdbControl *) p)->instance_id ^= 1;	/* the slots belong to another instance */
+	CHECK_EQ_U64(tdb_open(client_prefix, &h), (uint64_t) TDB_INVALID);
+	memcpy(p, saved, sz);
+
+	/* random damage anywhere in the block: a code, never a crash */
+	for (int t = 0; t < 2000; t++)
+	{
+		uint64_t	gen;
+		tdb_location loc;
+
+		memcpy(p, saved, sz);
+		for (int k = 0; k < 1 + (int) (unit_rand(&seed) % 6); k++)
+			((unsigned char *) p)[unit_rand(&seed) % sizeof(TdbControl)] = (unsigned char) unit_rand(&seed);
+		if (tdb_open(client_prefix, &h) != TDB_OK)
+			continue;
+		if (tdb_begin(h, &gen) == TDB_OK)
+		{
+			(void) tdb_get(h, 1041, &loc);
+			tdb_end(h);
+		}
+		tdb_close(h);
+	}
+	memcpy(p, saved, sz);
+	CHECK_EQ_U64(tdb_open(client_prefix, &h), TDB_OK);
+	tdb_close(h);
+	free(saved);
+	tdb_shm_unmap(p, sz);
+	tdb_writer_close(&w, true);
+}
