@@ -324,7 +324,7 @@ UNIT_TEST(test_map_builder_rejects_bad_input)
 	b = tdb_map_builder_create();
 	for (int c = 0; c < 257; c++)
 	{
-		char		cls[16];
+		char		cls[24];
 		int			rc;
 
 		snprintf(cls, sizeof(cls), "class%d", c);
