@@ -70,6 +70,12 @@ bench-objects: bench/objbench
 bench-daemon: all
 	bench/daemon.sh $(SEGMENTS)
 
+bench/accessor: bench/accessor.c lib/libtrafficdb.a include/trafficdb.h
+	$(CC) $(UNIT_CFLAGS) -o $@ bench/accessor.c lib/libtrafficdb.a -lm -lpthread
+
+bench-accessor: all bench/accessor
+	bench/accessor.sh $(SEGMENTS)
+
 SECONDS ?= 5
 bench-locations: all
 	bench/locations.sh $(SEGMENTS) $(SECONDS)
@@ -120,7 +126,7 @@ src/tests/unit_tests_tsan: $(UNIT_SRCS) $(wildcard src/*.h src/tests/*.h include
 unit-tsan: src/tests/unit_tests_tsan
 	TSAN_OPTIONS=halt_on_error=1 src/tests/unit_tests_tsan test_client_threads test_client_wait_is_woken test_shm_readers_see_consistent_versions
 
-.PHONY: unit-tsan unit tap test demo demo-stop demo-clean deps bench-objects bench-daemon bench-locations install-lib
+.PHONY: unit-tsan unit tap test demo demo-stop demo-clean deps bench-objects bench-daemon bench-locations bench-accessor install-lib
 unit: src/tests/unit_tests
 	src/tests/unit_tests
 
@@ -139,4 +145,4 @@ demo-stop:
 demo-clean:
 	scripts/demo.sh --clean
 
-EXTRA_CLEAN = src/tests/unit_tests src/tests/unit_tests_tsan tools/tdbread bench/objbench lib tmp_check results regression.diffs regression.out
+EXTRA_CLEAN = src/tests/unit_tests src/tests/unit_tests_tsan tools/tdbread bench/objbench bench/accessor lib tmp_check results regression.diffs regression.out

@@ -1,0 +1,191 @@
+/*
+ * accessor.c
+ *	  libtrafficdb through its public API, as a routing engine would use it:
+ *	  GETs per second (single, batched 64 at a time) over 1 and 2 threads,
+ *	  and box / radius queries per second.  One handle per thread.
+ *
+ *	  accessor PREFIX MAX_ID SECONDS
+ *
+ * Ids are drawn uniformly from 1..MAX_ID (the map bench/accessor.sh loads).
+ * A snapshot is pinned for every 1,000 GETs (every query for boxes), as a
+ * reader would between two publications.  Output: CSV lines name,value,unit.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "trafficdb.h"
+
+static const char *prefix;
+static uint64_t max_id;
+static double seconds;
+
+static double
+now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static uint64_t
+rnd(uint64_t *s)
+{
+	uint64_t	z = (*s += 0x9E3779B97F4A7C15ull);
+
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	return z ^ (z >> 31);
+}
+
+typedef struct Job
+{
+	int			batched;
+	uint64_t	seed;
+	uint64_t	ops;
+	double		checksum;
+} Job;
+
+static void *
+get_worker(void *p)
+{
+	Job		   *job = p;
+	tdb_handle *h;
+	double		end = now_s() + seconds;
+	uint64_t	ids[64];
+	tdb_location out[64];
+	uint8_t		found[64];
+
+	if (tdb_open(prefix, &h) != TDB_OK)
+	{
+		fprintf(stderr, "accessor: cannot open %s\n", prefix);
+		exit(1);
+	}
+	while (now_s() < end)
+	{
+		tdb_begin(h, NULL);
+		for (int r = 0; r < 1000 / (job->batched ? 64 : 1); r++)
+		{
+			if (job->batched)
+			{
+				for (int k = 0; k < 64; k++)
+					ids[k] = 1 + rnd(&job->seed) % max_id;
+				tdb_get_many(h, ids, 64, out, found);
+				job->checksum += out[0].traffic->speed_kmh;
+				job->ops += 64;
+			}
+			else
+			{
+				tdb_location loc;
+
+				if (tdb_get(h, 1 + rnd(&job->seed) % max_id, &loc) == TDB_OK)
+					job->checksum += loc.traffic->speed_kmh;
+				job->ops++;
+			}
+		}
+		tdb_end(h);
+	}
+	tdb_close(h);
+	return NULL;
+}
+
+static double
+run_gets(int threads, int batched)
+{
+	pthread_t	th[8];
+	Job			jobs[8];
+	uint64_t	total = 0;
+	double		t0 = now_s(),
+				t1;
+
+	for (int t = 0; t < threads; t++)
+	{
+		memset(&jobs[t], 0, sizeof(Job));
+		jobs[t].batched = batched;
+		jobs[t].seed = 17 + (uint64_t) t;
+		pthread_create(&th[t], NULL, get_worker, &jobs[t]);
+	}
+	for (int t = 0; t < threads; t++)
+	{
+		pthread_join(th[t], NULL);
+		total += jobs[t].ops;
+	}
+	t1 = now_s();
+	return total / (t1 - t0);
+}
+
+static int
+count_visit(const tdb_location *loc, void *arg)
+{
+	(void) loc;
+	(*(uint64_t *) arg)++;
+	return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	tdb_handle *h;
+	uint64_t	seed = 5;
+	static const int kms[] = {2, 5, 10, 20, 50};
+
+	if (argc != 4)
+	{
+		fprintf(stderr, "usage: accessor PREFIX MAX_ID SECONDS\n");
+		return 2;
+	}
+	prefix = argv[1];
+	max_id = strtoull(argv[2], NULL, 10);
+	seconds = atof(argv[3]);
+
+	printf("get_1thread,%.0f,ops/s\n", run_gets(1, 0));
+	printf("get_2threads,%.0f,ops/s\n", run_gets(2, 0));
+	printf("get_batched64_1thread,%.0f,ops/s\n", run_gets(1, 1));
+	printf("get_batched64_2threads,%.0f,ops/s\n", run_gets(2, 1));
+	fflush(stdout);
+
+	if (tdb_open(prefix, &h) != TDB_OK)
+		return 1;
+	for (size_t b = 0; b < sizeof(kms) / sizeof(kms[0]); b++)
+	{
+		double		end = now_s() + seconds,
+					t0 = now_s();
+		uint64_t	queries = 0,
+					rows = 0;
+
+		while (now_s() < end)
+		{
+			double		x = 10 + (rnd(&seed) % 1000000) / 1e6;
+			double		y = 45 + (rnd(&seed) % 1000000) / 1e6;
+
+			tdb_begin(h, NULL);
+			tdb_bbox(h, x, y, x + kms[b] / 78.8, y + kms[b] / 111.2, count_visit, &rows);
+			tdb_end(h);
+			queries++;
+		}
+		printf("bbox_%dkm,%.0f,queries/s\n", kms[b], queries / (now_s() - t0));
+		fflush(stdout);
+	}
+	{
+		double		end = now_s() + seconds,
+					t0 = now_s();
+		uint64_t	queries = 0,
+					rows = 0;
+
+		while (now_s() < end)
+		{
+			tdb_begin(h, NULL);
+			tdb_radius(h, 10 + (rnd(&seed) % 1000000) / 1e6, 45 + (rnd(&seed) % 1000000) / 1e6, 2000,
+					   count_visit, &rows);
+			tdb_end(h);
+			queries++;
+		}
+		printf("radius_2km,%.0f,queries/s\n", queries / (now_s() - t0));
+	}
+	tdb_close(h);
+	return 0;
+}
