@@ -5,6 +5,8 @@
  *	  and box / radius queries per second.  One handle per thread.
  *
  *	  accessor PREFIX MAX_ID SECONDS
+ *	  accessor PREFIX wakeups COUNT       publish-to-wakeup latency of tdb_wait
+ *	                                      (something else must publish COUNT times)
  *
  * Ids are drawn uniformly from 1..MAX_ID (the map bench/accessor.sh loads).
  * A snapshot is pinned for every 1,000 GETs (every query for boxes), as a
@@ -133,9 +135,49 @@ main(int argc, char **argv)
 	uint64_t	seed = 5;
 	static const int kms[] = {2, 5, 10, 20, 50};
 
+	if (argc == 4 && strcmp(argv[2], "wakeups") == 0)
+	{
+		/* from the daemon's publication (its clock) to this process running */
+		int			n = atoi(argv[3]);
+		double	   *lat = calloc((size_t) n, sizeof(double));
+		uint64_t	gen;
+		int			got = 0;
+
+		if (tdb_open(argv[1], &h) != TDB_OK || tdb_begin(h, &gen) != TDB_OK)
+			return 1;
+		tdb_end(h);
+		printf("ready\n");
+		fflush(stdout);
+		while (got < n && tdb_wait(h, gen, 30000, &gen) == TDB_OK)
+		{
+			struct timespec ts;
+			int64_t		pub;
+
+			clock_gettime(CLOCK_REALTIME, &ts);
+			tdb_begin(h, &gen);
+			tdb_published_at(h, &pub);
+			tdb_end(h);
+			lat[got++] = ((double) ts.tv_sec * 1e6 + ts.tv_nsec / 1e3) - (double) pub;
+		}
+		if (got > 0)
+		{
+			double		sum = 0,
+						max = 0;
+
+			for (int i = 0; i < got; i++)
+			{
+				sum += lat[i];
+				max = lat[i] > max ? lat[i] : max;
+			}
+			printf("wakeup_latency_avg,%.1f,us\nwakeup_latency_max,%.1f,us\nwakeups,%d,count\n",
+				   sum / got, max, got);
+		}
+		tdb_close(h);
+		return got == n ? 0 : 1;
+	}
 	if (argc != 4)
 	{
-		fprintf(stderr, "usage: accessor PREFIX MAX_ID SECONDS\n");
+		fprintf(stderr, "usage: accessor PREFIX MAX_ID SECONDS | accessor PREFIX wakeups COUNT\n");
 		return 2;
 	}
 	prefix = argv[1];

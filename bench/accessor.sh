@@ -38,6 +38,17 @@ echo "bench/accessor: loading $N segments" >&2
 echo "bench/accessor: libtrafficdb" >&2
 bench/accessor "/trafficdb.$port" "$N" "$T" >"$tmp/tdb.csv"
 
+echo "bench/accessor: publish-to-wakeup latency (20 publications)" >&2
+bench/accessor "/trafficdb.$port" wakeups 20 >"$tmp/wake.csv" &
+wpid=$!
+sleep 0.5
+for i in $(seq 20); do
+	"${PSQL[@]}" -c "INSERT INTO trafficdb.feed (location_id, speed_kmh) VALUES (1, $i)" -c "SELECT trafficdb.publish(false)" >/dev/null
+	sleep 0.1
+done
+wait "$wpid" || echo "bench/accessor: the waiter did not see every publication" >&2
+grep -v '^ready' "$tmp/wake.csv" >>"$tmp/tdb.csv" || true
+
 echo "bench/accessor: Redis" >&2
 redis-server --port "$RPORT" --bind 127.0.0.1 --save '' --appendonly no --daemonize yes \
 	--pidfile "$tmp/redis.pid" --logfile "$tmp/redis.log"

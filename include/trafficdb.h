@@ -92,6 +92,9 @@ void		tdb_close(tdb_handle *h);
 int			tdb_begin(tdb_handle *h, uint64_t *generation);
 void		tdb_end(tdb_handle *h);
 
+/* When the pinned version was published (Unix microseconds). */
+int			tdb_published_at(tdb_handle *h, int64_t *unix_us);
+
 int			tdb_get(tdb_handle *h, uint64_t id, tdb_location *out);
 
 /* n lookups with prefetching; found[i] is 1 or 0; returns the number found. */

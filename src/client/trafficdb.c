@@ -159,6 +159,17 @@ tdb_end(tdb_handle *h)
 	}
 }
 
+TDB_API int
+tdb_published_at(tdb_handle *h, int64_t *unix_us)
+{
+	if (h == NULL || unix_us == NULL)
+		return TDB_BADARG;
+	if (!h->pinned)
+		return TDB_NOSNAPSHOT;
+	*unix_us = h->snap.published_at_us;
+	return TDB_OK;
+}
+
 /* The view of record i of the pinned version. */
 static void
 fill(const tdb_handle *h, uint64_t i, tdb_location *out)

@@ -68,6 +68,12 @@ UNIT_TEST(test_client_api)
 	publish_traffic(&w, map_seg, 3);
 	CHECK_EQ_U64(tdb_begin(h, &gen), TDB_OK);
 	CHECK_EQ_U64(gen, 3);
+	{
+		int64_t		pub = 0;
+
+		CHECK_EQ_U64(tdb_published_at(h, &pub), TDB_OK);
+		CHECK_EQ_U64(pub, 3);	/* the fixture publishes generation g at "time" g */
+	}
 
 	CHECK_EQ_U64(tdb_get(h, 1041, &loc), TDB_OK);
 	CHECK_EQ_U64(loc.id, 1041);
