@@ -6,16 +6,10 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use lib 't';
+use TdbTest;
 
-my $node = PostgreSQL::Test::Cluster->new('daemon');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'trafficdb'
-trafficdb.database = 'postgres'
-trafficdb.publish_interval = '200ms'
-trafficdb.reader_pin_timeout = '100ms'
-});
-$node->start;
+my $node = tdb_node('daemon', 'trafficdb.publish_interval' => "'200ms'", 'trafficdb.reader_pin_timeout' => "'100ms'");
 
 $node->safe_psql('postgres', q{
 CREATE EXTENSION trafficdb CASCADE;

@@ -10,18 +10,12 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use lib 't';
+use TdbTest;
 
 my $tdbread = $ENV{TDBREAD} // die 'TDBREAD must name tools/tdbread';
 
-my $node = PostgreSQL::Test::Cluster->new('crash');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'trafficdb'
-trafficdb.database = 'postgres'
-trafficdb.publish_interval = '50ms'
-restart_after_crash = on
-});
-$node->start;
+my $node = tdb_node('crash', 'trafficdb.publish_interval' => "'50ms'", 'restart_after_crash' => "on");
 my $prefix = '/trafficdb.' . $node->port;
 
 $node->safe_psql('postgres', q{

@@ -7,16 +7,10 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use lib 't';
+use TdbTest;
 
-my $node = PostgreSQL::Test::Cluster->new('locations');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'trafficdb'
-trafficdb.database = 'postgres'
-trafficdb.publish_interval = '100ms'
-log_statement = 'all'
-});
-$node->start;
+my $node = tdb_node('locations', 'trafficdb.publish_interval' => "'100ms'", 'log_statement' => "'all'");
 
 # 3,000 random segments (seeded), with the edge cases: zero-length segments,
 # exact duplicates, segments sharing edges on a grid, a few long ones.

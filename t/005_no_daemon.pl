@@ -6,14 +6,10 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use lib 't';
+use TdbTest;
 
-my $node = PostgreSQL::Test::Cluster->new('nodaemon');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'trafficdb'
-trafficdb.database = 'no_such_database'
-});
-$node->start;
+my $node = tdb_node('nodaemon', 'trafficdb.database' => "'no_such_database'");
 $node->safe_psql('postgres', 'CREATE EXTENSION trafficdb CASCADE');
 
 my ($ret, $out, $err) = $node->psql('postgres', 'SELECT trafficdb.publish()');

@@ -5,18 +5,13 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use lib 't';
+use TdbTest;
 
 my $lib = $ENV{TRAFFICDB_LIB} // die 'TRAFFICDB_LIB must name lib/libtrafficdb.so';
 my $pydir = $ENV{TRAFFICDB_PYTHON} // die 'TRAFFICDB_PYTHON must name the python/ folder';
 
-my $node = PostgreSQL::Test::Cluster->new('python');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'trafficdb'
-trafficdb.database = 'postgres'
-trafficdb.publish_interval = '100ms'
-});
-$node->start;
+my $node = tdb_node('python', 'trafficdb.publish_interval' => "'100ms'");
 $node->safe_psql('postgres', q{
 CREATE EXTENSION trafficdb CASCADE;
 CREATE TABLE roads AS

@@ -6,17 +6,11 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use lib 't';
+use TdbTest;
 
 my $tdbread = $ENV{TDBREAD} // die 'TDBREAD must name tools/tdbread';
-my $node = PostgreSQL::Test::Cluster->new('readerkill');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'trafficdb'
-trafficdb.database = 'postgres'
-trafficdb.publish_interval = '100ms'
-trafficdb.reader_pin_timeout = '100ms'
-});
-$node->start;
+my $node = tdb_node('readerkill', 'trafficdb.publish_interval' => "'100ms'", 'trafficdb.reader_pin_timeout' => "'100ms'");
 $node->safe_psql('postgres', q{
 CREATE EXTENSION trafficdb CASCADE;
 CREATE TABLE roads AS SELECT i::bigint AS id,
