@@ -62,3 +62,21 @@ publish_traffic(TdbWriter *w, uint32_t map_seg, uint64_t gen)
 	return rc;
 }
 
+
+int
+open_published(TdbWriter *w, const char *prefix, uint32_t nexternal, uint64_t gen, uint32_t *map_seg,
+			   void **map_addr)
+{
+	TdbWriterOpenInfo info;
+	char		err[TDB_ERRLEN];
+	uint64_t	count;
+	int			rc;
+
+	rc = tdb_writer_open(w, prefix, 2, nexternal, (gid_t) -1, 1, &info, err);
+	if (rc != TDB_SHM_OK)
+		return rc;
+	rc = publish_map(w, map_seg, map_addr, &count);
+	if (rc != TDB_SHM_OK)
+		return rc;
+	return publish_traffic(w, *map_seg, gen);
+}

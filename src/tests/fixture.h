@@ -15,4 +15,11 @@ int			publish_map(TdbWriter *w, uint32_t *seg, void **addr, uint64_t *count);
 /* Publish generation gen: every entry carries speed = gen and changed_gen = gen. */
 int			publish_traffic(TdbWriter *w, uint32_t map_seg, uint64_t gen);
 
+/*
+ * A writer under prefix (2 backend slots, nexternal external ones) that has
+ * published the map and generation gen of its traffic.
+ */
+int			open_published(TdbWriter *w, const char *prefix, uint32_t nexternal, uint64_t gen,
+						   uint32_t *map_seg, void **map_addr);
+
 #endif

@@ -166,20 +166,15 @@ waker(void *p)
 UNIT_TEST(test_client_wait_is_woken)
 {
 	TdbWriter	w;
-	TdbWriterOpenInfo info;
-	char		err[TDB_ERRLEN];
 	uint32_t	map_seg;
 	void	   *map_addr;
-	uint64_t	count;
 	tdb_handle *h;
 	uint64_t	gen = 0;
 	pthread_t	th;
 	Waker		wk;
 
 	snprintf(client_prefix, sizeof(client_prefix), "/tdbclient.%d", (int) getpid());
-	CHECK_EQ_U64(tdb_writer_open(&w, client_prefix, 2, 4, (gid_t) -1, 1, &info, err), TDB_SHM_OK);
-	publish_map(&w, &map_seg, &map_addr, &count);
-	publish_traffic(&w, map_seg, 7);
+	CHECK_EQ_U64(open_published(&w, client_prefix, 4, 7, &map_seg, &map_addr), TDB_SHM_OK);
 	CHECK_EQ_U64(tdb_open(client_prefix, &h), TDB_OK);
 	wk.w = &w;
 	wk.map_seg = map_seg;
@@ -237,18 +232,13 @@ reader_thread_fn(void *p)
 UNIT_TEST(test_client_threads)
 {
 	TdbWriter	w;
-	TdbWriterOpenInfo info;
-	char		err[TDB_ERRLEN];
 	uint32_t	map_seg;
 	void	   *map_addr;
-	uint64_t	count;
 	pthread_t	th[2];
 	ThreadArg	args[2];
 
 	snprintf(client_prefix, sizeof(client_prefix), "/tdbclient.%d", (int) getpid());
-	CHECK_EQ_U64(tdb_writer_open(&w, client_prefix, 2, 8, (gid_t) -1, 1, &info, err), TDB_SHM_OK);
-	publish_map(&w, &map_seg, &map_addr, &count);
-	publish_traffic(&w, map_seg, 1);
+	CHECK_EQ_U64(open_published(&w, client_prefix, 8, 1, &map_seg, &map_addr), TDB_SHM_OK);
 	memset(args, 0, sizeof(args));
 	for (int t = 0; t < 2; t++)
 	{
@@ -273,12 +263,9 @@ UNIT_TEST(test_client_threads)
 UNIT_TEST(test_client_rejects_bad_control_block)
 {
 	TdbWriter	w;
-	TdbWriterOpenInfo info;
-	char		err[TDB_ERRLEN];
 	char		name[TDB_SHM_NAME_MAX + 24];
 	uint32_t	map_seg;
 	void	   *map_addr;
-	uint64_t	count;
 	void	   *p;
 	size_t		sz;
 	unsigned char *saved;
@@ -286,9 +273,7 @@ UNIT_TEST(test_client_rejects_bad_control_block)
 	uint64_t	seed = 99;
 
 	snprintf(client_prefix, sizeof(client_prefix), "/tdbclient.%d", (int) getpid());
-	CHECK_EQ_U64(tdb_writer_open(&w, client_prefix, 2, 4, (gid_t) -1, 1, &info, err), TDB_SHM_OK);
-	publish_map(&w, &map_seg, &map_addr, &count);
-	publish_traffic(&w, map_seg, 5);
+	CHECK_EQ_U64(open_published(&w, client_prefix, 4, 5, &map_seg, &map_addr), TDB_SHM_OK);
 	tdb_shm_name(name, client_prefix, "ctl");
 	CHECK_EQ_U64(tdb_shm_map(name, true, true, sizeof(TdbControl), &p, &sz), TDB_SHM_OK);
 	saved = malloc(sz);
