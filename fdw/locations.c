@@ -185,7 +185,7 @@ is_geometry_overlap_op(Oid opno)
 		return false;
 	op = (Form_pg_operator) GETSTRUCT(tup);
 	ok = strcmp(NameStr(op->oprname), "&&") == 0 && op->oprleft == geom && op->oprright == geom &&
-		op->oprnamespace == tdb_extension_schema("postgis");
+		op->oprnamespace == tdb_postgis_schema();
 	ReleaseSysCache(tup);
 	return ok;
 }
@@ -256,7 +256,7 @@ is_postgis_func(Oid funcid, const char *name)
 	char	   *fname = get_func_name(funcid);
 
 	return fname != NULL && strcmp(fname, name) == 0 &&
-		get_func_namespace(funcid) == tdb_extension_schema("postgis");
+		get_func_namespace(funcid) == tdb_postgis_schema();
 }
 
 static int
@@ -839,7 +839,7 @@ postgis_func(const char *name, Oid argtype)
 {
 	Oid			argtypes[1] = {argtype};
 
-	return LookupFuncName(list_make2(makeString(get_namespace_name(tdb_extension_schema("postgis"))),
+	return LookupFuncName(list_make2(makeString(get_namespace_name(tdb_postgis_schema())),
 									 makeString(pstrdup(name))), 1, argtypes, false);
 }
 
@@ -857,7 +857,7 @@ lookup_box_fns(void)
 		registered = true;
 	}
 	box3d_type = GetSysCacheOid2(TYPENAMENSP, Anum_pg_type_oid, CStringGetDatum("box3d"),
-								 ObjectIdGetDatum(tdb_extension_schema("postgis")));
+								 ObjectIdGetDatum(tdb_postgis_schema()));
 	fn_xmin = postgis_func("st_xmin", box3d_type);
 	fn_ymin = postgis_func("st_ymin", box3d_type);
 	fn_xmax = postgis_func("st_xmax", box3d_type);
@@ -1383,7 +1383,7 @@ locImportForeignSchema(ImportForeignSchemaStmt *stmt, Oid serverOid)
 					 "confidence smallint, incident text, updated_at timestamptz, generation bigint, "
 					 "changed_generation bigint) "
 					 "SERVER %s",
-					 quote_identifier(get_namespace_name(tdb_extension_schema("postgis"))),
+					 quote_identifier(get_namespace_name(tdb_postgis_schema())),
 					 quote_identifier(stmt->server_name));
 	return list_make1(sql.data);
 }

@@ -34,6 +34,7 @@
 #define SRID_WGS84		4326
 
 static Oid	geometry_oid = InvalidOid;
+static Oid	postgis_nsp = InvalidOid;
 static FmgrInfo geometry_recv;
 static Oid	geometry_ioparam;
 static bool inval_registered = false;
@@ -46,6 +47,7 @@ geometry_inval(Datum arg, int cacheid, uint32 hashvalue)
 	(void) cacheid;
 	(void) hashvalue;
 	geometry_oid = InvalidOid;
+	postgis_nsp = InvalidOid;
 }
 
 /*
@@ -102,8 +104,16 @@ tdb_geometry_oid(void)
 		CacheRegisterSyscacheCallback(TYPEOID, geometry_inval, (Datum) 0);
 		inval_registered = true;
 	}
+	postgis_nsp = nsp;
 	geometry_oid = typ;
 	return typ;
+}
+
+Oid
+tdb_postgis_schema(void)
+{
+	tdb_geometry_oid();
+	return postgis_nsp;
 }
 
 Datum

@@ -18,6 +18,9 @@
 /* Schema of an installed extension, or InvalidOid. */
 extern Oid	tdb_extension_schema(const char *extname);
 
+/* PostGIS's schema, cached with the geometry type (ERROR if PostGIS is absent). */
+extern Oid	tdb_postgis_schema(void);
+
 /* OID of PostGIS's geometry type in this database; ERROR if PostGIS is absent. */
 extern Oid	tdb_geometry_oid(void);
 

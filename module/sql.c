@@ -144,7 +144,7 @@ check_srid(Oid relid, Name geom)
 	get_atttypetypmodcoll(relid, att, &typ, &typmod, &coll);
 	if (typmod >= 0 && ((typmod & 0x0FFFFF00) - (typmod & 0x10000000)) >> 8 > 0)
 		return;
-	pg = get_namespace_name(tdb_extension_schema("postgis"));
+	pg = get_namespace_name(tdb_postgis_schema());
 	SPI_connect();
 	if (SPI_execute(psprintf("SELECT count(*) FROM %s WHERE %s.ST_SRID(%s) = 0",
 							 quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),

@@ -65,7 +65,7 @@ publish_traffic(TdbWriter *w, uint32_t map_seg, uint64_t gen)
 
 int
 open_published(TdbWriter *w, const char *prefix, uint32_t nexternal, uint64_t gen, uint32_t *map_seg,
-			   void **map_addr)
+			   void **map_addr, TdbWriterOpenInfo *info_out)
 {
 	TdbWriterOpenInfo info;
 	char		err[TDB_ERRLEN];
@@ -73,6 +73,8 @@ open_published(TdbWriter *w, const char *prefix, uint32_t nexternal, uint64_t ge
 	int			rc;
 
 	rc = tdb_writer_open(w, prefix, 2, nexternal, (gid_t) -1, 1, &info, err);
+	if (info_out)
+		*info_out = info;
 	if (rc != TDB_SHM_OK)
 		return rc;
 	rc = publish_map(w, map_seg, map_addr, &count);

@@ -17,9 +17,10 @@ int			publish_traffic(TdbWriter *w, uint32_t map_seg, uint64_t gen);
 
 /*
  * A writer under prefix (2 backend slots, nexternal external ones) that has
- * published the map and generation gen of its traffic.
+ * published the map and generation gen of its traffic; info (may be
+ * NULL) receives what tdb_writer_open() reported.
  */
 int			open_published(TdbWriter *w, const char *prefix, uint32_t nexternal, uint64_t gen,
-						   uint32_t *map_seg, void **map_addr);
+						   uint32_t *map_seg, void **map_addr, TdbWriterOpenInfo *info);
 
 #endif

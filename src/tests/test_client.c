@@ -174,7 +174,7 @@ UNIT_TEST(test_client_wait_is_woken)
 	Waker		wk;
 
 	snprintf(client_prefix, sizeof(client_prefix), "/tdbclient.%d", (int) getpid());
-	CHECK_EQ_U64(open_published(&w, client_prefix, 4, 7, &map_seg, &map_addr), TDB_SHM_OK);
+	CHECK_EQ_U64(open_published(&w, client_prefix, 4, 7, &map_seg, &map_addr, NULL), TDB_SHM_OK);
 	CHECK_EQ_U64(tdb_open(client_prefix, &h), TDB_OK);
 	wk.w = &w;
 	wk.map_seg = map_seg;
@@ -238,7 +238,7 @@ UNIT_TEST(test_client_threads)
 	ThreadArg	args[2];
 
 	snprintf(client_prefix, sizeof(client_prefix), "/tdbclient.%d", (int) getpid());
-	CHECK_EQ_U64(open_published(&w, client_prefix, 8, 1, &map_seg, &map_addr), TDB_SHM_OK);
+	CHECK_EQ_U64(open_published(&w, client_prefix, 8, 1, &map_seg, &map_addr, NULL), TDB_SHM_OK);
 	memset(args, 0, sizeof(args));
 	for (int t = 0; t < 2; t++)
 	{
@@ -273,7 +273,7 @@ UNIT_TEST(test_client_rejects_bad_control_block)
 	uint64_t	seed = 99;
 
 	snprintf(client_prefix, sizeof(client_prefix), "/tdbclient.%d", (int) getpid());
-	CHECK_EQ_U64(open_published(&w, client_prefix, 4, 5, &map_seg, &map_addr), TDB_SHM_OK);
+	CHECK_EQ_U64(open_published(&w, client_prefix, 4, 5, &map_seg, &map_addr, NULL), TDB_SHM_OK);
 	tdb_shm_name(name, client_prefix, "ctl");
 	CHECK_EQ_U64(tdb_shm_map(name, true, true, sizeof(TdbControl), &p, &sz), TDB_SHM_OK);
 	saved = malloc(sz);

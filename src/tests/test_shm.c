@@ -74,19 +74,15 @@ UNIT_TEST(test_shm_readers_see_consistent_versions)
 {
 	TdbWriter	w;
 	TdbWriterOpenInfo info;
-	char		err[TDB_ERRLEN];
 	uint32_t	map_seg;
 	void	   *map_addr;
-	uint64_t	count;
 	pthread_t	th[3];
 	ReaderArg	args[3];
 	uint64_t	gen;
 
 	snprintf(test_prefix, sizeof(test_prefix), "/tdbtest.%d", (int) getpid());
-	CHECK_EQ_U64(tdb_writer_open(&w, test_prefix, 4, 8, (gid_t) -1, 1, &info, err), TDB_SHM_OK);
+	CHECK_EQ_U64(open_published(&w, test_prefix, 8, 1, &map_seg, &map_addr, &info), TDB_SHM_OK);
 	CHECK(!info.adopted);
-	CHECK_EQ_U64(publish_map(&w, &map_seg, &map_addr, &count), TDB_SHM_OK);
-	CHECK_EQ_U64(publish_traffic(&w, map_seg, 1), TDB_SHM_OK);
 
 	memset(args, 0, sizeof(args));
 	for (int t = 0; t < 3; t++)
@@ -116,21 +112,16 @@ UNIT_TEST(test_shm_readers_see_consistent_versions)
 UNIT_TEST(test_shm_pins_keep_versions)
 {
 	TdbWriter	w;
-	TdbWriterOpenInfo info;
 	char		err[TDB_ERRLEN];
 	uint32_t	map_seg;
 	void	   *map_addr;
-	uint64_t	count;
 	TdbReader	readers[TDB_MAX_VERSIONS];
 	TdbSnapshot snaps[TDB_MAX_VERSIONS];
 	TdbReader	held;
 	TdbSnapshot hs;
 
 	snprintf(test_prefix, sizeof(test_prefix), "/tdbtest.%d", (int) getpid());
-	CHECK_EQ_U64(tdb_writer_open(&w, test_prefix, 0, TDB_MAX_VERSIONS + 2, (gid_t) -1, 1, &info, err),
-				 TDB_SHM_OK);
-	publish_map(&w, &map_seg, &map_addr, &count);
-	publish_traffic(&w, map_seg, 1);
+	CHECK_EQ_U64(open_published(&w, test_prefix, TDB_MAX_VERSIONS + 2, 1, &map_seg, &map_addr, NULL), TDB_SHM_OK);
 
 	/* one long-held snapshot: hundreds of publications go on around it */
 	CHECK_EQ_U64(tdb_reader_open(&held, test_prefix, -1, TDB_VALIDATE_FULL, err), TDB_SHM_OK);
@@ -170,14 +161,11 @@ UNIT_TEST(test_shm_adopt_and_stop)
 	char		err[TDB_ERRLEN];
 	uint32_t	map_seg;
 	void	   *map_addr;
-	uint64_t	count;
 	TdbReader	r;
 	TdbSnapshot s;
 
 	snprintf(test_prefix, sizeof(test_prefix), "/tdbtest.%d", (int) getpid());
-	CHECK_EQ_U64(tdb_writer_open(&w, test_prefix, 2, 4, (gid_t) -1, 1, &info, err), TDB_SHM_OK);
-	publish_map(&w, &map_seg, &map_addr, &count);
-	publish_traffic(&w, map_seg, 7);
+	CHECK_EQ_U64(open_published(&w, test_prefix, 4, 7, &map_seg, &map_addr, NULL), TDB_SHM_OK);
 
 	/* the writer "crashes" (detaches without stopping); a reader keeps reading */
 	CHECK_EQ_U64(tdb_reader_open(&r, test_prefix, -1, TDB_VALIDATE_FULL, err), TDB_SHM_OK);
