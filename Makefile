@@ -36,6 +36,10 @@ PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
 
 .DEFAULT_GOAL := all
 
+# PGXS tracks no header dependencies unless the server was configured with
+# --enable-depend: rebuild every object when a header of ours changes.
+$(OBJS): $(wildcard src/*.h module/*.h bgworker/*.h fdw/*.h)
+
 ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
 else
@@ -101,7 +105,11 @@ lib/trafficdb.pc: Makefile
 	@mkdir -p lib
 	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: trafficdb\nDescription: read trafficdb road traffic from shared memory\nVersion: 0.1.0\nLibs: -L$${libdir} -ltrafficdb\nLibs.private: -lm\nCflags: -I$${includedir}\n' '$(PREFIX)' > $@
 
-all: lib/libtrafficdb.so lib/libtrafficdb.a lib/trafficdb.pc
+all: lib/libtrafficdb.so lib/libtrafficdb.a lib/trafficdb.pc examples/live_traffic
+
+# A C reader of live traffic through the public API only (make demo runs it).
+examples/live_traffic: examples/live_traffic.c lib/libtrafficdb.a include/trafficdb.h
+	$(CC) $(UNIT_CFLAGS) -o $@ examples/live_traffic.c lib/libtrafficdb.a -lm
 
 install: install-lib
 install-lib: lib/libtrafficdb.so lib/libtrafficdb.a lib/trafficdb.pc tools/tdbread
@@ -145,4 +153,4 @@ demo-stop:
 demo-clean:
 	scripts/demo.sh --clean
 
-EXTRA_CLEAN = src/tests/unit_tests src/tests/unit_tests_tsan tools/tdbread bench/objbench bench/accessor lib tmp_check results regression.diffs regression.out
+EXTRA_CLEAN = examples/live_traffic src/tests/unit_tests src/tests/unit_tests_tsan tools/tdbread bench/objbench bench/accessor lib tmp_check results regression.diffs regression.out

@@ -8,9 +8,14 @@
  *	  accessor PREFIX wakeups COUNT       publish-to-wakeup latency of tdb_wait
  *	                                      (something else must publish COUNT times)
  *
- * Ids are drawn uniformly from 1..MAX_ID (the map bench/accessor.sh loads).
- * A snapshot is pinned for every 1,000 GETs (every query for boxes), as a
- * reader would between two publications.  Output: CSV lines name,value,unit.
+ * Ids are drawn uniformly from 1..MAX_ID (the map bench/accessor.sh loads),
+ * generated before the clock starts (an array of 1 M, read in order) so the
+ * figures are the library's, not the random generator's.  A snapshot is
+ * pinned for every 1,000 GETs (every query for boxes), as a reader would
+ * between two publications.  The baseline measured in the same run: a bare
+ * open-addressing probe (16-byte key/value slots, half full) over 1 GiB of
+ * private memory with the same id stream, the floor of one cache miss per
+ * lookup.  Output: CSV lines name,value,unit.
  */
 #include <math.h>
 #include <pthread.h>
@@ -18,12 +23,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "trafficdb.h"
 
 static const char *prefix;
 static uint64_t max_id;
 static double seconds;
+static int threads_max;
 
 static double
 now_s(void)
@@ -44,9 +51,53 @@ rnd(uint64_t *s)
 	return z ^ (z >> 31);
 }
 
+#define NIDS (1 << 20)
+static uint64_t *ids_all;		/* NIDS random ids in 1..max_id */
+static uint64_t *ids_bare;		/* NIDS random keys of the whole baseline table */
+
+/* The baseline: a bare open-addressing table, key and value in the slot. */
+static uint64_t *bare;
+static uint64_t bare_mask;
+
+static inline uint64_t
+mix(uint64_t id)
+{
+	id ^= id >> 33;
+	id *= 0xff51afd7ed558ccdull;
+	id ^= id >> 33;
+	id *= 0xc4ceb9fe1a85ec53ull;
+	id ^= id >> 33;
+	return id;
+}
+
+static void
+bare_build(void)
+{
+	uint64_t	nslots = (1ull << 30) / 16;
+
+	bare_mask = nslots - 1;
+	bare = calloc(nslots, 16);
+	if (bare == NULL)
+	{
+		fprintf(stderr, "accessor: no memory for the 1 GiB baseline table\n");
+		exit(1);
+	}
+	/* half full, keys 1..nslots/2; probes draw from all of them */
+	for (uint64_t key = 1; key <= nslots / 2; key++)
+	{
+		uint64_t	p = mix(key) & bare_mask;
+
+		while (bare[2 * p] != 0)
+			p = (p + 1) & bare_mask;
+		bare[2 * p] = key;
+		bare[2 * p + 1] = key * 3;
+	}
+}
+
 typedef struct Job
 {
-	int			batched;
+	int			batched;		/* 0 single, 1 batched, 2 the bare baseline,
+								 * 3 tdb_get_traffic */
 	uint64_t	seed;
 	uint64_t	ops;
 	double		checksum;
@@ -58,7 +109,6 @@ get_worker(void *p)
 	Job		   *job = p;
 	tdb_handle *h;
 	double		end = now_s() + seconds;
-	uint64_t	ids[64];
 	tdb_location out[64];
 	uint8_t		found[64];
 
@@ -67,24 +117,49 @@ get_worker(void *p)
 		fprintf(stderr, "accessor: cannot open %s\n", prefix);
 		exit(1);
 	}
+	size_t		next = (size_t) (job->seed * 7919) % NIDS;
+
 	while (now_s() < end)
 	{
-		tdb_begin(h, NULL);
-		for (int r = 0; r < 1000 / (job->batched ? 64 : 1); r++)
+		if (next + 1024 > NIDS)
+			next = 0;
+		if (job->batched == 2)
 		{
-			if (job->batched)
+			for (int r = 0; r < 1024; r++)
 			{
-				for (int k = 0; k < 64; k++)
-					ids[k] = 1 + rnd(&job->seed) % max_id;
-				tdb_get_many(h, ids, 64, out, found);
+				uint64_t	id = ids_bare[next++];
+				uint64_t	p = mix(id) & bare_mask;
+
+				while (bare[2 * p] != id && bare[2 * p] != 0)
+					p = (p + 1) & bare_mask;
+				job->checksum += (double) bare[2 * p + 1];
+			}
+			job->ops += 1024;
+			continue;
+		}
+		tdb_begin(h, NULL);
+		for (int r = 0; r < 1024 / (job->batched == 1 ? 64 : 1); r++)
+		{
+			if (job->batched == 1)
+			{
+				tdb_get_many(h, &ids_all[next], 64, out, found);
+				next += 64;
 				job->checksum += out[0].traffic->speed_kmh;
 				job->ops += 64;
+			}
+			else if (job->batched == 3)
+			{
+				const tdb_traffic *t;
+
+				if (tdb_get_traffic(h, ids_all[next++], &t) == TDB_OK)
+					job->checksum += t->speed_kmh;
+				job->ops++;
 			}
 			else
 			{
 				tdb_location loc;
 
-				if (tdb_get(h, 1 + rnd(&job->seed) % max_id, &loc) == TDB_OK)
+				if (tdb_get(h, ids_all[next++], &loc) == TDB_OK)
 					job->checksum += loc.traffic->speed_kmh;
 				job->ops++;
 			}
@@ -183,12 +258,26 @@ main(int argc, char **argv)
 	prefix = argv[1];
 	max_id = strtoull(argv[2], NULL, 10);
 	seconds = atof(argv[3]);
+	threads_max = (int) sysconf(_SC_NPROCESSORS_ONLN);
+	threads_max = threads_max < 1 ? 1 : threads_max > 8 ? 8 : threads_max;
 
-	printf("get_1thread,%.0f,ops/s\n", run_gets(1, 0));
-	printf("get_2threads,%.0f,ops/s\n", run_gets(2, 0));
-	printf("get_batched64_1thread,%.0f,ops/s\n", run_gets(1, 1));
-	printf("get_batched64_2threads,%.0f,ops/s\n", run_gets(2, 1));
-	fflush(stdout);
+	ids_all = malloc(NIDS * sizeof(uint64_t));
+	ids_bare = malloc(NIDS * sizeof(uint64_t));
+	bare_build();
+	for (size_t i = 0; i < NIDS; i++)
+	{
+		ids_all[i] = 1 + rnd(&seed) % max_id;
+		ids_bare[i] = 1 + rnd(&seed) % ((bare_mask + 1) / 2);
+	}
+	for (int t = 1; t <= threads_max; t++)
+	{
+		printf("bare_probe_%dthread,%.0f,ops/s\n", t, run_gets(t, 2));
+		printf("get_%dthread,%.0f,ops/s\n", t, run_gets(t, 0));
+		printf("get_traffic_%dthread,%.0f,ops/s\n", t, run_gets(t, 3));
+		printf("get_batched64_%dthread,%.0f,ops/s\n", t, run_gets(t, 1));
+		fflush(stdout);
+	}
+	free(bare);
 
 	if (tdb_open(prefix, &h) != TDB_OK)
 		return 1;
@@ -212,6 +301,7 @@ main(int argc, char **argv)
 		printf("bbox_%dkm,%.0f,queries/s\n", kms[b], queries / (now_s() - t0));
 		fflush(stdout);
 	}
+	for (size_t b = 0; b < sizeof(kms) / sizeof(kms[0]); b++)
 	{
 		double		end = now_s() + seconds,
 					t0 = now_s();
@@ -221,12 +311,29 @@ main(int argc, char **argv)
 		while (now_s() < end)
 		{
 			tdb_begin(h, NULL);
-			tdb_radius(h, 10 + (rnd(&seed) % 1000000) / 1e6, 45 + (rnd(&seed) % 1000000) / 1e6, 2000,
-					   count_visit, &rows);
+			tdb_radius(h, 10 + (rnd(&seed) % 1000000) / 1e6, 45 + (rnd(&seed) % 1000000) / 1e6,
+					   kms[b] * 1000.0, count_visit, &rows);
 			tdb_end(h);
 			queries++;
 		}
-		printf("radius_2km,%.0f,queries/s\n", queries / (now_s() - t0));
+		printf("radius_%dkm,%.0f,queries/s\n", kms[b], queries / (now_s() - t0));
+		fflush(stdout);
+	}
+	{
+		double		end = now_s() + seconds,
+					t0 = now_s();
+		uint64_t	queries = 0,
+					rows = 0;
+
+		while (now_s() < end)
+		{
+			tdb_begin(h, NULL);
+			tdb_knn(h, 10 + (rnd(&seed) % 1000000) / 1e6, 45 + (rnd(&seed) % 1000000) / 1e6, 10,
+					count_visit, &rows);
+			tdb_end(h);
+			queries++;
+		}
+		printf("knn_10,%.0f,queries/s\n", queries / (now_s() - t0));
 	}
 	tdb_close(h);
 	return 0;

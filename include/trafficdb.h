@@ -95,7 +95,14 @@ void		tdb_end(tdb_handle *h);
 /* When the pinned version was published (Unix microseconds). */
 int			tdb_published_at(tdb_handle *h, int64_t *unix_us);
 
+/* The location with that id (TDB_NOTFOUND when the pinned map has none). */
 int			tdb_get(tdb_handle *h, uint64_t id, tdb_location *out);
+
+/*
+ * Only its traffic: the fastest single lookup (no view to fill), for
+ * callers that need the live speed of a known id, as a router does.
+ */
+int			tdb_get_traffic(tdb_handle *h, uint64_t id, const tdb_traffic **out);
 
 /* n lookups with prefetching; found[i] is 1 or 0; returns the number found. */
 int			tdb_get_many(tdb_handle *h, const uint64_t *ids, size_t n, tdb_location *out, uint8_t *found);

@@ -150,6 +150,21 @@ say "create extension"
 "${PSQL[@]}" -d "$DEMO_DB" -qc "CREATE EXTENSION trafficdb"
 "${PSQL[@]}" -d "$DEMO_DB" -f scripts/demo-queries.sql
 
+say "a C program reading live traffic from shared memory (examples/live_traffic.c, no SQL)"
+# It prints the slowest segments of a box around the map's centre, then
+# sleeps on the publish futex; the feed rows below wake it and it prints
+# what changed.
+box=$("${PSQL[@]}" -d "$DEMO_DB" -tAF ' ' -c "SELECT ST_X(c) - 0.04, ST_Y(c) - 0.02, ST_X(c) + 0.04, ST_Y(c) + 0.02
+	FROM (SELECT ST_Centroid(ST_Extent(geom)) AS c FROM roads) s")
+# shellcheck disable=SC2086 # four numbers
+examples/live_traffic "/trafficdb.$port" $box 1 30 &
+reader=$!
+sleep 1
+"${PSQL[@]}" -d "$DEMO_DB" -qc "INSERT INTO trafficdb.feed (location_id, speed_kmh, incident)
+	SELECT osm_id, 6, 'demo: lane closed' FROM roads WHERE highway = 'primary' ORDER BY osm_id LIMIT 3" \
+	-c "SELECT trafficdb.publish(false)" >/dev/null
+wait "$reader" || die "examples/live_traffic failed"
+
 cat <<EOF
 
 $(printf '\033[1m')The demo server is running.$(printf '\033[0m')

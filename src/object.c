@@ -932,50 +932,6 @@ tdb_map_view_init(TdbMapView *v, const void *obj)
 	v->rtree.nlevels = h->aux;
 }
 
-int64_t
-tdb_map_find(const TdbMapView *v, uint64_t id)
-{
-	uint64_t	h = tdb_hash_id(id);
-	uint64_t	tag = h >> 32;
-	uint64_t	pos = h & v->hash_mask;
-
-	/* bounded even on a table with no empty slot */
-	for (uint64_t probes = 0; probes <= v->hash_mask; probes++)
-	{
-		uint64_t	s = v->hash[pos];
-
-		if (s == 0)
-			return -1;
-		if ((s >> 32) == tag)
-		{
-			uint32_t	idx = (uint32_t) s - 1;
-
-			if (idx < v->count && v->records[idx].id == id)
-				return idx;
-		}
-		pos = (pos + 1) & v->hash_mask;
-	}
-	return -1;
-}
-
-void
-tdb_map_prefetch(const TdbMapView *v, uint64_t id)
-{
-	__builtin_prefetch(&v->hash[tdb_hash_id(id) & v->hash_mask]);
-}
-
-const char *
-tdb_map_name(const TdbMapView *v, uint64_t i)
-{
-	return v->strings + v->records[i].name_off;
-}
-
-const char *
-tdb_map_class(const TdbMapView *v, uint64_t i)
-{
-	return v->strings + v->classes[v->records[i].road_class];
-}
-
 void
 tdb_map_shape(const TdbMapView *v, uint64_t i, double *xy)
 {
@@ -1170,21 +1126,4 @@ tdb_map_knn(const TdbMapView *v, double x, double y, TdbMetric metric, uint64_t 
 	if (!isfinite(x) || !isfinite(y))
 		return TDB_OBJ_EINVAL;
 	return tdb_rtree_knn(&v->rtree, x, y, metric, k, knn_entry_dist, (void *) v, out);
-}
-
-const char *
-tdb_traffic_incident(const void *obj, const TdbTraffic *t, uint32_t *len)
-{
-	const TdbObjectHeader *h = obj;
-	uint64_t	isize = h->sections[TDB_TRAFFIC_INCIDENTS].size;
-	const char *base = (const char *) obj + h->sections[TDB_TRAFFIC_INCIDENTS].offset;
-	uint32_t	l;
-
-	if (t->incident_off == 0 || isize < 4 || t->incident_off > isize - 4)
-		return NULL;
-	memcpy(&l, base + t->incident_off, 4);
-	if (l > isize - 4 - t->incident_off)
-		return NULL;
-	*len = l;
-	return base + t->incident_off + 4;
 }

@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "geo.h"
 #include "rtree.h"
@@ -201,16 +202,6 @@ typedef struct TdbMapView
 
 void		tdb_map_view_init(TdbMapView *v, const void *obj);
 
-/* Record index of a location id, or -1. */
-int64_t		tdb_map_find(const TdbMapView *v, uint64_t id);
-
-/* Hint the CPU to fetch the hash slot of id (batched lookups). */
-void		tdb_map_prefetch(const TdbMapView *v, uint64_t id);
-
-/* Name and road class of record i ("" when absent). */
-const char *tdb_map_name(const TdbMapView *v, uint64_t i);
-const char *tdb_map_class(const TdbMapView *v, uint64_t i);
-
 /* Decode the shape of record i into xy (2 * npoints doubles). */
 void		tdb_map_shape(const TdbMapView *v, uint64_t i, double *xy);
 
@@ -248,12 +239,7 @@ tdb_traffic_entries(const void *obj)
 	return (const TdbTraffic *) ((const char *) obj + h->sections[TDB_TRAFFIC_ENTRIES].offset);
 }
 
-/*
- * Incident text of an entry: sets *len and returns a pointer to its bytes
- * (not NUL-terminated), or NULL when the entry has none or its offset is
- * out of bounds.
- */
-const char *tdb_traffic_incident(const void *obj, const TdbTraffic *t, uint32_t *len);
+/* ---- the lookup path, inline: it is the hot path of every reader -------- */
 
 /* Hash of a location id, as used by the map's hash index. */
 static inline uint64_t
@@ -265,6 +251,78 @@ tdb_hash_id(uint64_t id)
 	id *= 0xc4ceb9fe1a85ec53ull;
 	id ^= id >> 33;
 	return id;
+}
+
+/*
+ * Record index of a location id, or -1.  Slots hold (tag << 32 | index + 1):
+ * the tag rejects most wrong slots without touching the record.  Bounded
+ * even on a table with no empty slot.
+ */
+static inline int64_t
+tdb_map_find(const TdbMapView *v, uint64_t id)
+{
+	uint64_t	h = tdb_hash_id(id);
+	uint64_t	tag = h >> 32;
+	uint64_t	pos = h & v->hash_mask;
+
+	for (uint64_t probes = 0; probes <= v->hash_mask; probes++)
+	{
+		uint64_t	s = v->hash[pos];
+
+		if (__builtin_expect(s == 0, 0))
+			return -1;
+		if ((s >> 32) == tag)
+		{
+			uint32_t	idx = (uint32_t) s - 1;
+
+			if (__builtin_expect(idx < v->count && v->records[idx].id == id, 1))
+				return idx;
+		}
+		pos = (pos + 1) & v->hash_mask;
+	}
+	return -1;
+}
+
+/* Hint the CPU to fetch the hash slot of id (batched lookups). */
+static inline void
+tdb_map_prefetch(const TdbMapView *v, uint64_t id)
+{
+	__builtin_prefetch(&v->hash[tdb_hash_id(id) & v->hash_mask]);
+}
+
+/* Name and road class of record i ("" when absent; validated offsets). */
+static inline const char *
+tdb_map_name(const TdbMapView *v, uint64_t i)
+{
+	return v->strings + v->records[i].name_off;
+}
+
+static inline const char *
+tdb_map_class(const TdbMapView *v, uint64_t i)
+{
+	return v->strings + v->classes[v->records[i].road_class];
+}
+
+/*
+ * Incident text of an entry: sets *len and returns a pointer to its bytes
+ * (not NUL-terminated), or NULL when the entry has none or its offset is
+ * out of bounds.
+ */
+static inline const char *
+tdb_traffic_incident(const void *obj, const TdbTraffic *t, uint32_t *len)
+{
+	const TdbObjectHeader *h = (const TdbObjectHeader *) obj;
+	uint64_t	isize = h->sections[TDB_TRAFFIC_INCIDENTS].size;
+	const char *base = (const char *) obj + h->sections[TDB_TRAFFIC_INCIDENTS].offset;
+	uint32_t	l;
+
+	if (__builtin_expect(t->incident_off == 0, 1) || isize < 4 || t->incident_off > isize - 4)
+		return NULL;
+	memcpy(&l, base + t->incident_off, 4);
+	if (l > isize - 4 - t->incident_off)
+		return NULL;
+	*len = l;
+	return base + t->incident_off + 4;
 }
 
 #endif							/* TDB_OBJECT_H */

@@ -21,11 +21,31 @@
 
 #define TDB_API __attribute__((visibility("default")))
 
+/*
+ * The pinned version's sections, copied flat at tdb_begin so a lookup
+ * touches one cache line of the handle and then only the shared memory:
+ * every instruction on the GET path counts, because independent lookups
+ * overlap their cache misses only as far as the CPU's reorder window
+ * reaches.
+ */
+typedef struct FastView
+{
+	const uint64_t *hash;
+	uint64_t	hash_mask;
+	const TdbLocation *records;
+	const TdbTraffic *entries;
+	const char *strings;
+	const uint32_t *classes;
+	const void *traffic;		/* the traffic object (its incidents) */
+	uint64_t	count;
+} FastView;
+
 struct tdb_handle
 {
+	FastView	fv;
+	bool		pinned;
 	TdbReader	reader;
 	TdbSnapshot snap;
-	bool		pinned;
 	char		err[TDB_ERRLEN];
 };
 
@@ -141,6 +161,18 @@ tdb_begin(tdb_handle *h, uint64_t *generation)
 		tdb_reader_release(&h->reader);
 	h->pinned = false;
 	rc = tdb_reader_acquire(&h->reader, &h->snap, h->err);
+	if (rc == TDB_SHM_OK)
+	{
+		const TdbMapView *m = h->snap.map;
+		h->fv.hash = m->hash;
+		h->fv.hash_mask = m->hash_mask;
+		h->fv.records = m->records;
+		h->fv.entries = h->snap.entries;
+		h->fv.strings = m->strings;
+		h->fv.classes = m->classes;
+		h->fv.traffic = h->snap.traffic;
+		h->fv.count = m->count;
+	}
 	if (rc != TDB_SHM_OK)
 		return from_shm(rc);
 	h->pinned = true;
@@ -170,27 +202,61 @@ tdb_published_at(tdb_handle *h, int64_t *unix_us)
 	return TDB_OK;
 }
 
-/* The view of record i of the pinned version. */
-static void
-fill(const tdb_handle *h, uint64_t i, tdb_location *out)
+/*
+ * Record index of id (whose tdb_hash_id is h) in the pinned version, or -1
+ * (see tdb_map_find).
+ */
+static inline int64_t
+fv_find(const FastView *fv, uint64_t id, uint64_t h)
 {
-	const TdbMapView *m = h->snap.map;
-	const TdbLocation *r = &m->records[i];
-	const TdbTraffic *t = &h->snap.entries[i];
-	uint32_t	len = 0;
+	uint64_t	tag = h >> 32;
+	uint64_t	pos = h & fv->hash_mask;
+
+	for (uint64_t probes = 0; probes <= fv->hash_mask; probes++)
+	{
+		uint64_t	s = fv->hash[pos];
+
+		if (__builtin_expect(s == 0, 0))
+			return -1;
+		if ((s >> 32) == tag)
+		{
+			uint32_t	idx = (uint32_t) s - 1;
+
+			if (__builtin_expect(idx < fv->count && fv->records[idx].id == id, 1))
+				return idx;
+		}
+		pos = (pos + 1) & fv->hash_mask;
+	}
+	return -1;
+}
+
+/* The view of record i of the pinned version (validated offsets). */
+static inline void
+fill(const FastView *fv, uint64_t i, tdb_location *out)
+{
+	const TdbLocation *r = &fv->records[i];
+	const TdbTraffic *t = &fv->entries[i];
 
 	out->id = r->id;
 	out->index = i;
-	out->name = tdb_map_name(m, i);
-	out->road_class = tdb_map_class(m, i);
+	out->name = fv->strings + r->name_off;
+	out->road_class = fv->strings + fv->classes[r->road_class];
 	out->length_m = r->length_m;
 	out->speed_limit_kmh = r->speed_limit_kmh;
-	out->oneway = (r->flags & TDB_LOC_ONEWAY) != 0;
+	out->oneway = r->flags & TDB_LOC_ONEWAY;
 	out->npoints = r->npoints;
 	/* the public struct mirrors TdbTraffic field for field */
 	out->traffic = (const tdb_traffic *) t;
-	out->incident = tdb_traffic_incident(h->snap.traffic, t, &len);
-	out->incident_len = out->incident ? len : 0;
+	out->incident = NULL;
+	out->incident_len = 0;
+	if (__builtin_expect(t->incident_off != 0, 0))
+	{
+		/* bounded: traffic objects are checked at header level per snapshot */
+		uint32_t	len = 0;
+
+		out->incident = tdb_traffic_incident(fv->traffic, t, &len);
+		out->incident_len = out->incident ? len : 0;
+	}
 }
 
 _Static_assert(sizeof(tdb_traffic) == sizeof(TdbTraffic), "tdb_traffic mirrors TdbTraffic");
@@ -200,41 +266,86 @@ tdb_get(tdb_handle *h, uint64_t id, tdb_location *out)
 {
 	int64_t		i;
 
-	if (h == NULL || out == NULL)
+	if (__builtin_expect(h == NULL || out == NULL, 0))
 		return TDB_BADARG;
-	if (!h->pinned)
+	if (__builtin_expect(!h->pinned, 0))
 		return TDB_NOSNAPSHOT;
-	i = tdb_map_find(h->snap.map, id);
+	i = fv_find(&h->fv, id, tdb_hash_id(id));
 	if (i < 0)
 		return TDB_NOTFOUND;
-	fill(h, (uint64_t) i, out);
+	fill(&h->fv, (uint64_t) i, out);
 	return TDB_OK;
 }
 
 TDB_API int
+tdb_get_traffic(tdb_handle *h, uint64_t id, const tdb_traffic **out)
+{
+	int64_t		i;
+
+	if (__builtin_expect(h == NULL || out == NULL, 0))
+		return TDB_BADARG;
+	if (__builtin_expect(!h->pinned, 0))
+		return TDB_NOSNAPSHOT;
+	i = fv_find(&h->fv, id, tdb_hash_id(id));
+	if (i < 0)
+		return TDB_NOTFOUND;
+	*out = (const tdb_traffic *) &h->fv.entries[i];
+	return TDB_OK;
+}
+
+/*
+ * Batched lookups as a three-stage software pipeline, so that many
+ * independent cache misses are in flight at once instead of the two
+ * dependent ones (hash slot, then record) of each lookup in turn:
+ *   k + 2D: prefetch the home hash slot of ids[k + 2D];
+ *   k + D:  read that slot (now cached) and prefetch the record and the
+ *           traffic entry it points at (a wrong guess costs a prefetch);
+ *   k:      complete the lookup of ids[k], whose lines are now cached.
+ */
+#define PIPE_D 8
+#define PIPE_RING (4 * PIPE_D)	/* > 2 * PIPE_D: a hash lives from stage 1 to 3 */
+
+TDB_API int
 tdb_get_many(tdb_handle *h, const uint64_t *ids, size_t n, tdb_location *out, uint8_t *found)
 {
+	const FastView *fv;
+	uint64_t	hashes[PIPE_RING];	/* hash of ids[k] at k % PIPE_RING */
 	int			nfound = 0;
 
 	if (h == NULL || (n > 0 && (ids == NULL || out == NULL || found == NULL)))
 		return TDB_BADARG;
 	if (!h->pinned)
 		return TDB_NOSNAPSHOT;
-	/* prefetch a few lookups ahead: the hash slots are the cache misses */
-	for (size_t k = 0; k < n && k < 8; k++)
-		tdb_map_prefetch(h->snap.map, ids[k]);
-	for (size_t k = 0; k < n; k++)
+	fv = &h->fv;
+	for (size_t k = 0; k < n + 2 * PIPE_D; k++)
 	{
-		int64_t		i;
-
-		if (k + 8 < n)
-			tdb_map_prefetch(h->snap.map, ids[k + 8]);
-		i = tdb_map_find(h->snap.map, ids[k]);
-		found[k] = i >= 0;
-		if (i >= 0)
+		if (k < n)
 		{
-			fill(h, (uint64_t) i, &out[k]);
-			nfound++;
+			hashes[k % PIPE_RING] = tdb_hash_id(ids[k]);
+			__builtin_prefetch(&fv->hash[hashes[k % PIPE_RING] & fv->hash_mask]);
+		}
+		if (k >= PIPE_D && k - PIPE_D < n)
+		{
+			uint64_t	s = fv->hash[hashes[(k - PIPE_D) % PIPE_RING] & fv->hash_mask];
+			uint32_t	idx = (uint32_t) s - 1;
+
+			if (s != 0 && idx < fv->count)
+			{
+				__builtin_prefetch(&fv->records[idx]);
+				__builtin_prefetch(&fv->entries[idx]);
+			}
+		}
+		if (k >= 2 * PIPE_D)
+		{
+			size_t		j = k - 2 * PIPE_D;
+			int64_t		i = fv_find(fv, ids[j], hashes[j % PIPE_RING]);
+
+			found[j] = i >= 0;
+			if (i >= 0)
+			{
+				fill(fv, (uint64_t) i, &out[j]);
+				nfound++;
+			}
 		}
 	}
 	return nfound;
@@ -266,7 +377,7 @@ visit_entry(uint64_t entry, void *p)
 	VisitArg   *va = p;
 	tdb_location loc;
 
-	fill(va->h, entry, &loc);
+	fill(&va->h->fv, entry, &loc);
 	return va->fn(&loc, va->arg);
 }
 
@@ -323,7 +434,7 @@ tdb_knn(tdb_handle *h, double lon, double lat, uint32_t k, tdb_visit_fn fn, void
 	{
 		tdb_location loc;
 
-		fill(h, res[r].entry, &loc);
+		fill(&h->fv, res[r].entry, &loc);
 		if (fn(&loc, arg) != 0)
 			break;
 	}
@@ -343,7 +454,7 @@ tdb_changes_since(tdb_handle *h, uint64_t since, tdb_visit_fn fn, void *arg)
 		{
 			tdb_location loc;
 
-			fill(h, i, &loc);
+			fill(&h->fv, i, &loc);
 			if (fn(&loc, arg) != 0)
 				break;
 		}

@@ -15,6 +15,17 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Two views of one location agree field for field (padding aside). */
+static bool
+same_view(const tdb_location *a, const tdb_location *b)
+{
+	return a->id == b->id && a->index == b->index && a->name == b->name &&
+		a->road_class == b->road_class && a->length_m == b->length_m &&
+		a->speed_limit_kmh == b->speed_limit_kmh && a->oneway == b->oneway &&
+		a->npoints == b->npoints && a->traffic == b->traffic && a->incident == b->incident &&
+		a->incident_len == b->incident_len;
+}
+
 static char client_prefix[64];
 
 static int
@@ -87,20 +98,42 @@ UNIT_TEST(test_client_api)
 	CHECK_NEAR(xy[1], 60.151, 1e-12);
 	CHECK_EQ_U64(tdb_get(h, 999999, &loc), (uint64_t) TDB_NOTFOUND);
 
-	/* batched, with misses */
+	{
+		const tdb_traffic *t = NULL;
+
+		CHECK_EQ_U64(tdb_get_traffic(h, 1041, &t), TDB_OK);
+		CHECK(t == loc.traffic);
+		CHECK_EQ_U64(tdb_get_traffic(h, 999999, &t), (uint64_t) TDB_NOTFOUND);
+		CHECK_EQ_U64(tdb_get_traffic(h, 1041, NULL), (uint64_t) TDB_BADARG);
+	}
+
+	/*
+	 * Batched, with misses and repeats, at every length around the
+	 * prefetch pipeline's depth: each answer equals tdb_get's.
+	 */
+	for (size_t n = 0; n <= 50; n++)
 	{
 		uint64_t	ids[50];
 		tdb_location out[50];
 		uint8_t		found[50];
+		int			expect = 0;
 
-		for (int k = 0; k < 50; k++)
-			ids[k] = (k % 5 == 0) ? 5 + (uint64_t) k : 1000 + (uint64_t) k * 13;
-		CHECK_EQ_U64(tdb_get_many(h, ids, 50, out, found), 40);
-		for (int k = 0; k < 50; k++)
+		for (size_t k = 0; k < n; k++)
 		{
+			ids[k] = (k % 5 == 0) ? 5 + (uint64_t) k : 1000 + (uint64_t) ((k * 13) % 7);
+			expect += k % 5 != 0;
+		}
+		CHECK_EQ_U64(tdb_get_many(h, ids, n, out, found), (uint64_t) expect);
+		for (size_t k = 0; k < n; k++)
+		{
+			tdb_location one;
+
 			CHECK(found[k] == (k % 5 != 0));
 			if (found[k])
-				CHECK_EQ_U64(out[k].id, ids[k]);
+			{
+				CHECK_EQ_U64(tdb_get(h, ids[k], &one), TDB_OK);
+				CHECK(same_view(&one, &out[k]));
+			}
 		}
 	}
 
