@@ -69,7 +69,12 @@ done <"$tmp/tdb.csv"
 printf '%-28s %14.0f\n' redis_get_2clients "$r1" redis_get_2clients_pipeline16 "$r16"
 echo "$stamp,$N,redis_get,$r1" >>"$out"
 echo "$stamp,$N,redis_get_pipeline16,$r16" >>"$out"
-echo "libtrafficdb GET (2 threads) vs Redis GET: $(ratio "$(val get_2threads)" "$r1")x; batched vs Redis pipelined: $(ratio "$(val get_batched64_2threads)" "$r16")x"
+pct() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.0f%%", (b > 0 ? 100 * a / b : 0) }'; }
+echo "both cores: libtrafficdb GET vs Redis GET $(ratio "$(val get_2thread)" "$r1")x," \
+	"batched vs Redis pipelined $(ratio "$(val get_batched64_2thread)" "$r16")x"
+echo "one core, against the bare 1 GiB probe: GET $(pct "$(val get_1thread)" "$(val bare_probe_1thread)")," \
+	"tdb_get_traffic $(pct "$(val get_traffic_1thread)" "$(val bare_probe_1thread)")," \
+	"batched $(pct "$(val get_batched64_1thread)" "$(val bare_probe_1thread)")"
 
 "${PSQL[@]}" -c "SELECT trafficdb.load_map('roads', 'osm_id', 'geom', 'highway', 'name', 'maxspeed', 'oneway')" >/dev/null
 "${PSQL[@]}" -c "DROP TABLE bench_acc"

@@ -35,9 +35,11 @@ collect(const tdb_location *l, void *arg)
 	double		r;
 	int			i;
 
-	if (isnan(l->traffic->speed_kmh) || !(l->traffic->free_flow_kmh > 0))
+	if (isnan(l->traffic->speed_kmh))
 		return 0;
 	s->seen++;
+	if (!(l->traffic->free_flow_kmh > 0))
+		return 0;				/* no free-flow speed to compare with */
 	r = l->traffic->speed_kmh / l->traffic->free_flow_kmh;
 	if (s->n == TOP && r >= s->ratio[TOP - 1])
 		return 0;

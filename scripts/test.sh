@@ -5,7 +5,8 @@
 #      under ThreadSanitizer,
 #   2. the pg_regress suite (sql/, expected/) on a temporary instance that
 #      preloads the library,
-#   3. the TAP tests (t/) on clusters they create themselves.
+#   3. the TAP tests (t/) on clusters they create themselves,
+#   4. as root, the group-mode test (test/group_mode.sh) with real OS users.
 # Exits non-zero on the first failing stage and shows why.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -47,6 +48,13 @@ if ! as_pg env TDBREAD="$work/tools/tdbread" TRAFFICDB_LIB="$work/lib/libtraffic
 	find "$work/tmp_check/log" -name '*.log' -newer "$work/Makefile" -print \
 		-exec tail -n 40 {} \; 2>/dev/null || true
 	die "TAP tests failed"
+fi
+
+say "group mode: other OS users and trafficdb.shm_group (test/group_mode.sh)"
+if [ "$(id -u)" = 0 ]; then
+	test/group_mode.sh examples/live_traffic tools/tdbread || die "group mode test failed"
+else
+	echo "skipped: it creates OS users, so it runs only when make test runs as root (as CI does)"
 fi
 
 say "all tests passed"

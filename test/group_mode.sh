@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# test/group_mode.sh LIVE_TRAFFIC TDBREAD: who may read trafficdb's shared
+# memory, checked with real OS users (so it needs root; scripts/test.sh runs
+# it when it runs as root and says it skipped it otherwise).
+#
+#   - without trafficdb.shm_group every object is 0600: another user's
+#     reader gets TDB_PERMISSION with a message that names the setting;
+#   - with trafficdb.shm_group = trafficdb-readers a member reads (objects
+#     0640, the reader slots 0660) and a non-member still cannot;
+#   - an external reader maps the control block and the objects read-only
+#     (its /proc/PID/maps shows r--s); only its slot table is writable.
+#
+# Users and group are created once if missing: trafficdb-readers (group),
+# tdb-reader (a member), tdb-outsider (not); postgres joins the group, as an
+# operator's server account must for the server to hand objects to it.
+set -euo pipefail
+. "$(dirname "$0")/../scripts/lib.sh"
+
+live=$(readlink -f "$1")
+tdbread=$(readlink -f "$2")
+pass=0 fail=0
+check() {	# check DESCRIPTION COMMAND...: a TAP line
+	if "${@:2}"; then pass=$((pass + 1)); echo "ok $((pass + fail)) - $1"
+	else fail=$((fail + 1)); echo "not ok $((pass + fail)) - $1"; fi
+}
+
+if [ "$(id -u)" != 0 ]; then
+	echo "1..0 # SKIP group mode needs root to create OS users"
+	exit 0
+fi
+getent group trafficdb-readers >/dev/null || groupadd --system trafficdb-readers
+id tdb-reader >/dev/null 2>&1 || useradd --system -M -s /usr/sbin/nologin -G trafficdb-readers tdb-reader
+id tdb-outsider >/dev/null 2>&1 || useradd --system -M -s /usr/sbin/nologin tdb-outsider
+id -nG "$PG_OS_USER" | grep -qw trafficdb-readers || usermod -aG trafficdb-readers "$PG_OS_USER"
+
+# a world-readable copy of the readers (the test's work directory is 0700)
+dir=$(mktemp -d /tmp/trafficdb-group.XXXXXX)
+chmod 755 "$dir"
+install -m 755 "$live" "$tdbread" "$dir/"
+make_pg_dir "$dir/data"
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+prefix=/trafficdb.$port
+cleanup() {
+	as_pg "$PG_BIN/pg_ctl" -D "$dir/data" stop -m immediate >/dev/null 2>&1 || true
+	rm -rf "$dir"
+}
+trap cleanup EXIT
+
+as_pg "$PG_BIN/initdb" -D "$dir/data" -A trust -U postgres >/dev/null
+cat >>"$dir/data/postgresql.conf" <<EOF
+listen_addresses = '127.0.0.1'
+port = $port
+unix_socket_directories = '$dir/data'
+shared_preload_libraries = 'trafficdb'
+trafficdb.database = 'postgres'
+EOF
+start() { as_pg "$PG_BIN/pg_ctl" -D "$dir/data" -l "$dir/data/log" -w start >/dev/null; }
+stop() { as_pg "$PG_BIN/pg_ctl" -D "$dir/data" -w stop >/dev/null; }
+psql() { "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres -d postgres "$@"; }
+mode_of() { stat -c '%a %G' "/dev/shm$prefix.$1"; }
+as() { runuser -u "$1" -- "${@:2}"; }
+box=(24.9 60.1 25.1 60.2)
+
+echo "# owner-only (the default)"
+start
+psql -c "SET client_min_messages = warning" -c "CREATE EXTENSION trafficdb CASCADE" \
+	-c "CREATE TABLE roads AS SELECT i::bigint AS id, ST_SetSRID(ST_MakeLine(ST_MakePoint(25 + i * 0.001, 60.15),
+		ST_MakePoint(25 + i * 0.001, 60.151)), 4326) AS geom FROM generate_series(1, 50) i" \
+	-c "SELECT trafficdb.load_map('roads')" \
+	-c "INSERT INTO trafficdb.feed (location_id, speed_kmh) SELECT id, 30 FROM roads" \
+	-c "SELECT trafficdb.publish()" >/dev/null
+check "the control block is 0600" [ "$(mode_of ctl)" = "600 postgres" ]
+err=$(as tdb-reader "$dir/live_traffic" "$prefix" "${box[@]}" 2>&1 >/dev/null || true)
+check "another user gets a permission error naming trafficdb.shm_group" \
+	grep -q "permission denied (run as the server's user or set trafficdb.shm_group)" <<<"$err"
+stop
+
+echo "# trafficdb.shm_group = trafficdb-readers"
+echo "trafficdb.shm_group = 'trafficdb-readers'" >>"$dir/data/postgresql.conf"
+start
+psql -c "SELECT trafficdb.publish()" >/dev/null
+check "the control block is 0640, group trafficdb-readers" [ "$(mode_of ctl)" = "640 trafficdb-readers" ]
+check "the reader slots are 0660 (a reader writes its own slot)" [ "$(mode_of readers)" = "660 trafficdb-readers" ]
+objs=$(find /dev/shm -maxdepth 1 -name "trafficdb.$port.[0-9]*" -printf '%m %g\n' | sort -u)
+check "every object is 0640, group trafficdb-readers" [ "$objs" = "640 trafficdb-readers" ]
+out=$(as tdb-reader "$dir/live_traffic" "$prefix" "${box[@]}" 2>&1 || true); echo "$out" | sed "s/^/# /"
+check "a member of the group reads live traffic" grep -q "50 segments with traffic in the box" <<<"$out"
+err=$(as tdb-outsider "$dir/live_traffic" "$prefix" "${box[@]}" 2>&1 >/dev/null || true)
+check "a non-member still gets a permission error" grep -q "permission denied" <<<"$err"
+
+# what a reader maps, and how
+as tdb-reader "$dir/tdbread" "$prefix" hold 20 >"$dir/hold.out" 2>&1 &
+holder=$!
+for _ in $(seq 100); do grep -q holding "$dir/hold.out" && break; sleep 0.1; done
+pid=$(pgrep -u tdb-reader -f "tdbread $prefix hold" | head -1)
+maps=$(grep "/dev/shm$prefix" "/proc/$pid/maps" | awk '{ print $2, $6 }')
+kill "$holder" 2>/dev/null || true
+wait "$holder" 2>/dev/null || true
+check "the reader maps the control block read-only" grep -q "^r--s /dev/shm$prefix.ctl$" <<<"$maps"
+check "the reader maps every object read-only" \
+	bash -c '! grep -E "\.[0-9]+$" <<<"$1" | grep -qv "^r--s"' _ "$maps"
+check "it maps at least the map and a traffic object" [ "$(grep -cE "\.[0-9]+$" <<<"$maps")" -ge 2 ]
+check "only the reader slot table is writable" [ "$(grep -c '^rw' <<<"$maps")" = "$(grep -c "^rw-s /dev/shm$prefix.readers$" <<<"$maps")" ]
+stop
+
+echo "1..$((pass + fail))"
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]
