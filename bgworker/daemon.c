@@ -207,11 +207,13 @@ typedef struct LoadCounts
 } LoadCounts;
 
 /*
- * Parse a 2D WKB LineString (or a MultiLineString of one part) into xy.
- * Returns the point count, 0 for an empty one, -1 if it is another type.
+ * Parse a 2D WKB LineString (or a MultiLineString of one part) into xy, a
+ * buffer that grows in cxt and outlives the per-batch context the caller
+ * resets.  Returns the point count, 0 for an empty one, -1 if it is another
+ * type.
  */
 static int64
-parse_wkb_linestring(const bytea *wkb, double **xy, Size *cap)
+parse_wkb_linestring(const bytea *wkb, MemoryContext cxt, double **xy, Size *cap)
 {
 	const unsigned char *p = (const unsigned char *) VARDATA_ANY(wkb);
 	Size		len = VARSIZE_ANY_EXHDR(wkb);
@@ -249,7 +251,8 @@ parse_wkb_linestring(const bytea *wkb, double **xy, Size *cap)
 		if (*cap < (Size) n * 2)
 		{
 			*cap = (Size) n * 2;
-			*xy = *xy ? repalloc(*xy, *cap * sizeof(double)) : palloc(*cap * sizeof(double));
+			*xy = *xy ? repalloc(*xy, *cap * sizeof(double))
+				: MemoryContextAlloc(cxt, *cap * sizeof(double));
 		}
 		memcpy(*xy, p + pos, (Size) n * 16);
 		if (!le)
@@ -378,7 +381,7 @@ read_map_source(const TdbMapRequest *req, LoadCounts *counts)
 					counts->null_geom++;
 					continue;
 				}
-				npts = parse_wkb_linestring(DatumGetByteaPP(d), &xy, &cap);
+				npts = parse_wkb_linestring(DatumGetByteaPP(d), oldcxt, &xy, &cap);
 				if (npts < 2)
 				{
 					if (npts < 0)

@@ -113,6 +113,18 @@ like($err, qr/permission denied to read table secret_roads/, 'no SELECT privileg
 $node->safe_psql('postgres', 'GRANT SELECT ON secret_roads TO mapper');
 is($node->safe_psql('postgres', q{SET ROLE mapper; SELECT trafficdb.load_map('secret_roads')}), '50',
 	'row security of the caller applies to the load');
+
+# a source of several fetch batches (10,000 rows each) whose point counts
+# grow: every shape must come through exact (the parse buffer outlives the
+# per-batch memory the loader resets)
+$node->safe_psql('postgres', q{CREATE TABLE big AS SELECT i::bigint AS id,
+  ST_SetSRID(ST_MakeLine(ARRAY(SELECT ST_MakePoint(24 + i * 0.00001 + k * 0.0001, 60 + k * 0.0001)
+                               FROM generate_series(0, 1 + i / 2500) k)), 4326) AS geom
+  FROM generate_series(1, 25000) i});
+is($node->safe_psql('postgres', q{SELECT trafficdb.load_map('big')}), '25000', 'a map of three batches loads');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM trafficdb.locations t JOIN big b ON b.id = t.location_id
+  WHERE ST_Equals(t.geom, b.geom)}), '25000', 'every shape of every batch is exact');
+
 is($node->safe_psql('postgres', q{SELECT trafficdb.load_map('roads', 'id', 'geom', 'highway', 'name', 'maxspeed')}),
 	'400', 'the full map loads again for its owner');
 
