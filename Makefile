@@ -80,9 +80,15 @@ bench/accessor: bench/accessor.c lib/libtrafficdb.a include/trafficdb.h
 bench-accessor: all bench/accessor
 	bench/accessor.sh $(SEGMENTS)
 
-SECONDS ?= 5
+SECONDS_PER_TEST ?= 3
 bench-locations: all
-	bench/locations.sh $(SEGMENTS) $(SECONDS)
+	bench/pgbench.sh $(SEGMENTS) $(SECONDS_PER_TEST) 2
+
+# Everything, beside its baselines, into bench/results/<date>-<host>.{md,csv,png}.
+SCALE ?= 1M
+CLIENTS ?= 1 2 4 8
+bench:
+	SCALE=$(SCALE) SECONDS_PER_TEST=$(SECONDS_PER_TEST) CLIENTS="$(CLIENTS)" bench/run.sh
 
 # libtrafficdb (include/trafficdb.h): shared and static, only tdb_* of the
 # public header exported.  Installed under PREFIX with a pkg-config file.
@@ -134,7 +140,7 @@ src/tests/unit_tests_tsan: $(UNIT_SRCS) $(wildcard src/*.h src/tests/*.h include
 unit-tsan: src/tests/unit_tests_tsan
 	TSAN_OPTIONS=halt_on_error=1 src/tests/unit_tests_tsan test_client_threads test_client_wait_is_woken test_shm_readers_see_consistent_versions
 
-.PHONY: unit-tsan unit tap test demo demo-stop demo-clean deps bench-objects bench-daemon bench-locations bench-accessor install-lib
+.PHONY: bench unit-tsan unit tap test demo demo-stop demo-clean deps bench-objects bench-daemon bench-locations bench-accessor install-lib
 unit: src/tests/unit_tests
 	src/tests/unit_tests
 

@@ -1,26 +1,21 @@
 #!/usr/bin/env bash
 # bench/accessor.sh [SEGMENTS] [SECONDS]: libtrafficdb through its public C
-# API (bench/accessor.c) beside Redis GET on 127.0.0.1 in the same run
-# (redis-benchmark, 1 M keys of 100 bytes, 2 clients on 2 threads, without
-# and with pipelining 16), as DAL's and TrafficDB's comparisons.  Uses the
-# demo cluster (started if needed) and loads back the demo map at the end.
+# API (bench/accessor.c: GET, tdb_get_traffic, batched GET over 1..cores
+# threads, boxes and radii of 2 to 50 km, 10 nearest, publish-to-wakeup
+# latency) beside, in the same run, a bare 1 GiB hash probe (one cache miss
+# per lookup, the floor) and Redis GET on 127.0.0.1 (redis-benchmark, 1 M
+# keys of 100 bytes, 2 clients on 2 threads, without and with pipelining
+# 16), as DAL's and TrafficDB's comparisons.  Uses the demo cluster and
+# loads back the demo map at the end.  Figures go to bench/lib.sh's CSV.
 set -euo pipefail
-. "$(dirname "$0")/../scripts/lib.sh"
-cd "$TDB_ROOT"
+. "$(dirname "$0")/lib.sh"
 
 N=${1:-1000000}
 T=${2:-3}
 RPORT=6399
-port=$(cat .demo/port 2>/dev/null || true)
-if [ -z "$port" ] || ! "$PG_BIN/pg_isready" -q -h 127.0.0.1 -p "$port"; then
-	make -s demo >/dev/null
-	port=$(cat .demo/port)
-fi
-PSQL=("$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres -d trafficdb_demo)
+bench_cluster
+bench_deps
 make -s bench/accessor
-out=bench/results/accessor.csv
-mkdir -p bench/results
-stamp="$(date -u +%Y-%m-%dT%H:%M:%SZ),$(hostname)"
 tmp=$(mktemp -d)
 trap 'redis-cli -p $RPORT shutdown nosave >/dev/null 2>&1 || true; rm -rf "$tmp"' EXIT
 
@@ -35,7 +30,7 @@ echo "bench/accessor: loading $N segments" >&2
 	-c "INSERT INTO trafficdb.feed (location_id, speed_kmh) SELECT id, id % 90 FROM bench_acc" \
 	-c "SELECT trafficdb.publish()" >/dev/null
 
-echo "bench/accessor: libtrafficdb" >&2
+echo "bench/accessor: libtrafficdb and the bare probe" >&2
 bench/accessor "/trafficdb.$port" "$N" "$T" >"$tmp/tdb.csv"
 
 echo "bench/accessor: publish-to-wakeup latency (20 publications)" >&2
@@ -47,7 +42,6 @@ for i in $(seq 20); do
 	sleep 0.1
 done
 wait "$wpid" || echo "bench/accessor: the waiter did not see every publication" >&2
-grep -v '^ready' "$tmp/wake.csv" >>"$tmp/tdb.csv" || true
 
 echo "bench/accessor: Redis" >&2
 redis-server --port "$RPORT" --bind 127.0.0.1 --save '' --appendonly no --daemonize yes \
@@ -58,23 +52,30 @@ rget() { redis-benchmark -p "$RPORT" -t get -n 2000000 -r "$N" -d 100 -c 2 --thr
 	sed -n 's/.*GET: \([0-9.]*\) requests per second.*/\1/p' | tail -1; }
 r1=$(rget 1)
 r16=$(rget 16)
+bench_emit redis get 2 "$r1" ops/s
+bench_emit redis get_pipeline16 2 "$r16" ops/s
 
 val() { sed -n "s/^$1,\([0-9.]*\),.*/\1/p" "$tmp/tdb.csv"; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.0f", (b > 0 ? a / b : 0) }'; }
-printf '%-28s %14s\n' measure per_second
 while IFS=, read -r name value unit; do
-	printf '%-28s %14.0f %s\n' "$name" "$value" "$unit"
-	echo "$stamp,$N,$name,$value" >>"$out"
+	case $name in
+	bare_probe_*thread) bench_emit accessor bare_probe "${name//[!0-9]/}" "$value" "$unit" ;;
+	get*_*thread)
+		t=${name##*_}; t=${t%thread}; m=${name%_*}
+		bench_emit accessor "$m" "$t" "$value" "$unit" bare_probe "$(val "bare_probe_${t}thread")"
+		if [ "$t" = 2 ]; then
+			# Redis ran 2 clients on 2 threads: compare both cores with both cores
+			case $m in
+			get_batched64) bench_emit accessor "$m" 2 "$value" "$unit" redis_get_pipeline16 "$r16" ;;
+			*) bench_emit accessor "$m" 2 "$value" "$unit" redis_get "$r1" ;;
+			esac
+		fi
+		;;
+	*) bench_emit accessor "$name" 1 "$value" "$unit" ;;
+	esac
 done <"$tmp/tdb.csv"
-printf '%-28s %14.0f\n' redis_get_2clients "$r1" redis_get_2clients_pipeline16 "$r16"
-echo "$stamp,$N,redis_get,$r1" >>"$out"
-echo "$stamp,$N,redis_get_pipeline16,$r16" >>"$out"
-pct() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.0f%%", (b > 0 ? 100 * a / b : 0) }'; }
-echo "both cores: libtrafficdb GET vs Redis GET $(ratio "$(val get_2thread)" "$r1")x," \
-	"batched vs Redis pipelined $(ratio "$(val get_batched64_2thread)" "$r16")x"
-echo "one core, against the bare 1 GiB probe: GET $(pct "$(val get_1thread)" "$(val bare_probe_1thread)")," \
-	"tdb_get_traffic $(pct "$(val get_traffic_1thread)" "$(val bare_probe_1thread)")," \
-	"batched $(pct "$(val get_batched64_1thread)" "$(val bare_probe_1thread)")"
+grep -v '^ready' "$tmp/wake.csv" | while IFS=, read -r name value unit; do
+	bench_emit accessor "$name" 1 "$value" "$unit"
+done
 
-"${PSQL[@]}" -c "SELECT trafficdb.load_map('roads', 'osm_id', 'geom', 'highway', 'name', 'maxspeed', 'oneway')" >/dev/null
-"${PSQL[@]}" -c "DROP TABLE bench_acc"
+bench_restore_map
+"${PSQL[@]}" -c "DROP TABLE bench_acc" -c "TRUNCATE trafficdb.feed"

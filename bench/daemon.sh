@@ -8,27 +8,13 @@
 #   feed 1 % / 100 %   INSERT that many feed rows, then trafficdb.publish():
 #                      consume (delete), check, persist to traffic_state, publish
 #
-# Prints CSV lines (name,value,unit) and appends them to bench/results/daemon.csv
-# with the date and host.  The demo map is loaded back at the end.
+# Figures go to bench/lib.sh's CSV.  The demo map is loaded back at the end.
 set -euo pipefail
-. "$(dirname "$0")/../scripts/lib.sh"
-cd "$TDB_ROOT"
+. "$(dirname "$0")/lib.sh"
 
 N=${1:-1000000}
-port=$(cat .demo/port 2>/dev/null || true)
-if [ -z "$port" ] || ! "$PG_BIN/pg_isready" -q -h 127.0.0.1 -p "$port"; then
-	make -s demo >/dev/null
-	port=$(cat .demo/port)
-fi
-PSQL=("$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres -d trafficdb_demo)
-out=bench/results/daemon.csv
-mkdir -p bench/results
-stamp="$(date -u +%Y-%m-%dT%H:%M:%SZ),$(hostname)"
-
-emit() {
-	echo "$1,$2,$3"
-	echo "$stamp,$N,$1,$2,$3" >>"$out"
-}
+bench_cluster
+emit() { bench_emit publish_sql "$1" "$N" "$2" "$3"; }
 
 # wall-clock milliseconds of one SQL statement
 time_sql() {
@@ -74,5 +60,5 @@ for pct in 1 100; do
 done
 
 echo "bench/daemon: restoring the demo map" >&2
-"${PSQL[@]}" -c "SELECT trafficdb.load_map('roads', 'osm_id', 'geom', 'highway', 'name', 'maxspeed', 'oneway')" >/dev/null
+bench_restore_map
 "${PSQL[@]}" -c "DROP TABLE bench_roads; TRUNCATE trafficdb.traffic_state"

@@ -5,7 +5,7 @@
 --   osm2pgsql --output=flex --style=scripts/roads.lua -d DB file.osm.pbf
 
 local roads = osm2pgsql.define_table({
-    name = 'roads',
+    name = os.getenv('TDB_ROADS_TABLE') or 'roads',   -- bench/run.sh imports Delaware beside the demo map
     ids = { type = 'way', id_column = 'osm_id' },
     columns = {
         { column = 'highway',  type = 'text', not_null = true },

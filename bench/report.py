@@ -1,0 +1,253 @@
+#!/usr/bin/env python3
+"""bench/report.py RESULTS.csv: the report and plots of one `make bench` run.
+
+Reads the CSV that bench/lib.sh's bench_emit writes (section, measure, x,
+value, unit, baseline, baseline_value, ratio) and writes beside it
+RESULTS.md (machine, versions, commands, headline ratios, every table) and
+RESULTS-*.png (gnuplot, when it is installed).  Standard library only.
+
+Environment: BENCH_COMMAND (the command that ran), BENCH_SECONDS (its
+runtime), PG_PORT (the cluster, for the PostgreSQL and PostGIS versions).
+"""
+import csv
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from collections import defaultdict
+
+
+def sh(cmd):
+    """A command's first output line, or 'unknown'."""
+    try:
+        out = subprocess.run(cmd, shell=True, capture_output=True, text=True, timeout=30).stdout
+        return out.strip().splitlines()[0] if out.strip() else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def machine():
+    port = os.environ.get("PG_PORT", "5433")
+    psql = f"/usr/lib/postgresql/15/bin/psql -X -At -h 127.0.0.1 -p {port} -U postgres -d trafficdb_demo -c"
+    mem_kb = sh("awk '/MemTotal/ { print $2 }' /proc/meminfo")
+    return [
+        ("host", platform.node()),
+        ("CPU", sh("lscpu | sed -n 's/^Model name: *//p'")),
+        ("cores", str(os.cpu_count())),
+        ("memory", f"{int(mem_kb) / 1048576:.1f} GiB" if mem_kb.isdigit() else mem_kb),
+        ("kernel", platform.release()),
+        ("PostgreSQL", sh(f"{psql} 'SELECT version()'")),
+        ("PostGIS", sh(f"{psql} 'SELECT postgis_lib_version()'")),
+        ("Redis", sh("redis-server --version")),
+        ("trafficdb", sh("git rev-parse --short HEAD")),
+    ]
+
+
+def fmt(v):
+    try:
+        f = float(v)
+    except ValueError:
+        return v
+    if f >= 1e6:
+        return f"{f / 1e6:.2f} M"
+    if f >= 1e4:
+        return f"{f / 1e3:.1f} k"
+    if f == int(f):
+        return f"{int(f)}"
+    return f"{f:.3g}"
+
+
+def table(rows, with_baseline):
+    head = "| measure | x | value | unit |" + (" baseline | baseline value | ratio |" if with_baseline else "")
+    sep = "|---|---:|---:|---|" + ("---|---:|---:|" if with_baseline else "")
+    out = [head, sep]
+    for r in rows:
+        line = f"| {r['measure']} | {r['x']} | {fmt(r['value'])} | {r['unit']} |"
+        if with_baseline:
+            ratio = f"{float(r['ratio']):.2f}x" if r["ratio"] else ""
+            line += f" {r['baseline']} | {fmt(r['baseline_value'])} | {ratio} |"
+        out.append(line)
+    return "\n".join(out)
+
+
+def find(rows, section, measure, x=None, baseline=None):
+    for r in rows:
+        if (r["section"] == section and r["measure"] == measure and (x is None or r["x"] == str(x))
+                and (baseline is None or r["baseline"] == baseline)):
+            return r
+    return None
+
+
+SECTIONS = [
+    ("publish_objects", "Publishing: the objects alone (bench/objbench)",
+     "Map build (R-tree, hash, layout), validation and traffic publication without PostgreSQL; x is "
+     "the number of segments of a synthetic network shaped like OpenStreetMap's."),
+    ("publish_sql", "Publishing through SQL (bench/daemon.sh)",
+     "`trafficdb.load_map()` of a synthetic table, then feeds of 1 % and 100 % of locations consumed "
+     "and published by `trafficdb.publish()`."),
+    ("publish_delaware", "Publishing the real Delaware network (OpenStreetMap)", ""),
+    ("sql", "Queries through SQL (bench/pgbench.sh): the locations table vs a heap",
+     "pgbench, prepared, x = clients (-j up to the cores). Baseline: the same query on a heap table "
+     "with a btree on id and GiST on geom and geom::geography; at 2 clients also on a copy "
+     "CLUSTERed on its GiST index."),
+    ("mixed", "Mixed run: readers while the daemon publishes every 100 ms",
+     "A feed writer inserts 10,000 rows/s; baseline: the same readers without publishing."),
+    ("accessor", "The C accessor (bench/accessor.sh)",
+     "x = threads (a handle each). Baselines: a bare open-addressing probe over 1 GiB (one cache "
+     "miss per lookup) at the same thread count, and Redis GET on 127.0.0.1 (2 clients, 2 threads)."),
+    ("redis", "Redis (redis-benchmark, 1 M keys of 100 bytes, 2 clients on 2 threads)", ""),
+]
+
+
+def gnuplot(base, name, script):
+    if not shutil.which("gnuplot"):
+        return None
+    png = f"{base}-{name}.png"
+    full = f"set terminal pngcairo size 900,560 font 'sans,11'\nset output '{png}'\n" \
+           "set key outside right\nset grid\n" + script
+    subprocess.run(["gnuplot"], input=full, text=True, check=True)
+    return png
+
+
+def series_file(base, name, points):
+    path = f"{base}-{name}.dat"
+    with open(path, "w") as f:
+        for x, y in points:
+            f.write(f"{x} {y}\n")
+    return path
+
+
+def plots(base, rows):
+    made = []
+    by = defaultdict(list)
+    for r in rows:
+        by[(r["section"], r["measure"], r["baseline"])].append(r)
+    tmp = []
+
+    def pts(section, measure, baseline, value="value"):
+        return sorted((float(r["x"]), float(r[value])) for r in by[(section, measure, baseline)]
+                      if r[value])
+
+    # SQL throughput over clients, fdw (solid) against heap (dashed)
+    lines = []
+    for i, q in enumerate(["id", "bbox2", "bbox10", "knn", "join"]):
+        f = series_file(base, f"sql-{q}", pts("sql", q, "heap"))
+        h = series_file(base, f"sql-{q}-heap", pts("sql", q, "heap", "baseline_value"))
+        tmp += [f, h]
+        lines.append(f"'{f}' w lp lw 2 lc {i + 1} pt 7 t '{q} trafficdb'")
+        lines.append(f"'{h}' w lp lw 1 dt 2 lc {i + 1} pt 6 t '{q} heap'")
+    made.append(gnuplot(base, "sql-clients",
+                        "set title 'Queries through SQL over clients (pgbench)'\nset xlabel 'clients'\n"
+                        "set ylabel 'queries per second'\nset logscale y\nset xtics (1,2,4,8)\n"
+                        "plot " + ", ".join(lines)))
+
+    # box size, as the TrafficDB paper's figures: 2 clients, fdw vs heap
+    fdw, heap = [], []
+    for km in [2, 5, 10, 20, 50]:
+        r = find(rows, "sql", f"bbox{km}", 2, "heap")
+        if r:
+            fdw.append((km, r["value"]))
+            heap.append((km, r["baseline_value"]))
+    f, h = series_file(base, "box-fdw", fdw), series_file(base, "box-heap", heap)
+    tmp += [f, h]
+    made.append(gnuplot(base, "sql-boxes",
+                        "set title 'Box queries by size, 2 clients'\nset xlabel 'box side (km)'\n"
+                        "set ylabel 'queries per second'\nset logscale xy\nset xtics (2,5,10,20,50)\n"
+                        f"plot '{f}' w lp lw 2 pt 7 t 'trafficdb.locations', '{h}' w lp lw 2 pt 6 t 'heap + GiST'"))
+
+    # the accessor over threads against the bare probe
+    lines = []
+    for i, (m, title) in enumerate([("bare_probe", "bare 1 GiB probe"), ("get", "tdb_get"),
+                                    ("get_traffic", "tdb_get_traffic"), ("get_batched64", "tdb_get_many (64)")]):
+        p = pts("accessor", m, "" if m == "bare_probe" else "bare_probe")
+        f = series_file(base, f"acc-{m}", p)
+        tmp.append(f)
+        lines.append(f"'{f}' w lp lw 2 pt 7 lc {i + 1} t '{title}'")
+    redis = [(2, r["value"]) for r in rows if r["section"] == "redis"]
+    if redis:
+        f = series_file(base, "acc-redis", redis)
+        tmp.append(f)
+        lines.append(f"'{f}' w p pt 5 ps 1.5 lc 7 t 'Redis GET, plain and pipelined (2 threads)'")
+    made.append(gnuplot(base, "accessor-threads",
+                        "set title 'Lookups per second over threads (libtrafficdb)'\nset xlabel 'threads'\n"
+                        "set ylabel 'lookups per second'\nset logscale y\nset xtics 1\nset xrange [0.5:*]\n"
+                        "plot " + ", ".join(lines)))
+
+    # scale-up of publishing (objects alone)
+    b = series_file(base, "pub-build", pts("publish_objects", "map_build_s", ""))
+    u = series_file(base, "pub-1pct", pts("publish_objects", "update_1pct_publish_s", ""))
+    a = series_file(base, "pub-100pct", pts("publish_objects", "update_100pct_publish_s", ""))
+    tmp += [b, u, a]
+    made.append(gnuplot(base, "publish-scale",
+                        "set title 'Publishing over network size (objects alone)'\nset xlabel 'segments'\n"
+                        "set ylabel 'seconds'\nset logscale xy\n"
+                        f"plot '{b}' w lp lw 2 pt 7 t 'map build', '{a}' w lp lw 2 pt 7 t 'traffic, 100 % updated', "
+                        f"'{u}' w lp lw 2 pt 7 t 'traffic, 1 % updated'"))
+    for t in tmp:
+        os.remove(t)
+    return [m for m in made if m]
+
+
+def headline(rows):
+    out = []
+
+    def line(text, r):
+        if r and r["ratio"]:
+            out.append(f"- {text}: {fmt(r['value'])} vs {fmt(r['baseline_value'])} {r['unit']}, "
+                       f"**{float(r['ratio']):.2f}x**")
+
+    line("SQL id lookup, locations table vs heap btree (2 clients)", find(rows, "sql", "id", 2, "heap"))
+    line("SQL 2 km box, locations table vs heap GiST (2 clients)", find(rows, "sql", "bbox2", 2, "heap"))
+    line("SQL 10 km box, locations table vs heap GiST (2 clients)", find(rows, "sql", "bbox10", 2, "heap"))
+    line("SQL 10 nearest, locations table vs heap GiST (2 clients)", find(rows, "sql", "knn", 2, "heap"))
+    line("SQL route join, locations table vs heap (2 clients)", find(rows, "sql", "join", 2, "heap"))
+    line("SQL id lookup while publishing every 100 ms vs without (2 clients)", find(rows, "mixed", "id", 2))
+    line("C accessor GET vs Redis GET (both cores)", find(rows, "accessor", "get", 2, "redis_get"))
+    line("C accessor batched GET vs pipelined Redis GET (both cores)",
+         find(rows, "accessor", "get_batched64", 2, "redis_get_pipeline16"))
+    line("C accessor GET vs a bare 1 GiB hash probe (1 thread)", find(rows, "accessor", "get", 1, "bare_probe"))
+    return "\n".join(out)
+
+
+def main():
+    path = sys.argv[1]
+    base = path[:-4] if path.endswith(".csv") else path
+    with open(path) as f:
+        rows = list(csv.DictReader(f))
+    pngs = plots(base, rows)
+    md = [f"# trafficdb benchmark: {os.path.basename(base)}", ""]
+    md.append("Every figure beside its baseline measured in the same run (ratios are what count: "
+              "the machine is shared and noisy). Reproduce with:")
+    md += ["", "```sh", os.environ.get("BENCH_COMMAND", "make bench"), "```", ""]
+    secs = os.environ.get("BENCH_SECONDS")
+    if secs:
+        md.append(f"Runtime: {int(secs) // 60} min {int(secs) % 60} s.")
+        md.append("")
+    md += ["## Machine", "", "| | |", "|---|---|"]
+    md += [f"| {k} | {v} |" for k, v in machine()]
+    md += ["", "## Headline ratios", "", headline(rows), ""]
+    for png in pngs:
+        md.append(f"![{os.path.basename(png)}]({os.path.basename(png)})")
+    md.append("")
+    for section, title, text in SECTIONS:
+        rs = [r for r in rows if r["section"] == section]
+        if not rs:
+            continue
+        md += [f"## {title}", ""]
+        if text:
+            md += [text, ""]
+        md += [table(rs, any(r["baseline"] for r in rs)), ""]
+    others = sorted({r["section"] for r in rows} - {s for s, _, _ in SECTIONS})
+    for section in others:
+        rs = [r for r in rows if r["section"] == section]
+        md += [f"## {section}", "", table(rs, any(r["baseline"] for r in rs)), ""]
+    with open(base + ".md", "w") as f:
+        f.write("\n".join(md))
+    print(base + ".md")
+    for png in pngs:
+        print(png)
+
+
+if __name__ == "__main__":
+    main()
