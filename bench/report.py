@@ -53,8 +53,8 @@ def fmt(v):
         return f"{f / 1e6:.2f} M"
     if f >= 1e4:
         return f"{f / 1e3:.1f} k"
-    if f == int(f):
-        return f"{int(f)}"
+    if f >= 100 or f == int(f):
+        return f"{f:,.0f}"
     return f"{f:.3g}"
 
 
@@ -65,7 +65,7 @@ def table(rows, with_baseline):
     for r in rows:
         line = f"| {r['measure']} | {r['x']} | {fmt(r['value'])} | {r['unit']} |"
         if with_baseline:
-            ratio = f"{float(r['ratio']):.2f}x" if r["ratio"] else ""
+            ratio = f"{float(r['ratio']):.3g}x" if r["ratio"] else ""
             line += f" {r['baseline']} | {fmt(r['baseline_value'])} | {ratio} |"
         out.append(line)
     return "\n".join(out)
@@ -139,7 +139,7 @@ def plots(base, rows):
         lines.append(f"'{h}' w lp lw 1 dt 2 lc {i + 1} pt 6 t '{q} heap'")
     made.append(gnuplot(base, "sql-clients",
                         "set title 'Queries through SQL over clients (pgbench)'\nset xlabel 'clients'\n"
-                        "set ylabel 'queries per second'\nset logscale y\nset xtics (1,2,4,8)\n"
+                        "set ylabel 'queries per second'\nset logscale xy\nset xtics (1,2,4,8,16)\n"
                         "plot " + ", ".join(lines)))
 
     # box size, as the TrafficDB paper's figures: 2 clients, fdw vs heap
@@ -195,7 +195,7 @@ def headline(rows):
     def line(text, r):
         if r and r["ratio"]:
             out.append(f"- {text}: {fmt(r['value'])} vs {fmt(r['baseline_value'])} {r['unit']}, "
-                       f"**{float(r['ratio']):.2f}x**")
+                       f"**{float(r['ratio']):.3g}x**")
 
     line("SQL id lookup, locations table vs heap btree (2 clients)", find(rows, "sql", "id", 2, "heap"))
     line("SQL 2 km box, locations table vs heap GiST (2 clients)", find(rows, "sql", "bbox2", 2, "heap"))

@@ -94,9 +94,10 @@ if [ ! -f "$(pgdata)/PG_VERSION" ]; then
 	echo "demo: created a cluster in $(pgdata)"
 fi
 
-# a rebuilt library only takes effect when the postmaster preloads it again
+# a rebuilt library only takes effect when the postmaster preloads it again;
+# lib.cksum records the library the running server started with
 lib="$($PG_CONFIG --pkglibdir)/trafficdb.so"
-if is_running && [ "$lib" -nt "$(pgdata)/postmaster.pid" ]; then
+if is_running && [ "$(cksum <"$lib")" != "$(cat "$dir/lib.cksum" 2>/dev/null)" ]; then
 	echo "demo: trafficdb.so was rebuilt; restarting the server to load it"
 	as_pg "$PG_BIN/pg_ctl" -D "$(pgdata)" stop -m fast -w >/dev/null
 fi
@@ -123,6 +124,7 @@ if ! is_running; then
 	EOF
 	as_pg "$PG_BIN/pg_ctl" -D "$(pgdata)" -l "$dir/postgres.log" -w start >/dev/null ||
 		{ tail -n 20 "$dir/postgres.log"; die "the demo cluster did not start (log: $dir/postgres.log)"; }
+	cksum <"$lib" >"$dir/lib.cksum"
 	echo "demo: server started on 127.0.0.1:$port"
 else
 	echo "demo: server already running on 127.0.0.1:$(demo_port)"
