@@ -52,9 +52,10 @@ endif
 # --- C unit tests of src/ (built without PostgreSQL) -----------------------
 UNIT_CFLAGS = -std=gnu11 -O2 -g $(WARNINGS) -Isrc -Isrc/tests -Iinclude
 CLIENT_SRCS = $(wildcard src/client/*.c)
-UNIT_SRCS = $(ENGINE_SRCS) $(CLIENT_SRCS) $(wildcard src/tests/*.c)
+STREAM_SRCS = $(wildcard src/stream/*.c)
+UNIT_SRCS = $(ENGINE_SRCS) $(CLIENT_SRCS) $(STREAM_SRCS) $(wildcard src/tests/*.c)
 
-src/tests/unit_tests: $(UNIT_SRCS) $(wildcard src/*.h src/tests/*.h include/*.h) src/tests/tests.list
+src/tests/unit_tests: $(UNIT_SRCS) $(wildcard src/*.h src/stream/*.h src/tests/*.h include/*.h) src/tests/tests.list
 	$(CC) $(UNIT_CFLAGS) -o $@ $(UNIT_SRCS) -lm -lpthread
 
 # tdbread: an external reader of the shared memory (operators, TAP tests).
@@ -134,7 +135,7 @@ tap:
 	$(prove_installcheck)
 
 # The protocol and the client's threads under ThreadSanitizer.
-src/tests/unit_tests_tsan: $(UNIT_SRCS) $(wildcard src/*.h src/tests/*.h include/*.h) src/tests/tests.list
+src/tests/unit_tests_tsan: $(UNIT_SRCS) $(wildcard src/*.h src/stream/*.h src/tests/*.h include/*.h) src/tests/tests.list
 	$(CC) $(UNIT_CFLAGS) -O1 -fsanitize=thread -o $@ $(UNIT_SRCS) -lm -lpthread
 
 unit-tsan: src/tests/unit_tests_tsan

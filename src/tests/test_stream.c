@@ -1,0 +1,926 @@
+/*
+ * test_stream.c
+ *	  Stream files (src/stream/): the crash guarantee proven by simulated
+ *	  power loss at every write, failing I/O operations, bit flips in every
+ *	  structure, kill -9 of a writer process, the recovery bound, codecs and
+ *	  the schema language.
+ *
+ *	  The power-loss model (CrashIO): writes land in a page cache; a sync
+ *	  makes them durable.  At the crash, each 512-byte sector of every write
+ *	  since the last sync independently reached the disk or not, and the
+ *	  write in flight is torn (some sectors), dropped, or leaves garbage in
+ *	  some of its sectors.  After each crash the file must open, hold every
+ *	  record acknowledged by a successful flush byte for byte, and anything
+ *	  later whole or not at all.
+ */
+#include "unit.h"
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "stream/stream.h"
+
+#define SEC TDB_STREAM_SECTOR
+
+/* ---- the intercepting I/O layer ---------------------------------------------- */
+
+typedef struct Range
+{
+	uint64_t	off;
+	uint64_t	len;
+} Range;
+
+typedef struct CrashIO
+{
+	uint8_t    *disk;			/* durable */
+	uint8_t    *cache;			/* what reads see */
+	uint64_t	size;
+	Range	   *pend;
+	int			npend,
+				cap;
+	long		writes;			/* write calls so far */
+	long		crash_at;		/* the write in flight when power goes (0 = never) */
+	int			mode;			/* 0 torn, 1 dropped, 2 garbage */
+	bool		crashed;
+	long		ops;			/* read, write and sync calls so far */
+	long		fail_at;		/* this operation fails (0 = none) */
+	bool		fail_persist;	/* and every later one */
+	uint64_t	rng;
+} CrashIO;
+
+static void
+crash_apply_sectors(CrashIO *c, uint8_t *img, uint64_t off, uint64_t len, int mode)
+{
+	for (uint64_t s = off; s < off + len; s += SEC)
+	{
+		uint64_t	n = off + len - s < SEC ? off + len - s : SEC;
+		uint64_t	r = unit_rand(&c->rng) % 3;
+
+		if (mode == 1)
+			continue;
+		if (mode == 2 && r == 0)
+		{
+			for (uint64_t i = 0; i < n; i++)
+				img[s + i] = (uint8_t) unit_rand(&c->rng);
+		}
+		else if (r != 2)
+			memcpy(img + s, c->cache + s, n);
+	}
+}
+
+static int
+cio_read(void *ctx, uint64_t off, void *buf, size_t len)
+{
+	CrashIO    *c = ctx;
+
+	c->ops++;
+	if (c->crashed || (c->fail_at && (c->ops == c->fail_at || (c->fail_persist && c->ops > c->fail_at))))
+		return -1;
+	memcpy(buf, c->cache + off, len);
+	return 0;
+}
+
+static int
+cio_write(void *ctx, uint64_t off, const void *buf, size_t len)
+{
+	CrashIO    *c = ctx;
+
+	c->ops++;
+	if (c->crashed)
+		return -1;
+	c->writes++;
+	if (c->fail_at && (c->ops == c->fail_at || (c->fail_persist && c->ops > c->fail_at)))
+	{
+		/* a failing write may still have written part of its data (a short write) */
+		if (unit_rand(&c->rng) % 2)
+		{
+			memcpy(c->cache + off, buf, len / 2);
+			if (c->npend < c->cap)
+				c->pend[c->npend++] = (Range) {off, len / 2};
+		}
+		return -1;
+	}
+	memcpy(c->cache + off, buf, len);
+	if (c->npend < c->cap)
+		c->pend[c->npend++] = (Range) {off, len};
+	if (c->crash_at && c->writes == c->crash_at)
+	{
+		c->crashed = true;
+		return -1;
+	}
+	return 0;
+}
+
+static int
+cio_sync(void *ctx)
+{
+	CrashIO    *c = ctx;
+
+	c->ops++;
+	if (c->crashed || (c->fail_at && (c->ops == c->fail_at || (c->fail_persist && c->ops > c->fail_at))))
+		return -1;
+	for (int i = 0; i < c->npend; i++)
+		memcpy(c->disk + c->pend[i].off, c->cache + c->pend[i].off, c->pend[i].len);
+	c->npend = 0;
+	return 0;
+}
+
+static void
+cio_init(CrashIO *c, uint64_t size, TdbStreamIO *io)
+{
+	memset(c, 0, sizeof(*c));
+	c->size = size;
+	c->disk = calloc(1, size);
+	c->cache = calloc(1, size);
+	c->cap = 1 << 16;
+	c->pend = calloc((size_t) c->cap, sizeof(Range));
+	io->ctx = c;
+	io->read = cio_read;
+	io->write = cio_write;
+	io->sync = cio_sync;
+	io->size = size;
+}
+
+static void
+cio_free(CrashIO *c)
+{
+	free(c->disk);
+	free(c->cache);
+	free(c->pend);
+}
+
+/*
+ * The image after power loss: the durable disk, plus each sector of the
+ * unsynced writes (in order) that happened to reach it; the last of them is
+ * the write in flight, treated by mode.  Afterwards the cache is the image.
+ */
+static void
+cio_power_loss(CrashIO *c, int inflight_mode)
+{
+	uint8_t    *img = malloc(c->size);
+
+	memcpy(img, c->disk, c->size);
+	for (int i = 0; i < c->npend; i++)
+		crash_apply_sectors(c, img, c->pend[i].off, c->pend[i].len, i == c->npend - 1 ? inflight_mode : 0);
+	memcpy(c->disk, img, c->size);
+	memcpy(c->cache, img, c->size);
+	free(img);
+	c->npend = 0;
+	c->crashed = false;
+	c->crash_at = 0;
+	c->fail_at = 0;
+}
+
+/* ---- a workload and its model ---------------------------------------------------- */
+
+#define W_STREAMS 2
+#define W_MAX 4000
+
+static const char *w_schema =
+"SET blockSize = 1024;\n"
+"SET fileSize = 64KB;\n"
+"CREATE STREAM speed WITH ID 1 { sog int32, cog float64 NULL };\n"
+"CREATE STREAM engine WITH ID 2 { rpm int64, volts float32, flag bool NULL, temp int16 };\n";
+
+typedef struct Model
+{
+	int64_t		ts[W_STREAMS][W_MAX];
+	TdbStreamValue vals[W_STREAMS][W_MAX][4];
+	int			n[W_STREAMS];	/* inserted */
+	int			acked[W_STREAMS];	/* inserted when the last flush succeeded */
+	int			pending[W_STREAMS];	/* inserted when a flush was under way */
+} Model;
+
+static void
+make_values(uint64_t *rng, int s, TdbStreamValue *v)
+{
+	memset(v, 0, 4 * sizeof(*v));
+	if (s == 0)
+	{
+		v[0].v.i = (int32_t) unit_rand(rng);
+		v[1].isnull = unit_rand(rng) % 5 == 0;
+		v[1].v.f = v[1].isnull ? 0 : unit_rand_double(rng, -1e6, 1e6);
+	}
+	else
+	{
+		v[0].v.i = (int64_t) unit_rand(rng);
+		v[1].v.f = (float) unit_rand_double(rng, 0, 30);
+		v[2].isnull = unit_rand(rng) % 3 == 0;
+		v[2].v.i = v[2].isnull ? 0 : (int64_t) (unit_rand(rng) % 2);
+		v[3].v.i = (int16_t) unit_rand(rng);
+	}
+}
+
+/*
+ * Run ninserts inserts with flushes at random intervals, recording the
+ * model; stops at the first failure (a crash or an I/O error) and returns
+ * its code.
+ */
+static int
+run_workload(TdbStreamDB *db, Model *m, uint64_t seed, int ninserts)
+{
+	uint64_t	rng = seed;
+
+	for (int k = 0; k < ninserts; k++)
+	{
+		int			s = (int) (unit_rand(&rng) % W_STREAMS);
+		int			i = m->n[s];
+		int			rc;
+
+		if (i >= W_MAX)
+			continue;
+		m->ts[s][i] = (i == 0 ? 1000 : m->ts[s][i - 1]) + 1 + (int64_t) (unit_rand(&rng) % 100);
+		make_values(&rng, s, m->vals[s][i]);
+		if ((rc = tdb_stream_insert(db, s, m->ts[s][i], m->vals[s][i])) != TDB_STREAM_OK)
+			return rc;
+		m->n[s]++;
+		if (unit_rand(&rng) % 6 == 0)
+		{
+			memcpy(m->pending, m->n, sizeof(m->n));
+			if ((rc = tdb_stream_flush(db)) != TDB_STREAM_OK)
+				return rc;
+			memcpy(m->acked, m->n, sizeof(m->n));
+		}
+	}
+	return TDB_STREAM_OK;
+}
+
+typedef struct Collect
+{
+	int64_t		ts[W_MAX];
+	TdbStreamRecord recs[W_MAX];
+	int			n;
+} Collect;
+
+static int
+collect(const TdbStreamRecord *r, void *p)
+{
+	Collect    *c = p;
+
+	if (c->n < W_MAX)
+		c->recs[c->n++] = *r;
+	return 0;
+}
+
+static bool
+same_value(const TdbStreamValue *a, const TdbStreamValue *b, bool is_float)
+{
+	if (a->isnull || b->isnull)
+		return a->isnull == b->isnull;
+	return is_float ? a->v.f == b->v.f : a->v.i == b->v.i;
+}
+
+/*
+ * The guarantee, per stream: what is there is a contiguous run of the
+ * inserted records, byte for byte, ending at or after the last acknowledged
+ * one (and at most at what the interrupted flush covered).  Returns false
+ * (and reports) if not.
+ */
+static bool
+check_against_model(TdbStreamDB *db, const Model *m, const char *what)
+{
+	static Collect c;
+	bool		good = true;
+
+	for (int s = 0; s < W_STREAMS; s++)
+	{
+		const TdbStreamDef *d = &tdb_stream_schema(db)->streams[s];
+		int			lo = -1,
+					rc;
+
+		c.n = 0;
+		rc = tdb_stream_range(db, s, INT64_MIN + 1, INT64_MAX, collect, &c);
+		if (rc != TDB_STREAM_OK)
+		{
+			unit_fail(__FILE__, __LINE__, "%s: stream %d unreadable: %s", what, s, tdb_stream_errmsg(db));
+			return false;
+		}
+		if (c.n > 0)
+			for (int i = 0; i < m->n[s]; i++)
+				if (m->ts[s][i] == c.recs[0].ts)
+					lo = i;
+		if (c.n > 0 && lo < 0)
+		{
+			unit_fail(__FILE__, __LINE__, "%s: stream %d starts at ts %lld, never inserted", what, s,
+					  (long long) c.recs[0].ts);
+			return false;
+		}
+		for (int k = 0; k < c.n; k++)
+		{
+			int			i = lo + k;
+
+			good = i < m->n[s] && c.recs[k].ts == m->ts[s][i] && !c.recs[k].discontinuity;
+			for (uint32_t f = 0; good && f < d->nfields; f++)
+				good = same_value(&c.recs[k].vals[f], &m->vals[s][i][f],
+								  d->fields[f].type == TDB_ST_FLOAT32 || d->fields[f].type == TDB_ST_FLOAT64);
+			if (!good)
+			{
+				unit_fail(__FILE__, __LINE__, "%s: stream %d record %d (ts %lld) differs from insert %d",
+						  what, s, k, (long long) c.recs[k].ts, i);
+				return false;
+			}
+		}
+		{
+			int			hi = c.n > 0 ? lo + c.n : 0;
+
+			if (hi < m->acked[s] || hi > (m->pending[s] > m->acked[s] ? m->pending[s] : m->acked[s]) ||
+				(m->acked[s] > 0 && c.n == 0))
+			{
+				unit_fail(__FILE__, __LINE__, "%s: stream %d holds inserts [%d, %d); acknowledged %d, flushing %d",
+						  what, s, lo, hi, m->acked[s], m->pending[s]);
+				return false;
+			}
+		}
+	}
+	return true;
+}
+
+static void
+create_file(TdbStreamIO *io)
+{
+	TdbStreamSchema schema;
+	char		err[256];
+
+	if (tdb_stream_parse_rdl(w_schema, &schema, err, sizeof(err)) != TDB_STREAM_OK)
+		unit_fail(__FILE__, __LINE__, "schema: %s", err);
+	if (tdb_stream_create(io, &schema, err, sizeof(err)) != TDB_STREAM_OK)
+		unit_fail(__FILE__, __LINE__, "create: %s", err);
+}
+
+/* ---- the tests -------------------------------------------------------------------- */
+
+UNIT_TEST(test_stream_roundtrip_and_wrap)
+{
+	CrashIO		c;
+	TdbStreamIO io;
+	TdbStreamDB *db;
+	static Model m;
+	char		err[256];
+	TdbStreamFileInfo info;
+
+	cio_init(&c, 64 * 1024, &io);
+	create_file(&io);
+	memset(&m, 0, sizeof(m));
+	CHECK_EQ_U64(tdb_stream_open(&io, &db, err, sizeof(err)), TDB_STREAM_OK);
+	CHECK_EQ_U64(run_workload(db, &m, 7, 3000), TDB_STREAM_OK);
+	CHECK_EQ_U64(tdb_stream_flush(db), TDB_STREAM_OK);
+	memcpy(m.acked, m.n, sizeof(m.n));
+	memcpy(m.pending, m.n, sizeof(m.n));
+	tdb_stream_info(db, &info);
+	/* 3,000 records of 22 and 28 bytes do not fit 64 KB: the file wrapped */
+	CHECK(info.data_blocks < 60 && info.free_blocks == 0);
+	CHECK(check_against_model(db, &m, "before reopening"));
+	CHECK_EQ_U64(tdb_stream_verify(db), TDB_STREAM_OK);
+	tdb_stream_close(db);
+	CHECK_EQ_U64(tdb_stream_open(&io, &db, err, sizeof(err)), TDB_STREAM_OK);
+	CHECK(check_against_model(db, &m, "after reopening"));
+	/* point lookups: the last record at or before t */
+	{
+		TdbStreamRecord r;
+		int			i = m.n[1] - 5;
+
+		CHECK_EQ_U64(tdb_stream_at(db, 1, m.ts[1][i], &r), TDB_STREAM_OK);
+		CHECK(r.ts == m.ts[1][i] && r.vals[0].v.i == m.vals[1][i][0].v.i);
+		CHECK_EQ_U64(tdb_stream_at(db, 1, m.ts[1][i + 1] - 1, &r), TDB_STREAM_OK);
+		CHECK(r.ts == m.ts[1][i]);
+		CHECK_EQ_U64(tdb_stream_at(db, 1, 0, &r), (uint64_t) TDB_STREAM_ENOTFOUND);
+	}
+	/* order is enforced and named */
+	{
+		TdbStreamValue v[4] = {{0}};
+
+		CHECK_EQ_U64(tdb_stream_insert(db, 0, m.ts[0][m.n[0] - 1], v), (uint64_t) TDB_STREAM_EORDER);
+		CHECK(strstr(tdb_stream_errmsg(db), "is not after the last one of stream speed") != NULL);
+		v[0].isnull = true;
+		CHECK_EQ_U64(tdb_stream_insert(db, 0, m.ts[0][m.n[0] - 1] + 1, v), (uint64_t) TDB_STREAM_EINVAL);
+	}
+	tdb_stream_close(db);
+	cio_free(&c);
+}
+
+/*
+ * Power loss at every write of the workload, in each of the three ways a
+ * write in flight can end; then the file opens, the guarantee holds, and
+ * writing goes on.
+ */
+UNIT_TEST(test_stream_power_loss_at_every_write)
+{
+	CrashIO		c;
+	TdbStreamIO io;
+	static Model m;
+	long		total;
+	long		points = 0;
+	char		err[256];
+
+	/* count the workload's writes */
+	{
+		TdbStreamDB *db;
+
+		cio_init(&c, 64 * 1024, &io);
+		create_file(&io);
+		memset(&m, 0, sizeof(m));
+		tdb_stream_open(&io, &db, err, sizeof(err));
+		c.writes = 0;
+		run_workload(db, &m, 11, 1500);
+		total = c.writes;
+		tdb_stream_close(db);
+		cio_free(&c);
+	}
+	CHECK(total > 500);
+	for (int mode = 0; mode < 3; mode++)
+		for (long at = 1; at <= total; at++)
+		{
+			TdbStreamDB *db;
+			int			rc;
+			char		what[64];
+
+			cio_init(&c, 64 * 1024, &io);
+			create_file(&io);
+			memset(&m, 0, sizeof(m));
+			c.rng = (uint64_t) at * 31 + (uint64_t) mode;
+			tdb_stream_open(&io, &db, err, sizeof(err));
+			c.writes = 0;
+			c.crash_at = at;
+			rc = run_workload(db, &m, 11, 1500);
+			tdb_stream_close(db);
+			snprintf(what, sizeof(what), "crash mode %d at write %ld", mode, at);
+			if (rc == TDB_STREAM_OK)
+			{
+				cio_free(&c);
+				continue;
+			}
+			cio_power_loss(&c, mode);
+			points++;
+			if ((rc = tdb_stream_open(&io, &db, err, sizeof(err))) != TDB_STREAM_OK)
+			{
+				unit_fail(__FILE__, __LINE__, "%s: open failed: %s", what, err);
+				cio_free(&c);
+				return;
+			}
+			if (!check_against_model(db, &m, what))
+			{
+				tdb_stream_close(db);
+				cio_free(&c);
+				return;
+			}
+			/* recovery leaves a file that takes more data */
+			{
+				int			inserted[W_STREAMS];
+
+				Collect    *got = calloc(1, sizeof(Collect));
+
+				memcpy(inserted, m.n, sizeof(m.n));
+				memcpy(m.n, m.acked, sizeof(m.n));
+				for (int s = 0; s < W_STREAMS; s++)
+				{
+					got->n = 0;
+					tdb_stream_range(db, s, INT64_MIN + 1, INT64_MAX, collect, got);
+					/* the model continues from what survived (the interrupted flush may have) */
+					if (got->n > 0)
+						while (m.n[s] < inserted[s] && m.ts[s][m.n[s]] <= got->recs[got->n - 1].ts)
+							m.n[s]++;
+				}
+				free(got);
+			}
+			memcpy(m.acked, m.n, sizeof(m.n));
+			memcpy(m.pending, m.n, sizeof(m.n));
+			if (run_workload(db, &m, 99 + (uint64_t) at, 40) != TDB_STREAM_OK ||
+				tdb_stream_flush(db) != TDB_STREAM_OK)
+				unit_fail(__FILE__, __LINE__, "%s: writing after recovery failed: %s", what,
+						  tdb_stream_errmsg(db));
+			memcpy(m.acked, m.n, sizeof(m.n));
+			memcpy(m.pending, m.n, sizeof(m.n));
+			tdb_stream_close(db);
+			if (tdb_stream_open(&io, &db, err, sizeof(err)) != TDB_STREAM_OK ||
+				!check_against_model(db, &m, what))
+				unit_fail(__FILE__, __LINE__, "%s: after writing on: %s", what, err);
+			tdb_stream_close(db);
+			cio_free(&c);
+			if (unit_failures)
+				return;
+		}
+	printf("# %ld crash points (%ld writes x 3 ways)\n", points, total);
+	CHECK(points >= 3 * total - 3);
+}
+
+/*
+ * The k-th I/O operation fails, once or from then on (EIO, a short write,
+ * a failed sync): the call reports it, the handle refuses more work, and
+ * after a power loss and reopening the guarantee holds.
+ */
+UNIT_TEST(test_stream_io_errors_at_every_operation)
+{
+	CrashIO		c;
+	TdbStreamIO io;
+	static Model m;
+	long		total;
+	char		err[256];
+
+	{
+		TdbStreamDB *db;
+
+		cio_init(&c, 64 * 1024, &io);
+		create_file(&io);
+		memset(&m, 0, sizeof(m));
+		tdb_stream_open(&io, &db, err, sizeof(err));
+		c.ops = 0;
+		run_workload(db, &m, 23, 600);
+		total = c.ops;
+		tdb_stream_close(db);
+		cio_free(&c);
+	}
+	for (int persist = 0; persist < 2; persist++)
+		for (long k = 1; k <= total; k++)
+		{
+			TdbStreamDB *db;
+			int			rc;
+			char		what[64];
+			TdbStreamValue v[4] = {{0}};
+
+			cio_init(&c, 64 * 1024, &io);
+			create_file(&io);
+			memset(&m, 0, sizeof(m));
+			c.rng = (uint64_t) k;
+			tdb_stream_open(&io, &db, err, sizeof(err));
+			c.ops = 0;
+			c.fail_at = k;
+			c.fail_persist = persist;
+			rc = run_workload(db, &m, 23, 600);
+			snprintf(what, sizeof(what), "%s failure of operation %ld", persist ? "persistent" : "one", k);
+			if (rc == TDB_STREAM_OK)
+			{
+				tdb_stream_close(db);
+				cio_free(&c);
+				continue;
+			}
+			/* reads fail as EIO too; a failed write or sync breaks the handle */
+			CHECK(rc == TDB_STREAM_EIO);
+			if (tdb_stream_flush(db) == TDB_STREAM_OK)
+				unit_fail(__FILE__, __LINE__, "%s: a flush after the failure succeeded", what);
+			(void) v;
+			tdb_stream_close(db);
+			cio_power_loss(&c, 0);
+			if (tdb_stream_open(&io, &db, err, sizeof(err)) != TDB_STREAM_OK)
+			{
+				unit_fail(__FILE__, __LINE__, "%s: open failed: %s", what, err);
+				cio_free(&c);
+				return;
+			}
+			CHECK(check_against_model(db, &m, what));
+			tdb_stream_close(db);
+			cio_free(&c);
+			if (unit_failures)
+				return;
+		}
+}
+
+/*
+ * Every bit of both superblocks, the schema and the index of a small
+ * file, flipped in turn: superblock and index damage is repaired from the
+ * other copy with every record intact; schema damage is a clear error.
+ */
+UNIT_TEST(test_stream_bit_flips)
+{
+	CrashIO		c;
+	TdbStreamIO io;
+	TdbStreamDB *db;
+	static Model m;
+	char		err[256];
+	uint8_t    *good;
+	long		repaired = 0,
+				refused = 0;
+	struct
+	{
+		uint64_t	off,
+					len;
+		bool		repairable;
+	}			regions[] = {
+		{0, 1024, true},		/* superblock copy 0 (block 0) */
+		{1024, 1024, true},		/* copy 1 */
+		{2048, 4096, false},	/* the schema */
+		{6144, 4096, true},		/* the index, both copies */
+	};
+
+	cio_init(&c, 64 * 1024, &io);
+	create_file(&io);
+	memset(&m, 0, sizeof(m));
+	tdb_stream_open(&io, &db, err, sizeof(err));
+	run_workload(db, &m, 5, 200);
+	tdb_stream_flush(db);
+	memcpy(m.acked, m.n, sizeof(m.n));
+	memcpy(m.pending, m.n, sizeof(m.n));
+	tdb_stream_close(db);
+	good = malloc(c.size);
+	memcpy(good, c.cache, c.size);
+	for (size_t r = 0; r < sizeof(regions) / sizeof(regions[0]); r++)
+		for (uint64_t bit = 0; bit < regions[r].len * 8; bit += (regions[r].repairable ? 1 : 7))
+		{
+			uint64_t	byte = regions[r].off + bit / 8;
+			int			rc;
+
+			memcpy(c.cache, good, c.size);
+			c.cache[byte] ^= (uint8_t) (1u << (bit % 8));
+			rc = tdb_stream_open(&io, &db, err, sizeof(err));
+			if (rc == TDB_STREAM_OK)
+			{
+				char		what[64];
+
+				snprintf(what, sizeof(what), "bit %llu flipped", (unsigned long long) (byte * 8 + bit % 8));
+				if (!check_against_model(db, &m, what))
+				{
+					tdb_stream_close(db);
+					goto out;
+				}
+				repaired++;
+				tdb_stream_close(db);
+			}
+			else
+			{
+				refused++;
+				if (regions[r].repairable)
+				{
+					unit_fail(__FILE__, __LINE__, "a flip at byte %llu (repairable) refused: %s",
+							  (unsigned long long) byte, err);
+					goto out;
+				}
+				CHECK(rc == TDB_STREAM_ECORRUPT && strstr(err, "schema") != NULL);
+			}
+		}
+	printf("# %ld flips repaired, %ld refused with a clear error\n", repaired, refused);
+	/* foreign and truncated files */
+	memset(c.cache, 0x5a, c.size);
+	CHECK_EQ_U64(tdb_stream_open(&io, &db, err, sizeof(err)), (uint64_t) TDB_STREAM_EFORMAT);
+	CHECK(strstr(err, "no stream file here") != NULL);
+	memcpy(c.cache, good, c.size);
+	io.size = 20 * 1024;		/* truncated below its data */
+	CHECK(tdb_stream_open(&io, &db, err, sizeof(err)) != TDB_STREAM_OK);
+	io.size = 1000;
+	CHECK_EQ_U64(tdb_stream_open(&io, &db, err, sizeof(err)), (uint64_t) TDB_STREAM_EFORMAT);
+	/* random garbage over every structure, 2,000 rounds: an error or a consistent file */
+	io.size = c.size;
+	{
+		uint64_t	rng = 77;
+
+		for (int round = 0; round < 2000; round++)
+		{
+			memcpy(c.cache, good, c.size);
+			for (int k = 0; k < 1 + round % 20; k++)
+				c.cache[unit_rand(&rng) % (10 * 1024)] = (uint8_t) unit_rand(&rng);
+			if (tdb_stream_open(&io, &db, err, sizeof(err)) == TDB_STREAM_OK)
+			{
+				(void) tdb_stream_verify(db);
+				tdb_stream_close(db);
+			}
+		}
+	}
+out:
+	free(good);
+	cio_free(&c);
+}
+
+/* Opening reads the same for an empty file and a full, wrapped one. */
+UNIT_TEST(test_stream_recovery_is_bounded)
+{
+	CrashIO		a,
+				b;
+	TdbStreamIO ioa,
+				iob;
+	TdbStreamDB *db;
+	static Model m;
+	char		err[256];
+	TdbStreamFileInfo ia,
+				ib;
+
+	cio_init(&a, 64 * 1024, &ioa);
+	cio_init(&b, 64 * 1024, &iob);
+	create_file(&ioa);
+	create_file(&iob);
+	memset(&m, 0, sizeof(m));
+	tdb_stream_open(&iob, &db, err, sizeof(err));
+	run_workload(db, &m, 3, 3000);
+	tdb_stream_flush(db);
+	tdb_stream_close(db);
+
+	CHECK_EQ_U64(tdb_stream_open(&ioa, &db, err, sizeof(err)), TDB_STREAM_OK);
+	tdb_stream_info(db, &ia);
+	tdb_stream_close(db);
+	CHECK_EQ_U64(tdb_stream_open(&iob, &db, err, sizeof(err)), TDB_STREAM_OK);
+	tdb_stream_info(db, &ib);
+	tdb_stream_close(db);
+	CHECK(ib.free_blocks == 0 && ia.free_blocks == ia.data_blocks);
+	/* one chunk per stream with data is the only difference */
+	CHECK_EQ_U64(ib.open_reads, ia.open_reads + W_STREAMS);
+	printf("# open reads %llu sectors (empty) and %llu (full, wrapped)\n",
+		   (unsigned long long) ia.open_reads, (unsigned long long) ib.open_reads);
+	cio_free(&a);
+	cio_free(&b);
+}
+
+/* Codecs keep what they must, and reconstruction answers "value at t". */
+UNIT_TEST(test_stream_codecs)
+{
+	static const char *rdl =
+		"SET blockSize = 1024; SET fileSize = 256KB;\n"
+		"CREATE STREAM s WITH ID 7 { a int32 WITH CODEC step, b float64 WITH CODEC deadband PARAMS (0.5),"
+		" c int16 NULL WITH CODEC step };\n";
+	TdbStreamSchema schema;
+	char		err[256];
+	uint8_t    *mem = calloc(1, 256 * 1024);
+	TdbStreamIO io;
+	TdbStreamDB *db;
+	int64_t		ts[3000];
+	TdbStreamValue vals[3000][3];
+	TdbStreamValue last[3] = {{0}};
+	int			stored = 0;
+	TdbStreamStats st;
+
+	CHECK_EQ_U64(tdb_stream_parse_rdl(rdl, &schema, err, sizeof(err)), TDB_STREAM_OK);
+	tdb_stream_io_memory(mem, 256 * 1024, &io);
+	CHECK_EQ_U64(tdb_stream_create(&io, &schema, err, sizeof(err)), TDB_STREAM_OK);
+	CHECK_EQ_U64(tdb_stream_open(&io, &db, err, sizeof(err)), TDB_STREAM_OK);
+	for (int i = 0; i < 3000; i++)
+	{
+		bool		keep;
+
+		ts[i] = 100 + i * 10;
+		vals[i][0].isnull = false;
+		vals[i][0].v.i = (int64_t) (i / 50);	/* steps every 50 */
+		vals[i][1].isnull = false;
+		vals[i][1].v.f = 20 + 3 * __builtin_sin(i / 40.0);
+		vals[i][2].isnull = (i / 100) % 2 == 1;
+		vals[i][2].v.i = vals[i][2].isnull ? 0 : 5;
+		if (i == 2000)
+		{
+			CHECK_EQ_U64(tdb_stream_discontinuity(db, 0, ts[i] - 5), TDB_STREAM_OK);
+			stored++;
+			last[0].v.i = -1;	/* the record after a discontinuity is always kept */
+		}
+		/* the model of what the codecs keep */
+		keep = i == 0 || vals[i][0].v.i != last[0].v.i || vals[i][2].isnull != last[2].isnull ||
+			__builtin_fabs(vals[i][1].v.f - last[1].v.f) > 0.5;
+		if (keep)
+		{
+			memcpy(last, vals[i], sizeof(last));
+			stored++;
+		}
+		CHECK_EQ_U64(tdb_stream_insert(db, 0, ts[i], vals[i]), TDB_STREAM_OK);
+	}
+	CHECK_EQ_U64(tdb_stream_flush(db), TDB_STREAM_OK);
+	CHECK_EQ_U64(tdb_stream_stats(db, 0, &st), TDB_STREAM_OK);
+	CHECK_EQ_U64(st.records, (uint64_t) stored);
+	CHECK(st.records < 600);	/* the codecs kept a fraction */
+	/* reconstruction at every insert's time: step fields exact, deadband within its band */
+	for (int i = 0; i < 3000; i += 7)
+	{
+		TdbStreamRecord r;
+
+		CHECK_EQ_U64(tdb_stream_at(db, 0, ts[i], &r), TDB_STREAM_OK);
+		CHECK_EQ_U64(r.vals[0].v.i, vals[i][0].v.i);
+		CHECK(r.vals[2].isnull == vals[i][2].isnull);
+		CHECK_NEAR(r.vals[1].v.f, vals[i][1].v.f, 0.5);
+	}
+	/* the discontinuity: just before the next record nothing holds */
+	{
+		TdbStreamRecord r;
+
+		CHECK_EQ_U64(tdb_stream_at(db, 0, ts[2000] - 2, &r), TDB_STREAM_OK);
+		CHECK(r.discontinuity);
+	}
+	tdb_stream_close(db);
+	free(mem);
+}
+
+UNIT_TEST(test_stream_rdl_errors)
+{
+	TdbStreamSchema s;
+	char		err[256];
+	static const struct
+	{
+		const char *text;
+		const char *msg;
+	}			bad[] = {
+		{"CREATE STREAM a WITH ID 1 { x int9 };", "line 1, column 31: expected a type"},
+		{"SET blockSize = 3000;\nCREATE STREAM a WITH ID 1 { x int8 };", "line 1, column 17: blockSize 3000: expected a power of two"},
+		{"\n\nCREATE STREAM a WITH ID 1 { x int8 WITH CODEC deadband };", "line 3, column 56: expected PARAMS, found \"}\""},
+		{"CREATE STREAM a WITH ID 1 { x int8 } ;\nCREATE STREAM a WITH ID 2 { y int8 };", "line 2, column 27: stream a (id 2) is defined twice"},
+		{"CREATE STREAM a WITH ID 1 { x int8, x int16 };", "field x of stream a is defined twice"},
+		{"SET fileSize = 10XB; CREATE STREAM a WITH ID 1 { x int8 };", "sizes take KB, MB or GB"},
+		{"-- nothing\n", "line 2: no CREATE STREAM"},
+		{"SET colour = 1;", "unknown setting \"colour\""},
+		{"CREATE TABLE t;", "expected STREAM, found \"TABLE\""},
+	};
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+	{
+		err[0] = '\0';
+		CHECK_EQ_U64(tdb_stream_parse_rdl(bad[i].text, &s, err, sizeof(err)), (uint64_t) TDB_STREAM_EINVAL);
+		if (strstr(err, bad[i].msg) == NULL)
+			unit_fail(__FILE__, __LINE__, "schema %zu: got \"%s\", expected \"%s\"", i, err, bad[i].msg);
+	}
+	CHECK_EQ_U64(tdb_stream_parse_rdl("SET blockSize = 64KB; SET fileSize = 1GB;\n"
+									  "create stream vehicle with id 3 { rpm int16 not null with codec deadband params (25),"
+									  " ok bool null with codec step, v float64 };", &s, err, sizeof(err)), TDB_STREAM_OK);
+	CHECK(s.block_size == 65536 && s.file_size == (1ull << 30) && s.nstreams == 1 && s.streams[0].id == 3);
+	CHECK(s.streams[0].nfields == 3 && s.streams[0].fields[0].codec == TDB_CODEC_DEADBAND &&
+		  s.streams[0].fields[0].threshold == 25 && s.streams[0].fields[1].nullable &&
+		  s.streams[0].fields[2].type == TDB_ST_FLOAT64);
+}
+
+/*
+ * A writer process killed with kill -9 at a random moment, 40 times: every
+ * flush it acknowledged (through a pipe) is in the file when it reopens.
+ */
+UNIT_TEST(test_stream_kill9_writer)
+{
+	char		path[] = "/tmp/tdb-stream-kill-XXXXXX";
+	int			fd = mkstemp(path);
+	TdbStreamIO io;
+	char		err[256];
+	TdbStreamSchema schema;
+	uint64_t	rng = 1234;
+
+	close(fd);
+	unlink(path);
+	tdb_stream_parse_rdl("SET blockSize = 4096; SET fileSize = 1MB;\n"
+						 "CREATE STREAM s WITH ID 1 { v int64, w float64 };", &schema, err, sizeof(err));
+	CHECK_EQ_U64(tdb_stream_io_file(path, true, 1 << 20, &io, err, sizeof(err)), TDB_STREAM_OK);
+	CHECK_EQ_U64(tdb_stream_create(&io, &schema, err, sizeof(err)), TDB_STREAM_OK);
+	tdb_stream_io_file_close(&io);
+	for (int round = 0; round < 40; round++)
+	{
+		int			p[2];
+		pid_t		pid;
+		int64_t		acked = 0,
+					got;
+		TdbStreamDB *db;
+		TdbStreamRecord r;
+
+		CHECK(pipe(p) == 0);
+		pid = fork();
+		if (pid == 0)
+		{
+			/* the child appends from where the file ends, acknowledging each flush */
+			TdbStreamIO cio;
+			TdbStreamDB *cdb;
+			TdbStreamRecord last;
+			int64_t		next = 1;
+
+			close(p[0]);
+			if (tdb_stream_io_file(path, false, 0, &cio, err, sizeof(err)) != TDB_STREAM_OK ||
+				tdb_stream_open(&cio, &cdb, err, sizeof(err)) != TDB_STREAM_OK)
+				_exit(2);
+			if (tdb_stream_at(cdb, 0, INT64_MAX, &last) == TDB_STREAM_OK)
+				next = last.ts + 1;
+			for (int i = 0; i < 1000000; i++, next++)
+			{
+				TdbStreamValue v[2] = {{.v.i = next * 3}, {.v.f = (double) next / 7}};
+
+				if (tdb_stream_insert(cdb, 0, next, v) != TDB_STREAM_OK)
+					_exit(3);
+				if (i % 17 == 16)
+				{
+					if (tdb_stream_flush(cdb) != TDB_STREAM_OK)
+						_exit(4);
+					if (write(p[1], &next, sizeof(next)) != sizeof(next))
+						_exit(5);
+				}
+			}
+			_exit(0);
+		}
+		close(p[1]);
+		{
+			struct timespec ts = {0, (long) (unit_rand(&rng) % 30) * 1000000L};
+
+			nanosleep(&ts, NULL);
+		}
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		while (read(p[0], &got, sizeof(got)) == sizeof(got))
+			acked = got;
+		close(p[0]);
+		CHECK_EQ_U64(tdb_stream_io_file(path, false, 0, &io, err, sizeof(err)), TDB_STREAM_OK);
+		if (tdb_stream_open(&io, &db, err, sizeof(err)) != TDB_STREAM_OK)
+		{
+			unit_fail(__FILE__, __LINE__, "round %d: open failed: %s", round, err);
+			tdb_stream_io_file_close(&io);
+			break;
+		}
+		/* the last acknowledged record is there, exact, and the file is sound */
+		if (acked > 0)
+		{
+			CHECK_EQ_U64(tdb_stream_at(db, 0, acked, &r), TDB_STREAM_OK);
+			CHECK(r.ts == acked && r.vals[0].v.i == acked * 3 && r.vals[1].v.f == (double) acked / 7);
+		}
+		CHECK_EQ_U64(tdb_stream_verify(db), TDB_STREAM_OK);
+		tdb_stream_close(db);
+		tdb_stream_io_file_close(&io);
+		if (unit_failures)
+			break;
+	}
+	unlink(path);
+}
