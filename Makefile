@@ -64,6 +64,12 @@ tools/tdbread: tools/tdbread.c $(ENGINE_SRCS) $(wildcard src/*.h)
 
 all: tools/tdbread
 
+# trafficdb-stream: the stream-file CLI (src/stream/, no PostgreSQL).
+tools/trafficdb-stream: tools/trafficdb-stream.c $(STREAM_SRCS) src/checksum.c $(wildcard src/stream/*.h src/*.h)
+	$(CC) $(UNIT_CFLAGS) -o $@ tools/trafficdb-stream.c $(STREAM_SRCS) src/checksum.c
+
+all: tools/trafficdb-stream
+
 # Publishing benchmarks (bench/README.md): objects alone, and through the daemon.
 SEGMENTS ?= 1000000
 bench/objbench: bench/objbench.c $(ENGINE_SRCS) $(wildcard src/*.h)
@@ -119,7 +125,7 @@ examples/live_traffic: examples/live_traffic.c lib/libtrafficdb.a include/traffi
 	$(CC) $(UNIT_CFLAGS) -o $@ examples/live_traffic.c lib/libtrafficdb.a -lm
 
 install: install-lib
-install-lib: lib/libtrafficdb.so lib/libtrafficdb.a lib/trafficdb.pc tools/tdbread
+install-lib: lib/libtrafficdb.so lib/libtrafficdb.a lib/trafficdb.pc tools/tdbread tools/trafficdb-stream
 	install -d '$(DESTDIR)$(PREFIX)/lib/pkgconfig' '$(DESTDIR)$(PREFIX)/include' '$(DESTDIR)$(PREFIX)/bin'
 	install -m 644 include/trafficdb.h '$(DESTDIR)$(PREFIX)/include/'
 	install -m 755 lib/libtrafficdb.so '$(DESTDIR)$(PREFIX)/lib/libtrafficdb.so.0.1.0'
@@ -127,7 +133,7 @@ install-lib: lib/libtrafficdb.so lib/libtrafficdb.a lib/trafficdb.pc tools/tdbre
 	ln -sf libtrafficdb.so.0 '$(DESTDIR)$(PREFIX)/lib/libtrafficdb.so'
 	install -m 644 lib/libtrafficdb.a '$(DESTDIR)$(PREFIX)/lib/'
 	install -m 644 lib/trafficdb.pc '$(DESTDIR)$(PREFIX)/lib/pkgconfig/'
-	install -m 755 tools/tdbread '$(DESTDIR)$(PREFIX)/bin/'
+	install -m 755 tools/tdbread tools/trafficdb-stream '$(DESTDIR)$(PREFIX)/bin/'
 	-[ -z '$(DESTDIR)' ] && ldconfig
 
 # TAP tests of t/ (PostgreSQL::Test::Cluster) against the installed server.
@@ -138,10 +144,18 @@ tap:
 src/tests/unit_tests_tsan: $(UNIT_SRCS) $(wildcard src/*.h src/stream/*.h src/tests/*.h include/*.h) src/tests/tests.list
 	$(CC) $(UNIT_CFLAGS) -O1 -fsanitize=thread -o $@ $(UNIT_SRCS) -lm -lpthread
 
+# Stream files' damage tests under AddressSanitizer and UBSan: bad files
+# must give an error, never a bad read.
+src/tests/unit_tests_asan: $(UNIT_SRCS) $(wildcard src/*.h src/stream/*.h src/tests/*.h include/*.h) src/tests/tests.list
+	$(CC) $(UNIT_CFLAGS) -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -o $@ $(UNIT_SRCS) -lm -lpthread
+
+unit-asan: src/tests/unit_tests_asan
+	src/tests/unit_tests_asan test_stream_rdl_errors test_stream_bit_flips test_stream_codecs test_stream_power_loss_at_every_write
+
 unit-tsan: src/tests/unit_tests_tsan
 	TSAN_OPTIONS=halt_on_error=1 src/tests/unit_tests_tsan test_client_threads test_client_wait_is_woken test_shm_readers_see_consistent_versions
 
-.PHONY: bench unit-tsan unit tap test demo demo-stop demo-clean deps bench-objects bench-daemon bench-locations bench-accessor install-lib
+.PHONY: bench unit-asan unit-tsan unit tap test demo demo-stop demo-clean deps bench-objects bench-daemon bench-locations bench-accessor install-lib
 unit: src/tests/unit_tests
 	src/tests/unit_tests
 
@@ -160,4 +174,4 @@ demo-stop:
 demo-clean:
 	scripts/demo.sh --clean
 
-EXTRA_CLEAN = examples/live_traffic src/tests/unit_tests src/tests/unit_tests_tsan tools/tdbread bench/objbench bench/accessor lib tmp_check results regression.diffs regression.out
+EXTRA_CLEAN = src/tests/unit_tests_asan tools/trafficdb-stream examples/live_traffic src/tests/unit_tests src/tests/unit_tests_tsan tools/tdbread bench/objbench bench/accessor lib tmp_check results regression.diffs regression.out

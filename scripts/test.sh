@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # scripts/test.sh: `make test`.  Installs what is missing, builds with
 # warnings as errors, installs the extension, then runs
-#   1. the C unit tests of src/ and libtrafficdb, and the threaded ones again
-#      under ThreadSanitizer,
+#   1. the C unit tests of src/ and libtrafficdb (stream files included), the
+#      threaded ones again under ThreadSanitizer, the stream-file damage and
+#      crash tests under AddressSanitizer, and the stream CLI,
 #   2. the pg_regress suite (sql/, expected/) on a temporary instance that
 #      preloads the library,
 #   3. the TAP tests (t/) on clusters they create themselves,
@@ -23,6 +24,10 @@ make -s unit
 
 say "threads under ThreadSanitizer"
 make -s unit-tsan
+
+say "stream files under AddressSanitizer and UBSan; the stream CLI (test/stream_cli.sh)"
+make -s unit-asan
+test/stream_cli.sh tools/trafficdb-stream
 
 say "install"
 $SUDO make -s install PG_CONFIG="$PG_CONFIG"
