@@ -15,8 +15,9 @@ MODULE_big = trafficdb
 
 # Engine code (no PostgreSQL headers), then the PostgreSQL-side components.
 ENGINE_SRCS = $(wildcard src/*.c)
+STREAM_SRCS = $(wildcard src/stream/*.c)
 PG_SRCS = $(wildcard module/*.c bgworker/*.c fdw/*.c)
-OBJS = $(ENGINE_SRCS:.c=.o) $(PG_SRCS:.c=.o)
+OBJS = $(ENGINE_SRCS:.c=.o) $(STREAM_SRCS:.c=.o) $(PG_SRCS:.c=.o)
 
 DATA = extension/trafficdb--0.1.0.sql
 PGFILEDESC = "trafficdb - live road traffic in shared memory"
@@ -38,7 +39,7 @@ PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
 
 # PGXS tracks no header dependencies unless the server was configured with
 # --enable-depend: rebuild every object when a header of ours changes.
-$(OBJS): $(wildcard src/*.h module/*.h bgworker/*.h fdw/*.h)
+$(OBJS): $(wildcard src/*.h src/stream/*.h module/*.h bgworker/*.h fdw/*.h)
 
 ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
@@ -52,7 +53,6 @@ endif
 # --- C unit tests of src/ (built without PostgreSQL) -----------------------
 UNIT_CFLAGS = -std=gnu11 -O2 -g $(WARNINGS) -Isrc -Isrc/tests -Iinclude
 CLIENT_SRCS = $(wildcard src/client/*.c)
-STREAM_SRCS = $(wildcard src/stream/*.c)
 UNIT_SRCS = $(ENGINE_SRCS) $(CLIENT_SRCS) $(STREAM_SRCS) $(wildcard src/tests/*.c)
 
 src/tests/unit_tests: $(UNIT_SRCS) $(wildcard src/*.h src/stream/*.h src/tests/*.h include/*.h) src/tests/tests.list

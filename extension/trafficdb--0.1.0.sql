@@ -280,3 +280,28 @@ BEGIN
   EXECUTE format('ALTER FUNCTION trafficdb.tile(integer, integer, integer) SET search_path = %I, pg_catalog', pg);
   EXECUTE format('ALTER FUNCTION trafficdb.geojson(float8, float8, float8, float8) SET search_path = %I, pg_catalog', pg);
 END $$;
+
+-- Stream files (src/stream/, fdw/streams.c): a server per file, a foreign
+-- table per stream (IMPORT FOREIGN SCHEMA), time-range pushdown, INSERT in
+-- time order, and aggregates over a time window with the codecs'
+-- reconstruction.
+CREATE FUNCTION trafficdb.streams_fdw_handler() RETURNS fdw_handler
+    AS 'MODULE_PATHNAME', 'trafficdb_streams_handler' LANGUAGE C STRICT;
+CREATE FUNCTION trafficdb.streams_fdw_validator(text[], oid) RETURNS void
+    AS 'MODULE_PATHNAME', 'trafficdb_streams_validator' LANGUAGE C STRICT;
+CREATE FOREIGN DATA WRAPPER trafficdb_streams
+    HANDLER trafficdb.streams_fdw_handler
+    VALIDATOR trafficdb.streams_fdw_validator;
+
+CREATE FUNCTION trafficdb.stream_aggregate(tbl regclass, field text, t_from timestamptz, t_to timestamptz,
+    OUT avg double precision, OUT min double precision, OUT max double precision,
+    OUT integral double precision, OUT samples bigint)
+    AS 'MODULE_PATHNAME', 'trafficdb_stream_aggregate' LANGUAGE C STRICT VOLATILE;
+COMMENT ON FUNCTION trafficdb.stream_aggregate(regclass, text, timestamptz, timestamptz) IS
+    'a stream field over [t_from, t_to] as reconstructed: time-weighted average, min, max, integral (value x seconds), values that held';
+CREATE FUNCTION trafficdb.stream_resample(tbl regclass, field text, times timestamptz[])
+    RETURNS TABLE (t timestamptz, value double precision)
+    AS 'MODULE_PATHNAME', 'trafficdb_stream_resample' LANGUAGE C STRICT VOLATILE;
+COMMENT ON FUNCTION trafficdb.stream_resample(regclass, text, timestamptz[]) IS
+    'a stream field''s reconstructed value at each of the given times';
+

@@ -37,7 +37,7 @@ $SUDO make -s install PG_CONFIG="$PG_CONFIG"
 work=$(mktemp -d /tmp/trafficdb-test.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 cp -r Makefile trafficdb.control sql expected test t "$work"/
-mkdir -p "$work/tools" "$work/lib" && cp tools/tdbread "$work/tools/" && cp lib/libtrafficdb.so "$work/lib/"
+mkdir -p "$work/tools" "$work/lib" && cp tools/tdbread tools/trafficdb-stream "$work/tools/" && cp lib/libtrafficdb.so "$work/lib/"
 cp -r python "$work/"
 [ "$(id -u)" = 0 ] && chown -R "$PG_OS_USER": "$work"
 
@@ -48,7 +48,7 @@ if ! as_pg make -s -C "$work" installcheck PG_CONFIG="$PG_CONFIG" ; then
 fi
 
 say "TAP tests (t/)"
-if ! as_pg env TDBREAD="$work/tools/tdbread" TRAFFICDB_LIB="$work/lib/libtrafficdb.so" \
+if ! as_pg env TDBREAD="$work/tools/tdbread" TRAFFICDB_STREAM="$work/tools/trafficdb-stream" TRAFFICDB_LIB="$work/lib/libtrafficdb.so" \
 	TRAFFICDB_PYTHON="$work/python" make -s -C "$work" tap PG_CONFIG="$PG_CONFIG"; then
 	find "$work/tmp_check/log" -name '*.log' -newer "$work/Makefile" -print \
 		-exec tail -n 40 {} \; 2>/dev/null || true

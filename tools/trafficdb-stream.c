@@ -66,6 +66,8 @@ open_file(const char *path, TdbStreamIO *io)
 		fprintf(stderr, "trafficdb-stream: %s\n", err);
 		return NULL;
 	}
+	/* every command may write (a recovery commit, an append): one at a time */
+	tdb_stream_io_lock(io, true);
 	if ((rc = tdb_stream_open(io, &db, err, sizeof(err))) != TDB_STREAM_OK)
 	{
 		fprintf(stderr, "trafficdb-stream: %s: %s (%s)\n", path, err, tdb_stream_strerror(rc));

@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <linux/fs.h>
 #include <sys/ioctl.h>
+#include <sys/file.h>
 
 typedef struct FileCtx
 {
@@ -120,6 +121,17 @@ fail:
 	snprintf(err, errlen, "\"%s\": %s", path, strerror(errno));
 	close(fd);
 	return TDB_STREAM_EIO;
+}
+
+int
+tdb_stream_io_lock(TdbStreamIO *io, bool exclusive)
+{
+	FileCtx    *f = io->ctx;
+
+	while (flock(f->fd, exclusive ? LOCK_EX : LOCK_SH) != 0)
+		if (errno != EINTR)
+			return TDB_STREAM_EIO;
+	return TDB_STREAM_OK;
 }
 
 void

@@ -113,6 +113,11 @@ typedef struct TdbStreamIO
 int			tdb_stream_io_file(const char *path, bool create, uint64_t size, TdbStreamIO *io,
 							   char *err, size_t errlen);
 void		tdb_stream_io_file_close(TdbStreamIO *io);
+/*
+ * One writer or many readers per file, across processes (flock; released
+ * by tdb_stream_io_file_close or the process's exit).  Waits.
+ */
+int			tdb_stream_io_lock(TdbStreamIO *io, bool exclusive);
 /* A memory region of size bytes (no sync needed). */
 void		tdb_stream_io_memory(void *region, uint64_t size, TdbStreamIO *io);
 

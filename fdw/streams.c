@@ -1,0 +1,1083 @@
+/*-------------------------------------------------------------------------
+ *
+ * streams.c
+ *	  The stream foreign data wrapper: a stream file (src/stream/) as
+ *	  foreign tables, one per stream, and functions that aggregate a time
+ *	  window with the codecs' reconstruction.
+ *
+ *	  CREATE SERVER s FOREIGN DATA WRAPPER trafficdb_streams
+ *	      OPTIONS (filename '/var/lib/sensors/vessel.tsf');
+ *	  IMPORT FOREIGN SCHEMA trafficdb_streams FROM SERVER s INTO public;
+ *
+ * A table has ts timestamptz (the record's time, stored as microseconds
+ * since the Unix epoch) and one column per field, matched by name.
+ * Pushed down: ts compared (=, <, <=, >, >=, BETWEEN) with constants,
+ * parameters or stable expressions of them: the scan starts at the block
+ * holding the lower bound (a binary search) and stops after the upper.
+ * Every clause is also checked by PostgreSQL, so results are those of the
+ * same query on a table.  INSERT appends in time order and commits (flushes)
+ * once at the end of the statement: a statement that fails leaves nothing.
+ *
+ * Files are locked: many scans or one writer at a time (flock).  Naming a
+ * file needs superuser or pg_read_server_files; inserting needs
+ * pg_write_server_files too, as file_fdw's rules.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "access/reloptions.h"
+#include "catalog/pg_authid.h"
+#include "catalog/pg_foreign_server.h"
+#include "catalog/pg_foreign_table.h"
+#include "catalog/pg_am.h"
+#include "catalog/pg_operator.h"
+#include "access/stratnum.h"
+#include "catalog/pg_type.h"
+#include "commands/defrem.h"
+#include "commands/explain.h"
+#include "executor/executor.h"
+#include "foreign/fdwapi.h"
+#include "foreign/foreign.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
+#include "optimizer/optimizer.h"
+#include "optimizer/pathnode.h"
+#include "optimizer/planmain.h"
+#include "optimizer/restrictinfo.h"
+#include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/ruleutils.h"
+#include "utils/timestamp.h"
+#include "utils/tuplestore.h"
+
+#include "stream/stream.h"
+
+PG_FUNCTION_INFO_V1(trafficdb_streams_handler);
+PG_FUNCTION_INFO_V1(trafficdb_streams_validator);
+PG_FUNCTION_INFO_V1(trafficdb_stream_aggregate);
+PG_FUNCTION_INFO_V1(trafficdb_stream_resample);
+
+/* Unix epoch microseconds <-> PostgreSQL timestamps (microseconds since 2000). */
+#define UNIX_TO_PG_US	((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY)
+
+/* ---- opening a table's stream -------------------------------------------- */
+
+/* An open stream file, closed by a memory context reset (errors included). */
+typedef struct StreamHandle
+{
+	TdbStreamIO io;
+	TdbStreamDB *db;
+	int			stream;
+	char	   *filename;
+	char	   *relname;
+	MemoryContextCallback cb;
+} StreamHandle;
+
+static void
+stream_handle_close(void *arg)
+{
+	StreamHandle *h = arg;
+
+	if (h->db != NULL)
+		tdb_stream_close(h->db);
+	h->db = NULL;
+	if (h->io.ctx != NULL)
+		tdb_stream_io_file_close(&h->io);
+}
+
+static char *
+option_value(List *options, const char *name)
+{
+	ListCell   *lc;
+
+	foreach(lc, options)
+	{
+		DefElem    *d = lfirst(lc);
+
+		if (strcmp(d->defname, name) == 0)
+			return defGetString(d);
+	}
+	return NULL;
+}
+
+static char *
+server_filename(ForeignServer *server)
+{
+	char	   *f = option_value(server->options, "filename");
+
+	if (f == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_OPTION_NAME_NOT_FOUND),
+				 errmsg("server \"%s\" has no filename option", server->servername),
+				 errhint("ALTER SERVER %s OPTIONS (ADD filename '/path/to/file.tsf').",
+						 quote_identifier(server->servername))));
+	return f;
+}
+
+/*
+ * Open the stream file of foreign table relid (locked shared, or exclusive
+ * to write) for the life of memory context cxt.
+ */
+static StreamHandle *
+stream_open(Oid relid, bool write, MemoryContext cxt)
+{
+	ForeignTable *ft = GetForeignTable(relid);
+	ForeignServer *server = GetForeignServer(ft->serverid);
+	StreamHandle *h = MemoryContextAllocZero(cxt, sizeof(StreamHandle));
+	char	   *stream = option_value(ft->options, "stream");
+	char		err[256];
+	int			rc;
+
+	h->filename = MemoryContextStrdup(cxt, server_filename(server));
+	h->relname = MemoryContextStrdup(cxt, get_rel_name(relid));
+	if (write && !has_privs_of_role(GetUserId(), ROLE_PG_WRITE_SERVER_FILES))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to write stream file \"%s\"", h->filename),
+				 errdetail("Only roles with privileges of the \"%s\" role may insert into stream files.",
+						   "pg_write_server_files")));
+	if (tdb_stream_io_file(h->filename, false, 0, &h->io, err, sizeof(err)) != TDB_STREAM_OK)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not open stream file for \"%s\": %s", h->relname, err)));
+	h->cb.func = stream_handle_close;
+	h->cb.arg = h;
+	MemoryContextRegisterResetCallback(cxt, &h->cb);
+	if (tdb_stream_io_lock(&h->io, write) != TDB_STREAM_OK)
+		ereport(ERROR, (errcode_for_file_access(), errmsg("could not lock \"%s\": %m", h->filename)));
+	if ((rc = tdb_stream_open(&h->io, &h->db, err, sizeof(err))) != TDB_STREAM_OK)
+		ereport(ERROR,
+				(errcode(rc == TDB_STREAM_EFORMAT ? ERRCODE_FDW_INVALID_DATA_TYPE : ERRCODE_DATA_CORRUPTED),
+				 errmsg("could not open stream file \"%s\": %s", h->filename, err),
+				 errdetail("%s", tdb_stream_strerror(rc))));
+	if (stream == NULL)
+		stream = h->relname;
+	if ((h->stream = tdb_stream_find(h->db, stream)) < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_TABLE_NOT_FOUND),
+				 errmsg("stream file \"%s\" has no stream \"%s\"", h->filename, stream),
+				 errhint("IMPORT FOREIGN SCHEMA lists the streams of a file.")));
+	return h;
+}
+
+static Oid
+field_pg_type(uint8_t t)
+{
+	switch (t)
+	{
+		case TDB_ST_INT8:
+		case TDB_ST_INT16:
+			return INT2OID;
+		case TDB_ST_INT32:
+			return INT4OID;
+		case TDB_ST_INT64:
+			return INT8OID;
+		case TDB_ST_FLOAT32:
+			return FLOAT4OID;
+		case TDB_ST_FLOAT64:
+			return FLOAT8OID;
+		case TDB_ST_BOOL:
+			return BOOLOID;
+	}
+	return InvalidOid;
+}
+
+/*
+ * Map the table's columns to the stream: colmap[attno - 1] is a field
+ * number, -1 for ts, or -2 for a column the stream does not have (an error
+ * names it).
+ */
+static int *
+column_map(Relation rel, const TdbStreamDef *d)
+{
+	TupleDesc	tupdesc = RelationGetDescr(rel);
+	int		   *map = palloc(sizeof(int) * tupdesc->natts);
+
+	for (int a = 0; a < tupdesc->natts; a++)
+	{
+		Form_pg_attribute att = TupleDescAttr(tupdesc, a);
+		const char *name = NameStr(att->attname);
+		Oid			want = InvalidOid;
+
+		map[a] = -2;
+		if (att->attisdropped)
+			continue;
+		if (strcmp(name, "ts") == 0)
+		{
+			map[a] = -1;
+			want = TIMESTAMPTZOID;
+		}
+		else
+			for (uint32 f = 0; f < d->nfields; f++)
+				if (strcmp(d->fields[f].name, name) == 0)
+				{
+					map[a] = (int) f;
+					want = field_pg_type(d->fields[f].type);
+				}
+		if (map[a] == -2)
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_COLUMN_NAME_NOT_FOUND),
+					 errmsg("stream \"%s\" has no field \"%s\" (column of \"%s\")", d->name, name,
+							RelationGetRelationName(rel))));
+		if (att->atttypid != want)
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
+					 errmsg("column \"%s\" of \"%s\" is %s; the stream's field is %s", name,
+							RelationGetRelationName(rel), format_type_be(att->atttypid),
+							format_type_be(want))));
+	}
+	return map;
+}
+
+static Datum
+field_datum(uint8_t type, const TdbStreamValue *v)
+{
+	switch (type)
+	{
+		case TDB_ST_INT8:
+		case TDB_ST_INT16:
+			return Int16GetDatum((int16) v->v.i);
+		case TDB_ST_INT32:
+			return Int32GetDatum((int32) v->v.i);
+		case TDB_ST_INT64:
+			return Int64GetDatum(v->v.i);
+		case TDB_ST_FLOAT32:
+			return Float4GetDatum((float4) v->v.f);
+		case TDB_ST_FLOAT64:
+			return Float8GetDatum(v->v.f);
+		case TDB_ST_BOOL:
+			return BoolGetDatum(v->v.i != 0);
+	}
+	return (Datum) 0;
+}
+
+/* ---- planning: the time range --------------------------------------------- */
+
+/* fdw_private: the kinds of the pushed bounds (one per fdw_exprs entry). */
+enum
+{
+	BOUND_GE = 0, BOUND_GT, BOUND_LE, BOUND_LT, BOUND_EQ
+};
+
+static int
+ts_attno(RelOptInfo *baserel, Oid relid)
+{
+	(void) baserel;
+	return get_attnum(relid, "ts");
+}
+
+/*
+ * Is clause "ts op expr" (or "expr op ts") with expr free of this table's
+ * columns and volatile functions?  Sets the bound kind and the expression.
+ */
+static bool
+time_bound(Expr *clause, Index relid, AttrNumber ts, int *kind, Expr **value)
+{
+	OpExpr	   *op;
+	Expr	   *l,
+			   *r;
+	char	   *name;
+	bool		swap;
+
+	if (!IsA(clause, OpExpr) || list_length(((OpExpr *) clause)->args) != 2)
+		return false;
+	op = (OpExpr *) clause;
+	l = linitial(op->args);
+	r = lsecond(op->args);
+	if (IsA(l, Var) && (Index) ((Var *) l)->varno == relid && ((Var *) l)->varattno == ts && ((Var *) l)->varlevelsup == 0)
+		swap = false;
+	else if (IsA(r, Var) && (Index) ((Var *) r)->varno == relid && ((Var *) r)->varattno == ts && ((Var *) r)->varlevelsup == 0)
+	{
+		swap = true;
+		r = l;
+	}
+	else
+		return false;
+	if (exprType((Node *) r) != TIMESTAMPTZOID || contain_volatile_functions((Node *) r) ||
+		bms_is_member(relid, pull_varnos(NULL, (Node *) r)))
+		return false;
+	/* the default btree comparisons of timestamptz only */
+	{
+		Oid			family = get_opclass_family(GetDefaultOpClass(TIMESTAMPTZOID, BTREE_AM_OID));
+		int			strategy = get_op_opfamily_strategy(op->opno, family);
+
+		(void) name;
+		switch (strategy)
+		{
+			case BTEqualStrategyNumber:
+				*kind = BOUND_EQ;
+				break;
+			case BTGreaterEqualStrategyNumber:
+				*kind = swap ? BOUND_LE : BOUND_GE;
+				break;
+			case BTGreaterStrategyNumber:
+				*kind = swap ? BOUND_LT : BOUND_GT;
+				break;
+			case BTLessEqualStrategyNumber:
+				*kind = swap ? BOUND_GE : BOUND_LE;
+				break;
+			case BTLessStrategyNumber:
+				*kind = swap ? BOUND_GT : BOUND_LT;
+				break;
+			default:
+				return false;
+		}
+	}
+	*value = r;
+	return true;
+}
+
+typedef struct PlanInfo
+{
+	List	   *bounds;			/* Expr of each pushed bound */
+	List	   *kinds;			/* int of each */
+} PlanInfo;
+
+static void
+strGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
+{
+	PlanInfo   *pi = palloc0(sizeof(PlanInfo));
+	AttrNumber	ts = ts_attno(baserel, foreigntableid);
+	ListCell   *lc;
+	double		sel = 1.0;
+
+	(void) root;
+	foreach(lc, baserel->baserestrictinfo)
+	{
+		RestrictInfo *ri = lfirst(lc);
+		int			kind;
+		Expr	   *value;
+
+		if (ts != InvalidAttrNumber && time_bound(ri->clause, baserel->relid, ts, &kind, &value))
+		{
+			pi->bounds = lappend(pi->bounds, value);
+			pi->kinds = lappend_int(pi->kinds, kind);
+			sel *= kind == BOUND_EQ ? 0.0001 : 0.3;
+		}
+	}
+	baserel->fdw_private = pi;
+	/* no statistics: a stream is long, a time window much shorter */
+	baserel->rows = Max(1.0, 100000.0 * sel);
+}
+
+static void
+strGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
+{
+	(void) foreigntableid;
+	add_path(baserel, (Path *) create_foreignscan_path(root, baserel, NULL, baserel->rows,
+													   10, 10 + baserel->rows * 0.01,
+													   NIL, NULL, NULL, NIL));
+}
+
+static ForeignScan *
+strGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid, ForeignPath *best_path,
+				  List *tlist, List *scan_clauses, Plan *outer_plan)
+{
+	PlanInfo   *pi = baserel->fdw_private;
+
+	(void) root;
+	(void) foreigntableid;
+	(void) best_path;
+	/* every clause stays for PostgreSQL to check: the bounds only narrow the scan */
+	scan_clauses = extract_actual_clauses(scan_clauses, false);
+	return make_foreignscan(tlist, scan_clauses, baserel->relid, pi->bounds, list_make1(pi->kinds),
+							NIL, NIL, outer_plan);
+}
+
+/* ---- scanning ------------------------------------------------------------- */
+
+typedef struct StrScan
+{
+	StreamHandle *h;
+	int		   *colmap;
+	List	   *bound_states;	/* ExprState per bound */
+	List	   *kinds;
+	Tuplestorestate *rows;
+	TupleTableSlot *mslot;		/* the tuplestore's minimal tuples come out here */
+	bool		filled;
+	TupleDesc	tupdesc;
+	int64		from_pg,
+				to_pg;			/* the evaluated range, for EXPLAIN ANALYZE */
+	bool		empty;
+} StrScan;
+
+typedef struct FillArg
+{
+	StrScan  *st;
+	const TdbStreamDef *d;
+	Datum	   *values;
+	bool	   *nulls;
+} FillArg;
+
+static int
+fill_visit(const TdbStreamRecord *rec, void *p)
+{
+	FillArg    *a = p;
+	StrScan  *st = a->st;
+
+	if (rec->discontinuity)
+		return 0;
+	for (int c = 0; c < st->tupdesc->natts; c++)
+	{
+		int			f = st->colmap[c];
+
+		if (f == -1)
+		{
+			a->values[c] = TimestampTzGetDatum(rec->ts - UNIX_TO_PG_US);
+			a->nulls[c] = false;
+		}
+		else if (f >= 0)
+		{
+			a->nulls[c] = rec->vals[f].isnull;
+			a->values[c] = a->nulls[c] ? (Datum) 0 : field_datum(a->d->fields[f].type, &rec->vals[f]);
+		}
+		else
+			a->nulls[c] = true;
+	}
+	tuplestore_putvalues(st->rows, st->tupdesc, a->values, a->nulls);
+	CHECK_FOR_INTERRUPTS();
+	return 0;
+}
+
+static void
+strBeginForeignScan(ForeignScanState *node, int eflags)
+{
+	ForeignScan *plan = (ForeignScan *) node->ss.ps.plan;
+	EState	   *estate = node->ss.ps.state;
+	Relation	rel = node->ss.ss_currentRelation;
+	StrScan  *st = palloc0(sizeof(StrScan));
+	ListCell   *lc;
+
+	node->fdw_state = st;
+	st->tupdesc = RelationGetDescr(rel);
+	st->kinds = linitial(plan->fdw_private);
+	foreach(lc, plan->fdw_exprs)
+		st->bound_states = lappend(st->bound_states, ExecInitExpr(lfirst(lc), (PlanState *) node));
+	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
+		return;
+	st->h = stream_open(RelationGetRelid(rel), false, estate->es_query_cxt);
+	st->mslot = ExecInitExtraTupleSlot(estate, st->tupdesc, &TTSOpsMinimalTuple);
+	st->colmap = column_map(rel, &tdb_stream_schema(st->h->db)->streams[st->h->stream]);
+}
+
+/* Evaluate the bounds into [from, to] (Unix microseconds); false if empty. */
+static bool
+eval_range(ForeignScanState *node, StrScan *st, int64 *from, int64 *to)
+{
+	ExprContext *econtext = node->ss.ps.ps_ExprContext;
+	ListCell   *lb,
+			   *lk;
+
+	*from = PG_INT64_MIN + 1;
+	*to = PG_INT64_MAX;
+	forboth(lb, st->bound_states, lk, st->kinds)
+	{
+		bool		isnull;
+		Datum		d = ExecEvalExpr(lfirst(lb), econtext, &isnull);
+		int64		t;
+
+		if (isnull)
+			return false;		/* ts op NULL is never true */
+		t = DatumGetTimestampTz(d);
+		if (TIMESTAMP_NOT_FINITE(t))
+		{
+			if ((t == DT_NOBEGIN) == (lfirst_int(lk) == BOUND_LE || lfirst_int(lk) == BOUND_LT))
+				return false;	/* ts < -infinity, ts > infinity */
+			continue;			/* ts > -infinity, ts < infinity: no bound */
+		}
+		t += UNIX_TO_PG_US;
+		switch (lfirst_int(lk))
+		{
+			case BOUND_GE:
+				*from = Max(*from, t);
+				break;
+			case BOUND_GT:
+				*from = Max(*from, t + 1);
+				break;
+			case BOUND_LE:
+				*to = Min(*to, t);
+				break;
+			case BOUND_LT:
+				*to = Min(*to, t - 1);
+				break;
+			case BOUND_EQ:
+				*from = Max(*from, t);
+				*to = Min(*to, t);
+				break;
+		}
+	}
+	return *from <= *to;
+}
+
+static TupleTableSlot *
+strIterateForeignScan(ForeignScanState *node)
+{
+	StrScan  *st = node->fdw_state;
+	TupleTableSlot *slot = node->ss.ss_ScanTupleSlot;
+
+	if (!st->filled)
+	{
+		int64		from,
+					to;
+		MemoryContext old = MemoryContextSwitchTo(node->ss.ps.state->es_query_cxt);
+		FillArg		a;
+		int			rc;
+
+		st->rows = tuplestore_begin_heap(false, false, work_mem);
+		st->filled = true;
+		st->empty = !eval_range(node, st, &from, &to);
+		st->from_pg = from;
+		st->to_pg = to;
+		if (!st->empty)
+		{
+			a.st = st;
+			a.d = &tdb_stream_schema(st->h->db)->streams[st->h->stream];
+			a.values = palloc(sizeof(Datum) * st->tupdesc->natts);
+			a.nulls = palloc(sizeof(bool) * st->tupdesc->natts);
+			rc = tdb_stream_range(st->h->db, st->h->stream, from, to, fill_visit, &a);
+			if (rc != TDB_STREAM_OK)
+				ereport(ERROR,
+						(errcode(ERRCODE_DATA_CORRUPTED),
+						 errmsg("could not read stream \"%s\" of \"%s\": %s", a.d->name, st->h->filename,
+								tdb_stream_errmsg(st->h->db))));
+		}
+		MemoryContextSwitchTo(old);
+	}
+	if (!tuplestore_gettupleslot(st->rows, true, false, st->mslot))
+		return ExecClearTuple(slot);
+	return ExecCopySlot(slot, st->mslot);
+}
+
+static void
+strReScanForeignScan(ForeignScanState *node)
+{
+	StrScan  *st = node->fdw_state;
+
+	/* parameters may have changed: read again */
+	if (st->rows)
+		tuplestore_end(st->rows);
+	st->rows = NULL;
+	st->filled = false;
+}
+
+static void
+strEndForeignScan(ForeignScanState *node)
+{
+	StrScan  *st = node->fdw_state;
+
+	if (st != NULL && st->rows)
+		tuplestore_end(st->rows);
+	if (st != NULL && st->h != NULL)
+		stream_handle_close(st->h);
+}
+
+static void
+strExplainForeignScan(ForeignScanState *node, ExplainState *es)
+{
+	ForeignScan *plan = (ForeignScan *) node->ss.ps.plan;
+	StrScan  *st = node->fdw_state;
+	List	   *context = set_deparse_context_plan(es->deparse_cxt, (Plan *) plan, NIL);
+	StringInfoData buf;
+	ListCell   *lb,
+			   *lk;
+	static const char *ops[] = {">=", ">", "<=", "<", "="};
+
+	initStringInfo(&buf);
+	forboth(lb, plan->fdw_exprs, lk, st->kinds)
+		appendStringInfo(&buf, "%sts %s %s", buf.len ? " AND " : "", ops[lfirst_int(lk)],
+						 deparse_expression(lfirst(lb), context, false, false));
+	ExplainPropertyText("Stream File", server_filename(GetForeignServer(GetForeignTable(
+									RelationGetRelid(node->ss.ss_currentRelation))->serverid)), es);
+	ExplainPropertyText("Time Range Pushed Down", buf.len ? buf.data : "none (whole stream)", es);
+	if (es->analyze && st->filled)
+	{
+		/* timestamptz_to_str() returns a static buffer: copy each in turn */
+		char	   *from = pstrdup(st->from_pg == PG_INT64_MIN + 1 ? "-infinity" :
+								   timestamptz_to_str(st->from_pg - UNIX_TO_PG_US));
+		char	   *to = pstrdup(st->to_pg == PG_INT64_MAX ? "infinity" :
+								 timestamptz_to_str(st->to_pg - UNIX_TO_PG_US));
+
+		ExplainPropertyText("Time Range Read", st->empty ? "empty" : psprintf("%s to %s", from, to), es);
+	}
+}
+
+/* ---- INSERT ---------------------------------------------------------------- */
+
+typedef struct ModifyState
+{
+	StreamHandle *h;
+	int		   *colmap;
+	int			tscol;
+	TdbStreamValue vals[TDB_STREAM_MAX_FIELDS];
+	uint64		rows;
+} ModifyState;
+
+static void
+strBeginForeignModify(ModifyTableState *mtstate, ResultRelInfo *rinfo, List *fdw_private,
+					  int subplan_index, int eflags)
+{
+	Relation	rel = rinfo->ri_RelationDesc;
+	ModifyState *ms = palloc0(sizeof(ModifyState));
+	const TdbStreamDef *d;
+
+	(void) fdw_private;
+	(void) subplan_index;
+	rinfo->ri_FdwState = ms;
+	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
+		return;
+	ms->h = stream_open(RelationGetRelid(rel), true, mtstate->ps.state->es_query_cxt);
+	d = &tdb_stream_schema(ms->h->db)->streams[ms->h->stream];
+	ms->colmap = column_map(rel, d);
+	ms->tscol = -1;
+	for (int c = 0; c < RelationGetDescr(rel)->natts; c++)
+		if (ms->colmap[c] == -1)
+			ms->tscol = c;
+	if (ms->tscol < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_COLUMN_NAME_NOT_FOUND),
+				 errmsg("\"%s\" has no ts column to insert by", RelationGetRelationName(rel))));
+}
+
+static TupleTableSlot *
+strExecForeignInsert(EState *estate, ResultRelInfo *rinfo, TupleTableSlot *slot, TupleTableSlot *plan_slot)
+{
+	ModifyState *ms = rinfo->ri_FdwState;
+	const TdbStreamDef *d = &tdb_stream_schema(ms->h->db)->streams[ms->h->stream];
+	int64		ts;
+	int			rc;
+
+	(void) estate;
+	(void) plan_slot;
+	slot_getallattrs(slot);
+	if (slot->tts_isnull[ms->tscol])
+		ereport(ERROR,
+				(errcode(ERRCODE_NOT_NULL_VIOLATION),
+				 errmsg("row %llu inserted into \"%s\" has a NULL ts", (unsigned long long) ms->rows + 1,
+						ms->h->relname)));
+	ts = DatumGetTimestampTz(slot->tts_values[ms->tscol]);
+	if (TIMESTAMP_NOT_FINITE(ts))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("row %llu inserted into \"%s\" has an infinite ts", (unsigned long long) ms->rows + 1,
+						ms->h->relname)));
+	for (uint32 f = 0; f < d->nfields; f++)
+		ms->vals[f].isnull = true;
+	for (int c = 0; c < slot->tts_tupleDescriptor->natts; c++)
+	{
+		int			f = ms->colmap[c];
+		TdbStreamValue *v;
+		Datum		x = slot->tts_values[c];
+
+		if (f < 0)
+			continue;
+		v = &ms->vals[f];
+		v->isnull = slot->tts_isnull[c];
+		if (v->isnull)
+		{
+			if (!d->fields[f].nullable)
+				ereport(ERROR,
+						(errcode(ERRCODE_NOT_NULL_VIOLATION),
+						 errmsg("row %llu inserted into \"%s\" (ts %s) has a NULL %s, which the stream does not allow",
+								(unsigned long long) ms->rows + 1, ms->h->relname, timestamptz_to_str(ts),
+								d->fields[f].name)));
+			continue;
+		}
+		switch (d->fields[f].type)
+		{
+			case TDB_ST_INT8:
+				if (DatumGetInt16(x) < -128 || DatumGetInt16(x) > 127)
+					ereport(ERROR,
+							(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+							 errmsg("row %llu inserted into \"%s\": %s = %d is out of range for int8 (-128 to 127)",
+									(unsigned long long) ms->rows + 1, ms->h->relname, d->fields[f].name,
+									DatumGetInt16(x))));
+				/* FALLTHROUGH */
+			case TDB_ST_INT16:
+				v->v.i = DatumGetInt16(x);
+				break;
+			case TDB_ST_INT32:
+				v->v.i = DatumGetInt32(x);
+				break;
+			case TDB_ST_INT64:
+				v->v.i = DatumGetInt64(x);
+				break;
+			case TDB_ST_FLOAT32:
+				v->v.f = DatumGetFloat4(x);
+				break;
+			case TDB_ST_FLOAT64:
+				v->v.f = DatumGetFloat8(x);
+				break;
+			case TDB_ST_BOOL:
+				v->v.i = DatumGetBool(x);
+				break;
+		}
+	}
+	rc = tdb_stream_insert(ms->h->db, ms->h->stream, ts + UNIX_TO_PG_US, ms->vals);
+	if (rc == TDB_STREAM_EORDER)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("row %llu inserted into \"%s\" is out of time order: ts %s is not after the stream's last timestamp",
+						(unsigned long long) ms->rows + 1, ms->h->relname, timestamptz_to_str(ts)),
+				 errdetail("%s", tdb_stream_errmsg(ms->h->db)),
+				 errhint("Insert rows in ascending ts order (ORDER BY ts), after the stream's last row.")));
+	if (rc != TDB_STREAM_OK)
+		ereport(ERROR,
+				(errcode(rc == TDB_STREAM_EIO ? ERRCODE_IO_ERROR : ERRCODE_DATA_EXCEPTION),
+				 errmsg("could not insert into stream file \"%s\": %s", ms->h->filename,
+						tdb_stream_errmsg(ms->h->db))));
+	ms->rows++;
+	return slot;
+}
+
+static void
+strEndForeignModify(EState *estate, ResultRelInfo *rinfo)
+{
+	ModifyState *ms = rinfo->ri_FdwState;
+
+	(void) estate;
+	if (ms == NULL || ms->h == NULL)
+		return;
+	/* the statement's rows become durable together */
+	if (tdb_stream_flush(ms->h->db) != TDB_STREAM_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_IO_ERROR),
+				 errmsg("could not flush stream file \"%s\": %s", ms->h->filename,
+						tdb_stream_errmsg(ms->h->db)),
+				 errhint("The rows of this statement are not stored; the file recovers when it is opened again.")));
+	stream_handle_close(ms->h);
+}
+
+static int
+strIsForeignRelUpdatable(Relation rel)
+{
+	(void) rel;
+	return 1 << CMD_INSERT;
+}
+
+/* ---- IMPORT FOREIGN SCHEMA --------------------------------------------------- */
+
+static List *
+strImportForeignSchema(ImportForeignSchemaStmt *stmt, Oid serverOid)
+{
+	ForeignServer *server = GetForeignServer(serverOid);
+	char	   *filename = server_filename(server);
+	TdbStreamIO io;
+	TdbStreamDB *db;
+	char		err[256];
+	List	   *cmds = NIL;
+	const TdbStreamSchema *sc;
+	int			rc;
+
+	if (tdb_stream_io_file(filename, false, 0, &io, err, sizeof(err)) != TDB_STREAM_OK)
+		ereport(ERROR, (errcode_for_file_access(), errmsg("could not open stream file: %s", err)));
+	tdb_stream_io_lock(&io, false);
+	if ((rc = tdb_stream_open(&io, &db, err, sizeof(err))) != TDB_STREAM_OK)
+	{
+		tdb_stream_io_file_close(&io);
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("could not open stream file \"%s\": %s", filename, err)));
+	}
+	sc = tdb_stream_schema(db);
+	for (uint32 s = 0; s < sc->nstreams; s++)
+	{
+		const TdbStreamDef *d = &sc->streams[s];
+		StringInfoData sql;
+		bool		wanted = stmt->list_type == FDW_IMPORT_SCHEMA_ALL;
+		ListCell   *lc;
+
+		foreach(lc, stmt->table_list)
+		{
+			bool		named = strcmp(((RangeVar *) lfirst(lc))->relname, d->name) == 0;
+
+			if (stmt->list_type == FDW_IMPORT_SCHEMA_LIMIT_TO && named)
+				wanted = true;
+		}
+		if (stmt->list_type == FDW_IMPORT_SCHEMA_EXCEPT)
+		{
+			wanted = true;
+			foreach(lc, stmt->table_list)
+				if (strcmp(((RangeVar *) lfirst(lc))->relname, d->name) == 0)
+				wanted = false;
+		}
+		if (!wanted)
+			continue;
+		initStringInfo(&sql);
+		appendStringInfo(&sql, "CREATE FOREIGN TABLE %s (ts timestamptz NOT NULL", quote_identifier(d->name));
+		for (uint32 f = 0; f < d->nfields; f++)
+			appendStringInfo(&sql, ", %s %s%s", quote_identifier(d->fields[f].name),
+							 format_type_be(field_pg_type(d->fields[f].type)),
+							 d->fields[f].nullable ? "" : " NOT NULL");
+		appendStringInfo(&sql, ") SERVER %s OPTIONS (stream %s)", quote_identifier(server->servername),
+						 quote_literal_cstr(d->name));
+		cmds = lappend(cmds, sql.data);
+	}
+	tdb_stream_close(db);
+	tdb_stream_io_file_close(&io);
+	return cmds;
+}
+
+Datum
+trafficdb_streams_handler(PG_FUNCTION_ARGS)
+{
+	FdwRoutine *r = makeNode(FdwRoutine);
+
+	(void) fcinfo;
+	r->GetForeignRelSize = strGetForeignRelSize;
+	r->GetForeignPaths = strGetForeignPaths;
+	r->GetForeignPlan = strGetForeignPlan;
+	r->BeginForeignScan = strBeginForeignScan;
+	r->IterateForeignScan = strIterateForeignScan;
+	r->ReScanForeignScan = strReScanForeignScan;
+	r->EndForeignScan = strEndForeignScan;
+	r->ExplainForeignScan = strExplainForeignScan;
+	r->BeginForeignModify = strBeginForeignModify;
+	r->ExecForeignInsert = strExecForeignInsert;
+	r->EndForeignModify = strEndForeignModify;
+	r->IsForeignRelUpdatable = strIsForeignRelUpdatable;
+	r->ImportForeignSchema = strImportForeignSchema;
+	PG_RETURN_POINTER(r);
+}
+
+/*
+ * Options: filename on the server (superuser or pg_read_server_files, as
+ * file_fdw), stream on a table.
+ */
+Datum
+trafficdb_streams_validator(PG_FUNCTION_ARGS)
+{
+	List	   *options = untransformRelOptions(PG_GETARG_DATUM(0));
+	Oid			catalog = PG_GETARG_OID(1);
+	ListCell   *lc;
+
+	foreach(lc, options)
+	{
+		DefElem    *d = lfirst(lc);
+
+		if (catalog == ForeignServerRelationId && strcmp(d->defname, "filename") == 0)
+		{
+			if (!has_privs_of_role(GetUserId(), ROLE_PG_READ_SERVER_FILES))
+				ereport(ERROR,
+						(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+						 errmsg("permission denied to name a stream file"),
+						 errdetail("Only roles with privileges of the \"%s\" role may set the filename option.",
+								   "pg_read_server_files")));
+			if (!is_absolute_path(defGetString(d)))
+				ereport(ERROR,
+						(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
+						 errmsg("filename \"%s\" is not an absolute path", defGetString(d))));
+		}
+		else if (catalog == ForeignTableRelationId && strcmp(d->defname, "stream") == 0)
+			(void) defGetString(d);
+		else
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
+					 errmsg("invalid option \"%s\" for trafficdb_streams", d->defname),
+					 errhint("Servers take filename; foreign tables take stream.")));
+	}
+	PG_RETURN_VOID();
+}
+
+/* ---- aggregates over a time window ----------------------------------------------- */
+
+/* Field number of a column name in the table's stream, with a clear error. */
+static int
+field_of(StreamHandle *h, const char *field)
+{
+	const TdbStreamDef *d = &tdb_stream_schema(h->db)->streams[h->stream];
+
+	for (uint32 f = 0; f < d->nfields; f++)
+		if (strcmp(d->fields[f].name, field) == 0)
+		{
+			if (d->fields[f].type == TDB_ST_BOOL)
+				break;
+			return (int) f;
+		}
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_COLUMN),
+			 errmsg("stream \"%s\" has no numeric field \"%s\"", d->name, field)));
+	return -1;
+}
+
+static void
+check_select(Oid relid)
+{
+	AclResult	acl = pg_class_aclcheck(relid, GetUserId(), ACL_SELECT);
+
+	if (acl != ACLCHECK_OK)
+		aclcheck_error(acl, OBJECT_FOREIGN_TABLE, get_rel_name(relid));
+}
+
+static double
+num(const TdbStreamDef *d, int f, const TdbStreamValue *v)
+{
+	return (d->fields[f].type == TDB_ST_FLOAT32 || d->fields[f].type == TDB_ST_FLOAT64) ? v->v.f : (double) v->v.i;
+}
+
+typedef struct StrAgg
+{
+	const TdbStreamDef *d;
+	int			f;
+	int64		to;
+	/* the value holding since `since` (none after a discontinuity or NULL) */
+	bool		holding;
+	double		value;
+	int64		since;
+	double		integral;		/* value x seconds */
+	double		covered;		/* seconds with a value */
+	double		min,
+				max;
+	int64		samples;
+} StrAgg;
+
+static void
+agg_hold(StrAgg *a, int64 until)
+{
+	if (a->holding && until > a->since)
+	{
+		double		secs = (until - a->since) / 1e6;
+
+		a->integral += a->value * secs;
+		a->covered += secs;
+	}
+}
+
+static void
+agg_start(StrAgg *a, const TdbStreamRecord *r, int64 at)
+{
+	const TdbStreamValue *v = &r->vals[a->f];
+
+	a->holding = !r->discontinuity && !v->isnull;
+	a->since = at;
+	if (a->holding)
+	{
+		a->value = num(a->d, a->f, v);
+		a->min = a->samples ? Min(a->min, a->value) : a->value;
+		a->max = a->samples ? Max(a->max, a->value) : a->value;
+		a->samples++;
+	}
+}
+
+static int
+agg_visit(const TdbStreamRecord *r, void *p)
+{
+	StrAgg   *a = p;
+
+	agg_hold(a, r->ts);
+	agg_start(a, r, r->ts);
+	return 0;
+}
+
+/*
+ * trafficdb.stream_aggregate(tbl, field, t_from, t_to): the field over
+ * [t_from, t_to] as the codecs reconstruct it (each stored value holds until
+ * the next record; nothing holds across a discontinuity or a NULL):
+ * time-weighted average, min, max, integral (value x seconds), and the
+ * number of values that held in the window.
+ */
+Datum
+trafficdb_stream_aggregate(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	char	   *field = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	int64		from = PG_GETARG_TIMESTAMPTZ(2) + UNIX_TO_PG_US;
+	int64		to = PG_GETARG_TIMESTAMPTZ(3) + UNIX_TO_PG_US;
+	StreamHandle *h;
+	StrAgg	a = {0};
+	TdbStreamRecord first;
+	TupleDesc	tupdesc;
+	Datum		values[5];
+	bool		nulls[5] = {0};
+	int			rc;
+
+	if (TIMESTAMP_NOT_FINITE(PG_GETARG_TIMESTAMPTZ(2)) || TIMESTAMP_NOT_FINITE(PG_GETARG_TIMESTAMPTZ(3)) ||
+		from > to)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("time window [%s, %s] is not a finite window with t_from <= t_to",
+						timestamptz_to_str(PG_GETARG_TIMESTAMPTZ(2)), timestamptz_to_str(PG_GETARG_TIMESTAMPTZ(3)))));
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "stream_aggregate must return a record");
+	check_select(relid);
+	h = stream_open(relid, false, CurrentMemoryContext);
+	a.d = &tdb_stream_schema(h->db)->streams[h->stream];
+	a.f = field_of(h, field);
+	a.to = to;
+	/* the value holding at t_from */
+	rc = tdb_stream_at(h->db, h->stream, from, &first);
+	if (rc == TDB_STREAM_OK)
+		agg_start(&a, &first, from);
+	else if (rc != TDB_STREAM_ENOTFOUND)
+		ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED), errmsg("%s", tdb_stream_errmsg(h->db))));
+	if (from < to && (rc = tdb_stream_range(h->db, h->stream, from + 1, to, agg_visit, &a)) != TDB_STREAM_OK)
+		ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED), errmsg("%s", tdb_stream_errmsg(h->db))));
+	agg_hold(&a, to);
+	stream_handle_close(h);
+	values[0] = Float8GetDatum(a.covered > 0 ? a.integral / a.covered : 0);
+	nulls[0] = a.covered <= 0;
+	values[1] = Float8GetDatum(a.min);
+	nulls[1] = a.samples == 0;
+	values[2] = Float8GetDatum(a.max);
+	nulls[2] = a.samples == 0;
+	values[3] = Float8GetDatum(a.integral);
+	nulls[3] = a.samples == 0;
+	values[4] = Int64GetDatum(a.samples);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls)));
+}
+
+/*
+ * trafficdb.stream_resample(tbl, field, times): the field's reconstructed
+ * value at each time (O(log n) each; NULL where nothing holds).
+ */
+Datum
+trafficdb_stream_resample(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Oid			relid = PG_GETARG_OID(0);
+	char	   *field = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	ArrayType  *times = PG_GETARG_ARRAYTYPE_P(2);
+	Datum	   *elems;
+	bool	   *enulls;
+	int			n;
+	StreamHandle *h;
+	const TdbStreamDef *d;
+	int			f;
+
+	InitMaterializedSRF(fcinfo, 0);
+	check_select(relid);
+	deconstruct_array(times, TIMESTAMPTZOID, 8, true, TYPALIGN_DOUBLE, &elems, &enulls, &n);
+	h = stream_open(relid, false, CurrentMemoryContext);
+	d = &tdb_stream_schema(h->db)->streams[h->stream];
+	f = field_of(h, field);
+	for (int i = 0; i < n; i++)
+	{
+		Datum		values[2];
+		bool		nulls[2] = {enulls[i], true};
+		TdbStreamRecord r;
+
+		values[0] = elems[i];
+		if (!enulls[i] && !TIMESTAMP_NOT_FINITE(DatumGetTimestampTz(elems[i])))
+		{
+			int			rc = tdb_stream_at(h->db, h->stream, DatumGetTimestampTz(elems[i]) + UNIX_TO_PG_US, &r);
+
+			if (rc == TDB_STREAM_OK && !r.discontinuity && !r.vals[f].isnull)
+			{
+				values[1] = Float8GetDatum(num(d, f, &r.vals[f]));
+				nulls[1] = false;
+			}
+			else if (rc != TDB_STREAM_OK && rc != TDB_STREAM_ENOTFOUND)
+				ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED), errmsg("%s", tdb_stream_errmsg(h->db))));
+		}
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	stream_handle_close(h);
+	return (Datum) 0;
+}
