@@ -81,6 +81,12 @@ bench-objects: bench/objbench
 bench-daemon: all
 	bench/daemon.sh $(SEGMENTS)
 
+bench/streamgen: bench/streamgen.c $(STREAM_SRCS) src/checksum.c $(wildcard src/stream/*.h)
+	$(CC) $(UNIT_CFLAGS) -o $@ bench/streamgen.c $(STREAM_SRCS) src/checksum.c
+
+bench-streams: all
+	bench/streams.sh
+
 bench/accessor: bench/accessor.c lib/libtrafficdb.a include/trafficdb.h
 	$(CC) $(UNIT_CFLAGS) -o $@ bench/accessor.c lib/libtrafficdb.a -lm -lpthread
 
@@ -155,7 +161,7 @@ unit-asan: src/tests/unit_tests_asan
 unit-tsan: src/tests/unit_tests_tsan
 	TSAN_OPTIONS=halt_on_error=1 src/tests/unit_tests_tsan test_client_threads test_client_wait_is_woken test_shm_readers_see_consistent_versions
 
-.PHONY: bench unit-asan unit-tsan unit tap test demo demo-stop demo-clean deps bench-objects bench-daemon bench-locations bench-accessor install-lib
+.PHONY: bench bench-streams unit-asan unit-tsan unit tap test demo demo-stop demo-clean deps bench-objects bench-daemon bench-locations bench-accessor install-lib
 unit: src/tests/unit_tests
 	src/tests/unit_tests
 
@@ -174,4 +180,4 @@ demo-stop:
 demo-clean:
 	scripts/demo.sh --clean
 
-EXTRA_CLEAN = src/tests/unit_tests_asan tools/trafficdb-stream examples/live_traffic src/tests/unit_tests src/tests/unit_tests_tsan tools/tdbread bench/objbench bench/accessor lib tmp_check results regression.diffs regression.out
+EXTRA_CLEAN = bench/streamgen src/tests/unit_tests_asan tools/trafficdb-stream examples/live_traffic src/tests/unit_tests src/tests/unit_tests_tsan tools/tdbread bench/objbench bench/accessor lib tmp_check results regression.diffs regression.out
