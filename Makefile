@@ -158,10 +158,20 @@ src/tests/unit_tests_asan: $(UNIT_SRCS) $(wildcard src/*.h src/stream/*.h src/te
 unit-asan: src/tests/unit_tests_asan
 	src/tests/unit_tests_asan test_stream_rdl_errors test_stream_bit_flips test_stream_codecs test_stream_power_loss_at_every_write
 
+# libFuzzer over stream file images (clang from Debian; scripts/deps.sh installs it).
+FUZZ_SECONDS ?= 20
+src/tests/fuzz/fuzz_stream_open: src/tests/fuzz/fuzz_stream_open.c $(STREAM_SRCS) src/checksum.c $(wildcard src/stream/*.h)
+	clang -g -O1 -Isrc -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -o $@ \
+		src/tests/fuzz/fuzz_stream_open.c $(STREAM_SRCS) src/checksum.c
+
+fuzz-stream: src/tests/fuzz/fuzz_stream_open
+	@mkdir -p src/tests/fuzz/corpus
+	src/tests/fuzz/fuzz_stream_open -max_total_time=$(FUZZ_SECONDS) -max_len=16384 -print_final_stats=1 src/tests/fuzz/corpus 2>&1 | tail -n 12
+
 unit-tsan: src/tests/unit_tests_tsan
 	TSAN_OPTIONS=halt_on_error=1 src/tests/unit_tests_tsan test_client_threads test_client_wait_is_woken test_shm_readers_see_consistent_versions
 
-.PHONY: bench bench-streams unit-asan unit-tsan unit tap test demo demo-stop demo-clean deps bench-objects bench-daemon bench-locations bench-accessor install-lib
+.PHONY: bench bench-streams fuzz-stream unit-asan unit-tsan unit tap test demo demo-stop demo-clean deps bench-objects bench-daemon bench-locations bench-accessor install-lib
 unit: src/tests/unit_tests
 	src/tests/unit_tests
 
@@ -180,4 +190,4 @@ demo-stop:
 demo-clean:
 	scripts/demo.sh --clean
 
-EXTRA_CLEAN = bench/streamgen src/tests/unit_tests_asan tools/trafficdb-stream examples/live_traffic src/tests/unit_tests src/tests/unit_tests_tsan tools/tdbread bench/objbench bench/accessor lib tmp_check results regression.diffs regression.out
+EXTRA_CLEAN = src/tests/fuzz/fuzz_stream_open src/tests/fuzz/corpus bench/streamgen src/tests/unit_tests_asan tools/trafficdb-stream examples/live_traffic src/tests/unit_tests src/tests/unit_tests_tsan tools/tdbread bench/objbench bench/accessor lib tmp_check results regression.diffs regression.out

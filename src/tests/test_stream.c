@@ -832,7 +832,7 @@ UNIT_TEST(test_stream_rdl_errors)
 }
 
 /*
- * A writer process killed with kill -9 at a random moment, 40 times: every
+ * A writer process killed with kill -9 at a random moment, 200 times: every
  * flush it acknowledged (through a pipe) is in the file when it reopens.
  */
 UNIT_TEST(test_stream_kill9_writer)
@@ -851,7 +851,7 @@ UNIT_TEST(test_stream_kill9_writer)
 	CHECK_EQ_U64(tdb_stream_io_file(path, true, 1 << 20, &io, err, sizeof(err)), TDB_STREAM_OK);
 	CHECK_EQ_U64(tdb_stream_create(&io, &schema, err, sizeof(err)), TDB_STREAM_OK);
 	tdb_stream_io_file_close(&io);
-	for (int round = 0; round < 40; round++)
+	for (int round = 0; round < 200; round++)
 	{
 		int			p[2];
 		pid_t		pid;
@@ -894,7 +894,7 @@ UNIT_TEST(test_stream_kill9_writer)
 		}
 		close(p[1]);
 		{
-			struct timespec ts = {0, (long) (unit_rand(&rng) % 30) * 1000000L};
+			struct timespec ts = {0, (long) (unit_rand(&rng) % 12) * 1000000L};
 
 			nanosleep(&ts, NULL);
 		}
