@@ -166,7 +166,9 @@ src/tests/fuzz/fuzz_stream_open: src/tests/fuzz/fuzz_stream_open.c $(STREAM_SRCS
 
 fuzz-stream: src/tests/fuzz/fuzz_stream_open
 	@mkdir -p src/tests/fuzz/corpus
-	src/tests/fuzz/fuzz_stream_open -max_total_time=$(FUZZ_SECONDS) -max_len=16384 -print_final_stats=1 src/tests/fuzz/corpus 2>&1 | tail -n 12
+	src/tests/fuzz/fuzz_stream_open -max_total_time=$(FUZZ_SECONDS) -max_len=16384 -print_final_stats=1 \
+		src/tests/fuzz/corpus >src/tests/fuzz/last.log 2>&1 || { tail -n 40 src/tests/fuzz/last.log; exit 1; }
+	@grep -E '^Done|number_of_executed_units' src/tests/fuzz/last.log
 
 unit-tsan: src/tests/unit_tests_tsan
 	TSAN_OPTIONS=halt_on_error=1 src/tests/unit_tests_tsan test_client_threads test_client_wait_is_woken test_shm_readers_see_consistent_versions
@@ -190,4 +192,4 @@ demo-stop:
 demo-clean:
 	scripts/demo.sh --clean
 
-EXTRA_CLEAN = src/tests/fuzz/fuzz_stream_open src/tests/fuzz/corpus bench/streamgen src/tests/unit_tests_asan tools/trafficdb-stream examples/live_traffic src/tests/unit_tests src/tests/unit_tests_tsan tools/tdbread bench/objbench bench/accessor lib tmp_check results regression.diffs regression.out
+EXTRA_CLEAN = src/tests/fuzz/fuzz_stream_open src/tests/fuzz/corpus src/tests/fuzz/last.log bench/streamgen src/tests/unit_tests_asan tools/trafficdb-stream examples/live_traffic src/tests/unit_tests src/tests/unit_tests_tsan tools/tdbread bench/objbench bench/accessor lib tmp_check results regression.diffs regression.out

@@ -25,7 +25,8 @@ EXPLAIN (COSTS OFF) SELECT * FROM vessels.:"busiest" WHERE ts >= '2020-06-30 00:
 SELECT * FROM vessels.:"busiest" WHERE ts >= '2020-06-30 00:20:00+00' AND ts < '2020-06-30 00:21:00+00';
 
 \echo '-- speed over ground over the hour, as reconstructed: time-weighted average, min, max, distance (kn x h)'
-SELECT c.relname AS stream, round(a.avg::numeric, 2) AS avg_kn, a.min, a.max, round((a.integral / 3600)::numeric, 2) AS nmi
+SELECT c.relname AS stream, round(a.avg::numeric, 2) AS avg_kn, round(a.min::numeric, 1) AS min_kn,
+       round(a.max::numeric, 1) AS max_kn, round((a.integral / 3600)::numeric, 2) AS nmi
   FROM pg_class c, trafficdb.stream_aggregate(c.oid, 'sog', '2020-06-30 00:00:00+00', '2020-06-30 01:00:00+00') a
  WHERE c.relnamespace = 'vessels'::regnamespace ORDER BY 1;
 

@@ -138,7 +138,7 @@ fi
 "${PSQL[@]}" -d "$DEMO_DB" -qc "CREATE EXTENSION IF NOT EXISTS postgis"
 
 say "import $MAP roads ($pbf) with osm2pgsql"
-"${PSQL[@]}" -d "$DEMO_DB" -qc "SET client_min_messages = warning; DROP EXTENSION IF EXISTS trafficdb; DROP TABLE IF EXISTS roads"
+"${PSQL[@]}" -d "$DEMO_DB" -qc "SET client_min_messages = warning; DROP EXTENSION IF EXISTS trafficdb CASCADE; DROP TABLE IF EXISTS roads"
 osm2pgsql --output=flex --style=scripts/roads.lua --log-level=warn \
 	-H 127.0.0.1 -P "$port" -U postgres -d "$DEMO_DB" "$pbf"
 "${PSQL[@]}" -d "$DEMO_DB" -q <<-'EOF'

@@ -14,6 +14,8 @@ packages=(
 	libipc-run-perl gdal-bin python3-pytest
 	# demo: OpenStreetMap import
 	osm2pgsql osmium-tool "postgresql-$PG_MAJOR-pgrouting"
+	# stream files: libFuzzer; the AIS demo data
+	clang unzip
 )
 
 missing=()

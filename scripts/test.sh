@@ -28,6 +28,7 @@ make -s unit-tsan
 say "stream files under AddressSanitizer and UBSan; the stream CLI (test/stream_cli.sh)"
 make -s unit-asan
 test/stream_cli.sh tools/trafficdb-stream
+make -s fuzz-stream FUZZ_SECONDS=15
 
 say "install"
 $SUDO make -s install PG_CONFIG="$PG_CONFIG"
