@@ -146,3 +146,6 @@ demo-clean:
 	scripts/demo.sh --clean
 
 EXTRA_CLEAN = src/tests/unit_tests src/tests/unit_tests_tsan tools/tdbread bench/objbench bench/accessor lib tmp_check results regression.diffs regression.out
+
+# Trail files on S3 (src/trail/): their targets and tests.
+include src/trail/trail.mk
