@@ -10,6 +10,7 @@
  *	  trafficdb-trail cat FILE [--trail ID]... [--from T] [--to T]
  *	                  [--bbox xmin,ymin,xmax,ymax] [--limit N] [--stats]
  *	  trafficdb-trail verify FILE
+ *	  trafficdb-trail mb s3://bucket		(create a bucket: tests, demo)
  *
  * FILE/OUT: a path, http(s)://... (read only) or s3://bucket/key.  For S3
  * the tool (not the library) takes credentials from AWS_ACCESS_KEY_ID,
@@ -45,6 +46,7 @@ usage(void)
 			"       trafficdb-trail info FILE [--trails]\n"
 			"       trafficdb-trail cat FILE [--trail ID]... [--from T] [--to T] [--bbox x0,y0,x1,y1] [--limit N] [--stats]\n"
 			"       trafficdb-trail verify FILE\n"
+			"       trafficdb-trail mb s3://bucket\n"
 			"FILE: path, http(s)://..., s3://bucket/key (AWS_* environment, --endpoint, --region)\n");
 	exit(2);
 }
@@ -720,6 +722,23 @@ cmd_verify(const char *url, Opts *o)
 	return 0;
 }
 
+static int
+cmd_mb(const char *url, Opts *o)
+{
+	char		bucket[64];
+	const char *key;
+	TdbTrailError err;
+
+	if (tdb_s3_parse_url(url, bucket, sizeof(bucket), &key) < 0)
+	{
+		fprintf(stderr, "trafficdb-trail: %s is not s3://bucket\n", url);
+		return 1;
+	}
+	if (tdb_s3_create_bucket(&o->pager.s3, &o->pager.net, bucket, &err) < 0)
+		die_err(&err);
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -736,6 +755,8 @@ main(int argc, char **argv)
 		return cmd_cat(argv[2], &o);
 	if (strcmp(argv[1], "verify") == 0)
 		return cmd_verify(argv[2], &o);
+	if (strcmp(argv[1], "mb") == 0)
+		return cmd_mb(argv[2], &o);
 	usage();
 	return 2;
 }
