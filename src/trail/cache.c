@@ -223,9 +223,13 @@ read_full(int fd, void *buf, size_t len, off_t off)
 	return true;
 }
 
-/* Validate an open block file; copy its data when buf is not NULL. */
-static bool
-block_check(int fd, const char *key, void *buf, size_t len, uint64_t *datalen)
+/*
+ * Validate an open block file against key and copy its data into buf (when
+ * not NULL): 1 valid and ours, 0 a valid block of another key or length
+ * (a hash collision, a caller's mistake: leave it), -1 damaged.
+ */
+static int
+block_check(int fd, const char *key, void *buf, size_t len)
 {
 	uint8_t		h[BLOCK_HDR];
 	struct stat st;
@@ -233,37 +237,36 @@ block_check(int fd, const char *key, void *buf, size_t len, uint64_t *datalen)
 				dlen;
 	char	   *kbuf;
 	uint8_t    *dbuf;
-	bool		ok;
+	int			rc = -1;
 
 	if (fstat(fd, &st) != 0 || st.st_size < BLOCK_HDR || !read_full(fd, h, BLOCK_HDR, 0))
-		return false;
+		return -1;
 	if (codec_get_u32le(h) != BLOCK_MAGIC || codec_get_u32le(h + 4) != BLOCK_VERSION ||
 		codec_get_u32le(h + 28) != tdb_crc32c(h, 28))
-		return false;
+		return -1;
 	klen = codec_get_u32le(h + 8);
 	dlen = codec_get_u32le(h + 12);
 	if (klen > 8192 || (uint64_t) st.st_size != (uint64_t) BLOCK_HDR + klen + dlen)
-		return false;
-	if (buf && dlen != len)
-		return false;
+		return -1;
 	kbuf = malloc(klen + 1);
-	dbuf = buf ? buf : malloc(dlen ? dlen : 1);
-	ok = kbuf && dbuf && read_full(fd, kbuf, klen, BLOCK_HDR) &&
-		read_full(fd, dbuf, dlen, BLOCK_HDR + klen);
-	if (ok)
+	dbuf = malloc(dlen ? dlen : 1);
+	if (kbuf && dbuf && read_full(fd, kbuf, klen, BLOCK_HDR) &&
+		read_full(fd, dbuf, dlen, BLOCK_HDR + klen))
 	{
-		kbuf[klen] = '\0';
-		if (strlen(key) != klen || memcmp(kbuf, key, klen) != 0)
-			ok = false;
-		if (ok && codec_get_u32le(h + 16) != tdb_crc32c(dbuf, dlen))
-			ok = false;
+		if (codec_get_u32le(h + 16) != tdb_crc32c(dbuf, dlen))
+			rc = -1;
+		else if (strlen(key) != klen || memcmp(kbuf, key, klen) != 0 || (buf && dlen != len))
+			rc = 0;
+		else
+		{
+			if (buf)
+				memcpy(buf, dbuf, dlen);
+			rc = 1;
+		}
 	}
 	free(kbuf);
-	if (buf == NULL)
-		free(dbuf);
-	if (datalen)
-		*datalen = dlen;
-	return ok;
+	free(dbuf);
+	return rc;
 }
 
 bool
@@ -272,19 +275,19 @@ tdb_disk_cache_get(TdbDiskCache *c, const char *key, void *buf, size_t len)
 	char		path[700],
 				sub[600];
 	int			fd;
-	bool		ok;
+	int			rc;
 
 	block_path(c, key, path, sizeof(path), sub, sizeof(sub));
 	fd = open(path, O_RDONLY);
 	if (fd < 0)
 		return false;
-	ok = block_check(fd, key, buf, len, NULL);
-	if (ok)
+	rc = block_check(fd, key, buf, len);
+	if (rc > 0)
 		futimens(fd, NULL);		/* LRU order for eviction */
 	close(fd);
-	if (!ok)
+	if (rc < 0)
 		unlink(path);			/* damaged: let the next reader refetch it */
-	return ok;
+	return rc > 0;
 }
 
 void
@@ -400,7 +403,7 @@ tdb_disk_cache_verify(const char *dir, TdbDiskCacheReport *rep, TdbTrailError *e
 				tdb_sha256(key, klen, hh);
 				tdb_hex(hh, 32, hex);
 				ok = base && strcmp(base + 1, hex) == 0 &&
-					block_check(fd, key, NULL, 0, NULL);
+					block_check(fd, key, NULL, 0) > 0;
 			}
 			free(key);
 		}
