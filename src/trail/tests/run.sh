@@ -2,12 +2,14 @@
 # src/trail/tests/run.sh: every trail test.  Starts MinIO on 127.0.0.1
 # (scripts/minio.sh, built with go install the first time) and the fault
 # proxy in front of it, runs the unit tests with their addresses in the
-# environment, then stops both.  Extra arguments name tests to run.
+# environment, then stops both.  Extra arguments name tests to run;
+# TRAIL_TEST_BIN=src/trail/tests/trail_tests_asan runs the sanitizer build.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 . scripts/lib.sh
 
-make -s src/trail/tests/trail_tests tools/trafficdb-trail
+bin=${TRAIL_TEST_BIN:-src/trail/tests/trail_tests}
+make -s "$bin" tools/trafficdb-trail
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/trail-run-XXXXXX")
 proxy_pid=
@@ -29,4 +31,4 @@ export TRAIL_TEST_S3_ENDPOINT=$MINIO_ENDPOINT
 export TRAIL_TEST_S3_ACCESS_KEY=$MINIO_ROOT_USER
 export TRAIL_TEST_S3_SECRET_KEY=$MINIO_ROOT_PASSWORD
 export TRAIL_TEST_PROXY_ENDPOINT=http://127.0.0.1:$(cat "$work/proxy.port")
-timeout 300 src/trail/tests/trail_tests "$@"
+timeout 300 "$bin" "$@"
