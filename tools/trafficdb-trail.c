@@ -5,7 +5,7 @@
  *
  *	  trafficdb-trail write OUT [--id C] [--time C] [--lon C] [--lat C]
  *	                  [--type COL=int|float|string]... [--time-unit s|ms|us]
- *	                  [--page-bytes N] [--part-mb N] < data.csv
+ *	                  [--page-bytes N] [--page-seconds N] [--part-mb N] < data.csv
  *	  trafficdb-trail info FILE [--trails]
  *	  trafficdb-trail cat FILE [--trail ID]... [--from T] [--to T]
  *	                  [--bbox xmin,ymin,xmax,ymax] [--limit N] [--stats]
@@ -17,13 +17,14 @@
  * AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, the endpoint from
  * AWS_ENDPOINT_URL or --endpoint (path-style addressing then) and the
  * region from AWS_REGION or --region.  Pager options: --block-size N,
- * --cache-dir DIR, --cache-mb N, --parallel N.
+ * --cache-dir DIR, --cache-mb N, --parallel N, --readahead BLOCKS (-1: off).
  *
  * CSV: a header row names the columns; fields may be quoted ("" escapes a
  * quote); an empty field is NULL.  Times are ISO 8601 in UTC
  * ("2020-06-30T00:00:00", "2020-06-30 00:00:00.5Z") or integers in
  * --time-unit (default: seconds below 1e11, milliseconds below 1e14, else
- * microseconds).  Extra columns' types are inferred (all integers: int,
+ * microseconds).  A page holds at most --page-bytes (64 KiB) and
+ * --page-seconds of one trail (3600; 0 for no limit).  Extra columns' types are inferred (all integers: int,
  * all numbers: float, else string) unless --type says.
  */
 #include <ctype.h>
@@ -301,6 +302,7 @@ typedef struct Opts
 	const char *types[TDB_TRAIL_MAX_COLUMNS];
 	int			ntypes;
 	uint32_t	page_bytes;
+	int64_t		page_seconds;
 	size_t		part_mb;
 	int64_t		ids[4096];
 	const char *sids[4096];
@@ -320,6 +322,7 @@ parse_opts(int argc, char **argv, int first, Opts *o)
 	o->lon = "lon";
 	o->lat = "lat";
 	o->time_unit = 'a';
+	o->page_seconds = 3600;
 	o->pager.s3.access_key = getenv("AWS_ACCESS_KEY_ID");
 	o->pager.s3.secret_key = getenv("AWS_SECRET_ACCESS_KEY");
 	o->pager.s3.session_token = getenv("AWS_SESSION_TOKEN");
@@ -338,12 +341,14 @@ parse_opts(int argc, char **argv, int first, Opts *o)
 		else if (strcmp(a, "--type") == 0) { NEEDV(); if (o->ntypes < TDB_TRAIL_MAX_COLUMNS) o->types[o->ntypes++] = v; }
 		else if (strcmp(a, "--time-unit") == 0) { NEEDV(); o->time_unit = strcmp(v, "ms") == 0 ? 'm' : v[0]; }
 		else if (strcmp(a, "--page-bytes") == 0) { NEEDV(); o->page_bytes = (uint32_t) strtoul(v, NULL, 10); }
+		else if (strcmp(a, "--page-seconds") == 0) { NEEDV(); o->page_seconds = strtoll(v, NULL, 10); }
 		else if (strcmp(a, "--part-mb") == 0) { NEEDV(); o->part_mb = strtoul(v, NULL, 10); }
 		else if (strcmp(a, "--endpoint") == 0) { NEEDV(); o->pager.s3.endpoint = v; }
 		else if (strcmp(a, "--region") == 0) { NEEDV(); o->pager.s3.region = v; }
 		else if (strcmp(a, "--block-size") == 0) { NEEDV(); o->pager.block_size = (uint32_t) strtoul(v, NULL, 10); }
 		else if (strcmp(a, "--cache-dir") == 0) { NEEDV(); o->pager.cache_dir = v; }
 		else if (strcmp(a, "--cache-mb") == 0) { NEEDV(); o->pager.cache_max_bytes = strtoull(v, NULL, 10) << 20; }
+		else if (strcmp(a, "--readahead") == 0) { NEEDV(); o->pager.readahead_max = atoi(v); }
 		else if (strcmp(a, "--parallel") == 0) { NEEDV(); o->pager.max_parallel = atoi(v); }
 		else if (strcmp(a, "--trail") == 0)
 		{
@@ -387,7 +392,7 @@ cmd_write(const char *out, Opts *o)
 	TdbTrailWriter *w;
 	TdbTrailError err;
 	TdbTrailValue vals[TDB_TRAIL_MAX_COLUMNS];
-	TdbTrailWriterOptions wo = {o->page_bytes, 0};
+	TdbTrailWriterOptions wo = {o->page_bytes, 0, o->page_seconds > 0 ? o->page_seconds * 1000000 : -1};
 	uint8_t    *buf;
 	size_t		len;
 	bool		id_int = true;

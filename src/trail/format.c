@@ -140,9 +140,17 @@ trail_footer_encode(CodecBuf *b, const TdbTrailFooter *f)
 	{
 		const TdbTrailPageInfo *p = &f->pages[i];
 
+		const TdbTrailInfo *t = &f->trails[p->trail];
+
 		codec_put_varint(b, p->length);
 		codec_put_varint(b, p->nevents);
-		put_zone(b, p->tmin, p->tmax, p->xmin, p->ymin, p->xmax, p->ymax);
+		/* relative to the trail's zone map: small numbers, short varints */
+		codec_put_varint(b, (uint64_t) p->tmin - (uint64_t) t->tmin);
+		codec_put_varint(b, (uint64_t) p->tmax - (uint64_t) p->tmin);
+		codec_put_varint(b, (uint64_t) ((int64_t) p->xmin - t->xmin));
+		codec_put_varint(b, (uint64_t) ((int64_t) p->ymin - t->ymin));
+		codec_put_varint(b, (uint64_t) ((int64_t) p->xmax - p->xmin));
+		codec_put_varint(b, (uint64_t) ((int64_t) p->ymax - p->ymin));
 	}
 	codec_put_varint(b, f->nevents);
 }
@@ -194,6 +202,34 @@ get_zone(CodecCur *c, int64_t *tmin, int64_t *tmax, int32_t *xmin, int32_t *ymin
 	*ymin = (int32_t) y0;
 	*xmax = (int32_t) (x0 + (int64_t) dx);
 	*ymax = (int32_t) (y0 + (int64_t) dy);
+	return true;
+}
+
+/*
+ * A page's zone map is stored relative to its trail's, every field an
+ * unsigned offset; anything reaching outside the trail's box is refused.
+ */
+static bool
+get_page_zone(CodecCur *c, const TdbTrailInfo *t, TdbTrailPageInfo *p)
+{
+	uint64_t	d[6];
+
+	for (int i = 0; i < 6; i++)
+		if (!codec_get_varint(c, &d[i]))
+			return false;
+	if (d[0] > (uint64_t) t->tmax - (uint64_t) t->tmin ||
+		d[1] > (uint64_t) t->tmax - (uint64_t) t->tmin - d[0] ||
+		d[2] > (uint64_t) ((int64_t) t->xmax - t->xmin) ||
+		d[3] > (uint64_t) ((int64_t) t->ymax - t->ymin) ||
+		d[4] > (uint64_t) ((int64_t) t->xmax - t->xmin) - d[2] ||
+		d[5] > (uint64_t) ((int64_t) t->ymax - t->ymin) - d[3])
+		return false;
+	p->tmin = (int64_t) ((uint64_t) t->tmin + d[0]);
+	p->tmax = (int64_t) ((uint64_t) p->tmin + d[1]);
+	p->xmin = (int32_t) (t->xmin + (int64_t) d[2]);
+	p->ymin = (int32_t) (t->ymin + (int64_t) d[3]);
+	p->xmax = (int32_t) (p->xmin + (int64_t) d[4]);
+	p->ymax = (int32_t) (p->ymin + (int64_t) d[5]);
 	return true;
 }
 
@@ -342,8 +378,8 @@ tdb_trail_footer_decode(const uint8_t *buf, size_t len, const TdbTrailTrailer *t
 			if (i == ti->first_page)
 				trail_events = 0;
 			if (!codec_get_varint(&c, &plen) || !codec_get_varint(&c, &pev) ||
-				!get_zone(&c, &pi->tmin, &pi->tmax, &pi->xmin, &pi->ymin, &pi->xmax, &pi->ymax))
-				FOOTER_BAD("bad page entry");
+				!get_page_zone(&c, ti, pi))
+				FOOTER_BAD("bad page entry or page zone map outside its trail's");
 			if (plen < TRAIL_PAGE_HEADER_SIZE || plen > TRAIL_PAGE_MAX_BYTES ||
 				plen > t->footer_offset - offset)
 				FOOTER_BAD("page length runs past the data region");

@@ -75,7 +75,7 @@ tdb_pager_open(const TdbPagerOptions *o, TdbPager **out, TdbTrailError *err)
 	p->fd = -1;
 	p->bs = o->block_size ? o->block_size : (1u << 20);
 	p->max_parallel = o->max_parallel > 0 ? o->max_parallel : 4;
-	p->readahead_max = o->readahead_max > 0 ? (uint32_t) o->readahead_max : 16;
+	p->readahead_max = o->readahead_max > 0 ? (uint32_t) o->readahead_max : o->readahead_max < 0 ? 0 : 16;
 
 	if (strstr(o->url, "://") == NULL)
 	{
@@ -376,7 +376,7 @@ tdb_pager_read(TdbPager *p, uint64_t off, size_t len, void *buf, TdbTrailError *
 			missing[nmiss++] = blk;
 	}
 	/* adaptive read-ahead: grows while reads continue where the last ended */
-	if (b0 == p->next_seq_block || b0 + 1 == p->next_seq_block)
+	if (p->readahead_max > 0 && (b0 == p->next_seq_block || b0 + 1 == p->next_seq_block))
 		p->ra_window = p->ra_window ? (p->ra_window * 2 > p->readahead_max ? p->readahead_max : p->ra_window * 2) : 1;
 	else
 		p->ra_window = 0;

@@ -58,7 +58,7 @@ typedef struct TdbPagerOptions
 	struct TdbBlockLru *lru;	/* shared in-process LRU; NULL: own */
 	size_t		lru_bytes;		/* size of the own LRU; 0: 64 MiB */
 	int			max_parallel;	/* concurrent range GETs; 0: 4 */
-	int			readahead_max;	/* blocks; 0: 16 */
+	int			readahead_max;	/* blocks; 0: 16, negative: none */
 } TdbPagerOptions;
 
 typedef struct TdbPagerStats

@@ -126,6 +126,12 @@ typedef struct TdbTrailWriterOptions
 {
 	uint32_t	page_target_bytes;	/* close a page near this size; 0: 64 KiB */
 	uint32_t	page_max_events;	/* and at this many events; 0: 8192 */
+	/*
+	 * and when it would span more time than this (microseconds; 0: one
+	 * hour, negative: no limit), so that a time window prunes pages of a
+	 * long trail too, not only whole trails
+	 */
+	int64_t		page_max_span_us;
 } TdbTrailWriterOptions;
 
 /*

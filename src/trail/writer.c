@@ -159,6 +159,8 @@ tdb_trail_writer_create(const TdbTrailSchema *schema, const TdbTrailWriterOption
 		w->opts.page_target_bytes = 64 * 1024;
 	if (w->opts.page_max_events == 0)
 		w->opts.page_max_events = 8192;
+	if (w->opts.page_max_span_us == 0)
+		w->opts.page_max_span_us = 3600LL * 1000000;
 	*out = w;
 	return 0;
 }
@@ -391,6 +393,19 @@ tdb_trail_writer_finish(TdbTrailWriter *w, uint8_t **bufp, size_t *lenp, TdbTrai
 		{
 			uint32_t	n = (uint32_t) ((b - s) < w->opts.page_max_events ? (b - s) : w->opts.page_max_events);
 			TdbTrailPageInfo pi;
+
+			if (w->opts.page_max_span_us > 0)
+			{
+				/* events are in time order: stop before the span is exceeded */
+				int64_t		t0 = w->ev[idx[s]].time;
+
+				for (uint32_t k = 1; k < n; k++)
+					if ((uint64_t) w->ev[idx[s + k]].time - (uint64_t) t0 > (uint64_t) w->opts.page_max_span_us)
+					{
+						n = k;
+						break;
+					}
+			}
 
 			/* shrink until the page fits the target (a single event always fits) */
 			for (int tries = 0;; tries++)

@@ -92,7 +92,7 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 	{
 		TdbTrailSchema s;
 		TdbTrailWriter *w;
-		TdbTrailWriterOptions o = {200, 8};
+		TdbTrailWriterOptions o = {200, 8, 0};
 		uint8_t    *buf;
 		size_t		len;
 		char		path[1024];

@@ -117,7 +117,7 @@ fx_free(FxSet *s)
 uint8_t *
 fx_encode(const FxSet *s, uint32_t page_bytes, uint32_t page_events, size_t *len)
 {
-	TdbTrailWriterOptions o = {page_bytes, page_events};
+	TdbTrailWriterOptions o = {page_bytes, page_events, 0};
 	TdbTrailWriter *w;
 	TdbTrailError err;
 	uint8_t    *buf = NULL;
