@@ -193,3 +193,6 @@ demo-clean:
 	scripts/demo.sh --clean
 
 EXTRA_CLEAN = src/tests/fuzz/fuzz_stream_open src/tests/fuzz/corpus src/tests/fuzz/last.log bench/streamgen src/tests/unit_tests_asan tools/trafficdb-stream examples/live_traffic src/tests/unit_tests src/tests/unit_tests_tsan tools/tdbread bench/objbench bench/accessor lib tmp_check results regression.diffs regression.out
+
+# Trail files on S3 (src/trail/): their targets and tests.
+include src/trail/trail.mk

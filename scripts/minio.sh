@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# scripts/minio.sh: a throwaway MinIO (a real S3 server) on 127.0.0.1 for
+# the trail tests and the demo.
+#
+#   scripts/minio.sh install      build MinIO with `go install` into
+#                                 ~/.cache/trafficdb/minio/bin if missing (a few minutes
+#                                 the first time; Go caches the build)
+#   scripts/minio.sh start DIR    start it on a free port of 127.0.0.1 with data
+#                                 in DIR/data and generated root credentials;
+#                                 waits until it answers, then writes DIR/env:
+#                                 MINIO_ENDPOINT, MINIO_ROOT_USER,
+#                                 MINIO_ROOT_PASSWORD (source it)
+#   scripts/minio.sh stop DIR     stop it (the pid in DIR/pid) and remove DIR/data
+#
+# The credentials are random per start and live only in DIR/env (mode 600).
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+# Outside the checkout, so fresh clones on this machine reuse the build.
+MINIO_CACHE=${MINIO_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/trafficdb/minio}
+MINIO_BIN=$MINIO_CACHE/bin/minio
+
+# A Go toolchain new enough for MinIO: the one on PATH when it is 1.21 or
+# later (GOTOOLCHAIN=auto then fetches whatever MinIO's go.mod asks for
+# through the module proxy); otherwise Debian's golang-go, which only serves
+# to download a newer toolchain as a module (golang.org/toolchain).
+go_cmd() {
+	local go minor
+	go=$(command -v go || true)
+	if [ -z "$go" ] && [ -x /usr/local/go/bin/go ]; then go=/usr/local/go/bin/go; fi
+	if [ -z "$go" ]; then
+		echo "minio: installing Debian's golang-go" >&2
+		DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q golang-go >/dev/null
+		go=$(command -v go)
+	fi
+	minor=$("$go" env GOVERSION | sed -E 's/^go1\.([0-9]+).*/\1/')
+	if [ "${minor:-0}" -lt 21 ]; then
+		local tc=golang.org/toolchain@v0.0.1-go1.24.4.linux-amd64 dir
+		echo "minio: $("$go" env GOVERSION) is too old; fetching $tc" >&2
+		dir=$(cd /tmp && GOFLAGS=-mod=mod "$go" mod download -json "$tc" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+		[ -x "$dir/bin/go" ] || die "minio: could not fetch a Go toolchain ($tc)"
+		go=$dir/bin/go
+	fi
+	echo "$go"
+}
+
+install_minio() {
+	if [ -x "$MINIO_BIN" ]; then
+		return 0
+	fi
+	local go
+	go=$(go_cmd)
+	mkdir -p "$MINIO_CACHE/bin"
+	echo "minio: building with go install github.com/minio/minio@latest (first time: a few minutes)" >&2
+	local t0=$SECONDS
+	(cd /tmp && GOTOOLCHAIN=auto GOBIN="$MINIO_CACHE/bin" GOFLAGS=-mod=mod "$go" install github.com/minio/minio@latest)
+	[ -x "$MINIO_BIN" ] || die "minio: go install finished but $MINIO_BIN is missing"
+	echo "minio: built in $((SECONDS - t0)) s" >&2
+}
+
+free_port() {
+	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+start_minio() {
+	local dir=$1
+	install_minio
+	mkdir -p "$dir/data"
+	local port cport user pass
+	port=$(free_port)
+	cport=$(free_port)
+	user=tdb$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')
+	pass=$(od -An -N18 -tx1 /dev/urandom | tr -d ' \n')
+	MINIO_ROOT_USER=$user MINIO_ROOT_PASSWORD=$pass MINIO_BROWSER=off MINIO_UPDATE=off \
+		nohup "$MINIO_BIN" server --quiet --address "127.0.0.1:$port" \
+		--console-address "127.0.0.1:$cport" "$dir/data" >"$dir/minio.log" 2>&1 &
+	echo $! >"$dir/pid"
+	# ready when the liveness endpoint answers; bounded to 60 s
+	local i
+	for i in $(seq 1 120); do
+		if curl -fs -o /dev/null "http://127.0.0.1:$port/minio/health/live"; then
+			break
+		fi
+		if ! kill -0 "$(cat "$dir/pid")" 2>/dev/null; then
+			cat "$dir/minio.log" >&2
+			die "minio: the server exited"
+		fi
+		sleep 0.5
+	done
+	curl -fs -o /dev/null "http://127.0.0.1:$port/minio/health/live" || {
+		stop_minio "$dir"
+		die "minio: not ready after 60 s"
+	}
+	umask 077
+	cat >"$dir/env" <<EOF
+export MINIO_ENDPOINT=http://127.0.0.1:$port
+export MINIO_ROOT_USER=$user
+export MINIO_ROOT_PASSWORD=$pass
+EOF
+	echo "minio: listening on http://127.0.0.1:$port (pid $(cat "$dir/pid"), env in $dir/env)" >&2
+}
+
+stop_minio() {
+	local dir=$1 pid i
+	[ -f "$dir/pid" ] || return 0
+	pid=$(cat "$dir/pid")
+	if kill -0 "$pid" 2>/dev/null; then
+		kill "$pid"
+		for i in $(seq 1 50); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.2
+		done
+		kill -0 "$pid" 2>/dev/null && kill -9 "$pid"
+	fi
+	rm -rf "$dir/data" "$dir/pid"
+}
+
+case "${1:-}" in
+install) install_minio ;;
+start) [ -n "${2:-}" ] || die "usage: scripts/minio.sh start DIR"; start_minio "$2" ;;
+stop) [ -n "${2:-}" ] || die "usage: scripts/minio.sh stop DIR"; stop_minio "$2" ;;
+*) die "usage: scripts/minio.sh install | start DIR | stop DIR" ;;
+esac

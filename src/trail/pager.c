@@ -1,0 +1,482 @@
+/*
+ * pager.c
+ *	  Reads byte ranges of one trail file from a local path or a remote
+ *	  object, through the in-process LRU and the shared disk cache.
+ *
+ * Remote reads go by fixed-size blocks (block n = bytes [n*bs, (n+1)*bs)),
+ * the unit of both caches.  Missing blocks of one read are fetched together:
+ * adjacent ones as one range GET, separate runs concurrently.  When reads
+ * follow each other through the file, the pager also fetches the blocks
+ * after the read, doubling that read-ahead window (up to readahead_max) as
+ * long as access stays sequential and dropping it on the first jump, so a
+ * point lookup fetches one block and a scan streams.
+ *
+ * The object's size and ETag come from the first request, a suffix range
+ * GET of its last 64 KiB (the trailer and usually the whole footer); the
+ * ETag is part of every cache key and pinned with If-Match on every later
+ * GET.  Local files are read with pread and bypass both caches (the kernel
+ * page cache does that job).
+ */
+#include "pager.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cache.h"
+#include "remote.h"
+
+#define TAIL_BYTES			(64u * 1024)
+#define MAX_RANGE_BYTES		(16u << 20)	/* one GET carries at most this */
+#define MAX_FETCH_BLOCKS	1024
+
+struct TdbPager
+{
+	bool		local;
+	int			fd;
+	uint64_t	size;
+	char		etag[256];
+	TdbRemote  *remote;
+	char	   *cache_id;
+	uint32_t	bs;
+	uint8_t    *tail;
+	uint64_t	tail_off;
+	uint64_t	tail_len;
+	TdbBlockLru *lru;
+	bool		own_lru;
+	TdbDiskCache *disk;
+	int			max_parallel;
+	uint32_t	readahead_max;
+	uint64_t	next_seq_block; /* the block a sequential reader reads next */
+	uint32_t	ra_window;
+	int			hinted;			/* callers announcing their ranges: no blind read-ahead */
+	TdbPagerStats stats;
+};
+
+int
+tdb_pager_open(const TdbPagerOptions *o, TdbPager **out, TdbTrailError *err)
+{
+	TdbPager   *p;
+	int			rc;
+
+	*out = NULL;
+	if (o->url == NULL || o->url[0] == '\0')
+		return tdb_trail_fail(err, TDB_TRAIL_EINVAL, "no file or URL given");
+	if (o->block_size && (o->block_size < 4096 || o->block_size > (64u << 20) ||
+						  (o->block_size & (o->block_size - 1))))
+		return tdb_trail_fail(err, TDB_TRAIL_EINVAL,
+							  "block size %u: must be a power of two from 4 KiB to 64 MiB", o->block_size);
+	p = calloc(1, sizeof(*p));
+	if (p == NULL)
+		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
+	p->fd = -1;
+	p->bs = o->block_size ? o->block_size : (1u << 20);
+	p->max_parallel = o->max_parallel > 0 ? o->max_parallel : 4;
+	p->readahead_max = o->readahead_max > 0 ? (uint32_t) o->readahead_max : o->readahead_max < 0 ? 0 : 16;
+
+	if (strstr(o->url, "://") == NULL)
+	{
+		struct stat st;
+
+		p->local = true;
+		p->fd = open(o->url, O_RDONLY | O_CLOEXEC);
+		if (p->fd < 0)
+		{
+			int			e = errno;
+
+			free(p);
+			return tdb_trail_fail(err, e == ENOENT ? TDB_TRAIL_ENOTFOUND : TDB_TRAIL_EIO,
+								  "could not open trail file \"%s\": %s", o->url, strerror(e));
+		}
+		if (fstat(p->fd, &st) != 0)
+		{
+			tdb_pager_close(p);
+			return tdb_trail_fail(err, TDB_TRAIL_EIO, "could not stat \"%s\"", o->url);
+		}
+		p->size = (uint64_t) st.st_size;
+		snprintf(p->etag, sizeof(p->etag), "%llx-%llx-%lx", (unsigned long long) st.st_ino,
+				 (unsigned long long) st.st_size, (long) st.st_mtime);
+		*out = p;
+		return 0;
+	}
+
+	if ((rc = tdb_remote_open(o->url, &o->s3, &o->net, &p->remote, err)) < 0)
+	{
+		free(p);
+		return rc;
+	}
+	{
+		const char *ep = strncmp(o->url, "s3://", 5) == 0 && o->s3.endpoint ? o->s3.endpoint : "";
+		size_t		n = strlen(ep) + strlen(tdb_remote_name(p->remote)) + 2;
+
+		p->cache_id = malloc(n);
+		if (p->cache_id)
+			snprintf(p->cache_id, n, "%s|%s", ep, tdb_remote_name(p->remote));
+	}
+	p->tail = malloc(TAIL_BYTES);
+	if (p->cache_id == NULL || p->tail == NULL)
+	{
+		tdb_pager_close(p);
+		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
+	}
+	if (o->lru)
+		p->lru = o->lru;
+	else
+	{
+		p->lru = tdb_lru_create(o->lru_bytes ? o->lru_bytes : (64u << 20));
+		p->own_lru = true;
+		if (p->lru == NULL)
+		{
+			tdb_pager_close(p);
+			return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
+		}
+	}
+	if (o->cache_dir && (rc = tdb_disk_cache_open(o->cache_dir, o->cache_max_bytes, &p->disk, err)) < 0)
+	{
+		tdb_pager_close(p);
+		return rc;
+	}
+	rc = tdb_remote_get_tail(p->remote, TAIL_BYTES, p->tail, &p->tail_len, &p->size,
+							 p->etag, sizeof(p->etag), err);
+	if (rc < 0)
+	{
+		tdb_pager_close(p);
+		return rc;
+	}
+	p->tail_off = p->size - p->tail_len;
+	p->stats.bytes_network += p->tail_len;
+	*out = p;
+	return 0;
+}
+
+uint64_t
+tdb_pager_size(const TdbPager *p)
+{
+	return p->size;
+}
+
+const char *
+tdb_pager_etag(const TdbPager *p)
+{
+	return p->etag;
+}
+
+static uint64_t
+block_len(const TdbPager *p, uint64_t blk)
+{
+	uint64_t	start = blk * p->bs;
+
+	return p->size - start < p->bs ? p->size - start : p->bs;
+}
+
+static void
+block_key(const TdbPager *p, uint64_t blk, char *out, size_t outlen)
+{
+	snprintf(out, outlen, "%s\n%s\n%u\n%llu", p->cache_id, p->etag, p->bs, (unsigned long long) blk);
+}
+
+/*
+ * Copy [off, off + len) of block blk from a cache into dst: the LRU, else
+ * the disk cache (promoting the block to the LRU).
+ */
+static bool
+cached_block(TdbPager *p, uint64_t blk, size_t off, size_t len, uint8_t *dst)
+{
+	char		key[1200];
+	uint64_t	bl = block_len(p, blk);
+	uint8_t    *tmp;
+
+	block_key(p, blk, key, sizeof(key));
+	if (tdb_lru_get(p->lru, key, off, len, dst))
+	{
+		p->stats.bytes_memory += len;
+		return true;
+	}
+	if (p->disk == NULL || (tmp = malloc(bl)) == NULL)
+		return false;
+	if (!tdb_disk_cache_get(p->disk, key, tmp, bl))
+	{
+		free(tmp);
+		return false;
+	}
+	p->stats.bytes_disk_cache += bl;
+	tdb_lru_put(p->lru, key, tmp, bl);
+	if (dst)
+		memcpy(dst, tmp + off, len);
+	free(tmp);
+	return true;
+}
+
+static int
+block_cmp(const void *a, const void *b)
+{
+	uint64_t	x = *(const uint64_t *) a,
+				y = *(const uint64_t *) b;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * Fetch blocks (sorted, distinct) from the network into both caches;
+ * the part overlapping [off, off + len) also lands in dst.
+ */
+static int
+fetch_blocks(TdbPager *p, uint64_t *blocks, int n, uint64_t off, size_t len, uint8_t *dst,
+			 TdbTrailError *err)
+{
+	TdbByteRange *ranges = malloc(sizeof(TdbByteRange) * (size_t) n);
+	uint8_t   **bufs = calloc((size_t) n, sizeof(uint8_t *));
+	uint64_t   *first = malloc(sizeof(uint64_t) * (size_t) n);
+	int			nr = 0;
+	int			rc = 0;
+	uint64_t	req0,
+				retr0,
+				bytes0,
+				req1,
+				retr1,
+				bytes1;
+
+	if (!ranges || !bufs || !first)
+	{
+		rc = tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
+		goto done;
+	}
+	qsort(blocks, (size_t) n, sizeof(uint64_t), block_cmp);
+	for (int i = 0; i < n; i++)
+	{
+		uint64_t	bo = blocks[i] * p->bs,
+					bl = block_len(p, blocks[i]);
+
+		if (nr > 0 && ranges[nr - 1].off + ranges[nr - 1].len == bo &&
+			ranges[nr - 1].len + bl <= MAX_RANGE_BYTES)
+			ranges[nr - 1].len += bl;
+		else
+		{
+			ranges[nr].off = bo;
+			ranges[nr].len = bl;
+			first[nr] = blocks[i];
+			nr++;
+		}
+	}
+	for (int i = 0; i < nr; i++)
+		if ((bufs[i] = malloc(ranges[i].len)) == NULL)
+		{
+			rc = tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
+			goto done;
+		}
+	tdb_remote_counters(p->remote, &req0, &retr0, &bytes0);
+	rc = tdb_remote_get_ranges(p->remote, ranges, bufs, nr, p->max_parallel, p->etag, p->size, err);
+	tdb_remote_counters(p->remote, &req1, &retr1, &bytes1);
+	p->stats.requests += req1 - req0;
+	p->stats.retries += retr1 - retr0;
+	p->stats.bytes_network += bytes1 - bytes0;
+	if (rc < 0)
+		goto done;
+	for (int i = 0; i < nr; i++)
+	{
+		for (uint64_t bo = 0; bo < ranges[i].len;)
+		{
+			uint64_t	blk = first[i] + bo / p->bs;
+			uint64_t	bl = block_len(p, blk);
+			uint64_t	abs = ranges[i].off + bo;
+			char		key[1200];
+
+			block_key(p, blk, key, sizeof(key));
+			tdb_lru_put(p->lru, key, bufs[i] + bo, bl);
+			if (p->disk)
+				tdb_disk_cache_put(p->disk, key, bufs[i] + bo, bl);
+			/* the overlap of this block with the caller's read */
+			if (dst && abs < off + len && abs + bl > off)
+			{
+				uint64_t	s = abs > off ? abs : off;
+				uint64_t	e = abs + bl < off + len ? abs + bl : off + len;
+
+				memcpy(dst + (s - off), bufs[i] + bo + (s - abs), e - s);
+			}
+			bo += bl;
+		}
+	}
+done:
+	for (int i = 0; bufs && i < nr; i++)
+		free(bufs[i]);
+	free(bufs);
+	free(ranges);
+	free(first);
+	return rc;
+}
+
+static int
+read_local(TdbPager *p, uint64_t off, size_t len, uint8_t *dst, TdbTrailError *err)
+{
+	while (len > 0)
+	{
+		ssize_t		r = pread(p->fd, dst, len, (off_t) off);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return tdb_trail_fail(err, TDB_TRAIL_EIO, "read of %zu bytes at offset %llu failed: %s",
+								  len, (unsigned long long) off, r < 0 ? strerror(errno) : "end of file");
+		p->stats.bytes_local += (uint64_t) r;
+		dst += r;
+		off += (uint64_t) r;
+		len -= (size_t) r;
+	}
+	return 0;
+}
+
+int
+tdb_pager_read(TdbPager *p, uint64_t off, size_t len, void *buf, TdbTrailError *err)
+{
+	uint8_t    *dst = buf;
+	uint64_t	b0,
+				b1;
+	uint64_t	missing[MAX_FETCH_BLOCKS];
+	int			nmiss = 0;
+	int			rc;
+
+	p->stats.reads++;
+	if (off > p->size || len > p->size - off)
+		return tdb_trail_fail(err, TDB_TRAIL_ECORRUPT, "read of %zu bytes at offset %llu past the end (%llu bytes)",
+							  len, (unsigned long long) off, (unsigned long long) p->size);
+	if (len == 0)
+		return 0;
+	if (p->local)
+		return read_local(p, off, len, dst, err);
+	if (off >= p->tail_off)
+	{
+		memcpy(dst, p->tail + (off - p->tail_off), len);
+		p->stats.bytes_memory += len;
+		return 0;
+	}
+
+	b0 = off / p->bs;
+	b1 = (off + len - 1) / p->bs;
+	if (b1 - b0 + 1 > MAX_FETCH_BLOCKS / 2)
+	{
+		/* a huge read: in pieces, each within the block budget */
+		uint64_t	piece = (uint64_t) (MAX_FETCH_BLOCKS / 4) * p->bs;
+
+		for (uint64_t done = 0; done < len; done += piece)
+			if ((rc = tdb_pager_read(p, off + done, len - done < piece ? len - done : piece,
+									 dst + done, err)) < 0)
+				return rc;
+		return 0;
+	}
+	for (uint64_t blk = b0; blk <= b1; blk++)
+	{
+		uint64_t	bs0 = blk * p->bs;
+		uint64_t	s = off > bs0 ? off : bs0;
+		uint64_t	e = off + len < bs0 + block_len(p, blk) ? off + len : bs0 + block_len(p, blk);
+
+		if (!cached_block(p, blk, s - bs0, e - s, dst + (s - off)))
+			missing[nmiss++] = blk;
+	}
+	/* adaptive read-ahead: grows while reads continue where the last ended */
+	if (p->readahead_max > 0 && p->hinted == 0 && (b0 == p->next_seq_block || b0 + 1 == p->next_seq_block))
+		p->ra_window = p->ra_window ? (p->ra_window * 2 > p->readahead_max ? p->readahead_max : p->ra_window * 2) : 1;
+	else
+		p->ra_window = 0;
+	p->next_seq_block = (off + len) / p->bs;
+	if (nmiss > 0)
+	{
+		uint64_t	nblocks = (p->size + p->bs - 1) / p->bs;
+
+		for (uint64_t blk = b1 + 1; blk <= b1 + p->ra_window && blk < nblocks &&
+			 nmiss < MAX_FETCH_BLOCKS; blk++)
+		{
+			char		key[1200];
+
+			block_key(p, blk, key, sizeof(key));
+			if (!tdb_lru_get(p->lru, key, 0, 0, NULL))
+				missing[nmiss++] = blk;
+		}
+		return fetch_blocks(p, missing, nmiss, off, len, dst, err);
+	}
+	return 0;
+}
+
+int
+tdb_pager_prefetch(TdbPager *p, const TdbByteRange *ranges, int n, TdbTrailError *err)
+{
+	uint64_t	missing[MAX_FETCH_BLOCKS];
+	int			nmiss = 0;
+
+	if (p->local)
+		return 0;
+	for (int i = 0; i < n; i++)
+	{
+		uint64_t	b0,
+					b1;
+
+		if (ranges[i].len == 0 || ranges[i].off >= p->tail_off || ranges[i].off + ranges[i].len > p->size)
+			continue;
+		b0 = ranges[i].off / p->bs;
+		b1 = (ranges[i].off + ranges[i].len - 1) / p->bs;
+		for (uint64_t blk = b0; blk <= b1 && nmiss < MAX_FETCH_BLOCKS; blk++)
+		{
+			bool		dup = false;
+
+			for (int k = nmiss - 1; k >= 0 && k >= nmiss - 4; k--)
+				dup |= missing[k] == blk;
+			if (!dup && !cached_block(p, blk, 0, 0, NULL))
+				missing[nmiss++] = blk;
+		}
+	}
+	if (nmiss == 0)
+		return 0;
+	/* blocks may repeat across non-adjacent ranges: sort and drop repeats */
+	qsort(missing, (size_t) nmiss, sizeof(uint64_t), block_cmp);
+	{
+		int			k = 0;
+
+		for (int i = 0; i < nmiss; i++)
+			if (k == 0 || missing[k - 1] != missing[i])
+				missing[k++] = missing[i];
+		nmiss = k;
+	}
+	return fetch_blocks(p, missing, nmiss, 0, 0, NULL, err);
+}
+
+void
+tdb_pager_hinted(TdbPager *p, bool on)
+{
+	p->hinted += on ? 1 : -1;
+}
+
+void
+tdb_pager_stats(const TdbPager *p, TdbPagerStats *out)
+{
+	*out = p->stats;
+	if (p->remote)
+	{
+		uint64_t	req,
+					retr,
+					bytes;
+
+		tdb_remote_counters(p->remote, &req, &retr, &bytes);
+		out->requests = req;
+		out->retries = retr;
+		out->bytes_network = bytes;
+	}
+}
+
+void
+tdb_pager_close(TdbPager *p)
+{
+	if (p == NULL)
+		return;
+	if (p->fd >= 0)
+		close(p->fd);
+	tdb_remote_close(p->remote);
+	if (p->own_lru)
+		tdb_lru_free(p->lru);
+	tdb_disk_cache_close(p->disk);
+	free(p->cache_id);
+	free(p->tail);
+	free(p);
+}

@@ -1,0 +1,125 @@
+/*
+ * pager.h
+ *	  Byte-range access to one trail file wherever it lives: a local path,
+ *	  http(s):// (read only) or s3://bucket/key (SigV4), through an
+ *	  in-process LRU of blocks and an on-disk block cache shared by many
+ *	  processes.
+ *
+ * The first request to a remote object learns its size and ETag (a suffix
+ * range GET of the tail); every later range GET pins that ETag with
+ * If-Match, so an object replaced mid-read is an error (TDB_TRAIL_EREPLACED),
+ * never mixed data.  Credentials come from the caller only; they never
+ * appear in error messages.
+ */
+#ifndef TDB_TRAIL_PAGER_H
+#define TDB_TRAIL_PAGER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "trail.h"
+
+struct TdbBlockLru;
+
+/* Where and how to reach S3 (or MinIO). */
+typedef struct TdbS3Config
+{
+	const char *endpoint;		/* "http://127.0.0.1:9000"; NULL: AWS */
+	const char *region;			/* NULL: "us-east-1" */
+	const char *access_key;
+	const char *secret_key;
+	const char *session_token;	/* NULL unless temporary credentials */
+	bool		path_style;		/* bucket in the path (MinIO) */
+} TdbS3Config;
+
+/* Network behaviour shared by the pager and the uploader. */
+typedef struct TdbNetOptions
+{
+	int			max_retries;	/* 0: 5 */
+	int			retry_base_ms;	/* first backoff; 0: 100 */
+	int			retry_max_ms;	/* backoff cap; 0: 5000 */
+	long		low_speed_bytes;	/* abort below this rate ... 0: 1024 */
+	long		low_speed_seconds;	/* ... for this long; 0: 10 */
+	long		connect_timeout_ms; /* 0: 10000 */
+	/* Polled at least every 100 ms during waits; nonzero stops the call. */
+	int			(*cancel) (void *arg);
+	void	   *cancel_arg;
+} TdbNetOptions;
+
+typedef struct TdbPagerOptions
+{
+	const char *url;			/* path, http(s)://..., s3://bucket/key */
+	TdbS3Config s3;
+	TdbNetOptions net;
+	uint32_t	block_size;		/* 16 KiB .. 16 MiB, power of two; 0: 1 MiB */
+	const char *cache_dir;		/* on-disk shared cache; NULL: none */
+	uint64_t	cache_max_bytes;	/* bound of cache_dir; 0: 1 GiB */
+	struct TdbBlockLru *lru;	/* shared in-process LRU; NULL: own */
+	size_t		lru_bytes;		/* size of the own LRU; 0: 64 MiB */
+	int			max_parallel;	/* concurrent range GETs; 0: 4 */
+	int			readahead_max;	/* blocks; 0: 16, negative: none */
+} TdbPagerOptions;
+
+typedef struct TdbPagerStats
+{
+	uint64_t	reads;			/* tdb_pager_read calls */
+	uint64_t	requests;		/* HTTP requests sent (retries included) */
+	uint64_t	retries;
+	uint64_t	bytes_network;	/* body bytes received */
+	uint64_t	bytes_disk_cache;	/* served from cache_dir */
+	uint64_t	bytes_memory;	/* served from the LRU */
+	uint64_t	bytes_local;	/* read from a local file */
+} TdbPagerStats;
+
+typedef struct TdbPager TdbPager;
+
+int			tdb_pager_open(const TdbPagerOptions *opts, TdbPager **out,
+						   TdbTrailError *err);
+uint64_t	tdb_pager_size(const TdbPager *p);
+const char *tdb_pager_etag(const TdbPager *p);
+
+/* Read exactly len bytes at off (off + len <= size). */
+int			tdb_pager_read(TdbPager *p, uint64_t off, size_t len, void *buf,
+						   TdbTrailError *err);
+
+/* A byte range [off, off + len). */
+typedef struct TdbByteRange
+{
+	uint64_t	off;
+	uint64_t	len;
+} TdbByteRange;
+
+/*
+ * Hint that these ranges will be read soon: their missing blocks are
+ * fetched now, adjacent blocks as one range GET, ranges concurrently.
+ */
+int			tdb_pager_prefetch(TdbPager *p, const TdbByteRange *ranges, int n,
+							   TdbTrailError *err);
+/*
+ * A caller that announces every range it will read with tdb_pager_prefetch
+ * (the trail reader, which knows its pages from the footer) turns the
+ * pager's blind sequential read-ahead off while it does (calls nest).
+ */
+void		tdb_pager_hinted(TdbPager *p, bool on);
+void		tdb_pager_stats(const TdbPager *p, TdbPagerStats *out);
+void		tdb_pager_close(TdbPager *p);
+
+/* Split s3://bucket/key; 0 or TDB_TRAIL_EINVAL. */
+int			tdb_s3_parse_url(const char *url, char *bucket, size_t bucketlen,
+							 const char **key);
+
+/*
+ * Write a whole object: a local path (tmp + fsync + rename) or s3:// (one
+ * PUT up to part_size, else a multipart upload with parts of part_size,
+ * at least 5 MiB; a failed multipart upload is aborted).
+ */
+int			tdb_trail_store(const char *dest, const void *buf, size_t len,
+							const TdbS3Config *s3, const TdbNetOptions *net,
+							size_t part_size, TdbTrailError *err);
+
+/* S3 CreateBucket (tests and the demo); an existing bucket is fine. */
+int			tdb_s3_create_bucket(const TdbS3Config *s3, const TdbNetOptions *net,
+								 const char *bucket, TdbTrailError *err);
+
+#endif							/* TDB_TRAIL_PAGER_H */

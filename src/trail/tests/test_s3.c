@@ -1,0 +1,571 @@
+/*
+ * test_s3.c
+ *	  The pager against a real S3 server (MinIO on 127.0.0.1) and, through
+ *	  fault_proxy.py, against the faults S3 really has.
+ *
+ * src/trail/tests/run.sh starts MinIO and the proxy and sets
+ * TRAIL_TEST_S3_ENDPOINT, TRAIL_TEST_S3_ACCESS_KEY, TRAIL_TEST_S3_SECRET_KEY
+ * and TRAIL_TEST_PROXY_ENDPOINT.  Without them these tests say "# skip" and
+ * pass, so `make unit-trail` runs anywhere.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cache.h"
+#include "http.h"
+#include "pager.h"
+#include "trail_fixture.h"
+#include "trail_unit.h"
+
+#define BUCKET "trail-tests"
+
+static bool
+s3_env(TdbS3Config *c, bool via_proxy)
+{
+	const char *ep = getenv(via_proxy ? "TRAIL_TEST_PROXY_ENDPOINT" : "TRAIL_TEST_S3_ENDPOINT");
+
+	memset(c, 0, sizeof(*c));
+	if (ep == NULL || getenv("TRAIL_TEST_S3_ACCESS_KEY") == NULL)
+	{
+		printf("# skip: %s not set (src/trail/tests/run.sh sets it)\n",
+			   via_proxy ? "TRAIL_TEST_PROXY_ENDPOINT" : "TRAIL_TEST_S3_ENDPOINT");
+		return false;
+	}
+	c->endpoint = ep;
+	c->region = "us-east-1";
+	c->access_key = getenv("TRAIL_TEST_S3_ACCESS_KEY");
+	c->secret_key = getenv("TRAIL_TEST_S3_SECRET_KEY");
+	c->path_style = true;
+	return true;
+}
+
+static TdbNetOptions
+fast_net(void)
+{
+	TdbNetOptions n;
+
+	memset(&n, 0, sizeof(n));
+	n.max_retries = 4;
+	n.retry_base_ms = 20;
+	n.retry_max_ms = 200;
+	n.low_speed_bytes = 1024;
+	n.low_speed_seconds = 2;
+	return n;
+}
+
+static bool
+ensure_bucket(const TdbS3Config *c)
+{
+	TdbTrailError err;
+	TdbNetOptions n = fast_net();
+
+	if (tdb_s3_create_bucket(c, &n, BUCKET, &err) < 0)
+	{
+		unit_fail(__FILE__, __LINE__, "create bucket: %s", err.msg);
+		return false;
+	}
+	return true;
+}
+
+static bool
+put(const TdbS3Config *c, const char *key, const void *buf, size_t len, size_t part)
+{
+	char		url[256];
+	TdbTrailError err;
+	TdbNetOptions n = fast_net();
+
+	snprintf(url, sizeof(url), "s3://%s/%s", BUCKET, key);
+	if (tdb_trail_store(url, buf, len, c, &n, part, &err) < 0)
+	{
+		unit_fail(__FILE__, __LINE__, "store %s: %s", url, err.msg);
+		return false;
+	}
+	return true;
+}
+
+static int
+open_s3(const TdbS3Config *c, const char *key, uint32_t bs, const char *cache_dir,
+		TdbPager **p, TdbTrailError *err)
+{
+	TdbPagerOptions o;
+	char		url[256];
+
+	memset(&o, 0, sizeof(o));
+	snprintf(url, sizeof(url), "s3://%s/%s", BUCKET, key);
+	o.url = url;
+	o.s3 = *c;
+	o.net = fast_net();
+	o.block_size = bs;
+	o.cache_dir = cache_dir;
+	return tdb_pager_open(&o, p, err);
+}
+
+static uint8_t *
+random_bytes(size_t n, uint64_t seed)
+{
+	uint8_t    *b = malloc(n);
+
+	for (size_t i = 0; i < n; i++)
+		b[i] = (uint8_t) unit_rand(&seed);
+	return b;
+}
+
+/* Single PUT and multipart upload, each read back byte-exact by ranges. */
+UNIT_TEST(test_s3_upload_and_read_back)
+{
+	TdbS3Config c;
+	size_t		sizes[] = {100000, 12u << 20};	/* one PUT; 3 parts of 5 MiB */
+
+	if (!s3_env(&c, false) || !ensure_bucket(&c))
+		return;
+	for (int k = 0; k < 2; k++)
+	{
+		size_t		n = sizes[k];
+		uint8_t    *want = random_bytes(n, 100 + (uint64_t) k);
+		uint8_t    *got = calloc(1, n);
+		char		key[64];
+		TdbPager   *p;
+		TdbTrailError err;
+		uint64_t	rng = 5;
+
+		snprintf(key, sizeof(key), "raw-%d.bin", k);
+		if (!put(&c, key, want, n, 5u << 20))
+			continue;
+		if (open_s3(&c, key, 65536, NULL, &p, &err) < 0)
+		{
+			unit_fail(__FILE__, __LINE__, "open: %s", err.msg);
+			continue;
+		}
+		CHECK_EQ_U64(tdb_pager_size(p), n);
+		CHECK(tdb_pager_read(p, 0, n, got, &err) == 0);
+		CHECK(memcmp(got, want, n) == 0);
+		/* random ranges, unaligned, across blocks */
+		for (int i = 0; i < 50; i++)
+		{
+			uint64_t	off = unit_rand(&rng) % n;
+			size_t		len = 1 + unit_rand(&rng) % (n - off < 300000 ? n - off : 300000);
+
+			memset(got, 0, len);
+			CHECK(tdb_pager_read(p, off, len, got, &err) == 0);
+			if (memcmp(got, want + off, len) != 0)
+				unit_fail(__FILE__, __LINE__, "bytes differ at %llu+%zu", (unsigned long long) off, len);
+		}
+		tdb_pager_close(p);
+		free(want);
+		free(got);
+	}
+}
+
+/*
+ * A trail file on S3: queries equal brute force, and a one-trail query
+ * fetches a small part of the object.
+ */
+UNIT_TEST(test_s3_pruned_queries)
+{
+	TdbS3Config c;
+	uint64_t	rng = 31;
+	FxSet		s;
+	size_t		len;
+	uint8_t    *buf;
+	TdbPager   *p;
+	TdbTrailReader *r;
+	TdbTrailError err;
+
+	if (!s3_env(&c, false) || !ensure_bucket(&c))
+		return;
+	fx_make(&s, &rng, false, 150, 600);
+	buf = fx_encode(&s, 8192, 0, &len);
+	if (!put(&c, "q.trail", buf, len, 0))
+		goto out;
+	for (int iter = 0; iter < 40; iter++)
+	{
+		TdbTrailQuery q;
+		int64_t		id = s.keys_i[unit_rand(&rng) % (uint64_t) s.nkeys];
+		TdbTrailScan *sc;
+		TdbTrailEvent ev;
+		TdbPagerStats ps;
+		size_t		want = 0,
+					got = 0,
+					k = 0;
+		int			rc;
+
+		if (open_s3(&c, "q.trail", 16384, NULL, &p, &err) < 0 || tdb_trail_open(p, &r, &err) < 0)
+		{
+			unit_fail(__FILE__, __LINE__, "open: %s", err.msg);
+			break;
+		}
+		memset(&q, 0, sizeof(q));
+		if (iter < 20)
+		{
+			q.nids = 1;
+			q.ids_int = &id;
+		}
+		else if (iter < 39)
+		{
+			const FxEvent *e = &s.ev[unit_rand(&rng) % s.n];
+
+			q.has_bbox = true;
+			q.xmin = tdb_trail_coord_unfix(e->lon) - 0.5;
+			q.xmax = q.xmin + 1;
+			q.ymin = tdb_trail_coord_unfix(e->lat) - 0.5;
+			q.ymax = q.ymin + 1;
+		}
+		/* iter 39: a full scan, read ahead and concurrent GETs at work */
+		for (size_t i = 0; i < s.n; i++)
+			want += fx_matches(&s, &s.ev[i], &q);
+		CHECK(tdb_trail_scan_begin(r, &q, &sc, &err) == 0);
+		while ((rc = tdb_trail_scan_next(sc, &ev, &err)) > 0)
+		{
+			while (k < s.n && !fx_matches(&s, &s.ev[k], &q))
+				k++;
+			if (k >= s.n || !fx_same(&s, &s.ev[k], &ev))
+			{
+				unit_fail(__FILE__, __LINE__, "query %d: row %zu differs", iter, got);
+				break;
+			}
+			k++;
+			got++;
+		}
+		if (rc < 0)
+			unit_fail(__FILE__, __LINE__, "query %d: %s", iter, err.msg);
+		CHECK_EQ_U64(got, want);
+		tdb_pager_stats(p, &ps);
+		if (iter == 0)
+			printf("# one trail of %u: %llu bytes fetched of %llu (%.1f %%)\n", s.nkeys,
+				   (unsigned long long) ps.bytes_network, (unsigned long long) len,
+				   100.0 * ps.bytes_network / len);
+		if (iter < 20)
+			CHECK(ps.bytes_network * 4 < len);
+		if (iter == 39)
+			CHECK(ps.bytes_network >= len - 65536);
+		tdb_trail_scan_end(sc);
+		tdb_trail_close(r);
+		tdb_pager_close(p);
+	}
+out:
+	free(buf);
+	fx_free(&s);
+}
+
+/* The object replaced between two range GETs: an error, never mixed data. */
+UNIT_TEST(test_s3_object_replaced)
+{
+	TdbS3Config c;
+	uint8_t    *a = random_bytes(200000, 1),
+			   *b = random_bytes(200000, 2);
+	uint8_t    *got = calloc(1, 200000);
+	TdbPager   *p;
+	TdbTrailError err;
+	int			rc;
+
+	if (!s3_env(&c, false) || !ensure_bucket(&c))
+		goto out;
+	if (!put(&c, "replaced.bin", a, 200000, 0))
+		goto out;
+	CHECK(open_s3(&c, "replaced.bin", 16384, NULL, &p, &err) == 0);
+	CHECK(tdb_pager_read(p, 0, 50000, got, &err) == 0);
+	CHECK(memcmp(got, a, 50000) == 0);
+	/* same size, other bytes: only the ETag tells */
+	if (!put(&c, "replaced.bin", b, 200000, 0))
+		goto out;
+	rc = tdb_pager_read(p, 60000, 50000, got, &err);
+	CHECK(rc == TDB_TRAIL_EREPLACED);
+	CHECK(strstr(err.msg, "object replaced") != NULL);
+	CHECK(strstr(err.msg, "s3://" BUCKET "/replaced.bin") != NULL);
+	printf("# %s\n", err.msg);
+	/* what was cached before stays readable: it belongs to the old ETag */
+	CHECK(tdb_pager_read(p, 0, 50000, got, &err) == 0 && memcmp(got, a, 50000) == 0);
+	tdb_pager_close(p);
+out:
+	free(a);
+	free(b);
+	free(got);
+}
+
+UNIT_TEST(test_s3_bad_credentials_and_missing_object)
+{
+	TdbS3Config c;
+	TdbPager   *p;
+	TdbTrailError err;
+	uint8_t		small[10] = {0};
+	char		secret[] = "Sup3rSecretValueNeverPrinted";
+
+	if (!s3_env(&c, false) || !ensure_bucket(&c) || !put(&c, "creds.bin", small, 10, 0))
+		return;
+	c.secret_key = secret;
+	CHECK(open_s3(&c, "creds.bin", 16384, NULL, &p, &err) == TDB_TRAIL_EAUTH);
+	CHECK(strstr(err.msg, "access denied") != NULL);
+	CHECK(strstr(err.msg, "secret key") != NULL);
+	CHECK(strstr(err.msg, secret) == NULL);
+	CHECK(strstr(err.msg, "Sup3r") == NULL);
+	printf("# %s\n", err.msg);
+	/* the uploader says the same */
+	{
+		TdbNetOptions n = fast_net();
+
+		CHECK(tdb_trail_store("s3://" BUCKET "/x.bin", small, 10, &c, &n, 0, &err) == TDB_TRAIL_EAUTH);
+		CHECK(strstr(err.msg, secret) == NULL);
+	}
+	s3_env(&c, false);
+	CHECK(open_s3(&c, "no/such/key.trail", 16384, NULL, &p, &err) == TDB_TRAIL_ENOTFOUND);
+	CHECK(strstr(err.msg, "bucket \"" BUCKET "\"") != NULL);
+	CHECK(strstr(err.msg, "key \"no/such/key.trail\"") != NULL);
+	printf("# %s\n", err.msg);
+	{
+		TdbPagerOptions o;
+
+		memset(&o, 0, sizeof(o));
+		o.url = "s3://no-such-bucket-here/k";
+		o.s3 = c;
+		o.net = fast_net();
+		CHECK(tdb_pager_open(&o, &p, &err) == TDB_TRAIL_ENOTFOUND);
+		CHECK(strstr(err.msg, "no-such-bucket-here") != NULL);
+	}
+}
+
+/*
+ * A second pager (another process in real use) with the same cache
+ * directory reads from disk, not the network; a process killed with -9
+ * while filling the cache leaves nothing bad behind.
+ */
+UNIT_TEST(test_s3_shared_disk_cache)
+{
+	TdbS3Config c;
+	size_t		n = 3u << 20;
+	uint8_t    *want = random_bytes(n, 9);
+	uint8_t    *got = calloc(1, n);
+	char		dir[256];
+	TdbPager   *p;
+	TdbTrailError err;
+	TdbPagerStats st;
+	TdbDiskCacheReport rep;
+
+	if (!s3_env(&c, false) || !ensure_bucket(&c) || !put(&c, "cached.bin", want, n, 0))
+		goto out;
+	fx_tmpdir(dir, sizeof(dir), "s3cache");
+	/* kill -9 readers mid-fill, 10 times */
+	for (int i = 0; i < 10; i++)
+	{
+		pid_t		pid = fork();
+
+		if (pid == 0)
+		{
+			TdbPager   *cp;
+			uint8_t    *b = malloc(n);
+
+			if (open_s3(&c, "cached.bin", 16384, dir, &cp, NULL) == 0)
+				tdb_pager_read(cp, 0, n, b, NULL);
+			_exit(0);
+		}
+		{
+			struct timespec ts = {0, (long) (20 + 15 * i) * 1000000L};
+
+			nanosleep(&ts, NULL);
+			kill(pid, SIGKILL);
+			waitpid(pid, NULL, 0);
+		}
+	}
+	CHECK(tdb_disk_cache_verify(dir, &rep, &err) == 0);
+	CHECK_EQ_U64(rep.blocks_bad, 0);
+	printf("# after 10 kill -9: %llu valid blocks cached\n", (unsigned long long) rep.blocks_ok);
+
+	CHECK(open_s3(&c, "cached.bin", 16384, dir, &p, &err) == 0);
+	CHECK(tdb_pager_read(p, 0, n, got, &err) == 0);
+	CHECK(memcmp(got, want, n) == 0);
+	tdb_pager_close(p);
+	CHECK(open_s3(&c, "cached.bin", 16384, dir, &p, &err) == 0);
+	memset(got, 0, n);
+	CHECK(tdb_pager_read(p, 0, n, got, &err) == 0);
+	CHECK(memcmp(got, want, n) == 0);
+	tdb_pager_stats(p, &st);
+	/* only the first request (the tail, for size and ETag) went out */
+	CHECK_EQ_U64(st.requests, 1);
+	CHECK(st.bytes_disk_cache >= n - 65536);
+	tdb_pager_close(p);
+	{
+		char		cmd[300];
+
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+		CHECK(system(cmd) == 0);
+	}
+out:
+	free(want);
+	free(got);
+}
+
+/* ---- faults through fault_proxy.py ------------------------------------- */
+
+static bool
+proxy_plan(const char *plan)
+{
+	TdbHttp    *h = tdb_http_new();
+	TdbHttpReq	q;
+	TdbHttpReq *qp = &q;
+	TdbNetOptions n = fast_net();
+	char		url[512];
+	bool		ok;
+
+	memset(&q, 0, sizeof(q));
+	snprintf(url, sizeof(url), "%s/__fault__?plan=%s", getenv("TRAIL_TEST_PROXY_ENDPOINT"), plan);
+	q.method = "GET";
+	q.url = strdup(url);
+	q.out_grow = true;
+	ok = h && tdb_http_run(h, &qp, 1, &n) == 0 && q.status == 200;
+	if (!ok)
+		unit_fail(__FILE__, __LINE__, "could not set the proxy plan %s", plan);
+	tdb_http_req_clear(&q);
+	tdb_http_free(h);
+	return ok;
+}
+
+typedef struct FaultCase
+{
+	const char *plan;
+	int			want_rc;		/* 0: retried to success */
+	const char *want_msg;
+} FaultCase;
+
+/*
+ * Each fault on the read after open: retryable ones end in the exact bytes
+ * (with retries counted), the others in their own clear error.
+ */
+UNIT_TEST(test_s3_faults_through_proxy)
+{
+	TdbS3Config c,
+				direct;
+	size_t		n = 400000;
+	uint8_t    *want = random_bytes(n, 77);
+	uint8_t    *got = malloc(n);
+	static const FaultCase cases[] = {
+		{"500", 0, NULL},
+		{"503,503", 0, NULL},
+		{"429", 0, NULL},
+		{"slowdown,500", 0, NULL},
+		{"reset,reset", 0, NULL},	/* curl itself retries a reused connection once */
+		{"short", 0, NULL},
+		{"stall", 0, NULL},
+		{"reset,short,503", 0, NULL},
+		{"200", TDB_TRAIL_EPROTO, "where 206"},
+		{"badrange", TDB_TRAIL_EPROTO, "Content-Range"},
+		{"etag", TDB_TRAIL_EREPLACED, "object replaced"},
+		{"503,503,503,503,503,503,503", TDB_TRAIL_ENET, "gave up"},
+	};
+
+	if (!s3_env(&direct, false) || !s3_env(&c, true) || !ensure_bucket(&direct) ||
+		!put(&direct, "fault.bin", want, n, 0))
+		goto out;
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++)
+	{
+		TdbPager   *p;
+		TdbTrailError err;
+		TdbPagerStats st;
+		int			rc;
+
+		if (!proxy_plan(""))
+			break;
+		if (open_s3(&c, "fault.bin", 16384, NULL, &p, &err) < 0)
+		{
+			unit_fail(__FILE__, __LINE__, "%s: open: %s", cases[k].plan, err.msg);
+			continue;
+		}
+		if (!proxy_plan(cases[k].plan))
+			break;
+		memset(got, 0, n);
+		memset(&err, 0, sizeof(err));
+		/* three blocks, one range GET */
+		rc = tdb_pager_read(p, 1000, 40000, got, &err);
+		tdb_pager_stats(p, &st);
+		if (rc != cases[k].want_rc)
+			unit_fail(__FILE__, __LINE__, "fault %s: rc %d (%s), expected %d", cases[k].plan, rc,
+					  err.msg, cases[k].want_rc);
+		else if (rc == 0)
+		{
+			if (memcmp(got, want + 1000, 40000) != 0)
+				unit_fail(__FILE__, __LINE__, "fault %s: wrong bytes after retries", cases[k].plan);
+			if (st.retries < 1)
+				unit_fail(__FILE__, __LINE__, "fault %s: no retry counted", cases[k].plan);
+		}
+		else if (strstr(err.msg, cases[k].want_msg) == NULL)
+			unit_fail(__FILE__, __LINE__, "fault %s: message \"%s\" lacks \"%s\"", cases[k].plan,
+					  err.msg, cases[k].want_msg);
+		printf("# %-28s rc %d, %llu requests, %llu retries%s%s\n", cases[k].plan, rc,
+			   (unsigned long long) st.requests, (unsigned long long) st.retries,
+			   rc ? ": " : "", rc ? err.msg : "");
+		tdb_pager_close(p);
+	}
+	proxy_plan("");
+out:
+	free(want);
+	free(got);
+}
+
+static double cancel_deadline;
+
+static double
+now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int
+cancel_after(void *arg)
+{
+	(void) arg;
+	return now_s() >= cancel_deadline;
+}
+
+/*
+ * A stalled body while the query is canceled: the read returns
+ * TDB_TRAIL_ECANCELED promptly, not after the stall or the low-speed limit.
+ */
+UNIT_TEST(test_s3_cancel_interrupts_a_stall)
+{
+	TdbS3Config c,
+				direct;
+	size_t		n = 200000;
+	uint8_t    *want = random_bytes(n, 78);
+	uint8_t    *got = malloc(n);
+	TdbPagerOptions o;
+	TdbPager   *p;
+	TdbTrailError err;
+	double		t0,
+				waited;
+
+	if (!s3_env(&direct, false) || !s3_env(&c, true) || !ensure_bucket(&direct) ||
+		!put(&direct, "cancel.bin", want, n, 0) || !proxy_plan(""))
+		goto out;
+	memset(&o, 0, sizeof(o));
+	o.url = "s3://" BUCKET "/cancel.bin";
+	o.s3 = c;
+	o.net = fast_net();
+	o.net.low_speed_seconds = 30;	/* only the cancel can end the stall early */
+	o.net.cancel = cancel_after;
+	o.block_size = 16384;
+	cancel_deadline = 1e18;
+	if (tdb_pager_open(&o, &p, &err) < 0)
+	{
+		unit_fail(__FILE__, __LINE__, "open: %s", err.msg);
+		goto out;
+	}
+	proxy_plan("stall");
+	t0 = now_s();
+	cancel_deadline = t0 + 0.3;
+	CHECK(tdb_pager_read(p, 0, 40000, got, &err) == TDB_TRAIL_ECANCELED);
+	waited = now_s() - t0;
+	/* the stall lasts 8 s; the cancel came at 0.3 s and is polled every 100 ms */
+	CHECK(waited < 2.0);
+	printf("# canceled after %.2f s (cancel asked at 0.30 s): %s\n", waited, err.msg);
+	tdb_pager_close(p);
+	proxy_plan("");
+out:
+	free(want);
+	free(got);
+}

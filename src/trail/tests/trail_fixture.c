@@ -1,0 +1,243 @@
+/*
+ * trail_fixture.c
+ *	  Random trail data sets and the brute-force oracle (trail_fixture.h).
+ */
+#define _GNU_SOURCE				/* qsort_r */
+#include "trail_fixture.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../tests/unit.h"
+
+static const char *const words[] = {"cargo", "tanker", "fishing", "tug", "pilot", "sailing",
+"passenger", "a \"quoted\", word", "", "ünïcode"};
+
+static int
+fx_cmp(const void *a, const void *b, void *arg)
+{
+	const FxEvent *x = a,
+			   *y = b;
+	bool		str = *(bool *) arg;
+	int			c;
+
+	c = str ? strcmp(x->key_s, y->key_s) : (x->key_i > y->key_i) - (x->key_i < y->key_i);
+	if (c)
+		return c;
+	if (x->time != y->time)
+		return x->time < y->time ? -1 : 1;
+	return (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+void
+fx_make(FxSet *s, uint64_t *rng, bool string_ids, int ntrails, int max_len)
+{
+	size_t		cap = (size_t) ntrails * (size_t) max_len + 1;
+
+	memset(s, 0, sizeof(*s));
+	strcpy(s->schema.id_name, "mmsi");
+	s->schema.id_type = string_ids ? TDB_TRAIL_STRING : TDB_TRAIL_INT64;
+	strcpy(s->schema.time_name, "ts");
+	strcpy(s->schema.lon_name, "lon");
+	strcpy(s->schema.lat_name, "lat");
+	s->schema.ncolumns = 3;
+	strcpy(s->schema.columns[0].name, "sog");
+	s->schema.columns[0].type = TDB_TRAIL_FLOAT64;
+	strcpy(s->schema.columns[1].name, "heading");
+	s->schema.columns[1].type = TDB_TRAIL_INT64;
+	strcpy(s->schema.columns[2].name, "kind");
+	s->schema.columns[2].type = TDB_TRAIL_STRING;
+	s->ev = calloc(cap, sizeof(FxEvent));
+	s->keys_i = calloc((size_t) ntrails, sizeof(int64_t));
+	s->keys_s = calloc((size_t) ntrails, sizeof(char *));
+
+	for (int t = 0; t < ntrails; t++)
+	{
+		int64_t		key = (int64_t) (unit_rand(rng) % 2000000000) - 1000000000;
+		char		ks[24];
+		int			len = 1 + (int) (unit_rand(rng) % (uint64_t) max_len);
+		int64_t		time = 1593475200000000LL + (int64_t) (unit_rand(rng) % 86400000000ULL);
+		double		lon = unit_rand_double(rng, -179, 179),
+					lat = unit_rand_double(rng, -85, 85);
+		bool		dup = false;
+
+		snprintf(ks, sizeof(ks), "v%lld", (long long) key);
+		for (int k = 0; k < s->nkeys; k++)
+			dup |= string_ids ? strcmp(s->keys_s[k], ks) == 0 : s->keys_i[k] == key;
+		if (dup)
+			continue;
+		s->keys_i[s->nkeys] = key;
+		s->keys_s[s->nkeys] = strdup(ks);
+		s->nkeys++;
+		for (int i = 0; i < len; i++)
+		{
+			FxEvent    *e = &s->ev[s->n];
+
+			e->key_i = string_ids ? 0 : key;
+			strcpy(e->key_s, string_ids ? ks : "");
+			/* time steps of 0..120 s, some repeated timestamps */
+			time += (int64_t) (unit_rand(rng) % 4 == 0 ? 0 : unit_rand(rng) % 120000000);
+			e->time = time;
+			lon += unit_rand_double(rng, -0.05, 0.05);
+			lat += unit_rand_double(rng, -0.05, 0.05);
+			lon = lon < -180 ? -180 : lon > 180 ? 180 : lon;
+			lat = lat < -90 ? -90 : lat > 90 ? 90 : lat;
+			e->lon = tdb_trail_coord_fix(lon);
+			e->lat = tdb_trail_coord_fix(lat);
+			e->seq = (uint32_t) s->n;
+			e->vals[0].isnull = unit_rand(rng) % 10 == 0;
+			e->vals[0].f = e->vals[0].isnull ? 0 : unit_rand_double(rng, -1e6, 1e6);
+			e->vals[1].isnull = unit_rand(rng) % 7 == 0;
+			e->vals[1].i = e->vals[1].isnull ? 0 : (int64_t) unit_rand(rng);
+			e->vals[2].isnull = unit_rand(rng) % 5 == 0;
+			e->vals[2].s = e->vals[2].isnull ? NULL : words[unit_rand(rng) % 10];
+			s->n++;
+		}
+	}
+	{
+		bool		str = string_ids;
+
+		qsort_r(s->ev, s->n, sizeof(FxEvent), fx_cmp, &str);
+	}
+}
+
+void
+fx_free(FxSet *s)
+{
+	for (int k = 0; k < s->nkeys; k++)
+		free(s->keys_s[k]);
+	free(s->keys_s);
+	free(s->keys_i);
+	free(s->ev);
+}
+
+uint8_t *
+fx_encode(const FxSet *s, uint32_t page_bytes, uint32_t page_events, size_t *len)
+{
+	TdbTrailWriterOptions o = {page_bytes, page_events, 0};
+	TdbTrailWriter *w;
+	TdbTrailError err;
+	uint8_t    *buf = NULL;
+	size_t	   *order = malloc((s->n + 1) * sizeof(size_t));
+
+	/* add in insertion (seq) order: trails interleaved, as a CSV might be */
+	for (size_t i = 0; i < s->n; i++)
+		order[s->ev[i].seq] = i;
+	if (tdb_trail_writer_create(&s->schema, &o, &w, &err) < 0)
+	{
+		unit_fail(__FILE__, __LINE__, "writer_create: %s", err.msg);
+		free(order);
+		return NULL;
+	}
+	for (size_t k = 0; k < s->n; k++)
+	{
+		const FxEvent *e = &s->ev[order[k]];
+		TdbTrailEvent ev;
+		TdbTrailValue vals[3];
+
+		memcpy(vals, e->vals, sizeof(vals));
+		ev.key.i = e->key_i;
+		ev.key.s = e->key_s;
+		ev.time_us = e->time;
+		ev.lon = tdb_trail_coord_unfix(e->lon);
+		ev.lat = tdb_trail_coord_unfix(e->lat);
+		ev.values = vals;
+		if (tdb_trail_writer_add(w, &ev, &err) < 0)
+			unit_fail(__FILE__, __LINE__, "writer_add: %s", err.msg);
+	}
+	if (tdb_trail_writer_finish(w, &buf, len, &err) < 0)
+		unit_fail(__FILE__, __LINE__, "writer_finish: %s", err.msg);
+	tdb_trail_writer_free(w);
+	free(order);
+	return buf;
+}
+
+bool
+fx_write_file(const char *path, const void *buf, size_t len)
+{
+	FILE	   *f = fopen(path, "wb");
+	bool		ok;
+
+	if (f == NULL)
+		return false;
+	ok = fwrite(buf, 1, len, f) == len;
+	return fclose(f) == 0 && ok;
+}
+
+size_t
+fx_write(const FxSet *s, const char *path, uint32_t page_bytes, uint32_t page_events)
+{
+	size_t		len = 0;
+	uint8_t    *buf = fx_encode(s, page_bytes, page_events, &len);
+
+	if (buf == NULL || !fx_write_file(path, buf, len))
+		unit_fail(__FILE__, __LINE__, "could not write %s", path);
+	free(buf);
+	return len;
+}
+
+bool
+fx_matches(const FxSet *s, const FxEvent *e, const TdbTrailQuery *q)
+{
+	if (q->nids > 0)
+	{
+		bool		hit = false;
+
+		for (int k = 0; k < q->nids && !hit; k++)
+			hit = s->schema.id_type == TDB_TRAIL_STRING ? strcmp(q->ids_str[k], e->key_s) == 0
+				: q->ids_int[k] == e->key_i;
+		if (!hit)
+			return false;
+	}
+	if (q->has_time && (e->time < q->time_from || e->time > q->time_to))
+		return false;
+	if (q->has_bbox)
+	{
+		double		x = tdb_trail_coord_unfix(e->lon),
+					y = tdb_trail_coord_unfix(e->lat);
+
+		if (!(x >= q->xmin && x <= q->xmax && y >= q->ymin && y <= q->ymax))
+			return false;
+	}
+	return true;
+}
+
+static bool
+same_value(TdbTrailType t, const TdbTrailValue *a, const TdbTrailValue *b)
+{
+	if (a->isnull || b->isnull)
+		return a->isnull == b->isnull;
+	if (t == TDB_TRAIL_FLOAT64)
+		return memcmp(&a->f, &b->f, sizeof(double)) == 0;
+	if (t == TDB_TRAIL_INT64)
+		return a->i == b->i;
+	return strcmp(a->s, b->s) == 0;
+}
+
+bool
+fx_same(const FxSet *s, const FxEvent *e, const TdbTrailEvent *ev)
+{
+	if (s->schema.id_type == TDB_TRAIL_STRING ? strcmp(ev->key.s, e->key_s) != 0 : ev->key.i != e->key_i)
+		return false;
+	if (ev->time_us != e->time || tdb_trail_coord_fix(ev->lon) != e->lon ||
+		tdb_trail_coord_fix(ev->lat) != e->lat ||
+		ev->lon != tdb_trail_coord_unfix(e->lon) || ev->lat != tdb_trail_coord_unfix(e->lat))
+		return false;
+	for (int c = 0; c < 3; c++)
+		if (!same_value(s->schema.columns[c].type, &e->vals[c], &ev->values[c]))
+			return false;
+	return true;
+}
+
+void
+fx_tmpdir(char *out, size_t outlen, const char *tag)
+{
+	const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+
+	snprintf(out, outlen, "%s/trail-%s-XXXXXX", base, tag);
+	if (mkdtemp(out) == NULL)
+		unit_fail(__FILE__, __LINE__, "mkdtemp %s failed", out);
+}

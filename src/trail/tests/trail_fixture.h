@@ -1,0 +1,60 @@
+/*
+ * trail_fixture.h
+ *	  Random trail data sets for the tests: the events as the writer takes
+ *	  them, what the file must give back (coordinates quantised, trails in
+ *	  id order, events in time order), and a brute-force query to compare
+ *	  the pruning reader against.
+ */
+#ifndef TDB_TRAIL_FIXTURE_H
+#define TDB_TRAIL_FIXTURE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "trail.h"
+
+typedef struct FxEvent
+{
+	int64_t		key_i;
+	char		key_s[24];
+	int64_t		time;
+	int32_t		lon,
+				lat;			/* fixed point, as stored */
+	uint32_t	seq;			/* insertion order, for stable sorting */
+	TdbTrailValue vals[3];		/* f: float64, n: int64, s: string */
+} FxEvent;
+
+typedef struct FxSet
+{
+	TdbTrailSchema schema;
+	FxEvent    *ev;				/* in the order the file returns them */
+	size_t		n;
+	int64_t    *keys_i;			/* distinct trail ids */
+	char	  **keys_s;
+	int			nkeys;
+} FxSet;
+
+/* A random set: string ids if string_ids, ntrails trails, up to max_len each. */
+void		fx_make(FxSet *s, uint64_t *rng, bool string_ids, int ntrails, int max_len);
+void		fx_free(FxSet *s);
+
+/* Write s as a trail file at path with small pages; returns file size. */
+size_t		fx_write(const FxSet *s, const char *path, uint32_t page_bytes, uint32_t page_events);
+
+/* The file's bytes in memory (writer output). */
+uint8_t    *fx_encode(const FxSet *s, uint32_t page_bytes, uint32_t page_events, size_t *len);
+
+/* Does event e match q (the definition the reader must implement)? */
+bool		fx_matches(const FxSet *s, const FxEvent *e, const TdbTrailQuery *q);
+
+/* Same event as the reader returned?  Compares every field exactly. */
+bool		fx_same(const FxSet *s, const FxEvent *e, const TdbTrailEvent *ev);
+
+/* Write a buffer to a file; false on failure. */
+bool		fx_write_file(const char *path, const void *buf, size_t len);
+
+/* A fresh temporary directory path (created). */
+void		fx_tmpdir(char *out, size_t outlen, const char *tag);
+
+#endif							/* TDB_TRAIL_FIXTURE_H */

@@ -1,0 +1,284 @@
+/*
+ * trail.h
+ *	  Trail files: the time-ordered events of many entities (vessels,
+ *	  vehicles), laid out so that a reader far from the file (S3, HTTP) can
+ *	  fetch only the pages a query needs.
+ *
+ * A trail file is immutable: pages of events grouped by trail (a page holds
+ * events of one trail only), then a footer (schema, lexicon, trail index,
+ * per-page zone maps), then a fixed-size trailer at the very end that says
+ * where the footer is.  docs/trail-format.md describes the bytes.
+ *
+ * Every call returns an int: 0 (or a count) on success, a negative
+ * TDB_TRAIL_E* code on failure, with a message for people in a TdbTrailError
+ * the caller passes in.  Nothing here exits, prints or reads the environment.
+ * No PostgreSQL headers: the FDW, the CLI and the tests share this code.
+ */
+#ifndef TDB_TRAIL_H
+#define TDB_TRAIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define TDB_TRAIL_VERSION		1
+#define TDB_TRAIL_TRAILER_SIZE	48
+#define TDB_TRAIL_HEADER_SIZE	16
+#define TDB_TRAIL_MAX_COLUMNS	64
+#define TDB_TRAIL_COORD_SCALE	10000000.0	/* lon/lat stored in 1e-7 degree */
+
+/* Error codes: negative, outside the errno range like LMDB's. */
+enum
+{
+	TDB_TRAIL_OK = 0,
+	TDB_TRAIL_EINVAL = -30001,	/* bad argument or input (e.g. a CSV row) */
+	TDB_TRAIL_ENOMEM = -30002,
+	TDB_TRAIL_EIO = -30003,		/* local file I/O */
+	TDB_TRAIL_ECORRUPT = -30004,	/* file, footer or page fails validation */
+	TDB_TRAIL_EVERSION = -30005,	/* a format version this build cannot read */
+	TDB_TRAIL_ENOTFOUND = -30006,	/* object or file missing */
+	TDB_TRAIL_EAUTH = -30007,	/* credentials refused */
+	TDB_TRAIL_EREPLACED = -30008,	/* object replaced while being read */
+	TDB_TRAIL_EPROTO = -30009,	/* server broke the HTTP range contract */
+	TDB_TRAIL_ENET = -30010,	/* network failure after retries */
+	TDB_TRAIL_ECANCELED = -30011,	/* the cancel callback asked to stop */
+	TDB_TRAIL_EORDER = -30012,	/* writer input out of order */
+	TDB_TRAIL_EHTTP = -30013	/* other HTTP status */
+};
+
+/* Why a call failed, for people: code plus a sentence without secrets. */
+typedef struct TdbTrailError
+{
+	int			code;
+	char		msg[512];
+} TdbTrailError;
+
+const char *tdb_trail_strerror(int code);
+
+/* Sets err (if not NULL) and returns code. */
+int			tdb_trail_fail(TdbTrailError *err, int code, const char *fmt,...)
+			__attribute__((format(printf, 3, 4)));
+
+/* Column types; the trail id is INT64 or STRING. */
+typedef enum TdbTrailType
+{
+	TDB_TRAIL_INT64 = 1,
+	TDB_TRAIL_FLOAT64 = 2,
+	TDB_TRAIL_STRING = 3		/* lexicon-encoded */
+} TdbTrailType;
+
+/*
+ * Schema.  Every event has a timestamp (Unix microseconds), lon and lat
+ * (WGS 84 degrees, stored to 1e-7 degree) and any number of extra columns.
+ */
+typedef struct TdbTrailColumn
+{
+	char		name[64];
+	TdbTrailType type;
+} TdbTrailColumn;
+
+typedef struct TdbTrailSchema
+{
+	char		id_name[64];
+	TdbTrailType id_type;		/* INT64 or STRING */
+	char		time_name[64];
+	char		lon_name[64];
+	char		lat_name[64];
+	int			ncolumns;		/* extra columns */
+	TdbTrailColumn columns[TDB_TRAIL_MAX_COLUMNS];
+} TdbTrailSchema;
+
+/* One value of an extra column. */
+typedef struct TdbTrailValue
+{
+	bool		isnull;
+	int64_t		i;				/* INT64 */
+	double		f;				/* FLOAT64 */
+	const char *s;				/* STRING: NUL-terminated, owned by the reader */
+} TdbTrailValue;
+
+/* A trail id. */
+typedef struct TdbTrailKey
+{
+	int64_t		i;				/* id_type INT64 */
+	const char *s;				/* id_type STRING */
+} TdbTrailKey;
+
+/* One event as the writer takes it and the reader returns it. */
+typedef struct TdbTrailEvent
+{
+	TdbTrailKey key;
+	int64_t		time_us;
+	double		lon;
+	double		lat;
+	TdbTrailValue *values;		/* schema.ncolumns entries */
+} TdbTrailEvent;
+
+/* Quantise a coordinate as the file stores it (round to 1e-7 degree). */
+int32_t		tdb_trail_coord_fix(double deg);
+double		tdb_trail_coord_unfix(int32_t fixed);
+
+/* ---- Writer ------------------------------------------------------------ */
+
+typedef struct TdbTrailWriter TdbTrailWriter;
+
+typedef struct TdbTrailWriterOptions
+{
+	uint32_t	page_target_bytes;	/* close a page near this size; 0: 64 KiB */
+	uint32_t	page_max_events;	/* and at this many events; 0: 8192 */
+	/*
+	 * and when it would span more time than this (microseconds; 0: one
+	 * hour, negative: no limit), so that a time window prunes pages of a
+	 * long trail too, not only whole trails
+	 */
+	int64_t		page_max_span_us;
+} TdbTrailWriterOptions;
+
+/*
+ * Events may arrive in any order: the writer keeps them in memory, groups
+ * them by trail and sorts each trail by time (stable), then writes pages.
+ */
+int			tdb_trail_writer_create(const TdbTrailSchema *schema,
+									const TdbTrailWriterOptions *opts,
+									TdbTrailWriter **out, TdbTrailError *err);
+int			tdb_trail_writer_add(TdbTrailWriter *w, const TdbTrailEvent *ev,
+								 TdbTrailError *err);
+
+/* Encode the whole file into a malloc'd buffer (the caller frees it). */
+int			tdb_trail_writer_finish(TdbTrailWriter *w, uint8_t **buf,
+									size_t *len, TdbTrailError *err);
+void		tdb_trail_writer_free(TdbTrailWriter *w);
+
+/* ---- Decoding (shared by the reader and the fuzz target) --------------- */
+
+typedef struct TdbTrailPageInfo
+{
+	uint64_t	offset;
+	uint32_t	length;
+	uint32_t	nevents;
+	uint32_t	trail;			/* index into the trail table */
+	int64_t		tmin, tmax;
+	int32_t		xmin, ymin, xmax, ymax;	/* fixed 1e-7 degree */
+} TdbTrailPageInfo;
+
+typedef struct TdbTrailInfo
+{
+	TdbTrailKey key;			/* s points into the footer's string area */
+	uint32_t	first_page;
+	uint32_t	npages;
+	uint64_t	nevents;
+	int64_t		tmin, tmax;
+	int32_t		xmin, ymin, xmax, ymax;
+} TdbTrailInfo;
+
+typedef struct TdbTrailFooter
+{
+	TdbTrailSchema schema;
+	uint32_t	nstrings;		/* lexicon */
+	char	  **strings;
+	uint32_t	ntrails;
+	TdbTrailInfo *trails;		/* sorted by key */
+	uint32_t	npages;
+	TdbTrailPageInfo *pages;	/* in file order */
+	uint64_t	nevents;
+	uint64_t	data_end;		/* = footer offset */
+	void	   *arena;			/* owns strings */
+} TdbTrailFooter;
+
+typedef struct TdbTrailTrailer
+{
+	uint64_t	footer_offset;
+	uint64_t	footer_length;
+	uint64_t	file_size;
+	uint32_t	footer_crc;
+	uint16_t	version;
+} TdbTrailTrailer;
+
+int			tdb_trail_trailer_decode(const uint8_t *buf, size_t len,
+									 uint64_t file_size, TdbTrailTrailer *t,
+									 TdbTrailError *err);
+int			tdb_trail_footer_decode(const uint8_t *buf, size_t len,
+									const TdbTrailTrailer *t,
+									TdbTrailFooter *f, TdbTrailError *err);
+void		tdb_trail_footer_release(TdbTrailFooter *f);
+
+/*
+ * A decoded page: nevents events of one trail, columns unpacked.  Strings
+ * point into the footer's lexicon.
+ */
+typedef struct TdbTrailPage
+{
+	uint32_t	nevents;
+	uint32_t	cap;
+	int64_t    *time;
+	int32_t    *lon;
+	int32_t    *lat;
+	int			ncolumns;
+	TdbTrailValue *cols[TDB_TRAIL_MAX_COLUMNS];	/* cols[c][i] */
+} TdbTrailPage;
+
+int			tdb_trail_page_decode(const TdbTrailFooter *f, uint32_t pageno,
+								  const uint8_t *buf, size_t len,
+								  TdbTrailPage *page, TdbTrailError *err);
+void		tdb_trail_page_release(TdbTrailPage *page);
+
+/* ---- Reader with pruning ----------------------------------------------- */
+
+struct TdbPager;
+
+typedef struct TdbTrailReader TdbTrailReader;
+
+/*
+ * Reads the trailer (one small read at the end of the file), then the
+ * footer.  The reader borrows the pager; close the pager after the reader.
+ */
+int			tdb_trail_open(struct TdbPager *pager, TdbTrailReader **out,
+						   TdbTrailError *err);
+const TdbTrailFooter *tdb_trail_footer(const TdbTrailReader *r);
+void		tdb_trail_close(TdbTrailReader *r);
+
+typedef struct TdbTrailQuery
+{
+	/* trail ids: only these (NULL/0: all); int or string by id_type */
+	const int64_t *ids_int;
+	const char *const *ids_str;
+	int			nids;
+	bool		has_time;
+	int64_t		time_from, time_to;	/* inclusive, microseconds */
+	bool		has_bbox;
+	double		xmin, ymin, xmax, ymax;	/* inclusive, degrees */
+	uint64_t	limit;			/* 0: no limit */
+} TdbTrailQuery;
+
+typedef struct TdbTrailScan TdbTrailScan;
+
+int			tdb_trail_scan_begin(TdbTrailReader *r, const TdbTrailQuery *q,
+								 TdbTrailScan **out, TdbTrailError *err);
+
+/*
+ * 1 and *ev filled (valid until the next call), 0 at the end, or an error.
+ * Only pages whose zone maps intersect the query are fetched; the events
+ * returned are exactly those matching the query.
+ */
+int			tdb_trail_scan_next(TdbTrailScan *s, TdbTrailEvent *ev,
+								TdbTrailError *err);
+
+typedef struct TdbTrailScanStats
+{
+	uint64_t	pages_candidate;	/* pages after the trail id filter */
+	uint64_t	pages_read;		/* pages fetched and decoded */
+	uint64_t	pages_pruned;	/* skipped by zone maps */
+	uint64_t	events_returned;
+} TdbTrailScanStats;
+
+void		tdb_trail_scan_stats(const TdbTrailScan *s, TdbTrailScanStats *out);
+void		tdb_trail_scan_end(TdbTrailScan *s);
+
+/*
+ * Check every page of the file (CRC, decode, zone maps match contents,
+ * trail index consistent).  Returns 0 or the first error.
+ */
+int			tdb_trail_verify(TdbTrailReader *r, uint64_t *events,
+							 TdbTrailError *err);
+
+#endif							/* TDB_TRAIL_H */

@@ -1,0 +1,51 @@
+# src/trail/trail.mk: trail files (format, pager, caches), their CLI and tests.
+# Included by the top-level Makefile; no PostgreSQL headers anywhere here.
+#
+#   make unit-trail              unit tests that need no server
+#   make test-trail              all trail tests, MinIO and the fault proxy
+#                                included (src/trail/tests/run.sh)
+#   make unit-trail-asan         the unit tests under ASan + UBSan
+#   make fuzz-trail              libFuzzer over the footer and page decoders
+#   make tools/trafficdb-trail   the CLI
+
+TRAIL_CFLAGS = -std=gnu11 -O2 -g -Wall -Wextra -Werror -Isrc -Isrc/trail -Isrc/tests
+TRAIL_LIBS = $(shell curl-config --libs 2>/dev/null || pkg-config --libs libcurl) -lm -lpthread
+TRAIL_SRCS = $(wildcard src/trail/*.c) src/checksum.c
+TRAIL_HDRS = $(wildcard src/trail/*.h) src/checksum.h
+TRAIL_TEST_SRCS = $(filter-out src/trail/tests/fuzz_decode.c,$(wildcard src/trail/tests/*.c))
+TRAIL_TEST_DEPS = $(TRAIL_SRCS) $(TRAIL_HDRS) $(TRAIL_TEST_SRCS) $(wildcard src/trail/tests/*.h) src/trail/tests/tests.list
+
+# the harness of src/tests (main.c, unit.h) with our own tests.list
+src/trail/tests/trail_tests: $(TRAIL_TEST_DEPS)
+	$(CC) $(TRAIL_CFLAGS) -Isrc/trail/tests -o $@ $(TRAIL_SRCS) $(TRAIL_TEST_SRCS) $(TRAIL_LIBS)
+
+src/trail/tests/trail_tests_asan: $(TRAIL_TEST_DEPS)
+	$(CC) $(TRAIL_CFLAGS) -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+		-Isrc/trail/tests -o $@ $(TRAIL_SRCS) $(TRAIL_TEST_SRCS) $(TRAIL_LIBS)
+
+tools/trafficdb-trail: tools/trafficdb-trail.c $(TRAIL_SRCS) $(TRAIL_HDRS)
+	$(CC) $(TRAIL_CFLAGS) -o $@ tools/trafficdb-trail.c $(TRAIL_SRCS) $(TRAIL_LIBS)
+
+# The fuzz target needs no network code: the decoders and the codec only.
+TRAIL_FUZZ_SRCS = src/trail/format.c src/trail/codec.c src/trail/writer.c src/checksum.c src/trail/tests/fuzz_decode.c
+src/trail/tests/fuzz_decode: $(TRAIL_FUZZ_SRCS) $(TRAIL_HDRS)
+	clang -std=gnu11 -O1 -g -Wall -Wextra -Werror -Isrc -Isrc/trail -DTRAIL_FUZZ_MAIN \
+		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o $@ $(TRAIL_FUZZ_SRCS) -lm
+
+FUZZ_SECONDS ?= 30
+fuzz-trail: src/trail/tests/fuzz_decode
+	@mkdir -p src/trail/tests/fuzz-corpus
+	src/trail/tests/fuzz_decode -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -timeout=10 \
+		src/trail/tests/fuzz-corpus
+
+unit-trail: src/trail/tests/trail_tests
+	src/trail/tests/trail_tests
+
+unit-trail-asan: src/trail/tests/trail_tests_asan
+	ASAN_OPTIONS=detect_leaks=1 src/trail/tests/trail_tests_asan
+
+test-trail: src/trail/tests/trail_tests tools/trafficdb-trail
+	src/trail/tests/run.sh
+
+.PHONY: unit-trail unit-trail-asan test-trail fuzz-trail
+EXTRA_CLEAN += src/trail/tests/trail_tests src/trail/tests/trail_tests_asan src/trail/tests/fuzz_decode tools/trafficdb-trail

@@ -1,0 +1,767 @@
+/*
+ * trafficdb-trail.c
+ *	  Command-line tool for trail files: write one from CSV, show its footer,
+ *	  query it (CSV out) through the pruning reader, verify every page.
+ *
+ *	  trafficdb-trail write OUT [--id C] [--time C] [--lon C] [--lat C]
+ *	                  [--type COL=int|float|string]... [--time-unit s|ms|us]
+ *	                  [--page-bytes N] [--page-seconds N] [--part-mb N] < data.csv
+ *	  trafficdb-trail info FILE [--trails]
+ *	  trafficdb-trail cat FILE [--trail ID]... [--from T] [--to T]
+ *	                  [--bbox xmin,ymin,xmax,ymax] [--limit N] [--stats]
+ *	  trafficdb-trail verify FILE
+ *	  trafficdb-trail mb s3://bucket		(create a bucket: tests, demo)
+ *
+ * FILE/OUT: a path, http(s)://... (read only) or s3://bucket/key.  For S3
+ * the tool (not the library) takes credentials from AWS_ACCESS_KEY_ID,
+ * AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, the endpoint from
+ * AWS_ENDPOINT_URL or --endpoint (path-style addressing then) and the
+ * region from AWS_REGION or --region.  Pager options: --block-size N,
+ * --cache-dir DIR, --cache-mb N, --parallel N, --readahead BLOCKS (-1: off).
+ *
+ * CSV: a header row names the columns; fields may be quoted ("" escapes a
+ * quote); an empty field is NULL.  Times are ISO 8601 in UTC
+ * ("2020-06-30T00:00:00", "2020-06-30 00:00:00.5Z") or integers in
+ * --time-unit (default: seconds below 1e11, milliseconds below 1e14, else
+ * microseconds).  A page holds at most --page-bytes (64 KiB) and
+ * --page-seconds of one trail (3600; 0 for no limit).  Extra columns' types are inferred (all integers: int,
+ * all numbers: float, else string) unless --type says.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "trail/pager.h"
+#include "trail/trail.h"
+
+static void
+usage(void)
+{
+	fprintf(stderr,
+			"usage: trafficdb-trail write OUT [--id C] [--time C] [--lon C] [--lat C] [--type COL=int|float|string]... < CSV\n"
+			"       trafficdb-trail info FILE [--trails]\n"
+			"       trafficdb-trail cat FILE [--trail ID]... [--from T] [--to T] [--bbox x0,y0,x1,y1] [--limit N] [--stats]\n"
+			"       trafficdb-trail verify FILE\n"
+			"       trafficdb-trail mb s3://bucket\n"
+			"FILE: path, http(s)://..., s3://bucket/key (AWS_* environment, --endpoint, --region)\n");
+	exit(2);
+}
+
+static void
+die_err(const TdbTrailError *e)
+{
+	fprintf(stderr, "trafficdb-trail: %s (%s)\n", e->msg, tdb_trail_strerror(e->code));
+	exit(1);
+}
+
+/* ---- CSV ---------------------------------------------------------------- */
+
+typedef struct Csv
+{
+	int			ncols;
+	char	  **names;
+	size_t		nrows;
+	size_t		cap;
+	char	 ***rows;			/* rows[r][c], NULL = empty field */
+} Csv;
+
+/* Split one line into fields; returns the count or -1 on a bad quote. */
+static int
+csv_split(char *line, char **fields, int max)
+{
+	int			n = 0;
+	char	   *p = line;
+
+	for (;;)
+	{
+		char	   *out = p,
+				   *start = p;
+
+		if (n >= max)
+			return -1;
+		if (*p == '"')
+		{
+			p++;
+			start = out = p;
+			for (;;)
+			{
+				if (*p == '\0')
+					return -1;
+				if (*p == '"' && p[1] == '"')
+				{
+					*out++ = '"';
+					p += 2;
+				}
+				else if (*p == '"')
+				{
+					p++;
+					break;
+				}
+				else
+					*out++ = *p++;
+			}
+			if (*p != ',' && *p != '\0')
+				return -1;
+		}
+		else
+		{
+			while (*p && *p != ',')
+				p++;
+			out = p;
+		}
+		fields[n++] = start;
+		if (*p == '\0')
+		{
+			*out = '\0';
+			return n;
+		}
+		*out = '\0';
+		p++;
+	}
+}
+
+static void
+csv_read(FILE *in, Csv *csv)
+{
+	char	   *line = NULL;
+	size_t		cap = 0;
+	ssize_t		len;
+	char	   *fields[TDB_TRAIL_MAX_COLUMNS + 8];
+	size_t		lineno = 0;
+
+	memset(csv, 0, sizeof(*csv));
+	while ((len = getline(&line, &cap, in)) >= 0)
+	{
+		int			n;
+
+		lineno++;
+		while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+			line[--len] = '\0';
+		if (len == 0)
+			continue;
+		n = csv_split(line, fields, TDB_TRAIL_MAX_COLUMNS + 8);
+		if (n < 0)
+		{
+			fprintf(stderr, "trafficdb-trail: CSV line %zu: bad quoting or too many columns\n", lineno);
+			exit(1);
+		}
+		if (csv->names == NULL)
+		{
+			csv->ncols = n;
+			csv->names = malloc(sizeof(char *) * (size_t) n);
+			for (int i = 0; i < n; i++)
+				csv->names[i] = strdup(fields[i]);
+			continue;
+		}
+		if (n != csv->ncols)
+		{
+			fprintf(stderr, "trafficdb-trail: CSV line %zu: %d fields, the header has %d\n",
+					lineno, n, csv->ncols);
+			exit(1);
+		}
+		if (csv->nrows == csv->cap)
+		{
+			csv->cap = csv->cap ? csv->cap * 2 : 4096;
+			csv->rows = realloc(csv->rows, csv->cap * sizeof(char **));
+			if (csv->rows == NULL)
+			{
+				fprintf(stderr, "trafficdb-trail: out of memory\n");
+				exit(1);
+			}
+		}
+		csv->rows[csv->nrows] = malloc(sizeof(char *) * (size_t) n);
+		for (int i = 0; i < n; i++)
+			csv->rows[csv->nrows][i] = fields[i][0] ? strdup(fields[i]) : NULL;
+		csv->nrows++;
+	}
+	free(line);
+	if (csv->names == NULL)
+	{
+		fprintf(stderr, "trafficdb-trail: empty CSV (a header row is required)\n");
+		exit(1);
+	}
+}
+
+static int
+csv_col(const Csv *csv, const char *name)
+{
+	for (int i = 0; i < csv->ncols; i++)
+		if (strcmp(csv->names[i], name) == 0)
+			return i;
+	return -1;
+}
+
+static bool
+parse_int(const char *s, int64_t *v)
+{
+	char	   *end;
+	long long	x;
+
+	errno = 0;
+	x = strtoll(s, &end, 10);
+	if (errno || end == s || *end)
+		return false;
+	*v = x;
+	return true;
+}
+
+static bool
+parse_double(const char *s, double *v)
+{
+	char	   *end;
+
+	errno = 0;
+	*v = strtod(s, &end);
+	return !(errno || end == s || *end || !isfinite(*v));
+}
+
+/* ISO 8601 UTC, or an integer in unit ('s', 'm' for ms, 'u', 'a' auto). */
+static bool
+parse_time(const char *s, char unit, int64_t *us)
+{
+	int			y, mo, d, h = 0, mi = 0, sec = 0, n = 0;
+	int64_t		iv;
+
+	if (parse_int(s, &iv))
+	{
+		if (unit == 'a')
+			unit = llabs(iv) < 100000000000LL ? 's' : llabs(iv) < 100000000000000LL ? 'm' : 'u';
+		*us = unit == 's' ? iv * 1000000 : unit == 'm' ? iv * 1000 : iv;
+		return true;
+	}
+	if (sscanf(s, "%4d-%2d-%2d%n", &y, &mo, &d, &n) == 3)
+	{
+		const char *p = s + n;
+		struct tm	tm;
+		int64_t		frac = 0;
+
+		if (*p == 'T' || *p == ' ')
+		{
+			int			m = 0;
+
+			if (sscanf(p + 1, "%2d:%2d:%2d%n", &h, &mi, &sec, &m) != 3)
+				return false;
+			p += 1 + m;
+			if (*p == '.')
+			{
+				int64_t		scale = 100000;
+
+				for (p++; isdigit((unsigned char) *p); p++, scale /= 10)
+					frac += (*p - '0') * scale;
+				if (scale < 0)
+					return false;
+			}
+		}
+		if (*p == 'Z')
+			p++;
+		else if (strcmp(p, "+00:00") == 0 || strcmp(p, "+00") == 0)
+			p += strlen(p);
+		if (*p != '\0' || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60)
+			return false;
+		memset(&tm, 0, sizeof(tm));
+		tm.tm_year = y - 1900;
+		tm.tm_mon = mo - 1;
+		tm.tm_mday = d;
+		tm.tm_hour = h;
+		tm.tm_min = mi;
+		tm.tm_sec = sec;
+		*us = (int64_t) timegm(&tm) * 1000000 + frac;
+		return true;
+	}
+	return false;
+}
+
+static void
+format_time(int64_t us, char *out, size_t outlen)
+{
+	time_t		s = (time_t) (us >= 0 ? us / 1000000 : -((-us + 999999) / 1000000));
+	int64_t		frac = us - (int64_t) s * 1000000;
+	struct tm	tm;
+	size_t		n;
+
+	gmtime_r(&s, &tm);
+	n = strftime(out, outlen, "%Y-%m-%dT%H:%M:%S", &tm);
+	if (frac)
+		snprintf(out + n, outlen - n, ".%06" PRId64 "Z", frac);
+	else
+		snprintf(out + n, outlen - n, "Z");
+}
+
+/* ---- options shared by commands ---------------------------------------- */
+
+typedef struct Opts
+{
+	TdbPagerOptions pager;
+	const char *id, *time, *lon, *lat;
+	char		time_unit;
+	const char *types[TDB_TRAIL_MAX_COLUMNS];
+	int			ntypes;
+	uint32_t	page_bytes;
+	int64_t		page_seconds;
+	size_t		part_mb;
+	int64_t		ids[4096];
+	const char *sids[4096];
+	int			nids;
+	bool		has_from, has_to, has_bbox, stats, list_trails;
+	int64_t		from, to;
+	double		bbox[4];
+	uint64_t	limit;
+} Opts;
+
+static void
+parse_opts(int argc, char **argv, int first, Opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->id = "id";
+	o->time = "time";
+	o->lon = "lon";
+	o->lat = "lat";
+	o->time_unit = 'a';
+	o->page_seconds = 3600;
+	o->pager.s3.access_key = getenv("AWS_ACCESS_KEY_ID");
+	o->pager.s3.secret_key = getenv("AWS_SECRET_ACCESS_KEY");
+	o->pager.s3.session_token = getenv("AWS_SESSION_TOKEN");
+	o->pager.s3.region = getenv("AWS_REGION");
+	o->pager.s3.endpoint = getenv("AWS_ENDPOINT_URL");
+	for (int i = first; i < argc; i++)
+	{
+		const char *a = argv[i];
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+
+#define NEEDV() do { if (v == NULL) usage(); i++; } while (0)
+		if (strcmp(a, "--id") == 0) { NEEDV(); o->id = v; }
+		else if (strcmp(a, "--time") == 0) { NEEDV(); o->time = v; }
+		else if (strcmp(a, "--lon") == 0) { NEEDV(); o->lon = v; }
+		else if (strcmp(a, "--lat") == 0) { NEEDV(); o->lat = v; }
+		else if (strcmp(a, "--type") == 0) { NEEDV(); if (o->ntypes < TDB_TRAIL_MAX_COLUMNS) o->types[o->ntypes++] = v; }
+		else if (strcmp(a, "--time-unit") == 0) { NEEDV(); o->time_unit = strcmp(v, "ms") == 0 ? 'm' : v[0]; }
+		else if (strcmp(a, "--page-bytes") == 0) { NEEDV(); o->page_bytes = (uint32_t) strtoul(v, NULL, 10); }
+		else if (strcmp(a, "--page-seconds") == 0) { NEEDV(); o->page_seconds = strtoll(v, NULL, 10); }
+		else if (strcmp(a, "--part-mb") == 0) { NEEDV(); o->part_mb = strtoul(v, NULL, 10); }
+		else if (strcmp(a, "--endpoint") == 0) { NEEDV(); o->pager.s3.endpoint = v; }
+		else if (strcmp(a, "--region") == 0) { NEEDV(); o->pager.s3.region = v; }
+		else if (strcmp(a, "--block-size") == 0) { NEEDV(); o->pager.block_size = (uint32_t) strtoul(v, NULL, 10); }
+		else if (strcmp(a, "--cache-dir") == 0) { NEEDV(); o->pager.cache_dir = v; }
+		else if (strcmp(a, "--cache-mb") == 0) { NEEDV(); o->pager.cache_max_bytes = strtoull(v, NULL, 10) << 20; }
+		else if (strcmp(a, "--readahead") == 0) { NEEDV(); o->pager.readahead_max = atoi(v); }
+		else if (strcmp(a, "--parallel") == 0) { NEEDV(); o->pager.max_parallel = atoi(v); }
+		else if (strcmp(a, "--trail") == 0)
+		{
+			NEEDV();
+			if (o->nids >= 4096) usage();
+			o->sids[o->nids] = v;
+			if (!parse_int(v, &o->ids[o->nids])) o->ids[o->nids] = INT64_MIN;
+			o->nids++;
+		}
+		else if (strcmp(a, "--from") == 0) { NEEDV(); if (!parse_time(v, o->time_unit, &o->from)) usage(); o->has_from = true; }
+		else if (strcmp(a, "--to") == 0) { NEEDV(); if (!parse_time(v, o->time_unit, &o->to)) usage(); o->has_to = true; }
+		else if (strcmp(a, "--bbox") == 0)
+		{
+			NEEDV();
+			if (sscanf(v, "%lf,%lf,%lf,%lf", &o->bbox[0], &o->bbox[1], &o->bbox[2], &o->bbox[3]) != 4) usage();
+			o->has_bbox = true;
+		}
+		else if (strcmp(a, "--limit") == 0) { NEEDV(); o->limit = strtoull(v, NULL, 10); }
+		else if (strcmp(a, "--stats") == 0) o->stats = true;
+		else if (strcmp(a, "--trails") == 0) o->list_trails = true;
+		else
+		{
+			fprintf(stderr, "trafficdb-trail: unknown option %s\n", a);
+			usage();
+		}
+#undef NEEDV
+	}
+	/* a custom endpoint is MinIO or alike: path-style addressing */
+	o->pager.s3.path_style = o->pager.s3.endpoint != NULL;
+}
+
+/* ---- write -------------------------------------------------------------- */
+
+static int
+cmd_write(const char *out, Opts *o)
+{
+	Csv			csv;
+	int			cid, ct, cx, cy;
+	int			extra[TDB_TRAIL_MAX_COLUMNS];
+	TdbTrailSchema schema;
+	TdbTrailWriter *w;
+	TdbTrailError err;
+	TdbTrailValue vals[TDB_TRAIL_MAX_COLUMNS];
+	TdbTrailWriterOptions wo = {o->page_bytes, 0, o->page_seconds > 0 ? o->page_seconds * 1000000 : -1};
+	uint8_t    *buf;
+	size_t		len;
+	bool		id_int = true;
+
+	csv_read(stdin, &csv);
+	cid = csv_col(&csv, o->id);
+	ct = csv_col(&csv, o->time);
+	cx = csv_col(&csv, o->lon);
+	cy = csv_col(&csv, o->lat);
+	if (cid < 0 || ct < 0 || cx < 0 || cy < 0)
+	{
+		fprintf(stderr, "trafficdb-trail: the CSV header lacks one of the columns %s, %s, %s, %s (see --id --time --lon --lat)\n",
+				o->id, o->time, o->lon, o->lat);
+		return 1;
+	}
+	memset(&schema, 0, sizeof(schema));
+	snprintf(schema.id_name, sizeof(schema.id_name), "%s", o->id);
+	snprintf(schema.time_name, sizeof(schema.time_name), "%s", o->time);
+	snprintf(schema.lon_name, sizeof(schema.lon_name), "%s", o->lon);
+	snprintf(schema.lat_name, sizeof(schema.lat_name), "%s", o->lat);
+	for (size_t r = 0; r < csv.nrows && id_int; r++)
+	{
+		int64_t		v;
+
+		id_int = csv.rows[r][cid] && parse_int(csv.rows[r][cid], &v);
+	}
+	schema.id_type = id_int ? TDB_TRAIL_INT64 : TDB_TRAIL_STRING;
+	for (int c = 0; c < csv.ncols; c++)
+	{
+		TdbTrailColumn *col;
+		bool		all_int = true,
+					all_num = true;
+		const char *given = NULL;
+
+		if (c == cid || c == ct || c == cx || c == cy)
+			continue;
+		col = &schema.columns[schema.ncolumns];
+		snprintf(col->name, sizeof(col->name), "%s", csv.names[c]);
+		for (int t = 0; t < o->ntypes; t++)
+		{
+			size_t		nl = strlen(csv.names[c]);
+
+			if (strncmp(o->types[t], csv.names[c], nl) == 0 && o->types[t][nl] == '=')
+				given = o->types[t] + nl + 1;
+		}
+		for (size_t r = 0; r < csv.nrows && (all_int || all_num); r++)
+		{
+			int64_t		iv;
+			double		dv;
+
+			if (csv.rows[r][c] == NULL)
+				continue;
+			all_int = all_int && parse_int(csv.rows[r][c], &iv);
+			all_num = all_num && parse_double(csv.rows[r][c], &dv);
+		}
+		if (given)
+			col->type = strcmp(given, "int") == 0 ? TDB_TRAIL_INT64 :
+				strcmp(given, "float") == 0 ? TDB_TRAIL_FLOAT64 : TDB_TRAIL_STRING;
+		else
+			col->type = all_int ? TDB_TRAIL_INT64 : all_num ? TDB_TRAIL_FLOAT64 : TDB_TRAIL_STRING;
+		extra[schema.ncolumns++] = c;
+	}
+	if (tdb_trail_writer_create(&schema, &wo, &w, &err) < 0)
+		die_err(&err);
+	for (size_t r = 0; r < csv.nrows; r++)
+	{
+		char	  **row = csv.rows[r];
+		TdbTrailEvent ev;
+
+		memset(&ev, 0, sizeof(ev));
+		if (row[cid] == NULL || row[ct] == NULL || row[cx] == NULL || row[cy] == NULL ||
+			!parse_time(row[ct], o->time_unit, &ev.time_us) ||
+			!parse_double(row[cx], &ev.lon) || !parse_double(row[cy], &ev.lat))
+		{
+			fprintf(stderr, "trafficdb-trail: CSV row %zu: id, time, lon and lat must be present and valid\n", r + 2);
+			return 1;
+		}
+		if (id_int)
+			parse_int(row[cid], &ev.key.i);
+		else
+			ev.key.s = row[cid];
+		for (int k = 0; k < schema.ncolumns; k++)
+		{
+			const char *s = row[extra[k]];
+
+			memset(&vals[k], 0, sizeof(vals[k]));
+			vals[k].isnull = s == NULL;
+			if (s == NULL)
+				continue;
+			if (schema.columns[k].type == TDB_TRAIL_INT64 && !parse_int(s, &vals[k].i))
+				vals[k].isnull = true;
+			else if (schema.columns[k].type == TDB_TRAIL_FLOAT64 && !parse_double(s, &vals[k].f))
+				vals[k].isnull = true;
+			else
+				vals[k].s = s;
+		}
+		ev.values = vals;
+		if (tdb_trail_writer_add(w, &ev, &err) < 0)
+		{
+			fprintf(stderr, "trafficdb-trail: CSV row %zu: ", r + 2);
+			die_err(&err);
+		}
+	}
+	if (tdb_trail_writer_finish(w, &buf, &len, &err) < 0)
+		die_err(&err);
+	if (tdb_trail_store(out, buf, len, &o->pager.s3, &o->pager.net, o->part_mb << 20, &err) < 0)
+		die_err(&err);
+	fprintf(stderr, "trafficdb-trail: wrote %s: %zu bytes, %zu events\n", out, len, csv.nrows);
+	free(buf);
+	tdb_trail_writer_free(w);
+	return 0;
+}
+
+/* ---- read commands ------------------------------------------------------ */
+
+static void
+open_file(const char *url, Opts *o, TdbPager **p, TdbTrailReader **r)
+{
+	TdbTrailError err;
+
+	o->pager.url = url;
+	if (tdb_pager_open(&o->pager, p, &err) < 0 || tdb_trail_open(*p, r, &err) < 0)
+		die_err(&err);
+}
+
+static const char *
+type_name(TdbTrailType t)
+{
+	return t == TDB_TRAIL_INT64 ? "int64" : t == TDB_TRAIL_FLOAT64 ? "float64" : "string";
+}
+
+static void
+print_key(FILE *f, TdbTrailType t, const TdbTrailKey *k)
+{
+	if (t == TDB_TRAIL_STRING)
+		fprintf(f, "%s", k->s);
+	else
+		fprintf(f, "%" PRId64, k->i);
+}
+
+static int
+cmd_info(const char *url, Opts *o)
+{
+	TdbPager   *p;
+	TdbTrailReader *r;
+	const TdbTrailFooter *f;
+	int64_t		tmin = INT64_MAX, tmax = INT64_MIN;
+	int32_t		x0 = INT32_MAX, y0 = INT32_MAX, x1 = INT32_MIN, y1 = INT32_MIN;
+	char		a[64], b[64];
+	uint64_t	data = 0;
+
+	open_file(url, o, &p, &r);
+	f = tdb_trail_footer(r);
+	for (uint32_t i = 0; i < f->ntrails; i++)
+	{
+		const TdbTrailInfo *t = &f->trails[i];
+
+		if (t->tmin < tmin) tmin = t->tmin;
+		if (t->tmax > tmax) tmax = t->tmax;
+		if (t->xmin < x0) x0 = t->xmin;
+		if (t->ymin < y0) y0 = t->ymin;
+		if (t->xmax > x1) x1 = t->xmax;
+		if (t->ymax > y1) y1 = t->ymax;
+	}
+	for (uint32_t i = 0; i < f->npages; i++)
+		data += f->pages[i].length;
+	printf("file:        %s\n", url);
+	printf("bytes:       %" PRIu64 " (pages %" PRIu64 ", footer %" PRIu64 ")\n", tdb_pager_size(p), data,
+		   tdb_pager_size(p) - data - TDB_TRAIL_HEADER_SIZE - TDB_TRAIL_TRAILER_SIZE);
+	printf("version:     %d\n", TDB_TRAIL_VERSION);
+	printf("trails:      %u\npages:       %u\nevents:      %" PRIu64 "\nlexicon:     %u strings\n",
+		   f->ntrails, f->npages, f->nevents, f->nstrings);
+	if (f->ntrails)
+	{
+		format_time(tmin, a, sizeof(a));
+		format_time(tmax, b, sizeof(b));
+		printf("time:        %s .. %s\n", a, b);
+		printf("bbox:        %.7f,%.7f,%.7f,%.7f\n", tdb_trail_coord_unfix(x0), tdb_trail_coord_unfix(y0),
+			   tdb_trail_coord_unfix(x1), tdb_trail_coord_unfix(y1));
+	}
+	printf("columns:     %s (trail id, %s), %s (time), %s (lon), %s (lat)", f->schema.id_name,
+		   type_name(f->schema.id_type), f->schema.time_name, f->schema.lon_name, f->schema.lat_name);
+	for (int c = 0; c < f->schema.ncolumns; c++)
+		printf(", %s (%s)", f->schema.columns[c].name, type_name(f->schema.columns[c].type));
+	printf("\n");
+	if (o->list_trails)
+		for (uint32_t i = 0; i < f->ntrails; i++)
+		{
+			const TdbTrailInfo *t = &f->trails[i];
+
+			print_key(stdout, f->schema.id_type, &t->key);
+			format_time(t->tmin, a, sizeof(a));
+			format_time(t->tmax, b, sizeof(b));
+			printf(" pages=%u events=%" PRIu64 " time=%s..%s\n", t->npages, t->nevents, a, b);
+		}
+	tdb_trail_close(r);
+	tdb_pager_close(p);
+	return 0;
+}
+
+static void
+csv_field(const char *s)
+{
+	if (strpbrk(s, ",\"\n") == NULL)
+	{
+		fputs(s, stdout);
+		return;
+	}
+	putchar('"');
+	for (; *s; s++)
+	{
+		if (*s == '"')
+			putchar('"');
+		putchar(*s);
+	}
+	putchar('"');
+}
+
+static int
+cmd_cat(const char *url, Opts *o)
+{
+	TdbPager   *p;
+	TdbTrailReader *r;
+	const TdbTrailFooter *f;
+	TdbTrailQuery q;
+	TdbTrailScan *s;
+	TdbTrailEvent ev;
+	TdbTrailError err;
+	int			rc;
+
+	open_file(url, o, &p, &r);
+	f = tdb_trail_footer(r);
+	memset(&q, 0, sizeof(q));
+	q.nids = o->nids;
+	if (f->schema.id_type == TDB_TRAIL_STRING)
+		q.ids_str = o->sids;
+	else
+	{
+		for (int i = 0; i < o->nids; i++)
+			if (o->ids[i] == INT64_MIN)
+			{
+				fprintf(stderr, "trafficdb-trail: --trail %s: trail ids of this file are integers\n", o->sids[i]);
+				return 1;
+			}
+		q.ids_int = o->ids;
+	}
+	if (o->has_from || o->has_to)
+	{
+		q.has_time = true;
+		q.time_from = o->has_from ? o->from : INT64_MIN;
+		q.time_to = o->has_to ? o->to : INT64_MAX;
+	}
+	if (o->has_bbox)
+	{
+		q.has_bbox = true;
+		q.xmin = o->bbox[0];
+		q.ymin = o->bbox[1];
+		q.xmax = o->bbox[2];
+		q.ymax = o->bbox[3];
+	}
+	q.limit = o->limit;
+	if (tdb_trail_scan_begin(r, &q, &s, &err) < 0)
+		die_err(&err);
+	printf("%s,%s,%s,%s", f->schema.id_name, f->schema.time_name, f->schema.lon_name, f->schema.lat_name);
+	for (int c = 0; c < f->schema.ncolumns; c++)
+		printf(",%s", f->schema.columns[c].name);
+	printf("\n");
+	while ((rc = tdb_trail_scan_next(s, &ev, &err)) > 0)
+	{
+		char		t[64];
+
+		format_time(ev.time_us, t, sizeof(t));
+		if (f->schema.id_type == TDB_TRAIL_STRING)
+			csv_field(ev.key.s);
+		else
+			printf("%" PRId64, ev.key.i);
+		printf(",%s,%.15g,%.15g", t, ev.lon, ev.lat);
+		for (int c = 0; c < f->schema.ncolumns; c++)
+		{
+			const TdbTrailValue *v = &ev.values[c];
+
+			putchar(',');
+			if (v->isnull)
+				continue;
+			if (f->schema.columns[c].type == TDB_TRAIL_INT64)
+				printf("%" PRId64, v->i);
+			else if (f->schema.columns[c].type == TDB_TRAIL_FLOAT64)
+				printf("%.17g", v->f);
+			else
+				csv_field(v->s);
+		}
+		putchar('\n');
+	}
+	if (rc < 0)
+		die_err(&err);
+	if (o->stats)
+	{
+		TdbTrailScanStats ss;
+		TdbPagerStats ps;
+
+		tdb_trail_scan_stats(s, &ss);
+		tdb_pager_stats(p, &ps);
+		fprintf(stderr,
+				"pages: %" PRIu64 " read of %u (%" PRIu64 " candidates, %" PRIu64 " pruned); events %" PRIu64 "\n"
+				"bytes: object %" PRIu64 ", network %" PRIu64 " in %" PRIu64 " requests (%" PRIu64 " retries), "
+				"disk cache %" PRIu64 ", memory %" PRIu64 ", local %" PRIu64 "\n",
+				ss.pages_read, f->npages, ss.pages_candidate, ss.pages_pruned, ss.events_returned,
+				tdb_pager_size(p), ps.bytes_network, ps.requests, ps.retries, ps.bytes_disk_cache,
+				ps.bytes_memory, ps.bytes_local);
+	}
+	tdb_trail_scan_end(s);
+	tdb_trail_close(r);
+	tdb_pager_close(p);
+	return 0;
+}
+
+static int
+cmd_verify(const char *url, Opts *o)
+{
+	TdbPager   *p;
+	TdbTrailReader *r;
+	TdbTrailError err;
+	uint64_t	n;
+
+	open_file(url, o, &p, &r);
+	if (tdb_trail_verify(r, &n, &err) < 0)
+		die_err(&err);
+	printf("%s: ok, %u trails, %u pages, %" PRIu64 " events\n", url, tdb_trail_footer(r)->ntrails,
+		   tdb_trail_footer(r)->npages, n);
+	tdb_trail_close(r);
+	tdb_pager_close(p);
+	return 0;
+}
+
+static int
+cmd_mb(const char *url, Opts *o)
+{
+	char		bucket[64];
+	const char *key;
+	TdbTrailError err;
+
+	if (tdb_s3_parse_url(url, bucket, sizeof(bucket), &key) < 0)
+	{
+		fprintf(stderr, "trafficdb-trail: %s is not s3://bucket\n", url);
+		return 1;
+	}
+	if (tdb_s3_create_bucket(&o->pager.s3, &o->pager.net, bucket, &err) < 0)
+		die_err(&err);
+	return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	Opts		o;
+
+	if (argc < 3)
+		usage();
+	parse_opts(argc, argv, 3, &o);
+	if (strcmp(argv[1], "write") == 0)
+		return cmd_write(argv[2], &o);
+	if (strcmp(argv[1], "info") == 0)
+		return cmd_info(argv[2], &o);
+	if (strcmp(argv[1], "cat") == 0)
+		return cmd_cat(argv[2], &o);
+	if (strcmp(argv[1], "verify") == 0)
+		return cmd_verify(argv[2], &o);
+	if (strcmp(argv[1], "mb") == 0)
+		return cmd_mb(argv[2], &o);
+	usage();
+	return 2;
+}
