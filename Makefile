@@ -16,8 +16,11 @@ MODULE_big = trafficdb
 # Engine code (no PostgreSQL headers), then the PostgreSQL-side components.
 ENGINE_SRCS = $(wildcard src/*.c)
 STREAM_SRCS = $(wildcard src/stream/*.c)
+TRAIL_LIB_SRCS = $(wildcard src/trail/*.c)
 PG_SRCS = $(wildcard module/*.c bgworker/*.c fdw/*.c)
-OBJS = $(ENGINE_SRCS:.c=.o) $(STREAM_SRCS:.c=.o) $(PG_SRCS:.c=.o)
+OBJS = $(ENGINE_SRCS:.c=.o) $(STREAM_SRCS:.c=.o) $(TRAIL_LIB_SRCS:.c=.o) $(PG_SRCS:.c=.o)
+# trail files reach HTTP and S3 through libcurl (src/trail/http.c only)
+SHLIB_LINK = $(shell curl-config --libs 2>/dev/null || echo -lcurl)
 
 DATA = extension/trafficdb--0.1.0.sql
 PGFILEDESC = "trafficdb - live road traffic in shared memory"
@@ -39,7 +42,7 @@ PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
 
 # PGXS tracks no header dependencies unless the server was configured with
 # --enable-depend: rebuild every object when a header of ours changes.
-$(OBJS): $(wildcard src/*.h src/stream/*.h module/*.h bgworker/*.h fdw/*.h)
+$(OBJS): $(wildcard src/*.h src/stream/*.h src/trail/*.h module/*.h bgworker/*.h fdw/*.h)
 
 ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
@@ -195,4 +198,4 @@ demo-clean:
 EXTRA_CLEAN = src/tests/fuzz/fuzz_stream_open src/tests/fuzz/corpus src/tests/fuzz/last.log bench/streamgen src/tests/unit_tests_asan tools/trafficdb-stream examples/live_traffic src/tests/unit_tests src/tests/unit_tests_tsan tools/tdbread bench/objbench bench/accessor lib tmp_check results regression.diffs regression.out
 
 # Trail files on S3 (src/trail/): their targets and tests.
-include src/trail/trail.mk
+-include src/trail/trail.mk

@@ -305,3 +305,22 @@ CREATE FUNCTION trafficdb.stream_resample(tbl regclass, field text, times timest
 COMMENT ON FUNCTION trafficdb.stream_resample(regclass, text, timestamptz[]) IS
     'a stream field''s reconstructed value at each of the given times';
 
+
+-- Trail files (src/trail/, fdw/trails.c): a server per place (local disk,
+-- HTTP, or an S3 endpoint and region), credentials in user mappings, a
+-- foreign table per file (IMPORT FOREIGN SCHEMA "s3://bucket/key"), pages
+-- pruned by trail id, time and area; trail_write() writes a query's rows.
+CREATE FUNCTION trafficdb.trails_fdw_handler() RETURNS fdw_handler
+    AS 'MODULE_PATHNAME', 'trafficdb_trails_handler' LANGUAGE C STRICT;
+CREATE FUNCTION trafficdb.trails_fdw_validator(text[], oid) RETURNS void
+    AS 'MODULE_PATHNAME', 'trafficdb_trails_validator' LANGUAGE C STRICT;
+CREATE FOREIGN DATA WRAPPER trafficdb_trails
+    HANDLER trafficdb.trails_fdw_handler
+    VALIDATOR trafficdb.trails_fdw_validator;
+
+CREATE FUNCTION trafficdb.trail_write(query text, destination text, server text DEFAULT NULL,
+    id_column text DEFAULT 'id', time_column text DEFAULT 'time', geom_column text DEFAULT 'geom',
+    page_size integer DEFAULT 65536, page_seconds integer DEFAULT 3600) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'trafficdb_trail_write' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION trafficdb.trail_write(text, text, text, text, text, text, integer, integer) IS
+    'Write the rows of a query (trail id, time, geometry(Point, 4326) and any other columns) as a trail file at an absolute path (pg_write_server_files) or s3://bucket/key (server => a trafficdb_trails server; credentials from your user mapping); returns the events written.';

@@ -172,24 +172,6 @@ typedef struct LocScanState
 
 /* ---- PostGIS recognition ---------------------------------------------------------- */
 
-static bool
-is_geometry_overlap_op(Oid opno)
-{
-	HeapTuple	tup;
-	Form_pg_operator op;
-	bool		ok;
-	Oid			geom = tdb_geometry_oid();
-
-	tup = SearchSysCache1(OPEROID, ObjectIdGetDatum(opno));
-	if (!HeapTupleIsValid(tup))
-		return false;
-	op = (Form_pg_operator) GETSTRUCT(tup);
-	ok = strcmp(NameStr(op->oprname), "&&") == 0 && op->oprleft == geom && op->oprright == geom &&
-		op->oprnamespace == tdb_postgis_schema();
-	ReleaseSysCache(tup);
-	return ok;
-}
-
 /* Equality of a bigint with any integer type, either way round. */
 static bool
 is_int8_equality(Oid opno)
@@ -222,43 +204,6 @@ datum_to_int64(Datum d, Oid typid)
 	}
 }
 
-typedef struct OwnVarContext
-{
-	Index		relid;
-} OwnVarContext;
-
-static bool
-own_var_walker(Node *node, OwnVarContext *cxt)
-{
-	if (node == NULL)
-		return false;
-	if (IsA(node, Var))
-		return ((Var *) node)->varno == (int) cxt->relid && ((Var *) node)->varlevelsup == 0;
-	return expression_tree_walker(node, own_var_walker, (void *) cxt);
-}
-
-/*
- * An expression the scan can evaluate before reading: nothing of this
- * table in it (other tables' columns become parameters of a
- * parameterized scan), nothing volatile.
- */
-static bool
-is_scan_constant(Expr *e, Index relid)
-{
-	OwnVarContext cxt = {relid};
-
-	return !own_var_walker((Node *) e, &cxt) && !contain_volatile_functions((Node *) e);
-}
-
-static bool
-is_postgis_func(Oid funcid, const char *name)
-{
-	char	   *fname = get_func_name(funcid);
-
-	return fname != NULL && strcmp(fname, name) == 0 &&
-		get_func_namespace(funcid) == tdb_postgis_schema();
-}
-
 static int
 column_of(Var *v, Index relid, const int *colmap)
 {
@@ -278,7 +223,7 @@ static bool
 is_geog_of_geom(Expr *e, Index relid, const int *colmap)
 {
 	return IsA(e, FuncExpr) && list_length(((FuncExpr *) e)->args) == 1 &&
-		is_postgis_func(((FuncExpr *) e)->funcid, "geography") &&
+		tdb_is_postgis_func(((FuncExpr *) e)->funcid, "geography") &&
 		is_geom_var(linitial(((FuncExpr *) e)->args), relid, colmap);
 }
 
@@ -312,7 +257,7 @@ classify_clause(Expr *clause, Index relid, const int *colmap, Push *push)
 			l = r;
 			r = t;
 		}
-		if (!IsA(l, Var) || !is_scan_constant(r, relid))
+		if (!IsA(l, Var) || !tdb_is_scan_constant(r, relid))
 			return false;
 		/*
 		 * A hash lookup finds exactly the equal keys, and the box query
@@ -326,7 +271,7 @@ classify_clause(Expr *clause, Index relid, const int *colmap, Push *push)
 			push->exact = true;
 			return true;
 		}
-		if (is_geom_var(l, relid, colmap) && is_geometry_overlap_op(op->opno))
+		if (is_geom_var(l, relid, colmap) && tdb_is_geometry_overlap_op(op->opno))
 		{
 			push->kind = PUSH_BOX;
 			push->args = list_make1(r);
@@ -342,7 +287,7 @@ classify_clause(Expr *clause, Index relid, const int *colmap, Push *push)
 		Expr	   *r = lsecond(sa->args);
 
 		if (sa->useOr && is_int8_equality(sa->opno) && IsA(l, Var) &&
-			column_of((Var *) l, relid, colmap) == COL_LOCATION_ID && is_scan_constant(r, relid))
+			column_of((Var *) l, relid, colmap) == COL_LOCATION_ID && tdb_is_scan_constant(r, relid))
 		{
 			push->kind = PUSH_KEYS;
 			push->args = list_make1(r);
@@ -362,7 +307,7 @@ classify_clause(Expr *clause, Index relid, const int *colmap, Push *push)
 			return false;
 		l = linitial(f->args);
 		r = lsecond(f->args);
-		if (is_postgis_func(f->funcid, "st_intersects") && nargs == 2)
+		if (tdb_is_postgis_func(f->funcid, "st_intersects") && nargs == 2)
 		{
 			if (!is_geom_var(l, relid, colmap))
 			{
@@ -371,7 +316,7 @@ classify_clause(Expr *clause, Index relid, const int *colmap, Push *push)
 				l = r;
 				r = t;
 			}
-			if (is_geom_var(l, relid, colmap) && is_scan_constant(r, relid))
+			if (is_geom_var(l, relid, colmap) && tdb_is_scan_constant(r, relid))
 			{
 				push->kind = PUSH_BOX;
 				push->args = list_make1(r);
@@ -379,8 +324,8 @@ classify_clause(Expr *clause, Index relid, const int *colmap, Push *push)
 			}
 			return false;
 		}
-		if (is_postgis_func(f->funcid, "st_dwithin") && nargs >= 3 && nargs <= 4 &&
-			is_scan_constant(lthird(f->args), relid) &&
+		if (tdb_is_postgis_func(f->funcid, "st_dwithin") && nargs >= 3 && nargs <= 4 &&
+			tdb_is_scan_constant(lthird(f->args), relid) &&
 			(nargs == 3 || (IsA(lfourth(f->args), Const) && !((Const *) lfourth(f->args))->constisnull)))
 		{
 			bool		geog = is_geog_of_geom(l, relid, colmap) || is_geog_of_geom(r, relid, colmap);
@@ -393,7 +338,7 @@ classify_clause(Expr *clause, Index relid, const int *colmap, Push *push)
 				r = t;
 			}
 			if ((is_geom_var(l, relid, colmap) || is_geog_of_geom(l, relid, colmap)) &&
-				is_scan_constant(r, relid))
+				tdb_is_scan_constant(r, relid))
 			{
 				push->kind = geog ? PUSH_DWITHIN_M : PUSH_DWITHIN_DEG;
 				push->args = list_make2(r, lthird(f->args));
@@ -451,7 +396,7 @@ knn_push(PlannerInfo *root, RelOptInfo *baserel, const int *colmap, Push *push)
 			l = r;
 			r = t;
 		}
-		if (!is_geom_var(l, baserel->relid, colmap) || !is_scan_constant(r, baserel->relid) ||
+		if (!is_geom_var(l, baserel->relid, colmap) || !tdb_is_scan_constant(r, baserel->relid) ||
 			exprType((Node *) r) != tdb_geometry_oid())
 			continue;
 		push->kind = PUSH_KNN;
@@ -817,108 +762,6 @@ cmp_u64(const void *a, const void *b)
 }
 
 /* PostGIS functions the scan calls, looked up once per session (until invalidated). */
-static Oid	fn_box3d = InvalidOid;
-static Oid	fn_xmin,
-			fn_ymin,
-			fn_xmax,
-			fn_ymax;
-static Oid	fn_geometry_of_geography = InvalidOid;
-
-static void
-postgis_fns_inval(Datum arg, int cacheid, uint32 hashvalue)
-{
-	(void) arg;
-	(void) cacheid;
-	(void) hashvalue;
-	fn_box3d = InvalidOid;
-	fn_geometry_of_geography = InvalidOid;
-}
-
-static Oid
-postgis_func(const char *name, Oid argtype)
-{
-	Oid			argtypes[1] = {argtype};
-
-	return LookupFuncName(list_make2(makeString(get_namespace_name(tdb_postgis_schema())),
-									 makeString(pstrdup(name))), 1, argtypes, false);
-}
-
-static void
-lookup_box_fns(void)
-{
-	static bool registered = false;
-	Oid			box3d_type;
-
-	if (OidIsValid(fn_box3d))
-		return;
-	if (!registered)
-	{
-		CacheRegisterSyscacheCallback(PROCOID, postgis_fns_inval, (Datum) 0);
-		registered = true;
-	}
-	box3d_type = GetSysCacheOid2(TYPENAMENSP, Anum_pg_type_oid, CStringGetDatum("box3d"),
-								 ObjectIdGetDatum(tdb_postgis_schema()));
-	fn_xmin = postgis_func("st_xmin", box3d_type);
-	fn_ymin = postgis_func("st_ymin", box3d_type);
-	fn_xmax = postgis_func("st_xmax", box3d_type);
-	fn_ymax = postgis_func("st_ymax", box3d_type);
-	fn_box3d = postgis_func("box3d", tdb_geometry_oid());
-}
-
-/*
- * The bounding box of a geometry Datum, exactly (PostGIS's box3d() and
- * ST_XMin() and friends, all in double precision).  false: NULL or empty.
- * as_postgis: round it outward to floats, as PostGIS's && sees it.
- */
-static bool
-geometry_box_ex(Datum geom, TdbBox *box, bool as_postgis)
-{
-	FmgrInfo	flinfo;
-	Datum		b;
-	LOCAL_FCINFO(fcinfo, 1);
-
-	lookup_box_fns();
-	fmgr_info(fn_box3d, &flinfo);
-	InitFunctionCallInfoData(*fcinfo, &flinfo, 1, InvalidOid, NULL, NULL);
-	fcinfo->args[0].value = geom;
-	fcinfo->args[0].isnull = false;
-	b = FunctionCallInvoke(fcinfo);
-	if (fcinfo->isnull)
-		return false;			/* empty geometry */
-	box->xmin = DatumGetFloat8(OidFunctionCall1(fn_xmin, b));
-	box->ymin = DatumGetFloat8(OidFunctionCall1(fn_ymin, b));
-	box->xmax = DatumGetFloat8(OidFunctionCall1(fn_xmax, b));
-	box->ymax = DatumGetFloat8(OidFunctionCall1(fn_ymax, b));
-	if (!as_postgis)
-		return true;
-
-	/*
-	 * PostGIS's && compares float boxes rounded outward, both sides: a row
-	 * whose exact box misses the query box by less than a float step still
-	 * overlaps.  Round the query box the same way, so the candidates are
-	 * exactly PostGIS's (the map's leaf boxes are rounded like PostGIS's).
-	 */
-	{
-		TdbBoxF		f = tdb_boxf_from_boxd(box);
-
-		box->xmin = f.xmin;
-		box->ymin = f.ymin;
-		box->xmax = f.xmax;
-		box->ymax = f.ymax;
-	}
-	return true;
-}
-
-/* A geography Datum as geometry, via PostGIS's geometry(geography). */
-static Datum
-geography_to_geometry(Datum geog, Oid geog_type)
-{
-	lookup_box_fns();
-	if (!OidIsValid(fn_geometry_of_geography))
-		fn_geometry_of_geography = postgis_func("geometry", getBaseType(geog_type));
-	return OidFunctionCall1(fn_geometry_of_geography, geog);
-}
-
 static void
 collect_keys(LocScanState *st, Datum v, Oid type, bool array, Collect *c)
 {
@@ -961,6 +804,42 @@ collect_keys(LocScanState *st, Datum v, Oid type, bool array, Collect *c)
 				c->items[w++] = c->items[k];
 		c->n = w;
 	}
+}
+
+/*
+ * The bounding box of a geometry Datum, exactly (double precision).  false:
+ * NULL or empty.  as_postgis: round it outward to floats, as PostGIS's &&
+ * sees it.
+ */
+static bool
+geometry_box_ex(Datum geom, TdbBox *box, bool as_postgis)
+{
+	double		b[4];
+
+	if (!tdb_geometry_bounds(geom, b))
+		return false;
+	box->xmin = b[0];
+	box->ymin = b[1];
+	box->xmax = b[2];
+	box->ymax = b[3];
+	if (!as_postgis)
+		return true;
+
+	/*
+	 * PostGIS's && compares float boxes rounded outward, both sides: a row
+	 * whose exact box misses the query box by less than a float step still
+	 * overlaps.  Round the query box the same way, so the candidates are
+	 * exactly PostGIS's (the map's leaf boxes are rounded like PostGIS's).
+	 */
+	{
+		TdbBoxF		f = tdb_boxf_from_boxd(box);
+
+		box->xmin = f.xmin;
+		box->ymin = f.ymin;
+		box->xmax = f.xmax;
+		box->ymax = f.ymax;
+	}
+	return true;
 }
 
 /* The box as PostGIS's && sees it (float, rounded outward). */
@@ -1118,7 +997,7 @@ loc_find_candidates(ForeignScanState *node, LocScanState *st)
 				st->radius_fast = false;
 				if (isnull[0])
 					break;
-				if (!(d >= 0) || !geometry_box(geography_to_geometry(v[0], type0), &box) ||
+				if (!(d >= 0) || !geometry_box(tdb_geography_to_geometry(v[0], type0), &box) ||
 					!grow_box_metres(&box, d))
 				{
 					all = true;
@@ -1132,7 +1011,7 @@ loc_find_candidates(ForeignScanState *node, LocScanState *st)
 				 * 1.5 % of PostGIS's spheroidal one: decide by it outside a
 				 * 2 % + 1 m band and ask PostGIS only inside the band.
 				 */
-				if (d <= 20000 && geometry_box_ex(geography_to_geometry(v[0], type0), &exact, false) &&
+				if (d <= 20000 && geometry_box_ex(tdb_geography_to_geometry(v[0], type0), &exact, false) &&
 					exact.xmin == exact.xmax && exact.ymin == exact.ymax && fabs(exact.ymin) <= 70)
 				{
 					st->radius_fast = true;

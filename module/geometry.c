@@ -15,7 +15,12 @@
 #include "catalog/pg_extension.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
+#include "catalog/pg_operator.h"
+#include "catalog/pg_proc.h"
 #include "lib/stringinfo.h"
+#include "nodes/nodeFuncs.h"
+#include "optimizer/optimizer.h"
+#include "parser/parse_func.h"
 #include "utils/fmgroids.h"
 #include "utils/inval.h"
 #include "utils/memutils.h"
@@ -29,6 +34,7 @@
 #error "trafficdb objects and EWKB here are little-endian; big-endian hosts are not supported"
 #endif
 
+#define WKB_POINT		1
 #define WKB_LINESTRING	2
 #define EWKB_SRID_FLAG	0x20000000
 #define SRID_WGS84		4326
@@ -133,4 +139,222 @@ tdb_linestring_datum(const double *xy, uint32 npoints)
 	appendBinaryStringInfo(&buf, (char *) &npoints, 4);
 	appendBinaryStringInfo(&buf, (const char *) xy, npoints * 16);
 	return ReceiveFunctionCall(&geometry_recv, &buf, geometry_ioparam, -1);
+}
+
+/* ---- recognising PostGIS in expressions -------------------------------------- */
+
+bool
+tdb_is_geometry_overlap_op(Oid opno)
+{
+	HeapTuple	tup;
+	Form_pg_operator op;
+	bool		ok;
+	Oid			geom = tdb_geometry_oid();
+
+	tup = SearchSysCache1(OPEROID, ObjectIdGetDatum(opno));
+	if (!HeapTupleIsValid(tup))
+		return false;
+	op = (Form_pg_operator) GETSTRUCT(tup);
+	ok = strcmp(NameStr(op->oprname), "&&") == 0 && op->oprleft == geom && op->oprright == geom &&
+		op->oprnamespace == tdb_postgis_schema();
+	ReleaseSysCache(tup);
+	return ok;
+}
+
+bool
+tdb_is_postgis_func(Oid funcid, const char *name)
+{
+	char	   *fname = get_func_name(funcid);
+
+	return fname != NULL && strcmp(fname, name) == 0 &&
+		get_func_namespace(funcid) == tdb_postgis_schema();
+}
+
+typedef struct OwnVarContext
+{
+	Index		relid;
+} OwnVarContext;
+
+static bool
+own_var_walker(Node *node, OwnVarContext *cxt)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, Var))
+		return ((Var *) node)->varno == (int) cxt->relid && ((Var *) node)->varlevelsup == 0;
+	return expression_tree_walker(node, own_var_walker, (void *) cxt);
+}
+
+bool
+tdb_is_scan_constant(Expr *e, Index relid)
+{
+	OwnVarContext cxt = {relid};
+
+	return !own_var_walker((Node *) e, &cxt) && !contain_volatile_functions((Node *) e);
+}
+
+/* ---- calling PostGIS functions -------------------------------------------------- */
+
+static Oid	fn_box3d = InvalidOid;
+static Oid	fn_xmin,
+			fn_ymin,
+			fn_xmax,
+			fn_ymax,
+			fn_x,
+			fn_y,
+			fn_srid;
+static Oid	fn_geometry_of_geography = InvalidOid;
+
+static void
+postgis_fns_inval(Datum arg, int cacheid, uint32 hashvalue)
+{
+	(void) arg;
+	(void) cacheid;
+	(void) hashvalue;
+	fn_box3d = InvalidOid;
+	fn_geometry_of_geography = InvalidOid;
+}
+
+static Oid
+postgis_func(const char *name, Oid argtype)
+{
+	Oid			argtypes[1] = {argtype};
+
+	return LookupFuncName(list_make2(makeString(get_namespace_name(tdb_postgis_schema())),
+									 makeString(pstrdup(name))), 1, argtypes, false);
+}
+
+static void
+lookup_postgis_fns(void)
+{
+	static bool registered = false;
+	Oid			box3d_type;
+
+	if (OidIsValid(fn_box3d))
+		return;
+	if (!registered)
+	{
+		CacheRegisterSyscacheCallback(PROCOID, postgis_fns_inval, (Datum) 0);
+		registered = true;
+	}
+	box3d_type = GetSysCacheOid2(TYPENAMENSP, Anum_pg_type_oid, CStringGetDatum("box3d"),
+								 ObjectIdGetDatum(tdb_postgis_schema()));
+	fn_xmin = postgis_func("st_xmin", box3d_type);
+	fn_ymin = postgis_func("st_ymin", box3d_type);
+	fn_xmax = postgis_func("st_xmax", box3d_type);
+	fn_ymax = postgis_func("st_ymax", box3d_type);
+	fn_x = postgis_func("st_x", tdb_geometry_oid());
+	fn_y = postgis_func("st_y", tdb_geometry_oid());
+	fn_srid = postgis_func("st_srid", tdb_geometry_oid());
+	fn_box3d = postgis_func("box3d", tdb_geometry_oid());
+}
+
+bool
+tdb_geometry_bounds(Datum geom, double *b)
+{
+	FmgrInfo	flinfo;
+	Datum		box;
+	LOCAL_FCINFO(fcinfo, 1);
+
+	lookup_postgis_fns();
+	fmgr_info(fn_box3d, &flinfo);
+	InitFunctionCallInfoData(*fcinfo, &flinfo, 1, InvalidOid, NULL, NULL);
+	fcinfo->args[0].value = geom;
+	fcinfo->args[0].isnull = false;
+	box = FunctionCallInvoke(fcinfo);
+	if (fcinfo->isnull)
+		return false;			/* empty geometry */
+	b[0] = DatumGetFloat8(OidFunctionCall1(fn_xmin, box));
+	b[1] = DatumGetFloat8(OidFunctionCall1(fn_ymin, box));
+	b[2] = DatumGetFloat8(OidFunctionCall1(fn_xmax, box));
+	b[3] = DatumGetFloat8(OidFunctionCall1(fn_ymax, box));
+	return true;
+}
+
+Datum
+tdb_geography_to_geometry(Datum geog, Oid geog_type)
+{
+	lookup_postgis_fns();
+	if (!OidIsValid(fn_geometry_of_geography))
+		fn_geometry_of_geography = postgis_func("geometry", getBaseType(geog_type));
+	return OidFunctionCall1(fn_geometry_of_geography, geog);
+}
+
+void
+tdb_geometry_point(Datum geom, double *x, double *y, int32 *srid)
+{
+	lookup_postgis_fns();
+	*srid = DatumGetInt32(OidFunctionCall1(fn_srid, geom));
+	*x = DatumGetFloat8(OidFunctionCall1(fn_x, geom));
+	*y = DatumGetFloat8(OidFunctionCall1(fn_y, geom));
+}
+
+/* ---- points, fast ------------------------------------------------------------------ */
+
+/*
+ * A 2D point with an SRID, serialized as PostGIS 3 stores it (gserialized
+ * version 2): varlena header, SRID in 3 bytes, flags (version bit), then
+ * type, count and the coordinates.  Built directly, since a query over
+ * trails makes millions; checked once per process against PostGIS's own
+ * receive function, and made by it whenever the two ever disagree.
+ */
+#define POINT_SIZE		32
+#define G2FLAG_VERSION	0x40
+
+static int	point_mode = 0;		/* 0: unchecked, 1: direct, 2: through PostGIS */
+
+static void
+point_direct(double x, double y, char *out)
+{
+	uint32		type = WKB_POINT,
+				one = 1;
+
+	SET_VARSIZE(out, POINT_SIZE);
+	out[4] = (char) ((SRID_WGS84 >> 16) & 0x1f);
+	out[5] = (char) ((SRID_WGS84 >> 8) & 0xff);
+	out[6] = (char) (SRID_WGS84 & 0xff);
+	out[7] = G2FLAG_VERSION;
+	memcpy(out + 8, &type, 4);
+	memcpy(out + 12, &one, 4);
+	memcpy(out + 16, &x, 8);
+	memcpy(out + 24, &y, 8);
+}
+
+static Datum
+point_received(double x, double y)
+{
+	StringInfoData buf;
+	uint32		type = WKB_POINT | EWKB_SRID_FLAG;
+	uint32		srid = SRID_WGS84;
+
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, 1);
+	appendBinaryStringInfo(&buf, (char *) &type, 4);
+	appendBinaryStringInfo(&buf, (char *) &srid, 4);
+	appendBinaryStringInfo(&buf, (char *) &x, 8);
+	appendBinaryStringInfo(&buf, (char *) &y, 8);
+	return ReceiveFunctionCall(&geometry_recv, &buf, geometry_ioparam, -1);
+}
+
+Datum
+tdb_point_datum(double x, double y)
+{
+	char	   *p;
+
+	if (point_mode == 0 || !OidIsValid(geometry_oid))
+	{
+		char		mine[POINT_SIZE];
+		Datum		theirs;
+
+		tdb_geometry_oid();
+		theirs = point_received(-73.9876543, 40.7654321);
+		point_direct(-73.9876543, 40.7654321, mine);
+		point_mode = VARSIZE_ANY(DatumGetPointer(theirs)) == POINT_SIZE &&
+			memcmp(DatumGetPointer(theirs), mine, POINT_SIZE) == 0 ? 1 : 2;
+	}
+	if (point_mode == 2)
+		return point_received(x, y);
+	p = palloc(POINT_SIZE);
+	point_direct(x, y, p);
+	return PointerGetDatum(p);
 }

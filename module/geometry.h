@@ -14,6 +14,7 @@
 #include "postgres.h"
 
 #include "fmgr.h"
+#include "nodes/primnodes.h"
 
 /* Schema of an installed extension, or InvalidOid. */
 extern Oid	tdb_extension_schema(const char *extname);
@@ -26,5 +27,30 @@ extern Oid	tdb_geometry_oid(void);
 
 /* A geometry(LineString, 4326) Datum from npoints lon/lat pairs. */
 extern Datum tdb_linestring_datum(const double *xy, uint32 npoints);
+
+/* A geometry(Point, 4326) Datum. */
+extern Datum tdb_point_datum(double x, double y);
+
+/* PostGIS's && on two geometries? */
+extern bool tdb_is_geometry_overlap_op(Oid opno);
+
+/* PostGIS's function of this (lower-case) name? */
+extern bool tdb_is_postgis_func(Oid funcid, const char *name);
+
+/*
+ * An expression a scan of relation relid can evaluate before reading:
+ * nothing of that table in it (other tables' columns become parameters of a
+ * parameterized scan), nothing volatile.
+ */
+extern bool tdb_is_scan_constant(Expr *e, Index relid);
+
+/* Exact bounds (xmin, ymin, xmax, ymax) of a geometry; false when empty. */
+extern bool tdb_geometry_bounds(Datum geom, double *b);
+
+/* A geography Datum as geometry, via PostGIS's geometry(geography). */
+extern Datum tdb_geography_to_geometry(Datum geog, Oid geog_type);
+
+/* ST_X, ST_Y and ST_SRID of a point (PostGIS's errors for other shapes). */
+extern void tdb_geometry_point(Datum geom, double *x, double *y, int32 *srid);
 
 #endif							/* TDB_MODULE_GEOMETRY_H */

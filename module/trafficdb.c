@@ -38,6 +38,7 @@ int			tdb_reader_pin_timeout_ms = 10000;
 char	   *tdb_shm_group = NULL;
 char	   *tdb_shm_name_setting = NULL;
 int			tdb_max_external_readers = 64;
+int			tdb_trail_memory_cache_kb = 64 * 1024;
 
 /* True when the postmaster loaded us through shared_preload_libraries. */
 static bool tdb_loaded_at_startup = false;
@@ -59,6 +60,17 @@ tdb_define_settings(void)
 							3600 * 1000,
 							PGC_SIGHUP,
 							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("trafficdb.trail_memory_cache",
+							"Memory each backend keeps of recently read trail file blocks.",
+							"Blocks are shared by the backend's scans; the disk cache of a trafficdb_trails server is shared by all backends.",
+							&tdb_trail_memory_cache_kb,
+							64 * 1024,
+							0,
+							INT_MAX / 2,
+							PGC_USERSET,
+							GUC_UNIT_KB,
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("trafficdb.reader_pin_timeout",

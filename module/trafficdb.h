@@ -17,6 +17,7 @@ extern int	tdb_reader_pin_timeout_ms;
 extern char *tdb_shm_group;
 extern char *tdb_shm_name_setting;
 extern int	tdb_max_external_readers;
+extern int	tdb_trail_memory_cache_kb;
 
 /* ERROR with a hint unless the postmaster preloaded the library. */
 extern void tdb_require_preload(void);

@@ -6,7 +6,8 @@
 #      crash tests under AddressSanitizer, and the stream CLI,
 #   2. the pg_regress suite (sql/, expected/) on a temporary instance that
 #      preloads the library,
-#   3. the TAP tests (t/) on clusters they create themselves,
+#   3. the TAP tests (t/) on clusters they create themselves, with a real
+#      MinIO on 127.0.0.1 and the tests' fault proxy for the trail FDW,
 #   4. as root, the group-mode test (test/group_mode.sh) with real OS users.
 # Exits non-zero on the first failing stage and shows why.
 set -euo pipefail
@@ -17,7 +18,7 @@ say "dependencies"
 scripts/deps.sh
 
 say "build (-Wall -Wextra -Werror)"
-make -s -j"$(nproc)" all PG_CONFIG="$PG_CONFIG"
+make -s -j"$(nproc)" all tools/trafficdb-trail PG_CONFIG="$PG_CONFIG"
 
 say "unit tests (src/, libtrafficdb)"
 make -s unit
@@ -30,15 +31,27 @@ make -s unit-asan
 test/stream_cli.sh tools/trafficdb-stream
 make -s fuzz-stream FUZZ_SECONDS=15
 
+say "trail files: unit tests against MinIO and the fault proxy, ASan and UBSan, fuzzing"
+src/trail/tests/run.sh
+make -s unit-trail-asan
+make -s fuzz-trail FUZZ_SECONDS=15
+
 say "install"
 $SUDO make -s install PG_CONFIG="$PG_CONFIG"
 
 # The server-side tests run as the cluster account, in a scratch copy of the
 # test inputs that it owns (the checkout may not be readable by it).
 work=$(mktemp -d /tmp/trafficdb-test.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+servers=$(mktemp -d /tmp/trafficdb-servers.XXXXXX)
+proxy_pid=
+stop_servers() {
+	[ -n "$proxy_pid" ] && kill "$proxy_pid" 2>/dev/null || true
+	scripts/minio.sh stop "$servers" >/dev/null 2>&1 || true
+	rm -rf "$work" "$servers"
+}
+trap stop_servers EXIT
 cp -r Makefile trafficdb.control sql expected test t "$work"/
-mkdir -p "$work/tools" "$work/lib" && cp tools/tdbread tools/trafficdb-stream "$work/tools/" && cp lib/libtrafficdb.so "$work/lib/"
+mkdir -p "$work/tools" "$work/lib" && cp tools/tdbread tools/trafficdb-stream tools/trafficdb-trail "$work/tools/" && cp lib/libtrafficdb.so "$work/lib/"
 cp -r python "$work/"
 [ "$(id -u)" = 0 ] && chown -R "$PG_OS_USER": "$work"
 
@@ -48,8 +61,16 @@ if ! as_pg make -s -C "$work" installcheck PG_CONFIG="$PG_CONFIG" ; then
 	die "regression tests failed"
 fi
 
-say "TAP tests (t/)"
+say "TAP tests (t/), with MinIO and the fault proxy on 127.0.0.1"
+scripts/minio.sh start "$servers"
+. "$servers/env"
+python3 src/trail/tests/fault_proxy.py "${MINIO_ENDPOINT##*:}" "$servers/proxy.port" 1200 &
+proxy_pid=$!
+for _ in $(seq 1 50); do [ -s "$servers/proxy.port" ] && break; sleep 0.1; done
+[ -s "$servers/proxy.port" ] || die "the fault proxy did not start"
 if ! as_pg env TDBREAD="$work/tools/tdbread" TRAFFICDB_STREAM="$work/tools/trafficdb-stream" TRAFFICDB_LIB="$work/lib/libtrafficdb.so" \
+	TRAFFICDB_TRAIL="$work/tools/trafficdb-trail" MINIO_ENDPOINT="$MINIO_ENDPOINT" MINIO_ROOT_USER="$MINIO_ROOT_USER" \
+	MINIO_ROOT_PASSWORD="$MINIO_ROOT_PASSWORD" TRAIL_PROXY_ENDPOINT="http://127.0.0.1:$(cat "$servers/proxy.port")" \
 	TRAFFICDB_PYTHON="$work/python" make -s -C "$work" tap PG_CONFIG="$PG_CONFIG"; then
 	find "$work/tmp_check/log" -name '*.log' -newer "$work/Makefile" -print \
 		-exec tail -n 40 {} \; 2>/dev/null || true

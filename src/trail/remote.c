@@ -9,7 +9,9 @@
  * as the URL without its query string (presigned URLs carry signatures
  * there) and never include credentials.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE				/* memmem, strndup */
+#endif
 #include "remote.h"
 
 #include <errno.h>

@@ -1,0 +1,1762 @@
+/*-------------------------------------------------------------------------
+ *
+ * trails.c
+ *	  The trail foreign data wrapper: a trail file (src/trail/) on a local
+ *	  disk, an HTTP server or S3 as a foreign table of events, read page by
+ *	  page through the pager's caches; and trafficdb.trail_write(), which
+ *	  writes the rows of a query as a trail file.
+ *
+ *	  CREATE SERVER s3 FOREIGN DATA WRAPPER trafficdb_trails
+ *	      OPTIONS (endpoint 'http://127.0.0.1:9000', region 'us-east-1');
+ *	  CREATE USER MAPPING FOR CURRENT_USER SERVER s3
+ *	      OPTIONS (access_key '...', secret_key '...');
+ *	  IMPORT FOREIGN SCHEMA "s3://trails/ais.trail" FROM SERVER s3 INTO public;
+ *
+ * A table has the trail id column, the time column (timestamptz), geom
+ * (geometry(Point, 4326)) and the file's other columns, matched by name.
+ * Pushed down to page pruning (the footer's trail index and zone maps):
+ * id = x and id = ANY(array); time compared with =, <, <=, >, >=, BETWEEN;
+ * geom && box, ST_Intersects(geom, g), ST_DWithin(geom, g, d) and
+ * ST_DWithin(geom::geography, g, metres).  Arguments may be constants,
+ * parameters or stable expressions.  PostgreSQL checks every clause again,
+ * so the results are those of the same query on a table; the pushdown only
+ * decides which pages are fetched.  Pages are fetched as rows are asked
+ * for, so LIMIT stops fetching.
+ *
+ * Credentials live in user mappings only (access_key, secret_key,
+ * session_token) and appear in no message.  Local paths need
+ * pg_read_server_files (reading) or pg_write_server_files (trail_write,
+ * a server's cache_dir), as file_fdw's rules.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "access/reloptions.h"
+#include "access/table.h"
+#include "access/stratnum.h"
+#include "catalog/pg_am.h"
+#include "catalog/pg_authid.h"
+#include "catalog/pg_foreign_server.h"
+#include "catalog/pg_foreign_table.h"
+#include "catalog/pg_user_mapping.h"
+#include "catalog/pg_type.h"
+#include "commands/defrem.h"
+#include "commands/explain.h"
+#include "executor/executor.h"
+#include "executor/spi.h"
+#include "foreign/fdwapi.h"
+#include "foreign/foreign.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
+#include "optimizer/optimizer.h"
+#include "optimizer/pathnode.h"
+#include "optimizer/planmain.h"
+#include "optimizer/restrictinfo.h"
+#include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/float.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/ruleutils.h"
+#include "utils/timestamp.h"
+
+#include "module/geometry.h"
+#include "module/trafficdb.h"
+#include "trail/cache.h"
+#include "trail/pager.h"
+#include "trail/trail.h"
+
+PG_FUNCTION_INFO_V1(trafficdb_trails_handler);
+PG_FUNCTION_INFO_V1(trafficdb_trails_validator);
+PG_FUNCTION_INFO_V1(trafficdb_trail_write);
+
+/* Unix epoch microseconds <-> PostgreSQL timestamps (microseconds since 2000). */
+#define UNIX_TO_PG_US	((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY)
+
+/*
+ * Query boxes are widened by this much (degrees) before pruning: PostGIS's
+ * && compares float boxes rounded outward, so a point a float step outside
+ * the exact box still overlaps it.  PostgreSQL rechecks every row.
+ */
+#define BOX_MARGIN_DEG	1e-4
+
+/* ---- options ------------------------------------------------------------------ */
+
+typedef struct TrailOptions
+{
+	char	   *servername;
+	char	   *endpoint;
+	char	   *region;
+	bool		path_style;
+	uint32		block_size;
+	char	   *cache_dir;		/* NULL: no disk cache */
+	uint64		cache_bytes;
+	int			parallel;
+	int			readahead;
+	int			retries;
+	char	   *access_key;
+	char	   *secret_key;
+	char	   *session_token;
+} TrailOptions;
+
+static char *
+option_value(List *options, const char *name)
+{
+	ListCell   *lc;
+
+	foreach(lc, options)
+	{
+		DefElem    *d = lfirst(lc);
+
+		if (strcmp(d->defname, name) == 0)
+			return defGetString(d);
+	}
+	return NULL;
+}
+
+/* "16kB", "1MB", "1073741824": bytes, or -1 when it is not a size. */
+static int64
+parse_bytes(const char *s)
+{
+	char	   *end;
+	double		v;
+	int64		mult = 1;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (end == s || errno != 0 || v < 0)
+		return -1;
+	while (*end == ' ')
+		end++;
+	if (*end == '\0' || pg_strcasecmp(end, "B") == 0)
+		mult = 1;
+	else if (pg_strcasecmp(end, "kB") == 0)
+		mult = INT64CONST(1) << 10;
+	else if (pg_strcasecmp(end, "MB") == 0)
+		mult = INT64CONST(1) << 20;
+	else if (pg_strcasecmp(end, "GB") == 0)
+		mult = INT64CONST(1) << 30;
+	else if (pg_strcasecmp(end, "TB") == 0)
+		mult = INT64CONST(1) << 40;
+	else
+		return -1;
+	if (v * mult > (double) PG_INT64_MAX / 2)
+		return -1;
+	return (int64) (v * mult);
+}
+
+static int64
+bytes_option(const char *name, const char *value, int64 min, int64 max, bool pow2)
+{
+	int64		b = parse_bytes(value);
+
+	if (b < min || b > max || (pow2 && (b & (b - 1)) != 0))
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+				 errmsg("invalid value for option \"%s\": \"%s\"", name, value),
+				 errdetail("Expected a size in bytes (or with kB, MB, GB) from " INT64_FORMAT " to " INT64_FORMAT "%s.",
+						   min, max, pow2 ? ", a power of two" : "")));
+	return b;
+}
+
+static int
+int_option(const char *name, const char *value, int min, int max)
+{
+	char	   *end;
+	long		v;
+
+	errno = 0;
+	v = strtol(value, &end, 10);
+	if (end == value || *end != '\0' || errno != 0 || v < min || v > max)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+				 errmsg("invalid value for option \"%s\": \"%s\"", name, value),
+				 errdetail("Expected an integer from %d to %d.", min, max)));
+	return (int) v;
+}
+
+static bool
+is_remote_url(const char *url)
+{
+	return strncmp(url, "s3://", 5) == 0 || strncmp(url, "http://", 7) == 0 ||
+		strncmp(url, "https://", 8) == 0;
+}
+
+/* A trail file location: s3://bucket/key, http(s)://..., or an absolute path. */
+static void
+check_url(const char *url, bool write)
+{
+	if (strncmp(url, "s3://", 5) == 0)
+	{
+		char		bucket[256];
+		const char *key;
+
+		if (tdb_s3_parse_url(url, bucket, sizeof(bucket), &key) != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+					 errmsg("invalid S3 location \"%s\"", url),
+					 errdetail("Expected s3://bucket/key.")));
+		return;
+	}
+	if (strncmp(url, "http://", 7) == 0 || strncmp(url, "https://", 8) == 0)
+	{
+		if (write)
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+					 errmsg("cannot write a trail file to \"%s\"", url),
+					 errdetail("Destinations are an absolute path or s3://bucket/key.")));
+		return;
+	}
+	if (!is_absolute_path(url))
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+				 errmsg("trail file location \"%s\" is neither an absolute path nor an s3:// or http(s):// URL", url)));
+	if (!has_privs_of_role(GetUserId(), write ? ROLE_PG_WRITE_SERVER_FILES : ROLE_PG_READ_SERVER_FILES))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to %s trail file \"%s\"", write ? "write" : "read", url),
+				 errdetail("Only roles with privileges of the \"%s\" role may name files on the server.",
+						   write ? "pg_write_server_files" : "pg_read_server_files")));
+}
+
+/* The server's options and, for S3, the current user's mapping. */
+static TrailOptions *
+trail_options(ForeignServer *server, bool s3)
+{
+	TrailOptions *o = palloc0(sizeof(TrailOptions));
+	char	   *v;
+
+	o->servername = server->servername;
+	o->endpoint = option_value(server->options, "endpoint");
+	o->region = option_value(server->options, "region");
+	o->path_style = (v = option_value(server->options, "path_style")) != NULL ?
+		defGetBoolean(makeDefElem("path_style", (Node *) makeString(v), -1)) : o->endpoint != NULL;
+	o->block_size = (v = option_value(server->options, "block_size")) != NULL ?
+		(uint32) bytes_option("block_size", v, 16 << 10, 16 << 20, true) : 1 << 20;
+	v = option_value(server->options, "cache_dir");
+	if (v == NULL)
+		o->cache_dir = psprintf("%s/trafficdb_trail_cache", DataDir);
+	else if (strcmp(v, "none") != 0)
+		o->cache_dir = v;
+	o->cache_bytes = (v = option_value(server->options, "cache_size")) != NULL ?
+		(uint64) bytes_option("cache_size", v, 1 << 20, INT64CONST(1) << 50, false) : UINT64CONST(1) << 30;
+	o->parallel = (v = option_value(server->options, "parallel")) != NULL ?
+		int_option("parallel", v, 1, 64) : 4;
+	o->readahead = (v = option_value(server->options, "readahead")) != NULL ?
+		int_option("readahead", v, -1, 1024) : 16;
+	o->retries = (v = option_value(server->options, "retries")) != NULL ?
+		int_option("retries", v, 0, 100) : 5;
+	if (s3)
+	{
+		UserMapping *um = GetUserMapping(GetUserId(), server->serverid);
+
+		o->access_key = option_value(um->options, "access_key");
+		o->secret_key = option_value(um->options, "secret_key");
+		o->session_token = option_value(um->options, "session_token");
+		if (o->access_key == NULL || o->secret_key == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_OPTION_NAME_NOT_FOUND),
+					 errmsg("user mapping of \"%s\" on server \"%s\" has no access_key or no secret_key",
+							GetUserNameFromId(GetUserId(), false), server->servername),
+					 errhint("ALTER USER MAPPING FOR CURRENT_USER SERVER %s OPTIONS (ADD access_key '...', ADD secret_key '...').",
+							 quote_identifier(server->servername))));
+	}
+	return o;
+}
+
+/* Query cancel, statement_timeout and termination reach the pager through this. */
+static int
+trail_cancel(void *arg)
+{
+	(void) arg;
+	return QueryCancelPending || ProcDiePending;
+}
+
+static void
+net_options(const TrailOptions *o, TdbNetOptions *net)
+{
+	memset(net, 0, sizeof(*net));
+	net->max_retries = o->retries;
+	net->cancel = trail_cancel;
+}
+
+static void
+s3_config(const TrailOptions *o, TdbS3Config *s3)
+{
+	memset(s3, 0, sizeof(*s3));
+	s3->endpoint = o->endpoint;
+	s3->region = o->region;
+	s3->access_key = o->access_key;
+	s3->secret_key = o->secret_key;
+	s3->session_token = o->session_token;
+	s3->path_style = o->path_style;
+}
+
+/* A pager or writer error as a PostgreSQL error. */
+static void
+trail_error(const TdbTrailError *err, const char *what)
+{
+	int			code;
+
+	if (err->code == TDB_TRAIL_ECANCELED)
+		CHECK_FOR_INTERRUPTS();
+	switch (err->code)
+	{
+		case TDB_TRAIL_ENOTFOUND:
+			code = ERRCODE_UNDEFINED_FILE;
+			break;
+		case TDB_TRAIL_EAUTH:
+			code = ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION;
+			break;
+		case TDB_TRAIL_EREPLACED:
+			code = ERRCODE_T_R_SERIALIZATION_FAILURE;
+			break;
+		case TDB_TRAIL_ECORRUPT:
+			code = ERRCODE_DATA_CORRUPTED;
+			break;
+		case TDB_TRAIL_EVERSION:
+			code = ERRCODE_FEATURE_NOT_SUPPORTED;
+			break;
+		case TDB_TRAIL_ENET:
+		case TDB_TRAIL_EHTTP:
+		case TDB_TRAIL_EPROTO:
+			code = ERRCODE_FDW_UNABLE_TO_ESTABLISH_CONNECTION;
+			break;
+		case TDB_TRAIL_ECANCELED:
+			code = ERRCODE_QUERY_CANCELED;
+			break;
+		case TDB_TRAIL_EIO:
+			code = ERRCODE_IO_ERROR;
+			break;
+		case TDB_TRAIL_ENOMEM:
+			code = ERRCODE_OUT_OF_MEMORY;
+			break;
+		default:
+			code = ERRCODE_INVALID_PARAMETER_VALUE;
+			break;
+	}
+	ereport(ERROR,
+			(errcode(code),
+			 errmsg("%s: %s", what, err->msg),
+			 errdetail("%s", tdb_trail_strerror(err->code))));
+}
+
+/* ---- opening a trail file ------------------------------------------------------ */
+
+/* One LRU of blocks per backend, shared by its scans. */
+static TdbBlockLru *backend_lru = NULL;
+static int	backend_lru_kb = 0;
+
+static TdbBlockLru *
+trail_lru(void)
+{
+	if (backend_lru != NULL && backend_lru_kb != tdb_trail_memory_cache_kb)
+	{
+		tdb_lru_free(backend_lru);
+		backend_lru = NULL;
+	}
+	if (backend_lru == NULL)
+	{
+		backend_lru = tdb_lru_create((size_t) tdb_trail_memory_cache_kb * 1024);
+		if (backend_lru == NULL)
+			ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
+		backend_lru_kb = tdb_trail_memory_cache_kb;
+	}
+	return backend_lru;
+}
+
+/* An open trail file, closed by a memory context reset (errors included). */
+typedef struct TrailHandle
+{
+	TdbPager   *pager;
+	TdbTrailReader *reader;
+	TdbTrailScan *scan;
+	char	   *url;
+	MemoryContextCallback cb;
+} TrailHandle;
+
+static void
+trail_handle_close(void *arg)
+{
+	TrailHandle *h = arg;
+
+	tdb_trail_scan_end(h->scan);
+	h->scan = NULL;
+	tdb_trail_close(h->reader);
+	h->reader = NULL;
+	tdb_pager_close(h->pager);
+	h->pager = NULL;
+}
+
+static TrailHandle *
+trail_open(ForeignServer *server, const char *url, MemoryContext cxt)
+{
+	TrailHandle *h = MemoryContextAllocZero(cxt, sizeof(TrailHandle));
+	TrailOptions *o = trail_options(server, strncmp(url, "s3://", 5) == 0);
+	TdbPagerOptions po;
+	TdbTrailError err;
+
+	h->url = MemoryContextStrdup(cxt, url);
+	memset(&po, 0, sizeof(po));
+	po.url = h->url;
+	s3_config(o, &po.s3);
+	net_options(o, &po.net);
+	po.block_size = o->block_size;
+	po.cache_dir = is_remote_url(url) ? o->cache_dir : NULL;
+	po.cache_max_bytes = o->cache_bytes;
+	po.lru = trail_lru();
+	po.max_parallel = o->parallel;
+	po.readahead_max = o->readahead;
+	h->cb.func = trail_handle_close;
+	h->cb.arg = h;
+	MemoryContextRegisterResetCallback(cxt, &h->cb);
+	if (tdb_pager_open(&po, &h->pager, &err) < 0)
+		trail_error(&err, psprintf("could not open trail file \"%s\"", url));
+	if (tdb_trail_open(h->pager, &h->reader, &err) < 0)
+		trail_error(&err, psprintf("could not read the footer of trail file \"%s\"", url));
+	return h;
+}
+
+/* ---- planning -------------------------------------------------------------------- */
+
+/* What one pushed clause does; its arguments follow in fdw_exprs. */
+enum
+{
+	PUSH_GE,					/* time >= a (then >, <=, <, = as streams.c) */
+	PUSH_GT,
+	PUSH_LE,
+	PUSH_LT,
+	PUSH_EQ,
+	PUSH_ID,					/* id = a */
+	PUSH_IDS,					/* id = ANY (a) */
+	PUSH_BOX,					/* geom && a, ST_Intersects(geom, a) */
+	PUSH_DWITHIN_DEG,			/* ST_DWithin(geom, a, d) */
+	PUSH_DWITHIN_M				/* ST_DWithin(geom::geography, a, d[, s]) */
+};
+
+static const char *const push_ops[] = {">=", ">", "<=", "<", "="};
+
+typedef struct TrailCols
+{
+	AttrNumber	id;
+	AttrNumber	time;
+	AttrNumber	geom;
+	Oid			id_type;
+} TrailCols;
+
+/* The id, time and geom columns of a trail table (InvalidAttrNumber: none). */
+static TrailCols
+trail_cols(Oid relid)
+{
+	ForeignTable *ft = GetForeignTable(relid);
+	char	   *idname = option_value(ft->options, "id_column");
+	char	   *timename = option_value(ft->options, "time_column");
+	Relation	rel = table_open(relid, NoLock);
+	TupleDesc	td = RelationGetDescr(rel);
+	TrailCols	c = {InvalidAttrNumber, InvalidAttrNumber, InvalidAttrNumber, InvalidOid};
+	Oid			geom = tdb_geometry_oid();
+
+	for (int i = 0; i < td->natts; i++)
+	{
+		Form_pg_attribute a = TupleDescAttr(td, i);
+
+		if (a->attisdropped)
+			continue;
+		if (strcmp(NameStr(a->attname), idname ? idname : "id") == 0)
+		{
+			c.id = a->attnum;
+			c.id_type = a->atttypid;
+		}
+		else if (strcmp(NameStr(a->attname), timename ? timename : "time") == 0 &&
+				 a->atttypid == TIMESTAMPTZOID)
+			c.time = a->attnum;
+		else if (a->atttypid == geom && c.geom == InvalidAttrNumber)
+			c.geom = a->attnum;
+	}
+	table_close(rel, NoLock);
+	return c;
+}
+
+static bool
+is_col(Expr *e, Index relid, AttrNumber att)
+{
+	return att != InvalidAttrNumber && e != NULL && IsA(e, Var) && ((Var *) e)->varno == (int) relid &&
+		((Var *) e)->varlevelsup == 0 && ((Var *) e)->varattno == att;
+}
+
+static bool
+is_geog_of(Expr *e, Index relid, AttrNumber geom)
+{
+	return IsA(e, FuncExpr) && list_length(((FuncExpr *) e)->args) == 1 &&
+		tdb_is_postgis_func(((FuncExpr *) e)->funcid, "geography") &&
+		is_col(linitial(((FuncExpr *) e)->args), relid, geom);
+}
+
+/* Equality of the id column's type with a value of the same kind. */
+static bool
+is_id_equality(Oid opno, Oid idtype)
+{
+	switch (get_opcode(opno))
+	{
+		case F_INT8EQ:
+		case F_INT84EQ:
+		case F_INT82EQ:
+			return idtype == INT8OID;
+		case F_TEXTEQ:
+			return idtype == TEXTOID;
+		default:
+			return false;
+	}
+}
+
+/* Does clause narrow the scan?  Appends its kind and arguments. */
+static bool
+classify(Expr *clause, Index relid, const TrailCols *c, List **kinds, List **args)
+{
+	if (IsA(clause, OpExpr) && list_length(((OpExpr *) clause)->args) == 2)
+	{
+		OpExpr	   *op = (OpExpr *) clause;
+		Expr	   *l = linitial(op->args),
+				   *r = lsecond(op->args);
+		bool		swap = false;
+
+		if (!IsA(l, Var) && IsA(r, Var))
+		{
+			Expr	   *t = l;
+
+			l = r;
+			r = t;
+			swap = true;
+		}
+		if (!IsA(l, Var) || !tdb_is_scan_constant(r, relid))
+			return false;
+		if (is_col(l, relid, c->id) && is_id_equality(op->opno, c->id_type))
+		{
+			*kinds = lappend_int(*kinds, PUSH_ID);
+			*args = lappend(*args, r);
+			return true;
+		}
+		if (is_col(l, relid, c->geom) && tdb_is_geometry_overlap_op(op->opno))
+		{
+			*kinds = lappend_int(*kinds, PUSH_BOX);
+			*args = lappend(*args, r);
+			return true;
+		}
+		if (is_col(l, relid, c->time) && exprType((Node *) r) == TIMESTAMPTZOID)
+		{
+			Oid			family = get_opclass_family(GetDefaultOpClass(TIMESTAMPTZOID, BTREE_AM_OID));
+			int			k;
+
+			switch (get_op_opfamily_strategy(op->opno, family))
+			{
+				case BTEqualStrategyNumber:
+					k = PUSH_EQ;
+					break;
+				case BTGreaterEqualStrategyNumber:
+					k = swap ? PUSH_LE : PUSH_GE;
+					break;
+				case BTGreaterStrategyNumber:
+					k = swap ? PUSH_LT : PUSH_GT;
+					break;
+				case BTLessEqualStrategyNumber:
+					k = swap ? PUSH_GE : PUSH_LE;
+					break;
+				case BTLessStrategyNumber:
+					k = swap ? PUSH_GT : PUSH_LT;
+					break;
+				default:
+					return false;
+			}
+			*kinds = lappend_int(*kinds, k);
+			*args = lappend(*args, r);
+			return true;
+		}
+		return false;
+	}
+	if (IsA(clause, ScalarArrayOpExpr))
+	{
+		ScalarArrayOpExpr *sa = (ScalarArrayOpExpr *) clause;
+		Expr	   *l = linitial(sa->args),
+				   *r = lsecond(sa->args);
+
+		if (sa->useOr && is_col(l, relid, c->id) && is_id_equality(sa->opno, c->id_type) &&
+			tdb_is_scan_constant(r, relid))
+		{
+			*kinds = lappend_int(*kinds, PUSH_IDS);
+			*args = lappend(*args, r);
+			return true;
+		}
+		return false;
+	}
+	if (IsA(clause, FuncExpr) && c->geom != InvalidAttrNumber)
+	{
+		FuncExpr   *f = (FuncExpr *) clause;
+		int			nargs = list_length(f->args);
+		Expr	   *l,
+				   *r;
+
+		if (nargs < 2)
+			return false;
+		l = linitial(f->args);
+		r = lsecond(f->args);
+		if (is_col(r, relid, c->geom) || is_geog_of(r, relid, c->geom))
+		{
+			Expr	   *t = l;
+
+			l = r;
+			r = t;
+		}
+		if (!tdb_is_scan_constant(r, relid))
+			return false;
+		if (nargs == 2 && is_col(l, relid, c->geom) && tdb_is_postgis_func(f->funcid, "st_intersects"))
+		{
+			*kinds = lappend_int(*kinds, PUSH_BOX);
+			*args = lappend(*args, r);
+			return true;
+		}
+		if (nargs >= 3 && nargs <= 4 && tdb_is_postgis_func(f->funcid, "st_dwithin") &&
+			tdb_is_scan_constant(lthird(f->args), relid) &&
+			(is_col(l, relid, c->geom) || is_geog_of(l, relid, c->geom)))
+		{
+			*kinds = lappend_int(*kinds, is_geog_of(l, relid, c->geom) ? PUSH_DWITHIN_M : PUSH_DWITHIN_DEG);
+			*args = lappend(lappend(*args, r), lthird(f->args));
+			return true;
+		}
+	}
+	return false;
+}
+
+typedef struct TrailPlan
+{
+	List	   *kinds;
+	List	   *args;
+} TrailPlan;
+
+static void
+trlGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
+{
+	TrailPlan  *tp = palloc0(sizeof(TrailPlan));
+	TrailCols	c = trail_cols(foreigntableid);
+	ListCell   *lc;
+	double		sel = 1.0;
+
+	(void) root;
+	foreach(lc, baserel->baserestrictinfo)
+	{
+		RestrictInfo *ri = lfirst(lc);
+		if (classify(ri->clause, baserel->relid, &c, &tp->kinds, &tp->args))
+		{
+			switch (llast_int(tp->kinds))
+			{
+				case PUSH_ID:
+				case PUSH_EQ:
+					sel *= 0.001;
+					break;
+				case PUSH_IDS:
+					sel *= 0.01;
+					break;
+				case PUSH_BOX:
+				case PUSH_DWITHIN_DEG:
+				case PUSH_DWITHIN_M:
+					sel *= 0.01;
+					break;
+				default:
+					sel *= 0.3;
+			}
+		}
+	}
+	baserel->fdw_private = tp;
+	/* no statistics: a trail file holds many events, a query wants few */
+	baserel->rows = Max(1.0, 1000000.0 * sel);
+}
+
+static void
+trlGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
+{
+	(void) foreigntableid;
+	/* a remote file costs a round trip before the first row */
+	add_path(baserel, (Path *) create_foreignscan_path(root, baserel, NULL, baserel->rows,
+													   100, 100 + baserel->rows * 0.01,
+													   NIL, NULL, NULL, NIL));
+}
+
+static ForeignScan *
+trlGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid, ForeignPath *best_path,
+				  List *tlist, List *scan_clauses, Plan *outer_plan)
+{
+	TrailPlan  *tp = baserel->fdw_private;
+
+	(void) root;
+	(void) foreigntableid;
+	(void) best_path;
+	/* every clause stays for PostgreSQL to check: the pushdown only prunes pages */
+	scan_clauses = extract_actual_clauses(scan_clauses, false);
+	return make_foreignscan(tlist, scan_clauses, baserel->relid, tp->args, list_make1(tp->kinds),
+							NIL, NIL, outer_plan);
+}
+
+/* ---- scanning -------------------------------------------------------------------- */
+
+/* Where a table column's values come from. */
+enum
+{
+	SRC_NONE = -100,			/* not fetched by this query: NULL */
+	SRC_ID = -1,
+	SRC_TIME = -2,
+	SRC_GEOM = -3,
+	SRC_LON = -4,
+	SRC_LAT = -5
+	/* >= 0: extra column c */
+};
+
+typedef struct TrlScan
+{
+	TrailHandle *h;
+	List	   *kinds;
+	List	   *arg_states;		/* ExprState per argument */
+	int		   *src;			/* per attribute */
+	FmgrInfo   *inputs;			/* per attribute, for types made from text */
+	Oid		   *ioparams;
+	TupleDesc	tupdesc;
+	MemoryContext scan_cxt;		/* query arguments, reset per (re)scan */
+	bool		started;
+	bool		empty;			/* the pushed clauses match nothing */
+	TdbTrailScanStats stats;	/* summed over rescans */
+	int			nscans;
+	/* what the last scan pushed, for EXPLAIN ANALYZE */
+	int			last_nids;
+	bool		last_time,
+				last_box;
+	TdbTrailQuery q;
+} TrlScan;
+
+static void
+trlBeginForeignScan(ForeignScanState *node, int eflags)
+{
+	ForeignScan *plan = (ForeignScan *) node->ss.ps.plan;
+	TrlScan    *st = palloc0(sizeof(TrlScan));
+	ListCell   *lc;
+
+	node->fdw_state = st;
+	st->tupdesc = RelationGetDescr(node->ss.ss_currentRelation);
+	st->kinds = linitial(plan->fdw_private);
+	foreach(lc, plan->fdw_exprs)
+		st->arg_states = lappend(st->arg_states, ExecInitExpr(lfirst(lc), (PlanState *) node));
+	st->scan_cxt = AllocSetContextCreate(node->ss.ps.state->es_query_cxt, "trail scan",
+										 ALLOCSET_SMALL_SIZES);
+	(void) eflags;
+}
+
+/* Map the table's columns to the file's; errors name what does not fit. */
+static void
+map_columns(ForeignScanState *node, TrlScan *st)
+{
+	Relation	rel = node->ss.ss_currentRelation;
+	ForeignTable *ft = GetForeignTable(RelationGetRelid(rel));
+	const TdbTrailSchema *sc = &tdb_trail_footer(st->h->reader)->schema;
+	char	   *idname = option_value(ft->options, "id_column");
+	char	   *timename = option_value(ft->options, "time_column");
+	Oid			geom = tdb_geometry_oid();
+	Bitmapset  *used = NULL;
+	int			natts = st->tupdesc->natts;
+	ForeignScan *plan = (ForeignScan *) node->ss.ps.plan;
+	ListCell   *lc;
+
+	/* the id and time columns the planner pushed must be the file's */
+	if (strcmp(idname ? idname : "id", sc->id_name) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_COLUMN_NAME),
+				 errmsg("trail file \"%s\" names its trail id \"%s\", foreign table \"%s\" expects \"%s\"",
+						st->h->url, sc->id_name, RelationGetRelationName(rel), idname ? idname : "id"),
+				 errhint("ALTER FOREIGN TABLE %s OPTIONS (ADD id_column %s), or IMPORT FOREIGN SCHEMA.",
+						 quote_identifier(RelationGetRelationName(rel)), quote_literal_cstr(sc->id_name))));
+	if (strcmp(timename ? timename : "time", sc->time_name) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_COLUMN_NAME),
+				 errmsg("trail file \"%s\" names its time \"%s\", foreign table \"%s\" expects \"%s\"",
+						st->h->url, sc->time_name, RelationGetRelationName(rel), timename ? timename : "time"),
+				 errhint("ALTER FOREIGN TABLE %s OPTIONS (ADD time_column %s), or IMPORT FOREIGN SCHEMA.",
+						 quote_identifier(RelationGetRelationName(rel)), quote_literal_cstr(sc->time_name))));
+
+	/* only the columns the query reads are formed */
+	pull_varattnos((Node *) plan->scan.plan.targetlist, plan->scan.scanrelid, &used);
+	pull_varattnos((Node *) plan->scan.plan.qual, plan->scan.scanrelid, &used);
+	foreach(lc, plan->fdw_exprs)
+		pull_varattnos(lfirst(lc), plan->scan.scanrelid, &used);
+	st->src = MemoryContextAlloc(node->ss.ps.state->es_query_cxt, sizeof(int) * natts);
+	st->inputs = MemoryContextAllocZero(node->ss.ps.state->es_query_cxt, sizeof(FmgrInfo) * natts);
+	st->ioparams = MemoryContextAllocZero(node->ss.ps.state->es_query_cxt, sizeof(Oid) * natts);
+	for (int i = 0; i < natts; i++)
+	{
+		Form_pg_attribute a = TupleDescAttr(st->tupdesc, i);
+		const char *name = NameStr(a->attname);
+		int			src = SRC_NONE;
+		TdbTrailType t = TDB_TRAIL_INT64;
+		bool		whole = bms_is_member(0 - FirstLowInvalidHeapAttributeNumber, used);
+
+		st->src[i] = SRC_NONE;
+		if (a->attisdropped)
+			continue;
+		if (strcmp(name, sc->id_name) == 0)
+		{
+			src = SRC_ID;
+			t = sc->id_type;
+		}
+		else if (strcmp(name, sc->time_name) == 0)
+		{
+			src = SRC_TIME;
+			if (a->atttypid != TIMESTAMPTZOID && a->atttypid != TIMESTAMPOID)
+				ereport(ERROR,
+						(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
+						 errmsg("column \"%s\" of foreign table \"%s\" holds the trail's times: it must be timestamptz, not %s",
+								name, RelationGetRelationName(rel), format_type_be(a->atttypid))));
+		}
+		else if (a->atttypid == geom)
+			src = SRC_GEOM;
+		else if (strcmp(name, sc->lon_name) == 0)
+		{
+			src = SRC_LON;
+			t = TDB_TRAIL_FLOAT64;
+		}
+		else if (strcmp(name, sc->lat_name) == 0)
+		{
+			src = SRC_LAT;
+			t = TDB_TRAIL_FLOAT64;
+		}
+		else
+		{
+			for (int c = 0; c < sc->ncolumns; c++)
+				if (strcmp(name, sc->columns[c].name) == 0)
+				{
+					src = c;
+					t = sc->columns[c].type;
+				}
+			if (src == SRC_NONE)
+			{
+				StringInfoData cols;
+
+				initStringInfo(&cols);
+				appendStringInfo(&cols, "%s, %s, geom (or any geometry column), %s, %s",
+								 sc->id_name, sc->time_name, sc->lon_name, sc->lat_name);
+				for (int c = 0; c < sc->ncolumns; c++)
+					appendStringInfo(&cols, ", %s", sc->columns[c].name);
+				ereport(ERROR,
+						(errcode(ERRCODE_FDW_COLUMN_NAME_NOT_FOUND),
+						 errmsg("column \"%s\" of foreign table \"%s\" is not in trail file \"%s\"",
+								name, RelationGetRelationName(rel), st->h->url),
+						 errdetail("The file has: %s.", cols.data)));
+			}
+		}
+		/* types made directly; any other through the type's input function */
+		if (src != SRC_TIME && src != SRC_GEOM)
+		{
+			bool		direct = (t == TDB_TRAIL_INT64 && (a->atttypid == INT8OID || a->atttypid == FLOAT8OID)) ||
+				(t == TDB_TRAIL_FLOAT64 && a->atttypid == FLOAT8OID) ||
+				(t == TDB_TRAIL_STRING && a->atttypid == TEXTOID);
+
+			if (!direct)
+			{
+				Oid			infunc;
+
+				getTypeInputInfo(a->atttypid, &infunc, &st->ioparams[i]);
+				fmgr_info_cxt(infunc, &st->inputs[i], node->ss.ps.state->es_query_cxt);
+			}
+		}
+		if (whole || bms_is_member(a->attnum - FirstLowInvalidHeapAttributeNumber, used))
+			st->src[i] = src;
+	}
+}
+
+static Datum
+value_datum(TrlScan *st, int att, TdbTrailType t, int64 i, double f, const char *s)
+{
+	Form_pg_attribute a = TupleDescAttr(st->tupdesc, att);
+	char		buf[64];
+
+	if (st->inputs[att].fn_oid == InvalidOid)
+	{
+		if (t == TDB_TRAIL_INT64)
+			return a->atttypid == INT8OID ? Int64GetDatum(i) : Float8GetDatum((double) i);
+		if (t == TDB_TRAIL_FLOAT64)
+			return Float8GetDatum(f);
+		return PointerGetDatum(cstring_to_text(s));
+	}
+	if (t == TDB_TRAIL_INT64)
+		snprintf(buf, sizeof(buf), INT64_FORMAT, i);
+	else if (t == TDB_TRAIL_FLOAT64)
+		snprintf(buf, sizeof(buf), "%.17g", f);
+	return InputFunctionCall(&st->inputs[att], t == TDB_TRAIL_STRING ? (char *) s : buf,
+							 st->ioparams[att], a->atttypmod);
+}
+
+/* Grow box b (xmin, ymin, xmax, ymax) by metres m, conservatively in degrees. */
+static void
+grow_by_metres(double *b, double m)
+{
+	double		dlat = m / 110000.0;
+	double		lat = Max(fabs(b[1]), fabs(b[3])) + dlat;
+
+	b[1] -= dlat;
+	b[3] += dlat;
+	if (lat >= 89.0 || b[0] - m / 50000.0 < -180 || b[2] + m / 50000.0 > 180)
+	{
+		/* near a pole or the antimeridian: every longitude */
+		b[0] = -180;
+		b[2] = 180;
+		return;
+	}
+	b[0] -= m / (110000.0 * cos(lat * M_PI / 180));
+	b[2] += m / (110000.0 * cos(lat * M_PI / 180));
+}
+
+/*
+ * Evaluate the pushed clauses into st->q (in scan_cxt).  false: they match
+ * nothing.
+ */
+static bool
+build_query(ForeignScanState *node, TrlScan *st)
+{
+	ExprContext *econtext = node->ss.ps.ps_ExprContext;
+	const TdbTrailFooter *f = tdb_trail_footer(st->h->reader);
+	TdbTrailQuery *q = &st->q;
+	ListCell   *lk,
+			   *la = list_head(st->arg_states);
+	int64		from = PG_INT64_MIN + 1,
+				to = PG_INT64_MAX;
+	double		box[4] = {-1000, -1000, 1000, 1000};
+	bool		has_box = false,
+				has_ids = false;
+	MemoryContext old = MemoryContextSwitchTo(st->scan_cxt);
+
+	memset(q, 0, sizeof(*q));
+	foreach(lk, st->kinds)
+	{
+		int			kind = lfirst_int(lk);
+		ExprState  *es = lfirst(la);
+		bool		isnull;
+		Datum		v = ExecEvalExpr(es, econtext, &isnull);
+		Oid			type = exprType((Node *) es->expr);
+
+		la = lnext(st->arg_states, la);
+		if (kind <= PUSH_EQ)
+		{
+			int64		t;
+
+			if (isnull)
+				goto nothing;
+			t = DatumGetTimestampTz(v);
+			if (TIMESTAMP_NOT_FINITE(t))
+			{
+				if ((t == DT_NOBEGIN) == (kind == PUSH_LE || kind == PUSH_LT))
+					goto nothing;	/* time < -infinity, time > infinity */
+				if (kind == PUSH_EQ)
+					goto nothing;
+				continue;
+			}
+			t += UNIX_TO_PG_US;
+			if (kind == PUSH_GE || kind == PUSH_EQ)
+				from = Max(from, t);
+			if (kind == PUSH_GT)
+				from = Max(from, t + 1);
+			if (kind == PUSH_LE || kind == PUSH_EQ)
+				to = Min(to, t);
+			if (kind == PUSH_LT)
+				to = Min(to, t - 1);
+			continue;
+		}
+		if (kind == PUSH_ID || kind == PUSH_IDS)
+		{
+			Datum	   *elems;
+			bool	   *nulls;
+			int			n;
+			Oid			elemtype;
+
+			if (isnull)
+				goto nothing;
+			if (kind == PUSH_ID)
+			{
+				elems = &v;
+				nulls = &isnull;
+				n = 1;
+				elemtype = type;
+			}
+			else
+			{
+				ArrayType  *arr = DatumGetArrayTypeP(v);
+				int16		elemlen;
+				bool		elembyval;
+				char		elemalign;
+
+				elemtype = ARR_ELEMTYPE(arr);
+				get_typlenbyvalalign(elemtype, &elemlen, &elembyval, &elemalign);
+				deconstruct_array(arr, elemtype, elemlen, elembyval, elemalign, &elems, &nulls, &n);
+			}
+			if (has_ids)
+				continue;		/* the first id clause prunes; PostgreSQL checks the others */
+			has_ids = true;
+			if (f->schema.id_type == TDB_TRAIL_STRING)
+			{
+				const char **ids = palloc(sizeof(char *) * (n + 1));
+
+				if (elemtype != TEXTOID)
+					goto nothing;	/* cannot happen: the planner matched text = text */
+				for (int e = 0; e < n; e++)
+					if (!nulls[e])
+						ids[q->nids++] = TextDatumGetCString(elems[e]);
+				q->ids_str = ids;
+			}
+			else
+			{
+				int64	   *ids = palloc(sizeof(int64) * (n + 1));
+
+				for (int e = 0; e < n; e++)
+					if (!nulls[e])
+						ids[q->nids++] = elemtype == INT2OID ? DatumGetInt16(elems[e]) :
+							elemtype == INT4OID ? DatumGetInt32(elems[e]) : DatumGetInt64(elems[e]);
+				q->ids_int = ids;
+			}
+			if (q->nids == 0)
+				goto nothing;
+			continue;
+		}
+		/* the area kinds */
+		{
+			double		b[4];
+			Datum		g = v;
+
+			if (isnull)
+				goto nothing;
+			if (kind == PUSH_DWITHIN_M)
+				g = tdb_geography_to_geometry(v, type);
+			if (!tdb_geometry_bounds(g, b))
+				goto nothing;	/* an empty geometry overlaps nothing */
+			if (kind == PUSH_DWITHIN_DEG || kind == PUSH_DWITHIN_M)
+			{
+				ExprState  *des = lfirst(la);
+				bool		dnull;
+				Datum		dv = ExecEvalExpr(des, econtext, &dnull);
+				double		d;
+
+				la = lnext(st->arg_states, la);
+				if (dnull)
+					goto nothing;
+				d = DatumGetFloat8(dv);
+				if (isnan(d) || d < 0)
+					goto nothing;
+				if (kind == PUSH_DWITHIN_DEG)
+				{
+					b[0] -= d;
+					b[1] -= d;
+					b[2] += d;
+					b[3] += d;
+				}
+				else
+					grow_by_metres(b, d);
+			}
+			box[0] = Max(box[0], b[0] - BOX_MARGIN_DEG);
+			box[1] = Max(box[1], b[1] - BOX_MARGIN_DEG);
+			box[2] = Min(box[2], b[2] + BOX_MARGIN_DEG);
+			box[3] = Min(box[3], b[3] + BOX_MARGIN_DEG);
+			has_box = true;
+		}
+	}
+	if (from > to || (has_box && (box[0] > box[2] || box[1] > box[3])))
+		goto nothing;
+	if (from != PG_INT64_MIN + 1 || to != PG_INT64_MAX)
+	{
+		q->has_time = true;
+		q->time_from = from;
+		q->time_to = to;
+	}
+	if (has_box)
+	{
+		q->has_bbox = true;
+		q->xmin = box[0];
+		q->ymin = box[1];
+		q->xmax = box[2];
+		q->ymax = box[3];
+	}
+	MemoryContextSwitchTo(old);
+	return true;
+nothing:
+	MemoryContextSwitchTo(old);
+	return false;
+}
+
+static TupleTableSlot *
+trlIterateForeignScan(ForeignScanState *node)
+{
+	TrlScan    *st = node->fdw_state;
+	TupleTableSlot *slot = node->ss.ss_ScanTupleSlot;
+	TdbTrailEvent ev;
+	TdbTrailError err;
+	int			rc;
+
+	ExecClearTuple(slot);
+	if (!st->started)
+	{
+		MemoryContext old = MemoryContextSwitchTo(node->ss.ps.state->es_query_cxt);
+		Relation	rel = node->ss.ss_currentRelation;
+
+		if (st->h == NULL)
+		{
+			ForeignTable *ft = GetForeignTable(RelationGetRelid(rel));
+			char	   *url = option_value(ft->options, "url");
+
+			if (url == NULL)
+				ereport(ERROR,
+						(errcode(ERRCODE_FDW_OPTION_NAME_NOT_FOUND),
+						 errmsg("foreign table \"%s\" has no url option", RelationGetRelationName(rel))));
+			st->h = trail_open(GetForeignServer(ft->serverid), url, node->ss.ps.state->es_query_cxt);
+			map_columns(node, st);
+		}
+		MemoryContextSwitchTo(old);
+		st->started = true;
+		st->nscans++;
+		st->empty = !build_query(node, st);
+		st->last_nids = st->q.nids;
+		st->last_time = st->q.has_time;
+		st->last_box = st->q.has_bbox;
+		if (st->empty)
+			return slot;
+		if (tdb_trail_scan_begin(st->h->reader, &st->q, &st->h->scan, &err) < 0)
+			trail_error(&err, psprintf("could not scan trail file \"%s\"", st->h->url));
+	}
+	if (st->empty || st->h->scan == NULL)
+		return slot;
+	rc = tdb_trail_scan_next(st->h->scan, &ev, &err);
+	if (rc < 0)
+		trail_error(&err, psprintf("could not read trail file \"%s\"", st->h->url));
+	if (rc == 0)
+		return slot;
+	for (int i = 0; i < st->tupdesc->natts; i++)
+	{
+		int			src = st->src[i];
+		const TdbTrailSchema *sc;
+
+		slot->tts_isnull[i] = false;
+		switch (src)
+		{
+			case SRC_NONE:
+				slot->tts_isnull[i] = true;
+				break;
+			case SRC_ID:
+				sc = &tdb_trail_footer(st->h->reader)->schema;
+				slot->tts_values[i] = value_datum(st, i, sc->id_type, ev.key.i, 0, ev.key.s);
+				break;
+			case SRC_TIME:
+				slot->tts_values[i] = TimestampTzGetDatum(ev.time_us - UNIX_TO_PG_US);
+				break;
+			case SRC_GEOM:
+				slot->tts_values[i] = tdb_point_datum(ev.lon, ev.lat);
+				break;
+			case SRC_LON:
+			case SRC_LAT:
+				slot->tts_values[i] = value_datum(st, i, TDB_TRAIL_FLOAT64, 0,
+												  src == SRC_LON ? ev.lon : ev.lat, NULL);
+				break;
+			default:
+				{
+					const TdbTrailValue *v = &ev.values[src];
+
+					sc = &tdb_trail_footer(st->h->reader)->schema;
+					if (v->isnull)
+						slot->tts_isnull[i] = true;
+					else
+						slot->tts_values[i] = value_datum(st, i, sc->columns[src].type, v->i, v->f, v->s);
+				}
+		}
+	}
+	return ExecStoreVirtualTuple(slot);
+}
+
+static void
+end_scan(TrlScan *st)
+{
+	if (st->h != NULL && st->h->scan != NULL)
+	{
+		TdbTrailScanStats s;
+
+		tdb_trail_scan_stats(st->h->scan, &s);
+		st->stats.pages_candidate += s.pages_candidate;
+		st->stats.pages_read += s.pages_read;
+		st->stats.pages_pruned += s.pages_pruned;
+		st->stats.events_returned += s.events_returned;
+		tdb_trail_scan_end(st->h->scan);
+		st->h->scan = NULL;
+	}
+}
+
+static void
+trlReScanForeignScan(ForeignScanState *node)
+{
+	TrlScan    *st = node->fdw_state;
+
+	/* parameters may have changed: prune again; the file stays open */
+	end_scan(st);
+	MemoryContextReset(st->scan_cxt);
+	st->started = false;
+}
+
+static void
+trlEndForeignScan(ForeignScanState *node)
+{
+	TrlScan    *st = node->fdw_state;
+
+	if (st == NULL)
+		return;
+	end_scan(st);
+	/* EXPLAIN ANALYZE reads the pager's counters after this: keep the file open */
+}
+
+static void
+trlExplainForeignScan(ForeignScanState *node, ExplainState *es)
+{
+	ForeignScan *plan = (ForeignScan *) node->ss.ps.plan;
+	TrlScan    *st = node->fdw_state;
+	List	   *context = set_deparse_context_plan(es->deparse_cxt, (Plan *) plan, NIL);
+	ForeignTable *ft = GetForeignTable(RelationGetRelid(node->ss.ss_currentRelation));
+	char	   *idname = option_value(ft->options, "id_column");
+	char	   *timename = option_value(ft->options, "time_column");
+	StringInfoData ids,
+				times,
+				area;
+	ListCell   *lk,
+			   *la = list_head(plan->fdw_exprs);
+
+	initStringInfo(&ids);
+	initStringInfo(&times);
+	initStringInfo(&area);
+	foreach(lk, st->kinds)
+	{
+		int			kind = lfirst_int(lk);
+		char	   *a = deparse_expression(lfirst(la), context, false, false);
+		char	   *d = NULL;
+
+		la = lnext(plan->fdw_exprs, la);
+		if (kind == PUSH_DWITHIN_DEG || kind == PUSH_DWITHIN_M)
+		{
+			d = deparse_expression(lfirst(la), context, false, false);
+			la = lnext(plan->fdw_exprs, la);
+		}
+		if (kind <= PUSH_EQ)
+			appendStringInfo(&times, "%s%s %s %s", times.len ? " AND " : "",
+							 quote_identifier(timename ? timename : "time"), push_ops[kind], a);
+		else if (kind == PUSH_ID)
+			appendStringInfo(&ids, "%s%s = %s", ids.len ? " AND " : "",
+							 quote_identifier(idname ? idname : "id"), a);
+		else if (kind == PUSH_IDS)
+			appendStringInfo(&ids, "%s%s = ANY (%s)", ids.len ? " AND " : "",
+							 quote_identifier(idname ? idname : "id"), a);
+		else if (kind == PUSH_BOX)
+			appendStringInfo(&area, "%sbox of %s", area.len ? " AND " : "", a);
+		else
+			appendStringInfo(&area, "%sbox of %s grown by %s%s", area.len ? " AND " : "", a, d,
+							 kind == PUSH_DWITHIN_M ? " metres" : "");
+	}
+	ExplainPropertyText("Trail File", option_value(ft->options, "url") ? option_value(ft->options, "url") : "(none)", es);
+	if (ids.len)
+		ExplainPropertyText("Trail Ids Pushed Down", ids.data, es);
+	if (times.len)
+		ExplainPropertyText("Time Range Pushed Down", times.data, es);
+	if (area.len)
+		ExplainPropertyText("Area Pushed Down", area.data, es);
+	if (es->analyze && st->h != NULL && st->h->pager != NULL)
+	{
+		TdbPagerStats ps;
+		const TdbTrailFooter *f = tdb_trail_footer(st->h->reader);
+		bool		remote = is_remote_url(st->h->url);
+
+		end_scan(st);
+		tdb_pager_stats(st->h->pager, &ps);
+		ExplainPropertyUInteger("Trail Pages Read", NULL, st->stats.pages_read, es);
+		ExplainPropertyUInteger("Trail Pages Pruned", NULL, st->stats.pages_pruned, es);
+		ExplainPropertyUInteger("Trail Pages In File", NULL, f->npages, es);
+		if (remote)
+		{
+			ExplainPropertyUInteger(strncmp(st->h->url, "s3://", 5) == 0 ? "Bytes From S3" : "Bytes From HTTP",
+									"bytes", ps.bytes_network, es);
+			ExplainPropertyUInteger("Bytes From Disk Cache", "bytes", ps.bytes_disk_cache, es);
+			ExplainPropertyUInteger("Bytes From Memory Cache", "bytes", ps.bytes_memory, es);
+			ExplainPropertyUInteger("Requests", NULL, ps.requests, es);
+			ExplainPropertyUInteger("Retries", NULL, ps.retries, es);
+		}
+		else
+			ExplainPropertyUInteger("Bytes From Local File", "bytes", ps.bytes_local, es);
+		ExplainPropertyUInteger("File Size", "bytes", tdb_pager_size(st->h->pager), es);
+	}
+}
+
+/* ---- IMPORT FOREIGN SCHEMA "url" --------------------------------------------------------- */
+
+static const char *
+trail_type_sql(TdbTrailType t)
+{
+	return t == TDB_TRAIL_INT64 ? "bigint" : t == TDB_TRAIL_FLOAT64 ? "double precision" : "text";
+}
+
+static List *
+trlImportForeignSchema(ImportForeignSchemaStmt *stmt, Oid serverOid)
+{
+	ForeignServer *server = GetForeignServer(serverOid);
+	const char *url = stmt->remote_schema;
+	char	   *table = NULL;
+	const char *base;
+	char	   *dot;
+	TrailHandle *h;
+	const TdbTrailSchema *sc;
+	StringInfoData sql;
+	ListCell   *lc;
+	bool		wanted;
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "trail import", ALLOCSET_SMALL_SIZES);
+
+	foreach(lc, stmt->options)
+	{
+		DefElem    *d = lfirst(lc);
+
+		if (strcmp(d->defname, "table_name") == 0)
+			table = defGetString(d);
+		else
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
+					 errmsg("invalid IMPORT FOREIGN SCHEMA option \"%s\" for trafficdb_trails", d->defname),
+					 errhint("The only option is table_name.")));
+	}
+	check_url(url, false);
+	if (table == NULL)
+	{
+		/* the file's name without its extension */
+		base = strrchr(url, '/') ? strrchr(url, '/') + 1 : url;
+		table = pstrdup(base);
+		if ((dot = strchr(table, '.')) != NULL && dot != table)
+			*dot = '\0';
+	}
+	wanted = stmt->list_type != FDW_IMPORT_SCHEMA_LIMIT_TO;
+	foreach(lc, stmt->table_list)
+		if (strcmp(((RangeVar *) lfirst(lc))->relname, table) == 0)
+			wanted = stmt->list_type == FDW_IMPORT_SCHEMA_LIMIT_TO;
+	if (!wanted)
+		return NIL;
+	h = trail_open(server, url, cxt);
+	sc = &tdb_trail_footer(h->reader)->schema;
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "CREATE FOREIGN TABLE %s (%s %s NOT NULL, %s timestamptz NOT NULL, geom %s.geometry(Point, 4326) NOT NULL",
+					 quote_identifier(table), quote_identifier(sc->id_name),
+					 sc->id_type == TDB_TRAIL_STRING ? "text" : "bigint", quote_identifier(sc->time_name),
+					 quote_identifier(get_namespace_name(tdb_postgis_schema())));
+	for (int c = 0; c < sc->ncolumns; c++)
+		appendStringInfo(&sql, ", %s %s", quote_identifier(sc->columns[c].name), trail_type_sql(sc->columns[c].type));
+	appendStringInfo(&sql, ") SERVER %s OPTIONS (url %s, id_column %s, time_column %s)",
+					 quote_identifier(server->servername), quote_literal_cstr(url),
+					 quote_literal_cstr(sc->id_name), quote_literal_cstr(sc->time_name));
+	MemoryContextDelete(cxt);	/* closes the file */
+	return list_make1(sql.data);
+}
+
+Datum
+trafficdb_trails_handler(PG_FUNCTION_ARGS)
+{
+	FdwRoutine *r = makeNode(FdwRoutine);
+
+	(void) fcinfo;
+	r->GetForeignRelSize = trlGetForeignRelSize;
+	r->GetForeignPaths = trlGetForeignPaths;
+	r->GetForeignPlan = trlGetForeignPlan;
+	r->BeginForeignScan = trlBeginForeignScan;
+	r->IterateForeignScan = trlIterateForeignScan;
+	r->ReScanForeignScan = trlReScanForeignScan;
+	r->EndForeignScan = trlEndForeignScan;
+	r->ExplainForeignScan = trlExplainForeignScan;
+	r->ImportForeignSchema = trlImportForeignSchema;
+	PG_RETURN_POINTER(r);
+}
+
+/*
+ * Options.  Servers: endpoint, region, path_style, block_size, cache_dir
+ * (pg_write_server_files), cache_size, parallel, readahead, retries.  Tables:
+ * url (a local path needs pg_read_server_files), id_column, time_column.
+ * User mappings: access_key, secret_key, session_token.
+ */
+Datum
+trafficdb_trails_validator(PG_FUNCTION_ARGS)
+{
+	List	   *options = untransformRelOptions(PG_GETARG_DATUM(0));
+	Oid			catalog = PG_GETARG_OID(1);
+	ListCell   *lc;
+	static const char *const server_opts[] = {"endpoint", "region", "path_style", "block_size", "cache_dir",
+	"cache_size", "parallel", "readahead", "retries", NULL};
+	static const char *const table_opts[] = {"url", "id_column", "time_column", NULL};
+	static const char *const mapping_opts[] = {"access_key", "secret_key", "session_token", NULL};
+
+	foreach(lc, options)
+	{
+		DefElem    *d = lfirst(lc);
+		const char *const *allowed = catalog == ForeignServerRelationId ? server_opts :
+			catalog == ForeignTableRelationId ? table_opts :
+			catalog == UserMappingRelationId ? mapping_opts : NULL;
+		bool		ok = false;
+		char	   *v;
+
+		for (int i = 0; allowed != NULL && allowed[i] != NULL; i++)
+			ok |= strcmp(allowed[i], d->defname) == 0;
+		if (!ok)
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
+					 errmsg("invalid option \"%s\" for trafficdb_trails", d->defname),
+					 errhint("Servers take endpoint, region, path_style, block_size, cache_dir, cache_size, parallel, readahead, retries; "
+							 "foreign tables take url, id_column, time_column; user mappings take access_key, secret_key, session_token.")));
+		v = defGetString(d);
+		if (strcmp(d->defname, "endpoint") == 0 &&
+			strncmp(v, "http://", 7) != 0 && strncmp(v, "https://", 8) != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+					 errmsg("invalid value for option \"endpoint\": \"%s\"", v),
+					 errdetail("Expected http://host[:port] or https://host[:port].")));
+		else if (strcmp(d->defname, "path_style") == 0)
+			(void) defGetBoolean(d);
+		else if (strcmp(d->defname, "block_size") == 0)
+			(void) bytes_option("block_size", v, 16 << 10, 16 << 20, true);
+		else if (strcmp(d->defname, "cache_size") == 0)
+			(void) bytes_option("cache_size", v, 1 << 20, INT64CONST(1) << 50, false);
+		else if (strcmp(d->defname, "parallel") == 0)
+			(void) int_option("parallel", v, 1, 64);
+		else if (strcmp(d->defname, "readahead") == 0)
+			(void) int_option("readahead", v, -1, 1024);
+		else if (strcmp(d->defname, "retries") == 0)
+			(void) int_option("retries", v, 0, 100);
+		else if (strcmp(d->defname, "cache_dir") == 0 && strcmp(v, "none") != 0)
+		{
+			if (!is_absolute_path(v))
+				ereport(ERROR,
+						(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+						 errmsg("cache_dir \"%s\" is not an absolute path", v)));
+			if (!has_privs_of_role(GetUserId(), ROLE_PG_WRITE_SERVER_FILES))
+				ereport(ERROR,
+						(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+						 errmsg("permission denied to set cache_dir"),
+						 errdetail("Only roles with privileges of the \"%s\" role may name directories on the server.",
+								   "pg_write_server_files")));
+		}
+		else if (strcmp(d->defname, "url") == 0)
+			check_url(v, false);
+	}
+	PG_RETURN_VOID();
+}
+
+/* ---- trafficdb.trail_write(query, destination, ...) ---------------------------------------- */
+
+typedef struct WriteState
+{
+	TdbTrailWriter *w;
+	uint8_t    *buf;
+	MemoryContextCallback cb;
+} WriteState;
+
+static void
+write_state_free(void *arg)
+{
+	WriteState *ws = arg;
+
+	tdb_trail_writer_free(ws->w);
+	ws->w = NULL;
+	free(ws->buf);
+	ws->buf = NULL;
+}
+
+static TdbTrailType
+column_trail_type(Oid type)
+{
+	switch (type)
+	{
+		case INT2OID:
+		case INT4OID:
+		case INT8OID:
+			return TDB_TRAIL_INT64;
+		case FLOAT4OID:
+		case FLOAT8OID:
+		case NUMERICOID:
+			return TDB_TRAIL_FLOAT64;
+		default:
+			return TDB_TRAIL_STRING;
+	}
+}
+
+static int64
+int_datum(Datum d, Oid type)
+{
+	return type == INT2OID ? DatumGetInt16(d) : type == INT4OID ? DatumGetInt32(d) : DatumGetInt64(d);
+}
+
+static double
+float_datum(Datum d, Oid type)
+{
+	if (type == FLOAT4OID)
+		return DatumGetFloat4(d);
+	if (type == NUMERICOID)
+		return DatumGetFloat8(DirectFunctionCall1(numeric_float8, d));
+	return DatumGetFloat8(d);
+}
+
+/*
+ * trafficdb.trail_write(query text, destination text, server text,
+ *     id_column text, time_column text, geom_column text,
+ *     page_size int, page_seconds int) returns bigint: the events written.
+ */
+Datum
+trafficdb_trail_write(PG_FUNCTION_ARGS)
+{
+	char	   *query = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	char	   *dest = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	char	   *servername = PG_ARGISNULL(2) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(2));
+	char	   *idcol = text_to_cstring(PG_GETARG_TEXT_PP(3));
+	char	   *timecol = text_to_cstring(PG_GETARG_TEXT_PP(4));
+	char	   *geomcol = text_to_cstring(PG_GETARG_TEXT_PP(5));
+	int32		page_size = PG_GETARG_INT32(6);
+	int32		page_seconds = PG_GETARG_INT32(7);
+	bool		s3 = strncmp(dest, "s3://", 5) == 0;
+	TrailOptions *o = NULL;
+	WriteState *ws = palloc0(sizeof(WriteState));
+	TdbTrailSchema schema;
+	TdbTrailWriterOptions wo;
+	TdbTrailError err;
+	TdbTrailValue *vals;
+	Portal		portal;
+	SPIPlanPtr	plan;
+	int			idatt = -1,
+				tatt = -1,
+				gatt = -1;
+	int		   *extra;			/* attribute of each extra column */
+	Oid		   *extra_type;
+	Oid			geomtype = tdb_geometry_oid();
+	int64		nrows = 0;
+	size_t		len;
+	TupleDesc	td;
+
+	check_url(dest, true);
+	if (page_size < 1024 || page_size > (64 << 20))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("page_size %d is out of range", page_size),
+				 errdetail("Expected bytes from 1024 to 67108864.")));
+	if (page_seconds < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("page_seconds %d is negative", page_seconds),
+				 errdetail("Expected 0 (no limit) or a number of seconds.")));
+	if (s3)
+	{
+		ForeignServer *server;
+
+		if (servername == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("writing to \"%s\" needs a trafficdb_trails server", dest),
+					 errhint("Pass server => 'name' (its endpoint and region, and your user mapping's credentials, are used).")));
+		server = GetForeignServerByName(servername, false);
+		if (strcmp(GetForeignDataWrapper(server->fdwid)->fdwname, "trafficdb_trails") != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("server \"%s\" is not a trafficdb_trails server", servername)));
+		o = trail_options(server, true);
+	}
+	ws->cb.func = write_state_free;
+	ws->cb.arg = ws;
+	MemoryContextRegisterResetCallback(CurrentMemoryContext, &ws->cb);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	plan = SPI_prepare(query, 0, NULL);
+	if (plan == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_SYNTAX_ERROR),
+				 errmsg("could not prepare the query of trail_write: %s", SPI_result_code_string(SPI_result))));
+	if (!SPI_is_cursor_plan(plan))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("the query of trail_write must return rows")));
+	portal = SPI_cursor_open(NULL, plan, NULL, NULL, true);
+	td = portal->tupDesc;
+	memset(&schema, 0, sizeof(schema));
+	extra = palloc(sizeof(int) * td->natts);
+	extra_type = palloc(sizeof(Oid) * td->natts);
+	for (int i = 0; i < td->natts; i++)
+	{
+		Form_pg_attribute a = TupleDescAttr(td, i);
+		const char *name = NameStr(a->attname);
+
+		if (strcmp(name, idcol) == 0)
+			idatt = i;
+		else if (strcmp(name, timecol) == 0)
+			tatt = i;
+		else if (strcmp(name, geomcol) == 0)
+			gatt = i;
+		else
+		{
+			if (schema.ncolumns == TDB_TRAIL_MAX_COLUMNS)
+				ereport(ERROR,
+						(errcode(ERRCODE_TOO_MANY_COLUMNS),
+						 errmsg("a trail file holds at most %d columns besides id, time and position",
+								TDB_TRAIL_MAX_COLUMNS)));
+			if (strlen(name) >= sizeof(schema.columns[0].name))
+				ereport(ERROR, (errcode(ERRCODE_NAME_TOO_LONG), errmsg("column name \"%s\" is too long", name)));
+			extra[schema.ncolumns] = i;
+			extra_type[schema.ncolumns] = a->atttypid;
+			strlcpy(schema.columns[schema.ncolumns].name, name, sizeof(schema.columns[0].name));
+			schema.columns[schema.ncolumns].type = column_trail_type(a->atttypid);
+			schema.ncolumns++;
+		}
+	}
+	if (idatt < 0 || tatt < 0 || gatt < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("the query of trail_write has no column \"%s\"",
+						idatt < 0 ? idcol : tatt < 0 ? timecol : geomcol),
+				 errhint("Name the trail id, time and position columns with id_column, time_column and geom_column (now \"%s\", \"%s\", \"%s\").",
+						 idcol, timecol, geomcol)));
+	{
+		Oid			it = TupleDescAttr(td, idatt)->atttypid,
+					tt = TupleDescAttr(td, tatt)->atttypid,
+					gt = TupleDescAttr(td, gatt)->atttypid;
+
+		if (it != INT2OID && it != INT4OID && it != INT8OID && it != TEXTOID && it != VARCHAROID)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("trail id column \"%s\" is of type %s", idcol, format_type_be(it)),
+					 errdetail("Expected an integer or text.")));
+		if (tt != TIMESTAMPTZOID && tt != TIMESTAMPOID)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("time column \"%s\" is of type %s", timecol, format_type_be(tt)),
+					 errdetail("Expected timestamp with time zone.")));
+		if (gt != geomtype)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("position column \"%s\" is of type %s", geomcol, format_type_be(gt)),
+					 errdetail("Expected geometry(Point, 4326).")));
+		schema.id_type = it == TEXTOID || it == VARCHAROID ? TDB_TRAIL_STRING : TDB_TRAIL_INT64;
+	}
+	strlcpy(schema.id_name, idcol, sizeof(schema.id_name));
+	strlcpy(schema.time_name, timecol, sizeof(schema.time_name));
+	strlcpy(schema.lon_name, "lon", sizeof(schema.lon_name));
+	strlcpy(schema.lat_name, "lat", sizeof(schema.lat_name));
+	memset(&wo, 0, sizeof(wo));
+	wo.page_target_bytes = (uint32) page_size;
+	wo.page_max_span_us = page_seconds == 0 ? -1 : (int64) page_seconds * USECS_PER_SEC;
+	if (tdb_trail_writer_create(&schema, &wo, &ws->w, &err) < 0)
+		trail_error(&err, "could not start a trail file");
+	vals = palloc0(sizeof(TdbTrailValue) * (schema.ncolumns + 1));
+
+	for (;;)
+	{
+		MemoryContext batch;
+		MemoryContext old;
+
+		SPI_cursor_fetch(portal, true, 10000);
+		if (SPI_processed == 0)
+			break;
+		batch = AllocSetContextCreate(CurrentMemoryContext, "trail_write batch", ALLOCSET_DEFAULT_SIZES);
+		old = MemoryContextSwitchTo(batch);
+		for (uint64 r = 0; r < SPI_processed; r++)
+		{
+			HeapTuple	tup = SPI_tuptable->vals[r];
+			TupleDesc	rtd = SPI_tuptable->tupdesc;
+			TdbTrailEvent ev;
+			bool		isnull;
+			Datum		d;
+			int32		srid;
+			Oid			it = TupleDescAttr(rtd, idatt)->atttypid;
+
+			nrows++;
+			memset(&ev, 0, sizeof(ev));
+			d = SPI_getbinval(tup, rtd, idatt + 1, &isnull);
+			if (isnull)
+				ereport(ERROR,
+						(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+						 errmsg("row " INT64_FORMAT " of the query has a NULL trail id (\"%s\")", nrows, idcol)));
+			if (schema.id_type == TDB_TRAIL_STRING)
+				ev.key.s = TextDatumGetCString(d);
+			else
+				ev.key.i = int_datum(d, it);
+			d = SPI_getbinval(tup, rtd, tatt + 1, &isnull);
+			if (isnull)
+				ereport(ERROR,
+						(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+						 errmsg("row " INT64_FORMAT " of the query has a NULL time (\"%s\")", nrows, timecol)));
+			if (TIMESTAMP_NOT_FINITE(DatumGetTimestamp(d)))
+				ereport(ERROR,
+						(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+						 errmsg("row " INT64_FORMAT " of the query has an infinite time", nrows)));
+			ev.time_us = DatumGetTimestamp(d) + UNIX_TO_PG_US;
+			d = SPI_getbinval(tup, rtd, gatt + 1, &isnull);
+			if (isnull)
+				ereport(ERROR,
+						(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+						 errmsg("row " INT64_FORMAT " of the query has a NULL position (\"%s\")", nrows, geomcol)));
+			tdb_geometry_point(d, &ev.lon, &ev.lat, &srid);
+			if (srid != 4326)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("row " INT64_FORMAT " of the query has a position in SRID %d; expected 4326", nrows, srid),
+						 errhint("Use ST_Transform(%s, 4326), or ST_SetSRID when the coordinates are already WGS 84.", geomcol)));
+			if (!(ev.lon >= -180 && ev.lon <= 180 && ev.lat >= -90 && ev.lat <= 90))
+				ereport(ERROR,
+						(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+						 errmsg("row " INT64_FORMAT " of the query has a position (%g, %g) outside longitude -180..180, latitude -90..90",
+								nrows, ev.lon, ev.lat)));
+			for (int c = 0; c < schema.ncolumns; c++)
+			{
+				d = SPI_getbinval(tup, rtd, extra[c] + 1, &isnull);
+				vals[c].isnull = isnull;
+				if (isnull)
+					continue;
+				switch (schema.columns[c].type)
+				{
+					case TDB_TRAIL_INT64:
+						vals[c].i = int_datum(d, extra_type[c]);
+						break;
+					case TDB_TRAIL_FLOAT64:
+						vals[c].f = float_datum(d, extra_type[c]);
+						break;
+					default:
+						vals[c].s = SPI_getvalue(tup, rtd, extra[c] + 1);
+				}
+			}
+			ev.values = vals;
+			if (tdb_trail_writer_add(ws->w, &ev, &err) < 0)
+				trail_error(&err, psprintf("could not add row " INT64_FORMAT " to the trail file", nrows));
+			CHECK_FOR_INTERRUPTS();
+		}
+		MemoryContextSwitchTo(old);
+		MemoryContextDelete(batch);
+		SPI_freetuptable(SPI_tuptable);
+	}
+	SPI_cursor_close(portal);
+	SPI_finish();
+
+	if (tdb_trail_writer_finish(ws->w, &ws->buf, &len, &err) < 0)
+		trail_error(&err, "could not encode the trail file");
+	{
+		TdbS3Config s3c;
+		TdbNetOptions net;
+		TrailOptions defaults;
+
+		memset(&defaults, 0, sizeof(defaults));
+		defaults.retries = 5;
+		if (o == NULL)
+			o = &defaults;
+		s3_config(o, &s3c);
+		net_options(o, &net);
+		if (tdb_trail_store(dest, ws->buf, len, &s3c, &net, 0, &err) < 0)
+			trail_error(&err, psprintf("could not store trail file \"%s\"", dest));
+	}
+	write_state_free(ws);
+	PG_RETURN_INT64(nrows);
+}
