@@ -35,8 +35,9 @@ src/trail/tests/fuzz_decode: $(TRAIL_FUZZ_SRCS) $(TRAIL_HDRS)
 FUZZ_SECONDS ?= 30
 fuzz-trail: src/trail/tests/fuzz_decode
 	@mkdir -p src/trail/tests/fuzz-corpus
-	src/trail/tests/fuzz_decode -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -timeout=10 \
-		src/trail/tests/fuzz-corpus
+	src/trail/tests/fuzz_decode -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -timeout=10 -print_final_stats=1 \
+		src/trail/tests/fuzz-corpus >src/trail/tests/fuzz-last.log 2>&1 || { tail -n 40 src/trail/tests/fuzz-last.log; exit 1; }
+	@grep -E '^Done|number_of_executed_units' src/trail/tests/fuzz-last.log
 
 unit-trail: src/trail/tests/trail_tests
 	src/trail/tests/trail_tests
