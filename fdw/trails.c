@@ -404,6 +404,19 @@ trail_open(ForeignServer *server, const char *url, MemoryContext cxt)
 	TdbPagerOptions po;
 	TdbTrailError err;
 
+	/*
+	 * An http(s):// table names a server of the owner's choosing: it must lie
+	 * under the server's endpoint unless the user may read server files
+	 * (otherwise a table could make the database fetch from any host).
+	 */
+	if ((strncmp(url, "http://", 7) == 0 || strncmp(url, "https://", 8) == 0) &&
+		!has_privs_of_role(GetUserId(), ROLE_PG_READ_SERVER_FILES) &&
+		(o->endpoint == NULL || strncmp(url, o->endpoint, strlen(o->endpoint)) != 0 ||
+		 (url[strlen(o->endpoint)] != '/' && o->endpoint[strlen(o->endpoint) - 1] != '/')))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to read \"%s\" through server \"%s\"", url, server->servername),
+				 errdetail("An http(s) URL must start with the server's endpoint, unless the user has privileges of pg_read_server_files.")));
 	h->url = MemoryContextStrdup(cxt, url);
 	memset(&po, 0, sizeof(po));
 	po.url = h->url;

@@ -176,6 +176,11 @@ like($err, qr/user mapping not found for "mallory"/, 'no user mapping: refused')
 	extra_params => [ '-U', 'mallory' ]);
 like($err, qr/permission denied to read trail file|must be owner|permission denied for foreign server/,
 	'naming a server file needs pg_read_server_files');
+$node->psql('postgres', q{CREATE FOREIGN TABLE elsewhere (vid bigint, ts timestamptz) SERVER s3
+  OPTIONS (url 'http://127.0.0.1:9/secret', id_column 'vid', time_column 'ts')}, extra_params => [ '-U', 'mallory' ]);
+($rc, $out, $err) = $node->psql('postgres', 'SELECT count(*) FROM elsewhere', extra_params => [ '-U', 'mallory' ]);
+like($err, qr/permission denied to read "http:\/\/127.0.0.1:9\/secret" through server "s3"/,
+	'an http URL outside the server endpoint needs pg_read_server_files');
 ($rc, $out, $err) = $node->psql('postgres', qq{SELECT trafficdb.trail_write('SELECT * FROM ev', '$dir/x.trail', id_column => 'vid', time_column => 'ts')},
 	extra_params => [ '-U', 'mallory' ]);
 like($err, qr/permission denied to write trail file/, 'writing a server file needs pg_write_server_files');

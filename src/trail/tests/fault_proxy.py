@@ -20,6 +20,8 @@ next requests, one per request, in order (then requests pass through):
                that ignores If-Match)
     stall      headers and a quarter of the body, then silence for 8 s
     reset      close the connection with a TCP reset, no response
+    slice      the whole response, its body written in pieces of 1 to 97
+               bytes with short pauses (TCP segments as a slow network cuts them)
 
 GET /__fault__/count answers how many proxied requests were seen.  The
 proxy exits after MAX_SECONDS (default 600) whatever happens.
@@ -136,6 +138,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.flush()
             time.sleep(8)
             self.close_connection = True
+            return
+        if fault == "slice":
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            pos, k = 0, 0
+            while pos < len(data):
+                n = 1 + (k * 37) % 97
+                self.wfile.write(data[pos:pos + n])
+                self.wfile.flush()
+                pos += n
+                k += 1
+                if k % 64 == 0:
+                    time.sleep(0.002)
             return
         self.wfile.write(data)
 

@@ -449,6 +449,7 @@ UNIT_TEST(test_s3_faults_through_proxy)
 		{"reset,reset", 0, NULL},	/* curl itself retries a reused connection once */
 		{"short", 0, NULL},
 		{"stall", 0, NULL},
+		{"slice", 0, NULL},		/* no fault: the body in tiny pieces */
 		{"reset,short,503", 0, NULL},
 		{"200", TDB_TRAIL_EPROTO, "where 206"},
 		{"badrange", TDB_TRAIL_EPROTO, "Content-Range"},
@@ -487,7 +488,7 @@ UNIT_TEST(test_s3_faults_through_proxy)
 		{
 			if (memcmp(got, want + 1000, 40000) != 0)
 				unit_fail(__FILE__, __LINE__, "fault %s: wrong bytes after retries", cases[k].plan);
-			if (st.retries < 1)
+			if (st.retries < 1 && strcmp(cases[k].plan, "slice") != 0)
 				unit_fail(__FILE__, __LINE__, "fault %s: no retry counted", cases[k].plan);
 		}
 		else if (strstr(err.msg, cases[k].want_msg) == NULL)
