@@ -8,7 +8,8 @@
 # equal to the same query on the heap, pushdown fetching less than the file,
 # LIMIT stopping the fetch, the disk cache serving a second run, errors for
 # missing objects, bad credentials (the secret never shown), missing user
-# mappings and file privileges, statement_timeout interrupting a stalled GET.
+# mappings and file privileges, statement_timeout interrupting a stalled GET,
+# and GDAL's ogrinfo reading the table with a spatial filter.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -114,6 +115,16 @@ my @bad = grep { $_->[1] ne $_->[2] } @checks;
 my $nonempty = grep { $_->[2] !~ /^0:/ } @checks;
 is(scalar(@bad), 0, "80 random queries equal the heap's answers ($nonempty non-empty)")
   or diag(join("\n", map { "$_->[0]: $_->[1] vs $_->[2]" } @bad[0 .. ($#bad < 4 ? $#bad : 4)]));
+
+# GDAL as a GIS client: ogrinfo with a spatial filter reads the trail table from S3
+{
+	my $connstr = 'PG:host=' . $node->host . ' port=' . $node->port . ' dbname=postgres';
+	my @spat = (24.6, 60.15, 24.7, 60.2);
+	my $want = $node->safe_psql('postgres', "SELECT count(*) FROM ev WHERE geom && ST_MakeEnvelope(@{[join ', ', @spat]}, 4326)");
+	my ($ogr_out, $ogr_err) = run_command([ 'ogrinfo', '-ro', '-q', '-al', '-spat', @spat, $connstr, 'public.vehicles' ]);
+	my $features = () = $ogr_out =~ /OGRFeature\(/g;
+	is($features, $want, "ogrinfo -spat returns the $want events of the box from the trail file on S3");
+}
 
 sub explain_json
 {
