@@ -134,7 +134,7 @@ examples/live_traffic: examples/live_traffic.c lib/libtrafficdb.a include/traffi
 	$(CC) $(UNIT_CFLAGS) -o $@ examples/live_traffic.c lib/libtrafficdb.a -lm
 
 install: install-lib
-install-lib: lib/libtrafficdb.so lib/libtrafficdb.a lib/trafficdb.pc tools/tdbread tools/trafficdb-stream
+install-lib: lib/libtrafficdb.so lib/libtrafficdb.a lib/trafficdb.pc tools/tdbread tools/trafficdb-stream tools/trafficdb-trail
 	install -d '$(DESTDIR)$(PREFIX)/lib/pkgconfig' '$(DESTDIR)$(PREFIX)/include' '$(DESTDIR)$(PREFIX)/bin'
 	install -m 644 include/trafficdb.h '$(DESTDIR)$(PREFIX)/include/'
 	install -m 755 lib/libtrafficdb.so '$(DESTDIR)$(PREFIX)/lib/libtrafficdb.so.0.1.0'
@@ -142,7 +142,7 @@ install-lib: lib/libtrafficdb.so lib/libtrafficdb.a lib/trafficdb.pc tools/tdbre
 	ln -sf libtrafficdb.so.0 '$(DESTDIR)$(PREFIX)/lib/libtrafficdb.so'
 	install -m 644 lib/libtrafficdb.a '$(DESTDIR)$(PREFIX)/lib/'
 	install -m 644 lib/trafficdb.pc '$(DESTDIR)$(PREFIX)/lib/pkgconfig/'
-	install -m 755 tools/tdbread tools/trafficdb-stream '$(DESTDIR)$(PREFIX)/bin/'
+	install -m 755 tools/tdbread tools/trafficdb-stream tools/trafficdb-trail '$(DESTDIR)$(PREFIX)/bin/'
 	-[ -z '$(DESTDIR)' ] && ldconfig
 
 # TAP tests of t/ (PostgreSQL::Test::Cluster) against the installed server.
