@@ -21,7 +21,7 @@
 #include "format.h"
 #include "pager.h"
 
-#define READAHEAD_MAX_PAGES 64
+#define READAHEAD_MAX_PAGES 1024
 #define READAHEAD_MAX_BYTES (32u << 20)
 
 struct TdbTrailReader
@@ -260,14 +260,15 @@ scan_prefetch(TdbTrailScan *s, TdbTrailError *err)
 {
 	const TdbTrailFooter *f = &s->r->footer;
 	TdbByteRange ranges[READAHEAD_MAX_PAGES];
-	int			n = 0;
+	int			n = 0,
+				npg = 0;
 	uint64_t	bytes = 0;
 	int			rc;
 
 	if (s->prefetched > s->next)
 		return 0;
 	s->prefetched = s->next;
-	while (s->prefetched < s->npages && n < (int) s->window && bytes < READAHEAD_MAX_BYTES)
+	while (s->prefetched < s->npages && npg < (int) s->window && bytes < READAHEAD_MAX_BYTES)
 	{
 		const TdbTrailPageInfo *pi = &f->pages[s->pages[s->prefetched++]];
 
@@ -281,10 +282,11 @@ scan_prefetch(TdbTrailScan *s, TdbTrailError *err)
 			n++;
 		}
 		bytes += pi->length;
+		npg++;
 	}
 	if (s->window < READAHEAD_MAX_PAGES)
 		s->window *= 2;
-	if (n <= 1)
+	if (npg <= 1)
 		return 0;				/* a single page gains nothing from a hint */
 	rc = tdb_pager_prefetch(s->r->pager, ranges, n, err);
 	return rc < 0 ? rc : 0;

@@ -26,6 +26,9 @@ src/trail/tests/trail_tests_asan: $(TRAIL_TEST_DEPS)
 tools/trafficdb-trail: tools/trafficdb-trail.c $(TRAIL_SRCS) $(TRAIL_HDRS)
 	$(CC) $(TRAIL_CFLAGS) -o $@ tools/trafficdb-trail.c $(TRAIL_SRCS) $(TRAIL_LIBS)
 
+bench/trailbench: bench/trailbench.c $(TRAIL_SRCS) $(TRAIL_HDRS)
+	$(CC) $(TRAIL_CFLAGS) -o $@ bench/trailbench.c $(TRAIL_SRCS) $(TRAIL_LIBS)
+
 # The fuzz target needs no network code: the decoders and the codec only.
 TRAIL_FUZZ_SRCS = src/trail/format.c src/trail/codec.c src/trail/writer.c src/checksum.c src/trail/tests/fuzz_decode.c
 src/trail/tests/fuzz_decode: $(TRAIL_FUZZ_SRCS) $(TRAIL_HDRS)
@@ -49,4 +52,4 @@ test-trail: src/trail/tests/trail_tests tools/trafficdb-trail
 	src/trail/tests/run.sh
 
 .PHONY: unit-trail unit-trail-asan test-trail fuzz-trail
-EXTRA_CLEAN += src/trail/tests/trail_tests src/trail/tests/trail_tests_asan src/trail/tests/fuzz_decode tools/trafficdb-trail
+EXTRA_CLEAN += bench/trailbench src/trail/tests/trail_tests src/trail/tests/trail_tests_asan src/trail/tests/fuzz_decode tools/trafficdb-trail
