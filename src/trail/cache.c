@@ -460,6 +460,12 @@ lru_hash(const char *s)
 	return h;
 }
 
+size_t
+tdb_lru_capacity(const TdbBlockLru *l)
+{
+	return l->max_bytes;
+}
+
 TdbBlockLru *
 tdb_lru_create(size_t max_bytes)
 {

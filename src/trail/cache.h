@@ -59,6 +59,7 @@ typedef struct TdbBlockLru TdbBlockLru;
 
 TdbBlockLru *tdb_lru_create(size_t max_bytes);
 void		tdb_lru_free(TdbBlockLru *l);
+size_t		tdb_lru_capacity(const TdbBlockLru *l);
 
 /* Copy [off, off + len) of the cached block into dst; false on a miss. */
 bool		tdb_lru_get(TdbBlockLru *l, const char *key, size_t off, size_t len, void *dst);

@@ -405,10 +405,19 @@ tdb_pager_prefetch(TdbPager *p, const TdbByteRange *ranges, int n, TdbTrailError
 {
 	uint64_t	missing[MAX_FETCH_BLOCKS];
 	int			nmiss = 0;
+	/*
+	 * Fetched blocks wait in the LRU until read: ask for no more than half
+	 * of it, or the last blocks would push out the first before they are
+	 * used, and be fetched twice (the ranges come in reading order).
+	 */
+	uint64_t	room;
+	int			max_blocks;
 
 	if (p->local)
 		return 0;
-	for (int i = 0; i < n; i++)
+	room = tdb_lru_capacity(p->lru) / 2 / p->bs;
+	max_blocks = room < 1 ? 1 : room < MAX_FETCH_BLOCKS ? (int) room : MAX_FETCH_BLOCKS;
+	for (int i = 0; i < n && nmiss < max_blocks; i++)
 	{
 		uint64_t	b0,
 					b1;
@@ -417,7 +426,7 @@ tdb_pager_prefetch(TdbPager *p, const TdbByteRange *ranges, int n, TdbTrailError
 			continue;
 		b0 = ranges[i].off / p->bs;
 		b1 = (ranges[i].off + ranges[i].len - 1) / p->bs;
-		for (uint64_t blk = b0; blk <= b1 && nmiss < MAX_FETCH_BLOCKS; blk++)
+		for (uint64_t blk = b0; blk <= b1 && nmiss < max_blocks; blk++)
 		{
 			bool		dup = false;
 
