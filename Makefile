@@ -90,6 +90,10 @@ bench/streamgen: bench/streamgen.c $(STREAM_SRCS) src/checksum.c $(wildcard src/
 bench-streams: all
 	bench/streams.sh
 
+# Trail files on S3 (MinIO on 127.0.0.1) vs downloading the whole object.
+bench-trails:
+	bench/trails.sh
+
 bench/accessor: bench/accessor.c lib/libtrafficdb.a include/trafficdb.h
 	$(CC) $(UNIT_CFLAGS) -o $@ bench/accessor.c lib/libtrafficdb.a -lm -lpthread
 
@@ -176,7 +180,7 @@ fuzz-stream: src/tests/fuzz/fuzz_stream_open
 unit-tsan: src/tests/unit_tests_tsan
 	TSAN_OPTIONS=halt_on_error=1 src/tests/unit_tests_tsan test_client_threads test_client_wait_is_woken test_shm_readers_see_consistent_versions
 
-.PHONY: bench bench-streams fuzz-stream unit-asan unit-tsan unit tap test demo demo-stop demo-clean deps bench-objects bench-daemon bench-locations bench-accessor install-lib
+.PHONY: bench bench-streams bench-trails fuzz-stream unit-asan unit-tsan unit tap test demo demo-stop demo-clean deps bench-objects bench-daemon bench-locations bench-accessor install-lib
 unit: src/tests/unit_tests
 	src/tests/unit_tests
 

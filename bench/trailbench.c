@@ -5,15 +5,22 @@
  *
  *	  trailbench gen OUT TRAILS EVENTS_PER_TRAIL       synthetic file (seeded)
  *	  trailbench put FILE URL                          upload (multipart when large)
+ *	  trailbench probe FILE                            the box and window queries
+ *	      for this file, as QUERY arguments: a 0.02 x 0.01 degree box centred
+ *	      on a real event (the middle event of the middle trail) and the 10
+ *	      minutes from the middle of the file's time span
  *	  trailbench query URL QUERY BLOCK_SIZE MODE [CACHE_DIR]
- *	      QUERY: ids:N (N trails spread over the index), all,
- *	             box (a 0.02 degree box around a real event),
- *	             window (10 minutes in the middle of the file's time)
+ *	      QUERY: ids:N (N trails spread evenly over the index), all,
+ *	             box:XMIN,YMIN,XMAX,YMAX (degrees), window:FROM,TO
+ *	             (microseconds, inclusive), box and window (what probe
+ *	             prints, computed from the footer of URL)
  *	      MODE:  range (pager with BLOCK_SIZE blocks, cold unless CACHE_DIR
  *	             holds blocks), whole (one download of the object into a
  *	             temporary file, then the same query on it), local (URL is
  *	             a path)
- *	  prints: first_row_ms total_ms events bytes_fetched requests pages_read
+ *	  prints: first_row_ms total_ms events bytes_network requests pages_read
+ *	          bytes_disk_cache bytes_memory bytes_local
+ *	  (in whole mode bytes_network and requests include the download)
  *
  * S3 settings come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
  * AWS_ENDPOINT_URL, as the CLI takes them.
@@ -24,6 +31,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/resource.h>
 
 #include "trail/pager.h"
 #include "trail/trail.h"
@@ -126,6 +134,12 @@ gen(const char *out, int ntrails, int per)
 	if (tdb_trail_writer_finish(w, &buf, &len, &err) < 0)
 		die("finish", &err);
 	tdb_trail_writer_free(w);
+	{
+		struct rusage ru;
+
+		getrusage(RUSAGE_SELF, &ru);
+		fprintf(stderr, "trailbench gen: %zu bytes, peak RSS %ld MB\n", len, ru.ru_maxrss / 1024);
+	}
 	memset(&s3, 0, sizeof(s3));
 	memset(&net, 0, sizeof(net));
 	if (tdb_trail_store(out, buf, len, &s3, &net, 0, &err) < 0)
@@ -144,6 +158,90 @@ s3_from_env(TdbS3Config *s3)
 	s3->endpoint = getenv("AWS_ENDPOINT_URL");
 	s3->region = getenv("AWS_REGION");
 	s3->path_style = s3->endpoint != NULL;
+}
+
+/* box:XMIN,YMIN,XMAX,YMAX or window:FROM,TO into q; false if neither */
+static bool
+parse_query(const char *what, TdbTrailQuery *q)
+{
+	long long	t0,
+				t1;
+
+	if (sscanf(what, "box:%lf,%lf,%lf,%lf", &q->xmin, &q->ymin, &q->xmax, &q->ymax) == 4)
+		return q->has_bbox = true;
+	if (sscanf(what, "window:%lld,%lld", &t0, &t1) == 2)
+	{
+		q->time_from = t0;
+		q->time_to = t1;
+		return q->has_time = true;
+	}
+	return false;
+}
+
+/*
+ * The box and window queries of a file, as query arguments: a 0.02 x 0.01
+ * degree box centred on the middle event of the middle trail (a real
+ * position), and the 10 minutes from the middle of the file's time span.
+ */
+static void
+probe_queries(TdbTrailReader *r, char *box, size_t boxlen, char *window, size_t windowlen)
+{
+	const TdbTrailFooter *f = tdb_trail_footer(r);
+	TdbTrailQuery q;
+	TdbTrailScan *sc;
+	TdbTrailError err;
+	TdbTrailEvent ev;
+	const TdbTrailInfo *mid;
+	uint64_t	n = 0;
+	int64_t		lo = INT64_MAX,
+				hi = INT64_MIN;
+	double		x = 0,
+				y = 0;
+	int			rc;
+
+	if (f->ntrails == 0)
+		die("probe", NULL);
+	mid = &f->trails[f->ntrails / 2];
+	memset(&q, 0, sizeof(q));
+	if (f->schema.id_type == TDB_TRAIL_STRING)
+	{
+		q.ids_str = &mid->key.s;
+		q.nids = 1;
+	}
+	else
+	{
+		q.ids_int = &mid->key.i;
+		q.nids = 1;
+	}
+	/* two passes over one trail: count its events, then take the middle one */
+	for (int pass = 0; pass < 2; pass++)
+	{
+		uint64_t	i = 0;
+
+		if (tdb_trail_scan_begin(r, &q, &sc, &err) < 0)
+			die("probe", &err);
+		while ((rc = tdb_trail_scan_next(sc, &ev, &err)) > 0)
+		{
+			if (pass == 1 && i == n / 2)
+			{
+				x = ev.lon;
+				y = ev.lat;
+			}
+			i++;
+		}
+		if (rc < 0)
+			die("probe", &err);
+		tdb_trail_scan_end(sc);
+		n = i;
+	}
+	for (uint32_t t = 0; t < f->ntrails; t++)
+	{
+		lo = f->trails[t].tmin < lo ? f->trails[t].tmin : lo;
+		hi = f->trails[t].tmax > hi ? f->trails[t].tmax : hi;
+	}
+	snprintf(box, boxlen, "box:%.7f,%.7f,%.7f,%.7f", x - 0.01, y - 0.005, x + 0.01, y + 0.005);
+	snprintf(window, windowlen, "window:%lld,%lld", (long long) (lo + (hi - lo) / 2),
+			 (long long) (lo + (hi - lo) / 2 + 600 * 1000000LL - 1));
 }
 
 /* Download the whole object into a temporary file: the baseline. */
@@ -188,7 +286,8 @@ static int
 query(const char *url, const char *what, uint32_t bs, const char *mode, const char *cache)
 {
 	double		t0 = now_ms(),
-				first = -1;
+				first = -1,
+				total;
 	TdbPagerOptions po;
 	TdbPager   *p;
 	TdbTrailReader *r;
@@ -204,6 +303,7 @@ query(const char *url, const char *what, uint32_t bs, const char *mode, const ch
 				dl_requests = 0;
 	char	   *tmp = NULL;
 	int64_t    *ids = NULL;
+	const char **sids = NULL;
 	int			rc;
 
 	if (strcmp(mode, "whole") == 0)
@@ -221,37 +321,36 @@ query(const char *url, const char *what, uint32_t bs, const char *mode, const ch
 	{
 		int			k = atoi(what + 4);
 
+		if (k < 1 || (uint32_t) k > f->ntrails)
+			k = (int) f->ntrails;
 		ids = malloc(sizeof(int64_t) * (size_t) k);
+		sids = malloc(sizeof(char *) * (size_t) k);
 		for (int i = 0; i < k; i++)
-			ids[i] = f->trails[(uint64_t) i * f->ntrails / (uint64_t) k].key.i;
-		q.ids_int = ids;
+		{
+			const TdbTrailKey *key = &f->trails[(uint64_t) i * f->ntrails / (uint64_t) k].key;
+
+			ids[i] = key->i;
+			sids[i] = key->s;
+		}
+		if (f->schema.id_type == TDB_TRAIL_STRING)
+			q.ids_str = sids;
+		else
+			q.ids_int = ids;
 		q.nids = k;
 	}
-	else if (strcmp(what, "box") == 0)
+	else if (strcmp(what, "box") == 0 || strcmp(what, "window") == 0)
 	{
-		const TdbTrailPageInfo *pi = &f->pages[f->npages / 2];
-		double		x = tdb_trail_coord_unfix(pi->xmin),
-					y = tdb_trail_coord_unfix(pi->ymin);
+		/* computed here from the footer: reads the middle trail first */
+		char		b[128],
+					wnd[128];
 
-		q.has_bbox = true;
-		q.xmin = x;
-		q.ymin = y;
-		q.xmax = x + 0.02;
-		q.ymax = y + 0.01;
+		probe_queries(r, b, sizeof(b), wnd, sizeof(wnd));
+		parse_query(strcmp(what, "box") == 0 ? b : wnd, &q);
 	}
-	else if (strcmp(what, "window") == 0)
+	else if (strcmp(what, "all") != 0 && !parse_query(what, &q))
 	{
-		int64_t		lo = INT64_MAX,
-					hi = INT64_MIN;
-
-		for (uint32_t t = 0; t < f->ntrails; t++)
-		{
-			lo = f->trails[t].tmin < lo ? f->trails[t].tmin : lo;
-			hi = f->trails[t].tmax > hi ? f->trails[t].tmax : hi;
-		}
-		q.has_time = true;
-		q.time_from = lo + (hi - lo) / 2;
-		q.time_to = q.time_from + 600 * 1000000LL - 1;
+		fprintf(stderr, "trailbench: unknown query %s\n", what);
+		exit(2);
 	}
 	if (tdb_trail_scan_begin(r, &q, &sc, &err) < 0)
 		die("scan", &err);
@@ -264,15 +363,40 @@ query(const char *url, const char *what, uint32_t bs, const char *mode, const ch
 		die("read", &err);
 	tdb_trail_scan_stats(sc, &ss);
 	tdb_pager_stats(p, &st);
-	printf("%.2f %.2f %llu %llu %llu %llu\n", first < 0 ? now_ms() - t0 : first, now_ms() - t0,
+	total = now_ms() - t0;
+	printf("%.2f %.2f %llu %llu %llu %llu %llu %llu %llu\n", first < 0 ? total : first, total,
 		   (unsigned long long) n, (unsigned long long) (st.bytes_network + dl_bytes),
-		   (unsigned long long) (st.requests + dl_requests), (unsigned long long) ss.pages_read);
+		   (unsigned long long) (st.requests + dl_requests), (unsigned long long) ss.pages_read,
+		   (unsigned long long) st.bytes_disk_cache, (unsigned long long) st.bytes_memory,
+		   (unsigned long long) st.bytes_local);
 	tdb_trail_scan_end(sc);
 	tdb_trail_close(r);
 	tdb_pager_close(p);
 	if (tmp)
 		unlink(tmp);
 	free(ids);
+	free(sids);
+	return 0;
+}
+
+static int
+probe(const char *path)
+{
+	TdbPagerOptions po;
+	TdbPager   *p;
+	TdbTrailReader *r;
+	TdbTrailError err;
+	char		box[128],
+				window[128];
+
+	memset(&po, 0, sizeof(po));
+	po.url = path;
+	if (tdb_pager_open(&po, &p, &err) < 0 || tdb_trail_open(p, &r, &err) < 0)
+		die(path, &err);
+	probe_queries(r, box, sizeof(box), window, sizeof(window));
+	printf("%s %s\n", box, window);
+	tdb_trail_close(r);
+	tdb_pager_close(p);
 	return 0;
 }
 
@@ -306,12 +430,17 @@ main(int argc, char **argv)
 {
 	if (argc == 4 && strcmp(argv[1], "put") == 0)
 		return put(argv[2], argv[3]);
+	if (argc == 3 && strcmp(argv[1], "probe") == 0)
+		return probe(argv[2]);
 	if (argc == 5 && strcmp(argv[1], "gen") == 0)
 		return gen(argv[2], atoi(argv[3]), atoi(argv[4]));
 	if ((argc == 6 || argc == 7) && strcmp(argv[1], "query") == 0)
 		return query(argv[2], argv[3], (uint32_t) strtoul(argv[4], NULL, 10), argv[5],
 					 argc == 7 ? argv[6] : NULL);
 	fprintf(stderr, "usage: trailbench gen OUT TRAILS EVENTS_PER_TRAIL\n"
-			"       trailbench query URL ids:N|all|box|window BLOCK_SIZE range|whole|local [CACHE_DIR]\n");
+			"       trailbench put FILE URL\n"
+			"       trailbench probe FILE\n"
+			"       trailbench query URL ids:N|all|box|window|box:X0,Y0,X1,Y1|window:T0,T1 BLOCK_SIZE\n"
+			"                        range|whole|local [CACHE_DIR]\n");
 	return 2;
 }

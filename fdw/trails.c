@@ -284,7 +284,7 @@ static void
 net_options(const TrailOptions *o, TdbNetOptions *net)
 {
 	memset(net, 0, sizeof(*net));
-	net->max_retries = o->retries;
+	net->max_retries = o->retries == 0 ? -1 : o->retries;	/* the library's 0 means its default */
 	net->cancel = trail_cancel;
 }
 

@@ -36,7 +36,7 @@ typedef struct TdbS3Config
 /* Network behaviour shared by the pager and the uploader. */
 typedef struct TdbNetOptions
 {
-	int			max_retries;	/* 0: 5 */
+	int			max_retries;	/* 0: 5; negative: none */
 	int			retry_base_ms;	/* first backoff; 0: 100 */
 	int			retry_max_ms;	/* backoff cap; 0: 5000 */
 	long		low_speed_bytes;	/* abort below this rate ... 0: 1024 */

@@ -87,8 +87,10 @@ tdb_s3_parse_url(const char *url, char *bucket, size_t bucketlen, const char **k
 static void
 net_defaults(TdbNetOptions *n)
 {
-	if (n->max_retries <= 0)
+	if (n->max_retries == 0)
 		n->max_retries = 5;
+	else if (n->max_retries < 0)
+		n->max_retries = 0;		/* negative: no retries */
 	if (n->retry_base_ms <= 0)
 		n->retry_base_ms = 100;
 	if (n->retry_max_ms <= 0)
@@ -431,6 +433,8 @@ run_with_retries(TdbRemote *r, TdbHttpReq **reqs, int n, int maxp, CheckFn check
 {
 	if (maxp <= 0)
 		maxp = 4;
+	if (maxp > 64)
+		maxp = 64;				/* the batch array's size: never skip requests */
 	for (int b = 0; b < n; b += maxp)
 	{
 		TdbHttpReq *batch[64];
