@@ -1,7 +1,9 @@
 /*
  * main.c
  *	  Runs every unit test listed in tests.list, or those named on the
- *	  command line, and prints TAP with a closing summary line.
+ *	  command line, and prints TAP with a closing summary line.  Another
+ *	  suite (the trail tests) builds this runner with its own list:
+ *	  -DUNIT_TESTS_LIST='"../trail/tests/tests.list"'.
  */
 #include "unit.h"
 
@@ -33,7 +35,7 @@ typedef struct UnitCase
 
 static const UnitCase cases[] = {
 #define X(name) {#name, name},
-#include "tests.list"
+#include UNIT_TESTS_LIST
 #undef X
 };
 

@@ -57,9 +57,15 @@ unit_rand_double(uint64_t *state, double lo, double hi)
 
 #define UNIT_TEST(name) void name(void)
 
-/* Declarations of every test, generated from tests.list. */
+/*
+ * Declarations of every test, generated from the suite's list: tests.list
+ * beside this file unless UNIT_TESTS_LIST names another (relative to here).
+ */
+#ifndef UNIT_TESTS_LIST
+#define UNIT_TESTS_LIST "tests.list"
+#endif
 #define X(name) UNIT_TEST(name);
-#include "tests.list"
+#include UNIT_TESTS_LIST
 #undef X
 
 #endif							/* TDB_UNIT_H */

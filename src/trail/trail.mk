@@ -12,16 +12,18 @@ TRAIL_CFLAGS = -std=gnu11 -O2 -g -Wall -Wextra -Werror -Isrc -Isrc/trail -Isrc/t
 TRAIL_LIBS = $(shell curl-config --libs 2>/dev/null || pkg-config --libs libcurl) -lm -lpthread
 TRAIL_SRCS = $(wildcard src/trail/*.c) src/checksum.c
 TRAIL_HDRS = $(wildcard src/trail/*.h) src/checksum.h
-TRAIL_TEST_SRCS = $(filter-out src/trail/tests/fuzz_decode.c,$(wildcard src/trail/tests/*.c))
-TRAIL_TEST_DEPS = $(TRAIL_SRCS) $(TRAIL_HDRS) $(TRAIL_TEST_SRCS) $(wildcard src/trail/tests/*.h) src/trail/tests/tests.list
+# the runner is src/tests/main.c, given this suite's list
+TRAIL_TEST_SRCS = $(filter-out src/trail/tests/fuzz_decode.c,$(wildcard src/trail/tests/*.c)) src/tests/main.c
+TRAIL_TEST_LIST = -DUNIT_TESTS_LIST='"../trail/tests/tests.list"'
+TRAIL_TEST_DEPS = $(TRAIL_SRCS) $(TRAIL_HDRS) $(TRAIL_TEST_SRCS) $(wildcard src/trail/tests/*.h) src/tests/unit.h src/trail/tests/tests.list
 
 # the harness of src/tests (main.c, unit.h) with our own tests.list
 src/trail/tests/trail_tests: $(TRAIL_TEST_DEPS)
-	$(CC) $(TRAIL_CFLAGS) -Isrc/trail/tests -o $@ $(TRAIL_SRCS) $(TRAIL_TEST_SRCS) $(TRAIL_LIBS)
+	$(CC) $(TRAIL_CFLAGS) $(TRAIL_TEST_LIST) -Isrc/trail/tests -o $@ $(TRAIL_SRCS) $(TRAIL_TEST_SRCS) $(TRAIL_LIBS)
 
 src/trail/tests/trail_tests_asan: $(TRAIL_TEST_DEPS)
 	$(CC) $(TRAIL_CFLAGS) -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined \
-		-Isrc/trail/tests -o $@ $(TRAIL_SRCS) $(TRAIL_TEST_SRCS) $(TRAIL_LIBS)
+		$(TRAIL_TEST_LIST) -Isrc/trail/tests -o $@ $(TRAIL_SRCS) $(TRAIL_TEST_SRCS) $(TRAIL_LIBS)
 
 tools/trafficdb-trail: tools/trafficdb-trail.c $(TRAIL_SRCS) $(TRAIL_HDRS)
 	$(CC) $(TRAIL_CFLAGS) -o $@ tools/trafficdb-trail.c $(TRAIL_SRCS) $(TRAIL_LIBS)

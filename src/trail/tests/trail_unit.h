@@ -1,16 +1,13 @@
 /*
  * trail_unit.h
- *	  The src/tests harness (unit.h: CHECK macros, unit_rand) for the trail
- *	  tests, with their own list.  unit.h also declares the engine tests of
- *	  src/tests/tests.list; declarations only, nothing links against them.
+ *	  The src/tests harness (unit.h: CHECK macros, unit_rand, src/tests/main.c
+ *	  as the runner) for the trail tests.  trail.mk builds them with
+ *	  UNIT_TESTS_LIST naming this directory's tests.list, so unit.h declares
+ *	  these tests.
  */
 #ifndef TDB_TRAIL_UNIT_H
 #define TDB_TRAIL_UNIT_H
 
 #include "../../tests/unit.h"
-
-#define X(name) UNIT_TEST(name);
-#include "tests.list"
-#undef X
 
 #endif							/* TDB_TRAIL_UNIT_H */
