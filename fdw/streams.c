@@ -32,9 +32,7 @@
 #include "catalog/pg_authid.h"
 #include "catalog/pg_foreign_server.h"
 #include "catalog/pg_foreign_table.h"
-#include "catalog/pg_am.h"
 #include "catalog/pg_operator.h"
-#include "access/stratnum.h"
 #include "catalog/pg_type.h"
 #include "commands/defrem.h"
 #include "commands/explain.h"
@@ -58,15 +56,13 @@
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
+#include "fdw/timebound.h"
 #include "stream/stream.h"
 
 PG_FUNCTION_INFO_V1(trafficdb_streams_handler);
 PG_FUNCTION_INFO_V1(trafficdb_streams_validator);
 PG_FUNCTION_INFO_V1(trafficdb_stream_aggregate);
 PG_FUNCTION_INFO_V1(trafficdb_stream_resample);
-
-/* Unix epoch microseconds <-> PostgreSQL timestamps (microseconds since 2000). */
-#define UNIX_TO_PG_US	((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY)
 
 /* ---- opening a table's stream -------------------------------------------- */
 
@@ -94,24 +90,9 @@ stream_handle_close(void *arg)
 }
 
 static char *
-option_value(List *options, const char *name)
-{
-	ListCell   *lc;
-
-	foreach(lc, options)
-	{
-		DefElem    *d = lfirst(lc);
-
-		if (strcmp(d->defname, name) == 0)
-			return defGetString(d);
-	}
-	return NULL;
-}
-
-static char *
 server_filename(ForeignServer *server)
 {
-	char	   *f = option_value(server->options, "filename");
+	char	   *f = tdb_fdw_option(server->options, "filename");
 
 	if (f == NULL)
 		ereport(ERROR,
@@ -132,7 +113,7 @@ stream_open(Oid relid, bool write, MemoryContext cxt)
 	ForeignTable *ft = GetForeignTable(relid);
 	ForeignServer *server = GetForeignServer(ft->serverid);
 	StreamHandle *h = MemoryContextAllocZero(cxt, sizeof(StreamHandle));
-	char	   *stream = option_value(ft->options, "stream");
+	char	   *stream = tdb_fdw_option(ft->options, "stream");
 	char		err[256];
 	int			rc;
 
@@ -261,11 +242,7 @@ field_datum(uint8_t type, const TdbStreamValue *v)
 
 /* ---- planning: the time range --------------------------------------------- */
 
-/* fdw_private: the kinds of the pushed bounds (one per fdw_exprs entry). */
-enum
-{
-	BOUND_GE = 0, BOUND_GT, BOUND_LE, BOUND_LT, BOUND_EQ
-};
+/* fdw_private: the kinds of the pushed bounds (TdbTimeBound, one per fdw_exprs entry). */
 
 static int
 ts_attno(RelOptInfo *baserel, Oid relid)
@@ -284,7 +261,6 @@ time_bound(Expr *clause, Index relid, AttrNumber ts, int *kind, Expr **value)
 	OpExpr	   *op;
 	Expr	   *l,
 			   *r;
-	char	   *name;
 	bool		swap;
 
 	if (!IsA(clause, OpExpr) || list_length(((OpExpr *) clause)->args) != 2)
@@ -305,32 +281,8 @@ time_bound(Expr *clause, Index relid, AttrNumber ts, int *kind, Expr **value)
 		bms_is_member(relid, pull_varnos(NULL, (Node *) r)))
 		return false;
 	/* the default btree comparisons of timestamptz only */
-	{
-		Oid			family = get_opclass_family(GetDefaultOpClass(TIMESTAMPTZOID, BTREE_AM_OID));
-		int			strategy = get_op_opfamily_strategy(op->opno, family);
-
-		(void) name;
-		switch (strategy)
-		{
-			case BTEqualStrategyNumber:
-				*kind = BOUND_EQ;
-				break;
-			case BTGreaterEqualStrategyNumber:
-				*kind = swap ? BOUND_LE : BOUND_GE;
-				break;
-			case BTGreaterStrategyNumber:
-				*kind = swap ? BOUND_LT : BOUND_GT;
-				break;
-			case BTLessEqualStrategyNumber:
-				*kind = swap ? BOUND_GE : BOUND_LE;
-				break;
-			case BTLessStrategyNumber:
-				*kind = swap ? BOUND_GT : BOUND_LT;
-				break;
-			default:
-				return false;
-		}
-	}
+	if ((*kind = tdb_time_bound_of(op->opno, swap)) < 0)
+		return false;
 	*value = r;
 	return true;
 }
@@ -360,7 +312,7 @@ strGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 		{
 			pi->bounds = lappend(pi->bounds, value);
 			pi->kinds = lappend_int(pi->kinds, kind);
-			sel *= kind == BOUND_EQ ? 0.0001 : 0.3;
+			sel *= kind == TDB_BOUND_EQ ? 0.0001 : 0.3;
 		}
 	}
 	baserel->fdw_private = pi;
@@ -482,37 +434,9 @@ eval_range(ForeignScanState *node, StrScan *st, int64 *from, int64 *to)
 	{
 		bool		isnull;
 		Datum		d = ExecEvalExpr(lfirst(lb), econtext, &isnull);
-		int64		t;
 
-		if (isnull)
-			return false;		/* ts op NULL is never true */
-		t = DatumGetTimestampTz(d);
-		if (TIMESTAMP_NOT_FINITE(t))
-		{
-			if ((t == DT_NOBEGIN) == (lfirst_int(lk) == BOUND_LE || lfirst_int(lk) == BOUND_LT))
-				return false;	/* ts < -infinity, ts > infinity */
-			continue;			/* ts > -infinity, ts < infinity: no bound */
-		}
-		t += UNIX_TO_PG_US;
-		switch (lfirst_int(lk))
-		{
-			case BOUND_GE:
-				*from = Max(*from, t);
-				break;
-			case BOUND_GT:
-				*from = Max(*from, t + 1);
-				break;
-			case BOUND_LE:
-				*to = Min(*to, t);
-				break;
-			case BOUND_LT:
-				*to = Min(*to, t - 1);
-				break;
-			case BOUND_EQ:
-				*from = Max(*from, t);
-				*to = Min(*to, t);
-				break;
-		}
+		if (isnull || !tdb_time_bound_apply(lfirst_int(lk), DatumGetTimestampTz(d), from, to))
+			return false;		/* ts op NULL is never true; nor ts < -infinity */
 	}
 	return *from <= *to;
 }
@@ -588,11 +512,10 @@ strExplainForeignScan(ForeignScanState *node, ExplainState *es)
 	StringInfoData buf;
 	ListCell   *lb,
 			   *lk;
-	static const char *ops[] = {">=", ">", "<=", "<", "="};
 
 	initStringInfo(&buf);
 	forboth(lb, plan->fdw_exprs, lk, st->kinds)
-		appendStringInfo(&buf, "%sts %s %s", buf.len ? " AND " : "", ops[lfirst_int(lk)],
+		appendStringInfo(&buf, "%sts %s %s", buf.len ? " AND " : "", tdb_time_bound_ops[lfirst_int(lk)],
 						 deparse_expression(lfirst(lb), context, false, false));
 	ExplainPropertyText("Stream File", server_filename(GetForeignServer(GetForeignTable(
 									RelationGetRelid(node->ss.ss_currentRelation))->serverid)), es);

@@ -36,8 +36,6 @@
 
 #include "access/reloptions.h"
 #include "access/table.h"
-#include "access/stratnum.h"
-#include "catalog/pg_am.h"
 #include "catalog/pg_authid.h"
 #include "catalog/pg_foreign_server.h"
 #include "catalog/pg_foreign_table.h"
@@ -68,6 +66,7 @@
 #include "utils/ruleutils.h"
 #include "utils/timestamp.h"
 
+#include "fdw/timebound.h"
 #include "module/geometry.h"
 #include "module/trafficdb.h"
 #include "trail/cache.h"
@@ -77,9 +76,6 @@
 PG_FUNCTION_INFO_V1(trafficdb_trails_handler);
 PG_FUNCTION_INFO_V1(trafficdb_trails_validator);
 PG_FUNCTION_INFO_V1(trafficdb_trail_write);
-
-/* Unix epoch microseconds <-> PostgreSQL timestamps (microseconds since 2000). */
-#define UNIX_TO_PG_US	((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY)
 
 /*
  * Query boxes are widened by this much (degrees) before pruning: PostGIS's
@@ -106,21 +102,6 @@ typedef struct TrailOptions
 	char	   *secret_key;
 	char	   *session_token;
 } TrailOptions;
-
-static char *
-option_value(List *options, const char *name)
-{
-	ListCell   *lc;
-
-	foreach(lc, options)
-	{
-		DefElem    *d = lfirst(lc);
-
-		if (strcmp(d->defname, name) == 0)
-			return defGetString(d);
-	}
-	return NULL;
-}
 
 /* "16kB", "1MB", "1073741824": bytes, or -1 when it is not a size. */
 static int64
@@ -235,32 +216,32 @@ trail_options(ForeignServer *server, bool s3)
 	char	   *v;
 
 	o->servername = server->servername;
-	o->endpoint = option_value(server->options, "endpoint");
-	o->region = option_value(server->options, "region");
-	o->path_style = (v = option_value(server->options, "path_style")) != NULL ?
+	o->endpoint = tdb_fdw_option(server->options, "endpoint");
+	o->region = tdb_fdw_option(server->options, "region");
+	o->path_style = (v = tdb_fdw_option(server->options, "path_style")) != NULL ?
 		defGetBoolean(makeDefElem("path_style", (Node *) makeString(v), -1)) : o->endpoint != NULL;
-	o->block_size = (v = option_value(server->options, "block_size")) != NULL ?
+	o->block_size = (v = tdb_fdw_option(server->options, "block_size")) != NULL ?
 		(uint32) bytes_option("block_size", v, 16 << 10, 16 << 20, true) : 1 << 20;
-	v = option_value(server->options, "cache_dir");
+	v = tdb_fdw_option(server->options, "cache_dir");
 	if (v == NULL)
 		o->cache_dir = psprintf("%s/trafficdb_trail_cache", DataDir);
 	else if (strcmp(v, "none") != 0)
 		o->cache_dir = v;
-	o->cache_bytes = (v = option_value(server->options, "cache_size")) != NULL ?
+	o->cache_bytes = (v = tdb_fdw_option(server->options, "cache_size")) != NULL ?
 		(uint64) bytes_option("cache_size", v, 1 << 20, INT64CONST(1) << 50, false) : UINT64CONST(1) << 30;
-	o->parallel = (v = option_value(server->options, "parallel")) != NULL ?
+	o->parallel = (v = tdb_fdw_option(server->options, "parallel")) != NULL ?
 		int_option("parallel", v, 1, 64) : 4;
-	o->readahead = (v = option_value(server->options, "readahead")) != NULL ?
+	o->readahead = (v = tdb_fdw_option(server->options, "readahead")) != NULL ?
 		int_option("readahead", v, -1, 1024) : 16;
-	o->retries = (v = option_value(server->options, "retries")) != NULL ?
+	o->retries = (v = tdb_fdw_option(server->options, "retries")) != NULL ?
 		int_option("retries", v, 0, 100) : 5;
 	if (s3)
 	{
 		UserMapping *um = GetUserMapping(GetUserId(), server->serverid);
 
-		o->access_key = option_value(um->options, "access_key");
-		o->secret_key = option_value(um->options, "secret_key");
-		o->session_token = option_value(um->options, "session_token");
+		o->access_key = tdb_fdw_option(um->options, "access_key");
+		o->secret_key = tdb_fdw_option(um->options, "secret_key");
+		o->session_token = tdb_fdw_option(um->options, "session_token");
 		if (o->access_key == NULL || o->secret_key == NULL)
 			ereport(ERROR,
 					(errcode(ERRCODE_FDW_OPTION_NAME_NOT_FOUND),
@@ -443,19 +424,13 @@ trail_open(ForeignServer *server, const char *url, MemoryContext cxt)
 /* What one pushed clause does; its arguments follow in fdw_exprs. */
 enum
 {
-	PUSH_GE,					/* time >= a (then >, <=, <, = as streams.c) */
-	PUSH_GT,
-	PUSH_LE,
-	PUSH_LT,
-	PUSH_EQ,
-	PUSH_ID,					/* id = a */
+	/* 0 .. TDB_BOUND_EQ: time compared with a (TdbTimeBound) */
+	PUSH_ID = TDB_BOUND_EQ + 1,					/* id = a */
 	PUSH_IDS,					/* id = ANY (a) */
 	PUSH_BOX,					/* geom && a, ST_Intersects(geom, a) */
 	PUSH_DWITHIN_DEG,			/* ST_DWithin(geom, a, d) */
 	PUSH_DWITHIN_M				/* ST_DWithin(geom::geography, a, d[, s]) */
 };
-
-static const char *const push_ops[] = {">=", ">", "<=", "<", "="};
 
 typedef struct TrailCols
 {
@@ -470,8 +445,8 @@ static TrailCols
 trail_cols(Oid relid)
 {
 	ForeignTable *ft = GetForeignTable(relid);
-	char	   *idname = option_value(ft->options, "id_column");
-	char	   *timename = option_value(ft->options, "time_column");
+	char	   *idname = tdb_fdw_option(ft->options, "id_column");
+	char	   *timename = tdb_fdw_option(ft->options, "time_column");
 	Relation	rel = table_open(relid, NoLock);
 	TupleDesc	td = RelationGetDescr(rel);
 	TrailCols	c = {InvalidAttrNumber, InvalidAttrNumber, InvalidAttrNumber, InvalidOid};
@@ -565,29 +540,10 @@ classify(Expr *clause, Index relid, const TrailCols *c, List **kinds, List **arg
 		}
 		if (is_col(l, relid, c->time) && exprType((Node *) r) == TIMESTAMPTZOID)
 		{
-			Oid			family = get_opclass_family(GetDefaultOpClass(TIMESTAMPTZOID, BTREE_AM_OID));
-			int			k;
+			int			k = tdb_time_bound_of(op->opno, swap);
 
-			switch (get_op_opfamily_strategy(op->opno, family))
-			{
-				case BTEqualStrategyNumber:
-					k = PUSH_EQ;
-					break;
-				case BTGreaterEqualStrategyNumber:
-					k = swap ? PUSH_LE : PUSH_GE;
-					break;
-				case BTGreaterStrategyNumber:
-					k = swap ? PUSH_LT : PUSH_GT;
-					break;
-				case BTLessEqualStrategyNumber:
-					k = swap ? PUSH_GE : PUSH_LE;
-					break;
-				case BTLessStrategyNumber:
-					k = swap ? PUSH_GT : PUSH_LT;
-					break;
-				default:
-					return false;
-			}
+			if (k < 0)
+				return false;
 			*kinds = lappend_int(*kinds, k);
 			*args = lappend(*args, r);
 			return true;
@@ -670,7 +626,7 @@ trlGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 			switch (llast_int(tp->kinds))
 			{
 				case PUSH_ID:
-				case PUSH_EQ:
+				case TDB_BOUND_EQ:
 					sel *= 0.001;
 					break;
 				case PUSH_IDS:
@@ -775,8 +731,8 @@ map_columns(ForeignScanState *node, TrlScan *st)
 	Relation	rel = node->ss.ss_currentRelation;
 	ForeignTable *ft = GetForeignTable(RelationGetRelid(rel));
 	const TdbTrailSchema *sc = &tdb_trail_footer(st->h->reader)->schema;
-	char	   *idname = option_value(ft->options, "id_column");
-	char	   *timename = option_value(ft->options, "time_column");
+	char	   *idname = tdb_fdw_option(ft->options, "id_column");
+	char	   *timename = tdb_fdw_option(ft->options, "time_column");
 	Oid			geom = tdb_geometry_oid();
 	Bitmapset  *used = NULL;
 	int			natts = st->tupdesc->natts;
@@ -959,30 +915,10 @@ build_query(ForeignScanState *node, TrlScan *st)
 		Oid			type = exprType((Node *) es->expr);
 
 		la = lnext(st->arg_states, la);
-		if (kind <= PUSH_EQ)
+		if (kind <= TDB_BOUND_EQ)
 		{
-			int64		t;
-
-			if (isnull)
-				goto nothing;
-			t = DatumGetTimestampTz(v);
-			if (TIMESTAMP_NOT_FINITE(t))
-			{
-				if ((t == DT_NOBEGIN) == (kind == PUSH_LE || kind == PUSH_LT))
-					goto nothing;	/* time < -infinity, time > infinity */
-				if (kind == PUSH_EQ)
-					goto nothing;
-				continue;
-			}
-			t += UNIX_TO_PG_US;
-			if (kind == PUSH_GE || kind == PUSH_EQ)
-				from = Max(from, t);
-			if (kind == PUSH_GT)
-				from = Max(from, t + 1);
-			if (kind == PUSH_LE || kind == PUSH_EQ)
-				to = Min(to, t);
-			if (kind == PUSH_LT)
-				to = Min(to, t - 1);
+			if (isnull || !tdb_time_bound_apply(kind, DatumGetTimestampTz(v), &from, &to))
+				goto nothing;	/* time op NULL is never true; nor time < -infinity */
 			continue;
 		}
 		if (kind == PUSH_ID || kind == PUSH_IDS)
@@ -1122,7 +1058,7 @@ trlIterateForeignScan(ForeignScanState *node)
 		if (st->h == NULL)
 		{
 			ForeignTable *ft = GetForeignTable(RelationGetRelid(rel));
-			char	   *url = option_value(ft->options, "url");
+			char	   *url = tdb_fdw_option(ft->options, "url");
 
 			if (url == NULL)
 				ereport(ERROR,
@@ -1237,8 +1173,8 @@ trlExplainForeignScan(ForeignScanState *node, ExplainState *es)
 	TrlScan    *st = node->fdw_state;
 	List	   *context = set_deparse_context_plan(es->deparse_cxt, (Plan *) plan, NIL);
 	ForeignTable *ft = GetForeignTable(RelationGetRelid(node->ss.ss_currentRelation));
-	char	   *idname = option_value(ft->options, "id_column");
-	char	   *timename = option_value(ft->options, "time_column");
+	char	   *idname = tdb_fdw_option(ft->options, "id_column");
+	char	   *timename = tdb_fdw_option(ft->options, "time_column");
 	StringInfoData ids,
 				times,
 				area;
@@ -1260,9 +1196,9 @@ trlExplainForeignScan(ForeignScanState *node, ExplainState *es)
 			d = deparse_expression(lfirst(la), context, false, false);
 			la = lnext(plan->fdw_exprs, la);
 		}
-		if (kind <= PUSH_EQ)
+		if (kind <= TDB_BOUND_EQ)
 			appendStringInfo(&times, "%s%s %s %s", times.len ? " AND " : "",
-							 quote_identifier(timename ? timename : "time"), push_ops[kind], a);
+							 quote_identifier(timename ? timename : "time"), tdb_time_bound_ops[kind], a);
 		else if (kind == PUSH_ID)
 			appendStringInfo(&ids, "%s%s = %s", ids.len ? " AND " : "",
 							 quote_identifier(idname ? idname : "id"), a);
@@ -1275,7 +1211,7 @@ trlExplainForeignScan(ForeignScanState *node, ExplainState *es)
 			appendStringInfo(&area, "%sbox of %s grown by %s%s", area.len ? " AND " : "", a, d,
 							 kind == PUSH_DWITHIN_M ? " metres" : "");
 	}
-	ExplainPropertyText("Trail File", option_value(ft->options, "url") ? option_value(ft->options, "url") : "(none)", es);
+	ExplainPropertyText("Trail File", tdb_fdw_option(ft->options, "url") ? tdb_fdw_option(ft->options, "url") : "(none)", es);
 	if (ids.len)
 		ExplainPropertyText("Trail Ids Pushed Down", ids.data, es);
 	if (times.len)
