@@ -440,13 +440,25 @@ typedef struct TrailCols
 	Oid			id_type;
 } TrailCols;
 
+/* A table option, or dflt when the table does not set it. */
+static const char *
+table_option_or(ForeignTable *ft, const char *option, const char *dflt)
+{
+	const char *v = tdb_fdw_option(ft->options, option);
+
+	return v ? v : dflt;
+}
+
+#define ID_COLUMN(ft)	table_option_or((ft), "id_column", "id")
+#define TIME_COLUMN(ft) table_option_or((ft), "time_column", "time")
+
 /* The id, time and geom columns of a trail table (InvalidAttrNumber: none). */
 static TrailCols
 trail_cols(Oid relid)
 {
 	ForeignTable *ft = GetForeignTable(relid);
-	char	   *idname = tdb_fdw_option(ft->options, "id_column");
-	char	   *timename = tdb_fdw_option(ft->options, "time_column");
+	const char *idname = ID_COLUMN(ft);
+	const char *timename = TIME_COLUMN(ft);
 	Relation	rel = table_open(relid, NoLock);
 	TupleDesc	td = RelationGetDescr(rel);
 	TrailCols	c = {InvalidAttrNumber, InvalidAttrNumber, InvalidAttrNumber, InvalidOid};
@@ -458,12 +470,12 @@ trail_cols(Oid relid)
 
 		if (a->attisdropped)
 			continue;
-		if (strcmp(NameStr(a->attname), idname ? idname : "id") == 0)
+		if (strcmp(NameStr(a->attname), idname) == 0)
 		{
 			c.id = a->attnum;
 			c.id_type = a->atttypid;
 		}
-		else if (strcmp(NameStr(a->attname), timename ? timename : "time") == 0 &&
+		else if (strcmp(NameStr(a->attname), timename) == 0 &&
 				 a->atttypid == TIMESTAMPTZOID)
 			c.time = a->attnum;
 		else if (a->atttypid == geom && c.geom == InvalidAttrNumber)
@@ -731,8 +743,8 @@ map_columns(ForeignScanState *node, TrlScan *st)
 	Relation	rel = node->ss.ss_currentRelation;
 	ForeignTable *ft = GetForeignTable(RelationGetRelid(rel));
 	const TdbTrailSchema *sc = &tdb_trail_footer(st->h->reader)->schema;
-	char	   *idname = tdb_fdw_option(ft->options, "id_column");
-	char	   *timename = tdb_fdw_option(ft->options, "time_column");
+	const char *idname = ID_COLUMN(ft);
+	const char *timename = TIME_COLUMN(ft);
 	Oid			geom = tdb_geometry_oid();
 	Bitmapset  *used = NULL;
 	int			natts = st->tupdesc->natts;
@@ -740,18 +752,18 @@ map_columns(ForeignScanState *node, TrlScan *st)
 	ListCell   *lc;
 
 	/* the id and time columns the planner pushed must be the file's */
-	if (strcmp(idname ? idname : "id", sc->id_name) != 0)
+	if (strcmp(idname, sc->id_name) != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_INVALID_COLUMN_NAME),
 				 errmsg("trail file \"%s\" names its trail id \"%s\", foreign table \"%s\" expects \"%s\"",
-						st->h->url, sc->id_name, RelationGetRelationName(rel), idname ? idname : "id"),
+						st->h->url, sc->id_name, RelationGetRelationName(rel), idname),
 				 errhint("ALTER FOREIGN TABLE %s OPTIONS (ADD id_column %s), or IMPORT FOREIGN SCHEMA.",
 						 quote_identifier(RelationGetRelationName(rel)), quote_literal_cstr(sc->id_name))));
-	if (strcmp(timename ? timename : "time", sc->time_name) != 0)
+	if (strcmp(timename, sc->time_name) != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_INVALID_COLUMN_NAME),
 				 errmsg("trail file \"%s\" names its time \"%s\", foreign table \"%s\" expects \"%s\"",
-						st->h->url, sc->time_name, RelationGetRelationName(rel), timename ? timename : "time"),
+						st->h->url, sc->time_name, RelationGetRelationName(rel), timename),
 				 errhint("ALTER FOREIGN TABLE %s OPTIONS (ADD time_column %s), or IMPORT FOREIGN SCHEMA.",
 						 quote_identifier(RelationGetRelationName(rel)), quote_literal_cstr(sc->time_name))));
 
@@ -1173,8 +1185,8 @@ trlExplainForeignScan(ForeignScanState *node, ExplainState *es)
 	TrlScan    *st = node->fdw_state;
 	List	   *context = set_deparse_context_plan(es->deparse_cxt, (Plan *) plan, NIL);
 	ForeignTable *ft = GetForeignTable(RelationGetRelid(node->ss.ss_currentRelation));
-	char	   *idname = tdb_fdw_option(ft->options, "id_column");
-	char	   *timename = tdb_fdw_option(ft->options, "time_column");
+	const char *idname = ID_COLUMN(ft);
+	const char *timename = TIME_COLUMN(ft);
 	StringInfoData ids,
 				times,
 				area;
@@ -1198,20 +1210,20 @@ trlExplainForeignScan(ForeignScanState *node, ExplainState *es)
 		}
 		if (kind <= TDB_BOUND_EQ)
 			appendStringInfo(&times, "%s%s %s %s", times.len ? " AND " : "",
-							 quote_identifier(timename ? timename : "time"), tdb_time_bound_ops[kind], a);
+							 quote_identifier(timename), tdb_time_bound_ops[kind], a);
 		else if (kind == PUSH_ID)
 			appendStringInfo(&ids, "%s%s = %s", ids.len ? " AND " : "",
-							 quote_identifier(idname ? idname : "id"), a);
+							 quote_identifier(idname), a);
 		else if (kind == PUSH_IDS)
 			appendStringInfo(&ids, "%s%s = ANY (%s)", ids.len ? " AND " : "",
-							 quote_identifier(idname ? idname : "id"), a);
+							 quote_identifier(idname), a);
 		else if (kind == PUSH_BOX)
 			appendStringInfo(&area, "%sbox of %s", area.len ? " AND " : "", a);
 		else
 			appendStringInfo(&area, "%sbox of %s grown by %s%s", area.len ? " AND " : "", a, d,
 							 kind == PUSH_DWITHIN_M ? " metres" : "");
 	}
-	ExplainPropertyText("Trail File", tdb_fdw_option(ft->options, "url") ? tdb_fdw_option(ft->options, "url") : "(none)", es);
+	ExplainPropertyText("Trail File", table_option_or(ft, "url", "(none)"), es);
 	if (ids.len)
 		ExplainPropertyText("Trail Ids Pushed Down", ids.data, es);
 	if (times.len)
