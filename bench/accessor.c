@@ -5,7 +5,7 @@
  *	  and box / radius queries per second.  One handle per thread.
  *
  *	  accessor PREFIX MAX_ID SECONDS
- *	  accessor PREFIX wakeups COUNT       publish-to-wakeup latency of tdb_wait
+ *	  accessor PREFIX wakeups COUNT       publish-to-wakeup latency of trafficdb_wait
  *	                                      (something else must publish COUNT times)
  *
  * Ids are drawn uniformly from 1..MAX_ID (the map bench/accessor.sh loads),
@@ -97,7 +97,7 @@ bare_build(void)
 typedef struct Job
 {
 	int			batched;		/* 0 single, 1 batched, 2 the bare baseline,
-								 * 3 tdb_get_traffic */
+								 * 3 trafficdb_get_traffic */
 	uint64_t	seed;
 	uint64_t	ops;
 	double		checksum;
@@ -107,12 +107,12 @@ static void *
 get_worker(void *p)
 {
 	Job		   *job = p;
-	tdb_handle *h;
+	trafficdb_handle *h;
 	double		end = now_s() + seconds;
-	tdb_location out[64];
+	trafficdb_location out[64];
 	uint8_t		found[64];
 
-	if (tdb_open(prefix, &h) != TDB_OK)
+	if (trafficdb_open(prefix, &h) != TRAFFICDB_OK)
 	{
 		fprintf(stderr, "accessor: cannot open %s\n", prefix);
 		exit(1);
@@ -137,36 +137,36 @@ get_worker(void *p)
 			job->ops += 1024;
 			continue;
 		}
-		tdb_begin(h, NULL);
+		trafficdb_begin(h, NULL);
 		for (int r = 0; r < 1024 / (job->batched == 1 ? 64 : 1); r++)
 		{
 			if (job->batched == 1)
 			{
-				tdb_get_many(h, &ids_all[next], 64, out, found);
+				trafficdb_get_many(h, &ids_all[next], 64, out, found);
 				next += 64;
 				job->checksum += out[0].traffic->speed_kmh;
 				job->ops += 64;
 			}
 			else if (job->batched == 3)
 			{
-				const tdb_traffic *t;
+				const trafficdb_traffic *t;
 
-				if (tdb_get_traffic(h, ids_all[next++], &t) == TDB_OK)
+				if (trafficdb_get_traffic(h, ids_all[next++], &t) == TRAFFICDB_OK)
 					job->checksum += t->speed_kmh;
 				job->ops++;
 			}
 			else
 			{
-				tdb_location loc;
+				trafficdb_location loc;
 
-				if (tdb_get(h, ids_all[next++], &loc) == TDB_OK)
+				if (trafficdb_get(h, ids_all[next++], &loc) == TRAFFICDB_OK)
 					job->checksum += loc.traffic->speed_kmh;
 				job->ops++;
 			}
 		}
-		tdb_end(h);
+		trafficdb_end(h);
 	}
-	tdb_close(h);
+	trafficdb_close(h);
 	return NULL;
 }
 
@@ -196,7 +196,7 @@ run_gets(int threads, int batched)
 }
 
 static int
-count_visit(const tdb_location *loc, void *arg)
+count_visit(const trafficdb_location *loc, void *arg)
 {
 	(void) loc;
 	(*(uint64_t *) arg)++;
@@ -206,7 +206,7 @@ count_visit(const tdb_location *loc, void *arg)
 int
 main(int argc, char **argv)
 {
-	tdb_handle *h;
+	trafficdb_handle *h;
 	uint64_t	seed = 5;
 	static const int kms[] = {2, 5, 10, 20, 50};
 
@@ -218,20 +218,20 @@ main(int argc, char **argv)
 		uint64_t	gen;
 		int			got = 0;
 
-		if (tdb_open(argv[1], &h) != TDB_OK || tdb_begin(h, &gen) != TDB_OK)
+		if (trafficdb_open(argv[1], &h) != TRAFFICDB_OK || trafficdb_begin(h, &gen) != TRAFFICDB_OK)
 			return 1;
-		tdb_end(h);
+		trafficdb_end(h);
 		printf("ready\n");
 		fflush(stdout);
-		while (got < n && tdb_wait(h, gen, 30000, &gen) == TDB_OK)
+		while (got < n && trafficdb_wait(h, gen, 30000, &gen) == TRAFFICDB_OK)
 		{
 			struct timespec ts;
 			int64_t		pub;
 
 			clock_gettime(CLOCK_REALTIME, &ts);
-			tdb_begin(h, &gen);
-			tdb_published_at(h, &pub);
-			tdb_end(h);
+			trafficdb_begin(h, &gen);
+			trafficdb_published_at(h, &pub);
+			trafficdb_end(h);
 			lat[got++] = ((double) ts.tv_sec * 1e6 + ts.tv_nsec / 1e3) - (double) pub;
 		}
 		if (got > 0)
@@ -247,7 +247,7 @@ main(int argc, char **argv)
 			printf("wakeup_latency_avg,%.1f,us\nwakeup_latency_max,%.1f,us\nwakeups,%d,count\n",
 				   sum / got, max, got);
 		}
-		tdb_close(h);
+		trafficdb_close(h);
 		return got == n ? 0 : 1;
 	}
 	if (argc != 4)
@@ -279,7 +279,7 @@ main(int argc, char **argv)
 	}
 	free(bare);
 
-	if (tdb_open(prefix, &h) != TDB_OK)
+	if (trafficdb_open(prefix, &h) != TRAFFICDB_OK)
 		return 1;
 	for (size_t b = 0; b < sizeof(kms) / sizeof(kms[0]); b++)
 	{
@@ -293,9 +293,9 @@ main(int argc, char **argv)
 			double		x = 10 + (rnd(&seed) % 1000000) / 1e6;
 			double		y = 45 + (rnd(&seed) % 1000000) / 1e6;
 
-			tdb_begin(h, NULL);
-			tdb_bbox(h, x, y, x + kms[b] / 78.8, y + kms[b] / 111.2, count_visit, &rows);
-			tdb_end(h);
+			trafficdb_begin(h, NULL);
+			trafficdb_bbox(h, x, y, x + kms[b] / 78.8, y + kms[b] / 111.2, count_visit, &rows);
+			trafficdb_end(h);
 			queries++;
 		}
 		printf("bbox_%dkm,%.0f,queries/s\n", kms[b], queries / (now_s() - t0));
@@ -310,10 +310,10 @@ main(int argc, char **argv)
 
 		while (now_s() < end)
 		{
-			tdb_begin(h, NULL);
-			tdb_radius(h, 10 + (rnd(&seed) % 1000000) / 1e6, 45 + (rnd(&seed) % 1000000) / 1e6,
+			trafficdb_begin(h, NULL);
+			trafficdb_radius(h, 10 + (rnd(&seed) % 1000000) / 1e6, 45 + (rnd(&seed) % 1000000) / 1e6,
 					   kms[b] * 1000.0, count_visit, &rows);
-			tdb_end(h);
+			trafficdb_end(h);
 			queries++;
 		}
 		printf("radius_%dkm,%.0f,queries/s\n", kms[b], queries / (now_s() - t0));
@@ -327,14 +327,14 @@ main(int argc, char **argv)
 
 		while (now_s() < end)
 		{
-			tdb_begin(h, NULL);
-			tdb_knn(h, 10 + (rnd(&seed) % 1000000) / 1e6, 45 + (rnd(&seed) % 1000000) / 1e6, 10,
+			trafficdb_begin(h, NULL);
+			trafficdb_knn(h, 10 + (rnd(&seed) % 1000000) / 1e6, 45 + (rnd(&seed) % 1000000) / 1e6, 10,
 					count_visit, &rows);
-			tdb_end(h);
+			trafficdb_end(h);
 			queries++;
 		}
 		printf("knn_10,%.0f,queries/s\n", queries / (now_s() - t0));
 	}
-	tdb_close(h);
+	trafficdb_close(h);
 	return 0;
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/accessor.sh [SEGMENTS] [SECONDS]: libtrafficdb through its public C
-# API (bench/accessor.c: GET, tdb_get_traffic, batched GET over 1..cores
+# API (bench/accessor.c: GET, trafficdb_get_traffic, batched GET over 1..cores
 # threads, boxes and radii of 2 to 50 km, 10 nearest, publish-to-wakeup
 # latency) beside, in the same run, a bare 1 GiB hash probe (one cache miss
 # per lookup, the floor) and Redis GET on 127.0.0.1 (redis-benchmark, 1 M

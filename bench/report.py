@@ -224,8 +224,8 @@ def plots(base, rows):
 
     # the accessor over threads against the bare probe
     lines = []
-    for i, (m, title) in enumerate([("bare_probe", "bare 1 GiB probe"), ("get", "tdb_get"),
-                                    ("get_traffic", "tdb_get_traffic"), ("get_batched64", "tdb_get_many (64)")]):
+    for i, (m, title) in enumerate([("bare_probe", "bare 1 GiB probe"), ("get", "trafficdb_get"),
+                                    ("get_traffic", "trafficdb_get_traffic"), ("get_batched64", "trafficdb_get_many (64)")]):
         p = pts("accessor", m, "" if m == "bare_probe" else "bare_probe")
         f = series_file(base, f"acc-{m}", p)
         tmp.append(f)

@@ -22,14 +22,14 @@
 typedef struct Slowest
 {
 	int			n;
-	tdb_location top[TOP];		/* ascending by speed / free flow */
+	trafficdb_location top[TOP];		/* ascending by speed / free flow */
 	double		ratio[TOP];
 	int			seen;
 } Slowest;
 
 /* Keep the TOP slowest segments relative to free flow (views, no copies). */
 static int
-collect(const tdb_location *l, void *arg)
+collect(const trafficdb_location *l, void *arg)
 {
 	Slowest    *s = arg;
 	double		r;
@@ -55,7 +55,7 @@ collect(const tdb_location *l, void *arg)
 }
 
 static int
-print_change(const tdb_location *l, void *arg)
+print_change(const trafficdb_location *l, void *arg)
 {
 	int		   *n = arg;
 
@@ -67,17 +67,17 @@ print_change(const tdb_location *l, void *arg)
 }
 
 static int
-fail(const char *what, int rc, tdb_handle *h)
+fail(const char *what, int rc, trafficdb_handle *h)
 {
-	fprintf(stderr, "live_traffic: %s: %s%s%s\n", what, tdb_strerror(rc), h ? ": " : "",
-			h ? tdb_errmsg(h) : "");
+	fprintf(stderr, "live_traffic: %s: %s%s%s\n", what, trafficdb_strerror(rc), h ? ": " : "",
+			h ? trafficdb_errmsg(h) : "");
 	return 1;
 }
 
 int
 main(int argc, char **argv)
 {
-	tdb_handle *h;
+	trafficdb_handle *h;
 	double		b[4];
 	int			publications = argc > 6 ? atoi(argv[6]) : 0;
 	int			timeout_ms = (argc > 7 ? atoi(argv[7]) : 10) * 1000;
@@ -94,20 +94,20 @@ main(int argc, char **argv)
 	for (int i = 0; i < 4; i++)
 		b[i] = atof(argv[2 + i]);
 
-	if ((rc = tdb_open(argv[1], &h)) != TDB_OK)
+	if ((rc = trafficdb_open(argv[1], &h)) != TRAFFICDB_OK)
 		return fail(argv[1], rc, NULL);
-	if ((rc = tdb_begin(h, &gen)) != TDB_OK)
-		return fail("tdb_begin", rc, h);
-	tdb_published_at(h, &published_at);
-	if ((rc = tdb_bbox(h, b[0], b[1], b[2], b[3], collect, &s)) != TDB_OK)
-		return fail("tdb_bbox", rc, h);
+	if ((rc = trafficdb_begin(h, &gen)) != TRAFFICDB_OK)
+		return fail("trafficdb_begin", rc, h);
+	trafficdb_published_at(h, &published_at);
+	if ((rc = trafficdb_bbox(h, b[0], b[1], b[2], b[3], collect, &s)) != TRAFFICDB_OK)
+		return fail("trafficdb_bbox", rc, h);
 	printf("generation %llu: %d segments with traffic in the box; the slowest:\n",
 		   (unsigned long long) gen, s.seen);
 	for (int i = 0; i < s.n; i++)
 		printf("  %12llu %-28.28s %-12s %5.1f / %5.1f km/h (%2.0f%%)\n",
 			   (unsigned long long) s.top[i].id, s.top[i].name, s.top[i].road_class,
 			   s.top[i].traffic->speed_kmh, s.top[i].traffic->free_flow_kmh, 100 * s.ratio[i]);
-	tdb_end(h);					/* the views above are invalid from here */
+	trafficdb_end(h);					/* the views above are invalid from here */
 	fflush(stdout);
 
 	for (int p = 0; p < publications; p++)
@@ -115,16 +115,16 @@ main(int argc, char **argv)
 		uint64_t	before = gen;
 		int			changed = 0;
 
-		if ((rc = tdb_wait(h, gen, timeout_ms, &gen)) != TDB_OK)
-			return fail("tdb_wait", rc, h);
-		if ((rc = tdb_begin(h, &gen)) != TDB_OK)
-			return fail("tdb_begin", rc, h);
-		tdb_changes_since(h, before, print_change, &changed);
+		if ((rc = trafficdb_wait(h, gen, timeout_ms, &gen)) != TRAFFICDB_OK)
+			return fail("trafficdb_wait", rc, h);
+		if ((rc = trafficdb_begin(h, &gen)) != TRAFFICDB_OK)
+			return fail("trafficdb_begin", rc, h);
+		trafficdb_changes_since(h, before, print_change, &changed);
 		printf("woken by generation %llu: %d locations changed since %llu\n",
 			   (unsigned long long) gen, changed, (unsigned long long) before);
-		tdb_end(h);
+		trafficdb_end(h);
 		fflush(stdout);
 	}
-	tdb_close(h);
+	trafficdb_close(h);
 	return 0;
 }

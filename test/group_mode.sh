@@ -4,7 +4,7 @@
 # it when it runs as root and says it skipped it otherwise).
 #
 #   - without trafficdb.shm_group every object is 0600: another user's
-#     reader gets TDB_PERMISSION with a message that names the setting;
+#     reader gets TRAFFICDB_PERMISSION with a message that names the setting;
 #   - with trafficdb.shm_group = trafficdb-readers a member reads (objects
 #     0640, the reader slots 0660) and a non-member still cannot;
 #   - an external reader maps the control block and the objects read-only

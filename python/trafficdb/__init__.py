@@ -49,19 +49,19 @@ _VISIT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_Location), ctypes.c_void
 _H = ctypes.c_void_p
 
 for _name, _res, _args in [
-        ("tdb_strerror", ctypes.c_char_p, [ctypes.c_int]),
-        ("tdb_errmsg", ctypes.c_char_p, [_H]),
-        ("tdb_open", ctypes.c_int, [ctypes.c_char_p, ctypes.POINTER(_H)]),
-        ("tdb_close", None, [_H]),
-        ("tdb_begin", ctypes.c_int, [_H, ctypes.POINTER(ctypes.c_uint64)]),
-        ("tdb_end", None, [_H]),
-        ("tdb_get", ctypes.c_int, [_H, ctypes.c_uint64, ctypes.POINTER(_Location)]),
-        ("tdb_shape", ctypes.c_int, [_H, ctypes.POINTER(_Location), ctypes.POINTER(ctypes.c_double)]),
-        ("tdb_bbox", ctypes.c_int, [_H, ctypes.c_double, ctypes.c_double, ctypes.c_double, ctypes.c_double, _VISIT, ctypes.c_void_p]),
-        ("tdb_radius", ctypes.c_int, [_H, ctypes.c_double, ctypes.c_double, ctypes.c_double, _VISIT, ctypes.c_void_p]),
-        ("tdb_knn", ctypes.c_int, [_H, ctypes.c_double, ctypes.c_double, ctypes.c_uint32, _VISIT, ctypes.c_void_p]),
-        ("tdb_changes_since", ctypes.c_int, [_H, ctypes.c_uint64, _VISIT, ctypes.c_void_p]),
-        ("tdb_wait", ctypes.c_int, [_H, ctypes.c_uint64, ctypes.c_int, ctypes.POINTER(ctypes.c_uint64)]),
+        ("trafficdb_strerror", ctypes.c_char_p, [ctypes.c_int]),
+        ("trafficdb_errmsg", ctypes.c_char_p, [_H]),
+        ("trafficdb_open", ctypes.c_int, [ctypes.c_char_p, ctypes.POINTER(_H)]),
+        ("trafficdb_close", None, [_H]),
+        ("trafficdb_begin", ctypes.c_int, [_H, ctypes.POINTER(ctypes.c_uint64)]),
+        ("trafficdb_end", None, [_H]),
+        ("trafficdb_get", ctypes.c_int, [_H, ctypes.c_uint64, ctypes.POINTER(_Location)]),
+        ("trafficdb_shape", ctypes.c_int, [_H, ctypes.POINTER(_Location), ctypes.POINTER(ctypes.c_double)]),
+        ("trafficdb_bbox", ctypes.c_int, [_H, ctypes.c_double, ctypes.c_double, ctypes.c_double, ctypes.c_double, _VISIT, ctypes.c_void_p]),
+        ("trafficdb_radius", ctypes.c_int, [_H, ctypes.c_double, ctypes.c_double, ctypes.c_double, _VISIT, ctypes.c_void_p]),
+        ("trafficdb_knn", ctypes.c_int, [_H, ctypes.c_double, ctypes.c_double, ctypes.c_uint32, _VISIT, ctypes.c_void_p]),
+        ("trafficdb_changes_since", ctypes.c_int, [_H, ctypes.c_uint64, _VISIT, ctypes.c_void_p]),
+        ("trafficdb_wait", ctypes.c_int, [_H, ctypes.c_uint64, ctypes.c_int, ctypes.POINTER(ctypes.c_uint64)]),
 ]:
     _f = getattr(_lib, _name)
     _f.restype = _res
@@ -73,7 +73,7 @@ class TrafficDBError(Exception):
 
     def __init__(self, code, detail=""):
         self.code = code
-        message = _lib.tdb_strerror(code).decode()
+        message = _lib.trafficdb_strerror(code).decode()
         super().__init__(f"{message}: {detail}" if detail else message)
 
 
@@ -94,7 +94,7 @@ _ERRORS = {NOTRUNNING: NotRunning, STALE: Stale, EMPTY: Empty}
 
 def _check(code, handle=None):
     if code < 0:
-        detail = _lib.tdb_errmsg(handle).decode(errors="replace") if handle else ""
+        detail = _lib.trafficdb_errmsg(handle).decode(errors="replace") if handle else ""
         raise _ERRORS.get(code, TrafficDBError)(code, detail)
     return code
 
@@ -123,7 +123,7 @@ class Location:
                            if t.updated_at_us else None)
         self.changed_generation = t.changed_generation or None
         xy = (ctypes.c_double * (2 * c.npoints))()
-        _check(_lib.tdb_shape(handle, ctypes.byref(c), xy), handle)
+        _check(_lib.trafficdb_shape(handle, ctypes.byref(c), xy), handle)
         self.shape = [(xy[2 * i], xy[2 * i + 1]) for i in range(c.npoints)]
 
     def __repr__(self):
@@ -140,12 +140,12 @@ class Snapshot:
 
     def __enter__(self):
         gen = ctypes.c_uint64()
-        _check(_lib.tdb_begin(self._h, ctypes.byref(gen)), self._h)
+        _check(_lib.trafficdb_begin(self._h, ctypes.byref(gen)), self._h)
         self.generation = gen.value
         return self
 
     def __exit__(self, *exc):
-        _lib.tdb_end(self._h)
+        _lib.trafficdb_end(self._h)
         self._h = None
 
     def _handle(self):
@@ -157,7 +157,7 @@ class Snapshot:
         """The location with that id, or None."""
         h = self._handle()
         c = _Location()
-        rc = _lib.tdb_get(h, location_id, ctypes.byref(c))
+        rc = _lib.trafficdb_get(h, location_id, ctypes.byref(c))
         if rc == NOTFOUND:
             return None
         _check(rc, h)
@@ -175,19 +175,19 @@ class Snapshot:
 
     def bbox(self, xmin, ymin, xmax, ymax):
         """Locations whose bounding box meets the box (degrees)."""
-        return self._collect(_lib.tdb_bbox, xmin, ymin, xmax, ymax)
+        return self._collect(_lib.trafficdb_bbox, xmin, ymin, xmax, ymax)
 
     def radius(self, lon, lat, metres):
         """Locations within metres of the point."""
-        return self._collect(_lib.tdb_radius, lon, lat, metres)
+        return self._collect(_lib.trafficdb_radius, lon, lat, metres)
 
     def knn(self, lon, lat, k):
         """The k nearest locations, nearest first."""
-        return self._collect(_lib.tdb_knn, lon, lat, k)
+        return self._collect(_lib.trafficdb_knn, lon, lat, k)
 
     def changes_since(self, generation):
         """Locations whose traffic changed after that generation."""
-        return self._collect(_lib.tdb_changes_since, generation)
+        return self._collect(_lib.trafficdb_changes_since, generation)
 
 
 class Reader:
@@ -195,7 +195,7 @@ class Reader:
 
     def __init__(self, name):
         h = _H()
-        _check(_lib.tdb_open(name.encode(), ctypes.byref(h)))
+        _check(_lib.trafficdb_open(name.encode(), ctypes.byref(h)))
         self._h = h
 
     def snapshot(self):
@@ -204,7 +204,7 @@ class Reader:
     def wait(self, after, timeout=None):
         """Sleep until a generation newer than after is published; return it, or None on timeout."""
         gen = ctypes.c_uint64()
-        rc = _lib.tdb_wait(self._h, after, int((timeout if timeout is not None else 86400) * 1000),
+        rc = _lib.trafficdb_wait(self._h, after, int((timeout if timeout is not None else 86400) * 1000),
                            ctypes.byref(gen))
         if rc == TIMEOUT:
             return None
@@ -213,7 +213,7 @@ class Reader:
 
     def close(self):
         if self._h:
-            _lib.tdb_close(self._h)
+            _lib.trafficdb_close(self._h)
             self._h = None
 
     def __enter__(self):

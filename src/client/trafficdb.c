@@ -22,7 +22,7 @@
 #define TDB_API __attribute__((visibility("default")))
 
 /*
- * The pinned version's sections, copied flat at tdb_begin so a lookup
+ * The pinned version's sections, copied flat at trafficdb_begin so a lookup
  * touches one cache line of the handle and then only the shared memory:
  * every instruction on the GET path counts, because independent lookups
  * overlap their cache misses only as far as the CPU's reorder window
@@ -40,7 +40,7 @@ typedef struct FastView
 	uint64_t	count;
 } FastView;
 
-struct tdb_handle
+struct trafficdb_handle
 {
 	FastView	fv;
 	bool		pinned;
@@ -55,58 +55,64 @@ from_shm(int rc)
 	switch (rc)
 	{
 		case TDB_SHM_OK:
-			return TDB_OK;
+			return TRAFFICDB_OK;
 		case TDB_SHM_ENOENT:
-			return TDB_NOTRUNNING;
+			return TRAFFICDB_NOTRUNNING;
 		case TDB_SHM_EACCES:
-			return TDB_PERMISSION;
+			return TRAFFICDB_PERMISSION;
 		case TDB_SHM_EINVAL:
-			return TDB_INVALID;
+			return TRAFFICDB_INVALID;
 		case TDB_SHM_ENOSLOT:
-			return TDB_NOSLOT;
+			return TRAFFICDB_NOSLOT;
 		case TDB_SHM_EEMPTY:
-			return TDB_EMPTY;
+			return TRAFFICDB_EMPTY;
 		case TDB_SHM_ESTALE:
-			return TDB_STALE;
+			return TRAFFICDB_STALE;
 		case TDB_SHM_ECORRUPT:
-			return TDB_CORRUPT;
+			return TRAFFICDB_CORRUPT;
 		default:
-			return TDB_SYSTEM;
+			return TRAFFICDB_SYSTEM;
 	}
 }
 
+TDB_API int
+trafficdb_version(void)
+{
+	return TRAFFICDB_VERSION_NUMBER;
+}
+
 TDB_API const char *
-tdb_strerror(int code)
+trafficdb_strerror(int code)
 {
 	switch (code)
 	{
-		case TDB_OK:
+		case TRAFFICDB_OK:
 			return "success";
-		case TDB_NOTFOUND:
+		case TRAFFICDB_NOTFOUND:
 			return "no location with that id";
-		case TDB_NOTRUNNING:
+		case TRAFFICDB_NOTRUNNING:
 			return "no trafficdb shared memory under that name (server down, or trafficdb not preloaded)";
-		case TDB_PERMISSION:
+		case TRAFFICDB_PERMISSION:
 			return "permission denied (run as the server's user or set trafficdb.shm_group)";
-		case TDB_INVALID:
+		case TRAFFICDB_INVALID:
 			return "not trafficdb shared memory, or an incompatible format version";
-		case TDB_NOSLOT:
+		case TRAFFICDB_NOSLOT:
 			return "every external reader slot is taken (trafficdb.max_external_readers)";
-		case TDB_EMPTY:
+		case TRAFFICDB_EMPTY:
 			return "nothing published yet (no map loaded)";
-		case TDB_STALE:
+		case TRAFFICDB_STALE:
 			return "the server stopped; close the handle and open it again";
-		case TDB_CORRUPT:
+		case TRAFFICDB_CORRUPT:
 			return "a published object failed validation";
-		case TDB_SYSTEM:
+		case TRAFFICDB_SYSTEM:
 			return "a system call failed";
-		case TDB_NOSNAPSHOT:
-			return "no snapshot: call tdb_begin first";
-		case TDB_BADARG:
+		case TRAFFICDB_NOSNAPSHOT:
+			return "no snapshot: call trafficdb_begin first";
+		case TRAFFICDB_BADARG:
 			return "an argument is out of range";
-		case TDB_TIMEOUT:
+		case TRAFFICDB_TIMEOUT:
 			return "no publication within the timeout";
-		case TDB_NOMEM:
+		case TRAFFICDB_NOMEM:
 			return "out of memory";
 		default:
 			return "unknown trafficdb error code";
@@ -114,23 +120,23 @@ tdb_strerror(int code)
 }
 
 TDB_API const char *
-tdb_errmsg(const tdb_handle *h)
+trafficdb_errmsg(const trafficdb_handle *h)
 {
 	return h ? h->err : "no handle";
 }
 
 TDB_API int
-tdb_open(const char *name, tdb_handle **out)
+trafficdb_open(const char *name, trafficdb_handle **out)
 {
-	tdb_handle *h;
+	trafficdb_handle *h;
 	int			rc;
 
 	if (name == NULL || out == NULL)
-		return TDB_BADARG;
+		return TRAFFICDB_BADARG;
 	*out = NULL;
 	h = calloc(1, sizeof(*h));
 	if (h == NULL)
-		return TDB_NOMEM;
+		return TRAFFICDB_NOMEM;
 	rc = tdb_reader_open(&h->reader, name, -1, TDB_VALIDATE_FULL, h->err);
 	if (rc != TDB_SHM_OK)
 	{
@@ -138,11 +144,11 @@ tdb_open(const char *name, tdb_handle **out)
 		return from_shm(rc);
 	}
 	*out = h;
-	return TDB_OK;
+	return TRAFFICDB_OK;
 }
 
 TDB_API void
-tdb_close(tdb_handle *h)
+trafficdb_close(trafficdb_handle *h)
 {
 	if (h == NULL)
 		return;
@@ -151,12 +157,12 @@ tdb_close(tdb_handle *h)
 }
 
 TDB_API int
-tdb_begin(tdb_handle *h, uint64_t *generation)
+trafficdb_begin(trafficdb_handle *h, uint64_t *generation)
 {
 	int			rc;
 
 	if (h == NULL)
-		return TDB_BADARG;
+		return TRAFFICDB_BADARG;
 	if (h->pinned)
 		tdb_reader_release(&h->reader);
 	h->pinned = false;
@@ -178,11 +184,11 @@ tdb_begin(tdb_handle *h, uint64_t *generation)
 	h->pinned = true;
 	if (generation)
 		*generation = h->snap.generation;
-	return TDB_OK;
+	return TRAFFICDB_OK;
 }
 
 TDB_API void
-tdb_end(tdb_handle *h)
+trafficdb_end(trafficdb_handle *h)
 {
 	if (h != NULL && h->pinned)
 	{
@@ -192,14 +198,14 @@ tdb_end(tdb_handle *h)
 }
 
 TDB_API int
-tdb_published_at(tdb_handle *h, int64_t *unix_us)
+trafficdb_published_at(trafficdb_handle *h, int64_t *unix_us)
 {
 	if (h == NULL || unix_us == NULL)
-		return TDB_BADARG;
+		return TRAFFICDB_BADARG;
 	if (!h->pinned)
-		return TDB_NOSNAPSHOT;
+		return TRAFFICDB_NOSNAPSHOT;
 	*unix_us = h->snap.published_at_us;
-	return TDB_OK;
+	return TRAFFICDB_OK;
 }
 
 /*
@@ -232,7 +238,7 @@ fv_find(const FastView *fv, uint64_t id, uint64_t h)
 
 /* The view of record i of the pinned version (validated offsets). */
 static inline void
-fill(const FastView *fv, uint64_t i, tdb_location *out)
+fill(const FastView *fv, uint64_t i, trafficdb_location *out)
 {
 	const TdbLocation *r = &fv->records[i];
 	const TdbTraffic *t = &fv->entries[i];
@@ -246,7 +252,7 @@ fill(const FastView *fv, uint64_t i, tdb_location *out)
 	out->oneway = r->flags & TDB_LOC_ONEWAY;
 	out->npoints = r->npoints;
 	/* the public struct mirrors TdbTraffic field for field */
-	out->traffic = (const tdb_traffic *) t;
+	out->traffic = (const trafficdb_traffic *) t;
 	out->incident = NULL;
 	out->incident_len = 0;
 	if (__builtin_expect(t->incident_off != 0, 0))
@@ -259,38 +265,38 @@ fill(const FastView *fv, uint64_t i, tdb_location *out)
 	}
 }
 
-_Static_assert(sizeof(tdb_traffic) == sizeof(TdbTraffic), "tdb_traffic mirrors TdbTraffic");
+_Static_assert(sizeof(trafficdb_traffic) == sizeof(TdbTraffic), "trafficdb_traffic mirrors TdbTraffic");
 
 TDB_API int
-tdb_get(tdb_handle *h, uint64_t id, tdb_location *out)
+trafficdb_get(trafficdb_handle *h, uint64_t id, trafficdb_location *out)
 {
 	int64_t		i;
 
 	if (__builtin_expect(h == NULL || out == NULL, 0))
-		return TDB_BADARG;
+		return TRAFFICDB_BADARG;
 	if (__builtin_expect(!h->pinned, 0))
-		return TDB_NOSNAPSHOT;
+		return TRAFFICDB_NOSNAPSHOT;
 	i = fv_find(&h->fv, id, tdb_hash_id(id));
 	if (i < 0)
-		return TDB_NOTFOUND;
+		return TRAFFICDB_NOTFOUND;
 	fill(&h->fv, (uint64_t) i, out);
-	return TDB_OK;
+	return TRAFFICDB_OK;
 }
 
 TDB_API int
-tdb_get_traffic(tdb_handle *h, uint64_t id, const tdb_traffic **out)
+trafficdb_get_traffic(trafficdb_handle *h, uint64_t id, const trafficdb_traffic **out)
 {
 	int64_t		i;
 
 	if (__builtin_expect(h == NULL || out == NULL, 0))
-		return TDB_BADARG;
+		return TRAFFICDB_BADARG;
 	if (__builtin_expect(!h->pinned, 0))
-		return TDB_NOSNAPSHOT;
+		return TRAFFICDB_NOSNAPSHOT;
 	i = fv_find(&h->fv, id, tdb_hash_id(id));
 	if (i < 0)
-		return TDB_NOTFOUND;
-	*out = (const tdb_traffic *) &h->fv.entries[i];
-	return TDB_OK;
+		return TRAFFICDB_NOTFOUND;
+	*out = (const trafficdb_traffic *) &h->fv.entries[i];
+	return TRAFFICDB_OK;
 }
 
 /*
@@ -306,16 +312,16 @@ tdb_get_traffic(tdb_handle *h, uint64_t id, const tdb_traffic **out)
 #define PIPE_RING (4 * PIPE_D)	/* > 2 * PIPE_D: a hash lives from stage 1 to 3 */
 
 TDB_API int
-tdb_get_many(tdb_handle *h, const uint64_t *ids, size_t n, tdb_location *out, uint8_t *found)
+trafficdb_get_many(trafficdb_handle *h, const uint64_t *ids, size_t n, trafficdb_location *out, uint8_t *found)
 {
 	const FastView *fv;
 	uint64_t	hashes[PIPE_RING];	/* hash of ids[k] at k % PIPE_RING */
 	int			nfound = 0;
 
 	if (h == NULL || (n > 0 && (ids == NULL || out == NULL || found == NULL)))
-		return TDB_BADARG;
+		return TRAFFICDB_BADARG;
 	if (!h->pinned)
-		return TDB_NOSNAPSHOT;
+		return TRAFFICDB_NOSNAPSHOT;
 	fv = &h->fv;
 	for (size_t k = 0; k < n + 2 * PIPE_D; k++)
 	{
@@ -352,22 +358,22 @@ tdb_get_many(tdb_handle *h, const uint64_t *ids, size_t n, tdb_location *out, ui
 }
 
 TDB_API int
-tdb_shape(tdb_handle *h, const tdb_location *loc, double *xy)
+trafficdb_shape(trafficdb_handle *h, const trafficdb_location *loc, double *xy)
 {
 	if (h == NULL || loc == NULL || xy == NULL)
-		return TDB_BADARG;
+		return TRAFFICDB_BADARG;
 	if (!h->pinned)
-		return TDB_NOSNAPSHOT;
+		return TRAFFICDB_NOSNAPSHOT;
 	if (loc->index >= h->snap.map->count || h->snap.map->records[loc->index].id != loc->id)
-		return TDB_BADARG;
+		return TRAFFICDB_BADARG;
 	tdb_map_shape(h->snap.map, loc->index, xy);
-	return TDB_OK;
+	return TRAFFICDB_OK;
 }
 
 typedef struct VisitArg
 {
-	tdb_handle *h;
-	tdb_visit_fn fn;
+	trafficdb_handle *h;
+	trafficdb_visit_fn fn;
 	void	   *arg;
 } VisitArg;
 
@@ -375,90 +381,90 @@ static int
 visit_entry(uint64_t entry, void *p)
 {
 	VisitArg   *va = p;
-	tdb_location loc;
+	trafficdb_location loc;
 
 	fill(&va->h->fv, entry, &loc);
 	return va->fn(&loc, va->arg);
 }
 
 TDB_API int
-tdb_bbox(tdb_handle *h, double xmin, double ymin, double xmax, double ymax, tdb_visit_fn fn,
+trafficdb_bbox(trafficdb_handle *h, double xmin, double ymin, double xmax, double ymax, trafficdb_visit_fn fn,
 		 void *arg)
 {
 	VisitArg	va = {h, fn, arg};
 	TdbBox		q = {xmin, ymin, xmax, ymax};
 
 	if (h == NULL || fn == NULL || isnan(xmin) || isnan(ymin) || isnan(xmax) || isnan(ymax))
-		return TDB_BADARG;
+		return TRAFFICDB_BADARG;
 	if (!h->pinned)
-		return TDB_NOSNAPSHOT;
+		return TRAFFICDB_NOSNAPSHOT;
 	tdb_map_query_box(h->snap.map, &q, visit_entry, &va);
-	return TDB_OK;
+	return TRAFFICDB_OK;
 }
 
 TDB_API int
-tdb_radius(tdb_handle *h, double lon, double lat, double metres, tdb_visit_fn fn, void *arg)
+trafficdb_radius(trafficdb_handle *h, double lon, double lat, double metres, trafficdb_visit_fn fn, void *arg)
 {
 	VisitArg	va = {h, fn, arg};
 
 	if (h == NULL || fn == NULL || !isfinite(lon) || !isfinite(lat) || !(metres >= 0))
-		return TDB_BADARG;
+		return TRAFFICDB_BADARG;
 	if (!h->pinned)
-		return TDB_NOSNAPSHOT;
+		return TRAFFICDB_NOSNAPSHOT;
 	tdb_map_query_radius(h->snap.map, lon, lat, metres, visit_entry, &va);
-	return TDB_OK;
+	return TRAFFICDB_OK;
 }
 
 TDB_API int
-tdb_knn(tdb_handle *h, double lon, double lat, uint32_t k, tdb_visit_fn fn, void *arg)
+trafficdb_knn(trafficdb_handle *h, double lon, double lat, uint32_t k, trafficdb_visit_fn fn, void *arg)
 {
 	TdbKnnResult *res;
 	int64_t		n;
 
 	if (h == NULL || fn == NULL || !isfinite(lon) || !isfinite(lat))
-		return TDB_BADARG;
+		return TRAFFICDB_BADARG;
 	if (!h->pinned)
-		return TDB_NOSNAPSHOT;
+		return TRAFFICDB_NOSNAPSHOT;
 	if (k == 0)
-		return TDB_OK;
+		return TRAFFICDB_OK;
 	res = malloc(sizeof(TdbKnnResult) * k);
 	if (res == NULL)
-		return TDB_NOMEM;
+		return TRAFFICDB_NOMEM;
 	n = tdb_map_knn(h->snap.map, lon, lat, TDB_METRIC_METRES, k, res);
 	if (n < 0)
 	{
 		free(res);
-		return TDB_NOMEM;
+		return TRAFFICDB_NOMEM;
 	}
 	for (int64_t r = 0; r < n; r++)
 	{
-		tdb_location loc;
+		trafficdb_location loc;
 
 		fill(&h->fv, res[r].entry, &loc);
 		if (fn(&loc, arg) != 0)
 			break;
 	}
 	free(res);
-	return TDB_OK;
+	return TRAFFICDB_OK;
 }
 
 TDB_API int
-tdb_changes_since(tdb_handle *h, uint64_t since, tdb_visit_fn fn, void *arg)
+trafficdb_changes_since(trafficdb_handle *h, uint64_t since, trafficdb_visit_fn fn, void *arg)
 {
 	if (h == NULL || fn == NULL)
-		return TDB_BADARG;
+		return TRAFFICDB_BADARG;
 	if (!h->pinned)
-		return TDB_NOSNAPSHOT;
+		return TRAFFICDB_NOSNAPSHOT;
 	for (uint64_t i = 0; i < h->snap.map->count; i++)
 		if (h->snap.entries[i].changed_gen > since)
 		{
-			tdb_location loc;
+			trafficdb_location loc;
 
 			fill(&h->fv, i, &loc);
 			if (fn(&loc, arg) != 0)
 				break;
 		}
-	return TDB_OK;
+	return TRAFFICDB_OK;
 }
 
 static int64_t
@@ -471,13 +477,13 @@ now_ms(void)
 }
 
 TDB_API int
-tdb_wait(tdb_handle *h, uint64_t after, int timeout_ms, uint64_t *generation)
+trafficdb_wait(trafficdb_handle *h, uint64_t after, int timeout_ms, uint64_t *generation)
 {
 	const TdbControl *ctl;
 	int64_t		deadline;
 
 	if (h == NULL || timeout_ms < 0)
-		return TDB_BADARG;
+		return TRAFFICDB_BADARG;
 	ctl = h->reader.ctl;
 	deadline = now_ms() + timeout_ms;
 	for (;;)
@@ -491,12 +497,12 @@ tdb_wait(tdb_handle *h, uint64_t after, int timeout_ms, uint64_t *generation)
 		if (generation)
 			*generation = gen;
 		if (tdb_reader_stale(&h->reader))
-			return TDB_STALE;
+			return TRAFFICDB_STALE;
 		if (gen > after)
-			return TDB_OK;
+			return TRAFFICDB_OK;
 		left = deadline - now_ms();
 		if (left <= 0)
-			return TDB_TIMEOUT;
+			return TRAFFICDB_TIMEOUT;
 		ts.tv_sec = left / 1000;
 		ts.tv_nsec = (left % 1000) * 1000000;
 		/* shared futex: the word lives in a mapping other processes share */
@@ -504,7 +510,7 @@ tdb_wait(tdb_handle *h, uint64_t after, int timeout_ms, uint64_t *generation)
 			errno != EAGAIN && errno != EINTR && errno != ETIMEDOUT)
 		{
 			snprintf(h->err, TDB_ERRLEN, "futex wait failed: %s", strerror(errno));
-			return TDB_SYSTEM;
+			return TRAFFICDB_SYSTEM;
 		}
 	}
 }

@@ -17,7 +17,7 @@
 
 /* Two views of one location agree field for field (padding aside). */
 static bool
-same_view(const tdb_location *a, const tdb_location *b)
+same_view(const trafficdb_location *a, const trafficdb_location *b)
 {
 	return a->id == b->id && a->index == b->index && a->name == b->name &&
 		a->road_class == b->road_class && a->length_m == b->length_m &&
@@ -29,7 +29,7 @@ same_view(const tdb_location *a, const tdb_location *b)
 static char client_prefix[64];
 
 static int
-count_visit(const tdb_location *loc, void *arg)
+count_visit(const trafficdb_location *loc, void *arg)
 {
 	(void) loc;
 	(*(int *) arg)++;
@@ -43,7 +43,7 @@ typedef struct Knn
 } Knn;
 
 static int
-knn_visit(const tdb_location *loc, void *arg)
+knn_visit(const trafficdb_location *loc, void *arg)
 {
 	Knn		   *k = arg;
 
@@ -59,62 +59,62 @@ UNIT_TEST(test_client_api)
 	uint32_t	map_seg;
 	void	   *map_addr;
 	uint64_t	count;
-	tdb_handle *h = NULL;
-	tdb_location loc;
+	trafficdb_handle *h = NULL;
+	trafficdb_location loc;
 	uint64_t	gen;
 	double		xy[4];
 	int			n;
 
 	snprintf(client_prefix, sizeof(client_prefix), "/tdbclient.%d", (int) getpid());
-	CHECK_EQ_U64(tdb_open(client_prefix, &h), (uint64_t) TDB_NOTRUNNING);
+	CHECK_EQ_U64(trafficdb_open(client_prefix, &h), (uint64_t) TRAFFICDB_NOTRUNNING);
 	CHECK(h == NULL);
-	CHECK(strstr(tdb_strerror(TDB_NOTRUNNING), "server down") != NULL);
+	CHECK(strstr(trafficdb_strerror(TRAFFICDB_NOTRUNNING), "server down") != NULL);
 
 	CHECK_EQ_U64(tdb_writer_open(&w, client_prefix, 2, 4, (gid_t) -1, 1, &info, err), TDB_SHM_OK);
-	CHECK_EQ_U64(tdb_open(client_prefix, &h), TDB_OK);
-	CHECK_EQ_U64(tdb_begin(h, &gen), (uint64_t) TDB_EMPTY);
-	CHECK_EQ_U64(tdb_get(h, 1000, &loc), (uint64_t) TDB_NOSNAPSHOT);
+	CHECK_EQ_U64(trafficdb_open(client_prefix, &h), TRAFFICDB_OK);
+	CHECK_EQ_U64(trafficdb_begin(h, &gen), (uint64_t) TRAFFICDB_EMPTY);
+	CHECK_EQ_U64(trafficdb_get(h, 1000, &loc), (uint64_t) TRAFFICDB_NOSNAPSHOT);
 
 	publish_map(&w, &map_seg, &map_addr, &count);
 	publish_traffic(&w, map_seg, 3);
-	CHECK_EQ_U64(tdb_begin(h, &gen), TDB_OK);
+	CHECK_EQ_U64(trafficdb_begin(h, &gen), TRAFFICDB_OK);
 	CHECK_EQ_U64(gen, 3);
 	{
 		int64_t		pub = 0;
 
-		CHECK_EQ_U64(tdb_published_at(h, &pub), TDB_OK);
+		CHECK_EQ_U64(trafficdb_published_at(h, &pub), TRAFFICDB_OK);
 		CHECK_EQ_U64(pub, 3);	/* the fixture publishes generation g at "time" g */
 	}
 
-	CHECK_EQ_U64(tdb_get(h, 1041, &loc), TDB_OK);
+	CHECK_EQ_U64(trafficdb_get(h, 1041, &loc), TRAFFICDB_OK);
 	CHECK_EQ_U64(loc.id, 1041);
 	CHECK(strcmp(loc.road_class, "primary") == 0 && strcmp(loc.name, "") == 0);
 	CHECK_EQ_U64(loc.speed_limit_kmh, 50);
 	CHECK(loc.traffic->speed_kmh == 3.0f && loc.traffic->changed_generation == 3);
 	CHECK(loc.incident == NULL);
 	CHECK_EQ_U64(loc.npoints, 2);
-	CHECK_EQ_U64(tdb_shape(h, &loc, xy), TDB_OK);
+	CHECK_EQ_U64(trafficdb_shape(h, &loc, xy), TRAFFICDB_OK);
 	CHECK_NEAR(xy[0], 24.901, 1e-12);
 	CHECK_NEAR(xy[1], 60.151, 1e-12);
-	CHECK_EQ_U64(tdb_get(h, 999999, &loc), (uint64_t) TDB_NOTFOUND);
+	CHECK_EQ_U64(trafficdb_get(h, 999999, &loc), (uint64_t) TRAFFICDB_NOTFOUND);
 
 	{
-		const tdb_traffic *t = NULL;
+		const trafficdb_traffic *t = NULL;
 
-		CHECK_EQ_U64(tdb_get_traffic(h, 1041, &t), TDB_OK);
+		CHECK_EQ_U64(trafficdb_get_traffic(h, 1041, &t), TRAFFICDB_OK);
 		CHECK(t == loc.traffic);
-		CHECK_EQ_U64(tdb_get_traffic(h, 999999, &t), (uint64_t) TDB_NOTFOUND);
-		CHECK_EQ_U64(tdb_get_traffic(h, 1041, NULL), (uint64_t) TDB_BADARG);
+		CHECK_EQ_U64(trafficdb_get_traffic(h, 999999, &t), (uint64_t) TRAFFICDB_NOTFOUND);
+		CHECK_EQ_U64(trafficdb_get_traffic(h, 1041, NULL), (uint64_t) TRAFFICDB_BADARG);
 	}
 
 	/*
 	 * Batched, with misses and repeats, at every length around the
-	 * prefetch pipeline's depth: each answer equals tdb_get's.
+	 * prefetch pipeline's depth: each answer equals trafficdb_get's.
 	 */
 	for (size_t n = 0; n <= 50; n++)
 	{
 		uint64_t	ids[50];
-		tdb_location out[50];
+		trafficdb_location out[50];
 		uint8_t		found[50];
 		int			expect = 0;
 
@@ -123,15 +123,15 @@ UNIT_TEST(test_client_api)
 			ids[k] = (k % 5 == 0) ? 5 + (uint64_t) k : 1000 + (uint64_t) ((k * 13) % 7);
 			expect += k % 5 != 0;
 		}
-		CHECK_EQ_U64(tdb_get_many(h, ids, n, out, found), (uint64_t) expect);
+		CHECK_EQ_U64(trafficdb_get_many(h, ids, n, out, found), (uint64_t) expect);
 		for (size_t k = 0; k < n; k++)
 		{
-			tdb_location one;
+			trafficdb_location one;
 
 			CHECK(found[k] == (k % 5 != 0));
 			if (found[k])
 			{
-				CHECK_EQ_U64(tdb_get(h, ids[k], &one), TDB_OK);
+				CHECK_EQ_U64(trafficdb_get(h, ids[k], &one), TRAFFICDB_OK);
 				CHECK(same_view(&one, &out[k]));
 			}
 		}
@@ -139,44 +139,44 @@ UNIT_TEST(test_client_api)
 
 	/* visitors against the map's own queries */
 	n = 0;
-	CHECK_EQ_U64(tdb_bbox(h, 24.9, 60.15, 24.91, 60.155, count_visit, &n), TDB_OK);
+	CHECK_EQ_U64(trafficdb_bbox(h, 24.9, 60.15, 24.91, 60.155, count_visit, &n), TRAFFICDB_OK);
 	CHECK(n > 10 && n < NLOC);
 	{
 		int			m = 0;
 
-		CHECK_EQ_U64(tdb_radius(h, 24.905, 60.152, 300, count_visit, &m), TDB_OK);
+		CHECK_EQ_U64(trafficdb_radius(h, 24.905, 60.152, 300, count_visit, &m), TRAFFICDB_OK);
 		CHECK(m > 0 && m < NLOC);
 	}
-	CHECK_EQ_U64(tdb_radius(h, 24.9, 60.15, -1, count_visit, &n), (uint64_t) TDB_BADARG);
-	CHECK_EQ_U64(tdb_bbox(h, NAN, 60.15, 24.91, 60.155, count_visit, &n), (uint64_t) TDB_BADARG);
+	CHECK_EQ_U64(trafficdb_radius(h, 24.9, 60.15, -1, count_visit, &n), (uint64_t) TRAFFICDB_BADARG);
+	CHECK_EQ_U64(trafficdb_bbox(h, NAN, 60.15, 24.91, 60.155, count_visit, &n), (uint64_t) TRAFFICDB_BADARG);
 	{
 		Knn			k = {{0}, 0};
 
-		CHECK_EQ_U64(tdb_knn(h, 24.9, 60.15, 5, knn_visit, &k), TDB_OK);
+		CHECK_EQ_U64(trafficdb_knn(h, 24.9, 60.15, 5, knn_visit, &k), TRAFFICDB_OK);
 		CHECK_EQ_U64(k.n, 5);
 		CHECK_EQ_U64(k.ids[0], 1000);	/* the segment that starts at the point */
 	}
 	n = 0;
-	CHECK_EQ_U64(tdb_changes_since(h, 2, count_visit, &n), TDB_OK);
+	CHECK_EQ_U64(trafficdb_changes_since(h, 2, count_visit, &n), TRAFFICDB_OK);
 	CHECK_EQ_U64(n, NLOC);
 	n = 0;
-	CHECK_EQ_U64(tdb_changes_since(h, 3, count_visit, &n), TDB_OK);
+	CHECK_EQ_U64(trafficdb_changes_since(h, 3, count_visit, &n), TRAFFICDB_OK);
 	CHECK_EQ_U64(n, 0);
-	tdb_end(h);
-	CHECK_EQ_U64(tdb_get(h, 1041, &loc), (uint64_t) TDB_NOSNAPSHOT);
+	trafficdb_end(h);
+	CHECK_EQ_U64(trafficdb_get(h, 1041, &loc), (uint64_t) TRAFFICDB_NOSNAPSHOT);
 
 	/* waiting: a timeout, then a publication that wakes the waiter at once */
-	CHECK_EQ_U64(tdb_wait(h, 3, 50, &gen), (uint64_t) TDB_TIMEOUT);
+	CHECK_EQ_U64(trafficdb_wait(h, 3, 50, &gen), (uint64_t) TRAFFICDB_TIMEOUT);
 	publish_traffic(&w, map_seg, 4);
-	CHECK_EQ_U64(tdb_wait(h, 3, 5000, &gen), TDB_OK);
+	CHECK_EQ_U64(trafficdb_wait(h, 3, 5000, &gen), TRAFFICDB_OK);
 	CHECK_EQ_U64(gen, 4);
 
 	/* an orderly stop: the handle says so; a new one finds nothing */
 	tdb_writer_close(&w, true);
-	CHECK_EQ_U64(tdb_begin(h, &gen), (uint64_t) TDB_STALE);
-	CHECK_EQ_U64(tdb_wait(h, 4, 10, &gen), (uint64_t) TDB_STALE);
-	tdb_close(h);
-	CHECK_EQ_U64(tdb_open(client_prefix, &h), (uint64_t) TDB_NOTRUNNING);
+	CHECK_EQ_U64(trafficdb_begin(h, &gen), (uint64_t) TRAFFICDB_STALE);
+	CHECK_EQ_U64(trafficdb_wait(h, 4, 10, &gen), (uint64_t) TRAFFICDB_STALE);
+	trafficdb_close(h);
+	CHECK_EQ_U64(trafficdb_open(client_prefix, &h), (uint64_t) TRAFFICDB_NOTRUNNING);
 }
 
 typedef struct Waker
@@ -201,22 +201,22 @@ UNIT_TEST(test_client_wait_is_woken)
 	TdbWriter	w;
 	uint32_t	map_seg;
 	void	   *map_addr;
-	tdb_handle *h;
+	trafficdb_handle *h;
 	uint64_t	gen = 0;
 	pthread_t	th;
 	Waker		wk;
 
 	snprintf(client_prefix, sizeof(client_prefix), "/tdbclient.%d", (int) getpid());
 	CHECK_EQ_U64(open_published(&w, client_prefix, 4, 7, &map_seg, &map_addr, NULL), TDB_SHM_OK);
-	CHECK_EQ_U64(tdb_open(client_prefix, &h), TDB_OK);
+	CHECK_EQ_U64(trafficdb_open(client_prefix, &h), TRAFFICDB_OK);
 	wk.w = &w;
 	wk.map_seg = map_seg;
 	pthread_create(&th, NULL, waker, &wk);
 	/* blocks in the futex until the other thread publishes generation 8 */
-	CHECK_EQ_U64(tdb_wait(h, 7, 10000, &gen), TDB_OK);
+	CHECK_EQ_U64(trafficdb_wait(h, 7, 10000, &gen), TRAFFICDB_OK);
 	CHECK_EQ_U64(gen, 8);
 	pthread_join(th, NULL);
-	tdb_close(h);
+	trafficdb_close(h);
 	tdb_writer_close(&w, true);
 }
 
@@ -236,9 +236,9 @@ static void *
 reader_thread_fn(void *p)
 {
 	ThreadArg  *a = p;
-	tdb_handle *h;
+	trafficdb_handle *h;
 
-	if (tdb_open(client_prefix, &h) != TDB_OK)
+	if (trafficdb_open(client_prefix, &h) != TRAFFICDB_OK)
 	{
 		a->errors++;
 		return NULL;
@@ -246,19 +246,19 @@ reader_thread_fn(void *p)
 	for (int it = 0; it < a->iterations; it++)
 	{
 		uint64_t	gen;
-		tdb_location loc;
+		trafficdb_location loc;
 
-		if (tdb_begin(h, &gen) != TDB_OK)
+		if (trafficdb_begin(h, &gen) != TRAFFICDB_OK)
 		{
 			a->errors++;
 			continue;
 		}
 		for (uint64_t id = 1000 + (uint64_t) (it % 7); id < 1000 + NLOC; id += 97)
-			if (tdb_get(h, id, &loc) != TDB_OK || loc.traffic->speed_kmh != (float) gen)
+			if (trafficdb_get(h, id, &loc) != TRAFFICDB_OK || loc.traffic->speed_kmh != (float) gen)
 				a->bad++;
-		tdb_end(h);
+		trafficdb_end(h);
 	}
-	tdb_close(h);
+	trafficdb_close(h);
 	return NULL;
 }
 
@@ -302,7 +302,7 @@ UNIT_TEST(test_client_rejects_bad_control_block)
 	void	   *p;
 	size_t		sz;
 	unsigned char *saved;
-	tdb_handle *h;
+	trafficdb_handle *h;
 	uint64_t	seed = 99;
 
 	snprintf(client_prefix, sizeof(client_prefix), "/tdbclient.%d", (int) getpid());
@@ -313,42 +313,42 @@ UNIT_TEST(test_client_rejects_bad_control_block)
 	memcpy(saved, p, sz);
 
 	((TdbControl *) p)->magic = 0xDEADBEEF;
-	CHECK_EQ_U64(tdb_open(client_prefix, &h), (uint64_t) TDB_INVALID);
+	CHECK_EQ_U64(trafficdb_open(client_prefix, &h), (uint64_t) TRAFFICDB_INVALID);
 	memcpy(p, saved, sz);
 	((TdbControl *) p)->version = 99;
-	CHECK_EQ_U64(tdb_open(client_prefix, &h), (uint64_t) TDB_INVALID);
+	CHECK_EQ_U64(trafficdb_open(client_prefix, &h), (uint64_t) TRAFFICDB_INVALID);
 	memcpy(p, saved, sz);
 	((TdbControl *) p)->nbackend_slots = 1000;
-	CHECK_EQ_U64(tdb_open(client_prefix, &h), (uint64_t) TDB_INVALID);
+	CHECK_EQ_U64(trafficdb_open(client_prefix, &h), (uint64_t) TRAFFICDB_INVALID);
 	memcpy(p, saved, sz);
 	memset(((TdbControl *) p)->prefix, 'x', TDB_SHM_NAME_MAX);
-	CHECK_EQ_U64(tdb_open(client_prefix, &h), (uint64_t) TDB_INVALID);
+	CHECK_EQ_U64(trafficdb_open(client_prefix, &h), (uint64_t) TRAFFICDB_INVALID);
 	memcpy(p, saved, sz);
 	((TdbControl *) p)->instance_id ^= 1;	/* the slots belong to another instance */
-	CHECK_EQ_U64(tdb_open(client_prefix, &h), (uint64_t) TDB_INVALID);
+	CHECK_EQ_U64(trafficdb_open(client_prefix, &h), (uint64_t) TRAFFICDB_INVALID);
 	memcpy(p, saved, sz);
 
 	/* random damage anywhere in the block: a code, never a crash */
 	for (int t = 0; t < 2000; t++)
 	{
 		uint64_t	gen;
-		tdb_location loc;
+		trafficdb_location loc;
 
 		memcpy(p, saved, sz);
 		for (int k = 0; k < 1 + (int) (unit_rand(&seed) % 6); k++)
 			((unsigned char *) p)[unit_rand(&seed) % sizeof(TdbControl)] = (unsigned char) unit_rand(&seed);
-		if (tdb_open(client_prefix, &h) != TDB_OK)
+		if (trafficdb_open(client_prefix, &h) != TRAFFICDB_OK)
 			continue;
-		if (tdb_begin(h, &gen) == TDB_OK)
+		if (trafficdb_begin(h, &gen) == TRAFFICDB_OK)
 		{
-			(void) tdb_get(h, 1041, &loc);
-			tdb_end(h);
+			(void) trafficdb_get(h, 1041, &loc);
+			trafficdb_end(h);
 		}
-		tdb_close(h);
+		trafficdb_close(h);
 	}
 	memcpy(p, saved, sz);
-	CHECK_EQ_U64(tdb_open(client_prefix, &h), TDB_OK);
-	tdb_close(h);
+	CHECK_EQ_U64(trafficdb_open(client_prefix, &h), TRAFFICDB_OK);
+	trafficdb_close(h);
 	free(saved);
 	tdb_shm_unmap(p, sz);
 	tdb_writer_close(&w, true);
