@@ -15,7 +15,7 @@ packages=(
 	# demo: OpenStreetMap import
 	osm2pgsql osmium-tool "postgresql-$PG_MAJOR-pgrouting"
 	# stream files: libFuzzer; the AIS demo data
-	clang unzip
+	clang libclang-rt-14-dev unzip
 )
 
 missing=()

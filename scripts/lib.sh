@@ -6,8 +6,11 @@
 # sudo only to install packages and the extension.
 
 PG_MAJOR=15
-PG_BIN=/usr/lib/postgresql/$PG_MAJOR/bin
-PG_CONFIG=$PG_BIN/pg_config
+# TDB_PG_CONFIG: another installation of PostgreSQL 15 to build, install
+# into and test against (e.g. a relocated copy, so that parallel work on one
+# machine does not share the system's extension directory).
+PG_CONFIG=${TDB_PG_CONFIG:-/usr/lib/postgresql/$PG_MAJOR/bin/pg_config}
+PG_BIN=$(dirname "$PG_CONFIG")
 TDB_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 if [ "$(id -u)" = 0 ]; then
