@@ -244,7 +244,7 @@ COMMENT ON FUNCTION trafficdb.changes_since IS
 
 -- A Mapbox vector tile (layer "traffic") of tile z/x/y in Web Mercator.
 CREATE FUNCTION trafficdb.tile(z integer, x integer, y integer) RETURNS bytea
-LANGUAGE sql STABLE PARALLEL SAFE AS $$
+LANGUAGE sql STABLE PARALLEL RESTRICTED AS $$
   SELECT ST_AsMVT(t, 'traffic', 4096, 'geom')
     FROM (SELECT location_id, name, road_class, speed_kmh, free_flow_kmh, congestion, incident, generation,
                  ST_AsMVTGeom(ST_Transform(geom, 3857), ST_TileEnvelope(z, x, y), 4096, 64, true) AS geom
@@ -257,7 +257,7 @@ COMMENT ON FUNCTION trafficdb.tile IS
 
 -- A GeoJSON FeatureCollection of the locations in a lon/lat box.
 CREATE FUNCTION trafficdb.geojson(min_lon float8, min_lat float8, max_lon float8, max_lat float8) RETURNS json
-LANGUAGE sql STABLE PARALLEL SAFE AS $$
+LANGUAGE sql STABLE PARALLEL RESTRICTED AS $$
   SELECT json_build_object('type', 'FeatureCollection', 'features', coalesce(json_agg(
            json_build_object('type', 'Feature', 'id', location_id,
                              'geometry', ST_AsGeoJSON(geom)::json,

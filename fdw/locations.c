@@ -1270,7 +1270,11 @@ locImportForeignSchema(ImportForeignSchemaStmt *stmt, Oid serverOid)
 Datum
 trafficdb_locations_handler(PG_FUNCTION_ARGS)
 {
-	FdwRoutine *r = makeNode(FdwRoutine);
+	FdwRoutine *r;
+
+	/* every callback of this wrapper comes from here: check once */
+	tdb_require_preload();
+	r = makeNode(FdwRoutine);
 
 	r->GetForeignRelSize = locGetForeignRelSize;
 	r->GetForeignPaths = locGetForeignPaths;
@@ -1290,6 +1294,7 @@ trafficdb_locations_validator(PG_FUNCTION_ARGS)
 {
 	List	   *options = untransformRelOptions(PG_GETARG_DATUM(0));
 
+	tdb_require_preload();
 	if (options != NIL)
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),

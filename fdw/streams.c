@@ -57,6 +57,7 @@
 #include "utils/tuplestore.h"
 
 #include "fdw/timebound.h"
+#include "module/trafficdb.h"
 #include "stream/stream.h"
 
 PG_FUNCTION_INFO_V1(trafficdb_streams_handler);
@@ -751,7 +752,11 @@ strImportForeignSchema(ImportForeignSchemaStmt *stmt, Oid serverOid)
 Datum
 trafficdb_streams_handler(PG_FUNCTION_ARGS)
 {
-	FdwRoutine *r = makeNode(FdwRoutine);
+	FdwRoutine *r;
+
+	/* every callback of this wrapper comes from here: check once */
+	tdb_require_preload();
+	r = makeNode(FdwRoutine);
 
 	(void) fcinfo;
 	r->GetForeignRelSize = strGetForeignRelSize;
@@ -781,6 +786,7 @@ trafficdb_streams_validator(PG_FUNCTION_ARGS)
 	Oid			catalog = PG_GETARG_OID(1);
 	ListCell   *lc;
 
+	tdb_require_preload();
 	foreach(lc, options)
 	{
 		DefElem    *d = lfirst(lc);
@@ -921,6 +927,7 @@ trafficdb_stream_aggregate(PG_FUNCTION_ARGS)
 	bool		nulls[5] = {0};
 	int			rc;
 
+	tdb_require_preload();
 	if (TIMESTAMP_NOT_FINITE(PG_GETARG_TIMESTAMPTZ(2)) || TIMESTAMP_NOT_FINITE(PG_GETARG_TIMESTAMPTZ(3)) ||
 		from > to)
 		ereport(ERROR,
@@ -974,6 +981,7 @@ trafficdb_stream_resample(PG_FUNCTION_ARGS)
 	const TdbStreamDef *d;
 	int			f;
 
+	tdb_require_preload();
 	InitMaterializedSRF(fcinfo, 0);
 	check_select(relid);
 	deconstruct_array(times, TIMESTAMPTZOID, 8, true, TYPALIGN_DOUBLE, &elems, &enulls, &n);

@@ -332,7 +332,11 @@ trail_error(const TdbTrailError *err, const char *what)
 
 /* ---- opening a trail file ------------------------------------------------------ */
 
-/* One LRU of blocks per backend, shared by its scans. */
+/*
+ * One LRU of blocks per backend, shared by its scans, for the backend's life.
+ * A change of trafficdb.trail_memory_cache resizes it in place: an open
+ * cursor's pager still holds it, so it is never freed.
+ */
 static TdbBlockLru *backend_lru = NULL;
 static int	backend_lru_kb = 0;
 
@@ -341,8 +345,8 @@ trail_lru(void)
 {
 	if (backend_lru != NULL && backend_lru_kb != tdb_trail_memory_cache_kb)
 	{
-		tdb_lru_free(backend_lru);
-		backend_lru = NULL;
+		tdb_lru_resize(backend_lru, (size_t) tdb_trail_memory_cache_kb * 1024);
+		backend_lru_kb = tdb_trail_memory_cache_kb;
 	}
 	if (backend_lru == NULL)
 	{
@@ -1325,7 +1329,11 @@ trlImportForeignSchema(ImportForeignSchemaStmt *stmt, Oid serverOid)
 Datum
 trafficdb_trails_handler(PG_FUNCTION_ARGS)
 {
-	FdwRoutine *r = makeNode(FdwRoutine);
+	FdwRoutine *r;
+
+	/* every callback of this wrapper comes from here: check once */
+	tdb_require_preload();
+	r = makeNode(FdwRoutine);
 
 	(void) fcinfo;
 	r->GetForeignRelSize = trlGetForeignRelSize;
@@ -1357,6 +1365,7 @@ trafficdb_trails_validator(PG_FUNCTION_ARGS)
 	static const char *const table_opts[] = {"url", "id_column", "time_column", NULL};
 	static const char *const mapping_opts[] = {"access_key", "secret_key", "session_token", NULL};
 
+	tdb_require_preload();
 	foreach(lc, options)
 	{
 		DefElem    *d = lfirst(lc);
@@ -1471,18 +1480,30 @@ float_datum(Datum d, Oid type)
  *     id_column text, time_column text, geom_column text,
  *     page_size int, page_seconds int) returns bigint: the events written.
  */
+static void
+trail_write_require(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("trafficdb.trail_write: %s must not be NULL", name),
+				 errhint("Call trafficdb.trail_write(query, destination, ...) with a query text and "
+						 "an absolute path or s3://bucket/key; leave out the optional arguments "
+						 "for their defaults.")));
+}
+
 Datum
 trafficdb_trail_write(PG_FUNCTION_ARGS)
 {
-	char	   *query = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	char	   *dest = text_to_cstring(PG_GETARG_TEXT_PP(1));
-	char	   *servername = PG_ARGISNULL(2) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(2));
-	char	   *idcol = text_to_cstring(PG_GETARG_TEXT_PP(3));
-	char	   *timecol = text_to_cstring(PG_GETARG_TEXT_PP(4));
-	char	   *geomcol = text_to_cstring(PG_GETARG_TEXT_PP(5));
-	int32		page_size = PG_GETARG_INT32(6);
-	int32		page_seconds = PG_GETARG_INT32(7);
-	bool		s3 = strncmp(dest, "s3://", 5) == 0;
+	char	   *query;
+	char	   *dest;
+	char	   *servername;
+	char	   *idcol;
+	char	   *timecol;
+	char	   *geomcol;
+	int32		page_size;
+	int32		page_seconds;
+	bool		s3;
 	TrailOptions *o = NULL;
 	WriteState *ws = palloc0(sizeof(WriteState));
 	TdbTrailSchema schema;
@@ -1501,6 +1522,23 @@ trafficdb_trail_write(PG_FUNCTION_ARGS)
 	size_t		len;
 	TupleDesc	td;
 
+	tdb_require_preload();
+	trail_write_require(fcinfo, 0, "query");
+	trail_write_require(fcinfo, 1, "destination");
+	trail_write_require(fcinfo, 3, "id_column");
+	trail_write_require(fcinfo, 4, "time_column");
+	trail_write_require(fcinfo, 5, "geom_column");
+	trail_write_require(fcinfo, 6, "page_size");
+	trail_write_require(fcinfo, 7, "page_seconds");
+	query = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	dest = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	servername = PG_ARGISNULL(2) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(2));
+	idcol = text_to_cstring(PG_GETARG_TEXT_PP(3));
+	timecol = text_to_cstring(PG_GETARG_TEXT_PP(4));
+	geomcol = text_to_cstring(PG_GETARG_TEXT_PP(5));
+	page_size = PG_GETARG_INT32(6);
+	page_seconds = PG_GETARG_INT32(7);
+	s3 = strncmp(dest, "s3://", 5) == 0;
 	check_url(dest, true);
 	if (page_size < 1024 || page_size > (64 << 20))
 		ereport(ERROR,
@@ -1526,6 +1564,13 @@ trafficdb_trail_write(PG_FUNCTION_ARGS)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("server \"%s\" is not a trafficdb_trails server", servername)));
+		/* as dblink and postgres_fdw: a user mapping alone is not enough */
+		{
+			AclResult	aclresult = pg_foreign_server_aclcheck(server->serverid, GetUserId(), ACL_USAGE);
+
+			if (aclresult != ACLCHECK_OK)
+				aclcheck_error(aclresult, OBJECT_FOREIGN_SERVER, server->servername);
+		}
 		o = trail_options(server, true);
 	}
 	ws->cb.func = write_state_free;

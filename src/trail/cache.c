@@ -536,6 +536,16 @@ lru_remove(TdbBlockLru *l, LruEntry *e)
 }
 
 void
+tdb_lru_resize(TdbBlockLru *l, size_t max_bytes)
+{
+	pthread_mutex_lock(&l->lock);
+	l->max_bytes = max_bytes;
+	while (l->tail && l->bytes > max_bytes)
+		lru_remove(l, l->tail);
+	pthread_mutex_unlock(&l->lock);
+}
+
+void
 tdb_lru_free(TdbBlockLru *l)
 {
 	if (l == NULL)

@@ -61,6 +61,13 @@ TdbBlockLru *tdb_lru_create(size_t max_bytes);
 void		tdb_lru_free(TdbBlockLru *l);
 size_t		tdb_lru_capacity(const TdbBlockLru *l);
 
+/*
+ * Change the bound in place, evicting the least recently used blocks down to
+ * it: pagers that share the LRU keep using it (never free an LRU a pager may
+ * still hold).
+ */
+void		tdb_lru_resize(TdbBlockLru *l, size_t max_bytes);
+
 /* Copy [off, off + len) of the cached block into dst; false on a miss. */
 bool		tdb_lru_get(TdbBlockLru *l, const char *key, size_t off, size_t len, void *dst);
 void		tdb_lru_put(TdbBlockLru *l, const char *key, const void *data, size_t len);
