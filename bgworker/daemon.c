@@ -180,7 +180,7 @@ commit_tx(void)
 static char *
 postgis_schema(void)
 {
-	if (SPI_execute("SELECT quote_ident(n.nspname) FROM pg_catalog.pg_extension e "
+	if (SPI_execute("SELECT pg_catalog.quote_ident(n.nspname) FROM pg_catalog.pg_extension e "
 					"JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace "
 					"WHERE e.extname = 'postgis'", true, 1) != SPI_OK_SELECT || SPI_processed == 0)
 		return NULL;
@@ -294,6 +294,7 @@ read_map_source(const TdbMapRequest *req, LoadCounts *counts)
 	char		err[TDB_ERRLEN];
 	Oid			save_userid;
 	int			save_sec;
+	int			guc_nest;
 	MemoryContext batch_cxt;
 
 	if (pg == NULL)
@@ -342,6 +343,13 @@ read_map_source(const TdbMapRequest *req, LoadCounts *counts)
 		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
 	memset(counts, 0, sizeof(*counts));
 
+	/*
+	 * Code in the source (a view calling a function) may change settings
+	 * with set_config() or SET: undo every change at the end of the read,
+	 * success or error, as PostgreSQL does around index expressions, so
+	 * that nothing of the caller's outlives the read in the daemon.
+	 */
+	guc_nest = NewGUCNestLevel();
 	PG_TRY();
 	{
 		SetUserIdAndSecContext(req->userid,
@@ -419,10 +427,12 @@ read_map_source(const TdbMapRequest *req, LoadCounts *counts)
 			SPI_freetuptable(SPI_tuptable);
 		}
 		SPI_cursor_close(portal);
+		AtEOXact_GUC(false, guc_nest);
 		SetUserIdAndSecContext(save_userid, save_sec);
 	}
 	PG_CATCH();
 	{
+		/* the transaction's abort undoes the GUC changes (AtEOXact_GUC) */
 		SetUserIdAndSecContext(save_userid, save_sec);
 		tdb_map_builder_free(b);
 		PG_RE_THROW();
@@ -694,7 +704,7 @@ record_generation(uint64 gen)
 	Datum		arg = Int64GetDatum((int64) gen);
 	Oid			type = INT8OID;
 
-	SPI_execute_with_args("UPDATE trafficdb.daemon_state SET generation = $1, published_at = now()",
+	SPI_execute_with_args("UPDATE trafficdb.daemon_state SET generation = $1, published_at = pg_catalog.now()",
 						  1, &type, &arg, NULL, false, 0);
 	Async_Notify(NOTIFY_CHANNEL, psprintf(UINT64_FORMAT, gen));
 }
@@ -970,7 +980,7 @@ persist_changes(List *changed, uint64 gen)
 		vals[c] = makeArrayResult(a[c], cxt);
 	if (SPI_execute_with_args("INSERT INTO trafficdb.traffic_state AS s (location_id, speed_kmh, "
 							  "free_flow_kmh, congestion, confidence, incident, observed_at, generation, feed_seq) "
-							  "SELECT * FROM unnest($1, $2, $3, $4, $5, $6, $7, $8, $9) "
+							  "SELECT * FROM pg_catalog.unnest($1, $2, $3, $4, $5, $6, $7, $8, $9) "
 							  "ON CONFLICT (location_id) DO UPDATE SET speed_kmh = excluded.speed_kmh, "
 							  "free_flow_kmh = excluded.free_flow_kmh, congestion = excluded.congestion, "
 							  "confidence = excluded.confidence, incident = excluded.incident, "
@@ -992,7 +1002,7 @@ persist_rejects(Rejects *rj)
 	vals[1] = makeArrayResult(rj->id, CurrentMemoryContext);
 	vals[2] = makeArrayResult(rj->reason, CurrentMemoryContext);
 	SPI_execute_with_args("INSERT INTO trafficdb.feed_rejects (seq, location_id, reason) "
-						  "SELECT * FROM unnest($1, $2, $3)", 3, types, vals, NULL, false, 0);
+						  "SELECT * FROM pg_catalog.unnest($1, $2, $3)", 3, types, vals, NULL, false, 0);
 }
 
 /*
@@ -1257,6 +1267,14 @@ tdb_daemon_main(Datum main_arg)
 	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnection(tdb_database, NULL, 0);
+
+	/*
+	 * The daemon runs SQL as a superuser: nothing a user controls may change
+	 * what its names mean.  search_path is pg_catalog at override level (no
+	 * SET, set_config() or database/role setting can change it afterwards),
+	 * and every name of its own SQL is schema-qualified as well.
+	 */
+	SetConfigOption("search_path", "pg_catalog", PGC_SUSET, PGC_S_OVERRIDE);
 
 	memset(&D, 0, sizeof(D));
 	D.cxt = AllocSetContextCreate(TopMemoryContext, "trafficdb daemon", ALLOCSET_DEFAULT_SIZES);

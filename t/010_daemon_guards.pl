@@ -1,0 +1,74 @@
+# t/010_daemon_guards.pl: the daemon runs SQL as a superuser; nothing a
+# user controls may make it run theirs (issue 13).
+#
+# A role with EXECUTE on load_map and CREATE in a schema of its own loads a
+# view whose function changes search_path (and lock_timeout) for the rest of
+# the daemon's session, and defines functions of its own named like those the
+# daemon calls (now, unnest, quote_ident).  Before the fix, the daemon's next
+# publication called the role's now() as superuser, which made the role
+# superuser.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use lib 't';
+use TdbTest;
+
+my $node = tdb_node('guards', 'trafficdb.publish_interval' => "'100ms'");
+$node->safe_psql('postgres', q{
+SET client_min_messages = warning;
+CREATE EXTENSION trafficdb CASCADE;
+CREATE ROLE mallory LOGIN;
+CREATE SCHEMA m AUTHORIZATION mallory;
+GRANT EXECUTE ON FUNCTION trafficdb.load_map TO mallory;
+});
+
+$node->safe_psql('postgres', q{
+SET ROLE mallory;
+CREATE TABLE m.calls (fn text, who text);
+GRANT INSERT ON m.calls TO PUBLIC;
+CREATE TABLE m.roads (id bigint, geom public.geometry(LineString, 4326));
+INSERT INTO m.roads SELECT i, public.ST_SetSRID(public.ST_MakeLine(public.ST_MakePoint(24.9 + i * 0.001, 60.1),
+  public.ST_MakePoint(24.9 + i * 0.001, 60.101)), 4326) FROM generate_series(1, 20) i;
+-- what the daemon must never call: each records who ran it, then tries to escalate
+CREATE FUNCTION m.grab() RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO m.calls VALUES ('grab', current_user);
+  BEGIN
+    EXECUTE 'ALTER ROLE mallory SUPERUSER';
+  EXCEPTION WHEN others THEN NULL;
+  END;
+END $$;
+CREATE FUNCTION m.now() RETURNS timestamptz LANGUAGE plpgsql AS $$
+BEGIN PERFORM m.grab(); RETURN pg_catalog.now(); END $$;
+CREATE FUNCTION m.quote_ident(text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN PERFORM m.grab(); RETURN pg_catalog.quote_ident($1); END $$;
+CREATE FUNCTION m.unnest(anyarray) RETURNS SETOF anyelement LANGUAGE plpgsql AS $$
+BEGIN PERFORM m.grab(); RETURN QUERY SELECT * FROM pg_catalog.unnest($1); END $$;
+-- the source: reading it changes the daemon's session settings
+CREATE FUNCTION m.poison() RETURNS boolean LANGUAGE sql AS $$
+  SELECT pg_catalog.set_config('search_path', 'm, pg_catalog, public', false) IS NOT NULL
+     AND pg_catalog.set_config('lock_timeout', '1ms', false) IS NOT NULL
+$$;
+CREATE VIEW m.src AS SELECT id, geom FROM m.roads WHERE m.poison();
+});
+
+is($node->safe_psql('postgres', q{SET ROLE mallory; SELECT trafficdb.load_map('m.src')}), '20',
+	'the role loads its view (its function ran while the source was read)');
+# feed rows and publications: the daemon's own SQL (now(), unnest(), ...) runs
+$node->safe_psql('postgres', q{INSERT INTO trafficdb.feed (location_id, speed_kmh) SELECT i, 40 FROM generate_series(1, 20) i});
+$node->safe_psql('postgres', 'SELECT trafficdb.publish()') for 1 .. 3;
+$node->safe_psql('postgres', q{SELECT trafficdb.load_map('m.roads')});
+$node->safe_psql('postgres', 'SELECT trafficdb.publish()');
+
+is($node->safe_psql('postgres', q{SELECT rolsuper FROM pg_roles WHERE rolname = 'mallory'}), 'f',
+	'the role is not superuser');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM m.calls}), '0', 'the daemon never called the role\'s functions');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM trafficdb.locations WHERE speed_kmh = 40}), '20',
+	'the daemon still consumes the feed and publishes');
+is($node->safe_psql('postgres', q{SELECT setting FROM pg_settings WHERE name = 'search_path'}), '"$user", public',
+	'sessions keep their own search_path');
+
+$node->stop;
+done_testing();
