@@ -706,6 +706,12 @@ record_generation(uint64 gen)
 
 	SPI_execute_with_args("UPDATE trafficdb.daemon_state SET generation = $1, published_at = pg_catalog.now()",
 						  1, &type, &arg, NULL, false, 0);
+}
+
+/* Tell listeners (at commit) that gen is published. */
+static void
+notify_generation(uint64 gen)
+{
 	Async_Notify(NOTIFY_CHANNEL, psprintf(UINT64_FORMAT, gen));
 }
 
@@ -729,6 +735,7 @@ load_map(const TdbMapRequest *req, bool record_source)
 	uint64		skipped;
 	WorkingTraffic wt;
 	DaemonState saved;
+	volatile bool published = false;
 
 	INSTR_TIME_SET_CURRENT(start);
 	b = read_map_source(req, &counts);
@@ -804,18 +811,36 @@ load_map(const TdbMapRequest *req, bool record_source)
 								  "VALUES ($1::regclass, $2, $3, $4, $5, $6, $7, $8, $9)",
 								  9, types, vals, nulls, false, 0);
 		}
+		/*
+		 * Record the generation before publishing: publishing is the last
+		 * thing that can fail.  (A failure after it, such as a lock timeout
+		 * on daemon_state, made the catch below put back the old map, whose
+		 * segment the publication had already unmapped: the next feed row
+		 * crashed the daemon, and the generation number was used again.)
+		 */
 		gen = D.generation + 1;
+		record_generation(gen);
 		if (!publish_traffic(gen))
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_IN_USE),
 					 errmsg("readers pin every published version, so the new map cannot be published now"),
 					 errhint("See trafficdb.readers, then try again.")));
-		record_generation(gen);
+		published = true;
+		notify_generation(gen);
 	}
 	PG_CATCH();
 	{
-		free_working(D.traffic, D.win_seq, D.incidents, view.count);
-		D = saved;
+		/*
+		 * Never roll back what readers may have seen: once published, the
+		 * new map stays (its rows in map_source follow at the next load).
+		 */
+		if (!published)
+		{
+			free_working(D.traffic, D.win_seq, D.incidents, view.count);
+			D = saved;
+		}
+		else
+			free_working(saved.traffic, saved.win_seq, saved.incidents, saved.traffic ? saved.map.count : 0);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
@@ -980,7 +1005,7 @@ persist_changes(List *changed, uint64 gen)
 		vals[c] = makeArrayResult(a[c], cxt);
 	if (SPI_execute_with_args("INSERT INTO trafficdb.traffic_state AS s (location_id, speed_kmh, "
 							  "free_flow_kmh, congestion, confidence, incident, observed_at, generation, feed_seq) "
-							  "SELECT * FROM pg_catalog.unnest($1, $2, $3, $4, $5, $6, $7, $8, $9) "
+							  "SELECT * FROM unnest($1, $2, $3, $4, $5, $6, $7, $8, $9) "
 							  "ON CONFLICT (location_id) DO UPDATE SET speed_kmh = excluded.speed_kmh, "
 							  "free_flow_kmh = excluded.free_flow_kmh, congestion = excluded.congestion, "
 							  "confidence = excluded.confidence, incident = excluded.incident, "
@@ -1002,7 +1027,7 @@ persist_rejects(Rejects *rj)
 	vals[1] = makeArrayResult(rj->id, CurrentMemoryContext);
 	vals[2] = makeArrayResult(rj->reason, CurrentMemoryContext);
 	SPI_execute_with_args("INSERT INTO trafficdb.feed_rejects (seq, location_id, reason) "
-						  "SELECT * FROM pg_catalog.unnest($1, $2, $3)", 3, types, vals, NULL, false, 0);
+						  "SELECT * FROM unnest($1, $2, $3)", 3, types, vals, NULL, false, 0);
 }
 
 /*
@@ -1035,8 +1060,13 @@ feed_cycle(bool force)
 		D.dirty = true;
 	persist_changes(changed, gen);
 	persist_rejects(&rj);
-	if ((D.dirty || force) && publish_traffic(gen))
+	/* as in load_map: nothing that can fail after the publication */
+	if (D.dirty || force)
+	{
 		record_generation(gen);
+		if (publish_traffic(gen))
+			notify_generation(gen);
+	}
 	INSTR_TIME_SET_CURRENT(dur);
 	INSTR_TIME_SUBTRACT(dur, start);
 	SpinLockAcquire(&tdb_shared->mutex);
@@ -1275,6 +1305,7 @@ tdb_daemon_main(Datum main_arg)
 	 * and every name of its own SQL is schema-qualified as well.
 	 */
 	SetConfigOption("search_path", "pg_catalog", PGC_SUSET, PGC_S_OVERRIDE);
+	/* (multi-argument unnest in FROM must stay unqualified: it is syntax there) */
 
 	memset(&D, 0, sizeof(D));
 	D.cxt = AllocSetContextCreate(TopMemoryContext, "trafficdb daemon", ALLOCSET_DEFAULT_SIZES);

@@ -69,6 +69,51 @@ is($node->safe_psql('postgres', q{SELECT count(*) FROM trafficdb.locations WHERE
 	'the daemon still consumes the feed and publishes');
 is($node->safe_psql('postgres', q{SELECT setting FROM pg_settings WHERE name = 'search_path'}), '"$user", public',
 	'sessions keep their own search_path');
+is($node->safe_psql('postgres', q{SELECT coalesce(last_error, '') FROM trafficdb.status}), '', 'the daemon reports no error');
+
+# --- A load_map that fails after its map was published (here: a lock timeout
+# on daemon_state) must not put back the old map, whose segment the
+# publication unmapped (the next feed row crashed the daemon), nor use a
+# generation number again.
+my $started = $node->safe_psql('postgres', 'SELECT pg_postmaster_start_time()');
+$node->safe_psql('postgres', q{
+CREATE TABLE roads2 (id bigint, geom geometry(LineString, 4326));
+INSERT INTO roads2 SELECT i, ST_SetSRID(ST_MakeLine(ST_MakePoint(25 + i * 0.001, 60.2), ST_MakePoint(25 + i * 0.001, 60.201)), 4326)
+  FROM generate_series(101, 130) i;
+ALTER SYSTEM SET lock_timeout = '300ms';
+SELECT pg_reload_conf();
+});
+sleep 1;
+my $gen_before = $node->safe_psql('postgres', 'SELECT generation FROM trafficdb.status');
+my $locker = $node->background_psql('postgres');
+$locker->query_safe('BEGIN; LOCK TABLE trafficdb.daemon_state IN ACCESS EXCLUSIVE MODE;');
+my ($ret, $out, $err) = $node->psql('postgres', q{SELECT trafficdb.load_map('roads2')});
+like($err, qr/lock timeout/, 'load_map fails: the daemon could not write daemon_state');
+$locker->query_safe('COMMIT');
+$locker->quit;
+$node->safe_psql('postgres', q{ALTER SYSTEM RESET lock_timeout; SELECT pg_reload_conf();});
+my $gen_mid = $node->safe_psql('postgres', 'SELECT generation FROM trafficdb.status');
+$node->safe_psql('postgres', q{INSERT INTO trafficdb.feed (location_id, speed_kmh) SELECT i, 55 FROM generate_series(1, 20) i});
+my $gen_after = $node->safe_psql('postgres', 'SELECT trafficdb.publish()');
+# enough publications to recycle every version descriptor (64) that named
+# the map of before: its segment is then unmapped
+for my $i (1 .. 70)
+{
+	last if !defined eval { $node->safe_psql('postgres', "INSERT INTO trafficdb.feed (location_id, speed_kmh) VALUES (1, $i); SELECT trafficdb.publish()") };
+}
+$node->safe_psql('postgres', q{INSERT INTO trafficdb.feed (location_id, speed_kmh) VALUES (1, 55); SELECT trafficdb.publish()});
+cmp_ok($gen_after, '>', $gen_mid, 'the next publication has a new generation number');
+cmp_ok($gen_mid, '>=', $gen_before, 'generations never went back');
+is($node->safe_psql('postgres', 'SELECT pg_postmaster_start_time()'), $started, 'the daemon did not crash (no restart)');
+my $map = $node->safe_psql('postgres', 'SELECT count(*), min(location_id), max(location_id) FROM trafficdb.locations');
+ok($map eq '20|1|20' || $map eq '30|101|130', "a whole map is served ($map)");
+is($node->safe_psql('postgres', 'SELECT locations FROM trafficdb.status') . '|' .
+	$node->safe_psql('postgres', 'SELECT count(*) FROM trafficdb.locations'),
+	(split /\|/, $map)[0] . '|' . (split /\|/, $map)[0], 'status and the table agree on the map');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM trafficdb.locations WHERE speed_kmh = 55}),
+	$map eq '20|1|20' ? '20' : '0', 'the feed is consumed into the map that is served');
+is($node->safe_psql('postgres', q{SELECT trafficdb.load_map('roads2')}), '30', 'a later load_map works');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM trafficdb.locations'), '30', 'and its map is served');
 
 $node->stop;
 done_testing();
