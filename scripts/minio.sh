@@ -3,7 +3,7 @@
 # the trail tests and the demo.
 #
 #   scripts/minio.sh install      build MinIO with `go install` into
-#                                 ~/.cache/trafficdb/minio/bin if missing (a few minutes
+#                                 ~/.cache/trafficdb/minio/VERSION/bin if missing (a few minutes
 #                                 the first time; Go caches the build)
 #   scripts/minio.sh start DIR    start it on a free port of 127.0.0.1 with data
 #                                 in DIR/data and generated root credentials;
@@ -16,9 +16,15 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
-# Outside the checkout, so fresh clones on this machine reuse the build.
+# The MinIO every test and demo runs: one pinned module version (the one
+# docs/DESIGN names), so a fresh machine builds what was tested.
+MINIO_MODULE=github.com/minio/minio
+MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
+
+# Outside the checkout, so fresh clones on this machine reuse the build; one
+# directory per version, so a new pin builds anew.
 MINIO_CACHE=${MINIO_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/trafficdb/minio}
-MINIO_BIN=$MINIO_CACHE/bin/minio
+MINIO_BIN=$MINIO_CACHE/$MINIO_VERSION/bin/minio
 
 # A Go toolchain new enough for MinIO: the one on PATH when it is 1.21 or
 # later (GOTOOLCHAIN=auto then fetches whatever MinIO's go.mod asks for
@@ -38,7 +44,10 @@ go_cmd() {
 		local tc=golang.org/toolchain@v0.0.1-go1.24.4.linux-amd64 dir
 		echo "minio: $("$go" env GOVERSION) is too old; fetching $tc" >&2
 		dir=$(cd /tmp && GOFLAGS=-mod=mod "$go" mod download -json "$tc" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-		[ -x "$dir/bin/go" ] || die "minio: could not fetch a Go toolchain ($tc)"
+		[ -f "$dir/bin/go" ] || die "minio: could not fetch a Go toolchain ($tc)"
+		# the module cache unpacks files without their execute bits
+		chmod u+x "$dir/bin/"* "$dir/pkg/tool/"*/* 2>/dev/null || true
+		[ -x "$dir/bin/go" ] || die "minio: the Go toolchain in $dir is not executable"
 		go=$dir/bin/go
 	fi
 	echo "$go"
@@ -50,10 +59,10 @@ install_minio() {
 	fi
 	local go
 	go=$(go_cmd)
-	mkdir -p "$MINIO_CACHE/bin"
-	echo "minio: building with go install github.com/minio/minio@latest (first time: a few minutes)" >&2
+	mkdir -p "$(dirname "$MINIO_BIN")"
+	echo "minio: building with go install $MINIO_MODULE@$MINIO_VERSION (first time: a few minutes)" >&2
 	local t0=$SECONDS
-	(cd /tmp && GOTOOLCHAIN=auto GOBIN="$MINIO_CACHE/bin" GOFLAGS=-mod=mod "$go" install github.com/minio/minio@latest)
+	(cd /tmp && GOTOOLCHAIN=auto GOBIN="$(dirname "$MINIO_BIN")" GOFLAGS=-mod=mod "$go" install "$MINIO_MODULE@$MINIO_VERSION")
 	[ -x "$MINIO_BIN" ] || die "minio: go install finished but $MINIO_BIN is missing"
 	echo "minio: built in $((SECONDS - t0)) s" >&2
 }
