@@ -704,7 +704,9 @@ record_generation(uint64 gen)
 	Datum		arg = Int64GetDatum((int64) gen);
 	Oid			type = INT8OID;
 
-	SPI_execute_with_args("UPDATE trafficdb.daemon_state SET generation = $1, published_at = pg_catalog.now()",
+	SPI_execute_with_args("INSERT INTO trafficdb.daemon_state AS d (singleton, generation, published_at) "
+						  "VALUES (true, $1, pg_catalog.now()) ON CONFLICT (singleton) DO UPDATE "
+						  "SET generation = excluded.generation, published_at = excluded.published_at",
 						  1, &type, &arg, NULL, false, 0);
 }
 

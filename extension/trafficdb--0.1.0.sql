@@ -78,19 +78,22 @@ CREATE TABLE trafficdb.feed_rejects (
     rejected_at    timestamptz NOT NULL DEFAULT now()
 );
 
--- The last generation published, so generations keep counting up across restarts.
+-- The last generation published, so generations keep counting up across
+-- restarts.  Its one row is written by the daemon at its first publication
+-- (no row = generation 0), so that pg_dump can carry it: a restore must not
+-- start the generations again from 0.
 CREATE TABLE trafficdb.daemon_state (
     singleton      boolean PRIMARY KEY DEFAULT true CHECK (singleton),
     generation     bigint NOT NULL DEFAULT 0,
     published_at   timestamptz
 );
-INSERT INTO trafficdb.daemon_state DEFAULT VALUES;
 
 SELECT pg_catalog.pg_extension_config_dump('trafficdb.map_source', '');
 SELECT pg_catalog.pg_extension_config_dump('trafficdb.feed', '');
 SELECT pg_catalog.pg_extension_config_dump('trafficdb.feed_seq_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('trafficdb.traffic_state', '');
 SELECT pg_catalog.pg_extension_config_dump('trafficdb.feed_rejects', '');
+SELECT pg_catalog.pg_extension_config_dump('trafficdb.daemon_state', '');
 
 -- ---------------------------------------------------------------------------
 -- Functions

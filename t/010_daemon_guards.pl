@@ -115,5 +115,17 @@ is($node->safe_psql('postgres', q{SELECT count(*) FROM trafficdb.locations WHERE
 is($node->safe_psql('postgres', q{SELECT trafficdb.load_map('roads2')}), '30', 'a later load_map works');
 is($node->safe_psql('postgres', 'SELECT count(*) FROM trafficdb.locations'), '30', 'and its map is served');
 
+# --- pg_dump carries daemon_state: a restored database goes on counting
+# generations from where it was (it was missing from pg_extension_config_dump)
+my $gen_now = $node->safe_psql('postgres', 'SELECT generation FROM trafficdb.daemon_state');
+cmp_ok($gen_now, '>', 70, "daemon_state holds the last generation ($gen_now)");
+$node->safe_psql('postgres', 'CREATE DATABASE restored');
+my $dump = PostgreSQL::Test::Utils::tempdir . '/dump.sql';
+$node->command_ok(['pg_dump', '-d', $node->connstr('postgres'), '-f', $dump], 'pg_dump of the database');
+($ret, $out, $err) = $node->psql('restored', slurp_file($dump), extra_params => ['-v', 'ON_ERROR_STOP=1']);
+is($ret, 0, 'the dump restores without errors') or diag($err);
+is($node->safe_psql('restored', 'SELECT generation FROM trafficdb.daemon_state'), $gen_now,
+	'the restored daemon_state has the generation');
+
 $node->stop;
 done_testing();
