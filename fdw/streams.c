@@ -26,6 +26,11 @@
  */
 #include "postgres.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <math.h>
 
 #include "access/reloptions.h"
@@ -53,6 +58,8 @@
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/ruleutils.h"
+#include "pgstat.h"
+#include "storage/latch.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
@@ -67,6 +74,134 @@ PG_FUNCTION_INFO_V1(trafficdb_stream_resample);
 
 /* ---- opening a table's stream -------------------------------------------- */
 
+/*
+ * The backend's locks on stream files: one lock descriptor per file (by
+ * device and inode), shared by every handle of the backend on that file.
+ * flock locks belong to open file descriptions, so two handles of one
+ * backend each locking through its own descriptor waited for each other
+ * (INSERT INTO b SELECT FROM a on two streams of one file hung for good).
+ * A shared request while the backend holds the file exclusive is satisfied
+ * by it; an exclusive request while it holds it shared is an error, never
+ * a wait on itself.  Waits poll with LOCK_NB on the latch, so cancel,
+ * statement_timeout, termination and shutdown all interrupt them.
+ */
+typedef struct StreamLock
+{
+	dev_t		dev;
+	ino_t		ino;
+	int			fd;				/* the descriptor holding the flock */
+	int			nshared;
+	int			nexclusive;
+} StreamLock;
+
+static List *stream_locks = NIL;	/* of StreamLock *, in TopMemoryContext */
+static int	pending_lock_fd = -1;	/* of a wait an interrupt ended */
+
+static StreamLock *
+stream_lock_acquire(const char *filename, TdbStreamIO *io, bool exclusive)
+{
+	struct stat st;
+	StreamLock *l = NULL;
+	ListCell   *lc;
+	long		wait_ms = 1;
+	int			fd;
+
+	if (pending_lock_fd >= 0)
+	{
+		close(pending_lock_fd);
+		pending_lock_fd = -1;
+	}
+	if (fstat(tdb_stream_io_fd(io), &st) != 0)
+		ereport(ERROR, (errcode_for_file_access(), errmsg("could not stat stream file \"%s\": %m", filename)));
+	foreach(lc, stream_locks)
+	{
+		StreamLock *c = lfirst(lc);
+
+		if (c->dev == st.st_dev && c->ino == st.st_ino)
+			l = c;
+	}
+	if (l != NULL && l->nexclusive > 0)
+	{
+		/* this backend writes the file already: reads and writes share that */
+		if (exclusive)
+			l->nexclusive++;
+		else
+			l->nshared++;
+		return l;
+	}
+	if (l != NULL && !exclusive)
+	{
+		l->nshared++;
+		return l;
+	}
+	if (l != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("cannot write stream file \"%s\" while this session is reading it", filename),
+				 errhint("Close the open cursor on a table of this file first.")));
+
+	fd = open(filename, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		ereport(ERROR, (errcode_for_file_access(), errmsg("could not open stream file \"%s\" to lock it: %m", filename)));
+	for (;;)
+	{
+		if (flock(fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) == 0)
+			break;
+		if (errno != EWOULDBLOCK && errno != EINTR)
+		{
+			int			save = errno;
+
+			close(fd);
+			errno = save;
+			ereport(ERROR, (errcode_for_file_access(), errmsg("could not lock stream file \"%s\": %m", filename)));
+		}
+
+		/*
+		 * Another process holds it (the CLI writing, another backend).  If
+		 * an interrupt ends the wait, the descriptor (which holds no lock)
+		 * is closed by the next call.
+		 */
+		pending_lock_fd = fd;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, wait_ms,
+						 PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+		pending_lock_fd = -1;
+		wait_ms = Min(wait_ms * 2, 100);
+	}
+	l = MemoryContextAllocZero(TopMemoryContext, sizeof(StreamLock));
+	l->dev = st.st_dev;
+	l->ino = st.st_ino;
+	l->fd = fd;
+	if (exclusive)
+		l->nexclusive = 1;
+	else
+		l->nshared = 1;
+	{
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+		stream_locks = lappend(stream_locks, l);
+		MemoryContextSwitchTo(old);
+	}
+	return l;
+}
+
+/* Never raises an error: called from memory context reset callbacks. */
+static void
+stream_lock_release(StreamLock *l, bool exclusive)
+{
+	if (exclusive)
+		l->nexclusive--;
+	else
+		l->nshared--;
+	if (l->nexclusive > 0 || l->nshared > 0)
+		return;
+	(void) flock(l->fd, LOCK_UN);
+	close(l->fd);
+	stream_locks = list_delete_ptr(stream_locks, l);
+	pfree(l);
+}
+
 /* An open stream file, closed by a memory context reset (errors included). */
 typedef struct StreamHandle
 {
@@ -75,6 +210,8 @@ typedef struct StreamHandle
 	int			stream;
 	char	   *filename;
 	char	   *relname;
+	StreamLock *lock;			/* NULL until locked */
+	bool		exclusive;
 	MemoryContextCallback cb;
 } StreamHandle;
 
@@ -88,6 +225,9 @@ stream_handle_close(void *arg)
 	h->db = NULL;
 	if (h->io.ctx != NULL)
 		tdb_stream_io_file_close(&h->io);
+	if (h->lock != NULL)
+		stream_lock_release(h->lock, h->exclusive);
+	h->lock = NULL;
 }
 
 static char *
@@ -126,15 +266,17 @@ stream_open(Oid relid, bool write, MemoryContext cxt)
 				 errmsg("permission denied to write stream file \"%s\"", h->filename),
 				 errdetail("Only roles with privileges of the \"%s\" role may insert into stream files.",
 						   "pg_write_server_files")));
-	if (tdb_stream_io_file(h->filename, false, 0, &h->io, err, sizeof(err)) != TDB_STREAM_OK)
+	/* readers open read-only: a file the server may read but not write is readable */
+	if ((write ? tdb_stream_io_file(h->filename, false, 0, &h->io, err, sizeof(err)) :
+		 tdb_stream_io_file_readonly(h->filename, &h->io, err, sizeof(err))) != TDB_STREAM_OK)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not open stream file for \"%s\": %s", h->relname, err)));
 	h->cb.func = stream_handle_close;
 	h->cb.arg = h;
 	MemoryContextRegisterResetCallback(cxt, &h->cb);
-	if (tdb_stream_io_lock(&h->io, write) != TDB_STREAM_OK)
-		ereport(ERROR, (errcode_for_file_access(), errmsg("could not lock \"%s\": %m", h->filename)));
+	h->exclusive = write;
+	h->lock = stream_lock_acquire(h->filename, &h->io, write);
 	if ((rc = tdb_stream_open(&h->io, &h->db, err, sizeof(err))) != TDB_STREAM_OK)
 		ereport(ERROR,
 				(errcode(rc == TDB_STREAM_EFORMAT ? ERRCODE_FDW_INVALID_DATA_TYPE : ERRCODE_DATA_CORRUPTED),
@@ -416,9 +558,8 @@ strBeginForeignScan(ForeignScanState *node, int eflags)
 		st->bound_states = lappend(st->bound_states, ExecInitExpr(lfirst(lc), (PlanState *) node));
 	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
 		return;
-	st->h = stream_open(RelationGetRelid(rel), false, estate->es_query_cxt);
+	/* the file is opened (and locked) only while the scan reads its range */
 	st->mslot = ExecInitExtraTupleSlot(estate, st->tupdesc, &TTSOpsMinimalTuple);
-	st->colmap = column_map(rel, &tdb_stream_schema(st->h->db)->streams[st->h->stream]);
 }
 
 /* Evaluate the bounds into [from, to] (Unix microseconds); false if empty. */
@@ -458,6 +599,15 @@ strIterateForeignScan(ForeignScanState *node)
 
 		st->rows = tuplestore_begin_heap(false, false, work_mem);
 		st->filled = true;
+		/*
+		 * Read the range into the tuplestore under the lock, then let go of
+		 * the file: an open cursor does not keep writers waiting.
+		 */
+		st->h = stream_open(RelationGetRelid(node->ss.ss_currentRelation), false,
+							node->ss.ps.state->es_query_cxt);
+		if (st->colmap == NULL)
+			st->colmap = column_map(node->ss.ss_currentRelation,
+									&tdb_stream_schema(st->h->db)->streams[st->h->stream]);
 		st->empty = !eval_range(node, st, &from, &to);
 		st->from_pg = from;
 		st->to_pg = to;
@@ -474,6 +624,8 @@ strIterateForeignScan(ForeignScanState *node)
 						 errmsg("could not read stream \"%s\" of \"%s\": %s", a.d->name, st->h->filename,
 								tdb_stream_errmsg(st->h->db))));
 		}
+		stream_handle_close(st->h);
+		st->h = NULL;
 		MemoryContextSwitchTo(old);
 	}
 	if (!tuplestore_gettupleslot(st->rows, true, false, st->mslot))
@@ -900,6 +1052,7 @@ agg_visit(const TdbStreamRecord *r, void *p)
 {
 	StrAgg   *a = p;
 
+	CHECK_FOR_INTERRUPTS();
 	agg_hold(a, r->ts);
 	agg_start(a, r, r->ts);
 	return 0;
@@ -994,6 +1147,7 @@ trafficdb_stream_resample(PG_FUNCTION_ARGS)
 		bool		nulls[2] = {enulls[i], true};
 		TdbStreamRecord r;
 
+		CHECK_FOR_INTERRUPTS();
 		values[0] = elems[i];
 		if (!enulls[i] && !TIMESTAMP_NOT_FINITE(DatumGetTimestampTz(elems[i])))
 		{

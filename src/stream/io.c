@@ -66,19 +66,31 @@ file_sync(void *ctx)
 	return fdatasync(((FileCtx *) ctx)->fd) == 0 ? 0 : -1;
 }
 
-int
-tdb_stream_io_file(const char *path, bool create, uint64_t size, TdbStreamIO *io, char *err, size_t errlen)
+static int
+io_file_open(const char *path, bool create, bool writable, uint64_t size, TdbStreamIO *io, char *err,
+			 size_t errlen)
 {
 	FileCtx    *f;
 	struct stat st;
-	int			fd = open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT | O_EXCL : 0), 0640);
+	int			fd;
 
+	/* O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below) */
+	fd = open(path, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NONBLOCK | (create ? O_CREAT | O_EXCL : 0), 0640);
 	if (fd < 0)
 	{
-		snprintf(err, errlen, "could not %s \"%s\": %s", create ? "create" : "open", path, strerror(errno));
+		snprintf(err, errlen, "could not %s \"%s\"%s: %s", create ? "create" : "open", path,
+				 writable ? "" : " for reading", strerror(errno));
 		return TDB_STREAM_EIO;
 	}
 	if (fstat(fd, &st) != 0)
+		goto fail;
+	if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))
+	{
+		snprintf(err, errlen, "\"%s\" is not a regular file or a block device", path);
+		close(fd);
+		return TDB_STREAM_EIO;
+	}
+	if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0)
 		goto fail;
 	if (S_ISBLK(st.st_mode))
 	{
@@ -121,6 +133,24 @@ fail:
 	snprintf(err, errlen, "\"%s\": %s", path, strerror(errno));
 	close(fd);
 	return TDB_STREAM_EIO;
+}
+
+int
+tdb_stream_io_file(const char *path, bool create, uint64_t size, TdbStreamIO *io, char *err, size_t errlen)
+{
+	return io_file_open(path, create, true, size, io, err, errlen);
+}
+
+int
+tdb_stream_io_file_readonly(const char *path, TdbStreamIO *io, char *err, size_t errlen)
+{
+	return io_file_open(path, false, false, 0, io, err, errlen);
+}
+
+int
+tdb_stream_io_fd(const TdbStreamIO *io)
+{
+	return io->ctx != NULL && io->read == file_read ? ((const FileCtx *) io->ctx)->fd : -1;
 }
 
 int

@@ -112,6 +112,14 @@ typedef struct TdbStreamIO
 /* POSIX file or block device (pread/pwrite/fdatasync); *io owns fd. */
 int			tdb_stream_io_file(const char *path, bool create, uint64_t size, TdbStreamIO *io,
 							   char *err, size_t errlen);
+/*
+ * The same, read-only (O_RDONLY: a reader of a file it may not write);
+ * anything but a regular file or a block device is refused (a FIFO would
+ * block the open).  Writing through such an io fails.
+ */
+int			tdb_stream_io_file_readonly(const char *path, TdbStreamIO *io, char *err, size_t errlen);
+/* The file descriptor of a file io (for the caller's own locking), or -1. */
+int			tdb_stream_io_fd(const TdbStreamIO *io);
 void		tdb_stream_io_file_close(TdbStreamIO *io);
 /*
  * One writer or many readers per file, across processes (flock; released
