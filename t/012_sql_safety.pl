@@ -120,6 +120,13 @@ is($node->safe_psql('postgres', q{SELECT string_agg(proname || ':' || proparalle
   WHERE pronamespace = 'trafficdb'::regnamespace AND proname IN ('tile', 'geojson', 'current_traffic', 'changes_since')}),
 	'changes_since:u,current_traffic:u,geojson:r,tile:r', 'no function reading the snapshot is PARALLEL SAFE');
 
+# a trail url naming a FIFO: refused at once (open() waited for a writer)
+system('mkfifo', "$dir/fifo.trail") == 0 or die 'mkfifo failed';
+$node->safe_psql('postgres', qq{CREATE SERVER disk FOREIGN DATA WRAPPER trafficdb_trails;
+  CREATE FOREIGN TABLE fifo_trail (id bigint, time timestamptz, geom geometry(Point, 4326)) SERVER disk OPTIONS (url '$dir/fifo.trail')});
+($ret, $out, $err) = $node->psql('postgres', q{SET statement_timeout = '10s'; SELECT count(*) FROM fifo_trail});
+like($err, qr/fifo.trail" is not a regular file/, 'a trail url naming a FIFO is refused, not waited on');
+
 # trafficdb.trail_memory_cache changed while a cursor reads from S3
 SKIP:
 {

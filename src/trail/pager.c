@@ -83,7 +83,8 @@ tdb_pager_open(const TdbPagerOptions *o, TdbPager **out, TdbTrailError *err)
 		struct stat st;
 
 		p->local = true;
-		p->fd = open(o->url, O_RDONLY | O_CLOEXEC);
+		/* O_NONBLOCK: a FIFO must not block the open (it is refused below) */
+		p->fd = open(o->url, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 		if (p->fd < 0)
 		{
 			int			e = errno;
@@ -96,6 +97,11 @@ tdb_pager_open(const TdbPagerOptions *o, TdbPager **out, TdbTrailError *err)
 		{
 			tdb_pager_close(p);
 			return tdb_trail_fail(err, TDB_TRAIL_EIO, "could not stat \"%s\"", o->url);
+		}
+		if (!S_ISREG(st.st_mode))
+		{
+			tdb_pager_close(p);
+			return tdb_trail_fail(err, TDB_TRAIL_EIO, "\"%s\" is not a regular file", o->url);
 		}
 		p->size = (uint64_t) st.st_size;
 		snprintf(p->etag, sizeof(p->etag), "%llx-%llx-%lx", (unsigned long long) st.st_ino,

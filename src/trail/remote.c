@@ -830,7 +830,8 @@ store_local(const char *path, const void *buf, size_t len, TdbTrailError *err)
 
 	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int) getpid()) >= (int) sizeof(tmp))
 		return tdb_trail_fail(err, TDB_TRAIL_EINVAL, "path too long");
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	/* a FIFO or a symlink planted at the name must not block or redirect us */
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return tdb_trail_fail(err, TDB_TRAIL_EIO, "could not create \"%s\": %s", tmp, strerror(errno));
 	while (left > 0)
