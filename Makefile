@@ -177,10 +177,16 @@ fuzz-stream: src/tests/fuzz/fuzz_stream_open
 		src/tests/fuzz/corpus >src/tests/fuzz/last.log 2>&1 || { tail -n 40 src/tests/fuzz/last.log; exit 1; }
 	@grep -E '^Done|number_of_executed_units' src/tests/fuzz/last.log
 
+# Random SQL (sqlsmith) against a cluster with the extension, a map, a stream
+# and a trail table; fails on any server crash.  make test runs 60 s of it.
+FUZZ_SQL_SECONDS ?= 1200
+fuzz-sql: all tools/trafficdb-trail
+	test/sqlsmith.sh $(FUZZ_SQL_SECONDS)
+
 unit-tsan: src/tests/unit_tests_tsan
 	TSAN_OPTIONS=halt_on_error=1 src/tests/unit_tests_tsan test_client_threads test_client_wait_is_woken test_shm_readers_see_consistent_versions
 
-.PHONY: bench bench-streams bench-trails fuzz-stream unit-asan unit-tsan unit tap test demo demo-stop demo-clean deps bench-objects bench-daemon bench-locations bench-accessor install-lib
+.PHONY: fuzz-sql bench bench-streams bench-trails fuzz-stream unit-asan unit-tsan unit tap test demo demo-stop demo-clean deps bench-objects bench-daemon bench-locations bench-accessor install-lib
 unit: src/tests/unit_tests
 	src/tests/unit_tests
 

@@ -16,6 +16,8 @@ packages=(
 	osm2pgsql osmium-tool "postgresql-$PG_MAJOR-pgrouting"
 	# stream files: libFuzzer; the AIS demo data
 	clang libclang-rt-14-dev unzip
+	# random SQL against the extension (test/sqlsmith.sh, make fuzz-sql)
+	sqlsmith
 )
 
 missing=()

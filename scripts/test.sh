@@ -8,7 +8,8 @@
 #      preloads the library,
 #   3. the TAP tests (t/) on clusters they create themselves, with a real
 #      MinIO on 127.0.0.1 and the tests' fault proxy for the trail FDW,
-#   4. as root, the group-mode test (test/group_mode.sh) with real OS users.
+#   4. a minute of random SQL (sqlsmith) that must not crash the server,
+#   5. as root, the group-mode test (test/group_mode.sh) with real OS users.
 # Exits non-zero on the first failing stage and shows why.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -76,6 +77,9 @@ if ! as_pg env TDBREAD="$work/tools/tdbread" TRAFFICDB_STREAM="$work/tools/traff
 		-exec tail -n 40 {} \; 2>/dev/null || true
 	die "TAP tests failed"
 fi
+
+say "random SQL: sqlsmith for 60 s as an ordinary role and as a superuser (test/sqlsmith.sh)"
+test/sqlsmith.sh 60 || die "a random SQL statement crashed the server"
 
 say "group mode: other OS users and trafficdb.shm_group (test/group_mode.sh)"
 if [ "$(id -u)" = 0 ]; then
