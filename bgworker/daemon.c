@@ -196,6 +196,9 @@ extension_installed(void)
 
 /* ---- map loading ---------------------------------------------------------------- */
 
+/* What the last map load skipped, for its caller ("" = nothing). */
+static char map_warning[TDB_ERRMSG_LEN];
+
 typedef struct LoadCounts
 {
 	uint64		loaded;
@@ -417,6 +420,14 @@ read_map_source(const TdbMapRequest *req, LoadCounts *counts)
 					case TDB_OBJ_EINVAL:
 						if (counts->bad_points++ == 0)
 							strlcpy(counts->first_bad, err, sizeof(counts->first_bad));
+						break;
+					case TDB_OBJ_ELIMIT:
+						/* never load part of a map silently */
+						ereport(ERROR,
+								(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+								 errmsg("cannot load the map from %s: %s", relname, err),
+								 errhint("Map the classes onto at most 256 (e.g. with a view over the source), "
+										 "or load without class_column.")));
 						break;
 					default:
 						ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("%s", err)));
@@ -750,14 +761,19 @@ load_map(const TdbMapRequest *req, bool record_source)
 				 errhint("Location ids (column \"%s\") must be unique.", NameStr(req->id_column))));
 	}
 	skipped = counts.null_id + counts.null_geom + counts.not_linestring + counts.bad_points;
+	map_warning[0] = '\0';
 	if (skipped > 0)
-		ereport(WARNING,
-				(errmsg("trafficdb: skipped " UINT64_FORMAT " of " UINT64_FORMAT " rows of %s while loading the map",
-						skipped, skipped + counts.loaded, get_rel_name(req->relid)),
-				 errdetail("NULL id: " UINT64_FORMAT ", NULL or empty geometry: " UINT64_FORMAT
-						   ", not a LineString: " UINT64_FORMAT ", invalid coordinates: " UINT64_FORMAT "%s%s",
-						   counts.null_id, counts.null_geom, counts.not_linestring, counts.bad_points,
-						   counts.bad_points ? "; first: " : "", counts.first_bad)));
+	{
+		/* to the server log here, and to the caller of load_map (map_warning) */
+		snprintf(map_warning, sizeof(map_warning),
+				 "skipped " UINT64_FORMAT " of " UINT64_FORMAT " rows of %s while loading the map "
+				 "(NULL id: " UINT64_FORMAT ", NULL or empty geometry: " UINT64_FORMAT
+				 ", not a LineString: " UINT64_FORMAT ", invalid coordinates: " UINT64_FORMAT "%s%s)",
+				 skipped, skipped + counts.loaded, get_rel_name(req->relid),
+				 counts.null_id, counts.null_geom, counts.not_linestring, counts.bad_points,
+				 counts.bad_points ? "; first: " : "", counts.first_bad);
+		ereport(WARNING, (errmsg("trafficdb: %s", map_warning)));
+	}
 
 	if (pg_strong_random(&map_id, sizeof(map_id)) == false || map_id == 0)
 		map_id = (uint64) GetCurrentTimestamp() | 1;
@@ -1375,7 +1391,7 @@ tdb_daemon_main(Datum main_arg)
 			a.record_source = true;
 			a.count = 0;
 			if (run_in_tx("trafficdb map load", map_load_tx, &a, msg))
-				finish_map_request(map_req, TDB_REQ_DONE, NULL, a.count);
+				finish_map_request(map_req, TDB_REQ_DONE, map_warning[0] ? map_warning : NULL, a.count);
 			else
 				finish_map_request(map_req, TDB_REQ_FAILED, msg, 0);
 		}

@@ -1086,7 +1086,8 @@ trafficdb_stream_aggregate(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("time window [%s, %s] is not a finite window with t_from <= t_to",
-						timestamptz_to_str(PG_GETARG_TIMESTAMPTZ(2)), timestamptz_to_str(PG_GETARG_TIMESTAMPTZ(3)))));
+						pstrdup(timestamptz_to_str(PG_GETARG_TIMESTAMPTZ(2))),	/* a static buffer */
+						timestamptz_to_str(PG_GETARG_TIMESTAMPTZ(3)))));
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "stream_aggregate must return a record");
 	check_select(relid);

@@ -244,6 +244,9 @@ trafficdb_load_map(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
 				 errmsg("trafficdb could not load the map from %s", get_rel_name(relid)),
 				 errdetail("%s", msg)));
+	/* a load that skipped rows says so to its caller, not only to the server log */
+	if (msg[0] != '\0')
+		ereport(WARNING, (errmsg("trafficdb: %s", msg)));
 	PG_RETURN_INT64((int64) count);
 }
 

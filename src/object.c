@@ -423,9 +423,9 @@ tdb_map_builder_add(TdbMapBuilder *b, uint64_t id, const double *xy, uint32_t np
 			if (b->nclasses == 256)
 			{
 				snprintf(err, TDB_ERRLEN,
-						 "location %llu has road class \"%s\", the 257th distinct one; at most 256 are supported",
+						 "location %llu has road class \"%s\", the 257th distinct one; a map holds at most 256",
 						 (unsigned long long) id, road_class ? road_class : "");
-				return TDB_OBJ_EINVAL;
+				return TDB_OBJ_ELIMIT;
 			}
 			b->classes[b->nclasses++] = cls_off;
 		}

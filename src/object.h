@@ -115,7 +115,8 @@ typedef enum TdbObjResult
 	TDB_OBJ_ENOMEM = -1,
 	TDB_OBJ_EINVAL = -2,		/* bad input: see the error text */
 	TDB_OBJ_EDUPLICATE = -3,	/* a location id given twice */
-	TDB_OBJ_ECORRUPT = -4		/* validation failed: see the error text */
+	TDB_OBJ_ECORRUPT = -4,		/* validation failed: see the error text */
+	TDB_OBJ_ELIMIT = -5			/* a format limit (e.g. 256 road classes): the whole input is refused */
 } TdbObjResult;
 
 #define TDB_ERRLEN 256

@@ -115,6 +115,26 @@ is($node->safe_psql('postgres', q{SELECT count(*) FROM trafficdb.locations WHERE
 is($node->safe_psql('postgres', q{SELECT trafficdb.load_map('roads2')}), '30', 'a later load_map works');
 is($node->safe_psql('postgres', 'SELECT count(*) FROM trafficdb.locations'), '30', 'and its map is served');
 
+# --- more than 256 road classes: refused whole, never 256 of 4,000 rows kept
+# and the rest counted as "invalid coordinates"
+$node->safe_psql('postgres', q{
+CREATE TABLE manyclasses AS SELECT i::bigint AS id,
+  ST_SetSRID(ST_MakeLine(ST_MakePoint(26 + (i % 100) * 0.001, 61 + (i / 100) * 0.001),
+                         ST_MakePoint(26 + (i % 100) * 0.001, 61 + (i / 100) * 0.001 + 0.0005)), 4326) AS geom,
+  'class' || (i % 300) AS highway
+  FROM generate_series(1, 4000) i;
+});
+my $locs = $node->safe_psql('postgres', 'SELECT locations FROM trafficdb.status');
+($ret, $out, $err) = $node->psql('postgres', q{SELECT trafficdb.load_map('manyclasses', class_column => 'highway')});
+like($err, qr/road class "class\d+", the 257th distinct one; a map holds at most 256/, '300 road classes: a clear error');
+is($node->safe_psql('postgres', 'SELECT locations FROM trafficdb.status'), $locs, 'and the map served is unchanged');
+# rows skipped for a reason: the caller is told, not only the server log
+$node->safe_psql('postgres', q{UPDATE manyclasses SET highway = 'c' || (id % 5); INSERT INTO manyclasses VALUES (5000, NULL, 'c1')});
+($ret, $out, $err) = $node->psql('postgres', q{SELECT trafficdb.load_map('manyclasses', class_column => 'highway')});
+is($out, '4000', 'a map with 5 classes loads');
+like($err, qr/WARNING:  trafficdb: skipped 1 of 4001 rows of manyclasses while loading the map \(NULL id: 0, NULL or empty geometry: 1/,
+	'the caller of load_map gets the warning about skipped rows');
+
 # --- pg_dump carries daemon_state: a restored database goes on counting
 # generations from where it was (it was missing from pg_extension_config_dump)
 my $gen_now = $node->safe_psql('postgres', 'SELECT generation FROM trafficdb.daemon_state');

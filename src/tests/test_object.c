@@ -329,7 +329,7 @@ UNIT_TEST(test_map_builder_rejects_bad_input)
 
 		snprintf(cls, sizeof(cls), "class%d", c);
 		rc = tdb_map_builder_add(b, c, ok, 2, cls, NULL, 0, 0, err);
-		CHECK(rc == (c < 256 ? TDB_OBJ_OK : TDB_OBJ_EINVAL));
+		CHECK(rc == (c < 256 ? TDB_OBJ_OK : TDB_OBJ_ELIMIT));
 	}
 	tdb_map_builder_free(b);
 }
