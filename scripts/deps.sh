@@ -10,6 +10,8 @@ packages=(
 	"postgresql-$PG_MAJOR" "postgresql-server-dev-$PG_MAJOR"
 	"postgresql-$PG_MAJOR-postgis-3" "postgresql-$PG_MAJOR-postgis-3-scripts"
 	libcurl4-openssl-dev
+	# scripts: MinIO's readiness probe, downloads (libcurl's -dev package does not bring the command)
+	curl
 	# tests: TAP harness of PostgreSQL::Test::Cluster, a real GIS client
 	libipc-run-perl gdal-bin python3-pytest
 	# demo: OpenStreetMap import
