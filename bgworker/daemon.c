@@ -491,6 +491,7 @@ remap_traffic(const TdbMapView *newmap, WorkingTraffic *out)
 			out->traffic[i].speed_kmh = NAN;
 			out->traffic[i].free_flow_kmh = NAN;
 			out->traffic[i].congestion = TDB_CONGESTION_UNKNOWN;
+			out->traffic[i].confidence = TDB_CONFIDENCE_UNKNOWN;
 			out->win_seq[i] = 0;
 		}
 	}
@@ -525,7 +526,7 @@ apply_traffic(uint64 i, int64 observed_us, int64 seq, float speed, float free_fl
 	t->speed_kmh = speed;
 	t->free_flow_kmh = free_flow;
 	t->congestion = (uint8) (congestion < 0 ? TDB_CONGESTION_UNKNOWN : congestion);
-	t->confidence = (uint8) (confidence < 0 ? 0 : confidence);
+	t->confidence = (uint8) (confidence < 0 ? TDB_CONFIDENCE_UNKNOWN : confidence);
 	t->changed_gen = gen;
 	if (D.incidents[i])
 	{
@@ -547,6 +548,9 @@ apply_traffic(uint64 i, int64 observed_us, int64 seq, float speed, float free_fl
  * free_flow_kmh, congestion, confidence, incident, observed_at.  NULL speeds
  * become NaN, NULL levels NULL_LEVEL.
  */
+/* The longest incident text the feed accepts (bytes); longer rows go to feed_rejects. */
+#define MAX_INCIDENT_BYTES 4096
+
 #define NULL_LEVEL INT_MIN
 
 typedef struct TrafficRow
@@ -916,8 +920,9 @@ consume_feed(uint64 gen, Rejects *rj, List **changed)
 	 */
 	if (SPI_execute(psprintf("DELETE FROM trafficdb.feed WHERE ctid = ANY (ARRAY("
 							 "SELECT ctid FROM trafficdb.feed LIMIT %d)) "
-							 "RETURNING seq, location_id, speed_kmh, free_flow_kmh, congestion, "
-							 "confidence, incident, observed_at", FEED_BATCH),
+							 "RETURNING seq, location_id, speed_kmh, free_flow_kmh, congestion, confidence, "
+							 "CASE WHEN pg_catalog.octet_length(incident) <= %d THEN incident END, observed_at, "
+							 "pg_catalog.octet_length(incident)", FEED_BATCH, MAX_INCIDENT_BYTES),
 					false, 0) != SPI_OK_DELETE_RETURNING)
 		elog(ERROR, "could not consume trafficdb.feed");
 	n = SPI_processed;
@@ -931,8 +936,19 @@ consume_feed(uint64 gen, Rejects *rj, List **changed)
 		int64		id = DatumGetInt64(SPI_getbinval(tup, td, 2, &nid));
 		TrafficRow	t;
 		int64		i;
+		Datum		ibytes;
+		bool		inull;
 
 		read_traffic_row(tup, td, 3, &t);
+		ibytes = SPI_getbinval(tup, td, 9, &inull);
+		if (!inull && DatumGetInt32(ibytes) > MAX_INCIDENT_BYTES)
+		{
+			/* never read into memory: a huge incident could stop every cycle */
+			reject(rj, seq, nid ? 0 : id,
+				   psprintf("incident is %d bytes; at most %d are accepted", DatumGetInt32(ibytes),
+							MAX_INCIDENT_BYTES));
+			continue;
+		}
 		if (nid)
 		{
 			reject(rj, seq, 0, "location_id is NULL");
@@ -1007,7 +1023,8 @@ persist_changes(List *changed, uint64 gen)
 		a[2] = accumArrayResult(a[2], Float4GetDatum(t->free_flow_kmh), isnan(t->free_flow_kmh), FLOAT4OID, cxt);
 		a[3] = accumArrayResult(a[3], Int16GetDatum(t->congestion),
 								t->congestion == TDB_CONGESTION_UNKNOWN, INT2OID, cxt);
-		a[4] = accumArrayResult(a[4], Int16GetDatum(t->confidence), false, INT2OID, cxt);
+		a[4] = accumArrayResult(a[4], Int16GetDatum(t->confidence),
+								t->confidence == TDB_CONFIDENCE_UNKNOWN, INT2OID, cxt);
 		a[5] = accumArrayResult(a[5], D.incidents[i] ? CStringGetTextDatum(D.incidents[i]) : (Datum) 0,
 								D.incidents[i] == NULL, TEXTOID, cxt);
 		a[6] = accumArrayResult(a[6], TimestampTzGetDatum(us_to_timestamptz(t->updated_at_us)), false,

@@ -1147,7 +1147,7 @@ next_candidate:
 				*v = Int16GetDatum(t->congestion);
 				break;
 			case COL_CONFIDENCE:
-				*n = t->updated_at_us == 0;
+				*n = t->updated_at_us == 0 || t->confidence == TDB_CONFIDENCE_UNKNOWN;
 				*v = Int16GetDatum(t->confidence);
 				break;
 			case COL_INCIDENT:

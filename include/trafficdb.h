@@ -66,7 +66,7 @@ typedef struct trafficdb_traffic
 	float		free_flow_kmh;	/* NaN = unknown */
 	uint32_t	incident_offset;	/* use trafficdb_location.incident */
 	uint8_t		congestion;		/* 0 free .. 4 standstill, 255 unknown */
-	uint8_t		confidence;		/* 0 .. 100 */
+	uint8_t		confidence;		/* 0 .. 100, 255 unknown (NULL in the feed) */
 	uint16_t	flags;
 } trafficdb_traffic;
 

@@ -897,7 +897,7 @@ tdb_traffic_validate(const void *obj, size_t size, TdbValidateLevel level,
 		uint32_t	len;
 
 		if ((t[i].congestion > TDB_CONGESTION_MAX && t[i].congestion != TDB_CONGESTION_UNKNOWN) ||
-			t[i].confidence > 100 || t[i].changed_gen > h->generation)
+			(t[i].confidence > 100 && t[i].confidence != TDB_CONFIDENCE_UNKNOWN) || t[i].changed_gen > h->generation)
 			CORRUPT("traffic entry %llu has congestion %u, confidence %u, changed at generation %llu (object generation %llu)",
 					(unsigned long long) i, t[i].congestion, t[i].confidence,
 					(unsigned long long) t[i].changed_gen, (unsigned long long) h->generation);

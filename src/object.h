@@ -93,6 +93,7 @@ typedef struct TdbLocation
 } TdbLocation;
 
 #define TDB_CONGESTION_UNKNOWN 255
+#define TDB_CONFIDENCE_UNKNOWN 255	/* a NULL confidence (not 0: that is a value) */
 #define TDB_CONGESTION_MAX 4
 
 /* Current traffic of one location: 32 bytes, two per cache line. */
@@ -104,7 +105,7 @@ typedef struct TdbTraffic
 	float		free_flow_kmh;	/* NaN = unknown */
 	uint32_t	incident_off;	/* into INCIDENTS; 0 = no incident */
 	uint8_t		congestion;		/* 0 (free) .. 4 (standstill), 255 unknown */
-	uint8_t		confidence;		/* 0 .. 100 */
+	uint8_t		confidence;		/* 0 .. 100, 255 unknown */
 	uint16_t	flags;
 } TdbTraffic;
 

@@ -115,6 +115,26 @@ is($node->safe_psql('postgres', q{SELECT count(*) FROM trafficdb.locations WHERE
 is($node->safe_psql('postgres', q{SELECT trafficdb.load_map('roads2')}), '30', 'a later load_map works');
 is($node->safe_psql('postgres', 'SELECT count(*) FROM trafficdb.locations'), '30', 'and its map is served');
 
+# --- huge incidents go to feed_rejects; they never stop publication
+$node->safe_psql('postgres', q{DELETE FROM trafficdb.feed_rejects;
+INSERT INTO trafficdb.feed (location_id, speed_kmh, incident) SELECT i, 30, repeat('x', 2000000) FROM generate_series(101, 105) i;
+INSERT INTO trafficdb.feed (location_id, speed_kmh, incident) VALUES (106, 31, repeat('y', 4096)), (107, 32, 'roadworks');});
+my $g1 = $node->safe_psql('postgres', 'SELECT trafficdb.publish()');
+my $g2 = $node->safe_psql('postgres', q{INSERT INTO trafficdb.feed (location_id, speed_kmh) VALUES (108, 33); SELECT trafficdb.publish()});
+cmp_ok($g2, '>', $g1, 'publication goes on after feed rows with 2 MB incidents');
+is($node->safe_psql('postgres', q{SELECT count(*), min(reason) FROM trafficdb.feed_rejects}),
+	'5|incident is 2000000 bytes; at most 4096 are accepted', 'they are rejected with the reason and the limit');
+is($node->safe_psql('postgres', q{SELECT string_agg(location_id || ':' || speed_kmh || ':' || coalesce(length(incident), 0), ',' ORDER BY location_id)
+  FROM trafficdb.locations WHERE location_id BETWEEN 106 AND 108}), '106:31:4096,107:32:9,108:33:0', 'the other rows are published');
+
+# --- a NULL confidence is published as unknown (NULL), not as 0
+$node->safe_psql('postgres', q{INSERT INTO trafficdb.feed (location_id, speed_kmh, confidence) VALUES (109, 40, NULL), (110, 40, 0), (111, 40, 100);
+  SELECT trafficdb.publish()});
+is($node->safe_psql('postgres', q{SELECT string_agg(location_id || ':' || coalesce(confidence::text, 'null'), ',' ORDER BY location_id)
+  FROM trafficdb.locations WHERE location_id BETWEEN 109 AND 111}), '109:null,110:0,111:100', 'confidence NULL, 0 and 100 as given');
+is($node->safe_psql('postgres', q{SELECT confidence IS NULL FROM trafficdb.traffic_state WHERE location_id = 109}), 't',
+	'and stored as NULL');
+
 # --- more than 256 road classes: refused whole, never 256 of 4,000 rows kept
 # and the rest counted as "invalid coordinates"
 $node->safe_psql('postgres', q{

@@ -117,7 +117,7 @@ class Location:
         self.speed_kmh = None if math.isnan(t.speed_kmh) else t.speed_kmh
         self.free_flow_kmh = None if math.isnan(t.free_flow_kmh) else t.free_flow_kmh
         self.congestion = None if t.congestion == 255 else t.congestion
-        self.confidence = t.confidence if t.updated_at_us else None
+        self.confidence = t.confidence if t.updated_at_us and t.confidence != 255 else None
         self.incident = ctypes.string_at(c.incident, c.incident_len).decode() if c.incident else None
         self.updated_at = (datetime.datetime.fromtimestamp(t.updated_at_us / 1e6, datetime.timezone.utc)
                            if t.updated_at_us else None)
