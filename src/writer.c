@@ -179,6 +179,18 @@ adopt(TdbWriter *w, TdbWriterOpenInfo *info)
 	info->adopted = true;
 }
 
+/*
+ * Tell readers this control block is finished: the state, then a wake-up of
+ * everyone blocked in a futex wait on the notify word (who re-check the state).
+ */
+static void
+mark_stopped(TdbControl *c)
+{
+	atomic_store(&c->state, TDB_DAEMON_STOPPED);
+	atomic_fetch_add(&c->notify, 1);
+	syscall(SYS_futex, &c->notify, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
 int
 tdb_writer_open(TdbWriter *w, const char *prefix, uint32_t nbackend_slots,
 				uint32_t nexternal_slots, gid_t gid, int32_t postmaster_pid,
@@ -238,7 +250,7 @@ tdb_writer_open(TdbWriter *w, const char *prefix, uint32_t nbackend_slots,
 		}
 		/* incompatible: tell its readers to reopen, then start afresh */
 		if (sz >= sizeof(uint32_t) * 2 && old->magic == TDB_CTL_MAGIC && sz >= sizeof(TdbControl))
-			atomic_store(&old->state, TDB_DAEMON_STOPPED);
+			mark_stopped(old);	/* waiters too: they did not wake before */
 		tdb_shm_unmap(p, sz);
 		tdb_shm_unmap(sp, ssz);
 	}
@@ -296,9 +308,7 @@ tdb_writer_close(TdbWriter *w, bool stopping)
 		return;
 	if (stopping)
 	{
-		atomic_store(&w->ctl->state, TDB_DAEMON_STOPPED);
-		atomic_fetch_add(&w->ctl->notify, 1);
-		syscall(SYS_futex, &w->ctl->notify, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+		mark_stopped(w->ctl);
 		for (uint32_t i = 0; i < TDB_MAX_SEGMENTS; i++)
 			if (w->ctl->segments[i].kind != TDB_SEG_FREE)
 			{
@@ -481,9 +491,7 @@ tdb_writer_stop_instance(const char *prefix, int32_t postmaster_pid)
 
 		if (ours)
 		{
-			atomic_store(&c->state, TDB_DAEMON_STOPPED);
-			atomic_fetch_add(&c->notify, 1);
-			syscall(SYS_futex, &c->notify, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+			mark_stopped(c);
 		}
 		tdb_shm_unmap(p, sz);
 		/* another server's instance (or garbage under our name): leave it */
