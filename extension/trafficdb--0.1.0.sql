@@ -57,6 +57,34 @@ CREATE TABLE trafficdb.feed (
 COMMENT ON TABLE trafficdb.feed IS
     'traffic updates to publish: speed and free-flow speed in km/h [0, 400], congestion 0 (free) to 4 (standstill), confidence 0-100';
 
+-- Only the database the daemon serves (trafficdb.database) has a consumer:
+-- feed rows anywhere else would be accepted and never published.
+CREATE FUNCTION trafficdb._feed_database_guard() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+BEGIN
+  IF pg_catalog.current_database() OPERATOR(pg_catalog.<>)
+     pg_catalog.current_setting('trafficdb.database', true) THEN
+    RAISE EXCEPTION 'feed rows in database "%" would never be published: trafficdb''s daemon serves database "%"',
+      pg_catalog.current_database(), pg_catalog.current_setting('trafficdb.database', true)
+      USING ERRCODE = 'object_not_in_prerequisite_state',
+            HINT = 'Write the feed in that database, or set trafficdb.database and restart the server.';
+  END IF;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER feed_database_guard BEFORE INSERT ON trafficdb.feed
+  FOR EACH STATEMENT EXECUTE FUNCTION trafficdb._feed_database_guard();
+
+DO $$
+BEGIN
+  IF pg_catalog.current_database() OPERATOR(pg_catalog.<>)
+     pg_catalog.current_setting('trafficdb.database', true) THEN
+    RAISE WARNING 'trafficdb installed in database "%", but its daemon serves database "%"',
+      pg_catalog.current_database(), pg_catalog.current_setting('trafficdb.database', true)
+      USING DETAIL = 'Maps, feed rows and publications work only in the database the daemon serves; here trafficdb.feed refuses rows.',
+            HINT = 'Create the extension in that database, or set trafficdb.database and restart the server.';
+  END IF;
+END $$;
+
 -- Current traffic per location, as of the last consumed feed rows.
 CREATE TABLE trafficdb.traffic_state (
     location_id    bigint PRIMARY KEY,

@@ -47,5 +47,7 @@ DROP SCHEMA trafficdb;
 -- and it comes back cleanly, together with PostGIS through CASCADE
 DROP EXTENSION postgis;
 CREATE EXTENSION trafficdb CASCADE;
+-- this database is not the one the daemon serves (trafficdb.database): feed rows are refused
+INSERT INTO trafficdb.feed (location_id, speed_kmh) VALUES (1, 10);
 SELECT extname FROM pg_extension WHERE extname IN ('postgis', 'trafficdb') ORDER BY 1;
 SELECT trafficdb.version() IS NOT NULL AS works;
