@@ -12,6 +12,8 @@ packages=(
 	libcurl4-openssl-dev
 	# scripts: MinIO's readiness probe, downloads (libcurl's -dev package does not bring the command)
 	curl
+	# tests: pgrep (test/group_mode.sh), ps
+	procps
 	# tests: TAP harness of PostgreSQL::Test::Cluster, a real GIS client
 	libipc-run-perl gdal-bin python3-pytest
 	# demo: OpenStreetMap import
