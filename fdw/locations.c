@@ -353,6 +353,27 @@ classify_clause(Expr *clause, Index relid, const int *colmap, Push *push)
 }
 
 /*
+ * PostGIS's own <->(geometry, geometry): another <-> returning float8 (one a
+ * user defined in another schema, say) orders by something else entirely.
+ */
+static bool
+is_postgis_distance_op(Oid opno)
+{
+	HeapTuple	tup = SearchSysCache1(OPEROID, ObjectIdGetDatum(opno));
+	Form_pg_operator op;
+	bool		ok;
+
+	if (!HeapTupleIsValid(tup))
+		return false;
+	op = (Form_pg_operator) GETSTRUCT(tup);
+	ok = strcmp(NameStr(op->oprname), "<->") == 0 && op->oprresult == FLOAT8OID &&
+		op->oprleft == tdb_geometry_oid() && op->oprright == tdb_geometry_oid() &&
+		op->oprnamespace == tdb_postgis_schema();
+	ReleaseSysCache(tup);
+	return ok;
+}
+
+/*
  * ORDER BY geom <-> a LIMIT k with no WHERE clause: the k nearest (and
  * their ties) are all PostgreSQL needs to sort.  Any filter could remove
  * some of them, so then nothing is pushed.
@@ -379,13 +400,8 @@ knn_push(PlannerInfo *root, RelOptInfo *baserel, const int *colmap, Push *push)
 		OpExpr	   *op = (OpExpr *) em->em_expr;
 		Expr	   *l,
 				   *r;
-		char	   *opname;
 
-		if (!IsA(op, OpExpr) || list_length(op->args) != 2)
-			continue;
-		opname = get_opname(op->opno);
-		if (opname == NULL || strcmp(opname, "<->") != 0 ||
-			get_op_rettype(op->opno) != FLOAT8OID)
+		if (!IsA(op, OpExpr) || list_length(op->args) != 2 || !is_postgis_distance_op(op->opno))
 			continue;
 		l = linitial(op->args);
 		r = lsecond(op->args);

@@ -115,6 +115,20 @@ CREATE ROLE nousage LOGIN;
 like($err, qr/ERROR:  permission denied for foreign server s3/, 'trail_write to a server without USAGE: permission denied');
 unlike($err, qr/sekrit/, 'the secret is not shown');
 
+# ORDER BY geom <-> p LIMIT k is pushed down only for PostGIS's operator: a
+# <-> of another schema (here: the farthest first) was taken for it
+$node->safe_psql('postgres', q{
+CREATE SCHEMA evil;
+CREATE FUNCTION evil.far(geometry, geometry) RETURNS float8 LANGUAGE plpgsql IMMUTABLE AS 'BEGIN RETURN -public.ST_Distance($1, $2); END';
+CREATE OPERATOR evil.<-> (LEFTARG = geometry, RIGHTARG = geometry, FUNCTION = evil.far);
+});
+is($node->safe_psql('postgres', q{SELECT string_agg(location_id::text, ',') FROM (SELECT location_id FROM trafficdb.locations
+  ORDER BY geom OPERATOR(evil.<->) ST_SetSRID(ST_MakePoint(24.9, 60.1005), 4326) LIMIT 3) s}), '50,49,48',
+	'a user-defined <-> orders as it says (not pushed down as nearest-first)');
+is($node->safe_psql('postgres', q{SELECT string_agg(location_id::text, ',') FROM (SELECT location_id FROM trafficdb.locations
+  ORDER BY geom <-> ST_SetSRID(ST_MakePoint(24.9, 60.1005), 4326) LIMIT 3) s}), '1,2,3',
+	'PostGIS <-> still gives the nearest');
+
 # tile() and geojson() read the shared-memory snapshot: never in parallel workers
 is($node->safe_psql('postgres', q{SELECT string_agg(proname || ':' || proparallel::text, ',' ORDER BY proname) FROM pg_proc
   WHERE pronamespace = 'trafficdb'::regnamespace AND proname IN ('tile', 'geojson', 'current_traffic', 'changes_since')}),
