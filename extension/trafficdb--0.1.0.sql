@@ -58,12 +58,15 @@ COMMENT ON TABLE trafficdb.feed IS
     'traffic updates to publish: speed and free-flow speed in km/h [0, 400], congestion 0 (free) to 4 (standstill), confidence 0-100';
 
 -- Only the database the daemon serves (trafficdb.database) has a consumer:
--- feed rows anywhere else would be accepted and never published.
+-- feed rows anywhere else would be accepted and never published.  There the
+-- feed gets a statement trigger that refuses rows (an empty COPY, as in a
+-- restore, passes); the served database gets none, so its feed pays nothing.
 CREATE FUNCTION trafficdb._feed_database_guard() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog AS $$
 BEGIN
   IF pg_catalog.current_database() OPERATOR(pg_catalog.<>)
-     pg_catalog.current_setting('trafficdb.database', true) THEN
+     pg_catalog.current_setting('trafficdb.database', true)
+     AND EXISTS (SELECT 1 FROM new_rows) THEN
     RAISE EXCEPTION 'feed rows in database "%" would never be published: trafficdb''s daemon serves database "%"',
       pg_catalog.current_database(), pg_catalog.current_setting('trafficdb.database', true)
       USING ERRCODE = 'object_not_in_prerequisite_state',
@@ -71,8 +74,6 @@ BEGIN
   END IF;
   RETURN NULL;
 END $$;
-CREATE TRIGGER feed_database_guard BEFORE INSERT ON trafficdb.feed
-  FOR EACH STATEMENT EXECUTE FUNCTION trafficdb._feed_database_guard();
 
 DO $$
 BEGIN
@@ -82,6 +83,9 @@ BEGIN
       pg_catalog.current_database(), pg_catalog.current_setting('trafficdb.database', true)
       USING DETAIL = 'Maps, feed rows and publications work only in the database the daemon serves; here trafficdb.feed refuses rows.',
             HINT = 'Create the extension in that database, or set trafficdb.database and restart the server.';
+    CREATE TRIGGER feed_database_guard AFTER INSERT ON trafficdb.feed
+      REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT
+      EXECUTE FUNCTION trafficdb._feed_database_guard();
   END IF;
 END $$;
 
