@@ -184,7 +184,7 @@ fuzz-sql: all tools/trafficdb-trail
 	test/sqlsmith.sh $(FUZZ_SQL_SECONDS)
 
 unit-tsan: src/tests/unit_tests_tsan
-	TSAN_OPTIONS=halt_on_error=1 src/tests/unit_tests_tsan test_client_threads test_client_wait_is_woken test_shm_readers_see_consistent_versions
+	TSAN_OPTIONS=halt_on_error=1 src/tests/unit_tests_tsan test_client_threads test_client_wait_is_woken test_shm_readers_see_consistent_versions test_shm_pin_timeout_revokes test_shm_liveness_by_lock
 
 .PHONY: fuzz-sql bench bench-streams bench-trails fuzz-stream unit-asan unit-tsan unit tap test demo demo-stop demo-clean deps bench-objects bench-daemon bench-locations bench-accessor install-lib
 unit: src/tests/unit_tests

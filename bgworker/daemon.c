@@ -90,6 +90,11 @@ typedef struct DaemonState
 	char	  **incidents;		/* per record, palloc'd text or NULL */
 	uint64		incident_count;
 	bool		dirty;			/* changes not yet published */
+	char		refusal[TDB_ERRMSG_LEN];	/* why the last publication was refused */
+
+	/* reader events already reported */
+	uint64		revoked_reported;
+	uint64		rebuilt_reported;
 
 	MemoryContext cxt;			/* lives as long as the daemon */
 } DaemonState;
@@ -672,7 +677,9 @@ publish_traffic(uint64 gen)
 		for (uint64 i = 0; i < count; i++)
 			D.traffic[i].incident_off = 0;
 
-	rc = tdb_writer_traffic_segment(&D.writer, tdb_traffic_size(count, ibytes), &seg, &addr, err);
+	rc = tdb_writer_traffic_segment(&D.writer,
+									tdb_writer_traffic_capacity(tdb_traffic_size(count, ibytes)),
+									&seg, &addr, err);
 	if (rc != TDB_SHM_OK)
 		ereport(ERROR, (errmsg("could not get a traffic buffer: %s", err)));
 	tdb_traffic_write(addr, D.map.hdr->map_id, gen, count, D.traffic, iblob, ibytes, now_us());
@@ -682,13 +689,16 @@ publish_traffic(uint64 gen)
 	rc = tdb_writer_publish(&D.writer, gen, D.map.hdr->map_id, D.map_seg, seg, now_us());
 	if (rc == TDB_SHM_ENOSLOT)
 	{
+		snprintf(D.refusal, sizeof(D.refusal),
+				 "generation " UINT64_FORMAT " not published: readers pin all %d versions, each superseded less than trafficdb.reader_pin_timeout (%d ms) ago",
+				 gen, TDB_MAX_VERSIONS, tdb_reader_pin_timeout_ms);
 		SpinLockAcquire(&tdb_shared->mutex);
 		tdb_shared->publishes_refused++;
+		strlcpy(tdb_shared->last_error, D.refusal, TDB_ERRMSG_LEN);
 		SpinLockRelease(&tdb_shared->mutex);
 		ereport(WARNING,
-				(errmsg("trafficdb: generation " UINT64_FORMAT " not published: readers pin all %d versions",
-						gen, TDB_MAX_VERSIONS),
-				 errhint("See trafficdb.readers for the readers holding old versions; publication resumes when they release them.")));
+				(errmsg("trafficdb: %s", D.refusal),
+				 errhint("See trafficdb.readers for the readers holding old versions; publication resumes when they release them or their pins time out.")));
 		D.dirty = true;
 		return false;
 	}
@@ -1116,29 +1126,35 @@ feed_cycle(bool force)
 
 /* ---- readers ------------------------------------------------------------------------- */
 
-/* Report readers that hold a version too long; free slots of dead external readers. */
+/*
+ * Record what readers pin (for trafficdb.readers), report readers that hold
+ * a superseded version too long and versions revoked from them.  Liveness
+ * and revocation are the writer's (tdb_writer_scan_external, compute_live):
+ * no process ID is trusted here.
+ */
 static void
 watch_readers(void)
 {
 	TimestampTz now = GetCurrentTimestamp();
-	TdbSlotsHeader *slots = D.writer.slots;
 	uint64		active = atomic_load(&D.writer.ctl->active);
+	uint32		nbackend = tdb_shared->nbackend_slots;
 
-	for (uint32 s = 0; s < slots->nslots && s < tdb_shared->nslots; s++)
+	tdb_writer_scan_external(&D.writer);
+	for (uint32 s = 0; s < tdb_shared->nslots; s++)
 	{
-		uint64		pin = atomic_load(&slots->slots[s].pin);
+		uint64		pin = 0;
+		int32		pid = 0;
 		TdbSlotWatch *w = &tdb_shared->slots[s];
-		int32		pid = atomic_load(&slots->slots[s].pid);
 
-		/* readers must share the server's PID namespace for this to hold */
-		if (s >= D.writer.ctl->nbackend_slots && pid > 0 &&
-			kill(pid, 0) != 0 && errno == ESRCH &&
-			tdb_writer_reap_slot(&D.writer, s, pid))
+		if (s < nbackend)
+			pin = atomic_load(&tdb_backend_pins[s].pin);
+		else if (s - nbackend < D.writer.nslots && D.writer.ext_alive[s - nbackend])
 		{
-			elog(LOG, "trafficdb: freed reader slot %u of process %d, which has exited", s, pid);
-			pin = 0;
+			pin = D.writer.ext_pin[s - nbackend];
+			pid = D.writer.ext_pid[s - nbackend];
 		}
 		SpinLockAcquire(&tdb_shared->mutex);
+		w->pid = pid;
 
 		/*
 		 * Pinning the active version holds nothing back (a reader that
@@ -1147,10 +1163,11 @@ watch_readers(void)
 		 */
 		if (pin == 0 || pin == active)
 		{
-			w->pin = 0;
+			w->pin = pin;
+			w->since = 0;
 			w->reported = false;
 		}
-		else if (pin != w->pin)
+		else if (pin != w->pin || w->since == 0)
 		{
 			w->pin = pin;
 			w->since = now;
@@ -1162,15 +1179,33 @@ watch_readers(void)
 			w->reported = true;
 			SpinLockRelease(&tdb_shared->mutex);
 			ereport(LOG,
-					(errmsg("trafficdb: reader slot %u (%s) has held generation " UINT64_FORMAT " since %s",
-							s, s < D.writer.ctl->nbackend_slots ? "backend" : "external process",
+					(errmsg("trafficdb: %s reader slot %u has held generation " UINT64_FORMAT " since %s",
+							s < nbackend ? "backend" : "external", s < nbackend ? s : s - nbackend,
 							TDB_ACTIVE_GEN(pin), timestamptz_to_str(w->since)),
-					 errdetail("Publication goes on; the version stays in memory until it is released."),
+					 errdetail("Publication goes on: a version superseded longer than trafficdb.reader_pin_timeout ago is revoked, and its reader gets an error when it next uses it."),
 					 errhint("See trafficdb.readers.")));
 			continue;
 		}
 		SpinLockRelease(&tdb_shared->mutex);
 	}
+	if (D.writer.revoked != D.revoked_reported)
+	{
+		ereport(LOG,
+				(errmsg("trafficdb: revoked " UINT64_FORMAT " version(s) pinned longer than trafficdb.reader_pin_timeout after they were superseded (last: generation " UINT64_FORMAT ")",
+						D.writer.revoked - D.revoked_reported, D.writer.last_revoked_generation)));
+		D.revoked_reported = D.writer.revoked;
+	}
+	if (D.writer.slots_rebuilt != D.rebuilt_reported)
+	{
+		ereport(WARNING,
+				(errmsg("trafficdb: the external readers' segment %s.readers was damaged (resized by a process with write access to it) and was made anew",
+						tdb_shm_prefix()),
+				 errdetail("External readers attached before must reopen; their pins were ignored.")));
+		D.rebuilt_reported = D.writer.slots_rebuilt;
+	}
+	SpinLockAcquire(&tdb_shared->mutex);
+	tdb_shared->versions_revoked = D.writer.revoked;
+	SpinLockRelease(&tdb_shared->mutex);
 }
 
 /* ---- requests ------------------------------------------------------------------------ */
@@ -1302,6 +1337,8 @@ startup_tx(void *p)
 static void
 daemon_detach(int code, Datum arg)
 {
+	bool		own_lock = D.writer_open && D.writer.own_lock;
+
 	(void) code;
 	(void) arg;
 	/* leave the objects in place: readers keep them, the next daemon adopts them */
@@ -1311,6 +1348,8 @@ daemon_detach(int code, Datum arg)
 	if (tdb_shared)
 	{
 		SpinLockAcquire(&tdb_shared->mutex);
+		if (own_lock)
+			tdb_shared->prefix_owned = false;	/* our lock went with the writer */
 		tdb_shared->daemon_latch = NULL;
 		tdb_shared->daemon_pid = 0;
 		SpinLockRelease(&tdb_shared->mutex);
@@ -1351,11 +1390,31 @@ tdb_daemon_main(Datum main_arg)
 	SpinLockRelease(&tdb_shared->mutex);
 	before_shmem_exit(daemon_detach, (Datum) 0);
 
-	if (tdb_writer_open(&D.writer, tdb_shm_prefix(), tdb_nbackend_slots(),
-						(uint32) tdb_max_external_readers, shm_gid(), (int32) PostmasterPid,
-						&info, err) != TDB_SHM_OK)
-		ereport(ERROR, (errmsg("trafficdb: cannot set up shared memory: %s", err)));
+	{
+		TdbWriterConfig cfg;
+
+		memset(&cfg, 0, sizeof(cfg));
+		cfg.nexternal_slots = (uint32) tdb_max_external_readers;
+		cfg.gid = shm_gid();
+		/* the postmaster's lock, inherited; if it had none, try ours */
+		cfg.lock_fd = tdb_prefix_lock_fd;
+		cfg.postmaster_pid = (int32) PostmasterPid;
+		cfg.backend_pins = tdb_backend_pins;
+		cfg.nbackend_pins = tdb_nbackend_slots();
+		cfg.pin_timeout_us = (int64) tdb_reader_pin_timeout_ms * 1000;
+		if (tdb_writer_open(&D.writer, tdb_shm_prefix(), &cfg, &info, err) != TDB_SHM_OK)
+		{
+			SpinLockAcquire(&tdb_shared->mutex);
+			strlcpy(tdb_shared->last_error, err, TDB_ERRMSG_LEN);
+			SpinLockRelease(&tdb_shared->mutex);
+			ereport(ERROR, (errmsg("trafficdb: cannot set up shared memory: %s", err)));
+		}
+	}
 	D.writer_open = true;
+	SpinLockAcquire(&tdb_shared->mutex);
+	tdb_shared->prefix_owned = true;
+	tdb_shared->prefix_error[0] = '\0';
+	SpinLockRelease(&tdb_shared->mutex);
 	D.generation = info.last_generation;
 	if (info.adopted)
 		ereport(LOG,
@@ -1380,6 +1439,7 @@ tdb_daemon_main(Datum main_arg)
 		{
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
+			D.writer.pin_timeout_us = (int64) tdb_reader_pin_timeout_ms * 1000;
 		}
 
 		/*
@@ -1413,14 +1473,27 @@ tdb_daemon_main(Datum main_arg)
 				finish_map_request(map_req, TDB_REQ_FAILED, msg, 0);
 		}
 
-		if (D.have_map)
-			run_in_tx("trafficdb feed", feed_tx, &force, NULL);
-		if (force)
 		{
-			SpinLockAcquire(&tdb_shared->mutex);
-			tdb_shared->publish_done = pub_req;
-			SpinLockRelease(&tdb_shared->mutex);
-			ConditionVariableBroadcast(&tdb_shared->cv);
+			char		msg[TDB_ERRMSG_LEN];
+			bool		ok = true;
+
+			msg[0] = '\0';
+			D.refusal[0] = '\0';
+			if (D.have_map)
+				ok = run_in_tx("trafficdb feed", feed_tx, &force, msg);
+			if (force)
+			{
+				/* publish() callers learn that it failed, and why */
+				SpinLockAcquire(&tdb_shared->mutex);
+				tdb_shared->publish_done = pub_req;
+				if (!ok || D.refusal[0] != '\0')
+				{
+					tdb_shared->publish_failed = pub_req;
+					strlcpy(tdb_shared->publish_error, ok ? D.refusal : msg, TDB_ERRMSG_LEN);
+				}
+				SpinLockRelease(&tdb_shared->mutex);
+				ConditionVariableBroadcast(&tdb_shared->cv);
+			}
 		}
 		watch_readers();
 		tdb_writer_reclaim(&D.writer, D.have_map ? D.map_seg : TDB_MAX_SEGMENTS);

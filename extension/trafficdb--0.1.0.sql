@@ -162,7 +162,8 @@ CREATE FUNCTION trafficdb._status(
     OUT last_publish_ms double precision, OUT last_publish_at timestamptz,
     OUT publishes bigint, OUT publishes_refused bigint,
     OUT feed_rows_consumed bigint, OUT feed_rows_rejected bigint,
-    OUT last_feed_rows_per_sec double precision, OUT last_error text)
+    OUT last_feed_rows_per_sec double precision, OUT last_error text,
+    OUT versions_revoked bigint)
 AS 'MODULE_PATHNAME', 'trafficdb_status'
 LANGUAGE C STRICT VOLATILE;
 

@@ -11,12 +11,22 @@
  *	  trafficdb_location loc;
  *	  if (trafficdb_get(h, 45314201, &loc) == TRAFFICDB_OK)
  *	      printf("%s %.1f km/h\n", loc.name, loc.traffic->speed_kmh);
- *	  trafficdb_end(h);                                           // pointers into the version are now invalid
+ *	  if (trafficdb_end(h) == TRAFFICDB_REVOKED) ...              // held too long: read again (see below)
  *	  trafficdb_close(h);
  *
  * Every call returns an int: TRAFFICDB_OK (0) or a negative code outside the errno
  * range; trafficdb_strerror() describes it, trafficdb_errmsg() gives the details of the
- * last failure on a handle.
+ * last failure on a handle (trafficdb_errmsg(NULL): of the calling thread's last failed
+ * trafficdb_open).
+ *
+ * Holding a version: publication never waits for a reader.  A version superseded
+ * longer than trafficdb.reader_pin_timeout ago (10 s by default) is revoked even
+ * if a reader still pins it; its memory is not reused under the reader, so what
+ * was read stays intact, and trafficdb_end() (or trafficdb_check()) returns
+ * TRAFFICDB_REVOKED to say the snapshot was taken away.  The same code says that
+ * the version was rewritten under the reader (another process with write access
+ * to the reader slots cleared its pin): then what was read may be mixed, and the
+ * caller should read again.
  *
  * Threads: a handle belongs to one thread at a time (it holds that thread's
  * reader slot and snapshot).  Open one handle per thread; handles are
@@ -54,6 +64,7 @@ extern "C"
 #define TRAFFICDB_BADARG			(-30710)	/* an argument is out of range (NULL, NaN, negative radius) */
 #define TRAFFICDB_TIMEOUT			(-30711)	/* trafficdb_wait: no publication within the timeout */
 #define TRAFFICDB_NOMEM			(-30712)
+#define TRAFFICDB_REVOKED			(-30713)	/* the pinned version was revoked (reader_pin_timeout): read again */
 
 typedef struct trafficdb_handle trafficdb_handle;
 
@@ -100,7 +111,16 @@ void		trafficdb_close(trafficdb_handle *h);
 
 /* Pin the active version; *generation receives its generation (may be NULL). */
 int			trafficdb_begin(trafficdb_handle *h, uint64_t *generation);
-void		trafficdb_end(trafficdb_handle *h);
+
+/*
+ * Unpin.  TRAFFICDB_OK, or TRAFFICDB_REVOKED if the version was revoked or
+ * rewritten while pinned (see "Holding a version" above); TRAFFICDB_NOSNAPSHOT
+ * without a trafficdb_begin.
+ */
+int			trafficdb_end(trafficdb_handle *h);
+
+/* Is the pinned version still intact?  TRAFFICDB_OK or TRAFFICDB_REVOKED; two loads. */
+int			trafficdb_check(const trafficdb_handle *h);
 
 /* When the pinned version was published (Unix microseconds). */
 int			trafficdb_published_at(trafficdb_handle *h, int64_t *unix_us);

@@ -20,6 +20,9 @@
 #include "writer.h"
 
 TdbShared  *tdb_shared = NULL;
+TdbReaderSlot *tdb_backend_pins = NULL;
+int			tdb_prefix_lock_fd = -1;
+static char prefix_lock_error[TDB_ERRMSG_LEN];
 
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 static void tdb_postmaster_exit(int code, Datum arg);
@@ -60,12 +63,20 @@ tdb_shared_size(void)
 					mul_size(tdb_total_slots(), sizeof(TdbSlotWatch)));
 }
 
+static Size
+tdb_pins_size(void)
+{
+	return mul_size(tdb_nbackend_slots(), sizeof(TdbReaderSlot));
+}
+
 static void
 tdb_shmem_request(void)
 {
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 	RequestAddinShmemSpace(tdb_shared_size());
+	/* cache-line aligned by ShmemInitStruct; the slack covers our 64-byte alignment */
+	RequestAddinShmemSpace(add_size(tdb_pins_size(), 64));
 }
 
 static void
@@ -86,21 +97,49 @@ tdb_shmem_startup(void)
 		tdb_shared->nslots = tdb_total_slots();
 		tdb_shared->nbackend_slots = tdb_nbackend_slots();
 	}
+
+	/*
+	 * Backends pin here, in memory only this server's processes write: a
+	 * crash-restart makes it anew (the pins of processes that died go with
+	 * it), and no other server or group member can clear them.
+	 */
+	{
+		char	   *p = ShmemInitStruct("trafficdb pins", add_size(tdb_pins_size(), 64), &found);
+
+		tdb_backend_pins = (TdbReaderSlot *) TYPEALIGN(64, p);
+		if (!found)
+			memset(tdb_backend_pins, 0, tdb_pins_size());
+	}
 	LWLockRelease(AddinShmemInitLock);
 
 	/*
 	 * In the postmaster, at start and after every crash-restart, before any
-	 * backend exists: pins left in backend slots by processes that died are
-	 * stale.  From here on the postmaster owns its port, so this is also
-	 * the place to arrange the cleanup at exit (not _PG_init, which runs
-	 * before the port is bound: a second server failing to start on the same
-	 * port must not touch the first one's shared memory).
+	 * backend exists.  The prefix lock is taken here, not in _PG_init, which
+	 * runs before the port is bound: a second server failing to start on the
+	 * same port must not touch the first one's shared memory.  It is held
+	 * for the postmaster's life and inherited by every child, so a server
+	 * owns its prefix until its last process is gone.
 	 */
 	if (!IsUnderPostmaster)
 	{
 		static bool exit_hook_registered = false;
 
-		tdb_writer_clear_backend_pins(tdb_shm_prefix(), tdb_nbackend_slots());
+		if (tdb_prefix_lock_fd < 0)
+		{
+			char		err[TDB_SHM_ERRLEN];
+
+			if (tdb_prefix_lock(tdb_shm_prefix(), &tdb_prefix_lock_fd, err) != TDB_SHM_OK)
+			{
+				tdb_prefix_lock_fd = -1;
+				strlcpy(prefix_lock_error, err, sizeof(prefix_lock_error));
+				ereport(WARNING,
+						(errmsg("trafficdb: %s", err),
+						 errdetail("This server will not publish until the other one stops.")));
+			}
+		}
+		tdb_shared->prefix_owned = tdb_prefix_lock_fd >= 0;
+		strlcpy(tdb_shared->prefix_error, tdb_prefix_lock_fd >= 0 ? "" : prefix_lock_error,
+				TDB_ERRMSG_LEN);
 		if (!exit_hook_registered)
 		{
 			on_proc_exit(tdb_postmaster_exit, (Datum) 0);
@@ -121,7 +160,8 @@ tdb_postmaster_exit(int code, Datum arg)
 {
 	(void) code;
 	(void) arg;
-	tdb_writer_stop_instance(tdb_shm_prefix(), (int32) MyProcPid);
+	if (tdb_prefix_lock_fd >= 0)
+		tdb_writer_stop_instance(tdb_shm_prefix());
 }
 
 /* Called from _PG_init while preloading. */

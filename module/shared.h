@@ -44,11 +44,15 @@ typedef struct TdbMapRequest
 	NameData	oneway_column;
 } TdbMapRequest;
 
-/* Per reader slot, what the daemon observed (for trafficdb.readers). */
+/*
+ * Per reader slot, what the daemon observed (for trafficdb.readers): backend
+ * slots first, then external ones (which backends do not map).
+ */
 typedef struct TdbSlotWatch
 {
-	uint64		pin;			/* pin value last seen */
-	TimestampTz since;			/* when that pin was first seen */
+	uint64		pin;			/* pin value last seen, 0 = none */
+	TimestampTz since;			/* when that pin stopped naming the active version */
+	int32		pid;			/* external: the pid the reader wrote (its namespace) */
 	bool		reported;		/* logged as late */
 } TdbSlotWatch;
 
@@ -62,6 +66,8 @@ typedef struct TdbShared
 	/* publish requests: requested counts up, published catches up */
 	uint64		publish_requested;
 	uint64		publish_done;
+	uint64		publish_failed; /* the last request that could not publish */
+	char		publish_error[TDB_ERRMSG_LEN];
 
 	/* map load: one at a time */
 	uint64		map_req_seq;	/* incremented by each request */
@@ -86,7 +92,15 @@ typedef struct TdbShared
 	double		last_feed_rows_per_sec;
 	uint64		publishes;
 	uint64		publishes_refused;	/* every version pinned at the time */
+	uint64		versions_revoked;	/* pinned past reader_pin_timeout */
 	char		last_error[TDB_ERRMSG_LEN];
+
+	/*
+	 * This server holds the lock of the shared memory prefix (the postmaster
+	 * since start, or the daemon): what is under the prefix is ours to read.
+	 */
+	bool		prefix_owned;
+	char		prefix_error[TDB_ERRMSG_LEN];
 
 	uint32		nslots;
 	uint32		nbackend_slots;
@@ -94,6 +108,13 @@ typedef struct TdbShared
 } TdbShared;
 
 extern TdbShared *tdb_shared;
+
+/* Backends' pins, by PGPROC number, in the server's own shared memory. */
+struct TdbReaderSlot;
+extern struct TdbReaderSlot *tdb_backend_pins;
+
+/* The postmaster's lock on the prefix (inherited by its children), or -1. */
+extern int	tdb_prefix_lock_fd;
 
 /* Size of the reader slot array: every PGPROC, then external readers. */
 extern uint32 tdb_nbackend_slots(void);

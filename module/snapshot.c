@@ -3,8 +3,8 @@
  * snapshot.c
  *	  Pinning published versions from SQL backends (see snapshot.h).
  *
- * A backend uses the reader slot of its PGPROC number, so it never has to
- * claim one.  The pin is released at the end of the transaction (commit,
+ * A backend uses the reader slot of its PGPROC number, in the server's own
+ * shared memory (tdb_backend_pins), so it never has to claim one.  The pin is released at the end of the transaction (commit,
  * abort or prepare) and when a new READ COMMITTED statement wants a newer
  * version; a backend that exits releases it in its exit callback.
  *
@@ -101,8 +101,25 @@ open_reader(void)
 {
 	char		err[TDB_ERRLEN];
 	int			rc;
+	bool		owned;
+	char		why[TDB_ERRMSG_LEN];
 
-	rc = tdb_reader_open(&reader, tdb_shm_prefix(), MyProc->pgprocno, TDB_VALIDATE_HEADER, err);
+	/* what is under the prefix is ours only while this server holds its lock */
+	SpinLockAcquire(&tdb_shared->mutex);
+	owned = tdb_shared->prefix_owned;
+	strlcpy(why, tdb_shared->prefix_error, sizeof(why));
+	SpinLockRelease(&tdb_shared->mutex);
+	if (!owned)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("trafficdb's shared memory \"%s\" belongs to another server", tdb_shm_prefix()),
+				 errdetail("%s", why[0] ? why : "This server does not hold the prefix lock."),
+				 errhint("Set trafficdb.shm_name to a name no other server uses, and restart.")));
+	if (MyProc->pgprocno < 0 || (uint32) MyProc->pgprocno >= tdb_nbackend_slots())
+		elog(ERROR, "trafficdb: process number %d is beyond the %u reader slots",
+			 MyProc->pgprocno, tdb_nbackend_slots());
+	rc = tdb_reader_open(&reader, tdb_shm_prefix(), &tdb_backend_pins[MyProc->pgprocno],
+						 TDB_VALIDATE_HEADER, err);
 	if (rc == TDB_SHM_ENOENT)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -149,7 +166,21 @@ tdb_backend_snapshot(void)
 		if (snap_lxid == MyProc->lxid &&
 			(IsolationUsesXactSnapshot() || snap_users > 0 ||
 			 snap_stmt == GetCurrentStatementStartTimestamp()))
+		{
+			if (tdb_reader_revoked(&reader, &snap))
+			{
+				uint64		gen = snap.generation;
+
+				release_snapshot();
+				ereport(ERROR,
+						(errcode(ERRCODE_SNAPSHOT_TOO_OLD),
+						 errmsg("trafficdb generation " UINT64_FORMAT " is no longer available to this transaction", gen),
+						 errdetail("It was superseded more than trafficdb.reader_pin_timeout (%d ms) ago and released, so that publication goes on.",
+								   tdb_reader_pin_timeout_ms),
+						 errhint("Start a new transaction, or keep REPEATABLE READ transactions shorter than trafficdb.reader_pin_timeout.")));
+			}
 			return &snap;
+		}
 		release_snapshot();
 	}
 	if (!reader_open)
@@ -163,6 +194,11 @@ tdb_backend_snapshot(void)
 		open_reader();
 		rc = tdb_reader_acquire(&reader, &snap, err);
 	}
+	if (rc == TDB_SHM_EREVOKED)
+		ereport(ERROR,
+				(errcode(ERRCODE_SNAPSHOT_TOO_OLD),
+				 errmsg("could not pin a trafficdb version: each was revoked while attaching"),
+				 errdetail("%s", err)));
 	if (rc == TDB_SHM_EEMPTY)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

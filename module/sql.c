@@ -270,6 +270,8 @@ trafficdb_publish(PG_FUNCTION_ARGS)
 	uint64		seq;
 	uint64		gen;
 	uint64		map_id;
+	bool		failed;
+	char		why[TDB_ERRMSG_LEN];
 
 	tdb_require_preload();
 	SpinLockAcquire(&tdb_shared->mutex);
@@ -281,7 +283,15 @@ trafficdb_publish(PG_FUNCTION_ARGS)
 	SpinLockAcquire(&tdb_shared->mutex);
 	gen = tdb_shared->generation;
 	map_id = tdb_shared->map_id;
+	failed = tdb_shared->publish_failed >= seq;
+	strlcpy(why, tdb_shared->publish_error, sizeof(why));
 	SpinLockRelease(&tdb_shared->mutex);
+	if (wait && failed)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("trafficdb could not publish"),
+				 errdetail("%s", why),
+				 errhint("See trafficdb.readers and trafficdb.status; generation " UINT64_FORMAT " stays the active one.", gen)));
 	if (wait && map_id == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -296,8 +306,8 @@ Datum
 trafficdb_status(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
-	Datum		v[17];
-	bool		n[17] = {0};
+	Datum		v[18];
+	bool		n[18] = {0};
 	TdbShared	s;
 
 	tdb_require_preload();
@@ -328,6 +338,7 @@ trafficdb_status(PG_FUNCTION_ARGS)
 	v[15] = Float8GetDatum(s.last_feed_rows_per_sec);
 	v[16] = CStringGetTextDatum(s.last_error);
 	n[16] = s.last_error[0] == '\0';
+	v[17] = Int64GetDatum((int64) s.versions_revoked);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, v, n)));
 }
 
@@ -337,32 +348,38 @@ Datum
 trafficdb_readers(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	TdbReader  *r;
 	TimestampTz now = GetCurrentTimestamp();
+	uint32		nbackend;
+	uint32		nslots;
 
 	tdb_require_preload();
+	nbackend = tdb_shared->nbackend_slots;
+	nslots = tdb_shared->nslots;
 	InitMaterializedSRF(fcinfo, 0);
-	r = tdb_backend_reader();
-	for (uint32 s = 0; s < r->slots->nslots; s++)
+
+	/*
+	 * Backends' pins are read where they live; external readers' as the
+	 * daemon last saw them (backends do not map <prefix>.readers, which
+	 * members of shm_group can write).
+	 */
+	for (uint32 s = 0; s < nslots; s++)
 	{
-		uint64		pin = atomic_load(&r->slots->slots[s].pin);
+		bool		backend = s < nbackend;
+		uint64		pin;
 		Datum		v[7];
 		bool		n[7] = {0};
-		bool		backend = s < r->ctl->nbackend_slots;
-		TdbSlotWatch w = {0};
+		TdbSlotWatch w;
 
+		SpinLockAcquire(&tdb_shared->mutex);
+		w = tdb_shared->slots[s];
+		SpinLockRelease(&tdb_shared->mutex);
+		pin = backend ? atomic_load(&tdb_backend_pins[s].pin) : w.pin;
 		if (pin == 0)
 			continue;
-		if (s < tdb_shared->nslots)
-		{
-			SpinLockAcquire(&tdb_shared->mutex);
-			w = tdb_shared->slots[s];
-			SpinLockRelease(&tdb_shared->mutex);
-		}
-		v[0] = Int32GetDatum((int32) s);
+		v[0] = Int32GetDatum((int32) (backend ? s : s - nbackend));
 		v[1] = CStringGetTextDatum(backend ? "backend" : "external");
 		v[2] = Int32GetDatum(backend ? (s < ProcGlobal->allProcCount ? ProcGlobal->allProcs[s].pid : 0)
-							 : atomic_load(&r->slots->slots[s].pid));
+							 : w.pid);
 		v[3] = Int64GetDatum((int64) TDB_ACTIVE_GEN(pin));
 		if (w.pin == pin && w.since != 0)
 		{
@@ -372,7 +389,7 @@ trafficdb_readers(PG_FUNCTION_ARGS)
 		}
 		else
 		{
-			/* the daemon has not looked at this pin yet */
+			/* the active version, or a pin the daemon has not looked at yet */
 			n[4] = n[5] = true;
 			v[6] = BoolGetDatum(false);
 		}

@@ -74,9 +74,10 @@ tdb_define_settings(void)
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("trafficdb.reader_pin_timeout",
-							"How long a reader may pin one version before it is reported.",
-							"Readers past this limit are listed in trafficdb.readers and "
-							"logged; publication never waits for them.",
+							"How long a reader may keep a superseded version.",
+							"A version superseded longer than this ago is revoked even if "
+							"readers pin it: they get an error (SQLSTATE 72000) or "
+							"TRAFFICDB_REVOKED at their next use, and publication goes on.",
 							&tdb_reader_pin_timeout_ms,
 							10000,
 							100,

@@ -671,7 +671,6 @@ tdb_traffic_write(void *dst, uint64_t map_id, uint64_t generation, uint64_t coun
 	h->header_size = sizeof(TdbObjectHeader);
 	h->nsections = TDB_TRAFFIC_NSECTIONS;
 	h->map_id = map_id;
-	h->generation = generation;
 	h->count = count;
 	h->created_at_us = now_us;
 	h->sections[TDB_TRAFFIC_ENTRIES].offset = off;
@@ -685,6 +684,12 @@ tdb_traffic_write(void *dst, uint64_t map_id, uint64_t generation, uint64_t coun
 	h->total_size = tdb_traffic_size(count, incident_bytes);
 	/* zero the alignment tail so the checksum covers defined bytes */
 	memset((char *) dst + off + incident_bytes, 0, h->total_size - off - incident_bytes);
+
+	/*
+	 * The generation last: a buffer rewritten in place says 0 (set by the
+	 * memset above, or earlier by the writer) until its content is complete.
+	 */
+	__atomic_store_n(&h->generation, generation, __ATOMIC_RELEASE);
 	finish_header(h);
 }
 

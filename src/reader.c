@@ -17,27 +17,29 @@ fail(char *err, int code, const char *fmt, const char *name)
 }
 
 int
-tdb_reader_open(TdbReader *r, const char *prefix, int backend_slot,
+tdb_reader_open(TdbReader *r, const char *prefix, TdbReaderSlot *backend_slot,
 				TdbValidateLevel map_check, char *err)
 {
 	char		name[TDB_SHM_NAME_MAX + 24];
 	void	   *p;
 	size_t		sz;
 	int			rc;
+	bool		own = backend_slot != NULL;
 
 	memset(r, 0, sizeof(*r));
 	r->slot_idx = -1;
+	r->slots_fd = -1;
 	r->map_check = map_check;
-	if (strlen(prefix) >= TDB_SHM_NAME_MAX || prefix[0] != '/')
+	if (prefix == NULL || strlen(prefix) >= TDB_SHM_NAME_MAX || prefix[0] != '/')
 	{
 		snprintf(err, TDB_ERRLEN, "shared memory name \"%s\" must start with '/' and be shorter than %d bytes",
-				 prefix, TDB_SHM_NAME_MAX);
+				 prefix ? prefix : "(null)", TDB_SHM_NAME_MAX);
 		return TDB_SHM_EINVAL;
 	}
 	strcpy(r->prefix, prefix);
 
 	tdb_shm_name(name, prefix, "ctl");
-	rc = tdb_shm_map(name, false, backend_slot >= 0, sizeof(TdbControl), &p, &sz);
+	rc = tdb_shm_map(name, false, own, sizeof(TdbControl), &p, &sz);
 	if (rc == TDB_SHM_ENOENT)
 		return fail(err, rc, "shared memory object \"%s\" does not exist (%s): is the server running with trafficdb preloaded?", name);
 	if (rc == TDB_SHM_EACCES)
@@ -55,8 +57,14 @@ tdb_reader_open(TdbReader *r, const char *prefix, int backend_slot,
 	}
 	r->instance_id = r->ctl->instance_id;
 
+	if (own)
+	{
+		r->slot = backend_slot;
+		return TDB_SHM_OK;
+	}
+
 	tdb_shm_name(name, prefix, "readers");
-	rc = tdb_shm_map(name, true, backend_slot >= 0, sizeof(TdbSlotsHeader), &p, &sz);
+	rc = tdb_shm_map_fd(name, true, false, sizeof(TdbSlotsHeader), &p, &sz, &r->slots_fd);
 	if (rc != TDB_SHM_OK)
 	{
 		rc = fail(err, rc, "cannot map reader slots \"%s\": %s", name);
@@ -71,30 +79,15 @@ tdb_reader_open(TdbReader *r, const char *prefix, int backend_slot,
 		tdb_reader_close(r);
 		return TDB_SHM_EINVAL;
 	}
-
-	if (backend_slot >= 0)
+	r->slot_idx = tdb_slot_claim(r->slots_fd, r->slots, r->ctl->nslots, (int32_t) getpid());
+	if (r->slot_idx < 0)
 	{
-		if ((uint32_t) backend_slot >= r->ctl->nbackend_slots)
-		{
-			snprintf(err, TDB_ERRLEN, "backend slot %d is beyond the %u backend slots", backend_slot,
-					 r->ctl->nbackend_slots);
-			tdb_reader_close(r);
-			return TDB_SHM_ENOSLOT;
-		}
-		r->slot_idx = backend_slot;
+		snprintf(err, TDB_ERRLEN, "all %u external reader slots are taken (trafficdb.max_external_readers)",
+				 r->ctl->nslots);
+		tdb_reader_close(r);
+		return TDB_SHM_ENOSLOT;
 	}
-	else
-	{
-		r->slot_idx = tdb_slot_claim(r->slots, r->ctl->nbackend_slots, (int32_t) getpid());
-		if (r->slot_idx < 0)
-		{
-			snprintf(err, TDB_ERRLEN, "all %u external reader slots are taken",
-					 r->ctl->nslots - r->ctl->nbackend_slots);
-			tdb_reader_close(r);
-			return TDB_SHM_ENOSLOT;
-		}
-		r->owns_slot = true;
-	}
+	r->owns_slot = true;
 	r->slot = &r->slots->slots[r->slot_idx];
 	return TDB_SHM_OK;
 }
@@ -106,14 +99,17 @@ tdb_reader_close(TdbReader *r)
 	{
 		tdb_unpin(r->slot);
 		if (r->owns_slot)
-			tdb_slot_release(r->slots, (uint32_t) r->slot_idx);
+			tdb_slot_release(r->slots_fd, r->slots, (uint32_t) r->slot_idx);
 	}
 	for (int i = 0; i < TDB_MAX_SEGMENTS; i++)
 		tdb_shm_unmap(r->segs[i].addr, r->segs[i].size);
 	tdb_shm_unmap(r->slots, r->slots_size);
+	if (r->slots_fd >= 0)
+		close(r->slots_fd);
 	tdb_shm_unmap((void *) r->ctl, r->ctl_size);
 	memset(r, 0, sizeof(*r));
 	r->slot_idx = -1;
+	r->slots_fd = -1;
 }
 
 bool
@@ -144,8 +140,7 @@ map_segment(TdbReader *r, uint32_t idx, char *err)
 	tdb_shm_unmap(s->addr, s->size);
 	memset(s, 0, sizeof(*s));
 	tdb_shm_seg_name(name, r->prefix, d->seq);
-	rc = tdb_shm_map(name, false, r->slot_idx < (int) r->ctl->nbackend_slots, sizeof(TdbObjectHeader),
-					 &s->addr, &s->size);
+	rc = tdb_shm_map(name, false, !r->owns_slot, sizeof(TdbObjectHeader), &s->addr, &s->size);
 	if (rc != TDB_SHM_OK)
 	{
 		s->addr = NULL;
@@ -155,8 +150,8 @@ map_segment(TdbReader *r, uint32_t idx, char *err)
 	return TDB_SHM_OK;
 }
 
-int
-tdb_reader_acquire(TdbReader *r, TdbSnapshot *snap, char *err)
+static int
+acquire_once(TdbReader *r, TdbSnapshot *snap, char *err)
 {
 	uint64_t	a;
 	TdbVersionDesc v;
@@ -183,8 +178,17 @@ tdb_reader_acquire(TdbReader *r, TdbSnapshot *snap, char *err)
 		goto failed;
 	}
 	v = r->ctl->versions[TDB_ACTIVE_IDX(a)];
+	v.generation = tdb_version_generation(&r->ctl->versions[TDB_ACTIVE_IDX(a)]);
 	if (v.generation != TDB_ACTIVE_GEN(a))
 	{
+		if (v.generation == 0 || v.generation > TDB_ACTIVE_GEN(a))
+		{
+			/* revoked or reused since we pinned it: we stalled that long */
+			snprintf(err, TDB_ERRLEN, "generation %llu was revoked while this reader attached to it",
+					 (unsigned long long) TDB_ACTIVE_GEN(a));
+			rc = TDB_SHM_EREVOKED;
+			goto failed;
+		}
 		snprintf(err, TDB_ERRLEN, "version slot %u holds generation %llu, the active word says %llu",
 				 TDB_ACTIVE_IDX(a), (unsigned long long) v.generation,
 				 (unsigned long long) TDB_ACTIVE_GEN(a));
@@ -243,10 +247,42 @@ tdb_reader_acquire(TdbReader *r, TdbSnapshot *snap, char *err)
 	snap->map = &ms->view;
 	snap->traffic = ts->addr;
 	snap->entries = tdb_traffic_entries(ts->addr);
+
+	/*
+	 * What we mapped and checked is the pinned version's only if the
+	 * version was not revoked meanwhile (a reader stopped for longer than
+	 * the pin timeout right here).
+	 */
+	if (tdb_reader_revoked(r, snap))
+	{
+		snprintf(err, TDB_ERRLEN, "generation %llu was revoked while this reader attached to it",
+				 (unsigned long long) v.generation);
+		rc = TDB_SHM_EREVOKED;
+		goto failed;
+	}
 	return TDB_SHM_OK;
 
 failed:
+	/* a segment gone or changed under a revoked pin is not corruption */
+	if (rc != TDB_SHM_EREVOKED && r->pinned != 0 && TDB_ACTIVE_IDX(r->pinned) < TDB_MAX_VERSIONS &&
+		tdb_version_generation(&r->ctl->versions[TDB_ACTIVE_IDX(r->pinned)]) != TDB_ACTIVE_GEN(r->pinned))
+		rc = TDB_SHM_EREVOKED;
 	tdb_reader_release(r);
+	return rc;
+}
+
+int
+tdb_reader_acquire(TdbReader *r, TdbSnapshot *snap, char *err)
+{
+	int			rc;
+
+	/* a revoked attach is retried: the next version is the active one */
+	for (int attempt = 0; attempt < 16; attempt++)
+	{
+		rc = acquire_once(r, snap, err);
+		if (rc != TDB_SHM_EREVOKED)
+			break;
+	}
 	return rc;
 }
 

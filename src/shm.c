@@ -4,6 +4,9 @@
  *	  protocol.  System calls happen here only when mapping or creating,
  *	  never on the read path.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE				/* F_OFD_SETLK */
+#endif
 #include "shm.h"
 
 #include <errno.h>
@@ -39,11 +42,18 @@ errno_result(void)
 int
 tdb_shm_map(const char *name, bool writable, bool own, size_t min_size, void **addr, size_t *size)
 {
+	return tdb_shm_map_fd(name, writable, own, min_size, addr, size, NULL);
+}
+
+int
+tdb_shm_map_fd(const char *name, bool writable, bool own, size_t min_size, void **addr,
+			   size_t *size, int *fd_out)
+{
 	int			fd;
 	struct stat st;
 	void	   *p;
 
-	fd = shm_open(name, writable ? O_RDWR : O_RDONLY, 0);
+	fd = shm_open(name, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW, 0);
 	if (fd < 0)
 		return errno_result();
 	if (fstat(fd, &st) != 0)
@@ -54,7 +64,7 @@ tdb_shm_map(const char *name, bool writable, bool own, size_t min_size, void **a
 		errno = save;
 		return TDB_SHM_ESYS;
 	}
-	if ((st.st_mode & S_IWOTH) != 0 || (own && st.st_uid != geteuid()))
+	if (!S_ISREG(st.st_mode) || (st.st_mode & S_IWOTH) != 0 || (own && st.st_uid != geteuid()))
 	{
 		close(fd);
 		errno = EPERM;
@@ -75,7 +85,10 @@ tdb_shm_map(const char *name, bool writable, bool own, size_t min_size, void **a
 		errno = save;
 		return errno_result();
 	}
-	close(fd);
+	if (fd_out != NULL)
+		*fd_out = fd;
+	else
+		close(fd);
 	*addr = p;
 	*size = (size_t) st.st_size;
 	return TDB_SHM_OK;
@@ -144,40 +157,110 @@ tdb_shm_unmap(void *addr, size_t size)
 		munmap(addr, size);
 }
 
-int
-tdb_slot_claim(TdbSlotsHeader *slots, uint32_t first, int32_t pid)
+/* An OFD lock request on byte idx: F_OFD_SETLK or F_OFD_GETLK. */
+static int
+slot_lock(int fd, int cmd, short type, uint32_t idx, struct flock *fl)
 {
-	for (uint32_t i = first; i < slots->nslots; i++)
-	{
-		int32_t		expected = 0;
+	int			rc;
 
-		if (atomic_load_explicit(&slots->slots[i].pid, memory_order_relaxed) == 0 &&
-			atomic_compare_exchange_strong(&slots->slots[i].pid, &expected, pid))
-		{
-			atomic_store_explicit(&slots->slots[i].pin, 0, memory_order_relaxed);
-			return (int) i;
-		}
+	memset(fl, 0, sizeof(*fl));
+	fl->l_type = type;
+	fl->l_whence = SEEK_SET;
+	fl->l_start = (off_t) idx;
+	fl->l_len = 1;
+	do
+		rc = fcntl(fd, cmd, fl);
+	while (rc != 0 && errno == EINTR);
+	return rc;
+}
+
+int
+tdb_slot_claim(int fd, TdbSlotsHeader *slots, uint32_t nslots, int32_t pid)
+{
+	struct flock fl;
+
+	for (uint32_t i = 0; i < nslots; i++)
+	{
+		if (slot_lock(fd, F_OFD_SETLK, F_WRLCK, i, &fl) != 0)
+			continue;			/* a live reader has it (or the kernel said no) */
+		/* ours until released: whatever a dead owner left there is void */
+		atomic_store_explicit(&slots->slots[i].pin, 0, memory_order_seq_cst);
+		atomic_store_explicit(&slots->slots[i].pid, pid, memory_order_relaxed);
+		return (int) i;
 	}
 	return -1;
 }
 
 void
-tdb_slot_release(TdbSlotsHeader *slots, uint32_t idx)
+tdb_slot_release(int fd, TdbSlotsHeader *slots, uint32_t idx)
 {
+	struct flock fl;
+
 	atomic_store_explicit(&slots->slots[idx].pin, 0, memory_order_release);
-	atomic_store_explicit(&slots->slots[idx].pid, 0, memory_order_release);
+	atomic_store_explicit(&slots->slots[idx].pid, 0, memory_order_relaxed);
+	slot_lock(fd, F_OFD_SETLK, F_UNLCK, idx, &fl);
 }
 
 bool
-tdb_slot_reap(TdbSlotsHeader *slots, uint32_t idx, int32_t dead_pid)
+tdb_slot_alive(int fd, uint32_t idx)
 {
-	int32_t		expected = dead_pid;
+	struct flock fl;
 
-	if (!atomic_compare_exchange_strong(&slots->slots[idx].pid, &expected, -1))
-		return false;
-	atomic_store_explicit(&slots->slots[idx].pin, 0, memory_order_release);
-	atomic_store_explicit(&slots->slots[idx].pid, 0, memory_order_release);
-	return true;
+	if (slot_lock(fd, F_OFD_GETLK, F_WRLCK, idx, &fl) != 0)
+		return true;
+	return fl.l_type != F_UNLCK;
+}
+
+int
+tdb_prefix_lock(const char *prefix, int *fd_out, char *err)
+{
+	char		name[TDB_SHM_NAME_MAX + 24];
+	struct flock fl;
+
+	tdb_shm_name(name, prefix, "lock");
+	for (int attempt = 0; attempt < 8; attempt++)
+	{
+		struct stat st_fd;
+		struct stat st_name;
+		char		path[TDB_SHM_NAME_MAX + 40];
+		int			fd = shm_open(name, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+
+		if (fd < 0)
+		{
+			snprintf(err, TDB_SHM_ERRLEN, "cannot open \"%s\": %s", name, strerror(errno));
+			return errno_result();
+		}
+		if (slot_lock(fd, F_OFD_SETLK, F_WRLCK, 0, &fl) != 0)
+		{
+			int			save = errno;
+
+			close(fd);
+			if (save == EAGAIN || save == EACCES)
+			{
+				snprintf(err, TDB_SHM_ERRLEN, "shared memory prefix \"%s\" is in use by another running server (it holds the lock on \"%s\"); give each server its own trafficdb.shm_name",
+						 prefix, name);
+				return TDB_SHM_EBUSY;
+			}
+			errno = save;
+			snprintf(err, TDB_SHM_ERRLEN, "cannot lock \"%s\": %s", name, strerror(errno));
+			return TDB_SHM_ESYS;
+		}
+
+		/*
+		 * The name must still be the file we locked: an exiting owner unlinks
+		 * it, and a lock on an unlinked file protects nothing.
+		 */
+		snprintf(path, sizeof(path), "/dev/shm%s", name);
+		if (fstat(fd, &st_fd) == 0 && stat(path, &st_name) == 0 &&
+			st_fd.st_ino == st_name.st_ino && st_fd.st_dev == st_name.st_dev)
+		{
+			*fd_out = fd;
+			return TDB_SHM_OK;
+		}
+		close(fd);
+	}
+	snprintf(err, TDB_SHM_ERRLEN, "\"%s\" keeps being replaced while locking it", name);
+	return TDB_SHM_EBUSY;
 }
 
 int
@@ -186,8 +269,7 @@ tdb_control_check(const TdbControl *ctl, size_t size)
 	if (size < sizeof(TdbControl) || ctl->magic != TDB_CTL_MAGIC ||
 		ctl->version != TDB_SHM_VERSION || ctl->header_size != sizeof(TdbControl))
 		return TDB_SHM_EINVAL;
-	if (ctl->nbackend_slots > ctl->nslots ||
-		memchr(ctl->prefix, '\0', sizeof(ctl->prefix)) == NULL)
+	if (ctl->nslots > (1u << 20) || memchr(ctl->prefix, '\0', sizeof(ctl->prefix)) == NULL)
 		return TDB_SHM_EINVAL;
 	return TDB_SHM_OK;
 }
@@ -195,8 +277,8 @@ tdb_control_check(const TdbControl *ctl, size_t size)
 int
 tdb_slots_check(const TdbSlotsHeader *slots, size_t size, const TdbControl *ctl)
 {
-	if (size < sizeof(TdbSlotsHeader) || slots->magic != TDB_SLOTS_MAGIC ||
-		slots->nslots != ctl->nslots || size < tdb_slots_size(slots->nslots) ||
+	/* sizes come from the control block, which only the daemon writes */
+	if (size < tdb_slots_size(ctl->nslots) || slots->magic != TDB_SLOTS_MAGIC ||
 		slots->instance_id != ctl->instance_id)
 		return TDB_SHM_EINVAL;
 	return TDB_SHM_OK;

@@ -6,11 +6,18 @@
  *
  * Names.  Everything is a POSIX shared memory object under one prefix, by
  * default "/trafficdb.<port>" (setting trafficdb.shm_name):
+ *	 <prefix>.lock		ownership: the server that holds an OFD write lock on
+ *						it owns the prefix; a second server started with the
+ *						same name finds it locked and touches nothing (0600)
  *	 <prefix>.ctl		the control block: the daemon writes it, readers map it
  *						read-only (mode 0600, or 0640 with trafficdb.shm_group)
- *	 <prefix>.readers	reader slots: each reader writes only its own slot
- *						(0600, or 0660 with a group)
+ *	 <prefix>.readers	slots of external readers (libtrafficdb): each reader
+ *						writes only its own slot (0600, or 0660 with a group)
  *	 <prefix>.<seq>		one object each (map or traffic), read-only for readers
+ *
+ * SQL backends do not use <prefix>.readers: their pins live in PostgreSQL's
+ * main shared memory, which only this server's own processes can write, so
+ * neither another server nor a member of shm_group can clear them.
  *
  * We use our own POSIX objects rather than PostgreSQL's DSM segments so that
  * external processes can open them by a stable name, so that a postmaster
@@ -30,10 +37,25 @@
  *			 pin or the reader sees the new active word and retries.)
  *	 read:	 the pinned descriptor, its segments: immutable while pinned.
  *	 unpin:	 store(slot.pin, 0).
- * The daemon reuses a descriptor (and the traffic segments it names) only
- * when no slot pins a word naming it and it is not active.  Traffic
+ * The daemon reuses a descriptor (and rewrites the traffic segment it names
+ * in place) only when no live pin names it and it is not active.  Traffic
  * segments are rewritten in place when free, so readers keep their
  * mappings across publications (no remap, no page faults per publish).
+ *
+ * Liveness.  A pin counts only while its owner lives: a backend's pin is
+ * cleared with the server's shared memory on a crash-restart; an external
+ * reader holds an OFD write lock on byte <slot> of <prefix>.readers for as
+ * long as it uses the slot, which the kernel releases when it exits however
+ * it exits (in any PID namespace), and the daemon ignores the pin of a slot
+ * nobody has locked.  No process IDs are trusted.
+ *
+ * Pin timeout.  A pin never blocks publication for longer than the
+ * writer's pin timeout (trafficdb.reader_pin_timeout): once a version has
+ * been superseded for that long, its descriptor is revoked (its generation
+ * word set to 0) and may be reused, and its traffic object is unlinked
+ * rather than rewritten, so a reader still pinning it keeps reading intact
+ * (if old) memory and learns at its next check that its snapshot was
+ * revoked (tdb_reader_revoked).
  *
  * No PostgreSQL headers: linked into the module and into libtrafficdb.
  */
@@ -48,10 +70,11 @@
 
 #define TDB_CTL_MAGIC		0x4C544454u /* "TDTL" */
 #define TDB_SLOTS_MAGIC		0x53544454u /* "TDTS" */
-#define TDB_SHM_VERSION		1
+#define TDB_SHM_VERSION		2
 #define TDB_MAX_VERSIONS	64
 #define TDB_MAX_SEGMENTS	128
 #define TDB_SHM_NAME_MAX	64
+#define TDB_SHM_ERRLEN		256 /* = TDB_ERRLEN: err buffers below */
 
 #define TDB_ACTIVE_WORD(gen, idx)	(((uint64_t) (gen) << 8) | (uint64_t) (idx))
 #define TDB_ACTIVE_GEN(word)		((word) >> 8)
@@ -74,9 +97,10 @@ typedef struct TdbSegmentDesc
 
 typedef struct TdbVersionDesc
 {
-	uint64_t	generation;
+	uint64_t	generation;		/* 0 = free or revoked (atomic loads/stores) */
 	uint64_t	map_id;
 	int64_t		published_at_us;
+	int64_t		superseded_at_us;	/* when another version became active; 0 = not yet */
 	uint32_t	map_seg;		/* index into segments[] */
 	uint32_t	traffic_seg;
 } TdbVersionDesc;
@@ -95,10 +119,10 @@ typedef struct TdbControl
 	uint16_t	version;
 	uint16_t	header_size;	/* sizeof(TdbControl) */
 	uint64_t	instance_id;	/* new for each control block created */
-	uint32_t	nslots;			/* reader slots in the readers segment */
-	uint32_t	nbackend_slots; /* slots [0, nbackend_slots) belong to backends */
-	int32_t		daemon_pid;
-	int32_t		postmaster_pid; /* the server that owns this instance */
+	uint32_t	nslots;			/* external reader slots in <prefix>.readers */
+	uint32_t	reserved0;
+	int32_t		daemon_pid;		/* for display only */
+	int32_t		postmaster_pid; /* for display only: ownership is the lock */
 	char		prefix[TDB_SHM_NAME_MAX];
 	_Atomic uint32_t state;		/* TdbDaemonState */
 	_Atomic uint32_t notify;	/* futex word: incremented on every publish */
@@ -108,11 +132,16 @@ typedef struct TdbControl
 	TdbVersionDesc versions[TDB_MAX_VERSIONS];
 } TdbControl;
 
-/* One reader's slot: a cache line of its own. */
+/*
+ * One reader's slot: a cache line of its own.  Backends' slots are in
+ * PostgreSQL's shared memory; external readers' in <prefix>.readers, where
+ * any member of shm_group could write anything: the daemon takes nothing
+ * from there but pins (checked against the descriptors) and display data.
+ */
 typedef struct TdbReaderSlot
 {
 	_Atomic uint64_t pin;		/* pinned active word, 0 = none */
-	_Atomic int32_t pid;		/* owner, 0 = free (external slots) */
+	_Atomic int32_t pid;		/* the owner's pid in its own namespace: display only */
 	uint32_t	reserved;
 	char		pad[48];
 } __attribute__((aligned(64))) TdbReaderSlot;
@@ -120,7 +149,7 @@ typedef struct TdbReaderSlot
 typedef struct TdbSlotsHeader
 {
 	uint32_t	magic;
-	uint32_t	nslots;
+	uint32_t	nslots;			/* informative: everyone uses the control block's */
 	uint64_t	instance_id;	/* same as the control block's */
 	char		pad[48];
 	TdbReaderSlot slots[];
@@ -137,7 +166,9 @@ typedef enum TdbShmResult
 	TDB_SHM_EEMPTY = -24,		/* nothing published yet */
 	TDB_SHM_ESTALE = -25,		/* the server stopped; reopen */
 	TDB_SHM_ECORRUPT = -26,		/* an object failed validation */
-	TDB_SHM_ESYS = -27			/* a system call failed: see errno */
+	TDB_SHM_ESYS = -27,			/* a system call failed: see errno */
+	TDB_SHM_EBUSY = -28,		/* the prefix belongs to another running server */
+	TDB_SHM_EREVOKED = -29		/* the pinned version was revoked (pin timeout) */
 } TdbShmResult;
 
 static inline size_t
@@ -160,6 +191,10 @@ void		tdb_shm_seg_name(char *out, const char *prefix, uint64_t seq);
  */
 int			tdb_shm_map(const char *name, bool writable, bool own, size_t min_size, void **addr,
 						size_t *size);
+
+/* The same, keeping the descriptor open in *fd (close-on-exec) for locks. */
+int			tdb_shm_map_fd(const char *name, bool writable, bool own, size_t min_size, void **addr,
+						   size_t *size, int *fd);
 
 /*
  * Create (or replace) an object of size bytes, mapped read-write, with mode
@@ -197,19 +232,38 @@ tdb_unpin(TdbReaderSlot *slot)
 	atomic_store_explicit(&slot->pin, 0, memory_order_release);
 }
 
-/* Claim a free external slot (CAS of pid 0 -> pid); -1 if all are taken. */
-int			tdb_slot_claim(TdbSlotsHeader *slots, uint32_t first, int32_t pid);
-void		tdb_slot_release(TdbSlotsHeader *slots, uint32_t idx);
+/*
+ * Claim a free external slot of the readers segment open as fd: the first
+ * slot in [0, nslots) whose byte this process can OFD-write-lock without
+ * waiting.  -1 if every slot is locked by someone.  The lock lasts until
+ * tdb_slot_release or until the descriptor's last copy is closed.
+ */
+int			tdb_slot_claim(int fd, TdbSlotsHeader *slots, uint32_t nslots, int32_t pid);
+void		tdb_slot_release(int fd, TdbSlotsHeader *slots, uint32_t idx);
 
 /*
- * Free the slot of a process that has died, only if it still belongs to
- * dead_pid (CAS pid -> -1, clear the pin, then pid 0), so that a live
- * process that has claimed the slot meanwhile keeps it.
+ * Is external slot idx owned by a live process?  (An OFD lock test: false
+ * when no open file description other than fd's holds the slot's byte.)
+ * On a failing system call, true: never drop a pin we cannot judge.
  */
-bool		tdb_slot_reap(TdbSlotsHeader *slots, uint32_t idx, int32_t dead_pid);
+bool		tdb_slot_alive(int fd, uint32_t idx);
+
+/*
+ * Take the ownership lock of prefix ("<prefix>.lock", an OFD write lock,
+ * close-on-exec so that programs the server runs do not keep it).  On
+ * success *fd holds it; TDB_SHM_EBUSY when another server holds it.
+ */
+int			tdb_prefix_lock(const char *prefix, int *fd, char *err);
 
 /* Basic checks of a mapped control block / slots segment. */
 int			tdb_control_check(const TdbControl *ctl, size_t size);
 int			tdb_slots_check(const TdbSlotsHeader *slots, size_t size, const TdbControl *ctl);
+
+/* The generation a version descriptor holds now (0: free or revoked). */
+static inline uint64_t
+tdb_version_generation(const TdbVersionDesc *v)
+{
+	return __atomic_load_n(&v->generation, __ATOMIC_ACQUIRE);
+}
 
 #endif							/* TDB_SHM_H */

@@ -3,11 +3,18 @@
  *	  Control block, segments, publication and reclamation; see writer.h and
  *	  the protocol in shm.h.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
 #include "writer.h"
 
 #include <dirent.h>
-#include <signal.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <stdio.h>
@@ -34,9 +41,21 @@ new_instance_id(void)
 	return id ? id : 1;
 }
 
-/* Remove every shared memory object named "<prefix>.*" (a dead instance's). */
+static int64_t
+wall_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/*
+ * Remove every shared memory object named "<prefix>.*" (a dead instance's),
+ * except the ownership lock unless with_lock.
+ */
 static void
-unlink_leftovers(const char *prefix)
+unlink_leftovers(const char *prefix, bool with_lock)
 {
 	DIR		   *d = opendir("/dev/shm");
 	struct dirent *e;
@@ -46,7 +65,8 @@ unlink_leftovers(const char *prefix)
 		return;
 	while ((e = readdir(d)) != NULL)
 	{
-		if (strncmp(e->d_name, prefix + 1, plen) == 0 && e->d_name[plen] == '.')
+		if (strncmp(e->d_name, prefix + 1, plen) == 0 && e->d_name[plen] == '.' &&
+			(with_lock || strcmp(e->d_name + plen, ".lock") != 0))
 		{
 			char		name[NAME_MAX + 2];
 
@@ -72,21 +92,176 @@ free_segment(TdbWriter *w, uint32_t i)
 	d->seq = 0;
 }
 
-/* Which versions and segments some reader may be reading. */
+/*
+ * Reading <prefix>.readers, which members of shm_group can truncate: a
+ * SIGBUS there must not kill the daemon.  The scan runs with bus_jmp set and
+ * a fault jumps back out of it; any other SIGBUS gets the previous handler.
+ */
+static sigjmp_buf *volatile bus_jmp = NULL;
+static struct sigaction prev_bus;
+static bool bus_installed = false;
+
+static void
+bus_handler(int sig, siginfo_t *info, void *ctx)
+{
+	sigjmp_buf *j = bus_jmp;
+
+	if (j != NULL)
+	{
+		bus_jmp = NULL;
+		siglongjmp(*j, 1);
+	}
+	/* not ours: put the previous disposition back; the access faults again */
+	sigaction(SIGBUS, &prev_bus, NULL);
+	(void) sig;
+	(void) info;
+	(void) ctx;
+}
+
+static void
+install_bus_handler(void)
+{
+	struct sigaction sa;
+
+	if (bus_installed)
+		return;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = bus_handler;
+	sa.sa_flags = SA_SIGINFO;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGBUS, &sa, &prev_bus) == 0)
+		bus_installed = true;
+}
+
+static int	create_slots(TdbWriter *w, uint64_t instance, char *err);
+
+/* Copy the external slots' words; false if the segment faulted. */
+static bool
+copy_external(TdbWriter *w)
+{
+	sigjmp_buf	jb;
+	struct stat st;
+	TdbReaderSlot *volatile slots = w->slots->slots;
+
+	if (fstat(w->slots_fd, &st) != 0 || (size_t) st.st_size < w->slots_size)
+		return false;
+	if (sigsetjmp(jb, 1) != 0)
+		return false;
+	bus_jmp = &jb;
+	for (uint32_t s = 0; s < w->nslots; s++)
+	{
+		w->ext_pin[s] = atomic_load_explicit(&slots[s].pin, memory_order_seq_cst);
+		w->ext_pid[s] = atomic_load_explicit(&slots[s].pid, memory_order_relaxed);
+	}
+	bus_jmp = NULL;
+	return true;
+}
+
+void
+tdb_writer_scan_external(TdbWriter *w)
+{
+	if (w->nslots == 0)
+		return;
+	if (!copy_external(w))
+	{
+		char		err[TDB_ERRLEN];
+		uint64_t	instance = w->ctl->instance_id;
+
+		/*
+		 * Someone with write access to the segment shrank it.  Make it anew
+		 * (readers attached to the old one keep their mapping and learn of
+		 * any rewrite under them from tdb_reader_revoked); its pins are
+		 * void: nobody could have pinned through a truncated slot.
+		 */
+		tdb_shm_unmap(w->slots, w->slots_size);
+		close(w->slots_fd);
+		w->slots = NULL;
+		w->slots_fd = -1;
+		w->slots_rebuilt++;
+		memset(w->ext_pin, 0, sizeof(uint64_t) * w->nslots);
+		memset(w->ext_pid, 0, sizeof(int32_t) * w->nslots);
+		memset(w->ext_alive, 0, sizeof(bool) * w->nslots);
+		if (create_slots(w, instance, err) != TDB_SHM_OK)
+		{
+			/* no readers segment: no external reader can attach; pins are none */
+			w->nslots = 0;
+		}
+		return;
+	}
+	for (uint32_t s = 0; s < w->nslots; s++)
+		w->ext_alive[s] = w->ext_pin[s] != 0 || w->ext_pid[s] != 0 ?
+			tdb_slot_alive(w->slots_fd, s) : false;
+}
+
+/* Revoke version v: readers pinning it learn so; its traffic object goes. */
+static void
+revoke_version(TdbWriter *w, uint32_t v)
+{
+	TdbVersionDesc *d = &w->ctl->versions[v];
+
+	w->revoked++;
+	w->last_revoked_generation = d->generation;
+	__atomic_store_n(&d->generation, 0, __ATOMIC_SEQ_CST);
+
+	/*
+	 * Unlinked, never rewritten: whoever still maps it keeps reading the
+	 * version it pinned.  (The map object may be shared with live versions;
+	 * reclaim frees it when none uses it, and maps are never rewritten.)
+	 */
+	if (d->traffic_seg < TDB_MAX_SEGMENTS &&
+		w->ctl->segments[d->traffic_seg].kind == TDB_SEG_TRAFFIC)
+		free_segment(w, d->traffic_seg);
+}
+
+/* Mark the version a pin names, if the pin is of the version there now. */
+static void
+note_pin(TdbWriter *w, uint64_t p, bool *pinned)
+{
+	uint32_t	v = TDB_ACTIVE_IDX(p);
+
+	if (p == 0 || v >= TDB_MAX_VERSIONS)
+		return;
+	/* a pin of a revoked or reused descriptor holds nothing */
+	if (w->ctl->versions[v].generation == 0 ||
+		w->ctl->versions[v].generation != TDB_ACTIVE_GEN(p))
+		return;
+	pinned[v] = true;
+}
+
+/*
+ * Which versions and segments some reader may be reading: the active
+ * version, and every version a live pin names that was superseded less than
+ * the pin timeout ago.  Pinned versions beyond the timeout are revoked here.
+ */
 static void
 compute_live(TdbWriter *w, bool *live_seg)
 {
 	uint64_t	active = atomic_load_explicit(&w->ctl->active, memory_order_seq_cst);
+	bool		pinned[TDB_MAX_VERSIONS];
+	int64_t		now = wall_us();
 
 	memset(w->version_live, 0, sizeof(w->version_live));
+	memset(pinned, 0, sizeof(pinned));
 	if (active != 0 && TDB_ACTIVE_IDX(active) < TDB_MAX_VERSIONS)
 		w->version_live[TDB_ACTIVE_IDX(active)] = true;
-	for (uint32_t s = 0; s < w->slots->nslots; s++)
+	for (uint32_t s = 0; s < w->nbackend_pins; s++)
+		note_pin(w, atomic_load_explicit(&w->backend_pins[s].pin, memory_order_seq_cst), pinned);
+	tdb_writer_scan_external(w);
+	for (uint32_t s = 0; s < w->nslots; s++)
+		if (w->ext_alive[s])
+			note_pin(w, w->ext_pin[s], pinned);
+	for (uint32_t v = 0; v < TDB_MAX_VERSIONS; v++)
 	{
-		uint64_t	p = atomic_load_explicit(&w->slots->slots[s].pin, memory_order_seq_cst);
+		TdbVersionDesc *d = &w->ctl->versions[v];
 
-		if (p != 0 && TDB_ACTIVE_IDX(p) < TDB_MAX_VERSIONS)
-			w->version_live[TDB_ACTIVE_IDX(p)] = true;
+		if (!pinned[v] || w->version_live[v])
+			continue;
+		if (d->superseded_at_us == 0)
+			d->superseded_at_us = now;
+		if (w->pin_timeout_us > 0 && now - d->superseded_at_us >= w->pin_timeout_us)
+			revoke_version(w, v);
+		else
+			w->version_live[v] = true;
 	}
 	if (live_seg == NULL)
 		return;
@@ -191,23 +366,56 @@ mark_stopped(TdbControl *c)
 	syscall(SYS_futex, &c->notify, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
+/* Create <prefix>.readers for w->nslots slots of instance; open slots_fd. */
+static int
+create_slots(TdbWriter *w, uint64_t instance, char *err)
+{
+	char		slotname[TDB_SHM_NAME_MAX + 24];
+	void	   *sp;
+	int			rc;
+
+	tdb_shm_name(slotname, w->prefix, "readers");
+	w->slots_size = tdb_slots_size(w->nslots);
+	rc = tdb_shm_create(slotname, w->slots_size, w->gid, true, &sp);
+	if (rc == TDB_SHM_OK)
+	{
+		w->slots_fd = shm_open(slotname, O_RDONLY | O_CLOEXEC, 0);
+		if (w->slots_fd < 0)
+		{
+			rc = TDB_SHM_ESYS;
+			tdb_shm_unmap(sp, w->slots_size);
+		}
+	}
+	if (rc != TDB_SHM_OK)
+	{
+		snprintf(err, TDB_ERRLEN, "cannot create shared memory object \"%s\": %s", slotname,
+				 strerror(errno));
+		shm_unlink(slotname);
+		return rc;
+	}
+	w->slots = sp;
+	w->slots->nslots = w->nslots;
+	w->slots->instance_id = instance;
+	atomic_thread_fence(memory_order_release);
+	w->slots->magic = TDB_SLOTS_MAGIC;
+	return TDB_SHM_OK;
+}
+
 int
-tdb_writer_open(TdbWriter *w, const char *prefix, uint32_t nbackend_slots,
-				uint32_t nexternal_slots, gid_t gid, int32_t postmaster_pid,
+tdb_writer_open(TdbWriter *w, const char *prefix, const TdbWriterConfig *cfg,
 				TdbWriterOpenInfo *info, char *err)
 {
 	char		ctlname[TDB_SHM_NAME_MAX + 24];
 	char		slotname[TDB_SHM_NAME_MAX + 24];
 	void	   *p = NULL;
 	size_t		sz = 0;
-	void	   *sp = NULL;
-	size_t		ssz = 0;
-	uint32_t	nslots = nbackend_slots + nexternal_slots;
 	uint64_t	instance;
 	int			rc;
 
 	memset(w, 0, sizeof(*w));
 	memset(info, 0, sizeof(*info));
+	w->slots_fd = -1;
+	w->lock_fd = -1;
 	if (strlen(prefix) >= TDB_SHM_NAME_MAX || prefix[0] != '/' || strchr(prefix + 1, '/'))
 	{
 		snprintf(err, TDB_ERRLEN, "shared memory name \"%s\" must start with '/', contain no other '/' and be shorter than %d bytes",
@@ -215,81 +423,109 @@ tdb_writer_open(TdbWriter *w, const char *prefix, uint32_t nbackend_slots,
 		return TDB_SHM_EINVAL;
 	}
 	strcpy(w->prefix, prefix);
-	w->gid = gid;
+	w->gid = cfg->gid;
+	w->nslots = cfg->nexternal_slots;
+	w->backend_pins = cfg->backend_pins;
+	w->nbackend_pins = cfg->backend_pins ? cfg->nbackend_pins : 0;
+	w->pin_timeout_us = cfg->pin_timeout_us;
+	w->ext_pin = calloc(w->nslots + 1, sizeof(uint64_t));
+	w->ext_pid = calloc(w->nslots + 1, sizeof(int32_t));
+	w->ext_alive = calloc(w->nslots + 1, sizeof(bool));
+	if (w->ext_pin == NULL || w->ext_pid == NULL || w->ext_alive == NULL)
+	{
+		snprintf(err, TDB_ERRLEN, "out of memory");
+		tdb_writer_close(w, false);
+		return TDB_SHM_ESYS;
+	}
+
+	/* the prefix must be ours before anything under it is touched */
+	if (cfg->lock_fd >= 0)
+		w->lock_fd = cfg->lock_fd;
+	else
+	{
+		rc = tdb_prefix_lock(prefix, &w->lock_fd, err);
+		if (rc != TDB_SHM_OK)
+		{
+			tdb_writer_close(w, false);
+			return rc;
+		}
+		w->own_lock = true;
+	}
+	install_bus_handler();
 	tdb_shm_name(ctlname, prefix, "ctl");
 	tdb_shm_name(slotname, prefix, "readers");
 
 	if (tdb_shm_map(ctlname, true, true, sizeof(TdbControl), &p, &sz) == TDB_SHM_OK)
 	{
 		TdbControl *old = p;
+		void	   *sp = NULL;
+		size_t		ssz = 0;
+		int			sfd = -1;
 
-		/* another live server's daemon owns this prefix: never share it */
-		if (sz >= sizeof(TdbControl) && old->magic == TDB_CTL_MAGIC &&
-			old->postmaster_pid != 0 && old->postmaster_pid != postmaster_pid &&
-			kill(old->postmaster_pid, 0) == 0 &&
-			atomic_load(&old->state) != TDB_DAEMON_STOPPED)
-		{
-			snprintf(err, TDB_ERRLEN, "shared memory \"%s\" belongs to the running server with postmaster pid %d",
-					 ctlname, old->postmaster_pid);
-			tdb_shm_unmap(p, sz);
-			return TDB_SHM_EACCES;
-		}
 		if (sz == sizeof(TdbControl) && tdb_control_check(old, sz) == TDB_SHM_OK &&
-			old->nslots == nslots && old->nbackend_slots == nbackend_slots &&
-			strcmp(old->prefix, prefix) == 0 &&
-			tdb_shm_map(slotname, true, true, sizeof(TdbSlotsHeader), &sp, &ssz) == TDB_SHM_OK &&
+			old->nslots == w->nslots && strcmp(old->prefix, prefix) == 0 &&
+			tdb_shm_map_fd(slotname, true, true, sizeof(TdbSlotsHeader), &sp, &ssz, &sfd) == TDB_SHM_OK &&
 			tdb_slots_check(sp, ssz, old) == TDB_SHM_OK)
 		{
 			w->ctl = old;
 			w->slots = sp;
-			w->slots_size = ssz;
+			w->slots_size = tdb_slots_size(w->nslots);
+			w->slots_fd = sfd;
+			if (ssz != w->slots_size)
+			{
+				/* a group member resized it: start the segment afresh */
+				tdb_shm_unmap(sp, ssz);
+				close(sfd);
+				w->slots = NULL;
+				w->slots_fd = -1;
+				if ((rc = create_slots(w, old->instance_id, err)) != TDB_SHM_OK)
+				{
+					tdb_writer_close(w, false);
+					return rc;
+				}
+			}
 			old->daemon_pid = getpid();
-			old->postmaster_pid = postmaster_pid;
+			old->postmaster_pid = cfg->postmaster_pid;
 			adopt(w, info);
 			return TDB_SHM_OK;
 		}
+		if (sp != NULL)
+			tdb_shm_unmap(sp, ssz);
+		if (sfd >= 0)
+			close(sfd);
 		/* incompatible: tell its readers to reopen, then start afresh */
-		if (sz >= sizeof(uint32_t) * 2 && old->magic == TDB_CTL_MAGIC && sz >= sizeof(TdbControl))
+		if (sz >= sizeof(TdbControl) && old->magic == TDB_CTL_MAGIC)
 			mark_stopped(old);	/* waiters too: they did not wake before */
 		tdb_shm_unmap(p, sz);
-		tdb_shm_unmap(sp, ssz);
 	}
 
-	unlink_leftovers(prefix);
+	unlink_leftovers(prefix, false);
 	instance = new_instance_id();
 
 	/* slots first: a reader that finds the control block finds its slots */
-	rc = tdb_shm_create(slotname, tdb_slots_size(nslots), gid, true, &sp);
+	rc = create_slots(w, instance, err);
 	if (rc != TDB_SHM_OK)
 	{
-		snprintf(err, TDB_ERRLEN, "cannot create shared memory object \"%s\": %s", slotname,
-				 strerror(errno));
+		tdb_writer_close(w, false);
 		return rc;
 	}
-	w->slots = sp;
-	w->slots_size = tdb_slots_size(nslots);
-	w->slots->magic = TDB_SLOTS_MAGIC;
-	w->slots->nslots = nslots;
-	w->slots->instance_id = instance;
 
-	rc = tdb_shm_create(ctlname, sizeof(TdbControl), gid, false, &p);
+	rc = tdb_shm_create(ctlname, sizeof(TdbControl), w->gid, false, &p);
 	if (rc != TDB_SHM_OK)
 	{
 		snprintf(err, TDB_ERRLEN, "cannot create shared memory object \"%s\": %s", ctlname,
 				 strerror(errno));
 		shm_unlink(slotname);
-		tdb_shm_unmap(w->slots, w->slots_size);
-		w->slots = NULL;
+		tdb_writer_close(w, false);
 		return rc;
 	}
 	w->ctl = p;
 	w->ctl->version = TDB_SHM_VERSION;
 	w->ctl->header_size = sizeof(TdbControl);
 	w->ctl->instance_id = instance;
-	w->ctl->nslots = nslots;
-	w->ctl->nbackend_slots = nbackend_slots;
+	w->ctl->nslots = w->nslots;
 	w->ctl->daemon_pid = getpid();
-	w->ctl->postmaster_pid = postmaster_pid;
+	w->ctl->postmaster_pid = cfg->postmaster_pid;
 	strcpy(w->ctl->prefix, prefix);
 	w->ctl->next_seq = 1;
 	atomic_store(&w->ctl->state, TDB_DAEMON_STARTING);
@@ -304,9 +540,7 @@ tdb_writer_close(TdbWriter *w, bool stopping)
 {
 	char		name[TDB_SHM_NAME_MAX + 24];
 
-	if (w->ctl == NULL)
-		return;
-	if (stopping)
+	if (w->ctl != NULL && stopping)
 	{
 		mark_stopped(w->ctl);
 		for (uint32_t i = 0; i < TDB_MAX_SEGMENTS; i++)
@@ -319,12 +553,29 @@ tdb_writer_close(TdbWriter *w, bool stopping)
 		shm_unlink(name);
 		tdb_shm_name(name, w->prefix, "readers");
 		shm_unlink(name);
+		if (w->own_lock)
+		{
+			tdb_shm_name(name, w->prefix, "lock");
+			shm_unlink(name);
+		}
 	}
-	for (uint32_t i = 0; i < TDB_MAX_SEGMENTS; i++)
-		tdb_shm_unmap(w->seg_addr[i], w->ctl->segments[i].size);
+	if (w->ctl != NULL)
+	{
+		for (uint32_t i = 0; i < TDB_MAX_SEGMENTS; i++)
+			tdb_shm_unmap(w->seg_addr[i], w->ctl->segments[i].size);
+		tdb_shm_unmap(w->ctl, sizeof(TdbControl));
+	}
 	tdb_shm_unmap(w->slots, w->slots_size);
-	tdb_shm_unmap(w->ctl, sizeof(TdbControl));
+	if (w->slots_fd >= 0)
+		close(w->slots_fd);
+	if (w->own_lock && w->lock_fd >= 0)
+		close(w->lock_fd);
+	free(w->ext_pin);
+	free(w->ext_pid);
+	free(w->ext_alive);
 	memset(w, 0, sizeof(*w));
+	w->slots_fd = -1;
+	w->lock_fd = -1;
 }
 
 int
@@ -373,12 +624,30 @@ tdb_writer_traffic_segment(TdbWriter *w, size_t size, uint32_t *seg, void **addr
 		if (w->ctl->segments[i].kind == TDB_SEG_TRAFFIC && !live_seg[i] &&
 			w->ctl->segments[i].size == size && w->seg_addr[i] != NULL)
 		{
+			/*
+			 * Rewritten in place: first say so in the object itself, so that
+			 * a reader whose pin was taken from it (a group member can clear
+			 * an external slot) finds the generation changed when it checks
+			 * after reading (tdb_reader_revoked), as with a seqlock.
+			 */
+			(void) __atomic_exchange_n(&((TdbObjectHeader *) w->seg_addr[i])->generation, 0,
+									   __ATOMIC_SEQ_CST);
 			*seg = i;
 			*addr = w->seg_addr[i];
 			return TDB_SHM_OK;
 		}
 	}
 	return tdb_writer_new_segment(w, TDB_SEG_TRAFFIC, size, seg, addr, err);
+}
+
+size_t
+tdb_writer_traffic_capacity(size_t size)
+{
+	size_t		grain = 65536;
+
+	while (grain < size / 16)
+		grain <<= 1;
+	return (size + grain - 1) / grain * grain;
 }
 
 int
@@ -395,11 +664,18 @@ tdb_writer_publish(TdbWriter *w, uint64_t generation, uint64_t map_id, uint32_t 
 	if (v == TDB_MAX_VERSIONS)
 		return TDB_SHM_ENOSLOT;
 	d = &w->ctl->versions[v];
-	d->generation = generation;
 	d->map_id = map_id;
 	d->published_at_us = now_us;
+	d->superseded_at_us = 0;
 	d->map_seg = map_seg;
 	d->traffic_seg = traffic_seg;
+	__atomic_store_n(&d->generation, generation, __ATOMIC_RELEASE);
+	{
+		uint64_t	old = atomic_load(&w->ctl->active);
+
+		if (old != 0 && TDB_ACTIVE_IDX(old) < TDB_MAX_VERSIONS)
+			w->ctl->versions[TDB_ACTIVE_IDX(old)].superseded_at_us = wall_us();
+	}
 	atomic_store_explicit(&w->ctl->active, TDB_ACTIVE_WORD(generation, v), memory_order_seq_cst);
 	atomic_store_explicit(&w->ctl->state, TDB_DAEMON_RUNNING, memory_order_release);
 	atomic_fetch_add_explicit(&w->ctl->notify, 1, memory_order_release);
@@ -438,12 +714,6 @@ tdb_writer_reclaim(TdbWriter *w, uint32_t keep_map_seg)
 	return freed;
 }
 
-bool
-tdb_writer_reap_slot(TdbWriter *w, uint32_t idx, int32_t dead_pid)
-{
-	return idx < w->slots->nslots && tdb_slot_reap(w->slots, idx, dead_pid);
-}
-
 uint64_t
 tdb_writer_bytes(const TdbWriter *w)
 {
@@ -456,27 +726,7 @@ tdb_writer_bytes(const TdbWriter *w)
 }
 
 void
-tdb_writer_clear_backend_pins(const char *prefix, uint32_t nbackend_slots)
-{
-	char		name[TDB_SHM_NAME_MAX + 24];
-	void	   *p;
-	size_t		sz;
-
-	tdb_shm_name(name, prefix, "readers");
-	if (tdb_shm_map(name, true, true, sizeof(TdbSlotsHeader), &p, &sz) != TDB_SHM_OK)
-		return;
-	{
-		TdbSlotsHeader *slots = p;
-
-		if (slots->magic == TDB_SLOTS_MAGIC && sz >= tdb_slots_size(slots->nslots))
-			for (uint32_t s = 0; s < nbackend_slots && s < slots->nslots; s++)
-				atomic_store(&slots->slots[s].pin, 0);
-	}
-	tdb_shm_unmap(p, sz);
-}
-
-void
-tdb_writer_stop_instance(const char *prefix, int32_t postmaster_pid)
+tdb_writer_stop_instance(const char *prefix)
 {
 	char		name[TDB_SHM_NAME_MAX + 24];
 	void	   *p;
@@ -485,18 +735,9 @@ tdb_writer_stop_instance(const char *prefix, int32_t postmaster_pid)
 	tdb_shm_name(name, prefix, "ctl");
 	if (tdb_shm_map(name, true, true, sizeof(TdbControl), &p, &sz) == TDB_SHM_OK)
 	{
-		TdbControl *c = p;
-		bool		ours = tdb_control_check(c, sz) == TDB_SHM_OK &&
-			c->postmaster_pid == postmaster_pid;
-
-		if (ours)
-		{
-			mark_stopped(c);
-		}
+		if (tdb_control_check(p, sz) == TDB_SHM_OK)
+			mark_stopped(p);
 		tdb_shm_unmap(p, sz);
-		/* another server's instance (or garbage under our name): leave it */
-		if (!ours)
-			return;
 	}
-	unlink_leftovers(prefix);
+	unlink_leftovers(prefix, true);
 }

@@ -6,9 +6,10 @@
  *	  tests can run the whole protocol with threads.
  *
  * The writer never waits for readers: reclamation looks at the reader slots
- * and frees only what no slot pins; when every version descriptor is pinned
- * publication is refused (TDB_SHM_ENOSLOT) and retried later, and the
- * caller reports the readers responsible.
+ * and frees only what no live slot pins; a version superseded longer than
+ * the pin timeout ago is revoked whoever pins it (shm.h); when every version
+ * descriptor is pinned within the timeout, publication is refused
+ * (TDB_SHM_ENOSLOT) and the caller reports it.
  */
 #ifndef TDB_WRITER_H
 #define TDB_WRITER_H
@@ -16,15 +17,43 @@
 #include "object.h"
 #include "shm.h"
 
+typedef struct TdbWriterConfig
+{
+	uint32_t	nexternal_slots;	/* slots in <prefix>.readers */
+	gid_t		gid;			/* (gid_t) -1: owner only */
+	int			lock_fd;		/* the prefix lock, held by the caller; -1: take it */
+	int32_t		postmaster_pid; /* for display */
+	const TdbReaderSlot *backend_pins;	/* pins of the server's own processes */
+	uint32_t	nbackend_pins;
+	int64_t		pin_timeout_us; /* 0: a pin holds its version for ever */
+} TdbWriterConfig;
+
 typedef struct TdbWriter
 {
 	char		prefix[TDB_SHM_NAME_MAX];
 	TdbControl *ctl;
 	TdbSlotsHeader *slots;
 	size_t		slots_size;
-	gid_t		gid;			/* (gid_t) -1: owner only */
+	int			slots_fd;		/* open on <prefix>.readers: lock tests */
+	uint32_t	nslots;			/* external slots: our own count, never read back */
+	gid_t		gid;
+	int			lock_fd;
+	bool		own_lock;		/* we took lock_fd: close it at the end */
+	const TdbReaderSlot *backend_pins;
+	uint32_t	nbackend_pins;
+	int64_t		pin_timeout_us;
 	void	   *seg_addr[TDB_MAX_SEGMENTS]; /* read-write mappings */
-	bool		version_live[TDB_MAX_VERSIONS]; /* from the last reclaim */
+	bool		version_live[TDB_MAX_VERSIONS]; /* from the last scan */
+
+	/* external slots as the last scan saw them (for display) */
+	uint64_t   *ext_pin;
+	int32_t    *ext_pid;
+	bool	   *ext_alive;
+
+	/* what happened, for the caller to report */
+	uint64_t	revoked;		/* versions revoked after the pin timeout */
+	uint64_t	last_revoked_generation;
+	uint64_t	slots_rebuilt;	/* <prefix>.readers found damaged and made anew */
 } TdbWriter;
 
 typedef struct TdbWriterOpenInfo
@@ -39,19 +68,18 @@ typedef struct TdbWriterOpenInfo
  * with the same layout is adopted: its published version stays readable and
  * every live object is validated in full; what fails is dropped.  Otherwise
  * leftovers under the prefix are removed and a new instance is created.
- * postmaster_pid identifies the server: a control block that another live
- * server owns is refused (TDB_SHM_EACCES), never shared.
+ * The prefix must be ours: cfg->lock_fd holds its lock, or (lock_fd -1) we
+ * take it here, and fail with TDB_SHM_EBUSY when another server has it.
  */
-int			tdb_writer_open(TdbWriter *w, const char *prefix, uint32_t nbackend_slots,
-							uint32_t nexternal_slots, gid_t gid, int32_t postmaster_pid,
+int			tdb_writer_open(TdbWriter *w, const char *prefix, const TdbWriterConfig *cfg,
 							TdbWriterOpenInfo *info, char *err);
 
 /*
- * Clear the pins of backend slots [0, nbackend_slots): the postmaster calls
- * this whenever it (re)creates its shared memory, before any backend
- * starts, because pins of backends that died in a crash are stale.
+ * Refresh the external slots' pins, pids and liveness (w->ext_*).  Safe
+ * against a readers segment that a group member truncated: it is then made
+ * anew (w->slots_rebuilt counts) and its old pins are ignored.
  */
-void		tdb_writer_clear_backend_pins(const char *prefix, uint32_t nbackend_slots);
+void		tdb_writer_scan_external(TdbWriter *w);
 
 /*
  * Detach.  stopping: an orderly shutdown; mark the instance stopped (readers
@@ -61,12 +89,12 @@ void		tdb_writer_clear_backend_pins(const char *prefix, uint32_t nbackend_slots)
 void		tdb_writer_close(TdbWriter *w, bool stopping);
 
 /*
- * The server is shutting down for good (called by the postmaster at exit):
- * if the instance under prefix belongs to postmaster_pid, mark it stopped so
+ * The server is shutting down for good (called by the postmaster at exit,
+ * only while it holds the prefix lock): mark the instance stopped so
  * readers reopen later, and unlink every name under prefix.  Mapped objects
  * stay readable until their readers unmap.
  */
-void		tdb_writer_stop_instance(const char *prefix, int32_t postmaster_pid);
+void		tdb_writer_stop_instance(const char *prefix);
 
 /* A new segment for an object of size bytes; *addr is its read-write mapping. */
 int			tdb_writer_new_segment(TdbWriter *w, TdbSegKind kind, size_t size, uint32_t *seg,
@@ -80,9 +108,17 @@ int			tdb_writer_traffic_segment(TdbWriter *w, size_t size, uint32_t *seg, void 
 									   char *err);
 
 /*
+ * The size to ask tdb_writer_traffic_segment for, for an object of size
+ * bytes: rounded up so that objects whose incidents vary a little fit the
+ * same spare buffer (rewritten in place, no new mapping for readers).
+ */
+size_t		tdb_writer_traffic_capacity(size_t size);
+
+/*
  * Make (generation, map_seg, traffic_seg) the active version: fill a free
  * descriptor, store the active word, wake waiters.  TDB_SHM_ENOSLOT when
- * every descriptor is live (readers pin them all).
+ * every descriptor is live (readers pin them all, each within the pin
+ * timeout of the version's supersession).
  */
 int			tdb_writer_publish(TdbWriter *w, uint64_t generation, uint64_t map_id,
 							   uint32_t map_seg, uint32_t traffic_seg, int64_t now_us);
@@ -93,9 +129,6 @@ int			tdb_writer_publish(TdbWriter *w, uint64_t generation, uint64_t map_id,
  * Returns the number of segments freed.
  */
 int			tdb_writer_reclaim(TdbWriter *w, uint32_t keep_map_seg);
-
-/* Free an external slot if it still belongs to dead_pid (see tdb_slot_reap). */
-bool		tdb_writer_reap_slot(TdbWriter *w, uint32_t idx, int32_t dead_pid);
 
 /* Bytes of shared memory held by live segments. */
 uint64_t	tdb_writer_bytes(const TdbWriter *w);

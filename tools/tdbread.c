@@ -68,7 +68,7 @@ main(int argc, char **argv)
 
 	if (argc == 4 && strcmp(argv[2], "hold") == 0)
 	{
-		rc = tdb_reader_open(&r, argv[1], -1, TDB_VALIDATE_FULL, err);
+		rc = tdb_reader_open(&r, argv[1], NULL, TDB_VALIDATE_FULL, err);
 		if (rc == TDB_SHM_OK)
 			rc = tdb_reader_acquire(&r, &s, err);
 		if (rc != TDB_SHM_OK)
@@ -79,6 +79,9 @@ main(int argc, char **argv)
 		printf("holding generation %llu in slot %d\n", (unsigned long long) s.generation, r.slot_idx);
 		fflush(stdout);
 		sleep((unsigned) atoi(argv[3]));
+		/* told whether the version was revoked meanwhile (pin timeout) */
+		printf("released generation %llu revoked=%d consistent=%d\n", (unsigned long long) s.generation,
+			   tdb_reader_revoked(&r, &s), check_snapshot(&s));
 		tdb_reader_release(&r);
 		tdb_reader_close(&r);
 		return 0;
@@ -93,7 +96,7 @@ main(int argc, char **argv)
 
 	if (seconds == 0)
 	{
-		rc = tdb_reader_open(&r, argv[1], -1, TDB_VALIDATE_FULL, err);
+		rc = tdb_reader_open(&r, argv[1], NULL, TDB_VALIDATE_FULL, err);
 		if (rc == TDB_SHM_OK)
 			rc = tdb_reader_acquire(&r, &s, err);
 		if (rc != TDB_SHM_OK)
@@ -114,7 +117,7 @@ main(int argc, char **argv)
 	{
 		if (!open)
 		{
-			if (tdb_reader_open(&r, argv[1], -1, TDB_VALIDATE_FULL, err) != TDB_SHM_OK)
+			if (tdb_reader_open(&r, argv[1], NULL, TDB_VALIDATE_FULL, err) != TDB_SHM_OK)
 			{
 				errors++;
 				usleep(20000);

@@ -20,13 +20,13 @@ import datetime
 import math
 import os
 
-__all__ = ["Reader", "Snapshot", "Location", "TrafficDBError", "NotRunning", "Stale", "Empty"]
+__all__ = ["Reader", "Snapshot", "Location", "TrafficDBError", "NotRunning", "Stale", "Empty", "Revoked"]
 
 _lib_path = os.environ.get("TRAFFICDB_LIB") or ctypes.util.find_library("trafficdb") or "libtrafficdb.so"
 _lib = ctypes.CDLL(_lib_path)
 
 OK, NOTFOUND, NOTRUNNING, PERMISSION, INVALID, NOSLOT, EMPTY, STALE, CORRUPT, SYSTEM, \
-    NOSNAPSHOT, BADARG, TIMEOUT, NOMEM = 0, *range(-30700, -30713, -1)
+    NOSNAPSHOT, BADARG, TIMEOUT, NOMEM, REVOKED = 0, *range(-30700, -30714, -1)
 
 
 class _Traffic(ctypes.Structure):
@@ -54,7 +54,7 @@ for _name, _res, _args in [
         ("trafficdb_open", ctypes.c_int, [ctypes.c_char_p, ctypes.POINTER(_H)]),
         ("trafficdb_close", None, [_H]),
         ("trafficdb_begin", ctypes.c_int, [_H, ctypes.POINTER(ctypes.c_uint64)]),
-        ("trafficdb_end", None, [_H]),
+        ("trafficdb_end", ctypes.c_int, [_H]),
         ("trafficdb_get", ctypes.c_int, [_H, ctypes.c_uint64, ctypes.POINTER(_Location)]),
         ("trafficdb_shape", ctypes.c_int, [_H, ctypes.POINTER(_Location), ctypes.POINTER(ctypes.c_double)]),
         ("trafficdb_bbox", ctypes.c_int, [_H, ctypes.c_double, ctypes.c_double, ctypes.c_double, ctypes.c_double, _VISIT, ctypes.c_void_p]),
@@ -89,12 +89,17 @@ class Empty(TrafficDBError):
     """Nothing is published yet (no map loaded)."""
 
 
-_ERRORS = {NOTRUNNING: NotRunning, STALE: Stale, EMPTY: Empty}
+class Revoked(TrafficDBError):
+    """The snapshot was held past trafficdb.reader_pin_timeout and revoked (or rewritten): read again."""
+
+
+_ERRORS = {NOTRUNNING: NotRunning, STALE: Stale, EMPTY: Empty, REVOKED: Revoked}
 
 
 def _check(code, handle=None):
     if code < 0:
-        detail = _lib.trafficdb_errmsg(handle).decode(errors="replace") if handle else ""
+        # without a handle: why this thread's last trafficdb_open failed
+        detail = _lib.trafficdb_errmsg(handle).decode(errors="replace")
         raise _ERRORS.get(code, TrafficDBError)(code, detail)
     return code
 
@@ -144,9 +149,11 @@ class Snapshot:
         self.generation = gen.value
         return self
 
-    def __exit__(self, *exc):
-        _lib.trafficdb_end(self._h)
-        self._h = None
+    def __exit__(self, exc_type, exc, tb):
+        h, self._h = self._h, None
+        rc = _lib.trafficdb_end(h)
+        if rc == REVOKED and exc_type is None:
+            _check(rc, h)
 
     def _handle(self):
         if self._h is None:

@@ -70,6 +70,10 @@ from_shm(int rc)
 			return TRAFFICDB_STALE;
 		case TDB_SHM_ECORRUPT:
 			return TRAFFICDB_CORRUPT;
+		case TDB_SHM_EREVOKED:
+			return TRAFFICDB_REVOKED;
+		case TDB_SHM_EBUSY:
+			return TRAFFICDB_INVALID;
 		default:
 			return TRAFFICDB_SYSTEM;
 	}
@@ -114,15 +118,20 @@ trafficdb_strerror(int code)
 			return "no publication within the timeout";
 		case TRAFFICDB_NOMEM:
 			return "out of memory";
+		case TRAFFICDB_REVOKED:
+			return "the pinned version was revoked (held past trafficdb.reader_pin_timeout) or rewritten: read again";
 		default:
 			return "unknown trafficdb error code";
 	}
 }
 
+/* why the calling thread's last trafficdb_open failed */
+static __thread char open_err[TDB_ERRLEN];
+
 TDB_API const char *
 trafficdb_errmsg(const trafficdb_handle *h)
 {
-	return h ? h->err : "no handle";
+	return h ? h->err : open_err;
 }
 
 TDB_API int
@@ -132,17 +141,25 @@ trafficdb_open(const char *name, trafficdb_handle **out)
 	int			rc;
 
 	if (name == NULL || out == NULL)
+	{
+		snprintf(open_err, sizeof(open_err), "trafficdb_open: %s is NULL", name == NULL ? "name" : "out");
 		return TRAFFICDB_BADARG;
+	}
 	*out = NULL;
 	h = calloc(1, sizeof(*h));
 	if (h == NULL)
+	{
+		snprintf(open_err, sizeof(open_err), "trafficdb_open: out of memory");
 		return TRAFFICDB_NOMEM;
-	rc = tdb_reader_open(&h->reader, name, -1, TDB_VALIDATE_FULL, h->err);
+	}
+	rc = tdb_reader_open(&h->reader, name, NULL, TDB_VALIDATE_FULL, h->err);
 	if (rc != TDB_SHM_OK)
 	{
+		memcpy(open_err, h->err, sizeof(open_err));
 		free(h);
 		return from_shm(rc);
 	}
+	open_err[0] = '\0';
 	*out = h;
 	return TRAFFICDB_OK;
 }
@@ -187,14 +204,32 @@ trafficdb_begin(trafficdb_handle *h, uint64_t *generation)
 	return TRAFFICDB_OK;
 }
 
-TDB_API void
+TDB_API int
+trafficdb_check(const trafficdb_handle *h)
+{
+	if (h == NULL)
+		return TRAFFICDB_BADARG;
+	if (!h->pinned)
+		return TRAFFICDB_NOSNAPSHOT;
+	return tdb_reader_revoked(&h->reader, &h->snap) ? TRAFFICDB_REVOKED : TRAFFICDB_OK;
+}
+
+TDB_API int
 trafficdb_end(trafficdb_handle *h)
 {
-	if (h != NULL && h->pinned)
-	{
-		tdb_reader_release(&h->reader);
-		h->pinned = false;
-	}
+	int			rc;
+
+	if (h == NULL)
+		return TRAFFICDB_BADARG;
+	if (!h->pinned)
+		return TRAFFICDB_NOSNAPSHOT;
+	rc = trafficdb_check(h);
+	if (rc == TRAFFICDB_REVOKED)
+		snprintf(h->err, sizeof(h->err), "generation %llu was revoked or rewritten while pinned",
+				 (unsigned long long) h->snap.generation);
+	tdb_reader_release(&h->reader);
+	h->pinned = false;
+	return rc;
 }
 
 TDB_API int

@@ -64,6 +64,21 @@ publish_traffic(TdbWriter *w, uint32_t map_seg, uint64_t gen)
 
 
 int
+test_writer_open(TdbWriter *w, const char *prefix, uint32_t nexternal, int64_t pin_timeout_us,
+				 TdbWriterOpenInfo *info, char *err)
+{
+	TdbWriterConfig cfg;
+
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.nexternal_slots = nexternal;
+	cfg.gid = (gid_t) -1;
+	cfg.lock_fd = -1;
+	cfg.postmaster_pid = 1;
+	cfg.pin_timeout_us = pin_timeout_us;
+	return tdb_writer_open(w, prefix, &cfg, info, err);
+}
+
+int
 open_published(TdbWriter *w, const char *prefix, uint32_t nexternal, uint64_t gen, uint32_t *map_seg,
 			   void **map_addr, TdbWriterOpenInfo *info_out)
 {
@@ -72,7 +87,7 @@ open_published(TdbWriter *w, const char *prefix, uint32_t nexternal, uint64_t ge
 	uint64_t	count;
 	int			rc;
 
-	rc = tdb_writer_open(w, prefix, 2, nexternal, (gid_t) -1, 1, &info, err);
+	rc = test_writer_open(w, prefix, nexternal, 0, &info, err);
 	if (info_out)
 		*info_out = info;
 	if (rc != TDB_SHM_OK)

@@ -20,6 +20,9 @@ int			publish_traffic(TdbWriter *w, uint32_t map_seg, uint64_t gen);
  * published the map and generation gen of its traffic; info (may be
  * NULL) receives what tdb_writer_open() reported.
  */
+/* A writer with nexternal slots, no backend pins, the given pin timeout (0: none). */
+int			test_writer_open(TdbWriter *w, const char *prefix, uint32_t nexternal,
+							 int64_t pin_timeout_us, TdbWriterOpenInfo *info, char *err);
 int			open_published(TdbWriter *w, const char *prefix, uint32_t nexternal, uint64_t gen,
 						   uint32_t *map_seg, void **map_addr, TdbWriterOpenInfo *info);
 

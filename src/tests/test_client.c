@@ -69,8 +69,11 @@ UNIT_TEST(test_client_api)
 	CHECK_EQ_U64(trafficdb_open(client_prefix, &h), (uint64_t) TRAFFICDB_NOTRUNNING);
 	CHECK(h == NULL);
 	CHECK(strstr(trafficdb_strerror(TRAFFICDB_NOTRUNNING), "server down") != NULL);
+	/* a failed open says why, per thread */
+	CHECK(strstr(trafficdb_errmsg(NULL), "does not exist") != NULL);
+	CHECK(strstr(trafficdb_errmsg(NULL), client_prefix) != NULL);
 
-	CHECK_EQ_U64(tdb_writer_open(&w, client_prefix, 2, 4, (gid_t) -1, 1, &info, err), TDB_SHM_OK);
+	CHECK_EQ_U64(test_writer_open(&w, client_prefix, 4, 0, &info, err), TDB_SHM_OK);
 	CHECK_EQ_U64(trafficdb_open(client_prefix, &h), TRAFFICDB_OK);
 	CHECK_EQ_U64(trafficdb_begin(h, &gen), (uint64_t) TRAFFICDB_EMPTY);
 	CHECK_EQ_U64(trafficdb_get(h, 1000, &loc), (uint64_t) TRAFFICDB_NOSNAPSHOT);
@@ -162,7 +165,9 @@ UNIT_TEST(test_client_api)
 	n = 0;
 	CHECK_EQ_U64(trafficdb_changes_since(h, 3, count_visit, &n), TRAFFICDB_OK);
 	CHECK_EQ_U64(n, 0);
-	trafficdb_end(h);
+	CHECK_EQ_U64(trafficdb_check(h), TRAFFICDB_OK);
+	CHECK_EQ_U64(trafficdb_end(h), TRAFFICDB_OK);
+	CHECK_EQ_U64(trafficdb_end(h), (uint64_t) TRAFFICDB_NOSNAPSHOT);
 	CHECK_EQ_U64(trafficdb_get(h, 1041, &loc), (uint64_t) TRAFFICDB_NOSNAPSHOT);
 
 	/* waiting: a timeout, then a publication that wakes the waiter at once */
@@ -318,7 +323,7 @@ UNIT_TEST(test_client_rejects_bad_control_block)
 	((TdbControl *) p)->version = 99;
 	CHECK_EQ_U64(trafficdb_open(client_prefix, &h), (uint64_t) TRAFFICDB_INVALID);
 	memcpy(p, saved, sz);
-	((TdbControl *) p)->nbackend_slots = 1000;
+	((TdbControl *) p)->nslots = 1u << 30;
 	CHECK_EQ_U64(trafficdb_open(client_prefix, &h), (uint64_t) TRAFFICDB_INVALID);
 	memcpy(p, saved, sz);
 	memset(((TdbControl *) p)->prefix, 'x', TDB_SHM_NAME_MAX);

@@ -9,7 +9,10 @@
 #include "reader.h"
 #include "writer.h"
 
+#include <fcntl.h>
 #include <math.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,7 +40,7 @@ reader_thread(void *p)
 	TdbReader	r;
 	char		err[TDB_ERRLEN];
 
-	if (tdb_reader_open(&r, test_prefix, -1, TDB_VALIDATE_FULL, err) != TDB_SHM_OK)
+	if (tdb_reader_open(&r, test_prefix, NULL, TDB_VALIDATE_FULL, err) != TDB_SHM_OK)
 	{
 		a->errors++;
 		return NULL;
@@ -124,7 +127,7 @@ UNIT_TEST(test_shm_pins_keep_versions)
 	CHECK_EQ_U64(open_published(&w, test_prefix, TDB_MAX_VERSIONS + 2, 1, &map_seg, &map_addr, NULL), TDB_SHM_OK);
 
 	/* one long-held snapshot: hundreds of publications go on around it */
-	CHECK_EQ_U64(tdb_reader_open(&held, test_prefix, -1, TDB_VALIDATE_FULL, err), TDB_SHM_OK);
+	CHECK_EQ_U64(tdb_reader_open(&held, test_prefix, NULL, TDB_VALIDATE_FULL, err), TDB_SHM_OK);
 	CHECK_EQ_U64(tdb_reader_acquire(&held, &hs, err), TDB_SHM_OK);
 	CHECK_EQ_U64(hs.generation, 1);
 	for (uint64_t g = 2; g <= 500; g++)
@@ -140,7 +143,7 @@ UNIT_TEST(test_shm_pins_keep_versions)
 	/* every descriptor pinned by a different reader: publication is refused, never blocks */
 	for (int v = 0; v < TDB_MAX_VERSIONS; v++)
 	{
-		CHECK_EQ_U64(tdb_reader_open(&readers[v], test_prefix, -1, TDB_VALIDATE_FULL, err), TDB_SHM_OK);
+		CHECK_EQ_U64(tdb_reader_open(&readers[v], test_prefix, NULL, TDB_VALIDATE_FULL, err), TDB_SHM_OK);
 		CHECK_EQ_U64(tdb_reader_acquire(&readers[v], &snaps[v], err), TDB_SHM_OK);
 		if (v < TDB_MAX_VERSIONS - 1)
 			CHECK_EQ_U64(publish_traffic(&w, map_seg, 501 + v), TDB_SHM_OK);
@@ -168,14 +171,14 @@ UNIT_TEST(test_shm_adopt_and_stop)
 	CHECK_EQ_U64(open_published(&w, test_prefix, 4, 7, &map_seg, &map_addr, NULL), TDB_SHM_OK);
 
 	/* the writer "crashes" (detaches without stopping); a reader keeps reading */
-	CHECK_EQ_U64(tdb_reader_open(&r, test_prefix, -1, TDB_VALIDATE_FULL, err), TDB_SHM_OK);
+	CHECK_EQ_U64(tdb_reader_open(&r, test_prefix, NULL, TDB_VALIDATE_FULL, err), TDB_SHM_OK);
 	tdb_writer_close(&w, false);
 	CHECK_EQ_U64(tdb_reader_acquire(&r, &s, err), TDB_SHM_OK);
 	CHECK_EQ_U64(s.generation, 7);
 	tdb_reader_release(&r);
 
 	/* a new writer adopts the published version; the reader goes on */
-	CHECK_EQ_U64(tdb_writer_open(&w, test_prefix, 2, 4, (gid_t) -1, 1, &info, err), TDB_SHM_OK);
+	CHECK_EQ_U64(test_writer_open(&w, test_prefix, 4, 0, &info, err), TDB_SHM_OK);
 	CHECK(info.adopted);
 	CHECK_EQ_U64(info.last_generation, 7);
 	CHECK_EQ_U64(info.segments_dropped, 0);
@@ -199,7 +202,7 @@ UNIT_TEST(test_shm_adopt_and_stop)
 		((char *) p)[sz - 100] ^= 0x5A;
 		tdb_shm_unmap(p, sz);
 	}
-	CHECK_EQ_U64(tdb_writer_open(&w, test_prefix, 2, 4, (gid_t) -1, 1, &info, err), TDB_SHM_OK);
+	CHECK_EQ_U64(test_writer_open(&w, test_prefix, 4, 0, &info, err), TDB_SHM_OK);
 	CHECK(info.adopted);
 	CHECK(info.segments_dropped >= 1);
 	CHECK_EQ_U64(tdb_reader_acquire(&r, &s, err), TDB_SHM_EEMPTY);
@@ -212,6 +215,215 @@ UNIT_TEST(test_shm_adopt_and_stop)
 	tdb_writer_close(&w, true);
 	CHECK_EQ_U64(tdb_reader_acquire(&r, &s, err), TDB_SHM_ESTALE);
 	tdb_reader_close(&r);
-	CHECK_EQ_U64(tdb_reader_open(&r, test_prefix, -1, TDB_VALIDATE_FULL, err), TDB_SHM_ENOENT);
+	CHECK_EQ_U64(tdb_reader_open(&r, test_prefix, NULL, TDB_VALIDATE_FULL, err), TDB_SHM_ENOENT);
 	CHECK(strstr(err, "does not exist") != NULL);
+}
+
+/* Every entry of a snapshot still says what it said at generation gen. */
+static bool
+snapshot_intact(const TdbSnapshot *s, uint64_t gen)
+{
+	for (int i = 0; i < NLOC; i++)
+		if (s->entries[i].speed_kmh != (float) gen || s->entries[i].changed_gen != gen)
+			return false;
+	return true;
+}
+
+UNIT_TEST(test_shm_pin_timeout_revokes)
+{
+	TdbWriter	w;
+	TdbWriterOpenInfo info;
+	char		err[TDB_ERRLEN];
+	uint32_t	map_seg;
+	void	   *map_addr;
+	uint64_t	count;
+	TdbReader	readers[TDB_MAX_VERSIONS];
+	TdbSnapshot snaps[TDB_MAX_VERSIONS];
+
+	snprintf(test_prefix, sizeof(test_prefix), "/tdbtest.%d", (int) getpid());
+	/* no pin timeout while the readers attach (slow under sanitizers) */
+	CHECK_EQ_U64(test_writer_open(&w, test_prefix, TDB_MAX_VERSIONS + 2, 0, &info, err), TDB_SHM_OK);
+	CHECK_EQ_U64(publish_map(&w, &map_seg, &map_addr, &count), TDB_SHM_OK);
+
+	/* every descriptor pinned by a reader that then idles (REPEATABLE READ sessions) */
+	for (int v = 0; v < TDB_MAX_VERSIONS; v++)
+	{
+		CHECK_EQ_U64(publish_traffic(&w, map_seg, 1 + v), TDB_SHM_OK);
+		CHECK_EQ_U64(tdb_reader_open(&readers[v], test_prefix, NULL, TDB_VALIDATE_FULL, err), TDB_SHM_OK);
+		CHECK_EQ_U64(tdb_reader_acquire(&readers[v], &snaps[v], err), TDB_SHM_OK);
+		CHECK_EQ_U64(snaps[v].generation, 1 + v);
+	}
+	/* within the timeout: refused, loudly */
+	CHECK_EQ_U64(publish_traffic(&w, map_seg, 100), TDB_SHM_ENOSLOT);
+	CHECK(!tdb_reader_revoked(&readers[0], &snaps[0]));
+
+	/* a 1 s timeout; past it: publication goes on, the late readers are told, their memory is intact */
+	w.pin_timeout_us = 1000000;
+	usleep(1100000);
+	for (uint64_t g = 101; g < 299; g++)
+		CHECK_EQ_U64(publish_traffic(&w, map_seg, g), TDB_SHM_OK);
+	CHECK_EQ_U64(w.revoked, TDB_MAX_VERSIONS - 1);
+	/* the last one was superseded only now: it gets its full timeout */
+	CHECK(!tdb_reader_revoked(&readers[TDB_MAX_VERSIONS - 1], &snaps[TDB_MAX_VERSIONS - 1]));
+	usleep(1100000);
+	CHECK_EQ_U64(publish_traffic(&w, map_seg, 299), TDB_SHM_OK);
+	CHECK_EQ_U64(w.revoked, TDB_MAX_VERSIONS);
+	for (int v = 0; v < TDB_MAX_VERSIONS; v++)
+	{
+		CHECK(tdb_reader_revoked(&readers[v], &snaps[v]));
+		CHECK(snapshot_intact(&snaps[v], 1 + v));
+		tdb_reader_release(&readers[v]);
+		/* the next acquire is of the active version, and valid */
+		CHECK_EQ_U64(tdb_reader_acquire(&readers[v], &snaps[v], err), TDB_SHM_OK);
+		CHECK_EQ_U64(snaps[v].generation, 299);
+		CHECK(!tdb_reader_revoked(&readers[v], &snaps[v]));
+		tdb_reader_close(&readers[v]);
+	}
+	/* nothing leaked: the map, the active buffer and at most two spares */
+	tdb_writer_reclaim(&w, map_seg);
+	CHECK(tdb_writer_bytes(&w) <= ((TdbObjectHeader *) map_addr)->total_size +
+		  3 * tdb_traffic_size(NLOC, 0));
+	tdb_writer_close(&w, true);
+}
+
+/*
+ * Liveness of external readers comes from their slot lock, not their pid:
+ * a live reader whose pid field says something else (another PID
+ * namespace, a recycled pid) keeps its version; a killed reader's pin is
+ * void at once and its slot goes to the next reader.
+ */
+UNIT_TEST(test_shm_liveness_by_lock)
+{
+	TdbWriter	w;
+	TdbWriterOpenInfo info;
+	char		err[TDB_ERRLEN];
+	uint32_t	map_seg;
+	void	   *map_addr;
+	uint64_t	count;
+	int			pipefd[2];
+	pid_t		child;
+	char		c;
+	TdbReader	r;
+	TdbSnapshot s;
+
+	snprintf(test_prefix, sizeof(test_prefix), "/tdbtest.%d", (int) getpid());
+	CHECK_EQ_U64(test_writer_open(&w, test_prefix, 2, 0, &info, err), TDB_SHM_OK);
+	CHECK_EQ_U64(publish_map(&w, &map_seg, &map_addr, &count), TDB_SHM_OK);
+	CHECK_EQ_U64(publish_traffic(&w, map_seg, 1), TDB_SHM_OK);
+
+	CHECK(pipe(pipefd) == 0);
+	child = fork();
+	if (child == 0)
+	{
+		TdbReader	cr;
+		TdbSnapshot cs;
+
+		if (tdb_reader_open(&cr, test_prefix, NULL, TDB_VALIDATE_FULL, err) != TDB_SHM_OK ||
+			tdb_reader_acquire(&cr, &cs, err) != TDB_SHM_OK)
+			_exit(1);
+		/* a pid the daemon cannot see: as from another PID namespace */
+		atomic_store(&cr.slot->pid, 1);
+		if (write(pipefd[1], "x", 1) != 1)
+			_exit(1);
+		for (int i = 0; i < 600; i++)
+		{
+			if (!snapshot_intact(&cs, 1) || tdb_reader_revoked(&cr, &cs))
+				_exit(2);
+			usleep(10000);
+		}
+		_exit(0);
+	}
+	CHECK(read(pipefd[0], &c, 1) == 1);
+	/* the child pins generation 1: it survives 200 publications */
+	for (uint64_t g = 2; g < 200; g++)
+		CHECK_EQ_U64(publish_traffic(&w, map_seg, g), TDB_SHM_OK);
+	tdb_writer_scan_external(&w);
+	CHECK(w.ext_alive[0]);
+	CHECK_EQ_U64(TDB_ACTIVE_GEN(w.ext_pin[0]), 1);
+
+	/* kill -9: the kernel drops its lock; the pin is void and the slot free */
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	tdb_writer_scan_external(&w);
+	CHECK(!w.ext_alive[0]);
+	for (uint64_t g = 200; g < 300; g++)
+		CHECK_EQ_U64(publish_traffic(&w, map_seg, g), TDB_SHM_OK);
+	tdb_writer_reclaim(&w, map_seg);
+	CHECK(tdb_writer_bytes(&w) <= ((TdbObjectHeader *) map_addr)->total_size +
+		  3 * tdb_traffic_size(NLOC, 0));
+	CHECK_EQ_U64(tdb_reader_open(&r, test_prefix, NULL, TDB_VALIDATE_FULL, err), TDB_SHM_OK);
+	CHECK_EQ_U64(r.slot_idx, 0);
+	CHECK_EQ_U64(tdb_reader_acquire(&r, &s, err), TDB_SHM_OK);
+	CHECK_EQ_U64(s.generation, 299);
+	tdb_reader_close(&r);
+	close(pipefd[0]);
+	close(pipefd[1]);
+	tdb_writer_close(&w, true);
+}
+
+/*
+ * What a process with write access to <prefix>.readers (a member of
+ * shm_group) can do: a second writer on the prefix is refused; a slot count
+ * written into the segment is never used; a truncated segment costs the
+ * writer nothing (it would be a SIGBUS) and is made anew; a pin cleared
+ * under a reader is detected by that reader.
+ */
+UNIT_TEST(test_shm_hostile_slots_segment)
+{
+	TdbWriter	w;
+	TdbWriter	w2;
+	TdbWriterOpenInfo info;
+	char		err[TDB_ERRLEN];
+	char		name[TDB_SHM_NAME_MAX + 24];
+	uint32_t	map_seg;
+	void	   *map_addr;
+	uint64_t	count;
+	TdbReader	r;
+	TdbSnapshot s;
+	int			fd;
+
+	snprintf(test_prefix, sizeof(test_prefix), "/tdbtest.%d", (int) getpid());
+	CHECK_EQ_U64(test_writer_open(&w, test_prefix, 4, 0, &info, err), TDB_SHM_OK);
+	CHECK_EQ_U64(publish_map(&w, &map_seg, &map_addr, &count), TDB_SHM_OK);
+	CHECK_EQ_U64(publish_traffic(&w, map_seg, 1), TDB_SHM_OK);
+
+	/* a second writer (another server with the same trafficdb.shm_name) */
+	CHECK_EQ_U64(test_writer_open(&w2, test_prefix, 4, 0, &info, err), TDB_SHM_EBUSY);
+	CHECK(strstr(err, "in use by another running server") != NULL);
+
+	/* a huge slot count in the segment: ignored by writer and readers */
+	CHECK_EQ_U64(tdb_reader_open(&r, test_prefix, NULL, TDB_VALIDATE_FULL, err), TDB_SHM_OK);
+	r.slots->nslots = 0x7fffffff;
+	for (uint64_t g = 2; g < 10; g++)
+		CHECK_EQ_U64(publish_traffic(&w, map_seg, g), TDB_SHM_OK);
+	CHECK_EQ_U64(tdb_reader_acquire(&r, &s, err), TDB_SHM_OK);
+	CHECK_EQ_U64(s.generation, 9);
+
+	/* the pin taken away under the reader: the in-place rewrite is detected */
+	atomic_store(&r.slot->pin, 0);
+	for (uint64_t g = 10; g < 20; g++)
+		CHECK_EQ_U64(publish_traffic(&w, map_seg, g), TDB_SHM_OK);
+	CHECK(tdb_reader_revoked(&r, &s));
+	tdb_reader_release(&r);
+	tdb_reader_close(&r);
+
+	/* truncated to nothing: no SIGBUS in the writer, a new segment, readers attach again */
+	tdb_shm_name(name, test_prefix, "readers");
+	fd = shm_open(name, O_RDWR, 0);
+	CHECK(fd >= 0);
+	CHECK(ftruncate(fd, 0) == 0);
+	close(fd);
+	for (uint64_t g = 20; g < 30; g++)
+		CHECK_EQ_U64(publish_traffic(&w, map_seg, g), TDB_SHM_OK);
+	CHECK_EQ_U64(w.slots_rebuilt, 1);
+	CHECK_EQ_U64(tdb_reader_open(&r, test_prefix, NULL, TDB_VALIDATE_FULL, err), TDB_SHM_OK);
+	CHECK_EQ_U64(tdb_reader_acquire(&r, &s, err), TDB_SHM_OK);
+	CHECK_EQ_U64(s.generation, 29);
+	CHECK(snapshot_intact(&s, 29));
+	tdb_reader_close(&r);
+	tdb_writer_close(&w, true);
+
+	/* stopped: the prefix is free again */
+	CHECK_EQ_U64(test_writer_open(&w2, test_prefix, 4, 0, &info, err), TDB_SHM_OK);
+	tdb_writer_close(&w2, true);
 }
