@@ -256,7 +256,8 @@ s3_prepare(TdbRemote *r, TdbHttpReq *q, const char *method, const char *bucket,
 	{
 		uint8_t		h[32];
 
-		tdb_sha256(body, body_len, h);
+		if (!tdb_sha256(body, body_len, h))
+			return false;
 		tdb_hex(h, 32, payload);
 	}
 	else

@@ -2,29 +2,20 @@
  * sigv4.h
  *	  SHA-256, HMAC-SHA-256 and AWS Signature Version 4 for S3 requests.
  *
- * Pure computation (no I/O, no curl, no OpenSSL): written from FIPS 180-4,
- * RFC 2104 and the AWS SigV4 documentation, and checked against their
- * published test vectors in the unit tests.
+ * Pure computation (no I/O, no curl): the hashes are OpenSSL's, the SigV4
+ * steps follow the AWS documentation; the unit tests check both against
+ * published test vectors.
  */
 #ifndef TDB_TRAIL_SIGV4_H
 #define TDB_TRAIL_SIGV4_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct TdbSha256
-{
-	uint32_t	h[8];
-	uint64_t	total;
-	uint8_t		buf[64];
-	size_t		buflen;
-} TdbSha256;
-
-void		tdb_sha256_init(TdbSha256 *c);
-void		tdb_sha256_update(TdbSha256 *c, const void *data, size_t len);
-void		tdb_sha256_final(TdbSha256 *c, uint8_t out[32]);
-void		tdb_sha256(const void *data, size_t len, uint8_t out[32]);
-void		tdb_hmac_sha256(const void *key, size_t keylen, const void *msg, size_t len,
+/* false only when OpenSSL fails (out of memory, no SHA-256 provider) */
+bool		tdb_sha256(const void *data, size_t len, uint8_t out[32]);
+bool		tdb_hmac_sha256(const void *key, size_t keylen, const void *msg, size_t len,
 							uint8_t out[32]);
 void		tdb_hex(const uint8_t *in, size_t len, char *out);	/* 2 * len + 1 */
 

@@ -474,27 +474,24 @@ UNIT_TEST(test_trail_sha256_and_sigv4_vectors)
 	char		hex[65];
 	char		auth[512];
 
-	tdb_sha256("abc", 3, h);
+	CHECK(tdb_sha256("abc", 3, h));
 	tdb_hex(h, 32, hex);
 	CHECK(strcmp(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad") == 0);
-	tdb_sha256("", 0, h);
+	CHECK(tdb_sha256("", 0, h));
 	tdb_hex(h, 32, hex);
 	CHECK(strcmp(hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855") == 0);
 	{
-		/* 1,000,000 x 'a' through many updates of odd sizes */
-		TdbSha256	c;
-		char		a[997];
+		/* 1,000,000 x 'a' (FIPS 180-2, appendix B.3) */
+		char	   *a = malloc(1000000);
 
-		memset(a, 'a', sizeof(a));
-		tdb_sha256_init(&c);
-		for (int left = 1000000; left > 0; left -= 997)
-			tdb_sha256_update(&c, a, left < 997 ? (size_t) left : 997);
-		tdb_sha256_final(&c, h);
+		memset(a, 'a', 1000000);
+		CHECK(tdb_sha256(a, 1000000, h));
 		tdb_hex(h, 32, hex);
 		CHECK(strcmp(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0") == 0);
+		free(a);
 	}
 	/* RFC 4231 test case 2 */
-	tdb_hmac_sha256("Jefe", 4, "what do ya want for nothing?", 28, h);
+	CHECK(tdb_hmac_sha256("Jefe", 4, "what do ya want for nothing?", 28, h));
 	tdb_hex(h, 32, hex);
 	CHECK(strcmp(hex, "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843") == 0);
 
