@@ -31,7 +31,7 @@
 
 #include "../checksum.h"
 #include "codec.h"
-#include "sigv4.h"
+#include "sha256.h"
 
 #define BLOCK_MAGIC		0x43424454u /* "TDBC" */
 #define BLOCK_VERSION	1
