@@ -19,8 +19,9 @@ STREAM_SRCS = $(wildcard src/stream/*.c)
 TRAIL_LIB_SRCS = $(wildcard src/trail/*.c)
 PG_SRCS = $(wildcard module/*.c bgworker/*.c fdw/*.c)
 OBJS = $(ENGINE_SRCS:.c=.o) $(STREAM_SRCS:.c=.o) $(TRAIL_LIB_SRCS:.c=.o) $(PG_SRCS:.c=.o)
-# trail files reach HTTP and S3 through libcurl (src/trail/http.c only)
-SHLIB_LINK = $(shell curl-config --libs 2>/dev/null || echo -lcurl)
+# trail files reach HTTP and S3 through libcurl (src/trail/http.c only) and
+# hash with OpenSSL's libcrypto (src/trail/sha256.c only)
+SHLIB_LINK = $(shell curl-config --libs 2>/dev/null || echo -lcurl) -lcrypto
 
 DATA = extension/trafficdb--0.1.0.sql
 PGFILEDESC = "trafficdb - live road traffic in shared memory"

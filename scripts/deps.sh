@@ -10,6 +10,8 @@ packages=(
 	"postgresql-$PG_MAJOR" "postgresql-server-dev-$PG_MAJOR"
 	"postgresql-$PG_MAJOR-postgis-3" "postgresql-$PG_MAJOR-postgis-3-scripts"
 	libcurl4-openssl-dev
+	# OpenSSL's libcrypto: SHA-256 of the trail code (libcurl's -dev package does not bring its headers)
+	libssl-dev
 	# scripts: MinIO's readiness probe, downloads (libcurl's -dev package does not bring the command)
 	curl
 	# tests: pgrep (test/group_mode.sh), ps

@@ -7,8 +7,9 @@
 # and ANY, time windows, boxes, ST_DWithin in degrees and metres, mixes)
 # equal to the same query on the heap, pushdown fetching less than the file,
 # LIMIT stopping the fetch, the disk cache serving a second run, errors for
-# missing objects, bad credentials (the secret never shown), missing user
-# mappings and file privileges, statement_timeout interrupting a stalled GET,
+# missing objects, bad credentials (the secret never shown), temporary
+# credentials with and without their session token, missing user mappings
+# and file privileges, statement_timeout interrupting a stalled GET,
 # and GDAL's ogrinfo reading the table with a spatial filter.
 use strict;
 use warnings;
@@ -183,6 +184,33 @@ unlike($err, qr/not-the-secret-42|\Q$secret\E/, 'and the error shows no secret')
 $node->safe_psql('postgres', 'DROP USER MAPPING FOR mallory SERVER s3');
 ($rc, $out, $err) = $node->psql('postgres', 'SELECT count(*) FROM vehicles', extra_params => [ '-U', 'mallory' ]);
 like($err, qr/user mapping not found for "mallory"/, 'no user mapping: refused');
+
+# temporary credentials (MinIO's STS, AssumeRole signed with the root key):
+# accepted with their session token, refused without it
+my $sts = `curl -s --max-time 20 --aws-sigv4 aws:amz:us-east-1:sts --user '$user:$secret' -d 'Action=AssumeRole&DurationSeconds=900&Version=2011-06-15' '$endpoint/'`;
+my ($tkey) = $sts =~ m{<AccessKeyId>([^<]+)</AccessKeyId>};
+my ($tsecret) = $sts =~ m{<SecretAccessKey>([^<]+)</SecretAccessKey>};
+my ($token) = $sts =~ m{<SessionToken>([^<]+)</SessionToken>};
+ok(defined $token, 'MinIO issued temporary credentials') or diag($sts);
+$node->safe_psql('postgres', qq{CREATE USER MAPPING FOR mallory SERVER s3
+  OPTIONS (access_key '$tkey', secret_key '$tsecret', session_token '$token')});
+($rc, $out, $err) = $node->psql('postgres', 'SELECT count(*) FROM vehicles', extra_params => [ '-U', 'mallory' ]);
+is($out, $nev, 'temporary credentials with their session token read the table');
+$node->safe_psql('postgres', 'ALTER USER MAPPING FOR mallory SERVER s3 OPTIONS (DROP session_token)');
+($rc, $out, $err) = $node->psql('postgres', 'SELECT count(*) FROM vehicles', extra_params => [ '-U', 'mallory' ]);
+like($err, qr/access denied .*HTTP 403 InvalidTokenId/, 'without the session token they are refused');
+unlike($err, qr/\Q$tsecret\E|\Q$token\E/, 'and the error shows neither secret nor token');
+$node->safe_psql('postgres', 'DROP USER MAPPING FOR mallory SERVER s3');
+{
+	local $ENV{AWS_ACCESS_KEY_ID} = $tkey;
+	local $ENV{AWS_SECRET_ACCESS_KEY} = $tsecret;
+	local $ENV{AWS_SESSION_TOKEN} = $token;
+	local $ENV{AWS_ENDPOINT_URL} = $endpoint;
+	is(system("$cli info s3://tap-trails/vehicles.trail >/dev/null"), 0, 'the CLI sends AWS_SESSION_TOKEN');
+	delete $ENV{AWS_SESSION_TOKEN};
+	isnt(system("$cli info s3://tap-trails/vehicles.trail >/dev/null 2>&1"), 0, 'and fails without it');
+}
+
 ($rc, $out, $err) = $node->psql('postgres', qq{CREATE FOREIGN TABLE x (vid bigint) SERVER disk OPTIONS (url '$dir/local.trail')},
 	extra_params => [ '-U', 'mallory' ]);
 like($err, qr/permission denied to read trail file|must be owner|permission denied for foreign server/,

@@ -31,7 +31,7 @@
 
 #include "../checksum.h"
 #include "codec.h"
-#include "sigv4.h"
+#include "sha256.h"
 
 #define BLOCK_MAGIC		0x43424454u /* "TDBC" */
 #define BLOCK_VERSION	1
@@ -55,16 +55,19 @@ mkdir_p(const char *path)
 	return -1;
 }
 
-static void
+/* false when the hash cannot be computed: the caller skips the cache */
+static bool
 block_path(const TdbDiskCache *c, const char *key, char *out, size_t outlen, char *sub, size_t sublen)
 {
 	uint8_t		h[32];
 	char		hex[65];
 
-	tdb_sha256(key, strlen(key), h);
+	if (!tdb_sha256(key, strlen(key), h))
+		return false;
 	tdb_hex(h, 32, hex);
 	snprintf(sub, sublen, "%s/blocks/%.2s", c->dir, hex);
 	snprintf(out, outlen, "%s/%s", sub, hex);
+	return true;
 }
 
 /* Scan the directory: total bytes, and optionally remove oldest over max. */
@@ -277,7 +280,8 @@ tdb_disk_cache_get(TdbDiskCache *c, const char *key, void *buf, size_t len)
 	int			fd;
 	int			rc;
 
-	block_path(c, key, path, sizeof(path), sub, sizeof(sub));
+	if (!block_path(c, key, path, sizeof(path), sub, sizeof(sub)))
+		return false;
 	fd = open(path, O_RDONLY);
 	if (fd < 0)
 		return false;
@@ -303,8 +307,7 @@ tdb_disk_cache_put(TdbDiskCache *c, const char *key, const void *buf, size_t len
 
 	if (klen > 8192 || len > UINT32_MAX)
 		return;
-	block_path(c, key, path, sizeof(path), sub, sizeof(sub));
-	if (mkdir_p(sub) != 0)
+	if (!block_path(c, key, path, sizeof(path), sub, sizeof(sub)) || mkdir_p(sub) != 0)
 		return;
 	snprintf(tmp, sizeof(tmp), "%s/tmp/%d.%u", c->dir, (int) getpid(), c->tmp_seq++);
 	memset(h, 0, sizeof(h));
@@ -377,11 +380,12 @@ tdb_disk_cache_verify(const char *dir, TdbDiskCacheReport *rep, TdbTrailError *e
 {
 	BlockFile  *files = NULL;
 	size_t		n = 0;
+	bool		hash_failed = false;
 
 	memset(rep, 0, sizeof(*rep));
 	rep->tmp_removed = sweep_tmp(dir);
 	scan_blocks(dir, &files, &n);
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n && !hash_failed; i++)
 	{
 		int			fd = open(files[i].path, O_RDONLY);
 		uint8_t		h[BLOCK_HDR];
@@ -400,15 +404,20 @@ tdb_disk_cache_verify(const char *dir, TdbDiskCacheReport *rep, TdbTrailError *e
 				const char *base = strrchr(files[i].path, '/');
 
 				key[klen] = '\0';
-				tdb_sha256(key, klen, hh);
-				tdb_hex(hh, 32, hex);
-				ok = base && strcmp(base + 1, hex) == 0 &&
-					block_check(fd, key, NULL, 0) > 0;
+				/* no hash says nothing about the file: stop, delete nothing */
+				hash_failed = !tdb_sha256(key, klen, hh);
+				if (!hash_failed)
+				{
+					tdb_hex(hh, 32, hex);
+					ok = base && strcmp(base + 1, hex) == 0 && block_check(fd, key, NULL, 0) > 0;
+				}
 			}
 			free(key);
 		}
 		if (fd >= 0)
 			close(fd);
+		if (hash_failed)
+			break;
 		if (ok)
 		{
 			rep->blocks_ok++;
@@ -419,10 +428,12 @@ tdb_disk_cache_verify(const char *dir, TdbDiskCacheReport *rep, TdbTrailError *e
 			rep->blocks_bad++;
 			unlink(files[i].path);
 		}
-		free(files[i].path);
 	}
+	for (size_t i = 0; i < n; i++)
+		free(files[i].path);
 	free(files);
-	(void) err;
+	if (hash_failed)
+		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "%s: SHA-256 failed (OpenSSL), nothing more verified", dir);
 	return 0;
 }
 

@@ -269,8 +269,16 @@ xfer_setup(Xfer *x)
 			return false;
 		x->hdrs = n;
 	}
-	/* curl would add "Expect: 100-continue" to large PUTs: one round trip less */
-	x->hdrs = curl_slist_append(x->hdrs, "Expect:");
+
+	/*
+	 * No "Expect:" header to stop curl's "Expect: 100-continue" on PUT
+	 * bodies: curl's signer signs every header of CURLOPT_HTTPHEADER, that
+	 * empty one too ("expect:" in the canonical request), though it is never
+	 * sent, and MinIO then rebuilds it as "expect:100-continue": every
+	 * signed request failed with SignatureDoesNotMatch.  The Expect header
+	 * curl adds itself is not signed; S3 and MinIO accept it, and a refused
+	 * upload then costs no body.
+	 */
 	curl_easy_setopt(e, CURLOPT_URL, r->url);
 	curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->hdrs);
 	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
@@ -287,6 +295,17 @@ xfer_setup(Xfer *x)
 	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, net->connect_timeout_ms);
 	/* never let a proxy from the environment see our signed requests */
 	curl_easy_setopt(e, CURLOPT_PROXY, "");
+	if (r->aws_sigv4)
+	{
+		if (curl_easy_setopt(e, CURLOPT_AWS_SIGV4, r->aws_sigv4) != CURLE_OK ||
+			curl_easy_setopt(e, CURLOPT_USERNAME, r->aws_key) != CURLE_OK ||
+			curl_easy_setopt(e, CURLOPT_PASSWORD, r->aws_secret) != CURLE_OK)
+		{
+			snprintf(r->transport_msg, sizeof(r->transport_msg),
+					 "this libcurl cannot sign requests (CURLOPT_AWS_SIGV4: 7.75 or later, built with crypto)");
+			return false;
+		}
+	}
 	if (strcmp(r->method, "GET") == 0)
 		curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
 	else if (strcmp(r->method, "HEAD") == 0)
@@ -354,7 +373,8 @@ tdb_http_run(TdbHttp *h, TdbHttpReq **reqs, int n, const TdbNetOptions *net)
 		if (xs[i].easy == NULL || !xfer_setup(&xs[i]))
 		{
 			reqs[i]->transport = TDB_HTTP_FAILED;
-			snprintf(reqs[i]->transport_msg, sizeof(reqs[i]->transport_msg), "out of memory");
+			if (reqs[i]->transport_msg[0] == '\0')
+				snprintf(reqs[i]->transport_msg, sizeof(reqs[i]->transport_msg), "out of memory");
 			continue;
 		}
 		curl_easy_setopt(xs[i].easy, CURLOPT_PRIVATE, &xs[i]);

@@ -41,6 +41,18 @@ typedef struct TdbHttpReq
 	size_t		body_len;
 	int			tag;			/* the caller's, untouched */
 
+	/*
+	 * AWS Signature Version 4, computed by curl (CURLOPT_AWS_SIGV4) when
+	 * aws_sigv4 is set: "aws:amz:REGION:SERVICE".  The caller's strings,
+	 * which must outlive the request.  curl signs the URL's path and query
+	 * exactly as written and every header above, and takes the payload hash
+	 * from an x-amz-content-sha256 header (remote.c explains what that
+	 * asks of the caller).
+	 */
+	const char *aws_sigv4;
+	const char *aws_key;		/* access key id */
+	const char *aws_secret;		/* secret access key */
+
 	/* response body: into out (out_cap bytes, grown if out_grow) */
 	uint8_t    *out;
 	size_t		out_cap;

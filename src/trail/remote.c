@@ -3,11 +3,40 @@
  *	  Range reads and uploads of one object over HTTP(S) or S3, with the
  *	  validation and retry rules of remote.h.
  *
- * S3 requests are signed with SigV4 (sigv4.c) and addressed path-style
- * (endpoint/bucket/key, what MinIO wants) or virtual-host style
- * (bucket.endpoint/key).  Messages name the object as s3://bucket/key or
- * as the URL without its query string (presigned URLs carry signatures
- * there) and never include credentials.
+ * S3 requests are addressed path-style (endpoint/bucket/key, what MinIO
+ * wants) or virtual-host style (bucket.endpoint/key).  Messages name the
+ * object as s3://bucket/key or as the URL without its query string
+ * (presigned URLs carry signatures there) and never include credentials.
+ *
+ * libcurl signs S3 requests (AWS Signature Version 4, CURLOPT_AWS_SIGV4 in
+ * http.c): it adds x-amz-date and Authorization and computes the HMAC
+ * chain over every header the request carries (Range and If-Match
+ * included).  Read against libcurl 7.88.1 (lib/http_aws_sigv4.c) and
+ * checked against MinIO, its signer leaves these to us, done here:
+ *
+ *  - The canonical URI and query string.  curl signs the URL's path and
+ *    query exactly as written: it neither URI-encodes them as S3 does nor
+ *    sorts the query, so a key written "%41" where S3 canonicalises "A", or
+ *    an unsorted query, is refused (SignatureDoesNotMatch).  We write the
+ *    URL in S3's canonical form: the key through tdb_s3_uri_encode(), query
+ *    parameters already sorted and encoded ("partNumber=..&uploadId=..",
+ *    "uploads=" with its "=").
+ *  - Keys with "." or ".." segments are refused (tdb_remote_open).  curl
+ *    removes such segments from the URL before signing and sending it, so
+ *    "a/../b" would be written as "b", another object.  CURLOPT_PATH_AS_IS
+ *    stops that in 7.88, but curl 8.14 and later refuse SigV4 with it
+ *    ("Cannot use sigv4 authentication with path-as-is flag"); MinIO
+ *    refuses such keys anyway (XMinioInvalidResourceName).
+ *  - The payload hash.  curl hashes CURLOPT_POSTFIELDS only, so a PUT body
+ *    sent through the read callback would be signed as the empty string's
+ *    hash, and it sends no x-amz-content-sha256 header, which AWS S3
+ *    requires on every request.  When that header is present curl signs
+ *    with its value: we send the body's SHA-256 (sha256.c, OpenSSL).
+ *  - The session token: curl has no option for it.  We send it as the
+ *    x-amz-security-token header, which curl signs like every header the
+ *    request carries.
+ *
+ * And one thing not to do: an empty "Expect:" header (see http.c).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE				/* memmem, strndup */
@@ -23,9 +52,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "sigv4.h"
-
-#define EMPTY_SHA256 "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+#include "sha256.h"
 
 enum
 {
@@ -46,6 +73,7 @@ struct TdbRemote
 	char	   *access_key;
 	char	   *secret_key;
 	char	   *session_token;
+	char		sigv4[96];		/* "aws:amz:REGION:s3", for CURLOPT_AWS_SIGV4 */
 	bool		path_style;
 	TdbNetOptions net;
 	TdbHttp    *http;
@@ -82,6 +110,63 @@ tdb_s3_parse_url(const char *url, char *bucket, size_t bucketlen, const char **k
 	bucket[n] = '\0';
 	*key = slash ? slash + 1 : "";
 	return 0;
+}
+
+/*
+ * curl reads the region out of "aws:amz:REGION:s3" with sscanf("%64[^:]"):
+ * a longer one or one with a colon would be cut short and signed wrong.
+ */
+static bool
+valid_region(const char *s)
+{
+	size_t		n = strlen(s);
+
+	if (n == 0 || n > 64)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+			  (s[i] >= '0' && s[i] <= '9') || s[i] == '-' || s[i] == '_' || s[i] == '.'))
+			return false;
+	return true;
+}
+
+/* Whether a '/'-separated segment of key is "." or "..". */
+static bool
+has_dot_segment(const char *key)
+{
+	for (const char *seg = key;; seg++)
+	{
+		size_t		n = strcspn(seg, "/");
+
+		if ((n == 1 && seg[0] == '.') || (n == 2 && seg[0] == '.' && seg[1] == '.'))
+			return true;
+		seg += n;
+		if (*seg == '\0')
+			return false;
+	}
+}
+
+void
+tdb_s3_uri_encode(const char *in, int keep_slash, char *out, size_t outlen)
+{
+	static const char digits[] = "0123456789ABCDEF";
+	size_t		o = 0;
+
+	for (; *in && o + 4 < outlen; in++)
+	{
+		unsigned char ch = (unsigned char) *in;
+
+		if ((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
+			ch == '-' || ch == '_' || ch == '.' || ch == '~' || (ch == '/' && keep_slash))
+			out[o++] = (char) ch;
+		else
+		{
+			out[o++] = '%';
+			out[o++] = digits[ch >> 4];
+			out[o++] = digits[ch & 15];
+		}
+	}
+	out[o] = '\0';
 }
 
 static void
@@ -130,12 +215,36 @@ tdb_remote_open(const char *url, const TdbS3Config *s3, const TdbNetOptions *net
 		}
 		if (s3 == NULL || s3->access_key == NULL || s3->secret_key == NULL)
 		{
+			/* the message names r->bucket: free r after it */
+			tdb_trail_fail(err, TDB_TRAIL_EINVAL,
+						   "s3://%s/%s: no credentials given (access key and secret key)", r->bucket, key);
+			free(r);
+			return TDB_TRAIL_EINVAL;
+		}
+		/* S3's limit; the encoded key must fit s3_prepare's buffer whole */
+		if (strlen(key) > 1024)
+		{
+			tdb_trail_fail(err, TDB_TRAIL_EINVAL, "s3://%s/...: S3 keys are at most 1024 bytes", r->bucket);
+			free(r);
+			return TDB_TRAIL_EINVAL;
+		}
+		if (has_dot_segment(key))
+		{
+			tdb_trail_fail(err, TDB_TRAIL_EINVAL,
+						   "s3://%s/%s: keys with \".\" or \"..\" segments are not supported (libcurl would remove them before signing)",
+						   r->bucket, key);
+			free(r);
+			return TDB_TRAIL_EINVAL;
+		}
+		if (!valid_region(s3->region ? s3->region : "us-east-1"))
+		{
 			free(r);
 			return tdb_trail_fail(err, TDB_TRAIL_EINVAL,
-								  "s3://%s/%s: no credentials given (access key and secret key)", r->bucket, key);
+								  "S3 region must be 1 to 64 of A-Z a-z 0-9 . _ -");
 		}
 		r->key = strdup(key);
 		r->region = strdup(s3->region ? s3->region : "us-east-1");
+		snprintf(r->sigv4, sizeof(r->sigv4), "aws:amz:%s:s3", r->region ? r->region : "");
 		r->access_key = strdup(s3->access_key);
 		r->secret_key = strdup(s3->secret_key);
 		r->session_token = dup_or_null(s3->session_token);
@@ -219,68 +328,47 @@ tdb_remote_counters(const TdbRemote *r, uint64_t *requests, uint64_t *retries, u
 }
 
 /*
- * Fill url and headers of an S3 request: key NULL for a bucket-level
- * request, query the canonical query string ("" for none).
+ * Fill url and headers of an S3 request, for curl to sign: key NULL for a
+ * bucket-level request, query the canonical query string ("" for none).
  */
 static bool
 s3_prepare(TdbRemote *r, TdbHttpReq *q, const char *method, const char *bucket,
 		   const char *key, const char *query, const uint8_t *body, size_t body_len)
 {
 	char		ekey[3 * 1024 + 1];
-	char		uri[4096];
 	char		url[5200];
-	char		host[400];
 	char		payload[65];
-	char		amz_date[17];
-	char		auth[1024];
-	TdbSigHeader sh[4];
-	int			nsh = 0;
-	time_t		now = time(NULL);
-	struct tm	tm;
+	uint8_t		h[32];
 	const char *scheme_end = strstr(r->scheme_host, "://");
+	int			n;
 
 	tdb_s3_uri_encode(key ? key : "", 1, ekey, sizeof(ekey));
 	if (r->path_style)
-	{
-		snprintf(host, sizeof(host), "%s", r->host);
-		snprintf(uri, sizeof(uri), "/%s%s%s", bucket, key ? "/" : "", ekey);
-	}
+		n = snprintf(url, sizeof(url), "%.*s://%s/%s%s%s%s%s", (int) (scheme_end - r->scheme_host),
+					 r->scheme_host, r->host, bucket, key ? "/" : "", ekey,
+					 query[0] ? "?" : "", query);
 	else
-	{
-		snprintf(host, sizeof(host), "%s.%s", bucket, r->host);
-		snprintf(uri, sizeof(uri), "/%s", ekey);
-	}
-	snprintf(url, sizeof(url), "%.*s://%s%s%s%s", (int) (scheme_end - r->scheme_host),
-			 r->scheme_host, host, uri, query[0] ? "?" : "", query);
-	if (body_len > 0)
-	{
-		uint8_t		h[32];
-
-		tdb_sha256(body, body_len, h);
-		tdb_hex(h, 32, payload);
-	}
-	else
-		strcpy(payload, EMPTY_SHA256);
-	gmtime_r(&now, &tm);
-	strftime(amz_date, sizeof(amz_date), "%Y%m%dT%H%M%SZ", &tm);
-
-	sh[nsh++] = (TdbSigHeader) {"host", host};
-	sh[nsh++] = (TdbSigHeader) {"x-amz-content-sha256", payload};
-	sh[nsh++] = (TdbSigHeader) {"x-amz-date", amz_date};
-	if (r->session_token)
-		sh[nsh++] = (TdbSigHeader) {"x-amz-security-token", r->session_token};
-	if (tdb_sigv4_authorization(method, uri, query, sh, nsh, payload, r->region, "s3", amz_date,
-								r->access_key, r->secret_key, auth, sizeof(auth)) < 0)
+		n = snprintf(url, sizeof(url), "%.*s://%s.%s/%s%s%s", (int) (scheme_end - r->scheme_host),
+					 r->scheme_host, bucket, r->host, ekey, query[0] ? "?" : "", query);
+	/* a cut URL would address and sign another object */
+	if (n < 0 || (size_t) n >= sizeof(url))
 		return false;
+	if (!tdb_sha256(body_len > 0 ? body : (const uint8_t *) "", body_len, h))
+		return false;
+	tdb_hex(h, 32, payload);
+
 	q->method = method;
 	q->body = body;
 	q->body_len = body_len;
+	q->aws_sigv4 = r->sigv4;
+	q->aws_key = r->access_key;
+	q->aws_secret = r->secret_key;
 	if ((q->url = strdup(url)) == NULL)
 		return false;
-	for (int i = 0; i < nsh; i++)
-		if (!tdb_http_add_header(q, i == 0 ? "Host" : sh[i].name, sh[i].value))
-			return false;
-	return tdb_http_add_header(q, "Authorization", auth);
+	if (!tdb_http_add_header(q, "x-amz-content-sha256", payload))
+		return false;
+	return r->session_token == NULL ||
+		tdb_http_add_header(q, "x-amz-security-token", r->session_token);
 }
 
 /* A GET of this object (HTTP or S3), with optional Range and If-Match. */

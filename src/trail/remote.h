@@ -44,6 +44,13 @@ int			tdb_remote_get_ranges(TdbRemote *r, const TdbByteRange *ranges,
 								  const char *etag, uint64_t size,
 								  TdbTrailError *err);
 
+/*
+ * S3's URI encoding (its canonical form for SigV4): A-Z a-z 0-9 - _ . ~
+ * kept, '/' kept when keep_slash, every other byte %XX (upper-case hex).
+ * out holds 3 * strlen(in) + 1; longer input is cut.
+ */
+void		tdb_s3_uri_encode(const char *in, int keep_slash, char *out, size_t outlen);
+
 /* Counters since open. */
 void		tdb_remote_counters(const TdbRemote *r, uint64_t *requests,
 								uint64_t *retries, uint64_t *bytes);

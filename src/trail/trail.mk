@@ -9,7 +9,7 @@
 #   make tools/trafficdb-trail   the CLI
 
 TRAIL_CFLAGS = -std=gnu11 -O2 -g -Wall -Wextra -Werror -Isrc -Isrc/trail -Isrc/tests
-TRAIL_LIBS = $(shell curl-config --libs 2>/dev/null || pkg-config --libs libcurl) -lm -lpthread
+TRAIL_LIBS = $(shell curl-config --libs 2>/dev/null || pkg-config --libs libcurl) -lcrypto -lm -lpthread
 TRAIL_SRCS = $(wildcard src/trail/*.c) src/checksum.c
 TRAIL_HDRS = $(wildcard src/trail/*.h) src/checksum.h
 # the runner is src/tests/main.c, given this suite's list

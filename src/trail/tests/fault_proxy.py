@@ -13,7 +13,11 @@ next requests, one per request, in order (then requests pass through):
     500, 503   that status with an S3 error body, upstream not asked
     429        429 with <Code>SlowDown</Code>
     slowdown   503 with <Code>SlowDown</Code>
-    200        forward without Range: the whole object with 200 OK
+    200        answer 200 OK and the whole object to a range request (a server
+               that ignores Range).  Range is signed, so the proxy cannot
+               drop it to fetch the whole object: it forwards the request,
+               and puts the 206's bytes at their offset in a body of the
+               object's full size (zeros elsewhere)
     short      the right headers, half the body, then close
     badrange   Content-Range shifted by one byte
     etag       a different ETag header (an object replaced behind a cache
@@ -101,16 +105,24 @@ class Handler(http.server.BaseHTTPRequestHandler):
                               [("Content-Type", "application/xml")])
 
         headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP}
-        if fault == "200":
-            headers.pop("Range", None)
-            headers.pop("range", None)
         conn = http.client.HTTPConnection("127.0.0.1", UPSTREAM, timeout=30)
         conn.request(self.command, self.path, body=body if body else None, headers=headers)
         resp = conn.getresponse()
         data = resp.read()
         conn.close()
 
+        status = resp.status
         out = [(k, v) for k, v in resp.getheaders() if k.lower() not in HOP and k.lower() != "content-length"]
+        if fault == "200" and status == 206:
+            rng = dict((k.lower(), v) for k, v in out).get("content-range", "")
+            if rng.startswith("bytes "):
+                span, total = rng[6:].split("/")
+                a = int(span.split("-")[0])
+                whole = bytearray(int(total))
+                whole[a:a + len(data)] = data
+                data = bytes(whole)
+                status = 200
+                out = [(k, v) for k, v in out if k.lower() != "content-range"]
         if fault == "badrange":
             fixed = []
             for k, v in out:
@@ -123,7 +135,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if fault == "etag":
             out = [(k, '"00000000000000000000000000000000"' if k.lower() == "etag" else v) for k, v in out]
 
-        self.send_response(resp.status)
+        self.send_response(status)
         for k, v in out:
             self.send_header(k, v)
         self.send_header("Content-Length", str(len(data)))

@@ -12,7 +12,6 @@
 #include "codec.h"
 #include "format.h"
 #include "pager.h"
-#include "sigv4.h"
 #include "trail_fixture.h"
 #include "trail_unit.h"
 
@@ -466,61 +465,4 @@ UNIT_TEST(test_trail_lying_zone_map_rejected)
 	tdb_trail_footer_release(&f);
 	free(buf);
 	fx_free(&s);
-}
-
-UNIT_TEST(test_trail_sha256_and_sigv4_vectors)
-{
-	uint8_t		h[32];
-	char		hex[65];
-	char		auth[512];
-
-	tdb_sha256("abc", 3, h);
-	tdb_hex(h, 32, hex);
-	CHECK(strcmp(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad") == 0);
-	tdb_sha256("", 0, h);
-	tdb_hex(h, 32, hex);
-	CHECK(strcmp(hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855") == 0);
-	{
-		/* 1,000,000 x 'a' through many updates of odd sizes */
-		TdbSha256	c;
-		char		a[997];
-
-		memset(a, 'a', sizeof(a));
-		tdb_sha256_init(&c);
-		for (int left = 1000000; left > 0; left -= 997)
-			tdb_sha256_update(&c, a, left < 997 ? (size_t) left : 997);
-		tdb_sha256_final(&c, h);
-		tdb_hex(h, 32, hex);
-		CHECK(strcmp(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0") == 0);
-	}
-	/* RFC 4231 test case 2 */
-	tdb_hmac_sha256("Jefe", 4, "what do ya want for nothing?", 28, h);
-	tdb_hex(h, 32, hex);
-	CHECK(strcmp(hex, "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843") == 0);
-
-	/* the GET Object example of the AWS S3 SigV4 documentation */
-	{
-		TdbSigHeader hd[] = {
-			{"host", "examplebucket.s3.amazonaws.com"},
-			{"range", "bytes=0-9"},
-			{"x-amz-content-sha256", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
-			{"x-amz-date", "20130524T000000Z"},
-		};
-
-		CHECK(tdb_sigv4_authorization("GET", "/test.txt", "", hd, 4,
-									  "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
-									  "us-east-1", "s3", "20130524T000000Z", "AKIAIOSFODNN7EXAMPLE",
-									  "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", auth, sizeof(auth)) == 0);
-		CHECK(strstr(auth, "Signature=f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41") != NULL);
-		CHECK(strstr(auth, "SignedHeaders=host;range;x-amz-content-sha256;x-amz-date") != NULL);
-		CHECK(strstr(auth, "wJalrXUtnFEMI") == NULL);
-	}
-	{
-		char		enc[64];
-
-		tdb_s3_uri_encode("a b/c~d*e", 1, enc, sizeof(enc));
-		CHECK(strcmp(enc, "a%20b/c~d%2Ae") == 0);
-		tdb_s3_uri_encode("a/b", 0, enc, sizeof(enc));
-		CHECK(strcmp(enc, "a%2Fb") == 0);
-	}
 }
