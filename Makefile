@@ -110,9 +110,19 @@ CLIENTS ?= 1 2 4 8
 bench:
 	SCALE=$(SCALE) SECONDS_PER_TEST=$(SECONDS_PER_TEST) CLIENTS="$(CLIENTS)" bench/run.sh
 
-# libtrafficdb (include/trafficdb.h): shared and static, only tdb_* of the
-# public header exported.  Installed under PREFIX with a pkg-config file.
-PREFIX ?= /usr/local
+# libtrafficdb (include/trafficdb.h): shared and static, only the
+# trafficdb_* functions of the public header exported.
+#
+# Its version is the header's TRAFFICDB_VERSION_STRING, and only there: the
+# shared library's file name, its soname (the major), trafficdb.pc and the
+# Python package follow it (python/trafficdb/__init__.py's __version__ is
+# checked against it at install).  TDB_VERSION, not VERSION: PGXS has that.
+TDB_VERSION := $(shell sed -n 's/^.define TRAFFICDB_VERSION_STRING[[:space:]]*"\([0-9.]*\)"$$/\1/p' include/trafficdb.h)
+ifeq ($(TDB_VERSION),)
+$(error include/trafficdb.h: no TRAFFICDB_VERSION_STRING found)
+endif
+TDB_SOVERSION := $(firstword $(subst ., ,$(TDB_VERSION)))
+
 LIB_SRCS = $(ENGINE_SRCS) $(CLIENT_SRCS)
 LIB_OBJS = $(patsubst %.c,lib/obj/%.o,$(LIB_SRCS))
 LIB_CFLAGS = -std=gnu11 -O2 -g $(WARNINGS) -fPIC -fvisibility=hidden -Isrc -Iinclude
@@ -122,32 +132,46 @@ lib/obj/%.o: %.c $(wildcard src/*.h include/*.h)
 	$(CC) $(LIB_CFLAGS) -c -o $@ $<
 
 lib/libtrafficdb.so: $(LIB_OBJS)
-	$(CC) -shared -Wl,-soname,libtrafficdb.so.0 -o $@ $(LIB_OBJS) -lm
+	$(CC) -shared -Wl,-soname,libtrafficdb.so.$(TDB_SOVERSION) -o $@ $(LIB_OBJS) -lm
 
 lib/libtrafficdb.a: $(LIB_OBJS)
 	$(AR) rcs $@ $(LIB_OBJS)
 
-lib/trafficdb.pc: Makefile
-	@mkdir -p lib
-	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: trafficdb\nDescription: read trafficdb road traffic from shared memory\nVersion: 0.1.0\nLibs: -L$${libdir} -ltrafficdb\nLibs.private: -lm\nCflags: -I$${includedir}\n' '$(PREFIX)' > $@
-
-all: lib/libtrafficdb.so lib/libtrafficdb.a lib/trafficdb.pc examples/live_traffic
+all: lib/libtrafficdb.so lib/libtrafficdb.a examples/live_traffic
 
 # A C reader of live traffic through the public API only (make demo runs it).
 examples/live_traffic: examples/live_traffic.c lib/libtrafficdb.a include/trafficdb.h
 	$(CC) $(UNIT_CFLAGS) -o $@ examples/live_traffic.c lib/libtrafficdb.a -lm
 
-install: install-lib
-install-lib: lib/libtrafficdb.so lib/libtrafficdb.a lib/trafficdb.pc tools/tdbread tools/trafficdb-stream tools/trafficdb-trail
-	install -d '$(DESTDIR)$(PREFIX)/lib/pkgconfig' '$(DESTDIR)$(PREFIX)/include' '$(DESTDIR)$(PREFIX)/bin'
-	install -m 644 include/trafficdb.h '$(DESTDIR)$(PREFIX)/include/'
-	install -m 755 lib/libtrafficdb.so '$(DESTDIR)$(PREFIX)/lib/libtrafficdb.so.0.1.0'
-	ln -sf libtrafficdb.so.0.1.0 '$(DESTDIR)$(PREFIX)/lib/libtrafficdb.so.0'
-	ln -sf libtrafficdb.so.0 '$(DESTDIR)$(PREFIX)/lib/libtrafficdb.so'
-	install -m 644 lib/libtrafficdb.a '$(DESTDIR)$(PREFIX)/lib/'
-	install -m 644 lib/trafficdb.pc '$(DESTDIR)$(PREFIX)/lib/pkgconfig/'
-	install -m 755 tools/tdbread tools/trafficdb-stream tools/trafficdb-trail '$(DESTDIR)$(PREFIX)/bin/'
-	-[ -z '$(DESTDIR)' ] && ldconfig
+# make install-client [PREFIX=...] [DESTDIR=...]: the client side alone -
+# header, both libraries, trafficdb.pc, the CLI tools and the Python
+# bindings - under PREFIX (default /usr/local).  It needs no PostgreSQL and
+# no root when PREFIX is writable (e.g. PREFIX=$HOME/.local).  make install
+# installs it too, beside the extension.  (Not "install-lib": PGXS has one.)
+# trafficdb.pc is written at install, so it names that install's PREFIX.
+PREFIX ?= /usr/local
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+BINDIR ?= $(PREFIX)/bin
+# trafficdb.pc says ${prefix}/lib rather than the path when it is under PREFIX
+pc_dir = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
+
+install: install-client
+install-client: lib/libtrafficdb.so lib/libtrafficdb.a tools/tdbread tools/trafficdb-stream tools/trafficdb-trail
+	install -d '$(DESTDIR)$(LIBDIR)/pkgconfig' '$(DESTDIR)$(INCLUDEDIR)' '$(DESTDIR)$(BINDIR)'
+	install -m 644 include/trafficdb.h '$(DESTDIR)$(INCLUDEDIR)/'
+	install -m 755 lib/libtrafficdb.so '$(DESTDIR)$(LIBDIR)/libtrafficdb.so.$(TDB_VERSION)'
+	ln -sf libtrafficdb.so.$(TDB_VERSION) '$(DESTDIR)$(LIBDIR)/libtrafficdb.so.$(TDB_SOVERSION)'
+	ln -sf libtrafficdb.so.$(TDB_SOVERSION) '$(DESTDIR)$(LIBDIR)/libtrafficdb.so'
+	install -m 644 lib/libtrafficdb.a '$(DESTDIR)$(LIBDIR)/'
+	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(call pc_dir,$(LIBDIR))' 'includedir=$(call pc_dir,$(INCLUDEDIR))' '' \
+		'Name: trafficdb' 'Description: read trafficdb road traffic from shared memory' 'Version: $(TDB_VERSION)' \
+		'Libs: -L$${libdir} -ltrafficdb' 'Libs.private: -lm' 'Cflags: -I$${includedir}' \
+		> '$(DESTDIR)$(LIBDIR)/pkgconfig/trafficdb.pc'
+	install -m 755 tools/tdbread tools/trafficdb-stream tools/trafficdb-trail '$(DESTDIR)$(BINDIR)/'
+	@if [ -z '$(DESTDIR)' ] && [ "$$(id -u)" = 0 ]; then ldconfig; fi
+
+.PHONY: install-client
 
 # TAP tests of t/ (PostgreSQL::Test::Cluster) against the installed server.
 tap:
@@ -186,7 +210,7 @@ fuzz-sql: all tools/trafficdb-trail
 unit-tsan: src/tests/unit_tests_tsan
 	TSAN_OPTIONS=halt_on_error=1 src/tests/unit_tests_tsan test_client_threads test_client_wait_is_woken test_shm_readers_see_consistent_versions
 
-.PHONY: fuzz-sql bench bench-streams bench-trails fuzz-stream unit-asan unit-tsan unit tap test demo demo-stop demo-clean deps bench-objects bench-daemon bench-locations bench-accessor install-lib
+.PHONY: fuzz-sql bench bench-streams bench-trails fuzz-stream unit-asan unit-tsan unit tap test demo demo-stop demo-clean deps bench-objects bench-daemon bench-locations bench-accessor
 unit: src/tests/unit_tests
 	src/tests/unit_tests
 
