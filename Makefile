@@ -134,8 +134,17 @@ lib/obj/%.o: %.c $(wildcard src/*.h include/*.h)
 lib/libtrafficdb.so: $(LIB_OBJS)
 	$(CC) -shared -Wl,-soname,libtrafficdb.so.$(TDB_SOVERSION) -o $@ $(LIB_OBJS) -lm
 
-lib/libtrafficdb.a: $(LIB_OBJS)
-	$(AR) rcs $@ $(LIB_OBJS)
+# The static library holds one relocatable object of all of LIB_OBJS whose
+# hidden (non-public) names are made local, as the shared library hides
+# them: a program linking it statically sees only trafficdb_*, so its own
+# tdb_* functions cannot clash with ours, nor ours be replaced by them.
+# (Makefile: an archive made by an older recipe is remade.)
+OBJCOPY ?= objcopy
+lib/libtrafficdb.a: $(LIB_OBJS) Makefile
+	$(LD) -r -o lib/obj/libtrafficdb.o $(LIB_OBJS)
+	$(OBJCOPY) --localize-hidden lib/obj/libtrafficdb.o
+	rm -f $@
+	$(AR) rcs $@ lib/obj/libtrafficdb.o
 
 all: lib/libtrafficdb.so lib/libtrafficdb.a examples/live_traffic
 
