@@ -180,7 +180,41 @@ install-client: lib/libtrafficdb.so lib/libtrafficdb.a tools/tdbread tools/traff
 	install -m 755 tools/tdbread tools/trafficdb-stream tools/trafficdb-trail '$(DESTDIR)$(BINDIR)/'
 	@if [ -z '$(DESTDIR)' ] && [ "$$(id -u)" = 0 ]; then ldconfig; fi
 
-.PHONY: install-client
+# The Python bindings (python/, pure Python) go with the library, built by
+# pip offline (no index, no build isolation: Debian's python3-setuptools)
+# from a copy that records LIBDIR, so the package loads the library
+# installed with it even when LIBDIR is not in the dynamic linker's path.
+# PYTHONDIR, where they go: the interpreter's own directory under PREFIX when
+# it has one (/usr/local/lib/python3.X/dist-packages on Debian, the user site
+# for PREFIX=$HOME/.local, a venv), else PREFIX/lib/python3.X/site-packages,
+# to add to PYTHONPATH.  pip --target writes only there, so Debian's
+# EXTERNALLY-MANAGED guard (PEP 668) is not involved.  PYTHON= skips them.
+PYTHON ?= python3
+PYTHONDIR ?= $(shell $(PYTHON) -c 'import sys, sysconfig; p = sys.argv[1].rstrip("/") + "/lib/python"; \
+	print(next((d for d in sys.path if d.startswith(p) and d.endswith("-packages")), \
+	sysconfig.get_path("purelib", "posix_prefix", vars={"base": sys.argv[1], "platbase": sys.argv[1]})))' '$(PREFIX)')
+
+install-client: install-python
+install-python:
+ifeq ($(PYTHON),)
+	@echo "PYTHON is empty: the Python bindings are not installed"
+else
+	@v=$$(sed -n 's/^__version__ = "\(.*\)"$$/\1/p' python/trafficdb/__init__.py); [ "$$v" = '$(TDB_VERSION)' ] || \
+		{ echo "python/trafficdb/__init__.py has version '$$v', include/trafficdb.h $(TDB_VERSION)" >&2; exit 1; }
+	@$(PYTHON) -m pip --version >/dev/null 2>&1 || \
+		{ echo "$(PYTHON) has no pip: install python3-pip (scripts/deps.sh), or make PYTHON= to skip the Python bindings" >&2; exit 1; }
+	@[ -n '$(PYTHONDIR)' ] || { echo "$(PYTHON) did not tell where to install the Python bindings: set PYTHONDIR" >&2; exit 1; }
+	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	cp -R python/pyproject.toml python/trafficdb "$$tmp/" && rm -rf "$$tmp/trafficdb/__pycache__" && \
+	$(PYTHON) -c 'import sys; print("# written by make install-client: where libtrafficdb is\nLIBDIR = " + repr(sys.argv[1]))' \
+		'$(LIBDIR)' > "$$tmp/trafficdb/_install.py" && \
+	$(PYTHON) -m pip install --quiet --no-index --no-build-isolation --no-deps --no-cache-dir --disable-pip-version-check \
+		--root-user-action=ignore --upgrade --target '$(DESTDIR)$(PYTHONDIR)' "$$tmp"
+	@$(PYTHON) -c 'import sys; sys.exit(sys.argv[1] not in sys.path)' '$(PYTHONDIR)' || [ -n '$(DESTDIR)' ] || \
+		echo "note: $(PYTHON) does not search $(PYTHONDIR): add it to PYTHONPATH to import trafficdb"
+endif
+
+.PHONY: install-client install-python
 
 # TAP tests of t/ (PostgreSQL::Test::Cluster) against the installed server.
 tap:
