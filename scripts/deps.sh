@@ -10,6 +10,9 @@ packages=(
 	"postgresql-$PG_MAJOR" "postgresql-server-dev-$PG_MAJOR"
 	"postgresql-$PG_MAJOR-postgis-3" "postgresql-$PG_MAJOR-postgis-3-scripts"
 	libcurl4-openssl-dev
+	# Python bindings: pip installs them offline with Debian's setuptools and
+	# wheel (make install-client); a venv in test/packaging.sh
+	python3-pip python3-setuptools python3-wheel python3-venv
 	# scripts: MinIO's readiness probe, downloads (libcurl's -dev package does not bring the command)
 	curl
 	# tests: pgrep (test/group_mode.sh), ps
