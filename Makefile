@@ -117,11 +117,11 @@ bench:
 # shared library's file name, its soname (the major), trafficdb.pc and the
 # Python package follow it (python/trafficdb/__init__.py's __version__ is
 # checked against it at install).  TDB_VERSION, not VERSION: PGXS has that.
-TDB_VERSION := $(shell sed -n 's/^.define TRAFFICDB_VERSION_STRING[[:space:]]*"\([0-9.]*\)"$$/\1/p' include/trafficdb.h)
-ifeq ($(TDB_VERSION),)
-$(error include/trafficdb.h: no TRAFFICDB_VERSION_STRING found)
-endif
-TDB_SOVERSION := $(firstword $(subst ., ,$(TDB_VERSION)))
+# Read when a recipe needs it: make tap and installcheck run this Makefile in
+# a copy without include/.
+TDB_VERSION = $(shell sed -n 's/^.define TRAFFICDB_VERSION_STRING[[:space:]]*"\([0-9.]*\)"$$/\1/p' include/trafficdb.h 2>/dev/null)
+TDB_SOVERSION = $(firstword $(subst ., ,$(TDB_VERSION)))
+check_version = @[ -n '$(TDB_VERSION)' ] || { echo "include/trafficdb.h: no TRAFFICDB_VERSION_STRING" >&2; exit 1; }
 
 LIB_SRCS = $(ENGINE_SRCS) $(CLIENT_SRCS)
 LIB_OBJS = $(patsubst %.c,lib/obj/%.o,$(LIB_SRCS))
@@ -132,6 +132,7 @@ lib/obj/%.o: %.c $(wildcard src/*.h include/*.h)
 	$(CC) $(LIB_CFLAGS) -c -o $@ $<
 
 lib/libtrafficdb.so: $(LIB_OBJS)
+	$(check_version)
 	$(CC) -shared -Wl,-soname,libtrafficdb.so.$(TDB_SOVERSION) -o $@ $(LIB_OBJS) -lm
 
 # The static library holds one relocatable object of all of LIB_OBJS whose
@@ -167,6 +168,7 @@ pc_dir = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
 
 install: install-client
 install-client: lib/libtrafficdb.so lib/libtrafficdb.a tools/tdbread tools/trafficdb-stream tools/trafficdb-trail
+	$(check_version)
 	install -d '$(DESTDIR)$(LIBDIR)/pkgconfig' '$(DESTDIR)$(INCLUDEDIR)' '$(DESTDIR)$(BINDIR)'
 	install -m 644 include/trafficdb.h '$(DESTDIR)$(INCLUDEDIR)/'
 	install -m 755 lib/libtrafficdb.so '$(DESTDIR)$(LIBDIR)/libtrafficdb.so.$(TDB_VERSION)'
