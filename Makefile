@@ -111,9 +111,19 @@ CLIENTS ?= 1 2 4 8
 bench:
 	SCALE=$(SCALE) SECONDS_PER_TEST=$(SECONDS_PER_TEST) CLIENTS="$(CLIENTS)" bench/run.sh
 
-# libtrafficdb (include/trafficdb.h): shared and static, only tdb_* of the
-# public header exported.  Installed under PREFIX with a pkg-config file.
-PREFIX ?= /usr/local
+# libtrafficdb (include/trafficdb.h): shared and static, only the
+# trafficdb_* functions of the public header exported.
+#
+# Its version is the header's TRAFFICDB_VERSION_STRING, and only there: the
+# shared library's file name, its soname (the major), trafficdb.pc and the
+# Python package follow it (python/trafficdb/__init__.py's __version__ is
+# checked against it at install).  TDB_VERSION, not VERSION: PGXS has that.
+# Read when a recipe needs it: make tap and installcheck run this Makefile in
+# a copy without include/.
+TDB_VERSION = $(shell sed -n 's/^.define TRAFFICDB_VERSION_STRING[[:space:]]*"\([0-9.]*\)"$$/\1/p' include/trafficdb.h 2>/dev/null)
+TDB_SOVERSION = $(firstword $(subst ., ,$(TDB_VERSION)))
+check_version = @[ -n '$(TDB_VERSION)' ] || { echo "include/trafficdb.h: no TRAFFICDB_VERSION_STRING" >&2; exit 1; }
+
 LIB_SRCS = $(ENGINE_SRCS) $(CLIENT_SRCS)
 LIB_OBJS = $(patsubst %.c,lib/obj/%.o,$(LIB_SRCS))
 LIB_CFLAGS = -std=gnu11 -O2 -g $(WARNINGS) -fPIC -fvisibility=hidden -Isrc -Iinclude
@@ -123,32 +133,91 @@ lib/obj/%.o: %.c $(wildcard src/*.h include/*.h)
 	$(CC) $(LIB_CFLAGS) -c -o $@ $<
 
 lib/libtrafficdb.so: $(LIB_OBJS)
-	$(CC) -shared -Wl,-soname,libtrafficdb.so.0 -o $@ $(LIB_OBJS) -lm
+	$(check_version)
+	$(CC) -shared -Wl,-soname,libtrafficdb.so.$(TDB_SOVERSION) -o $@ $(LIB_OBJS) -lm
 
-lib/libtrafficdb.a: $(LIB_OBJS)
-	$(AR) rcs $@ $(LIB_OBJS)
+# The static library holds one relocatable object of all of LIB_OBJS whose
+# hidden (non-public) names are made local, as the shared library hides
+# them: a program linking it statically sees only trafficdb_*, so its own
+# tdb_* functions cannot clash with ours, nor ours be replaced by them.
+# (Makefile: an archive made by an older recipe is remade.)
+OBJCOPY ?= objcopy
+lib/libtrafficdb.a: $(LIB_OBJS) Makefile
+	$(LD) -r -o lib/obj/libtrafficdb.o $(LIB_OBJS)
+	$(OBJCOPY) --localize-hidden lib/obj/libtrafficdb.o
+	rm -f $@
+	$(AR) rcs $@ lib/obj/libtrafficdb.o
 
-lib/trafficdb.pc: Makefile
-	@mkdir -p lib
-	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: trafficdb\nDescription: read trafficdb road traffic from shared memory\nVersion: 0.1.0\nLibs: -L$${libdir} -ltrafficdb\nLibs.private: -lm\nCflags: -I$${includedir}\n' '$(PREFIX)' > $@
-
-all: lib/libtrafficdb.so lib/libtrafficdb.a lib/trafficdb.pc examples/live_traffic
+all: lib/libtrafficdb.so lib/libtrafficdb.a examples/live_traffic
 
 # A C reader of live traffic through the public API only (make demo runs it).
 examples/live_traffic: examples/live_traffic.c lib/libtrafficdb.a include/trafficdb.h
 	$(CC) $(UNIT_CFLAGS) -o $@ examples/live_traffic.c lib/libtrafficdb.a -lm
 
-install: install-lib
-install-lib: lib/libtrafficdb.so lib/libtrafficdb.a lib/trafficdb.pc tools/tdbread tools/trafficdb-stream tools/trafficdb-trail
-	install -d '$(DESTDIR)$(PREFIX)/lib/pkgconfig' '$(DESTDIR)$(PREFIX)/include' '$(DESTDIR)$(PREFIX)/bin'
-	install -m 644 include/trafficdb.h '$(DESTDIR)$(PREFIX)/include/'
-	install -m 755 lib/libtrafficdb.so '$(DESTDIR)$(PREFIX)/lib/libtrafficdb.so.0.1.0'
-	ln -sf libtrafficdb.so.0.1.0 '$(DESTDIR)$(PREFIX)/lib/libtrafficdb.so.0'
-	ln -sf libtrafficdb.so.0 '$(DESTDIR)$(PREFIX)/lib/libtrafficdb.so'
-	install -m 644 lib/libtrafficdb.a '$(DESTDIR)$(PREFIX)/lib/'
-	install -m 644 lib/trafficdb.pc '$(DESTDIR)$(PREFIX)/lib/pkgconfig/'
-	install -m 755 tools/tdbread tools/trafficdb-stream tools/trafficdb-trail '$(DESTDIR)$(PREFIX)/bin/'
-	-[ -z '$(DESTDIR)' ] && ldconfig
+# make install-client [PREFIX=...] [DESTDIR=...]: the client side alone -
+# header, both libraries, trafficdb.pc, the CLI tools and the Python
+# bindings - under PREFIX (default /usr/local).  It needs no PostgreSQL and
+# no root when PREFIX is writable (e.g. PREFIX=$HOME/.local).  make install
+# installs it too, beside the extension.  (Not "install-lib": PGXS has one.)
+# trafficdb.pc is written at install, so it names that install's PREFIX.
+PREFIX ?= /usr/local
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+BINDIR ?= $(PREFIX)/bin
+# trafficdb.pc says ${prefix}/lib rather than the path when it is under PREFIX
+pc_dir = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
+
+install: install-client
+install-client: lib/libtrafficdb.so lib/libtrafficdb.a tools/tdbread tools/trafficdb-stream tools/trafficdb-trail
+	$(check_version)
+	install -d '$(DESTDIR)$(LIBDIR)/pkgconfig' '$(DESTDIR)$(INCLUDEDIR)' '$(DESTDIR)$(BINDIR)'
+	install -m 644 include/trafficdb.h '$(DESTDIR)$(INCLUDEDIR)/'
+	install -m 755 lib/libtrafficdb.so '$(DESTDIR)$(LIBDIR)/libtrafficdb.so.$(TDB_VERSION)'
+	ln -sf libtrafficdb.so.$(TDB_VERSION) '$(DESTDIR)$(LIBDIR)/libtrafficdb.so.$(TDB_SOVERSION)'
+	ln -sf libtrafficdb.so.$(TDB_SOVERSION) '$(DESTDIR)$(LIBDIR)/libtrafficdb.so'
+	install -m 644 lib/libtrafficdb.a '$(DESTDIR)$(LIBDIR)/'
+	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(call pc_dir,$(LIBDIR))' 'includedir=$(call pc_dir,$(INCLUDEDIR))' '' \
+		'Name: trafficdb' 'Description: read trafficdb road traffic from shared memory' 'Version: $(TDB_VERSION)' \
+		'Libs: -L$${libdir} -ltrafficdb' 'Libs.private: -lm' 'Cflags: -I$${includedir}' \
+		> '$(DESTDIR)$(LIBDIR)/pkgconfig/trafficdb.pc'
+	install -m 755 tools/tdbread tools/trafficdb-stream tools/trafficdb-trail '$(DESTDIR)$(BINDIR)/'
+	@if [ -z '$(DESTDIR)' ] && [ "$$(id -u)" = 0 ]; then ldconfig; fi
+
+# The Python bindings (python/, pure Python) go with the library, built by
+# pip offline (no index, no build isolation: Debian's python3-setuptools)
+# from a copy that records LIBDIR, so the package loads the library
+# installed with it even when LIBDIR is not in the dynamic linker's path.
+# PYTHONDIR, where they go: the interpreter's own directory under PREFIX when
+# it has one (/usr/local/lib/python3.X/dist-packages on Debian, the user site
+# for PREFIX=$HOME/.local, a venv), else PREFIX/lib/python3.X/site-packages,
+# to add to PYTHONPATH.  pip --target writes only there, so Debian's
+# EXTERNALLY-MANAGED guard (PEP 668) is not involved.  PYTHON= skips them.
+PYTHON ?= python3
+PYTHONDIR ?= $(shell $(PYTHON) -c 'import sys, sysconfig; p = sys.argv[1].rstrip("/") + "/lib/python"; \
+	print(next((d for d in sys.path if d.startswith(p) and d.endswith("-packages")), \
+	sysconfig.get_path("purelib", "posix_prefix", vars={"base": sys.argv[1], "platbase": sys.argv[1]})))' '$(PREFIX)')
+
+install-client: install-python
+install-python:
+ifeq ($(PYTHON),)
+	@echo "PYTHON is empty: the Python bindings are not installed"
+else
+	@v=$$(sed -n 's/^__version__ = "\(.*\)"$$/\1/p' python/trafficdb/__init__.py); [ "$$v" = '$(TDB_VERSION)' ] || \
+		{ echo "python/trafficdb/__init__.py has version '$$v', include/trafficdb.h $(TDB_VERSION)" >&2; exit 1; }
+	@$(PYTHON) -m pip --version >/dev/null 2>&1 || \
+		{ echo "$(PYTHON) has no pip: install python3-pip (scripts/deps.sh), or make PYTHON= to skip the Python bindings" >&2; exit 1; }
+	@[ -n '$(PYTHONDIR)' ] || { echo "$(PYTHON) did not tell where to install the Python bindings: set PYTHONDIR" >&2; exit 1; }
+	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	cp -R python/pyproject.toml python/trafficdb "$$tmp/" && rm -rf "$$tmp/trafficdb/__pycache__" && \
+	$(PYTHON) -c 'import sys; print("# written by make install-client: where libtrafficdb is\nLIBDIR = " + repr(sys.argv[1]))' \
+		'$(LIBDIR)' > "$$tmp/trafficdb/_install.py" && \
+	$(PYTHON) -m pip install --quiet --no-index --no-build-isolation --no-deps --no-cache-dir --disable-pip-version-check \
+		--root-user-action=ignore --upgrade --target '$(DESTDIR)$(PYTHONDIR)' "$$tmp"
+	@$(PYTHON) -c 'import sys; sys.exit(sys.argv[1] not in sys.path)' '$(PYTHONDIR)' || [ -n '$(DESTDIR)' ] || \
+		echo "note: $(PYTHON) does not search $(PYTHONDIR): add it to PYTHONPATH to import trafficdb"
+endif
+
+.PHONY: install-client install-python
 
 # TAP tests of t/ (PostgreSQL::Test::Cluster) against the installed server.
 tap:
@@ -187,7 +256,7 @@ fuzz-sql: all tools/trafficdb-trail
 unit-tsan: src/tests/unit_tests_tsan
 	TSAN_OPTIONS=halt_on_error=1 src/tests/unit_tests_tsan test_client_threads test_client_wait_is_woken test_shm_readers_see_consistent_versions test_shm_pin_timeout_revokes test_shm_liveness_by_lock
 
-.PHONY: fuzz-sql bench bench-streams bench-trails fuzz-stream unit-asan unit-tsan unit tap test demo demo-stop demo-clean deps bench-objects bench-daemon bench-locations bench-accessor install-lib
+.PHONY: fuzz-sql bench bench-streams bench-trails fuzz-stream unit-asan unit-tsan unit tap test demo demo-stop demo-clean deps bench-objects bench-daemon bench-locations bench-accessor
 unit: src/tests/unit_tests
 	src/tests/unit_tests
 

@@ -12,6 +12,9 @@ packages=(
 	libcurl4-openssl-dev
 	# OpenSSL's libcrypto: SHA-256 of the trail code (libcurl's -dev package does not bring its headers)
 	libssl-dev
+	# Python bindings: pip installs them offline with Debian's setuptools and
+	# wheel (make install-client); a venv in test/packaging.sh
+	python3-pip python3-setuptools python3-wheel python3-venv
 	# scripts: MinIO's readiness probe, downloads (libcurl's -dev package does not bring the command)
 	curl
 	# tests: pgrep (test/group_mode.sh), ps

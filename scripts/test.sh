@@ -4,12 +4,14 @@
 #   1. the C unit tests of src/ and libtrafficdb (stream files included), the
 #      threaded ones again under ThreadSanitizer, the stream-file damage and
 #      crash tests under AddressSanitizer, and the stream CLI,
-#   2. the pg_regress suite (sql/, expected/) on a temporary instance that
+#   2. as root, libtrafficdb and the Python bindings installed by an ordinary
+#      OS user and used from C (shared, static) and Python (test/packaging.sh),
+#   3. the pg_regress suite (sql/, expected/) on a temporary instance that
 #      preloads the library,
-#   3. the TAP tests (t/) on clusters they create themselves, with a real
+#   4. the TAP tests (t/) on clusters they create themselves, with a real
 #      MinIO on 127.0.0.1 and the tests' fault proxy for the trail FDW,
-#   4. a minute of random SQL (sqlsmith) that must not crash the server,
-#   5. as root, the group-mode test (test/group_mode.sh) with real OS users.
+#   5. a minute of random SQL (sqlsmith) that must not crash the server,
+#   6. as root, the group-mode test (test/group_mode.sh) with real OS users.
 # Exits non-zero on the first failing stage and shows why.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -36,6 +38,13 @@ say "trail files: unit tests against MinIO and the fault proxy, ASan and UBSan, 
 src/trail/tests/run.sh
 make -s unit-trail-asan
 make -s fuzz-trail FUZZ_SECONDS=15
+
+say "packaging: make install-client as an ordinary user, pkg-config, static linking, Python (test/packaging.sh)"
+if [ "$(id -u)" = 0 ]; then
+	test/packaging.sh || die "packaging test failed"
+else
+	echo "skipped: it creates an OS user, so it runs only when make test runs as root (as CI does)"
+fi
 
 say "install"
 $SUDO make -s install PG_CONFIG="$PG_CONFIG"

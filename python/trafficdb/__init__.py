@@ -13,17 +13,45 @@ A thin ctypes layer over libtrafficdb (include/trafficdb.h)::
 
 Locations are plain Python objects copied out of shared memory, so they stay
 usable after the snapshot ends.  A Reader belongs to one thread at a time.
+
+The library loaded is $TRAFFICDB_LIB when set, else the libtrafficdb.so.N
+that ``make install-client`` installed with this package, else
+libtrafficdb.so.N wherever the dynamic linker finds it (ldconfig's cache,
+LD_LIBRARY_PATH).
 """
 import ctypes
-import ctypes.util
 import datetime
 import math
 import os
 
 __all__ = ["Reader", "Snapshot", "Location", "TrafficDBError", "NotRunning", "Stale", "Empty", "Revoked"]
 
-_lib_path = os.environ.get("TRAFFICDB_LIB") or ctypes.util.find_library("trafficdb") or "libtrafficdb.so"
-_lib = ctypes.CDLL(_lib_path)
+# include/trafficdb.h's TRAFFICDB_VERSION_STRING: make install-client refuses
+# to install a package whose version differs.
+__version__ = "0.2.0"
+
+
+def _load_library():
+    # The soname's major: these ctypes declarations follow that ABI.
+    soname = "libtrafficdb.so." + __version__.split(".")[0]
+    if os.environ.get("TRAFFICDB_LIB"):
+        return ctypes.CDLL(os.environ["TRAFFICDB_LIB"])
+    try:
+        from . import _install     # written by make install-client: its LIBDIR
+    except ImportError:
+        pass
+    else:
+        installed = os.path.join(_install.LIBDIR, soname)
+        if os.path.exists(installed):
+            return ctypes.CDLL(installed)
+    try:
+        return ctypes.CDLL(soname)
+    except OSError as e:
+        raise ImportError(f"trafficdb: cannot load {soname} ({e}): install libtrafficdb (make install-client), "
+                          "or add its directory to LD_LIBRARY_PATH, or name the file in TRAFFICDB_LIB") from e
+
+
+_lib = _load_library()
 
 OK, NOTFOUND, NOTRUNNING, PERMISSION, INVALID, NOSLOT, EMPTY, STALE, CORRUPT, SYSTEM, \
     NOSNAPSHOT, BADARG, TIMEOUT, NOMEM, REVOKED = 0, *range(-30700, -30714, -1)
