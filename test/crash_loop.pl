@@ -1,7 +1,9 @@
 # test/crash_loop.pl: `make crash-test` (test/crash_loop.sh runs it through
 # `make tap`, as the cluster's OS user).  CRASH_CYCLES cycles (default 100) of
 # kill -9, in rotation, of the daemon, a random backend and the postmaster,
-# while a feed writer commits batches and an external reader reads.
+# while a feed writer commits batches and an external reader reads.  Every
+# other daemon kill is timed by the reader (trafficdb_wait): right after a
+# publication, before the daemon commits its feed transaction.
 #
 #   test/crash_writer (libpq) commits batches into trafficdb.feed and logs each
 #     one's fate outside the database, COMMITTED only after COMMIT returned
@@ -364,9 +366,19 @@ for my $cycle (1 .. $cycles)
 	if ($kind eq 'daemon')
 	{
 		$victim = daemon_pid();
-		$what = "the daemon, pid $victim";
 		$t0 = time();
-		kill 'KILL', $victim;
+		if ($kills{daemon} % 2)
+		{
+			# right after it stores a new version, before it commits
+			my $out = `$reader_bin killnext $shm_name $victim 5000 2>&1`;
+			my ($g) = $out =~ /^generation (\d+)$/m or die "cycle $cycle: killnext: $out";
+			$what = "the daemon, pid $victim, as it published generation $g";
+		}
+		else
+		{
+			kill 'KILL', $victim;
+			$what = "the daemon, pid $victim";
+		}
 	}
 	elsif ($kind eq 'backend')
 	{
@@ -421,10 +433,11 @@ for my $cycle (1 .. $cycles)
 	$reader_back{$kind} += $went_back;
 	diag(sprintf("cycle %d/%d: kill -9 %s: publishing again after %.2f s; generation %d -> %d; "
 		  . "+%d batches committed (%d in all, %d rows), lost rows %d, mismatches %d; "
-		  . "reader: +%d reads, inconsistent %d, generation went back %d; %d shm objects",
+		  . "reader: +%d reads, inconsistent %d, generation went back %d, a set went back %d; %d shm objects",
 		$cycle, $cycles, $what, $back, $gen_before, $gen_after, $n_committed - $batches_before,
 		$n_committed, committed_rows(), $lost_rows - $lost_before, $mismatches - $bad_before,
-		($r->{reads} // 0) - ($before->{reads} // 0), $r->{inconsistent} // 0, $went_back, $n));
+		($r->{reads} // 0) - ($before->{reads} // 0), $r->{inconsistent} // 0, $went_back,
+		($r->{set_went_back} // 0) - ($before->{set_went_back} // 0), $n));
 }
 
 # ---- the end ------------------------------------------------------------------------------
@@ -487,6 +500,18 @@ is($gen_back{daemon} + $gen_back{backend}, 0,
 	'a crash-restart (daemon or backend killed) never published a generation at or below the one before');
 is($reader_back{daemon} + $reader_back{backend}, 0,
 	'nor did the external reader see the generation go back across one');
+# Found by this loop, not fixed yet (README, "make crash-test"): the daemon
+# stores a new version before it commits the transaction that consumed its
+# feed rows; killed in between, the next one publishes the map rebuilt from
+# traffic_state first, without those rows (committed, still in the feed),
+# and only its first feed cycle brings them back.  The killnext daemon kills
+# hit that window.
+TODO:
+{
+	local $TODO = 'a daemon killed between publishing and committing: the next one first publishes traffic_state without the feed rows the killed one had published';
+	is($r{set_went_back} // -1, 0, 'the external reader never saw a set go back to an older batch');
+	is($r{changes_missed} // -1, 0, 'trafficdb_changes_since() listed every change the reader saw');
+}
 is(scalar(@left), 0, "no shared memory object under $shm_name is left after the clean stop")
   or diag("left: @left");
 done_testing();

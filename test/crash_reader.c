@@ -11,6 +11,11 @@
  *	  crash_reader dump NAME
  *		one snapshot: "generation G" then "set S BATCH" per set (BATCH -1 if
  *		the set is mixed: an inconsistent snapshot)
+ *	  crash_reader killnext NAME PID TIMEOUT_MS
+ *		sleep until the next publication (trafficdb_wait), then kill -9 PID
+ *		at once: the daemon dies between storing a new version and
+ *		committing the transaction that consumed its feed rows, when the
+ *		wake-up is quick enough.  Prints "generation G" (the one it saw).
  *
  * Checks of one snapshot (one trafficdb_begin .. trafficdb_end):
  *	  - every location of the map's sets is found;
@@ -243,6 +248,34 @@ dump(const char *name)
 	return 0;
 }
 
+static int
+kill_next(const char *name, pid_t pid, int timeout_ms)
+{
+	trafficdb_handle *h;
+	uint64_t	gen = 0;
+	int			rc = trafficdb_open(name, &h);
+
+	if (rc == TRAFFICDB_OK)
+	{
+		if (trafficdb_begin(h, &gen) == TRAFFICDB_OK)
+			trafficdb_end(h);
+		rc = trafficdb_wait(h, gen, timeout_ms, &gen);
+		if (rc == TRAFFICDB_OK && kill(pid, SIGKILL) != 0)
+		{
+			perror("crash_reader: kill");
+			rc = TRAFFICDB_SYSTEM;
+		}
+		trafficdb_close(h);
+	}
+	if (rc != TRAFFICDB_OK)
+	{
+		fprintf(stderr, "crash_reader: %s\n", trafficdb_strerror(rc));
+		return 1;
+	}
+	printf("generation %" PRIu64 "\n", gen);
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -260,9 +293,12 @@ main(int argc, char **argv)
 
 	if (argc == 3 && strcmp(argv[1], "dump") == 0)
 		return dump(argv[2]);
+	if (argc == 5 && strcmp(argv[1], "killnext") == 0)
+		return kill_next(argv[2], (pid_t) atol(argv[3]), atoi(argv[4]));
 	if (argc != 5 || strcmp(argv[1], "watch") != 0)
 	{
-		fprintf(stderr, "usage: crash_reader watch NAME STATSFILE MAX_SECONDS | crash_reader dump NAME\n");
+		fprintf(stderr, "usage: crash_reader watch NAME STATSFILE MAX_SECONDS | crash_reader dump NAME | "
+				"crash_reader killnext NAME PID TIMEOUT_MS\n");
 		return 2;
 	}
 	name = argv[2];
