@@ -11,7 +11,7 @@
 #                (as a user that may run PostgreSQL, i.e. not root)
 #   make crash-test
 #                kill -9 loop against the installed build (CRASH_CYCLES,
-#                default 100; about 5 minutes; not part of make test)
+#                default 100; about 2 minutes; not part of make test)
 
 EXTENSION = trafficdb
 MODULE_big = trafficdb
