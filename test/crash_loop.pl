@@ -17,8 +17,8 @@
 # trafficdb.traffic_state (what the daemon rebuilds from), in
 # trafficdb.current_traffic() (what it published, read by a backend) and
 # through libtrafficdb.  A batch whose COMMIT lost its answer is "in doubt":
-# it may show if nothing newer was committed for its set, and is then counted
-# as committed.  At the end the server stops cleanly and no object under its
+# table crash_batches, written in each batch's transaction, says whether it
+# committed.  At the end the server stops cleanly and no object under its
 # shared memory prefix may remain in /dev/shm.
 #
 # CRASH_SEED fixes the random choices (printed at the start).
@@ -53,6 +53,7 @@ CREATE TABLE roads (id bigint PRIMARY KEY, geom geometry(LineString, 4326));
 INSERT INTO roads SELECT i, ST_MakeLine(ST_MakePoint(25 + i * 0.0001, 60), ST_MakePoint(25 + i * 0.0001, 60.001))
   FROM generate_series($FIRST_ID, $FIRST_ID + $SETS * $SET_SIZE - 1) i;
 SELECT trafficdb.load_map('roads');
+CREATE TABLE crash_batches (n bigint PRIMARY KEY, set_no int NOT NULL);
 });
 my $shm_name = $node->safe_psql('postgres', 'SHOW trafficdb.shm_name');
 $shm_name = '/trafficdb.' . $node->port if $shm_name eq '';
@@ -257,7 +258,8 @@ my ($lost_rows, $mismatches) = (0, 0);
 # The batch a published incident names (0: no traffic yet).
 sub batch_of { my ($inc) = @_; return $inc =~ /^b(\d+)$/ ? $1 : 0; }
 
-# Everything committed is published, and nothing else.  Returns the
+# Everything committed is published, and nothing else (a batch that did not
+# commit must not show: it would differ from the last committed one).  Returns the
 # generation published when the daemon had caught up.
 sub check_state
 {
@@ -276,6 +278,19 @@ sub check_state
 	my ($backlog, $rejects) = split /\|/, $node->safe_psql('postgres',
 		'SELECT (SELECT count(*) FROM trafficdb.feed), (SELECT count(*) FROM trafficdb.feed_rejects)');
 	my $ext = `$reader_bin dump $shm_name 2>&1`;
+
+	# in-doubt batches: committed if their transaction's record exists
+	if (%indoubt)
+	{
+		my %found = map { $_ => 1 } split /\n/, $node->safe_psql('postgres',
+			'SELECT n FROM crash_batches WHERE n IN (' . join(',', keys %indoubt) . ')');
+		for my $u (sort { $a <=> $b } keys %indoubt)
+		{
+			if ($found{$u}) { commit_batch($u, $indoubt{$u}); $n_indoubt_committed++; }
+			else { $n_indoubt_not++; }
+			delete $indoubt{$u};
+		}
+	}
 	my ($ext_gen) = $ext =~ /^generation (\d+)$/m;
 	my %ext = $ext =~ /^set (\d+) (-?\d+)$/mg;
 
@@ -287,17 +302,6 @@ sub check_state
 	for my $s (0 .. $SETS - 1)
 	{
 		my @ids = map { $FIRST_ID + $s * $SET_SIZE + $_ } 0 .. $SET_SIZE - 1;
-		my $d = $state{ $ids[0] } ? $state{ $ids[0] }[0] : 0;
-
-		# in-doubt batches of this set newer than its last committed one:
-		# the one traffic_state shows committed; newer ones did not (they
-		# would have won); older ones were overtaken (unknowable, harmless)
-		for my $u (sort { $a <=> $b } grep { $indoubt{$_} == $s } keys %indoubt)
-		{
-			next if $u <= $last_committed[$s];
-			if ($u == $d) { commit_batch($u, $s); $n_indoubt_committed++; delete $indoubt{$u}; }
-			elsif ($u > $d) { $n_indoubt_not++; delete $indoubt{$u}; }
-		}
 		my $e = $last_committed[$s];
 		for my $id (@ids)
 		{
@@ -316,7 +320,6 @@ sub check_state
 			}
 		}
 	}
-	# a batch the writer never saw committed must not be published
 	$mismatches += @bad;
 	diag("$what: $_") for @bad[ 0 .. ($#bad < 9 ? $#bad : 9) ];
 	return $gen;
@@ -447,6 +450,8 @@ close($stop);
 unlink("$ctl/pause");
 defined reap($writer_pid, 60) or die 'the feed writer did not stop within 60 s';
 my $gen_final = check_state('after the last cycle');
+# the database holds exactly the batches found committed (log and in-doubt)
+my $db_batches = $node->safe_psql('postgres', 'SELECT count(*) FROM crash_batches');
 my $writer_summary = slurp_or_empty("$scratch/writer.out");
 chomp $writer_summary;
 
@@ -471,7 +476,7 @@ my $summary = sprintf(
 	"crash loop summary (seed %d, %.0f s):\n"
 	  . "  cycles: %d (kill -9 of the daemon %d, of a backend %d, of the postmaster %d)\n"
 	  . "  committed batches: %d (%d rows), of which %d were in doubt and found committed; "
-	  . "in doubt and not committed: %d; unresolved (overtaken): %d; rolled back: %d\n"
+	  . "in doubt and not committed: %d; rolled back: %d\n"
 	  . "  lost rows: %d; mismatched checks: %d\n"
 	  . "  external reads: %d; inconsistent reads: %d; corrupt: %d; generation went back: %d; "
 	  . "changes_since missed a change: %d; a set went back to an older batch: %d; reopens: %d\n"
@@ -481,7 +486,7 @@ my $summary = sprintf(
 	  . "PostgreSQL DSM segments left unmapped: %d\n"
 	  . "  writer: %s\n",
 	$seed, time() - $started, $cycles, $kills{daemon}, $kills{backend}, $kills{postmaster},
-	$n_committed, committed_rows(), $n_indoubt_committed, $n_indoubt_not, scalar(keys %indoubt),
+	$n_committed, committed_rows(), $n_indoubt_committed, $n_indoubt_not,
 	$n_rolledback, $lost_rows, $mismatches, $r{reads} // 0, $r{inconsistent} // -1, $r{corrupt} // -1,
 	$r{went_back} // -1, $r{changes_missed} // -1, $r{set_went_back} // -1, $r{reopens} // 0,
 	$gen_back{daemon}, $gen_back{backend}, $gen_back{postmaster},
@@ -492,6 +497,7 @@ diag("reader: $reader_err") if $reader_err ne '';
 
 cmp_ok($n_committed, '>', $cycles, 'the writer committed batches throughout');
 is($lost_rows, 0, 'no committed row was lost');
+is($db_batches, $n_committed, 'crash_batches holds exactly the batches found committed');
 is($mismatches, 0, 'after every cycle, published traffic and traffic_state equal the last committed batches');
 cmp_ok($r{reads} // 0, '>', $cycles, 'the external reader kept reading');
 is($r{inconsistent} // -1, 0, 'the external reader never saw an inconsistent snapshot');

@@ -11,7 +11,8 @@
  * Log lines, one per batch that reached the server:
  *	  C n s		committed: COMMIT returned success
  *	  U n s		in doubt: COMMIT was sent and the connection died before its
- *				answer (committed or not: the loop asks the database)
+ *				answer (committed or not: the loop looks for n in table
+ *				crash_batches, which each batch's transaction also writes)
  *	  R n s		rolled back: failed before COMMIT, or COMMIT answered an error
  * where s is the set batch n wrote (see crash_batch.h).
  *
@@ -191,6 +192,12 @@ main(int argc, char **argv)
 			ok = PQresultStatus(res) == PGRES_COMMAND_OK &&
 				strcmp(PQcmdStatus(res), "INSERT 0 0") != 0;
 			PQclear(res);
+		}
+		if (ok)
+		{
+			/* the batch's own record, so an in-doubt COMMIT can be resolved */
+			snprintf(sql, sizeof(sql), "INSERT INTO crash_batches VALUES (%" PRIu64 ", %d)", next, set);
+			ok = exec_ok(conn, sql, "INSERT 0 1");
 		}
 		if (!ok)
 		{
