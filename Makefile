@@ -9,6 +9,9 @@
 #   make installcheck / make tap
 #                pg_regress suite / TAP tests against the installed build
 #                (as a user that may run PostgreSQL, i.e. not root)
+#   make crash-test
+#                kill -9 loop against the installed build (CRASH_CYCLES,
+#                default 100; about 2 minutes; not part of make test)
 
 EXTENSION = trafficdb
 MODULE_big = trafficdb
@@ -253,10 +256,24 @@ FUZZ_SQL_SECONDS ?= 1200
 fuzz-sql: all tools/trafficdb-trail
 	test/sqlsmith.sh $(FUZZ_SQL_SECONDS)
 
+# The kill -9 loop (test/crash_loop.pl): a libpq feed writer and an external
+# reader through the public libtrafficdb API only (no -Isrc: it must not see
+# the engine's internals).
+CRASH_CFLAGS = -std=gnu11 -O2 -g $(WARNINGS) -Iinclude
+test/crash_writer: test/crash_writer.c test/crash_batch.h
+	$(CC) $(CRASH_CFLAGS) -I$(shell $(PG_CONFIG) --includedir) -o $@ test/crash_writer.c -lpq
+
+test/crash_reader: test/crash_reader.c test/crash_batch.h lib/libtrafficdb.a include/trafficdb.h
+	$(CC) $(CRASH_CFLAGS) -o $@ test/crash_reader.c lib/libtrafficdb.a -lm
+
+CRASH_CYCLES ?= 100
+crash-test: all test/crash_writer test/crash_reader
+	CRASH_CYCLES=$(CRASH_CYCLES) test/crash_loop.sh
+
 unit-tsan: src/tests/unit_tests_tsan
 	TSAN_OPTIONS=halt_on_error=1 src/tests/unit_tests_tsan test_client_threads test_client_wait_is_woken test_shm_readers_see_consistent_versions test_shm_pin_timeout_revokes test_shm_liveness_by_lock
 
-.PHONY: fuzz-sql bench bench-streams bench-trails fuzz-stream unit-asan unit-tsan unit tap test demo demo-stop demo-clean deps bench-objects bench-daemon bench-locations bench-accessor
+.PHONY: crash-test fuzz-sql bench bench-streams bench-trails fuzz-stream unit-asan unit-tsan unit tap test demo demo-stop demo-clean deps bench-objects bench-daemon bench-locations bench-accessor
 unit: src/tests/unit_tests
 	src/tests/unit_tests
 
@@ -275,7 +292,7 @@ demo-stop:
 demo-clean:
 	scripts/demo.sh --clean
 
-EXTRA_CLEAN = src/tests/fuzz/fuzz_stream_open src/tests/fuzz/corpus src/tests/fuzz/last.log bench/streamgen src/tests/unit_tests_asan tools/trafficdb-stream examples/live_traffic src/tests/unit_tests src/tests/unit_tests_tsan tools/tdbread bench/objbench bench/accessor lib tmp_check results regression.diffs regression.out
+EXTRA_CLEAN = test/crash_writer test/crash_reader src/tests/fuzz/fuzz_stream_open src/tests/fuzz/corpus src/tests/fuzz/last.log bench/streamgen src/tests/unit_tests_asan tools/trafficdb-stream examples/live_traffic src/tests/unit_tests src/tests/unit_tests_tsan tools/tdbread bench/objbench bench/accessor lib tmp_check results regression.diffs regression.out
 
 # Trail files on S3 (src/trail/): their targets and tests.
 -include src/trail/trail.mk

@@ -1,0 +1,523 @@
+# test/crash_loop.pl: `make crash-test` (test/crash_loop.sh runs it through
+# `make tap`, as the cluster's OS user).  CRASH_CYCLES cycles (default 100) of
+# kill -9, in rotation, of the daemon, a random backend and the postmaster,
+# while a feed writer commits batches and an external reader reads.  Every
+# other daemon kill is timed by the reader (trafficdb_wait): right after a
+# publication, before the daemon commits its feed transaction.
+#
+#   test/crash_writer (libpq) commits batches into trafficdb.feed and logs each
+#     one's fate outside the database, COMMITTED only after COMMIT returned
+#     (see its header and test/crash_batch.h for what a batch writes);
+#   test/crash_reader (libtrafficdb, public API only) reads continuously and
+#     checks every pinned snapshot: no set mixes two batches, fields match
+#     their batch, re-reads under one pin agree, generations never go back.
+#
+# After each cycle, with the writer paused and the daemon caught up
+# (trafficdb.publish()), every set must show its last committed batch in
+# trafficdb.traffic_state (what the daemon rebuilds from), in
+# trafficdb.current_traffic() (what it published, read by a backend) and
+# through libtrafficdb.  A batch whose COMMIT lost its answer is "in doubt":
+# table crash_batches, written in each batch's transaction, says whether it
+# committed.  At the end the server stops cleanly and no object under its
+# shared memory prefix may remain in /dev/shm.
+#
+# CRASH_SEED fixes the random choices (printed at the start).
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time sleep);
+use POSIX qw(WNOHANG);
+use File::Path qw(make_path);
+use lib 't';
+use TdbTest;
+
+my $cycles = $ENV{CRASH_CYCLES} // 100;
+my $writer_bin = $ENV{CRASH_WRITER} // 'test/crash_writer';
+my $reader_bin = $ENV{CRASH_READER} // 'test/crash_reader';
+my $seed = $ENV{CRASH_SEED} // int(rand(1_000_000));
+srand($seed);
+die "CRASH_CYCLES must be a positive number\n" unless $cycles =~ /^\d+$/ && $cycles > 0;
+-x $writer_bin && -x $reader_bin or die "build $writer_bin and $reader_bin first (make crash-test does)\n";
+
+# As test/crash_batch.h says.
+my ($SETS, $SET_SIZE, $FIRST_ID) = (20, 10, 1);
+my $started = time();
+diag("crash loop: $cycles cycles, seed $seed");
+
+my $node = tdb_node('crash_loop', 'trafficdb.publish_interval' => "'50ms'", 'restart_after_crash' => 'on');
+$node->safe_psql('postgres', qq{
+CREATE EXTENSION trafficdb CASCADE;
+CREATE TABLE roads (id bigint PRIMARY KEY, geom geometry(LineString, 4326));
+INSERT INTO roads SELECT i, ST_MakeLine(ST_MakePoint(25 + i * 0.0001, 60), ST_MakePoint(25 + i * 0.0001, 60.001))
+  FROM generate_series($FIRST_ID, $FIRST_ID + $SETS * $SET_SIZE - 1) i;
+SELECT trafficdb.load_map('roads');
+CREATE TABLE crash_batches (n bigint PRIMARY KEY, set_no int NOT NULL);
+});
+my $shm_name = $node->safe_psql('postgres', 'SHOW trafficdb.shm_name');
+$shm_name = '/trafficdb.' . $node->port if $shm_name eq '';
+my $shm_glob = "/dev/shm$shm_name.*";
+my $scratch = "$PostgreSQL::Test::Utils::tmp_check/crash_loop";
+make_path("$scratch/ctl");
+my %pg_dsm_before = map { $_ => 1 } glob('/dev/shm/PostgreSQL.*');
+
+# ---- helpers ------------------------------------------------------------------------
+
+# Run a program in the background, its output into files (fork + exec
+# through sh: the test's STDOUT is tied to its log, so no reopening here).
+my %children;
+sub spawn
+{
+	my ($what, @cmd) = @_;
+	my $pid = fork() // die "fork: $!";
+	if ($pid == 0)
+	{
+		exec('sh', '-c', 'exec "$@" </dev/null >"$OUT" 2>"$ERR"', 'sh', @cmd)
+		  or POSIX::_exit(127);
+	}
+	$children{$pid} = $what;
+	return $pid;
+}
+$ENV{OUT} = '/dev/null';
+$ENV{ERR} = '/dev/null';
+
+# Wait for a child to exit, at most $secs; returns its status or undef.
+sub reap
+{
+	my ($pid, $secs) = @_;
+	my $end = time() + $secs;
+	while (time() < $end)
+	{
+		my $r = waitpid($pid, WNOHANG);
+		if ($r == $pid)
+		{
+			delete $children{$pid};
+			return $?;
+		}
+		sleep(0.02);
+	}
+	return undef;
+}
+
+END
+{
+	kill 'KILL', $_ for keys %children;
+}
+
+sub slurp_or_empty
+{
+	my ($f) = @_;
+	return -e $f ? PostgreSQL::Test::Utils::slurp_file($f) : '';
+}
+
+# A query that may fail while the server restarts: retried every 0.1 s for at
+# most $secs; returns its output or undef.
+sub poll_psql
+{
+	my ($sql, $secs, $want) = @_;
+	my $end = time() + $secs;
+	while (time() < $end)
+	{
+		my ($ret, $out, $err) = $node->psql('postgres', $sql);
+		return $out if $ret == 0 && $err eq '' && (!defined $want || $out =~ $want);
+		sleep(0.1);
+	}
+	return undef;
+}
+
+sub wait_until
+{
+	my ($secs, $cond) = @_;
+	my $end = time() + $secs;
+	while (time() < $end)
+	{
+		return 1 if $cond->();
+		sleep(0.01);
+	}
+	return 0;
+}
+
+# Processes whose parent is $ppid (/proc/PID/stat: the fields after "(comm)").
+sub children_of
+{
+	my ($ppid) = @_;
+	my @kids;
+	for my $stat (glob('/proc/[0-9]*/stat'))
+	{
+		open(my $fh, '<', $stat) or next;
+		my $line = <$fh> // next;
+		close($fh);
+		next unless $line =~ /^(\d+) \(.*\) (\S) (\d+) /s;
+		push @kids, $1 if $3 == $ppid;
+	}
+	return @kids;
+}
+
+# Gone, or a zombie nobody has reaped yet: either way it holds nothing.
+sub process_gone
+{
+	my ($pid) = @_;
+	open(my $fh, '<', "/proc/$pid/stat") or return 1;
+	my $line = <$fh> // return 1;
+	return $line =~ /^\d+ \(.*\) Z /s;
+}
+
+sub shm_objects { my @o = glob($shm_glob); return scalar @o; }
+
+# ---- the writer's log -----------------------------------------------------------------
+
+my $log = "$scratch/writer.log";
+my $log_offset = 0;
+my (@last_committed, @committed_by_set);    # per set: last committed batch, all committed batches
+my %indoubt;                                # batch => set, COMMIT sent, answer lost
+my %batch_set;                              # batch => set, every batch that reached the log
+my ($n_committed, $n_indoubt, $n_indoubt_committed, $n_indoubt_not, $n_rolledback) = (0, 0, 0, 0, 0);
+$last_committed[$_] = 0, $committed_by_set[$_] = [] for 0 .. $SETS - 1;
+
+sub commit_batch
+{
+	my ($n, $s) = @_;
+	push @{ $committed_by_set[$s] }, $n;
+	@{ $committed_by_set[$s] } = sort { $a <=> $b } @{ $committed_by_set[$s] } if $n < $last_committed[$s];
+	$last_committed[$s] = $n if $n > $last_committed[$s];
+	$n_committed++;
+}
+
+# Take in the complete lines the writer appended since the last call.
+sub read_log
+{
+	open(my $fh, '<', $log) or return;
+	seek($fh, $log_offset, 0);
+	local $/;
+	my $data = <$fh> // '';
+	close($fh);
+	my $end = rindex($data, "\n");
+	return if $end < 0;
+	$log_offset += $end + 1;
+	for my $line (split /\n/, substr($data, 0, $end))
+	{
+		my ($kind, $n, $s) = $line =~ /^([CUR]) (\d+) (\d+)$/ or die "bad writer log line '$line'";
+		$batch_set{$n} = $s;
+		if ($kind eq 'C') { commit_batch($n, $s); }
+		elsif ($kind eq 'U') { $indoubt{$n} = $s; $n_indoubt++; }
+		else { $n_rolledback++; }
+	}
+}
+
+sub committed_rows { return $n_committed * $SET_SIZE; }
+
+# ---- the writer and the reader -----------------------------------------------------------
+
+my $ctl = "$scratch/ctl";
+sub start_writer
+{
+	local $ENV{OUT} = "$scratch/writer.out";
+	local $ENV{ERR} = "$scratch/writer.err";
+	return spawn('writer', $writer_bin,
+		$node->connstr('postgres') . ' application_name=crash_writer connect_timeout=5',
+		$log, $ctl, $seed, 1000, 3600);
+}
+
+# Resume the writer; come back once it has committed $n more batches.
+sub writer_commits
+{
+	my ($n, $secs) = @_;
+	unlink("$ctl/pause");
+	read_log();
+	my $goal = $n_committed + $n;
+	return wait_until($secs, sub { read_log(); $n_committed >= $goal });
+}
+
+# Pause the writer between two batches (never inside a transaction).
+sub pause_writer
+{
+	open(my $fh, '>', "$ctl/pause") or die "pause: $!";
+	close($fh);
+	wait_until(60, sub { -e "$ctl/paused" }) or die 'the feed writer did not pause within 60 s';
+	read_log();
+}
+
+my $reader_stats = "$scratch/reader.stats";
+my $reader_pid;
+{
+	local $ENV{OUT} = "$scratch/reader.out";
+	local $ENV{ERR} = "$scratch/reader.err";
+	$reader_pid = spawn('reader', $reader_bin, 'watch', $shm_name, $reader_stats, 7200);
+}
+sub reader_counters
+{
+	my %c = slurp_or_empty($reader_stats) =~ /(\w+)=(\d+)/g;
+	return \%c;
+}
+
+# ---- the check after a cycle --------------------------------------------------------------
+
+my ($lost_rows, $mismatches) = (0, 0);
+
+# The batch a published incident names (0: no traffic yet).
+sub batch_of { my ($inc) = @_; return $inc =~ /^b(\d+)$/ ? $1 : 0; }
+
+# Everything committed is published, and nothing else (a batch that did not
+# commit must not show: it would differ from the last committed one).  Returns the
+# generation published when the daemon had caught up.
+sub check_state
+{
+	my ($what) = @_;
+	my $gen = poll_psql('SELECT trafficdb.publish()', 120, qr/^\d+$/)
+	  // die "$what: the daemon did not publish within 120 s";
+	read_log();
+
+	my %state = map { my @f = split /\|/, $_, -1; ($f[0] => [ batch_of($f[1]), $f[2] ]) }
+	  split /\n/, $node->safe_psql('postgres',
+		'SELECT location_id, coalesce(incident, \'\'), speed_kmh FROM trafficdb.traffic_state');
+	my %pub = map { my @f = split /\|/, $_, -1; ($f[0] => [ batch_of($f[1]), $f[2], $f[3] ]) }
+	  split /\n/, $node->safe_psql('postgres',
+		'SELECT location_id, coalesce(incident, \'\'), coalesce(speed_kmh::text, \'\'), generation '
+		  . 'FROM trafficdb.current_traffic()');
+	my ($backlog, $rejects) = split /\|/, $node->safe_psql('postgres',
+		'SELECT (SELECT count(*) FROM trafficdb.feed), (SELECT count(*) FROM trafficdb.feed_rejects)');
+	my $ext = `$reader_bin dump $shm_name 2>&1`;
+
+	# in-doubt batches: committed if their transaction's record exists
+	if (%indoubt)
+	{
+		my %found = map { $_ => 1 } split /\n/, $node->safe_psql('postgres',
+			'SELECT n FROM crash_batches WHERE n IN (' . join(',', keys %indoubt) . ')');
+		for my $u (sort { $a <=> $b } keys %indoubt)
+		{
+			if ($found{$u}) { commit_batch($u, $indoubt{$u}); $n_indoubt_committed++; }
+			else { $n_indoubt_not++; }
+			delete $indoubt{$u};
+		}
+	}
+	my ($ext_gen) = $ext =~ /^generation (\d+)$/m;
+	my %ext = $ext =~ /^set (\d+) (-?\d+)$/mg;
+
+	my @bad;
+	push @bad, "feed backlog $backlog after publish()" if $backlog != 0;
+	push @bad, "$rejects feed rows rejected" if $rejects != 0;
+	push @bad, "external reader: $ext" unless defined $ext_gen && $ext_gen >= $gen;
+
+	for my $s (0 .. $SETS - 1)
+	{
+		my @ids = map { $FIRST_ID + $s * $SET_SIZE + $_ } 0 .. $SET_SIZE - 1;
+		my $e = $last_committed[$s];
+		for my $id (@ids)
+		{
+			my $sd = $state{$id} ? $state{$id}[0] : 0;
+			my $pd = $pub{$id} ? $pub{$id}[0] : -1;
+			my $ed = $ext{$s} // -1;
+			my $want_speed = $e ? ($e % 397) : '';
+			if ($sd != $e || $pd != $e || $ed != $e
+				|| ($e && ($state{$id}[1] != $want_speed || $pub{$id}[1] ne $want_speed)))
+			{
+				push @bad, "location $id (set $s): last committed batch $e; traffic_state shows $sd, "
+				  . "current_traffic() $pd, libtrafficdb $ed";
+				my $seen = $sd < $pd ? $sd : $pd;
+				$seen = $ed if $ed >= 0 && $ed < $seen;
+				$lost_rows += grep { $_ > $seen } @{ $committed_by_set[$s] };
+			}
+		}
+	}
+	$mismatches += @bad;
+	diag("$what: $_") for @bad[ 0 .. ($#bad < 9 ? $#bad : 9) ];
+	return $gen;
+}
+
+# ---- the loop -----------------------------------------------------------------------------
+
+sub status_generation
+{
+	return poll_psql('SELECT generation FROM trafficdb.status', 60, qr/^\d+$/) // die 'no status';
+}
+
+sub daemon_pid
+{
+	return poll_psql('SELECT daemon_pid FROM trafficdb.status WHERE daemon_pid IS NOT NULL', 60, qr/^\d+$/)
+	  // die 'the daemon did not start within 60 s';
+}
+
+sub postmaster_pid
+{
+	my ($pid) = slurp_or_empty($node->data_dir . '/postmaster.pid') =~ /^(\d+)/;
+	return $pid // die 'no postmaster.pid';
+}
+
+my $writer_pid = start_writer();
+writer_commits(20, 60) or die 'the feed writer committed nothing within 60 s: ' . slurp_or_empty("$scratch/writer.err");
+pause_writer();
+check_state('before the first crash');
+
+my %kills = (daemon => 0, backend => 0, postmaster => 0);
+my %gen_back = (daemon => 0, backend => 0, postmaster => 0);     # SQL: generation after <= before
+my %reader_back = (daemon => 0, backend => 0, postmaster => 0);  # the external reader saw one go back
+my ($shm_min, $shm_max) = (1e9, 0);
+for my $cycle (1 .. $cycles)
+{
+	my $kind = (qw(daemon backend postmaster))[ ($cycle - 1) % 3 ];
+	my $before = reader_counters();
+	my $batches_before = $n_committed;
+	my $lost_before = $lost_rows;
+	my $bad_before = $mismatches;
+
+	writer_commits(5, 60) or die "cycle $cycle: the feed writer committed nothing within 60 s";
+	sleep(rand(0.4));
+	my $gen_before = status_generation();
+	my ($victim, $what);
+	my $t0;
+	if ($kind eq 'daemon')
+	{
+		$victim = daemon_pid();
+		$t0 = time();
+		if ($kills{daemon} % 2)
+		{
+			# right after it stores a new version, before it commits
+			my $out = `$reader_bin killnext $shm_name $victim 5000 2>&1`;
+			my ($g) = $out =~ /^generation (\d+)$/m or die "cycle $cycle: killnext: $out";
+			$what = "the daemon, pid $victim, as it published generation $g";
+		}
+		else
+		{
+			kill 'KILL', $victim;
+			$what = "the daemon, pid $victim";
+		}
+	}
+	elsif ($kind eq 'backend')
+	{
+		# half the time the writer's own backend (cut mid-transaction or
+		# mid-COMMIT), otherwise any other server process but the daemon
+		my @procs = map { [ split /\|/, $_, -1 ] } split /\n/, $node->safe_psql('postgres',
+			"SELECT pid, backend_type, application_name FROM pg_stat_activity "
+			  . "WHERE pid <> pg_backend_pid() AND backend_type <> 'trafficdb daemon'");
+		my @w = grep { $_->[2] eq 'crash_writer' } @procs;
+		my $p = (@w && rand() < 0.5) ? $w[0] : $procs[ int(rand(@procs)) ];
+		$victim = $p->[0];
+		$what = "a backend, pid $victim ($p->[1]" . ($p->[2] ne '' ? ", $p->[2]" : '') . ')';
+		$t0 = time();
+		kill 'KILL', $victim;
+	}
+	else
+	{
+		my $pm = postmaster_pid();
+		my @orphans = children_of($pm);
+		$what = "the postmaster, pid $pm (" . scalar(@orphans) . ' children)';
+		$t0 = time();
+		$node->kill9;
+		# its children notice its death and exit; the next postmaster may
+		# start only then (they still hold its shared memory)
+		wait_until(60, sub { !grep { !process_gone($_) } @orphans })
+		  or die "cycle $cycle: children of the killed postmaster still running after 60 s: "
+		  . join(' ', grep { !process_gone($_) } @orphans);
+		$what .= sprintf(', orphans gone in %.2f s', time() - $t0);
+		# a new postmaster refuses to start while the old pid exists, even
+		# as a zombie its parent (init) has not reaped yet
+		wait_until(60, sub { !-e "/proc/$pm" })
+		  or die "cycle $cycle: the killed postmaster $pm was not reaped within 60 s";
+		$node->start;
+	}
+	$kills{$kind}++;
+
+	# the daemon back (a new one after a crash-restart), publishing
+	poll_psql('SELECT trafficdb.publish() > 0', 120, qr/^t$/)
+	  // die "cycle $cycle: the daemon did not publish within 120 s after kill -9 of $what";
+	my $back = time() - $t0;
+	# the writer must be writing again before the check
+	writer_commits(1, 60) or die "cycle $cycle: the feed writer did not commit again within 60 s";
+	pause_writer();
+	my $gen_after = check_state("cycle $cycle");
+	$gen_back{$kind}++ if $gen_after <= $gen_before;
+	my $n = shm_objects();
+	$shm_min = $n if $n < $shm_min;
+	$shm_max = $n if $n > $shm_max;
+
+	my $r = reader_counters();
+	my $went_back = ($r->{went_back} // 0) - ($before->{went_back} // 0);
+	$reader_back{$kind} += $went_back;
+	diag(sprintf("cycle %d/%d: kill -9 %s: publishing again after %.2f s; generation %d -> %d; "
+		  . "+%d batches committed (%d in all, %d rows), lost rows %d, mismatches %d; "
+		  . "reader: +%d reads, inconsistent %d, generation went back %d, a set went back %d; %d shm objects",
+		$cycle, $cycles, $what, $back, $gen_before, $gen_after, $n_committed - $batches_before,
+		$n_committed, committed_rows(), $lost_rows - $lost_before, $mismatches - $bad_before,
+		($r->{reads} // 0) - ($before->{reads} // 0), $r->{inconsistent} // 0, $went_back,
+		($r->{set_went_back} // 0) - ($before->{set_went_back} // 0), $n));
+}
+
+# ---- the end ------------------------------------------------------------------------------
+
+open(my $stop, '>', "$ctl/stop") or die "stop: $!";
+close($stop);
+unlink("$ctl/pause");
+defined reap($writer_pid, 60) or die 'the feed writer did not stop within 60 s';
+my $gen_final = check_state('after the last cycle');
+# the database holds exactly the batches found committed (log and in-doubt)
+my $db_batches = $node->safe_psql('postgres', 'SELECT count(*) FROM crash_batches');
+my $writer_summary = slurp_or_empty("$scratch/writer.out");
+chomp $writer_summary;
+
+$node->stop('fast');
+my @left = glob($shm_glob);
+kill 'TERM', $reader_pid;
+defined reap($reader_pid, 30) or die 'the reader did not stop within 30 s';
+my %r = slurp_or_empty("$scratch/reader.out") =~ /(\w+)=(\d+)/g;
+my $reader_err = slurp_or_empty("$scratch/reader.err");
+
+# PostgreSQL's own DSM segments (not trafficdb's): created during the run
+# and mapped by no process; other clusters on the machine have theirs mapped.
+my %mapped;
+for my $maps (glob('/proc/[0-9]*/maps'))
+{
+	open(my $fh, '<', $maps) or next;
+	while (<$fh>) { $mapped{$1} = 1 if m{(/dev/shm/PostgreSQL\.\d+)}; }
+}
+my @pg_dsm_left = grep { !$pg_dsm_before{$_} && !$mapped{$_} && (stat $_)[9] >= $started } glob('/dev/shm/PostgreSQL.*');
+
+my $summary = sprintf(
+	"crash loop summary (seed %d, %.0f s):\n"
+	  . "  cycles: %d (kill -9 of the daemon %d, of a backend %d, of the postmaster %d)\n"
+	  . "  committed batches: %d (%d rows), of which %d were in doubt and found committed; "
+	  . "in doubt and not committed: %d; rolled back: %d\n"
+	  . "  lost rows: %d; mismatched checks: %d\n"
+	  . "  external reads: %d; inconsistent reads: %d; corrupt: %d; generation went back: %d; "
+	  . "changes_since missed a change: %d; a set went back to an older batch: %d; reopens: %d\n"
+	  . "  generation after recovery not above the one before the kill, by kind: daemon %d, backend %d, postmaster %d\n"
+	  . "  the external reader saw the generation go back, by kind: daemon %d, backend %d, postmaster %d\n"
+	  . "  trafficdb shared memory objects: %d to %d while running, %d after the clean stop (%s.*); "
+	  . "PostgreSQL DSM segments left unmapped: %d\n"
+	  . "  writer: %s\n",
+	$seed, time() - $started, $cycles, $kills{daemon}, $kills{backend}, $kills{postmaster},
+	$n_committed, committed_rows(), $n_indoubt_committed, $n_indoubt_not,
+	$n_rolledback, $lost_rows, $mismatches, $r{reads} // 0, $r{inconsistent} // -1, $r{corrupt} // -1,
+	$r{went_back} // -1, $r{changes_missed} // -1, $r{set_went_back} // -1, $r{reopens} // 0,
+	$gen_back{daemon}, $gen_back{backend}, $gen_back{postmaster},
+	$reader_back{daemon}, $reader_back{backend}, $reader_back{postmaster},
+	$shm_min, $shm_max, scalar(@left), $shm_name, scalar(@pg_dsm_left), $writer_summary);
+diag($summary);
+diag("reader: $reader_err") if $reader_err ne '';
+
+cmp_ok($n_committed, '>', $cycles, 'the writer committed batches throughout');
+is($lost_rows, 0, 'no committed row was lost');
+is($db_batches, $n_committed, 'crash_batches holds exactly the batches found committed');
+is($mismatches, 0, 'after every cycle, published traffic and traffic_state equal the last committed batches');
+cmp_ok($r{reads} // 0, '>', $cycles, 'the external reader kept reading');
+is($r{inconsistent} // -1, 0, 'the external reader never saw an inconsistent snapshot');
+is($r{corrupt} // -1, 0, 'nor a corrupt object');
+is($gen_back{daemon} + $gen_back{backend}, 0,
+	'a crash-restart (daemon or backend killed) never published a generation at or below the one before');
+is($reader_back{daemon} + $reader_back{backend}, 0,
+	'nor did the external reader see the generation go back across one');
+# Found by this loop, not fixed yet (README, "make crash-test"): the daemon
+# stores a new version before it commits the transaction that consumed its
+# feed rows; killed in between, the next one publishes the map rebuilt from
+# traffic_state first, without those rows (committed, still in the feed),
+# and only its first feed cycle brings them back.  The killnext daemon kills
+# hit that window.
+TODO:
+{
+	local $TODO = 'a daemon killed between publishing and committing: the next one first publishes traffic_state without the feed rows the killed one had published';
+	is($r{set_went_back} // -1, 0, 'the external reader never saw a set go back to an older batch');
+	is($r{changes_missed} // -1, 0, 'trafficdb_changes_since() listed every change the reader saw');
+}
+is(scalar(@left), 0, "no shared memory object under $shm_name is left after the clean stop")
+  or diag("left: @left");
+done_testing();
