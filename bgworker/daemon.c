@@ -746,6 +746,8 @@ notify_generation(uint64 gen)
  * Build and publish a new map from req (inside a transaction), carrying
  * traffic over by location id.  Returns the number of locations.
  */
+static uint64 absorb_feed(uint64 gen);
+
 static uint64
 load_map(const TdbMapRequest *req, bool record_source)
 {
@@ -817,6 +819,15 @@ load_map(const TdbMapRequest *req, bool record_source)
 	PG_TRY();
 	{
 		load_traffic_state();
+
+		/*
+		 * At startup, the feed rows a dead daemon consumed in a transaction
+		 * that never committed are in the feed again, but what it published
+		 * from them may have been seen (and adopted): absorb the feed before
+		 * the first publication, so that no value readers saw goes back.
+		 */
+		if (!record_source)
+			absorb_feed(D.generation + 1);
 
 		INSTR_TIME_SET_CURRENT(dur);
 		INSTR_TIME_SUBTRACT(dur, start);
@@ -1079,10 +1090,9 @@ persist_rejects(Rejects *rj)
  * One cycle of feed consumption and publication.  force: publish even if
  * nothing changed (a trafficdb.publish() call).
  */
-static void
-feed_cycle(bool force)
+static uint64
+absorb_feed(uint64 gen)
 {
-	uint64		gen = D.generation + 1;
 	uint64		consumed = 0;
 	Rejects		rj = {0};
 	List	   *changed = NIL;
@@ -1090,8 +1100,6 @@ feed_cycle(bool force)
 				dur;
 	bool		more;
 
-	if (!D.have_map)
-		return;
 	INSTR_TIME_SET_CURRENT(start);
 	do
 	{
@@ -1105,13 +1113,6 @@ feed_cycle(bool force)
 		D.dirty = true;
 	persist_changes(changed, gen);
 	persist_rejects(&rj);
-	/* as in load_map: nothing that can fail after the publication */
-	if (D.dirty || force)
-	{
-		record_generation(gen);
-		if (publish_traffic(gen))
-			notify_generation(gen);
-	}
 	INSTR_TIME_SET_CURRENT(dur);
 	INSTR_TIME_SUBTRACT(dur, start);
 	SpinLockAcquire(&tdb_shared->mutex);
@@ -1122,6 +1123,24 @@ feed_cycle(bool force)
 	SpinLockRelease(&tdb_shared->mutex);
 	if (rj.n > 0)
 		ereport(LOG, (errmsg("trafficdb: rejected " UINT64_FORMAT " feed row(s); see trafficdb.feed_rejects", rj.n)));
+	return consumed;
+}
+
+static void
+feed_cycle(bool force)
+{
+	uint64		gen = D.generation + 1;
+
+	if (!D.have_map)
+		return;
+	absorb_feed(gen);
+	/* as in load_map: nothing that can fail after the publication */
+	if (D.dirty || force)
+	{
+		record_generation(gen);
+		if (publish_traffic(gen))
+			notify_generation(gen);
+	}
 }
 
 /* ---- readers ------------------------------------------------------------------------- */
