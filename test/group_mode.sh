@@ -101,6 +101,36 @@ check "the reader maps every object read-only" \
 	bash -c '! grep -E "\.[0-9]+$" <<<"$1" | grep -qv "^r--s"' _ "$maps"
 check "it maps at least the map and a traffic object" [ "$(grep -cE "\.[0-9]+$" <<<"$maps")" -ge 2 ]
 check "only the reader slot table is writable" [ "$(grep -c '^rw' <<<"$maps")" = "$(grep -c "^rw-s /dev/shm$prefix.readers$" <<<"$maps")" ]
+
+echo "# a hostile member of the group (it can write <prefix>.readers)"
+daemon=$(psql -Atc "SELECT daemon_pid FROM trafficdb.status")
+# a REPEATABLE READ session reads, sleeps while the member attacks, reads again
+psql -Atc "INSERT INTO trafficdb.feed (location_id, speed_kmh) VALUES (1, 11)" -c "SELECT trafficdb.publish()" >/dev/null
+psql -At -c "BEGIN ISOLATION LEVEL REPEATABLE READ" \
+	-c "SELECT 'before', speed_kmh FROM trafficdb.locations WHERE location_id = 1" -c "SELECT pg_sleep(6)" \
+	-c "SELECT 'after', speed_kmh FROM trafficdb.locations WHERE location_id = 1" -c "COMMIT" >"$dir/rr.out" 2>&1 &
+rr=$!
+for _ in $(seq 100); do grep -q before "$dir/rr.out" && break; sleep 0.1; done
+# every byte of the slots zeroed (it used to clear backends' pins too), then a huge slot count
+as tdb-reader python3 -c '
+import mmap, os, struct, sys
+fd = os.open(sys.argv[1], os.O_RDWR); size = os.fstat(fd).st_size
+m = mmap.mmap(fd, size); m[64:size] = bytes(size - 64); m[4:8] = struct.pack("<I", 0x7fffffff); m.close()' "/dev/shm$prefix.readers"
+for i in $(seq 1 70); do
+	psql -c "INSERT INTO trafficdb.feed (location_id, speed_kmh) VALUES (1, 100 + $i)" -c "SELECT trafficdb.publish()" >/dev/null
+done
+wait "$rr" || true
+check "a member's writes to the slots segment do not reach backends' pins (REPEATABLE READ kept its value)" \
+	bash -c 'grep -q "^before|11$" "$1" && grep -q "^after|11$" "$1"' _ "$dir/rr.out"
+# truncated to nothing: used to be a SIGBUS in the daemon (a cluster restart)
+as tdb-reader truncate -s 0 "/dev/shm$prefix.readers"
+psql -c "INSERT INTO trafficdb.feed (location_id, speed_kmh) VALUES (1, 200)" -c "SELECT trafficdb.publish()" >/dev/null
+check "the daemon survives a truncated slots segment (same pid) and publishes" \
+	[ "$(psql -Atc "SELECT daemon_pid || ' ' || (SELECT speed_kmh FROM trafficdb.locations WHERE location_id = 1) FROM trafficdb.status")" = "$daemon 200" ]
+check "it says so in the log" grep -q "was damaged (resized by a process with write access to it) and was made anew" "$dir/data/log"
+check "trafficdb.readers still answers" [ -n "$(psql -Atc "SELECT count(*) FROM trafficdb.readers")" ]
+out=$(as tdb-reader "$dir/live_traffic" "$prefix" "${box[@]}" 2>&1 || true)
+check "members read again through the new slots segment" grep -q "50 segments with traffic in the box" <<<"$out"
 stop
 
 echo "1..$((pass + fail))"
