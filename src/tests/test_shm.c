@@ -13,6 +13,7 @@
 #include <math.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -426,4 +427,219 @@ UNIT_TEST(test_shm_hostile_slots_segment)
 	/* stopped: the prefix is free again */
 	CHECK_EQ_U64(test_writer_open(&w2, test_prefix, 4, 0, &info, err), TDB_SHM_OK);
 	tdb_writer_close(&w2, true);
+}
+
+/*
+ * The pin-protocol stress test: reader processes re-read their snapshot
+ * under a pin, for up to 3x the pin timeout, while the writer publishes
+ * without pause and an adversary does what issue 13 listed: other writers
+ * (a second server) try the prefix, readers are killed with kill -9 and
+ * replaced, garbage pins appear in free slots, and (phase 2 only) pins are
+ * cleared under readers, as a member of shm_group can.  A snapshot that
+ * changed while its reader was not told (tdb_reader_revoked) is the
+ * failure; in phase 1 no snapshot may change at all.
+ */
+typedef struct StressCounts
+{
+	uint64_t	snapshots;
+	uint64_t	rereads;
+	uint64_t	changed;
+	uint64_t	changed_untold;
+	uint64_t	revoked;
+} StressCounts;
+
+static double
+entries_sum(const TdbSnapshot *s)
+{
+	double		sum = 0;
+
+	for (int i = 0; i < NLOC; i++)
+		sum += s->entries[i].speed_kmh + (double) s->entries[i].changed_gen;
+	return sum;
+}
+
+static void
+stress_reader(int fd, uint64_t seed, double seconds)
+{
+	TdbReader	r;
+	StressCounts c = {0};
+	char		err[TDB_ERRLEN];
+	struct timespec t0,
+				t;
+
+	if (tdb_reader_open(&r, test_prefix, NULL, TDB_VALIDATE_FULL, err) != TDB_SHM_OK)
+		_exit(3);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;)
+	{
+		TdbSnapshot s;
+		double		first;
+		int			hold_ms = (int) (unit_rand(&seed) % 60);
+
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if ((double) (t.tv_sec - t0.tv_sec) + (t.tv_nsec - t0.tv_nsec) / 1e9 > seconds)
+			break;
+		if (tdb_reader_acquire(&r, &s, err) != TDB_SHM_OK)
+			continue;
+		c.snapshots++;
+		first = entries_sum(&s);
+		for (int k = 0; k <= hold_ms; k++)
+		{
+			bool		changed = entries_sum(&s) != first || !snapshot_intact(&s, s.generation);
+
+			c.rereads++;
+			if (changed)
+			{
+				c.changed++;
+				if (!tdb_reader_revoked(&r, &s))
+					c.changed_untold++;
+				break;
+			}
+			usleep(1000);
+		}
+		if (tdb_reader_revoked(&r, &s))
+			c.revoked++;
+		tdb_reader_release(&r);
+		/* each write is atomic (< PIPE_BUF): a killed reader sends a whole record or none */
+		if (write(fd, &c, sizeof(c)) != sizeof(c))
+			_exit(4);
+		memset(&c, 0, sizeof(c));
+	}
+	tdb_reader_close(&r);
+	_exit(0);
+}
+
+static void
+stress_phase(bool clear_pins, StressCounts *total)
+{
+	enum
+	{
+	NREADERS = 4};
+	TdbWriter	w;
+	TdbWriterOpenInfo info;
+	char		err[TDB_ERRLEN];
+	uint32_t	map_seg;
+	void	   *map_addr;
+	uint64_t	count;
+	int			pipefd[2];
+	pid_t		pids[NREADERS];
+	uint64_t	seed = clear_pins ? 7 : 3;
+	uint64_t	gen = 1;
+	int			kills = 0;
+	int			refused = 0;
+	struct timespec t0,
+				t;
+
+	snprintf(test_prefix, sizeof(test_prefix), "/tdbtest.%d", (int) getpid());
+	/* a 20 ms pin timeout: readers hold up to 60 ms */
+	CHECK_EQ_U64(test_writer_open(&w, test_prefix, 16, 20000, &info, err), TDB_SHM_OK);
+	CHECK_EQ_U64(publish_map(&w, &map_seg, &map_addr, &count), TDB_SHM_OK);
+	CHECK_EQ_U64(publish_traffic(&w, map_seg, gen), TDB_SHM_OK);
+	CHECK(pipe(pipefd) == 0);
+	fcntl(pipefd[0], F_SETFL, O_NONBLOCK);
+	for (int i = 0; i < NREADERS; i++)
+	{
+		pids[i] = fork();
+		if (pids[i] == 0)
+			stress_reader(pipefd[1], seed * 100 + (uint64_t) i, 2.5);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (int step = 0;; step++)
+	{
+		StressCounts c;
+		uint32_t	victim;
+
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if ((double) (t.tv_sec - t0.tv_sec) + (t.tv_nsec - t0.tv_nsec) / 1e9 > 3.0)
+			break;
+		while (read(pipefd[0], &c, sizeof(c)) == sizeof(c))
+		{
+			total->snapshots += c.snapshots;
+			total->rereads += c.rereads;
+			total->changed += c.changed;
+			total->changed_untold += c.changed_untold;
+			total->revoked += c.revoked;
+		}
+		if (publish_traffic(&w, map_seg, gen + 1) == TDB_SHM_OK)
+			gen++;
+		victim = (uint32_t) (unit_rand(&seed) % 16);
+		switch (unit_rand(&seed) % 8)
+		{
+			case 0:
+				{
+					/* another server on the prefix: refused, and it changes nothing */
+					TdbWriter	w2;
+
+					if (test_writer_open(&w2, test_prefix, 16, 0, &info, err) == TDB_SHM_EBUSY)
+						refused++;
+					else
+						tdb_writer_close(&w2, false);
+					break;
+				}
+			case 1:
+				/* a garbage pin in some slot: a real generation, or nonsense */
+				if (!w.ext_alive[victim])
+					atomic_store(&w.slots->slots[victim].pin, unit_rand(&seed) % 2 ?
+								 atomic_load(&w.ctl->active) : unit_rand(&seed));
+				break;
+			case 2:
+				if (clear_pins)
+					atomic_store(&w.slots->slots[victim].pin, 0);
+				break;
+			case 3:
+				if (unit_rand(&seed) % 16 == 0)
+				{
+					/* kill -9 a reader; another takes its place */
+					int			i = (int) (unit_rand(&seed) % NREADERS);
+
+					kill(pids[i], SIGKILL);
+					waitpid(pids[i], NULL, 0);
+					kills++;
+					pids[i] = fork();
+					if (pids[i] == 0)
+						stress_reader(pipefd[1], seed, 1.0);
+				}
+				break;
+			default:
+				break;
+		}
+		usleep(500);
+	}
+	for (int i = 0; i < NREADERS; i++)
+		waitpid(pids[i], NULL, 0);
+	{
+		StressCounts c;
+
+		while (read(pipefd[0], &c, sizeof(c)) == sizeof(c))
+		{
+			total->snapshots += c.snapshots;
+			total->rereads += c.rereads;
+			total->changed += c.changed;
+			total->changed_untold += c.changed_untold;
+			total->revoked += c.revoked;
+		}
+	}
+	printf("# %s: %llu publications, %llu snapshots, %llu re-reads, %llu revoked, %llu changed (%llu untold); %d readers killed, %d second writers refused\n",
+			  clear_pins ? "pins cleared too" : "no pin cleared", (unsigned long long) gen,
+			  (unsigned long long) total->snapshots, (unsigned long long) total->rereads,
+			  (unsigned long long) total->revoked, (unsigned long long) total->changed,
+			  (unsigned long long) total->changed_untold, kills, refused);
+	CHECK(gen > 100);
+	CHECK(total->snapshots > 100);
+	CHECK(refused > 0);
+	CHECK_EQ_U64(total->changed_untold, 0);
+	close(pipefd[0]);
+	close(pipefd[1]);
+	tdb_writer_close(&w, true);
+}
+
+UNIT_TEST(test_shm_pin_stress)
+{
+	StressCounts honest = {0};
+	StressCounts hostile = {0};
+
+	stress_phase(false, &honest);
+	CHECK_EQ_U64(honest.changed, 0);
+	CHECK(honest.revoked > 0);
+	stress_phase(true, &hostile);
 }
