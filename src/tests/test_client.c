@@ -226,6 +226,60 @@ UNIT_TEST(test_client_wait_is_woken)
 }
 
 /*
+ * A waiter blocked in trafficdb_wait when the next writer finds the control
+ * block incompatible and marks it stopped: it wakes at once with
+ * TRAFFICDB_STALE (it used to sleep to its timeout).
+ */
+typedef struct StopWaiter
+{
+	trafficdb_handle *h;
+	int			rc;
+	double		seconds;
+} StopWaiter;
+
+static void *
+stop_waiter(void *p)
+{
+	StopWaiter *sw = p;
+	struct timespec a,
+				b;
+	uint64_t	gen;
+
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	sw->rc = trafficdb_wait(sw->h, 7, 10000, &gen);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	sw->seconds = (double) (b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) / 1e9;
+	return NULL;
+}
+
+UNIT_TEST(test_client_stopped_wakes_waiters)
+{
+	TdbWriter	w;
+	TdbWriterOpenInfo info;
+	char		err[TDB_ERRLEN];
+	uint32_t	map_seg;
+	void	   *map_addr;
+	pthread_t	th;
+	StopWaiter	sw = {0};
+	struct timespec ts = {0, 100 * 1000 * 1000};
+
+	snprintf(client_prefix, sizeof(client_prefix), "/tdbclient.%d", (int) getpid());
+	CHECK_EQ_U64(open_published(&w, client_prefix, 4, 7, &map_seg, &map_addr, NULL), TDB_SHM_OK);
+	CHECK_EQ_U64(trafficdb_open(client_prefix, &sw.h), TRAFFICDB_OK);
+	tdb_writer_close(&w, false);	/* the daemon dies */
+	pthread_create(&th, NULL, stop_waiter, &sw);
+	nanosleep(&ts, NULL);
+	/* the next daemon has another slot count: incompatible, so it stops the old block */
+	CHECK_EQ_U64(test_writer_open(&w, client_prefix, 8, 0, &info, err), TDB_SHM_OK);
+	CHECK(!info.adopted);
+	pthread_join(th, NULL);
+	CHECK_EQ_U64(sw.rc, (uint64_t) TRAFFICDB_STALE);
+	CHECK(sw.seconds < 5.0);
+	trafficdb_close(sw.h);
+	tdb_writer_close(&w, true);
+}
+
+/*
  * Threads, each with its own handle (the documented rule), read while the
  * writer publishes: every snapshot is consistent.  Run under
  * ThreadSanitizer by `make unit-tsan`.
