@@ -1409,8 +1409,10 @@ tdb_daemon_main(Datum main_arg)
 	SpinLockRelease(&tdb_shared->mutex);
 	before_shmem_exit(daemon_detach, (Datum) 0);
 
+	for (bool reported = false;; reported = true)
 	{
 		TdbWriterConfig cfg;
+		int			rc;
 
 		memset(&cfg, 0, sizeof(cfg));
 		cfg.nexternal_slots = (uint32) tdb_max_external_readers;
@@ -1421,13 +1423,48 @@ tdb_daemon_main(Datum main_arg)
 		cfg.backend_pins = tdb_backend_pins;
 		cfg.nbackend_pins = tdb_nbackend_slots();
 		cfg.pin_timeout_us = (int64) tdb_reader_pin_timeout_ms * 1000;
-		if (tdb_writer_open(&D.writer, tdb_shm_prefix(), &cfg, &info, err) != TDB_SHM_OK)
-		{
-			SpinLockAcquire(&tdb_shared->mutex);
-			strlcpy(tdb_shared->last_error, err, TDB_ERRMSG_LEN);
-			SpinLockRelease(&tdb_shared->mutex);
+		rc = tdb_writer_open(&D.writer, tdb_shm_prefix(), &cfg, &info, err);
+		if (rc == TDB_SHM_OK)
+			break;
+		SpinLockAcquire(&tdb_shared->mutex);
+		strlcpy(tdb_shared->last_error, err, TDB_ERRMSG_LEN);
+		SpinLockRelease(&tdb_shared->mutex);
+		if (rc != TDB_SHM_EBUSY)
 			ereport(ERROR, (errmsg("trafficdb: cannot set up shared memory: %s", err)));
+
+		/*
+		 * Another server owns the prefix: say so once, then wait for it to
+		 * go (checking every 10 s) instead of failing and restarting.
+		 */
+		if (!reported)
+			ereport(WARNING,
+					(errmsg("trafficdb: not publishing: %s", err),
+					 errhint("Set trafficdb.shm_name to a prefix no other server uses, and restart.")));
+		/* requests meanwhile fail at once, saying why */
+		{
+			uint64		map_req;
+			bool		map_pending;
+
+			SpinLockAcquire(&tdb_shared->mutex);
+			if (tdb_shared->publish_requested > tdb_shared->publish_done)
+			{
+				tdb_shared->publish_failed = tdb_shared->publish_requested;
+				strlcpy(tdb_shared->publish_error, err, TDB_ERRMSG_LEN);
+				tdb_shared->publish_done = tdb_shared->publish_requested;
+			}
+			map_req = tdb_shared->map_req_seq;
+			map_pending = map_req > tdb_shared->map_done_seq;
+			SpinLockRelease(&tdb_shared->mutex);
+			if (map_pending)
+				finish_map_request(map_req, TDB_REQ_FAILED, err, 0);
+			ConditionVariableBroadcast(&tdb_shared->cv);
 		}
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 10000,
+						 PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+		if (ShutdownRequestPending)
+			proc_exit(0);
 	}
 	D.writer_open = true;
 	SpinLockAcquire(&tdb_shared->mutex);

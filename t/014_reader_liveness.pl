@@ -74,6 +74,8 @@ ok($other->poll_query_until('postgres', q{SELECT last_error LIKE '%in use by ano
 my ($ret, $o, $e) = $other->psql('postgres', 'SELECT count(*) FROM trafficdb.locations');
 like($e, qr/belongs to another server/, 'its backends do not read the first server\'s memory');
 like(slurp_file($other->logfile), qr/is in use by another running server/, 'its log says so');
+($ret, $o, $e) = $other->psql('postgres', 'SELECT trafficdb.publish()');
+like($e, qr/could not publish.*\n.*in use by another running server/, 'publish() there fails at once, saying why');
 
 set_speed($_) for 100 .. 170;	# more publications than version descriptors
 is((run_in($rr, $read1))[0], '7', 'the first server\'s REPEATABLE READ session still reads its own generation');
