@@ -285,6 +285,12 @@ trafficdb_publish(PG_FUNCTION_ARGS)
 	map_id = tdb_shared->map_id;
 	failed = tdb_shared->publish_failed >= seq;
 	strlcpy(why, tdb_shared->publish_error, sizeof(why));
+	if (wait && tdb_shared->publish_done < seq)
+	{
+		/* the daemon went away while we waited */
+		failed = true;
+		strlcpy(why, "the trafficdb daemon stopped before it published", sizeof(why));
+	}
 	SpinLockRelease(&tdb_shared->mutex);
 	if (wait && failed)
 		ereport(ERROR,
