@@ -77,12 +77,31 @@ unlink_leftovers(const char *prefix, bool with_lock)
 	closedir(d);
 }
 
+/*
+ * Traffic segment i is about to be rewritten or freed: descriptors of
+ * versions that are no longer live but still name it stop holding their
+ * generation.  Otherwise a pin of such a descriptor (a reader stopped inside
+ * tdb_pin, which would retry, or a word a group member wrote) would make it
+ * look pinned, and revoking it would free the segment under the version
+ * that uses it now, perhaps the active one.
+ */
+static void
+forget_versions_on(TdbWriter *w, uint32_t i)
+{
+	for (uint32_t v = 0; v < TDB_MAX_VERSIONS; v++)
+		if (w->ctl->versions[v].traffic_seg == i &&
+			__atomic_load_n(&w->ctl->versions[v].generation, __ATOMIC_RELAXED) != 0)
+			__atomic_store_n(&w->ctl->versions[v].generation, 0, __ATOMIC_SEQ_CST);
+}
+
 static void
 free_segment(TdbWriter *w, uint32_t i)
 {
 	char		name[TDB_SHM_NAME_MAX + 24];
 	TdbSegmentDesc *d = &w->ctl->segments[i];
 
+	if (d->kind == TDB_SEG_TRAFFIC)
+		forget_versions_on(w, i);
 	tdb_shm_seg_name(name, w->prefix, d->seq);
 	shm_unlink(name);
 	tdb_shm_unmap(w->seg_addr[i], d->size);
@@ -301,6 +320,8 @@ adopt(TdbWriter *w, TdbWriterOpenInfo *info)
 		{
 			if (c->segments[i].kind <= TDB_SEG_TRAFFIC)
 				shm_unlink(name);
+			if (c->segments[i].kind == TDB_SEG_TRAFFIC)
+				forget_versions_on(w, i);
 			c->segments[i].kind = TDB_SEG_FREE;
 			info->segments_dropped++;
 			continue;
@@ -632,6 +653,7 @@ tdb_writer_traffic_segment(TdbWriter *w, size_t size, uint32_t *seg, void **addr
 			 */
 			(void) __atomic_exchange_n(&((TdbObjectHeader *) w->seg_addr[i])->generation, 0,
 									   __ATOMIC_SEQ_CST);
+			forget_versions_on(w, i);
 			*seg = i;
 			*addr = w->seg_addr[i];
 			return TDB_SHM_OK;
