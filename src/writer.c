@@ -761,5 +761,30 @@ tdb_writer_stop_instance(const char *prefix)
 			mark_stopped(p);
 		tdb_shm_unmap(p, sz);
 	}
-	unlink_leftovers(prefix, true);
+
+	/*
+	 * The lock last: once its name is gone another server can take the
+	 * prefix, and it must not adopt objects we are still removing.
+	 */
+	unlink_leftovers(prefix, false);
+	tdb_shm_name(name, prefix, "lock");
+	shm_unlink(name);
+}
+
+bool
+tdb_writer_instance_of(const char *prefix, int32_t postmaster_pid)
+{
+	char		name[TDB_SHM_NAME_MAX + 24];
+	void	   *p;
+	size_t		sz;
+	bool		ours = false;
+
+	tdb_shm_name(name, prefix, "ctl");
+	if (tdb_shm_map(name, false, true, sizeof(TdbControl), &p, &sz) == TDB_SHM_OK)
+	{
+		ours = tdb_control_check(p, sz) == TDB_SHM_OK &&
+			((TdbControl *) p)->postmaster_pid == postmaster_pid;
+		tdb_shm_unmap(p, sz);
+	}
+	return ours;
 }
