@@ -154,6 +154,44 @@ install_bus_handler(void)
 
 static int	create_slots(TdbWriter *w, uint64_t instance, char *err);
 
+/*
+ * The header of a new readers segment, which is group-writable from its
+ * creation: a member truncating it at once must cost an error, not a SIGBUS.
+ */
+static bool
+write_slots_header(TdbSlotsHeader *slots, uint32_t nslots, uint64_t instance)
+{
+	sigjmp_buf	jb;
+
+	if (sigsetjmp(jb, 1) != 0)
+		return false;
+	bus_jmp = &jb;
+	slots->nslots = nslots;
+	slots->instance_id = instance;
+	atomic_thread_fence(memory_order_release);
+	slots->magic = TDB_SLOTS_MAGIC;
+	bus_jmp = NULL;
+	return true;
+}
+
+/*
+ * tdb_slots_check of a readers segment found at start, which a group member
+ * may be truncating right now: a fault is a failed check, not a SIGBUS.
+ */
+static int
+slots_check_guarded(const TdbSlotsHeader *slots, size_t size, const TdbControl *ctl)
+{
+	sigjmp_buf	jb;
+	int			rc;
+
+	if (sigsetjmp(jb, 1) != 0)
+		return TDB_SHM_EINVAL;
+	bus_jmp = &jb;
+	rc = tdb_slots_check(slots, size, ctl);
+	bus_jmp = NULL;
+	return rc;
+}
+
 /* Copy the external slots' words; false if the segment faulted. */
 static bool
 copy_external(TdbWriter *w)
@@ -415,10 +453,18 @@ create_slots(TdbWriter *w, uint64_t instance, char *err)
 		return rc;
 	}
 	w->slots = sp;
-	w->slots->nslots = w->nslots;
-	w->slots->instance_id = instance;
-	atomic_thread_fence(memory_order_release);
-	w->slots->magic = TDB_SLOTS_MAGIC;
+	if (!write_slots_header(sp, w->nslots, instance))
+	{
+		/* a group member truncated it as soon as it existed */
+		snprintf(err, TDB_ERRLEN, "shared memory object \"%s\" was truncated while being created",
+				 slotname);
+		tdb_shm_unmap(sp, w->slots_size);
+		close(w->slots_fd);
+		w->slots = NULL;
+		w->slots_fd = -1;
+		shm_unlink(slotname);
+		return TDB_SHM_ECORRUPT;
+	}
 	return TDB_SHM_OK;
 }
 
@@ -486,7 +532,7 @@ tdb_writer_open(TdbWriter *w, const char *prefix, const TdbWriterConfig *cfg,
 		if (sz == sizeof(TdbControl) && tdb_control_check(old, sz) == TDB_SHM_OK &&
 			old->nslots == w->nslots && strcmp(old->prefix, prefix) == 0 &&
 			tdb_shm_map_fd(slotname, true, true, sizeof(TdbSlotsHeader), &sp, &ssz, &sfd) == TDB_SHM_OK &&
-			tdb_slots_check(sp, ssz, old) == TDB_SHM_OK)
+			slots_check_guarded(sp, ssz, old) == TDB_SHM_OK)
 		{
 			w->ctl = old;
 			w->slots = sp;

@@ -8,8 +8,12 @@
 #include "reader.h"
 #include "writer.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fixture.h"
@@ -151,5 +155,69 @@ UNIT_TEST(test_shm_stale_pin_does_not_revoke_active_object)
 		unit_fail(__FILE__, __LINE__, "acquire of the active version failed: %s", err);
 	CHECK_EQ_U64(w.revoked, 0);
 	tdb_reader_close(&r);
+	tdb_writer_close(&w, true);
+}
+
+/*
+ * A member of shm_group truncates and regrows <prefix>.readers in a loop
+ * while the writer starts again and again (a daemon restarting): checking
+ * the segment it finds must not die of SIGBUS (that would be a crash of a
+ * PostgreSQL child, a restart of the whole server).
+ */
+UNIT_TEST(test_shm_readers_truncated_during_adoption)
+{
+	TdbWriter	w;
+	TdbWriterOpenInfo info;
+	char		err[TDB_ERRLEN];
+	char		name[TDB_SHM_NAME_MAX + 24];
+	uint32_t	map_seg;
+	void	   *map_addr;
+	uint64_t	count;
+	pid_t		child;
+	int			opened = 0;
+	int			status = 0;
+
+	snprintf(attack_prefix, sizeof(attack_prefix), "/tdbattack.%d", (int) getpid());
+	CHECK_EQ_U64(test_writer_open(&w, attack_prefix, 64, 0, &info, err), TDB_SHM_OK);
+	CHECK_EQ_U64(publish_map(&w, &map_seg, &map_addr, &count), TDB_SHM_OK);
+	CHECK_EQ_U64(publish_traffic(&w, map_seg, 1), TDB_SHM_OK);
+	tdb_writer_close(&w, false);
+	tdb_shm_name(name, attack_prefix, "readers");
+	child = fork();
+	if (child == 0)
+	{
+		struct timespec t0,
+					t;
+
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		do
+		{
+			/* by name each time: a writer that did not adopt made a new one */
+			int			fd = shm_open(name, O_RDWR, 0);
+
+			if (fd >= 0)
+			{
+				for (int k = 0; k < 100; k++)
+					if (ftruncate(fd, 0) != 0 || ftruncate(fd, (off_t) tdb_slots_size(64)) != 0)
+						_exit(2);
+				close(fd);
+			}
+			clock_gettime(CLOCK_MONOTONIC, &t);
+		} while (t.tv_sec - t0.tv_sec < 3);
+		_exit(0);
+	}
+	/* the writer opens for as long as the child runs: each open adopts or starts afresh */
+	while (waitpid(child, &status, WNOHANG) == 0)
+	{
+		if (test_writer_open(&w, attack_prefix, 64, 0, &info, err) == TDB_SHM_OK)
+		{
+			opened++;
+			tdb_writer_close(&w, false);
+		}
+	}
+	printf("# %d writer starts while the readers segment was truncated and regrown\n", opened);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CHECK(opened > 100);
+	CHECK_EQ_U64(test_writer_open(&w, attack_prefix, 64, 0, &info, err), TDB_SHM_OK);
 	tdb_writer_close(&w, true);
 }
