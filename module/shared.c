@@ -160,8 +160,31 @@ tdb_postmaster_exit(int code, Datum arg)
 {
 	(void) code;
 	(void) arg;
-	if (tdb_prefix_lock_fd >= 0)
-		tdb_writer_stop_instance(tdb_shm_prefix());
+	if (tdb_prefix_lock_fd < 0)
+	{
+		char		err[TDB_SHM_ERRLEN];
+
+		/*
+		 * The prefix was another server's when we started, and our daemon
+		 * may have taken it over once that one stopped: the daemon's lock
+		 * went with it, and nobody else would tell its readers or free the
+		 * names.  Every child has exited by now, so if the lock is free and
+		 * the control block says it is this server's, the instance is ours
+		 * to stop.
+		 */
+		if (tdb_prefix_lock(tdb_shm_prefix(), &tdb_prefix_lock_fd, err) != TDB_SHM_OK)
+		{
+			tdb_prefix_lock_fd = -1;
+			return;
+		}
+		if (!tdb_writer_instance_of(tdb_shm_prefix(), (int32) MyProcPid))
+		{
+			close(tdb_prefix_lock_fd);
+			tdb_prefix_lock_fd = -1;
+			return;
+		}
+	}
+	tdb_writer_stop_instance(tdb_shm_prefix());
 }
 
 /* Called from _PG_init while preloading. */

@@ -126,6 +126,7 @@ map_segment(TdbReader *r, uint32_t idx, char *err)
 	const TdbSegmentDesc *d;
 	TdbReaderSeg *s;
 	char		name[TDB_SHM_NAME_MAX + 24];
+	uint64_t	seq;
 	int			rc;
 
 	if (idx >= TDB_MAX_SEGMENTS)
@@ -135,18 +136,26 @@ map_segment(TdbReader *r, uint32_t idx, char *err)
 	}
 	d = &r->ctl->segments[idx];
 	s = &r->segs[idx];
-	if (s->seq == d->seq && s->addr != NULL)
+
+	/*
+	 * One load: if the daemon freed the segment and gave its index to a new
+	 * object meanwhile (our version was revoked), what we record must be the
+	 * name we mapped, or a later acquire would take this mapping for the new
+	 * object.  Names are never reused, so the name is the object.
+	 */
+	seq = __atomic_load_n(&d->seq, __ATOMIC_RELAXED);
+	if (s->seq == seq && s->addr != NULL)
 		return TDB_SHM_OK;
 	tdb_shm_unmap(s->addr, s->size);
 	memset(s, 0, sizeof(*s));
-	tdb_shm_seg_name(name, r->prefix, d->seq);
+	tdb_shm_seg_name(name, r->prefix, seq);
 	rc = tdb_shm_map(name, false, !r->owns_slot, sizeof(TdbObjectHeader), &s->addr, &s->size);
 	if (rc != TDB_SHM_OK)
 	{
 		s->addr = NULL;
 		return fail(err, rc, "cannot map object \"%s\": %s", name);
 	}
-	s->seq = d->seq;
+	s->seq = seq;
 	return TDB_SHM_OK;
 }
 

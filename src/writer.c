@@ -77,12 +77,31 @@ unlink_leftovers(const char *prefix, bool with_lock)
 	closedir(d);
 }
 
+/*
+ * Traffic segment i is about to be rewritten or freed: descriptors of
+ * versions that are no longer live but still name it stop holding their
+ * generation.  Otherwise a pin of such a descriptor (a reader stopped inside
+ * tdb_pin, which would retry, or a word a group member wrote) would make it
+ * look pinned, and revoking it would free the segment under the version
+ * that uses it now, perhaps the active one.
+ */
+static void
+forget_versions_on(TdbWriter *w, uint32_t i)
+{
+	for (uint32_t v = 0; v < TDB_MAX_VERSIONS; v++)
+		if (w->ctl->versions[v].traffic_seg == i &&
+			__atomic_load_n(&w->ctl->versions[v].generation, __ATOMIC_RELAXED) != 0)
+			__atomic_store_n(&w->ctl->versions[v].generation, 0, __ATOMIC_SEQ_CST);
+}
+
 static void
 free_segment(TdbWriter *w, uint32_t i)
 {
 	char		name[TDB_SHM_NAME_MAX + 24];
 	TdbSegmentDesc *d = &w->ctl->segments[i];
 
+	if (d->kind == TDB_SEG_TRAFFIC)
+		forget_versions_on(w, i);
 	tdb_shm_seg_name(name, w->prefix, d->seq);
 	shm_unlink(name);
 	tdb_shm_unmap(w->seg_addr[i], d->size);
@@ -134,6 +153,44 @@ install_bus_handler(void)
 }
 
 static int	create_slots(TdbWriter *w, uint64_t instance, char *err);
+
+/*
+ * The header of a new readers segment, which is group-writable from its
+ * creation: a member truncating it at once must cost an error, not a SIGBUS.
+ */
+static bool
+write_slots_header(TdbSlotsHeader *slots, uint32_t nslots, uint64_t instance)
+{
+	sigjmp_buf	jb;
+
+	if (sigsetjmp(jb, 1) != 0)
+		return false;
+	bus_jmp = &jb;
+	slots->nslots = nslots;
+	slots->instance_id = instance;
+	atomic_thread_fence(memory_order_release);
+	slots->magic = TDB_SLOTS_MAGIC;
+	bus_jmp = NULL;
+	return true;
+}
+
+/*
+ * tdb_slots_check of a readers segment found at start, which a group member
+ * may be truncating right now: a fault is a failed check, not a SIGBUS.
+ */
+static int
+slots_check_guarded(const TdbSlotsHeader *slots, size_t size, const TdbControl *ctl)
+{
+	sigjmp_buf	jb;
+	int			rc;
+
+	if (sigsetjmp(jb, 1) != 0)
+		return TDB_SHM_EINVAL;
+	bus_jmp = &jb;
+	rc = tdb_slots_check(slots, size, ctl);
+	bus_jmp = NULL;
+	return rc;
+}
 
 /* Copy the external slots' words; false if the segment faulted. */
 static bool
@@ -301,6 +358,8 @@ adopt(TdbWriter *w, TdbWriterOpenInfo *info)
 		{
 			if (c->segments[i].kind <= TDB_SEG_TRAFFIC)
 				shm_unlink(name);
+			if (c->segments[i].kind == TDB_SEG_TRAFFIC)
+				forget_versions_on(w, i);
 			c->segments[i].kind = TDB_SEG_FREE;
 			info->segments_dropped++;
 			continue;
@@ -394,10 +453,18 @@ create_slots(TdbWriter *w, uint64_t instance, char *err)
 		return rc;
 	}
 	w->slots = sp;
-	w->slots->nslots = w->nslots;
-	w->slots->instance_id = instance;
-	atomic_thread_fence(memory_order_release);
-	w->slots->magic = TDB_SLOTS_MAGIC;
+	if (!write_slots_header(sp, w->nslots, instance))
+	{
+		/* a group member truncated it as soon as it existed */
+		snprintf(err, TDB_ERRLEN, "shared memory object \"%s\" was truncated while being created",
+				 slotname);
+		tdb_shm_unmap(sp, w->slots_size);
+		close(w->slots_fd);
+		w->slots = NULL;
+		w->slots_fd = -1;
+		shm_unlink(slotname);
+		return TDB_SHM_ECORRUPT;
+	}
 	return TDB_SHM_OK;
 }
 
@@ -465,7 +532,7 @@ tdb_writer_open(TdbWriter *w, const char *prefix, const TdbWriterConfig *cfg,
 		if (sz == sizeof(TdbControl) && tdb_control_check(old, sz) == TDB_SHM_OK &&
 			old->nslots == w->nslots && strcmp(old->prefix, prefix) == 0 &&
 			tdb_shm_map_fd(slotname, true, true, sizeof(TdbSlotsHeader), &sp, &ssz, &sfd) == TDB_SHM_OK &&
-			tdb_slots_check(sp, ssz, old) == TDB_SHM_OK)
+			slots_check_guarded(sp, ssz, old) == TDB_SHM_OK)
 		{
 			w->ctl = old;
 			w->slots = sp;
@@ -632,6 +699,7 @@ tdb_writer_traffic_segment(TdbWriter *w, size_t size, uint32_t *seg, void **addr
 			 */
 			(void) __atomic_exchange_n(&((TdbObjectHeader *) w->seg_addr[i])->generation, 0,
 									   __ATOMIC_SEQ_CST);
+			forget_versions_on(w, i);
 			*seg = i;
 			*addr = w->seg_addr[i];
 			return TDB_SHM_OK;
@@ -739,5 +807,30 @@ tdb_writer_stop_instance(const char *prefix)
 			mark_stopped(p);
 		tdb_shm_unmap(p, sz);
 	}
-	unlink_leftovers(prefix, true);
+
+	/*
+	 * The lock last: once its name is gone another server can take the
+	 * prefix, and it must not adopt objects we are still removing.
+	 */
+	unlink_leftovers(prefix, false);
+	tdb_shm_name(name, prefix, "lock");
+	shm_unlink(name);
+}
+
+bool
+tdb_writer_instance_of(const char *prefix, int32_t postmaster_pid)
+{
+	char		name[TDB_SHM_NAME_MAX + 24];
+	void	   *p;
+	size_t		sz;
+	bool		ours = false;
+
+	tdb_shm_name(name, prefix, "ctl");
+	if (tdb_shm_map(name, false, true, sizeof(TdbControl), &p, &sz) == TDB_SHM_OK)
+	{
+		ours = tdb_control_check(p, sz) == TDB_SHM_OK &&
+			((TdbControl *) p)->postmaster_pid == postmaster_pid;
+		tdb_shm_unmap(p, sz);
+	}
+	return ours;
 }

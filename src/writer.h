@@ -96,6 +96,13 @@ void		tdb_writer_close(TdbWriter *w, bool stopping);
  */
 void		tdb_writer_stop_instance(const char *prefix);
 
+/*
+ * Is the control block under prefix the one a daemon of the server whose
+ * postmaster is postmaster_pid made or adopted?  (Call with the prefix lock
+ * held: then no other server can be using it.)
+ */
+bool		tdb_writer_instance_of(const char *prefix, int32_t postmaster_pid);
+
 /* A new segment for an object of size bytes; *addr is its read-write mapping. */
 int			tdb_writer_new_segment(TdbWriter *w, TdbSegKind kind, size_t size, uint32_t *seg,
 								   void **addr, char *err);
