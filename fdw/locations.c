@@ -11,8 +11,9 @@
  *	 - geom && expr: an R-tree query comparing the same outward-rounded float
  *	   boxes as PostGIS's && (exact: neither needs a recheck);
  *	 - ST_Intersects(geom, expr), ST_DWithin on geometry (degrees) and on
- *	   geography (metres): an R-tree query on a box that holds every answer,
- *	   rechecked by PostgreSQL;
+ *	   geography (metres): an R-tree query on a box that holds every answer
+ *	   (on geography, with the poleward bulge of the query's great-circle
+ *	   edges), rechecked by PostgreSQL;
  *	 - ORDER BY geom <-> expr LIMIT k with no WHERE: the k nearest and their
  *	   ties, which PostgreSQL sorts.
  * PostGIS is found through the extension catalog, whatever its schema.  expr
@@ -865,6 +866,34 @@ geometry_box(Datum geom, TdbBox *box)
 	return geometry_box_ex(geom, box, true);
 }
 
+/*
+ * Rounding allowance (degrees, 0.1 mm) for a geography's box: its edges'
+ * latitudes are computed (geo.c), unlike vertices.
+ */
+#define GEOG_BOX_MARGIN 1e-9
+
+/*
+ * A lon/lat box holding every point of a geography: its vertices, and the
+ * latitudes its edges reach between them.  An edge of a geography is a
+ * great-circle arc, which bulges poleward past its ends (11 m for 25 km
+ * east-west at 42.5 N): the box of the vertices alone misses the roads
+ * there.  false: empty, or an edge across the antimeridian or over a pole
+ * (the caller then scans everything).
+ */
+static bool
+geography_box(Datum geog, Oid type, TdbBox *box)
+{
+	bytea	   *wkb = tdb_geometry_wkb(tdb_geography_to_geometry(geog, type));
+
+	if (tdb_geo_wkb_arc_box((const unsigned char *) VARDATA_ANY(wkb), VARSIZE_ANY_EXHDR(wkb), box) != 1)
+		return false;
+	box->xmin -= GEOG_BOX_MARGIN;
+	box->ymin -= GEOG_BOX_MARGIN;
+	box->xmax += GEOG_BOX_MARGIN;
+	box->ymax += GEOG_BOX_MARGIN;
+	return true;
+}
+
 /* Grow a lon/lat box by radius_m metres (a superset); false near poles or the antimeridian. */
 static bool
 grow_box_metres(TdbBox *box, double radius_m)
@@ -1013,8 +1042,7 @@ loc_find_candidates(ForeignScanState *node, LocScanState *st)
 				st->radius_fast = false;
 				if (isnull[0])
 					break;
-				if (!(d >= 0) || !geometry_box(tdb_geography_to_geometry(v[0], type0), &box) ||
-					!grow_box_metres(&box, d))
+				if (!(d >= 0) || !geography_box(v[0], type0, &box) || !grow_box_metres(&box, d))
 				{
 					all = true;
 					break;
