@@ -11,10 +11,11 @@
  *	 - geom && expr: an R-tree query comparing the same outward-rounded float
  *	   boxes as PostGIS's && (exact: neither needs a recheck);
  *	 - ST_Intersects(geom, expr), ST_DWithin on geometry (degrees) and on
- *	   geography (metres): an R-tree query on a box that holds every answer,
- *	   rechecked by PostgreSQL;
- *	 - ORDER BY geom <-> expr LIMIT k with no WHERE: the k nearest and their
- *	   ties, which PostgreSQL sorts.
+ *	   geography (metres): an R-tree query on a box that holds every answer
+ *	   (on geography, with the poleward bulge of the query's great-circle
+ *	   edges), rechecked by PostgreSQL;
+ *	 - ORDER BY geom <-> expr LIMIT k with no WHERE, expr a point: the k
+ *	   nearest and their ties, which PostgreSQL sorts.
  * PostGIS is found through the extension catalog, whatever its schema.  expr
  * may be a constant, a parameter or any stable expression of them: it is
  * evaluated once per scan (or per rescan).
@@ -139,7 +140,8 @@ enum FdwPrivateIndex
 {
 	FdwPrivateColumns,			/* integer list: LocColumn of each attribute (-1 = unknown) */
 	FdwPrivatePush,				/* integer list: kind, k (fdw_exprs holds the arguments) */
-	FdwPrivateDescription		/* string: for EXPLAIN */
+	FdwPrivateDescription,		/* string: for EXPLAIN */
+	FdwPrivateKnnArg			/* string: PUSH_KNN's argument, for EXPLAIN ANALYZE */
 };
 
 typedef struct LocScanState
@@ -151,6 +153,9 @@ typedef struct LocScanState
 	int			geom_att;		/* attribute index of geom, or -1 */
 	List	   *expr_states;
 	char	   *description;
+	char	   *knn_arg;
+	uint64		knn_scans;		/* (re)scans that searched the k nearest */
+	uint64		knn_full_scans; /* and those that could not: not from a point */
 	/* geography radius checked in the scan */
 	ExprState  *radius_clause;
 	bool		radius_fast;
@@ -374,9 +379,28 @@ is_postgis_distance_op(Oid opno)
 }
 
 /*
+ * Where a k-nearest search starts: a point (or any shape of a single
+ * location).  NULL, empty and larger shapes have none: every record is then
+ * a candidate.
+ */
+static bool
+knn_origin(Datum geom, bool isnull, double *x, double *y)
+{
+	double		b[4];
+
+	if (isnull || !tdb_geometry_bounds(geom, b) || b[0] != b[2] || b[1] != b[3])
+		return false;
+	*x = b[0];
+	*y = b[1];
+	return true;
+}
+
+/*
  * ORDER BY geom <-> a LIMIT k with no WHERE clause: the k nearest (and
  * their ties) are all PostgreSQL needs to sort.  Any filter could remove
- * some of them, so then nothing is pushed.
+ * some of them, so then nothing is pushed; nor when a is a constant that is
+ * not a point (the scan would read everything anyway, and EXPLAIN must not
+ * say otherwise).
  */
 static bool
 knn_push(PlannerInfo *root, RelOptInfo *baserel, const int *colmap, Push *push)
@@ -415,6 +439,14 @@ knn_push(PlannerInfo *root, RelOptInfo *baserel, const int *colmap, Push *push)
 		if (!is_geom_var(l, baserel->relid, colmap) || !tdb_is_scan_constant(r, baserel->relid) ||
 			exprType((Node *) r) != tdb_geometry_oid())
 			continue;
+		if (IsA(r, Const))
+		{
+			double		x,
+						y;
+
+			if (!knn_origin(((Const *) r)->constvalue, ((Const *) r)->constisnull, &x, &y))
+				return false;
+		}
 		push->kind = PUSH_KNN;
 		push->args = list_make1(r);
 		push->k = (int64) root->limit_tuples;
@@ -617,6 +649,7 @@ locGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 	List	   *cols = NIL;
 	Push		push = info->push;
 	char	   *desc = NULL;
+	char	   *knn_arg = NULL;
 	Bitmapset  *attrs = NULL;
 	List	   *recheck = NIL;
 	bool		whole_row;
@@ -694,7 +727,12 @@ locGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 				desc = psprintf("ST_DWithin(geom::geography, %s, %s) checked in the scan", a0, a1);
 				break;
 			case PUSH_KNN:
-				desc = psprintf("the " INT64_FORMAT " nearest to %s, and their ties", push.k, a0);
+				/* a constant is a point (knn_push); anything else is known only when run */
+				desc = IsA(linitial(push.args), Const) ?
+					psprintf("the " INT64_FORMAT " nearest to %s, and their ties", push.k, a0) :
+					psprintf("the " INT64_FORMAT " nearest to %s and their ties if it is a point, else none (full scan)",
+							 push.k, a0);
+				knn_arg = a0;
 				break;
 			case PUSH_NONE:
 				break;
@@ -706,8 +744,9 @@ locGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 	scan_clauses = extract_actual_clauses(scan_clauses, false);
 	return make_foreignscan(tlist, scan_clauses, baserel->relid,
 							push.kind == PUSH_NONE ? NIL : push.args,
-							list_make3(cols, list_make3_int(push.kind, (int) push.k, geom_att),
-									   makeString(desc ? desc : "none (full scan)")),
+							list_make4(cols, list_make3_int(push.kind, (int) push.k, geom_att),
+									   makeString(desc ? desc : "none (full scan)"),
+									   makeString(knn_arg ? knn_arg : "")),
 							NIL, recheck, outer_plan);
 }
 
@@ -733,6 +772,7 @@ locBeginForeignScan(ForeignScanState *node, int eflags)
 	st->k = lsecond_int((List *) list_nth(plan->fdw_private, FdwPrivatePush));
 	st->geom_att = lthird_int((List *) list_nth(plan->fdw_private, FdwPrivatePush));
 	st->description = strVal(list_nth(plan->fdw_private, FdwPrivateDescription));
+	st->knn_arg = strVal(list_nth(plan->fdw_private, FdwPrivateKnnArg));
 	st->expr_states = ExecInitExprList(plan->fdw_exprs, (PlanState *) node);
 	if (st->kind == PUSH_DWITHIN_M && list_length(st->expr_states) == 3)
 		st->radius_clause = lthird(st->expr_states);
@@ -865,6 +905,34 @@ geometry_box(Datum geom, TdbBox *box)
 	return geometry_box_ex(geom, box, true);
 }
 
+/*
+ * Rounding allowance (degrees, 0.1 mm) for a geography's box: its edges'
+ * latitudes are computed (geo.c), unlike vertices.
+ */
+#define GEOG_BOX_MARGIN 1e-9
+
+/*
+ * A lon/lat box holding every point of a geography: its vertices, and the
+ * latitudes its edges reach between them.  An edge of a geography is a
+ * great-circle arc, which bulges poleward past its ends (11 m for 25 km
+ * east-west at 42.5 N): the box of the vertices alone misses the roads
+ * there.  false: empty, or an edge across the antimeridian or over a pole
+ * (the caller then scans everything).
+ */
+static bool
+geography_box(Datum geog, Oid type, TdbBox *box)
+{
+	bytea	   *wkb = tdb_geometry_wkb(tdb_geography_to_geometry(geog, type));
+
+	if (tdb_geo_wkb_arc_box((const unsigned char *) VARDATA_ANY(wkb), VARSIZE_ANY_EXHDR(wkb), box) != 1)
+		return false;
+	box->xmin -= GEOG_BOX_MARGIN;
+	box->ymin -= GEOG_BOX_MARGIN;
+	box->xmax += GEOG_BOX_MARGIN;
+	box->ymax += GEOG_BOX_MARGIN;
+	return true;
+}
+
 /* Grow a lon/lat box by radius_m metres (a superset); false near poles or the antimeridian. */
 static bool
 grow_box_metres(TdbBox *box, double radius_m)
@@ -894,18 +962,15 @@ grow_box_metres(TdbBox *box, double radius_m)
  * these with <-> and keeps k, which are then exactly the heap's.
  */
 static void
-collect_knn(LocScanState *st, const TdbBox *pt, int64 k, Collect *c)
+collect_knn(LocScanState *st, double x, double y, int64 k, Collect *c)
 {
-	double		x = pt->xmin;
-	double		y = pt->ymin;
 	TdbKnnResult *res;
 	int64		got;
 	double		r;
 	TdbBox		q;
 
-	if (pt->xmin != pt->xmax || pt->ymin != pt->ymax || k <= 0)
+	if (k <= 0)
 	{
-		/* not a point: no narrowing */
 		for (uint64 i = 0; i < st->snap->map->count; i++)
 			collect_entry(i, c);
 		return;
@@ -1013,8 +1078,7 @@ loc_find_candidates(ForeignScanState *node, LocScanState *st)
 				st->radius_fast = false;
 				if (isnull[0])
 					break;
-				if (!(d >= 0) || !geometry_box(tdb_geography_to_geometry(v[0], type0), &box) ||
-					!grow_box_metres(&box, d))
+				if (!(d >= 0) || !geography_box(v[0], type0, &box) || !grow_box_metres(&box, d))
 				{
 					all = true;
 					break;
@@ -1039,10 +1103,22 @@ loc_find_candidates(ForeignScanState *node, LocScanState *st)
 			}
 			break;
 		case PUSH_KNN:
-			if (!isnull[0] && geometry_box_ex(v[0], &box, false))
-				collect_knn(st, &box, st->k, &c);
-			else
-				all = true;
+			{
+				double		x,
+							y;
+
+				/* counted for EXPLAIN ANALYZE: a non-point reads everything */
+				if (knn_origin(v[0], isnull[0], &x, &y))
+				{
+					collect_knn(st, x, y, st->k, &c);
+					st->knn_scans++;
+				}
+				else
+				{
+					all = true;
+					st->knn_full_scans++;
+				}
+			}
 			break;
 		case PUSH_NONE:
 			break;
@@ -1231,8 +1307,19 @@ static void
 locExplainForeignScan(ForeignScanState *node, ExplainState *es)
 {
 	LocScanState *st = node->fdw_state;
+	const char *desc = st->description;
 
-	ExplainPropertyText("TrafficDB Pushdown", st->description, es);
+	/*
+	 * Say what the scans did: a k-nearest search from an argument that was
+	 * not a point read everything.
+	 */
+	if (es->analyze && st->kind == PUSH_KNN && st->knn_full_scans > 0 && st->knn_scans == 0)
+		desc = psprintf("none (full scan: %s is not a point)", st->knn_arg);
+	else if (es->analyze && st->kind == PUSH_KNN && st->knn_scans > 0)
+		desc = psprintf("the " INT64_FORMAT " nearest to %s, and their ties", st->k, st->knn_arg);
+	ExplainPropertyText("TrafficDB Pushdown", desc, es);
+	if (es->analyze && st->kind == PUSH_KNN && st->knn_full_scans > 0 && st->knn_scans > 0)
+		ExplainPropertyInteger("Full Scans, Not From a Point", NULL, (int64) st->knn_full_scans, es);
 	if (es->analyze)
 	{
 		ExplainPropertyInteger("Locations Examined", NULL, (int64) st->examined, es);

@@ -202,7 +202,8 @@ static Oid	fn_xmin,
 			fn_ymax,
 			fn_x,
 			fn_y,
-			fn_srid;
+			fn_srid,
+			fn_asbinary;
 static Oid	fn_geometry_of_geography = InvalidOid;
 
 static void
@@ -246,6 +247,7 @@ lookup_postgis_fns(void)
 	fn_x = postgis_func("st_x", tdb_geometry_oid());
 	fn_y = postgis_func("st_y", tdb_geometry_oid());
 	fn_srid = postgis_func("st_srid", tdb_geometry_oid());
+	fn_asbinary = postgis_func("st_asbinary", tdb_geometry_oid());
 	fn_box3d = postgis_func("box3d", tdb_geometry_oid());
 }
 
@@ -278,6 +280,13 @@ tdb_geography_to_geometry(Datum geog, Oid geog_type)
 	if (!OidIsValid(fn_geometry_of_geography))
 		fn_geometry_of_geography = postgis_func("geometry", getBaseType(geog_type));
 	return OidFunctionCall1(fn_geometry_of_geography, geog);
+}
+
+bytea *
+tdb_geometry_wkb(Datum geom)
+{
+	lookup_postgis_fns();
+	return DatumGetByteaPP(OidFunctionCall1(fn_asbinary, geom));
 }
 
 void

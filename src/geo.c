@@ -1,10 +1,13 @@
 /*
  * geo.c
- *	  Great-circle distance and circle-to-box conversion; see geo.h.
+ *	  Great-circle distance, circle-to-box conversion and the latitude
+ *	  reach of great-circle arcs and of WKB geographies; see geo.h.
  */
 #include "geo.h"
 
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
 
 #define DEG2RAD (M_PI / 180.0)
 #define RAD2DEG (180.0 / M_PI)
@@ -69,4 +72,283 @@ tdb_geo_circle_box(double lon, double lat, double radius_m, TdbBox *box)
 	box->ymin = lat - dlat;
 	box->ymax = lat + dlat;
 	return true;
+}
+
+/* ---- great-circle arcs ------------------------------------------------------ */
+
+static void
+unit_vector(double lon, double lat, double v[3])
+{
+	double		phi = lat * DEG2RAD;
+	double		lambda = lon * DEG2RAD;
+
+	v[0] = cos(phi) * cos(lambda);
+	v[1] = cos(phi) * sin(lambda);
+	v[2] = sin(phi);
+}
+
+static void
+cross(const double a[3], const double b[3], double out[3])
+{
+	out[0] = a[1] * b[2] - a[2] * b[1];
+	out[1] = a[2] * b[0] - a[0] * b[2];
+	out[2] = a[0] * b[1] - a[1] * b[0];
+}
+
+static double
+dot(const double a[3], const double b[3])
+{
+	return a[0] * b[0] + a[1] * b[1] + a[2] * b[2];
+}
+
+/*
+ * Arcs shorter than this (radians, 6 micrometres) are taken as their ends:
+ * their normal's direction is mostly rounding, and they bulge by nothing.
+ */
+#define ARC_TINY 1e-12
+
+bool
+tdb_geo_arc_lat_range(double lon1, double lat1, double lon2, double lat2,
+					  double *latmin, double *latmax)
+{
+	double		a[3],
+				b[3],
+				n[3],
+				p[3],
+				t[3];
+	double		nlen,
+				horiz,
+				reach;
+
+	if (!isfinite(lon1) || !isfinite(lat1) || !isfinite(lon2) || !isfinite(lat2))
+		return false;
+	if (lat1 < -90.0 || lat1 > 90.0 || lat2 < -90.0 || lat2 > 90.0 ||
+		lon1 < -180.0 || lon1 > 180.0 || lon2 < -180.0 || lon2 > 180.0)
+		return false;
+	/*
+	 * The minor arc spans less than 180 degrees of longitude, monotonically:
+	 * between the ends this way round, or across the antimeridian.
+	 */
+	if (fabs(lon2 - lon1) >= 180.0)
+		return false;
+
+	*latmin = fmin(lat1, lat2);
+	*latmax = fmax(lat1, lat2);
+	unit_vector(lon1, lat1, a);
+	unit_vector(lon2, lat2, b);
+	cross(a, b, n);
+	nlen = sqrt(dot(n, n));
+	if (nlen < ARC_TINY)
+		return dot(a, b) > 0;	/* the same point; antipodes have no minor arc */
+
+	/*
+	 * The circle's northernmost point is p = z - (z.n)n / |...| (n the unit
+	 * normal), at latitude atan2(|n_xy|, |n_z|), and its southernmost is
+	 * -p.  Either is on the minor arc a..b when it is after a and before b
+	 * about n: (a x p).n >= 0 and (p x b).n >= 0.
+	 */
+	horiz = sqrt(n[0] * n[0] + n[1] * n[1]);
+	reach = atan2(horiz, fabs(n[2])) * RAD2DEG;
+	p[0] = -n[2] * n[0];
+	p[1] = -n[2] * n[1];
+	p[2] = horiz * horiz;		/* |n|^2 z - (z.n) n, a positive multiple of p */
+	{
+		double		after_a,
+					before_b;
+
+		cross(a, p, t);
+		after_a = dot(t, n);
+		cross(p, b, t);
+		before_b = dot(t, n);
+		if (after_a >= 0 && before_b >= 0)
+			*latmax = fmax(*latmax, reach);
+		if (after_a <= 0 && before_b <= 0)
+			*latmin = fmin(*latmin, -reach);
+	}
+	return true;
+}
+
+/* ---- WKB --------------------------------------------------------------------- */
+
+#define WKB_MAX_DEPTH 32
+
+typedef struct WkbReader
+{
+	const unsigned char *p;
+	const unsigned char *end;
+	bool		any;			/* a vertex was seen */
+	TdbBox		box;
+} WkbReader;
+
+static bool
+wkb_u32(WkbReader *r, bool big, uint32_t *out)
+{
+	const unsigned char *p = r->p;
+
+	if (r->end - p < 4)
+		return false;
+	*out = big ? ((uint32_t) p[0] << 24 | (uint32_t) p[1] << 16 | (uint32_t) p[2] << 8 | p[3])
+		: ((uint32_t) p[3] << 24 | (uint32_t) p[2] << 16 | (uint32_t) p[1] << 8 | p[0]);
+	r->p += 4;
+	return true;
+}
+
+static double
+wkb_double_at(const unsigned char *p, bool big)
+{
+	uint64_t	u = 0;
+	double		d;
+
+	for (int i = 0; i < 8; i++)
+		u |= (uint64_t) p[big ? 7 - i : i] << (8 * i);
+	memcpy(&d, &u, sizeof(d));
+	return d;
+}
+
+static void
+box_add(WkbReader *r, double x, double y)
+{
+	if (!r->any)
+	{
+		r->box.xmin = r->box.xmax = x;
+		r->box.ymin = r->box.ymax = y;
+		r->any = true;
+		return;
+	}
+	r->box.xmin = fmin(r->box.xmin, x);
+	r->box.xmax = fmax(r->box.xmax, x);
+	r->box.ymin = fmin(r->box.ymin, y);
+	r->box.ymax = fmax(r->box.ymax, y);
+}
+
+/*
+ * npoints vertices of ndims doubles each; edges between consecutive ones
+ * when edges (a line or a ring).
+ */
+static bool
+wkb_points(WkbReader *r, bool big, uint32_t ndims, bool edges)
+{
+	uint32_t	npoints;
+	size_t		stride = 8 * (size_t) ndims;
+	double		px = 0,
+				py = 0;
+
+	if (!wkb_u32(r, big, &npoints))
+		return false;
+	if ((size_t) (r->end - r->p) / stride < npoints)
+		return false;
+	for (uint32_t i = 0; i < npoints; i++, r->p += stride)
+	{
+		double		x = wkb_double_at(r->p, big);
+		double		y = wkb_double_at(r->p + 8, big);
+
+		if (!isfinite(x) || !isfinite(y))
+			return false;
+		box_add(r, x, y);
+		if (edges && i > 0)
+		{
+			double		lo,
+						hi;
+
+			if (!tdb_geo_arc_lat_range(px, py, x, y, &lo, &hi))
+				return false;
+			r->box.ymin = fmin(r->box.ymin, lo);
+			r->box.ymax = fmax(r->box.ymax, hi);
+		}
+		px = x;
+		py = y;
+	}
+	return true;
+}
+
+static bool
+wkb_geometry(WkbReader *r, int depth)
+{
+	uint32_t	type,
+				ndims = 2,
+				n;
+	bool		big;
+
+	if (depth > WKB_MAX_DEPTH || r->p >= r->end || *r->p > 1)
+		return false;
+	big = *r->p++ == 0;
+	if (!wkb_u32(r, big, &type))
+		return false;
+	/* extended WKB: flags in the high bits; ISO: thousands */
+	if (type & 0x80000000u)
+		ndims++;
+	if (type & 0x40000000u)
+		ndims++;
+	if (type & 0x20000000u)
+	{
+		uint32_t	srid;
+
+		if (!wkb_u32(r, big, &srid))
+			return false;
+	}
+	type &= 0x0fffffffu;
+	if (type >= 1000)
+	{
+		if (type >= 4000 || ndims != 2)
+			return false;
+		ndims += type / 1000 == 3 ? 2 : 1;
+		type %= 1000;
+	}
+	switch (type)
+	{
+		case 1:					/* point; NaN coordinates: POINT EMPTY */
+			{
+				double		x,
+							y;
+
+				if ((size_t) (r->end - r->p) < 8 * (size_t) ndims)
+					return false;
+				x = wkb_double_at(r->p, big);
+				y = wkb_double_at(r->p + 8, big);
+				r->p += 8 * (size_t) ndims;
+				if (isnan(x) && isnan(y))
+					return true;
+				if (!isfinite(x) || !isfinite(y))
+					return false;
+				box_add(r, x, y);
+				return true;
+			}
+		case 2:					/* line */
+			return wkb_points(r, big, ndims, true);
+		case 3:					/* polygon: rings */
+			if (!wkb_u32(r, big, &n))
+				return false;
+			for (uint32_t i = 0; i < n; i++)
+				if (!wkb_points(r, big, ndims, true))
+					return false;
+			return true;
+		case 4:					/* multipoint, multiline, multipolygon, collection */
+		case 5:
+		case 6:
+		case 7:
+			if (!wkb_u32(r, big, &n))
+				return false;
+			for (uint32_t i = 0; i < n; i++)
+				if (!wkb_geometry(r, depth + 1))
+					return false;
+			return true;
+		default:
+			return false;
+	}
+}
+
+int
+tdb_geo_wkb_arc_box(const unsigned char *wkb, size_t len, TdbBox *box)
+{
+	WkbReader	r;
+
+	r.p = wkb;
+	r.end = wkb + len;
+	r.any = false;
+	if (!wkb_geometry(&r, 0) || r.p != r.end)
+		return -1;
+	if (!r.any)
+		return 0;
+	*box = r.box;
+	return 1;
 }

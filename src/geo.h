@@ -7,11 +7,14 @@
  * against the ellipsoid is below 0.5 %.  Callers that must match PostGIS
  * exactly (the locations wrapper) use tdb_geo_circle_box() as a superset
  * filter and leave the exact test to PostGIS.
+ *
+ * No PostgreSQL headers here: the unit tests build this without a server.
  */
 #ifndef TDB_GEO_H
 #define TDB_GEO_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 /* Mean radius of the WGS 84 ellipsoid, (2a + b) / 3, in metres. */
 #define TDB_EARTH_RADIUS_M 6371008.7714
@@ -35,5 +38,29 @@ double		tdb_geo_distance_m(double lon1, double lat1, double lon2, double lat2);
  * then falls back to a full scan).
  */
 bool		tdb_geo_circle_box(double lon, double lat, double radius_m, TdbBox *box);
+
+/*
+ * Latitude range (degrees) of the minor great-circle arc between two
+ * lon/lat points: PostGIS's geography edges are such arcs (on the sphere),
+ * and they bulge poleward past their ends' latitudes, by about 11 m for a
+ * 25 km east-west edge at 42.5 N.  The arc's longitudes stay between its
+ * ends'.  Returns false if the inputs are not finite or out of range, or if
+ * the ends are 180 degrees or more apart in longitude (the arc crosses the
+ * antimeridian or passes over a pole: the caller then falls back to a full
+ * scan).  No margin is added for rounding (about 1e-13 degrees).
+ */
+bool		tdb_geo_arc_lat_range(double lon1, double lat1, double lon2, double lat2,
+								  double *latmin, double *latmax);
+
+/*
+ * The lon/lat box of a geography given as WKB (ISO or extended, either byte
+ * order; Z and M are ignored): its vertices, and the latitudes its edges
+ * reach between them (tdb_geo_arc_lat_range) in lines, polygon rings and
+ * the members of multi-geometries and collections.  Returns 1 with *box
+ * set, 0 if it has no vertex, -1 if the WKB is malformed, holds a type other
+ * than point, line, polygon, multi or collection, or an edge that
+ * tdb_geo_arc_lat_range refuses.
+ */
+int			tdb_geo_wkb_arc_box(const unsigned char *wkb, size_t len, TdbBox *box);
 
 #endif							/* TDB_GEO_H */

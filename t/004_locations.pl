@@ -30,6 +30,27 @@ SELECT i::bigint AS id,
                (random() - 0.5) * 0.004 AS dx, (random() - 0.5) * 0.002 AS dy
           FROM generate_series(1, 3000) i) s;
 INSERT INTO roads SELECT id + 100000, geom FROM roads WHERE id % 13 = 0;              -- duplicates
+-- Roads at the long east-west edges of the geography queries below (bulge_queries): a geography
+-- edge is a great-circle arc, poleward of its endpoints' latitude by up to
+-- tan(lat) / cos(half its longitude span) (here 2 to 340 m).  At three points of each edge,
+-- north-south roads: one that crosses the arc (radius 0) or starts 0.35 radius poleward of it,
+-- all poleward of the endpoints' latitude by more than the radius; one more that stays
+-- beyond the radius.  id: 500000 + 100 * query + 10 * edge + (0..2 in, 5..7 out).
+CREATE TABLE bulge_edges (q int, e int, lon0 float8, lon1 float8, lat float8, d float8);
+INSERT INTO bulge_edges VALUES (1, 0, 1.45, 1.75, 42.5, 0), (2, 0, 1.0, 2.0, 42.6, 50), (3, 0, 1.45, 1.75, 42.4, 3),
+  (4, 0, 24.6, 25.4, 60.0, 0), (5, 0, 24.5, 25.5, 59.8, 20), (6, 0, 150.0, 150.6, -35.0, 0),
+  (7, 0, 150.0, 150.6, -35.5, 10), (8, 0, 1.45, 1.75, 42.3, 0), (8, 1, 1.45, 1.75, 42.2, 0),
+  (9, 0, 1.45, 1.75, 42.1, 0), (10, 0, 24.6, 25.4, 61.0, 5), (10, 1, 24.6, 25.4, 61.2, 5),
+  (11, 0, 23.0, 24.8, 60.5, 0), (12, 0, 23.0, 24.8, 60.6, 100), (13, 0, 1.45, 1.75, 42.0, 2);
+INSERT INTO roads
+SELECT 500000 + 100 * q + 10 * e + j + CASE WHEN o THEN 5 ELSE 0 END,
+       ST_SetSRID(ST_MakeLine(ST_MakePoint(x, arc + s * CASE WHEN o THEN 1.3 * dd + 0.2 * b WHEN d = 0 THEN -0.6 * b ELSE 0.35 * dd END),
+                              ST_MakePoint(x, arc + s * CASE WHEN o THEN 1.6 * dd + 0.6 * b WHEN d = 0 THEN 0.5 * b ELSE 0.7 * dd END)), 4326)
+  FROM (SELECT *, abs(arc - lat) AS b FROM
+         (SELECT q, e, j, o, x, lat, d, sign(lat) AS s, d / 111195.0 AS dd,
+                 degrees(atan(tan(radians(lat)) * cos(radians(x - (lon0 + lon1) / 2)) / cos(radians((lon1 - lon0) / 2)))) AS arc
+            FROM bulge_edges, generate_series(0, 2) j, (VALUES (false), (true)) v(o),
+                 LATERAL (SELECT lon0 + (0.35 + 0.15 * j) * (lon1 - lon0) AS x) xx) a) r;
 CREATE INDEX ON roads USING gist (geom);
 ANALYZE roads;
 SELECT trafficdb.load_map('roads');
@@ -78,6 +99,41 @@ mismatches(100, q{SELECT location_id FROM (SELECT location_id FROM trafficdb.loc
 mismatches(100, q{SELECT location_id FROM trafficdb.locations WHERE geom && ST_MakeEnvelope(q.x, q.y, q.x + q.w, q.y + q.h, 4326) AND speed_kmh > 40},
 	q{SELECT id FROM roads WHERE geom && ST_MakeEnvelope(q.x, q.y, q.x + q.w, q.y + q.h, 4326) AND id % 3 = 0 AND id % 90 > 40}, 'box with a traffic filter');
 
+# geography radii from long east-west edges: their arcs bulge poleward past
+# the vertices' latitudes, and the roads there are answers (see bulge_edges)
+my @bulge_queries = (
+	[ 1, 'LINESTRING(1.45 42.5, 1.75 42.5)', 0 ],
+	[ 2, 'LINESTRING(1.0 42.6, 2.0 42.6)', 50 ],
+	[ 3, 'LINESTRING(1.45 42.4, 1.75 42.4)', 3 ],
+	[ 4, 'POLYGON((24.6 59.9, 25.4 59.9, 25.4 60.0, 24.6 60.0, 24.6 59.9))', 0 ],
+	[ 5, 'LINESTRING(25.5 59.8, 24.5 59.8)', 20 ],
+	[ 6, 'POLYGON((150.0 -35.0, 150.0 -34.9, 150.6 -34.9, 150.6 -35.0, 150.0 -35.0))', 0 ],
+	[ 7, 'LINESTRING(150.0 -35.5, 150.6 -35.5)', 10 ],
+	[ 8, 'MULTILINESTRING((1.45 42.3, 1.75 42.3), (1.75 42.2, 1.45 42.2))', 0 ],
+	[ 9, 'GEOMETRYCOLLECTION(POINT(1.5 41.9), LINESTRING(1.45 42.1, 1.75 42.1))', 0 ],
+	[ 10, 'MULTIPOLYGON(((24.6 60.9, 25.4 60.9, 25.4 61.0, 24.6 61.0, 24.6 60.9)), ((24.6 61.1, 25.4 61.1, 25.4 61.2, 24.6 61.2, 24.6 61.1)))', 5 ],
+	[ 11, 'LINESTRING(23.0 60.5, 24.8 60.5)', 0 ],
+	[ 12, 'LINESTRING(23.0 60.6, 24.8 60.6)', 100 ],
+	[ 13, 'GEOMETRYCOLLECTION(MULTIPOINT(1.5 41.8, 1.6 41.8), POLYGON((1.45 42.0, 1.75 42.0, 1.75 41.95, 1.45 41.95, 1.45 42.0)))', 2 ]);
+for my $bq (@bulge_queries)
+{
+	my ($q, $wkt, $d) = @$bq;
+	my $edges = $node->safe_psql('postgres', "SELECT count(*) FROM bulge_edges WHERE q = $q");
+	for my $spheroid ('true', 'false')
+	{
+		my $where = "ST_DWithin(geom::geography, 'SRID=4326;$wkt'::geography, $d, $spheroid)";
+		my $heap = $node->safe_psql('postgres', "SELECT array_agg(id ORDER BY id) FROM roads WHERE $where");
+		my $fdw = $node->safe_psql('postgres', "SELECT array_agg(location_id ORDER BY location_id) FROM trafficdb.locations WHERE $where");
+		my $want = join ',', map { my $e = $_; map { 500000 + 100 * $q + 10 * $e + $_ } 0 .. 2 } 0 .. $edges - 1;
+		is($heap, "{$want}", "bulge $q (radius $d, spheroid $spheroid): the heap finds the roads inside the bulge");
+		is($fdw, $heap, "bulge $q: $wkt, radius $d, spheroid $spheroid: the foreign table finds them too");
+	}
+}
+# still a box query, not a full scan: the roads of the box around the arc
+my $bulge_plan = $node->safe_psql('postgres', q{EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF)
+  SELECT * FROM trafficdb.locations WHERE ST_DWithin(geom::geography, 'SRID=4326;LINESTRING(1.45 42.5, 1.75 42.5)'::geography, 0)});
+like($bulge_plan, qr/Locations Examined: [3-6]\n/, 'a bulging line examines only the roads of its box');
+
 # a join from a route table
 $node->safe_psql('postgres', q{CREATE TABLE route AS SELECT (i * 7) % 3100 AS seg FROM generate_series(1, 1000) i});
 is($node->safe_psql('postgres', q{SELECT count(*), sum(l.location_id) FROM route r JOIN trafficdb.locations l ON l.location_id = r.seg}),
@@ -107,6 +163,37 @@ unlike($plan, qr/Locations Examined: \d{5,}/, 'and never scans the whole map per
 $plan = $node->safe_psql('postgres', q{EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF)
   SELECT location_id FROM trafficdb.locations ORDER BY geom <-> 'SRID=4326;POINT(24.95 60.17)'::geometry LIMIT 10});
 like($plan, qr/the 10 nearest to .* and their ties\n.*Locations Examined: 1\d\n/s, 'k nearest examines about k locations');
+# EXPLAIN says "nearest" only when the search from a point really runs: from
+# anything else every location is read (and the order is still the heap's)
+my $line = q{'SRID=4326;LINESTRING(24.95 60.17, 24.96 60.18)'::geometry};
+for my $arg ($line, q{'SRID=4326;POINT EMPTY'::geometry}, q{'SRID=4326;MULTIPOINT(24.95 60.17, 24.96 60.18)'::geometry})
+{
+	$plan = $node->safe_psql('postgres', "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF)
+	  SELECT location_id FROM trafficdb.locations ORDER BY geom <-> $arg LIMIT 5");
+	like($plan, qr/TrafficDB Pushdown: none \(full scan\)\n.*Locations Examined: \d{4}\n/s, "k nearest to $arg: EXPLAIN says full scan");
+	unlike($plan, qr/nearest/, "k nearest to $arg: and no nearest");
+}
+is($node->safe_psql('postgres', "SELECT array_agg(location_id) FROM (SELECT location_id FROM trafficdb.locations ORDER BY geom <-> $line, location_id LIMIT 5) k"),
+	$node->safe_psql('postgres', "SELECT array_agg(id) FROM (SELECT id FROM roads ORDER BY geom <-> $line, id LIMIT 5) k"),
+	'k nearest to a line agrees with the heap');
+my $knn = $node->background_psql('postgres');
+$knn->query_safe('SET plan_cache_mode = force_generic_plan');
+$knn->query_safe('PREPARE knn(geometry) AS SELECT location_id FROM trafficdb.locations ORDER BY geom <-> $1 LIMIT 5');
+like($knn->query_safe(q{EXPLAIN (COSTS OFF) EXECUTE knn('SRID=4326;POINT(24.95 60.17)')}),
+	qr/TrafficDB Pushdown: the 5 nearest to \$1 and their ties if it is a point, else none \(full scan\)/,
+	'a generic plan says the k nearest depend on the parameter');
+like($knn->query_safe(q{EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) EXECUTE knn('SRID=4326;POINT(24.95 60.17)')}),
+	qr/TrafficDB Pushdown: the 5 nearest to \$1, and their ties\n.*Locations Examined: \d\n/s,
+	'EXPLAIN ANALYZE of it from a point: the k nearest');
+$plan = $knn->query_safe("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) EXECUTE knn($line)");
+like($plan, qr/TrafficDB Pushdown: none \(full scan: \$1 is not a point\)\n.*Locations Examined: \d{4}\n/s,
+	'EXPLAIN ANALYZE of it from a line: a full scan');
+unlike($plan, qr/nearest/, 'and no nearest');
+like($knn->query_safe(qq{EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) SELECT * FROM (VALUES ('SRID=4326;POINT(24.95 60.17)'::geometry), ($line),
+	  ('SRID=4326;POINT(24.96 60.17)')) v(g), LATERAL (SELECT location_id FROM trafficdb.locations ORDER BY geom <-> v.g LIMIT 3) s}),
+	qr/TrafficDB Pushdown: the 3 nearest to \$0, and their ties\n.*Full Scans, Not From a Point: 1\n/s,
+	'rescans: how many read everything');
+$knn->quit;
 $plan = $node->safe_psql('postgres', q{EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF)
   SELECT * FROM trafficdb.locations WHERE ST_DWithin(geom::geography, 'SRID=4326;POINT(24.95 60.17)'::geography, 2000)});
 like($plan, qr/TrafficDB Pushdown: ST_DWithin\(geom::geography, .*2000.*\) checked in the scan/, 'ST_DWithin on geography is pushed down');

@@ -7,6 +7,8 @@
 #include "geo.h"
 
 #include <math.h>
+#include <stdbool.h>
+#include <string.h>
 
 #define ARC_1DEG (TDB_EARTH_RADIUS_M * M_PI / 180.0)
 
@@ -87,4 +89,420 @@ UNIT_TEST(test_geo_circle_box_rejects_bad_input)
 	CHECK(!tdb_geo_circle_box(24, 89.99, 5000, &box));
 	CHECK(!tdb_geo_circle_box(179.99, 0, 5000, &box));
 	CHECK(tdb_geo_circle_box(179.9, 0, 5000, &box));
+}
+
+/* ---- great-circle arcs -------------------------------------------------- */
+
+static void
+to_vector(double lon, double lat, double v[3])
+{
+	v[0] = cos(lat * M_PI / 180.0) * cos(lon * M_PI / 180.0);
+	v[1] = cos(lat * M_PI / 180.0) * sin(lon * M_PI / 180.0);
+	v[2] = sin(lat * M_PI / 180.0);
+}
+
+/* Latitude (degrees) of the point at fraction t of the arc a..b of angle omega (slerp). */
+static double
+slerp_lat(const double a[3], const double b[3], double omega, double t)
+{
+	double		wa = sin((1 - t) * omega) / sin(omega);
+	double		wb = sin(t * omega) / sin(omega);
+	double		x = wa * a[0] + wb * b[0];
+	double		y = wa * a[1] + wb * b[1];
+	double		z = wa * a[2] + wb * b[2];
+
+	return atan2(z, sqrt(x * x + y * y)) * 180.0 / M_PI;
+}
+
+/*
+ * The extreme latitude (north when sign is 1, south when -1) of the arc by
+ * sampling: 2,000 points, then 2,000 between the neighbours of the best one,
+ * three times over (steps of 1e-12 of the arc at the end).  Every sample
+ * must be within the range from the formula.
+ */
+static double
+sampled_extreme(const double a[3], const double b[3], double omega, int sign,
+				double latmin, double latmax, const char *what)
+{
+	double		lo = 0,
+				hi = 1,
+				best = -INFINITY,
+				best_t = 0;
+
+	for (int round = 0; round < 4; round++)
+	{
+		for (int i = 0; i <= 2000; i++)
+		{
+			double		t = lo + (hi - lo) * i / 2000.0;
+			double		lat = slerp_lat(a, b, omega, t);
+
+			/* 1e-12 degrees (0.1 micrometre): the rounding of either side */
+			if (lat > latmax + 1e-12 || lat < latmin - 1e-12)
+			{
+				unit_fail(__FILE__, __LINE__, "%s: sample t=%.15g at latitude %.15g outside [%.15g, %.15g]",
+						  what, t, lat, latmin, latmax);
+				return NAN;
+			}
+			if (sign * lat > best)
+			{
+				best = sign * lat;
+				best_t = t;
+			}
+		}
+		{
+			double		step = (hi - lo) / 2000.0;
+
+			lo = fmax(0, best_t - step);
+			hi = fmin(1, best_t + step);
+		}
+	}
+	return sign * best;
+}
+
+static void
+check_arc(double lon1, double lat1, double lon2, double lat2)
+{
+	double		a[3],
+				b[3];
+	double		latmin,
+				latmax,
+				omega;
+	char		what[200];
+
+	snprintf(what, sizeof(what), "arc (%.9g %.9g) - (%.9g %.9g)", lon1, lat1, lon2, lat2);
+	if (!tdb_geo_arc_lat_range(lon1, lat1, lon2, lat2, &latmin, &latmax))
+	{
+		unit_fail(__FILE__, __LINE__, "%s: refused", what);
+		return;
+	}
+	CHECK(latmin <= fmin(lat1, lat2) && latmax >= fmax(lat1, lat2));
+	to_vector(lon1, lat1, a);
+	to_vector(lon2, lat2, b);
+	omega = acos(fmin(1, a[0] * b[0] + a[1] * b[1] + a[2] * b[2]));
+	if (omega < 1e-9)
+		return;					/* slerp is mostly rounding there; checked in test_geo_arc_known */
+	{
+		double		north = sampled_extreme(a, b, omega, 1, latmin, latmax, what);
+		double		south = sampled_extreme(a, b, omega, -1, latmin, latmax, what);
+
+		if (!(fabs(north - latmax) <= 1e-9 && fabs(south - latmin) <= 1e-9))
+			unit_fail(__FILE__, __LINE__, "%s: range [%.15g, %.15g], sampled [%.15g, %.15g]",
+					  what, latmin, latmax, south, north);
+	}
+}
+
+UNIT_TEST(test_geo_arc_matches_sampling)
+{
+	uint64_t	seed = 11;
+
+	/* east-west edges of 10 to 100 km at mid latitudes, both hemispheres */
+	for (double lat = -70; lat <= 70; lat += 7.5)
+		for (double km = 10; km <= 100; km += 30)
+		{
+			double		dlon = km * 1000 / (TDB_EARTH_RADIUS_M * cos(lat * M_PI / 180)) * 180 / M_PI;
+
+			check_arc(1.45, lat, 1.45 + dlon, lat);
+			check_arc(1.45 + dlon, lat, 1.45, lat);
+		}
+	/* random arcs of every length and direction, long ones over the equator too */
+	for (int i = 0; i < 3000; i++)
+	{
+		double		lon1 = unit_rand_double(&seed, -180, 180);
+		double		lat1 = unit_rand_double(&seed, -89.9, 89.9);
+		double		span = (i % 3 == 0) ? 179.9 : (i % 3 == 1) ? 5 : 0.01;
+		double		lon2 = fmax(-180, fmin(180, lon1 + unit_rand_double(&seed, -span, span)));
+		double		lat2 = fmax(-90, fmin(90, lat1 + unit_rand_double(&seed, -span, span)));
+
+		check_arc(lon1, lat1, lon2, lat2);
+	}
+	/* near the poles: the arc passes within a hair of one */
+	check_arc(0, 89, 179, 89);
+	check_arc(-90, -80, 89.999, -80);
+	check_arc(10, 89.9999, 12, 89.9999);
+}
+
+UNIT_TEST(test_geo_arc_known)
+{
+	double		lo,
+				hi;
+
+	/* the tracker's line: 25 km east-west at 42.5 N reaches 10.9 m north of its ends */
+	CHECK(tdb_geo_arc_lat_range(1.45, 42.5, 1.75, 42.5, &lo, &hi));
+	CHECK_NEAR(hi, atan(tan(42.5 * M_PI / 180) / cos(0.15 * M_PI / 180)) * 180 / M_PI, 1e-12);
+	CHECK_NEAR((hi - 42.5) * TDB_EARTH_RADIUS_M * M_PI / 180, 10.875, 0.001);
+	CHECK(lo == 42.5);
+	/* in the south it bulges south */
+	CHECK(tdb_geo_arc_lat_range(150.6, -35, 150.0, -35, &lo, &hi));
+	CHECK_NEAR(lo, -atan(tan(35 * M_PI / 180) / cos(0.3 * M_PI / 180)) * 180 / M_PI, 1e-12);
+	CHECK(hi == -35);
+	/* meridians, the equator and points do not bulge */
+	CHECK(tdb_geo_arc_lat_range(24.9, 60.1, 24.9, 60.3, &lo, &hi));
+	CHECK(lo == 60.1 && hi == 60.3);
+	CHECK(tdb_geo_arc_lat_range(-10, 0, 100, 0, &lo, &hi));
+	CHECK(fabs(lo) < 1e-12 && fabs(hi) < 1e-12);
+	CHECK(tdb_geo_arc_lat_range(24.9, 60.1, 24.9, 60.1, &lo, &hi));
+	CHECK(lo == 60.1 && hi == 60.1);
+	CHECK(tdb_geo_arc_lat_range(24.9, 60.1, 24.9 + 1e-13, 60.1, &lo, &hi));
+	CHECK(lo == 60.1 && hi == 60.1);
+	/* a tiny edge still gets its exact ends */
+	CHECK(tdb_geo_arc_lat_range(24.9, 60.1, 24.9000001, 60.1000001, &lo, &hi));
+	CHECK(lo == 60.1 && hi == 60.1000001);
+	/* across the antimeridian, over a pole, antipodes, bad input: refused */
+	CHECK(!tdb_geo_arc_lat_range(179.5, 10, -179.5, 10, &lo, &hi));
+	CHECK(!tdb_geo_arc_lat_range(-90, 80, 90, 80, &lo, &hi));
+	CHECK(!tdb_geo_arc_lat_range(0, 90, 0, -90, &lo, &hi));
+	CHECK(!tdb_geo_arc_lat_range(NAN, 10, 1, 10, &lo, &hi));
+	CHECK(!tdb_geo_arc_lat_range(0, 10, 1, INFINITY, &lo, &hi));
+	CHECK(!tdb_geo_arc_lat_range(0, 90.5, 1, 10, &lo, &hi));
+	CHECK(!tdb_geo_arc_lat_range(0, 10, 180.5, 10, &lo, &hi));
+	CHECK(tdb_geo_arc_lat_range(-180, 10, -0.5, 10, &lo, &hi));
+}
+
+/* ---- WKB ---------------------------------------------------------------- */
+
+typedef struct Wkb
+{
+	unsigned char buf[4096];
+	size_t		len;
+	bool		big;
+} Wkb;
+
+static void
+put_u32(Wkb *w, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		w->buf[w->len++] = (unsigned char) (v >> (8 * (w->big ? 3 - i : i)));
+}
+
+static void
+put_double(Wkb *w, double d)
+{
+	uint64_t	u;
+
+	memcpy(&u, &d, 8);
+	for (int i = 0; i < 8; i++)
+		w->buf[w->len++] = (unsigned char) (u >> (8 * (w->big ? 7 - i : i)));
+}
+
+/* A header: byte order, then type (flags or thousands already in it). */
+static void
+put_header(Wkb *w, uint32_t type)
+{
+	w->buf[w->len++] = w->big ? 0 : 1;
+	put_u32(w, type);
+}
+
+/* A point array: n lon/lat pairs, each followed by extra zeros (Z, M). */
+static void
+put_points(Wkb *w, const double *xy, uint32_t n, int extra)
+{
+	put_u32(w, n);
+	for (uint32_t i = 0; i < n; i++)
+	{
+		put_double(w, xy[2 * i]);
+		put_double(w, xy[2 * i + 1]);
+		for (int e = 0; e < extra; e++)
+			put_double(w, 0);
+	}
+}
+
+static double
+arc_north(double lon1, double lat1, double lon2, double lat2)
+{
+	double		lo,
+				hi;
+
+	return tdb_geo_arc_lat_range(lon1, lat1, lon2, lat2, &lo, &hi) ? hi : NAN;
+}
+
+static double
+arc_south(double lon1, double lat1, double lon2, double lat2)
+{
+	double		lo,
+				hi;
+
+	return tdb_geo_arc_lat_range(lon1, lat1, lon2, lat2, &lo, &hi) ? lo : NAN;
+}
+
+#define CHECK_BOX(w, x0, y0, x1, y1) \
+	do { \
+		TdbBox b_; \
+		int r_ = tdb_geo_wkb_arc_box((w)->buf, (w)->len, &b_); \
+		CHECK(r_ == 1); \
+		if (r_ == 1) \
+		{ \
+			CHECK(b_.xmin == (x0)); \
+			CHECK(b_.ymin == (y0)); \
+			CHECK(b_.xmax == (x1)); \
+			CHECK(b_.ymax == (y1)); \
+		} \
+	} while (0)
+
+/* Every shorter prefix of a valid WKB, and one with a byte more, is refused. */
+static void
+check_truncations(const Wkb *w)
+{
+	TdbBox		b;
+
+	for (size_t n = 0; n < w->len; n++)
+		if (tdb_geo_wkb_arc_box(w->buf, n, &b) != -1)
+			unit_fail(__FILE__, __LINE__, "a prefix of %zu of %zu bytes was accepted", n, w->len);
+	{
+		Wkb			longer = *w;
+
+		longer.buf[longer.len++] = 0;
+		CHECK(tdb_geo_wkb_arc_box(longer.buf, longer.len, &b) == -1);
+	}
+}
+
+UNIT_TEST(test_geo_wkb_arc_box)
+{
+	static const double line[] = {1.45, 42.5, 1.75, 42.5};
+	static const double ring[] = {24.6, 59.9, 25.4, 59.9, 25.4, 60.0, 24.6, 60.0, 24.6, 59.9};
+	static const double south[] = {150.0, -35.0, 150.6, -35.0, 150.6, -34.9, 150.0, -35.0};
+	double		north42 = arc_north(1.45, 42.5, 1.75, 42.5);
+	double		north60 = arc_north(25.4, 60.0, 24.6, 60.0);
+	double		south35 = arc_south(150.0, -35.0, 150.6, -35.0);
+	TdbBox		b;
+
+	CHECK(north42 > 42.5 + 9e-5 && north60 > 60.0 + 6e-4 && south35 < -35.0 - 3e-4);
+	for (int big = 0; big <= 1; big++)
+	{
+		Wkb			w = {.big = big};
+
+		/* POINT */
+		w.len = 0;
+		put_header(&w, 1);
+		put_double(&w, 24.9);
+		put_double(&w, 60.1);
+		CHECK_BOX(&w, 24.9, 60.1, 24.9, 60.1);
+		check_truncations(&w);
+
+		/* LINESTRING, plain, ISO Z, extended with SRID and Z and M */
+		w.len = 0;
+		put_header(&w, 2);
+		put_points(&w, line, 2, 0);
+		CHECK_BOX(&w, 1.45, 42.5, 1.75, north42);
+		check_truncations(&w);
+		w.len = 0;
+		put_header(&w, 1002);
+		put_points(&w, line, 2, 1);
+		CHECK_BOX(&w, 1.45, 42.5, 1.75, north42);
+		w.len = 0;
+		put_header(&w, 3002);
+		put_points(&w, line, 2, 2);
+		CHECK_BOX(&w, 1.45, 42.5, 1.75, north42);
+		w.len = 0;
+		put_header(&w, 2 | 0x80000000u | 0x40000000u | 0x20000000u);
+		put_u32(&w, 4326);
+		put_points(&w, line, 2, 2);
+		CHECK_BOX(&w, 1.45, 42.5, 1.75, north42);
+		check_truncations(&w);
+
+		/* POLYGON: the north edge bulges north; in the south the south edge south */
+		w.len = 0;
+		put_header(&w, 3);
+		put_u32(&w, 1);
+		put_points(&w, ring, 5, 0);
+		CHECK_BOX(&w, 24.6, 59.9, 25.4, north60);
+		check_truncations(&w);
+		w.len = 0;
+		put_header(&w, 3 | 0x20000000u);
+		put_u32(&w, 4326);
+		put_u32(&w, 1);
+		put_points(&w, south, 4, 0);
+		CHECK_BOX(&w, 150.0, south35, 150.6, -34.9);
+
+		/* GEOMETRYCOLLECTION(MULTIPOINT, MULTILINESTRING, MULTIPOLYGON with a hole) */
+		w.len = 0;
+		put_header(&w, 7);
+		put_u32(&w, 3);
+		put_header(&w, 4);
+		put_u32(&w, 2);
+		put_header(&w, 1);
+		put_double(&w, 30.0);
+		put_double(&w, 10.0);
+		put_header(&w, 1);
+		put_double(&w, NAN);	/* POINT EMPTY */
+		put_double(&w, NAN);
+		put_header(&w, 5);
+		put_u32(&w, 1);
+		put_header(&w, 2);
+		put_points(&w, line, 2, 0);
+		put_header(&w, 6);
+		put_u32(&w, 1);
+		put_header(&w, 3);
+		put_u32(&w, 2);
+		put_points(&w, south, 4, 0);
+		put_points(&w, ring, 5, 0);
+		CHECK_BOX(&w, 1.45, south35, 150.6, north60);
+		check_truncations(&w);
+
+		/* empty: no vertex */
+		w.len = 0;
+		put_header(&w, 2);
+		put_u32(&w, 0);
+		CHECK(tdb_geo_wkb_arc_box(w.buf, w.len, &b) == 0);
+		w.len = 0;
+		put_header(&w, 7);
+		put_u32(&w, 1);
+		put_header(&w, 1);
+		put_double(&w, NAN);
+		put_double(&w, NAN);
+		CHECK(tdb_geo_wkb_arc_box(w.buf, w.len, &b) == 0);
+
+		/* refused: an edge across the antimeridian, NaN in a line, curves, unknown dimensions */
+		w.len = 0;
+		put_header(&w, 2);
+		put_points(&w, (const double[]) {179.5, 10, -179.5, 10}, 2, 0);
+		CHECK(tdb_geo_wkb_arc_box(w.buf, w.len, &b) == -1);
+		w.len = 0;
+		put_header(&w, 2);
+		put_points(&w, (const double[]) {1, 10, NAN, 10}, 2, 0);
+		CHECK(tdb_geo_wkb_arc_box(w.buf, w.len, &b) == -1);
+		w.len = 0;
+		put_header(&w, 1);
+		put_double(&w, NAN);
+		put_double(&w, 10);
+		CHECK(tdb_geo_wkb_arc_box(w.buf, w.len, &b) == -1);
+		w.len = 0;
+		put_header(&w, 8);		/* CIRCULARSTRING */
+		put_points(&w, line, 2, 0);
+		CHECK(tdb_geo_wkb_arc_box(w.buf, w.len, &b) == -1);
+		w.len = 0;
+		put_header(&w, 4002);
+		put_points(&w, line, 2, 0);
+		CHECK(tdb_geo_wkb_arc_box(w.buf, w.len, &b) == -1);
+		/* a point count larger than the bytes */
+		w.len = 0;
+		put_header(&w, 2);
+		put_u32(&w, 0xffffffffu);
+		put_double(&w, 1);
+		put_double(&w, 2);
+		CHECK(tdb_geo_wkb_arc_box(w.buf, w.len, &b) == -1);
+	}
+
+	/* a bad byte order; collections nested deeper than 32 */
+	{
+		Wkb			w = {.big = false};
+
+		put_header(&w, 1);
+		put_double(&w, 1);
+		put_double(&w, 2);
+		w.buf[0] = 2;
+		CHECK(tdb_geo_wkb_arc_box(w.buf, w.len, &b) == -1);
+		for (int depth = 30; depth <= 40; depth += 10)
+		{
+			w.len = 0;
+			for (int i = 0; i < depth; i++)
+			{
+				put_header(&w, 7);
+				put_u32(&w, 1);
+			}
+			put_header(&w, 1);
+			put_double(&w, 1);
+			put_double(&w, 2);
+			CHECK(tdb_geo_wkb_arc_box(w.buf, w.len, &b) == (depth <= 32 ? 1 : -1));
+		}
+	}
 }
