@@ -446,6 +446,7 @@ typedef struct StressCounts
 	uint64_t	changed;
 	uint64_t	changed_untold;
 	uint64_t	revoked;
+	uint64_t	errors;
 } StressCounts;
 
 static double
@@ -480,7 +481,13 @@ stress_reader(int fd, uint64_t seed, double seconds)
 		if ((double) (t.tv_sec - t0.tv_sec) + (t.tv_nsec - t0.tv_nsec) / 1e9 > seconds)
 			break;
 		if (tdb_reader_acquire(&r, &s, err) != TDB_SHM_OK)
+		{
+			c.errors++;
+			if (write(fd, &c, sizeof(c)) != sizeof(c))
+				_exit(4);
+			memset(&c, 0, sizeof(c));
 			continue;
+		}
 		c.snapshots++;
 		first = entries_sum(&s);
 		for (int k = 0; k <= hold_ms; k++)
@@ -524,6 +531,7 @@ stress_phase(bool clear_pins, StressCounts *total)
 	int			pipefd[2];
 	pid_t		pids[NREADERS];
 	uint64_t	seed = clear_pins ? 7 : 3;
+	TdbReader	adversary[2];
 	uint64_t	gen = 1;
 	int			kills = 0;
 	int			refused = 0;
@@ -535,6 +543,9 @@ stress_phase(bool clear_pins, StressCounts *total)
 	CHECK_EQ_U64(test_writer_open(&w, test_prefix, 16, 20000, &info, err), TDB_SHM_OK);
 	CHECK_EQ_U64(publish_map(&w, &map_seg, &map_addr, &count), TDB_SHM_OK);
 	CHECK_EQ_U64(publish_traffic(&w, map_seg, gen), TDB_SHM_OK);
+	/* the adversary holds two slots of its own */
+	CHECK_EQ_U64(tdb_reader_open(&adversary[0], test_prefix, NULL, TDB_VALIDATE_FULL, err), TDB_SHM_OK);
+	CHECK_EQ_U64(tdb_reader_open(&adversary[1], test_prefix, NULL, TDB_VALIDATE_FULL, err), TDB_SHM_OK);
 	CHECK(pipe(pipefd) == 0);
 	fcntl(pipefd[0], F_SETFL, O_NONBLOCK);
 	for (int i = 0; i < NREADERS; i++)
@@ -559,6 +570,7 @@ stress_phase(bool clear_pins, StressCounts *total)
 			total->changed += c.changed;
 			total->changed_untold += c.changed_untold;
 			total->revoked += c.revoked;
+			total->errors += c.errors;
 		}
 		if (publish_traffic(&w, map_seg, gen + 1) == TDB_SHM_OK)
 			gen++;
@@ -577,10 +589,22 @@ stress_phase(bool clear_pins, StressCounts *total)
 					break;
 				}
 			case 1:
-				/* a garbage pin in some slot: a real generation, or nonsense */
-				if (!w.ext_alive[victim])
-					atomic_store(&w.slots->slots[victim].pin, unit_rand(&seed) % 2 ?
-								 atomic_load(&w.ctl->active) : unit_rand(&seed));
+				/*
+				 * Garbage pins, in a slot nobody holds and in slots the
+				 * adversary holds itself: the active word, an old one, nonsense.
+				 */
+				{
+					uint64_t	word = atomic_load(&w.ctl->active);
+					TdbReaderSlot *slot = unit_rand(&seed) % 2 ? adversary[unit_rand(&seed) % 2].slot
+						: &w.slots->slots[victim];
+
+					if (unit_rand(&seed) % 3 == 0)
+						word = unit_rand(&seed);
+					else if (unit_rand(&seed) % 2 == 0 && TDB_ACTIVE_GEN(word) > 5)
+						word = TDB_ACTIVE_WORD(TDB_ACTIVE_GEN(word) - 5, (TDB_ACTIVE_IDX(word) + 59) % TDB_MAX_VERSIONS);
+					if (slot == adversary[0].slot || slot == adversary[1].slot || !w.ext_alive[victim])
+						atomic_store(&slot->pin, word);
+				}
 				break;
 			case 2:
 				if (clear_pins)
@@ -617,17 +641,21 @@ stress_phase(bool clear_pins, StressCounts *total)
 			total->changed += c.changed;
 			total->changed_untold += c.changed_untold;
 			total->revoked += c.revoked;
+			total->errors += c.errors;
 		}
 	}
-	printf("# %s: %llu publications, %llu snapshots, %llu re-reads, %llu revoked, %llu changed (%llu untold); %d readers killed, %d second writers refused\n",
+	printf("# %s: %llu publications, %llu snapshots, %llu re-reads, %llu revoked, %llu changed (%llu untold), %llu errors; %d readers killed, %d second writers refused\n",
 			  clear_pins ? "pins cleared too" : "no pin cleared", (unsigned long long) gen,
 			  (unsigned long long) total->snapshots, (unsigned long long) total->rereads,
 			  (unsigned long long) total->revoked, (unsigned long long) total->changed,
-			  (unsigned long long) total->changed_untold, kills, refused);
+			  (unsigned long long) total->changed_untold, (unsigned long long) total->errors, kills, refused);
 	CHECK(gen > 100);
 	CHECK(total->snapshots > 100);
 	CHECK(refused > 0);
 	CHECK_EQ_U64(total->changed_untold, 0);
+	CHECK_EQ_U64(total->errors, 0);
+	tdb_reader_close(&adversary[0]);
+	tdb_reader_close(&adversary[1]);
 	close(pipefd[0]);
 	close(pipefd[1]);
 	tdb_writer_close(&w, true);
