@@ -46,6 +46,7 @@
 #include "access/reloptions.h"
 #include "access/xact.h"
 #include "catalog/pg_authid.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_foreign_server.h"
 #include "catalog/pg_foreign_table.h"
 #include "catalog/pg_operator.h"
@@ -1351,6 +1352,7 @@ trafficdb_streams_validator(PG_FUNCTION_ARGS)
 	ListCell   *lc;
 
 	tdb_require_preload();
+	tdb_fdw_check_catalog(catalog, "trafficdb.streams_fdw_validator");
 	foreach(lc, options)
 	{
 		DefElem    *d = lfirst(lc);
@@ -1398,6 +1400,34 @@ field_of(StreamHandle *h, const char *field)
 			(errcode(ERRCODE_UNDEFINED_COLUMN),
 			 errmsg("stream \"%s\" has no numeric field \"%s\"", d->name, field)));
 	return -1;
+}
+
+/*
+ * Argument tbl of SQL function func: a foreign table of a trafficdb_streams
+ * server (locked until the transaction ends), or an error saying what it is.
+ */
+static void
+stream_table_arg(Oid relid, const char *func)
+{
+	char		kind = tdb_relation_arg(relid, func, "tbl", "a stream foreign table");
+	ForeignServer *server;
+	ForeignDataWrapper *fdw;
+
+	if (kind != RELKIND_FOREIGN_TABLE)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" is not a stream foreign table", get_rel_name(relid)),
+				 errdetail("It is %s; argument tbl of %s must be a foreign table of a trafficdb_streams server.",
+						   tdb_relkind_name(kind), func)));
+	server = GetForeignServer(GetForeignTable(relid)->serverid);
+	fdw = GetForeignDataWrapper(server->fdwid);
+	/* by its code, not its name: any wrapper may be called trafficdb_streams */
+	if (!OidIsValid(fdw->fdwhandler) || GetFdwRoutine(fdw->fdwhandler)->BeginForeignScan != strBeginForeignScan)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" is not a stream foreign table", get_rel_name(relid)),
+				 errdetail("It is a foreign table of server \"%s\" (foreign-data wrapper %s); argument tbl of %s must be a foreign table of a trafficdb_streams server.",
+						   server->servername, fdw->fdwname, func)));
 }
 
 static void
@@ -1502,6 +1532,7 @@ trafficdb_stream_aggregate(PG_FUNCTION_ARGS)
 						timestamptz_to_str(PG_GETARG_TIMESTAMPTZ(3)))));
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "stream_aggregate must return a record");
+	stream_table_arg(relid, "trafficdb.stream_aggregate");
 	check_select(relid);
 	h = stream_open(relid, false, CurrentMemoryContext);
 	a.d = &tdb_stream_schema(h->db)->streams[h->stream];
@@ -1549,6 +1580,7 @@ trafficdb_stream_resample(PG_FUNCTION_ARGS)
 
 	tdb_require_preload();
 	InitMaterializedSRF(fcinfo, 0);
+	stream_table_arg(relid, "trafficdb.stream_resample");
 	check_select(relid);
 	deconstruct_array(times, TIMESTAMPTZOID, 8, true, TYPALIGN_DOUBLE, &elems, &enulls, &n);
 	h = stream_open(relid, false, CurrentMemoryContext);

@@ -1366,6 +1366,7 @@ trafficdb_trails_validator(PG_FUNCTION_ARGS)
 	static const char *const mapping_opts[] = {"access_key", "secret_key", "session_token", NULL};
 
 	tdb_require_preload();
+	tdb_fdw_check_catalog(catalog, "trafficdb.trails_fdw_validator");
 	foreach(lc, options)
 	{
 		DefElem    *d = lfirst(lc);
