@@ -50,7 +50,10 @@ extern bool tdb_geometry_bounds(Datum geom, double *b);
 /* A geography Datum as geometry, via PostGIS's geometry(geography). */
 extern Datum tdb_geography_to_geometry(Datum geog, Oid geog_type);
 
-/* ST_X, ST_Y and ST_SRID of a point (PostGIS's errors for other shapes). */
-extern void tdb_geometry_point(Datum geom, double *x, double *y, int32 *srid);
+/*
+ * ST_X, ST_Y and ST_SRID of a point; false, with *what saying what geom is
+ * instead ("a LINESTRING", "an empty POINT"), when it is not one position.
+ */
+extern bool tdb_geometry_point(Datum geom, double *x, double *y, int32 *srid, char **what);
 
 #endif							/* TDB_MODULE_GEOMETRY_H */
