@@ -1095,20 +1095,36 @@ typedef struct ModifyState
 	uint64		rows;
 } ModifyState;
 
+static void begin_insert(EState *estate, ResultRelInfo *rinfo, bool explain_only);
+
 static void
 strBeginForeignModify(ModifyTableState *mtstate, ResultRelInfo *rinfo, List *fdw_private,
 					  int subplan_index, int eflags)
 {
-	Relation	rel = rinfo->ri_RelationDesc;
-	ModifyState *ms = palloc0(sizeof(ModifyState));
-	const TdbStreamDef *d;
-
 	(void) fdw_private;
 	(void) subplan_index;
+	begin_insert(mtstate->ps.state, rinfo, (eflags & EXEC_FLAG_EXPLAIN_ONLY) != 0);
+}
+
+/* COPY FROM, and rows routed to a stream table that is a partition. */
+static void
+strBeginForeignInsert(ModifyTableState *mtstate, ResultRelInfo *rinfo)
+{
+	begin_insert(mtstate->ps.state, rinfo, false);
+}
+
+/* Open the file for the statement's checks; rows wait for the commit. */
+static void
+begin_insert(EState *estate, ResultRelInfo *rinfo, bool explain_only)
+{
+	Relation	rel = rinfo->ri_RelationDesc;
+	ModifyState *ms = MemoryContextAllocZero(estate->es_query_cxt, sizeof(ModifyState));
+	const TdbStreamDef *d;
+
 	rinfo->ri_FdwState = ms;
-	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
+	if (explain_only)
 		return;
-	ms->h = stream_open(RelationGetRelid(rel), true, mtstate->ps.state->es_query_cxt);
+	ms->h = stream_open(RelationGetRelid(rel), true, estate->es_query_cxt);
 	d = &tdb_stream_schema(ms->h->db)->streams[ms->h->stream];
 	ms->xf = xact_file(ms->h);
 	ms->xs = xact_stream(ms->xf, ms->h);
@@ -1335,6 +1351,8 @@ trafficdb_streams_handler(PG_FUNCTION_ARGS)
 	r->BeginForeignModify = strBeginForeignModify;
 	r->ExecForeignInsert = strExecForeignInsert;
 	r->EndForeignModify = strEndForeignModify;
+	r->BeginForeignInsert = strBeginForeignInsert;
+	r->EndForeignInsert = strEndForeignModify;
 	r->IsForeignRelUpdatable = strIsForeignRelUpdatable;
 	r->ImportForeignSchema = strImportForeignSchema;
 	PG_RETURN_POINTER(r);

@@ -169,6 +169,22 @@ is($err, '', 'after ROLLBACK TO SAVEPOINT, rows are checked against the rows kep
 is($node->safe_psql('postgres', q{SELECT string_agg(rpm::text, ',' ORDER BY ts) FROM s.engine WHERE ts >= '2020-06-30 00:00:20+00'}),
 	'20,25,26,27', 'ROLLBACK TO SAVEPOINT and a caught error drop the rows inserted since, and only those');
 
+# COPY FROM into a stream table (it crashed the server: the wrapper had no
+# BeginForeignInsert, so COPY called ExecForeignInsert with no state); its rows
+# are transactional too
+($ret, $out, $err) = $node->psql('postgres', qq{BEGIN;
+COPY s.engine FROM STDIN;
+2020-06-30 00:00:29+00	29	\\N
+\\.
+ROLLBACK;
+COPY s.engine FROM STDIN;
+2020-06-30 00:00:28+00	28	2.5
+\\.
+});
+is($err, '', 'COPY FROM into a stream table works');
+is($node->safe_psql('postgres', q{SELECT string_agg(rpm || ':' || coalesce(temp::text, 'null'), ',' ORDER BY ts) FROM s.engine WHERE ts >= '2020-06-30 00:00:27+00'}),
+	'27:null,28:2.5', 'COPY stores its rows when it commits, none when it rolls back');
+
 # a conflict found at commit: another writer appended after this
 # transaction's INSERT; the commit fails and the whole transaction with it
 $node->safe_psql('postgres', 'CREATE TABLE side (x int)');
@@ -190,7 +206,7 @@ HINT:  Insert into stream files in a transaction that is not prepared.},
 	'PREPARE TRANSACTION is refused when rows wait');
 is($node->safe_psql('postgres', q{SELECT (SELECT count(*) FROM pg_prepared_xacts) || '/' || (SELECT count(*) FROM s.engine WHERE ts > '2020-06-30 00:00:50+00')}), '0/0',
 	'nothing was prepared or stored');
-is($node->safe_psql('postgres', q{BEGIN; SELECT count(*) FROM s.engine; PREPARE TRANSACTION 'p2'; COMMIT PREPARED 'p2'}), '8',
+is($node->safe_psql('postgres', q{BEGIN; SELECT count(*) FROM s.engine; PREPARE TRANSACTION 'p2'; COMMIT PREPARED 'p2'}), '9',
 	'a transaction that only read stream tables prepares');
 system($cli, 'verify', $file) == 0 or fail('trafficdb-stream verify after the inserts');
 
@@ -218,7 +234,7 @@ $node->safe_psql('postgres', q{CREATE ROLE reader LOGIN; GRANT USAGE ON SCHEMA s
   GRANT USAGE ON FOREIGN DATA WRAPPER trafficdb_streams TO reader});
 ($ret, $out, $err) = $node->psql('postgres', qq{SET ROLE reader; CREATE SERVER mine FOREIGN DATA WRAPPER trafficdb_streams OPTIONS (filename '$file')});
 like($err, qr/permission denied to name a stream file/, 'naming a file needs pg_read_server_files');
-is($node->safe_psql('postgres', 'SET ROLE reader; SELECT count(*) FROM s.engine'), '8', 'a granted role reads');
+is($node->safe_psql('postgres', 'SET ROLE reader; SELECT count(*) FROM s.engine'), '9', 'a granted role reads');
 ($ret, $out, $err) = $node->psql('postgres', q{SET ROLE reader; INSERT INTO s.engine VALUES ('2020-06-30 00:00:09+00', 1, 1)});
 like($err, qr/permission denied to write stream file/, 'writing needs pg_write_server_files');
 
