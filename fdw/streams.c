@@ -655,8 +655,20 @@ strIterateForeignScan(ForeignScanState *node)
 		st->h = NULL;
 		MemoryContextSwitchTo(old);
 	}
-	if (!tuplestore_gettupleslot(st->rows, true, false, st->mslot))
-		return ExecClearTuple(slot);
+
+	/*
+	 * A tuplestore spilled to disk reads each tuple into memory of the
+	 * current context, and the slot frees it when the next one comes: not
+	 * the per-tuple context this runs in, which is reset in between.
+	 */
+	{
+		MemoryContext old = MemoryContextSwitchTo(node->ss.ps.state->es_query_cxt);
+		bool		got = tuplestore_gettupleslot(st->rows, true, false, st->mslot);
+
+		MemoryContextSwitchTo(old);
+		if (!got)
+			return ExecClearTuple(slot);
+	}
 	return ExecCopySlot(slot, st->mslot);
 }
 

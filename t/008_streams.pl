@@ -89,6 +89,10 @@ like($node->safe_psql('postgres', q{EXPLAIN (COSTS OFF) SELECT * FROM s.nav WHER
 like($node->safe_psql('postgres', q{EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT * FROM s.nav
   WHERE ts BETWEEN '2020-06-30 01:00:00+00' AND '2020-06-30 01:00:10+00'}),
 	qr/Time Range Read: 2020-06-30 01:00:00\+00 to 2020-06-30 01:00:10\+00/, 'EXPLAIN ANALYZE shows the range read');
+# a scan larger than work_mem: the tuplestore spills to disk (it crashed the
+# server: tuples read back were freed after their memory context was reset)
+is($node->safe_psql('postgres', q{SET work_mem = '64kB'; SELECT count(*), sum(heading) FROM s.nav}),
+	$node->safe_psql('postgres', q{SELECT count(*), sum(heading) FROM stored}), 'a scan spilling to disk reads every row');
 is($node->safe_psql('postgres', q{PREPARE w(timestamptz) AS SELECT count(*) FROM s.nav WHERE ts > $1; EXECUTE w('2020-06-30 05:00:00+00')}),
 	$node->safe_psql('postgres', q{SELECT count(*) FROM stored WHERE ts > '2020-06-30 05:00:00+00'}), 'parameters are pushed down too');
 
