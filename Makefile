@@ -31,7 +31,7 @@ PGFILEDESC = "trafficdb - live road traffic in shared memory"
 
 # pg_regress: tests in sql/ + expected/, against a temporary instance that
 # preloads the library (scripts/test.sh runs it as an unprivileged user).
-REGRESS = create_drop settings
+REGRESS = create_drop settings wrong_args
 REGRESS_OPTS = --temp-instance=./tmp_check --temp-config=./test/regress.conf
 
 WARNINGS = -Wall -Wextra -Werror

@@ -57,6 +57,7 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
+#include "fdw/timebound.h"
 #include "module/geometry.h"
 #include "module/shared.h"
 #include "module/snapshot.h"
@@ -1398,6 +1399,7 @@ trafficdb_locations_validator(PG_FUNCTION_ARGS)
 	List	   *options = untransformRelOptions(PG_GETARG_DATUM(0));
 
 	tdb_require_preload();
+	tdb_fdw_check_catalog(PG_GETARG_OID(1), "trafficdb.locations_fdw_validator");
 	if (options != NIL)
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),

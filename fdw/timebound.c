@@ -10,7 +10,12 @@
 
 #include "access/stratnum.h"
 #include "catalog/pg_am.h"
+#include "catalog/pg_attribute.h"
+#include "catalog/pg_foreign_data_wrapper.h"
+#include "catalog/pg_foreign_server.h"
+#include "catalog/pg_foreign_table.h"
 #include "catalog/pg_type.h"
+#include "catalog/pg_user_mapping.h"
 #include "commands/defrem.h"
 #include "utils/lsyscache.h"
 
@@ -31,6 +36,25 @@ tdb_fdw_option(List *options, const char *name)
 			return defGetString(d);
 	}
 	return NULL;
+}
+
+void
+tdb_fdw_check_catalog(Oid catalog, const char *validator)
+{
+	char	   *name;
+
+	if (catalog == ForeignDataWrapperRelationId || catalog == ForeignServerRelationId ||
+		catalog == UserMappingRelationId || catalog == ForeignTableRelationId ||
+		catalog == AttributeRelationId)
+		return;
+	name = get_rel_name(catalog);
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 name ? errmsg("\"%s\" (OID %u) is not a catalog of foreign-data options", name, catalog) :
+			 errmsg("relation with OID %u does not exist", catalog),
+			 errdetail("Argument 2 of %s must be the catalog whose options argument 1 holds: "
+					   "pg_foreign_data_wrapper, pg_foreign_server, pg_user_mapping, pg_foreign_table or pg_attribute.",
+					   validator)));
 }
 
 int

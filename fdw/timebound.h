@@ -35,6 +35,14 @@ extern const char *const tdb_time_bound_ops[];
 extern char *tdb_fdw_option(List *options, const char *name);
 
 /*
+ * A validator's second argument must be one of the catalogs whose options
+ * PostgreSQL validates (pg_foreign_data_wrapper, pg_foreign_server,
+ * pg_user_mapping, pg_foreign_table, pg_attribute): anyone may call the
+ * function with any OID, and "invalid option" would name the wrong problem.
+ */
+extern void tdb_fdw_check_catalog(Oid catalog, const char *validator);
+
+/*
  * The bound operator opno puts on a timestamptz column (swap: the column
  * is its right operand), or -1 when it is none of the default btree
  * comparisons of timestamptz.

@@ -1366,6 +1366,7 @@ trafficdb_trails_validator(PG_FUNCTION_ARGS)
 	static const char *const mapping_opts[] = {"access_key", "secret_key", "session_token", NULL};
 
 	tdb_require_preload();
+	tdb_fdw_check_catalog(catalog, "trafficdb.trails_fdw_validator");
 	foreach(lc, options)
 	{
 		DefElem    *d = lfirst(lc);
@@ -1678,6 +1679,7 @@ trafficdb_trail_write(PG_FUNCTION_ARGS)
 			bool		isnull;
 			Datum		d;
 			int32		srid;
+			char	   *what;
 			Oid			it = TupleDescAttr(rtd, idatt)->atttypid;
 
 			nrows++;
@@ -1706,7 +1708,12 @@ trafficdb_trail_write(PG_FUNCTION_ARGS)
 				ereport(ERROR,
 						(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 						 errmsg("row " INT64_FORMAT " of the query has a NULL position (\"%s\")", nrows, geomcol)));
-			tdb_geometry_point(d, &ev.lon, &ev.lat, &srid);
+			if (!tdb_geometry_point(d, &ev.lon, &ev.lat, &srid, &what))
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("row " INT64_FORMAT " of the query has a position (\"%s\") that is not one point but %s",
+								nrows, geomcol, what),
+						 errdetail("Each event of a trail is at one point: geometry(Point, 4326).")));
 			if (srid != 4326)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

@@ -21,6 +21,7 @@
 #include "nodes/nodeFuncs.h"
 #include "optimizer/optimizer.h"
 #include "parser/parse_func.h"
+#include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/inval.h"
 #include "utils/memutils.h"
@@ -203,7 +204,8 @@ static Oid	fn_xmin,
 			fn_x,
 			fn_y,
 			fn_srid,
-			fn_asbinary;
+			fn_asbinary,
+			fn_geomtype;
 static Oid	fn_geometry_of_geography = InvalidOid;
 
 static void
@@ -248,6 +250,7 @@ lookup_postgis_fns(void)
 	fn_y = postgis_func("st_y", tdb_geometry_oid());
 	fn_srid = postgis_func("st_srid", tdb_geometry_oid());
 	fn_asbinary = postgis_func("st_asbinary", tdb_geometry_oid());
+	fn_geomtype = postgis_func("geometrytype", tdb_geometry_oid());
 	fn_box3d = postgis_func("box3d", tdb_geometry_oid());
 }
 
@@ -289,13 +292,35 @@ tdb_geometry_wkb(Datum geom)
 	return DatumGetByteaPP(OidFunctionCall1(fn_asbinary, geom));
 }
 
-void
-tdb_geometry_point(Datum geom, double *x, double *y, int32 *srid)
+bool
+tdb_geometry_point(Datum geom, double *x, double *y, int32 *srid, char **what)
 {
+	char	   *type;
+	FmgrInfo	flinfo;
+	LOCAL_FCINFO(fcinfo, 1);
+
 	lookup_postgis_fns();
+	/* POINT, POINTM (ST_X takes both); MULTIPOINT and the rest are not one position */
+	type = TextDatumGetCString(OidFunctionCall1(fn_geomtype, geom));
+	if (strncmp(type, "POINT", 5) != 0)
+	{
+		*what = psprintf("a %s", type);
+		return false;
+	}
+	/* ST_X of an empty point is NULL */
+	fmgr_info(fn_x, &flinfo);
+	InitFunctionCallInfoData(*fcinfo, &flinfo, 1, InvalidOid, NULL, NULL);
+	fcinfo->args[0].value = geom;
+	fcinfo->args[0].isnull = false;
+	*x = DatumGetFloat8(FunctionCallInvoke(fcinfo));
+	if (fcinfo->isnull)
+	{
+		*what = psprintf("an empty %s", type);
+		return false;
+	}
 	*srid = DatumGetInt32(OidFunctionCall1(fn_srid, geom));
-	*x = DatumGetFloat8(OidFunctionCall1(fn_x, geom));
 	*y = DatumGetFloat8(OidFunctionCall1(fn_y, geom));
+	return true;
 }
 
 /* ---- points, fast ------------------------------------------------------------------ */

@@ -53,7 +53,10 @@ extern Datum tdb_geography_to_geometry(Datum geog, Oid geog_type);
 /* PostGIS's ST_AsBinary of a geometry: WKB (ISO, the server's byte order). */
 extern bytea *tdb_geometry_wkb(Datum geom);
 
-/* ST_X, ST_Y and ST_SRID of a point (PostGIS's errors for other shapes). */
-extern void tdb_geometry_point(Datum geom, double *x, double *y, int32 *srid);
+/*
+ * ST_X, ST_Y and ST_SRID of a point; false, with *what saying what geom is
+ * instead ("a LINESTRING", "an empty POINT"), when it is not one position.
+ */
+extern bool tdb_geometry_point(Datum geom, double *x, double *y, int32 *srid, char **what);
 
 #endif							/* TDB_MODULE_GEOMETRY_H */

@@ -15,6 +15,7 @@
 #include <math.h>
 
 #include "access/htup_details.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
@@ -184,6 +185,18 @@ trafficdb_load_map(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("source, id_column and geom_column must not be NULL")));
 	relid = PG_GETARG_OID(0);
+	{
+		char		kind = tdb_relation_arg(relid, "trafficdb.load_map", "source",
+											"a table or view holding the road segments");
+
+		if (kind != RELKIND_RELATION && kind != RELKIND_PARTITIONED_TABLE && kind != RELKIND_VIEW &&
+			kind != RELKIND_MATVIEW && kind != RELKIND_FOREIGN_TABLE)
+			ereport(ERROR,
+					(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+					 errmsg("\"%s\" is not a table or view", get_rel_name(relid)),
+					 errdetail("It is %s; argument source of trafficdb.load_map must be a table, view, materialized view or foreign table holding the road segments.",
+							   tdb_relkind_name(kind))));
+	}
 	if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),

@@ -20,10 +20,14 @@
 
 #include <limits.h>
 
+#include "catalog/pg_class.h"
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "storage/lmgr.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/syscache.h"
 
 #include "module/shared.h"
 #include "module/snapshot.h"
@@ -171,6 +175,52 @@ tdb_require_preload(void)
 			 errhint("Add 'trafficdb' to shared_preload_libraries in postgresql.conf "
 					 "(keeping any libraries already listed), restart the server, "
 					 "then run the command again.")));
+}
+
+char
+tdb_relation_arg(Oid relid, const char *func, const char *argname, const char *expected)
+{
+	if (SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
+	{
+		LockRelationOid(relid, AccessShareLock);
+		/* locking processed invalidations: it may have been dropped meanwhile */
+		if (SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
+			return get_rel_relkind(relid);
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_TABLE),
+			 errmsg("relation with OID %u does not exist", relid),
+			 errdetail("Argument %s of %s must be %s.", argname, func, expected)));
+	return '\0';
+}
+
+const char *
+tdb_relkind_name(char relkind)
+{
+	switch (relkind)
+	{
+		case RELKIND_RELATION:
+			return "a table";
+		case RELKIND_PARTITIONED_TABLE:
+			return "a partitioned table";
+		case RELKIND_VIEW:
+			return "a view";
+		case RELKIND_MATVIEW:
+			return "a materialized view";
+		case RELKIND_FOREIGN_TABLE:
+			return "a foreign table";
+		case RELKIND_SEQUENCE:
+			return "a sequence";
+		case RELKIND_INDEX:
+			return "an index";
+		case RELKIND_PARTITIONED_INDEX:
+			return "a partitioned index";
+		case RELKIND_COMPOSITE_TYPE:
+			return "a composite type";
+		case RELKIND_TOASTVALUE:
+			return "a TOAST table";
+	}
+	return "a relation";
 }
 
 /*

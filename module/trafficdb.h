@@ -9,6 +9,8 @@
 #ifndef TDB_MODULE_TRAFFICDB_H
 #define TDB_MODULE_TRAFFICDB_H
 
+#include "postgres_ext.h"
+
 #define TDB_LIBRARY_VERSION "0.1.0"
 
 extern char *tdb_database;
@@ -21,6 +23,18 @@ extern int	tdb_trail_memory_cache_kb;
 
 /* ERROR with a hint unless the postmaster preloaded the library. */
 extern void tdb_require_preload(void);
+
+/*
+ * A relation given to SQL function func as argument argname (a regclass or
+ * an oid: any number the caller may have made up): an error naming the
+ * argument and what it must be (expected, e.g. "a table or view") if no
+ * relation has that OID; otherwise it is locked AccessShareLock until the
+ * transaction ends (it cannot be dropped while in use) and its relkind is
+ * returned.
+ */
+extern char tdb_relation_arg(Oid relid, const char *func, const char *argname, const char *expected);
+/* "a table", "a view", "an index", ...: a relkind in words, for messages. */
+extern const char *tdb_relkind_name(char relkind);
 
 /* bgworker/daemon.c */
 extern void tdb_daemon_register(void);

@@ -10,7 +10,7 @@ CREATE SERVER ais FOREIGN DATA WRAPPER trafficdb_streams OPTIONS (filename :'tsf
 CREATE SCHEMA vessels;
 IMPORT FOREIGN SCHEMA streams FROM SERVER ais INTO vessels;
 
-\echo '-- each vessel''s reports go into its stream, in time order (one flush per INSERT)'
+\echo '-- each vessel''s reports go into its stream, in time order (each INSERT commits, and flushes the file, on its own)'
 SELECT format('INSERT INTO vessels.%I SELECT ts, sog, cog, nullif(heading, 511)::int2 FROM ais_raw WHERE mmsi = %s ORDER BY ts',
               'v' || mmsi, mmsi)
   FROM (SELECT DISTINCT mmsi FROM ais_raw) v \gexec

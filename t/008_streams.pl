@@ -3,6 +3,13 @@
 # stores nothing), SELECT equal to the same query on a heap copy for random
 # time windows, EXPLAIN showing the pushed-down range, aggregates and
 # resampling against values computed in SQL, file privileges.
+#
+# INSERT is transactional (issue 13, item 11): ROLLBACK, ROLLBACK TO
+# SAVEPOINT and an error caught in a subtransaction drop the rows; the order
+# check spans the statements of a transaction; a conflict found at commit
+# aborts the transaction; PREPARE TRANSACTION is refused while rows wait.
+# Messages name the real problem: a ts beyond what the file stores is out of
+# range (it was "out of time order"), and each timestamp is printed once.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -12,7 +19,7 @@ use lib 't';
 use TdbTest;
 
 my $cli = $ENV{TRAFFICDB_STREAM} // die 'TRAFFICDB_STREAM must name tools/trafficdb-stream';
-my $node = tdb_node('streams');
+my $node = tdb_node('streams', max_prepared_transactions => 2, timezone => "'UTC'");
 my $dir = PostgreSQL::Test::Utils::tempdir;
 my $file = "$dir/vessel.tsf";
 open(my $fh, '>', "$dir/vessel.rdl") or die;
@@ -82,19 +89,129 @@ like($node->safe_psql('postgres', q{EXPLAIN (COSTS OFF) SELECT * FROM s.nav WHER
 like($node->safe_psql('postgres', q{EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT * FROM s.nav
   WHERE ts BETWEEN '2020-06-30 01:00:00+00' AND '2020-06-30 01:00:10+00'}),
 	qr/Time Range Read: 2020-06-30 01:00:00\+00 to 2020-06-30 01:00:10\+00/, 'EXPLAIN ANALYZE shows the range read');
+# a scan larger than work_mem: the tuplestore spills to disk (it crashed the
+# server: tuples read back were freed after their memory context was reset)
+is($node->safe_psql('postgres', q{SET work_mem = '64kB'; SELECT count(*), sum(heading) FROM s.nav}),
+	$node->safe_psql('postgres', q{SELECT count(*), sum(heading) FROM stored}), 'a scan spilling to disk reads every row');
 is($node->safe_psql('postgres', q{PREPARE w(timestamptz) AS SELECT count(*) FROM s.nav WHERE ts > $1; EXECUTE w('2020-06-30 05:00:00+00')}),
 	$node->safe_psql('postgres', q{SELECT count(*) FROM stored WHERE ts > '2020-06-30 05:00:00+00'}), 'parameters are pushed down too');
 
 # INSERT: order, NULLs, atomicity
 my ($ret, $out, $err) = $node->psql('postgres', q{INSERT INTO s.engine VALUES
   ('2020-06-30 00:00:01+00', 900, 80), ('2020-06-30 00:00:03+00', 950, NULL), ('2020-06-30 00:00:02+00', 990, 81)});
-like($err, qr/row 3 inserted into "engine" is out of time order: ts 2020-06-30 00:00:02\+00 is not after the stream's last timestamp/,
+like($err, qr/row 3 inserted into "engine" is out of time order: ts 2020-06-30 00:00:02\+00 is before 2020-06-30 00:00:03\+00, the last ts this transaction inserted into the stream/,
 	'an out-of-order row is refused, naming the row');
 is($node->safe_psql('postgres', 'SELECT count(*) FROM s.engine'), '0', 'a failed statement stores none of its rows');
 ($ret, $out, $err) = $node->psql('postgres', q{INSERT INTO s.engine VALUES ('2020-06-30 00:00:01+00', NULL, 80)});
 like($err, qr/has a NULL rpm, which the stream does not allow/, 'a NULL in a non-null field is refused');
 $node->safe_psql('postgres', q{INSERT INTO s.engine VALUES ('2020-06-30 00:00:01+00', 900, 80), ('2020-06-30 00:00:03+00', 950, NULL)});
 is($node->safe_psql('postgres', 'SELECT rpm, temp FROM s.engine ORDER BY ts'), "900|80\n950|", 'rows in order are stored with their NULLs');
+
+# The error of a statement, without psql's prefix: ERROR, DETAIL and HINT lines.
+sub error_of
+{
+	my ($sql) = @_;
+	my ($r, $o, $e) = $node->psql('postgres', $sql);
+	$e =~ s/^psql:<stdin>:\d+: //mg;
+	return $e;
+}
+
+# each timestamp once: the row's and the stream's last (the detail repeated
+# both as raw microseconds, the same number twice when they were equal)
+is(error_of(q{INSERT INTO s.engine VALUES ('2020-06-30 00:00:03+00', 1, 1)}),
+	qq{ERROR:  row 1 inserted into "engine" is out of time order: ts 2020-06-30 00:00:03+00 equals the stream's last timestamp
+HINT:  Insert rows in ascending ts order (ORDER BY ts), after the stream's last row.},
+	'a row at the stream\'s last timestamp: the timestamp once');
+is(error_of(q{INSERT INTO s.engine VALUES ('2020-06-30 00:00:02+00', 1, 1)}),
+	qq{ERROR:  row 1 inserted into "engine" is out of time order: ts 2020-06-30 00:00:02+00 is before 2020-06-30 00:00:03+00, the stream's last timestamp
+HINT:  Insert rows in ascending ts order (ORDER BY ts), after the stream's last row.},
+	'a row before the stream\'s last timestamp: both timestamps, once each');
+# a ts the file cannot store (microseconds since 1970 in 64 bits) is out of
+# range, not out of time order (it wrapped around to a negative number)
+is(error_of(q{INSERT INTO s.engine VALUES ('294276-12-31 23:59:59+00', 1, 1)}),
+	qq{ERROR:  row 1 inserted into "engine": ts = 294276-12-31 23:59:59+00 is out of range for a stream timestamp (4714-11-24 00:00:00+00 BC to 294247-01-10 04:00:54.775807+00)},
+	'a ts beyond the file\'s range is named with the range');
+
+# transactions: ROLLBACK drops the rows, reads do not see rows not yet committed
+$node->safe_psql('postgres', q{BEGIN; INSERT INTO s.engine VALUES ('2020-06-30 00:00:04+00', 4, 4); ROLLBACK});
+is($node->safe_psql('postgres', 'SELECT count(*) FROM s.engine'), '2', 'ROLLBACK drops the rows a transaction inserted');
+is($node->safe_psql('postgres', q{BEGIN; INSERT INTO s.engine VALUES ('2020-06-30 00:00:05+00', 5, 5);
+  SELECT count(*) FROM s.engine; COMMIT; SELECT string_agg(rpm::text, ',' ORDER BY ts) FROM s.engine}), "2\n900,950,5",
+	'the transaction\'s own rows are read after the commit, not before');
+
+# the order check spans the transaction's statements; the failed transaction stores nothing
+is(error_of(q{BEGIN; INSERT INTO s.engine VALUES ('2020-06-30 00:00:10+00', 10, 10);
+  INSERT INTO s.engine VALUES ('2020-06-30 00:00:08+00', 8, 8); COMMIT}),
+	qq{ERROR:  row 1 inserted into "engine" is out of time order: ts 2020-06-30 00:00:08+00 is before 2020-06-30 00:00:10+00, the last ts this transaction inserted into the stream
+HINT:  Insert rows in ascending ts order (ORDER BY ts), after the stream's last row.},
+	'a row before one an earlier statement of the transaction inserted is refused at its statement');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM s.engine WHERE ts > '2020-06-30 00:00:05+00'}), '0', 'and the transaction stored nothing');
+
+# savepoints: ROLLBACK TO drops the rows inserted since (released children
+# included), an error caught by PL/pgSQL drops its block's rows, and the
+# order check forgets dropped rows
+($ret, $out, $err) = $node->psql('postgres', q{BEGIN;
+INSERT INTO s.engine VALUES ('2020-06-30 00:00:20+00', 20, NULL);
+SAVEPOINT p;
+INSERT INTO s.engine VALUES ('2020-06-30 00:00:30+00', 30, NULL);
+SAVEPOINT q;
+INSERT INTO s.engine VALUES ('2020-06-30 00:00:31+00', 31, NULL);
+RELEASE q;
+ROLLBACK TO p;
+INSERT INTO s.engine VALUES ('2020-06-30 00:00:25+00', 25, NULL);
+SAVEPOINT r;
+INSERT INTO s.engine VALUES ('2020-06-30 00:00:26+00', 26, NULL);
+RELEASE r;
+DO $$ BEGIN
+  INSERT INTO s.engine VALUES ('2020-06-30 00:00:29+00', 29, NULL);
+  RAISE EXCEPTION 'undo';
+EXCEPTION WHEN raise_exception THEN NULL;
+END $$;
+INSERT INTO s.engine VALUES ('2020-06-30 00:00:27+00', 27, NULL);
+COMMIT});
+is($err, '', 'after ROLLBACK TO SAVEPOINT, rows are checked against the rows kept');
+is($node->safe_psql('postgres', q{SELECT string_agg(rpm::text, ',' ORDER BY ts) FROM s.engine WHERE ts >= '2020-06-30 00:00:20+00'}),
+	'20,25,26,27', 'ROLLBACK TO SAVEPOINT and a caught error drop the rows inserted since, and only those');
+
+# COPY FROM into a stream table (it crashed the server: the wrapper had no
+# BeginForeignInsert, so COPY called ExecForeignInsert with no state); its rows
+# are transactional too
+($ret, $out, $err) = $node->psql('postgres', qq{BEGIN;
+COPY s.engine FROM STDIN;
+2020-06-30 00:00:29+00	29	\\N
+\\.
+ROLLBACK;
+COPY s.engine FROM STDIN;
+2020-06-30 00:00:28+00	28	2.5
+\\.
+});
+is($err, '', 'COPY FROM into a stream table works');
+is($node->safe_psql('postgres', q{SELECT string_agg(rpm || ':' || coalesce(temp::text, 'null'), ',' ORDER BY ts) FROM s.engine WHERE ts >= '2020-06-30 00:00:27+00'}),
+	'27:null,28:2.5', 'COPY stores its rows when it commits, none when it rolls back');
+
+# a conflict found at commit: another writer appended after this
+# transaction's INSERT; the commit fails and the whole transaction with it
+$node->safe_psql('postgres', 'CREATE TABLE side (x int)');
+my $bg = $node->background_psql('postgres', on_error_stop => 0);
+$bg->query_safe(q{BEGIN; INSERT INTO side VALUES (1); INSERT INTO s.engine VALUES ('2020-06-30 00:00:40+00', 40, NULL)});
+$node->safe_psql('postgres', q{INSERT INTO s.engine VALUES ('2020-06-30 00:00:50+00', 50, NULL)});
+$bg->query('COMMIT');
+like($bg->{stderr}, qr/ERROR:  could not write the rows this transaction inserted into "engine": the first one's ts 2020-06-30 00:00:40\+00 is before 2020-06-30 00:00:50\+00, the stream's last timestamp now\nDETAIL:  Another writer appended to stream "engine" of stream file "\Q$file\E" after this transaction inserted into it. The transaction is rolled back; the file keeps none of its rows./,
+	'a row that another writer overtook before the commit: the commit fails, naming both timestamps');
+is($bg->query(q{SELECT (SELECT count(*) FROM side) || '/' || (SELECT string_agg(rpm::text, ',' ORDER BY ts) FROM s.engine WHERE ts >= '2020-06-30 00:00:30+00')}),
+	'0/50', 'the transaction is rolled back: neither its heap row nor its stream row is stored');
+$bg->quit;
+
+# PREPARE TRANSACTION cannot keep rows waiting in the session
+is(error_of(q{BEGIN; INSERT INTO s.engine VALUES ('2020-06-30 00:01:00+00', 60, NULL); PREPARE TRANSACTION 'p1'}),
+	qq{ERROR:  cannot PREPARE a transaction that inserted into stream file "$file"
+DETAIL:  Inserted rows wait in the session's memory until the transaction commits; a prepared transaction cannot keep them.
+HINT:  Insert into stream files in a transaction that is not prepared.},
+	'PREPARE TRANSACTION is refused when rows wait');
+is($node->safe_psql('postgres', q{SELECT (SELECT count(*) FROM pg_prepared_xacts) || '/' || (SELECT count(*) FROM s.engine WHERE ts > '2020-06-30 00:00:50+00')}), '0/0',
+	'nothing was prepared or stored');
+is($node->safe_psql('postgres', q{BEGIN; SELECT count(*) FROM s.engine; PREPARE TRANSACTION 'p2'; COMMIT PREPARED 'p2'}), '9',
+	'a transaction that only read stream tables prepares');
 system($cli, 'verify', $file) == 0 or fail('trafficdb-stream verify after the inserts');
 
 # aggregates with the codecs' reconstruction: each stored value holds until the next record
@@ -121,8 +238,12 @@ $node->safe_psql('postgres', q{CREATE ROLE reader LOGIN; GRANT USAGE ON SCHEMA s
   GRANT USAGE ON FOREIGN DATA WRAPPER trafficdb_streams TO reader});
 ($ret, $out, $err) = $node->psql('postgres', qq{SET ROLE reader; CREATE SERVER mine FOREIGN DATA WRAPPER trafficdb_streams OPTIONS (filename '$file')});
 like($err, qr/permission denied to name a stream file/, 'naming a file needs pg_read_server_files');
-is($node->safe_psql('postgres', 'SET ROLE reader; SELECT count(*) FROM s.engine'), '2', 'a granted role reads');
+is($node->safe_psql('postgres', 'SET ROLE reader; SELECT count(*) FROM s.engine'), '9', 'a granted role reads');
 ($ret, $out, $err) = $node->psql('postgres', q{SET ROLE reader; INSERT INTO s.engine VALUES ('2020-06-30 00:00:09+00', 1, 1)});
 like($err, qr/permission denied to write stream file/, 'writing needs pg_write_server_files');
+
+# last: before the fix, this row stayed (ROLLBACK kept it) and every later insert was refused
+($ret, $out, $err) = $node->psql('postgres', q{BEGIN; INSERT INTO s.engine VALUES ('294247-01-10 04:00:54.775807+00', 1, 1); ROLLBACK});
+is($err, '', 'the last ts in range is accepted');
 $node->stop;
 done_testing();

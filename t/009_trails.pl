@@ -226,6 +226,16 @@ like($err, qr/permission denied to write trail file/, 'writing a server file nee
 ($rc, $out, $err) = $node->psql('postgres', q{SELECT trafficdb.trail_write('SELECT vid, ts, ST_Transform(geom, 3857) AS geom FROM ev',
   's3://tap-trails/bad.trail', server => 's3', id_column => 'vid', time_column => 'ts')});
 like($err, qr/position in SRID 3857; expected 4326/, 'trail_write names a position in the wrong SRID');
+# a position that is not one point: named, not "function N returned NULL" (an
+# empty point) or PostGIS's ST_X error without the row (issue 13, item 11)
+($rc, $out, $err) = $node->psql('postgres', qq{SELECT trafficdb.trail_write(\$q\$SELECT 1::bigint AS id, now() AS time, 'SRID=4326;POINT(1 1)'::geometry AS geom
+  UNION ALL SELECT 1, now(), 'SRID=4326;POINT EMPTY'\$q\$, '$dir/empty.trail')});
+like($err, qr/ERROR:  row 2 of the query has a position \("geom"\) that is not one point but an empty POINT\nDETAIL:  Each event of a trail is at one point: geometry\(Point, 4326\)\./,
+	'trail_write names an empty point and its row');
+($rc, $out, $err) = $node->psql('postgres', qq{SELECT trafficdb.trail_write(\$q\$SELECT 1::bigint AS id, now() AS time, 'SRID=4326;LINESTRING(1 1, 2 2)'::geometry AS geom\$q\$,
+  '$dir/line.trail')});
+like($err, qr/ERROR:  row 1 of the query has a position \("geom"\) that is not one point but a LINESTRING/,
+	'trail_write names a position that is a line');
 ($rc, $out, $err) = $node->psql('postgres', q{SELECT trafficdb.trail_write('SELECT 1 AS id', 's3://tap-trails/bad.trail', server => 's3')});
 like($err, qr/has no column "time"/, 'trail_write names a missing column');
 ($rc, $out, $err) = $node->psql('postgres', q{CREATE SERVER bad FOREIGN DATA WRAPPER trafficdb_trails OPTIONS (block_size '3MB')});

@@ -1084,6 +1084,15 @@ tdb_stream_insert(TdbStreamDB *db, int s, int64_t ts, const TdbStreamValue *vals
 }
 
 int
+tdb_stream_last_ts(const TdbStreamDB *db, int s, int64_t *out)
+{
+	if (s < 0 || (uint32_t) s >= db->schema.nstreams)
+		return TDB_STREAM_EINVAL;
+	*out = db->st[s].last_ts;
+	return TDB_STREAM_OK;
+}
+
+int
 tdb_stream_discontinuity(TdbStreamDB *db, int s, int64_t ts)
 {
 	TdbStreamRecord rec;

@@ -153,6 +153,13 @@ int			tdb_stream_find(const TdbStreamDB *db, const char *name);
  * stream's last timestamp (TDB_STREAM_EORDER otherwise).  O(1).
  */
 int			tdb_stream_insert(TdbStreamDB *db, int s, int64_t ts, const TdbStreamValue *vals);
+/*
+ * The timestamp the next insert into stream s must be after: the last one
+ * given to tdb_stream_insert or tdb_stream_discontinuity (stored or not: the
+ * codecs may have dropped it), flushed or not; INT64_MIN if none ever was.
+ * O(1).
+ */
+int			tdb_stream_last_ts(const TdbStreamDB *db, int s, int64_t *out);
 /* A discontinuity at ts: no value holds across it. */
 int			tdb_stream_discontinuity(TdbStreamDB *db, int s, int64_t ts);
 /* Make everything inserted so far durable. */

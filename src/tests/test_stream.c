@@ -795,6 +795,47 @@ UNIT_TEST(test_stream_codecs)
 	free(mem);
 }
 
+/*
+ * tdb_stream_last_ts: what the next insert must be after (the stream FDW
+ * checks buffered rows against it).  A row the codecs drop still counts,
+ * unflushed or flushed, and a reopened file remembers it.
+ */
+UNIT_TEST(test_stream_last_ts)
+{
+	static const char *rdl =
+		"SET blockSize = 1024; SET fileSize = 64KB;\n"
+		"CREATE STREAM a WITH ID 1 { x int32 WITH CODEC step };\n"
+		"CREATE STREAM b WITH ID 2 { y float64 };\n";
+	TdbStreamSchema schema;
+	char		err[256];
+	uint8_t    *mem = calloc(1, 64 * 1024);
+	TdbStreamIO io;
+	TdbStreamDB *db;
+	TdbStreamValue v = {0};
+	int64_t		t = 0;
+
+	CHECK_EQ_U64(tdb_stream_parse_rdl(rdl, &schema, err, sizeof(err)), TDB_STREAM_OK);
+	tdb_stream_io_memory(mem, 64 * 1024, &io);
+	CHECK_EQ_U64(tdb_stream_create(&io, &schema, err, sizeof(err)), TDB_STREAM_OK);
+	CHECK_EQ_U64(tdb_stream_open(&io, &db, err, sizeof(err)), TDB_STREAM_OK);
+	CHECK_EQ_U64(tdb_stream_last_ts(db, 0, &t), TDB_STREAM_OK);
+	CHECK(t == INT64_MIN);
+	CHECK_EQ_U64(tdb_stream_insert(db, 0, 100, &v), TDB_STREAM_OK);
+	CHECK_EQ_U64(tdb_stream_insert(db, 0, 200, &v), TDB_STREAM_OK);	/* same value: dropped by the codec */
+	CHECK_EQ_U64(tdb_stream_last_ts(db, 0, &t), TDB_STREAM_OK);
+	CHECK_EQ_U64(t, 200);
+	CHECK_EQ_U64(tdb_stream_last_ts(db, 1, &t), TDB_STREAM_OK);
+	CHECK(t == INT64_MIN);
+	CHECK_EQ_U64(tdb_stream_last_ts(db, 2, &t), (uint64_t) TDB_STREAM_EINVAL);
+	CHECK_EQ_U64(tdb_stream_flush(db), TDB_STREAM_OK);
+	tdb_stream_close(db);
+	CHECK_EQ_U64(tdb_stream_open(&io, &db, err, sizeof(err)), TDB_STREAM_OK);
+	CHECK_EQ_U64(tdb_stream_last_ts(db, 0, &t), TDB_STREAM_OK);
+	CHECK_EQ_U64(t, 200);
+	tdb_stream_close(db);
+	free(mem);
+}
+
 UNIT_TEST(test_stream_rdl_errors)
 {
 	TdbStreamSchema s;
