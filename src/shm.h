@@ -57,6 +57,11 @@
  * (if old) memory and learns at its next check that its snapshot was
  * revoked (tdb_reader_revoked).
  *
+ * Memory ordering is argued for x86-64 (TSO), the only target built and
+ * tested: on a weakly ordered CPU, revocation and the in-place rewrite would
+ * need release fences between the generation-0 store and the plain stores
+ * after it, and readers an acquire fence before their final checks.
+ *
  * No PostgreSQL headers: linked into the module and into libtrafficdb.
  */
 #ifndef TDB_SHM_H
