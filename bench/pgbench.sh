@@ -12,6 +12,12 @@
 #   knn       the 10 nearest segments of a point
 #   radius    segments within 2 km on geography
 #   join      live speed of a 1,000-segment route (a route table joined)
+# and the forms users write that issue 14 is about (one transaction each):
+#   mm_deg    map matching: the nearest road that is not a footway, cycleway
+#             or service road to a noisy GPS point (of 10,000), in degrees
+#   mm_m      the same in metres (geography <->)
+#   spjoin    a spatial join: 1,000 points with ST_DWithin 100 m (geography)
+#   within    roads ST_Within a random 1 km polygon
 # Then the mixed run: the same id and bbox2 readers while a feed writer
 # inserts 10,000 rows/s and the daemon publishes every 100 ms; it reports
 # the readers' throughput against the same clients without publishing, and
@@ -34,13 +40,14 @@ trap 'rm -rf "$work"' EXIT
 echo "bench/pgbench: building $N segments and the heap baselines" >&2
 "${PSQL[@]}" <<EOF
 SET client_min_messages = warning;
-DROP TABLE IF EXISTS bench_heap, bench_heap_clustered, bench_route;
+DROP TABLE IF EXISTS bench_heap, bench_heap_clustered, bench_route, bench_gps, bench_pts;
 SELECT setseed(0.3) \g /dev/null
 CREATE TABLE bench_heap AS
 SELECT i::bigint AS id,
        ST_SetSRID(ST_MakeLine((ARRAY[ST_MakePoint(x, y), ST_MakePoint(x + dx, y + dy),
                                      ST_MakePoint(x + 2 * dx, y + dy * 1.5), ST_MakePoint(x + 3 * dx, y + dy * 2)])[1:np]), 4326) AS geom,
-       (20 + i % 60)::real AS speed_kmh
+       (20 + i % 60)::real AS speed_kmh,
+       (ARRAY['primary', 'secondary', 'residential', 'footway', 'cycleway', 'service'])[1 + i % 6] AS road_class
   FROM (SELECT i, 10 + random() AS x, 45 + random() AS y,
                (random() - 0.5) * 0.0008 AS dx, (random() - 0.5) * 0.0004 AS dy, 2 + (random() * 2.9)::int AS np
           FROM generate_series(1, $N) i) s;
@@ -53,8 +60,15 @@ CREATE INDEX bench_heap_clustered_geom ON bench_heap_clustered USING gist (geom)
 CREATE INDEX bench_heap_clustered_geog ON bench_heap_clustered USING gist ((geom::geography));
 CLUSTER bench_heap_clustered USING bench_heap_clustered_geom;
 CREATE TABLE bench_route AS SELECT (1 + (random() * ($N - 1))::int)::bigint AS seg FROM generate_series(1, 1000);
-VACUUM ANALYZE bench_heap; VACUUM ANALYZE bench_heap_clustered; ANALYZE bench_route;
-SELECT trafficdb.load_map('bench_heap') \g /dev/null
+-- noisy GPS points: a point of a random segment moved by up to ~30 m
+CREATE TABLE bench_gps AS
+SELECT g AS n, ST_SetSRID(ST_MakePoint(ST_X(p) + (random() - 0.5) * 0.0008, ST_Y(p) + (random() - 0.5) * 0.0005), 4326) AS pt
+  FROM (SELECT g, ST_StartPoint(geom) AS p FROM generate_series(1, 10000) g
+          JOIN bench_heap h ON h.id = 1 + (g * 7919) % $N) s;
+ALTER TABLE bench_gps ADD PRIMARY KEY (n);
+CREATE TABLE bench_pts AS SELECT pt FROM bench_gps WHERE n <= 1000;
+VACUUM ANALYZE bench_heap; VACUUM ANALYZE bench_heap_clustered; ANALYZE bench_route; ANALYZE bench_gps; ANALYZE bench_pts;
+SELECT trafficdb.load_map('bench_heap', 'id', 'geom', 'road_class') \g /dev/null
 INSERT INTO trafficdb.feed (location_id, speed_kmh) SELECT id, speed_kmh FROM bench_heap;
 SELECT trafficdb.publish() \g /dev/null
 EOF
@@ -81,6 +95,16 @@ SELECT $idc FROM $tbl ORDER BY geom <-> ST_SetSRID(ST_MakePoint(10 + :x / 100000
 \\set y random(0, 1000000)
 SELECT count(*) FROM $tbl WHERE ST_DWithin(geom::geography, ST_MakePoint(10 + :x / 1000000.0, 45 + :y / 1000000.0)::geography, 2000);"
 	script "join_$t" "SELECT sum(l.speed_kmh) FROM bench_route r JOIN $tbl l ON l.$idc = r.seg;"
+	script "mm_deg_$t" "\\set n random(1, 10000)
+SELECT $idc FROM $tbl WHERE road_class NOT IN ('footway', 'cycleway', 'service')
+ ORDER BY geom <-> (SELECT pt FROM bench_gps WHERE n = :n) LIMIT 1;"
+	script "mm_m_$t" "\\set n random(1, 10000)
+SELECT $idc FROM $tbl WHERE road_class NOT IN ('footway', 'cycleway', 'service')
+ ORDER BY geom::geography <-> (SELECT pt FROM bench_gps WHERE n = :n)::geography LIMIT 1;"
+	script "spjoin_$t" "SELECT count(*) FROM bench_pts p JOIN $tbl l ON ST_DWithin(l.geom::geography, p.pt::geography, 100);"
+	script "within_$t" "\\set x random(0, 1000000)
+\\set y random(0, 1000000)
+SELECT count(*) FROM $tbl WHERE ST_Within(geom, ST_Buffer(ST_SetSRID(ST_MakePoint(10 + :x / 1000000.0, 45 + :y / 1000000.0), 4326), 0.006, 8));"
 done
 script feed_writer "INSERT INTO trafficdb.feed (location_id, speed_kmh)
   SELECT 1 + (random() * ($N - 1))::bigint, (random() * 100)::real FROM generate_series(1, 500);"
@@ -92,7 +116,7 @@ tps() {
 		-f "$work/$1.sql" "$DB" 2>/dev/null | sed -n 's/^tps = \([0-9.]*\) .*/\1/p'
 }
 
-queries="id bbox2 bbox5 bbox10 bbox20 bbox50 knn radius join"
+queries="id bbox2 bbox5 bbox10 bbox20 bbox50 knn radius join mm_deg mm_m spjoin within"
 declare -A read_only
 for c in $CLIENTS; do
 	echo "bench/pgbench: $c client(s)" >&2
@@ -126,4 +150,4 @@ done
 
 echo "bench/pgbench: restoring the demo map" >&2
 bench_restore_map
-"${PSQL[@]}" -c "DROP TABLE bench_heap, bench_heap_clustered, bench_route" -c "TRUNCATE trafficdb.feed"
+"${PSQL[@]}" -c "DROP TABLE bench_heap, bench_heap_clustered, bench_route, bench_gps, bench_pts" -c "TRUNCATE trafficdb.feed"
