@@ -509,6 +509,98 @@ tdb_rtree_query_box(const TdbRtree *t, const TdbBox *q, TdbRtreeVisit visit, voi
 	}
 }
 
+/* ---- box query with wholesale acceptance --------------------------------- */
+
+static inline bool
+boxf_inside(const TdbBoxF *b, const TdbBoxF *q)
+{
+	return b->xmin >= q->xmin && b->xmax <= q->xmax &&
+		b->ymin >= q->ymin && b->ymax <= q->ymax;
+}
+
+/*
+ * As tdb_rtree_query_box, same entries in the same (leaf index) order; a
+ * box inside the query box that contained() accepts hands all its leaves
+ * over at once, with no further box test.  The leaves under box j of level
+ * l are [j F^l, (j + 1) F^l) of level 0, as each level's box j covers
+ * children [j F, (j + 1) F) of the level below.
+ */
+int
+tdb_rtree_query_box_within(const TdbRtree *t, const TdbBox *q, TdbRtreeContained contained,
+						   TdbRtreeVisitIn visit, void *arg)
+{
+	uint64_t	cur[TDB_RTREE_MAX_LEVELS];
+	uint64_t	end[TDB_RTREE_MAX_LEVELS];
+	uint64_t	span[TDB_RTREE_MAX_LEVELS];
+	uint64_t	nleaves;
+	uint32_t	top;
+	uint32_t	l;
+	TdbBoxF		qf;
+
+	if (!(q->xmin <= q->xmax && q->ymin <= q->ymax))
+		return 0;
+	if (t->nlevels == 0 || t->nlevels > TDB_RTREE_MAX_LEVELS)
+		return 0;
+	qf.xmin = float_up(q->xmin);
+	qf.ymin = float_up(q->ymin);
+	qf.xmax = float_down(q->xmax);
+	qf.ymax = float_down(q->ymax);
+	nleaves = t->levels[0].count;
+	span[0] = 1;
+	for (l = 1; l < t->nlevels; l++)
+		span[l] = span[l - 1] * F;
+
+	top = t->nlevels - 1;
+	l = top;
+	cur[l] = 0;
+	end[l] = t->levels[l].count;
+	for (;;)
+	{
+		uint64_t	i;
+		uint64_t	from;
+		uint64_t	to;
+		const TdbBoxF *b;
+
+		if (cur[l] == end[l])
+		{
+			if (l == top)
+				return 0;
+			l++;
+			continue;
+		}
+		i = cur[l]++;
+		b = &t->boxes[t->levels[l].first + i];
+		if (!boxf_hits(b, &qf))
+			continue;
+		if (boxf_inside(b, &qf) && contained(b, arg))
+		{
+			from = i * span[l];
+			to = from + span[l] < nleaves ? from + span[l] : nleaves;
+			for (uint64_t e = from; e < to; e++)
+			{
+				int			rc = visit(e, true, arg);
+
+				if (rc != 0)
+					return rc;
+			}
+			continue;
+		}
+		if (l == 0)
+		{
+			int			rc = visit(i, false, arg);
+
+			if (rc != 0)
+				return rc;
+			continue;
+		}
+		from = i * F;
+		to = from + F < t->levels[l - 1].count ? from + F : t->levels[l - 1].count;
+		l--;
+		cur[l] = from;
+		end[l] = to;
+	}
+}
+
 /* ---- distances ----------------------------------------------------------- */
 
 /*
