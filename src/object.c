@@ -1063,21 +1063,45 @@ tdb_map_query_box(const TdbMapView *v, const TdbBox *q, TdbRtreeVisit visit, voi
 typedef struct RadiusState
 {
 	const TdbMapView *v;
-	double		x;
-	double		y;
+	DistState	d;				/* the point and scales of tdb_map_distance() */
 	double		r;
+	double		r_in;			/* boxes within this are accepted unmeasured */
 	TdbRtreeVisit visit;
 	void	   *arg;
 } RadiusState;
 
+/*
+ * A box lies in the circle when its farthest corner does (the metric is
+ * Euclidean in the projection, so the disc is convex).  Every vertex of a
+ * shape in the box is measured no farther than that corner (each step of
+ * the computation is monotone), and a segment's points no farther than its
+ * ends up to a few ulps, which the margin of r_in covers: such entries are
+ * within r as tdb_map_distance() measures them, without decoding a shape.
+ */
+static bool
+radius_contained(const TdbBoxF *b, void *arg)
+{
+	RadiusState *s = arg;
+	double		dx = fmax(fabs((double) b->xmin - s->d.x), fabs((double) b->xmax - s->d.x)) * s->d.sx;
+	double		dy = fmax(fabs((double) b->ymin - s->d.y), fabs((double) b->ymax - s->d.y)) * s->d.sy;
+
+	return sqrt(dx * dx + dy * dy) <= s->r_in;
+}
+
 static int
-radius_visit(uint64_t entry, void *arg)
+radius_visit(uint64_t entry, bool inside, void *arg)
 {
 	RadiusState *s = arg;
 
-	if (tdb_map_distance(s->v, entry, s->x, s->y, TDB_METRIC_METRES) <= s->r)
-		return s->visit(entry, s->arg);
-	return 0;
+	if (!inside)
+	{
+		DistState	d = s->d;
+
+		walk_shape(s->v, entry, dist_pair, &d);
+		if (!(sqrt(d.best2) <= s->r))
+			return 0;
+	}
+	return s->visit(entry, s->arg);
 }
 
 int
@@ -1110,12 +1134,98 @@ tdb_map_query_radius(const TdbMapView *v, double x, double y, double radius_m,
 		q.xmax = 180.0;
 	}
 	s.v = v;
-	s.x = x;
-	s.y = y;
+	s.d.x = x;
+	s.d.y = y;
+	s.d.sx = k * cos(y * M_PI / 180.0);
+	s.d.sy = k;
+	s.d.best2 = INFINITY;
 	s.r = radius_m;
+	s.r_in = radius_m - (radius_m * 1e-9 + 1e-6);
 	s.visit = visit;
 	s.arg = arg;
-	return tdb_rtree_query_box(&v->rtree, &q, radius_visit, &s);
+	return tdb_rtree_query_box_within(&v->rtree, &q, radius_contained, radius_visit, &s);
+}
+
+/* The query's distance to record i's shape, decoded as it goes. */
+typedef struct QueryDistState
+{
+	const TdbKnnQuery *q;
+	double		best;
+} QueryDistState;
+
+static void
+query_dist_pair(double x0, double y0, double x1, double y1, void *arg)
+{
+	QueryDistState *s = arg;
+
+	if (s->best > 0.0)
+		s->best = fmin(s->best, tdb_knn_query_segment_dist(s->q, x0, y0, x1, y1));
+}
+
+double
+tdb_map_query_dist(const TdbMapView *v, uint64_t i, const TdbKnnQuery *q)
+{
+	QueryDistState s = {q, INFINITY};
+
+	if (q->shape == TDB_KNN_POLYGON)
+	{
+		ShapeIter	it;
+		double		x0,
+					y0;
+
+		if (shape_iter_init(&it, v->shapes, v->shapes_size, v->records[i].shape_off) &&
+			shape_iter_next(&it, &x0, &y0) && tdb_knn_query_contains(q, x0, y0))
+			return 0.0;
+	}
+	walk_shape(v, i, query_dist_pair, &s);
+	return s.best;
+}
+
+double
+tdb_map_query_exact(uint64_t e, void *query_map)
+{
+	const TdbMapQuery *qm = query_map;
+
+	return tdb_map_query_dist(qm->map, e, qm->query);
+}
+
+/*
+ * An arc's points lie within its ends' longitudes and at most (latitude
+ * reach - ends' latitude range) from the vertex box along a meridian:
+ * converted at the largest meridional radius of WGS 84 (a^2 / b, 6399594 m,
+ * rounded up; the mean sphere's is smaller).
+ */
+typedef struct SlackState
+{
+	double		worst_deg;
+} SlackState;
+
+static void
+slack_pair(double x0, double y0, double x1, double y1, void *arg)
+{
+	SlackState *s = arg;
+	double		lo,
+				hi;
+
+	if (!tdb_geo_arc_lat_range(x0, y0, x1, y1, &lo, &hi))
+	{
+		s->worst_deg = INFINITY;
+		return;
+	}
+	s->worst_deg = fmax(s->worst_deg, fmax(fmin(y0, y1) - lo, hi - fmax(y0, y1)));
+}
+
+double
+tdb_map_arc_slack_m(const TdbMapView *v)
+{
+	SlackState	s = {0.0};
+
+	for (uint64_t i = 0; i < v->count && isfinite(s.worst_deg); i++)
+		walk_shape(v, i, slack_pair, &s);
+	if (!isfinite(s.worst_deg))
+		return INFINITY;
+	/* plus 1e-9 degrees for the arc latitudes' rounding */
+	return (s.worst_deg + 1e-9) * M_PI / 180.0 * 6399600.0;
 }
 
 static double

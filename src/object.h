@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "geo.h"
+#include "knn.h"
 #include "rtree.h"
 
 #define TDB_MAP_MAGIC		0x4D424454u /* "TDBM" in memory order */
@@ -226,6 +227,29 @@ int			tdb_map_query_box(const TdbMapView *v, const TdbBox *q, TdbRtreeVisit visi
  */
 int			tdb_map_query_radius(const TdbMapView *v, double x, double y, double radius_m,
 								 TdbRtreeVisit visit, void *arg);
+
+/*
+ * Exact planar distance (degrees, ST_Distance of the 2-D geometries) from
+ * a knn.h query to the shape of record i.
+ */
+double		tdb_map_query_dist(const TdbMapView *v, uint64_t i, const TdbKnnQuery *q);
+
+/* A TdbKnnExact for incremental scans of a map: arg is a TdbMapQuery *. */
+typedef struct TdbMapQuery
+{
+	const TdbMapView *map;
+	const TdbKnnQuery *query;
+} TdbMapQuery;
+
+double		tdb_map_query_exact(uint64_t e, void *query_map);
+
+/*
+ * How far, in metres, the map's edges taken as geography (great-circle
+ * arcs) can leave the records' lon/lat vertex boxes: the slack_m of a
+ * TdbKnnGeoPoint.  +infinity when an edge spans 180 degrees of longitude or
+ * more.  O(points of the map): compute once per map.
+ */
+double		tdb_map_arc_slack_m(const TdbMapView *v);
 
 /* k nearest records by exact shape distance; see tdb_rtree_knn(). */
 int64_t		tdb_map_knn(const TdbMapView *v, double x, double y, TdbMetric metric, uint64_t k,

@@ -10,10 +10,8 @@
  * f >= (the smallest float >= d), so rounding the query box inward once
  * gives the same answer as comparing every box in double.
  *
- * k-nearest search is best-first over a binary min-heap holding nodes and
- * entries.  Where the caller supplies exact distances, an entry first enters
- * the heap at its box distance and goes back in at its exact distance when
- * it surfaces; it is reported only when it surfaces with the exact one.
+ * k-nearest search is the first k results of knn.h's incremental
+ * best-first scan.
  */
 #include "rtree.h"
 
@@ -22,6 +20,8 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "knn.h"
 
 #define F TDB_RTREE_FANOUT
 
@@ -509,6 +509,98 @@ tdb_rtree_query_box(const TdbRtree *t, const TdbBox *q, TdbRtreeVisit visit, voi
 	}
 }
 
+/* ---- box query with wholesale acceptance --------------------------------- */
+
+static inline bool
+boxf_inside(const TdbBoxF *b, const TdbBoxF *q)
+{
+	return b->xmin >= q->xmin && b->xmax <= q->xmax &&
+		b->ymin >= q->ymin && b->ymax <= q->ymax;
+}
+
+/*
+ * As tdb_rtree_query_box, same entries in the same (leaf index) order; a
+ * box inside the query box that contained() accepts hands all its leaves
+ * over at once, with no further box test.  The leaves under box j of level
+ * l are [j F^l, (j + 1) F^l) of level 0, as each level's box j covers
+ * children [j F, (j + 1) F) of the level below.
+ */
+int
+tdb_rtree_query_box_within(const TdbRtree *t, const TdbBox *q, TdbRtreeContained contained,
+						   TdbRtreeVisitIn visit, void *arg)
+{
+	uint64_t	cur[TDB_RTREE_MAX_LEVELS];
+	uint64_t	end[TDB_RTREE_MAX_LEVELS];
+	uint64_t	span[TDB_RTREE_MAX_LEVELS];
+	uint64_t	nleaves;
+	uint32_t	top;
+	uint32_t	l;
+	TdbBoxF		qf;
+
+	if (!(q->xmin <= q->xmax && q->ymin <= q->ymax))
+		return 0;
+	if (t->nlevels == 0 || t->nlevels > TDB_RTREE_MAX_LEVELS)
+		return 0;
+	qf.xmin = float_up(q->xmin);
+	qf.ymin = float_up(q->ymin);
+	qf.xmax = float_down(q->xmax);
+	qf.ymax = float_down(q->ymax);
+	nleaves = t->levels[0].count;
+	span[0] = 1;
+	for (l = 1; l < t->nlevels; l++)
+		span[l] = span[l - 1] * F;
+
+	top = t->nlevels - 1;
+	l = top;
+	cur[l] = 0;
+	end[l] = t->levels[l].count;
+	for (;;)
+	{
+		uint64_t	i;
+		uint64_t	from;
+		uint64_t	to;
+		const TdbBoxF *b;
+
+		if (cur[l] == end[l])
+		{
+			if (l == top)
+				return 0;
+			l++;
+			continue;
+		}
+		i = cur[l]++;
+		b = &t->boxes[t->levels[l].first + i];
+		if (!boxf_hits(b, &qf))
+			continue;
+		if (boxf_inside(b, &qf) && contained(b, arg))
+		{
+			from = i * span[l];
+			to = from + span[l] < nleaves ? from + span[l] : nleaves;
+			for (uint64_t e = from; e < to; e++)
+			{
+				int			rc = visit(e, true, arg);
+
+				if (rc != 0)
+					return rc;
+			}
+			continue;
+		}
+		if (l == 0)
+		{
+			int			rc = visit(i, false, arg);
+
+			if (rc != 0)
+				return rc;
+			continue;
+		}
+		from = i * F;
+		to = from + F < t->levels[l - 1].count ? from + F : t->levels[l - 1].count;
+		l--;
+		cur[l] = from;
+		end[l] = to;
+	}
+}
+
 /* ---- distances ----------------------------------------------------------- */
 
 /*
@@ -540,156 +632,54 @@ tdb_rtree_box_dist(const TdbBoxF *b, double x, double y, TdbMetric metric)
 
 /* ---- k nearest ----------------------------------------------------------- */
 
-typedef struct KnnItem
+/* The first k of an incremental scan (knn.h). */
+typedef struct KnnCtx
 {
-	double		dist;
-	uint64_t	index;			/* box index within its level */
-	uint32_t	level;
-	uint32_t	exact;			/* a leaf whose dist is final */
-} KnnItem;
+	double		x;
+	double		y;
+	TdbMetric	metric;
+	TdbRtreeEntryDist entry_dist;
+	void	   *arg;
+} KnnCtx;
 
-typedef struct KnnHeap
+static double
+knn_bound(const TdbBoxF *b, void *arg)
 {
-	KnnItem    *items;
-	size_t		n;
-	size_t		cap;
-} KnnHeap;
+	KnnCtx	   *c = arg;
 
-/*
- * At equal distance anything not yet final comes first: it may still hold
- * an entry at that distance with a smaller index.  The rest only makes the
- * order total.
- */
-static inline bool
-knn_before(const KnnItem *a, const KnnItem *b)
-{
-	if (a->dist != b->dist)
-		return a->dist < b->dist;
-	if (a->exact != b->exact)
-		return a->exact < b->exact;
-	if (a->level != b->level)
-		return a->level > b->level;
-	return a->index < b->index;
+	return tdb_rtree_box_dist(b, c->x, c->y, c->metric);
 }
 
-static bool
-knn_push(KnnHeap *h, double dist, uint64_t index, uint32_t level, bool exact)
+static double
+knn_exact(uint64_t e, void *arg)
 {
-	KnnItem		it;
-	size_t		i;
+	KnnCtx	   *c = arg;
 
-	if (h->n == h->cap)
-	{
-		size_t		cap = h->cap * 2;
-		KnnItem    *items = realloc(h->items, cap * sizeof(KnnItem));
-
-		if (items == NULL)
-			return false;
-		h->items = items;
-		h->cap = cap;
-	}
-	/* a NaN would break the heap order; it sorts as farthest */
-	it.dist = isnan(dist) ? INFINITY : dist;
-	it.index = index;
-	it.level = level;
-	it.exact = exact ? 1 : 0;
-
-	i = h->n++;
-	while (i > 0)
-	{
-		size_t		parent = (i - 1) / 2;
-
-		if (!knn_before(&it, &h->items[parent]))
-			break;
-		h->items[i] = h->items[parent];
-		i = parent;
-	}
-	h->items[i] = it;
-	return true;
-}
-
-static KnnItem
-knn_pop(KnnHeap *h)
-{
-	KnnItem		top = h->items[0];
-	KnnItem		last = h->items[--h->n];
-	size_t		i = 0;
-
-	for (;;)
-	{
-		size_t		c = 2 * i + 1;
-
-		if (c >= h->n)
-			break;
-		if (c + 1 < h->n && knn_before(&h->items[c + 1], &h->items[c]))
-			c++;
-		if (!knn_before(&h->items[c], &last))
-			break;
-		h->items[i] = h->items[c];
-		i = c;
-	}
-	if (h->n > 0)
-		h->items[i] = last;
-	return top;
+	return c->entry_dist(e, c->x, c->y, c->metric, c->arg);
 }
 
 int64_t
 tdb_rtree_knn(const TdbRtree *t, double x, double y, TdbMetric metric, uint64_t k,
 			  TdbRtreeEntryDist entry_dist, void *arg, TdbKnnResult *out)
 {
-	KnnHeap		h;
-	uint64_t	want;
+	KnnCtx		c = {x, y, metric, entry_dist, arg};
+	TdbKnnIter	it;
 	uint64_t	found = 0;
-	uint32_t	top;
 
-	if (k == 0 || t->nlevels == 0)
-		return 0;
-	want = k < t->levels[0].count ? k : t->levels[0].count;
-	top = t->nlevels - 1;
-
-	h.n = 0;
-	h.cap = 256;
-	h.items = malloc(h.cap * sizeof(KnnItem));
-	if (h.items == NULL)
-		return -1;
-	if (!knn_push(&h, tdb_rtree_box_dist(&t->boxes[t->levels[top].first], x, y, metric),
-				  0, top, top == 0 && entry_dist == NULL))
-		goto nomem;
-
-	while (found < want && h.n > 0)
+	tdb_knn_begin(&it, t, knn_bound, &c, entry_dist ? knn_exact : NULL, &c, NULL);
+	while (found < k)
 	{
-		KnnItem		it = knn_pop(&h);
-		const TdbRtreeLevel *cl;
-		uint64_t	from;
-		uint64_t	to;
+		int			rc = tdb_knn_next(&it, &out[found].entry, &out[found].dist);
 
-		if (it.level == 0)
+		if (rc < 0)
 		{
-			if (it.exact)
-			{
-				out[found].entry = it.index;
-				out[found].dist = it.dist;
-				found++;
-			}
-			else if (!knn_push(&h, entry_dist(it.index, x, y, metric, arg), it.index, 0, true))
-				goto nomem;
-			continue;
+			tdb_knn_end(&it);
+			return -1;
 		}
-
-		cl = &t->levels[it.level - 1];
-		from = it.index * F;
-		to = from + F < cl->count ? from + F : cl->count;
-		for (uint64_t c = from; c < to; c++)
-		{
-			if (!knn_push(&h, tdb_rtree_box_dist(&t->boxes[cl->first + c], x, y, metric),
-						  c, it.level - 1, it.level == 1 && entry_dist == NULL))
-				goto nomem;
-		}
+		if (rc == 0)
+			break;
+		found++;
 	}
-	free(h.items);
+	tdb_knn_end(&it);
 	return (int64_t) found;
-
-nomem:
-	free(h.items);
-	return -1;
 }

@@ -23,6 +23,7 @@
 #ifndef TDB_RTREE_H
 #define TDB_RTREE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -84,6 +85,20 @@ typedef int (*TdbRtreeVisit) (uint64_t entry, void *arg);
 
 /* Entries whose box intersects q (boundaries included). */
 int			tdb_rtree_query_box(const TdbRtree *t, const TdbBox *q, TdbRtreeVisit visit, void *arg);
+
+/*
+ * tdb_rtree_query_box with wholesale acceptance, for queries whose shape
+ * (a circle) lies in the query box: contained(b, arg) returns true when
+ * every entry whose geometry lies in box b surely qualifies.  Visits the
+ * same entries as tdb_rtree_query_box, in the same order, with inside =
+ * true for those under a box inside the query box that contained()
+ * accepted (no need to measure them) and false for the rest (measure).
+ */
+typedef bool (*TdbRtreeContained) (const TdbBoxF *b, void *arg);
+typedef int (*TdbRtreeVisitIn) (uint64_t entry, bool inside, void *arg);
+
+int			tdb_rtree_query_box_within(const TdbRtree *t, const TdbBox *q, TdbRtreeContained contained,
+									   TdbRtreeVisitIn visit, void *arg);
 
 /*
  * Distance metric for k-nearest queries.

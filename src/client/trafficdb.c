@@ -450,37 +450,66 @@ trafficdb_radius(trafficdb_handle *h, double lon, double lat, double metres, tra
 	return TRAFFICDB_OK;
 }
 
+/* Metres in the projection centred on the query point, as tdb_map_knn(). */
+typedef struct KnnPoint
+{
+	const TdbMapView *map;
+	double		x;
+	double		y;
+} KnnPoint;
+
+static double
+knn_bound(const TdbBoxF *b, void *arg)
+{
+	const KnnPoint *p = arg;
+
+	return tdb_rtree_box_dist(b, p->x, p->y, TDB_METRIC_METRES);
+}
+
+static double
+knn_exact(uint64_t e, void *arg)
+{
+	const KnnPoint *p = arg;
+
+	return tdb_map_distance(p->map, e, p->x, p->y, TDB_METRIC_METRES);
+}
+
+/*
+ * An incremental scan (knn.h) handing each location over as it comes, so
+ * nothing is sized by k and a visitor that stops early ends the search.
+ */
 TDB_API int
 trafficdb_knn(trafficdb_handle *h, double lon, double lat, uint32_t k, trafficdb_visit_fn fn, void *arg)
 {
-	TdbKnnResult *res;
-	int64_t		n;
+	KnnPoint	p;
+	TdbKnnIter	it;
+	int			rc = TRAFFICDB_OK;
 
 	if (h == NULL || fn == NULL || !isfinite(lon) || !isfinite(lat))
 		return TRAFFICDB_BADARG;
 	if (!h->pinned)
 		return TRAFFICDB_NOSNAPSHOT;
-	if (k == 0)
-		return TRAFFICDB_OK;
-	res = malloc(sizeof(TdbKnnResult) * k);
-	if (res == NULL)
-		return TRAFFICDB_NOMEM;
-	n = tdb_map_knn(h->snap.map, lon, lat, TDB_METRIC_METRES, k, res);
-	if (n < 0)
+	p.map = h->snap.map;
+	p.x = lon;
+	p.y = lat;
+	tdb_knn_begin(&it, &h->snap.map->rtree, knn_bound, &p, knn_exact, &p, NULL);
+	for (uint32_t r = 0; r < k; r++)
 	{
-		free(res);
-		return TRAFFICDB_NOMEM;
-	}
-	for (int64_t r = 0; r < n; r++)
-	{
+		uint64_t	e;
+		double		d;
+		int			got = tdb_knn_next(&it, &e, &d);
 		trafficdb_location loc;
 
-		fill(&h->fv, res[r].entry, &loc);
+		if (got < 0)
+			rc = TRAFFICDB_NOMEM;
+		if (got <= 0)
+			break;
+		fill(&h->fv, e, &loc);
 		if (fn(&loc, arg) != 0)
 			break;
 	}
-	free(res);
-	return TRAFFICDB_OK;
+	tdb_knn_end(&it);
+	return rc;
 }
 
 TDB_API int

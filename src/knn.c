@@ -1,0 +1,628 @@
+/*
+ * knn.c
+ *	  The incremental best-first scan of knn.h over the packed R-tree, and
+ *	  the distances and lower bounds of its query shapes.
+ */
+#include "knn.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#define F TDB_RTREE_FANOUT
+#define DEG2RAD (M_PI / 180.0)
+
+struct TdbKnnItem
+{
+	double		dist;
+	uint64_t	index;			/* box index within its level */
+	uint32_t	level;
+	uint32_t	exact;			/* a leaf whose dist is final */
+};
+
+/* ---- the scan ------------------------------------------------------------- */
+
+static void *
+std_grow(void *ctx, void *p, size_t size)
+{
+	(void) ctx;
+	return realloc(p, size);
+}
+
+static void
+std_release(void *ctx, void *p)
+{
+	(void) ctx;
+	free(p);
+}
+
+void
+tdb_knn_begin(TdbKnnIter *it, const TdbRtree *t, TdbKnnBound bound, void *bound_arg,
+			  TdbKnnExact exact, void *exact_arg, const TdbKnnAlloc *alloc)
+{
+	it->tree = *t;
+	it->bound = bound;
+	it->bound_arg = bound_arg;
+	it->exact = exact;
+	it->exact_arg = exact_arg;
+	if (alloc)
+		it->alloc = *alloc;
+	else
+	{
+		it->alloc.grow = std_grow;
+		it->alloc.release = std_release;
+		it->alloc.ctx = NULL;
+	}
+	it->items = NULL;
+	it->n = 0;
+	it->cap = 0;
+	it->started = false;
+	it->nexact = 0;
+}
+
+void
+tdb_knn_end(TdbKnnIter *it)
+{
+	if (it->items)
+		it->alloc.release(it->alloc.ctx, it->items);
+	it->items = NULL;
+	it->n = 0;
+	it->cap = 0;
+}
+
+/*
+ * At equal distance anything not yet final comes first: it may still hold
+ * an entry at that distance with a smaller index.  Then nodes before
+ * leaves, and index order, which makes the order total.
+ */
+static inline bool
+item_before(const TdbKnnItem *a, const TdbKnnItem *b)
+{
+	if (a->dist != b->dist)
+		return a->dist < b->dist;
+	if (a->exact != b->exact)
+		return a->exact < b->exact;
+	if (a->level != b->level)
+		return a->level > b->level;
+	return a->index < b->index;
+}
+
+static bool
+heap_push(TdbKnnIter *it, double dist, uint64_t index, uint32_t level, bool exact)
+{
+	TdbKnnItem	x;
+	size_t		i;
+
+	if (it->n == it->cap)
+	{
+		size_t		cap = it->cap ? it->cap * 2 : 64;
+		TdbKnnItem *items = it->alloc.grow(it->alloc.ctx, it->items, cap * sizeof(TdbKnnItem));
+
+		if (items == NULL)
+			return false;
+		it->items = items;
+		it->cap = cap;
+	}
+	/* a NaN would break the heap order; it sorts as farthest */
+	x.dist = isnan(dist) ? INFINITY : dist;
+	x.index = index;
+	x.level = level;
+	x.exact = exact ? 1 : 0;
+
+	i = it->n++;
+	while (i > 0)
+	{
+		size_t		parent = (i - 1) / 2;
+
+		if (!item_before(&x, &it->items[parent]))
+			break;
+		it->items[i] = it->items[parent];
+		i = parent;
+	}
+	it->items[i] = x;
+	return true;
+}
+
+static TdbKnnItem
+heap_pop(TdbKnnIter *it)
+{
+	TdbKnnItem	top = it->items[0];
+	TdbKnnItem	last = it->items[--it->n];
+	size_t		i = 0;
+
+	for (;;)
+	{
+		size_t		c = 2 * i + 1;
+
+		if (c >= it->n)
+			break;
+		if (c + 1 < it->n && item_before(&it->items[c + 1], &it->items[c]))
+			c++;
+		if (!item_before(&it->items[c], &last))
+			break;
+		it->items[i] = it->items[c];
+		i = c;
+	}
+	if (it->n > 0)
+		it->items[i] = last;
+	return top;
+}
+
+int
+tdb_knn_next(TdbKnnIter *it, uint64_t *entry, double *dist)
+{
+	const TdbRtree *t = &it->tree;
+
+	if (!it->started)
+	{
+		uint32_t	top;
+
+		it->started = true;
+		if (t->nlevels == 0 || t->nlevels > TDB_RTREE_MAX_LEVELS)
+			return 0;
+		top = t->nlevels - 1;
+		if (!heap_push(it, it->bound(&t->boxes[t->levels[top].first], it->bound_arg),
+					   0, top, top == 0 && it->exact == NULL))
+			return -1;
+	}
+	while (it->n > 0)
+	{
+		TdbKnnItem	x = heap_pop(it);
+		const TdbRtreeLevel *cl;
+		uint64_t	from;
+		uint64_t	to;
+		bool		leaves_final;
+
+		if (x.level == 0)
+		{
+			if (x.exact)
+			{
+				*entry = x.index;
+				*dist = x.dist;
+				return 1;
+			}
+			it->nexact++;
+			if (!heap_push(it, it->exact(x.index, it->exact_arg), x.index, 0, true))
+				return -1;
+			continue;
+		}
+		cl = &t->levels[x.level - 1];
+		from = x.index * F;
+		to = from + F < cl->count ? from + F : cl->count;
+		leaves_final = x.level == 1 && it->exact == NULL;
+		for (uint64_t c = from; c < to; c++)
+			if (!heap_push(it, it->bound(&t->boxes[cl->first + c], it->bound_arg),
+						   c, x.level - 1, leaves_final))
+				return -1;
+	}
+	return 0;
+}
+
+/* ---- planar distances ----------------------------------------------------- */
+
+/*
+ * Measured from the point, as tdb_map_distance() measures (same operations
+ * in the same order), so that both give the same value for a segment.
+ */
+double
+tdb_dist_point_segment(double px, double py, double ax, double ay, double bx, double by)
+{
+	double		x0 = ax - px,
+				y0 = ay - py;
+	double		x1 = bx - px,
+				y1 = by - py;
+	double		dx = x1 - x0,
+				dy = y1 - y0;
+	double		len2 = dx * dx + dy * dy;
+	double		t = 0.0;
+	double		cx,
+				cy;
+
+	if (len2 > 0.0)
+	{
+		t = -(x0 * dx + y0 * dy) / len2;
+		if (t < 0.0)
+			t = 0.0;
+		else if (t > 1.0)
+			t = 1.0;
+	}
+	cx = x0 + t * dx;
+	cy = y0 + t * dy;
+	return sqrt(cx * cx + cy * cy);
+}
+
+/* Sign of the turn a -> b -> c: > 0 left, < 0 right, 0 collinear. */
+static inline double
+orient(double ax, double ay, double bx, double by, double cx, double cy)
+{
+	return (bx - ax) * (cy - ay) - (by - ay) * (cx - ax);
+}
+
+/* c, collinear with a-b, lies within a-b's box (so on the segment). */
+static inline bool
+on_segment(double ax, double ay, double bx, double by, double cx, double cy)
+{
+	return cx >= fmin(ax, bx) && cx <= fmax(ax, bx) && cy >= fmin(ay, by) && cy <= fmax(ay, by);
+}
+
+bool
+tdb_segments_intersect(double ax, double ay, double bx, double by,
+					   double cx, double cy, double dx, double dy)
+{
+	double		o1 = orient(ax, ay, bx, by, cx, cy);
+	double		o2 = orient(ax, ay, bx, by, dx, dy);
+	double		o3 = orient(cx, cy, dx, dy, ax, ay);
+	double		o4 = orient(cx, cy, dx, dy, bx, by);
+
+	if (((o1 > 0 && o2 < 0) || (o1 < 0 && o2 > 0)) &&
+		((o3 > 0 && o4 < 0) || (o3 < 0 && o4 > 0)))
+		return true;
+	if (o1 == 0 && on_segment(ax, ay, bx, by, cx, cy))
+		return true;
+	if (o2 == 0 && on_segment(ax, ay, bx, by, dx, dy))
+		return true;
+	if (o3 == 0 && on_segment(cx, cy, dx, dy, ax, ay))
+		return true;
+	if (o4 == 0 && on_segment(cx, cy, dx, dy, bx, by))
+		return true;
+	return false;
+}
+
+/* Disjoint segments are nearest at an end of one of them. */
+double
+tdb_dist_segment_segment(double ax, double ay, double bx, double by,
+						 double cx, double cy, double dx, double dy)
+{
+	double		d;
+
+	if (tdb_segments_intersect(ax, ay, bx, by, cx, cy, dx, dy))
+		return 0.0;
+	d = tdb_dist_point_segment(ax, ay, cx, cy, dx, dy);
+	d = fmin(d, tdb_dist_point_segment(bx, by, cx, cy, dx, dy));
+	d = fmin(d, tdb_dist_point_segment(cx, cy, ax, ay, bx, by));
+	d = fmin(d, tdb_dist_point_segment(dx, dy, ax, ay, bx, by));
+	return d;
+}
+
+/* ---- query shapes ----------------------------------------------------------- */
+
+bool
+tdb_knn_query_init(TdbKnnQuery *q, TdbKnnShape shape, const double *xy, uint32_t npoints,
+				   const uint32_t *ring_end, uint32_t nrings)
+{
+	if (npoints == 0 || xy == NULL)
+		return false;
+	if (shape == TDB_KNN_POINT && npoints != 1)
+		return false;
+	if (shape == TDB_KNN_POLYGON)
+	{
+		uint32_t	prev = 0;
+
+		if (nrings == 0 || ring_end == NULL)
+			return false;
+		for (uint32_t r = 0; r < nrings; r++)
+		{
+			if (ring_end[r] <= prev)
+				return false;
+			prev = ring_end[r];
+		}
+		if (prev != npoints)
+			return false;
+	}
+	else if (shape != TDB_KNN_POINT && shape != TDB_KNN_LINE)
+		return false;
+	q->shape = shape;
+	q->xy = xy;
+	q->npoints = npoints;
+	q->ring_end = shape == TDB_KNN_POLYGON ? ring_end : NULL;
+	q->nrings = shape == TDB_KNN_POLYGON ? nrings : 0;
+	q->box.xmin = q->box.ymin = INFINITY;
+	q->box.xmax = q->box.ymax = -INFINITY;
+	for (uint32_t i = 0; i < npoints; i++)
+	{
+		double		x = xy[2 * i],
+					y = xy[2 * i + 1];
+
+		if (!isfinite(x) || !isfinite(y))
+			return false;
+		q->box.xmin = fmin(q->box.xmin, x);
+		q->box.xmax = fmax(q->box.xmax, x);
+		q->box.ymin = fmin(q->box.ymin, y);
+		q->box.ymax = fmax(q->box.ymax, y);
+	}
+	return true;
+}
+
+/*
+ * Call fn on each boundary segment of the query: the line's segments (one
+ * zero-length one for a single point), or each ring's edges with the
+ * closing one.  Stops early when fn returns true; returns whether it did.
+ */
+typedef bool (*SegFn) (double ax, double ay, double bx, double by, void *arg);
+
+static bool
+query_segments(const TdbKnnQuery *q, SegFn fn, void *arg)
+{
+	const double *p = q->xy;
+
+	if (q->shape != TDB_KNN_POLYGON)
+	{
+		if (q->npoints == 1)
+			return fn(p[0], p[1], p[0], p[1], arg);
+		for (uint32_t i = 1; i < q->npoints; i++)
+			if (fn(p[2 * i - 2], p[2 * i - 1], p[2 * i], p[2 * i + 1], arg))
+				return true;
+		return false;
+	}
+	for (uint32_t r = 0, start = 0; r < q->nrings; start = q->ring_end[r], r++)
+	{
+		uint32_t	end = q->ring_end[r];
+
+		for (uint32_t i = start; i < end; i++)
+		{
+			uint32_t	j = i + 1 < end ? i + 1 : start;
+
+			if (fn(p[2 * i], p[2 * i + 1], p[2 * j], p[2 * j + 1], arg))
+				return true;
+		}
+	}
+	return false;
+}
+
+bool
+tdb_knn_query_contains(const TdbKnnQuery *q, double x, double y)
+{
+	const double *p = q->xy;
+	bool		in = false;
+
+	if (q->shape != TDB_KNN_POLYGON)
+		return false;
+	for (uint32_t r = 0, start = 0; r < q->nrings; start = q->ring_end[r], r++)
+	{
+		uint32_t	end = q->ring_end[r];
+
+		for (uint32_t i = start, j = end - 1; i < end; j = i++)
+		{
+			double		xi = p[2 * i],
+						yi = p[2 * i + 1],
+						xj = p[2 * j],
+						yj = p[2 * j + 1];
+
+			if ((yi > y) != (yj > y) && x < (xj - xi) * (y - yi) / (yj - yi) + xi)
+				in = !in;
+		}
+	}
+	return in;
+}
+
+typedef struct SegDist
+{
+	double		ax,
+				ay,
+				bx,
+				by;
+	double		best;
+} SegDist;
+
+static bool
+seg_dist_fn(double ax, double ay, double bx, double by, void *arg)
+{
+	SegDist    *s = arg;
+	double		d;
+
+	if (ax == bx && ay == by)
+		d = tdb_dist_point_segment(ax, ay, s->ax, s->ay, s->bx, s->by);
+	else if (s->ax == s->bx && s->ay == s->by)
+		d = tdb_dist_point_segment(s->ax, s->ay, ax, ay, bx, by);
+	else
+		d = tdb_dist_segment_segment(ax, ay, bx, by, s->ax, s->ay, s->bx, s->by);
+	if (d < s->best)
+		s->best = d;
+	return s->best == 0.0;
+}
+
+/*
+ * A point query measures point to segment exactly as tdb_map_distance()
+ * does, so that the planar metric agrees with it bit for bit.
+ */
+double
+tdb_knn_query_segment_dist(const TdbKnnQuery *q, double ax, double ay, double bx, double by)
+{
+	SegDist		s = {ax, ay, bx, by, INFINITY};
+
+	if (q->shape == TDB_KNN_POINT)
+		return tdb_dist_point_segment(q->xy[0], q->xy[1], ax, ay, bx, by);
+	query_segments(q, seg_dist_fn, &s);
+	return s.best;
+}
+
+double
+tdb_knn_query_polyline_dist(const TdbKnnQuery *q, const double *xy, uint32_t n)
+{
+	double		best = INFINITY;
+
+	if (n == 0)
+		return INFINITY;
+	if (q->shape == TDB_KNN_POLYGON && tdb_knn_query_contains(q, xy[0], xy[1]))
+		return 0.0;
+	if (n == 1)
+		return tdb_knn_query_segment_dist(q, xy[0], xy[1], xy[0], xy[1]);
+	for (uint32_t i = 1; i < n && best > 0.0; i++)
+		best = fmin(best, tdb_knn_query_segment_dist(q, xy[2 * i - 2], xy[2 * i - 1], xy[2 * i], xy[2 * i + 1]));
+	return best;
+}
+
+/* ---- lower bounds -------------------------------------------------------------- */
+
+static inline double
+point_box(double x, double y, double xmin, double ymin, double xmax, double ymax)
+{
+	double		cx = x < xmin ? xmin : (x > xmax ? xmax : x);
+	double		cy = y < ymin ? ymin : (y > ymax ? ymax : y);
+	double		dx = cx - x,
+				dy = cy - y;
+
+	return sqrt(dx * dx + dy * dy);
+}
+
+typedef struct SegBox
+{
+	double		xmin,
+				ymin,
+				xmax,
+				ymax;
+	double		best;
+} SegBox;
+
+/* Distance from segment a-b to the box: a convex pair, nearest at a vertex of one. */
+static bool
+seg_box_fn(double ax, double ay, double bx, double by, void *arg)
+{
+	SegBox	   *s = arg;
+	double		d;
+
+	if ((ax >= s->xmin && ax <= s->xmax && ay >= s->ymin && ay <= s->ymax) ||
+		(bx >= s->xmin && bx <= s->xmax && by >= s->ymin && by <= s->ymax) ||
+		tdb_segments_intersect(ax, ay, bx, by, s->xmin, s->ymin, s->xmax, s->ymin) ||
+		tdb_segments_intersect(ax, ay, bx, by, s->xmax, s->ymin, s->xmax, s->ymax) ||
+		tdb_segments_intersect(ax, ay, bx, by, s->xmax, s->ymax, s->xmin, s->ymax) ||
+		tdb_segments_intersect(ax, ay, bx, by, s->xmin, s->ymax, s->xmin, s->ymin))
+		d = 0.0;
+	else
+	{
+		d = point_box(ax, ay, s->xmin, s->ymin, s->xmax, s->ymax);
+		d = fmin(d, point_box(bx, by, s->xmin, s->ymin, s->xmax, s->ymax));
+		d = fmin(d, tdb_dist_point_segment(s->xmin, s->ymin, ax, ay, bx, by));
+		d = fmin(d, tdb_dist_point_segment(s->xmax, s->ymin, ax, ay, bx, by));
+		d = fmin(d, tdb_dist_point_segment(s->xmax, s->ymax, ax, ay, bx, by));
+		d = fmin(d, tdb_dist_point_segment(s->xmin, s->ymax, ax, ay, bx, by));
+	}
+	if (d < s->best)
+		s->best = d;
+	return s->best == 0.0;
+}
+
+/*
+ * The margin covers rounding: the exact distances take other paths through
+ * floating point (projection onto a segment), a few ulps of the
+ * coordinates (about 3e-14 at 180 degrees) at most.
+ */
+static inline double
+shrink(double d, double rel, double abs)
+{
+	d = d - (d * rel + abs);
+	return d > 0.0 ? d : 0.0;
+}
+
+double
+tdb_knn_query_bound(const TdbBoxF *b, void *query)
+{
+	const TdbKnnQuery *q = query;
+	SegBox		s = {b->xmin, b->ymin, b->xmax, b->ymax, INFINITY};
+
+	if (q->shape == TDB_KNN_POINT)
+		s.best = point_box(q->xy[0], q->xy[1], s.xmin, s.ymin, s.xmax, s.ymax);
+	else
+	{
+		query_segments(q, seg_box_fn, &s);
+		/* no ring edge crosses the box: it is all inside or all outside */
+		if (s.best > 0.0 && q->shape == TDB_KNN_POLYGON &&
+			tdb_knn_query_contains(q, s.xmin, s.ymin))
+			s.best = 0.0;
+	}
+	return shrink(s.best, 1e-12, 1e-12);
+}
+
+/* As PostGIS's box2df_distance: the gap on each axis, in double. */
+double
+tdb_knn_box_dist(const TdbBoxF *b, void *qbox)
+{
+	const TdbBoxF *q = qbox;
+	double		dx = 0.0,
+				dy = 0.0;
+
+	if ((double) q->xmin > (double) b->xmax)
+		dx = (double) q->xmin - (double) b->xmax;
+	else if ((double) b->xmin > (double) q->xmax)
+		dx = (double) b->xmin - (double) q->xmax;
+	if ((double) q->ymin > (double) b->ymax)
+		dy = (double) q->ymin - (double) b->ymax;
+	else if ((double) b->ymin > (double) q->ymax)
+		dy = (double) b->ymin - (double) q->ymax;
+	if (dx == 0.0)
+		return dy;
+	if (dy == 0.0)
+		return dx;
+	return sqrt(dx * dx + dy * dy);
+}
+
+/* ---- metres ---------------------------------------------------------------------- */
+
+/* Great-circle angle between (l1, p1) and (l2, p2), radians in, haversine. */
+static inline double
+angle_between(double l1, double p1, double l2, double p2)
+{
+	double		s1 = sin((p2 - p1) / 2.0);
+	double		s2 = sin((l2 - l1) / 2.0);
+	double		h = s1 * s1 + cos(p1) * cos(p2) * s2 * s2;
+
+	if (h > 1.0)
+		h = 1.0;
+	return 2.0 * asin(sqrt(h));
+}
+
+/*
+ * Nearest point of the meridian arc (dl away in longitude, latitudes
+ * [p1, p2]) to latitude p: cos(angle) = sin p sin q + cos p cos q cos dl
+ * = A sin q + B cos q is a sinusoid in q whose maximum is at atan2(A, B):
+ * the arc's nearest point is there if it lies in [p1, p2], else an end.
+ */
+static double
+angle_to_meridian(double p, double dl, double p1, double p2)
+{
+	double		best = fmin(angle_between(0.0, p, dl, p1), angle_between(0.0, p, dl, p2));
+	double		q = atan2(sin(p), cos(p) * cos(dl));
+
+	if (q > p1 && q < p2)
+		best = fmin(best, angle_between(0.0, p, dl, q));
+	return best;
+}
+
+/* |a - b| in longitude, wrapped into [0, pi]. */
+static inline double
+lon_gap(double a, double b)
+{
+	double		d = fmod(fabs(a - b), 2.0 * M_PI);
+
+	return d > M_PI ? 2.0 * M_PI - d : d;
+}
+
+/*
+ * Within the box's longitudes the nearest point is on the point's own
+ * meridian (the angle is at least the latitude difference, reached there).
+ * Outside, for any latitude q in the box, moving towards the point's
+ * longitude shortens the way (cos(angle) grows as cos(dl) does), so the
+ * nearest point is on the meridian edge nearer in longitude; both edges
+ * are measured.
+ */
+double
+tdb_knn_angle_to_box(double lon, double lat, const TdbBoxF *b)
+{
+	double		l = lon * DEG2RAD,
+				p = lat * DEG2RAD;
+	double		p1 = (double) b->ymin * DEG2RAD,
+				p2 = (double) b->ymax * DEG2RAD;
+
+	if (lon >= (double) b->xmin && lon <= (double) b->xmax)
+		return p < p1 ? p1 - p : (p > p2 ? p - p2 : 0.0);
+	return fmin(angle_to_meridian(p, lon_gap(l, (double) b->xmin * DEG2RAD), p1, p2),
+				angle_to_meridian(p, lon_gap(l, (double) b->xmax * DEG2RAD), p1, p2));
+}
+
+double
+tdb_knn_geodesic_bound(const TdbBoxF *b, void *point)
+{
+	const TdbKnnGeoPoint *g = point;
+	double		d = tdb_knn_angle_to_box(g->lon, g->lat, b) * TDB_KNN_MIN_RADIUS_M;
+
+	return shrink(d - g->slack_m, 1e-9, 1e-3);
+}
