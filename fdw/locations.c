@@ -15,10 +15,15 @@
  *	   (on geography, with the poleward bulge of the query's great-circle
  *	   edges), rechecked by PostgreSQL;
  *	 - ORDER BY geom <-> expr LIMIT k with no WHERE, expr a point: the k
- *	   nearest and their ties, which PostgreSQL sorts.
+ *	   nearest and their ties, which PostgreSQL sorts;
+ *	 - spatial joins (the three spatial forms above with expr naming other
+ *	   tables' columns, e.g. ST_DWithin(l.geom, p.geom, d)): a path
+ *	   parameterized by those tables, one R-tree query per outer row of a
+ *	   nested loop (add_spatial_join_paths).
  * PostGIS is found through the extension catalog, whatever its schema.  expr
- * may be a constant, a parameter or any stable expression of them: it is
- * evaluated once per scan (or per rescan).
+ * may be a constant, a parameter or any stable expression of them (and of an
+ * outer row's columns in a join): it is evaluated once per scan (or per
+ * rescan).
  *
  * A scan reads the snapshot of its statement (READ COMMITTED) or
  * transaction (REPEATABLE READ, SERIALIZABLE): one generation throughout.
