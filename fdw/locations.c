@@ -965,7 +965,6 @@ locGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 				break;
 		}
 	}
-	(void) root;
 
 	/* every other clause is rechecked by PostgreSQL */
 	scan_clauses = extract_actual_clauses(scan_clauses, false);
