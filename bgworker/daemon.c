@@ -101,6 +101,45 @@ typedef struct DaemonState
 
 static DaemonState D;
 
+/*
+ * The planner's statistics of the map (see TdbShared.map_extent): computed
+ * once per map, when it is first published.
+ */
+static uint64 stats_map_id;
+static double stats_extent[4];
+static double stats_mean_box[2];
+
+static void
+compute_map_stats(const TdbMapView *v)
+{
+	const TdbRtree *t = &v->rtree;
+	double		w = 0,
+				h = 0;
+
+	if (stats_map_id == v->hdr->map_id)
+		return;
+	memset(stats_extent, 0, sizeof(stats_extent));
+	stats_mean_box[0] = stats_mean_box[1] = 0;
+	if (t->nlevels > 0 && v->count > 0)
+	{
+		const TdbBoxF *root = &t->boxes[t->levels[t->nlevels - 1].first];
+		const TdbBoxF *leaf = &t->boxes[t->levels[0].first];
+
+		stats_extent[0] = root->xmin;
+		stats_extent[1] = root->ymin;
+		stats_extent[2] = root->xmax;
+		stats_extent[3] = root->ymax;
+		for (uint64 i = 0; i < t->levels[0].count; i++)
+		{
+			w += (double) leaf[i].xmax - leaf[i].xmin;
+			h += (double) leaf[i].ymax - leaf[i].ymin;
+		}
+		stats_mean_box[0] = w / t->levels[0].count;
+		stats_mean_box[1] = h / t->levels[0].count;
+	}
+	stats_map_id = v->hdr->map_id;
+}
+
 /* ---- registration ------------------------------------------------------------- */
 
 void
@@ -706,12 +745,15 @@ publish_traffic(uint64 gen)
 	D.dirty = false;
 	tdb_writer_reclaim(&D.writer, D.map_seg);
 
+	compute_map_stats(&D.map);
 	INSTR_TIME_SET_CURRENT(dur);
 	INSTR_TIME_SUBTRACT(dur, start);
 	SpinLockAcquire(&tdb_shared->mutex);
 	tdb_shared->generation = gen;
 	tdb_shared->map_id = D.map.hdr->map_id;
 	tdb_shared->locations = count;
+	memcpy(tdb_shared->map_extent, stats_extent, sizeof(stats_extent));
+	memcpy(tdb_shared->map_mean_box, stats_mean_box, sizeof(stats_mean_box));
 	tdb_shared->map_bytes = D.map.hdr->total_size;
 	tdb_shared->traffic_bytes = tdb_traffic_size(count, ibytes);
 	tdb_shared->shm_bytes = tdb_writer_bytes(&D.writer);

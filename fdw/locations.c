@@ -15,10 +15,15 @@
  *	   (on geography, with the poleward bulge of the query's great-circle
  *	   edges), rechecked by PostgreSQL;
  *	 - ORDER BY geom <-> expr LIMIT k with no WHERE, expr a point: the k
- *	   nearest and their ties, which PostgreSQL sorts.
+ *	   nearest and their ties, which PostgreSQL sorts;
+ *	 - spatial joins (the three spatial forms above with expr naming other
+ *	   tables' columns, e.g. ST_DWithin(l.geom, p.geom, d)): a path
+ *	   parameterized by those tables, one R-tree query per outer row of a
+ *	   nested loop (add_spatial_join_paths).
  * PostGIS is found through the extension catalog, whatever its schema.  expr
- * may be a constant, a parameter or any stable expression of them: it is
- * evaluated once per scan (or per rescan).
+ * may be a constant, a parameter or any stable expression of them (and of an
+ * outer row's columns in a join): it is evaluated once per scan (or per
+ * rescan).
  *
  * A scan reads the snapshot of its statement (READ COMMITTED) or
  * transaction (REPEATABLE READ, SERIALIZABLE): one generation throughout.
@@ -41,6 +46,7 @@
 #include "foreign/foreign.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
+#include "optimizer/cost.h"
 #include "optimizer/optimizer.h"
 #include "optimizer/pathnode.h"
 #include "optimizer/paths.h"
@@ -539,6 +545,8 @@ typedef struct LocPlanInfo
 	int			natts;
 	Push		push;			/* for the unparameterized path */
 	double		count;			/* locations in the published map, or a guess */
+	double		extent[4];		/* its extent (all 0: unknown) */
+	double		mean_box[2];	/* its records' mean box width and height */
 } LocPlanInfo;
 
 static void
@@ -554,6 +562,8 @@ locGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 	/* the size of what is published now (as the daemon reports it), or a guess */
 	SpinLockAcquire(&tdb_shared->mutex);
 	info->count = (double) tdb_shared->locations;
+	memcpy(info->extent, tdb_shared->map_extent, sizeof(info->extent));
+	memcpy(info->mean_box, tdb_shared->map_mean_box, sizeof(info->mean_box));
 	SpinLockRelease(&tdb_shared->mutex);
 	if (info->count <= 0)
 		info->count = 10000;
@@ -599,6 +609,220 @@ ec_member_is_location_id(PlannerInfo *root, RelOptInfo *rel, EquivalenceClass *e
  */
 #define LOC_COST_PER_ROW 0.002
 
+/* ---- parameterized spatial joins ------------------------------------------------- */
+
+/*
+ * points p JOIN locations l ON ST_DWithin(l.geom, p.geom, 0.001): a path
+ * parameterized by p, whose scan evaluates p's side of the clause for each
+ * outer row and queries the R-tree with it (classify_clause already accepts
+ * other relations' columns there; createplan turns them into the nestloop's
+ * parameters, and loc_find_candidates evaluates them at each rescan).
+ */
+
+/*
+ * A guess, before any outer row is known, of the width and height
+ * (degrees) of the box of e: a constant's own; ST_Buffer / ST_Expand of
+ * something by a constant, that something's grown on each side; a cast,
+ * its argument's; anything else (an outer column), a point.
+ */
+static void
+guess_expr_box(Expr *e, double *w, double *h)
+{
+	*w = *h = 0;
+	if (IsA(e, RelabelType))
+		e = ((RelabelType *) e)->arg;
+	if (IsA(e, Const) && !((Const *) e)->constisnull && ((Const *) e)->consttype == tdb_geometry_oid())
+	{
+		double		b[4];
+
+		if (tdb_geometry_bounds(((Const *) e)->constvalue, b))
+		{
+			*w = b[2] - b[0];
+			*h = b[3] - b[1];
+		}
+		return;
+	}
+	if (IsA(e, FuncExpr))
+	{
+		FuncExpr   *f = (FuncExpr *) e;
+		int			nargs = list_length(f->args);
+
+		if (nargs == 1 && (tdb_is_postgis_func(f->funcid, "geography") ||
+						   tdb_is_postgis_func(f->funcid, "geometry")))
+			guess_expr_box(linitial(f->args), w, h);
+		else if (nargs >= 2 && (tdb_is_postgis_func(f->funcid, "st_buffer") ||
+								tdb_is_postgis_func(f->funcid, "st_expand")) &&
+				 exprType((Node *) linitial(f->args)) == tdb_geometry_oid() &&
+				 IsA(lsecond(f->args), Const) && !((Const *) lsecond(f->args))->constisnull &&
+				 exprType((Node *) lsecond(f->args)) == FLOAT8OID)
+		{
+			double		r = DatumGetFloat8(((Const *) lsecond(f->args))->constvalue);
+
+			guess_expr_box(linitial(f->args), w, h);
+			if (r > 0)
+			{
+				*w += 2 * r;
+				*h += 2 * r;
+			}
+		}
+	}
+}
+
+/* A distance argument known at planning time, else -1. */
+static double
+const_distance(Expr *e)
+{
+	if (IsA(e, Const) && !((Const *) e)->constisnull && ((Const *) e)->consttype == FLOAT8OID)
+		return Max(DatumGetFloat8(((Const *) e)->constvalue), 0);
+	return -1;
+}
+
+/*
+ * How many records a spatial push finds per outer row: the map's count
+ * times the chance that a record's box (of the mean size) meets the query
+ * box, records spread evenly over the map's extent.  An unknown distance
+ * counts as one mean record box; an unknown map (nothing published yet), a
+ * thousandth of it.
+ */
+static double
+spatial_join_candidates(const LocPlanInfo *info, const Push *push)
+{
+	double		w,
+				h,
+				d,
+				mapw = info->extent[2] - info->extent[0],
+				maph = info->extent[3] - info->extent[1],
+				fx,
+				fy;
+
+	if (!(mapw > 0 || maph > 0))
+		return Max(1, info->count / 1000);
+	guess_expr_box(linitial(push->args), &w, &h);
+	if (push->kind == PUSH_DWITHIN_DEG)
+	{
+		d = const_distance(lsecond(push->args));
+		if (d < 0)
+			d = Max(info->mean_box[0], info->mean_box[1]);
+		w += 2 * d;
+		h += 2 * d;
+	}
+	else if (push->kind == PUSH_DWITHIN_M)
+	{
+		/* metres to degrees at the map's middle latitude (the box grows by as much) */
+		double		lat = fabs(info->extent[1] + info->extent[3]) / 2;
+
+		d = const_distance(lsecond(push->args));
+		d = d < 0 ? Max(info->mean_box[0], info->mean_box[1]) : d / 111195.0;
+		w += 2 * d / cos(Min(lat, 80.0) * M_PI / 180);
+		h += 2 * d;
+	}
+	/* per axis, so that a map along one line (or a single point) still counts right */
+	fx = mapw > 0 ? Min(1.0, (w + info->mean_box[0]) / mapw) : 1.0;
+	fy = maph > 0 ? Min(1.0, (h + info->mean_box[1]) / maph) : 1.0;
+	return Max(1, info->count * fx * fy);
+}
+
+/*
+ * A parameterized path for each spatial join clause whose other side names
+ * only other relations (and nothing volatile): one R-tree query per outer
+ * row, costed by the records it finds, not by the map.  The path remembers
+ * its clause (fdw_private) for locGetForeignPlan.  Hash and merge joins
+ * cannot use these clauses anyway; the planner weighs this path in a nested
+ * loop (locations inner) against full scans and the other join order.
+ */
+static void
+add_spatial_join_paths(PlannerInfo *root, RelOptInfo *baserel, LocPlanInfo *info)
+{
+	ListCell   *lc;
+	double		levels = info->count > 1 ? ceil(log(info->count) / log(TDB_RTREE_FANOUT)) : 1;
+
+	foreach(lc, baserel->joininfo)
+	{
+		RestrictInfo *ri = lfirst_node(RestrictInfo, lc);
+		Push		p;
+		Relids		outer;
+		ParamPathInfo *ppi;
+		double		cand,
+					rows;
+		Cost		startup,
+					per_cand;
+
+		if (!join_clause_is_movable_to(ri, baserel) ||
+			ri->security_level > baserel->baserestrict_min_security ||
+			!classify_clause(ri->clause, baserel->relid, info->colmap, &p) ||
+			(p.kind != PUSH_BOX && p.kind != PUSH_DWITHIN_DEG && p.kind != PUSH_DWITHIN_M))
+			continue;
+		outer = bms_difference(ri->clause_relids, baserel->relids);
+		if (bms_is_empty(outer))
+			continue;
+		outer = bms_add_members(outer, baserel->lateral_relids);
+		ppi = get_baserel_parampathinfo(root, baserel, outer);
+		cand = spatial_join_candidates(info, &p);
+
+		/*
+		 * Candidates are the clause's rows (&&) or a superset PostgreSQL
+		 * rechecks, at the clause's cost (a geography radius is mostly
+		 * decided by the scan, without PostGIS).
+		 */
+		per_cand = LOC_COST_PER_ROW;
+		rows = cand;
+		if (!p.exact)
+		{
+			QualCost	qc;
+
+			rows = Min(cand, ppi->ppi_rows);
+			cost_qual_eval_node(&qc, (Node *) ri->clause, root);
+			per_cand += p.kind == PUSH_DWITHIN_M ? qc.per_tuple / 10 : qc.per_tuple;
+		}
+		startup = 0.001 + levels * TDB_RTREE_FANOUT * LOC_COST_PER_ROW / 4;
+		add_path(baserel, (Path *) create_foreignscan_path(root, baserel, NULL, clamp_row_est(rows),
+														   startup, startup + cand * per_cand,
+														   NIL, outer, NULL, list_make1(ri)));
+	}
+}
+
+/*
+ * The push of a parameterized path: the clause add_spatial_join_paths
+ * built it for, or (a location_id join) the best among its clauses.
+ */
+static bool
+param_path_push(ForeignPath *path, List *scan_clauses, RelOptInfo *baserel, const int *colmap, Push *push)
+{
+	if (path->fdw_private != NIL)
+	{
+		RestrictInfo *ri = linitial(path->fdw_private);
+
+		if (list_member_ptr(scan_clauses, ri) &&
+			classify_clause(ri->clause, baserel->relid, colmap, push))
+		{
+			push->rinfo = ri;
+			return true;
+		}
+	}
+	return best_push(scan_clauses, baserel, colmap, push);
+}
+
+/*
+ * EXPLAIN's words for a pushed join clause: the clause, our columns
+ * unqualified and the outer row's qualified ("ST_DWithin(geom, p.geom,
+ * 0.001) per outer row").  Written while planning, when the outer side is
+ * still columns (the plan has parameters there); names as EXPLAIN picks
+ * them for the query's relations.
+ */
+static char *
+describe_join_push(PlannerInfo *root, RelOptInfo *baserel, const Push *push)
+{
+	PlannedStmt *ps = makeNode(PlannedStmt);
+	List	   *names;
+	char	   *s;
+
+	ps->rtable = root->parse->rtable;
+	names = select_rtable_names_for_explain(ps->rtable, bms_union(root->all_baserels, baserel->relids));
+	lfirst(list_nth_cell(names, baserel->relid - 1)) = NULL;
+	s = deparse_expression((Node *) push->rinfo->clause, deparse_context_for_plan_tree(ps, names), true, false);
+	return psprintf("%s per outer row", s);
+}
+
 static void
 locGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 {
@@ -640,6 +864,7 @@ locGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 														   0.001, 0.001 + LOC_COST_PER_ROW,
 														   NIL, outer, NULL, NIL));
 	}
+	add_spatial_join_paths(root, baserel, info);
 }
 
 static ForeignScan *
@@ -659,7 +884,7 @@ locGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 
 	/* a parameterized path pushes its join clause (it is among scan_clauses) */
 	if (best_path->path.param_info != NULL &&
-		!best_push(scan_clauses, baserel, info->colmap, &push))
+		!param_path_push(best_path, scan_clauses, baserel, info->colmap, &push))
 		push.kind = PUSH_NONE;
 
 	/*
@@ -702,6 +927,7 @@ locGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 		/* the arguments name the outer side's columns: say what happens instead */
 		desc = push.kind == PUSH_KEY ?
 			pstrdup("location_id = the outer row's key (a hash lookup per row)") :
+			push.rinfo != NULL ? describe_join_push(root, baserel, &push) :
 			pstrdup("a key or box from the outer row");
 	}
 	else if (push.kind != PUSH_NONE)
@@ -739,7 +965,6 @@ locGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 				break;
 		}
 	}
-	(void) root;
 
 	/* every other clause is rechecked by PostgreSQL */
 	scan_clauses = extract_actual_clauses(scan_clauses, false);

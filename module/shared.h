@@ -81,6 +81,13 @@ typedef struct TdbShared
 	uint64		generation;
 	uint64		map_id;
 	uint64		locations;
+	/*
+	 * The published map's extent (its R-tree root box) and mean record box
+	 * size, degrees: what the planner needs to guess how many records a box
+	 * query finds.  All zero until a map is published.
+	 */
+	double		map_extent[4];	/* xmin, ymin, xmax, ymax */
+	double		map_mean_box[2];	/* width, height */
 	uint64		map_bytes;
 	uint64		traffic_bytes;
 	uint64		shm_bytes;
