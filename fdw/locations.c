@@ -41,6 +41,7 @@
 #include "catalog/pg_type.h"
 #include "commands/defrem.h"
 #include "commands/explain.h"
+#include "miscadmin.h"
 #include "executor/executor.h"
 #include "foreign/fdwapi.h"
 #include "foreign/foreign.h"
@@ -64,6 +65,7 @@
 #include "utils/timestamp.h"
 
 #include "fdw/timebound.h"
+#include "knn.h"
 #include "module/geometry.h"
 #include "module/shared.h"
 #include "module/snapshot.h"
@@ -130,7 +132,8 @@ typedef enum PushKind
 	PUSH_BOX,					/* geom && a, ST_Intersects(geom, a): box2d(a) */
 	PUSH_DWITHIN_DEG,			/* ST_DWithin(geom, a, d): box2d(a) grown by d degrees */
 	PUSH_DWITHIN_M,				/* ST_DWithin(geom::geography, a, d[, s]): grown by d metres */
-	PUSH_KNN					/* ORDER BY geom <-> a LIMIT k: the k nearest and their ties */
+	PUSH_KNN,					/* ORDER BY geom <-> a LIMIT k: the k nearest and their ties */
+	PUSH_KNN_ORDER				/* ORDER BY <distance of geom to a>: rows nearest first, incrementally */
 } PushKind;
 
 typedef struct Push
@@ -180,7 +183,27 @@ typedef struct LocScanState
 	uint64		examined;
 	double	   *xy;
 	uint32		xy_cap;
+	/* PUSH_KNN_ORDER: an incremental nearest-first scan */
+	ExprState  *order_state;	/* the ORDER BY distance, PostGIS's own, per entry */
+	TupleTableSlot *knn_slot;	/* holds the entry's geom while it is measured */
+	ExprContext *knn_econtext;
+	MemoryContext knn_cxt;		/* per measured entry */
+	TdbKnnIter	knn;
+	bool		knn_active;
+	int			knn_metric;		/* KnnMetric */
+	TdbBoxF		knn_qbox;		/* planar: the query's box */
+	TdbKnnGeoPoint knn_geo;		/* metres, from a point */
+	bool		knn_geo_point;
+	uint64		knn_measured;	/* distances computed (EXPLAIN ANALYZE) */
 } LocScanState;
+
+/* What an incremental nearest-first scan orders by. */
+typedef enum KnnMetric
+{
+	KNN_PLANAR = 0,				/* geom <-> a (degrees) */
+	KNN_BOX = 1,				/* geom <#> a (box distance, degrees) */
+	KNN_GEOGRAPHY = 2			/* geom::geography <-> a (metres) */
+} KnnMetric;
 
 /* ---- PostGIS recognition ---------------------------------------------------------- */
 
@@ -457,6 +480,103 @@ knn_push(PlannerInfo *root, RelOptInfo *baserel, const int *colmap, Push *push)
 		push->kind = PUSH_KNN;
 		push->args = list_make1(r);
 		push->k = (int64) root->limit_tuples;
+		return true;
+	}
+	return false;
+}
+
+/* PostGIS's geography type, or InvalidOid. */
+static Oid
+postgis_geography_oid(void)
+{
+	return GetSysCacheOid2(TYPENAMENSP, Anum_pg_type_oid, CStringGetDatum("geography"),
+						   ObjectIdGetDatum(tdb_postgis_schema()));
+}
+
+/* PostGIS's own <-> or <#> on geometry, or <-> on geography. */
+static bool
+is_postgis_order_op(Oid opno, KnnMetric *metric)
+{
+	HeapTuple	tup = SearchSysCache1(OPEROID, ObjectIdGetDatum(opno));
+	Form_pg_operator op;
+	bool		ok = false;
+
+	if (!HeapTupleIsValid(tup))
+		return false;
+	op = (Form_pg_operator) GETSTRUCT(tup);
+	if (op->oprresult == FLOAT8OID && op->oprnamespace == tdb_postgis_schema())
+	{
+		Oid			geog = postgis_geography_oid();
+
+		if (op->oprleft == tdb_geometry_oid() && op->oprright == tdb_geometry_oid())
+		{
+			if (strcmp(NameStr(op->oprname), "<->") == 0)
+			{
+				*metric = KNN_PLANAR;
+				ok = true;
+			}
+			else if (strcmp(NameStr(op->oprname), "<#>") == 0)
+			{
+				*metric = KNN_BOX;
+				ok = true;
+			}
+		}
+		else if (OidIsValid(geog) && op->oprleft == geog && op->oprright == geog &&
+				 strcmp(NameStr(op->oprname), "<->") == 0)
+		{
+			*metric = KNN_GEOGRAPHY;
+			ok = true;
+		}
+	}
+	ReleaseSysCache(tup);
+	return ok;
+}
+
+/*
+ * ORDER BY (geom <-> a), (geom <#> a) or (geom::geography <-> a), a
+ * constant, parameter or stable expression, ascending: the pathkey, the
+ * whole distance expression and a.  Any WHERE clause may come with it:
+ * PostgreSQL filters the rows, which come nearest first, and stops at its
+ * LIMIT (a constant, a parameter of a generic plan, or none).
+ */
+static bool
+knn_order_key(PlannerInfo *root, RelOptInfo *baserel, const int *colmap, PathKey **pk_out,
+			  Expr **order_expr, Expr **arg, KnnMetric *metric)
+{
+	PathKey    *pk;
+	ListCell   *lc;
+
+	if (root->query_pathkeys == NIL)
+		return false;
+	pk = linitial(root->query_pathkeys);
+	if (pk->pk_strategy != BTLessStrategyNumber || pk->pk_nulls_first)
+		return false;
+	foreach(lc, pk->pk_eclass->ec_members)
+	{
+		EquivalenceMember *em = lfirst(lc);
+		OpExpr	   *op = (OpExpr *) em->em_expr;
+		Expr	   *l,
+				   *r;
+		KnnMetric	m;
+
+		if (!IsA(op, OpExpr) || list_length(op->args) != 2 || !is_postgis_order_op(op->opno, &m))
+			continue;
+		l = linitial(op->args);
+		r = lsecond(op->args);
+		if (m == KNN_GEOGRAPHY ? !is_geog_of_geom(l, baserel->relid, colmap) : !is_geom_var(l, baserel->relid, colmap))
+		{
+			Expr	   *t = l;
+
+			l = r;
+			r = t;
+		}
+		if ((m == KNN_GEOGRAPHY ? !is_geog_of_geom(l, baserel->relid, colmap) : !is_geom_var(l, baserel->relid, colmap)) ||
+			!tdb_is_scan_constant(r, baserel->relid))
+			continue;
+		*pk_out = pk;
+		*order_expr = (Expr *) op;
+		*arg = r;
+		*metric = m;
 		return true;
 	}
 	return false;
@@ -837,6 +957,32 @@ locGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 													   0.01, total, NIL, NULL, NULL, NIL));
 
 	/*
+	 * Nearest first: rows in the order of the query's ORDER BY distance, one
+	 * R-tree step at a time, so that a LIMIT stops the scan after about as
+	 * many rows as it needs, whatever the filter.  (Unfiltered ORDER BY ...
+	 * LIMIT k with a constant k keeps the k-nearest push above.)
+	 */
+	if (info->push.kind != PUSH_KNN)
+	{
+		PathKey    *pk;
+		Expr	   *order_expr;
+		Expr	   *arg;
+		KnnMetric	metric;
+
+		if (knn_order_key(root, baserel, info->colmap, &pk, &order_expr, &arg, &metric))
+		{
+			/* a distance per entry measured (PostGIS), and a heap step */
+			Cost		per_row = LOC_COST_PER_ROW + 2 * cpu_operator_cost;
+
+			add_path(baserel, (Path *) create_foreignscan_path(root, baserel, NULL, baserel->rows, 0.05,
+															   0.05 + info->count * per_row,
+															   list_make1(pk), NULL, NULL,
+															   list_make3(makeString("knn"), order_expr,
+																		  list_make2_int(metric, 0))));
+		}
+	}
+
+	/*
 	 * Parameterized paths: route JOIN locations ON location_id = route.seg
 	 * becomes a hash lookup per outer row.  Join keys come from equivalence
 	 * classes (inner joins) and from join clauses (outer joins).
@@ -882,6 +1028,22 @@ locGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 	int			geom_att;
 	ListCell   *lc;
 
+	/* the nearest-first path: everything else is rechecked by PostgreSQL */
+	if (best_path->path.param_info == NULL && best_path->fdw_private != NIL &&
+		IsA(linitial(best_path->fdw_private), String))
+	{
+		OpExpr	   *op = lsecond(best_path->fdw_private);
+		Expr	   *l = linitial(op->args);
+		Expr	   *r = lsecond(op->args);
+		KnnMetric	metric = (KnnMetric) linitial_int((List *) lthird(best_path->fdw_private));
+
+		push.kind = PUSH_KNN_ORDER;
+		push.rinfo = NULL;
+		push.exact = false;
+		push.k = metric;
+		push.args = list_make2(tdb_is_scan_constant(r, baserel->relid) && !is_geom_var(r, baserel->relid, info->colmap) &&
+							   !is_geog_of_geom(r, baserel->relid, info->colmap) ? r : l, op);
+	}
 	/* a parameterized path pushes its join clause (it is among scan_clauses) */
 	if (best_path->path.param_info != NULL &&
 		!param_path_push(best_path, scan_clauses, baserel, info->colmap, &push))
@@ -934,7 +1096,8 @@ locGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 	{
 		List	   *dctx = deparse_context_for("locations", foreigntableid);
 		char	   *a0 = deparse_expression(linitial(push.args), dctx, false, false);
-		char	   *a1 = list_length(push.args) > 1 ? deparse_expression(lsecond(push.args), dctx, false, false) : NULL;
+		char	   *a1 = list_length(push.args) > 1 && push.kind != PUSH_KNN_ORDER ?
+			deparse_expression(lsecond(push.args), dctx, false, false) : NULL;
 
 		switch (push.kind)
 		{
@@ -952,6 +1115,11 @@ locGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 				break;
 			case PUSH_DWITHIN_M:
 				desc = psprintf("ST_DWithin(geom::geography, %s, %s) checked in the scan", a0, a1);
+				break;
+			case PUSH_KNN_ORDER:
+				desc = psprintf("nearest first by %s %s, until the query has its rows",
+								push.k == KNN_BOX ? "geom <#>" :
+								push.k == KNN_GEOGRAPHY ? "geom::geography <->" : "geom <->", a0);
 				break;
 			case PUSH_KNN:
 				/* a constant is a point (knn_push); anything else is known only when run */
@@ -999,7 +1167,20 @@ locBeginForeignScan(ForeignScanState *node, int eflags)
 	st->geom_att = lthird_int((List *) list_nth(plan->fdw_private, FdwPrivatePush));
 	st->description = strVal(list_nth(plan->fdw_private, FdwPrivateDescription));
 	st->knn_arg = strVal(list_nth(plan->fdw_private, FdwPrivateKnnArg));
-	st->expr_states = ExecInitExprList(plan->fdw_exprs, (PlanState *) node);
+	if (st->kind == PUSH_KNN_ORDER)
+	{
+		/* the argument once per (re)scan; the distance expression per measured entry */
+		st->expr_states = ExecInitExprList(list_make1(linitial(plan->fdw_exprs)), (PlanState *) node);
+		st->order_state = ExecInitExpr(lsecond(plan->fdw_exprs), (PlanState *) node);
+		st->knn_metric = (int) st->k;
+		st->knn_slot = ExecInitExtraTupleSlot(node->ss.ps.state,
+											  node->ss.ss_ScanTupleSlot->tts_tupleDescriptor,
+											  &TTSOpsVirtual);
+		st->knn_cxt = AllocSetContextCreate(node->ss.ps.state->es_query_cxt, "trafficdb nearest-first",
+											ALLOCSET_DEFAULT_SIZES);
+	}
+	else
+		st->expr_states = ExecInitExprList(plan->fdw_exprs, (PlanState *) node);
 	if (st->kind == PUSH_DWITHIN_M && list_length(st->expr_states) == 3)
 		st->radius_clause = lthird(st->expr_states);
 	st->eval_cxt = AllocSetContextCreate(node->ss.ps.state->es_query_cxt, "trafficdb scan arguments",
@@ -1230,6 +1411,131 @@ collect_knn(LocScanState *st, double x, double y, int64 k, Collect *c)
  * narrowing cannot be computed (NULL distance, a box over a pole), every
  * record is a candidate: PostgreSQL's recheck keeps the answer exact.
  */
+/* ---- nearest first ---- */
+
+static void *
+knn_grow(void *ctx, void *p, size_t size)
+{
+	return p ? repalloc(p, size) : MemoryContextAlloc((MemoryContext) ctx, size);
+}
+
+static void
+knn_release(void *ctx, void *p)
+{
+	(void) ctx;
+	pfree(p);
+}
+
+/*
+ * A lower bound of the planar distance (<-> and <#>) from the query's box
+ * to anything in box b: the box distance, shrunk so that rounding in
+ * PostGIS's exact distance can never put it below.
+ */
+static double
+knn_planar_bound(const TdbBoxF *b, void *arg)
+{
+	double		d = tdb_knn_box_dist(b, arg);
+
+	return Max(0.0, d * (1 - 1e-12) - 1e-12);
+}
+
+static double
+knn_zero_bound(const TdbBoxF *b, void *arg)
+{
+	(void) b;
+	(void) arg;
+	return 0;
+}
+
+/* The entries' geography edges can leave their vertex boxes: once per map. */
+static double
+knn_map_slack(const TdbMapView *map)
+{
+	static uint64 map_id = 0;
+	static double slack = 0;
+
+	if (map_id != map->hdr->map_id || map_id == 0)
+	{
+		slack = tdb_map_arc_slack_m(map);
+		map_id = map->hdr->map_id;
+	}
+	return slack;
+}
+
+/* PostGIS's distance of entry e: the query's own ORDER BY expression, evaluated on it. */
+static double
+knn_exact(uint64_t e, void *arg)
+{
+	ForeignScanState *node = arg;
+	LocScanState *st = node->fdw_state;
+	ExprContext *econtext = node->ss.ps.ps_ExprContext;
+	TupleTableSlot *slot = st->knn_slot;
+	TupleTableSlot *saved = econtext->ecxt_scantuple;
+	const TdbLocation *rec = &st->snap->map->records[e];
+	MemoryContext old;
+	Datum		d;
+	bool		isnull;
+
+	CHECK_FOR_INTERRUPTS();
+	st->knn_measured++;
+	MemoryContextReset(st->knn_cxt);
+	old = MemoryContextSwitchTo(st->knn_cxt);
+	ExecClearTuple(slot);
+	for (int a = 0; a < slot->tts_tupleDescriptor->natts; a++)
+		slot->tts_isnull[a] = true;
+	if (st->xy_cap < rec->npoints)
+	{
+		st->xy_cap = rec->npoints;
+		st->xy = st->xy ? repalloc(st->xy, sizeof(double) * 2 * st->xy_cap)
+			: MemoryContextAlloc(node->ss.ps.state->es_query_cxt, sizeof(double) * 2 * st->xy_cap);
+	}
+	tdb_map_shape(st->snap->map, e, st->xy);
+	slot->tts_values[st->geom_att] = tdb_linestring_datum(st->xy, rec->npoints);
+	slot->tts_isnull[st->geom_att] = false;
+	ExecStoreVirtualTuple(slot);
+	econtext->ecxt_scantuple = slot;
+	d = ExecEvalExpr(st->order_state, econtext, &isnull);
+	econtext->ecxt_scantuple = saved;
+	MemoryContextSwitchTo(old);
+	return isnull ? NAN : DatumGetFloat8(d);
+}
+
+/* Start the nearest-first scan for query argument v (isnull: every distance is NULL). */
+static void
+knn_start(ForeignScanState *node, LocScanState *st, Datum v, bool isnull, Oid type)
+{
+	TdbKnnAlloc alloc = {knn_grow, knn_release, st->eval_cxt};
+	TdbKnnBound bound = knn_zero_bound;
+	void	   *bound_arg = NULL;
+	TdbBox		box;
+
+	if (st->knn_active)
+		tdb_knn_end(&st->knn);
+	st->knn_active = false;
+	if (!isnull && st->knn_metric != KNN_GEOGRAPHY && geometry_box_ex(v, &box, false))
+	{
+		st->knn_qbox = tdb_boxf_from_boxd(&box);
+		bound = knn_planar_bound;
+		bound_arg = &st->knn_qbox;
+	}
+	else if (!isnull && st->knn_metric == KNN_GEOGRAPHY &&
+			 geometry_box_ex(tdb_geography_to_geometry(v, type), &box, false) &&
+			 box.xmin == box.xmax && box.ymin == box.ymax)
+	{
+		/* from a point: a lower bound in metres (any other shape: 0, still exact) */
+		st->knn_geo.lon = box.xmin;
+		st->knn_geo.lat = box.ymin;
+		st->knn_geo.slack_m = knn_map_slack(st->snap->map);
+		if (isfinite(st->knn_geo.slack_m))
+		{
+			bound = tdb_knn_geodesic_bound;
+			bound_arg = &st->knn_geo;
+		}
+	}
+	tdb_knn_begin(&st->knn, &st->snap->map->rtree, bound, bound_arg, knn_exact, node, &alloc);
+	st->knn_active = true;
+}
+
 static void
 loc_find_candidates(ForeignScanState *node, LocScanState *st)
 {
@@ -1328,6 +1634,11 @@ loc_find_candidates(ForeignScanState *node, LocScanState *st)
 				}
 			}
 			break;
+		case PUSH_KNN_ORDER:
+			/* the iterator lives in eval_cxt, reset above: start afresh */
+			st->knn_active = false;
+			knn_start(node, st, v[0], isnull[0], type0);
+			break;
 		case PUSH_KNN:
 			{
 				double		x,
@@ -1383,10 +1694,25 @@ locIterateForeignScan(ForeignScanState *node)
 	snap = st->snap;
 next_candidate:
 	ExecClearTuple(slot);
-	if (st->next >= st->ncand)
-		return slot;
-	i = st->cand ? st->cand[st->next] : st->next;
-	st->next++;
+	if (st->kind == PUSH_KNN_ORDER)
+	{
+		uint64_t	entry;
+		double		dist;
+		int			rc = st->knn_active ? tdb_knn_next(&st->knn, &entry, &dist) : 0;
+
+		if (rc < 0)
+			ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory in a nearest-first scan")));
+		if (rc == 0)
+			return slot;
+		i = entry;
+	}
+	else
+	{
+		if (st->next >= st->ncand)
+			return slot;
+		i = st->cand ? st->cand[st->next] : st->next;
+		st->next++;
+	}
 	st->examined++;
 	rec = &snap->map->records[i];
 	t = &snap->entries[i];
@@ -1548,7 +1874,9 @@ locExplainForeignScan(ForeignScanState *node, ExplainState *es)
 		ExplainPropertyInteger("Full Scans, Not From a Point", NULL, (int64) st->knn_full_scans, es);
 	if (es->analyze)
 	{
-		ExplainPropertyInteger("Locations Examined", NULL, (int64) st->examined, es);
+		/* nearest first: every location whose distance was measured */
+		ExplainPropertyInteger("Locations Examined", NULL,
+							   (int64) (st->kind == PUSH_KNN_ORDER ? st->knn_measured : st->examined), es);
 		if (st->radius_clause != NULL)
 			ExplainPropertyInteger("Radius Decided by PostGIS", NULL, (int64) st->radius_postgis, es);
 		if (st->snap)
