@@ -469,12 +469,16 @@ knn_push(PlannerInfo *root, RelOptInfo *baserel, const int *colmap, Push *push)
 		if (!is_geom_var(l, baserel->relid, colmap) || !tdb_is_scan_constant(r, baserel->relid) ||
 			exprType((Node *) r) != tdb_geometry_oid())
 			continue;
-		if (IsA(r, Const))
+		/*
+		 * Only from a constant point: anything else (a parameter, a line)
+		 * goes nearest first, incrementally (knn_order_key).
+		 */
 		{
 			double		x,
 						y;
 
-			if (!knn_origin(((Const *) r)->constvalue, ((Const *) r)->constisnull, &x, &y))
+			if (!IsA(r, Const) ||
+				!knn_origin(((Const *) r)->constvalue, ((Const *) r)->constisnull, &x, &y))
 				return false;
 		}
 		push->kind = PUSH_KNN;
