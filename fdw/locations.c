@@ -20,6 +20,19 @@
  *	   tables' columns, e.g. ST_DWithin(l.geom, p.geom, d)): a path
  *	   parameterized by those tables, one R-tree query per outer row of a
  *	   nested loop (add_spatial_join_paths).
+ *	 - rechecked by PostgreSQL, like a GiST index's candidates:
+ *	   ST_Within, ST_Contains, ST_Covers, ST_CoveredBy, ST_Crosses,
+ *	   ST_Touches, ST_Equals, ST_3DIntersects (either argument geom): an
+ *	   R-tree query on box2d(expr); ST_DFullyWithin and ST_3DDWithin: on
+ *	   box2d(expr) grown by the distance; geom @ expr, geom ~ expr, geom ~=
+ *	   expr (either way round): on box2d(expr); ST_Intersects, ST_Covers and
+ *	   ST_CoveredBy of geom::geography: on the geography box of expr grown by
+ *	   a metre (see box_predicates);
+ *	 - location_id <, <=, >, >= expr, BETWEEN: an id range (a hash lookup per
+ *	   id when short, else a pass over the records' ids, not their shapes);
+ *	 - a OR b OR ...: the union of the parts' candidates when each part is
+ *	   one of the above (an AND part by its best conjunct).
+ * Key filters are preferred to boxes, and boxes to id ranges.
  * PostGIS is found through the extension catalog, whatever its schema.  expr
  * may be a constant, a parameter or any stable expression of them (and of an
  * outer row's columns in a join): it is evaluated once per scan (or per
@@ -38,6 +51,7 @@
 #include "access/sysattr.h"
 #include "access/table.h"
 #include "catalog/pg_operator.h"
+#include "catalog/pg_opfamily.h"
 #include "catalog/pg_type.h"
 #include "commands/defrem.h"
 #include "commands/explain.h"
@@ -133,8 +147,20 @@ typedef enum PushKind
 	PUSH_DWITHIN_DEG,			/* ST_DWithin(geom, a, d): box2d(a) grown by d degrees */
 	PUSH_DWITHIN_M,				/* ST_DWithin(geom::geography, a, d[, s]): grown by d metres */
 	PUSH_KNN,					/* ORDER BY geom <-> a LIMIT k: the k nearest and their ties */
-	PUSH_KNN_ORDER				/* ORDER BY <distance of geom to a>: rows nearest first, incrementally */
+	PUSH_KNN_ORDER,				/* ORDER BY <distance of geom to a>: rows nearest first, incrementally */
+	/* the kinds below are collected by collect_parts(), from one part or more */
+	PUSH_BOX_OF,				/* ST_Within(geom, a), geom @ a, ...: box2d(a), rechecked */
+	PUSH_EXPAND_OF,				/* ST_DFullyWithin(geom, a, d), ST_3DDWithin: box2d(a) grown by d */
+	PUSH_GEOG_BOX,				/* ST_Intersects(geom::geography, a[, d]): a's box grown by metres */
+	PUSH_ID_RANGE,				/* location_id > a, <= b, BETWEEN a AND b: see RANGE_* */
+	PUSH_UNION					/* p1 OR p2 OR ...: the union of its parts' candidates */
 } PushKind;
+
+/* Push.flags of PUSH_ID_RANGE: which bounds its arguments are (lower first). */
+#define RANGE_LO		0x01
+#define RANGE_LO_INCL	0x02
+#define RANGE_HI		0x04
+#define RANGE_HI_INCL	0x08
 
 typedef struct Push
 {
@@ -143,6 +169,9 @@ typedef struct Push
 	int64		k;				/* PUSH_KNN */
 	RestrictInfo *rinfo;		/* the clause pushed, if any */
 	bool		exact;			/* the candidates are exactly the clause's rows */
+	int			flags;			/* PUSH_ID_RANGE: RANGE_* */
+	const char *what;			/* for EXPLAIN: the function or operator behind the box */
+	List	   *parts;			/* PUSH_UNION: its parts (Push *), whose args make args */
 } Push;
 
 /* fdw_private of the plan, by position. */
@@ -164,6 +193,11 @@ typedef struct LocScanState
 	List	   *expr_states;
 	char	   *description;
 	char	   *knn_arg;
+	/* kinds from PUSH_BOX_OF on: the parts, their arguments in order in expr_states */
+	int			nparts;
+	int		   *part_kind;
+	int		   *part_nargs;
+	int		   *part_flags;
 	uint64		knn_scans;		/* (re)scans that searched the k nearest */
 	uint64		knn_full_scans; /* and those that could not: not from a point */
 	/* geography radius checked in the scan */
@@ -267,12 +301,19 @@ is_geog_of_geom(Expr *e, Index relid, const int *colmap)
  * name other tables' columns on the far side (join clauses of a
  * parameterized path).
  */
+static bool classify_more(Expr *clause, Index relid, const int *colmap, Push *push);
+
 static bool
 classify_clause(Expr *clause, Index relid, const int *colmap, Push *push)
 {
 	push->k = 0;
 	push->rinfo = NULL;
 	push->exact = false;
+	push->flags = 0;
+	push->what = NULL;
+	push->parts = NIL;
+	if (classify_more(clause, relid, colmap, push))
+		return true;
 	if (IsA(clause, OpExpr))
 	{
 		OpExpr	   *op = (OpExpr *) clause;
@@ -384,6 +425,280 @@ classify_clause(Expr *clause, Index relid, const int *colmap, Push *push)
 			}
 		}
 	}
+	return false;
+}
+
+/* ---- more clauses narrowed by the R-tree or the ids, rechecked by PostgreSQL ---- */
+
+/*
+ * PostGIS predicates that hold only where their two arguments share a
+ * point (or, with a distance d third, come within d of each other): every
+ * answer's box overlaps the box of the other argument (grown by d),
+ * whichever argument our column is.  A 3D predicate implies the 2D one of
+ * the projections (PostGIS takes a missing Z as any value), and
+ * ST_DFullyWithin's maximum distance is at least the minimum one.  Each of
+ * them is false for an empty argument, like &&.  On geography the box is
+ * that of the argument's great-circle edges, grown by a metre (PostGIS
+ * decides a touch within 1e-5 m).
+ */
+static const struct
+{
+	const char *name;			/* in pg_proc */
+	const char *shown;			/* in EXPLAIN */
+	int			nargs;			/* 3: a distance third */
+	bool		geography;		/* on geom::geography */
+}			box_predicates[] = {
+	{"st_within", "ST_Within", 2, false},
+	{"st_contains", "ST_Contains", 2, false},
+	{"st_covers", "ST_Covers", 2, false},
+	{"st_coveredby", "ST_CoveredBy", 2, false},
+	{"st_crosses", "ST_Crosses", 2, false},
+	{"st_touches", "ST_Touches", 2, false},
+	{"st_equals", "ST_Equals", 2, false},
+	{"st_3dintersects", "ST_3DIntersects", 2, false},
+	{"st_dfullywithin", "ST_DFullyWithin", 3, false},
+	{"st_3ddwithin", "ST_3DDWithin", 3, false},
+	{"st_intersects", "ST_Intersects on geography", 2, true},
+	{"st_covers", "ST_Covers on geography", 2, true},
+	{"st_coveredby", "ST_CoveredBy on geography", 2, true},
+};
+
+static bool
+classify_box_predicate(FuncExpr *f, Index relid, const int *colmap, Push *push)
+{
+	int			nargs = list_length(f->args);
+	char	   *fname;
+
+	if (nargs < 2 || get_func_namespace(f->funcid) != tdb_postgis_schema() ||
+		(fname = get_func_name(f->funcid)) == NULL)
+		return false;
+	for (int i = 0; i < (int) lengthof(box_predicates); i++)
+	{
+		bool		(*ours) (Expr *, Index, const int *) =
+			box_predicates[i].geography ? is_geog_of_geom : is_geom_var;
+		Expr	   *l = linitial(f->args);
+		Expr	   *r = lsecond(f->args);
+
+		/* the geometry and geography functions share names: the argument tells */
+		if (strcmp(fname, box_predicates[i].name) != 0 || nargs != box_predicates[i].nargs)
+			continue;
+		if (!ours(l, relid, colmap))
+		{
+			Expr	   *t = l;
+
+			l = r;
+			r = t;
+		}
+		if (!ours(l, relid, colmap) || !tdb_is_scan_constant(r, relid))
+			continue;
+		if (nargs == 3 && !tdb_is_scan_constant(lthird(f->args), relid))
+			return false;
+		push->kind = box_predicates[i].geography ? PUSH_GEOG_BOX : nargs == 3 ? PUSH_EXPAND_OF : PUSH_BOX_OF;
+		push->args = nargs == 3 ? list_make2(r, lthird(f->args)) : list_make1(r);
+		push->what = box_predicates[i].shown;
+		return true;
+	}
+	return false;
+}
+
+/* The name of a PostGIS operator on (geometry, geometry), or NULL. */
+static char *
+postgis_geometry_op_name(Oid opno)
+{
+	HeapTuple	tup = SearchSysCache1(OPEROID, ObjectIdGetDatum(opno));
+	Form_pg_operator op;
+	char	   *name = NULL;
+
+	if (!HeapTupleIsValid(tup))
+		return NULL;
+	op = (Form_pg_operator) GETSTRUCT(tup);
+	if (op->oprleft == tdb_geometry_oid() && op->oprright == tdb_geometry_oid() &&
+		op->oprnamespace == tdb_postgis_schema())
+		name = pstrdup(NameStr(op->oprname));
+	ReleaseSysCache(tup);
+	return name;
+}
+
+/*
+ * Operators on our columns: location_id <, <=, >, >= an integer (an id
+ * range); geom @ a, geom ~ a, geom ~= a (either way round).  PostGIS defines
+ * @, ~ and ~= on the same float boxes as &&: a box inside, around or equal
+ * to a's box overlaps it, so the rows whose boxes overlap a's box (none
+ * when a is empty, as PostGIS answers false then) hold every answer.
+ */
+static bool
+classify_more_op(OpExpr *op, Index relid, const int *colmap, Push *push)
+{
+	Expr	   *l = linitial(op->args);
+	Expr	   *r = lsecond(op->args);
+	bool		swapped = false;
+	char	   *name;
+
+	if (!(IsA(l, Var) && column_of((Var *) l, relid, colmap) >= 0) &&
+		IsA(r, Var) && column_of((Var *) r, relid, colmap) >= 0)
+	{
+		Expr	   *t = l;
+
+		l = r;
+		r = t;
+		swapped = true;
+	}
+	if (!IsA(l, Var) || !tdb_is_scan_constant(r, relid))
+		return false;
+	if (column_of((Var *) l, relid, colmap) == COL_LOCATION_ID)
+	{
+		/* bigint with any integer type: the integer btree family knows them all */
+		int			s = get_op_opfamily_strategy(op->opno, INTEGER_BTREE_FAM_OID);
+
+		if (s == 0 || s == BTEqualStrategyNumber)
+			return false;
+		if (swapped)
+			s = BTGreaterStrategyNumber + 1 - s;	/* a < id is id > a */
+		push->flags = s == BTLessStrategyNumber ? RANGE_HI :
+			s == BTLessEqualStrategyNumber ? RANGE_HI | RANGE_HI_INCL :
+			s == BTGreaterStrategyNumber ? RANGE_LO : RANGE_LO | RANGE_LO_INCL;
+		push->kind = PUSH_ID_RANGE;
+		push->args = list_make1(r);
+		return true;
+	}
+	if (column_of((Var *) l, relid, colmap) == COL_GEOM &&
+		(name = postgis_geometry_op_name(op->opno)) != NULL &&
+		(strcmp(name, "@") == 0 || strcmp(name, "~") == 0 || strcmp(name, "~=") == 0))
+	{
+		push->kind = PUSH_BOX_OF;
+		push->args = list_make1(r);
+		/* a ~ geom is geom @ a: say it with geom first */
+		push->what = strcmp(name, "~=") == 0 ? "geom ~=" :
+			(strcmp(name, "@") == 0) != swapped ? "geom @" : "geom ~";
+		return true;
+	}
+	return false;
+}
+
+/* How good a narrowing is (lower is better): keys, then boxes, then id ranges. */
+static int
+push_rank(const Push *p)
+{
+	ListCell   *lc;
+
+	switch (p->kind)
+	{
+		case PUSH_KEY:
+		case PUSH_KEYS:
+			return 0;
+		case PUSH_UNION:
+			foreach(lc, p->parts)
+				if (push_rank(lfirst(lc)) > 0)
+					return 2;
+			return 1;
+		case PUSH_ID_RANGE:
+			return 3;
+		default:
+			return 2;
+	}
+}
+
+/*
+ * Give an id range the bound it lacks from another range on location_id
+ * (BETWEEN a AND b arrives as two clauses).
+ */
+static void
+range_add_bound(Push *range, const Push *other)
+{
+	if (range->kind != PUSH_ID_RANGE || other->kind != PUSH_ID_RANGE)
+		return;
+	if (!(range->flags & RANGE_LO) && (other->flags & RANGE_LO))
+	{
+		range->args = lcons(linitial(other->args), list_copy(range->args));
+		range->flags |= other->flags & (RANGE_LO | RANGE_LO_INCL);
+	}
+	if (!(range->flags & RANGE_HI) && (other->flags & RANGE_HI))
+	{
+		range->args = lappend(list_copy(range->args), llast(other->args));
+		range->flags |= other->flags & (RANGE_HI | RANGE_HI_INCL);
+	}
+}
+
+/* One side of an OR: a clause, or an AND narrowed by its best conjunct. */
+static bool
+classify_branch(Expr *e, Index relid, const int *colmap, Push *push)
+{
+	ListCell   *lc;
+	bool		found = false;
+
+	if (!is_andclause(e))
+		return classify_clause(e, relid, colmap, push);
+	foreach(lc, ((BoolExpr *) e)->args)
+	{
+		Push		p;
+
+		if (!classify_branch(lfirst(lc), relid, colmap, &p))
+			continue;
+		if (!found || push_rank(&p) < push_rank(push))
+			*push = p;
+		found = true;
+	}
+	foreach(lc, ((BoolExpr *) e)->args)
+	{
+		Push		p;
+
+		if (found && push->kind == PUSH_ID_RANGE && classify_branch(lfirst(lc), relid, colmap, &p))
+			range_add_bound(push, &p);
+	}
+	return found;
+}
+
+/*
+ * p1 OR p2 OR ...: the union of the parts' candidates, when every part
+ * narrows (PostgreSQL rechecks the OR).  A geography radius in a part is
+ * only its box there (the scan checks a radius only as the whole push).
+ */
+static bool
+classify_or(BoolExpr *b, Index relid, const int *colmap, Push *push)
+{
+	List	   *parts = NIL;
+	List	   *args = NIL;
+	ListCell   *lc;
+
+	foreach(lc, b->args)
+	{
+		Push		p;
+		Push	   *part;
+
+		if (!classify_branch(lfirst(lc), relid, colmap, &p))
+			return false;
+		if (p.kind == PUSH_UNION)
+		{
+			parts = list_concat(parts, p.parts);
+			continue;
+		}
+		if (p.kind == PUSH_DWITHIN_M)
+		{
+			p.kind = PUSH_GEOG_BOX;
+			p.args = list_truncate(list_copy(p.args), 2);
+			p.what = "ST_DWithin on geography";
+		}
+		part = palloc(sizeof(Push));
+		*part = p;
+		parts = lappend(parts, part);
+	}
+	foreach(lc, parts)
+		args = list_concat(args, ((Push *) lfirst(lc))->args);
+	push->kind = PUSH_UNION;
+	push->parts = parts;
+	push->args = args;
+	return true;
+}
+
+static bool
+classify_more(Expr *clause, Index relid, const int *colmap, Push *push)
+{
+	if (is_orclause(clause))
+		return classify_or((BoolExpr *) clause, relid, colmap, push);
+	if (IsA(clause, OpExpr) && list_length(((OpExpr *) clause)->args) == 2)
+		return classify_more_op((OpExpr *) clause, relid, colmap, push);
+	if (IsA(clause, FuncExpr))
+		return classify_box_predicate((FuncExpr *) clause, relid, colmap, push);
 	return false;
 }
 
@@ -586,7 +901,30 @@ knn_order_key(PlannerInfo *root, RelOptInfo *baserel, const int *colmap, PathKey
 	return false;
 }
 
-/* The best push among clauses: the first key filter, else the first spatial one. */
+/*
+ * An id range from one clause gets its other bound from another (both stay
+ * quals: PostgreSQL rechecks them).
+ */
+static void
+range_complete(List *rinfos, RelOptInfo *baserel, const int *colmap, Push *range)
+{
+	ListCell   *lc;
+
+	foreach(lc, rinfos)
+	{
+		RestrictInfo *ri = lfirst_node(RestrictInfo, lc);
+		Push		p;
+
+		if (ri != range->rinfo && ri->security_level <= baserel->baserestrict_min_security &&
+			classify_clause(ri->clause, baserel->relid, colmap, &p))
+			range_add_bound(range, &p);
+	}
+}
+
+/*
+ * The best push among clauses: the first key filter, else the first of the
+ * best rank (push_rank: an OR of keys, a spatial clause, an id range).
+ */
 static bool
 best_push(List *rinfos, RelOptInfo *baserel, const int *colmap, Push *best)
 {
@@ -613,12 +951,14 @@ best_push(List *rinfos, RelOptInfo *baserel, const int *colmap, Push *best)
 			*best = p;
 			return true;
 		}
-		if (!found)
+		if (!found || push_rank(&p) < push_rank(best))
 		{
 			*best = p;
 			found = true;
 		}
 	}
+	if (found && best->kind == PUSH_ID_RANGE)
+		range_complete(rinfos, baserel, colmap, best);
 	return found;
 }
 
@@ -1017,6 +1357,92 @@ locGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 	add_spatial_join_paths(root, baserel, info);
 }
 
+/*
+ * EXPLAIN's words for a push of the kinds collect_parts() runs (and, inside
+ * an OR, of the others).
+ */
+static char *
+describe_push(const Push *p, List *dctx)
+{
+	char	   *a[2] = {NULL, NULL};
+	ListCell   *lc;
+
+	foreach(lc, p->args)
+		if (foreach_current_index(lc) < 2 && p->kind != PUSH_UNION)
+			a[foreach_current_index(lc)] = deparse_expression(lfirst(lc), dctx, false, false);
+	switch (p->kind)
+	{
+		case PUSH_KEY:
+			return psprintf("location_id = %s", a[0]);
+		case PUSH_KEYS:
+			return psprintf("location_id = ANY (%s)", a[0]);
+		case PUSH_BOX:
+			return psprintf("geom && box2d(%s)", a[0]);
+		case PUSH_DWITHIN_DEG:
+			return psprintf("geom && ST_Expand(box2d(%s), %s)", a[0], a[1]);
+		case PUSH_BOX_OF:
+			/* an operator: "for geom @ a"; a function: "for ST_Within" */
+			return strncmp(p->what, "geom ", 5) == 0 ?
+				psprintf("geom && box2d(%s) for %s %s", a[0], p->what, a[0]) :
+				psprintf("geom && box2d(%s) for %s", a[0], p->what);
+		case PUSH_EXPAND_OF:
+			return psprintf("geom && ST_Expand(box2d(%s), %s) for %s", a[0], a[1], p->what);
+		case PUSH_GEOG_BOX:
+			return psprintf("geom && the box of %s grown by %s%s m on the sphere for %s",
+							a[0], a[1] ? a[1] : "", a[1] ? " + 1" : "1", p->what);
+		case PUSH_ID_RANGE:
+			{
+				char	   *lo = (p->flags & RANGE_LO) ? a[0] : NULL;
+				char	   *hi = (p->flags & RANGE_HI) ? a[lo ? 1 : 0] : NULL;
+
+				return psprintf("location_id%s%s%s%s%s (by id: a hash lookup each in a short range, else the ids alone are read)",
+								lo ? ((p->flags & RANGE_LO_INCL) ? " >= " : " > ") : "", lo ? lo : "",
+								lo && hi ? " AND location_id" : "",
+								hi ? ((p->flags & RANGE_HI_INCL) ? " <= " : " < ") : "", hi ? hi : "");
+			}
+		case PUSH_UNION:
+			{
+				StringInfoData buf;
+
+				initStringInfo(&buf);
+				appendStringInfoString(&buf, "union of ");
+				foreach(lc, p->parts)
+					appendStringInfo(&buf, "%s(%s)", foreach_current_index(lc) > 0 ? " OR " : "",
+									 describe_push(lfirst(lc), dctx));
+				return buf.data;
+			}
+		default:
+			return pstrdup("?");
+	}
+}
+
+/*
+ * The parts of a push for the executor, after kind, k and geom_att: their
+ * number, then kind, number of arguments and flags of each (a push of the
+ * kinds collect_parts() runs is one part unless it is a union).
+ */
+static List *
+push_encode(const Push *p)
+{
+	List	   *l;
+	ListCell   *lc;
+
+	if (p->kind < PUSH_BOX_OF)
+		return NIL;
+	if (p->kind != PUSH_UNION)
+		return list_make4_int(1, p->kind, list_length(p->args), p->flags);
+	l = list_make1_int(list_length(p->parts));
+	foreach(lc, p->parts)
+	{
+		Push	   *part = lfirst(lc);
+
+		l = lappend_int(l, part->kind);
+		l = lappend_int(l, list_length(part->args));
+		l = lappend_int(l, part->flags);
+	}
+	return l;
+}
+
 static ForeignScan *
 locGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 				  ForeignPath *best_path, List *tlist, List *scan_clauses, Plan *outer_plan)
@@ -1133,6 +1559,13 @@ locGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 							 push.k, a0);
 				knn_arg = a0;
 				break;
+			case PUSH_BOX_OF:
+			case PUSH_EXPAND_OF:
+			case PUSH_GEOG_BOX:
+			case PUSH_ID_RANGE:
+			case PUSH_UNION:
+				desc = describe_push(&push, dctx);
+				break;
 			case PUSH_NONE:
 				break;
 		}
@@ -1142,13 +1575,33 @@ locGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 	scan_clauses = extract_actual_clauses(scan_clauses, false);
 	return make_foreignscan(tlist, scan_clauses, baserel->relid,
 							push.kind == PUSH_NONE ? NIL : push.args,
-							list_make4(cols, list_make3_int(push.kind, (int) push.k, geom_att),
+							list_make4(cols, list_concat(list_make3_int(push.kind, (int) push.k, geom_att), push_encode(&push)),
 									   makeString(desc ? desc : "none (full scan)"),
 									   makeString(knn_arg ? knn_arg : "")),
 							NIL, recheck, outer_plan);
 }
 
 /* ---- execution ------------------------------------------------------------------- */
+
+/* The parts push_encode() wrote. */
+static void
+push_decode(LocScanState *st, List *l)
+{
+	if (list_length(l) <= 3)
+		return;
+	st->nparts = list_nth_int(l, 3);
+	st->part_kind = palloc(sizeof(int) * st->nparts);
+	st->part_nargs = palloc(sizeof(int) * st->nparts);
+	st->part_flags = palloc(sizeof(int) * st->nparts);
+	for (int p = 0; p < st->nparts; p++)
+	{
+		st->part_kind[p] = list_nth_int(l, 4 + 3 * p);
+		st->part_nargs[p] = list_nth_int(l, 5 + 3 * p);
+		st->part_flags[p] = list_nth_int(l, 6 + 3 * p);
+		if (st->part_nargs[p] > 2)
+			elog(ERROR, "trafficdb: a pushed-down part with %d arguments", st->part_nargs[p]);
+	}
+}
 
 static void
 locBeginForeignScan(ForeignScanState *node, int eflags)
@@ -1171,6 +1624,7 @@ locBeginForeignScan(ForeignScanState *node, int eflags)
 	st->geom_att = lthird_int((List *) list_nth(plan->fdw_private, FdwPrivatePush));
 	st->description = strVal(list_nth(plan->fdw_private, FdwPrivateDescription));
 	st->knn_arg = strVal(list_nth(plan->fdw_private, FdwPrivateKnnArg));
+	push_decode(st, list_nth(plan->fdw_private, FdwPrivatePush));
 	if (st->kind == PUSH_KNN_ORDER)
 	{
 		/* the argument once per (re)scan; the distance expression per measured entry */
@@ -1410,6 +1864,177 @@ collect_knn(LocScanState *st, double x, double y, int64 k, Collect *c)
 	}
 }
 
+/* Each record once, in record order (parts of a union may find the same). */
+static void
+collect_sort_unique(Collect *c)
+{
+	uint64		w = 0;
+
+	if (c->n > 1)
+		qsort(c->items, c->n, sizeof(uint64), cmp_u64);
+	for (uint64 k = 0; k < c->n; k++)
+		if (w == 0 || c->items[w - 1] != c->items[k])
+			c->items[w++] = c->items[k];
+	c->n = w;
+}
+
+/*
+ * The records whose id is in a range.  The map has no id order (records
+ * are in R-tree order, the index is a hash): a short range is a hash lookup
+ * per id in it, a longer one a pass over the records' ids, never their
+ * shapes.  A NULL bound matches nothing, as the comparison does.
+ */
+static void
+collect_id_range(LocScanState *st, int flags, const Datum *v, const bool *isnull, const Oid *type,
+				 Collect *c)
+{
+	const TdbMapView *map = st->snap->map;
+	int64		lo = PG_INT64_MIN;
+	int64		hi = PG_INT64_MAX;
+	int			a = 0;
+
+	if (flags & RANGE_LO)
+	{
+		if (isnull[a])
+			return;
+		lo = datum_to_int64(v[a], type[a]);
+		if (!(flags & RANGE_LO_INCL))
+		{
+			if (lo == PG_INT64_MAX)
+				return;
+			lo++;
+		}
+		a++;
+	}
+	if (flags & RANGE_HI)
+	{
+		if (isnull[a])
+			return;
+		hi = datum_to_int64(v[a], type[a]);
+		if (!(flags & RANGE_HI_INCL))
+		{
+			if (hi == PG_INT64_MIN)
+				return;
+			hi--;
+		}
+	}
+	if (lo > hi)
+		return;
+	if ((uint64) hi - (uint64) lo < map->count / 8)
+	{
+		for (int64 id = lo;; id++)
+		{
+			int64		i = tdb_map_find(map, (uint64) id);
+
+			if (i >= 0)
+				collect_entry((uint64) i, c);
+			if (id == hi)
+				break;
+		}
+		collect_sort_unique(c);
+		return;
+	}
+	for (uint64 i = 0; i < map->count; i++)
+	{
+		int64		id = (int64) map->records[i].id;
+
+		if (id >= lo && id <= hi)
+			collect_entry(i, c);
+	}
+}
+
+/*
+ * Metres added to a geography box for a predicate that needs a touch:
+ * PostGIS decides one within 1e-5 m.
+ */
+#define GEOG_TOUCH_M 1.0
+
+/*
+ * The candidates of one part of a push, from its evaluated arguments.
+ * true: every record is one (the narrowing cannot be computed: a bad
+ * distance, a box over a pole), and PostgreSQL's recheck decides.
+ */
+static bool
+collect_part(LocScanState *st, int kind, int nargs, int flags, const Datum *v, const bool *isnull,
+			 const Oid *type, Collect *c)
+{
+	TdbBox		box;
+	double		d;
+
+	switch (kind)
+	{
+		case PUSH_KEY:
+		case PUSH_KEYS:
+			if (!isnull[0])
+				collect_keys(st, v[0], type[0], kind == PUSH_KEYS, c);
+			return false;
+		case PUSH_BOX:
+		case PUSH_BOX_OF:
+			if (!isnull[0] && geometry_box(v[0], &box))
+				tdb_map_query_box(st->snap->map, &box, collect_entry, c);
+			return false;
+		case PUSH_DWITHIN_DEG:
+		case PUSH_EXPAND_OF:
+			/* the functions are strict: a NULL argument, no row */
+			if (isnull[0] || isnull[1])
+				return false;
+			d = DatumGetFloat8(v[1]);
+			if (!(d >= 0))
+				return true;	/* let PostGIS say what a bad distance means */
+			if (geometry_box(v[0], &box))
+			{
+				box.xmin -= d;
+				box.ymin -= d;
+				box.xmax += d;
+				box.ymax += d;
+				tdb_map_query_box(st->snap->map, &box, collect_entry, c);
+			}
+			return false;
+		case PUSH_GEOG_BOX:
+			if (isnull[0] || (nargs > 1 && isnull[1]))
+				return false;
+			d = nargs > 1 ? DatumGetFloat8(v[1]) : 0;
+			if (!(d >= 0) || !geography_box(v[0], type[0], &box) || !grow_box_metres(&box, d + GEOG_TOUCH_M))
+				return true;
+			tdb_map_query_box(st->snap->map, &box, collect_entry, c);
+			return false;
+		case PUSH_ID_RANGE:
+			collect_id_range(st, flags, v, isnull, type, c);
+			return false;
+		default:
+			return true;
+	}
+}
+
+/* Evaluate each part's arguments and collect the union of their candidates. */
+static bool
+collect_parts(ForeignScanState *node, LocScanState *st, Collect *c)
+{
+	ExprContext *econtext = node->ss.ps.ps_ExprContext;
+	ListCell   *lc = list_head(st->expr_states);
+
+	for (int p = 0; p < st->nparts; p++)
+	{
+		Datum		v[2] = {0, 0};
+		bool		isnull[2] = {true, true};
+		Oid			type[2] = {InvalidOid, InvalidOid};
+
+		for (int a = 0; a < st->part_nargs[p]; a++)
+		{
+			ExprState  *es = lfirst(lc);
+
+			v[a] = ExecEvalExpr(es, econtext, &isnull[a]);
+			type[a] = exprType((Node *) es->expr);
+			lc = lnext(st->expr_states, lc);
+		}
+		if (collect_part(st, st->part_kind[p], st->part_nargs[p], st->part_flags[p], v, isnull, type, c))
+			return true;
+	}
+	if (st->nparts > 1)
+		collect_sort_unique(c);
+	return false;
+}
+
 /*
  * Evaluate the pushed-down expressions and collect the candidates.  When a
  * narrowing cannot be computed (NULL distance, a box over a pole), every
@@ -1573,7 +2198,7 @@ loc_find_candidates(ForeignScanState *node, LocScanState *st)
 
 		if (n == 0)
 			type0 = exprType((Node *) es->expr);
-		if (n < 2)
+		if (n < 2 && st->nparts == 0)	/* (collect_parts evaluates its own) */
 			v[n] = ExecEvalExpr(es, econtext, &isnull[n]);
 	}
 
@@ -1660,6 +2285,13 @@ loc_find_candidates(ForeignScanState *node, LocScanState *st)
 					st->knn_full_scans++;
 				}
 			}
+			break;
+		case PUSH_BOX_OF:
+		case PUSH_EXPAND_OF:
+		case PUSH_GEOG_BOX:
+		case PUSH_ID_RANGE:
+		case PUSH_UNION:
+			all = collect_parts(node, st, &c);
 			break;
 		case PUSH_NONE:
 			break;
