@@ -61,6 +61,7 @@ stop_servers() {
 }
 trap stop_servers EXIT
 cp -r Makefile trafficdb.control sql expected test t "$work"/
+mkdir -p "$work/data" "$work/scripts" && cp data/helsinki.osm.pbf "$work/data/" && cp scripts/roads.lua "$work/scripts/"
 mkdir -p "$work/tools" "$work/lib" && cp tools/tdbread tools/trafficdb-stream tools/trafficdb-trail "$work/tools/" && cp lib/libtrafficdb.so "$work/lib/"
 cp -r python "$work/"
 [ "$(id -u)" = 0 ] && chown -R "$PG_OS_USER": "$work"
