@@ -26,15 +26,18 @@ $node->safe_psql('postgres', q{
 SET client_min_messages = warning;
 CREATE EXTENSION trafficdb;
 ALTER TABLE roads ADD PRIMARY KEY (osm_id);
-CREATE INDEX ON roads USING gist (geom);
-CREATE INDEX ON roads USING gist ((geom::geography));
-ANALYZE roads;
 SELECT trafficdb.load_map('roads', 'osm_id', 'geom', 'highway', 'name', 'maxspeed', 'oneway');
+-- the heap baseline, with the foreign table's column names
+CREATE TABLE heap AS SELECT osm_id AS location_id, geom, highway AS road_class FROM roads;
+ALTER TABLE heap ADD PRIMARY KEY (location_id);
+CREATE INDEX ON heap USING gist (geom);
+CREATE INDEX ON heap USING gist ((geom::geography));
+ANALYZE heap;
 });
 my $n = $node->safe_psql('postgres', 'SELECT count(*) FROM trafficdb.locations');
-cmp_ok($n, '>', 5000, "the Helsinki extract has $n road segments");
+cmp_ok($n, '>', 2000, "the Helsinki extract has $n road segments");
 my ($xmin, $ymin, $xmax, $ymax) = split /\|/, $node->safe_psql('postgres',
-	'SELECT ST_XMin(e), ST_YMin(e), ST_XMax(e), ST_YMax(e) FROM (SELECT ST_Extent(geom) e FROM roads) s');
+	'SELECT ST_XMin(e), ST_YMin(e), ST_XMax(e), ST_YMax(e) FROM (SELECT ST_Extent(geom) e FROM heap) s');
 
 # diff(form, n): random queries comparing the foreign table with the heap
 $node->safe_psql('postgres', qq{
@@ -44,10 +47,10 @@ BEGIN
   PERFORM setseed(0.125);
   FOR i IN 1..n LOOP
     p := ST_SetSRID(ST_MakePoint($xmin + random() * ($xmax - $xmin), $ymin + random() * ($ymax - $ymin)), 4326);
-    SELECT osm_id INTO lo FROM roads ORDER BY random() LIMIT 1;
+    SELECT location_id INTO lo FROM heap ORDER BY random() LIMIT 1;
     sql := CASE f
-      WHEN 'mm_deg' THEN 'SELECT string_agg(round((geom <-> \$1)::numeric, 10)::text, '','') FROM (SELECT geom FROM %s WHERE highway NOT IN (''footway'', ''cycleway'', ''service'', ''path'', ''steps'') ORDER BY geom <-> \$1 LIMIT 3) s'
-      WHEN 'mm_m' THEN 'SELECT string_agg(round((geom::geography <-> \$1::geography)::numeric, 6)::text, '','') FROM (SELECT geom FROM %s WHERE highway NOT IN (''footway'', ''cycleway'', ''service'', ''path'', ''steps'') ORDER BY geom::geography <-> \$1::geography LIMIT 3) s'
+      WHEN 'mm_deg' THEN 'SELECT string_agg(round((geom <-> \$1)::numeric, 10)::text, '','') FROM (SELECT geom FROM %s WHERE road_class NOT IN (''footway'', ''cycleway'', ''service'', ''path'', ''steps'') ORDER BY geom <-> \$1 LIMIT 3) s'
+      WHEN 'mm_m' THEN 'SELECT string_agg(round((geom::geography <-> \$1::geography)::numeric, 6)::text, '','') FROM (SELECT geom FROM %s WHERE road_class NOT IN (''footway'', ''cycleway'', ''service'', ''path'', ''steps'') ORDER BY geom::geography <-> \$1::geography LIMIT 3) s'
       WHEN 'within' THEN 'SELECT string_agg(id::text, '','' ORDER BY id) FROM (SELECT %s AS id FROM %s WHERE ST_Within(geom, ST_Buffer(\$1, 0.004, 6))) s'
       WHEN 'dwithin_line' THEN 'SELECT string_agg(id::text, '','' ORDER BY id) FROM (SELECT %s AS id FROM %s WHERE ST_DWithin(geom::geography, ST_MakeLine(\$1, ST_Translate(\$1, 0.08, 0.0005))::geography, 15)) s'
       WHEN 'or_boxes' THEN 'SELECT string_agg(id::text, '','' ORDER BY id) FROM (SELECT %s AS id FROM %s WHERE geom && ST_Expand(\$1, 0.002) OR geom && ST_Expand(ST_Translate(\$1, 0.01, 0.005), 0.001)) s'
@@ -55,13 +58,13 @@ BEGIN
     END;
     IF f IN ('mm_deg', 'mm_m') THEN
       EXECUTE format(sql, 'trafficdb.locations') INTO a USING p;
-      EXECUTE format(sql, 'roads') INTO b USING p;
+      EXECUTE format(sql, 'heap') INTO b USING p;
     ELSIF f = 'id_range' THEN
       EXECUTE format(sql, 'location_id', 'trafficdb.locations', 'location_id') INTO a USING p, lo;
-      EXECUTE format(sql, 'osm_id', 'roads', 'osm_id') INTO b USING p, lo;
+      EXECUTE format(sql, 'location_id', 'heap', 'location_id') INTO b USING p, lo;
     ELSE
       EXECUTE format(sql, 'location_id', 'trafficdb.locations') INTO a USING p;
-      EXECUTE format(sql, 'osm_id', 'roads') INTO b USING p;
+      EXECUTE format(sql, 'location_id', 'heap') INTO b USING p;
     END IF;
     IF a IS DISTINCT FROM b THEN m := m + 1; RAISE NOTICE '% %: % vs %', f, ST_AsText(p), a, b; END IF;
   END LOOP;
@@ -82,15 +85,15 @@ ANALYZE gps;
 });
 my $j = q{SELECT g, %s FROM gps JOIN %s l ON ST_DWithin(l.geom::geography, gps.p::geography, 30) ORDER BY 1, 2};
 is($node->safe_psql('postgres', sprintf($j, 'location_id', 'trafficdb.locations')),
-	$node->safe_psql('postgres', sprintf($j, 'osm_id', 'roads')), 'a 300-point ST_DWithin join equals the heap');
+	$node->safe_psql('postgres', sprintf($j, 'location_id', 'heap')), 'a 300-point ST_DWithin join equals the heap');
 my $plan = $node->safe_psql('postgres', 'EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) ' . sprintf($j, 'location_id', 'trafficdb.locations'));
 my ($ex) = $plan =~ /Locations Examined: (\d+)/;
 cmp_ok($ex // 1e12, '<', 300 * $n / 50, "the join examined $ex locations, not 300 x $n");
 
 # map matching as a LATERAL join, nearest car road per point
 my $mm = q{SELECT g, round((geom <-> p)::numeric, 10) FROM gps, LATERAL (SELECT geom FROM %s
-  WHERE highway NOT IN ('footway', 'cycleway', 'service', 'path', 'steps') ORDER BY geom <-> gps.p LIMIT 1) l ORDER BY g};
-is($node->safe_psql('postgres', sprintf($mm, 'trafficdb.locations')), $node->safe_psql('postgres', sprintf($mm, 'roads')),
+  WHERE road_class NOT IN ('footway', 'cycleway', 'service', 'path', 'steps') ORDER BY geom <-> gps.p LIMIT 1) l ORDER BY g};
+is($node->safe_psql('postgres', sprintf($mm, 'trafficdb.locations')), $node->safe_psql('postgres', sprintf($mm, 'heap')),
 	'map matching 300 points equals the heap');
 $plan = $node->safe_psql('postgres', 'EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) ' . sprintf($mm, 'trafficdb.locations'));
 ($ex) = $plan =~ /Locations Examined: (\d+)/;
