@@ -446,6 +446,26 @@ scan_leaves(const TdbRtree *t, const TdbBoxF *q, uint64_t from, uint64_t to,
 }
 
 /*
+ * The float box of a box query, rounded inward (a float box of an entry
+ * overlaps it only if the double boxes may overlap), and whether the query
+ * can find anything: inverted or NaN query boxes hold no point, and an
+ * empty or malformed tree has nothing.
+ */
+static bool
+query_boxf(const TdbRtree *t, const TdbBox *q, TdbBoxF *qf)
+{
+	if (!(q->xmin <= q->xmax && q->ymin <= q->ymax))
+		return false;
+	if (t->nlevels == 0 || t->nlevels > TDB_RTREE_MAX_LEVELS)
+		return false;
+	qf->xmin = float_up(q->xmin);
+	qf->ymin = float_up(q->ymin);
+	qf->xmax = float_down(q->xmax);
+	qf->ymax = float_down(q->ymax);
+	return true;
+}
+
+/*
  * Depth first with one cursor per level: cur[l]..end[l] are the boxes of
  * level l still to look at under the node being walked one level up.
  */
@@ -458,15 +478,8 @@ tdb_rtree_query_box(const TdbRtree *t, const TdbBox *q, TdbRtreeVisit visit, voi
 	uint32_t	l;
 	TdbBoxF		qf;
 
-	/* inverted or NaN query boxes hold no point */
-	if (!(q->xmin <= q->xmax && q->ymin <= q->ymax))
+	if (!query_boxf(t, q, &qf))
 		return 0;
-	if (t->nlevels == 0 || t->nlevels > TDB_RTREE_MAX_LEVELS)
-		return 0;
-	qf.xmin = float_up(q->xmin);
-	qf.ymin = float_up(q->ymin);
-	qf.xmax = float_down(q->xmax);
-	qf.ymax = float_down(q->ymax);
 
 	top = t->nlevels - 1;
 	if (top == 0)
@@ -537,14 +550,8 @@ tdb_rtree_query_box_within(const TdbRtree *t, const TdbBox *q, TdbRtreeContained
 	uint32_t	l;
 	TdbBoxF		qf;
 
-	if (!(q->xmin <= q->xmax && q->ymin <= q->ymax))
+	if (!query_boxf(t, q, &qf))
 		return 0;
-	if (t->nlevels == 0 || t->nlevels > TDB_RTREE_MAX_LEVELS)
-		return 0;
-	qf.xmin = float_up(q->xmin);
-	qf.ymin = float_up(q->ymin);
-	qf.xmax = float_down(q->xmax);
-	qf.ymax = float_down(q->ymax);
 	nleaves = t->levels[0].count;
 	span[0] = 1;
 	for (l = 1; l < t->nlevels; l++)

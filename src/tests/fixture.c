@@ -38,8 +38,14 @@ publish_map(TdbWriter *w, uint32_t *seg, void **addr, uint64_t *count)
 int
 publish_traffic(TdbWriter *w, uint32_t map_seg, uint64_t gen)
 {
+	return publish_traffic_sized(w, map_seg, gen, tdb_traffic_size(NLOC, 0));
+}
+
+/* The same in a traffic buffer of size bytes (what a change of incidents' size does). */
+int
+publish_traffic_sized(TdbWriter *w, uint32_t map_seg, uint64_t gen, size_t size)
+{
 	static TdbTraffic t[NLOC];
-	size_t		size = tdb_traffic_size(NLOC, 0);
 	uint32_t	seg;
 	void	   *addr;
 	char		err[TDB_ERRLEN];
@@ -96,4 +102,14 @@ open_published(TdbWriter *w, const char *prefix, uint32_t nexternal, uint64_t ge
 	if (rc != TDB_SHM_OK)
 		return rc;
 	return publish_traffic(w, *map_seg, gen);
+}
+
+/* Every entry of a snapshot still says what publish_traffic wrote for generation gen. */
+bool
+snapshot_intact(const TdbSnapshot *s, uint64_t gen)
+{
+	for (int i = 0; i < NLOC; i++)
+		if (s->entries[i].speed_kmh != (float) gen || s->entries[i].changed_gen != gen)
+			return false;
+	return true;
 }

@@ -5,6 +5,7 @@
 #ifndef TDB_TEST_FIXTURE_H
 #define TDB_TEST_FIXTURE_H
 
+#include "reader.h"
 #include "writer.h"
 
 #define NLOC 1000
@@ -14,6 +15,10 @@ int			publish_map(TdbWriter *w, uint32_t *seg, void **addr, uint64_t *count);
 
 /* Publish generation gen: every entry carries speed = gen and changed_gen = gen. */
 int			publish_traffic(TdbWriter *w, uint32_t map_seg, uint64_t gen);
+int			publish_traffic_sized(TdbWriter *w, uint32_t map_seg, uint64_t gen, size_t size);
+
+/* Every entry of snapshot s still says what publish_traffic wrote for generation gen. */
+bool		snapshot_intact(const TdbSnapshot *s, uint64_t gen);
 
 /*
  * A writer under prefix (2 backend slots, nexternal external ones) that has

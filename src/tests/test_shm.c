@@ -220,16 +220,6 @@ UNIT_TEST(test_shm_adopt_and_stop)
 	CHECK(strstr(err, "does not exist") != NULL);
 }
 
-/* Every entry of a snapshot still says what it said at generation gen. */
-static bool
-snapshot_intact(const TdbSnapshot *s, uint64_t gen)
-{
-	for (int i = 0; i < NLOC; i++)
-		if (s->entries[i].speed_kmh != (float) gen || s->entries[i].changed_gen != gen)
-			return false;
-	return true;
-}
-
 UNIT_TEST(test_shm_pin_timeout_revokes)
 {
 	TdbWriter	w;

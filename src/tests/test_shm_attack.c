@@ -20,46 +20,6 @@
 
 static char attack_prefix[64];
 
-/* Every entry of a snapshot still says what it said at generation gen. */
-static bool
-intact(const TdbSnapshot *s, uint64_t gen)
-{
-	for (int i = 0; i < NLOC; i++)
-		if (s->entries[i].speed_kmh != (float) gen || s->entries[i].changed_gen != gen)
-			return false;
-	return true;
-}
-
-/*
- * Publish generation gen (speed = gen everywhere) in a traffic object of
- * size bytes: a new map, or incidents outgrowing the buffer, change it.
- */
-static int
-publish_sized(TdbWriter *w, uint32_t map_seg, uint64_t gen, size_t size)
-{
-	static TdbTraffic t[NLOC];
-	uint32_t	seg;
-	void	   *addr;
-	char		err[TDB_ERRLEN];
-	int			rc;
-
-	for (int i = 0; i < NLOC; i++)
-	{
-		t[i].speed_kmh = (float) gen;
-		t[i].free_flow_kmh = 50;
-		t[i].changed_gen = gen;
-		t[i].congestion = TDB_CONGESTION_UNKNOWN;
-		t[i].updated_at_us = (int64_t) gen;
-	}
-	rc = tdb_writer_traffic_segment(w, size, &seg, &addr, err);
-	if (rc != TDB_SHM_OK)
-		return rc;
-	tdb_traffic_write(addr, 42, gen, NLOC, t, NULL, 0, (int64_t) gen);
-	rc = tdb_writer_publish(w, gen, 42, map_seg, seg, (int64_t) gen);
-	tdb_writer_reclaim(w, map_seg);
-	return rc;
-}
-
 /*
  * A pin of a superseded descriptor that still holds its generation: a
  * reader that loaded the active word in tdb_pin(), was stopped for longer
@@ -118,7 +78,7 @@ UNIT_TEST(test_shm_stale_pin_does_not_revoke_active_object)
 		int			rc;
 
 		w.pin_timeout_us = 0;
-		CHECK_EQ_U64(publish_sized(&w, map_seg, ++gen, tdb_traffic_size(NLOC, 0) + 65536), TDB_SHM_OK);
+		CHECK_EQ_U64(publish_traffic_sized(&w, map_seg, ++gen, tdb_traffic_size(NLOC, 0) + 65536), TDB_SHM_OK);
 		w.pin_timeout_us = 1000;
 		usleep(2000);
 		for (int k = 0; k < nwords; k++)
@@ -135,7 +95,7 @@ UNIT_TEST(test_shm_stale_pin_does_not_revoke_active_object)
 		else
 		{
 			CHECK_EQ_U64(s.generation, gen);
-			CHECK(intact(&s, gen));
+			CHECK(snapshot_intact(&s, gen));
 		}
 		tdb_reader_close(&r2);
 	}
@@ -146,9 +106,9 @@ UNIT_TEST(test_shm_stale_pin_does_not_revoke_active_object)
 	{
 		CHECK_EQ_U64(s.generation, gen);
 		for (uint64_t g = gen + 1; g < gen + 5; g++)
-			CHECK_EQ_U64(publish_sized(&w, map_seg, g, tdb_traffic_size(NLOC, 0) + 65536), TDB_SHM_OK);
+			CHECK_EQ_U64(publish_traffic_sized(&w, map_seg, g, tdb_traffic_size(NLOC, 0) + 65536), TDB_SHM_OK);
 		CHECK(!tdb_reader_revoked(&r, &s));
-		CHECK(intact(&s, gen));
+		CHECK(snapshot_intact(&s, gen));
 		tdb_reader_release(&r);
 	}
 	else
