@@ -108,6 +108,7 @@ static DaemonState D;
 static uint64 stats_map_id;
 static double stats_extent[4];
 static double stats_mean_box[2];
+static double stats_arc_slack_m;
 
 static void
 compute_map_stats(const TdbMapView *v)
@@ -137,6 +138,8 @@ compute_map_stats(const TdbMapView *v)
 		stats_mean_box[0] = w / t->levels[0].count;
 		stats_mean_box[1] = h / t->levels[0].count;
 	}
+	/* for nearest-first scans in metres: once here, not in every backend */
+	stats_arc_slack_m = tdb_map_arc_slack_m(v);
 	stats_map_id = v->hdr->map_id;
 }
 
@@ -754,6 +757,7 @@ publish_traffic(uint64 gen)
 	tdb_shared->locations = count;
 	memcpy(tdb_shared->map_extent, stats_extent, sizeof(stats_extent));
 	memcpy(tdb_shared->map_mean_box, stats_mean_box, sizeof(stats_mean_box));
+	tdb_shared->map_arc_slack_m = stats_arc_slack_m;
 	tdb_shared->map_bytes = D.map.hdr->total_size;
 	tdb_shared->traffic_bytes = tdb_traffic_size(count, ibytes);
 	tdb_shared->shm_bytes = tdb_writer_bytes(&D.writer);

@@ -703,27 +703,6 @@ classify_more(Expr *clause, Index relid, const int *colmap, Push *push)
 }
 
 /*
- * PostGIS's own <->(geometry, geometry): another <-> returning float8 (one a
- * user defined in another schema, say) orders by something else entirely.
- */
-static bool
-is_postgis_distance_op(Oid opno)
-{
-	HeapTuple	tup = SearchSysCache1(OPEROID, ObjectIdGetDatum(opno));
-	Form_pg_operator op;
-	bool		ok;
-
-	if (!HeapTupleIsValid(tup))
-		return false;
-	op = (Form_pg_operator) GETSTRUCT(tup);
-	ok = strcmp(NameStr(op->oprname), "<->") == 0 && op->oprresult == FLOAT8OID &&
-		op->oprleft == tdb_geometry_oid() && op->oprright == tdb_geometry_oid() &&
-		op->oprnamespace == tdb_postgis_schema();
-	ReleaseSysCache(tup);
-	return ok;
-}
-
-/*
  * Where a k-nearest search starts: a point (or any shape of a single
  * location).  NULL, empty and larger shapes have none: every record is then
  * a candidate.
@@ -740,70 +719,6 @@ knn_origin(Datum geom, bool isnull, double *x, double *y)
 	return true;
 }
 
-/*
- * ORDER BY geom <-> a LIMIT k with no WHERE clause: the k nearest (and
- * their ties) are all PostgreSQL needs to sort.  Any filter could remove
- * some of them, so then nothing is pushed; nor when a is a constant that is
- * not a point (the scan would read everything anyway, and EXPLAIN must not
- * say otherwise).
- */
-static bool
-knn_push(PlannerInfo *root, RelOptInfo *baserel, const int *colmap, Push *push)
-{
-	PathKey    *pk;
-	ListCell   *lc;
-
-	/* a cached plan must not keep a k that a stable expression computed */
-	if (baserel->baserestrictinfo != NIL || root->query_pathkeys == NIL ||
-		root->limit_tuples <= 0 || root->limit_tuples > 100000 ||
-		bms_membership(root->all_baserels) != BMS_SINGLETON ||
-		root->parse->limitCount == NULL || !IsA(root->parse->limitCount, Const) ||
-		(root->parse->limitOffset != NULL && !IsA(root->parse->limitOffset, Const)))
-		return false;
-	pk = linitial(root->query_pathkeys);
-	if (pk->pk_strategy != BTLessStrategyNumber || pk->pk_nulls_first)
-		return false;
-	foreach(lc, pk->pk_eclass->ec_members)
-	{
-		EquivalenceMember *em = lfirst(lc);
-		OpExpr	   *op = (OpExpr *) em->em_expr;
-		Expr	   *l,
-				   *r;
-
-		if (!IsA(op, OpExpr) || list_length(op->args) != 2 || !is_postgis_distance_op(op->opno))
-			continue;
-		l = linitial(op->args);
-		r = lsecond(op->args);
-		if (!is_geom_var(l, baserel->relid, colmap))
-		{
-			Expr	   *t = l;
-
-			l = r;
-			r = t;
-		}
-		if (!is_geom_var(l, baserel->relid, colmap) || !tdb_is_scan_constant(r, baserel->relid) ||
-			exprType((Node *) r) != tdb_geometry_oid())
-			continue;
-		/*
-		 * Only from a constant point: anything else (a parameter, a line)
-		 * goes nearest first, incrementally (knn_order_key).
-		 */
-		{
-			double		x,
-						y;
-
-			if (!IsA(r, Const) ||
-				!knn_origin(((Const *) r)->constvalue, ((Const *) r)->constisnull, &x, &y))
-				return false;
-		}
-		push->kind = PUSH_KNN;
-		push->args = list_make1(r);
-		push->k = (int64) root->limit_tuples;
-		return true;
-	}
-	return false;
-}
-
 /* PostGIS's geography type, or InvalidOid. */
 static Oid
 postgis_geography_oid(void)
@@ -812,7 +727,11 @@ postgis_geography_oid(void)
 						   ObjectIdGetDatum(tdb_postgis_schema()));
 }
 
-/* PostGIS's own <-> or <#> on geometry, or <-> on geography. */
+/*
+ * PostGIS's own <-> or <#> on geometry, or <-> on geography: another <->
+ * returning float8 (one a user defined in another schema, say) orders by
+ * something else entirely.
+ */
 static bool
 is_postgis_order_op(Oid opno, KnnMetric *metric)
 {
@@ -899,6 +818,45 @@ knn_order_key(PlannerInfo *root, RelOptInfo *baserel, const int *colmap, PathKey
 		return true;
 	}
 	return false;
+}
+
+/*
+ * ORDER BY geom <-> a LIMIT k with no WHERE clause: the k nearest (and
+ * their ties) are all PostgreSQL needs to sort.  Any filter could remove
+ * some of them, so then nothing is pushed; nor when a is a constant that is
+ * not a point (the scan would read everything anyway, and EXPLAIN must not
+ * say otherwise).
+ */
+static bool
+knn_push(PlannerInfo *root, RelOptInfo *baserel, const int *colmap, Push *push)
+{
+	PathKey    *pk;
+	Expr	   *order_expr;
+	Expr	   *arg;
+	KnnMetric	metric;
+	double		x,
+				y;
+
+	/* a cached plan must not keep a k that a stable expression computed */
+	if (baserel->baserestrictinfo != NIL || root->query_pathkeys == NIL ||
+		root->limit_tuples <= 0 || root->limit_tuples > 100000 ||
+		bms_membership(root->all_baserels) != BMS_SINGLETON ||
+		root->parse->limitCount == NULL || !IsA(root->parse->limitCount, Const) ||
+		(root->parse->limitOffset != NULL && !IsA(root->parse->limitOffset, Const)))
+		return false;
+
+	/*
+	 * Only geom <-> a constant point: anything else (a parameter, a line,
+	 * another metric) goes nearest first, incrementally.
+	 */
+	if (!knn_order_key(root, baserel, colmap, &pk, &order_expr, &arg, &metric) ||
+		metric != KNN_PLANAR || !IsA(arg, Const) ||
+		!knn_origin(((Const *) arg)->constvalue, ((Const *) arg)->constisnull, &x, &y))
+		return false;
+	push->kind = PUSH_KNN;
+	push->args = list_make1(arg);
+	push->k = (int64) root->limit_tuples;
+	return true;
 }
 
 /*
@@ -1321,8 +1279,8 @@ locGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 			add_path(baserel, (Path *) create_foreignscan_path(root, baserel, NULL, baserel->rows, 0.05,
 															   0.05 + info->count * per_row,
 															   list_make1(pk), NULL, NULL,
-															   list_make3(makeString("knn"), order_expr,
-																		  list_make2_int(metric, 0))));
+															   list_make4(makeString("knn"), order_expr, arg,
+																		  list_make1_int(metric))));
 		}
 	}
 
@@ -1462,17 +1420,15 @@ locGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 	if (best_path->path.param_info == NULL && best_path->fdw_private != NIL &&
 		IsA(linitial(best_path->fdw_private), String))
 	{
-		OpExpr	   *op = lsecond(best_path->fdw_private);
-		Expr	   *l = linitial(op->args);
-		Expr	   *r = lsecond(op->args);
-		KnnMetric	metric = (KnnMetric) linitial_int((List *) lthird(best_path->fdw_private));
+		/* as knn_order_key found them: the distance expression, its argument, the metric */
+		Expr	   *order_expr = lsecond(best_path->fdw_private);
+		Expr	   *arg = lthird(best_path->fdw_private);
 
 		push.kind = PUSH_KNN_ORDER;
 		push.rinfo = NULL;
 		push.exact = false;
-		push.k = metric;
-		push.args = list_make2(tdb_is_scan_constant(r, baserel->relid) && !is_geom_var(r, baserel->relid, info->colmap) &&
-							   !is_geog_of_geom(r, baserel->relid, info->colmap) ? r : l, op);
+		push.k = linitial_int((List *) lfourth(best_path->fdw_private));
+		push.args = list_make2(arg, order_expr);
 	}
 	/* a parameterized path pushes its join clause (it is among scan_clauses) */
 	if (best_path->path.param_info != NULL &&
@@ -1682,6 +1638,20 @@ cmp_u64(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+/* Each record once, in record order (parts of a union may find the same). */
+static void
+collect_sort_unique(Collect *c)
+{
+	uint64		w = 0;
+
+	if (c->n > 1)
+		qsort(c->items, c->n, sizeof(uint64), cmp_u64);
+	for (uint64 k = 0; k < c->n; k++)
+		if (w == 0 || c->items[w - 1] != c->items[k])
+			c->items[w++] = c->items[k];
+	c->n = w;
+}
+
 /* PostGIS functions the scan calls, looked up once per session (until invalidated). */
 static void
 collect_keys(LocScanState *st, Datum v, Oid type, bool array, Collect *c)
@@ -1703,7 +1673,6 @@ collect_keys(LocScanState *st, Datum v, Oid type, bool array, Collect *c)
 		Datum	   *elems;
 		bool	   *nulls;
 		int			n;
-		uint64		w = 0;
 
 		get_typlenbyvalalign(elemtype, &elemlen, &elembyval, &elemalign);
 		deconstruct_array(arr, elemtype, elemlen, elembyval, elemalign, &elems, &nulls, &n);
@@ -1718,12 +1687,7 @@ collect_keys(LocScanState *st, Datum v, Oid type, bool array, Collect *c)
 				collect_entry((uint64) i, c);
 		}
 		/* the same id twice in the list must give one row, as on a heap */
-		if (c->n > 1)
-			qsort(c->items, c->n, sizeof(uint64), cmp_u64);
-		for (uint64 k = 0; k < c->n; k++)
-			if (w == 0 || c->items[w - 1] != c->items[k])
-				c->items[w++] = c->items[k];
-		c->n = w;
+		collect_sort_unique(c);
 	}
 }
 
@@ -1862,20 +1826,6 @@ collect_knn(LocScanState *st, double x, double y, int64 k, Collect *c)
 				c->items[w++] = c->items[i];
 		c->n = w;
 	}
-}
-
-/* Each record once, in record order (parts of a union may find the same). */
-static void
-collect_sort_unique(Collect *c)
-{
-	uint64		w = 0;
-
-	if (c->n > 1)
-		qsort(c->items, c->n, sizeof(uint64), cmp_u64);
-	for (uint64 k = 0; k < c->n; k++)
-		if (w == 0 || c->items[w - 1] != c->items[k])
-			c->items[w++] = c->items[k];
-	c->n = w;
 }
 
 /*
@@ -2076,7 +2026,11 @@ knn_zero_bound(const TdbBoxF *b, void *arg)
 	return 0;
 }
 
-/* The entries' geography edges can leave their vertex boxes: once per map. */
+/*
+ * How far the entries' geography edges can leave their vertex boxes: the
+ * daemon measures it once per map; a backend reading another map than the
+ * daemon's current one (a long transaction) measures it itself, once.
+ */
 static double
 knn_map_slack(const TdbMapView *map)
 {
@@ -2085,10 +2039,33 @@ knn_map_slack(const TdbMapView *map)
 
 	if (map_id != map->hdr->map_id || map_id == 0)
 	{
-		slack = tdb_map_arc_slack_m(map);
+		bool		published;
+
+		SpinLockAcquire(&tdb_shared->mutex);
+		published = tdb_shared->map_id == map->hdr->map_id;
+		slack = tdb_shared->map_arc_slack_m;
+		SpinLockRelease(&tdb_shared->mutex);
+		if (!published)
+			slack = tdb_map_arc_slack_m(map);
 		map_id = map->hdr->map_id;
 	}
 	return slack;
+}
+
+/* Record i's shape as a geometry Datum (its points go through st->xy, grown as needed). */
+static Datum
+record_geom(ForeignScanState *node, LocScanState *st, uint64 i)
+{
+	const TdbLocation *rec = &st->snap->map->records[i];
+
+	if (st->xy_cap < rec->npoints)
+	{
+		st->xy_cap = rec->npoints;
+		st->xy = st->xy ? repalloc(st->xy, sizeof(double) * 2 * st->xy_cap)
+			: MemoryContextAlloc(node->ss.ps.state->es_query_cxt, sizeof(double) * 2 * st->xy_cap);
+	}
+	tdb_map_shape(st->snap->map, i, st->xy);
+	return tdb_linestring_datum(st->xy, rec->npoints);
 }
 
 /* PostGIS's distance of entry e: the query's own ORDER BY expression, evaluated on it. */
@@ -2100,7 +2077,6 @@ knn_exact(uint64_t e, void *arg)
 	ExprContext *econtext = node->ss.ps.ps_ExprContext;
 	TupleTableSlot *slot = st->knn_slot;
 	TupleTableSlot *saved = econtext->ecxt_scantuple;
-	const TdbLocation *rec = &st->snap->map->records[e];
 	MemoryContext old;
 	Datum		d;
 	bool		isnull;
@@ -2112,14 +2088,7 @@ knn_exact(uint64_t e, void *arg)
 	ExecClearTuple(slot);
 	for (int a = 0; a < slot->tts_tupleDescriptor->natts; a++)
 		slot->tts_isnull[a] = true;
-	if (st->xy_cap < rec->npoints)
-	{
-		st->xy_cap = rec->npoints;
-		st->xy = st->xy ? repalloc(st->xy, sizeof(double) * 2 * st->xy_cap)
-			: MemoryContextAlloc(node->ss.ps.state->es_query_cxt, sizeof(double) * 2 * st->xy_cap);
-	}
-	tdb_map_shape(st->snap->map, e, st->xy);
-	slot->tts_values[st->geom_att] = tdb_linestring_datum(st->xy, rec->npoints);
+	slot->tts_values[st->geom_att] = record_geom(node, st, e);
 	slot->tts_isnull[st->geom_att] = false;
 	ExecStoreVirtualTuple(slot);
 	econtext->ecxt_scantuple = slot;
@@ -2379,14 +2348,7 @@ next_candidate:
 				*v = Int64GetDatum((int64) rec->id);
 				break;
 			case COL_GEOM:
-				if (st->xy_cap < rec->npoints)
-				{
-					st->xy_cap = rec->npoints;
-					st->xy = st->xy ? repalloc(st->xy, sizeof(double) * 2 * st->xy_cap)
-						: MemoryContextAlloc(node->ss.ps.state->es_query_cxt, sizeof(double) * 2 * st->xy_cap);
-				}
-				tdb_map_shape(snap->map, i, st->xy);
-				*v = tdb_linestring_datum(st->xy, rec->npoints);
+				*v = record_geom(node, st, i);
 				break;
 			case COL_ROAD_CLASS:
 				{

@@ -88,6 +88,7 @@ typedef struct TdbShared
 	 */
 	double		map_extent[4];	/* xmin, ymin, xmax, ymax */
 	double		map_mean_box[2];	/* width, height */
+	double		map_arc_slack_m;	/* tdb_map_arc_slack_m of the map of map_id */
 	uint64		map_bytes;
 	uint64		traffic_bytes;
 	uint64		shm_bytes;
