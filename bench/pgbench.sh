@@ -18,6 +18,12 @@
 #   mm_m      the same in metres (geography <->)
 #   spjoin    a spatial join: 1,000 points with ST_DWithin 100 m (geography)
 #   within    roads ST_Within a random 1 km polygon
+# and the same work in one statement each, as a map matcher or an analyst
+# runs it (per-statement costs, a round trip and the executor's start, no
+# longer hide the query's own work):
+#   mm_deg_all  map matching of all 10,000 GPS points (a LATERAL join)
+#   mm_m_all    the same in metres
+#   within_all  roads ST_Within a 1 km polygon around each of 1,000 points
 # Then the mixed run: the same id and bbox2 readers while a feed writer
 # inserts 10,000 rows/s and the daemon publishes every 100 ms; it reports
 # the readers' throughput against the same clients without publishing, and
@@ -102,6 +108,11 @@ SELECT $idc FROM $tbl WHERE road_class NOT IN ('footway', 'cycleway', 'service')
 SELECT $idc FROM $tbl WHERE road_class NOT IN ('footway', 'cycleway', 'service')
  ORDER BY geom::geography <-> (SELECT pt FROM bench_gps WHERE n = :n)::geography LIMIT 1;"
 	script "spjoin_$t" "SELECT count(*) FROM bench_pts p JOIN $tbl l ON ST_DWithin(l.geom::geography, p.pt::geography, 100);"
+	script "mm_deg_all_$t" "SELECT sum(m.id) FROM bench_gps g CROSS JOIN LATERAL (SELECT $idc AS id FROM $tbl
+ WHERE road_class NOT IN ('footway', 'cycleway', 'service') ORDER BY geom <-> g.pt LIMIT 1) m;"
+	script "mm_m_all_$t" "SELECT sum(m.id) FROM bench_gps g CROSS JOIN LATERAL (SELECT $idc AS id FROM $tbl
+ WHERE road_class NOT IN ('footway', 'cycleway', 'service') ORDER BY geom::geography <-> g.pt::geography LIMIT 1) m;"
+	script "within_all_$t" "SELECT count(*) FROM bench_pts p JOIN $tbl l ON ST_Within(l.geom, ST_Buffer(p.pt, 0.006, 8));"
 	script "within_$t" "\\set x random(0, 1000000)
 \\set y random(0, 1000000)
 SELECT count(*) FROM $tbl WHERE ST_Within(geom, ST_Buffer(ST_SetSRID(ST_MakePoint(10 + :x / 1000000.0, 45 + :y / 1000000.0), 4326), 0.006, 8));"
@@ -116,7 +127,7 @@ tps() {
 		-f "$work/$1.sql" "$DB" 2>/dev/null | sed -n 's/^tps = \([0-9.]*\) .*/\1/p'
 }
 
-queries="id bbox2 bbox5 bbox10 bbox20 bbox50 knn radius join mm_deg mm_m spjoin within"
+queries="id bbox2 bbox5 bbox10 bbox20 bbox50 knn radius join mm_deg mm_m spjoin within mm_deg_all mm_m_all within_all"
 declare -A read_only
 for c in $CLIENTS; do
 	echo "bench/pgbench: $c client(s)" >&2

@@ -16,10 +16,14 @@
  *	   edges), rechecked by PostgreSQL;
  *	 - ORDER BY geom <-> expr LIMIT k with no WHERE, expr a point: the k
  *	   nearest and their ties, which PostgreSQL sorts;
- *	 - spatial joins (the three spatial forms above with expr naming other
- *	   tables' columns, e.g. ST_DWithin(l.geom, p.geom, d)): a path
- *	   parameterized by those tables, one R-tree query per outer row of a
- *	   nested loop (add_spatial_join_paths).
+ *	 - ORDER BY geom <-> expr, geom <#> expr, geom::geography <-> expr with
+ *	   any WHERE and any LIMIT: nearest first, incrementally (src/knn.c),
+ *	   each candidate measured by the query's own ORDER BY expression;
+ *	 - spatial joins (the spatial forms above and the predicates below with
+ *	   expr naming other tables' columns, e.g. ST_DWithin(l.geom, p.geom, d),
+ *	   ST_Within(l.geom, ST_Buffer(p.geom, r))): a path parameterized by
+ *	   those tables, one R-tree query per outer row of a nested loop
+ *	   (add_spatial_join_paths).
  *	 - rechecked by PostgreSQL, like a GiST index's candidates:
  *	   ST_Within, ST_Contains, ST_Covers, ST_CoveredBy, ST_Crosses,
  *	   ST_Touches, ST_Equals, ST_3DIntersects (either argument geom): an
@@ -32,7 +36,10 @@
  *	   id when short, else a pass over the records' ids, not their shapes);
  *	 - a OR b OR ...: the union of the parts' candidates when each part is
  *	   one of the above (an AND part by its best conjunct).
- * Key filters are preferred to boxes, and boxes to id ranges.
+ * Key filters are preferred to boxes, and boxes to id ranges.  A pushed
+ * clause f(geom, expr[, d]) that needs a recheck is rechecked by the scan
+ * with the values of expr and d it evaluated once (own_recheck), not by
+ * PostgreSQL's filter, which would evaluate expr again per candidate.
  * PostGIS is found through the extension catalog, whatever its schema.  expr
  * may be a constant, a parameter or any stable expression of them (and of an
  * outer row's columns in a join): it is evaluated once per scan (or per
@@ -180,7 +187,10 @@ enum FdwPrivateIndex
 	FdwPrivateColumns,			/* integer list: LocColumn of each attribute (-1 = unknown) */
 	FdwPrivatePush,				/* integer list: kind, k (fdw_exprs holds the arguments) */
 	FdwPrivateDescription,		/* string: for EXPLAIN */
-	FdwPrivateKnnArg			/* string: PUSH_KNN's argument, for EXPLAIN ANALYZE */
+	FdwPrivateKnnArg,			/* string: PUSH_KNN's argument, for EXPLAIN ANALYZE */
+	FdwPrivateNargs,			/* integer: how many arguments the scan evaluates once per (re)scan */
+	FdwPrivateRecheck,			/* integer list: the pushed clause's own recheck (own_recheck), or NIL */
+	FdwPrivateRecheckText		/* string: that clause, for EXPLAIN */
 };
 
 typedef struct LocScanState
@@ -191,6 +201,14 @@ typedef struct LocScanState
 	int64		k;
 	int			geom_att;		/* attribute index of geom, or -1 */
 	List	   *expr_states;
+	int			nargs;			/* the pushed arguments: the first nargs of expr_states */
+	Datum	   *argv;			/* their values in this (re)scan */
+	bool	   *argnull;
+	/* the pushed clause, rechecked by the scan with its arguments' values (own_recheck) */
+	FunctionCallInfo recheck;
+	int		   *recheck_arg;	/* per call argument: the pushed argument, or -1 for geom */
+	char	   *recheck_desc;	/* for EXPLAIN */
+	uint64		recheck_removed;
 	char	   *description;
 	char	   *knn_arg;
 	/* kinds from PUSH_BOX_OF on: the parts, their arguments in order in expr_states */
@@ -1120,7 +1138,7 @@ spatial_join_candidates(const LocPlanInfo *info, const Push *push)
 	if (!(mapw > 0 || maph > 0))
 		return Max(1, info->count / 1000);
 	guess_expr_box(linitial(push->args), &w, &h);
-	if (push->kind == PUSH_DWITHIN_DEG)
+	if (push->kind == PUSH_DWITHIN_DEG || push->kind == PUSH_EXPAND_OF)
 	{
 		d = const_distance(lsecond(push->args));
 		if (d < 0)
@@ -1128,7 +1146,7 @@ spatial_join_candidates(const LocPlanInfo *info, const Push *push)
 		w += 2 * d;
 		h += 2 * d;
 	}
-	else if (push->kind == PUSH_DWITHIN_M)
+	else if (push->kind == PUSH_DWITHIN_M || (push->kind == PUSH_GEOG_BOX && list_length(push->args) > 1))
 	{
 		/* metres to degrees at the map's middle latitude (the box grows by as much) */
 		double		lat = fabs(info->extent[1] + info->extent[3]) / 2;
@@ -1172,7 +1190,8 @@ add_spatial_join_paths(PlannerInfo *root, RelOptInfo *baserel, LocPlanInfo *info
 		if (!join_clause_is_movable_to(ri, baserel) ||
 			ri->security_level > baserel->baserestrict_min_security ||
 			!classify_clause(ri->clause, baserel->relid, info->colmap, &p) ||
-			(p.kind != PUSH_BOX && p.kind != PUSH_DWITHIN_DEG && p.kind != PUSH_DWITHIN_M))
+			(p.kind != PUSH_BOX && p.kind != PUSH_DWITHIN_DEG && p.kind != PUSH_DWITHIN_M &&
+			 p.kind != PUSH_BOX_OF && p.kind != PUSH_EXPAND_OF && p.kind != PUSH_GEOG_BOX))
 			continue;
 		outer = bms_difference(ri->clause_relids, baserel->relids);
 		if (bms_is_empty(outer))
@@ -1232,17 +1251,21 @@ param_path_push(ForeignPath *path, List *scan_clauses, RelOptInfo *baserel, cons
  * them for the query's relations.
  */
 static char *
-describe_join_push(PlannerInfo *root, RelOptInfo *baserel, const Push *push)
+deparse_join_clause(PlannerInfo *root, RelOptInfo *baserel, Expr *clause)
 {
 	PlannedStmt *ps = makeNode(PlannedStmt);
 	List	   *names;
-	char	   *s;
 
 	ps->rtable = root->parse->rtable;
 	names = select_rtable_names_for_explain(ps->rtable, bms_union(root->all_baserels, baserel->relids));
 	lfirst(list_nth_cell(names, baserel->relid - 1)) = NULL;
-	s = deparse_expression((Node *) push->rinfo->clause, deparse_context_for_plan_tree(ps, names), true, false);
-	return psprintf("%s per outer row", s);
+	return deparse_expression((Node *) clause, deparse_context_for_plan_tree(ps, names), true, false);
+}
+
+static char *
+describe_join_push(PlannerInfo *root, RelOptInfo *baserel, const Push *push)
+{
+	return psprintf("%s per outer row", deparse_join_clause(root, baserel, push->rinfo->clause));
 }
 
 static void
@@ -1401,6 +1424,85 @@ push_encode(const Push *p)
 	return l;
 }
 
+/*
+ * How many of a push's arguments are values the scan evaluates once per
+ * (re)scan: the nearest-first distance expression (second) and a geography
+ * radius's clause (third) are evaluated per entry instead.
+ */
+static int
+pushed_arg_count(const Push *p)
+{
+	if (p->kind == PUSH_NONE)
+		return 0;
+	if (p->kind == PUSH_KNN_ORDER)
+		return 1;
+	if (p->kind == PUSH_DWITHIN_M)
+		return Min(list_length(p->args), 2);
+	return list_length(p->args);
+}
+
+/*
+ * The pushed clause, when the scan can recheck it by calling its function
+ * on each candidate's geom and the values of the pushed arguments, which it
+ * evaluates once per (re)scan: f(geom, a[, d]) with a and d among the
+ * pushed arguments, either way round.  PostgreSQL would evaluate a again
+ * for every candidate; in a generic plan (ST_Within(geom, ST_Buffer($1,
+ * 0.01))) that is a buffer per candidate.  Returns the function and its
+ * collation (as integers), then per argument the pushed argument it is
+ * (-1: geom); NIL if the clause is not of that form.
+ */
+static List *
+own_recheck(const Push *push, Index relid, const int *colmap)
+{
+	Expr	   *clause = push->rinfo ? push->rinfo->clause : NULL;
+	List	   *args;
+	Oid			funcid,
+				collid;
+	List	   *map = NIL;
+	bool		geom = false;
+	ListCell   *lc;
+
+	if (clause == NULL || push->exact || push->kind == PUSH_DWITHIN_M || push->kind == PUSH_UNION ||
+		push->kind == PUSH_KNN || push->kind == PUSH_KNN_ORDER)
+		return NIL;
+	if (IsA(clause, FuncExpr))
+	{
+		funcid = ((FuncExpr *) clause)->funcid;
+		collid = ((FuncExpr *) clause)->inputcollid;
+		args = ((FuncExpr *) clause)->args;
+	}
+	else if (IsA(clause, OpExpr))
+	{
+		set_opfuncid((OpExpr *) clause);
+		funcid = ((OpExpr *) clause)->opfuncid;
+		collid = ((OpExpr *) clause)->inputcollid;
+		args = ((OpExpr *) clause)->args;
+	}
+	else
+		return NIL;
+	if (!func_strict(funcid) || get_func_rettype(funcid) != BOOLOID || get_func_retset(funcid))
+		return NIL;
+	foreach(lc, args)
+	{
+		int			j = -1;
+
+		if (!geom && is_geom_var(lfirst(lc), relid, colmap))
+			geom = true;
+		else
+		{
+			ListCell   *la;
+
+			foreach(la, push->args)
+				if (equal(lfirst(lc), lfirst(la)))
+					j = foreach_current_index(la);
+			if (j < 0)
+				return NIL;
+		}
+		map = lappend_int(map, j);
+	}
+	return geom ? list_concat(list_make2_int((int) funcid, (int) collid), map) : NIL;
+}
+
 static ForeignScan *
 locGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 				  ForeignPath *best_path, List *tlist, List *scan_clauses, Plan *outer_plan)
@@ -1412,6 +1514,9 @@ locGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 	char	   *knn_arg = NULL;
 	Bitmapset  *attrs = NULL;
 	List	   *recheck = NIL;
+	List	   *own = NIL;
+	char	   *own_desc = "";
+	List	   *fdw_private;
 	bool		whole_row;
 	int			geom_att;
 	ListCell   *lc;
@@ -1451,6 +1556,13 @@ locGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 	}
 	if (push.kind == PUSH_DWITHIN_M && push.rinfo == NULL)
 		push.args = list_truncate(list_copy(push.args), 2);	/* (never: keep PostgreSQL's qual) */
+	else if ((own = own_recheck(&push, baserel->relid, info->colmap)) != NIL)
+	{
+		/* the scan rechecks it; EvalPlanQual too, on the row it re-reads */
+		own_desc = deparse_join_clause(root, baserel, push.rinfo->clause);
+		scan_clauses = list_delete_ptr(list_copy(scan_clauses), push.rinfo);
+		recheck = list_make1(push.rinfo->clause);
+	}
 
 	/*
 	 * Only the columns the query uses are formed (a geometry costs far more
@@ -1529,11 +1641,13 @@ locGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 
 	/* every other clause is rechecked by PostgreSQL */
 	scan_clauses = extract_actual_clauses(scan_clauses, false);
+	fdw_private = list_make5(cols, list_concat(list_make3_int(push.kind, (int) push.k, geom_att), push_encode(&push)),
+							 makeString(desc ? desc : "none (full scan)"),
+							 makeString(knn_arg ? knn_arg : ""),
+							 list_make1_int(pushed_arg_count(&push)));
+	fdw_private = lappend(lappend(fdw_private, own), makeString(own_desc));
 	return make_foreignscan(tlist, scan_clauses, baserel->relid,
-							push.kind == PUSH_NONE ? NIL : push.args,
-							list_make4(cols, list_concat(list_make3_int(push.kind, (int) push.k, geom_att), push_encode(&push)),
-									   makeString(desc ? desc : "none (full scan)"),
-									   makeString(knn_arg ? knn_arg : "")),
+							push.kind == PUSH_NONE ? NIL : push.args, fdw_private,
 							NIL, recheck, outer_plan);
 }
 
@@ -1557,6 +1671,56 @@ push_decode(LocScanState *st, List *l)
 		if (st->part_nargs[p] > 2)
 			elog(ERROR, "trafficdb: a pushed-down part with %d arguments", st->part_nargs[p]);
 	}
+}
+
+/* The call own_recheck planned: function, collation, argument map, description. */
+static void
+own_recheck_begin(ForeignScanState *node, LocScanState *st, List *own, char *text)
+{
+	MemoryContext cxt = node->ss.ps.state->es_query_cxt;
+	FmgrInfo   *flinfo;
+	int			nargs;
+
+	if (own == NIL)
+		return;
+	nargs = list_length(own) - 2;
+	flinfo = MemoryContextAlloc(cxt, sizeof(FmgrInfo));
+	/* in the query's memory: PostGIS keeps its prepared shape in fn_extra */
+	fmgr_info_cxt((Oid) list_nth_int(own, 0), flinfo, cxt);
+	st->recheck = MemoryContextAllocZero(cxt, SizeForFunctionCallInfo(nargs));
+	InitFunctionCallInfoData(*st->recheck, flinfo, nargs, (Oid) list_nth_int(own, 1), NULL, NULL);
+	st->recheck_arg = MemoryContextAlloc(cxt, sizeof(int) * nargs);
+	for (int i = 0; i < nargs; i++)
+	{
+		st->recheck_arg[i] = list_nth_int(own, 2 + i);
+		if (st->recheck_arg[i] >= st->nargs)
+			elog(ERROR, "trafficdb: a recheck argument %d of %d", st->recheck_arg[i], st->nargs);
+	}
+	st->recheck_desc = text;
+}
+
+/*
+ * The pushed clause on entry i, whose geom is g: false also when an
+ * argument is NULL (the function is strict) or the answer is NULL.
+ */
+static bool
+own_recheck_passes(LocScanState *st, Datum g)
+{
+	FunctionCallInfo fcinfo = st->recheck;
+	Datum		r;
+
+	for (int a = 0; a < fcinfo->nargs; a++)
+	{
+		int			j = st->recheck_arg[a];
+
+		if (j >= 0 && st->argnull[j])
+			return false;
+		fcinfo->args[a].value = j >= 0 ? st->argv[j] : g;
+		fcinfo->args[a].isnull = false;
+	}
+	fcinfo->isnull = false;
+	r = FunctionCallInvoke(fcinfo);
+	return !fcinfo->isnull && DatumGetBool(r);
 }
 
 static void
@@ -1597,6 +1761,11 @@ locBeginForeignScan(ForeignScanState *node, int eflags)
 		st->expr_states = ExecInitExprList(plan->fdw_exprs, (PlanState *) node);
 	if (st->kind == PUSH_DWITHIN_M && list_length(st->expr_states) == 3)
 		st->radius_clause = lthird(st->expr_states);
+	st->nargs = linitial_int((List *) list_nth(plan->fdw_private, FdwPrivateNargs));
+	st->argv = palloc0(sizeof(Datum) * Max(st->nargs, 1));
+	st->argnull = palloc0(sizeof(bool) * Max(st->nargs, 1));
+	own_recheck_begin(node, st, list_nth(plan->fdw_private, FdwPrivateRecheck),
+					  strVal(list_nth(plan->fdw_private, FdwPrivateRecheckText)));
 	st->eval_cxt = AllocSetContextCreate(node->ss.ps.state->es_query_cxt, "trafficdb scan arguments",
 										 ALLOCSET_SMALL_SIZES);
 	node->fdw_state = st;
@@ -1900,6 +2069,36 @@ collect_id_range(LocScanState *st, int flags, const Datum *v, const bool *isnull
 #define GEOG_TOUCH_M 1.0
 
 /*
+ * How far, in metres, the records' geography edges (great-circle arcs) can
+ * leave their lon/lat vertex boxes, which are what the R-tree holds: a
+ * geography query grows its box by this much so that a road bulging
+ * poleward past its own vertices is not missed.  The daemon measures it
+ * once per map; a backend reading another map than the daemon's current one
+ * (a long transaction) measures it itself, once.  +infinity: an edge spans
+ * 180 degrees or more (every record is then a candidate).
+ */
+static double
+map_arc_slack(const TdbMapView *map)
+{
+	static uint64 map_id = 0;
+	static double slack = 0;
+
+	if (map_id != map->hdr->map_id || map_id == 0)
+	{
+		bool		published;
+
+		SpinLockAcquire(&tdb_shared->mutex);
+		published = tdb_shared->map_id == map->hdr->map_id;
+		slack = tdb_shared->map_arc_slack_m;
+		SpinLockRelease(&tdb_shared->mutex);
+		if (!published)
+			slack = tdb_map_arc_slack_m(map);
+		map_id = map->hdr->map_id;
+	}
+	return slack;
+}
+
+/*
  * The candidates of one part of a push, from its evaluated arguments.
  * true: every record is one (the narrowing cannot be computed: a bad
  * distance, a box over a pole), and PostgreSQL's recheck decides.
@@ -1944,7 +2143,8 @@ collect_part(LocScanState *st, int kind, int nargs, int flags, const Datum *v, c
 			if (isnull[0] || (nargs > 1 && isnull[1]))
 				return false;
 			d = nargs > 1 ? DatumGetFloat8(v[1]) : 0;
-			if (!(d >= 0) || !geography_box(v[0], type[0], &box) || !grow_box_metres(&box, d + GEOG_TOUCH_M))
+			if (!(d >= 0) || !geography_box(v[0], type[0], &box) ||
+				!grow_box_metres(&box, d + GEOG_TOUCH_M + map_arc_slack(st->snap->map)))
 				return true;
 			tdb_map_query_box(st->snap->map, &box, collect_entry, c);
 			return false;
@@ -1956,12 +2156,32 @@ collect_part(LocScanState *st, int kind, int nargs, int flags, const Datum *v, c
 	}
 }
 
-/* Evaluate each part's arguments and collect the union of their candidates. */
-static bool
-collect_parts(ForeignScanState *node, LocScanState *st, Collect *c)
+/*
+ * Evaluate the pushed arguments, once per (re)scan, in the current memory
+ * context (the scan's per-(re)scan one).
+ */
+static void
+loc_eval_args(ForeignScanState *node, LocScanState *st)
 {
 	ExprContext *econtext = node->ss.ps.ps_ExprContext;
+	ListCell   *lc;
+
+	foreach(lc, st->expr_states)
+	{
+		int			n = foreach_current_index(lc);
+
+		if (n >= st->nargs)
+			break;
+		st->argv[n] = ExecEvalExpr(lfirst(lc), econtext, &st->argnull[n]);
+	}
+}
+
+/* The union of the candidates of each part, from its arguments. */
+static bool
+collect_parts(LocScanState *st, Collect *c)
+{
 	ListCell   *lc = list_head(st->expr_states);
+	int			n = 0;
 
 	for (int p = 0; p < st->nparts; p++)
 	{
@@ -1973,9 +2193,11 @@ collect_parts(ForeignScanState *node, LocScanState *st, Collect *c)
 		{
 			ExprState  *es = lfirst(lc);
 
-			v[a] = ExecEvalExpr(es, econtext, &isnull[a]);
+			v[a] = st->argv[n];
+			isnull[a] = st->argnull[n];
 			type[a] = exprType((Node *) es->expr);
 			lc = lnext(st->expr_states, lc);
+			n++;
 		}
 		if (collect_part(st, st->part_kind[p], st->part_nargs[p], st->part_flags[p], v, isnull, type, c))
 			return true;
@@ -2024,32 +2246,6 @@ knn_zero_bound(const TdbBoxF *b, void *arg)
 	(void) b;
 	(void) arg;
 	return 0;
-}
-
-/*
- * How far the entries' geography edges can leave their vertex boxes: the
- * daemon measures it once per map; a backend reading another map than the
- * daemon's current one (a long transaction) measures it itself, once.
- */
-static double
-knn_map_slack(const TdbMapView *map)
-{
-	static uint64 map_id = 0;
-	static double slack = 0;
-
-	if (map_id != map->hdr->map_id || map_id == 0)
-	{
-		bool		published;
-
-		SpinLockAcquire(&tdb_shared->mutex);
-		published = tdb_shared->map_id == map->hdr->map_id;
-		slack = tdb_shared->map_arc_slack_m;
-		SpinLockRelease(&tdb_shared->mutex);
-		if (!published)
-			slack = tdb_map_arc_slack_m(map);
-		map_id = map->hdr->map_id;
-	}
-	return slack;
 }
 
 /* Record i's shape as a geometry Datum (its points go through st->xy, grown as needed). */
@@ -2123,7 +2319,7 @@ knn_start(ForeignScanState *node, LocScanState *st, Datum v, bool isnull, Oid ty
 		/* from a point: a lower bound in metres (any other shape: 0, still exact) */
 		st->knn_geo.lon = box.xmin;
 		st->knn_geo.lat = box.ymin;
-		st->knn_geo.slack_m = knn_map_slack(st->snap->map);
+		st->knn_geo.slack_m = map_arc_slack(st->snap->map);
 		if (isfinite(st->knn_geo.slack_m))
 		{
 			bound = tdb_knn_geodesic_bound;
@@ -2137,14 +2333,12 @@ knn_start(ForeignScanState *node, LocScanState *st, Datum v, bool isnull, Oid ty
 static void
 loc_find_candidates(ForeignScanState *node, LocScanState *st)
 {
-	ExprContext *econtext = node->ss.ps.ps_ExprContext;
 	Collect		c = {NULL, 0, 0, node->ss.ps.state->es_query_cxt};
 	Datum		v[2] = {0, 0};
 	bool		isnull[2] = {true, true};
 	Oid			type0 = InvalidOid;
 	TdbBox		box;
 	bool		all = false;
-	ListCell   *lc;
 	MemoryContext oldcxt;
 
 	st->next = 0;
@@ -2160,15 +2354,13 @@ loc_find_candidates(ForeignScanState *node, LocScanState *st)
 		MemoryContextSwitchTo(oldcxt);
 		return;
 	}
-	foreach(lc, st->expr_states)
+	loc_eval_args(node, st);
+	if (st->expr_states != NIL)
+		type0 = exprType((Node *) ((ExprState *) linitial(st->expr_states))->expr);
+	for (int n = 0; n < Min(st->nargs, 2); n++)
 	{
-		ExprState  *es = lfirst(lc);
-		int			n = foreach_current_index(lc);
-
-		if (n == 0)
-			type0 = exprType((Node *) es->expr);
-		if (n < 2 && st->nparts == 0)	/* (collect_parts evaluates its own) */
-			v[n] = ExecEvalExpr(es, econtext, &isnull[n]);
+		v[n] = st->argv[n];
+		isnull[n] = st->argnull[n];
 	}
 
 	switch (st->kind)
@@ -2208,7 +2400,8 @@ loc_find_candidates(ForeignScanState *node, LocScanState *st)
 				st->radius_fast = false;
 				if (isnull[0])
 					break;
-				if (!(d >= 0) || !geography_box(v[0], type0, &box) || !grow_box_metres(&box, d))
+				if (!(d >= 0) || !geography_box(v[0], type0, &box) ||
+					!grow_box_metres(&box, d + map_arc_slack(st->snap->map)))
 				{
 					all = true;
 					break;
@@ -2217,18 +2410,24 @@ loc_find_candidates(ForeignScanState *node, LocScanState *st)
 
 				/*
 				 * From a point, within 20 km, away from the poles, our own
-				 * distance (local equirectangular, see rtree.h) is within
-				 * 1.5 % of PostGIS's spheroidal one: decide by it outside a
-				 * 2 % + 1 m band and ask PostGIS only inside the band.
+				 * distance (local equirectangular, see rtree.h) to a
+				 * record's lon/lat polyline is within 1.5 % of PostGIS's
+				 * spheroidal one to that polyline; the record's geodesic
+				 * edges lie within the map's arc slack of it.  Decide by our
+				 * distance outside a 2 % + 1 m band widened by the slack,
+				 * and ask PostGIS only inside the band.
 				 */
 				if (d <= 20000 && geometry_box_ex(tdb_geography_to_geometry(v[0], type0), &exact, false) &&
-					exact.xmin == exact.xmax && exact.ymin == exact.ymax && fabs(exact.ymin) <= 70)
+					exact.xmin == exact.xmax && exact.ymin == exact.ymax && fabs(exact.ymin) <= 70 &&
+					isfinite(map_arc_slack(st->snap->map)))
 				{
+					double		slack = map_arc_slack(st->snap->map);
+
 					st->radius_fast = true;
 					st->radius_x = exact.xmin;
 					st->radius_y = exact.ymin;
-					st->radius_lo = d * 0.98 - 1.0;
-					st->radius_hi = d * 1.02 + 1.0;
+					st->radius_lo = (d - slack) * 0.98 - 1.0;
+					st->radius_hi = d * 1.02 + 1.0 + slack;
 				}
 			}
 			break;
@@ -2260,7 +2459,7 @@ loc_find_candidates(ForeignScanState *node, LocScanState *st)
 		case PUSH_GEOG_BOX:
 		case PUSH_ID_RANGE:
 		case PUSH_UNION:
-			all = collect_parts(node, st, &c);
+			all = collect_parts(st, &c);
 			break;
 		case PUSH_NONE:
 			break;
@@ -2290,6 +2489,7 @@ locIterateForeignScan(ForeignScanState *node)
 	const TdbLocation *rec;
 	const TdbTraffic *t;
 	bool		check;
+	Datum		own_geom;
 
 	if (st->snap == NULL)
 	{
@@ -2322,6 +2522,17 @@ next_candidate:
 	rec = &snap->map->records[i];
 	t = &snap->entries[i];
 	check = false;
+	own_geom = (Datum) 0;
+	if (st->recheck != NULL)
+	{
+		own_geom = record_geom(node, st, i);
+		if (!own_recheck_passes(st, own_geom))
+		{
+			st->recheck_removed++;
+			ResetExprContext(node->ss.ps.ps_ExprContext);
+			goto next_candidate;
+		}
+	}
 	if (st->radius_clause != NULL)
 	{
 		if (st->radius_fast)
@@ -2348,7 +2559,7 @@ next_candidate:
 				*v = Int64GetDatum((int64) rec->id);
 				break;
 			case COL_GEOM:
-				*v = record_geom(node, st, i);
+				*v = own_geom != (Datum) 0 ? own_geom : record_geom(node, st, i);
 				break;
 			case COL_ROAD_CLASS:
 				{
@@ -2468,6 +2679,8 @@ locExplainForeignScan(ForeignScanState *node, ExplainState *es)
 	else if (es->analyze && st->kind == PUSH_KNN && st->knn_scans > 0)
 		desc = psprintf("the " INT64_FORMAT " nearest to %s, and their ties", st->k, st->knn_arg);
 	ExplainPropertyText("TrafficDB Pushdown", desc, es);
+	if (st->recheck != NULL)
+		ExplainPropertyText("TrafficDB Recheck", psprintf("%s, its arguments evaluated once per scan", st->recheck_desc), es);
 	if (es->analyze && st->kind == PUSH_KNN && st->knn_full_scans > 0 && st->knn_scans > 0)
 		ExplainPropertyInteger("Full Scans, Not From a Point", NULL, (int64) st->knn_full_scans, es);
 	if (es->analyze)
@@ -2477,6 +2690,8 @@ locExplainForeignScan(ForeignScanState *node, ExplainState *es)
 							   (int64) (st->kind == PUSH_KNN_ORDER ? st->knn_measured : st->examined), es);
 		if (st->radius_clause != NULL)
 			ExplainPropertyInteger("Radius Decided by PostGIS", NULL, (int64) st->radius_postgis, es);
+		if (st->recheck != NULL)
+			ExplainPropertyInteger("Rows Removed by Recheck", NULL, (int64) st->recheck_removed, es);
 		if (st->snap)
 			ExplainPropertyInteger("Generation", NULL, (int64) st->snap->generation, es);
 	}

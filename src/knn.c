@@ -557,34 +557,54 @@ tdb_knn_box_dist(const TdbBoxF *b, void *qbox)
 
 /* ---- metres ---------------------------------------------------------------------- */
 
-/* Great-circle angle between (l1, p1) and (l2, p2), radians in, haversine. */
+/*
+ * The haversine angle between latitude p (cosine cp) and latitude q (cosine
+ * cq) dl apart in longitude, given h2 = sin^2(dl / 2).
+ */
 static inline double
-angle_between(double l1, double p1, double l2, double p2)
+haversine_angle(double p, double cp, double q, double cq, double h2)
 {
-	double		s1 = sin((p2 - p1) / 2.0);
-	double		s2 = sin((l2 - l1) / 2.0);
-	double		h = s1 * s1 + cos(p1) * cos(p2) * s2 * s2;
+	double		s = sin((q - p) / 2.0);
+	double		h = s * s + cp * cq * h2;
 
-	if (h > 1.0)
-		h = 1.0;
-	return 2.0 * asin(sqrt(h));
+	return 2.0 * asin(sqrt(h > 1.0 ? 1.0 : h));
 }
 
 /*
- * Nearest point of the meridian arc (dl away in longitude, latitudes
- * [p1, p2]) to latitude p: cos(angle) = sin p sin q + cos p cos q cos dl
- * = A sin q + B cos q is a sinusoid in q whose maximum is at atan2(A, B):
- * the arc's nearest point is there if it lies in [p1, p2], else an end.
+ * Nearest point of the meridian arc dl away in longitude (0 <= dl <= pi),
+ * latitudes [p1, p2], to latitude p (sp, cp: its sine and cosine): the
+ * great-circle angle.  cos(angle) at latitude q is sin p sin q + cos p
+ * cos q cos dl = A sin q + B cos q, a sinusoid in q whose maximum is at
+ * q* = atan2(A, B): the arc's nearest point is q* when it lies strictly
+ * inside [p1, p2] (then the sinusoid rises at p1 and falls at p2), else an
+ * end.  The ends' angles are both measured by the haversine (comparing
+ * cosines would pick a wrong end by rounding when both are centimetres
+ * away), so a box costs about seven trigonometric calls.
  */
 static double
-angle_to_meridian(double p, double dl, double p1, double p2)
+angle_to_meridian(double p, double sp, double cp, double dl, double p1, double p2)
 {
-	double		best = fmin(angle_between(0.0, p, dl, p1), angle_between(0.0, p, dl, p2));
-	double		q = atan2(sin(p), cos(p) * cos(dl));
+	double		h2 = sin(dl / 2.0),
+				s1,
+				c1,
+				s2,
+				c2,
+				a = sp,
+				b;
 
-	if (q > p1 && q < p2)
-		best = fmin(best, angle_between(0.0, p, dl, q));
-	return best;
+	h2 *= h2;
+	b = cp * (1.0 - 2.0 * h2);	/* cp * cos(dl) */
+	s1 = sin(p1);
+	c1 = cos(p1);
+	s2 = sin(p2);
+	c2 = cos(p2);
+	if (a * c1 - b * s1 > 0.0 && a * c2 - b * s2 < 0.0)
+	{
+		double		q = atan2(a, b);
+
+		return haversine_angle(p, cp, q, cos(q), h2);
+	}
+	return fmin(haversine_angle(p, cp, p1, c1, h2), haversine_angle(p, cp, p2, c2, h2));
 }
 
 /* |a - b| in longitude, wrapped into [0, pi]. */
@@ -600,9 +620,9 @@ lon_gap(double a, double b)
  * Within the box's longitudes the nearest point is on the point's own
  * meridian (the angle is at least the latitude difference, reached there).
  * Outside, for any latitude q in the box, moving towards the point's
- * longitude shortens the way (cos(angle) grows as cos(dl) does), so the
- * nearest point is on the meridian edge nearer in longitude; both edges
- * are measured.
+ * longitude shortens the way (cos(angle) grows as cos(dl) does, cos p cos q
+ * being >= 0), so the nearest point is on the meridian edge nearer in
+ * longitude (either, at a tie).
  */
 double
 tdb_knn_angle_to_box(double lon, double lat, const TdbBoxF *b)
@@ -614,8 +634,9 @@ tdb_knn_angle_to_box(double lon, double lat, const TdbBoxF *b)
 
 	if (lon >= (double) b->xmin && lon <= (double) b->xmax)
 		return p < p1 ? p1 - p : (p > p2 ? p - p2 : 0.0);
-	return fmin(angle_to_meridian(p, lon_gap(l, (double) b->xmin * DEG2RAD), p1, p2),
-				angle_to_meridian(p, lon_gap(l, (double) b->xmax * DEG2RAD), p1, p2));
+	return angle_to_meridian(p, sin(p), cos(p),
+							 fmin(lon_gap(l, (double) b->xmin * DEG2RAD), lon_gap(l, (double) b->xmax * DEG2RAD)),
+							 p1, p2);
 }
 
 double

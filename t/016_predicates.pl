@@ -205,7 +205,7 @@ like($node->safe_psql('postgres', q{EXPLAIN (COSTS OFF) SELECT * FROM trafficdb.
 	qr/TrafficDB Pushdown: location_id = 42$/, 'a key lookup is preferred to a box and a range');
 like($node->safe_psql('postgres', q{EXPLAIN (COSTS OFF) SELECT * FROM trafficdb.locations
   WHERE location_id > 10 AND ST_Within(geom, ST_MakeEnvelope(24.9, 60.1, 25, 60.2, 4326))}),
-	qr/TrafficDB Pushdown: geom && box2d.* for ST_Within$/, 'a box is preferred to an id range');
+	qr/TrafficDB Pushdown: geom && box2d.* for ST_Within$/m, 'a box is preferred to an id range');
 # An OR with a part that cannot be narrowed reads everything, and says so.
 like($node->safe_psql('postgres', q{EXPLAIN (COSTS OFF) SELECT * FROM trafficdb.locations
   WHERE geom && ST_MakeEnvelope(24.9, 60.1, 25, 60.2, 4326) OR ST_Length(geom) > 0.01}),
@@ -219,6 +219,33 @@ like($bg->query_safe('EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) EXECUTE r(100, 11
 is($bg->query_safe('EXECUTE r(2990, 200000)'), $node->safe_psql('postgres', 'SELECT count(*) FROM roads WHERE location_id BETWEEN 2990 AND 200000'),
 	'a long range of parameters (a pass over the ids) agrees with the heap');
 $bg->quit;
+
+# In a generic plan the pushed shape is an expression of the parameters:
+# the scan evaluates it once and rechecks each candidate with that value
+# (PostgreSQL's own filter evaluated it again for every candidate: here a
+# buffer per candidate).  A STABLE function that says when it runs counts.
+$node->safe_psql('postgres', q{
+CREATE FUNCTION counted_buffer(g geometry, r float8) RETURNS geometry STABLE LANGUAGE plpgsql
+  AS $$ BEGIN RAISE NOTICE 'counted_buffer ran'; RETURN ST_Buffer(g, r); END $$;
+});
+for my $form ('ST_Within(geom, counted_buffer(ST_SetSRID(ST_MakePoint($1, $2), 4326), 0.01))',
+			  'ST_Intersects(counted_buffer(ST_SetSRID(ST_MakePoint($1, $2), 4326), 0.004), geom)',
+			  'ST_DWithin(geom, counted_buffer(ST_SetSRID(ST_MakePoint($1, $2), 4326), 0.001), 0.004)')
+{
+	my $sql = "SET plan_cache_mode = force_generic_plan;
+		PREPARE w(float8, float8) AS SELECT count(*), sum(location_id) FROM trafficdb.locations WHERE $form;";
+	my ($rc, $out, $err) = $node->psql('postgres', "$sql EXECUTE w(24.95, 60.17);");
+	(my $heap = $form) =~ s/\$1/24.95/;
+	$heap =~ s/\$2/60.17/;
+	my $want = $node->safe_psql('postgres', "SET client_min_messages = warning; SELECT count(*), sum(location_id) FROM roads WHERE $heap");
+	is($out, $want, "generic plan of $form: the heap's rows");
+	my $runs = () = $err =~ /counted_buffer ran/g;
+	is($runs, 1, "generic plan of $form: the shape is built once, not per candidate");
+	my $plan = $node->safe_psql('postgres', "SET client_min_messages = warning; $sql EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) EXECUTE w(24.95, 60.17)");
+	my ($examined) = $plan =~ /Locations Examined: (\d+)/;
+	cmp_ok($examined, '>=', 5, "generic plan of $form: $examined candidates rechecked");
+	like($plan, qr/TrafficDB Recheck: /, "generic plan of $form: EXPLAIN says the scan rechecks");
+}
 
 $node->stop;
 done_testing();

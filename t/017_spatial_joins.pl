@@ -1,5 +1,7 @@
 # t/017_spatial_joins.pl: spatial joins against the locations foreign table
-# (ST_DWithin, &&, ST_Intersects with the other side from another table)
+# (ST_DWithin, &&, ST_Intersects and the predicates narrowed by a box:
+# ST_Within, ST_Contains, ST_CoveredBy, @, ST_DFullyWithin, geography
+# ST_Intersects, with the other side from another table)
 # run as a nested loop with one R-tree query per outer row, and give the
 # same pairs as the same join against a heap copy with a GiST index.
 use strict;
@@ -31,9 +33,11 @@ SELECT i::bigint AS id,
 INSERT INTO roads SELECT id + 100000, geom FROM roads WHERE id % 13 = 0;
 CREATE TABLE heap_locations AS SELECT id AS location_id, geom FROM roads;
 CREATE INDEX ON heap_locations USING gist (geom);
+CREATE INDEX ON heap_locations USING gist ((geom::geography));
 CREATE TABLE points AS
 SELECT i AS id, ST_SetSRID(ST_MakePoint(x, y), 4326) AS geom,
-       ST_MakeEnvelope(x, y, x + 0.002, y + 0.001, 4326) AS env, (i % 7) * 0.0003 AS r
+       ST_MakeEnvelope(x, y, x + 0.002, y + 0.001, 4326) AS env, (i % 7) * 0.0003 AS r,
+       ST_Buffer(ST_MakePoint(x, y)::geography, 150) AS area
   FROM (SELECT i, 24.78 + random() * 0.34 AS x, 60.08 + random() * 0.19 AS y
           FROM generate_series(1, 300) i) s;
 ANALYZE roads;
@@ -64,6 +68,16 @@ my @joins = (
 	  'SELECT p.id, l.location_id FROM points p JOIN T l ON ST_Intersects(l.geom, ST_Buffer(p.geom, 0.0015)) AND l.location_id % 50 <> 0' ],
 	[ 'ST_Intersects ST_Buffer, reversed',
 	  'SELECT p.id, l.location_id FROM points p JOIN T l ON ST_Intersects(ST_Buffer(p.geom, 0.002), l.geom) AND l.location_id % 50 <> 0' ],
+	# the predicates narrowed by a box, rechecked by the scan
+	[ 'ST_Within ST_Buffer',
+	  'SELECT p.id, l.location_id FROM points p JOIN T l ON ST_Within(l.geom, ST_Buffer(p.geom, 0.004)) AND l.location_id % 50 <> 0' ],
+	[ 'ST_Contains ST_Buffer, reversed',
+	  'SELECT p.id, l.location_id FROM points p JOIN T l ON ST_Contains(ST_Buffer(p.geom, 0.004), l.geom) AND l.location_id % 50 <> 0' ],
+	[ 'ST_CoveredBy ST_Expand', 'SELECT p.id, l.location_id FROM points p JOIN T l ON ST_CoveredBy(l.geom, ST_Expand(p.env, 0.002))' ],
+	[ '@ ST_Expand', 'SELECT p.id, l.location_id FROM points p JOIN T l ON l.geom @ ST_Expand(p.geom, 0.003)' ],
+	[ 'ST_DFullyWithin', 'SELECT p.id, l.location_id FROM points p JOIN T l ON ST_DFullyWithin(l.geom, p.geom, 0.004)' ],
+	[ 'ST_Intersects on geography',
+	  'SELECT p.id, l.location_id FROM points p JOIN T l ON ST_Intersects(l.geom::geography, p.area) AND l.location_id % 50 <> 0' ],
 	[ 'EXISTS', 'SELECT p.id, 0 FROM points p WHERE EXISTS (SELECT FROM T l WHERE ST_DWithin(l.geom, p.geom, 0.001))' ],
 	[ 'NOT EXISTS', 'SELECT p.id, 0 FROM points p WHERE NOT EXISTS (SELECT FROM T l WHERE ST_DWithin(l.geom, p.geom, 0.001))' ],
 	[ 'LATERAL',
@@ -85,7 +99,7 @@ for my $j (@joins)
 	is($pairs->($fdw), $want, "$what: the foreign table gives the heap's pairs");
 
 	my $plan = $node->safe_psql('postgres', "EXPLAIN (COSTS OFF) $fdw");
-	like($plan, qr/Nested Loop.*\n.*Seq Scan on points p\n.*Foreign Scan on locations l\n.*TrafficDB Pushdown: .* per outer row$/s,
+	like($plan, qr/Nested Loop.*\n.*Seq Scan on points p\n.*Foreign Scan on locations l\n(?:.*\n)*?.*TrafficDB Pushdown: .* per outer row$/m,
 		"$what: a nested loop, the foreign scan parameterized by the outer row");
 	unlike($plan, qr/Hash|Merge|Materialize/, "$what: no hash or merge join, nothing materialized");
 	$plan = $node->safe_psql('postgres', "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) $fdw");
