@@ -1,4 +1,4 @@
-# t/020_road_bulge.pl: roads whose own geography edges bulge past their
+# t/021_road_bulge.pl: roads whose own geography edges bulge past their
 # vertices.  A geography edge is a great-circle arc: a long east-west road
 # runs poleward of its endpoints' latitude (by about 485 m for a 2-degree
 # edge at 60 N), while the R-tree holds the box of its vertices.  Geography
