@@ -236,7 +236,7 @@ src/tests/unit_tests_asan: $(UNIT_SRCS) $(wildcard src/*.h src/stream/*.h src/te
 	$(CC) $(UNIT_CFLAGS) -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -o $@ $(UNIT_SRCS) -lm -lpthread
 
 unit-asan: src/tests/unit_tests_asan
-	src/tests/unit_tests_asan test_stream_rdl_errors test_stream_bit_flips test_stream_codecs test_stream_power_loss_at_every_write
+	src/tests/unit_tests_asan test_stream_rdl_errors test_stream_bit_flips test_stream_codecs test_stream_power_loss_at_every_write test_stream_refresh test_stream_window_reads_bounded
 
 # libFuzzer over stream file images (clang from Debian; scripts/deps.sh installs it).
 FUZZ_SECONDS ?= 20

@@ -25,16 +25,17 @@ bench_emit() {
 	printf '  %-14s %-28s %6s %14s %-8s %s\n' "$1" "$2" "$3" "$4" "$5" "${6:+vs $6 $7: ${ratio}x}"
 }
 
-# The demo cluster (started by `make demo` when it is not running): sets
+# The demo cluster (started by `make demo` when it is not running), or the
+# one on 127.0.0.1:$BENCH_PORT (database $BENCH_DB) when that is set: sets
 # port, DB and PSQL.
 bench_cluster() {
-	port=$(cat .demo/port 2>/dev/null || true)
+	port=${BENCH_PORT:-$(cat .demo/port 2>/dev/null || true)}
 	if [ -z "$port" ] || ! "$PG_BIN/pg_isready" -q -h 127.0.0.1 -p "$port"; then
 		echo "bench: starting the demo cluster (make demo)" >&2
 		make -s demo >/dev/null
 		port=$(cat .demo/port)
 	fi
-	DB=trafficdb_demo
+	DB=${BENCH_DB:-trafficdb_demo}
 	PSQL=("$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres -d "$DB")
 }
 

@@ -10,6 +10,8 @@
  *	                                  every 100,000 records; prints
  *	                                  name,value,unit lines: wall and CPU time,
  *	                                  bytes written, file size, records kept
+ *	  streamgen fill64 FILE MB        a file of 64 streams filled until it wraps
+ *	                                  (bench/streams.sh's query and INSERT costs)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -176,6 +178,79 @@ main(int argc, char **argv)
 		tdb_stream_io_file_close(&io);
 		return 0;
 	}
-	fprintf(stderr, "usage: streamgen csv N | streamgen tsf FILE N FILESIZE\n");
+	if (argc == 4 && strcmp(argv[1], "fill64") == 0)
+	{
+		/*
+		 * A file of MB megabytes with 64 streams s0..s63 of eight float64
+		 * fields (4 kB blocks), filled round-robin, one record a second per
+		 * stream from 2024-01-01, until it wrapped (10 % more than it
+		 * holds).  Prints the first and last record index each stream keeps.
+		 */
+		const char *path = argv[2];
+		uint64_t	mb = (uint64_t) atoll(argv[3]);
+		TdbStreamSchema schema = {.block_size = 4096, .file_size = mb << 20, .nstreams = 64};
+		TdbStreamIO io;
+		TdbStreamDB *db;
+		TdbStreamFileInfo info;
+		TdbStreamStats ss;
+		TdbStreamValue v[8];
+		char		err[256];
+		uint64_t	total;
+
+		for (int s = 0; s < 64; s++)
+		{
+			TdbStreamDef *d = &schema.streams[s];
+
+			d->id = (uint32_t) s + 1;
+			snprintf(d->name, sizeof(d->name), "s%d", s);
+			d->nfields = 8;
+			for (int f = 0; f < 8; f++)
+			{
+				snprintf(d->fields[f].name, sizeof(d->fields[f].name), "%c", 'a' + f);
+				d->fields[f].type = TDB_ST_FLOAT64;
+			}
+		}
+		if (tdb_stream_io_file(path, true, schema.file_size, &io, err, sizeof(err)) != TDB_STREAM_OK ||
+			tdb_stream_create(&io, &schema, err, sizeof(err)) != TDB_STREAM_OK ||
+			tdb_stream_open(&io, &db, err, sizeof(err)) != TDB_STREAM_OK)
+		{
+			fprintf(stderr, "streamgen: %s\n", err);
+			return 1;
+		}
+		tdb_stream_info(db, &info);
+		/* 6 records of 74 bytes to a chunk, 48 to a block */
+		total = (uint64_t) info.data_blocks * 48 * 11 / 10 / 64;
+		memset(v, 0, sizeof(v));
+		for (uint64_t i = 0; i < total; i++)
+		{
+			for (int s = 0; s < 64; s++)
+			{
+				for (int f = 0; f < 8; f++)
+					v[f].v.f = (double) i + f;
+				if (tdb_stream_insert(db, s, 1704067200000000LL + (int64_t) i * 1000000, v) != TDB_STREAM_OK)
+				{
+					fprintf(stderr, "streamgen: %s\n", tdb_stream_errmsg(db));
+					return 1;
+				}
+			}
+			if (i % 10000 == 9999 && tdb_stream_flush(db) != TDB_STREAM_OK)
+			{
+				fprintf(stderr, "streamgen: %s\n", tdb_stream_errmsg(db));
+				return 1;
+			}
+		}
+		if (tdb_stream_flush(db) != TDB_STREAM_OK || tdb_stream_stats(db, 0, &ss) != TDB_STREAM_OK)
+		{
+			fprintf(stderr, "streamgen: %s\n", tdb_stream_errmsg(db));
+			return 1;
+		}
+		/* every stream keeps about the same: report stream 0's */
+		printf("%llu %llu\n", (unsigned long long) ((ss.first_ts - 1704067200000000LL) / 1000000),
+			   (unsigned long long) (total - 1));
+		tdb_stream_close(db);
+		tdb_stream_io_file_close(&io);
+		return 0;
+	}
+	fprintf(stderr, "usage: streamgen csv N | streamgen tsf FILE N FILESIZE | streamgen fill64 FILE MB\n");
 	return 2;
 }

@@ -12,10 +12,21 @@
 # after each batch for the others).  Measured: load time, CPU time (all
 # processes, from /proc/stat), bytes written to the disks (/proc/diskstats,
 # after a sync), final size.  Figures go to bench/lib.sh's CSV.
+#
+# Then what a query costs (issue 15): files of 64 streams of eight float64
+# fields (bench/streamgen fill64: filled until they wrapped) of each size in
+# STREAM_QUERY_MB (default 64, 512 and 4096 MB), beside a heap table with a
+# primary key (stream, ts) holding the same rows, in the same run, with
+# pgbench -M prepared, 1 client, STREAM_QUERY_SECONDS (10) each:
+#   window5   SELECT * of a random 5-row window of one stream
+#   insert50  INSERT of 50 rows into one stream (one transaction)
+# and the sectors EXPLAIN ANALYZE reports for a window (the handle kept).
+# STREAM_PARTS (default "load query") picks the parts.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 N=${1:-${STREAM_RECORDS:-9200000}}
+PARTS=${STREAM_PARTS:-load query}
 bench_cluster
 make -s bench/streamgen
 work=$(mktemp -d /var/tmp/trafficdb-streams.XXXXXX)
@@ -36,6 +47,7 @@ measure() {
 	cpu_s=$(awk -v a="$c0" -v b="$(cpu_ticks)" -v hz="$hz" 'BEGIN { printf "%.2f", (b - a) / hz }')
 }
 
+if [[ " $PARTS " == *" load "* ]]; then
 echo "bench/streams: generating $N records and splitting them into batches" >&2
 bench/streamgen csv "$N" | split -l 100000 -d -a 4 - "$work/batch."
 keep=$((N / 4))
@@ -102,3 +114,59 @@ db.close()
 PY
 	emit_all sqlite $var "$(du -cb "$work"/v.db* | tail -1 | cut -f1)" x
 done
+fi
+
+# pgbench_ms SCRIPT: the average latency (ms) of SCRIPT, prepared, 1 client
+pgbench_ms() {
+	"$PG_BIN/pgbench" -n -M prepared -c 1 -T "${STREAM_QUERY_SECONDS:-10}" -f "$1" -h 127.0.0.1 -p "$port" \
+		-U postgres "$DB" 2>&1 | sed -n 's/^latency average = \([0-9.]*\) ms$/\1/p'
+}
+
+if [[ " $PARTS " == *" query "* ]]; then
+for mb in ${STREAM_QUERY_MB:-64 512 4096}; do
+	f="$work/q$mb.tsf"
+	echo "bench/streams: a $mb MB file of 64 streams, and the same rows in a heap" >&2
+	read -r first last < <(bench/streamgen fill64 "$f" "$mb")
+	[ "$(id -u)" = 0 ] && chown "$PG_OS_USER": "$f"
+	"${PSQL[@]}" -c "DROP SERVER IF EXISTS bq$mb CASCADE" -c "DROP SCHEMA IF EXISTS bq$mb CASCADE" \
+		-c "DROP TABLE IF EXISTS bench_q$mb" \
+		-c "CREATE SERVER bq$mb FOREIGN DATA WRAPPER trafficdb_streams OPTIONS (filename '$f')" \
+		-c "CREATE SCHEMA bq$mb" -c "IMPORT FOREIGN SCHEMA streams LIMIT TO (s17) FROM SERVER bq$mb INTO bq$mb" \
+		-c "CREATE TABLE bench_q$mb (stream int2, ts timestamptz, a float8, b float8, c float8, d float8,
+			e float8, f float8, g float8, h float8, PRIMARY KEY (stream, ts))" \
+		-c "INSERT INTO bench_q$mb SELECT s, to_timestamp(1704067200 + i), i, i + 1, i + 2, i + 3, i + 4, i + 5, i + 6, i + 7
+			FROM generate_series($first, $last) i, generate_series(0, 63) s ORDER BY 1, 2" \
+		-c "VACUUM ANALYZE bench_q$mb" -c "CHECKPOINT"
+	rows=$(( (last - first + 1) * 64 ))
+	cat >"$work/w_tsf.sql" <<-EOF
+		\set i random($first, $last - 5)
+		SELECT * FROM bq$mb.s17 WHERE ts BETWEEN to_timestamp(1704067200 + :i) AND to_timestamp(1704067204 + :i);
+	EOF
+	cat >"$work/w_heap.sql" <<-EOF
+		\set i random($first, $last - 5)
+		SELECT * FROM bench_q$mb WHERE stream = 17 AND ts BETWEEN to_timestamp(1704067200 + :i) AND to_timestamp(1704067204 + :i);
+	EOF
+	cat >"$work/i_tsf.sql" <<-EOF
+		INSERT INTO bq$mb.s17 SELECT t + i * interval '1 microsecond', i, i, i, i, i, i, i, i
+		  FROM (SELECT clock_timestamp() AS t) c, generate_series(1, 50) i;
+	EOF
+	cat >"$work/i_heap.sql" <<-EOF
+		INSERT INTO bench_q$mb SELECT 17, t + i * interval '1 microsecond', i, i, i, i, i, i, i, i
+		  FROM (SELECT clock_timestamp() AS t) c, generate_series(1, 50) i;
+	EOF
+	w_tsf=$(pgbench_ms "$work/w_tsf.sql")
+	w_heap=$(pgbench_ms "$work/w_heap.sql")
+	i_tsf=$(pgbench_ms "$work/i_tsf.sql")
+	i_heap=$(pgbench_ms "$work/i_heap.sql")
+	sectors=$("${PSQL[@]}" -At -c "SELECT count(*) FROM bq$mb.s17 WHERE ts BETWEEN to_timestamp(1704067200 + $first + 100) AND to_timestamp(1704067204 + $first + 100)" \
+		-c "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT * FROM bq$mb.s17
+			WHERE ts BETWEEN to_timestamp(1704067200 + $first + 200) AND to_timestamp(1704067204 + $first + 200)" |
+		sed -n 's/.*Sectors Read: \([0-9]*\).*/\1/p')
+	bench_emit streams window5_ms "$mb" "$w_tsf" ms postgres_heap_pk "$w_heap"
+	bench_emit streams insert50_ms "$mb" "$i_tsf" ms postgres_heap_pk "$i_heap"
+	bench_emit streams window5_sectors_read "$mb" "$sectors" sectors
+	bench_emit streams heap_rows "$mb" "$rows" rows
+	"${PSQL[@]}" -c "DROP SERVER bq$mb CASCADE" -c "DROP SCHEMA bq$mb CASCADE" -c "DROP TABLE bench_q$mb"
+	rm -f "$f"
+done
+fi

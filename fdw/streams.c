@@ -72,6 +72,7 @@
 #include "utils/rel.h"
 #include "utils/ruleutils.h"
 #include "pgstat.h"
+#include "storage/ipc.h"
 #include "storage/latch.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
@@ -215,32 +216,227 @@ stream_lock_release(StreamLock *l, bool exclusive)
 	pfree(l);
 }
 
-/* An open stream file, closed by a memory context reset (errors included). */
+/*
+ * The backend's kept stream files.  Opening a file reads its superblocks
+ * and schema (about 100 kB for 64 streams); a stream's index is then read a
+ * sector at a time as lookups need it and cached in the handle.  So the
+ * handle is kept, per file (device and inode), between statements: each
+ * use takes the file's lock and then revalidates it with
+ * tdb_stream_refresh() (superblock copy 0 and the schema's header: one
+ * read each), which forgets what it cached of a stream whose commit changed.
+ * Rows are therefore never stale: every statement reads the file's last
+ * commit, as a freshly opened handle would.
+ *
+ * A file replaced under its name (a rename, a new inode) is noticed by the
+ * stat of its path before each use: the old handle is closed, which also
+ * lets go of the old inode.  One re-created in place (another schema or
+ * layout) is noticed by the refresh, and reopened; so is one whose size
+ * changed.  The backend's own INSERTs are written through the kept handle,
+ * so after its flush the handle holds that commit; a write that failed
+ * part way, or any error while a handle was in use, closes it.
+ *
+ * Memory: at most KEPT_MAX files (the least recently used is closed), each
+ * with its schema, one state per stream and at most 256 cached index
+ * sectors (512 bytes each): a few hundred kB per file.  Handles are
+ * closed when the backend exits.
+ */
+#define KEPT_MAX 8
+
+typedef struct KeptFile
+{
+	dev_t		dev;
+	ino_t		ino;
+	off_t		size;
+	char	   *filename;		/* the path it was opened by */
+	TdbStreamIO io;
+	TdbStreamDB *db;			/* NULL until opened under the lock */
+	bool		writable;
+	bool		doomed;			/* close when no handle uses it */
+	int			refs;			/* handles using it now */
+	uint64		used;			/* for LRU */
+} KeptFile;
+
+static List *kept_files = NIL;	/* of KeptFile *, in TopMemoryContext */
+static uint64 kept_tick = 0;
+
+static void
+kept_close(KeptFile *kf)
+{
+	kept_files = list_delete_ptr(kept_files, kf);
+	if (kf->db != NULL)
+		tdb_stream_close(kf->db);
+	if (kf->io.ctx != NULL)
+		tdb_stream_io_file_close(&kf->io);
+	pfree(kf->filename);
+	pfree(kf);
+}
+
+static void
+kept_exit(int code, Datum arg)
+{
+	(void) code;
+	(void) arg;
+	while (kept_files != NIL)
+		kept_close(linitial(kept_files));
+}
+
+/*
+ * The kept file at filename, or a new one (opened read-only, or read-write
+ * to write; not yet locked, nor its stream file opened).
+ */
+static KeptFile *
+kept_get(const char *filename, const char *relname, bool write)
+{
+	static bool registered = false;
+	struct stat st;
+	bool		have_stat = stat(filename, &st) == 0;
+	KeptFile   *kf = NULL;
+	ListCell   *lc;
+	char		err[256];
+	int			live = 0;
+
+	if (!registered)
+	{
+		on_proc_exit(kept_exit, (Datum) 0);
+		registered = true;
+	}
+	foreach(lc, kept_files)
+	{
+		KeptFile   *c = lfirst(lc);
+
+		if (c->doomed)
+			continue;
+		if (have_stat && c->dev == st.st_dev && c->ino == st.st_ino && c->size == st.st_size &&
+			(c->writable || !write))
+			kf = c;
+		else if (strcmp(c->filename, filename) == 0 || (have_stat && c->dev == st.st_dev && c->ino == st.st_ino))
+			c->doomed = true;	/* replaced, resized, or needed writable */
+	}
+	/* close what is doomed and unused, and the least recently used beyond KEPT_MAX */
+	foreach(lc, kept_files)
+	{
+		KeptFile   *c = lfirst(lc);
+
+		if (c->doomed && c->refs == 0)
+			kept_close(c);
+		else
+			live++;
+	}
+	while (kf == NULL && live >= KEPT_MAX)
+	{
+		KeptFile   *lru = NULL;
+
+		foreach(lc, kept_files)
+		{
+			KeptFile   *c = lfirst(lc);
+
+			if (c->refs == 0 && (lru == NULL || c->used < lru->used))
+				lru = c;
+		}
+		if (lru == NULL)
+			break;
+		kept_close(lru);
+		live--;
+	}
+	if (kf != NULL)
+	{
+		kf->used = ++kept_tick;
+		return kf;
+	}
+
+	kf = MemoryContextAllocZero(TopMemoryContext, sizeof(KeptFile));
+	/* readers open read-only: a file the server may read but not write is readable */
+	if ((write ? tdb_stream_io_file(filename, false, 0, &kf->io, err, sizeof(err)) :
+		 tdb_stream_io_file_readonly(filename, &kf->io, err, sizeof(err))) != TDB_STREAM_OK)
+	{
+		pfree(kf);
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not open stream file for \"%s\": %s", relname, err)));
+	}
+	if (fstat(tdb_stream_io_fd(&kf->io), &st) != 0)
+	{
+		int			save = errno;
+
+		tdb_stream_io_file_close(&kf->io);
+		pfree(kf);
+		errno = save;
+		ereport(ERROR, (errcode_for_file_access(), errmsg("could not stat stream file \"%s\": %m", filename)));
+	}
+	kf->dev = st.st_dev;
+	kf->ino = st.st_ino;
+	kf->size = st.st_size;
+	kf->writable = write;
+	kf->filename = MemoryContextStrdup(TopMemoryContext, filename);
+	kf->used = ++kept_tick;
+	{
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+		kept_files = lappend(kept_files, kf);
+		MemoryContextSwitchTo(old);
+	}
+	return kf;
+}
+
+/* A stream file in use, released by a memory context reset (errors included). */
 typedef struct StreamHandle
 {
-	TdbStreamIO io;
-	TdbStreamDB *db;
+	KeptFile   *kf;				/* NULL once released */
+	TdbStreamDB *db;			/* kf->db */
 	int			stream;
 	char	   *filename;
 	char	   *relname;
 	StreamLock *lock;			/* NULL until locked */
 	bool		exclusive;
+	uint64		sectors_at_start;	/* the I/O counter when this use began */
 	MemoryContextCallback cb;
 } StreamHandle;
 
 static void
-stream_handle_close(void *arg)
+stream_handle_release(StreamHandle *h, bool ok)
 {
-	StreamHandle *h = arg;
+	KeptFile   *kf = h->kf;
 
-	if (h->db != NULL)
-		tdb_stream_close(h->db);
+	h->kf = NULL;
 	h->db = NULL;
-	if (h->io.ctx != NULL)
-		tdb_stream_io_file_close(&h->io);
+	if (kf != NULL)
+	{
+		/* an error while in use may have left the handle part way through something */
+		if (!ok)
+			kf->doomed = true;
+		kf->refs--;
+		if (kf->doomed && kf->refs == 0)
+			kept_close(kf);
+	}
 	if (h->lock != NULL)
 		stream_lock_release(h->lock, h->exclusive);
 	h->lock = NULL;
+}
+
+/* Done with the file: the handle stays kept, the lock goes. */
+static void
+stream_handle_close(StreamHandle *h)
+{
+	stream_handle_release(h, true);
+}
+
+/* The memory context went away with the handle still in use: an error. */
+static void
+stream_handle_abort(void *arg)
+{
+	stream_handle_release(arg, false);
+}
+
+/* Sectors read through h since it was taken (revalidation or opening included). */
+static uint64
+stream_handle_sectors(StreamHandle *h)
+{
+	TdbStreamFileInfo info;
+
+	if (h->db == NULL)
+		return 0;
+	tdb_stream_info(h->db, &info);
+	return info.sectors_read - h->sectors_at_start;
 }
 
 static char *
@@ -267,28 +463,47 @@ stream_open_file(const char *filename, const char *relname, const char *stream, 
 				 MemoryContext cxt)
 {
 	StreamHandle *h = MemoryContextAllocZero(cxt, sizeof(StreamHandle));
+	KeptFile   *kf;
 	char		err[256];
-	int			rc;
+	int			rc = TDB_STREAM_OK;
 
 	h->filename = MemoryContextStrdup(cxt, filename);
 	h->relname = MemoryContextStrdup(cxt, relname);
 	h->stream = -1;
-	/* readers open read-only: a file the server may read but not write is readable */
-	if ((write ? tdb_stream_io_file(h->filename, false, 0, &h->io, err, sizeof(err)) :
-		 tdb_stream_io_file_readonly(h->filename, &h->io, err, sizeof(err))) != TDB_STREAM_OK)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not open stream file for \"%s\": %s", h->relname, err)));
-	h->cb.func = stream_handle_close;
+	kf = kept_get(h->filename, h->relname, write);
+	kf->refs++;
+	h->kf = kf;
+	h->cb.func = stream_handle_abort;
 	h->cb.arg = h;
 	MemoryContextRegisterResetCallback(cxt, &h->cb);
 	h->exclusive = write;
-	h->lock = stream_lock_acquire(h->filename, &h->io, write);
-	if ((rc = tdb_stream_open(&h->io, &h->db, err, sizeof(err))) != TDB_STREAM_OK)
+	h->lock = stream_lock_acquire(h->filename, &kf->io, write);
+	/* under the lock: bring the kept handle to the last commit, or open the file */
+	if (kf->db != NULL)
+	{
+		TdbStreamFileInfo info;
+		bool		changed;
+
+		tdb_stream_info(kf->db, &info);
+		h->sectors_at_start = info.sectors_read;
+		if (tdb_stream_refresh(kf->db, &changed) != TDB_STREAM_OK)
+		{
+			/* re-created in place, or left unusable: open it again */
+			tdb_stream_close(kf->db);
+			kf->db = NULL;
+		}
+	}
+	if (kf->db == NULL)
+	{
+		h->sectors_at_start = 0;
+		rc = tdb_stream_open(&kf->io, &kf->db, err, sizeof(err));
+	}
+	if (rc != TDB_STREAM_OK)
 		ereport(ERROR,
 				(errcode(rc == TDB_STREAM_EFORMAT ? ERRCODE_FDW_INVALID_DATA_TYPE : ERRCODE_DATA_CORRUPTED),
 				 errmsg("could not open stream file \"%s\": %s", h->filename, err),
 				 errdetail("%s", tdb_stream_strerror(rc))));
+	h->db = kf->db;
 	if (stream != NULL && (h->stream = tdb_stream_find(h->db, stream)) < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_TABLE_NOT_FOUND),
@@ -529,6 +744,7 @@ typedef struct StrScan
 	int64		from_pg,
 				to_pg;			/* the evaluated range, for EXPLAIN ANALYZE */
 	bool		empty;
+	uint64		sectors;		/* sectors read (revalidation or opening included), for EXPLAIN ANALYZE */
 } StrScan;
 
 typedef struct FillArg
@@ -651,6 +867,7 @@ strIterateForeignScan(ForeignScanState *node)
 						 errmsg("could not read stream \"%s\" of \"%s\": %s", a.d->name, st->h->filename,
 								tdb_stream_errmsg(st->h->db))));
 		}
+		st->sectors += stream_handle_sectors(st->h);
 		stream_handle_close(st->h);
 		st->h = NULL;
 		MemoryContextSwitchTo(old);
@@ -721,6 +938,8 @@ strExplainForeignScan(ForeignScanState *node, ExplainState *es)
 								 timestamptz_to_str(st->to_pg - UNIX_TO_PG_US));
 
 		ExplainPropertyText("Time Range Read", st->empty ? "empty" : psprintf("%s to %s", from, to), es);
+		/* 512-byte sectors the scans read, the revalidation of the kept file (or its opening) included */
+		ExplainPropertyUInteger("Sectors Read", NULL, st->sectors, es);
 	}
 }
 
@@ -821,7 +1040,7 @@ xact_file(StreamHandle *h)
 		RegisterSubXactCallback(stream_subxact_callback, NULL);
 		registered = true;
 	}
-	if (fstat(tdb_stream_io_fd(&h->io), &st) != 0)
+	if (fstat(tdb_stream_io_fd(&h->kf->io), &st) != 0)
 		ereport(ERROR, (errcode_for_file_access(), errmsg("could not stat stream file \"%s\": %m", h->filename)));
 	if (xact_cxt == NULL)
 	{
@@ -992,7 +1211,7 @@ xact_write(void)
 
 		/* the rows were checked, and the privilege to write, when inserted */
 		h[i] = stream_open_file(xf->filename, ((XactStream *) linitial(xf->streams))->relname, NULL, true, cxt);
-		if (fstat(tdb_stream_io_fd(&h[i]->io), &st) != 0 || st.st_dev != xf->dev || st.st_ino != xf->ino)
+		if (fstat(tdb_stream_io_fd(&h[i]->kf->io), &st) != 0 || st.st_dev != xf->dev || st.st_ino != xf->ino)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("stream file \"%s\" was replaced since this transaction inserted into it", xf->filename),

@@ -96,14 +96,35 @@ _Static_assert(sizeof(Superblock) <= 4096, "a superblock of 64 streams fits a 4 
 
 /* ---- in memory ------------------------------------------------------------ */
 
+/*
+ * Index sectors are read on demand and kept in a bounded cache per handle
+ * (IDX_CACHE clean sectors; sectors changed since the last flush stay until
+ * it writes them).  A committed entry never changes while its position is
+ * in its stream's committed range, so a cached sector stays right for those
+ * positions until the stream's committed state changes (tdb_stream_refresh
+ * then drops the stream's sectors).
+ */
+#define IDX_CACHE		256
+
+typedef struct IdxSec
+{
+	int32_t		s;				/* stream */
+	uint32_t	k;				/* sector number in the stream's index */
+	uint64_t	used;			/* for LRU eviction */
+	bool		dirty;			/* changed since the last flush: never evicted */
+	IdxEntry	e[IDX_PER_SECTOR];
+} IdxSec;
+
 typedef struct StreamState
 {
 	/* the working (not yet committed) view */
 	uint64_t	idx_head;
 	uint32_t	idx_count;
-	IdxEntry   *idx;			/* idx_cap entries, physical slots */
-	uint8_t    *idx_dirty;		/* per index sector */
-	uint8_t    *block;			/* the newest block's image */
+	bool		ready;			/* prepared for appending: tail and last_stored loaded */
+	IdxEntry	tail;			/* the newest block's entry (when ready and has_block) */
+	uint64_t	head_pos;		/* position head_e was read for (UINT64_MAX: none) */
+	IdxEntry	head_e;			/* the oldest entry, for finding a block's owner */
+	uint8_t		chunk[TDB_STREAM_SECTOR];	/* the chunk being filled */
 	bool		has_block;
 	uint32_t	chunks_done;	/* chunks of the newest block written to the device */
 	uint32_t	open_nrec;		/* records in the chunk being filled */
@@ -121,14 +142,20 @@ struct TdbStreamDB
 {
 	TdbStreamIO io;
 	TdbStreamSchema schema;
+	uint32_t	schema_crc;		/* of the schema section, to notice a re-created file */
 	Superblock	durable;		/* the last commit */
 	uint32_t	chunks_per_block;
 	uint32_t	alloc_next;		/* working allocator */
 	uint64_t	alloc_seq;
-	int16_t    *owner;			/* per data block: stream index or -1 */
+	IdxSec	   *isec;			/* the index sector cache */
+	uint32_t	nisec,
+				isec_cap;
+	uint64_t	isec_tick;
 	StreamState st[TDB_STREAM_MAX_STREAMS];
 	bool		broken;
 	uint64_t	open_reads;
+	uint64_t	sectors_read;
+	uint64_t	bytes_read;
 	uint64_t	bytes_written;
 	uint8_t		sector[TDB_STREAM_SECTOR];
 	char		err[256];
@@ -180,6 +207,8 @@ tdb_stream_strerror(int code)
 			return "an earlier I/O error left the handle unusable: reopen the file to recover";
 		case TDB_STREAM_ENOSPC:
 			return "the file is too small for its configuration";
+		case TDB_STREAM_ESTALE:
+			return "the file was re-created since the handle opened it: reopen it";
 	}
 	return "unknown error";
 }
@@ -233,9 +262,19 @@ static int
 io_read(TdbStreamDB *db, uint64_t off, void *buf, size_t len)
 {
 	if (off + len > db->io.size || db->io.read(db->io.ctx, off, buf, len) != 0)
+	{
+		/*
+		 * Reads happen while writing too (an index sector, a stream's last
+		 * chunk): a handle that could not read what it needed is not to be
+		 * trusted with a flush either.
+		 */
+		db->broken = true;
 		return fail(db, NULL, 0, TDB_STREAM_EIO, "read of %zu bytes at offset %llu failed", len,
 					(unsigned long long) off);
-	db->open_reads += (len + TDB_STREAM_SECTOR - 1) / TDB_STREAM_SECTOR;
+	}
+	/* the I/O counter: sectors touched (a read of part of a sector counts it) */
+	db->sectors_read += (off + len + TDB_STREAM_SECTOR - 1) / TDB_STREAM_SECTOR - off / TDB_STREAM_SECTOR;
+	db->bytes_read += len;
 	return TDB_STREAM_OK;
 }
 
@@ -654,10 +693,114 @@ encode_record(const TdbStreamDef *d, const TdbStreamRecord *r, uint8_t *p)
 	}
 }
 
-static IdxEntry *
-idx_at(const TdbStreamDB *db, const StreamState *st, uint64_t logical)
+/*
+ * The cached index sector k of stream s, read (primary, else backup) on a
+ * miss; NULL with the error recorded when neither copy can be read.  The
+ * least recently used clean sector makes room beyond IDX_CACHE.
+ */
+static int
+idx_sector(TdbStreamDB *db, int s, uint32_t k, IdxSec **out)
 {
-	return &st->idx[logical % db->durable.idx_cap];
+	IdxSec	   *x = NULL;
+	uint8_t		sec[TDB_STREAM_SECTOR];
+	int			rc;
+
+	for (uint32_t i = 0; i < db->nisec; i++)
+		if (db->isec[i].s == s && db->isec[i].k == k)
+		{
+			db->isec[i].used = ++db->isec_tick;
+			*out = &db->isec[i];
+			return TDB_STREAM_OK;
+		}
+	if ((rc = read_idx_sector(db, s, k, sec)) != TDB_STREAM_OK)
+		return rc;
+	if (db->nisec >= IDX_CACHE)
+		for (uint32_t i = 0; i < db->nisec; i++)
+			if (!db->isec[i].dirty && (x == NULL || db->isec[i].used < x->used))
+				x = &db->isec[i];
+	if (x == NULL)
+	{
+		if (db->nisec == db->isec_cap)
+		{
+			uint32_t	cap = db->isec_cap ? db->isec_cap * 2 : 16;
+			IdxSec	   *n = realloc(db->isec, cap * sizeof(IdxSec));
+
+			if (n == NULL)
+				return fail(db, NULL, 0, TDB_STREAM_ENOMEM, "out of memory");
+			db->isec = n;
+			db->isec_cap = cap;
+		}
+		x = &db->isec[db->nisec++];
+	}
+	x->s = s;
+	x->k = k;
+	x->used = ++db->isec_tick;
+	x->dirty = false;
+	memcpy(x->e, sec + IDX_HDR, sizeof(x->e));
+	*out = x;
+	return TDB_STREAM_OK;
+}
+
+/* Entry at logical position pos of stream s's index (a committed or working one). */
+static int
+idx_get(TdbStreamDB *db, int s, uint64_t pos, IdxEntry *out)
+{
+	uint32_t	slot = (uint32_t) (pos % db->durable.idx_cap);
+	IdxSec	   *x;
+	int			rc = idx_sector(db, s, slot / IDX_PER_SECTOR, &x);
+
+	if (rc != TDB_STREAM_OK)
+		return rc;
+	*out = x->e[slot % IDX_PER_SECTOR];
+	if (out->block >= db->durable.ndata)
+		return fail(db, NULL, 0, TDB_STREAM_ECORRUPT, "stream %s: index entry %llu names block %u, out of range",
+					db->schema.streams[s].name, (unsigned long long) pos, out->block);
+	return TDB_STREAM_OK;
+}
+
+/* Set the entry at position pos of stream s (written by the next flush). */
+static int
+idx_put(TdbStreamDB *db, int s, uint64_t pos, const IdxEntry *e)
+{
+	uint32_t	slot = (uint32_t) (pos % db->durable.idx_cap);
+	IdxSec	   *x;
+	int			rc = idx_sector(db, s, slot / IDX_PER_SECTOR, &x);
+
+	if (rc != TDB_STREAM_OK)
+		return rc;
+	x->e[slot % IDX_PER_SECTOR] = *e;
+	x->dirty = true;
+	return TDB_STREAM_OK;
+}
+
+/* The oldest entry of stream s (kept: a writer asks for it at every allocation). */
+static int
+idx_head_entry(TdbStreamDB *db, int s, IdxEntry *out)
+{
+	StreamState *st = &db->st[s];
+	int			rc;
+
+	if (st->head_pos != st->idx_head)
+	{
+		if ((rc = idx_get(db, s, st->idx_head, &st->head_e)) != TDB_STREAM_OK)
+			return rc;
+		st->head_pos = st->idx_head;
+	}
+	*out = st->head_e;
+	return TDB_STREAM_OK;
+}
+
+/* Forget the cached index sectors of stream s (its committed state changed). */
+static void
+idx_forget(TdbStreamDB *db, int s)
+{
+	uint32_t	j = 0;
+
+	for (uint32_t i = 0; i < db->nisec; i++)
+		if (db->isec[i].s != s)
+			db->isec[j++] = db->isec[i];
+	db->nisec = j;
+	db->st[s].head_pos = UINT64_MAX;
 }
 
 /*
@@ -676,12 +819,130 @@ chunk_check(const TdbStreamDB *db, int s, const IdxEntry *e, uint32_t chunk_no, 
 	return h.nrec;
 }
 
+/*
+ * The committed superblock: copy 0, or copy 1 where copy 0 is damaged or
+ * older.  Copy 1 sits one block further; when copy 0 is damaged its block
+ * size is unknown, and as block sizes are powers of two each is tried (a
+ * bounded number of reads).
+ */
+static int
+read_superblock(TdbStreamDB *db, Superblock *out, char *err, size_t errlen)
+{
+	Superblock	copies[2];
+	bool		ok[2];
+	bool		was_broken = db->broken;
+	uint64_t	size = db->io.size;
+
+	memset(copies, 0, sizeof(copies));
+	ok[0] = io_read(db, 0, &copies[0], sizeof(Superblock)) == TDB_STREAM_OK && sb_valid(&copies[0], size);
+	ok[1] = false;
+	for (uint32_t bs = 1024; !ok[1] && bs <= (1u << 24) && (uint64_t) bs * 2 <= size; bs *= 2)
+	{
+		if (ok[0] && bs != copies[0].block_size)
+			continue;
+		ok[1] = io_read(db, bs, &copies[1], sizeof(Superblock)) == TDB_STREAM_OK &&
+			sb_valid(&copies[1], size) && copies[1].block_size == bs;
+	}
+	/* probing reads past the end of a small file: not a failure of the handle */
+	db->broken = was_broken;
+	if (!ok[0] && !ok[1])
+	{
+		bool		magic = memcmp(copies[0].magic, SB_MAGIC, 8) == 0;
+
+		return fail(db, err, errlen, magic ? TDB_STREAM_ECORRUPT : TDB_STREAM_EFORMAT,
+					magic ? "both superblocks are damaged" :
+					"no stream file here (no superblock with magic %s and format version %d)",
+					SB_MAGIC, SB_VERSION);
+	}
+	if (ok[0] && ok[1] && (copies[0].block_size != copies[1].block_size ||
+						   copies[0].data_first != copies[1].data_first))
+		ok[copies[0].seq > copies[1].seq ? 1 : 0] = false;
+	*out = (ok[0] && (!ok[1] || copies[0].seq >= copies[1].seq)) ? copies[0] : copies[1];
+	return TDB_STREAM_OK;
+}
+
+/* The working state of stream s from the last commit: no I/O (the rest comes on demand). */
+static void
+stream_reset(TdbStreamDB *db, int s)
+{
+	StreamState *st = &db->st[s];
+	const SbStream *ds = &db->durable.streams[s];
+
+	st->idx_head = ds->idx_head;
+	st->idx_count = ds->idx_count;
+	st->records = ds->records;
+	st->last_ts = ds->last_ts;
+	st->has_block = ds->idx_count > 0;
+	st->chunks_done = ds->idx_count > 0 ? ds->tail_chunks : 0;
+	st->open_nrec = 0;
+	st->ready = false;
+	st->has_stored = false;
+	st->head_pos = UINT64_MAX;
+}
+
+static int
+check_committed(TdbStreamDB *db, const Superblock *sb)
+{
+	for (uint32_t s = 0; s < sb->nstreams; s++)
+	{
+		const SbStream *ds = &sb->streams[s];
+
+		if (ds->idx_count > sb->idx_cap || (ds->idx_count == 0 && (ds->tail_chunks != 0 || ds->records != 0)) ||
+			ds->tail_chunks > sb->block_size / TDB_STREAM_SECTOR)
+			return fail(db, NULL, 0, TDB_STREAM_ECORRUPT, "stream %s: inconsistent committed state",
+						db->schema.streams[s].name);
+	}
+	return TDB_STREAM_OK;
+}
+
+/*
+ * Prepare stream s for appending: the newest block's entry and, for the
+ * codecs, the last committed record (one index sector and one chunk).
+ */
+static int
+stream_ready(TdbStreamDB *db, int s)
+{
+	StreamState *st = &db->st[s];
+	const SbStream *ds = &db->durable.streams[s];
+	const TdbStreamDef *d = &db->schema.streams[s];
+	int			rc;
+
+	if (st->ready)
+		return TDB_STREAM_OK;
+	if (st->idx_count > 0)
+	{
+		uint8_t		sec[TDB_STREAM_SECTOR];
+		int			n;
+
+		if ((rc = idx_get(db, s, st->idx_head + st->idx_count - 1, &st->tail)) != TDB_STREAM_OK)
+			return rc;
+		if (ds->tail_chunks > 0)
+		{
+			rc = io_read(db, data_off(&db->durable, st->tail.block) +
+						 (uint64_t) (ds->tail_chunks - 1) * TDB_STREAM_SECTOR, sec, TDB_STREAM_SECTOR);
+			if (rc != TDB_STREAM_OK)
+				return rc;
+			if ((n = chunk_check(db, s, &st->tail, ds->tail_chunks - 1, sec)) < 0)
+				return fail(db, NULL, 0, TDB_STREAM_ECORRUPT,
+							"stream %s: the last committed chunk (block %u, chunk %u) is damaged",
+							d->name, st->tail.block, ds->tail_chunks - 1);
+			decode_record(d, sec + CHUNK_HDR + (size_t) (n - 1) * st->rec_size, &st->last_stored);
+			st->has_stored = true;
+		}
+	}
+	st->ready = true;
+	return TDB_STREAM_OK;
+}
+
+/*
+ * Opening reads the superblocks and the schema, nothing else: a stream's
+ * index is read a sector at a time when a lookup needs it, and its last
+ * chunk when something is appended to it.
+ */
 int
 tdb_stream_open(TdbStreamIO *io, TdbStreamDB **out, char *err, size_t errlen)
 {
 	TdbStreamDB *db = calloc(1, sizeof(*db));
-	Superblock	copies[2];
-	bool		ok[2];
 	int			rc = TDB_STREAM_OK;
 	uint8_t    *meta = NULL;
 
@@ -695,36 +956,11 @@ tdb_stream_open(TdbStreamIO *io, TdbStreamDB **out, char *err, size_t errlen)
 		return fail(NULL, err, errlen, TDB_STREAM_EFORMAT, "a file of %llu bytes is not a stream file",
 					(unsigned long long) io->size);
 	}
-	/*
-	 * Copy 0 is at offset 0, copy 1 one block further.  If copy 0 is
-	 * damaged, its block size is unknown: block sizes are powers of two, so
-	 * try each (a bounded number of reads).
-	 */
-	memset(copies, 0, sizeof(copies));
-	ok[0] = io_read(db, 0, &copies[0], sizeof(Superblock)) == TDB_STREAM_OK &&
-		sb_valid(&copies[0], io->size);
-	ok[1] = false;
-	for (uint32_t bs = 1024; !ok[1] && bs <= (1u << 24) && (uint64_t) bs * 2 <= io->size; bs *= 2)
+	if ((rc = read_superblock(db, &db->durable, err, errlen)) != TDB_STREAM_OK)
 	{
-		if (ok[0] && bs != copies[0].block_size)
-			continue;
-		ok[1] = io_read(db, bs, &copies[1], sizeof(Superblock)) == TDB_STREAM_OK &&
-			sb_valid(&copies[1], io->size) && copies[1].block_size == bs;
-	}
-	if (!ok[0] && !ok[1])
-	{
-		bool		magic = memcmp(copies[0].magic, SB_MAGIC, 8) == 0;
-
 		free(db);
-		return fail(NULL, err, errlen, magic ? TDB_STREAM_ECORRUPT : TDB_STREAM_EFORMAT,
-					magic ? "both superblocks are damaged" :
-					"no stream file here (no superblock with magic %s and format version %d)",
-					SB_MAGIC, SB_VERSION);
+		return rc;
 	}
-	if (ok[0] && ok[1] && (copies[0].block_size != copies[1].block_size ||
-						   copies[0].data_first != copies[1].data_first))
-		ok[copies[0].seq > copies[1].seq ? 1 : 0] = false;
-	db->durable = (ok[0] && (!ok[1] || copies[0].seq >= copies[1].seq)) ? copies[0] : copies[1];
 
 	/* the schema */
 	meta = malloc((size_t) db->durable.meta_blocks * db->durable.block_size);
@@ -742,6 +978,7 @@ tdb_stream_open(TdbStreamIO *io, TdbStreamDB **out, char *err, size_t errlen)
 			rc = fail(db, NULL, 0, TDB_STREAM_ECORRUPT, "the schema section is damaged");
 		else
 		{
+			db->schema_crc = hdr[2];
 			db->schema.nstreams = db->durable.nstreams;
 			db->schema.block_size = db->durable.block_size;
 			db->schema.file_size = (uint64_t) db->durable.nblocks * db->durable.block_size;
@@ -755,85 +992,13 @@ tdb_stream_open(TdbStreamIO *io, TdbStreamDB **out, char *err, size_t errlen)
 	db->chunks_per_block = db->durable.block_size / TDB_STREAM_SECTOR;
 	db->alloc_next = db->durable.alloc_next;
 	db->alloc_seq = db->durable.alloc_seq;
-	if (rc == TDB_STREAM_OK && (db->owner = malloc(db->durable.ndata * sizeof(int16_t))) == NULL)
-		rc = TDB_STREAM_ENOMEM;
 	if (rc == TDB_STREAM_OK)
-		for (uint32_t b = 0; b < db->durable.ndata; b++)
-			db->owner[b] = -1;
-
+		rc = check_committed(db, &db->durable);
 	for (int s = 0; rc == TDB_STREAM_OK && s < (int) db->durable.nstreams; s++)
 	{
-		StreamState *st = &db->st[s];
-		const SbStream *ds = &db->durable.streams[s];
-		const TdbStreamDef *d = &db->schema.streams[s];
-
-		st->rec_size = record_size(d);
-		st->per_chunk = (TDB_STREAM_SECTOR - CHUNK_HDR) / st->rec_size;
-		st->idx = calloc(db->durable.idx_cap, sizeof(IdxEntry));
-		st->idx_dirty = calloc(db->durable.idx_sectors, 1);
-		st->block = calloc(1, db->durable.block_size);
-		if (st->idx == NULL || st->idx_dirty == NULL || st->block == NULL)
-		{
-			rc = TDB_STREAM_ENOMEM;
-			break;
-		}
-		if (ds->idx_count > db->durable.idx_cap ||
-			(ds->idx_count == 0 && (ds->tail_chunks != 0 || ds->records != 0)) ||
-			ds->tail_chunks > db->chunks_per_block)
-		{
-			rc = fail(db, NULL, 0, TDB_STREAM_ECORRUPT, "stream %s: inconsistent committed state", d->name);
-			break;
-		}
-		st->idx_head = ds->idx_head;
-		st->idx_count = ds->idx_count;
-		st->records = ds->records;
-		st->last_ts = ds->last_ts;
-		/* the index: every sector, whatever it holds (the bound is the configuration) */
-		for (uint32_t k = 0; rc == TDB_STREAM_OK && k < db->durable.idx_sectors; k++)
-		{
-			uint8_t		sec[TDB_STREAM_SECTOR];
-
-			if ((rc = read_idx_sector(db, s, k, sec)) == TDB_STREAM_OK)
-				for (uint32_t j = 0; j < IDX_PER_SECTOR && k * IDX_PER_SECTOR + j < db->durable.idx_cap; j++)
-					memcpy(&st->idx[k * IDX_PER_SECTOR + j], sec + IDX_HDR + 16 * j, 16);
-		}
-		for (uint32_t e = 0; rc == TDB_STREAM_OK && e < st->idx_count; e++)
-		{
-			IdxEntry   *ie = idx_at(db, st, st->idx_head + e);
-
-			if (ie->block >= db->durable.ndata || db->owner[ie->block] != -1)
-				rc = fail(db, NULL, 0, TDB_STREAM_ECORRUPT,
-						  "stream %s: index entry %u names block %u, out of range or taken", d->name, e,
-						  ie->block);
-			else
-				db->owner[ie->block] = (int16_t) s;
-		}
-		if (rc != TDB_STREAM_OK || st->idx_count == 0)
-			continue;
-		/* the newest block: its committed chunks, for appending and the codecs */
-		{
-			IdxEntry   *tail = idx_at(db, st, st->idx_head + st->idx_count - 1);
-
-			st->has_block = true;
-			st->chunks_done = ds->tail_chunks;
-			if (ds->tail_chunks > 0)
-			{
-				uint8_t    *sec = st->block + (size_t) (ds->tail_chunks - 1) * TDB_STREAM_SECTOR;
-				int			n;
-
-				rc = io_read(db, data_off(&db->durable, tail->block) +
-							 (uint64_t) (ds->tail_chunks - 1) * TDB_STREAM_SECTOR, sec, TDB_STREAM_SECTOR);
-				if (rc == TDB_STREAM_OK && (n = chunk_check(db, s, tail, ds->tail_chunks - 1, sec)) < 0)
-					rc = fail(db, NULL, 0, TDB_STREAM_ECORRUPT,
-							  "stream %s: the last committed chunk (block %u, chunk %u) is damaged",
-							  d->name, tail->block, ds->tail_chunks - 1);
-				else if (rc == TDB_STREAM_OK)
-				{
-					decode_record(d, sec + CHUNK_HDR + (size_t) (n - 1) * st->rec_size, &st->last_stored);
-					st->has_stored = true;
-				}
-			}
-		}
+		db->st[s].rec_size = record_size(&db->schema.streams[s]);
+		db->st[s].per_chunk = (TDB_STREAM_SECTOR - CHUNK_HDR) / db->st[s].rec_size;
+		stream_reset(db, s);
 	}
 	if (rc != TDB_STREAM_OK)
 	{
@@ -842,7 +1007,73 @@ tdb_stream_open(TdbStreamIO *io, TdbStreamDB **out, char *err, size_t errlen)
 		tdb_stream_close(db);
 		return rc;
 	}
+	db->open_reads = db->sectors_read;
 	*out = db;
+	return TDB_STREAM_OK;
+}
+
+/*
+ * Bring the handle to the file's last commit (another process may have
+ * written since): reads the superblock copies and the schema's header, and
+ * where a stream's committed state changed, forgets what was cached of it.
+ */
+int
+tdb_stream_refresh(TdbStreamDB *db, bool *changed)
+{
+	Superblock	sb;
+	uint32_t	hdr[4];
+	bool		same;
+	int			rc;
+
+	*changed = false;
+	if (db->broken)
+		return fail(db, NULL, 0, TDB_STREAM_EBROKEN, "an earlier I/O error left the handle unusable");
+	for (uint32_t s = 0; s < db->schema.nstreams; s++)
+		if (db->st[s].open_nrec > 0 || db->st[s].idx_count != db->durable.streams[s].idx_count ||
+			db->st[s].idx_head != db->durable.streams[s].idx_head ||
+			db->st[s].chunks_done != (db->durable.streams[s].idx_count ? db->durable.streams[s].tail_chunks : 0))
+			return fail(db, NULL, 0, TDB_STREAM_EINVAL, "the handle has unflushed records: flush or reopen");
+	for (uint32_t i = 0; i < db->nisec; i++)
+		if (db->isec[i].dirty)
+			return fail(db, NULL, 0, TDB_STREAM_EINVAL, "the handle has unflushed records: flush or reopen");
+	/* copy 0 as this handle last committed or read it: the common case, one read */
+	rc = io_read(db, 0, &sb, sb_size(db->durable.nstreams));
+	same = rc == TDB_STREAM_OK && memcmp(&sb, &db->durable, sb_size(db->durable.nstreams)) == 0;
+	if (rc == TDB_STREAM_OK && !same)
+	{
+		if ((rc = read_superblock(db, &sb, NULL, 0)) != TDB_STREAM_OK)
+			return rc;
+		same = memcmp(&sb, &db->durable, sb_size(db->durable.nstreams)) == 0;
+	}
+	if (rc == TDB_STREAM_OK)
+		rc = io_read(db, block_off(&db->durable, 2), hdr, sizeof(hdr));
+	if (rc != TDB_STREAM_OK)
+		return rc;
+	if (hdr[0] != META_MAGIC || hdr[2] != db->schema_crc ||
+		(!same && (sb.block_size != db->durable.block_size || sb.nblocks != db->durable.nblocks ||
+				   sb.nstreams != db->durable.nstreams || sb.meta_blocks != db->durable.meta_blocks ||
+				   sb.idx_sectors != db->durable.idx_sectors || sb.data_first != db->durable.data_first ||
+				   sb.ndata != db->durable.ndata)))
+		return fail(db, NULL, 0, TDB_STREAM_ESTALE, "the file was re-created with another layout or schema");
+	if (same)
+		return TDB_STREAM_OK;
+	if ((rc = check_committed(db, &sb)) != TDB_STREAM_OK)
+		return rc;
+	*changed = true;
+	{
+		Superblock	old = db->durable;
+
+		db->durable = sb;
+		db->alloc_next = sb.alloc_next;
+		db->alloc_seq = sb.alloc_seq;
+		/* a stream whose commit did not change keeps what it loaded */
+		for (uint32_t s = 0; s < db->schema.nstreams; s++)
+			if (memcmp(&sb.streams[s], &old.streams[s], sizeof(SbStream)) != 0)
+			{
+				idx_forget(db, (int) s);
+				stream_reset(db, (int) s);
+			}
+	}
 	return TDB_STREAM_OK;
 }
 
@@ -851,13 +1082,7 @@ tdb_stream_close(TdbStreamDB *db)
 {
 	if (db == NULL)
 		return;
-	for (int s = 0; s < TDB_STREAM_MAX_STREAMS; s++)
-	{
-		free(db->st[s].idx);
-		free(db->st[s].idx_dirty);
-		free(db->st[s].block);
-	}
-	free(db->owner);
+	free(db->isec);
 	free(db);
 }
 
@@ -887,8 +1112,8 @@ static int
 seal_chunk(TdbStreamDB *db, int s)
 {
 	StreamState *st = &db->st[s];
-	uint8_t    *sec = st->block + (size_t) st->chunks_done * TDB_STREAM_SECTOR;
-	IdxEntry   *tail = idx_at(db, st, st->idx_head + st->idx_count - 1);
+	uint8_t    *sec = st->chunk;
+	const IdxEntry *tail = &st->tail;
 	ChunkHdr	h = {0};
 	int			rc;
 
@@ -911,10 +1136,64 @@ seal_chunk(TdbStreamDB *db, int s)
 }
 
 /*
+ * The stream owning data block b in the working state, or -1: allocation
+ * goes round the blocks in order, so an owned block the allocator reaches
+ * is its owner's oldest; the owner is the stream whose oldest entry names
+ * it.  The block's first chunk names a candidate (two sector reads); only
+ * when it is not the owner are the other streams' oldest entries read (one
+ * index sector each, kept until that stream's oldest block changes).
+ */
+static int
+block_owner(TdbStreamDB *db, uint32_t b, int *owner)
+{
+	uint8_t		sec[TDB_STREAM_SECTOR];
+	ChunkHdr	h;
+	int			rc;
+
+	*owner = -1;
+	/* the first lap round the file: no block from here on was ever given out */
+	if (db->alloc_seq < db->durable.ndata)
+		return TDB_STREAM_OK;
+	/* the stream the block's first chunk names, if that stream's oldest entry is the block */
+	if ((rc = io_read(db, data_off(&db->durable, b), sec, TDB_STREAM_SECTOR)) != TDB_STREAM_OK)
+		return rc;
+	memcpy(&h, sec, sizeof(h));
+	if (h.crc == tdb_crc32c(sec + 4, TDB_STREAM_SECTOR - 4) && h.stream < db->schema.nstreams &&
+		db->st[h.stream].idx_count > 0)
+	{
+		IdxEntry	e;
+
+		if ((rc = idx_head_entry(db, h.stream, &e)) != TDB_STREAM_OK)
+			return rc;
+		if (e.block == b)
+		{
+			*owner = h.stream;
+			return TDB_STREAM_OK;
+		}
+	}
+	/* else every stream's oldest entry */
+	for (uint32_t o = 0; o < db->schema.nstreams; o++)
+	{
+		IdxEntry	e;
+
+		if (db->st[o].idx_count == 0)
+			continue;
+		if ((rc = idx_head_entry(db, (int) o, &e)) != TDB_STREAM_OK)
+			return rc;
+		if (e.block == b)
+		{
+			*owner = (int) o;
+			break;
+		}
+	}
+	return TDB_STREAM_OK;
+}
+
+/*
  * Give stream s a new block: the next one in the circle.  If it holds the
  * oldest data of some stream, that block leaves its owner first, and the
  * removal is committed (on top of the last commit) before anything is
- * written into the block, so a crash never leaves a committed index entry
+ * written into it, so a crash never leaves a committed index entry
  * pointing at another stream's data.
  */
 static int
@@ -922,18 +1201,17 @@ alloc_block(TdbStreamDB *db, int s, int64_t first_ts)
 {
 	StreamState *st = &db->st[s];
 	uint32_t	b = db->alloc_next;
-	int			o = db->owner[b];
-	IdxEntry   *e;
+	int			o;
+	IdxEntry	e;
+	int			rc;
 
+	if ((rc = block_owner(db, b, &o)) != TDB_STREAM_OK)
+		return rc;
 	if (o >= 0)
 	{
 		StreamState *os = &db->st[o];
 		SbStream   *ds = &db->durable.streams[o];
-		int			rc;
 
-		/* the globally oldest block is its owner's oldest */
-		if (idx_at(db, os, os->idx_head)->block != b)
-			return fail(db, NULL, 0, TDB_STREAM_ECORRUPT, "block %u is not the oldest of its stream", b);
 		if (o == s && os->idx_count == 1)
 			return fail(db, NULL, 0, TDB_STREAM_ENOSPC, "stream %d would reuse its only block", s);
 		os->idx_head++;
@@ -960,14 +1238,13 @@ alloc_block(TdbStreamDB *db, int s, int64_t first_ts)
 			if ((rc = write_superblock(db, &db->durable)) != TDB_STREAM_OK)
 				return rc;
 		}
-		db->owner[b] = -1;
 	}
-	db->owner[b] = (int16_t) s;
-	e = idx_at(db, st, st->idx_head + st->idx_count);
-	e->block = b;
-	e->seq = (uint32_t) db->alloc_seq;
-	e->first_ts = first_ts;
-	st->idx_dirty[((st->idx_head + st->idx_count) % db->durable.idx_cap) / IDX_PER_SECTOR] = 1;
+	e.block = b;
+	e.seq = (uint32_t) db->alloc_seq;
+	e.first_ts = first_ts;
+	if ((rc = idx_put(db, s, st->idx_head + st->idx_count, &e)) != TDB_STREAM_OK)
+		return rc;
+	st->tail = e;
 	st->idx_count++;
 	st->has_block = true;
 	st->chunks_done = 0;
@@ -1025,8 +1302,7 @@ append(TdbStreamDB *db, int s, const TdbStreamRecord *rec)
 		if ((rc = alloc_block(db, s, rec->ts)) != TDB_STREAM_OK)
 			return rc;
 	}
-	encode_record(d, rec, st->block + (size_t) st->chunks_done * TDB_STREAM_SECTOR + CHUNK_HDR +
-				  (size_t) st->open_nrec * st->rec_size);
+	encode_record(d, rec, st->chunk + CHUNK_HDR + (size_t) st->open_nrec * st->rec_size);
 	st->open_nrec++;
 	st->records++;
 	st->last_ts = rec->ts;
@@ -1051,7 +1327,7 @@ check_insert(TdbStreamDB *db, int s, int64_t ts)
 					db->schema.streams[s].name, (long long) db->st[s].last_ts);
 	if (ts == INT64_MIN)
 		return fail(db, NULL, 0, TDB_STREAM_EINVAL, "timestamp out of range");
-	return TDB_STREAM_OK;
+	return stream_ready(db, s);
 }
 
 int
@@ -1113,29 +1389,26 @@ tdb_stream_discontinuity(TdbStreamDB *db, int s, int64_t ts)
 static int
 write_index(TdbStreamDB *db, int c)
 {
-	for (uint32_t s = 0; s < db->schema.nstreams; s++)
+	for (uint32_t i = 0; i < db->nisec; i++)
 	{
-		StreamState *st = &db->st[s];
+		IdxSec	   *x = &db->isec[i];
+		uint8_t    *sec = db->sector;
+		uint16_t	s16 = (uint16_t) x->s;
+		uint32_t	crc;
+		int			rc;
 
-		for (uint32_t k = 0; k < db->durable.idx_sectors; k++)
-		{
-			uint8_t    *sec = db->sector;
-			uint32_t	crc;
-			int			rc;
-
-			if (!st->idx_dirty[k])
-				continue;
-			memset(sec, 0, TDB_STREAM_SECTOR);
-			memcpy(sec + 4, &s, 2);
-			memcpy(sec + 8, &k, 4);
-			for (uint32_t j = 0; j < IDX_PER_SECTOR && k * IDX_PER_SECTOR + j < db->durable.idx_cap; j++)
-				memcpy(sec + IDX_HDR + 16 * j, &st->idx[k * IDX_PER_SECTOR + j], 16);
-			crc = tdb_crc32c(sec + 4, TDB_STREAM_SECTOR - 4);
-			memcpy(sec, &crc, 4);
-			if ((rc = io_write(db, idx_sector_off(&db->durable, db->durable.meta_blocks, (int) s, c, k),
-							   sec, TDB_STREAM_SECTOR)) != TDB_STREAM_OK)
-				return rc;
-		}
+		if (!x->dirty)
+			continue;
+		memset(sec, 0, TDB_STREAM_SECTOR);
+		memcpy(sec + 4, &s16, 2);
+		memcpy(sec + 8, &x->k, 4);
+		for (uint32_t j = 0; j < IDX_PER_SECTOR && x->k * IDX_PER_SECTOR + j < db->durable.idx_cap; j++)
+			memcpy(sec + IDX_HDR + 16 * j, &x->e[j], 16);
+		crc = tdb_crc32c(sec + 4, TDB_STREAM_SECTOR - 4);
+		memcpy(sec, &crc, 4);
+		if ((rc = io_write(db, idx_sector_off(&db->durable, db->durable.meta_blocks, x->s, c, x->k),
+						   sec, TDB_STREAM_SECTOR)) != TDB_STREAM_OK)
+			return rc;
 	}
 	return TDB_STREAM_OK;
 }
@@ -1152,9 +1425,8 @@ tdb_stream_flush(TdbStreamDB *db)
 	for (uint32_t s = 0; s < db->schema.nstreams; s++)
 		if (db->st[s].open_nrec > 0 && (rc = seal_chunk(db, (int) s)) != TDB_STREAM_OK)
 			return rc;
-	for (uint32_t s = 0; s < db->schema.nstreams; s++)
-		for (uint32_t k = 0; k < db->durable.idx_sectors; k++)
-			index_changed |= db->st[s].idx_dirty[k] != 0;
+	for (uint32_t i = 0; i < db->nisec; i++)
+		index_changed |= db->isec[i].dirty;
 	/* 2. the index, primary then backup, a sync between: one copy is always whole */
 	if ((rc = write_index(db, 0)) != TDB_STREAM_OK || (rc = io_sync(db)) != TDB_STREAM_OK)
 		return rc;
@@ -1162,8 +1434,8 @@ tdb_stream_flush(TdbStreamDB *db)
 	{
 		if ((rc = write_index(db, 1)) != TDB_STREAM_OK || (rc = io_sync(db)) != TDB_STREAM_OK)
 			return rc;
-		for (uint32_t s = 0; s < db->schema.nstreams; s++)
-			memset(db->st[s].idx_dirty, 0, db->durable.idx_sectors);
+		for (uint32_t i = 0; i < db->nisec; i++)
+			db->isec[i].dirty = false;
 	}
 	/* 3. commit */
 	{
@@ -1192,15 +1464,14 @@ tdb_stream_flush(TdbStreamDB *db)
 /* ---- reading ---------------------------------------------------------------------- */
 
 /*
- * Records of chunk c of the e-th block (logical index position) of stream
- * s, into sec; returns the count or a negative code.  Chunks not yet
- * written are read from memory (the open one included).
+ * Records of chunk c of the block at logical index position pos of stream
+ * s (entry e), into sec; returns the count or a negative code.  Chunks not
+ * yet written are read from memory (the open one included).
  */
 static int
-load_chunk(TdbStreamDB *db, int s, uint64_t pos, uint32_t c, uint8_t *sec)
+load_chunk(TdbStreamDB *db, int s, uint64_t pos, const IdxEntry *e, uint32_t c, uint8_t *sec)
 {
 	StreamState *st = &db->st[s];
-	IdxEntry   *e = idx_at(db, st, pos);
 	bool		newest = pos == st->idx_head + st->idx_count - 1;
 	int			n;
 
@@ -1208,7 +1479,7 @@ load_chunk(TdbStreamDB *db, int s, uint64_t pos, uint32_t c, uint8_t *sec)
 	{
 		if (c > st->chunks_done || st->open_nrec == 0)
 			return 0;
-		memcpy(sec, st->block + (size_t) c * TDB_STREAM_SECTOR, TDB_STREAM_SECTOR);
+		memcpy(sec, st->chunk, TDB_STREAM_SECTOR);
 		return (int) st->open_nrec;
 	}
 	if ((n = io_read(db, data_off(&db->durable, e->block) + (uint64_t) c * TDB_STREAM_SECTOR, sec,
@@ -1239,7 +1510,41 @@ typedef struct Cursor
 				to;
 	TdbStreamVisit fn;
 	void	   *arg;
+	int64_t		seek;			/* the first block read starts at the chunk holding this time */
 } Cursor;
+
+/*
+ * The chunk of a block to start reading at for records from cur->seek on:
+ * the last whose first record is at or before it (a binary search over the
+ * chunks, which are in time order), or the first chunk.
+ */
+static int
+start_chunk(TdbStreamDB *db, const Cursor *cur, uint64_t pos, const IdxEntry *e, uint32_t nc, uint32_t *out)
+{
+	uint32_t	lo = 1,
+				hi = nc;		/* chunk 0 starts at or before from, or from is before the block */
+	uint8_t		sec[TDB_STREAM_SECTOR];
+
+	*out = 0;
+	if (cur->seek <= e->first_ts)
+		return TDB_STREAM_OK;
+	while (lo < hi)
+	{
+		uint32_t	mid = lo + (hi - lo) / 2;
+		int			n = load_chunk(db, cur->s, pos, e, mid, sec);
+		int64_t		ts;
+
+		if (n < 0)
+			return n;
+		memcpy(&ts, sec + CHUNK_HDR, 8);
+		if (n > 0 && ts <= cur->seek)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	*out = lo - 1;
+	return TDB_STREAM_OK;
+}
 
 /* Visit the records of blocks from position pos on, within [from, to]. */
 static int
@@ -1248,19 +1553,28 @@ scan(TdbStreamDB *db, Cursor *cur, uint64_t pos)
 	StreamState *st = &db->st[cur->s];
 	const TdbStreamDef *d = &db->schema.streams[cur->s];
 	uint8_t		sec[TDB_STREAM_SECTOR];
+	bool		first = true;
 
 	for (; pos < st->idx_head + st->idx_count; pos++)
 	{
 		uint32_t	nc = block_chunks(db, cur->s, pos);
+		uint32_t	c0 = 0;
+		IdxEntry	e;
+		int			rc;
 
-		for (uint32_t c = 0; c < nc; c++)
+		if ((rc = idx_get(db, cur->s, pos, &e)) != TDB_STREAM_OK)
+			return rc;
+		if (first && (rc = start_chunk(db, cur, pos, &e, nc, &c0)) != TDB_STREAM_OK)
+			return rc;
+		first = false;
+		for (uint32_t c = c0; c < nc; c++)
 		{
-			int			n = load_chunk(db, cur->s, pos, c, sec);
+			int			n = load_chunk(db, cur->s, pos, &e, c, sec);
 
 			if (n < 0)
 				return n;
 			if (n == 0)
-				break;			/* a block sealed early by a flush before it was full */
+				break;			/* the newest block, as far as written */
 			for (int r = 0; r < n; r++)
 			{
 				TdbStreamRecord rec;
@@ -1276,36 +1590,49 @@ scan(TdbStreamDB *db, Cursor *cur, uint64_t pos)
 	return TDB_STREAM_OK;
 }
 
-/* Index position of the last block whose first timestamp is <= t (binary search). */
-static uint64_t
-find_block(const TdbStreamDB *db, const StreamState *st, int64_t t)
+/*
+ * Index position of the last block of stream s whose first timestamp is
+ * <= t, or the oldest (a binary search: it reads the index sectors it
+ * probes, log2 of the stream's blocks / 31 of them, and no others).
+ */
+static int
+find_block(TdbStreamDB *db, int s, int64_t t, uint64_t *out)
 {
+	const StreamState *st = &db->st[s];
 	uint64_t	lo = st->idx_head,
 				hi = st->idx_head + st->idx_count;	/* first with first_ts > t */
 
 	while (lo < hi)
 	{
 		uint64_t	mid = lo + (hi - lo) / 2;
+		IdxEntry	e;
+		int			rc = idx_get(db, s, mid, &e);
 
-		if (idx_at(db, st, mid)->first_ts <= t)
+		if (rc != TDB_STREAM_OK)
+			return rc;
+		if (e.first_ts <= t)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	return lo > st->idx_head ? lo - 1 : st->idx_head;
+	*out = lo > st->idx_head ? lo - 1 : st->idx_head;
+	return TDB_STREAM_OK;
 }
 
 int
 tdb_stream_range(TdbStreamDB *db, int s, int64_t from, int64_t to, TdbStreamVisit fn, void *arg)
 {
-	Cursor		cur = {s, from, to, fn, arg};
+	Cursor		cur = {s, from, to, fn, arg, from};
 	int			rc;
+	uint64_t	pos;
 
 	if (s < 0 || (uint32_t) s >= db->schema.nstreams)
 		return fail(db, NULL, 0, TDB_STREAM_EINVAL, "no stream number %d", s);
 	if (db->st[s].idx_count == 0 || from > to)
 		return TDB_STREAM_OK;
-	rc = scan(db, &cur, find_block(db, &db->st[s], from));
+	if ((rc = find_block(db, s, from, &pos)) != TDB_STREAM_OK)
+		return rc;
+	rc = scan(db, &cur, pos);
 	return rc > 0 ? TDB_STREAM_OK : rc;
 }
 
@@ -1330,7 +1657,7 @@ int
 tdb_stream_at(TdbStreamDB *db, int s, int64_t t, TdbStreamRecord *out)
 {
 	AtArg		a = {t, false, out};
-	Cursor		cur = {s, INT64_MIN, t, at_visit, &a};
+	Cursor		cur = {s, INT64_MIN, t, at_visit, &a, t};
 	int			rc;
 	uint64_t	pos;
 
@@ -1339,7 +1666,8 @@ tdb_stream_at(TdbStreamDB *db, int s, int64_t t, TdbStreamRecord *out)
 	if (db->st[s].idx_count == 0)
 		return TDB_STREAM_ENOTFOUND;
 	/* the block holding t, or if t is before its first record, the one before */
-	pos = find_block(db, &db->st[s], t);
+	if ((rc = find_block(db, s, t, &pos)) != TDB_STREAM_OK)
+		return rc;
 	rc = scan(db, &cur, pos);
 	if (rc < 0)
 		return rc;
@@ -1367,7 +1695,15 @@ tdb_stream_stats(TdbStreamDB *db, int s, TdbStreamStats *out)
 	out->blocks = st->idx_count;
 	out->inserts = st->inserts;
 	out->stored = st->stored;
-	out->first_ts = st->idx_count ? idx_at(db, st, st->idx_head)->first_ts : 0;
+	if (st->idx_count > 0)
+	{
+		IdxEntry	e;
+		int			rc;
+
+		if ((rc = idx_head_entry(db, s, &e)) != TDB_STREAM_OK || (rc = stream_ready(db, s)) != TDB_STREAM_OK)
+			return rc;
+		out->first_ts = e.first_ts;
+	}
 	out->last_ts = st->has_stored ? st->last_stored.ts : 0;
 	return tdb_stream_range(db, s, INT64_MIN + 1, INT64_MAX, count_visit, &out->records);
 }
@@ -1375,16 +1711,20 @@ tdb_stream_stats(TdbStreamDB *db, int s, TdbStreamStats *out)
 void
 tdb_stream_info(const TdbStreamDB *db, TdbStreamFileInfo *out)
 {
-	uint32_t	used = 0;
+	uint64_t	used = 0;
 
 	memset(out, 0, sizeof(*out));
 	out->block_size = db->durable.block_size;
 	out->data_blocks = db->durable.ndata;
-	for (uint32_t b = 0; b < db->durable.ndata; b++)
-		used += db->owner[b] >= 0;
-	out->free_blocks = db->durable.ndata - used;
+	/* each block belongs to at most one stream's index */
+	for (uint32_t s = 0; s < db->schema.nstreams; s++)
+		used += db->st[s].idx_count;
+	out->free_blocks = used < db->durable.ndata ? db->durable.ndata - (uint32_t) used : 0;
 	out->commit_seq = db->durable.seq;
 	out->open_reads = db->open_reads;
+	out->sectors_read = db->sectors_read;
+	out->bytes_read = db->bytes_read;
+	out->index_sectors_cached = db->nisec;
 	out->bytes_written = db->bytes_written;
 	for (uint32_t s = 0; s < db->schema.nstreams; s++)
 		out->record_size[s] = db->st[s].rec_size;
@@ -1411,9 +1751,35 @@ verify_visit(const TdbStreamRecord *rec, void *p)
 	return 0;
 }
 
+/*
+ * Every committed entry names a block in range that no other entry names
+ * (opening no longer reads the whole index, so this is checked here), and
+ * every stream's chunks read back in time order.
+ */
 int
 tdb_stream_verify(TdbStreamDB *db)
 {
+	uint8_t    *taken = calloc(db->durable.ndata / 8 + 1, 1);
+
+	if (taken == NULL)
+		return fail(db, NULL, 0, TDB_STREAM_ENOMEM, "out of memory");
+	for (uint32_t s = 0; s < db->schema.nstreams; s++)
+		for (uint32_t i = 0; i < db->st[s].idx_count; i++)
+		{
+			IdxEntry	e;
+			int			rc = idx_get(db, (int) s, db->st[s].idx_head + i, &e);
+
+			if (rc == TDB_STREAM_OK && (taken[e.block / 8] >> (e.block % 8)) & 1)
+				rc = fail(db, NULL, 0, TDB_STREAM_ECORRUPT, "stream %s: index entry %u names block %u, taken",
+						  db->schema.streams[s].name, i, e.block);
+			if (rc != TDB_STREAM_OK)
+			{
+				free(taken);
+				return rc;
+			}
+			taken[e.block / 8] |= (uint8_t) (1u << (e.block % 8));
+		}
+	free(taken);
 	for (uint32_t s = 0; s < db->schema.nstreams; s++)
 	{
 		VerifyArg	v = {0, true, false, 0};

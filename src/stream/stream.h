@@ -35,6 +35,7 @@
 #define TDB_STREAM_ENOMEM		(-30806)
 #define TDB_STREAM_EBROKEN		(-30807)	/* an earlier I/O failure: reopen to recover */
 #define TDB_STREAM_ENOSPC		(-30808)	/* the file is too small for its configuration */
+#define TDB_STREAM_ESTALE		(-30809)	/* tdb_stream_refresh: the file was re-created: reopen it */
 
 #define TDB_STREAM_SECTOR		512		/* the unit a device writes whole, or tears at */
 #define TDB_STREAM_MAX_STREAMS	64
@@ -137,8 +138,22 @@ int			tdb_stream_parse_rdl(const char *text, TdbStreamSchema *out, char *err, si
 /* Lay out and initialise a new file (every section preallocated). */
 int			tdb_stream_create(TdbStreamIO *io, const TdbStreamSchema *schema, char *err, size_t errlen);
 
-/* Open (recovering from a crash: bounded work). */
+/*
+ * Open (recovering from a crash: bounded work).  Reads the superblocks and
+ * the schema only; a stream's index is read a sector at a time as lookups
+ * need it (kept in a bounded cache), its last chunk when it is appended to.
+ */
 int			tdb_stream_open(TdbStreamIO *io, TdbStreamDB **out, char *err, size_t errlen);
+/*
+ * Bring an open handle to the file's last commit, made since by another
+ * handle or process (hold the file's lock): one read of superblock copy 0
+ * and of the schema's header when nothing changed.  What the handle cached
+ * of a stream whose commit changed is forgotten.  *changed says whether
+ * the commit changed.  TDB_STREAM_ESTALE: the file was re-created with
+ * another layout or schema (close and open it again); TDB_STREAM_EINVAL:
+ * the handle holds unflushed records.
+ */
+int			tdb_stream_refresh(TdbStreamDB *db, bool *changed);
 void		tdb_stream_close(TdbStreamDB *db);	/* does not flush */
 
 const char *tdb_stream_strerror(int code);
@@ -200,7 +215,10 @@ typedef struct TdbStreamFileInfo
 	uint32_t	free_blocks;
 	uint64_t	commit_seq;
 	uint64_t	open_reads;		/* sectors read while opening (the recovery bound) */
+	uint64_t	sectors_read;	/* the I/O counter: 512-byte sectors read since open, opening included */
+	uint64_t	bytes_read;		/* bytes read since open */
 	uint64_t	bytes_written;	/* since open */
+	uint32_t	index_sectors_cached;	/* index sectors the handle holds in memory now */
 	uint32_t	record_size[TDB_STREAM_MAX_STREAMS];
 } TdbStreamFileInfo;
 
