@@ -244,6 +244,7 @@ typedef struct LocScanState
 	bool		knn_active;
 	int			knn_metric;		/* KnnMetric */
 	TdbBoxF		knn_qbox;		/* planar: the query's box */
+	TdbKnnQuery knn_query;		/* planar from a line: the line (knn_line_query) */
 	TdbKnnGeoPoint knn_geo;		/* metres, from a point */
 	bool		knn_geo_point;
 	uint64		knn_measured;	/* distances computed (EXPLAIN ANALYZE) */
@@ -2294,6 +2295,32 @@ knn_exact(uint64_t e, void *arg)
 	return isnull ? NAN : DatumGetFloat8(d);
 }
 
+/*
+ * From a line, the planar bound can be the distance from the line itself to
+ * a box, not from the line's box: a long diagonal line's box holds far more
+ * than the line's neighbours.  The line's vertices (at most 4,096: each
+ * bound measures every segment) go into q, in the current (per-scan)
+ * memory.  Polygons keep the box bound: PostGIS calls what a ring winds
+ * around twice inside, which an even-odd test (tdb_knn_query_contains) does
+ * not, and a bound must never exceed PostGIS's distance.
+ */
+static bool
+knn_line_query(Datum geom, TdbKnnQuery *q)
+{
+	bytea	   *wkb = tdb_geometry_wkb(geom);
+	const unsigned char *p = (const unsigned char *) VARDATA_ANY(wkb);
+	size_t		len = VARSIZE_ANY_EXHDR(wkb);
+	uint32		n,
+				rings;
+	double	   *xy;
+
+	if (tdb_geo_wkb_shape(p, len, NULL, &n, NULL, &rings) != 2 || n < 2 || n > 4096)
+		return false;
+	xy = palloc(sizeof(double) * 2 * n);
+	return tdb_geo_wkb_shape(p, len, xy, &n, NULL, &rings) == 2 &&
+		tdb_knn_query_init(q, TDB_KNN_LINE, xy, n, NULL, 0);
+}
+
 /* Start the nearest-first scan for query argument v (isnull: every distance is NULL). */
 static void
 knn_start(ForeignScanState *node, LocScanState *st, Datum v, bool isnull, Oid type)
@@ -2311,6 +2338,12 @@ knn_start(ForeignScanState *node, LocScanState *st, Datum v, bool isnull, Oid ty
 		st->knn_qbox = tdb_boxf_from_boxd(&box);
 		bound = knn_planar_bound;
 		bound_arg = &st->knn_qbox;
+		if (st->knn_metric == KNN_PLANAR && !(box.xmin == box.xmax && box.ymin == box.ymax) &&
+			knn_line_query(v, &st->knn_query))
+		{
+			bound = tdb_knn_query_bound;
+			bound_arg = &st->knn_query;
+		}
 	}
 	else if (!isnull && st->knn_metric == KNN_GEOGRAPHY &&
 			 geometry_box_ex(tdb_geography_to_geometry(v, type), &box, false) &&

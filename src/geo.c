@@ -261,39 +261,52 @@ wkb_points(WkbReader *r, bool big, uint32_t ndims, bool edges)
 	return true;
 }
 
+/*
+ * A geometry's header: byte order, type (1 point .. 7 collection) and the
+ * doubles per vertex.  Extended WKB keeps Z, M and SRID flags in the high
+ * bits; ISO WKB adds 1000, 2000 or 3000 to the type.
+ */
+static bool
+wkb_header(WkbReader *r, bool *big, uint32_t *type, uint32_t *ndims)
+{
+	if (r->p >= r->end || *r->p > 1)
+		return false;
+	*big = *r->p++ == 0;
+	*ndims = 2;
+	if (!wkb_u32(r, *big, type))
+		return false;
+	if (*type & 0x80000000u)
+		(*ndims)++;
+	if (*type & 0x40000000u)
+		(*ndims)++;
+	if (*type & 0x20000000u)
+	{
+		uint32_t	srid;
+
+		if (!wkb_u32(r, *big, &srid))
+			return false;
+	}
+	*type &= 0x0fffffffu;
+	if (*type >= 1000)
+	{
+		if (*type >= 4000 || *ndims != 2)
+			return false;
+		*ndims += *type / 1000 == 3 ? 2 : 1;
+		*type %= 1000;
+	}
+	return true;
+}
+
 static bool
 wkb_geometry(WkbReader *r, int depth)
 {
 	uint32_t	type,
-				ndims = 2,
+				ndims,
 				n;
 	bool		big;
 
-	if (depth > WKB_MAX_DEPTH || r->p >= r->end || *r->p > 1)
+	if (depth > WKB_MAX_DEPTH || !wkb_header(r, &big, &type, &ndims))
 		return false;
-	big = *r->p++ == 0;
-	if (!wkb_u32(r, big, &type))
-		return false;
-	/* extended WKB: flags in the high bits; ISO: thousands */
-	if (type & 0x80000000u)
-		ndims++;
-	if (type & 0x40000000u)
-		ndims++;
-	if (type & 0x20000000u)
-	{
-		uint32_t	srid;
-
-		if (!wkb_u32(r, big, &srid))
-			return false;
-	}
-	type &= 0x0fffffffu;
-	if (type >= 1000)
-	{
-		if (type >= 4000 || ndims != 2)
-			return false;
-		ndims += type / 1000 == 3 ? 2 : 1;
-		type %= 1000;
-	}
 	switch (type)
 	{
 		case 1:					/* point; NaN coordinates: POINT EMPTY */
@@ -351,4 +364,77 @@ tdb_geo_wkb_arc_box(const unsigned char *wkb, size_t len, TdbBox *box)
 		return 0;
 	*box = r.box;
 	return 1;
+}
+
+/*
+ * One ring or line's vertices into xy (when not NULL) from index *n on;
+ * *n grows by their count.
+ */
+static bool
+wkb_shape_points(WkbReader *r, bool big, uint32_t ndims, double *xy, uint32_t *n)
+{
+	uint32_t	npoints;
+	size_t		stride = 8 * (size_t) ndims;
+
+	if (!wkb_u32(r, big, &npoints) || (size_t) (r->end - r->p) / stride < npoints ||
+		npoints > UINT32_MAX / 2 - *n)
+		return false;
+	for (uint32_t i = 0; i < npoints; i++, r->p += stride)
+	{
+		double		x = wkb_double_at(r->p, big);
+		double		y = wkb_double_at(r->p + 8, big);
+
+		if (!isfinite(x) || !isfinite(y))
+			return false;
+		if (xy != NULL)
+		{
+			xy[2 * (size_t) (*n + i)] = x;
+			xy[2 * (size_t) (*n + i) + 1] = y;
+		}
+	}
+	*n += npoints;
+	return true;
+}
+
+int
+tdb_geo_wkb_shape(const unsigned char *wkb, size_t len, double *xy, uint32_t *npoints,
+				  uint32_t *ring_end, uint32_t *nrings)
+{
+	WkbReader	r = {wkb, wkb + len, false, {0, 0, 0, 0}};
+	uint32_t	type,
+				ndims,
+				n = 0,
+				rings = 0;
+	bool		big;
+
+	if (!wkb_header(&r, &big, &type, &ndims))
+		return -1;
+	if (type == 2)
+	{
+		if (!wkb_shape_points(&r, big, ndims, xy, &n))
+			return -1;
+	}
+	else if (type == 3)
+	{
+		if (!wkb_u32(&r, big, &rings))
+			return -1;
+		for (uint32_t i = 0; i < rings; i++)
+		{
+			uint32_t	before = n;
+
+			if (!wkb_shape_points(&r, big, ndims, xy, &n))
+				return -1;
+			if (n - before < 4)
+				return 0;		/* not a closed ring PostGIS would accept */
+			if (ring_end != NULL)
+				ring_end[i] = n;
+		}
+	}
+	else
+		return 0;
+	if (r.p != r.end)
+		return -1;
+	*npoints = n;
+	*nrings = rings;
+	return n == 0 ? 0 : (int) type;
 }

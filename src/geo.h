@@ -15,6 +15,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* Mean radius of the WGS 84 ellipsoid, (2a + b) / 3, in metres. */
 #define TDB_EARTH_RADIUS_M 6371008.7714
@@ -62,5 +63,17 @@ bool		tdb_geo_arc_lat_range(double lon1, double lat1, double lon2, double lat2,
  * tdb_geo_arc_lat_range refuses.
  */
 int			tdb_geo_wkb_arc_box(const unsigned char *wkb, size_t len, TdbBox *box);
+
+/*
+ * The vertices of a WKB LineString or Polygon (ISO or extended WKB, either
+ * byte order; Z and M are ignored): returns 2 (a line) or 3 (a polygon)
+ * with *npoints and *nrings (0 for a line) set and, where xy and ring_end
+ * are not NULL, the x, y pairs and each ring's end (one past its last
+ * vertex) written there: call once with NULLs to learn the sizes.  Returns
+ * 0 for other types, empty shapes and rings of fewer than 4 vertices, -1
+ * for malformed WKB or non-finite coordinates.
+ */
+int			tdb_geo_wkb_shape(const unsigned char *wkb, size_t len, double *xy, uint32_t *npoints,
+							  uint32_t *ring_end, uint32_t *nrings);
 
 #endif							/* TDB_GEO_H */

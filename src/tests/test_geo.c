@@ -506,3 +506,80 @@ UNIT_TEST(test_geo_wkb_arc_box)
 		}
 	}
 }
+
+/* The vertices of lines and polygons, in either byte order and WKB flavour; other input refused. */
+UNIT_TEST(test_geo_wkb_shape)
+{
+	static const double line[] = {1.0, 2.0, 3.5, -4.25, 5.0, 6.0};
+	static const double shell[] = {0, 0, 10, 0, 10, 10, 0, 10, 0, 0};
+	static const double hole[] = {2, 2, 3, 2, 3, 3, 2, 2};
+	double		xy[32];
+	uint32_t	ends[4],
+				n,
+				rings;
+
+	for (int big = 0; big <= 1; big++)
+	{
+		Wkb			w = {.big = big};
+
+		/* a line, ISO Z (1002): the Z values are skipped */
+		put_header(&w, 1002);
+		put_points(&w, line, 3, 1);
+		CHECK(tdb_geo_wkb_shape(w.buf, w.len, NULL, &n, NULL, &rings) == 2);
+		CHECK(n == 3 && rings == 0);
+		CHECK(tdb_geo_wkb_shape(w.buf, w.len, xy, &n, NULL, &rings) == 2);
+		for (int i = 0; i < 6; i++)
+			CHECK(xy[i] == line[i]);
+		for (size_t k = 0; k < w.len; k++)
+			CHECK(tdb_geo_wkb_shape(w.buf, k, xy, &n, NULL, &rings) == -1);
+
+		/* a polygon with a hole, extended WKB with an SRID */
+		w.len = 0;
+		put_header(&w, 3 | 0x20000000u);
+		put_u32(&w, 4326);
+		put_u32(&w, 2);
+		put_points(&w, shell, 5, 0);
+		put_points(&w, hole, 4, 0);
+		CHECK(tdb_geo_wkb_shape(w.buf, w.len, NULL, &n, NULL, &rings) == 3);
+		CHECK(n == 9 && rings == 2);
+		CHECK(tdb_geo_wkb_shape(w.buf, w.len, xy, &n, ends, &rings) == 3);
+		CHECK(ends[0] == 5 && ends[1] == 9);
+		CHECK(xy[10] == 2 && xy[17] == 2);
+		w.buf[w.len++] = 0;		/* a byte too many */
+		CHECK(tdb_geo_wkb_shape(w.buf, w.len, NULL, &n, NULL, &rings) == -1);
+
+		/* a ring of 3 vertices, a point, an empty line, a collection: not shapes */
+		w.len = 0;
+		put_header(&w, 3);
+		put_u32(&w, 1);
+		put_points(&w, hole, 3, 0);
+		CHECK(tdb_geo_wkb_shape(w.buf, w.len, NULL, &n, NULL, &rings) == 0);
+		w.len = 0;
+		put_header(&w, 1);
+		put_double(&w, 1);
+		put_double(&w, 2);
+		CHECK(tdb_geo_wkb_shape(w.buf, w.len, NULL, &n, NULL, &rings) == 0);
+		w.len = 0;
+		put_header(&w, 2);
+		put_u32(&w, 0);
+		CHECK(tdb_geo_wkb_shape(w.buf, w.len, NULL, &n, NULL, &rings) == 0);
+		w.len = 0;
+		put_header(&w, 7);
+		put_u32(&w, 0);
+		CHECK(tdb_geo_wkb_shape(w.buf, w.len, NULL, &n, NULL, &rings) == 0);
+
+		/* a non-finite coordinate, a huge count */
+		w.len = 0;
+		put_header(&w, 2);
+		put_u32(&w, 2);
+		put_double(&w, 1);
+		put_double(&w, NAN);
+		put_double(&w, 2);
+		put_double(&w, 3);
+		CHECK(tdb_geo_wkb_shape(w.buf, w.len, NULL, &n, NULL, &rings) == -1);
+		w.len = 0;
+		put_header(&w, 2);
+		put_u32(&w, 0xffffffffu);
+		CHECK(tdb_geo_wkb_shape(w.buf, w.len, NULL, &n, NULL, &rings) == -1);
+	}
+}
