@@ -221,44 +221,69 @@ box_add(WkbReader *r, double x, double y)
 	r->box.ymax = fmax(r->box.ymax, y);
 }
 
+/* What a point array's walker does with vertex i (false: refuse the WKB). */
+typedef bool (*WkbVertexFn) (void *arg, uint32_t i, double x, double y);
+
 /*
- * npoints vertices of ndims doubles each; edges between consecutive ones
- * when edges (a line or a ring).
+ * A point array: a count, then that many vertices of ndims doubles each,
+ * all finite, each given to fn.
  */
 static bool
-wkb_points(WkbReader *r, bool big, uint32_t ndims, bool edges)
+wkb_point_array(WkbReader *r, bool big, uint32_t ndims, WkbVertexFn fn, void *arg, uint32_t *npoints)
 {
-	uint32_t	npoints;
 	size_t		stride = 8 * (size_t) ndims;
-	double		px = 0,
-				py = 0;
 
-	if (!wkb_u32(r, big, &npoints))
+	if (!wkb_u32(r, big, npoints) || (size_t) (r->end - r->p) / stride < *npoints)
 		return false;
-	if ((size_t) (r->end - r->p) / stride < npoints)
-		return false;
-	for (uint32_t i = 0; i < npoints; i++, r->p += stride)
+	for (uint32_t i = 0; i < *npoints; i++, r->p += stride)
 	{
 		double		x = wkb_double_at(r->p, big);
 		double		y = wkb_double_at(r->p + 8, big);
 
-		if (!isfinite(x) || !isfinite(y))
+		if (!isfinite(x) || !isfinite(y) || !fn(arg, i, x, y))
 			return false;
-		box_add(r, x, y);
-		if (edges && i > 0)
-		{
-			double		lo,
-						hi;
-
-			if (!tdb_geo_arc_lat_range(px, py, x, y, &lo, &hi))
-				return false;
-			r->box.ymin = fmin(r->box.ymin, lo);
-			r->box.ymax = fmax(r->box.ymax, hi);
-		}
-		px = x;
-		py = y;
 	}
 	return true;
+}
+
+/* The box of the vertices, and with edges, of the arcs between consecutive ones. */
+typedef struct ArcBoxWalk
+{
+	WkbReader  *r;
+	bool		edges;
+	double		px,
+				py;
+} ArcBoxWalk;
+
+static bool
+arc_box_vertex(void *arg, uint32_t i, double x, double y)
+{
+	ArcBoxWalk *w = arg;
+
+	box_add(w->r, x, y);
+	if (w->edges && i > 0)
+	{
+		double		lo,
+					hi;
+
+		if (!tdb_geo_arc_lat_range(w->px, w->py, x, y, &lo, &hi))
+			return false;
+		w->r->box.ymin = fmin(w->r->box.ymin, lo);
+		w->r->box.ymax = fmax(w->r->box.ymax, hi);
+	}
+	w->px = x;
+	w->py = y;
+	return true;
+}
+
+/* npoints vertices; edges between consecutive ones when edges (a line or a ring). */
+static bool
+wkb_points(WkbReader *r, bool big, uint32_t ndims, bool edges)
+{
+	ArcBoxWalk	w = {r, edges, 0, 0};
+	uint32_t	n;
+
+	return wkb_point_array(r, big, ndims, arc_box_vertex, &w, &n);
 }
 
 /*
@@ -366,33 +391,37 @@ tdb_geo_wkb_arc_box(const unsigned char *wkb, size_t len, TdbBox *box)
 	return 1;
 }
 
-/*
- * One ring or line's vertices into xy (when not NULL) from index *n on;
- * *n grows by their count.
- */
+/* Vertices copied into xy (when not NULL) from index base on. */
+typedef struct ShapeWalk
+{
+	double	   *xy;
+	uint32_t	base;
+} ShapeWalk;
+
+static bool
+shape_vertex(void *arg, uint32_t i, double x, double y)
+{
+	ShapeWalk  *w = arg;
+
+	if (w->xy != NULL)
+	{
+		w->xy[2 * (size_t) (w->base + i)] = x;
+		w->xy[2 * (size_t) (w->base + i) + 1] = y;
+	}
+	return true;
+}
+
+/* One ring or line's vertices after the *n already read; *n grows by their count. */
 static bool
 wkb_shape_points(WkbReader *r, bool big, uint32_t ndims, double *xy, uint32_t *n)
 {
-	uint32_t	npoints;
-	size_t		stride = 8 * (size_t) ndims;
+	ShapeWalk	w = {xy, *n};
+	uint32_t	count;
 
-	if (!wkb_u32(r, big, &npoints) || (size_t) (r->end - r->p) / stride < npoints ||
-		npoints > UINT32_MAX / 2 - *n)
+	/* (a count over what the data holds is refused before any vertex) */
+	if (!wkb_point_array(r, big, ndims, shape_vertex, &w, &count) || count > UINT32_MAX / 2 - *n)
 		return false;
-	for (uint32_t i = 0; i < npoints; i++, r->p += stride)
-	{
-		double		x = wkb_double_at(r->p, big);
-		double		y = wkb_double_at(r->p + 8, big);
-
-		if (!isfinite(x) || !isfinite(y))
-			return false;
-		if (xy != NULL)
-		{
-			xy[2 * (size_t) (*n + i)] = x;
-			xy[2 * (size_t) (*n + i) + 1] = y;
-		}
-	}
-	*n += npoints;
+	*n += count;
 	return true;
 }
 
