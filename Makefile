@@ -73,8 +73,8 @@ tools/tdbread: tools/tdbread.c $(ENGINE_SRCS) $(wildcard src/*.h)
 all: tools/tdbread
 
 # trafficdb-stream: the stream-file CLI (src/stream/, no PostgreSQL).
-tools/trafficdb-stream: tools/trafficdb-stream.c $(STREAM_SRCS) src/checksum.c $(wildcard src/stream/*.h src/*.h)
-	$(CC) $(UNIT_CFLAGS) -o $@ tools/trafficdb-stream.c $(STREAM_SRCS) src/checksum.c
+tools/trafficdb-stream: tools/trafficdb-stream.c tools/csvtime.c tools/csvtime.h $(STREAM_SRCS) src/checksum.c $(wildcard src/stream/*.h src/*.h)
+	$(CC) $(UNIT_CFLAGS) -o $@ tools/trafficdb-stream.c tools/csvtime.c $(STREAM_SRCS) src/checksum.c -lm
 
 all: tools/trafficdb-stream
 
