@@ -33,7 +33,7 @@ CREATE STREAM nav WITH ID 1 {
     sog float64 WITH CODEC deadband PARAMS (0.1),
     heading int16 NULL WITH CODEC step
 };
-CREATE STREAM raw WITH ID 2 { sog float64, heading int16 NULL, n int8 NULL };
+CREATE STREAM raw WITH ID 2 { sog double precision, heading smallint NULL, n i8 NULL };
 RDL
 check "create from RDL" "$T" create "$dir/v.tsf" "$dir/v.rdl"
 check "the file is preallocated to fileSize" [ "$(stat -c %s "$dir/v.tsf")" = 1048576 ]
@@ -81,8 +81,8 @@ check "--no-header: a bad time on line 1 is an error, not a header" has "$rc $er
 cp "$dir/h.tsf" "$dir/before.tsf"
 printf 'ts,sog,heading\n2020-06-30T00:00:10Z,12,81\n2020-06-30T00:00:11Z,fast,81\n2020-06-30T00:00:12Z,13,40000\n2020-06-30T00:00:13Z,,82\n2020-06-30T00:00:14Z,14\n2020-06-30T00:00:15Z,15,83,x\n2020-06-30T00:00:09Z,16,84\nsoon,17,85\n2020-06-30T00:00:20Z,18,86\n' >"$dir/bad.csv"
 err=$("$T" append "$dir/h.tsf" nav "$dir/bad.csv" 2>&1); rc=$?
-check "a malformed value names line, column and value" has "$err" "$dir/bad.csv line 3, column sog: \"fast\" is not a non-null float64"
-check "a value out of its type's range" has "$err" "$dir/bad.csv line 4, column heading: \"40000\" is out of range for int16 (-32768 to 32767)"
+check "a malformed value names line, column and value" has "$err" "$dir/bad.csv line 3, column sog: \"fast\" is not a non-null f64"
+check "a value out of its type's range" has "$err" "$dir/bad.csv line 4, column heading: \"40000\" is out of range for i16 (-32768 to 32767)"
 check "an empty value in a NOT NULL field" has "$err" "$dir/bad.csv line 5, column sog: empty (NULL), but field sog is NOT NULL"
 check "a missing value names its column" has "$err" "$dir/bad.csv line 6, column heading: missing (the line has 2 value(s), the header names 3)"
 check "an extra value is shown" has "$err" "$dir/bad.csv line 7, extra value \"x\" after column heading (the header names 3)"
@@ -107,6 +107,13 @@ check "20 bad lines are shown" has "$(grep -c 'many.csv line' <<<"$err") $err" "
 check "  and the rest counted" has "$err" "trafficdb-stream: ... and 10 more bad line(s) not shown"
 check "an empty input appends nothing and succeeds" "$T" append "$dir/h.tsf" nav /dev/null
 
+check "stats names the types unambiguously" has "$("$T" stats "$dir/v.tsf")" "stream raw (id 2): 3 records in 1 blocks, 21 bytes each, from 1593475200000000 to 1593475202000000; sog f64 heading i16 null n i8 null"
+err=$(printf 'ts,sog,heading,n\n2020-06-30T00:01:00Z,1,1,128\n' | "$T" append "$dir/v.tsf" raw 2>&1)
+check "an i8 field holds 8 bits" has "$err" 'column n: "128" is out of range for i8 (-128 to 127)'
+echo 'CREATE STREAM a WITH ID 1 { x int8 };' >"$dir/int8.rdl"
+err=$("$T" create "$dir/w.tsf" "$dir/int8.rdl" 2>&1); rc=$?
+check "int8 is refused as ambiguous, with both readings" exits $rc 1 "$err" "line 1, column 31: type int8 of field x is ambiguous: write i8 for 8 bits (what int8 meant here before), or bigint / i64 for PostgreSQL's int8 (64 bits)"
+check "  and no file is left" [ ! -e "$dir/w.tsf" ]
 check "recover commits the recovered state" "$T" recover "$dir/v.tsf"
 echo 'CREATE STREAM a WITH ID 1 { x int9 };' >"$dir/bad.rdl"
 err=$("$T" create "$dir/w.tsf" "$dir/bad.rdl" 2>&1)

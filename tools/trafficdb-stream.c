@@ -92,14 +92,6 @@ open_file(const char *path, TdbStreamIO *io)
 	return db;
 }
 
-static const char *
-type_name(uint8_t t)
-{
-	static const char *names[] = {"?", "int8", "int16", "int32", "int64", "float32", "float64", "bool"};
-
-	return t < 8 ? names[t] : "?";
-}
-
 static int
 cmd_create(const char *path, const char *rdl_path)
 {
@@ -208,13 +200,13 @@ parse_value(const TdbStreamField *f, const char *s, TdbStreamValue *v, char *err
 				break;
 			if (errno == ERANGE && (v->v.f > 1 || v->v.f < -1))
 			{
-				snprintf(err, errlen, "\"%s\" is out of range for %s", s, type_name(f->type));
+				snprintf(err, errlen, "\"%s\" is out of range for %s", s, tdb_stream_type_name(f->type));
 				return false;
 			}
 			if (f->type == TDB_ST_FLOAT32 && isfinite(v->v.f) && fabs(v->v.f) > FLT_MAX)
 			{
 				snprintf(err, errlen, "\"%s\" is out of range for %s (at most %g in magnitude)", s,
-						 type_name(f->type), (double) FLT_MAX);
+						 tdb_stream_type_name(f->type), (double) FLT_MAX);
 				return false;
 			}
 			return true;
@@ -237,7 +229,7 @@ parse_value(const TdbStreamField *f, const char *s, TdbStreamValue *v, char *err
 					break;
 				if (errno == ERANGE || (bits < 64 && (x < -(1LL << (bits - 1)) || x >= (1LL << (bits - 1)))))
 				{
-					snprintf(err, errlen, "\"%s\" is out of range for %s (%s)", s, type_name(f->type),
+					snprintf(err, errlen, "\"%s\" is out of range for %s (%s)", s, tdb_stream_type_name(f->type),
 							 type_range(f->type));
 					return false;
 				}
@@ -245,7 +237,7 @@ parse_value(const TdbStreamField *f, const char *s, TdbStreamValue *v, char *err
 				return true;
 			}
 	}
-	snprintf(err, errlen, "\"%s\" is not a%s %s", s, f->nullable ? "" : " non-null", type_name(f->type));
+	snprintf(err, errlen, "\"%s\" is not a%s %s", s, f->nullable ? "" : " non-null", tdb_stream_type_name(f->type));
 	return false;
 }
 
@@ -700,7 +692,7 @@ cmd_stats(const char *path, bool verify)
 			   d->name, d->id, (unsigned long long) st.records, (unsigned long long) st.blocks,
 			   info.record_size[s], (long long) st.first_ts, (long long) st.last_ts);
 		for (uint32_t f = 0; f < d->nfields; f++)
-			printf(" %s %s%s%s", d->fields[f].name, type_name(d->fields[f].type),
+			printf(" %s %s%s%s", d->fields[f].name, tdb_stream_type_name(d->fields[f].type),
 				   d->fields[f].nullable ? " null" : "",
 				   d->fields[f].codec == TDB_CODEC_STEP ? " step" :
 				   d->fields[f].codec == TDB_CODEC_DEADBAND ? " deadband" : "");
