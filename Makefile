@@ -58,11 +58,12 @@ all:
 endif
 
 # --- C unit tests of src/ (built without PostgreSQL) -----------------------
-UNIT_CFLAGS = -std=gnu11 -O2 -g $(WARNINGS) -Isrc -Isrc/tests -Iinclude
+UNIT_CFLAGS = -std=gnu11 -O2 -g $(WARNINGS) -Isrc -Isrc/tests -Iinclude -Itools
 CLIENT_SRCS = $(wildcard src/client/*.c)
-UNIT_SRCS = $(ENGINE_SRCS) $(CLIENT_SRCS) $(STREAM_SRCS) $(wildcard src/tests/*.c)
+# tools/csvtime.c: the CLIs' shared time rule, unit-tested here too
+UNIT_SRCS = $(ENGINE_SRCS) $(CLIENT_SRCS) $(STREAM_SRCS) tools/csvtime.c $(wildcard src/tests/*.c)
 
-src/tests/unit_tests: $(UNIT_SRCS) $(wildcard src/*.h src/stream/*.h src/tests/*.h include/*.h) src/tests/tests.list
+src/tests/unit_tests: $(UNIT_SRCS) $(wildcard src/*.h src/stream/*.h src/tests/*.h include/*.h) tools/csvtime.h src/tests/tests.list
 	$(CC) $(UNIT_CFLAGS) -o $@ $(UNIT_SRCS) -lm -lpthread
 
 # tdbread: an external reader of the shared memory (operators, TAP tests).
@@ -72,8 +73,8 @@ tools/tdbread: tools/tdbread.c $(ENGINE_SRCS) $(wildcard src/*.h)
 all: tools/tdbread
 
 # trafficdb-stream: the stream-file CLI (src/stream/, no PostgreSQL).
-tools/trafficdb-stream: tools/trafficdb-stream.c $(STREAM_SRCS) src/checksum.c $(wildcard src/stream/*.h src/*.h)
-	$(CC) $(UNIT_CFLAGS) -o $@ tools/trafficdb-stream.c $(STREAM_SRCS) src/checksum.c
+tools/trafficdb-stream: tools/trafficdb-stream.c tools/csvtime.c tools/csvtime.h $(STREAM_SRCS) src/checksum.c $(wildcard src/stream/*.h src/*.h)
+	$(CC) $(UNIT_CFLAGS) -o $@ tools/trafficdb-stream.c tools/csvtime.c $(STREAM_SRCS) src/checksum.c -lm
 
 all: tools/trafficdb-stream
 
@@ -227,16 +228,16 @@ tap:
 	$(prove_installcheck)
 
 # The protocol and the client's threads under ThreadSanitizer.
-src/tests/unit_tests_tsan: $(UNIT_SRCS) $(wildcard src/*.h src/stream/*.h src/tests/*.h include/*.h) src/tests/tests.list
+src/tests/unit_tests_tsan: $(UNIT_SRCS) $(wildcard src/*.h src/stream/*.h src/tests/*.h include/*.h) tools/csvtime.h src/tests/tests.list
 	$(CC) $(UNIT_CFLAGS) -O1 -fsanitize=thread -o $@ $(UNIT_SRCS) -lm -lpthread
 
 # Stream files' damage tests under AddressSanitizer and UBSan: bad files
 # must give an error, never a bad read.
-src/tests/unit_tests_asan: $(UNIT_SRCS) $(wildcard src/*.h src/stream/*.h src/tests/*.h include/*.h) src/tests/tests.list
+src/tests/unit_tests_asan: $(UNIT_SRCS) $(wildcard src/*.h src/stream/*.h src/tests/*.h include/*.h) tools/csvtime.h src/tests/tests.list
 	$(CC) $(UNIT_CFLAGS) -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -o $@ $(UNIT_SRCS) -lm -lpthread
 
 unit-asan: src/tests/unit_tests_asan
-	src/tests/unit_tests_asan test_stream_rdl_errors test_stream_bit_flips test_stream_codecs test_stream_power_loss_at_every_write test_stream_refresh test_stream_window_reads_bounded
+	src/tests/unit_tests_asan test_csvtime_rule test_stream_rdl_errors test_stream_bit_flips test_stream_codecs test_stream_power_loss_at_every_write test_stream_refresh test_stream_window_reads_bounded
 
 # libFuzzer over stream file images (clang from Debian; scripts/deps.sh installs it).
 FUZZ_SECONDS ?= 20

@@ -330,16 +330,17 @@ CREATE FOREIGN DATA WRAPPER trafficdb_streams
     VALIDATOR trafficdb.streams_fdw_validator;
 
 CREATE FUNCTION trafficdb.stream_aggregate(tbl regclass, field text, t_from timestamptz, t_to timestamptz,
+    hold text DEFAULT 'stream',
     OUT avg double precision, OUT min double precision, OUT max double precision,
-    OUT integral double precision, OUT samples bigint)
+    OUT integral double precision, OUT samples bigint, OUT records bigint, OUT covered double precision)
     AS 'MODULE_PATHNAME', 'trafficdb_stream_aggregate' LANGUAGE C STRICT VOLATILE;
-COMMENT ON FUNCTION trafficdb.stream_aggregate(regclass, text, timestamptz, timestamptz) IS
-    'a stream field over [t_from, t_to] as reconstructed: time-weighted average, min, max, integral (value x seconds), values that held';
-CREATE FUNCTION trafficdb.stream_resample(tbl regclass, field text, times timestamptz[])
+COMMENT ON FUNCTION trafficdb.stream_aggregate(regclass, text, timestamptz, timestamptz, text) IS
+    'a stream field over [t_from, t_to] as reconstructed: time-weighted average, min, max, integral (value x seconds), samples (non-NULL values that held), records (stored records in the window), covered (seconds with a value); hold ''stream'' (default): the last value holds until the stream''s last timestamp, ''window'': to t_to';
+CREATE FUNCTION trafficdb.stream_resample(tbl regclass, field text, times timestamptz[], hold text DEFAULT 'stream')
     RETURNS TABLE (t timestamptz, value double precision)
     AS 'MODULE_PATHNAME', 'trafficdb_stream_resample' LANGUAGE C STRICT VOLATILE;
-COMMENT ON FUNCTION trafficdb.stream_resample(regclass, text, timestamptz[]) IS
-    'a stream field''s reconstructed value at each of the given times';
+COMMENT ON FUNCTION trafficdb.stream_resample(regclass, text, timestamptz[], text) IS
+    'a stream field''s reconstructed value at each of the given times; hold ''stream'' (default): NULL after the stream''s last timestamp, ''window'': the last value holds on';
 
 
 -- Trail files (src/trail/, fdw/trails.c): a server per place (local disk,

@@ -1694,11 +1694,52 @@ num(const TdbStreamDef *d, int f, const TdbStreamValue *v)
 	return (d->fields[f].type == TDB_ST_FLOAT32 || d->fields[f].type == TDB_ST_FLOAT64) ? v->v.f : (double) v->v.i;
 }
 
+/*
+ * How long the last value holds.  A stored value holds until the next
+ * record.  After the last one the stream says nothing more: HOLD_STREAM
+ * (the default) holds it only until the stream's last timestamp (the last
+ * insert, stored or dropped by the codecs, as the file committed it), so
+ * no value is invented past the data; HOLD_WINDOW holds it to the end of
+ * the window (or forever, for resampling), the rule before there was a
+ * choice.
+ */
+typedef enum StrHold
+{
+	HOLD_STREAM, HOLD_WINDOW
+} StrHold;
+
+static StrHold
+hold_arg(const char *hold)
+{
+	if (strcmp(hold, "stream") == 0)
+		return HOLD_STREAM;
+	if (strcmp(hold, "window") == 0)
+		return HOLD_WINDOW;
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("hold must be 'stream' or 'window', not \"%s\"", hold),
+			 errdetail("'stream' (the default): the last value holds until the stream's last timestamp; 'window': it holds to the end of the window.")));
+	return HOLD_STREAM;
+}
+
+/* The time until which the last value of the stream may hold (INT64 max: no limit). */
+static int64
+hold_end(StreamHandle *h, StrHold hold)
+{
+	int64		last;
+
+	if (hold == HOLD_WINDOW)
+		return PG_INT64_MAX;
+	if (tdb_stream_last_ts(h->db, h->stream, &last) != TDB_STREAM_OK)
+		ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED), errmsg("%s", tdb_stream_errmsg(h->db))));
+	return last;
+}
+
 typedef struct StrAgg
 {
 	const TdbStreamDef *d;
 	int			f;
-	int64		to;
+	int64		end;			/* no value holds after this (hold_end) */
 	/* the value holding since `since` (none after a discontinuity or NULL) */
 	bool		holding;
 	double		value;
@@ -1707,12 +1748,14 @@ typedef struct StrAgg
 	double		covered;		/* seconds with a value */
 	double		min,
 				max;
-	int64		samples;
+	int64		samples;		/* values that held at some instant of the window */
+	int64		records;		/* stored records in the window, NULL or not */
 } StrAgg;
 
 static void
 agg_hold(StrAgg *a, int64 until)
 {
+	until = Min(until, a->end);
 	if (a->holding && until > a->since)
 	{
 		double		secs = (until - a->since) / 1e6;
@@ -1727,7 +1770,8 @@ agg_start(StrAgg *a, const TdbStreamRecord *r, int64 at)
 {
 	const TdbStreamValue *v = &r->vals[a->f];
 
-	a->holding = !r->discontinuity && !v->isnull;
+	/* a value from before the window that stopped holding before it is not in it */
+	a->holding = !r->discontinuity && !v->isnull && at <= a->end;
 	a->since = at;
 	if (a->holding)
 	{
@@ -1741,20 +1785,24 @@ agg_start(StrAgg *a, const TdbStreamRecord *r, int64 at)
 static int
 agg_visit(const TdbStreamRecord *r, void *p)
 {
-	StrAgg   *a = p;
+	StrAgg	   *a = p;
 
 	CHECK_FOR_INTERRUPTS();
 	agg_hold(a, r->ts);
 	agg_start(a, r, r->ts);
+	a->records++;
 	return 0;
 }
 
 /*
- * trafficdb.stream_aggregate(tbl, field, t_from, t_to): the field over
+ * trafficdb.stream_aggregate(tbl, field, t_from, t_to, hold): the field over
  * [t_from, t_to] as the codecs reconstruct it (each stored value holds until
- * the next record; nothing holds across a discontinuity or a NULL):
- * time-weighted average, min, max, integral (value x seconds), and the
- * number of values that held in the window.
+ * the next record, the last one as `hold` says; nothing holds across a
+ * discontinuity or a NULL): time-weighted average over the time a value
+ * held, min, max, integral (value x seconds), samples (the non-NULL values
+ * that held at some instant of the window: the one holding at t_from and
+ * each record's after it), records (the stored records in the window, NULL
+ * or not) and covered (seconds of the window in which a value held).
  */
 Datum
 trafficdb_stream_aggregate(PG_FUNCTION_ARGS)
@@ -1763,12 +1811,13 @@ trafficdb_stream_aggregate(PG_FUNCTION_ARGS)
 	char	   *field = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	int64		from = PG_GETARG_TIMESTAMPTZ(2) + UNIX_TO_PG_US;
 	int64		to = PG_GETARG_TIMESTAMPTZ(3) + UNIX_TO_PG_US;
+	StrHold		hold = hold_arg(text_to_cstring(PG_GETARG_TEXT_PP(4)));
 	StreamHandle *h;
-	StrAgg	a = {0};
+	StrAgg		a = {0};
 	TdbStreamRecord first;
 	TupleDesc	tupdesc;
-	Datum		values[5];
-	bool		nulls[5] = {0};
+	Datum		values[7];
+	bool		nulls[7] = {0};
 	int			rc;
 
 	tdb_require_preload();
@@ -1786,11 +1835,15 @@ trafficdb_stream_aggregate(PG_FUNCTION_ARGS)
 	h = stream_open(relid, false, CurrentMemoryContext);
 	a.d = &tdb_stream_schema(h->db)->streams[h->stream];
 	a.f = field_of(h, field);
-	a.to = to;
+	a.end = hold_end(h, hold);
 	/* the value holding at t_from */
 	rc = tdb_stream_at(h->db, h->stream, from, &first);
 	if (rc == TDB_STREAM_OK)
+	{
 		agg_start(&a, &first, from);
+		if (first.ts == from)
+			a.records++;
+	}
 	else if (rc != TDB_STREAM_ENOTFOUND)
 		ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED), errmsg("%s", tdb_stream_errmsg(h->db))));
 	if (from < to && (rc = tdb_stream_range(h->db, h->stream, from + 1, to, agg_visit, &a)) != TDB_STREAM_OK)
@@ -1806,12 +1859,16 @@ trafficdb_stream_aggregate(PG_FUNCTION_ARGS)
 	values[3] = Float8GetDatum(a.integral);
 	nulls[3] = a.samples == 0;
 	values[4] = Int64GetDatum(a.samples);
+	values[5] = Int64GetDatum(a.records);
+	values[6] = Float8GetDatum(a.covered);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls)));
 }
 
 /*
- * trafficdb.stream_resample(tbl, field, times): the field's reconstructed
- * value at each time (O(log n) each; NULL where nothing holds).
+ * trafficdb.stream_resample(tbl, field, times, hold): the field's
+ * reconstructed value at each time (O(log n) each; NULL where nothing
+ * holds: before the first record, after a NULL or a discontinuity, and with
+ * hold 'stream' after the stream's last timestamp).
  */
 Datum
 trafficdb_stream_resample(PG_FUNCTION_ARGS)
@@ -1820,6 +1877,8 @@ trafficdb_stream_resample(PG_FUNCTION_ARGS)
 	Oid			relid = PG_GETARG_OID(0);
 	char	   *field = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	ArrayType  *times = PG_GETARG_ARRAYTYPE_P(2);
+	StrHold		hold = hold_arg(text_to_cstring(PG_GETARG_TEXT_PP(3)));
+	int64		end;
 	Datum	   *elems;
 	bool	   *enulls;
 	int			n;
@@ -1835,6 +1894,7 @@ trafficdb_stream_resample(PG_FUNCTION_ARGS)
 	h = stream_open(relid, false, CurrentMemoryContext);
 	d = &tdb_stream_schema(h->db)->streams[h->stream];
 	f = field_of(h, field);
+	end = hold_end(h, hold);
 	for (int i = 0; i < n; i++)
 	{
 		Datum		values[2];
@@ -1845,9 +1905,10 @@ trafficdb_stream_resample(PG_FUNCTION_ARGS)
 		values[0] = elems[i];
 		if (!enulls[i] && !TIMESTAMP_NOT_FINITE(DatumGetTimestampTz(elems[i])))
 		{
-			int			rc = tdb_stream_at(h->db, h->stream, DatumGetTimestampTz(elems[i]) + UNIX_TO_PG_US, &r);
+			int64		t = DatumGetTimestampTz(elems[i]) + UNIX_TO_PG_US;
+			int			rc = tdb_stream_at(h->db, h->stream, t, &r);
 
-			if (rc == TDB_STREAM_OK && !r.discontinuity && !r.vals[f].isnull)
+			if (rc == TDB_STREAM_OK && !r.discontinuity && !r.vals[f].isnull && t <= end)
 			{
 				values[1] = Float8GetDatum(num(d, f, &r.vals[f]));
 				nulls[1] = false;

@@ -20,13 +20,17 @@ SELECT c.relname AS stream, (SELECT count(*) FROM ais_raw r WHERE 'v' || r.mmsi 
        (xpath('/row/n/text()', query_to_xml(format('SELECT count(*) AS n FROM vessels.%I', c.relname), false, true, '')))[1]::text::int AS stored
   FROM pg_class c WHERE c.relnamespace = 'vessels'::regnamespace ORDER BY 1;
 
-\echo '-- a time window, pushed down to the stream file'
-EXPLAIN (COSTS OFF) SELECT * FROM vessels.:"busiest" WHERE ts >= '2020-06-30 00:20:00+00' AND ts < '2020-06-30 00:25:00+00';
-SELECT * FROM vessels.:"busiest" WHERE ts >= '2020-06-30 00:20:00+00' AND ts < '2020-06-30 00:21:00+00';
+\echo '-- a time window, pushed down to the stream file: the plan, then the same query'
+\set window_query 'SELECT * FROM vessels.' :"busiest" ' WHERE ts >= ''2020-06-30 00:20:00+00'' AND ts < ''2020-06-30 00:21:00+00'''
+\echo :window_query
+EXPLAIN (COSTS OFF) :window_query;
+:window_query;
 
-\echo '-- speed over ground over the hour, as reconstructed: time-weighted average, min, max, distance (kn x h)'
+\echo '-- speed over ground over the hour, as reconstructed: time-weighted average, min, max, distance (kn x h),'
+\echo '-- the minutes with data (a vessel''s last value holds until its stream''s last timestamp, not to 01:00), samples'
 SELECT c.relname AS stream, round(a.avg::numeric, 2) AS avg_kn, round(a.min::numeric, 1) AS min_kn,
-       round(a.max::numeric, 1) AS max_kn, round((a.integral / 3600)::numeric, 2) AS nmi
+       round(a.max::numeric, 1) AS max_kn, round((a.integral / 3600)::numeric, 2) AS nmi,
+       round((a.covered / 60)::numeric, 1) AS minutes, a.samples
   FROM pg_class c, trafficdb.stream_aggregate(c.oid, 'sog', '2020-06-30 00:00:00+00', '2020-06-30 01:00:00+00') a
  WHERE c.relnamespace = 'vessels'::regnamespace ORDER BY 1;
 

@@ -31,7 +31,7 @@ make -s unit-tsan
 
 say "stream files under AddressSanitizer and UBSan; the stream CLI (test/stream_cli.sh)"
 make -s unit-asan
-test/stream_cli.sh tools/trafficdb-stream
+test/stream_cli.sh tools/trafficdb-stream tools/trafficdb-trail
 make -s fuzz-stream FUZZ_SECONDS=15
 
 say "trail files: unit tests against MinIO and the fault proxy, ASan and UBSan, fuzzing"

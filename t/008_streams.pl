@@ -2,7 +2,8 @@
 # SCHEMA, INSERT in time order (errors name the row; a failed statement
 # stores nothing), SELECT equal to the same query on a heap copy for random
 # time windows, EXPLAIN showing the pushed-down range, aggregates and
-# resampling against values computed in SQL, file privileges.
+# resampling against values computed in SQL, how long the last value holds
+# (hold 'stream' or 'window'), samples against records, file privileges.
 #
 # INSERT is transactional (issue 13, item 11): ROLLBACK, ROLLBACK TO
 # SAVEPOINT and an error caught in a subtransaction drop the rows; the order
@@ -230,6 +231,66 @@ is($node->safe_psql('postgres', qq{SELECT round(avg::numeric, 6), min, max, roun
 is($node->safe_psql('postgres', q{SELECT string_agg(coalesce(value::text, 'null'), ',' ORDER BY t) FROM trafficdb.stream_resample('s.nav', 'heading',
   ARRAY['2020-06-29 00:00:00+00', '2020-06-30 00:10:00+00', '2020-06-30 03:00:00+00']::timestamptz[])}),
 	'null,1,21', 'resampling answers the value holding at each time');
+# the last value holds until the stream's last timestamp ('stream', the
+# default), or to the end of the window ('window'): a window reaching past
+# the data, which ends at 05:33:20.
+my $t2 = "'2020-06-30 05:00:00+00'::timestamptz";
+my $t3 = "'2020-06-30 07:00:00+00'::timestamptz";
+sub expected_sog
+{
+	my ($from, $to, $end) = @_;
+	return $node->safe_psql('postgres', qq{
+WITH pts AS (
+  SELECT greatest(ts, $from) AS t, sog FROM stored WHERE ts > $from AND ts <= $to
+  UNION ALL SELECT $from, (SELECT sog FROM stored WHERE ts <= $from ORDER BY ts DESC LIMIT 1)),
+seg AS (SELECT t, sog, least(coalesce(lead(t) OVER (ORDER BY t), $to), $end) AS u FROM pts)
+SELECT round((sum(sog * extract(epoch FROM u - t)) / extract(epoch FROM $end - $from))::numeric, 6),
+       min(sog), max(sog), round(sum(sog * extract(epoch FROM u - t))::numeric, 3), count(*),
+       (SELECT count(*) FROM stored WHERE ts >= $from AND ts <= $to), extract(epoch FROM $end - $from)::float8 FROM seg});
+}
+my $cols = 'round(avg::numeric, 6), min, max, round(integral::numeric, 3), samples, records, covered';
+is($node->safe_psql('postgres', qq{SELECT $cols FROM trafficdb.stream_aggregate('s.nav', 'sog', $t2, $t3)}),
+	expected_sog($t2, $t3, "(SELECT max(ts) FROM src)"),
+	'past the data, the last value holds until the stream\'s last insert, not to the end of the window (the default)');
+is($node->safe_psql('postgres', qq{SELECT $cols FROM trafficdb.stream_aggregate('s.nav', 'sog', $t2, $t3, 'stream')}),
+	expected_sog($t2, $t3, "(SELECT max(ts) FROM src)"), 'hold => \'stream\' is the default');
+is($node->safe_psql('postgres', qq{SELECT $cols FROM trafficdb.stream_aggregate('s.nav', 'sog', $t2, $t3, hold => 'window')}),
+	expected_sog($t2, $t3, $t3), 'hold => \'window\' holds the last value to the end of the window');
+# engine's rpm: 28 at 00:00:28, 50 at 00:00:50, the stream's last record
+is($node->safe_psql('postgres', q{SELECT avg, min, max, integral, samples, records, covered
+  FROM trafficdb.stream_aggregate('s.engine', 'rpm', '2020-06-30 00:00:40+00', '2020-06-30 00:01:40+00')}),
+	'28|28|50|280|2|1|10', 'rpm: 28 holds 10 s, 50 holds for none after the last record; two samples, one record in the window');
+is($node->safe_psql('postgres', q{SELECT round(avg::numeric, 4), integral, covered
+  FROM trafficdb.stream_aggregate('s.engine', 'rpm', '2020-06-30 00:00:40+00', '2020-06-30 00:01:40+00', 'window')}),
+	'46.3333|2780|60', '\'window\': 50 holds the 50 s to t_to');
+is($node->safe_psql('postgres', q{SELECT samples, records, covered, integral IS NULL, avg IS NULL
+  FROM trafficdb.stream_aggregate('s.engine', 'rpm', '2020-06-30 00:01:00+00', '2020-06-30 00:02:00+00')}),
+	'0|0|0|t|t', 'a window wholly after the stream\'s last timestamp has no value (\'stream\')');
+is($node->safe_psql('postgres', q{SELECT samples, records, covered, integral
+  FROM trafficdb.stream_aggregate('s.engine', 'rpm', '2020-06-30 00:01:00+00', '2020-06-30 00:02:00+00', 'window')}),
+	'1|0|60|3000', 'and the last value over all of it (\'window\')');
+# samples count non-NULL values, records count every stored record: temp is
+# 80, NULL, 5, NULL x 4, 2.5, NULL at 00:00:01, 03, 05, 20, 25, 26, 27, 28, 50
+is($node->safe_psql('postgres', q{SELECT samples, records, covered, integral, min, max
+  FROM trafficdb.stream_aggregate('s.engine', 'temp', '2020-06-30 00:00:00+00', '2020-06-30 00:00:50+00')}),
+	'3|9|39|290|2.5|80', 'samples: the 3 non-NULL values; records: all 9; a NULL holds no value (80 x 2 s + 5 x 15 s + 2.5 x 22 s)');
+is($node->safe_psql('postgres', q{SELECT string_agg(coalesce(value::text, 'null'), ',' ORDER BY t) FROM trafficdb.stream_resample('s.engine', 'rpm',
+  ARRAY['2020-06-30 00:00:50+00', '2020-06-30 00:01:00+00', '2030-01-01 00:00:00+00']::timestamptz[])}),
+	'50,null,null', 'resampling: no value after the stream\'s last timestamp (the default)');
+is($node->safe_psql('postgres', q{SELECT string_agg(coalesce(value::text, 'null'), ',' ORDER BY t) FROM trafficdb.stream_resample('s.engine', 'rpm',
+  ARRAY['2020-06-30 00:00:50+00', '2020-06-30 00:01:00+00', '2030-01-01 00:00:00+00']::timestamptz[], 'window')}),
+	'50,50,50', 'resampling with \'window\': the last value holds on');
+# an insert the codecs drop (the same values) still extends the data: the
+# stream's last timestamp is the last insert's, stored or not
+$node->safe_psql('postgres', q{INSERT INTO s.nav SELECT '2020-06-30 06:00:00+00', sog, heading, moored FROM stored ORDER BY ts DESC LIMIT 1});
+is($node->safe_psql('postgres', 'SELECT count(*) FROM s.nav'), $stored, '(the codecs dropped an insert at 06:00 that changed nothing)');
+is($node->safe_psql('postgres', qq{SELECT $cols FROM trafficdb.stream_aggregate('s.nav', 'sog', $t2, $t3)}),
+	expected_sog($t2, $t3, "'2020-06-30 06:00:00+00'::timestamptz"),
+	'the last value holds until the last insert, stored or dropped by the codecs');
+is(error_of(q{SELECT * FROM trafficdb.stream_aggregate('s.engine', 'rpm', now(), now(), 'forever')}),
+	qq{ERROR:  hold must be 'stream' or 'window', not "forever"
+DETAIL:  'stream' (the default): the last value holds until the stream's last timestamp; 'window': it holds to the end of the window.},
+	'an unknown hold rule is refused, naming both');
 ($ret, $out, $err) = $node->psql('postgres', q{SELECT * FROM trafficdb.stream_aggregate('s.nav', 'speed', now(), now())});
 like($err, qr/stream "nav" has no numeric field "speed"/, 'an unknown field is named');
 

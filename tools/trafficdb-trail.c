@@ -22,8 +22,9 @@
  * CSV: a header row names the columns; fields may be quoted ("" escapes a
  * quote); an empty field is NULL.  Times are ISO 8601 in UTC
  * ("2020-06-30T00:00:00", "2020-06-30 00:00:00.5Z") or integers in
- * --time-unit (default: seconds below 1e11, milliseconds below 1e14, else
- * microseconds).  A page holds at most --page-bytes (64 KiB) and
+ * --time-unit s, ms or us (default auto: seconds below 1e11, milliseconds
+ * below 1e14, else microseconds; one column keeps one unit).  The rule is
+ * tools/csvtime.c's, shared with trafficdb-stream.  A page holds at most --page-bytes (64 KiB) and
  * --page-seconds of one trail (3600; 0 for no limit).  Extra columns' types are inferred (all integers: int,
  * all numbers: float, else string) unless --type says.
  */
@@ -36,6 +37,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "csvtime.h"
 #include "trail/pager.h"
 #include "trail/trail.h"
 
@@ -43,7 +45,7 @@ static void
 usage(void)
 {
 	fprintf(stderr,
-			"usage: trafficdb-trail write OUT [--id C] [--time C] [--lon C] [--lat C] [--type COL=int|float|string]... < CSV\n"
+			"usage: trafficdb-trail write OUT [--id C] [--time C] [--lon C] [--lat C] [--type COL=int|float|string]... [--time-unit s|ms|us|auto] < CSV\n"
 			"       trafficdb-trail info FILE [--trails]\n"
 			"       trafficdb-trail cat FILE [--trail ID]... [--from T] [--to T] [--bbox x0,y0,x1,y1] [--limit N] [--stats]\n"
 			"       trafficdb-trail verify FILE\n"
@@ -220,62 +222,6 @@ parse_double(const char *s, double *v)
 	return !(errno || end == s || *end || !isfinite(*v));
 }
 
-/* ISO 8601 UTC, or an integer in unit ('s', 'm' for ms, 'u', 'a' auto). */
-static bool
-parse_time(const char *s, char unit, int64_t *us)
-{
-	int			y, mo, d, h = 0, mi = 0, sec = 0, n = 0;
-	int64_t		iv;
-
-	if (parse_int(s, &iv))
-	{
-		if (unit == 'a')
-			unit = llabs(iv) < 100000000000LL ? 's' : llabs(iv) < 100000000000000LL ? 'm' : 'u';
-		*us = unit == 's' ? iv * 1000000 : unit == 'm' ? iv * 1000 : iv;
-		return true;
-	}
-	if (sscanf(s, "%4d-%2d-%2d%n", &y, &mo, &d, &n) == 3)
-	{
-		const char *p = s + n;
-		struct tm	tm;
-		int64_t		frac = 0;
-
-		if (*p == 'T' || *p == ' ')
-		{
-			int			m = 0;
-
-			if (sscanf(p + 1, "%2d:%2d:%2d%n", &h, &mi, &sec, &m) != 3)
-				return false;
-			p += 1 + m;
-			if (*p == '.')
-			{
-				int64_t		scale = 100000;
-
-				for (p++; isdigit((unsigned char) *p); p++, scale /= 10)
-					frac += (*p - '0') * scale;
-				if (scale < 0)
-					return false;
-			}
-		}
-		if (*p == 'Z')
-			p++;
-		else if (strcmp(p, "+00:00") == 0 || strcmp(p, "+00") == 0)
-			p += strlen(p);
-		if (*p != '\0' || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60)
-			return false;
-		memset(&tm, 0, sizeof(tm));
-		tm.tm_year = y - 1900;
-		tm.tm_mon = mo - 1;
-		tm.tm_mday = d;
-		tm.tm_hour = h;
-		tm.tm_min = mi;
-		tm.tm_sec = sec;
-		*us = (int64_t) timegm(&tm) * 1000000 + frac;
-		return true;
-	}
-	return false;
-}
-
 static void
 format_time(int64_t us, char *out, size_t outlen)
 {
@@ -298,7 +244,7 @@ typedef struct Opts
 {
 	TdbPagerOptions pager;
 	const char *id, *time, *lon, *lat;
-	char		time_unit;
+	TdbTimeUnit time_unit;
 	const char *types[TDB_TRAIL_MAX_COLUMNS];
 	int			ntypes;
 	uint32_t	page_bytes;
@@ -321,7 +267,7 @@ parse_opts(int argc, char **argv, int first, Opts *o)
 	o->time = "time";
 	o->lon = "lon";
 	o->lat = "lat";
-	o->time_unit = 'a';
+	o->time_unit = TDB_TIME_AUTO;
 	o->page_seconds = 3600;
 	o->pager.s3.access_key = getenv("AWS_ACCESS_KEY_ID");
 	o->pager.s3.secret_key = getenv("AWS_SECRET_ACCESS_KEY");
@@ -339,7 +285,15 @@ parse_opts(int argc, char **argv, int first, Opts *o)
 		else if (strcmp(a, "--lon") == 0) { NEEDV(); o->lon = v; }
 		else if (strcmp(a, "--lat") == 0) { NEEDV(); o->lat = v; }
 		else if (strcmp(a, "--type") == 0) { NEEDV(); if (o->ntypes < TDB_TRAIL_MAX_COLUMNS) o->types[o->ntypes++] = v; }
-		else if (strcmp(a, "--time-unit") == 0) { NEEDV(); o->time_unit = strcmp(v, "ms") == 0 ? 'm' : v[0]; }
+		else if (strcmp(a, "--time-unit") == 0)
+		{
+			NEEDV();
+			if (!tdb_time_unit_parse(v, &o->time_unit))
+			{
+				fprintf(stderr, "trafficdb-trail: --time-unit %s: expected s, ms, us or auto\n", v);
+				exit(2);
+			}
+		}
 		else if (strcmp(a, "--page-bytes") == 0) { NEEDV(); o->page_bytes = (uint32_t) strtoul(v, NULL, 10); }
 		else if (strcmp(a, "--page-seconds") == 0) { NEEDV(); o->page_seconds = strtoll(v, NULL, 10); }
 		else if (strcmp(a, "--part-mb") == 0) { NEEDV(); o->part_mb = strtoul(v, NULL, 10); }
@@ -358,8 +312,8 @@ parse_opts(int argc, char **argv, int first, Opts *o)
 			if (!parse_int(v, &o->ids[o->nids])) o->ids[o->nids] = INT64_MIN;
 			o->nids++;
 		}
-		else if (strcmp(a, "--from") == 0) { NEEDV(); if (!parse_time(v, o->time_unit, &o->from)) usage(); o->has_from = true; }
-		else if (strcmp(a, "--to") == 0) { NEEDV(); if (!parse_time(v, o->time_unit, &o->to)) usage(); o->has_to = true; }
+		else if (strcmp(a, "--from") == 0) { NEEDV(); if (!tdb_time_parse(v, o->time_unit, &o->from, NULL)) usage(); o->has_from = true; }
+		else if (strcmp(a, "--to") == 0) { NEEDV(); if (!tdb_time_parse(v, o->time_unit, &o->to, NULL)) usage(); o->has_to = true; }
 		else if (strcmp(a, "--bbox") == 0)
 		{
 			NEEDV();
@@ -393,6 +347,7 @@ cmd_write(const char *out, Opts *o)
 	TdbTrailError err;
 	TdbTrailValue vals[TDB_TRAIL_MAX_COLUMNS];
 	TdbTrailWriterOptions wo = {o->page_bytes, 0, o->page_seconds > 0 ? o->page_seconds * 1000000 : -1};
+	TdbTimeColumn times = {0};
 	uint8_t    *buf;
 	size_t		len;
 	bool		id_int = true;
@@ -457,14 +412,21 @@ cmd_write(const char *out, Opts *o)
 	}
 	if (tdb_trail_writer_create(&schema, &wo, &w, &err) < 0)
 		die_err(&err);
+	times.unit = o->time_unit;
 	for (size_t r = 0; r < csv.nrows; r++)
 	{
 		char	  **row = csv.rows[r];
 		TdbTrailEvent ev;
+		char		terr[300];
 
 		memset(&ev, 0, sizeof(ev));
+		/* the same time rule as trafficdb-stream (tools/csvtime.c) */
+		if (row[ct] != NULL && !tdb_time_column_parse(&times, row[ct], (long) r + 2, &ev.time_us, terr, sizeof(terr)))
+		{
+			fprintf(stderr, "trafficdb-trail: CSV row %zu, column %s: %s\n", r + 2, csv.names[ct], terr);
+			return 1;
+		}
 		if (row[cid] == NULL || row[ct] == NULL || row[cx] == NULL || row[cy] == NULL ||
-			!parse_time(row[ct], o->time_unit, &ev.time_us) ||
 			!parse_double(row[cx], &ev.lon) || !parse_double(row[cy], &ev.lat))
 		{
 			fprintf(stderr, "trafficdb-trail: CSV row %zu: id, time, lon and lat must be present and valid\n", r + 2);

@@ -6,14 +6,18 @@
  *	    SET blockSize = 4096;
  *	    SET fileSize = 64MB;
  *	    CREATE STREAM engine WITH ID 1 {
- *	        rpm     int16   WITH CODEC deadband PARAMS (5),
- *	        pedal   float32 NULL WITH CODEC step,
- *	        volts   float64
+ *	        rpm     i16     WITH CODEC deadband PARAMS (5),
+ *	        pedal   f32     NULL WITH CODEC step,
+ *	        volts   f64
  *	    };
  *
- *	  Keywords are case-insensitive; types int8 int16 int32 int64 float32
- *	  float64 bool; codecs sampled (the default), step, deadband (one
- *	  parameter: the threshold).  Sizes take KB, MB or GB.  Errors name the
+ *	  Keywords are case-insensitive; types i8 i16 i32 i64 f32 f64 bool
+ *	  (sizes in bits; also int16 int32 int64 float32 float64, and
+ *	  PostgreSQL's smallint integer int bigint real double [precision]
+ *	  boolean; int8, int2, int4, float, float4, float8 are refused as
+ *	  ambiguous, with a hint); at most TDB_STREAM_MAX_STREAMS streams;
+ *	  codecs sampled (the default), step, deadband (one parameter: the
+ *	  threshold).  Sizes take KB, MB or GB.  Errors name the
  *	  line and column, what was found and what was expected.
  */
 #include "stream/stream.h"
@@ -193,15 +197,47 @@ number(Lexer *lx, double *out, bool sized, const char *what)
 	return true;
 }
 
+/*
+ * Type names.  Sizes are in bits (i8 is one byte), as C's int8_t; the
+ * PostgreSQL names mean what PostgreSQL means.  Names whose number could
+ * be read as bits or as bytes are refused with the two readings: int8 is
+ * 8 bits in RDL's old table but PostgreSQL's bigint; float is 32 bits in C
+ * but double precision in SQL.  Stored files keep a type code, never a
+ * name, so every file reads as it was written.
+ */
 static const struct
 {
 	const char *name;
 	TdbStreamType type;
 }			types[] = {
-	{"int8", TDB_ST_INT8}, {"int16", TDB_ST_INT16}, {"int32", TDB_ST_INT32}, {"int64", TDB_ST_INT64},
-	{"float32", TDB_ST_FLOAT32}, {"float64", TDB_ST_FLOAT64}, {"bool", TDB_ST_BOOL},
-	{"int", TDB_ST_INT32}, {"float", TDB_ST_FLOAT32}, {"double", TDB_ST_FLOAT64}, {"boolean", TDB_ST_BOOL},
+	{"i8", TDB_ST_INT8}, {"i16", TDB_ST_INT16}, {"i32", TDB_ST_INT32}, {"i64", TDB_ST_INT64},
+	{"f32", TDB_ST_FLOAT32}, {"f64", TDB_ST_FLOAT64}, {"bool", TDB_ST_BOOL},
+	{"int16", TDB_ST_INT16}, {"int32", TDB_ST_INT32}, {"int64", TDB_ST_INT64},
+	{"float32", TDB_ST_FLOAT32}, {"float64", TDB_ST_FLOAT64},
+	{"smallint", TDB_ST_INT16}, {"integer", TDB_ST_INT32}, {"int", TDB_ST_INT32}, {"bigint", TDB_ST_INT64},
+	{"real", TDB_ST_FLOAT32}, {"double", TDB_ST_FLOAT64}, {"boolean", TDB_ST_BOOL},
 };
+
+static const struct
+{
+	const char *name;
+	const char *hint;
+}			ambiguous[] = {
+	{"int8", "write i8 for 8 bits (what int8 meant here before), or bigint / i64 for PostgreSQL's int8 (64 bits)"},
+	{"int2", "write i16 or smallint (PostgreSQL's int2, 16 bits)"},
+	{"int4", "write i32 or integer (PostgreSQL's int4, 32 bits)"},
+	{"float", "write f32 or real (32 bits, what float meant here before), or f64 or double precision (SQL's float)"},
+	{"float4", "write f32 or real (PostgreSQL's float4, 32 bits)"},
+	{"float8", "write f64 or double precision (PostgreSQL's float8, 64 bits)"},
+};
+
+const char *
+tdb_stream_type_name(uint8_t type)
+{
+	static const char *names[] = {"?", "i8", "i16", "i32", "i64", "f32", "f64", "bool"};
+
+	return type < sizeof(names) / sizeof(names[0]) ? names[type] : "?";
+}
 
 static void
 parse_field(Lexer *lx, TdbStreamField *f)
@@ -211,17 +247,25 @@ parse_field(Lexer *lx, TdbStreamField *f)
 	memset(f, 0, sizeof(*f));
 	if (!ident(lx, f->name, "a field name"))
 		return;
+	for (t = 0; t < sizeof(ambiguous) / sizeof(ambiguous[0]); t++)
+		if (is(lx, ambiguous[t].name))
+		{
+			lex_error(lx, "type %s of field %s is ambiguous: %s", lx->tok, f->name, ambiguous[t].hint);
+			return;
+		}
 	for (t = 0; t < sizeof(types) / sizeof(types[0]); t++)
 		if (is(lx, types[t].name))
 			break;
 	if (t == sizeof(types) / sizeof(types[0]))
 	{
-		lex_error(lx, "expected a type (int8, int16, int32, int64, float32, float64, bool) for field %s, found \"%s\"",
-				  f->name, lx->tok);
+		lex_error(lx, "expected a type (i8, i16, i32, i64, f32, f64, bool, or smallint, integer, bigint, real, "
+				  "double precision, boolean) for field %s, found \"%s\"", f->name, lx->tok);
 		return;
 	}
 	f->type = (uint8_t) types[t].type;
 	next(lx);
+	if (types[t].type == TDB_ST_FLOAT64 && is(lx, "precision"))
+		next(lx);				/* double precision */
 	if (is(lx, "NULL"))
 	{
 		f->nullable = 1;
@@ -317,7 +361,9 @@ tdb_stream_parse_rdl(const char *text, TdbStreamSchema *out, char *err, size_t e
 				break;
 			if (out->nstreams == TDB_STREAM_MAX_STREAMS)
 			{
-				lex_error(&lx, "more than %d streams", TDB_STREAM_MAX_STREAMS);
+				lex_error(&lx, "a stream file holds at most %d streams; this is stream %d: put the others "
+						  "in another file (a foreign server per file)", TDB_STREAM_MAX_STREAMS,
+						  TDB_STREAM_MAX_STREAMS + 1);
 				break;
 			}
 			d = &out->streams[out->nstreams];

@@ -42,6 +42,10 @@
 #define TDB_STREAM_MAX_FIELDS	32
 #define TDB_STREAM_NAMELEN		32
 
+/*
+ * Field types, stored in the file by these codes (never by name).  Sizes
+ * in bits: TDB_ST_INT8 is one byte (RDL i8), not PostgreSQL's int8.
+ */
 typedef enum TdbStreamType
 {
 	TDB_ST_INT8 = 1, TDB_ST_INT16, TDB_ST_INT32, TDB_ST_INT64,
@@ -134,6 +138,8 @@ typedef struct TdbStreamDB TdbStreamDB;
 
 /* Parse an RDL schema; on error err names the line and column. */
 int			tdb_stream_parse_rdl(const char *text, TdbStreamSchema *out, char *err, size_t errlen);
+/* The RDL name of a type code: i8, i16, i32, i64, f32, f64, bool ("?" if none). */
+const char *tdb_stream_type_name(uint8_t type);
 
 /* Lay out and initialise a new file (every section preallocated). */
 int			tdb_stream_create(TdbStreamIO *io, const TdbStreamSchema *schema, char *err, size_t errlen);
