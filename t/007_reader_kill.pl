@@ -6,6 +6,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes qw(usleep);
 use lib 't';
 use TdbTest;
 
@@ -38,11 +39,22 @@ cmp_ok($node->safe_psql('postgres', 'SELECT generation FROM trafficdb.status'), 
 ok($node->poll_query_until('postgres', "SELECT count(*) = 1 FROM trafficdb.readers WHERE kind = 'external' AND pid = $pid AND late AND generation = $held"),
 	'the reader is listed as late, with its pid and generation');
 
+# its version, superseded longer than reader_pin_timeout ago, is revoked
+# while it lives (at a publication: one every 100 ms here, at most 300)
+my $revoked = 0;
+for (1 .. 300)
+{
+	$node->safe_psql('postgres', 'SELECT trafficdb.publish()');
+	$revoked = slurp_file($node->logfile) =~ /revoked \d+ version\(s\) pinned longer than trafficdb.reader_pin_timeout/;
+	last if $revoked;
+	usleep(100_000);
+}
+ok($revoked, 'the version it held was revoked after reader_pin_timeout');
+
 kill 'KILL', $pid;
 eval { $h->finish; };
 ok($node->poll_query_until('postgres', "SELECT count(*) = 0 FROM trafficdb.readers WHERE pid = $pid"),
 	'after kill -9 its slot is reclaimed');
-like(slurp_file($node->logfile), qr/revoked \d+ version\(s\) pinned longer than trafficdb.reader_pin_timeout/, "the version it held was revoked after reader_pin_timeout");
 $node->safe_psql('postgres', 'SELECT trafficdb.publish()');
 is($node->safe_psql('postgres', 'SELECT max(speed_kmh) FROM trafficdb.locations WHERE location_id = 1'), '5',
 	'readers see the latest traffic');

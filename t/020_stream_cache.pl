@@ -44,7 +44,7 @@ sub create
 sub append
 {
 	my ($file, $stream, $from, $to) = @_;
-	write_file('rows.csv', join('', map { sprintf("%d,%d\n", $t0 + $_ * 1000000, $_) } $from .. $to));
+	write_file("rows.csv", "ts,v\n" . join("", map { sprintf("%d,%d\n", $t0 + $_ * 1000000, $_) } $from .. $to));
 	system($cli, 'append', $file, $stream, "$dir/rows.csv") == 0 or die "trafficdb-stream append $file failed";
 }
 
