@@ -169,6 +169,23 @@ typedef enum PushKind
 #define RANGE_HI		0x04
 #define RANGE_HI_INCL	0x08
 
+/*
+ * Push.flags of PUSH_BOX_OF: what an answer's box must be besides
+ * overlapping the argument's (geom inside a implies box inside box, both
+ * as PostGIS's float boxes, rounded outward, which keeps the order): the
+ * GiST strategy PostGIS's support functions give ST_Within (@) and
+ * ST_Contains (~).
+ */
+#define BOX_INSIDE		0x01	/* inside the argument's box */
+#define BOX_AROUND		0x02	/* around it */
+
+/* The relation seen from the other argument: inside becomes around. */
+static int
+box_rel_swapped(int rel)
+{
+	return ((rel & BOX_INSIDE) ? BOX_AROUND : 0) | ((rel & BOX_AROUND) ? BOX_INSIDE : 0);
+}
+
 typedef struct Push
 {
 	PushKind	kind;
@@ -466,20 +483,21 @@ static const struct
 	const char *shown;			/* in EXPLAIN */
 	int			nargs;			/* 3: a distance third */
 	bool		geography;		/* on geom::geography */
+	int			rel;			/* BOX_*: the first argument's box to the second's */
 }			box_predicates[] = {
-	{"st_within", "ST_Within", 2, false},
-	{"st_contains", "ST_Contains", 2, false},
-	{"st_covers", "ST_Covers", 2, false},
-	{"st_coveredby", "ST_CoveredBy", 2, false},
-	{"st_crosses", "ST_Crosses", 2, false},
-	{"st_touches", "ST_Touches", 2, false},
-	{"st_equals", "ST_Equals", 2, false},
-	{"st_3dintersects", "ST_3DIntersects", 2, false},
-	{"st_dfullywithin", "ST_DFullyWithin", 3, false},
-	{"st_3ddwithin", "ST_3DDWithin", 3, false},
-	{"st_intersects", "ST_Intersects on geography", 2, true},
-	{"st_covers", "ST_Covers on geography", 2, true},
-	{"st_coveredby", "ST_CoveredBy on geography", 2, true},
+	{"st_within", "ST_Within", 2, false, BOX_INSIDE},
+	{"st_contains", "ST_Contains", 2, false, BOX_AROUND},
+	{"st_covers", "ST_Covers", 2, false, BOX_AROUND},
+	{"st_coveredby", "ST_CoveredBy", 2, false, BOX_INSIDE},
+	{"st_crosses", "ST_Crosses", 2, false, 0},
+	{"st_touches", "ST_Touches", 2, false, 0},
+	{"st_equals", "ST_Equals", 2, false, BOX_INSIDE | BOX_AROUND},
+	{"st_3dintersects", "ST_3DIntersects", 2, false, 0},
+	{"st_dfullywithin", "ST_DFullyWithin", 3, false, 0},
+	{"st_3ddwithin", "ST_3DDWithin", 3, false, 0},
+	{"st_intersects", "ST_Intersects on geography", 2, true, 0},
+	{"st_covers", "ST_Covers on geography", 2, true, 0},
+	{"st_coveredby", "ST_CoveredBy on geography", 2, true, 0},
 };
 
 static bool
@@ -497,6 +515,7 @@ classify_box_predicate(FuncExpr *f, Index relid, const int *colmap, Push *push)
 			box_predicates[i].geography ? is_geog_of_geom : is_geom_var;
 		Expr	   *l = linitial(f->args);
 		Expr	   *r = lsecond(f->args);
+		int			rel = box_predicates[i].rel;
 
 		/* the geometry and geography functions share names: the argument tells */
 		if (strcmp(fname, box_predicates[i].name) != 0 || nargs != box_predicates[i].nargs)
@@ -507,6 +526,7 @@ classify_box_predicate(FuncExpr *f, Index relid, const int *colmap, Push *push)
 
 			l = r;
 			r = t;
+			rel = box_rel_swapped(rel);
 		}
 		if (!ours(l, relid, colmap) || !tdb_is_scan_constant(r, relid))
 			continue;
@@ -515,6 +535,7 @@ classify_box_predicate(FuncExpr *f, Index relid, const int *colmap, Push *push)
 		push->kind = box_predicates[i].geography ? PUSH_GEOG_BOX : nargs == 3 ? PUSH_EXPAND_OF : PUSH_BOX_OF;
 		push->args = nargs == 3 ? list_make2(r, lthird(f->args)) : list_make1(r);
 		push->what = box_predicates[i].shown;
+		push->flags = push->kind == PUSH_BOX_OF ? rel : 0;
 		return true;
 	}
 	return false;
@@ -589,6 +610,8 @@ classify_more_op(OpExpr *op, Index relid, const int *colmap, Push *push)
 		/* a ~ geom is geom @ a: say it with geom first */
 		push->what = strcmp(name, "~=") == 0 ? "geom ~=" :
 			(strcmp(name, "@") == 0) != swapped ? "geom @" : "geom ~";
+		push->flags = strcmp(name, "~=") == 0 ? BOX_INSIDE | BOX_AROUND :
+			(strcmp(name, "@") == 0) != swapped ? BOX_INSIDE : BOX_AROUND;
 		return true;
 	}
 	return false;
@@ -1799,6 +1822,30 @@ collect_entry(uint64_t entry, void *arg)
 	return 0;
 }
 
+/* Entries whose leaf box is also inside or around the query's box (BOX_*). */
+typedef struct BoxRelCollect
+{
+	Collect    *c;
+	const TdbBoxF *leaves;
+	TdbBoxF		q;
+	int			rel;
+} BoxRelCollect;
+
+static int
+collect_box_rel(uint64_t entry, void *arg)
+{
+	BoxRelCollect *b = arg;
+	const TdbBoxF *e = &b->leaves[entry];
+
+	if ((b->rel & BOX_INSIDE) &&
+		!(e->xmin >= b->q.xmin && e->xmax <= b->q.xmax && e->ymin >= b->q.ymin && e->ymax <= b->q.ymax))
+		return 0;
+	if ((b->rel & BOX_AROUND) &&
+		!(e->xmin <= b->q.xmin && e->xmax >= b->q.xmax && e->ymin <= b->q.ymin && e->ymax >= b->q.ymax))
+		return 0;
+	return collect_entry(entry, b->c);
+}
+
 static int
 cmp_u64(const void *a, const void *b)
 {
@@ -2119,9 +2166,18 @@ collect_part(LocScanState *st, int kind, int nargs, int flags, const Datum *v, c
 				collect_keys(st, v[0], type[0], kind == PUSH_KEYS, c);
 			return false;
 		case PUSH_BOX:
-		case PUSH_BOX_OF:
 			if (!isnull[0] && geometry_box(v[0], &box))
 				tdb_map_query_box(st->snap->map, &box, collect_entry, c);
+			return false;
+		case PUSH_BOX_OF:
+			if (!isnull[0] && geometry_box(v[0], &box))
+			{
+				BoxRelCollect brc = {c, st->snap->map->rtree.boxes + st->snap->map->rtree.levels[0].first,
+				tdb_boxf_from_boxd(&box), flags};
+
+				tdb_map_query_box(st->snap->map, &box, flags ? collect_box_rel : collect_entry,
+								  flags ? (void *) &brc : (void *) c);
+			}
 			return false;
 		case PUSH_DWITHIN_DEG:
 		case PUSH_EXPAND_OF:
