@@ -965,7 +965,8 @@ map_columns(ForeignScanState *node, TrlScan *st)
 		/* types made directly; any other through the type's input function */
 		if (src != SRC_TIME && src != SRC_GEOM)
 		{
-			bool		direct = (t == TDB_TRAIL_INT64 && (a->atttypid == INT8OID || a->atttypid == FLOAT8OID)) ||
+			bool		direct = (t == TDB_TRAIL_INT64 && (a->atttypid == INT8OID || a->atttypid == FLOAT8OID ||
+												  a->atttypid == BOOLOID)) ||
 				(t == TDB_TRAIL_FLOAT64 && a->atttypid == FLOAT8OID) ||
 				(t == TDB_TRAIL_STRING && a->atttypid == TEXTOID);
 
@@ -991,7 +992,8 @@ value_datum(TrlScan *st, int att, TdbTrailType t, int64 i, double f, const char 
 	if (st->inputs[att].fn_oid == InvalidOid)
 	{
 		if (t == TDB_TRAIL_INT64)
-			return a->atttypid == INT8OID ? Int64GetDatum(i) : Float8GetDatum((double) i);
+			return a->atttypid == INT8OID ? Int64GetDatum(i) :
+				a->atttypid == BOOLOID ? BoolGetDatum(i != 0) : Float8GetDatum((double) i);
 		if (t == TDB_TRAIL_FLOAT64)
 			return Float8GetDatum(f);
 		return PointerGetDatum(cstring_to_text(s));
@@ -1590,6 +1592,7 @@ column_trail_type(Oid type)
 		case INT2OID:
 		case INT4OID:
 		case INT8OID:
+		case BOOLOID:			/* 1 and 0: format version 1 has no boolean type */
 			return TDB_TRAIL_INT64;
 		case FLOAT4OID:
 		case FLOAT8OID:
@@ -1603,7 +1606,8 @@ column_trail_type(Oid type)
 static int64
 int_datum(Datum d, Oid type)
 {
-	return type == INT2OID ? DatumGetInt16(d) : type == INT4OID ? DatumGetInt32(d) : DatumGetInt64(d);
+	return type == INT2OID ? DatumGetInt16(d) : type == INT4OID ? DatumGetInt32(d) :
+		type == BOOLOID ? (DatumGetBool(d) ? 1 : 0) : DatumGetInt64(d);
 }
 
 static double
