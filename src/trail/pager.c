@@ -20,10 +20,11 @@
  * reuses what it learnt (size, ETag, tail bytes) and sends nothing.
  *
  * No byte is fetched twice by one pager: blocks overlapping the tail are
- * completed from it rather than fetched again, and the last block fetched
- * is kept by the pager itself, so that a reader going through the file
- * finds the block its previous read ended in even when the LRU is too small
- * to keep it (trafficdb.trail_memory_cache = 0).
+ * completed from it rather than fetched again, and the pager keeps two
+ * blocks itself, whatever the LRU does (trafficdb.trail_memory_cache = 0,
+ * or a scan longer than the LRU): the block its last read ended in, where a
+ * reader going through the file reads next, and the first block of the
+ * footer (read at open), which also holds the last pages.
  */
 #include "pager.h"
 
@@ -64,9 +65,18 @@ struct TdbPager
 	uint64_t	next_seq_block; /* the block a sequential reader reads next */
 	uint32_t	ra_window;
 	int			hinted;			/* callers announcing their ranges: no blind read-ahead */
-	uint8_t    *held;			/* the last block fetched, kept by the pager */
-	uint64_t	held_blk;
-	uint64_t	held_len;		/* 0: none held */
+	/*
+	 * Blocks the pager keeps itself, whatever the LRU does: [HELD_LAST] the
+	 * block the last read ended in, where a reader going through the file
+	 * reads next; [HELD_EDGE] the first block of the read that reached into
+	 * the tail (the footer's, which also holds the last pages).
+	 */
+	struct
+	{
+		uint8_t    *data;
+		uint64_t	blk;
+		uint64_t	len;		/* 0: none */
+	}			held[2];
 	bool		reused;			/* size and ETag from the validation registry */
 	double		reused_age;
 	TdbPagerStats stats;
@@ -334,13 +344,14 @@ cached_block(TdbPager *p, uint64_t blk, size_t off, size_t len, uint8_t *dst)
 	uint64_t	bl = block_len(p, blk);
 	uint8_t    *tmp;
 
-	if (p->held_len > 0 && p->held_blk == blk)
-	{
-		if (len > 0)
-			memcpy(dst, p->held + off, len);
-		p->stats.bytes_memory += len;
-		return true;
-	}
+	for (int h = 0; h < 2; h++)
+		if (p->held[h].len > 0 && p->held[h].blk == blk)
+		{
+			if (len > 0)
+				memcpy(dst, p->held[h].data + off, len);
+			p->stats.bytes_memory += len;
+			return true;
+		}
 	block_key(p, blk, key, sizeof(key));
 	if (tdb_lru_get(p->lru, key, off, len, dst))
 	{
@@ -371,28 +382,30 @@ block_cmp(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/*
- * Keep block blk (bl bytes at data) as the pager's own: the block the last
- * read ended in, where a reader going through the file reads next.
- */
+#define HELD_LAST 0
+#define HELD_EDGE 1
+#define NO_BLOCK UINT64_MAX
+
+/* Keep block blk (bl bytes at data) in the pager's own slot h. */
 static void
-hold_block(TdbPager *p, uint64_t blk, const uint8_t *data, uint64_t bl)
+hold_block(TdbPager *p, int h, uint64_t blk, const uint8_t *data, uint64_t bl)
 {
-	if (p->held == NULL && (p->held = malloc(p->bs)) == NULL)
+	if (p->held[h].data == NULL && (p->held[h].data = malloc(p->bs)) == NULL)
 		return;
-	memcpy(p->held, data, bl);
-	p->held_blk = blk;
-	p->held_len = bl;
+	memcpy(p->held[h].data, data, bl);
+	p->held[h].blk = blk;
+	p->held[h].len = bl;
 }
 
 /*
  * Fetch blocks (sorted, distinct) from the network into both caches;
- * the part overlapping [off, off + len) also lands in dst.  Bytes the tail
- * request already brought are copied from it, not fetched again.
+ * the part overlapping [off, off + len) also lands in dst, and block hold[h]
+ * (NO_BLOCK: none) in the pager's slot h.  Bytes the tail request already
+ * brought are copied from it, not fetched again.
  */
 static int
 fetch_blocks(TdbPager *p, uint64_t *blocks, int n, uint64_t off, size_t len, uint8_t *dst,
-			 TdbTrailError *err)
+			 const uint64_t *hold, TdbTrailError *err)
 {
 	TdbByteRange *ranges = malloc(sizeof(TdbByteRange) * (size_t) n);
 	TdbByteRange *get = malloc(sizeof(TdbByteRange) * (size_t) n);
@@ -496,9 +509,9 @@ fetch_blocks(TdbPager *p, uint64_t *blocks, int n, uint64_t off, size_t len, uin
 
 				memcpy(dst + (s - off), bufs[i] + bo + (s - abs), e - s);
 			}
-			/* the block the caller's read ends in: where its next read starts */
-			if (dst && len > 0 && blk == (off + len - 1) / p->bs)
-				hold_block(p, blk, bufs[i] + bo, bl);
+			for (int h = 0; h < 2; h++)
+				if (blk == hold[h])
+					hold_block(p, h, blk, bufs[i] + bo, bl);
 			bo += bl;
 		}
 	}
@@ -513,22 +526,34 @@ done:
 	return rc;
 }
 
-/* Hold block blk, a cache hit, as the block the last read ended in. */
+/* Keep block blk, a cache hit, in the pager's slot h. */
 static void
-hold_cached(TdbPager *p, uint64_t blk)
+hold_cached(TdbPager *p, int h, uint64_t blk)
 {
 	char		key[1200];
 	uint64_t	bl = block_len(p, blk);
 
-	if (p->held == NULL && (p->held = malloc(p->bs)) == NULL)
+	if (p->held[h].len > 0 && p->held[h].blk == blk)
 		return;
+	if (p->held[h].data == NULL && (p->held[h].data = malloc(p->bs)) == NULL)
+		return;
+	for (int o = 0; o < 2; o++)
+		if (o != h && p->held[o].len > 0 && p->held[o].blk == blk)
+		{
+			memcpy(p->held[h].data, p->held[o].data, bl);
+			p->held[h].blk = blk;
+			p->held[h].len = bl;
+			return;
+		}
 	block_key(p, blk, key, sizeof(key));
-	if (tdb_lru_get(p->lru, key, 0, bl, p->held) ||
-		(p->disk != NULL && tdb_disk_cache_get(p->disk, key, p->held, bl)))
+	if (tdb_lru_get(p->lru, key, 0, bl, p->held[h].data) ||
+		(p->disk != NULL && tdb_disk_cache_get(p->disk, key, p->held[h].data, bl)))
 	{
-		p->held_blk = blk;
-		p->held_len = bl;
+		p->held[h].blk = blk;
+		p->held[h].len = bl;
 	}
+	else
+		p->held[h].len = 0;
 }
 
 static int
@@ -560,6 +585,7 @@ tdb_pager_read(TdbPager *p, uint64_t off, size_t len, void *buf, TdbTrailError *
 	uint64_t	missing[MAX_FETCH_BLOCKS];
 	int			nmiss = 0;
 	int			rc;
+	uint64_t	hold[2];
 
 	p->stats.reads++;
 	if (off > p->size || len > p->size - off)
@@ -578,6 +604,9 @@ tdb_pager_read(TdbPager *p, uint64_t off, size_t len, void *buf, TdbTrailError *
 
 	b0 = off / p->bs;
 	b1 = (off + len - 1) / p->bs;
+	/* a read reaching into the tail (the footer): its first block holds the last pages too */
+	hold[HELD_LAST] = b1;
+	hold[HELD_EDGE] = off + len > p->tail_off ? b0 : NO_BLOCK;
 	if (b1 - b0 + 1 > MAX_FETCH_BLOCKS / 2)
 	{
 		/* a huge read: in pieces, each within the block budget */
@@ -587,6 +616,8 @@ tdb_pager_read(TdbPager *p, uint64_t off, size_t len, void *buf, TdbTrailError *
 			if ((rc = tdb_pager_read(p, off + done, len - done < piece ? len - done : piece,
 									 dst + done, err)) < 0)
 				return rc;
+		if (hold[HELD_EDGE] != NO_BLOCK)
+			hold_cached(p, HELD_EDGE, b0);
 		return 0;
 	}
 	for (uint64_t blk = b0; blk <= b1; blk++)
@@ -620,10 +651,12 @@ tdb_pager_read(TdbPager *p, uint64_t off, size_t len, void *buf, TdbTrailError *
 			if (!tdb_lru_get(p->lru, key, 0, 0, NULL))
 				missing[nmiss++] = blk;
 		}
-		return fetch_blocks(p, missing, nmiss, off, len, dst, err);
+		if ((rc = fetch_blocks(p, missing, nmiss, off, len, dst, hold, err)) < 0)
+			return rc;
 	}
-	if (p->held_len == 0 || p->held_blk != b1)
-		hold_cached(p, b1);
+	hold_cached(p, HELD_LAST, b1);
+	if (hold[HELD_EDGE] != NO_BLOCK)
+		hold_cached(p, HELD_EDGE, b0);
 	return 0;
 }
 
@@ -677,7 +710,11 @@ tdb_pager_prefetch(TdbPager *p, const TdbByteRange *ranges, int n, TdbTrailError
 				missing[k++] = missing[i];
 		nmiss = k;
 	}
-	return fetch_blocks(p, missing, nmiss, 0, 0, NULL, err);
+	{
+		uint64_t	none[2] = {NO_BLOCK, NO_BLOCK};
+
+		return fetch_blocks(p, missing, nmiss, 0, 0, NULL, none, err);
+	}
 }
 
 void
@@ -718,6 +755,7 @@ tdb_pager_close(TdbPager *p)
 	tdb_disk_cache_close(p->disk);
 	free(p->cache_id);
 	free(p->tail);
-	free(p->held);
+	free(p->held[0].data);
+	free(p->held[1].data);
 	free(p);
 }

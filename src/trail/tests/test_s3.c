@@ -770,11 +770,14 @@ UNIT_TEST(test_s3_full_scan_fetches_each_byte_once)
 	size_t		len;
 	uint8_t    *buf;
 	size_t		lrus[] = {0, 16384, 65536, 1u << 20, 64u << 20};
-	uint32_t	bss[] = {16384, 65536};
+	uint32_t	bss[] = {16384, 65536, 1u << 20};
 
 	if (!s3_env(&c, false) || !ensure_bucket(&c))
 		return;
-	fx_make(&s, &rng, false, 200, 900);
+	/* 200 long trails (the footer in the tail), then 6,000 short ones (a footer of ~200 kB) */
+	for (int set = 0; set < 2; set++)
+	{
+	fx_make(&s, &rng, false, set == 0 ? 200 : 6000, set == 0 ? 900 : 30);
 	buf = fx_encode(&s, 3000, 0, &len);
 	if (!put(&c, "once.trail", buf, len, 0))
 		goto out;
@@ -805,6 +808,8 @@ UNIT_TEST(test_s3_full_scan_fetches_each_byte_once)
 				tdb_lru_free(lru);
 				goto out;
 			}
+			/* the second file's footer lies partly before the 64 kB tail */
+			CHECK(set == 0 || len - 48 - tdb_trail_footer(r)->data_end > 65536);
 			memset(&q, 0, sizeof(q));
 			CHECK(tdb_trail_scan_begin(r, &q, &sc, &err) == 0);
 			while ((rc = tdb_trail_scan_next(sc, &ev, &err)) > 0)
@@ -813,14 +818,19 @@ UNIT_TEST(test_s3_full_scan_fetches_each_byte_once)
 			CHECK_EQ_U64(n, s.n);
 			tdb_pager_stats(p, &ps);
 			if (ps.bytes_network != len)
-				unit_fail(__FILE__, __LINE__, "block size %u, LRU %zu bytes: %llu bytes fetched in %llu requests for a %zu-byte object",
-						  bss[b], lrus[l], (unsigned long long) ps.bytes_network,
-						  (unsigned long long) ps.requests, len);
+				unit_fail(__FILE__, __LINE__, "footer %llu bytes, block size %u, LRU %zu bytes: %llu bytes fetched in %llu requests for a %zu-byte object",
+						  (unsigned long long) (len - 48 - tdb_trail_footer(r)->data_end), bss[b], lrus[l],
+						  (unsigned long long) ps.bytes_network, (unsigned long long) ps.requests, len);
 			tdb_trail_scan_end(sc);
 			tdb_trail_close(r);
 			tdb_pager_close(p);
 			tdb_lru_free(lru);
 		}
+	free(buf);
+	buf = NULL;
+	fx_free(&s);
+	}
+	return;
 out:
 	free(buf);
 	fx_free(&s);
