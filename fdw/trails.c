@@ -1347,16 +1347,16 @@ trlExplainForeignScan(ForeignScanState *node, ExplainState *es)
 		else if (kind == PUSH_IDS)
 			appendStringInfo(&ids, "%s%s = ANY (%s)", ids.len ? " AND " : "",
 							 quote_identifier(idname), a);
-		if ((kind == PUSH_ID || kind == PUSH_IDS) && parameterized && !said_lookup)
-		{
-			appendStringInfoString(&ids, " (the outer row's value: one pruned lookup per outer row)");
-			said_lookup = true;
-		}
 		else if (kind == PUSH_BOX)
 			appendStringInfo(&area, "%sbox of %s", area.len ? " AND " : "", a);
 		else
 			appendStringInfo(&area, "%sbox of %s grown by %s%s", area.len ? " AND " : "", a, d,
 							 kind == PUSH_DWITHIN_M ? " metres" : "");
+		if ((kind == PUSH_ID || kind == PUSH_IDS) && parameterized && !said_lookup)
+		{
+			appendStringInfoString(&ids, " (the outer row's value: one pruned lookup per outer row)");
+			said_lookup = true;
+		}
 	}
 	ExplainPropertyText("Trail File", table_option_or(ft, "url", "(none)"), es);
 	if (ids.len)

@@ -93,7 +93,7 @@ sub digest
 
 my $join = q{SELECT t.* FROM (VALUES ('AC007'), ('AC250')) v(c) JOIN %s t ON t.callsign = v.c};
 my $plan = $node->safe_psql('postgres', 'EXPLAIN (COSTS OFF) ' . sprintf($join, 'adsb'));
-like($plan, qr/Nested Loop.*Foreign Scan on adsb t.*Trail Ids Pushed Down: callsign = \$\d+ \(the outer row's value: one pruned lookup per outer row\)/s,
+like($plan, qr/Nested Loop.*Foreign Scan on adsb t.*Trail Ids Pushed Down: callsign = \$\d+ \(the outer row's value: one pruned lookup per outer row\)$/s,
 	'a join of two ids on a trail table plans as a nested loop of pruned lookups (default planner settings)')
   or diag($plan);
 is(digest(sprintf($join, 'adsb')), digest(sprintf($join, 'ev')), 'it returns exactly the rows of the same join on the heap (S3)');
@@ -112,6 +112,10 @@ for my $t ([ 'adsb', 'Bytes From S3' ], [ 'adsb_local', 'Bytes From Local File' 
 		"$table: the 2-id join fetched $j->{$what} bytes = $a (AC007 alone) + $b (AC250 alone) - $none (opening the file, paid once)");
 	cmp_ok($j->{$what} - $none, '<', $size / 10,
 		"$table: the lookups fetched @{[$j->{$what} - $none]} bytes, a small fraction of the $size-byte file");
+	my $single = scan_node("SELECT * FROM $table WHERE callsign = 'AC007'");
+	ok($single->{'Trail Ids Pushed Down'} eq q{callsign = 'AC007'::text} && !exists $single->{'Area Pushed Down'}
+		  && !exists $single->{'Trail Lookups'}, "$table: a single id's EXPLAIN shows that id pushed down and nothing else")
+	  or diag(explain $single);
 	my $in = scan_node("SELECT * FROM $table WHERE callsign IN ('AC007', 'AC250')");
 	like($in->{'Trail Ids Pushed Down'}, qr/callsign = ANY/, "$table: an IN list is pushed down");
 	is($in->{$what}, $a + $b - $none, "$table: and fetches the same $j->{$what} bytes");
