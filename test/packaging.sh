@@ -60,7 +60,7 @@ src=$tmp/src home=$tmp/home prefix=$tmp/home/.local
 mkdir -p "$src" "$home"
 # The sources a user would have (no build products), owned by that user.
 tar -C "$root" --exclude='*.o' --exclude='*.bc' --exclude=__pycache__ --exclude=build --exclude='*.egg-info' \
-	-cf - Makefile include src python $(cd "$root" && ls tools/*.c) | tar -C "$src" -xf -
+	-cf - Makefile include src python $(cd "$root" && ls tools/*.c tools/*.h) | tar -C "$src" -xf -
 chown -R "$user": "$tmp"
 chmod 755 "$tmp"
 
