@@ -21,6 +21,15 @@
  *	  prints: first_row_ms total_ms events bytes_network requests pages_read
  *	          bytes_disk_cache bytes_memory bytes_local
  *	  (in whole mode bytes_network and requests include the download)
+ *	  trailbench warm URL BLOCK_SIZE REVALIDATE_SECONDS N
+ *	      N + 1 queries of one trail in one process sharing one LRU, each
+ *	      opening the file as an FDW query does (revalidate_interval
+ *	      REVALIDATE_SECONDS); the first fills the cache.  prints: the median
+ *	      ms of the N warm queries, their requests, their bytes_network
+ *	  trailbench lookups URL BLOCK_SIZE K
+ *	      what a nested loop of K ids does: one open, then K scans of one
+ *	      trail each (ids spread evenly over the index), cold.  prints:
+ *	      total_ms events bytes_network requests
  *
  * S3 settings come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
  * AWS_ENDPOINT_URL, as the CLI takes them.
@@ -33,6 +42,7 @@
 #include <unistd.h>
 #include <sys/resource.h>
 
+#include "trail/cache.h"
 #include "trail/pager.h"
 #include "trail/trail.h"
 
@@ -425,6 +435,118 @@ put(const char *path, const char *url)
 	return 0;
 }
 
+static int
+dbl_cmp(const void *a, const void *b)
+{
+	double		x = *(const double *) a,
+				y = *(const double *) b;
+
+	return (x > y) - (x < y);
+}
+
+/* One scan of trail number t of the footer; returns the events. */
+static uint64_t
+scan_one(TdbTrailReader *r, uint32_t t)
+{
+	const TdbTrailFooter *f = tdb_trail_footer(r);
+	const TdbTrailKey *key = &f->trails[t].key;
+	TdbTrailQuery q;
+	TdbTrailScan *sc;
+	TdbTrailEvent ev;
+	TdbTrailError err;
+	uint64_t	n = 0;
+	int			rc;
+
+	memset(&q, 0, sizeof(q));
+	q.nids = 1;
+	if (f->schema.id_type == TDB_TRAIL_STRING)
+		q.ids_str = &key->s;
+	else
+		q.ids_int = &key->i;
+	if (tdb_trail_scan_begin(r, &q, &sc, &err) < 0)
+		die("scan", &err);
+	while ((rc = tdb_trail_scan_next(sc, &ev, &err)) > 0)
+		n++;
+	if (rc < 0)
+		die("read", &err);
+	tdb_trail_scan_end(sc);
+	return n;
+}
+
+static int
+warm(const char *url, uint32_t bs, int revalidate, int nq)
+{
+	TdbBlockLru *lru = tdb_lru_create(64u << 20);
+	double	   *ms = calloc((size_t) nq + 1, sizeof(double));
+	uint64_t	requests = 0,
+				bytes = 0;
+
+	for (int i = 0; i <= nq; i++)
+	{
+		TdbPagerOptions po;
+		TdbPager   *p;
+		TdbTrailReader *r;
+		TdbTrailError err;
+		TdbPagerStats st;
+		double		t0 = now_ms();
+
+		memset(&po, 0, sizeof(po));
+		po.url = url;
+		s3_from_env(&po.s3);
+		po.block_size = bs;
+		po.lru = lru;
+		po.revalidate_seconds = revalidate;
+		if (tdb_pager_open(&po, &p, &err) < 0 || tdb_trail_open(p, &r, &err) < 0)
+			die("open", &err);
+		scan_one(r, tdb_trail_footer(r)->ntrails / 2);
+		tdb_pager_stats(p, &st);
+		ms[i] = now_ms() - t0;
+		if (i > 0)
+		{
+			requests += st.requests;
+			bytes += st.bytes_network;
+		}
+		tdb_trail_close(r);
+		tdb_pager_close(p);
+	}
+	qsort(ms + 1, (size_t) nq, sizeof(double), dbl_cmp);
+	printf("%.3f %.2f %.0f\n", ms[1 + nq / 2], (double) requests / nq, (double) bytes / nq);
+	free(ms);
+	tdb_lru_free(lru);
+	return 0;
+}
+
+static int
+lookups(const char *url, uint32_t bs, int k)
+{
+	TdbPagerOptions po;
+	TdbPager   *p;
+	TdbTrailReader *r;
+	TdbTrailError err;
+	TdbPagerStats st;
+	const TdbTrailFooter *f;
+	double		t0 = now_ms();
+	uint64_t	n = 0;
+
+	memset(&po, 0, sizeof(po));
+	po.url = url;
+	s3_from_env(&po.s3);
+	po.block_size = bs;
+	if (tdb_pager_open(&po, &p, &err) < 0 || tdb_trail_open(p, &r, &err) < 0)
+		die("open", &err);
+	f = tdb_trail_footer(r);
+	if (k < 1 || (uint32_t) k > f->ntrails)
+		k = (int) f->ntrails;
+	for (int i = 0; i < k; i++)
+		n += scan_one(r, (uint32_t) ((uint64_t) i * f->ntrails / (uint64_t) k + f->ntrails / (2 * (uint64_t) k)));
+	tdb_pager_stats(p, &st);
+	printf("%.2f %llu %llu %llu\n", now_ms() - t0, (unsigned long long) n,
+		   (unsigned long long) st.bytes_network, (unsigned long long) st.requests);
+	tdb_trail_close(r);
+	tdb_pager_close(p);
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -437,10 +559,16 @@ main(int argc, char **argv)
 	if ((argc == 6 || argc == 7) && strcmp(argv[1], "query") == 0)
 		return query(argv[2], argv[3], (uint32_t) strtoul(argv[4], NULL, 10), argv[5],
 					 argc == 7 ? argv[6] : NULL);
+	if (argc == 6 && strcmp(argv[1], "warm") == 0)
+		return warm(argv[2], (uint32_t) strtoul(argv[3], NULL, 10), atoi(argv[4]), atoi(argv[5]));
+	if (argc == 5 && strcmp(argv[1], "lookups") == 0)
+		return lookups(argv[2], (uint32_t) strtoul(argv[3], NULL, 10), atoi(argv[4]));
 	fprintf(stderr, "usage: trailbench gen OUT TRAILS EVENTS_PER_TRAIL\n"
 			"       trailbench put FILE URL\n"
 			"       trailbench probe FILE\n"
 			"       trailbench query URL ids:N|all|box|window|box:X0,Y0,X1,Y1|window:T0,T1 BLOCK_SIZE\n"
-			"                        range|whole|local [CACHE_DIR]\n");
+			"                        range|whole|local [CACHE_DIR]\n"
+			"       trailbench warm URL BLOCK_SIZE REVALIDATE_SECONDS N\n"
+			"       trailbench lookups URL BLOCK_SIZE K\n");
 	return 2;
 }

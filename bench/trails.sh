@@ -20,6 +20,12 @@
 # run a fresh process with a fresh pager and no disk cache (cold), the
 # median of TRAIL_RUNS (default 3).  Then the full scan with a warm disk cache (1 MB blocks, filled by
 # one cold run) against the same scan of a local copy of the file.
+# Issue 15: a warm query of one trail (block cache filled, one process, each
+# query opening the file as an FDW query does) revalidating size and ETag at
+# every query (revalidate_interval 0) or at most once a minute (60), against
+# the same query of a local file; and a nested loop's 2 lookups (two pruned
+# scans of one trail each behind one open) against scanning the whole object
+# once, what a hash join does.
 #
 # Figures go to bench/lib.sh's CSV, section "trails" (rows of an earlier
 # run of this script in the same CSV are replaced); bench_emit's ratio is
@@ -110,9 +116,32 @@ for f in ais nyh syn; do
 			bench_emit trails "${name}_bytes" "$bs" "$bytes" B object "$size"
 			bench_emit trails "${name}_requests" "$bs" "$requests" requests
 			bench_emit trails "${name}_pages" "$bs" "$pages" pages
+			[ "$q" = all ] && [ "$bs" = 1048576 ] && { all_ms=$total; all_bytes=$bytes; }
 		done
 		progress "$f $q done"
 	done
+	# warm single-trail queries: revalidating every query or once a minute
+	read -r w0 w0_req w0_bytes <<<"$(timeout "$TMO" bench/trailbench warm "s3://bench/$f.trail" 1048576 0 20)"
+	read -r w60 w60_req w60_bytes <<<"$(timeout "$TMO" bench/trailbench warm "s3://bench/$f.trail" 1048576 60 20)"
+	read -r wl _ _ <<<"$(timeout "$TMO" bench/trailbench warm "$work/$f.trail" 1048576 0 20)"
+	bench_emit trails "${f}_warm_ids1_revalidate0_ms" 1048576 "$w0" ms local_file "$wl"
+	bench_emit trails "${f}_warm_ids1_revalidate60_ms" 1048576 "$w60" ms revalidate0 "$w0"
+	bench_emit trails "${f}_warm_ids1_revalidate0_requests" 1048576 "$w0_req" requests
+	bench_emit trails "${f}_warm_ids1_revalidate60_requests" 1048576 "$w60_req" requests
+	bench_emit trails "${f}_warm_ids1_revalidate0_bytes" 1048576 "$w0_bytes" B
+	bench_emit trails "${f}_warm_ids1_revalidate60_bytes" 1048576 "$w60_bytes" B
+	# a nested loop of 2 ids against one scan of the whole object (a hash join)
+	out=""
+	for _ in $(seq 1 "$RUNS"); do
+		out+=$(timeout "$TMO" bench/trailbench lookups "s3://bench/$f.trail" 1048576 2)$'\n'
+	done
+	read -r j_ms j_n j_bytes j_req <<<"$(printf '%s' "$out" | median)"
+	bench_emit trails "${f}_join2_lookups_ms" 1048576 "$j_ms" ms whole_scan "$all_ms"
+	bench_emit trails "${f}_join2_lookups_bytes" 1048576 "$j_bytes" B whole_scan "$all_bytes"
+	bench_emit trails "${f}_join2_lookups_requests" 1048576 "$j_req" requests
+	bench_emit trails "${f}_join2_lookups_events" 1048576 "$j_n" events
+	progress "$f warm (${w0} ms at revalidate 0, ${w60} ms at 60, local ${wl} ms), 2 lookups ${j_ms} ms / ${j_bytes} B against ${all_ms} ms / ${all_bytes} B"
+
 	# full scan: a warm disk cache (filled by one cold run) against a local file
 	rm -rf "$work/cache"
 	read -r _ cold _ cold_bytes _ <<<"$(run "$f" all 1048576 range 1 "$work/cache")"

@@ -52,6 +52,7 @@
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
 #include "optimizer/optimizer.h"
+#include "optimizer/paths.h"
 #include "optimizer/pathnode.h"
 #include "optimizer/planmain.h"
 #include "optimizer/restrictinfo.h"
@@ -98,10 +99,14 @@ typedef struct TrailOptions
 	int			parallel;
 	int			readahead;
 	int			retries;
+	int			revalidate;		/* seconds; 0: every query */
 	char	   *access_key;
 	char	   *secret_key;
 	char	   *session_token;
 } TrailOptions;
+
+/* revalidate_interval: seconds, up to a day */
+#define REVALIDATE_MAX 86400
 
 /* "16kB", "1MB", "1073741824": bytes, or -1 when it is not a size. */
 static int64
@@ -235,6 +240,8 @@ trail_options(ForeignServer *server, bool s3)
 		int_option("readahead", v, -1, 1024) : 16;
 	o->retries = (v = tdb_fdw_option(server->options, "retries")) != NULL ?
 		int_option("retries", v, 0, 100) : 5;
+	o->revalidate = (v = tdb_fdw_option(server->options, "revalidate_interval")) != NULL ?
+		int_option("revalidate_interval", v, 0, REVALIDATE_MAX) : 0;
 	if (s3)
 	{
 		UserMapping *um = GetUserMapping(GetUserId(), server->serverid);
@@ -381,13 +388,18 @@ trail_handle_close(void *arg)
 	h->pager = NULL;
 }
 
+/*
+ * Open url through server; ft (NULL for IMPORT) may set its own
+ * revalidate_interval.
+ */
 static TrailHandle *
-trail_open(ForeignServer *server, const char *url, MemoryContext cxt)
+trail_open(ForeignServer *server, ForeignTable *ft, const char *url, MemoryContext cxt)
 {
 	TrailHandle *h = MemoryContextAllocZero(cxt, sizeof(TrailHandle));
 	TrailOptions *o = trail_options(server, strncmp(url, "s3://", 5) == 0);
 	TdbPagerOptions po;
 	TdbTrailError err;
+	char	   *rv = ft ? tdb_fdw_option(ft->options, "revalidate_interval") : NULL;
 
 	/*
 	 * An http(s):// table names a server of the owner's choosing: it must lie
@@ -413,6 +425,7 @@ trail_open(ForeignServer *server, const char *url, MemoryContext cxt)
 	po.lru = trail_lru();
 	po.max_parallel = o->parallel;
 	po.readahead_max = o->readahead;
+	po.revalidate_seconds = rv ? int_option("revalidate_interval", rv, 0, REVALIDATE_MAX) : o->revalidate;
 	h->cb.func = trail_handle_close;
 	h->cb.arg = h;
 	MemoryContextRegisterResetCallback(cxt, &h->cb);
@@ -513,6 +526,8 @@ is_id_equality(Oid opno, Oid idtype)
 		case F_INT8EQ:
 		case F_INT84EQ:
 		case F_INT82EQ:
+		case F_INT48EQ:
+		case F_INT28EQ:
 			return idtype == INT8OID;
 		case F_TEXTEQ:
 			return idtype == TEXTOID;
@@ -532,7 +547,9 @@ classify(Expr *clause, Index relid, const TrailCols *c, List **kinds, List **arg
 				   *r = lsecond(op->args);
 		bool		swap = false;
 
-		if (!IsA(l, Var) && IsA(r, Var))
+		/* the column on the left (a join clause may name another relation's first) */
+		if (IsA(r, Var) && ((Var *) r)->varno == (int) relid &&
+			!(IsA(l, Var) && ((Var *) l)->varno == (int) relid))
 		{
 			Expr	   *t = l;
 
@@ -663,14 +680,89 @@ trlGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 	baserel->rows = Max(1.0, 1000000.0 * sel);
 }
 
+/*
+ * Costs.  There are no statistics: a file is taken to hold a million
+ * events, and a scan pays a round trip (the tail, the first pages) before
+ * its first row, then TRAIL_ROW_COST per event for the bytes on the wire
+ * and their decoding.  A lookup of one trail id (a parameterized scan, once
+ * per outer row of a nested loop) reads only that trail's pages, fetched in
+ * one request: TRAIL_LOOKUP_COST, plus TRAIL_LOOKUP_ROW_COST per event.  So
+ * a nested loop of a few ids up to several hundred beats scanning the whole
+ * file once for a hash join (2 ids: 32 against 10,100 for the scan alone),
+ * and an outer side of a few thousand (by its statistics) does not.
+ */
+#define TRAIL_OPEN_COST		100.0
+#define TRAIL_ROW_COST		0.01
+#define TRAIL_LOOKUP_COST	5.0
+#define TRAIL_LOOKUP_ROW_COST 0.001
+
+static bool
+ec_member_is_trail_id(PlannerInfo *root, RelOptInfo *rel, EquivalenceClass *ec,
+					  EquivalenceMember *em, void *arg)
+{
+	const TrailCols *c = arg;
+
+	(void) root;
+	(void) ec;
+	return is_col(em->em_expr, rel->relid, c->id);
+}
+
 static void
 trlGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 {
-	(void) foreigntableid;
+	TrailCols	c = trail_cols(foreigntableid);
+	List	   *join_clauses;
+	ListCell   *lc;
+
 	/* a remote file costs a round trip before the first row */
 	add_path(baserel, (Path *) create_foreignscan_path(root, baserel, NULL, baserel->rows,
-													   100, 100 + baserel->rows * 0.01,
+													   TRAIL_OPEN_COST,
+													   TRAIL_OPEN_COST + baserel->rows * TRAIL_ROW_COST,
 													   NIL, NULL, NULL, NIL));
+
+	/*
+	 * Parameterized paths: ids JOIN trails t ON t.id = ids.x becomes one
+	 * pruned lookup per outer row (the scan evaluates the outer value at each
+	 * rescan and reads that trail's pages only).  Join keys come from
+	 * equivalence classes (inner joins) and from join clauses (outer joins,
+	 * id = ANY(outer array)).
+	 */
+	if (c.id == InvalidAttrNumber)
+		return;
+	join_clauses = generate_implied_equalities_for_column(root, baserel, ec_member_is_trail_id,
+														  &c, baserel->lateral_referencers);
+	foreach(lc, baserel->joininfo)
+		join_clauses = lappend(join_clauses, lfirst(lc));
+	foreach(lc, join_clauses)
+	{
+		RestrictInfo *ri = lfirst_node(RestrictInfo, lc);
+		List	   *kinds = NIL,
+				   *args = NIL;
+		Relids		outer;
+		double		rows;
+		int			kind;
+
+		if (!join_clause_is_movable_to(ri, baserel) ||
+			ri->security_level > baserel->baserestrict_min_security ||
+			!classify(ri->clause, baserel->relid, &c, &kinds, &args))
+			continue;
+		kind = linitial_int(kinds);
+		if (kind != PUSH_ID && kind != PUSH_IDS)
+			continue;
+		outer = bms_difference(ri->clause_relids, baserel->relids);
+		if (bms_is_empty(outer))
+			continue;
+		/*
+		 * The events of one trail, as trlGetForeignRelSize estimates an id's
+		 * (not ppi_rows: without statistics on the id, PostgreSQL takes a
+		 * join key to match 1/200 of the file, 5,000 events a lookup).
+		 */
+		rows = Max(1.0, baserel->rows * (kind == PUSH_ID ? 0.001 : 0.01));
+		add_path(baserel, (Path *) create_foreignscan_path(root, baserel, NULL, rows,
+														   TRAIL_LOOKUP_COST,
+														   TRAIL_LOOKUP_COST + rows * TRAIL_LOOKUP_ROW_COST,
+														   NIL, outer, NULL, NIL));
+	}
 }
 
 static ForeignScan *
@@ -678,13 +770,43 @@ trlGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid, Fo
 				  List *tlist, List *scan_clauses, Plan *outer_plan)
 {
 	TrailPlan  *tp = baserel->fdw_private;
+	List	   *kinds = tp->kinds;
+	List	   *args = tp->args;
+	ListCell   *lc;
 
 	(void) root;
 	(void) foreigntableid;
-	(void) best_path;
+
+	/*
+	 * A parameterized path also pushes its join clauses (among scan_clauses,
+	 * not in baserestrictinfo); their outer columns become the nested
+	 * loop's parameters, evaluated at each rescan.
+	 */
+	if (best_path->path.param_info != NULL)
+	{
+		TrailCols	c = trail_cols(foreigntableid);
+
+		kinds = list_copy(kinds);
+		args = list_copy(args);
+		foreach(lc, best_path->path.param_info->ppi_clauses)
+		{
+			RestrictInfo *ri = lfirst_node(RestrictInfo, lc);
+			List	   *k = NIL,
+					   *a = NIL;
+
+			if (classify(ri->clause, baserel->relid, &c, &k, &a) &&
+				(linitial_int(k) == PUSH_ID || linitial_int(k) == PUSH_IDS))
+			{
+				/* first: the first id clause prunes, PostgreSQL checks the others */
+				kinds = list_concat(k, kinds);
+				args = list_concat(a, args);
+			}
+		}
+	}
 	/* every clause stays for PostgreSQL to check: the pushdown only prunes pages */
 	scan_clauses = extract_actual_clauses(scan_clauses, false);
-	return make_foreignscan(tlist, scan_clauses, baserel->relid, tp->args, list_make1(tp->kinds),
+	return make_foreignscan(tlist, scan_clauses, baserel->relid, args,
+							list_make2(kinds, makeInteger(best_path->path.param_info != NULL)),
 							NIL, NIL, outer_plan);
 }
 
@@ -843,7 +965,8 @@ map_columns(ForeignScanState *node, TrlScan *st)
 		/* types made directly; any other through the type's input function */
 		if (src != SRC_TIME && src != SRC_GEOM)
 		{
-			bool		direct = (t == TDB_TRAIL_INT64 && (a->atttypid == INT8OID || a->atttypid == FLOAT8OID)) ||
+			bool		direct = (t == TDB_TRAIL_INT64 && (a->atttypid == INT8OID || a->atttypid == FLOAT8OID ||
+												  a->atttypid == BOOLOID)) ||
 				(t == TDB_TRAIL_FLOAT64 && a->atttypid == FLOAT8OID) ||
 				(t == TDB_TRAIL_STRING && a->atttypid == TEXTOID);
 
@@ -869,7 +992,8 @@ value_datum(TrlScan *st, int att, TdbTrailType t, int64 i, double f, const char 
 	if (st->inputs[att].fn_oid == InvalidOid)
 	{
 		if (t == TDB_TRAIL_INT64)
-			return a->atttypid == INT8OID ? Int64GetDatum(i) : Float8GetDatum((double) i);
+			return a->atttypid == INT8OID ? Int64GetDatum(i) :
+				a->atttypid == BOOLOID ? BoolGetDatum(i != 0) : Float8GetDatum((double) i);
 		if (t == TDB_TRAIL_FLOAT64)
 			return Float8GetDatum(f);
 		return PointerGetDatum(cstring_to_text(s));
@@ -1080,7 +1204,7 @@ trlIterateForeignScan(ForeignScanState *node)
 				ereport(ERROR,
 						(errcode(ERRCODE_FDW_OPTION_NAME_NOT_FOUND),
 						 errmsg("foreign table \"%s\" has no url option", RelationGetRelationName(rel))));
-			st->h = trail_open(GetForeignServer(ft->serverid), url, node->ss.ps.state->es_query_cxt);
+			st->h = trail_open(GetForeignServer(ft->serverid), ft, url, node->ss.ps.state->es_query_cxt);
 			map_columns(node, st);
 		}
 		MemoryContextSwitchTo(old);
@@ -1196,6 +1320,8 @@ trlExplainForeignScan(ForeignScanState *node, ExplainState *es)
 				area;
 	ListCell   *lk,
 			   *la = list_head(plan->fdw_exprs);
+	bool		parameterized = intVal(lsecond(plan->fdw_private)) != 0;
+	bool		said_lookup = false;
 
 	initStringInfo(&ids);
 	initStringInfo(&times);
@@ -1226,6 +1352,11 @@ trlExplainForeignScan(ForeignScanState *node, ExplainState *es)
 		else
 			appendStringInfo(&area, "%sbox of %s grown by %s%s", area.len ? " AND " : "", a, d,
 							 kind == PUSH_DWITHIN_M ? " metres" : "");
+		if ((kind == PUSH_ID || kind == PUSH_IDS) && parameterized && !said_lookup)
+		{
+			appendStringInfoString(&ids, " (the outer row's value: one pruned lookup per outer row)");
+			said_lookup = true;
+		}
 	}
 	ExplainPropertyText("Trail File", table_option_or(ft, "url", "(none)"), es);
 	if (ids.len)
@@ -1242,6 +1373,8 @@ trlExplainForeignScan(ForeignScanState *node, ExplainState *es)
 
 		end_scan(st);
 		tdb_pager_stats(st->h->pager, &ps);
+		if (parameterized)
+			ExplainPropertyInteger("Trail Lookups", NULL, st->nscans, es);
 		ExplainPropertyUInteger("Trail Pages Read", NULL, st->stats.pages_read, es);
 		ExplainPropertyUInteger("Trail Pages Pruned", NULL, st->stats.pages_pruned, es);
 		ExplainPropertyUInteger("Trail Pages In File", NULL, f->npages, es);
@@ -1253,6 +1386,12 @@ trlExplainForeignScan(ForeignScanState *node, ExplainState *es)
 			ExplainPropertyUInteger("Bytes From Memory Cache", "bytes", ps.bytes_memory, es);
 			ExplainPropertyUInteger("Requests", NULL, ps.requests, es);
 			ExplainPropertyUInteger("Retries", NULL, ps.retries, es);
+			/* whether this query asked the server for size and ETag */
+			if (ps.validation_reused)
+				ExplainPropertyText("Object Validated",
+									psprintf("%.0f s earlier (revalidate_interval)", ps.validation_age), es);
+			else
+				ExplainPropertyText("Object Validated", "by this query", es);
 		}
 		else
 			ExplainPropertyUInteger("Bytes From Local File", "bytes", ps.bytes_local, es);
@@ -1310,7 +1449,7 @@ trlImportForeignSchema(ImportForeignSchemaStmt *stmt, Oid serverOid)
 			wanted = stmt->list_type == FDW_IMPORT_SCHEMA_LIMIT_TO;
 	if (!wanted)
 		return NIL;
-	h = trail_open(server, url, cxt);
+	h = trail_open(server, NULL, url, cxt);
 	sc = &tdb_trail_footer(h->reader)->schema;
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "CREATE FOREIGN TABLE %s (%s %s NOT NULL, %s timestamptz NOT NULL, geom %s.geometry(Point, 4326) NOT NULL",
@@ -1350,8 +1489,9 @@ trafficdb_trails_handler(PG_FUNCTION_ARGS)
 
 /*
  * Options.  Servers: endpoint, region, path_style, block_size, cache_dir
- * (pg_write_server_files), cache_size, parallel, readahead, retries.  Tables:
- * url (a local path needs pg_read_server_files), id_column, time_column.
+ * (pg_write_server_files), cache_size, parallel, readahead, retries,
+ * revalidate_interval.  Tables: url (a local path needs
+ * pg_read_server_files), id_column, time_column, revalidate_interval.
  * User mappings: access_key, secret_key, session_token.
  */
 Datum
@@ -1361,8 +1501,8 @@ trafficdb_trails_validator(PG_FUNCTION_ARGS)
 	Oid			catalog = PG_GETARG_OID(1);
 	ListCell   *lc;
 	static const char *const server_opts[] = {"endpoint", "region", "path_style", "block_size", "cache_dir",
-	"cache_size", "parallel", "readahead", "retries", NULL};
-	static const char *const table_opts[] = {"url", "id_column", "time_column", NULL};
+	"cache_size", "parallel", "readahead", "retries", "revalidate_interval", NULL};
+	static const char *const table_opts[] = {"url", "id_column", "time_column", "revalidate_interval", NULL};
 	static const char *const mapping_opts[] = {"access_key", "secret_key", "session_token", NULL};
 
 	tdb_require_preload();
@@ -1382,8 +1522,8 @@ trafficdb_trails_validator(PG_FUNCTION_ARGS)
 			ereport(ERROR,
 					(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
 					 errmsg("invalid option \"%s\" for trafficdb_trails", d->defname),
-					 errhint("Servers take endpoint, region, path_style, block_size, cache_dir, cache_size, parallel, readahead, retries; "
-							 "foreign tables take url, id_column, time_column; user mappings take access_key, secret_key, session_token.")));
+					 errhint("Servers take endpoint, region, path_style, block_size, cache_dir, cache_size, parallel, readahead, retries, revalidate_interval; "
+							 "foreign tables take url, id_column, time_column, revalidate_interval; user mappings take access_key, secret_key, session_token.")));
 		v = defGetString(d);
 		if (strcmp(d->defname, "endpoint") == 0 &&
 			strncmp(v, "http://", 7) != 0 && strncmp(v, "https://", 8) != 0)
@@ -1403,6 +1543,8 @@ trafficdb_trails_validator(PG_FUNCTION_ARGS)
 			(void) int_option("readahead", v, -1, 1024);
 		else if (strcmp(d->defname, "retries") == 0)
 			(void) int_option("retries", v, 0, 100);
+		else if (strcmp(d->defname, "revalidate_interval") == 0)
+			(void) int_option("revalidate_interval", v, 0, REVALIDATE_MAX);
 		else if (strcmp(d->defname, "cache_dir") == 0 && strcmp(v, "none") != 0)
 		{
 			if (!is_absolute_path(v))
@@ -1450,6 +1592,7 @@ column_trail_type(Oid type)
 		case INT2OID:
 		case INT4OID:
 		case INT8OID:
+		case BOOLOID:			/* 1 and 0: format version 1 has no boolean type */
 			return TDB_TRAIL_INT64;
 		case FLOAT4OID:
 		case FLOAT8OID:
@@ -1463,7 +1606,8 @@ column_trail_type(Oid type)
 static int64
 int_datum(Datum d, Oid type)
 {
-	return type == INT2OID ? DatumGetInt16(d) : type == INT4OID ? DatumGetInt32(d) : DatumGetInt64(d);
+	return type == INT2OID ? DatumGetInt16(d) : type == INT4OID ? DatumGetInt32(d) :
+		type == BOOLOID ? (DatumGetBool(d) ? 1 : 0) : DatumGetInt64(d);
 }
 
 static double

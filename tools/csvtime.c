@@ -78,6 +78,8 @@ iso_time(const char *s, int64_t *us)
 	const char *p = s;
 	int			y, mo, d, h = 0, mi = 0, sec = 0;
 	int64_t		frac = 0;
+	int			offset_s = 0;
+	bool		has_time = false;
 	struct tm	tm;
 
 	if (!digits(&p, 4, &y) || *p++ != '-' || !digits(&p, 2, &mo) || *p++ != '-' || !digits(&p, 2, &d))
@@ -85,6 +87,7 @@ iso_time(const char *s, int64_t *us)
 	if (*p == 'T' || *p == ' ')
 	{
 		p++;
+		has_time = true;
 		if (!digits(&p, 2, &h) || *p++ != ':' || !digits(&p, 2, &mi) || *p++ != ':' || !digits(&p, 2, &sec))
 			return false;
 		if (*p == '.')
@@ -100,8 +103,23 @@ iso_time(const char *s, int64_t *us)
 	}
 	if (*p == 'Z')
 		p++;
-	else if (strcmp(p, "+00:00") == 0 || strcmp(p, "+00") == 0)
-		p += strlen(p);
+	else if ((*p == '+' || *p == '-') && has_time)
+	{
+		/* an offset from UTC after a time of day: +HH, +HH:MM or +HHMM */
+		int			sign = *p++ == '-' ? -1 : 1;
+		int			oh,
+					om = 0;
+
+		if (!digits(&p, 2, &oh))
+			return false;
+		if (*p == ':')
+			p++;
+		if (isdigit((unsigned char) *p) && !digits(&p, 2, &om))
+			return false;
+		if (oh > 23 || om > 59)
+			return false;
+		offset_s = sign * (oh * 3600 + om * 60);
+	}
 	if (*p != '\0' || mo < 1 || mo > 12 || d < 1 || d > mdays[mo - 1] ||
 		(mo == 2 && d == 29 && !(y % 4 == 0 && (y % 100 != 0 || y % 400 == 0))) ||
 		h > 23 || mi > 59 || sec > 60)
@@ -113,7 +131,7 @@ iso_time(const char *s, int64_t *us)
 	tm.tm_hour = h;
 	tm.tm_min = mi;
 	tm.tm_sec = sec;
-	*us = (int64_t) timegm(&tm) * 1000000 + frac;
+	*us = ((int64_t) timegm(&tm) - offset_s) * 1000000 + frac;
 	return true;
 }
 
@@ -156,10 +174,10 @@ tdb_time_column_parse(TdbTimeColumn *c, const char *s, long line, int64_t *us, c
 	if (!tdb_time_parse(s, c->unit, us, &used))
 	{
 		if (c->unit == TDB_TIME_AUTO)
-			snprintf(err, errlen, "\"%s\" is not a time (expected ISO 8601 in UTC, or an integer of "
+			snprintf(err, errlen, "\"%s\" is not a time (expected ISO 8601, in UTC or with an offset, or an integer of "
 					 "seconds, milliseconds or microseconds since 1970)", s);
 		else
-			snprintf(err, errlen, "\"%s\" is not a time (expected ISO 8601 in UTC, or an integer of "
+			snprintf(err, errlen, "\"%s\" is not a time (expected ISO 8601, in UTC or with an offset, or an integer of "
 					 "%s since 1970 as --time-unit says)", s, tdb_time_unit_name(c->unit));
 		return false;
 	}

@@ -4,8 +4,9 @@
  *	  (trafficdb-stream append/dump, trafficdb-trail write/cat): one rule,
  *	  one implementation.
  *
- *	  A time is ISO 8601 in UTC ("2020-06-30", "2020-06-30T00:00:05",
- *	  "2020-06-30 00:00:05.25Z", "...+00:00") or an integer count since the
+ *	  A time is ISO 8601 ("2020-06-30", "2020-06-30T00:00:05",
+ *	  "2020-06-30 00:00:05.25Z" in UTC; a time of day may carry an offset
+ *	  from UTC, "...+02:00", "...-0530", "...+02") or an integer count since the
  *	  Unix epoch in a unit:
  *
  *	    s, ms, us   the caller says (--time-unit)

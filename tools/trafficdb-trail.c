@@ -4,7 +4,7 @@
  *	  query it (CSV out) through the pruning reader, verify every page.
  *
  *	  trafficdb-trail write OUT [--id C] [--time C] [--lon C] [--lat C]
- *	                  [--type COL=int|float|string]... [--time-unit s|ms|us]
+ *	                  [--type COL=int|float|string|bool]... [--time-unit s|ms|us]
  *	                  [--page-bytes N] [--page-seconds N] [--part-mb N] < data.csv
  *	  trafficdb-trail info FILE [--trails]
  *	  trafficdb-trail cat FILE [--trail ID]... [--from T] [--to T]
@@ -19,14 +19,22 @@
  * region from AWS_REGION or --region.  Pager options: --block-size N,
  * --cache-dir DIR, --cache-mb N, --parallel N, --readahead BLOCKS (-1: off).
  *
- * CSV: a header row names the columns; fields may be quoted ("" escapes a
- * quote); an empty field is NULL.  Times are ISO 8601 in UTC
- * ("2020-06-30T00:00:00", "2020-06-30 00:00:00.5Z") or integers in
- * --time-unit s, ms or us (default auto: seconds below 1e11, milliseconds
- * below 1e14, else microseconds; one column keeps one unit).  The rule is
- * tools/csvtime.c's, shared with trafficdb-stream.  A page holds at most --page-bytes (64 KiB) and
- * --page-seconds of one trail (3600; 0 for no limit).  Extra columns' types are inferred (all integers: int,
- * all numbers: float, else string) unless --type says.
+ * CSV: a header row names the columns (a UTF-8 byte order mark before it is
+ * skipped); fields may be quoted ("" escapes a quote); an empty field is
+ * NULL.  Times are ISO 8601 ("2020-06-30T00:00:00" and "...Z" are UTC,
+ * "2020-06-30 02:00:00.5+02:00" has an offset) or integers in --time-unit
+ * s, ms or us (default auto: seconds below 1e11, milliseconds below 1e14,
+ * else microseconds; one column keeps one unit).  The rule is
+ * tools/csvtime.c's, shared with trafficdb-stream.
+ * A page holds at most --page-bytes (64 KiB) and --page-seconds of one trail
+ * (3600; 0 for no limit).  Extra columns' types are inferred (all true/false:
+ * bool, all integers: int, all numbers: float, else string; a value with a
+ * leading zero, "0412", keeps a column a string) unless --type says; the
+ * trail id is int or string the same way.  Booleans are stored as int64 1/0
+ * (format version 1 has no boolean type).  Every value that does not fit its
+ * column's type, and every unknown --type column or type, is an error naming
+ * the line, the column and the value: nothing is dropped or turned into NULL.
+ * Typing is tools/csv_fields.c.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -37,6 +45,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "csv_fields.h"
 #include "csvtime.h"
 #include "trail/pager.h"
 #include "trail/trail.h"
@@ -45,7 +54,7 @@ static void
 usage(void)
 {
 	fprintf(stderr,
-			"usage: trafficdb-trail write OUT [--id C] [--time C] [--lon C] [--lat C] [--type COL=int|float|string]... [--time-unit s|ms|us|auto] < CSV\n"
+			"usage: trafficdb-trail write OUT [--id C] [--time C] [--lon C] [--lat C] [--type COL=int|float|string|bool]... [--time-unit s|ms|us|auto] < CSV\n"
 			"       trafficdb-trail info FILE [--trails]\n"
 			"       trafficdb-trail cat FILE [--trail ID]... [--from T] [--to T] [--bbox x0,y0,x1,y1] [--limit N] [--stats]\n"
 			"       trafficdb-trail verify FILE\n"
@@ -70,6 +79,7 @@ typedef struct Csv
 	size_t		nrows;
 	size_t		cap;
 	char	 ***rows;			/* rows[r][c], NULL = empty field */
+	size_t	   *lines;			/* line number of each row */
 } Csv;
 
 /* Split one line into fields; returns the count or -1 on a bad quote. */
@@ -144,6 +154,12 @@ csv_read(FILE *in, Csv *csv)
 		lineno++;
 		while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
 			line[--len] = '\0';
+		if (lineno == 1 && csv_bom_length(line) > 0)
+		{
+			/* a UTF-8 byte order mark (spreadsheets write one) */
+			memmove(line, line + 3, (size_t) len - 2);
+			len -= 3;
+		}
 		if (len == 0)
 			continue;
 		n = csv_split(line, fields, TDB_TRAIL_MAX_COLUMNS + 8);
@@ -170,12 +186,14 @@ csv_read(FILE *in, Csv *csv)
 		{
 			csv->cap = csv->cap ? csv->cap * 2 : 4096;
 			csv->rows = realloc(csv->rows, csv->cap * sizeof(char **));
-			if (csv->rows == NULL)
+			csv->lines = realloc(csv->lines, csv->cap * sizeof(size_t));
+			if (csv->rows == NULL || csv->lines == NULL)
 			{
 				fprintf(stderr, "trafficdb-trail: out of memory\n");
 				exit(1);
 			}
 		}
+		csv->lines[csv->nrows] = lineno;
 		csv->rows[csv->nrows] = malloc(sizeof(char *) * (size_t) n);
 		for (int i = 0; i < n; i++)
 			csv->rows[csv->nrows][i] = fields[i][0] ? strdup(fields[i]) : NULL;
@@ -212,16 +230,6 @@ parse_int(const char *s, int64_t *v)
 	return true;
 }
 
-static bool
-parse_double(const char *s, double *v)
-{
-	char	   *end;
-
-	errno = 0;
-	*v = strtod(s, &end);
-	return !(errno || end == s || *end || !isfinite(*v));
-}
-
 static void
 format_time(int64_t us, char *out, size_t outlen)
 {
@@ -245,7 +253,7 @@ typedef struct Opts
 	TdbPagerOptions pager;
 	const char *id, *time, *lon, *lat;
 	TdbTimeUnit time_unit;
-	const char *types[TDB_TRAIL_MAX_COLUMNS];
+	const char *types[TDB_TRAIL_MAX_COLUMNS + 1];
 	int			ntypes;
 	uint32_t	page_bytes;
 	int64_t		page_seconds;
@@ -284,7 +292,16 @@ parse_opts(int argc, char **argv, int first, Opts *o)
 		else if (strcmp(a, "--time") == 0) { NEEDV(); o->time = v; }
 		else if (strcmp(a, "--lon") == 0) { NEEDV(); o->lon = v; }
 		else if (strcmp(a, "--lat") == 0) { NEEDV(); o->lat = v; }
-		else if (strcmp(a, "--type") == 0) { NEEDV(); if (o->ntypes < TDB_TRAIL_MAX_COLUMNS) o->types[o->ntypes++] = v; }
+		else if (strcmp(a, "--type") == 0)
+		{
+			NEEDV();
+			if (o->ntypes == TDB_TRAIL_MAX_COLUMNS + 1)
+			{
+				fprintf(stderr, "trafficdb-trail: more --type options than columns\n");
+				exit(2);
+			}
+			o->types[o->ntypes++] = v;
+		}
 		else if (strcmp(a, "--time-unit") == 0)
 		{
 			NEEDV();
@@ -336,12 +353,62 @@ parse_opts(int argc, char **argv, int first, Opts *o)
 
 /* ---- write -------------------------------------------------------------- */
 
+/* A refusal of one CSV value: line, column and value, then what it is not. */
+static void
+die_value(const Csv *csv, size_t r, int c, const char *value, const char *what)
+{
+	if (value == NULL)
+		fprintf(stderr, "trafficdb-trail: CSV line %zu, column %s: empty %s\n", csv->lines[r], csv->names[c], what);
+	else
+		fprintf(stderr, "trafficdb-trail: CSV line %zu, column %s: \"%s\" %s\n", csv->lines[r], csv->names[c],
+				value, what);
+	exit(1);
+}
+
+/* --type COL=TYPE for column name, or NULL; an unknown column or type is an error. */
+static void
+check_types(const Csv *csv, const Opts *o, const char **given)
+{
+	for (int c = 0; c < csv->ncols; c++)
+		given[c] = NULL;
+	for (int t = 0; t < o->ntypes; t++)
+	{
+		const char *eq = strchr(o->types[t], '=');
+		CsvType		ty;
+		int			c = -1;
+
+		if (eq != NULL)
+			for (int k = 0; k < csv->ncols && c < 0; k++)
+				if (strlen(csv->names[k]) == (size_t) (eq - o->types[t]) &&
+					strncmp(csv->names[k], o->types[t], (size_t) (eq - o->types[t])) == 0)
+					c = k;
+		if (eq == NULL || !csv_type_by_name(eq + 1, &ty))
+		{
+			fprintf(stderr, "trafficdb-trail: --type %s: expected COLUMN=int, COLUMN=float, COLUMN=string or COLUMN=bool\n",
+					o->types[t]);
+			exit(2);
+		}
+		if (c < 0)
+		{
+			fprintf(stderr, "trafficdb-trail: --type %s: the CSV header has no column \"%.*s\" (it has:",
+					o->types[t], (int) (eq - o->types[t]), o->types[t]);
+			for (int k = 0; k < csv->ncols; k++)
+				fprintf(stderr, "%s %s", k ? "," : "", csv->names[k]);
+			fprintf(stderr, ")\n");
+			exit(2);
+		}
+		given[c] = eq + 1;
+	}
+}
+
 static int
 cmd_write(const char *out, Opts *o)
 {
 	Csv			csv;
 	int			cid, ct, cx, cy;
 	int			extra[TDB_TRAIL_MAX_COLUMNS];
+	CsvType		extra_type[TDB_TRAIL_MAX_COLUMNS];
+	const char **given;
 	TdbTrailSchema schema;
 	TdbTrailWriter *w;
 	TdbTrailError err;
@@ -350,7 +417,7 @@ cmd_write(const char *out, Opts *o)
 	TdbTimeColumn times = {0};
 	uint8_t    *buf;
 	size_t		len;
-	bool		id_int = true;
+	CsvType		id_type;
 
 	csv_read(stdin, &csv);
 	cid = csv_col(&csv, o->id);
@@ -359,55 +426,82 @@ cmd_write(const char *out, Opts *o)
 	cy = csv_col(&csv, o->lat);
 	if (cid < 0 || ct < 0 || cx < 0 || cy < 0)
 	{
-		fprintf(stderr, "trafficdb-trail: the CSV header lacks one of the columns %s, %s, %s, %s (see --id --time --lon --lat)\n",
-				o->id, o->time, o->lon, o->lat);
+		fprintf(stderr, "trafficdb-trail: the CSV header lacks the column \"%s\" (see --id --time --lon --lat; it has:",
+				cid < 0 ? o->id : ct < 0 ? o->time : cx < 0 ? o->lon : o->lat);
+		for (int k = 0; k < csv.ncols; k++)
+			fprintf(stderr, "%s %s", k ? "," : "", csv.names[k]);
+		fprintf(stderr, ")\n");
 		return 1;
+	}
+	given = calloc((size_t) csv.ncols, sizeof(char *));
+	check_types(&csv, o, given);
+	if (given[ct] || given[cx] || given[cy])
+	{
+		fprintf(stderr, "trafficdb-trail: --type %s=%s: the time, lon and lat columns have fixed types\n",
+				csv.names[given[ct] ? ct : given[cx] ? cx : cy], given[ct] ? given[ct] : given[cx] ? given[cx] : given[cy]);
+		return 2;
 	}
 	memset(&schema, 0, sizeof(schema));
 	snprintf(schema.id_name, sizeof(schema.id_name), "%s", o->id);
 	snprintf(schema.time_name, sizeof(schema.time_name), "%s", o->time);
 	snprintf(schema.lon_name, sizeof(schema.lon_name), "%s", o->lon);
 	snprintf(schema.lat_name, sizeof(schema.lat_name), "%s", o->lat);
-	for (size_t r = 0; r < csv.nrows && id_int; r++)
-	{
-		int64_t		v;
 
-		id_int = csv.rows[r][cid] && parse_int(csv.rows[r][cid], &v);
+	/* the trail id: int or string; "0412" keeps it a string */
+	if (given[cid])
+	{
+		if (!csv_type_by_name(given[cid], &id_type) || (id_type != CSV_INT && id_type != CSV_STRING))
+		{
+			fprintf(stderr, "trafficdb-trail: --type %s=%s: a trail id is int or string\n", o->id, given[cid]);
+			return 2;
+		}
 	}
-	schema.id_type = id_int ? TDB_TRAIL_INT64 : TDB_TRAIL_STRING;
+	else
+	{
+		CsvInfer	in;
+
+		csv_infer_init(&in);
+		for (size_t r = 0; r < csv.nrows; r++)
+			if (csv.rows[r][cid])
+				csv_infer_add(&in, csv.rows[r][cid]);
+		id_type = in.any && in.all_int ? CSV_INT : CSV_STRING;
+	}
+	schema.id_type = id_type == CSV_INT ? TDB_TRAIL_INT64 : TDB_TRAIL_STRING;
+
 	for (int c = 0; c < csv.ncols; c++)
 	{
 		TdbTrailColumn *col;
-		bool		all_int = true,
-					all_num = true;
-		const char *given = NULL;
+		CsvType		t;
 
 		if (c == cid || c == ct || c == cx || c == cy)
 			continue;
+		if (schema.ncolumns == TDB_TRAIL_MAX_COLUMNS)
+		{
+			fprintf(stderr, "trafficdb-trail: more than %d columns besides id, time, lon and lat\n", TDB_TRAIL_MAX_COLUMNS);
+			return 1;
+		}
 		col = &schema.columns[schema.ncolumns];
+		if (strlen(csv.names[c]) >= sizeof(col->name))
+		{
+			fprintf(stderr, "trafficdb-trail: column name \"%s\" is longer than %zu bytes\n", csv.names[c], sizeof(col->name) - 1);
+			return 1;
+		}
 		snprintf(col->name, sizeof(col->name), "%s", csv.names[c]);
-		for (int t = 0; t < o->ntypes; t++)
-		{
-			size_t		nl = strlen(csv.names[c]);
-
-			if (strncmp(o->types[t], csv.names[c], nl) == 0 && o->types[t][nl] == '=')
-				given = o->types[t] + nl + 1;
-		}
-		for (size_t r = 0; r < csv.nrows && (all_int || all_num); r++)
-		{
-			int64_t		iv;
-			double		dv;
-
-			if (csv.rows[r][c] == NULL)
-				continue;
-			all_int = all_int && parse_int(csv.rows[r][c], &iv);
-			all_num = all_num && parse_double(csv.rows[r][c], &dv);
-		}
-		if (given)
-			col->type = strcmp(given, "int") == 0 ? TDB_TRAIL_INT64 :
-				strcmp(given, "float") == 0 ? TDB_TRAIL_FLOAT64 : TDB_TRAIL_STRING;
+		if (given[c])
+			csv_type_by_name(given[c], &t);
 		else
-			col->type = all_int ? TDB_TRAIL_INT64 : all_num ? TDB_TRAIL_FLOAT64 : TDB_TRAIL_STRING;
+		{
+			CsvInfer	in;
+
+			csv_infer_init(&in);
+			for (size_t r = 0; r < csv.nrows; r++)
+				if (csv.rows[r][c])
+					csv_infer_add(&in, csv.rows[r][c]);
+			t = csv_infer_result(&in);
+		}
+		/* format version 1 has no boolean type: booleans are int64 1 and 0 */
+		col->type = t == CSV_INT || t == CSV_BOOL ? TDB_TRAIL_INT64 : t == CSV_FLOAT ? TDB_TRAIL_FLOAT64 : TDB_TRAIL_STRING;
+		extra_type[schema.ncolumns] = t;
 		extra[schema.ncolumns++] = c;
 	}
 	if (tdb_trail_writer_create(&schema, &wo, &w, &err) < 0)
@@ -417,44 +511,63 @@ cmd_write(const char *out, Opts *o)
 	{
 		char	  **row = csv.rows[r];
 		TdbTrailEvent ev;
+		int			need[4] = {cid, ct, cx, cy};
 		char		terr[300];
 
 		memset(&ev, 0, sizeof(ev));
+		for (int k = 0; k < 4; k++)
+			if (row[need[k]] == NULL)
+				die_value(&csv, r, need[k], NULL, "(every event needs its trail id, time, lon and lat)");
 		/* the same time rule as trafficdb-stream (tools/csvtime.c) */
-		if (row[ct] != NULL && !tdb_time_column_parse(&times, row[ct], (long) r + 2, &ev.time_us, terr, sizeof(terr)))
+		if (!tdb_time_column_parse(&times, row[ct], (long) csv.lines[r], &ev.time_us, terr, sizeof(terr)))
 		{
-			fprintf(stderr, "trafficdb-trail: CSV row %zu, column %s: %s\n", r + 2, csv.names[ct], terr);
+			fprintf(stderr, "trafficdb-trail: CSV line %zu, column %s: %s\n", csv.lines[r], csv.names[ct], terr);
 			return 1;
 		}
-		if (row[cid] == NULL || row[ct] == NULL || row[cx] == NULL || row[cy] == NULL ||
-			!parse_double(row[cx], &ev.lon) || !parse_double(row[cy], &ev.lat))
+		if (!csv_parse_float(row[cx], &ev.lon) || ev.lon < -180 || ev.lon > 180)
+			die_value(&csv, r, cx, row[cx], "is not a longitude (a number from -180 to 180)");
+		if (!csv_parse_float(row[cy], &ev.lat) || ev.lat < -90 || ev.lat > 90)
+			die_value(&csv, r, cy, row[cy], "is not a latitude (a number from -90 to 90)");
+		if (id_type == CSV_INT)
 		{
-			fprintf(stderr, "trafficdb-trail: CSV row %zu: id, time, lon and lat must be present and valid\n", r + 2);
-			return 1;
+			if (!csv_parse_int(row[cid], &ev.key.i))
+				die_value(&csv, r, cid, row[cid], "is not an integer (--type ID=string for string ids)");
 		}
-		if (id_int)
-			parse_int(row[cid], &ev.key.i);
 		else
 			ev.key.s = row[cid];
 		for (int k = 0; k < schema.ncolumns; k++)
 		{
 			const char *s = row[extra[k]];
+			bool		b;
 
 			memset(&vals[k], 0, sizeof(vals[k]));
 			vals[k].isnull = s == NULL;
 			if (s == NULL)
 				continue;
-			if (schema.columns[k].type == TDB_TRAIL_INT64 && !parse_int(s, &vals[k].i))
-				vals[k].isnull = true;
-			else if (schema.columns[k].type == TDB_TRAIL_FLOAT64 && !parse_double(s, &vals[k].f))
-				vals[k].isnull = true;
-			else
-				vals[k].s = s;
+			switch (extra_type[k])
+			{
+				case CSV_INT:
+					if (!csv_parse_int(s, &vals[k].i))
+						die_value(&csv, r, extra[k], s, "is not an integer (--type COLUMN=string keeps such a column as text)");
+					break;
+				case CSV_FLOAT:
+					if (!csv_parse_float(s, &vals[k].f))
+						die_value(&csv, r, extra[k], s, "is not a number (--type COLUMN=string keeps such a column as text)");
+					break;
+				case CSV_BOOL:
+					if (!csv_parse_bool(s, &b))
+						die_value(&csv, r, extra[k], s, "is not a boolean (true/false, t/f, yes/no, on/off, 1/0)");
+					vals[k].i = b ? 1 : 0;
+					break;
+				case CSV_STRING:
+					vals[k].s = s;
+					break;
+			}
 		}
 		ev.values = vals;
 		if (tdb_trail_writer_add(w, &ev, &err) < 0)
 		{
-			fprintf(stderr, "trafficdb-trail: CSV row %zu: ", r + 2);
+			fprintf(stderr, "trafficdb-trail: CSV line %zu: ", csv.lines[r]);
 			die_err(&err);
 		}
 	}
@@ -464,6 +577,7 @@ cmd_write(const char *out, Opts *o)
 		die_err(&err);
 	fprintf(stderr, "trafficdb-trail: wrote %s: %zu bytes, %zu events\n", out, len, csv.nrows);
 	free(buf);
+	free(given);
 	tdb_trail_writer_free(w);
 	return 0;
 }

@@ -15,7 +15,16 @@
  * GET of its last 64 KiB (the trailer and usually the whole footer); the
  * ETag is part of every cache key and pinned with If-Match on every later
  * GET.  Local files are read with pread and bypass both caches (the kernel
- * page cache does that job).
+ * page cache does that job).  With revalidate_seconds, an open within that
+ * many seconds of the process's last tail request for the same object
+ * reuses what it learnt (size, ETag, tail bytes) and sends nothing.
+ *
+ * No byte is fetched twice by one pager: blocks overlapping the tail are
+ * completed from it rather than fetched again, and the pager keeps two
+ * blocks itself, whatever the LRU does (trafficdb.trail_memory_cache = 0,
+ * or a scan longer than the LRU): the block its last read ended in, where a
+ * reader going through the file reads next, and the first block of the
+ * footer (read at open), which also holds the last pages.
  */
 #include "pager.h"
 
@@ -24,7 +33,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cache.h"
@@ -54,8 +65,138 @@ struct TdbPager
 	uint64_t	next_seq_block; /* the block a sequential reader reads next */
 	uint32_t	ra_window;
 	int			hinted;			/* callers announcing their ranges: no blind read-ahead */
+	/*
+	 * Blocks the pager keeps itself, whatever the LRU does: [HELD_LAST] the
+	 * block the last read ended in, where a reader going through the file
+	 * reads next; [HELD_EDGE] the first block of the read that reached into
+	 * the tail (the footer's, which also holds the last pages).
+	 */
+	struct
+	{
+		uint8_t    *data;
+		uint64_t	blk;
+		uint64_t	len;		/* 0: none */
+	}			held[2];
+	bool		reused;			/* size and ETag from the validation registry */
+	double		reused_age;
 	TdbPagerStats stats;
 };
+
+/*
+ * What this process learnt of remote objects by their tail requests, for
+ * revalidate_seconds: a few entries, the oldest replaced first.
+ */
+#define VALIDATED_MAX 32
+
+typedef struct Validated
+{
+	char	   *id;				/* cache_id: endpoint|name */
+	uint64_t	size;
+	char		etag[256];
+	uint8_t    *tail;
+	uint64_t	tail_len;
+	double		at;				/* CLOCK_MONOTONIC seconds */
+} Validated;
+
+static Validated validated[VALIDATED_MAX];
+static pthread_mutex_t validated_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static double
+mono_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double) ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* A validation of id younger than max_age seconds into p; true if found. */
+static bool
+validated_get(TdbPager *p, double max_age)
+{
+	bool		found = false;
+	double		now = mono_now();
+
+	pthread_mutex_lock(&validated_lock);
+	for (int i = 0; i < VALIDATED_MAX; i++)
+	{
+		Validated  *v = &validated[i];
+
+		if (v->id == NULL || strcmp(v->id, p->cache_id) != 0)
+			continue;
+		if (now - v->at < max_age)
+		{
+			p->size = v->size;
+			snprintf(p->etag, sizeof(p->etag), "%s", v->etag);
+			memcpy(p->tail, v->tail, v->tail_len);
+			p->tail_len = v->tail_len;
+			p->reused_age = now - v->at;
+			found = true;
+		}
+		break;
+	}
+	pthread_mutex_unlock(&validated_lock);
+	return found;
+}
+
+static void
+validated_drop_locked(Validated *v)
+{
+	free(v->id);
+	free(v->tail);
+	memset(v, 0, sizeof(*v));
+}
+
+/* Remember p's size, ETag and tail as learnt now. */
+static void
+validated_put(const TdbPager *p)
+{
+	Validated  *slot = NULL;
+	uint8_t    *tail = malloc(p->tail_len ? p->tail_len : 1);
+	char	   *id = strdup(p->cache_id);
+
+	if (tail == NULL || id == NULL)
+	{
+		free(tail);
+		free(id);
+		return;
+	}
+	memcpy(tail, p->tail, p->tail_len);
+	pthread_mutex_lock(&validated_lock);
+	for (int i = 0; i < VALIDATED_MAX && slot == NULL; i++)
+		if (validated[i].id != NULL && strcmp(validated[i].id, p->cache_id) == 0)
+			slot = &validated[i];
+	for (int i = 0; i < VALIDATED_MAX && slot == NULL; i++)
+		if (validated[i].id == NULL)
+			slot = &validated[i];
+	if (slot == NULL)
+	{
+		slot = &validated[0];
+		for (int i = 1; i < VALIDATED_MAX; i++)
+			if (validated[i].at < slot->at)
+				slot = &validated[i];
+	}
+	validated_drop_locked(slot);
+	slot->id = id;
+	slot->size = p->size;
+	snprintf(slot->etag, sizeof(slot->etag), "%s", p->etag);
+	slot->tail = tail;
+	slot->tail_len = p->tail_len;
+	slot->at = mono_now();
+	pthread_mutex_unlock(&validated_lock);
+}
+
+/* Forget what is known of p's object (it was replaced). */
+static void
+validated_forget(const TdbPager *p)
+{
+	pthread_mutex_lock(&validated_lock);
+	for (int i = 0; i < VALIDATED_MAX; i++)
+		if (validated[i].id != NULL && strcmp(validated[i].id, p->cache_id) == 0 &&
+			strcmp(validated[i].etag, p->etag) == 0)
+			validated_drop_locked(&validated[i]);
+	pthread_mutex_unlock(&validated_lock);
+}
 
 int
 tdb_pager_open(const TdbPagerOptions *o, TdbPager **out, TdbTrailError *err)
@@ -146,15 +287,22 @@ tdb_pager_open(const TdbPagerOptions *o, TdbPager **out, TdbTrailError *err)
 		tdb_pager_close(p);
 		return rc;
 	}
-	rc = tdb_remote_get_tail(p->remote, TAIL_BYTES, p->tail, &p->tail_len, &p->size,
-							 p->etag, sizeof(p->etag), err);
-	if (rc < 0)
+	if (o->revalidate_seconds > 0 && validated_get(p, (double) o->revalidate_seconds))
+		p->reused = true;
+	else
 	{
-		tdb_pager_close(p);
-		return rc;
+		rc = tdb_remote_get_tail(p->remote, TAIL_BYTES, p->tail, &p->tail_len, &p->size,
+								 p->etag, sizeof(p->etag), err);
+		if (rc < 0)
+		{
+			tdb_pager_close(p);
+			return rc;
+		}
+		p->stats.bytes_network += p->tail_len;
+		if (o->revalidate_seconds > 0)
+			validated_put(p);
 	}
 	p->tail_off = p->size - p->tail_len;
-	p->stats.bytes_network += p->tail_len;
 	*out = p;
 	return 0;
 }
@@ -196,6 +344,14 @@ cached_block(TdbPager *p, uint64_t blk, size_t off, size_t len, uint8_t *dst)
 	uint64_t	bl = block_len(p, blk);
 	uint8_t    *tmp;
 
+	for (int h = 0; h < 2; h++)
+		if (p->held[h].len > 0 && p->held[h].blk == blk)
+		{
+			if (len > 0)
+				memcpy(dst, p->held[h].data + off, len);
+			p->stats.bytes_memory += len;
+			return true;
+		}
 	block_key(p, blk, key, sizeof(key));
 	if (tdb_lru_get(p->lru, key, off, len, dst))
 	{
@@ -226,18 +382,38 @@ block_cmp(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+#define HELD_LAST 0
+#define HELD_EDGE 1
+#define NO_BLOCK UINT64_MAX
+
+/* Keep block blk (bl bytes at data) in the pager's own slot h. */
+static void
+hold_block(TdbPager *p, int h, uint64_t blk, const uint8_t *data, uint64_t bl)
+{
+	if (p->held[h].data == NULL && (p->held[h].data = malloc(p->bs)) == NULL)
+		return;
+	memcpy(p->held[h].data, data, bl);
+	p->held[h].blk = blk;
+	p->held[h].len = bl;
+}
+
 /*
  * Fetch blocks (sorted, distinct) from the network into both caches;
- * the part overlapping [off, off + len) also lands in dst.
+ * the part overlapping [off, off + len) also lands in dst, and block hold[h]
+ * (NO_BLOCK: none) in the pager's slot h.  Bytes the tail request already
+ * brought are copied from it, not fetched again.
  */
 static int
 fetch_blocks(TdbPager *p, uint64_t *blocks, int n, uint64_t off, size_t len, uint8_t *dst,
-			 TdbTrailError *err)
+			 const uint64_t *hold, TdbTrailError *err)
 {
 	TdbByteRange *ranges = malloc(sizeof(TdbByteRange) * (size_t) n);
+	TdbByteRange *get = malloc(sizeof(TdbByteRange) * (size_t) n);
 	uint8_t   **bufs = calloc((size_t) n, sizeof(uint8_t *));
+	uint8_t   **getbufs = calloc((size_t) n, sizeof(uint8_t *));
 	uint64_t   *first = malloc(sizeof(uint64_t) * (size_t) n);
-	int			nr = 0;
+	int			nr = 0,
+				ng = 0;
 	int			rc = 0;
 	uint64_t	req0,
 				retr0,
@@ -246,7 +422,7 @@ fetch_blocks(TdbPager *p, uint64_t *blocks, int n, uint64_t off, size_t len, uin
 				retr1,
 				bytes1;
 
-	if (!ranges || !bufs || !first)
+	if (!ranges || !get || !bufs || !getbufs || !first)
 	{
 		rc = tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
 		goto done;
@@ -269,17 +445,47 @@ fetch_blocks(TdbPager *p, uint64_t *blocks, int n, uint64_t off, size_t len, uin
 		}
 	}
 	for (int i = 0; i < nr; i++)
+	{
 		if ((bufs[i] = malloc(ranges[i].len)) == NULL)
 		{
 			rc = tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
 			goto done;
 		}
+		/* what lies in the tail comes from it; the rest from the network */
+		if (ranges[i].off < p->tail_off)
+		{
+			get[ng].off = ranges[i].off;
+			get[ng].len = ranges[i].off + ranges[i].len <= p->tail_off ? ranges[i].len :
+				p->tail_off - ranges[i].off;
+			getbufs[ng++] = bufs[i];
+		}
+		if (ranges[i].off + ranges[i].len > p->tail_off)
+		{
+			uint64_t	s = ranges[i].off > p->tail_off ? ranges[i].off : p->tail_off;
+
+			memcpy(bufs[i] + (s - ranges[i].off), p->tail + (s - p->tail_off),
+				   ranges[i].off + ranges[i].len - s);
+		}
+	}
 	tdb_remote_counters(p->remote, &req0, &retr0, &bytes0);
-	rc = tdb_remote_get_ranges(p->remote, ranges, bufs, nr, p->max_parallel, p->etag, p->size, err);
+	rc = ng > 0 ? tdb_remote_get_ranges(p->remote, get, getbufs, ng, p->max_parallel, p->etag, p->size, err) : 0;
 	tdb_remote_counters(p->remote, &req1, &retr1, &bytes1);
 	p->stats.requests += req1 - req0;
 	p->stats.retries += retr1 - retr0;
 	p->stats.bytes_network += bytes1 - bytes0;
+	if (rc == TDB_TRAIL_EREPLACED)
+	{
+		/* the next open asks again; say why this one read an old version */
+		validated_forget(p);
+		if (p->reused && err)
+		{
+			size_t		l = strlen(err->msg);
+
+			snprintf(err->msg + l, sizeof(err->msg) - l,
+					 " (this query read the version validated %.0f s earlier, within the revalidation interval)",
+					 p->reused_age);
+		}
+	}
 	if (rc < 0)
 		goto done;
 	for (int i = 0; i < nr; i++)
@@ -303,6 +509,9 @@ fetch_blocks(TdbPager *p, uint64_t *blocks, int n, uint64_t off, size_t len, uin
 
 				memcpy(dst + (s - off), bufs[i] + bo + (s - abs), e - s);
 			}
+			for (int h = 0; h < 2; h++)
+				if (blk == hold[h])
+					hold_block(p, h, blk, bufs[i] + bo, bl);
 			bo += bl;
 		}
 	}
@@ -310,9 +519,41 @@ done:
 	for (int i = 0; bufs && i < nr; i++)
 		free(bufs[i]);
 	free(bufs);
+	free(getbufs);
 	free(ranges);
+	free(get);
 	free(first);
 	return rc;
+}
+
+/* Keep block blk, a cache hit, in the pager's slot h. */
+static void
+hold_cached(TdbPager *p, int h, uint64_t blk)
+{
+	char		key[1200];
+	uint64_t	bl = block_len(p, blk);
+
+	if (p->held[h].len > 0 && p->held[h].blk == blk)
+		return;
+	if (p->held[h].data == NULL && (p->held[h].data = malloc(p->bs)) == NULL)
+		return;
+	for (int o = 0; o < 2; o++)
+		if (o != h && p->held[o].len > 0 && p->held[o].blk == blk)
+		{
+			memcpy(p->held[h].data, p->held[o].data, bl);
+			p->held[h].blk = blk;
+			p->held[h].len = bl;
+			return;
+		}
+	block_key(p, blk, key, sizeof(key));
+	if (tdb_lru_get(p->lru, key, 0, bl, p->held[h].data) ||
+		(p->disk != NULL && tdb_disk_cache_get(p->disk, key, p->held[h].data, bl)))
+	{
+		p->held[h].blk = blk;
+		p->held[h].len = bl;
+	}
+	else
+		p->held[h].len = 0;
 }
 
 static int
@@ -344,6 +585,7 @@ tdb_pager_read(TdbPager *p, uint64_t off, size_t len, void *buf, TdbTrailError *
 	uint64_t	missing[MAX_FETCH_BLOCKS];
 	int			nmiss = 0;
 	int			rc;
+	uint64_t	hold[2];
 
 	p->stats.reads++;
 	if (off > p->size || len > p->size - off)
@@ -362,6 +604,9 @@ tdb_pager_read(TdbPager *p, uint64_t off, size_t len, void *buf, TdbTrailError *
 
 	b0 = off / p->bs;
 	b1 = (off + len - 1) / p->bs;
+	/* a read reaching into the tail (the footer): its first block holds the last pages too */
+	hold[HELD_LAST] = b1;
+	hold[HELD_EDGE] = off + len > p->tail_off ? b0 : NO_BLOCK;
 	if (b1 - b0 + 1 > MAX_FETCH_BLOCKS / 2)
 	{
 		/* a huge read: in pieces, each within the block budget */
@@ -371,6 +616,8 @@ tdb_pager_read(TdbPager *p, uint64_t off, size_t len, void *buf, TdbTrailError *
 			if ((rc = tdb_pager_read(p, off + done, len - done < piece ? len - done : piece,
 									 dst + done, err)) < 0)
 				return rc;
+		if (hold[HELD_EDGE] != NO_BLOCK)
+			hold_cached(p, HELD_EDGE, b0);
 		return 0;
 	}
 	for (uint64_t blk = b0; blk <= b1; blk++)
@@ -391,8 +638,11 @@ tdb_pager_read(TdbPager *p, uint64_t off, size_t len, void *buf, TdbTrailError *
 	if (nmiss > 0)
 	{
 		uint64_t	nblocks = (p->size + p->bs - 1) / p->bs;
+		/* blocks read ahead wait in the LRU: no more than half of it */
+		uint64_t	room = tdb_lru_capacity(p->lru) / 2 / p->bs;
+		uint64_t	ra = p->ra_window < room ? p->ra_window : room;
 
-		for (uint64_t blk = b1 + 1; blk <= b1 + p->ra_window && blk < nblocks &&
+		for (uint64_t blk = b1 + 1; blk <= b1 + ra && blk < nblocks &&
 			 nmiss < MAX_FETCH_BLOCKS; blk++)
 		{
 			char		key[1200];
@@ -401,8 +651,12 @@ tdb_pager_read(TdbPager *p, uint64_t off, size_t len, void *buf, TdbTrailError *
 			if (!tdb_lru_get(p->lru, key, 0, 0, NULL))
 				missing[nmiss++] = blk;
 		}
-		return fetch_blocks(p, missing, nmiss, off, len, dst, err);
+		if ((rc = fetch_blocks(p, missing, nmiss, off, len, dst, hold, err)) < 0)
+			return rc;
 	}
+	hold_cached(p, HELD_LAST, b1);
+	if (hold[HELD_EDGE] != NO_BLOCK)
+		hold_cached(p, HELD_EDGE, b0);
 	return 0;
 }
 
@@ -422,7 +676,9 @@ tdb_pager_prefetch(TdbPager *p, const TdbByteRange *ranges, int n, TdbTrailError
 	if (p->local)
 		return 0;
 	room = tdb_lru_capacity(p->lru) / 2 / p->bs;
-	max_blocks = room < 1 ? 1 : room < MAX_FETCH_BLOCKS ? (int) room : MAX_FETCH_BLOCKS;
+	if (room < 1)
+		return 0;				/* the LRU could not keep them: reads fetch their own */
+	max_blocks = room < MAX_FETCH_BLOCKS ? (int) room : MAX_FETCH_BLOCKS;
 	for (int i = 0; i < n && nmiss < max_blocks; i++)
 	{
 		uint64_t	b0,
@@ -454,7 +710,11 @@ tdb_pager_prefetch(TdbPager *p, const TdbByteRange *ranges, int n, TdbTrailError
 				missing[k++] = missing[i];
 		nmiss = k;
 	}
-	return fetch_blocks(p, missing, nmiss, 0, 0, NULL, err);
+	{
+		uint64_t	none[2] = {NO_BLOCK, NO_BLOCK};
+
+		return fetch_blocks(p, missing, nmiss, 0, 0, NULL, none, err);
+	}
 }
 
 void
@@ -467,6 +727,8 @@ void
 tdb_pager_stats(const TdbPager *p, TdbPagerStats *out)
 {
 	*out = p->stats;
+	out->validation_reused = p->reused;
+	out->validation_age = p->reused_age;
 	if (p->remote)
 	{
 		uint64_t	req,
@@ -493,5 +755,7 @@ tdb_pager_close(TdbPager *p)
 	tdb_disk_cache_close(p->disk);
 	free(p->cache_id);
 	free(p->tail);
+	free(p->held[0].data);
+	free(p->held[1].data);
 	free(p);
 }

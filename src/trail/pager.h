@@ -59,6 +59,17 @@ typedef struct TdbPagerOptions
 	size_t		lru_bytes;		/* size of the own LRU; 0: 64 MiB */
 	int			max_parallel;	/* concurrent range GETs; 0: 4 */
 	int			readahead_max;	/* blocks; 0: 16, negative: none */
+	/*
+	 * Remote objects: reuse the size, ETag and tail this process learnt of
+	 * the object less than this many seconds ago instead of asking again
+	 * (0: ask at every open).  The version so reused is still pinned: its
+	 * blocks are keyed by its ETag and every GET carries If-Match, so a
+	 * reader never mixes versions; an object replaced within the interval
+	 * is read as the old version from the caches, or fails with
+	 * TDB_TRAIL_EREPLACED when a byte must come from the network (and the
+	 * next open asks again).
+	 */
+	int			revalidate_seconds;
 } TdbPagerOptions;
 
 typedef struct TdbPagerStats
@@ -70,6 +81,8 @@ typedef struct TdbPagerStats
 	uint64_t	bytes_disk_cache;	/* served from cache_dir */
 	uint64_t	bytes_memory;	/* served from the LRU */
 	uint64_t	bytes_local;	/* read from a local file */
+	bool		validation_reused;	/* size and ETag known from an earlier open */
+	double		validation_age; /* seconds since they were learnt */
 } TdbPagerStats;
 
 typedef struct TdbPager TdbPager;

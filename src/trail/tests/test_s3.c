@@ -755,3 +755,155 @@ out:
 	free(want);
 	free(got);
 }
+
+/*
+ * A full scan fetches each byte of the object once, however small the
+ * in-process LRU (none at all included) and whatever the block size: the
+ * bytes from the network equal the object's size (issue 15: with the caches
+ * off, an 11 MB object cost 28.9 MB).
+ */
+UNIT_TEST(test_s3_full_scan_fetches_each_byte_once)
+{
+	TdbS3Config c;
+	uint64_t	rng = 77;
+	FxSet		s;
+	size_t		len;
+	uint8_t    *buf;
+	size_t		lrus[] = {0, 16384, 65536, 1u << 20, 64u << 20};
+	uint32_t	bss[] = {16384, 65536, 1u << 20};
+
+	if (!s3_env(&c, false) || !ensure_bucket(&c))
+		return;
+	/* 200 long trails (the footer in the tail), then 6,000 short ones (a footer of ~200 kB) */
+	for (int set = 0; set < 2; set++)
+	{
+	fx_make(&s, &rng, false, set == 0 ? 200 : 6000, set == 0 ? 900 : 30);
+	buf = fx_encode(&s, 3000, 0, &len);
+	if (!put(&c, "once.trail", buf, len, 0))
+		goto out;
+	for (size_t b = 0; b < sizeof(bss) / sizeof(bss[0]); b++)
+		for (size_t l = 0; l < sizeof(lrus) / sizeof(lrus[0]); l++)
+		{
+			TdbPagerOptions o;
+			TdbPager   *p;
+			TdbTrailReader *r;
+			TdbTrailScan *sc;
+			TdbTrailQuery q;
+			TdbTrailEvent ev;
+			TdbTrailError err;
+			TdbPagerStats ps;
+			TdbBlockLru *lru = tdb_lru_create(lrus[l]);
+			uint64_t	n = 0;
+			int			rc;
+
+			memset(&o, 0, sizeof(o));
+			o.url = "s3://" BUCKET "/once.trail";
+			o.s3 = c;
+			o.net = fast_net();
+			o.block_size = bss[b];
+			o.lru = lru;
+			if (tdb_pager_open(&o, &p, &err) < 0 || tdb_trail_open(p, &r, &err) < 0)
+			{
+				unit_fail(__FILE__, __LINE__, "open: %s", err.msg);
+				tdb_lru_free(lru);
+				goto out;
+			}
+			/* the second file's footer lies partly before the 64 kB tail */
+			CHECK(set == 0 || len - 48 - tdb_trail_footer(r)->data_end > 65536);
+			memset(&q, 0, sizeof(q));
+			CHECK(tdb_trail_scan_begin(r, &q, &sc, &err) == 0);
+			while ((rc = tdb_trail_scan_next(sc, &ev, &err)) > 0)
+				n++;
+			CHECK(rc == 0);
+			CHECK_EQ_U64(n, s.n);
+			tdb_pager_stats(p, &ps);
+			if (ps.bytes_network != len)
+				unit_fail(__FILE__, __LINE__, "footer %llu bytes, block size %u, LRU %zu bytes: %llu bytes fetched in %llu requests for a %zu-byte object",
+						  (unsigned long long) (len - 48 - tdb_trail_footer(r)->data_end), bss[b], lrus[l],
+						  (unsigned long long) ps.bytes_network, (unsigned long long) ps.requests, len);
+			tdb_trail_scan_end(sc);
+			tdb_trail_close(r);
+			tdb_pager_close(p);
+			tdb_lru_free(lru);
+		}
+	free(buf);
+	buf = NULL;
+	fx_free(&s);
+	}
+	return;
+out:
+	free(buf);
+	fx_free(&s);
+}
+
+/*
+ * revalidate_seconds: a second open within the interval sends nothing and
+ * reads the version the first one saw; replaced meanwhile, a byte that must
+ * come from the network is TDB_TRAIL_EREPLACED (never the new version's
+ * bytes), and the next open asks again and reads the new version.
+ */
+UNIT_TEST(test_s3_revalidate_interval)
+{
+	TdbS3Config c;
+	uint8_t    *v1 = random_bytes(300000, 5),
+			   *v2 = random_bytes(300000, 6);
+	uint8_t		got[1000];
+	TdbPagerOptions o;
+	TdbPager   *p;
+	TdbTrailError err;
+	TdbPagerStats ps;
+	char		etag1[256];
+
+	if (!s3_env(&c, false) || !ensure_bucket(&c) || !put(&c, "rv.bin", v1, 300000, 0))
+		goto out;
+	memset(&o, 0, sizeof(o));
+	o.url = "s3://" BUCKET "/rv.bin";
+	o.s3 = c;
+	o.net = fast_net();
+	o.block_size = 16384;
+	o.revalidate_seconds = 60;
+	/* first open: asks (one request) */
+	CHECK(tdb_pager_open(&o, &p, &err) == 0);
+	tdb_pager_stats(p, &ps);
+	CHECK_EQ_U64(ps.requests, 1);
+	CHECK(!ps.validation_reused);
+	snprintf(etag1, sizeof(etag1), "%s", tdb_pager_etag(p));
+	tdb_pager_close(p);
+	/* second: nothing sent, the same version, its tail in memory */
+	CHECK(tdb_pager_open(&o, &p, &err) == 0);
+	tdb_pager_stats(p, &ps);
+	CHECK_EQ_U64(ps.requests, 0);
+	CHECK(ps.validation_reused);
+	CHECK(strcmp(tdb_pager_etag(p), etag1) == 0);
+	CHECK(tdb_pager_read(p, 300000 - 1000, 1000, got, &err) == 0 && memcmp(got, v1 + 299000, 1000) == 0);
+	tdb_pager_stats(p, &ps);
+	CHECK_EQ_U64(ps.requests, 0);
+	tdb_pager_close(p);
+	/* replaced within the interval: the old version, or an error */
+	if (!put(&c, "rv.bin", v2, 300000, 0))
+		goto out;
+	CHECK(tdb_pager_open(&o, &p, &err) == 0);
+	CHECK(strcmp(tdb_pager_etag(p), etag1) == 0);
+	CHECK(tdb_pager_read(p, 1000, 1000, got, &err) == TDB_TRAIL_EREPLACED);
+	CHECK(strstr(err.msg, "within the revalidation interval") != NULL);
+	tdb_pager_close(p);
+	/* the error made the next open ask again */
+	CHECK(tdb_pager_open(&o, &p, &err) == 0);
+	tdb_pager_stats(p, &ps);
+	CHECK(!ps.validation_reused);
+	CHECK(strcmp(tdb_pager_etag(p), etag1) != 0);
+	CHECK(tdb_pager_read(p, 1000, 1000, got, &err) == 0 && memcmp(got, v2 + 1000, 1000) == 0);
+	tdb_pager_close(p);
+	/* interval 0: every open asks */
+	o.revalidate_seconds = 0;
+	for (int i = 0; i < 2; i++)
+	{
+		CHECK(tdb_pager_open(&o, &p, &err) == 0);
+		tdb_pager_stats(p, &ps);
+		CHECK_EQ_U64(ps.requests, 1);
+		tdb_pager_close(p);
+	}
+out:
+	free(v1);
+	free(v2);
+}

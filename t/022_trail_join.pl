@@ -1,0 +1,201 @@
+# t/022_trail_join.pl: issue 15's trail items against a real MinIO on
+# 127.0.0.1 (scripts/test.sh: MINIO_ENDPOINT, MINIO_ROOT_USER,
+# MINIO_ROOT_PASSWORD) and on local files.
+#
+# 1. A join on trail ids is parameterized: (VALUES ...) v JOIN trail t ON
+#    t.callsign = v.c plans as a nested loop of pruned lookups with the
+#    planner's default settings, returns the heap's rows, and fetches exactly
+#    the bytes of its single-id queries (bytes(a) + bytes(b) - bytes(none), the
+#    open being paid once); an outer side of 100,000 ids is not a nested loop.
+# 2. revalidate_interval: with 0 every query asks for size and ETag (one
+#    request, 64 kB); with 60 a second query in the session asks nothing; an
+#    object replaced within the interval is read as the old version from the
+#    caches, or is an error when a byte must come from S3 (never a mix), and
+#    a query after the interval reads the new one.
+# 3. With both caches off a full scan fetches each byte once: Bytes From S3
+#    equals the file size (it was 2.6 times the size).
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use JSON::PP;
+use lib 't';
+use TdbTest;
+
+my $endpoint = $ENV{MINIO_ENDPOINT} // die 'MINIO_ENDPOINT must name the MinIO of scripts/test.sh';
+my $user = $ENV{MINIO_ROOT_USER} // die 'MINIO_ROOT_USER unset';
+my $secret = $ENV{MINIO_ROOT_PASSWORD} // die 'MINIO_ROOT_PASSWORD unset';
+my $cli = $ENV{TRAFFICDB_TRAIL} // die 'TRAFFICDB_TRAIL must name tools/trafficdb-trail';
+
+{
+	local $ENV{AWS_ACCESS_KEY_ID} = $user;
+	local $ENV{AWS_SECRET_ACCESS_KEY} = $secret;
+	local $ENV{AWS_ENDPOINT_URL} = $endpoint;
+	system($cli, 'mb', 's3://tap-join') == 0 or die 'trafficdb-trail mb failed';
+}
+
+my $node = tdb_node('trail_join');
+my $dir = PostgreSQL::Test::Utils::tempdir;
+$node->safe_psql('postgres', qq{
+SET client_min_messages = warning;
+CREATE EXTENSION trafficdb CASCADE;
+CREATE SERVER s3 FOREIGN DATA WRAPPER trafficdb_trails
+  OPTIONS (endpoint '$endpoint', region 'us-east-1', block_size '16kB', cache_dir 'none');
+CREATE USER MAPPING FOR CURRENT_USER SERVER s3 OPTIONS (access_key '$user', secret_key '$secret');
+CREATE SERVER disk FOREIGN DATA WRAPPER trafficdb_trails;
+
+-- 300 flights by callsign, 100 to 149 events each
+CREATE TABLE ev AS
+SELECT v AS vid, 'AC' || lpad(v::text, 3, '0') AS callsign,
+  '2024-03-01 00:00:00+00'::timestamptz + (v * 37 % 3600) * interval '1 s' + i * interval '47 s' AS ts,
+  ST_SetSRID(ST_MakePoint(round((24.5 + (v % 20) * 0.05 + i * 0.0003 * sin(v))::numeric, 7)::float8,
+                          round((60.1 + (v / 20) * 0.03 + i * 0.0002 * cos(v))::numeric, 7)::float8), 4326) AS geom,
+  round((10 + 5 * sin(i / 7.0 + v))::numeric, 2)::float8 AS speed
+FROM generate_series(1, 300) v, generate_series(0, 99 + v % 50) i;
+SELECT trafficdb.trail_write('SELECT callsign, ts, geom, speed FROM ev', 's3://tap-join/adsb.trail', server => 's3',
+  id_column => 'callsign', time_column => 'ts', page_size => 4096, page_seconds => 900);
+SELECT trafficdb.trail_write('SELECT callsign, ts, geom, speed FROM ev', '$dir/adsb.trail',
+  id_column => 'callsign', time_column => 'ts', page_size => 4096, page_seconds => 900);
+SELECT trafficdb.trail_write('SELECT vid, ts, geom, speed FROM ev', 's3://tap-join/veh.trail', server => 's3',
+  id_column => 'vid', time_column => 'ts', page_size => 4096, page_seconds => 900);
+IMPORT FOREIGN SCHEMA "s3://tap-join/adsb.trail" FROM SERVER s3 INTO public;
+IMPORT FOREIGN SCHEMA "s3://tap-join/veh.trail" FROM SERVER s3 INTO public;
+CREATE FOREIGN TABLE adsb_local (callsign text, ts timestamptz, geom geometry(Point, 4326), speed float8)
+  SERVER disk OPTIONS (url '$dir/adsb.trail', id_column 'callsign', time_column 'ts');
+CREATE TABLE ids300 AS SELECT 'AC' || lpad(v::text, 3, '0') AS c FROM generate_series(1, 300) v;
+CREATE TABLE many AS SELECT g AS id FROM generate_series(1, 100000) g;
+ANALYZE ev, ids300, many;
+});
+
+# the Foreign Scan node of EXPLAIN (ANALYZE, FORMAT JSON) sql, run in a session of its own
+sub scan_node
+{
+	my ($sql, $pre) = @_;
+	my $json = $node->safe_psql('postgres', ($pre // '') . "EXPLAIN (ANALYZE, FORMAT JSON) $sql");
+	my @todo = (decode_json($json)->[0]{Plan});
+	while (my $p = shift @todo)
+	{
+		return $p if $p->{'Node Type'} eq 'Foreign Scan';
+		push @todo, @{ $p->{Plans} // [] };
+	}
+	die "no Foreign Scan in the plan of $sql";
+}
+
+sub digest
+{
+	my ($sql) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT count(*) || ':' || coalesce(md5(string_agg(format('%s|%s|%s|%s', callsign, ts, encode(ST_AsEWKB(geom), 'hex'), speed), ',' ORDER BY callsign, ts)), '-') FROM ($sql) q");
+}
+
+# ---- 1. parameterized joins on trail ids ----------------------------------------------
+
+my $join = q{SELECT t.* FROM (VALUES ('AC007'), ('AC250')) v(c) JOIN %s t ON t.callsign = v.c};
+my $plan = $node->safe_psql('postgres', 'EXPLAIN (COSTS OFF) ' . sprintf($join, 'adsb'));
+like($plan, qr/Nested Loop.*Foreign Scan on adsb t.*Trail Ids Pushed Down: callsign = \$\d+ \(the outer row's value: one pruned lookup per outer row\)$/s,
+	'a join of two ids on a trail table plans as a nested loop of pruned lookups (default planner settings)')
+  or diag($plan);
+is(digest(sprintf($join, 'adsb')), digest(sprintf($join, 'ev')), 'it returns exactly the rows of the same join on the heap (S3)');
+is(digest(sprintf($join, 'adsb_local')), digest(sprintf($join, 'ev')), 'and from a local file');
+
+for my $t ([ 'adsb', 'Bytes From S3' ], [ 'adsb_local', 'Bytes From Local File' ])
+{
+	my ($table, $what) = @$t;
+	my $j = scan_node(sprintf($join, $table));
+	my $a = scan_node("SELECT * FROM $table WHERE callsign = 'AC007'")->{$what};
+	my $b = scan_node("SELECT * FROM $table WHERE callsign = 'AC250'")->{$what};
+	my $none = scan_node("SELECT * FROM $table WHERE callsign = 'none'")->{$what};
+	my $size = $j->{'File Size'};
+	is($j->{'Trail Lookups'}, 2, "$table: EXPLAIN ANALYZE shows 2 lookups");
+	is($j->{$what}, $a + $b - $none,
+		"$table: the 2-id join fetched $j->{$what} bytes = $a (AC007 alone) + $b (AC250 alone) - $none (opening the file, paid once)");
+	cmp_ok($j->{$what} - $none, '<', $size / 10,
+		"$table: the lookups fetched @{[$j->{$what} - $none]} bytes, a small fraction of the $size-byte file");
+	my $single = scan_node("SELECT * FROM $table WHERE callsign = 'AC007'");
+	ok($single->{'Trail Ids Pushed Down'} eq q{callsign = 'AC007'::text} && !exists $single->{'Area Pushed Down'}
+		  && !exists $single->{'Trail Lookups'}, "$table: a single id's EXPLAIN shows that id pushed down and nothing else")
+	  or diag(explain $single);
+	my $in = scan_node("SELECT * FROM $table WHERE callsign IN ('AC007', 'AC250')");
+	like($in->{'Trail Ids Pushed Down'}, qr/callsign = ANY/, "$table: an IN list is pushed down");
+	is($in->{$what}, $a + $b - $none, "$table: and fetches the same $j->{$what} bytes");
+}
+
+# integer ids from an int4 outer side, an outer join, a semi join, a few hundred ids
+my $q = q{SELECT count(*) FROM (VALUES (3), (77), (150)) w(id) JOIN %s v ON v.vid = w.id};
+like($node->safe_psql('postgres', 'EXPLAIN (COSTS OFF) ' . sprintf($q, 'veh')), qr/Nested Loop.*Trail Ids Pushed Down: vid = \$/s,
+	'int4 outer values join a bigint trail id by lookups');
+is($node->safe_psql('postgres', sprintf($q, 'veh')), $node->safe_psql('postgres', sprintf($q, 'ev')), 'with the heap\'s count');
+$q = q{SELECT count(*), count(v.vid) FROM (VALUES (3), (77), (9999)) w(id) LEFT JOIN %s v ON v.vid = w.id};
+like($node->safe_psql('postgres', 'EXPLAIN (COSTS OFF) ' . sprintf($q, 'veh')), qr/Nested Loop Left Join.*Trail Ids Pushed Down: vid = \$/s,
+	'a left join looks up each outer row');
+is($node->safe_psql('postgres', sprintf($q, 'veh')), $node->safe_psql('postgres', sprintf($q, 'ev')), 'with the heap\'s counts');
+$q = q{SELECT count(*), round(sum(speed)::numeric, 6) FROM %s t WHERE t.callsign IN (SELECT c FROM ids300)};
+my $semi = $node->safe_psql('postgres', 'EXPLAIN (COSTS OFF) ' . sprintf($q, 'adsb'));
+like($semi, qr/Nested Loop.*Trail Ids Pushed Down: callsign = \$/s, '300 ids from a table (IN (SELECT ...)) are looked up') or diag($semi);
+is($node->safe_psql('postgres', sprintf($q, 'adsb')), $node->safe_psql('postgres', sprintf($q, 'ev')), 'with the heap\'s answer');
+my $big = $node->safe_psql('postgres', q{EXPLAIN (COSTS OFF) SELECT count(*) FROM many g JOIN veh v ON v.vid = g.id});
+unlike($big, qr/Trail Ids Pushed Down/, '100,000 outer ids (an analyzed table) are not looked up one by one: the file is scanned once')
+  or diag($big);
+
+# ---- 3. caches off: no byte fetched twice ---------------------------------------------------
+
+for my $mem ('0', '64kB', '1MB')
+{
+	my $all = scan_node('SELECT * FROM adsb', "SET trafficdb.trail_memory_cache = '$mem'; ");
+	is($all->{'Bytes From S3'}, $all->{'File Size'},
+		"memory cache $mem, no disk cache: a full scan fetched $all->{'Bytes From S3'} bytes in $all->{Requests} requests, the file's size");
+}
+
+# ---- 2. revalidate_interval ----------------------------------------------------------------
+
+$node->safe_psql('postgres', q{CREATE FUNCTION xj(q text) RETURNS json LANGUAGE plpgsql AS $$
+DECLARE r json;
+BEGIN
+  EXECUTE 'EXPLAIN (ANALYZE, FORMAT JSON) ' || q INTO r;
+  RETURN r->0->'Plan';
+END $$});
+my $two = q{SELECT p->>'Requests', p->>'Bytes From S3', p->>'Object Validated' FROM (SELECT xj('SELECT * FROM veh WHERE vid = 42') p) s;
+SELECT p->>'Requests', p->>'Bytes From S3', p->>'Object Validated' FROM (SELECT xj('SELECT * FROM veh WHERE vid = 42') p) s};
+my @r = split /\n/, $node->safe_psql('postgres', $two);
+is($r[1], '1|65536|by this query', 'revalidate_interval 0 (the default): a warm query still asks for size and ETag (1 request, 64 kB)');
+$node->safe_psql('postgres', q{ALTER SERVER s3 OPTIONS (ADD revalidate_interval '60')});
+@r = split /\n/, $node->safe_psql('postgres', $two);
+like($r[0], qr/^[1-9]\d*\|\d+\|by this query$/, 'revalidate_interval 60: the first query of a session asks');
+like($r[1], qr/^0\|0\|\d+ s earlier \(revalidate_interval\)$/, 'a second query within 60 s sends no request at all');
+$node->safe_psql('postgres', q{ALTER SERVER s3 OPTIONS (DROP revalidate_interval)});
+my ($rc, $out, $err) = $node->psql('postgres', q{ALTER SERVER s3 OPTIONS (ADD revalidate_interval '-1')});
+like($err, qr/invalid value for option "revalidate_interval": "-1"/, 'a negative interval is refused');
+
+# replacing the object: 100 vehicles, then 50, at the same key; a table option of 60 s
+$node->safe_psql('postgres', q{SELECT trafficdb.trail_write('SELECT vid, ts, geom, speed FROM ev WHERE vid <= 100',
+  's3://tap-join/replaced.trail', server => 's3', id_column => 'vid', time_column => 'ts', page_size => 4096);
+  CREATE FOREIGN TABLE replaced (vid bigint, ts timestamptz, geom geometry(Point, 4326), speed float8)
+    SERVER s3 OPTIONS (url 's3://tap-join/replaced.trail', id_column 'vid', time_column 'ts', revalidate_interval '60')});
+my $n100 = $node->safe_psql('postgres', 'SELECT count(*) FROM ev WHERE vid <= 100');
+my $n50 = $node->safe_psql('postgres', 'SELECT count(*) FROM ev WHERE vid <= 50');
+($rc, $out, $err) = $node->psql('postgres', q{
+SELECT 'before', count(*) FROM replaced;
+SELECT 'written', trafficdb.trail_write('SELECT vid, ts, geom, speed FROM ev WHERE vid <= 50',
+  's3://tap-join/replaced.trail', server => 's3', id_column => 'vid', time_column => 'ts', page_size => 4096);
+SELECT 'cached', count(*) FROM replaced;
+SET trafficdb.trail_memory_cache = 0;
+SELECT 'uncached', count(*) FROM replaced;
+SELECT 'next', count(*) FROM replaced;
+RESET trafficdb.trail_memory_cache;
+SELECT trafficdb.trail_write('SELECT vid, ts, geom, speed FROM ev WHERE vid <= 100',
+  's3://tap-join/replaced.trail', server => 's3', id_column => 'vid', time_column => 'ts', page_size => 4096);
+ALTER FOREIGN TABLE replaced OPTIONS (SET revalidate_interval '1');
+SELECT pg_sleep(1.5);
+SELECT 'after the interval', count(*) FROM replaced;
+}, on_error_stop => 0);
+like($out, qr/^before\|$n100$/m, "a table of revalidate_interval 60 reads $n100 events");
+like($out, qr/^cached\|$n100$/m, 'replaced within the interval: the old version, whole, from the memory cache');
+unlike($out, qr/^uncached\|/m, 'a byte that must come from S3 for the old version is not read from the new one');
+like($err, qr/ERROR:  could not read trail file "s3:\/\/tap-join\/replaced.trail": .*replaced.*within the revalidation interval/,
+	'it is an error naming the interval (SQLSTATE 40001, rerun the query)');
+like($out, qr/^next\|$n50$/m, "the next query reads the new version ($n50 events)");
+like($out, qr/^after the interval\|$n100$/m, 'replaced again, then read after the interval (1 s): the newest version');
+
+$node->stop;
+done_testing();
