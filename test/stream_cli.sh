@@ -136,7 +136,7 @@ if [ -n "$TRAIL" ]; then
 	done
 	printf 'id,time,lon,lat\n1,1593475210,0,0\n1,1593475211000000,0,0\n' >"$dir/mixed.csv"
 	err=$("$TRAIL" write "$dir/m.trail" <"$dir/mixed.csv" 2>&1); rc=$?
-	check "trafficdb-trail refuses mixed units too" has "$rc $err" '1 trafficdb-trail: CSV row 3, column time: "1593475211000000" reads as microseconds by the automatic rule'
+	check "trafficdb-trail refuses mixed units too" has "$rc $err" '1 trafficdb-trail: CSV line 3, column time: "1593475211000000" reads as microseconds by the automatic rule'
 fi
 echo "1..$((pass + fail))"
 echo "$pass passed, $fail failed"
