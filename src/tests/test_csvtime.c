@@ -29,7 +29,7 @@ t(const char *s, TdbTimeUnit unit, TdbTimeUnit want_used)
 UNIT_TEST(test_csvtime_rule)
 {
 	static const char *bad[] = {"", "x", "12x", " 12", "1.5", "2020-02-30", "2021-02-29", "2020-13-01",
-		"2020-06-30T24:00:00", "2020-06-30 00:00", "2020-06-30T00:00:00.", "2020-06-30T00:00:00+01:00",
+		"2020-06-30T24:00:00", "2020-06-30 00:00", "2020-06-30T00:00:00.", "2020-06-30T00:00:00+1:00", "2020-06-30+01:00",
 		"2020-6-30", "9223372036854775807000", "ts", "--1"};
 	TdbTimeUnit u;
 	int64_t		us;
@@ -67,6 +67,10 @@ UNIT_TEST(test_csvtime_rule)
 	CHECK_EQ_U64(t("2020-06-30T00:00:05.1234567+00:00", TDB_TIME_AUTO, TDB_TIME_AUTO), 1593475205123456);
 	CHECK_EQ_U64(t("2020-02-29 23:59:59+00", TDB_TIME_AUTO, TDB_TIME_AUTO), 1583020799000000);
 	CHECK_EQ_U64(t("1969-12-31T23:59:59Z", TDB_TIME_AUTO, TDB_TIME_AUTO), (uint64_t) -1000000);
+	/* a time of day with an offset from UTC */
+	CHECK_EQ_U64(t("2020-06-30T00:00:00+01:00", TDB_TIME_AUTO, TDB_TIME_AUTO), 1593471600000000);
+	CHECK_EQ_U64(t("2020-06-30 02:00:00.5+0200", TDB_TIME_AUTO, TDB_TIME_AUTO), 1593475200500000);
+	CHECK_EQ_U64(t("2020-06-29T19:30:00-04:30", TDB_TIME_AUTO, TDB_TIME_AUTO), 1593475200000000);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		if (tdb_time_parse(bad[i], TDB_TIME_AUTO, &us, NULL))
 			unit_fail(__FILE__, __LINE__, "\"%s\" accepted as %lld", bad[i], (long long) us);
