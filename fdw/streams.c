@@ -312,15 +312,22 @@ kept_get(const char *filename, const char *relname, bool write)
 		else if (strcmp(c->filename, filename) == 0 || (have_stat && c->dev == st.st_dev && c->ino == st.st_ino))
 			c->doomed = true;	/* replaced, resized, or needed writable */
 	}
-	/* close what is doomed and unused, and the least recently used beyond KEPT_MAX */
-	foreach(lc, kept_files)
+	/*
+	 * close what is doomed and unused, and the least recently used beyond
+	 * KEPT_MAX (kept_close deletes from kept_files: not inside a foreach,
+	 * which would skip the next file, or read the list freed with the last)
+	 */
+	for (int i = 0; i < list_length(kept_files);)
 	{
-		KeptFile   *c = lfirst(lc);
+		KeptFile   *c = list_nth(kept_files, i);
 
 		if (c->doomed && c->refs == 0)
 			kept_close(c);
 		else
+		{
 			live++;
+			i++;
+		}
 	}
 	while (kf == NULL && live >= KEPT_MAX)
 	{

@@ -31,6 +31,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "checksum.h"
 
@@ -143,6 +145,7 @@ struct TdbStreamDB
 	TdbStreamIO io;
 	TdbStreamSchema schema;
 	uint32_t	schema_crc;		/* of the schema section, to notice a re-created file */
+	uint32_t	create_id;		/* the schema header's fourth word: a creation id (0 in older files) */
 	Superblock	durable;		/* the last commit */
 	uint32_t	chunks_per_block;
 	uint32_t	alloc_next;		/* working allocator */
@@ -462,6 +465,28 @@ write_superblock(TdbStreamDB *db, Superblock *sb)
 	return rc;
 }
 
+/*
+ * A number that differs between two creations (of the same schema, at the
+ * same path): a kept handle tells a file re-created in place by it.  Not
+ * secret, only distinct: the clock, the process and a counter, mixed.
+ */
+static uint32_t
+create_id(void)
+{
+	static uint32_t counter;
+	struct timespec ts;
+	uint64_t	mix[4];
+	uint32_t	id;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	mix[0] = (uint64_t) ts.tv_sec;
+	mix[1] = (uint64_t) ts.tv_nsec;
+	mix[2] = (uint64_t) getpid();
+	mix[3] = ++counter;
+	id = tdb_crc32c(mix, sizeof(mix));
+	return id != 0 ? id : 1;
+}
+
 int
 tdb_stream_create(TdbStreamIO *io, const TdbStreamSchema *schema, char *err, size_t errlen)
 {
@@ -494,7 +519,7 @@ tdb_stream_create(TdbStreamIO *io, const TdbStreamSchema *schema, char *err, siz
 		return fail(NULL, err, errlen, TDB_STREAM_ENOMEM, "out of memory");
 	}
 	{
-		uint32_t	hdr[4] = {META_MAGIC, meta_bytes(schema), 0, 0};
+		uint32_t	hdr[4] = {META_MAGIC, meta_bytes(schema), 0, create_id()};
 
 		memcpy(meta + 16, schema->streams, schema->nstreams * sizeof(TdbStreamDef));
 		hdr[2] = tdb_crc32c(meta + 16, hdr[1] - 16);
@@ -979,6 +1004,7 @@ tdb_stream_open(TdbStreamIO *io, TdbStreamDB **out, char *err, size_t errlen)
 		else
 		{
 			db->schema_crc = hdr[2];
+			db->create_id = hdr[3];
 			db->schema.nstreams = db->durable.nstreams;
 			db->schema.block_size = db->durable.block_size;
 			db->schema.file_size = (uint64_t) db->durable.nblocks * db->durable.block_size;
@@ -1049,12 +1075,18 @@ tdb_stream_refresh(TdbStreamDB *db, bool *changed)
 		rc = io_read(db, block_off(&db->durable, 2), hdr, sizeof(hdr));
 	if (rc != TDB_STREAM_OK)
 		return rc;
-	if (hdr[0] != META_MAGIC || hdr[2] != db->schema_crc ||
+	/*
+	 * Another creation (its id), or a commit older than the one this handle
+	 * holds (an older copy put back in place; commits only go forward): what
+	 * is cached of an unchanged stream may name blocks that are now another's.
+	 */
+	if (hdr[0] != META_MAGIC || hdr[2] != db->schema_crc || hdr[3] != db->create_id ||
+		(!same && sb.seq < db->durable.seq) ||
 		(!same && (sb.block_size != db->durable.block_size || sb.nblocks != db->durable.nblocks ||
 				   sb.nstreams != db->durable.nstreams || sb.meta_blocks != db->durable.meta_blocks ||
 				   sb.idx_sectors != db->durable.idx_sectors || sb.data_first != db->durable.data_first ||
 				   sb.ndata != db->durable.ndata)))
-		return fail(db, NULL, 0, TDB_STREAM_ESTALE, "the file was re-created with another layout or schema");
+		return fail(db, NULL, 0, TDB_STREAM_ESTALE, "the file was re-created or replaced in place (another creation, layout or schema, or an older commit)");
 	if (same)
 		return TDB_STREAM_OK;
 	if ((rc = check_committed(db, &sb)) != TDB_STREAM_OK)

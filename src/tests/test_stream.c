@@ -1088,6 +1088,115 @@ UNIT_TEST(test_stream_refresh)
 }
 
 /* Codecs keep what they must, and reconstruction answers "value at t". */
+static int
+count_rows(const TdbStreamRecord *r, void *p)
+{
+	(void) r;
+	(*(uint64_t *) p)++;
+	return 0;
+}
+
+/* Fill a 64 KB memory image: stream b first (b_rows), then stream a (ts 1..a_rows, x = i * mul). */
+static void
+recreated_image(uint8_t *img, int b_rows, int a_rows, int64_t mul)
+{
+	TdbStreamSchema sc;
+	TdbStreamIO io;
+	TdbStreamDB *db;
+	char		err[256];
+
+	memset(img, 0, 64 * 1024);
+	CHECK_EQ_U64(tdb_stream_parse_rdl("SET blockSize = 1024; SET fileSize = 64KB;"
+									  "CREATE STREAM a WITH ID 1 { x int64 };"
+									  "CREATE STREAM b WITH ID 2 { z int64 };", &sc, err, sizeof(err)), TDB_STREAM_OK);
+	tdb_stream_io_memory(img, 64 * 1024, &io);
+	CHECK_EQ_U64(tdb_stream_create(&io, &sc, err, sizeof(err)), TDB_STREAM_OK);
+	CHECK_EQ_U64(tdb_stream_open(&io, &db, err, sizeof(err)), TDB_STREAM_OK);
+	for (int i = 1; i <= b_rows; i++)
+	{
+		TdbStreamValue v = {.v.i = -i};
+
+		CHECK_EQ_U64(tdb_stream_insert(db, 1, i, &v), TDB_STREAM_OK);
+	}
+	CHECK_EQ_U64(tdb_stream_flush(db), TDB_STREAM_OK);
+	for (int i = 1; i <= a_rows; i++)
+	{
+		TdbStreamValue v = {.v.i = i * mul};
+
+		CHECK_EQ_U64(tdb_stream_insert(db, 0, i, &v), TDB_STREAM_OK);
+	}
+	CHECK_EQ_U64(tdb_stream_flush(db), TDB_STREAM_OK);
+	tdb_stream_close(db);
+}
+
+/*
+ * A file re-created in place (cp of another file with the same schema and
+ * size: the same inode) whose stream a has the same committed counters as
+ * the kept handle saw: the refresh must not keep a's cached index or tail
+ * (they name blocks that now belong to b).  Either ESTALE, or reads and an
+ * append that match a fresh handle and leave b whole.
+ */
+UNIT_TEST(test_stream_refresh_recreated_same_schema)
+{
+	static uint8_t x[64 * 1024],
+				y[64 * 1024],
+				region[64 * 1024];
+	TdbStreamIO io;
+	TdbStreamDB *h,
+			   *fresh;
+	char		err[256];
+	bool		changed;
+	uint64_t	n;
+	TdbStreamStats st;
+	int			rc;
+
+	recreated_image(x, 0, 200, 1);
+	recreated_image(y, 200, 200, 7);
+	memcpy(region, x, sizeof(region));
+	tdb_stream_io_memory(region, sizeof(region), &io);
+	CHECK_EQ_U64(tdb_stream_open(&io, &h, err, sizeof(err)), TDB_STREAM_OK);
+	n = 0;
+	CHECK_EQ_U64(tdb_stream_range(h, 0, INT64_MIN + 1, INT64_MAX, count_rows, &n), TDB_STREAM_OK);
+	CHECK_EQ_U64(n, 200);
+	CHECK_EQ_U64(tdb_stream_stats(h, 0, &st), TDB_STREAM_OK);	/* ready to append: tail loaded */
+	memcpy(region, y, sizeof(region));	/* re-created in place */
+	rc = tdb_stream_refresh(h, &changed);
+	if (rc == TDB_STREAM_OK)
+	{
+		TdbStreamValue v = {.v.i = 5};
+		TdbStreamRecord r;
+
+		CHECK_EQ_U64(tdb_stream_at(h, 0, 100, &r), TDB_STREAM_OK);
+		CHECK_EQ_U64((uint64_t) r.vals[0].v.i, 700);
+		CHECK_EQ_U64(tdb_stream_insert(h, 0, 1000, &v), TDB_STREAM_OK);
+		CHECK_EQ_U64(tdb_stream_flush(h), TDB_STREAM_OK);
+		CHECK_EQ_U64(tdb_stream_open(&io, &fresh, err, sizeof(err)), TDB_STREAM_OK);
+		CHECK_EQ_U64(tdb_stream_verify(fresh), TDB_STREAM_OK);
+		n = 0;
+		CHECK_EQ_U64(tdb_stream_range(fresh, 1, INT64_MIN + 1, INT64_MAX, count_rows, &n), TDB_STREAM_OK);
+		CHECK_EQ_U64(n, 200);
+		tdb_stream_close(fresh);
+	}
+	else
+		CHECK_EQ_U64(rc, (uint64_t) TDB_STREAM_ESTALE);
+	tdb_stream_close(h);
+	/* an older copy of the same file put back in place: ESTALE too (its commit went backwards) */
+	memcpy(region, x, sizeof(region));
+	CHECK_EQ_U64(tdb_stream_open(&io, &h, err, sizeof(err)), TDB_STREAM_OK);
+	CHECK_EQ_U64(tdb_stream_open(&io, &fresh, err, sizeof(err)), TDB_STREAM_OK);
+	{
+		TdbStreamValue v = {.v.i = 1};
+
+		CHECK_EQ_U64(tdb_stream_insert(fresh, 1, 5, &v), TDB_STREAM_OK);
+		CHECK_EQ_U64(tdb_stream_flush(fresh), TDB_STREAM_OK);
+	}
+	tdb_stream_close(fresh);
+	CHECK_EQ_U64(tdb_stream_refresh(h, &changed), TDB_STREAM_OK);
+	memcpy(region, x, sizeof(region));
+	CHECK_EQ_U64(tdb_stream_refresh(h, &changed), (uint64_t) TDB_STREAM_ESTALE);
+	tdb_stream_close(h);
+}
+
 UNIT_TEST(test_stream_codecs)
 {
 	static const char *rdl =
