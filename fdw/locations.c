@@ -1277,11 +1277,30 @@ param_path_push(ForeignPath *path, List *scan_clauses, RelOptInfo *baserel, cons
  * still columns (the plan has parameters there); names as EXPLAIN picks
  * them for the query's relations.
  */
+/*
+ * A PlaceHolderVar (an outer-joined subquery's output, e.g. the b of
+ * "LEFT JOIN LATERAL (SELECT ST_Buffer(p.geom, r) AS b ...) s ON true JOIN
+ * locations l ON ST_Within(l.geom, s.b)") is planner-only: ruleutils cannot
+ * deparse it, and every query with such a clause failed with "unrecognized
+ * node type".  Say its expression instead.
+ */
+static Node *
+strip_placeholders(Node *node, void *context)
+{
+	if (node == NULL)
+		return NULL;
+	if (IsA(node, PlaceHolderVar))
+		return strip_placeholders((Node *) ((PlaceHolderVar *) node)->phexpr, context);
+	return expression_tree_mutator(node, strip_placeholders, context);
+}
+
 static char *
 deparse_join_clause(PlannerInfo *root, RelOptInfo *baserel, Expr *clause)
 {
 	PlannedStmt *ps = makeNode(PlannedStmt);
 	List	   *names;
+
+	clause = (Expr *) strip_placeholders((Node *) clause, NULL);
 
 	ps->rtable = root->parse->rtable;
 	names = select_rtable_names_for_explain(ps->rtable, bms_union(root->all_baserels, baserel->relids));
