@@ -1508,7 +1508,7 @@ own_recheck(const Push *push, Index relid, const int *colmap)
 	bool		geom = false;
 	ListCell   *lc;
 
-	if (clause == NULL || push->exact || push->kind == PUSH_DWITHIN_M || push->kind == PUSH_UNION ||
+	if (clause == NULL || push->exact || push->kind == PUSH_NONE || push->kind == PUSH_DWITHIN_M || push->kind == PUSH_UNION ||
 		push->kind == PUSH_KNN || push->kind == PUSH_KNN_ORDER)
 		return NIL;
 	if (IsA(clause, FuncExpr))
