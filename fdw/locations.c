@@ -333,6 +333,31 @@ is_geog_of_geom(Expr *e, Index relid, const int *colmap)
 }
 
 /*
+ * Whether funcid's declared arguments are (t, t[, float8[, bool]]): a
+ * function of PostGIS's name in PostGIS's schema may be anyone's (a user
+ * with CREATE there can add st_within(geometry, bytea)), and the scan reads
+ * its arguments as the geometry, geography and distance PostGIS's own takes.
+ * t is geometry, or the type geom::geography has when geog.
+ */
+static bool
+postgis_signature_is(Oid funcid, int nargs, bool geog, Expr *geog_of_geom)
+{
+	Oid			rettype;
+	Oid		   *argtypes;
+	int			n;
+	Oid			t = geog ? exprType((Node *) geog_of_geom) : tdb_geometry_oid();
+
+	rettype = get_func_signature(funcid, &argtypes, &n);
+	if (rettype != BOOLOID || n != nargs || n < 2 || argtypes[0] != t || argtypes[1] != t)
+		return false;
+	if (n >= 3 && argtypes[2] != FLOAT8OID)
+		return false;
+	if (n >= 4 && argtypes[3] != BOOLOID)
+		return false;
+	return n <= 4;
+}
+
+/*
  * Whether clause can narrow the scan; if so, what to push.  Clauses may
  * name other tables' columns on the far side (join clauses of a
  * parameterized path).
@@ -419,7 +444,8 @@ classify_clause(Expr *clause, Index relid, const int *colmap, Push *push)
 			return false;
 		l = linitial(f->args);
 		r = lsecond(f->args);
-		if (tdb_is_postgis_func(f->funcid, "st_intersects") && nargs == 2)
+		if (tdb_is_postgis_func(f->funcid, "st_intersects") && nargs == 2 &&
+			postgis_signature_is(f->funcid, 2, false, NULL))
 		{
 			if (!is_geom_var(l, relid, colmap))
 			{
@@ -450,7 +476,7 @@ classify_clause(Expr *clause, Index relid, const int *colmap, Push *push)
 				r = t;
 			}
 			if ((is_geom_var(l, relid, colmap) || is_geog_of_geom(l, relid, colmap)) &&
-				tdb_is_scan_constant(r, relid))
+				tdb_is_scan_constant(r, relid) && postgis_signature_is(f->funcid, nargs, geog, l))
 			{
 				push->kind = geog ? PUSH_DWITHIN_M : PUSH_DWITHIN_DEG;
 				push->args = list_make2(r, lthird(f->args));
@@ -528,7 +554,8 @@ classify_box_predicate(FuncExpr *f, Index relid, const int *colmap, Push *push)
 			r = t;
 			rel = box_rel_swapped(rel);
 		}
-		if (!ours(l, relid, colmap) || !tdb_is_scan_constant(r, relid))
+		if (!ours(l, relid, colmap) || !tdb_is_scan_constant(r, relid) ||
+			!postgis_signature_is(f->funcid, nargs, box_predicates[i].geography, l))
 			continue;
 		if (nargs == 3 && !tdb_is_scan_constant(lthird(f->args), relid))
 			return false;
@@ -1274,11 +1301,30 @@ param_path_push(ForeignPath *path, List *scan_clauses, RelOptInfo *baserel, cons
  * still columns (the plan has parameters there); names as EXPLAIN picks
  * them for the query's relations.
  */
+/*
+ * A PlaceHolderVar (an outer-joined subquery's output, e.g. the b of
+ * "LEFT JOIN LATERAL (SELECT ST_Buffer(p.geom, r) AS b ...) s ON true JOIN
+ * locations l ON ST_Within(l.geom, s.b)") is planner-only: ruleutils cannot
+ * deparse it, and every query with such a clause failed with "unrecognized
+ * node type".  Say its expression instead.
+ */
+static Node *
+strip_placeholders(Node *node, void *context)
+{
+	if (node == NULL)
+		return NULL;
+	if (IsA(node, PlaceHolderVar))
+		return strip_placeholders((Node *) ((PlaceHolderVar *) node)->phexpr, context);
+	return expression_tree_mutator(node, strip_placeholders, context);
+}
+
 static char *
 deparse_join_clause(PlannerInfo *root, RelOptInfo *baserel, Expr *clause)
 {
 	PlannedStmt *ps = makeNode(PlannedStmt);
 	List	   *names;
+
+	clause = (Expr *) strip_placeholders((Node *) clause, NULL);
 
 	ps->rtable = root->parse->rtable;
 	names = select_rtable_names_for_explain(ps->rtable, bms_union(root->all_baserels, baserel->relids));
@@ -1486,7 +1532,7 @@ own_recheck(const Push *push, Index relid, const int *colmap)
 	bool		geom = false;
 	ListCell   *lc;
 
-	if (clause == NULL || push->exact || push->kind == PUSH_DWITHIN_M || push->kind == PUSH_UNION ||
+	if (clause == NULL || push->exact || push->kind == PUSH_NONE || push->kind == PUSH_DWITHIN_M || push->kind == PUSH_UNION ||
 		push->kind == PUSH_KNN || push->kind == PUSH_KNN_ORDER)
 		return NIL;
 	if (IsA(clause, FuncExpr))

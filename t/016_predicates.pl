@@ -247,5 +247,27 @@ for my $form ('ST_Within(geom, counted_buffer(ST_SetSRID(ST_MakePoint($1, $2), 4
 	like($plan, qr/TrafficDB Recheck: /, "generic plan of $form: EXPLAIN says the scan rechecks");
 }
 
+# A function of a PostGIS predicate's name in PostGIS's schema (public
+# here) is anyone's who may create there: only PostGIS's own signatures are
+# pushed.  st_contains(bytea, geometry) had its bytea read as a geometry's
+# shape (a segfault); st_dfullywithin(geometry, geometry, text) its text as
+# the distance (wrong rows).
+$node->safe_psql('postgres', q{
+CREATE FUNCTION public.st_contains(bytea, geometry) RETURNS boolean LANGUAGE sql STRICT IMMUTABLE AS $$ SELECT true $$;
+CREATE FUNCTION public.st_within(geometry, box2d) RETURNS boolean LANGUAGE plpgsql AS $$ BEGIN RETURN true; END $$;
+CREATE FUNCTION public.st_dfullywithin(geometry, geometry, text) RETURNS boolean LANGUAGE plpgsql AS $$ BEGIN RETURN true; END $$;
+});
+for my $form (q{st_contains('\x00000000020000000000ff7f'::bytea, geom)}, q{st_within(geom, 'BOX(24 60,25 61)'::box2d)},
+			  q{st_dfullywithin(geom, 'SRID=4326;POINT(24.9 60.1)'::geometry, 'abc')})
+{
+	my ($rc, $out, $err) = $node->psql('postgres', "SELECT count(*) FROM trafficdb.locations WHERE $form");
+	is($out, $map_size, "a user's $form: every row, as the function says");
+	is($err, '', "a user's $form: no error");
+	unlike($node->safe_psql('postgres', "EXPLAIN (COSTS OFF) SELECT count(*) FROM trafficdb.locations WHERE $form"),
+		qr/for ST_|TrafficDB Recheck/, "a user's $form is not taken for PostGIS's");
+}
+$node->safe_psql('postgres', 'DROP FUNCTION public.st_contains(bytea, geometry), public.st_within(geometry, box2d),
+  public.st_dfullywithin(geometry, geometry, text)');
+
 $node->stop;
 done_testing();

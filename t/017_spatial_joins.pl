@@ -115,6 +115,30 @@ like($node->safe_psql('postgres', 'EXPLAIN (COSTS OFF) SELECT * FROM points p JO
 	qr/TrafficDB Pushdown: st_dwithin\(geom, p\.geom, '0\.001'::double precision\) per outer row/i,
 	'EXPLAIN shows the pushed clause with its outer reference');
 
+# The outer side from an outer-joined subquery's output: the planner wraps
+# it in a PlaceHolderVar, which the pushed clause's EXPLAIN words (written
+# while planning, for every query) could not deparse: the query itself
+# failed with "unrecognized node type".
+for my $form ('ST_Within(l.geom, s.b)', 'ST_Intersects(l.geom, s.b)', 'l.geom @ s.b')
+{
+	my $q = "SELECT count(*), sum(l.location_id) FROM points p LEFT JOIN LATERAL (SELECT ST_Buffer(p.geom, 0.004) AS b
+	  FROM (SELECT 1) x) s ON true JOIN T l ON $form AND l.location_id % 50 <> 0";
+	(my $fdw = $q) =~ s/\bT\b/trafficdb.locations/;
+	(my $heap = $q) =~ s/\bT\b/heap_locations/;
+	my ($rc, $out, $err) = $node->psql('postgres', $fdw);
+	is($err, '', "$form of an outer-joined subquery's output: no error");
+	is($out, $node->safe_psql('postgres', $heap), "$form of an outer-joined subquery's output: the heap's rows");
+	like($node->safe_psql('postgres', "EXPLAIN (COSTS OFF) $fdw"), qr/TrafficDB Pushdown: .*st_buffer\(p\.geom.* per outer row/i,
+		"$form of an outer-joined subquery's output: EXPLAIN says its expression");
+}
+my ($prc, $pout, $perr) = $node->psql('postgres', q{SELECT count(*) FROM points p
+  LEFT JOIN (SELECT ST_MakeEnvelope(24.9, 60.1, 24.91, 60.11, 4326) AS b) s ON true
+  JOIN trafficdb.locations l ON ST_Within(l.geom, s.b) WHERE p.id <= 3});
+is($perr, '', 'a constant of an outer-joined subquery in a pushed clause: no error');
+is($pout, $node->safe_psql('postgres', q{SELECT count(*) FROM points p
+  LEFT JOIN (SELECT ST_MakeEnvelope(24.9, 60.1, 24.91, 60.11, 4326) AS b) s ON true
+  JOIN heap_locations l ON ST_Within(l.geom, s.b) WHERE p.id <= 3}), 'a constant of an outer-joined subquery: the heap\'s rows');
+
 # a volatile outer side is not pushed (it must be evaluated once per pair)
 unlike($node->safe_psql('postgres', 'EXPLAIN (COSTS OFF) SELECT * FROM points p JOIN trafficdb.locations l
 	ON ST_DWithin(l.geom, p.geom, 0.001 + random() * 0)'), qr/per outer row/, 'a volatile distance is not pushed');
