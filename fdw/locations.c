@@ -333,31 +333,6 @@ is_geog_of_geom(Expr *e, Index relid, const int *colmap)
 }
 
 /*
- * Whether funcid's declared arguments are (t, t[, float8[, bool]]): a
- * function of PostGIS's name in PostGIS's schema may be anyone's (a user
- * with CREATE there can add st_within(geometry, bytea)), and the scan reads
- * its arguments as the geometry, geography and distance PostGIS's own takes.
- * t is geometry, or the type geom::geography has when geog.
- */
-static bool
-postgis_signature_is(Oid funcid, int nargs, bool geog, Expr *geog_of_geom)
-{
-	Oid			rettype;
-	Oid		   *argtypes;
-	int			n;
-	Oid			t = geog ? exprType((Node *) geog_of_geom) : tdb_geometry_oid();
-
-	rettype = get_func_signature(funcid, &argtypes, &n);
-	if (rettype != BOOLOID || n != nargs || n < 2 || argtypes[0] != t || argtypes[1] != t)
-		return false;
-	if (n >= 3 && argtypes[2] != FLOAT8OID)
-		return false;
-	if (n >= 4 && argtypes[3] != BOOLOID)
-		return false;
-	return n <= 4;
-}
-
-/*
  * Whether clause can narrow the scan; if so, what to push.  Clauses may
  * name other tables' columns on the far side (join clauses of a
  * parameterized path).
@@ -445,7 +420,7 @@ classify_clause(Expr *clause, Index relid, const int *colmap, Push *push)
 		l = linitial(f->args);
 		r = lsecond(f->args);
 		if (tdb_is_postgis_func(f->funcid, "st_intersects") && nargs == 2 &&
-			postgis_signature_is(f->funcid, 2, false, NULL))
+			tdb_postgis_signature_is(f->funcid, 2, false, NULL))
 		{
 			if (!is_geom_var(l, relid, colmap))
 			{
@@ -476,7 +451,7 @@ classify_clause(Expr *clause, Index relid, const int *colmap, Push *push)
 				r = t;
 			}
 			if ((is_geom_var(l, relid, colmap) || is_geog_of_geom(l, relid, colmap)) &&
-				tdb_is_scan_constant(r, relid) && postgis_signature_is(f->funcid, nargs, geog, l))
+				tdb_is_scan_constant(r, relid) && tdb_postgis_signature_is(f->funcid, nargs, geog, l))
 			{
 				push->kind = geog ? PUSH_DWITHIN_M : PUSH_DWITHIN_DEG;
 				push->args = list_make2(r, lthird(f->args));
@@ -555,7 +530,7 @@ classify_box_predicate(FuncExpr *f, Index relid, const int *colmap, Push *push)
 			rel = box_rel_swapped(rel);
 		}
 		if (!ours(l, relid, colmap) || !tdb_is_scan_constant(r, relid) ||
-			!postgis_signature_is(f->funcid, nargs, box_predicates[i].geography, l))
+			!tdb_postgis_signature_is(f->funcid, nargs, box_predicates[i].geography, l))
 			continue;
 		if (nargs == 3 && !tdb_is_scan_constant(lthird(f->args), relid))
 			return false;

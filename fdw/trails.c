@@ -618,7 +618,9 @@ classify(Expr *clause, Index relid, const TrailCols *c, List **kinds, List **arg
 		}
 		if (!tdb_is_scan_constant(r, relid))
 			return false;
-		if (nargs == 2 && is_col(l, relid, c->geom) && tdb_is_postgis_func(f->funcid, "st_intersects"))
+		/* PostGIS's own functions only, not another of the same name (tdb_postgis_signature_is) */
+		if (nargs == 2 && is_col(l, relid, c->geom) && tdb_is_postgis_func(f->funcid, "st_intersects") &&
+			tdb_postgis_signature_is(f->funcid, 2, false, NULL))
 		{
 			*kinds = lappend_int(*kinds, PUSH_BOX);
 			*args = lappend(*args, r);
@@ -626,7 +628,8 @@ classify(Expr *clause, Index relid, const TrailCols *c, List **kinds, List **arg
 		}
 		if (nargs >= 3 && nargs <= 4 && tdb_is_postgis_func(f->funcid, "st_dwithin") &&
 			tdb_is_scan_constant(lthird(f->args), relid) &&
-			(is_col(l, relid, c->geom) || is_geog_of(l, relid, c->geom)))
+			(is_col(l, relid, c->geom) || is_geog_of(l, relid, c->geom)) &&
+			tdb_postgis_signature_is(f->funcid, nargs, is_geog_of(l, relid, c->geom), l))
 		{
 			*kinds = lappend_int(*kinds, is_geog_of(l, relid, c->geom) ? PUSH_DWITHIN_M : PUSH_DWITHIN_DEG);
 			*args = lappend(lappend(*args, r), lthird(f->args));

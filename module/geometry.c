@@ -142,6 +142,31 @@ tdb_linestring_datum(const double *xy, uint32 npoints)
 	return ReceiveFunctionCall(&geometry_recv, &buf, geometry_ioparam, -1);
 }
 
+/*
+ * Whether funcid's declared arguments are (t, t[, float8[, bool]]): a
+ * function of PostGIS's name in PostGIS's schema may be anyone's (a user
+ * with CREATE there can add st_within(geometry, bytea)), and the scan reads
+ * its arguments as the geometry, geography and distance PostGIS's own takes.
+ * t is geometry, or the type geom::geography has when geog.
+ */
+bool
+tdb_postgis_signature_is(Oid funcid, int nargs, bool geog, Expr *geog_of_geom)
+{
+	Oid			rettype;
+	Oid		   *argtypes;
+	int			n;
+	Oid			t = geog ? exprType((Node *) geog_of_geom) : tdb_geometry_oid();
+
+	rettype = get_func_signature(funcid, &argtypes, &n);
+	if (rettype != BOOLOID || n != nargs || n < 2 || argtypes[0] != t || argtypes[1] != t)
+		return false;
+	if (n >= 3 && argtypes[2] != FLOAT8OID)
+		return false;
+	if (n >= 4 && argtypes[3] != BOOLOID)
+		return false;
+	return n <= 4;
+}
+
 /* ---- recognising PostGIS in expressions -------------------------------------- */
 
 bool

@@ -36,6 +36,8 @@ extern bool tdb_is_geometry_overlap_op(Oid opno);
 
 /* PostGIS's function of this (lower-case) name? */
 extern bool tdb_is_postgis_func(Oid funcid, const char *name);
+/* funcid's arguments are (t, t[, float8[, bool]]), t geometry or (geog) geog_of_geom's type. */
+extern bool tdb_postgis_signature_is(Oid funcid, int nargs, bool geog, Expr *geog_of_geom);
 
 /*
  * An expression a scan of relation relid can evaluate before reading:
