@@ -28,12 +28,7 @@ my $proxy = $ENV{TRAIL_PROXY_ENDPOINT} // die 'TRAIL_PROXY_ENDPOINT must name th
 my $cli = $ENV{TRAFFICDB_TRAIL} // die 'TRAFFICDB_TRAIL must name tools/trafficdb-trail';
 
 # a bucket of our own
-{
-	local $ENV{AWS_ACCESS_KEY_ID} = $user;
-	local $ENV{AWS_SECRET_ACCESS_KEY} = $secret;
-	local $ENV{AWS_ENDPOINT_URL} = $endpoint;
-	system($cli, 'mb', 's3://tap-trails') == 0 or die 'trafficdb-trail mb failed';
-}
+tdb_make_bucket('tap-trails');
 
 my $node = tdb_node('trails');
 my $dir = PostgreSQL::Test::Utils::tempdir;

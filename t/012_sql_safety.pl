@@ -148,13 +148,7 @@ SKIP:
 	skip 'MINIO_ENDPOINT not set (scripts/test.sh starts MinIO)', 2 unless $endpoint;
 	my $user = $ENV{MINIO_ROOT_USER};
 	my $secret = $ENV{MINIO_ROOT_PASSWORD};
-	my $cli = $ENV{TRAFFICDB_TRAIL} // die 'TRAFFICDB_TRAIL must name tools/trafficdb-trail';
-	{
-		local $ENV{AWS_ACCESS_KEY_ID} = $user;
-		local $ENV{AWS_SECRET_ACCESS_KEY} = $secret;
-		local $ENV{AWS_ENDPOINT_URL} = $endpoint;
-		system($cli, 'mb', 's3://tap-sqlsafety') == 0 or die 'trafficdb-trail mb failed';
-	}
+	tdb_make_bucket('tap-sqlsafety');
 	$node->safe_psql('postgres', qq{
 CREATE SERVER minio FOREIGN DATA WRAPPER trafficdb_trails OPTIONS (endpoint '$endpoint', region 'us-east-1', block_size '16kB');
 CREATE USER MAPPING FOR CURRENT_USER SERVER minio OPTIONS (access_key '$user', secret_key '$secret');

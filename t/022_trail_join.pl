@@ -26,14 +26,8 @@ use TdbTest;
 my $endpoint = $ENV{MINIO_ENDPOINT} // die 'MINIO_ENDPOINT must name the MinIO of scripts/test.sh';
 my $user = $ENV{MINIO_ROOT_USER} // die 'MINIO_ROOT_USER unset';
 my $secret = $ENV{MINIO_ROOT_PASSWORD} // die 'MINIO_ROOT_PASSWORD unset';
-my $cli = $ENV{TRAFFICDB_TRAIL} // die 'TRAFFICDB_TRAIL must name tools/trafficdb-trail';
 
-{
-	local $ENV{AWS_ACCESS_KEY_ID} = $user;
-	local $ENV{AWS_SECRET_ACCESS_KEY} = $secret;
-	local $ENV{AWS_ENDPOINT_URL} = $endpoint;
-	system($cli, 'mb', 's3://tap-join') == 0 or die 'trafficdb-trail mb failed';
-}
+tdb_make_bucket('tap-join');
 
 my $node = tdb_node('trail_join');
 my $dir = PostgreSQL::Test::Utils::tempdir;

@@ -4,7 +4,7 @@ use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
 use Exporter 'import';
-our @EXPORT = qw(tdb_node);
+our @EXPORT = qw(tdb_node tdb_make_bucket);
 
 # A started cluster preloading trafficdb, its daemon in database postgres,
 # plus any settings given as name => value (quoted as they should appear).
@@ -17,6 +17,18 @@ sub tdb_node
 	$node->append_conf('postgresql.conf', join('', map { "$_ = $conf{$_}\n" } sort keys %conf));
 	$node->start;
 	return $node;
+}
+
+# A bucket on the MinIO of scripts/test.sh (MINIO_ENDPOINT, MINIO_ROOT_USER,
+# MINIO_ROOT_PASSWORD), made with the trail CLI (TRAFFICDB_TRAIL).
+sub tdb_make_bucket
+{
+	my ($bucket) = @_;
+	my $cli = $ENV{TRAFFICDB_TRAIL} // die 'TRAFFICDB_TRAIL must name tools/trafficdb-trail';
+	local $ENV{AWS_ACCESS_KEY_ID} = $ENV{MINIO_ROOT_USER} // die 'MINIO_ROOT_USER unset';
+	local $ENV{AWS_SECRET_ACCESS_KEY} = $ENV{MINIO_ROOT_PASSWORD} // die 'MINIO_ROOT_PASSWORD unset';
+	local $ENV{AWS_ENDPOINT_URL} = $ENV{MINIO_ENDPOINT} // die 'MINIO_ENDPOINT unset';
+	system($cli, 'mb', "s3://$bucket") == 0 or die "trafficdb-trail mb s3://$bucket failed";
 }
 
 1;
