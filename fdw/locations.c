@@ -1270,13 +1270,6 @@ param_path_push(ForeignPath *path, List *scan_clauses, RelOptInfo *baserel, cons
 }
 
 /*
- * EXPLAIN's words for a pushed join clause: the clause, our columns
- * unqualified and the outer row's qualified ("ST_DWithin(geom, p.geom,
- * 0.001) per outer row").  Written while planning, when the outer side is
- * still columns (the plan has parameters there); names as EXPLAIN picks
- * them for the query's relations.
- */
-/*
  * A PlaceHolderVar (an outer-joined subquery's output, e.g. the b of
  * "LEFT JOIN LATERAL (SELECT ST_Buffer(p.geom, r) AS b ...) s ON true JOIN
  * locations l ON ST_Within(l.geom, s.b)") is planner-only: ruleutils cannot
@@ -1293,6 +1286,13 @@ strip_placeholders(Node *node, void *context)
 	return expression_tree_mutator(node, strip_placeholders, context);
 }
 
+/*
+ * EXPLAIN's words for a pushed clause (of a join, or rechecked by the
+ * scan): our columns unqualified and other relations' qualified
+ * ("ST_DWithin(geom, p.geom, 0.001)").  Written while planning, when the
+ * outer side is still columns (the plan has parameters there); names as
+ * EXPLAIN picks them for the query's relations.
+ */
 static char *
 deparse_join_clause(PlannerInfo *root, RelOptInfo *baserel, Expr *clause)
 {
@@ -2505,13 +2505,14 @@ loc_find_candidates(ForeignScanState *node, LocScanState *st)
 		case PUSH_DWITHIN_M:
 			{
 				double		d = isnull[1] ? NAN : DatumGetFloat8(v[1]);
+				double		slack = map_arc_slack(st->snap->map);
 				TdbBox		exact;
 
 				st->radius_fast = false;
 				if (isnull[0])
 					break;
 				if (!(d >= 0) || !geography_box(v[0], type0, &box) ||
-					!grow_box_metres(&box, d + map_arc_slack(st->snap->map)))
+					!grow_box_metres(&box, d + slack))
 				{
 					all = true;
 					break;
@@ -2529,10 +2530,8 @@ loc_find_candidates(ForeignScanState *node, LocScanState *st)
 				 */
 				if (d <= 20000 && geometry_box_ex(tdb_geography_to_geometry(v[0], type0), &exact, false) &&
 					exact.xmin == exact.xmax && exact.ymin == exact.ymax && fabs(exact.ymin) <= 70 &&
-					isfinite(map_arc_slack(st->snap->map)))
+					isfinite(slack))
 				{
-					double		slack = map_arc_slack(st->snap->map);
-
 					st->radius_fast = true;
 					st->radius_x = exact.xmin;
 					st->radius_y = exact.ymin;
