@@ -60,10 +60,10 @@ endif
 # --- C unit tests of src/ (built without PostgreSQL) -----------------------
 UNIT_CFLAGS = -std=gnu11 -O2 -g $(WARNINGS) -Isrc -Isrc/tests -Iinclude -Itools
 CLIENT_SRCS = $(wildcard src/client/*.c)
-# tools/csvtime.c: the CLIs' shared time rule, unit-tested here too
-UNIT_SRCS = $(ENGINE_SRCS) $(CLIENT_SRCS) $(STREAM_SRCS) tools/csvtime.c $(wildcard src/tests/*.c)
+# tools/csvtime.c: the CLIs' shared time rule (reading integers with tools/csv_fields.c), unit-tested here too
+UNIT_SRCS = $(ENGINE_SRCS) $(CLIENT_SRCS) $(STREAM_SRCS) tools/csvtime.c tools/csv_fields.c $(wildcard src/tests/*.c)
 
-src/tests/unit_tests: $(UNIT_SRCS) $(wildcard src/*.h src/stream/*.h src/tests/*.h include/*.h) tools/csvtime.h src/tests/tests.list
+src/tests/unit_tests: $(UNIT_SRCS) $(wildcard src/*.h src/stream/*.h src/tests/*.h include/*.h) tools/csvtime.h tools/csv_fields.h src/tests/tests.list
 	$(CC) $(UNIT_CFLAGS) -o $@ $(UNIT_SRCS) -lm -lpthread
 
 # tdbread: an external reader of the shared memory (operators, TAP tests).
@@ -73,8 +73,8 @@ tools/tdbread: tools/tdbread.c $(ENGINE_SRCS) $(wildcard src/*.h)
 all: tools/tdbread
 
 # trafficdb-stream: the stream-file CLI (src/stream/, no PostgreSQL).
-tools/trafficdb-stream: tools/trafficdb-stream.c tools/csvtime.c tools/csvtime.h $(STREAM_SRCS) src/checksum.c $(wildcard src/stream/*.h src/*.h)
-	$(CC) $(UNIT_CFLAGS) -o $@ tools/trafficdb-stream.c tools/csvtime.c $(STREAM_SRCS) src/checksum.c -lm
+tools/trafficdb-stream: tools/trafficdb-stream.c tools/csvtime.c tools/csvtime.h tools/csv_fields.c tools/csv_fields.h $(STREAM_SRCS) src/checksum.c $(wildcard src/stream/*.h src/*.h)
+	$(CC) $(UNIT_CFLAGS) -o $@ tools/trafficdb-stream.c tools/csvtime.c tools/csv_fields.c $(STREAM_SRCS) src/checksum.c -lm
 
 all: tools/trafficdb-stream
 
@@ -228,12 +228,12 @@ tap:
 	$(prove_installcheck)
 
 # The protocol and the client's threads under ThreadSanitizer.
-src/tests/unit_tests_tsan: $(UNIT_SRCS) $(wildcard src/*.h src/stream/*.h src/tests/*.h include/*.h) tools/csvtime.h src/tests/tests.list
+src/tests/unit_tests_tsan: $(UNIT_SRCS) $(wildcard src/*.h src/stream/*.h src/tests/*.h include/*.h) tools/csvtime.h tools/csv_fields.h src/tests/tests.list
 	$(CC) $(UNIT_CFLAGS) -O1 -fsanitize=thread -o $@ $(UNIT_SRCS) -lm -lpthread
 
 # Stream files' damage tests under AddressSanitizer and UBSan: bad files
 # must give an error, never a bad read.
-src/tests/unit_tests_asan: $(UNIT_SRCS) $(wildcard src/*.h src/stream/*.h src/tests/*.h include/*.h) tools/csvtime.h src/tests/tests.list
+src/tests/unit_tests_asan: $(UNIT_SRCS) $(wildcard src/*.h src/stream/*.h src/tests/*.h include/*.h) tools/csvtime.h tools/csv_fields.h src/tests/tests.list
 	$(CC) $(UNIT_CFLAGS) -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -o $@ $(UNIT_SRCS) -lm -lpthread
 
 unit-asan: src/tests/unit_tests_asan

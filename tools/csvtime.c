@@ -3,6 +3,7 @@
  *	  Times in CSV input for the command-line tools: see csvtime.h.
  */
 #include "csvtime.h"
+#include "csv_fields.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -35,23 +36,6 @@ tdb_time_unit_name(TdbTimeUnit unit)
 {
 	return unit == TDB_TIME_S ? "seconds" : unit == TDB_TIME_MS ? "milliseconds" :
 		unit == TDB_TIME_US ? "microseconds" : "auto";
-}
-
-/* A whole decimal integer (optional sign), nothing around it. */
-static bool
-whole_int(const char *s, int64_t *v)
-{
-	char	   *end;
-	long long	x;
-
-	if (!(isdigit((unsigned char) s[0]) || ((s[0] == '-' || s[0] == '+') && isdigit((unsigned char) s[1]))))
-		return false;
-	errno = 0;
-	x = strtoll(s, &end, 10);
-	if (errno != 0 || *end != '\0')
-		return false;
-	*v = x;
-	return true;
 }
 
 /* Exactly n digits at *p, advancing it. */
@@ -141,7 +125,7 @@ tdb_time_parse(const char *s, TdbTimeUnit unit, int64_t *us, TdbTimeUnit *used)
 	int64_t		iv;
 	int64_t		mul;
 
-	if (whole_int(s, &iv))
+	if (csv_parse_int(s, &iv))
 	{
 		if (unit == TDB_TIME_AUTO)
 		{
