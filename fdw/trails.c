@@ -56,6 +56,9 @@
 #include "optimizer/pathnode.h"
 #include "optimizer/planmain.h"
 #include "optimizer/restrictinfo.h"
+#include "optimizer/tlist.h"
+#include "parser/parse_coerce.h"
+#include "parser/parsetree.h"
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -776,6 +779,8 @@ trlGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid, Fo
 	List	   *kinds = tp->kinds;
 	List	   *args = tp->args;
 	ListCell   *lc;
+	Bitmapset  *used = NULL;
+	List	   *used_list = NIL;
 
 	(void) root;
 	(void) foreigntableid;
@@ -808,8 +813,18 @@ trlGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid, Fo
 	}
 	/* every clause stays for PostgreSQL to check: the pushdown only prunes pages */
 	scan_clauses = extract_actual_clauses(scan_clauses, false);
+
+	/*
+	 * The columns the scan must form: those above it (the relation's target,
+	 * not tlist, which may be every column) and those of the clauses it
+	 * checks.  The file's other columns are not fetched.
+	 */
+	pull_varattnos((Node *) baserel->reltarget->exprs, baserel->relid, &used);
+	pull_varattnos((Node *) scan_clauses, baserel->relid, &used);
+	for (int x = -1; (x = bms_next_member(used, x)) >= 0;)
+		used_list = lappend_int(used_list, x);
 	return make_foreignscan(tlist, scan_clauses, baserel->relid, args,
-							list_make2(kinds, makeInteger(best_path->path.param_info != NULL)),
+							list_make3(kinds, makeInteger(best_path->path.param_info != NULL), used_list),
 							NIL, NIL, outer_plan);
 }
 
@@ -845,6 +860,9 @@ typedef struct TrlScan
 	int			last_nids;
 	bool		last_time,
 				last_box;
+	/* the file's columns the query does not read (TdbTrailQuery) */
+	uint64		skip_columns;
+	bool		skip_position;
 	TdbTrailQuery q;
 } TrlScan;
 
@@ -865,6 +883,72 @@ trlBeginForeignScan(ForeignScanState *node, int eflags)
 	(void) eflags;
 }
 
+/*
+ * Where table column a's values come from in a file of schema sc (SRC_*,
+ * or SRC_NONE when the file has no such column), and their type in the
+ * file (*t).  The time and geometry columns have no file type.
+ */
+static int
+attr_source(const TdbTrailSchema *sc, Form_pg_attribute a, TdbTrailType *t)
+{
+	const char *name = NameStr(a->attname);
+
+	*t = TDB_TRAIL_INT64;
+	if (strcmp(name, sc->id_name) == 0)
+	{
+		*t = sc->id_type;
+		return SRC_ID;
+	}
+	if (strcmp(name, sc->time_name) == 0)
+		return SRC_TIME;
+	if (a->atttypid == tdb_geometry_oid())
+		return SRC_GEOM;
+	*t = TDB_TRAIL_FLOAT64;
+	if (strcmp(name, sc->lon_name) == 0)
+		return SRC_LON;
+	if (strcmp(name, sc->lat_name) == 0)
+		return SRC_LAT;
+	for (int c = 0; c < sc->ncolumns; c++)
+		if (strcmp(name, sc->columns[c].name) == 0)
+		{
+			*t = sc->columns[c].type;
+			return c;
+		}
+	return SRC_NONE;
+}
+
+/*
+ * The declared types a file type is made into directly (the others go
+ * through the type's input function, from the value as text).
+ */
+static bool
+direct_type(TdbTrailType t, Oid typid)
+{
+	switch (t)
+	{
+		case TDB_TRAIL_INT64:
+		case TDB_TRAIL_BOOL:
+			return typid == INT8OID || typid == FLOAT8OID || typid == BOOLOID;
+		case TDB_TRAIL_FLOAT64:
+			return typid == FLOAT8OID;
+		case TDB_TRAIL_STRING:
+			return typid == TEXTOID;
+	}
+	return false;
+}
+
+/* The attributes a plan reads (fdw_private's third item) as a Bitmapset. */
+static Bitmapset *
+plan_used_attrs(ForeignScan *plan)
+{
+	Bitmapset  *used = NULL;
+	ListCell   *lc;
+
+	foreach(lc, (List *) lthird(plan->fdw_private))
+		used = bms_add_member(used, lfirst_int(lc));
+	return used;
+}
+
 /* Map the table's columns to the file's; errors name what does not fit. */
 static void
 map_columns(ForeignScanState *node, TrlScan *st)
@@ -874,11 +958,10 @@ map_columns(ForeignScanState *node, TrlScan *st)
 	const TdbTrailSchema *sc = &tdb_trail_footer(st->h->reader)->schema;
 	const char *idname = ID_COLUMN(ft);
 	const char *timename = TIME_COLUMN(ft);
-	Oid			geom = tdb_geometry_oid();
-	Bitmapset  *used = NULL;
 	int			natts = st->tupdesc->natts;
 	ForeignScan *plan = (ForeignScan *) node->ss.ps.plan;
-	ListCell   *lc;
+	Bitmapset  *used = plan_used_attrs(plan);
+	bool		whole = bms_is_member(0 - FirstLowInvalidHeapAttributeNumber, used);
 
 	/* the id and time columns the planner pushed must be the file's */
 	if (strcmp(idname, sc->id_name) != 0)
@@ -896,93 +979,68 @@ map_columns(ForeignScanState *node, TrlScan *st)
 				 errhint("ALTER FOREIGN TABLE %s OPTIONS (ADD time_column %s), or IMPORT FOREIGN SCHEMA.",
 						 quote_identifier(RelationGetRelationName(rel)), quote_literal_cstr(sc->time_name))));
 
-	/* only the columns the query reads are formed */
-	pull_varattnos((Node *) plan->scan.plan.targetlist, plan->scan.scanrelid, &used);
-	pull_varattnos((Node *) plan->scan.plan.qual, plan->scan.scanrelid, &used);
-	foreach(lc, plan->fdw_exprs)
-		pull_varattnos(lfirst(lc), plan->scan.scanrelid, &used);
+	/*
+	 * Only the columns the query reads (its target list and every clause,
+	 * as the planner listed them) are formed, and a version-2 file fetches
+	 * only their chunks: the others are left out of the scan.
+	 */
 	st->src = MemoryContextAlloc(node->ss.ps.state->es_query_cxt, sizeof(int) * natts);
 	st->inputs = MemoryContextAllocZero(node->ss.ps.state->es_query_cxt, sizeof(FmgrInfo) * natts);
 	st->ioparams = MemoryContextAllocZero(node->ss.ps.state->es_query_cxt, sizeof(Oid) * natts);
+	st->skip_columns = sc->ncolumns >= 64 ? ~UINT64CONST(0) : (UINT64CONST(1) << sc->ncolumns) - 1;
+	st->skip_position = true;
 	for (int i = 0; i < natts; i++)
 	{
 		Form_pg_attribute a = TupleDescAttr(st->tupdesc, i);
 		const char *name = NameStr(a->attname);
-		int			src = SRC_NONE;
-		TdbTrailType t = TDB_TRAIL_INT64;
-		bool		whole = bms_is_member(0 - FirstLowInvalidHeapAttributeNumber, used);
+		TdbTrailType t;
+		int			src;
 
 		st->src[i] = SRC_NONE;
 		if (a->attisdropped)
 			continue;
-		if (strcmp(name, sc->id_name) == 0)
+		src = attr_source(sc, a, &t);
+		if (src == SRC_TIME && a->atttypid != TIMESTAMPTZOID && a->atttypid != TIMESTAMPOID)
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
+					 errmsg("column \"%s\" of foreign table \"%s\" holds the trail's times: it must be timestamptz, not %s",
+							name, RelationGetRelationName(rel), format_type_be(a->atttypid))));
+		if (src == SRC_NONE)
 		{
-			src = SRC_ID;
-			t = sc->id_type;
-		}
-		else if (strcmp(name, sc->time_name) == 0)
-		{
-			src = SRC_TIME;
-			if (a->atttypid != TIMESTAMPTZOID && a->atttypid != TIMESTAMPOID)
-				ereport(ERROR,
-						(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
-						 errmsg("column \"%s\" of foreign table \"%s\" holds the trail's times: it must be timestamptz, not %s",
-								name, RelationGetRelationName(rel), format_type_be(a->atttypid))));
-		}
-		else if (a->atttypid == geom)
-			src = SRC_GEOM;
-		else if (strcmp(name, sc->lon_name) == 0)
-		{
-			src = SRC_LON;
-			t = TDB_TRAIL_FLOAT64;
-		}
-		else if (strcmp(name, sc->lat_name) == 0)
-		{
-			src = SRC_LAT;
-			t = TDB_TRAIL_FLOAT64;
-		}
-		else
-		{
-			for (int c = 0; c < sc->ncolumns; c++)
-				if (strcmp(name, sc->columns[c].name) == 0)
-				{
-					src = c;
-					t = sc->columns[c].type;
-				}
-			if (src == SRC_NONE)
-			{
-				StringInfoData cols;
+			StringInfoData cols;
 
-				initStringInfo(&cols);
-				appendStringInfo(&cols, "%s, %s, geom (or any geometry column), %s, %s",
-								 sc->id_name, sc->time_name, sc->lon_name, sc->lat_name);
-				for (int c = 0; c < sc->ncolumns; c++)
-					appendStringInfo(&cols, ", %s", sc->columns[c].name);
-				ereport(ERROR,
-						(errcode(ERRCODE_FDW_COLUMN_NAME_NOT_FOUND),
-						 errmsg("column \"%s\" of foreign table \"%s\" is not in trail file \"%s\"",
-								name, RelationGetRelationName(rel), st->h->url),
-						 errdetail("The file has: %s.", cols.data)));
-			}
+			initStringInfo(&cols);
+			appendStringInfo(&cols, "%s, %s, geom (or any geometry column), %s, %s",
+							 sc->id_name, sc->time_name, sc->lon_name, sc->lat_name);
+			for (int c = 0; c < sc->ncolumns; c++)
+				appendStringInfo(&cols, ", %s", sc->columns[c].name);
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_COLUMN_NAME_NOT_FOUND),
+					 errmsg("column \"%s\" of foreign table \"%s\" is not in trail file \"%s\"",
+							name, RelationGetRelationName(rel), st->h->url),
+					 errdetail("The file has: %s.", cols.data)));
 		}
 		/* types made directly; any other through the type's input function */
-		if (src != SRC_TIME && src != SRC_GEOM)
+		if (src != SRC_TIME && src != SRC_GEOM && !direct_type(t, a->atttypid))
 		{
-			bool		direct = (t == TDB_TRAIL_INT64 && (a->atttypid == INT8OID || a->atttypid == FLOAT8OID ||
-												  a->atttypid == BOOLOID)) ||
-				(t == TDB_TRAIL_FLOAT64 && a->atttypid == FLOAT8OID) ||
-				(t == TDB_TRAIL_STRING && a->atttypid == TEXTOID);
+			Oid			infunc;
 
-			if (!direct)
-			{
-				Oid			infunc;
-
-				getTypeInputInfo(a->atttypid, &infunc, &st->ioparams[i]);
-				fmgr_info_cxt(infunc, &st->inputs[i], node->ss.ps.state->es_query_cxt);
-			}
+			getTypeInputInfo(a->atttypid, &infunc, &st->ioparams[i]);
+			fmgr_info_cxt(infunc, &st->inputs[i], node->ss.ps.state->es_query_cxt);
 		}
 		if (whole || bms_is_member(a->attnum - FirstLowInvalidHeapAttributeNumber, used))
+		{
 			st->src[i] = src;
+			if (src >= 0)
+				st->skip_columns &= ~(UINT64CONST(1) << src);
+			else if (src == SRC_GEOM || src == SRC_LON || src == SRC_LAT)
+				st->skip_position = false;
+		}
+	}
+	if (whole)
+	{
+		st->skip_columns = 0;
+		st->skip_position = false;
 	}
 }
 
@@ -994,7 +1052,7 @@ value_datum(TrlScan *st, int att, TdbTrailType t, int64 i, double f, const char 
 
 	if (st->inputs[att].fn_oid == InvalidOid)
 	{
-		if (t == TDB_TRAIL_INT64)
+		if (t == TDB_TRAIL_INT64 || t == TDB_TRAIL_BOOL)
 			return a->atttypid == INT8OID ? Int64GetDatum(i) :
 				a->atttypid == BOOLOID ? BoolGetDatum(i != 0) : Float8GetDatum((double) i);
 		if (t == TDB_TRAIL_FLOAT64)
@@ -1003,6 +1061,10 @@ value_datum(TrlScan *st, int att, TdbTrailType t, int64 i, double f, const char 
 	}
 	if (t == TDB_TRAIL_INT64)
 		snprintf(buf, sizeof(buf), INT64_FORMAT, i);
+	else if (t == TDB_TRAIL_BOOL)
+		/* a number type takes 1 and 0, any other true and false */
+		snprintf(buf, sizeof(buf), "%s", TypeCategory(a->atttypid) == TYPCATEGORY_NUMERIC ?
+				 (i ? "1" : "0") : (i ? "true" : "false"));
 	else if (t == TDB_TRAIL_FLOAT64)
 		snprintf(buf, sizeof(buf), "%.17g", f);
 	return InputFunctionCall(&st->inputs[att], t == TDB_TRAIL_STRING ? (char *) s : buf,
@@ -1214,6 +1276,8 @@ trlIterateForeignScan(ForeignScanState *node)
 		st->started = true;
 		st->nscans++;
 		st->empty = !build_query(node, st);
+		st->q.skip_columns = st->skip_columns;
+		st->q.skip_position = st->skip_position;
 		st->last_nids = st->q.nids;
 		st->last_time = st->q.has_time;
 		st->last_box = st->q.has_bbox;
@@ -1309,6 +1373,40 @@ trlEndForeignScan(ForeignScanState *node)
 	/* EXPLAIN ANALYZE reads the pager's counters after this: keep the file open */
 }
 
+/*
+ * EXPLAIN VERBOSE: the table's columns whose values are fetched.  The trail
+ * id and the time always are (they make a page's core); a geometry column,
+ * lon or lat stands for the positions.  A version-1 file (known once the
+ * scan opened it) is read whole whatever the query uses.
+ */
+static char *
+columns_fetched(ForeignScanState *node, TrlScan *st, const char *idname, const char *timename)
+{
+	ForeignScan *plan = (ForeignScan *) node->ss.ps.plan;
+	Bitmapset  *used = plan_used_attrs(plan);
+	TupleDesc	td = RelationGetDescr(node->ss.ss_currentRelation);
+	StringInfoData b;
+
+	initStringInfo(&b);
+	if (bms_is_member(0 - FirstLowInvalidHeapAttributeNumber, used))
+		appendStringInfoString(&b, "all (a whole-row reference)");
+	else
+	{
+		appendStringInfo(&b, "%s, %s", quote_identifier(idname), quote_identifier(timename));
+		for (int i = 0; i < td->natts; i++)
+		{
+			Form_pg_attribute a = TupleDescAttr(td, i);
+
+			if (!a->attisdropped && bms_is_member(a->attnum - FirstLowInvalidHeapAttributeNumber, used) &&
+				strcmp(NameStr(a->attname), idname) != 0 && strcmp(NameStr(a->attname), timename) != 0)
+				appendStringInfo(&b, ", %s", quote_identifier(NameStr(a->attname)));
+		}
+	}
+	if (st->h != NULL && st->h->reader != NULL && tdb_trail_footer(st->h->reader)->version < 2)
+		appendStringInfoString(&b, " (the file is version 1: its pages are read whole)");
+	return b.data;
+}
+
 static void
 trlExplainForeignScan(ForeignScanState *node, ExplainState *es)
 {
@@ -1368,6 +1466,8 @@ trlExplainForeignScan(ForeignScanState *node, ExplainState *es)
 		ExplainPropertyText("Time Range Pushed Down", times.data, es);
 	if (area.len)
 		ExplainPropertyText("Area Pushed Down", area.data, es);
+	if (es->verbose)
+		ExplainPropertyText("Columns Fetched", columns_fetched(node, st, idname, timename), es);
 	if (es->analyze && st->h != NULL && st->h->pager != NULL)
 	{
 		TdbPagerStats ps;
@@ -1407,7 +1507,8 @@ trlExplainForeignScan(ForeignScanState *node, ExplainState *es)
 static const char *
 trail_type_sql(TdbTrailType t)
 {
-	return t == TDB_TRAIL_INT64 ? "bigint" : t == TDB_TRAIL_FLOAT64 ? "double precision" : "text";
+	return t == TDB_TRAIL_INT64 ? "bigint" : t == TDB_TRAIL_FLOAT64 ? "double precision" :
+		t == TDB_TRAIL_BOOL ? "boolean" : "text";
 }
 
 static List *
@@ -1494,7 +1595,8 @@ trafficdb_trails_handler(PG_FUNCTION_ARGS)
  * Options.  Servers: endpoint, region, path_style, block_size, cache_dir
  * (pg_write_server_files), cache_size, parallel, readahead, retries,
  * revalidate_interval.  Tables: url (a local path needs
- * pg_read_server_files), id_column, time_column, revalidate_interval.
+ * pg_read_server_files), id_column, time_column, revalidate_interval,
+ * footer_aggregates (on: aggregates may come from the footer).
  * User mappings: access_key, secret_key, session_token.
  */
 Datum
@@ -1505,7 +1607,8 @@ trafficdb_trails_validator(PG_FUNCTION_ARGS)
 	ListCell   *lc;
 	static const char *const server_opts[] = {"endpoint", "region", "path_style", "block_size", "cache_dir",
 	"cache_size", "parallel", "readahead", "retries", "revalidate_interval", NULL};
-	static const char *const table_opts[] = {"url", "id_column", "time_column", "revalidate_interval", NULL};
+	static const char *const table_opts[] = {"url", "id_column", "time_column", "revalidate_interval",
+	"footer_aggregates", NULL};
 	static const char *const mapping_opts[] = {"access_key", "secret_key", "session_token", NULL};
 
 	tdb_require_preload();
@@ -1526,7 +1629,7 @@ trafficdb_trails_validator(PG_FUNCTION_ARGS)
 					(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
 					 errmsg("invalid option \"%s\" for trafficdb_trails", d->defname),
 					 errhint("Servers take endpoint, region, path_style, block_size, cache_dir, cache_size, parallel, readahead, retries, revalidate_interval; "
-							 "foreign tables take url, id_column, time_column, revalidate_interval; user mappings take access_key, secret_key, session_token.")));
+							 "foreign tables take url, id_column, time_column, revalidate_interval, footer_aggregates; user mappings take access_key, secret_key, session_token.")));
 		v = defGetString(d);
 		if (strcmp(d->defname, "endpoint") == 0 &&
 			strncmp(v, "http://", 7) != 0 && strncmp(v, "https://", 8) != 0)
@@ -1534,7 +1637,7 @@ trafficdb_trails_validator(PG_FUNCTION_ARGS)
 					(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
 					 errmsg("invalid value for option \"endpoint\": \"%s\"", v),
 					 errdetail("Expected http://host[:port] or https://host[:port].")));
-		else if (strcmp(d->defname, "path_style") == 0)
+		else if (strcmp(d->defname, "path_style") == 0 || strcmp(d->defname, "footer_aggregates") == 0)
 			(void) defGetBoolean(d);
 		else if (strcmp(d->defname, "block_size") == 0)
 			(void) bytes_option("block_size", v, 16 << 10, 16 << 20, true);
@@ -1588,14 +1691,16 @@ write_state_free(void *arg)
 }
 
 static TdbTrailType
-column_trail_type(Oid type)
+column_trail_type(Oid type, int version)
 {
 	switch (type)
 	{
+		case BOOLOID:
+			/* 1 and 0 in version 1, which has no boolean type */
+			return version >= 2 ? TDB_TRAIL_BOOL : TDB_TRAIL_INT64;
 		case INT2OID:
 		case INT4OID:
 		case INT8OID:
-		case BOOLOID:			/* 1 and 0: format version 1 has no boolean type */
 			return TDB_TRAIL_INT64;
 		case FLOAT4OID:
 		case FLOAT8OID:
@@ -1626,7 +1731,8 @@ float_datum(Datum d, Oid type)
 /*
  * trafficdb.trail_write(query text, destination text, server text,
  *     id_column text, time_column text, geom_column text,
- *     page_size int, page_seconds int) returns bigint: the events written.
+ *     page_size int, page_seconds int, page_order text, bucket_seconds int,
+ *     format_version int) returns bigint: the events written.
  */
 static void
 trail_write_require(FunctionCallInfo fcinfo, int argno, const char *name)
@@ -1651,6 +1757,10 @@ trafficdb_trail_write(PG_FUNCTION_ARGS)
 	char	   *geomcol;
 	int32		page_size;
 	int32		page_seconds;
+	char	   *page_order;
+	int32		format_version;
+	TdbTrailOrder order;
+	int64		bucket_us = 0;
 	bool		s3;
 	TrailOptions *o = NULL;
 	WriteState *ws = palloc0(sizeof(WriteState));
@@ -1686,6 +1796,45 @@ trafficdb_trail_write(PG_FUNCTION_ARGS)
 	geomcol = text_to_cstring(PG_GETARG_TEXT_PP(5));
 	page_size = PG_GETARG_INT32(6);
 	page_seconds = PG_GETARG_INT32(7);
+	trail_write_require(fcinfo, 8, "page_order");
+	trail_write_require(fcinfo, 10, "format_version");
+	page_order = text_to_cstring(PG_GETARG_TEXT_PP(8));
+	format_version = PG_GETARG_INT32(10);
+	if (format_version != 1 && format_version != 2)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("format_version %d is not a trail file format version", format_version),
+				 errdetail("Expected 2 (the default) or 1 (for readers built before version 2).")));
+	if (strcmp(page_order, "trail") == 0)
+		order = TDB_TRAIL_ORDER_TRAIL;
+	else if (strcmp(page_order, "space-time") == 0)
+		order = TDB_TRAIL_ORDER_SPACETIME;
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("page_order \"%s\" is not a page order", page_order),
+				 errdetail("Expected 'trail' (pages of one trail, by trail id then time) or 'space-time' (pages of one time bucket, by place).")));
+	if (order == TDB_TRAIL_ORDER_SPACETIME && format_version == 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("page_order 'space-time' needs format_version 2"),
+				 errdetail("Version-1 files hold their pages in trail order only.")));
+	if (!PG_ARGISNULL(9))
+	{
+		int32		bucket_seconds = PG_GETARG_INT32(9);
+
+		if (order != TDB_TRAIL_ORDER_SPACETIME)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("bucket_seconds applies to page_order 'space-time' only, not '%s'", page_order),
+					 errhint("Pass page_order => 'space-time', or leave out bucket_seconds.")));
+		if (bucket_seconds < 1 || bucket_seconds > 31 * 86400)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("bucket_seconds %d is out of range", bucket_seconds),
+					 errdetail("Expected seconds from 1 to 2678400 (31 days).")));
+		bucket_us = (int64) bucket_seconds * USECS_PER_SEC;
+	}
 	s3 = strncmp(dest, "s3://", 5) == 0;
 	check_url(dest, true);
 	if (page_size < 1024 || page_size > (64 << 20))
@@ -1764,7 +1913,7 @@ trafficdb_trail_write(PG_FUNCTION_ARGS)
 			extra[schema.ncolumns] = i;
 			extra_type[schema.ncolumns] = a->atttypid;
 			strlcpy(schema.columns[schema.ncolumns].name, name, sizeof(schema.columns[0].name));
-			schema.columns[schema.ncolumns].type = column_trail_type(a->atttypid);
+			schema.columns[schema.ncolumns].type = column_trail_type(a->atttypid, format_version);
 			schema.ncolumns++;
 		}
 	}
@@ -1804,6 +1953,9 @@ trafficdb_trail_write(PG_FUNCTION_ARGS)
 	memset(&wo, 0, sizeof(wo));
 	wo.page_target_bytes = (uint32) page_size;
 	wo.page_max_span_us = page_seconds == 0 ? -1 : (int64) page_seconds * USECS_PER_SEC;
+	wo.version = format_version;
+	wo.order = order;
+	wo.bucket_us = bucket_us;
 	if (tdb_trail_writer_create(&schema, &wo, &ws->w, &err) < 0)
 		trail_error(&err, "could not start a trail file");
 	vals = palloc0(sizeof(TdbTrailValue) * (schema.ncolumns + 1));
@@ -1880,6 +2032,7 @@ trafficdb_trail_write(PG_FUNCTION_ARGS)
 				switch (schema.columns[c].type)
 				{
 					case TDB_TRAIL_INT64:
+					case TDB_TRAIL_BOOL:
 						vals[c].i = int_datum(d, extra_type[c]);
 						break;
 					case TDB_TRAIL_FLOAT64:
