@@ -413,7 +413,8 @@ cmd_write(const char *out, Opts *o)
 	TdbTrailWriter *w;
 	TdbTrailError err;
 	TdbTrailValue vals[TDB_TRAIL_MAX_COLUMNS];
-	TdbTrailWriterOptions wo = {o->page_bytes, 0, o->page_seconds > 0 ? o->page_seconds * 1000000 : -1};
+	TdbTrailWriterOptions wo = {.page_target_bytes = o->page_bytes,
+		.page_max_span_us = o->page_seconds > 0 ? o->page_seconds * 1000000 : -1};
 	TdbTimeColumn times = {0};
 	uint8_t    *buf;
 	size_t		len;
