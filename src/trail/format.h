@@ -64,10 +64,10 @@ typedef struct TrailPage2In
 
 /*
  * Appends the page's chunks to b; fills pi's zone map, length and event
- * count, chunk_len (2 + ncols entries) and stats (ncols entries).
+ * count, and chunk_len (2 + ncols entries).
  */
 void		trail_page2_encode(CodecBuf *b, const TrailPage2In *in, uint32_t *chunk_len,
-							   TdbTrailStats *stats, TdbTrailPageInfo *pi);
+							   TdbTrailPageInfo *pi);
 void		trail_footer2_encode(CodecBuf *b, const TdbTrailFooter *f);
 int			trail_footer2_decode(CodecCur *c, const uint8_t *buf, size_t len,
 								 const TdbTrailTrailer *t, TdbTrailFooter *f,

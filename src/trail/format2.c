@@ -258,7 +258,7 @@ chunk_end(CodecBuf *b, size_t start)
 
 void
 trail_page2_encode(CodecBuf *b, const TrailPage2In *in, uint32_t *chunk_len,
-				   TdbTrailStats *stats, TdbTrailPageInfo *pi)
+				   TdbTrailPageInfo *pi)
 {
 	size_t		page_start = b->len,
 				start;
@@ -349,18 +349,10 @@ trail_page2_encode(CodecBuf *b, const TrailPage2In *in, uint32_t *chunk_len,
 		uint8_t		acc = 0;
 		int			nbits = 0;
 
-		memset(&stats[c], 0, sizeof(stats[c]));
 		chunk_begin(b, &start);
 		for (uint32_t i = 0; i < in->n; i++)
-		{
-			int64_t		bits;
-
-			if (!in->get(in->arg, i, c, &bits))
-			{
+			if (!in->get(in->arg, i, c, NULL))
 				nn++;
-				trail_stats_add(&stats[c], type, bits);
-			}
-		}
 		if (type == TDB_TRAIL_FLOAT64)
 			scale = float_scale(in, c) + 1;	/* 0: raw */
 		codec_put_u8(b, (uint8_t) ((nn < in->n ? 1 : 0) | (scale << 1)));
@@ -607,7 +599,6 @@ trail_page2_decode(const TdbTrailFooter *f, uint32_t pageno, const uint8_t *buf,
 	{
 		TdbTrailType type = s->columns[col].type;
 		TdbTrailValue *vals = pg->cols[col];
-		TdbTrailStats st;
 		uint8_t		flags;
 		int			scale;
 		const uint8_t *bitmap = NULL;
@@ -653,11 +644,9 @@ trail_page2_decode(const TdbTrailFooter *f, uint32_t pageno, const uint8_t *buf,
 			bools = c.p;
 			c.p += nb;
 		}
-		memset(&st, 0, sizeof(st));
 		for (uint32_t i = 0, k = 0; i < n; i++)
 		{
 			TdbTrailValue *v = &vals[i];
-			int64_t		bits;
 
 			memset(v, 0, sizeof(*v));
 			if (bitmap && (bitmap[i / 8] >> (i % 8)) & 1)
@@ -671,7 +660,8 @@ trail_page2_decode(const TdbTrailFooter *f, uint32_t pageno, const uint8_t *buf,
 
 				if (!codec_get_bytes(&c, le, 8))
 					PAGE_BAD("truncated float column");
-				bits = (int64_t) codec_get_u64le(le);
+				uint64_t	bits = codec_get_u64le(le);
+
 				memcpy(&v->f, &bits, 8);
 			}
 			else if (type == TDB_TRAIL_FLOAT64)
@@ -684,7 +674,6 @@ trail_page2_decode(const TdbTrailFooter *f, uint32_t pageno, const uint8_t *buf,
 				if (p > (1LL << 53) || p < -(1LL << 53))
 					PAGE_BAD("scaled float out of range");
 				v->f = (double) p / pow10_tab[scale - 1];
-				memcpy(&bits, &v->f, 8);
 			}
 			else if (type == TDB_TRAIL_STRING)
 			{
@@ -693,12 +682,10 @@ trail_page2_decode(const TdbTrailFooter *f, uint32_t pageno, const uint8_t *buf,
 				if (!codec_get_varint(&c, &id) || id >= f->nstrings)
 					PAGE_BAD("string id outside the lexicon");
 				v->s = f->strings[id];
-				bits = (int64_t) id;
 			}
 			else if (type == TDB_TRAIL_BOOL)
 			{
 				v->i = (bools[k / 8] >> (k % 8)) & 1;
-				bits = v->i;
 			}
 			else
 			{
@@ -708,16 +695,11 @@ trail_page2_decode(const TdbTrailFooter *f, uint32_t pageno, const uint8_t *buf,
 					PAGE_BAD("truncated integer column");
 				p = (int64_t) ((uint64_t) p + (uint64_t) d);
 				v->i = p;
-				bits = p;
 			}
 			k++;
-			trail_stats_add(&st, type, bits);
 		}
 		if (codec_left(&c) != 0)
 			PAGE_BAD("trailing bytes in a column");
-		/* the footer's summaries answer aggregates: they must be the page's */
-		if (!trail_stats_equal(type, &st, &pi->stats[col]))
-			PAGE_BAD("a column disagrees with the footer's summary of it");
 	}
 	pg->nevents = (uint32_t) n;
 	return 0;
@@ -736,16 +718,151 @@ bad:
 
 /* ---- footer -------------------------------------------------------------- */
 
+/*
+ * Zone maps in the version-2 footer: times in units of 10^E microseconds
+ * (E, the footer's time exponent, the largest that divides every zone
+ * time: 6 for whole seconds), a trail's absolute, a page's relative to its
+ * trail's when it holds one trail (non-negative offsets: it cannot reach
+ * outside), else relative to the previous page's corner.
+ */
+static int
+zone_exponent(const TdbTrailFooter *f)
+{
+	int			e = MAX_SCALE;
+
+	for (uint32_t i = 0; i < f->ntrails && e > 0; i++)
+		while (e > 0 && (f->trails[i].tmin % ipow10_tab[e] != 0 || f->trails[i].tmax % ipow10_tab[e] != 0))
+			e--;
+	for (uint32_t i = 0; i < f->npages && e > 0; i++)
+		while (e > 0 && (f->pages[i].tmin % ipow10_tab[e] != 0 || f->pages[i].tmax % ipow10_tab[e] != 0))
+			e--;
+	return e;
+}
+
+static void
+put_page_zone2(CodecBuf *b, const TdbTrailPageInfo *p, const TdbTrailInfo *t,
+			   const TdbTrailPageInfo *prev, int64_t q)
+{
+	if (t)
+	{
+		codec_put_varint(b, ((uint64_t) p->tmin - (uint64_t) t->tmin) / (uint64_t) q);
+		codec_put_varint(b, ((uint64_t) p->tmax - (uint64_t) p->tmin) / (uint64_t) q);
+		codec_put_varint(b, (uint64_t) ((int64_t) p->xmin - t->xmin));
+		codec_put_varint(b, (uint64_t) ((int64_t) p->ymin - t->ymin));
+	}
+	else
+	{
+		/* modulo 2^64, as the decoder adds it back */
+		codec_put_svarint(b, (int64_t) ((uint64_t) (p->tmin / q) - (uint64_t) (prev ? prev->tmin / q : 0)));
+		codec_put_varint(b, ((uint64_t) p->tmax - (uint64_t) p->tmin) / (uint64_t) q);
+		codec_put_svarint(b, (int64_t) p->xmin - (prev ? prev->xmin : 0));
+		codec_put_svarint(b, (int64_t) p->ymin - (prev ? prev->ymin : 0));
+	}
+	codec_put_varint(b, (uint64_t) ((int64_t) p->xmax - p->xmin));
+	codec_put_varint(b, (uint64_t) ((int64_t) p->ymax - p->ymin));
+}
+
+/* tmin = a x q and tmax = (a + d) x q, both in int64 */
+static bool
+scaled_times(int64_t a, uint64_t d, int64_t q, int64_t *tmin, int64_t *tmax)
+{
+	__int128	lo = (__int128) a * q,
+				hi = ((__int128) a + (__int128) d) * q;
+
+	if (lo < INT64_MIN || hi > INT64_MAX)
+		return false;
+	*tmin = (int64_t) lo;
+	*tmax = (int64_t) hi;
+	return true;
+}
+
+static bool
+get_page_zone2(CodecCur *c, TdbTrailPageInfo *p, const TdbTrailInfo *t,
+			   const TdbTrailPageInfo *prev, int64_t q)
+{
+	uint64_t	u0,
+				dt,
+				dx,
+				dy;
+	int64_t		x0,
+				y0;
+
+	if (t)
+	{
+		uint64_t	ux,
+					uy;
+
+		if (!codec_get_varint(c, &u0) || !codec_get_varint(c, &dt) ||
+			!codec_get_varint(c, &ux) || !codec_get_varint(c, &uy) ||
+			!codec_get_varint(c, &dx) || !codec_get_varint(c, &dy))
+			return false;
+		/* non-negative offsets that stay inside the trail's zone map */
+		uint64_t	span = ((uint64_t) t->tmax - (uint64_t) t->tmin) / (uint64_t) q;
+
+		if (u0 > span || dt > span - u0 ||
+			ux > (uint64_t) ((int64_t) t->xmax - t->xmin) ||
+			uy > (uint64_t) ((int64_t) t->ymax - t->ymin) ||
+			dx > (uint64_t) ((int64_t) t->xmax - t->xmin) - ux ||
+			dy > (uint64_t) ((int64_t) t->ymax - t->ymin) - uy)
+			return false;
+		p->tmin = (int64_t) ((uint64_t) t->tmin + u0 * (uint64_t) q);
+		p->tmax = (int64_t) ((uint64_t) p->tmin + dt * (uint64_t) q);
+		x0 = t->xmin + (int64_t) ux;
+		y0 = t->ymin + (int64_t) uy;
+	}
+	else
+	{
+		int64_t		a,
+					sx,
+					sy;
+
+		if (!codec_get_svarint(c, &a) || !codec_get_varint(c, &dt) ||
+			!codec_get_svarint(c, &sx) || !codec_get_svarint(c, &sy) ||
+			!codec_get_varint(c, &dx) || !codec_get_varint(c, &dy))
+			return false;
+		if (prev)
+			a = (int64_t) ((uint64_t) a + (uint64_t) (prev->tmin / q));
+		if (dt > (uint64_t) INT64_MAX || !scaled_times(a, dt, q, &p->tmin, &p->tmax))
+			return false;
+		if (sx > 4LL * TRAIL_LON_MAX || sx < -4LL * TRAIL_LON_MAX ||
+			sy > 4LL * TRAIL_LAT_MAX || sy < -4LL * TRAIL_LAT_MAX)
+			return false;
+		x0 = sx + (prev ? prev->xmin : 0);
+		y0 = sy + (prev ? prev->ymin : 0);
+	}
+	if (x0 < -TRAIL_LON_MAX || x0 > TRAIL_LON_MAX || y0 < -TRAIL_LAT_MAX || y0 > TRAIL_LAT_MAX ||
+		dx > (uint64_t) (TRAIL_LON_MAX - x0) || dy > (uint64_t) (TRAIL_LAT_MAX - y0))
+		return false;
+	p->xmin = (int32_t) x0;
+	p->ymin = (int32_t) y0;
+	p->xmax = (int32_t) (x0 + (int64_t) dx);
+	p->ymax = (int32_t) (y0 + (int64_t) dy);
+	return true;
+}
+
 void
 trail_footer2_encode(CodecBuf *b, const TdbTrailFooter *f)
 {
 	const TdbTrailSchema *s = &f->schema;
 	uint8_t		magic[4];
 	int			nc = s->ncolumns;
-	int64_t		pt = 0;
-	int32_t		px = 0,
-				py = 0;
+	int			e = zone_exponent(f);
+	int64_t		q = ipow10_tab[e];
+	uint32_t   *single = calloc(f->npages ? f->npages : 1, sizeof(uint32_t));
 
+	if (single == NULL)
+	{
+		b->ok = false;
+		return;
+	}
+	/* single[p]: 1 + the trail of a page named by one trail's list, else 0 */
+	for (uint32_t i = 0; i < f->ntrails; i++)
+		for (uint32_t k = 0; k < f->trails[i].npages; k++)
+		{
+			uint32_t	p = f->trails[i].page_list[k];
+
+			single[p] = single[p] == 0 ? i + 1 : UINT32_MAX;
+		}
 	codec_put_u32le(magic, TRAIL_FOOTER_MAGIC);
 	codec_put_bytes(b, magic, 4);
 	codec_put_varint(b, 2);
@@ -762,6 +879,7 @@ trail_footer2_encode(CodecBuf *b, const TdbTrailFooter *f)
 	}
 	codec_put_u8(b, (uint8_t) f->order);
 	codec_put_varint(b, (uint64_t) f->bucket_us);
+	codec_put_u8(b, (uint8_t) e);
 	codec_put_varint(b, f->nstrings);
 	for (uint32_t i = 0; i < f->nstrings; i++)
 		codec_put_str(b, f->strings[i]);
@@ -772,7 +890,12 @@ trail_footer2_encode(CodecBuf *b, const TdbTrailFooter *f)
 
 		trail_put_key(b, s->id_type, &t->key);
 		codec_put_varint(b, t->nevents);
-		trail_put_zone(b, t->tmin, t->tmax, t->xmin, t->ymin, t->xmax, t->ymax);
+		codec_put_svarint(b, t->tmin / q);
+		codec_put_varint(b, ((uint64_t) t->tmax - (uint64_t) t->tmin) / (uint64_t) q);
+		codec_put_svarint(b, t->xmin);
+		codec_put_svarint(b, t->ymin);
+		codec_put_varint(b, (uint64_t) ((int64_t) t->xmax - t->xmin));
+		codec_put_varint(b, (uint64_t) ((int64_t) t->ymax - t->ymin));
 		codec_put_varint(b, t->npages);
 		for (uint32_t k = 0; k < t->npages; k++)
 			codec_put_varint(b, k == 0 ? t->page_list[0] : t->page_list[k] - t->page_list[k - 1] - 1);
@@ -787,20 +910,12 @@ trail_footer2_encode(CodecBuf *b, const TdbTrailFooter *f)
 		codec_put_varint(b, p->nevents);
 		for (int k = 0; k < 2 + nc; k++)
 			codec_put_varint(b, p->chunk_len[k]);
-		/* zone map: corner relative to the previous page's, then extents */
-		codec_put_svarint(b, (int64_t) ((uint64_t) p->tmin - (uint64_t) pt));
-		codec_put_varint(b, (uint64_t) p->tmax - (uint64_t) p->tmin);
-		codec_put_svarint(b, (int64_t) p->xmin - px);
-		codec_put_svarint(b, (int64_t) p->ymin - py);
-		codec_put_varint(b, (uint64_t) ((int64_t) p->xmax - p->xmin));
-		codec_put_varint(b, (uint64_t) ((int64_t) p->ymax - p->ymin));
-		pt = p->tmin;
-		px = p->xmin;
-		py = p->ymin;
-		for (int c = 0; c < nc; c++)
-			put_stats(b, s->columns[c].type, &p->stats[c]);
+		put_page_zone2(b, p,
+					   single[i] != 0 && single[i] != UINT32_MAX ? &f->trails[single[i] - 1] : NULL,
+					   i > 0 ? &f->pages[i - 1] : NULL, q);
 	}
 	codec_put_varint(b, f->nevents);
+	free(single);
 }
 
 #define FOOTER_BAD(what) \
@@ -836,6 +951,7 @@ trail_footer2_decode(CodecCur *c, const uint8_t *buf, size_t len, const TdbTrail
 	uint64_t	list_total = 0;
 	uint32_t   *refs = NULL;
 	uint32_t   *single = NULL;
+	int64_t		q;
 
 	if (!trail_get_name(c, s->id_name, sizeof(s->id_name)) || !codec_get_u8(c, &u8) ||
 		(u8 != TDB_TRAIL_INT64 && u8 != TDB_TRAIL_STRING))
@@ -861,6 +977,9 @@ trail_footer2_decode(CodecCur *c, const uint8_t *buf, size_t len, const TdbTrail
 	if (!codec_get_varint(c, &v) || v > (uint64_t) INT64_MAX)
 		FOOTER_BAD("bad time bucket");
 	f->bucket_us = (int64_t) v;
+	if (!codec_get_u8(c, &u8) || u8 > MAX_SCALE)
+		FOOTER_BAD("bad zone map time exponent");
+	q = ipow10_tab[u8];
 
 	if (!codec_get_varint(c, &n) || n > codec_left(c))
 		FOOTER_BAD("bad lexicon size");
@@ -924,9 +1043,29 @@ trail_footer2_decode(CodecCur *c, const uint8_t *buf, size_t len, const TdbTrail
 			FOOTER_BAD("bad trail id");
 		if (i > 0 && trail_key_cmp(s->id_type, &f->trails[i - 1].key, &ti->key) >= 0)
 			FOOTER_BAD("trail ids not strictly ascending");
-		if (!codec_get_varint(c, &ti->nevents) || ti->nevents == 0 ||
-			!trail_get_zone(c, &ti->tmin, &ti->tmax, &ti->xmin, &ti->ymin, &ti->xmax, &ti->ymax))
+		if (!codec_get_varint(c, &ti->nevents) || ti->nevents == 0)
 			FOOTER_BAD("bad trail entry");
+		{
+			int64_t		a,
+						x0,
+						y0;
+			uint64_t	dt,
+						dx,
+						dy;
+
+			if (!codec_get_svarint(c, &a) || !codec_get_varint(c, &dt) ||
+				dt > (uint64_t) INT64_MAX || !scaled_times(a, dt, q, &ti->tmin, &ti->tmax) ||
+				!codec_get_svarint(c, &x0) || !codec_get_svarint(c, &y0) ||
+				!codec_get_varint(c, &dx) || !codec_get_varint(c, &dy) ||
+				x0 < -TRAIL_LON_MAX || x0 > TRAIL_LON_MAX || y0 < -TRAIL_LAT_MAX ||
+				y0 > TRAIL_LAT_MAX || dx > (uint64_t) (TRAIL_LON_MAX - x0) ||
+				dy > (uint64_t) (TRAIL_LAT_MAX - y0))
+				FOOTER_BAD("bad trail zone map");
+			ti->xmin = (int32_t) x0;
+			ti->ymin = (int32_t) y0;
+			ti->xmax = (int32_t) (x0 + (int64_t) dx);
+			ti->ymax = (int32_t) (y0 + (int64_t) dy);
+		}
 		if (!codec_get_varint(c, &np) || np == 0 || np > codec_left(c) || np > UINT32_MAX)
 			FOOTER_BAD("bad page count of a trail");
 		list_total += np;
@@ -975,24 +1114,14 @@ trail_footer2_decode(CodecCur *c, const uint8_t *buf, size_t len, const TdbTrail
 		}
 	{
 		uint64_t	offset = TDB_TRAIL_HEADER_SIZE;
-		int64_t		pt = 0;
-		int64_t		px = 0,
-					py = 0;
 
 		for (uint32_t i = 0; i < f->npages; i++)
 		{
 			TdbTrailPageInfo *pi = &f->pages[i];
 			uint32_t   *cl = arena2_take(&a2, (size_t) (2 + nc) * sizeof(uint32_t));
-			TdbTrailStats *st;
 			uint64_t	plen = 0,
 						pev,
 						d;
-			int64_t		x0,
-						y0,
-						t0;
-			uint64_t	dt,
-						dx,
-						dy;
 
 			if (refs[i] == 0)
 				FOOTER_BAD("a page no trail's page list names");
@@ -1012,40 +1141,14 @@ trail_footer2_decode(CodecCur *c, const uint8_t *buf, size_t len, const TdbTrail
 				FOOTER_BAD("page length runs past the data region");
 			if (pev > plen)
 				FOOTER_BAD("bad page event count");
-			if (!codec_get_svarint(c, &t0) || !codec_get_varint(c, &dt) ||
-				!codec_get_svarint(c, &x0) || !codec_get_svarint(c, &y0) ||
-				!codec_get_varint(c, &dx) || !codec_get_varint(c, &dy))
+			if (!get_page_zone2(c, pi, refs[i] == 1 ? &f->trails[single[i]] : NULL,
+								i > 0 ? &f->pages[i - 1] : NULL, q))
 				FOOTER_BAD("bad page zone map");
-			t0 = (int64_t) ((uint64_t) pt + (uint64_t) t0);
-			x0 += px;
-			y0 += py;
-			if (dt > (uint64_t) INT64_MAX - (uint64_t) t0)
-				FOOTER_BAD("bad page zone map");
-			if (x0 < -TRAIL_LON_MAX || x0 > TRAIL_LON_MAX || y0 < -TRAIL_LAT_MAX ||
-				y0 > TRAIL_LAT_MAX || dx > (uint64_t) (TRAIL_LON_MAX - x0) ||
-				dy > (uint64_t) (TRAIL_LAT_MAX - y0))
-				FOOTER_BAD("page zone map outside the world");
-			pi->tmin = t0;
-			pi->tmax = (int64_t) ((uint64_t) t0 + dt);
-			if (pi->tmax < pi->tmin)
-				FOOTER_BAD("bad page zone map");
-			pi->xmin = (int32_t) x0;
-			pi->ymin = (int32_t) y0;
-			pi->xmax = (int32_t) (x0 + (int64_t) dx);
-			pi->ymax = (int32_t) (y0 + (int64_t) dy);
-			pt = pi->tmin;
-			px = pi->xmin;
-			py = pi->ymin;
-			st = arena2_take(&a2, (size_t) nc * sizeof(TdbTrailStats));
-			for (int k = 0; k < nc; k++)
-				if (!get_stats(c, s->columns[k].type, pev, &st[k]))
-					FOOTER_BAD("bad column summary of a page");
 			pi->offset = offset;
 			pi->length = (uint32_t) plen;
 			pi->nevents = (uint32_t) pev;
 			pi->trail = refs[i] == 1 ? single[i] : UINT32_MAX;
 			pi->chunk_len = cl;
-			pi->stats = st;
 			offset += plen;
 			f->nevents += pev;
 		}

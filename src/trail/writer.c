@@ -578,7 +578,7 @@ page2_get(void *arg, uint32_t i, int col, int64_t *bits)
  */
 static bool
 encode_page2(Writer2 *x, const uint32_t *js, uint32_t n, uint32_t *chunk_len,
-			 TdbTrailStats *stats, TdbTrailPageInfo *pi)
+			 TdbTrailPageInfo *pi)
 {
 	const TdbTrailWriter *w = x->w;
 	int64_t    *time = malloc(n * sizeof(int64_t));
@@ -605,7 +605,7 @@ encode_page2(Writer2 *x, const uint32_t *js, uint32_t n, uint32_t *chunk_len,
 			lat[i] = e->lat;
 		}
 		x->tmp.len = 0;
-		trail_page2_encode(&x->tmp, &in, chunk_len, stats, pi);
+		trail_page2_encode(&x->tmp, &in, chunk_len, pi);
 		ok = x->tmp.ok;
 	}
 	free(time);
@@ -628,29 +628,24 @@ emit_page2(Writer2 *x, const uint32_t *js, uint32_t n, TdbTrailError *err)
 	int			nc = w->schema.ncolumns;
 	TdbTrailPageInfo pi;
 	uint32_t   *cl = malloc((size_t) (2 + nc) * sizeof(uint32_t));
-	TdbTrailStats *st = malloc((size_t) (nc ? nc : 1) * sizeof(TdbTrailStats));
 
-	if (cl == NULL || st == NULL || !encode_page2(x, js, n, cl, st, &pi))
+	if (cl == NULL || !encode_page2(x, js, n, cl, &pi))
 	{
 		free(cl);
-		free(st);
 		return TDB_TRAIL_ENOMEM;
 	}
 	if (pi.length > TRAIL_PAGE_MAX_BYTES)
 	{
 		free(cl);
-		free(st);
 		return tdb_trail_fail(err, TDB_TRAIL_EINVAL, "a page of %u bytes; lower page_max_events",
 							  pi.length);
 	}
 	pi.offset = x->out.len;
 	pi.chunk_len = cl;
-	pi.stats = st;
 	codec_put_bytes(&x->out, x->tmp.data, x->tmp.len);
 	if (!x->out.ok || !push_page(&x->f.pages, &x->f.npages, &x->pagecap, &pi))
 	{
 		free(cl);
-		free(st);
 		return TDB_TRAIL_ENOMEM;
 	}
 	for (uint32_t i = 0; i < n; i++)
@@ -705,10 +700,9 @@ emit_trail_pages2(Writer2 *x, const uint32_t *js, uint32_t total, TdbTrailError 
 	TdbTrailWriter *w = x->w;
 	int			nc = w->schema.ncolumns;
 	uint32_t   *cl = malloc((size_t) (2 + nc) * sizeof(uint32_t));
-	TdbTrailStats *st = malloc((size_t) (nc ? nc : 1) * sizeof(TdbTrailStats));
 	int			rc = 0;
 
-	if (cl == NULL || st == NULL)
+	if (cl == NULL)
 		rc = TDB_TRAIL_ENOMEM;
 	for (uint32_t s = 0; rc == 0 && s < total;)
 	{
@@ -729,7 +723,7 @@ emit_trail_pages2(Writer2 *x, const uint32_t *js, uint32_t total, TdbTrailError 
 		/* shrink until the page fits the target (a single event always fits) */
 		for (int tries = 0;; tries++)
 		{
-			if (!encode_page2(x, js + s, n, cl, st, &pi))
+			if (!encode_page2(x, js + s, n, cl, &pi))
 			{
 				rc = TDB_TRAIL_ENOMEM;
 				break;
@@ -745,7 +739,6 @@ emit_trail_pages2(Writer2 *x, const uint32_t *js, uint32_t total, TdbTrailError 
 		s += n;
 	}
 	free(cl);
-	free(st);
 	return rc;
 }
 
@@ -853,11 +846,10 @@ emit_spacetime(Writer2 *x, TdbTrailError *err)
 				gx1 = INT32_MIN,
 				gy1 = INT32_MIN;
 	uint32_t   *cl = malloc((size_t) (2 + w->schema.ncolumns) * sizeof(uint32_t));
-	TdbTrailStats *st = malloc((size_t) (w->schema.ncolumns ? w->schema.ncolumns : 1) * sizeof(TdbTrailStats));
 	uint32_t   *js = malloc((w->n ? w->n : 1) * sizeof(uint32_t));
 	int			rc = 0;
 
-	if (cl == NULL || st == NULL || js == NULL)
+	if (cl == NULL || js == NULL)
 	{
 		rc = TDB_TRAIL_ENOMEM;
 		goto out;
@@ -915,7 +907,7 @@ emit_spacetime(Writer2 *x, TdbTrailError *err)
 			sg->hkey = hilbert((uint32_t) ((cx - gx0) / wx * 65535.0),
 							   (uint32_t) ((cy - gy0) / wy * 65535.0));
 		}
-		if (!encode_page2(x, js + a, sg->n, cl, st, &(TdbTrailPageInfo) {0}))
+		if (!encode_page2(x, js + a, sg->n, cl, &(TdbTrailPageInfo) {0}))
 		{
 			rc = TDB_TRAIL_ENOMEM;
 			goto out;
@@ -954,7 +946,6 @@ emit_spacetime(Writer2 *x, TdbTrailError *err)
 out:
 	free(seg);
 	free(cl);
-	free(st);
 	free(js);
 	return rc;
 }
@@ -1096,7 +1087,6 @@ done:
 	for (uint32_t p = 0; p < x.f.npages; p++)
 	{
 		free((void *) x.f.pages[p].chunk_len);
-		free((void *) x.f.pages[p].stats);
 	}
 	free(x.f.pages);
 	free(x.f.trails);
