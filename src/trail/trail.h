@@ -125,7 +125,7 @@ typedef struct TdbTrailEvent
 } TdbTrailEvent;
 
 /*
- * Summary of one extra column over a trail or a page (version 2 footers):
+ * Summary of one extra column over a trail (version 2 footers):
  * count of non-NULL values; for INT64 and BOOL (0/1) the minimum and
  * maximum when count > 0; for FLOAT64 the minimum and maximum of the
  * values that are not NaN (has_range) and whether a NaN occurs (has_nan).
@@ -194,11 +194,10 @@ typedef struct TdbTrailPageInfo
 	int32_t		xmin, ymin, xmax, ymax;	/* fixed 1e-7 degree */
 	/*
 	 * Version 2: the lengths of the page's 2 + ncolumns chunks (core: runs
-	 * and times; positions; each extra column), and a summary of each extra
-	 * column.  NULL in version 1 (the page is one piece).
+	 * and times; positions; each extra column).  NULL in version 1 (the page
+	 * is one piece).
 	 */
 	const uint32_t *chunk_len;
-	const TdbTrailStats *stats;
 } TdbTrailPageInfo;
 
 typedef struct TdbTrailInfo

@@ -104,6 +104,10 @@ fx_make(FxSet *s, uint64_t *rng, bool string_ids, int ntrails, int max_len)
 	}
 }
 
+int			fx_version = 0;
+TdbTrailOrder fx_order = TDB_TRAIL_ORDER_TRAIL;
+int64_t		fx_bucket_us = 0;
+
 void
 fx_free(FxSet *s)
 {
@@ -117,7 +121,8 @@ fx_free(FxSet *s)
 uint8_t *
 fx_encode(const FxSet *s, uint32_t page_bytes, uint32_t page_events, size_t *len)
 {
-	TdbTrailWriterOptions o = {page_bytes, page_events, 0};
+	TdbTrailWriterOptions o = {.page_target_bytes = page_bytes, .page_max_events = page_events,
+		.version = fx_version, .order = fx_order, .bucket_us = fx_bucket_us};
 	TdbTrailWriter *w;
 	TdbTrailError err;
 	uint8_t    *buf = NULL;
@@ -240,4 +245,51 @@ fx_tmpdir(char *out, size_t outlen, const char *tag)
 	snprintf(out, outlen, "%s/trail-%s-XXXXXX", base, tag);
 	if (mkdtemp(out) == NULL)
 		unit_fail(__FILE__, __LINE__, "mkdtemp %s failed", out);
+}
+
+void
+fx_layout(int layout)
+{
+	fx_version = layout == 0 ? 1 : 2;
+	fx_order = layout == 2 ? TDB_TRAIL_ORDER_SPACETIME : TDB_TRAIL_ORDER_TRAIL;
+	/* small buckets, so that the random sets' trails share pages and split */
+	fx_bucket_us = layout == 2 ? 20LL * 60 * 1000000 : 0;
+}
+
+size_t *
+fx_cursor_new(const FxSet *s)
+{
+	size_t	   *cur = calloc((size_t) s->nkeys + 1, sizeof(size_t));
+
+	for (int k = 0; k < s->nkeys; k++)
+	{
+		size_t		i = 0;
+
+		/* the set is sorted by key: start at the key's first event */
+		while (i < s->n && (s->schema.id_type == TDB_TRAIL_STRING ?
+							strcmp(s->ev[i].key_s, s->keys_s[k]) != 0 :
+							s->ev[i].key_i != s->keys_i[k]))
+			i++;
+		cur[k] = i;
+	}
+	return cur;
+}
+
+bool
+fx_cursor_same(const FxSet *s, size_t *cur, const TdbTrailQuery *q, const TdbTrailEvent *ev)
+{
+	int			k;
+
+	for (k = 0; k < s->nkeys; k++)
+		if (s->schema.id_type == TDB_TRAIL_STRING ? strcmp(ev->key.s, s->keys_s[k]) == 0 :
+			ev->key.i == s->keys_i[k])
+			break;
+	if (k == s->nkeys)
+		return false;
+	while (cur[k] < s->n && !fx_matches(s, &s->ev[cur[k]], q))
+		cur[k]++;
+	if (cur[k] >= s->n || !fx_same(s, &s->ev[cur[k]], ev))
+		return false;
+	cur[k]++;
+	return true;
 }
