@@ -1755,6 +1755,7 @@ end_scan(TrlScan *st)
 		st->stats.pages_read += s.pages_read;
 		st->stats.pages_pruned += s.pages_pruned;
 		st->stats.events_returned += s.events_returned;
+		st->stats.bytes_read += s.bytes_read;
 		tdb_trail_scan_end(st->h->scan);
 		st->h->scan = NULL;
 	}
@@ -2312,6 +2313,8 @@ trlExplainForeignScan(ForeignScanState *node, ExplainState *es)
 		ExplainPropertyUInteger("Trail Pages Read", NULL, st->stats.pages_read, es);
 		ExplainPropertyUInteger("Trail Pages Pruned", NULL, st->stats.pages_pruned, es);
 		ExplainPropertyUInteger("Trail Pages In File", NULL, f->npages, es);
+		/* of the pages read: all their bytes, or (version 2) the chunks of the columns used */
+		ExplainPropertyUInteger("Trail Page Bytes Read", "bytes", st->stats.bytes_read, es);
 		if (remote)
 		{
 			ExplainPropertyUInteger(strncmp(st->h->url, "s3://", 5) == 0 ? "Bytes From S3" : "Bytes From HTTP",

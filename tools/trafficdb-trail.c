@@ -8,7 +8,7 @@
  *	                  [--page-bytes N] [--page-seconds N] [--part-mb N]
  *	                  [--format-version 1|2] [--order trail|space-time]
  *	                  [--bucket-seconds N] < data.csv
- *	  trafficdb-trail info FILE [--trails]
+ *	  trafficdb-trail info FILE [--trails] [--pages]
  *	  trafficdb-trail cat FILE [--trail ID]... [--from T] [--to T]
  *	                  [--bbox xmin,ymin,xmax,ymax] [--limit N] [--stats]
  *	  trafficdb-trail verify FILE
@@ -63,7 +63,7 @@ usage(void)
 	fprintf(stderr,
 			"usage: trafficdb-trail write OUT [--id C] [--time C] [--lon C] [--lat C] [--type COL=int|float|string|bool]... [--time-unit s|ms|us|auto]\n"
 			"                       [--page-bytes N] [--page-seconds N] [--format-version 1|2] [--order trail|space-time] [--bucket-seconds N] < CSV\n"
-			"       trafficdb-trail info FILE [--trails]\n"
+			"       trafficdb-trail info FILE [--trails] [--pages]\n"
 			"       trafficdb-trail cat FILE [--trail ID]... [--from T] [--to T] [--bbox x0,y0,x1,y1] [--limit N] [--stats]\n"
 			"       trafficdb-trail verify FILE\n"
 			"       trafficdb-trail mb s3://bucket\n"
@@ -272,7 +272,7 @@ typedef struct Opts
 	int64_t		ids[4096];
 	const char *sids[4096];
 	int			nids;
-	bool		has_from, has_to, has_bbox, stats, list_trails;
+	bool		has_from, has_to, has_bbox, stats, list_trails, list_pages;
 	int64_t		from, to;
 	double		bbox[4];
 	uint64_t	limit;
@@ -388,6 +388,7 @@ parse_opts(int argc, char **argv, int first, Opts *o)
 		else if (strcmp(a, "--limit") == 0) { NEEDV(); o->limit = strtoull(v, NULL, 10); }
 		else if (strcmp(a, "--stats") == 0) o->stats = true;
 		else if (strcmp(a, "--trails") == 0) o->list_trails = true;
+		else if (strcmp(a, "--pages") == 0) o->list_pages = true;
 		else
 		{
 			fprintf(stderr, "trafficdb-trail: unknown option %s\n", a);
@@ -733,6 +734,28 @@ cmd_info(const char *url, Opts *o)
 			format_time(t->tmin, a, sizeof(a));
 			format_time(t->tmax, b, sizeof(b));
 			printf(" pages=%u events=%" PRIu64 " time=%s..%s\n", t->npages, t->nevents, a, b);
+		}
+	/* each page: where it is, and (version 2) the lengths of its chunks */
+	if (o->list_pages)
+		for (uint32_t i = 0; i < f->npages; i++)
+		{
+			const TdbTrailPageInfo *pg = &f->pages[i];
+
+			printf("page %u offset=%" PRIu64 " length=%u events=%u", i, pg->offset, pg->length, pg->nevents);
+			if (pg->trail == UINT32_MAX)
+				printf(" trails=several");
+			else
+			{
+				printf(" trail=");
+				print_key(stdout, f->schema.id_type, &f->trails[pg->trail].key);
+			}
+			if (pg->chunk_len != NULL)
+			{
+				printf(" chunks=core:%u,position:%u", pg->chunk_len[0], pg->chunk_len[1]);
+				for (int c = 0; c < f->schema.ncolumns; c++)
+					printf(",%s:%u", f->schema.columns[c].name, pg->chunk_len[2 + c]);
+			}
+			printf("\n");
 		}
 	tdb_trail_close(r);
 	tdb_pager_close(p);
