@@ -571,15 +571,19 @@ def bench_main(cfg_path):
 
         for qname, what, dsql, psql in queries(ds, params):
             results = {}
-            sides = [("duckdb", None)] + [(f"trail_{bs}", srv) for bs, srv in cfg["servers"]]
-            for side, srv in sides:
+            # our side cold with a fresh disk cache (filled as it reads, a
+            # block an fsync) and cold without one (cache_dir 'none')
+            sides = [("duckdb", None, None)]
+            for bs, srv in cfg["servers"]:
+                sides += [(f"trail_{bs}", srv, True), (f"trail_{bs}_nocache", srv, False)]
+            for side, srv, disk in sides:
                 runs = []
                 for i in range(nruns):
                     proxy_snap(cport)                  # zero the counters
                     if srv is None:
                         ms, rows = run_duck(duck, pport, dsql)
                     else:
-                        cache = f"{cfg['cache_root']}/{name}-{qname}-{side}-{i}"
+                        cache = f"{cfg['cache_root']}/{name}-{qname}-{side}-{i}" if disk else "none"
                         ms, rows = run_pg(cfg, psql.format(t=f"{srv}.{name}"), srv, cache)
                     time.sleep(0.05)                   # the connection is closed: all counted
                     s = proxy_snap(cport)

@@ -36,7 +36,9 @@
 # sides reach MinIO only through it); the median of TRAIL_RUNS (3) runs.
 # Row counts and a checksum of the rows (times in µs, floats to 6
 # decimals) must match DuckDB's, or the bench fails.  Our side at two
-# block sizes, 16 kB and 1 MB (the default).
+# block sizes, 16 kB and 1 MB (the default), each cold with a fresh disk
+# cache (the server's default: blocks are written and fsynced as they
+# arrive) and cold with none (cache_dir 'none'; measure suffix _nocache).
 #
 # Figures go to bench/lib.sh's CSV, section "parquet" (rows of an earlier
 # run in the same CSV are replaced): measure <set>_<query>_{ms,bytes,
@@ -44,7 +46,8 @@
 # fewer bytes or faster than DuckDB); DuckDB's own figures at x = 0.  The
 # readable table goes to stdout; details (row groups, compression, ranges
 # each side fetched) to $TRAIL_PARQUET_META (default
-# bench/results/<date>-parquet-meta.json).  About 3 minutes on 2 cores.
+# bench/results/<date>-parquet-meta.json).  About 75 s on 2 cores (the
+# first time also installs DuckDB into a venv under ~/.cache/trafficdb).
 #
 #   make bench-parquet                     # or bench/trails_parquet.sh
 #   TRAIL_WRITE_ARGS="..." make bench-parquet   # extra writer arguments
@@ -182,11 +185,12 @@ while IFS=$'\t' read -r set q side rows ms body total req; do
 		bench_emit parquet "${name}_duckdb_bytes_with_headers" 0 "$total" B >/dev/null
 		bench_emit parquet "${name}_duckdb_requests" 0 "$req" requests >/dev/null
 	else
-		bs=${side#trail_}
-		bench_emit parquet "${name}_ms" "$bs" "$ms" ms duckdb_parquet "${d_ms[$name]}" >/dev/null
-		bench_emit parquet "${name}_bytes" "$bs" "$body" B duckdb_parquet "${d_bytes[$name]}" >/dev/null
-		bench_emit parquet "${name}_bytes_with_headers" "$bs" "$total" B >/dev/null
-		bench_emit parquet "${name}_requests" "$bs" "$req" requests duckdb_parquet "${d_req[$name]}" >/dev/null
+		bs=${side#trail_} suffix=
+		case $bs in *_nocache) bs=${bs%_nocache} suffix=_nocache ;; esac
+		bench_emit parquet "${name}${suffix}_ms" "$bs" "$ms" ms duckdb_parquet "${d_ms[$name]}" >/dev/null
+		bench_emit parquet "${name}${suffix}_bytes" "$bs" "$body" B duckdb_parquet "${d_bytes[$name]}" >/dev/null
+		bench_emit parquet "${name}${suffix}_bytes_with_headers" "$bs" "$total" B >/dev/null
+		bench_emit parquet "${name}${suffix}_requests" "$bs" "$req" requests duckdb_parquet "${d_req[$name]}" >/dev/null
 	fi
 done <"$work/results.tsv"
 
@@ -199,15 +203,18 @@ print(f"\nTrail files (trail FDW) vs DuckDB {meta['duckdb']} on sorted Parquet, 
 for name, m in meta["datasets"].items():
     print(f"\n{name}: trail {m['trail_bytes']:,} B; Parquet {m['parquet_bytes']:,} B "
           f"({m['row_groups']} row groups of {m['row_group_rows'][0]:,} rows, {'/'.join(m['compression'])})")
-    print(f"| query | rows | DuckDB ms | DuckDB bytes | req | 16 kB ms | 16 kB bytes | req | 1 MB ms | 1 MB bytes | req |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| query | rows | side | ms | bytes from MinIO | requests |")
+    print("|---|---:|---|---:|---:|---:|")
     for q in m["queries"]:
         r = {s: (float(ms), int(b), int(req), n) for st, qq, s, n, ms, b, t, req in rows if st == name and qq == q}
         d = r["duckdb"]
-        cells = [q, d[3], f"{d[0]:.0f}", f"{d[1]:,}", str(d[2])]
-        for s in ("trail_16384", "trail_1048576"):
+        for s, label in (("duckdb", "DuckDB, Parquet"), ("trail_16384", "trail 16 kB"),
+                         ("trail_16384_nocache", "trail 16 kB, no disk cache"), ("trail_1048576", "trail 1 MB"),
+                         ("trail_1048576_nocache", "trail 1 MB, no disk cache")):
             o = r[s]
-            cells += [f"{o[0]:.0f} ({o[0] / d[0]:.2f}x)", f"{o[1]:,} ({o[1] / d[1]:.2f}x)" if d[1] else f"{o[1]:,}", str(o[2])]
-        print("| " + " | ".join(cells) + " |")
+            x = "" if s == "duckdb" else " (%.2fx)"
+            print(f"| {q if s == 'duckdb' else ''} | {d[3] if s == 'duckdb' else ''} | {label} | "
+                  f"{o[0]:.0f}{x % (o[0] / d[0]) if x else ''} | "
+                  f"{o[1]:,}{x % (o[1] / d[1]) if x and d[1] else ''} | {o[2]} |")
 EOF
 progress "done (details: $META)"
