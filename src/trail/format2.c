@@ -657,11 +657,11 @@ trail_page2_decode(const TdbTrailFooter *f, uint32_t pageno, const uint8_t *buf,
 			if (type == TDB_TRAIL_FLOAT64 && scale == 0)
 			{
 				uint8_t		le[8];
+				uint64_t	bits;
 
 				if (!codec_get_bytes(&c, le, 8))
 					PAGE_BAD("truncated float column");
-				uint64_t	bits = codec_get_u64le(le);
-
+				bits = codec_get_u64le(le);
 				memcpy(&v->f, &bits, 8);
 			}
 			else if (type == TDB_TRAIL_FLOAT64)
@@ -791,14 +791,13 @@ get_page_zone2(CodecCur *c, TdbTrailPageInfo *p, const TdbTrailInfo *t,
 	{
 		uint64_t	ux,
 					uy;
+		uint64_t	span = ((uint64_t) t->tmax - (uint64_t) t->tmin) / (uint64_t) q;
 
 		if (!codec_get_varint(c, &u0) || !codec_get_varint(c, &dt) ||
 			!codec_get_varint(c, &ux) || !codec_get_varint(c, &uy) ||
 			!codec_get_varint(c, &dx) || !codec_get_varint(c, &dy))
 			return false;
 		/* non-negative offsets that stay inside the trail's zone map */
-		uint64_t	span = ((uint64_t) t->tmax - (uint64_t) t->tmin) / (uint64_t) q;
-
 		if (u0 > span || dt > span - u0 ||
 			ux > (uint64_t) ((int64_t) t->xmax - t->xmin) ||
 			uy > (uint64_t) ((int64_t) t->ymax - t->ymin) ||

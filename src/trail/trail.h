@@ -318,8 +318,8 @@ typedef struct TdbTrailQuery
 	/*
 	 * What the caller does not need (zero: everything): bit c of
 	 * skip_columns leaves extra column c NULL, skip_position leaves lon and
-	 * lat 0 (a box still filters).  A version-2 file then fetches only the
-	 * chunks of the columns asked for.
+	 * lat 0 unless a box needs them (then they are read and returned).  A
+	 * version-2 file then fetches only the chunks of the columns asked for.
 	 */
 	uint64_t	skip_columns;
 	bool		skip_position;

@@ -90,6 +90,9 @@ fx_make(FxSet *s, uint64_t *rng, bool string_ids, int ntrails, int max_len)
 			e->seq = (uint32_t) s->n;
 			e->vals[0].isnull = unit_rand(rng) % 10 == 0;
 			e->vals[0].f = e->vals[0].isnull ? 0 : unit_rand_double(rng, -1e6, 1e6);
+			/* half the trails carry decimals (version 2 stores them scaled) */
+			if (t % 2 == 0)
+				e->vals[0].f = round(e->vals[0].f * 10) / 10;
 			e->vals[1].isnull = unit_rand(rng) % 7 == 0;
 			e->vals[1].i = e->vals[1].isnull ? 0 : (int64_t) unit_rand(rng);
 			e->vals[2].isnull = unit_rand(rng) % 5 == 0;
