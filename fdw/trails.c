@@ -21,7 +21,13 @@
  * parameters or stable expressions.  PostgreSQL checks every clause again,
  * so the results are those of the same query on a table; the pushdown only
  * decides which pages are fetched.  Pages are fetched as rows are asked
- * for, so LIMIT stops fetching.
+ * for, so LIMIT stops fetching.  Of a version-2 page only the chunks of the
+ * columns the query uses are fetched.
+ *
+ * Aggregates (count, min, max, bool_and, bool_or) of the whole file or per
+ * trail id, filtered by trail ids only, are answered from the footer's
+ * per-trail summaries without fetching a page (GetForeignUpperPaths;
+ * trafficdb.trail_footer_aggregates), with PostgreSQL's own semantics.
  *
  * Credentials live in user mappings only (access_key, secret_key,
  * session_token) and appear in no message.  Local paths need

@@ -191,10 +191,44 @@ my $full = scan_node('SELECT count(*), max(alt) FROM veh', $off);
 cmp_ok($full->{'Bytes From S3'}, '>', scan_node('SELECT * FROM veh WHERE vid = 99')->{'Bytes From S3'},
 	"aggregated by PostgreSQL the pages are read ($full->{'Bytes From S3'} bytes)");
 
+my ($rc, $out, $err);
+
+# a file replaced between planning and execution by one without column summaries:
+# a generic plan computes them from the pages, with the same answer
+rows(qq{SELECT trafficdb.trail_write('SELECT vid, ts, geom, speed, alt, moving, tag, empty FROM ev', '$dir/swap.trail',
+  id_column => 'vid', time_column => 'ts', page_size => 2048);
+  CREATE FOREIGN TABLE swap (vid bigint, ts timestamptz, geom geometry(Point, 4326), speed float8, alt bigint,
+    moving boolean, tag text, empty float8) SERVER disk OPTIONS (url '$dir/swap.trail', id_column 'vid', time_column 'ts');});
+my $agg = q{SELECT vid, count(*), count(speed), min(speed), max(speed), max(alt), count(moving) FROM %s WHERE vid = ANY($1) GROUP BY vid ORDER BY vid};
+my $swapped = rows(qq{SET plan_cache_mode = force_generic_plan;
+  PREPARE a(bigint[]) AS } . sprintf($agg, 'swap') . qq{;
+  EXECUTE a('{1,2,3,4,5,6}');
+  SELECT trafficdb.trail_write('SELECT vid, ts, geom, speed, alt, moving, tag, empty FROM ev', '$dir/swap.trail',
+    id_column => 'vid', time_column => 'ts', page_size => 2048, format_version => 1);
+  SELECT '--';
+  EXECUTE a('{1,2,3,4,5,6}');
+  EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) EXECUTE a('{2,3}')});
+my ($before, $after) = split /\n--\n/, $swapped;
+my $heap = rows(sprintf($agg =~ s/\$1/'{1,2,3,4,5,6}'/r, 'ev'));
+like($before, qr/^\Q$heap\E\n18000$/, 'a generic plan of footer aggregates');
+like($after, qr/^\Q$heap\E\n/, 'after the file became version 1: the same answer, from its pages');
+like($after, qr/Footer Summaries: missing \(the file was replaced since planning\): computed from its pages/, 'and EXPLAIN ANALYZE says so');
+like($after, qr/Trail Pages Read: [1-9]/, '  (pages read)');
+# bool_and of what is now an int64 column: not computed, an error asking to plan again
+rows(qq{SELECT trafficdb.trail_write('SELECT vid, ts, geom, speed, alt, moving, tag, empty FROM ev', '$dir/swap.trail',
+  id_column => 'vid', time_column => 'ts', page_size => 2048)});
+($rc, $out, $err) = $node->psql('postgres', qq{SET plan_cache_mode = force_generic_plan;
+  PREPARE b(bigint) AS SELECT bool_and(moving) FROM swap WHERE vid = \$1;
+  EXECUTE b(2);
+  SELECT trafficdb.trail_write('SELECT vid, ts, geom, speed, alt, moving, tag, empty FROM ev', '$dir/swap.trail',
+    id_column => 'vid', time_column => 'ts', format_version => 1);
+  EXECUTE b(2);});
+like($err, qr/trail file ".*swap.trail" changed since the query was planned: column "moving" is now of another type.*\n.*HINT:  Plan the query again/,
+	'a column whose type changed since planning: an error asking to plan again');
+
 # ---- b. projection -------------------------------------------------------------------------
 
 # the chunks of each page, by trafficdb-trail info --pages
-my ($out, $err);
 IPC::Run::run([ $cli, 'info', "$dir/veh.trail", '--pages' ], '>', \$out, '2>', \$err) or die "info --pages: $err";
 my @pages = map { { map { split /:/ } split /,/, $_ } } ($out =~ /chunks=(\S+)/g);
 my ($plen) = 0;
@@ -270,7 +304,8 @@ sub cli
 # (the CLI takes no NaN: those speeds are left empty)
 my $csv = rows(q{SELECT 'id,time,lon,lat,speed,alt,moving' UNION ALL (SELECT concat(vid, ',', to_char(ts, 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
   ',', ST_X(geom), ',', ST_Y(geom), ',', CASE WHEN speed = 'NaN' THEN NULL ELSE speed END, ',', alt, ',', CASE WHEN moving THEN 'true' WHEN NOT moving THEN 'false' END) FROM ev ORDER BY vid, ts)}) . "\n";
-my ($rc, $o, $e) = cli($csv, 'write', "$dir/cli2.trail");
+my ($o, $e);
+($rc, $o, $e) = cli($csv, 'write', "$dir/cli2.trail");
 is($rc, 0, 'trafficdb-trail write: version 2 by default') or diag($e);
 ($rc, $o, $e) = cli($csv, 'write', "$dir/cli1.trail", '--format-version', '1');
 is($rc, 0, 'and --format-version 1') or diag($e);
