@@ -437,6 +437,8 @@ trail_open_ext(ForeignServer *server, ForeignTable *ft, const char *url, MemoryC
 	po.max_parallel = o->parallel;
 	po.readahead_max = o->readahead;
 	po.revalidate_seconds = rv ? int_option("revalidate_interval", rv, 0, REVALIDATE_MAX) : o->revalidate;
+	/* planning and execution of one statement validate an object once */
+	po.validation_token = (uint64) GetCurrentStatementStartTimestamp();
 	h->cb.func = trail_handle_close;
 	h->cb.arg = h;
 	MemoryContextRegisterResetCallback(cxt, &h->cb);

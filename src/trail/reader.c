@@ -49,6 +49,9 @@ tdb_trail_open(TdbPager *pager, TdbTrailReader **out, TdbTrailError *err)
 		return rc;
 	if ((rc = tdb_trail_trailer_decode(tbuf, sizeof(tbuf), size, &t, err)) < 0)
 		return rc;
+	/* a footer longer than the first request's tail: the rest exactly, at once */
+	if ((rc = tdb_pager_extend_tail(pager, t.footer_offset, err)) < 0)
+		return rc;
 	fbuf = malloc(t.footer_length ? t.footer_length : 1);
 	r = calloc(1, sizeof(*r));
 	if (fbuf == NULL || r == NULL)
