@@ -2652,7 +2652,6 @@ trafficdb_trail_write(PG_FUNCTION_ARGS)
 	trail_write_require(fcinfo, 3, "id_column");
 	trail_write_require(fcinfo, 4, "time_column");
 	trail_write_require(fcinfo, 5, "geom_column");
-	trail_write_require(fcinfo, 6, "page_size");
 	trail_write_require(fcinfo, 7, "page_seconds");
 	query = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	dest = text_to_cstring(PG_GETARG_TEXT_PP(1));
@@ -2660,7 +2659,8 @@ trafficdb_trail_write(PG_FUNCTION_ARGS)
 	idcol = text_to_cstring(PG_GETARG_TEXT_PP(3));
 	timecol = text_to_cstring(PG_GETARG_TEXT_PP(4));
 	geomcol = text_to_cstring(PG_GETARG_TEXT_PP(5));
-	page_size = PG_GETARG_INT32(6);
+	/* NULL: the writer's default (64 kB by trail, 16 kB space-time) */
+	page_size = PG_ARGISNULL(6) ? 0 : PG_GETARG_INT32(6);
 	page_seconds = PG_GETARG_INT32(7);
 	trail_write_require(fcinfo, 8, "page_order");
 	trail_write_require(fcinfo, 10, "format_version");
@@ -2703,7 +2703,7 @@ trafficdb_trail_write(PG_FUNCTION_ARGS)
 	}
 	s3 = strncmp(dest, "s3://", 5) == 0;
 	check_url(dest, true);
-	if (page_size < 1024 || page_size > (64 << 20))
+	if (!PG_ARGISNULL(6) && (page_size < 1024 || page_size > (64 << 20)))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("page_size %d is out of range", page_size),

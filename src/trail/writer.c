@@ -157,7 +157,8 @@ tdb_trail_writer_create(const TdbTrailSchema *schema, const TdbTrailWriterOption
 	if (opts)
 		w->opts = *opts;
 	if (w->opts.page_target_bytes == 0)
-		w->opts.page_target_bytes = 64 * 1024;
+		w->opts.page_target_bytes = opts && opts->order == TDB_TRAIL_ORDER_SPACETIME ?
+			16 * 1024 : 64 * 1024;
 	if (w->opts.page_max_events == 0)
 		w->opts.page_max_events = 8192;
 	if (w->opts.page_max_span_us == 0)
@@ -772,16 +773,22 @@ hilbert(uint32_t px, uint32_t py)
 	return d;
 }
 
-/* A trail's events in one time bucket: sorted events [start, start + n). */
+/*
+ * A trail's consecutive events in one time bucket and one cell: sorted
+ * events [start, start + n).
+ */
 typedef struct Segment
 {
 	int64_t		bucket;
-	uint64_t	hkey;
+	uint64_t	hkey;			/* Hilbert index of the segment's cell */
 	uint32_t	trail;
 	uint32_t	start;
 	uint32_t	n;
 	uint32_t	bytes;			/* encoded alone */
 } Segment;
+
+/* Cells of the space-time order: a 256 x 256 grid over the file's extent. */
+#define CELL_SHIFT 8
 
 static int
 segment_cmp(const void *a, const void *b)
@@ -797,12 +804,12 @@ segment_cmp(const void *a, const void *b)
 }
 
 static int
-segment_trail_cmp(const void *a, const void *b)
+js_cmp(const void *a, const void *b)
 {
-	const Segment *x = a,
-			   *y = b;
+	uint32_t	x = *(const uint32_t *) a,
+				y = *(const uint32_t *) b;
 
-	return (x->trail > y->trail) - (x->trail < y->trail);
+	return (x > y) - (x < y);
 }
 
 static int64_t
@@ -813,25 +820,47 @@ floor_div(int64_t a, int64_t b)
 	return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
 }
 
-/* Emit the segments seg[0, n) as one page, their trails in ascending order. */
+/*
+ * Emit the segments seg[0, n) as one page.  Sorted positions are in (trail,
+ * time, arrival) order, so sorting the page's positions gives each trail
+ * one run, its events (from several cells) in time order.
+ */
 static int
-emit_segments(Writer2 *x, Segment *seg, uint32_t n, TdbTrailError *err)
+emit_segments(Writer2 *x, const Segment *seg, uint32_t n, TdbTrailError *err)
 {
 	uint32_t	m = 0;
 
-	qsort(seg, n, sizeof(Segment), segment_trail_cmp);
 	for (uint32_t i = 0; i < n; i++)
 		for (uint32_t k = 0; k < seg[i].n; k++)
 			x->page_idx[m++] = seg[i].start + k;
+	qsort(x->page_idx, m, sizeof(uint32_t), js_cmp);
 	return emit_page2(x, x->page_idx, m, err);
 }
 
+/* The Hilbert index of a fixed-point position's cell over the extent. */
+static uint64_t
+cell_of(int32_t lon, int32_t lat, int32_t gx0, int32_t gy0, double wx, double wy)
+{
+	uint32_t	cx = (uint32_t) (((double) lon - gx0) / wx * (1 << CELL_SHIFT)),
+				cy = (uint32_t) (((double) lat - gy0) / wy * (1 << CELL_SHIFT));
+
+	if (cx >= (1u << CELL_SHIFT))
+		cx = (1u << CELL_SHIFT) - 1;
+	if (cy >= (1u << CELL_SHIFT))
+		cy = (1u << CELL_SHIFT) - 1;
+	/* the cell's corner on the 16-bit curve: cells stay contiguous on it */
+	return hilbert(cx << (16 - CELL_SHIFT), cy << (16 - CELL_SHIFT));
+}
+
 /*
- * Space-time order: events are cut into segments (one trail, one time
- * bucket), segments of a bucket are laid out along a Hilbert curve over
- * the file's extent, and consecutive segments share a page up to the
- * target size and event count; a segment larger than a page is split.
- * A page never mixes buckets or holds two segments of one trail.
+ * Space-time order: events are cut into segments (one trail's consecutive
+ * events in one time bucket and one cell of a 256 x 256 grid over the
+ * file's extent), the segments of a bucket are laid out along a Hilbert
+ * curve by cell, and consecutive segments share a page up to the target
+ * size and event count; a segment larger than a page gets pages of its
+ * own.  A page never mixes buckets; a trail's segments in one page form
+ * one run.  So a page covers a few neighbouring cells of one bucket, and a
+ * window or an area reads few pages.
  */
 static int
 emit_spacetime(Writer2 *x, TdbTrailError *err)
@@ -866,19 +895,18 @@ emit_spacetime(Writer2 *x, TdbTrailError *err)
 	}
 	for (uint64_t a = 0; a < w->n;)
 	{
-		int64_t		bk = floor_div(w->ev[x->idx[a]].time, bucket_us);
+		const WEvent *ea = &w->ev[x->idx[a]];
+		int64_t		bk = floor_div(ea->time, bucket_us);
+		double		wx = (double) gx1 - gx0 + 1,
+					wy = (double) gy1 - gy0 + 1;
+		uint64_t	cell = cell_of(ea->lon, ea->lat, gx0, gy0, wx, wy);
 		uint64_t	b = a;
-		int64_t		sx = 0,
-					sy = 0;
 		Segment    *sg;
 
 		while (b < w->n && x->tnum[b] == x->tnum[a] &&
-			   floor_div(w->ev[x->idx[b]].time, bucket_us) == bk)
-		{
-			sx += w->ev[x->idx[b]].lon;
-			sy += w->ev[x->idx[b]].lat;
+			   floor_div(w->ev[x->idx[b]].time, bucket_us) == bk &&
+			   cell_of(w->ev[x->idx[b]].lon, w->ev[x->idx[b]].lat, gx0, gy0, wx, wy) == cell)
 			b++;
-		}
 		if (nseg == cap)
 		{
 			uint64_t	nc = cap ? cap * 2 : 1024;
@@ -897,16 +925,7 @@ emit_spacetime(Writer2 *x, TdbTrailError *err)
 		sg->trail = x->tnum[a];
 		sg->start = (uint32_t) a;
 		sg->n = (uint32_t) (b - a);
-		{
-			/* the centre (mean position) on a 16-bit grid over the extent */
-			double		cx = (double) sx / sg->n,
-						cy = (double) sy / sg->n;
-			double		wx = (double) gx1 - gx0 + 1,
-						wy = (double) gy1 - gy0 + 1;
-
-			sg->hkey = hilbert((uint32_t) ((cx - gx0) / wx * 65535.0),
-							   (uint32_t) ((cy - gy0) / wy * 65535.0));
-		}
+		sg->hkey = cell;
 		if (!encode_page2(x, js + a, sg->n, cl, &(TdbTrailPageInfo) {0}))
 		{
 			rc = TDB_TRAIL_ENOMEM;

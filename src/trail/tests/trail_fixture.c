@@ -262,7 +262,8 @@ fx_layout(int layout)
 size_t *
 fx_cursor_new(const FxSet *s)
 {
-	size_t	   *cur = calloc((size_t) s->nkeys + 1, sizeof(size_t));
+	/* a start per key, then a used flag per event (space-time order) */
+	size_t	   *cur = calloc((size_t) s->nkeys + s->n + 1, sizeof(size_t));
 
 	for (int k = 0; k < s->nkeys; k++)
 	{
@@ -289,6 +290,30 @@ fx_cursor_same(const FxSet *s, size_t *cur, const TdbTrailQuery *q, const TdbTra
 			break;
 	if (k == s->nkeys)
 		return false;
+	if (fx_order == TDB_TRAIL_ORDER_SPACETIME)
+	{
+		/*
+		 * a trail's events come in time order within a page, not across
+		 * pages (its cells in one bucket may lie in several): any unused
+		 * matching event of the trail
+		 */
+		size_t	   *used = cur + s->nkeys;
+
+		for (size_t i = cur[k]; i < s->n; i++)
+		{
+			const FxEvent *e = &s->ev[i];
+
+			if (s->schema.id_type == TDB_TRAIL_STRING ? strcmp(e->key_s, s->keys_s[k]) != 0 :
+				e->key_i != s->keys_i[k])
+				break;
+			if (!used[i] && fx_matches(s, e, q) && fx_same(s, e, ev))
+			{
+				used[i] = 1;
+				return true;
+			}
+		}
+		return false;
+	}
 	while (cur[k] < s->n && !fx_matches(s, &s->ev[cur[k]], q))
 		cur[k]++;
 	if (cur[k] >= s->n || !fx_same(s, &s->ev[cur[k]], ev))

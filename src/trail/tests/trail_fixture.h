@@ -55,9 +55,11 @@ extern int64_t fx_bucket_us;
 void		fx_layout(int layout);
 
 /*
- * Reader output against the set whatever the page order: each trail's
- * events must come in the set's order (per trail, time then insertion),
- * trails may interleave.  cur: one position per key (fx_cursor_new, free).
+ * Reader output against the set whatever the page order: by trail, each
+ * trail's events must come in the set's order (per trail, time then
+ * insertion), trails may interleave; in space-time order each event must
+ * match an event of the set not matched before (a trail's events are in
+ * time order within a page only).  cur: fx_cursor_new, free.
  */
 size_t	   *fx_cursor_new(const FxSet *s);
 bool		fx_cursor_same(const FxSet *s, size_t *cur, const TdbTrailQuery *q,
