@@ -439,6 +439,27 @@ def run_pg(cfg, sql, server, cache_dir):
     return ms, rows
 
 
+def explain_pg(cfg, sql, server, cache_dir):
+    """Our plan with its figures (one more cold run, not measured)."""
+    import psycopg2
+    dsn = dict(host="127.0.0.1", port=cfg["pg_port"], user="postgres", dbname=cfg["pg_db"])
+    with psycopg2.connect(**dsn) as a:
+        a.autocommit = True
+        with a.cursor() as cur:
+            cur.execute(f"ALTER SERVER {server} OPTIONS (SET cache_dir %s)", (cache_dir,))
+    a.close()
+    c = psycopg2.connect(**dsn)
+    try:
+        with c.cursor() as cur:
+            cur.execute("SET TimeZone = 'UTC'; SET statement_timeout = '120s'")
+            cur.execute("EXPLAIN (ANALYZE, VERBOSE, COSTS OFF, TIMING OFF, SUMMARY OFF) " + sql)
+            plan = [r[0] for r in cur.fetchall()]
+        c.rollback()
+    finally:
+        c.close()
+    return plan
+
+
 def run_duck(duck, port, sql):
     c = duck.connect(port)
     try:
@@ -466,7 +487,7 @@ def queries(ds, p):
     dlat = 3100 / 111132.0
     dlon = dlat / math.cos(math.radians(cy))
     q5_d = f"max({q5col})"
-    q5_p = "max(ST_Y(geom))" if q5col == "lat" else f"max({q5col})"
+    q5_p = f"max({q5col})"         # lat: the column the bench adds to the imported table
     return [
         ("q1_one_trail", f"{idc} = {p['id']}",
          f"SELECT {cols_d} FROM {pq} WHERE {idc} = {idlit}",
@@ -489,6 +510,10 @@ def queries(ds, p):
         ("q6_count", "count(*)",
          f"SELECT count(*) FROM {pq}",
          "SELECT count(*) FROM {t}"),
+        ("q7_map_5min", f"{idc}, ts, lon, lat in ts [{p['t0']}, {p['t1']}]",
+         f"SELECT {idc}, ts, lon, lat FROM {pq} WHERE ts >= TIMESTAMP '{p['t0']}' AND ts <= TIMESTAMP '{p['t1']}'",
+         f"SELECT {idc}, ts, ST_X(geom) AS lon, ST_Y(geom) AS lat FROM {{t}} "
+         f"WHERE ts >= '{p['t0']}+00' AND ts <= '{p['t1']}+00'"),
     ]
 
 
@@ -541,8 +566,11 @@ def bench_main(cfg_path):
     out = open(cfg["out"], "w")
     meta = {"duckdb": duck.version, "datasets": {}}
 
+    wanted = cfg.get("sets", "").split()
     for ds in cfg["datasets"]:
         name = ds["name"]
+        if wanted and name not in wanted:
+            continue
         local = duck.duckdb.connect(":memory:", config={
             "autoinstall_known_extensions": False, "autoload_known_extensions": False,
             "extension_directory": work + "/duckdb-ext"})
@@ -565,18 +593,24 @@ def bench_main(cfg_path):
         meta["datasets"][name] = dict(parquet_bytes=size, parquet_write_ms=round(pq_ms),
                                       row_groups=len(md), row_group_rows=[r[1] for r in md],
                                       compression=sorted({r[2] for r in md}), params=params,
-                                      trail_bytes=ds["trail_bytes"])
+                                      trail_bytes=ds["trail_bytes"], trail_pages=ds["trail_pages"],
+                                      layouts=dict(cfg["layouts"]))
         log(f"{name}: parquet {size} bytes, {len(md)} row groups of {[r[1] for r in md][:3]}... rows, "
             f"{sorted({r[2] for r in md})}; trail {ds['trail_bytes']} bytes; params {params}")
 
         for qname, what, dsql, psql in queries(ds, params):
             results = {}
-            # our side cold with a fresh disk cache (filled as it reads, a
-            # block an fsync) and cold without one (cache_dir 'none')
-            sides = [("duckdb", None, None)]
-            for bs, srv in cfg["servers"]:
-                sides += [(f"trail_{bs}", srv, True), (f"trail_{bs}_nocache", srv, False)]
-            for side, srv, disk in sides:
+            # our side, per layout and block size, cold with a fresh disk
+            # cache (filled as it reads) and, if asked, cold without one
+            # (cache_dir 'none')
+            sides = [("duckdb", None, None, None)]
+            for lay, _ in cfg["layouts"]:
+                for bs, srv in cfg["servers"]:
+                    sides.append((f"trail_{lay}_{bs}", f"{srv}_{lay}", True, srv))
+                    if cfg.get("nocache"):
+                        sides.append((f"trail_{lay}_{bs}_nocache", f"{srv}_{lay}", False, srv))
+            plans = {}
+            for side, schema, disk, srv in sides:
                 runs = []
                 for i in range(nruns):
                     proxy_snap(cport)                  # zero the counters
@@ -584,7 +618,7 @@ def bench_main(cfg_path):
                         ms, rows = run_duck(duck, pport, dsql)
                     else:
                         cache = f"{cfg['cache_root']}/{name}-{qname}-{side}-{i}" if disk else "none"
-                        ms, rows = run_pg(cfg, psql.format(t=f"{srv}.{name}"), srv, cache)
+                        ms, rows = run_pg(cfg, psql.format(t=f"{schema}.{name}"), srv, cache)
                     time.sleep(0.05)                   # the connection is closed: all counted
                     s = proxy_snap(cport)
                     runs.append(dict(ms=ms, rows=len(rows), sum=checksum(rows), body=s["resp_body"],
@@ -594,6 +628,15 @@ def bench_main(cfg_path):
                 if len(sums) != 1:
                     raise SystemExit(f"bench/trails_parquet: {name} {qname} {side}: runs disagree")
                 results[side] = runs
+                if srv is not None:
+                    cache = f"{cfg['cache_root']}/{name}-{qname}-{side}-explain" if disk else "none"
+                    plans[side] = explain_pg(cfg, psql.format(t=f"{schema}.{name}"), srv, cache)
+                    proxy_snap(cport)
+                    footer = any("Aggregates From Footer" in ln for ln in plans[side])
+                    if qname in ("q5_max_per_id", "q6_count") and not side.startswith("trail_v1_") \
+                            and not footer:
+                        raise SystemExit(f"bench/trails_parquet: {name} {qname} {side}: not answered from the "
+                                         "footer:\n  " + "\n  ".join(plans[side]))
             base = results["duckdb"][0]
             for side, runs in results.items():
                 r0 = runs[0]
@@ -610,7 +653,9 @@ def bench_main(cfg_path):
             meta["datasets"][name].setdefault("queries", {})[qname] = dict(
                 what=what, duckdb_sql=dsql, postgres_sql=psql,
                 detail={side: dict(methods=runs[0]["methods"], ranges=runs[0]["ranges"][:40],
-                                   connections=runs[0]["connections"], ms=[round(r["ms"], 1) for r in runs])
+                                   connections=runs[0]["connections"], ms=[round(r["ms"], 1) for r in runs],
+                                   body=[r["body"] for r in runs], requests=[r["requests"] for r in runs],
+                                   **({"plan": plans[side]} if side in plans else {}))
                         for side, runs in results.items()})
             log(f"{name} {qname}: {base['rows']} rows; " + ", ".join(
                 f"{side} {median_of(runs, 'ms'):.0f} ms {int(median_of(runs, 'body'))} B "
