@@ -21,7 +21,13 @@
  * parameters or stable expressions.  PostgreSQL checks every clause again,
  * so the results are those of the same query on a table; the pushdown only
  * decides which pages are fetched.  Pages are fetched as rows are asked
- * for, so LIMIT stops fetching.
+ * for, so LIMIT stops fetching.  Of a version-2 page only the chunks of the
+ * columns the query uses are fetched.
+ *
+ * Aggregates (count, min, max, bool_and, bool_or) of the whole file or per
+ * trail id, filtered by trail ids only, are answered from the footer's
+ * per-trail summaries without fetching a page (GetForeignUpperPaths;
+ * trafficdb.trail_footer_aggregates), with PostgreSQL's own semantics.
  *
  * Credentials live in user mappings only (access_key, secret_key,
  * session_token) and appear in no message.  Local paths need
@@ -394,10 +400,11 @@ trail_handle_close(void *arg)
 
 /*
  * Open url through server; ft (NULL for IMPORT) may set its own
- * revalidate_interval.
+ * revalidate_interval.  A file that cannot be opened or read is an error,
+ * or (missing_ok) NULL.
  */
 static TrailHandle *
-trail_open(ForeignServer *server, ForeignTable *ft, const char *url, MemoryContext cxt)
+trail_open_ext(ForeignServer *server, ForeignTable *ft, const char *url, MemoryContext cxt, bool missing_ok)
 {
 	TrailHandle *h = MemoryContextAllocZero(cxt, sizeof(TrailHandle));
 	TrailOptions *o = trail_options(server, strncmp(url, "s3://", 5) == 0);
@@ -434,10 +441,24 @@ trail_open(ForeignServer *server, ForeignTable *ft, const char *url, MemoryConte
 	h->cb.arg = h;
 	MemoryContextRegisterResetCallback(cxt, &h->cb);
 	if (tdb_pager_open(&po, &h->pager, &err) < 0)
+	{
+		if (missing_ok && err.code != TDB_TRAIL_ECANCELED)
+			return NULL;
 		trail_error(&err, psprintf("could not open trail file \"%s\"", url));
+	}
 	if (tdb_trail_open(h->pager, &h->reader, &err) < 0)
+	{
+		if (missing_ok && err.code != TDB_TRAIL_ECANCELED)
+			return NULL;		/* the context's reset closes the pager */
 		trail_error(&err, psprintf("could not read the footer of trail file \"%s\"", url));
+	}
 	return h;
+}
+
+static TrailHandle *
+trail_open(ForeignServer *server, ForeignTable *ft, const char *url, MemoryContext cxt)
+{
+	return trail_open_ext(server, ft, url, cxt, false);
 }
 
 /* ---- planning -------------------------------------------------------------------- */
@@ -1383,9 +1404,17 @@ trlGetForeignUpperPaths(PlannerInfo *root, UpperRelationKind stage, RelOptInfo *
 		b.grouped = true;
 	}
 
-	/* the file's schema and whether it has column summaries: read its footer */
+	/*
+	 * The file's schema and whether it has column summaries: read its footer
+	 * (a file that cannot be read is the scan's error, at execution)
+	 */
 	cxt = AllocSetContextCreate(CurrentMemoryContext, "trail footer aggregates", ALLOCSET_SMALL_SIZES);
-	h = trail_open(GetForeignServer(ft->serverid), ft, url, cxt);
+	h = trail_open_ext(GetForeignServer(ft->serverid), ft, url, cxt, true);
+	if (h == NULL)
+	{
+		MemoryContextDelete(cxt);
+		return;
+	}
 	sc = tdb_trail_footer(h->reader)->schema;
 	b.stats = footer_has_stats(tdb_trail_footer(h->reader));
 	ntrails = tdb_trail_footer(h->reader)->ntrails;
