@@ -85,5 +85,58 @@ my ($before, $after) = split /\n--\n/, $swapped;
 like($before, qr/^\Q$heap\E\n/, 'one trail, -0 then 0: footer summary as PostgreSQL');
 is($after, $heap, 'the same after the file became version 1 (summaries computed from the pages)');
 
+# Random files (NaN, -0, NULL, all-NULL trails, booleans, one-event trails,
+# an empty file): every aggregate the footer answers equals PostgreSQL's.
+my @aggs = ('count(*)', 'count(f)', 'min(f)::text', 'max(f)::text', 'min(i)', 'max(i)', 'count(b)',
+	'bool_and(b)', 'bool_or(b)', 'every(b)', 'min(ts)', 'max(ts)', 'min(vid)', 'max(vid)');
+for my $seed (1 .. 6)
+{
+	for my $order ('trail', 'space-time')
+	{
+		my $where = $seed == 6 ? 'WHERE false' : '';
+		$node->safe_psql('postgres', qq{
+SET client_min_messages = warning;
+SELECT setseed(0.$seed);
+DROP TABLE IF EXISTS r; DROP FOREIGN TABLE IF EXISTS rt;
+CREATE TABLE r AS SELECT (random() * 5)::bigint AS vid,
+  '1969-12-31 23:00:00+00'::timestamptz + (random() * 7200)::int * interval '1 s' AS ts,
+  ST_SetSRID(ST_MakePoint(round((random() * 2)::numeric, 3)::float8, 60), 4326) AS geom,
+  CASE WHEN vid_null THEN NULL ELSE (ARRAY['NaN', '-0', '0', '1.5', '-2.25', 'Infinity', NULL])[1 + (random() * 6)::int]::float8 END AS f,
+  CASE WHEN random() < 0.2 THEN NULL ELSE (random() * 10 - 5)::bigint END AS i,
+  CASE WHEN random() < 0.3 THEN NULL ELSE random() < 0.5 END AS b
+FROM (SELECT g, random() < 0.1 AS vid_null FROM generate_series(1, 40) g) x $where;
+SELECT trafficdb.trail_write('SELECT vid, ts, geom, f, i, b FROM r', '$dir/r-$seed-$order.trail',
+  id_column => 'vid', time_column => 'ts', page_order => '$order', page_size => 1024@{[$order eq 'trail' ? '' : ', bucket_seconds => 600']});
+CREATE FOREIGN TABLE rt (vid bigint, ts timestamptz, geom geometry(Point, 4326), f float8, i bigint, b boolean)
+  SERVER disk OPTIONS (url '$dir/r-$seed-$order.trail', id_column 'vid', time_column 'ts');});
+		for my $grouped (0, 1)
+		{
+			my $q = 'SELECT ' . ($grouped ? 'vid, ' : '') . join(', ', @aggs) . ' FROM rt' .
+			  ($grouped ? ' GROUP BY vid ORDER BY vid' : '');
+			my $off = $node->safe_psql('postgres', "SET trafficdb.trail_footer_aggregates = off; $q");
+			my $on = $node->safe_psql('postgres', "SET trafficdb.trail_footer_aggregates = on; $q");
+			my $plan = $node->safe_psql('postgres', "EXPLAIN (COSTS OFF) $q");
+			like($plan, qr/Aggregates From Footer/, "seed $seed $order grouped $grouped: pushed");
+			is($on, $off, "seed $seed $order grouped $grouped: footer aggregates equal PostgreSQL's");
+		}
+	}
+}
+
+# trail_write's arguments: NULLs and absurd values are errors, never a crash
+for my $args ("NULL, '$dir/n.trail'", "'SELECT vid, ts, geom FROM r', NULL",
+	"'SELECT vid, ts, geom FROM r', '$dir/n.trail', id_column => 'vid', time_column => 'ts', page_order => NULL",
+	"'SELECT vid, ts, geom FROM r', '$dir/n.trail', id_column => 'vid', time_column => 'ts', format_version => NULL",
+	"'SELECT vid, ts, geom FROM r', '$dir/n.trail', id_column => 'vid', time_column => 'ts', page_order => 'space-time', bucket_seconds => -1",
+	"'SELECT vid, ts, geom FROM r', '$dir/n.trail', id_column => 'vid', time_column => 'ts', page_order => 'space-time', bucket_seconds => 2147483647",
+	"'SELECT vid, ts, geom FROM r', '$dir/n.trail', id_column => 'vid', time_column => 'ts', format_version => 3",
+	"'SELECT vid, ts, geom FROM r', '$dir/n.trail', id_column => NULL",
+	"'SELECT vid, ts, geom FROM r', '$dir/n.trail', id_column => 'vid', time_column => 'ts', page_size => NULL")
+{
+	my ($rc, $out, $err) = $node->psql('postgres', "SELECT trafficdb.trail_write($args)");
+	isnt($rc, 0, "trail_write($args): an error") or diag $out;
+	like($err, qr/ERROR/, '  with a message');
+}
+is($node->safe_psql('postgres', 'SELECT 1'), '1', 'the server is still up');
+
 $node->stop;
 done_testing();
