@@ -1937,9 +1937,10 @@ trail_stats(ForeignScanState *node, TrlScan *st, const TdbTrailFooter *f, uint32
 						x->has_nan = true;
 					else
 					{
-						if (!x->has_range || v->f < x->fmin)
+						/* a tie (-0, 0) keeps the later value, as float8smaller/larger */
+						if (!x->has_range || !(x->fmin < v->f))
 							x->fmin = v->f;
-						if (!x->has_range || v->f > x->fmax)
+						if (!x->has_range || !(x->fmax > v->f))
 							x->fmax = v->f;
 						x->has_range = true;
 					}
@@ -1957,6 +1958,54 @@ trail_stats(ForeignScanState *node, TrlScan *st, const TdbTrailFooter *f, uint32
 	st->scanned = true;
 	st->computed[t] = cs;
 	return cs;
+}
+
+/*
+ * min or max of float column src over trails idx[0 .. n-1], folded from
+ * their events in file order as PostgreSQL does over the scan's rows (a tie
+ * keeps the later value); NaNs are left to the caller.
+ */
+static double
+float_extreme_by_scan(TrlScan *st, const TdbTrailFooter *f, const uint32 *idx, uint32 n, int src,
+					  bool max)
+{
+	TdbTrailQuery q;
+	TdbTrailEvent ev;
+	TdbTrailError err;
+	int64	   *ids_int = palloc(sizeof(int64) * Max(1, n));
+	const char **ids_str = palloc(sizeof(char *) * Max(1, n));
+	bool		any = false;
+	double		fv = 0;
+	int			rc;
+
+	for (uint32 j = 0; j < n; j++)
+	{
+		ids_int[j] = f->trails[idx[j]].key.i;
+		ids_str[j] = f->trails[idx[j]].key.s;
+	}
+	memset(&q, 0, sizeof(q));
+	q.nids = (int) n;
+	if (f->schema.id_type == TDB_TRAIL_STRING)
+		q.ids_str = ids_str;
+	else
+		q.ids_int = ids_int;
+	q.skip_position = true;
+	q.skip_columns = src < 64 ? ~((uint64) 1 << src) : 0;
+	if (tdb_trail_scan_begin(st->h->reader, &q, &st->h->scan, &err) < 0)
+		trail_error(&err, psprintf("could not scan trail file \"%s\"", st->h->url));
+	while ((rc = tdb_trail_scan_next(st->h->scan, &ev, &err)) > 0)
+	{
+		const TdbTrailValue *v = &ev.values[src];
+
+		if (!v->isnull && !isnan(v->f) && (!any || (max ? !(fv > v->f) : !(fv < v->f))))
+			fv = v->f;
+		any = any || (!v->isnull && !isnan(v->f));
+		CHECK_FOR_INTERRUPTS();
+	}
+	if (rc < 0)
+		trail_error(&err, psprintf("could not read trail file \"%s\"", st->h->url));
+	end_scan(st);
+	return fv;
 }
 
 /* The trail file changed since planning so that an aggregate no longer fits it. */
@@ -2095,7 +2144,9 @@ agg_row(ForeignScanState *node, TrlScan *st, const TdbTrailFooter *f, const uint
 					bool		any = false,
 								nan = false;
 					int64		iv = 0;
-					double		fv = 0;
+					double		fv = 0,
+								y;
+					bool		zero_tie = false;
 
 					for (uint32 j = 0; j < n; j++)
 					{
@@ -2110,8 +2161,12 @@ agg_row(ForeignScanState *node, TrlScan *st, const TdbTrailFooter *f, const uint
 							nan |= cs->has_nan;
 							if (!cs->has_range)
 								continue;
-							if (!any || (max ? cs->fmax > fv : cs->fmin < fv))
-								fv = max ? cs->fmax : cs->fmin;
+							y = max ? cs->fmax : cs->fmin;
+							/* a tie keeps the later trail's value, as PostgreSQL the later row's */
+							if (any && y == fv && memcmp(&y, &fv, sizeof(double)) != 0)
+								zero_tie = true;
+							if (!any || (max ? !(fv > y) : !(fv < y)))
+								fv = y;
 							any = true;
 							continue;
 						}
@@ -2135,6 +2190,12 @@ agg_row(ForeignScanState *node, TrlScan *st, const TdbTrailFooter *f, const uint
 							iv = x;
 						any = true;
 					}
+					/*
+					 * -0 and 0 from different trails: the later row's in file
+					 * order, which is the later trail's only in trail order
+					 */
+					if (zero_tie && f->order != TDB_TRAIL_ORDER_TRAIL)
+						fv = float_extreme_by_scan(st, f, idx, n, src, max);
 					if (src >= 0 && t == TDB_TRAIL_FLOAT64)
 					{
 						/* max: NaN if any; min: NaN only if every value is */

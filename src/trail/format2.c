@@ -821,7 +821,8 @@ get_page_zone2(CodecCur *c, TdbTrailPageInfo *p, const TdbTrailInfo *t,
 			return false;
 		if (prev)
 			a = (int64_t) ((uint64_t) a + (uint64_t) (prev->tmin / q));
-		if (dt > (uint64_t) INT64_MAX || !scaled_times(a, dt, q, &p->tmin, &p->tmax))
+		/* a span may exceed INT64_MAX (INT64_MIN .. INT64_MAX): scaled_times is exact */
+		if (!scaled_times(a, dt, q, &p->tmin, &p->tmax))
 			return false;
 		if (sx > 4LL * TRAIL_LON_MAX || sx < -4LL * TRAIL_LON_MAX ||
 			sy > 4LL * TRAIL_LAT_MAX || sy < -4LL * TRAIL_LAT_MAX)
@@ -1053,7 +1054,7 @@ trail_footer2_decode(CodecCur *c, const uint8_t *buf, size_t len, const TdbTrail
 						dy;
 
 			if (!codec_get_svarint(c, &a) || !codec_get_varint(c, &dt) ||
-				dt > (uint64_t) INT64_MAX || !scaled_times(a, dt, q, &ti->tmin, &ti->tmax) ||
+				!scaled_times(a, dt, q, &ti->tmin, &ti->tmax) ||
 				!codec_get_svarint(c, &x0) || !codec_get_svarint(c, &y0) ||
 				!codec_get_varint(c, &dx) || !codec_get_varint(c, &dy) ||
 				x0 < -TRAIL_LON_MAX || x0 > TRAIL_LON_MAX || y0 < -TRAIL_LAT_MAX ||

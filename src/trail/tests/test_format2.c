@@ -557,3 +557,103 @@ UNIT_TEST(test_trail_v1_still_written)
 	CHECK(strstr(err.msg, "version") != NULL);
 	CHECK(tdb_trail_writer_create(&sc, &bad3, &w, &err) == TDB_TRAIL_EINVAL);
 }
+
+/* ---- hostile review (review-v2) ---------------------------------------- */
+
+static TdbTrailSchema
+review_schema(int ncolumns, TdbTrailType type)
+{
+	TdbTrailSchema s;
+
+	memset(&s, 0, sizeof(s));
+	strcpy(s.id_name, "id");
+	s.id_type = TDB_TRAIL_INT64;
+	strcpy(s.time_name, "t");
+	strcpy(s.lon_name, "lon");
+	strcpy(s.lat_name, "lat");
+	s.ncolumns = ncolumns;
+	for (int c = 0; c < ncolumns; c++)
+	{
+		snprintf(s.columns[c].name, sizeof(s.columns[c].name), "c%d", c);
+		s.columns[c].type = type;
+	}
+	return s;
+}
+
+/* Write events (ids[i], times[i]) with no extra columns; NULL on failure. */
+static uint8_t *
+review_write(const TdbTrailWriterOptions *o, int n, const int64_t *ids, const int64_t *times,
+			 size_t *len)
+{
+	TdbTrailSchema s = review_schema(0, TDB_TRAIL_INT64);
+	TdbTrailWriter *w;
+	TdbTrailError err;
+	uint8_t    *buf = NULL;
+
+	if (tdb_trail_writer_create(&s, o, &w, &err) < 0)
+		return NULL;
+	for (int i = 0; i < n; i++)
+	{
+		TdbTrailEvent ev;
+
+		memset(&ev, 0, sizeof(ev));
+		ev.key.i = ids[i];
+		ev.time_us = times[i];
+		ev.lon = i % 7;
+		ev.lat = i % 5;
+		if (tdb_trail_writer_add(w, &ev, &err) < 0)
+		{
+			tdb_trail_writer_free(w);
+			return NULL;
+		}
+	}
+	if (tdb_trail_writer_finish(w, &buf, len, &err) < 0)
+		buf = NULL;
+	tdb_trail_writer_free(w);
+	return buf;
+}
+
+/*
+ * A trail whose times span more than INT64_MAX microseconds (an event
+ * before 1970 and one near the end of int64, or PostgreSQL's whole
+ * timestamp range, 4713 BC to 294276 AD): the writer accepts the events,
+ * so the file it writes must open and give them back.
+ */
+UNIT_TEST(test_trail_v2_review_trail_spanning_int64)
+{
+	static const int64_t ids[4] = {1, 1, 2, 2};
+	static const int64_t spans[3][2] = {
+		{INT64_MIN, INT64_MAX},
+		{-1, INT64_MAX},
+		{-211813488000000000LL, 9223371331199999999LL - 946684800000000LL},
+	};
+
+	for (int order = 0; order < 2; order++)
+		for (int k = 0; k < 3; k++)
+		{
+			TdbTrailWriterOptions o;
+			int64_t		times[4] = {spans[k][0], spans[k][1], 0, 1};
+			size_t		len;
+			uint8_t    *buf;
+			Opened		op;
+			uint64_t	n = 0;
+			TdbTrailError err;
+
+			memset(&o, 0, sizeof(o));
+			o.order = (TdbTrailOrder) order;
+			o.bucket_us = 3600LL * 1000000;
+			buf = review_write(&o, 4, ids, times, &len);
+			CHECK(buf != NULL);
+			if (buf == NULL)
+				continue;
+			if (open_buf(&op, buf, len))
+			{
+				CHECK(tdb_trail_verify(op.r, &n, &err) == 0);
+				CHECK_EQ_U64(n, 4);
+				close_opened(&op);
+			}
+			else
+				unit_fail(__FILE__, __LINE__, "order %d, span %d: the writer's file does not open", order, k);
+			free(buf);
+		}
+}
