@@ -463,6 +463,23 @@ trail_open(ForeignServer *server, ForeignTable *ft, const char *url, MemoryConte
 	return trail_open_ext(server, ft, url, cxt, false);
 }
 
+/*
+ * A file's time (Unix microseconds, any int64) as a timestamptz: a time
+ * PostgreSQL cannot represent is an error, never a wrapped or invalid
+ * value.
+ */
+static Datum
+trail_time_datum(int64 unix_us)
+{
+	TimestampTz t;
+
+	if (unix_us < PG_INT64_MIN + UNIX_TO_PG_US || !IS_VALID_TIMESTAMP(t = unix_us - UNIX_TO_PG_US))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("trail file time " INT64_FORMAT " (microseconds since 1970) is out of range for timestamptz", unix_us)));
+	return TimestampTzGetDatum(t);
+}
+
 /* ---- planning -------------------------------------------------------------------- */
 
 /* What one pushed clause does; its arguments follow in fdw_exprs. */
@@ -1749,7 +1766,7 @@ trlIterateForeignScan(ForeignScanState *node)
 				slot->tts_values[i] = value_datum(st, i, sc->id_type, ev.key.i, 0, ev.key.s);
 				break;
 			case SRC_TIME:
-				slot->tts_values[i] = TimestampTzGetDatum(ev.time_us - UNIX_TO_PG_US);
+				slot->tts_values[i] = trail_time_datum(ev.time_us);
 				break;
 			case SRC_GEOM:
 				slot->tts_values[i] = tdb_point_datum(ev.lon, ev.lat);
@@ -2205,7 +2222,7 @@ agg_row(ForeignScanState *node, TrlScan *st, const TdbTrailFooter *f, const uint
 					}
 					isnull = !any;
 					if (src == SRC_TIME)
-						d = TimestampTzGetDatum(iv - UNIX_TO_PG_US);
+						d = trail_time_datum(iv);
 					else if (src == SRC_LON || src == SRC_LAT)
 						d = Float8GetDatum(tdb_trail_coord_unfix((int32) iv));
 					else if (a->atttypid == FLOAT8OID)
@@ -2928,6 +2945,11 @@ trafficdb_trail_write(PG_FUNCTION_ARGS)
 				ereport(ERROR,
 						(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
 						 errmsg("row " INT64_FORMAT " of the query has an infinite time", nrows)));
+			if (DatumGetTimestamp(d) > PG_INT64_MAX - UNIX_TO_PG_US)
+				ereport(ERROR,
+						(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+						 errmsg("row " INT64_FORMAT " of the query has a time past what a trail file holds", nrows),
+						 errdetail("Trail files hold microseconds since 1970 in 64 bits, up to the year 294247.")));
 			ev.time_us = DatumGetTimestamp(d) + UNIX_TO_PG_US;
 			d = SPI_getbinval(tup, rtd, gatt + 1, &isnull);
 			if (isnull)

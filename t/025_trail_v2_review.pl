@@ -130,13 +130,42 @@ for my $args ("NULL, '$dir/n.trail'", "'SELECT vid, ts, geom FROM r', NULL",
 	"'SELECT vid, ts, geom FROM r', '$dir/n.trail', id_column => 'vid', time_column => 'ts', page_order => 'space-time', bucket_seconds => 2147483647",
 	"'SELECT vid, ts, geom FROM r', '$dir/n.trail', id_column => 'vid', time_column => 'ts', format_version => 3",
 	"'SELECT vid, ts, geom FROM r', '$dir/n.trail', id_column => NULL",
-	"'SELECT vid, ts, geom FROM r', '$dir/n.trail', id_column => 'vid', time_column => 'ts', page_size => NULL")
+	"'SELECT vid, ts, geom FROM r', '$dir/n.trail', id_column => 'vid', time_column => 'ts', page_size => 0")
 {
 	my ($rc, $out, $err) = $node->psql('postgres', "SELECT trafficdb.trail_write($args)");
 	isnt($rc, 0, "trail_write($args): an error") or diag $out;
 	like($err, qr/ERROR/, '  with a message');
 }
 is($node->safe_psql('postgres', 'SELECT 1'), '1', 'the server is still up');
+
+# Times PostgreSQL cannot represent: a file time past timestamptz's range
+# (the CLI takes any int64 microseconds) is an error when read, never a
+# wrapped or invalid timestamp, from rows and from the footer; trail_write
+# refuses a time past what a file holds (year 294247) instead of wrapping.
+{
+	my $trail = $ENV{TRAFFICDB_TRAIL} // 'tools/trafficdb-trail';
+	my $csv = "$dir/far.csv";
+	open my $fh, '>', $csv or die "$csv: $!";
+	print $fh "id,t,lon,lat\n1,1000000,24,60\n2,-9223372036854775000,25,60\n";
+	close $fh;
+	system("$trail write $dir/far.trail --id id --time t --time-unit us < $csv > /dev/null 2>&1") == 0
+	  or die "trafficdb-trail write failed";
+	$node->safe_psql('postgres', qq{CREATE FOREIGN TABLE far (id bigint, t timestamptz, geom geometry(Point, 4326))
+	  SERVER disk OPTIONS (url '$dir/far.trail', id_column 'id', time_column 't')});
+	is($node->safe_psql('postgres', 'SELECT t FROM far WHERE id = 1'), '1970-01-01 00:00:01+00',
+		'a time in range reads back');
+	for my $q ('SELECT t FROM far WHERE id = 2', 'SELECT min(t) FROM far')
+	{
+		my ($rc, $out, $err) = $node->psql('postgres', $q);
+		like($err, qr/trail file time -9223372036854775000 \(microseconds since 1970\) is out of range for timestamptz/,
+			"$q: a file time before timestamptz's range is an error");
+	}
+	my ($rc, $out, $err) = $node->psql('postgres', qq{SELECT trafficdb.trail_write(
+	  \$\$SELECT 1::bigint AS id, '294270-01-01 00:00:00+00'::timestamptz AS time, ST_SetSRID(ST_MakePoint(24, 60), 4326) AS geom\$\$,
+	  '$dir/late.trail')});
+	like($err, qr/has a time past what a trail file holds/, 'trail_write refuses a time past a file\'s range');
+	is($node->safe_psql('postgres', 'SELECT 1'), '1', 'the server is up');
+}
 
 $node->stop;
 done_testing();
