@@ -2433,7 +2433,10 @@ trlExplainForeignScan(ForeignScanState *node, ExplainState *es)
 			ExplainPropertyUInteger("Requests", NULL, ps.requests, es);
 			ExplainPropertyUInteger("Retries", NULL, ps.retries, es);
 			/* whether this query asked the server for size and ETag */
-			if (ps.validation_reused)
+			if (ps.validation_by_token)
+				ExplainPropertyText("Object Validated",
+									"by this statement's planning (its requests and bytes are not counted here)", es);
+			else if (ps.validation_reused)
 				ExplainPropertyText("Object Validated",
 									psprintf("%.0f s earlier (revalidate_interval)", ps.validation_age), es);
 			else

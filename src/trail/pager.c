@@ -84,6 +84,7 @@ struct TdbPager
 	bool		remember;		/* keep validations in the registry */
 	uint64_t	token;			/* validation token (0: none) */
 	double		reused_age;
+	bool		reused_token;	/* ... because the token matched */
 	TdbPagerStats stats;
 };
 
@@ -149,6 +150,7 @@ validated_get(TdbPager *p, double max_age)
 			memcpy(p->tail, v->tail, v->tail_len);
 			p->tail_len = v->tail_len;
 			p->reused_age = now - v->at;
+			p->reused_token = p->token != 0 && v->token == p->token;
 			found = true;
 		}
 		break;
@@ -362,6 +364,7 @@ tdb_pager_extend_tail(TdbPager *p, uint64_t off, TdbTrailError *err)
 {
 	TdbByteRange r;
 	uint8_t    *nt;
+	char		key[1200];
 	uint64_t	req0,
 				retr0,
 				bytes0,
@@ -377,17 +380,37 @@ tdb_pager_extend_tail(TdbPager *p, uint64_t off, TdbTrailError *err)
 	if ((nt = malloc(r.len + p->tail_len)) == NULL)
 		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory for %llu bytes of footer",
 							  (unsigned long long) r.len);
-	tdb_remote_counters(p->remote, &req0, &retr0, &bytes0);
-	rc = tdb_remote_get_ranges(p->remote, &r, &nt, 1, 1, p->etag, p->size, err);
-	tdb_remote_counters(p->remote, &req1, &retr1, &bytes1);
-	p->stats.requests += req1 - req0;
-	p->stats.retries += retr1 - retr0;
-	p->stats.bytes_network += bytes1 - bytes0;
-	if (rc < 0)
+	/*
+	 * The range is cached as one piece of its own (keyed like a block, by
+	 * object, ETag and range), not as blocks: a warm open finds it whole,
+	 * a cold one fetches exactly it.
+	 */
+	snprintf(key, sizeof(key), "%s\n%s\nrange\n%llu+%llu", p->cache_id, p->etag,
+			 (unsigned long long) r.off, (unsigned long long) r.len);
+	if (tdb_lru_get(p->lru, key, 0, r.len, nt))
+		p->stats.bytes_memory += r.len;
+	else if (p->disk != NULL && tdb_disk_cache_get(p->disk, key, nt, r.len))
 	{
-		note_replaced(p, rc, err);
-		free(nt);
-		return rc;
+		p->stats.bytes_disk_cache += r.len;
+		tdb_lru_put(p->lru, key, nt, r.len);
+	}
+	else
+	{
+		tdb_remote_counters(p->remote, &req0, &retr0, &bytes0);
+		rc = tdb_remote_get_ranges(p->remote, &r, &nt, 1, 1, p->etag, p->size, err);
+		tdb_remote_counters(p->remote, &req1, &retr1, &bytes1);
+		p->stats.requests += req1 - req0;
+		p->stats.retries += retr1 - retr0;
+		p->stats.bytes_network += bytes1 - bytes0;
+		if (rc < 0)
+		{
+			note_replaced(p, rc, err);
+			free(nt);
+			return rc;
+		}
+		tdb_lru_put(p->lru, key, nt, r.len);
+		if (p->disk)
+			tdb_disk_cache_put(p->disk, key, nt, r.len);
 	}
 	memcpy(nt + r.len, p->tail, p->tail_len);
 	free(p->tail);
@@ -798,6 +821,7 @@ tdb_pager_stats(const TdbPager *p, TdbPagerStats *out)
 	*out = p->stats;
 	out->validation_reused = p->reused;
 	out->validation_age = p->reused_age;
+	out->validation_by_token = p->reused && p->reused_token;
 	if (p->remote)
 	{
 		uint64_t	req,

@@ -89,6 +89,7 @@ typedef struct TdbPagerStats
 	uint64_t	bytes_local;	/* read from a local file */
 	bool		validation_reused;	/* size and ETag known from an earlier open */
 	double		validation_age; /* seconds since they were learnt */
+	bool		validation_by_token;	/* ... under this opener's token */
 } TdbPagerStats;
 
 typedef struct TdbPager TdbPager;

@@ -241,6 +241,16 @@ fx_same(const FxSet *s, const FxEvent *e, const TdbTrailEvent *ev)
 }
 
 void
+fx_rmtree(const char *dir)
+{
+	char		cmd[600];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		unit_fail(__FILE__, __LINE__, "could not remove %s", dir);
+}
+
+void
 fx_tmpdir(char *out, size_t outlen, const char *tag)
 {
 	const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";

@@ -71,6 +71,9 @@ bool		fx_matches(const FxSet *s, const FxEvent *e, const TdbTrailQuery *q);
 /* Same event as the reader returned?  Compares every field exactly. */
 bool		fx_same(const FxSet *s, const FxEvent *e, const TdbTrailEvent *ev);
 
+/* Remove a directory tree (rm -rf); a failure fails the test. */
+void		fx_rmtree(const char *dir);
+
 /* Write a buffer to a file; false on failure. */
 bool		fx_write_file(const char *path, const void *buf, size_t len);
 
