@@ -463,6 +463,21 @@ trail_open(ForeignServer *server, ForeignTable *ft, const char *url, MemoryConte
 	return trail_open_ext(server, ft, url, cxt, false);
 }
 
+/* The elements of an id array (id = ANY(array)); returns their type. */
+static Oid
+id_array_elems(Datum v, Datum **elems, bool **nulls, int *n)
+{
+	ArrayType  *arr = DatumGetArrayTypeP(v);
+	Oid			elemtype = ARR_ELEMTYPE(arr);
+	int16		elemlen;
+	bool		elembyval;
+	char		elemalign;
+
+	get_typlenbyvalalign(elemtype, &elemlen, &elembyval, &elemalign);
+	deconstruct_array(arr, elemtype, elemlen, elembyval, elemalign, elems, nulls, n);
+	return elemtype;
+}
+
 /*
  * A file's time (Unix microseconds, any int64) as a timestamptz: a time
  * PostgreSQL cannot represent is an error, never a wrapped or invalid
@@ -1589,16 +1604,7 @@ build_query(ForeignScanState *node, TrlScan *st)
 				elemtype = type;
 			}
 			else
-			{
-				ArrayType  *arr = DatumGetArrayTypeP(v);
-				int16		elemlen;
-				bool		elembyval;
-				char		elemalign;
-
-				elemtype = ARR_ELEMTYPE(arr);
-				get_typlenbyvalalign(elemtype, &elemlen, &elembyval, &elemalign);
-				deconstruct_array(arr, elemtype, elemlen, elembyval, elemalign, &elems, &nulls, &n);
-			}
+				elemtype = id_array_elems(v, &elems, &nulls, &n);
 			if (has_ids)
 				continue;		/* the first id clause prunes; PostgreSQL checks the others */
 			has_ids = true;
@@ -1861,16 +1867,7 @@ agg_members(ForeignScanState *node, TrlScan *st, const TdbTrailFooter *f)
 		if (isnull)
 			n = 0;				/* id = NULL, id = ANY(NULL): no row */
 		else if (kind == PUSH_IDS)
-		{
-			ArrayType  *arr = DatumGetArrayTypeP(v);
-			int16		elemlen;
-			bool		elembyval;
-			char		elemalign;
-
-			elemtype = ARR_ELEMTYPE(arr);
-			get_typlenbyvalalign(elemtype, &elemlen, &elembyval, &elemalign);
-			deconstruct_array(arr, elemtype, elemlen, elembyval, elemalign, &elems, &nulls, &n);
-		}
+			elemtype = id_array_elems(v, &elems, &nulls, &n);
 		ivals = palloc(sizeof(int64) * Max(1, n));
 		svals = palloc(sizeof(char *) * Max(1, n));
 		for (int e = 0; e < n; e++)

@@ -359,18 +359,38 @@ note_replaced(TdbPager *p, int rc, TdbTrailError *err)
 	}
 }
 
-int
-tdb_pager_extend_tail(TdbPager *p, uint64_t off, TdbTrailError *err)
+/*
+ * Range GETs pinned by the ETag, counted in the pager's statistics; an
+ * object replaced is forgotten (note_replaced).
+ */
+static int
+remote_get(TdbPager *p, const TdbByteRange *ranges, uint8_t **bufs, int n, TdbTrailError *err)
 {
-	TdbByteRange r;
-	uint8_t    *nt;
-	char		key[1200];
 	uint64_t	req0,
 				retr0,
 				bytes0,
 				req1,
 				retr1,
 				bytes1;
+	int			rc;
+
+	tdb_remote_counters(p->remote, &req0, &retr0, &bytes0);
+	rc = tdb_remote_get_ranges(p->remote, ranges, bufs, n, p->max_parallel, p->etag, p->size, err);
+	tdb_remote_counters(p->remote, &req1, &retr1, &bytes1);
+	p->stats.requests += req1 - req0;
+	p->stats.retries += retr1 - retr0;
+	p->stats.bytes_network += bytes1 - bytes0;
+	/* the next open asks again; say why this one read an old version */
+	note_replaced(p, rc, err);
+	return rc;
+}
+
+int
+tdb_pager_extend_tail(TdbPager *p, uint64_t off, TdbTrailError *err)
+{
+	TdbByteRange r;
+	uint8_t    *nt;
+	char		key[1200];
 	int			rc;
 
 	if (p->local || off >= p->tail_off || p->tail_off - off > TAIL_EXTEND_MAX)
@@ -396,15 +416,8 @@ tdb_pager_extend_tail(TdbPager *p, uint64_t off, TdbTrailError *err)
 	}
 	else
 	{
-		tdb_remote_counters(p->remote, &req0, &retr0, &bytes0);
-		rc = tdb_remote_get_ranges(p->remote, &r, &nt, 1, 1, p->etag, p->size, err);
-		tdb_remote_counters(p->remote, &req1, &retr1, &bytes1);
-		p->stats.requests += req1 - req0;
-		p->stats.retries += retr1 - retr0;
-		p->stats.bytes_network += bytes1 - bytes0;
-		if (rc < 0)
+		if ((rc = remote_get(p, &r, &nt, 1, err)) < 0)
 		{
-			note_replaced(p, rc, err);
 			free(nt);
 			return rc;
 		}
@@ -518,12 +531,6 @@ fetch_blocks(TdbPager *p, uint64_t *blocks, int n, uint64_t off, size_t len, uin
 	int			nr = 0,
 				ng = 0;
 	int			rc = 0;
-	uint64_t	req0,
-				retr0,
-				bytes0,
-				req1,
-				retr1,
-				bytes1;
 
 	if (!ranges || !get || !bufs || !getbufs || !first)
 	{
@@ -570,14 +577,7 @@ fetch_blocks(TdbPager *p, uint64_t *blocks, int n, uint64_t off, size_t len, uin
 				   ranges[i].off + ranges[i].len - s);
 		}
 	}
-	tdb_remote_counters(p->remote, &req0, &retr0, &bytes0);
-	rc = ng > 0 ? tdb_remote_get_ranges(p->remote, get, getbufs, ng, p->max_parallel, p->etag, p->size, err) : 0;
-	tdb_remote_counters(p->remote, &req1, &retr1, &bytes1);
-	p->stats.requests += req1 - req0;
-	p->stats.retries += retr1 - retr0;
-	p->stats.bytes_network += bytes1 - bytes0;
-	/* the next open asks again; say why this one read an old version */
-	note_replaced(p, rc, err);
+	rc = ng > 0 ? remote_get(p, get, getbufs, ng, err) : 0;
 	if (rc < 0)
 		goto done;
 	for (int i = 0; i < nr; i++)
