@@ -99,6 +99,10 @@ bench-streams: all
 bench-trails:
 	bench/trails.sh
 
+# Trail files through the trail FDW vs DuckDB on sorted Parquet, same MinIO.
+bench-parquet:
+	bench/trails_parquet.sh
+
 bench/accessor: bench/accessor.c lib/libtrafficdb.a include/trafficdb.h
 	$(CC) $(UNIT_CFLAGS) -o $@ bench/accessor.c lib/libtrafficdb.a -lm -lpthread
 
@@ -274,7 +278,7 @@ crash-test: all test/crash_writer test/crash_reader
 unit-tsan: src/tests/unit_tests_tsan
 	TSAN_OPTIONS=halt_on_error=1 src/tests/unit_tests_tsan test_client_threads test_client_wait_is_woken test_shm_readers_see_consistent_versions test_shm_pin_timeout_revokes test_shm_liveness_by_lock
 
-.PHONY: crash-test fuzz-sql bench bench-streams bench-trails fuzz-stream unit-asan unit-tsan unit tap test demo demo-stop demo-clean deps bench-objects bench-daemon bench-locations bench-accessor
+.PHONY: crash-test fuzz-sql bench bench-streams bench-trails bench-parquet fuzz-stream unit-asan unit-tsan unit tap test demo demo-stop demo-clean deps bench-objects bench-daemon bench-locations bench-accessor
 unit: src/tests/unit_tests
 	src/tests/unit_tests
 

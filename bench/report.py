@@ -163,6 +163,16 @@ SECTIONS = [
      "with a warm disk cache (1 MB blocks) against the same scan of a local file; `all_fill_cache` "
      "the cold scan that filled it. TrailDB's figures: 16x faster to the first results for small "
      "queries, 10-15 % full-scan overhead."),
+    ("parquet", "Trail files vs DuckDB on sorted Parquet (bench/trails_parquet.sh)",
+     "The same data as a trail file (read through the trail FDW) and as Parquet sorted by (id, time) "
+     "(written and read by DuckDB with httpfs and spatial, its defaults), in the same MinIO on 127.0.0.1 "
+     "behind a counting proxy. Sets: real AIS (`ais_us`, `ais_nyh_week`, `ais_nyh_1h`) and generated "
+     "flights around Paris. q1 one trail, q2 a 5-minute window, q3 a 0.2 x 0.2 degree box, q4 a 3 km "
+     "radius, q5 max per id, q6 count(*), q7 id, time and position in q2's window. Each run cold (a fresh "
+     "backend and cache_dir; a fresh DuckDB database), median of 3; measures end in the trail layout "
+     "(`trail`: version 2 by trail, `st`: space-time 600 s, `stN`: N s buckets); x is our block size "
+     "(0: DuckDB's own figure); `_nocache`: cache_dir 'none'. Rows and their checksum must match "
+     "DuckDB's. Ratio < 1: fewer bytes or faster than DuckDB."),
 ]
 
 

@@ -15,7 +15,7 @@
 #      and the mixed read/publish run;
 #   4. the C accessor vs a bare hash probe and Redis (bench/accessor.sh);
 #   5. streams and trails, when their benchmarks exist (bench/streams.sh,
-#      bench/trails.sh);
+#      bench/trails.sh, bench/trails_parquet.sh: trails vs DuckDB on Parquet);
 #   6. the report and plots (bench/report.py).
 # Runs on the demo cluster (started when it is not running); the default
 # takes about 10 minutes on 2 cores.
@@ -88,7 +88,7 @@ bench/accessor.sh "$N" "$T"
 
 step "5/6 streams and trails"
 ran=0
-for b in bench/streams.sh bench/trails.sh; do
+for b in bench/streams.sh bench/trails.sh bench/trails_parquet.sh; do
 	if [ -x "$b" ]; then "$b"; ran=1; fi
 done
 [ "$ran" = 1 ] || echo "  (no stream or trail benchmarks yet)" >&2

@@ -21,7 +21,13 @@
  * parameters or stable expressions.  PostgreSQL checks every clause again,
  * so the results are those of the same query on a table; the pushdown only
  * decides which pages are fetched.  Pages are fetched as rows are asked
- * for, so LIMIT stops fetching.
+ * for, so LIMIT stops fetching.  Of a version-2 page only the chunks of the
+ * columns the query uses are fetched.
+ *
+ * Aggregates (count, min, max, bool_and, bool_or) of the whole file or per
+ * trail id, filtered by trail ids only, are answered from the footer's
+ * per-trail summaries without fetching a page (GetForeignUpperPaths;
+ * trafficdb.trail_footer_aggregates), with PostgreSQL's own semantics.
  *
  * Credentials live in user mappings only (access_key, secret_key,
  * session_token) and appear in no message.  Local paths need
@@ -36,6 +42,7 @@
 
 #include "access/reloptions.h"
 #include "access/table.h"
+#include "catalog/pg_aggregate.h"
 #include "catalog/pg_authid.h"
 #include "catalog/pg_foreign_server.h"
 #include "catalog/pg_foreign_table.h"
@@ -56,6 +63,9 @@
 #include "optimizer/pathnode.h"
 #include "optimizer/planmain.h"
 #include "optimizer/restrictinfo.h"
+#include "optimizer/tlist.h"
+#include "parser/parse_coerce.h"
+#include "parser/parsetree.h"
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -390,10 +400,11 @@ trail_handle_close(void *arg)
 
 /*
  * Open url through server; ft (NULL for IMPORT) may set its own
- * revalidate_interval.
+ * revalidate_interval.  A file that cannot be opened or read is an error,
+ * or (missing_ok) NULL.
  */
 static TrailHandle *
-trail_open(ForeignServer *server, ForeignTable *ft, const char *url, MemoryContext cxt)
+trail_open_ext(ForeignServer *server, ForeignTable *ft, const char *url, MemoryContext cxt, bool missing_ok)
 {
 	TrailHandle *h = MemoryContextAllocZero(cxt, sizeof(TrailHandle));
 	TrailOptions *o = trail_options(server, strncmp(url, "s3://", 5) == 0);
@@ -426,14 +437,62 @@ trail_open(ForeignServer *server, ForeignTable *ft, const char *url, MemoryConte
 	po.max_parallel = o->parallel;
 	po.readahead_max = o->readahead;
 	po.revalidate_seconds = rv ? int_option("revalidate_interval", rv, 0, REVALIDATE_MAX) : o->revalidate;
+	/* planning and execution of one statement validate an object once */
+	po.validation_token = (uint64) GetCurrentStatementStartTimestamp();
 	h->cb.func = trail_handle_close;
 	h->cb.arg = h;
 	MemoryContextRegisterResetCallback(cxt, &h->cb);
 	if (tdb_pager_open(&po, &h->pager, &err) < 0)
+	{
+		if (missing_ok && err.code != TDB_TRAIL_ECANCELED)
+			return NULL;
 		trail_error(&err, psprintf("could not open trail file \"%s\"", url));
+	}
 	if (tdb_trail_open(h->pager, &h->reader, &err) < 0)
+	{
+		if (missing_ok && err.code != TDB_TRAIL_ECANCELED)
+			return NULL;		/* the context's reset closes the pager */
 		trail_error(&err, psprintf("could not read the footer of trail file \"%s\"", url));
+	}
 	return h;
+}
+
+static TrailHandle *
+trail_open(ForeignServer *server, ForeignTable *ft, const char *url, MemoryContext cxt)
+{
+	return trail_open_ext(server, ft, url, cxt, false);
+}
+
+/* The elements of an id array (id = ANY(array)); returns their type. */
+static Oid
+id_array_elems(Datum v, Datum **elems, bool **nulls, int *n)
+{
+	ArrayType  *arr = DatumGetArrayTypeP(v);
+	Oid			elemtype = ARR_ELEMTYPE(arr);
+	int16		elemlen;
+	bool		elembyval;
+	char		elemalign;
+
+	get_typlenbyvalalign(elemtype, &elemlen, &elembyval, &elemalign);
+	deconstruct_array(arr, elemtype, elemlen, elembyval, elemalign, elems, nulls, n);
+	return elemtype;
+}
+
+/*
+ * A file's time (Unix microseconds, any int64) as a timestamptz: a time
+ * PostgreSQL cannot represent is an error, never a wrapped or invalid
+ * value.
+ */
+static Datum
+trail_time_datum(int64 unix_us)
+{
+	TimestampTz t;
+
+	if (unix_us < PG_INT64_MIN + UNIX_TO_PG_US || !IS_VALID_TIMESTAMP(t = unix_us - UNIX_TO_PG_US))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("trail file time " INT64_FORMAT " (microseconds since 1970) is out of range for timestamptz", unix_us)));
+	return TimestampTzGetDatum(t);
 }
 
 /* ---- planning -------------------------------------------------------------------- */
@@ -639,6 +698,47 @@ classify(Expr *clause, Index relid, const TrailCols *c, List **kinds, List **arg
 	return false;
 }
 
+/* ---- aggregates from the footer ------------------------------------------------------ */
+
+/*
+ * SELECT count(*), max(altitude) FROM t [WHERE id = ...] [GROUP BY id]: the
+ * footer's per-trail summaries (events, time range, zone map and, in
+ * version 2, each column's count, minimum and maximum) answer it without a
+ * page.  What each output column of such a scan is:
+ */
+enum
+{
+	AGG_GROUP_ID,				/* the trail id (GROUP BY id) */
+	AGG_COUNT_STAR,
+	AGG_COUNT,
+	AGG_MIN,
+	AGG_MAX,
+	AGG_BOOL_AND,				/* bool_and, every */
+	AGG_BOOL_OR
+};
+
+/* fdw_private of such a plan (a base scan's has three items) */
+enum
+{
+	AGGP_KINDS,					/* the id clauses, as a base scan's */
+	AGGP_PARAMETERIZED,			/* 0 */
+	AGGP_USED,					/* NIL */
+	AGGP_OPS,					/* AGG_* of each fdw_scan_tlist entry */
+	AGGP_ATTS,					/* and its column (0: none) */
+	AGGP_TEXT,					/* "count(*), max(altitude)" for EXPLAIN */
+	AGGP_TABLE,					/* the foreign table's OID (an OidList) */
+	AGGP_GROUPED,				/* GROUP BY the trail id */
+	AGGP_COUNT
+};
+
+/* The path's fdw_private: the same, then what the plan takes apart. */
+enum
+{
+	AGGPATH_ARGS = AGGP_COUNT,	/* the id clauses' arguments (fdw_exprs) */
+	AGGPATH_TLIST,				/* fdw_scan_tlist */
+	AGGPATH_LOCAL				/* HAVING, checked on the scan's rows */
+};
+
 typedef struct TrailPlan
 {
 	List	   *kinds;
@@ -772,13 +872,27 @@ static ForeignScan *
 trlGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid, ForeignPath *best_path,
 				  List *tlist, List *scan_clauses, Plan *outer_plan)
 {
-	TrailPlan  *tp = baserel->fdw_private;
-	List	   *kinds = tp->kinds;
-	List	   *args = tp->args;
+	TrailPlan  *tp;
+	List	   *kinds;
+	List	   *args;
 	ListCell   *lc;
+	Bitmapset  *used = NULL;
+	List	   *used_list = NIL;
 
 	(void) root;
 	(void) foreigntableid;
+
+	/* aggregates from the footer (trlGetForeignUpperPaths): no relation scanned */
+	if (IS_UPPER_REL(baserel))
+	{
+		List	   *fp = best_path->fdw_private;
+
+		return make_foreignscan(tlist, list_nth(fp, AGGPATH_LOCAL), 0, list_nth(fp, AGGPATH_ARGS),
+								list_copy_head(fp, AGGP_COUNT), list_nth(fp, AGGPATH_TLIST), NIL, outer_plan);
+	}
+	tp = baserel->fdw_private;
+	kinds = tp->kinds;
+	args = tp->args;
 
 	/*
 	 * A parameterized path also pushes its join clauses (among scan_clauses,
@@ -808,8 +922,18 @@ trlGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid, Fo
 	}
 	/* every clause stays for PostgreSQL to check: the pushdown only prunes pages */
 	scan_clauses = extract_actual_clauses(scan_clauses, false);
+
+	/*
+	 * The columns the scan must form: those above it (the relation's target,
+	 * not tlist, which may be every column) and those of the clauses it
+	 * checks.  The file's other columns are not fetched.
+	 */
+	pull_varattnos((Node *) baserel->reltarget->exprs, baserel->relid, &used);
+	pull_varattnos((Node *) scan_clauses, baserel->relid, &used);
+	for (int x = -1; (x = bms_next_member(used, x)) >= 0;)
+		used_list = lappend_int(used_list, x);
 	return make_foreignscan(tlist, scan_clauses, baserel->relid, args,
-							list_make2(kinds, makeInteger(best_path->path.param_info != NULL)),
+							list_make3(kinds, makeInteger(best_path->path.param_info != NULL), used_list),
 							NIL, NIL, outer_plan);
 }
 
@@ -845,7 +969,22 @@ typedef struct TrlScan
 	int			last_nids;
 	bool		last_time,
 				last_box;
+	/* the file's columns the query does not read (TdbTrailQuery) */
+	uint64		skip_columns;
+	bool		skip_position;
 	TdbTrailQuery q;
+	Relation	rel;			/* the foreign table */
+	/* aggregates from the footer (AGGP_*) */
+	bool		agg;
+	bool		grouped;
+	List	   *agg_ops;
+	List	   *agg_atts;
+	bool	   *member;			/* per trail: matches the id clauses */
+	uint32		next;			/* grouped: the next trail */
+	bool		done;
+	/* summaries the footer lacks (a file replaced since planning): by reading pages */
+	TdbTrailStats **computed;
+	bool		scanned;
 } TrlScan;
 
 static void
@@ -856,29 +995,114 @@ trlBeginForeignScan(ForeignScanState *node, int eflags)
 	ListCell   *lc;
 
 	node->fdw_state = st;
-	st->tupdesc = RelationGetDescr(node->ss.ss_currentRelation);
+	st->agg = list_length(plan->fdw_private) > AGGP_USED + 1;
+	if (st->agg)
+	{
+		/* no scan relation: the foreign table is among the plan's relids */
+		Oid			relid = linitial_oid(list_nth(plan->fdw_private, AGGP_TABLE));
+		EState	   *estate = node->ss.ps.state;
+
+		for (int x = -1; (x = bms_next_member(plan->fs_relids, x)) >= 0;)
+			if (exec_rt_fetch(x, estate)->relid == relid)
+			{
+				st->rel = ExecOpenScanRelation(estate, x, eflags);
+				break;
+			}
+		if (st->rel == NULL)
+			elog(ERROR, "trail aggregate scan: foreign table %u is not in the plan's range table", relid);
+		st->agg_ops = list_nth(plan->fdw_private, AGGP_OPS);
+		st->agg_atts = list_nth(plan->fdw_private, AGGP_ATTS);
+		st->grouped = intVal(list_nth(plan->fdw_private, AGGP_GROUPED)) != 0;
+	}
+	else
+		st->rel = node->ss.ss_currentRelation;
+	st->tupdesc = RelationGetDescr(st->rel);
 	st->kinds = linitial(plan->fdw_private);
 	foreach(lc, plan->fdw_exprs)
 		st->arg_states = lappend(st->arg_states, ExecInitExpr(lfirst(lc), (PlanState *) node));
 	st->scan_cxt = AllocSetContextCreate(node->ss.ps.state->es_query_cxt, "trail scan",
 										 ALLOCSET_SMALL_SIZES);
-	(void) eflags;
+}
+
+/*
+ * Where table column a's values come from in a file of schema sc (SRC_*,
+ * or SRC_NONE when the file has no such column), and their type in the
+ * file (*t).  The time and geometry columns have no file type.
+ */
+static int
+attr_source(const TdbTrailSchema *sc, Form_pg_attribute a, TdbTrailType *t)
+{
+	const char *name = NameStr(a->attname);
+
+	*t = TDB_TRAIL_INT64;
+	if (strcmp(name, sc->id_name) == 0)
+	{
+		*t = sc->id_type;
+		return SRC_ID;
+	}
+	if (strcmp(name, sc->time_name) == 0)
+		return SRC_TIME;
+	if (a->atttypid == tdb_geometry_oid())
+		return SRC_GEOM;
+	*t = TDB_TRAIL_FLOAT64;
+	if (strcmp(name, sc->lon_name) == 0)
+		return SRC_LON;
+	if (strcmp(name, sc->lat_name) == 0)
+		return SRC_LAT;
+	for (int c = 0; c < sc->ncolumns; c++)
+		if (strcmp(name, sc->columns[c].name) == 0)
+		{
+			*t = sc->columns[c].type;
+			return c;
+		}
+	return SRC_NONE;
+}
+
+/*
+ * The declared types a file type is made into directly (the others go
+ * through the type's input function, from the value as text).
+ */
+static bool
+direct_type(TdbTrailType t, Oid typid)
+{
+	switch (t)
+	{
+		case TDB_TRAIL_INT64:
+		case TDB_TRAIL_BOOL:
+			return typid == INT8OID || typid == FLOAT8OID || typid == BOOLOID;
+		case TDB_TRAIL_FLOAT64:
+			return typid == FLOAT8OID;
+		case TDB_TRAIL_STRING:
+			return typid == TEXTOID;
+	}
+	return false;
+}
+
+/* The attributes a plan reads (fdw_private's third item) as a Bitmapset. */
+static Bitmapset *
+plan_used_attrs(ForeignScan *plan)
+{
+	Bitmapset  *used = NULL;
+	ListCell   *lc;
+
+	foreach(lc, (List *) lthird(plan->fdw_private))
+		used = bms_add_member(used, lfirst_int(lc));
+	return used;
 }
 
 /* Map the table's columns to the file's; errors name what does not fit. */
 static void
 map_columns(ForeignScanState *node, TrlScan *st)
 {
-	Relation	rel = node->ss.ss_currentRelation;
+	Relation	rel = st->rel;
 	ForeignTable *ft = GetForeignTable(RelationGetRelid(rel));
 	const TdbTrailSchema *sc = &tdb_trail_footer(st->h->reader)->schema;
 	const char *idname = ID_COLUMN(ft);
 	const char *timename = TIME_COLUMN(ft);
-	Oid			geom = tdb_geometry_oid();
-	Bitmapset  *used = NULL;
 	int			natts = st->tupdesc->natts;
 	ForeignScan *plan = (ForeignScan *) node->ss.ps.plan;
-	ListCell   *lc;
+	Bitmapset  *used = plan_used_attrs(plan);
+	bool		whole = bms_is_member(0 - FirstLowInvalidHeapAttributeNumber, used);
 
 	/* the id and time columns the planner pushed must be the file's */
 	if (strcmp(idname, sc->id_name) != 0)
@@ -896,93 +1120,68 @@ map_columns(ForeignScanState *node, TrlScan *st)
 				 errhint("ALTER FOREIGN TABLE %s OPTIONS (ADD time_column %s), or IMPORT FOREIGN SCHEMA.",
 						 quote_identifier(RelationGetRelationName(rel)), quote_literal_cstr(sc->time_name))));
 
-	/* only the columns the query reads are formed */
-	pull_varattnos((Node *) plan->scan.plan.targetlist, plan->scan.scanrelid, &used);
-	pull_varattnos((Node *) plan->scan.plan.qual, plan->scan.scanrelid, &used);
-	foreach(lc, plan->fdw_exprs)
-		pull_varattnos(lfirst(lc), plan->scan.scanrelid, &used);
+	/*
+	 * Only the columns the query reads (its target list and every clause,
+	 * as the planner listed them) are formed, and a version-2 file fetches
+	 * only their chunks: the others are left out of the scan.
+	 */
 	st->src = MemoryContextAlloc(node->ss.ps.state->es_query_cxt, sizeof(int) * natts);
 	st->inputs = MemoryContextAllocZero(node->ss.ps.state->es_query_cxt, sizeof(FmgrInfo) * natts);
 	st->ioparams = MemoryContextAllocZero(node->ss.ps.state->es_query_cxt, sizeof(Oid) * natts);
+	st->skip_columns = sc->ncolumns >= 64 ? ~UINT64CONST(0) : (UINT64CONST(1) << sc->ncolumns) - 1;
+	st->skip_position = true;
 	for (int i = 0; i < natts; i++)
 	{
 		Form_pg_attribute a = TupleDescAttr(st->tupdesc, i);
 		const char *name = NameStr(a->attname);
-		int			src = SRC_NONE;
-		TdbTrailType t = TDB_TRAIL_INT64;
-		bool		whole = bms_is_member(0 - FirstLowInvalidHeapAttributeNumber, used);
+		TdbTrailType t;
+		int			src;
 
 		st->src[i] = SRC_NONE;
 		if (a->attisdropped)
 			continue;
-		if (strcmp(name, sc->id_name) == 0)
+		src = attr_source(sc, a, &t);
+		if (src == SRC_TIME && a->atttypid != TIMESTAMPTZOID && a->atttypid != TIMESTAMPOID)
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
+					 errmsg("column \"%s\" of foreign table \"%s\" holds the trail's times: it must be timestamptz, not %s",
+							name, RelationGetRelationName(rel), format_type_be(a->atttypid))));
+		if (src == SRC_NONE)
 		{
-			src = SRC_ID;
-			t = sc->id_type;
-		}
-		else if (strcmp(name, sc->time_name) == 0)
-		{
-			src = SRC_TIME;
-			if (a->atttypid != TIMESTAMPTZOID && a->atttypid != TIMESTAMPOID)
-				ereport(ERROR,
-						(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
-						 errmsg("column \"%s\" of foreign table \"%s\" holds the trail's times: it must be timestamptz, not %s",
-								name, RelationGetRelationName(rel), format_type_be(a->atttypid))));
-		}
-		else if (a->atttypid == geom)
-			src = SRC_GEOM;
-		else if (strcmp(name, sc->lon_name) == 0)
-		{
-			src = SRC_LON;
-			t = TDB_TRAIL_FLOAT64;
-		}
-		else if (strcmp(name, sc->lat_name) == 0)
-		{
-			src = SRC_LAT;
-			t = TDB_TRAIL_FLOAT64;
-		}
-		else
-		{
-			for (int c = 0; c < sc->ncolumns; c++)
-				if (strcmp(name, sc->columns[c].name) == 0)
-				{
-					src = c;
-					t = sc->columns[c].type;
-				}
-			if (src == SRC_NONE)
-			{
-				StringInfoData cols;
+			StringInfoData cols;
 
-				initStringInfo(&cols);
-				appendStringInfo(&cols, "%s, %s, geom (or any geometry column), %s, %s",
-								 sc->id_name, sc->time_name, sc->lon_name, sc->lat_name);
-				for (int c = 0; c < sc->ncolumns; c++)
-					appendStringInfo(&cols, ", %s", sc->columns[c].name);
-				ereport(ERROR,
-						(errcode(ERRCODE_FDW_COLUMN_NAME_NOT_FOUND),
-						 errmsg("column \"%s\" of foreign table \"%s\" is not in trail file \"%s\"",
-								name, RelationGetRelationName(rel), st->h->url),
-						 errdetail("The file has: %s.", cols.data)));
-			}
+			initStringInfo(&cols);
+			appendStringInfo(&cols, "%s, %s, geom (or any geometry column), %s, %s",
+							 sc->id_name, sc->time_name, sc->lon_name, sc->lat_name);
+			for (int c = 0; c < sc->ncolumns; c++)
+				appendStringInfo(&cols, ", %s", sc->columns[c].name);
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_COLUMN_NAME_NOT_FOUND),
+					 errmsg("column \"%s\" of foreign table \"%s\" is not in trail file \"%s\"",
+							name, RelationGetRelationName(rel), st->h->url),
+					 errdetail("The file has: %s.", cols.data)));
 		}
 		/* types made directly; any other through the type's input function */
-		if (src != SRC_TIME && src != SRC_GEOM)
+		if (src != SRC_TIME && src != SRC_GEOM && !direct_type(t, a->atttypid))
 		{
-			bool		direct = (t == TDB_TRAIL_INT64 && (a->atttypid == INT8OID || a->atttypid == FLOAT8OID ||
-												  a->atttypid == BOOLOID)) ||
-				(t == TDB_TRAIL_FLOAT64 && a->atttypid == FLOAT8OID) ||
-				(t == TDB_TRAIL_STRING && a->atttypid == TEXTOID);
+			Oid			infunc;
 
-			if (!direct)
-			{
-				Oid			infunc;
-
-				getTypeInputInfo(a->atttypid, &infunc, &st->ioparams[i]);
-				fmgr_info_cxt(infunc, &st->inputs[i], node->ss.ps.state->es_query_cxt);
-			}
+			getTypeInputInfo(a->atttypid, &infunc, &st->ioparams[i]);
+			fmgr_info_cxt(infunc, &st->inputs[i], node->ss.ps.state->es_query_cxt);
 		}
 		if (whole || bms_is_member(a->attnum - FirstLowInvalidHeapAttributeNumber, used))
+		{
 			st->src[i] = src;
+			if (src >= 0)
+				st->skip_columns &= ~(UINT64CONST(1) << src);
+			else if (src == SRC_GEOM || src == SRC_LON || src == SRC_LAT)
+				st->skip_position = false;
+		}
+	}
+	if (whole)
+	{
+		st->skip_columns = 0;
+		st->skip_position = false;
 	}
 }
 
@@ -994,7 +1193,7 @@ value_datum(TrlScan *st, int att, TdbTrailType t, int64 i, double f, const char 
 
 	if (st->inputs[att].fn_oid == InvalidOid)
 	{
-		if (t == TDB_TRAIL_INT64)
+		if (t == TDB_TRAIL_INT64 || t == TDB_TRAIL_BOOL)
 			return a->atttypid == INT8OID ? Int64GetDatum(i) :
 				a->atttypid == BOOLOID ? BoolGetDatum(i != 0) : Float8GetDatum((double) i);
 		if (t == TDB_TRAIL_FLOAT64)
@@ -1003,10 +1202,334 @@ value_datum(TrlScan *st, int att, TdbTrailType t, int64 i, double f, const char 
 	}
 	if (t == TDB_TRAIL_INT64)
 		snprintf(buf, sizeof(buf), INT64_FORMAT, i);
+	else if (t == TDB_TRAIL_BOOL)
+		/* a number type takes 1 and 0, any other true and false */
+		snprintf(buf, sizeof(buf), "%s", TypeCategory(a->atttypid) == TYPCATEGORY_NUMERIC ?
+				 (i ? "1" : "0") : (i ? "true" : "false"));
 	else if (t == TDB_TRAIL_FLOAT64)
 		snprintf(buf, sizeof(buf), "%.17g", f);
 	return InputFunctionCall(&st->inputs[att], t == TDB_TRAIL_STRING ? (char *) s : buf,
 							 st->ioparams[att], a->atttypmod);
+}
+
+/* ---- planning aggregates from the footer ---------------------------------------------- */
+
+/* A version-2 footer: per-trail column summaries. */
+static bool
+footer_has_stats(const TdbTrailFooter *f)
+{
+	return f->version >= 2 && (f->ntrails == 0 || f->trails[0].stats != NULL);
+}
+
+/*
+ * The AGG_* the footer computes for aggregate ag over relation relid
+ * (columns td, file schema sc, column summaries or not), *att its column;
+ * -1 if it cannot be computed exactly.  The declared type must be one the
+ * scan makes directly from the file's values (direct_type), so that the
+ * footer's minimum is the minimum of what the scan would return.
+ */
+static int
+footer_agg(const Aggref *ag, Index relid, TupleDesc td, const TdbTrailSchema *sc, bool stats,
+		   AttrNumber *att)
+{
+	Var		   *v;
+	Form_pg_attribute a;
+	TdbTrailType t;
+	int			src;
+	bool		summary;
+
+	*att = 0;
+	if (ag->aggfilter != NULL || ag->aggdistinct != NIL || ag->aggorder != NIL || ag->aggvariadic ||
+		ag->aggkind != AGGKIND_NORMAL || ag->agglevelsup != 0 || ag->aggsplit != AGGSPLIT_SIMPLE)
+		return -1;
+	if (ag->aggfnoid == F_COUNT_ && ag->aggstar)
+		return AGG_COUNT_STAR;
+	if (list_length(ag->args) != 1 || ag->aggstar)
+		return -1;
+	v = (Var *) ((TargetEntry *) linitial(ag->args))->expr;
+	if (!IsA(v, Var) || v->varno != (int) relid || v->varlevelsup != 0 || v->varattno <= 0 ||
+		v->varattno > td->natts)
+		return -1;
+	a = TupleDescAttr(td, v->varattno - 1);
+	if (a->attisdropped || (src = attr_source(sc, a, &t)) == SRC_NONE)
+		return -1;
+	*att = v->varattno;
+	summary = src >= 0 && stats;
+	switch (ag->aggfnoid)
+	{
+		case F_COUNT_ANY:
+			/* id, time and position are never NULL; a column's count is in its summary */
+			if (src == SRC_TIME || src == SRC_GEOM || (direct_type(t, a->atttypid) && (src < 0 || summary)))
+				return AGG_COUNT;
+			return -1;
+		case F_MIN_INT8:
+		case F_MAX_INT8:
+			if (t == TDB_TRAIL_INT64 && (src == SRC_ID || summary))
+				return ag->aggfnoid == F_MIN_INT8 ? AGG_MIN : AGG_MAX;
+			return -1;
+		case F_MIN_FLOAT8:
+		case F_MAX_FLOAT8:
+			if (src == SRC_LON || src == SRC_LAT ||
+				(summary && (t == TDB_TRAIL_FLOAT64 || t == TDB_TRAIL_INT64)))
+				return ag->aggfnoid == F_MIN_FLOAT8 ? AGG_MIN : AGG_MAX;
+			return -1;
+		case F_MIN_TIMESTAMPTZ:
+		case F_MIN_TIMESTAMP:
+			return src == SRC_TIME ? AGG_MIN : -1;
+		case F_MAX_TIMESTAMPTZ:
+		case F_MAX_TIMESTAMP:
+			return src == SRC_TIME ? AGG_MAX : -1;
+		case F_BOOL_AND:
+		case F_EVERY:
+			return summary && t == TDB_TRAIL_BOOL ? AGG_BOOL_AND : -1;
+		case F_BOOL_OR:
+			return summary && t == TDB_TRAIL_BOOL ? AGG_BOOL_OR : -1;
+		default:
+			return -1;
+	}
+}
+
+/* The columns of a footer-aggregate scan, as they are collected. */
+typedef struct AggBuild
+{
+	Index		relid;
+	AttrNumber	id;
+	bool		grouped;
+	TupleDesc	td;
+	const TdbTrailSchema *sc;
+	bool		stats;
+	List	   *tlist;
+	List	   *ops;
+	List	   *atts;
+	StringInfoData text;
+} AggBuild;
+
+static void
+agg_add(AggBuild *b, Expr *e, int op, AttrNumber att, const Aggref *ag)
+{
+	if (tlist_member(e, b->tlist) != NULL)
+		return;
+	b->tlist = lappend(b->tlist, makeTargetEntry(copyObject(e), list_length(b->tlist) + 1, NULL, false));
+	b->ops = lappend_int(b->ops, op);
+	b->atts = lappend_int(b->atts, att);
+	if (ag != NULL)
+		appendStringInfo(&b->text, "%s%s(%s)", b->text.len ? ", " : "", get_func_name(ag->aggfnoid),
+						 att == 0 ? "*" : quote_identifier(NameStr(TupleDescAttr(b->td, att - 1)->attname)));
+}
+
+/*
+ * The aggregates and grouped ids in expression e (of the target list or
+ * HAVING), added to the scan's columns; false if one of them is not
+ * computed from the footer, or e is volatile.
+ */
+static bool
+agg_add_expr(AggBuild *b, Node *e)
+{
+	List	   *items;
+	ListCell   *lc;
+
+	if (contain_volatile_functions(e))
+		return false;
+	items = pull_var_clause(e, PVC_INCLUDE_AGGREGATES | PVC_INCLUDE_WINDOWFUNCS | PVC_INCLUDE_PLACEHOLDERS);
+	foreach(lc, items)
+	{
+		Node	   *n = lfirst(lc);
+		AttrNumber	att;
+		int			op;
+
+		if (IsA(n, Var) && b->grouped && is_col((Expr *) n, b->relid, b->id))
+			agg_add(b, (Expr *) n, AGG_GROUP_ID, b->id, NULL);
+		else if (IsA(n, Aggref) && (op = footer_agg((Aggref *) n, b->relid, b->td, b->sc, b->stats, &att)) >= 0)
+			agg_add(b, (Expr *) n, op, att, (Aggref *) n);
+		else
+			return false;
+	}
+	return true;
+}
+
+/* Is a text comparison under collation coll byte equality? */
+static bool
+collation_is_bytes(Oid coll)
+{
+	return OidIsValid(coll) && get_collation_isdeterministic(coll);
+}
+
+/*
+ * GetForeignUpperPaths: a path for the grouping step that reads the footer
+ * only, when the query is one it answers exactly (the rules of
+ * docs/trail-format.md, "Aggregates from the footer").
+ */
+static void
+trlGetForeignUpperPaths(PlannerInfo *root, UpperRelationKind stage, RelOptInfo *input_rel,
+						RelOptInfo *output_rel, void *extra)
+{
+	GroupPathExtraData *gx = extra;
+	Query	   *parse = root->parse;
+	RangeTblEntry *rte;
+	ForeignTable *ft;
+	TrailCols	c;
+	AggBuild	b;
+	List	   *kinds = NIL,
+			   *args = NIL,
+			   *local = NIL,
+			   *priv;
+	ListCell   *lc;
+	char	   *url,
+			   *v;
+	MemoryContext cxt;
+	TrailHandle *h;
+	TdbTrailSchema sc;
+	uint32		ntrails;
+	Relation	rel;
+	bool		ok = true;
+	double		rows;
+	int			i;
+	ForeignPath *path;
+
+	if (stage != UPPERREL_GROUP_AGG || output_rel->fdw_private != NULL || !tdb_trail_footer_aggregates ||
+		input_rel->reloptkind != RELOPT_BASEREL || input_rel->fdw_private == NULL ||
+		gx == NULL || gx->patype != PARTITIONWISE_AGGREGATE_NONE)
+		return;
+	if (parse->groupingSets != NIL || parse->hasTargetSRFs || root->hasPseudoConstantQuals ||
+		list_length(parse->groupClause) > 1)
+		return;
+	rte = planner_rt_fetch(input_rel->relid, root);
+	ft = GetForeignTable(rte->relid);
+	if ((v = tdb_fdw_option(ft->options, "footer_aggregates")) != NULL &&
+		!defGetBoolean(makeDefElem("footer_aggregates", (Node *) makeString(v), -1)))
+		return;
+	if ((url = tdb_fdw_option(ft->options, "url")) == NULL)
+		return;
+	c = trail_cols(rte->relid);
+
+	/* WHERE: nothing, or trail id clauses, each applied exactly */
+	foreach(lc, input_rel->baserestrictinfo)
+	{
+		RestrictInfo *ri = lfirst_node(RestrictInfo, lc);
+		List	   *k = NIL,
+				   *a = NIL;
+		Oid			coll;
+
+		if (!classify(ri->clause, input_rel->relid, &c, &k, &a) ||
+			(linitial_int(k) != PUSH_ID && linitial_int(k) != PUSH_IDS))
+			return;
+		coll = IsA(ri->clause, OpExpr) ? ((OpExpr *) ri->clause)->inputcollid :
+			((ScalarArrayOpExpr *) ri->clause)->inputcollid;
+		if (c.id_type == TEXTOID && !collation_is_bytes(coll))
+			return;
+		kinds = list_concat(kinds, k);
+		args = list_concat(args, a);
+	}
+
+	/* GROUP BY: nothing, or the trail id by its type's equality */
+	memset(&b, 0, sizeof(b));
+	b.relid = input_rel->relid;
+	b.id = c.id;
+	if (parse->groupClause != NIL)
+	{
+		SortGroupClause *sgc = linitial(parse->groupClause);
+		Expr	   *ge = (Expr *) get_sortgroupclause_expr(sgc, parse->targetList);
+		Oid			eqfn = get_opcode(sgc->eqop);
+
+		if (!is_col(ge, input_rel->relid, c.id) ||
+			!((c.id_type == INT8OID && eqfn == F_INT8EQ) ||
+			  (c.id_type == TEXTOID && eqfn == F_TEXTEQ && collation_is_bytes(exprCollation((Node *) ge)))))
+			return;
+		b.grouped = true;
+	}
+
+	/*
+	 * The file's schema and whether it has column summaries: read its footer
+	 * (a file that cannot be read is the scan's error, at execution)
+	 */
+	cxt = AllocSetContextCreate(CurrentMemoryContext, "trail footer aggregates", ALLOCSET_SMALL_SIZES);
+	h = trail_open_ext(GetForeignServer(ft->serverid), ft, url, cxt, true);
+	if (h == NULL)
+	{
+		MemoryContextDelete(cxt);
+		return;
+	}
+	sc = tdb_trail_footer(h->reader)->schema;
+	b.stats = footer_has_stats(tdb_trail_footer(h->reader));
+	ntrails = tdb_trail_footer(h->reader)->ntrails;
+	MemoryContextDelete(cxt);	/* closes the file */
+	b.sc = &sc;
+
+	/*
+	 * The table must fit the file as a scan of it would (else the scan's
+	 * error, not a footer's answer); the id's type must be the file's.
+	 */
+	rel = table_open(rte->relid, NoLock);
+	b.td = RelationGetDescr(rel);
+	if (strcmp(ID_COLUMN(ft), sc.id_name) != 0 || strcmp(TIME_COLUMN(ft), sc.time_name) != 0)
+		ok = false;
+	if ((kinds != NIL || b.grouped) &&
+		!((sc.id_type == TDB_TRAIL_INT64 && c.id_type == INT8OID) ||
+		  (sc.id_type == TDB_TRAIL_STRING && c.id_type == TEXTOID)))
+		ok = false;
+	for (i = 0; ok && i < b.td->natts; i++)
+	{
+		Form_pg_attribute a = TupleDescAttr(b.td, i);
+		TdbTrailType t;
+		int			src;
+
+		if (a->attisdropped)
+			continue;
+		src = attr_source(&sc, a, &t);
+		if (src == SRC_NONE ||
+			(src == SRC_TIME && a->atttypid != TIMESTAMPTZOID && a->atttypid != TIMESTAMPOID))
+			ok = false;
+	}
+
+	/* the output: grouped ids and aggregates the footer answers, nothing else */
+	initStringInfo(&b.text);
+	i = 0;
+	foreach(lc, output_rel->reltarget->exprs)
+	{
+		Expr	   *e = lfirst(lc);
+		Index		ref = get_pathtarget_sortgroupref(output_rel->reltarget, i);
+
+		i++;
+		if (!ok)
+			break;
+		if (ref != 0 && get_sortgroupref_clause_noerr(ref, parse->groupClause) != NULL)
+		{
+			if (!is_col(e, input_rel->relid, c.id))
+				ok = false;
+			else
+				agg_add(&b, e, AGG_GROUP_ID, c.id, NULL);
+		}
+		else
+			ok = agg_add_expr(&b, (Node *) e);
+	}
+	/* HAVING: checked on the scan's rows; its aggregates come from the footer too */
+	foreach(lc, (List *) gx->havingQual)
+	{
+		if (!ok)
+			break;
+		ok = agg_add_expr(&b, lfirst(lc));
+		local = lappend(local, lfirst(lc));
+	}
+	table_close(rel, NoLock);
+	if (!ok || b.tlist == NIL)
+		return;
+
+	priv = list_make5(kinds, makeInteger(0), NIL, b.ops, b.atts);
+	priv = lappend(priv, makeString(b.text.len ? b.text.data : pstrdup("(none)")));
+	priv = lappend(priv, list_make1_oid(rte->relid));
+	priv = lappend(priv, makeInteger(b.grouped));
+	priv = lappend(priv, args);
+	priv = lappend(priv, b.tlist);
+	priv = lappend(priv, local);
+	Assert(list_length(priv) == AGGPATH_LOCAL + 1);
+
+	/* one round trip for the tail, then nothing: cheaper than any scan */
+	rows = b.grouped ? Max(1.0, kinds != NIL ? Min(ntrails, 10.0) : ntrails) : 1.0;
+	path = create_foreign_upper_path(root, output_rel, output_rel->reltarget, rows,
+									 TRAIL_LOOKUP_COST, TRAIL_LOOKUP_COST + rows * cpu_tuple_cost,
+									 NIL, NULL, priv);
+	add_path(output_rel, (Path *) path);
+	output_rel->fdw_private = path;
 }
 
 /* Grow box b (xmin, ymin, xmax, ymax) by metres m, conservatively in degrees. */
@@ -1081,16 +1604,7 @@ build_query(ForeignScanState *node, TrlScan *st)
 				elemtype = type;
 			}
 			else
-			{
-				ArrayType  *arr = DatumGetArrayTypeP(v);
-				int16		elemlen;
-				bool		elembyval;
-				char		elemalign;
-
-				elemtype = ARR_ELEMTYPE(arr);
-				get_typlenbyvalalign(elemtype, &elemlen, &elembyval, &elemalign);
-				deconstruct_array(arr, elemtype, elemlen, elembyval, elemalign, &elems, &nulls, &n);
-			}
+				elemtype = id_array_elems(v, &elems, &nulls, &n);
 			if (has_ids)
 				continue;		/* the first id clause prunes; PostgreSQL checks the others */
 			has_ids = true;
@@ -1183,6 +1697,30 @@ nothing:
 	return false;
 }
 
+/* Open the table's file (once per scan node) and map its columns. */
+static void
+open_file(ForeignScanState *node, TrlScan *st)
+{
+	MemoryContext old;
+	ForeignTable *ft;
+	char	   *url;
+
+	if (st->h != NULL)
+		return;
+	old = MemoryContextSwitchTo(node->ss.ps.state->es_query_cxt);
+	ft = GetForeignTable(RelationGetRelid(st->rel));
+	url = tdb_fdw_option(ft->options, "url");
+	if (url == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_OPTION_NAME_NOT_FOUND),
+				 errmsg("foreign table \"%s\" has no url option", RelationGetRelationName(st->rel))));
+	st->h = trail_open(GetForeignServer(ft->serverid), ft, url, node->ss.ps.state->es_query_cxt);
+	map_columns(node, st);
+	MemoryContextSwitchTo(old);
+}
+
+static TupleTableSlot *agg_iterate(ForeignScanState *node, TrlScan *st);
+
 static TupleTableSlot *
 trlIterateForeignScan(ForeignScanState *node)
 {
@@ -1192,28 +1730,17 @@ trlIterateForeignScan(ForeignScanState *node)
 	TdbTrailError err;
 	int			rc;
 
+	if (st->agg)
+		return agg_iterate(node, st);
 	ExecClearTuple(slot);
 	if (!st->started)
 	{
-		MemoryContext old = MemoryContextSwitchTo(node->ss.ps.state->es_query_cxt);
-		Relation	rel = node->ss.ss_currentRelation;
-
-		if (st->h == NULL)
-		{
-			ForeignTable *ft = GetForeignTable(RelationGetRelid(rel));
-			char	   *url = tdb_fdw_option(ft->options, "url");
-
-			if (url == NULL)
-				ereport(ERROR,
-						(errcode(ERRCODE_FDW_OPTION_NAME_NOT_FOUND),
-						 errmsg("foreign table \"%s\" has no url option", RelationGetRelationName(rel))));
-			st->h = trail_open(GetForeignServer(ft->serverid), ft, url, node->ss.ps.state->es_query_cxt);
-			map_columns(node, st);
-		}
-		MemoryContextSwitchTo(old);
+		open_file(node, st);
 		st->started = true;
 		st->nscans++;
 		st->empty = !build_query(node, st);
+		st->q.skip_columns = st->skip_columns;
+		st->q.skip_position = st->skip_position;
 		st->last_nids = st->q.nids;
 		st->last_time = st->q.has_time;
 		st->last_box = st->q.has_bbox;
@@ -1245,7 +1772,7 @@ trlIterateForeignScan(ForeignScanState *node)
 				slot->tts_values[i] = value_datum(st, i, sc->id_type, ev.key.i, 0, ev.key.s);
 				break;
 			case SRC_TIME:
-				slot->tts_values[i] = TimestampTzGetDatum(ev.time_us - UNIX_TO_PG_US);
+				slot->tts_values[i] = trail_time_datum(ev.time_us);
 				break;
 			case SRC_GEOM:
 				slot->tts_values[i] = tdb_point_datum(ev.lon, ev.lat);
@@ -1282,9 +1809,476 @@ end_scan(TrlScan *st)
 		st->stats.pages_read += s.pages_read;
 		st->stats.pages_pruned += s.pages_pruned;
 		st->stats.events_returned += s.events_returned;
+		st->stats.bytes_read += s.bytes_read;
 		tdb_trail_scan_end(st->h->scan);
 		st->h->scan = NULL;
 	}
+}
+
+/* ---- aggregates from the footer: execution ------------------------------------------ */
+
+static int
+cmp_int64(const void *a, const void *b)
+{
+	int64		x = *(const int64 *) a,
+				y = *(const int64 *) b;
+
+	return x < y ? -1 : x > y;
+}
+
+static int
+cmp_cstring(const void *a, const void *b)
+{
+	return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+/*
+ * st->member: the trails whose id satisfies every pushed id clause (the
+ * planner let only id clauses through, so this is the WHERE clause).
+ */
+static void
+agg_members(ForeignScanState *node, TrlScan *st, const TdbTrailFooter *f)
+{
+	ExprContext *econtext = node->ss.ps.ps_ExprContext;
+	ListCell   *lk,
+			   *la = list_head(st->arg_states);
+	MemoryContext old = MemoryContextSwitchTo(st->scan_cxt);
+	bool		str = f->schema.id_type == TDB_TRAIL_STRING;
+
+	st->member = palloc(sizeof(bool) * Max(1, f->ntrails));
+	for (uint32 t = 0; t < f->ntrails; t++)
+		st->member[t] = true;
+	foreach(lk, st->kinds)
+	{
+		int			kind = lfirst_int(lk);
+		ExprState  *es = lfirst(la);
+		bool		isnull;
+		Datum		v = ExecEvalExpr(es, econtext, &isnull);
+		Oid			elemtype = exprType((Node *) es->expr);
+		Datum	   *elems = &v;
+		bool	   *nulls = &isnull;
+		int			n = 1,
+					nv = 0;
+		int64	   *ivals;
+		char	  **svals;
+
+		la = lnext(st->arg_states, la);
+		Assert(kind == PUSH_ID || kind == PUSH_IDS);
+		if (isnull)
+			n = 0;				/* id = NULL, id = ANY(NULL): no row */
+		else if (kind == PUSH_IDS)
+			elemtype = id_array_elems(v, &elems, &nulls, &n);
+		ivals = palloc(sizeof(int64) * Max(1, n));
+		svals = palloc(sizeof(char *) * Max(1, n));
+		for (int e = 0; e < n; e++)
+		{
+			if (nulls[e])
+				continue;
+			if (str)
+				svals[nv++] = TextDatumGetCString(elems[e]);
+			else
+				ivals[nv++] = elemtype == INT2OID ? DatumGetInt16(elems[e]) :
+					elemtype == INT4OID ? DatumGetInt32(elems[e]) : DatumGetInt64(elems[e]);
+		}
+		if (str)
+			qsort(svals, nv, sizeof(char *), cmp_cstring);
+		else
+			qsort(ivals, nv, sizeof(int64), cmp_int64);
+		for (uint32 t = 0; t < f->ntrails; t++)
+		{
+			const TdbTrailKey *k = &f->trails[t].key;
+
+			if (st->member[t])
+				st->member[t] = nv > 0 &&
+					(str ? bsearch(&k->s, svals, nv, sizeof(char *), cmp_cstring) != NULL :
+					 bsearch(&k->i, ivals, nv, sizeof(int64), cmp_int64) != NULL);
+		}
+	}
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * The column summaries of trail t: the footer's, or (a file without them,
+ * replaced since the query was planned) computed by reading its pages.
+ */
+static const TdbTrailStats *
+trail_stats(ForeignScanState *node, TrlScan *st, const TdbTrailFooter *f, uint32 t)
+{
+	TdbTrailStats *cs;
+	TdbTrailQuery q;
+	TdbTrailEvent ev;
+	TdbTrailError err;
+	int			rc;
+	int			ncols = f->schema.ncolumns;
+
+	if (f->trails[t].stats != NULL)
+		return f->trails[t].stats;
+	if (st->computed == NULL)
+		st->computed = MemoryContextAllocZero(node->ss.ps.state->es_query_cxt,
+											  sizeof(TdbTrailStats *) * Max(1, f->ntrails));
+	if (st->computed[t] != NULL)
+		return st->computed[t];
+	cs = MemoryContextAllocZero(node->ss.ps.state->es_query_cxt, sizeof(TdbTrailStats) * Max(1, ncols));
+	memset(&q, 0, sizeof(q));
+	q.nids = 1;
+	if (f->schema.id_type == TDB_TRAIL_STRING)
+		q.ids_str = &f->trails[t].key.s;
+	else
+		q.ids_int = &f->trails[t].key.i;
+	q.skip_position = true;
+	if (tdb_trail_scan_begin(st->h->reader, &q, &st->h->scan, &err) < 0)
+		trail_error(&err, psprintf("could not scan trail file \"%s\"", st->h->url));
+	while ((rc = tdb_trail_scan_next(st->h->scan, &ev, &err)) > 0)
+	{
+		for (int c = 0; c < ncols; c++)
+		{
+			const TdbTrailValue *v = &ev.values[c];
+			TdbTrailStats *x = &cs[c];
+
+			if (v->isnull)
+				continue;
+			switch (f->schema.columns[c].type)
+			{
+				case TDB_TRAIL_INT64:
+				case TDB_TRAIL_BOOL:
+					if (x->count == 0 || v->i < x->imin)
+						x->imin = v->i;
+					if (x->count == 0 || v->i > x->imax)
+						x->imax = v->i;
+					break;
+				case TDB_TRAIL_FLOAT64:
+					if (isnan(v->f))
+						x->has_nan = true;
+					else
+					{
+						/* a tie (-0, 0) keeps the later value, as float8smaller/larger */
+						if (!x->has_range || !(x->fmin < v->f))
+							x->fmin = v->f;
+						if (!x->has_range || !(x->fmax > v->f))
+							x->fmax = v->f;
+						x->has_range = true;
+					}
+					break;
+				case TDB_TRAIL_STRING:
+					break;
+			}
+			x->count++;
+		}
+		CHECK_FOR_INTERRUPTS();
+	}
+	if (rc < 0)
+		trail_error(&err, psprintf("could not read trail file \"%s\"", st->h->url));
+	end_scan(st);
+	st->scanned = true;
+	st->computed[t] = cs;
+	return cs;
+}
+
+/*
+ * min or max of float column src over trails idx[0 .. n-1], folded from
+ * their events in file order as PostgreSQL does over the scan's rows (a tie
+ * keeps the later value); NaNs are left to the caller.
+ */
+static double
+float_extreme_by_scan(TrlScan *st, const TdbTrailFooter *f, const uint32 *idx, uint32 n, int src,
+					  bool max)
+{
+	TdbTrailQuery q;
+	TdbTrailEvent ev;
+	TdbTrailError err;
+	int64	   *ids_int = palloc(sizeof(int64) * Max(1, n));
+	const char **ids_str = palloc(sizeof(char *) * Max(1, n));
+	bool		any = false;
+	double		fv = 0;
+	int			rc;
+
+	for (uint32 j = 0; j < n; j++)
+	{
+		ids_int[j] = f->trails[idx[j]].key.i;
+		ids_str[j] = f->trails[idx[j]].key.s;
+	}
+	memset(&q, 0, sizeof(q));
+	q.nids = (int) n;
+	if (f->schema.id_type == TDB_TRAIL_STRING)
+		q.ids_str = ids_str;
+	else
+		q.ids_int = ids_int;
+	q.skip_position = true;
+	q.skip_columns = src < 64 ? ~((uint64) 1 << src) : 0;
+	if (tdb_trail_scan_begin(st->h->reader, &q, &st->h->scan, &err) < 0)
+		trail_error(&err, psprintf("could not scan trail file \"%s\"", st->h->url));
+	while ((rc = tdb_trail_scan_next(st->h->scan, &ev, &err)) > 0)
+	{
+		const TdbTrailValue *v = &ev.values[src];
+
+		if (!v->isnull && !isnan(v->f) && (!any || (max ? !(fv > v->f) : !(fv < v->f))))
+			fv = v->f;
+		any = any || (!v->isnull && !isnan(v->f));
+		CHECK_FOR_INTERRUPTS();
+	}
+	if (rc < 0)
+		trail_error(&err, psprintf("could not read trail file \"%s\"", st->h->url));
+	end_scan(st);
+	return fv;
+}
+
+/* The trail file changed since planning so that an aggregate no longer fits it. */
+static void
+agg_replaced(TrlScan *st, const char *what)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
+			 errmsg("trail file \"%s\" changed since the query was planned: %s", st->h->url, what),
+			 errhint("Plan the query again (DISCARD PLANS), or SET trafficdb.trail_footer_aggregates = off.")));
+}
+
+/* Check that the file (opened now) still fits the planned aggregates. */
+static void
+agg_check(TrlScan *st, const TdbTrailFooter *f)
+{
+	ListCell   *lo,
+			   *la;
+	Oid			idtype = InvalidOid;
+
+	forboth(lo, st->agg_ops, la, st->agg_atts)
+	{
+		int			op = lfirst_int(lo);
+		AttrNumber	att = lfirst_int(la);
+		Form_pg_attribute a;
+		TdbTrailType t;
+		int			src;
+		bool		ok;
+
+		if (att == 0)
+			continue;
+		a = TupleDescAttr(st->tupdesc, att - 1);
+		src = attr_source(&f->schema, a, &t);	/* map_columns checked it is there */
+		switch (op)
+		{
+			case AGG_GROUP_ID:
+				ok = src == SRC_ID;
+				idtype = a->atttypid;
+				break;
+			case AGG_COUNT:
+				ok = src == SRC_TIME || src == SRC_GEOM || direct_type(t, a->atttypid);
+				break;
+			case AGG_MIN:
+			case AGG_MAX:
+				ok = src == SRC_TIME ||
+					(src == SRC_ID && t == TDB_TRAIL_INT64 && a->atttypid == INT8OID) ||
+					((src == SRC_LON || src == SRC_LAT) && a->atttypid == FLOAT8OID) ||
+					(src >= 0 && ((t == TDB_TRAIL_INT64 && (a->atttypid == INT8OID || a->atttypid == FLOAT8OID)) ||
+								  (t == TDB_TRAIL_FLOAT64 && a->atttypid == FLOAT8OID)));
+				break;
+			default:
+				ok = src >= 0 && t == TDB_TRAIL_BOOL;
+				break;
+		}
+		if (!ok)
+			agg_replaced(st, psprintf("column \"%s\" is now of another type", NameStr(a->attname)));
+	}
+	if (st->kinds != NIL || st->grouped)
+	{
+		AttrNumber	id = InvalidAttrNumber;
+
+		for (int i = 0; i < st->tupdesc->natts; i++)
+			if (!TupleDescAttr(st->tupdesc, i)->attisdropped &&
+				strcmp(NameStr(TupleDescAttr(st->tupdesc, i)->attname), f->schema.id_name) == 0)
+				id = i + 1;
+		idtype = id != InvalidAttrNumber ? TupleDescAttr(st->tupdesc, id - 1)->atttypid : idtype;
+		if (!((f->schema.id_type == TDB_TRAIL_INT64 && idtype == INT8OID) ||
+			  (f->schema.id_type == TDB_TRAIL_STRING && idtype == TEXTOID)))
+			agg_replaced(st, "its trail ids are now of another type");
+	}
+}
+
+/* One output row over trails idx[0 .. n-1] (n = 0: no row matched). */
+static void
+agg_row(ForeignScanState *node, TrlScan *st, const TdbTrailFooter *f, const uint32 *idx, uint32 n,
+		TupleTableSlot *slot)
+{
+	ListCell   *lo,
+			   *la;
+	int			k = 0;
+
+	forboth(lo, st->agg_ops, la, st->agg_atts)
+	{
+		int			op = lfirst_int(lo);
+		AttrNumber	att = lfirst_int(la);
+		Form_pg_attribute a = att > 0 ? TupleDescAttr(st->tupdesc, att - 1) : NULL;
+		TdbTrailType t = TDB_TRAIL_INT64;
+		int			src = a != NULL ? attr_source(&f->schema, a, &t) : SRC_NONE;
+		Datum		d = (Datum) 0;
+		bool		isnull = false;
+
+		switch (op)
+		{
+			case AGG_GROUP_ID:
+				{
+					const TdbTrailKey *key = &f->trails[idx[0]].key;
+
+					d = value_datum(st, att - 1, f->schema.id_type, key->i, 0, key->s);
+					break;
+				}
+			case AGG_COUNT_STAR:
+			case AGG_COUNT:
+				{
+					uint64		sum = 0;
+
+					for (uint32 j = 0; j < n; j++)
+						sum += op == AGG_COUNT && src >= 0 ? trail_stats(node, st, f, idx[j])[src].count :
+							f->trails[idx[j]].nevents;
+					d = Int64GetDatum((int64) sum);
+					break;
+				}
+			case AGG_BOOL_AND:
+			case AGG_BOOL_OR:
+				{
+					bool		any = false,
+								all_true = true,
+								one_true = false;
+
+					for (uint32 j = 0; j < n; j++)
+					{
+						const TdbTrailStats *x = &trail_stats(node, st, f, idx[j])[src];
+
+						if (x->count == 0)
+							continue;
+						any = true;
+						all_true &= x->imin == 1;
+						one_true |= x->imax == 1;
+					}
+					isnull = !any;
+					d = BoolGetDatum(op == AGG_BOOL_AND ? all_true : one_true);
+					break;
+				}
+			default:
+				{
+					bool		max = op == AGG_MAX;
+					bool		any = false,
+								nan = false;
+					int64		iv = 0;
+					double		fv = 0,
+								y;
+					bool		zero_tie = false;
+
+					for (uint32 j = 0; j < n; j++)
+					{
+						const TdbTrailInfo *ti = &f->trails[idx[j]];
+						int64		x;
+
+						if (src >= 0 && t == TDB_TRAIL_FLOAT64)
+						{
+							const TdbTrailStats *cs = &trail_stats(node, st, f, idx[j])[src];
+
+							/* PostgreSQL orders NaN above every number */
+							nan |= cs->has_nan;
+							if (!cs->has_range)
+								continue;
+							y = max ? cs->fmax : cs->fmin;
+							/* a tie keeps the later trail's value, as PostgreSQL the later row's */
+							if (any && y == fv && memcmp(&y, &fv, sizeof(double)) != 0)
+								zero_tie = true;
+							if (!any || (max ? !(fv > y) : !(fv < y)))
+								fv = y;
+							any = true;
+							continue;
+						}
+						if (src >= 0)
+						{
+							const TdbTrailStats *cs = &trail_stats(node, st, f, idx[j])[src];
+
+							if (cs->count == 0)
+								continue;
+							x = max ? cs->imax : cs->imin;
+						}
+						else if (src == SRC_TIME)
+							x = max ? ti->tmax : ti->tmin;
+						else if (src == SRC_ID)
+							x = ti->key.i;
+						else if (src == SRC_LON)
+							x = max ? ti->xmax : ti->xmin;
+						else
+							x = max ? ti->ymax : ti->ymin;
+						if (!any || (max ? x > iv : x < iv))
+							iv = x;
+						any = true;
+					}
+					/*
+					 * -0 and 0 from different trails: the later row's in file
+					 * order, which is the later trail's only in trail order
+					 */
+					if (zero_tie && f->order != TDB_TRAIL_ORDER_TRAIL)
+						fv = float_extreme_by_scan(st, f, idx, n, src, max);
+					if (src >= 0 && t == TDB_TRAIL_FLOAT64)
+					{
+						/* max: NaN if any; min: NaN only if every value is */
+						isnull = !any && !nan;
+						d = Float8GetDatum((max && nan) || !any ? get_float8_nan() : fv);
+						break;
+					}
+					isnull = !any;
+					if (src == SRC_TIME)
+						d = trail_time_datum(iv);
+					else if (src == SRC_LON || src == SRC_LAT)
+						d = Float8GetDatum(tdb_trail_coord_unfix((int32) iv));
+					else if (a->atttypid == FLOAT8OID)
+						d = Float8GetDatum((double) iv);
+					else
+						d = Int64GetDatum(iv);
+				}
+		}
+		slot->tts_values[k] = d;
+		slot->tts_isnull[k] = isnull;
+		k++;
+	}
+}
+
+/* IterateForeignScan of a footer-aggregate plan: a row per trail, or one row. */
+static TupleTableSlot *
+agg_iterate(ForeignScanState *node, TrlScan *st)
+{
+	TupleTableSlot *slot = node->ss.ss_ScanTupleSlot;
+	const TdbTrailFooter *f;
+
+	ExecClearTuple(slot);
+	if (!st->started)
+	{
+		open_file(node, st);
+		agg_check(st, tdb_trail_footer(st->h->reader));
+		agg_members(node, st, tdb_trail_footer(st->h->reader));
+		st->started = true;
+		st->nscans++;
+		st->next = 0;
+		st->done = false;
+	}
+	f = tdb_trail_footer(st->h->reader);
+	if (st->grouped)
+	{
+		uint32		t;
+
+		while (st->next < f->ntrails && !st->member[st->next])
+			st->next++;
+		if (st->next >= f->ntrails)
+			return slot;
+		t = st->next++;
+		agg_row(node, st, f, &t, 1, slot);
+	}
+	else
+	{
+		uint32	   *idx;
+		uint32		n = 0;
+
+		if (st->done)
+			return slot;
+		st->done = true;
+		idx = MemoryContextAlloc(st->scan_cxt, sizeof(uint32) * Max(1, f->ntrails));
+		for (uint32 t = 0; t < f->ntrails; t++)
+			if (st->member[t])
+				idx[n++] = t;
+		agg_row(node, st, f, idx, n, slot);
+	}
+	return ExecStoreVirtualTuple(slot);
 }
 
 static void
@@ -1309,13 +2303,47 @@ trlEndForeignScan(ForeignScanState *node)
 	/* EXPLAIN ANALYZE reads the pager's counters after this: keep the file open */
 }
 
+/*
+ * EXPLAIN VERBOSE: the table's columns whose values are fetched.  The trail
+ * id and the time always are (they make a page's core); a geometry column,
+ * lon or lat stands for the positions.  A version-1 file (known once the
+ * scan opened it) is read whole whatever the query uses.
+ */
+static char *
+columns_fetched(ForeignScanState *node, TrlScan *st, const char *idname, const char *timename)
+{
+	ForeignScan *plan = (ForeignScan *) node->ss.ps.plan;
+	Bitmapset  *used = plan_used_attrs(plan);
+	TupleDesc	td = st->tupdesc;
+	StringInfoData b;
+
+	initStringInfo(&b);
+	if (bms_is_member(0 - FirstLowInvalidHeapAttributeNumber, used))
+		appendStringInfoString(&b, "all (a whole-row reference)");
+	else
+	{
+		appendStringInfo(&b, "%s, %s", quote_identifier(idname), quote_identifier(timename));
+		for (int i = 0; i < td->natts; i++)
+		{
+			Form_pg_attribute a = TupleDescAttr(td, i);
+
+			if (!a->attisdropped && bms_is_member(a->attnum - FirstLowInvalidHeapAttributeNumber, used) &&
+				strcmp(NameStr(a->attname), idname) != 0 && strcmp(NameStr(a->attname), timename) != 0)
+				appendStringInfo(&b, ", %s", quote_identifier(NameStr(a->attname)));
+		}
+	}
+	if (st->h != NULL && st->h->reader != NULL && tdb_trail_footer(st->h->reader)->version < 2)
+		appendStringInfoString(&b, " (the file is version 1: its pages are read whole)");
+	return b.data;
+}
+
 static void
 trlExplainForeignScan(ForeignScanState *node, ExplainState *es)
 {
 	ForeignScan *plan = (ForeignScan *) node->ss.ps.plan;
 	TrlScan    *st = node->fdw_state;
 	List	   *context = set_deparse_context_plan(es->deparse_cxt, (Plan *) plan, NIL);
-	ForeignTable *ft = GetForeignTable(RelationGetRelid(node->ss.ss_currentRelation));
+	ForeignTable *ft = GetForeignTable(RelationGetRelid(st->rel));
 	const char *idname = ID_COLUMN(ft);
 	const char *timename = TIME_COLUMN(ft);
 	StringInfoData ids,
@@ -1368,6 +2396,16 @@ trlExplainForeignScan(ForeignScanState *node, ExplainState *es)
 		ExplainPropertyText("Time Range Pushed Down", times.data, es);
 	if (area.len)
 		ExplainPropertyText("Area Pushed Down", area.data, es);
+	if (st->agg)
+	{
+		ExplainPropertyText("Aggregates From Footer", strVal(list_nth(plan->fdw_private, AGGP_TEXT)), es);
+		if (st->grouped)
+			ExplainPropertyText("Grouped By Trail Id", quote_identifier(idname), es);
+		if (es->analyze && st->scanned)
+			ExplainPropertyText("Footer Summaries", "missing (the file was replaced since planning): computed from its pages", es);
+	}
+	else if (es->verbose)
+		ExplainPropertyText("Columns Fetched", columns_fetched(node, st, idname, timename), es);
 	if (es->analyze && st->h != NULL && st->h->pager != NULL)
 	{
 		TdbPagerStats ps;
@@ -1381,6 +2419,8 @@ trlExplainForeignScan(ForeignScanState *node, ExplainState *es)
 		ExplainPropertyUInteger("Trail Pages Read", NULL, st->stats.pages_read, es);
 		ExplainPropertyUInteger("Trail Pages Pruned", NULL, st->stats.pages_pruned, es);
 		ExplainPropertyUInteger("Trail Pages In File", NULL, f->npages, es);
+		/* of the pages read: all their bytes, or (version 2) the chunks of the columns used */
+		ExplainPropertyUInteger("Trail Page Bytes Read", "bytes", st->stats.bytes_read, es);
 		if (remote)
 		{
 			ExplainPropertyUInteger(strncmp(st->h->url, "s3://", 5) == 0 ? "Bytes From S3" : "Bytes From HTTP",
@@ -1390,7 +2430,10 @@ trlExplainForeignScan(ForeignScanState *node, ExplainState *es)
 			ExplainPropertyUInteger("Requests", NULL, ps.requests, es);
 			ExplainPropertyUInteger("Retries", NULL, ps.retries, es);
 			/* whether this query asked the server for size and ETag */
-			if (ps.validation_reused)
+			if (ps.validation_by_token)
+				ExplainPropertyText("Object Validated",
+									"by this statement's planning (its requests and bytes are not counted here)", es);
+			else if (ps.validation_reused)
 				ExplainPropertyText("Object Validated",
 									psprintf("%.0f s earlier (revalidate_interval)", ps.validation_age), es);
 			else
@@ -1407,7 +2450,8 @@ trlExplainForeignScan(ForeignScanState *node, ExplainState *es)
 static const char *
 trail_type_sql(TdbTrailType t)
 {
-	return t == TDB_TRAIL_INT64 ? "bigint" : t == TDB_TRAIL_FLOAT64 ? "double precision" : "text";
+	return t == TDB_TRAIL_INT64 ? "bigint" : t == TDB_TRAIL_FLOAT64 ? "double precision" :
+		t == TDB_TRAIL_BOOL ? "boolean" : "text";
 }
 
 static List *
@@ -1486,6 +2530,7 @@ trafficdb_trails_handler(PG_FUNCTION_ARGS)
 	r->ReScanForeignScan = trlReScanForeignScan;
 	r->EndForeignScan = trlEndForeignScan;
 	r->ExplainForeignScan = trlExplainForeignScan;
+	r->GetForeignUpperPaths = trlGetForeignUpperPaths;
 	r->ImportForeignSchema = trlImportForeignSchema;
 	PG_RETURN_POINTER(r);
 }
@@ -1494,7 +2539,8 @@ trafficdb_trails_handler(PG_FUNCTION_ARGS)
  * Options.  Servers: endpoint, region, path_style, block_size, cache_dir
  * (pg_write_server_files), cache_size, parallel, readahead, retries,
  * revalidate_interval.  Tables: url (a local path needs
- * pg_read_server_files), id_column, time_column, revalidate_interval.
+ * pg_read_server_files), id_column, time_column, revalidate_interval,
+ * footer_aggregates (on: aggregates may come from the footer).
  * User mappings: access_key, secret_key, session_token.
  */
 Datum
@@ -1505,7 +2551,8 @@ trafficdb_trails_validator(PG_FUNCTION_ARGS)
 	ListCell   *lc;
 	static const char *const server_opts[] = {"endpoint", "region", "path_style", "block_size", "cache_dir",
 	"cache_size", "parallel", "readahead", "retries", "revalidate_interval", NULL};
-	static const char *const table_opts[] = {"url", "id_column", "time_column", "revalidate_interval", NULL};
+	static const char *const table_opts[] = {"url", "id_column", "time_column", "revalidate_interval",
+	"footer_aggregates", NULL};
 	static const char *const mapping_opts[] = {"access_key", "secret_key", "session_token", NULL};
 
 	tdb_require_preload();
@@ -1526,7 +2573,7 @@ trafficdb_trails_validator(PG_FUNCTION_ARGS)
 					(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
 					 errmsg("invalid option \"%s\" for trafficdb_trails", d->defname),
 					 errhint("Servers take endpoint, region, path_style, block_size, cache_dir, cache_size, parallel, readahead, retries, revalidate_interval; "
-							 "foreign tables take url, id_column, time_column, revalidate_interval; user mappings take access_key, secret_key, session_token.")));
+							 "foreign tables take url, id_column, time_column, revalidate_interval, footer_aggregates; user mappings take access_key, secret_key, session_token.")));
 		v = defGetString(d);
 		if (strcmp(d->defname, "endpoint") == 0 &&
 			strncmp(v, "http://", 7) != 0 && strncmp(v, "https://", 8) != 0)
@@ -1534,7 +2581,7 @@ trafficdb_trails_validator(PG_FUNCTION_ARGS)
 					(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
 					 errmsg("invalid value for option \"endpoint\": \"%s\"", v),
 					 errdetail("Expected http://host[:port] or https://host[:port].")));
-		else if (strcmp(d->defname, "path_style") == 0)
+		else if (strcmp(d->defname, "path_style") == 0 || strcmp(d->defname, "footer_aggregates") == 0)
 			(void) defGetBoolean(d);
 		else if (strcmp(d->defname, "block_size") == 0)
 			(void) bytes_option("block_size", v, 16 << 10, 16 << 20, true);
@@ -1588,14 +2635,16 @@ write_state_free(void *arg)
 }
 
 static TdbTrailType
-column_trail_type(Oid type)
+column_trail_type(Oid type, int version)
 {
 	switch (type)
 	{
+		case BOOLOID:
+			/* 1 and 0 in version 1, which has no boolean type */
+			return version >= 2 ? TDB_TRAIL_BOOL : TDB_TRAIL_INT64;
 		case INT2OID:
 		case INT4OID:
 		case INT8OID:
-		case BOOLOID:			/* 1 and 0: format version 1 has no boolean type */
 			return TDB_TRAIL_INT64;
 		case FLOAT4OID:
 		case FLOAT8OID:
@@ -1626,7 +2675,8 @@ float_datum(Datum d, Oid type)
 /*
  * trafficdb.trail_write(query text, destination text, server text,
  *     id_column text, time_column text, geom_column text,
- *     page_size int, page_seconds int) returns bigint: the events written.
+ *     page_size int, page_seconds int, page_order text, bucket_seconds int,
+ *     format_version int) returns bigint: the events written.
  */
 static void
 trail_write_require(FunctionCallInfo fcinfo, int argno, const char *name)
@@ -1651,6 +2701,10 @@ trafficdb_trail_write(PG_FUNCTION_ARGS)
 	char	   *geomcol;
 	int32		page_size;
 	int32		page_seconds;
+	char	   *page_order;
+	int32		format_version;
+	TdbTrailOrder order;
+	int64		bucket_us = 0;
 	bool		s3;
 	TrailOptions *o = NULL;
 	WriteState *ws = palloc0(sizeof(WriteState));
@@ -1676,7 +2730,6 @@ trafficdb_trail_write(PG_FUNCTION_ARGS)
 	trail_write_require(fcinfo, 3, "id_column");
 	trail_write_require(fcinfo, 4, "time_column");
 	trail_write_require(fcinfo, 5, "geom_column");
-	trail_write_require(fcinfo, 6, "page_size");
 	trail_write_require(fcinfo, 7, "page_seconds");
 	query = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	dest = text_to_cstring(PG_GETARG_TEXT_PP(1));
@@ -1684,11 +2737,51 @@ trafficdb_trail_write(PG_FUNCTION_ARGS)
 	idcol = text_to_cstring(PG_GETARG_TEXT_PP(3));
 	timecol = text_to_cstring(PG_GETARG_TEXT_PP(4));
 	geomcol = text_to_cstring(PG_GETARG_TEXT_PP(5));
-	page_size = PG_GETARG_INT32(6);
+	/* NULL: the writer's default (64 kB by trail, 16 kB space-time) */
+	page_size = PG_ARGISNULL(6) ? 0 : PG_GETARG_INT32(6);
 	page_seconds = PG_GETARG_INT32(7);
+	trail_write_require(fcinfo, 8, "page_order");
+	trail_write_require(fcinfo, 10, "format_version");
+	page_order = text_to_cstring(PG_GETARG_TEXT_PP(8));
+	format_version = PG_GETARG_INT32(10);
+	if (format_version != 1 && format_version != 2)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("format_version %d is not a trail file format version", format_version),
+				 errdetail("Expected 2 (the default) or 1 (for readers built before version 2).")));
+	if (strcmp(page_order, "trail") == 0)
+		order = TDB_TRAIL_ORDER_TRAIL;
+	else if (strcmp(page_order, "space-time") == 0)
+		order = TDB_TRAIL_ORDER_SPACETIME;
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("page_order \"%s\" is not a page order", page_order),
+				 errdetail("Expected 'trail' (pages of one trail, by trail id then time) or 'space-time' (pages of one time bucket, by place).")));
+	if (order == TDB_TRAIL_ORDER_SPACETIME && format_version == 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("page_order 'space-time' needs format_version 2"),
+				 errdetail("Version-1 files hold their pages in trail order only.")));
+	if (!PG_ARGISNULL(9))
+	{
+		int32		bucket_seconds = PG_GETARG_INT32(9);
+
+		if (order != TDB_TRAIL_ORDER_SPACETIME)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("bucket_seconds applies to page_order 'space-time' only, not '%s'", page_order),
+					 errhint("Pass page_order => 'space-time', or leave out bucket_seconds.")));
+		if (bucket_seconds < 1 || bucket_seconds > 31 * 86400)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("bucket_seconds %d is out of range", bucket_seconds),
+					 errdetail("Expected seconds from 1 to 2678400 (31 days).")));
+		bucket_us = (int64) bucket_seconds * USECS_PER_SEC;
+	}
 	s3 = strncmp(dest, "s3://", 5) == 0;
 	check_url(dest, true);
-	if (page_size < 1024 || page_size > (64 << 20))
+	if (!PG_ARGISNULL(6) && (page_size < 1024 || page_size > (64 << 20)))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("page_size %d is out of range", page_size),
@@ -1764,7 +2857,7 @@ trafficdb_trail_write(PG_FUNCTION_ARGS)
 			extra[schema.ncolumns] = i;
 			extra_type[schema.ncolumns] = a->atttypid;
 			strlcpy(schema.columns[schema.ncolumns].name, name, sizeof(schema.columns[0].name));
-			schema.columns[schema.ncolumns].type = column_trail_type(a->atttypid);
+			schema.columns[schema.ncolumns].type = column_trail_type(a->atttypid, format_version);
 			schema.ncolumns++;
 		}
 	}
@@ -1804,6 +2897,9 @@ trafficdb_trail_write(PG_FUNCTION_ARGS)
 	memset(&wo, 0, sizeof(wo));
 	wo.page_target_bytes = (uint32) page_size;
 	wo.page_max_span_us = page_seconds == 0 ? -1 : (int64) page_seconds * USECS_PER_SEC;
+	wo.version = format_version;
+	wo.order = order;
+	wo.bucket_us = bucket_us;
 	if (tdb_trail_writer_create(&schema, &wo, &ws->w, &err) < 0)
 		trail_error(&err, "could not start a trail file");
 	vals = palloc0(sizeof(TdbTrailValue) * (schema.ncolumns + 1));
@@ -1849,6 +2945,11 @@ trafficdb_trail_write(PG_FUNCTION_ARGS)
 				ereport(ERROR,
 						(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
 						 errmsg("row " INT64_FORMAT " of the query has an infinite time", nrows)));
+			if (DatumGetTimestamp(d) > PG_INT64_MAX - UNIX_TO_PG_US)
+				ereport(ERROR,
+						(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+						 errmsg("row " INT64_FORMAT " of the query has a time past what a trail file holds", nrows),
+						 errdetail("Trail files hold microseconds since 1970 in 64 bits, up to the year 294247.")));
 			ev.time_us = DatumGetTimestamp(d) + UNIX_TO_PG_US;
 			d = SPI_getbinval(tup, rtd, gatt + 1, &isnull);
 			if (isnull)
@@ -1880,6 +2981,7 @@ trafficdb_trail_write(PG_FUNCTION_ARGS)
 				switch (schema.columns[c].type)
 				{
 					case TDB_TRAIL_INT64:
+					case TDB_TRAIL_BOOL:
 						vals[c].i = int_datum(d, extra_type[c]);
 						break;
 					case TDB_TRAIL_FLOAT64:

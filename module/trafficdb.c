@@ -43,6 +43,7 @@ char	   *tdb_shm_group = NULL;
 char	   *tdb_shm_name_setting = NULL;
 int			tdb_max_external_readers = 64;
 int			tdb_trail_memory_cache_kb = 64 * 1024;
+bool		tdb_trail_footer_aggregates = true;
 
 /* True when the postmaster loaded us through shared_preload_libraries. */
 static bool tdb_loaded_at_startup = false;
@@ -76,6 +77,17 @@ tdb_define_settings(void)
 							PGC_USERSET,
 							GUC_UNIT_KB,
 							NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("trafficdb.trail_footer_aggregates",
+							 "Answers aggregates over trail foreign tables from the file's footer.",
+							 "count, min, max, bool_and and bool_or of a whole trail file or of "
+							 "its trails (GROUP BY the trail id) come from the footer's summaries "
+							 "without fetching any page; off: PostgreSQL aggregates the rows.",
+							 &tdb_trail_footer_aggregates,
+							 true,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
 
 	DefineCustomIntVariable("trafficdb.reader_pin_timeout",
 							"How long a reader may keep a superseded version.",

@@ -201,7 +201,9 @@ busiest=$("${PSQL[@]}" -d "$DEMO_DB" -At -c "SELECT 'v' || mmsi FROM ais_raw GRO
 say "trail files on S3: real vessel trails (AIS) in a local MinIO, queried with SQL"
 # MinIO (built once with go install) on a free port of 127.0.0.1, random root
 # credentials in $dir/minio/env; the CLI uploads two real AIS trail files
-# (multipart when large), SQL reads them through the trail FDW.
+# (format version 2, pages in trail order; multipart when large) and a copy
+# of the first with its pages in space-time order; SQL reads them through
+# the trail FDW.
 if [ -f "$dir/minio/pid" ] && kill -0 "$(cat "$dir/minio/pid")" 2>/dev/null && [ -f "$dir/minio/env" ]; then
 	echo "minio: already running"
 else
@@ -214,7 +216,11 @@ tools/trafficdb-trail mb s3://vessels
 for f in us_coastal_2020_06_30 nyharbor_2020_12_first_week; do
 	tools/trafficdb-trail write "s3://vessels/$f.trail" --id mmsi --time ts <"data/cache/ais/$f.csv"
 done
+# the same events, pages laid out by time bucket (600 s) and area: best for windows
+tools/trafficdb-trail write s3://vessels/us_coastal_2020_06_30_space_time.trail --id mmsi --time ts \
+	--order space-time <data/cache/ais/us_coastal_2020_06_30.csv
 tools/trafficdb-trail info s3://vessels/us_coastal_2020_06_30.trail | head -12
+tools/trafficdb-trail info s3://vessels/us_coastal_2020_06_30_space_time.trail | grep -E '^(file|bytes|order|pages):'
 rm -rf "$dir/trail-cache"	# start cold: the first queries fetch from S3
 "${PSQL[@]}" -d "$DEMO_DB" -v endpoint="$MINIO_ENDPOINT" -v access_key="$MINIO_ROOT_USER" \
 	-v secret_key="$MINIO_ROOT_PASSWORD" -v cache_dir="$(readlink -f "$dir")/trail-cache" -f scripts/demo-trails.sql

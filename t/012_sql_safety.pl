@@ -86,8 +86,8 @@ still_up('every function with NULL in each argument position');
 
 my ($ret, $out, $err) = $node->psql('postgres', 'SELECT trafficdb.trail_write(NULL, NULL)');
 like($err, qr/ERROR:  trafficdb.trail_write: query must not be NULL/, 'trail_write(NULL, NULL): a clear error');
-($ret, $out, $err) = $node->psql('postgres', q{SELECT trafficdb.trail_write('SELECT 1', '/tmp/x.trail', page_size => NULL)});
-like($err, qr/page_size must not be NULL/, 'trail_write: a NULL optional argument is named');
+($ret, $out, $err) = $node->psql('postgres', q{SELECT trafficdb.trail_write('SELECT 1', '/tmp/x.trail', page_seconds => NULL)});
+like($err, qr/page_seconds must not be NULL/, 'trail_write: a NULL optional argument is named');
 for my $c (q{trafficdb.load_map(NULL)}, q{trafficdb.load_map('roads', NULL)}, q{trafficdb.load_map('roads', 'id', NULL)})
 {
 	($ret, $out, $err) = $node->psql('postgres', "SELECT $c");

@@ -8,7 +8,7 @@
 #    the bytes of its single-id queries (bytes(a) + bytes(b) - bytes(none), the
 #    open being paid once); an outer side of 100,000 ids is not a nested loop.
 # 2. revalidate_interval: with 0 every query asks for size and ETag (one
-#    request, 64 kB); with 60 a second query in the session asks nothing; an
+#    request, the 16 kB tail); with 60 a second query in the session asks nothing; an
 #    object replaced within the interval is read as the old version from the
 #    caches, or is an error when a byte must come from S3 (never a mix), and
 #    a query after the interval reads the new one.
@@ -152,7 +152,7 @@ END $$});
 my $two = q{SELECT p->>'Requests', p->>'Bytes From S3', p->>'Object Validated' FROM (SELECT xj('SELECT * FROM veh WHERE vid = 42') p) s;
 SELECT p->>'Requests', p->>'Bytes From S3', p->>'Object Validated' FROM (SELECT xj('SELECT * FROM veh WHERE vid = 42') p) s};
 my @r = split /\n/, $node->safe_psql('postgres', $two);
-is($r[1], '1|65536|by this query', 'revalidate_interval 0 (the default): a warm query still asks for size and ETag (1 request, 64 kB)');
+is($r[1], '1|16384|by this query', 'revalidate_interval 0 (the default): a warm query still asks for size and ETag (1 request, the 16 kB tail)');
 $node->safe_psql('postgres', q{ALTER SERVER s3 OPTIONS (ADD revalidate_interval '60')});
 @r = split /\n/, $node->safe_psql('postgres', $two);
 like($r[0], qr/^[1-9]\d*\|\d+\|by this query$/, 'revalidate_interval 60: the first query of a session asks');
@@ -168,7 +168,11 @@ $node->safe_psql('postgres', q{SELECT trafficdb.trail_write('SELECT vid, ts, geo
     SERVER s3 OPTIONS (url 's3://tap-join/replaced.trail', id_column 'vid', time_column 'ts', revalidate_interval '60')});
 my $n100 = $node->safe_psql('postgres', 'SELECT count(*) FROM ev WHERE vid <= 100');
 my $n50 = $node->safe_psql('postgres', 'SELECT count(*) FROM ev WHERE vid <= 50');
+# (count(*) would come from the footer, which the process remembers with the
+# tail for the interval: a consistent old version, no page fetched; here the
+# pages are read)
 ($rc, $out, $err) = $node->psql('postgres', q{
+SET trafficdb.trail_footer_aggregates = off;
 SELECT 'before', count(*) FROM replaced;
 SELECT 'written', trafficdb.trail_write('SELECT vid, ts, geom, speed FROM ev WHERE vid <= 50',
   's3://tap-join/replaced.trail', server => 's3', id_column => 'vid', time_column => 'ts', page_size => 4096);

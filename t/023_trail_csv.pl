@@ -46,8 +46,8 @@ IMPORT FOREIGN SCHEMA "$dir/adsb.trail" FROM SERVER disk INTO public;
 });
 is($node->safe_psql('postgres', q{SELECT string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod), ', ' ORDER BY a.attnum)
   FROM pg_attribute a WHERE a.attrelid = 'adsb'::regclass AND a.attnum > 0}),
-	'callsign text, time timestamp with time zone, geom geometry(Point,4326), squawk text, on_ground bigint, alt bigint, speed double precision',
-	'the header after the BOM names the id; squawk (0412) is a string, on_ground 1/0 (no boolean type in format 1), alt an integer');
+	'callsign text, time timestamp with time zone, geom geometry(Point,4326), squawk text, on_ground boolean, alt bigint, speed double precision',
+	'the header after the BOM names the id; squawk (0412) is a string, on_ground a boolean, alt an integer');
 $node->safe_psql('postgres', qq{CREATE FOREIGN TABLE adsb_typed (callsign text, time timestamptz, squawk text, on_ground boolean, alt int, speed numeric)
   SERVER disk OPTIONS (url '$dir/adsb.trail', id_column 'callsign', time_column 'time')});
 is($node->safe_psql('postgres', q{SET TimeZone = 'UTC'; SELECT string_agg(format('%s|%s|%s|%s|%s|%s', callsign, time, squawk, on_ground, alt, speed), E'\n' ORDER BY callsign, time) FROM adsb_typed}),
@@ -102,19 +102,27 @@ like($out, qr/columns:\s+id \(trail id, string\), time \(time\), lon \(lon\), la
 is($out, "id,time,lon,lat,code,neg,bit,none,ratio\n007,2020-06-30T00:00:00Z,1,2,0412,-07,1,,0.5\n007,2020-06-30T00:00:01Z,1,2,12,-7,0,,1000",
 	'and read back as written');
 
-# trail_write: a boolean column is stored as booleans (1/0), not as the text t/f
+# trail_write: a boolean column is stored as booleans (int64 1/0 in format version 1), not as the text t/f
 $node->safe_psql('postgres', qq{
 CREATE TABLE ev AS SELECT (v % 3)::bigint AS id, '2024-03-01 00:00:00+00'::timestamptz + v * interval '1 s' AS ts,
   ST_SetSRID(ST_MakePoint(v * 0.01, 60), 4326) AS geom, v % 4 = 0 AS moving, CASE WHEN v % 5 = 0 THEN NULL ELSE v % 2 = 0 END AS lit
 FROM generate_series(1, 200) v;
 SELECT trafficdb.trail_write('SELECT * FROM ev', '$dir/ev.trail', id_column => 'id', time_column => 'ts');
+SELECT trafficdb.trail_write('SELECT * FROM ev', '$dir/ev1.trail', id_column => 'id', time_column => 'ts', format_version => 1);
 CREATE FOREIGN TABLE ev_trail (id bigint, ts timestamptz, geom geometry(Point, 4326), moving boolean, lit boolean)
   SERVER disk OPTIONS (url '$dir/ev.trail', id_column 'id', time_column 'ts');
+CREATE FOREIGN TABLE ev_trail1 (id bigint, ts timestamptz, geom geometry(Point, 4326), moving boolean, lit boolean)
+  SERVER disk OPTIONS (url '$dir/ev1.trail', id_column 'id', time_column 'ts');
 });
 ($out) = run_command([ $cli, 'info', "$dir/ev.trail" ]);
-like($out, qr/moving \(int64\), lit \(int64\)/, 'trail_write stores boolean columns as int64 1/0');
-is($node->safe_psql('postgres', q{SELECT count(*) FROM ev_trail t JOIN ev e USING (id, ts)
-  WHERE t.moving = e.moving AND t.lit IS NOT DISTINCT FROM e.lit}), 200, 'and every boolean (NULLs included) reads back equal');
+like($out, qr/moving \(bool\), lit \(bool\)/, 'trail_write stores boolean columns as booleans');
+($out) = run_command([ $cli, 'info', "$dir/ev1.trail" ]);
+like($out, qr/moving \(int64\), lit \(int64\)/, 'and as int64 1/0 with format_version => 1');
+for my $t ('ev_trail', 'ev_trail1')
+{
+	is($node->safe_psql('postgres', qq{SELECT count(*) FROM $t t JOIN ev e USING (id, ts)
+	  WHERE t.moving = e.moving AND t.lit IS NOT DISTINCT FROM e.lit}), 200, "$t: every boolean (NULLs included) reads back equal");
+}
 
 $node->stop;
 done_testing();

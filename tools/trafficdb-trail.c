@@ -5,8 +5,10 @@
  *
  *	  trafficdb-trail write OUT [--id C] [--time C] [--lon C] [--lat C]
  *	                  [--type COL=int|float|string|bool]... [--time-unit s|ms|us]
- *	                  [--page-bytes N] [--page-seconds N] [--part-mb N] < data.csv
- *	  trafficdb-trail info FILE [--trails]
+ *	                  [--page-bytes N] [--page-seconds N] [--part-mb N]
+ *	                  [--format-version 1|2] [--order trail|space-time]
+ *	                  [--bucket-seconds N] < data.csv
+ *	  trafficdb-trail info FILE [--trails] [--pages]
  *	  trafficdb-trail cat FILE [--trail ID]... [--from T] [--to T]
  *	                  [--bbox xmin,ymin,xmax,ymax] [--limit N] [--stats]
  *	  trafficdb-trail verify FILE
@@ -30,8 +32,13 @@
  * (3600; 0 for no limit).  Extra columns' types are inferred (all true/false:
  * bool, all integers: int, all numbers: float, else string; a value with a
  * leading zero, "0412", keeps a column a string) unless --type says; the
- * trail id is int or string the same way.  Booleans are stored as int64 1/0
- * (format version 1 has no boolean type).  Every value that does not fit its
+ * trail id is int or string the same way.  Booleans are stored as booleans
+ * (TDB_TRAIL_BOOL), or as int64 1/0 with --format-version 1 (which has no
+ * boolean type).  Files are format version 2 unless --format-version 1
+ * says (for readers built before version 2).  --order trail (the default)
+ * keeps each page to one trail; --order space-time (version 2) makes pages
+ * of one time bucket (--bucket-seconds, default 600) ordered by place, for
+ * queries by area and time over many trails.  Every value that does not fit its
  * column's type, and every unknown --type column or type, is an error naming
  * the line, the column and the value: nothing is dropped or turned into NULL.
  * Typing is tools/csv_fields.c.
@@ -54,8 +61,9 @@ static void
 usage(void)
 {
 	fprintf(stderr,
-			"usage: trafficdb-trail write OUT [--id C] [--time C] [--lon C] [--lat C] [--type COL=int|float|string|bool]... [--time-unit s|ms|us|auto] < CSV\n"
-			"       trafficdb-trail info FILE [--trails]\n"
+			"usage: trafficdb-trail write OUT [--id C] [--time C] [--lon C] [--lat C] [--type COL=int|float|string|bool]... [--time-unit s|ms|us|auto]\n"
+			"                       [--page-bytes N] [--page-seconds N] [--format-version 1|2] [--order trail|space-time] [--bucket-seconds N] < CSV\n"
+			"       trafficdb-trail info FILE [--trails] [--pages]\n"
 			"       trafficdb-trail cat FILE [--trail ID]... [--from T] [--to T] [--bbox x0,y0,x1,y1] [--limit N] [--stats]\n"
 			"       trafficdb-trail verify FILE\n"
 			"       trafficdb-trail mb s3://bucket\n"
@@ -257,11 +265,14 @@ typedef struct Opts
 	int			ntypes;
 	uint32_t	page_bytes;
 	int64_t		page_seconds;
+	int			format_version;
+	TdbTrailOrder order;
+	int64_t		bucket_seconds;	/* 0: not given */
 	size_t		part_mb;
 	int64_t		ids[4096];
 	const char *sids[4096];
 	int			nids;
-	bool		has_from, has_to, has_bbox, stats, list_trails;
+	bool		has_from, has_to, has_bbox, stats, list_trails, list_pages;
 	int64_t		from, to;
 	double		bbox[4];
 	uint64_t	limit;
@@ -277,6 +288,8 @@ parse_opts(int argc, char **argv, int first, Opts *o)
 	o->lat = "lat";
 	o->time_unit = TDB_TIME_AUTO;
 	o->page_seconds = 3600;
+	o->format_version = TDB_TRAIL_VERSION;
+	o->order = TDB_TRAIL_ORDER_TRAIL;
 	o->pager.s3.access_key = getenv("AWS_ACCESS_KEY_ID");
 	o->pager.s3.secret_key = getenv("AWS_SECRET_ACCESS_KEY");
 	o->pager.s3.session_token = getenv("AWS_SESSION_TOKEN");
@@ -314,6 +327,41 @@ parse_opts(int argc, char **argv, int first, Opts *o)
 		else if (strcmp(a, "--page-bytes") == 0) { NEEDV(); o->page_bytes = (uint32_t) strtoul(v, NULL, 10); }
 		else if (strcmp(a, "--page-seconds") == 0) { NEEDV(); o->page_seconds = strtoll(v, NULL, 10); }
 		else if (strcmp(a, "--part-mb") == 0) { NEEDV(); o->part_mb = strtoul(v, NULL, 10); }
+		else if (strcmp(a, "--format-version") == 0)
+		{
+			NEEDV();
+			if (strcmp(v, "1") != 0 && strcmp(v, "2") != 0)
+			{
+				fprintf(stderr, "trafficdb-trail: --format-version %s: expected 2 (the default) or 1\n", v);
+				exit(2);
+			}
+			o->format_version = atoi(v);
+		}
+		else if (strcmp(a, "--order") == 0)
+		{
+			NEEDV();
+			if (strcmp(v, "trail") == 0)
+				o->order = TDB_TRAIL_ORDER_TRAIL;
+			else if (strcmp(v, "space-time") == 0)
+				o->order = TDB_TRAIL_ORDER_SPACETIME;
+			else
+			{
+				fprintf(stderr, "trafficdb-trail: --order %s: expected trail or space-time\n", v);
+				exit(2);
+			}
+		}
+		else if (strcmp(a, "--bucket-seconds") == 0)
+		{
+			int64_t		b;
+
+			NEEDV();
+			if (!csv_parse_int(v, &b) || b < 1 || b > 31 * 86400)
+			{
+				fprintf(stderr, "trafficdb-trail: --bucket-seconds %s: expected a whole number of seconds from 1 to 2678400 (31 days)\n", v);
+				exit(2);
+			}
+			o->bucket_seconds = b;
+		}
 		else if (strcmp(a, "--endpoint") == 0) { NEEDV(); o->pager.s3.endpoint = v; }
 		else if (strcmp(a, "--region") == 0) { NEEDV(); o->pager.s3.region = v; }
 		else if (strcmp(a, "--block-size") == 0) { NEEDV(); o->pager.block_size = (uint32_t) strtoul(v, NULL, 10); }
@@ -340,6 +388,7 @@ parse_opts(int argc, char **argv, int first, Opts *o)
 		else if (strcmp(a, "--limit") == 0) { NEEDV(); o->limit = strtoull(v, NULL, 10); }
 		else if (strcmp(a, "--stats") == 0) o->stats = true;
 		else if (strcmp(a, "--trails") == 0) o->list_trails = true;
+		else if (strcmp(a, "--pages") == 0) o->list_pages = true;
 		else
 		{
 			fprintf(stderr, "trafficdb-trail: unknown option %s\n", a);
@@ -413,12 +462,28 @@ cmd_write(const char *out, Opts *o)
 	TdbTrailWriter *w;
 	TdbTrailError err;
 	TdbTrailValue vals[TDB_TRAIL_MAX_COLUMNS];
-	TdbTrailWriterOptions wo = {o->page_bytes, 0, o->page_seconds > 0 ? o->page_seconds * 1000000 : -1};
+	TdbTrailWriterOptions wo = {
+		.page_target_bytes = o->page_bytes,
+		.page_max_span_us = o->page_seconds > 0 ? o->page_seconds * 1000000 : -1,
+		.version = o->format_version,
+		.order = o->order,
+		.bucket_us = o->bucket_seconds * 1000000,
+	};
 	TdbTimeColumn times = {0};
 	uint8_t    *buf;
 	size_t		len;
 	CsvType		id_type;
 
+	if (o->order == TDB_TRAIL_ORDER_SPACETIME && o->format_version < 2)
+	{
+		fprintf(stderr, "trafficdb-trail: --order space-time needs format version 2 (not --format-version 1)\n");
+		return 2;
+	}
+	if (o->bucket_seconds != 0 && o->order != TDB_TRAIL_ORDER_SPACETIME)
+	{
+		fprintf(stderr, "trafficdb-trail: --bucket-seconds applies to --order space-time only\n");
+		return 2;
+	}
 	csv_read(stdin, &csv);
 	cid = csv_col(&csv, o->id);
 	ct = csv_col(&csv, o->time);
@@ -499,8 +564,9 @@ cmd_write(const char *out, Opts *o)
 					csv_infer_add(&in, csv.rows[r][c]);
 			t = csv_infer_result(&in);
 		}
-		/* format version 1 has no boolean type: booleans are int64 1 and 0 */
-		col->type = t == CSV_INT || t == CSV_BOOL ? TDB_TRAIL_INT64 : t == CSV_FLOAT ? TDB_TRAIL_FLOAT64 : TDB_TRAIL_STRING;
+		/* format version 1 has no boolean type: booleans are int64 1 and 0 there */
+		col->type = t == CSV_BOOL ? (o->format_version >= 2 ? TDB_TRAIL_BOOL : TDB_TRAIL_INT64) :
+			t == CSV_INT ? TDB_TRAIL_INT64 : t == CSV_FLOAT ? TDB_TRAIL_FLOAT64 : TDB_TRAIL_STRING;
 		extra_type[schema.ncolumns] = t;
 		extra[schema.ncolumns++] = c;
 	}
@@ -597,7 +663,8 @@ open_file(const char *url, Opts *o, TdbPager **p, TdbTrailReader **r)
 static const char *
 type_name(TdbTrailType t)
 {
-	return t == TDB_TRAIL_INT64 ? "int64" : t == TDB_TRAIL_FLOAT64 ? "float64" : "string";
+	return t == TDB_TRAIL_INT64 ? "int64" : t == TDB_TRAIL_FLOAT64 ? "float64" :
+		t == TDB_TRAIL_BOOL ? "bool" : "string";
 }
 
 static void
@@ -638,7 +705,11 @@ cmd_info(const char *url, Opts *o)
 	printf("file:        %s\n", url);
 	printf("bytes:       %" PRIu64 " (pages %" PRIu64 ", footer %" PRIu64 ")\n", tdb_pager_size(p), data,
 		   tdb_pager_size(p) - data - TDB_TRAIL_HEADER_SIZE - TDB_TRAIL_TRAILER_SIZE);
-	printf("version:     %d\n", TDB_TRAIL_VERSION);
+	printf("version:     %d\n", f->version);
+	if (f->order == TDB_TRAIL_ORDER_SPACETIME)
+		printf("order:       space-time (time buckets of %" PRId64 " s)\n", f->bucket_us / 1000000);
+	else
+		printf("order:       trail\n");
 	printf("trails:      %u\npages:       %u\nevents:      %" PRIu64 "\nlexicon:     %u strings\n",
 		   f->ntrails, f->npages, f->nevents, f->nstrings);
 	if (f->ntrails)
@@ -663,6 +734,28 @@ cmd_info(const char *url, Opts *o)
 			format_time(t->tmin, a, sizeof(a));
 			format_time(t->tmax, b, sizeof(b));
 			printf(" pages=%u events=%" PRIu64 " time=%s..%s\n", t->npages, t->nevents, a, b);
+		}
+	/* each page: where it is, and (version 2) the lengths of its chunks */
+	if (o->list_pages)
+		for (uint32_t i = 0; i < f->npages; i++)
+		{
+			const TdbTrailPageInfo *pg = &f->pages[i];
+
+			printf("page %u offset=%" PRIu64 " length=%u events=%u", i, pg->offset, pg->length, pg->nevents);
+			if (pg->trail == UINT32_MAX)
+				printf(" trails=several");
+			else
+			{
+				printf(" trail=");
+				print_key(stdout, f->schema.id_type, &f->trails[pg->trail].key);
+			}
+			if (pg->chunk_len != NULL)
+			{
+				printf(" chunks=core:%u,position:%u", pg->chunk_len[0], pg->chunk_len[1]);
+				for (int c = 0; c < f->schema.ncolumns; c++)
+					printf(",%s:%u", f->schema.columns[c].name, pg->chunk_len[2 + c]);
+			}
+			printf("\n");
 		}
 	tdb_trail_close(r);
 	tdb_pager_close(p);
@@ -755,6 +848,8 @@ cmd_cat(const char *url, Opts *o)
 				continue;
 			if (f->schema.columns[c].type == TDB_TRAIL_INT64)
 				printf("%" PRId64, v->i);
+			else if (f->schema.columns[c].type == TDB_TRAIL_BOOL)
+				fputs(v->i ? "true" : "false", stdout);
 			else if (f->schema.columns[c].type == TDB_TRAIL_FLOAT64)
 				printf("%.17g", v->f);
 			else

@@ -6,11 +6,11 @@
  * A block is keyed by (object name, ETag, block size, block number), so a
  * replaced object never hits old blocks and two block sizes never mix.
  *
- * Disk: one file per block, written as tmp + fsync + rename, so a reader
- * sees a whole block or none; each block file carries a header with its
+ * Disk: one file per block, written as tmp + rename (no fsync), so a
+ * running reader sees a whole block or none; each block file carries a header with its
  * full key and a CRC-32C of the data, verified on every read, so a file
- * damaged any other way (kill -9 during a copy, disk error, hash
- * collision) is a miss, never wrong data.  The directory is bounded: when
+ * damaged any other way (a power cut before the kernel wrote it, kill -9
+ * during a copy, disk error, hash collision) is a miss, never wrong data.  The directory is bounded: when
  * an insert takes it past max_bytes, the oldest blocks (by mtime, which a
  * hit refreshes) are removed under an flock so concurrent processes do not
  * all sweep at once.

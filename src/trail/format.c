@@ -56,10 +56,10 @@ tdb_trail_trailer_decode(const uint8_t *buf, size_t len, uint64_t file_size,
 	t->footer_crc = codec_get_u32le(buf + 24);
 	t->version = (uint16_t) (buf[28] | (buf[29] << 8));
 	tsize = (uint16_t) (buf[30] | (buf[31] << 8));
-	if (t->version != TDB_TRAIL_VERSION)
+	if (t->version < TDB_TRAIL_VERSION_MIN || t->version > TDB_TRAIL_VERSION)
 		return tdb_trail_fail(err, TDB_TRAIL_EVERSION,
-							  "trail file format version %u; this build reads version %d",
-							  t->version, TDB_TRAIL_VERSION);
+							  "trail file format version %u; this build reads versions %d to %d",
+							  t->version, TDB_TRAIL_VERSION_MIN, TDB_TRAIL_VERSION);
 	if (tsize != TDB_TRAIL_TRAILER_SIZE)
 		return tdb_trail_fail(err, TDB_TRAIL_ECORRUPT, "trailer size %u, expected %d",
 							  tsize, TDB_TRAIL_TRAILER_SIZE);
@@ -81,8 +81,8 @@ tdb_trail_trailer_decode(const uint8_t *buf, size_t len, uint64_t file_size,
 
 /* ---- footer ------------------------------------------------------------- */
 
-static void
-put_key(CodecBuf *b, TdbTrailType type, const TdbTrailKey *k)
+void
+trail_put_key(CodecBuf *b, TdbTrailType type, const TdbTrailKey *k)
 {
 	if (type == TDB_TRAIL_STRING)
 		codec_put_str(b, k->s);
@@ -90,8 +90,8 @@ put_key(CodecBuf *b, TdbTrailType type, const TdbTrailKey *k)
 		codec_put_svarint(b, k->i);
 }
 
-static void
-put_zone(CodecBuf *b, int64_t tmin, int64_t tmax, int32_t xmin, int32_t ymin,
+void
+trail_put_zone(CodecBuf *b, int64_t tmin, int64_t tmax, int32_t xmin, int32_t ymin,
 		 int32_t xmax, int32_t ymax)
 {
 	codec_put_svarint(b, tmin);
@@ -108,9 +108,14 @@ trail_footer_encode(CodecBuf *b, const TdbTrailFooter *f)
 	const TdbTrailSchema *s = &f->schema;
 	uint8_t		magic[4];
 
+	if (f->version == 2)
+	{
+		trail_footer2_encode(b, f);
+		return;
+	}
 	codec_put_u32le(magic, TRAIL_FOOTER_MAGIC);
 	codec_put_bytes(b, magic, 4);
-	codec_put_varint(b, TDB_TRAIL_VERSION);
+	codec_put_varint(b, 1);
 	codec_put_str(b, s->id_name);
 	codec_put_u8(b, (uint8_t) s->id_type);
 	codec_put_str(b, s->time_name);
@@ -130,10 +135,10 @@ trail_footer_encode(CodecBuf *b, const TdbTrailFooter *f)
 	{
 		const TdbTrailInfo *t = &f->trails[i];
 
-		put_key(b, s->id_type, &t->key);
+		trail_put_key(b, s->id_type, &t->key);
 		codec_put_varint(b, t->npages);
 		codec_put_varint(b, t->nevents);
-		put_zone(b, t->tmin, t->tmax, t->xmin, t->ymin, t->xmax, t->ymax);
+		trail_put_zone(b, t->tmin, t->tmax, t->xmin, t->ymin, t->xmax, t->ymax);
 	}
 	codec_put_varint(b, f->npages);
 	for (uint32_t i = 0; i < f->npages; i++)
@@ -155,8 +160,8 @@ trail_footer_encode(CodecBuf *b, const TdbTrailFooter *f)
 	codec_put_varint(b, f->nevents);
 }
 
-static bool
-get_name(CodecCur *c, char *dst, size_t cap)
+bool
+trail_get_name(CodecCur *c, char *dst, size_t cap)
 {
 	const uint8_t *s;
 	size_t		n;
@@ -174,8 +179,8 @@ valid_type(uint8_t t)
 	return t == TDB_TRAIL_INT64 || t == TDB_TRAIL_FLOAT64 || t == TDB_TRAIL_STRING;
 }
 
-static bool
-get_zone(CodecCur *c, int64_t *tmin, int64_t *tmax, int32_t *xmin, int32_t *ymin,
+bool
+trail_get_zone(CodecCur *c, int64_t *tmin, int64_t *tmax, int32_t *xmin, int32_t *ymin,
 		 int32_t *xmax, int32_t *ymax)
 {
 	int64_t		t0,
@@ -236,8 +241,8 @@ get_page_zone(CodecCur *c, const TdbTrailInfo *t, TdbTrailPageInfo *p)
 #define FOOTER_BAD(what) \
 	do { why = (what); goto bad; } while (0)
 
-static int
-key_cmp(TdbTrailType type, const TdbTrailKey *a, const TdbTrailKey *b)
+int
+trail_key_cmp(TdbTrailType type, const TdbTrailKey *a, const TdbTrailKey *b)
 {
 	if (type == TDB_TRAIL_STRING)
 		return strcmp(a->s, b->s);
@@ -274,22 +279,31 @@ tdb_trail_footer_decode(const uint8_t *buf, size_t len, const TdbTrailTrailer *t
 	if (len < 4 || codec_get_u32le(buf) != TRAIL_FOOTER_MAGIC)
 		FOOTER_BAD("no footer magic");
 	c.p += 4;
-	if (!codec_get_varint(&c, &v) || v != TDB_TRAIL_VERSION)
-		FOOTER_BAD("footer version is not 1");
-	if (!get_name(&c, s->id_name, sizeof(s->id_name)) || !codec_get_u8(&c, &u8) ||
+	if (!codec_get_varint(&c, &v) || v != t->version)
+		FOOTER_BAD("footer version disagrees with the trailer's");
+	f->version = (uint16_t) v;
+	if (v == 2)
+	{
+		int			rc = trail_footer2_decode(&c, buf, len, t, f, err);
+
+		if (rc < 0)
+			tdb_trail_footer_release(f);
+		return rc;
+	}
+	if (!trail_get_name(&c, s->id_name, sizeof(s->id_name)) || !codec_get_u8(&c, &u8) ||
 		(u8 != TDB_TRAIL_INT64 && u8 != TDB_TRAIL_STRING))
 		FOOTER_BAD("bad trail id column");
 	s->id_type = (TdbTrailType) u8;
-	if (!get_name(&c, s->time_name, sizeof(s->time_name)) ||
-		!get_name(&c, s->lon_name, sizeof(s->lon_name)) ||
-		!get_name(&c, s->lat_name, sizeof(s->lat_name)))
+	if (!trail_get_name(&c, s->time_name, sizeof(s->time_name)) ||
+		!trail_get_name(&c, s->lon_name, sizeof(s->lon_name)) ||
+		!trail_get_name(&c, s->lat_name, sizeof(s->lat_name)))
 		FOOTER_BAD("bad column names");
 	if (!codec_get_varint(&c, &n) || n > TDB_TRAIL_MAX_COLUMNS)
 		FOOTER_BAD("bad column count");
 	s->ncolumns = (int) n;
 	for (int i = 0; i < s->ncolumns; i++)
 	{
-		if (!get_name(&c, s->columns[i].name, sizeof(s->columns[i].name)) ||
+		if (!trail_get_name(&c, s->columns[i].name, sizeof(s->columns[i].name)) ||
 			!codec_get_u8(&c, &u8) || !valid_type(u8))
 			FOOTER_BAD("bad column");
 		s->columns[i].type = (TdbTrailType) u8;
@@ -341,11 +355,11 @@ tdb_trail_footer_decode(const uint8_t *buf, size_t len, const TdbTrailTrailer *t
 		}
 		else if (!codec_get_svarint(&c, &ti->key.i))
 			FOOTER_BAD("bad trail id");
-		if (i > 0 && key_cmp(s->id_type, &f->trails[i - 1].key, &ti->key) >= 0)
+		if (i > 0 && trail_key_cmp(s->id_type, &f->trails[i - 1].key, &ti->key) >= 0)
 			FOOTER_BAD("trail ids not strictly ascending");
 		if (!codec_get_varint(&c, &np) || np == 0 || np > UINT32_MAX - page ||
 			!codec_get_varint(&c, &ti->nevents) ||
-			!get_zone(&c, &ti->tmin, &ti->tmax, &ti->xmin, &ti->ymin, &ti->xmax, &ti->ymax))
+			!trail_get_zone(&c, &ti->tmin, &ti->tmax, &ti->xmin, &ti->ymin, &ti->xmax, &ti->ymax))
 			FOOTER_BAD("bad trail entry");
 		ti->first_page = page;
 		ti->npages = (uint32_t) np;
@@ -424,6 +438,8 @@ tdb_trail_footer_release(TdbTrailFooter *f)
 	free(f->trails);
 	free(f->pages);
 	free(f->arena);
+	free(f->arena2);
+	f->arena2 = NULL;
 	f->strings = NULL;
 	f->trails = NULL;
 	f->pages = NULL;
@@ -519,6 +535,7 @@ trail_page_encode(CodecBuf *b, uint32_t trail, uint32_t n, const int64_t *time,
 void
 tdb_trail_page_release(TdbTrailPage *page)
 {
+	free(page->trail);
 	free(page->time);
 	free(page->lon);
 	free(page->lat);
@@ -527,16 +544,17 @@ tdb_trail_page_release(TdbTrailPage *page)
 	memset(page, 0, sizeof(*page));
 }
 
-static bool
-page_reserve(TdbTrailPage *pg, uint32_t n, int ncols)
+bool
+trail_page_reserve(TdbTrailPage *pg, uint32_t n, int ncols)
 {
 	if (n <= pg->cap && ncols <= pg->ncolumns)
 		return true;
 	tdb_trail_page_release(pg);
+	pg->trail = malloc(n * sizeof(uint32_t));
 	pg->time = malloc(n * sizeof(int64_t));
 	pg->lon = malloc(n * sizeof(int32_t));
 	pg->lat = malloc(n * sizeof(int32_t));
-	if (!pg->time || !pg->lon || !pg->lat)
+	if (!pg->trail || !pg->time || !pg->lon || !pg->lat)
 		return false;
 	for (int c = 0; c < ncols; c++)
 		if ((pg->cols[c] = malloc(n * sizeof(TdbTrailValue))) == NULL)
@@ -553,6 +571,14 @@ int
 tdb_trail_page_decode(const TdbTrailFooter *f, uint32_t pageno, const uint8_t *buf,
 					  size_t len, TdbTrailPage *pg, TdbTrailError *err)
 {
+	return tdb_trail_page_decode_some(f, pageno, buf, len, false, 0, pg, err);
+}
+
+int
+tdb_trail_page_decode_some(const TdbTrailFooter *f, uint32_t pageno, const uint8_t *buf,
+						   size_t len, bool skip_position, uint64_t skip_columns,
+						   TdbTrailPage *pg, TdbTrailError *err)
+{
 	const TdbTrailPageInfo *pi;
 	const TdbTrailSchema *s = &f->schema;
 	CodecCur	c;
@@ -562,6 +588,8 @@ tdb_trail_page_decode(const TdbTrailFooter *f, uint32_t pageno, const uint8_t *b
 
 	if (pageno >= f->npages)
 		return tdb_trail_fail(err, TDB_TRAIL_EINVAL, "page %u of %u", pageno, f->npages);
+	if (f->version == 2)
+		return trail_page2_decode(f, pageno, buf, len, skip_position, skip_columns, pg, err);
 	pi = &f->pages[pageno];
 	if (len != pi->length || len < TRAIL_PAGE_HEADER_SIZE)
 		return tdb_trail_fail(err, TDB_TRAIL_ECORRUPT, "page %u: %zu bytes, footer says %u",
@@ -577,7 +605,7 @@ tdb_trail_page_decode(const TdbTrailFooter *f, uint32_t pageno, const uint8_t *b
 		PAGE_BAD("no page magic");
 	if (codec_get_u32le(buf + 8) != pi->trail || n != pi->nevents)
 		PAGE_BAD("page header disagrees with the footer");
-	if (!page_reserve(pg, n, s->ncolumns))
+	if (!trail_page_reserve(pg, n, s->ncolumns))
 		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory for page %u", pageno);
 	pg->nevents = 0;
 
@@ -590,6 +618,7 @@ tdb_trail_page_decode(const TdbTrailFooter *f, uint32_t pageno, const uint8_t *b
 			PAGE_BAD("truncated time column");
 		prev += (uint64_t) d;
 		pg->time[i] = (int64_t) prev;
+		pg->trail[i] = pi->trail;
 		if (pg->time[i] < pi->tmin || pg->time[i] > pi->tmax ||
 			(i > 0 && pg->time[i] < pg->time[i - 1]))
 			PAGE_BAD("time outside the page's zone map or out of order");

@@ -14,6 +14,10 @@
 #define TRAIL_FOOTER_MAGIC		0x46544454u /* "TDTF" */
 #define TRAIL_PAGE_MAGIC		0x50544454u /* "TDTP" */
 #define TRAIL_PAGE_HEADER_SIZE	16
+#define TRAIL_PAGE2_MAGIC		0x32504454u /* "TDP2": version-2 core chunk */
+#define TRAIL_CHUNK_CORE		0	/* version-2 chunks of a page */
+#define TRAIL_CHUNK_POSITION	1
+#define TRAIL_CHUNK_COLUMN0		2	/* extra column c is chunk 2 + c */
 #define TRAIL_PAGE_MAX_BYTES	(64u << 20)
 #define TRAIL_LON_MAX			1800000000	/* 180 degrees, fixed */
 #define TRAIL_LAT_MAX			900000000
@@ -25,6 +29,15 @@
  */
 typedef bool (*TrailColumnGetter) (void *arg, uint32_t i, int col, int64_t *bits);
 
+/* Shared by both versions' footer codecs (format.c). */
+bool		trail_get_name(CodecCur *c, char *dst, size_t cap);
+bool		trail_get_zone(CodecCur *c, int64_t *tmin, int64_t *tmax, int32_t *xmin,
+						   int32_t *ymin, int32_t *xmax, int32_t *ymax);
+void		trail_put_zone(CodecBuf *b, int64_t tmin, int64_t tmax, int32_t xmin,
+						   int32_t ymin, int32_t xmax, int32_t ymax);
+void		trail_put_key(CodecBuf *b, TdbTrailType type, const TdbTrailKey *k);
+int			trail_key_cmp(TdbTrailType type, const TdbTrailKey *a, const TdbTrailKey *b);
+
 void		trail_trailer_encode(uint8_t *out, const TdbTrailTrailer *t);
 void		trail_footer_encode(CodecBuf *b, const TdbTrailFooter *f);
 void		trail_page_encode(CodecBuf *b, uint32_t trail, uint32_t n,
@@ -32,5 +45,39 @@ void		trail_page_encode(CodecBuf *b, uint32_t trail, uint32_t n,
 							  const int32_t *lat, int ncols,
 							  const TdbTrailType *types, TrailColumnGetter get,
 							  void *arg);
+
+/* ---- version 2 (format2.c) ---- */
+
+/* One page's events as the version-2 encoder takes them. */
+typedef struct TrailPage2In
+{
+	uint32_t	n;
+	const uint32_t *trail;		/* each event's trail number, ascending */
+	const int64_t *time;		/* non-decreasing within a trail */
+	const int32_t *lon;
+	const int32_t *lat;
+	int			ncols;
+	const TdbTrailType *types;
+	TrailColumnGetter get;
+	void	   *arg;
+} TrailPage2In;
+
+/*
+ * Appends the page's chunks to b; fills pi's zone map, length and event
+ * count, and chunk_len (2 + ncols entries).
+ */
+void		trail_page2_encode(CodecBuf *b, const TrailPage2In *in, uint32_t *chunk_len,
+							   TdbTrailPageInfo *pi);
+void		trail_footer2_encode(CodecBuf *b, const TdbTrailFooter *f);
+int			trail_footer2_decode(CodecCur *c, const uint8_t *buf, size_t len,
+								 const TdbTrailTrailer *t, TdbTrailFooter *f,
+								 TdbTrailError *err);
+int			trail_page2_decode(const TdbTrailFooter *f, uint32_t pageno, const uint8_t *buf,
+							   size_t len, bool skip_position, uint64_t skip_columns,
+							   TdbTrailPage *pg, TdbTrailError *err);
+/* Folds value bits of a column of the given type into a summary. */
+void		trail_stats_add(TdbTrailStats *st, TdbTrailType type, int64_t bits);
+bool		trail_stats_equal(TdbTrailType type, const TdbTrailStats *a, const TdbTrailStats *b);
+bool		trail_page_reserve(TdbTrailPage *pg, uint32_t n, int ncols);
 
 #endif							/* TDB_TRAIL_FORMAT_H */

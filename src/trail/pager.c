@@ -12,12 +12,14 @@
  * point lookup fetches one block and a scan streams.
  *
  * The object's size and ETag come from the first request, a suffix range
- * GET of its last 64 KiB (the trailer and usually the whole footer); the
+ * GET of its last 16 KiB (the trailer and a small footer; the reader asks
+ * for the rest of a larger footer exactly, tdb_pager_extend_tail); the
  * ETag is part of every cache key and pinned with If-Match on every later
  * GET.  Local files are read with pread and bypass both caches (the kernel
  * page cache does that job).  With revalidate_seconds, an open within that
  * many seconds of the process's last tail request for the same object
- * reuses what it learnt (size, ETag, tail bytes) and sends nothing.
+ * reuses what it learnt (size, ETag, tail bytes) and sends nothing; so
+ * does an open under the same validation token (one per FDW statement).
  *
  * No byte is fetched twice by one pager: blocks overlapping the tail are
  * completed from it rather than fetched again, and the pager keeps two
@@ -41,7 +43,8 @@
 #include "cache.h"
 #include "remote.h"
 
-#define TAIL_BYTES			(64u * 1024)
+#define TAIL_BYTES			(16u * 1024)
+#define TAIL_EXTEND_MAX		(256u << 20)	/* a longer footer is read by blocks */
 #define MAX_RANGE_BYTES		(16u << 20)	/* one GET carries at most this */
 #define MAX_FETCH_BLOCKS	1024
 
@@ -78,7 +81,10 @@ struct TdbPager
 		uint64_t	len;		/* 0: none */
 	}			held[2];
 	bool		reused;			/* size and ETag from the validation registry */
+	bool		remember;		/* keep validations in the registry */
+	uint64_t	token;			/* validation token (0: none) */
 	double		reused_age;
+	bool		reused_token;	/* ... because the token matched */
 	TdbPagerStats stats;
 };
 
@@ -96,6 +102,7 @@ typedef struct Validated
 	uint8_t    *tail;
 	uint64_t	tail_len;
 	double		at;				/* CLOCK_MONOTONIC seconds */
+	uint64_t	token;			/* the opener's validation token */
 } Validated;
 
 static Validated validated[VALIDATED_MAX];
@@ -110,7 +117,10 @@ mono_now(void)
 	return (double) ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/* A validation of id younger than max_age seconds into p; true if found. */
+/*
+ * A validation of p's object younger than max_age seconds, or made under
+ * p's token, into p; true if found.
+ */
 static bool
 validated_get(TdbPager *p, double max_age)
 {
@@ -124,13 +134,23 @@ validated_get(TdbPager *p, double max_age)
 
 		if (v->id == NULL || strcmp(v->id, p->cache_id) != 0)
 			continue;
-		if (now - v->at < max_age)
+		if (now - v->at < max_age || (p->token != 0 && v->token == p->token))
 		{
+			if (v->tail_len > TAIL_BYTES)
+			{
+				/* a tail extended by the footer: room for all of it */
+				uint8_t    *nt = realloc(p->tail, v->tail_len);
+
+				if (nt == NULL)
+					break;		/* ask the server instead */
+				p->tail = nt;
+			}
 			p->size = v->size;
 			snprintf(p->etag, sizeof(p->etag), "%s", v->etag);
 			memcpy(p->tail, v->tail, v->tail_len);
 			p->tail_len = v->tail_len;
 			p->reused_age = now - v->at;
+			p->reused_token = p->token != 0 && v->token == p->token;
 			found = true;
 		}
 		break;
@@ -183,6 +203,7 @@ validated_put(const TdbPager *p)
 	slot->tail = tail;
 	slot->tail_len = p->tail_len;
 	slot->at = mono_now();
+	slot->token = p->token;
 	pthread_mutex_unlock(&validated_lock);
 }
 
@@ -287,7 +308,9 @@ tdb_pager_open(const TdbPagerOptions *o, TdbPager **out, TdbTrailError *err)
 		tdb_pager_close(p);
 		return rc;
 	}
-	if (o->revalidate_seconds > 0 && validated_get(p, (double) o->revalidate_seconds))
+	p->token = o->validation_token;
+	p->remember = o->revalidate_seconds > 0 || o->validation_token != 0;
+	if (p->remember && validated_get(p, (double) o->revalidate_seconds))
 		p->reused = true;
 	else
 	{
@@ -299,7 +322,7 @@ tdb_pager_open(const TdbPagerOptions *o, TdbPager **out, TdbTrailError *err)
 			return rc;
 		}
 		p->stats.bytes_network += p->tail_len;
-		if (o->revalidate_seconds > 0)
+		if (p->remember)
 			validated_put(p);
 	}
 	p->tail_off = p->size - p->tail_len;
@@ -317,6 +340,99 @@ const char *
 tdb_pager_etag(const TdbPager *p)
 {
 	return p->etag;
+}
+
+/* After a failed GET: an object replaced is asked for again at the next open. */
+static void
+note_replaced(TdbPager *p, int rc, TdbTrailError *err)
+{
+	if (rc != TDB_TRAIL_EREPLACED)
+		return;
+	validated_forget(p);
+	if (p->reused && err)
+	{
+		size_t		l = strlen(err->msg);
+
+		snprintf(err->msg + l, sizeof(err->msg) - l,
+				 " (this query read the version validated %.0f s earlier, within the revalidation interval)",
+				 p->reused_age);
+	}
+}
+
+/*
+ * Range GETs pinned by the ETag, counted in the pager's statistics; an
+ * object replaced is forgotten (note_replaced).
+ */
+static int
+remote_get(TdbPager *p, const TdbByteRange *ranges, uint8_t **bufs, int n, TdbTrailError *err)
+{
+	uint64_t	req0,
+				retr0,
+				bytes0,
+				req1,
+				retr1,
+				bytes1;
+	int			rc;
+
+	tdb_remote_counters(p->remote, &req0, &retr0, &bytes0);
+	rc = tdb_remote_get_ranges(p->remote, ranges, bufs, n, p->max_parallel, p->etag, p->size, err);
+	tdb_remote_counters(p->remote, &req1, &retr1, &bytes1);
+	p->stats.requests += req1 - req0;
+	p->stats.retries += retr1 - retr0;
+	p->stats.bytes_network += bytes1 - bytes0;
+	/* the next open asks again; say why this one read an old version */
+	note_replaced(p, rc, err);
+	return rc;
+}
+
+int
+tdb_pager_extend_tail(TdbPager *p, uint64_t off, TdbTrailError *err)
+{
+	TdbByteRange r;
+	uint8_t    *nt;
+	char		key[1200];
+	int			rc;
+
+	if (p->local || off >= p->tail_off || p->tail_off - off > TAIL_EXTEND_MAX)
+		return 0;
+	r.off = off;
+	r.len = p->tail_off - off;
+	if ((nt = malloc(r.len + p->tail_len)) == NULL)
+		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory for %llu bytes of footer",
+							  (unsigned long long) r.len);
+	/*
+	 * The range is cached as one piece of its own (keyed like a block, by
+	 * object, ETag and range), not as blocks: a warm open finds it whole,
+	 * a cold one fetches exactly it.
+	 */
+	snprintf(key, sizeof(key), "%s\n%s\nrange\n%llu+%llu", p->cache_id, p->etag,
+			 (unsigned long long) r.off, (unsigned long long) r.len);
+	if (tdb_lru_get(p->lru, key, 0, r.len, nt))
+		p->stats.bytes_memory += r.len;
+	else if (p->disk != NULL && tdb_disk_cache_get(p->disk, key, nt, r.len))
+	{
+		p->stats.bytes_disk_cache += r.len;
+		tdb_lru_put(p->lru, key, nt, r.len);
+	}
+	else
+	{
+		if ((rc = remote_get(p, &r, &nt, 1, err)) < 0)
+		{
+			free(nt);
+			return rc;
+		}
+		tdb_lru_put(p->lru, key, nt, r.len);
+		if (p->disk)
+			tdb_disk_cache_put(p->disk, key, nt, r.len);
+	}
+	memcpy(nt + r.len, p->tail, p->tail_len);
+	free(p->tail);
+	p->tail = nt;
+	p->tail_len += r.len;
+	p->tail_off = off;
+	if (p->remember)
+		validated_put(p);
+	return 0;
 }
 
 static uint64_t
@@ -415,12 +531,6 @@ fetch_blocks(TdbPager *p, uint64_t *blocks, int n, uint64_t off, size_t len, uin
 	int			nr = 0,
 				ng = 0;
 	int			rc = 0;
-	uint64_t	req0,
-				retr0,
-				bytes0,
-				req1,
-				retr1,
-				bytes1;
 
 	if (!ranges || !get || !bufs || !getbufs || !first)
 	{
@@ -467,25 +577,7 @@ fetch_blocks(TdbPager *p, uint64_t *blocks, int n, uint64_t off, size_t len, uin
 				   ranges[i].off + ranges[i].len - s);
 		}
 	}
-	tdb_remote_counters(p->remote, &req0, &retr0, &bytes0);
-	rc = ng > 0 ? tdb_remote_get_ranges(p->remote, get, getbufs, ng, p->max_parallel, p->etag, p->size, err) : 0;
-	tdb_remote_counters(p->remote, &req1, &retr1, &bytes1);
-	p->stats.requests += req1 - req0;
-	p->stats.retries += retr1 - retr0;
-	p->stats.bytes_network += bytes1 - bytes0;
-	if (rc == TDB_TRAIL_EREPLACED)
-	{
-		/* the next open asks again; say why this one read an old version */
-		validated_forget(p);
-		if (p->reused && err)
-		{
-			size_t		l = strlen(err->msg);
-
-			snprintf(err->msg + l, sizeof(err->msg) - l,
-					 " (this query read the version validated %.0f s earlier, within the revalidation interval)",
-					 p->reused_age);
-		}
-	}
+	rc = ng > 0 ? remote_get(p, get, getbufs, ng, err) : 0;
 	if (rc < 0)
 		goto done;
 	for (int i = 0; i < nr; i++)
@@ -729,6 +821,7 @@ tdb_pager_stats(const TdbPager *p, TdbPagerStats *out)
 	*out = p->stats;
 	out->validation_reused = p->reused;
 	out->validation_age = p->reused_age;
+	out->validation_by_token = p->reused && p->reused_token;
 	if (p->remote)
 	{
 		uint64_t	req,

@@ -70,6 +70,12 @@ typedef struct TdbPagerOptions
 	 * next open asks again).
 	 */
 	int			revalidate_seconds;
+	/*
+	 * Also reuse a validation made under the same non-zero token, however
+	 * old (the FDW passes one per statement, so that planning and execution
+	 * ask for an object's size and ETag once).
+	 */
+	uint64_t	validation_token;
 } TdbPagerOptions;
 
 typedef struct TdbPagerStats
@@ -83,6 +89,7 @@ typedef struct TdbPagerStats
 	uint64_t	bytes_local;	/* read from a local file */
 	bool		validation_reused;	/* size and ETag known from an earlier open */
 	double		validation_age; /* seconds since they were learnt */
+	bool		validation_by_token;	/* ... under this opener's token */
 } TdbPagerStats;
 
 typedef struct TdbPager TdbPager;
@@ -91,6 +98,15 @@ int			tdb_pager_open(const TdbPagerOptions *opts, TdbPager **out,
 						   TdbTrailError *err);
 uint64_t	tdb_pager_size(const TdbPager *p);
 const char *tdb_pager_etag(const TdbPager *p);
+
+/*
+ * Make the bytes [off, size) come from memory, as the tail's do: fetch
+ * [off, tail) exactly, in one range GET pinned by the ETag (no block
+ * rounding), and keep it with the tail.  For a footer longer than the first
+ * request's tail.  Nothing to do for local files or when off lies in the
+ * tail already.
+ */
+int			tdb_pager_extend_tail(TdbPager *p, uint64_t off, TdbTrailError *err);
 
 /* Read exactly len bytes at off (off + len <= size). */
 int			tdb_pager_read(TdbPager *p, uint64_t off, size_t len, void *buf,

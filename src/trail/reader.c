@@ -23,6 +23,7 @@
 
 #define READAHEAD_MAX_PAGES 1024
 #define READAHEAD_MAX_BYTES (32u << 20)
+#define READAHEAD_MAX_RANGES 2048
 
 struct TdbTrailReader
 {
@@ -47,6 +48,9 @@ tdb_trail_open(TdbPager *pager, TdbTrailReader **out, TdbTrailError *err)
 	if ((rc = tdb_pager_read(pager, size - TDB_TRAIL_TRAILER_SIZE, TDB_TRAIL_TRAILER_SIZE, tbuf, err)) < 0)
 		return rc;
 	if ((rc = tdb_trail_trailer_decode(tbuf, sizeof(tbuf), size, &t, err)) < 0)
+		return rc;
+	/* a footer longer than the first request's tail: the rest exactly, at once */
+	if ((rc = tdb_pager_extend_tail(pager, t.footer_offset, err)) < 0)
 		return rc;
 	fbuf = malloc(t.footer_length ? t.footer_length : 1);
 	r = calloc(1, sizeof(*r));
@@ -92,6 +96,8 @@ struct TdbTrailScan
 	TdbTrailQuery q;
 	bool		has_bbox;
 	int32_t		qxmin, qymin, qxmax, qymax;	/* the box in fixed point */
+	uint8_t    *want;			/* ids given: a byte per trail, 1 if asked for */
+	bool		need_position;	/* lon/lat chunks read (asked for, or a box) */
 	uint32_t   *pages;			/* candidate pages after pruning, file order */
 	uint32_t	npages;
 	uint32_t	next;			/* next index into pages to read */
@@ -119,7 +125,7 @@ zone_hits(const TdbTrailScan *s, int64_t tmin, int64_t tmax, int32_t xmin, int32
 }
 
 static int
-find_trail(const TdbTrailFooter *f, const TdbTrailQuery *q, int k)
+find_key(const TdbTrailFooter *f, int64_t id, const char *sid)
 {
 	uint32_t	lo = 0,
 				hi = f->ntrails;
@@ -131,9 +137,9 @@ find_trail(const TdbTrailFooter *f, const TdbTrailQuery *q, int k)
 		int			c;
 
 		if (f->schema.id_type == TDB_TRAIL_STRING)
-			c = strcmp(key->s, q->ids_str[k]);
+			c = strcmp(key->s, sid);
 		else
-			c = (key->i > q->ids_int[k]) - (key->i < q->ids_int[k]);
+			c = (key->i > id) - (key->i < id);
 		if (c == 0)
 			return (int) mid;
 		if (c < 0)
@@ -142,6 +148,33 @@ find_trail(const TdbTrailFooter *f, const TdbTrailQuery *q, int k)
 			hi = mid;
 	}
 	return -1;
+}
+
+int
+tdb_trail_find_int(const TdbTrailFooter *f, int64_t id)
+{
+	return f->schema.id_type == TDB_TRAIL_STRING ? -1 : find_key(f, id, NULL);
+}
+
+int
+tdb_trail_find_str(const TdbTrailFooter *f, const char *id)
+{
+	return f->schema.id_type != TDB_TRAIL_STRING || id == NULL ? -1 : find_key(f, 0, id);
+}
+
+static int
+find_trail(const TdbTrailFooter *f, const TdbTrailQuery *q, int k)
+{
+	if (f->schema.id_type == TDB_TRAIL_STRING)
+		return q->ids_str[k] ? find_key(f, 0, q->ids_str[k]) : -1;
+	return find_key(f, q->ids_int[k], NULL);
+}
+
+/* Page k of a trail's pages, in file order. */
+static inline uint32_t
+trail_page(const TdbTrailInfo *ti, uint32_t k)
+{
+	return ti->page_list ? ti->page_list[k] : ti->first_page + k;
 }
 
 static int
@@ -176,6 +209,7 @@ tdb_trail_scan_begin(TdbTrailReader *r, const TdbTrailQuery *q, TdbTrailScan **o
 	}
 	s->r = r;
 	s->q = *q;
+	s->need_position = !q->skip_position || q->has_bbox;
 	s->window = q->limit > 0 && q->limit < 1000 ? 1 : 4;
 	if (q->has_bbox)
 	{
@@ -210,43 +244,83 @@ tdb_trail_scan_begin(TdbTrailReader *r, const TdbTrailQuery *q, TdbTrailScan **o
 		}
 		qsort(trails, ntr, sizeof(uint32_t), trail_order);
 	}
-	else
-		for (uint32_t t = 0; t < f->ntrails; t++)
-			trails[ntr++] = t;
 
-	/* count candidates first, then collect survivors of the zone maps */
+	/*
+	 * Candidates: with ids, the pages of those trails whose zone maps meet
+	 * the query (a page of several trails once); without, every page whose
+	 * zone map meets it.  Either way in file order.
+	 */
 	{
 		uint64_t	cand = 0;
 
-		for (uint32_t k = 0; k < ntr; k++)
-			if (k == 0 || trails[k] != trails[k - 1])
-				cand += f->trails[trails[k]].npages;
+		if (q->nids > 0)
+		{
+			for (uint32_t k = 0; k < ntr; k++)
+				if (k == 0 || trails[k] != trails[k - 1])
+					cand += f->trails[trails[k]].npages;
+		}
+		else
+			cand = f->npages;
 		s->pages = malloc((cand + 1) * sizeof(uint32_t));
-		if (s->pages == NULL)
+		if (q->nids > 0)
+			s->want = calloc(f->ntrails + 1, 1);
+		if (s->pages == NULL || (q->nids > 0 && s->want == NULL))
 		{
 			free(trails);
+			free(s->pages);
 			free(s);
 			return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
 		}
 		s->stats.pages_candidate = cand;
 	}
-	for (uint32_t k = 0; k < ntr; k++)
+	if (q->nids > 0)
 	{
-		const TdbTrailInfo *ti = &f->trails[trails[k]];
+		bool		sorted = true;
 
-		if (k > 0 && trails[k] == trails[k - 1])
-			continue;
-		if (!zone_hits(s, ti->tmin, ti->tmax, ti->xmin, ti->ymin, ti->xmax, ti->ymax))
-			continue;
-		for (uint32_t p = ti->first_page; p < ti->first_page + ti->npages; p++)
+		for (uint32_t k = 0; k < ntr; k++)
+		{
+			const TdbTrailInfo *ti = &f->trails[trails[k]];
+
+			if (k > 0 && trails[k] == trails[k - 1])
+				continue;
+			s->want[trails[k]] = 1;
+			if (!zone_hits(s, ti->tmin, ti->tmax, ti->xmin, ti->ymin, ti->xmax, ti->ymax))
+				continue;
+			for (uint32_t j = 0; j < ti->npages; j++)
+			{
+				uint32_t	p = trail_page(ti, j);
+				const TdbTrailPageInfo *pi = &f->pages[p];
+
+				if (zone_hits(s, pi->tmin, pi->tmax, pi->xmin, pi->ymin, pi->xmax, pi->ymax))
+				{
+					if (s->npages > 0 && p <= s->pages[s->npages - 1])
+						sorted = false;
+					s->pages[s->npages++] = p;
+				}
+			}
+		}
+		if (!sorted)
+		{
+			/* pages shared by several trails asked for: file order, once */
+			uint32_t	m = 0;
+
+			qsort(s->pages, s->npages, sizeof(uint32_t), trail_order);
+			for (uint32_t k = 0; k < s->npages; k++)
+				if (m == 0 || s->pages[k] != s->pages[m - 1])
+					s->pages[m++] = s->pages[k];
+			s->npages = m;
+		}
+	}
+	else
+		for (uint32_t p = 0; p < f->npages; p++)
 		{
 			const TdbTrailPageInfo *pi = &f->pages[p];
 
 			if (zone_hits(s, pi->tmin, pi->tmax, pi->xmin, pi->ymin, pi->xmax, pi->ymax))
 				s->pages[s->npages++] = p;
 		}
-	}
-	s->stats.pages_pruned = s->stats.pages_candidate - s->npages;
+	s->stats.pages_pruned = s->stats.pages_candidate > s->npages ?
+		s->stats.pages_candidate - s->npages : 0;
 	free(trails);
 	/* the scan announces its pages (scan_prefetch): nothing blind */
 	tdb_pager_hinted(r->pager, true);
@@ -254,12 +328,60 @@ tdb_trail_scan_begin(TdbTrailReader *r, const TdbTrailQuery *q, TdbTrailScan **o
 	return 0;
 }
 
+/* Is chunk k of a version-2 page read by this scan? */
+static bool
+chunk_needed(const TdbTrailScan *s, int k)
+{
+	if (k == TRAIL_CHUNK_CORE)
+		return true;
+	if (k == TRAIL_CHUNK_POSITION)
+		return s->need_position;
+	k -= TRAIL_CHUNK_COLUMN0;
+	return !(k < 64 && (s->q.skip_columns >> k) & 1);
+}
+
+/*
+ * The byte ranges of a page this scan reads: the whole page (version 1, or
+ * every chunk needed), else the needed chunks, adjacent ones merged.
+ */
+static int
+page_ranges(const TdbTrailScan *s, uint32_t pageno, TdbByteRange *out)
+{
+	const TdbTrailFooter *f = &s->r->footer;
+	const TdbTrailPageInfo *pi = &f->pages[pageno];
+	uint64_t	off = pi->offset;
+	int			n = 0;
+
+	if (pi->chunk_len == NULL)
+	{
+		out[0].off = pi->offset;
+		out[0].len = pi->length;
+		return 1;
+	}
+	for (int k = 0; k < 2 + f->schema.ncolumns; k++)
+	{
+		if (chunk_needed(s, k))
+		{
+			if (n > 0 && out[n - 1].off + out[n - 1].len == off)
+				out[n - 1].len += pi->chunk_len[k];
+			else
+			{
+				out[n].off = off;
+				out[n].len = pi->chunk_len[k];
+				n++;
+			}
+		}
+		off += pi->chunk_len[k];
+	}
+	return n;
+}
+
 /* Ask the pager for the next window of candidate pages, then grow it. */
 static int
 scan_prefetch(TdbTrailScan *s, TdbTrailError *err)
 {
 	const TdbTrailFooter *f = &s->r->footer;
-	TdbByteRange ranges[READAHEAD_MAX_PAGES];
+	TdbByteRange ranges[READAHEAD_MAX_RANGES];
 	int			n = 0,
 				npg = 0;
 	uint64_t	bytes = 0;
@@ -268,26 +390,28 @@ scan_prefetch(TdbTrailScan *s, TdbTrailError *err)
 	if (s->prefetched > s->next)
 		return 0;
 	s->prefetched = s->next;
-	while (s->prefetched < s->npages && npg < (int) s->window && bytes < READAHEAD_MAX_BYTES)
+	while (s->prefetched < s->npages && npg < (int) s->window && bytes < READAHEAD_MAX_BYTES &&
+		   n + 2 + f->schema.ncolumns <= READAHEAD_MAX_RANGES)
 	{
-		const TdbTrailPageInfo *pi = &f->pages[s->pages[s->prefetched++]];
+		uint32_t	pageno = s->pages[s->prefetched++];
+		TdbByteRange pr[2 + TDB_TRAIL_MAX_COLUMNS];
+		int			npr = page_ranges(s, pageno, pr);
 
-		/* merge pages that follow each other in the file */
-		if (n > 0 && ranges[n - 1].off + ranges[n - 1].len == pi->offset)
-			ranges[n - 1].len += pi->length;
-		else
+		for (int k = 0; k < npr; k++)
 		{
-			ranges[n].off = pi->offset;
-			ranges[n].len = pi->length;
-			n++;
+			/* merge ranges that follow each other in the file */
+			if (n > 0 && ranges[n - 1].off + ranges[n - 1].len == pr[k].off)
+				ranges[n - 1].len += pr[k].len;
+			else
+				ranges[n++] = pr[k];
+			bytes += pr[k].len;
 		}
-		bytes += pi->length;
 		npg++;
 	}
 	if (s->window < READAHEAD_MAX_PAGES)
 		s->window *= 2;
-	if (npg <= 1)
-		return 0;				/* a single page gains nothing from a hint */
+	if (npg <= 1 && n <= 1)
+		return 0;				/* a single range gains nothing from a hint */
 	rc = tdb_pager_prefetch(s->r->pager, ranges, n, err);
 	return rc < 0 ? rc : 0;
 }
@@ -297,6 +421,8 @@ event_matches(const TdbTrailScan *s, uint32_t i)
 {
 	const TdbTrailPage *pg = &s->page;
 
+	if (s->want && !s->want[pg->trail[i]])
+		return false;
 	if (s->q.has_time && (pg->time[i] < s->q.time_from || pg->time[i] > s->q.time_to))
 		return false;
 	if (s->has_bbox && (pg->lon[i] < s->qxmin || pg->lon[i] > s->qxmax ||
@@ -322,9 +448,20 @@ load_page(TdbTrailScan *s, uint32_t pageno, TdbTrailError *err)
 		s->buf = nb;
 		s->bufcap = pi->length;
 	}
-	if ((rc = tdb_pager_read(s->r->pager, pi->offset, pi->length, s->buf, err)) < 0)
-		return rc;
-	if ((rc = tdb_trail_page_decode(f, pageno, s->buf, pi->length, &s->page, err)) < 0)
+	{
+		TdbByteRange pr[2 + TDB_TRAIL_MAX_COLUMNS];
+		int			npr = page_ranges(s, pageno, pr);
+
+		for (int k = 0; k < npr; k++)
+		{
+			if ((rc = tdb_pager_read(s->r->pager, pr[k].off, pr[k].len,
+									 s->buf + (pr[k].off - pi->offset), err)) < 0)
+				return rc;
+			s->stats.bytes_read += pr[k].len;
+		}
+	}
+	if ((rc = tdb_trail_page_decode_some(f, pageno, s->buf, pi->length, !s->need_position,
+										 s->q.skip_columns, &s->page, err)) < 0)
 		return rc;
 	s->stats.pages_read++;
 	return 0;
@@ -348,7 +485,7 @@ tdb_trail_scan_next(TdbTrailScan *s, TdbTrailEvent *ev, TdbTrailError *err)
 
 				if (!event_matches(s, i))
 					continue;
-				ti = &f->trails[f->pages[s->cur_page].trail];
+				ti = &f->trails[s->page.trail[i]];
 				ev->key = ti->key;
 				ev->time_us = s->page.time[i];
 				ev->lon = tdb_trail_coord_unfix(s->page.lon[i]);
@@ -390,6 +527,7 @@ tdb_trail_scan_end(TdbTrailScan *s)
 		return;
 	tdb_pager_hinted(s->r->pager, false);
 	tdb_trail_page_release(&s->page);
+	free(s->want);
 	free(s->pages);
 	free(s->buf);
 	free(s);
@@ -404,12 +542,72 @@ tdb_trail_verify(TdbTrailReader *r, uint64_t *events, TdbTrailError *err)
 	uint64_t	n = 0;
 	int			rc;
 
+	const TdbTrailFooter *f = &r->footer;
+	int			nc = f->schema.ncolumns;
+	uint64_t   *count = NULL;
+	TdbTrailStats *st = NULL;
+
 	memset(&q, 0, sizeof(q));
 	if ((rc = tdb_trail_scan_begin(r, &q, &s, err)) < 0)
 		return rc;
+	/* version 2: each trail's event count and column summaries, refolded */
+	if (f->version >= 2)
+	{
+		count = calloc(f->ntrails + 1, sizeof(uint64_t));
+		st = calloc((size_t) (f->ntrails + 1) * (nc ? nc : 1), sizeof(TdbTrailStats));
+		if (count == NULL || st == NULL)
+		{
+			tdb_trail_scan_end(s);
+			free(count);
+			free(st);
+			return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
+		}
+	}
 	while ((rc = tdb_trail_scan_next(s, &ev, err)) > 0)
+	{
 		n++;
+		if (count)
+		{
+			uint32_t	t = s->page.trail[s->cur_event - 1];
+
+			count[t]++;
+			for (int c = 0; c < nc; c++)
+			{
+				const TdbTrailValue *v = &ev.values[c];
+				TdbTrailType type = f->schema.columns[c].type;
+				int64_t		bits = v->i;
+
+				if (v->isnull)
+					continue;
+				if (type == TDB_TRAIL_FLOAT64)
+					memcpy(&bits, &v->f, 8);
+				trail_stats_add(&st[(size_t) t * nc + c], type, bits);
+			}
+		}
+	}
 	tdb_trail_scan_end(s);
+	for (uint32_t t = 0; rc == 0 && count && t < f->ntrails; t++)
+	{
+		if (count[t] != f->trails[t].nevents)
+			rc = tdb_trail_fail(err, TDB_TRAIL_ECORRUPT,
+								"trail %u: %llu events in pages, the footer says %llu", t,
+								(unsigned long long) count[t],
+								(unsigned long long) f->trails[t].nevents);
+		for (int c = 0; rc == 0 && c < nc; c++)
+			if (f->schema.columns[c].type != TDB_TRAIL_STRING &&
+				!trail_stats_equal(f->schema.columns[c].type, &st[(size_t) t * nc + c],
+								   &f->trails[t].stats[c]))
+				rc = tdb_trail_fail(err, TDB_TRAIL_ECORRUPT,
+									"trail %u: column %s disagrees with the footer's summary of it",
+									t, f->schema.columns[c].name);
+			else if (f->schema.columns[c].type == TDB_TRAIL_STRING &&
+					 st[(size_t) t * nc + c].count != f->trails[t].stats[c].count)
+				rc = tdb_trail_fail(err, TDB_TRAIL_ECORRUPT,
+									"trail %u: column %s count disagrees with the footer's", t,
+									f->schema.columns[c].name);
+	}
+	free(count);
+	free(st);
 	if (rc < 0)
 		return rc;
 	if (n != r->footer.nevents)

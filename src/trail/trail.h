@@ -21,7 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TDB_TRAIL_VERSION		1
+#define TDB_TRAIL_VERSION		2	/* written by default */
+#define TDB_TRAIL_VERSION_MIN	1	/* oldest version read */
 #define TDB_TRAIL_TRAILER_SIZE	48
 #define TDB_TRAIL_HEADER_SIZE	16
 #define TDB_TRAIL_MAX_COLUMNS	64
@@ -64,8 +65,17 @@ typedef enum TdbTrailType
 {
 	TDB_TRAIL_INT64 = 1,
 	TDB_TRAIL_FLOAT64 = 2,
-	TDB_TRAIL_STRING = 3		/* lexicon-encoded */
+	TDB_TRAIL_STRING = 3,		/* lexicon-encoded */
+	TDB_TRAIL_BOOL = 4			/* version 2: value in i, 0 or 1 */
 } TdbTrailType;
+
+/* Page order of a version-2 file, chosen at write time. */
+typedef enum TdbTrailOrder
+{
+	TDB_TRAIL_ORDER_TRAIL = 0,	/* by trail id, then time: a page holds one trail */
+	TDB_TRAIL_ORDER_SPACETIME = 1	/* by time bucket, then place: pages hold
+									 * nearby trails of one time bucket */
+} TdbTrailOrder;
 
 /*
  * Schema.  Every event has a timestamp (Unix microseconds), lon and lat
@@ -114,6 +124,24 @@ typedef struct TdbTrailEvent
 	TdbTrailValue *values;		/* schema.ncolumns entries */
 } TdbTrailEvent;
 
+/*
+ * Summary of one extra column over a trail (version 2 footers):
+ * count of non-NULL values; for INT64 and BOOL (0/1) the minimum and
+ * maximum when count > 0; for FLOAT64 the minimum and maximum of the
+ * values that are not NaN (has_range) and whether a NaN occurs (has_nan).
+ * Strings have the count only.
+ */
+typedef struct TdbTrailStats
+{
+	uint64_t	count;
+	int64_t		imin,
+				imax;
+	bool		has_range;
+	bool		has_nan;
+	double		fmin,
+				fmax;
+} TdbTrailStats;
+
 /* Quantise a coordinate as the file stores it (round to 1e-7 degree). */
 int32_t		tdb_trail_coord_fix(double deg);
 double		tdb_trail_coord_unfix(int32_t fixed);
@@ -132,6 +160,10 @@ typedef struct TdbTrailWriterOptions
 	 * long trail too, not only whole trails
 	 */
 	int64_t		page_max_span_us;
+	int			version;		/* 0: TDB_TRAIL_VERSION; 1: the version-1 layout */
+	TdbTrailOrder order;		/* version 2 */
+	/* ORDER_SPACETIME: the time bucket (microseconds; 0: 10 minutes) */
+	int64_t		bucket_us;
 } TdbTrailWriterOptions;
 
 /*
@@ -156,9 +188,16 @@ typedef struct TdbTrailPageInfo
 	uint64_t	offset;
 	uint32_t	length;
 	uint32_t	nevents;
-	uint32_t	trail;			/* index into the trail table */
+	uint32_t	trail;			/* index into the trail table; UINT32_MAX:
+								 * several trails (version 2) */
 	int64_t		tmin, tmax;
 	int32_t		xmin, ymin, xmax, ymax;	/* fixed 1e-7 degree */
+	/*
+	 * Version 2: the lengths of the page's 2 + ncolumns chunks (core: runs
+	 * and times; positions; each extra column).  NULL in version 1 (the page
+	 * is one piece).
+	 */
+	const uint32_t *chunk_len;
 } TdbTrailPageInfo;
 
 typedef struct TdbTrailInfo
@@ -166,13 +205,19 @@ typedef struct TdbTrailInfo
 	TdbTrailKey key;			/* s points into the footer's string area */
 	uint32_t	first_page;
 	uint32_t	npages;
+	/* the trail's pages, ascending; NULL: first_page .. first_page + npages - 1 */
+	const uint32_t *page_list;
 	uint64_t	nevents;
 	int64_t		tmin, tmax;
 	int32_t		xmin, ymin, xmax, ymax;
+	const TdbTrailStats *stats;	/* ncolumns entries; NULL in version 1 */
 } TdbTrailInfo;
 
 typedef struct TdbTrailFooter
 {
+	uint16_t	version;		/* 1 or 2 */
+	TdbTrailOrder order;
+	int64_t		bucket_us;		/* ORDER_SPACETIME: the writer's time bucket */
 	TdbTrailSchema schema;
 	uint32_t	nstrings;		/* lexicon */
 	char	  **strings;
@@ -183,6 +228,7 @@ typedef struct TdbTrailFooter
 	uint64_t	nevents;
 	uint64_t	data_end;		/* = footer offset */
 	void	   *arena;			/* owns strings */
+	void	   *arena2;			/* version 2: owns page lists, chunk lengths, stats */
 } TdbTrailFooter;
 
 typedef struct TdbTrailTrailer
@@ -210,6 +256,7 @@ typedef struct TdbTrailPage
 {
 	uint32_t	nevents;
 	uint32_t	cap;
+	uint32_t   *trail;			/* each event's trail number */
 	int64_t    *time;
 	int32_t    *lon;
 	int32_t    *lat;
@@ -220,6 +267,26 @@ typedef struct TdbTrailPage
 int			tdb_trail_page_decode(const TdbTrailFooter *f, uint32_t pageno,
 								  const uint8_t *buf, size_t len,
 								  TdbTrailPage *page, TdbTrailError *err);
+
+/*
+ * The same for a version-2 page of which only some chunks were read: buf
+ * holds the page's bytes at their offsets within the page, len its whole
+ * length; the chunks skipped (skip_position: lon and lat; bit c of
+ * skip_columns: extra column c) are not looked at and decode as 0 / NULL.
+ * Version-1 pages are always decoded whole.
+ */
+int			tdb_trail_page_decode_some(const TdbTrailFooter *f, uint32_t pageno,
+									   const uint8_t *buf, size_t len,
+									   bool skip_position, uint64_t skip_columns,
+									   TdbTrailPage *page, TdbTrailError *err);
+
+/* The byte range [*off, *off + *len) of chunk k of a version-2 page. */
+void		tdb_trail_chunk_range(const TdbTrailFooter *f, uint32_t pageno, int k,
+								  uint64_t *off, uint32_t *len);
+
+/* The index of a trail id in f->trails, or -1. */
+int			tdb_trail_find_int(const TdbTrailFooter *f, int64_t id);
+int			tdb_trail_find_str(const TdbTrailFooter *f, const char *id);
 void		tdb_trail_page_release(TdbTrailPage *page);
 
 /* ---- Reader with pruning ----------------------------------------------- */
@@ -248,6 +315,14 @@ typedef struct TdbTrailQuery
 	bool		has_bbox;
 	double		xmin, ymin, xmax, ymax;	/* inclusive, degrees */
 	uint64_t	limit;			/* 0: no limit */
+	/*
+	 * What the caller does not need (zero: everything): bit c of
+	 * skip_columns leaves extra column c NULL, skip_position leaves lon and
+	 * lat 0 unless a box needs them (then they are read and returned).  A
+	 * version-2 file then fetches only the chunks of the columns asked for.
+	 */
+	uint64_t	skip_columns;
+	bool		skip_position;
 } TdbTrailQuery;
 
 typedef struct TdbTrailScan TdbTrailScan;
@@ -269,6 +344,7 @@ typedef struct TdbTrailScanStats
 	uint64_t	pages_read;		/* pages fetched and decoded */
 	uint64_t	pages_pruned;	/* skipped by zone maps */
 	uint64_t	events_returned;
+	uint64_t	bytes_read;		/* page bytes asked of the pager */
 } TdbTrailScanStats;
 
 void		tdb_trail_scan_stats(const TdbTrailScan *s, TdbTrailScanStats *out);

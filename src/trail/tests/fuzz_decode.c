@@ -34,7 +34,12 @@ decode_pages(const TdbTrailFooter *f, const uint8_t *data, size_t size)
 
 		if (pi->offset + pi->length > size)
 			break;
+		/* whole, and (version 2) with the positions or a column skipped */
 		tdb_trail_page_decode(f, i, data + pi->offset, pi->length, &pg, &err);
+		if (f->version == 2 && pi->length > 0)
+			tdb_trail_page_decode_some(f, i, data + pi->offset, pi->length,
+									   data[pi->offset] & 1, (uint64_t) 1 << (data[pi->offset] % 64),
+									   &pg, &err);
 	}
 	tdb_trail_page_release(&pg);
 }
@@ -66,7 +71,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		t.footer_offset = size;
 		t.footer_length = size;
 		t.footer_crc = tdb_crc32c(data, size);
-		t.version = TDB_TRAIL_VERSION;
+		t.version = data[4] == 1 ? 1 : 2;	/* the footer's own version varint */
 		if (tdb_trail_footer_decode(data, size, &t, &f, &err) == 0)
 		{
 			decode_pages(&f, data, size);
@@ -88,11 +93,15 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 			dir = (*argv)[i];
 	if (dir == NULL)
 		return 0;
-	for (int k = 0; k < 3; k++)
+	/* version 1, version 2 by trail, version 2 space-time; int and string ids */
+	for (int k = 0; k < 6; k++)
 	{
 		TdbTrailSchema s;
 		TdbTrailWriter *w;
-		TdbTrailWriterOptions o = {200, 8, 0};
+		TdbTrailWriterOptions o = {.page_target_bytes = 200, .page_max_events = 8,
+			.version = k < 2 ? 1 : 2,
+			.order = k >= 4 ? TDB_TRAIL_ORDER_SPACETIME : TDB_TRAIL_ORDER_TRAIL,
+		.bucket_us = 5000000};
 		uint8_t    *buf;
 		size_t		len;
 		char		path[1024];
@@ -100,8 +109,10 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 
 		memset(&s, 0, sizeof(s));
 		strcpy(s.id_name, "id");
-		s.id_type = k == 1 ? TDB_TRAIL_STRING : TDB_TRAIL_INT64;
-		s.ncolumns = 3;
+		s.id_type = k % 2 == 1 ? TDB_TRAIL_STRING : TDB_TRAIL_INT64;
+		s.ncolumns = k < 2 ? 3 : 4;
+		strcpy(s.columns[3].name, "b");
+		s.columns[3].type = TDB_TRAIL_BOOL;
 		strcpy(s.columns[0].name, "f");
 		s.columns[0].type = TDB_TRAIL_FLOAT64;
 		strcpy(s.columns[1].name, "i");
@@ -112,7 +123,7 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 			continue;
 		for (int e = 0; e < 40; e++)
 		{
-			TdbTrailValue v[3];
+			TdbTrailValue v[4];
 			TdbTrailEvent ev;
 			char		key[16];
 
@@ -128,6 +139,8 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 			v[1].i = e * 7;
 			v[1].isnull = e % 5 == 0;
 			v[2].s = e % 2 ? "cargo" : "tug";
+			v[3].i = e % 3 == 0;
+			v[3].isnull = e % 7 == 0;
 			ev.values = v;
 			tdb_trail_writer_add(w, &ev, NULL);
 		}

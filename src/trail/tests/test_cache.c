@@ -32,16 +32,6 @@ expected_block(const char *key, uint8_t *out, size_t cap)
 	return n;
 }
 
-static void
-rm_rf(const char *dir)
-{
-	char		cmd[600];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	if (system(cmd) != 0)
-		unit_fail(__FILE__, __LINE__, "could not remove %s", dir);
-}
-
 UNIT_TEST(test_trail_disk_cache_roundtrip_and_damage)
 {
 	char		dir[256];
@@ -134,7 +124,7 @@ UNIT_TEST(test_trail_disk_cache_roundtrip_and_damage)
 		CHECK_EQ_U64(hits, 97);
 	}
 	tdb_disk_cache_close(c);
-	rm_rf(dir);
+	fx_rmtree(dir);
 }
 
 UNIT_TEST(test_trail_disk_cache_bounded)
@@ -162,7 +152,7 @@ UNIT_TEST(test_trail_disk_cache_bounded)
 	CHECK(rep.blocks_ok > 5);
 	CHECK_EQ_U64(rep.blocks_bad, 0);
 	tdb_disk_cache_close(c);
-	rm_rf(dir);
+	fx_rmtree(dir);
 }
 
 UNIT_TEST(test_trail_lru)
@@ -267,5 +257,5 @@ UNIT_TEST(test_trail_disk_cache_kill9)
 	printf("# kill -9 test: %llu of 50 writers killed mid-fill, %llu valid blocks, %llu tmp files removed\n",
 		   (unsigned long long) killed_mid, (unsigned long long) rep.blocks_ok,
 		   (unsigned long long) rep.tmp_removed);
-	rm_rf(dir);
+	fx_rmtree(dir);
 }

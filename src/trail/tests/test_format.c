@@ -87,6 +87,7 @@ roundtrip(bool string_ids, uint64_t seed)
 	size_t		i = 0;
 	int			rc;
 	uint64_t	nev = 0;
+	size_t	   *cur;
 
 	fx_make(&s, &rng, string_ids, 40, 300);
 	fx_tmpdir(dir, sizeof(dir), "rt");
@@ -104,12 +105,15 @@ roundtrip(bool string_ids, uint64_t seed)
 	CHECK(tdb_trail_footer(r)->npages > (uint32_t) s.nkeys);	/* trails span pages */
 	memset(&q, 0, sizeof(q));
 	CHECK(tdb_trail_scan_begin(r, &q, &sc, &err) == 0);
+	cur = fx_cursor_new(&s);
 	while ((rc = tdb_trail_scan_next(sc, &ev, &err)) > 0)
 	{
-		if (i < s.n && !fx_same(&s, &s.ev[i], &ev))
-			unit_fail(__FILE__, __LINE__, "event %zu differs", i);
+		if (!fx_cursor_same(&s, cur, &q, &ev))
+			unit_fail(__FILE__, __LINE__, "event %zu differs (layout v%d order %d)", i,
+					  fx_version, (int) fx_order);
 		i++;
 	}
+	free(cur);
 	CHECK(rc == 0);
 	CHECK_EQ_U64(i, s.n);
 	tdb_trail_scan_end(sc);
@@ -124,14 +128,24 @@ roundtrip(bool string_ids, uint64_t seed)
 
 UNIT_TEST(test_trail_roundtrip_int_ids)
 {
-	for (uint64_t seed = 1; seed <= 4; seed++)
-		roundtrip(false, seed);
+	for (int layout = 0; layout < FX_LAYOUTS; layout++)
+	{
+		fx_layout(layout);
+		for (uint64_t seed = 1; seed <= 4; seed++)
+			roundtrip(false, seed);
+	}
+	fx_layout(1);
 }
 
 UNIT_TEST(test_trail_roundtrip_string_ids)
 {
-	for (uint64_t seed = 11; seed <= 13; seed++)
-		roundtrip(true, seed);
+	for (int layout = 0; layout < FX_LAYOUTS; layout++)
+	{
+		fx_layout(layout);
+		for (uint64_t seed = 11; seed <= 13; seed++)
+			roundtrip(true, seed);
+	}
+	fx_layout(1);
 }
 
 UNIT_TEST(test_trail_empty_and_single)
@@ -173,7 +187,8 @@ UNIT_TEST(test_trail_empty_and_single)
 }
 
 /* Random queries: exactly the brute-force events, in the same order. */
-UNIT_TEST(test_trail_pruning_matches_brute_force)
+static void
+pruning(int layout)
 {
 	uint64_t	rng = 77;
 	FxSet		s;
@@ -187,6 +202,7 @@ UNIT_TEST(test_trail_pruning_matches_brute_force)
 				selective = 0;
 
 	fx_make(&s, &rng, false, 60, 400);
+	fx_layout(layout);
 	fx_tmpdir(dir, sizeof(dir), "prune");
 	snprintf(path, sizeof(path), "%s/p.trail", dir);
 	fx_write(&s, path, 1024, 100);
@@ -206,6 +222,7 @@ UNIT_TEST(test_trail_pruning_matches_brute_force)
 		size_t		want = 0,
 					got = 0,
 					k = 0;
+		size_t	   *cur;
 		int			rc;
 		int			kind = iter % 4;
 
@@ -247,18 +264,30 @@ UNIT_TEST(test_trail_pruning_matches_brute_force)
 			unit_fail(__FILE__, __LINE__, "scan_begin: %s", err.msg);
 			continue;
 		}
+		cur = fx_cursor_new(&s);
 		while ((rc = tdb_trail_scan_next(sc, &ev, &err)) > 0)
 		{
-			while (k < s.n && !fx_matches(&s, &s.ev[k], &q))
-				k++;
-			if (k >= s.n || !fx_same(&s, &s.ev[k], &ev))
+			/* version 1 and trail order: exactly the brute-force order */
+			if (fx_order == TDB_TRAIL_ORDER_TRAIL)
 			{
-				unit_fail(__FILE__, __LINE__, "query %d: row %zu is not the brute-force row", iter, got);
+				while (k < s.n && !fx_matches(&s, &s.ev[k], &q))
+					k++;
+				if (k >= s.n || !fx_same(&s, &s.ev[k], &ev))
+				{
+					unit_fail(__FILE__, __LINE__, "query %d: row %zu is not the brute-force row", iter, got);
+					break;
+				}
+				k++;
+			}
+			if (!fx_cursor_same(&s, cur, &q, &ev))
+			{
+				unit_fail(__FILE__, __LINE__, "query %d (layout %d): row %zu is not a brute-force row",
+						  iter, layout, got);
 				break;
 			}
-			k++;
 			got++;
 		}
+		free(cur);
 		CHECK(rc >= 0);
 		if (got != want)
 			unit_fail(__FILE__, __LINE__, "query %d (kind %d): %zu rows, brute force %zu", iter, kind, got, want);
@@ -280,6 +309,16 @@ UNIT_TEST(test_trail_pruning_matches_brute_force)
 	unlink(path);
 	rmdir(dir);
 	fx_free(&s);
+}
+
+UNIT_TEST(test_trail_pruning_matches_brute_force)
+{
+	for (int layout = 0; layout < FX_LAYOUTS; layout++)
+	{
+		fx_layout(layout);
+		pruning(layout);
+	}
+	fx_layout(1);
 }
 
 /* A limit stops reading pages. */
@@ -341,7 +380,8 @@ read_all(const char *path, TdbTrailError *err, uint64_t *n)
  * each gives TDB_TRAIL_ECORRUPT with a message, none crashes or returns
  * other data.
  */
-UNIT_TEST(test_trail_corruption_detected)
+static void
+corruption(void)
 {
 	uint64_t	rng = 99;
 	FxSet		s;
@@ -427,7 +467,18 @@ UNIT_TEST(test_trail_corruption_detected)
  * page's events) is rejected by the page decoder, so pruning never trusts a
  * lie silently.
  */
-UNIT_TEST(test_trail_lying_zone_map_rejected)
+UNIT_TEST(test_trail_corruption_detected)
+{
+	for (int layout = 0; layout < FX_LAYOUTS; layout++)
+	{
+		fx_layout(layout);
+		corruption();
+	}
+	fx_layout(1);
+}
+
+static void
+lying_zone_map(void)
 {
 	uint64_t	rng = 3;
 	FxSet		s;
@@ -438,14 +489,18 @@ UNIT_TEST(test_trail_lying_zone_map_rejected)
 	TdbTrailError err;
 	CodecBuf	nf;
 	TdbTrailPage pg;
+	uint32_t	pn = 0;
 
 	fx_make(&s, &rng, false, 3, 50);
 	buf = fx_encode(&s, 4096, 1000, &len);
 	CHECK(tdb_trail_trailer_decode(buf + len - TDB_TRAIL_TRAILER_SIZE, TDB_TRAIL_TRAILER_SIZE, len, &t, &err) == 0);
 	CHECK(tdb_trail_footer_decode(buf + t.footer_offset, t.footer_length, &t, &f, &err) == 0);
-	/* shrink page 0's time range by one microsecond and re-encode */
-	f.pages[0].tmax = f.pages[0].tmax - 1 < f.pages[0].tmin ? f.pages[0].tmin : f.pages[0].tmax - 1;
-	f.pages[0].tmin = f.pages[0].tmin + 1 > f.pages[0].tmax ? f.pages[0].tmax : f.pages[0].tmin + 1;
+	/* shrink the time range of a page that has one by a microsecond, re-encode */
+	while (pn + 1 < f.npages && f.pages[pn].tmax == f.pages[pn].tmin)
+		pn++;
+	CHECK(f.pages[pn].tmax > f.pages[pn].tmin);
+	f.pages[pn].tmax--;
+	f.pages[pn].tmin = f.pages[pn].tmin + 1 > f.pages[pn].tmax ? f.pages[pn].tmax : f.pages[pn].tmin + 1;
 	codec_buf_init(&nf);
 	trail_footer_encode(&nf, &f);
 	t.footer_length = nf.len;
@@ -455,7 +510,7 @@ UNIT_TEST(test_trail_lying_zone_map_rejected)
 
 		CHECK(tdb_trail_footer_decode(nf.data, nf.len, &t, &f2, &err) == 0);
 		memset(&pg, 0, sizeof(pg));
-		CHECK(tdb_trail_page_decode(&f2, 0, buf + f2.pages[0].offset, f2.pages[0].length, &pg, &err) ==
+		CHECK(tdb_trail_page_decode(&f2, pn, buf + f2.pages[pn].offset, f2.pages[pn].length, &pg, &err) ==
 			  TDB_TRAIL_ECORRUPT);
 		CHECK(strstr(err.msg, "zone map") != NULL);
 		tdb_trail_page_release(&pg);
@@ -465,4 +520,14 @@ UNIT_TEST(test_trail_lying_zone_map_rejected)
 	tdb_trail_footer_release(&f);
 	free(buf);
 	fx_free(&s);
+}
+
+UNIT_TEST(test_trail_lying_zone_map_rejected)
+{
+	for (int layout = 0; layout < FX_LAYOUTS; layout++)
+	{
+		fx_layout(layout);
+		lying_zone_map();
+	}
+	fx_layout(1);
 }

@@ -45,11 +45,34 @@ size_t		fx_write(const FxSet *s, const char *path, uint32_t page_bytes, uint32_t
 /* The file's bytes in memory (writer output). */
 uint8_t    *fx_encode(const FxSet *s, uint32_t page_bytes, uint32_t page_events, size_t *len);
 
+/* The layout fx_encode writes (tests loop over the three: see FX_LAYOUTS). */
+extern int	fx_version;
+extern TdbTrailOrder fx_order;
+extern int64_t fx_bucket_us;
+
+/* Layouts: 0 version 1, 1 version 2 by trail, 2 version 2 space-time. */
+#define FX_LAYOUTS 3
+void		fx_layout(int layout);
+
+/*
+ * Reader output against the set whatever the page order: by trail, each
+ * trail's events must come in the set's order (per trail, time then
+ * insertion), trails may interleave; in space-time order each event must
+ * match an event of the set not matched before (a trail's events are in
+ * time order within a page only).  cur: fx_cursor_new, free.
+ */
+size_t	   *fx_cursor_new(const FxSet *s);
+bool		fx_cursor_same(const FxSet *s, size_t *cur, const TdbTrailQuery *q,
+						   const TdbTrailEvent *ev);
+
 /* Does event e match q (the definition the reader must implement)? */
 bool		fx_matches(const FxSet *s, const FxEvent *e, const TdbTrailQuery *q);
 
 /* Same event as the reader returned?  Compares every field exactly. */
 bool		fx_same(const FxSet *s, const FxEvent *e, const TdbTrailEvent *ev);
+
+/* Remove a directory tree (rm -rf); a failure fails the test. */
+void		fx_rmtree(const char *dir);
 
 /* Write a buffer to a file; false on failure. */
 bool		fx_write_file(const char *path, const void *buf, size_t len);

@@ -1,0 +1,676 @@
+#!/usr/bin/env python3
+"""bench/trails_parquet.py: the Python half of bench/trails_parquet.sh.
+
+  trails_parquet.py gen-flights OUT.csv [SEED]
+        a flight-shaped set (ADS-B like), seeded and reproducible
+  trails_parquet.py proxy LISTEN_PORT UPSTREAM_PORT CONTROL_PORT
+        a counting HTTP proxy on 127.0.0.1 in front of MinIO (loopback only)
+  trails_parquet.py bench CONFIG.json
+        writes the Parquet files with DuckDB, uploads them, runs the queries
+        on both sides through the proxy and prints one TSV line per
+        (dataset, query, side): the medians
+
+Everything here talks to 127.0.0.1 only.  DuckDB loads httpfs and spatial
+from their PyPI packages (duckdb-extension-httpfs, duckdb-extension-spatial)
+by path, with autoinstall and autoload off: it never downloads anything.
+"""
+import datetime as dt
+import hashlib
+import json
+import math
+import os
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+
+def log(msg):
+    print(f"  bench/trails_parquet: {msg}", file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------
+# the flight-shaped set
+# --------------------------------------------------------------------------
+CDG = (2.5479, 49.0097)   # lon, lat
+ORY = (2.3652, 48.7262)
+AIRLINES = ["AFR", "EZY", "BAW", "DLH", "KLM", "RYR", "TVF", "VLG", "SWR", "IBE", "UAE", "DAL"]
+
+
+def gen_flights(out, seed=20261126, nflights=300):
+    """~300 flights around Paris: departures from and arrivals at CDG and
+    ORY, and overflights; 1,000-2,000 reports each, one every 4-6 s."""
+    rng = random.Random(seed)
+    day0 = dt.datetime(2026, 6, 15, 4, 0, tzinfo=dt.timezone.utc)
+    ids = set()
+    rows = 0
+    with open(out + ".tmp", "w") as f:
+        f.write("callsign,ts,lon,lat,altitude,ground_speed,track,vertical_rate,squawk,on_ground\n")
+        for _ in range(nflights):
+            while True:
+                cs = rng.choice(AIRLINES) + str(rng.randint(10, 9999))
+                if cs not in ids:
+                    ids.add(cs)
+                    break
+            kind = rng.choices(["dep_cdg", "arr_cdg", "dep_ory", "arr_ory", "over"],
+                               [35, 30, 15, 12, 8])[0]
+            n = rng.randint(1000, 2000)
+            # squawk: 4 octal digits, a leading zero in about a third
+            sq = rng.randint(0, 0o777) if rng.random() < 0.35 else rng.randint(0o1000, 0o7777)
+            squawk = f"{sq:04o}"
+            cruise = rng.randrange(28000, 39001, 1000)
+            bearing = rng.uniform(0, 360)
+            steps = [rng.uniform(4.0, 6.0) for _ in range(n)]
+            pts = []
+            if kind == "over":
+                # cruise across the Paris area: start ~ (n * 5 s * 450 kt)/2 away
+                spd = rng.uniform(420, 490)
+                half_nm = sum(steps) * spd / 3600 / 2
+                off = rng.uniform(-15, 15) / 60  # passes within ~15 nm
+                cx, cy = 2.45 + off, 48.87 + rng.uniform(-15, 15) / 60
+                lat = cy - half_nm / 60 * math.cos(math.radians(bearing))
+                lon = cx - half_nm / 60 * math.sin(math.radians(bearing)) / math.cos(math.radians(cy))
+                alt, trk, gs, vr, ground = float(cruise), bearing, spd, 0.0, False
+                for s in steps:
+                    pts.append((lon, lat, alt, gs, trk, vr, ground))
+                    trk = (trk + rng.gauss(0, 0.3)) % 360
+                    gs = min(520, max(380, gs + rng.gauss(0, 0.5)))
+                    d = gs * s / 3600
+                    lat += d / 60 * math.cos(math.radians(trk))
+                    lon += d / 60 * math.sin(math.radians(trk)) / math.cos(math.radians(lat))
+            else:
+                ap = CDG if kind.endswith("cdg") else ORY
+                lon, lat = ap[0] + rng.uniform(-0.01, 0.01), ap[1] + rng.uniform(-0.006, 0.006)
+                elev = 392.0 if ap is CDG else 291.0
+                runway = rng.choice([85.0, 265.0]) if ap is CDG else rng.choice([65.0, 245.0])
+                alt, trk, gs, vr, ground = elev, rng.uniform(0, 360), 0.0, 0.0, True
+                taxi = rng.randint(40, 120)      # reports on the ground
+                for i, s in enumerate(steps):
+                    pts.append((lon, lat, alt, gs, trk, vr, ground))
+                    if i < taxi:
+                        gs = max(0.0, min(25.0, gs + rng.gauss(1.0, 2.0)))
+                        trk = (trk + rng.gauss(0, 8)) % 360
+                        if i == taxi - 1:
+                            trk = runway
+                    elif ground:
+                        gs += rng.uniform(10, 16) * s / 4
+                        if gs > 150:
+                            ground = False
+                    else:
+                        if alt < cruise:
+                            vr = min(3500.0, max(800.0, (vr or 2200.0) + rng.gauss(0, 150)))
+                            alt = min(float(cruise), alt + vr * s / 60)
+                        else:
+                            vr = rng.gauss(0, 40)
+                        gs = min(480.0, gs + rng.uniform(0.5, 2.5) * s / 4) + rng.gauss(0, 0.5)
+                        # turn towards the flight's bearing once above 3,000 ft
+                        if alt > 3000:
+                            diff = (bearing - trk + 540) % 360 - 180
+                            trk = (trk + max(-3 * s, min(3 * s, diff)) + rng.gauss(0, 0.3)) % 360
+                    d = gs * s / 3600
+                    lat += d / 60 * math.cos(math.radians(trk))
+                    lon += d / 60 * math.sin(math.radians(trk)) / math.cos(math.radians(lat))
+                if kind.startswith("arr"):
+                    # an arrival is a departure run backwards: it ends on the ground
+                    pts = [(x, y, a, g, (t + 180) % 360, -v, gr) for (x, y, a, g, t, v, gr) in reversed(pts)]
+            start = day0 + dt.timedelta(seconds=rng.uniform(0, 14 * 3600))
+            t = start
+            for (x, y, a, g, trk, v, gr), s in zip(pts, steps):
+                altitude = int(round(a / 25.0)) * 25
+                vrate = int(round(v / 64.0)) * 64
+                ts = t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
+                f.write(f"{cs},{ts},{x:.6f},{y:.6f},{altitude},{g:.1f},{trk:.1f},{vrate},{squawk},"
+                        f"{'true' if gr else 'false'}\n")
+                rows += 1
+                t += dt.timedelta(milliseconds=round(s * 1000))
+    os.replace(out + ".tmp", out)
+    log(f"{out}: {len(ids)} flights, {rows} reports")
+
+
+# --------------------------------------------------------------------------
+# the counting proxy
+# --------------------------------------------------------------------------
+class Counts:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.zero()
+
+    def zero(self):
+        self.requests = 0
+        self.methods = {}
+        self.resp_total = 0      # every byte MinIO sent (heads and bodies)
+        self.resp_body = 0       # response bodies only
+        self.req_total = 0       # every byte the clients sent
+        self.ranges = []         # Range headers of GETs (the first 200)
+        self.connections = 0
+
+    def snap(self):
+        with self.lock:
+            d = dict(requests=self.requests, methods=dict(self.methods), resp_total=self.resp_total,
+                     resp_body=self.resp_body, req_total=self.req_total, ranges=list(self.ranges),
+                     connections=self.connections)
+            self.zero()
+            return d
+
+
+class HttpParser:
+    """Splits one direction of an HTTP/1.1 connection into messages: for a
+    request stream it records methods (and queues them for the response
+    side), for a response stream it counts body bytes."""
+
+    def __init__(self, counts, is_response, methods_queue):
+        self.c = counts
+        self.resp = is_response
+        self.q = methods_queue
+        self.buf = b""
+        self.state = "head"
+        self.left = 0          # body bytes left (length mode)
+        self.chunk_state = None
+
+    def feed(self, data):
+        if self.resp:
+            with self.c.lock:
+                self.c.resp_total += len(data)
+        else:
+            with self.c.lock:
+                self.c.req_total += len(data)
+        self.buf += data
+        for _ in range(100000):        # bounded: a few messages per read at most
+            if not self.step():
+                break
+
+    def body(self, n):
+        if self.resp and n:
+            with self.c.lock:
+                self.c.resp_body += n
+
+    def step(self):
+        if self.state == "head":
+            i = self.buf.find(b"\r\n\r\n")
+            if i < 0:
+                if len(self.buf) > 1 << 20:
+                    raise ValueError("header over 1 MB")
+                return False
+            head, self.buf = self.buf[:i].decode("latin-1"), self.buf[i + 4:]
+            lines = head.split("\r\n")
+            hdr = {}
+            for ln in lines[1:]:
+                k, _, v = ln.partition(":")
+                hdr[k.strip().lower()] = v.strip()
+            if self.resp:
+                status = int(lines[0].split()[1])
+                if 100 <= status < 200:
+                    return True            # interim: the final response follows
+                method = self.q.pop(0) if self.q else "?"
+                no_body = method == "HEAD" or status in (204, 304)
+            else:
+                method = lines[0].split()[0]
+                self.q.append(method)
+                with self.c.lock:
+                    self.c.requests += 1
+                    self.c.methods[method] = self.c.methods.get(method, 0) + 1
+                    if method == "GET" and len(self.c.ranges) < 200:
+                        self.c.ranges.append(hdr.get("range", "-"))
+                no_body = False
+            if no_body:
+                return True
+            if "chunked" in hdr.get("transfer-encoding", "").lower():
+                self.state, self.chunk_state = "chunked", "size"
+            elif "content-length" in hdr:
+                self.left = int(hdr["content-length"])
+                self.state = "length" if self.left > 0 else "head"
+            elif self.resp:
+                self.state = "close"       # until the connection closes
+            return True
+        if self.state == "length":
+            n = min(self.left, len(self.buf))
+            self.body(n)
+            self.left -= n
+            self.buf = self.buf[n:]
+            if self.left == 0:
+                self.state = "head"
+                return True
+            return False
+        if self.state == "close":
+            self.body(len(self.buf))
+            self.buf = b""
+            return False
+        if self.state == "chunked":
+            if self.chunk_state == "size":
+                i = self.buf.find(b"\r\n")
+                if i < 0:
+                    return False
+                size = int(self.buf[:i].split(b";")[0], 16)
+                self.buf = self.buf[i + 2:]
+                if size == 0:
+                    self.chunk_state = "trailer"
+                else:
+                    self.left, self.chunk_state = size + 2, "data"
+                return True
+            if self.chunk_state == "data":
+                n = min(self.left, len(self.buf))
+                self.body(max(0, min(n, self.left - 2)))
+                self.left -= n
+                self.buf = self.buf[n:]
+                if self.left == 0:
+                    self.chunk_state = "size"
+                    return True
+                return False
+            if self.chunk_state == "trailer":
+                i = self.buf.find(b"\r\n")
+                if i < 0:
+                    return False
+                line, self.buf = self.buf[:i], self.buf[i + 2:]
+                if line == b"":
+                    self.state = "head"
+                return True
+        return False
+
+
+def pipe(src, dst, parser):
+    try:
+        while True:
+            data = src.recv(262144)
+            if not data:
+                break
+            parser.feed(data)          # counted before it is forwarded
+            dst.sendall(data)
+    except (OSError, ValueError):
+        pass
+    finally:
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+def proxy_main(listen_port, upstream_port, control_port):
+    counts = Counts()
+    ls = socket.socket()
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind(("127.0.0.1", listen_port))
+    ls.listen(128)
+    cs = socket.socket()
+    cs.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    cs.bind(("127.0.0.1", control_port))
+    cs.listen(8)
+    live = [0]
+
+    def conn(client):
+        try:
+            up = socket.create_connection(("127.0.0.1", upstream_port), timeout=30)
+        except OSError:
+            client.close()
+            return
+        up.settimeout(120)
+        client.settimeout(120)
+        for s in (up, client):
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        q = []
+        with counts.lock:
+            counts.connections += 1
+        t = threading.Thread(target=pipe, args=(client, up, HttpParser(counts, False, q)), daemon=True)
+        t.start()
+        pipe(up, client, HttpParser(counts, True, q))
+        t.join(130)
+        up.close()
+        client.close()
+        live[0] -= 1
+
+    def control():
+        while True:
+            c, _ = cs.accept()
+            with c:
+                cmd = c.recv(64).strip()
+                if cmd == b"snap":
+                    c.sendall(json.dumps(counts.snap()).encode() + b"\n")
+                elif cmd == b"quit":
+                    os._exit(0)
+
+    threading.Thread(target=control, daemon=True).start()
+    while True:
+        c, _ = ls.accept()
+        if live[0] >= 256:            # bounded: refuse past 256 open connections
+            c.close()
+            continue
+        live[0] += 1
+        threading.Thread(target=conn, args=(c,), daemon=True).start()
+
+
+def proxy_snap(control_port):
+    with socket.create_connection(("127.0.0.1", control_port), timeout=10) as c:
+        c.sendall(b"snap\n")
+        data = b""
+        while not data.endswith(b"\n"):
+            d = c.recv(65536)
+            if not d:
+                break
+            data += d
+    return json.loads(data)
+
+
+# --------------------------------------------------------------------------
+# the benchmark
+# --------------------------------------------------------------------------
+EPOCH = dt.datetime(1970, 1, 1)
+EPOCH_TZ = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def norm(v):
+    """A value as both sides should agree on it: times in µs since 1970,
+    floats rounded to 6 decimals, booleans as 0/1."""
+    if isinstance(v, dt.datetime):
+        d = v - (EPOCH_TZ if v.tzinfo else EPOCH)
+        return d // dt.timedelta(microseconds=1)
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, float):
+        return 0.0 if v == 0 else round(v, 6)
+    if hasattr(v, "is_integer") or type(v).__name__ == "Decimal":
+        return round(float(v), 6)
+    return v
+
+
+def checksum(rows):
+    rs = sorted(repr(tuple(norm(v) for v in r)) for r in rows)
+    h = hashlib.sha256()
+    for r in rs:
+        h.update(r.encode())
+        h.update(b"\n")
+    return h.hexdigest()[:16]
+
+
+class Duck:
+    def __init__(self, cfg):
+        import duckdb
+        import duckdb_extension_httpfs
+        import duckdb_extension_spatial
+        self.duckdb = duckdb
+        self.version = duckdb.__version__
+        self.ext = [os.path.join(os.path.dirname(m.__file__), "extensions", f"v{self.version}",
+                                 f"{n}.duckdb_extension")
+                    for m, n in ((duckdb_extension_httpfs, "httpfs"), (duckdb_extension_spatial, "spatial"))]
+        for p in self.ext:
+            if not os.path.exists(p):
+                raise SystemExit(f"bench/trails_parquet: {p} missing (duckdb and its extension packages disagree?)")
+        self.cfg = cfg
+
+    def connect(self, endpoint_port):
+        c = self.duckdb.connect(":memory:", config={
+            "autoinstall_known_extensions": False, "autoload_known_extensions": False,
+            "extension_directory": self.cfg["work"] + "/duckdb-ext"})
+        for p in self.ext:
+            c.execute(f"LOAD '{p}'")
+        c.execute(f"""CREATE SECRET minio (TYPE s3, KEY_ID '{self.cfg["key"]}', SECRET '{self.cfg["secret"]}',
+                      REGION 'us-east-1', ENDPOINT '127.0.0.1:{endpoint_port}', URL_STYLE 'path', USE_SSL false)""")
+        # cold: no cache across queries (a fresh in-memory database has none anyway)
+        c.execute("SET enable_external_file_cache = false")
+        c.execute("SET enable_http_metadata_cache = false")
+        c.execute("SET parquet_metadata_cache = false")
+        return c
+
+
+def run_pg(cfg, sql, server, cache_dir):
+    import psycopg2
+    dsn = dict(host="127.0.0.1", port=cfg["pg_port"], user="postgres", dbname=cfg["pg_db"])
+    with psycopg2.connect(**dsn) as a:
+        a.autocommit = True
+        with a.cursor() as cur:
+            cur.execute(f"ALTER SERVER {server} OPTIONS (SET cache_dir %s)", (cache_dir,))
+    a.close()
+    c = psycopg2.connect(**dsn)            # a fresh backend: an empty memory cache
+    try:
+        with c.cursor() as cur:
+            cur.execute("SET TimeZone = 'UTC'; SET statement_timeout = '120s'")
+            # load PostGIS in the backend before the clock starts (DuckDB loads its extensions first too)
+            cur.execute("SELECT ST_AsText('SRID=4326;POINT(0 0)'::geometry::geography::geometry)")
+            cur.fetchall()
+            t0 = time.perf_counter()
+            cur.execute(sql)
+            rows = cur.fetchall()
+            ms = (time.perf_counter() - t0) * 1000
+        c.rollback()
+    finally:
+        c.close()
+    return ms, rows
+
+
+def explain_pg(cfg, sql, server, cache_dir):
+    """Our plan with its figures (one more cold run, not measured)."""
+    import psycopg2
+    dsn = dict(host="127.0.0.1", port=cfg["pg_port"], user="postgres", dbname=cfg["pg_db"])
+    with psycopg2.connect(**dsn) as a:
+        a.autocommit = True
+        with a.cursor() as cur:
+            cur.execute(f"ALTER SERVER {server} OPTIONS (SET cache_dir %s)", (cache_dir,))
+    a.close()
+    c = psycopg2.connect(**dsn)
+    try:
+        with c.cursor() as cur:
+            cur.execute("SET TimeZone = 'UTC'; SET statement_timeout = '120s'")
+            cur.execute("EXPLAIN (ANALYZE, VERBOSE, COSTS OFF, TIMING OFF, SUMMARY OFF) " + sql)
+            plan = [r[0] for r in cur.fetchall()]
+        c.rollback()
+    finally:
+        c.close()
+    return plan
+
+
+def run_duck(duck, port, sql):
+    c = duck.connect(port)
+    try:
+        timer = threading.Timer(120, c.interrupt)
+        timer.start()
+        t0 = time.perf_counter()
+        rows = c.execute(sql).fetchall()
+        ms = (time.perf_counter() - t0) * 1000
+        timer.cancel()
+    finally:
+        c.close()
+    return ms, rows
+
+
+def queries(ds, p):
+    """(name, what, duckdb sql, postgres sql) for one data set."""
+    idc, extra, q5col = ds["id"], ds["extra"], ds["q5"]
+    pq = f"read_parquet('s3://{p['bucket']}/{ds['name']}.parquet')"
+    cols_d = ", ".join([idc, "ts", "lon", "lat"] + extra)
+    cols_p = ", ".join([idc, "ts", "ST_X(geom) AS lon", "ST_Y(geom) AS lat"] + extra)
+    idlit = f"'{p['id']}'" if isinstance(p["id"], str) else str(p["id"])
+    x0, y0, x1, y1 = p["box"]
+    cx, cy = p["centre"]
+    # bbox prefilter of the radius, as a DuckDB user writes it: 3 km plus a margin
+    dlat = 3100 / 111132.0
+    dlon = dlat / math.cos(math.radians(cy))
+    q5_d = f"max({q5col})"
+    q5_p = f"max({q5col})"         # lat: the column the bench adds to the imported table
+    return [
+        ("q1_one_trail", f"{idc} = {p['id']}",
+         f"SELECT {cols_d} FROM {pq} WHERE {idc} = {idlit}",
+         f"SELECT {cols_p} FROM {{t}} WHERE {idc} = {idlit}"),
+        ("q2_window_5min", f"ts in [{p['t0']}, {p['t1']}]",
+         f"SELECT {cols_d} FROM {pq} WHERE ts >= TIMESTAMP '{p['t0']}' AND ts <= TIMESTAMP '{p['t1']}'",
+         f"SELECT {cols_p} FROM {{t}} WHERE ts >= '{p['t0']}+00' AND ts <= '{p['t1']}+00'"),
+        ("q3_box", f"box {x0},{y0},{x1},{y1}",
+         f"SELECT {cols_d} FROM {pq} WHERE lon BETWEEN {x0} AND {x1} AND lat BETWEEN {y0} AND {y1}",
+         f"SELECT {cols_p} FROM {{t}} WHERE geom && ST_MakeEnvelope({x0}, {y0}, {x1}, {y1}, 4326)"),
+        ("q4_radius_3km", f"3 km of {cx},{cy}",
+         f"SELECT {cols_d} FROM {pq} WHERE lon BETWEEN {cx - dlon:.6f} AND {cx + dlon:.6f} "
+         f"AND lat BETWEEN {cy - dlat:.6f} AND {cy + dlat:.6f} "
+         f"AND ST_Distance_Spheroid(ST_Point(lat, lon), ST_Point({cy}, {cx})) <= 3000",
+         f"SELECT {cols_p} FROM {{t}} WHERE ST_DWithin(geom::geography, "
+         f"ST_SetSRID(ST_MakePoint({cx}, {cy}), 4326)::geography, 3000)"),
+        ("q5_max_per_id", f"max({q5col}) GROUP BY {idc}",
+         f"SELECT {idc}, {q5_d} FROM {pq} GROUP BY {idc}",
+         f"SELECT {idc}, {q5_p} FROM {{t}} GROUP BY {idc}"),
+        ("q6_count", "count(*)",
+         f"SELECT count(*) FROM {pq}",
+         "SELECT count(*) FROM {t}"),
+        ("q7_map_5min", f"{idc}, ts, lon, lat in ts [{p['t0']}, {p['t1']}]",
+         f"SELECT {idc}, ts, lon, lat FROM {pq} WHERE ts >= TIMESTAMP '{p['t0']}' AND ts <= TIMESTAMP '{p['t1']}'",
+         f"SELECT {idc}, ts, ST_X(geom) AS lon, ST_Y(geom) AS lat FROM {{t}} "
+         f"WHERE ts >= '{p['t0']}+00' AND ts <= '{p['t1']}+00'"),
+    ]
+
+
+def pick_params(con, ds, bucket):
+    """The query constants, from the local copy of the data."""
+    t = ds["name"]
+    # Q1: the id of median report count (a mid-sized trail)
+    ids = con.execute(f"SELECT {ds['id']}, count(*) n FROM {t} GROUP BY 1 ORDER BY n, 1").fetchall()
+    pid, pn = ids[len(ids) // 2]
+    # Q2: the 5 minutes from the middle of the span
+    lo, hi = con.execute(f"SELECT min(ts), max(ts) FROM {t}").fetchone()
+    mid = lo + (hi - lo) / 2
+    mid = mid.replace(microsecond=0)
+    t0, t1 = mid, mid + dt.timedelta(minutes=5)
+    # Q3/Q4 centre: CDG for flights, else the busiest 0.1-degree cell's centre
+    if ds.get("airport"):
+        cx, cy = ds["airport"]
+    else:
+        gx, gy, _ = con.execute(f"SELECT floor(lon * 10) gx, floor(lat * 10) gy, count(*) n FROM {t} "
+                                "GROUP BY 1, 2 ORDER BY n DESC, 1, 2 LIMIT 1").fetchone()
+        cx, cy = round((gx + 0.5) / 10, 4), round((gy + 0.5) / 10, 4)
+    # no report within 1 cm of the 3 km circle: both sides solve the same
+    # inverse geodesic on WGS 84 (PostGIS and DuckDB spatial with
+    # GeographicLib) and then agree on every row; bounded nudges
+    for k in range(40):
+        near = con.execute(f"SELECT count(*) FROM {t} WHERE abs(ST_Distance_Spheroid(ST_Point(lat, lon), "
+                           f"ST_Point({cy}, {cx})) - 3000) < 0.01").fetchone()[0]
+        if near == 0:
+            break
+        cx, cy = round(cx + 0.00031 * (k + 1), 6), round(cy + 0.00017 * (k + 1), 6)
+    else:
+        raise SystemExit(f"bench/trails_parquet: {t}: no radius centre without reports on its circle")
+    box = (round(cx - 0.1, 4), round(cy - 0.1, 4), round(cx + 0.1, 4), round(cy + 0.1, 4))
+    return dict(id=pid, id_reports=pn, t0=t0.isoformat(sep=" "), t1=t1.isoformat(sep=" "),
+                box=box, centre=(cx, cy), bucket=bucket)
+
+
+def median_of(runs, key):
+    return statistics.median(r[key] for r in runs)
+
+
+def bench_main(cfg_path):
+    cfg = json.load(open(cfg_path))
+    duck = Duck(cfg)
+    work = cfg["work"]
+    os.makedirs(work + "/duckdb-ext", exist_ok=True)
+    nruns = int(cfg.get("runs", 3))
+    cport = cfg["proxy_control"]
+    pport = cfg["proxy_port"]
+    out = open(cfg["out"], "w")
+    meta = {"duckdb": duck.version, "datasets": {}}
+
+    wanted = cfg.get("sets", "").split()
+    for ds in cfg["datasets"]:
+        name = ds["name"]
+        if wanted and name not in wanted:
+            continue
+        local = duck.duckdb.connect(":memory:", config={
+            "autoinstall_known_extensions": False, "autoload_known_extensions": False,
+            "extension_directory": work + "/duckdb-ext"})
+        for p in duck.ext:
+            local.execute(f"LOAD '{p}'")
+        cols = ", ".join(f"'{k}': '{v}'" for k, v in ds["columns"])
+        local.execute(f"CREATE TABLE {name} AS SELECT * FROM read_csv('{ds['csv']}', header = true, "
+                      f"columns = {{{cols}}}, timestampformat = '{ds.get('tsformat', '%Y-%m-%dT%H:%M:%S')}')")
+        pq = f"{work}/{name}.parquet"
+        t0 = time.perf_counter()
+        local.execute(f"COPY (SELECT * FROM {name} ORDER BY {ds['id']}, ts) TO '{pq}' (FORMAT parquet)")
+        pq_ms = (time.perf_counter() - t0) * 1000
+        md = local.execute(f"SELECT row_group_id, any_value(row_group_num_rows), any_value(compression), "
+                           f"sum(total_compressed_size) FROM parquet_metadata('{pq}') GROUP BY 1 ORDER BY 1").fetchall()
+        params = pick_params(local, ds, cfg["bucket"])
+        local.close()
+        size = os.path.getsize(pq)
+        subprocess.run([cfg["put"], "put", pq, f"s3://{cfg['bucket']}/{name}.parquet"], check=True, timeout=300,
+                       stdout=subprocess.DEVNULL)
+        meta["datasets"][name] = dict(parquet_bytes=size, parquet_write_ms=round(pq_ms),
+                                      row_groups=len(md), row_group_rows=[r[1] for r in md],
+                                      compression=sorted({r[2] for r in md}), params=params,
+                                      trail_bytes=ds["trail_bytes"], trail_pages=ds["trail_pages"],
+                                      layouts=dict(cfg["layouts"]))
+        log(f"{name}: parquet {size} bytes, {len(md)} row groups of {[r[1] for r in md][:3]}... rows, "
+            f"{sorted({r[2] for r in md})}; trail {ds['trail_bytes']} bytes; params {params}")
+
+        for qname, what, dsql, psql in queries(ds, params):
+            results = {}
+            # our side, per layout and block size, cold with a fresh disk
+            # cache (filled as it reads) and, if asked, cold without one
+            # (cache_dir 'none')
+            sides = [("duckdb", None, None, None)]
+            for lay, _ in cfg["layouts"]:
+                for bs, srv in cfg["servers"]:
+                    sides.append((f"trail_{lay}_{bs}", f"{srv}_{lay}", True, srv))
+                    if cfg.get("nocache"):
+                        sides.append((f"trail_{lay}_{bs}_nocache", f"{srv}_{lay}", False, srv))
+            plans = {}
+            for side, schema, disk, srv in sides:
+                runs = []
+                for i in range(nruns):
+                    proxy_snap(cport)                  # zero the counters
+                    if srv is None:
+                        ms, rows = run_duck(duck, pport, dsql)
+                    else:
+                        cache = f"{cfg['cache_root']}/{name}-{qname}-{side}-{i}" if disk else "none"
+                        ms, rows = run_pg(cfg, psql.format(t=f"{schema}.{name}"), srv, cache)
+                    time.sleep(0.05)                   # the connection is closed: all counted
+                    s = proxy_snap(cport)
+                    runs.append(dict(ms=ms, rows=len(rows), sum=checksum(rows), body=s["resp_body"],
+                                     total=s["resp_total"], requests=s["requests"], methods=s["methods"],
+                                     ranges=s["ranges"], connections=s["connections"]))
+                sums = {r["sum"] for r in runs}
+                if len(sums) != 1:
+                    raise SystemExit(f"bench/trails_parquet: {name} {qname} {side}: runs disagree")
+                results[side] = runs
+                if srv is not None:
+                    cache = f"{cfg['cache_root']}/{name}-{qname}-{side}-explain" if disk else "none"
+                    plans[side] = explain_pg(cfg, psql.format(t=f"{schema}.{name}"), srv, cache)
+                    proxy_snap(cport)
+                    footer = any("Aggregates From Footer" in ln for ln in plans[side])
+                    if qname in ("q5_max_per_id", "q6_count") and not side.startswith("trail_v1_") \
+                            and not footer:
+                        raise SystemExit(f"bench/trails_parquet: {name} {qname} {side}: not answered from the "
+                                         "footer:\n  " + "\n  ".join(plans[side]))
+            base = results["duckdb"][0]
+            for side, runs in results.items():
+                r0 = runs[0]
+                if r0["rows"] != base["rows"]:
+                    raise SystemExit(f"bench/trails_parquet: {name} {qname}: {side} returned {r0['rows']} rows, "
+                                     f"DuckDB {base['rows']}")
+                if r0["sum"] != base["sum"]:
+                    raise SystemExit(f"bench/trails_parquet: {name} {qname}: {side} rows differ from DuckDB's "
+                                     f"(checksum {r0['sum']} vs {base['sum']}, {r0['rows']} rows each)")
+                line = [name, qname, side, r0["rows"], f"{median_of(runs, 'ms'):.1f}", int(median_of(runs, "body")),
+                        int(median_of(runs, "total")), int(median_of(runs, "requests"))]
+                out.write("\t".join(str(v) for v in line) + "\n")
+                out.flush()
+            meta["datasets"][name].setdefault("queries", {})[qname] = dict(
+                what=what, duckdb_sql=dsql, postgres_sql=psql,
+                detail={side: dict(methods=runs[0]["methods"], ranges=runs[0]["ranges"][:40],
+                                   connections=runs[0]["connections"], ms=[round(r["ms"], 1) for r in runs],
+                                   body=[r["body"] for r in runs], requests=[r["requests"] for r in runs],
+                                   **({"plan": plans[side]} if side in plans else {}))
+                        for side, runs in results.items()})
+            log(f"{name} {qname}: {base['rows']} rows; " + ", ".join(
+                f"{side} {median_of(runs, 'ms'):.0f} ms {int(median_of(runs, 'body'))} B "
+                f"{int(median_of(runs, 'requests'))} req" for side, runs in results.items()))
+    out.close()
+    with open(cfg["meta"], "w") as f:
+        json.dump(meta, f, indent=1, default=str)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) >= 3 and sys.argv[1] == "gen-flights":
+        gen_flights(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 20261126)
+    elif len(sys.argv) == 5 and sys.argv[1] == "proxy":
+        proxy_main(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
+    elif len(sys.argv) == 3 and sys.argv[1] == "bench":
+        bench_main(sys.argv[2])
+    else:
+        sys.exit(__doc__)
