@@ -20,6 +20,7 @@ import json
 import math
 import os
 import random
+import re
 import socket
 import statistics
 import subprocess
@@ -460,6 +461,64 @@ def explain_pg(cfg, sql, server, cache_dir):
     return plan
 
 
+def engine_pg(cfg, sql, server, cache_dir):
+    """Server-side time without moving rows to the client: EXPLAIN (ANALYZE,
+    TIMING OFF) of the query in a fresh backend (PostGIS loaded first, as in
+    run_pg).  Returns (execution ms, planning ms, the top node's rows)."""
+    import psycopg2
+    dsn = dict(host="127.0.0.1", port=cfg["pg_port"], user="postgres", dbname=cfg["pg_db"])
+    with psycopg2.connect(**dsn) as a:
+        a.autocommit = True
+        with a.cursor() as cur:
+            cur.execute(f"ALTER SERVER {server} OPTIONS (SET cache_dir %s)", (cache_dir,))
+    a.close()
+    c = psycopg2.connect(**dsn)
+    try:
+        with c.cursor() as cur:
+            cur.execute("SET TimeZone = 'UTC'; SET statement_timeout = '120s'")
+            cur.execute("SELECT ST_AsText('SRID=4326;POINT(0 0)'::geometry::geography::geometry)")
+            cur.fetchall()
+            cur.execute("EXPLAIN (ANALYZE, TIMING OFF) " + sql)
+            plan = [r[0] for r in cur.fetchall()]
+        c.rollback()
+    finally:
+        c.close()
+    ex = pl = rows = None
+    for ln in plan:
+        if ln.startswith("Execution Time:"):
+            ex = float(ln.split()[2])
+        elif ln.startswith("Planning Time:"):
+            pl = float(ln.split()[2])
+    m = re.search(r"actual rows=(\d+)", plan[0])
+    if m:
+        rows = int(m.group(1))
+    if ex is None or pl is None:
+        raise SystemExit("bench/trails_parquet: no Execution/Planning Time in\n  " + "\n  ".join(plan))
+    return ex, pl, rows
+
+
+def engine_duck(duck, port, sql):
+    """DuckDB's own total time (its profiler's latency: binding, which reads
+    the Parquet footer, planning and execution, without handing rows to
+    Python): EXPLAIN ANALYZE in a fresh database.  Returns (ms, the top
+    operator's rows)."""
+    c = duck.connect(port)
+    try:
+        timer = threading.Timer(120, c.interrupt)
+        timer.start()
+        out = c.execute("EXPLAIN ANALYZE " + sql).fetchall()
+        timer.cancel()
+    finally:
+        c.close()
+    text = "\n".join(str(r[-1]) for r in out)
+    m = re.search(r"Total Time: ([0-9.]+)s", text)
+    if not m:
+        raise SystemExit("bench/trails_parquet: no Total Time in DuckDB's EXPLAIN ANALYZE:\n" + text)
+    # the operators' row counts, top down: EXPLAIN_ANALYZE's own (0), then the query's top operator
+    counts = [int(x.replace(",", "")) for x in re.findall(r"(?<![~0-9,.])([0-9][0-9,]*) rows?\b", text)]
+    return float(m.group(1)) * 1000, (counts[1] if len(counts) > 1 else None)
+
+
 def run_duck(duck, port, sql):
     c = duck.connect(port)
     try:
@@ -627,6 +686,21 @@ def bench_main(cfg_path):
                 sums = {r["sum"] for r in runs}
                 if len(sums) != 1:
                     raise SystemExit(f"bench/trails_parquet: {name} {qname} {side}: runs disagree")
+                # the engine's time: the same query cold again, rows not moved to the client
+                eng = []
+                for i in range(nruns):
+                    proxy_snap(cport)
+                    if srv is None:
+                        ems, erows = engine_duck(duck, pport, dsql)
+                        eplan = None
+                    else:
+                        cache = f"{cfg['cache_root']}/{name}-{qname}-{side}-engine-{i}" if disk else "none"
+                        ems, eplan, erows = engine_pg(cfg, psql.format(t=f"{schema}.{name}"), srv, cache)
+                    time.sleep(0.05)
+                    s = proxy_snap(cport)
+                    eng.append(dict(ms=ems, plan=eplan, rows=erows, body=s["resp_body"], requests=s["requests"]))
+                for i, r in enumerate(runs):
+                    r["engine"] = eng[i]
                 results[side] = runs
                 if srv is not None:
                     cache = f"{cfg['cache_root']}/{name}-{qname}-{side}-explain" if disk else "none"
@@ -646,8 +720,23 @@ def bench_main(cfg_path):
                 if r0["sum"] != base["sum"]:
                     raise SystemExit(f"bench/trails_parquet: {name} {qname}: {side} rows differ from DuckDB's "
                                      f"(checksum {r0['sum']} vs {base['sum']}, {r0['rows']} rows each)")
+                eng = [r["engine"] for r in runs]
+                e_body = int(median_of(eng, "body"))
+                if side == "duckdb" and all(e["rows"] is None for e in eng):
+                    log(f"note {name} {qname}: DuckDB's EXPLAIN ANALYZE shows no operator (answered while "
+                        f"optimizing), Total Time {[round(e['ms'], 1) for e in eng]} ms")
+                elif any(e["rows"] != r0["rows"] for e in eng):
+                    log(f"WARNING {name} {qname} {side}: EXPLAIN ANALYZE's top rows {[e['rows'] for e in eng]}, "
+                        f"the query returned {r0['rows']}")
+                if e_body != int(median_of(runs, "body")):
+                    log(f"note {name} {qname} {side}: EXPLAIN ANALYZE fetched {e_body} B (median), "
+                        f"the query {int(median_of(runs, 'body'))} B")
                 line = [name, qname, side, r0["rows"], f"{median_of(runs, 'ms'):.1f}", int(median_of(runs, "body")),
-                        int(median_of(runs, "total")), int(median_of(runs, "requests"))]
+                        int(median_of(runs, "total")), int(median_of(runs, "requests")),
+                        f"{median_of(eng, 'ms'):.2f}",
+                        f"{median_of(eng, 'plan'):.2f}" if eng[0]["plan"] is not None else "",
+                        e_body, int(median_of(eng, "requests")),
+                        ",".join(str(e["rows"]) for e in eng)]
                 out.write("\t".join(str(v) for v in line) + "\n")
                 out.flush()
             meta["datasets"][name].setdefault("queries", {})[qname] = dict(
@@ -655,10 +744,16 @@ def bench_main(cfg_path):
                 detail={side: dict(methods=runs[0]["methods"], ranges=runs[0]["ranges"][:40],
                                    connections=runs[0]["connections"], ms=[round(r["ms"], 1) for r in runs],
                                    body=[r["body"] for r in runs], requests=[r["requests"] for r in runs],
+                                   engine=dict(ms=[round(r["engine"]["ms"], 2) for r in runs],
+                                               plan_ms=[r["engine"]["plan"] for r in runs],
+                                               rows=[r["engine"]["rows"] for r in runs],
+                                               body=[r["engine"]["body"] for r in runs],
+                                               requests=[r["engine"]["requests"] for r in runs]),
                                    **({"plan": plans[side]} if side in plans else {}))
                         for side, runs in results.items()})
             log(f"{name} {qname}: {base['rows']} rows; " + ", ".join(
-                f"{side} {median_of(runs, 'ms'):.0f} ms {int(median_of(runs, 'body'))} B "
+                f"{side} {median_of(runs, 'ms'):.0f} ms (engine {median_of([r['engine'] for r in runs], 'ms'):.1f})"
+                f" {int(median_of(runs, 'body'))} B "
                 f"{int(median_of(runs, 'requests'))} req" for side, runs in results.items()))
     out.close()
     with open(cfg["meta"], "w") as f:

@@ -45,6 +45,16 @@
 # PostGIS's and DuckDB's extension loading before the clock), bytes and
 # requests from MinIO as a counting proxy on 127.0.0.1 sees them (both
 # sides reach MinIO only through it); the median of TRAIL_RUNS (3) runs.
+# A second time per query and side, "engine ms", excludes moving the rows
+# to the client, measured in the same run and cold the same way (3 more
+# runs each): ours = "Execution Time" of EXPLAIN (ANALYZE, TIMING OFF) of
+# the same SQL ("Planning Time" kept apart: for q5/q6 it includes reading
+# the footer), DuckDB = "Total Time" of its EXPLAIN ANALYZE (binding, so
+# the Parquet footer, planning and execution); each run's bytes and the top
+# operator's rows are kept, and the table marks with * an engine time whose
+# run fetched other bytes than the query did.  DuckDB answers count(*) on
+# Parquet (q6) while optimizing, from the row groups' metadata: its EXPLAIN
+# ANALYZE then shows no operator and 0 s, and the table no ratio ("-").
 # Row counts and a checksum of the rows (times in µs, floats to 6
 # decimals) must match DuckDB's, or the bench fails.  Our side at two
 # block sizes, 16 kB and 1 MB (the default), for each layout, cold with a
@@ -54,8 +64,9 @@
 # Figures go to bench/lib.sh's CSV, section "parquet" (rows of an earlier
 # run in the same CSV are replaced): measure <set>_<query>_<layout>[_nocache]_
 # {ms,bytes,requests}, x = our block size, baseline duckdb_parquet (ratio
-# < 1: fewer bytes or faster than DuckDB); DuckDB's own figures
-# (<set>_<query>_duckdb_..., <set>_<query>_rows) at x = 0.  The
+# < 1: fewer bytes or faster than DuckDB), and <...>_engine_ms (baseline
+# DuckDB's engine ms), <...>_engine_plan_ms, <...>_engine_bytes; DuckDB's own figures
+# (<set>_<query>_duckdb_..., _duckdb_engine_ms, <set>_<query>_rows) at x = 0.  The
 # readable table goes to stdout; details (row groups, compression, ranges
 # each side fetched) to $TRAIL_PARQUET_META (default
 # bench/results/<date>-parquet-meta.json).  About 75 s on 2 cores (the
@@ -221,10 +232,11 @@ timeout 1200 "$PY" bench/trails_parquet.py bench "$work/config.json" ||
 	die "bench/trails_parquet: the measurement failed (see above)"
 mkdir -p "$(dirname "$META")"
 cp "$work/meta.json" "$META"
+cp "$work/results.tsv" "${META%.json}.tsv"	# the medians, one line per (set, query, side)
 
 # the CSV rows, then the readable table
-declare -A d_ms d_bytes d_req
-while IFS=$'\t' read -r set q side rows ms body total req; do
+declare -A d_ms d_bytes d_req d_ems
+while IFS=$'\t' read -r set q side rows ms body total req ems eplan ebody ereq erows; do
 	name=${set}_${q%%_*}
 	if [ "$side" = duckdb ]; then
 		d_ms[$name]=$ms d_bytes[$name]=$body d_req[$name]=$req
@@ -233,6 +245,9 @@ while IFS=$'\t' read -r set q side rows ms body total req; do
 		bench_emit parquet "${name}_duckdb_bytes" 0 "$body" B >/dev/null
 		bench_emit parquet "${name}_duckdb_bytes_with_headers" 0 "$total" B >/dev/null
 		bench_emit parquet "${name}_duckdb_requests" 0 "$req" requests >/dev/null
+		d_ems[$name]=$ems
+		bench_emit parquet "${name}_duckdb_engine_ms" 0 "$ems" ms >/dev/null
+		bench_emit parquet "${name}_duckdb_engine_bytes" 0 "$ebody" B >/dev/null
 	else
 		# trail_<layout>_<block size>[_nocache]
 		rest=${side#trail_} suffix=
@@ -243,6 +258,9 @@ while IFS=$'\t' read -r set q side rows ms body total req; do
 		bench_emit parquet "${m}_bytes" "$bs" "$body" B duckdb_parquet "${d_bytes[$name]}" >/dev/null
 		bench_emit parquet "${m}_bytes_with_headers" "$bs" "$total" B >/dev/null
 		bench_emit parquet "${m}_requests" "$bs" "$req" requests duckdb_parquet "${d_req[$name]}" >/dev/null
+		bench_emit parquet "${m}_engine_ms" "$bs" "$ems" ms duckdb_parquet "${d_ems[$name]}" >/dev/null
+		bench_emit parquet "${m}_engine_plan_ms" "$bs" "$eplan" ms >/dev/null
+		bench_emit parquet "${m}_engine_bytes" "$bs" "$ebody" B >/dev/null
 	fi
 done <"$work/results.tsv"
 
@@ -260,12 +278,18 @@ for name, m in meta["datasets"].items():
               f"{lab} {m['trail_bytes'][l]:,} B ({m['trail_bytes'][l] / m['parquet_bytes']:.2f}x), "
               f"{m['trail_pages'][l]:,} pages" for l, lab in lays.items()))
     nc = any(s.endswith("_nocache") for st, qq, s, *_ in rows if st == name)
-    print("\n| query | rows | side | ms | " + ("ms, no disk cache | " if nc else "") + "bytes from MinIO | requests |")
-    print("|---|---:|---|---:|" + ("---:|" if nc else "") + "---:|---:|")
+    print("\n| query | rows | side | ms | " + ("ms, no disk cache | " if nc else "") + "engine ms | "
+          + ("engine ms, no disk cache | " if nc else "") + "planning ms | bytes from MinIO | requests |")
+    print("|---|---:|---|---:|" + ("---:|" if nc else "") + "---:|" + ("---:|" if nc else "") + "---:|---:|---:|")
+    def eng(o, d):    # engine ms (x DuckDB's engine ms); * when EXPLAIN ANALYZE fetched other bytes than the query
+        x = "" if d is None else f" ({o[4] / d[4]:.2f}x)" if d[4] > 0 else " (-)"
+        return f"{o[4]:.1f}{x}{'*' if o[6] != o[1] else ''}"
     for q in m["queries"]:
-        r = {s: (float(ms), int(b), int(req), n) for st, qq, s, n, ms, b, t, req in rows if st == name and qq == q}
+        r = {s: (float(ms), int(b), int(req), n, float(ems), eplan, int(eb))
+             for st, qq, s, n, ms, b, t, req, ems, eplan, eb, *_ in rows if st == name and qq == q}
         d = r["duckdb"]
-        print(f"| {q} | {d[3]} | DuckDB, Parquet | {d[0]:.0f} | " + ("| " if nc else "") + f"{d[1]:,} | {d[2]} |")
+        print(f"| {q} | {d[3]} | DuckDB, Parquet | {d[0]:.0f} | " + ("| " if nc else "") + f"{eng(d, None)} | "
+              + ("| " if nc else "") + f"| {d[1]:,} | {d[2]} |")
         for s in (s for s in r if s.startswith("trail_") and not s.endswith("_nocache")):
             lay, bs = s[len("trail_"):].rsplit("_", 1)
             label = f"{lays[lay]}, {'16 kB' if bs == '16384' else '1 MB' if bs == '1048576' else bs + ' B'}"
@@ -273,6 +297,8 @@ for name, m in meta["datasets"].items():
             xb = f" ({o[1] / d[1]:.2f}x)" if d[1] else ""
             o2 = r.get(s + "_nocache")
             c2 = (f"{o2[0]:.0f} ({o2[0] / d[0]:.2f}x) | " if o2 else "| ") if nc else ""
-            print(f"|  |  | {label} | {o[0]:.0f} ({o[0] / d[0]:.2f}x) | {c2}{o[1]:,}{xb} | {o[2]} |")
+            e2 = (f"{eng(o2, d)} | " if o2 else "| ") if nc else ""
+            print(f"|  |  | {label} | {o[0]:.0f} ({o[0] / d[0]:.2f}x) | {c2}{eng(o, d)} | {e2}{float(o[5]):.1f} | "
+                  f"{o[1]:,}{xb} | {o[2]} |")
 EOF
 progress "done (details: $META)"
