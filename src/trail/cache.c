@@ -41,12 +41,32 @@
 #define BLOCK_HDR		32
 #define SWEEP_EVERY		256			/* puts between sweeps, to see others' inserts */
 
+/*
+ * What this process knows of a cache directory's size, shared by every
+ * cache object it opens on that directory: the directory is scanned at the
+ * process's first open only (a full cache is tens of thousands of files, and
+ * a pager, so a cache object, is opened per query), then kept up to date by
+ * this process's inserts and sweeps; other processes' inserts are noticed
+ * at every SWEEP_EVERY-th insert of this process, which sweeps.
+ */
+typedef struct DirState
+{
+	char	   *dir;
+	uint64_t	approx_bytes;	/* what we know is in the directory */
+	uint64_t	puts;
+} DirState;
+
+#define DIR_STATES 8
+static DirState dir_states[DIR_STATES];
+static uint64_t dir_scans;		/* directory walks by this process, for tests */
+static pthread_mutex_t dir_lock = PTHREAD_MUTEX_INITIALIZER;
+
 struct TdbDiskCache
 {
 	char	   *dir;
 	uint64_t	max_bytes;
-	uint64_t	approx_bytes;	/* what we know is in the directory */
-	uint32_t	puts;
+	DirState   *st;				/* in dir_states, or own when that is full */
+	DirState	own;
 	uint32_t	tmp_seq;
 };
 
@@ -126,6 +146,7 @@ scan_blocks(const char *dir, BlockFile **files, size_t *nfiles)
 	size_t		n = 0,
 				cap = 0;
 
+	__atomic_add_fetch(&dir_scans, 1, __ATOMIC_RELAXED);
 	for (int s = 0; s < 256; s++)
 	{
 		char		sub[1200];
@@ -195,7 +216,22 @@ tdb_disk_cache_open(const char *dir, uint64_t max_bytes, TdbDiskCache **out, Tdb
 		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
 	}
 	c->max_bytes = max_bytes ? max_bytes : (1ull << 30);
-	c->approx_bytes = scan_blocks(dir, NULL, NULL);
+	pthread_mutex_lock(&dir_lock);
+	for (int i = 0; i < DIR_STATES && c->st == NULL; i++)
+		if (dir_states[i].dir != NULL && strcmp(dir_states[i].dir, dir) == 0)
+			c->st = &dir_states[i];
+	for (int i = 0; i < DIR_STATES && c->st == NULL; i++)
+		if (dir_states[i].dir == NULL && (dir_states[i].dir = strdup(dir)) != NULL)
+		{
+			c->st = &dir_states[i];
+			c->st->approx_bytes = scan_blocks(dir, NULL, NULL);
+		}
+	pthread_mutex_unlock(&dir_lock);
+	if (c->st == NULL)
+	{
+		c->st = &c->own;
+		c->own.approx_bytes = scan_blocks(dir, NULL, NULL);
+	}
 	*out = c;
 	return 0;
 }
@@ -332,9 +368,16 @@ tdb_disk_cache_put(TdbDiskCache *c, const char *key, const void *buf, size_t len
 		unlink(tmp);
 		return;
 	}
-	c->approx_bytes += BLOCK_HDR + klen + len;
-	if (c->approx_bytes > c->max_bytes || ++c->puts % SWEEP_EVERY == 0)
-		tdb_disk_cache_evict(c);
+	{
+		bool		sweep;
+
+		pthread_mutex_lock(&dir_lock);
+		c->st->approx_bytes += BLOCK_HDR + klen + len;
+		sweep = c->st->approx_bytes > c->max_bytes || ++c->st->puts % SWEEP_EVERY == 0;
+		pthread_mutex_unlock(&dir_lock);
+		if (sweep)
+			tdb_disk_cache_evict(c);
+	}
 }
 
 void
@@ -368,7 +411,9 @@ tdb_disk_cache_evict(TdbDiskCache *c)
 			if (unlink(files[i].path) == 0)
 				total -= files[i].size;
 	}
-	c->approx_bytes = total;
+	pthread_mutex_lock(&dir_lock);
+	c->st->approx_bytes = total;
+	pthread_mutex_unlock(&dir_lock);
 	for (size_t i = 0; i < n; i++)
 		free(files[i].path);
 	free(files);
@@ -620,4 +665,10 @@ tdb_lru_put(TdbBlockLru *l, const char *key, const void *data, size_t len)
 		free(e);
 	}
 	pthread_mutex_unlock(&l->lock);
+}
+
+uint64_t
+tdb_disk_cache_scans(void)
+{
+	return __atomic_load_n(&dir_scans, __ATOMIC_RELAXED);
 }

@@ -72,4 +72,7 @@ void		tdb_lru_resize(TdbBlockLru *l, size_t max_bytes);
 bool		tdb_lru_get(TdbBlockLru *l, const char *key, size_t off, size_t len, void *dst);
 void		tdb_lru_put(TdbBlockLru *l, const char *key, const void *data, size_t len);
 
+/* How many times this process walked a cache directory (opens, sweeps). */
+uint64_t	tdb_disk_cache_scans(void);
+
 #endif							/* TDB_TRAIL_CACHE_H */

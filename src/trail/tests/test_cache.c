@@ -152,6 +152,30 @@ UNIT_TEST(test_trail_disk_cache_bounded)
 	CHECK(rep.blocks_ok > 5);
 	CHECK_EQ_U64(rep.blocks_bad, 0);
 	tdb_disk_cache_close(c);
+	/*
+	 * a cache is opened per query: later opens in this process reuse what
+	 * it knows of the directory's size instead of walking it again, and
+	 * still keep it bounded
+	 */
+	{
+		uint64_t	scans = tdb_disk_cache_scans();
+
+		for (int q = 0; q < 50; q++)
+		{
+			char		key[64];
+			size_t		n;
+
+			CHECK(tdb_disk_cache_open(dir, max, &c, &err) == 0);
+			snprintf(key, sizeof(key), "u\ne\n16384\n%d", 1000 + q);
+			n = expected_block(key, want, sizeof(want));
+			tdb_disk_cache_put(c, key, want, n);
+			tdb_disk_cache_close(c);
+		}
+		/* only the sweeps the bound asked for walked it, not the 50 opens */
+		CHECK(tdb_disk_cache_scans() - scans < 50);
+		CHECK(tdb_disk_cache_verify(dir, &rep, &err) == 0);
+		CHECK(rep.bytes <= max);
+	}
 	fx_rmtree(dir);
 }
 
