@@ -33,6 +33,7 @@ say "stream files under AddressSanitizer and UBSan; the stream CLI (test/stream_
 make -s unit-asan
 test/stream_cli.sh tools/trafficdb-stream tools/trafficdb-trail
 make -s fuzz-stream FUZZ_SECONDS=15
+make -s fuzz-genlog FUZZ_SECONDS=10
 
 say "trail files: unit tests against MinIO and the fault proxy, ASan and UBSan, fuzzing"
 src/trail/tests/run.sh
