@@ -485,6 +485,7 @@ trail_page2_decode(const TdbTrailFooter *f, uint32_t pageno, const uint8_t *buf,
 	uint8_t		e;
 	int64_t		prev;
 	int			badchunk = 0;
+	bool		multi;
 
 	pg->nevents = 0;
 	if (len != pi->length)
@@ -530,24 +531,36 @@ trail_page2_decode(const TdbTrailFooter *f, uint32_t pageno, const uint8_t *buf,
 	if (!codec_get_u8(&c, &e) || e > MAX_SCALE)
 		PAGE_BAD("bad time exponent");
 	prev = 0;
-	for (uint32_t i = 0; i < n; i++)
+	/*
+	 * Events must lie in the page's zone map and in their trail's; a page of
+	 * one trail has its zone map inside the trail's (the footer decoder
+	 * checked), so only a page of several trails checks each event's trail.
+	 */
+	multi = pi->trail == UINT32_MAX;
 	{
-		int64_t		d,
-					q;
-		const TdbTrailInfo *ti = &f->trails[pg->trail[i]];
+		const int64_t m = ipow10_tab[e],
+					qmax = INT64_MAX / m,
+					qmin = INT64_MIN / m;
 
-		if (!codec_get_svarint(&c, &d))
-			PAGE_BAD("truncated time column");
-		q = (int64_t) ((uint64_t) prev + (uint64_t) d);
-		if (q > INT64_MAX / ipow10_tab[e] || q < INT64_MIN / ipow10_tab[e])
-			PAGE_BAD("time out of range");
-		prev = q;
-		pg->time[i] = q * ipow10_tab[e];
-		if (pg->time[i] < pi->tmin || pg->time[i] > pi->tmax ||
-			pg->time[i] < ti->tmin || pg->time[i] > ti->tmax)
-			PAGE_BAD("time outside the page's or its trail's zone map");
-		if (i > 0 && pg->trail[i] == pg->trail[i - 1] && pg->time[i] < pg->time[i - 1])
-			PAGE_BAD("times of a trail out of order");
+		for (uint32_t i = 0; i < n; i++)
+		{
+			int64_t		d,
+						q;
+
+			if (!codec_get_svarint(&c, &d))
+				PAGE_BAD("truncated time column");
+			q = (int64_t) ((uint64_t) prev + (uint64_t) d);
+			if (q > qmax || q < qmin)
+				PAGE_BAD("time out of range");
+			prev = q;
+			pg->time[i] = q * m;
+			if (pg->time[i] < pi->tmin || pg->time[i] > pi->tmax ||
+				(multi && (pg->time[i] < f->trails[pg->trail[i]].tmin ||
+						   pg->time[i] > f->trails[pg->trail[i]].tmax)))
+				PAGE_BAD("time outside the page's or its trail's zone map");
+			if (i > 0 && pg->trail[i] == pg->trail[i - 1] && pg->time[i] < pg->time[i - 1])
+				PAGE_BAD("times of a trail out of order");
+		}
 	}
 	if (codec_left(&c) != 0)
 		PAGE_BAD("trailing bytes in the runs and times");
@@ -566,23 +579,31 @@ trail_page2_decode(const TdbTrailFooter *f, uint32_t pageno, const uint8_t *buf,
 			int32_t    *xs = k == 0 ? pg->lon : pg->lat;
 			int32_t		lo = k == 0 ? pi->xmin : pi->ymin;
 			int32_t		hi = k == 0 ? pi->xmax : pi->ymax;
+			const int64_t m = ipow10_tab[el],
+						pmax = INT32_MAX / m,
+						pmin = INT32_MIN / m;
 			int64_t		p = 0;
 
 			for (uint32_t i = 0; i < n; i++)
 			{
-				const TdbTrailInfo *ti = &f->trails[pg->trail[i]];
 				int64_t		d,
 							x;
 
 				if (!codec_get_svarint(&c, &d) || d > INT32_MAX * 2LL || d < INT32_MIN * 2LL)
 					PAGE_BAD("truncated coordinate column");
 				p += d;
-				if (p > INT32_MAX / ipow10_tab[el] || p < INT32_MIN / ipow10_tab[el])
+				if (p > pmax || p < pmin)
 					PAGE_BAD("coordinate out of range");
-				x = p * ipow10_tab[el];
-				if (x < lo || x > hi ||
-					x < (k == 0 ? ti->xmin : ti->ymin) || x > (k == 0 ? ti->xmax : ti->ymax))
+				x = p * m;
+				if (x < lo || x > hi)
 					PAGE_BAD("coordinate outside the page's or its trail's zone map");
+				if (multi)
+				{
+					const TdbTrailInfo *ti = &f->trails[pg->trail[i]];
+
+					if (x < (k == 0 ? ti->xmin : ti->ymin) || x > (k == 0 ? ti->xmax : ti->ymax))
+						PAGE_BAD("coordinate outside the page's or its trail's zone map");
+				}
 				xs[i] = (int32_t) x;
 			}
 		}
@@ -648,7 +669,11 @@ trail_page2_decode(const TdbTrailFooter *f, uint32_t pageno, const uint8_t *buf,
 		{
 			TdbTrailValue *v = &vals[i];
 
-			memset(v, 0, sizeof(*v));
+			/* fields, not memset: GCC makes a per-value memset a rep stos */
+			v->isnull = false;
+			v->i = 0;
+			v->f = 0;
+			v->s = NULL;
 			if (bitmap && (bitmap[i / 8] >> (i % 8)) & 1)
 			{
 				v->isnull = true;
