@@ -266,8 +266,8 @@ tdb_pager_open(const TdbPagerOptions *o, TdbPager **out, TdbTrailError *err)
 			return tdb_trail_fail(err, TDB_TRAIL_EIO, "\"%s\" is not a regular file", o->url);
 		}
 		p->size = (uint64_t) st.st_size;
-		snprintf(p->etag, sizeof(p->etag), "%llx-%llx-%lx", (unsigned long long) st.st_ino,
-				 (unsigned long long) st.st_size, (long) st.st_mtime);
+		snprintf(p->etag, sizeof(p->etag), "%llx-%llx-%lx.%09ld", (unsigned long long) st.st_ino,
+				 (unsigned long long) st.st_size, (long) st.st_mtime, (long) st.st_mtim.tv_nsec);
 		*out = p;
 		return 0;
 	}

@@ -15,6 +15,8 @@
  * query has a small limit, so a LIMIT 10 fetches little.
  */
 #include <math.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,11 +27,142 @@
 #define READAHEAD_MAX_BYTES (32u << 20)
 #define READAHEAD_MAX_RANGES 2048
 
+/*
+ * Decoded footers, shared by the readers of one process: a footer is
+ * decoded at the first open of a file version and reused by later opens
+ * (a query opens its file each time; a footer of a large file takes
+ * milliseconds to decode).  The key is the trailer's description of the
+ * footer (its offset, length and CRC) with the object's size and ETag:
+ * equal keys mean equal footer bytes, so a cached footer is never another
+ * version's.  Entries are refcounted; an entry evicted while a reader holds
+ * it is freed by its last reader.  The bound is on decoded memory.
+ */
+#define FOOTER_CACHE_SLOTS 8
+#define FOOTER_CACHE_BYTES ((size_t) 64 << 20)
+
+typedef struct SharedFooter
+{
+	char	   *key;
+	TdbTrailFooter f;
+	size_t		cost;			/* about the decoded size */
+	int			refs;
+	bool		cached;			/* still in the table */
+	uint64_t	used;			/* last use, for eviction */
+} SharedFooter;
+
+static SharedFooter *footer_cache[FOOTER_CACHE_SLOTS];
+static size_t footer_cache_bytes;
+static uint64_t footer_cache_tick;
+static uint64_t footer_decodes;
+static pthread_mutex_t footer_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void
+shared_footer_free(SharedFooter *sf)
+{
+	tdb_trail_footer_release(&sf->f);
+	free(sf->key);
+	free(sf);
+}
+
+static SharedFooter *
+footer_cache_get(const char *key)
+{
+	SharedFooter *hit = NULL;
+
+	pthread_mutex_lock(&footer_lock);
+	for (int i = 0; i < FOOTER_CACHE_SLOTS && hit == NULL; i++)
+		if (footer_cache[i] && strcmp(footer_cache[i]->key, key) == 0)
+			hit = footer_cache[i];
+	if (hit)
+	{
+		hit->refs++;
+		hit->used = ++footer_cache_tick;
+	}
+	pthread_mutex_unlock(&footer_lock);
+	return hit;
+}
+
+/* Keep sf (refs 1, its opener's) in the table if it fits the bound. */
+static void
+footer_cache_put(SharedFooter *sf)
+{
+	pthread_mutex_lock(&footer_lock);
+	if (sf->cost <= FOOTER_CACHE_BYTES / 2)
+	{
+		int			slot = -1;
+
+		for (;;)
+		{
+			int			oldest = -1;
+
+			slot = -1;
+			for (int i = 0; i < FOOTER_CACHE_SLOTS; i++)
+			{
+				if (footer_cache[i] == NULL)
+				{
+					if (slot < 0)
+						slot = i;
+					continue;
+				}
+				if (oldest < 0 || footer_cache[i]->used < footer_cache[oldest]->used)
+					oldest = i;
+			}
+			if (slot >= 0 && footer_cache_bytes + sf->cost <= FOOTER_CACHE_BYTES)
+				break;
+			/* evict the least recently used; its readers keep it until they close */
+			footer_cache[oldest]->cached = false;
+			footer_cache_bytes -= footer_cache[oldest]->cost;
+			if (footer_cache[oldest]->refs == 0)
+				shared_footer_free(footer_cache[oldest]);
+			footer_cache[oldest] = NULL;
+		}
+		footer_cache[slot] = sf;
+		sf->cached = true;
+		sf->used = ++footer_cache_tick;
+		footer_cache_bytes += sf->cost;
+	}
+	pthread_mutex_unlock(&footer_lock);
+}
+
+static void
+footer_cache_release(SharedFooter *sf)
+{
+	bool		free_it;
+
+	pthread_mutex_lock(&footer_lock);
+	free_it = --sf->refs == 0 && !sf->cached;
+	pthread_mutex_unlock(&footer_lock);
+	if (free_it)
+		shared_footer_free(sf);
+}
+
+uint64_t
+tdb_trail_footer_decodes(void)
+{
+	uint64_t	n;
+
+	pthread_mutex_lock(&footer_lock);
+	n = footer_decodes;
+	pthread_mutex_unlock(&footer_lock);
+	return n;
+}
+
 struct TdbTrailReader
 {
 	TdbPager   *pager;
-	TdbTrailFooter footer;
+	const TdbTrailFooter *footer;	/* sf->f */
+	SharedFooter *sf;
 };
+
+/* Read the footer the trailer t describes into fbuf and decode it into f. */
+static int
+read_footer(TdbPager *pager, const TdbTrailTrailer *t, uint8_t *fbuf, TdbTrailFooter *f,
+			TdbTrailError *err)
+{
+	int			rc = tdb_pager_read(pager, t->footer_offset, t->footer_length, fbuf, err);
+
+	return rc < 0 ? rc : tdb_trail_footer_decode(fbuf, t->footer_length, t, f, err);
+}
 
 int
 tdb_trail_open(TdbPager *pager, TdbTrailReader **out, TdbTrailError *err)
@@ -38,7 +171,9 @@ tdb_trail_open(TdbPager *pager, TdbTrailReader **out, TdbTrailError *err)
 	uint8_t		tbuf[TDB_TRAIL_TRAILER_SIZE];
 	TdbTrailTrailer t;
 	TdbTrailReader *r;
+	SharedFooter *sf;
 	uint8_t    *fbuf;
+	char		key[512];
 	int			rc;
 
 	*out = NULL;
@@ -49,28 +184,56 @@ tdb_trail_open(TdbPager *pager, TdbTrailReader **out, TdbTrailError *err)
 		return rc;
 	if ((rc = tdb_trail_trailer_decode(tbuf, sizeof(tbuf), size, &t, err)) < 0)
 		return rc;
+	if ((r = calloc(1, sizeof(*r))) == NULL)
+		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
+	r->pager = pager;
+	snprintf(key, sizeof(key), "%llu %llu %llu %08x v%u %s", (unsigned long long) size,
+			 (unsigned long long) t.footer_offset, (unsigned long long) t.footer_length,
+			 t.footer_crc, t.version, tdb_pager_etag(pager));
+	if ((sf = footer_cache_get(key)) != NULL)
+	{
+		r->sf = sf;
+		r->footer = &sf->f;
+		*out = r;
+		return 0;
+	}
+
 	/* a footer longer than the first request's tail: the rest exactly, at once */
 	if ((rc = tdb_pager_extend_tail(pager, t.footer_offset, err)) < 0)
+	{
+		free(r);
 		return rc;
+	}
 	fbuf = malloc(t.footer_length ? t.footer_length : 1);
-	r = calloc(1, sizeof(*r));
-	if (fbuf == NULL || r == NULL)
+	sf = calloc(1, sizeof(*sf));
+	if (fbuf == NULL || sf == NULL || (sf->key = strdup(key)) == NULL)
 	{
 		free(fbuf);
+		free(sf);
 		free(r);
 		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory for a footer of %llu bytes",
 							  (unsigned long long) t.footer_length);
 	}
-	rc = tdb_pager_read(pager, t.footer_offset, t.footer_length, fbuf, err);
-	if (rc == 0)
-		rc = tdb_trail_footer_decode(fbuf, t.footer_length, &t, &r->footer, err);
+	rc = read_footer(pager, &t, fbuf, &sf->f, err);
 	free(fbuf);
 	if (rc < 0)
 	{
+		free(sf->key);
+		free(sf);
 		free(r);
 		return rc;
 	}
-	r->pager = pager;
+	pthread_mutex_lock(&footer_lock);
+	footer_decodes++;
+	pthread_mutex_unlock(&footer_lock);
+	sf->refs = 1;
+	/* decoded: the arrays, the strings, a page-list entry per trail page */
+	sf->cost = sizeof(TdbTrailFooter) + 2 * (size_t) t.footer_length +
+		(size_t) sf->f.ntrails * sizeof(TdbTrailInfo) + (size_t) sf->f.npages * sizeof(TdbTrailPageInfo) +
+		(size_t) sf->f.nstrings * sizeof(char *);
+	footer_cache_put(sf);
+	r->sf = sf;
+	r->footer = &sf->f;
 	*out = r;
 	return 0;
 }
@@ -78,7 +241,7 @@ tdb_trail_open(TdbPager *pager, TdbTrailReader **out, TdbTrailError *err)
 const TdbTrailFooter *
 tdb_trail_footer(const TdbTrailReader *r)
 {
-	return &r->footer;
+	return r->footer;
 }
 
 void
@@ -86,7 +249,7 @@ tdb_trail_close(TdbTrailReader *r)
 {
 	if (r == NULL)
 		return;
-	tdb_trail_footer_release(&r->footer);
+	footer_cache_release(r->sf);
 	free(r);
 }
 
@@ -190,7 +353,7 @@ int
 tdb_trail_scan_begin(TdbTrailReader *r, const TdbTrailQuery *q, TdbTrailScan **out,
 					 TdbTrailError *err)
 {
-	const TdbTrailFooter *f = &r->footer;
+	const TdbTrailFooter *f = r->footer;
 	TdbTrailScan *s;
 	uint32_t   *trails;
 	uint32_t	ntr = 0;
@@ -347,7 +510,7 @@ chunk_needed(const TdbTrailScan *s, int k)
 static int
 page_ranges(const TdbTrailScan *s, uint32_t pageno, TdbByteRange *out)
 {
-	const TdbTrailFooter *f = &s->r->footer;
+	const TdbTrailFooter *f = s->r->footer;
 	const TdbTrailPageInfo *pi = &f->pages[pageno];
 	uint64_t	off = pi->offset;
 	int			n = 0;
@@ -380,7 +543,7 @@ page_ranges(const TdbTrailScan *s, uint32_t pageno, TdbByteRange *out)
 static int
 scan_prefetch(TdbTrailScan *s, TdbTrailError *err)
 {
-	const TdbTrailFooter *f = &s->r->footer;
+	const TdbTrailFooter *f = s->r->footer;
 	TdbByteRange ranges[READAHEAD_MAX_RANGES];
 	int			n = 0,
 				npg = 0;
@@ -435,7 +598,7 @@ event_matches(const TdbTrailScan *s, uint32_t i)
 static int
 load_page(TdbTrailScan *s, uint32_t pageno, TdbTrailError *err)
 {
-	const TdbTrailFooter *f = &s->r->footer;
+	const TdbTrailFooter *f = s->r->footer;
 	const TdbTrailPageInfo *pi = &f->pages[pageno];
 	int			rc;
 
@@ -470,7 +633,7 @@ load_page(TdbTrailScan *s, uint32_t pageno, TdbTrailError *err)
 int
 tdb_trail_scan_next(TdbTrailScan *s, TdbTrailEvent *ev, TdbTrailError *err)
 {
-	const TdbTrailFooter *f = &s->r->footer;
+	const TdbTrailFooter *f = s->r->footer;
 
 	if (s->q.limit > 0 && s->stats.events_returned >= s->q.limit)
 		return 0;
@@ -542,10 +705,35 @@ tdb_trail_verify(TdbTrailReader *r, uint64_t *events, TdbTrailError *err)
 	uint64_t	n = 0;
 	int			rc;
 
-	const TdbTrailFooter *f = &r->footer;
+	const TdbTrailFooter *f = r->footer;
 	int			nc = f->schema.ncolumns;
 	uint64_t   *count = NULL;
 	TdbTrailStats *st = NULL;
+
+	/*
+	 * The footer's bytes as they are now, not the decode shared since the
+	 * first open (a damaged footer under an unchanged trailer would have
+	 * the same key): read, checked and decoded again.
+	 */
+	{
+		uint64_t	size = tdb_pager_size(r->pager);
+		uint8_t		tbuf[TDB_TRAIL_TRAILER_SIZE];
+		TdbTrailTrailer t;
+		TdbTrailFooter fresh;
+		uint8_t    *fbuf;
+
+		if ((rc = tdb_pager_read(r->pager, size - TDB_TRAIL_TRAILER_SIZE, TDB_TRAIL_TRAILER_SIZE, tbuf, err)) < 0 ||
+			(rc = tdb_trail_trailer_decode(tbuf, sizeof(tbuf), size, &t, err)) < 0)
+			return rc;
+		if ((fbuf = malloc(t.footer_length ? t.footer_length : 1)) == NULL)
+			return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory for a footer of %llu bytes",
+								  (unsigned long long) t.footer_length);
+		rc = read_footer(r->pager, &t, fbuf, &fresh, err);
+		free(fbuf);
+		if (rc < 0)
+			return rc;
+		tdb_trail_footer_release(&fresh);
+	}
 
 	memset(&q, 0, sizeof(q));
 	if ((rc = tdb_trail_scan_begin(r, &q, &s, err)) < 0)
@@ -604,9 +792,9 @@ tdb_trail_verify(TdbTrailReader *r, uint64_t *events, TdbTrailError *err)
 	free(st);
 	if (rc < 0)
 		return rc;
-	if (n != r->footer.nevents)
+	if (n != r->footer->nevents)
 		return tdb_trail_fail(err, TDB_TRAIL_ECORRUPT, "%llu events in pages, the footer says %llu",
-							  (unsigned long long) n, (unsigned long long) r->footer.nevents);
+							  (unsigned long long) n, (unsigned long long) r->footer->nevents);
 	if (events)
 		*events = n;
 	return 0;

@@ -302,6 +302,14 @@ typedef struct TdbTrailReader TdbTrailReader;
 int			tdb_trail_open(struct TdbPager *pager, TdbTrailReader **out,
 						   TdbTrailError *err);
 const TdbTrailFooter *tdb_trail_footer(const TdbTrailReader *r);
+
+/*
+ * Footers are decoded once per file version and process and shared by its
+ * readers (keyed by the trailer's footer offset, length and CRC, the
+ * object's size and ETag; at most 64 MB of decoded footers).  How many
+ * footers this process decoded, for tests.
+ */
+uint64_t	tdb_trail_footer_decodes(void);
 void		tdb_trail_close(TdbTrailReader *r);
 
 typedef struct TdbTrailQuery

@@ -729,3 +729,68 @@ UNIT_TEST(test_trail_v2_verify_finds_lying_summaries)
 		fx_free(&s);
 	}
 }
+
+/*
+ * A footer is decoded once per file version and process: the second open
+ * of the same bytes decodes nothing, a rewritten file is decoded anew, and
+ * readers still open keep their footer after the file changed.
+ */
+UNIT_TEST(test_trail_footer_decoded_once)
+{
+	uint64_t	rng = 4711;
+	FxSet		s;
+	size_t		len;
+	uint8_t    *buf;
+	Opened		a,
+				b;
+	uint64_t	d0;
+
+	fx_layout(1);
+	fx_make(&s, &rng, false, 20, 200);
+	buf = fx_encode(&s, 2048, 100, &len);
+	d0 = tdb_trail_footer_decodes();
+	if (buf == NULL || !open_buf(&a, buf, len))
+		goto out;
+	CHECK_EQ_U64(tdb_trail_footer_decodes() - d0, 1);
+	{
+		TdbPagerOptions po;
+		TdbPager   *p;
+		TdbTrailReader *r;
+		TdbTrailError err;
+
+		memset(&po, 0, sizeof(po));
+		po.url = a.path;
+		CHECK(tdb_pager_open(&po, &p, &err) == 0);
+		CHECK(tdb_trail_open(p, &r, &err) == 0);
+		CHECK_EQ_U64(tdb_trail_footer_decodes() - d0, 1);	/* shared */
+		CHECK(tdb_trail_footer(r) == tdb_trail_footer(a.r));
+		CHECK(tdb_trail_verify(r, NULL, &err) == 0);
+		tdb_trail_close(r);
+		tdb_pager_close(p);
+	}
+	/* another version (other events): decoded anew; the first reader's footer stays valid */
+	{
+		uint64_t	rng2 = 4712;
+		FxSet		s2;
+		size_t		len2;
+		uint8_t    *buf2;
+		TdbTrailError err;
+
+		fx_make(&s2, &rng2, false, 21, 200);
+		buf2 = fx_encode(&s2, 2048, 100, &len2);
+		if (buf2 && open_buf(&b, buf2, len2))
+		{
+			CHECK_EQ_U64(tdb_trail_footer_decodes() - d0, 2);
+			CHECK_EQ_U64(tdb_trail_footer(b.r)->ntrails, s2.nkeys);
+			close_opened(&b);
+		}
+		CHECK_EQ_U64(tdb_trail_footer(a.r)->ntrails, s.nkeys);
+		CHECK(tdb_trail_verify(a.r, NULL, &err) == 0);
+		free(buf2);
+		fx_free(&s2);
+	}
+	close_opened(&a);
+out:
+	free(buf);
+	fx_free(&s);
+}
