@@ -136,6 +136,25 @@ footer_cache_release(SharedFooter *sf)
 		shared_footer_free(sf);
 }
 
+void
+tdb_trail_footer_cache_clear(void)
+{
+	pthread_mutex_lock(&footer_lock);
+	for (int i = 0; i < FOOTER_CACHE_SLOTS; i++)
+	{
+		SharedFooter *sf = footer_cache[i];
+
+		if (sf == NULL)
+			continue;
+		sf->cached = false;
+		footer_cache_bytes -= sf->cost;
+		if (sf->refs == 0)
+			shared_footer_free(sf);
+		footer_cache[i] = NULL;
+	}
+	pthread_mutex_unlock(&footer_lock);
+}
+
 uint64_t
 tdb_trail_footer_decodes(void)
 {

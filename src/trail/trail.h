@@ -310,6 +310,9 @@ const TdbTrailFooter *tdb_trail_footer(const TdbTrailReader *r);
  * footers this process decoded, for tests.
  */
 uint64_t	tdb_trail_footer_decodes(void);
+
+/* Forget the decoded footers (readers still open keep theirs). */
+void		tdb_trail_footer_cache_clear(void);
 void		tdb_trail_close(TdbTrailReader *r);
 
 typedef struct TdbTrailQuery
