@@ -544,6 +544,25 @@ tdb_trail_page_release(TdbTrailPage *page)
 	memset(page, 0, sizeof(*page));
 }
 
+/*
+ * A column's null bitmap (ceil(n / 8) bytes) when it has one; *bitmap NULL
+ * when not; false when the bytes are not there.
+ */
+bool
+trail_get_null_bitmap(CodecCur *c, uint32_t n, bool present, const uint8_t **bitmap)
+{
+	size_t		nb = ((size_t) n + 7) / 8;
+
+	*bitmap = NULL;
+	if (!present)
+		return true;
+	if (codec_left(c) < nb)
+		return false;
+	*bitmap = c->p;
+	c->p += nb;
+	return true;
+}
+
 bool
 trail_page_reserve(TdbTrailPage *pg, uint32_t n, int ncols)
 {
@@ -651,20 +670,13 @@ tdb_trail_page_decode_some(const TdbTrailFooter *f, uint32_t pageno, const uint8
 
 		if (!codec_get_u8(&c, &flags) || flags > 1)
 			PAGE_BAD("bad column flags");
-		if (flags & 1)
-		{
-			size_t		nb = (n + 7) / 8;
-
-			if (codec_left(&c) < nb)
-				PAGE_BAD("truncated null bitmap");
-			bitmap = c.p;
-			c.p += nb;
-		}
+		if (!trail_get_null_bitmap(&c, n, flags & 1, &bitmap))
+			PAGE_BAD("truncated null bitmap");
 		for (uint32_t i = 0; i < n; i++)
 		{
 			TdbTrailValue *v = &vals[i];
 
-			memset(v, 0, sizeof(*v));
+			trail_value_clear(v);
 			if (bitmap && (bitmap[i / 8] >> (i % 8)) & 1)
 			{
 				v->isnull = true;

@@ -79,5 +79,16 @@ int			trail_page2_decode(const TdbTrailFooter *f, uint32_t pageno, const uint8_t
 void		trail_stats_add(TdbTrailStats *st, TdbTrailType type, int64_t bits);
 bool		trail_stats_equal(TdbTrailType type, const TdbTrailStats *a, const TdbTrailStats *b);
 bool		trail_page_reserve(TdbTrailPage *pg, uint32_t n, int ncols);
+bool		trail_get_null_bitmap(CodecCur *c, uint32_t n, bool present, const uint8_t **bitmap);
+
+/* A value set to "not NULL, zero": fields, not memset (GCC makes a memset per value a rep stos). */
+static inline void
+trail_value_clear(TdbTrailValue *v)
+{
+	v->isnull = false;
+	v->i = 0;
+	v->f = 0;
+	v->s = NULL;
+}
 
 #endif							/* TDB_TRAIL_FORMAT_H */

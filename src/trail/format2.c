@@ -644,15 +644,8 @@ trail_page2_decode(const TdbTrailFooter *f, uint32_t pageno, const uint8_t *buf,
 		scale = flags >> 1;
 		if (scale > 10 || (scale > 0 && type != TDB_TRAIL_FLOAT64))
 			PAGE_BAD("bad column encoding");
-		if (flags & 1)
-		{
-			size_t		nb = (n + 7) / 8;
-
-			if (codec_left(&c) < nb)
-				PAGE_BAD("truncated null bitmap");
-			bitmap = c.p;
-			c.p += nb;
-		}
+		if (!trail_get_null_bitmap(&c, n, flags & 1, &bitmap))
+			PAGE_BAD("truncated null bitmap");
 		for (uint32_t i = 0; i < n; i++)
 			if (!(bitmap && (bitmap[i / 8] >> (i % 8)) & 1))
 				nn++;
@@ -669,11 +662,7 @@ trail_page2_decode(const TdbTrailFooter *f, uint32_t pageno, const uint8_t *buf,
 		{
 			TdbTrailValue *v = &vals[i];
 
-			/* fields, not memset: GCC makes a per-value memset a rep stos */
-			v->isnull = false;
-			v->i = 0;
-			v->f = 0;
-			v->s = NULL;
+			trail_value_clear(v);
 			if (bitmap && (bitmap[i / 8] >> (i % 8)) & 1)
 			{
 				v->isnull = true;
