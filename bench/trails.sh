@@ -8,7 +8,7 @@
 # coastal waters on 2020-06-30 (236 k reports), and `nyh`, New York Harbor
 # over the first week of December 2020 (173 k reports); and `syn`, a
 # synthetic file of vehicles (bench/trailbench gen, fixed seed; default
-# 20,000 trails x 3,100 events, about 1.06 GB; TRAIL_SYN_TRAILS and
+# 20,000 trails x 3,100 events, about 486 MB in format 2 (1.06 GB in format 1); TRAIL_SYN_TRAILS and
 # TRAIL_SYN_EVENTS or the arguments shrink or grow it).
 # Queries: 1, 10 and 100 trails spread evenly over the footer's index, a
 # 0.02 x 0.01 degree box centred on a real event (the middle event of the
