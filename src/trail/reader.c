@@ -156,6 +156,17 @@ tdb_trail_footer_cache_clear(void)
 }
 
 uint64_t
+tdb_trail_footer_cache_bytes(void)
+{
+	uint64_t	n;
+
+	pthread_mutex_lock(&footer_lock);
+	n = footer_cache_bytes;
+	pthread_mutex_unlock(&footer_lock);
+	return n;
+}
+
+uint64_t
 tdb_trail_footer_decodes(void)
 {
 	uint64_t	n;

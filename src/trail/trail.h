@@ -311,6 +311,9 @@ const TdbTrailFooter *tdb_trail_footer(const TdbTrailReader *r);
  */
 uint64_t	tdb_trail_footer_decodes(void);
 
+/* What the footer cache counts against its bound, for tests. */
+uint64_t	tdb_trail_footer_cache_bytes(void);
+
 /* Forget the decoded footers (readers still open keep theirs). */
 void		tdb_trail_footer_cache_clear(void);
 void		tdb_trail_close(TdbTrailReader *r);

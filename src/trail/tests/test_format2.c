@@ -12,6 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <malloc.h>
+
 #include "checksum.h"
 #include "format.h"
 #include "pager.h"
@@ -793,4 +795,64 @@ UNIT_TEST(test_trail_footer_decoded_once)
 out:
 	free(buf);
 	fx_free(&s);
+}
+
+/*
+ * The footer cache's bound is on decoded memory: what it counts for a
+ * footer must cover what the decoded footer holds allocated (a footer of
+ * many short trails decodes to many times its bytes: a 48-byte summary per
+ * column and trail, each encoded in a few bytes).
+ */
+UNIT_TEST(test_trail_footer_cache_counts_decoded_memory)
+{
+#if defined(__SANITIZE_ADDRESS__)
+	printf("# skip: mallinfo2 does not see ASan's allocations\n");
+#else
+	uint64_t	rng = 99;
+	FxSet		s;
+	size_t		len;
+	uint8_t    *buf;
+	Opened		a;
+	TdbPagerOptions po;
+	TdbTrailError err;
+	struct mallinfo2 m0,
+				m1;
+	size_t		allocated;
+	uint64_t	counted;
+
+	memset(&a, 0, sizeof(a));
+	fx_layout(1);
+	fx_make(&s, &rng, false, 20000, 1);
+	buf = fx_encode(&s, 2048, 100, &len);
+	tdb_trail_footer_cache_clear();
+	fx_tmpdir(a.dir, sizeof(a.dir), "v2");
+	snprintf(a.path, sizeof(a.path), "%s/f.trail", a.dir);
+	memset(&po, 0, sizeof(po));
+	po.url = a.path;
+	if (buf == NULL || !fx_write_file(a.path, buf, len) || tdb_pager_open(&po, &a.pager, &err) < 0)
+	{
+		unit_fail(__FILE__, __LINE__, "cannot write or open the file");
+		goto out;
+	}
+	m0 = mallinfo2();
+	if (tdb_trail_open(a.pager, &a.r, &err) < 0)
+	{
+		unit_fail(__FILE__, __LINE__, "open: %s", err.msg);
+		tdb_pager_close(a.pager);
+		goto out;
+	}
+	m1 = mallinfo2();
+	allocated = (m1.uordblks + m1.hblkhd) - (m0.uordblks + m0.hblkhd);
+	counted = tdb_trail_footer_cache_bytes();
+	printf("# %u trails, %u pages: allocated %zu, counted %llu\n", tdb_trail_footer(a.r)->ntrails,
+		   tdb_trail_footer(a.r)->npages, allocated, (unsigned long long) counted);
+	CHECK(counted > 0);
+	/* the reader's own few bytes aside, what is held is what is counted */
+	CHECK(allocated <= counted + 4096);
+	close_opened(&a);
+out:
+	tdb_trail_footer_cache_clear();
+	free(buf);
+	fx_free(&s);
+#endif
 }
