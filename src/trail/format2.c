@@ -1184,6 +1184,32 @@ trail_footer2_decode(CodecCur *c, const uint8_t *buf, size_t len, const TdbTrail
 	(void) list_total;
 	free(refs);
 	free(single);
+	refs = single = NULL;
+
+	/*
+	 * The arena was sized for the worst case (about 56 bytes a footer byte);
+	 * a decoded footer is kept (the reader's footer cache), so it keeps only
+	 * what it uses: moved to an exact allocation, its pointers with it.
+	 */
+	{
+		char	   *old = f->arena2;
+		size_t		used = (size_t) (a2 - old);
+		char	   *nw = malloc(used ? used : 1);
+
+		if (nw == NULL)
+			FOOTER_BAD("out of memory");
+		memcpy(nw, old, used);
+		for (uint32_t i = 0; i < f->ntrails; i++)
+		{
+			f->trails[i].page_list = (uint32_t *) (nw + ((const char *) f->trails[i].page_list - old));
+			f->trails[i].stats = (TdbTrailStats *) (nw + ((const char *) f->trails[i].stats - old));
+		}
+		for (uint32_t i = 0; i < f->npages; i++)
+			f->pages[i].chunk_len = (uint32_t *) (nw + ((const char *) f->pages[i].chunk_len - old));
+		free(old);
+		f->arena2 = nw;
+		f->arena2_bytes = used;
+	}
 	return 0;
 
 bad:

@@ -260,7 +260,7 @@ tdb_trail_open(TdbPager *pager, TdbTrailReader **out, TdbTrailError *err)
 	/* decoded: the arrays, the strings, a page-list entry per trail page */
 	sf->cost = sizeof(TdbTrailFooter) + 2 * (size_t) t.footer_length +
 		(size_t) sf->f.ntrails * sizeof(TdbTrailInfo) + (size_t) sf->f.npages * sizeof(TdbTrailPageInfo) +
-		(size_t) sf->f.nstrings * sizeof(char *);
+		(size_t) sf->f.nstrings * sizeof(char *) + sf->f.arena2_bytes;
 	footer_cache_put(sf);
 	r->sf = sf;
 	r->footer = &sf->f;

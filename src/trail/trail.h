@@ -229,6 +229,7 @@ typedef struct TdbTrailFooter
 	uint64_t	data_end;		/* = footer offset */
 	void	   *arena;			/* owns strings */
 	void	   *arena2;			/* version 2: owns page lists, chunk lengths, stats */
+	size_t		arena2_bytes;	/* its size */
 } TdbTrailFooter;
 
 typedef struct TdbTrailTrailer
