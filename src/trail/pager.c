@@ -266,8 +266,15 @@ tdb_pager_open(const TdbPagerOptions *o, TdbPager **out, TdbTrailError *err)
 			return tdb_trail_fail(err, TDB_TRAIL_EIO, "\"%s\" is not a regular file", o->url);
 		}
 		p->size = (uint64_t) st.st_size;
-		snprintf(p->etag, sizeof(p->etag), "%llx-%llx-%lx.%09ld", (unsigned long long) st.st_ino,
-				 (unsigned long long) st.st_size, (long) st.st_mtime, (long) st.st_mtim.tv_nsec);
+		snprintf(p->etag, sizeof(p->etag), "%llx:%llx-%llx-%lx.%09ld", (unsigned long long) st.st_dev,
+				 (unsigned long long) st.st_ino, (unsigned long long) st.st_size, (long) st.st_mtime,
+				 (long) st.st_mtim.tv_nsec);
+		/* for a local file the identity is its path (cache_id: remote objects' endpoint|name) */
+		if ((p->cache_id = strdup(o->url)) == NULL)
+		{
+			tdb_pager_close(p);
+			return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
+		}
 		*out = p;
 		return 0;
 	}
@@ -340,6 +347,12 @@ const char *
 tdb_pager_etag(const TdbPager *p)
 {
 	return p->etag;
+}
+
+const char *
+tdb_pager_identity(const TdbPager *p)
+{
+	return p->cache_id;
 }
 
 /* After a failed GET: an object replaced is asked for again at the next open. */

@@ -99,6 +99,9 @@ int			tdb_pager_open(const TdbPagerOptions *opts, TdbPager **out,
 uint64_t	tdb_pager_size(const TdbPager *p);
 const char *tdb_pager_etag(const TdbPager *p);
 
+/* Which object: "endpoint|name" for a remote one, the path of a local file. */
+const char *tdb_pager_identity(const TdbPager *p);
+
 /*
  * Make the bytes [off, size) come from memory, as the tail's do: fetch
  * [off, tail) exactly, in one range GET pinned by the ETag (no block

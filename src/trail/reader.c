@@ -203,7 +203,7 @@ tdb_trail_open(TdbPager *pager, TdbTrailReader **out, TdbTrailError *err)
 	TdbTrailReader *r;
 	SharedFooter *sf;
 	uint8_t    *fbuf;
-	char		key[512];
+	char		key[2048];
 	int			rc;
 
 	*out = NULL;
@@ -217,10 +217,13 @@ tdb_trail_open(TdbPager *pager, TdbTrailReader **out, TdbTrailError *err)
 	if ((r = calloc(1, sizeof(*r))) == NULL)
 		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
 	r->pager = pager;
-	snprintf(key, sizeof(key), "%llu %llu %llu %08x v%u %s", (unsigned long long) size,
-			 (unsigned long long) t.footer_offset, (unsigned long long) t.footer_length,
-			 t.footer_crc, t.version, tdb_pager_etag(pager));
-	if ((sf = footer_cache_get(key)) != NULL)
+	/* the object's identity too: another file cannot bring a forged footer of the same shape */
+	if (snprintf(key, sizeof(key), "%llu %llu %llu %08x v%u %s\n%s", (unsigned long long) size,
+				 (unsigned long long) t.footer_offset, (unsigned long long) t.footer_length,
+				 t.footer_crc, t.version, tdb_pager_etag(pager),
+				 tdb_pager_identity(pager)) >= (int) sizeof(key))
+		key[0] = '\0';			/* too long to key: not cached */
+	if (key[0] != '\0' && (sf = footer_cache_get(key)) != NULL)
 	{
 		r->sf = sf;
 		r->footer = &sf->f;
@@ -261,7 +264,8 @@ tdb_trail_open(TdbPager *pager, TdbTrailReader **out, TdbTrailError *err)
 	sf->cost = sizeof(TdbTrailFooter) + 2 * (size_t) t.footer_length +
 		(size_t) sf->f.ntrails * sizeof(TdbTrailInfo) + (size_t) sf->f.npages * sizeof(TdbTrailPageInfo) +
 		(size_t) sf->f.nstrings * sizeof(char *) + sf->f.arena2_bytes;
-	footer_cache_put(sf);
+	if (key[0] != '\0')
+		footer_cache_put(sf);
 	r->sf = sf;
 	r->footer = &sf->f;
 	*out = r;
