@@ -102,6 +102,31 @@ trail_put_zone(CodecBuf *b, int64_t tmin, int64_t tmax, int32_t xmin, int32_t ym
 	codec_put_varint(b, (uint64_t) ((int64_t) ymax - ymin));
 }
 
+/* The schema as both footer versions begin: id, time, lon, lat, the extra columns. */
+void
+trail_put_schema(CodecBuf *b, const TdbTrailSchema *s)
+{
+	codec_put_str(b, s->id_name);
+	codec_put_u8(b, (uint8_t) s->id_type);
+	codec_put_str(b, s->time_name);
+	codec_put_str(b, s->lon_name);
+	codec_put_str(b, s->lat_name);
+	codec_put_varint(b, (uint64_t) s->ncolumns);
+	for (int c = 0; c < s->ncolumns; c++)
+	{
+		codec_put_str(b, s->columns[c].name);
+		codec_put_u8(b, (uint8_t) s->columns[c].type);
+	}
+}
+
+void
+trail_put_lexicon(CodecBuf *b, const TdbTrailFooter *f)
+{
+	codec_put_varint(b, f->nstrings);
+	for (uint32_t i = 0; i < f->nstrings; i++)
+		codec_put_str(b, f->strings[i]);
+}
+
 void
 trail_footer_encode(CodecBuf *b, const TdbTrailFooter *f)
 {
@@ -116,20 +141,8 @@ trail_footer_encode(CodecBuf *b, const TdbTrailFooter *f)
 	codec_put_u32le(magic, TRAIL_FOOTER_MAGIC);
 	codec_put_bytes(b, magic, 4);
 	codec_put_varint(b, 1);
-	codec_put_str(b, s->id_name);
-	codec_put_u8(b, (uint8_t) s->id_type);
-	codec_put_str(b, s->time_name);
-	codec_put_str(b, s->lon_name);
-	codec_put_str(b, s->lat_name);
-	codec_put_varint(b, (uint64_t) s->ncolumns);
-	for (int c = 0; c < s->ncolumns; c++)
-	{
-		codec_put_str(b, s->columns[c].name);
-		codec_put_u8(b, (uint8_t) s->columns[c].type);
-	}
-	codec_put_varint(b, f->nstrings);
-	for (uint32_t i = 0; i < f->nstrings; i++)
-		codec_put_str(b, f->strings[i]);
+	trail_put_schema(b, s);
+	trail_put_lexicon(b, f);
 	codec_put_varint(b, f->ntrails);
 	for (uint32_t i = 0; i < f->ntrails; i++)
 	{
@@ -173,10 +186,86 @@ trail_get_name(CodecCur *c, char *dst, size_t cap)
 	return true;
 }
 
-static bool
-valid_type(uint8_t t)
+/*
+ * Decode the schema (trail_put_schema) with column types 1 .. max_type;
+ * NULL, or what is wrong.
+ */
+const char *
+trail_get_schema(CodecCur *c, TdbTrailSchema *s, TdbTrailType max_type)
 {
-	return t == TDB_TRAIL_INT64 || t == TDB_TRAIL_FLOAT64 || t == TDB_TRAIL_STRING;
+	uint64_t	n;
+	uint8_t		u8;
+
+	if (!trail_get_name(c, s->id_name, sizeof(s->id_name)) || !codec_get_u8(c, &u8) ||
+		(u8 != TDB_TRAIL_INT64 && u8 != TDB_TRAIL_STRING))
+		return "bad trail id column";
+	s->id_type = (TdbTrailType) u8;
+	if (!trail_get_name(c, s->time_name, sizeof(s->time_name)) ||
+		!trail_get_name(c, s->lon_name, sizeof(s->lon_name)) ||
+		!trail_get_name(c, s->lat_name, sizeof(s->lat_name)))
+		return "bad column names";
+	if (!codec_get_varint(c, &n) || n > TDB_TRAIL_MAX_COLUMNS)
+		return "bad column count";
+	s->ncolumns = (int) n;
+	for (int i = 0; i < s->ncolumns; i++)
+	{
+		if (!trail_get_name(c, s->columns[i].name, sizeof(s->columns[i].name)) ||
+			!codec_get_u8(c, &u8) || u8 < TDB_TRAIL_INT64 || u8 > max_type)
+			return "bad column";
+		s->columns[i].type = (TdbTrailType) u8;
+	}
+	return NULL;
+}
+
+/* A string of the footer copied into its arena, NUL-terminated. */
+char *
+trail_arena_str(char *arena, size_t *used, const uint8_t *sp, size_t sl)
+{
+	char	   *d = arena + *used;
+
+	memcpy(d, sp, sl);
+	d[sl] = '\0';
+	*used += sl + 1;
+	return d;
+}
+
+/* A trail id (trail_put_key); a string one copied into the arena. */
+bool
+trail_get_key(CodecCur *c, TdbTrailType type, TdbTrailKey *k, char *arena, size_t *used)
+{
+	const uint8_t *sp;
+	size_t		sl;
+
+	if (type != TDB_TRAIL_STRING)
+		return codec_get_svarint(c, &k->i);
+	if (!codec_get_str(c, 1 << 16, &sp, &sl))
+		return false;
+	k->s = trail_arena_str(arena, used, sp, sl);
+	return true;
+}
+
+/* Decode the lexicon (trail_put_lexicon) into f; NULL, or what is wrong. */
+const char *
+trail_get_lexicon(CodecCur *c, TdbTrailFooter *f, char *arena, size_t *used)
+{
+	uint64_t	n;
+
+	if (!codec_get_varint(c, &n) || n > codec_left(c))
+		return "bad lexicon size";
+	f->nstrings = (uint32_t) n;
+	f->strings = calloc(n ? n : 1, sizeof(char *));
+	if (f->strings == NULL)
+		return "out of memory";
+	for (uint32_t i = 0; i < f->nstrings; i++)
+	{
+		const uint8_t *sp;
+		size_t		sl;
+
+		if (!codec_get_str(c, 1 << 20, &sp, &sl))
+			return "bad lexicon string";
+		f->strings[i] = trail_arena_str(arena, used, sp, sl);
+	}
+	return NULL;
 }
 
 bool
@@ -258,7 +347,6 @@ tdb_trail_footer_decode(const uint8_t *buf, size_t len, const TdbTrailTrailer *t
 	const char *why = NULL;
 	uint64_t	v,
 				n;
-	uint8_t		u8;
 	char	   *arena;
 	size_t		arena_used = 0;
 	uint64_t	offset = TDB_TRAIL_HEADER_SIZE;
@@ -290,44 +378,10 @@ tdb_trail_footer_decode(const uint8_t *buf, size_t len, const TdbTrailTrailer *t
 			tdb_trail_footer_release(f);
 		return rc;
 	}
-	if (!trail_get_name(&c, s->id_name, sizeof(s->id_name)) || !codec_get_u8(&c, &u8) ||
-		(u8 != TDB_TRAIL_INT64 && u8 != TDB_TRAIL_STRING))
-		FOOTER_BAD("bad trail id column");
-	s->id_type = (TdbTrailType) u8;
-	if (!trail_get_name(&c, s->time_name, sizeof(s->time_name)) ||
-		!trail_get_name(&c, s->lon_name, sizeof(s->lon_name)) ||
-		!trail_get_name(&c, s->lat_name, sizeof(s->lat_name)))
-		FOOTER_BAD("bad column names");
-	if (!codec_get_varint(&c, &n) || n > TDB_TRAIL_MAX_COLUMNS)
-		FOOTER_BAD("bad column count");
-	s->ncolumns = (int) n;
-	for (int i = 0; i < s->ncolumns; i++)
-	{
-		if (!trail_get_name(&c, s->columns[i].name, sizeof(s->columns[i].name)) ||
-			!codec_get_u8(&c, &u8) || !valid_type(u8))
-			FOOTER_BAD("bad column");
-		s->columns[i].type = (TdbTrailType) u8;
-	}
-
-	/* lexicon */
-	if (!codec_get_varint(&c, &n) || n > codec_left(&c))
-		FOOTER_BAD("bad lexicon size");
-	f->nstrings = (uint32_t) n;
-	f->strings = calloc(n ? n : 1, sizeof(char *));
-	if (f->strings == NULL)
-		FOOTER_BAD("out of memory");
-	for (uint32_t i = 0; i < f->nstrings; i++)
-	{
-		const uint8_t *sp;
-		size_t		sl;
-
-		if (!codec_get_str(&c, 1 << 20, &sp, &sl))
-			FOOTER_BAD("bad lexicon string");
-		f->strings[i] = arena + arena_used;
-		memcpy(arena + arena_used, sp, sl);
-		arena[arena_used + sl] = '\0';
-		arena_used += sl + 1;
-	}
+	if ((why = trail_get_schema(&c, s, TDB_TRAIL_STRING)) != NULL)	/* version 1: no boolean */
+		goto bad;
+	if ((why = trail_get_lexicon(&c, f, arena, &arena_used)) != NULL)
+		goto bad;
 
 	/* trail index */
 	if (!codec_get_varint(&c, &n) || n > codec_left(&c) / 8)
@@ -341,19 +395,7 @@ tdb_trail_footer_decode(const uint8_t *buf, size_t len, const TdbTrailTrailer *t
 		TdbTrailInfo *ti = &f->trails[i];
 		uint64_t	np;
 
-		if (s->id_type == TDB_TRAIL_STRING)
-		{
-			const uint8_t *sp;
-			size_t		sl;
-
-			if (!codec_get_str(&c, 1 << 16, &sp, &sl))
-				FOOTER_BAD("bad trail id");
-			ti->key.s = arena + arena_used;
-			memcpy(arena + arena_used, sp, sl);
-			arena[arena_used + sl] = '\0';
-			arena_used += sl + 1;
-		}
-		else if (!codec_get_svarint(&c, &ti->key.i))
+		if (!trail_get_key(&c, s->id_type, &ti->key, arena, &arena_used))
 			FOOTER_BAD("bad trail id");
 		if (i > 0 && trail_key_cmp(s->id_type, &f->trails[i - 1].key, &ti->key) >= 0)
 			FOOTER_BAD("trail ids not strictly ascending");

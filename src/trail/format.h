@@ -36,6 +36,13 @@ bool		trail_get_zone(CodecCur *c, int64_t *tmin, int64_t *tmax, int32_t *xmin,
 void		trail_put_zone(CodecBuf *b, int64_t tmin, int64_t tmax, int32_t xmin,
 						   int32_t ymin, int32_t xmax, int32_t ymax);
 void		trail_put_key(CodecBuf *b, TdbTrailType type, const TdbTrailKey *k);
+void		trail_put_schema(CodecBuf *b, const TdbTrailSchema *s);
+void		trail_put_lexicon(CodecBuf *b, const TdbTrailFooter *f);
+/* Decoders: NULL or what is wrong (the footer decoders' message). */
+const char *trail_get_schema(CodecCur *c, TdbTrailSchema *s, TdbTrailType max_type);
+const char *trail_get_lexicon(CodecCur *c, TdbTrailFooter *f, char *arena, size_t *used);
+bool		trail_get_key(CodecCur *c, TdbTrailType type, TdbTrailKey *k, char *arena, size_t *used);
+char	   *trail_arena_str(char *arena, size_t *used, const uint8_t *sp, size_t sl);
 int			trail_key_cmp(TdbTrailType type, const TdbTrailKey *a, const TdbTrailKey *b);
 
 void		trail_trailer_encode(uint8_t *out, const TdbTrailTrailer *t);

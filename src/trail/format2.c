@@ -36,12 +36,6 @@ static const int64_t ipow10_tab[MAX_SCALE + 1] = {
 	100000000000000LL, 1000000000000000LL
 };
 
-static bool
-valid_type2(uint8_t t)
-{
-	return t >= TDB_TRAIL_INT64 && t <= TDB_TRAIL_BOOL;
-}
-
 /* ---- column summaries ---------------------------------------------------- */
 
 /*
@@ -880,23 +874,11 @@ trail_footer2_encode(CodecBuf *b, const TdbTrailFooter *f)
 	codec_put_u32le(magic, TRAIL_FOOTER_MAGIC);
 	codec_put_bytes(b, magic, 4);
 	codec_put_varint(b, 2);
-	codec_put_str(b, s->id_name);
-	codec_put_u8(b, (uint8_t) s->id_type);
-	codec_put_str(b, s->time_name);
-	codec_put_str(b, s->lon_name);
-	codec_put_str(b, s->lat_name);
-	codec_put_varint(b, (uint64_t) nc);
-	for (int c = 0; c < nc; c++)
-	{
-		codec_put_str(b, s->columns[c].name);
-		codec_put_u8(b, (uint8_t) s->columns[c].type);
-	}
+	trail_put_schema(b, s);
 	codec_put_u8(b, (uint8_t) f->order);
 	codec_put_varint(b, (uint64_t) f->bucket_us);
 	codec_put_u8(b, (uint8_t) e);
-	codec_put_varint(b, f->nstrings);
-	for (uint32_t i = 0; i < f->nstrings; i++)
-		codec_put_str(b, f->strings[i]);
+	trail_put_lexicon(b, f);
 	codec_put_varint(b, f->ntrails);
 	for (uint32_t i = 0; i < f->ntrails; i++)
 	{
@@ -967,24 +949,9 @@ trail_footer2_decode(CodecCur *c, const uint8_t *buf, size_t len, const TdbTrail
 	uint32_t   *single = NULL;
 	int64_t		q;
 
-	if (!trail_get_name(c, s->id_name, sizeof(s->id_name)) || !codec_get_u8(c, &u8) ||
-		(u8 != TDB_TRAIL_INT64 && u8 != TDB_TRAIL_STRING))
-		FOOTER_BAD("bad trail id column");
-	s->id_type = (TdbTrailType) u8;
-	if (!trail_get_name(c, s->time_name, sizeof(s->time_name)) ||
-		!trail_get_name(c, s->lon_name, sizeof(s->lon_name)) ||
-		!trail_get_name(c, s->lat_name, sizeof(s->lat_name)))
-		FOOTER_BAD("bad column names");
-	if (!codec_get_varint(c, &n) || n > TDB_TRAIL_MAX_COLUMNS)
-		FOOTER_BAD("bad column count");
-	nc = s->ncolumns = (int) n;
-	for (int i = 0; i < nc; i++)
-	{
-		if (!trail_get_name(c, s->columns[i].name, sizeof(s->columns[i].name)) ||
-			!codec_get_u8(c, &u8) || !valid_type2(u8))
-			FOOTER_BAD("bad column");
-		s->columns[i].type = (TdbTrailType) u8;
-	}
+	if ((why = trail_get_schema(c, s, TDB_TRAIL_BOOL)) != NULL)
+		goto bad;
+	nc = s->ncolumns;
 	if (!codec_get_u8(c, &u8) || u8 > TDB_TRAIL_ORDER_SPACETIME)
 		FOOTER_BAD("bad page order");
 	f->order = (TdbTrailOrder) u8;
@@ -995,24 +962,8 @@ trail_footer2_decode(CodecCur *c, const uint8_t *buf, size_t len, const TdbTrail
 		FOOTER_BAD("bad zone map time exponent");
 	q = ipow10_tab[u8];
 
-	if (!codec_get_varint(c, &n) || n > codec_left(c))
-		FOOTER_BAD("bad lexicon size");
-	f->nstrings = (uint32_t) n;
-	f->strings = calloc(n ? n : 1, sizeof(char *));
-	if (f->strings == NULL)
-		FOOTER_BAD("out of memory");
-	for (uint32_t i = 0; i < f->nstrings; i++)
-	{
-		const uint8_t *sp;
-		size_t		sl;
-
-		if (!codec_get_str(c, 1 << 20, &sp, &sl))
-			FOOTER_BAD("bad lexicon string");
-		f->strings[i] = arena + arena_used;
-		memcpy(arena + arena_used, sp, sl);
-		arena[arena_used + sl] = '\0';
-		arena_used += sl + 1;
-	}
+	if ((why = trail_get_lexicon(c, f, arena, &arena_used)) != NULL)
+		goto bad;
 
 	/*
 	 * Every trail entry takes at least 8 bytes and every page-list entry or
@@ -1041,19 +992,7 @@ trail_footer2_decode(CodecCur *c, const uint8_t *buf, size_t len, const TdbTrail
 		uint32_t   *list;
 		TdbTrailStats *st;
 
-		if (s->id_type == TDB_TRAIL_STRING)
-		{
-			const uint8_t *sp;
-			size_t		sl;
-
-			if (!codec_get_str(c, 1 << 16, &sp, &sl))
-				FOOTER_BAD("bad trail id");
-			ti->key.s = arena + arena_used;
-			memcpy(arena + arena_used, sp, sl);
-			arena[arena_used + sl] = '\0';
-			arena_used += sl + 1;
-		}
-		else if (!codec_get_svarint(c, &ti->key.i))
+		if (!trail_get_key(c, s->id_type, &ti->key, arena, &arena_used))
 			FOOTER_BAD("bad trail id");
 		if (i > 0 && trail_key_cmp(s->id_type, &f->trails[i - 1].key, &ti->key) >= 0)
 			FOOTER_BAD("trail ids not strictly ascending");
