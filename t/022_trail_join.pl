@@ -19,7 +19,6 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use JSON::PP;
 use lib 't';
 use TdbTest;
 
@@ -62,19 +61,6 @@ CREATE TABLE many AS SELECT g AS id FROM generate_series(1, 100000) g;
 ANALYZE ev, ids300, many;
 });
 
-# the Foreign Scan node of EXPLAIN (ANALYZE, FORMAT JSON) sql, run in a session of its own
-sub scan_node
-{
-	my ($sql, $pre) = @_;
-	my $json = $node->safe_psql('postgres', ($pre // '') . "EXPLAIN (ANALYZE, FORMAT JSON) $sql");
-	my @todo = (decode_json($json)->[0]{Plan});
-	while (my $p = shift @todo)
-	{
-		return $p if $p->{'Node Type'} eq 'Foreign Scan';
-		push @todo, @{ $p->{Plans} // [] };
-	}
-	die "no Foreign Scan in the plan of $sql";
-}
 
 sub digest
 {
@@ -96,21 +82,21 @@ is(digest(sprintf($join, 'adsb_local')), digest(sprintf($join, 'ev')), 'and from
 for my $t ([ 'adsb', 'Bytes From S3' ], [ 'adsb_local', 'Bytes From Local File' ])
 {
 	my ($table, $what) = @$t;
-	my $j = scan_node(sprintf($join, $table));
-	my $a = scan_node("SELECT * FROM $table WHERE callsign = 'AC007'")->{$what};
-	my $b = scan_node("SELECT * FROM $table WHERE callsign = 'AC250'")->{$what};
-	my $none = scan_node("SELECT * FROM $table WHERE callsign = 'none'")->{$what};
+	my $j = tdb_scan_node($node, sprintf($join, $table));
+	my $a = tdb_scan_node($node, "SELECT * FROM $table WHERE callsign = 'AC007'")->{$what};
+	my $b = tdb_scan_node($node, "SELECT * FROM $table WHERE callsign = 'AC250'")->{$what};
+	my $none = tdb_scan_node($node, "SELECT * FROM $table WHERE callsign = 'none'")->{$what};
 	my $size = $j->{'File Size'};
 	is($j->{'Trail Lookups'}, 2, "$table: EXPLAIN ANALYZE shows 2 lookups");
 	is($j->{$what}, $a + $b - $none,
 		"$table: the 2-id join fetched $j->{$what} bytes = $a (AC007 alone) + $b (AC250 alone) - $none (opening the file, paid once)");
 	cmp_ok($j->{$what} - $none, '<', $size / 10,
 		"$table: the lookups fetched @{[$j->{$what} - $none]} bytes, a small fraction of the $size-byte file");
-	my $single = scan_node("SELECT * FROM $table WHERE callsign = 'AC007'");
+	my $single = tdb_scan_node($node, "SELECT * FROM $table WHERE callsign = 'AC007'");
 	ok($single->{'Trail Ids Pushed Down'} eq q{callsign = 'AC007'::text} && !exists $single->{'Area Pushed Down'}
 		  && !exists $single->{'Trail Lookups'}, "$table: a single id's EXPLAIN shows that id pushed down and nothing else")
 	  or diag(explain $single);
-	my $in = scan_node("SELECT * FROM $table WHERE callsign IN ('AC007', 'AC250')");
+	my $in = tdb_scan_node($node, "SELECT * FROM $table WHERE callsign IN ('AC007', 'AC250')");
 	like($in->{'Trail Ids Pushed Down'}, qr/callsign = ANY/, "$table: an IN list is pushed down");
 	is($in->{$what}, $a + $b - $none, "$table: and fetches the same $j->{$what} bytes");
 }
@@ -136,7 +122,7 @@ unlike($big, qr/Trail Ids Pushed Down/, '100,000 outer ids (an analyzed table) a
 
 for my $mem ('0', '64kB', '1MB')
 {
-	my $all = scan_node('SELECT * FROM adsb', "SET trafficdb.trail_memory_cache = '$mem'; ");
+	my $all = tdb_scan_node($node, 'SELECT * FROM adsb', "SET trafficdb.trail_memory_cache = '$mem'; ");
 	is($all->{'Bytes From S3'}, $all->{'File Size'},
 		"memory cache $mem, no disk cache: a full scan fetched $all->{'Bytes From S3'} bytes in $all->{Requests} requests, the file's size");
 }

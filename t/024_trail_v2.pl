@@ -24,7 +24,6 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use JSON::PP;
 use IPC::Run;
 use lib 't';
 use TdbTest;
@@ -92,19 +91,6 @@ is($node->safe_psql('postgres', q{SELECT string_agg(a.attname || ' ' || format_t
 	'vid bigint, ts timestamp with time zone, geom geometry(Point,4326), speed double precision, alt bigint, moving boolean, tag text, empty double precision',
 	'IMPORT FOREIGN SCHEMA of a version-2 file: a boolean column is boolean');
 
-# the Foreign Scan node of EXPLAIN (ANALYZE, FORMAT JSON) sql
-sub scan_node
-{
-	my ($sql, $pre) = @_;
-	my $json = $node->safe_psql('postgres', ($pre // '') . "EXPLAIN (ANALYZE, VERBOSE, FORMAT JSON) $sql");
-	my @todo = (decode_json($json)->[0]{Plan});
-	while (my $p = shift @todo)
-	{
-		return $p if $p->{'Node Type'} eq 'Foreign Scan';
-		push @todo, @{ $p->{Plans} // [] };
-	}
-	die "no Foreign Scan in the plan of $sql";
-}
 
 sub rows { return $node->safe_psql('postgres', $_[0]); }
 my $off = 'SET trafficdb.trail_footer_aggregates = off; ';
@@ -182,13 +168,13 @@ for my $t ([ 'veh', 'SELECT count(*), max(alt), min(speed), bool_and(moving) FRO
 	[ 'veh_st', 'SELECT count(*), max(speed) FROM veh_st WHERE vid = 3' ])
 {
 	my ($table, $q) = @$t;
-	my $n = scan_node($q);
+	my $n = tdb_scan_node($node, $q);
 	is($n->{'Trail Pages Read'}, 0, "$q: no page read");
 	is($n->{'Bytes From S3'} . '|' . $n->{'Requests'}, '0|0', "$q: the execution sends no request");
 	like($n->{'Object Validated'}, qr/^by this statement's planning/, "$q: validated once, by the planning");
 }
-my $full = scan_node('SELECT count(*), max(alt) FROM veh', $off);
-cmp_ok($full->{'Bytes From S3'}, '>', scan_node('SELECT * FROM veh WHERE vid = 99')->{'Bytes From S3'},
+my $full = tdb_scan_node($node, 'SELECT count(*), max(alt) FROM veh', $off);
+cmp_ok($full->{'Bytes From S3'}, '>', tdb_scan_node($node, 'SELECT * FROM veh WHERE vid = 99')->{'Bytes From S3'},
 	"aggregated by PostgreSQL the pages are read ($full->{'Bytes From S3'} bytes)");
 
 my ($rc, $out, $err);
@@ -256,20 +242,20 @@ for my $t ([ 'vid, ts, alt', [qw(core alt)] ], [ 'vid, ts, speed, moving', [qw(c
 		is(digest($cols, $table), digest($cols, "(SELECT * FROM $table OFFSET 0) s"), "$table: SELECT $cols returns the rows of SELECT *");
 	}
 	is(digest($cols, 'veh'), digest($cols, 'ev'), "SELECT $cols: the heap's rows");
-	my $n = scan_node("SELECT $cols FROM veh_local");
+	my $n = tdb_scan_node($node, "SELECT $cols FROM veh_local");
 	is($n->{'Trail Page Bytes Read'}, chunks(@$chunks), "SELECT $cols reads the chunks @$chunks: $n->{'Trail Page Bytes Read'} bytes");
 }
-my $all = scan_node('SELECT * FROM veh_local');
+my $all = tdb_scan_node($node, 'SELECT * FROM veh_local');
 is($all->{'Trail Page Bytes Read'}, $plen, "SELECT * reads every page whole ($plen bytes)");
 is($all->{'Columns Fetched'}, 'vid, ts, geom, speed, alt, moving, tag, empty', 'EXPLAIN VERBOSE: Columns Fetched lists them all');
-my $proj = scan_node('SELECT ts, alt FROM veh');
+my $proj = tdb_scan_node($node, 'SELECT ts, alt FROM veh');
 is($proj->{'Columns Fetched'}, 'vid, ts, alt', 'and only the id, time and alt for SELECT ts, alt');
-my $whole = scan_node('SELECT * FROM veh');
+my $whole = tdb_scan_node($node, 'SELECT * FROM veh');
 cmp_ok($proj->{'Bytes From S3'}, '<', $whole->{'Bytes From S3'},
 	"S3: SELECT ts, alt fetched $proj->{'Bytes From S3'} bytes, SELECT * $whole->{'Bytes From S3'}");
 cmp_ok($proj->{'Trail Page Bytes Read'} * 2, '<', $whole->{'Trail Page Bytes Read'},
 	"of the pages: $proj->{'Trail Page Bytes Read'} of $whole->{'Trail Page Bytes Read'} bytes");
-my $box = scan_node(q{SELECT ts, alt FROM veh_local WHERE geom && ST_MakeEnvelope(24.5, 60.1, 24.54, 60.2, 4326)});
+my $box = tdb_scan_node($node, q{SELECT ts, alt FROM veh_local WHERE geom && ST_MakeEnvelope(24.5, 60.1, 24.54, 60.2, 4326)});
 ok($box->{'Trail Pages Read'} > 0 && $box->{'Columns Fetched'} eq 'vid, ts, geom, alt',
 	"a box clause reads the positions too (PostgreSQL checks it): $box->{'Columns Fetched'}") or diag(explain $box);
 is(digest('vid, ts, alt', q{veh WHERE geom && ST_MakeEnvelope(24.5, 60.1, 24.54, 60.2, 4326)}),
@@ -280,7 +266,7 @@ is(digest('vid, ts, alt', q{veh WHERE geom && ST_MakeEnvelope(24.5, 60.1, 24.54,
 my $every = q{vid, ts, encode(ST_AsEWKB(geom), 'hex'), speed, alt, moving, tag, empty};
 is(digest($every, 'veh_v1'), digest($every, 'ev'), 'a version-1 file (trail_write format_version => 1) reads the heap\'s rows');
 is(digest('ts, alt', 'veh_v1'), digest('ts, alt', 'ev'), 'also projected');
-like(scan_node('SELECT ts, alt FROM veh_v1')->{'Columns Fetched'}, qr/version 1: its pages are read whole/, 'EXPLAIN says a version-1 page is read whole');
+like(tdb_scan_node($node, 'SELECT ts, alt FROM veh_v1')->{'Columns Fetched'}, qr/version 1: its pages are read whole/, 'EXPLAIN says a version-1 page is read whole');
 for my $q (q{SELECT count(*), count(ts), count(geom), min(ts), max(ts), min(vid), max(vid) FROM %s},
 	q{SELECT vid, count(*), max(ts) FROM %s WHERE vid IN (1, 3) GROUP BY vid ORDER BY vid})
 {

@@ -4,7 +4,23 @@ use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
 use Exporter 'import';
-our @EXPORT = qw(tdb_node tdb_make_bucket);
+use JSON::PP;
+our @EXPORT = qw(tdb_node tdb_make_bucket tdb_scan_node);
+
+# The Foreign Scan node of EXPLAIN (ANALYZE, VERBOSE, FORMAT JSON) sql, run
+# in a session of its own after $pre (SQL, optional), as a hash.
+sub tdb_scan_node
+{
+	my ($node, $sql, $pre) = @_;
+	my $json = $node->safe_psql('postgres', ($pre // '') . "EXPLAIN (ANALYZE, VERBOSE, FORMAT JSON) $sql");
+	my @todo = (decode_json($json)->[0]{Plan});
+	while (my $p = shift @todo)
+	{
+		return $p if $p->{'Node Type'} eq 'Foreign Scan';
+		push @todo, @{ $p->{Plans} // [] };
+	}
+	die "no Foreign Scan in the plan of $sql";
+}
 
 # A started cluster preloading trafficdb, its daemon in database postgres,
 # plus any settings given as name => value (quoted as they should appear).
