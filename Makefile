@@ -20,8 +20,9 @@ MODULE_big = trafficdb
 ENGINE_SRCS = $(wildcard src/*.c)
 STREAM_SRCS = $(wildcard src/stream/*.c)
 TRAIL_LIB_SRCS = $(wildcard src/trail/*.c)
+GENLOG_LIB_SRCS = $(wildcard src/genlog/*.c)
 PG_SRCS = $(wildcard module/*.c bgworker/*.c fdw/*.c)
-OBJS = $(ENGINE_SRCS:.c=.o) $(STREAM_SRCS:.c=.o) $(TRAIL_LIB_SRCS:.c=.o) $(PG_SRCS:.c=.o)
+OBJS = $(ENGINE_SRCS:.c=.o) $(STREAM_SRCS:.c=.o) $(TRAIL_LIB_SRCS:.c=.o) $(GENLOG_LIB_SRCS:.c=.o) $(PG_SRCS:.c=.o)
 # trail files reach HTTP and S3 through libcurl (src/trail/http.c only) and
 # hash with OpenSSL's libcrypto (src/trail/sha256.c only)
 SHLIB_LINK = $(shell curl-config --libs 2>/dev/null || echo -lcurl) -lcrypto
@@ -46,7 +47,7 @@ PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
 
 # PGXS tracks no header dependencies unless the server was configured with
 # --enable-depend: rebuild every object when a header of ours changes.
-$(OBJS): $(wildcard src/*.h src/stream/*.h src/trail/*.h module/*.h bgworker/*.h fdw/*.h)
+$(OBJS): $(wildcard src/*.h src/stream/*.h src/trail/*.h src/genlog/*.h module/*.h bgworker/*.h fdw/*.h)
 
 ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
@@ -61,7 +62,7 @@ endif
 UNIT_CFLAGS = -std=gnu11 -O2 -g $(WARNINGS) -Isrc -Isrc/tests -Iinclude -Itools
 CLIENT_SRCS = $(wildcard src/client/*.c)
 # tools/csvtime.c: the CLIs' shared time rule (reading integers with tools/csv_fields.c), unit-tested here too
-# src/genlog/: the generation log's record codec (issue 16, not wired into the daemon yet), on the trail varints
+# src/genlog/: the generation log's record codec (bgworker/genlog_store.c writes and replays it), on the trail varints
 GENLOG_SRCS = $(wildcard src/genlog/*.c) src/trail/codec.c
 UNIT_SRCS = $(ENGINE_SRCS) $(CLIENT_SRCS) $(STREAM_SRCS) $(GENLOG_SRCS) tools/csvtime.c tools/csv_fields.c $(wildcard src/tests/*.c)
 

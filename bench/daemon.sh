@@ -6,7 +6,9 @@
 #   map build          trafficdb.load_map() of a synthetic network of SEGMENTS
 #                      LineStrings (default 1,000,000): SPI read + build + publish
 #   feed 1 % / 100 %   INSERT that many feed rows, then trafficdb.publish():
-#                      consume (delete), check, persist to traffic_state, publish
+#                      consume (delete), check, log the generation, publish;
+#                      WAL bytes per row of the INSERT and of the publication
+#                      (the generation log), and the restart's replay time
 #
 # Figures go to bench/lib.sh's CSV.  The demo map is loaded back at the end.
 set -euo pipefail
@@ -51,14 +53,25 @@ emit bytes_per_location "$("${PSQL[@]}" -Atc 'SELECT round(bytes_per_location::n
 for pct in 1 100; do
 	rows=$((N * pct / 100))
 	echo "bench/daemon: feed of $rows rows ($pct %)" >&2
+	l0=$("${PSQL[@]}" -Atc "CHECKPOINT; SELECT pg_current_wal_insert_lsn()")
 	"${PSQL[@]}" -c "INSERT INTO trafficdb.feed (location_id, speed_kmh, free_flow_kmh, congestion, confidence)
 	                 SELECT id, 20 + id % 60, 80, id % 5, 90 FROM bench_roads ORDER BY random() LIMIT $rows"
+	l1=$("${PSQL[@]}" -Atc "CHECKPOINT; SELECT pg_current_wal_insert_lsn()")
 	ms=$(time_sql "SELECT trafficdb.publish()")
+	l2=$("${PSQL[@]}" -Atc "SELECT pg_current_wal_insert_lsn()")
+	emit "feed_${pct}pct_insert_wal_bytes_per_row" "$("${PSQL[@]}" -Atc "SELECT round(pg_wal_lsn_diff('$l1', '$l0') / $rows)")" B
+	emit "feed_${pct}pct_publish_wal_bytes_per_row" "$("${PSQL[@]}" -Atc "SELECT round(pg_wal_lsn_diff('$l2', '$l1') / $rows)")" B
+	emit "feed_${pct}pct_log_bytes_per_row" "$("${PSQL[@]}" -Atc "SELECT round(last_log_bytes::numeric / $rows, 1) FROM trafficdb.status")" B
 	emit "feed_${pct}pct_publish_wall_ms" "$ms" ms
 	emit "feed_${pct}pct_rows_per_s" "$((rows * 1000 / (ms > 0 ? ms : 1)))" rows/s
 	emit "feed_${pct}pct_traffic_publish_ms" "$("${PSQL[@]}" -Atc 'SELECT round(last_publish_ms::numeric, 1) FROM trafficdb.status')" ms
 done
 
+echo "bench/daemon: restart and replay" >&2
+bench_restart_cluster
+emit replay_ms "$("${PSQL[@]}" -Atc 'SELECT round(last_replay_ms) FROM trafficdb.status')" ms
+emit replay_mismatches "$("${PSQL[@]}" -Atc 'SELECT replay_mismatches FROM trafficdb.status')" count
+
 echo "bench/daemon: restoring the demo map" >&2
 bench_restore_map
-"${PSQL[@]}" -c "DROP TABLE bench_roads; TRUNCATE trafficdb.traffic_state"
+"${PSQL[@]}" -c "DROP TABLE bench_roads"

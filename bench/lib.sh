@@ -58,3 +58,21 @@ bench_deps() {
 	# Debian starts a Redis service on install; the benchmark runs its own
 	if command -v systemctl >/dev/null 2>&1; then $SUDO systemctl disable --now redis-server >/dev/null 2>&1 || true; fi
 }
+
+# Crash the demo cluster (immediate stop) and start it again, waiting for
+# the daemon's first publication: what a restart costs (the generation log's
+# replay).  Only for the demo cluster (not BENCH_PORT).
+bench_restart_cluster() {
+	local data dir gen
+	dir=$(readlink -f .demo)
+	data="$dir/pgdata"
+	gen=$("${PSQL[@]}" -Atc 'SELECT generation FROM trafficdb.status')
+	as_pg "$PG_BIN/pg_ctl" -D "$data" stop -m immediate -w >/dev/null
+	as_pg "$PG_BIN/pg_ctl" -D "$data" -l "$dir/postgres.log" -w start >/dev/null
+	for _ in $(seq 1 600); do
+		[ "$("${PSQL[@]}" -Atc 'SELECT generation FROM trafficdb.status' 2>/dev/null || echo 0)" -gt "$gen" ] && return 0
+		sleep 0.5
+	done
+	echo "bench: no publication within 300 s of the restart" >&2
+	return 1
+}

@@ -7,18 +7,20 @@
  * Each cycle (every trafficdb.publish_interval, or at once when a backend
  * asks) it serves a pending map-load request, then consumes the feed: in one
  * transaction it deletes a batch of committed rows from trafficdb.feed,
- * checks them, applies the good ones to its in-memory traffic array, upserts
- * them into trafficdb.traffic_state, files the bad ones in
- * trafficdb.feed_rejects, records the generation, publishes the new traffic
- * object in shared memory and queues a NOTIFY; then it commits.
+ * checks them, applies the good ones to its in-memory traffic array, files
+ * the bad ones in trafficdb.feed_rejects, writes the next traffic object into
+ * a free buffer, appends the generation's record (the entries it changed,
+ * with the object's checksum) to the generation log trafficdb.generations,
+ * and commits.  Only then does it publish the object and notify.
  *
  * Durability: every committed feed row is either still in trafficdb.feed
- * or reflected in trafficdb.traffic_state (the deletion and the upsert
- * commit together).  The published object may run ahead of the commit (it
- * only ever holds values of committed feed rows), never behind it for
- * long.  On start, the daemon adopts whatever valid objects a previous run
- * left in shared memory (readers keep reading them), then rebuilds the map
- * and the traffic from the tables and publishes a new generation.
+ * or in the generation log (the deletion and the record commit together),
+ * and readers never see a generation that has not committed.  On start,
+ * the daemon adopts whatever valid objects a previous run left in shared
+ * memory (readers keep reading them), replays the log (the newest checkpoint
+ * and the records after it, each replayed generation checked against the
+ * checksum recorded at its publication), rebuilds the map and publishes the
+ * next generation.  See docs/write-path.md.
  *
  * Readers are never waited for: see src/writer.h.
  *
@@ -56,6 +58,7 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
+#include "bgworker/genlog_store.h"
 #include "module/shared.h"
 #include "module/trafficdb.h"
 #include "object.h"
@@ -91,6 +94,33 @@ typedef struct DaemonState
 	uint64		incident_count;
 	bool		dirty;			/* changes not yet published */
 	char		refusal[TDB_ERRMSG_LEN];	/* why the last publication was refused */
+
+	/* records changed since the last committed log record (each once) */
+	uint32	   *pend;
+	uint8	   *pend_bit;
+	uint64		npend;
+
+	/* the generation log */
+	uint64		log_last;		/* newest generation committed in it */
+	uint64		log_first;		/* oldest it keeps */
+	uint64		ckpt_gen;		/* newest checkpoint */
+	TimestampTz ckpt_at;
+	bool		need_checkpoint;	/* a new map: the next record must be a checkpoint */
+	TdbLogMapInfo mapinfo;		/* the current map's first generation, time, checksum */
+	bool		unpublished;	/* a committed generation readers have not been given */
+
+	/* a publication prepared in this transaction, made once it commits */
+	struct
+	{
+		bool		ready;
+		uint64		gen;
+		uint32		seg;
+		int64		created_us;
+		Size		traffic_bytes;
+		bool		checkpoint;
+		uint64		log_first;
+		Size		log_bytes;
+	}			pub;
 
 	/* reader events already reported */
 	uint64		revoked_reported;
@@ -170,12 +200,6 @@ now_us(void)
 
 	/* PostgreSQL timestamps count from 2000-01-01 */
 	return (int64) now + UNIX_TO_PG_US;
-}
-
-static TimestampTz
-us_to_timestamptz(int64 us)
-{
-	return (TimestampTz) (us - UNIX_TO_PG_US);
 }
 
 static void
@@ -364,7 +388,7 @@ read_map_source(const TdbMapRequest *req, LoadCounts *counts)
 					 "ELSE %s.ST_Transform(tdb_geom, 4326) END)), "
 					 "tdb_class, tdb_name, tdb_speed, tdb_oneway "
 					 "FROM (SELECT %s AS tdb_id, %s AS tdb_geom, %s AS tdb_class, %s AS tdb_name, "
-					 "%s AS tdb_speed, %s AS tdb_oneway FROM %s) src",
+					 "%s AS tdb_speed, %s AS tdb_oneway FROM %s) src ORDER BY 1",
 					 pg, pg, pg, pg, pg,
 					 quote_identifier(NameStr(req->id_column)),
 					 quote_identifier(NameStr(req->geom_column)),
@@ -507,71 +531,113 @@ typedef struct WorkingTraffic
 	int64	   *win_seq;
 	char	  **incidents;
 	uint64		incident_count;
+	uint32	   *pend;
+	uint8	   *pend_bit;
 } WorkingTraffic;
 
 static void
-remap_traffic(const TdbMapView *newmap, WorkingTraffic *out)
+alloc_working(uint64 count, WorkingTraffic *out)
 {
-	Size		n = Max(newmap->count, 1);
+	Size		n = Max(count, 1);
 
 	out->traffic = MemoryContextAllocHuge(D.cxt, n * sizeof(TdbTraffic));
-	out->win_seq = MemoryContextAllocHuge(D.cxt, n * sizeof(int64));
+	out->win_seq = MemoryContextAllocExtended(D.cxt, n * sizeof(int64), MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
 	out->incidents = MemoryContextAllocExtended(D.cxt, n * sizeof(char *), MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	out->pend = MemoryContextAllocHuge(D.cxt, n * sizeof(uint32));
+	out->pend_bit = MemoryContextAllocExtended(D.cxt, n / 8 + 1, MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
 	out->incident_count = 0;
+}
+
+/*
+ * Traffic of old_count records with ids old_ids onto newmap, by location id;
+ * the other locations of newmap get no traffic.
+ */
+static void
+remap_traffic(const TdbMapView *newmap, uint64 old_count, const uint64 *old_ids,
+			  const TdbTraffic *old_traffic, char **old_incidents, WorkingTraffic *out)
+{
+	alloc_working(newmap->count, out);
 	for (uint64 i = 0; i < newmap->count; i++)
 	{
-		int64		o = D.have_map ? tdb_map_find(&D.map, newmap->records[i].id) : -1;
+		memset(&out->traffic[i], 0, sizeof(TdbTraffic));
+		out->traffic[i].speed_kmh = NAN;
+		out->traffic[i].free_flow_kmh = NAN;
+		out->traffic[i].congestion = TDB_CONGESTION_UNKNOWN;
+		out->traffic[i].confidence = TDB_CONFIDENCE_UNKNOWN;
+	}
+	for (uint64 o = 0; o < old_count; o++)
+	{
+		int64		i = tdb_map_find(newmap, old_ids[o]);
 
-		if (o >= 0)
+		if (i < 0)
+			continue;
+		out->traffic[i] = old_traffic[o];
+		out->traffic[i].incident_off = 0;
+		if (old_incidents[o])
 		{
-			out->traffic[i] = D.traffic[o];
-			out->win_seq[i] = D.win_seq[o];
-			if (D.incidents[o])
-			{
-				out->incidents[i] = MemoryContextStrdup(D.cxt, D.incidents[o]);
-				out->incident_count++;
-			}
-		}
-		else
-		{
-			memset(&out->traffic[i], 0, sizeof(TdbTraffic));
-			out->traffic[i].speed_kmh = NAN;
-			out->traffic[i].free_flow_kmh = NAN;
-			out->traffic[i].congestion = TDB_CONGESTION_UNKNOWN;
-			out->traffic[i].confidence = TDB_CONFIDENCE_UNKNOWN;
-			out->win_seq[i] = 0;
+			out->incidents[i] = MemoryContextStrdup(D.cxt, old_incidents[o]);
+			out->incident_count++;
 		}
 	}
 }
 
 static void
-free_working(TdbTraffic *traffic, int64 *win_seq, char **incidents, uint64 count)
+free_working(WorkingTraffic *w, uint64 count)
 {
-	if (traffic == NULL)
+	if (w->traffic == NULL)
 		return;
 	for (uint64 i = 0; i < count; i++)
-		if (incidents[i])
-			pfree(incidents[i]);
-	pfree(traffic);
-	pfree(win_seq);
-	pfree(incidents);
+		if (w->incidents[i])
+			pfree(w->incidents[i]);
+	pfree(w->traffic);
+	pfree(w->win_seq);
+	pfree(w->incidents);
+	pfree(w->pend);
+	pfree(w->pend_bit);
+	memset(w, 0, sizeof(*w));
 }
 
-/* Apply one traffic value to record i if it is not older than what we have. */
+static void
+set_daemon_working(const WorkingTraffic *w)
+{
+	D.traffic = w->traffic;
+	D.win_seq = w->win_seq;
+	D.incidents = w->incidents;
+	D.incident_count = w->incident_count;
+	D.pend = w->pend;
+	D.pend_bit = w->pend_bit;
+	D.npend = 0;
+}
+
+/* Record i changed: it goes into the next log record. */
+static inline void
+mark_changed(uint64 i)
+{
+	if (D.pend_bit[i >> 3] & (1 << (i & 7)))
+		return;
+	D.pend_bit[i >> 3] |= (uint8) (1 << (i & 7));
+	D.pend[D.npend++] = (uint32) i;
+}
+
+/*
+ * Apply one traffic value to record i if it is not older than what we have:
+ * the newest observation wins; of two observed at the same instant, the one
+ * consumed in the later generation, and within one generation the later row.
+ */
 static bool
 apply_traffic(uint64 i, int64 observed_us, int64 seq, float speed, float free_flow, int congestion,
 			  int confidence, const char *incident, uint64 gen)
 {
 	TdbTraffic *t = &D.traffic[i];
 
-	/* the newest observation wins; of two observed at the same instant, the later row */
 	if (t->updated_at_us > observed_us ||
-		(t->updated_at_us == observed_us && D.win_seq[i] > seq))
+		(t->updated_at_us == observed_us && t->changed_gen == gen && D.win_seq[i] > seq))
 		return false;
 	t->updated_at_us = observed_us;
 	D.win_seq[i] = seq;
-	t->speed_kmh = speed;
-	t->free_flow_kmh = free_flow;
+	/* one NaN for unknown, whatever bits the row had: the log stores "absent" */
+	t->speed_kmh = isnan(speed) ? NAN : speed;
+	t->free_flow_kmh = isnan(free_flow) ? NAN : free_flow;
 	t->congestion = (uint8) (congestion < 0 ? TDB_CONGESTION_UNKNOWN : congestion);
 	t->confidence = (uint8) (confidence < 0 ? TDB_CONFIDENCE_UNKNOWN : confidence);
 	t->changed_gen = gen;
@@ -586,6 +652,7 @@ apply_traffic(uint64 i, int64 observed_us, int64 seq, float speed, float free_fl
 		D.incidents[i] = MemoryContextStrdup(D.cxt, incident);
 		D.incident_count++;
 	}
+	mark_changed(i);
 	return true;
 }
 
@@ -632,103 +699,139 @@ read_traffic_row(HeapTuple tup, TupleDesc td, int first, TrafficRow *t)
 	t->observed_us = (int64) t->observed + UNIX_TO_PG_US;
 }
 
-/* Load trafficdb.traffic_state into the working array (startup, new map). */
-static void
-load_traffic_state(void)
-{
-	Portal		portal;
-
-	portal = SPI_cursor_open_with_args(NULL,
-									   "SELECT location_id, speed_kmh, free_flow_kmh, congestion, confidence, "
-									   "incident, observed_at, generation, feed_seq FROM trafficdb.traffic_state",
-									   0, NULL, NULL, NULL, true, 0);
-	for (;;)
-	{
-		SPI_cursor_fetch(portal, true, 50000);
-		if (SPI_processed == 0)
-			break;
-		for (uint64 r = 0; r < SPI_processed; r++)
-		{
-			HeapTuple	tup = SPI_tuptable->vals[r];
-			TupleDesc	td = SPI_tuptable->tupdesc;
-			bool		isnull;
-			int64		id = DatumGetInt64(SPI_getbinval(tup, td, 1, &isnull));
-			int64		i = tdb_map_find(&D.map, (uint64) id);
-			int64		g = DatumGetInt64(SPI_getbinval(tup, td, 8, &isnull));
-			int64		seq = DatumGetInt64(SPI_getbinval(tup, td, 9, &isnull));
-			TrafficRow	t;
-
-			if (i < 0)
-				continue;
-			read_traffic_row(tup, td, 2, &t);
-			apply_traffic((uint64) i, t.observed_us, seq, t.speed, t.free_flow, t.congestion,
-						  t.confidence, t.incident, Min((uint64) g, D.generation + 1));
-		}
-		SPI_freetuptable(SPI_tuptable);
-	}
-	SPI_cursor_close(portal);
-}
-
 /* ---- publishing ------------------------------------------------------------------- */
 
 /*
- * Write the working traffic into a free buffer and publish it as generation
- * gen.  Returns false (and leaves D.dirty set) if every version is pinned.
+ * Write the working traffic, as generation gen made at created_us, into a
+ * free buffer (not published yet: that waits for the commit).  Returns the
+ * object's checksum, which its log record carries.
  */
-static bool
-publish_traffic(uint64 gen)
+static uint32
+prepare_traffic(uint64 gen, int64 created_us)
 {
-	instr_time	start,
-				dur;
 	Size		ibytes = 0;
-	char	   *iblob = NULL;
+	char	   *iblob;
 	uint32		seg;
 	void	   *addr;
 	char		err[TDB_ERRLEN];
 	int			rc;
 	uint64		count = D.map.count;
 
-	INSTR_TIME_SET_CURRENT(start);
-
-	/* incidents: 4 unused bytes (offset 0 means none), then length + text each */
-	if (D.incident_count > 0)
-	{
-		StringInfoData buf;
-		uint32		zero = 0;
-
-		initStringInfo(&buf);
-		appendBinaryStringInfo(&buf, (char *) &zero, 4);
-		for (uint64 i = 0; i < count; i++)
-		{
-			uint32		len;
-
-			if (D.incidents[i] == NULL)
-			{
-				D.traffic[i].incident_off = 0;
-				continue;
-			}
-			len = (uint32) strlen(D.incidents[i]);
-			D.traffic[i].incident_off = (uint32) buf.len;
-			appendBinaryStringInfo(&buf, (char *) &len, 4);
-			appendBinaryStringInfo(&buf, D.incidents[i], len);
-		}
-		iblob = buf.data;
-		ibytes = buf.len;
-	}
-	else
-		for (uint64 i = 0; i < count; i++)
-			D.traffic[i].incident_off = 0;
-
+	iblob = tdb_incident_layout(D.traffic, D.incidents, count, D.incident_count, &ibytes);
 	rc = tdb_writer_traffic_segment(&D.writer,
 									tdb_writer_traffic_capacity(tdb_traffic_size(count, ibytes)),
 									&seg, &addr, err);
 	if (rc != TDB_SHM_OK)
 		ereport(ERROR, (errmsg("could not get a traffic buffer: %s", err)));
-	tdb_traffic_write(addr, D.map.hdr->map_id, gen, count, D.traffic, iblob, ibytes, now_us());
+	tdb_traffic_write(addr, D.map.hdr->map_id, gen, count, D.traffic, iblob, ibytes, created_us);
 	if (iblob)
 		pfree(iblob);
+	D.pub.ready = true;
+	D.pub.gen = gen;
+	D.pub.seg = seg;
+	D.pub.created_us = created_us;
+	D.pub.traffic_bytes = tdb_traffic_size(count, ibytes);
+	D.pub.checkpoint = false;
+	D.pub.log_first = 0;
+	D.pub.log_bytes = 0;
+	return ((TdbObjectHeader *) addr)->checksum;
+}
 
-	rc = tdb_writer_publish(&D.writer, gen, D.map.hdr->map_id, D.map_seg, seg, now_us());
+static TdbLogState
+daemon_log_state(void)
+{
+	TdbLogState s = {D.map.hdr->map_id, D.map.count, D.traffic, D.incidents, D.incident_count, NULL};
+
+	return s;
+}
+
+static int
+cmp_u32(const void *a, const void *b)
+{
+	uint32		x = *(const uint32 *) a;
+	uint32		y = *(const uint32 *) b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * Append generation gen to the log, in the transaction that publishes it:
+ * its D record (the entries changed since the last committed record), and a
+ * checkpoint when one is due, when the map changed or when the log does not
+ * end at gen - 1.
+ */
+static void
+log_generation(uint64 gen, int64 created_us, uint32 object_crc)
+{
+	TdbLogState ls = daemon_log_state();
+	bool		ckpt = D.need_checkpoint || D.log_last == 0 || D.log_last + 1 != gen;
+	Size		bytes = 0;
+
+	if (!ckpt)
+	{
+		if (D.npend > 1)
+			qsort(D.pend, D.npend, sizeof(uint32), cmp_u32);
+		bytes += tdb_log_write_delta(gen, created_us, object_crc, &ls, D.pend, D.npend);
+		ckpt = gen - D.ckpt_gen >= (uint64) tdb_checkpoint_interval ||
+			TimestampDifferenceExceeds(D.ckpt_at, GetCurrentTimestamp(), tdb_checkpoint_timeout_s * 1000);
+	}
+	if (ckpt)
+	{
+		uint64	   *ids = MemoryContextAllocHuge(CurrentMemoryContext, Max(ls.count, 1) * sizeof(uint64));
+
+		for (uint64 i = 0; i < ls.count; i++)
+			ids[i] = D.map.records[i].id;
+		ls.ids = ids;
+		if (D.need_checkpoint)
+			D.mapinfo.map_generation = gen;
+		bytes += tdb_log_write_checkpoint(gen, created_us, object_crc, &ls, &D.mapinfo,
+										  (uint64) tdb_checkpoint_part_entries);
+		pfree(ids);
+		/* keep the previous checkpoint too: replay falls back to it if this one is damaged */
+		D.pub.log_first = tdb_log_trim(gen, D.ckpt_gen ? D.ckpt_gen : gen, tdb_log_retention_s,
+									   tdb_log_retention_generations);
+		D.pub.checkpoint = true;
+	}
+	D.pub.log_bytes = bytes;
+}
+
+/*
+ * After the commit of the transaction that logged D.pub.gen: it is durable,
+ * so readers may have it.  Nothing here can fail but the publication itself
+ * (every version pinned): the generation then stays committed and the next
+ * cycle publishes the one after it, which contains it.
+ */
+static void
+finish_publication(void)
+{
+	instr_time	start,
+				dur;
+	uint64		gen = D.pub.gen;
+	int			rc;
+
+	if (!D.pub.ready)
+		return;
+	D.pub.ready = false;
+	INSTR_TIME_SET_CURRENT(start);
+
+	/* the log's bookkeeping */
+	D.generation = gen;
+	D.log_last = gen;
+	if (D.pub.checkpoint)
+	{
+		D.ckpt_gen = gen;
+		D.ckpt_at = GetCurrentTimestamp();
+		D.need_checkpoint = false;
+		D.log_first = D.pub.log_first;
+	}
+	if (D.log_first == 0)
+		D.log_first = gen;
+	for (uint64 k = 0; k < D.npend; k++)
+		D.pend_bit[D.pend[k] >> 3] = 0;
+	D.npend = 0;
+	D.dirty = false;
+
+	rc = tdb_writer_publish(&D.writer, gen, D.map.hdr->map_id, D.map_seg, D.pub.seg, now_us());
 	if (rc == TDB_SHM_ENOSLOT)
 	{
 		snprintf(D.refusal, sizeof(D.refusal),
@@ -741,32 +844,61 @@ publish_traffic(uint64 gen)
 		ereport(WARNING,
 				(errmsg("trafficdb: %s", D.refusal),
 				 errhint("See trafficdb.readers for the readers holding old versions; publication resumes when they release them or their pins time out.")));
-		D.dirty = true;
-		return false;
+		D.unpublished = true;
 	}
-	D.generation = gen;
-	D.dirty = false;
-	tdb_writer_reclaim(&D.writer, D.map_seg);
+	else
+	{
+		D.unpublished = false;
+		tdb_writer_reclaim(&D.writer, D.map_seg);
+	}
 
 	compute_map_stats(&D.map);
 	INSTR_TIME_SET_CURRENT(dur);
 	INSTR_TIME_SUBTRACT(dur, start);
 	SpinLockAcquire(&tdb_shared->mutex);
-	tdb_shared->generation = gen;
-	tdb_shared->map_id = D.map.hdr->map_id;
-	tdb_shared->locations = count;
-	memcpy(tdb_shared->map_extent, stats_extent, sizeof(stats_extent));
-	memcpy(tdb_shared->map_mean_box, stats_mean_box, sizeof(stats_mean_box));
-	tdb_shared->map_arc_slack_m = stats_arc_slack_m;
-	tdb_shared->map_bytes = D.map.hdr->total_size;
-	tdb_shared->traffic_bytes = tdb_traffic_size(count, ibytes);
-	tdb_shared->shm_bytes = tdb_writer_bytes(&D.writer);
-	tdb_shared->last_publish_ms = INSTR_TIME_GET_MILLISEC(dur);
-	tdb_shared->last_publish_at = GetCurrentTimestamp();
-	tdb_shared->publishes++;
+	if (!D.unpublished)
+	{
+		tdb_shared->generation = gen;
+		tdb_shared->map_id = D.map.hdr->map_id;
+		tdb_shared->locations = D.map.count;
+		memcpy(tdb_shared->map_extent, stats_extent, sizeof(stats_extent));
+		memcpy(tdb_shared->map_mean_box, stats_mean_box, sizeof(stats_mean_box));
+		tdb_shared->map_arc_slack_m = stats_arc_slack_m;
+		tdb_shared->map_bytes = D.map.hdr->total_size;
+		tdb_shared->traffic_bytes = D.pub.traffic_bytes;
+		tdb_shared->shm_bytes = tdb_writer_bytes(&D.writer);
+		tdb_shared->last_publish_ms = INSTR_TIME_GET_MILLISEC(dur);
+		tdb_shared->last_publish_at = GetCurrentTimestamp();
+		tdb_shared->publishes++;
+	}
+	tdb_shared->log_first = D.log_first;
+	tdb_shared->log_checkpoint = D.ckpt_gen;
+	tdb_shared->map_generation = D.mapinfo.map_generation;
+	tdb_shared->changes_from = D.mapinfo.replaced ? Max(D.log_first, D.mapinfo.map_generation + 1) : D.log_first;
+	tdb_shared->last_log_bytes = D.pub.log_bytes;
+	tdb_shared->log_damaged_at = 0;
 	SpinLockRelease(&tdb_shared->mutex);
 	ConditionVariableBroadcast(&tdb_shared->cv);
-	return true;
+}
+
+/*
+ * Everything a publication does inside its transaction: record the
+ * generation, write the object, append the log, queue the NOTIFY.  The
+ * publication itself follows the commit (finish_publication).
+ */
+static void notify_generation(uint64 gen);
+static void record_generation(uint64 gen);
+
+static void
+prepare_generation(uint64 gen)
+{
+	int64		created_us = now_us();
+	uint32		crc;
+
+	record_generation(gen);
+	crc = prepare_traffic(gen, created_us);
+	log_generation(gen, created_us, crc);
+	notify_generation(gen);
 }
 
 static void
@@ -789,13 +921,17 @@ notify_generation(uint64 gen)
 }
 
 /*
- * Build and publish a new map from req (inside a transaction), carrying
- * traffic over by location id.  Returns the number of locations.
+ * Build a new map from req (inside a transaction), carrying traffic over
+ * by location id, and prepare its first generation (published once the
+ * transaction commits).  At start (rr not NULL) the traffic is the
+ * replayed log's: the map is built again with the logged map's id and time,
+ * and if the source has not changed it is the same map byte for byte, so
+ * the replayed state is taken as it is.  Returns the number of locations.
  */
 static uint64 absorb_feed(uint64 gen);
 
 static uint64
-load_map(const TdbMapRequest *req, bool record_source)
+load_map(const TdbMapRequest *req, bool record_source, TdbReplay *rr)
 {
 	LoadCounts	counts;
 	TdbMapBuilder *b;
@@ -806,11 +942,13 @@ load_map(const TdbMapRequest *req, bool record_source)
 	instr_time	start,
 				dur;
 	uint64		map_id;
+	int64		map_created;
 	uint64		gen = 0;
 	uint64		skipped;
 	WorkingTraffic wt;
 	DaemonState saved;
-	volatile bool published = false;
+	volatile bool same_map = false;
+	bool		replaced;
 
 	INSTR_TIME_SET_CURRENT(start);
 	b = read_map_source(req, &counts);
@@ -837,14 +975,31 @@ load_map(const TdbMapRequest *req, bool record_source)
 		ereport(WARNING, (errmsg("trafficdb: %s", map_warning)));
 	}
 
-	if (pg_strong_random(&map_id, sizeof(map_id)) == false || map_id == 0)
-		map_id = (uint64) GetCurrentTimestamp() | 1;
 	if (tdb_writer_new_segment(&D.writer, TDB_SEG_MAP, tdb_map_builder_size(b), &seg, &addr, err) != TDB_SHM_OK)
 	{
 		tdb_map_builder_free(b);
 		ereport(ERROR, (errmsg("could not create the map object: %s", err)));
 	}
-	tdb_map_builder_write(b, addr, map_id, now_us());
+	if (rr && rr->found)
+	{
+		/* the logged map again, if the source still makes it */
+		tdb_map_builder_write(b, addr, rr->state.map_id, rr->map.map_created_us);
+		same_map = ((TdbObjectHeader *) addr)->checksum == rr->map.map_crc &&
+			((TdbObjectHeader *) addr)->count == rr->state.count;
+		if (!same_map)
+			ereport(WARNING,
+					(errmsg("trafficdb: the map source changed since generation " UINT64_FORMAT
+							" (the map the generation log was written for): traffic is carried over by location id",
+							rr->map.map_generation),
+					 errdetail("The first generation published now is not byte-identical to the last one before the restart.")));
+	}
+	if (!same_map)
+	{
+		if (pg_strong_random(&map_id, sizeof(map_id)) == false || map_id == 0)
+			map_id = (uint64) GetCurrentTimestamp() | 1;
+		map_created = now_us();
+		tdb_map_builder_write(b, addr, map_id, map_created);
+	}
 	tdb_map_builder_free(b);
 	tdb_map_view_init(&view, addr);
 
@@ -852,25 +1007,56 @@ load_map(const TdbMapRequest *req, bool record_source)
 	 * Switch to the new map, keeping the old state to put back if anything
 	 * below fails: a failed load must leave the daemon as it was.
 	 */
-	remap_traffic(&view, &wt);
+	replaced = D.have_map || (rr && rr->found);
+	if (same_map)
+	{
+		/* the replayed arrays become the working ones */
+		wt.traffic = rr->state.traffic;
+		wt.incidents = rr->state.incidents;
+		wt.incident_count = rr->state.incident_count;
+		wt.win_seq = MemoryContextAllocExtended(D.cxt, Max(view.count, 1) * sizeof(int64),
+												MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+		wt.pend = MemoryContextAllocHuge(D.cxt, Max(view.count, 1) * sizeof(uint32));
+		wt.pend_bit = MemoryContextAllocExtended(D.cxt, view.count / 8 + 1, MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+		rr->state.traffic = NULL;
+		rr->state.incidents = NULL;
+	}
+	else if (rr && rr->found)
+		remap_traffic(&view, rr->state.count, rr->state.ids, rr->state.traffic, rr->state.incidents, &wt);
+	else
+	{
+		uint64	   *old_ids = MemoryContextAllocHuge(CurrentMemoryContext, Max(D.have_map ? D.map.count : 0, 1) * sizeof(uint64));
+
+		for (uint64 o = 0; D.have_map && o < D.map.count; o++)
+			old_ids[o] = D.map.records[o].id;
+		remap_traffic(&view, D.have_map ? D.map.count : 0, old_ids, D.traffic, D.incidents, &wt);
+		pfree(old_ids);
+	}
 	saved = D;
 	D.map_seg = seg;
 	D.map_addr = addr;
 	D.map = view;
 	D.have_map = true;
-	D.traffic = wt.traffic;
-	D.win_seq = wt.win_seq;
-	D.incidents = wt.incidents;
-	D.incident_count = wt.incident_count;
+	set_daemon_working(&wt);
+	if (same_map)
+	{
+		/* the log goes on where it ended */
+		D.mapinfo = rr->map;
+		D.need_checkpoint = false;
+	}
+	else
+	{
+		D.mapinfo.map_created_us = ((TdbObjectHeader *) addr)->created_at_us;
+		D.mapinfo.map_crc = ((TdbObjectHeader *) addr)->checksum;
+		D.mapinfo.replaced = replaced;
+		D.need_checkpoint = true;	/* map_generation: set by the checkpoint */
+	}
 	PG_TRY();
 	{
-		load_traffic_state();
-
 		/*
 		 * At startup, the feed rows a dead daemon consumed in a transaction
-		 * that never committed are in the feed again, but what it published
-		 * from them may have been seen (and adopted): absorb the feed before
-		 * the first publication, so that no value readers saw goes back.
+		 * that never committed are in the feed again: absorb them into the
+		 * first generation.
 		 */
 		if (!record_source)
 			absorb_feed(D.generation + 1);
@@ -900,46 +1086,31 @@ load_map(const TdbMapRequest *req, bool record_source)
 								  "VALUES ($1::regclass, $2, $3, $4, $5, $6, $7, $8, $9)",
 								  9, types, vals, nulls, false, 0);
 		}
-		/*
-		 * Record the generation before publishing: publishing is the last
-		 * thing that can fail.  (A failure after it, such as a lock timeout
-		 * on daemon_state, made the catch below put back the old map, whose
-		 * segment the publication had already unmapped: the next feed row
-		 * crashed the daemon, and the generation number was used again.)
-		 */
 		gen = D.generation + 1;
-		record_generation(gen);
-		if (!publish_traffic(gen))
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_IN_USE),
-					 errmsg("readers pin every published version, so the new map cannot be published now"),
-					 errhint("See trafficdb.readers, then try again.")));
-		published = true;
-		notify_generation(gen);
+		prepare_generation(gen);
 	}
 	PG_CATCH();
 	{
-		/*
-		 * Never roll back what readers may have seen: once published, the
-		 * new map stays (its rows in map_source follow at the next load).
-		 */
-		if (!published)
-		{
-			free_working(D.traffic, D.win_seq, D.incidents, view.count);
-			D = saved;
-		}
-		else
-			free_working(saved.traffic, saved.win_seq, saved.incidents, saved.traffic ? saved.map.count : 0);
+		/* nothing was published: put the old state back */
+		D.pub.ready = false;
+		free_working(&wt, view.count);
+		D = saved;
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
-	free_working(saved.traffic, saved.win_seq, saved.incidents, saved.traffic ? saved.map.count : 0);
+	{
+		WorkingTraffic old = {saved.traffic, saved.win_seq, saved.incidents, saved.incident_count,
+		saved.pend, saved.pend_bit};
+
+		free_working(&old, saved.have_map ? saved.map.count : 0);
+	}
 
 	SpinLockAcquire(&tdb_shared->mutex);
 	tdb_shared->last_map_build_ms = INSTR_TIME_GET_MILLISEC(dur);
 	SpinLockRelease(&tdb_shared->mutex);
-	elog(LOG, "trafficdb: loaded map of " UINT64_FORMAT " locations from %s (%.0f ms), published generation " UINT64_FORMAT,
-		 view.count, get_rel_name(req->relid), INSTR_TIME_GET_MILLISEC(dur), gen);
+	elog(LOG, "trafficdb: loaded map of " UINT64_FORMAT " locations from %s (%.0f ms), generation " UINT64_FORMAT "%s",
+		 view.count, get_rel_name(req->relid), INSTR_TIME_GET_MILLISEC(dur), gen,
+		 same_map ? " (the logged map)" : "");
 	return view.count;
 }
 
@@ -975,7 +1146,7 @@ speed_ok(float v)
  * transaction).  Returns the number of rows consumed.
  */
 static uint64
-consume_feed(uint64 gen, Rejects *rj, List **changed)
+consume_feed(uint64 gen, Rejects *rj)
 {
 	uint64		n;
 	int64		horizon = now_us() + 5 * 60 * USECS_PER_SEC;
@@ -1058,63 +1229,11 @@ consume_feed(uint64 gen, Rejects *rj, List **changed)
 										 timestamptz_to_str(t.observed)));
 			continue;
 		}
-		if (apply_traffic((uint64) i, t.observed_us, seq, t.speed, t.free_flow, t.congestion,
-						  t.confidence, t.incident, gen))
-			*changed = lappend_int(*changed, (int) i);
+		apply_traffic((uint64) i, t.observed_us, seq, t.speed, t.free_flow, t.congestion,
+					  t.confidence, t.incident, gen);
 	}
 	SPI_freetuptable(SPI_tuptable);
 	return n;
-}
-
-/* Upsert the changed records into trafficdb.traffic_state. */
-static void
-persist_changes(List *changed, uint64 gen)
-{
-	ArrayBuildState *a[9] = {0};
-	Oid			types[9] = {INT8ARRAYOID, FLOAT4ARRAYOID, FLOAT4ARRAYOID, INT2ARRAYOID,
-	INT2ARRAYOID, TEXTARRAYOID, TIMESTAMPTZARRAYOID, INT8ARRAYOID, INT8ARRAYOID};
-	Datum		vals[9];
-	ListCell   *lc;
-	MemoryContext cxt = CurrentMemoryContext;
-
-	foreach(lc, changed)
-	{
-		uint64		i = (uint64) lfirst_int(lc);
-		TdbTraffic *t = &D.traffic[i];
-
-		if (t->changed_gen != gen)
-			continue;
-		t->changed_gen = gen + 1;	/* mark as done; restored below */
-		a[0] = accumArrayResult(a[0], Int64GetDatum((int64) D.map.records[i].id), false, INT8OID, cxt);
-		a[1] = accumArrayResult(a[1], Float4GetDatum(t->speed_kmh), isnan(t->speed_kmh), FLOAT4OID, cxt);
-		a[2] = accumArrayResult(a[2], Float4GetDatum(t->free_flow_kmh), isnan(t->free_flow_kmh), FLOAT4OID, cxt);
-		a[3] = accumArrayResult(a[3], Int16GetDatum(t->congestion),
-								t->congestion == TDB_CONGESTION_UNKNOWN, INT2OID, cxt);
-		a[4] = accumArrayResult(a[4], Int16GetDatum(t->confidence),
-								t->confidence == TDB_CONFIDENCE_UNKNOWN, INT2OID, cxt);
-		a[5] = accumArrayResult(a[5], D.incidents[i] ? CStringGetTextDatum(D.incidents[i]) : (Datum) 0,
-								D.incidents[i] == NULL, TEXTOID, cxt);
-		a[6] = accumArrayResult(a[6], TimestampTzGetDatum(us_to_timestamptz(t->updated_at_us)), false,
-								TIMESTAMPTZOID, cxt);
-		a[7] = accumArrayResult(a[7], Int64GetDatum((int64) gen), false, INT8OID, cxt);
-		a[8] = accumArrayResult(a[8], Int64GetDatum(D.win_seq[i]), false, INT8OID, cxt);
-	}
-	foreach(lc, changed)
-		D.traffic[lfirst_int(lc)].changed_gen = gen;
-	if (a[0] == NULL)
-		return;
-	for (int c = 0; c < 9; c++)
-		vals[c] = makeArrayResult(a[c], cxt);
-	if (SPI_execute_with_args("INSERT INTO trafficdb.traffic_state AS s (location_id, speed_kmh, "
-							  "free_flow_kmh, congestion, confidence, incident, observed_at, generation, feed_seq) "
-							  "SELECT * FROM unnest($1, $2, $3, $4, $5, $6, $7, $8, $9) "
-							  "ON CONFLICT (location_id) DO UPDATE SET speed_kmh = excluded.speed_kmh, "
-							  "free_flow_kmh = excluded.free_flow_kmh, congestion = excluded.congestion, "
-							  "confidence = excluded.confidence, incident = excluded.incident, "
-							  "observed_at = excluded.observed_at, generation = excluded.generation, "
-							  "feed_seq = excluded.feed_seq",
-							  9, types, vals, NULL, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not update trafficdb.traffic_state");
 }
 
 static void
@@ -1141,7 +1260,6 @@ absorb_feed(uint64 gen)
 {
 	uint64		consumed = 0;
 	Rejects		rj = {0};
-	List	   *changed = NIL;
 	instr_time	start,
 				dur;
 	bool		more;
@@ -1149,15 +1267,14 @@ absorb_feed(uint64 gen)
 	INSTR_TIME_SET_CURRENT(start);
 	do
 	{
-		uint64		n = consume_feed(gen, &rj, &changed);
+		uint64		n = consume_feed(gen, &rj);
 
 		consumed += n;
 		more = n == FEED_BATCH;
 	} while (more && consumed < 10 * (uint64) FEED_BATCH);
 
-	if (changed != NIL)
+	if (D.npend > 0)
 		D.dirty = true;
-	persist_changes(changed, gen);
 	persist_rejects(&rj);
 	INSTR_TIME_SET_CURRENT(dur);
 	INSTR_TIME_SUBTRACT(dur, start);
@@ -1180,13 +1297,8 @@ feed_cycle(bool force)
 	if (!D.have_map)
 		return;
 	absorb_feed(gen);
-	/* as in load_map: nothing that can fail after the publication */
-	if (D.dirty || force)
-	{
-		record_generation(gen);
-		if (publish_traffic(gen))
-			notify_generation(gen);
-	}
+	if (D.dirty || force || D.unpublished || D.need_checkpoint)
+		prepare_generation(gen);
 }
 
 /* ---- readers ------------------------------------------------------------------------- */
@@ -1326,6 +1438,10 @@ run_in_tx(const char *what, TxFn fn, void *arg, char *errbuf)
 	}
 	PG_END_TRY();
 	MemoryContextSwitchTo(oldcxt);
+	/* publish what committed; what did not is dropped (its changes stay pending) */
+	if (ok)
+		finish_publication();
+	D.pub.ready = false;
 	return ok;
 }
 
@@ -1341,7 +1457,7 @@ map_load_tx(void *p)
 {
 	MapLoadArg *a = p;
 
-	a->count = load_map(&a->req, a->record_source);
+	a->count = load_map(&a->req, a->record_source, NULL);
 }
 
 static void
@@ -1356,11 +1472,20 @@ feed_tx(void *p)
 	feed_cycle(*(bool *) p);
 }
 
-/* At start: rebuild the map from trafficdb.map_source, if a map was ever loaded. */
+/*
+ * At start: replay the generation log, then rebuild the map from
+ * trafficdb.map_source (if a map was ever loaded) and prepare the next
+ * generation.
+ */
 static void
 startup_tx(void *p)
 {
 	MapLoadArg *a = p;
+	TdbReplay	rr;
+	char		err[TDB_ERRMSG_LEN];
+	instr_time	start,
+				dur;
+	volatile bool ok;
 
 	a->count = 0;
 	if (!extension_installed())
@@ -1374,6 +1499,44 @@ startup_tx(void *p)
 		if (!isnull && (uint64) g > D.generation)
 			D.generation = (uint64) g;
 	}
+
+	INSTR_TIME_SET_CURRENT(start);
+	ok = tdb_log_replay(&rr, tdb_replay_verify == TDB_REPLAY_VERIFY_FULL, D.cxt, err, sizeof(err));
+	INSTR_TIME_SET_CURRENT(dur);
+	INSTR_TIME_SUBTRACT(dur, start);
+	SpinLockAcquire(&tdb_shared->mutex);
+	tdb_shared->replay_generations = rr.replayed;
+	tdb_shared->replay_mismatches = rr.mismatches;
+	tdb_shared->last_replay_ms = INSTR_TIME_GET_MILLISEC(dur);
+	tdb_shared->log_damaged_at = rr.damaged_at;
+	SpinLockRelease(&tdb_shared->mutex);
+	if (!ok)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("%s", err),
+				 errdetail("Nothing is published until the log is repaired: publishing the state before that generation would take back values readers may have seen."),
+				 errhint("SELECT trafficdb.repair_log(accept_loss => true) drops the records from generation " UINT64_FORMAT
+						 " on and publishes the state before it.", rr.damaged_at)));
+	if (rr.found)
+	{
+		ereport(LOG,
+				(errmsg("trafficdb: replayed the generation log from the checkpoint of generation " UINT64_FORMAT
+						" to generation " UINT64_FORMAT " (" UINT64_FORMAT " records, %.0f ms); "
+						UINT64_FORMAT " of " UINT64_FORMAT " checked generations differ from their publication",
+						rr.checkpoint, rr.last, rr.replayed, INSTR_TIME_GET_MILLISEC(dur), rr.mismatches, rr.verified)));
+		/* generation numbers never go back */
+		D.generation = Max(D.generation, rr.last);
+		D.log_last = rr.last;
+		D.log_first = rr.first;
+		D.ckpt_gen = rr.checkpoint;
+		D.ckpt_at = (TimestampTz) (rr.checkpoint_at_us - UNIX_TO_PG_US);
+	}
+	else
+	{
+		D.log_last = tdb_log_last_generation();
+		D.generation = Max(D.generation, D.log_last);
+	}
+
 	if (SPI_execute("SELECT source, id_column, geom_column, class_column, name_column, "
 					"speed_limit_column, oneway_column, loaded_by FROM trafficdb.map_source", true, 1) != SPI_OK_SELECT ||
 		SPI_processed == 0)
@@ -1394,7 +1557,27 @@ startup_tx(void *p)
 			namestrcpy(cols[c], v ? v : "");
 		}
 	}
-	a->count = load_map(&a->req, false);
+	PG_TRY();
+	{
+		a->count = load_map(&a->req, false, &rr);
+	}
+	PG_FINALLY();
+	{
+		/* what load_map did not take */
+		if (rr.state.traffic)
+		{
+			WorkingTraffic w = {rr.state.traffic, NULL, rr.state.incidents, 0, NULL, NULL};
+
+			for (uint64 i = 0; i < rr.state.count; i++)
+				if (w.incidents[i])
+					pfree(w.incidents[i]);
+			pfree(w.traffic);
+			pfree(w.incidents);
+		}
+		if (rr.state.ids)
+			pfree(rr.state.ids);
+	}
+	PG_END_TRY();
 }
 
 /* ---- main ---------------------------------------------------------------------------- */
@@ -1429,6 +1612,7 @@ tdb_daemon_main(Datum main_arg)
 	char		err[TDB_ERRLEN];
 	MapLoadArg	start_arg;
 	TimestampTz startup_failed_at = 0;
+	char		startup_error[TDB_ERRMSG_LEN] = "";
 
 	(void) main_arg;
 
@@ -1444,6 +1628,8 @@ tdb_daemon_main(Datum main_arg)
 	 * and every name of its own SQL is schema-qualified as well.
 	 */
 	SetConfigOption("search_path", "pg_catalog", PGC_SUSET, PGC_S_OVERRIDE);
+	/* a committed generation is a promise to writers: it is on disk */
+	SetConfigOption("synchronous_commit", "on", PGC_SUSET, PGC_S_OVERRIDE);
 	/* (multi-argument unnest in FROM must stay unqualified: it is syntax there) */
 
 	memset(&D, 0, sizeof(D));
@@ -1548,10 +1734,13 @@ tdb_daemon_main(Datum main_arg)
 		 * Without a map (a fresh start, a restart, the extension not created
 		 * yet) rebuild from the tables; after a failure, retry once a minute.
 		 */
+		SpinLockAcquire(&tdb_shared->mutex);
+		force = tdb_shared->publish_requested > tdb_shared->publish_done;
+		SpinLockRelease(&tdb_shared->mutex);
 		if (!D.have_map &&
-			(startup_failed_at == 0 ||
+			(startup_failed_at == 0 || force ||
 			 TimestampDifferenceExceeds(startup_failed_at, GetCurrentTimestamp(), 60000)))
-			startup_failed_at = run_in_tx("trafficdb startup", startup_tx, &start_arg, NULL) ?
+			startup_failed_at = run_in_tx("trafficdb startup", startup_tx, &start_arg, startup_error) ?
 				0 : GetCurrentTimestamp();
 
 		SpinLockAcquire(&tdb_shared->mutex);
@@ -1588,7 +1777,13 @@ tdb_daemon_main(Datum main_arg)
 				/* publish() callers learn that it failed, and why */
 				SpinLockAcquire(&tdb_shared->mutex);
 				tdb_shared->publish_done = pub_req;
-				if (!ok || D.refusal[0] != '\0')
+				if (!D.have_map && startup_failed_at != 0)
+				{
+					/* the start failed (a damaged log, a missing map source): say why */
+					tdb_shared->publish_failed = pub_req;
+					strlcpy(tdb_shared->publish_error, startup_error, TDB_ERRMSG_LEN);
+				}
+				else if (!ok || D.refusal[0] != '\0')
 				{
 					tdb_shared->publish_failed = pub_req;
 					strlcpy(tdb_shared->publish_error, ok ? D.refusal : msg, TDB_ERRMSG_LEN);

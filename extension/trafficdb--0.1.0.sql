@@ -43,7 +43,8 @@ COMMENT ON TABLE trafficdb.map_source IS
     'the table and columns the map was loaded from; the daemon reloads it on start';
 
 -- Traffic updates: applications INSERT or COPY here; the daemon consumes
--- (deletes) committed rows and folds them into traffic_state.
+-- (deletes) committed rows, publishes them and logs each generation in
+-- trafficdb.generations.
 CREATE TABLE trafficdb.feed (
     seq            bigserial PRIMARY KEY,
     location_id    bigint NOT NULL,
@@ -89,18 +90,35 @@ BEGIN
   END IF;
 END $$;
 
--- Current traffic per location, as of the last consumed feed rows.
-CREATE TABLE trafficdb.traffic_state (
-    location_id    bigint PRIMARY KEY,
-    speed_kmh      real,
-    free_flow_kmh  real,
-    congestion     smallint,
-    confidence     smallint,
-    incident       text,
-    observed_at    timestamptz NOT NULL,
-    generation     bigint NOT NULL,     -- the generation that published this value
-    feed_seq       bigint NOT NULL      -- the feed row it came from (ties on observed_at)
-) WITH (fillfactor = 50);               -- room for HOT updates: the daemon rewrites rows constantly
+-- The generation log: the durable truth behind every publication (see
+-- docs/write-path.md).  Each published generation appends one D record (the
+-- changed entries, in the codec of src/genlog/genlog.h); now and then the
+-- daemon writes a checkpoint (C parts + a K marker: the whole state of one
+-- generation, with location ids).  After a crash or restart the daemon
+-- replays the newest checkpoint and the D records after it, and checks that
+-- every replayed generation's traffic object has the checksum recorded at
+-- its publication (object_crc).  Written by the daemon only.
+CREATE TABLE trafficdb.generations (
+    generation   bigint      NOT NULL,
+    kind         "char"      NOT NULL CHECK (kind IN ('D', 'C', 'K')),
+    part         integer     NOT NULL DEFAULT 0,
+    created_at   timestamptz NOT NULL,      -- the traffic object's created_at (exactly)
+    map_id       bigint      NOT NULL,      -- the map whose record order the body uses
+    entries      bigint      NOT NULL,      -- D, C: entries in body; K: locations of the map
+    object_crc   bigint,                    -- D, K: the published traffic object's checksum
+    body_crc     bigint      NOT NULL,      -- CRC-32C of body
+    body         bytea       NOT NULL,
+    PRIMARY KEY (generation, kind, part)
+);
+COMMENT ON TABLE trafficdb.generations IS
+    'the generation log: one record of changed traffic per publication, and checkpoints of the whole state; written by the daemon';
+-- PostgreSQL compresses the bodies (lz4 where the server was built with it)
+DO $$
+BEGIN
+  ALTER TABLE trafficdb.generations ALTER COLUMN body SET COMPRESSION lz4;
+EXCEPTION WHEN feature_not_supported OR invalid_parameter_value THEN
+  NULL;
+END $$;
 
 -- Feed rows the daemon refused, with the reason.  Never silently dropped.
 CREATE TABLE trafficdb.feed_rejects (
@@ -123,7 +141,7 @@ CREATE TABLE trafficdb.daemon_state (
 SELECT pg_catalog.pg_extension_config_dump('trafficdb.map_source', '');
 SELECT pg_catalog.pg_extension_config_dump('trafficdb.feed', '');
 SELECT pg_catalog.pg_extension_config_dump('trafficdb.feed_seq_seq', '');
-SELECT pg_catalog.pg_extension_config_dump('trafficdb.traffic_state', '');
+SELECT pg_catalog.pg_extension_config_dump('trafficdb.generations', '');
 SELECT pg_catalog.pg_extension_config_dump('trafficdb.feed_rejects', '');
 SELECT pg_catalog.pg_extension_config_dump('trafficdb.daemon_state', '');
 
@@ -155,6 +173,33 @@ COMMENT ON FUNCTION trafficdb.publish IS
 REVOKE ALL ON FUNCTION trafficdb.load_map FROM PUBLIC;
 REVOKE ALL ON FUNCTION trafficdb.publish FROM PUBLIC;
 
+-- After the daemon found the generation log damaged (trafficdb.status.log_damaged_at
+-- is not NULL; nothing is published until then): drop the records from the
+-- damaged generation on, so that the state before it is published as a new
+-- generation.  Values published from the dropped generations are lost.
+CREATE FUNCTION trafficdb.repair_log(accept_loss boolean) RETURNS bigint
+LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+DECLARE
+  at bigint := (SELECT s.log_damaged_at FROM trafficdb._status() s);
+  dropped bigint;
+BEGIN
+  IF accept_loss IS NOT TRUE THEN
+    RAISE EXCEPTION 'repair_log drops generations from the log: call it with accept_loss => true'
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  IF at IS NULL THEN
+    RAISE EXCEPTION 'the generation log is not damaged: nothing to repair'
+      USING ERRCODE = 'object_not_in_prerequisite_state';
+  END IF;
+  DELETE FROM trafficdb.generations WHERE generation OPERATOR(pg_catalog.>=) at;
+  GET DIAGNOSTICS dropped = ROW_COUNT;
+  RAISE WARNING 'trafficdb: dropped % record(s) of the generation log from generation % on', dropped, at;
+  RETURN at;
+END $$;
+COMMENT ON FUNCTION trafficdb.repair_log IS
+    'drop the damaged end of the generation log (from status.log_damaged_at on); the daemon then publishes the state before it';
+REVOKE ALL ON FUNCTION trafficdb.repair_log FROM PUBLIC;
+
 CREATE FUNCTION trafficdb._status(
     OUT daemon_pid integer, OUT generation bigint, OUT map_id bigint, OUT locations bigint,
     OUT map_bytes bigint, OUT traffic_bytes bigint, OUT bytes_per_location double precision,
@@ -163,7 +208,12 @@ CREATE FUNCTION trafficdb._status(
     OUT publishes bigint, OUT publishes_refused bigint,
     OUT feed_rows_consumed bigint, OUT feed_rows_rejected bigint,
     OUT last_feed_rows_per_sec double precision, OUT last_error text,
-    OUT versions_revoked bigint)
+    OUT versions_revoked bigint,
+    OUT log_first_generation bigint, OUT log_checkpoint_generation bigint,
+    OUT map_generation bigint, OUT changes_from_generation bigint,
+    OUT log_damaged_at bigint, OUT last_log_bytes bigint,
+    OUT replayed_generations bigint, OUT replay_mismatches bigint,
+    OUT last_replay_ms double precision)
 AS 'MODULE_PATHNAME', 'trafficdb_status'
 LANGUAGE C STRICT VOLATILE;
 
@@ -231,6 +281,17 @@ COMMENT ON FOREIGN TABLE trafficdb.locations IS
     'the published road map with its live traffic, read from shared memory; location_id and geom && box are pushed down';
 GRANT SELECT ON trafficdb.locations TO PUBLIC;
 
+-- Current traffic per location: what the daemon published (the generation
+-- log is what it is rebuilt from).
+CREATE VIEW trafficdb.traffic_state AS
+SELECT location_id, speed_kmh, free_flow_kmh, congestion, confidence, incident,
+       updated_at AS observed_at, changed_generation AS generation
+  FROM trafficdb.locations WHERE updated_at IS NOT NULL;
+COMMENT ON VIEW trafficdb.traffic_state IS
+    'the published traffic of every location that has any (a view over trafficdb.locations)';
+
+GRANT SELECT ON trafficdb.traffic_state TO PUBLIC;
+
 -- The plain way to read the published map, and what changed: both over the
 -- foreign table, so one statement reads one generation.
 CREATE FUNCTION trafficdb.current_traffic(
@@ -253,6 +314,10 @@ $$;
 COMMENT ON FUNCTION trafficdb.current_traffic IS
     'the published map with its current traffic (all locations, or those listed)';
 
+CREATE FUNCTION trafficdb._check_changes_since(generation bigint) RETURNS void
+AS 'MODULE_PATHNAME', 'trafficdb_check_changes_since'
+LANGUAGE C STRICT STABLE;
+
 CREATE FUNCTION trafficdb.changes_since(
     generation bigint,
     OUT location_id bigint, OUT changed_generation bigint,
@@ -266,6 +331,8 @@ BEGIN
     RAISE EXCEPTION 'generation % is negative; generations count up from 1', $1
       USING ERRCODE = 'invalid_parameter_value';
   END IF;
+  -- changes after $1 are known only back to what the generation log keeps
+  PERFORM trafficdb._check_changes_since($1);
   RETURN QUERY
     SELECT l.location_id, l.changed_generation, l.speed_kmh, l.free_flow_kmh, l.congestion,
            l.confidence, l.incident, l.updated_at, l.generation

@@ -103,6 +103,17 @@ typedef struct TdbShared
 	uint64		versions_revoked;	/* pinned past reader_pin_timeout */
 	char		last_error[TDB_ERRMSG_LEN];
 
+	/* the generation log */
+	uint64		log_first;		/* oldest generation it keeps */
+	uint64		log_checkpoint; /* newest checkpoint */
+	uint64		changes_from;	/* changes_since(g) answers for g >= changes_from - 1 */
+	uint64		map_generation; /* the generation that first published the current map */
+	uint64		log_damaged_at; /* nonzero: replay stopped before this generation */
+	uint64		replay_generations; /* records replayed at the last start */
+	uint64		replay_mismatches;	/* replayed generations not byte-identical */
+	double		last_replay_ms;
+	uint64		last_log_bytes; /* codec bytes of the last publication's records */
+
 	/*
 	 * This server holds the lock of the shared memory prefix (the postmaster
 	 * since start, or the daemon): what is under the prefix is ours to read.

@@ -39,6 +39,7 @@ PG_FUNCTION_INFO_V1(trafficdb_load_map);
 PG_FUNCTION_INFO_V1(trafficdb_publish);
 PG_FUNCTION_INFO_V1(trafficdb_status);
 PG_FUNCTION_INFO_V1(trafficdb_readers);
+PG_FUNCTION_INFO_V1(trafficdb_check_changes_since);
 
 #define UNIX_TO_PG_US ((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY)
 
@@ -325,8 +326,8 @@ Datum
 trafficdb_status(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
-	Datum		v[18];
-	bool		n[18] = {0};
+	Datum		v[27];
+	bool		n[27] = {0};
 	TdbShared	s;
 
 	tdb_require_preload();
@@ -358,6 +359,20 @@ trafficdb_status(PG_FUNCTION_ARGS)
 	v[16] = CStringGetTextDatum(s.last_error);
 	n[16] = s.last_error[0] == '\0';
 	v[17] = Int64GetDatum((int64) s.versions_revoked);
+	v[18] = Int64GetDatum((int64) s.log_first);
+	n[18] = s.log_first == 0;
+	v[19] = Int64GetDatum((int64) s.log_checkpoint);
+	n[19] = s.log_checkpoint == 0;
+	v[20] = Int64GetDatum((int64) s.map_generation);
+	n[20] = s.map_generation == 0;
+	v[21] = Int64GetDatum((int64) s.changes_from);
+	n[21] = s.changes_from == 0;
+	v[22] = Int64GetDatum((int64) s.log_damaged_at);
+	n[22] = s.log_damaged_at == 0;
+	v[23] = Int64GetDatum((int64) s.last_log_bytes);
+	v[24] = Int64GetDatum((int64) s.replay_generations);
+	v[25] = Int64GetDatum((int64) s.replay_mismatches);
+	v[26] = Float8GetDatum(s.last_replay_ms);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, v, n)));
 }
 
@@ -415,4 +430,43 @@ trafficdb_readers(PG_FUNCTION_ARGS)
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, v, n);
 	}
 	return (Datum) 0;
+}
+
+/* ---- changes_since ----------------------------------------------------------- */
+
+/*
+ * ERROR unless the changes after generation g are all known: the generation
+ * log keeps them back to its trim point, and a reloaded map starts over.
+ */
+Datum
+trafficdb_check_changes_since(PG_FUNCTION_ARGS)
+{
+	int64		g = PG_GETARG_INT64(0);
+	uint64		from;
+	uint64		first;
+	uint64		mapgen;
+
+	tdb_require_preload();
+	SpinLockAcquire(&tdb_shared->mutex);
+	from = tdb_shared->changes_from;
+	first = tdb_shared->log_first;
+	mapgen = tdb_shared->map_generation;
+	SpinLockRelease(&tdb_shared->mutex);
+	if (g >= 0 && from > 0 && (uint64) g + 1 < from)
+	{
+		if (from > first)
+			ereport(ERROR,
+					(errcode(ERRCODE_SNAPSHOT_TOO_OLD),
+					 errmsg("generation " INT64_FORMAT " is older than the map, which was reloaded at generation " UINT64_FORMAT,
+							g, mapgen),
+					 errdetail("Locations may have been added or removed since; changes are known from generation " UINT64_FORMAT " on.", mapgen),
+					 errhint("Read the current state with trafficdb.current_traffic() and continue from its generation.")));
+		ereport(ERROR,
+				(errcode(ERRCODE_SNAPSHOT_TOO_OLD),
+				 errmsg("generation " INT64_FORMAT " is older than the generation log's trim point " UINT64_FORMAT, g, first),
+				 errdetail("Changes before generation " UINT64_FORMAT " are no longer kept (trafficdb.log_retention = %d s, "
+						   "trafficdb.log_retention_generations = %d).", first, tdb_log_retention_s, tdb_log_retention_generations),
+				 errhint("Read the current state with trafficdb.current_traffic() and continue from its generation.")));
+	}
+	PG_RETURN_VOID();
 }

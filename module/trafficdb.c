@@ -44,6 +44,18 @@ char	   *tdb_shm_name_setting = NULL;
 int			tdb_max_external_readers = 64;
 int			tdb_trail_memory_cache_kb = 64 * 1024;
 bool		tdb_trail_footer_aggregates = true;
+int			tdb_checkpoint_interval = 300;
+int			tdb_checkpoint_timeout_s = 300;
+int			tdb_checkpoint_part_entries = 1048576;
+int			tdb_log_retention_s = 3600;
+int			tdb_log_retention_generations = 3600;
+int			tdb_replay_verify = TDB_REPLAY_VERIFY_FULL;
+
+static const struct config_enum_entry replay_verify_options[] = {
+	{"full", TDB_REPLAY_VERIFY_FULL, false},
+	{"last", TDB_REPLAY_VERIFY_LAST, false},
+	{NULL, 0, false}
+};
 
 /* True when the postmaster loaded us through shared_preload_libraries. */
 static bool tdb_loaded_at_startup = false;
@@ -101,6 +113,59 @@ tdb_define_settings(void)
 							PGC_SIGHUP,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("trafficdb.checkpoint_interval",
+							"Generations between two checkpoints of the generation log.",
+							"A checkpoint is the whole traffic state of one generation; a restart "
+							"replays the newest one and the records after it.",
+							&tdb_checkpoint_interval,
+							300, 1, INT_MAX,
+							PGC_SIGHUP, 0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("trafficdb.checkpoint_timeout",
+							"Longest time between two checkpoints of the generation log.",
+							NULL,
+							&tdb_checkpoint_timeout_s,
+							300, 1, INT_MAX / 1000,
+							PGC_SIGHUP, GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("trafficdb.checkpoint_part_entries",
+							"Locations in one part (one row) of a checkpoint.",
+							NULL,
+							&tdb_checkpoint_part_entries,
+							1048576, 1024, 1 << 26,
+							PGC_SIGHUP, 0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("trafficdb.log_retention",
+							"How long the generation log keeps a generation's record.",
+							"changes_since() answers for generations still kept; the log keeps "
+							"what this or trafficdb.log_retention_generations keeps, whichever "
+							"is more, and always its newest two checkpoints.",
+							&tdb_log_retention_s,
+							3600, 0, INT_MAX / 1000,
+							PGC_SIGHUP, GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("trafficdb.log_retention_generations",
+							"How many of the newest generations the generation log keeps.",
+							NULL,
+							&tdb_log_retention_generations,
+							3600, 0, INT_MAX,
+							PGC_SIGHUP, 0,
+							NULL, NULL, NULL);
+
+	DefineCustomEnumVariable("trafficdb.replay_verify",
+							 "Which replayed generations a restart compares with their publication.",
+							 "full: every one (the traffic object rebuilt for each generation must have "
+							 "the checksum recorded when it was published); last: the checkpoint and the newest only.",
+							 &tdb_replay_verify,
+							 TDB_REPLAY_VERIFY_FULL,
+							 replay_verify_options,
+							 PGC_SIGHUP, 0,
+							 NULL, NULL, NULL);
 
 	/*
 	 * Postmaster settings can only be defined while the postmaster loads the

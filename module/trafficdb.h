@@ -21,6 +21,16 @@ extern char *tdb_shm_name_setting;
 extern int	tdb_max_external_readers;
 extern int	tdb_trail_memory_cache_kb;
 extern bool tdb_trail_footer_aggregates;
+/* the generation log (bgworker/genlog_store.c) */
+extern int	tdb_checkpoint_interval;
+extern int	tdb_checkpoint_timeout_s;
+extern int	tdb_checkpoint_part_entries;
+extern int	tdb_log_retention_s;
+extern int	tdb_log_retention_generations;
+extern int	tdb_replay_verify;
+
+#define TDB_REPLAY_VERIFY_FULL 0
+#define TDB_REPLAY_VERIFY_LAST 1
 
 /* ERROR with a hint unless the postmaster preloaded the library. */
 extern void tdb_require_preload(void);

@@ -57,6 +57,8 @@ col_in_kind(int col, char kind)
 	return true;
 }
 
+static void fail(char *err, const char *fmt,...) __attribute__((format(printf, 2, 3)));
+
 static void
 fail(char *err, const char *fmt,...)
 {

@@ -1,0 +1,681 @@
+/*-------------------------------------------------------------------------
+ *
+ * genlog_store.c
+ *	  The generation log in trafficdb.generations (see genlog_store.h and
+ *	  docs/write-path.md).
+ *
+ * Records: D (one per published generation: the entries it changed), C
+ * (a part of a checkpoint: the whole state of one generation, with ids) and
+ * K (a checkpoint's marker: how many parts, a checksum over them, and the
+ * map the state belongs to).  Bodies are the codec of src/genlog/genlog.h,
+ * stored as written; PostgreSQL compresses them.  Nothing read from the
+ * table is trusted: every body is checked (its CRC, then the decoder's
+ * bounds, then that it belongs where it is) before it is applied.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "bgworker/genlog_store.h"
+#include "checksum.h"
+#include "genlog/genlog.h"
+
+#define UNIX_TO_PG_US ((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY)
+
+#define K_MAGIC 0x4b424454u		/* "TDBK" */
+#define K_BODY_SIZE 40
+
+/* ---- the object's checksum --------------------------------------------------- */
+
+char *
+tdb_incident_layout(TdbTraffic *traffic, char **incidents, uint64 count, uint64 incident_count,
+					Size *len)
+{
+	StringInfoData buf;
+	uint32		zero = 0;
+
+	*len = 0;
+	if (incident_count == 0)
+	{
+		for (uint64 i = 0; i < count; i++)
+			traffic[i].incident_off = 0;
+		return NULL;
+	}
+	initStringInfo(&buf);
+	appendBinaryStringInfo(&buf, (char *) &zero, 4);
+	for (uint64 i = 0; i < count; i++)
+	{
+		uint32		l;
+
+		if (incidents[i] == NULL)
+		{
+			traffic[i].incident_off = 0;
+			continue;
+		}
+		l = (uint32) strlen(incidents[i]);
+		traffic[i].incident_off = (uint32) buf.len;
+		appendBinaryStringInfo(&buf, (char *) &l, 4);
+		appendBinaryStringInfo(&buf, incidents[i], l);
+	}
+	*len = buf.len;
+	return buf.data;
+}
+
+uint32
+tdb_traffic_checksum(uint64 map_id, uint64 generation, int64 created_us, TdbTraffic *traffic,
+					 char **incidents, uint64 count, uint64 incident_count)
+{
+	Size		ibytes;
+	char	   *iblob = tdb_incident_layout(traffic, incidents, count, incident_count, &ibytes);
+	Size		size = tdb_traffic_size(count, ibytes);
+	void	   *buf = MemoryContextAllocHuge(CurrentMemoryContext, size);
+	uint32		crc;
+
+	tdb_traffic_write(buf, map_id, generation, count, traffic, iblob, ibytes, created_us);
+	crc = ((TdbObjectHeader *) buf)->checksum;
+	pfree(buf);
+	if (iblob)
+		pfree(iblob);
+	return crc;
+}
+
+/* ---- writing ------------------------------------------------------------------ */
+
+static void
+to_entry(const TdbLogState *s, uint32 i, TdbGenlogEntry *e, uint64 gen)
+{
+	const TdbTraffic *t = &s->traffic[i];
+
+	memset(e, 0, sizeof(*e));
+	e->record = i;
+	e->observed_us = t->updated_at_us;
+	if (!isnan(t->speed_kmh))
+	{
+		e->present |= TDB_GENLOG_HAS_SPEED;
+		e->speed_kmh = t->speed_kmh;
+	}
+	if (!isnan(t->free_flow_kmh))
+	{
+		e->present |= TDB_GENLOG_HAS_FREE_FLOW;
+		e->free_flow_kmh = t->free_flow_kmh;
+	}
+	if (t->congestion != TDB_CONGESTION_UNKNOWN)
+	{
+		e->present |= TDB_GENLOG_HAS_CONGESTION;
+		e->congestion = t->congestion;
+	}
+	if (t->confidence != TDB_CONFIDENCE_UNKNOWN)
+	{
+		e->present |= TDB_GENLOG_HAS_CONFIDENCE;
+		e->confidence = t->confidence;
+	}
+	if (t->flags != 0)
+	{
+		e->present |= TDB_GENLOG_HAS_FLAGS;
+		e->flags = t->flags;
+	}
+	if (s->incidents[i])
+	{
+		e->present |= TDB_GENLOG_HAS_INCIDENT;
+		e->incident = s->incidents[i];
+		e->incident_len = (uint32) strlen(s->incidents[i]);
+	}
+	e->changed_gen = Min(t->changed_gen, gen);
+	e->id = s->ids ? s->ids[i] : 0;
+}
+
+static void
+insert_record(uint64 gen, char kind, int part, int64 created_us, uint64 map_id, int64 entries,
+			  bool has_crc, uint32 object_crc, const void *body, Size len)
+{
+	Oid			types[9] = {INT8OID, CHAROID, INT4OID, TIMESTAMPTZOID, INT8OID, INT8OID, INT8OID, INT8OID, BYTEAOID};
+	Datum		vals[9];
+	char		nulls[9] = "         ";
+	bytea	   *b = palloc(VARHDRSZ + len);
+
+	SET_VARSIZE(b, VARHDRSZ + len);
+	if (len > 0)
+		memcpy(VARDATA(b), body, len);
+	vals[0] = Int64GetDatum((int64) gen);
+	vals[1] = CharGetDatum(kind);
+	vals[2] = Int32GetDatum(part);
+	vals[3] = TimestampTzGetDatum((TimestampTz) (created_us - UNIX_TO_PG_US));
+	vals[4] = Int64GetDatum((int64) map_id);
+	vals[5] = Int64GetDatum(entries);
+	vals[6] = Int64GetDatum((int64) object_crc);
+	nulls[6] = has_crc ? ' ' : 'n';
+	vals[7] = Int64GetDatum((int64) tdb_crc32c(body, len));
+	vals[8] = PointerGetDatum(b);
+	if (SPI_execute_with_args("INSERT INTO trafficdb.generations (generation, kind, part, created_at, "
+							  "map_id, entries, object_crc, body_crc, body) "
+							  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+							  9, types, vals, nulls, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not append to trafficdb.generations");
+	pfree(b);
+}
+
+/* The encoder's malloc'd bytes in palloc'd memory, so that no ERROR leaks them. */
+static uint8_t *
+own(uint8_t *body, size_t len)
+{
+	uint8_t    *p;
+
+	if (body == NULL)
+		return NULL;
+	p = MemoryContextAllocHuge(CurrentMemoryContext, Max(len, 1));
+	memcpy(p, body, len);
+	free(body);
+	return p;
+}
+
+Size
+tdb_log_write_delta(uint64 gen, int64 created_us, uint32 object_crc, const TdbLogState *s,
+					const uint32 *recs, uint64 n)
+{
+	TdbGenlogHeader h;
+	TdbGenlogEntry *e;
+	uint8_t    *body;
+	size_t		len;
+	char		err[TDB_GENLOG_ERRLEN];
+
+	if (n > UINT32_MAX)
+		elog(ERROR, "too many changed entries in one generation: " UINT64_FORMAT, n);
+	e = MemoryContextAllocHuge(CurrentMemoryContext, Max(n, 1) * sizeof(TdbGenlogEntry));
+	for (uint64 k = 0; k < n; k++)
+		to_entry(s, recs[k], &e[k], gen);
+	memset(&h, 0, sizeof(h));
+	h.kind = TDB_GENLOG_DELTA;
+	h.generation = gen;
+	h.map_id = s->map_id;
+	h.count = s->count;
+	body = tdb_genlog_encode(&h, e, (uint32) n, &len, err);
+	body = own(body, len);
+	pfree(e);
+	if (body == NULL)
+		elog(ERROR, "could not encode generation " UINT64_FORMAT ": %s", gen, err);
+	insert_record(gen, 'D', 0, created_us, s->map_id, (int64) n, true, object_crc, body, len);
+	pfree(body);
+	return len;
+}
+
+static void
+put_u32(uint8 *p, uint32 v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8) (v >> (8 * i));
+}
+
+static void
+put_u64(uint8 *p, uint64 v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8) (v >> (8 * i));
+}
+
+static uint32
+get_u32(const uint8 *p)
+{
+	uint32		v = 0;
+
+	for (int i = 0; i < 4; i++)
+		v |= (uint32) p[i] << (8 * i);
+	return v;
+}
+
+static uint64
+get_u64(const uint8 *p)
+{
+	uint64		v = 0;
+
+	for (int i = 0; i < 8; i++)
+		v |= (uint64) p[i] << (8 * i);
+	return v;
+}
+
+Size
+tdb_log_write_checkpoint(uint64 gen, int64 created_us, uint32 object_crc, const TdbLogState *s,
+						 const TdbLogMapInfo *mi, uint64 part_entries)
+{
+	uint32		nparts = 0;
+	uint32		parts_crc = TDB_CRC32C_INIT;
+	uint8		k[K_BODY_SIZE];
+	Size		total = 0;
+	TdbGenlogEntry *e;
+
+	if (part_entries == 0)
+		part_entries = 1;
+	e = MemoryContextAllocHuge(CurrentMemoryContext,
+							   Max(Min(part_entries, s->count), 1) * sizeof(TdbGenlogEntry));
+	for (uint64 first = 0; first < s->count || (first == 0 && nparts == 0); first += part_entries)
+	{
+		uint64		n = Min(part_entries, s->count - first);
+		TdbGenlogHeader h;
+		uint8_t    *body;
+		size_t		len;
+		char		err[TDB_GENLOG_ERRLEN];
+		uint8		c[4];
+
+		for (uint64 j = 0; j < n; j++)
+			to_entry(s, (uint32) (first + j), &e[j], gen);
+		memset(&h, 0, sizeof(h));
+		h.kind = TDB_GENLOG_CHECKPOINT;
+		h.generation = gen;
+		h.map_id = s->map_id;
+		h.count = s->count;
+		h.first_record = (uint32) first;
+		body = tdb_genlog_encode(&h, e, (uint32) n, &len, err);
+		body = own(body, len);
+		if (body == NULL)
+			elog(ERROR, "could not encode the checkpoint of generation " UINT64_FORMAT ": %s", gen, err);
+		insert_record(gen, 'C', (int) nparts, created_us, s->map_id, (int64) n, false, 0, body, len);
+		put_u32(c, tdb_crc32c(body, len));
+		parts_crc = tdb_crc32c_update(parts_crc, c, 4);
+		pfree(body);
+		total += len;
+		nparts++;
+		if (s->count == 0)
+			break;
+	}
+	pfree(e);
+
+	memset(k, 0, sizeof(k));
+	put_u32(k, K_MAGIC);
+	put_u32(k + 4, nparts);
+	put_u32(k + 8, tdb_crc32c_final(parts_crc));
+	put_u32(k + 12, mi->map_crc);
+	put_u64(k + 16, mi->map_generation);
+	put_u64(k + 24, (uint64) mi->map_created_us);
+	put_u64(k + 32, mi->replaced ? 1 : 0);
+	insert_record(gen, 'K', 0, created_us, s->map_id, (int64) s->count, true, object_crc, k, sizeof(k));
+	return total + sizeof(k);
+}
+
+/* ---- trimming ----------------------------------------------------------------- */
+
+static uint64
+query_u64(const char *sql, int nargs, Oid *types, Datum *vals, uint64 dflt)
+{
+	bool		isnull;
+	Datum		d;
+
+	/* not read-only: see what this transaction deleted (a trim) */
+	if (SPI_execute_with_args(sql, nargs, types, vals, NULL, false, 1) != SPI_OK_SELECT ||
+		SPI_processed == 0)
+		return dflt;
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	return isnull ? dflt : (uint64) DatumGetInt64(d);
+}
+
+uint64
+tdb_log_last_generation(void)
+{
+	return query_u64("SELECT max(generation) FROM trafficdb.generations", 0, NULL, NULL, 0);
+}
+
+uint64
+tdb_log_trim(uint64 gen, uint64 keep_from_checkpoint, int retention_s, int retention_generations)
+{
+	uint64		by_count = gen > (uint64) retention_generations ? gen - (uint64) retention_generations : 0;
+	uint64		by_time;
+	uint64		trim;
+	Oid			type = INT8OID;
+	Datum		arg;
+
+	/* the oldest generation younger than the retention time */
+	arg = Int64GetDatum((int64) retention_s * USECS_PER_SEC);
+	by_time = query_u64("SELECT min(generation) FROM trafficdb.generations "
+						"WHERE created_at >= pg_catalog.now() - pg_catalog.make_interval(secs => $1::float8 / 1000000)",
+						1, &type, &arg, gen);
+	/* whichever keeps more, and never a checkpoint replay may need */
+	trim = Min(by_count, by_time);
+	trim = Min(trim, keep_from_checkpoint);
+	if (trim > 0)
+	{
+		arg = Int64GetDatum((int64) trim);
+		if (SPI_execute_with_args("DELETE FROM trafficdb.generations WHERE generation < $1",
+								  1, &type, &arg, NULL, false, 0) != SPI_OK_DELETE)
+			elog(ERROR, "could not trim trafficdb.generations");
+	}
+	return query_u64("SELECT min(generation) FROM trafficdb.generations", 0, NULL, NULL, gen);
+}
+
+/* ---- replay --------------------------------------------------------------------- */
+
+typedef struct RecordRow
+{
+	uint64		generation;
+	int			part;
+	int64		created_us;
+	uint64		map_id;
+	int64		entries;
+	bool		has_crc;
+	uint32		object_crc;
+	uint32		body_crc;
+	const uint8 *body;
+	Size		len;
+} RecordRow;
+
+/* Columns: generation, part, created_at, map_id, entries, object_crc, body_crc, body. */
+#define RECORD_COLS "generation, part, created_at, map_id, entries, object_crc, body_crc, body"
+
+static void
+read_row(HeapTuple tup, TupleDesc td, RecordRow *r)
+{
+	bool		isnull;
+	bytea	   *b;
+
+	r->generation = (uint64) DatumGetInt64(SPI_getbinval(tup, td, 1, &isnull));
+	r->part = DatumGetInt32(SPI_getbinval(tup, td, 2, &isnull));
+	r->created_us = DatumGetTimestampTz(SPI_getbinval(tup, td, 3, &isnull)) + UNIX_TO_PG_US;
+	r->map_id = (uint64) DatumGetInt64(SPI_getbinval(tup, td, 4, &isnull));
+	r->entries = DatumGetInt64(SPI_getbinval(tup, td, 5, &isnull));
+	r->object_crc = (uint32) DatumGetInt64(SPI_getbinval(tup, td, 6, &isnull));
+	r->has_crc = !isnull;
+	r->body_crc = (uint32) DatumGetInt64(SPI_getbinval(tup, td, 7, &isnull));
+	b = DatumGetByteaPP(SPI_getbinval(tup, td, 8, &isnull));
+	r->body = (const uint8 *) VARDATA_ANY(b);
+	r->len = VARSIZE_ANY_EXHDR(b);
+}
+
+static void
+set_entry(TdbLogState *s, const TdbGenlogEntry *e, MemoryContext cxt)
+{
+	TdbTraffic *t = &s->traffic[e->record];
+
+	t->updated_at_us = e->observed_us;
+	t->changed_gen = e->changed_gen;
+	t->speed_kmh = (e->present & TDB_GENLOG_HAS_SPEED) ? e->speed_kmh : NAN;
+	t->free_flow_kmh = (e->present & TDB_GENLOG_HAS_FREE_FLOW) ? e->free_flow_kmh : NAN;
+	t->congestion = (e->present & TDB_GENLOG_HAS_CONGESTION) ? e->congestion : TDB_CONGESTION_UNKNOWN;
+	t->confidence = (e->present & TDB_GENLOG_HAS_CONFIDENCE) ? e->confidence : TDB_CONFIDENCE_UNKNOWN;
+	t->flags = (e->present & TDB_GENLOG_HAS_FLAGS) ? e->flags : 0;
+	t->incident_off = 0;
+	if (s->incidents[e->record])
+	{
+		pfree(s->incidents[e->record]);
+		s->incidents[e->record] = NULL;
+		s->incident_count--;
+	}
+	if (e->present & TDB_GENLOG_HAS_INCIDENT)
+	{
+		s->incidents[e->record] = MemoryContextAlloc(cxt, e->incident_len + 1);
+		memcpy(s->incidents[e->record], e->incident, e->incident_len);
+		s->incidents[e->record][e->incident_len] = '\0';
+		s->incident_count++;
+	}
+}
+
+static void
+free_state(TdbLogState *s)
+{
+	if (s->traffic == NULL)
+		return;
+	for (uint64 i = 0; i < s->count; i++)
+		if (s->incidents[i])
+			pfree(s->incidents[i]);
+	pfree(s->traffic);
+	pfree(s->incidents);
+	pfree(s->ids);
+	memset(s, 0, sizeof(*s));
+}
+
+/*
+ * Load the checkpoint whose marker is k into s.  Returns false with a
+ * reason in err if any part is missing or damaged.
+ */
+static bool
+load_checkpoint(const RecordRow *k, TdbLogState *s, TdbLogMapInfo *mi, MemoryContext cxt,
+				char *err, Size errlen)
+{
+	uint32		nparts;
+	uint32		want_crc;
+	uint32		parts_crc = TDB_CRC32C_INIT;
+	uint64		next = 0;
+	Oid			type = INT8OID;
+	Datum		arg = Int64GetDatum((int64) k->generation);
+	Portal		portal;
+	bool		ok = true;
+
+	if (k->len != K_BODY_SIZE || tdb_crc32c(k->body, k->len) != k->body_crc ||
+		get_u32(k->body) != K_MAGIC || k->entries < 0 || (uint64) k->entries >= UINT32_MAX)
+	{
+		snprintf(err, errlen, "its marker is damaged");
+		return false;
+	}
+	nparts = get_u32(k->body + 4);
+	want_crc = get_u32(k->body + 8);
+	mi->map_crc = get_u32(k->body + 12);
+	mi->map_generation = get_u64(k->body + 16);
+	mi->map_created_us = (int64) get_u64(k->body + 24);
+	mi->replaced = (get_u64(k->body + 32) & 1) != 0;
+
+	s->map_id = k->map_id;
+	s->count = (uint64) k->entries;
+	s->traffic = MemoryContextAllocHuge(cxt, Max(s->count, 1) * sizeof(TdbTraffic));
+	s->incidents = MemoryContextAllocExtended(cxt, Max(s->count, 1) * sizeof(char *),
+											  MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	s->ids = MemoryContextAllocHuge(cxt, Max(s->count, 1) * sizeof(uint64));
+	s->incident_count = 0;
+
+	portal = SPI_cursor_open_with_args(NULL, "SELECT " RECORD_COLS " FROM trafficdb.generations "
+									   "WHERE generation = $1 AND kind = 'C' ORDER BY part",
+									   1, &type, &arg, NULL, true, 0);
+	for (uint32 p = 0; ok; p++)
+	{
+		RecordRow	r;
+		TdbGenlogHeader h;
+		TdbGenlogEntry *e = NULL;
+		char		derr[TDB_GENLOG_ERRLEN];
+		uint8		c[4];
+
+		SPI_cursor_fetch(portal, true, 1);
+		if (SPI_processed == 0)
+		{
+			if (p != nparts)
+			{
+				snprintf(err, errlen, "it has %u of its %u parts", p, nparts);
+				ok = false;
+			}
+			break;
+		}
+		read_row(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, &r);
+		if ((uint32) r.part != p || p >= nparts)
+		{
+			snprintf(err, errlen, "part %d is unexpected (%u parts)", r.part, nparts);
+			ok = false;
+		}
+		else if (tdb_crc32c(r.body, r.len) != r.body_crc)
+		{
+			snprintf(err, errlen, "part %d fails its checksum", r.part);
+			ok = false;
+		}
+		else if (!tdb_genlog_decode(r.body, r.len, &h, &e, derr))
+		{
+			snprintf(err, errlen, "part %d: %s", r.part, derr);
+			ok = false;
+		}
+		else if (h.kind != TDB_GENLOG_CHECKPOINT || h.generation != k->generation ||
+				 h.map_id != k->map_id || h.count != s->count || h.first_record != next ||
+				 (uint64) h.first_record + h.n > s->count)
+		{
+			snprintf(err, errlen, "part %d does not belong to it", r.part);
+			ok = false;
+		}
+		else
+		{
+			for (uint32 j = 0; j < h.n; j++)
+			{
+				set_entry(s, &e[j], cxt);
+				s->ids[e[j].record] = e[j].id;
+			}
+			next += h.n;
+			put_u32(c, r.body_crc);
+			parts_crc = tdb_crc32c_update(parts_crc, c, 4);
+		}
+		free(e);
+		SPI_freetuptable(SPI_tuptable);
+	}
+	SPI_cursor_close(portal);
+	if (ok && next != s->count)
+	{
+		snprintf(err, errlen, "its parts hold " UINT64_FORMAT " of " UINT64_FORMAT " locations", next, s->count);
+		ok = false;
+	}
+	if (ok && tdb_crc32c_final(parts_crc) != want_crc)
+	{
+		snprintf(err, errlen, "its parts are not the ones it was written with");
+		ok = false;
+	}
+	if (!ok)
+		free_state(s);
+	return ok;
+}
+
+static void
+verify(TdbReplay *r, const RecordRow *row)
+{
+	uint32		crc;
+
+	if (!row->has_crc)
+		return;
+	crc = tdb_traffic_checksum(r->state.map_id, row->generation, row->created_us, r->state.traffic,
+							   r->state.incidents, r->state.count, r->state.incident_count);
+	r->verified++;
+	if (crc != row->object_crc)
+	{
+		r->mismatches++;
+		ereport(WARNING,
+				(errmsg("trafficdb: replay of generation " UINT64_FORMAT " is not byte-identical to its publication "
+						"(object checksum %08x, recorded %08x)", row->generation, crc, row->object_crc)));
+	}
+}
+
+bool
+tdb_log_replay(TdbReplay *r, bool verify_all, MemoryContext cxt, char *err, Size errlen)
+{
+	RecordRow	k;
+	uint64		nk;
+	SPITupleTable *ktab;
+	Oid			type = INT8OID;
+	Datum		arg;
+	Portal		portal;
+	RecordRow	last_row;
+	bool		have_last = false;
+	MemoryContext rowcxt;
+
+	memset(r, 0, sizeof(*r));
+	err[0] = '\0';
+	r->first = query_u64("SELECT min(generation) FROM trafficdb.generations", 0, NULL, NULL, 0);
+
+	/* the newest complete checkpoint */
+	if (SPI_execute("SELECT " RECORD_COLS " FROM trafficdb.generations WHERE kind = 'K' "
+					"ORDER BY generation DESC", true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read trafficdb.generations");
+	nk = SPI_processed;
+	ktab = SPI_tuptable;
+	for (uint64 i = 0; i < nk; i++)
+	{
+		char		why[256];
+
+		read_row(ktab->vals[i], ktab->tupdesc, &k);
+		if (load_checkpoint(&k, &r->state, &r->map, cxt, why, sizeof(why)))
+		{
+			r->found = true;
+			r->checkpoint = k.generation;
+			r->checkpoint_at_us = k.created_us;
+			r->last = k.generation;
+			if (i + 1 < nk)
+				r->older_checkpoint = (uint64) DatumGetInt64(SPI_getbinval(ktab->vals[i + 1], ktab->tupdesc, 1, &(bool){false}));
+			break;
+		}
+		ereport(LOG, (errmsg("trafficdb: checkpoint of generation " UINT64_FORMAT " is unusable (%s); trying an older one",
+							 k.generation, why)));
+	}
+	if (!r->found)
+	{
+		if (nk > 0)
+		{
+			snprintf(err, errlen, "generation log damaged: none of its %d checkpoint(s) is complete", (int) nk);
+			r->damaged_at = r->first ? r->first : 1;
+			return false;
+		}
+		return true;			/* an empty log */
+	}
+	/* the checkpoint itself, compared with its publication */
+	verify(r, &k);
+
+	/* the D records after it, in order, without a gap */
+	rowcxt = AllocSetContextCreate(CurrentMemoryContext, "trafficdb replay", ALLOCSET_DEFAULT_SIZES);
+	arg = Int64GetDatum((int64) r->checkpoint);
+	portal = SPI_cursor_open_with_args(NULL, "SELECT " RECORD_COLS " FROM trafficdb.generations "
+									   "WHERE kind = 'D' AND generation > $1 ORDER BY generation, part",
+									   1, &type, &arg, NULL, true, 0);
+	for (;;)
+	{
+		RecordRow	row;
+		TdbGenlogHeader h;
+		TdbGenlogEntry *e = NULL;
+		char		derr[TDB_GENLOG_ERRLEN];
+		bool		bad = true;
+		MemoryContext old;
+
+		SPI_cursor_fetch(portal, true, 1);
+		if (SPI_processed == 0)
+			break;
+		old = MemoryContextSwitchTo(rowcxt);
+		read_row(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, &row);
+		if (row.generation != r->last + 1 || row.part != 0)
+			snprintf(err, errlen, "generation log damaged at generation " UINT64_FORMAT
+					 ": generation " UINT64_FORMAT " has no record", r->last + 1, r->last + 1);
+		else if (tdb_crc32c(row.body, row.len) != row.body_crc)
+			snprintf(err, errlen, "generation log damaged at generation " UINT64_FORMAT
+					 ": its record fails its checksum", row.generation);
+		else if (!tdb_genlog_decode(row.body, row.len, &h, &e, derr))
+			snprintf(err, errlen, "generation log damaged at generation " UINT64_FORMAT ": %s",
+					 row.generation, derr);
+		else if (h.kind != TDB_GENLOG_DELTA || h.generation != row.generation ||
+				 h.map_id != r->state.map_id || row.map_id != r->state.map_id || h.count != r->state.count)
+			snprintf(err, errlen, "generation log damaged at generation " UINT64_FORMAT
+					 ": its record belongs to another map or generation", row.generation);
+		else
+			bad = false;
+		if (bad)
+		{
+			free(e);
+			MemoryContextSwitchTo(old);
+			r->damaged_at = r->last + 1;
+			SPI_cursor_close(portal);
+			MemoryContextDelete(rowcxt);
+			return false;
+		}
+		MemoryContextSwitchTo(old);
+		for (uint32 j = 0; j < h.n; j++)
+			set_entry(&r->state, &e[j], cxt);
+		free(e);
+		r->last = row.generation;
+		r->replayed++;
+		if (verify_all)
+			verify(r, &row);
+		else
+		{
+			last_row = row;
+			last_row.body = NULL;
+			have_last = true;
+		}
+		SPI_freetuptable(SPI_tuptable);
+		MemoryContextReset(rowcxt);
+	}
+	SPI_cursor_close(portal);
+	MemoryContextDelete(rowcxt);
+	if (have_last && last_row.generation == r->last)
+		verify(r, &last_row);
+	return true;
+}

@@ -1,0 +1,94 @@
+/*-------------------------------------------------------------------------
+ *
+ * genlog_store.h
+ *	  The generation log in trafficdb.generations: writing a publication's
+ *	  record and checkpoints, trimming, and replaying the log after a
+ *	  restart (docs/write-path.md).  Used by the daemon only, inside its
+ *	  transactions, with SPI connected.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef TDB_GENLOG_STORE_H
+#define TDB_GENLOG_STORE_H
+
+#include "object.h"
+
+/* A traffic state in one map's record order. */
+typedef struct TdbLogState
+{
+	uint64		map_id;
+	uint64		count;
+	TdbTraffic *traffic;		/* count entries */
+	char	  **incidents;		/* count: palloc'd text or NULL */
+	uint64		incident_count;
+	uint64	   *ids;			/* count: location id of each record (replay only) */
+} TdbLogState;
+
+/* What the checkpoint marker (K) says besides its generation. */
+typedef struct TdbLogMapInfo
+{
+	uint64		map_generation; /* the generation that first published this map */
+	int64		map_created_us; /* the map object's created_at_us */
+	uint32		map_crc;		/* the map object's header checksum */
+	bool		replaced;		/* this map replaced another one at map_generation */
+} TdbLogMapInfo;
+
+/* The result of a replay. */
+typedef struct TdbReplay
+{
+	bool		found;			/* the log had a usable checkpoint */
+	TdbLogState state;			/* the state after generation last */
+	TdbLogMapInfo map;
+	uint64		checkpoint;		/* generation of the checkpoint replayed from */
+	uint64		older_checkpoint;	/* the one before it, or 0 */
+	int64		checkpoint_at_us;	/* its created_at */
+	uint64		first;			/* the oldest generation in the log */
+	uint64		last;			/* the newest generation replayed */
+	uint64		replayed;		/* D records applied */
+	uint64		verified;		/* generations whose object checksum was compared */
+	uint64		mismatches;		/* ... and differed */
+	uint64		damaged_at;		/* nonzero: replay stopped before this generation */
+} TdbReplay;
+
+/*
+ * The INCIDENTS section of a traffic object for these entries, setting each
+ * entry's incident_off: 4 unused bytes, then length + text of each incident
+ * in record order.  Returns a palloc'd blob (NULL if there is none).
+ */
+extern char *tdb_incident_layout(TdbTraffic *traffic, char **incidents, uint64 count,
+								 uint64 incident_count, Size *len);
+
+/* The header checksum of the traffic object these entries make (scratch buffer). */
+extern uint32 tdb_traffic_checksum(uint64 map_id, uint64 generation, int64 created_us,
+								   TdbTraffic *traffic, char **incidents, uint64 count,
+								   uint64 incident_count);
+
+/* A D record: the entries of records recs[0..n) (ascending), changed at gen. */
+extern Size tdb_log_write_delta(uint64 gen, int64 created_us, uint32 object_crc,
+								const TdbLogState *s, const uint32 *recs, uint64 n);
+
+/* A checkpoint of the whole state at gen: C parts, then the K marker. */
+extern Size tdb_log_write_checkpoint(uint64 gen, int64 created_us, uint32 object_crc,
+									 const TdbLogState *s, const TdbLogMapInfo *mi,
+									 uint64 part_entries);
+
+/*
+ * Delete records older than what the retention settings keep, never the
+ * newest two checkpoints.  Returns the oldest generation left.
+ */
+extern uint64 tdb_log_trim(uint64 gen, uint64 keep_from_checkpoint, int retention_s,
+						   int retention_generations);
+
+/*
+ * Rebuild the state from the newest complete checkpoint and the D records
+ * after it.  verify_all: compare the object checksum of every replayed
+ * generation (else of the last one only).  Returns false with err set if
+ * the log is damaged past its checkpoints (r->damaged_at says where).
+ * Memory comes from cxt.
+ */
+extern bool tdb_log_replay(TdbReplay *r, bool verify_all, MemoryContext cxt, char *err, Size errlen);
+
+/* The newest generation in the log, 0 if it is empty. */
+extern uint64 tdb_log_last_generation(void);
+
+#endif							/* TDB_GENLOG_STORE_H */
