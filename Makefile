@@ -20,8 +20,10 @@ MODULE_big = trafficdb
 ENGINE_SRCS = $(wildcard src/*.c)
 STREAM_SRCS = $(wildcard src/stream/*.c)
 TRAIL_LIB_SRCS = $(wildcard src/trail/*.c)
+# the writers' ring (src/ring/): the daemon drains it, libtrafficdb's writers fill it
+RING_SRCS = $(wildcard src/ring/*.c)
 PG_SRCS = $(wildcard module/*.c bgworker/*.c fdw/*.c)
-OBJS = $(ENGINE_SRCS:.c=.o) $(STREAM_SRCS:.c=.o) $(TRAIL_LIB_SRCS:.c=.o) $(PG_SRCS:.c=.o)
+OBJS = $(ENGINE_SRCS:.c=.o) $(STREAM_SRCS:.c=.o) $(TRAIL_LIB_SRCS:.c=.o) $(RING_SRCS:.c=.o) $(PG_SRCS:.c=.o)
 # trail files reach HTTP and S3 through libcurl (src/trail/http.c only) and
 # hash with OpenSSL's libcrypto (src/trail/sha256.c only)
 SHLIB_LINK = $(shell curl-config --libs 2>/dev/null || echo -lcurl) -lcrypto
@@ -46,7 +48,7 @@ PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
 
 # PGXS tracks no header dependencies unless the server was configured with
 # --enable-depend: rebuild every object when a header of ours changes.
-$(OBJS): $(wildcard src/*.h src/stream/*.h src/trail/*.h module/*.h bgworker/*.h fdw/*.h)
+$(OBJS): $(wildcard src/*.h src/stream/*.h src/trail/*.h src/ring/*.h module/*.h bgworker/*.h fdw/*.h)
 
 ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
@@ -63,9 +65,10 @@ CLIENT_SRCS = $(wildcard src/client/*.c)
 # tools/csvtime.c: the CLIs' shared time rule (reading integers with tools/csv_fields.c), unit-tested here too
 # src/genlog/: the generation log's record codec (issue 16, not wired into the daemon yet), on the trail varints
 GENLOG_SRCS = $(wildcard src/genlog/*.c) src/trail/codec.c
-UNIT_SRCS = $(ENGINE_SRCS) $(CLIENT_SRCS) $(STREAM_SRCS) $(GENLOG_SRCS) tools/csvtime.c tools/csv_fields.c $(wildcard src/tests/*.c)
+UNIT_SRCS = $(ENGINE_SRCS) $(CLIENT_SRCS) $(RING_SRCS) $(STREAM_SRCS) $(GENLOG_SRCS) tools/csvtime.c tools/csv_fields.c $(wildcard src/tests/*.c)
+UNIT_HDRS = $(wildcard src/*.h src/stream/*.h src/ring/*.h src/client/*.h src/tests/*.h include/*.h)
 
-src/tests/unit_tests: $(UNIT_SRCS) $(wildcard src/*.h src/stream/*.h src/tests/*.h include/*.h) tools/csvtime.h tools/csv_fields.h src/tests/tests.list
+src/tests/unit_tests: $(UNIT_SRCS) $(UNIT_HDRS) tools/csvtime.h tools/csv_fields.h src/tests/tests.list
 	$(CC) $(UNIT_CFLAGS) -o $@ $(UNIT_SRCS) -lm -lpthread
 
 # tdbread: an external reader of the shared memory (operators, TAP tests).
@@ -134,11 +137,11 @@ TDB_VERSION = $(shell sed -n 's/^.define TRAFFICDB_VERSION_STRING[[:space:]]*"\(
 TDB_SOVERSION = $(firstword $(subst ., ,$(TDB_VERSION)))
 check_version = @[ -n '$(TDB_VERSION)' ] || { echo "include/trafficdb.h: no TRAFFICDB_VERSION_STRING" >&2; exit 1; }
 
-LIB_SRCS = $(ENGINE_SRCS) $(CLIENT_SRCS)
+LIB_SRCS = $(ENGINE_SRCS) $(CLIENT_SRCS) $(RING_SRCS)
 LIB_OBJS = $(patsubst %.c,lib/obj/%.o,$(LIB_SRCS))
 LIB_CFLAGS = -std=gnu11 -O2 -g $(WARNINGS) -fPIC -fvisibility=hidden -Isrc -Iinclude
 
-lib/obj/%.o: %.c $(wildcard src/*.h include/*.h)
+lib/obj/%.o: %.c $(wildcard src/*.h src/ring/*.h src/client/*.h include/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(LIB_CFLAGS) -c -o $@ $<
 
@@ -234,12 +237,12 @@ tap:
 	$(prove_installcheck)
 
 # The protocol and the client's threads under ThreadSanitizer.
-src/tests/unit_tests_tsan: $(UNIT_SRCS) $(wildcard src/*.h src/stream/*.h src/tests/*.h include/*.h) tools/csvtime.h tools/csv_fields.h src/tests/tests.list
+src/tests/unit_tests_tsan: $(UNIT_SRCS) $(UNIT_HDRS) tools/csvtime.h tools/csv_fields.h src/tests/tests.list
 	$(CC) $(UNIT_CFLAGS) -O1 -fsanitize=thread -o $@ $(UNIT_SRCS) -lm -lpthread
 
 # Stream files' damage tests under AddressSanitizer and UBSan: bad files
 # must give an error, never a bad read.
-src/tests/unit_tests_asan: $(UNIT_SRCS) $(wildcard src/*.h src/stream/*.h src/tests/*.h include/*.h) tools/csvtime.h tools/csv_fields.h src/tests/tests.list
+src/tests/unit_tests_asan: $(UNIT_SRCS) $(UNIT_HDRS) tools/csvtime.h tools/csv_fields.h src/tests/tests.list
 	$(CC) $(UNIT_CFLAGS) -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -o $@ $(UNIT_SRCS) -lm -lpthread
 
 unit-asan: src/tests/unit_tests_asan
