@@ -430,19 +430,19 @@ enqueue(trafficdb_writer *w, const TdbRingUpdate *ru, int flags, int64_t deadlin
 {
 	uint64_t	t = w->tail;
 	uint32_t	need = tdb_ring_need(ru->incident_len);
-	uint64_t	head = atomic_load_explicit(&w->lane->head, memory_order_acquire);
+	uint64_t	head;
 
 	if (__builtin_expect(atomic_load_explicit(&w->hdr->state, memory_order_relaxed) == TDB_RING_STOPPED, 0))
 	{
 		snprintf(w->err, sizeof(w->err), "the server stopped its writers' ring: close and reopen");
 		return TRAFFICDB_STALE;
 	}
-	/* unsigned: a head past our tail (a damaged lane the daemon will reset) is full too */
-	if (__builtin_expect(t + need - head > w->lane_slots, 0))
+	/* bounded: a second attempt only after wait_space saw the space */
+	for (int attempt = 0; !tdb_ring_try_put(w->lane, w->slots, w->lane_slots, &w->tail, ru, &head); attempt++)
 	{
 		int			rc = TRAFFICDB_BUSY;
 
-		if (flags & TRAFFICDB_WAIT)
+		if ((flags & TRAFFICDB_WAIT) && attempt == 0)
 			rc = wait_space(w, t + need, deadline);
 		else
 			snprintf(w->err, sizeof(w->err), "lane %u is full (%u slots, %llu queued): retry after %u us",
@@ -454,9 +454,6 @@ enqueue(trafficdb_writer *w, const TdbRingUpdate *ru, int flags, int64_t deadlin
 			return rc;
 		}
 	}
-	tdb_ring_write_slots(w->slots, w->lane_slots, t, ru);
-	atomic_store_explicit(&w->lane->tail, t + need, memory_order_release);
-	w->tail = t + need;
 	atomic_store_explicit(&w->lane->puts, atomic_load_explicit(&w->lane->puts, memory_order_relaxed) + 1,
 						  memory_order_relaxed);
 	*t0 = t;

@@ -226,6 +226,33 @@ int			tdb_ring_validate(const TdbRingUpdate *u, int64_t now_us, char *msg);
 void		tdb_ring_write_slots(TdbPutSlot *slots, uint32_t lane_slots, uint64_t t, const TdbRingUpdate *u);
 
 /*
+ * The put protocol (design 5.3) on a lane this thread owns: if the
+ * tdb_ring_need() slots of u fit (tail + need - head <= lane_slots, head
+ * loaded with acquire), write them and publish them with one release store
+ * of the tail; *tail is the owner's copy of it.  False when the lane is
+ * full (*head_seen says how far the daemon got).  libtrafficdb's put is
+ * this; the tests run it on the daemon's own mapping so ThreadSanitizer
+ * sees both sides (it cannot relate two mappings of one file).
+ */
+static inline bool
+tdb_ring_try_put(TdbLane *lane, TdbPutSlot *slots, uint32_t lane_slots, uint64_t *tail,
+				 const TdbRingUpdate *u, uint64_t *head_seen)
+{
+	uint64_t	t = *tail;
+	uint32_t	need = tdb_ring_need((u->present & TDB_RING_HAS_INCIDENT) ? u->incident_len : 0);
+	uint64_t	head = atomic_load_explicit(&lane->head, memory_order_acquire);
+
+	*head_seen = head;
+	/* unsigned: a head past our tail (a damaged lane the daemon will reset) is full too */
+	if (__builtin_expect(t + need - head > lane_slots, 0))
+		return false;
+	tdb_ring_write_slots(slots, lane_slots, t, u);
+	atomic_store_explicit(&lane->tail, t + need, memory_order_release);
+	*tail = t + need;
+	return true;
+}
+
+/*
  * Claim a lane: the first byte of [0, nlanes) of the file open as fd that
  * this open file description can OFD-write-lock without waiting.  -1 when
  * every lane is owned.  The lock lasts until tdb_ring_lane_release or the
