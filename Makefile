@@ -21,8 +21,10 @@ ENGINE_SRCS = $(wildcard src/*.c)
 STREAM_SRCS = $(wildcard src/stream/*.c)
 TRAIL_LIB_SRCS = $(wildcard src/trail/*.c)
 GENLOG_LIB_SRCS = $(wildcard src/genlog/*.c)
+# the writers' ring (src/ring/): the daemon drains it, libtrafficdb's writers fill it
+RING_SRCS = $(wildcard src/ring/*.c)
 PG_SRCS = $(wildcard module/*.c bgworker/*.c fdw/*.c)
-OBJS = $(ENGINE_SRCS:.c=.o) $(STREAM_SRCS:.c=.o) $(TRAIL_LIB_SRCS:.c=.o) $(GENLOG_LIB_SRCS:.c=.o) $(PG_SRCS:.c=.o)
+OBJS = $(ENGINE_SRCS:.c=.o) $(STREAM_SRCS:.c=.o) $(TRAIL_LIB_SRCS:.c=.o) $(GENLOG_LIB_SRCS:.c=.o) $(RING_SRCS:.c=.o) $(PG_SRCS:.c=.o)
 # trail files reach HTTP and S3 through libcurl (src/trail/http.c only) and
 # hash with OpenSSL's libcrypto (src/trail/sha256.c only)
 SHLIB_LINK = $(shell curl-config --libs 2>/dev/null || echo -lcurl) -lcrypto
@@ -47,7 +49,7 @@ PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
 
 # PGXS tracks no header dependencies unless the server was configured with
 # --enable-depend: rebuild every object when a header of ours changes.
-$(OBJS): $(wildcard src/*.h src/stream/*.h src/trail/*.h src/genlog/*.h module/*.h bgworker/*.h fdw/*.h)
+$(OBJS): $(wildcard src/*.h src/stream/*.h src/trail/*.h src/genlog/*.h src/ring/*.h module/*.h bgworker/*.h fdw/*.h)
 
 ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
@@ -64,9 +66,10 @@ CLIENT_SRCS = $(wildcard src/client/*.c)
 # tools/csvtime.c: the CLIs' shared time rule (reading integers with tools/csv_fields.c), unit-tested here too
 # src/genlog/: the generation log's record codec (bgworker/genlog_store.c writes and replays it), on the trail varints
 GENLOG_SRCS = $(wildcard src/genlog/*.c) src/trail/codec.c
-UNIT_SRCS = $(ENGINE_SRCS) $(CLIENT_SRCS) $(STREAM_SRCS) $(GENLOG_SRCS) tools/csvtime.c tools/csv_fields.c $(wildcard src/tests/*.c)
+UNIT_SRCS = $(ENGINE_SRCS) $(CLIENT_SRCS) $(RING_SRCS) $(STREAM_SRCS) $(GENLOG_SRCS) tools/csvtime.c tools/csv_fields.c $(wildcard src/tests/*.c)
+UNIT_HDRS = $(wildcard src/*.h src/stream/*.h src/ring/*.h src/client/*.h src/tests/*.h include/*.h)
 
-src/tests/unit_tests: $(UNIT_SRCS) $(wildcard src/*.h src/stream/*.h src/tests/*.h include/*.h) tools/csvtime.h tools/csv_fields.h src/tests/tests.list
+src/tests/unit_tests: $(UNIT_SRCS) $(UNIT_HDRS) tools/csvtime.h tools/csv_fields.h src/tests/tests.list
 	$(CC) $(UNIT_CFLAGS) -o $@ $(UNIT_SRCS) -lm -lpthread
 
 # tdbread: an external reader of the shared memory (operators, TAP tests).
@@ -135,11 +138,11 @@ TDB_VERSION = $(shell sed -n 's/^.define TRAFFICDB_VERSION_STRING[[:space:]]*"\(
 TDB_SOVERSION = $(firstword $(subst ., ,$(TDB_VERSION)))
 check_version = @[ -n '$(TDB_VERSION)' ] || { echo "include/trafficdb.h: no TRAFFICDB_VERSION_STRING" >&2; exit 1; }
 
-LIB_SRCS = $(ENGINE_SRCS) $(CLIENT_SRCS)
+LIB_SRCS = $(ENGINE_SRCS) $(CLIENT_SRCS) $(RING_SRCS)
 LIB_OBJS = $(patsubst %.c,lib/obj/%.o,$(LIB_SRCS))
 LIB_CFLAGS = -std=gnu11 -O2 -g $(WARNINGS) -fPIC -fvisibility=hidden -Isrc -Iinclude
 
-lib/obj/%.o: %.c $(wildcard src/*.h include/*.h)
+lib/obj/%.o: %.c $(wildcard src/*.h src/ring/*.h src/client/*.h include/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(LIB_CFLAGS) -c -o $@ $<
 
@@ -235,16 +238,22 @@ tap:
 	$(prove_installcheck)
 
 # The protocol and the client's threads under ThreadSanitizer.
-src/tests/unit_tests_tsan: $(UNIT_SRCS) $(wildcard src/*.h src/stream/*.h src/tests/*.h include/*.h) tools/csvtime.h tools/csv_fields.h src/tests/tests.list
+src/tests/unit_tests_tsan: $(UNIT_SRCS) $(UNIT_HDRS) tools/csvtime.h tools/csv_fields.h src/tests/tests.list
 	$(CC) $(UNIT_CFLAGS) -O1 -fsanitize=thread -o $@ $(UNIT_SRCS) -lm -lpthread
 
 # Stream files' damage tests under AddressSanitizer and UBSan: bad files
 # must give an error, never a bad read.
-src/tests/unit_tests_asan: $(UNIT_SRCS) $(wildcard src/*.h src/stream/*.h src/tests/*.h include/*.h) tools/csvtime.h tools/csv_fields.h src/tests/tests.list
+src/tests/unit_tests_asan: $(UNIT_SRCS) $(UNIT_HDRS) tools/csvtime.h tools/csv_fields.h src/tests/tests.list
 	$(CC) $(UNIT_CFLAGS) -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -o $@ $(UNIT_SRCS) -lm -lpthread
 
+# the writers' ring: every test under ASan; those with threads under TSan too
+RING_TESTS = $(shell sed -n 's/^X(\(test_ring_[a-z0-9_]*\))$$/\1/p' src/tests/tests.list)
+RING_THREAD_TESTS = test_ring_protocol_threads test_ring_busy_when_full test_ring_spsc_threads test_ring_producers_on_lanes \
+	test_ring_sync_put_returns_after_commit test_ring_adoption_after_restart
+
 unit-asan: src/tests/unit_tests_asan
-	src/tests/unit_tests_asan test_genlog_roundtrip test_genlog_hostile_bytes test_csvtime_rule test_stream_rdl_errors test_stream_bit_flips test_stream_codecs test_stream_power_loss_at_every_write test_stream_refresh test_stream_window_reads_bounded
+	src/tests/unit_tests_asan test_genlog_roundtrip test_genlog_hostile_bytes test_csvtime_rule test_stream_rdl_errors test_stream_bit_flips test_stream_codecs test_stream_power_loss_at_every_write test_stream_refresh test_stream_window_reads_bounded \
+		$(RING_TESTS)
 
 # libFuzzer over stream file images (clang from Debian; scripts/deps.sh installs it).
 FUZZ_SECONDS ?= 20
@@ -290,7 +299,8 @@ crash-test: all test/crash_writer test/crash_reader
 	CRASH_CYCLES=$(CRASH_CYCLES) test/crash_loop.sh
 
 unit-tsan: src/tests/unit_tests_tsan
-	TSAN_OPTIONS=halt_on_error=1 src/tests/unit_tests_tsan test_client_threads test_client_wait_is_woken test_shm_readers_see_consistent_versions test_shm_pin_timeout_revokes test_shm_liveness_by_lock
+	TSAN_OPTIONS=halt_on_error=1 src/tests/unit_tests_tsan test_client_threads test_client_wait_is_woken test_shm_readers_see_consistent_versions test_shm_pin_timeout_revokes test_shm_liveness_by_lock \
+		$(RING_THREAD_TESTS)
 
 .PHONY: crash-test fuzz-sql fuzz-genlog bench bench-streams bench-trails bench-parquet fuzz-stream unit-asan unit-tsan unit tap test demo demo-stop demo-clean deps bench-objects bench-daemon bench-locations bench-accessor
 unit: src/tests/unit_tests

@@ -65,6 +65,9 @@ extern "C"
 #define TRAFFICDB_TIMEOUT			(-30711)	/* trafficdb_wait: no publication within the timeout */
 #define TRAFFICDB_NOMEM			(-30712)
 #define TRAFFICDB_REVOKED			(-30713)	/* the pinned version was revoked (reader_pin_timeout): read again */
+#define TRAFFICDB_BUSY			(-30714)	/* the writer's lane is full: retry after trafficdb_retry_after_us() */
+#define TRAFFICDB_LOST			(-30715)	/* a crash lost updates not yet committed: put them again */
+#define TRAFFICDB_TRIMMED			(-30716)	/* changes_since: older than the generation log's trim point */
 
 typedef struct trafficdb_handle trafficdb_handle;
 
@@ -159,6 +162,98 @@ int			trafficdb_changes_since(trafficdb_handle *h, uint64_t since, trafficdb_vis
  * Needs no snapshot.  *generation receives the newest generation.
  */
 int			trafficdb_wait(trafficdb_handle *h, uint64_t after, int timeout_ms, uint64_t *generation);
+
+/*
+ * Writers: local writes from this process to the server, through a shared
+ * memory ring (<name>.writers), with no SQL.  Each handle owns a lane of the
+ * ring; one handle per thread, as for readers.
+ *
+ *	  trafficdb_writer *w;
+ *	  if (trafficdb_writer_open("/trafficdb.5432", &w) != TRAFFICDB_OK) ...   // errmsg: trafficdb_writer_errmsg(NULL)
+ *	  trafficdb_update u = {.location_id = 45314201, .speed_kmh = 37.5f, .has = TRAFFICDB_HAS_SPEED};
+ *	  int rc = trafficdb_put(w, &u, TRAFFICDB_ASYNC);                  // ~100 ns: in shared memory
+ *	  if (rc == TRAFFICDB_BUSY) usleep(trafficdb_retry_after_us(w));     // lane full: nothing was written
+ *	  rc = trafficdb_sync(w, 5000);                                     // every put so far is committed
+ *	  trafficdb_writer_close(w);
+ *
+ * Durability: TRAFFICDB_ASYNC returns once the update is in shared memory;
+ * it is published by the next generation the server commits after draining
+ * it, and lost only if the server (or the machine) crashes before that
+ * commit.  TRAFFICDB_SYNC returns once the generation holding it has
+ * committed (group commit: every update of a generation shares it).  If the
+ * server's daemon died between draining and committing, a SYNC put puts its
+ * update again (up to 3 times) and trafficdb_sync returns TRAFFICDB_LOST.
+ *
+ * Validation comes first and nothing is written on an error:
+ * TRAFFICDB_NOTFOUND for an id the published map lacks, TRAFFICDB_BADARG (the
+ * field and value in trafficdb_writer_errmsg) for a speed or free flow speed
+ * that is not NaN and not in [0, 400], congestion > 4, confidence > 100, an
+ * incident over 4,096 bytes or not valid UTF-8 (or with a NUL byte), an
+ * observed_at more than 5 minutes in the future: the rules of the SQL feed.
+ *
+ * Other codes: TRAFFICDB_TIMEOUT (a SYNC put or trafficdb_sync: not committed
+ * within the timeout; the update is still in the ring and will be published),
+ * TRAFFICDB_STALE (the server stopped: close and reopen), TRAFFICDB_EMPTY (no
+ * map published yet), TRAFFICDB_PERMISSION (trafficdb_writer_open: not a member
+ * of trafficdb.writer_group, or not of trafficdb.shm_group to read the map),
+ * TRAFFICDB_NOSLOT (every lane is owned: trafficdb.max_writers; a writer also
+ * takes an external reader slot), TRAFFICDB_NOTRUNNING.
+ */
+#define TRAFFICDB_ASYNC			0x0	/* acknowledged in shared memory */
+#define TRAFFICDB_SYNC			0x1	/* acknowledged once committed in the generation log */
+#define TRAFFICDB_WAIT			0x2	/* on a full lane, wait for space instead of TRAFFICDB_BUSY */
+
+#define TRAFFICDB_HAS_SPEED		0x01
+#define TRAFFICDB_HAS_FREE_FLOW	0x02
+#define TRAFFICDB_HAS_CONGESTION	0x04
+#define TRAFFICDB_HAS_CONFIDENCE	0x08
+#define TRAFFICDB_HAS_INCIDENT	0x10
+
+typedef struct trafficdb_update
+{
+	uint64_t	location_id;
+	int64_t		observed_at_us;	/* Unix microseconds; 0 = now */
+	float		speed_kmh;		/* km/h; NaN = unknown even with TRAFFICDB_HAS_SPEED */
+	float		free_flow_kmh;
+	uint8_t		congestion;		/* 0 free .. 4 standstill */
+	uint8_t		confidence;		/* 0 .. 100 */
+	uint8_t		has;			/* TRAFFICDB_HAS_*: fields not set are unknown (NULL in SQL) */
+	const char *incident;		/* UTF-8, not NUL-terminated: incident_len bytes (0: an empty text) */
+	uint32_t	incident_len;
+} trafficdb_update;
+
+typedef struct trafficdb_writer trafficdb_writer;
+
+/* Open a writer on the server's shared memory name (as trafficdb_open takes it). */
+int			trafficdb_writer_open(const char *name, trafficdb_writer **out);
+void		trafficdb_writer_close(trafficdb_writer *w);
+
+/* The details of w's last failure; of the calling thread's last failed trafficdb_writer_open for NULL. */
+const char *trafficdb_writer_errmsg(const trafficdb_writer *w);
+
+/* Put one update (flags: TRAFFICDB_ASYNC or TRAFFICDB_SYNC, | TRAFFICDB_WAIT). */
+int			trafficdb_put(trafficdb_writer *w, const trafficdb_update *u, int flags);
+
+/*
+ * Put n updates in order; stops at the first that fails (*accepted: how
+ * many went in, may be NULL).  With TRAFFICDB_SYNC waits once, for all of
+ * them, when all went in.
+ */
+int			trafficdb_put_many(trafficdb_writer *w, const trafficdb_update *u, size_t n, int flags,
+							   size_t *accepted);
+
+/*
+ * Wait until every put of this handle so far is committed (TRAFFICDB_OK),
+ * or timeout_ms passes (TRAFFICDB_TIMEOUT), or the server lost some of them
+ * (TRAFFICDB_LOST, counted in trafficdb_writer_errmsg: put them again).
+ */
+int			trafficdb_sync(trafficdb_writer *w, int timeout_ms);
+
+/* How long to wait after TRAFFICDB_BUSY (µs): the server's drain period, or its estimate during a rebuild. */
+uint32_t	trafficdb_retry_after_us(const trafficdb_writer *w);
+
+/* The timeout of TRAFFICDB_SYNC puts and of TRAFFICDB_WAIT (default 10,000 ms). */
+int			trafficdb_writer_set_timeout(trafficdb_writer *w, int timeout_ms);
 
 #ifdef __cplusplus
 }

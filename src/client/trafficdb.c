@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "client.h"
 #include "reader.h"
 
 #define TDB_API __attribute__((visibility("default")))
@@ -49,8 +50,8 @@ struct trafficdb_handle
 	char		err[TDB_ERRLEN];
 };
 
-static int
-from_shm(int rc)
+int
+tdb_client_from_shm(int rc)
 {
 	switch (rc)
 	{
@@ -115,11 +116,17 @@ trafficdb_strerror(int code)
 		case TRAFFICDB_BADARG:
 			return "an argument is out of range";
 		case TRAFFICDB_TIMEOUT:
-			return "no publication within the timeout";
+			return "not done within the timeout (no publication, or a sync put not yet committed)";
 		case TRAFFICDB_NOMEM:
 			return "out of memory";
 		case TRAFFICDB_REVOKED:
 			return "the pinned version was revoked (held past trafficdb.reader_pin_timeout) or rewritten: read again";
+		case TRAFFICDB_BUSY:
+			return "the writer's lane is full: retry after trafficdb_retry_after_us()";
+		case TRAFFICDB_LOST:
+			return "a server crash lost updates not yet committed: put them again";
+		case TRAFFICDB_TRIMMED:
+			return "older than the generation log's trim point";
 		default:
 			return "unknown trafficdb error code";
 	}
@@ -157,7 +164,7 @@ trafficdb_open(const char *name, trafficdb_handle **out)
 	{
 		memcpy(open_err, h->err, sizeof(open_err));
 		free(h);
-		return from_shm(rc);
+		return tdb_client_from_shm(rc);
 	}
 	open_err[0] = '\0';
 	*out = h;
@@ -197,7 +204,7 @@ trafficdb_begin(trafficdb_handle *h, uint64_t *generation)
 		h->fv.count = m->count;
 	}
 	if (rc != TDB_SHM_OK)
-		return from_shm(rc);
+		return tdb_client_from_shm(rc);
 	h->pinned = true;
 	if (generation)
 		*generation = h->snap.generation;

@@ -1,0 +1,676 @@
+/*
+ * ring.c
+ *	  The writers' ring (ring.h): the daemon's side (create or adopt, drain,
+ *	  commit) and the producer's primitives libtrafficdb builds
+ *	  trafficdb_put on (src/client/writer.c).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE				/* F_OFD_SETLK */
+#endif
+#include "ring/ring.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+static int64_t
+realtime_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static int64_t
+monotonic_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Wake every process waiting on a futex word of the shared mapping (not FUTEX_PRIVATE). */
+static void
+futex_wake_all(_Atomic uint32_t *word)
+{
+	syscall(SYS_futex, (uint32_t *) word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+int
+tdb_ring_validate(const TdbRingUpdate *u, int64_t now_us, char *msg)
+{
+	if ((u->present & TDB_RING_HAS_SPEED) &&
+		tdb_valid_speed("speed_kmh", u->speed_kmh, msg) != TDB_VALID_OK)
+		return TDB_VALID_BAD;
+	if ((u->present & TDB_RING_HAS_FREE_FLOW) &&
+		tdb_valid_speed("free_flow_kmh", u->free_flow_kmh, msg) != TDB_VALID_OK)
+		return TDB_VALID_BAD;
+	if ((u->present & TDB_RING_HAS_CONGESTION) &&
+		tdb_valid_congestion(u->congestion, msg) != TDB_VALID_OK)
+		return TDB_VALID_BAD;
+	if ((u->present & TDB_RING_HAS_CONFIDENCE) &&
+		tdb_valid_confidence(u->confidence, msg) != TDB_VALID_OK)
+		return TDB_VALID_BAD;
+	if ((u->present & TDB_RING_HAS_INCIDENT) &&
+		tdb_valid_incident(u->incident, u->incident_len, msg) != TDB_VALID_OK)
+		return TDB_VALID_BAD;
+	if (u->observed_at_us == 0)
+	{
+		snprintf(msg, TDB_VALID_MSGLEN, "observed_at is 0 (it should have been made the time of the put)");
+		return TDB_VALID_BAD;
+	}
+	return tdb_valid_observed(u->observed_at_us, now_us, msg);
+}
+
+/* ---- producer ------------------------------------------------------------------ */
+
+void
+tdb_ring_write_slots(TdbPutSlot *slots, uint32_t lane_slots, uint64_t t, const TdbRingUpdate *u)
+{
+	uint64_t	mask = lane_slots - 1;
+	TdbPutSlot *s = &slots[t & mask];
+	uint32_t	len = (u->present & TDB_RING_HAS_INCIDENT) ? u->incident_len : 0;
+	uint32_t	need = tdb_ring_need(len);
+
+	s->location_id = u->location_id;
+	s->map_id = u->map_id;
+	s->record_hint = u->record_hint;
+	s->incident_len = len;
+	s->observed_at_us = u->observed_at_us;
+	s->speed_kmh = u->speed_kmh;
+	s->free_flow_kmh = u->free_flow_kmh;
+	s->present = u->present;
+	s->congestion = u->congestion;
+	s->confidence = u->confidence;
+	s->kind = TDB_RING_KIND_UPDATE;
+	s->reserved = 0;
+	s->reserved2 = 0;
+	__atomic_store_n(&s->seq, t + 1, __ATOMIC_RELEASE);
+	for (uint32_t i = 1; i < need; i++)
+	{
+		TdbTextSlot *c = (TdbTextSlot *) &slots[(t + i) & mask];
+		uint32_t	off = (i - 1) * TDB_RING_TEXT_PER_SLOT;
+		uint32_t	n = len - off < TDB_RING_TEXT_PER_SLOT ? len - off : TDB_RING_TEXT_PER_SLOT;
+
+		memcpy(c->text, u->incident + off, n);
+		if (n < TDB_RING_TEXT_PER_SLOT)
+			memset(c->text + n, 0, TDB_RING_TEXT_PER_SLOT - n);
+		__atomic_store_n(&c->seq, t + i + 1, __ATOMIC_RELEASE);
+	}
+}
+
+static int
+lane_lock(int fd, int cmd, short type, uint32_t lane, struct flock *fl)
+{
+	int			rc;
+	int			tries = 0;
+
+	memset(fl, 0, sizeof(*fl));
+	fl->l_type = type;
+	fl->l_whence = SEEK_SET;
+	fl->l_start = (off_t) lane;
+	fl->l_len = 1;
+	do
+		rc = fcntl(fd, cmd, fl);
+	while (rc != 0 && errno == EINTR && ++tries < 100);
+	return rc;
+}
+
+int
+tdb_ring_lane_claim(int fd, uint32_t nlanes)
+{
+	struct flock fl;
+
+	for (uint32_t i = 0; i < nlanes; i++)
+		if (lane_lock(fd, F_OFD_SETLK, F_WRLCK, i, &fl) == 0)
+			return (int) i;
+	return -1;
+}
+
+void
+tdb_ring_lane_release(int fd, uint32_t lane)
+{
+	struct flock fl;
+
+	lane_lock(fd, F_OFD_SETLK, F_UNLCK, lane, &fl);
+}
+
+bool
+tdb_ring_read_lost(const TdbLane *lane, uint32_t *seq, uint64_t *from, uint64_t *below)
+{
+	for (int attempt = 0; attempt < 64; attempt++)
+	{
+		uint32_t	s1 = atomic_load_explicit(&lane->lost_seq, memory_order_acquire);
+		uint64_t	f;
+		uint64_t	b;
+
+		if (s1 & 1)
+			continue;			/* the daemon is writing it */
+		f = atomic_load_explicit(&lane->lost_from, memory_order_acquire);
+		b = atomic_load_explicit(&lane->lost_below, memory_order_acquire);
+		/* the acquire loads above keep this load after them */
+		if (atomic_load_explicit(&lane->lost_seq, memory_order_relaxed) == s1)
+		{
+			*seq = s1;
+			*from = f;
+			*below = b;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* ---- consumer ------------------------------------------------------------------ */
+
+/* Record that tickets [from, below) of lane L were lost (seqlock: odd while writing). */
+static void
+record_lost(TdbRing *r, uint32_t lane, uint64_t from, uint64_t below)
+{
+	TdbLane    *l = tdb_ring_lane(r->base, lane);
+
+	atomic_store_explicit(&l->lost_seq, r->lost_seq[lane] + 1, memory_order_relaxed);
+	/* release stores: the odd sequence above is visible before either */
+	atomic_store_explicit(&l->lost_from, from, memory_order_release);
+	atomic_store_explicit(&l->lost_below, below, memory_order_release);
+	r->lost_seq[lane] += 2;
+	atomic_store_explicit(&l->lost_seq, r->lost_seq[lane], memory_order_release);
+}
+
+static void
+wake_space(TdbLane *l)
+{
+	if (atomic_load_explicit(&l->space_waiters, memory_order_seq_cst) != 0)
+	{
+		atomic_fetch_add_explicit(&l->space_word, 1, memory_order_seq_cst);
+		futex_wake_all(&l->space_word);
+	}
+}
+
+static void
+wake_everyone(TdbRing *r)
+{
+	TdbWritersHeader *h = r->base;
+
+	atomic_fetch_add_explicit(&h->commit_word, 1, memory_order_seq_cst);
+	futex_wake_all(&h->commit_word);
+	for (uint32_t i = 0; i < r->nlanes; i++)
+	{
+		TdbLane    *l = tdb_ring_lane(r->base, i);
+
+		atomic_fetch_add_explicit(&l->space_word, 1, memory_order_seq_cst);
+		futex_wake_all(&l->space_word);
+	}
+}
+
+static void
+ring_free_local(TdbRing *r)
+{
+	free(r->head);
+	free(r->durable);
+	free(r->lost_seq);
+	free(r->text);
+	r->head = r->durable = NULL;
+	r->lost_seq = NULL;
+	r->text = NULL;
+}
+
+static int
+ring_fail(TdbRing *r, char *err, int code, const char *what)
+{
+	int			save = errno;
+
+	snprintf(err, TDB_SHM_ERRLEN, "%s \"%s\": %s", what, r->name, strerror(save));
+	if (r->base != NULL)
+		munmap(r->base, r->size);
+	if (r->fd >= 0)
+		close(r->fd);
+	ring_free_local(r);
+	r->base = NULL;
+	r->fd = -1;
+	return code;
+}
+
+static int
+errno_code(void)
+{
+	if (errno == ENOENT)
+		return TDB_SHM_ENOENT;
+	if (errno == EACCES || errno == EPERM)
+		return TDB_SHM_EACCES;
+	return TDB_SHM_ESYS;
+}
+
+/*
+ * Does the object open as fd look like a ring of ours to adopt?  Maps it
+ * into r->base when it does.  Sets *stale_magic when it is a writers object
+ * of another shape or instance (to be marked stopped).
+ */
+static bool
+try_adopt(TdbRing *r, int fd, bool *foreign)
+{
+	struct stat st;
+	void	   *p;
+	const TdbWritersHeader *h;
+
+	*foreign = false;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+		(size_t) st.st_size < sizeof(TdbWritersHeader))
+		return false;
+	p = mmap(NULL, (size_t) st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		return false;
+	h = p;
+	if (h->magic == TDB_WRITERS_MAGIC && h->version == TDB_WRITERS_VERSION &&
+		h->header_size == TDB_RING_HEADER_SIZE && h->instance_id == r->instance_id &&
+		h->nlanes == r->nlanes && h->lane_slots == r->lane_slots && (size_t) st.st_size == r->size)
+	{
+		r->base = p;
+		return true;
+	}
+	if (h->magic == TDB_WRITERS_MAGIC)
+	{
+		/* its writers must reopen: they would put into an object nobody drains */
+		TdbWritersHeader *wh = p;
+
+		atomic_store_explicit(&wh->state, TDB_RING_STOPPED, memory_order_seq_cst);
+		atomic_fetch_add_explicit(&wh->commit_word, 1, memory_order_seq_cst);
+		futex_wake_all(&wh->commit_word);
+		*foreign = true;
+	}
+	munmap(p, (size_t) st.st_size);
+	return false;
+}
+
+int
+tdb_ring_create(TdbRing *r, const char *prefix, uint32_t nlanes, uint32_t lane_slots, gid_t gid,
+				uint64_t instance_id, char *err)
+{
+	int			fd;
+	mode_t		mode = gid == (gid_t) -1 ? 0600 : 0660;
+	TdbWritersHeader *h;
+	bool		foreign = false;
+
+	memset(r, 0, sizeof(*r));
+	r->fd = -1;
+	if (prefix == NULL || prefix[0] != '/' || strlen(prefix) >= TDB_SHM_NAME_MAX)
+	{
+		snprintf(err, TDB_SHM_ERRLEN, "shared memory name \"%s\" must start with '/' and be shorter than %d bytes",
+				 prefix ? prefix : "(null)", TDB_SHM_NAME_MAX);
+		return TDB_SHM_EINVAL;
+	}
+	if (!tdb_ring_geometry_ok(nlanes, lane_slots))
+	{
+		snprintf(err, TDB_SHM_ERRLEN, "writers' ring of %u lanes of %u slots: lanes must be 1 .. %d, slots a power of two in %d .. %u",
+				 nlanes, lane_slots, TDB_RING_MAX_LANES, TDB_RING_MIN_SLOTS, TDB_RING_MAX_SLOTS);
+		return TDB_SHM_EINVAL;
+	}
+	tdb_shm_name(r->name, prefix, "writers");
+	r->nlanes = nlanes;
+	r->lane_slots = lane_slots;
+	r->instance_id = instance_id;
+	r->size = tdb_ring_size(nlanes, lane_slots);
+	r->head = calloc(nlanes, sizeof(uint64_t));
+	r->durable = calloc(nlanes, sizeof(uint64_t));
+	r->lost_seq = calloc(nlanes, sizeof(uint32_t));
+	r->text = malloc(TDB_VALID_MAX_INCIDENT);
+	if (r->head == NULL || r->durable == NULL || r->lost_seq == NULL || r->text == NULL)
+	{
+		errno = ENOMEM;
+		return ring_fail(r, err, TDB_SHM_ESYS, "cannot allocate the state of");
+	}
+
+	fd = shm_open(r->name, O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0);
+	if (fd >= 0)
+	{
+		if (try_adopt(r, fd, &foreign))
+		{
+			r->fd = fd;
+			r->adopted = true;
+			/* the setting may have changed since: mode and group as configured now */
+			if ((gid != (gid_t) -1 && fchown(fd, (uid_t) -1, gid) != 0) || fchmod(fd, mode) != 0)
+				return ring_fail(r, err, errno_code(), "cannot set the mode of");
+			h = r->base;
+			for (uint32_t i = 0; i < nlanes; i++)
+			{
+				TdbLane    *l = tdb_ring_lane(r->base, i);
+				uint64_t	head = atomic_load_explicit(&l->head, memory_order_acquire);
+				uint64_t	durable = atomic_load_explicit(&l->durable, memory_order_acquire);
+
+				r->head[i] = head;
+				r->durable[i] = durable;
+				/* a sequence left odd by a daemon that died writing it */
+				r->lost_seq[i] = (atomic_load_explicit(&l->lost_seq, memory_order_relaxed) + 1) & ~1u;
+				atomic_store_explicit(&l->lost_seq, r->lost_seq[i], memory_order_release);
+				/* drained by the previous run and not committed: lost with it */
+				if (durable != head)
+					record_lost(r, i, durable, head);
+			}
+			atomic_fetch_add_explicit(&h->restart_epoch, 1, memory_order_seq_cst);
+			atomic_store_explicit(&h->state, TDB_RING_STARTING, memory_order_seq_cst);
+			wake_everyone(r);
+			return TDB_SHM_OK;
+		}
+		close(fd);
+		shm_unlink(r->name);
+	}
+	else if (errno != ENOENT)
+		return ring_fail(r, err, errno_code(), "cannot open");
+
+	fd = shm_open(r->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return ring_fail(r, err, errno_code(), "cannot create");
+	r->fd = fd;
+
+	/*
+	 * Sparse: slots are reserved by the writer that claims their lane.  The
+	 * header and the lane headers, which the daemon writes, are reserved
+	 * now, so a full /dev/shm is an error here and not a SIGBUS later.
+	 */
+	if ((gid != (gid_t) -1 && fchown(fd, (uid_t) -1, gid) != 0) || fchmod(fd, mode) != 0 ||
+		ftruncate(fd, (off_t) r->size) != 0)
+	{
+		int			save = errno;
+
+		shm_unlink(r->name);
+		errno = save;
+		return ring_fail(r, err, errno_code(), "cannot size");
+	}
+	errno = posix_fallocate(fd, 0, (off_t) tdb_ring_slots_offset(nlanes));
+	if (errno != 0)
+	{
+		int			save = errno;
+
+		shm_unlink(r->name);
+		errno = save;
+		return ring_fail(r, err, errno_code(), "cannot reserve the header of");
+	}
+	r->base = mmap(NULL, r->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (r->base == MAP_FAILED)
+	{
+		int			save = errno;
+
+		r->base = NULL;
+		shm_unlink(r->name);
+		errno = save;
+		return ring_fail(r, err, errno_code(), "cannot map");
+	}
+	h = r->base;
+	h->version = TDB_WRITERS_VERSION;
+	h->header_size = TDB_RING_HEADER_SIZE;
+	h->instance_id = instance_id;
+	h->nlanes = nlanes;
+	h->lane_slots = lane_slots;
+	h->slots_offset = tdb_ring_slots_offset(nlanes);
+	atomic_store_explicit(&h->restart_epoch, 1, memory_order_relaxed);
+	atomic_store_explicit(&h->drain_period_us, 1000, memory_order_relaxed);
+	/* the magic last: a writer that opens the object before sees no ring yet */
+	__atomic_store_n(&h->magic, TDB_WRITERS_MAGIC, __ATOMIC_RELEASE);
+	return TDB_SHM_OK;
+}
+
+/*
+ * Decode and validate the update at ticket t of a lane whose tail is tail
+ * (copying every slot before looking at it).  On success fills u (its
+ * incident in r->text) and *need; else writes why into reason.
+ */
+static bool
+decode(TdbRing *r, const TdbPutSlot *slots, uint64_t t, uint64_t tail, int64_t now_us, TdbRingUpdate *u,
+	   uint32_t *need, char *reason)
+{
+	uint64_t	mask = r->lane_slots - 1;
+	TdbPutSlot	s;
+	uint32_t	len;
+	char		msg[TDB_VALID_MSGLEN];
+
+	memcpy(&s, &slots[t & mask], sizeof(s));
+	if (s.seq != t + 1)
+	{
+		snprintf(reason, TDB_SHM_ERRLEN, "slot of ticket %llu holds seq %llu",
+				 (unsigned long long) t, (unsigned long long) s.seq);
+		return false;
+	}
+	if (s.kind != TDB_RING_KIND_UPDATE || (s.present & ~TDB_RING_HAS_MASK) != 0)
+	{
+		snprintf(reason, TDB_SHM_ERRLEN, "slot of ticket %llu has kind %u and present bits 0x%02x",
+				 (unsigned long long) t, s.kind, s.present);
+		return false;
+	}
+	len = s.incident_len;
+	if (len > TDB_VALID_MAX_INCIDENT || (len != 0 && !(s.present & TDB_RING_HAS_INCIDENT)))
+	{
+		snprintf(reason, TDB_SHM_ERRLEN, "slot of ticket %llu has an incident of %u bytes%s",
+				 (unsigned long long) t, len, (s.present & TDB_RING_HAS_INCIDENT) ? "" : " without its present bit");
+		return false;
+	}
+	*need = tdb_ring_need(len);
+	if (*need > tail - t)
+	{
+		snprintf(reason, TDB_SHM_ERRLEN, "the incident of ticket %llu (%u bytes) runs past the tail %llu",
+				 (unsigned long long) t, len, (unsigned long long) tail);
+		return false;
+	}
+	for (uint32_t i = 1; i < *need; i++)
+	{
+		TdbTextSlot c;
+		uint32_t	off = (i - 1) * TDB_RING_TEXT_PER_SLOT;
+		uint32_t	n = len - off < TDB_RING_TEXT_PER_SLOT ? len - off : TDB_RING_TEXT_PER_SLOT;
+
+		memcpy(&c, &slots[(t + i) & mask], sizeof(c));
+		if (c.seq != t + i + 1)
+		{
+			snprintf(reason, TDB_SHM_ERRLEN, "continuation slot of ticket %llu holds seq %llu",
+					 (unsigned long long) (t + i), (unsigned long long) c.seq);
+			return false;
+		}
+		memcpy(r->text + off, c.text, n);
+	}
+	u->location_id = s.location_id;
+	u->map_id = s.map_id;
+	u->record_hint = s.record_hint;
+	u->present = s.present;
+	u->observed_at_us = s.observed_at_us;
+	/* absent fields as absent, whatever the slot held */
+	u->speed_kmh = (s.present & TDB_RING_HAS_SPEED) ? s.speed_kmh : NAN;
+	u->free_flow_kmh = (s.present & TDB_RING_HAS_FREE_FLOW) ? s.free_flow_kmh : NAN;
+	u->congestion = (s.present & TDB_RING_HAS_CONGESTION) ? s.congestion : TDB_RING_UNKNOWN;
+	u->confidence = (s.present & TDB_RING_HAS_CONFIDENCE) ? s.confidence : TDB_RING_UNKNOWN;
+	u->incident = (s.present & TDB_RING_HAS_INCIDENT) ? r->text : NULL;
+	u->incident_len = len;
+	if (isnan(u->speed_kmh))
+		u->present &= ~TDB_RING_HAS_SPEED;
+	if (isnan(u->free_flow_kmh))
+		u->present &= ~TDB_RING_HAS_FREE_FLOW;
+	if (tdb_ring_validate(u, now_us, msg) != TDB_VALID_OK)
+	{
+		snprintf(reason, TDB_SHM_ERRLEN, "ticket %llu (location %llu): %.190s", (unsigned long long) t,
+				 (unsigned long long) s.location_id, msg);
+		return false;
+	}
+	return true;
+}
+
+/* Drop lane's tickets [from, tail): head = tail, the range recorded as lost. */
+static void
+reset_lane(TdbRing *r, uint32_t lane, uint64_t from, uint64_t tail, TdbRingDrainStats *st,
+		   const char *why)
+{
+	TdbLane    *l = tdb_ring_lane(r->base, lane);
+
+	record_lost(r, lane, from, tail);
+	st->lanes_reset++;
+	st->dropped_slots += tail - from;
+	r->lanes_reset_total++;
+	snprintf(st->reset_reason, sizeof(st->reset_reason), "writers' lane %u reset, %llu slots dropped: %.180s",
+			 lane, (unsigned long long) (tail - from), why);
+	r->head[lane] = tail;
+	atomic_store_explicit(&l->head, tail, memory_order_seq_cst);
+	wake_space(l);
+}
+
+uint64_t
+tdb_ring_drain(TdbRing *r, uint64_t max_updates, tdb_ring_apply_fn fn, void *arg, TdbRingDrainStats *st)
+{
+	TdbRingDrainStats local;
+	TdbWritersHeader *h = r->base;
+	struct stat sb;
+	int64_t		now = realtime_us();
+	int64_t		mono = monotonic_us();
+	uint64_t	total = 0;
+	uint32_t	start = r->next_lane;
+	char		why[TDB_SHM_ERRLEN];
+
+	if (st == NULL)
+		st = &local;
+	memset(st, 0, sizeof(*st));
+	if (r->base == NULL)
+		return 0;
+	if (fstat(r->fd, &sb) != 0 || (size_t) sb.st_size < r->size)
+	{
+		st->truncated = true;
+		return 0;
+	}
+
+	/* the drain period's EWMA: the hint TRAFFICDB_BUSY gives */
+	if (r->last_drain_us != 0)
+	{
+		int64_t		period = mono - r->last_drain_us;
+
+		if (period < 1)
+			period = 1;
+		if (period > 10000000)
+			period = 10000000;
+		r->drain_ewma_us = r->drain_ewma_us == 0 ? (uint32_t) period :
+			(uint32_t) (((uint64_t) r->drain_ewma_us * 7 + (uint64_t) period) / 8);
+		if (atomic_load_explicit(&h->state, memory_order_relaxed) == TDB_RING_RUNNING)
+			atomic_store_explicit(&h->drain_period_us, r->drain_ewma_us, memory_order_relaxed);
+	}
+	r->last_drain_us = mono;
+
+	for (uint32_t k = 0; k < r->nlanes && !st->stopped; k++)
+	{
+		uint32_t	lane = (start + k) % r->nlanes;
+		TdbLane    *l = tdb_ring_lane(r->base, lane);
+		const TdbPutSlot *slots = tdb_ring_lane_slots(r->base, r->nlanes, r->lane_slots, lane);
+		uint64_t	head = r->head[lane];
+		uint64_t	tail = atomic_load_explicit(&l->tail, memory_order_acquire);
+		bool		limited = false;
+
+		if (tail == head)
+			continue;
+		st->lanes_nonempty++;
+		if (tail - head > r->lane_slots)
+		{
+			snprintf(why, sizeof(why), "tail %llu is %llu tickets from head %llu, more than the lane's %u slots",
+					 (unsigned long long) tail, (unsigned long long) (tail - head),
+					 (unsigned long long) head, r->lane_slots);
+			reset_lane(r, lane, head, tail, st, why);
+			continue;
+		}
+		/* bounded: each step consumes at least one of at most lane_slots tickets */
+		while (head != tail)
+		{
+			TdbRingUpdate u;
+			uint32_t	need;
+
+			if (max_updates != 0 && total >= max_updates)
+			{
+				limited = true;
+				break;
+			}
+			if (!decode(r, slots, head, tail, now, &u, &need, why))
+			{
+				reset_lane(r, lane, head, tail, st, why);
+				head = tail;
+				break;
+			}
+			total++;
+			st->slots += need;
+			if (fn(arg, &u, lane, head) != 0)
+				st->stopped = true;
+			head += need;
+			if (st->stopped)
+				break;
+		}
+		if (head != r->head[lane])
+		{
+			r->head[lane] = head;
+			atomic_store_explicit(&l->head, head, memory_order_seq_cst);
+			wake_space(l);
+		}
+		if (limited || st->stopped)
+		{
+			/* the next drain starts where this one stopped */
+			r->next_lane = lane;
+			st->updates = total;
+			r->updates_total += total;
+			return total;
+		}
+	}
+	r->next_lane = (start + 1) % r->nlanes;
+	st->updates = total;
+	r->updates_total += total;
+	return total;
+}
+
+void
+tdb_ring_committed(TdbRing *r, uint64_t generation)
+{
+	TdbWritersHeader *h = r->base;
+
+	if (h == NULL)
+		return;
+	for (uint32_t i = 0; i < r->nlanes; i++)
+		if (r->durable[i] != r->head[i])
+		{
+			r->durable[i] = r->head[i];
+			atomic_store_explicit(&tdb_ring_lane(r->base, i)->durable, r->head[i], memory_order_release);
+		}
+	atomic_store_explicit(&h->committed_generation, generation, memory_order_release);
+	atomic_fetch_add_explicit(&h->commit_word, 1, memory_order_seq_cst);
+	if (atomic_load_explicit(&h->sync_waiters, memory_order_seq_cst) != 0)
+		futex_wake_all(&h->commit_word);
+}
+
+void
+tdb_ring_set_state(TdbRing *r, uint32_t state, uint32_t retry_hint_us)
+{
+	TdbWritersHeader *h = r->base;
+
+	if (h == NULL)
+		return;
+	if (retry_hint_us != 0)
+		atomic_store_explicit(&h->drain_period_us, retry_hint_us, memory_order_relaxed);
+	else if (r->drain_ewma_us != 0)
+		atomic_store_explicit(&h->drain_period_us, r->drain_ewma_us, memory_order_relaxed);
+	atomic_store_explicit(&h->state, state, memory_order_seq_cst);
+	wake_everyone(r);
+}
+
+void
+tdb_ring_close(TdbRing *r)
+{
+	if (r->base != NULL)
+		munmap(r->base, r->size);
+	if (r->fd >= 0)
+		close(r->fd);
+	ring_free_local(r);
+	r->base = NULL;
+	r->fd = -1;
+}
+
+bool
+tdb_ring_lane_owned(const TdbRing *r, uint32_t lane)
+{
+	return lane < r->nlanes && tdb_slot_alive(r->fd, lane);
+}
