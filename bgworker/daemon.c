@@ -62,6 +62,7 @@
 #include "module/shared.h"
 #include "module/trafficdb.h"
 #include "object.h"
+#include "ring/ring.h"
 #include "writer.h"
 
 PGDLLEXPORT void tdb_daemon_main(Datum arg);
@@ -108,6 +109,16 @@ typedef struct DaemonState
 	bool		need_checkpoint;	/* a new map: the next record must be a checkpoint */
 	TdbLogMapInfo mapinfo;		/* the current map's first generation, time, checksum */
 	bool		unpublished;	/* a committed generation readers have not been given */
+
+	/* the writers' ring (trafficdb_put) */
+	TdbRing		ring;
+	bool		ring_open;
+	uint64		put_rejected;	/* updates for unknown locations */
+	uint64		put_applied;
+	uint32		nput_rejects;	/* waiting for feed_rejects */
+	int64		put_reject_id[256];
+	int64		put_reject_ticket[256];
+	uint32		put_reject_lane[256];
 
 	/* a publication prepared in this transaction, made once it commits */
 	struct
@@ -831,6 +842,9 @@ finish_publication(void)
 	D.npend = 0;
 	D.dirty = false;
 
+	/* TRAFFICDB_SYNC writers of what this generation holds may return */
+	if (D.ring_open)
+		tdb_ring_committed(&D.ring, gen);
 	rc = tdb_writer_publish(&D.writer, gen, D.map.hdr->map_id, D.map_seg, D.pub.seg, now_us());
 	if (rc == TDB_SHM_ENOSLOT)
 	{
@@ -1289,6 +1303,20 @@ absorb_feed(uint64 gen)
 	return consumed;
 }
 
+/* Puts for unknown locations, into feed_rejects (seq = the lane's ticket). */
+static void
+persist_put_rejects(void)
+{
+	Rejects		rj = {0};
+
+	for (uint32 k = 0; k < D.nput_rejects; k++)
+		reject(&rj, D.put_reject_ticket[k], D.put_reject_id[k],
+			   psprintf("unknown location_id: not in the loaded map (trafficdb_put, writer lane %u)",
+						D.put_reject_lane[k]));
+	persist_rejects(&rj);
+	D.nput_rejects = 0;
+}
+
 static void
 feed_cycle(bool force)
 {
@@ -1297,8 +1325,128 @@ feed_cycle(bool force)
 	if (!D.have_map)
 		return;
 	absorb_feed(gen);
+	persist_put_rejects();
 	if (D.dirty || force || D.unpublished || D.need_checkpoint)
 		prepare_generation(gen);
+}
+
+/* ---- the writers' ring ------------------------------------------------------------- */
+
+static char put_incident[TDB_VALID_MAX_INCIDENT + 1];
+
+/* One validated update from a writer lane into the working traffic. */
+static int
+ring_apply(void *arg, const TdbRingUpdate *u, uint32_t lane, uint64_t ticket)
+{
+	int64		i;
+
+	(void) arg;
+	if (u->map_id == D.map.hdr->map_id && u->record_hint < D.map.count &&
+		D.map.records[u->record_hint].id == u->location_id)
+		i = u->record_hint;
+	else
+		i = tdb_map_find(&D.map, u->location_id);
+	if (i < 0)
+	{
+		/* the map changed under the writer: filed like a feed reject */
+		D.put_rejected++;
+		if (D.nput_rejects < lengthof(D.put_reject_id))
+		{
+			D.put_reject_id[D.nput_rejects] = (int64) u->location_id;
+			D.put_reject_ticket[D.nput_rejects] = (int64) ticket;
+			D.put_reject_lane[D.nput_rejects] = lane;
+			D.nput_rejects++;
+		}
+		return 0;
+	}
+	if (u->incident)
+	{
+		memcpy(put_incident, u->incident, Min(u->incident_len, TDB_VALID_MAX_INCIDENT));
+		put_incident[Min(u->incident_len, TDB_VALID_MAX_INCIDENT)] = '\0';
+	}
+	/* ring updates come after the feed rows of their generation: the largest seq */
+	apply_traffic((uint64) i, u->observed_at_us, PG_INT64_MAX, u->speed_kmh, u->free_flow_kmh,
+				  u->congestion == TDB_RING_UNKNOWN ? -1 : u->congestion,
+				  u->confidence == TDB_RING_UNKNOWN ? -1 : u->confidence,
+				  u->incident ? put_incident : NULL, D.generation + 1);
+	D.dirty = true;
+	D.put_applied++;
+	return 0;
+}
+
+typedef struct DrainArg
+{
+	TdbRingDrainStats st;
+	uint64		n;
+} DrainArg;
+
+static void
+drain_guarded(void *p)
+{
+	DrainArg   *a = p;
+
+	a->n = tdb_ring_drain(&D.ring, 0, ring_apply, NULL, &a->st);
+}
+
+static void
+open_ring(void)
+{
+	char		err[TDB_SHM_ERRLEN];
+	gid_t		gid = (gid_t) -1;
+
+	if (tdb_max_writers == 0)
+		return;
+	if (tdb_writer_group && tdb_writer_group[0] != '\0')
+	{
+		struct group *g = getgrnam(tdb_writer_group);
+
+		if (g == NULL)
+		{
+			ereport(WARNING,
+					(errmsg("trafficdb: trafficdb.writer_group names group \"%s\", which does not exist: no writers' ring", tdb_writer_group),
+					 errhint("Create the group, or set trafficdb.writer_group to '' for owner-only access.")));
+			return;
+		}
+		gid = g->gr_gid;
+	}
+	if (tdb_ring_create(&D.ring, tdb_shm_prefix(), (uint32) tdb_max_writers, (uint32) tdb_writer_ring_slots,
+						gid, D.writer.ctl->instance_id, err) != TDB_SHM_OK)
+	{
+		ereport(WARNING, (errmsg("trafficdb: no writers' ring: %s", err)));
+		return;
+	}
+	D.ring_open = true;
+	tdb_ring_set_state(&D.ring, TDB_RING_REBUILDING, 0);
+	ereport(LOG, (errmsg("trafficdb: writers' ring %s.writers: %d lanes of %d slots%s", tdb_shm_prefix(),
+						 tdb_max_writers, tdb_writer_ring_slots, D.ring.adopted ? ", adopted with its undrained updates" : "")));
+}
+
+/* Drain the writers' ring into the working traffic (between transactions). */
+static void
+drain_ring(void)
+{
+	DrainArg	a;
+
+	if (!D.ring_open || !D.have_map)
+		return;
+	memset(&a, 0, sizeof(a));
+	if (!tdb_writer_guarded(drain_guarded, &a))
+	{
+		/* a member of writer_group truncated it: make it anew */
+		ereport(WARNING,
+				(errmsg("trafficdb: the writers' ring %s.writers was damaged (truncated by a process with write access to it) and is made anew",
+						tdb_shm_prefix()),
+				 errdetail("Writers attached before must reopen; what they put and the daemon had not drained is lost.")));
+		tdb_ring_close(&D.ring);
+		D.ring_open = false;
+		open_ring();
+		if (D.ring_open)
+			tdb_ring_set_state(&D.ring, TDB_RING_RUNNING, 0);
+		return;
+	}
+	if (a.st.lanes_reset > 0)
+		ereport(LOG, (errmsg("trafficdb: reset " UINT64_FORMAT " damaged writer lane(s), dropping " UINT64_FORMAT " slot(s): %s",
+							 a.st.lanes_reset, a.st.dropped_slots, a.st.reset_reason)));
 }
 
 /* ---- readers ------------------------------------------------------------------------- */
@@ -1590,6 +1738,9 @@ daemon_detach(int code, Datum arg)
 	(void) code;
 	(void) arg;
 	/* leave the objects in place: readers keep them, the next daemon adopts them */
+	if (D.ring_open)
+		tdb_ring_close(&D.ring);
+	D.ring_open = false;
 	if (D.writer_open)
 		tdb_writer_close(&D.writer, false);
 	D.writer_open = false;
@@ -1613,6 +1764,8 @@ tdb_daemon_main(Datum main_arg)
 	MapLoadArg	start_arg;
 	TimestampTz startup_failed_at = 0;
 	char		startup_error[TDB_ERRMSG_LEN] = "";
+	TimestampTz last_cycle_at = 0;
+	bool		ring_running = false;
 
 	(void) main_arg;
 
@@ -1699,6 +1852,7 @@ tdb_daemon_main(Datum main_arg)
 			proc_exit(0);
 	}
 	D.writer_open = true;
+	open_ring();
 	SpinLockAcquire(&tdb_shared->mutex);
 	tdb_shared->prefix_owned = true;
 	tdb_shared->prefix_error[0] = '\0';
@@ -1720,6 +1874,7 @@ tdb_daemon_main(Datum main_arg)
 		bool		map_pending;
 		MapLoadArg	map_arg;
 		bool		force;
+		long		wait_ms;
 
 		if (ShutdownRequestPending)
 			break;
@@ -1743,6 +1898,12 @@ tdb_daemon_main(Datum main_arg)
 			startup_failed_at = run_in_tx("trafficdb startup", startup_tx, &start_arg, startup_error) ?
 				0 : GetCurrentTimestamp();
 
+		if (D.ring_open && D.have_map && !ring_running)
+		{
+			tdb_ring_set_state(&D.ring, TDB_RING_RUNNING, 0);
+			ring_running = true;
+		}
+
 		SpinLockAcquire(&tdb_shared->mutex);
 		pub_req = tdb_shared->publish_requested;
 		map_req = tdb_shared->map_req_seq;
@@ -1750,6 +1911,13 @@ tdb_daemon_main(Datum main_arg)
 		map_arg.req = tdb_shared->map_req;
 		force = pub_req > tdb_shared->publish_done;
 		SpinLockRelease(&tdb_shared->mutex);
+
+		/* between publications only the writers' ring is drained */
+		drain_ring();
+		if (!force && !map_pending &&
+			!TimestampDifferenceExceeds(last_cycle_at, GetCurrentTimestamp(), tdb_publish_interval_ms))
+			goto wait;
+		last_cycle_at = GetCurrentTimestamp();
 
 		if (map_pending)
 		{
@@ -1795,8 +1963,22 @@ tdb_daemon_main(Datum main_arg)
 		watch_readers();
 		tdb_writer_reclaim(&D.writer, D.have_map ? D.map_seg : TDB_MAX_SEGMENTS);
 
+wait:
+		{
+			long		sec;
+			int			usec;
+
+			TimestampDifference(GetCurrentTimestamp(),
+								TimestampTzPlusMilliseconds(last_cycle_at, tdb_publish_interval_ms), &sec, &usec);
+			wait_ms = Max(sec * 1000 + usec / 1000, 0);
+			if (wait_ms == 0 && !TimestampDifferenceExceeds(last_cycle_at, GetCurrentTimestamp(), tdb_publish_interval_ms))
+				wait_ms = 1;
+		}
+		/* writers put between publications: drain them every writer_drain_interval */
+		if (D.ring_open && D.have_map)
+			wait_ms = Min(wait_ms, tdb_writer_drain_interval_ms);
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 tdb_publish_interval_ms, PG_WAIT_EXTENSION);
+						 wait_ms, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}

@@ -50,6 +50,23 @@ int			tdb_checkpoint_part_entries = 1048576;
 int			tdb_log_retention_s = 3600;
 int			tdb_log_retention_generations = 3600;
 int			tdb_replay_verify = TDB_REPLAY_VERIFY_FULL;
+int			tdb_max_writers = 16;
+int			tdb_writer_ring_slots = 65536;
+char	   *tdb_writer_group = NULL;
+int			tdb_writer_drain_interval_ms = 1;
+
+static bool
+check_ring_slots(int *newval, void **extra, GucSource source)
+{
+	(void) extra;
+	(void) source;
+	if (*newval < 128 || (*newval & (*newval - 1)) != 0)
+	{
+		GUC_check_errdetail("trafficdb.writer_ring_slots must be a power of two of at least 128, not %d.", *newval);
+		return false;
+	}
+	return true;
+}
 
 static const struct config_enum_entry replay_verify_options[] = {
 	{"full", TDB_REPLAY_VERIFY_FULL, false},
@@ -167,6 +184,14 @@ tdb_define_settings(void)
 							 PGC_SIGHUP, 0,
 							 NULL, NULL, NULL);
 
+	DefineCustomIntVariable("trafficdb.writer_drain_interval",
+							"How often the daemon drains the writers' ring while writers put.",
+							"Between publications; updates drained are published by the next one.",
+							&tdb_writer_drain_interval_ms,
+							1, 1, 1000,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
 	/*
 	 * Postmaster settings can only be defined while the postmaster loads the
 	 * library (PostgreSQL raises FATAL otherwise); without preloading they
@@ -204,6 +229,32 @@ tdb_define_settings(void)
 								PGC_POSTMASTER,
 								0,
 								NULL, NULL, NULL);
+
+		DefineCustomIntVariable("trafficdb.max_writers",
+								"Writer lanes in <prefix>.writers: processes that may put at once (libtrafficdb trafficdb_put).",
+								"0: no writers' ring.",
+								&tdb_max_writers,
+								16, 0, 1024,
+								PGC_POSTMASTER, 0,
+								NULL, NULL, NULL);
+
+		DefineCustomIntVariable("trafficdb.writer_ring_slots",
+								"64-byte slots in each writer lane (a power of two).",
+								NULL,
+								&tdb_writer_ring_slots,
+								65536, 128, 1 << 24,
+								PGC_POSTMASTER, 0,
+								check_ring_slots, NULL, NULL);
+
+		DefineCustomStringVariable("trafficdb.writer_group",
+								   "Operating-system group given write access to the writers' ring.",
+								   "Empty means owner-only (mode 0600): only the server's user can put. "
+								   "Writers also need read access (trafficdb.shm_group).",
+								   &tdb_writer_group,
+								   "",
+								   PGC_POSTMASTER,
+								   0,
+								   NULL, NULL, NULL);
 
 		DefineCustomStringVariable("trafficdb.shm_group",
 								   "Operating-system group given read access to trafficdb's shared memory.",

@@ -28,6 +28,11 @@ extern int	tdb_checkpoint_part_entries;
 extern int	tdb_log_retention_s;
 extern int	tdb_log_retention_generations;
 extern int	tdb_replay_verify;
+/* the writers' ring (trafficdb_put) */
+extern int	tdb_max_writers;
+extern int	tdb_writer_ring_slots;
+extern char *tdb_writer_group;
+extern int	tdb_writer_drain_interval_ms;
 
 #define TDB_REPLAY_VERIFY_FULL 0
 #define TDB_REPLAY_VERIFY_LAST 1

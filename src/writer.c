@@ -154,6 +154,20 @@ install_bus_handler(void)
 
 static int	create_slots(TdbWriter *w, uint64_t instance, char *err);
 
+bool
+tdb_writer_guarded(void (*fn) (void *), void *arg)
+{
+	sigjmp_buf	jb;
+
+	install_bus_handler();
+	if (sigsetjmp(jb, 1) != 0)
+		return false;
+	bus_jmp = &jb;
+	fn(arg);
+	bus_jmp = NULL;
+	return true;
+}
+
 /*
  * The header of a new readers segment, which is group-writable from its
  * creation: a member truncating it at once must cost an error, not a SIGBUS.

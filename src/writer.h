@@ -75,6 +75,13 @@ int			tdb_writer_open(TdbWriter *w, const char *prefix, const TdbWriterConfig *c
 							TdbWriterOpenInfo *info, char *err);
 
 /*
+ * Run fn(arg) so that a SIGBUS it takes (memory a group member truncated,
+ * such as <prefix>.writers) jumps back here: false if it did.  fn must not
+ * hold resources a jump out of it would leak.
+ */
+bool		tdb_writer_guarded(void (*fn) (void *), void *arg);
+
+/*
  * Refresh the external slots' pins, pids and liveness (w->ext_*).  Safe
  * against a readers segment that a group member truncated: it is then made
  * anew (w->slots_rebuilt counts) and its old pins are ignored.
