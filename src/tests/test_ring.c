@@ -65,8 +65,8 @@ env_open(RingEnv *e, uint32_t nlanes, uint32_t lane_slots)
 static void
 env_close(RingEnv *e)
 {
-	tdb_ring_close(&e->ring);
-	tdb_writer_close(&e->w, true);	/* unlinks every name, <prefix>.writers too */
+	tdb_ring_remove(&e->ring);
+	tdb_writer_close(&e->w, true);
 }
 
 static trafficdb_writer *
@@ -458,6 +458,7 @@ done:
 typedef struct Producer
 {
 	RingEnv    *e;
+	pthread_barrier_t *all_open;	/* every producer holds its lane at once */
 	int			p;
 	uint64_t	n;
 	int			rc;
@@ -472,6 +473,7 @@ producer_main(void *arg)
 	char		text[200];
 
 	pr->rc = trafficdb_writer_open(pr->e->prefix, &w);
+	pthread_barrier_wait(pr->all_open);
 	if (pr->rc != TRAFFICDB_OK)
 		return NULL;
 	for (uint64_t k = 0; k < pr->n; k++)
@@ -556,15 +558,17 @@ run_producers(int nproducers, uint64_t per, uint32_t nlanes, uint32_t lane_slots
 	pthread_t	t[8];
 	Checker		ck;
 	uint64_t	want = (uint64_t) nproducers * per;
+	pthread_barrier_t all_open;
 
 	if (!env_open(&e, nlanes, lane_slots))
 		return;
+	pthread_barrier_init(&all_open, NULL, (unsigned) nproducers);
 	memset(&ck, 0, sizeof(ck));
 	for (int p = 0; p < 8; p++)
 		ck.lane_of[p] = -1;
 	for (int p = 0; p < nproducers; p++)
 	{
-		pr[p] = (Producer) {.e = &e, .p = p, .n = per};
+		pr[p] = (Producer) {.e = &e, .all_open = &all_open, .p = p, .n = per};
 		pthread_create(&t[p], NULL, producer_main, &pr[p]);
 	}
 	/* the consumer: this thread, bounded by time */
@@ -594,6 +598,7 @@ run_producers(int nproducers, uint64_t per, uint32_t nlanes, uint32_t lane_slots
 	for (int p = 0; p < nproducers; p++)
 		for (int q = p + 1; q < nproducers; q++)
 			CHECK(ck.lane_of[p] != ck.lane_of[q]);
+	pthread_barrier_destroy(&all_open);
 	env_close(&e);
 }
 
