@@ -1206,3 +1206,87 @@ UNIT_TEST(test_ring_kill9_writer)
 	}
 	env_close(&e);
 }
+
+/*
+ * The Python binding (python/trafficdb, ctypes) from another process:
+ * python/tests/ring_check.py puts while this thread drains and commits
+ * every 20 ms.  Needs python3 and lib/libtrafficdb.so (make
+ * lib/libtrafficdb.so); skipped with a note without them.
+ */
+typedef struct Committer
+{
+	RingEnv    *e;
+	Collect		c;
+	_Atomic int stop;
+} Committer;
+
+static void *
+committer_main(void *arg)
+{
+	Committer  *cm = arg;
+
+	for (int i = 0; i < 3000 && !atomic_load(&cm->stop); i++)
+	{
+		tdb_ring_drain(&cm->e->ring, 0, collect, &cm->c, NULL);
+		tdb_ring_committed(&cm->e->ring, 100 + (uint64_t) i);
+		sleep_us(20000);
+	}
+	return NULL;
+}
+
+UNIT_TEST(test_ring_python)
+{
+	RingEnv		e;
+	static Got	got[1024];
+	Committer	cm;
+	pthread_t	t;
+	pid_t		pid;
+	int			status = -1;
+
+	if (access("lib/libtrafficdb.so", R_OK) != 0 || access("/usr/bin/python3", X_OK) != 0)
+	{
+		printf("# skipped: needs lib/libtrafficdb.so (make lib/libtrafficdb.so) and /usr/bin/python3\n");
+		return;
+	}
+	if (!env_open(&e, 2, 128))
+		return;
+	memset(&cm, 0, sizeof(cm));
+	cm.e = &e;
+	cm.c = (Collect) {got, 0, 1024};
+	pthread_create(&t, NULL, committer_main, &cm);
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0)
+	{
+		setenv("TRAFFICDB_LIB", "lib/libtrafficdb.so", 1);
+		setenv("PYTHONPATH", "python", 1);
+		execl("/usr/bin/python3", "python3", "python/tests/ring_check.py", e.prefix, (char *) NULL);
+		_exit(127);
+	}
+	waitpid(pid, &status, 0);
+	atomic_store(&cm.stop, 1);
+	pthread_join(t, NULL);
+	tdb_ring_drain(&e.ring, 0, collect, &cm.c, NULL);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CHECK(cm.c.n >= 6);
+	if (cm.c.n >= 6)
+	{
+		const TdbRingUpdate *u = &got[0].u;
+
+		CHECK_EQ_U64(u->location_id, 1001);
+		CHECK(u->speed_kmh == 12.5f && u->free_flow_kmh == 50);
+		CHECK_EQ_U64(u->congestion, 2);
+		CHECK_EQ_U64(u->confidence, 90);
+		CHECK_EQ_U64(u->observed_at_us, 1700000000000000);
+		CHECK(u->incident_len == strlen("Åland: road works") &&
+			  memcmp(u->incident, "Åland: road works", u->incident_len) == 0);
+		CHECK_EQ_U64(got[1].u.location_id, 1002);
+		CHECK_EQ_U64(got[2].u.location_id, 1003);
+		CHECK(got[2].u.speed_kmh == 30.0f);
+		CHECK_EQ_U64(got[3].u.location_id, 1004);	/* the first of a batch whose second was bad */
+		CHECK_EQ_U64(got[4].u.location_id, 1006);
+		CHECK_EQ_U64(got[cm.c.n - 1].u.location_id, 1008);
+		CHECK_EQ_U64(got[cm.c.n - 1].u.present, TDB_RING_HAS_CONFIDENCE);
+	}
+	env_close(&e);
+}
