@@ -112,6 +112,10 @@ bench-parquet:
 bench/accessor: bench/accessor.c lib/libtrafficdb.a include/trafficdb.h
 	$(CC) $(UNIT_CFLAGS) -o $@ bench/accessor.c lib/libtrafficdb.a -lm -lpthread
 
+# trafficdb_put ASYNC from one producer with a draining thread (no server; not in make test).
+bench/put: bench/put.c $(ENGINE_SRCS) $(CLIENT_SRCS) $(RING_SRCS) $(wildcard src/*.h src/ring/*.h src/client/*.h include/*.h)
+	$(CC) $(UNIT_CFLAGS) -o $@ bench/put.c $(ENGINE_SRCS) $(CLIENT_SRCS) $(RING_SRCS) -lm -lpthread
+
 bench-accessor: all bench/accessor
 	bench/accessor.sh $(SEGMENTS)
 
@@ -321,7 +325,7 @@ demo-stop:
 demo-clean:
 	scripts/demo.sh --clean
 
-EXTRA_CLEAN = test/crash_writer test/crash_reader src/tests/fuzz/fuzz_stream_open src/tests/fuzz/corpus src/tests/fuzz/last.log bench/streamgen src/tests/unit_tests_asan tools/trafficdb-stream examples/live_traffic src/tests/unit_tests src/tests/unit_tests_tsan tools/tdbread bench/objbench bench/accessor lib tmp_check results regression.diffs regression.out
+EXTRA_CLEAN = test/crash_writer test/crash_reader src/tests/fuzz/fuzz_stream_open src/tests/fuzz/corpus src/tests/fuzz/last.log bench/streamgen src/tests/unit_tests_asan tools/trafficdb-stream examples/live_traffic src/tests/unit_tests src/tests/unit_tests_tsan tools/tdbread bench/objbench bench/accessor bench/put lib tmp_check results regression.diffs regression.out
 
 # Trail files on S3 (src/trail/): their targets and tests.
 -include src/trail/trail.mk

@@ -11,6 +11,11 @@ A thin ctypes layer over libtrafficdb (include/trafficdb.h)::
                 ...
         reader.wait(after=snap.generation, timeout=5.0)   # sleeps until the next publish
 
+    with trafficdb.Writer("/trafficdb.5432") as writer:   # local writes, no SQL
+        writer.put(45314201, speed_kmh=37.5, confidence=90)          # in shared memory (~100 ns in C)
+        writer.put(45314202, incident="lane closed", sync=True)      # returns once committed
+        writer.sync(5000)                                            # every put so far committed
+
 Locations are plain Python objects copied out of shared memory, so they stay
 usable after the snapshot ends.  A Reader belongs to one thread at a time.
 
@@ -24,7 +29,8 @@ import datetime
 import math
 import os
 
-__all__ = ["Reader", "Snapshot", "Location", "TrafficDBError", "NotRunning", "Stale", "Empty", "Revoked"]
+__all__ = ["Reader", "Snapshot", "Location", "Writer", "TrafficDBError", "NotRunning", "Stale", "Empty", "Revoked",
+           "Busy", "Lost", "BadArg", "NotFound"]
 
 # include/trafficdb.h's TRAFFICDB_VERSION_STRING: make install-client refuses
 # to install a package whose version differs.
@@ -54,7 +60,11 @@ def _load_library():
 _lib = _load_library()
 
 OK, NOTFOUND, NOTRUNNING, PERMISSION, INVALID, NOSLOT, EMPTY, STALE, CORRUPT, SYSTEM, \
-    NOSNAPSHOT, BADARG, TIMEOUT, NOMEM, REVOKED = 0, *range(-30700, -30714, -1)
+    NOSNAPSHOT, BADARG, TIMEOUT, NOMEM, REVOKED, BUSY, LOST, TRIMMED = 0, *range(-30700, -30717, -1)
+
+# trafficdb_put's flags and trafficdb_update.has bits
+ASYNC, SYNC, WAIT = 0x0, 0x1, 0x2
+HAS_SPEED, HAS_FREE_FLOW, HAS_CONGESTION, HAS_CONFIDENCE, HAS_INCIDENT = 0x01, 0x02, 0x04, 0x08, 0x10
 
 
 class _Traffic(ctypes.Structure):
@@ -71,6 +81,13 @@ class _Location(ctypes.Structure):
                 ("oneway", ctypes.c_uint8), ("npoints", ctypes.c_uint32),
                 ("traffic", ctypes.POINTER(_Traffic)),
                 ("incident", ctypes.c_void_p), ("incident_len", ctypes.c_uint32)]
+
+
+class _Update(ctypes.Structure):
+    _fields_ = [("location_id", ctypes.c_uint64), ("observed_at_us", ctypes.c_int64),
+                ("speed_kmh", ctypes.c_float), ("free_flow_kmh", ctypes.c_float),
+                ("congestion", ctypes.c_uint8), ("confidence", ctypes.c_uint8), ("has", ctypes.c_uint8),
+                ("incident", ctypes.c_char_p), ("incident_len", ctypes.c_uint32)]
 
 
 _VISIT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_Location), ctypes.c_void_p)
@@ -90,6 +107,15 @@ for _name, _res, _args in [
         ("trafficdb_knn", ctypes.c_int, [_H, ctypes.c_double, ctypes.c_double, ctypes.c_uint32, _VISIT, ctypes.c_void_p]),
         ("trafficdb_changes_since", ctypes.c_int, [_H, ctypes.c_uint64, _VISIT, ctypes.c_void_p]),
         ("trafficdb_wait", ctypes.c_int, [_H, ctypes.c_uint64, ctypes.c_int, ctypes.POINTER(ctypes.c_uint64)]),
+        ("trafficdb_writer_open", ctypes.c_int, [ctypes.c_char_p, ctypes.POINTER(_H)]),
+        ("trafficdb_writer_close", None, [_H]),
+        ("trafficdb_writer_errmsg", ctypes.c_char_p, [_H]),
+        ("trafficdb_put", ctypes.c_int, [_H, ctypes.POINTER(_Update), ctypes.c_int]),
+        ("trafficdb_put_many", ctypes.c_int, [_H, ctypes.POINTER(_Update), ctypes.c_size_t, ctypes.c_int,
+                                              ctypes.POINTER(ctypes.c_size_t)]),
+        ("trafficdb_sync", ctypes.c_int, [_H, ctypes.c_int]),
+        ("trafficdb_retry_after_us", ctypes.c_uint32, [_H]),
+        ("trafficdb_writer_set_timeout", ctypes.c_int, [_H, ctypes.c_int]),
 ]:
     _f = getattr(_lib, _name)
     _f.restype = _res
@@ -121,13 +147,46 @@ class Revoked(TrafficDBError):
     """The snapshot was held past trafficdb.reader_pin_timeout and revoked (or rewritten): read again."""
 
 
-_ERRORS = {NOTRUNNING: NotRunning, STALE: Stale, EMPTY: Empty, REVOKED: Revoked}
+class Busy(TrafficDBError):
+    """A writer's lane is full (nothing was written): retry after .retry_after_us microseconds."""
+
+    def __init__(self, code, detail="", retry_after_us=1000):
+        super().__init__(code, detail)
+        self.retry_after_us = retry_after_us
+
+
+class Lost(TrafficDBError):
+    """A crash of the server's daemon lost updates that were not committed yet: put them again."""
+
+
+class BadArg(TrafficDBError, ValueError):
+    """An argument is out of range (for a put: the message names the field and its value)."""
+
+
+class NotFound(TrafficDBError, KeyError):
+    """No location with that id in the published map."""
+
+    __str__ = Exception.__str__
+
+
+_ERRORS = {NOTRUNNING: NotRunning, STALE: Stale, EMPTY: Empty, REVOKED: Revoked, BUSY: Busy, LOST: Lost,
+           BADARG: BadArg, NOTFOUND: NotFound}
 
 
 def _check(code, handle=None):
     if code < 0:
         # without a handle: why this thread's last trafficdb_open failed
         detail = _lib.trafficdb_errmsg(handle).decode(errors="replace")
+        raise _ERRORS.get(code, TrafficDBError)(code, detail)
+    return code
+
+
+def _check_writer(code, handle=None):
+    if code < 0:
+        # without a handle: why this thread's last trafficdb_writer_open failed
+        detail = _lib.trafficdb_writer_errmsg(handle).decode(errors="replace")
+        if code == BUSY:
+            raise Busy(code, detail, _lib.trafficdb_retry_after_us(handle) if handle else 1000)
         raise _ERRORS.get(code, TrafficDBError)(code, detail)
     return code
 
@@ -249,6 +308,109 @@ class Reader:
     def close(self):
         if self._h:
             _lib.trafficdb_close(self._h)
+            self._h = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _update(location_id, speed_kmh=None, free_flow_kmh=None, congestion=None, confidence=None, incident=None,
+            observed_at_us=0):
+    """A trafficdb_update; the incident's bytes are kept alive by the struct's c_char_p."""
+    u = _Update()
+    u.location_id = location_id
+    u.observed_at_us = observed_at_us
+    has = 0
+    if speed_kmh is not None:
+        u.speed_kmh = speed_kmh
+        has |= HAS_SPEED
+    if free_flow_kmh is not None:
+        u.free_flow_kmh = free_flow_kmh
+        has |= HAS_FREE_FLOW
+    # out-of-range levels go to the library as 255, which its validation names
+    if congestion is not None:
+        u.congestion = congestion if 0 <= congestion <= 255 else 255
+        has |= HAS_CONGESTION
+    if confidence is not None:
+        u.confidence = confidence if 0 <= confidence <= 255 else 255
+        has |= HAS_CONFIDENCE
+    if incident is not None:
+        data = incident.encode() if isinstance(incident, str) else bytes(incident)
+        u.incident = data
+        u.incident_len = len(data)
+        has |= HAS_INCIDENT
+    u.has = has
+    return u
+
+
+class Writer:
+    """Local writes to the server under name (e.g. "/trafficdb.5432") through its shared memory ring.
+
+    One Writer per thread (it owns a lane of the ring).  put() and put_many() are acknowledged once
+    the updates are in shared memory, or with sync=True once the generation holding them has
+    committed.  Errors: BadArg (the message names the field), NotFound (id not in the published
+    map), Busy (the lane is full: .retry_after_us), Lost (sync: a crash lost updates: put them
+    again), Stale (the server stopped: open a new Writer).
+    """
+
+    def __init__(self, name):
+        h = _H()
+        _check_writer(_lib.trafficdb_writer_open(name.encode(), ctypes.byref(h)))
+        self._h = h
+
+    def _handle(self):
+        if not self._h:
+            raise TrafficDBError(BADARG, "the writer is closed")
+        return self._h
+
+    def put(self, location_id, speed_kmh=None, free_flow_kmh=None, congestion=None, confidence=None,
+            incident=None, observed_at_us=0, sync=False, wait=False):
+        """Put one update; fields left None are unknown (NULL in SQL).  observed_at_us 0 = now."""
+        h = self._handle()
+        u = _update(location_id, speed_kmh, free_flow_kmh, congestion, confidence, incident, observed_at_us)
+        _check_writer(_lib.trafficdb_put(h, ctypes.byref(u), (SYNC if sync else ASYNC) | (WAIT if wait else 0)), h)
+
+    def put_many(self, rows, sync=False, wait=False):
+        """Put updates in order: rows of dicts (put's keywords) or tuples (put's positional order).
+
+        Returns how many went in; on an error the exception's .accepted says so too.
+        """
+        h = self._handle()
+        ups = [_update(**r) if isinstance(r, dict) else _update(*r) for r in rows]
+        arr = (_Update * len(ups))(*ups)
+        accepted = ctypes.c_size_t()
+        rc = _lib.trafficdb_put_many(h, arr, len(ups), (SYNC if sync else ASYNC) | (WAIT if wait else 0),
+                                     ctypes.byref(accepted))
+        try:
+            _check_writer(rc, h)
+        except TrafficDBError as e:
+            e.accepted = accepted.value
+            raise
+        return accepted.value
+
+    def sync(self, timeout_ms=10000):
+        """Wait until every put so far is committed; False on timeout; Lost if a crash lost some."""
+        h = self._handle()
+        rc = _lib.trafficdb_sync(h, int(timeout_ms))
+        if rc == TIMEOUT:
+            return False
+        _check_writer(rc, h)
+        return True
+
+    def set_timeout(self, timeout_ms):
+        """The timeout of sync puts and of wait=True (default 10 s)."""
+        _check_writer(_lib.trafficdb_writer_set_timeout(self._handle(), int(timeout_ms)), self._h)
+
+    @property
+    def retry_after_us(self):
+        return _lib.trafficdb_retry_after_us(self._handle())
+
+    def close(self):
+        if self._h:
+            _lib.trafficdb_writer_close(self._h)
             self._h = None
 
     def __enter__(self):

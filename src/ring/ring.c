@@ -523,7 +523,6 @@ tdb_ring_drain(TdbRing *r, uint64_t max_updates, tdb_ring_apply_fn fn, void *arg
 {
 	TdbRingDrainStats local;
 	TdbWritersHeader *h = r->base;
-	struct stat sb;
 	int64_t		now = realtime_us();
 	int64_t		mono = monotonic_us();
 	uint64_t	total = 0;
@@ -533,9 +532,7 @@ tdb_ring_drain(TdbRing *r, uint64_t max_updates, tdb_ring_apply_fn fn, void *arg
 	if (st == NULL)
 		st = &local;
 	memset(st, 0, sizeof(*st));
-	if (r->base == NULL)
-		return 0;
-	if (fstat(r->fd, &sb) != 0 || (size_t) sb.st_size < r->size)
+	if (!tdb_ring_intact(r))
 	{
 		st->truncated = true;
 		return 0;
@@ -667,6 +664,27 @@ tdb_ring_close(TdbRing *r)
 	ring_free_local(r);
 	r->base = NULL;
 	r->fd = -1;
+}
+
+bool
+tdb_ring_intact(const TdbRing *r)
+{
+	struct stat sb;
+
+	return r->base != NULL && fstat(r->fd, &sb) == 0 && (size_t) sb.st_size >= r->size;
+}
+
+void
+tdb_ring_remove(TdbRing *r)
+{
+	if (r->base != NULL)
+	{
+		/* a truncated file would make the wakeups' stores a SIGBUS */
+		if (tdb_ring_intact(r))
+			tdb_ring_set_state(r, TDB_RING_STOPPED, 0);
+		shm_unlink(r->name);
+	}
+	tdb_ring_close(r);
 }
 
 bool

@@ -352,8 +352,24 @@ void		tdb_ring_committed(TdbRing *r, uint64_t generation);
  */
 void		tdb_ring_set_state(TdbRing *r, uint32_t state, uint32_t retry_hint_us);
 
-/* Unmap (nothing is unlinked: the next run adopts it; an orderly stop unlinks every name). */
+/* Unmap; nothing is unlinked: the next run of the daemon adopts it (a crash, a restart). */
 void		tdb_ring_close(TdbRing *r);
+
+/*
+ * An orderly stop: mark the ring stopped (writers get TRAFFICDB_STALE and
+ * reopen later), wake every waiter, unlink <prefix>.writers and close.
+ * (tdb_writer_close(w, true) unlinks only the names it made;
+ * tdb_writer_stop_instance removes every "<prefix>.*" anyway.)
+ */
+void		tdb_ring_remove(TdbRing *r);
+
+/*
+ * Is the file still as large as it was made?  tdb_ring_drain checks it
+ * itself; tdb_ring_committed and tdb_ring_set_state store into the lanes
+ * and header without checking: a member of writer_group who truncated the
+ * file makes that a SIGBUS, the caller's to catch (or check this first).
+ */
+bool		tdb_ring_intact(const TdbRing *r);
 
 /* Is lane's owner alive (OFD lock test, as tdb_slot_alive)?  For display. */
 bool		tdb_ring_lane_owned(const TdbRing *r, uint32_t lane);

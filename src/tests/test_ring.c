@@ -65,8 +65,8 @@ env_open(RingEnv *e, uint32_t nlanes, uint32_t lane_slots)
 static void
 env_close(RingEnv *e)
 {
-	tdb_ring_close(&e->ring);
-	tdb_writer_close(&e->w, true);	/* unlinks every name, <prefix>.writers too */
+	tdb_ring_remove(&e->ring);
+	tdb_writer_close(&e->w, true);
 }
 
 static trafficdb_writer *
@@ -458,6 +458,7 @@ done:
 typedef struct Producer
 {
 	RingEnv    *e;
+	pthread_barrier_t *all_open;	/* every producer holds its lane at once */
 	int			p;
 	uint64_t	n;
 	int			rc;
@@ -472,6 +473,7 @@ producer_main(void *arg)
 	char		text[200];
 
 	pr->rc = trafficdb_writer_open(pr->e->prefix, &w);
+	pthread_barrier_wait(pr->all_open);
 	if (pr->rc != TRAFFICDB_OK)
 		return NULL;
 	for (uint64_t k = 0; k < pr->n; k++)
@@ -556,15 +558,17 @@ run_producers(int nproducers, uint64_t per, uint32_t nlanes, uint32_t lane_slots
 	pthread_t	t[8];
 	Checker		ck;
 	uint64_t	want = (uint64_t) nproducers * per;
+	pthread_barrier_t all_open;
 
 	if (!env_open(&e, nlanes, lane_slots))
 		return;
+	pthread_barrier_init(&all_open, NULL, (unsigned) nproducers);
 	memset(&ck, 0, sizeof(ck));
 	for (int p = 0; p < 8; p++)
 		ck.lane_of[p] = -1;
 	for (int p = 0; p < nproducers; p++)
 	{
-		pr[p] = (Producer) {.e = &e, .p = p, .n = per};
+		pr[p] = (Producer) {.e = &e, .all_open = &all_open, .p = p, .n = per};
 		pthread_create(&t[p], NULL, producer_main, &pr[p]);
 	}
 	/* the consumer: this thread, bounded by time */
@@ -594,6 +598,7 @@ run_producers(int nproducers, uint64_t per, uint32_t nlanes, uint32_t lane_slots
 	for (int p = 0; p < nproducers; p++)
 		for (int q = p + 1; q < nproducers; q++)
 			CHECK(ck.lane_of[p] != ck.lane_of[q]);
+	pthread_barrier_destroy(&all_open);
 	env_close(&e);
 }
 
@@ -1198,6 +1203,90 @@ UNIT_TEST(test_ring_kill9_writer)
 			CHECK_EQ_U64(got[0].lane, 0);
 			trafficdb_writer_close(w);
 		}
+	}
+	env_close(&e);
+}
+
+/*
+ * The Python binding (python/trafficdb, ctypes) from another process:
+ * python/tests/ring_check.py puts while this thread drains and commits
+ * every 20 ms.  Needs python3 and lib/libtrafficdb.so (make
+ * lib/libtrafficdb.so); skipped with a note without them.
+ */
+typedef struct Committer
+{
+	RingEnv    *e;
+	Collect		c;
+	_Atomic int stop;
+} Committer;
+
+static void *
+committer_main(void *arg)
+{
+	Committer  *cm = arg;
+
+	for (int i = 0; i < 3000 && !atomic_load(&cm->stop); i++)
+	{
+		tdb_ring_drain(&cm->e->ring, 0, collect, &cm->c, NULL);
+		tdb_ring_committed(&cm->e->ring, 100 + (uint64_t) i);
+		sleep_us(20000);
+	}
+	return NULL;
+}
+
+UNIT_TEST(test_ring_python)
+{
+	RingEnv		e;
+	static Got	got[1024];
+	Committer	cm;
+	pthread_t	t;
+	pid_t		pid;
+	int			status = -1;
+
+	if (access("lib/libtrafficdb.so", R_OK) != 0 || access("/usr/bin/python3", X_OK) != 0)
+	{
+		printf("# skipped: needs lib/libtrafficdb.so (make lib/libtrafficdb.so) and /usr/bin/python3\n");
+		return;
+	}
+	if (!env_open(&e, 2, 128))
+		return;
+	memset(&cm, 0, sizeof(cm));
+	cm.e = &e;
+	cm.c = (Collect) {got, 0, 1024};
+	pthread_create(&t, NULL, committer_main, &cm);
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0)
+	{
+		setenv("TRAFFICDB_LIB", "lib/libtrafficdb.so", 1);
+		setenv("PYTHONPATH", "python", 1);
+		execl("/usr/bin/python3", "python3", "python/tests/ring_check.py", e.prefix, (char *) NULL);
+		_exit(127);
+	}
+	waitpid(pid, &status, 0);
+	atomic_store(&cm.stop, 1);
+	pthread_join(t, NULL);
+	tdb_ring_drain(&e.ring, 0, collect, &cm.c, NULL);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CHECK(cm.c.n >= 6);
+	if (cm.c.n >= 6)
+	{
+		const TdbRingUpdate *u = &got[0].u;
+
+		CHECK_EQ_U64(u->location_id, 1001);
+		CHECK(u->speed_kmh == 12.5f && u->free_flow_kmh == 50);
+		CHECK_EQ_U64(u->congestion, 2);
+		CHECK_EQ_U64(u->confidence, 90);
+		CHECK_EQ_U64(u->observed_at_us, 1700000000000000);
+		CHECK(u->incident_len == strlen("Åland: road works") &&
+			  memcmp(u->incident, "Åland: road works", u->incident_len) == 0);
+		CHECK_EQ_U64(got[1].u.location_id, 1002);
+		CHECK_EQ_U64(got[2].u.location_id, 1003);
+		CHECK(got[2].u.speed_kmh == 30.0f);
+		CHECK_EQ_U64(got[3].u.location_id, 1004);	/* the first of a batch whose second was bad */
+		CHECK_EQ_U64(got[4].u.location_id, 1006);
+		CHECK_EQ_U64(got[cm.c.n - 1].u.location_id, 1008);
+		CHECK_EQ_U64(got[cm.c.n - 1].u.present, TDB_RING_HAS_CONFIDENCE);
 	}
 	env_close(&e);
 }
