@@ -432,7 +432,8 @@ enqueue(trafficdb_writer *w, const TdbRingUpdate *ru, int flags, int64_t deadlin
 	uint32_t	need = tdb_ring_need(ru->incident_len);
 	uint64_t	head;
 
-	if (__builtin_expect(atomic_load_explicit(&w->hdr->state, memory_order_relaxed) == TDB_RING_STOPPED, 0))
+	/* the ring's state, and the control block's: an orderly stop marks only that one */
+	if (__builtin_expect(stopped(w), 0))
 	{
 		snprintf(w->err, sizeof(w->err), "the server stopped its writers' ring: close and reopen");
 		return TRAFFICDB_STALE;

@@ -240,6 +240,15 @@ UNIT_TEST(test_ring_roundtrip)
 	c.n = 0;
 	CHECK_EQ_U64(drain_all(&e, &c, &st), 0);
 	CHECK_EQ_U64(st.lanes_nonempty, 0);
+	/* an orderly stop marks the control block stopped (not the ring): puts say STALE */
+	{
+		trafficdb_update u = {.location_id = 1001, .speed_kmh = 1, .has = TRAFFICDB_HAS_SPEED};
+
+		atomic_store(&e.w.ctl->state, TDB_DAEMON_STOPPED);
+		CHECK_EQ_U64(trafficdb_put(w, &u, TRAFFICDB_ASYNC), (uint64_t) TRAFFICDB_STALE);
+		atomic_store(&e.w.ctl->state, TDB_DAEMON_RUNNING);
+		CHECK_EQ_U64(trafficdb_put(w, &u, TRAFFICDB_ASYNC), TRAFFICDB_OK);
+	}
 	trafficdb_writer_close(w);
 done:
 	env_close(&e);
