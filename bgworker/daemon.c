@@ -807,6 +807,44 @@ log_generation(uint64 gen, int64 created_us, uint32 object_crc)
 }
 
 /*
+ * The writers' ring's stores, guarded: a member of writer_group may have
+ * truncated it (a SIGBUS otherwise).  A damaged ring is made anew at the
+ * next drain.
+ */
+static uint64 ring_committed_gen;
+static uint32 ring_state_arg;
+
+static void
+ring_committed_guarded(void *p)
+{
+	(void) p;
+	tdb_ring_committed(&D.ring, ring_committed_gen);
+}
+
+static void
+ring_state_guarded(void *p)
+{
+	(void) p;
+	tdb_ring_set_state(&D.ring, ring_state_arg, 0);
+}
+
+static void
+ring_committed(uint64 gen)
+{
+	ring_committed_gen = gen;
+	if (D.ring_open && !tdb_writer_guarded(ring_committed_guarded, NULL))
+		ereport(LOG, (errmsg("trafficdb: the writers' ring faulted; it is made anew at the next drain")));
+}
+
+static void
+ring_set_state(uint32 state)
+{
+	ring_state_arg = state;
+	if (D.ring_open && !tdb_writer_guarded(ring_state_guarded, NULL))
+		ereport(LOG, (errmsg("trafficdb: the writers' ring faulted; it is made anew at the next drain")));
+}
+
+/*
  * After the commit of the transaction that logged D.pub.gen: it is durable,
  * so readers may have it.  Nothing here can fail but the publication itself
  * (every version pinned): the generation then stays committed and the next
@@ -843,8 +881,7 @@ finish_publication(void)
 	D.dirty = false;
 
 	/* TRAFFICDB_SYNC writers of what this generation holds may return */
-	if (D.ring_open)
-		tdb_ring_committed(&D.ring, gen);
+	ring_committed(gen);
 	rc = tdb_writer_publish(&D.writer, gen, D.map.hdr->map_id, D.map_seg, D.pub.seg, now_us());
 	if (rc == TDB_SHM_ENOSLOT)
 	{
@@ -1416,7 +1453,7 @@ open_ring(void)
 		return;
 	}
 	D.ring_open = true;
-	tdb_ring_set_state(&D.ring, TDB_RING_REBUILDING, 0);
+	ring_set_state(TDB_RING_REBUILDING);
 	ereport(LOG, (errmsg("trafficdb: writers' ring %s.writers: %d lanes of %d slots%s", tdb_shm_prefix(),
 						 tdb_max_writers, tdb_writer_ring_slots, D.ring.adopted ? ", adopted with its undrained updates" : "")));
 }
@@ -1430,7 +1467,7 @@ drain_ring(void)
 	if (!D.ring_open || !D.have_map)
 		return;
 	memset(&a, 0, sizeof(a));
-	if (!tdb_writer_guarded(drain_guarded, &a))
+	if (!tdb_writer_guarded(drain_guarded, &a) || a.st.truncated)
 	{
 		/* a member of writer_group truncated it: make it anew */
 		ereport(WARNING,
@@ -1440,8 +1477,7 @@ drain_ring(void)
 		tdb_ring_close(&D.ring);
 		D.ring_open = false;
 		open_ring();
-		if (D.ring_open)
-			tdb_ring_set_state(&D.ring, TDB_RING_RUNNING, 0);
+		ring_set_state(TDB_RING_RUNNING);
 		return;
 	}
 	if (a.st.lanes_reset > 0)
@@ -1900,7 +1936,7 @@ tdb_daemon_main(Datum main_arg)
 
 		if (D.ring_open && D.have_map && !ring_running)
 		{
-			tdb_ring_set_state(&D.ring, TDB_RING_RUNNING, 0);
+			ring_set_state(TDB_RING_RUNNING);
 			ring_running = true;
 		}
 
