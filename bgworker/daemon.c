@@ -34,6 +34,7 @@
 #include <signal.h>
 
 #include "access/xact.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "commands/async.h"
 #include "commands/dbcommands.h"
@@ -47,6 +48,7 @@
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/lmgr.h"
 #include "storage/proc.h"
 #include "tcop/tcopprot.h"
 #include "utils/array.h"
@@ -67,7 +69,6 @@
 
 PGDLLEXPORT void tdb_daemon_main(Datum arg);
 
-#define FEED_BATCH 200000
 #define NOTIFY_CHANNEL "trafficdb_publish"
 
 /* Valid ranges for feed values. */
@@ -979,7 +980,7 @@ notify_generation(uint64 gen)
  * and if the source has not changed it is the same map byte for byte, so
  * the replayed state is taken as it is.  Returns the number of locations.
  */
-static uint64 absorb_feed(uint64 gen);
+static uint64 absorb_feed(uint64 gen, bool all);
 
 static uint64
 load_map(const TdbMapRequest *req, bool record_source, TdbReplay *rr)
@@ -1110,7 +1111,7 @@ load_map(const TdbMapRequest *req, bool record_source, TdbReplay *rr)
 		 * first generation.
 		 */
 		if (!record_source)
-			absorb_feed(D.generation + 1);
+			absorb_feed(D.generation + 1, true);
 
 		INSTR_TIME_SET_CURRENT(dur);
 		INSTR_TIME_SUBTRACT(dur, start);
@@ -1192,98 +1193,159 @@ speed_ok(float v)
 	return isnan(v) || (isfinite(v) && v >= 0 && v <= MAX_SPEED_KMH);
 }
 
+/* Check one feed row and fold it into the working traffic, or file it as a reject. */
+static void
+consume_row(HeapTuple tup, TupleDesc td, uint64 gen, int64 horizon, Rejects *rj)
+{
+	bool		isnull;
+	bool		nid;
+	int64		seq = DatumGetInt64(SPI_getbinval(tup, td, 1, &isnull));
+	int64		id = DatumGetInt64(SPI_getbinval(tup, td, 2, &nid));
+	TrafficRow	t;
+	int64		i;
+	Datum		ibytes;
+	bool		inull;
+
+	read_traffic_row(tup, td, 3, &t);
+	ibytes = SPI_getbinval(tup, td, 9, &inull);
+	if (!inull && DatumGetInt32(ibytes) > MAX_INCIDENT_BYTES)
+	{
+		/* never read into memory: a huge incident could stop every cycle */
+		reject(rj, seq, nid ? 0 : id,
+			   psprintf("incident is %d bytes; at most %d are accepted", DatumGetInt32(ibytes),
+						MAX_INCIDENT_BYTES));
+		return;
+	}
+	if (nid)
+	{
+		reject(rj, seq, 0, "location_id is NULL");
+		return;
+	}
+	i = tdb_map_find(&D.map, (uint64) id);
+	if (i < 0)
+	{
+		reject(rj, seq, id, "unknown location_id: not in the loaded map");
+		return;
+	}
+	if (!speed_ok(t.speed))
+	{
+		reject(rj, seq, id, psprintf("speed_kmh %g is outside [0, %g]", t.speed, MAX_SPEED_KMH));
+		return;
+	}
+	if (!speed_ok(t.free_flow))
+	{
+		reject(rj, seq, id, psprintf("free_flow_kmh %g is outside [0, %g]", t.free_flow, MAX_SPEED_KMH));
+		return;
+	}
+	if (t.congestion != NULL_LEVEL && (t.congestion < 0 || t.congestion > TDB_CONGESTION_MAX))
+	{
+		reject(rj, seq, id, psprintf("congestion %d is outside [0, %d]", t.congestion, TDB_CONGESTION_MAX));
+		return;
+	}
+	if (t.confidence != NULL_LEVEL && (t.confidence < 0 || t.confidence > 100))
+	{
+		reject(rj, seq, id, psprintf("confidence %d is outside [0, 100]", t.confidence));
+		return;
+	}
+	if (t.observed_null)
+	{
+		reject(rj, seq, id, "observed_at is NULL");
+		return;
+	}
+	if (t.observed_us > horizon)
+	{
+		reject(rj, seq, id, psprintf("observed_at %s is more than 5 minutes in the future",
+									 timestamptz_to_str(t.observed)));
+		return;
+	}
+	apply_traffic((uint64) i, t.observed_us, seq, t.speed, t.free_flow, t.congestion,
+				  t.confidence, t.incident, gen);
+}
+
 /*
- * Consume one batch of the feed into the working traffic (inside a
- * transaction).  Returns the number of rows consumed.
+ * Take feed partition p (inside the cycle's transaction): lock it, waiting
+ * at most trafficdb.feed_lock_timeout for the writers already in it (new
+ * ones were pointed at the other partition before), read it whole into the
+ * working traffic and truncate it.  The lock is held until the commit that
+ * logs the generation, so no row can enter p between the read and the
+ * TRUNCATE; a writer that chose p just before the flip waits for our commit
+ * and its rows are taken next time p comes round.  Returns the rows read,
+ * or -1 if p could not be locked in time (its rows wait for a later cycle).
+ */
+static int64
+consume_partition(int p, uint64 gen, Rejects *rj)
+{
+	Oid			nsp = get_namespace_oid("trafficdb", false);
+	Oid			relid = get_relname_relid(p ? "feed_1" : "feed_0", nsp);
+	int64		horizon = now_us() + 5 * 60 * USECS_PER_SEC;
+	int64		n = 0;
+	Portal		portal;
+	TimestampTz start = GetCurrentTimestamp();
+
+	if (!OidIsValid(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("trafficdb.feed_%d does not exist", p),
+				 errhint("Recreate the extension: the feed is two partitions, trafficdb.feed_0 and trafficdb.feed_1.")));
+	/* without queueing: a writer holding its transaction open delays only its partition */
+	while (!ConditionalLockRelationOid(relid, AccessExclusiveLock))
+	{
+		if (TimestampDifferenceExceeds(start, GetCurrentTimestamp(), tdb_feed_lock_timeout_ms))
+		{
+			SpinLockAcquire(&tdb_shared->mutex);
+			tdb_shared->feed_parts_skipped++;
+			SpinLockRelease(&tdb_shared->mutex);
+			return -1;
+		}
+		CHECK_FOR_INTERRUPTS();
+		pg_usleep(1000);
+	}
+
+	/* a new snapshot (not read-only): rows of writers that committed while we waited */
+	portal = SPI_cursor_open_with_args(NULL,
+									   psprintf("SELECT seq, location_id, speed_kmh, free_flow_kmh, congestion, confidence, "
+												"CASE WHEN pg_catalog.octet_length(incident) <= %d THEN incident END, observed_at, "
+												"pg_catalog.octet_length(incident) FROM trafficdb.feed_%d",
+												MAX_INCIDENT_BYTES, p),
+									   0, NULL, NULL, NULL, false, 0);
+	for (;;)
+	{
+		SPI_cursor_fetch(portal, true, 50000);
+		if (SPI_processed == 0)
+			break;
+		for (uint64 r = 0; r < SPI_processed; r++)
+			consume_row(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, gen, horizon, rj);
+		n += SPI_processed;
+		SPI_freetuptable(SPI_tuptable);
+	}
+	SPI_cursor_close(portal);
+	if (n > 0 && SPI_execute(psprintf("TRUNCATE trafficdb.feed_%d", p), false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "could not truncate trafficdb.feed_%d", p);
+	return n;
+}
+
+/*
+ * Consume the feed (inside a transaction): point new rows at the other
+ * partition and take the one they went to until now; at start (all) take
+ * both.  Returns the rows consumed.
  */
 static uint64
-consume_feed(uint64 gen, Rejects *rj)
+consume_feed(uint64 gen, Rejects *rj, bool all)
 {
-	uint64		n;
-	int64		horizon = now_us() + 5 * 60 * USECS_PER_SEC;
+	int			cur = (int) (pg_atomic_read_u32(&tdb_shared->feed_part) & 1);
+	uint64		n = 0;
+	int64		k;
 
-	/*
-	 * Any committed rows, in no particular order (observed_at decides which
-	 * value wins): a TID scan of a batch is about 7 times faster than
-	 * taking them in seq order through the primary key.
-	 */
-	if (SPI_execute(psprintf("DELETE FROM trafficdb.feed WHERE ctid = ANY (ARRAY("
-							 "SELECT ctid FROM trafficdb.feed LIMIT %d)) "
-							 "RETURNING seq, location_id, speed_kmh, free_flow_kmh, congestion, confidence, "
-							 "CASE WHEN pg_catalog.octet_length(incident) <= %d THEN incident END, observed_at, "
-							 "pg_catalog.octet_length(incident)", FEED_BATCH, MAX_INCIDENT_BYTES),
-					false, 0) != SPI_OK_DELETE_RETURNING)
-		elog(ERROR, "could not consume trafficdb.feed");
-	n = SPI_processed;
-	for (uint64 r = 0; r < n; r++)
+	pg_atomic_write_u32(&tdb_shared->feed_part, (uint32) (1 - cur));
+	k = consume_partition(cur, gen, rj);
+	if (k > 0)
+		n += (uint64) k;
+	if (all)
 	{
-		HeapTuple	tup = SPI_tuptable->vals[r];
-		TupleDesc	td = SPI_tuptable->tupdesc;
-		bool		isnull;
-		bool		nid;
-		int64		seq = DatumGetInt64(SPI_getbinval(tup, td, 1, &isnull));
-		int64		id = DatumGetInt64(SPI_getbinval(tup, td, 2, &nid));
-		TrafficRow	t;
-		int64		i;
-		Datum		ibytes;
-		bool		inull;
-
-		read_traffic_row(tup, td, 3, &t);
-		ibytes = SPI_getbinval(tup, td, 9, &inull);
-		if (!inull && DatumGetInt32(ibytes) > MAX_INCIDENT_BYTES)
-		{
-			/* never read into memory: a huge incident could stop every cycle */
-			reject(rj, seq, nid ? 0 : id,
-				   psprintf("incident is %d bytes; at most %d are accepted", DatumGetInt32(ibytes),
-							MAX_INCIDENT_BYTES));
-			continue;
-		}
-		if (nid)
-		{
-			reject(rj, seq, 0, "location_id is NULL");
-			continue;
-		}
-		i = tdb_map_find(&D.map, (uint64) id);
-		if (i < 0)
-		{
-			reject(rj, seq, id, "unknown location_id: not in the loaded map");
-			continue;
-		}
-		if (!speed_ok(t.speed))
-		{
-			reject(rj, seq, id, psprintf("speed_kmh %g is outside [0, %g]", t.speed, MAX_SPEED_KMH));
-			continue;
-		}
-		if (!speed_ok(t.free_flow))
-		{
-			reject(rj, seq, id, psprintf("free_flow_kmh %g is outside [0, %g]", t.free_flow, MAX_SPEED_KMH));
-			continue;
-		}
-		if (t.congestion != NULL_LEVEL && (t.congestion < 0 || t.congestion > TDB_CONGESTION_MAX))
-		{
-			reject(rj, seq, id, psprintf("congestion %d is outside [0, %d]", t.congestion, TDB_CONGESTION_MAX));
-			continue;
-		}
-		if (t.confidence != NULL_LEVEL && (t.confidence < 0 || t.confidence > 100))
-		{
-			reject(rj, seq, id, psprintf("confidence %d is outside [0, 100]", t.confidence));
-			continue;
-		}
-		if (t.observed_null)
-		{
-			reject(rj, seq, id, "observed_at is NULL");
-			continue;
-		}
-		if (t.observed_us > horizon)
-		{
-			reject(rj, seq, id, psprintf("observed_at %s is more than 5 minutes in the future",
-										 timestamptz_to_str(t.observed)));
-			continue;
-		}
-		apply_traffic((uint64) i, t.observed_us, seq, t.speed, t.free_flow, t.congestion,
-					  t.confidence, t.incident, gen);
+		k = consume_partition(1 - cur, gen, rj);
+		if (k > 0)
+			n += (uint64) k;
 	}
-	SPI_freetuptable(SPI_tuptable);
 	return n;
 }
 
@@ -1307,22 +1369,15 @@ persist_rejects(Rejects *rj)
  * nothing changed (a trafficdb.publish() call).
  */
 static uint64
-absorb_feed(uint64 gen)
+absorb_feed(uint64 gen, bool all)
 {
-	uint64		consumed = 0;
+	uint64		consumed;
 	Rejects		rj = {0};
 	instr_time	start,
 				dur;
-	bool		more;
 
 	INSTR_TIME_SET_CURRENT(start);
-	do
-	{
-		uint64		n = consume_feed(gen, &rj);
-
-		consumed += n;
-		more = n == FEED_BATCH;
-	} while (more && consumed < 10 * (uint64) FEED_BATCH);
+	consumed = consume_feed(gen, &rj, all);
 
 	if (D.npend > 0)
 		D.dirty = true;
@@ -1361,7 +1416,7 @@ feed_cycle(bool force)
 
 	if (!D.have_map)
 		return;
-	absorb_feed(gen);
+	absorb_feed(gen, false);
 	persist_put_rejects();
 	if (D.dirty || force || D.unpublished || D.need_checkpoint)
 		prepare_generation(gen);

@@ -17,6 +17,7 @@
 
 #include "postgres.h"
 
+#include "port/atomics.h"
 #include "storage/condition_variable.h"
 #include "storage/latch.h"
 #include "storage/spin.h"
@@ -102,6 +103,10 @@ typedef struct TdbShared
 	uint64		publishes_refused;	/* every version pinned at the time */
 	uint64		versions_revoked;	/* pinned past reader_pin_timeout */
 	char		last_error[TDB_ERRMSG_LEN];
+
+	/* the feed partition new rows go to (trafficdb._feed_part()): 0 or 1 */
+	pg_atomic_uint32 feed_part;
+	uint64		feed_parts_skipped; /* cycles a partition could not be locked in time */
 
 	/* the generation log */
 	uint64		log_first;		/* oldest generation it keeps */

@@ -40,6 +40,7 @@ PG_FUNCTION_INFO_V1(trafficdb_publish);
 PG_FUNCTION_INFO_V1(trafficdb_status);
 PG_FUNCTION_INFO_V1(trafficdb_readers);
 PG_FUNCTION_INFO_V1(trafficdb_check_changes_since);
+PG_FUNCTION_INFO_V1(trafficdb_feed_part);
 
 #define UNIX_TO_PG_US ((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY)
 
@@ -326,8 +327,8 @@ Datum
 trafficdb_status(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
-	Datum		v[27];
-	bool		n[27] = {0};
+	Datum		v[28];
+	bool		n[28] = {0};
 	TdbShared	s;
 
 	tdb_require_preload();
@@ -373,6 +374,7 @@ trafficdb_status(PG_FUNCTION_ARGS)
 	v[24] = Int64GetDatum((int64) s.replay_generations);
 	v[25] = Int64GetDatum((int64) s.replay_mismatches);
 	v[26] = Float8GetDatum(s.last_replay_ms);
+	v[27] = Int64GetDatum((int64) s.feed_parts_skipped);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, v, n)));
 }
 
@@ -469,4 +471,15 @@ trafficdb_check_changes_since(PG_FUNCTION_ARGS)
 				 errhint("Read the current state with trafficdb.current_traffic() and continue from its generation.")));
 	}
 	PG_RETURN_VOID();
+}
+
+/* ---- the feed partition ---------------------------------------------------------- */
+
+/* The feed partition new rows go to: the default of trafficdb.feed.part. */
+Datum
+trafficdb_feed_part(PG_FUNCTION_ARGS)
+{
+	(void) fcinfo;
+	tdb_require_preload();
+	PG_RETURN_INT16((int16) (pg_atomic_read_u32(&tdb_shared->feed_part) & 1));
 }

@@ -54,6 +54,7 @@ int			tdb_max_writers = 16;
 int			tdb_writer_ring_slots = 65536;
 char	   *tdb_writer_group = NULL;
 int			tdb_writer_drain_interval_ms = 1;
+int			tdb_feed_lock_timeout_ms = 200;
 
 static bool
 check_ring_slots(int *newval, void **extra, GucSource source)
@@ -183,6 +184,15 @@ tdb_define_settings(void)
 							 replay_verify_options,
 							 PGC_SIGHUP, 0,
 							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("trafficdb.feed_lock_timeout",
+							"How long a feed cycle waits for the writers still in the feed partition it takes.",
+							"A writer that holds its transaction open longer delays only the rows of its partition "
+							"(to a later cycle; trafficdb.status.feed_parts_skipped counts it); the rest is published.",
+							&tdb_feed_lock_timeout_ms,
+							200, 0, 60000,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("trafficdb.writer_drain_interval",
 							"How often the daemon drains the writers' ring while writers put.",

@@ -33,6 +33,7 @@ extern int	tdb_max_writers;
 extern int	tdb_writer_ring_slots;
 extern char *tdb_writer_group;
 extern int	tdb_writer_drain_interval_ms;
+extern int	tdb_feed_lock_timeout_ms;
 
 #define TDB_REPLAY_VERIFY_FULL 0
 #define TDB_REPLAY_VERIFY_LAST 1
