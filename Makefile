@@ -113,6 +113,10 @@ bench/accessor: bench/accessor.c lib/libtrafficdb.a include/trafficdb.h
 	$(CC) $(UNIT_CFLAGS) -o $@ bench/accessor.c lib/libtrafficdb.a -lm -lpthread
 
 # trafficdb_put ASYNC from one producer with a draining thread (no server; not in make test).
+# trafficdb_put through a running server's daemon (bench/put.sh), public API only
+bench/put_server: bench/put_server.c lib/libtrafficdb.a include/trafficdb.h
+	$(CC) $(UNIT_CFLAGS) -o $@ bench/put_server.c lib/libtrafficdb.a -lm -lpthread
+
 bench/put: bench/put.c $(ENGINE_SRCS) $(CLIENT_SRCS) $(RING_SRCS) $(wildcard src/*.h src/ring/*.h src/client/*.h include/*.h)
 	$(CC) $(UNIT_CFLAGS) -o $@ bench/put.c $(ENGINE_SRCS) $(CLIENT_SRCS) $(RING_SRCS) -lm -lpthread
 

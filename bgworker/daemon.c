@@ -1264,8 +1264,8 @@ consume_row(HeapTuple tup, TupleDesc td, uint64 gen, int64 horizon, Rejects *rj)
 
 /*
  * Take feed partition p (inside the cycle's transaction): lock it, waiting
- * at most trafficdb.feed_lock_timeout for the writers already in it (new
- * ones were pointed at the other partition before), read it whole into the
+ * (if wait) at most trafficdb.feed_lock_timeout for the writers already in
+ * it (new ones were pointed at another partition before), read it whole into the
  * working traffic and truncate it.  The lock is held until the commit that
  * logs the generation, so no row can enter p between the read and the
  * TRUNCATE; a writer that chose p just before the flip waits for our commit
@@ -1273,10 +1273,10 @@ consume_row(HeapTuple tup, TupleDesc td, uint64 gen, int64 horizon, Rejects *rj)
  * or -1 if p could not be locked in time (its rows wait for a later cycle).
  */
 static int64
-consume_partition(int p, uint64 gen, Rejects *rj)
+consume_partition(int p, uint64 gen, Rejects *rj, bool wait)
 {
 	Oid			nsp = get_namespace_oid("trafficdb", false);
-	Oid			relid = get_relname_relid(p ? "feed_1" : "feed_0", nsp);
+	Oid			relid = get_relname_relid(psprintf("feed_%d", p), nsp);
 	int64		horizon = now_us() + 5 * 60 * USECS_PER_SEC;
 	int64		n = 0;
 	Portal		portal;
@@ -1286,11 +1286,11 @@ consume_partition(int p, uint64 gen, Rejects *rj)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_TABLE),
 				 errmsg("trafficdb.feed_%d does not exist", p),
-				 errhint("Recreate the extension: the feed is two partitions, trafficdb.feed_0 and trafficdb.feed_1.")));
+				 errhint("Recreate the extension: the feed is partitions trafficdb.feed_0 to trafficdb.feed_%d.", TDB_FEED_PARTS - 1)));
 	/* without queueing: a writer holding its transaction open delays only its partition */
 	while (!ConditionalLockRelationOid(relid, AccessExclusiveLock))
 	{
-		if (TimestampDifferenceExceeds(start, GetCurrentTimestamp(), tdb_feed_lock_timeout_ms))
+		if (!wait || TimestampDifferenceExceeds(start, GetCurrentTimestamp(), tdb_feed_lock_timeout_ms))
 		{
 			SpinLockAcquire(&tdb_shared->mutex);
 			tdb_shared->feed_parts_skipped++;
@@ -1325,24 +1325,37 @@ consume_partition(int p, uint64 gen, Rejects *rj)
 }
 
 /*
- * Consume the feed (inside a transaction): point new rows at the other
- * partition and take the one they went to until now; at start (all) take
- * both.  Returns the rows consumed.
+ * Consume the feed (inside a transaction): point new rows at a partition
+ * that no writer holds, then take every other one whose writers have
+ * finished (at start, all).  A partition that could not be locked is
+ * "held" (a writer keeps its transaction open): new rows avoid it until it
+ * has been taken.  Returns the rows consumed.
  */
+static bool feed_held[TDB_FEED_PARTS];
+
 static uint64
 consume_feed(uint64 gen, Rejects *rj, bool all)
 {
-	int			cur = (int) (pg_atomic_read_u32(&tdb_shared->feed_part) & 1);
+	int			cur = (int) (pg_atomic_read_u32(&tdb_shared->feed_part) % TDB_FEED_PARTS);
+	int			next = cur;
 	uint64		n = 0;
-	int64		k;
 
-	pg_atomic_write_u32(&tdb_shared->feed_part, (uint32) (1 - cur));
-	k = consume_partition(cur, gen, rj);
-	if (k > 0)
-		n += (uint64) k;
-	if (all)
+	for (int k = 1; k < TDB_FEED_PARTS; k++)
+		if (!feed_held[(cur + k) % TDB_FEED_PARTS])
+		{
+			next = (cur + k) % TDB_FEED_PARTS;
+			break;
+		}
+	pg_atomic_write_u32(&tdb_shared->feed_part, (uint32) next);
+	for (int p = 0; p < TDB_FEED_PARTS; p++)
 	{
-		k = consume_partition(1 - cur, gen, rj);
+		int64		k;
+
+		if (p == next && !all)
+			continue;
+		/* only the partition new rows went to until now can have writers finishing */
+		k = consume_partition(p, gen, rj, p == cur);
+		feed_held[p] = k < 0;
 		if (k > 0)
 			n += (uint64) k;
 	}
@@ -1470,6 +1483,7 @@ typedef struct DrainArg
 {
 	TdbRingDrainStats st;
 	uint64		n;
+	bool		sync_waiters;
 } DrainArg;
 
 static void
@@ -1478,6 +1492,9 @@ drain_guarded(void *p)
 	DrainArg   *a = p;
 
 	a->n = tdb_ring_drain(&D.ring, 0, ring_apply, NULL, &a->st);
+	/* a hint only (any writer can write it): someone waits for a commit */
+	if (!a->st.truncated)
+		a->sync_waiters = atomic_load(&((TdbWritersHeader *) D.ring.base)->sync_waiters) != 0;
 }
 
 static void
@@ -1513,14 +1530,18 @@ open_ring(void)
 						 tdb_max_writers, tdb_writer_ring_slots, D.ring.adopted ? ", adopted with its undrained updates" : "")));
 }
 
-/* Drain the writers' ring into the working traffic (between transactions). */
-static void
+/*
+ * Drain the writers' ring into the working traffic (between transactions).
+ * Returns true when TRAFFICDB_SYNC writers wait for what was drained: the
+ * next generation should not wait for publish_interval (group commit).
+ */
+static bool
 drain_ring(void)
 {
 	DrainArg	a;
 
 	if (!D.ring_open || !D.have_map)
-		return;
+		return false;
 	memset(&a, 0, sizeof(a));
 	if (!tdb_writer_guarded(drain_guarded, &a) || a.st.truncated)
 	{
@@ -1533,11 +1554,12 @@ drain_ring(void)
 		D.ring_open = false;
 		open_ring();
 		ring_set_state(TDB_RING_RUNNING);
-		return;
+		return false;
 	}
 	if (a.st.lanes_reset > 0)
 		ereport(LOG, (errmsg("trafficdb: reset " UINT64_FORMAT " damaged writer lane(s), dropping " UINT64_FORMAT " slot(s): %s",
 							 a.st.lanes_reset, a.st.dropped_slots, a.st.reset_reason)));
+	return a.sync_waiters && D.npend > 0;
 }
 
 /* ---- readers ------------------------------------------------------------------------- */
@@ -1856,6 +1878,7 @@ tdb_daemon_main(Datum main_arg)
 	TimestampTz startup_failed_at = 0;
 	char		startup_error[TDB_ERRMSG_LEN] = "";
 	TimestampTz last_cycle_at = 0;
+	bool		force_sync = false;
 	bool		ring_running = false;
 
 	(void) main_arg;
@@ -2003,12 +2026,18 @@ tdb_daemon_main(Datum main_arg)
 		force = pub_req > tdb_shared->publish_done;
 		SpinLockRelease(&tdb_shared->mutex);
 
-		/* between publications only the writers' ring is drained */
-		drain_ring();
-		if (!force && !map_pending &&
+		/*
+		 * Between publications only the writers' ring is drained, unless
+		 * TRAFFICDB_SYNC writers wait for what it held: then the next
+		 * generation is made now (group commit: all of them share it).
+		 */
+		if (drain_ring())
+			force_sync = true;
+		if (!force && !force_sync && !map_pending &&
 			!TimestampDifferenceExceeds(last_cycle_at, GetCurrentTimestamp(), tdb_publish_interval_ms))
 			goto wait;
 		last_cycle_at = GetCurrentTimestamp();
+		force_sync = false;
 
 		if (map_pending)
 		{

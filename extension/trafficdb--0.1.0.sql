@@ -44,12 +44,14 @@ COMMENT ON TABLE trafficdb.map_source IS
 
 -- Traffic updates: applications INSERT or COPY here (naming the columns);
 -- the daemon consumes committed rows, publishes them and logs each
--- generation in trafficdb.generations.  The feed is two partitions: new rows
--- go to the one trafficdb._feed_part() names; each cycle the daemon points
--- new rows at the other, takes the one it left (waiting for the writers
--- already in it), reads it whole and truncates it in the transaction that
--- logs the generation.  No row is deleted one by one, and there is no index
--- to maintain: a feed row costs what a row of a plain heap costs.
+-- generation in trafficdb.generations.  The feed is four partitions: new
+-- rows go to the one trafficdb._feed_part() names; each cycle the daemon
+-- points new rows at another one, takes the others (each only if the writers
+-- in it have finished: one holding its transaction open delays only the rows
+-- of its partition, which new rows then avoid), reads them whole and
+-- truncates them in the transaction that logs the generation.  No row is
+-- deleted one by one, and there is no index to maintain: a feed row costs
+-- what a row of a plain heap costs.
 CREATE FUNCTION trafficdb._feed_part() RETURNS smallint
 AS 'MODULE_PATHNAME', 'trafficdb_feed_part'
 LANGUAGE C STABLE PARALLEL SAFE;
@@ -69,6 +71,8 @@ CREATE TABLE trafficdb.feed (
 ) PARTITION BY LIST (part);
 CREATE TABLE trafficdb.feed_0 PARTITION OF trafficdb.feed FOR VALUES IN (0);
 CREATE TABLE trafficdb.feed_1 PARTITION OF trafficdb.feed FOR VALUES IN (1);
+CREATE TABLE trafficdb.feed_2 PARTITION OF trafficdb.feed FOR VALUES IN (2);
+CREATE TABLE trafficdb.feed_3 PARTITION OF trafficdb.feed FOR VALUES IN (3);
 -- seq only orders rows of one cycle (ties on observed_at) and names rejects
 ALTER SEQUENCE trafficdb.feed_seq_seq CACHE 1000;
 COMMENT ON TABLE trafficdb.feed IS
@@ -157,6 +161,8 @@ CREATE TABLE trafficdb.daemon_state (
 SELECT pg_catalog.pg_extension_config_dump('trafficdb.map_source', '');
 SELECT pg_catalog.pg_extension_config_dump('trafficdb.feed_0', '');
 SELECT pg_catalog.pg_extension_config_dump('trafficdb.feed_1', '');
+SELECT pg_catalog.pg_extension_config_dump('trafficdb.feed_2', '');
+SELECT pg_catalog.pg_extension_config_dump('trafficdb.feed_3', '');
 SELECT pg_catalog.pg_extension_config_dump('trafficdb.feed_seq_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('trafficdb.generations', '');
 SELECT pg_catalog.pg_extension_config_dump('trafficdb.feed_rejects', '');

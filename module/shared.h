@@ -57,6 +57,9 @@ typedef struct TdbSlotWatch
 	bool		reported;		/* logged as late */
 } TdbSlotWatch;
 
+/* partitions of trafficdb.feed (feed_0 .. feed_3) */
+#define TDB_FEED_PARTS 4
+
 typedef struct TdbShared
 {
 	slock_t		mutex;			/* protects everything below but the CV */
@@ -104,7 +107,7 @@ typedef struct TdbShared
 	uint64		versions_revoked;	/* pinned past reader_pin_timeout */
 	char		last_error[TDB_ERRMSG_LEN];
 
-	/* the feed partition new rows go to (trafficdb._feed_part()): 0 or 1 */
+	/* the feed partition new rows go to (trafficdb._feed_part()): 0 .. TDB_FEED_PARTS - 1 */
 	pg_atomic_uint32 feed_part;
 	uint64		feed_parts_skipped; /* cycles a partition could not be locked in time */
 

@@ -481,5 +481,5 @@ trafficdb_feed_part(PG_FUNCTION_ARGS)
 {
 	(void) fcinfo;
 	tdb_require_preload();
-	PG_RETURN_INT16((int16) (pg_atomic_read_u32(&tdb_shared->feed_part) & 1));
+	PG_RETURN_INT16((int16) (pg_atomic_read_u32(&tdb_shared->feed_part) % TDB_FEED_PARTS));
 }

@@ -1,4 +1,4 @@
-# t/027_feed_rotation.pl: the feed is two partitions the daemon rotates.
+# t/027_feed_rotation.pl: the feed is four partitions the daemon rotates.
 # Concurrent COPY and INSERT feeders across many flips: every committed row
 # is consumed exactly once and the newest value of each location is
 # published; a feeder holding its transaction open delays only its own
@@ -23,7 +23,7 @@ SELECT i::bigint AS id, ST_SetSRID(ST_MakeLine(ST_MakePoint(24.9 + (i % 40) * 0.
 SELECT trafficdb.load_map('roads', 'id', 'geom');
 });
 is($node->safe_psql('postgres', q{SELECT count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid
-  WHERE c.relname IN ('feed', 'feed_0', 'feed_1') AND c.relnamespace = 'trafficdb'::regnamespace}), '0',
+  WHERE c.relname IN ('feed', 'feed_0', 'feed_1', 'feed_2', 'feed_3') AND c.relnamespace = 'trafficdb'::regnamespace}), '0',
 	'the feed has no index to maintain');
 my $consumed0 = $node->safe_psql('postgres', 'SELECT feed_rows_consumed FROM trafficdb.status');
 
@@ -70,6 +70,9 @@ my $slow = $node->background_psql('postgres');
 $slow->query_safe('BEGIN');
 $slow->query_safe(q{INSERT INTO trafficdb.feed (location_id, speed_kmh) VALUES (1, 11)});
 my $skipped0 = $node->safe_psql('postgres', 'SELECT feed_parts_skipped FROM trafficdb.status');
+# once the daemon finds the partition held, new rows avoid it
+$node->poll_query_until('postgres', "SELECT feed_parts_skipped > $skipped0 FROM trafficdb.status")
+  or die 'the held partition was never skipped';
 for my $k (1 .. 6)
 {
 	$node->safe_psql('postgres', "INSERT INTO trafficdb.feed (location_id, speed_kmh) VALUES (2, $k)");
@@ -77,8 +80,7 @@ for my $k (1 .. 6)
 	  or die "row $k of location 2 not published while another feeder held its transaction";
 }
 pass('rows of other transactions are published while a feeder holds its transaction open');
-cmp_ok($node->safe_psql('postgres', 'SELECT feed_parts_skipped FROM trafficdb.status'), '>', $skipped0,
-	'the held partition is skipped and counted (trafficdb.status.feed_parts_skipped)');
+pass('the held partition is skipped and counted (trafficdb.status.feed_parts_skipped)');
 is($node->safe_psql('postgres', 'SELECT speed_kmh FROM trafficdb.locations WHERE location_id = 1'), '60',
 	'the held row is not published before its commit');
 $slow->query_safe('COMMIT');

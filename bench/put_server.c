@@ -1,0 +1,230 @@
+/*
+ * put_server.c
+ *	  trafficdb_put against a running server, through the daemon, with the
+ *	  public API only (include/trafficdb.h):
+ *
+ *	  async   one producer, TRAFFICDB_ASYNC: latency of each call (p50, p99)
+ *	          and updates per second until the last one is committed and
+ *	          published (trafficdb_sync after the last put)
+ *	  sync    PRODUCERS threads (default 4), each putting batches of 1,000
+ *	          with trafficdb_put_many(TRAFFICDB_SYNC): updates per second and
+ *	          the acknowledgement latency of a batch (p50, p99)
+ *
+ *	  put_server NAME LOCATIONS [ASYNC_CALLS [PRODUCERS [SYNC_BATCHES]]]
+ *
+ * Location ids 1 .. LOCATIONS must be in the published map.  Output: CSV
+ * lines name,value,unit.  Every loop is bounded by its count.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "trafficdb.h"
+
+static const char *name;
+static uint64_t nloc;
+static long sync_batches;
+
+static int64_t
+now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int
+cmp_i64(const void *a, const void *b)
+{
+	int64_t		x = *(const int64_t *) a;
+	int64_t		y = *(const int64_t *) b;
+
+	return x < y ? -1 : x > y;
+}
+
+static uint64_t
+rnd(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+static void
+die(const char *what, int rc, trafficdb_writer *w)
+{
+	fprintf(stderr, "put_server: %s: %s (%s)\n", what, trafficdb_strerror(rc),
+			w ? trafficdb_writer_errmsg(w) : "");
+	exit(1);
+}
+
+/* put one update, retrying (bounded) while the lane is full */
+static int
+put_retry(trafficdb_writer *w, const trafficdb_update *u, int flags)
+{
+	int			rc = TRAFFICDB_BUSY;
+
+	for (int k = 0; k < 100000 && rc == TRAFFICDB_BUSY; k++)
+	{
+		rc = trafficdb_put(w, u, flags);
+		if (rc == TRAFFICDB_BUSY)
+			usleep(trafficdb_retry_after_us(w) > 0 ? trafficdb_retry_after_us(w) : 100);
+	}
+	return rc;
+}
+
+typedef struct SyncArg
+{
+	uint64_t	seed;
+	int64_t    *lat;			/* per batch, ns */
+	long		done;
+	int			rc;
+} SyncArg;
+
+static void *
+sync_producer(void *p)
+{
+	SyncArg    *a = p;
+	trafficdb_writer *w;
+	trafficdb_update *u = calloc(1000, sizeof(trafficdb_update));
+	int			rc = trafficdb_writer_open(name, &w);
+
+	if (rc != TRAFFICDB_OK || u == NULL)
+	{
+		a->rc = rc;
+		free(u);
+		return NULL;
+	}
+	trafficdb_writer_set_timeout(w, 60000);
+	for (long b = 0; b < sync_batches; b++)
+	{
+		size_t		acc = 0;
+		int64_t		t0;
+
+		for (int k = 0; k < 1000; k++)
+		{
+			u[k].location_id = 1 + rnd(&a->seed) % nloc;
+			u[k].speed_kmh = (float) (rnd(&a->seed) % 120);
+			u[k].has = TRAFFICDB_HAS_SPEED;
+		}
+		t0 = now_ns();
+		rc = trafficdb_put_many(w, u, 1000, TRAFFICDB_SYNC | TRAFFICDB_WAIT, &acc);
+		if (rc != TRAFFICDB_OK)
+		{
+			a->rc = rc;
+			break;
+		}
+		a->lat[b] = now_ns() - t0;
+		a->done++;
+	}
+	trafficdb_writer_close(w);
+	free(u);
+	return NULL;
+}
+
+int
+main(int argc, char **argv)
+{
+	long		calls;
+	int			producers;
+	trafficdb_writer *w;
+	int64_t    *lat;
+	uint64_t	seed = 88172645463325252ull;
+	int64_t		t0,
+				t1;
+	int			rc;
+
+	if (argc < 3)
+	{
+		fprintf(stderr, "usage: put_server NAME LOCATIONS [ASYNC_CALLS [PRODUCERS [SYNC_BATCHES]]]\n");
+		return 2;
+	}
+	name = argv[1];
+	nloc = strtoull(argv[2], NULL, 10);
+	calls = argc > 3 ? atol(argv[3]) : 1000000;
+	producers = argc > 4 ? atoi(argv[4]) : 4;
+	sync_batches = argc > 5 ? atol(argv[5]) : 500;
+	if (nloc == 0 || calls <= 0 || producers <= 0 || producers > 64 || sync_batches <= 0)
+	{
+		fprintf(stderr, "put_server: LOCATIONS, ASYNC_CALLS, PRODUCERS (1-64) and SYNC_BATCHES must be positive\n");
+		return 2;
+	}
+
+	/* async, one producer */
+	rc = trafficdb_writer_open(name, &w);
+	if (rc != TRAFFICDB_OK)
+		die("trafficdb_writer_open", rc, NULL);
+	trafficdb_writer_set_timeout(w, 60000);
+	lat = malloc(sizeof(int64_t) * (size_t) calls);
+	if (lat == NULL)
+		return 1;
+	t0 = now_ns();
+	for (long i = 0; i < calls; i++)
+	{
+		trafficdb_update u = {0};
+		int64_t		c0;
+
+		u.location_id = 1 + rnd(&seed) % nloc;
+		u.speed_kmh = (float) (i % 120);
+		u.congestion = (uint8_t) (i % 5);
+		u.has = TRAFFICDB_HAS_SPEED | TRAFFICDB_HAS_CONGESTION;
+		c0 = now_ns();
+		rc = trafficdb_put(w, &u, TRAFFICDB_ASYNC);
+		lat[i] = now_ns() - c0;
+		if (rc == TRAFFICDB_BUSY)
+			rc = put_retry(w, &u, TRAFFICDB_ASYNC);
+		if (rc != TRAFFICDB_OK)
+			die("trafficdb_put", rc, w);
+	}
+	rc = trafficdb_sync(w, 60000);
+	t1 = now_ns();
+	if (rc != TRAFFICDB_OK)
+		die("trafficdb_sync", rc, w);
+	trafficdb_writer_close(w);
+	qsort(lat, (size_t) calls, sizeof(int64_t), cmp_i64);
+	printf("put_async_p50,%lld,ns\n", (long long) lat[calls / 2]);
+	printf("put_async_p99,%lld,ns\n", (long long) lat[calls * 99 / 100]);
+	printf("put_async_committed_per_s,%.0f,updates/s\n", calls / ((t1 - t0) / 1e9));
+	free(lat);
+
+	/* sync, several producers */
+	{
+		pthread_t	th[64];
+		SyncArg		a[64];
+		int64_t    *all;
+		long		n = 0;
+
+		memset(a, 0, sizeof(a));
+		t0 = now_ns();
+		for (int p = 0; p < producers; p++)
+		{
+			a[p].seed = 0x9E3779B97F4A7C15ull * (uint64_t) (p + 1);
+			a[p].lat = calloc((size_t) sync_batches, sizeof(int64_t));
+			if (a[p].lat == NULL || pthread_create(&th[p], NULL, sync_producer, &a[p]) != 0)
+				return 1;
+		}
+		for (int p = 0; p < producers; p++)
+			pthread_join(th[p], NULL);
+		t1 = now_ns();
+		all = malloc(sizeof(int64_t) * (size_t) sync_batches * producers);
+		for (int p = 0; p < producers; p++)
+		{
+			if (a[p].rc != TRAFFICDB_OK)
+				die("sync producer", a[p].rc, NULL);
+			memcpy(all + n, a[p].lat, sizeof(int64_t) * a[p].done);
+			n += a[p].done;
+			free(a[p].lat);
+		}
+		qsort(all, (size_t) n, sizeof(int64_t), cmp_i64);
+		printf("put_sync_per_s,%.0f,updates/s\n", n * 1000.0 / ((t1 - t0) / 1e9));
+		printf("put_sync_ack_p50,%.2f,ms\n", all[n / 2] / 1e6);
+		printf("put_sync_ack_p99,%.2f,ms\n", all[n * 99 / 100] / 1e6);
+		free(all);
+	}
+	return 0;
+}
