@@ -42,6 +42,7 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "pgstat.h"
+#include "port/pg_bitutils.h"
 #include "port/pg_bswap.h"
 #include "portability/instr_time.h"
 #include "postmaster/bgworker.h"
@@ -781,7 +782,17 @@ log_generation(uint64 gen, int64 created_us, uint32 object_crc)
 
 	if (!ckpt)
 	{
-		if (D.npend > 1)
+		if (D.npend > 1 && D.npend > D.map.count / 32)
+		{
+			/* many: the bitmap is the sorted list (a scan of count / 8 bytes beats a sort) */
+			uint64		k = 0;
+
+			for (uint64 byte = 0; byte < D.map.count / 8 + 1; byte++)
+				for (uint8 bits = D.pend_bit[byte]; bits != 0; bits &= (uint8) (bits - 1))
+					D.pend[k++] = (uint32) (byte * 8 + pg_rightmost_one_pos32(bits));
+			Assert(k == D.npend);
+		}
+		else if (D.npend > 1)
 			qsort(D.pend, D.npend, sizeof(uint32), cmp_u32);
 		bytes += tdb_log_write_delta(gen, created_us, object_crc, &ls, D.pend, D.npend);
 		ckpt = gen - D.ckpt_gen >= (uint64) tdb_checkpoint_interval ||
