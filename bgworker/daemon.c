@@ -709,7 +709,9 @@ read_traffic_row(HeapTuple tup, TupleDesc td, int first, TrafficRow *t)
 	t->incident = SPI_getvalue(tup, td, first + 4);
 	d = SPI_getbinval(tup, td, first + 5, &t->observed_null);
 	t->observed = t->observed_null ? 0 : DatumGetTimestampTz(d);
-	t->observed_us = (int64) t->observed + UNIX_TO_PG_US;
+	/* infinity and the last years a timestamptz holds do not fit: checked by the caller */
+	t->observed_us = TIMESTAMP_NOT_FINITE(t->observed) || t->observed > PG_INT64_MAX - UNIX_TO_PG_US ? 0 :
+		(int64) t->observed + UNIX_TO_PG_US;
 }
 
 /* ---- publishing ------------------------------------------------------------------- */
@@ -970,9 +972,11 @@ record_generation(uint64 gen)
 	Datum		arg = Int64GetDatum((int64) gen);
 	Oid			type = INT8OID;
 
-	SPI_execute_with_args("INSERT INTO trafficdb.daemon_state AS d (singleton, generation, published_at) "
-						  "VALUES (true, $1, pg_catalog.now()) ON CONFLICT (singleton) DO UPDATE "
-						  "SET generation = excluded.generation, published_at = excluded.published_at",
+	/* log_end: gen is logged in this transaction; a start whose replay ends before it lost records */
+	SPI_execute_with_args("INSERT INTO trafficdb.daemon_state AS d (singleton, generation, published_at, log_end) "
+						  "VALUES (true, $1, pg_catalog.now(), $1) ON CONFLICT (singleton) DO UPDATE "
+						  "SET generation = excluded.generation, published_at = excluded.published_at, "
+						  "log_end = excluded.log_end",
 						  1, &type, &arg, NULL, false, 0);
 }
 
@@ -1106,6 +1110,18 @@ load_map(const TdbMapRequest *req, bool record_source, TdbReplay *rr)
 		/* the log goes on where it ended */
 		D.mapinfo = rr->map;
 		D.need_checkpoint = false;
+		if (rr->last < D.generation)
+		{
+			/*
+			 * It ended before the generations published (repair_log gave
+			 * them up, or a restore on a server whose readers saw later
+			 * ones): values go back without their changed_generation moving,
+			 * so changes_since must answer only from this generation on,
+			 * as after a map reload.
+			 */
+			D.mapinfo.replaced = true;
+			D.need_checkpoint = true;
+		}
 	}
 	else
 	{
@@ -1206,7 +1222,7 @@ speed_ok(float v)
 
 /* Check one feed row and fold it into the working traffic, or file it as a reject. */
 static void
-consume_row(HeapTuple tup, TupleDesc td, uint64 gen, int64 horizon, Rejects *rj)
+consume_row(HeapTuple tup, TupleDesc td, uint64 gen, TimestampTz horizon, Rejects *rj)
 {
 	bool		isnull;
 	bool		nid;
@@ -1263,9 +1279,17 @@ consume_row(HeapTuple tup, TupleDesc td, uint64 gen, int64 horizon, Rejects *rj)
 		reject(rj, seq, id, "observed_at is NULL");
 		return;
 	}
-	if (t.observed_us > horizon)
+	/* compared as timestamptz: infinity and year 294276 must not wrap round in Unix microseconds */
+	if (t.observed > horizon)
 	{
 		reject(rj, seq, id, psprintf("observed_at %s is more than 5 minutes in the future",
+									 timestamptz_to_str(t.observed)));
+		return;
+	}
+	/* the traffic object's 0 is "no traffic": a time at or before it would never show */
+	if (t.observed_us <= 0)
+	{
+		reject(rj, seq, id, psprintf("observed_at %s is not after 1970-01-01 00:00:00+00",
 									 timestamptz_to_str(t.observed)));
 		return;
 	}
@@ -1288,7 +1312,7 @@ consume_partition(int p, uint64 gen, Rejects *rj, bool wait)
 {
 	Oid			nsp = get_namespace_oid("trafficdb", false);
 	Oid			relid = get_relname_relid(psprintf("feed_%d", p), nsp);
-	int64		horizon = now_us() + 5 * 60 * USECS_PER_SEC;
+	TimestampTz horizon = GetCurrentTimestamp() + 5 * 60 * USECS_PER_SEC;
 	int64		n = 0;
 	Portal		portal;
 	TimestampTz start = GetCurrentTimestamp();
@@ -1745,6 +1769,30 @@ feed_tx(void *p)
 }
 
 /*
+ * Free what a replay left in D.cxt (what load_map took is NULL): a start
+ * that fails (a damaged log) is retried at every publish(), and must not
+ * keep a state of the whole map each time.
+ */
+static void
+release_replay(TdbReplay *rr)
+{
+	if (rr->state.traffic)
+	{
+		for (uint64 i = 0; i < rr->state.count; i++)
+			if (rr->state.incidents[i])
+				pfree(rr->state.incidents[i]);
+		pfree(rr->state.traffic);
+		rr->state.traffic = NULL;
+	}
+	if (rr->state.incidents)
+		pfree(rr->state.incidents);
+	rr->state.incidents = NULL;
+	if (rr->state.ids)
+		pfree(rr->state.ids);
+	rr->state.ids = NULL;
+}
+
+/*
  * At start: replay the generation log, then rebuild the map from
  * trafficdb.map_source (if a map was ever loaded) and prepare the next
  * generation.
@@ -1758,11 +1806,12 @@ startup_tx(void *p)
 	instr_time	start,
 				dur;
 	volatile bool ok;
+	uint64		log_end = 0;
 
 	a->count = 0;
 	if (!extension_installed())
 		return;
-	if (SPI_execute("SELECT generation FROM trafficdb.daemon_state", true, 1) == SPI_OK_SELECT &&
+	if (SPI_execute("SELECT generation, log_end FROM trafficdb.daemon_state", true, 1) == SPI_OK_SELECT &&
 		SPI_processed == 1)
 	{
 		bool		isnull;
@@ -1770,12 +1819,34 @@ startup_tx(void *p)
 
 		if (!isnull && (uint64) g > D.generation)
 			D.generation = (uint64) g;
+		g = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+		if (!isnull && g > 0)
+			log_end = (uint64) g;
 	}
 
 	INSTR_TIME_SET_CURRENT(start);
 	ok = tdb_log_replay(&rr, tdb_replay_verify == TDB_REPLAY_VERIFY_FULL, D.cxt, err, sizeof(err));
 	INSTR_TIME_SET_CURRENT(dur);
 	INSTR_TIME_SUBTRACT(dur, start);
+
+	/*
+	 * The log must rebuild the last generation committed with it: one that
+	 * ends before (its newest records deleted, the whole log deleted or
+	 * truncated, a newest checkpoint lost with no records after the older
+	 * one) would silently take back values readers saw.  repair_log gives
+	 * the rest up (log_end NULL).
+	 */
+	if (ok && log_end != 0 && (!rr.found || rr.last < log_end))
+	{
+		ok = false;
+		rr.damaged_at = rr.found ? rr.last + 1 : Max(rr.first, 1);
+		snprintf(err, sizeof(err), "generation log damaged at generation " UINT64_FORMAT
+				 ": the log %s, but generation " UINT64_FORMAT " was committed with it (records were deleted)",
+				 rr.damaged_at, rr.found ? psprintf("ends at generation " UINT64_FORMAT, rr.last) :
+				 "has no complete checkpoint", log_end);
+	}
+	if (!ok)
+		release_replay(&rr);
 	SpinLockAcquire(&tdb_shared->mutex);
 	tdb_shared->replay_generations = rr.replayed;
 	tdb_shared->replay_mismatches = rr.mismatches;
@@ -1836,18 +1907,7 @@ startup_tx(void *p)
 	PG_FINALLY();
 	{
 		/* what load_map did not take */
-		if (rr.state.traffic)
-		{
-			WorkingTraffic w = {rr.state.traffic, NULL, rr.state.incidents, 0, NULL, NULL};
-
-			for (uint64 i = 0; i < rr.state.count; i++)
-				if (w.incidents[i])
-					pfree(w.incidents[i]);
-			pfree(w.traffic);
-			pfree(w.incidents);
-		}
-		if (rr.state.ids)
-			pfree(rr.state.ids);
+		release_replay(&rr);
 	}
 	PG_END_TRY();
 }

@@ -155,7 +155,10 @@ CREATE TABLE trafficdb.feed_rejects (
 CREATE TABLE trafficdb.daemon_state (
     singleton      boolean PRIMARY KEY DEFAULT true CHECK (singleton),
     generation     bigint NOT NULL DEFAULT 0,
-    published_at   timestamptz
+    published_at   timestamptz,
+    -- the newest generation the generation log must rebuild (written with
+    -- it); NULL after repair_log.  A log that ends before it lost records.
+    log_end        bigint
 );
 
 SELECT pg_catalog.pg_extension_config_dump('trafficdb.map_source', '');
@@ -210,12 +213,21 @@ BEGIN
     RAISE EXCEPTION 'repair_log drops generations from the log: call it with accept_loss => true'
       USING ERRCODE = 'invalid_parameter_value';
   END IF;
+  -- the status is the served database's: its log is the one to repair
+  IF pg_catalog.current_database() OPERATOR(pg_catalog.<>)
+     pg_catalog.current_setting('trafficdb.database', true) THEN
+    RAISE EXCEPTION 'repair_log repairs the generation log of database "%", which trafficdb''s daemon serves',
+      pg_catalog.current_setting('trafficdb.database', true)
+      USING ERRCODE = 'object_not_in_prerequisite_state';
+  END IF;
   IF at IS NULL THEN
     RAISE EXCEPTION 'the generation log is not damaged: nothing to repair'
       USING ERRCODE = 'object_not_in_prerequisite_state';
   END IF;
   DELETE FROM trafficdb.generations WHERE generation OPERATOR(pg_catalog.>=) at;
   GET DIAGNOSTICS dropped = ROW_COUNT;
+  -- the generations after the log's new end are given up: the next start must not miss them
+  UPDATE trafficdb.daemon_state SET log_end = NULL;
   RAISE WARNING 'trafficdb: dropped % record(s) of the generation log from generation % on', dropped, at;
   RETURN at;
 END $$;

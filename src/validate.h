@@ -11,7 +11,8 @@
  *	  confidence				absent or 0 .. 100
  *	  incident					absent, or at most 4,096 bytes of valid UTF-8
  *								without NUL
- *	  observed_at				at most 5 minutes after now
+ *	  observed_at				after 1970-01-01 (Unix microseconds > 0), at most
+ *								5 minutes after now
  *
  * Each check returns TDB_VALID_OK or TDB_VALID_BAD and, when bad, writes a
  * sentence naming the field and its value into msg (TDB_VALID_MSGLEN bytes),
@@ -165,6 +166,13 @@ tdb_valid_observed(int64_t observed_us, int64_t now_us, char *msg)
 	struct tm	tm;
 	char		when[64];
 
+	if (observed_us <= 0)
+	{
+		/* a traffic object's updated_at of 0 means "no traffic": such an update would never show */
+		snprintf(msg, TDB_VALID_MSGLEN, "observed_at %lld (Unix microseconds) is not after 1970-01-01 00:00:00+00",
+				 (long long) observed_us);
+		return TDB_VALID_BAD;
+	}
 	if (observed_us <= now_us || observed_us - now_us <= TDB_VALID_FUTURE_US)
 		return TDB_VALID_OK;
 	secs = (time_t) (observed_us / 1000000);

@@ -357,6 +357,11 @@ UNIT_TEST(test_ring_validation)
 	CHECK_EQ_U64(tdb_valid_observed(2000000000000000, 2000000000000000 - 300000000, msg), TDB_VALID_OK);
 	CHECK_EQ_U64(tdb_valid_observed(2000000000000001, 2000000000000000 - 300000000, msg), (uint64_t) TDB_VALID_BAD);
 	CHECK(strstr(msg, "observed_at 2033-05-18 03:33:20.000001+00") != NULL);
+	/* before or at the Unix epoch: the object's "no traffic", never shown: refused, not lost */
+	CHECK_EQ_U64(tdb_valid_observed(-1, 2000000000000000, msg), (uint64_t) TDB_VALID_BAD);
+	CHECK(strstr(msg, "not after 1970-01-01") != NULL);
+	CHECK_EQ_U64(tdb_valid_observed(INT64_MIN, 2000000000000000, msg), (uint64_t) TDB_VALID_BAD);
+	CHECK_EQ_U64(tdb_valid_observed(1, 2000000000000000, msg), TDB_VALID_OK);
 	trafficdb_writer_close(w);
 done:
 	env_close(&e);
