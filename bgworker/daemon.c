@@ -1533,6 +1533,26 @@ drain_guarded(void *p)
 }
 
 static void
+ring_remove_guarded(void *p)
+{
+	(void) p;
+	tdb_ring_remove(&D.ring);
+}
+
+static gid_t ring_create_gid;
+static char *ring_create_err;
+static int	ring_create_rc;
+
+static void
+ring_create_guarded(void *p)
+{
+	(void) p;
+	ring_create_rc = tdb_ring_create(&D.ring, tdb_shm_prefix(), (uint32) tdb_max_writers,
+									 (uint32) tdb_writer_ring_slots, ring_create_gid,
+									 D.writer.ctl->instance_id, ring_create_err);
+}
+
+static void
 open_ring(void)
 {
 	char		err[TDB_SHM_ERRLEN];
@@ -1553,8 +1573,16 @@ open_ring(void)
 		}
 		gid = g->gr_gid;
 	}
-	if (tdb_ring_create(&D.ring, tdb_shm_prefix(), (uint32) tdb_max_writers, (uint32) tdb_writer_ring_slots,
-						gid, D.writer.ctl->instance_id, err) != TDB_SHM_OK)
+	/* adopting reads and writes a file a member of writer_group may be truncating right now */
+	ring_create_gid = gid;
+	ring_create_err = err;
+	if (!tdb_writer_guarded(ring_create_guarded, NULL))
+	{
+		tdb_ring_close(&D.ring);
+		snprintf(err, sizeof(err), "%s.writers was truncated while it was opened", tdb_shm_prefix());
+		ring_create_rc = TDB_SHM_ESYS;
+	}
+	if (ring_create_rc != TDB_SHM_OK)
 	{
 		ereport(WARNING, (errmsg("trafficdb: no writers' ring: %s", err)));
 		return;
@@ -1574,11 +1602,32 @@ static bool
 drain_ring(void)
 {
 	DrainArg	a;
+	bool		drained;
 
 	if (!D.ring_open || !D.have_map)
 		return false;
 	memset(&a, 0, sizeof(a));
-	if (!tdb_writer_guarded(drain_guarded, &a) || a.st.truncated)
+	drained = tdb_writer_guarded(drain_guarded, &a);
+	if (drained && a.st.header_damaged)
+	{
+		/*
+		 * Zeroed or overwritten (a truncation and regrowth, or a scribble on
+		 * the header): no new writer can open it, and the drains would go on
+		 * as if nothing happened.  Its writers are told to reopen (stopped)
+		 * and it is made anew.
+		 */
+		ereport(WARNING,
+				(errmsg("trafficdb: the header of the writers' ring %s.writers was overwritten by a process with write access to it; the ring is made anew",
+						tdb_shm_prefix()),
+				 errdetail("Writers attached before must reopen; what they put and the daemon had not drained is lost.")));
+		if (!tdb_writer_guarded(ring_remove_guarded, NULL))
+			tdb_ring_close(&D.ring);
+		D.ring_open = false;
+		open_ring();
+		ring_set_state(TDB_RING_RUNNING);
+		return false;
+	}
+	if (!drained || a.st.truncated)
 	{
 		/* a member of writer_group truncated it: make it anew */
 		ereport(WARNING,

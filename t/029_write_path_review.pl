@@ -29,6 +29,18 @@ SELECT trafficdb.load_map('roads', 'id', 'geom');
 is($node->safe_psql('postgres', q{SELECT count(*) FROM trafficdb.generations WHERE kind = 'C'}), '5',
 	'a map of 5,000 locations checkpoints in 5 parts of 1,024');
 
+# poll the server log for a pattern (10 s)
+sub wait_for_log
+{
+	my ($n, $re) = @_;
+	for (1 .. 100)
+	{
+		return 1 if $n->log_contains($re);
+		usleep(100_000);
+	}
+	return 0;
+}
+
 sub gen { return $node->safe_psql('postgres', 'SELECT generation FROM trafficdb.status'); }
 
 sub restart_and_wait
@@ -129,5 +141,193 @@ is($node->safe_psql('postgres', 'SELECT s.generation, d.generation FROM trafficd
 $node->safe_psql('postgres', 'SELECT trafficdb.repair_log(true)');
 cmp_ok($node->safe_psql('postgres', 'SELECT trafficdb.publish()'), '>', $g, 'repair_log lets an empty log start over');
 $node->safe_psql('postgres', q{ALTER SYSTEM RESET trafficdb.checkpoint_interval; SELECT pg_reload_conf();});
+
+# --- the writers' ring from the daemon's side: a process with write access
+# scribbles on <prefix>.writers (random bytes in lanes and slots, huge
+# tails, crafted slots with invalid values, truncation to 0 and to the
+# middle of a lane) while two writers put: the daemon never crashes, never
+# applies an invalid value, resets and counts the damaged lanes; an update
+# for an id that left the map (a reload while writers put) is filed in
+# feed_rejects.
+my $lib = $ENV{TRAFFICDB_LIB} // die 'TRAFFICDB_LIB must name lib/libtrafficdb.so';
+my $pydir = $ENV{TRAFFICDB_PYTHON} // die 'TRAFFICDB_PYTHON must name the python/ folder';
+my $rn = tdb_node('ring', 'trafficdb.publish_interval' => "'50ms'", 'trafficdb.max_writers' => '4',
+	'trafficdb.writer_ring_slots' => '256', 'trafficdb.writer_drain_interval' => "'1ms'");
+$rn->safe_psql('postgres', 'CREATE EXTENSION trafficdb CASCADE');
+$rn->safe_psql('postgres', q{
+CREATE TABLE roads AS
+SELECT i::bigint AS id, ST_SetSRID(ST_MakeLine(ST_MakePoint(24.9 + (i % 40) * 0.002, 60.15 + (i / 40) * 0.001),
+                              ST_MakePoint(24.9 + (i % 40) * 0.002 + 0.001, 60.15 + (i / 40) * 0.001 + 0.0005)), 4326) AS geom
+  FROM generate_series(1, 2000) i;
+SELECT trafficdb.load_map('roads', 'id', 'geom');});
+my $shm = '/trafficdb.' . $rn->port;
+my $rpid = $rn->safe_psql('postgres', 'SELECT daemon_pid FROM trafficdb.status');
+my $tmp = PostgreSQL::Test::Utils::tempdir;
+open(my $fh, '>', "$tmp/putter.py") or die;
+print $fh <<'PY';
+import os, sys, time, random, trafficdb
+name, seconds = sys.argv[1], float(sys.argv[2])
+end = time.time() + seconds
+n = 0
+# a truncated ring is a SIGBUS in a writer too: each writer is a child, made anew when it dies
+deaths = 0
+while time.time() < end:
+    pid = os.fork()
+    if pid != 0:
+        _, st = os.waitpid(pid, 0)
+        deaths += os.WIFSIGNALED(st)
+        continue
+    try:
+        with trafficdb.Writer(name) as w:
+            while time.time() < end:
+                i = random.randint(1, 2000)
+                try:
+                    w.put(i, speed_kmh=random.randint(0, 400), congestion=random.randint(0, 4),
+                          confidence=random.randint(0, 100), incident=random.choice([None, 'x' * random.randint(0, 200)]),
+                          wait=True)
+                    n += 1
+                except trafficdb.NotFound:
+                    pass
+    except trafficdb.TrafficDBError:
+        time.sleep(0.01)
+    except Exception:
+        time.sleep(0.01)
+    os._exit(0)
+print('writers killed by a signal:', deaths)
+PY
+close($fh);
+open($fh, '>', "$tmp/scribble.py") or die;
+print $fh <<'PY';
+import mmap, os, random, struct, sys, time
+path, rounds = '/dev/shm' + sys.argv[1] + '.writers', int(sys.argv[2])
+HDR, LANE, SLOT = 4096, 256, 64
+random.seed(29)
+done = {'bytes': 0, 'tails': 0, 'crafted': 0, 'truncated': 0}
+for r in range(rounds):
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except FileNotFoundError:
+        time.sleep(0.01)
+        continue
+    size = os.fstat(fd).st_size
+    if size < HDR:
+        os.close(fd); time.sleep(0.01); continue
+    m = mmap.mmap(fd, size)
+    nlanes, lane_slots = struct.unpack_from('<II', m, 16)
+    if not (1 <= nlanes <= 1024 and lane_slots in (128, 256, 512, 1024)) or size < HDR + nlanes * LANE:
+        m.close(); os.close(fd); time.sleep(0.01); continue
+    soff = (HDR + nlanes * LANE + 4095) & ~4095
+    lane = random.randrange(nlanes)
+    lh = HDR + lane * LANE
+    slots = soff + lane * lane_slots * SLOT
+    what = r % 5
+    try:
+        if what == 0:                       # random bytes in a lane's slots and in its header
+            for _ in range(8):
+                off = slots + random.randrange(lane_slots * SLOT - 8)
+                m[off:off + 8] = os.urandom(8)
+            m[lh:lh + 8] = os.urandom(8)
+            done['bytes'] += 1
+        elif what == 1:                     # a huge tail
+            tail = struct.unpack_from('<Q', m, lh)[0]
+            struct.pack_into('<Q', m, lh, tail + random.choice([1 << 40, 1 << 63, lane_slots + 1, 2**64 - 1 - tail]))
+            done['tails'] += 1
+        elif what == 2:                     # a well-formed slot with an invalid value, published
+            tail = struct.unpack_from('<Q', m, lh)[0]
+            t = tail
+            bad = random.choice(['speed', 'nan_present', 'congestion', 'confidence', 'future', 'utf8', 'kind', 'past'])
+            speed = {'speed': 401.0, 'nan_present': float('inf')}.get(bad, 50.0)
+            cong = 9 if bad == 'congestion' else 1
+            conf = 101 if bad == 'confidence' else 50
+            obs = int(time.time() * 1e6) + (3600 * 10**6 if bad == 'future' else 0)
+            obs = -5 if bad == 'past' else obs
+            present = 0x1F if bad == 'utf8' else 0x0F
+            ilen = 3 if bad == 'utf8' else 0
+            kind = 7 if bad == 'kind' else 1
+            body = struct.pack('<QQIIqffBBBBIQQ', 1, 0, 0, ilen, obs, speed, 60.0, present, cong, conf, kind, 0, 0, (t + 1) % 2**64)
+            m[slots + (t % lane_slots) * SLOT: slots + (t % lane_slots) * SLOT + SLOT] = body
+            need = 1
+            if ilen:
+                text = b'\xff\xfe\xfd' + b'\0' * 53 + struct.pack('<Q', (t + 2) % 2**64)
+                m[slots + ((t + 1) % lane_slots) * SLOT: slots + ((t + 1) % lane_slots) * SLOT + SLOT] = text
+                need = 2
+            struct.pack_into('<Q', m, lh, (t + need) % 2**64)
+            done['crafted'] += 1
+        elif what == 3:                     # truncated to 0 or to the middle of a lane, for a while
+            m.close()
+            os.ftruncate(fd, random.choice([0, soff + lane * lane_slots * SLOT + 100, HDR + 10]))
+            time.sleep(random.random() * 0.02)
+            os.ftruncate(fd, size)
+            done['truncated'] += 1
+            os.close(fd)
+            continue
+        else:                               # a valid update for an id the map does not have
+            tail = struct.unpack_from('<Q', m, lh)[0]
+            t = tail
+            body = struct.pack('<QQIIqffBBBBIQQ', 987654321, 0, 0, 0, int(time.time() * 1e6), 10.0, 10.0, 0x03, 255, 255, 1, 0, 0, (t + 1) % 2**64)
+            m[slots + (t % lane_slots) * SLOT: slots + (t % lane_slots) * SLOT + SLOT] = body
+            struct.pack_into('<Q', m, lh, (t + 1) % 2**64)
+    except (ValueError, IndexError, OSError, struct.error):
+        pass
+    m.close()
+    os.close(fd)
+    time.sleep(0.002)
+print(done)
+PY
+close($fh);
+{
+	local $ENV{TRAFFICDB_LIB} = $lib;
+	local $ENV{PYTHONPATH} = $pydir;
+	my @procs;
+	for my $k (1 .. 2)
+	{
+		my ($o, $e) = ('', '');
+		push @procs, [ IPC::Run::start([ '/usr/bin/python3', "$tmp/putter.py", $shm, '8' ], '>', \$o, '2>', \$e,
+			IPC::Run::timeout(60)), \$o, \$e ];
+	}
+	my ($so, $se) = ('', '');
+	my $scr = IPC::Run::start([ '/usr/bin/python3', "$tmp/scribble.py", $shm, '1500' ], '>', \$so, '2>', \$se, IPC::Run::timeout(60));
+	# a map reload while they put: ids 1..100 leave the map
+	usleep(500_000);
+	$rn->safe_psql('postgres', q{DELETE FROM roads WHERE id <= 100; SELECT trafficdb.load_map('roads', 'id', 'geom');});
+	$scr->finish;
+	note("scribbler: $so $se");
+	for my $p (@procs)
+	{
+		$p->[0]->finish;
+		note('putter: ' . ${ $p->[1] } . ${ $p->[2] });
+	}
+}
+$rn->safe_psql('postgres', 'SELECT trafficdb.publish()');
+is($rn->safe_psql('postgres', 'SELECT daemon_pid FROM trafficdb.status'), $rpid, 'the daemon survived the scribbling');
+ok(!$rn->log_contains(qr/terminated by signal|server process .* was terminated/), 'no process of the server crashed');
+is($rn->safe_psql('postgres', q{SELECT count(*) FROM trafficdb.locations WHERE NOT (speed_kmh BETWEEN 0 AND 400)
+  OR NOT (free_flow_kmh BETWEEN 0 AND 400) OR congestion > 4 OR congestion < 0 OR confidence > 100 OR confidence < 0
+  OR updated_at > now() + interval '5 minutes' OR updated_at <= 'epoch' OR length(incident) > 4096}), '0',
+	'no invalid value was applied');
+ok($rn->log_contains(qr/reset \d+ damaged writer lane/), 'damaged lanes are reset and logged');
+ok($rn->log_contains(qr/writers' ring \S+ was damaged \(truncated/), 'a truncated ring is made anew');
+cmp_ok($rn->safe_psql('postgres', q{SELECT count(*) FROM trafficdb.feed_rejects WHERE reason LIKE '%trafficdb_put%'}), '>', 0,
+	'updates for ids not in the map are filed in feed_rejects');
+# truncated and grown back at once: the same size, all zeros; no writer could open it
+{
+	my $f = "/dev/shm$shm.writers";
+	my $size = -s $f;
+	truncate($f, 0) or die "truncate: $!";
+	truncate($f, $size) or die "truncate: $!";
+	ok($rn->poll_query_until('postgres', q{SELECT pg_sleep(0.05) IS NOT NULL}) && wait_for_log($rn, qr/header of the writers' ring \S+ was overwritten/),
+		'a ring zeroed in place (truncated and grown back) is noticed and made anew');
+}
+# after all that, a writer puts and is published
+{
+	local $ENV{TRAFFICDB_LIB} = $lib;
+	local $ENV{PYTHONPATH} = $pydir;
+	my ($o, $e) = run_command([ '/usr/bin/python3', '-c',
+		"import trafficdb\nwith trafficdb.Writer('$shm') as w:\n    w.put(500, speed_kmh=12.5, sync=True)\nprint('ok')" ]);
+	is($o, 'ok', 'a writer puts after the scribbling') or diag($e);
+}
+$rn->poll_query_until('postgres', 'SELECT speed_kmh = 12.5 FROM trafficdb.locations WHERE location_id = 500');
+is($rn->safe_psql('postgres', 'SELECT speed_kmh FROM trafficdb.locations WHERE location_id = 500'), '12.5', 'and is published');
+$rn->stop;
 
 done_testing();

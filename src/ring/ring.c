@@ -537,6 +537,13 @@ tdb_ring_drain(TdbRing *r, uint64_t max_updates, tdb_ring_apply_fn fn, void *arg
 		st->truncated = true;
 		return 0;
 	}
+	if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != TDB_WRITERS_MAGIC || h->version != TDB_WRITERS_VERSION ||
+		h->header_size != TDB_RING_HEADER_SIZE || h->instance_id != r->instance_id ||
+		h->nlanes != r->nlanes || h->lane_slots != r->lane_slots)
+	{
+		st->header_damaged = true;
+		return 0;
+	}
 
 	/* the drain period's EWMA: the hint TRAFFICDB_BUSY gives */
 	if (r->last_drain_us != 0)

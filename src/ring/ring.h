@@ -298,6 +298,8 @@ typedef struct TdbRingDrainStats
 	uint64_t	lanes_reset;	/* damaged lanes reset (head = tail) */
 	uint64_t	dropped_slots;	/* slots dropped by those resets */
 	bool		truncated;		/* the file is shorter than it was made: nothing was read */
+	bool		header_damaged; /* its header no longer names this ring (magic, version, instance,
+								 * geometry): writers cannot open it; nothing was read */
 	bool		stopped;		/* fn asked to stop */
 	char		reset_reason[TDB_SHM_ERRLEN];	/* why the last lane was reset (for the log) */
 } TdbRingDrainStats;
@@ -330,7 +332,9 @@ int			tdb_ring_create(TdbRing *r, const char *prefix, uint32_t nlanes, uint32_t 
  * Drain every lane (from where the last drain stopped), at most
  * max_updates updates (0: no limit).  Checks the file's size first (a
  * truncated file: st->truncated, nothing read; SIGBUS during the drain is
- * the caller's to catch).  st (may be NULL) is overwritten.  Returns the
+ * the caller's to catch), then that the header still names this ring (a
+ * file zeroed or overwritten by a member of writer_group, which no new
+ * writer could open: st->header_damaged, nothing read; make the ring anew).  st (may be NULL) is overwritten.  Returns the
  * number of updates applied.
  */
 uint64_t	tdb_ring_drain(TdbRing *r, uint64_t max_updates, tdb_ring_apply_fn fn, void *arg,
