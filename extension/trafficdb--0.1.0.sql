@@ -56,7 +56,7 @@ CREATE FUNCTION trafficdb._feed_part() RETURNS smallint
 AS 'MODULE_PATHNAME', 'trafficdb_feed_part'
 LANGUAGE C STABLE PARALLEL SAFE;
 COMMENT ON FUNCTION trafficdb._feed_part IS
-    'the feed partition new rows go to (the daemon flips it each cycle)';
+    'the feed partition new rows go to (the daemon flips it each cycle); the same for every row of one transaction, so that a transaction is published in one generation';
 
 CREATE TABLE trafficdb.feed (
     seq            bigserial,

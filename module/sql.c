@@ -475,11 +475,29 @@ trafficdb_check_changes_since(PG_FUNCTION_ARGS)
 
 /* ---- the feed partition ---------------------------------------------------------- */
 
-/* The feed partition new rows go to: the default of trafficdb.feed.part. */
+/*
+ * The feed partition new rows go to: the default of trafficdb.feed.part.
+ * One per transaction: the one the daemon names at the transaction's first
+ * row.  The daemon takes a partition whole once no transaction holds it, so
+ * a transaction whose rows all went to one partition is published in one
+ * generation; rows of one transaction (or one long COPY) routed to two
+ * partitions across a flip would be published in two, and readers would see
+ * half of a committed transaction.
+ */
+static LocalTransactionId feed_part_lxid = InvalidLocalTransactionId;
+static int16 feed_part_of_lxid;
+
 Datum
 trafficdb_feed_part(PG_FUNCTION_ARGS)
 {
 	(void) fcinfo;
 	tdb_require_preload();
-	PG_RETURN_INT16((int16) (pg_atomic_read_u32(&tdb_shared->feed_part) % TDB_FEED_PARTS));
+	if (MyProc == NULL || MyProc->lxid == InvalidLocalTransactionId)
+		PG_RETURN_INT16((int16) (pg_atomic_read_u32(&tdb_shared->feed_part) % TDB_FEED_PARTS));
+	if (feed_part_lxid != MyProc->lxid)
+	{
+		feed_part_of_lxid = (int16) (pg_atomic_read_u32(&tdb_shared->feed_part) % TDB_FEED_PARTS);
+		feed_part_lxid = MyProc->lxid;
+	}
+	PG_RETURN_INT16(feed_part_of_lxid);
 }
