@@ -118,6 +118,7 @@ typedef struct DaemonState
 	uint64		put_rejected;	/* updates for unknown locations */
 	uint64		put_applied;
 	uint32		nput_rejects;	/* waiting for feed_rejects */
+	uint64		put_rejects_unfiled;	/* beyond put_reject_id's room: filed as one summary row */
 	int64		put_reject_id[256];
 	int64		put_reject_ticket[256];
 	uint32		put_reject_lane[256];
@@ -966,12 +967,44 @@ prepare_generation(uint64 gen)
 	notify_generation(gen);
 }
 
+/*
+ * Does trafficdb.daemon_state have log_end?  Not in a database whose
+ * extension was created by a build before it (the same version 0.1.0): the
+ * daemon then works without the check rather than not at all.
+ */
+static bool
+have_log_end(void)
+{
+	static bool known = false;
+	static bool have = false;
+
+	if (!known)
+	{
+		have = SPI_execute("SELECT 1 FROM pg_catalog.pg_attribute WHERE attrelid = 'trafficdb.daemon_state'::pg_catalog.regclass "
+						   "AND attname = 'log_end' AND NOT attisdropped", true, 1) == SPI_OK_SELECT && SPI_processed == 1;
+		known = true;
+		if (!have)
+			ereport(LOG,
+					(errmsg("trafficdb: trafficdb.daemon_state has no column log_end: a generation log whose newest records were deleted is not detected"),
+					 errhint("DROP EXTENSION trafficdb and CREATE EXTENSION trafficdb with this build (pg_dump the tables first).")));
+	}
+	return have;
+}
+
 static void
 record_generation(uint64 gen)
 {
 	Datum		arg = Int64GetDatum((int64) gen);
 	Oid			type = INT8OID;
 
+	if (!have_log_end())
+	{
+		SPI_execute_with_args("INSERT INTO trafficdb.daemon_state AS d (singleton, generation, published_at) "
+							  "VALUES (true, $1, pg_catalog.now()) ON CONFLICT (singleton) DO UPDATE "
+							  "SET generation = excluded.generation, published_at = excluded.published_at",
+							  1, &type, &arg, NULL, false, 0);
+		return;
+	}
 	/* log_end: gen is logged in this transaction; a start whose replay ends before it lost records */
 	SPI_execute_with_args("INSERT INTO trafficdb.daemon_state AS d (singleton, generation, published_at, log_end) "
 						  "VALUES (true, $1, pg_catalog.now(), $1) ON CONFLICT (singleton) DO UPDATE "
@@ -1453,8 +1486,14 @@ persist_put_rejects(void)
 		reject(&rj, D.put_reject_ticket[k], D.put_reject_id[k],
 			   psprintf("unknown location_id: not in the loaded map (trafficdb_put, writer lane %u)",
 						D.put_reject_lane[k]));
+	/* never dropped silently: the ones there was no room for, counted in one row */
+	if (D.put_rejects_unfiled > 0)
+		reject(&rj, 0, 0,
+			   psprintf("and " UINT64_FORMAT " more trafficdb_put update(s) for locations not in the loaded map, not listed one by one",
+						D.put_rejects_unfiled));
 	persist_rejects(&rj);
 	D.nput_rejects = 0;
+	D.put_rejects_unfiled = 0;
 }
 
 static void
@@ -1497,6 +1536,8 @@ ring_apply(void *arg, const TdbRingUpdate *u, uint32_t lane, uint64_t ticket)
 			D.put_reject_lane[D.nput_rejects] = lane;
 			D.nput_rejects++;
 		}
+		else
+			D.put_rejects_unfiled++;
 		return 0;
 	}
 	if (u->incident)
@@ -1860,7 +1901,8 @@ startup_tx(void *p)
 	a->count = 0;
 	if (!extension_installed())
 		return;
-	if (SPI_execute("SELECT generation, log_end FROM trafficdb.daemon_state", true, 1) == SPI_OK_SELECT &&
+	if (SPI_execute(have_log_end() ? "SELECT generation, log_end FROM trafficdb.daemon_state" :
+					"SELECT generation, NULL::pg_catalog.int8 FROM trafficdb.daemon_state", true, 1) == SPI_OK_SELECT &&
 		SPI_processed == 1)
 	{
 		bool		isnull;

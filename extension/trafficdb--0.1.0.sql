@@ -272,7 +272,8 @@ COMMENT ON VIEW trafficdb.readers IS
     'readers (backends and external processes) pinning a published version; late = held past trafficdb.reader_pin_timeout';
 
 -- Reading is for everyone; writing the feed, loading maps and publishing
--- are granted by an administrator (GRANT INSERT ON trafficdb.feed TO app).
+-- are granted by an administrator (GRANT INSERT ON trafficdb.feed TO app;
+-- GRANT USAGE ON SEQUENCE trafficdb.feed_seq_seq TO app: seq is its default).
 GRANT USAGE ON SCHEMA trafficdb TO PUBLIC;
 GRANT SELECT ON trafficdb.status, trafficdb.readers TO PUBLIC;
 

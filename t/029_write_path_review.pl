@@ -326,6 +326,33 @@ cmp_ok($rn->safe_psql('postgres', q{SELECT count(*) FROM trafficdb.feed_rejects 
 		"import trafficdb\nwith trafficdb.Writer('$shm') as w:\n    w.put(500, speed_kmh=12.5, sync=True)\nprint('ok')" ]);
 	is($o, 'ok', 'a writer puts after the scribbling') or diag($e);
 }
+# 400 updates for an id not in the map in one drain (two lanes of 200): every one is filed or counted
+{
+	my $t0 = $rn->safe_psql('postgres', 'SELECT clock_timestamp()');
+	my ($o, $e) = run_command([ '/usr/bin/python3', '-c', qq{
+import mmap, os, struct, time
+fd = os.open('/dev/shm$shm.writers', os.O_RDWR)
+m = mmap.mmap(fd, os.fstat(fd).st_size)
+nlanes, lane_slots = struct.unpack_from('<II', m, 16)
+soff = (4096 + nlanes * 256 + 4095) & ~4095
+for lane in (2, 3):
+    lh = 4096 + lane * 256
+    t0 = struct.unpack_from('<Q', m, lh)[0]
+    base = soff + lane * lane_slots * 64
+    for k in range(200):
+        t = t0 + k
+        m[base + (t % lane_slots) * 64: base + (t % lane_slots) * 64 + 64] = struct.pack('<QQIIqffBBBBIQQ',
+            987654322, 0, 0, 0, int(time.time() * 1e6), 10.0, 10.0, 0x03, 255, 255, 1, 0, 0, t + 1)
+    struct.pack_into('<Q', m, lh, t0 + 200)
+print('ok')
+} ]);
+	is($o, 'ok', 'a process with write access published 400 updates for an unknown id') or diag($e);
+	$rn->safe_psql('postgres', 'SELECT pg_sleep(0.3); SELECT trafficdb.publish()');
+	is($rn->safe_psql('postgres', qq{SELECT count(*) FILTER (WHERE location_id = 987654322)
+	  + coalesce(sum(substring(reason from '^and (\\d+) more trafficdb_put')::int), 0) FROM trafficdb.feed_rejects
+	  WHERE rejected_at >= '$t0' AND (location_id = 987654322 OR reason LIKE 'and % more trafficdb_put%')}), '400',
+		'each is in feed_rejects, or counted there: none dropped silently');
+}
 $rn->poll_query_until('postgres', 'SELECT speed_kmh = 12.5 FROM trafficdb.locations WHERE location_id = 500');
 is($rn->safe_psql('postgres', 'SELECT speed_kmh FROM trafficdb.locations WHERE location_id = 500'), '12.5', 'and is published');
 $rn->stop;
