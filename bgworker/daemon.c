@@ -96,6 +96,7 @@ typedef struct DaemonState
 	char	  **incidents;		/* per record, palloc'd text or NULL */
 	uint64		incident_count;
 	bool		dirty;			/* changes not yet published */
+	bool		offsets_zero;	/* every entry's incident_off is 0 (no incident laid out) */
 	char		refusal[TDB_ERRMSG_LEN];	/* why the last publication was refused */
 
 	/* records changed since the last committed log record (each once) */
@@ -620,6 +621,7 @@ set_daemon_working(const WorkingTraffic *w)
 	D.pend = w->pend;
 	D.pend_bit = w->pend_bit;
 	D.npend = 0;
+	D.offsets_zero = false;
 }
 
 /* Record i changed: it goes into the next log record. */
@@ -730,7 +732,14 @@ prepare_traffic(uint64 gen, int64 created_us)
 	int			rc;
 	uint64		count = D.map.count;
 
-	iblob = tdb_incident_layout(D.traffic, D.incidents, count, D.incident_count, &ibytes);
+	/* with no incident, and none laid out before, every incident_off is 0 already */
+	if (D.incident_count == 0 && D.offsets_zero)
+		iblob = NULL;
+	else
+	{
+		iblob = tdb_incident_layout(D.traffic, D.incidents, count, D.incident_count, &ibytes);
+		D.offsets_zero = D.incident_count == 0;
+	}
 	rc = tdb_writer_traffic_segment(&D.writer,
 									tdb_writer_traffic_capacity(tdb_traffic_size(count, ibytes)),
 									&seg, &addr, err);
