@@ -2122,5 +2122,29 @@ wait:
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}
+
+	/*
+	 * An orderly stop: what writers put and were told is in shared memory
+	 * (TRAFFICDB_ASYNC) must not go with it.  Tell them the ring is stopped
+	 * (their next put is TRAFFICDB_STALE), give a put that passed that check
+	 * a moment to publish its slots, drain, and commit a last generation.
+	 */
+	if (D.ring_open && D.have_map)
+	{
+		char		msg[TDB_ERRMSG_LEN];
+		bool		force = false;
+
+		ring_set_state(TDB_RING_STOPPED);
+		pg_usleep(20000);
+		(void) drain_ring();
+		if (D.dirty || D.npend > 0)
+		{
+			D.refusal[0] = '\0';
+			if (run_in_tx("trafficdb final publication", feed_tx, &force, msg))
+				ereport(LOG, (errmsg("trafficdb: stopping after generation " UINT64_FORMAT " (the writers' ring drained)",
+									 D.generation)));
+		}
+	}
+	/* 1: if this was not a server shutdown, the postmaster starts us again */
 	proc_exit(1);
 }
