@@ -2,7 +2,7 @@
 # bench/put.sh [LOCATIONS]: trafficdb_put through the daemon of the demo
 # cluster (or BENCH_PORT), public API only (bench/put_server.c):
 #   one ASYNC producer: p50/p99 per call, updates/s until committed and published
-#   PUT_PRODUCERS (4) SYNC producers, batches of 1,000: updates/s, ack p50/p99
+#   PUT_PRODUCERS (4) SYNC producers, batches of 1,000 and of 10,000: updates/s, ack p50/p99
 # beside the anchors: DAL's local write (1.1 us p50, 1.6 M writes/s, cited)
 # and 3 x trafficdb.publish_interval for the sync acknowledgement.
 set -euo pipefail
@@ -30,17 +30,21 @@ interval=$("${PSQL[@]}" -Atc "SELECT setting FROM pg_settings WHERE name = 'traf
 shm=$("${PSQL[@]}" -Atc "SELECT CASE WHEN current_setting('trafficdb.shm_name') = '' THEN '/trafficdb.' || current_setting('port') ELSE current_setting('trafficdb.shm_name') END")
 
 echo "bench/put: $CALLS async puts, then $PRODUCERS sync producers x $BATCHES batches of 1,000 ($shm)" >&2
-bench/put_server "$shm" "$N" "$CALLS" "$PRODUCERS" "$BATCHES" >"${TMPDIR:-/tmp}/put_server.$$"
-while IFS=, read -r m v u; do
-	case "$m" in
-		put_async_p50) emit "$m" 1 "$v" "$u" dal_local_write_p50 1100 ;;
-		put_async_committed_per_s) emit "$m" 1 "$v" "$u" dal_writes_per_s 1600000 ;;
-		put_sync_per_s) emit "$m" "$PRODUCERS" "$v" "$u" dal_writes_per_s 1600000 ;;
-		put_sync_ack_p99) emit "$m" "$PRODUCERS" "$v" "$u" three_publish_intervals "$((3 * interval))" ;;
-		*) emit "$m" 1 "$v" "$u" ;;
-	esac
-done <"${TMPDIR:-/tmp}/put_server.$$"
-rm -f "${TMPDIR:-/tmp}/put_server.$$"
+for batch in 1000 10000; do
+	bench/put_server "$shm" "$N" "$CALLS" "$PRODUCERS" "$((BATCHES * 1000 / batch))" "$batch" >"${TMPDIR:-/tmp}/put_server.$$"
+	while IFS=, read -r m v u; do
+		case "$m" in
+			put_async_p50) [ "$batch" = 1000 ] && emit "$m" 1 "$v" "$u" dal_local_write_p50 1100 ;;
+			put_async_committed_per_s | put_many_async_committed_per_s) [ "$batch" = 1000 ] && emit "$m" 1 "$v" "$u" dal_writes_per_s 1600000 ;;
+			put_async_*) [ "$batch" = 1000 ] && emit "$m" 1 "$v" "$u" ;;
+			put_sync_per_s) emit "${m}_batch$batch" "$PRODUCERS" "$v" "$u" dal_writes_per_s 1600000 ;;
+			put_sync_ack_p99) emit "${m}_batch$batch" "$PRODUCERS" "$v" "$u" three_publish_intervals_ms "$((3 * interval))" ;;
+			*) emit "${m}_batch$batch" "$PRODUCERS" "$v" "$u" ;;
+		esac
+	done <"${TMPDIR:-/tmp}/put_server.$$"
+	rm -f "${TMPDIR:-/tmp}/put_server.$$"
+	CALLS=1000	# the async part once
+done
 
 echo "bench/put: restoring the demo map" >&2
 bench_restore_map || true

@@ -6,11 +6,11 @@
  *	  async   one producer, TRAFFICDB_ASYNC: latency of each call (p50, p99)
  *	          and updates per second until the last one is committed and
  *	          published (trafficdb_sync after the last put)
- *	  sync    PRODUCERS threads (default 4), each putting batches of 1,000
+ *	  sync    PRODUCERS threads (default 4), each putting batches of BATCH (1,000)
  *	          with trafficdb_put_many(TRAFFICDB_SYNC): updates per second and
  *	          the acknowledgement latency of a batch (p50, p99)
  *
- *	  put_server NAME LOCATIONS [ASYNC_CALLS [PRODUCERS [SYNC_BATCHES]]]
+ *	  put_server NAME LOCATIONS [ASYNC_CALLS [PRODUCERS [SYNC_BATCHES [BATCH]]]]
  *
  * Location ids 1 .. LOCATIONS must be in the published map.  Output: CSV
  * lines name,value,unit.  Every loop is bounded by its count.
@@ -27,6 +27,7 @@
 static const char *name;
 static uint64_t nloc;
 static long sync_batches;
+static int batch_size = 1000;
 
 static int64_t
 now_ns(void)
@@ -91,7 +92,7 @@ sync_producer(void *p)
 {
 	SyncArg    *a = p;
 	trafficdb_writer *w;
-	trafficdb_update *u = calloc(1000, sizeof(trafficdb_update));
+	trafficdb_update *u = calloc((size_t) batch_size, sizeof(trafficdb_update));
 	int			rc = trafficdb_writer_open(name, &w);
 
 	if (rc != TRAFFICDB_OK || u == NULL)
@@ -106,14 +107,14 @@ sync_producer(void *p)
 		size_t		acc = 0;
 		int64_t		t0;
 
-		for (int k = 0; k < 1000; k++)
+		for (int k = 0; k < batch_size; k++)
 		{
 			u[k].location_id = 1 + rnd(&a->seed) % nloc;
 			u[k].speed_kmh = (float) (rnd(&a->seed) % 120);
 			u[k].has = TRAFFICDB_HAS_SPEED;
 		}
 		t0 = now_ns();
-		rc = trafficdb_put_many(w, u, 1000, TRAFFICDB_SYNC | TRAFFICDB_WAIT, &acc);
+		rc = trafficdb_put_many(w, u, (size_t) batch_size, TRAFFICDB_SYNC | TRAFFICDB_WAIT, &acc);
 		if (rc != TRAFFICDB_OK)
 		{
 			a->rc = rc;
@@ -141,7 +142,7 @@ main(int argc, char **argv)
 
 	if (argc < 3)
 	{
-		fprintf(stderr, "usage: put_server NAME LOCATIONS [ASYNC_CALLS [PRODUCERS [SYNC_BATCHES]]]\n");
+		fprintf(stderr, "usage: put_server NAME LOCATIONS [ASYNC_CALLS [PRODUCERS [SYNC_BATCHES [BATCH]]]]\n");
 		return 2;
 	}
 	name = argv[1];
@@ -149,9 +150,11 @@ main(int argc, char **argv)
 	calls = argc > 3 ? atol(argv[3]) : 1000000;
 	producers = argc > 4 ? atoi(argv[4]) : 4;
 	sync_batches = argc > 5 ? atol(argv[5]) : 500;
-	if (nloc == 0 || calls <= 0 || producers <= 0 || producers > 64 || sync_batches <= 0)
+	batch_size = argc > 6 ? atoi(argv[6]) : 1000;
+	if (nloc == 0 || calls <= 0 || producers <= 0 || producers > 64 || sync_batches <= 0 ||
+		batch_size <= 0 || batch_size > 100000)
 	{
-		fprintf(stderr, "put_server: LOCATIONS, ASYNC_CALLS, PRODUCERS (1-64) and SYNC_BATCHES must be positive\n");
+		fprintf(stderr, "put_server: LOCATIONS, ASYNC_CALLS, PRODUCERS (1-64), SYNC_BATCHES and BATCH (1-100000) must be positive\n");
 		return 2;
 	}
 
@@ -185,12 +188,42 @@ main(int argc, char **argv)
 	t1 = now_ns();
 	if (rc != TRAFFICDB_OK)
 		die("trafficdb_sync", rc, w);
-	trafficdb_writer_close(w);
 	qsort(lat, (size_t) calls, sizeof(int64_t), cmp_i64);
 	printf("put_async_p50,%lld,ns\n", (long long) lat[calls / 2]);
 	printf("put_async_p99,%lld,ns\n", (long long) lat[calls * 99 / 100]);
 	printf("put_async_committed_per_s,%.0f,updates/s\n", calls / ((t1 - t0) / 1e9));
 	free(lat);
+
+	/* the same through trafficdb_put_many, batches of 1,000, ASYNC */
+	{
+		trafficdb_update *u = calloc(1000, sizeof(trafficdb_update));
+		long		nb = (calls + 999) / 1000;
+
+		if (u == NULL)
+			return 1;
+		t0 = now_ns();
+		for (long b = 0; b < nb; b++)
+		{
+			size_t		acc = 0;
+
+			for (int k = 0; k < 1000; k++)
+			{
+				u[k].location_id = 1 + rnd(&seed) % nloc;
+				u[k].speed_kmh = (float) ((b + k) % 120);
+				u[k].has = TRAFFICDB_HAS_SPEED;
+			}
+			rc = trafficdb_put_many(w, u, 1000, TRAFFICDB_ASYNC | TRAFFICDB_WAIT, &acc);
+			if (rc != TRAFFICDB_OK)
+				die("trafficdb_put_many", rc, w);
+		}
+		rc = trafficdb_sync(w, 60000);
+		t1 = now_ns();
+		if (rc != TRAFFICDB_OK)
+			die("trafficdb_sync", rc, w);
+		printf("put_many_async_committed_per_s,%.0f,updates/s\n", nb * 1000.0 / ((t1 - t0) / 1e9));
+		free(u);
+	}
+	trafficdb_writer_close(w);
 
 	/* sync, several producers */
 	{
@@ -221,7 +254,7 @@ main(int argc, char **argv)
 			free(a[p].lat);
 		}
 		qsort(all, (size_t) n, sizeof(int64_t), cmp_i64);
-		printf("put_sync_per_s,%.0f,updates/s\n", n * 1000.0 / ((t1 - t0) / 1e9));
+		printf("put_sync_per_s,%.0f,updates/s\n", (double) n * batch_size / ((t1 - t0) / 1e9));
 		printf("put_sync_ack_p50,%.2f,ms\n", all[n / 2] / 1e6);
 		printf("put_sync_ack_p99,%.2f,ms\n", all[n * 99 / 100] / 1e6);
 		free(all);

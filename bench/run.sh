@@ -43,7 +43,7 @@ step() { printf '\n\033[1m== [%ds] %s\033[0m\n' "$(($(date +%s) - start))" "$*" 
 step "dependencies and build"
 scripts/deps.sh >/dev/null
 bench_deps
-make -s -j"$(nproc)" all bench/objbench bench/accessor PG_CONFIG="$PG_CONFIG"
+make -s -j"$(nproc)" all bench/objbench bench/accessor bench/put_server PG_CONFIG="$PG_CONFIG"
 if [ ! -f .demo/port ] || ! "$PG_BIN/pg_isready" -q -h 127.0.0.1 -p "$(cat .demo/port)" ||
 	[ "$(cksum <trafficdb.so)" != "$(cat .demo/lib.cksum 2>/dev/null)" ]; then
 	make -s demo >/dev/null	# installs this build and (re)starts the cluster on it
@@ -78,7 +78,11 @@ ms=$((($(date +%s%N) - t0) / 1000000))
 bench_emit publish_delaware feed_100pct_publish_wall_ms "$nde" "$ms" ms
 bench_emit publish_delaware feed_100pct_rows_per_s "$nde" $((nde * 1000 / (ms > 0 ? ms : 1))) rows/s
 bench_restore_map
-"${PSQL[@]}" -c "DROP TABLE bench_delaware" -c "TRUNCATE trafficdb.traffic_state"
+"${PSQL[@]}" -c "DROP TABLE bench_delaware"
+
+step "2b/6 the write path: the durable feed (bench/feed.sh $N) and trafficdb_put through the daemon (bench/put.sh $N)"
+bench/feed.sh "$N"
+bench/put.sh "$N"
 
 step "3/6 pgbench load tests (bench/pgbench.sh $N $T \"$CLIENTS\")"
 bench/pgbench.sh "$N" "$T" "$CLIENTS"

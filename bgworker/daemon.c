@@ -96,6 +96,7 @@ typedef struct DaemonState
 	char	  **incidents;		/* per record, palloc'd text or NULL */
 	uint64		incident_count;
 	bool		dirty;			/* changes not yet published */
+	bool		offsets_zero;	/* every entry's incident_off is 0 (no incident laid out) */
 	char		refusal[TDB_ERRMSG_LEN];	/* why the last publication was refused */
 
 	/* records changed since the last committed log record (each once) */
@@ -621,6 +622,7 @@ set_daemon_working(const WorkingTraffic *w)
 	D.pend = w->pend;
 	D.pend_bit = w->pend_bit;
 	D.npend = 0;
+	D.offsets_zero = false;
 }
 
 /* Record i changed: it goes into the next log record. */
@@ -733,7 +735,14 @@ prepare_traffic(uint64 gen, int64 created_us)
 	int			rc;
 	uint64		count = D.map.count;
 
-	iblob = tdb_incident_layout(D.traffic, D.incidents, count, D.incident_count, &ibytes);
+	/* with no incident, and none laid out before, every incident_off is 0 already */
+	if (D.incident_count == 0 && D.offsets_zero)
+		iblob = NULL;
+	else
+	{
+		iblob = tdb_incident_layout(D.traffic, D.incidents, count, D.incident_count, &ibytes);
+		D.offsets_zero = D.incident_count == 0;
+	}
 	rc = tdb_writer_traffic_segment(&D.writer,
 									tdb_writer_traffic_capacity(tdb_traffic_size(count, ibytes)),
 									&seg, &addr, err);
@@ -2264,5 +2273,29 @@ wait:
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}
+
+	/*
+	 * An orderly stop: what writers put and were told is in shared memory
+	 * (TRAFFICDB_ASYNC) must not go with it.  Tell them the ring is stopped
+	 * (their next put is TRAFFICDB_STALE), give a put that passed that check
+	 * a moment to publish its slots, drain, and commit a last generation.
+	 */
+	if (D.ring_open && D.have_map)
+	{
+		char		msg[TDB_ERRMSG_LEN];
+		bool		force = false;
+
+		ring_set_state(TDB_RING_STOPPED);
+		pg_usleep(20000);
+		(void) drain_ring();
+		if (D.dirty || D.npend > 0)
+		{
+			D.refusal[0] = '\0';
+			if (run_in_tx("trafficdb final publication", feed_tx, &force, msg))
+				ereport(LOG, (errmsg("trafficdb: stopping after generation " UINT64_FORMAT " (the writers' ring drained)",
+									 D.generation)));
+		}
+	}
+	/* 1: if this was not a server shutdown, the postmaster starts us again */
 	proc_exit(1);
 }

@@ -67,6 +67,48 @@ crc_update_sw(uint32_t crc, const void *data, size_t len)
 }
 
 #ifdef TDB_CRC_HAVE_SSE42_PATH
+/*
+ * a(x) * b(x) mod P(x), both reflected (x^0 is bit 31): how a CRC register
+ * is moved past bytes it did not see, for combining CRCs of pieces.
+ */
+static uint32_t
+gf2_mulmod(uint32_t a, uint32_t b)
+{
+	uint32_t	p = 0;
+
+	for (uint32_t m = 1u << 31; m != 0; m >>= 1)
+	{
+		if (a & m)
+			p ^= b;
+		b = (b & 1) ? (b >> 1) ^ CRC32C_POLY : b >> 1;
+	}
+	return p;
+}
+
+/*
+ * Three streams of CRC32 instructions at once (the instruction's latency
+ * is three times its throughput): a long buffer is taken in chunks of three
+ * lanes of CRC_LANE bytes, whose registers are combined with
+ * reg(A B C) = reg(A) x^(16 LANE) + reg(B) x^(8 LANE) + reg(C), where B
+ * and C start from 0.  About three times the single-stream speed.
+ */
+#define CRC_LANE 8192			/* 8 * CRC_LANE = 2^16 bits */
+static uint32_t crc_shift1;		/* x^(8 CRC_LANE) mod P */
+static uint32_t crc_shift2;		/* x^(16 CRC_LANE) mod P */
+static int	crc_shift_ready = 0;
+
+static void
+crc_build_shifts(void)
+{
+	uint32_t	p = 1u << 30;	/* x^1 */
+
+	for (int k = 0; k < 16; k++)	/* x^(2^16) */
+		p = gf2_mulmod(p, p);
+	crc_shift1 = p;
+	crc_shift2 = gf2_mulmod(p, p);
+	__atomic_store_n(&crc_shift_ready, 1, __ATOMIC_RELEASE);
+}
+
 __attribute__((target("sse4.2")))
 static uint32_t
 crc_update_sse42(uint32_t crc, const void *data, size_t len)
@@ -74,6 +116,34 @@ crc_update_sse42(uint32_t crc, const void *data, size_t len)
 	const unsigned char *p = data;
 	uint64_t	c = crc;
 
+	if (len >= 3 * CRC_LANE)
+	{
+		if (!__atomic_load_n(&crc_shift_ready, __ATOMIC_ACQUIRE))
+			crc_build_shifts();	/* idempotent */
+		while (len >= 3 * CRC_LANE)
+		{
+			uint64_t	a = c,
+						b = 0,
+						d = 0;
+
+			for (size_t i = 0; i < CRC_LANE; i += 8)
+			{
+				uint64_t	w0,
+							w1,
+							w2;
+
+				memcpy(&w0, p + i, 8);
+				memcpy(&w1, p + CRC_LANE + i, 8);
+				memcpy(&w2, p + 2 * CRC_LANE + i, 8);
+				a = _mm_crc32_u64(a, w0);
+				b = _mm_crc32_u64(b, w1);
+				d = _mm_crc32_u64(d, w2);
+			}
+			c = gf2_mulmod(crc_shift2, (uint32_t) a) ^ gf2_mulmod(crc_shift1, (uint32_t) b) ^ (uint32_t) d;
+			p += 3 * CRC_LANE;
+			len -= 3 * CRC_LANE;
+		}
+	}
 	while (len >= 8)
 	{
 		uint64_t	w;

@@ -118,5 +118,22 @@ is($node->safe_psql('postgres', q{SELECT count(*) FROM trafficdb.locations WHERE
   AND (speed_kmh IS NULL OR speed_kmh < 0 OR speed_kmh >= 300 OR speed_kmh <> round(speed_kmh))}), '0',
 	'what the killed writer put is whole (no half-written update applied)');
 
+# an orderly stop drains the ring first: async puts acknowledged before it are kept
+# (no publication in between: the interval is an hour)
+$node->safe_psql('postgres', q{ALTER SYSTEM SET trafficdb.publish_interval = '1h'; SELECT pg_reload_conf();});
+$node->safe_psql('postgres', 'SELECT trafficdb.publish()');
+is(py(q{
+with trafficdb.Writer(name) as w:
+    for i in range(1, 201):
+        w.put(1000 + i, speed_kmh=77.5)
+print('ok')
+}), 'ok', 'async puts just before an orderly stop');
+$node->stop('fast');
+$node->start;
+$node->poll_query_until('postgres', q{SELECT generation > 0 FROM trafficdb.status}) or die 'no publication after restart';
+is($node->safe_psql('postgres', q{SELECT count(*) FROM trafficdb.locations WHERE location_id BETWEEN 1001 AND 1200 AND speed_kmh = 77.5}),
+	'200', 'an orderly stop loses no acknowledged async put (the daemon drains and commits before it exits)');
+$node->safe_psql('postgres', q{ALTER SYSTEM RESET trafficdb.publish_interval; SELECT pg_reload_conf();});
+
 $node->stop;
 done_testing();
