@@ -15,6 +15,19 @@ CREATE FUNCTION trafficdb._assert_preloaded() RETURNS void
     LANGUAGE C STRICT;
 SELECT trafficdb._assert_preloaded();
 
+-- Text in shared memory (names, incidents) is UTF-8, for every reader inside
+-- and outside the server: a database in another encoding would hand
+-- external readers its own bytes, and read theirs as its own.
+DO $$
+BEGIN
+  IF pg_catalog.current_setting('server_encoding') OPERATOR(pg_catalog.<>) 'UTF8' THEN
+    RAISE EXCEPTION 'trafficdb needs a UTF8 database; database "%" is %',
+      pg_catalog.current_database(), pg_catalog.current_setting('server_encoding')
+      USING ERRCODE = 'feature_not_supported',
+            HINT = 'Create the database with ENCODING ''UTF8'' (and a matching locale or TEMPLATE template0).';
+  END IF;
+END $$;
+
 CREATE FUNCTION trafficdb.version() RETURNS text
     AS 'MODULE_PATHNAME', 'trafficdb_version'
     LANGUAGE C STRICT STABLE PARALLEL SAFE;

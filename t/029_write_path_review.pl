@@ -514,6 +514,12 @@ $cn->start;
 is(daemon_up($g0) =~ /^t\|\d+\|0\|0$/ ? 1 : 0, 1, 'a last crash: replayed byte-identically');
 is($cn->safe_psql('postgres', qq{SELECT count(*) FROM trafficdb.locations WHERE location_id <= 200 AND speed_kmh = $last % 400}),
 	'200', 'and the traffic is the same');
+
+# text in shared memory is UTF-8: a database in another encoding is refused
+$cn->safe_psql('postgres', q{CREATE DATABASE latin1db ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0});
+my ($lret, $lout, $lerr) = $cn->psql('latin1db', 'CREATE EXTENSION trafficdb CASCADE');
+like($lerr, qr/trafficdb needs a UTF8 database; database "latin1db" is LATIN1.*HINT:  Create the database with ENCODING 'UTF8'/s,
+	'CREATE EXTENSION in a LATIN1 database: refused, naming the encoding');
 $cn->stop;
 
 done_testing();
