@@ -216,6 +216,8 @@ main(int argc, char **argv)
 			if (rc != TRAFFICDB_OK)
 				die("trafficdb_put_many", rc, w);
 		}
+		t1 = now_ns();
+		printf("put_many_async_enqueued_per_s,%.0f,updates/s\n", nb * 1000.0 / ((t1 - t0) / 1e9));
 		rc = trafficdb_sync(w, 60000);
 		t1 = now_ns();
 		if (rc != TRAFFICDB_OK)

@@ -1523,12 +1523,11 @@ feed_cycle(bool force)
 static char put_incident[TDB_VALID_MAX_INCIDENT + 1];
 
 /* One validated update from a writer lane into the working traffic. */
-static int
-ring_apply(void *arg, const TdbRingUpdate *u, uint32_t lane, uint64_t ticket)
+static void
+apply_put(const TdbRingUpdate *u, uint32_t lane, uint64_t ticket)
 {
 	int64		i;
 
-	(void) arg;
 	if (u->map_id == D.map.hdr->map_id && u->record_hint < D.map.count &&
 		D.map.records[u->record_hint].id == u->location_id)
 		i = u->record_hint;
@@ -1547,7 +1546,7 @@ ring_apply(void *arg, const TdbRingUpdate *u, uint32_t lane, uint64_t ticket)
 		}
 		else
 			D.put_rejects_unfiled++;
-		return 0;
+		return;
 	}
 	if (u->incident)
 	{
@@ -1561,6 +1560,63 @@ ring_apply(void *arg, const TdbRingUpdate *u, uint32_t lane, uint64_t ticket)
 				  u->incident ? put_incident : NULL, D.generation + 1);
 	D.dirty = true;
 	D.put_applied++;
+}
+
+/*
+ * Updates are applied in small batches so that the lines each one touches
+ * (its map record, to check the writer's hint, and its working entry) are
+ * fetched a few updates ahead: one at a time, each update waited for those
+ * misses in turn (the drain ran at about 3.5 M updates/s on a 1 M map).
+ */
+#define PUT_BATCH 64
+#define PUT_AHEAD 8
+typedef struct BatchedPut
+{
+	TdbRingUpdate u;
+	uint32		lane;
+	uint64		ticket;
+} BatchedPut;
+static BatchedPut put_batch[PUT_BATCH];
+static int	nput_batch;
+
+static void
+flush_puts(void)
+{
+	for (int k = 0; k < nput_batch; k++)
+	{
+		if (k + PUT_AHEAD < nput_batch)
+		{
+			uint32		h = put_batch[k + PUT_AHEAD].u.record_hint;
+
+			if (h < D.map.count)
+			{
+				__builtin_prefetch(&D.map.records[h]);
+				__builtin_prefetch(&D.traffic[h], 1);
+				__builtin_prefetch(&D.win_seq[h], 1);
+				__builtin_prefetch(&D.incidents[h]);
+			}
+		}
+		apply_put(&put_batch[k].u, put_batch[k].lane, put_batch[k].ticket);
+	}
+	nput_batch = 0;
+}
+
+static int
+ring_apply(void *arg, const TdbRingUpdate *u, uint32_t lane, uint64_t ticket)
+{
+	(void) arg;
+	if (u->incident)
+	{
+		/* its text is valid only during this call: in order, now */
+		flush_puts();
+		apply_put(u, lane, ticket);
+		return 0;
+	}
+	put_batch[nput_batch].u = *u;
+	put_batch[nput_batch].lane = lane;
+	put_batch[nput_batch].ticket = ticket;
+	if (++nput_batch == PUT_BATCH)
+		flush_puts();
 	return 0;
 }
 
@@ -1576,7 +1632,9 @@ drain_guarded(void *p)
 {
 	DrainArg   *a = p;
 
+	nput_batch = 0;
 	a->n = tdb_ring_drain(&D.ring, 0, ring_apply, NULL, &a->st);
+	flush_puts();
 	/* a hint only (any writer can write it): someone waits for a commit */
 	if (!a->st.truncated)
 		a->sync_waiters = atomic_load(&((TdbWritersHeader *) D.ring.base)->sync_waiters) != 0;
