@@ -36,7 +36,7 @@ for batch in 1000 10000; do
 		case "$m" in
 			put_async_p50) [ "$batch" = 1000 ] && emit "$m" 1 "$v" "$u" dal_local_write_p50 1100 ;;
 			put_async_committed_per_s | put_many_async_committed_per_s) [ "$batch" = 1000 ] && emit "$m" 1 "$v" "$u" dal_writes_per_s 1600000 ;;
-			put_async_*) [ "$batch" = 1000 ] && emit "$m" 1 "$v" "$u" ;;
+			put_async_* | put_many_async_*) [ "$batch" = 1000 ] && emit "$m" 1 "$v" "$u" ;;
 			put_sync_per_s) emit "${m}_batch$batch" "$PRODUCERS" "$v" "$u" dal_writes_per_s 1600000 ;;
 			put_sync_ack_p99) emit "${m}_batch$batch" "$PRODUCERS" "$v" "$u" three_publish_intervals_ms "$((3 * interval))" ;;
 			*) emit "${m}_batch$batch" "$PRODUCERS" "$v" "$u" ;;
