@@ -292,9 +292,10 @@ FUZZ_SQL_SECONDS ?= 1200
 fuzz-sql: all tools/trafficdb-trail
 	test/sqlsmith.sh $(FUZZ_SQL_SECONDS)
 
-# The kill -9 loop (test/crash_loop.pl): a libpq feed writer and an external
-# reader through the public libtrafficdb API only (no -Isrc: it must not see
-# the engine's internals).
+# The kill -9 loop (test/crash_loop.pl): a libpq feed writer, an external
+# reader and writers putting through the ring, the last two through the
+# public libtrafficdb API only (no -Isrc: they must not see the engine's
+# internals).
 CRASH_CFLAGS = -std=gnu11 -O2 -g $(WARNINGS) -Iinclude
 test/crash_writer: test/crash_writer.c test/crash_batch.h
 	$(CC) $(CRASH_CFLAGS) -I$(shell $(PG_CONFIG) --includedir) -o $@ test/crash_writer.c -lpq
@@ -302,8 +303,12 @@ test/crash_writer: test/crash_writer.c test/crash_batch.h
 test/crash_reader: test/crash_reader.c test/crash_batch.h lib/libtrafficdb.a include/trafficdb.h
 	$(CC) $(CRASH_CFLAGS) -o $@ test/crash_reader.c lib/libtrafficdb.a -lm
 
+# writes through the writers' ring (trafficdb_put), public API only
+test/crash_putter: test/crash_putter.c lib/libtrafficdb.a include/trafficdb.h
+	$(CC) $(CRASH_CFLAGS) -o $@ test/crash_putter.c lib/libtrafficdb.a -lm
+
 CRASH_CYCLES ?= 100
-crash-test: all test/crash_writer test/crash_reader
+crash-test: all test/crash_writer test/crash_reader test/crash_putter
 	CRASH_CYCLES=$(CRASH_CYCLES) test/crash_loop.sh
 
 unit-tsan: src/tests/unit_tests_tsan
@@ -329,7 +334,7 @@ demo-stop:
 demo-clean:
 	scripts/demo.sh --clean
 
-EXTRA_CLEAN = test/crash_writer test/crash_reader src/tests/fuzz/fuzz_stream_open src/tests/fuzz/corpus src/tests/fuzz/last.log bench/streamgen src/tests/unit_tests_asan tools/trafficdb-stream examples/live_traffic src/tests/unit_tests src/tests/unit_tests_tsan tools/tdbread bench/objbench bench/accessor bench/put lib tmp_check results regression.diffs regression.out
+EXTRA_CLEAN = test/crash_writer test/crash_reader test/crash_putter src/tests/fuzz/fuzz_stream_open src/tests/fuzz/corpus src/tests/fuzz/last.log bench/streamgen src/tests/unit_tests_asan tools/trafficdb-stream examples/live_traffic src/tests/unit_tests src/tests/unit_tests_tsan tools/tdbread bench/objbench bench/accessor bench/put lib tmp_check results regression.diffs regression.out
 
 # Trail files on S3 (src/trail/): their targets and tests.
 -include src/trail/trail.mk

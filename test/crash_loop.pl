@@ -3,14 +3,20 @@
 # kill -9, in rotation, of the daemon, a random backend and the postmaster,
 # while a feed writer commits batches and an external reader reads.  Every
 # other daemon kill is timed by the reader (trafficdb_wait): right after a
-# publication, before the daemon commits its feed transaction.
+# publication, before the daemon commits its feed transaction.  Every fourth
+# cycle also kills a ring writer (a putter) with kill -9 first and starts it
+# again.
 #
 #   test/crash_writer (libpq) commits batches into trafficdb.feed and logs each
 #     one's fate outside the database, COMMITTED only after COMMIT returned
 #     (see its header and test/crash_batch.h for what a batch writes);
 #   test/crash_reader (libtrafficdb, public API only) reads continuously and
 #     checks every pinned snapshot: no set mixes two batches, fields match
-#     their batch, re-reads under one pin agree, generations never go back.
+#     their batch, re-reads under one pin agree, generations never go back;
+#   test/crash_putter (two of them, libtrafficdb's writers' ring, public API
+#     only) put values of a per-location increasing counter into locations
+#     of their own (SYNC puts, SYNC put_many, ASYNC puts and trafficdb_sync),
+#     and log every SYNC acknowledgement with fdatasync (see its header).
 #
 # After each cycle, with the writer paused and the daemon caught up
 # (trafficdb.publish()), every set must show its last committed batch in
@@ -18,8 +24,14 @@
 # trafficdb.current_traffic() (what it published, read by a backend) and
 # through libtrafficdb.  A batch whose COMMIT lost its answer is "in doubt":
 # table crash_batches, written in each batch's transaction, says whether it
-# committed.  At the end the server stops cleanly and no object under its
-# shared memory prefix may remain in /dev/shm.
+# committed.  With the putters paused as well, every putter location must
+# show a value at least as new as the newest SYNC-acknowledged update of it
+# (none lost), never newer than the newest one put, with every field that of
+# the counter it names (nothing invented); ASYNC updates newer than what is
+# published are counted as lost (expected across a crash only), not failed.
+# After the last cycle the server restarts cleanly under the putters (they
+# get TRAFFICDB_STALE and reopen).  At the end the server stops cleanly and
+# no object under its shared memory prefix may remain in /dev/shm.
 #
 # CRASH_SEED fixes the random choices (printed at the start).
 use strict;
@@ -36,22 +48,34 @@ use TdbTest;
 my $cycles = $ENV{CRASH_CYCLES} // 100;
 my $writer_bin = $ENV{CRASH_WRITER} // 'test/crash_writer';
 my $reader_bin = $ENV{CRASH_READER} // 'test/crash_reader';
+my $putter_bin = $ENV{CRASH_PUTTER} // 'test/crash_putter';
 my $seed = $ENV{CRASH_SEED} // int(rand(1_000_000));
 srand($seed);
 die "CRASH_CYCLES must be a positive number\n" unless $cycles =~ /^\d+$/ && $cycles > 0;
--x $writer_bin && -x $reader_bin or die "build $writer_bin and $reader_bin first (make crash-test does)\n";
+-x $writer_bin && -x $reader_bin && -x $putter_bin
+  or die "build $writer_bin, $reader_bin and $putter_bin first (make crash-test does)\n";
 
 # As test/crash_batch.h says.
 my ($SETS, $SET_SIZE, $FIRST_ID) = (20, 10, 1);
+# The putters: putter i owns locations PUT_FIRST_ID + i * PUT_PER and the
+# PUT_PER - 1 after it, which the feed writer never touches.
+my ($PUTTERS, $PUT_PER, $PUT_FIRST_ID) = (2, 10, 1001);
+my $PUT_LAST_ID = $PUT_FIRST_ID + $PUTTERS * $PUT_PER - 1;
 my $started = time();
 diag("crash loop: $cycles cycles, seed $seed");
 
-my $node = tdb_node('crash_loop', 'trafficdb.publish_interval' => "'50ms'", 'restart_after_crash' => 'on');
+# as many writer lanes as putters: a putter started again after kill -9 gets
+# a lane only if its predecessor's was freed; the smallest lanes, so that
+# puts meet TRAFFICDB_BUSY while the daemon is down
+my $node = tdb_node('crash_loop', 'trafficdb.publish_interval' => "'50ms'", 'restart_after_crash' => 'on',
+	'trafficdb.max_writers' => $PUTTERS, 'trafficdb.writer_ring_slots' => 128);
 $node->safe_psql('postgres', qq{
 CREATE EXTENSION trafficdb CASCADE;
 CREATE TABLE roads (id bigint PRIMARY KEY, geom geometry(LineString, 4326));
 INSERT INTO roads SELECT i, ST_MakeLine(ST_MakePoint(25 + i * 0.0001, 60), ST_MakePoint(25 + i * 0.0001, 60.001))
   FROM generate_series($FIRST_ID, $FIRST_ID + $SETS * $SET_SIZE - 1) i;
+INSERT INTO roads SELECT i, ST_MakeLine(ST_MakePoint(25 + i * 0.0001, 60.01), ST_MakePoint(25 + i * 0.0001, 60.011))
+  FROM generate_series($PUT_FIRST_ID, $PUT_LAST_ID) i;
 SELECT trafficdb.load_map('roads');
 CREATE TABLE crash_batches (n bigint PRIMARY KEY, set_no int NOT NULL);
 });
@@ -251,6 +275,227 @@ sub reader_counters
 	return \%c;
 }
 
+# ---- the putters ----------------------------------------------------------------------------
+
+my (@putter_pid, @putter_runs);   # per putter: the running process, how many were started
+my @putter_acked;                 # per putter: its S lines read so far
+my %put_max;                      # location => the highest counter put (P lines)
+my %sync_acked;                   # location => every counter acknowledged as committed (S and Y lines)
+my %sync_max;                     # location => the highest of those
+my %async_pending;                # location => ASYNC counters acknowledged (A) since the last check
+my %sync_lost_seen;               # "location counter": counted as lost already
+my ($n_put, $n_sync_acked, $n_sync_acked_y, $n_async_acked) = (0, 0, 0, 0);
+my ($sync_lost, $async_lost, $put_invented, $putter_kills, $lane_claim_failures) = (0, 0, 0, 0, 0);
+my %log_offset;
+
+# The complete lines appended to a file since the last call.
+sub new_lines
+{
+	my ($f) = @_;
+	open(my $fh, '<', $f) or return ();
+	seek($fh, $log_offset{$f} // 0, 0);
+	local $/;
+	my $data = <$fh> // '';
+	close($fh);
+	my $end = rindex($data, "\n");
+	return () if $end < 0;
+	$log_offset{$f} += $end + 1;
+	return split /\n/, substr($data, 0, $end);
+}
+
+sub read_putter_logs
+{
+	for my $i (0 .. $PUTTERS - 1)
+	{
+		for my $line (new_lines("$scratch/putter$i.puts"))
+		{
+			my ($kind, $loc, $c) = $line =~ /^([PA]) (\d+) (\d+)$/ or die "bad putter $i puts line '$line'";
+			if ($kind eq 'P')
+			{
+				$put_max{$loc} = $c if $c > ($put_max{$loc} // 0);
+				$n_put++;
+			}
+			else
+			{
+				push @{ $async_pending{$loc} }, $c;
+				$n_async_acked++;
+			}
+		}
+		for my $line (new_lines("$scratch/putter$i.acks"))
+		{
+			my ($kind, $loc, $c) = $line =~ /^([SY]) (\d+) (\d+)$/ or die "bad putter $i acks line '$line'";
+			push @{ $sync_acked{$loc} }, $c;
+			$sync_max{$loc} = $c if $c > ($sync_max{$loc} // 0);
+			if ($kind eq 'S') { $n_sync_acked++; $putter_acked[$i]++; }
+			else { $n_sync_acked_y++; }
+		}
+	}
+}
+
+# The values of update c of a location, as test/crash_putter.c's put_value()
+# makes them: speed, free flow, congestion, confidence.
+sub put_value
+{
+	use integer;
+	my ($loc, $c) = @_;
+	return ($c % 397, ($c + $loc) % 397, ($c / 7) % 5, ($c / 11) % 101);
+}
+
+sub start_putter
+{
+	my ($i) = @_;
+	my $run = ++$putter_runs[$i];
+	local $ENV{OUT} = "$scratch/putter$i.$run.out";
+	local $ENV{ERR} = "$scratch/putter$i.$run.err";
+	$putter_pid[$i] = spawn("putter$i", $putter_bin, $shm_name, "$scratch/putter$i.acks", "$scratch/putter$i.puts",
+		$ctl, $i, $PUT_FIRST_ID + $i * $PUT_PER, $PUT_PER, $seed + $i, 7200, "$scratch/putter$i.$run.stats");
+}
+
+sub putter_stats
+{
+	my ($i, $run) = @_;
+	my %c = slurp_or_empty("$scratch/putter$i.$run.stats") =~ /(\w+)=(\d+)/g;
+	return \%c;
+}
+
+sub putter_errors
+{
+	return join(' ', map { slurp_or_empty("$scratch/putter$_.$putter_runs[$_].err") } 0 .. $PUTTERS - 1);
+}
+
+# Resume the putters; come back once each has had $n more SYNC updates acknowledged.
+sub putters_ack
+{
+	my ($n, $secs) = @_;
+	unlink("$ctl/putpause");
+	read_putter_logs();
+	my @goal = map { ($putter_acked[$_] // 0) + $n } 0 .. $PUTTERS - 1;
+	return wait_until($secs,
+		sub { read_putter_logs(); !grep { ($putter_acked[$_] // 0) < $goal[$_] } 0 .. $PUTTERS - 1 });
+}
+
+# Pause the putters between two operations; each answers with this pause's token.
+my $pause_token = 0;
+sub pause_putters
+{
+	$pause_token++;
+	open(my $fh, '>', "$ctl/putpause.tmp") or die "putpause: $!";
+	print $fh "$pause_token\n";
+	close($fh);
+	rename("$ctl/putpause.tmp", "$ctl/putpause") or die "putpause: $!";
+	wait_until(60, sub { !grep { slurp_or_empty("$ctl/putter$_.paused") ne "$pause_token\n" } 0 .. $PUTTERS - 1 })
+	  or die 'the putters did not pause within 60 s: ' . putter_errors();
+	read_putter_logs();
+}
+
+# kill -9 of a putter (in turn) while it puts; started again at once, it must
+# claim a lane at its first try (there are as many lanes as putters) and
+# have SYNC updates acknowledged again.
+sub kill_putter
+{
+	my ($cycle) = @_;
+	my $i = $putter_kills % $PUTTERS;
+	my $pid = $putter_pid[$i];
+	sleep(rand(0.2));
+	kill 'KILL', $pid;
+	defined reap($pid, 30) or die "cycle $cycle: putter $i (pid $pid) did not die within 30 s of kill -9";
+	$putter_kills++;
+	my $t0 = time();
+	start_putter($i);
+	read_putter_logs();
+	my $goal = ($putter_acked[$i] // 0) + 1;
+	wait_until(60, sub { read_putter_logs(); ($putter_acked[$i] // 0) >= $goal })
+	  or die "cycle $cycle: putter $i, started again after kill -9, had nothing acknowledged within 60 s: "
+	  . putter_errors();
+	my $st = putter_stats($i, $putter_runs[$i]);
+	my $claimed = ($st->{first_open_tries} // 0) == 1 && ($st->{open_noslot} // 1) == 0;
+	$lane_claim_failures++ unless $claimed;
+	return sprintf('putter %d (pid %d), started again: %s, SYNC acknowledged again after %.2f s', $i, $pid,
+		$claimed ? 'a lane at the first try' : "no lane at once ($st->{open_noslot} NOSLOT)", time() - $t0);
+}
+
+# Summed counters of every putter process started (a killed one: as of its last stats file).
+sub putter_totals
+{
+	my %t;
+	for my $i (0 .. $PUTTERS - 1)
+	{
+		for my $run (1 .. ($putter_runs[$i] // 0))
+		{
+			my $st = putter_stats($i, $run);
+			$t{$_} += $st->{$_} for keys %$st;
+		}
+	}
+	return \%t;
+}
+
+# The putters' locations after publish(): none older than its newest SYNC
+# acknowledgement, none newer than its newest put, every field that of the
+# update its incident names.  Returns how many ASYNC acknowledgements were
+# newer than what is published (lost: expected only across a crash).
+sub check_puts
+{
+	my ($bad) = @_;
+	read_putter_logs();
+	my %row = map { my @f = split /\|/, $_, -1; ($f[0] => \@f) } split /\n/, $node->safe_psql('postgres',
+		"SELECT location_id, coalesce(incident, ''), coalesce(speed_kmh::text, ''), coalesce(free_flow_kmh::text, ''), "
+		  . "coalesce(congestion::text, ''), coalesce(confidence::text, ''), "
+		  . "coalesce((extract(epoch FROM updated_at) * 1000000)::bigint::text, '') "
+		  . "FROM trafficdb.locations WHERE location_id BETWEEN $PUT_FIRST_ID AND $PUT_LAST_ID");
+	my $async_now = 0;
+	for my $loc ($PUT_FIRST_ID .. $PUT_LAST_ID)
+	{
+		my $f = $row{$loc};
+		my $p = 0;
+		if (!$f)
+		{
+			push @$bad, "putter location $loc is missing from trafficdb.locations";
+			$put_invented++;
+			next;
+		}
+		my (undef, $inc, @v) = @$f;
+		if ($inc eq '')
+		{
+			if (join('', @v) ne '')
+			{
+				push @$bad, "putter location $loc: traffic (@v) without an incident";
+				$put_invented++;
+			}
+		}
+		elsif ($inc =~ /^p(\d+)$/)
+		{
+			$p = $1;
+			my @want = (put_value($loc, $p), $p);
+			if (grep { $v[$_] eq '' || $v[$_] != $want[$_] } 0 .. $#want)
+			{
+				push @$bad, "putter location $loc: published (@v), not the values of update $p (@want)";
+				$put_invented++;
+			}
+			if ($p > ($put_max{$loc} // 0))
+			{
+				push @$bad, "putter location $loc: published update $p, newer than any put (" . ($put_max{$loc} // 0) . ')';
+				$put_invented++;
+			}
+		}
+		else
+		{
+			push @$bad, "putter location $loc: incident '$inc' was never put";
+			$put_invented++;
+		}
+		if (($sync_max{$loc} // 0) > $p)
+		{
+			my $newly = grep { $_ > $p && !$sync_lost_seen{"$loc $_"}++ } @{ $sync_acked{$loc} };
+			$sync_lost += $newly;
+			push @$bad, "putter location $loc: published update $p is older than the SYNC-acknowledged $sync_max{$loc}"
+			  . " ($newly more acknowledged updates lost)";
+		}
+		$async_now += grep { $_ > $p } @{ $async_pending{$loc} // [] };
+		delete $async_pending{$loc};
+	}
+	$async_lost += $async_now;
+	return $async_now;
+}
+
 # ---- the check after a cycle --------------------------------------------------------------
 
 my ($lost_rows, $mismatches) = (0, 0);
@@ -320,6 +565,7 @@ sub check_state
 			}
 		}
 	}
+	check_puts(\@bad);
 	$mismatches += @bad;
 	diag("$what: $_") for @bad[ 0 .. ($#bad < 9 ? $#bad : 9) ];
 	return $gen;
@@ -345,9 +591,13 @@ sub postmaster_pid
 }
 
 my $writer_pid = start_writer();
+start_putter($_) for 0 .. $PUTTERS - 1;
 writer_commits(20, 60) or die 'the feed writer committed nothing within 60 s: ' . slurp_or_empty("$scratch/writer.err");
+putters_ack(5, 60) or die 'the putters had nothing acknowledged within 60 s: ' . putter_errors();
 pause_writer();
+pause_putters();
 check_state('before the first crash');
+my %async_lost_by = (daemon => 0, backend => 0, postmaster => 0, none => $async_lost);
 
 my %kills = (daemon => 0, backend => 0, postmaster => 0);
 my %gen_back = (daemon => 0, backend => 0, postmaster => 0);     # SQL: generation after <= before
@@ -360,8 +610,12 @@ for my $cycle (1 .. $cycles)
 	my $batches_before = $n_committed;
 	my $lost_before = $lost_rows;
 	my $bad_before = $mismatches;
+	my ($acked_before, $sync_lost_before, $async_lost_before) = ($n_sync_acked + $n_sync_acked_y, $sync_lost, $async_lost);
 
 	writer_commits(5, 60) or die "cycle $cycle: the feed writer committed nothing within 60 s";
+	putters_ack(3, 60) or die "cycle $cycle: the putters had nothing acknowledged within 60 s: " . putter_errors();
+	my $putter_note = '';
+	$putter_note = '; first kill -9 of ' . kill_putter($cycle) if $cycle % 4 == 0;
 	sleep(rand(0.4));
 	my $gen_before = status_generation();
 	my ($victim, $what);
@@ -424,8 +678,13 @@ for my $cycle (1 .. $cycles)
 	my $back = time() - $t0;
 	# the writer must be writing again before the check
 	writer_commits(1, 60) or die "cycle $cycle: the feed writer did not commit again within 60 s";
+	# the ring works again: every putter has a SYNC update acknowledged
+	putters_ack(1, 60) or die "cycle $cycle: the putters had nothing acknowledged within 60 s after kill -9 of $what: "
+	  . putter_errors();
 	pause_writer();
+	pause_putters();
 	my $gen_after = check_state("cycle $cycle");
+	$async_lost_by{$kind} += $async_lost - $async_lost_before;
 	$gen_back{$kind}++ if $gen_after <= $gen_before;
 	my $n = shm_objects();
 	$shm_min = $n if $n < $shm_min;
@@ -434,22 +693,56 @@ for my $cycle (1 .. $cycles)
 	my $r = reader_counters();
 	my $went_back = ($r->{went_back} // 0) - ($before->{went_back} // 0);
 	$reader_back{$kind} += $went_back;
-	diag(sprintf("cycle %d/%d: kill -9 %s: publishing again after %.2f s; generation %d -> %d; "
+	diag(sprintf("cycle %d/%d: kill -9 %s%s: publishing again after %.2f s; generation %d -> %d; "
 		  . "+%d batches committed (%d in all, %d rows), lost rows %d, mismatches %d; "
+		  . "putters: +%d SYNC acknowledged, lost %d, ASYNC lost %d; "
 		  . "reader: +%d reads, inconsistent %d, generation went back %d, a set went back %d; %d shm objects",
-		$cycle, $cycles, $what, $back, $gen_before, $gen_after, $n_committed - $batches_before,
+		$cycle, $cycles, $what, $putter_note, $back, $gen_before, $gen_after, $n_committed - $batches_before,
 		$n_committed, committed_rows(), $lost_rows - $lost_before, $mismatches - $bad_before,
+		$n_sync_acked + $n_sync_acked_y - $acked_before, $sync_lost - $sync_lost_before,
+		$async_lost - $async_lost_before,
 		($r->{reads} // 0) - ($before->{reads} // 0), $r->{inconsistent} // 0, $went_back,
 		($r->{set_went_back} // 0) - ($before->{set_went_back} // 0), $n));
 }
 
+# ---- a clean restart under the putters ------------------------------------------------------
+
+# an orderly stop marks the writers' ring stopped: the putters get
+# TRAFFICDB_STALE and open a writer again on the new server
+writer_commits(5, 60) or die 'the feed writer committed nothing within 60 s';
+putters_ack(3, 60) or die 'the putters had nothing acknowledged within 60 s: ' . putter_errors();
+my $reopens_before = putter_totals()->{reopens} // 0;
+my ($async_lost_before_restart, $t_restart) = ($async_lost, time());
+$node->restart;
+poll_psql('SELECT trafficdb.publish() > 0', 120, qr/^t$/) // die 'the daemon did not publish within 120 s of a clean restart';
+putters_ack(2, 60) or die 'the putters had nothing acknowledged within 60 s of a clean restart: ' . putter_errors();
+my $restart_back = time() - $t_restart;
+writer_commits(1, 60) or die 'the feed writer did not commit within 60 s of a clean restart';
+pause_writer();
+pause_putters();
+check_state('after a clean restart');
+my $async_lost_clean = $async_lost - $async_lost_before_restart;
+my $putter_reopens_restart = (putter_totals()->{reopens} // 0) - $reopens_before;
+diag(sprintf('clean restart: the putters reopened %d times, SYNC acknowledged again %.2f s after the restart began; '
+	  . 'ASYNC acknowledged and lost across it: %d', $putter_reopens_restart, $restart_back, $async_lost_clean));
+
 # ---- the end ------------------------------------------------------------------------------
 
+# the putters stop on SIGTERM
+unlink("$ctl/putpause");
+for my $i (0 .. $PUTTERS - 1)
+{
+	kill 'TERM', $putter_pid[$i];
+	defined reap($putter_pid[$i], 30) or die "putter $i did not stop within 30 s of SIGTERM";
+}
+my $async_lost_before_end = $async_lost;
 open(my $stop, '>', "$ctl/stop") or die "stop: $!";
 close($stop);
 unlink("$ctl/pause");
 defined reap($writer_pid, 60) or die 'the feed writer did not stop within 60 s';
 my $gen_final = check_state('after the last cycle');
+$async_lost_by{none} += $async_lost - $async_lost_before_end;
+my $pt = putter_totals();
 # the database holds exactly the batches found committed (log and in-doubt)
 my $db_batches = $node->safe_psql('postgres', 'SELECT count(*) FROM crash_batches');
 my $writer_summary = slurp_or_empty("$scratch/writer.out");
@@ -484,14 +777,25 @@ my $summary = sprintf(
 	  . "  the external reader saw the generation go back, by kind: daemon %d, backend %d, postmaster %d\n"
 	  . "  trafficdb shared memory objects: %d to %d while running, %d after the clean stop (%s.*); "
 	  . "PostgreSQL DSM segments left unmapped: %d\n"
-	  . "  writer: %s\n",
+	  . "  writer: %s\n"
+	  . "  putters: %d updates put; SYNC acknowledged %d (+%d ASYNC ones acknowledged by trafficdb_sync), lost %d; "
+	  . "ASYNC acknowledged %d, lost %d (across a kill -9 of the daemon %d, of a backend %d, of the postmaster %d; "
+	  . "across the clean restart %d; with no crash %d); invented or torn values %d\n"
+	  . "  putter kills: %d (a lane claimed at the first try after each: %s); the putters met BUSY %d, LOST %d, "
+	  . "trafficdb_sync LOST %d, TIMEOUT %d, STALE %d, other errors %d; opens %d (reopens %d, %d after the clean restart); "
+	  . "NOSLOT %d; gave up %d\n",
 	$seed, time() - $started, $cycles, $kills{daemon}, $kills{backend}, $kills{postmaster},
 	$n_committed, committed_rows(), $n_indoubt_committed, $n_indoubt_not,
 	$n_rolledback, $lost_rows, $mismatches, $r{reads} // 0, $r{inconsistent} // -1, $r{corrupt} // -1,
 	$r{went_back} // -1, $r{changes_missed} // -1, $r{set_went_back} // -1, $r{reopens} // 0,
 	$gen_back{daemon}, $gen_back{backend}, $gen_back{postmaster},
 	$reader_back{daemon}, $reader_back{backend}, $reader_back{postmaster},
-	$shm_min, $shm_max, scalar(@left), $shm_name, scalar(@pg_dsm_left), $writer_summary);
+	$shm_min, $shm_max, scalar(@left), $shm_name, scalar(@pg_dsm_left), $writer_summary,
+	$n_put, $n_sync_acked, $n_sync_acked_y, $sync_lost, $n_async_acked, $async_lost,
+	$async_lost_by{daemon}, $async_lost_by{backend}, $async_lost_by{postmaster}, $async_lost_clean, $async_lost_by{none},
+	$put_invented, $putter_kills, $lane_claim_failures ? "no, $lane_claim_failures times" : 'yes',
+	map({ $pt->{$_} // 0 } qw(busy lost sync_lost timeouts stale other_errors opens reopens)),
+	$putter_reopens_restart, $pt->{open_noslot} // 0, $pt->{gave_up} // 0);
 diag($summary);
 diag("reader: $reader_err") if $reader_err ne '';
 
@@ -513,6 +817,11 @@ is($reader_back{daemon} + $reader_back{backend}, 0,
 # before its first publication.  The killnext daemon kills hit that window.
 is($r{set_went_back} // -1, 0, 'the external reader never saw a set go back to an older batch');
 is($r{changes_missed} // -1, 0, 'trafficdb_changes_since() listed every change the reader saw');
+cmp_ok($n_sync_acked, '>', $cycles, 'the putters had SYNC updates acknowledged throughout');
+is($sync_lost, 0, 'no SYNC-acknowledged update was lost (published at least as new after every cycle)');
+is($put_invented, 0, 'no published value of a putter location is newer than its puts or unlike the update it names');
+is($lane_claim_failures, 0, 'a putter started again after kill -9 claimed a lane at its first try');
+cmp_ok($putter_reopens_restart, '>=', $PUTTERS, 'the putters opened a writer again after the clean restart');
 is(scalar(@left), 0, "no shared memory object under $shm_name is left after the clean stop")
   or diag("left: @left");
 done_testing();

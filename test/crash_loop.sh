@@ -11,7 +11,7 @@ cd "$TDB_ROOT"
 
 [ -f "$("$PG_CONFIG" --sharedir)/extension/trafficdb.control" ] ||
 	die "trafficdb is not installed for $PG_CONFIG: make install (or make test) first"
-for f in test/crash_writer test/crash_reader; do
+for f in test/crash_writer test/crash_reader test/crash_putter; do
 	[ -x "$f" ] || die "$f is missing: run make crash-test"
 done
 
