@@ -257,7 +257,7 @@ src/tests/unit_tests_asan: $(UNIT_SRCS) $(UNIT_HDRS) tools/csvtime.h tools/csv_f
 # the writers' ring: every test under ASan; those with threads under TSan too
 RING_TESTS = $(shell sed -n 's/^X(\(test_ring_[a-z0-9_]*\))$$/\1/p' src/tests/tests.list)
 RING_THREAD_TESTS = test_ring_protocol_threads test_ring_busy_when_full test_ring_spsc_threads test_ring_producers_on_lanes \
-	test_ring_sync_put_returns_after_commit test_ring_adoption_after_restart
+	test_ring_sync_put_returns_after_commit test_ring_adoption_after_restart test_ring_waiters_see_orderly_stop
 
 unit-asan: src/tests/unit_tests_asan
 	src/tests/unit_tests_asan test_genlog_roundtrip test_genlog_hostile_bytes test_csvtime_rule test_stream_rdl_errors test_stream_bit_flips test_stream_codecs test_stream_power_loss_at_every_write test_stream_refresh test_stream_window_reads_bounded \

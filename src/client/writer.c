@@ -39,7 +39,16 @@
 
 #define DEFAULT_TIMEOUT_MS	10000
 #define SYNC_REPUTS			3	/* a SYNC put whose update a crash lost puts it again this often */
-#define WAIT_ROUNDS			100000	/* futex waits of one call (each ends at the deadline anyway) */
+#define WAIT_ROUNDS			100000	/* futex waits of one call, beyond one per STOP_POLL_MS until the deadline */
+
+/*
+ * The longest single futex wait of a SYNC or WAIT put.  An orderly stop of
+ * the server marks only the control block stopped (the postmaster's
+ * tdb_writer_stop_instance, after every child exited): nobody bumps the
+ * ring's futex words, so a waiter looks at the state again this often and
+ * returns TRAFFICDB_STALE within this time, not at the end of its timeout.
+ */
+#define STOP_POLL_MS		100
 
 _Static_assert(TRAFFICDB_HAS_SPEED == TDB_RING_HAS_SPEED && TRAFFICDB_HAS_FREE_FLOW == TDB_RING_HAS_FREE_FLOW &&
 			   TRAFFICDB_HAS_CONGESTION == TDB_RING_HAS_CONGESTION &&
@@ -91,12 +100,17 @@ monotonic_ms(void)
 	return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* FUTEX_WAIT on a word of the shared mapping for at most ms; false on a failure other than a wakeup. */
+/*
+ * FUTEX_WAIT on a word of the shared mapping for at most ms (and at most
+ * STOP_POLL_MS); false on a failure other than a wakeup.
+ */
 static bool
 futex_wait_ms(_Atomic uint32_t *word, uint32_t seen, int64_t ms)
 {
 	struct timespec ts;
 
+	if (ms > STOP_POLL_MS)
+		ms = STOP_POLL_MS;
 	ts.tv_sec = ms / 1000;
 	ts.tv_nsec = (ms % 1000) * 1000000;
 	return syscall(SYS_futex, (uint32_t *) word, FUTEX_WAIT, seen, &ts, NULL, 0) == 0 ||
@@ -382,14 +396,24 @@ prepare(trafficdb_writer *w, const trafficdb_update *u, TdbRingUpdate *ru)
 	return TRAFFICDB_OK;
 }
 
+/* How many rounds a wait until deadline may take: one per STOP_POLL_MS, and WAIT_ROUNDS more. */
+static int64_t
+wait_rounds(int64_t deadline)
+{
+	int64_t		left = deadline - monotonic_ms();
+
+	return WAIT_ROUNDS + (left > 0 ? left / STOP_POLL_MS + 1 : 0);
+}
+
 /* Wait (TRAFFICDB_WAIT) until tickets below end fit in the lane, or the deadline. */
 static int
 wait_space(trafficdb_writer *w, uint64_t end, int64_t deadline)
 {
 	int			rc = TRAFFICDB_BUSY;
+	int64_t		rounds = wait_rounds(deadline);
 
 	atomic_fetch_add_explicit(&w->lane->space_waiters, 1, memory_order_seq_cst);
-	for (int round = 0; round < WAIT_ROUNDS; round++)
+	for (int64_t round = 0; round < rounds; round++)
 	{
 		uint32_t	word = atomic_load_explicit(&w->lane->space_word, memory_order_seq_cst);
 		uint64_t	head = atomic_load_explicit(&w->lane->head, memory_order_seq_cst);
@@ -503,12 +527,14 @@ static int
 wait_durable(trafficdb_writer *w, uint64_t p0, uint64_t p1, uint32_t s0, int64_t deadline, uint64_t *nlost)
 {
 	int			rc = TRAFFICDB_TIMEOUT;
+	int64_t		rounds;
 
 	*nlost = 0;
 	if (p0 == p1)
 		return TRAFFICDB_OK;
+	rounds = wait_rounds(deadline);
 	atomic_fetch_add_explicit(&w->hdr->sync_waiters, 1, memory_order_seq_cst);
-	for (int round = 0; round < WAIT_ROUNDS; round++)
+	for (int64_t round = 0; round < rounds; round++)
 	{
 		uint32_t	word = atomic_load_explicit(&w->hdr->commit_word, memory_order_seq_cst);
 		uint64_t	durable = atomic_load_explicit(&w->lane->durable, memory_order_seq_cst);

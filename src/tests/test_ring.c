@@ -946,6 +946,76 @@ done:
 	env_close(&e);
 }
 
+/*
+ * An orderly stop of the server, as the postmaster makes it after its
+ * children exited (tdb_writer_stop_instance): the control block is marked
+ * stopped and the objects are unlinked, but nobody touches the ring's
+ * header or its futex words.  Writers waiting in a TRAFFICDB_SYNC put (for
+ * a commit that will never come) or in a TRAFFICDB_WAIT put (for space no
+ * daemon will free) must still return TRAFFICDB_STALE soon, not at the end
+ * of their timeout.  (Found by the kill -9 loop's clean restart: SYNC puts
+ * returned STALE only after their whole timeout, 10 s by default.)
+ */
+UNIT_TEST(test_ring_waiters_see_orderly_stop)
+{
+	RingEnv		e;
+	SyncPut		s = {0};
+	SyncPut		f = {0};
+	pthread_t	ts;
+	pthread_t	tf;
+	static Got	got[4];
+	Collect		c = {got, 0, 4};
+	int64_t		stopped_at;
+	int			n = 0;
+
+	if (!env_open(&e, 2, 128))
+		return;
+	s.w = open_writer(&e);
+	f.w = open_writer(&e);
+	if (s.w == NULL || f.w == NULL)
+		goto done;
+	trafficdb_writer_set_timeout(s.w, 5000);
+	trafficdb_writer_set_timeout(f.w, 5000);
+
+	/* one waits for a commit: drained, never committed */
+	s.u = (trafficdb_update) {.location_id = 1004, .speed_kmh = 44, .has = TRAFFICDB_HAS_SPEED};
+	s.flags = TRAFFICDB_SYNC;
+	pthread_create(&ts, NULL, sync_put_main, &s);
+	drain_until(&e, &c, 1);
+	CHECK_EQ_U64(c.n, 1);
+
+	/* the other waits for space in its full lane, which nobody drains now */
+	f.u = (trafficdb_update) {.location_id = 1005, .speed_kmh = 55, .has = TRAFFICDB_HAS_SPEED};
+	while (n < 1000 && trafficdb_put(f.w, &f.u, TRAFFICDB_ASYNC) == TRAFFICDB_OK)
+		n++;
+	CHECK_EQ_U64(n, 128);
+	f.flags = TRAFFICDB_ASYNC | TRAFFICDB_WAIT;
+	pthread_create(&tf, NULL, sync_put_main, &f);
+
+	sleep_us(50000);
+	CHECK(!atomic_load(&s.finished) && !atomic_load(&f.finished));
+	stopped_at = now_us();
+	tdb_writer_stop_instance(e.prefix);
+	pthread_join(ts, NULL);
+	pthread_join(tf, NULL);
+	CHECK_EQ_U64(s.rc, (uint64_t) TRAFFICDB_STALE);
+	CHECK_EQ_U64(f.rc, (uint64_t) TRAFFICDB_STALE);
+	/* soon: well within a second, not after the 5 s timeout */
+	if (s.done_us - stopped_at >= 1000000 || f.done_us - stopped_at >= 1000000)
+		printf("# after the stop: the SYNC put returned in %lld ms, the WAIT put in %lld ms\n",
+			   (long long) (s.done_us - stopped_at) / 1000, (long long) (f.done_us - stopped_at) / 1000);
+	CHECK(s.done_us - stopped_at < 1000000);
+	CHECK(f.done_us - stopped_at < 1000000);
+	CHECK_EQ_U64(atomic_load(&((TdbWritersHeader *) e.ring.base)->sync_waiters), 0);
+	CHECK_EQ_U64(atomic_load(&tdb_ring_lane(e.ring.base, 1)->space_waiters), 0);
+done:
+	if (s.w)
+		trafficdb_writer_close(s.w);
+	if (f.w)
+		trafficdb_writer_close(f.w);
+	env_close(&e);
+}
+
 /* The daemon "restarts": close its ring without committing, create it again (adopt). */
 static bool
 restart(RingEnv *e, uint64_t *epoch)
