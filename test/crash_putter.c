@@ -18,7 +18,8 @@
  *
  * In rotation: a TRAFFICDB_SYNC trafficdb_put of one location, a
  * TRAFFICDB_SYNC trafficdb_put_many of 2 to 8, and a burst of TRAFFICDB_ASYNC
- * puts, every other burst followed by trafficdb_sync().
+ * puts (every fifth a flood that fills the lane: TRAFFICDB_BUSY), every
+ * other burst followed by trafficdb_sync().
  *
  * PUTS, written with write() (a kill -9 loses none of it):
  *	  P loc c	about to put it (before the call)
@@ -60,6 +61,7 @@
 #define MAX_LOCS		64
 #define MAX_BATCH		8
 #define MAX_BURST		16
+#define FLOOD			150		/* ASYNC puts of a flood: 300 slots, more than a lane of 128 holds */
 #define PUT_ATTEMPTS	400		/* tries of one operation (BUSY, LOST, reopen), each with a wait */
 #define SYNC_ROUNDS		12		/* trafficdb_sync calls of TIMEOUT_MS after a TIMEOUT */
 #define OPEN_ATTEMPTS	300		/* trafficdb_writer_open tries, backoff 10 ms doubling to 500 ms */
@@ -184,7 +186,7 @@ write_all(int fd, const char *buf, size_t len, const char *what)
 static void
 log_updates(int fd, char kind, const trafficdb_update *u, size_t n)
 {
-	char		buf[MAX_BURST * 48];
+	static char buf[FLOOD * 48];
 	size_t		len = 0;
 
 	for (size_t i = 0; i < n; i++)
@@ -423,37 +425,63 @@ put_sync(const trafficdb_update *u, size_t n)
 	C.gave_up += n;
 }
 
-/* A burst of ASYNC puts; every other one ends with trafficdb_sync (Y for what it covers). */
+/* Log the updates u[idx[0..n)] as kind into fd. */
+static void
+log_picked(int fd, char kind, const trafficdb_update *u, const int *idx, size_t n)
+{
+	static trafficdb_update pick[FLOOD];
+
+	for (size_t i = 0; i < n; i++)
+		pick[i] = u[idx[i]];
+	log_updates(fd, kind, pick, n);
+}
+
+/*
+ * A burst of 1 .. MAX_BURST ASYNC puts with pauses between them, or (every
+ * fifth) a flood of FLOOD puts at once, more than a lane of 128 slots holds
+ * (each takes two): they meet TRAFFICDB_BUSY unless the daemon drains in
+ * between.  Every other burst ends with trafficdb_sync (Y for what it covers).
+ */
 static void
 put_async_burst(int burst_no)
 {
-	trafficdb_update pending[MAX_BURST];
-	char		texts[MAX_BURST][32];
+	static trafficdb_update u[FLOOD];
+	static char texts[FLOOD][32];
+	int			acked[FLOOD];	/* a flood's acknowledged puts: its A lines, written at its end */
+	int			pending[FLOOD]; /* acknowledged on the writer open now: what trafficdb_sync covers */
+	size_t		nacked = 0;
 	size_t		npending = 0;
-	int			k = 1 + (int) (rand_r(&seed) % MAX_BURST);
+	int			flood = burst_no % 5 == 4;
+	int			k = flood ? FLOOD : 1 + (int) (rand_r(&seed) % MAX_BURST);
 	int			rc;
 
+	for (int i = 0; i < k; i++)
+	{
+		int			loc = flood ? i % nlocs : (int) (rand_r(&seed) % (unsigned) nlocs);
+
+		put_value(first_id + (uint64_t) loc, next_counter(loc), &u[i], texts[i], sizeof(texts[i]));
+	}
+	if (flood)
+		log_updates(puts_fd, 'P', u, (size_t) k);	/* all before the first put */
 	for (int i = 0; i < k && !stop_requested; i++)
 	{
-		int			loc = (int) (rand_r(&seed) % (unsigned) nlocs);
-		trafficdb_update u;
 		int			ok = 0;
 
-		put_value(first_id + (uint64_t) loc, next_counter(loc), &u, texts[npending], sizeof(texts[0]));
-		log_updates(puts_fd, 'P', &u, 1);
+		if (!flood)
+			log_updates(puts_fd, 'P', &u[i], 1);
 		for (int attempt = 0; attempt < PUT_ATTEMPTS && !stop_requested; attempt++)
 		{
 			if (!ensure_open())
 				break;
 			maybe_write_stats();
-			rc = trafficdb_put(w, &u, TRAFFICDB_ASYNC);
+			rc = trafficdb_put(w, &u[i], TRAFFICDB_ASYNC);
 			if (rc == TRAFFICDB_OK)
 			{
 				ok = 1;
 				break;
 			}
-			if (rc == TRAFFICDB_STALE || (rc != TRAFFICDB_BUSY && rc != TRAFFICDB_LOST))
-				npending = 0;	/* a new handle cannot tell whether the old one's puts committed */
+			if (rc != TRAFFICDB_BUSY)
+				npending = 0;	/* a new writer cannot tell whether the old one's puts committed */
 			after_failure(rc);
 		}
 		if (!ok)
@@ -462,10 +490,17 @@ put_async_burst(int burst_no)
 			continue;
 		}
 		C.async_puts++;
-		log_updates(puts_fd, 'A', &u, 1);
-		pending[npending++] = u;
-		sleep_us(500 + (long) (rand_r(&seed) % 2000));
+		if (flood)
+			acked[nacked++] = i;
+		else
+		{
+			log_updates(puts_fd, 'A', &u[i], 1);
+			sleep_us(500 + (long) (rand_r(&seed) % 2000));
+		}
+		pending[npending++] = i;
 	}
+	if (nacked > 0)
+		log_picked(puts_fd, 'A', u, acked, nacked);
 	if (burst_no % 2 != 0 || npending == 0 || w == NULL || stop_requested)
 		return;
 	rc = trafficdb_sync(w, TIMEOUT_MS);
@@ -476,7 +511,7 @@ put_async_burst(int burst_no)
 	}
 	if (rc == TRAFFICDB_OK)
 	{
-		log_updates(acks_fd, 'Y', pending, npending);
+		log_picked(acks_fd, 'Y', u, pending, npending);
 		C.acked_by_sync += npending;
 	}
 	else if (rc == TRAFFICDB_LOST)
