@@ -374,15 +374,23 @@ sub putters_ack
 		sub { read_putter_logs(); !grep { ($putter_acked[$_] // 0) < $goal[$_] } 0 .. $PUTTERS - 1 });
 }
 
-# Pause the putters between two operations; each answers with this pause's token.
+# Pause the putters between two operations; each answers with this pause's
+# token.  Asked for right after a kill (request_pause), so that the check
+# sees what the crash left: puts after it would hide a lost one.
 my $pause_token = 0;
-sub pause_putters
+sub request_pause
 {
+	return if -e "$ctl/putpause";
 	$pause_token++;
 	open(my $fh, '>', "$ctl/putpause.tmp") or die "putpause: $!";
 	print $fh "$pause_token\n";
 	close($fh);
 	rename("$ctl/putpause.tmp", "$ctl/putpause") or die "putpause: $!";
+}
+
+sub pause_putters
+{
+	request_pause();
 	wait_until(60, sub { !grep { slurp_or_empty("$ctl/putter$_.paused") ne "$pause_token\n" } 0 .. $PUTTERS - 1 })
 	  or die 'the putters did not pause within 60 s: ' . putter_errors();
 	read_putter_logs();
@@ -565,8 +573,9 @@ sub check_state
 			}
 		}
 	}
-	check_puts(\@bad);
 	$mismatches += @bad;
+	# the putters' locations: their own counters (sync lost, invented)
+	check_puts(\@bad);
 	diag("$what: $_") for @bad[ 0 .. ($#bad < 9 ? $#bad : 9) ];
 	return $gen;
 }
@@ -613,7 +622,8 @@ for my $cycle (1 .. $cycles)
 	my ($acked_before, $sync_lost_before, $async_lost_before) = ($n_sync_acked + $n_sync_acked_y, $sync_lost, $async_lost);
 
 	writer_commits(5, 60) or die "cycle $cycle: the feed writer committed nothing within 60 s";
-	putters_ack(3, 60) or die "cycle $cycle: the putters had nothing acknowledged within 60 s: " . putter_errors();
+	putters_ack(3, 60) or die "cycle $cycle: the putters had nothing acknowledged within 60 s"
+	  . ($cycle > 1 ? ' after the last crash' : '') . ': ' . putter_errors();
 	my $putter_note = '';
 	$putter_note = '; first kill -9 of ' . kill_putter($cycle) if $cycle % 4 == 0;
 	sleep(rand(0.4));
@@ -658,6 +668,7 @@ for my $cycle (1 .. $cycles)
 		$what = "the postmaster, pid $pm (" . scalar(@orphans) . ' children)';
 		$t0 = time();
 		$node->kill9;
+		request_pause();
 		# its children notice its death and exit; the next postmaster may
 		# start only then (they still hold its shared memory)
 		wait_until(60, sub { !grep { !process_gone($_) } @orphans })
@@ -671,6 +682,10 @@ for my $cycle (1 .. $cycles)
 		$node->start;
 	}
 	$kills{$kind}++;
+	# the putters finish the operation in flight and stop: the check sees
+	# what the crash left (the next cycle begins with puts acknowledged
+	# again: the ring works after the crash)
+	request_pause();
 
 	# the daemon back (a new one after a crash-restart), publishing
 	poll_psql('SELECT trafficdb.publish() > 0', 120, qr/^t$/)
@@ -678,9 +693,6 @@ for my $cycle (1 .. $cycles)
 	my $back = time() - $t0;
 	# the writer must be writing again before the check
 	writer_commits(1, 60) or die "cycle $cycle: the feed writer did not commit again within 60 s";
-	# the ring works again: every putter has a SYNC update acknowledged
-	putters_ack(1, 60) or die "cycle $cycle: the putters had nothing acknowledged within 60 s after kill -9 of $what: "
-	  . putter_errors();
 	pause_writer();
 	pause_putters();
 	my $gen_after = check_state("cycle $cycle");
@@ -783,7 +795,7 @@ my $summary = sprintf(
 	  . "across the clean restart %d; with no crash %d); invented or torn values %d\n"
 	  . "  putter kills: %d (a lane claimed at the first try after each: %s); the putters met BUSY %d, LOST %d, "
 	  . "trafficdb_sync LOST %d, TIMEOUT %d, STALE %d, other errors %d; opens %d (reopens %d, %d after the clean restart); "
-	  . "NOSLOT %d; gave up %d\n",
+	  . "NOSLOT %d; gave up %d (%d more at SIGTERM)\n",
 	$seed, time() - $started, $cycles, $kills{daemon}, $kills{backend}, $kills{postmaster},
 	$n_committed, committed_rows(), $n_indoubt_committed, $n_indoubt_not,
 	$n_rolledback, $lost_rows, $mismatches, $r{reads} // 0, $r{inconsistent} // -1, $r{corrupt} // -1,
@@ -795,7 +807,7 @@ my $summary = sprintf(
 	$async_lost_by{daemon}, $async_lost_by{backend}, $async_lost_by{postmaster}, $async_lost_clean, $async_lost_by{none},
 	$put_invented, $putter_kills, $lane_claim_failures ? "no, $lane_claim_failures times" : 'yes',
 	map({ $pt->{$_} // 0 } qw(busy lost sync_lost timeouts stale other_errors opens reopens)),
-	$putter_reopens_restart, $pt->{open_noslot} // 0, $pt->{gave_up} // 0);
+	$putter_reopens_restart, $pt->{open_noslot} // 0, $pt->{gave_up} // 0, $pt->{interrupted} // 0);
 diag($summary);
 diag("reader: $reader_err") if $reader_err ne '';
 
@@ -822,6 +834,7 @@ is($sync_lost, 0, 'no SYNC-acknowledged update was lost (published at least as n
 is($put_invented, 0, 'no published value of a putter location is newer than its puts or unlike the update it names');
 is($lane_claim_failures, 0, 'a putter started again after kill -9 claimed a lane at its first try');
 cmp_ok($putter_reopens_restart, '>=', $PUTTERS, 'the putters opened a writer again after the clean restart');
+is($pt->{gave_up} // -1, 0, 'the putters never gave up a put (every retry loop ended in an acknowledgement)');
 is(scalar(@left), 0, "no shared memory object under $shm_name is left after the clean stop")
   or diag("left: @left");
 done_testing();

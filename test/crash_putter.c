@@ -35,10 +35,13 @@
  * puts again; TRAFFICDB_TIMEOUT waits with trafficdb_sync() (the update is
  * still queued); TRAFFICDB_STALE (an orderly stop) and the codes of a server
  * that is down or restarting close the writer and reopen it with a backoff.
- * Every loop is bounded; what is given up is counted (gave_up), not acked.
+ * Every loop is bounded; what is given up is counted (gave_up; interrupted:
+ * given up because of SIGTERM), not acked.
  *
  * Control: the file CTLDIR/putpause makes it idle between two operations
- * (never inside a call, with every acknowledgement written) and write
+ * (never inside a call, with every acknowledgement written; an ASYNC burst
+ * ends at its next put, so that after a pause asked for during a crash only
+ * the SYNC operation in flight puts, again, what it put before) and write
  * CTLDIR/putter<ID>.paused holding putpause's first line (a token, so the
  * loop never mistakes an older pause for this one); removing putpause
  * resumes it.  SIGTERM (or
@@ -99,7 +102,8 @@ static struct
 				stale,
 				reopens,
 				other_errors,
-				gave_up;
+				gave_up,
+				interrupted;
 } C;
 
 static void
@@ -107,6 +111,13 @@ on_term(int sig)
 {
 	(void) sig;
 	stop_requested = 1;
+}
+
+/* Is a pause requested (CTLDIR/putpause exists)? */
+static int
+pause_requested(void)
+{
+	return access(ctl_pause, F_OK) == 0;
 }
 
 static double
@@ -206,10 +217,10 @@ format_counters(char *buf, size_t len)
 	snprintf(buf, len,
 			 "opens=%llu open_noslot=%llu open_failures=%llu first_open_tries=%llu sync_puts=%llu "
 			 "sync_batches=%llu async_puts=%llu acked_sync=%llu acked_by_sync=%llu busy=%llu lost=%llu "
-			 "sync_lost=%llu timeouts=%llu stale=%llu reopens=%llu other_errors=%llu gave_up=%llu\n",
+			 "sync_lost=%llu timeouts=%llu stale=%llu reopens=%llu other_errors=%llu gave_up=%llu interrupted=%llu\n",
 			 C.opens, C.open_noslot, C.open_failures, C.first_open_tries, C.sync_puts, C.sync_batches,
 			 C.async_puts, C.acked_sync, C.acked_by_sync, C.busy, C.lost, C.sync_lost, C.timeouts, C.stale,
-			 C.reopens, C.other_errors, C.gave_up);
+			 C.reopens, C.other_errors, C.gave_up, C.interrupted);
 }
 
 static void
@@ -422,7 +433,10 @@ put_sync(const trafficdb_update *u, size_t n)
 		if (rc != TRAFFICDB_TIMEOUT)
 			after_failure(rc);
 	}
-	C.gave_up += n;
+	if (stop_requested)
+		C.interrupted += n;
+	else
+		C.gave_up += n;
 }
 
 /* Log the updates u[idx[0..n)] as kind into fd. */
@@ -463,7 +477,8 @@ put_async_burst(int burst_no)
 	}
 	if (flood)
 		log_updates(puts_fd, 'P', u, (size_t) k);	/* all before the first put */
-	for (int i = 0; i < k && !stop_requested; i++)
+	/* a pause ends a burst: nothing new after the loop asked (see the header) */
+	for (int i = 0; i < k && !stop_requested && !pause_requested(); i++)
 	{
 		int			ok = 0;
 
@@ -486,7 +501,10 @@ put_async_burst(int burst_no)
 		}
 		if (!ok)
 		{
-			C.gave_up++;
+			if (stop_requested)
+				C.interrupted++;
+			else
+				C.gave_up++;
 			continue;
 		}
 		C.async_puts++;
