@@ -69,6 +69,7 @@
 #define SYNC_ROUNDS		12		/* trafficdb_sync calls of TIMEOUT_MS after a TIMEOUT */
 #define OPEN_ATTEMPTS	300		/* trafficdb_writer_open tries, backoff 10 ms doubling to 500 ms */
 #define TIMEOUT_MS		5000
+#define OP_SECONDS		120		/* and at most this long for one update or batch */
 
 static volatile sig_atomic_t stop_requested = 0;
 
@@ -407,8 +408,10 @@ sync_after_timeout(void)
 static void
 put_sync(const trafficdb_update *u, size_t n)
 {
+	double		give_up_at = now_s() + OP_SECONDS;
+
 	log_updates(puts_fd, 'P', u, n);
-	for (int attempt = 0; attempt < PUT_ATTEMPTS && !stop_requested; attempt++)
+	for (int attempt = 0; attempt < PUT_ATTEMPTS && !stop_requested && now_s() < give_up_at; attempt++)
 	{
 		int			rc;
 
@@ -481,10 +484,11 @@ put_async_burst(int burst_no)
 	for (int i = 0; i < k && !stop_requested && !pause_requested(); i++)
 	{
 		int			ok = 0;
+		double		give_up_at = now_s() + OP_SECONDS;
 
 		if (!flood)
 			log_updates(puts_fd, 'P', &u[i], 1);
-		for (int attempt = 0; attempt < PUT_ATTEMPTS && !stop_requested; attempt++)
+		for (int attempt = 0; attempt < PUT_ATTEMPTS && !stop_requested && now_s() < give_up_at; attempt++)
 		{
 			if (!ensure_open())
 				break;
