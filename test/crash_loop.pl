@@ -24,11 +24,13 @@
 # trafficdb.current_traffic() (what it published, read by a backend) and
 # through libtrafficdb.  A batch whose COMMIT lost its answer is "in doubt":
 # table crash_batches, written in each batch's transaction, says whether it
-# committed.  With the putters paused as well, every putter location must
-# show a value at least as new as the newest SYNC-acknowledged update of it
-# (none lost), never newer than the newest one put, with every field that of
-# the counter it names (nothing invented); ASYNC updates newer than what is
-# published are counted as lost (expected across a crash only), not failed.
+# committed.  With the putters paused as well (asked right after the kill,
+# so that newer puts cannot hide a loss), every putter location must show a
+# value at least as new as the newest SYNC-acknowledged update of it (none
+# lost), never newer than the newest one put, with every field that of the
+# counter it names (nothing invented); ASYNC updates newer than what is
+# published are counted as lost (expected across a crash only), not failed,
+# unless one was put more than 5 s before its crash.
 # After the last cycle the server restarts cleanly under the putters (they
 # get TRAFFICDB_STALE and reopen).  At the end the server stops cleanly and
 # no object under its shared memory prefix may remain in /dev/shm.
