@@ -6,13 +6,11 @@
 #     at once (TRAFFICDB_STALE; or TRAFFICDB_OK if the stop committed it),
 #     not at the end of its timeout (fixed in src/client/writer.c: waiters
 #     look at the control block every 100 ms);
-#   - an ASYNC put acknowledged before the stop is published after the
-#     restart: TODO, it is lost.  The daemon leaves its loop on SIGTERM
-#     without draining the ring and committing what it drained, and the
-#     postmaster then unlinks the ring (tdb_writer_stop_instance), so every
-#     update drained since the last publication (up to
-#     trafficdb.publish_interval, 1 s by default) or not drained yet is gone,
-#     though the promise is "lost only if the server crashes".
+#   - an ASYNC put acknowledged before the stop, drained by the daemon and
+#     not committed (no publication but the ones asked for), is published
+#     after the restart: the daemon drains the ring and commits a last
+#     generation before it exits (it left on SIGTERM without, and the
+#     postmaster then unlinked the ring: such puts were lost).
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -80,11 +78,7 @@ if ($what eq 'ok')
 	is($node->safe_psql('postgres', 'SELECT speed_kmh FROM trafficdb.locations WHERE location_id = 3'), '56',
 		'the SYNC put acknowledged at the stop is published after the restart');
 }
-TODO:
-{
-	local $TODO = 'the daemon does not drain and commit the ring at an orderly stop';
-	is($node->safe_psql('postgres', 'SELECT speed_kmh FROM trafficdb.locations WHERE location_id = 2'), '34',
-		'an ASYNC put acknowledged before an orderly stop is published after the restart');
-}
+is($node->safe_psql('postgres', 'SELECT speed_kmh FROM trafficdb.locations WHERE location_id = 2'), '34',
+	'an ASYNC put acknowledged before an orderly stop is published after the restart');
 $node->stop;
 done_testing();
