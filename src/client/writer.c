@@ -42,11 +42,13 @@
 #define WAIT_ROUNDS			100000	/* futex waits of one call, beyond one per STOP_POLL_MS until the deadline */
 
 /*
- * The longest single futex wait of a SYNC or WAIT put.  An orderly stop of
- * the server marks only the control block stopped (the postmaster's
- * tdb_writer_stop_instance, after every child exited): nobody bumps the
- * ring's futex words, so a waiter looks at the state again this often and
- * returns TRAFFICDB_STALE within this time, not at the end of its timeout.
+ * The longest single futex wait of a SYNC or WAIT put.  At an orderly stop
+ * the daemon marks the ring stopped and wakes its waiters, but when no
+ * daemon is there to do it (it died, or never had a map) only the control
+ * block is marked stopped (the postmaster's tdb_writer_stop_instance, after
+ * every child exited) and nobody bumps the ring's futex words: so a waiter
+ * looks at the state again this often and returns TRAFFICDB_STALE within
+ * this time, not at the end of its timeout.
  */
 #define STOP_POLL_MS		100
 

@@ -947,10 +947,11 @@ done:
 }
 
 /*
- * An orderly stop of the server, as the postmaster makes it after its
- * children exited (tdb_writer_stop_instance): the control block is marked
- * stopped and the objects are unlinked, but nobody touches the ring's
- * header or its futex words.  Writers waiting in a TRAFFICDB_SYNC put (for
+ * An orderly stop of the server with no daemon to mark the ring stopped
+ * (it died, or had no map), as the postmaster makes it after its children
+ * exited (tdb_writer_stop_instance): the control block is marked stopped
+ * and the objects are unlinked, but nobody touches the ring's header or its
+ * futex words.  Writers waiting in a TRAFFICDB_SYNC put (for
  * a commit that will never come) or in a TRAFFICDB_WAIT put (for space no
  * daemon will free) must still return TRAFFICDB_STALE soon, not at the end
  * of their timeout.  (Found by the kill -9 loop's clean restart: SYNC puts
