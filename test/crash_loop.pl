@@ -859,7 +859,7 @@ is($lane_claim_failures, 0, 'a putter started again after kill -9 claimed a lane
 # (src/client/writer.c now looks every 100 ms; test_ring_waiters_see_orderly_stop).
 # Found as well (and fixed in the daemon): ASYNC puts acknowledged shortly
 # before an orderly stop were lost, up to 75 in one run; it now drains the
-# ring and commits a last generation before it exits (t/028, t/029).
+# ring and commits a last generation before it exits (t/028, t/030).
 cmp_ok($putter_reopens_restart, '>=', $PUTTERS, 'the putters opened a writer again after the clean restart');
 is($async_lost_clean, 0, 'no ASYNC update acknowledged before the clean restart was lost');
 is($pt->{gave_up} // -1, 0, 'the putters never gave up a put (every retry loop ended in an acknowledgement)');

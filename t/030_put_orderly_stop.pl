@@ -1,4 +1,4 @@
-# t/029_put_orderly_stop.pl: writers' ring puts across an orderly stop of
+# t/030_put_orderly_stop.pl: writers' ring puts across an orderly stop of
 # the server (pg_ctl stop -m fast), found by the kill -9 loop's clean restart
 # (test/crash_loop.pl).
 #
