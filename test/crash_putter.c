@@ -65,11 +65,11 @@
 #define MAX_BATCH		8
 #define MAX_BURST		16
 #define FLOOD			150		/* ASYNC puts of a flood: 300 slots, more than a lane of 128 holds */
-#define PUT_ATTEMPTS	400		/* tries of one operation (BUSY, LOST, reopen), each with a wait */
+#define PUT_ATTEMPTS	400		/* tries of one operation after LOST or a reopen, each with a wait */
 #define SYNC_ROUNDS		12		/* trafficdb_sync calls of TIMEOUT_MS after a TIMEOUT */
 #define OPEN_ATTEMPTS	300		/* trafficdb_writer_open tries, backoff 10 ms doubling to 500 ms */
 #define TIMEOUT_MS		5000
-#define OP_SECONDS		120		/* and at most this long for one update or batch */
+#define OP_SECONDS		120		/* and at most this long for one update or batch (BUSY: only this) */
 
 static volatile sig_atomic_t stop_requested = 0;
 
@@ -433,6 +433,8 @@ put_sync(const trafficdb_update *u, size_t n)
 			C.acked_sync += n;
 			return;
 		}
+		if (rc == TRAFFICDB_BUSY)
+			attempt--;			/* a full lane while the server restarts: bounded by time only */
 		if (rc != TRAFFICDB_TIMEOUT)
 			after_failure(rc);
 	}
@@ -501,6 +503,8 @@ put_async_burst(int burst_no)
 			}
 			if (rc != TRAFFICDB_BUSY)
 				npending = 0;	/* a new writer cannot tell whether the old one's puts committed */
+			else
+				attempt--;		/* a full lane while the server restarts: bounded by time only */
 			after_failure(rc);
 		}
 		if (!ok)
