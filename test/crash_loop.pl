@@ -627,6 +627,7 @@ my %kills = (daemon => 0, backend => 0, postmaster => 0);
 my %gen_back = (daemon => 0, backend => 0, postmaster => 0);     # SQL: generation after <= before
 my %reader_back = (daemon => 0, backend => 0, postmaster => 0);  # the external reader saw one go back
 my ($shm_min, $shm_max) = (1e9, 0);
+my ($replay_mismatches, $log_damaged) = (0, 0);
 for my $cycle (1 .. $cycles)
 {
 	my $kind = (qw(daemon backend postmaster))[ ($cycle - 1) % 3 ];
@@ -715,6 +716,12 @@ for my $cycle (1 .. $cycles)
 	pause_writer();
 	pause_putters();
 	my $gen_after = check_state("cycle $cycle");
+	# the daemon that came back replayed the generation log: byte-identical, undamaged
+	my $replay = poll_psql(q{SELECT replay_mismatches || '|' || coalesce(log_damaged_at, 0) FROM trafficdb.status}, 60, qr/^\d+\|\d+$/)
+	  // die "cycle $cycle: no status";
+	my ($rm, $dmg) = split /\|/, $replay;
+	$replay_mismatches += $rm;
+	$log_damaged++ if $dmg != 0;
 	$async_lost_by{$kind} += $async_lost - $async_lost_before;
 	$gen_back{$kind}++ if $gen_after <= $gen_before;
 	my $n = shm_objects();
@@ -835,6 +842,8 @@ cmp_ok($n_committed, '>', $cycles, 'the writer committed batches throughout');
 is($lost_rows, 0, 'no committed row was lost');
 is($db_batches, $n_committed, 'crash_batches holds exactly the batches found committed');
 is($mismatches, 0, 'after every cycle, published traffic and traffic_state equal the last committed batches');
+is($replay_mismatches, 0, 'every generation replayed after a crash was byte-identical to its publication (status.replay_mismatches)');
+is($log_damaged, 0, 'no crash left the generation log damaged');
 cmp_ok($r{reads} // 0, '>', $cycles, 'the external reader kept reading');
 is($r{inconsistent} // -1, 0, 'the external reader never saw an inconsistent snapshot');
 is($r{corrupt} // -1, 0, 'nor a corrupt object');
