@@ -44,6 +44,11 @@ SELECT i AS id,
           FROM generate_series(1, $N) i) s;
 EOF
 
+# only trafficdb.publish() consumes during the measurement (and the WAL between two
+# LSNs is the publication's alone)
+"${PSQL[@]}" -c "ALTER SYSTEM SET trafficdb.publish_interval = '1h'" -c "SELECT pg_reload_conf()" >/dev/null
+trap '"${PSQL[@]}" -c "ALTER SYSTEM RESET trafficdb.publish_interval" -c "SELECT pg_reload_conf()" >/dev/null 2>&1 || true' EXIT
+
 echo "bench/daemon: load_map" >&2
 ms=$(time_sql "SELECT trafficdb.load_map('bench_roads', 'id', 'geom', 'highway', 'name')")
 emit map_load_wall_ms "$ms" ms

@@ -61,14 +61,15 @@ bench_deps() {
 
 # Crash the demo cluster (immediate stop) and start it again, waiting for
 # the daemon's first publication: what a restart costs (the generation log's
-# replay).  Only for the demo cluster (not BENCH_PORT).
+# replay).  For another cluster (BENCH_PORT) set BENCH_PGDATA and BENCH_PG_BIN.
 bench_restart_cluster() {
-	local data dir gen
+	local data dir gen bin
 	dir=$(readlink -f .demo)
-	data="$dir/pgdata"
+	data=${BENCH_PGDATA:-$dir/pgdata}	# BENCH_PGDATA, BENCH_PG_BIN: the cluster of BENCH_PORT
+	bin=${BENCH_PG_BIN:-$PG_BIN}
 	gen=$("${PSQL[@]}" -Atc 'SELECT generation FROM trafficdb.status')
-	as_pg "$PG_BIN/pg_ctl" -D "$data" stop -m immediate -w >/dev/null
-	as_pg "$PG_BIN/pg_ctl" -D "$data" -l "$dir/postgres.log" -w start >/dev/null
+	as_pg "$bin/pg_ctl" -D "$data" stop -m immediate -w >/dev/null
+	as_pg "$bin/pg_ctl" -D "$data" -l "$data/restart.log" -w start >/dev/null
 	for _ in $(seq 1 600); do
 		[ "$("${PSQL[@]}" -Atc 'SELECT generation FROM trafficdb.status' 2>/dev/null || echo 0)" -gt "$gen" ] && return 0
 		sleep 0.5
