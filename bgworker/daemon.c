@@ -884,6 +884,9 @@ finish_publication(void)
 
 	/* TRAFFICDB_SYNC writers of what this generation holds may return */
 	ring_committed(gen);
+	/* how far back changes_since answers, for readers outside the server too */
+	atomic_store(&D.writer.ctl->changes_from,
+				 D.mapinfo.replaced ? Max(D.log_first, D.mapinfo.map_generation + 1) : D.log_first);
 	rc = tdb_writer_publish(&D.writer, gen, D.map.hdr->map_id, D.map_seg, D.pub.seg, now_us());
 	if (rc == TDB_SHM_ENOSLOT)
 	{

@@ -153,7 +153,12 @@ int			trafficdb_radius(trafficdb_handle *h, double lon, double lat, double metre
 /* The k nearest locations to (lon, lat), nearest first (metres). */
 int			trafficdb_knn(trafficdb_handle *h, double lon, double lat, uint32_t k, trafficdb_visit_fn fn, void *arg);
 
-/* Locations whose traffic changed after generation since, in the pinned version. */
+/*
+ * Locations whose traffic changed after generation since, in the pinned
+ * version; TRAFFICDB_TRIMMED if the generation log no longer keeps the
+ * changes after since (or the map was reloaded since): read the current
+ * state and continue from its generation.
+ */
 int			trafficdb_changes_since(trafficdb_handle *h, uint64_t since, trafficdb_visit_fn fn, void *arg);
 
 /*

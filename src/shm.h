@@ -75,7 +75,7 @@
 
 #define TDB_CTL_MAGIC		0x4C544454u /* "TDTL" */
 #define TDB_SLOTS_MAGIC		0x53544454u /* "TDTS" */
-#define TDB_SHM_VERSION		2
+#define TDB_SHM_VERSION		3
 #define TDB_MAX_VERSIONS	64
 #define TDB_MAX_SEGMENTS	128
 #define TDB_SHM_NAME_MAX	64
@@ -135,6 +135,13 @@ typedef struct TdbControl
 	uint64_t	next_seq;
 	TdbSegmentDesc segments[TDB_MAX_SEGMENTS];
 	TdbVersionDesc versions[TDB_MAX_VERSIONS];
+	/*
+	 * changes_since(g) is answered for g >= changes_from - 1 only: the
+	 * generation log keeps changes back to there (and a map reload or a
+	 * repaired log starts over).  0 = no limit known.  Set before each
+	 * publication.
+	 */
+	_Atomic uint64_t changes_from;
 } TdbControl;
 
 /*

@@ -147,6 +147,26 @@ like($err, qr/generation @{[$first - 2]} is older than the generation log's trim
 is($ret, 0, 'changes_since from the trim point answers');
 is($node->safe_psql('postgres', "SELECT count(*) FROM trafficdb.changes_since($now)"), '0', 'nothing after the current generation');
 
+# the same limit for readers outside the server (libtrafficdb, through Python)
+{
+	local $ENV{TRAFFICDB_LIB} = $ENV{TRAFFICDB_LIB} // die 'TRAFFICDB_LIB must name lib/libtrafficdb.so';
+	local $ENV{PYTHONPATH} = $ENV{TRAFFICDB_PYTHON} // die 'TRAFFICDB_PYTHON must name the python/ folder';
+	my $shm = '/trafficdb.' . $node->port;
+	my ($pout, $perr) = run_command([ '/usr/bin/python3', '-c', qq{
+import trafficdb
+r = trafficdb.Reader('$shm')
+with r.snapshot() as s:
+    try:
+        s.changes_since(@{[$first - 2]})
+        print('answered')
+    except trafficdb.Trimmed as e:
+        print('Trimmed:', e)
+    print(len(s.changes_since(@{[$first - 1]})) >= 0)
+} ]);
+	like($pout, qr/^Trimmed:.*generation @{[$first - 2]} is older than the generation log's trim point $first.*\nTrue$/s,
+		'libtrafficdb: TRAFFICDB_TRIMMED before the trim point, an answer from it') or diag($perr);
+}
+
 # --- the traffic_state view
 is($node->safe_psql('postgres', q{SELECT count(*) = (SELECT count(*) FROM trafficdb.locations WHERE updated_at IS NOT NULL)
   FROM trafficdb.traffic_state}), 't', 'traffic_state lists the published traffic');

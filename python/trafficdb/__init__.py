@@ -159,6 +159,10 @@ class Lost(TrafficDBError):
     """A crash of the server's daemon lost updates that were not committed yet: put them again."""
 
 
+class Trimmed(TrafficDBError):
+    """changes_since: the generation is older than the generation log keeps: read the current state."""
+
+
 class BadArg(TrafficDBError, ValueError):
     """An argument is out of range (for a put: the message names the field and its value)."""
 
@@ -170,7 +174,7 @@ class NotFound(TrafficDBError, KeyError):
 
 
 _ERRORS = {NOTRUNNING: NotRunning, STALE: Stale, EMPTY: Empty, REVOKED: Revoked, BUSY: Busy, LOST: Lost,
-           BADARG: BadArg, NOTFOUND: NotFound}
+           BADARG: BadArg, NOTFOUND: NotFound, TRIMMED: Trimmed}
 
 
 def _check(code, handle=None):

@@ -526,6 +526,18 @@ trafficdb_changes_since(trafficdb_handle *h, uint64_t since, trafficdb_visit_fn 
 		return TRAFFICDB_BADARG;
 	if (!h->pinned)
 		return TRAFFICDB_NOSNAPSHOT;
+	{
+		uint64_t	from = atomic_load_explicit(&((TdbControl *) h->reader.ctl)->changes_from, memory_order_acquire);
+
+		if (from > 0 && since < from - 1)
+		{
+			snprintf(h->err, sizeof(h->err),
+					 "generation %llu is older than the generation log's trim point %llu (or a map reload): "
+					 "read the current state and continue from its generation",
+					 (unsigned long long) since, (unsigned long long) from);
+			return TRAFFICDB_TRIMMED;
+		}
+	}
 	for (uint64_t i = 0; i < h->snap.map->count; i++)
 		if (h->snap.entries[i].changed_gen > since)
 		{
