@@ -8,11 +8,17 @@
 #   - with trafficdb.shm_group = trafficdb-readers a member reads (objects
 #     0640, the reader slots 0660) and a non-member still cannot;
 #   - an external reader maps the control block and the objects read-only
-#     (its /proc/PID/maps shows r--s); only its slot table is writable.
+#     (its /proc/PID/maps shows r--s); only its slot table is writable;
+#   - the writers' ring <prefix>.writers is 0600 without trafficdb.writer_group
+#     (another user's trafficdb_put: TRAFFICDB_PERMISSION naming the setting),
+#     0660 with it: a member of both groups puts (the value is published), a
+#     member of the readers' group only cannot, and readers still map every
+#     object read-only.
 #
 # Users and group are created once if missing: trafficdb-readers (group),
-# tdb-reader (a member), tdb-outsider (not); postgres joins the group, as an
-# operator's server account must for the server to hand objects to it.
+# tdb-reader (a member), tdb-outsider (not), trafficdb-writers (group) and
+# tdb-writer (a member of both); postgres joins the groups, as an operator's
+# server account must for the server to hand objects to them.
 set -euo pipefail
 . "$(dirname "$0")/../scripts/lib.sh"
 
@@ -32,11 +38,18 @@ getent group trafficdb-readers >/dev/null || groupadd --system trafficdb-readers
 id tdb-reader >/dev/null 2>&1 || useradd --system -M -s /usr/sbin/nologin -G trafficdb-readers tdb-reader
 id tdb-outsider >/dev/null 2>&1 || useradd --system -M -s /usr/sbin/nologin tdb-outsider
 id -nG "$PG_OS_USER" | grep -qw trafficdb-readers || usermod -aG trafficdb-readers "$PG_OS_USER"
+getent group trafficdb-writers >/dev/null || groupadd --system trafficdb-writers
+id tdb-writer >/dev/null 2>&1 || useradd --system -M -s /usr/sbin/nologin -G trafficdb-readers,trafficdb-writers tdb-writer
+id -nG "$PG_OS_USER" | grep -qw trafficdb-writers || usermod -aG trafficdb-writers "$PG_OS_USER"
+root=$(cd "$(dirname "$0")/.." && pwd)
 
 # a world-readable copy of the readers (the test's work directory is 0700)
 dir=$(mktemp -d /tmp/trafficdb-group.XXXXXX)
 chmod 755 "$dir"
 install -m 755 "$live" "$tdbread" "$dir/"
+# the Python bindings and libtrafficdb, for puts as other users
+mkdir -p "$dir/python" && cp -r "$root/python/trafficdb" "$dir/python/" && install -m 755 "$root/lib/libtrafficdb.so" "$dir/"
+chmod -R a+rX "$dir/python"
 make_pg_dir "$dir/data"
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 prefix=/trafficdb.$port
@@ -131,6 +144,39 @@ check "it says so in the log" grep -q "was damaged (resized by a process with wr
 check "trafficdb.readers still answers" [ -n "$(psql -Atc "SELECT count(*) FROM trafficdb.readers")" ]
 out=$(as tdb-reader "$dir/live_traffic" "$prefix" "${box[@]}" 2>&1 || true)
 check "members read again through the new slots segment" grep -q "50 segments with traffic in the box" <<<"$out"
+stop
+
+echo "# the writers' ring: owner-only, then trafficdb.writer_group = trafficdb-writers"
+# put LOCATION SPEED as USER: prints ok or the error
+put() {
+	as "$1" env -C "$dir" TRAFFICDB_LIB="$dir/libtrafficdb.so" PYTHONPATH="$dir/python" python3 -c '
+import sys, trafficdb
+try:
+    with trafficdb.Writer(sys.argv[1]) as w:
+        w.put(int(sys.argv[2]), speed_kmh=float(sys.argv[3]), sync=True)
+    print("ok")
+except trafficdb.TrafficDBError as e:
+    print("error:", e)' "$prefix" "$2" "$3" 2>&1 || true
+}
+start
+psql -c "SELECT trafficdb.publish()" >/dev/null
+check "without writer_group the ring is 0600" [ "$(mode_of writers)" = "600 postgres" ]
+out=$(put tdb-writer 2 41); echo "# $out"
+check "another user cannot put; the error names trafficdb.writer_group" grep -q "trafficdb.writer_group is not set" <<<"$out"
+stop
+echo "trafficdb.writer_group = 'trafficdb-writers'" >>"$dir/data/postgresql.conf"
+start
+psql -c "SELECT trafficdb.publish()" >/dev/null
+check "with writer_group the ring is 0660, group trafficdb-writers" [ "$(mode_of writers)" = "660 trafficdb-writers" ]
+objs=$(find /dev/shm -maxdepth 1 -name "trafficdb.$port.[0-9]*" -printf '%m %g\n' | sort -u)
+check "the map and traffic objects stay 0640 for readers" [ "$objs" = "640 trafficdb-readers" ]
+out=$(put tdb-writer 2 42.5); echo "# $out"
+check "a member of writer_group puts (SYNC)" [ "$out" = ok ]
+check "and the put is published" [ "$(psql -Atc "SELECT speed_kmh FROM trafficdb.locations WHERE location_id = 2")" = "42.5" ]
+out=$(put tdb-reader 3 43); echo "# $out"
+check "a reader who is not in writer_group cannot put; the error names it" \
+	grep -q 'not a member of trafficdb.writer_group "trafficdb-writers"' <<<"$out"
+check "nothing of the refused put was applied" [ -z "$(psql -Atc "SELECT speed_kmh FROM trafficdb.locations WHERE location_id = 3 AND speed_kmh = 43")" ]
 stop
 
 echo "1..$((pass + fail))"
