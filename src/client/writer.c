@@ -84,22 +84,10 @@ struct trafficdb_writer
 /* why the calling thread's last trafficdb_writer_open failed */
 static __thread char open_err[TDB_ERRLEN];
 
-static int64_t
-realtime_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-static int64_t
+static inline int64_t
 monotonic_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return tdb_monotonic_us() / 1000;
 }
 
 /*
@@ -355,7 +343,7 @@ current_map(trafficdb_writer *w)
 static int
 prepare(trafficdb_writer *w, const trafficdb_update *u, TdbRingUpdate *ru)
 {
-	int64_t		now = realtime_us();
+	int64_t		now = tdb_realtime_us();
 	char		msg[TDB_VALID_MSGLEN];
 	int64_t		i;
 	int			rc;

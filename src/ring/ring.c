@@ -22,24 +22,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static int64_t
-realtime_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-static int64_t
-monotonic_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 /* Wake every process waiting on a futex word of the shared mapping (not FUTEX_PRIVATE). */
 static void
 futex_wake_all(_Atomic uint32_t *word)
@@ -523,8 +505,8 @@ tdb_ring_drain(TdbRing *r, uint64_t max_updates, tdb_ring_apply_fn fn, void *arg
 {
 	TdbRingDrainStats local;
 	TdbWritersHeader *h = r->base;
-	int64_t		now = realtime_us();
-	int64_t		mono = monotonic_us();
+	int64_t		now = tdb_realtime_us();
+	int64_t		mono = tdb_monotonic_us();
 	uint64_t	total = 0;
 	uint32_t	start = r->next_lane;
 	char		why[TDB_SHM_ERRLEN];

@@ -42,6 +42,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "shm.h"
 #include "validate.h"
@@ -164,6 +165,28 @@ typedef struct TdbRingUpdate
 	const char *incident;		/* NULL when absent; not NUL-terminated; valid during the call */
 	uint32_t	incident_len;
 } TdbRingUpdate;
+
+/* ---- clocks (both sides) ---------------------------------------------------------- */
+
+/* Wall-clock time (observed_at), Unix microseconds. */
+static inline int64_t
+tdb_realtime_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Elapsed time (waits, drain periods), microseconds. */
+static inline int64_t
+tdb_monotonic_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
 
 /* ---- geometry ------------------------------------------------------------------ */
 
