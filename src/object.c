@@ -676,6 +676,10 @@ tdb_traffic_write(void *dst, uint64_t map_id, uint64_t generation, uint64_t coun
 	h->sections[TDB_TRAFFIC_ENTRIES].offset = off;
 	h->sections[TDB_TRAFFIC_ENTRIES].size = count * sizeof(TdbTraffic);
 	memcpy((char *) dst + off, entries, count * sizeof(TdbTraffic));
+	/* the alignment gap after the entries too: the checksum covers it, and a
+	 * reused buffer (or a scratch one) holds anything there */
+	memset((char *) dst + off + count * sizeof(TdbTraffic), 0,
+		   ALIGN_UP(off + count * sizeof(TdbTraffic), TDB_SECTION_ALIGN) - (off + count * sizeof(TdbTraffic)));
 	off = ALIGN_UP(off + count * sizeof(TdbTraffic), TDB_SECTION_ALIGN);
 	h->sections[TDB_TRAFFIC_INCIDENTS].offset = off;
 	h->sections[TDB_TRAFFIC_INCIDENTS].size = incident_bytes;
