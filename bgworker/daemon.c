@@ -202,7 +202,8 @@ tdb_daemon_register(void)
 
 	memset(&bgw, 0, sizeof(bgw));
 	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	bgw.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	/* on a hot standby too, as a follower of the primary's generation log */
+	bgw.bgw_start_time = BgWorkerStart_ConsistentState;
 	bgw.bgw_restart_time = 1;
 	snprintf(bgw.bgw_library_name, BGW_MAXLEN, "trafficdb");
 	snprintf(bgw.bgw_function_name, BGW_MAXLEN, "tdb_daemon_main");
@@ -1010,6 +1011,67 @@ notify_generation(uint64 gen)
 	Async_Notify(NOTIFY_CHANNEL, psprintf(UINT64_FORMAT, gen));
 }
 
+/* ---- following the primary (a hot standby) ------------------------------------- */
+
+/*
+ * On a hot standby the daemon is a follower: it writes nothing, rebuilds
+ * the map and the traffic from the replicated generation log and publishes
+ * the primary's generations with their numbers, each object written with
+ * its recorded created_at and checked against its recorded checksum, so
+ * that readers here see byte for byte what readers of the primary saw.
+ */
+static bool follower_mode = false;
+
+static void
+follower_publish(void *arg, uint64 gen, int64 created_us, bool has_crc, uint32 object_crc)
+{
+	TdbLogState *s = arg;
+	uint32		crc;
+	int			rc;
+
+	D.incident_count = s->incident_count;
+	D.offsets_zero = false;
+	crc = prepare_traffic(gen, created_us);
+	D.pub.ready = false;
+	if (has_crc && crc != object_crc)
+	{
+		SpinLockAcquire(&tdb_shared->mutex);
+		tdb_shared->replay_mismatches++;
+		SpinLockRelease(&tdb_shared->mutex);
+		ereport(WARNING,
+				(errmsg("trafficdb: follower: generation " UINT64_FORMAT " is not byte-identical to the primary's "
+						"(object checksum %08x, recorded %08x)", gen, crc, object_crc)));
+	}
+	rc = tdb_writer_publish(&D.writer, gen, D.map.hdr->map_id, D.map_seg, D.pub.seg, now_us());
+	D.generation = gen;
+	D.log_last = gen;
+	if (rc == TDB_SHM_ENOSLOT)
+	{
+		/* readers pin every version: the next generation carries this one */
+		SpinLockAcquire(&tdb_shared->mutex);
+		tdb_shared->publishes_refused++;
+		SpinLockRelease(&tdb_shared->mutex);
+		return;
+	}
+	tdb_writer_reclaim(&D.writer, D.map_seg);
+	compute_map_stats(&D.map);
+	SpinLockAcquire(&tdb_shared->mutex);
+	tdb_shared->generation = gen;
+	tdb_shared->map_id = D.map.hdr->map_id;
+	tdb_shared->locations = D.map.count;
+	memcpy(tdb_shared->map_extent, stats_extent, sizeof(stats_extent));
+	memcpy(tdb_shared->map_mean_box, stats_mean_box, sizeof(stats_mean_box));
+	tdb_shared->map_arc_slack_m = stats_arc_slack_m;
+	tdb_shared->map_bytes = D.map.hdr->total_size;
+	tdb_shared->traffic_bytes = D.pub.traffic_bytes;
+	tdb_shared->shm_bytes = tdb_writer_bytes(&D.writer);
+	tdb_shared->last_publish_at = GetCurrentTimestamp();
+	tdb_shared->follower_applied_at_us = created_us;
+	tdb_shared->publishes++;
+	SpinLockRelease(&tdb_shared->mutex);
+	ConditionVariableBroadcast(&tdb_shared->cv);
+}
+
 /*
  * Build a new map from req (inside a transaction), carrying traffic over
  * by location id, and prepare its first generation (published once the
@@ -1160,7 +1222,7 @@ load_map(const TdbMapRequest *req, bool record_source, TdbReplay *rr)
 		 * that never committed are in the feed again: absorb them into the
 		 * first generation.
 		 */
-		if (!record_source)
+		if (!record_source && !follower_mode)
 			absorb_feed(D.generation + 1, true);
 
 		INSTR_TIME_SET_CURRENT(dur);
@@ -1188,8 +1250,19 @@ load_map(const TdbMapRequest *req, bool record_source, TdbReplay *rr)
 								  "VALUES ($1::regclass, $2, $3, $4, $5, $6, $7, $8, $9)",
 								  9, types, vals, nulls, false, 0);
 		}
-		gen = D.generation + 1;
-		prepare_generation(gen);
+		if (follower_mode)
+		{
+			/* the log's newest generation, as the primary published it */
+			TdbLogState ls = daemon_log_state();
+
+			gen = rr->last;
+			follower_publish(&ls, gen, rr->last_created_us, false, 0);
+		}
+		else
+		{
+			gen = D.generation + 1;
+			prepare_generation(gen);
+		}
 	}
 	PG_CATCH();
 	{
@@ -2109,6 +2182,8 @@ startup_tx(void *p)
 		D.ckpt_gen = rr.checkpoint;
 		D.ckpt_at = (TimestampTz) (rr.checkpoint_at_us - UNIX_TO_PG_US);
 	}
+	else if (follower_mode)
+		return;					/* the primary has logged nothing yet */
 	else
 	{
 		D.log_last = tdb_log_last_generation();
@@ -2145,6 +2220,131 @@ startup_tx(void *p)
 		release_replay(&rr);
 	}
 	PG_END_TRY();
+}
+
+/*
+ * A follower's cycle (read-only): without a map, rebuild from the newest
+ * checkpoint (startup_tx); else apply and publish the generations logged
+ * since.  A gap (a map reload on the primary, or this follower fell behind
+ * the log's retention) means a rebuild from the newest checkpoint.
+ */
+static void
+follow_tx(void *p)
+{
+	TdbLogState ls;
+	uint64		last;
+	uint64		applied = 0;
+	uint64		damaged = 0;
+	char		err[TDB_ERRMSG_LEN];
+	bool		ok;
+
+	(void) p;
+	if (!extension_installed())
+		return;
+	if (!D.have_map)
+	{
+		MapLoadArg	a;
+
+		memset(&a, 0, sizeof(a));
+		startup_tx(&a);
+		return;
+	}
+	ls = daemon_log_state();
+	last = D.log_last;
+	ok = tdb_log_follow(&ls, &last, 1000, follower_publish, &ls, D.cxt, &damaged, &applied, err, sizeof(err));
+	D.incident_count = ls.incident_count;
+	{
+		uint64		newest = tdb_log_last_generation();
+
+		SpinLockAcquire(&tdb_shared->mutex);
+		tdb_shared->follower_log_max = newest;
+		tdb_shared->replay_generations += applied;
+		SpinLockRelease(&tdb_shared->mutex);
+	}
+	if (!ok)
+	{
+		/* a map reload on the primary, or the log was trimmed past us: start over from its newest checkpoint */
+		ereport(LOG,
+				(errmsg("trafficdb: follower: the generation log goes on after generation " UINT64_FORMAT
+						" with no record of generation " UINT64_FORMAT " (%s): rebuilding from the newest checkpoint",
+						last, last + 1, err)));
+		{
+			WorkingTraffic w = {D.traffic, D.win_seq, D.incidents, D.incident_count, D.pend, D.pend_bit};
+
+			free_working(&w, D.map.count);
+		}
+		D.traffic = NULL;
+		D.have_map = false;
+		SpinLockAcquire(&tdb_shared->mutex);
+		tdb_shared->follower_rebuilds++;
+		SpinLockRelease(&tdb_shared->mutex);
+	}
+}
+
+/*
+ * Follow the primary while this server is a standby.  Returns once it has
+ * been promoted, with the state of the log's newest generation: the daemon
+ * then goes on as the primary from the next generation, without a rebuild.
+ */
+static void
+follower_loop(void)
+{
+	follower_mode = true;
+	SpinLockAcquire(&tdb_shared->mutex);
+	tdb_shared->follower = true;
+	SpinLockRelease(&tdb_shared->mutex);
+	ereport(LOG, (errmsg("trafficdb: this server is a standby: following the primary's generation log")));
+	for (;;)
+	{
+		char		msg[TDB_ERRMSG_LEN];
+
+		if (ShutdownRequestPending)
+			proc_exit(1);
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+			D.writer.pin_timeout_us = (int64) tdb_reader_pin_timeout_ms * 1000;
+		}
+		if (!RecoveryInProgress())
+		{
+			/* promoted: take what the old primary logged last, then write after it */
+			(void) run_in_tx("trafficdb follower", follow_tx, NULL, msg);
+			break;
+		}
+		(void) run_in_tx("trafficdb follower", follow_tx, NULL, msg);
+		{
+			/* publish() and load_map() are refused on a standby: wake their callers */
+			SpinLockAcquire(&tdb_shared->mutex);
+			if (tdb_shared->publish_requested > tdb_shared->publish_done)
+			{
+				tdb_shared->publish_failed = tdb_shared->publish_requested;
+				strlcpy(tdb_shared->publish_error, "this server is a standby: the primary publishes", TDB_ERRMSG_LEN);
+				tdb_shared->publish_done = tdb_shared->publish_requested;
+			}
+			SpinLockRelease(&tdb_shared->mutex);
+			ConditionVariableBroadcast(&tdb_shared->cv);
+		}
+		watch_readers();
+		tdb_writer_reclaim(&D.writer, D.have_map ? D.map_seg : TDB_MAX_SEGMENTS);
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 Min(tdb_publish_interval_ms, 50), PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+
+	/* promoted: the primary's numbering goes on from here */
+	follower_mode = false;
+	SpinLockAcquire(&tdb_shared->mutex);
+	tdb_shared->follower = false;
+	SpinLockRelease(&tdb_shared->mutex);
+	if (D.have_map)
+	{
+		D.need_checkpoint = false;
+		D.dirty = false;
+		D.unpublished = false;
+	}
+	ereport(LOG, (errmsg("trafficdb: promoted: publishing as the primary after generation " UINT64_FORMAT, D.generation)));
 }
 
 /* ---- main ---------------------------------------------------------------------------- */
@@ -2272,7 +2472,6 @@ tdb_daemon_main(Datum main_arg)
 			proc_exit(0);
 	}
 	D.writer_open = true;
-	open_ring();
 	SpinLockAcquire(&tdb_shared->mutex);
 	tdb_shared->prefix_owned = true;
 	tdb_shared->prefix_error[0] = '\0';
@@ -2286,6 +2485,11 @@ tdb_daemon_main(Datum main_arg)
 				 errdetail("%d object(s) failed validation and were discarded.", info.segments_dropped)));
 	else
 		ereport(LOG, (errmsg("trafficdb: created shared memory %s", tdb_shm_prefix())));
+
+	/* a hot standby follows the primary until it is promoted */
+	if (RecoveryInProgress())
+		follower_loop();
+	open_ring();
 
 	for (;;)
 	{

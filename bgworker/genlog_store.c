@@ -559,17 +559,111 @@ verify(TdbReplay *r, const RecordRow *row)
 }
 
 bool
+tdb_log_follow(TdbLogState *s, uint64 *last, uint64 max, tdb_log_gen_fn cb, void *arg, MemoryContext cxt,
+			   uint64 *damaged_at, uint64 *applied, char *err, Size errlen)
+{
+	Oid			types[2] = {INT8OID, INT8OID};
+	Datum		args[2];
+	Portal		portal;
+	MemoryContext rowcxt = AllocSetContextCreate(CurrentMemoryContext, "trafficdb replay", ALLOCSET_DEFAULT_SIZES);
+	bool		ok = true;
+
+	args[0] = Int64GetDatum((int64) *last);
+	args[1] = Int64GetDatum(max > 0 ? (int64) max : PG_INT64_MAX);
+	portal = SPI_cursor_open_with_args(NULL, "SELECT " RECORD_COLS " FROM trafficdb.generations "
+									   "WHERE kind = 'D' AND generation > $1 ORDER BY generation, part LIMIT $2",
+									   2, types, args, NULL, true, 0);
+	for (;;)
+	{
+		RecordRow	row;
+		TdbGenlogHeader h;
+		TdbGenlogEntry *e = NULL;
+		char		derr[TDB_GENLOG_ERRLEN];
+		bool		bad = true;
+		MemoryContext old;
+
+		SPI_cursor_fetch(portal, true, 1);
+		if (SPI_processed == 0)
+			break;
+		old = MemoryContextSwitchTo(rowcxt);
+		read_row(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, &row);
+		if (row.generation != *last + 1 || row.part != 0)
+			snprintf(err, errlen, "generation log damaged at generation " UINT64_FORMAT
+					 ": generation " UINT64_FORMAT " has no record", *last + 1, *last + 1);
+		else if (tdb_crc32c(row.body, row.len) != row.body_crc)
+			snprintf(err, errlen, "generation log damaged at generation " UINT64_FORMAT
+					 ": its record fails its checksum", row.generation);
+		else if (!tdb_genlog_decode(row.body, row.len, &h, &e, derr))
+			snprintf(err, errlen, "generation log damaged at generation " UINT64_FORMAT ": %s",
+					 row.generation, derr);
+		else if (h.kind != TDB_GENLOG_DELTA || h.generation != row.generation ||
+				 h.map_id != s->map_id || row.map_id != s->map_id || h.count != s->count)
+			snprintf(err, errlen, "generation log damaged at generation " UINT64_FORMAT
+					 ": its record belongs to another map or generation", row.generation);
+		else
+			bad = false;
+		if (bad)
+		{
+			free(e);
+			MemoryContextSwitchTo(old);
+			if (damaged_at)
+				*damaged_at = *last + 1;
+			ok = false;
+			break;
+		}
+		MemoryContextSwitchTo(old);
+		for (uint32 j = 0; j < h.n; j++)
+			set_entry(s, &e[j], cxt);
+		free(e);
+		*last = row.generation;
+		if (applied)
+			(*applied)++;
+		if (cb)
+			cb(arg, row.generation, row.created_us, row.has_crc, row.object_crc);
+		SPI_freetuptable(SPI_tuptable);
+		MemoryContextReset(rowcxt);
+	}
+	SPI_cursor_close(portal);
+	MemoryContextDelete(rowcxt);
+	return ok;
+}
+
+/* What a replay checks after each generation. */
+typedef struct ReplayVerify
+{
+	TdbReplay  *r;
+	bool		verify_all;
+	bool		have_last;
+	RecordRow	last_row;
+} ReplayVerify;
+
+static void
+replay_generation(void *arg, uint64 gen, int64 created_us, bool has_crc, uint32 object_crc)
+{
+	ReplayVerify *rv = arg;
+	RecordRow	row;
+
+	memset(&row, 0, sizeof(row));
+	row.generation = gen;
+	row.created_us = created_us;
+	row.has_crc = has_crc;
+	row.object_crc = object_crc;
+	rv->r->last_created_us = created_us;
+	if (rv->verify_all)
+		verify(rv->r, &row);
+	else
+	{
+		rv->last_row = row;
+		rv->have_last = true;
+	}
+}
+
+bool
 tdb_log_replay(TdbReplay *r, bool verify_all, MemoryContext cxt, char *err, Size errlen)
 {
 	RecordRow	k;
 	uint64		nk;
 	SPITupleTable *ktab;
-	Oid			type = INT8OID;
-	Datum		arg;
-	Portal		portal;
-	RecordRow	last_row;
-	bool		have_last = false;
-	MemoryContext rowcxt;
 
 	memset(r, 0, sizeof(*r));
 	err[0] = '\0';
@@ -591,6 +685,7 @@ tdb_log_replay(TdbReplay *r, bool verify_all, MemoryContext cxt, char *err, Size
 			r->found = true;
 			r->checkpoint = k.generation;
 			r->checkpoint_at_us = k.created_us;
+			r->last_created_us = k.created_us;
 			r->last = k.generation;
 			if (i + 1 < nk)
 				r->older_checkpoint = (uint64) DatumGetInt64(SPI_getbinval(ktab->vals[i + 1], ktab->tupdesc, 1, &(bool){false}));
@@ -613,69 +708,13 @@ tdb_log_replay(TdbReplay *r, bool verify_all, MemoryContext cxt, char *err, Size
 	verify(r, &k);
 
 	/* the D records after it, in order, without a gap */
-	rowcxt = AllocSetContextCreate(CurrentMemoryContext, "trafficdb replay", ALLOCSET_DEFAULT_SIZES);
-	arg = Int64GetDatum((int64) r->checkpoint);
-	portal = SPI_cursor_open_with_args(NULL, "SELECT " RECORD_COLS " FROM trafficdb.generations "
-									   "WHERE kind = 'D' AND generation > $1 ORDER BY generation, part",
-									   1, &type, &arg, NULL, true, 0);
-	for (;;)
 	{
-		RecordRow	row;
-		TdbGenlogHeader h;
-		TdbGenlogEntry *e = NULL;
-		char		derr[TDB_GENLOG_ERRLEN];
-		bool		bad = true;
-		MemoryContext old;
+		ReplayVerify rv = {r, verify_all, false, {0}};
+		bool		ok = tdb_log_follow(&r->state, &r->last, 0, replay_generation, &rv, cxt,
+										&r->damaged_at, &r->replayed, err, errlen);
 
-		SPI_cursor_fetch(portal, true, 1);
-		if (SPI_processed == 0)
-			break;
-		old = MemoryContextSwitchTo(rowcxt);
-		read_row(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, &row);
-		if (row.generation != r->last + 1 || row.part != 0)
-			snprintf(err, errlen, "generation log damaged at generation " UINT64_FORMAT
-					 ": generation " UINT64_FORMAT " has no record", r->last + 1, r->last + 1);
-		else if (tdb_crc32c(row.body, row.len) != row.body_crc)
-			snprintf(err, errlen, "generation log damaged at generation " UINT64_FORMAT
-					 ": its record fails its checksum", row.generation);
-		else if (!tdb_genlog_decode(row.body, row.len, &h, &e, derr))
-			snprintf(err, errlen, "generation log damaged at generation " UINT64_FORMAT ": %s",
-					 row.generation, derr);
-		else if (h.kind != TDB_GENLOG_DELTA || h.generation != row.generation ||
-				 h.map_id != r->state.map_id || row.map_id != r->state.map_id || h.count != r->state.count)
-			snprintf(err, errlen, "generation log damaged at generation " UINT64_FORMAT
-					 ": its record belongs to another map or generation", row.generation);
-		else
-			bad = false;
-		if (bad)
-		{
-			free(e);
-			MemoryContextSwitchTo(old);
-			r->damaged_at = r->last + 1;
-			SPI_cursor_close(portal);
-			MemoryContextDelete(rowcxt);
-			return false;
-		}
-		MemoryContextSwitchTo(old);
-		for (uint32 j = 0; j < h.n; j++)
-			set_entry(&r->state, &e[j], cxt);
-		free(e);
-		r->last = row.generation;
-		r->replayed++;
-		if (verify_all)
-			verify(r, &row);
-		else
-		{
-			last_row = row;
-			last_row.body = NULL;
-			have_last = true;
-		}
-		SPI_freetuptable(SPI_tuptable);
-		MemoryContextReset(rowcxt);
+		if (!verify_all && rv.have_last && rv.last_row.generation == r->last)
+			verify(r, &rv.last_row);
+		return ok;
 	}
-	SPI_cursor_close(portal);
-	MemoryContextDelete(rowcxt);
-	if (have_last && last_row.generation == r->last)
-		verify(r, &last_row);
-	return true;
 }

@@ -44,6 +44,7 @@ typedef struct TdbReplay
 	int64		checkpoint_at_us;	/* its created_at */
 	uint64		first;			/* the oldest generation in the log */
 	uint64		last;			/* the newest generation replayed */
+	int64		last_created_us;	/* its created_at: the object's created_at_us */
 	uint64		replayed;		/* D records applied */
 	uint64		verified;		/* generations whose object checksum was compared */
 	uint64		mismatches;		/* ... and differed */
@@ -87,6 +88,17 @@ extern uint64 tdb_log_trim(uint64 gen, uint64 keep_from_checkpoint, int retentio
  * Memory comes from cxt.
  */
 extern bool tdb_log_replay(TdbReplay *r, bool verify_all, MemoryContext cxt, char *err, Size errlen);
+
+/*
+ * Apply the D records after *last (at most max; 0 = all), in order and
+ * without a gap, to s, advancing *last; cb (may be NULL) after each one,
+ * with what its publication recorded.  false with err on a gap or a damaged
+ * record (*damaged_at = the generation).  A follower on a standby reads the
+ * replicated log this way.
+ */
+typedef void (*tdb_log_gen_fn) (void *arg, uint64 gen, int64 created_us, bool has_crc, uint32 object_crc);
+extern bool tdb_log_follow(TdbLogState *s, uint64 *last, uint64 max, tdb_log_gen_fn cb, void *arg,
+						   MemoryContext cxt, uint64 *damaged_at, uint64 *applied, char *err, Size errlen);
 
 /* The newest generation in the log, 0 if it is empty. */
 extern uint64 tdb_log_last_generation(void);

@@ -261,7 +261,8 @@ CREATE FUNCTION trafficdb._status(
     OUT map_generation bigint, OUT changes_from_generation bigint,
     OUT log_damaged_at bigint, OUT last_log_bytes bigint,
     OUT replayed_generations bigint, OUT replay_mismatches bigint,
-    OUT last_replay_ms double precision, OUT feed_parts_skipped bigint)
+    OUT last_replay_ms double precision, OUT feed_parts_skipped bigint,
+    OUT role text, OUT replay_lag_generations bigint, OUT replay_lag_ms double precision)
 AS 'MODULE_PATHNAME', 'trafficdb_status'
 LANGUAGE C STRICT VOLATILE;
 

@@ -122,6 +122,12 @@ typedef struct TdbShared
 	double		last_replay_ms;
 	uint64		last_log_bytes; /* codec bytes of the last publication's records */
 
+	/* a hot standby's daemon follows the primary's generation log */
+	bool		follower;
+	uint64		follower_log_max;	/* newest generation in the replicated log */
+	int64		follower_applied_at_us; /* created_at of the newest generation published here */
+	uint64		follower_rebuilds;	/* rebuilds from a checkpoint (a map reload, a gap) */
+
 	/*
 	 * This server holds the lock of the shared memory prefix (the postmaster
 	 * since start, or the daemon): what is under the prefix is ours to read.

@@ -12,6 +12,8 @@
  */
 #include "postgres.h"
 
+#include "access/xlog.h"
+
 #include <math.h>
 
 #include "access/htup_details.h"
@@ -86,6 +88,17 @@ wait_for_daemon(bool (*done) (uint64), uint64 arg)
 		CHECK_FOR_INTERRUPTS();
 	}
 	ConditionVariableCancelSleep();
+}
+
+/* publish() and load_map() write: on a hot standby the daemon follows the primary instead. */
+static void
+refuse_on_standby(const char *func)
+{
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("%s cannot run on a standby: its trafficdb daemon follows the primary's generation log", func),
+				 errhint("Call it on the primary; this server publishes the primary's generations as they are replicated.")));
 }
 
 /* ---- load_map --------------------------------------------------------------- */
@@ -182,6 +195,7 @@ trafficdb_load_map(PG_FUNCTION_ARGS)
 	Oid			geom_types[1];
 
 	tdb_require_preload();
+	refuse_on_standby("trafficdb.load_map()");
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
@@ -289,6 +303,7 @@ trafficdb_publish(PG_FUNCTION_ARGS)
 	char		why[TDB_ERRMSG_LEN];
 
 	tdb_require_preload();
+	refuse_on_standby("trafficdb.publish()");
 	SpinLockAcquire(&tdb_shared->mutex);
 	seq = ++tdb_shared->publish_requested;
 	SpinLockRelease(&tdb_shared->mutex);
@@ -327,8 +342,8 @@ Datum
 trafficdb_status(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
-	Datum		v[28];
-	bool		n[28] = {0};
+	Datum		v[31];
+	bool		n[31] = {0};
 	TdbShared	s;
 
 	tdb_require_preload();
@@ -375,6 +390,13 @@ trafficdb_status(PG_FUNCTION_ARGS)
 	v[25] = Int64GetDatum((int64) s.replay_mismatches);
 	v[26] = Float8GetDatum(s.last_replay_ms);
 	v[27] = Int64GetDatum((int64) s.feed_parts_skipped);
+	/* a follower (a hot standby): how far its published generation is behind the replicated log */
+	v[28] = CStringGetTextDatum(s.follower ? "follower" : "primary");
+	v[29] = Int64GetDatum(s.follower && s.follower_log_max > s.generation ? (int64) (s.follower_log_max - s.generation) : 0);
+	n[29] = !s.follower;
+	v[30] = Float8GetDatum(s.follower_applied_at_us > 0 && s.follower_log_max > s.generation ?
+						   (double) ((int64) GetCurrentTimestamp() + UNIX_TO_PG_US - s.follower_applied_at_us) / 1000.0 : 0.0);
+	n[30] = !s.follower;
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, v, n)));
 }
 
