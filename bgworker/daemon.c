@@ -847,6 +847,23 @@ ring_set_state(uint32 state)
 		ereport(LOG, (errmsg("trafficdb: the writers' ring faulted; it is made anew at the next drain")));
 }
 
+/* What trafficdb.status says of a publication of gen (the caller holds the mutex). */
+static void
+note_published(uint64 gen)
+{
+	tdb_shared->generation = gen;
+	tdb_shared->map_id = D.map.hdr->map_id;
+	tdb_shared->locations = D.map.count;
+	memcpy(tdb_shared->map_extent, stats_extent, sizeof(stats_extent));
+	memcpy(tdb_shared->map_mean_box, stats_mean_box, sizeof(stats_mean_box));
+	tdb_shared->map_arc_slack_m = stats_arc_slack_m;
+	tdb_shared->map_bytes = D.map.hdr->total_size;
+	tdb_shared->traffic_bytes = D.pub.traffic_bytes;
+	tdb_shared->shm_bytes = tdb_writer_bytes(&D.writer);
+	tdb_shared->last_publish_at = GetCurrentTimestamp();
+	tdb_shared->publishes++;
+}
+
 /*
  * After the commit of the transaction that logged D.pub.gen: it is durable,
  * so readers may have it.  Nothing here can fail but the publication itself
@@ -915,18 +932,8 @@ finish_publication(void)
 	SpinLockAcquire(&tdb_shared->mutex);
 	if (!D.unpublished)
 	{
-		tdb_shared->generation = gen;
-		tdb_shared->map_id = D.map.hdr->map_id;
-		tdb_shared->locations = D.map.count;
-		memcpy(tdb_shared->map_extent, stats_extent, sizeof(stats_extent));
-		memcpy(tdb_shared->map_mean_box, stats_mean_box, sizeof(stats_mean_box));
-		tdb_shared->map_arc_slack_m = stats_arc_slack_m;
-		tdb_shared->map_bytes = D.map.hdr->total_size;
-		tdb_shared->traffic_bytes = D.pub.traffic_bytes;
-		tdb_shared->shm_bytes = tdb_writer_bytes(&D.writer);
+		note_published(gen);
 		tdb_shared->last_publish_ms = INSTR_TIME_GET_MILLISEC(dur);
-		tdb_shared->last_publish_at = GetCurrentTimestamp();
-		tdb_shared->publishes++;
 	}
 	tdb_shared->log_first = D.log_first;
 	tdb_shared->log_checkpoint = D.ckpt_gen;
@@ -1056,18 +1063,8 @@ follower_publish(void *arg, uint64 gen, int64 created_us, bool has_crc, uint32 o
 	tdb_writer_reclaim(&D.writer, D.map_seg);
 	compute_map_stats(&D.map);
 	SpinLockAcquire(&tdb_shared->mutex);
-	tdb_shared->generation = gen;
-	tdb_shared->map_id = D.map.hdr->map_id;
-	tdb_shared->locations = D.map.count;
-	memcpy(tdb_shared->map_extent, stats_extent, sizeof(stats_extent));
-	memcpy(tdb_shared->map_mean_box, stats_mean_box, sizeof(stats_mean_box));
-	tdb_shared->map_arc_slack_m = stats_arc_slack_m;
-	tdb_shared->map_bytes = D.map.hdr->total_size;
-	tdb_shared->traffic_bytes = D.pub.traffic_bytes;
-	tdb_shared->shm_bytes = tdb_writer_bytes(&D.writer);
-	tdb_shared->last_publish_at = GetCurrentTimestamp();
+	note_published(gen);
 	tdb_shared->follower_applied_at_us = created_us;
-	tdb_shared->publishes++;
 	SpinLockRelease(&tdb_shared->mutex);
 	ConditionVariableBroadcast(&tdb_shared->cv);
 }
