@@ -12,14 +12,8 @@ my $lib = $ENV{TRAFFICDB_LIB} // die 'TRAFFICDB_LIB must name lib/libtrafficdb.s
 my $pydir = $ENV{TRAFFICDB_PYTHON} // die 'TRAFFICDB_PYTHON must name the python/ folder';
 
 my $node = tdb_node('python', 'trafficdb.publish_interval' => "'100ms'");
+tdb_grid_map($node);
 $node->safe_psql('postgres', q{
-CREATE EXTENSION trafficdb CASCADE;
-CREATE TABLE roads AS
-SELECT i::bigint AS id, 'Street ' || (i % 10) AS name,
-       ST_SetSRID(ST_MakeLine(ST_MakePoint(24.9 + (i % 40) * 0.002, 60.15 + (i / 40) * 0.001),
-                              ST_MakePoint(24.9 + (i % 40) * 0.002 + 0.001, 60.15 + (i / 40) * 0.001 + 0.0005)), 4326) AS geom
-  FROM generate_series(1, 2000) i;
-SELECT trafficdb.load_map('roads', 'id', 'geom', NULL, 'name');
 INSERT INTO trafficdb.feed (location_id, speed_kmh, free_flow_kmh) SELECT id, id % 80, 80 FROM roads;
 SELECT trafficdb.publish();
 });

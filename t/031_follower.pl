@@ -14,15 +14,7 @@ use TdbTest;
 
 my $primary = tdb_node('primary', 'trafficdb.publish_interval' => "'1h'", 'wal_level' => 'replica',
 	'max_wal_senders' => '4', 'hot_standby' => 'on', 'trafficdb.checkpoint_interval' => '50');
-$primary->safe_psql('postgres', q{
-CREATE EXTENSION trafficdb CASCADE;
-CREATE TABLE roads AS
-SELECT i::bigint AS id, 'Street ' || (i % 10) AS name,
-       ST_SetSRID(ST_MakeLine(ST_MakePoint(24.9 + (i % 40) * 0.002, 60.15 + (i / 40) * 0.001),
-                              ST_MakePoint(24.9 + (i % 40) * 0.002 + 0.001, 60.15 + (i / 40) * 0.001 + 0.0005)), 4326) AS geom
-  FROM generate_series(1, 2000) i;
-SELECT trafficdb.load_map('roads', 'id', 'geom', NULL, 'name');
-});
+tdb_grid_map($primary);
 $primary->backup('b');
 my $standby = PostgreSQL::Test::Cluster->new('standby');
 $standby->init_from_backup($primary, 'b', has_streaming => 1);

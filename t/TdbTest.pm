@@ -5,7 +5,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use Exporter 'import';
 use JSON::PP;
-our @EXPORT = qw(tdb_node tdb_make_bucket tdb_scan_node);
+our @EXPORT = qw(tdb_node tdb_make_bucket tdb_scan_node tdb_grid_map);
 
 # The Foreign Scan node of EXPLAIN (ANALYZE, VERBOSE, FORMAT JSON) sql, run
 # in a session of its own after $pre (SQL, optional), as a hash.
@@ -33,6 +33,22 @@ sub tdb_node
 	$node->append_conf('postgresql.conf', join('', map { "$_ = $conf{$_}\n" } sort keys %conf));
 	$node->start;
 	return $node;
+}
+
+# The extension, and a map of 2,000 short named segments on a grid in
+# Helsinki (table roads, ids 1..2000) loaded in database postgres.
+sub tdb_grid_map
+{
+	my ($node) = @_;
+	$node->safe_psql('postgres', q{
+CREATE EXTENSION trafficdb CASCADE;
+CREATE TABLE roads AS
+SELECT i::bigint AS id, 'Street ' || (i % 10) AS name,
+       ST_SetSRID(ST_MakeLine(ST_MakePoint(24.9 + (i % 40) * 0.002, 60.15 + (i / 40) * 0.001),
+                              ST_MakePoint(24.9 + (i % 40) * 0.002 + 0.001, 60.15 + (i / 40) * 0.001 + 0.0005)), 4326) AS geom
+  FROM generate_series(1, 2000) i;
+SELECT trafficdb.load_map('roads', 'id', 'geom', NULL, 'name');
+});
 }
 
 # A bucket on the MinIO of scripts/test.sh (MINIO_ENDPOINT, MINIO_ROOT_USER,
