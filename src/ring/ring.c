@@ -213,13 +213,7 @@ ring_fail(TdbRing *r, char *err, int code, const char *what)
 	int			save = errno;
 
 	snprintf(err, TDB_SHM_ERRLEN, "%s \"%s\": %s", what, r->name, strerror(save));
-	if (r->base != NULL)
-		munmap(r->base, r->size);
-	if (r->fd >= 0)
-		close(r->fd);
-	ring_free_local(r);
-	r->base = NULL;
-	r->fd = -1;
+	tdb_ring_close(r);
 	return code;
 }
 
