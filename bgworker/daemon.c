@@ -116,6 +116,7 @@ typedef struct DaemonState
 	TimestampTz ckpt_at;
 	bool		need_checkpoint;	/* a new map: the next record must be a checkpoint */
 	TdbLogMapInfo mapinfo;		/* the current map's first generation, time, checksum */
+	NameData	region;			/* the region whose map it is (empty: the whole source) */
 	bool		unpublished;	/* a committed generation readers have not been given */
 
 	/* the writers' ring (trafficdb_put) */
@@ -380,6 +381,7 @@ static TdbMapBuilder *
 read_map_source(const TdbMapRequest *req, LoadCounts *counts)
 {
 	char	   *pg = postgis_schema();
+	bool		regional = NameStr(req->region)[0] != '\0';
 	char	   *relname;
 	char	   *query;
 	Portal		portal;
@@ -394,6 +396,18 @@ read_map_source(const TdbMapRequest *req, LoadCounts *counts)
 
 	if (pg == NULL)
 		ereport(ERROR, (errmsg("PostGIS is not installed in database \"%s\"", get_database_name(MyDatabaseId))));
+	if (regional)
+	{
+		Oid			argtype = TEXTOID;
+		Datum		arg = CStringGetTextDatum(NameStr(req->region));
+
+		if (SPI_execute_with_args("SELECT 1 FROM trafficdb.regions WHERE name = $1", 1, &argtype, &arg,
+								  NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("region \"%s\" is not in trafficdb.regions", NameStr(req->region)),
+					 errhint("Add it (INSERT INTO trafficdb.regions ...) on every node of the fleet, or load the whole map (region => NULL).")));
+	}
 	relname = get_rel_name(req->relid);
 	if (relname == NULL)
 		ereport(ERROR,
@@ -407,9 +421,9 @@ read_map_source(const TdbMapRequest *req, LoadCounts *counts)
 					 "WHEN %s.ST_SRID(tdb_geom) = 4326 THEN tdb_geom "
 					 "WHEN %s.ST_SRID(tdb_geom) = 0 THEN NULL "
 					 "ELSE %s.ST_Transform(tdb_geom, 4326) END)), "
-					 "tdb_class, tdb_name, tdb_speed, tdb_oneway "
+					 "tdb_class, tdb_name, tdb_speed, tdb_oneway, tdb_fit "
 					 "FROM (SELECT %s AS tdb_id, %s AS tdb_geom, %s AS tdb_class, %s AS tdb_name, "
-					 "%s AS tdb_speed, %s AS tdb_oneway FROM %s) src ORDER BY 1",
+					 "%s AS tdb_speed, %s AS tdb_oneway, %s AS tdb_fit FROM %s) src %s ORDER BY 1",
 					 pg, pg, pg, pg, pg,
 					 quote_identifier(NameStr(req->id_column)),
 					 quote_identifier(NameStr(req->geom_column)),
@@ -417,7 +431,11 @@ read_map_source(const TdbMapRequest *req, LoadCounts *counts)
 					 col_or_null(&req->name_column, "text"),
 					 col_or_null(&req->speed_column, "float8"),
 					 col_or_null(&req->oneway_column, "bool"),
-					 relname);
+					 regional ? psprintf("trafficdb._region_fit(%s, %s)",
+										 quote_identifier(NameStr(req->geom_column)),
+										 quote_literal_cstr(NameStr(req->region))) : "1",
+					 relname,
+					 regional ? "WHERE tdb_fit > 0" : "");
 
 	/*
 	 * Read the source with the privileges of the role that asked for the
@@ -503,6 +521,15 @@ read_map_source(const TdbMapRequest *req, LoadCounts *counts)
 					oneway = DatumGetBool(d);
 				if (!(speed >= 0 && speed <= 65535))
 					speed = 0;
+				d = SPI_getbinval(tup, td, 7, &isnull);
+				if (regional && (isnull || DatumGetInt32(d) != 1))
+					ereport(ERROR,
+							(errcode(ERRCODE_CHECK_VIOLATION),
+							 errmsg("location " INT64_FORMAT " of region \"%s\" reaches out of the region's bounds",
+									id, NameStr(req->region)),
+							 errdetail("trafficdb.regions.bounds must hold every location of the region: the fleet's global table leaves the region out of queries beyond them."),
+							 errhint("Widen the bounds of region \"%s\" on every node of the fleet (or set them to NULL), and load again.",
+									 NameStr(req->region))));
 				switch (tdb_map_builder_add(b, (uint64) id, xy, (uint32) npts, cls, name,
 											(uint16) rint(speed), oneway ? TDB_LOC_ONEWAY : 0, err))
 				{
@@ -854,6 +881,8 @@ note_published(uint64 gen)
 	tdb_shared->generation = gen;
 	tdb_shared->map_id = D.map.hdr->map_id;
 	tdb_shared->locations = D.map.count;
+	tdb_shared->map_region = D.region;
+	pg_atomic_write_u32(&tdb_shared->map_regional, NameStr(D.region)[0] != '\0');
 	memcpy(tdb_shared->map_extent, stats_extent, sizeof(stats_extent));
 	memcpy(tdb_shared->map_mean_box, stats_mean_box, sizeof(stats_mean_box));
 	tdb_shared->map_arc_slack_m = stats_arc_slack_m;
@@ -1186,6 +1215,7 @@ load_map(const TdbMapRequest *req, bool record_source, TdbReplay *rr)
 	D.map_addr = addr;
 	D.map = view;
 	D.have_map = true;
+	D.region = req->region;
 	set_daemon_working(&wt);
 	if (same_map)
 	{
@@ -1226,9 +1256,9 @@ load_map(const TdbMapRequest *req, bool record_source, TdbReplay *rr)
 		INSTR_TIME_SUBTRACT(dur, start);
 		if (record_source)
 		{
-			Oid			types[9] = {OIDOID, NAMEOID, NAMEOID, NAMEOID, NAMEOID, NAMEOID, NAMEOID, INT8OID, OIDOID};
-			Datum		vals[9];
-			char		nulls[9] = "         ";
+			Oid			types[10] = {OIDOID, NAMEOID, NAMEOID, NAMEOID, NAMEOID, NAMEOID, NAMEOID, INT8OID, OIDOID, TEXTOID};
+			Datum		vals[10];
+			char		nulls[10] = "          ";
 			const NameData *cols[6] = {&req->id_column, &req->geom_column, &req->class_column,
 			&req->name_column, &req->speed_column, &req->oneway_column};
 
@@ -1241,11 +1271,14 @@ load_map(const TdbMapRequest *req, bool record_source, TdbReplay *rr)
 			}
 			vals[7] = Int64GetDatum((int64) view.count);
 			vals[8] = ObjectIdGetDatum(req->userid);
+			vals[9] = CStringGetTextDatum(NameStr(req->region));
+			if (NameStr(req->region)[0] == '\0')
+				nulls[9] = 'n';
 			SPI_execute("DELETE FROM trafficdb.map_source", false, 0);
 			SPI_execute_with_args("INSERT INTO trafficdb.map_source (source, id_column, geom_column, "
-								  "class_column, name_column, speed_limit_column, oneway_column, locations, loaded_by) "
-								  "VALUES ($1::regclass, $2, $3, $4, $5, $6, $7, $8, $9)",
-								  9, types, vals, nulls, false, 0);
+								  "class_column, name_column, speed_limit_column, oneway_column, locations, loaded_by, region) "
+								  "VALUES ($1::regclass, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+								  10, types, vals, nulls, false, 0);
 		}
 		if (follower_mode)
 		{
@@ -2188,7 +2221,7 @@ startup_tx(void *p)
 	}
 
 	if (SPI_execute("SELECT source, id_column, geom_column, class_column, name_column, "
-					"speed_limit_column, oneway_column, loaded_by FROM trafficdb.map_source", true, 1) != SPI_OK_SELECT ||
+					"speed_limit_column, oneway_column, loaded_by, region FROM trafficdb.map_source", true, 1) != SPI_OK_SELECT ||
 		SPI_processed == 0)
 		return;
 	{
@@ -2205,6 +2238,11 @@ startup_tx(void *p)
 			char	   *v = SPI_getvalue(tup, td, c + 2);
 
 			namestrcpy(cols[c], v ? v : "");
+		}
+		{
+			char	   *v = SPI_getvalue(tup, td, 9);
+
+			namestrcpy(&a->req.region, v ? v : "");
 		}
 	}
 	PG_TRY();

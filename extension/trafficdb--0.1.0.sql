@@ -48,6 +48,7 @@ CREATE TABLE trafficdb.map_source (
     name_column         name,
     speed_limit_column  name,
     oneway_column       name,
+    region              text,             -- the region whose locations were loaded (NULL: all)
     loaded_by           oid NOT NULL,     -- the role whose privileges read the source
     locations           bigint NOT NULL,
     loaded_at           timestamptz NOT NULL DEFAULT now()
@@ -195,12 +196,13 @@ CREATE FUNCTION trafficdb.load_map(
     class_column        name DEFAULT NULL,
     name_column         name DEFAULT NULL,
     speed_limit_column  name DEFAULT NULL,
-    oneway_column       name DEFAULT NULL)
+    oneway_column       name DEFAULT NULL,
+    region              text DEFAULT NULL)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'trafficdb_load_map'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 COMMENT ON FUNCTION trafficdb.load_map IS
-    'load road segments (LineStrings) from a PostGIS table into shared memory and publish them; returns the number of locations';
+    'load road segments (LineStrings) from a PostGIS table into shared memory and publish them (with region: only the segments trafficdb.region_of() gives to that region); returns the number of locations';
 
 CREATE FUNCTION trafficdb.publish(wait boolean DEFAULT true) RETURNS bigint
 AS 'MODULE_PATHNAME', 'trafficdb_publish'
@@ -262,7 +264,8 @@ CREATE FUNCTION trafficdb._status(
     OUT log_damaged_at bigint, OUT last_log_bytes bigint,
     OUT replayed_generations bigint, OUT replay_mismatches bigint,
     OUT last_replay_ms double precision, OUT feed_parts_skipped bigint,
-    OUT role text, OUT replay_lag_generations bigint, OUT replay_lag_ms double precision)
+    OUT role text, OUT replay_lag_generations bigint, OUT replay_lag_ms double precision,
+    OUT region text)
 AS 'MODULE_PATHNAME', 'trafficdb_status'
 LANGUAGE C STRICT VOLATILE;
 
@@ -432,6 +435,172 @@ DECLARE pg text := (SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON 
 BEGIN
   EXECUTE format('ALTER FUNCTION trafficdb.tile(integer, integer, integer) SET search_path = %I, pg_catalog', pg);
   EXECUTE format('ALTER FUNCTION trafficdb.geojson(float8, float8, float8, float8) SET search_path = %I, pg_catalog', pg);
+END $$;
+
+-- ---------------------------------------------------------------------------
+-- Regions: a fleet of nodes, each owning the map and the writes of an area
+-- (docs/fleet.md).  Every node holds the same rows.
+-- ---------------------------------------------------------------------------
+
+CREATE TABLE trafficdb.regions (
+    name    text PRIMARY KEY
+            CHECK (name ~ '^[a-z][a-z0-9_]{0,62}$'),
+    -- the area the region owns: a location belongs to the region whose
+    -- area holds its ST_PointOnSurface (the first region by name on a
+    -- shared border); see trafficdb.region_of()
+    area    geometry(MultiPolygon, 4326) NOT NULL
+            CHECK (ST_IsValid(area) AND NOT ST_IsEmpty(area)),
+    -- a box every location of the region lies in (roads cross the area's
+    -- border).  load_map(region => ...) refuses a map that reaches out of
+    -- it; trafficdb_global.locations contacts a region only for queries
+    -- that can touch its bounds.  NULL: unknown (such a region is always
+    -- contacted).
+    bounds  geometry(Polygon, 4326)
+            CHECK (bounds IS NULL OR (ST_IsValid(bounds) AND NOT ST_IsEmpty(bounds))),
+    -- the postgres_fdw server that reaches the region's nodes (its host and
+    -- port options may list the primary and its standby, with
+    -- target_session_attrs 'read-write'); passwords belong in user mappings
+    server  name NOT NULL
+);
+COMMENT ON TABLE trafficdb.regions IS
+    'the regions of a fleet: the area each owns, the box its locations lie in, and the postgres_fdw server of its nodes';
+SELECT pg_catalog.pg_extension_config_dump('trafficdb.regions', '');
+GRANT SELECT ON trafficdb.regions TO PUBLIC;
+
+-- The region that owns a geometry (NULL: outside every region's area).
+CREATE FUNCTION trafficdb.region_of(geom geometry) RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
+  SELECT r.name
+    FROM (SELECT ST_PointOnSurface(CASE WHEN ST_SRID(geom) = 4326 THEN geom
+                                        WHEN ST_SRID(geom) = 0 THEN NULL
+                                        ELSE ST_Transform(geom, 4326) END) AS p) s
+    JOIN trafficdb.regions r ON ST_Intersects(r.area, s.p)
+   ORDER BY r.name
+   LIMIT 1
+$$;
+COMMENT ON FUNCTION trafficdb.region_of IS
+    'the region owning a location of this geometry: the first by name whose area holds its ST_PointOnSurface (NULL: none)';
+
+-- Used by the daemon while it loads a region's map: 0 = not the region's,
+-- 1 = the region's, 2 = the region's but out of the region's bounds.
+CREATE FUNCTION trafficdb._region_fit(geom geometry, region text) RETURNS integer
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
+  SELECT CASE WHEN trafficdb.region_of(geom) IS DISTINCT FROM region THEN 0
+              WHEN r.bounds IS NULL OR ST_Transform(geom, 4326) @ r.bounds THEN 1
+              ELSE 2 END
+    FROM trafficdb.regions r WHERE r.name = region
+$$;
+
+-- A feed row for a location of another region is refused at once, naming
+-- the region and the server that owns it (trafficdb_feed_owned; nothing is
+-- checked when the loaded map is not a region's).
+CREATE FUNCTION trafficdb._feed_owned(location_id bigint) RETURNS boolean
+AS 'MODULE_PATHNAME', 'trafficdb_feed_owned'
+LANGUAGE C STABLE PARALLEL SAFE;
+ALTER TABLE trafficdb.feed ADD CONSTRAINT feed_location_in_region CHECK (trafficdb._feed_owned(location_id));
+
+-- The owner of a location the loaded region's map lacks, and its server, as
+-- the error message gives them.
+CREATE FUNCTION trafficdb._owner_of(location_id bigint, OUT region text, OUT server text, OUT reach text)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  src record;
+BEGIN
+  SELECT m.source, m.id_column, m.geom_column INTO src FROM trafficdb.map_source m;
+  IF NOT FOUND THEN
+    RETURN;
+  END IF;
+  EXECUTE format('SELECT trafficdb.region_of(%I) FROM %s WHERE %I = $1 LIMIT 1',
+                 src.geom_column, src.source, src.id_column)
+     INTO region USING location_id;
+  SELECT r.server, (SELECT string_agg(o, ' ') FROM unnest(s.srvoptions) o
+                     WHERE o ~ '^(host|hostaddr|port|dbname)=')
+    INTO server, reach
+    FROM trafficdb.regions r LEFT JOIN pg_catalog.pg_foreign_server s ON s.srvname = r.server
+   WHERE r.name = region;
+END $$;
+
+-- The global view of a fleet: schema trafficdb_global, one postgres_fdw
+-- foreign table per region (the region's trafficdb.locations, with a CHECK
+-- of its bounds that the planner uses to leave out regions a query cannot
+-- touch), and trafficdb_global.locations, their union with a region column.
+CREATE FUNCTION trafficdb.create_global_locations() RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+  r record;
+  cols text;
+  body text := '';
+  n integer := 0;
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'postgres_fdw') THEN
+    RAISE EXCEPTION 'trafficdb.create_global_locations() needs postgres_fdw in this database'
+      USING ERRCODE = 'object_not_in_prerequisite_state', HINT = 'CREATE EXTENSION postgres_fdw;';
+  END IF;
+  FOR r IN SELECT g.name, g.server, s.oid AS srv, w.fdwname, s.srvoptions
+             FROM trafficdb.regions g
+             LEFT JOIN pg_catalog.pg_foreign_server s ON s.srvname = g.server
+             LEFT JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
+            ORDER BY g.name LOOP
+    IF r.srv IS NULL THEN
+      RAISE EXCEPTION 'region "%" names server "%", which does not exist', r.name, r.server
+        USING ERRCODE = 'undefined_object',
+              HINT = 'CREATE SERVER ... FOREIGN DATA WRAPPER postgres_fdw OPTIONS (host ..., port ..., dbname ..., extensions ''postgis''), and a user mapping.';
+    END IF;
+    IF r.fdwname IS DISTINCT FROM 'postgres_fdw' THEN
+      RAISE EXCEPTION 'region "%" names server "%", a server of %; expected a postgres_fdw server', r.name, r.server, r.fdwname
+        USING ERRCODE = 'wrong_object_type';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM unnest(r.srvoptions) o
+                    WHERE o LIKE 'extensions=%' AND 'postgis' = ANY (string_to_array(replace(substr(o, 12), ' ', ''), ','))) THEN
+      RAISE EXCEPTION 'server "%" of region "%" does not list postgis in its extensions option', r.server, r.name
+        USING ERRCODE = 'object_not_in_prerequisite_state',
+              DETAIL = 'postgres_fdw would then filter spatial clauses here instead of shipping them to the region.',
+              HINT = format('ALTER SERVER %I OPTIONS (ADD extensions ''postgis'');', r.server);
+    END IF;
+  END LOOP;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'trafficdb.regions is empty' USING ERRCODE = 'no_data_found',
+      HINT = 'INSERT INTO trafficdb.regions (name, area, bounds, server) the regions of the fleet first.';
+  END IF;
+  SELECT string_agg(format('%I %s', a.attname, format_type(a.atttypid, a.atttypmod)), ', ' ORDER BY a.attnum)
+    INTO cols FROM pg_catalog.pg_attribute a
+   WHERE a.attrelid = 'trafficdb.locations'::regclass AND a.attnum > 0 AND NOT a.attisdropped;
+  DROP SCHEMA IF EXISTS trafficdb_global CASCADE;
+  CREATE SCHEMA trafficdb_global;
+  COMMENT ON SCHEMA trafficdb_global IS 'made by trafficdb.create_global_locations(): every region''s locations through postgres_fdw';
+  FOR r IN SELECT g.name, g.server, g.bounds FROM trafficdb.regions g ORDER BY g.name LOOP
+    EXECUTE format('CREATE FOREIGN TABLE trafficdb_global.%I (%s) SERVER %I OPTIONS (schema_name ''trafficdb'', table_name ''locations'')',
+                   r.name, cols, r.server);
+    IF r.bounds IS NOT NULL THEN
+      -- a little wider than the bounds, its edges cut into short pieces, so
+      -- that geography distances to it (great circles) never exceed the
+      -- distances to any location inside the bounds
+      EXECUTE format('ALTER FOREIGN TABLE trafficdb_global.%I ADD CONSTRAINT %I CHECK (geom @ %L::geometry)',
+                     r.name, r.name || '_bounds',
+                     ST_AsEWKT(ST_Segmentize(ST_Expand(ST_Envelope(r.bounds), 0.01), 0.05)));
+    END IF;
+    body := body || CASE WHEN n > 0 THEN E'\nUNION ALL ' ELSE '' END ||
+            format('SELECT %L::text AS region, * FROM trafficdb_global.%I', r.name, r.name);
+    n := n + 1;
+  END LOOP;
+  EXECUTE 'CREATE VIEW trafficdb_global.locations AS ' || body;
+  COMMENT ON VIEW trafficdb_global.locations IS 'the locations of every region of trafficdb.regions, through postgres_fdw';
+  GRANT USAGE ON SCHEMA trafficdb_global TO PUBLIC;
+  GRANT SELECT ON ALL TABLES IN SCHEMA trafficdb_global TO PUBLIC;
+  RETURN n;
+END $$;
+COMMENT ON FUNCTION trafficdb.create_global_locations IS
+    'make (again) schema trafficdb_global: a postgres_fdw foreign table per region of trafficdb.regions and the view trafficdb_global.locations over all; returns the regions';
+REVOKE ALL ON FUNCTION trafficdb.create_global_locations FROM PUBLIC;
+
+DO $$
+DECLARE pg text := (SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
+                     WHERE e.extname = 'postgis');
+BEGIN
+  EXECUTE format('ALTER FUNCTION trafficdb.region_of(geometry) SET search_path = %I, pg_catalog', pg);
+  EXECUTE format('ALTER FUNCTION trafficdb._region_fit(geometry, text) SET search_path = %I, pg_catalog', pg);
+  EXECUTE format('ALTER FUNCTION trafficdb._owner_of(bigint) SET search_path = pg_catalog, %I', pg);
+  EXECUTE format('ALTER FUNCTION trafficdb.create_global_locations() SET search_path = pg_catalog, %I', pg);
 END $$;
 
 -- Stream files (src/stream/, fdw/streams.c): a server per file, a foreign

@@ -43,6 +43,7 @@ typedef struct TdbMapRequest
 	NameData	name_column;
 	NameData	speed_column;
 	NameData	oneway_column;
+	NameData	region;			/* load only this region's locations; empty = all */
 } TdbMapRequest;
 
 /*
@@ -106,6 +107,13 @@ typedef struct TdbShared
 	uint64		publishes_refused;	/* every version pinned at the time */
 	uint64		versions_revoked;	/* pinned past reader_pin_timeout */
 	char		last_error[TDB_ERRMSG_LEN];
+
+	/*
+	 * The region whose map is published (empty: not a region's map), and
+	 * whether it is set: feed rows are checked against the map only then.
+	 */
+	pg_atomic_uint32 map_regional;
+	NameData	map_region;
 
 	/* the feed partition new rows go to (trafficdb._feed_part()): 0 .. TDB_FEED_PARTS - 1 */
 	pg_atomic_uint32 feed_part;

@@ -215,6 +215,18 @@ tdb_backend_snapshot(void)
 	return &snap;
 }
 
+int64
+tdb_backend_find_location(uint64 id)
+{
+	bool		was_held = snap_held;
+	const TdbSnapshot *s = tdb_backend_snapshot();
+	int64		rec = tdb_map_find(s->map, id);
+
+	if (!was_held)
+		release_snapshot();
+	return rec;
+}
+
 static void
 snapshot_executor_start(QueryDesc *queryDesc, int eflags)
 {

@@ -28,6 +28,13 @@ extern const TdbSnapshot *tdb_backend_snapshot(void);
  */
 extern const TdbSnapshot *tdb_backend_snapshot_for_scan(MemoryContext scan_cxt);
 
+/*
+ * The map record index of location id in the active version, or -1.  Pins
+ * a version only for the lookup unless the statement already holds one, so
+ * that a long COPY calling it per row pins nothing between rows.
+ */
+extern int64 tdb_backend_find_location(uint64 id);
+
 /* Executor hooks that end READ COMMITTED pins with the statement (_PG_init). */
 extern void tdb_snapshot_hooks(void);
 

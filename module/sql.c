@@ -232,6 +232,17 @@ trafficdb_load_map(PG_FUNCTION_ARGS)
 		namestrcpy(&req.speed_column, NameStr(*PG_GETARG_NAME(5)));
 	if (!PG_ARGISNULL(6))
 		namestrcpy(&req.oneway_column, NameStr(*PG_GETARG_NAME(6)));
+	if (PG_NARGS() > 7 && !PG_ARGISNULL(7))
+	{
+		char	   *region = text_to_cstring(PG_GETARG_TEXT_PP(7));
+
+		if (strlen(region) >= NAMEDATALEN || region[0] == '\0')
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("region \"%s\" is not the name of a region of trafficdb.regions", region),
+					 errdetail("Region names are 1 to 63 lower-case letters, digits and underscores.")));
+		namestrcpy(&req.region, region);
+	}
 
 	geom_types[0] = tdb_geometry_oid();
 	check_column(relid, &req.id_column, "id", id_types, 3, "smallint, integer or bigint");
@@ -342,8 +353,8 @@ Datum
 trafficdb_status(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
-	Datum		v[31];
-	bool		n[31] = {0};
+	Datum		v[32];
+	bool		n[32] = {0};
 	TdbShared	s;
 
 	tdb_require_preload();
@@ -397,6 +408,8 @@ trafficdb_status(PG_FUNCTION_ARGS)
 	v[30] = Float8GetDatum(s.follower_applied_at_us > 0 && s.follower_log_max > s.generation ?
 						   (double) ((int64) GetCurrentTimestamp() + UNIX_TO_PG_US - s.follower_applied_at_us) / 1000.0 : 0.0);
 	n[30] = !s.follower;
+	v[31] = CStringGetTextDatum(NameStr(s.map_region));
+	n[31] = NameStr(s.map_region)[0] == '\0';
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, v, n)));
 }
 

@@ -30,6 +30,7 @@
 #include "utils/syscache.h"
 
 #include "module/shared.h"
+#include "module/regions.h"
 #include "module/snapshot.h"
 #include "module/trafficdb.h"
 
@@ -291,6 +292,7 @@ _PG_init(void)
 	tdb_shared_request();
 	tdb_daemon_register();
 	tdb_snapshot_hooks();
+	tdb_regions_hooks();
 }
 
 /*

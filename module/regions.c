@@ -1,0 +1,261 @@
+/*-------------------------------------------------------------------------
+ *
+ * regions.c
+ *	  A fleet of region nodes (docs/fleet.md):
+ *	  - trafficdb._feed_owned(), the feed's CHECK: on a node serving a
+ *	    region's map, a feed row for a location another region owns is
+ *	    refused at once, naming that region and its server;
+ *	  - a planner hook that leaves out of a query the foreign tables of
+ *	    trafficdb_global (one per region) whose bounds the query's spatial
+ *	    clauses cannot touch, so that a box in one region contacts only that
+ *	    region's node.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/table.h"
+#include "catalog/pg_operator.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
+#include "optimizer/clauses.h"
+#include "optimizer/optimizer.h"
+#include "optimizer/pathnode.h"
+#include "optimizer/paths.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+
+#include "module/regions.h"
+#include "module/shared.h"
+#include "module/snapshot.h"
+#include "module/trafficdb.h"
+
+PG_FUNCTION_INFO_V1(trafficdb_feed_owned);
+
+/* ---- the feed's check -------------------------------------------------------- */
+
+/*
+ * True unless location_id belongs to another region than the one whose map
+ * is published here.  Costs an atomic read per row when the map is not a
+ * region's, and one hash lookup when it is; only a location missing from the
+ * map looks further (an unknown location is rejected at publication, as on
+ * a node without regions).
+ */
+Datum
+trafficdb_feed_owned(PG_FUNCTION_ARGS)
+{
+	int64		id;
+	NameData	mine;
+	Datum		arg;
+	Oid			argtype = INT8OID;
+	char	   *owner = NULL;
+	char	   *server = NULL;
+	char	   *reach = NULL;
+	MemoryContext caller = CurrentMemoryContext;
+
+	/* NOT NULL reports a NULL id; a server without the library checks nothing */
+	if (PG_ARGISNULL(0) || tdb_shared == NULL)
+		PG_RETURN_BOOL(true);
+	if (pg_atomic_read_u32(&tdb_shared->map_regional) == 0)
+		PG_RETURN_BOOL(true);
+	id = PG_GETARG_INT64(0);
+	if (tdb_backend_find_location((uint64) id) >= 0)
+		PG_RETURN_BOOL(true);
+
+	SpinLockAcquire(&tdb_shared->mutex);
+	mine = tdb_shared->map_region;
+	SpinLockRelease(&tdb_shared->mutex);
+	if (NameStr(mine)[0] == '\0')
+		PG_RETURN_BOOL(true);
+
+	SPI_connect();
+	arg = Int64GetDatum(id);
+	if (SPI_execute_with_args("SELECT region, server, reach FROM trafficdb._owner_of($1)",
+							  1, &argtype, &arg, NULL, true, 1) == SPI_OK_SELECT && SPI_processed == 1)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[0];
+		TupleDesc	td = SPI_tuptable->tupdesc;
+
+		owner = SPI_getvalue(tup, td, 1);
+		server = SPI_getvalue(tup, td, 2);
+		reach = SPI_getvalue(tup, td, 3);
+		if (owner)
+			owner = MemoryContextStrdup(caller, owner);
+		if (server)
+			server = MemoryContextStrdup(caller, server);
+		if (reach)
+			reach = MemoryContextStrdup(caller, reach);
+	}
+	SPI_finish();
+	if (owner == NULL || strcmp(owner, NameStr(mine)) == 0)
+		PG_RETURN_BOOL(true);
+	ereport(ERROR,
+			(errcode(ERRCODE_CHECK_VIOLATION),
+			 errmsg("location " INT64_FORMAT " belongs to region \"%s\", not to region \"%s\" that this node serves",
+					id, owner, NameStr(mine)),
+			 server ? errdetail("Region \"%s\" is served through server \"%s\"%s%s%s.", owner, server,
+								reach ? " (" : "", reach ? reach : "", reach ? ")" : "")
+			 : errdetail("trafficdb.regions names no server for region \"%s\".", owner),
+			 errhint("Send a location's feed rows to the node of its region; trafficdb.region_of(geom) names the region of a location.")));
+	PG_RETURN_BOOL(false);		/* not reached */
+}
+
+/* ---- leaving out regions a query cannot touch ---------------------------------- */
+
+static set_rel_pathlist_hook_type prev_set_rel_pathlist = NULL;
+
+/*
+ * Spatial predicates p(g, ...) that stay true when g grows: p(g, q) and g
+ * inside b imply p(b, q).  PostGIS function names (of operators too).
+ */
+static bool
+monotone_predicate(Oid funcid)
+{
+	static const char *const names[] = {
+		"geometry_overlaps", "geography_overlaps", "overlaps_2d", "geometry_contains",
+		"st_intersects", "_st_intersects", "st_dwithin", "_st_dwithin",
+	};
+	char	   *name = get_func_name(funcid);
+	bool		ok = false;
+
+	if (name == NULL)
+		return false;
+	for (size_t i = 0; i < lengthof(names); i++)
+		if (strcmp(name, names[i]) == 0)
+			ok = true;
+	pfree(name);
+	return ok;
+}
+
+typedef struct BoundsSubst
+{
+	Index		relid;
+	AttrNumber	attno;
+	Const	   *bounds;
+	bool		other_var;		/* a Var of another column or relation */
+	bool		found;
+} BoundsSubst;
+
+/* expr with the geometry column replaced by the bounds */
+static Node *
+subst_bounds(Node *node, BoundsSubst *b)
+{
+	if (node == NULL)
+		return NULL;
+	if (IsA(node, Var))
+	{
+		Var		   *v = (Var *) node;
+
+		if ((Index) v->varno == b->relid && v->varattno == b->attno && v->varlevelsup == 0)
+		{
+			b->found = true;
+			return (Node *) copyObject(b->bounds);
+		}
+		b->other_var = true;
+		return node;
+	}
+	if (IsA(node, Param) || IsA(node, SubLink) || IsA(node, SubPlan) || IsA(node, PlaceHolderVar))
+	{
+		b->other_var = true;
+		return node;
+	}
+	return expression_tree_mutator(node, subst_bounds, (void *) b);
+}
+
+/* The function a clause applies at its top: an operator's or a function's. */
+static Oid
+clause_function(Node *clause)
+{
+	if (IsA(clause, OpExpr))
+		return ((OpExpr *) clause)->opfuncid ? ((OpExpr *) clause)->opfuncid
+			: get_opcode(((OpExpr *) clause)->opno);
+	if (IsA(clause, FuncExpr))
+		return ((FuncExpr *) clause)->funcid;
+	return InvalidOid;
+}
+
+/*
+ * The bounds a CHECK constraint of rel states, as "col @ 'box'::geometry":
+ * the column's attno and the box, or false.
+ */
+static bool
+relation_bounds(Oid relid, AttrNumber *attno, Const **bounds)
+{
+	Relation	rel = table_open(relid, NoLock);
+	TupleConstr *constr = rel->rd_att->constr;
+	bool		found = false;
+
+	for (int i = 0; constr != NULL && i < constr->num_check && !found; i++)
+	{
+		Node	   *e = stringToNode(constr->check[i].ccbin);
+		OpExpr	   *op;
+		char	   *opname;
+
+		if (!IsA(e, OpExpr) || list_length(((OpExpr *) e)->args) != 2)
+			continue;
+		op = (OpExpr *) e;
+		opname = get_opname(op->opno);
+		if (opname != NULL && strcmp(opname, "@") == 0 &&
+			IsA(linitial(op->args), Var) && IsA(lsecond(op->args), Const) &&
+			!((Const *) lsecond(op->args))->constisnull &&
+			((Var *) linitial(op->args))->vartype == ((Const *) lsecond(op->args))->consttype)
+		{
+			*attno = ((Var *) linitial(op->args))->varattno;
+			*bounds = (Const *) lsecond(op->args);
+			found = true;
+		}
+	}
+	table_close(rel, NoLock);
+	return found;
+}
+
+/*
+ * A foreign table whose bounds refute one of its restriction clauses (a
+ * member of the union trafficdb_global.locations, or queried alone) becomes
+ * an empty relation: the plan has no scan of it, and its node is not
+ * contacted.
+ */
+static void
+regions_set_rel_pathlist(PlannerInfo *root, RelOptInfo *rel, Index rti, RangeTblEntry *rte)
+{
+	AttrNumber	attno;
+	Const	   *bounds;
+	ListCell   *lc;
+
+	if (prev_set_rel_pathlist)
+		prev_set_rel_pathlist(root, rel, rti, rte);
+	if (rte->rtekind != RTE_RELATION || rte->relkind != RELKIND_FOREIGN_TABLE ||
+		rel->baserestrictinfo == NIL || IS_DUMMY_REL(rel))
+		return;
+	if (!relation_bounds(rte->relid, &attno, &bounds))
+		return;
+	foreach(lc, rel->baserestrictinfo)
+	{
+		RestrictInfo *ri = lfirst_node(RestrictInfo, lc);
+		BoundsSubst b = {rti, attno, bounds, false, false};
+		Node	   *e;
+		Oid			fn = clause_function((Node *) ri->clause);
+
+		if (!OidIsValid(fn) || !monotone_predicate(fn))
+			continue;
+		e = subst_bounds((Node *) ri->clause, &b);
+		if (!b.found || b.other_var)
+			continue;
+		e = eval_const_expressions(root, e);
+		if (IsA(e, Const) && (((Const *) e)->constisnull || !DatumGetBool(((Const *) e)->constvalue)))
+		{
+			mark_dummy_rel(rel);
+			return;
+		}
+	}
+}
+
+void
+tdb_regions_hooks(void)
+{
+	prev_set_rel_pathlist = set_rel_pathlist_hook;
+	set_rel_pathlist_hook = regions_set_rel_pathlist;
+}
