@@ -315,7 +315,7 @@ unit-tsan: src/tests/unit_tests_tsan
 	TSAN_OPTIONS=halt_on_error=1 src/tests/unit_tests_tsan test_client_threads test_client_wait_is_woken test_shm_readers_see_consistent_versions test_shm_pin_timeout_revokes test_shm_liveness_by_lock \
 		$(RING_THREAD_TESTS)
 
-.PHONY: crash-test fuzz-sql fuzz-genlog bench bench-streams bench-trails bench-parquet fuzz-stream unit-asan unit-tsan unit tap test demo demo-stop demo-clean deps bench-objects bench-daemon bench-locations bench-accessor
+.PHONY: fleet fleet-stop crash-test fuzz-sql fuzz-genlog bench bench-streams bench-trails bench-parquet fuzz-stream unit-asan unit-tsan unit tap test demo demo-stop demo-clean deps bench-objects bench-daemon bench-locations bench-accessor
 unit: src/tests/unit_tests
 	src/tests/unit_tests
 
@@ -333,6 +333,13 @@ demo-stop:
 
 demo-clean:
 	scripts/demo.sh --clean
+
+# three regions of Helsinki under pg_auto_failover, the global table and a failover (docs/fleet.md)
+fleet:
+	scripts/fleet.sh
+
+fleet-stop:
+	scripts/fleet.sh --stop
 
 EXTRA_CLEAN = test/crash_writer test/crash_reader test/crash_putter src/tests/fuzz/fuzz_stream_open src/tests/fuzz/corpus src/tests/fuzz/last.log bench/streamgen src/tests/unit_tests_asan tools/trafficdb-stream examples/live_traffic src/tests/unit_tests src/tests/unit_tests_tsan tools/tdbread bench/objbench bench/accessor bench/put lib tmp_check results regression.diffs regression.out
 

@@ -51,6 +51,8 @@
 #include "port/pg_bswap.h"
 #include "portability/instr_time.h"
 #include "postmaster/bgworker.h"
+#include "replication/syncrep.h"
+#include "replication/walsender.h"
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
@@ -259,12 +261,43 @@ begin_tx(const char *what)
 	pgstat_report_activity(STATE_RUNNING, what);
 }
 
+/*
+ * A commit waits for the synchronous standbys (synchronous_standby_names),
+ * like any backend's.  A backend asked to stop gives that wait up (its
+ * transaction stays committed here); the daemon must too, or a server whose
+ * standby is gone would never stop: a stop request during a commit cancels
+ * the wait, and SYNC writers are then not told that the generation
+ * committed (commit_unconfirmed): they learn that the server stopped.
+ */
+static volatile sig_atomic_t in_commit = false;
+static bool commit_unconfirmed = false;
+
+static void
+daemon_sigterm(SIGNAL_ARGS)
+{
+	int			save_errno = errno;
+
+	ShutdownRequestPending = true;
+	if (in_commit)
+		QueryCancelPending = true;
+	SetLatch(MyLatch);
+	errno = save_errno;
+}
+
 static void
 commit_tx(void)
 {
 	SPI_finish();
 	PopActiveSnapshot();
+	in_commit = true;
+	if (ShutdownRequestPending)
+		QueryCancelPending = true;
 	CommitTransactionCommand();
+	in_commit = false;
+	/* a stop may have cut the wait short: the commit is local, maybe not yet on the standby */
+	commit_unconfirmed = ShutdownRequestPending && SyncRepRequested();
+	if (ShutdownRequestPending)
+		QueryCancelPending = false;
 	pgstat_report_stat(false);
 	pgstat_report_activity(STATE_IDLE, NULL);
 }
@@ -930,7 +963,12 @@ finish_publication(void)
 	D.dirty = false;
 
 	/* TRAFFICDB_SYNC writers of what this generation holds may return */
-	ring_committed(gen);
+	if (!commit_unconfirmed)
+		ring_committed(gen);
+	else
+		ereport(LOG,
+				(errmsg("trafficdb: generation " UINT64_FORMAT " committed while stopping, without waiting for the synchronous standby; TRAFFICDB_SYNC writers are told the server stopped",
+						gen)));
 	/* how far back changes_since answers, for readers outside the server too */
 	atomic_store(&D.writer.ctl->changes_from,
 				 D.mapinfo.replaced ? Max(D.log_first, D.mapinfo.map_generation + 1) : D.log_first);
@@ -2425,7 +2463,7 @@ tdb_daemon_main(Datum main_arg)
 	(void) main_arg;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	pqsignal(SIGTERM, daemon_sigterm);
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnection(tdb_database, NULL, 0);
 

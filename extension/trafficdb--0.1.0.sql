@@ -572,12 +572,13 @@ BEGIN
     EXECUTE format('CREATE FOREIGN TABLE trafficdb_global.%I (%s) SERVER %I OPTIONS (schema_name ''trafficdb'', table_name ''locations'')',
                    r.name, cols, r.server);
     IF r.bounds IS NOT NULL THEN
-      -- a little wider than the bounds, its edges cut into short pieces, so
-      -- that geography distances to it (great circles) never exceed the
-      -- distances to any location inside the bounds
+      -- 0.0001 degrees (about 10 m) wider than the bounds, its edges cut
+      -- into pieces of 0.01 degrees, so that geography distances to it
+      -- (along great circles, which leave a parallel by under a millimetre
+      -- over 0.01 degrees) never exceed the distance to a location inside
       EXECUTE format('ALTER FOREIGN TABLE trafficdb_global.%I ADD CONSTRAINT %I CHECK (geom @ %L::geometry)',
                      r.name, r.name || '_bounds',
-                     ST_AsEWKT(ST_Segmentize(ST_Expand(ST_Envelope(r.bounds), 0.01), 0.05)));
+                     ST_AsEWKT(ST_Segmentize(ST_Expand(ST_Envelope(r.bounds), 0.0001), 0.01)));
     END IF;
     body := body || CASE WHEN n > 0 THEN E'\nUNION ALL ' ELSE '' END ||
             format('SELECT %L::text AS region, * FROM trafficdb_global.%I', r.name, r.name);

@@ -1,0 +1,56 @@
+# t/034_sync_stop.pl: a primary with a synchronous standby that is gone
+# stops on request.  The daemon's commit of a generation waits for the
+# synchronous standby like any backend's; before the fix nothing cut that
+# wait short, so `pg_ctl stop -m fast` never finished (make fleet-stop, after
+# a failover, waited for it).  The generation committed here is kept and
+# published again at the next start, and reaches the standby when it is back.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time);
+use lib 't';
+use TdbTest;
+
+my $primary = tdb_node('primary', 'trafficdb.publish_interval' => "'200ms'", 'wal_level' => 'replica',
+	'max_wal_senders' => '4', 'hot_standby' => 'on');
+tdb_grid_map($primary);
+$primary->backup('b');
+my $standby = PostgreSQL::Test::Cluster->new('standby');
+$standby->init_from_backup($primary, 'b', has_streaming => 1);
+$standby->start;
+$primary->wait_for_catchup($standby, 'replay');
+$primary->safe_psql('postgres', q{ALTER SYSTEM SET synchronous_standby_names = '*'; SELECT pg_reload_conf()});
+$primary->poll_query_until('postgres', q{SELECT sync_state = 'sync' FROM pg_stat_replication}) or die 'no synchronous standby';
+$primary->safe_psql('postgres', q{INSERT INTO trafficdb.feed (location_id, speed_kmh) VALUES (7, 41); SELECT trafficdb.publish()});
+$primary->wait_for_catchup($standby, 'replay');
+
+# the standby goes away; a feed row committed locally makes the daemon commit a generation
+$standby->stop('immediate');
+$primary->safe_psql('postgres', q{SET synchronous_commit = local; INSERT INTO trafficdb.feed (location_id, speed_kmh) VALUES (7, 42)});
+ok($primary->poll_query_until('postgres', q{SELECT count(*) > 0 FROM pg_stat_activity WHERE wait_event = 'SyncRep'}),
+	'the daemon\'s commit waits for the synchronous standby');
+
+my $t0 = time;
+{
+	local $ENV{PGCTLTIMEOUT} = 30;
+	$primary->stop('fast', fail_ok => 1);
+}
+my $took = time - $t0;
+cmp_ok($took, '<', 25, sprintf('pg_ctl stop -m fast returns (%.1f s) with the synchronous standby gone', $took));
+$primary->stop('immediate', fail_ok => 1) if $took >= 25;
+
+# the generation committed here is published again at the next start, and
+# reaches the standby once it is back
+$primary->start;
+$standby->start;
+$primary->wait_for_catchup($standby, 'replay');
+ok($primary->poll_query_until('postgres', q{SELECT speed_kmh = 42 FROM trafficdb.locations WHERE location_id = 7}),
+	'the primary publishes what it committed before the stop');
+ok($standby->poll_query_until('postgres', q{SELECT speed_kmh = 42 FROM trafficdb.locations WHERE location_id = 7}),
+	'and the standby follows it');
+like(slurp_file($primary->logfile), qr/committed while stopping, without waiting for the synchronous standby/,
+	'the log says the last generation was not confirmed by the standby');
+
+done_testing();
