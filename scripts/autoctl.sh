@@ -34,6 +34,7 @@
 #   afo_state MONITOR_DIR [FORMATION]        `pg_autoctl show state`
 #   afo_monitor_uri MONITOR_DIR              the monitor's connection string
 #   afo_psql PORT DBNAME [psql args...]      psql to 127.0.0.1:PORT
+#   afo_wait_ready PORT [SECONDS]            until PostgreSQL there accepts connections
 #
 # Writers reach whichever node is the primary with a multi-host connection
 # string (see the README, "Failover"):
@@ -227,6 +228,18 @@ afo_node_create() {
 	else
 		afo_wait_state "$dir" secondary 300 || return 1
 	fi
+	# (the monitor knew the state from the create, before this start)
+	afo_wait_ready "$port" 60
+}
+
+# afo_wait_ready PORT [SECONDS]: PostgreSQL on 127.0.0.1:PORT accepts connections.
+afo_wait_ready() {
+	for _ in $(seq 1 $((${2:-60} * 10))); do
+		"$AFO_BIN/pg_isready" -q -h 127.0.0.1 -p "$1" && return 0
+		sleep 0.1
+	done
+	echo "afo: nothing accepts connections on 127.0.0.1:$1" >&2
+	return 1
 }
 
 # The pid of the node's supervisor (`pg_autoctl run`), from its pid file.
