@@ -306,9 +306,12 @@ afo_kill() {
 	[ ${#pids[@]} -gt 0 ] || { echo "afo: nothing to kill in $dir" >&2; return 1; }
 	kill -STOP "${pids[@]}" 2>/dev/null || true
 	kill -KILL "${pids[@]}" 2>/dev/null || true
-	for _ in $(seq 1 100); do
+	# dead once gone or a zombie (an orphan waits for whoever reaps it)
+	for _ in $(seq 1 200); do
 		local alive=0
-		for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+		for p in "${pids[@]}"; do
+			[ -e "/proc/$p" ] && [ "$(sed 's/.*) //' "/proc/$p/stat" 2>/dev/null | cut -d' ' -f1)" != Z ] && alive=1
+		done
 		[ $alive = 0 ] && return 0
 		sleep 0.05
 	done
