@@ -39,6 +39,7 @@
 #include "utils/rel.h"
 #include "access/table.h"
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "commands/async.h"
@@ -54,9 +55,13 @@
 #include "replication/syncrep.h"
 #include "replication/walsender.h"
 #include "postmaster/interrupt.h"
+#include "replication/syncrep.h"
+#include "replication/walsender.h"
+#include "replication/walsender_private.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/lmgr.h"
+#include "storage/pmsignal.h"
 #include "storage/proc.h"
 #include "tcop/tcopprot.h"
 #include "utils/array.h"
@@ -2077,6 +2082,52 @@ finish_map_request(uint64 seq, TdbRequestStatus status, const char *msg, uint64 
  */
 typedef void (*TxFn) (void *arg);
 
+/* Has the synchronous standby (if one is required) flushed WAL up to lsn? */
+static bool
+standby_has(XLogRecPtr lsn)
+{
+	bool		has;
+
+	if (!SyncRepRequested())
+		return true;
+	LWLockAcquire(SyncRepLock, LW_SHARED);
+#ifdef SYNC_STANDBY_DEFINED
+	/* 15.13 and later: a status word */
+	has = !(WalSndCtl->sync_standbys_status & SYNC_STANDBY_DEFINED) || lsn <= WalSndCtl->lsn[SYNC_REP_WAIT_FLUSH];
+#else
+	has = !WalSndCtl->sync_standbys_defined || lsn <= WalSndCtl->lsn[SYNC_REP_WAIT_FLUSH];
+#endif
+	LWLockRelease(SyncRepLock);
+	return has;
+}
+
+/*
+ * After a commit: is it confirmed by the synchronous standby, as a commit
+ * with synchronous_commit = on must be before anyone is told?  PostgreSQL
+ * ends a commit's wait for the standby early when the postmaster dies (or on
+ * a cancel): the transaction is then committed here but maybe not on the
+ * standby, which a failover promotes (pg_auto_failover).  Publishing its
+ * generation would show readers of this server one the new primary never
+ * had, and tell TRAFFICDB_SYNC writers that their updates committed when a
+ * failover loses them.  After a cancel, wait again; after the postmaster's
+ * death, false: nothing may be published.  While the server stops (a stop
+ * request cut the wait short, see daemon_sigterm), true without waiting:
+ * this server's readers may see the generation, but TRAFFICDB_SYNC writers
+ * are not told it committed (commit_unconfirmed).
+ */
+static bool
+commit_confirmed(void)
+{
+	for (;;)
+	{
+		if (ProcDiePending || !PostmasterIsAlive())
+			return false;
+		if (ShutdownRequestPending || standby_has(XactLastCommitEnd))
+			return true;
+		SyncRepWaitForLSN(XactLastCommitEnd, true);
+	}
+}
+
 static bool
 run_in_tx(const char *what, TxFn fn, void *arg, char *errbuf)
 {
@@ -2109,6 +2160,14 @@ run_in_tx(const char *what, TxFn fn, void *arg, char *errbuf)
 	}
 	PG_END_TRY();
 	MemoryContextSwitchTo(oldcxt);
+	if (ok && D.pub.ready && !commit_confirmed())
+	{
+		/* the postmaster is gone: so is this server; readers keep what was confirmed */
+		ereport(LOG,
+				(errmsg("trafficdb: generation " UINT64_FORMAT " not published: the postmaster died before the synchronous standby confirmed its commit",
+						D.pub.gen)));
+		proc_exit(1);
+	}
 	/* publish what committed; what did not is dropped (its changes stay pending) */
 	if (ok)
 		finish_publication();

@@ -27,6 +27,10 @@ packages=(
 	clang libclang-rt-14-dev unzip
 	# random SQL against the extension (test/sqlsmith.sh, make fuzz-sql)
 	sqlsmith
+	# failover of a region (scripts/autoctl.sh, bench/failover.sh, t/032_failover.pl):
+	# pg_auto_failover 2.0 (pg_autoctl and the monitor's extension pgautofailover),
+	# and libpq from Python for the bench's feed writers and readers
+	"postgresql-$PG_MAJOR-auto-failover" python3-psycopg2
 )
 
 missing=()
