@@ -64,6 +64,7 @@ else
 import socket, sys
 def free(p):
     s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers bind: a port in TIME_WAIT is free
     try:
         s.bind(("127.0.0.1", p))
         return True

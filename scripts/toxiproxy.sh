@@ -68,6 +68,7 @@ free_port_in() {
 import socket, sys
 for p in range(int(sys.argv[1]), int(sys.argv[2]) + 1):
     s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers bind: a port in TIME_WAIT is free
     try:
         s.bind(("127.0.0.1", p))
     except OSError:
