@@ -28,9 +28,16 @@
 # (TIPPY_MAX_SECONDS per phase); everything started is stopped and removed at
 # the end (TIPPY_KEEP=1 keeps the directory).
 #
+# TIPPY_REPLICAS=1 adds TippyDB's replicas: each region's cluster gets a
+# synchronous standby (trafficdb runs there as a follower) in the next region
+# (A's in B, B's in C, C's in A), streaming through a Toxiproxy link of
+# BENCH_FAR_MS round trip, with synchronous_standby_names set: a commit waits
+# for the far standby's flush.  Its figures are named with "_replicated".
+#
 # The server binaries are BENCH_PG_BIN (default PG_BIN of scripts/lib.sh,
 # where `make install` put trafficdb).  TIPPY_PORT: the first of 7 ports
-# (3 clusters, 3 proxies, Toxiproxy's API); default the first free block
+# (3 clusters, 3 proxies, Toxiproxy's API; 13 with TIPPY_REPLICAS=1: 3
+# standbys and 3 replication proxies more); default the first free block
 # from 5900.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -44,23 +51,28 @@ SEED=${TIPPY_SEED:-17}
 NEAR_PCT=${TIPPY_NEAR_PCT:-80}
 MAX_S=${TIPPY_MAX_SECONDS:-300}
 N=${TIPPY_SEGMENTS:-30000}
+REPLICAS=${TIPPY_REPLICAS:-0}
 COLS=200
 REGIONS=(A B C)
 emit() { bench_emit tippydb "$@"; }
 
-for v in NEAR_MS FAR_MS OPS THREADS SEED NEAR_PCT MAX_S N; do
+for v in NEAR_MS FAR_MS OPS THREADS SEED NEAR_PCT MAX_S N REPLICAS; do
 	[[ "${!v}" =~ ^[0-9]+$ ]] || die "bench/tippy: $v=${!v}: expected a whole number"
 done
+[ "$REPLICAS" -le 1 ] || die "bench/tippy: TIPPY_REPLICAS=$REPLICAS: 0 or 1"
+NPORTS=$((7 + 6 * REPLICAS))
+VARIANT=
+[ "$REPLICAS" = 1 ] && VARIANT=_replicated
 [ "$N" -ge 300 ] || die "bench/tippy: TIPPY_SEGMENTS=$N: at least 300"
 [ -x "$BIN/initdb" ] || die "bench/tippy: no initdb in $BIN (set BENCH_PG_BIN)"
 [ -f "$("$BIN/pg_config" --pkglibdir)/trafficdb.so" ] ||
 	die "bench/tippy: trafficdb is not installed in $("$BIN/pg_config" --pkglibdir) (make install, or BENCH_PG_BIN)"
 
-# 7 consecutive free ports on 127.0.0.1 from TIPPY_PORT, or the first such block in 5900-5989
+# NPORTS consecutive free ports on 127.0.0.1 from TIPPY_PORT, or the first such block from 5900
 if [ -n "${TIPPY_PORT:-}" ]; then
 	P0=$TIPPY_PORT
 else
-	P0=$(python3 - <<'EOF'
+	P0=$(python3 - "$NPORTS" <<'EOF'
 import socket, sys
 def free(p):
     s = socket.socket()
@@ -72,26 +84,28 @@ def free(p):
         return False
     finally:
         s.close()
-for p in range(5900, 5984):
-    if all(free(q) for q in range(p, p + 7)):
+n = int(sys.argv[1])
+for p in range(5900, 6000 - n):
+    if all(free(q) for q in range(p, p + n)):
         print(p)
         sys.exit(0)
-sys.exit("bench/tippy: no 7 free ports in 5900-5989")
+sys.exit("bench/tippy: no %d free ports in 5900-5999" % n)
 EOF
 )
 fi
-[ "$P0" -ge 5900 ] && [ $((P0 + 6)) -le 5999 ] || die "bench/tippy: TIPPY_PORT=$P0: ports 5900-5999 only"
+[ "$P0" -ge 5900 ] && [ $((P0 + NPORTS - 1)) -le 5999 ] || die "bench/tippy: TIPPY_PORT=$P0: ports 5900-5999 only"
 
 make -s bench/tippy_client PG_CONFIG="$PG_CONFIG" >/dev/null
 scripts/toxiproxy.sh install
 
 DIR=$(mktemp -d "${TMPDIR:-/tmp}/tdb-tippy.XXXXXX")
 chmod 755 "$DIR"
+make_pg_dir "$DIR/sock"	# the servers' Unix sockets, outside their data directories
 cleanup() {
-	local r
-	for r in 0 1 2; do
-		if [ -f "$DIR/r$r/postmaster.pid" ]; then
-			as_pg "$BIN/pg_ctl" -D "$DIR/r$r" stop -m fast -w >/dev/null 2>&1 || true
+	local d
+	for d in "$DIR"/s[0-2] "$DIR"/r[0-2]; do
+		if [ -f "$d/postmaster.pid" ]; then
+			as_pg "$BIN/pg_ctl" -D "$d" stop -m fast -w >/dev/null 2>&1 || true
 		fi
 	done
 	scripts/toxiproxy.sh stop "$DIR/toxiproxy" || true
@@ -113,13 +127,13 @@ for r in 0 1 2; do
 	cat >>"$DIR/r$r/postgresql.conf" <<EOF
 port = $port
 listen_addresses = '127.0.0.1'
-unix_socket_directories = '$DIR/r$r'
+unix_socket_directories = '$DIR/sock'
 max_connections = 50
 shared_preload_libraries = 'trafficdb'
 trafficdb.database = 'tippy'
 trafficdb.shm_name = '/tdbtp${REGIONS[$r]}$port'
 EOF
-	as_pg "$BIN/pg_ctl" -D "$DIR/r$r" -l "$DIR/r$r/server.log" -w start >/dev/null
+	as_pg "$BIN/pg_ctl" -D "$DIR/r$r" -l "$DIR/sock/r$r.log" -w start >/dev/null
 	"$BIN/psql" -X -q -h 127.0.0.1 -p "$port" -U postgres -d postgres -c "CREATE DATABASE tippy"
 	# the same map everywhere (no random(): one deterministic grid), and both shares as views
 	psql_r "$r" <<EOF
@@ -152,6 +166,36 @@ for r in 0 1 2; do
 	[ "$r" = 0 ] && rtt=$NEAR_MS
 	scripts/toxiproxy.sh proxy "$DIR/toxiproxy" "region_${REGIONS[$r]}" $((P0 + 3 + r)) $((P0 + r)) "$rtt"
 done
+
+# TIPPY_REPLICAS=1: region r's standby s$r runs in region r+1 (port P0+7+r) and
+# streams from r through a far link (port P0+10+r); r's commits wait for it
+if [ "$REPLICAS" = 1 ]; then
+	for r in 0 1 2; do
+		nx=$(((r + 1) % 3))
+		scripts/toxiproxy.sh proxy "$DIR/toxiproxy" "replication_${REGIONS[$r]}_to_${REGIONS[$nx]}" \
+			$((P0 + 10 + r)) $((P0 + r)) "$FAR_MS"
+		make_pg_dir "$DIR/s$r"
+		as_pg "$BIN/pg_basebackup" -h 127.0.0.1 -p $((P0 + r)) -U postgres -D "$DIR/s$r" -X stream -c fast
+		cat >>"$DIR/s$r/postgresql.conf" <<EOF
+port = $((P0 + 7 + r))
+unix_socket_directories = '$DIR/sock'
+trafficdb.shm_name = '/tdbtpS${REGIONS[$r]}$((P0 + 7 + r))'
+primary_conninfo = 'host=127.0.0.1 port=$((P0 + 10 + r)) user=postgres application_name=tippy_standby'
+EOF
+		as_pg touch "$DIR/s$r/standby.signal"
+		chmod 700 "$DIR/s$r"
+		as_pg "$BIN/pg_ctl" -D "$DIR/s$r" -l "$DIR/sock/s$r.log" -w start >/dev/null
+		psql_r "$r" -c "ALTER SYSTEM SET synchronous_standby_names = 'tippy_standby'" -c "SELECT pg_reload_conf()" >/dev/null
+		sync_q="SELECT count(*) FROM pg_stat_replication WHERE application_name = 'tippy_standby' AND sync_state = 'sync' AND state = 'streaming'"
+		for _ in $(seq 1 120); do	# bounded: 60 s
+			[ "$(psql_r "$r" -Atc "$sync_q")" = 1 ] && break
+			sleep 0.5
+		done
+		[ "$(psql_r "$r" -Atc "$sync_q")" = 1 ] ||
+			die "bench/tippy: region ${REGIONS[$r]}'s standby is not streaming synchronously after 60 s"
+	done
+	echo "bench/tippy: each region's commits wait for a synchronous standby in the next region (RTT +$FAR_MS ms)" >&2
+fi
 conn() { echo "host=127.0.0.1 port=$((P0 + 3 + $1)) dbname=tippy user=postgres connect_timeout=30 application_name=tippy options='-c statement_timeout=60s'"; }
 
 declare -A F	# F[placement.measure] = value
@@ -178,12 +222,12 @@ for k in write read; do
 	for m in mean p99 p50 max local_mean remote_mean; do
 		h=${F[hash.${k}_${m}_ms]:-}
 		g=${F[geo.${k}_${m}_ms]:-}
-		if [ -n "$h" ]; then emit "${k}_${m}_ms_hash" "$THREADS" "$h" ms; fi
-		if [ -n "$g" ]; then emit "${k}_${m}_ms_geo" "$THREADS" "$g" ms "${h:+${k}_${m}_ms_hash}" "$h"; fi
+		if [ -n "$h" ]; then emit "${k}_${m}_ms_hash$VARIANT" "$THREADS" "$h" ms; fi
+		if [ -n "$g" ]; then emit "${k}_${m}_ms_geo$VARIANT" "$THREADS" "$g" ms "${h:+${k}_${m}_ms_hash$VARIANT}" "$h"; fi
 	done
 	for p in geo hash; do
-		emit "${k}_remote_pct_$p" "$THREADS" "${F[$p.${k}_remote_pct]}" %
-		emit "${k}_per_s_$p" "$THREADS" "${F[$p.${k}_per_s]}" ops/s
+		emit "${k}_remote_pct_$p$VARIANT" "$THREADS" "${F[$p.${k}_remote_pct]}" %
+		emit "${k}_per_s_$p$VARIANT" "$THREADS" "${F[$p.${k}_per_s]}" ops/s
 	done
 done
 emit tippydb_paper_insert_mean_ms 0 127 ms mongodb_paper_insert_mean_ms 268
@@ -193,6 +237,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'
 	echo
 	echo "TippyDB's geo-placement experiment, replayed: clients in region A, $NEAR_PCT % of operations in A's part"
 	echo "of the map; round trip +$NEAR_MS ms to A, +$FAR_MS ms to B and C (Toxiproxy); $THREADS threads, $OPS writes + $OPS reads"
+	if [ "$REPLICAS" = 1 ]; then echo "each region's commits wait for a synchronous standby in the next region (+$FAR_MS ms)"; fi
 	printf '  %-26s %12s %12s %9s\n' "" "geo" "hash" "geo/hash"
 	for k in write read; do
 		for m in mean p99; do
