@@ -102,10 +102,19 @@ DIR=$(mktemp -d "${TMPDIR:-/tmp}/tdb-tippy.XXXXXX")
 chmod 755 "$DIR"
 make_pg_dir "$DIR/sock"	# the servers' Unix sockets, outside their data directories
 cleanup() {
-	local d
-	for d in "$DIR"/s[0-2] "$DIR"/r[0-2]; do
+	local d r
+	# primaries first, while their standbys still acknowledge: the trafficdb daemon
+	# waiting for a synchronous standby does not end on a fast shutdown, so also
+	# stop waiting for one, and stop immediately what a fast stop did not end in 30 s
+	for r in 0 1 2; do
+		if [ "$REPLICAS" = 1 ] && [ -f "$DIR/r$r/postmaster.pid" ]; then
+			psql_r "$r" -c "ALTER SYSTEM RESET synchronous_standby_names" -c "SELECT pg_reload_conf()" >/dev/null 2>&1 || true
+		fi
+	done
+	for d in "$DIR"/r[0-2] "$DIR"/s[0-2]; do
 		if [ -f "$d/postmaster.pid" ]; then
-			as_pg "$BIN/pg_ctl" -D "$d" stop -m fast -w >/dev/null 2>&1 || true
+			as_pg "$BIN/pg_ctl" -D "$d" stop -m fast -w -t 30 >/dev/null 2>&1 ||
+				as_pg "$BIN/pg_ctl" -D "$d" stop -m immediate -w >/dev/null 2>&1 || true
 		fi
 	done
 	scripts/toxiproxy.sh stop "$DIR/toxiproxy" || true
