@@ -163,6 +163,16 @@ SECTIONS = [
      "with a warm disk cache (1 MB blocks) against the same scan of a local file; `all_fill_cache` "
      "the cold scan that filled it. TrailDB's figures: 16x faster to the first results for small "
      "queries, 10-15 % full-scan overhead."),
+    ("tippydb", "TippyDB's geo-placement experiment (bench/tippy.sh)",
+     "Three clusters (regions A, B, C) each own a third of a 30,000-segment map; clients in region A "
+     "reach A through Toxiproxy with 1 ms of added round trip and B and C with 100 ms. 80 % of the "
+     "operations pick a location in A's part of the map, 20 % in the others' (the same seeded picks "
+     "for both placements); each goes to the node owning the location: `geo` places a location in "
+     "the region of its part of the map, `hash` by hash(location_id) % 3. Writes are autocommit "
+     "INSERTs into trafficdb.feed, reads key lookups in trafficdb.locations; x = client threads. "
+     "Ratio: geo / hash. Measures ending in `_replicated` (TIPPY_REPLICAS=1): each region's commits "
+     "wait for a synchronous standby in the next region, behind a 100 ms link. `tippydb_paper_insert_mean_ms` is TippyDB's figure against MongoDB's, "
+     "from their paper, not this run."),
     ("parquet", "Trail files vs DuckDB on sorted Parquet (bench/trails_parquet.sh)",
      "The same data as a trail file (read through the trail FDW) and as Parquet sorted by (id, time) "
      "(written and read by DuckDB with httpfs and spatial, its defaults), in the same MinIO on 127.0.0.1 "
@@ -297,6 +307,12 @@ def headline(rows):
          find(rows, "trails", "syn_ids1_bytes", 16384, "object"))
     line("trail file on S3, full scan with a warm disk cache vs a local file (synthetic)",
          find(rows, "trails", "syn_all_warm_cache_ms", None, "local_file"))
+    line("mean write latency, clients in region A, geo vs hash placement (Toxiproxy, 1 / 100 ms RTT)",
+         find(rows, "tippydb", "write_mean_ms_geo", None, "write_mean_ms_hash"))
+    line("mean read latency, clients in region A, geo vs hash placement (Toxiproxy, 1 / 100 ms RTT)",
+         find(rows, "tippydb", "read_mean_ms_geo", None, "read_mean_ms_hash"))
+    line("mean write latency with a synchronous standby in the next region, geo vs hash placement",
+         find(rows, "tippydb", "write_mean_ms_geo_replicated", None, "write_mean_ms_hash_replicated"))
     return "\n".join(out)
 
 

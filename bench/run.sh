@@ -16,6 +16,8 @@
 #   4. the C accessor vs a bare hash probe and Redis (bench/accessor.sh);
 #   5. streams and trails, when their benchmarks exist (bench/streams.sh,
 #      bench/trails.sh, bench/trails_parquet.sh: trails vs DuckDB on Parquet);
+#      5b. when Go is there, TippyDB's geo-placement experiment (bench/tippy.sh:
+#      three clusters behind Toxiproxy, geo vs hash placement);
 #   6. the report and plots (bench/report.py).
 # Runs on the demo cluster (started when it is not running); the default
 # takes about 10 minutes on 2 cores.
@@ -96,6 +98,14 @@ for b in bench/streams.sh bench/trails.sh bench/trails_parquet.sh; do
 	if [ -x "$b" ]; then "$b"; ran=1; fi
 done
 [ "$ran" = 1 ] || echo "  (no stream or trail benchmarks yet)" >&2
+
+# optional: needs Go for Toxiproxy (scripts/toxiproxy.sh builds it with go install)
+if command -v go >/dev/null 2>&1 || [ -x /usr/local/go/bin/go ]; then
+	step "5b/6 TippyDB's geo-placement experiment: three clusters behind Toxiproxy (bench/tippy.sh)"
+	bench/tippy.sh
+else
+	step "5b/6 skipped: TippyDB's geo-placement experiment (bench/tippy.sh) needs Go for Toxiproxy"
+fi
 
 step "6/6 report and plots"
 BENCH_COMMAND="make bench SCALE=$SCALE SECONDS_PER_TEST=$T CLIENTS=\"$CLIENTS\"" \
