@@ -68,15 +68,7 @@ echo "formation: monitor :$PORT, n1 :$P1 (primary), n2 :$P2"
 afo_monitor_create "$DIR/mon" "$PORT" || die "monitor"
 afo_node_create "$DIR/n1" "$P1" n1 "$DIR/mon" default "$DB" primary "trafficdb.shm_name = '${SHM}_n1'" "${node_conf[@]}" ||
 	die "node n1"
-afo_psql "$P1" "$DB" >/dev/null <<'EOF'
-CREATE EXTENSION trafficdb CASCADE;
-CREATE TABLE roads AS
-SELECT i::bigint AS id, 'Street ' || (i % 10) AS name,
-       ST_SetSRID(ST_MakeLine(ST_MakePoint(24.9 + (i % 40) * 0.002, 60.15 + (i / 40) * 0.001),
-                              ST_MakePoint(24.9 + (i % 40) * 0.002 + 0.001, 60.15 + (i / 40) * 0.001 + 0.0005)), 4326) AS geom
-  FROM generate_series(1, 2000) i;
-SELECT trafficdb.load_map('roads', 'id', 'geom', NULL, 'name');
-EOF
+afo_psql "$P1" "$DB" -f test/grid_map.sql >/dev/null
 afo_node_create "$DIR/n2" "$P2" n2 "$DIR/mon" default "$DB" secondary "trafficdb.shm_name = '${SHM}_n2'" "${node_conf[@]}" ||
 	die "node n2"
 afo_wait_healthy "$DIR/mon" default 120 || die "the formation did not become healthy"

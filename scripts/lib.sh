@@ -38,3 +38,20 @@ make_pg_dir() {
 
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+# stop_pidfile FILE: stop the process FILE names (SIGTERM, up to 10 s, then
+# SIGKILL) and remove FILE.
+stop_pidfile() {
+	local pid i
+	[ -f "$1" ] || return 0
+	pid=$(cat "$1")
+	if kill -0 "$pid" 2>/dev/null; then
+		kill "$pid"
+		for i in $(seq 1 100); do	# bounded: 10 s
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill -0 "$pid" 2>/dev/null && kill -9 "$pid"
+	fi
+	rm -f "$1"
+}

@@ -110,18 +110,9 @@ EOF
 }
 
 stop_minio() {
-	local dir=$1 pid i
-	[ -f "$dir/pid" ] || return 0
-	pid=$(cat "$dir/pid")
-	if kill -0 "$pid" 2>/dev/null; then
-		kill "$pid"
-		for i in $(seq 1 50); do
-			kill -0 "$pid" 2>/dev/null || break
-			sleep 0.2
-		done
-		kill -0 "$pid" 2>/dev/null && kill -9 "$pid"
-	fi
-	rm -rf "$dir/data" "$dir/pid"
+	[ -f "$1/pid" ] || return 0
+	stop_pidfile "$1/pid"
+	rm -rf "$1/data"
 }
 
 case "${1:-}" in

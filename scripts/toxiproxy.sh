@@ -108,18 +108,8 @@ start_toxiproxy() {
 }
 
 stop_toxiproxy() {
-	local dir=$1 pid i
-	[ -f "$dir/pid" ] || return 0
-	pid=$(cat "$dir/pid")
-	if kill -0 "$pid" 2>/dev/null; then
-		kill "$pid"
-		for i in $(seq 1 50); do
-			kill -0 "$pid" 2>/dev/null || break
-			sleep 0.1
-		done
-		kill -0 "$pid" 2>/dev/null && kill -9 "$pid"
-	fi
-	rm -f "$dir/pid" "$dir/env"
+	stop_pidfile "$1/pid"
+	rm -f "$1/env"
 }
 
 # api METHOD URL [JSON]: one call of the HTTP API, failing with its answer

@@ -3,6 +3,7 @@ package TdbTest;
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
 use Exporter 'import';
 use JSON::PP;
 our @EXPORT = qw(tdb_node tdb_make_bucket tdb_scan_node tdb_grid_map);
@@ -40,15 +41,7 @@ sub tdb_node
 sub tdb_grid_map
 {
 	my ($node) = @_;
-	$node->safe_psql('postgres', q{
-CREATE EXTENSION trafficdb CASCADE;
-CREATE TABLE roads AS
-SELECT i::bigint AS id, 'Street ' || (i % 10) AS name,
-       ST_SetSRID(ST_MakeLine(ST_MakePoint(24.9 + (i % 40) * 0.002, 60.15 + (i / 40) * 0.001),
-                              ST_MakePoint(24.9 + (i % 40) * 0.002 + 0.001, 60.15 + (i / 40) * 0.001 + 0.0005)), 4326) AS geom
-  FROM generate_series(1, 2000) i;
-SELECT trafficdb.load_map('roads', 'id', 'geom', NULL, 'name');
-});
+	$node->safe_psql('postgres', PostgreSQL::Test::Utils::slurp_file('test/grid_map.sql'));
 }
 
 # A bucket on the MinIO of scripts/test.sh (MINIO_ENDPOINT, MINIO_ROOT_USER,
