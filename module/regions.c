@@ -28,6 +28,7 @@
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 
+#include "module/geometry.h"
 #include "module/regions.h"
 #include "module/shared.h"
 #include "module/snapshot.h"
@@ -109,13 +110,16 @@ static set_rel_pathlist_hook_type prev_set_rel_pathlist = NULL;
 
 /*
  * Spatial predicates p(g, ...) that stay true when g grows: p(g, q) and g
- * inside b imply p(b, q).  PostGIS function names (of operators too).
+ * inside b imply p(b, q), where g is one of the predicate's geometry
+ * arguments (either of the first two; only the first for ~, "contains").
+ * PostGIS's functions (of operators too), in PostGIS's schema: anyone's
+ * st_intersects elsewhere may mean anything.
  */
 static bool
-monotone_predicate(Oid funcid)
+monotone_predicate(Oid funcid, bool *first_only)
 {
 	static const char *const names[] = {
-		"geometry_overlaps", "geography_overlaps", "overlaps_2d", "geometry_contains",
+		"geometry_overlaps", "geography_overlaps", "overlaps_2d",
 		"st_intersects", "_st_intersects", "st_dwithin", "_st_dwithin",
 	};
 	char	   *name = get_func_name(funcid);
@@ -123,11 +127,14 @@ monotone_predicate(Oid funcid)
 
 	if (name == NULL)
 		return false;
+	*first_only = false;
+	if (strcmp(name, "geometry_contains") == 0)
+		ok = *first_only = true;
 	for (size_t i = 0; i < lengthof(names); i++)
 		if (strcmp(name, names[i]) == 0)
 			ok = true;
 	pfree(name);
-	return ok;
+	return ok && get_func_namespace(funcid) == tdb_extension_schema("postgis");
 }
 
 typedef struct BoundsSubst
@@ -165,16 +172,92 @@ subst_bounds(Node *node, BoundsSubst *b)
 	return expression_tree_mutator(node, subst_bounds, (void *) b);
 }
 
-/* The function a clause applies at its top: an operator's or a function's. */
-static Oid
-clause_function(Node *clause)
+/*
+ * Is arg the geometry column itself (or its cast to geography, which keeps
+ * "inside")?  Anything else of the column (ST_Centroid(geom),
+ * ST_StartPoint(geom), ST_Boundary(geom) ...) is not monotone: its value
+ * for the bounds says nothing of its value for a row.
+ */
+static bool
+is_the_column(Node *arg, BoundsSubst *b)
 {
+	while (arg && IsA(arg, RelabelType))
+		arg = (Node *) ((RelabelType *) arg)->arg;
+	if (arg && IsA(arg, FuncExpr) && list_length(((FuncExpr *) arg)->args) == 1)
+	{
+		FuncExpr   *f = (FuncExpr *) arg;
+		char	   *name = get_func_name(f->funcid);
+
+		if (name == NULL || strcmp(name, "geography") != 0 ||
+			get_func_namespace(f->funcid) != tdb_extension_schema("postgis"))
+			return false;
+		arg = (Node *) linitial(f->args);
+		while (arg && IsA(arg, RelabelType))
+			arg = (Node *) ((RelabelType *) arg)->arg;
+	}
+	return arg && IsA(arg, Var) && (Index) ((Var *) arg)->varno == b->relid &&
+		((Var *) arg)->varattno == b->attno && ((Var *) arg)->varlevelsup == 0;
+}
+
+/*
+ * The clause with the bounds in place of the column, when the clause is a
+ * monotone predicate of the column and of constants (see above); else NULL.
+ */
+static Node *
+bounded_clause(Node *clause, BoundsSubst *b)
+{
+	List	   *args;
+	List	   *newargs = NIL;
+	bool		first_only;
+	int			col = -1;
+	int			i = 0;
+	ListCell   *lc;
+	Oid			fn;
+
 	if (IsA(clause, OpExpr))
-		return ((OpExpr *) clause)->opfuncid ? ((OpExpr *) clause)->opfuncid
+	{
+		args = ((OpExpr *) clause)->args;
+		fn = ((OpExpr *) clause)->opfuncid ? ((OpExpr *) clause)->opfuncid
 			: get_opcode(((OpExpr *) clause)->opno);
-	if (IsA(clause, FuncExpr))
-		return ((FuncExpr *) clause)->funcid;
-	return InvalidOid;
+	}
+	else if (IsA(clause, FuncExpr))
+	{
+		args = ((FuncExpr *) clause)->args;
+		fn = ((FuncExpr *) clause)->funcid;
+	}
+	else
+		return NULL;
+	if (!OidIsValid(fn) || list_length(args) < 2 || !monotone_predicate(fn, &first_only))
+		return NULL;
+	foreach(lc, args)
+	{
+		Node	   *arg = (Node *) lfirst(lc);
+
+		if (col < 0 && i < (first_only ? 1 : 2) && is_the_column(arg, b))
+		{
+			col = i;
+			newargs = lappend(newargs, subst_bounds(copyObject(arg), b));
+		}
+		else
+		{
+			BoundsSubst other = *b;
+
+			other.found = other.other_var = false;
+			(void) subst_bounds(arg, &other);
+			if (other.found || other.other_var)
+				return NULL;	/* the column (or another) elsewhere */
+			newargs = lappend(newargs, arg);
+		}
+		i++;
+	}
+	if (col < 0)
+		return NULL;
+	clause = (Node *) copyObject(clause);
+	if (IsA(clause, OpExpr))
+		((OpExpr *) clause)->args = newargs;
+	else
+		((FuncExpr *) clause)->args = newargs;
+	return clause;
 }
 
 /*
@@ -236,13 +319,9 @@ regions_set_rel_pathlist(PlannerInfo *root, RelOptInfo *rel, Index rti, RangeTbl
 	{
 		RestrictInfo *ri = lfirst_node(RestrictInfo, lc);
 		BoundsSubst b = {rti, attno, bounds, false, false};
-		Node	   *e;
-		Oid			fn = clause_function((Node *) ri->clause);
+		Node	   *e = bounded_clause((Node *) ri->clause, &b);
 
-		if (!OidIsValid(fn) || !monotone_predicate(fn))
-			continue;
-		e = subst_bounds((Node *) ri->clause, &b);
-		if (!b.found || b.other_var)
+		if (e == NULL)
 			continue;
 		e = eval_const_expressions(root, e);
 		if (IsA(e, Const) && (((Const *) e)->constisnull || !DatumGetBool(((Const *) e)->constvalue)))
