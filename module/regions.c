@@ -14,7 +14,10 @@
  */
 #include "postgres.h"
 
+#include "access/heapam.h"
 #include "access/table.h"
+#include "access/tableam.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_operator.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -26,7 +29,11 @@
 #include "optimizer/paths.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/guc.h"
 #include "utils/rel.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
+#include "miscadmin.h"
 
 #include "module/geometry.h"
 #include "module/regions.h"
@@ -37,6 +44,108 @@
 PG_FUNCTION_INFO_V1(trafficdb_feed_owned);
 
 /* ---- the feed's check -------------------------------------------------------- */
+
+/*
+ * The map's source, its columns and the role that loaded it, from
+ * trafficdb.map_source, read directly: the feed's writers have no SELECT on
+ * it.  False when there is none, or its table or role is gone.
+ */
+static bool
+map_source_of(Oid *relid, NameData *idcol, NameData *geomcol, Oid *loaded_by)
+{
+	Oid			nsp = get_namespace_oid("trafficdb", true);
+	Oid			msrc = OidIsValid(nsp) ? get_relname_relid("map_source", nsp) : InvalidOid;
+	Relation	rel;
+	TableScanDesc scan;
+	HeapTuple	tup;
+	bool		found = false;
+	Snapshot	snap;
+
+	if (!OidIsValid(msrc))
+		return false;
+	rel = table_open(msrc, AccessShareLock);
+	snap = RegisterSnapshot(GetLatestSnapshot());
+	scan = table_beginscan(rel, snap, 0, NULL);
+	if ((tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
+	{
+		TupleDesc	td = RelationGetDescr(rel);
+		bool		n1, n2, n3, n4;
+		Datum		src = heap_getattr(tup, 2, td, &n1);	/* source */
+		Datum		id = heap_getattr(tup, 3, td, &n2); /* id_column */
+		Datum		geom = heap_getattr(tup, 4, td, &n3);	/* geom_column */
+		Datum		by;
+		int			by_att = -1;
+
+		for (int i = 0; i < td->natts; i++)
+			if (!TupleDescAttr(td, i)->attisdropped && strcmp(NameStr(TupleDescAttr(td, i)->attname), "loaded_by") == 0)
+				by_att = i + 1;
+		by = by_att > 0 ? heap_getattr(tup, by_att, td, &n4) : (Datum) 0;
+		if (!n1 && !n2 && !n3 && by_att > 0 && !n4)
+		{
+			*relid = DatumGetObjectId(src);
+			namestrcpy(idcol, NameStr(*DatumGetName(id)));
+			namestrcpy(geomcol, NameStr(*DatumGetName(geom)));
+			*loaded_by = DatumGetObjectId(by);
+			found = get_rel_name(*relid) != NULL &&
+				SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(*loaded_by));
+		}
+	}
+	table_endscan(scan);
+	UnregisterSnapshot(snap);
+	table_close(rel, AccessShareLock);
+	return found;
+}
+
+/*
+ * The region of location id in the map's source, read as the role that
+ * loaded the map (as the daemon reads it: that role's grants and row
+ * security, no code of the source's running as the feed's writer), as a
+ * restricted operation whose setting changes are undone; NULL if none.
+ */
+static char *
+source_region_of(int64 id, MemoryContext caller)
+{
+	Oid			relid;
+	NameData	idcol;
+	NameData	geomcol;
+	Oid			loaded_by;
+	volatile Oid loaded_by_v;
+	Oid			save_userid;
+	int			save_sec;
+	int			guc_nest;
+	char	   *volatile region = NULL;
+	char	   *query;
+	Oid			argtype = INT8OID;
+	Datum		arg = Int64GetDatum(id);
+
+	if (!map_source_of(&relid, &idcol, &geomcol, &loaded_by))
+		return NULL;
+	loaded_by_v = loaded_by;
+	query = psprintf("SELECT trafficdb.region_of(%s) FROM %s WHERE %s OPERATOR(pg_catalog.=) $1 LIMIT 1",
+					 quote_identifier(NameStr(geomcol)),
+					 quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)), get_rel_name(relid)),
+					 quote_identifier(NameStr(idcol)));
+	GetUserIdAndSecContext(&save_userid, &save_sec);
+	guc_nest = NewGUCNestLevel();
+	PG_TRY();
+	{
+		SetUserIdAndSecContext(loaded_by_v, save_sec | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
+		if (SPI_execute_with_args(query, 1, &argtype, &arg, NULL, true, 1) == SPI_OK_SELECT && SPI_processed == 1)
+		{
+			char	   *v = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+
+			if (v)
+				region = MemoryContextStrdup(caller, v);
+		}
+	}
+	PG_FINALLY();
+	{
+		AtEOXact_GUC(false, guc_nest);
+		SetUserIdAndSecContext(save_userid, save_sec);
+	}
+	PG_END_TRY();
+	return region;
+}
 
 /*
  * True unless location_id belongs to another region than the one whose map
@@ -51,7 +160,7 @@ trafficdb_feed_owned(PG_FUNCTION_ARGS)
 	int64		id;
 	NameData	mine;
 	Datum		arg;
-	Oid			argtype = INT8OID;
+	Oid			argtype = TEXTOID;
 	char	   *owner = NULL;
 	char	   *server = NULL;
 	char	   *reach = NULL;
@@ -73,22 +182,28 @@ trafficdb_feed_owned(PG_FUNCTION_ARGS)
 		PG_RETURN_BOOL(true);
 
 	SPI_connect();
-	arg = Int64GetDatum(id);
-	if (SPI_execute_with_args("SELECT region, server, reach FROM trafficdb._owner_of($1)",
-							  1, &argtype, &arg, NULL, true, 1) == SPI_OK_SELECT && SPI_processed == 1)
+	owner = source_region_of(id, caller);
+	if (owner != NULL && strcmp(owner, NameStr(mine)) != 0)
 	{
-		HeapTuple	tup = SPI_tuptable->vals[0];
-		TupleDesc	td = SPI_tuptable->tupdesc;
+		arg = CStringGetTextDatum(owner);
+		if (SPI_execute_with_args("SELECT r.server::pg_catalog.text, "
+								  "(SELECT pg_catalog.string_agg(o, ' ') FROM pg_catalog.unnest(s.srvoptions) o "
+								  "  WHERE o OPERATOR(pg_catalog.~) '^(host|hostaddr|port|dbname)=') "
+								  "FROM trafficdb.regions r LEFT JOIN pg_catalog.pg_foreign_server s "
+								  "  ON s.srvname OPERATOR(pg_catalog.=) r.server "
+								  "WHERE r.name OPERATOR(pg_catalog.=) $1",
+								  1, &argtype, &arg, NULL, true, 1) == SPI_OK_SELECT && SPI_processed == 1)
+		{
+			HeapTuple	tup = SPI_tuptable->vals[0];
+			TupleDesc	td = SPI_tuptable->tupdesc;
 
-		owner = SPI_getvalue(tup, td, 1);
-		server = SPI_getvalue(tup, td, 2);
-		reach = SPI_getvalue(tup, td, 3);
-		if (owner)
-			owner = MemoryContextStrdup(caller, owner);
-		if (server)
-			server = MemoryContextStrdup(caller, server);
-		if (reach)
-			reach = MemoryContextStrdup(caller, reach);
+			server = SPI_getvalue(tup, td, 1);
+			reach = SPI_getvalue(tup, td, 2);
+			if (server)
+				server = MemoryContextStrdup(caller, server);
+			if (reach)
+				reach = MemoryContextStrdup(caller, reach);
+		}
 	}
 	SPI_finish();
 	if (owner == NULL || strcmp(owner, NameStr(mine)) == 0)
