@@ -433,8 +433,8 @@ DO $$
 DECLARE pg text := (SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
                      WHERE e.extname = 'postgis');
 BEGIN
-  EXECUTE format('ALTER FUNCTION trafficdb.tile(integer, integer, integer) SET search_path = %I, pg_catalog', pg);
-  EXECUTE format('ALTER FUNCTION trafficdb.geojson(float8, float8, float8, float8) SET search_path = %I, pg_catalog', pg);
+  EXECUTE format('ALTER FUNCTION trafficdb.tile(integer, integer, integer) SET search_path = pg_catalog, %I', pg);
+  EXECUTE format('ALTER FUNCTION trafficdb.geojson(float8, float8, float8, float8) SET search_path = pg_catalog, %I', pg);
 END $$;
 
 -- ---------------------------------------------------------------------------
@@ -577,8 +577,8 @@ DO $$
 DECLARE pg text := (SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
                      WHERE e.extname = 'postgis');
 BEGIN
-  EXECUTE format('ALTER FUNCTION trafficdb.region_of(geometry) SET search_path = %I, pg_catalog', pg);
-  EXECUTE format('ALTER FUNCTION trafficdb._region_fit(geometry, text) SET search_path = %I, pg_catalog', pg);
+  EXECUTE format('ALTER FUNCTION trafficdb.region_of(geometry) SET search_path = pg_catalog, %I', pg);
+  EXECUTE format('ALTER FUNCTION trafficdb._region_fit(geometry, text) SET search_path = pg_catalog, %I', pg);
   EXECUTE format('ALTER FUNCTION trafficdb.create_global_locations() SET search_path = pg_catalog, %I', pg);
 END $$;
 
