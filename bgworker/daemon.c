@@ -274,7 +274,7 @@ begin_tx(const char *what)
  * the wait, and SYNC writers are then not told that the generation
  * committed (commit_unconfirmed): they learn that the server stopped.
  */
-static volatile sig_atomic_t in_commit = false;
+static volatile sig_atomic_t in_commit = false;	/* in a wait for the standby */
 static bool commit_unconfirmed = false;
 
 static void
@@ -2122,9 +2122,22 @@ commit_confirmed(void)
 	{
 		if (ProcDiePending || !PostmasterIsAlive())
 			return false;
-		if (ShutdownRequestPending || standby_has(XactLastCommitEnd))
+		if (standby_has(XactLastCommitEnd))
 			return true;
+		if (ShutdownRequestPending)
+		{
+			/* not confirmed: TRAFFICDB_SYNC writers must not be told it committed */
+			commit_unconfirmed = true;
+			return true;
+		}
+		/* a stop request cancels this wait too (daemon_sigterm) */
+		in_commit = true;
+		if (ShutdownRequestPending)
+			QueryCancelPending = true;
 		SyncRepWaitForLSN(XactLastCommitEnd, true);
+		in_commit = false;
+		if (ShutdownRequestPending)
+			QueryCancelPending = false;
 	}
 }
 

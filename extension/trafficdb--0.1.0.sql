@@ -433,8 +433,8 @@ DO $$
 DECLARE pg text := (SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
                      WHERE e.extname = 'postgis');
 BEGIN
-  EXECUTE format('ALTER FUNCTION trafficdb.tile(integer, integer, integer) SET search_path = %I, pg_catalog', pg);
-  EXECUTE format('ALTER FUNCTION trafficdb.geojson(float8, float8, float8, float8) SET search_path = %I, pg_catalog', pg);
+  EXECUTE format('ALTER FUNCTION trafficdb.tile(integer, integer, integer) SET search_path = pg_catalog, %I', pg);
+  EXECUTE format('ALTER FUNCTION trafficdb.geojson(float8, float8, float8, float8) SET search_path = pg_catalog, %I', pg);
 END $$;
 
 -- ---------------------------------------------------------------------------
@@ -498,27 +498,6 @@ CREATE FUNCTION trafficdb._feed_owned(location_id bigint) RETURNS boolean
 AS 'MODULE_PATHNAME', 'trafficdb_feed_owned'
 LANGUAGE C STABLE PARALLEL SAFE;
 ALTER TABLE trafficdb.feed ADD CONSTRAINT feed_location_in_region CHECK (trafficdb._feed_owned(location_id));
-
--- The owner of a location the loaded region's map lacks, and its server, as
--- the error message gives them.
-CREATE FUNCTION trafficdb._owner_of(location_id bigint, OUT region text, OUT server text, OUT reach text)
-LANGUAGE plpgsql STABLE AS $$
-DECLARE
-  src record;
-BEGIN
-  SELECT m.source, m.id_column, m.geom_column INTO src FROM trafficdb.map_source m;
-  IF NOT FOUND THEN
-    RETURN;
-  END IF;
-  EXECUTE format('SELECT trafficdb.region_of(%I) FROM %s WHERE %I = $1 LIMIT 1',
-                 src.geom_column, src.source, src.id_column)
-     INTO region USING location_id;
-  SELECT r.server, (SELECT string_agg(o, ' ') FROM unnest(s.srvoptions) o
-                     WHERE o ~ '^(host|hostaddr|port|dbname)=')
-    INTO server, reach
-    FROM trafficdb.regions r LEFT JOIN pg_catalog.pg_foreign_server s ON s.srvname = r.server
-   WHERE r.name = region;
-END $$;
 
 -- The global view of a fleet: schema trafficdb_global, one postgres_fdw
 -- foreign table per region (the region's trafficdb.locations, with a CHECK
@@ -598,9 +577,8 @@ DO $$
 DECLARE pg text := (SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
                      WHERE e.extname = 'postgis');
 BEGIN
-  EXECUTE format('ALTER FUNCTION trafficdb.region_of(geometry) SET search_path = %I, pg_catalog', pg);
-  EXECUTE format('ALTER FUNCTION trafficdb._region_fit(geometry, text) SET search_path = %I, pg_catalog', pg);
-  EXECUTE format('ALTER FUNCTION trafficdb._owner_of(bigint) SET search_path = pg_catalog, %I', pg);
+  EXECUTE format('ALTER FUNCTION trafficdb.region_of(geometry) SET search_path = pg_catalog, %I', pg);
+  EXECUTE format('ALTER FUNCTION trafficdb._region_fit(geometry, text) SET search_path = pg_catalog, %I', pg);
   EXECUTE format('ALTER FUNCTION trafficdb.create_global_locations() SET search_path = pg_catalog, %I', pg);
 END $$;
 

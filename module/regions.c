@@ -14,7 +14,10 @@
  */
 #include "postgres.h"
 
+#include "access/heapam.h"
 #include "access/table.h"
+#include "access/tableam.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_operator.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -26,8 +29,13 @@
 #include "optimizer/paths.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/guc.h"
 #include "utils/rel.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
+#include "miscadmin.h"
 
+#include "module/geometry.h"
 #include "module/regions.h"
 #include "module/shared.h"
 #include "module/snapshot.h"
@@ -36,6 +44,108 @@
 PG_FUNCTION_INFO_V1(trafficdb_feed_owned);
 
 /* ---- the feed's check -------------------------------------------------------- */
+
+/*
+ * The map's source, its columns and the role that loaded it, from
+ * trafficdb.map_source, read directly: the feed's writers have no SELECT on
+ * it.  False when there is none, or its table or role is gone.
+ */
+static bool
+map_source_of(Oid *relid, NameData *idcol, NameData *geomcol, Oid *loaded_by)
+{
+	Oid			nsp = get_namespace_oid("trafficdb", true);
+	Oid			msrc = OidIsValid(nsp) ? get_relname_relid("map_source", nsp) : InvalidOid;
+	Relation	rel;
+	TableScanDesc scan;
+	HeapTuple	tup;
+	bool		found = false;
+	Snapshot	snap;
+
+	if (!OidIsValid(msrc))
+		return false;
+	rel = table_open(msrc, AccessShareLock);
+	snap = RegisterSnapshot(GetLatestSnapshot());
+	scan = table_beginscan(rel, snap, 0, NULL);
+	if ((tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
+	{
+		TupleDesc	td = RelationGetDescr(rel);
+		bool		n1, n2, n3, n4;
+		Datum		src = heap_getattr(tup, 2, td, &n1);	/* source */
+		Datum		id = heap_getattr(tup, 3, td, &n2); /* id_column */
+		Datum		geom = heap_getattr(tup, 4, td, &n3);	/* geom_column */
+		Datum		by;
+		int			by_att = -1;
+
+		for (int i = 0; i < td->natts; i++)
+			if (!TupleDescAttr(td, i)->attisdropped && strcmp(NameStr(TupleDescAttr(td, i)->attname), "loaded_by") == 0)
+				by_att = i + 1;
+		by = by_att > 0 ? heap_getattr(tup, by_att, td, &n4) : (Datum) 0;
+		if (!n1 && !n2 && !n3 && by_att > 0 && !n4)
+		{
+			*relid = DatumGetObjectId(src);
+			namestrcpy(idcol, NameStr(*DatumGetName(id)));
+			namestrcpy(geomcol, NameStr(*DatumGetName(geom)));
+			*loaded_by = DatumGetObjectId(by);
+			found = get_rel_name(*relid) != NULL &&
+				SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(*loaded_by));
+		}
+	}
+	table_endscan(scan);
+	UnregisterSnapshot(snap);
+	table_close(rel, AccessShareLock);
+	return found;
+}
+
+/*
+ * The region of location id in the map's source, read as the role that
+ * loaded the map (as the daemon reads it: that role's grants and row
+ * security, no code of the source's running as the feed's writer), as a
+ * restricted operation whose setting changes are undone; NULL if none.
+ */
+static char *
+source_region_of(int64 id, MemoryContext caller)
+{
+	Oid			relid;
+	NameData	idcol;
+	NameData	geomcol;
+	Oid			loaded_by;
+	volatile Oid loaded_by_v;
+	Oid			save_userid;
+	int			save_sec;
+	int			guc_nest;
+	char	   *volatile region = NULL;
+	char	   *query;
+	Oid			argtype = INT8OID;
+	Datum		arg = Int64GetDatum(id);
+
+	if (!map_source_of(&relid, &idcol, &geomcol, &loaded_by))
+		return NULL;
+	loaded_by_v = loaded_by;
+	query = psprintf("SELECT trafficdb.region_of(%s) FROM %s WHERE %s OPERATOR(pg_catalog.=) $1 LIMIT 1",
+					 quote_identifier(NameStr(geomcol)),
+					 quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)), get_rel_name(relid)),
+					 quote_identifier(NameStr(idcol)));
+	GetUserIdAndSecContext(&save_userid, &save_sec);
+	guc_nest = NewGUCNestLevel();
+	PG_TRY();
+	{
+		SetUserIdAndSecContext(loaded_by_v, save_sec | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
+		if (SPI_execute_with_args(query, 1, &argtype, &arg, NULL, true, 1) == SPI_OK_SELECT && SPI_processed == 1)
+		{
+			char	   *v = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+
+			if (v)
+				region = MemoryContextStrdup(caller, v);
+		}
+	}
+	PG_FINALLY();
+	{
+		AtEOXact_GUC(false, guc_nest);
+		SetUserIdAndSecContext(save_userid, save_sec);
+	}
+	PG_END_TRY();
+	return region;
+}
 
 /*
  * True unless location_id belongs to another region than the one whose map
@@ -50,7 +160,7 @@ trafficdb_feed_owned(PG_FUNCTION_ARGS)
 	int64		id;
 	NameData	mine;
 	Datum		arg;
-	Oid			argtype = INT8OID;
+	Oid			argtype = TEXTOID;
 	char	   *owner = NULL;
 	char	   *server = NULL;
 	char	   *reach = NULL;
@@ -72,22 +182,28 @@ trafficdb_feed_owned(PG_FUNCTION_ARGS)
 		PG_RETURN_BOOL(true);
 
 	SPI_connect();
-	arg = Int64GetDatum(id);
-	if (SPI_execute_with_args("SELECT region, server, reach FROM trafficdb._owner_of($1)",
-							  1, &argtype, &arg, NULL, true, 1) == SPI_OK_SELECT && SPI_processed == 1)
+	owner = source_region_of(id, caller);
+	if (owner != NULL && strcmp(owner, NameStr(mine)) != 0)
 	{
-		HeapTuple	tup = SPI_tuptable->vals[0];
-		TupleDesc	td = SPI_tuptable->tupdesc;
+		arg = CStringGetTextDatum(owner);
+		if (SPI_execute_with_args("SELECT r.server::pg_catalog.text, "
+								  "(SELECT pg_catalog.string_agg(o, ' ') FROM pg_catalog.unnest(s.srvoptions) o "
+								  "  WHERE o OPERATOR(pg_catalog.~) '^(host|hostaddr|port|dbname)=') "
+								  "FROM trafficdb.regions r LEFT JOIN pg_catalog.pg_foreign_server s "
+								  "  ON s.srvname OPERATOR(pg_catalog.=) r.server "
+								  "WHERE r.name OPERATOR(pg_catalog.=) $1",
+								  1, &argtype, &arg, NULL, true, 1) == SPI_OK_SELECT && SPI_processed == 1)
+		{
+			HeapTuple	tup = SPI_tuptable->vals[0];
+			TupleDesc	td = SPI_tuptable->tupdesc;
 
-		owner = SPI_getvalue(tup, td, 1);
-		server = SPI_getvalue(tup, td, 2);
-		reach = SPI_getvalue(tup, td, 3);
-		if (owner)
-			owner = MemoryContextStrdup(caller, owner);
-		if (server)
-			server = MemoryContextStrdup(caller, server);
-		if (reach)
-			reach = MemoryContextStrdup(caller, reach);
+			server = SPI_getvalue(tup, td, 1);
+			reach = SPI_getvalue(tup, td, 2);
+			if (server)
+				server = MemoryContextStrdup(caller, server);
+			if (reach)
+				reach = MemoryContextStrdup(caller, reach);
+		}
 	}
 	SPI_finish();
 	if (owner == NULL || strcmp(owner, NameStr(mine)) == 0)
@@ -109,13 +225,16 @@ static set_rel_pathlist_hook_type prev_set_rel_pathlist = NULL;
 
 /*
  * Spatial predicates p(g, ...) that stay true when g grows: p(g, q) and g
- * inside b imply p(b, q).  PostGIS function names (of operators too).
+ * inside b imply p(b, q), where g is one of the predicate's geometry
+ * arguments (either of the first two; only the first for ~, "contains").
+ * PostGIS's functions (of operators too), in PostGIS's schema: anyone's
+ * st_intersects elsewhere may mean anything.
  */
 static bool
-monotone_predicate(Oid funcid)
+monotone_predicate(Oid funcid, bool *first_only)
 {
 	static const char *const names[] = {
-		"geometry_overlaps", "geography_overlaps", "overlaps_2d", "geometry_contains",
+		"geometry_overlaps", "geography_overlaps", "overlaps_2d",
 		"st_intersects", "_st_intersects", "st_dwithin", "_st_dwithin",
 	};
 	char	   *name = get_func_name(funcid);
@@ -123,11 +242,14 @@ monotone_predicate(Oid funcid)
 
 	if (name == NULL)
 		return false;
+	*first_only = false;
+	if (strcmp(name, "geometry_contains") == 0)
+		ok = *first_only = true;
 	for (size_t i = 0; i < lengthof(names); i++)
 		if (strcmp(name, names[i]) == 0)
 			ok = true;
 	pfree(name);
-	return ok;
+	return ok && get_func_namespace(funcid) == tdb_extension_schema("postgis");
 }
 
 typedef struct BoundsSubst
@@ -165,16 +287,92 @@ subst_bounds(Node *node, BoundsSubst *b)
 	return expression_tree_mutator(node, subst_bounds, (void *) b);
 }
 
-/* The function a clause applies at its top: an operator's or a function's. */
-static Oid
-clause_function(Node *clause)
+/*
+ * Is arg the geometry column itself (or its cast to geography, which keeps
+ * "inside")?  Anything else of the column (ST_Centroid(geom),
+ * ST_StartPoint(geom), ST_Boundary(geom) ...) is not monotone: its value
+ * for the bounds says nothing of its value for a row.
+ */
+static bool
+is_the_column(Node *arg, BoundsSubst *b)
 {
+	while (arg && IsA(arg, RelabelType))
+		arg = (Node *) ((RelabelType *) arg)->arg;
+	if (arg && IsA(arg, FuncExpr) && list_length(((FuncExpr *) arg)->args) == 1)
+	{
+		FuncExpr   *f = (FuncExpr *) arg;
+		char	   *name = get_func_name(f->funcid);
+
+		if (name == NULL || strcmp(name, "geography") != 0 ||
+			get_func_namespace(f->funcid) != tdb_extension_schema("postgis"))
+			return false;
+		arg = (Node *) linitial(f->args);
+		while (arg && IsA(arg, RelabelType))
+			arg = (Node *) ((RelabelType *) arg)->arg;
+	}
+	return arg && IsA(arg, Var) && (Index) ((Var *) arg)->varno == b->relid &&
+		((Var *) arg)->varattno == b->attno && ((Var *) arg)->varlevelsup == 0;
+}
+
+/*
+ * The clause with the bounds in place of the column, when the clause is a
+ * monotone predicate of the column and of constants (see above); else NULL.
+ */
+static Node *
+bounded_clause(Node *clause, BoundsSubst *b)
+{
+	List	   *args;
+	List	   *newargs = NIL;
+	bool		first_only;
+	int			col = -1;
+	int			i = 0;
+	ListCell   *lc;
+	Oid			fn;
+
 	if (IsA(clause, OpExpr))
-		return ((OpExpr *) clause)->opfuncid ? ((OpExpr *) clause)->opfuncid
+	{
+		args = ((OpExpr *) clause)->args;
+		fn = ((OpExpr *) clause)->opfuncid ? ((OpExpr *) clause)->opfuncid
 			: get_opcode(((OpExpr *) clause)->opno);
-	if (IsA(clause, FuncExpr))
-		return ((FuncExpr *) clause)->funcid;
-	return InvalidOid;
+	}
+	else if (IsA(clause, FuncExpr))
+	{
+		args = ((FuncExpr *) clause)->args;
+		fn = ((FuncExpr *) clause)->funcid;
+	}
+	else
+		return NULL;
+	if (!OidIsValid(fn) || list_length(args) < 2 || !monotone_predicate(fn, &first_only))
+		return NULL;
+	foreach(lc, args)
+	{
+		Node	   *arg = (Node *) lfirst(lc);
+
+		if (col < 0 && i < (first_only ? 1 : 2) && is_the_column(arg, b))
+		{
+			col = i;
+			newargs = lappend(newargs, subst_bounds(copyObject(arg), b));
+		}
+		else
+		{
+			BoundsSubst other = *b;
+
+			other.found = other.other_var = false;
+			(void) subst_bounds(arg, &other);
+			if (other.found || other.other_var)
+				return NULL;	/* the column (or another) elsewhere */
+			newargs = lappend(newargs, arg);
+		}
+		i++;
+	}
+	if (col < 0)
+		return NULL;
+	clause = (Node *) copyObject(clause);
+	if (IsA(clause, OpExpr))
+		((OpExpr *) clause)->args = newargs;
+	else
+		((FuncExpr *) clause)->args = newargs;
+	return clause;
 }
 
 /*
@@ -236,13 +434,9 @@ regions_set_rel_pathlist(PlannerInfo *root, RelOptInfo *rel, Index rti, RangeTbl
 	{
 		RestrictInfo *ri = lfirst_node(RestrictInfo, lc);
 		BoundsSubst b = {rti, attno, bounds, false, false};
-		Node	   *e;
-		Oid			fn = clause_function((Node *) ri->clause);
+		Node	   *e = bounded_clause((Node *) ri->clause, &b);
 
-		if (!OidIsValid(fn) || !monotone_predicate(fn))
-			continue;
-		e = subst_bounds((Node *) ri->clause, &b);
-		if (!b.found || b.other_var)
+		if (e == NULL)
 			continue;
 		e = eval_const_expressions(root, e);
 		if (IsA(e, Const) && (((Const *) e)->constisnull || !DatumGetBool(((Const *) e)->constvalue)))
