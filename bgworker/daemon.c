@@ -2087,15 +2087,18 @@ static bool
 standby_has(XLogRecPtr lsn)
 {
 	bool		has;
+	/* what a commit waits for at this synchronous_commit (as SyncRepWaitForLSN does) */
+	int			mode = synchronous_commit == SYNCHRONOUS_COMMIT_REMOTE_WRITE ? SYNC_REP_WAIT_WRITE :
+		synchronous_commit == SYNCHRONOUS_COMMIT_REMOTE_APPLY ? SYNC_REP_WAIT_APPLY : SYNC_REP_WAIT_FLUSH;
 
 	if (!SyncRepRequested())
 		return true;
 	LWLockAcquire(SyncRepLock, LW_SHARED);
 #ifdef SYNC_STANDBY_DEFINED
 	/* 15.13 and later: a status word */
-	has = !(WalSndCtl->sync_standbys_status & SYNC_STANDBY_DEFINED) || lsn <= WalSndCtl->lsn[SYNC_REP_WAIT_FLUSH];
+	has = !(WalSndCtl->sync_standbys_status & SYNC_STANDBY_DEFINED) || lsn <= WalSndCtl->lsn[mode];
 #else
-	has = !WalSndCtl->sync_standbys_defined || lsn <= WalSndCtl->lsn[SYNC_REP_WAIT_FLUSH];
+	has = !WalSndCtl->sync_standbys_defined || lsn <= WalSndCtl->lsn[mode];
 #endif
 	LWLockRelease(SyncRepLock);
 	return has;
