@@ -75,6 +75,7 @@
 
 #include "bgworker/genlog_store.h"
 #include "module/shared.h"
+#include "module/subscriptions.h"
 #include "module/trafficdb.h"
 #include "object.h"
 #include "ring/ring.h"
@@ -124,6 +125,16 @@ typedef struct DaemonState
 	bool		need_checkpoint;	/* a new map: the next record must be a checkpoint */
 	TdbLogMapInfo mapinfo;		/* the current map's first generation, time, checksum */
 	NameData	region;			/* the region whose map it is (empty: the whole source) */
+
+	/* subscriptions (trafficdb.subscriptions), indexed for the current map */
+	TdbSubFilter *subs;
+	uint32		nsubs;
+	TdbSubIndex subix;
+	MemoryContext subs_cxt;
+	uint64		subs_version;	/* of tdb_shared->subs_version, when loaded */
+	uint64		subs_map_id;	/* the map subix was built for */
+	uint32		last_pub_seg;	/* traffic object of the last generation published ... */
+	uint64		last_pub_map_id;	/* ... for this map (0: none) */
 	bool		unpublished;	/* a committed generation readers have not been given */
 
 	/* the writers' ring (trafficdb_put) */
@@ -158,6 +169,8 @@ typedef struct DaemonState
 } DaemonState;
 
 static DaemonState D;
+
+static void match_subscriptions(void);
 
 /*
  * The planner's statistics of the map (see TdbShared.map_extent): computed
@@ -962,6 +975,7 @@ finish_publication(void)
 	}
 	if (D.log_first == 0)
 		D.log_first = gen;
+	match_subscriptions();
 	for (uint64 k = 0; k < D.npend; k++)
 		D.pend_bit[D.pend[k] >> 3] = 0;
 	D.npend = 0;
@@ -995,6 +1009,8 @@ finish_publication(void)
 	else
 	{
 		D.unpublished = false;
+		D.last_pub_seg = D.pub.seg;
+		D.last_pub_map_id = D.map.hdr->map_id;
 		tdb_writer_reclaim(&D.writer, D.map_seg);
 	}
 
@@ -2206,6 +2222,146 @@ map_load_tx(void *p)
 	a->count = load_map(&a->req, a->record_source, NULL);
 }
 
+/*
+ * Load trafficdb.subscriptions and index them for the current map, when they
+ * changed (a committed change bumps tdb_shared->subs_version) or the map
+ * did.  In a subtransaction: a row that cannot be read (they are checked
+ * when written) leaves the previous set in force and never stops
+ * publication.  Ids a reloaded map lacks are dropped from their filter, and
+ * a filter left with none is skipped, with a LOG line.
+ */
+static void
+refresh_subscriptions(void)
+{
+	uint64		version = pg_atomic_read_u64(&tdb_shared->subs_version);
+	MemoryContext oldcxt = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+	MemoryContext cxt;
+	TdbSubFilter *volatile subs = NULL;
+	volatile uint32 n = 0;
+	TdbSubIndex ix;
+	char		err[TDB_ERRLEN];
+
+	if (!D.have_map || (version == D.subs_version && D.subs_map_id == D.map.hdr->map_id))
+		return;
+	cxt = AllocSetContextCreate(D.cxt, "trafficdb subscriptions", ALLOCSET_DEFAULT_SIZES);
+	BeginInternalSubTransaction(NULL);
+	PG_TRY();
+	{
+		TupleDesc	td;
+
+		if (SPI_execute("SELECT * FROM trafficdb.subscriptions ORDER BY id", true, 0) != SPI_OK_SELECT)
+			elog(ERROR, "could not read trafficdb.subscriptions");
+		td = SPI_tuptable->tupdesc;
+		subs = MemoryContextAllocHuge(cxt, sizeof(TdbSubFilter) * Max(SPI_processed, 1));
+		for (uint64 r = 0; r < SPI_processed; r++)
+		{
+			TdbSubFilter *f = &subs[n];
+
+			tdb_subscription_filter(td, SPI_tuptable->vals[r], f, cxt);
+			if (f->area == TDB_SUB_IDS)
+			{
+				uint32		kept = 0;
+				uint64	   *ids = (uint64 *) f->ids;
+
+				for (uint32 i = 0; i < f->nids; i++)
+					if (tdb_map_find(&D.map, ids[i]) >= 0)
+						ids[kept++] = ids[i];
+				if (kept < f->nids)
+					ereport(LOG,
+							(errmsg("trafficdb: subscription %u: %u of its %u location ids are not in the map%s",
+									f->id, f->nids - kept, f->nids, kept == 0 ? "; it gets no events" : "")));
+				f->nids = kept;
+				if (kept == 0)
+					continue;
+			}
+			n++;
+		}
+		SPI_freetuptable(SPI_tuptable);
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcxt);
+		CurrentResourceOwner = oldowner;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(oldcxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcxt);
+		CurrentResourceOwner = oldowner;
+		ereport(LOG,
+				(errmsg("trafficdb: could not load the subscriptions, the previous ones stay in force: %s", edata->message)));
+		FreeErrorData(edata);
+		MemoryContextDelete(cxt);
+		D.subs_version = version;	/* tried: again at the next change */
+		return;
+	}
+	PG_END_TRY();
+
+	if (tdb_sub_index_build(&D.map, subs, n, &ix, err) != TDB_OBJ_OK)
+	{
+		ereport(LOG, (errmsg("trafficdb: could not index the subscriptions, the previous ones stay in force: %s", err)));
+		MemoryContextDelete(cxt);
+		D.subs_version = version;
+		return;
+	}
+	tdb_sub_index_free(&D.subix);
+	if (D.subs_cxt)
+		MemoryContextDelete(D.subs_cxt);
+	D.subs_cxt = cxt;
+	D.subs = subs;
+	D.nsubs = n;
+	D.subix = ix;
+	D.subs_version = version;
+	D.subs_map_id = D.map.hdr->map_id;
+	SpinLockAcquire(&tdb_shared->mutex);
+	tdb_shared->subscriptions = n;
+	SpinLockRelease(&tdb_shared->mutex);
+}
+
+static int
+count_event(uint32 filter, uint64 record, uint16 kind, void *arg)
+{
+	(void) filter;
+	(void) record;
+	(void) kind;
+	(void) arg;
+	return 0;
+}
+
+/*
+ * Match the subscriptions against what the generation about to be
+ * published changed: the records of the pend list, between the traffic
+ * object of the last publication (still the active one) and the new one.
+ * After a refused publication or a map change there is no previous object
+ * to compare with: no events then (a subscriber resyncs with changes_since).
+ */
+static void
+match_subscriptions(void)
+{
+	instr_time	start,
+				dur;
+	int64		events = 0;
+
+	if (D.nsubs == 0 || D.subs_map_id != D.map.hdr->map_id || D.last_pub_map_id != D.map.hdr->map_id ||
+		D.unpublished)
+		return;
+	INSTR_TIME_SET_CURRENT(start);
+	events = tdb_sub_match(&D.subix, D.subs,
+						   tdb_traffic_entries(D.writer.seg_addr[D.last_pub_seg]),
+						   tdb_traffic_entries(D.writer.seg_addr[D.pub.seg]),
+						   D.pend, D.npend, count_event, NULL);
+	INSTR_TIME_SET_CURRENT(dur);
+	INSTR_TIME_SUBTRACT(dur, start);
+	SpinLockAcquire(&tdb_shared->mutex);
+	tdb_shared->last_events = (uint64) Max(events, 0);
+	tdb_shared->last_match_ms = INSTR_TIME_GET_MILLISEC(dur);
+	SpinLockRelease(&tdb_shared->mutex);
+}
+
 static void
 feed_tx(void *p)
 {
@@ -2215,6 +2371,7 @@ feed_tx(void *p)
 		D.have_map = false;
 		return;
 	}
+	refresh_subscriptions();
 	feed_cycle(*(bool *) p);
 }
 

@@ -265,7 +265,7 @@ CREATE FUNCTION trafficdb._status(
     OUT replayed_generations bigint, OUT replay_mismatches bigint,
     OUT last_replay_ms double precision, OUT feed_parts_skipped bigint,
     OUT role text, OUT replay_lag_generations bigint, OUT replay_lag_ms double precision,
-    OUT region text)
+    OUT region text, OUT subscriptions bigint, OUT last_events bigint, OUT last_match_ms double precision)
 AS 'MODULE_PATHNAME', 'trafficdb_status'
 LANGUAGE C STRICT VOLATILE;
 
@@ -581,6 +581,51 @@ BEGIN
   EXECUTE format('ALTER FUNCTION trafficdb._region_fit(geometry, text) SET search_path = pg_catalog, %I', pg);
   EXECUTE format('ALTER FUNCTION trafficdb.create_global_locations() SET search_path = pg_catalog, %I', pg);
 END $$;
+
+-- ---------------------------------------------------------------------------
+-- Subscriptions (docs/subscriptions.md): filters the daemon matches against
+-- the locations each publication changed.
+-- ---------------------------------------------------------------------------
+
+CREATE TABLE trafficdb.subscriptions (
+    id            integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    name          text,
+    -- where: exactly one of location ids, an area (a Polygon, SRID 4326),
+    -- or a centre (a Point, SRID 4326) with a radius in metres
+    location_ids  bigint[],
+    area          geometry,
+    center        geometry,
+    radius_m      double precision,
+    -- what: a condition on the traffic (value: congestion 0-4, km/h, or % of free flow)
+    condition     text NOT NULL DEFAULT 'any'
+                  CHECK (condition IN ('any', 'congestion_at_least', 'speed_below', 'speed_below_pct', 'incident')),
+    value         double precision,
+    -- which events: every change where the condition holds, or entering and leaving it
+    events        text NOT NULL DEFAULT 'change' CHECK (events IN ('change', 'enter_exit')),
+    owner         name NOT NULL DEFAULT current_user,
+    created_at    timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT subscriptions_one_place CHECK (num_nonnulls(location_ids, area, center) = 1),
+    CONSTRAINT subscriptions_radius_with_center CHECK ((center IS NULL) = (radius_m IS NULL))
+);
+COMMENT ON TABLE trafficdb.subscriptions IS
+    'subscriptions: location ids, an area or a radius; a condition; change or enter/exit events, matched by the daemon at each publication';
+SELECT pg_catalog.pg_extension_config_dump('trafficdb.subscriptions', '');
+
+-- Every row is checked as the daemon will read it (a NaN, a negative
+-- radius, an empty polygon, an unknown id are refused naming the value);
+-- the daemon reloads the subscriptions after each committed change.
+CREATE FUNCTION trafficdb._subscription_check() RETURNS trigger
+AS 'MODULE_PATHNAME', 'trafficdb_subscription_check' LANGUAGE C;
+CREATE TRIGGER subscriptions_check BEFORE INSERT OR UPDATE ON trafficdb.subscriptions
+    FOR EACH ROW EXECUTE FUNCTION trafficdb._subscription_check();
+CREATE FUNCTION trafficdb._subscriptions_changed() RETURNS trigger
+AS 'MODULE_PATHNAME', 'trafficdb_subscriptions_changed' LANGUAGE C;
+CREATE TRIGGER subscriptions_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON trafficdb.subscriptions
+    FOR EACH STATEMENT EXECUTE FUNCTION trafficdb._subscriptions_changed();
+-- Subscribing is granted by an administrator (GRANT INSERT, DELETE ON
+-- trafficdb.subscriptions TO app; GRANT USAGE ON SEQUENCE
+-- trafficdb.subscriptions_id_seq TO app).
+GRANT SELECT ON trafficdb.subscriptions TO PUBLIC;
 
 -- Stream files (src/stream/, fdw/streams.c): a server per file, a foreign
 -- table per stream (IMPORT FOREIGN SCHEMA), time-range pushdown, INSERT in

@@ -317,6 +317,20 @@ tdb_geometry_wkb(Datum geom)
 	return DatumGetByteaPP(OidFunctionCall1(fn_asbinary, geom));
 }
 
+int32
+tdb_geometry_srid(Datum geom)
+{
+	lookup_postgis_fns();
+	return DatumGetInt32(OidFunctionCall1(fn_srid, geom));
+}
+
+char *
+tdb_geometry_type(Datum geom)
+{
+	lookup_postgis_fns();
+	return TextDatumGetCString(OidFunctionCall1(fn_geomtype, geom));
+}
+
 bool
 tdb_geometry_point(Datum geom, double *x, double *y, int32 *srid, char **what)
 {

@@ -55,6 +55,10 @@ extern Datum tdb_geography_to_geometry(Datum geog, Oid geog_type);
 /* PostGIS's ST_AsBinary of a geometry: WKB (ISO, the server's byte order). */
 extern bytea *tdb_geometry_wkb(Datum geom);
 
+/* ST_SRID and GeometryType ("POLYGON", ...) of a geometry. */
+extern int32 tdb_geometry_srid(Datum geom);
+extern char *tdb_geometry_type(Datum geom);
+
 /*
  * ST_X, ST_Y and ST_SRID of a point; false, with *what saying what geom is
  * instead ("a LINESTRING", "an empty POINT"), when it is not one position.

@@ -94,6 +94,7 @@ tdb_shmem_startup(void)
 		memset(tdb_shared, 0, tdb_shared_size());
 		pg_atomic_init_u32(&tdb_shared->feed_part, 0);
 		pg_atomic_init_u32(&tdb_shared->map_regional, 0);
+		pg_atomic_init_u64(&tdb_shared->subs_version, 1);
 		SpinLockInit(&tdb_shared->mutex);
 		ConditionVariableInit(&tdb_shared->cv);
 		tdb_shared->nslots = tdb_total_slots();

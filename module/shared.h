@@ -115,6 +115,12 @@ typedef struct TdbShared
 	pg_atomic_uint32 map_regional;
 	NameData	map_region;
 
+	/* subscriptions: bumped by each committed change of trafficdb.subscriptions */
+	pg_atomic_uint64 subs_version;
+	uint64		subscriptions;	/* loaded and indexed by the daemon */
+	uint64		last_events;	/* events of the last publication */
+	double		last_match_ms;
+
 	/* the feed partition new rows go to (trafficdb._feed_part()): 0 .. TDB_FEED_PARTS - 1 */
 	pg_atomic_uint32 feed_part;
 	uint64		feed_parts_skipped; /* cycles a partition could not be locked in time */

@@ -353,8 +353,8 @@ Datum
 trafficdb_status(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
-	Datum		v[32];
-	bool		n[32] = {0};
+	Datum		v[35];
+	bool		n[35] = {0};
 	TdbShared	s;
 
 	tdb_require_preload();
@@ -410,6 +410,9 @@ trafficdb_status(PG_FUNCTION_ARGS)
 	n[30] = !s.follower;
 	v[31] = CStringGetTextDatum(NameStr(s.map_region));
 	n[31] = NameStr(s.map_region)[0] == '\0';
+	v[32] = Int64GetDatum((int64) s.subscriptions);
+	v[33] = Int64GetDatum((int64) s.last_events);
+	v[34] = Float8GetDatum(s.last_match_ms);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, v, n)));
 }
 
