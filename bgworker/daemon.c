@@ -128,6 +128,8 @@ typedef struct DaemonState
 
 	/* subscriptions (trafficdb.subscriptions), indexed for the current map */
 	TdbSubFilter *subs;
+	bool	   *subs_notify;	/* per filter: NOTIFY its channel */
+	uint32	   *subs_events;	/* per filter: events of the publication being prepared */
 	uint32		nsubs;
 	TdbSubIndex subix;
 	MemoryContext subs_cxt;
@@ -975,7 +977,6 @@ finish_publication(void)
 	}
 	if (D.log_first == 0)
 		D.log_first = gen;
-	match_subscriptions();
 	for (uint64 k = 0; k < D.npend; k++)
 		D.pend_bit[D.pend[k] >> 3] = 0;
 	D.npend = 0;
@@ -1051,6 +1052,7 @@ prepare_generation(uint64 gen)
 	crc = prepare_traffic(gen, created_us);
 	log_generation(gen, created_us, crc);
 	notify_generation(gen);
+	match_subscriptions();
 }
 
 /*
@@ -2238,6 +2240,7 @@ refresh_subscriptions(void)
 	ResourceOwner oldowner = CurrentResourceOwner;
 	MemoryContext cxt;
 	TdbSubFilter *volatile subs = NULL;
+	bool	   *volatile notify = NULL;
 	volatile uint32 n = 0;
 	TdbSubIndex ix;
 	char		err[TDB_ERRLEN];
@@ -2254,11 +2257,14 @@ refresh_subscriptions(void)
 			elog(ERROR, "could not read trafficdb.subscriptions");
 		td = SPI_tuptable->tupdesc;
 		subs = MemoryContextAllocHuge(cxt, sizeof(TdbSubFilter) * Max(SPI_processed, 1));
+		notify = MemoryContextAllocHuge(cxt, sizeof(bool) * Max(SPI_processed, 1));
 		for (uint64 r = 0; r < SPI_processed; r++)
 		{
 			TdbSubFilter *f = &subs[n];
+			bool		isnull;
 
 			tdb_subscription_filter(td, SPI_tuptable->vals[r], f, cxt);
+			notify[n] = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[r], td, SPI_fnumber(td, "notify"), &isnull)) && !isnull;
 			if (f->area == TDB_SUB_IDS)
 			{
 				uint32		kept = 0;
@@ -2313,6 +2319,8 @@ refresh_subscriptions(void)
 		MemoryContextDelete(D.subs_cxt);
 	D.subs_cxt = cxt;
 	D.subs = subs;
+	D.subs_notify = notify;
+	D.subs_events = MemoryContextAllocHuge(cxt, sizeof(uint32) * Max(n, 1));
 	D.nsubs = n;
 	D.subix = ix;
 	D.subs_version = version;
@@ -2325,19 +2333,21 @@ refresh_subscriptions(void)
 static int
 count_event(uint32 filter, uint64 record, uint16 kind, void *arg)
 {
-	(void) filter;
 	(void) record;
 	(void) kind;
 	(void) arg;
+	D.subs_events[filter]++;
 	return 0;
 }
 
 /*
- * Match the subscriptions against what the generation about to be
- * published changed: the records of the pend list, between the traffic
- * object of the last publication (still the active one) and the new one.
- * After a refused publication or a map change there is no previous object
- * to compare with: no events then (a subscriber resyncs with changes_since).
+ * Match the subscriptions against what the generation being prepared
+ * changed (in its transaction, after its traffic object is written): the
+ * records of the pend list, between the traffic object of the last
+ * publication (still the active one) and the new one.  Subscriptions that
+ * asked for it are notified at the commit.  After a refused publication or a
+ * map change there is no previous object to compare with: no events then
+ * (a subscriber resyncs with changes_since).
  */
 static void
 match_subscriptions(void)
@@ -2350,10 +2360,15 @@ match_subscriptions(void)
 		D.unpublished)
 		return;
 	INSTR_TIME_SET_CURRENT(start);
+	memset(D.subs_events, 0, sizeof(uint32) * D.nsubs);
 	events = tdb_sub_match(&D.subix, D.subs,
 						   tdb_traffic_entries(D.writer.seg_addr[D.last_pub_seg]),
 						   tdb_traffic_entries(D.writer.seg_addr[D.pub.seg]),
 						   D.pend, D.npend, count_event, NULL);
+	for (uint32 i = 0; i < D.nsubs; i++)
+		if (D.subs_notify[i] && D.subs_events[i] > 0)
+			Async_Notify(psprintf("trafficdb_subscription_%u", D.subs[i].id),
+						 psprintf(UINT64_FORMAT " %u", D.pub.gen, D.subs_events[i]));
 	INSTR_TIME_SET_CURRENT(dur);
 	INSTR_TIME_SUBTRACT(dur, start);
 	SpinLockAcquire(&tdb_shared->mutex);

@@ -602,6 +602,9 @@ CREATE TABLE trafficdb.subscriptions (
     value         double precision,
     -- which events: every change where the condition holds, or entering and leaving it
     events        text NOT NULL DEFAULT 'change' CHECK (events IN ('change', 'enter_exit')),
+    -- NOTIFY trafficdb_subscription_<id> (payload: generation and event count)
+    -- at the commit of each generation with events for it
+    notify        boolean NOT NULL DEFAULT false,
     owner         name NOT NULL DEFAULT current_user,
     created_at    timestamptz NOT NULL DEFAULT now(),
     CONSTRAINT subscriptions_one_place CHECK (num_nonnulls(location_ids, area, center) = 1),

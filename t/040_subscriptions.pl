@@ -81,8 +81,20 @@ for my $i (0 .. $#rounds)
 		"publication $i: the events the definitions give ($want)");
 }
 
+# LISTEN on a subscription's channel
+my $id = $node->safe_psql('postgres', q{INSERT INTO trafficdb.subscriptions (name, location_ids, notify)
+  VALUES ('told', '{100, 101}', true) RETURNING id});
+$node->safe_psql('postgres', 'SELECT trafficdb.publish()');
+my ($ret, $out, $err) = $node->psql('postgres', qq{LISTEN trafficdb_subscription_$id;
+INSERT INTO trafficdb.feed (location_id, speed_kmh) VALUES (100, 33), (101, 34), (102, 35);
+SELECT trafficdb.publish();
+SELECT pg_sleep(0.2);});
+my $gen = $node->safe_psql('postgres', 'SELECT generation FROM trafficdb.status');
+like($out . $err, qr/notification "trafficdb_subscription_$id" with payload "$gen 2"/,
+	'LISTEN trafficdb_subscription_<id>: the generation and its two events, at the commit');
+
 # a change of the subscriptions is picked up at the next cycle
 $node->safe_psql('postgres', q{DELETE FROM trafficdb.subscriptions WHERE name = 'ids'; SELECT trafficdb.publish()});
-is($node->safe_psql('postgres', 'SELECT subscriptions FROM trafficdb.status'), '2', 'a deleted subscription is dropped');
+is($node->safe_psql('postgres', 'SELECT subscriptions FROM trafficdb.status'), '3', 'a deleted subscription is dropped');
 
 done_testing();
