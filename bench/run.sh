@@ -86,6 +86,9 @@ step "2b/6 the write path: the durable feed (bench/feed.sh $N) and trafficdb_put
 bench/feed.sh "$N"
 bench/put.sh "$N"
 
+step "2c/6 subscriptions: matching 100,000 area subscriptions against $N changed locations (bench/subscriptions.sh $N)"
+bench/subscriptions.sh "$N" 100000 >/dev/null
+
 step "3/6 pgbench load tests (bench/pgbench.sh $N $T \"$CLIENTS\")"
 bench/pgbench.sh "$N" "$T" "$CLIENTS"
 
