@@ -163,6 +163,12 @@ SECTIONS = [
      "with a warm disk cache (1 MB blocks) against the same scan of a local file; `all_fill_cache` "
      "the cold scan that filled it. TrailDB's figures: 16x faster to the first results for small "
      "queries, 10-15 % full-scan overhead."),
+    ("subscriptions", "Subscriptions matched at publication (bench/subscriptions.sh)",
+     "A synthetic map of N segments on a 1000 x 1000 grid; x = 100,000 box subscriptions of about 25 "
+     "locations each (half with congestion_at_least 3); a feed changing every location, then "
+     "trafficdb.publish(), timed from the client, with and without the subscriptions in the same run. "
+     "match_ms is the daemon's matching of that publication; index_and_empty_publish_ms loading and "
+     "indexing the subscriptions once. Delivery to subscribers is not measured yet."),
     ("tippydb", "TippyDB's geo-placement experiment (bench/tippy.sh)",
      "Three clusters (regions A, B, C) each own a third of a 30,000-segment map; clients in region A "
      "reach A through Toxiproxy with 1 ms of added round trip and B and C with 100 ms. 80 % of the "
