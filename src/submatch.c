@@ -253,7 +253,8 @@ tdb_sub_index_build(const TdbMapView *map, const TdbSubFilter *f, uint32_t n, Td
 			goto oom;
 	}
 	/* by record, then filter; an id listed twice counts once */
-	qsort(p.v, p.n, sizeof(uint64_t), cmp_u64);
+	if (p.n > 0)
+		qsort(p.v, p.n, sizeof(uint64_t), cmp_u64);
 	out->nrecords = map->count;
 	out->start = calloc(map->count + 1, sizeof(uint64_t));
 	out->subs = malloc((p.n ? p.n : 1) * sizeof(uint32_t));

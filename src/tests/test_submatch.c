@@ -330,3 +330,92 @@ UNIT_TEST(test_submatch_refuses_bad_filters)
 #undef REFUSED
 	free(m.obj);
 }
+
+#include "subfilter.h"
+
+/* A filter through its bytes indexes the same (record, subscription) pairs. */
+UNIT_TEST(test_subfilter_roundtrip)
+{
+	Map			m;
+	uint64_t	seed = 99;
+	TdbSubFilter f[40];
+	uint64_t	ids[8 * 40];
+	double		poly[8 * 40];
+	uint32_t	rings[40];
+	static unsigned char buf[TDB_SUBFILTER_BYTES];
+	static TdbSubFilterStore store;
+	char		err[TDB_ERRLEN];
+
+	make_map(&m, 9);
+	make_filters(f, 40, ids, poly, rings, &seed);
+	for (uint32_t i = 0; i < 40; i++)
+	{
+		TdbSubFilter back;
+		TdbSubIndex a,
+					b;
+
+		CHECK(tdb_subfilter_encode(&f[i], buf, sizeof(buf), err) > 0);
+		if (!tdb_subfilter_decode(buf, sizeof(buf), &back, &store, err))
+		{
+			unit_fail(__FILE__, __LINE__, "filter %u: %s", i, err);
+			continue;
+		}
+		CHECK(back.id == f[i].id && back.area == f[i].area && back.cond == f[i].cond && back.on == f[i].on);
+		CHECK(tdb_sub_index_build(&m.v, &f[i], 1, &a, err) == TDB_OBJ_OK);
+		CHECK(tdb_sub_index_build(&m.v, &back, 1, &b, err) == TDB_OBJ_OK);
+		CHECK_EQ_U64(b.npairs, a.npairs);
+		CHECK(memcmp(a.start, b.start, (NREC + 1) * sizeof(uint64_t)) == 0);
+		tdb_sub_index_free(&a);
+		tdb_sub_index_free(&b);
+	}
+	free(m.obj);
+}
+
+/* Hostile bytes: never read past them, never accept what the checks refuse. */
+UNIT_TEST(test_subfilter_decode_hostile)
+{
+	static unsigned char buf[TDB_SUBFILTER_BYTES];
+	static TdbSubFilterStore store;
+	uint64_t	seed = 4242;
+	char		err[TDB_ERRLEN];
+	TdbSubFilter f;
+	uint64_t	accepted = 0;
+
+	for (int round = 0; round < 20000; round++)
+	{
+		TdbSubFilterWire h;
+		size_t		size = round % 7 == 0 ? (size_t) (unit_rand(&seed) % sizeof(buf)) : sizeof(buf);
+
+		for (size_t i = 0; i < sizeof(buf); i++)
+			buf[i] = (unsigned char) unit_rand(&seed);
+		memset(&h, 0, sizeof(h));
+		h.magic = round % 11 == 0 ? 0x12345678 : TDB_SUBFILTER_MAGIC;
+		h.version = TDB_SUBFILTER_VERSION;
+		h.area = (uint8_t) (unit_rand(&seed) % 6);
+		h.cond = (uint8_t) (unit_rand(&seed) % 6);
+		h.on = (uint8_t) (unit_rand(&seed) % 3);
+		h.count = round % 3 == 0 ? (uint32_t) unit_rand(&seed) : (uint32_t) (unit_rand(&seed) % 300);
+		h.value = unit_rand_double(&seed, -2, 500);
+		for (int k = 0; k < 4; k++)
+			h.geo[k] = round % 5 == 0 ? NAN : unit_rand_double(&seed, -200, 200);
+		memcpy(buf, &h, sizeof(h));
+		if (tdb_subfilter_decode(buf, size, &f, &store, err))
+		{
+			accepted++;
+			CHECK(tdb_sub_filter_check(&f, err));
+			CHECK(h.area != TDB_SUB_IDS || f.nids <= TDB_SUBFILTER_MAX_IDS);
+			CHECK(h.area != TDB_SUB_POLYGON || f.polygon.npoints <= TDB_SUBFILTER_MAX_POINTS);
+		}
+		else
+			CHECK(err[0] != '\0');
+	}
+	CHECK(accepted > 100);
+	/* a count beyond the bytes is named */
+	{
+		TdbSubFilterWire h = {.magic = TDB_SUBFILTER_MAGIC, .version = TDB_SUBFILTER_VERSION, .area = TDB_SUB_IDS, .count = 100000};
+
+		memcpy(buf, &h, sizeof(h));
+		CHECK(!tdb_subfilter_decode(buf, sizeof(buf), &f, &store, err));
+		CHECK(strstr(err, "100000 location ids do not fit") != NULL);
+	}
+}
