@@ -625,10 +625,10 @@ CREATE FUNCTION trafficdb._subscriptions_changed() RETURNS trigger
 AS 'MODULE_PATHNAME', 'trafficdb_subscriptions_changed' LANGUAGE C;
 CREATE TRIGGER subscriptions_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON trafficdb.subscriptions
     FOR EACH STATEMENT EXECUTE FUNCTION trafficdb._subscriptions_changed();
--- Subscribing is granted by an administrator (GRANT INSERT, DELETE ON
--- trafficdb.subscriptions TO app; GRANT USAGE ON SEQUENCE
--- trafficdb.subscriptions_id_seq TO app).
-GRANT SELECT ON trafficdb.subscriptions TO PUBLIC;
+-- Subscribing is granted by an administrator (GRANT SELECT, INSERT, DELETE
+-- ON trafficdb.subscriptions TO app; GRANT USAGE ON SEQUENCE
+-- trafficdb.subscriptions_id_seq TO app): a subscription's area says where
+-- someone is interested, which is not everyone's business.
 
 -- Stream files (src/stream/, fdw/streams.c): a server per file, a foreign
 -- table per stream (IMPORT FOREIGN SCHEMA), time-range pushdown, INSERT in
