@@ -22,7 +22,8 @@ STREAM_SRCS = $(wildcard src/stream/*.c)
 TRAIL_LIB_SRCS = $(wildcard src/trail/*.c)
 GENLOG_LIB_SRCS = $(wildcard src/genlog/*.c)
 # the writers' ring (src/ring/): the daemon drains it, libtrafficdb's writers fill it
-RING_SRCS = $(wildcard src/ring/*.c)
+# src/ring/: the writers' ring; src/subring/: the subscribers' event rings (docs/subscriptions-rings.md)
+RING_SRCS = $(wildcard src/ring/*.c) $(wildcard src/subring/*.c)
 PG_SRCS = $(wildcard module/*.c bgworker/*.c fdw/*.c)
 OBJS = $(ENGINE_SRCS:.c=.o) $(STREAM_SRCS:.c=.o) $(TRAIL_LIB_SRCS:.c=.o) $(GENLOG_LIB_SRCS:.c=.o) $(RING_SRCS:.c=.o) $(PG_SRCS:.c=.o)
 # trail files reach HTTP and S3 through libcurl (src/trail/http.c only) and
@@ -49,7 +50,7 @@ PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
 
 # PGXS tracks no header dependencies unless the server was configured with
 # --enable-depend: rebuild every object when a header of ours changes.
-$(OBJS): $(wildcard src/*.h src/stream/*.h src/trail/*.h src/genlog/*.h src/ring/*.h module/*.h bgworker/*.h fdw/*.h)
+$(OBJS): $(wildcard src/*.h src/stream/*.h src/trail/*.h src/genlog/*.h src/ring/*.h src/subring/*.h module/*.h bgworker/*.h fdw/*.h)
 
 ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
@@ -77,6 +78,12 @@ tools/tdbread: tools/tdbread.c $(ENGINE_SRCS) $(wildcard src/*.h)
 	$(CC) $(UNIT_CFLAGS) -o $@ tools/tdbread.c $(ENGINE_SRCS) -lm
 
 all: tools/tdbread
+
+# tdbsub: a subscriber printing live traffic events (tests, operators)
+tools/tdbsub: tools/tdbsub.c $(ENGINE_SRCS) $(CLIENT_SRCS) $(RING_SRCS) $(wildcard src/*.h src/subring/*.h src/client/*.h include/*.h)
+	$(CC) $(UNIT_CFLAGS) -Iinclude -o $@ tools/tdbsub.c $(ENGINE_SRCS) $(CLIENT_SRCS) $(RING_SRCS) -lm -lpthread
+
+all: tools/tdbsub
 
 # trafficdb-stream: the stream-file CLI (src/stream/, no PostgreSQL).
 tools/trafficdb-stream: tools/trafficdb-stream.c tools/csvtime.c tools/csvtime.h tools/csv_fields.c tools/csv_fields.h $(STREAM_SRCS) src/checksum.c $(wildcard src/stream/*.h src/*.h)
@@ -348,7 +355,7 @@ fleet:
 fleet-stop:
 	scripts/fleet.sh --stop
 
-EXTRA_CLEAN = test/crash_writer test/crash_reader test/crash_putter src/tests/fuzz/fuzz_stream_open src/tests/fuzz/corpus src/tests/fuzz/last.log bench/streamgen src/tests/unit_tests_asan tools/trafficdb-stream examples/live_traffic src/tests/unit_tests src/tests/unit_tests_tsan tools/tdbread bench/objbench bench/accessor bench/put bench/tippy_client lib tmp_check results regression.diffs regression.out
+EXTRA_CLEAN = test/crash_writer test/crash_reader test/crash_putter src/tests/fuzz/fuzz_stream_open src/tests/fuzz/corpus src/tests/fuzz/last.log bench/streamgen src/tests/unit_tests_asan tools/trafficdb-stream examples/live_traffic src/tests/unit_tests src/tests/unit_tests_tsan tools/tdbread tools/tdbsub bench/objbench bench/accessor bench/put bench/tippy_client lib tmp_check results regression.diffs regression.out
 
 # Trail files on S3 (src/trail/): their targets and tests.
 -include src/trail/trail.mk

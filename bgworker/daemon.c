@@ -76,6 +76,8 @@
 #include "bgworker/genlog_store.h"
 #include "module/shared.h"
 #include "module/subscriptions.h"
+#include "subfilter.h"
+#include "subring/subring.h"
 #include "module/trafficdb.h"
 #include "object.h"
 #include "ring/ring.h"
@@ -128,7 +130,6 @@ typedef struct DaemonState
 
 	/* subscriptions (trafficdb.subscriptions), indexed for the current map */
 	TdbSubFilter *subs;
-	bool	   *subs_notify;	/* per filter: NOTIFY its channel */
 	uint32	   *subs_events;	/* per filter: events of the publication being prepared */
 	uint32		nsubs;
 	TdbSubIndex subix;
@@ -137,6 +138,33 @@ typedef struct DaemonState
 	uint64		subs_map_id;	/* the map subix was built for */
 	uint32		last_pub_seg;	/* traffic object of the last generation published ... */
 	uint64		last_pub_map_id;	/* ... for this map (0: none) */
+
+	/*
+	 * External subscribers (trafficdb_subscribe): <prefix>.subs, one slot
+	 * each.  A subscriber outside a group is a target of its own; the slots
+	 * of one group make one target, with the filter of its lowest slot.  The
+	 * matcher's filters are the SQL subscriptions (D.nsql of them) followed
+	 * by one per target.
+	 */
+	TdbSubring	subring;
+	bool		subring_open;
+	bool	   *slot_live;		/* attached, with a valid filter */
+	TdbSubFilter *slot_filter;
+	TdbSubFilterStore *slot_store;
+	uint64	   *slot_group;
+	uint32	   *slot_gmode;
+	bool		targets_dirty;	/* slots changed: index again */
+	TdbSubFilter *sql_subs;		/* in subs_cxt */
+	bool	   *sql_notify;
+	uint32		nsql;
+	uint64		sql_map_id;		/* the map the SQL filters' ids were checked against */
+	int32	   *target_first;	/* per target: its lowest slot */
+	uint32	   *target_rr;		/* per target: round-robin position */
+	uint32		ntargets;
+	/* the events of the generation being prepared, delivered once it is published */
+	struct PendingEvent *ev;
+	uint64		nev,
+				evcap;
 	bool		unpublished;	/* a committed generation readers have not been given */
 
 	/* the writers' ring (trafficdb_put) */
@@ -170,9 +198,17 @@ typedef struct DaemonState
 	MemoryContext cxt;			/* lives as long as the daemon */
 } DaemonState;
 
+typedef struct PendingEvent
+{
+	uint32		filter;
+	uint32		record;
+	uint16		kind;
+} PendingEvent;
+
 static DaemonState D;
 
 static void match_subscriptions(void);
+static void deliver_events(void);
 
 /*
  * The planner's statistics of the map (see TdbShared.map_extent): computed
@@ -1010,6 +1046,8 @@ finish_publication(void)
 	else
 	{
 		D.unpublished = false;
+		/* the previous object is still mapped until the reclaim: the events' old values */
+		deliver_events();
 		D.last_pub_seg = D.pub.seg;
 		D.last_pub_map_id = D.map.hdr->map_id;
 		tdb_writer_reclaim(&D.writer, D.map_seg);
@@ -1995,6 +2033,291 @@ drain_ring(void)
 	return a.sync_waiters && D.npend > 0;
 }
 
+
+/* ---- external subscribers (<prefix>.subs, trafficdb_subscribe) ---------------------- */
+
+static char *subring_err;
+static int	subring_rc;
+static gid_t subring_gid;
+
+static void
+subring_create_guarded(void *p)
+{
+	(void) p;
+	subring_rc = tdb_subring_create(&D.subring, tdb_shm_prefix(), (uint32) tdb_max_subscribers,
+									(uint32) tdb_subscriber_ring_events, subring_gid,
+									D.writer.ctl->instance_id, subring_err);
+	if (subring_rc == TDB_SHM_OK)
+		tdb_subring_set_state(&D.subring, TDB_SUBRING_RUNNING);
+}
+
+static void
+open_subring(void)
+{
+	char		err[TDB_SHM_ERRLEN];
+
+	if (tdb_max_subscribers == 0)
+		return;
+	subring_gid = (gid_t) -1;
+	if (tdb_shm_group && tdb_shm_group[0] != '\0')
+	{
+		struct group *g = getgrnam(tdb_shm_group);
+
+		if (g != NULL)
+			subring_gid = g->gr_gid;
+	}
+	subring_err = err;
+	if (!tdb_writer_guarded(subring_create_guarded, NULL))
+	{
+		snprintf(err, sizeof(err), "%s.subs was truncated while it was made", tdb_shm_prefix());
+		subring_rc = TDB_SHM_ESYS;
+	}
+	if (subring_rc != TDB_SHM_OK)
+	{
+		ereport(WARNING, (errmsg("trafficdb: no subscribers' rings: %s", err)));
+		return;
+	}
+	if (D.slot_live == NULL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(D.cxt);
+
+		D.slot_live = palloc0(sizeof(bool) * tdb_max_subscribers);
+		D.slot_filter = palloc0(sizeof(TdbSubFilter) * tdb_max_subscribers);
+		D.slot_store = MemoryContextAllocHuge(D.cxt, sizeof(TdbSubFilterStore) * tdb_max_subscribers);
+		D.slot_group = palloc0(sizeof(uint64) * tdb_max_subscribers);
+		D.slot_gmode = palloc0(sizeof(uint32) * tdb_max_subscribers);
+		MemoryContextSwitchTo(old);
+	}
+	memset(D.slot_live, 0, sizeof(bool) * tdb_max_subscribers);
+	D.subring_open = true;
+	D.targets_dirty = true;
+	ereport(LOG, (errmsg("trafficdb: subscribers' rings %s.subs: %d slots of %d events", tdb_shm_prefix(),
+						 tdb_max_subscribers, tdb_subscriber_ring_events)));
+}
+
+/*
+ * The subscriber an event for location_id goes to: the target's own slot,
+ * or a live member of its group other than excluded (-1: none).  Round
+ * robin takes the next member each time; sticky gives a location to the
+ * member of highest weight hash(location, member), so that only a dead
+ * member's locations move.
+ */
+static int32
+subscriber_for(uint32 first, uint64 location_id, int32 excluded, uint32 *rr)
+{
+	uint64		group = D.slot_group[first];
+	bool		sticky = D.slot_gmode[first] == TDB_SUBGROUP_STICKY;
+	int32		best = -1;
+	uint64		best_w = 0;
+	uint32		nmembers = 0,
+				k,
+				i = 0;
+
+	if (group == 0)
+		return D.slot_live[first] && (int32) first != excluded ? (int32) first : -1;
+	for (uint32 sl = 0; sl < D.subring.nslots; sl++)
+	{
+		uint64		w;
+
+		if (!D.slot_live[sl] || D.slot_group[sl] != group || (int32) sl == excluded)
+			continue;
+		nmembers++;
+		w = tdb_hash_id(location_id ^ ((uint64) (sl + 1) * 0x9E3779B97F4A7C15ull));
+		if (best < 0 || w > best_w)
+		{
+			best = (int32) sl;
+			best_w = w;
+		}
+	}
+	if (nmembers == 0 || sticky)
+		return best;
+	k = (*rr)++ % nmembers;
+	for (uint32 sl = 0; sl < D.subring.nslots; sl++)
+		if (D.slot_live[sl] && D.slot_group[sl] == group && (int32) sl != excluded && i++ == k)
+			return (int32) sl;
+	return -1;
+}
+
+static void
+push_counted(uint32 slot, const TdbSubEvent *ev, uint64 *pushed, uint64 *dropped)
+{
+	int			rc = tdb_subring_push(&D.subring, slot, ev);
+
+	if (rc == TDB_SUBRING_PUSHED)
+		(*pushed)++;
+	else if (rc == TDB_SUBRING_DROPPED)
+		(*dropped)++;
+}
+
+/* What a sweep found: new subscribers' filters, and dead ones (their undelivered events handed over). */
+static void
+subring_sweep_guarded(void *p)
+{
+	TdbSubChange ch[64];
+	uint32		nch = 0;
+	static unsigned char buf[TDB_SUBRING_FILTER_SIZE];
+	uint64		pushed = 0,
+				dropped = 0;
+
+	(void) p;
+	if (tdb_subring_sweep(&D.subring, ch, lengthof(ch), &nch) != TDB_SHM_OK)
+	{
+		ereport(WARNING, (errmsg("trafficdb: the subscribers' rings %s.subs were damaged and are made anew; subscribers must subscribe again",
+								 tdb_shm_prefix())));
+		tdb_subring_close(&D.subring);
+		D.subring_open = false;
+		return;
+	}
+	for (uint32 i = 0; i < nch; i++)
+	{
+		uint32		sl = ch[i].slot;
+
+		if (ch[i].kind == TDB_SUBCHANGE_ATTACHED)
+		{
+			int			len = tdb_subring_filter(&D.subring, sl, buf, sizeof(buf));
+			char		err[TDB_ERRLEN];
+
+			if (len < 0 || !tdb_subfilter_decode(buf, (size_t) len, &D.slot_filter[sl], &D.slot_store[sl], err))
+			{
+				ereport(LOG, (errmsg("trafficdb: subscriber slot %u (pid %d) gets no events: %s", sl, ch[i].pid,
+									 len < 0 ? "its filter could not be read" : err)));
+				continue;
+			}
+			D.slot_live[sl] = true;
+			D.slot_group[sl] = ch[i].group_id;
+			D.slot_gmode[sl] = ch[i].group_mode;
+			D.targets_dirty = true;
+		}
+		else if (ch[i].kind == TDB_SUBCHANGE_RECLAIMED)
+		{
+			bool		was = D.slot_live[sl];
+			uint64		group = D.slot_group[sl];
+			TdbSubEvent ev[256];
+			uint32		n;
+			uint32		rr = 0;
+
+			D.slot_live[sl] = false;
+			D.targets_dirty = D.targets_dirty || was;
+			if (!was || group == 0)
+			{
+				tdb_subring_discard(&D.subring, sl);
+				continue;
+			}
+			/* a dead group member: what it never took goes to the others, each event once */
+			while ((n = tdb_subring_take_undelivered(&D.subring, sl, ev, lengthof(ev))) > 0)
+				for (uint32 k = 0; k < n; k++)
+				{
+					int32		first = -1;
+					int32		to;
+
+					for (uint32 o = 0; o < D.subring.nslots && first < 0; o++)
+						if (D.slot_live[o] && D.slot_group[o] == group)
+							first = (int32) o;
+					if (first < 0)
+						break;	/* no member left to take them */
+					to = subscriber_for((uint32) first, ev[k].location_id, (int32) sl, &rr);
+					if (to >= 0)
+						push_counted((uint32) to, &ev[k], &pushed, &dropped);
+				}
+			tdb_subring_discard(&D.subring, sl);
+		}
+	}
+	if (pushed > 0)
+		(void) tdb_subring_wake_pending(&D.subring);
+	SpinLockAcquire(&tdb_shared->mutex);
+	tdb_shared->events_delivered += pushed;
+	tdb_shared->events_dropped += dropped;
+	SpinLockRelease(&tdb_shared->mutex);
+}
+
+static void
+sweep_subscribers(void)
+{
+	if (!D.subring_open)
+		return;
+	if (!tdb_writer_guarded(subring_sweep_guarded, NULL))
+	{
+		tdb_subring_close(&D.subring);
+		D.subring_open = false;
+	}
+	if (!D.subring_open)
+	{
+		open_subring();
+		D.targets_dirty = true;
+	}
+}
+
+static void
+deliver_guarded(void *p)
+{
+	const TdbTraffic *oldt = tdb_traffic_entries(D.writer.seg_addr[D.last_pub_seg]);
+	const TdbTraffic *newt = tdb_traffic_entries(D.writer.seg_addr[D.pub.seg]);
+	uint64		pushed = 0,
+				dropped = 0;
+
+	(void) p;
+	for (uint64 k = 0; k < D.nev; k++)
+	{
+		const PendingEvent *pe = &D.ev[k];
+		uint32		t = pe->filter - D.nsql;
+		uint64		r = pe->record;
+		int32		to;
+		TdbSubEvent ev;
+
+		if (t >= D.ntargets)
+			continue;
+		to = subscriber_for((uint32) D.target_first[t], D.map.records[r].id, -1, &D.target_rr[t]);
+		if (to < 0)
+			continue;
+		memset(&ev, 0, sizeof(ev));
+		ev.generation = D.pub.gen;
+		ev.location_id = D.map.records[r].id;
+		ev.created_us = D.pub.created_us;
+		ev.subscription = (uint32) to;
+		ev.kind = pe->kind;
+		ev.old_speed_kmh = oldt[r].speed_kmh;
+		ev.new_speed_kmh = newt[r].speed_kmh;
+		ev.old_free_flow_kmh = oldt[r].free_flow_kmh;
+		ev.new_free_flow_kmh = newt[r].free_flow_kmh;
+		ev.old_congestion = oldt[r].congestion;
+		ev.new_congestion = newt[r].congestion;
+		ev.old_confidence = oldt[r].confidence;
+		ev.new_confidence = newt[r].confidence;
+		ev.old_incident = oldt[r].incident_off != 0;
+		ev.new_incident = newt[r].incident_off != 0;
+		push_counted((uint32) to, &ev, &pushed, &dropped);
+	}
+	(void) tdb_subring_wake_pending(&D.subring);
+	SpinLockAcquire(&tdb_shared->mutex);
+	tdb_shared->events_delivered += pushed;
+	tdb_shared->events_dropped += dropped;
+	SpinLockRelease(&tdb_shared->mutex);
+}
+
+/* After the publication of the generation whose events match_subscriptions kept. */
+static void
+deliver_events(void)
+{
+	if (D.nev == 0 || !D.subring_open || D.last_pub_map_id != D.map.hdr->map_id)
+	{
+		D.nev = 0;
+		return;
+	}
+	if (!tdb_writer_guarded(deliver_guarded, NULL))
+	{
+		tdb_subring_close(&D.subring);
+		D.subring_open = false;
+	}
+	D.nev = 0;
+}
+
+static void
+subring_remove_guarded(void *p)
+{
+	(void) p;
+	tdb_subring_remove(&D.subring);
+}
+
 /* ---- readers ------------------------------------------------------------------------- */
 
 /*
@@ -2232,6 +2555,8 @@ map_load_tx(void *p)
  * publication.  Ids a reloaded map lacks are dropped from their filter, and
  * a filter left with none is skipped, with a LOG line.
  */
+static void rebuild_subscription_index(void);
+
 static void
 refresh_subscriptions(void)
 {
@@ -2242,10 +2567,8 @@ refresh_subscriptions(void)
 	TdbSubFilter *volatile subs = NULL;
 	bool	   *volatile notify = NULL;
 	volatile uint32 n = 0;
-	TdbSubIndex ix;
-	char		err[TDB_ERRLEN];
 
-	if (!D.have_map || (version == D.subs_version && D.subs_map_id == D.map.hdr->map_id))
+	if (!D.have_map || (version == D.subs_version && D.sql_map_id == D.map.hdr->map_id))
 		return;
 	cxt = AllocSetContextCreate(D.cxt, "trafficdb subscriptions", ALLOCSET_DEFAULT_SIZES);
 	BeginInternalSubTransaction(NULL);
@@ -2303,40 +2626,122 @@ refresh_subscriptions(void)
 		FreeErrorData(edata);
 		MemoryContextDelete(cxt);
 		D.subs_version = version;	/* tried: again at the next change */
+		D.sql_map_id = D.map.hdr->map_id;
 		return;
 	}
 	PG_END_TRY();
 
-	if (tdb_sub_index_build(&D.map, subs, n, &ix, err) != TDB_OBJ_OK)
-	{
-		ereport(LOG, (errmsg("trafficdb: could not index the subscriptions, the previous ones stay in force: %s", err)));
-		MemoryContextDelete(cxt);
-		D.subs_version = version;
-		return;
-	}
-	tdb_sub_index_free(&D.subix);
 	if (D.subs_cxt)
 		MemoryContextDelete(D.subs_cxt);
 	D.subs_cxt = cxt;
-	D.subs = subs;
-	D.subs_notify = notify;
-	D.subs_events = MemoryContextAllocHuge(cxt, sizeof(uint32) * Max(n, 1));
+	D.sql_subs = subs;
+	D.sql_notify = notify;
+	D.nsql = n;
+	D.subs_version = version;
+	D.sql_map_id = D.map.hdr->map_id;
+	D.subs_map_id = 0;			/* index again */
+	rebuild_subscription_index();
+}
+
+/*
+ * The matcher's filters (the SQL subscriptions, then one per external
+ * target) and their index for the current map.  A filter the map cannot
+ * index (an external subscriber's id the map lacks) is dropped from the
+ * set, with a LOG line, rather than failing the rest.
+ */
+static void
+rebuild_subscription_index(void)
+{
+	uint32		nslots = D.subring_open ? D.subring.nslots : 0;
+	uint32		n = 0;
+	TdbSubFilter *all;
+	TdbSubIndex ix;
+	char		err[TDB_ERRLEN];
+	MemoryContext old = MemoryContextSwitchTo(D.cxt);
+
+	if (!D.have_map)
+	{
+		MemoryContextSwitchTo(old);
+		return;
+	}
+	/* targets: each live slot outside a group, and each group once (its lowest slot) */
+	if (D.target_first == NULL && nslots > 0)
+	{
+		D.target_first = palloc0(sizeof(int32) * nslots);
+		D.target_rr = palloc0(sizeof(uint32) * nslots);
+	}
+	D.ntargets = 0;
+	for (uint32 sl = 0; sl < nslots; sl++)
+	{
+		bool		first = D.slot_live[sl];
+
+		for (uint32 o = 0; first && D.slot_group[sl] != 0 && o < sl; o++)
+			if (D.slot_live[o] && D.slot_group[o] == D.slot_group[sl])
+				first = false;
+		if (!first)
+			continue;
+		/* the filter must index: an id the map lacks drops the target */
+		if (tdb_sub_index_build(&D.map, &D.slot_filter[sl], 1, &ix, err) != TDB_OBJ_OK)
+		{
+			ereport(LOG, (errmsg("trafficdb: subscriber slot %u gets no events: %s", sl, err)));
+			continue;
+		}
+		tdb_sub_index_free(&ix);
+		D.target_rr[D.ntargets] = 0;
+		D.target_first[D.ntargets++] = (int32) sl;
+	}
+	all = MemoryContextAllocHuge(D.cxt, sizeof(TdbSubFilter) * Max(D.nsql + D.ntargets, 1));
+	if (D.nsql > 0)
+		memcpy(all, D.sql_subs, sizeof(TdbSubFilter) * D.nsql);
+	n = D.nsql;
+	for (uint32 t = 0; t < D.ntargets; t++)
+	{
+		all[n] = D.slot_filter[D.target_first[t]];
+		all[n].id = 0x80000000u | (uint32) D.target_first[t];	/* an external subscriber: its slot */
+		n++;
+	}
+	if (tdb_sub_index_build(&D.map, all, n, &ix, err) != TDB_OBJ_OK)
+	{
+		ereport(LOG, (errmsg("trafficdb: could not index the subscriptions, none get events: %s", err)));
+		pfree(all);
+		n = 0;
+		all = NULL;
+		memset(&ix, 0, sizeof(ix));
+	}
+	tdb_sub_index_free(&D.subix);
+	if (D.subs)
+		pfree(D.subs);
+	if (D.subs_events)
+		pfree(D.subs_events);
+	D.subs = all;
+	D.subs_events = MemoryContextAllocHuge(D.cxt, sizeof(uint32) * Max(n, 1));
 	D.nsubs = n;
 	D.subix = ix;
-	D.subs_version = version;
 	D.subs_map_id = D.map.hdr->map_id;
+	D.targets_dirty = false;
+	MemoryContextSwitchTo(old);
 	SpinLockAcquire(&tdb_shared->mutex);
-	tdb_shared->subscriptions = n;
+	tdb_shared->subscriptions = D.nsql;
+	tdb_shared->subscribers = D.ntargets;
 	SpinLockRelease(&tdb_shared->mutex);
 }
 
 static int
 count_event(uint32 filter, uint64 record, uint16 kind, void *arg)
 {
-	(void) record;
-	(void) kind;
 	(void) arg;
 	D.subs_events[filter]++;
+	if (filter >= D.nsql)
+	{
+		/* an external target's: kept for delivery once the generation is published */
+		if (D.nev == D.evcap)
+		{
+			D.evcap = D.evcap ? D.evcap * 2 : 4096;
+			D.ev = D.ev ? repalloc_huge(D.ev, sizeof(PendingEvent) * D.evcap)
+				: MemoryContextAllocHuge(D.cxt, sizeof(PendingEvent) * D.evcap);
+		}
+		D.ev[D.nev++] = (PendingEvent) {filter, (uint32) record, kind};
+	}
 	return 0;
 }
 
@@ -2356,6 +2761,7 @@ match_subscriptions(void)
 				dur;
 	int64		events = 0;
 
+	D.nev = 0;
 	if (D.nsubs == 0 || D.subs_map_id != D.map.hdr->map_id || D.last_pub_map_id != D.map.hdr->map_id ||
 		D.unpublished)
 		return;
@@ -2365,8 +2771,8 @@ match_subscriptions(void)
 						   tdb_traffic_entries(D.writer.seg_addr[D.last_pub_seg]),
 						   tdb_traffic_entries(D.writer.seg_addr[D.pub.seg]),
 						   D.pend, D.npend, count_event, NULL);
-	for (uint32 i = 0; i < D.nsubs; i++)
-		if (D.subs_notify[i] && D.subs_events[i] > 0)
+	for (uint32 i = 0; i < D.nsql; i++)
+		if (D.sql_notify[i] && D.subs_events[i] > 0)
 			Async_Notify(psprintf("trafficdb_subscription_%u", D.subs[i].id),
 						 psprintf(UINT64_FORMAT " %u", D.pub.gen, D.subs_events[i]));
 	INSTR_TIME_SET_CURRENT(dur);
@@ -2387,6 +2793,8 @@ feed_tx(void *p)
 		return;
 	}
 	refresh_subscriptions();
+	if (D.have_map && (D.targets_dirty || D.subs_map_id != D.map.hdr->map_id))
+		rebuild_subscription_index();
 	feed_cycle(*(bool *) p);
 }
 
@@ -2810,6 +3218,7 @@ tdb_daemon_main(Datum main_arg)
 	if (RecoveryInProgress())
 		follower_loop();
 	open_ring();
+	open_subring();
 
 	for (;;)
 	{
@@ -2868,6 +3277,7 @@ tdb_daemon_main(Datum main_arg)
 			goto wait;
 		last_cycle_at = GetCurrentTimestamp();
 		force_sync = false;
+		sweep_subscribers();
 
 		if (map_pending)
 		{
@@ -2955,6 +3365,9 @@ wait:
 									 D.generation)));
 		}
 	}
+	/* subscribers are told the daemon stopped (they subscribe again) */
+	if (D.subring_open && !tdb_writer_guarded(subring_remove_guarded, NULL))
+		tdb_subring_close(&D.subring);
 	/* 1: if this was not a server shutdown, the postmaster starts us again */
 	proc_exit(1);
 }

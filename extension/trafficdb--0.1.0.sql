@@ -265,7 +265,8 @@ CREATE FUNCTION trafficdb._status(
     OUT replayed_generations bigint, OUT replay_mismatches bigint,
     OUT last_replay_ms double precision, OUT feed_parts_skipped bigint,
     OUT role text, OUT replay_lag_generations bigint, OUT replay_lag_ms double precision,
-    OUT region text, OUT subscriptions bigint, OUT last_events bigint, OUT last_match_ms double precision)
+    OUT region text, OUT subscriptions bigint, OUT last_events bigint, OUT last_match_ms double precision,
+    OUT subscribers bigint, OUT events_delivered bigint, OUT events_dropped bigint)
 AS 'MODULE_PATHNAME', 'trafficdb_status'
 LANGUAGE C STRICT VOLATILE;
 

@@ -260,6 +260,100 @@ uint32_t	trafficdb_retry_after_us(const trafficdb_writer *w);
 /* The timeout of TRAFFICDB_SYNC puts and of TRAFFICDB_WAIT (default 10,000 ms). */
 int			trafficdb_writer_set_timeout(trafficdb_writer *w, int timeout_ms);
 
+/*
+ * Subscribers: events for the locations of an area (or a list of ids) whose
+ * traffic changes, or enters or leaves a condition, pushed by the server at
+ * each publication into this process's ring in shared memory (<name>.subs);
+ * trafficdb_receive waits on a futex.  Subscribers of one group (a name)
+ * share the events: each goes to exactly one live member, round robin or
+ * sticky (a location to the same member while it lives); the events a dead
+ * member never took go to the others.  A subscriber that falls behind its
+ * ring gets a TRAFFICDB_EVENT_OVERRUN event naming the generation to resync
+ * from (trafficdb_changes_since).  See docs/subscriptions.md.
+ */
+typedef struct trafficdb_subscriber trafficdb_subscriber;
+
+#define TRAFFICDB_AREA_IDS		0
+#define TRAFFICDB_AREA_BOX		1	/* box: xmin, ymin, xmax, ymax (lon/lat) */
+#define TRAFFICDB_AREA_RADIUS		2	/* lon, lat, radius_m */
+#define TRAFFICDB_AREA_POLYGON	3	/* polygon: npoints (x, y) pairs of one ring */
+
+#define TRAFFICDB_COND_ANY				0
+#define TRAFFICDB_COND_CONGESTION_AT_LEAST	1	/* value: 0 .. 4 */
+#define TRAFFICDB_COND_SPEED_BELOW		2	/* value: km/h */
+#define TRAFFICDB_COND_SPEED_BELOW_PCT	3	/* value: % of free flow */
+#define TRAFFICDB_COND_INCIDENT			4
+
+#define TRAFFICDB_EVENTS_CHANGE		0	/* every change after which the condition holds */
+#define TRAFFICDB_EVENTS_ENTER_EXIT	1	/* the condition starts or stops holding */
+
+#define TRAFFICDB_GROUP_ROUND_ROBIN	1
+#define TRAFFICDB_GROUP_STICKY		2
+
+typedef struct trafficdb_filter
+{
+	int			area;			/* TRAFFICDB_AREA_* */
+	const uint64_t *ids;
+	uint32_t	nids;			/* at most 504 */
+	double		box[4];
+	double		lon,
+				lat,
+				radius_m;
+	const double *polygon;
+	uint32_t	npoints;		/* at most 252 */
+	int			condition;		/* TRAFFICDB_COND_* */
+	double		value;
+	int			events;			/* TRAFFICDB_EVENTS_* */
+} trafficdb_filter;
+
+#define TRAFFICDB_EVENT_CHANGE	1
+#define TRAFFICDB_EVENT_ENTER		2
+#define TRAFFICDB_EVENT_EXIT		3
+#define TRAFFICDB_EVENT_OVERRUN	4	/* events were dropped: resync from generation - 1 (location_id: how many) */
+
+/* One event (64 bytes).  Speeds NaN and levels 255 when unknown. */
+typedef struct trafficdb_event
+{
+	uint64_t	generation;
+	uint64_t	location_id;
+	uint64_t	seq;			/* consecutive per subscriber */
+	int64_t		published_us;	/* the publication's time, Unix microseconds */
+	uint32_t	subscriber;		/* the server's number of the subscriber it went to */
+	uint16_t	kind;			/* TRAFFICDB_EVENT_* */
+	uint16_t	flags;			/* 1: handed over from a dead member of the group */
+	float		old_speed_kmh,
+				new_speed_kmh,
+				old_free_flow_kmh,
+				new_free_flow_kmh;
+	uint8_t		old_congestion,
+				new_congestion,
+				old_confidence,
+				new_confidence,
+				old_incident,
+				new_incident;
+	uint8_t		reserved[2];
+} trafficdb_event;
+
+/*
+ * Subscribe (group NULL: alone).  TRAFFICDB_BADARG names the bad value
+ * (trafficdb_subscriber_errmsg(NULL)); TRAFFICDB_NOTFOUND for an id the
+ * published map lacks; TRAFFICDB_NOSLOT when trafficdb.max_subscribers are
+ * taken; TRAFFICDB_NOTRUNNING, TRAFFICDB_PERMISSION.
+ */
+int			trafficdb_subscribe(const char *name, const trafficdb_filter *f, const char *group, int group_mode,
+								trafficdb_subscriber **out);
+
+/*
+ * Up to max events (taken: not given to another group member), waiting up
+ * to timeout_ms when there are none.  Returns the count (0: timed out), or
+ * TRAFFICDB_STALE (the server stopped: unsubscribe and subscribe again),
+ * TRAFFICDB_CORRUPT, TRAFFICDB_SYSTEM (a signal: call again).
+ */
+int			trafficdb_receive(trafficdb_subscriber *s, trafficdb_event *out, int max, int timeout_ms);
+
+void		trafficdb_unsubscribe(trafficdb_subscriber *s);
+const char *trafficdb_subscriber_errmsg(const trafficdb_subscriber *s);
+
 #ifdef __cplusplus
 }
 #endif

@@ -118,6 +118,9 @@ typedef struct TdbShared
 	/* subscriptions: bumped by each committed change of trafficdb.subscriptions */
 	pg_atomic_uint64 subs_version;
 	uint64		subscriptions;	/* loaded and indexed by the daemon */
+	uint64		subscribers;	/* external subscribers (targets: a group counts once) */
+	uint64		events_delivered;	/* pushed into subscribers' rings */
+	uint64		events_dropped; /* a full ring: dropped, an OVERRUN owed */
 	uint64		last_events;	/* events of the last publication */
 	double		last_match_ms;
 

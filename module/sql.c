@@ -353,8 +353,8 @@ Datum
 trafficdb_status(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
-	Datum		v[35];
-	bool		n[35] = {0};
+	Datum		v[38];
+	bool		n[38] = {0};
 	TdbShared	s;
 
 	tdb_require_preload();
@@ -413,6 +413,9 @@ trafficdb_status(PG_FUNCTION_ARGS)
 	v[32] = Int64GetDatum((int64) s.subscriptions);
 	v[33] = Int64GetDatum((int64) s.last_events);
 	v[34] = Float8GetDatum(s.last_match_ms);
+	v[35] = Int64GetDatum((int64) s.subscribers);
+	v[36] = Int64GetDatum((int64) s.events_delivered);
+	v[37] = Int64GetDatum((int64) s.events_dropped);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, v, n)));
 }
 

@@ -52,6 +52,8 @@ int			tdb_log_retention_s = 3600;
 int			tdb_log_retention_generations = 3600;
 int			tdb_replay_verify = TDB_REPLAY_VERIFY_FULL;
 int			tdb_max_writers = 16;
+int			tdb_max_subscribers = 64;
+int			tdb_subscriber_ring_events = 4096;
 int			tdb_writer_ring_slots = 65536;
 char	   *tdb_writer_group = NULL;
 int			tdb_writer_drain_interval_ms = 1;
@@ -65,6 +67,19 @@ check_ring_slots(int *newval, void **extra, GucSource source)
 	if (*newval < 128 || (*newval & (*newval - 1)) != 0)
 	{
 		GUC_check_errdetail("trafficdb.writer_ring_slots must be a power of two of at least 128, not %d.", *newval);
+		return false;
+	}
+	return true;
+}
+
+static bool
+check_power_of_two(int *newval, void **extra, GucSource source)
+{
+	(void) extra;
+	(void) source;
+	if (*newval < 64 || (*newval & (*newval - 1)) != 0)
+	{
+		GUC_check_errdetail("trafficdb.subscriber_ring_events must be a power of two of at least 64, not %d.", *newval);
 		return false;
 	}
 	return true;
@@ -248,6 +263,22 @@ tdb_define_settings(void)
 								16, 0, 1024,
 								PGC_POSTMASTER, 0,
 								NULL, NULL, NULL);
+
+		DefineCustomIntVariable("trafficdb.max_subscribers",
+								"Slots in <prefix>.subs: external processes subscribed at once (libtrafficdb trafficdb_subscribe).",
+								"0: no subscribers' rings.",
+								&tdb_max_subscribers,
+								64, 0, 1024,
+								PGC_POSTMASTER, 0,
+								NULL, NULL, NULL);
+
+		DefineCustomIntVariable("trafficdb.subscriber_ring_events",
+								"Events each subscriber's ring holds (a power of two); a subscriber further behind gets an overrun event.",
+								NULL,
+								&tdb_subscriber_ring_events,
+								4096, 64, 1048576,
+								PGC_POSTMASTER, 0,
+								check_power_of_two, NULL, NULL);
 
 		DefineCustomIntVariable("trafficdb.writer_ring_slots",
 								"64-byte slots in each writer lane (a power of two).",

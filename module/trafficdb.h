@@ -30,6 +30,9 @@ extern int	tdb_log_retention_generations;
 extern int	tdb_replay_verify;
 /* the writers' ring (trafficdb_put) */
 extern int	tdb_max_writers;
+/* subscribers' rings (trafficdb_subscribe) */
+extern int	tdb_max_subscribers;
+extern int	tdb_subscriber_ring_events;
 extern int	tdb_writer_ring_slots;
 extern char *tdb_writer_group;
 extern int	tdb_writer_drain_interval_ms;

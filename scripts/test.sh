@@ -66,7 +66,7 @@ mkdir -p "$work/data" "$work/scripts" && cp data/helsinki.osm.pbf "$work/data/" 
 # t/032_failover.pl runs bench/failover.sh (pg_auto_failover, scripts/autoctl.sh)
 mkdir -p "$work/bench" && cp scripts/lib.sh scripts/autoctl.sh "$work/scripts/" &&
 	cp bench/lib.sh bench/failover.sh bench/failover_load.py bench/failover_check.py "$work/bench/"
-mkdir -p "$work/tools" "$work/lib" && cp tools/tdbread tools/trafficdb-stream tools/trafficdb-trail "$work/tools/" && cp lib/libtrafficdb.so "$work/lib/"
+mkdir -p "$work/tools" "$work/lib" && cp tools/tdbread tools/tdbsub tools/trafficdb-stream tools/trafficdb-trail "$work/tools/" && cp lib/libtrafficdb.so "$work/lib/"
 cp -r python "$work/"
 [ "$(id -u)" = 0 ] && chown -R "$PG_OS_USER": "$work"
 
@@ -83,7 +83,7 @@ python3 src/trail/tests/fault_proxy.py "${MINIO_ENDPOINT##*:}" "$servers/proxy.p
 proxy_pid=$!
 for _ in $(seq 1 50); do [ -s "$servers/proxy.port" ] && break; sleep 0.1; done
 [ -s "$servers/proxy.port" ] || die "the fault proxy did not start"
-if ! as_pg env TDBREAD="$work/tools/tdbread" TRAFFICDB_STREAM="$work/tools/trafficdb-stream" TRAFFICDB_LIB="$work/lib/libtrafficdb.so" \
+if ! as_pg env TDBREAD="$work/tools/tdbread" TDBSUB="$work/tools/tdbsub" TRAFFICDB_STREAM="$work/tools/trafficdb-stream" TRAFFICDB_LIB="$work/lib/libtrafficdb.so" \
 	TRAFFICDB_TRAIL="$work/tools/trafficdb-trail" MINIO_ENDPOINT="$MINIO_ENDPOINT" MINIO_ROOT_USER="$MINIO_ROOT_USER" \
 	MINIO_ROOT_PASSWORD="$MINIO_ROOT_PASSWORD" TRAIL_PROXY_ENDPOINT="http://127.0.0.1:$(cat "$servers/proxy.port")" \
 	TRAFFICDB_PYTHON="$work/python" make -s -C "$work" tap PG_CONFIG="$PG_CONFIG"; then

@@ -6,6 +6,9 @@
 #ifndef TDB_CLIENT_H
 #define TDB_CLIENT_H
 
+/* What the library exports (built with -fvisibility=hidden). */
+#define TDB_API __attribute__((visibility("default")))
+
 /* A TdbShmResult as the public TRAFFICDB_* code. */
 int			tdb_client_from_shm(int rc);
 

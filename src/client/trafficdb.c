@@ -20,7 +20,6 @@
 #include "client.h"
 #include "reader.h"
 
-#define TDB_API __attribute__((visibility("default")))
 
 /*
  * The pinned version's sections, copied flat at trafficdb_begin so a lookup

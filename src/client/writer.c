@@ -35,7 +35,6 @@
 #include "reader.h"
 #include "ring/ring.h"
 
-#define TDB_API __attribute__((visibility("default")))
 
 #define DEFAULT_TIMEOUT_MS	10000
 #define SYNC_REPUTS			3	/* a SYNC put whose update a crash lost puts it again this often */

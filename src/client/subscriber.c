@@ -1,0 +1,182 @@
+/*
+ * subscriber.c
+ *	  libtrafficdb's subscribers (include/trafficdb.h, "Subscribers"): a
+ *	  slot of <name>.subs (src/subring) holding the filter, and its ring.
+ */
+#include "trafficdb.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client.h"
+#include "object.h"
+#include "subfilter.h"
+#include "subring/subring.h"
+
+_Static_assert(sizeof(trafficdb_event) == sizeof(TdbSubEvent), "trafficdb_event is TdbSubEvent");
+_Static_assert(offsetof(trafficdb_event, kind) == offsetof(TdbSubEvent, kind), "same layout");
+_Static_assert(offsetof(trafficdb_event, new_incident) == offsetof(TdbSubEvent, new_incident), "same layout");
+
+struct trafficdb_subscriber
+{
+	TdbSubConsumer c;
+	char		err[TDB_ERRLEN];
+};
+
+static __thread char open_err[TDB_ERRLEN];
+
+TDB_API const char *
+trafficdb_subscriber_errmsg(const trafficdb_subscriber *s)
+{
+	return s ? s->err : open_err;
+}
+
+/* FNV-1a of the group's name: its id in the rings (0 is "no group") */
+static uint64_t
+group_id(const char *name)
+{
+	uint64_t	h = 1469598103934665603ull;
+
+	for (const unsigned char *p = (const unsigned char *) name; *p; p++)
+		h = (h ^ *p) * 1099511628211ull;
+	return h ? h : 1;
+}
+
+/* Ids the published map lacks: TRAFFICDB_NOTFOUND naming the first. */
+static int
+check_ids(const char *name, const uint64_t *ids, uint32_t n)
+{
+	trafficdb_handle *h;
+	int			rc = trafficdb_open(name, &h);
+
+	if (rc != TRAFFICDB_OK)
+	{
+		snprintf(open_err, sizeof(open_err), "cannot check the location ids: %s", trafficdb_errmsg(NULL));
+		return rc;
+	}
+	if ((rc = trafficdb_begin(h, NULL)) == TRAFFICDB_OK)
+	{
+		for (uint32_t i = 0; i < n && rc == TRAFFICDB_OK; i++)
+		{
+			const trafficdb_traffic *t;
+
+			if (trafficdb_get_traffic(h, ids[i], &t) == TRAFFICDB_NOTFOUND)
+			{
+				snprintf(open_err, sizeof(open_err), "location id %llu is not in the published map",
+						 (unsigned long long) ids[i]);
+				rc = TRAFFICDB_NOTFOUND;
+			}
+		}
+		(void) trafficdb_end(h);
+	}
+	else
+		snprintf(open_err, sizeof(open_err), "cannot check the location ids: %s", trafficdb_errmsg(h));
+	trafficdb_close(h);
+	return rc;
+}
+
+TDB_API int
+trafficdb_subscribe(const char *name, const trafficdb_filter *f, const char *group, int group_mode,
+					trafficdb_subscriber **out)
+{
+	TdbSubFilter sf;
+	static __thread unsigned char buf[TDB_SUBFILTER_BYTES];
+	uint32_t	ring_end[1];
+	size_t		len;
+	trafficdb_subscriber *s;
+	int			rc;
+
+	if (name == NULL || f == NULL || out == NULL)
+	{
+		snprintf(open_err, sizeof(open_err), "trafficdb_subscribe: %s is NULL",
+				 name == NULL ? "name" : f == NULL ? "the filter" : "out");
+		return TRAFFICDB_BADARG;
+	}
+	*out = NULL;
+	if (group != NULL && group_mode != TRAFFICDB_GROUP_ROUND_ROBIN && group_mode != TRAFFICDB_GROUP_STICKY)
+	{
+		snprintf(open_err, sizeof(open_err), "group mode %d: expected TRAFFICDB_GROUP_ROUND_ROBIN or TRAFFICDB_GROUP_STICKY",
+				 group_mode);
+		return TRAFFICDB_BADARG;
+	}
+	memset(&sf, 0, sizeof(sf));
+	sf.area = (TdbSubArea) f->area;
+	sf.ids = f->ids;
+	sf.nids = f->nids;
+	sf.box = (TdbBox) {f->box[0], f->box[1], f->box[2], f->box[3]};
+	sf.lon = f->lon;
+	sf.lat = f->lat;
+	sf.radius_m = f->radius_m;
+	sf.cond = (TdbSubCond) f->condition;
+	sf.value = f->value;
+	sf.on = (TdbSubOn) f->events;
+	if (f->area == TRAFFICDB_AREA_POLYGON)
+	{
+		ring_end[0] = f->npoints;
+		if (f->polygon == NULL || f->npoints < 3 ||
+			!tdb_knn_query_init(&sf.polygon, TDB_KNN_POLYGON, f->polygon, f->npoints, ring_end, 1))
+		{
+			snprintf(open_err, sizeof(open_err), "the polygon (%u points) is empty or has a coordinate that is not a finite number",
+					 f->npoints);
+			return TRAFFICDB_BADARG;
+		}
+	}
+	if (f->area == TRAFFICDB_AREA_IDS && f->nids > 0 && f->ids == NULL)
+	{
+		snprintf(open_err, sizeof(open_err), "the filter's ids are NULL");
+		return TRAFFICDB_BADARG;
+	}
+	len = tdb_subfilter_encode(&sf, buf, sizeof(buf), open_err);
+	if (len == 0)
+		return TRAFFICDB_BADARG;
+	if (f->area == TRAFFICDB_AREA_IDS && (rc = check_ids(name, f->ids, f->nids)) != TRAFFICDB_OK)
+		return rc;
+
+	s = calloc(1, sizeof(*s));
+	if (s == NULL)
+		return TRAFFICDB_NOMEM;
+	rc = tdb_subring_consumer_open(&s->c, name, 0, NULL, open_err);
+	if (rc == TDB_SHM_OK)
+	{
+		rc = tdb_subring_subscribe(&s->c, buf, (uint32_t) len, group ? group_id(group) : 0,
+								   group ? (uint32_t) group_mode : TDB_SUBGROUP_NONE);
+		if (rc != TDB_SHM_OK)
+		{
+			snprintf(open_err, sizeof(open_err), "%s", s->c.err);
+			tdb_subring_consumer_close(&s->c);
+		}
+	}
+	if (rc != TDB_SHM_OK)
+	{
+		free(s);
+		return tdb_client_from_shm(rc);
+	}
+	*out = s;
+	return TRAFFICDB_OK;
+}
+
+TDB_API int
+trafficdb_receive(trafficdb_subscriber *s, trafficdb_event *out, int max, int timeout_ms)
+{
+	int			n;
+
+	if (s == NULL || out == NULL || max <= 0)
+		return TRAFFICDB_BADARG;
+	n = tdb_subring_receive(&s->c, (TdbSubEvent *) out, (uint32_t) max, timeout_ms < 0 ? 0 : timeout_ms);
+	if (n >= 0)
+		return n;
+	snprintf(s->err, sizeof(s->err), "%s", s->c.err);
+	return n == TDB_SUBRING_EINTR ? TRAFFICDB_SYSTEM : tdb_client_from_shm(n);
+}
+
+TDB_API void
+trafficdb_unsubscribe(trafficdb_subscriber *s)
+{
+	if (s == NULL)
+		return;
+	tdb_subring_consumer_close(&s->c);
+	free(s);
+}

@@ -1,0 +1,75 @@
+# t/041_subscribers.pl: external subscribers through shared memory
+# (trafficdb_subscribe, tools/tdbsub): events pushed at each publication
+# into the subscriber's ring, equal to the definitions; a group shares the
+# events (each to one member); bad filters refused naming the value.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use IPC::Run qw(start finish);
+use lib 't';
+use TdbTest;
+
+my $tdbsub = $ENV{TDBSUB} // die 'TDBSUB must name tools/tdbsub';
+my $node = tdb_node('subscribers', 'trafficdb.publish_interval' => "'1h'");
+tdb_grid_map($node);
+my $shm = '/trafficdb.' . $node->port;
+
+# bad filters: refused by the library, naming the value
+my ($out, $err) = ('', '');
+IPC::Run::run([ $tdbsub, $shm, '--radius', '24.9', '60.15', '-5' ], '>', \$out, '2>', \$err);
+like($err, qr/radius -5 m/, 'a negative radius is refused');
+IPC::Run::run([ $tdbsub, $shm, '--ids', '5,99999' ], '>', \$out, '2>', \$err);
+like($err, qr/location id 99999 is not in the published map/, 'an unknown id is refused');
+IPC::Run::run([ $tdbsub, $shm, '--box', '25', '60', '24', '61' ], '>', \$out, '2>', \$err);
+like($err, qr/is inverted/, 'an inverted box is refused');
+
+# one subscriber: slow (< 20 km/h) roads in a box, every change
+sub subscriber
+{
+	my (@args) = @_;
+	my ($o, $e) = ('', '');
+	my $h = start([ $tdbsub, $shm, @args, '--timeout-ms', '1500' ], '>', \$o, '2>', \$e);
+	# the daemon attaches subscribers at its cycles: wait for "ready", then one publication
+	for (1 .. 100) { $h->pump_nb; last if $o =~ /ready/; select(undef, undef, undef, 0.05); }
+	return { h => $h, out => \$o, err => \$e };
+}
+my $box = [ '--box', '24.899', '60.1495', '24.9395', '60.1545' ];
+my $one = subscriber(@$box, '--speed-below', '20');
+$node->safe_psql('postgres', 'SELECT trafficdb.publish()');	# the daemon attaches it
+
+$node->safe_psql('postgres', q{
+INSERT INTO trafficdb.feed (location_id, speed_kmh) SELECT i, (i * 7) % 40 FROM generate_series(1, 400) i;
+SELECT trafficdb.publish();});
+my $want = $node->safe_psql('postgres', q{
+SELECT string_agg(format('change %s %s', generation, location_id), E'\n' ORDER BY location_id)
+  FROM trafficdb.locations
+ WHERE changed_generation = generation AND speed_kmh < 20
+   AND geom && ST_MakeEnvelope(24.899, 60.1495, 24.9395, 60.1545, 4326)});
+finish($one->{h});
+my @got = map { join(' ', (split / /)[0 .. 2]) } grep { /^change/ } split /\n/, ${ $one->{out} };
+is(join("\n", sort { (split / /, $a)[2] <=> (split / /, $b)[2] } @got), $want,
+	'the subscriber received exactly the changes the definitions give') or diag(${ $one->{err} });
+cmp_ok(scalar(@got), '>', 10, 'and there were some (' . scalar(@got) . ')');
+is($node->safe_psql('postgres', 'SELECT events_delivered >= ' . scalar(@got) . ' FROM trafficdb.status'), 't',
+	'status counts the events delivered');
+
+# a group of two, round robin: every event to exactly one member
+my @members = map { subscriber(@$box, '--group', 'g1') } 1 .. 2;
+$node->safe_psql('postgres', 'SELECT trafficdb.publish()');
+$node->safe_psql('postgres', q{
+INSERT INTO trafficdb.feed (location_id, speed_kmh) SELECT i, 50 + i % 30 FROM generate_series(1, 400) i;
+SELECT trafficdb.publish();});
+my $n = $node->safe_psql('postgres', q{SELECT count(*) FROM trafficdb.locations
+ WHERE changed_generation = generation AND geom && ST_MakeEnvelope(24.899, 60.1495, 24.9395, 60.1545, 4326)});
+finish($_->{h}) for @members;
+my @ids = map { my $o = ${ $_->{out} }; map { (split / /)[2] } grep { /^change/ } split /\n/, $o } @members;
+my %seen;
+$seen{$_}++ for @ids;
+is(scalar(@ids), $n, "the group received every event ($n)");
+is(scalar(grep { $seen{$_} > 1 } keys %seen), 0, 'none twice');
+ok((grep { /^change/ } split /\n/, ${ $members[0]{out} }) && (grep { /^change/ } split /\n/, ${ $members[1]{out} }),
+	'both members got a share');
+
+done_testing();

@@ -1,0 +1,166 @@
+/*
+ * tdbsub: subscribe to live traffic events through shared memory
+ * (libtrafficdb's trafficdb_subscribe) and print them, one line each:
+ *
+ *   tdbsub NAME [--box XMIN YMIN XMAX YMAX | --radius LON LAT METRES | --ids ID,ID,...]
+ *               [--congestion N | --speed-below KMH | --pct-below P | --incident] [--enter-exit]
+ *               [--group NAME [--sticky]] [--count N] [--timeout-ms MS]
+ *
+ * Prints "ready" once subscribed, then for each event:
+ *   <kind> <generation> <location_id> <old_speed> <new_speed> <old_congestion> <new_congestion>
+ * and stops after --count events (default: never) or --timeout-ms without
+ * one (default 10,000).  Exit 0, or 1 with the error on stderr.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trafficdb.h"
+
+static const char *const kinds[] = {"?", "change", "enter", "exit", "overrun"};
+
+static double
+num(const char *s, const char *what)
+{
+	char	   *end;
+	double		v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno != 0 || end == s || *end != '\0')
+	{
+		fprintf(stderr, "tdbsub: %s \"%s\" is not a number\n", what, s);
+		exit(1);
+	}
+	return v;
+}
+
+int
+main(int argc, char **argv)
+{
+	trafficdb_filter f = {.area = -1};
+	const char *group = NULL;
+	int			mode = TRAFFICDB_GROUP_ROUND_ROBIN;
+	long		count = -1;
+	int			timeout = 10000;
+	uint64_t	ids[504];
+	trafficdb_subscriber *s;
+	trafficdb_event ev[256];
+	int			rc;
+
+	if (argc < 2)
+	{
+		fprintf(stderr, "usage: tdbsub NAME [--box X0 Y0 X1 Y1 | --radius LON LAT M | --ids A,B,...] [condition] [--enter-exit] [--group G [--sticky]] [--count N] [--timeout-ms MS]\n");
+		return 1;
+	}
+	for (int i = 2; i < argc; i++)
+	{
+#define NEED(n) do { if (i + (n) >= argc) { fprintf(stderr, "tdbsub: %s needs %d value(s)\n", argv[i], n); return 1; } } while (0)
+		if (strcmp(argv[i], "--box") == 0)
+		{
+			NEED(4);
+			f.area = TRAFFICDB_AREA_BOX;
+			for (int k = 0; k < 4; k++)
+				f.box[k] = num(argv[++i], "a box coordinate");
+		}
+		else if (strcmp(argv[i], "--radius") == 0)
+		{
+			NEED(3);
+			f.area = TRAFFICDB_AREA_RADIUS;
+			f.lon = num(argv[++i], "the longitude");
+			f.lat = num(argv[++i], "the latitude");
+			f.radius_m = num(argv[++i], "the radius");
+		}
+		else if (strcmp(argv[i], "--ids") == 0)
+		{
+			char	   *p;
+
+			NEED(1);
+			f.area = TRAFFICDB_AREA_IDS;
+			f.ids = ids;
+			for (p = strtok(argv[++i], ","); p && f.nids < 504; p = strtok(NULL, ","))
+				ids[f.nids++] = (uint64_t) num(p, "a location id");
+		}
+		else if (strcmp(argv[i], "--congestion") == 0)
+		{
+			NEED(1);
+			f.condition = TRAFFICDB_COND_CONGESTION_AT_LEAST;
+			f.value = num(argv[++i], "the congestion");
+		}
+		else if (strcmp(argv[i], "--speed-below") == 0)
+		{
+			NEED(1);
+			f.condition = TRAFFICDB_COND_SPEED_BELOW;
+			f.value = num(argv[++i], "the speed");
+		}
+		else if (strcmp(argv[i], "--pct-below") == 0)
+		{
+			NEED(1);
+			f.condition = TRAFFICDB_COND_SPEED_BELOW_PCT;
+			f.value = num(argv[++i], "the percentage");
+		}
+		else if (strcmp(argv[i], "--incident") == 0)
+			f.condition = TRAFFICDB_COND_INCIDENT;
+		else if (strcmp(argv[i], "--enter-exit") == 0)
+			f.events = TRAFFICDB_EVENTS_ENTER_EXIT;
+		else if (strcmp(argv[i], "--group") == 0)
+		{
+			NEED(1);
+			group = argv[++i];
+		}
+		else if (strcmp(argv[i], "--sticky") == 0)
+			mode = TRAFFICDB_GROUP_STICKY;
+		else if (strcmp(argv[i], "--count") == 0)
+		{
+			NEED(1);
+			count = (long) num(argv[++i], "the count");
+		}
+		else if (strcmp(argv[i], "--timeout-ms") == 0)
+		{
+			NEED(1);
+			timeout = (int) num(argv[++i], "the timeout");
+		}
+		else
+		{
+			fprintf(stderr, "tdbsub: unknown option \"%s\"\n", argv[i]);
+			return 1;
+		}
+	}
+	if (f.area < 0)
+	{
+		fprintf(stderr, "tdbsub: give --box, --radius or --ids\n");
+		return 1;
+	}
+	if ((rc = trafficdb_subscribe(argv[1], &f, group, mode, &s)) != TRAFFICDB_OK)
+	{
+		fprintf(stderr, "tdbsub: %s: %s\n", trafficdb_strerror(rc), trafficdb_subscriber_errmsg(NULL));
+		return 1;
+	}
+	printf("ready\n");
+	fflush(stdout);
+	while (count != 0)
+	{
+		int			n = trafficdb_receive(s, ev, count > 0 && count < 256 ? (int) count : 256, timeout);
+
+		if (n == TRAFFICDB_SYSTEM)
+			continue;
+		if (n < 0)
+		{
+			fprintf(stderr, "tdbsub: %s: %s\n", trafficdb_strerror(n), trafficdb_subscriber_errmsg(s));
+			trafficdb_unsubscribe(s);
+			return 1;
+		}
+		if (n == 0)
+			break;
+		for (int k = 0; k < n; k++)
+			printf("%s %llu %llu %.6g %.6g %u %u\n", kinds[ev[k].kind <= 4 ? ev[k].kind : 0],
+				   (unsigned long long) ev[k].generation, (unsigned long long) ev[k].location_id,
+				   ev[k].old_speed_kmh, ev[k].new_speed_kmh, ev[k].old_congestion, ev[k].new_congestion);
+		fflush(stdout);
+		if (count > 0)
+			count -= n;
+	}
+	trafficdb_unsubscribe(s);
+	return 0;
+}
