@@ -72,4 +72,26 @@ is(scalar(grep { $seen{$_} > 1 } keys %seen), 0, 'none twice');
 ok((grep { /^change/ } split /\n/, ${ $members[0]{out} }) && (grep { /^change/ } split /\n/, ${ $members[1]{out} }),
 	'both members got a share');
 
+# Python: trafficdb.Subscriber, an iterator of events
+my $pydir = $ENV{TRAFFICDB_PYTHON} // die 'TRAFFICDB_PYTHON must name the python/ folder';
+my ($po, $pe) = ('', '');
+my $py = start([ '/usr/bin/python3', '-c', qq{
+import sys; sys.path.insert(0, "$pydir")
+import trafficdb
+with trafficdb.Subscriber("$shm", ids=[5, 6, 7], condition="congestion_at_least", value=3, enter_exit=True,
+                          timeout_ms=1500) as s:
+    print("ready", flush=True)
+    for e in s:
+        print(e.kind, e.location_id, e.old_congestion, e.new_congestion, flush=True)
+} ], '>', \$po, '2>', \$pe);
+for (1 .. 100) { $py->pump_nb; last if $po =~ /ready/; select(undef, undef, undef, 0.05); }
+$node->safe_psql('postgres', 'SELECT trafficdb.publish()');
+$node->safe_psql('postgres', q{INSERT INTO trafficdb.feed (location_id, congestion) VALUES (5, 4), (6, 1), (7, 3), (8, 4);
+SELECT trafficdb.publish();});
+$node->safe_psql('postgres', q{INSERT INTO trafficdb.feed (location_id, congestion) VALUES (5, 2), (7, 4);
+SELECT trafficdb.publish();});
+finish($py);
+is(join('|', grep { !/ready/ } split /\n/, $po), 'enter 5 None 4|enter 7 None 3|exit 5 4 2',
+	'Python: enter and exit events of three ids, in order') or diag($pe);
+
 done_testing();

@@ -90,6 +90,27 @@ class _Update(ctypes.Structure):
                 ("incident", ctypes.c_char_p), ("incident_len", ctypes.c_uint32)]
 
 
+class _Filter(ctypes.Structure):
+    _fields_ = [("area", ctypes.c_int), ("ids", ctypes.POINTER(ctypes.c_uint64)), ("nids", ctypes.c_uint32),
+                ("box", ctypes.c_double * 4), ("lon", ctypes.c_double), ("lat", ctypes.c_double),
+                ("radius_m", ctypes.c_double), ("polygon", ctypes.POINTER(ctypes.c_double)),
+                ("npoints", ctypes.c_uint32), ("condition", ctypes.c_int), ("value", ctypes.c_double),
+                ("events", ctypes.c_int)]
+
+
+class _Event(ctypes.Structure):
+    _fields_ = [("generation", ctypes.c_uint64), ("location_id", ctypes.c_uint64), ("seq", ctypes.c_uint64),
+                ("published_us", ctypes.c_int64), ("subscriber", ctypes.c_uint32), ("kind", ctypes.c_uint16),
+                ("flags", ctypes.c_uint16), ("old_speed_kmh", ctypes.c_float), ("new_speed_kmh", ctypes.c_float),
+                ("old_free_flow_kmh", ctypes.c_float), ("new_free_flow_kmh", ctypes.c_float),
+                ("old_congestion", ctypes.c_uint8), ("new_congestion", ctypes.c_uint8),
+                ("old_confidence", ctypes.c_uint8), ("new_confidence", ctypes.c_uint8),
+                ("old_incident", ctypes.c_uint8), ("new_incident", ctypes.c_uint8),
+                ("reserved", ctypes.c_uint8 * 2)]
+
+
+assert ctypes.sizeof(_Event) == 64
+
 _VISIT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_Location), ctypes.c_void_p)
 _H = ctypes.c_void_p
 
@@ -116,6 +137,11 @@ for _name, _res, _args in [
         ("trafficdb_sync", ctypes.c_int, [_H, ctypes.c_int]),
         ("trafficdb_retry_after_us", ctypes.c_uint32, [_H]),
         ("trafficdb_writer_set_timeout", ctypes.c_int, [_H, ctypes.c_int]),
+        ("trafficdb_subscribe", ctypes.c_int, [ctypes.c_char_p, ctypes.POINTER(_Filter), ctypes.c_char_p, ctypes.c_int,
+                                               ctypes.POINTER(_H)]),
+        ("trafficdb_receive", ctypes.c_int, [_H, ctypes.POINTER(_Event), ctypes.c_int, ctypes.c_int]),
+        ("trafficdb_unsubscribe", None, [_H]),
+        ("trafficdb_subscriber_errmsg", ctypes.c_char_p, [_H]),
 ]:
     _f = getattr(_lib, _name)
     _f.restype = _res
@@ -415,6 +441,110 @@ class Writer:
     def close(self):
         if self._h:
             _lib.trafficdb_writer_close(self._h)
+            self._h = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+_KINDS = {1: "change", 2: "enter", 3: "exit", 4: "overrun"}
+_CONDITIONS = {None: 0, "congestion_at_least": 1, "speed_below": 2, "speed_below_pct": 3, "incident": 4}
+
+
+class Event:
+    """One subscription event: kind ("change", "enter", "exit", "overrun"), generation, location_id,
+    old and new values (speeds NaN and levels None when unknown), published_us, handed_over."""
+
+    __slots__ = ("kind", "generation", "location_id", "seq", "published_us", "handed_over",
+                 "old_speed_kmh", "new_speed_kmh", "old_congestion", "new_congestion",
+                 "old_incident", "new_incident")
+
+    def __init__(self, e):
+        self.kind = _KINDS.get(e.kind, str(e.kind))
+        self.generation = e.generation
+        self.location_id = e.location_id
+        self.seq = e.seq
+        self.published_us = e.published_us
+        self.handed_over = bool(e.flags & 1)
+        self.old_speed_kmh = e.old_speed_kmh
+        self.new_speed_kmh = e.new_speed_kmh
+        self.old_congestion = None if e.old_congestion == 255 else e.old_congestion
+        self.new_congestion = None if e.new_congestion == 255 else e.new_congestion
+        self.old_incident = bool(e.old_incident)
+        self.new_incident = bool(e.new_incident)
+
+    def __repr__(self):
+        return "Event(%s, generation=%d, location_id=%d)" % (self.kind, self.generation, self.location_id)
+
+
+class Subscriber:
+    """Events of the locations in an area whose traffic changes, pushed by the server at each publication
+    into this process's ring in shared memory.
+
+    Exactly one of ids=[...], box=(xmin, ymin, xmax, ymax), radius=(lon, lat, metres), polygon=[(x, y), ...];
+    condition one of "congestion_at_least", "speed_below", "speed_below_pct" (with value) or "incident";
+    enter_exit=True for events when the condition starts or stops holding.  group="name" shares the events
+    with the other subscribers of that group (sticky=True: a location to the same member).  Iterating
+    waits for events (timeout_ms per wait; the iteration ends after a wait with none).
+    """
+
+    def __init__(self, name, ids=None, box=None, radius=None, polygon=None, condition=None, value=None,
+                 enter_exit=False, group=None, sticky=False, timeout_ms=10000):
+        f = _Filter()
+        self._keep = []
+        if sum(x is not None for x in (ids, box, radius, polygon)) != 1:
+            raise BadArg(BADARG, "give exactly one of ids, box, radius, polygon")
+        if ids is not None:
+            arr = (ctypes.c_uint64 * len(ids))(*ids)
+            self._keep.append(arr)
+            f.area, f.ids, f.nids = 0, arr, len(ids)
+        elif box is not None:
+            f.area = 1
+            f.box[:] = [float(v) for v in box]
+        elif radius is not None:
+            f.area, (f.lon, f.lat, f.radius_m) = 2, [float(v) for v in radius]
+        else:
+            flat = [float(c) for pt in polygon for c in pt]
+            arr = (ctypes.c_double * len(flat))(*flat)
+            self._keep.append(arr)
+            f.area, f.polygon, f.npoints = 3, arr, len(polygon)
+        if condition not in _CONDITIONS:
+            raise BadArg(BADARG, "condition %r: expected one of %s" % (condition, sorted(k for k in _CONDITIONS if k)))
+        f.condition = _CONDITIONS[condition]
+        f.value = float(value) if value is not None else 0.0
+        f.events = 1 if enter_exit else 0
+        h = _H()
+        rc = _lib.trafficdb_subscribe(name.encode(), ctypes.byref(f), group.encode() if group else None,
+                                      2 if sticky else 1, ctypes.byref(h))
+        if rc < 0:
+            raise _ERRORS.get(rc, TrafficDBError)(rc, _lib.trafficdb_subscriber_errmsg(None).decode(errors="replace"))
+        self._h = h
+        self._timeout_ms = int(timeout_ms)
+        self._buf = (_Event * 256)()
+
+    def receive(self, timeout_ms=None, max_events=256):
+        """Up to max_events events, waiting up to timeout_ms for the first; [] on timeout."""
+        if not self._h:
+            raise TrafficDBError(BADARG, "the subscriber is closed")
+        n = _lib.trafficdb_receive(self._h, self._buf, min(int(max_events), 256),
+                                   self._timeout_ms if timeout_ms is None else int(timeout_ms))
+        if n < 0:
+            raise _ERRORS.get(n, TrafficDBError)(n, _lib.trafficdb_subscriber_errmsg(self._h).decode(errors="replace"))
+        return [Event(self._buf[i]) for i in range(n)]
+
+    def __iter__(self):
+        while True:
+            events = self.receive()
+            if not events:
+                return
+            yield from events
+
+    def close(self):
+        if self._h:
+            _lib.trafficdb_unsubscribe(self._h)
             self._h = None
 
     def __enter__(self):
