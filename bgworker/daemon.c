@@ -185,6 +185,7 @@ typedef struct DaemonState
 		uint64		gen;
 		uint32		seg;
 		int64		created_us;
+		int64		published_us;	/* when it was made visible (events carry it) */
 		Size		traffic_bytes;
 		bool		checkpoint;
 		uint64		log_first;
@@ -1028,7 +1029,8 @@ finish_publication(void)
 	/* how far back changes_since answers, for readers outside the server too */
 	atomic_store(&D.writer.ctl->changes_from,
 				 D.mapinfo.replaced ? Max(D.log_first, D.mapinfo.map_generation + 1) : D.log_first);
-	rc = tdb_writer_publish(&D.writer, gen, D.map.hdr->map_id, D.map_seg, D.pub.seg, now_us());
+	D.pub.published_us = now_us();
+	rc = tdb_writer_publish(&D.writer, gen, D.map.hdr->map_id, D.map_seg, D.pub.seg, D.pub.published_us);
 	if (rc == TDB_SHM_ENOSLOT)
 	{
 		snprintf(D.refusal, sizeof(D.refusal),
@@ -2272,7 +2274,7 @@ deliver_guarded(void *p)
 		memset(&ev, 0, sizeof(ev));
 		ev.generation = D.pub.gen;
 		ev.location_id = D.map.records[r].id;
-		ev.created_us = D.pub.created_us;
+		ev.created_us = D.pub.published_us;
 		ev.subscription = (uint32) to;
 		ev.kind = pe->kind;
 		ev.old_speed_kmh = oldt[r].speed_kmh;

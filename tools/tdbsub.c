@@ -4,14 +4,17 @@
  *
  *   tdbsub NAME [--box XMIN YMIN XMAX YMAX | --radius LON LAT METRES | --ids ID,ID,...]
  *               [--congestion N | --speed-below KMH | --pct-below P | --incident] [--enter-exit]
- *               [--group NAME [--sticky]] [--count N] [--timeout-ms MS]
+ *               [--group NAME [--sticky]] [--count N] [--timeout-ms MS] [--latency]
  *
  * Prints "ready" once subscribed, then for each event:
  *   <kind> <generation> <location_id> <old_speed> <new_speed> <old_congestion> <new_congestion>
+ * (with --latency, then the microseconds from the publication to the wake-up)
  * and stops after --count events (default: never) or --timeout-ms without
  * one (default 10,000).  Exit 0, or 1 with the error on stderr.
  */
 #include <errno.h>
+#include <stdbool.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +47,7 @@ main(int argc, char **argv)
 	int			mode = TRAFFICDB_GROUP_ROUND_ROBIN;
 	long		count = -1;
 	int			timeout = 10000;
+	bool		latency = false;
 	uint64_t	ids[504];
 	trafficdb_subscriber *s;
 	trafficdb_event ev[256];
@@ -102,6 +106,8 @@ main(int argc, char **argv)
 		}
 		else if (strcmp(argv[i], "--incident") == 0)
 			f.condition = TRAFFICDB_COND_INCIDENT;
+		else if (strcmp(argv[i], "--latency") == 0)
+			latency = true;
 		else if (strcmp(argv[i], "--enter-exit") == 0)
 			f.events = TRAFFICDB_EVENTS_ENTER_EXIT;
 		else if (strcmp(argv[i], "--group") == 0)
@@ -153,10 +159,18 @@ main(int argc, char **argv)
 		}
 		if (n == 0)
 			break;
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
 		for (int k = 0; k < n; k++)
-			printf("%s %llu %llu %.6g %.6g %u %u\n", kinds[ev[k].kind <= 4 ? ev[k].kind : 0],
+		{
+			printf("%s %llu %llu %.6g %.6g %u %u", kinds[ev[k].kind <= 4 ? ev[k].kind : 0],
 				   (unsigned long long) ev[k].generation, (unsigned long long) ev[k].location_id,
 				   ev[k].old_speed_kmh, ev[k].new_speed_kmh, ev[k].old_congestion, ev[k].new_congestion);
+			if (latency)
+				printf(" %lld", (long long) ((int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000 - ev[k].published_us));
+			printf("\n");
+		}
 		fflush(stdout);
 		if (count > 0)
 			count -= n;
