@@ -626,6 +626,22 @@ CREATE FUNCTION trafficdb._subscriptions_changed() RETURNS trigger
 AS 'MODULE_PATHNAME', 'trafficdb_subscriptions_changed' LANGUAGE C;
 CREATE TRIGGER subscriptions_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON trafficdb.subscriptions
     FOR EACH STATEMENT EXECUTE FUNCTION trafficdb._subscriptions_changed();
+-- The pending events of a subscription in this session: the first call
+-- starts delivering its events to this session (a slot of the subscribers'
+-- rings, given back when the session ends); sessions reading one
+-- subscription share its events, each to one of them.  Waits up to
+-- timeout_ms when there are none (cancel and statement_timeout apply).
+CREATE FUNCTION trafficdb.subscription_events(subscription integer, max_events integer DEFAULT 1000,
+    timeout_ms integer DEFAULT 0,
+    OUT kind text, OUT generation bigint, OUT location_id bigint,
+    OUT old_speed_kmh real, OUT new_speed_kmh real, OUT old_congestion smallint, OUT new_congestion smallint,
+    OUT old_incident boolean, OUT new_incident boolean, OUT published_at timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'trafficdb_subscription_events'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+COMMENT ON FUNCTION trafficdb.subscription_events IS
+    'events of a subscription delivered to this session since its first call (shared with other sessions reading it), waiting up to timeout_ms for the first';
+
 -- Subscribing is granted by an administrator (GRANT SELECT, INSERT, DELETE
 -- ON trafficdb.subscriptions TO app; GRANT USAGE ON SEQUENCE
 -- trafficdb.subscriptions_id_seq TO app): a subscription's area says where

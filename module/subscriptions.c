@@ -15,15 +15,21 @@
 #include "commands/trigger.h"
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "storage/ipc.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/timestamp.h"
 
 #include "module/geometry.h"
 #include "module/shared.h"
 #include "module/snapshot.h"
 #include "module/subscriptions.h"
 #include "module/trafficdb.h"
+#include "subfilter.h"
+#include "subring/subring.h"
 
 PG_FUNCTION_INFO_V1(trafficdb_subscription_check);
 PG_FUNCTION_INFO_V1(trafficdb_subscriptions_changed);
@@ -219,4 +225,188 @@ trafficdb_subscriptions_changed(PG_FUNCTION_ARGS)
 	}
 	changed_in_xact = true;
 	return PointerGetDatum(NULL);
+}
+
+/* ---- events for SQL sessions ---------------------------------------------------- */
+
+PG_FUNCTION_INFO_V1(trafficdb_subscription_events);
+
+/* this session's slots, one per subscription it reads */
+typedef struct SessionSub
+{
+	int32		id;
+	TdbSubConsumer c;
+	bool		open;
+} SessionSub;
+
+#define MAX_SESSION_SUBS 16
+static SessionSub session_subs[MAX_SESSION_SUBS];
+static bool session_exit_registered = false;
+
+static void
+close_session_subs(int code, Datum arg)
+{
+	(void) code;
+	(void) arg;
+	for (int i = 0; i < MAX_SESSION_SUBS; i++)
+		if (session_subs[i].open)
+		{
+			tdb_subring_consumer_close(&session_subs[i].c);
+			session_subs[i].open = false;
+		}
+}
+
+/* This session's slot for subscription id: made at the first call from its row. */
+static SessionSub *
+session_sub(int32 id)
+{
+	SessionSub *free_one = NULL;
+	TdbSubFilter f;
+	static unsigned char buf[TDB_SUBFILTER_BYTES];
+	char		err[TDB_ERRLEN];
+	size_t		len;
+	Datum		arg = Int32GetDatum(id);
+	Oid			argtype = INT4OID;
+	int			rc;
+	MemoryContext cxt = CurrentMemoryContext;
+
+	for (int i = 0; i < MAX_SESSION_SUBS; i++)
+	{
+		if (session_subs[i].open && session_subs[i].id == id)
+			return &session_subs[i];
+		if (!session_subs[i].open && free_one == NULL)
+			free_one = &session_subs[i];
+	}
+	if (free_one == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("a session reads the events of at most %d subscriptions", MAX_SESSION_SUBS)));
+
+	SPI_connect();
+	if (SPI_execute_with_args("SELECT * FROM trafficdb.subscriptions WHERE id = $1", 1, &argtype, &arg,
+							  NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("subscription %d does not exist", id),
+				 errhint("Its rows are in trafficdb.subscriptions.")));
+	tdb_subscription_filter(SPI_tuptable->tupdesc, SPI_tuptable->vals[0], &f, cxt);
+	f.id = (uint32) id;
+	len = tdb_subfilter_encode(&f, buf, sizeof(buf), err);
+	SPI_finish();
+	if (len == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("subscription %d cannot be read by a session: %s", id, err),
+				 errhint("Use LISTEN trafficdb_subscription_%d (notify => true), or a smaller polygon or id list.", id)));
+
+	rc = tdb_subring_consumer_open(&free_one->c, tdb_shm_prefix(), 0, NULL, err);
+	if (rc == TDB_SHM_OK)
+	{
+		/* the sessions reading one subscription are a group: each event to one of them */
+		rc = tdb_subring_subscribe(&free_one->c, buf, (uint32) len, 0x5351000000000000ull | (uint32) id,
+								   TDB_SUBGROUP_ROUND_ROBIN);
+		if (rc != TDB_SHM_OK)
+		{
+			strlcpy(err, free_one->c.err, sizeof(err));
+			tdb_subring_consumer_close(&free_one->c);
+		}
+	}
+	if (rc != TDB_SHM_OK)
+		ereport(ERROR,
+				(errcode(rc == TDB_SHM_ENOSLOT ? ERRCODE_TOO_MANY_CONNECTIONS : ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot receive the events of subscription %d: %s", id, err),
+				 rc == TDB_SHM_ENOSLOT ? errhint("Raise trafficdb.max_subscribers.") : 0));
+	if (!session_exit_registered)
+	{
+		before_shmem_exit(close_session_subs, (Datum) 0);
+		session_exit_registered = true;
+	}
+	free_one->id = id;
+	free_one->open = true;
+	return free_one;
+}
+
+Datum
+trafficdb_subscription_events(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	int32		id;
+	int32		max_events = PG_ARGISNULL(1) ? 1000 : PG_GETARG_INT32(1);
+	int32		timeout_ms = PG_ARGISNULL(2) ? 0 : PG_GETARG_INT32(2);
+	SessionSub *ss;
+	TdbSubEvent ev[256];
+	int			got = 0;
+	TimestampTz deadline;
+	static const char *const kinds[] = {"?", "change", "enter", "exit", "overrun"};
+
+	tdb_require_preload();
+	if (PG_ARGISNULL(0))
+		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("subscription must not be NULL")));
+	if (max_events < 1 || max_events > 1000000)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_events %d is out of range: expected 1 to 1,000,000", max_events)));
+	if (timeout_ms < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("timeout_ms %d is negative: expected 0 (do not wait) or more", timeout_ms)));
+	id = PG_GETARG_INT32(0);
+	InitMaterializedSRF(fcinfo, 0);
+	ss = session_sub(id);
+	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
+	while (got < max_events)
+	{
+		/* wait in slices of at most 100 ms: cancel and statement_timeout are honoured */
+		long		left = got > 0 ? 0 :
+			Min(100, (long) ((deadline - GetCurrentTimestamp()) / 1000));
+		int			n = tdb_subring_receive(&ss->c, ev, (uint32) Min(256, max_events - got), left > 0 ? (int) left : 0);
+
+		CHECK_FOR_INTERRUPTS();
+		if (n == TDB_SUBRING_EINTR)
+			continue;
+		if (n < 0)
+		{
+			char		err[TDB_SHM_ERRLEN];
+
+			strlcpy(err, ss->c.err, sizeof(err));
+			tdb_subring_consumer_close(&ss->c);
+			ss->open = false;
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("the events of subscription %d stopped: %s", id, err),
+					 errhint("The daemon restarted: call again to receive its events from now on.")));
+		}
+		for (int k = 0; k < n; k++)
+		{
+			Datum		v[10];
+			bool		nulls[10] = {0};
+
+			v[0] = CStringGetTextDatum(kinds[ev[k].kind <= 4 ? ev[k].kind : 0]);
+			v[1] = Int64GetDatum((int64) ev[k].generation);
+			v[2] = Int64GetDatum((int64) ev[k].location_id);
+			v[3] = Float4GetDatum(ev[k].old_speed_kmh);
+			nulls[3] = isnan(ev[k].old_speed_kmh);
+			v[4] = Float4GetDatum(ev[k].new_speed_kmh);
+			nulls[4] = isnan(ev[k].new_speed_kmh);
+			v[5] = Int16GetDatum(ev[k].old_congestion);
+			nulls[5] = ev[k].old_congestion == 255;
+			v[6] = Int16GetDatum(ev[k].new_congestion);
+			nulls[6] = ev[k].new_congestion == 255;
+			v[7] = BoolGetDatum(ev[k].old_incident != 0);
+			v[8] = BoolGetDatum(ev[k].new_incident != 0);
+			v[9] = TimestampTzGetDatum((TimestampTz) (ev[k].created_us -
+													  ((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY)));
+			if (ev[k].kind == 4)
+			{
+				/* overrun: location_id says how many were dropped; the values mean nothing */
+				for (int c = 3; c < 9; c++)
+					nulls[c] = true;
+			}
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, v, nulls);
+		}
+		got += n;
+		if (n == 0 && (got > 0 || GetCurrentTimestamp() >= deadline))
+			break;
+	}
+	return (Datum) 0;
 }

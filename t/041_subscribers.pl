@@ -94,4 +94,25 @@ finish($py);
 is(join('|', grep { !/ready/ } split /\n/, $po), 'enter 5 None 4|enter 7 None 3|exit 5 4 2',
 	'Python: enter and exit events of three ids, in order') or diag($pe);
 
+# SQL: trafficdb.subscription_events(), this session's events since its first call
+my $sid = $node->safe_psql('postgres', q{INSERT INTO trafficdb.subscriptions (name, location_ids, condition, value, events)
+  VALUES ('sql', '{20, 21}', 'speed_below', 30, 'enter_exit') RETURNING id});
+my ($sq_out, $sq_err) = ('', '');
+my $sess = start([ 'psql', '-XAtq', '-d', $node->connstr('postgres') ], '<', \my $sq_in, '>', \$sq_out, '2>', \$sq_err);
+$sq_in = "SELECT count(*) FROM trafficdb.subscription_events($sid);\n";
+for (1 .. 100) { $sess->pump_nb; last if $sq_out =~ /^0$/m; select(undef, undef, undef, 0.05); }
+$node->safe_psql('postgres', 'SELECT trafficdb.publish()');
+$node->safe_psql('postgres', q{INSERT INTO trafficdb.feed (location_id, speed_kmh) VALUES (20, 10), (21, 50), (22, 5);
+SELECT trafficdb.publish();});
+$sq_in .= "SELECT kind, location_id, old_speed_kmh IS NULL, new_speed_kmh FROM trafficdb.subscription_events($sid, 10, 2000);\n";
+$sq_in .= "SELECT count(*) FROM trafficdb.subscription_events($sid, 10, 100);\n";
+finish($sess);
+is($sq_out, "0\nenter|20|f|10\n0\n", 'SQL: the enter event of id 20, then none') or diag($sq_err);
+my ($r2, $o2, $e2) = $node->psql('postgres', 'SELECT * FROM trafficdb.subscription_events(999999)');
+like($e2, qr/subscription 999999 does not exist/, 'an unknown subscription: a clear error');
+($r2, $o2, $e2) = $node->psql('postgres', "SELECT * FROM trafficdb.subscription_events($sid, 0)");
+like($e2, qr/max_events 0 is out of range/, 'max_events out of range: a clear error');
+($r2, $o2, $e2) = $node->psql('postgres', "SET statement_timeout = '300ms'; SELECT * FROM trafficdb.subscription_events($sid, 10, 60000)");
+like($e2, qr/statement timeout/, 'statement_timeout ends a wait');
+
 done_testing();
