@@ -115,4 +115,45 @@ like($e2, qr/max_events 0 is out of range/, 'max_events out of range: a clear er
 ($r2, $o2, $e2) = $node->psql('postgres', "SET statement_timeout = '300ms'; SELECT * FROM trafficdb.subscription_events($sid, 10, 60000)");
 like($e2, qr/statement timeout/, 'statement_timeout ends a wait');
 
+# overrun: a subscriber that does not read past its ring (64 events) gets an
+# overrun event naming the first generation whose events it lost, then the
+# events after it again
+my $small = tdb_node('small_ring', 'trafficdb.publish_interval' => "'1h'", 'trafficdb.subscriber_ring_events' => '64');
+tdb_grid_map($small);
+my $sshm = '/trafficdb.' . $small->port;
+my ($ro, $re) = ('', '');
+my $lagger = start([ '/usr/bin/python3', '-c', qq{
+import sys; sys.path.insert(0, "$pydir")
+import trafficdb
+s = trafficdb.Subscriber("$sshm", box=(24, 60, 26, 61), timeout_ms=1000)
+print("ready", flush=True)
+sys.stdin.readline()          # do not read until told
+for e in s:
+    print(e.kind, e.generation, e.location_id, flush=True)
+} ], '<', \my $lin, '>', \$ro, '2>', \$re);
+for (1 .. 100) { $lagger->pump_nb; last if $ro =~ /ready/; select(undef, undef, undef, 0.05); }
+$small->safe_psql('postgres', 'SELECT trafficdb.publish()');
+my @gens;
+for my $round (1 .. 3)
+{
+	$small->safe_psql('postgres', qq{INSERT INTO trafficdb.feed (location_id, speed_kmh) SELECT i, $round * 10 FROM generate_series(1, 50) i;
+SELECT trafficdb.publish();});
+	push @gens, $small->safe_psql('postgres', 'SELECT generation FROM trafficdb.status');
+}
+$lin = "go\n";
+$lagger->pump_nb for 1 .. 3;
+$small->safe_psql('postgres', q{INSERT INTO trafficdb.feed (location_id, speed_kmh) SELECT i, 99 FROM generate_series(1, 5) i;
+SELECT trafficdb.publish();});
+my $last = $small->safe_psql('postgres', 'SELECT generation FROM trafficdb.status');
+finish($lagger);
+my @lines = grep { !/ready/ } split /\n/, $ro;
+my @over = grep { /^overrun/ } @lines;
+is(scalar(@over), 1, 'one overrun event') or diag($re . $ro);
+my ($k, $g, $dropped) = split / /, $over[0] // 'x 0 0';
+is($g, $gens[1], "it names the first generation whose events were dropped ($gens[1])");
+is(scalar(grep { /^change $gens[0] / } @lines), 50, 'the events that fit were delivered');
+cmp_ok($dropped, '>=', 50, "and it counts the dropped events ($dropped)");
+is(scalar(grep { /^change $last / } @lines), 5, 'after the overrun, the events of the next publication arrive');
+is($small->safe_psql('postgres', 'SELECT events_dropped > 0 FROM trafficdb.status'), 't', 'status counts the dropped events');
+
 done_testing();
