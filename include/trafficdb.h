@@ -351,6 +351,17 @@ int			trafficdb_subscribe(const char *name, const trafficdb_filter *f, const cha
  */
 int			trafficdb_receive(trafficdb_subscriber *s, trafficdb_event *out, int max, int timeout_ms);
 
+/*
+ * At-least-once processing: trafficdb_peek copies up to max events without
+ * taking them (waiting up to timeout_ms when there are none);
+ * trafficdb_ack takes the first n of them once they are processed.  Events
+ * a group member peeked but never acknowledged before it died go to the
+ * others (flag 1), so nothing is lost; an event processed but not yet
+ * acknowledged at the death is processed again.  Same codes as receive.
+ */
+int			trafficdb_peek(trafficdb_subscriber *s, trafficdb_event *out, int max, int timeout_ms);
+int			trafficdb_ack(trafficdb_subscriber *s, int n);
+
 void		trafficdb_unsubscribe(trafficdb_subscriber *s);
 const char *trafficdb_subscriber_errmsg(const trafficdb_subscriber *s);
 

@@ -4,11 +4,13 @@
  *
  *   tdbsub NAME [--box XMIN YMIN XMAX YMAX | --radius LON LAT METRES | --ids ID,ID,...]
  *               [--congestion N | --speed-below KMH | --pct-below P | --incident] [--enter-exit]
- *               [--group NAME [--sticky]] [--count N] [--timeout-ms MS] [--latency]
+ *               [--group NAME [--sticky]] [--count N] [--timeout-ms MS] [--latency] [--ack] [--ack-delay-ms MS]
  *
  * Prints "ready" once subscribed, then for each event:
  *   <kind> <generation> <location_id> <old_speed> <new_speed> <old_congestion> <new_congestion>
- * (with --latency, then the microseconds from the publication to the wake-up)
+ * (with --latency, then the microseconds from the publication to the wake-up;
+ * with --ack, events are peeked, printed with their seq, then acknowledged,
+ * and "ack N" follows: at-least-once processing)
  * and stops after --count events (default: never) or --timeout-ms without
  * one (default 10,000).  Exit 0, or 1 with the error on stderr.
  */
@@ -48,6 +50,8 @@ main(int argc, char **argv)
 	long		count = -1;
 	int			timeout = 10000;
 	bool		latency = false;
+	bool		ack = false;
+	int			ack_delay_ms = 0;
 	uint64_t	ids[504];
 	trafficdb_subscriber *s;
 	trafficdb_event ev[256];
@@ -108,6 +112,14 @@ main(int argc, char **argv)
 			f.condition = TRAFFICDB_COND_INCIDENT;
 		else if (strcmp(argv[i], "--latency") == 0)
 			latency = true;
+		else if (strcmp(argv[i], "--ack") == 0)
+			ack = true;
+		else if (strcmp(argv[i], "--ack-delay-ms") == 0)
+		{
+			NEED(1);
+			ack = true;
+			ack_delay_ms = (int) num(argv[++i], "the delay");
+		}
 		else if (strcmp(argv[i], "--enter-exit") == 0)
 			f.events = TRAFFICDB_EVENTS_ENTER_EXIT;
 		else if (strcmp(argv[i], "--group") == 0)
@@ -147,7 +159,8 @@ main(int argc, char **argv)
 	fflush(stdout);
 	while (count != 0)
 	{
-		int			n = trafficdb_receive(s, ev, count > 0 && count < 256 ? (int) count : 256, timeout);
+		int			max = count > 0 && count < 256 ? (int) count : 256;
+		int			n = ack ? trafficdb_peek(s, ev, max, timeout) : trafficdb_receive(s, ev, max, timeout);
 
 		if (n == TRAFFICDB_SYSTEM)
 			continue;
@@ -169,9 +182,25 @@ main(int argc, char **argv)
 				   ev[k].old_speed_kmh, ev[k].new_speed_kmh, ev[k].old_congestion, ev[k].new_congestion);
 			if (latency)
 				printf(" %lld", (long long) ((int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000 - ev[k].published_us));
+			if (ack)
+				printf(" seq=%llu%s", (unsigned long long) ev[k].seq, ev[k].flags & 1 ? " handed_over" : "");
 			printf("\n");
 		}
 		fflush(stdout);
+		if (ack)
+		{
+			/* processed (printed): now taken; a death before this hands them to another member */
+			if (ack_delay_ms > 0)
+				nanosleep(&(struct timespec) {ack_delay_ms / 1000, (ack_delay_ms % 1000) * 1000000L}, NULL);
+			if ((rc = trafficdb_ack(s, n)) != TRAFFICDB_OK)
+			{
+				fprintf(stderr, "tdbsub: %s: %s\n", trafficdb_strerror(rc), trafficdb_subscriber_errmsg(s));
+				trafficdb_unsubscribe(s);
+				return 1;
+			}
+			printf("ack %d\n", n);
+			fflush(stdout);
+		}
 		if (count > 0)
 			count -= n;
 	}

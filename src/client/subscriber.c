@@ -158,6 +158,13 @@ trafficdb_subscribe(const char *name, const trafficdb_filter *f, const char *gro
 	return TRAFFICDB_OK;
 }
 
+static int
+sub_error(trafficdb_subscriber *s, int n)
+{
+	snprintf(s->err, sizeof(s->err), "%s", s->c.err);
+	return n == TDB_SUBRING_EINTR ? TRAFFICDB_SYSTEM : tdb_client_from_shm(n);
+}
+
 TDB_API int
 trafficdb_receive(trafficdb_subscriber *s, trafficdb_event *out, int max, int timeout_ms)
 {
@@ -166,10 +173,35 @@ trafficdb_receive(trafficdb_subscriber *s, trafficdb_event *out, int max, int ti
 	if (s == NULL || out == NULL || max <= 0)
 		return TRAFFICDB_BADARG;
 	n = tdb_subring_receive(&s->c, (TdbSubEvent *) out, (uint32_t) max, timeout_ms < 0 ? 0 : timeout_ms);
-	if (n >= 0)
-		return n;
-	snprintf(s->err, sizeof(s->err), "%s", s->c.err);
-	return n == TDB_SUBRING_EINTR ? TRAFFICDB_SYSTEM : tdb_client_from_shm(n);
+	return n >= 0 ? n : sub_error(s, n);
+}
+
+TDB_API int
+trafficdb_peek(trafficdb_subscriber *s, trafficdb_event *out, int max, int timeout_ms)
+{
+	int			n;
+
+	if (s == NULL || out == NULL || max <= 0)
+		return TRAFFICDB_BADARG;
+	n = tdb_subring_peek(&s->c, (TdbSubEvent *) out, (uint32_t) max);
+	if (n == 0 && timeout_ms > 0)
+	{
+		n = tdb_subring_wait(&s->c, timeout_ms);
+		if (n > 0)
+			n = tdb_subring_peek(&s->c, (TdbSubEvent *) out, (uint32_t) max);
+	}
+	return n >= 0 ? n : sub_error(s, n);
+}
+
+TDB_API int
+trafficdb_ack(trafficdb_subscriber *s, int n)
+{
+	int			rc;
+
+	if (s == NULL || n < 0)
+		return TRAFFICDB_BADARG;
+	rc = tdb_subring_consume(&s->c, (uint32_t) n);
+	return rc >= 0 ? TRAFFICDB_OK : sub_error(s, rc);
 }
 
 TDB_API void
