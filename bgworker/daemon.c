@@ -2151,6 +2151,18 @@ push_counted(uint32 slot, const TdbSubEvent *ev, uint64 *pushed, uint64 *dropped
 		(*dropped)++;
 }
 
+/* The end of a batch of pushes: one wake per subscriber pushed to that waits, and the counts. */
+static void
+wake_and_count(uint64 pushed, uint64 dropped)
+{
+	if (pushed > 0)
+		(void) tdb_subring_wake_pending(&D.subring);
+	SpinLockAcquire(&tdb_shared->mutex);
+	tdb_shared->events_delivered += pushed;
+	tdb_shared->events_dropped += dropped;
+	SpinLockRelease(&tdb_shared->mutex);
+}
+
 /* What a sweep found: new subscribers' filters, and dead ones (their undelivered events handed over). */
 static void
 subring_sweep_guarded(void *p)
@@ -2224,12 +2236,7 @@ subring_sweep_guarded(void *p)
 			tdb_subring_discard(&D.subring, sl);
 		}
 	}
-	if (pushed > 0)
-		(void) tdb_subring_wake_pending(&D.subring);
-	SpinLockAcquire(&tdb_shared->mutex);
-	tdb_shared->events_delivered += pushed;
-	tdb_shared->events_dropped += dropped;
-	SpinLockRelease(&tdb_shared->mutex);
+	wake_and_count(pushed, dropped);
 }
 
 static void
@@ -2289,11 +2296,7 @@ deliver_guarded(void *p)
 		ev.new_incident = newt[r].incident_off != 0;
 		push_counted((uint32) to, &ev, &pushed, &dropped);
 	}
-	(void) tdb_subring_wake_pending(&D.subring);
-	SpinLockAcquire(&tdb_shared->mutex);
-	tdb_shared->events_delivered += pushed;
-	tdb_shared->events_dropped += dropped;
-	SpinLockRelease(&tdb_shared->mutex);
+	wake_and_count(pushed, dropped);
 }
 
 /* After the publication of the generation whose events match_subscriptions kept. */

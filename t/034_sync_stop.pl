@@ -13,16 +13,7 @@ use Time::HiRes qw(time);
 use lib 't';
 use TdbTest;
 
-my $primary = tdb_node('primary', 'trafficdb.publish_interval' => "'200ms'", 'wal_level' => 'replica',
-	'max_wal_senders' => '4', 'hot_standby' => 'on');
-tdb_grid_map($primary);
-$primary->backup('b');
-my $standby = PostgreSQL::Test::Cluster->new('standby');
-$standby->init_from_backup($primary, 'b', has_streaming => 1);
-$standby->start;
-$primary->wait_for_catchup($standby, 'replay');
-$primary->safe_psql('postgres', q{ALTER SYSTEM SET synchronous_standby_names = '*'; SELECT pg_reload_conf()});
-$primary->poll_query_until('postgres', q{SELECT sync_state = 'sync' FROM pg_stat_replication}) or die 'no synchronous standby';
+my ($primary, $standby) = tdb_sync_pair();
 $primary->safe_psql('postgres', q{INSERT INTO trafficdb.feed (location_id, speed_kmh) VALUES (7, 41); SELECT trafficdb.publish()});
 $primary->wait_for_catchup($standby, 'replay');
 

@@ -6,7 +6,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Exporter 'import';
 use JSON::PP;
-our @EXPORT = qw(tdb_node tdb_make_bucket tdb_scan_node tdb_grid_map);
+our @EXPORT = qw(tdb_node tdb_make_bucket tdb_scan_node tdb_grid_map tdb_sync_pair);
 
 # The Foreign Scan node of EXPLAIN (ANALYZE, VERBOSE, FORMAT JSON) sql, run
 # in a session of its own after $pre (SQL, optional), as a hash.
@@ -42,6 +42,24 @@ sub tdb_grid_map
 {
 	my ($node) = @_;
 	$node->safe_psql('postgres', PostgreSQL::Test::Utils::slurp_file('test/grid_map.sql'));
+}
+
+# A primary (publishing every 200 ms) with the grid map and a hot standby
+# it replicates to synchronously (synchronous_standby_names '*'), both started.
+sub tdb_sync_pair
+{
+	my $primary = tdb_node('primary', 'trafficdb.publish_interval' => "'200ms'", 'wal_level' => 'replica',
+		'max_wal_senders' => '4', 'hot_standby' => 'on');
+	tdb_grid_map($primary);
+	$primary->backup('b');
+	my $standby = PostgreSQL::Test::Cluster->new('standby');
+	$standby->init_from_backup($primary, 'b', has_streaming => 1);
+	$standby->start;
+	$primary->wait_for_catchup($standby, 'replay');
+	$primary->safe_psql('postgres', q{ALTER SYSTEM SET synchronous_standby_names = '*'; SELECT pg_reload_conf()});
+	$primary->poll_query_until('postgres', q{SELECT sync_state = 'sync' FROM pg_stat_replication})
+	  or die 'no synchronous standby';
+	return ($primary, $standby);
 }
 
 # A bucket on the MinIO of scripts/test.sh (MINIO_ENDPOINT, MINIO_ROOT_USER,
