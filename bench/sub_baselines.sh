@@ -25,10 +25,12 @@
 #               the Redis consumers do
 #   notify_stmt the same with a FOR EACH STATEMENT trigger over the transition
 #               tables (one pg_notify per row, from one trigger call)
+#   update_only the same UPDATEs with no trigger and no listener: what storing
+#               the changes costs before anyone is told (CPU per expected event)
 #   trafficdb   the hook sub_trafficdb_side below: our side (subscriptions and
 #               rings) on the same workload file, when it is built
 #
-# Each side runs SUB_REPEATS times (3), interleaved; the median is reported.
+# Each side runs SUB_REPEATS times (5), interleaved; the median is reported.
 # Measures (section subscriptions, x = SUBSCRIPTIONS):
 #   <side>_events_per_s      events counted / (first PUBLISH or UPDATE to the
 #                            last change handled by a consumer)
@@ -56,7 +58,7 @@ K=${4:-${SUB_CHANGES:-10000}}
 SEED=${SUB_SEED:-18}
 CONSUMERS=${CONSUMERS:-2}
 PIPELINE=${SUB_PIPELINE:-1000}
-REPEATS=${SUB_REPEATS:-3}
+REPEATS=${SUB_REPEATS:-5}
 RPORT=${REDIS_PORT:-6392}
 export SUB_MAX_SECONDS=${SUB_MAX_SECONDS:-300}
 
@@ -132,7 +134,9 @@ EOF
 # notify_setup row|stmt: the table back to its initial values, with that trigger
 notify_setup() {
 	local trig
-	if [ "$1" = row ]; then
+	if [ "$1" = none ]; then
+		trig="SELECT 1"
+	elif [ "$1" = row ]; then
 		trig="CREATE TRIGGER sub_traffic_notify AFTER UPDATE ON sub_traffic FOR EACH ROW
 		      WHEN (OLD.speed_kmh IS DISTINCT FROM NEW.speed_kmh OR OLD.congestion IS DISTINCT FROM NEW.congestion)
 		      EXECUTE FUNCTION sub_traffic_notify_row()"
@@ -145,7 +149,7 @@ notify_setup() {
 		-c "INSERT INTO sub_traffic SELECT location_id, speed_kmh, congestion FROM sub_locations" \
 		-c "$trig" -c "VACUUM ANALYZE sub_traffic" -c "CHECKPOINT" >/dev/null
 }
-run_notify() { notify_setup "$1" && bench/sub_baselines notify "$WL" "$CONNINFO" "$CONSUMERS"; }
+run_notify() { notify_setup "$1" && bench/sub_baselines notify "$WL" "$CONNINFO" "$2"; }
 
 # ==== HOOK: trafficdb's side (subscriptions + rings), on the same workload ====
 # sub_trafficdb_side WORKLOAD CSVDIR CONNINFO CONSUMERS: measure our delivery
@@ -178,26 +182,30 @@ check() { # side result-line
 }
 : >"$tmp/runs"
 for rep in $(seq 1 "$REPEATS"); do
-	for side in redis notify notify_stmt trafficdb; do
+	for side in redis notify notify_stmt update_only trafficdb; do
 		case $side in
 		redis) line=$(run_redis) ;;
-		notify) line=$(run_notify row) ;;
-		notify_stmt) line=$(run_notify stmt) ;;
+		notify) line=$(run_notify row "$CONSUMERS") ;;
+		notify_stmt) line=$(run_notify stmt "$CONSUMERS") ;;
+		update_only) line=$(run_notify none 0) ;;
 		trafficdb) line=$(sub_trafficdb_side "$WL" "$tmp/csv" "$CONNINFO" "$CONSUMERS") ;;
 		esac
 		[ -n "$line" ] || continue
-		check "$side" "$line"
+		if [ "$side" != update_only ]; then check "$side" "$line"; fi
 		echo "$side $line" >>"$tmp/runs"
 		echo "  run $rep $side: $line" >&2
 	done
 done
 
 # median over the runs of a side of: events/s, CPU us/event, cluster CPU us/event, changes/s
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
+median() { # printf format
+	sort -g | awk -v f="$1\n" '{ v[NR] = $1 } END { if (NR) printf f, (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'
+}
 figure() { # side what
 	grep "^$1 " "$tmp/runs" | while read -r _ l; do
 		local w ev
 		w=$(val wall_ns "$l"); ev=$(val events "$l")
+		if [ "$1" = update_only ]; then ev=$expected; fi	# per event the others deliver
 		case $2 in
 		eps) awk -v e="$ev" -v w="$w" 'BEGIN { printf "%.0f\n", e / (w / 1e9) }' ;;
 		cps) awk -v e="$(val published "$l")" -v w="$w" 'BEGIN { printf "%.0f\n", e / (w / 1e9) }' ;;
@@ -207,14 +215,14 @@ figure() { # side what
 			'BEGIN { if (s >= 0) printf "%.2f\n", (c + s) / 1000 / e }' ;;
 		scpu) awk -v e="$ev" -v s="$(val server_cpu_ns "$l")" 'BEGIN { printf "%.2f\n", s / 1000 / e }' ;;
 		esac
-	done | median
+	done | case $2 in eps | cps) median %.0f ;; *) median %.2f ;; esac
 }
 
 emit expected_events "$expected" count
 printf '\n  %-12s %14s %14s %18s %16s %20s\n' side events/s changes/s "CPU us/event" "server us/event" "cluster us/event" >&2
-for side in redis notify notify_stmt trafficdb; do
+for side in redis notify notify_stmt update_only trafficdb; do
 	grep -q "^$side " "$tmp/runs" || continue
-	eps=$(figure $side eps); cps=$(figure $side cps); cpu=$(figure $side cpu); scpu=$(figure $side scpu); ccpu=$(figure $side ccpu)
+	eps=$(figure $side eps); [ "$side" = update_only ] && eps=-; cps=$(figure $side cps); cpu=$(figure $side cpu); scpu=$(figure $side scpu); ccpu=$(figure $side ccpu)
 	printf '  %-12s %14s %14s %18s %16s %20s\n' "$side" "$eps" "$cps" "$cpu" "$scpu" "${ccpu:--}" >&2
 	printf '%s %s %s %s %s\n' "$side" "$eps" "$cps" "$cpu" "$ccpu" >>"$tmp/medians"
 done
@@ -225,6 +233,8 @@ while read -r side eps cps cpu ccpu; do
 	if [ "$side" = trafficdb ]; then
 		emit trafficdb_events_per_s "$eps" events/s redis_events_per_s "$r_eps"
 		emit trafficdb_cpu_us_per_event "$cpu" us redis_cpu_us_per_event "$r_cpu"
+	elif [ "$side" = update_only ]; then
+		emit update_only_cpu_us_per_event "$cpu" us	# the UPDATEs without a trigger, per expected event
 	else
 		emit "${side}_events_per_s" "$eps" events/s
 		emit "${side}_cpu_us_per_event" "$cpu" us
