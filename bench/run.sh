@@ -88,6 +88,8 @@ bench/put.sh "$N"
 
 step "2c/6 subscriptions: matching 100,000 area subscriptions against $N changed locations (bench/subscriptions.sh $N)"
 bench/subscriptions.sh "$N" 100000 >/dev/null
+step "2d/6 subscription baselines: Redis pub-sub and LISTEN/NOTIFY, filtered by consumers (bench/sub_baselines.sh)"
+bench/sub_baselines.sh >/dev/null
 
 step "3/6 pgbench load tests (bench/pgbench.sh $N $T \"$CLIENTS\")"
 bench/pgbench.sh "$N" "$T" "$CLIENTS"
