@@ -131,6 +131,13 @@ bench/tippy_client: bench/tippy_client.c
 bench-tippy:
 	bench/tippy.sh
 
+# Subscription baselines (bench/sub_baselines.sh): Redis pub-sub and LISTEN/NOTIFY
+bench/sub_baselines: bench/sub_baselines.c bench/sub_workload.h
+	$(CC) -std=gnu11 -O2 -g $(WARNINGS) -I$(shell $(PG_CONFIG) --includedir) -o $@ bench/sub_baselines.c -lpq -lm
+
+bench-sub-baselines: bench/sub_baselines
+	bench/sub_baselines.sh
+
 bench/put: bench/put.c $(ENGINE_SRCS) $(CLIENT_SRCS) $(RING_SRCS) $(wildcard src/*.h src/ring/*.h src/client/*.h include/*.h)
 	$(CC) $(UNIT_CFLAGS) -o $@ bench/put.c $(ENGINE_SRCS) $(CLIENT_SRCS) $(RING_SRCS) -lm -lpthread
 
@@ -329,7 +336,7 @@ unit-tsan: src/tests/unit_tests_tsan
 	TSAN_OPTIONS=halt_on_error=1 src/tests/unit_tests_tsan test_client_threads test_client_wait_is_woken test_shm_readers_see_consistent_versions test_shm_pin_timeout_revokes test_shm_liveness_by_lock \
 		$(RING_THREAD_TESTS)
 
-.PHONY: fleet fleet-stop crash-test fuzz-sql fuzz-genlog bench bench-tippy bench-streams bench-trails bench-parquet fuzz-stream unit-asan unit-tsan unit tap test demo demo-stop demo-clean deps bench-objects bench-daemon bench-locations bench-accessor
+.PHONY: fleet fleet-stop crash-test fuzz-sql fuzz-genlog bench bench-tippy bench-streams bench-trails bench-parquet fuzz-stream unit-asan unit-tsan unit tap test demo demo-stop demo-clean deps bench-objects bench-daemon bench-locations bench-accessor bench-sub-baselines
 unit: src/tests/unit_tests
 	src/tests/unit_tests
 
@@ -355,7 +362,7 @@ fleet:
 fleet-stop:
 	scripts/fleet.sh --stop
 
-EXTRA_CLEAN = test/crash_writer test/crash_reader test/crash_putter src/tests/fuzz/fuzz_stream_open src/tests/fuzz/corpus src/tests/fuzz/last.log bench/streamgen src/tests/unit_tests_asan tools/trafficdb-stream examples/live_traffic src/tests/unit_tests src/tests/unit_tests_tsan tools/tdbread tools/tdbsub bench/objbench bench/accessor bench/put bench/tippy_client lib tmp_check results regression.diffs regression.out
+EXTRA_CLEAN = test/crash_writer test/crash_reader test/crash_putter src/tests/fuzz/fuzz_stream_open src/tests/fuzz/corpus src/tests/fuzz/last.log bench/streamgen src/tests/unit_tests_asan tools/trafficdb-stream examples/live_traffic src/tests/unit_tests src/tests/unit_tests_tsan tools/tdbread tools/tdbsub bench/objbench bench/accessor bench/put bench/tippy_client bench/sub_baselines lib tmp_check results regression.diffs regression.out
 
 # Trail files on S3 (src/trail/): their targets and tests.
 -include src/trail/trail.mk

@@ -168,7 +168,10 @@ SECTIONS = [
      "locations each (half with congestion_at_least 3); a feed changing every location, then "
      "trafficdb.publish(), timed from the client, with and without the subscriptions in the same run. "
      "match_ms is the daemon's matching of that publication; index_and_empty_publish_ms loading and "
-     "indexing the subscriptions once. Delivery to subscribers is not measured yet."),
+     "indexing the subscriptions once. Delivery to subscribers is not measured yet. Measures starting "
+     "with redis_, notify_, notify_stmt_, update_only_ and expected_events are from bench/sub_baselines.sh "
+     "(x = its subscriptions, 1,000 by default): Redis pub-sub and LISTEN/NOTIFY with the filtering done "
+     "by consumers, events/s and CPU us per event, every run checked against the expected count."),
     ("tippydb", "TippyDB's geo-placement experiment (bench/tippy.sh)",
      "Three clusters (regions A, B, C) each own a third of a 30,000-segment map; clients in region A "
      "reach A through Toxiproxy with 1 ms of added round trip and B and C with 100 ms. 80 % of the "

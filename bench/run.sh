@@ -90,6 +90,8 @@ step "2c/6 subscriptions: matching 100,000 area subscriptions against $N changed
 bench/subscriptions.sh "$N" 100000 >/dev/null
 bench_restore_map
 bench/sub_latency.sh 200 >/dev/null
+step "2d/6 subscription baselines: Redis pub-sub and LISTEN/NOTIFY, filtered by consumers (bench/sub_baselines.sh)"
+bench/sub_baselines.sh >/dev/null
 
 step "3/6 pgbench load tests (bench/pgbench.sh $N $T \"$CLIENTS\")"
 bench/pgbench.sh "$N" "$T" "$CLIENTS"
