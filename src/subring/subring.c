@@ -1,0 +1,997 @@
+/*
+ * subring.c
+ *	  Subscribers' event rings (subring.h): the daemon's side (create,
+ *	  sweep, push, wake, handover) and the consumer's (open, subscribe,
+ *	  receive, close).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE				/* F_OFD_SETLK */
+#endif
+#include "subring/subring.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+/* TdbSubLocal.mode */
+#define SUBLOCAL_DETACHED	0		/* pushes refused */
+#define SUBLOCAL_ATTACHED	1		/* ACTIVE, alive when last swept: pushes accepted */
+#define SUBLOCAL_RECLAIMING 2		/* owner gone; we hold its lock until take_undelivered ends */
+
+/* The longest single FUTEX_WAIT of a receive: the header's state is re-read at least this often. */
+#define WAIT_POLL_MS		1000
+
+static void
+futex_wake_all(_Atomic uint32_t *word)
+{
+	/* shared futex: the word lives in a mapping other processes share */
+	syscall(SYS_futex, (uint32_t *) word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+static int
+slot_lock(int fd, int cmd, short type, uint32_t slot)
+{
+	struct flock fl;
+	int			rc;
+	int			tries = 0;
+
+	memset(&fl, 0, sizeof(fl));
+	fl.l_type = type;
+	fl.l_whence = SEEK_SET;
+	fl.l_start = (off_t) slot;
+	fl.l_len = 1;
+	do
+		rc = fcntl(fd, cmd, &fl);
+	while (rc != 0 && errno == EINTR && ++tries < 100);
+	return rc;
+}
+
+static int
+errno_code(void)
+{
+	if (errno == ENOENT)
+		return TDB_SHM_ENOENT;
+	if (errno == EACCES || errno == EPERM)
+		return TDB_SHM_EACCES;
+	return TDB_SHM_ESYS;
+}
+
+static int64_t
+monotonic_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- producer ------------------------------------------------------------------ */
+
+static int
+producer_fail(TdbSubring *r, char *err, int code, const char *what)
+{
+	int			save = errno;
+
+	snprintf(err, TDB_SHM_ERRLEN, "%s \"%s\": %s", what, r->name, strerror(save));
+	tdb_subring_close(r);
+	return code;
+}
+
+/*
+ * Mark a subscriptions object left by someone else stopped and wake its
+ * consumers, so that they learn to subscribe again (it is unlinked next).
+ */
+static void
+stop_previous(int fd)
+{
+	struct stat st;
+	void	   *p;
+	TdbSubsHeader *h;
+
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+		(size_t) st.st_size < sizeof(TdbSubsHeader))
+		return;
+	p = mmap(NULL, (size_t) st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		return;
+	h = p;
+	if (h->magic == TDB_SUBS_MAGIC)
+	{
+		atomic_store_explicit(&h->state, TDB_SUBRING_STOPPED, memory_order_seq_cst);
+		/* geometry from the file: checked against its size before any slot is touched */
+		if (tdb_subring_geometry_ok(h->nslots, h->ring_events) &&
+			(size_t) st.st_size >= tdb_subring_size(h->nslots, h->ring_events))
+			for (uint32_t i = 0; i < h->nslots; i++)
+			{
+				TdbSubSlot *s = tdb_subring_slot(p, h->ring_events, i);
+
+				if (atomic_load_explicit(&s->state, memory_order_relaxed) == TDB_SUBSLOT_FREE)
+					continue;	/* never touch pages nobody reserved */
+				atomic_fetch_add_explicit(&s->wake_word, 1, memory_order_seq_cst);
+				futex_wake_all(&s->wake_word);
+			}
+	}
+	munmap(p, (size_t) st.st_size);
+}
+
+int
+tdb_subring_create(TdbSubring *r, const char *prefix, uint32_t nslots, uint32_t ring_events, gid_t gid,
+				   uint64_t instance_id, char *err)
+{
+	int			fd;
+	int			rc;
+	mode_t		mode = gid == (gid_t) -1 ? 0600 : 0660;
+	TdbSubsHeader *h;
+
+	memset(r, 0, sizeof(*r));
+	r->fd = -1;
+	if (prefix == NULL || prefix[0] != '/' || strlen(prefix) >= TDB_SHM_NAME_MAX)
+	{
+		snprintf(err, TDB_SHM_ERRLEN, "shared memory name \"%s\" must start with '/' and be shorter than %d bytes",
+				 prefix ? prefix : "(null)", TDB_SHM_NAME_MAX);
+		return TDB_SHM_EINVAL;
+	}
+	if (!tdb_subring_geometry_ok(nslots, ring_events))
+	{
+		snprintf(err, TDB_SHM_ERRLEN, "subscriber rings: %u slots of %u events: slots must be 1 .. %d, events a power of two in %d .. %u",
+				 nslots, ring_events, TDB_SUBRING_MAX_SLOTS, TDB_SUBRING_MIN_EVENTS, TDB_SUBRING_MAX_EVENTS);
+		return TDB_SHM_EINVAL;
+	}
+	tdb_shm_name(r->name, prefix, "subs");
+	r->nslots = nslots;
+	r->ring_events = ring_events;
+	r->instance_id = instance_id;
+	r->size = tdb_subring_size(nslots, ring_events);
+	r->local = calloc(nslots, sizeof(TdbSubLocal));
+	if (r->local == NULL)
+	{
+		errno = ENOMEM;
+		return producer_fail(r, err, TDB_SHM_ESYS, "cannot allocate the state of");
+	}
+
+	fd = shm_open(r->name, O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0);
+	if (fd >= 0)
+	{
+		stop_previous(fd);
+		close(fd);
+		shm_unlink(r->name);
+	}
+	else if (errno != ENOENT)
+		return producer_fail(r, err, errno_code(), "cannot open");
+
+	fd = shm_open(r->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return producer_fail(r, err, errno_code(), "cannot create");
+	r->fd = fd;
+	/* sparse: consumers reserve their slot's pages; the header now, so a full /dev/shm fails here */
+	if ((gid != (gid_t) -1 && fchown(fd, (uid_t) -1, gid) != 0) || fchmod(fd, mode) != 0 ||
+		ftruncate(fd, (off_t) r->size) != 0)
+	{
+		int			save = errno;
+
+		shm_unlink(r->name);
+		errno = save;
+		return producer_fail(r, err, errno_code(), "cannot size");
+	}
+	do
+		rc = posix_fallocate(fd, 0, TDB_SUBRING_HEADER_SIZE);
+	while (rc == EINTR);
+	if (rc != 0)
+	{
+		shm_unlink(r->name);
+		errno = rc;
+		return producer_fail(r, err, errno_code(), "cannot reserve the header of");
+	}
+	r->base = mmap(NULL, r->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (r->base == MAP_FAILED)
+	{
+		int			save = errno;
+
+		r->base = NULL;
+		shm_unlink(r->name);
+		errno = save;
+		return producer_fail(r, err, errno_code(), "cannot map");
+	}
+	h = r->base;
+	h->version = TDB_SUBS_VERSION;
+	h->header_size = TDB_SUBRING_HEADER_SIZE;
+	h->instance_id = instance_id;
+	h->nslots = nslots;
+	h->ring_events = ring_events;
+	h->filter_size = TDB_SUBRING_FILTER_SIZE;
+	h->slot_size = tdb_subring_slot_size(ring_events);
+	h->slots_offset = TDB_SUBRING_HEADER_SIZE;
+	atomic_store_explicit(&h->state, TDB_SUBRING_STARTING, memory_order_relaxed);
+	/* the magic last: a consumer that opens the object before sees no segment yet */
+	__atomic_store_n(&h->magic, TDB_SUBS_MAGIC, __ATOMIC_RELEASE);
+	return TDB_SHM_OK;
+}
+
+bool
+tdb_subring_intact(const TdbSubring *r)
+{
+	struct stat sb;
+
+	return r->base != NULL && fstat(r->fd, &sb) == 0 && (size_t) sb.st_size >= r->size;
+}
+
+static bool
+header_ok(const TdbSubring *r)
+{
+	const TdbSubsHeader *h = r->base;
+
+	return __atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) == TDB_SUBS_MAGIC && h->version == TDB_SUBS_VERSION &&
+		h->header_size == TDB_SUBRING_HEADER_SIZE && h->instance_id == r->instance_id &&
+		h->nslots == r->nslots && h->ring_events == r->ring_events;
+}
+
+static inline TdbSubSlot *
+pslot(const TdbSubring *r, uint32_t i)
+{
+	return tdb_subring_slot(r->base, r->ring_events, i);
+}
+
+/* Write ev at position pos of slot s (seq = pos + 1); published by the caller's head store. */
+static inline void
+put_at(TdbSubring *r, TdbSubSlot *s, uint64_t pos, const TdbSubEvent *ev)
+{
+	TdbSubEvent *e = &tdb_subring_events(s)[pos & (r->ring_events - 1)];
+
+	*e = *ev;
+	e->seq = pos + 1;
+	e->reserved[0] = e->reserved[1] = 0;
+}
+
+static inline void
+put_overrun(TdbSubring *r, TdbSubSlot *s, TdbSubLocal *L, uint64_t pos)
+{
+	TdbSubEvent ov;
+
+	memset(&ov, 0, sizeof(ov));
+	ov.kind = TDB_SUBEV_OVERRUN;
+	ov.generation = L->overrun_generation;
+	ov.location_id = L->overrun_dropped;
+	ov.created_us = 0;
+	put_at(r, s, pos, &ov);
+	L->overrun = false;
+	L->overrun_dropped = 0;
+	atomic_store_explicit(&s->overrun, 0, memory_order_relaxed);
+}
+
+/* Events in the slot's ring not yet delivered: head - tail, or > ring_events when the tail is bad. */
+static inline uint64_t
+used_of(TdbSubSlot *s, const TdbSubLocal *L)
+{
+	/* acquire: the consumer's copies of the events below tail happened before */
+	uint64_t	tail = atomic_load_explicit(&s->tail, memory_order_acquire);
+
+	return L->head - tail;		/* unsigned: a tail past head is huge too */
+}
+
+int
+tdb_subring_push(TdbSubring *r, uint32_t slot, const TdbSubEvent *ev)
+{
+	TdbSubLocal *L;
+	TdbSubSlot *s;
+	uint64_t	used;
+	uint64_t	room;
+
+	if (slot >= r->nslots || r->local[slot].mode != SUBLOCAL_ATTACHED)
+		return TDB_SHM_EINVAL;
+	L = &r->local[slot];
+	s = pslot(r, slot);
+	used = used_of(s, L);
+	if (used > r->ring_events)
+	{
+		r->damaged_total++;
+		return TDB_SHM_ECORRUPT;
+	}
+	room = r->ring_events - used;
+	if (L->overrun)
+	{
+		/* the OVERRUN goes right before the next event: both must fit */
+		if (room < 2)
+		{
+			L->overrun_dropped++;
+			atomic_fetch_add_explicit(&s->dropped, 1, memory_order_relaxed);
+			return TDB_SUBRING_DROPPED;
+		}
+		put_overrun(r, s, L, L->head);
+		L->head++;
+		atomic_fetch_add_explicit(&s->pushed, 1, memory_order_relaxed);
+	}
+	else if (room < 1)
+	{
+		L->overrun = true;
+		L->overrun_generation = ev->generation;
+		L->overrun_dropped = 1;
+		atomic_store_explicit(&s->overrun_generation, ev->generation, memory_order_relaxed);
+		atomic_store_explicit(&s->overrun, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&s->dropped, 1, memory_order_relaxed);
+		L->wake_pending = true; /* the consumer should come and make room */
+		return TDB_SUBRING_DROPPED;
+	}
+	put_at(r, s, L->head, ev);
+	L->head++;
+	atomic_fetch_add_explicit(&s->pushed, 1, memory_order_relaxed);
+	/* release: the events written above are visible to whoever sees this head */
+	atomic_store_explicit(&s->head, L->head, memory_order_release);
+	L->wake_pending = true;
+	return TDB_SUBRING_PUSHED;
+}
+
+uint32_t
+tdb_subring_space(const TdbSubring *r, uint32_t slot)
+{
+	const TdbSubLocal *L;
+	uint64_t	used;
+
+	if (slot >= r->nslots || r->local[slot].mode != SUBLOCAL_ATTACHED)
+		return 0;
+	L = &r->local[slot];
+	used = used_of(pslot(r, slot), L);
+	if (used > r->ring_events)
+		return 0;
+	if (L->overrun)
+		return r->ring_events - used >= 2 ? (uint32_t) (r->ring_events - used - 1) : 0;
+	return (uint32_t) (r->ring_events - used);
+}
+
+/* Put an owed OVERRUN if one event fits (so the consumer learns of it without a next event). */
+static void
+flush_overrun(TdbSubring *r, uint32_t slot)
+{
+	TdbSubLocal *L = &r->local[slot];
+	TdbSubSlot *s;
+	uint64_t	used;
+
+	if (!L->overrun || L->mode != SUBLOCAL_ATTACHED)
+		return;
+	s = pslot(r, slot);
+	used = used_of(s, L);
+	if (used >= r->ring_events)
+		return;					/* still full, or a bad tail */
+	put_overrun(r, s, L, L->head);
+	L->head++;
+	atomic_fetch_add_explicit(&s->pushed, 1, memory_order_relaxed);
+	atomic_store_explicit(&s->head, L->head, memory_order_release);
+	L->wake_pending = true;
+}
+
+bool
+tdb_subring_wake(TdbSubring *r, uint32_t slot)
+{
+	TdbSubSlot *s;
+
+	if (slot >= r->nslots || r->local[slot].mode != SUBLOCAL_ATTACHED)
+		return false;
+	flush_overrun(r, slot);
+	r->local[slot].wake_pending = false;
+	s = pslot(r, slot);
+
+	/*
+	 * Dekker with the consumer: it stores waiters, fences, re-reads head;
+	 * we stored head (release, in push), fence, read waiters.  Either it
+	 * sees our head and does not sleep, or we see its flag and wake it
+	 * (the word bumped first, so a FUTEX_WAIT that has not started yet
+	 * returns EAGAIN).
+	 */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(&s->waiters, memory_order_relaxed) == 0)
+		return false;
+	atomic_fetch_add_explicit(&s->wake_word, 1, memory_order_seq_cst);
+	futex_wake_all(&s->wake_word);
+	r->wakes_total++;
+	return true;
+}
+
+uint32_t
+tdb_subring_wake_pending(TdbSubring *r)
+{
+	uint32_t	n = 0;
+
+	for (uint32_t i = 0; i < r->nslots; i++)
+		if (r->local[i].wake_pending || r->local[i].overrun)
+			n += tdb_subring_wake(r, i) ? 1 : 0;
+	return n;
+}
+
+/* Make a slot we hold the lock of FREE again and let it go. */
+static void
+free_slot(TdbSubring *r, uint32_t i)
+{
+	TdbSubSlot *s = pslot(r, i);
+	TdbSubLocal *L = &r->local[i];
+
+	/* the next owner starts where we are: nothing of the last one's is readable */
+	atomic_store_explicit(&s->tail, L->head, memory_order_relaxed);
+	atomic_store_explicit(&s->head, L->head, memory_order_relaxed);
+	atomic_store_explicit(&s->waiters, 0, memory_order_relaxed);
+	atomic_store_explicit(&s->pid, 0, memory_order_relaxed);
+	atomic_store_explicit(&s->overrun, 0, memory_order_relaxed);
+	/* release: a consumer that sees FREE (and takes the lock after us) sees the above */
+	atomic_store_explicit(&s->state, TDB_SUBSLOT_FREE, memory_order_release);
+	L->mode = SUBLOCAL_DETACHED;
+	L->overrun = false;
+	L->overrun_dropped = 0;
+	L->wake_pending = false;
+	L->reclaim_pos = L->head;
+	slot_lock(r->fd, F_OFD_SETLK, F_UNLCK, i);
+}
+
+int
+tdb_subring_sweep(TdbSubring *r, TdbSubChange *out, uint32_t max, uint32_t *nout)
+{
+	uint32_t	n = 0;
+	uint32_t	k;
+
+	*nout = 0;
+	if (!tdb_subring_intact(r) || !header_ok(r))
+		return TDB_SHM_ECORRUPT;
+	for (k = 0; k < r->nslots && n < max; k++)
+	{
+		uint32_t	i = (r->sweep_next + k) % r->nslots;
+		TdbSubLocal *L = &r->local[i];
+		TdbSubSlot *s = pslot(r, i);
+		uint32_t	state;
+
+		if (L->mode == SUBLOCAL_RECLAIMING)
+			continue;			/* ours until take_undelivered or discard ends it */
+		state = atomic_load_explicit(&s->state, memory_order_acquire);
+		if (state == TDB_SUBSLOT_FREE && L->mode == SUBLOCAL_DETACHED)
+			continue;
+		if (slot_lock(r->fd, F_OFD_SETLK, F_WRLCK, i) == 0)
+		{
+			/* nobody holds it: the owner died or left (or made it FREE, which is ours to do) */
+			if (L->mode == SUBLOCAL_ATTACHED)
+			{
+				uint64_t	used = used_of(s, L);
+				TdbSubChange *c = &out[n++];
+
+				memset(c, 0, sizeof(*c));
+				c->kind = TDB_SUBCHANGE_RECLAIMED;
+				c->slot = i;
+				c->pid = L->pid;
+				c->group_id = L->group_id;
+				c->group_mode = L->group_mode;
+				if (used > r->ring_events)
+				{
+					c->tail_damaged = true;
+					r->damaged_total++;
+					used = 0;
+				}
+				c->tail = L->head - used;
+				c->undelivered = used;
+				if (L->overrun)
+				{
+					c->overrun_generation = L->overrun_generation;
+					c->overrun_dropped = L->overrun_dropped;
+				}
+				L->mode = SUBLOCAL_RECLAIMING;
+				L->reclaim_pos = L->head - used;
+				L->overrun = false;
+				L->wake_pending = false;
+				if (used == 0)
+					free_slot(r, i);	/* nothing to hand over: claimable at once */
+			}
+			else
+				free_slot(r, i);	/* it never got attached: nothing of ours in it */
+			continue;
+		}
+		if (errno != EAGAIN && errno != EACCES)
+			continue;			/* cannot judge: leave it as it is */
+		/* alive */
+		if (state == TDB_SUBSLOT_ACTIVE && L->mode == SUBLOCAL_DETACHED)
+		{
+			TdbSubChange *c = &out[n++];
+			uint32_t	flen = s->filter_len;
+
+			L->mode = SUBLOCAL_ATTACHED;
+			L->overrun = false;
+			L->overrun_dropped = 0;
+			L->wake_pending = false;
+			L->group_id = s->group_id;
+			L->group_mode = s->group_mode;
+			L->filter_len = flen > TDB_SUBRING_FILTER_SIZE ? TDB_SUBRING_FILTER_SIZE : flen;
+			L->pid = atomic_load_explicit(&s->pid, memory_order_relaxed);
+			memset(c, 0, sizeof(*c));
+			c->kind = TDB_SUBCHANGE_ATTACHED;
+			c->slot = i;
+			c->pid = L->pid;
+			c->group_id = L->group_id;
+			c->group_mode = L->group_mode;
+			c->filter_len = L->filter_len;
+		}
+		else if (L->mode == SUBLOCAL_ATTACHED)
+			flush_overrun(r, i);
+	}
+	r->sweep_next = (r->sweep_next + k) % r->nslots;
+	*nout = n;
+	return TDB_SHM_OK;
+}
+
+uint32_t
+tdb_subring_take_undelivered(TdbSubring *r, uint32_t slot, TdbSubEvent *out, uint32_t max)
+{
+	TdbSubLocal *L;
+	TdbSubSlot *s;
+	const TdbSubEvent *ring;
+	uint32_t	n = 0;
+
+	if (slot >= r->nslots || r->local[slot].mode != SUBLOCAL_RECLAIMING)
+		return 0;
+	L = &r->local[slot];
+	s = pslot(r, slot);
+	ring = tdb_subring_events(s);
+	while (n < max && L->reclaim_pos != L->head)
+	{
+		uint64_t	pos = L->reclaim_pos++;
+		TdbSubEvent e;
+
+		memcpy(&e, &ring[pos & (r->ring_events - 1)], sizeof(e));
+		if (e.seq != pos + 1 || e.kind == 0)
+		{
+			r->damaged_total++;
+			continue;
+		}
+		e.flags |= TDB_SUBEV_HANDED_OVER;
+		out[n++] = e;
+	}
+	if (L->reclaim_pos == L->head)
+		free_slot(r, slot);
+	return n;
+}
+
+void
+tdb_subring_discard(TdbSubring *r, uint32_t slot)
+{
+	if (slot < r->nslots && r->local[slot].mode == SUBLOCAL_RECLAIMING)
+		free_slot(r, slot);
+}
+
+int
+tdb_subring_filter(const TdbSubring *r, uint32_t slot, void *buf, uint32_t cap)
+{
+	const TdbSubLocal *L;
+
+	if (slot >= r->nslots || r->local[slot].mode != SUBLOCAL_ATTACHED)
+		return -1;
+	L = &r->local[slot];
+	if (L->filter_len > cap)
+		return -1;
+	memcpy(buf, tdb_subring_filter_area(pslot(r, slot)), L->filter_len);
+	return (int) L->filter_len;
+}
+
+void
+tdb_subring_set_state(TdbSubring *r, uint32_t state)
+{
+	TdbSubsHeader *h = r->base;
+
+	if (h == NULL)
+		return;
+	atomic_store_explicit(&h->state, state, memory_order_seq_cst);
+	for (uint32_t i = 0; i < r->nslots; i++)
+	{
+		TdbSubSlot *s = pslot(r, i);
+
+		/* only slots whose pages a consumer reserved */
+		if (r->local[i].mode == SUBLOCAL_DETACHED &&
+			atomic_load_explicit(&s->state, memory_order_relaxed) == TDB_SUBSLOT_FREE)
+			continue;
+		atomic_fetch_add_explicit(&s->wake_word, 1, memory_order_seq_cst);
+		futex_wake_all(&s->wake_word);
+	}
+}
+
+void
+tdb_subring_close(TdbSubring *r)
+{
+	if (r->base != NULL)
+		munmap(r->base, r->size);
+	if (r->fd >= 0)
+		close(r->fd);
+	free(r->local);
+	r->local = NULL;
+	r->base = NULL;
+	r->fd = -1;
+}
+
+void
+tdb_subring_remove(TdbSubring *r)
+{
+	if (r->base != NULL)
+	{
+		/* a truncated file would make the wakeups' stores a SIGBUS */
+		if (tdb_subring_intact(r))
+			tdb_subring_set_state(r, TDB_SUBRING_STOPPED);
+		shm_unlink(r->name);
+	}
+	tdb_subring_close(r);
+}
+
+/* ---- consumer ------------------------------------------------------------------ */
+
+static void
+consumer_unmap(TdbSubConsumer *c)
+{
+	if (c->slot_map != NULL)
+		munmap(c->slot_map, tdb_subring_slot_size(c->ring_events));
+	if (c->map != NULL)
+		munmap(c->map, c->map_size);
+	if (c->fd >= 0)
+		close(c->fd);
+	c->slot_map = NULL;
+	c->map = NULL;
+	c->fd = -1;
+	c->slot = NULL;
+	c->ring = NULL;
+	c->hdr = NULL;
+	c->slot_idx = -1;
+}
+
+static int
+consumer_fail(TdbSubConsumer *c, char *err, int code)
+{
+	if (err != NULL)
+		memcpy(err, c->err, TDB_SHM_ERRLEN);
+	consumer_unmap(c);
+	return code;
+}
+
+int
+tdb_subring_consumer_open(TdbSubConsumer *c, const char *prefix, uint64_t instance_id, void *borrow, char *err)
+{
+	struct stat st;
+	const TdbSubsHeader *h;
+	void	   *p;
+
+	memset(c, 0, sizeof(*c));
+	c->fd = -1;
+	c->slot_idx = -1;
+	if (prefix == NULL || prefix[0] != '/' || strlen(prefix) >= TDB_SHM_NAME_MAX)
+	{
+		snprintf(c->err, sizeof(c->err), "shared memory name \"%s\" must start with '/' and be shorter than %d bytes",
+				 prefix ? prefix : "(null)", TDB_SHM_NAME_MAX);
+		return consumer_fail(c, err, TDB_SHM_EINVAL);
+	}
+	tdb_shm_name(c->name, prefix, "subs");
+	c->fd = shm_open(c->name, O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0);
+	if (c->fd < 0)
+	{
+		int			code = errno_code();
+
+		snprintf(c->err, sizeof(c->err), "cannot open \"%s\": %s", c->name, strerror(errno));
+		return consumer_fail(c, err, code);
+	}
+	if (fstat(c->fd, &st) != 0)
+	{
+		snprintf(c->err, sizeof(c->err), "cannot stat \"%s\": %s", c->name, strerror(errno));
+		return consumer_fail(c, err, TDB_SHM_ESYS);
+	}
+	if (!S_ISREG(st.st_mode) || (st.st_mode & S_IWOTH) != 0)
+	{
+		snprintf(c->err, sizeof(c->err), "\"%s\" is writable by everyone (or not a file): refused", c->name);
+		return consumer_fail(c, err, TDB_SHM_EACCES);
+	}
+	if ((size_t) st.st_size < sizeof(TdbSubsHeader))
+	{
+		snprintf(c->err, sizeof(c->err), "\"%s\" has %lld bytes: too small to be a subscriptions segment",
+				 c->name, (long long) st.st_size);
+		return consumer_fail(c, err, TDB_SHM_EINVAL);
+	}
+	p = mmap(NULL, (size_t) st.st_size, PROT_READ, MAP_SHARED, c->fd, 0);
+	if (p == MAP_FAILED)
+	{
+		int			code = errno_code();
+
+		snprintf(c->err, sizeof(c->err), "cannot map \"%s\": %s", c->name, strerror(errno));
+		return consumer_fail(c, err, code);
+	}
+	c->map = p;
+	c->map_size = (size_t) st.st_size;
+	h = p;
+	if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != TDB_SUBS_MAGIC || h->version != TDB_SUBS_VERSION ||
+		h->header_size != TDB_SUBRING_HEADER_SIZE || h->filter_size != TDB_SUBRING_FILTER_SIZE ||
+		!tdb_subring_geometry_ok(h->nslots, h->ring_events))
+	{
+		snprintf(c->err, sizeof(c->err), "\"%s\" is not a subscriptions segment of format %d", c->name,
+				 TDB_SUBS_VERSION);
+		return consumer_fail(c, err, TDB_SHM_EINVAL);
+	}
+	c->nslots = h->nslots;
+	c->ring_events = h->ring_events;
+	c->instance_id = h->instance_id;
+	if ((size_t) st.st_size < tdb_subring_size(c->nslots, c->ring_events))
+	{
+		snprintf(c->err, sizeof(c->err), "\"%s\" has %lld bytes, %zu expected for %u slots of %u events: truncated",
+				 c->name, (long long) st.st_size, tdb_subring_size(c->nslots, c->ring_events), c->nslots,
+				 c->ring_events);
+		return consumer_fail(c, err, TDB_SHM_EINVAL);
+	}
+	if ((instance_id != 0 && c->instance_id != instance_id) ||
+		atomic_load_explicit(&h->state, memory_order_acquire) == TDB_SUBRING_STOPPED)
+	{
+		snprintf(c->err, sizeof(c->err), "\"%s\" belongs to a stopped server (or another instance): open again later",
+				 c->name);
+		return consumer_fail(c, err, TDB_SHM_ESTALE);
+	}
+	if (borrow != NULL)
+	{
+		/* tests: every access through the producer's mapping */
+		munmap(c->map, c->map_size);
+		c->map = NULL;
+		c->borrowed = borrow;
+		c->hdr = borrow;
+	}
+	else
+		c->hdr = h;
+	c->err[0] = '\0';
+	return TDB_SHM_OK;
+}
+
+static bool
+consumer_stopped(const TdbSubConsumer *c)
+{
+	return atomic_load_explicit(&c->hdr->state, memory_order_acquire) == TDB_SUBRING_STOPPED;
+}
+
+int
+tdb_subring_subscribe(TdbSubConsumer *c, const void *filter, uint32_t filter_len, uint64_t group_id,
+					  uint32_t group_mode)
+{
+	size_t		slot_size = tdb_subring_slot_size(c->ring_events);
+
+	if (c->hdr == NULL || c->slot_idx >= 0)
+	{
+		snprintf(c->err, sizeof(c->err), "not open, or subscribed already");
+		return TDB_SHM_EINVAL;
+	}
+	if (filter_len > TDB_SUBRING_FILTER_SIZE || (filter_len > 0 && filter == NULL) ||
+		(group_id != 0 && group_mode != TDB_SUBGROUP_ROUND_ROBIN && group_mode != TDB_SUBGROUP_STICKY) ||
+		(group_id == 0 && group_mode != TDB_SUBGROUP_NONE))
+	{
+		snprintf(c->err, sizeof(c->err), "a filter of %u bytes (at most %d) or group %llu mode %u is not valid",
+				 filter_len, TDB_SUBRING_FILTER_SIZE, (unsigned long long) group_id, group_mode);
+		return TDB_SHM_EINVAL;
+	}
+	if (consumer_stopped(c))
+	{
+		snprintf(c->err, sizeof(c->err), "\"%s\" belongs to a stopped server: open again later", c->name);
+		return TDB_SHM_ESTALE;
+	}
+	for (uint32_t i = 0; i < c->nslots; i++)
+	{
+		size_t		off = tdb_subring_slot_offset(c->ring_events, i);
+		const TdbSubSlot *ro = (const TdbSubSlot *) ((const char *) c->hdr + off);
+		TdbSubSlot *s;
+		uint64_t	head;
+		int			rc;
+
+		/* a dead owner's slot stays non-FREE until the producer has taken its events back */
+		if (atomic_load_explicit(&ro->state, memory_order_acquire) != TDB_SUBSLOT_FREE)
+			continue;
+		if (slot_lock(c->fd, F_OFD_SETLK, F_WRLCK, i) != 0)
+			continue;
+		if (atomic_load_explicit(&ro->state, memory_order_acquire) != TDB_SUBSLOT_FREE)
+		{
+			slot_lock(c->fd, F_OFD_SETLK, F_UNLCK, i);
+			continue;
+		}
+		/* ours: its pages now, so a full /dev/shm is this error and not a SIGBUS later */
+		rc = EINTR;
+		for (int tries = 0; rc == EINTR && tries < 100; tries++)
+			rc = posix_fallocate(c->fd, (off_t) off, (off_t) slot_size);
+		if (rc != 0)
+		{
+			snprintf(c->err, sizeof(c->err), "cannot reserve %zu bytes of \"%s\" for slot %u: %s", slot_size,
+					 c->name, i, strerror(rc));
+			slot_lock(c->fd, F_OFD_SETLK, F_UNLCK, i);
+			return TDB_SHM_ESYS;
+		}
+		if (c->borrowed != NULL)
+			s = (TdbSubSlot *) ((char *) c->borrowed + off);
+		else
+		{
+			void	   *m = mmap(NULL, slot_size, PROT_READ | PROT_WRITE, MAP_SHARED, c->fd, (off_t) off);
+
+			if (m == MAP_FAILED)
+			{
+				snprintf(c->err, sizeof(c->err), "cannot map slot %u of \"%s\": %s", i, c->name, strerror(errno));
+				slot_lock(c->fd, F_OFD_SETLK, F_UNLCK, i);
+				return TDB_SHM_ESYS;
+			}
+			c->slot_map = m;
+			s = m;
+		}
+		atomic_store_explicit(&s->state, TDB_SUBSLOT_CLAIMED, memory_order_seq_cst);
+		atomic_store_explicit(&s->pid, (int32_t) getpid(), memory_order_relaxed);
+		atomic_store_explicit(&s->waiters, 0, memory_order_relaxed);
+		/* the producer left tail = head when it freed the slot; start there in any case */
+		head = atomic_load_explicit(&s->head, memory_order_acquire);
+		c->tail = head;
+		atomic_store_explicit(&s->tail, head, memory_order_release);
+		if (filter_len > 0)
+			memcpy(tdb_subring_filter_area(s), filter, filter_len);
+		s->filter_len = filter_len;
+		s->group_id = group_id;
+		s->group_mode = group_mode;
+		/* release: the producer that sees ACTIVE sees the filter and the group */
+		atomic_store_explicit(&s->state, TDB_SUBSLOT_ACTIVE, memory_order_release);
+		c->slot = s;
+		c->ring = tdb_subring_events(s);
+		c->slot_idx = (int32_t) i;
+		return TDB_SHM_OK;
+	}
+	snprintf(c->err, sizeof(c->err), "all %u subscriber slots of \"%s\" are owned (or awaiting their reclaim)",
+			 c->nslots, c->name);
+	return TDB_SHM_ENOSLOT;
+}
+
+/* Events there now (head - tail), or a negative code when head is out of range. */
+static int64_t
+available(TdbSubConsumer *c)
+{
+	uint64_t	head = atomic_load_explicit(&c->slot->head, memory_order_acquire);
+
+	if (head - c->tail > c->ring_events)
+	{
+		snprintf(c->err, sizeof(c->err), "slot %d of \"%s\": head %llu is out of range of our tail %llu, ring of %u",
+				 c->slot_idx, c->name, (unsigned long long) head, (unsigned long long) c->tail, c->ring_events);
+		return TDB_SHM_ECORRUPT;
+	}
+	return (int64_t) (head - c->tail);
+}
+
+int
+tdb_subring_peek(TdbSubConsumer *c, TdbSubEvent *out, uint32_t max)
+{
+	int64_t		avail;
+	uint32_t	n;
+
+	if (c->slot == NULL)
+	{
+		snprintf(c->err, sizeof(c->err), "not subscribed");
+		return TDB_SHM_EINVAL;
+	}
+	avail = available(c);
+	if (avail < 0)
+		return (int) avail;
+	n = (uint64_t) avail < max ? (uint32_t) avail : max;
+	for (uint32_t k = 0; k < n; k++)
+	{
+		uint64_t	pos = c->tail + k;
+
+		memcpy(&out[k], &c->ring[pos & (c->ring_events - 1)], sizeof(TdbSubEvent));
+		if (out[k].seq != pos + 1 || out[k].kind == 0 || out[k].kind > TDB_SUBEV_KIND_MAX)
+		{
+			snprintf(c->err, sizeof(c->err), "slot %d of \"%s\": the event at %llu has seq %llu and kind %u",
+					 c->slot_idx, c->name, (unsigned long long) pos, (unsigned long long) out[k].seq,
+					 out[k].kind);
+			return TDB_SHM_ECORRUPT;
+		}
+	}
+	return (int) n;
+}
+
+int
+tdb_subring_consume(TdbSubConsumer *c, uint32_t n)
+{
+	uint64_t	head;
+
+	if (c->slot == NULL)
+		return TDB_SHM_EINVAL;
+	head = atomic_load_explicit(&c->slot->head, memory_order_acquire);
+	if (n > head - c->tail)
+		return TDB_SHM_EINVAL;
+	c->tail += n;
+	/* release: our copies of the events happened before the producer reuses their room */
+	atomic_store_explicit(&c->slot->tail, c->tail, memory_order_release);
+	return TDB_SHM_OK;
+}
+
+int
+tdb_subring_wait(TdbSubConsumer *c, int timeout_ms)
+{
+	int64_t		deadline;
+
+	if (c->slot == NULL || timeout_ms < 0)
+	{
+		snprintf(c->err, sizeof(c->err), c->slot == NULL ? "not subscribed" : "a negative timeout");
+		return TDB_SHM_EINVAL;
+	}
+	deadline = monotonic_ms() + timeout_ms;
+	for (;;)
+	{
+		uint32_t	word;
+		int64_t		avail;
+		int64_t		left;
+		struct timespec ts;
+		long		rc;
+
+		avail = available(c);
+		if (avail != 0)
+			return (int) avail;
+		if (consumer_stopped(c))
+		{
+			snprintf(c->err, sizeof(c->err), "\"%s\": the server stopped: open again later", c->name);
+			return TDB_SHM_ESTALE;
+		}
+		left = deadline - monotonic_ms();
+		if (left <= 0)
+			return 0;
+		if (left > WAIT_POLL_MS)
+			left = WAIT_POLL_MS;
+
+		/*
+		 * The word before the flag and the re-check: a wake after this
+		 * load changes it (FUTEX_WAIT then returns EAGAIN).  Dekker with
+		 * tdb_subring_wake: we store waiters, fence, re-read head; it
+		 * stored head, fences, reads waiters - one of us sees the other.
+		 */
+		word = atomic_load_explicit(&c->slot->wake_word, memory_order_acquire);
+		atomic_store_explicit(&c->slot->waiters, 1, memory_order_relaxed);
+		atomic_thread_fence(memory_order_seq_cst);
+		if (atomic_load_explicit(&c->slot->head, memory_order_relaxed) != c->tail || consumer_stopped(c))
+		{
+			atomic_store_explicit(&c->slot->waiters, 0, memory_order_relaxed);
+			continue;
+		}
+		ts.tv_sec = left / 1000;
+		ts.tv_nsec = (left % 1000) * 1000000;
+		rc = syscall(SYS_futex, (uint32_t *) &c->slot->wake_word, FUTEX_WAIT, word, &ts, NULL, 0);
+		atomic_store_explicit(&c->slot->waiters, 0, memory_order_relaxed);
+		if (rc != 0)
+		{
+			if (errno == EINTR)
+				return TDB_SUBRING_EINTR;
+			if (errno != EAGAIN && errno != ETIMEDOUT)
+			{
+				snprintf(c->err, sizeof(c->err), "futex wait failed: %s", strerror(errno));
+				return TDB_SHM_ESYS;
+			}
+		}
+	}
+}
+
+int
+tdb_subring_receive(TdbSubConsumer *c, TdbSubEvent *out, uint32_t max, int timeout_ms)
+{
+	int			n;
+
+	if (max == 0)
+	{
+		snprintf(c->err, sizeof(c->err), "max is 0");
+		return TDB_SHM_EINVAL;
+	}
+	n = tdb_subring_wait(c, timeout_ms);
+	if (n <= 0)
+		return n;
+	n = tdb_subring_peek(c, out, max);
+	/* delivered before the caller sees them: the tail store first (the delivery rule) */
+	if (n > 0)
+		tdb_subring_consume(c, (uint32_t) n);
+	return n;
+}
+
+void
+tdb_subring_consumer_close(TdbSubConsumer *c)
+{
+	if (c->slot != NULL)
+	{
+		atomic_store_explicit(&c->slot->waiters, 0, memory_order_relaxed);
+		/* release: our last tail is visible to the producer that sees CLOSED */
+		atomic_store_explicit(&c->slot->state, TDB_SUBSLOT_CLOSED, memory_order_release);
+		slot_lock(c->fd, F_OFD_SETLK, F_UNLCK, (uint32_t) c->slot_idx);
+	}
+	consumer_unmap(c);
+}

@@ -1,0 +1,432 @@
+/*
+ * subring.h
+ *	  Subscribers' event rings, <prefix>.subs: the daemon evaluates
+ *	  subscriptions at each publication and delivers events to each
+ *	  subscriber through a single-producer/single-consumer ring of its own in
+ *	  shared memory, with a futex wake-up (docs/subscriptions-rings.md).
+ *	  The mirror image of the writers' ring (src/ring/ring.h): there the
+ *	  external processes produce and the daemon consumes; here the daemon
+ *	  produces and the external processes consume.
+ *
+ * Slots.  The segment holds nslots subscriber slots.  A consumer owns slot i
+ * for as long as it holds an OFD write lock on byte i of the file (bytes
+ * [0, nslots), inside the header; locks are advisory).  The kernel drops the
+ * lock when the owner exits however it exits (kill -9 included), so the
+ * producer tells a live owner from a dead one by trying the lock itself.
+ *
+ * A slot's state moves FREE -> CLAIMED -> ACTIVE -> CLOSED (or its owner
+ * dies) -> FREE.  Consumers make the first three moves, and only under
+ * their lock; only the producer makes a slot FREE again, under its own lock
+ * on the byte, after it has taken back the events the consumer never took
+ * (group handover) - so a new owner never inherits a dead one's events.
+ *
+ * Positions.  head (written by the producer only) and tail (by the owner
+ * only) count events since the segment was made; they never go back, and
+ * an event at position p is at ring[p & (ring_events - 1)] with seq p + 1.
+ * The producer writes events at head and publishes them with one release
+ * store of head; the consumer copies [tail, head) out and gives the room
+ * back with one release store of tail.  The producer never writes at a
+ * position p >= tail + ring_events: it never overwrites an unread event.
+ *
+ * Delivery rule.  An event is delivered when the consumer's release store
+ * of tail passes it.  tdb_subring_receive copies events out, stores tail,
+ * and only then returns them (at most once for the application: a consumer
+ * killed after the tail store and before using them has lost them);
+ * tdb_subring_peek + tdb_subring_consume lets an application use them
+ * first and store the tail after (at least once).  Either way an event is
+ * either below the tail (delivered) or at/after it (the producer hands it
+ * over when the owner dies), never both, never neither.
+ *
+ * Overrun rule.  When a ring is full the producer neither blocks nor
+ * overwrites: it drops events and remembers the generation of the first
+ * one dropped.  As soon as the consumer has made room, the next event is
+ * preceded by an OVERRUN event naming that generation (and how many were
+ * dropped): the consumer resyncs with changes_since(generation - 1).  The
+ * daemon's wake and sweep put a pending OVERRUN on its own as soon as one
+ * event fits, so a consumer learns of the loss even when nothing else comes.
+ *
+ * Trust.  A member of the segment's group can write all of it.  The
+ * producer keeps geometry, heads and slot states in TdbSubring and never
+ * re-reads them; a tail out of [head - ring_events, head] makes pushes fail
+ * with TDB_SHM_ECORRUPT; events it takes back are checked (seq) before
+ * use.  The consumer checks the header and the file size before mapping,
+ * bounds head - tail by ring_events and checks each event's seq and kind.
+ *
+ * Memory ordering is C11 atomics throughout, argued for any CPU.
+ * No PostgreSQL headers: linked into the module and into libtrafficdb.
+ */
+#ifndef TDB_SUBRING_H
+#define TDB_SUBRING_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "shm.h"
+
+#define TDB_SUBS_MAGIC				0x42534454u /* "TDSB" */
+#define TDB_SUBS_VERSION			1
+#define TDB_SUBRING_HEADER_SIZE		4096
+#define TDB_SUBRING_CONTROL_SIZE	4096	/* a slot's control page (its first 256 bytes used) */
+#define TDB_SUBRING_FILTER_SIZE		4096	/* the filter area: opaque bytes for the ring */
+#define TDB_SUBRING_EVENT_SIZE		64
+#define TDB_SUBRING_MAX_SLOTS		1024	/* lock bytes [0, nslots) stay inside the header */
+#define TDB_SUBRING_MIN_EVENTS		64		/* slot sizes stay multiples of 4096 */
+#define TDB_SUBRING_MAX_EVENTS		(1u << 20)
+
+/* TdbSubsHeader.state */
+#define TDB_SUBRING_STARTING		0
+#define TDB_SUBRING_RUNNING			1
+#define TDB_SUBRING_STOPPED			2	/* orderly stop or replaced: receive says TDB_SHM_ESTALE */
+
+/* TdbSubSlot.state */
+#define TDB_SUBSLOT_FREE			0	/* set by the producer only */
+#define TDB_SUBSLOT_CLAIMED			1	/* locked by a consumer filling its filter in */
+#define TDB_SUBSLOT_ACTIVE			2	/* filter and group final: the producer may attach */
+#define TDB_SUBSLOT_CLOSED			3	/* the owner left; the producer reclaims it as a dead one */
+
+/* TdbSubSlot.group_mode (group_id != 0) */
+#define TDB_SUBGROUP_NONE			0
+#define TDB_SUBGROUP_ROUND_ROBIN	1	/* each event to the next live member */
+#define TDB_SUBGROUP_STICKY			2	/* a location to the same member while it lives */
+
+/* TdbSubEvent.kind: 0 is never an event; unknown kinds are to be skipped */
+#define TDB_SUBEV_CHANGE			1	/* a matching entry changed */
+#define TDB_SUBEV_ENTER				2	/* an entry started to match the condition */
+#define TDB_SUBEV_EXIT				3	/* an entry stopped matching it */
+#define TDB_SUBEV_OVERRUN			4	/* events were dropped: resync (see TdbSubEvent) */
+#define TDB_SUBEV_KIND_MAX			255 /* room for later kinds: 1 .. 255 are valid */
+
+/* TdbSubEvent.flags */
+#define TDB_SUBEV_HANDED_OVER		0x0001	/* taken back from a dead group member and re-pushed */
+
+/* push results (>= 0; errors are negative TdbShmResult codes) */
+#define TDB_SUBRING_PUSHED			0
+#define TDB_SUBRING_DROPPED			1	/* the ring is full: dropped, overrun recorded */
+
+/* receive: a signal interrupted the wait (nothing was taken) */
+#define TDB_SUBRING_EINTR			(-40)
+
+/*
+ * An event: one cache line.  Floats are NaN and u8 values 255 when absent
+ * (as in the writers' ring).
+ */
+typedef struct TdbSubEvent
+{
+	uint64_t	generation;		/* the publication that made the change; OVERRUN: the first
+								 * generation of which events were dropped (resync with
+								 * changes_since(generation - 1)) */
+	uint64_t	location_id;	/* the entry's location id; OVERRUN: how many events were dropped */
+	uint64_t	seq;			/* position in the slot's ring + 1: consecutive per slot (set by push) */
+	int64_t		created_us;		/* the publication's time, Unix microseconds */
+	uint32_t	subscription;	/* the daemon's id of the subscription that matched */
+	uint16_t	kind;			/* TDB_SUBEV_* */
+	uint16_t	flags;			/* TDB_SUBEV_HANDED_OVER */
+	float		old_speed_kmh;	/* before the publication */
+	float		new_speed_kmh;	/* after it */
+	float		old_free_flow_kmh;
+	float		new_free_flow_kmh;
+	uint8_t		old_congestion; /* 0 .. 4, 255 absent */
+	uint8_t		new_congestion;
+	uint8_t		old_confidence; /* 0 .. 100, 255 absent */
+	uint8_t		new_confidence;
+	uint8_t		old_incident;	/* 1: an incident was present, 0: none */
+	uint8_t		new_incident;
+	uint8_t		reserved[2];	/* 0 */
+} TdbSubEvent;
+
+typedef struct TdbSubsHeader
+{
+	uint32_t	magic;			/* TDB_SUBS_MAGIC, stored last at creation */
+	uint16_t	version;		/* TDB_SUBS_VERSION */
+	uint16_t	header_size;	/* TDB_SUBRING_HEADER_SIZE */
+	uint64_t	instance_id;	/* = TdbControl.instance_id */
+	uint32_t	nslots;
+	uint32_t	ring_events;	/* a power of two */
+	_Atomic uint32_t state;		/* TDB_SUBRING_* */
+	uint32_t	filter_size;	/* TDB_SUBRING_FILTER_SIZE */
+	uint64_t	slot_size;		/* informative: tdb_subring_slot_size(ring_events) */
+	uint64_t	slots_offset;	/* informative: TDB_SUBRING_HEADER_SIZE */
+	char		pad[TDB_SUBRING_HEADER_SIZE - 48];
+} TdbSubsHeader;
+
+/* A slot's control block; the filter area and the ring follow in the slot. */
+typedef struct TdbSubSlot
+{
+	/* line 0: the owner's */
+	_Atomic uint64_t tail;		/* events < tail are delivered; release-stored after the copy */
+	_Atomic uint32_t waiters;	/* nonzero while the owner is (about to be) in FUTEX_WAIT */
+	_Atomic int32_t pid;		/* the owner's pid in its namespace: display only */
+	char		p0[48];
+	/* line 1: the producer's */
+	_Atomic uint64_t head;		/* events < head are written; release-stored after them */
+	_Atomic uint32_t wake_word; /* futex: +1 before each FUTEX_WAKE */
+	_Atomic uint32_t overrun;	/* 1 while events are being dropped (an OVERRUN pending) */
+	_Atomic uint64_t overrun_generation;	/* the generation the OVERRUN will name */
+	_Atomic uint64_t dropped;	/* events dropped, all episodes: display */
+	_Atomic uint64_t pushed;	/* events written: display */
+	char		p1[24];
+	/* line 2: the state, and what the owner sets before ACTIVE */
+	_Atomic uint32_t state;		/* TDB_SUBSLOT_* */
+	uint32_t	filter_len;		/* bytes of the filter area used */
+	uint64_t	group_id;		/* 0: no group */
+	uint32_t	group_mode;		/* TDB_SUBGROUP_* */
+	uint32_t	reserved;
+	char		p2[40];
+	/* line 3: spare */
+	char		p3[64];
+} TdbSubSlot;
+
+_Static_assert(sizeof(TdbSubEvent) == TDB_SUBRING_EVENT_SIZE, "an event is one cache line");
+_Static_assert(offsetof(TdbSubEvent, old_speed_kmh) == 40, "TdbSubEvent: no padding before the floats");
+_Static_assert(offsetof(TdbSubEvent, reserved) == 62, "TdbSubEvent: no padding before reserved");
+_Static_assert(sizeof(TdbSubsHeader) == TDB_SUBRING_HEADER_SIZE, "the header is one page");
+_Static_assert(sizeof(TdbSubSlot) == 256, "a slot's control block is four cache lines");
+_Static_assert(TDB_SUBRING_MAX_SLOTS <= TDB_SUBRING_HEADER_SIZE, "lock bytes inside the header");
+
+/* ---- geometry ------------------------------------------------------------------ */
+
+static inline bool
+tdb_subring_geometry_ok(uint32_t nslots, uint32_t ring_events)
+{
+	return nslots >= 1 && nslots <= TDB_SUBRING_MAX_SLOTS && ring_events >= TDB_SUBRING_MIN_EVENTS &&
+		ring_events <= TDB_SUBRING_MAX_EVENTS && (ring_events & (ring_events - 1)) == 0;
+}
+
+/* A slot: control page, filter area, ring; a multiple of 4096 bytes. */
+static inline size_t
+tdb_subring_slot_size(uint32_t ring_events)
+{
+	return TDB_SUBRING_CONTROL_SIZE + TDB_SUBRING_FILTER_SIZE + (size_t) ring_events * TDB_SUBRING_EVENT_SIZE;
+}
+
+static inline size_t
+tdb_subring_slot_offset(uint32_t ring_events, uint32_t slot)
+{
+	return TDB_SUBRING_HEADER_SIZE + (size_t) slot * tdb_subring_slot_size(ring_events);
+}
+
+static inline size_t
+tdb_subring_size(uint32_t nslots, uint32_t ring_events)
+{
+	return tdb_subring_slot_offset(ring_events, nslots);
+}
+
+static inline TdbSubSlot *
+tdb_subring_slot(void *base, uint32_t ring_events, uint32_t slot)
+{
+	return (TdbSubSlot *) ((char *) base + tdb_subring_slot_offset(ring_events, slot));
+}
+
+static inline unsigned char *
+tdb_subring_filter_area(TdbSubSlot *s)
+{
+	return (unsigned char *) s + TDB_SUBRING_CONTROL_SIZE;
+}
+
+static inline TdbSubEvent *
+tdb_subring_events(TdbSubSlot *s)
+{
+	return (TdbSubEvent *) ((char *) s + TDB_SUBRING_CONTROL_SIZE + TDB_SUBRING_FILTER_SIZE);
+}
+
+/* ---- producer (the daemon; one thread) -------------------------------------------- */
+
+/* The producer's own view of a slot (never read back from the file). */
+typedef struct TdbSubLocal
+{
+	uint8_t		mode;			/* SUBLOCAL_DETACHED / ATTACHED / RECLAIMING (subring.c) */
+	bool		overrun;		/* dropping: an OVERRUN is owed */
+	bool		wake_pending;	/* pushed since the last wake */
+	uint64_t	head;			/* next position to write */
+	uint64_t	overrun_generation;
+	uint64_t	overrun_dropped;	/* events dropped in this episode */
+	uint64_t	reclaim_pos;	/* RECLAIMING: next undelivered position */
+	uint64_t	group_id;		/* copied at attach */
+	uint32_t	group_mode;
+	uint32_t	filter_len;
+	int32_t		pid;
+} TdbSubLocal;
+
+typedef struct TdbSubring
+{
+	char		name[TDB_SHM_NAME_MAX + 24];
+	void	   *base;
+	size_t		size;			/* what we mapped and expect */
+	int			fd;				/* our open file description: size checks and slot locks */
+	uint32_t	nslots;			/* ours, never re-read from the file */
+	uint32_t	ring_events;
+	uint64_t	instance_id;
+	uint32_t	sweep_next;		/* where a sweep that ran out of room goes on */
+	TdbSubLocal *local;			/* nslots */
+	uint64_t	wakes_total;	/* FUTEX_WAKE calls */
+	uint64_t	damaged_total;	/* pushes refused for a tail out of range, bad events taken back */
+} TdbSubring;
+
+/* What a sweep found. */
+#define TDB_SUBCHANGE_ATTACHED		1	/* a new ACTIVE subscriber: parse its filter */
+#define TDB_SUBCHANGE_RECLAIMED		2	/* its owner died or left: take_undelivered, or discard */
+
+typedef struct TdbSubChange
+{
+	uint32_t	kind;			/* TDB_SUBCHANGE_* */
+	uint32_t	slot;
+	int32_t		pid;			/* as the owner said: display only */
+	uint32_t	group_mode;
+	uint64_t	group_id;		/* as copied at attach (RECLAIMED: the dead member's group) */
+	uint32_t	filter_len;		/* ATTACHED: bytes to read with tdb_subring_filter */
+	bool		tail_damaged;	/* RECLAIMED: the tail made no sense: nothing to hand over */
+	uint64_t	tail;			/* RECLAIMED: the owner's last tail (events below it were delivered) */
+	uint64_t	undelivered;	/* RECLAIMED: events the owner never took (tail .. head) */
+	uint64_t	overrun_generation; /* RECLAIMED with overrun_dropped > 0: the owed OVERRUN */
+	uint64_t	overrun_dropped;	/* RECLAIMED: events dropped and never reported to it */
+} TdbSubChange;
+
+/*
+ * Create <prefix>.subs for nslots slots of ring_events events (a power of
+ * two, TDB_SUBRING_MIN_EVENTS .. TDB_SUBRING_MAX_EVENTS).  An object left
+ * by a previous run is marked stopped (its consumers get TDB_SHM_ESTALE and
+ * subscribe again) and replaced: subscriptions do not outlive the daemon.
+ * gid == (gid_t) -1: mode 0600, else 0660 with that group.  Sparse: each
+ * consumer reserves its slot's pages when it claims it.  State starts
+ * TDB_SUBRING_STARTING: tdb_subring_set_state(RUNNING) when delivering.
+ * Returns TDB_SHM_OK or a TdbShmResult with a message in err.
+ */
+int			tdb_subring_create(TdbSubring *r, const char *prefix, uint32_t nslots, uint32_t ring_events,
+							   gid_t gid, uint64_t instance_id, char *err);
+
+/*
+ * Find what changed: slots that became ACTIVE (attached: pushes are
+ * accepted from now on) and slots whose owner died or left (one OFD lock
+ * attempt per occupied slot; the producer keeps the byte locked until the
+ * slot is FREE again, so nobody claims it meanwhile).  Also puts owed
+ * OVERRUN events that now fit.  At most max changes into out (*nout);
+ * the rest at the next sweep.  Checks the file's size and header first:
+ * TDB_SHM_ECORRUPT (nothing done) when either is damaged - make it anew.
+ */
+int			tdb_subring_sweep(TdbSubring *r, TdbSubChange *out, uint32_t max, uint32_t *nout);
+
+/*
+ * Push one event into an attached slot (ev->seq is set here).  Never
+ * blocks and never overwrites: TDB_SUBRING_PUSHED, or TDB_SUBRING_DROPPED
+ * when the ring is full (the overrun rule), or TDB_SHM_EINVAL (not an
+ * attached slot) or TDB_SHM_ECORRUPT (the slot's tail makes no sense: the
+ * daemon should stop delivering there).  Visible to the consumer at once;
+ * its wake-up waits for tdb_subring_wake.
+ */
+int			tdb_subring_push(TdbSubring *r, uint32_t slot, const TdbSubEvent *ev);
+
+/* Events that fit now (0 when not attached, damaged, or an OVERRUN is owed and no two fit). */
+uint32_t	tdb_subring_space(const TdbSubring *r, uint32_t slot);
+
+/*
+ * End of a publication batch for slot: put an owed OVERRUN if one fits,
+ * then FUTEX_WAKE its consumer if it waits (no system call otherwise).
+ * Returns whether a wake was made.  tdb_subring_wake_pending does it for
+ * every slot pushed to since its last wake and returns the wakes made.
+ */
+bool		tdb_subring_wake(TdbSubring *r, uint32_t slot);
+uint32_t	tdb_subring_wake_pending(TdbSubring *r);
+
+/*
+ * Group handover, after a sweep reported slot RECLAIMED: copy up to max of
+ * the events its owner never took (tail .. head at the sweep), in order,
+ * flagged TDB_SUBEV_HANDED_OVER, for the daemon to push to other live
+ * members; each is returned once.  When the last one has been returned the
+ * slot is FREE again (claimable).  Events failing their seq check are
+ * skipped and counted.  Returns the number copied (0: nothing left, or the
+ * slot is not being reclaimed).  tdb_subring_discard frees it without them.
+ */
+uint32_t	tdb_subring_take_undelivered(TdbSubring *r, uint32_t slot, TdbSubEvent *out, uint32_t max);
+void		tdb_subring_discard(TdbSubring *r, uint32_t slot);
+
+/*
+ * Copy an attached slot's filter (filter_len bytes, as at attach) into buf
+ * (cap bytes).  Returns its length, or -1 (not attached, or cap too small).
+ * The daemon parses this copy and trusts nothing in it.
+ */
+int			tdb_subring_filter(const TdbSubring *r, uint32_t slot, void *buf, uint32_t cap);
+
+/* TDB_SUBRING_RUNNING or STOPPED; wakes every occupied slot's consumer. */
+void		tdb_subring_set_state(TdbSubring *r, uint32_t state);
+
+/* Is the file still as large as it was made? (sweep checks it itself) */
+bool		tdb_subring_intact(const TdbSubring *r);
+
+/* Unmap and close (nothing unlinked). */
+void		tdb_subring_close(TdbSubring *r);
+
+/* An orderly stop: STOPPED, everyone woken, <prefix>.subs unlinked, closed. */
+void		tdb_subring_remove(TdbSubring *r);
+
+/* ---- consumer (libtrafficdb; one thread per consumer at a time) -------------------- */
+
+typedef struct TdbSubConsumer
+{
+	char		name[TDB_SHM_NAME_MAX + 24];
+	int			fd;				/* O_RDWR: the slot's lock and its pages */
+	const TdbSubsHeader *hdr;	/* the header (read-only mapping) */
+	void	   *map;			/* our read-only mapping of the file (NULL: borrowed) */
+	size_t		map_size;
+	void	   *slot_map;		/* our read-write mapping of the slot (NULL: borrowed) */
+	TdbSubSlot *slot;			/* NULL until subscribed */
+	TdbSubEvent *ring;
+	uint32_t	nslots;			/* validated at open, never re-read */
+	uint32_t	ring_events;
+	uint64_t	instance_id;
+	int32_t		slot_idx;		/* -1 until subscribed */
+	uint64_t	tail;			/* our copy of the tail (only we write it) */
+	void	   *borrowed;		/* tests: another mapping of the file used instead of ours */
+	char		err[TDB_SHM_ERRLEN];
+} TdbSubConsumer;
+
+/*
+ * Open <prefix>.subs: size checked with fstat before mapping, header and
+ * geometry validated; instance_id != 0 must match the header's (the
+ * control block's).  TDB_SHM_OK, ENOENT, EACCES, EINVAL (not a
+ * subscriptions segment or truncated), ESTALE (stopped or another
+ * instance), ESYS.  On failure err says why and nothing stays open.
+ * borrow: NULL; tests pass the producer's mapping so ThreadSanitizer sees
+ * both sides of the ring (it cannot relate two mappings of one file).
+ */
+int			tdb_subring_consumer_open(TdbSubConsumer *c, const char *prefix, uint64_t instance_id,
+									  void *borrow, char *err);
+
+/*
+ * Claim a free slot (OFD lock), reserve its pages, write the filter
+ * (filter_len <= TDB_SUBRING_FILTER_SIZE bytes, opaque here) and the group
+ * (group_id 0: none), then make it ACTIVE.  TDB_SHM_OK, ENOSLOT (every slot
+ * owned or awaiting its reclaim), EINVAL, ESTALE, ESYS.
+ */
+int			tdb_subring_subscribe(TdbSubConsumer *c, const void *filter, uint32_t filter_len,
+								  uint64_t group_id, uint32_t group_mode);
+
+/*
+ * Up to max events, delivered (tail stored) before returning.  With none,
+ * waits up to timeout_ms (0: do not wait) in FUTEX_WAIT.  Returns the
+ * count (0: timed out), TDB_SUBRING_EINTR (a signal), TDB_SHM_ESTALE (the
+ * daemon stopped; events already there are returned first),
+ * TDB_SHM_ECORRUPT (head out of range or an event failing its seq/kind
+ * check: nothing taken), TDB_SHM_EINVAL (not subscribed).
+ */
+int			tdb_subring_receive(TdbSubConsumer *c, TdbSubEvent *out, uint32_t max, int timeout_ms);
+
+/*
+ * Wait up to timeout_ms until events are there, without taking any.
+ * Returns how many are there (> 0), 0 (timed out), TDB_SUBRING_EINTR,
+ * TDB_SHM_ESTALE, TDB_SHM_ECORRUPT, TDB_SHM_EINVAL.
+ */
+int			tdb_subring_wait(TdbSubConsumer *c, int timeout_ms);
+
+/* Copy up to max available events without delivering them (no wait). Same codes as receive. */
+int			tdb_subring_peek(TdbSubConsumer *c, TdbSubEvent *out, uint32_t max);
+
+/* Deliver the first n events peeked (release store of the tail). */
+int			tdb_subring_consume(TdbSubConsumer *c, uint32_t n);
+
+/* Leave: the slot becomes CLOSED (the producer hands over what is left), unlocked, unmapped. */
+void		tdb_subring_consumer_close(TdbSubConsumer *c);
+
+#endif							/* TDB_SUBRING_H */
