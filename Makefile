@@ -68,7 +68,7 @@ CLIENT_SRCS = $(wildcard src/client/*.c)
 # src/genlog/: the generation log's record codec (bgworker/genlog_store.c writes and replays it), on the trail varints
 GENLOG_SRCS = $(wildcard src/genlog/*.c) src/trail/codec.c
 UNIT_SRCS = $(ENGINE_SRCS) $(CLIENT_SRCS) $(RING_SRCS) $(STREAM_SRCS) $(GENLOG_SRCS) tools/csvtime.c tools/csv_fields.c $(wildcard src/tests/*.c)
-UNIT_HDRS = $(wildcard src/*.h src/stream/*.h src/ring/*.h src/client/*.h src/tests/*.h include/*.h)
+UNIT_HDRS = $(wildcard src/*.h src/stream/*.h src/ring/*.h src/subring/*.h src/client/*.h src/tests/*.h include/*.h)
 
 src/tests/unit_tests: $(UNIT_SRCS) $(UNIT_HDRS) tools/csvtime.h tools/csv_fields.h src/tests/tests.list
 	$(CC) $(UNIT_CFLAGS) -o $@ $(UNIT_SRCS) -lm -lpthread
@@ -279,10 +279,14 @@ src/tests/unit_tests_asan: $(UNIT_SRCS) $(UNIT_HDRS) tools/csvtime.h tools/csv_f
 RING_TESTS = $(shell sed -n 's/^X(\(test_ring_[a-z0-9_]*\))$$/\1/p' src/tests/tests.list)
 RING_THREAD_TESTS = test_ring_protocol_threads test_ring_busy_when_full test_ring_spsc_threads test_ring_producers_on_lanes \
 	test_ring_sync_put_returns_after_commit test_ring_adoption_after_restart test_ring_waiters_see_orderly_stop
+# the subscribers' rings: the same (their thread tests share the producer's mapping, as above)
+SUBRING_TESTS = $(shell sed -n 's/^X(\(test_subring_[a-z0-9_]*\))$$/\1/p' src/tests/tests.list)
+SUBRING_THREAD_TESTS = test_subring_threads_spsc test_subring_threads_overrun test_subring_threads_group_handover \
+	test_subring_wake_latency test_subring_stop_wakes_receiver
 
 unit-asan: src/tests/unit_tests_asan
 	src/tests/unit_tests_asan test_genlog_roundtrip test_genlog_hostile_bytes test_csvtime_rule test_stream_rdl_errors test_stream_bit_flips test_stream_codecs test_stream_power_loss_at_every_write test_stream_refresh test_stream_window_reads_bounded \
-		$(RING_TESTS)
+		$(RING_TESTS) $(SUBRING_TESTS)
 
 # libFuzzer over stream file images (clang from Debian; scripts/deps.sh installs it).
 FUZZ_SECONDS ?= 20
@@ -334,7 +338,7 @@ crash-test: all test/crash_writer test/crash_reader test/crash_putter
 
 unit-tsan: src/tests/unit_tests_tsan
 	TSAN_OPTIONS=halt_on_error=1 src/tests/unit_tests_tsan test_client_threads test_client_wait_is_woken test_shm_readers_see_consistent_versions test_shm_pin_timeout_revokes test_shm_liveness_by_lock \
-		$(RING_THREAD_TESTS)
+		$(RING_THREAD_TESTS) $(SUBRING_THREAD_TESTS)
 
 .PHONY: fleet fleet-stop crash-test fuzz-sql fuzz-genlog bench bench-tippy bench-streams bench-trails bench-parquet fuzz-stream unit-asan unit-tsan unit tap test demo demo-stop demo-clean deps bench-objects bench-daemon bench-locations bench-accessor bench-sub-baselines
 unit: src/tests/unit_tests
