@@ -161,6 +161,10 @@ typedef struct DaemonState
 	int32	   *target_first;	/* per target: its lowest slot */
 	uint32	   *target_rr;		/* per target: round-robin position */
 	uint32		ntargets;
+	/* taps: targets given the events of every SQL subscription (TDB_SUB_ALL_SQL) */
+	int32	   *tap_first;
+	uint32	   *tap_rr;
+	uint32		ntaps;
 	/* the events of the generation being prepared, delivered once it is published */
 	struct PendingEvent *ev;
 	uint64		nev,
@@ -2268,21 +2272,17 @@ deliver_guarded(void *p)
 	for (uint64 k = 0; k < D.nev; k++)
 	{
 		const PendingEvent *pe = &D.ev[k];
-		uint32		t = pe->filter - D.nsql;
+		bool		sql = pe->filter < D.nsql;
 		uint64		r = pe->record;
-		int32		to;
 		TdbSubEvent ev;
 
-		if (t >= D.ntargets)
-			continue;
-		to = subscriber_for((uint32) D.target_first[t], D.map.records[r].id, -1, &D.target_rr[t]);
-		if (to < 0)
+		/* an SQL subscription's event goes to each tap; a target's to the target */
+		if (!sql && pe->filter - D.nsql >= D.ntargets)
 			continue;
 		memset(&ev, 0, sizeof(ev));
 		ev.generation = D.pub.gen;
 		ev.location_id = D.map.records[r].id;
 		ev.created_us = D.pub.published_us;
-		ev.subscription = (uint32) to;
 		ev.kind = pe->kind;
 		ev.old_speed_kmh = oldt[r].speed_kmh;
 		ev.new_speed_kmh = newt[r].speed_kmh;
@@ -2294,7 +2294,18 @@ deliver_guarded(void *p)
 		ev.new_confidence = newt[r].confidence;
 		ev.old_incident = oldt[r].incident_off != 0;
 		ev.new_incident = newt[r].incident_off != 0;
-		push_counted((uint32) to, &ev, &pushed, &dropped);
+		for (uint32 t = 0; t < (sql ? D.ntaps : 1); t++)
+		{
+			int32		to = sql ? subscriber_for((uint32) D.tap_first[t], ev.location_id, -1, &D.tap_rr[t])
+				: subscriber_for((uint32) D.target_first[pe->filter - D.nsql], ev.location_id, -1,
+								 &D.target_rr[pe->filter - D.nsql]);
+
+			if (to < 0)
+				continue;
+			/* a tap learns which SQL subscription matched; a target, the slot it went to */
+			ev.subscription = sql ? D.subs[pe->filter].id : (uint32) to;
+			push_counted((uint32) to, &ev, &pushed, &dropped);
+		}
 	}
 	wake_and_count(pushed, dropped);
 }
@@ -2674,8 +2685,11 @@ rebuild_subscription_index(void)
 	{
 		D.target_first = palloc0(sizeof(int32) * nslots);
 		D.target_rr = palloc0(sizeof(uint32) * nslots);
+		D.tap_first = palloc0(sizeof(int32) * nslots);
+		D.tap_rr = palloc0(sizeof(uint32) * nslots);
 	}
 	D.ntargets = 0;
+	D.ntaps = 0;
 	for (uint32 sl = 0; sl < nslots; sl++)
 	{
 		bool		first = D.slot_live[sl];
@@ -2685,6 +2699,12 @@ rebuild_subscription_index(void)
 				first = false;
 		if (!first)
 			continue;
+		if (D.slot_filter[sl].area == TDB_SUB_ALL_SQL)
+		{
+			D.tap_rr[D.ntaps] = 0;
+			D.tap_first[D.ntaps++] = (int32) sl;
+			continue;
+		}
 		/* the filter must index: an id the map lacks drops the target */
 		if (tdb_sub_index_build(&D.map, &D.slot_filter[sl], 1, &ix, err) != TDB_OBJ_OK)
 		{
@@ -2727,7 +2747,7 @@ rebuild_subscription_index(void)
 	MemoryContextSwitchTo(old);
 	SpinLockAcquire(&tdb_shared->mutex);
 	tdb_shared->subscriptions = D.nsql;
-	tdb_shared->subscribers = D.ntargets;
+	tdb_shared->subscribers = D.ntargets + D.ntaps;
 	SpinLockRelease(&tdb_shared->mutex);
 }
 
@@ -2736,7 +2756,7 @@ count_event(uint32 filter, uint64 record, uint16 kind, void *arg)
 {
 	(void) arg;
 	D.subs_events[filter]++;
-	if (filter >= D.nsql)
+	if (filter >= D.nsql || D.ntaps > 0)
 	{
 		/* an external target's: kept for delivery once the generation is published */
 		if (D.nev == D.evcap)

@@ -277,6 +277,8 @@ typedef struct trafficdb_subscriber trafficdb_subscriber;
 #define TRAFFICDB_AREA_BOX		1	/* box: xmin, ymin, xmax, ymax (lon/lat) */
 #define TRAFFICDB_AREA_RADIUS		2	/* lon, lat, radius_m */
 #define TRAFFICDB_AREA_POLYGON	3	/* polygon: npoints (x, y) pairs of one ring */
+#define TRAFFICDB_AREA_SUBSCRIPTIONS	4	/* the events of every row of trafficdb.subscriptions
+										 * (event.subscriber: the row's id); no condition */
 
 #define TRAFFICDB_COND_ANY				0
 #define TRAFFICDB_COND_CONGESTION_AT_LEAST	1	/* value: 0 .. 4 */
@@ -318,7 +320,8 @@ typedef struct trafficdb_event
 	uint64_t	location_id;
 	uint64_t	seq;			/* consecutive per subscriber */
 	int64_t		published_us;	/* the publication's time, Unix microseconds */
-	uint32_t	subscriber;		/* the server's number of the subscriber it went to */
+	uint32_t	subscriber;		/* the server's number of the subscriber it went to
+								 * (TRAFFICDB_AREA_SUBSCRIPTIONS: the id of the row that matched) */
 	uint16_t	kind;			/* TRAFFICDB_EVENT_* */
 	uint16_t	flags;			/* 1: handed over from a dead member of the group */
 	float		old_speed_kmh,

@@ -70,6 +70,8 @@ tdb_subfilter_encode(const TdbSubFilter *f, void *buf, size_t size, char *err)
 			h.geo[1] = f->lat;
 			h.geo[2] = f->radius_m;
 			break;
+		case TDB_SUB_ALL_SQL:
+			break;
 	}
 	memcpy(buf, &h, sizeof(h));
 	return sizeof(h) + body;
@@ -136,6 +138,8 @@ tdb_subfilter_decode(const void *buf, size_t size, TdbSubFilter *f, TdbSubFilter
 			f->lon = h.geo[0];
 			f->lat = h.geo[1];
 			f->radius_m = h.geo[2];
+			break;
+		case TDB_SUB_ALL_SQL:
 			break;
 		default:
 			break;				/* tdb_sub_filter_check names it */

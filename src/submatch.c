@@ -58,6 +58,13 @@ tdb_sub_filter_check(const TdbSubFilter *f, char *err)
 				return false;
 			}
 			break;
+		case TDB_SUB_ALL_SQL:
+			if (f->cond != TDB_SUB_ANY || f->on != TDB_SUB_ON_CHANGE)
+			{
+				snprintf(err, TDB_ERRLEN, "subscription %u: the events of every subscription take no condition of their own", f->id);
+				return false;
+			}
+			return true;
 		default:
 			snprintf(err, TDB_ERRLEN, "subscription %u: unknown area kind %d", f->id, (int) f->area);
 			return false;
@@ -248,6 +255,8 @@ tdb_sub_index_build(const TdbMapView *map, const TdbSubFilter *f, uint32_t n, Td
 			case TDB_SUB_POLYGON:
 				tdb_map_query_box(map, &f[i].polygon.box, visit_polygon, &p);
 				break;
+			case TDB_SUB_ALL_SQL:
+				break;			/* routed by the daemon, not matched */
 		}
 		if (p.oom)
 			goto oom;

@@ -27,7 +27,9 @@ typedef enum TdbSubArea
 	TDB_SUB_IDS = 0,			/* ids[nids] */
 	TDB_SUB_BOX = 1,			/* box: lon/lat min and max, inclusive */
 	TDB_SUB_RADIUS = 2,			/* within radius_m metres of (lon, lat), the locations table's metric */
-	TDB_SUB_POLYGON = 3			/* intersecting polygon (a knn.h polygon query) */
+	TDB_SUB_POLYGON = 3,		/* intersecting polygon (a knn.h polygon query) */
+	TDB_SUB_ALL_SQL = 4			/* a subscriber's tap: the events of every row of
+								 * trafficdb.subscriptions (never indexed itself) */
 } TdbSubArea;
 
 typedef enum TdbSubCond

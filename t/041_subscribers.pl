@@ -115,6 +115,27 @@ like($e2, qr/max_events 0 is out of range/, 'max_events out of range: a clear er
 ($r2, $o2, $e2) = $node->psql('postgres', "SET statement_timeout = '300ms'; SELECT * FROM trafficdb.subscription_events($sid, 10, 60000)");
 like($e2, qr/statement timeout/, 'statement_timeout ends a wait');
 
+# a tap: the events of every SQL subscription, each naming its row
+$node->safe_psql('postgres', q{DELETE FROM trafficdb.subscriptions;
+INSERT INTO trafficdb.subscriptions (name, location_ids) VALUES ('a', '{30, 31}'), ('b', '{31, 32}');
+INSERT INTO trafficdb.subscriptions (name, center, radius_m, condition, value)
+  VALUES ('c', ST_SetSRID(ST_MakePoint(24.9005, 60.1502), 4326), 200, 'speed_below', 50);});
+my $tap = subscriber('--all-subscriptions');
+$node->safe_psql('postgres', 'SELECT trafficdb.publish()');
+$node->safe_psql('postgres', q{INSERT INTO trafficdb.feed (location_id, speed_kmh) VALUES (30, 40), (31, 60), (32, 70), (1, 20), (2, 90);
+SELECT trafficdb.publish();});
+my $want_tap = $node->safe_psql('postgres', q{
+SELECT string_agg(format('%s sub=%s', l.location_id, s.id), E'\n' ORDER BY l.location_id, s.id)
+  FROM trafficdb.locations l JOIN trafficdb.subscriptions s
+    ON (l.location_id = ANY (s.location_ids))
+    OR (s.center IS NOT NULL AND ST_DWithin(l.geom::geography, s.center::geography, s.radius_m) AND l.speed_kmh < s.value)
+ WHERE l.changed_generation = l.generation});
+finish($tap->{h});
+my @tap = sort { my @x = split / /, $a; my @y = split / /, $b; $x[0] <=> $y[0] || $x[1] cmp $y[1] }
+	map { my @f = split / /; "$f[2] $f[7]" } grep { /^change/ } split /\n/, ${ $tap->{out} };
+is(join("\n", @tap), $want_tap, 'a tap receives every SQL subscription\'s events, each naming its row')
+	or diag(${ $tap->{err} });
+
 # overrun: a subscriber that does not read past its ring (64 events) gets an
 # overrun event naming the first generation whose events it lost, then the
 # events after it again

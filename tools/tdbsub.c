@@ -2,7 +2,8 @@
  * tdbsub: subscribe to live traffic events through shared memory
  * (libtrafficdb's trafficdb_subscribe) and print them, one line each:
  *
- *   tdbsub NAME [--box XMIN YMIN XMAX YMAX | --radius LON LAT METRES | --ids ID,ID,...]
+ *   tdbsub NAME [--box XMIN YMIN XMAX YMAX | --radius LON LAT METRES | --ids ID,ID,...
+ *                | --all-subscriptions (the events of every row of trafficdb.subscriptions, with sub=ID)]
  *               [--congestion N | --speed-below KMH | --pct-below P | --incident] [--enter-exit]
  *               [--group NAME [--sticky]] [--count N] [--timeout-ms MS] [--latency] [--ack] [--ack-delay-ms MS]
  *
@@ -90,6 +91,8 @@ main(int argc, char **argv)
 			for (p = strtok(argv[++i], ","); p && f.nids < 504; p = strtok(NULL, ","))
 				ids[f.nids++] = (uint64_t) num(p, "a location id");
 		}
+		else if (strcmp(argv[i], "--all-subscriptions") == 0)
+			f.area = TRAFFICDB_AREA_SUBSCRIPTIONS;
 		else if (strcmp(argv[i], "--congestion") == 0)
 		{
 			NEED(1);
@@ -147,7 +150,7 @@ main(int argc, char **argv)
 	}
 	if (f.area < 0)
 	{
-		fprintf(stderr, "tdbsub: give --box, --radius or --ids\n");
+		fprintf(stderr, "tdbsub: give --box, --radius, --ids or --all-subscriptions\n");
 		return 1;
 	}
 	if ((rc = trafficdb_subscribe(argv[1], &f, group, mode, &s)) != TRAFFICDB_OK)
@@ -182,6 +185,8 @@ main(int argc, char **argv)
 				   ev[k].old_speed_kmh, ev[k].new_speed_kmh, ev[k].old_congestion, ev[k].new_congestion);
 			if (latency)
 				printf(" %lld", (long long) ((int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000 - ev[k].published_us));
+			if (f.area == TRAFFICDB_AREA_SUBSCRIPTIONS)
+				printf(" sub=%u", ev[k].subscriber);
 			if (ack)
 				printf(" seq=%llu%s", (unsigned long long) ev[k].seq, ev[k].flags & 1 ? " handed_over" : "");
 			printf("\n");

@@ -458,7 +458,7 @@ class Event:
     """One subscription event: kind ("change", "enter", "exit", "overrun"), generation, location_id,
     old and new values (speeds NaN and levels None when unknown), published_us, handed_over."""
 
-    __slots__ = ("kind", "generation", "location_id", "seq", "published_us", "handed_over",
+    __slots__ = ("kind", "generation", "location_id", "seq", "published_us", "handed_over", "subscription",
                  "old_speed_kmh", "new_speed_kmh", "old_congestion", "new_congestion",
                  "old_incident", "new_incident")
 
@@ -469,6 +469,7 @@ class Event:
         self.seq = e.seq
         self.published_us = e.published_us
         self.handed_over = bool(e.flags & 1)
+        self.subscription = e.subscriber
         self.old_speed_kmh = e.old_speed_kmh
         self.new_speed_kmh = e.new_speed_kmh
         self.old_congestion = None if e.old_congestion == 255 else e.old_congestion
@@ -484,7 +485,8 @@ class Subscriber:
     """Events of the locations in an area whose traffic changes, pushed by the server at each publication
     into this process's ring in shared memory.
 
-    Exactly one of ids=[...], box=(xmin, ymin, xmax, ymax), radius=(lon, lat, metres), polygon=[(x, y), ...];
+    Exactly one of ids=[...], box=(xmin, ymin, xmax, ymax), radius=(lon, lat, metres), polygon=[(x, y), ...],
+    or subscriptions=True (the events of every row of trafficdb.subscriptions; Event.subscription is the row's id);
     condition one of "congestion_at_least", "speed_below", "speed_below_pct" (with value) or "incident";
     enter_exit=True for events when the condition starts or stops holding.  group="name" shares the events
     with the other subscribers of that group (sticky=True: a location to the same member).  Iterating
@@ -492,12 +494,14 @@ class Subscriber:
     """
 
     def __init__(self, name, ids=None, box=None, radius=None, polygon=None, condition=None, value=None,
-                 enter_exit=False, group=None, sticky=False, timeout_ms=10000):
+                 enter_exit=False, group=None, sticky=False, timeout_ms=10000, subscriptions=False):
         f = _Filter()
         self._keep = []
-        if sum(x is not None for x in (ids, box, radius, polygon)) != 1:
-            raise BadArg(BADARG, "give exactly one of ids, box, radius, polygon")
-        if ids is not None:
+        if sum(x is not None for x in (ids, box, radius, polygon)) + bool(subscriptions) != 1:
+            raise BadArg(BADARG, "give exactly one of ids, box, radius, polygon, subscriptions=True")
+        if subscriptions:
+            f.area = 4                  # every row of trafficdb.subscriptions: Event.subscription names it
+        elif ids is not None:
             arr = (ctypes.c_uint64 * len(ids))(*ids)
             self._keep.append(arr)
             f.area, f.ids, f.nids = 0, arr, len(ids)

@@ -94,6 +94,8 @@ make_filters(TdbSubFilter *f, uint32_t n, uint64_t *ids, double *poly, uint32_t 
 					CHECK(tdb_knn_query_init(&f[i].polygon, TDB_KNN_POLYGON, p, 3, &rings[i], 1));
 				}
 				break;
+			case TDB_SUB_ALL_SQL:
+				break;			/* not made here (i % 4) */
 		}
 		f[i].cond = (TdbSubCond) (unit_rand(seed) % 5);
 		f[i].value = f[i].cond == TDB_SUB_CONGESTION_AT_LEAST ? (double) (unit_rand(seed) % 5) :
@@ -123,6 +125,8 @@ covers(const TdbMapView *v, const TdbSubFilter *f, uint64_t r)
 			return tdb_map_distance(v, r, f->lon, f->lat, TDB_METRIC_METRES) <= f->radius_m;
 		case TDB_SUB_POLYGON:
 			return tdb_map_query_dist(v, r, &f->polygon) == 0;
+		case TDB_SUB_ALL_SQL:
+			return false;		/* a tap covers nothing itself */
 	}
 	return false;
 }
