@@ -15,8 +15,9 @@ packages=(
 	# Python bindings: pip installs them offline with Debian's setuptools and
 	# wheel (make install-client); a venv in test/packaging.sh
 	python3-pip python3-setuptools python3-wheel python3-venv
-	# scripts: MinIO's readiness probe, downloads (libcurl's -dev package does not bring the command)
-	curl
+	# scripts: MinIO's readiness probe, downloads (libcurl's -dev package does not bring the command);
+	# HTTPS for them and for Go's module downloads (a minbase system has no CA certificates)
+	curl ca-certificates
 	# tests: pgrep (test/group_mode.sh), ps
 	procps
 	# tests: TAP harness of PostgreSQL::Test::Cluster, a real GIS client
