@@ -230,7 +230,7 @@ EOSQL
 	fpid=$("${PSQL[@]}" -Atc "SELECT pid FROM pg_stat_activity WHERE application_name = 'sub_feeder'")
 	feeder=$(( $(cpu_ns "${fpid:-0}") + $(cpu_ns "$daemon") - d0 ))
 	n=0
-	for p in "${pids[@]}"; do n=$((n + $(cpu_ns "$(pgrep -P "$p" -x tdbsub || echo "$p")"))); done
+	for p in $(pgrep -f "tdbsub /trafficdb.$port --all-subscriptions --group bench"); do n=$((n + $(cpu_ns "$p"))); done
 	n=$((n + $(cpu_ns "$psql_pid")))
 	kill "${pids[@]}" "$psql_pid" 2>/dev/null
 	pkill -f "tdbsub /trafficdb.$port --all-subscriptions --group bench" 2>/dev/null
