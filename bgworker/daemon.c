@@ -169,6 +169,7 @@ typedef struct DaemonState
 	struct PendingEvent *ev;
 	uint64		nev,
 				evcap;
+	uint64		sub_gap_from;	/* a generation whose events could not be made (0: none) */
 	bool		unpublished;	/* a committed generation readers have not been given */
 
 	/* the writers' ring (trafficdb_put) */
@@ -2269,6 +2270,20 @@ deliver_guarded(void *p)
 				dropped = 0;
 
 	(void) p;
+	if (D.sub_gap_from != 0)
+	{
+		/* every subscriber: resync from the generation whose events were not made */
+		TdbSubEvent gap;
+
+		memset(&gap, 0, sizeof(gap));
+		gap.kind = TDB_SUBEV_OVERRUN;
+		gap.generation = D.sub_gap_from;
+		gap.created_us = D.pub.published_us;
+		for (uint32 sl = 0; sl < D.subring.nslots; sl++)
+			if (D.slot_live[sl])
+				push_counted(sl, &gap, &pushed, &dropped);
+		D.sub_gap_from = 0;
+	}
 	for (uint64 k = 0; k < D.nev; k++)
 	{
 		const PendingEvent *pe = &D.ev[k];
@@ -2314,7 +2329,7 @@ deliver_guarded(void *p)
 static void
 deliver_events(void)
 {
-	if (D.nev == 0 || !D.subring_open || D.last_pub_map_id != D.map.hdr->map_id)
+	if ((D.nev == 0 && D.sub_gap_from == 0) || !D.subring_open || D.last_pub_map_id != D.map.hdr->map_id)
 	{
 		D.nev = 0;
 		return;
@@ -2787,6 +2802,19 @@ match_subscriptions(void)
 	int64		events = 0;
 
 	D.nev = 0;
+	if (D.nsubs > 0 && D.ntargets + D.ntaps > 0 &&
+		(D.subs_map_id != D.map.hdr->map_id || D.last_pub_map_id != D.map.hdr->map_id || D.unpublished))
+	{
+		/*
+		 * No previous object of this map to compare with (a map reload, or
+		 * a refused publication): this generation's events cannot be made.
+		 * Subscribers are told, never left to guess: an overrun event at
+		 * the next delivery names it as the one to resync from.
+		 */
+		if (D.sub_gap_from == 0)
+			D.sub_gap_from = D.pub.gen;
+		return;
+	}
 	if (D.nsubs == 0 || D.subs_map_id != D.map.hdr->map_id || D.last_pub_map_id != D.map.hdr->map_id ||
 		D.unpublished)
 		return;

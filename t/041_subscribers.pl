@@ -136,6 +136,27 @@ my @tap = sort { my @x = split / /, $a; my @y = split / /, $b; $x[0] <=> $y[0] |
 is(join("\n", @tap), $want_tap, 'a tap receives every SQL subscription\'s events, each naming its row')
 	or diag(${ $tap->{err} });
 
+# a map reload: no events can be made for its generation (no previous
+# object of that map); subscribers get an overrun naming it, then events again
+my ($mo, $me) = ('', '');
+my $reload = start([ '/usr/bin/python3', '-c', qq{
+import sys; sys.path.insert(0, "$pydir")
+import trafficdb
+with trafficdb.Subscriber("$shm", ids=[3, 4], timeout_ms=1500) as s:
+    print("ready", flush=True)
+    for e in s:
+        print(e.kind, e.generation, e.location_id, flush=True)
+} ], '>', \$mo, '2>', \$me);
+for (1 .. 100) { $reload->pump_nb; last if $mo =~ /ready/; select(undef, undef, undef, 0.05); }
+$node->safe_psql('postgres', 'SELECT trafficdb.publish()');
+$node->safe_psql('postgres', q{SELECT trafficdb.load_map('roads', 'id', 'geom', NULL, 'name')});
+my $reload_gen = $node->safe_psql('postgres', 'SELECT generation FROM trafficdb.status');
+$node->safe_psql('postgres', q{INSERT INTO trafficdb.feed (location_id, speed_kmh) VALUES (3, 77); SELECT trafficdb.publish();});
+my $after_gen = $node->safe_psql('postgres', 'SELECT generation FROM trafficdb.status');
+finish($reload);
+is(join('|', grep { !/ready/ } split /\n/, $mo), "overrun $reload_gen 0|change $after_gen 3",
+	'after a map reload: an overrun naming its generation, then the events again') or diag($me);
+
 # overrun: a subscriber that does not read past its ring (64 events) gets an
 # overrun event naming the first generation whose events it lost, then the
 # events after it again
