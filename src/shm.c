@@ -29,8 +29,8 @@ tdb_shm_seg_name(char *out, const char *prefix, uint64_t seq)
 	snprintf(out, TDB_SHM_NAME_MAX + 24, "%s.%llu", prefix, (unsigned long long) seq);
 }
 
-static int
-errno_result(void)
+int
+tdb_shm_errno_result(void)
 {
 	if (errno == ENOENT)
 		return TDB_SHM_ENOENT;
@@ -55,7 +55,7 @@ tdb_shm_map_fd(const char *name, bool writable, bool own, size_t min_size, void 
 
 	fd = shm_open(name, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW, 0);
 	if (fd < 0)
-		return errno_result();
+		return tdb_shm_errno_result();
 	if (fstat(fd, &st) != 0)
 	{
 		int			save = errno;
@@ -83,7 +83,7 @@ tdb_shm_map_fd(const char *name, bool writable, bool own, size_t min_size, void 
 
 		close(fd);
 		errno = save;
-		return errno_result();
+		return tdb_shm_errno_result();
 	}
 	if (fd_out != NULL)
 		*fd_out = fd;
@@ -107,46 +107,65 @@ posix_fallocate_retry(int fd, off_t size)
 }
 
 int
-tdb_shm_create(const char *name, size_t size, gid_t gid, bool group_write, void **addr)
+tdb_shm_create_fd(const char *name, size_t size, size_t reserve, mode_t mode, gid_t gid, void **addr,
+				  const char **what)
 {
 	int			fd;
+	int			rc;
 	void	   *p;
-	mode_t		mode = 0600;
 
-	if (gid != (gid_t) -1)
-		mode = group_write ? 0660 : 0640;
-	shm_unlink(name);
-	fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+	fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
-		return errno_result();
+	{
+		*what = "cannot create";
+		return -1;
+	}
 	/* the umask must not decide the mode; the group is set before it opens up */
+	if ((gid != (gid_t) -1 && fchown(fd, (uid_t) -1, gid) != 0) || fchmod(fd, mode) != 0 ||
+		ftruncate(fd, (off_t) size) != 0)
+	{
+		*what = "cannot size";
+		goto fail;
+	}
 	/*
 	 * Reserve the pages now: tmpfs allocates on first write, and running out
-	 * of /dev/shm there would be a SIGBUS in the daemon instead of an error.
+	 * of /dev/shm there would be a SIGBUS instead of an error.
 	 */
-	if ((gid != (gid_t) -1 && fchown(fd, (uid_t) -1, gid) != 0) ||
-		fchmod(fd, mode) != 0 || ftruncate(fd, (off_t) size) != 0 ||
-		(errno = posix_fallocate_retry(fd, (off_t) size)) != 0)
+	if (reserve > 0 && (rc = posix_fallocate_retry(fd, (off_t) reserve)) != 0)
 	{
-		int			save = errno;
-
-		close(fd);
-		shm_unlink(name);
-		errno = save;
-		return errno_result();
+		errno = rc;
+		*what = "cannot reserve the header of";
+		goto fail;
 	}
 	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED)
 	{
-		int			save = errno;
-
-		close(fd);
-		shm_unlink(name);
-		errno = save;
-		return errno_result();
+		*what = "cannot map";
+		goto fail;
 	}
-	close(fd);
 	*addr = p;
+	return fd;
+
+fail:
+	rc = errno;
+	close(fd);
+	shm_unlink(name);
+	errno = rc;
+	return -1;
+}
+
+int
+tdb_shm_create(const char *name, size_t size, gid_t gid, bool group_write, void **addr)
+{
+	const char *what;
+	int			fd;
+
+	shm_unlink(name);
+	fd = tdb_shm_create_fd(name, size, size,
+						   gid == (gid_t) -1 ? 0600 : group_write ? 0660 : 0640, gid, addr, &what);
+	if (fd < 0)
+		return tdb_shm_errno_result();
+	close(fd);
 	return TDB_SHM_OK;
 }
 
@@ -228,7 +247,7 @@ tdb_prefix_lock(const char *prefix, int *fd_out, char *err)
 		if (fd < 0)
 		{
 			snprintf(err, TDB_SHM_ERRLEN, "cannot open \"%s\": %s", name, strerror(errno));
-			return errno_result();
+			return tdb_shm_errno_result();
 		}
 		if (slot_lock(fd, F_OFD_SETLK, F_WRLCK, 0, &fl) != 0)
 		{

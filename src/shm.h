@@ -215,6 +215,20 @@ int			tdb_shm_map_fd(const char *name, bool writable, bool own, size_t min_size,
  */
 int			tdb_shm_create(const char *name, size_t size, gid_t gid, bool group_write, void **addr);
 
+/*
+ * Create name (it must not exist) of size bytes with mode and group set
+ * before anyone can open it, its first reserve bytes allocated (a full
+ * /dev/shm is an error here, not a SIGBUS later; the rest stays sparse), and
+ * map it read-write at *addr.  Returns the open descriptor, or -1 with errno
+ * set, *what naming the step that failed ("cannot create", "cannot size",
+ * "cannot reserve the header of", "cannot map") and nothing left under name.
+ */
+int			tdb_shm_create_fd(const char *name, size_t size, size_t reserve, mode_t mode, gid_t gid,
+							  void **addr, const char **what);
+
+/* A failed system call's errno as a TdbShmResult (ENOENT, EACCES, else ESYS). */
+int			tdb_shm_errno_result(void);
+
 void		tdb_shm_unmap(void *addr, size_t size);
 
 /* ---- the reader protocol ----------------------------------------------------- */

@@ -217,16 +217,6 @@ ring_fail(TdbRing *r, char *err, int code, const char *what)
 	return code;
 }
 
-static int
-errno_code(void)
-{
-	if (errno == ENOENT)
-		return TDB_SHM_ENOENT;
-	if (errno == EACCES || errno == EPERM)
-		return TDB_SHM_EACCES;
-	return TDB_SHM_ESYS;
-}
-
 /*
  * Does the object open as fd look like a ring of ours to adopt?  Maps it
  * into r->base when it does.  Sets *stale_magic when it is a writers object
@@ -273,6 +263,7 @@ tdb_ring_create(TdbRing *r, const char *prefix, uint32_t nlanes, uint32_t lane_s
 				uint64_t instance_id, char *err)
 {
 	int			fd;
+	const char *what;
 	mode_t		mode = gid == (gid_t) -1 ? 0600 : 0660;
 	TdbWritersHeader *h;
 	bool		foreign = false;
@@ -315,7 +306,7 @@ tdb_ring_create(TdbRing *r, const char *prefix, uint32_t nlanes, uint32_t lane_s
 			r->adopted = true;
 			/* the setting may have changed since: mode and group as configured now */
 			if ((gid != (gid_t) -1 && fchown(fd, (uid_t) -1, gid) != 0) || fchmod(fd, mode) != 0)
-				return ring_fail(r, err, errno_code(), "cannot set the mode of");
+				return ring_fail(r, err, tdb_shm_errno_result(), "cannot set the mode of");
 			h = r->base;
 			for (uint32_t i = 0; i < nlanes; i++)
 			{
@@ -341,46 +332,20 @@ tdb_ring_create(TdbRing *r, const char *prefix, uint32_t nlanes, uint32_t lane_s
 		shm_unlink(r->name);
 	}
 	else if (errno != ENOENT)
-		return ring_fail(r, err, errno_code(), "cannot open");
-
-	fd = shm_open(r->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0)
-		return ring_fail(r, err, errno_code(), "cannot create");
-	r->fd = fd;
+		return ring_fail(r, err, tdb_shm_errno_result(), "cannot open");
 
 	/*
 	 * Sparse: slots are reserved by the writer that claims their lane.  The
 	 * header and the lane headers, which the daemon writes, are reserved
 	 * now, so a full /dev/shm is an error here and not a SIGBUS later.
 	 */
-	if ((gid != (gid_t) -1 && fchown(fd, (uid_t) -1, gid) != 0) || fchmod(fd, mode) != 0 ||
-		ftruncate(fd, (off_t) r->size) != 0)
+	fd = tdb_shm_create_fd(r->name, r->size, tdb_ring_slots_offset(nlanes), mode, gid, &r->base, &what);
+	if (fd < 0)
 	{
-		int			save = errno;
-
-		shm_unlink(r->name);
-		errno = save;
-		return ring_fail(r, err, errno_code(), "cannot size");
-	}
-	errno = posix_fallocate(fd, 0, (off_t) tdb_ring_slots_offset(nlanes));
-	if (errno != 0)
-	{
-		int			save = errno;
-
-		shm_unlink(r->name);
-		errno = save;
-		return ring_fail(r, err, errno_code(), "cannot reserve the header of");
-	}
-	r->base = mmap(NULL, r->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (r->base == MAP_FAILED)
-	{
-		int			save = errno;
-
 		r->base = NULL;
-		shm_unlink(r->name);
-		errno = save;
-		return ring_fail(r, err, errno_code(), "cannot map");
+		return ring_fail(r, err, tdb_shm_errno_result(), what);
 	}
+	r->fd = fd;
 	h = r->base;
 	h->version = TDB_WRITERS_VERSION;
 	h->header_size = TDB_RING_HEADER_SIZE;

@@ -55,16 +55,6 @@ slot_lock(int fd, int cmd, short type, uint32_t slot)
 	return rc;
 }
 
-static int
-errno_code(void)
-{
-	if (errno == ENOENT)
-		return TDB_SHM_ENOENT;
-	if (errno == EACCES || errno == EPERM)
-		return TDB_SHM_EACCES;
-	return TDB_SHM_ESYS;
-}
-
 static int64_t
 monotonic_ms(void)
 {
@@ -146,7 +136,7 @@ tdb_subring_create(TdbSubring *r, const char *prefix, uint32_t nslots, uint32_t 
 				   uint64_t instance_id, char *err)
 {
 	int			fd;
-	int			rc;
+	const char *what;
 	mode_t		mode = gid == (gid_t) -1 ? 0600 : 0660;
 	TdbSubsHeader *h;
 
@@ -184,41 +174,16 @@ tdb_subring_create(TdbSubring *r, const char *prefix, uint32_t nslots, uint32_t 
 		shm_unlink(r->name);
 	}
 	else if (errno != ENOENT)
-		return producer_fail(r, err, errno_code(), "cannot open");
+		return producer_fail(r, err, tdb_shm_errno_result(), "cannot open");
 
-	fd = shm_open(r->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0)
-		return producer_fail(r, err, errno_code(), "cannot create");
-	r->fd = fd;
 	/* sparse: consumers reserve their slot's pages; the header now, so a full /dev/shm fails here */
-	if ((gid != (gid_t) -1 && fchown(fd, (uid_t) -1, gid) != 0) || fchmod(fd, mode) != 0 ||
-		ftruncate(fd, (off_t) r->size) != 0)
+	fd = tdb_shm_create_fd(r->name, r->size, TDB_SUBRING_HEADER_SIZE, mode, gid, &r->base, &what);
+	if (fd < 0)
 	{
-		int			save = errno;
-
-		shm_unlink(r->name);
-		errno = save;
-		return producer_fail(r, err, errno_code(), "cannot size");
-	}
-	do
-		rc = posix_fallocate(fd, 0, TDB_SUBRING_HEADER_SIZE);
-	while (rc == EINTR);
-	if (rc != 0)
-	{
-		shm_unlink(r->name);
-		errno = rc;
-		return producer_fail(r, err, errno_code(), "cannot reserve the header of");
-	}
-	r->base = mmap(NULL, r->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (r->base == MAP_FAILED)
-	{
-		int			save = errno;
-
 		r->base = NULL;
-		shm_unlink(r->name);
-		errno = save;
-		return producer_fail(r, err, errno_code(), "cannot map");
+		return producer_fail(r, err, tdb_shm_errno_result(), what);
 	}
+	r->fd = fd;
 	h = r->base;
 	h->version = TDB_SUBS_VERSION;
 	h->header_size = TDB_SUBRING_HEADER_SIZE;
@@ -686,7 +651,7 @@ tdb_subring_consumer_open(TdbSubConsumer *c, const char *prefix, uint64_t instan
 	c->fd = shm_open(c->name, O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0);
 	if (c->fd < 0)
 	{
-		int			code = errno_code();
+		int			code = tdb_shm_errno_result();
 
 		snprintf(c->err, sizeof(c->err), "cannot open \"%s\": %s", c->name, strerror(errno));
 		return consumer_fail(c, err, code);
@@ -710,7 +675,7 @@ tdb_subring_consumer_open(TdbSubConsumer *c, const char *prefix, uint64_t instan
 	p = mmap(NULL, (size_t) st.st_size, PROT_READ, MAP_SHARED, c->fd, 0);
 	if (p == MAP_FAILED)
 	{
-		int			code = errno_code();
+		int			code = tdb_shm_errno_result();
 
 		snprintf(c->err, sizeof(c->err), "cannot map \"%s\": %s", c->name, strerror(errno));
 		return consumer_fail(c, err, code);
