@@ -280,9 +280,9 @@ RING_TESTS = $(shell sed -n 's/^X(\(test_ring_[a-z0-9_]*\))$$/\1/p' src/tests/te
 RING_THREAD_TESTS = test_ring_protocol_threads test_ring_busy_when_full test_ring_spsc_threads test_ring_producers_on_lanes \
 	test_ring_sync_put_returns_after_commit test_ring_adoption_after_restart test_ring_waiters_see_orderly_stop
 # the subscribers' rings: the same (their thread tests share the producer's mapping, as above)
-SUBRING_TESTS = $(shell sed -n 's/^X(\(test_subring_[a-z0-9_]*\))$$/\1/p' src/tests/tests.list)
+SUBRING_TESTS = $(shell sed -n 's/^X(\(test_sub\(ring\|req\)_[a-z0-9_]*\))$$/\1/p' src/tests/tests.list)
 SUBRING_THREAD_TESTS = test_subring_threads_spsc test_subring_threads_overrun test_subring_threads_group_handover \
-	test_subring_wake_latency test_subring_stop_wakes_receiver
+	test_subring_wake_latency test_subring_stop_wakes_receiver test_subreq_threads_load_sharing test_subreq_member_leaves_with_request
 
 unit-asan: src/tests/unit_tests_asan
 	src/tests/unit_tests_asan test_genlog_roundtrip test_genlog_hostile_bytes test_csvtime_rule test_stream_rdl_errors test_stream_bit_flips test_stream_codecs test_stream_power_loss_at_every_write test_stream_refresh test_stream_window_reads_bounded \

@@ -193,6 +193,22 @@ tdb_subring_create(TdbSubring *r, const char *prefix, uint32_t nslots, uint32_t 
 	h->filter_size = TDB_SUBRING_FILTER_SIZE;
 	h->slot_size = tdb_subring_slot_size(ring_events);
 	h->slots_offset = TDB_SUBRING_HEADER_SIZE;
+	h->req_cells = tdb_subreq_cells(nslots);
+	h->req_max_bytes = TDB_SUBREQ_MAX_BYTES;
+	h->req_offset = tdb_subreq_offset(nslots, ring_events);
+	/* the request area's pages now: everyone writes there, and nobody may get a SIGBUS */
+	{
+		int			rc = EINTR;
+
+		for (int tries = 0; rc == EINTR && tries < 100; tries++)
+			rc = posix_fallocate(fd, (off_t) h->req_offset, (off_t) tdb_subreq_area_size(nslots));
+		if (rc != 0)
+		{
+			errno = rc;
+			shm_unlink(r->name);
+			return producer_fail(r, err, tdb_shm_errno_result(), "cannot reserve the request area of");
+		}
+	}
 	atomic_store_explicit(&h->state, TDB_SUBRING_STARTING, memory_order_relaxed);
 	/* the magic last: a consumer that opens the object before sees no segment yet */
 	__atomic_store_n(&h->magic, TDB_SUBS_MAGIC, __ATOMIC_RELEASE);
@@ -435,6 +451,9 @@ tdb_subring_sweep(TdbSubring *r, TdbSubChange *out, uint32_t max, uint32_t *nout
 		if (slot_lock(r->fd, F_OFD_SETLK, F_WRLCK, i) == 0)
 		{
 			/* nobody holds it: the owner died or left (or made it FREE, which is ours to do) */
+			/* its requests first, while nobody can own the slot: withdrawn, or posted again */
+			r->requests_reclaimed += tdb_subreq_reclaim((char *) r->base + tdb_subreq_offset(r->nslots, r->ring_events),
+														r->nslots, i);
 			if (L->mode == SUBLOCAL_ATTACHED)
 			{
 				uint64_t	used = used_of(s, L);
@@ -574,6 +593,26 @@ tdb_subring_set_state(TdbSubring *r, uint32_t state)
 		atomic_fetch_add_explicit(&s->wake_word, 1, memory_order_seq_cst);
 		futex_wake_all(&s->wake_word);
 	}
+	if (state == TDB_SUBRING_STOPPED)
+	{
+		/* members waiting for requests, requesters waiting for answers */
+		void	   *area = (char *) r->base + tdb_subreq_offset(r->nslots, r->ring_events);
+
+		for (uint32_t i = 0; i < r->nslots; i++)
+		{
+			TdbSubBell *b = tdb_subreq_bell(area, i);
+
+			atomic_fetch_add_explicit(&b->word, 1, memory_order_seq_cst);
+			futex_wake_all(&b->word);
+		}
+		for (uint32_t i = 0; i < tdb_subreq_cells(r->nslots); i++)
+		{
+			TdbSubReqCell *c = tdb_subreq_cell(area, r->nslots, i);
+
+			atomic_fetch_add_explicit(&c->futex, 1, memory_order_seq_cst);
+			futex_wake_all(&c->futex);
+		}
+	}
 }
 
 void
@@ -607,6 +646,10 @@ tdb_subring_remove(TdbSubring *r)
 static void
 consumer_unmap(TdbSubConsumer *c)
 {
+	if (c->req_map != NULL)
+		munmap(c->req_map, c->req_size);
+	c->req_map = NULL;
+	c->req_area = NULL;
 	if (c->slot_map != NULL)
 		munmap(c->slot_map, tdb_subring_slot_size(c->ring_events));
 	if (c->map != NULL)
@@ -685,7 +728,8 @@ tdb_subring_consumer_open(TdbSubConsumer *c, const char *prefix, uint64_t instan
 	h = p;
 	if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != TDB_SUBS_MAGIC || h->version != TDB_SUBS_VERSION ||
 		h->header_size != TDB_SUBRING_HEADER_SIZE || h->filter_size != TDB_SUBRING_FILTER_SIZE ||
-		!tdb_subring_geometry_ok(h->nslots, h->ring_events))
+		!tdb_subring_geometry_ok(h->nslots, h->ring_events) || h->req_cells != tdb_subreq_cells(h->nslots) ||
+		h->req_max_bytes != TDB_SUBREQ_MAX_BYTES)
 	{
 		snprintf(c->err, sizeof(c->err), "\"%s\" is not a subscriptions segment of format %d", c->name,
 				 TDB_SUBS_VERSION);

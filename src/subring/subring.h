@@ -67,7 +67,7 @@
 #include "shm.h"
 
 #define TDB_SUBS_MAGIC				0x42534454u /* "TDSB" */
-#define TDB_SUBS_VERSION			1
+#define TDB_SUBS_VERSION			2	/* 2: the request area after the slots */
 #define TDB_SUBRING_HEADER_SIZE		4096
 #define TDB_SUBRING_CONTROL_SIZE	4096	/* a slot's control page (its first 256 bytes used) */
 #define TDB_SUBRING_FILTER_SIZE		4096	/* the filter area: opaque bytes for the ring */
@@ -149,7 +149,10 @@ typedef struct TdbSubsHeader
 	uint32_t	filter_size;	/* TDB_SUBRING_FILTER_SIZE */
 	uint64_t	slot_size;		/* informative: tdb_subring_slot_size(ring_events) */
 	uint64_t	slots_offset;	/* informative: TDB_SUBRING_HEADER_SIZE */
-	char		pad[TDB_SUBRING_HEADER_SIZE - 48];
+	uint32_t	req_cells;		/* tdb_subreq_cells(nslots) */
+	uint32_t	req_max_bytes;	/* TDB_SUBREQ_MAX_BYTES */
+	uint64_t	req_offset;		/* informative: tdb_subreq_offset(nslots, ring_events) */
+	char		pad[TDB_SUBRING_HEADER_SIZE - 64];
 } TdbSubsHeader;
 
 /* A slot's control block; the filter area and the ring follow in the slot. */
@@ -208,10 +211,136 @@ tdb_subring_slot_offset(uint32_t ring_events, uint32_t slot)
 	return TDB_SUBRING_HEADER_SIZE + (size_t) slot * tdb_subring_slot_size(ring_events);
 }
 
+/* ---- the request area (request-response over the slots; subreq.c) -----------
+ *
+ * After the slots: one bell per slot (a member of a group waiting for a
+ * request sleeps on its bell), then the cells' control lines, then the
+ * cells' payloads (a request and its response).  A requester and a member
+ * are both subscribers: each owns a slot (its OFD lock), and the slot is
+ * what says it is alive.  The state word of a cell:
+ *
+ *	 FREE --requester--> FILLING --requester--> POSTED --member--> TAKEN
+ *	 TAKEN --member--> WRITING --member--> ANSWERED --requester--> FREE
+ *	 POSTED --requester gives up--> FREE
+ *	 TAKEN, WRITING --requester gives up or dies--> ORPHANED --member--> FREE
+ *	 TAKEN, WRITING --member dies (requester or daemon)--> POSTED
+ *	 FILLING, POSTED, ANSWERED --requester dies (daemon)--> FREE
+ *
+ * Every move is one compare-and-swap of the whole word (state, owner,
+ * taker, ticket), so a move made on a stale view fails; the ticket grows at
+ * each claim, so a cell used again is never mistaken for the old one.
+ */
+#define TDB_SUBREQ_MAX_BYTES		4096	/* a request, and a response, at most */
+#define TDB_SUBREQ_CELL_BYTES		(2 * TDB_SUBREQ_MAX_BYTES)	/* the request, then the response */
+
+#define TDB_SUBREQ_FREE				0
+#define TDB_SUBREQ_FILLING			1
+#define TDB_SUBREQ_POSTED			2
+#define TDB_SUBREQ_TAKEN			3
+#define TDB_SUBREQ_WRITING			4
+#define TDB_SUBREQ_ANSWERED			5
+#define TDB_SUBREQ_ORPHANED			6
+
+/* the state word: state 4 bits, owner slot 12, taker slot 12, ticket 36 */
+#define TDB_SUBREQ_STATE(w)			((uint32_t) ((w) & 0xF))
+#define TDB_SUBREQ_OWNER(w)			((uint32_t) (((w) >> 4) & 0xFFF))
+#define TDB_SUBREQ_TAKER(w)			((uint32_t) (((w) >> 16) & 0xFFF))
+#define TDB_SUBREQ_TICKET(w)		((w) >> 28)
+#define TDB_SUBREQ_WORD(state, owner, taker, ticket) \
+	((uint64_t) (state) | ((uint64_t) (owner) << 4) | ((uint64_t) (taker) << 16) | ((uint64_t) (ticket) << 28))
+#define TDB_SUBREQ_TICKET_MASK		((UINT64_C(1) << 36) - 1)
+
+/* A slot's bell: a member waiting for a request of its group sleeps on word. */
+typedef struct TdbSubBell
+{
+	_Atomic uint32_t word;		/* futex: +1 before each FUTEX_WAKE */
+	_Atomic uint32_t waiters;	/* 1 while the member is (about to be) in FUTEX_WAIT */
+	_Atomic uint64_t group_id;	/* the waiting member's group */
+	char		pad[48];
+} TdbSubBell;
+
+/* A cell's control line; its payload is elsewhere (tdb_subreq_payload). */
+typedef struct TdbSubReqCell
+{
+	_Atomic uint64_t word;		/* TDB_SUBREQ_WORD */
+	_Atomic uint64_t group_id;	/* written while FILLING */
+	_Atomic uint32_t futex;		/* the requester sleeps on it: +1 before each FUTEX_WAKE */
+	_Atomic uint32_t waiters;	/* 1 while the requester is (about to be) in FUTEX_WAIT */
+	_Atomic uint32_t req_len;	/* written while FILLING */
+	_Atomic uint32_t resp_len;	/* written while WRITING */
+	_Atomic int32_t owner_pid;	/* display */
+	_Atomic int32_t taker_pid;	/* display */
+	_Atomic int64_t posted_us;	/* CLOCK_MONOTONIC µs at POSTED: display */
+	char		pad[16];
+} TdbSubReqCell;
+
+_Static_assert(sizeof(TdbSubBell) == 64, "a bell is a cache line");
+_Static_assert(sizeof(TdbSubReqCell) == 64, "a cell's control is a cache line");
+_Static_assert(TDB_SUBRING_MAX_SLOTS <= 0x1000, "slot numbers fit the state word's 12 bits");
+
+/* Cells: four per slot, 64 .. 4096. */
+static inline uint32_t
+tdb_subreq_cells(uint32_t nslots)
+{
+	uint32_t	n = nslots * 4;
+
+	return n < 64 ? 64 : n > 4096 ? 4096 : n;
+}
+
+static inline size_t
+tdb_subreq_align(size_t n)
+{
+	return (n + 4095) & ~(size_t) 4095;
+}
+
+/* Where the request area starts, and its size: bells, cells' control, payloads. */
+static inline size_t
+tdb_subreq_offset(uint32_t nslots, uint32_t ring_events)
+{
+	return tdb_subring_slot_offset(ring_events, nslots);
+}
+
+static inline size_t
+tdb_subreq_cells_offset(uint32_t nslots)
+{
+	return tdb_subreq_align((size_t) nslots * sizeof(TdbSubBell));
+}
+
+static inline size_t
+tdb_subreq_payload_offset(uint32_t nslots)
+{
+	return tdb_subreq_cells_offset(nslots) + tdb_subreq_align((size_t) tdb_subreq_cells(nslots) * sizeof(TdbSubReqCell));
+}
+
+static inline size_t
+tdb_subreq_area_size(uint32_t nslots)
+{
+	return tdb_subreq_payload_offset(nslots) + (size_t) tdb_subreq_cells(nslots) * TDB_SUBREQ_CELL_BYTES;
+}
+
 static inline size_t
 tdb_subring_size(uint32_t nslots, uint32_t ring_events)
 {
-	return tdb_subring_slot_offset(ring_events, nslots);
+	return tdb_subreq_offset(nslots, ring_events) + tdb_subreq_area_size(nslots);
+}
+
+/* Given the request area's base: */
+static inline TdbSubBell *
+tdb_subreq_bell(void *area, uint32_t slot)
+{
+	return (TdbSubBell *) area + slot;
+}
+
+static inline TdbSubReqCell *
+tdb_subreq_cell(void *area, uint32_t nslots, uint32_t cell)
+{
+	return (TdbSubReqCell *) ((char *) area + tdb_subreq_cells_offset(nslots)) + cell;
+}
+
+static inline unsigned char *
+tdb_subreq_payload(void *area, uint32_t nslots, uint32_t cell)
+{
+	return (unsigned char *) area + tdb_subreq_payload_offset(nslots) + (size_t) cell * TDB_SUBREQ_CELL_BYTES;
 }
 
 static inline TdbSubSlot *
@@ -263,6 +392,7 @@ typedef struct TdbSubring
 	TdbSubLocal *local;			/* nslots */
 	uint64_t	wakes_total;	/* FUTEX_WAKE calls */
 	uint64_t	damaged_total;	/* pushes refused for a tail out of range, bad events taken back */
+	uint64_t	requests_reclaimed; /* request cells of dead slots put back (posted again or freed) */
 } TdbSubring;
 
 /* What a sweep found. */
@@ -378,6 +508,10 @@ typedef struct TdbSubConsumer
 	uint64_t	instance_id;
 	int32_t		slot_idx;		/* -1 until subscribed */
 	uint64_t	tail;			/* our copy of the tail (only we write it) */
+	void	   *req_area;		/* the request area, read-write (NULL until the first request) */
+	void	   *req_map;		/* our mapping of it (NULL: borrowed) */
+	size_t		req_size;
+	uint32_t	req_next;		/* where the next scan for a cell starts */
 	void	   *borrowed;		/* tests: another mapping of the file used instead of ours */
 	char		err[TDB_SHM_ERRLEN];
 } TdbSubConsumer;
@@ -428,5 +562,55 @@ int			tdb_subring_consume(TdbSubConsumer *c, uint32_t n);
 
 /* Leave: the slot becomes CLOSED (the producer hands over what is left), unlocked, unmapped. */
 void		tdb_subring_consumer_close(TdbSubConsumer *c);
+
+/* ---- request-response (subreq.c) ------------------------------------------------ */
+
+/* results (errors are negative TdbShmResult codes or these) */
+#define TDB_SUBREQ_ETIMEDOUT		(-41)	/* no answer in time: the request is withdrawn */
+#define TDB_SUBREQ_EGONE			(-42)	/* answer: the requester gave up or died; dropped */
+#define TDB_SUBREQ_ENOMEMBER		(-43)	/* call: no live member of the group waits or works */
+
+/* A request a member took: what tdb_subreq_answer needs. */
+typedef struct TdbSubReqTaken
+{
+	uint32_t	cell;
+	uint64_t	ticket;
+	uint32_t	len;			/* bytes of the request copied out */
+	int32_t		requester_pid;	/* as the requester said: display only */
+} TdbSubReqTaken;
+
+/*
+ * A requester (any subscriber): post req (len <= TDB_SUBREQ_MAX_BYTES) to
+ * the group group_id, wait up to timeout_ms for the answer of the member
+ * that takes it and copy the answer to resp (cap bytes).  A member that
+ * dies or leaves before answering has the request posted again for the
+ * others.  Returns the answer's length (>= 0), TDB_SUBREQ_ETIMEDOUT (the
+ * request is withdrawn: a member still working on it has its answer
+ * dropped), TDB_SUBREQ_ENOMEMBER (the group has no live member),
+ * TDB_SHM_ENOSLOT (every cell is in use), TDB_SUBRING_EINTR (a signal; the
+ * request is withdrawn), TDB_SHM_ESTALE, TDB_SHM_EINVAL (cap smaller than
+ * the answer: it is dropped), TDB_SHM_ESYS.
+ */
+int			tdb_subreq_call(TdbSubConsumer *c, uint64_t group_id, const void *req, uint32_t len, void *resp,
+							uint32_t cap, int timeout_ms);
+
+/*
+ * A member (a subscriber of a group): take the next request posted to its
+ * group, waiting up to timeout_ms; buf holds TDB_SUBREQ_MAX_BYTES.
+ * Returns 1 (taken: answer it with tdb_subreq_answer), 0 (timed out),
+ * TDB_SUBRING_EINTR, TDB_SHM_ESTALE, TDB_SHM_EINVAL (not in a group).
+ */
+int			tdb_subreq_take(TdbSubConsumer *c, TdbSubReqTaken *taken, void *buf, int timeout_ms);
+
+/* Answer a request taken (len <= TDB_SUBREQ_MAX_BYTES): TDB_SHM_OK, TDB_SUBREQ_EGONE, TDB_SHM_EINVAL. */
+int			tdb_subreq_answer(TdbSubConsumer *c, const TdbSubReqTaken *taken, const void *resp, uint32_t len);
+
+/*
+ * The producer, for a slot whose owner is gone (under its lock, before the
+ * slot is FREE again): its requests are withdrawn, the requests it had
+ * taken are posted again and a member of their group woken.  Returns the
+ * cells changed.  area: the request area of a mapping of nslots slots.
+ */
+uint32_t	tdb_subreq_reclaim(void *area, uint32_t nslots, uint32_t slot);
 
 #endif							/* TDB_SUBRING_H */
