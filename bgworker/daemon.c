@@ -2712,8 +2712,8 @@ rebuild_subscription_index(void)
 		for (uint32 o = 0; first && D.slot_group[sl] != 0 && o < sl; o++)
 			if (D.slot_live[o] && D.slot_group[o] == D.slot_group[sl])
 				first = false;
-		if (!first)
-			continue;
+		if (!first || D.slot_filter[sl].area == TDB_SUB_NONE)
+			continue;			/* a later member, or no events (requests only) */
 		if (D.slot_filter[sl].area == TDB_SUB_ALL_SQL)
 		{
 			D.tap_rr[D.ntaps] = 0;

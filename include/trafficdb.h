@@ -68,6 +68,7 @@ extern "C"
 #define TRAFFICDB_BUSY			(-30714)	/* the writer's lane is full: retry after trafficdb_retry_after_us() */
 #define TRAFFICDB_LOST			(-30715)	/* a crash lost updates not yet committed: put them again */
 #define TRAFFICDB_TRIMMED			(-30716)	/* changes_since: older than the generation log's trim point */
+#define TRAFFICDB_GONE			(-30717)	/* trafficdb_answer: the requester gave up or left; the answer was dropped */
 
 typedef struct trafficdb_handle trafficdb_handle;
 
@@ -279,6 +280,7 @@ typedef struct trafficdb_subscriber trafficdb_subscriber;
 #define TRAFFICDB_AREA_POLYGON	3	/* polygon: npoints (x, y) pairs of one ring */
 #define TRAFFICDB_AREA_SUBSCRIPTIONS	4	/* the events of every row of trafficdb.subscriptions
 										 * (event.subscriber: the row's id); no condition */
+#define TRAFFICDB_AREA_NONE		5	/* no events: a requester, or a member that only answers requests */
 
 #define TRAFFICDB_COND_ANY				0
 #define TRAFFICDB_COND_CONGESTION_AT_LEAST	1	/* value: 0 .. 4 */
@@ -367,6 +369,53 @@ int			trafficdb_ack(trafficdb_subscriber *s, int n);
 
 void		trafficdb_unsubscribe(trafficdb_subscriber *s);
 const char *trafficdb_subscriber_errmsg(const trafficdb_subscriber *s);
+
+/*
+ * Request-response over the same shared memory (DAL's request-response):
+ * any subscriber posts a request to a group and waits for the answer of
+ * the member that took it; the members of the group share the requests
+ * (an idle member takes the next one).  A member that dies (kill -9) or
+ * unsubscribes with a request taken and not answered has it posted again
+ * for the others: the requester gets exactly one answer.  No server round
+ * trip: the server only takes back the requests of dead processes.
+ *
+ *	  requester:	trafficdb_request(s, "routers", q, qlen, answer, sizeof(answer), 1000)
+ *	  member:		while (trafficdb_take_request(m, &r, buf, 1000) >= 0) { ...; trafficdb_answer(m, &r, a, alen); }
+ */
+#define TRAFFICDB_REQUEST_MAX		4096	/* bytes of a request, and of an answer */
+
+typedef struct trafficdb_req
+{
+	uint32_t	cell;			/* where it is (for trafficdb_answer) */
+	uint32_t	len;			/* bytes of the request in the caller's buffer */
+	uint64_t	ticket;
+	int32_t		requester_pid;	/* as the requester said: display only */
+	uint32_t	reserved;
+} trafficdb_req;
+
+/*
+ * Post req (len <= TRAFFICDB_REQUEST_MAX bytes) to group and wait up to
+ * timeout_ms for the answer, copied to answer (cap bytes).  Returns the
+ * answer's length (>= 0), or TRAFFICDB_TIMEOUT (the request is withdrawn:
+ * a member still working on it gets TRAFFICDB_GONE), TRAFFICDB_NOTFOUND
+ * (the group has no member), TRAFFICDB_NOSLOT (every request cell is in
+ * use), TRAFFICDB_BADARG (an argument, or an answer larger than cap),
+ * TRAFFICDB_STALE, TRAFFICDB_SYSTEM (a signal: the request is withdrawn).
+ */
+int			trafficdb_request(trafficdb_subscriber *s, const char *group, const void *req, size_t len, void *answer,
+							  size_t cap, int timeout_ms);
+
+/*
+ * A member of a group (trafficdb_subscribe with a group): take the next
+ * request of the group into buf (TRAFFICDB_REQUEST_MAX bytes), waiting up
+ * to timeout_ms.  Returns 1 (r says where and how long), 0 (timed out),
+ * TRAFFICDB_BADARG (not a member of a group), TRAFFICDB_STALE,
+ * TRAFFICDB_SYSTEM (a signal).
+ */
+int			trafficdb_take_request(trafficdb_subscriber *s, trafficdb_req *r, void *buf, int timeout_ms);
+
+/* Answer a request taken (len <= TRAFFICDB_REQUEST_MAX): TRAFFICDB_OK, TRAFFICDB_GONE, TRAFFICDB_BADARG. */
+int			trafficdb_answer(trafficdb_subscriber *s, const trafficdb_req *r, const void *answer, size_t len);
 
 #ifdef __cplusplus
 }

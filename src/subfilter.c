@@ -71,6 +71,7 @@ tdb_subfilter_encode(const TdbSubFilter *f, void *buf, size_t size, char *err)
 			h.geo[2] = f->radius_m;
 			break;
 		case TDB_SUB_ALL_SQL:
+		case TDB_SUB_NONE:
 			break;
 	}
 	memcpy(buf, &h, sizeof(h));
@@ -140,6 +141,7 @@ tdb_subfilter_decode(const void *buf, size_t size, TdbSubFilter *f, TdbSubFilter
 			f->radius_m = h.geo[2];
 			break;
 		case TDB_SUB_ALL_SQL:
+		case TDB_SUB_NONE:
 			break;
 		default:
 			break;				/* tdb_sub_filter_check names it */

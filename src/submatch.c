@@ -58,6 +58,8 @@ tdb_sub_filter_check(const TdbSubFilter *f, char *err)
 				return false;
 			}
 			break;
+		case TDB_SUB_NONE:
+			return true;		/* nothing to match: conditions are moot */
 		case TDB_SUB_ALL_SQL:
 			if (f->cond != TDB_SUB_ANY || f->on != TDB_SUB_ON_CHANGE)
 			{
@@ -256,7 +258,8 @@ tdb_sub_index_build(const TdbMapView *map, const TdbSubFilter *f, uint32_t n, Td
 				tdb_map_query_box(map, &f[i].polygon.box, visit_polygon, &p);
 				break;
 			case TDB_SUB_ALL_SQL:
-				break;			/* routed by the daemon, not matched */
+			case TDB_SUB_NONE:
+				break;			/* routed by the daemon, or nothing: not matched */
 		}
 		if (p.oom)
 			goto oom;

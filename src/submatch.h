@@ -28,8 +28,9 @@ typedef enum TdbSubArea
 	TDB_SUB_BOX = 1,			/* box: lon/lat min and max, inclusive */
 	TDB_SUB_RADIUS = 2,			/* within radius_m metres of (lon, lat), the locations table's metric */
 	TDB_SUB_POLYGON = 3,		/* intersecting polygon (a knn.h polygon query) */
-	TDB_SUB_ALL_SQL = 4			/* a subscriber's tap: the events of every row of
+	TDB_SUB_ALL_SQL = 4,		/* a subscriber's tap: the events of every row of
 								 * trafficdb.subscriptions (never indexed itself) */
+	TDB_SUB_NONE = 5			/* no events: a requester, or a member answering requests only */
 } TdbSubArea;
 
 typedef enum TdbSubCond

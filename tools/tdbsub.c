@@ -6,6 +6,8 @@
  *                | --all-subscriptions (the events of every row of trafficdb.subscriptions, with sub=ID)]
  *               [--congestion N | --speed-below KMH | --pct-below P | --incident] [--enter-exit]
  *               [--group NAME [--sticky]] [--count N] [--timeout-ms MS] [--latency] [--ack] [--ack-delay-ms MS]
+ *   tdbsub NAME --group NAME --serve [--work-ms MS] [--label L] [--count N] [--timeout-ms MS]
+ *   tdbsub NAME --request GROUP [--count N] [--message TEXT] [--timeout-ms MS]
  *
  * Prints "ready" once subscribed, then for each event:
  *   <kind> <generation> <location_id> <old_speed> <new_speed> <old_congestion> <new_congestion>
@@ -14,6 +16,15 @@
  * and "ack N" follows: at-least-once processing)
  * and stops after --count events (default: never) or --timeout-ms without
  * one (default 10,000).  Exit 0, or 1 with the error on stderr.
+ *
+ * Requests (trafficdb_request, trafficdb_take_request, trafficdb_answer):
+ * --serve makes a member of the group that answers each request with
+ * "<label> <request>" (label: --label, default the pid) after --work-ms,
+ * printing "took <requester pid> <request>" and then "answered" (or "gone"
+ * when the requester gave up); --request sends --count requests
+ * ("<message> <i>", message default "req") to GROUP one after the other and
+ * prints "answer <i> <answer> <microseconds>" for each.  Both need no area
+ * (--none is implied).
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -21,10 +32,88 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "trafficdb.h"
 
 static const char *const kinds[] = {"?", "change", "enter", "exit", "overrun"};
+
+static int
+fail(const char *what, int rc, trafficdb_subscriber *s)
+{
+	fprintf(stderr, "tdbsub: %s: %s: %s\n", what, trafficdb_strerror(rc), trafficdb_subscriber_errmsg(s));
+	trafficdb_unsubscribe(s);
+	return 1;
+}
+
+static int64_t
+now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* --serve: answer the group's requests until count of them or a timeout without one */
+static int
+serve(trafficdb_subscriber *s, const char *label, int work_ms, long count, int timeout)
+{
+	static char req[TRAFFICDB_REQUEST_MAX + 1];
+	static char ans[TRAFFICDB_REQUEST_MAX];
+
+	while (count != 0)
+	{
+		trafficdb_req r;
+		int			rc = trafficdb_take_request(s, &r, req, timeout);
+		int			n;
+
+		if (rc == TRAFFICDB_SYSTEM)
+			continue;
+		if (rc < 0)
+			return fail("take_request", rc, s);
+		if (rc == 0)
+			break;
+		req[r.len] = '\0';
+		printf("took %d %s\n", (int) r.requester_pid, req);
+		fflush(stdout);
+		if (work_ms > 0)
+			nanosleep(&(struct timespec) {work_ms / 1000, (work_ms % 1000) * 1000000L}, NULL);
+		n = snprintf(ans, sizeof(ans), "%s %s", label, req);
+		rc = trafficdb_answer(s, &r, ans, n < (int) sizeof(ans) ? (size_t) n : sizeof(ans) - 1);
+		if (rc != TRAFFICDB_OK && rc != TRAFFICDB_GONE)
+			return fail("answer", rc, s);
+		printf("%s\n", rc == TRAFFICDB_OK ? "answered" : "gone");
+		fflush(stdout);
+		if (count > 0)
+			count--;
+	}
+	trafficdb_unsubscribe(s);
+	return 0;
+}
+
+/* --request: count requests to group, one after the other */
+static int
+request_loop(trafficdb_subscriber *s, const char *group, const char *message, long count, int timeout)
+{
+	static char ans[TRAFFICDB_REQUEST_MAX + 1];
+
+	for (long i = 1; count < 0 || i <= count; i++)
+	{
+		char		req[256];
+		int			n = snprintf(req, sizeof(req), "%s %ld", message, i);
+		int64_t		t0 = now_us();
+		int			rc = trafficdb_request(s, group, req, (size_t) n, ans, sizeof(ans) - 1, timeout);
+
+		if (rc < 0)
+			return fail("request", rc, s);
+		ans[rc] = '\0';
+		printf("answer %ld %s %lld\n", i, ans, (long long) (now_us() - t0));
+		fflush(stdout);
+	}
+	trafficdb_unsubscribe(s);
+	return 0;
+}
 
 static double
 num(const char *s, const char *what)
@@ -53,6 +142,12 @@ main(int argc, char **argv)
 	bool		latency = false;
 	bool		ack = false;
 	int			ack_delay_ms = 0;
+	bool		serving = false;
+	int			work_ms = 0;
+	const char *label = NULL;
+	char		pidlabel[24];
+	const char *request_group = NULL;
+	const char *message = "req";
 	uint64_t	ids[504];
 	trafficdb_subscriber *s;
 	trafficdb_event ev[256];
@@ -93,6 +188,30 @@ main(int argc, char **argv)
 		}
 		else if (strcmp(argv[i], "--all-subscriptions") == 0)
 			f.area = TRAFFICDB_AREA_SUBSCRIPTIONS;
+		else if (strcmp(argv[i], "--none") == 0)
+			f.area = TRAFFICDB_AREA_NONE;
+		else if (strcmp(argv[i], "--serve") == 0)
+			serving = true;
+		else if (strcmp(argv[i], "--work-ms") == 0)
+		{
+			NEED(1);
+			work_ms = (int) num(argv[++i], "the work time");
+		}
+		else if (strcmp(argv[i], "--label") == 0)
+		{
+			NEED(1);
+			label = argv[++i];
+		}
+		else if (strcmp(argv[i], "--request") == 0)
+		{
+			NEED(1);
+			request_group = argv[++i];
+		}
+		else if (strcmp(argv[i], "--message") == 0)
+		{
+			NEED(1);
+			message = argv[++i];
+		}
 		else if (strcmp(argv[i], "--congestion") == 0)
 		{
 			NEED(1);
@@ -148,9 +267,16 @@ main(int argc, char **argv)
 			return 1;
 		}
 	}
+	if (f.area < 0 && (serving || request_group != NULL))
+		f.area = TRAFFICDB_AREA_NONE;
 	if (f.area < 0)
 	{
-		fprintf(stderr, "tdbsub: give --box, --radius, --ids or --all-subscriptions\n");
+		fprintf(stderr, "tdbsub: give --box, --radius, --ids, --all-subscriptions or --none\n");
+		return 1;
+	}
+	if (serving && group == NULL)
+	{
+		fprintf(stderr, "tdbsub: --serve needs --group NAME\n");
 		return 1;
 	}
 	if ((rc = trafficdb_subscribe(argv[1], &f, group, mode, &s)) != TRAFFICDB_OK)
@@ -160,6 +286,13 @@ main(int argc, char **argv)
 	}
 	printf("ready\n");
 	fflush(stdout);
+	if (serving)
+	{
+		snprintf(pidlabel, sizeof(pidlabel), "%d", (int) getpid());
+		return serve(s, label ? label : pidlabel, work_ms, count, timeout);
+	}
+	if (request_group != NULL)
+		return request_loop(s, request_group, message, count, timeout);
 	while (count != 0)
 	{
 		int			max = count > 0 && count < 256 ? (int) count : 256;

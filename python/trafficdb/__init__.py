@@ -30,7 +30,7 @@ import math
 import os
 
 __all__ = ["Reader", "Snapshot", "Location", "Writer", "TrafficDBError", "NotRunning", "Stale", "Empty", "Revoked",
-           "Busy", "Lost", "BadArg", "NotFound"]
+           "Busy", "Lost", "BadArg", "NotFound", "Subscriber", "Request", "Timeout", "Gone"]
 
 # include/trafficdb.h's TRAFFICDB_VERSION_STRING: make install-client refuses
 # to install a package whose version differs.
@@ -60,7 +60,7 @@ def _load_library():
 _lib = _load_library()
 
 OK, NOTFOUND, NOTRUNNING, PERMISSION, INVALID, NOSLOT, EMPTY, STALE, CORRUPT, SYSTEM, \
-    NOSNAPSHOT, BADARG, TIMEOUT, NOMEM, REVOKED, BUSY, LOST, TRIMMED = 0, *range(-30700, -30717, -1)
+    NOSNAPSHOT, BADARG, TIMEOUT, NOMEM, REVOKED, BUSY, LOST, TRIMMED, GONE = 0, *range(-30700, -30718, -1)
 
 # trafficdb_put's flags and trafficdb_update.has bits
 ASYNC, SYNC, WAIT = 0x0, 0x1, 0x2
@@ -111,6 +111,15 @@ class _Event(ctypes.Structure):
 
 assert ctypes.sizeof(_Event) == 64
 
+
+class _Req(ctypes.Structure):
+    _fields_ = [("cell", ctypes.c_uint32), ("len", ctypes.c_uint32), ("ticket", ctypes.c_uint64),
+                ("requester_pid", ctypes.c_int32), ("reserved", ctypes.c_uint32)]
+
+
+assert ctypes.sizeof(_Req) == 24
+REQUEST_MAX = 4096
+
 _VISIT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_Location), ctypes.c_void_p)
 _H = ctypes.c_void_p
 
@@ -142,6 +151,10 @@ for _name, _res, _args in [
         ("trafficdb_receive", ctypes.c_int, [_H, ctypes.POINTER(_Event), ctypes.c_int, ctypes.c_int]),
         ("trafficdb_unsubscribe", None, [_H]),
         ("trafficdb_subscriber_errmsg", ctypes.c_char_p, [_H]),
+        ("trafficdb_request", ctypes.c_int, [_H, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p,
+                                             ctypes.c_size_t, ctypes.c_int]),
+        ("trafficdb_take_request", ctypes.c_int, [_H, ctypes.POINTER(_Req), ctypes.c_char_p, ctypes.c_int]),
+        ("trafficdb_answer", ctypes.c_int, [_H, ctypes.POINTER(_Req), ctypes.c_char_p, ctypes.c_size_t]),
 ]:
     _f = getattr(_lib, _name)
     _f.restype = _res
@@ -189,6 +202,14 @@ class Trimmed(TrafficDBError):
     """changes_since: the generation is older than the generation log keeps: read the current state."""
 
 
+class Timeout(TrafficDBError, TimeoutError):
+    """Not done within the timeout (Subscriber.request: the request was withdrawn)."""
+
+
+class Gone(TrafficDBError):
+    """Subscriber.answer: the requester gave up or left; the answer was dropped."""
+
+
 class BadArg(TrafficDBError, ValueError):
     """An argument is out of range (for a put: the message names the field and its value)."""
 
@@ -200,7 +221,7 @@ class NotFound(TrafficDBError, KeyError):
 
 
 _ERRORS = {NOTRUNNING: NotRunning, STALE: Stale, EMPTY: Empty, REVOKED: Revoked, BUSY: Busy, LOST: Lost,
-           BADARG: BadArg, NOTFOUND: NotFound, TRIMMED: Trimmed}
+           BADARG: BadArg, NOTFOUND: NotFound, TRIMMED: Trimmed, TIMEOUT: Timeout, GONE: Gone}
 
 
 def _check(code, handle=None):
@@ -481,11 +502,31 @@ class Event:
         return "Event(%s, generation=%d, location_id=%d)" % (self.kind, self.generation, self.location_id)
 
 
+class Request:
+    """A request a member took: .data (bytes), .requester_pid; answer it once with .answer(bytes)."""
+
+    __slots__ = ("_sub", "_r", "data", "requester_pid")
+
+    def __init__(self, sub, r, data):
+        self._sub = sub
+        self._r = r
+        self.data = data
+        self.requester_pid = r.requester_pid
+
+    def answer(self, data):
+        """Send the answer; raises Gone when the requester gave up or left (the answer is dropped)."""
+        data = bytes(data)
+        rc = _lib.trafficdb_answer(self._sub._h, ctypes.byref(self._r), data, len(data))
+        if rc < 0:
+            self._sub._fail(rc)
+
+
 class Subscriber:
     """Events of the locations in an area whose traffic changes, pushed by the server at each publication
     into this process's ring in shared memory.
 
     Exactly one of ids=[...], box=(xmin, ymin, xmax, ymax), radius=(lon, lat, metres), polygon=[(x, y), ...],
+    none=True (no events: to make requests, or to answer them as a member of a group),
     or subscriptions=True (the events of every row of trafficdb.subscriptions; Event.subscription is the row's id);
     condition one of "congestion_at_least", "speed_below", "speed_below_pct" (with value) or "incident";
     enter_exit=True for events when the condition starts or stops holding.  group="name" shares the events
@@ -494,12 +535,14 @@ class Subscriber:
     """
 
     def __init__(self, name, ids=None, box=None, radius=None, polygon=None, condition=None, value=None,
-                 enter_exit=False, group=None, sticky=False, timeout_ms=10000, subscriptions=False):
+                 enter_exit=False, group=None, sticky=False, timeout_ms=10000, subscriptions=False, none=False):
         f = _Filter()
         self._keep = []
-        if sum(x is not None for x in (ids, box, radius, polygon)) + bool(subscriptions) != 1:
-            raise BadArg(BADARG, "give exactly one of ids, box, radius, polygon, subscriptions=True")
-        if subscriptions:
+        if sum(x is not None for x in (ids, box, radius, polygon)) + bool(subscriptions) + bool(none) != 1:
+            raise BadArg(BADARG, "give exactly one of ids, box, radius, polygon, subscriptions=True, none=True")
+        if none:
+            f.area = 5                  # no events: requests only
+        elif subscriptions:
             f.area = 4                  # every row of trafficdb.subscriptions: Event.subscription names it
         elif ids is not None:
             arr = (ctypes.c_uint64 * len(ids))(*ids)
@@ -538,6 +581,44 @@ class Subscriber:
         if n < 0:
             raise _ERRORS.get(n, TrafficDBError)(n, _lib.trafficdb_subscriber_errmsg(self._h).decode(errors="replace"))
         return [Event(self._buf[i]) for i in range(n)]
+
+    def _fail(self, rc):
+        raise _ERRORS.get(rc, TrafficDBError)(rc, _lib.trafficdb_subscriber_errmsg(self._h).decode(errors="replace"))
+
+    def request(self, group, data, timeout_ms=None):
+        """Post data (bytes, at most REQUEST_MAX) to the members of group and return the answer (bytes) of the
+        member that took it.  A member that dies with it has it posted again for the others.  Raises Timeout
+        (the request is withdrawn) or NotFound (the group has no member)."""
+        if not self._h:
+            raise TrafficDBError(BADARG, "the subscriber is closed")
+        data = bytes(data)
+        buf = ctypes.create_string_buffer(REQUEST_MAX)
+        n = _lib.trafficdb_request(self._h, group.encode(), data, len(data), buf, REQUEST_MAX,
+                                   self._timeout_ms if timeout_ms is None else int(timeout_ms))
+        if n < 0:
+            self._fail(n)
+        return buf.raw[:n]
+
+    def take_request(self, timeout_ms=None):
+        """As a member of a group: the next request of the group (a Request: .data, .answer(bytes)),
+        or None after timeout_ms without one."""
+        if not self._h:
+            raise TrafficDBError(BADARG, "the subscriber is closed")
+        r = _Req()
+        buf = ctypes.create_string_buffer(REQUEST_MAX)
+        rc = _lib.trafficdb_take_request(self._h, ctypes.byref(r), buf,
+                                         self._timeout_ms if timeout_ms is None else int(timeout_ms))
+        if rc < 0:
+            self._fail(rc)
+        return Request(self, r, buf.raw[:r.len]) if rc == 1 else None
+
+    def requests(self, timeout_ms=None):
+        """Iterate over the group's requests until a wait of timeout_ms brings none."""
+        while True:
+            r = self.take_request(timeout_ms)
+            if r is None:
+                return
+            yield r
 
     def __iter__(self):
         while True:

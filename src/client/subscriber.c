@@ -204,6 +204,99 @@ trafficdb_ack(trafficdb_subscriber *s, int n)
 	return rc >= 0 ? TRAFFICDB_OK : sub_error(s, rc);
 }
 
+static int
+req_error(trafficdb_subscriber *s, int rc)
+{
+	snprintf(s->err, sizeof(s->err), "%s", s->c.err);
+	switch (rc)
+	{
+		case TDB_SUBREQ_ETIMEDOUT:
+			return TRAFFICDB_TIMEOUT;
+		case TDB_SUBREQ_EGONE:
+			return TRAFFICDB_GONE;
+		case TDB_SUBREQ_ENOMEMBER:
+			return TRAFFICDB_NOTFOUND;
+		case TDB_SHM_EINVAL:
+			return TRAFFICDB_BADARG;
+		case TDB_SUBRING_EINTR:
+			return TRAFFICDB_SYSTEM;
+		default:
+			return tdb_client_from_shm(rc);
+	}
+}
+
+TDB_API int
+trafficdb_request(trafficdb_subscriber *s, const char *group, const void *req, size_t len, void *answer, size_t cap,
+				  int timeout_ms)
+{
+	int			rc;
+
+	if (s == NULL)
+		return TRAFFICDB_BADARG;
+	if (group == NULL || group[0] == '\0' || len > TRAFFICDB_REQUEST_MAX || (len > 0 && req == NULL) ||
+		(cap > 0 && answer == NULL))
+	{
+		snprintf(s->err, sizeof(s->err), "trafficdb_request: %s",
+				 group == NULL || group[0] == '\0' ? "the group is NULL or empty" :
+				 len > TRAFFICDB_REQUEST_MAX ? "the request is longer than TRAFFICDB_REQUEST_MAX (4096) bytes" :
+				 "a NULL buffer");
+		return TRAFFICDB_BADARG;
+	}
+	rc = tdb_subreq_call(&s->c, group_id(group), req, (uint32_t) len, answer,
+						 cap > TRAFFICDB_REQUEST_MAX ? TRAFFICDB_REQUEST_MAX : (uint32_t) cap,
+						 timeout_ms < 0 ? 0 : timeout_ms);
+	return rc >= 0 ? rc : req_error(s, rc);
+}
+
+_Static_assert(sizeof(trafficdb_req) == 24, "trafficdb_req is 24 bytes");
+
+TDB_API int
+trafficdb_take_request(trafficdb_subscriber *s, trafficdb_req *r, void *buf, int timeout_ms)
+{
+	TdbSubReqTaken t;
+	int			rc;
+
+	if (s == NULL)
+		return TRAFFICDB_BADARG;
+	if (r == NULL || buf == NULL)
+	{
+		snprintf(s->err, sizeof(s->err), "trafficdb_take_request: %s is NULL", r == NULL ? "the request" : "the buffer");
+		return TRAFFICDB_BADARG;
+	}
+	rc = tdb_subreq_take(&s->c, &t, buf, timeout_ms < 0 ? 0 : timeout_ms);
+	if (rc == 1)
+	{
+		memset(r, 0, sizeof(*r));
+		r->cell = t.cell;
+		r->len = t.len;
+		r->ticket = t.ticket;
+		r->requester_pid = t.requester_pid;
+	}
+	return rc >= 0 ? rc : req_error(s, rc);
+}
+
+TDB_API int
+trafficdb_answer(trafficdb_subscriber *s, const trafficdb_req *r, const void *answer, size_t len)
+{
+	TdbSubReqTaken t;
+	int			rc;
+
+	if (s == NULL)
+		return TRAFFICDB_BADARG;
+	if (r == NULL || len > TRAFFICDB_REQUEST_MAX || (len > 0 && answer == NULL))
+	{
+		snprintf(s->err, sizeof(s->err), "trafficdb_answer: %s", r == NULL ? "the request is NULL" :
+				 len > TRAFFICDB_REQUEST_MAX ? "the answer is longer than TRAFFICDB_REQUEST_MAX (4096) bytes" :
+				 "the answer is NULL");
+		return TRAFFICDB_BADARG;
+	}
+	memset(&t, 0, sizeof(t));
+	t.cell = r->cell;
+	t.ticket = r->ticket;
+	rc = tdb_subreq_answer(&s->c, &t, answer, (uint32_t) len);
+	return rc == TDB_SHM_OK ? TRAFFICDB_OK : req_error(s, rc);
+}
+
 TDB_API void
 trafficdb_unsubscribe(trafficdb_subscriber *s)
 {

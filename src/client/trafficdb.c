@@ -93,7 +93,7 @@ trafficdb_strerror(int code)
 		case TRAFFICDB_OK:
 			return "success";
 		case TRAFFICDB_NOTFOUND:
-			return "no location with that id";
+			return "not found (no location with that id, or no member in the group)";
 		case TRAFFICDB_NOTRUNNING:
 			return "no trafficdb shared memory under that name (server down, or trafficdb not preloaded)";
 		case TRAFFICDB_PERMISSION:
@@ -126,6 +126,8 @@ trafficdb_strerror(int code)
 			return "a server crash lost updates not yet committed: put them again";
 		case TRAFFICDB_TRIMMED:
 			return "older than the generation log's trim point";
+		case TRAFFICDB_GONE:
+			return "the requester gave up or left: the answer was dropped";
 		default:
 			return "unknown trafficdb error code";
 	}

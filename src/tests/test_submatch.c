@@ -61,7 +61,7 @@ make_filters(TdbSubFilter *f, uint32_t n, uint64_t *ids, double *poly, uint32_t 
 
 		memset(&f[i], 0, sizeof(f[i]));
 		f[i].id = 1 + i;
-		f[i].area = (TdbSubArea) (i % 4);
+		f[i].area = i % 10 == 9 ? TDB_SUB_NONE : (TdbSubArea) (i % 4);	/* NONE: matches nothing */
 		switch (f[i].area)
 		{
 			case TDB_SUB_IDS:
@@ -95,7 +95,8 @@ make_filters(TdbSubFilter *f, uint32_t n, uint64_t *ids, double *poly, uint32_t 
 				}
 				break;
 			case TDB_SUB_ALL_SQL:
-				break;			/* not made here (i % 4) */
+			case TDB_SUB_NONE:
+				break;			/* ALL_SQL: not made here */
 		}
 		f[i].cond = (TdbSubCond) (unit_rand(seed) % 5);
 		f[i].value = f[i].cond == TDB_SUB_CONGESTION_AT_LEAST ? (double) (unit_rand(seed) % 5) :
@@ -126,6 +127,7 @@ covers(const TdbMapView *v, const TdbSubFilter *f, uint64_t r)
 		case TDB_SUB_POLYGON:
 			return tdb_map_query_dist(v, r, &f->polygon) == 0;
 		case TDB_SUB_ALL_SQL:
+		case TDB_SUB_NONE:
 			return false;		/* a tap covers nothing itself */
 	}
 	return false;
