@@ -92,6 +92,8 @@ bench_restore_map
 bench/sub_latency.sh 200 >/dev/null
 step "2d/6 subscription baselines: Redis pub-sub and LISTEN/NOTIFY, filtered by consumers (bench/sub_baselines.sh)"
 bench/sub_baselines.sh >/dev/null
+step "2e/6 request-response over the subscribers' shared memory, beside a Redis work queue (bench/requests.sh)"
+bench/requests.sh 20000 >/dev/null
 
 step "3/6 pgbench load tests (bench/pgbench.sh $N $T \"$CLIENTS\")"
 bench/pgbench.sh "$N" "$T" "$CLIENTS"

@@ -155,7 +155,7 @@ main(int argc, char **argv)
 
 	if (argc < 2)
 	{
-		fprintf(stderr, "usage: tdbsub NAME [--box X0 Y0 X1 Y1 | --radius LON LAT M | --ids A,B,...] [condition] [--enter-exit] [--group G [--sticky]] [--count N] [--timeout-ms MS]\n");
+		fprintf(stderr, "usage: tdbsub NAME [--box X0 Y0 X1 Y1 | --radius LON LAT M | --ids A,B,... | --all-subscriptions | --none] [condition] [--enter-exit] [--group G [--sticky]] [--count N] [--timeout-ms MS]\n       tdbsub NAME --group G --serve [--work-ms MS] [--label L] | tdbsub NAME --request G [--message TEXT]\n");
 		return 1;
 	}
 	for (int i = 2; i < argc; i++)
