@@ -866,7 +866,7 @@ prepare_traffic(uint64 gen, int64 created_us)
 static TdbLogState
 daemon_log_state(void)
 {
-	TdbLogState s = {D.map.hdr->map_id, D.map.count, D.traffic, D.incidents, D.incident_count, NULL};
+	TdbLogState s = {D.map.hdr->map_id, D.map.count, D.traffic, D.incidents, D.incident_count, NULL, NULL, 0};
 
 	return s;
 }
@@ -1175,6 +1175,10 @@ follower_publish(void *arg, uint64 gen, int64 created_us, bool has_crc, uint32 o
 	D.offsets_zero = false;
 	crc = prepare_traffic(gen, created_us);
 	D.pub.ready = false;
+	/* the subscriptions' events of this generation: its changed records, as on the primary */
+	D.npend = s->changed != NULL ? s->nchanged : 0;
+	match_subscriptions();
+	D.npend = 0;
 	if (has_crc && crc != object_crc)
 	{
 		SpinLockAcquire(&tdb_shared->mutex);
@@ -1193,8 +1197,15 @@ follower_publish(void *arg, uint64 gen, int64 created_us, bool has_crc, uint32 o
 		SpinLockAcquire(&tdb_shared->mutex);
 		tdb_shared->publishes_refused++;
 		SpinLockRelease(&tdb_shared->mutex);
+		D.unpublished = true;	/* its events are not delivered: the next gives an overrun */
+		D.nev = 0;
 		return;
 	}
+	D.unpublished = false;
+	/* the previous object is still mapped until the reclaim: the events' old values */
+	deliver_events();
+	D.last_pub_seg = D.pub.seg;
+	D.last_pub_map_id = D.map.hdr->map_id;
 	tdb_writer_reclaim(&D.writer, D.map_seg);
 	compute_map_stats(&D.map);
 	SpinLockAcquire(&tdb_shared->mutex);
@@ -2824,7 +2835,7 @@ match_subscriptions(void)
 						   tdb_traffic_entries(D.writer.seg_addr[D.last_pub_seg]),
 						   tdb_traffic_entries(D.writer.seg_addr[D.pub.seg]),
 						   D.pend, D.npend, count_event, NULL);
-	for (uint32 i = 0; i < D.nsql; i++)
+	for (uint32 i = 0; i < D.nsql && !follower_mode; i++)	/* no NOTIFY on a standby */
 		if (D.sql_notify[i] && D.subs_events[i] > 0)
 			Async_Notify(psprintf("trafficdb_subscription_%u", D.subs[i].id),
 						 psprintf(UINT64_FORMAT " %u", D.pub.gen, D.subs_events[i]));
@@ -3004,6 +3015,35 @@ startup_tx(void *p)
 }
 
 /*
+ * On a standby the rows of trafficdb.subscriptions change by replication,
+ * where no trigger tells us: look at most once a second whether they did
+ * (their count and xmins), and load them again when so.
+ */
+static bool
+follower_subscriptions_changed(void)
+{
+	static int64 checked_at = 0;
+	static int64 fingerprint = 0;
+	int64		now = now_us();
+	int64		fp;
+	bool		isnull;
+
+	if (now - checked_at < 1000000)
+		return false;
+	checked_at = now;
+	if (SPI_execute("SELECT pg_catalog.count(*)::pg_catalog.int8 * 1000003 + "
+					"COALESCE(pg_catalog.sum(xmin::pg_catalog.text::pg_catalog.int8), 0)::pg_catalog.int8 "
+					"FROM trafficdb.subscriptions", true, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		return false;
+	fp = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	SPI_freetuptable(SPI_tuptable);
+	if (isnull || fp == fingerprint)
+		return false;
+	fingerprint = fp;
+	return true;
+}
+
+/*
  * A follower's cycle (read-only): without a map, rebuild from the newest
  * checkpoint (startup_tx); else apply and publish the generations logged
  * since.  A gap (a map reload on the primary, or this follower fell behind
@@ -3030,7 +3070,14 @@ follow_tx(void *p)
 		startup_tx(&a);
 		return;
 	}
+	/* subscriptions: rows replicated from the primary are seen at most a second late */
+	if (follower_subscriptions_changed())
+		D.subs_version = PG_UINT64_MAX;
+	refresh_subscriptions();
+	if (D.targets_dirty || D.subs_map_id != D.map.hdr->map_id)
+		rebuild_subscription_index();
 	ls = daemon_log_state();
+	ls.changed = D.pend;
 	last = D.log_last;
 	ok = tdb_log_follow(&ls, &last, 1000, follower_publish, &ls, D.cxt, &damaged, &applied, err, sizeof(err));
 	D.incident_count = ls.incident_count;
@@ -3093,6 +3140,7 @@ follower_loop(void)
 			(void) run_in_tx("trafficdb follower", follow_tx, NULL, msg);
 			break;
 		}
+		sweep_subscribers();
 		(void) run_in_tx("trafficdb follower", follow_tx, NULL, msg);
 		{
 			/* publish() and load_map() are refused on a standby: wake their callers */
@@ -3267,11 +3315,12 @@ tdb_daemon_main(Datum main_arg)
 	else
 		ereport(LOG, (errmsg("trafficdb: created shared memory %s", tdb_shm_prefix())));
 
+	/* subscribers are served on a standby too, from the generations it follows */
+	open_subring();
 	/* a hot standby follows the primary until it is promoted */
 	if (RecoveryInProgress())
 		follower_loop();
 	open_ring();
-	open_subring();
 
 	for (;;)
 	{

@@ -612,8 +612,13 @@ tdb_log_follow(TdbLogState *s, uint64 *last, uint64 max, tdb_log_gen_fn cb, void
 			break;
 		}
 		MemoryContextSwitchTo(old);
+		s->nchanged = 0;
 		for (uint32 j = 0; j < h.n; j++)
+		{
 			set_entry(s, &e[j], cxt);
+			if (s->changed != NULL && s->nchanged < s->count)
+				s->changed[s->nchanged++] = e[j].record;
+		}
 		free(e);
 		*last = row.generation;
 		if (applied)

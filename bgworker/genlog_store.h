@@ -22,6 +22,8 @@ typedef struct TdbLogState
 	char	  **incidents;		/* count: palloc'd text or NULL */
 	uint64		incident_count;
 	uint64	   *ids;			/* count: location id of each record (replay only) */
+	uint32	   *changed;		/* NULL, or room for count: tdb_log_follow lists there the records */
+	uint64		nchanged;		/* of the generation it passes to its callback */
 } TdbLogState;
 
 /* What the checkpoint marker (K) says besides its generation. */
