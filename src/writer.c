@@ -8,6 +8,8 @@
 #endif
 #include "writer.h"
 
+#include "clock.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -39,15 +41,6 @@ new_instance_id(void)
 			((uint64_t) getpid() << 40);
 	}
 	return id ? id : 1;
-}
-
-static int64_t
-wall_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 /*
@@ -309,7 +302,7 @@ compute_live(TdbWriter *w, bool *live_seg)
 {
 	uint64_t	active = atomic_load_explicit(&w->ctl->active, memory_order_seq_cst);
 	bool		pinned[TDB_MAX_VERSIONS];
-	int64_t		now = wall_us();
+	int64_t		now = tdb_wall_us();
 
 	memset(w->version_live, 0, sizeof(w->version_live));
 	memset(pinned, 0, sizeof(pinned));
@@ -756,7 +749,7 @@ tdb_writer_publish(TdbWriter *w, uint64_t generation, uint64_t map_id, uint32_t 
 		uint64_t	old = atomic_load(&w->ctl->active);
 
 		if (old != 0 && TDB_ACTIVE_IDX(old) < TDB_MAX_VERSIONS)
-			w->ctl->versions[TDB_ACTIVE_IDX(old)].superseded_at_us = wall_us();
+			w->ctl->versions[TDB_ACTIVE_IDX(old)].superseded_at_us = tdb_wall_us();
 	}
 	atomic_store_explicit(&w->ctl->active, TDB_ACTIVE_WORD(generation, v), memory_order_seq_cst);
 	atomic_store_explicit(&w->ctl->state, TDB_DAEMON_RUNNING, memory_order_release);

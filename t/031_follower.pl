@@ -12,13 +12,7 @@ use Test::More;
 use lib 't';
 use TdbTest;
 
-my $primary = tdb_node('primary', 'trafficdb.publish_interval' => "'1h'", 'wal_level' => 'replica',
-	'max_wal_senders' => '4', 'hot_standby' => 'on', 'trafficdb.checkpoint_interval' => '50');
-tdb_grid_map($primary);
-$primary->backup('b');
-my $standby = PostgreSQL::Test::Cluster->new('standby');
-$standby->init_from_backup($primary, 'b', has_streaming => 1);
-$standby->start;
+my ($primary, $standby) = tdb_standby_pair('trafficdb.publish_interval' => "'1h'", 'trafficdb.checkpoint_interval' => '50');
 
 sub rounds
 {

@@ -15,13 +15,7 @@ use lib 't';
 use TdbTest;
 
 my $tdbsub = $ENV{TDBSUB} // die 'TDBSUB must name tools/tdbsub';
-my $primary = tdb_node('primary', 'trafficdb.publish_interval' => "'1h'", 'wal_level' => 'replica',
-	'max_wal_senders' => '4', 'hot_standby' => 'on');
-tdb_grid_map($primary);
-$primary->backup('b');
-my $standby = PostgreSQL::Test::Cluster->new('standby');
-$standby->init_from_backup($primary, 'b', has_streaming => 1);
-$standby->start;
+my ($primary, $standby) = tdb_standby_pair('trafficdb.publish_interval' => "'1h'");
 
 sub caught_up
 {

@@ -6,7 +6,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Exporter 'import';
 use JSON::PP;
-our @EXPORT = qw(tdb_node tdb_make_bucket tdb_scan_node tdb_grid_map tdb_sync_pair);
+our @EXPORT = qw(tdb_node tdb_make_bucket tdb_scan_node tdb_grid_map tdb_sync_pair tdb_standby_pair);
 
 # The Foreign Scan node of EXPLAIN (ANALYZE, VERBOSE, FORMAT JSON) sql, run
 # in a session of its own after $pre (SQL, optional), as a hash.
@@ -44,17 +44,26 @@ sub tdb_grid_map
 	$node->safe_psql('postgres', PostgreSQL::Test::Utils::slurp_file('test/grid_map.sql'));
 }
 
-# A primary (publishing every 200 ms) with the grid map and a hot standby
-# it replicates to synchronously (synchronous_standby_names '*'), both started.
-sub tdb_sync_pair
+# A primary (with the settings given) with the grid map and a hot standby
+# streaming from it, both started.
+sub tdb_standby_pair
 {
-	my $primary = tdb_node('primary', 'trafficdb.publish_interval' => "'200ms'", 'wal_level' => 'replica',
-		'max_wal_senders' => '4', 'hot_standby' => 'on');
+	my (%settings) = @_;
+	my $primary = tdb_node('primary', 'wal_level' => 'replica', 'max_wal_senders' => '4', 'hot_standby' => 'on',
+		%settings);
 	tdb_grid_map($primary);
 	$primary->backup('b');
 	my $standby = PostgreSQL::Test::Cluster->new('standby');
 	$standby->init_from_backup($primary, 'b', has_streaming => 1);
 	$standby->start;
+	return ($primary, $standby);
+}
+
+# The same, publishing every 200 ms, replicating synchronously
+# (synchronous_standby_names '*').
+sub tdb_sync_pair
+{
+	my ($primary, $standby) = tdb_standby_pair('trafficdb.publish_interval' => "'200ms'");
 	$primary->wait_for_catchup($standby, 'replay');
 	$primary->safe_psql('postgres', q{ALTER SYSTEM SET synchronous_standby_names = '*'; SELECT pg_reload_conf()});
 	$primary->poll_query_until('postgres', q{SELECT sync_state = 'sync' FROM pg_stat_replication})

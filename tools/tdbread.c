@@ -20,16 +20,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "reader.h"
 
-static double
-now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 /* A snapshot is consistent if its traffic object matches its version. */
 static int
@@ -112,8 +105,8 @@ main(int argc, char **argv)
 		return 0;
 	}
 
-	end = now_s() + seconds;
-	while (now_s() < end)
+	end = tdb_mono_s() + seconds;
+	while (tdb_mono_s() < end)
 	{
 		if (!open)
 		{

@@ -34,6 +34,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "trafficdb.h"
 
 static const char *const kinds[] = {"?", "change", "enter", "exit", "overrun"};
@@ -44,15 +45,6 @@ fail(const char *what, int rc, trafficdb_subscriber *s)
 	fprintf(stderr, "tdbsub: %s: %s: %s\n", what, trafficdb_strerror(rc), trafficdb_subscriber_errmsg(s));
 	trafficdb_unsubscribe(s);
 	return 1;
-}
-
-static int64_t
-now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 /* --serve: answer the group's requests until count of them or a timeout without one */
@@ -102,13 +94,13 @@ request_loop(trafficdb_subscriber *s, const char *group, const char *message, lo
 	{
 		char		req[256];
 		int			n = snprintf(req, sizeof(req), "%s %ld", message, i);
-		int64_t		t0 = now_us();
+		int64_t		t0 = tdb_mono_us();
 		int			rc = trafficdb_request(s, group, req, (size_t) n, ans, sizeof(ans) - 1, timeout);
 
 		if (rc < 0)
 			return fail("request", rc, s);
 		ans[rc] = '\0';
-		printf("answer %ld %s %lld\n", i, ans, (long long) (now_us() - t0));
+		printf("answer %ld %s %lld\n", i, ans, (long long) (tdb_mono_us() - t0));
 		fflush(stdout);
 	}
 	trafficdb_unsubscribe(s);

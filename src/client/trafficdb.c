@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "clock.h"
 #include "reader.h"
 
 
@@ -551,15 +552,6 @@ trafficdb_changes_since(trafficdb_handle *h, uint64_t since, trafficdb_visit_fn 
 	return TRAFFICDB_OK;
 }
 
-static int64_t
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 TDB_API int
 trafficdb_wait(trafficdb_handle *h, uint64_t after, int timeout_ms, uint64_t *generation)
 {
@@ -569,7 +561,7 @@ trafficdb_wait(trafficdb_handle *h, uint64_t after, int timeout_ms, uint64_t *ge
 	if (h == NULL || timeout_ms < 0)
 		return TRAFFICDB_BADARG;
 	ctl = h->reader.ctl;
-	deadline = now_ms() + timeout_ms;
+	deadline = tdb_mono_ms() + timeout_ms;
 	for (;;)
 	{
 		/* read the word before the generation: a publish in between changes it */
@@ -584,7 +576,7 @@ trafficdb_wait(trafficdb_handle *h, uint64_t after, int timeout_ms, uint64_t *ge
 			return TRAFFICDB_STALE;
 		if (gen > after)
 			return TRAFFICDB_OK;
-		left = deadline - now_ms();
+		left = deadline - tdb_mono_ms();
 		if (left <= 0)
 			return TRAFFICDB_TIMEOUT;
 		ts.tv_sec = left / 1000;

@@ -12,6 +12,8 @@
 #endif
 #include "subring/subring.h"
 
+#include "clock.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -29,15 +31,6 @@
 #define TAKE_POLL_MS		1000
 /* Compare-and-swap retries on one cell before the daemon leaves it for its next sweep. */
 #define RECLAIM_TRIES		64
-
-static int64_t
-mono_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 static long
 futex_wait_ms(_Atomic uint32_t *word, uint32_t val, int64_t ms)
@@ -336,7 +329,7 @@ tdb_subreq_call(TdbSubConsumer *c, uint64_t group_id, const void *req, uint32_t 
 	atomic_store_explicit(&cell->waiters, 0, memory_order_relaxed);
 	atomic_store_explicit(&cell->owner_pid, (int32_t) getpid(), memory_order_relaxed);
 	atomic_store_explicit(&cell->taker_pid, 0, memory_order_relaxed);
-	atomic_store_explicit(&cell->posted_us, mono_us(), memory_order_relaxed);
+	atomic_store_explicit(&cell->posted_us, tdb_mono_us(), memory_order_relaxed);
 	{
 		uint64_t	w = TDB_SUBREQ_WORD(TDB_SUBREQ_FILLING, me, 0, ticket);
 
@@ -350,8 +343,8 @@ tdb_subreq_call(TdbSubConsumer *c, uint64_t group_id, const void *req, uint32_t 
 	}
 	wake_member(c->req_area, c->nslots, group_id, (uint32_t) (ticket % c->nslots));
 
-	deadline = mono_us() + (int64_t) timeout_ms * 1000;
-	next_probe = mono_us() + PROBE_MS * 1000;
+	deadline = tdb_mono_us() + (int64_t) timeout_ms * 1000;
+	next_probe = tdb_mono_us() + PROBE_MS * 1000;
 	for (;;)
 	{
 		uint32_t	f = atomic_load_explicit(&cell->futex, memory_order_acquire);
@@ -377,7 +370,7 @@ tdb_subreq_call(TdbSubConsumer *c, uint64_t group_id, const void *req, uint32_t 
 			atomic_store_explicit(&cell->waiters, 0, memory_order_relaxed);
 			return take_answer(c, cell, idx, ticket, resp, cap);
 		}
-		now = mono_us();
+		now = tdb_mono_us();
 		if ((st == TDB_SUBREQ_TAKEN || st == TDB_SUBREQ_WRITING) && now >= next_probe)
 		{
 			uint32_t	taker = TDB_SUBREQ_TAKER(w);
@@ -446,7 +439,7 @@ tdb_subreq_take(TdbSubConsumer *c, TdbSubReqTaken *taken, void *buf, int timeout
 	ncells = tdb_subreq_cells(c->nslots);
 	bell = tdb_subreq_bell(c->req_area, me);
 	atomic_store_explicit(&bell->group_id, g, memory_order_relaxed);
-	deadline = mono_us() + (int64_t) timeout_ms * 1000;
+	deadline = tdb_mono_us() + (int64_t) timeout_ms * 1000;
 	for (;;)
 	{
 		uint32_t	word = atomic_load_explicit(&bell->word, memory_order_acquire);
@@ -490,7 +483,7 @@ tdb_subreq_take(TdbSubConsumer *c, TdbSubReqTaken *taken, void *buf, int timeout
 			snprintf(c->err, sizeof(c->err), "\"%s\": the server stopped: open again later", c->name);
 			return TDB_SHM_ESTALE;
 		}
-		left_ms = (deadline - mono_us() + 999) / 1000;
+		left_ms = (deadline - tdb_mono_us() + 999) / 1000;
 		if (left_ms <= 0)
 		{
 			atomic_store_explicit(&bell->waiters, 0, memory_order_relaxed);

@@ -9,6 +9,8 @@
 #endif
 #include "subring/subring.h"
 
+#include "clock.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -53,15 +55,6 @@ slot_lock(int fd, int cmd, short type, uint32_t slot)
 		rc = fcntl(fd, cmd, &fl);
 	while (rc != 0 && errno == EINTR && ++tries < 100);
 	return rc;
-}
-
-static int64_t
-monotonic_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /*
@@ -936,7 +929,7 @@ tdb_subring_wait(TdbSubConsumer *c, int timeout_ms)
 		snprintf(c->err, sizeof(c->err), c->slot == NULL ? "not subscribed" : "a negative timeout");
 		return TDB_SHM_EINVAL;
 	}
-	deadline = monotonic_ms() + timeout_ms;
+	deadline = tdb_mono_ms() + timeout_ms;
 	for (;;)
 	{
 		uint32_t	word;
@@ -953,7 +946,7 @@ tdb_subring_wait(TdbSubConsumer *c, int timeout_ms)
 			snprintf(c->err, sizeof(c->err), "\"%s\": the server stopped: open again later", c->name);
 			return TDB_SHM_ESTALE;
 		}
-		left = deadline - monotonic_ms();
+		left = deadline - tdb_mono_ms();
 		if (left <= 0)
 			return 0;
 		if (left > WAIT_POLL_MS)
