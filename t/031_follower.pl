@@ -29,14 +29,7 @@ SELECT trafficdb.publish();});
 }
 
 my $sql = q{SELECT location_id, speed_kmh, incident, updated_at, changed_generation FROM trafficdb.locations ORDER BY 1};
-sub caught_up
-{
-	my $g = $primary->safe_psql('postgres', 'SELECT generation FROM trafficdb.status');
-	$primary->wait_for_catchup($standby, 'replay');
-	$standby->poll_query_until('postgres', "SELECT generation = $g FROM trafficdb.status")
-	  or die "the follower did not reach generation $g";
-	return $g;
-}
+sub caught_up { return tdb_caught_up($primary, $standby); }
 
 # FOLLOWER_ROUNDS (default 120) publications before the first comparison;
 # the issue's long run: FOLLOWER_ROUNDS=10000 (about ten minutes)

@@ -17,14 +17,7 @@ use TdbTest;
 my $tdbsub = $ENV{TDBSUB} // die 'TDBSUB must name tools/tdbsub';
 my ($primary, $standby) = tdb_standby_pair('trafficdb.publish_interval' => "'1h'");
 
-sub caught_up
-{
-	my $g = $primary->safe_psql('postgres', 'SELECT generation FROM trafficdb.status');
-	$primary->wait_for_catchup($standby, 'replay');
-	$standby->poll_query_until('postgres', "SELECT generation = $g FROM trafficdb.status")
-	  or die "the follower did not reach generation $g";
-	return $g;
-}
+sub caught_up { return tdb_caught_up($primary, $standby); }
 
 sub subscriber
 {

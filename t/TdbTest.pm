@@ -6,7 +6,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Exporter 'import';
 use JSON::PP;
-our @EXPORT = qw(tdb_node tdb_make_bucket tdb_scan_node tdb_grid_map tdb_sync_pair tdb_standby_pair);
+our @EXPORT = qw(tdb_node tdb_make_bucket tdb_scan_node tdb_grid_map tdb_sync_pair tdb_standby_pair tdb_caught_up);
 
 # The Foreign Scan node of EXPLAIN (ANALYZE, VERBOSE, FORMAT JSON) sql, run
 # in a session of its own after $pre (SQL, optional), as a hash.
@@ -57,6 +57,17 @@ sub tdb_standby_pair
 	$standby->init_from_backup($primary, 'b', has_streaming => 1);
 	$standby->start;
 	return ($primary, $standby);
+}
+
+# Wait until the standby's daemon has published the primary's generation; returns it.
+sub tdb_caught_up
+{
+	my ($primary, $standby) = @_;
+	my $g = $primary->safe_psql('postgres', 'SELECT generation FROM trafficdb.status');
+	$primary->wait_for_catchup($standby, 'replay');
+	$standby->poll_query_until('postgres', "SELECT generation = $g FROM trafficdb.status")
+	  or die "the follower did not reach generation $g";
+	return $g;
 }
 
 # The same, publishing every 200 ms, replicating synchronously
