@@ -110,10 +110,12 @@ if ! is_running; then
 	port=$(demo_port)
 	if [ -z "$port" ] || port_in_use "$port"; then
 		port=
-		for p in $(seq 5433 5532); do
+		# TDB_DEMO_PG_PORTS="FIRST LAST": another range (parallel demos on one machine)
+		read -r pfirst plast <<<"${TDB_DEMO_PG_PORTS:-5433 5532}"
+		for p in $(seq "$pfirst" "$plast"); do
 			if ! port_in_use "$p"; then port=$p; break; fi
 		done
-		[ -n "$port" ] || die "no free TCP port on 127.0.0.1 between 5433 and 5532"
+		[ -n "$port" ] || die "no free TCP port on 127.0.0.1 between $pfirst and $plast"
 		echo "$port" | as_pg tee "$dir/port" >/dev/null
 	fi
 	as_pg tee "$(pgdata)/trafficdb-demo.conf" >/dev/null <<-EOF
