@@ -51,7 +51,7 @@
     zoom: 15,
     minZoom: 2,
     maxZoom: 19,
-    attributionControl: { customAttribution: 'Roads © OpenStreetMap contributors · AIS: NOAA / tracktable-data' },
+    attributionControl: { customAttribution: 'Roads © OpenStreetMap contributors · AIS vessel reports: tracktable-data (PyPI)' },
     style: {
       version: 8,
       sources: {
