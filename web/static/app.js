@@ -95,6 +95,9 @@
   map.addControl(new maplibregl.ScaleControl(), 'bottom-right');
   map.on('error', (e) => fail(e.error && e.error.message ? e.error.message : e));
   map.on('load', () => { tdb.ready = true; });
+  tdb.map = map;
+  // everything asked for has arrived and been drawn
+  tdb.settled = () => map.loaded() && map.areTilesLoaded() && !map.isMoving();
 
   // ---- the popup ---------------------------------------------------------
   function fmt(v, unit) {
