@@ -120,6 +120,7 @@ class Publications:
         self.clients: set[asyncio.Queue] = set()
         self.state: dict | None = None
         self.task: asyncio.Task | None = None
+        self.wanted = 0
 
     async def start(self):
         self.conn = await asyncpg.connect(self.dsn)
@@ -145,6 +146,11 @@ class Publications:
         self.extent = [[e["w"], e["s"]], [e["e"], e["n"]]] if e and e["w"] is not None else None
 
     def _notified(self, conn, pid, channel, payload):
+        # the payload is the generation published; it may not be readable yet
+        # (the notification goes out at the commit of the publishing
+        # transaction, which can precede the switch in shared memory)
+        with contextlib.suppress(ValueError):
+            self.wanted = max(self.wanted, int(payload))
         self.wake.set()
 
     async def _read(self, prev: int | None) -> dict:
@@ -185,6 +191,11 @@ class Publications:
             prev = self.state["generation"] if self.state else None
             try:
                 state = await self._read(prev)
+                for _ in range(200):  # bounded: 2 s for the notified generation to be readable
+                    if state["generation"] is None or state["generation"] >= self.wanted:
+                        break
+                    await asyncio.sleep(0.01)
+                    state = await self._read(prev)
             except (asyncpg.PostgresError, OSError, asyncpg.InterfaceError) as e:
                 log.warning("reading the publication failed: %s; reconnecting", e)
                 await asyncio.sleep(1)

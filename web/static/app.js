@@ -23,7 +23,7 @@
   const MINOR_CAR = ['residential', 'unclassified', 'living_street', 'service', 'road'];
 
   const tdb = window.__tdb = {
-    generation: null, publishedAt: null, events: 0, refreshes: [], repaints: {},
+    generation: null, publishedAt: null, events: 0, refreshes: [], received: {}, repaints: {},
     errors: [], trail: null, trailMinute: null, trailRendered: null, ready: false,
   };
 
@@ -51,6 +51,7 @@
     zoom: 15,
     minZoom: 2,
     maxZoom: 19,
+    fadeDuration: 0,    // no symbols to fade; a repainted tile shows at once
     attributionControl: { customAttribution: 'Roads © OpenStreetMap contributors · AIS vessel reports: tracktable-data (PyPI)' },
     style: {
       version: 8,
@@ -212,6 +213,7 @@
     });
     es.addEventListener('publish', (m) => {
       const s = JSON.parse(m.data);
+      tdb.received[s.generation] = Date.now();
       tdb.events++;
       setState(s);
       refresh(s);
