@@ -55,6 +55,8 @@ unix_socket_directories = ''
 shared_preload_libraries = 'trafficdb'
 trafficdb.database = 'livemap'
 dynamic_shared_memory_type = posix
+# only publish() publishes: each test knows which generation holds its rows
+trafficdb.publish_interval = '1h'
 EOF2
 as_pg "$PG_BIN/pg_ctl" -D "$pgdata" -l "$work/pg/postgres.log" -w start >/dev/null ||
 	{ tail -n 20 "$work/pg/postgres.log"; die "the cluster did not start"; }
