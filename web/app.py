@@ -75,6 +75,12 @@ else:
     log.warning("%s is missing: run npm ci in web/", MAPLIBRE_DIST)
 
 
+@app.exception_handler(asyncpg.exceptions.InvalidParameterValueError)
+async def bad_parameter(request: Request, exc: asyncpg.exceptions.InvalidParameterValueError):
+    """A tile off the grid (trafficdb.tile_features names it): the client's error."""
+    return JSONResponse({"detail": str(exc)}, status_code=400)
+
+
 @app.get("/map", include_in_schema=False)
 def map_redirect():
     return RedirectResponse("/map/")

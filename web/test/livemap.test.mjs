@@ -271,6 +271,20 @@ test('the trail slider moves the vessels to where the trail FDW says they were',
   assert.ok(!hits.before.includes(best.m), `vessel ${best.m} is still drawn at its 12:00 position`);
 });
 
+test('the tile server answers hostile tile and minute requests with the reason', async () => {
+  const get = async (p) => { const r = await fetch(BASE + p); return [r.status, await r.text()]; };
+  const tile = (z, x, y) => get(`/collections/trafficdb.tile_features/tiles/WebMercatorQuad/${z}/${x}/${y}`);
+  assert.deepEqual(await tile(3, 99, 0), [400, '{"detail":"tile column x = 99 is outside the grid of zoom 3: expected 0 to 7"}']);
+  assert.deepEqual(await tile(3, 0, -1), [400, '{"detail":"tile row y = -1 is outside the grid of zoom 3: expected 0 to 7"}']);
+  assert.deepEqual(await tile(31, 0, 0), [400, '{"detail":"tile zoom 31 is out of range: expected 0 to 30"}']);
+  assert.equal((await tile('x', 0, 0))[0], 422);
+  assert.deepEqual(await get('/trails/positions?minute=1440'), [400, '{"detail":"minute 1440 is out of range: expected 0 to 1439"}']);
+  // a tile with no road: an empty tile
+  const r = await fetch(`${BASE}/collections/trafficdb.tile_features/tiles/WebMercatorQuad/3/0/0`);
+  assert.equal(r.status, 200);
+  assert.equal((await r.arrayBuffer()).byteLength, 0);
+});
+
 test('no console errors over the whole session', () => {
   assert.deepEqual(consoleErrors, []);
 });
