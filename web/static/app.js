@@ -97,6 +97,10 @@
   map.on('error', (e) => fail(e.error && e.error.message ? e.error.message : e));
   map.on('load', () => { tdb.ready = true; });
   tdb.map = map;
+  const zoomHint = document.getElementById('zoom-hint');
+  const showHint = () => { zoomHint.hidden = map.getZoom() >= MIN_ZOOM; };
+  map.on('zoomend', showHint);
+  map.on('load', showHint);
   // everything asked for has arrived and been drawn
   tdb.settled = () => map.loaded() && map.areTilesLoaded() && !map.isMoving();
 

@@ -11,7 +11,7 @@
 // Every wait is bounded; nothing but 127.0.0.1 is contacted.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import puppeteer from 'puppeteer-core';
@@ -283,6 +283,24 @@ test('the tile server answers hostile tile and minute requests with the reason',
   const r = await fetch(`${BASE}/collections/trafficdb.tile_features/tiles/WebMercatorQuad/3/0/0`);
   assert.equal(r.status, 200);
   assert.equal((await r.arrayBuffer()).byteLength, 0);
+});
+
+test('a tile\'s rows come from the R-tree in shared memory, not a scan', () => {
+  // auto_explain shows the plan of tile_features' own query (LOG messages to the client)
+  const r = spawnSync(PSQL, ['-X', '-q', '-tA', '-v', 'ON_ERROR_STOP=1',
+    '-c', "LOAD 'auto_explain'", '-c', 'SET auto_explain.log_min_duration = 0',
+    '-c', 'SET auto_explain.log_nested_statements = on', '-c', 'SET auto_explain.log_analyze = on',
+    '-c', 'SET client_min_messages = log',
+    '-c', 'SELECT count(*) FROM trafficdb.tile_features(16, 37307, 18969)'], { encoding: 'utf8', timeout: 30000 });
+  assert.equal(r.status, 0, r.stderr);
+  const plan = r.stderr.split('Query Text:').find((p) => p.includes('FROM trafficdb.locations l'));
+  assert.ok(plan, `no plan of tile_features' query in: ${r.stderr}`);
+  assert.match(plan, /Foreign Scan on locations l/);
+  assert.match(plan, /TrafficDB Pushdown: geom && box2d\(/);
+  const examined = Number(/Locations Examined: (\d+)/.exec(plan)[1]);
+  const rowsOut = Number(r.stdout.trim());
+  assert.equal(examined, rowsOut, 'the R-tree examined other locations than the tile\'s');
+  assert.ok(rowsOut > 0 && rowsOut < Number(sql('SELECT count(*) FROM trafficdb.locations')) / 4);
 });
 
 test('no console errors over the whole session', () => {
