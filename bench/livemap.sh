@@ -91,7 +91,7 @@ measure_tiles() {
 			    FROM (SELECT ST_LineInterpolatePoint(geom, 0.5) AS p FROM trafficdb.locations) s) u
 			 ORDER BY md5(t) LIMIT 400")
 		printf '%s\n' "${tiles[@]}" | awk -F/ '{ print $2 "\t" $3 }' >"$work/tiles.tsv"
-		"${PSQL[@]}" -c "DROP TABLE IF EXISTS bench_livemap_tiles" \
+		"${PSQL[@]}" -c "SET client_min_messages = warning" -c "DROP TABLE IF EXISTS bench_livemap_tiles" \
 			-c "CREATE TABLE bench_livemap_tiles (i serial PRIMARY KEY, x int, y int)" \
 			-c "\\copy bench_livemap_tiles (x, y) FROM '$work/tiles.tsv'"
 		declare -A tps=() p50=() sqltps=()
