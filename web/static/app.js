@@ -210,6 +210,11 @@
     const es = new EventSource('/live');
     es.addEventListener('hello', (m) => {
       const s = JSON.parse(m.data);
+      // a reconnection: publications may have been missed; fetch every tile again
+      if (!firstState && s.generation !== tdb.generation && map.getSource('traffic')) {
+        tdb.refreshes.push({ generation: s.generation, all: true, tiles: null });
+        map.refreshTiles('traffic');
+      }
       setState(s);
       liveStatus.textContent = 'live';
       if (firstState && !hash && s.extent) map.fitBounds(s.extent, { animate: false, padding: 20 });
