@@ -31,7 +31,7 @@ start_web() {
 	fi
 	# cwd web/: tipg reads a .env of the working directory; web/ has none
 	(cd "$TDB_ROOT/web" && DATABASE_URL=$url exec nohup "$VENV/bin/uvicorn" --app-dir "$TDB_ROOT/web" app:app \
-		--host 127.0.0.1 --port "$port" --no-access-log >"$dir/web.log" 2>&1) &
+		--host 127.0.0.1 --port "$port" --no-access-log --timeout-graceful-shutdown 2 >"$dir/web.log" 2>&1) &
 	echo $! >"$dir/web.pid"
 	echo "$port" >"$dir/web.port"
 	for i in $(seq 1 120); do	# bounded: 60 s
