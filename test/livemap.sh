@@ -85,10 +85,10 @@ IMPORT FOREIGN SCHEMA "s3://vessels/us_coastal_2020_06_30.trail" FROM SERVER min
 EOSQL
 
 scripts/web.sh start "$work" "postgresql://postgres@127.0.0.1:$port/livemap"
-echo "livemap: browser tests (node --test web/test/, $(chromium --version 2>/dev/null | head -1))"
+echo "livemap: browser tests (node --test web/test/livemap.test.mjs, $(chromium --version 2>/dev/null | head -1))"
 [ -n "${LIVEMAP_SHOTS:-}" ] && mkdir -p "$LIVEMAP_SHOTS"
 if ! (cd web && LIVEMAP_URL="http://127.0.0.1:$(cat "$work/web.port")" LIVEMAP_PSQL="$PG_BIN/psql" CHROMIUM=$(command -v chromium) \
-	timeout 600 node --test test/); then
+	timeout 600 node --test test/livemap.test.mjs); then
 	echo "--- web.log" >&2; tail -n 30 "$work/web.log" >&2
 	echo "--- postgres.log" >&2; tail -n 30 "$work/pg/postgres.log" >&2
 	die "the live map tests failed"

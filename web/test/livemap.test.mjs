@@ -1,7 +1,7 @@
 // web/test/livemap.test.mjs: the live map as a person uses it, in Debian's
 // chromium (headless, driven by puppeteer-core), against a real cluster, the
 // tipg app (web/app.py) and MinIO.  test/livemap.sh sets them up and runs
-// `node --test web/test/` with:
+// `node --test test/livemap.test.mjs` in web/ with:
 //   LIVEMAP_URL   the app, e.g. http://127.0.0.1:8080
 //   PGHOST, PGPORT, PGUSER, PGDATABASE, LIVEMAP_PSQL   the cluster and its psql
 //   CHROMIUM      the browser (default /usr/bin/chromium)
