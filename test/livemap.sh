@@ -64,7 +64,7 @@ export PGHOST=127.0.0.1 PGPORT=$port PGUSER=postgres PGDATABASE=livemap
 PSQL=("$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1)
 "${PSQL[@]}" -d postgres -c "CREATE DATABASE livemap"
 "${PSQL[@]}" -c "CREATE EXTENSION postgis"
-osm2pgsql --output=flex --style=scripts/roads.lua --log-level=warn -H 127.0.0.1 -P "$port" -U postgres -d livemap \
+osm2pgsql --output=flex --style=scripts/roads.lua --log-level=warn --log-progress=false -H 127.0.0.1 -P "$port" -U postgres -d livemap \
 	data/helsinki.osm.pbf
 "${PSQL[@]}" -c "CREATE EXTENSION trafficdb" \
 	-c "SELECT trafficdb.load_map('roads', 'osm_id', 'geom', 'highway', 'name', 'maxspeed', 'oneway')" >/dev/null
