@@ -214,6 +214,39 @@ test('a click on the street shows what trafficdb.locations returns for it', asyn
   assert.equal(shown.speed_kmh, '3.5 km/h');
 });
 
+test('a publication of more than 200 changes sends one box around them all', async () => {
+  await page.evaluate(() => document.querySelector('.maplibregl-popup-close-button')?.click());
+  const { events, refreshes } = await page.evaluate(() => ({ events: window.__tdb.events, refreshes: window.__tdb.refreshes.length }));
+  const n = Number(sql(`SELECT count(*) FROM trafficdb.locations WHERE road_class IN ('primary', 'secondary', 'tertiary', 'residential')`));
+  assert.ok(n > 200);
+  const g = sql2(`INSERT INTO trafficdb.feed (location_id, speed_kmh, free_flow_kmh, congestion)
+       SELECT location_id, 20, 40, 2 FROM trafficdb.locations WHERE road_class IN ('primary', 'secondary', 'tertiary', 'residential')`,
+  'SELECT trafficdb.publish()');
+  await until((e, g) => window.__tdb.events > e && window.__tdb.generation === Number(g), 10000, 'the event', events, g);
+  const state = await (await fetch(`${BASE}/live/state`)).json();
+  const [[w, s, e, nn]] = rows(`SELECT ST_XMin(x), ST_YMin(x), ST_XMax(x), ST_YMax(x) FROM (SELECT ST_Extent(geom)::geometry AS x
+      FROM trafficdb.locations WHERE road_class IN ('primary', 'secondary', 'tertiary', 'residential')) q`);
+  assert.equal(state.generation, Number(g));
+  assert.equal(state.changed, n);
+  assert.equal(state.all, true);
+  assert.deepEqual(state.boxes, [[Number(w), Number(s), Number(e), Number(nn)]]);
+  // the page fetched the tiles of that box it shows (the whole view here), by name
+  const mine = await page.evaluate((n) => window.__tdb.refreshes.slice(n), refreshes);
+  assert.equal(mine.length, 1);
+  assert.equal(mine[0].all, false);
+  const view = await page.evaluate(() => {
+    const m = window.__tdb.map, b = m.getBounds(), z = Math.floor(m.getZoom()), n = 2 ** z;
+    const x = (lon) => Math.floor((lon + 180) / 360 * n);
+    const y = (lat) => Math.floor((1 - Math.log(Math.tan(lat * Math.PI / 180) + 1 / Math.cos(lat * Math.PI / 180)) / Math.PI) / 2 * n);
+    return { z, x0: x(b.getWest()), x1: x(b.getEast()), y0: y(b.getNorth()), y1: y(b.getSouth()) };
+  });
+  for (const k of mine[0].tiles) {
+    const [z, x, y] = k.split('/').map(Number);
+    assert.ok(z === view.z && x >= view.x0 - 1 && x <= view.x1 + 1 && y >= view.y0 - 1 && y <= view.y1 + 1, `${k} is not on screen`);
+  }
+  assert.ok(mine[0].tiles.length >= (view.x1 - view.x0 + 1) * (view.y1 - view.y0 + 1) / 2);
+});
+
 function positions(minute) {
   // each vessel's last report in the 10 minutes up to the end of the minute
   const at = `timestamptz '2020-06-30 00:00+00' + interval '${minute} minutes'`;
