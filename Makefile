@@ -262,6 +262,18 @@ endif
 
 .PHONY: install-client install-python
 
+# The live map (web/) in headless chromium against the installed build: a
+# cluster, the tipg app and MinIO of its own (test/livemap.sh; part of make test).
+test-livemap:
+	test/livemap.sh
+
+# The live map's benchmark: tiles/s through tipg from trafficdb.tile_features
+# vs a heap table with GiST, and publish() to repainted tile (bench/livemap.sh).
+bench-livemap:
+	bench/livemap.sh
+
+.PHONY: test-livemap bench-livemap
+
 # TAP tests of t/ (PostgreSQL::Test::Cluster) against the installed server.
 tap:
 	$(prove_installcheck)

@@ -172,6 +172,17 @@ SECTIONS = [
      "with redis_, notify_, notify_stmt_, update_only_ and expected_events are from bench/sub_baselines.sh "
      "(x = its subscriptions, 1,000 by default): Redis pub-sub and LISTEN/NOTIFY with the filtering done "
      "by consumers, events/s and CPU us per event, every run checked against the expected count."),
+    ("livemap", "The live map (bench/livemap.sh)",
+     "Vector tiles of zooms 12-16 (x = zoom; the tiles that hold roads, at most 400 a zoom; medians of 3 "
+     "rounds, the two sides taking turns), through tipg "
+     "(web/app.py, one uvicorn worker, 4 client threads with keep-alive) from the function layer "
+     "trafficdb.tile_features (the R-tree in shared memory); baseline: the same function over a heap "
+     "copy of trafficdb.locations with a GiST index, same server and run. sql_tiles_per_s: the same "
+     "tiles by ST_AsMVT in SQL alone (pgbench, 2 clients). publish_to_*: from just before the feed "
+     "rows and trafficdb.publish() (one psql session) to the page's event and to its repainted tile "
+     "(the map's next idle after the refetched tiles), headless chromium, x = runs."),
+    ("livemap_delaware", "The live map on the real Delaware network (bench/livemap.sh)",
+     "The tiles measured as above, with the Delaware network (52,585 OpenStreetMap ways) loaded as the map."),
     ("tippydb", "TippyDB's geo-placement experiment (bench/tippy.sh)",
      "Three clusters (regions A, B, C) each own a third of a 30,000-segment map; clients in region A "
      "reach A through Toxiproxy with 1 ms of added round trip and B and C with 100 ms. 80 % of the "

@@ -16,6 +16,9 @@
 #   4. the C accessor vs a bare hash probe and Redis (bench/accessor.sh);
 #   5. streams and trails, when their benchmarks exist (bench/streams.sh,
 #      bench/trails.sh, bench/trails_parquet.sh: trails vs DuckDB on Parquet);
+#      5c. the live map (bench/livemap.sh): vector tiles per second through
+#      tipg from trafficdb.tile_features vs a heap table with GiST, and the
+#      time from publish() to the page's repainted tile in headless chromium;
 #      5b. when Go is there, TippyDB's geo-placement experiment (bench/tippy.sh:
 #      three clusters behind Toxiproxy, geo vs hash placement);
 #   6. the report and plots (bench/report.py).
@@ -107,6 +110,9 @@ for b in bench/streams.sh bench/trails.sh bench/trails_parquet.sh; do
 	if [ -x "$b" ]; then "$b"; ran=1; fi
 done
 [ "$ran" = 1 ] || echo "  (no stream or trail benchmarks yet)" >&2
+
+step "5c/6 the live map: tiles/s through tipg vs a heap with GiST, publish() to repainted tile (bench/livemap.sh)"
+bench/livemap.sh
 
 # optional: needs Go for Toxiproxy (scripts/toxiproxy.sh builds it with go install)
 if command -v go >/dev/null 2>&1 || [ -x /usr/local/go/bin/go ]; then

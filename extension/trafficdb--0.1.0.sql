@@ -412,6 +412,47 @@ $$;
 COMMENT ON FUNCTION trafficdb.tile IS
     'vector tile z/x/y (layer "traffic": location_id, name, road_class, speeds, congestion, incident) of the live traffic';
 
+-- The rows of tile z/x/y, for tile servers that make the tile themselves:
+-- tipg serves a set-returning function with parameters z, x and y as a
+-- "function layer" (it fills them from the tile's path, then clips, encodes
+-- and aggregates the rows with ST_AsMVTGeom and ST_AsMVT).  The box of the
+-- tile (with a margin of 64/4096) goes to the R-tree in shared memory as
+-- geom && box; a NULL argument gives no rows; a zoom outside [0, 30] or a
+-- column or row outside the zoom's grid is an error naming it.
+CREATE FUNCTION trafficdb.tile_features(z integer, x integer, y integer,
+    OUT location_id bigint, OUT name text, OUT road_class text,
+    OUT speed_kmh real, OUT free_flow_kmh real, OUT congestion smallint,
+    OUT incident text, OUT generation bigint, OUT geom geometry)
+RETURNS SETOF record
+LANGUAGE plpgsql STABLE PARALLEL RESTRICTED AS $$
+DECLARE
+  side bigint;
+BEGIN
+  IF z IS NULL OR x IS NULL OR y IS NULL THEN
+    RETURN;
+  END IF;
+  IF z < 0 OR z > 30 THEN
+    RAISE EXCEPTION 'tile zoom % is out of range: expected 0 to 30', z
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  side := 1::bigint << z;
+  IF x < 0 OR x >= side THEN
+    RAISE EXCEPTION 'tile column x = % is outside the grid of zoom %: expected 0 to %', x, z, side - 1
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  IF y < 0 OR y >= side THEN
+    RAISE EXCEPTION 'tile row y = % is outside the grid of zoom %: expected 0 to %', y, z, side - 1
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  RETURN QUERY
+    SELECT l.location_id, l.name, l.road_class, l.speed_kmh, l.free_flow_kmh, l.congestion,
+           l.incident, l.generation, l.geom
+      FROM trafficdb.locations l
+     WHERE l.geom && ST_Transform(ST_TileEnvelope(z, x, y, margin => 64.0 / 4096), 4326);
+END $$;
+COMMENT ON FUNCTION trafficdb.tile_features IS
+    'the live traffic of tile z/x/y (Web Mercator) as rows, for a tile server''s function layer (tipg); the tile''s box is queried in the in-memory R-tree';
+
 -- A GeoJSON FeatureCollection of the locations in a lon/lat box.
 CREATE FUNCTION trafficdb.geojson(min_lon float8, min_lat float8, max_lon float8, max_lat float8) RETURNS json
 LANGUAGE sql STABLE PARALLEL RESTRICTED AS $$
@@ -436,6 +477,7 @@ DECLARE pg text := (SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON 
 BEGIN
   EXECUTE format('ALTER FUNCTION trafficdb.tile(integer, integer, integer) SET search_path = pg_catalog, %I', pg);
   EXECUTE format('ALTER FUNCTION trafficdb.geojson(float8, float8, float8, float8) SET search_path = pg_catalog, %I', pg);
+  EXECUTE format('ALTER FUNCTION trafficdb.tile_features(integer, integer, integer) SET search_path = pg_catalog, %I', pg);
 END $$;
 
 -- ---------------------------------------------------------------------------

@@ -32,6 +32,11 @@ is_running() { [ -f "$(pgdata)/PG_VERSION" ] && as_pg "$PG_BIN/pg_ctl" -D "$(pgd
 port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 stop_demo() {
+	if [ -f "$(demo_dir)/web/web.pid" ]; then
+		stop_pidfile "$(demo_dir)/web/feeder.pid"
+		scripts/web.sh stop "$(demo_dir)/web"
+		echo "demo: stopped the live map"
+	fi
 	if [ -f "$(demo_dir)/minio/pid" ]; then
 		scripts/minio.sh stop "$(demo_dir)/minio"
 		echo "demo: stopped MinIO"
@@ -110,10 +115,12 @@ if ! is_running; then
 	port=$(demo_port)
 	if [ -z "$port" ] || port_in_use "$port"; then
 		port=
-		for p in $(seq 5433 5532); do
+		# TDB_DEMO_PG_PORTS="FIRST LAST": another range (parallel demos on one machine)
+		read -r pfirst plast <<<"${TDB_DEMO_PG_PORTS:-5433 5532}"
+		for p in $(seq "$pfirst" "$plast"); do
 			if ! port_in_use "$p"; then port=$p; break; fi
 		done
-		[ -n "$port" ] || die "no free TCP port on 127.0.0.1 between 5433 and 5532"
+		[ -n "$port" ] || die "no free TCP port on 127.0.0.1 between $pfirst and $plast"
 		echo "$port" | as_pg tee "$dir/port" >/dev/null
 	fi
 	as_pg tee "$(pgdata)/trafficdb-demo.conf" >/dev/null <<-EOF
@@ -226,12 +233,32 @@ rm -rf "$dir/trail-cache"	# start cold: the first queries fetch from S3
 	-v secret_key="$MINIO_ROOT_PASSWORD" -v cache_dir="$(readlink -f "$dir")/trail-cache" -f scripts/demo-trails.sql
 unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_ENDPOINT_URL
 
+say "the live map: vector tiles through tipg, repainted on publish, vessels on a time slider (web/)"
+# tipg serves trafficdb.tile_features(z, x, y) as vector tiles; web/app.py adds
+# the page (MapLibre GL JS from npm), server-sent events on each publication
+# and the vessels of the AIS day from S3 through the trail FDW.  Traffic on
+# every road cars use, then web/feeder.py moves some of it every 3 s.
+"${PSQL[@]}" -d "$DEMO_DB" -q -f web/demo-traffic.sql >/dev/null
+stop_pidfile "$dir/web/feeder.pid"
+scripts/web.sh stop "$dir/web"
+dburl="postgresql://postgres@127.0.0.1:$port/$DEMO_DB"
+TDB_WEB_PORTS=${TDB_WEB_PORTS:-8080 8179} scripts/web.sh start "$dir/web" "$dburl"
+web_port=$(cat "$dir/web/web.port")
+nohup "${TDB_WEB_VENV:-$TDB_ROOT/.venv-web}/bin/python" web/feeder.py "$dburl" >"$dir/web/feeder.log" 2>&1 &
+echo $! >"$dir/web/feeder.pid"
+curl -fs -o /dev/null -w 'a z15 tile of the centre through tipg: %{size_download} bytes (%{content_type})\n' \
+	"http://127.0.0.1:$web_port/collections/trafficdb.tile_features/tiles/WebMercatorQuad/$("${PSQL[@]}" -d "$DEMO_DB" -tA -c "
+	SELECT format('15/%s/%s', floor((ST_X(c) + 180) / 360 * 32768)::int,
+	       floor((1 - ln(tan(radians(ST_Y(c))) + 1 / cos(radians(ST_Y(c)))) / pi()) / 2 * 32768)::int)
+	  FROM (SELECT ST_Centroid(ST_Extent(geom)) AS c FROM trafficdb.locations) s")"
+
 cat <<EOF
 
 $(printf '\033[1m')The demo server is running.$(printf '\033[0m')
   connect:  $PG_BIN/psql -h 127.0.0.1 -p $port -U postgres $DEMO_DB
   log:      $dir/postgres.log
   minio:    $MINIO_ENDPOINT (credentials in $dir/minio/env; bucket vessels)
-  stop:     make demo-stop      (stops MinIO too; make demo-clean also deletes the cluster)
+  live map: http://127.0.0.1:$web_port/map/   (tipg's own pages: http://127.0.0.1:$web_port/)
+  stop:     make demo-stop      (stops MinIO and the live map too; make demo-clean also deletes the cluster)
 It listens on 127.0.0.1 only and trusts local connections: a demo, not a deployment.
 EOF

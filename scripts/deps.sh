@@ -32,7 +32,16 @@ packages=(
 	# pg_auto_failover 2.0 (pg_autoctl and the monitor's extension pgautofailover),
 	# and libpq from Python for the bench's feed writers and readers
 	"postgresql-$PG_MAJOR-auto-failover" python3-psycopg2
+	# the live map (web/): a browser for its tests and screenshots, and a font
+	# for its text; Python's venv (above) takes tipg
+	chromium fonts-dejavu-core
 )
+# Node.js and npm build the page (MapLibre GL JS from npm) and run its
+# browser tests: Debian's nodejs and npm, unless a Node.js with npm is
+# already installed another way (Debian's npm would conflict with it).
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+	packages+=(nodejs npm)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

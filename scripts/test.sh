@@ -10,8 +10,10 @@
 #      preloads the library,
 #   4. the TAP tests (t/) on clusters they create themselves, with a real
 #      MinIO on 127.0.0.1 and the tests' fault proxy for the trail FDW,
-#   5. a minute of random SQL (sqlsmith) that must not crash the server,
-#   6. as root, the group-mode test (test/group_mode.sh) with real OS users.
+#   5. the live map (web/) in headless chromium against a real cluster, the
+#      tipg app and MinIO (test/livemap.sh),
+#   6. a minute of random SQL (sqlsmith) that must not crash the server,
+#   7. as root, the group-mode test (test/group_mode.sh) with real OS users.
 # Exits non-zero on the first failing stage and shows why.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -91,6 +93,9 @@ if ! as_pg env TDBREAD="$work/tools/tdbread" TDBSUB="$work/tools/tdbsub" TRAFFIC
 		-exec tail -n 40 {} \; 2>/dev/null || true
 	die "TAP tests failed"
 fi
+
+say "the live map: tiles through tipg, repaint on publish, popup, vessels, in headless chromium (test/livemap.sh)"
+test/livemap.sh || die "the live map tests failed"
 
 say "random SQL: sqlsmith for 60 s as an ordinary role and as a superuser (test/sqlsmith.sh)"
 test/sqlsmith.sh 60 || die "a random SQL statement crashed the server"

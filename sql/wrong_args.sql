@@ -78,3 +78,16 @@ DROP SEQUENCE wa_seq;
 DROP MATERIALIZED VIEW wa_matview;
 DROP VIEW wa_view;
 DROP TABLE wa_heap;
+
+-- the tile server's function layer: NULL gives no rows; a zoom off [0, 30]
+-- or a column or row off the zoom's grid is an error naming it
+SELECT count(*) FROM trafficdb.tile_features(NULL, 0, 0);
+SELECT count(*) FROM trafficdb.tile_features(3, NULL, 0);
+SELECT * FROM trafficdb.tile_features(-1, 0, 0);
+SELECT * FROM trafficdb.tile_features(31, 0, 0);
+SELECT * FROM trafficdb.tile_features(2147483647, 0, 0);
+SELECT * FROM trafficdb.tile_features(3, 8, 0);
+SELECT * FROM trafficdb.tile_features(3, -1, 0);
+SELECT * FROM trafficdb.tile_features(3, 0, 8);
+SELECT * FROM trafficdb.tile_features(30, 1073741824, 0);
+SELECT * FROM trafficdb.tile_features(0, 0, -2147483648);

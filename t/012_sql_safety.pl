@@ -8,7 +8,7 @@
 # - trail_write(server => s) needs USAGE on s, even with a PUBLIC user mapping;
 # - changing trafficdb.trail_memory_cache between FETCHes of an open cursor
 #   (it freed the block cache the cursor's pager still used);
-# - tile() and geojson() are not parallel safe (workers would pin other
+# - tile(), tile_features() and geojson() are not parallel safe (workers would pin other
 #   generations than the leader).
 use strict;
 use warnings;
@@ -95,6 +95,7 @@ for my $c (q{trafficdb.load_map(NULL)}, q{trafficdb.load_map('roads', NULL)}, q{
 }
 # hostile values
 for my $sql (q{SELECT trafficdb.tile(-1, 0, 0)}, q{SELECT trafficdb.tile(40, 1, 1)}, q{SELECT trafficdb.tile(2, 99, -5)},
+	q{SELECT count(*) FROM trafficdb.tile_features(40, 1, 1)}, q{SELECT count(*) FROM trafficdb.tile_features(2, 99, -5)},
 	q{SELECT trafficdb.geojson('NaN', 'Infinity', '-Infinity', 1e308)},
 	q{SELECT trafficdb.trail_write('SELECT 1', 's3://b/k', server => 'no_such_server')},
 	q{SELECT trafficdb.trail_write('', '', page_size => -1)}, q{SELECT trafficdb.trail_write('SELECT 1', 'relative/path')},
@@ -131,8 +132,8 @@ is($node->safe_psql('postgres', q{SELECT string_agg(location_id::text, ',') FROM
 
 # tile() and geojson() read the shared-memory snapshot: never in parallel workers
 is($node->safe_psql('postgres', q{SELECT string_agg(proname || ':' || proparallel::text, ',' ORDER BY proname) FROM pg_proc
-  WHERE pronamespace = 'trafficdb'::regnamespace AND proname IN ('tile', 'geojson', 'current_traffic', 'changes_since')}),
-	'changes_since:u,current_traffic:u,geojson:r,tile:r', 'no function reading the snapshot is PARALLEL SAFE');
+  WHERE pronamespace = 'trafficdb'::regnamespace AND proname IN ('tile', 'tile_features', 'geojson', 'current_traffic', 'changes_since')}),
+	'changes_since:u,current_traffic:u,geojson:r,tile:r,tile_features:r', 'no function reading the snapshot is PARALLEL SAFE');
 
 # a trail url naming a FIFO: refused at once (open() waited for a writer)
 system('mkfifo', "$dir/fifo.trail") == 0 or die 'mkfifo failed';

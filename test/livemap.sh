@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# test/livemap.sh: the live map (web/) tested as a person uses it.
+#
+# Sets up, in a scratch directory, a real cluster that preloads trafficdb
+# (the installed build) with the Helsinki roads as its map, a MinIO on
+# 127.0.0.1 holding the demo's AIS day as a trail file read through the
+# trail FDW, and the tipg app (scripts/web.sh), then runs the browser tests
+# (web/test/, node --test, headless Debian chromium through puppeteer-core).
+# Stops everything it started, whatever happens.
+#
+# Ports: the system picks free ones; TDB_TEST_PG_PORTS="FIRST LAST" and
+# TDB_WEB_PORTS="FIRST LAST" choose a range instead.  LIVEMAP_SHOTS=DIR keeps
+# the screenshots.
+set -euo pipefail
+. "$(dirname "$0")/../scripts/lib.sh"
+cd "$TDB_ROOT"
+
+scripts/web-setup.sh
+scripts/fetch-ais.sh >/dev/null
+make -s tools/trafficdb-trail
+command -v chromium >/dev/null || die "chromium is missing: scripts/deps.sh installs it"
+
+work=$(mktemp -d /tmp/trafficdb-livemap.XXXXXX)
+chmod 755 "$work"	# the cluster account reaches its directory through it
+make_pg_dir "$work/pg"
+pgdata=$work/pg/data
+cleanup() {
+	set +e
+	scripts/web.sh stop "$work" >/dev/null 2>&1
+	scripts/minio.sh stop "$work/minio" >/dev/null 2>&1
+	[ -f "$pgdata/postmaster.pid" ] && as_pg "$PG_BIN/pg_ctl" -D "$pgdata" stop -m fast -w >/dev/null 2>&1
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+if [ -n "${TDB_TEST_PG_PORTS:-}" ]; then
+	read -r first last <<<"$TDB_TEST_PG_PORTS"
+	port=
+	for p in $(seq "$first" "$last"); do
+		if ! port_in_use "$p"; then port=$p; break; fi
+	done
+	[ -n "$port" ] || die "no free TCP port on 127.0.0.1 between $first and $last"
+else
+	port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
+fi
+
+echo "livemap: cluster on 127.0.0.1:$port"
+as_pg "$PG_BIN/initdb" -D "$pgdata" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >"$work/pg/initdb.log" ||
+	{ cat "$work/pg/initdb.log"; die "initdb failed"; }
+as_pg tee -a "$pgdata/postgresql.conf" >/dev/null <<EOF2
+listen_addresses = '127.0.0.1'
+port = $port
+unix_socket_directories = ''
+shared_preload_libraries = 'trafficdb'
+trafficdb.database = 'livemap'
+dynamic_shared_memory_type = posix
+# only publish() publishes: each test knows which generation holds its rows
+trafficdb.publish_interval = '1h'
+EOF2
+as_pg "$PG_BIN/pg_ctl" -D "$pgdata" -l "$work/pg/postgres.log" -w start >/dev/null ||
+	{ tail -n 20 "$work/pg/postgres.log"; die "the cluster did not start"; }
+export PGHOST=127.0.0.1 PGPORT=$port PGUSER=postgres PGDATABASE=livemap
+PSQL=("$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1)
+"${PSQL[@]}" -d postgres -c "CREATE DATABASE livemap"
+"${PSQL[@]}" -c "CREATE EXTENSION postgis"
+osm2pgsql --output=flex --style=scripts/roads.lua --log-level=warn --log-progress=false -H 127.0.0.1 -P "$port" -U postgres -d livemap \
+	data/helsinki.osm.pbf
+"${PSQL[@]}" -c "CREATE EXTENSION trafficdb" \
+	-c "SELECT trafficdb.load_map('roads', 'osm_id', 'geom', 'highway', 'name', 'maxspeed', 'oneway')" >/dev/null
+
+echo "livemap: MinIO with the AIS day of 2020-06-30 as a trail file"
+scripts/minio.sh start "$work/minio"
+. "$work/minio/env"
+AWS_ACCESS_KEY_ID=$MINIO_ROOT_USER AWS_SECRET_ACCESS_KEY=$MINIO_ROOT_PASSWORD AWS_ENDPOINT_URL=$MINIO_ENDPOINT \
+	tools/trafficdb-trail mb s3://vessels >/dev/null
+AWS_ACCESS_KEY_ID=$MINIO_ROOT_USER AWS_SECRET_ACCESS_KEY=$MINIO_ROOT_PASSWORD AWS_ENDPOINT_URL=$MINIO_ENDPOINT \
+	tools/trafficdb-trail write s3://vessels/us_coastal_2020_06_30.trail --id mmsi --time ts \
+	<data/cache/ais/us_coastal_2020_06_30.csv
+"${PSQL[@]}" -v endpoint="$MINIO_ENDPOINT" -v access_key="$MINIO_ROOT_USER" -v secret_key="$MINIO_ROOT_PASSWORD" <<'EOSQL'
+CREATE SERVER minio FOREIGN DATA WRAPPER trafficdb_trails OPTIONS (endpoint :'endpoint', region 'us-east-1');
+CREATE USER MAPPING FOR CURRENT_USER SERVER minio OPTIONS (access_key :'access_key', secret_key :'secret_key');
+CREATE SCHEMA trails;
+IMPORT FOREIGN SCHEMA "s3://vessels/us_coastal_2020_06_30.trail" FROM SERVER minio INTO trails;
+EOSQL
+
+scripts/web.sh start "$work" "postgresql://postgres@127.0.0.1:$port/livemap"
+echo "livemap: browser tests (node --test web/test/livemap.test.mjs, $(chromium --version 2>/dev/null | head -1))"
+[ -n "${LIVEMAP_SHOTS:-}" ] && mkdir -p "$LIVEMAP_SHOTS"
+if ! (cd web && LIVEMAP_URL="http://127.0.0.1:$(cat "$work/web.port")" LIVEMAP_PSQL="$PG_BIN/psql" CHROMIUM=$(command -v chromium) \
+	timeout 600 node --test test/livemap.test.mjs); then
+	echo "--- web.log" >&2; tail -n 30 "$work/web.log" >&2
+	echo "--- postgres.log" >&2; tail -n 30 "$work/pg/postgres.log" >&2
+	die "the live map tests failed"
+fi

@@ -1,0 +1,338 @@
+"""trafficdb's live map: tipg's FastAPI app with a few routes added.
+
+    DATABASE_URL=postgresql://postgres@127.0.0.1:5433/trafficdb_demo \
+        uvicorn --app-dir web app:app --host 127.0.0.1 --port 8080
+
+tipg (OGC API Features and Tiles for PostGIS) serves the vector tiles: its
+function layer trafficdb.tile_features(z, x, y) reads the tile's box from the
+R-tree in shared memory; tipg clips, encodes and aggregates the rows.  Added
+here:
+
+  GET /map/                the page (web/static/) and, under /vendor/maplibre-gl/,
+                           MapLibre GL JS as npm installed it (no CDN)
+  GET /live                server-sent events: one "publish" event per
+                           publication (LISTEN trafficdb_publish), with the
+                           generation, when it was published and the boxes of
+                           the locations it changed (trafficdb.changes_since)
+  GET /live/state          the same as JSON, for the current generation
+  GET /trails/positions    vessels at a minute of the demo's AIS day, from S3
+                           through the trail FDW (the time window pushed down)
+
+Settings, from the environment: DATABASE_URL (tipg's own, also used for the
+listener), TRAFFICDB_WEB_MAX_BOXES (boxes per event before one box of all
+changes is sent instead; default 200), TRAFFICDB_WEB_TRAIL_TABLE (default
+trails.us_coastal_2020_06_30) and tipg's TIPG_* variables; the defaults set
+below expose the tile function only and let no tile be cached by the browser
+(a repainted tile must be fetched anew).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import json
+import logging
+import os
+import pathlib
+import re
+
+# tipg reads its settings when it is imported: our defaults first.
+os.environ.setdefault("TIPG_DB_SCHEMAS", '["trafficdb"]')
+os.environ.setdefault("TIPG_DB_FUNCTIONS", '["trafficdb.tile_features"]')
+os.environ.setdefault("TIPG_DB_EXCLUDE_TABLE_SCHEMAS", '["trafficdb"]')
+os.environ.setdefault("TIPG_SET_MVT_LAYERNAME", "true")
+os.environ.setdefault("TIPG_CACHECONTROL", "no-store")
+os.environ.setdefault("TIPG_DB_MAX_CONN_SIZE", "4")
+
+import asyncpg  # noqa: E402
+from fastapi import HTTPException, Query, Request  # noqa: E402
+from fastapi.responses import JSONResponse, RedirectResponse, StreamingResponse  # noqa: E402
+from starlette.staticfiles import StaticFiles  # noqa: E402
+from starlette_cramjam.middleware import CompressionMiddleware  # noqa: E402
+from tipg.main import app  # noqa: E402
+
+log = logging.getLogger("trafficdb.web")
+
+HERE = pathlib.Path(__file__).resolve().parent
+MAX_BOXES = int(os.environ.get("TRAFFICDB_WEB_MAX_BOXES", "200"))
+TRAIL_TABLE = os.environ.get("TRAFFICDB_WEB_TRAIL_TABLE", "trails.us_coastal_2020_06_30")
+if not re.fullmatch(r"[a-z_][a-z0-9_]*\.[a-z_][a-z0-9_]*", TRAIL_TABLE):
+    raise SystemExit(f"TRAFFICDB_WEB_TRAIL_TABLE={TRAIL_TABLE!r}: expected schema.table in lower case")
+TRAIL_DAY = dt.datetime(2020, 6, 30, tzinfo=dt.timezone.utc)
+TRAIL_TAIL_MINUTES = 30
+
+# An event stream must reach the browser as it is written: no compression.
+for m in app.user_middleware:
+    if m.cls is CompressionMiddleware:
+        m.kwargs["exclude_path"] = {r"/live", r"/live/.*"}
+
+app.mount("/map", StaticFiles(directory=HERE / "static", html=True), name="map")
+MAPLIBRE_DIST = HERE / "node_modules" / "maplibre-gl" / "dist"
+if MAPLIBRE_DIST.is_dir():
+    app.mount("/vendor/maplibre-gl", StaticFiles(directory=MAPLIBRE_DIST), name="maplibre")
+else:
+    log.warning("%s is missing: run npm ci in web/", MAPLIBRE_DIST)
+
+
+@app.exception_handler(asyncpg.exceptions.InvalidParameterValueError)
+async def bad_parameter(request: Request, exc: asyncpg.exceptions.InvalidParameterValueError):
+    """A tile off the grid (trafficdb.tile_features names it): the client's error."""
+    return JSONResponse({"detail": str(exc)}, status_code=400)
+
+
+@app.get("/map", include_in_schema=False)
+def map_redirect():
+    return RedirectResponse("/map/")
+
+
+# ---------------------------------------------------------------------------
+# Publications: one listener connection, one task turning notifications into
+# events, one queue per connected page.
+# ---------------------------------------------------------------------------
+
+# The generation the statement read (REPEATABLE READ: every statement of the
+# transaction reads that one), its publication time, and the boxes of the
+# locations that changed after prev.  Past max_boxes, one box of them all.
+STATE_SQL = """
+SELECT (SELECT generation FROM trafficdb.locations LIMIT 1) AS generation,
+       (SELECT published_at FROM trafficdb.daemon_state) AS published_at
+"""
+BOXES_SQL = """
+WITH c AS (
+  SELECT l.location_id, l.geom
+    FROM trafficdb.changes_since($1) c
+    JOIN trafficdb.locations l ON l.location_id = c.location_id
+), n AS (SELECT count(*) AS n FROM c)
+SELECT n.n,
+       CASE WHEN n.n <= $2 THEN
+         (SELECT json_agg(json_build_array(ST_XMin(c.geom), ST_YMin(c.geom), ST_XMax(c.geom), ST_YMax(c.geom))
+                          ORDER BY c.location_id) FROM c)
+       ELSE
+         (SELECT json_build_array(json_build_array(ST_XMin(e), ST_YMin(e), ST_XMax(e), ST_YMax(e)))
+            FROM (SELECT ST_Extent(c.geom)::geometry AS e FROM c) x)
+       END AS boxes
+  FROM n
+"""
+
+
+class Publications:
+    """LISTEN trafficdb_publish and fan each publication out as an event."""
+
+    def __init__(self, dsn: str):
+        self.dsn = dsn
+        self.conn: asyncpg.Connection | None = None
+        self.wake = asyncio.Event()
+        self.clients: set[asyncio.Queue] = set()
+        self.state: dict | None = None
+        self.task: asyncio.Task | None = None
+        self.wanted = 0
+
+    async def start(self):
+        self.conn = await asyncpg.connect(self.dsn)
+        await self.conn.add_listener("trafficdb_publish", self._notified)
+        await self._read_extent()
+        self.state = await self._read(None)
+        self.task = asyncio.create_task(self._run())
+
+    async def stop(self):
+        if self.task:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.task
+        if self.conn:
+            with contextlib.suppress(Exception):
+                await self.conn.close()
+
+    async def _read_extent(self):
+        """The box of the loaded map, [[w, s], [e, n]] (the page opens on it)."""
+        e = await self.conn.fetchrow(
+            "SELECT ST_XMin(e) AS w, ST_YMin(e) AS s, ST_XMax(e) AS e, ST_YMax(e) AS n"
+            " FROM (SELECT ST_Extent(geom)::geometry AS e FROM trafficdb.locations) x")
+        self.extent = [[e["w"], e["s"]], [e["e"], e["n"]]] if e and e["w"] is not None else None
+
+    def _notified(self, conn, pid, channel, payload):
+        # the payload is the generation published; it may not be readable yet
+        # (the notification goes out at the commit of the publishing
+        # transaction, which can precede the switch in shared memory)
+        with contextlib.suppress(ValueError):
+            self.wanted = max(self.wanted, int(payload))
+        self.wake.set()
+
+    async def _read(self, prev: int | None) -> dict:
+        """The current generation and what changed after prev."""
+        async with self.conn.transaction(isolation="repeatable_read", readonly=True):
+            row = await self.conn.fetchrow(STATE_SQL)
+            state = {
+                "generation": row["generation"],
+                "published_at": row["published_at"].isoformat() if row["published_at"] else None,
+                "boxes": [],
+                "changed": 0,
+                "all": False,
+                "extent": self.extent,
+            }
+            if prev is None or row["generation"] is None:
+                return state
+            try:
+                async with self.conn.transaction():  # a savepoint
+                    b = await self.conn.fetchrow(BOXES_SQL, prev, MAX_BOXES)
+                state["changed"] = b["n"]
+                state["boxes"] = json.loads(b["boxes"]) if b["boxes"] else []
+            except asyncpg.PostgresError as e:
+                # the log no longer reaches back to prev (trimmed, a new map):
+                # everything may have changed
+                log.warning("changes_since(%s): %s; sending the whole world", prev, e)
+                state["boxes"] = [[-180, -90, 180, 90]]
+                state["all"] = True
+                await self._read_extent()
+                state["extent"] = self.extent
+            if len(state["boxes"]) == 1 and state["changed"] > MAX_BOXES:
+                state["all"] = True
+            return state
+
+    async def _run(self):
+        while True:
+            await self.wake.wait()
+            self.wake.clear()
+            prev = self.state["generation"] if self.state else None
+            try:
+                state = await self._read(prev)
+                for _ in range(200):  # bounded: 2 s for the notified generation to be readable
+                    if state["generation"] is None or state["generation"] >= self.wanted:
+                        break
+                    await asyncio.sleep(0.01)
+                    state = await self._read(prev)
+            except (asyncpg.PostgresError, OSError, asyncpg.InterfaceError) as e:
+                log.warning("reading the publication failed: %s; reconnecting", e)
+                await asyncio.sleep(1)
+                with contextlib.suppress(Exception):
+                    await self.conn.close()
+                with contextlib.suppress(Exception):
+                    self.conn = await asyncpg.connect(self.dsn)
+                    await self.conn.add_listener("trafficdb_publish", self._notified)
+                self.wake.set()
+                continue
+            if prev is not None and state["generation"] == prev:
+                continue  # a notification of a generation already sent
+            self.state = state
+            for q in list(self.clients):
+                if q.full():  # a page that does not read: drop its oldest
+                    with contextlib.suppress(asyncio.QueueEmpty):
+                        q.get_nowait()
+                q.put_nowait(state)
+
+
+_lifespan = app.router.lifespan_context
+
+
+@contextlib.asynccontextmanager
+async def lifespan(a):
+    async with _lifespan(a):
+        dsn = os.environ.get("DATABASE_URL")
+        if not dsn:
+            raise SystemExit("DATABASE_URL is not set")
+        a.state.publications = Publications(dsn)
+        await a.state.publications.start()
+        try:
+            yield
+        finally:
+            await a.state.publications.stop()
+
+
+app.router.lifespan_context = lifespan
+
+
+def sse(event: str, data: dict) -> str:
+    return f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
+
+
+@app.get("/live", tags=["trafficdb"], summary="Server-sent events: one per publication")
+async def live(request: Request):
+    pubs: Publications = request.app.state.publications
+    q: asyncio.Queue = asyncio.Queue(maxsize=64)
+    pubs.clients.add(q)
+
+    async def events():
+        try:
+            yield "retry: 1000\n\n"
+            yield sse("hello", pubs.state or {})
+            while True:
+                try:
+                    state = await asyncio.wait_for(q.get(), timeout=15)
+                except asyncio.TimeoutError:
+                    if await request.is_disconnected():
+                        return
+                    yield ": keep-alive\n\n"
+                    continue
+                yield sse("publish", state)
+        finally:
+            pubs.clients.discard(q)
+
+    return StreamingResponse(
+        events(),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )
+
+
+@app.get("/live/state", tags=["trafficdb"], summary="The current generation and when it was published")
+async def live_state(request: Request):
+    return JSONResponse(request.app.state.publications.state or {}, headers={"Cache-Control": "no-store"})
+
+
+# ---------------------------------------------------------------------------
+# Vessels of the AIS day, through the trail FDW.
+# ---------------------------------------------------------------------------
+
+# Each vessel's last report in the 10 minutes up to the end of the minute,
+# and its track over the 30 minutes before: one scan of the window
+# [minute - 30 min, minute + 1 min), which the trail FDW prunes pages by.
+POSITIONS_SQL = f"""
+WITH w AS (
+  SELECT mmsi, ts, geom FROM {TRAIL_TABLE}
+   WHERE ts >= $1::timestamptz - interval '{TRAIL_TAIL_MINUTES} minutes' AND ts < $1::timestamptz + interval '1 minute'
+), last AS (
+  SELECT DISTINCT ON (mmsi) mmsi, ts, geom FROM w
+   WHERE ts >= $1::timestamptz - interval '9 minutes'
+   ORDER BY mmsi, ts DESC
+), tails AS (
+  SELECT mmsi, ST_MakeLine(geom ORDER BY ts) AS geom FROM w GROUP BY mmsi HAVING count(*) > 1
+)
+SELECT json_build_object('type', 'FeatureCollection', 'minute', $1::timestamptz, 'features',
+         coalesce((SELECT json_agg(json_build_object('type', 'Feature', 'id', mmsi,
+                     'geometry', ST_AsGeoJSON(geom, 6)::json,
+                     'properties', json_build_object('kind', 'position', 'mmsi', mmsi, 'ts', ts)) ORDER BY mmsi)
+                     FROM last), '[]'::json)::jsonb
+         || coalesce((SELECT jsonb_agg(jsonb_build_object('type', 'Feature',
+                     'geometry', ST_AsGeoJSON(geom, 6)::jsonb,
+                     'properties', jsonb_build_object('kind', 'tail', 'mmsi', mmsi)) ORDER BY mmsi)
+                     FROM tails), '[]'::jsonb))
+"""
+
+
+def as_json(v):
+    """tipg's pool decodes json values; a plain connection gives text."""
+    return json.loads(v) if isinstance(v, (str, bytes)) else v
+
+
+@app.get("/trails/positions", tags=["trafficdb"], summary="Vessel positions at a minute of 2020-06-30 (UTC)")
+async def trail_positions(
+    request: Request,
+    minute: int = Query(..., description="minute of the day 2020-06-30 UTC, 0 to 1439"),
+):
+    if not 0 <= minute <= 1439:
+        raise HTTPException(400, f"minute {minute} is out of range: expected 0 to 1439")
+    at = TRAIL_DAY + dt.timedelta(minutes=minute)
+    async with request.app.state.pool.acquire() as conn:
+        doc = await conn.fetchval(POSITIONS_SQL, at)
+    return JSONResponse(as_json(doc), headers={"Cache-Control": "no-store"})
+
+
+@app.get("/trails/extent", tags=["trafficdb"], summary="Where the vessels of the day are")
+async def trail_extent(request: Request):
+    sql = f"""SELECT json_build_array(ST_XMin(e), ST_YMin(e), ST_XMax(e), ST_YMax(e))
+                FROM (SELECT ST_Extent(geom)::geometry AS e FROM {TRAIL_TABLE}
+                       WHERE ts >= $1::timestamptz AND ts < $1::timestamptz + interval '10 minutes') s"""
+    async with request.app.state.pool.acquire() as conn:
+        doc = await conn.fetchval(sql, TRAIL_DAY + dt.timedelta(hours=12))
+    return JSONResponse(as_json(doc) if doc else None)

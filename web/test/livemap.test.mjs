@@ -1,0 +1,341 @@
+// web/test/livemap.test.mjs: the live map as a person uses it, in Debian's
+// chromium (headless, driven by puppeteer-core), against a real cluster, the
+// tipg app (web/app.py) and MinIO.  test/livemap.sh sets them up and runs
+// `node --test test/livemap.test.mjs` in web/ with:
+//   LIVEMAP_URL   the app, e.g. http://127.0.0.1:8080
+//   PGHOST, PGPORT, PGUSER, PGDATABASE, LIVEMAP_PSQL   the cluster and its psql
+//   CHROMIUM      the browser (default /usr/bin/chromium)
+//   LIVEMAP_SHOTS a directory for the screenshots (optional)
+//   LIVEMAP_STREET the street to jam (default Mannerheimintie)
+//   LIVEMAP_RED_MS how long the street may take to turn red (default 2000)
+// Every wait is bounded; nothing but 127.0.0.1 is contacted.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
+import puppeteer from 'puppeteer-core';
+import { PNG } from 'pngjs';
+
+const BASE = process.env.LIVEMAP_URL;
+const PSQL = process.env.LIVEMAP_PSQL || 'psql';
+const STREET = process.env.LIVEMAP_STREET || 'Mannerheimintie';
+const RED_MS = Number(process.env.LIVEMAP_RED_MS || 2000);
+const SHOTS = process.env.LIVEMAP_SHOTS || '';
+const INCIDENT = 'livemap test: lane closed';
+if (!BASE) throw new Error('LIVEMAP_URL is not set (test/livemap.sh runs this)');
+
+function sql(q) {
+  return execFileSync(PSQL, ['-X', '-q', '-tA', '-F', '\t', '-v', 'ON_ERROR_STOP=1', '-c', q],
+    { encoding: 'utf8', timeout: 30000 }).replace(/\n$/, '');
+}
+function rows(q) {
+  const out = sql(q);
+  return out === '' ? [] : out.split('\n').map((l) => l.split('\t'));
+}
+// two statements in one session, each its own transaction; the last one's output
+function sql2(a, b) {
+  return execFileSync(PSQL, ['-X', '-q', '-tA', '-v', 'ON_ERROR_STOP=1', '-c', a, '-c', b],
+    { encoding: 'utf8', timeout: 30000 }).trim().split('\n').pop();
+}
+function sqlFile(f) {
+  execFileSync(PSQL, ['-X', '-q', '-v', 'ON_ERROR_STOP=1', '-f', f], { encoding: 'utf8', timeout: 30000 });
+}
+
+let browser, page;
+const consoleErrors = [];
+
+// wait for a condition in the page, at most ms
+async function until(fn, ms, what, ...args) {
+  try {
+    await page.waitForFunction(fn, { timeout: ms, polling: 50 }, ...args);
+  } catch (e) {
+    throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+  }
+}
+async function settled(ms = 20000) {
+  await until(() => window.__tdb && window.__tdb.ready && window.__tdb.settled(), ms, 'the map to load its tiles');
+}
+
+async function shot(name) {
+  const buf = await page.screenshot({ type: 'png' });
+  if (SHOTS) writeFileSync(path.join(SHOTS, name), buf);
+  return PNG.sync.read(buf);
+}
+// the rectangles the page's panels and controls cover (not the map)
+async function overlays() {
+  return page.$$eval('.panel, .maplibregl-ctrl, .maplibregl-popup', (els) => els.map((e) => {
+    const r = e.getBoundingClientRect();
+    return [r.left - 2, r.top - 2, r.right + 2, r.bottom + 2];
+  }));
+}
+function hex(c) {
+  const m = /^rgba?\((\d+), (\d+), (\d+)/.exec(c);
+  return [Number(m[1]), Number(m[2]), Number(m[3])];
+}
+function pixel(png, x, y) {
+  const i = (png.width * Math.round(y) + Math.round(x)) * 4;
+  return [png.data[i], png.data[i + 1], png.data[i + 2]];
+}
+const same = (a, b) => Math.abs(a[0] - b[0]) <= 2 && Math.abs(a[1] - b[1]) <= 2 && Math.abs(a[2] - b[2]) <= 2;
+// the legend: label -> colour, as the page shows it
+async function legend() {
+  return page.$$eval('#legend .row', (rs) => rs.map((r) => [r.textContent.trim(), getComputedStyle(r.querySelector('i')).backgroundColor]));
+}
+
+// the visible midpoints of the street's locations, in page pixels
+async function streetPoints() {
+  const pts = rows(`SELECT location_id, ST_X(p), ST_Y(p) FROM (SELECT location_id, ST_LineInterpolatePoint(geom, 0.5) AS p
+      FROM trafficdb.locations WHERE name = '${STREET}') s ORDER BY location_id`);
+  const cover = await overlays();
+  const px = await page.evaluate((pts) => pts.map(([id, x, y]) => {
+    const p = window.__tdb.map.project([Number(x), Number(y)]);
+    return [id, p.x, p.y];
+  }), pts);
+  const vw = page.viewport();
+  return px.filter(([, x, y]) => x > 8 && y > 8 && x < vw.width - 8 && y < vw.height - 8 &&
+    !cover.some(([l, t, r, b]) => x >= l && x <= r && y >= t && y <= b));
+}
+
+before(async () => {
+  // known traffic: every car road by a hash of its id (all five levels),
+  // the street at free flow
+  sqlFile(path.join(path.dirname(new URL(import.meta.url).pathname), '..', 'demo-traffic.sql'));
+  sql(`INSERT INTO trafficdb.feed (location_id, speed_kmh, free_flow_kmh, congestion, confidence)
+       SELECT location_id, 45, 50, 0, 90 FROM trafficdb.locations WHERE name = '${STREET}'`);
+  sql('SELECT trafficdb.publish()');
+  browser = await puppeteer.launch({
+    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+    headless: true,
+    // software WebGL (SwiftShader): no GPU here; root needs --no-sandbox
+    args: ['--no-sandbox', '--use-angle=swiftshader', '--enable-unsafe-swiftshader', '--disable-dev-shm-usage',
+      '--no-first-run', '--disable-background-networking', '--disable-component-update'],
+    timeout: 30000,
+  });
+  page = await browser.newPage();
+  page.on('console', (m) => { if (m.type() === 'error') consoleErrors.push(m.text()); });
+  page.on('pageerror', (e) => consoleErrors.push(e.message));
+  page.on('requestfailed', (r) => consoleErrors.push(`request failed: ${r.url()} ${r.failure()?.errorText}`));
+  await page.setViewport({ width: 1100, height: 750 });
+});
+
+after(async () => {
+  if (browser) await browser.close();
+});
+
+test('the page loads with no console errors and shows the current generation', async () => {
+  const [[lon, lat]] = rows(`SELECT round(ST_X(c)::numeric, 5), round(ST_Y(c)::numeric, 5)
+      FROM (SELECT ST_Centroid(ST_Collect(geom)) AS c FROM trafficdb.locations WHERE name = '${STREET}') s`);
+  const resp = await page.goto(`${BASE}/map/#16/${lat}/${lon}`, { waitUntil: 'load', timeout: 30000 });
+  assert.equal(resp.status(), 200);
+  await settled();
+  const generation = sql('SELECT generation FROM trafficdb.locations LIMIT 1');
+  await until((g) => document.getElementById('gen-value').textContent === g, 5000, 'the generation box', generation);
+  assert.equal(await page.$eval('#live-status', (e) => e.textContent), 'live');
+  assert.match(await page.$eval('#gen-age', (e) => e.textContent), /^\d+ (s|min|h) ago$/);
+  assert.deepEqual(consoleErrors, []);
+  assert.deepEqual(await page.evaluate(() => window.__tdb.errors), []);
+});
+
+test('a screenshot of the centre shows every colour of the legend', async () => {
+  const png = await shot('centre.png');
+  const cover = await overlays();
+  const colours = (await legend()).map(([label, c]) => [label, hex(c)]);
+  assert.equal(colours.length, 6);
+  const counts = Object.fromEntries(colours.map(([label]) => [label, 0]));
+  for (let y = 0; y < png.height; y++) {
+    for (let x = 0; x < png.width; x++) {
+      if (cover.some(([l, t, r, b]) => x >= l && x <= r && y >= t && y <= b)) continue;
+      const p = pixel(png, x, y);
+      for (const [label, c] of colours) if (same(p, c)) counts[label]++;
+    }
+  }
+  console.log('pixels by legend colour:', JSON.stringify(counts));
+  for (const [label] of colours) assert.ok(counts[label] >= 50, `${label}: ${counts[label]} pixels, expected 50 or more`);
+});
+
+let jammed = null;   // the street's points that turned red
+
+test(`jamming ${STREET} turns its pixels red within ${RED_MS} ms of publish()`, async () => {
+  const colours = Object.fromEntries((await legend()).map(([l, c]) => [l.split(' ')[0], hex(c)]));
+  const green = colours['0'], red = colours['4'];
+  const pts = await streetPoints();
+  let png = await shot('before-jam.png');
+  // the points where the street is drawn on top (at free flow: green)
+  const mine = pts.filter(([, x, y]) => same(pixel(png, x, y), green));
+  assert.ok(mine.length >= 5, `only ${mine.length} of ${pts.length} visible points of ${STREET} are green`);
+  assert.ok(mine.every(([, x, y]) => !same(pixel(png, x, y), red)));
+
+  const { events, refreshes } = await page.evaluate(() => ({ events: window.__tdb.events, refreshes: window.__tdb.refreshes.length }));
+  // the feed rows, then publish(), in one psql session (two transactions back
+  // to back); the clock starts before it.  The daemon's own cycle may publish
+  // the rows first: then publish() publishes nothing new, and that earlier
+  // generation is the one the page repaints.
+  const t0 = Date.now();
+  const generation = sql2(`INSERT INTO trafficdb.feed (location_id, speed_kmh, free_flow_kmh, congestion, confidence, incident)
+       SELECT location_id, 3.5, 50, 4, 95, '${INCIDENT}' FROM trafficdb.locations WHERE name = '${STREET}'`,
+  'SELECT trafficdb.publish()');
+  let red_at = null, left = mine;
+  while (Date.now() - t0 <= RED_MS) {
+    png = await shot('after-jam.png');
+    left = mine.filter(([, x, y]) => !same(pixel(png, x, y), red));
+    if (left.length === 0) { red_at = Date.now() - t0; break; }
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  const t = await page.evaluate((n) => ({ events: window.__tdb.events, refreshes: window.__tdb.refreshes.slice(n) }), refreshes);
+  console.log(`${STREET}: ${mine.length} points red after ${red_at} ms (publish() returned generation ${generation});`,
+    'refreshed tiles:', JSON.stringify(t.refreshes));
+  assert.ok(t.events > events, 'no publish event reached the page');
+  assert.equal(left.length, 0, `${left.length} of ${mine.length} points of ${STREET} not red ${RED_MS} ms after publish()`);
+  // only the tiles the street touches were fetched again, never the whole view
+  const named = t.refreshes.filter((r) => !r.all && r.tiles.length > 0);
+  assert.ok(named.length >= 1 && t.refreshes.every((r) => !r.all), 'no refresh named the tiles of the change');
+  assert.ok(named.every((r) => r.tiles.every((k) => k.startsWith('16/'))), 'a refresh named tiles of another zoom');
+  jammed = mine;
+});
+
+test('a click on the street shows what trafficdb.locations returns for it', async () => {
+  assert.ok(jammed, 'the jam test did not run');
+  const [, x, y] = jammed[Math.floor(jammed.length / 2)];
+  await page.mouse.click(x, y);
+  await until(() => document.querySelector('.maplibregl-popup td[data-k="location_id"]'), 5000, 'the popup');
+  const shown = await page.$$eval('.maplibregl-popup td[data-k]', (tds) => Object.fromEntries(tds.map((t) => [t.dataset.k, t.textContent])));
+  await shot('popup.png');
+  const [[name, cls, speed, ff, congestion, incident, generation]] = rows(`SELECT name, road_class,
+      to_char(speed_kmh, 'FM990.0') || ' km/h', to_char(free_flow_kmh, 'FM990.0') || ' km/h', congestion, incident, generation
+      FROM trafficdb.locations WHERE location_id = ${Number(shown.location_id)}`);
+  assert.deepEqual(shown, {
+    name, road_class: cls, speed_kmh: speed, free_flow_kmh: ff, congestion, incident, generation,
+    location_id: shown.location_id,
+  });
+  assert.equal(shown.name, STREET);
+  assert.equal(shown.incident, INCIDENT);
+  assert.equal(shown.congestion, '4');
+  assert.equal(shown.speed_kmh, '3.5 km/h');
+});
+
+test('a publication of more than 200 changes sends one box around them all', async () => {
+  await page.evaluate(() => document.querySelector('.maplibregl-popup-close-button')?.click());
+  const { events, refreshes } = await page.evaluate(() => ({ events: window.__tdb.events, refreshes: window.__tdb.refreshes.length }));
+  const n = Number(sql(`SELECT count(*) FROM trafficdb.locations WHERE road_class IN ('primary', 'secondary', 'tertiary', 'residential')`));
+  assert.ok(n > 200);
+  const g = sql2(`INSERT INTO trafficdb.feed (location_id, speed_kmh, free_flow_kmh, congestion)
+       SELECT location_id, 20, 40, 2 FROM trafficdb.locations WHERE road_class IN ('primary', 'secondary', 'tertiary', 'residential')`,
+  'SELECT trafficdb.publish()');
+  await until((e, g) => window.__tdb.events > e && window.__tdb.generation === Number(g), 10000, 'the event', events, g);
+  const state = await (await fetch(`${BASE}/live/state`)).json();
+  const [[w, s, e, nn]] = rows(`SELECT ST_XMin(x), ST_YMin(x), ST_XMax(x), ST_YMax(x) FROM (SELECT ST_Extent(geom)::geometry AS x
+      FROM trafficdb.locations WHERE road_class IN ('primary', 'secondary', 'tertiary', 'residential')) q`);
+  assert.equal(state.generation, Number(g));
+  assert.equal(state.changed, n);
+  assert.equal(state.all, true);
+  assert.deepEqual(state.boxes, [[Number(w), Number(s), Number(e), Number(nn)]]);
+  // the page fetched the tiles of that box it shows (the whole view here), by name
+  const mine = await page.evaluate((n) => window.__tdb.refreshes.slice(n), refreshes);
+  assert.equal(mine.length, 1);
+  assert.equal(mine[0].all, false);
+  const view = await page.evaluate(() => {
+    const m = window.__tdb.map, b = m.getBounds(), z = Math.floor(m.getZoom()), n = 2 ** z;
+    const x = (lon) => Math.floor((lon + 180) / 360 * n);
+    const y = (lat) => Math.floor((1 - Math.log(Math.tan(lat * Math.PI / 180) + 1 / Math.cos(lat * Math.PI / 180)) / Math.PI) / 2 * n);
+    return { z, x0: x(b.getWest()), x1: x(b.getEast()), y0: y(b.getNorth()), y1: y(b.getSouth()) };
+  });
+  for (const k of mine[0].tiles) {
+    const [z, x, y] = k.split('/').map(Number);
+    assert.ok(z === view.z && x >= view.x0 - 1 && x <= view.x1 + 1 && y >= view.y0 - 1 && y <= view.y1 + 1, `${k} is not on screen`);
+  }
+  assert.ok(mine[0].tiles.length >= (view.x1 - view.x0 + 1) * (view.y1 - view.y0 + 1) / 2);
+});
+
+function positions(minute) {
+  // each vessel's last report in the 10 minutes up to the end of the minute
+  const at = `timestamptz '2020-06-30 00:00+00' + interval '${minute} minutes'`;
+  return new Map(rows(`SELECT DISTINCT ON (mmsi) mmsi, round(ST_X(geom)::numeric, 6), round(ST_Y(geom)::numeric, 6)
+      FROM trails.us_coastal_2020_06_30 WHERE ts >= ${at} - interval '9 minutes' AND ts < ${at} + interval '1 minute'
+      ORDER BY mmsi, ts DESC`).map(([m, x, y]) => [m, [Number(x), Number(y)]]));
+}
+async function shownPositions() {
+  return new Map(await page.evaluate(() => window.__tdb.trail.features
+    .filter((f) => f.properties.kind === 'position')
+    .map((f) => [String(f.properties.mmsi), f.geometry.coordinates])));
+}
+
+test('the trail slider moves the vessels to where the trail FDW says they were', async () => {
+  await page.evaluate(() => document.querySelector('.maplibregl-popup-close-button')?.click());
+  await page.click('#trail-toggle');
+  await until(() => window.__tdb.trailRendered === 720, 20000, 'the vessels at 12:00');
+  const at720 = await shownPositions();
+  assert.deepEqual(at720, positions(720));
+  assert.ok(at720.size >= 10, `${at720.size} vessels at 12:00`);
+
+  // drag the slider to 13:00 (the input events a drag sends), then one step with the keyboard
+  await page.$eval('#trail-slider', (s) => {
+    for (const v of [730, 750, 779]) { s.value = String(v); s.dispatchEvent(new Event('input', { bubbles: true })); }
+  });
+  await page.focus('#trail-slider');
+  await page.keyboard.press('ArrowRight');
+  await until(() => window.__tdb.trailRendered === 780, 20000, 'the vessels at 13:00');
+  assert.equal(await page.$eval('#trail-time', (e) => e.textContent), '13:00');
+  const at780 = await shownPositions();
+  assert.deepEqual(at780, positions(780));
+
+  // the vessel that moved furthest: drawn where it is now, not where it was
+  let best = null;
+  for (const [m, p] of at780) {
+    const q = at720.get(m);
+    if (!q) continue;
+    const d = Math.hypot(p[0] - q[0], p[1] - q[1]);
+    if (!best || d > best.d) best = { m, p, q, d };
+  }
+  assert.ok(best && best.d > 0.01, 'no vessel moved between 12:00 and 13:00');
+  await page.evaluate((c) => window.__tdb.map.jumpTo({ center: c, zoom: 10 }), best.p);
+  await settled();
+  const hits = await page.evaluate(({ p, q }) => {
+    const m = window.__tdb.map;
+    const at = (c) => {
+      const s = m.project(c);
+      return m.queryRenderedFeatures([[s.x - 3, s.y - 3], [s.x + 3, s.y + 3]], { layers: ['vessels'] })
+        .map((f) => String(f.properties.mmsi));
+    };
+    return { now: at(p), before: at(q) };
+  }, best);
+  await shot('vessels.png');
+  assert.ok(hits.now.includes(best.m), `vessel ${best.m} is not drawn at its 13:00 position`);
+  assert.ok(!hits.before.includes(best.m), `vessel ${best.m} is still drawn at its 12:00 position`);
+});
+
+test('the tile server answers hostile tile and minute requests with the reason', async () => {
+  const get = async (p) => { const r = await fetch(BASE + p); return [r.status, await r.text()]; };
+  const tile = (z, x, y) => get(`/collections/trafficdb.tile_features/tiles/WebMercatorQuad/${z}/${x}/${y}`);
+  assert.deepEqual(await tile(3, 99, 0), [400, '{"detail":"tile column x = 99 is outside the grid of zoom 3: expected 0 to 7"}']);
+  assert.deepEqual(await tile(3, 0, -1), [400, '{"detail":"tile row y = -1 is outside the grid of zoom 3: expected 0 to 7"}']);
+  assert.deepEqual(await tile(31, 0, 0), [400, '{"detail":"tile zoom 31 is out of range: expected 0 to 30"}']);
+  assert.equal((await tile('x', 0, 0))[0], 422);
+  assert.deepEqual(await get('/trails/positions?minute=1440'), [400, '{"detail":"minute 1440 is out of range: expected 0 to 1439"}']);
+  // a tile with no road: an empty tile
+  const r = await fetch(`${BASE}/collections/trafficdb.tile_features/tiles/WebMercatorQuad/3/0/0`);
+  assert.equal(r.status, 200);
+  assert.equal((await r.arrayBuffer()).byteLength, 0);
+});
+
+test('a tile\'s rows come from the R-tree in shared memory, not a scan', () => {
+  // auto_explain shows the plan of tile_features' own query (LOG messages to the client)
+  const r = spawnSync(PSQL, ['-X', '-q', '-tA', '-v', 'ON_ERROR_STOP=1',
+    '-c', "LOAD 'auto_explain'", '-c', 'SET auto_explain.log_min_duration = 0',
+    '-c', 'SET auto_explain.log_nested_statements = on', '-c', 'SET auto_explain.log_analyze = on',
+    '-c', 'SET client_min_messages = log',
+    '-c', 'SELECT count(*) FROM trafficdb.tile_features(16, 37307, 18969)'], { encoding: 'utf8', timeout: 30000 });
+  assert.equal(r.status, 0, r.stderr);
+  const plan = r.stderr.split('Query Text:').find((p) => p.includes('FROM trafficdb.locations l'));
+  assert.ok(plan, `no plan of tile_features' query in: ${r.stderr}`);
+  assert.match(plan, /Foreign Scan on locations l/);
+  assert.match(plan, /TrafficDB Pushdown: geom && box2d\(/);
+  const examined = Number(/Locations Examined: (\d+)/.exec(plan)[1]);
+  const rowsOut = Number(r.stdout.trim());
+  assert.equal(examined, rowsOut, 'the R-tree examined other locations than the tile\'s');
+  assert.ok(rowsOut > 0 && rowsOut < Number(sql('SELECT count(*) FROM trafficdb.locations')) / 4);
+});
+
+test('no console errors over the whole session', () => {
+  assert.deepEqual(consoleErrors, []);
+});
