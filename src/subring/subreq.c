@@ -47,10 +47,13 @@ futex_wait_ms(_Atomic uint32_t *word, uint32_t val, int64_t ms)
 	return syscall(SYS_futex, (uint32_t *) word, FUTEX_WAIT, val, &ts, NULL, 0);
 }
 
-static void
+/* Returns how many were woken (0: nobody slept there, or the call failed). */
+static long
 futex_wake(_Atomic uint32_t *word, int n)
 {
-	syscall(SYS_futex, (uint32_t *) word, FUTEX_WAKE, n, NULL, NULL, 0);
+	long		rc = syscall(SYS_futex, (uint32_t *) word, FUTEX_WAKE, n, NULL, NULL, 0);
+
+	return rc > 0 ? rc : 0;
 }
 
 static inline uint64_t
@@ -64,6 +67,14 @@ next_ticket(uint64_t w)
  * slot start.  The member's flag is taken (1 -> 0) by whoever wakes it, so
  * two requests posted together wake two members, not one twice.  A member
  * not waiting scans the cells before it sleeps, so nothing is missed.
+ *
+ * A flag taken from a member that was not asleep in FUTEX_WAIT (woken by
+ * nobody) does not count: the member may be dead (kill -9 in its wait
+ * leaves its flag set), or about to return with another request it found
+ * in its scan, or between its scan and its FUTEX_WAIT (then the word bumped
+ * sends it back to its scan).  In the first two cases nobody would look at
+ * the new request until some member's next poll, so we go on to the next
+ * member; in the third one member too many wakes, which costs a scan.
  */
 static bool
 wake_member(void *area, uint32_t nslots, uint64_t g, uint32_t start)
@@ -80,8 +91,8 @@ wake_member(void *area, uint32_t nslots, uint64_t g, uint32_t start)
 													 memory_order_relaxed))
 			continue;
 		atomic_fetch_add_explicit(&b->word, 1, memory_order_seq_cst);
-		futex_wake(&b->word, 1);
-		return true;
+		if (futex_wake(&b->word, 1) > 0)
+			return true;
 	}
 	return false;
 }
@@ -94,6 +105,14 @@ tdb_subreq_reclaim(void *area, uint32_t nslots, uint32_t slot)
 	uint32_t	ncells = tdb_subreq_cells(nslots);
 	uint32_t	changed = 0;
 
+	/* a member killed in its wait left its bell set: nobody sleeps there any more */
+	if (slot < nslots)
+	{
+		TdbSubBell *b = tdb_subreq_bell(area, slot);
+
+		atomic_store_explicit(&b->waiters, 0, memory_order_relaxed);
+		atomic_store_explicit(&b->group_id, 0, memory_order_relaxed);
+	}
 	for (uint32_t i = 0; i < ncells; i++)
 	{
 		TdbSubReqCell *c = tdb_subreq_cell(area, nslots, i);
