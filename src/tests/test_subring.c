@@ -2236,3 +2236,59 @@ UNIT_TEST(test_subreq_dead_member_bell_no_lost_wakeup)
 	CHECK_EQ_U64(cells_in_use(&e), 0);
 	senv_close(&e);
 }
+
+/*
+ * The daemon dies without a word (kill -9) and the next one makes the
+ * segment anew: a member waiting for a request in the old segment learns
+ * it at once (TDB_SHM_ESTALE), as a receiver does, not at its next poll.
+ */
+UNIT_TEST(test_subreq_replaced_segment_wakes_members)
+{
+	SubEnv		e,
+				e2;
+	int			fds[2];
+	pid_t		pid;
+	int			status = -1;
+	char		err[TDB_SHM_ERRLEN];
+	int64_t		t0,
+				took_ms = -1;
+	int			rc = 0;
+
+	if (!senv_open(&e, 2, 64) || pipe(fds) != 0)
+		return;
+	pid = fork();
+	if (pid == 0)
+	{
+		TdbSubConsumer m;
+		TdbSubReqTaken t;
+		unsigned char b[TDB_SUBREQ_MAX_BYTES];
+		int			r;
+		int64_t		now;
+
+		if (tdb_subring_consumer_open(&m, e.prefix, INSTANCE, NULL, err) != TDB_SHM_OK ||
+			tdb_subring_subscribe(&m, NULL, 0, REQ_GROUP, TDB_SUBGROUP_ROUND_ROBIN) != TDB_SHM_OK)
+			_exit(2);
+		r = tdb_subreq_take(&m, &t, b, 10000);
+		now = mono_us();
+		if (write(fds[1], &r, sizeof(r)) != sizeof(r) || write(fds[1], &now, sizeof(now)) != sizeof(now))
+			_exit(3);
+		_exit(0);
+	}
+	for (int k = 0; k < 5000 && atomic_load(&test_bell(&e, 0)->waiters) == 0; k++)
+		sleep_us(1000);
+	CHECK_EQ_U64(atomic_load(&test_bell(&e, 0)->waiters), 1);
+	sleep_us(20000);			/* in FUTEX_WAIT */
+	e2 = e;
+	tdb_subring_close(&e.r);	/* the daemon dies without a word */
+	t0 = mono_us();
+	CHECK_EQ_U64(tdb_subring_create(&e2.r, e2.prefix, 2, 64, (gid_t) -1, INSTANCE + 1, err), TDB_SHM_OK);
+	if (read(fds[0], &rc, sizeof(rc)) == sizeof(rc) && read(fds[0], &took_ms, sizeof(took_ms)) == sizeof(took_ms))
+		took_ms = (took_ms - t0) / 1000;
+	waitpid(pid, &status, 0);
+	printf("# the member's take returned %d after %lld ms\n", rc, (long long) took_ms);
+	CHECK_EQ_U64(rc, (uint64_t) TDB_SHM_ESTALE);
+	CHECK(took_ms >= 0 && took_ms < 300);
+	close(fds[0]);
+	close(fds[1]);
+	senv_close(&e2);
+}
