@@ -129,13 +129,14 @@ tdb_subreq_reclaim(void *area, uint32_t nslots, uint32_t slot)
 				(st == TDB_SUBREQ_FILLING || st == TDB_SUBREQ_POSTED || st == TDB_SUBREQ_ANSWERED))
 				nw = TDB_SUBREQ_WORD(TDB_SUBREQ_FREE, 0, 0, TDB_SUBREQ_TICKET(w));
 			else if (TDB_SUBREQ_OWNER(w) == slot && busy)
-				nw = TDB_SUBREQ_WORD(TDB_SUBREQ_ORPHANED, slot, TDB_SUBREQ_TAKER(w), TDB_SUBREQ_TICKET(w));
+				nw = TDB_SUBREQ_WORD(st == TDB_SUBREQ_WRITING ? TDB_SUBREQ_ORPHANED_WRITING : TDB_SUBREQ_ORPHANED,
+									 slot, TDB_SUBREQ_TAKER(w), TDB_SUBREQ_TICKET(w));
 			else if (TDB_SUBREQ_TAKER(w) == slot && busy)
 			{
 				nw = TDB_SUBREQ_WORD(TDB_SUBREQ_POSTED, TDB_SUBREQ_OWNER(w), 0, TDB_SUBREQ_TICKET(w));
 				repost = true;
 			}
-			else if (TDB_SUBREQ_TAKER(w) == slot && st == TDB_SUBREQ_ORPHANED)
+			else if (TDB_SUBREQ_TAKER(w) == slot && TDB_SUBREQ_IS_ORPHANED(st))
 				nw = TDB_SUBREQ_WORD(TDB_SUBREQ_FREE, 0, 0, TDB_SUBREQ_TICKET(w));
 			else
 				break;			/* nothing of this slot's */
@@ -229,7 +230,8 @@ group_has_member(const TdbSubConsumer *c, uint64_t g)
 /*
  * Take the request back.  Returns true when it was answered meanwhile (the
  * caller reads the answer), false when withdrawn: a cell still POSTED is
- * FREE again, one a member works on is ORPHANED (the member frees it).
+ * FREE again, one a member works on is ORPHANED (TAKEN) or ORPHANED_WRITING
+ * (the member frees it).
  */
 static bool
 withdraw(TdbSubReqCell *cell, uint32_t me, uint64_t ticket)
@@ -247,7 +249,8 @@ withdraw(TdbSubReqCell *cell, uint32_t me, uint64_t ticket)
 		if (st == TDB_SUBREQ_FILLING || st == TDB_SUBREQ_POSTED)
 			nw = TDB_SUBREQ_WORD(TDB_SUBREQ_FREE, 0, 0, ticket);
 		else if (st == TDB_SUBREQ_TAKEN || st == TDB_SUBREQ_WRITING)
-			nw = TDB_SUBREQ_WORD(TDB_SUBREQ_ORPHANED, me, TDB_SUBREQ_TAKER(w), ticket);
+			nw = TDB_SUBREQ_WORD(st == TDB_SUBREQ_WRITING ? TDB_SUBREQ_ORPHANED_WRITING : TDB_SUBREQ_ORPHANED, me,
+								 TDB_SUBREQ_TAKER(w), ticket);
 		else
 			return false;
 		if (atomic_compare_exchange_strong_explicit(&cell->word, &w, nw, memory_order_seq_cst,
@@ -482,6 +485,20 @@ tdb_subreq_take(TdbSubConsumer *c, TdbSubReqTaken *taken, void *buf, int timeout
 			uint64_t	w = atomic_load_explicit(&x->word, memory_order_acquire);
 			uint32_t	len;
 
+			if (TDB_SUBREQ_STATE(w) == TDB_SUBREQ_ORPHANED && TDB_SUBREQ_TAKER(w) == me)
+			{
+				/*
+				 * A request we took and did not answer (yet) whose requester
+				 * gave up: nobody else frees it, and an answer to it would be
+				 * dropped all the same (the ticket, or our slot as taker, no
+				 * longer match).  Not ORPHANED_WRITING: an answer is being
+				 * written there, and its writer frees it.
+				 */
+				atomic_compare_exchange_strong_explicit(&x->word, &w,
+														TDB_SUBREQ_WORD(TDB_SUBREQ_FREE, 0, 0, TDB_SUBREQ_TICKET(w)),
+														memory_order_release, memory_order_relaxed);
+				continue;
+			}
 			if (TDB_SUBREQ_STATE(w) != TDB_SUBREQ_POSTED || atomic_load_explicit(&x->group_id, memory_order_relaxed) != g)
 				continue;
 			/* acquire: the request written before POSTED is ours to read */
@@ -545,12 +562,12 @@ tdb_subreq_answer(TdbSubConsumer *c, const TdbSubReqTaken *taken, const void *re
 
 		w = atomic_load_explicit(&cell->word, memory_order_acquire);
 		if (TDB_SUBREQ_TICKET(w) != taken->ticket || TDB_SUBREQ_TAKER(w) != me ||
-			(TDB_SUBREQ_STATE(w) != want && TDB_SUBREQ_STATE(w) != TDB_SUBREQ_ORPHANED))
+			(TDB_SUBREQ_STATE(w) != want && !TDB_SUBREQ_IS_ORPHANED(TDB_SUBREQ_STATE(w))))
 		{
 			snprintf(c->err, sizeof(c->err), "request cell %u is no longer ours: answer dropped", taken->cell);
 			return TDB_SUBREQ_EGONE;
 		}
-		if (TDB_SUBREQ_STATE(w) == TDB_SUBREQ_ORPHANED)
+		if (TDB_SUBREQ_IS_ORPHANED(TDB_SUBREQ_STATE(w)))
 		{
 			/* the requester gave up or died: the cell is ours to free */
 			atomic_compare_exchange_strong_explicit(&cell->word, &w,

@@ -2292,3 +2292,70 @@ UNIT_TEST(test_subreq_replaced_segment_wakes_members)
 	close(fds[1]);
 	senv_close(&e2);
 }
+
+/*
+ * A live member that takes requests and never answers some of them (an
+ * exception in a Python handler between take_request and answer): each
+ * requester times out, the cell is ORPHANED, and nobody but that member
+ * frees it.  Those cells must come back (at the member's next take at the
+ * latest), not pile up until every request of every group gets ENOSLOT.
+ */
+UNIT_TEST(test_subreq_unanswered_cells_come_back)
+{
+	SubEnv		e;
+	TdbSubConsumer m;
+	char		err[TDB_SHM_ERRLEN];
+	unsigned char buf[TDB_SUBREQ_MAX_BYTES];
+	uint32_t	ncells;
+	int			enoslot_at = -1;
+
+	if (!senv_open(&e, 4, 64))
+		return;
+	ncells = tdb_subreq_cells(e.r.nslots);
+	CHECK_EQ_U64(tdb_subring_consumer_open(&m, e.prefix, INSTANCE, NULL, err), TDB_SHM_OK);
+	CHECK_EQ_U64(tdb_subring_subscribe(&m, NULL, 0, REQ_GROUP, TDB_SUBGROUP_ROUND_ROBIN), TDB_SHM_OK);
+	for (uint32_t i = 0; i <= ncells && enoslot_at < 0; i++)
+	{
+		pid_t		pid = fork();
+		int			status = -1;
+		TdbSubReqTaken t;
+
+		if (pid == 0)
+		{
+			TdbSubConsumer r2;
+			unsigned char b2[64];
+			int			rc;
+
+			if (tdb_subring_consumer_open(&r2, e.prefix, INSTANCE, NULL, err) != TDB_SHM_OK ||
+				tdb_subring_subscribe(&r2, NULL, 0, 0, 0) != TDB_SHM_OK)
+				_exit(2);
+			rc = tdb_subreq_call(&r2, REQ_GROUP, "x", 1, b2, sizeof(b2), 30);
+			_exit(rc == TDB_SUBREQ_ETIMEDOUT ? 0 : rc == TDB_SHM_ENOSLOT ? 4 : 1);
+		}
+		/* took it, and never answers it */
+		(void) tdb_subreq_take(&m, &t, buf, 2000);
+		waitpid(pid, &status, 0);
+		if (WIFEXITED(status) && WEXITSTATUS(status) == 4)
+			enoslot_at = (int) i;
+		else
+			CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+		/* the daemon's sweep takes the requester's slot back */
+		{
+			TdbSubChange ch[8];
+
+			(void) sweep(&e, ch, 8);
+		}
+	}
+	if (enoslot_at >= 0)
+		printf("# request %d got ENOSLOT: %u cells left ORPHANED by a live member\n", enoslot_at, cells_in_use(&e));
+	CHECK_EQ_U64(enoslot_at, (uint64_t) -1);
+	/* the member's next take gives back what it held for requesters that gave up */
+	{
+		TdbSubReqTaken t;
+
+		CHECK_EQ_U64(tdb_subreq_take(&m, &t, buf, 0), 0);
+	}
+	CHECK_EQ_U64(cells_in_use(&e), 0);
+	tdb_subring_consumer_close(&m);
+	senv_close(&e);
+}
