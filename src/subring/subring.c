@@ -134,11 +134,11 @@ stop_previous(int fd)
 			}
 		/*
 		 * Members waiting for requests, requesters waiting for answers.
-		 * Only those whose flag says so (Dekker with STOPPED stored above:
-		 * one stored later sees STOPPED before it sleeps), so that no page
-		 * of a file someone made sparse is written.
+		 * Only those whose flag says so (Dekker with STOPPED stored above,
+		 * seq_cst store then seq_cst loads: one stored later sees STOPPED
+		 * before it sleeps), so that no page of a file someone made sparse
+		 * is written.
 		 */
-		atomic_thread_fence(memory_order_seq_cst);
 		if (h->version == TDB_SUBS_VERSION && tdb_subring_geometry_ok(nslots, ring_events) &&
 			(size_t) st.st_size >= tdb_subring_size(nslots, ring_events))
 		{
@@ -148,7 +148,7 @@ stop_previous(int fd)
 			{
 				TdbSubBell *b = tdb_subreq_bell(area, i);
 
-				if (atomic_load_explicit(&b->waiters, memory_order_relaxed) == 0)
+				if (atomic_load_explicit(&b->waiters, memory_order_seq_cst) == 0)
 					continue;
 				atomic_fetch_add_explicit(&b->word, 1, memory_order_seq_cst);
 				futex_wake_all(&b->word);
@@ -157,7 +157,7 @@ stop_previous(int fd)
 			{
 				TdbSubReqCell *c = tdb_subreq_cell(area, nslots, i);
 
-				if (atomic_load_explicit(&c->waiters, memory_order_relaxed) == 0)
+				if (atomic_load_explicit(&c->waiters, memory_order_seq_cst) == 0)
 					continue;
 				atomic_fetch_add_explicit(&c->futex, 1, memory_order_seq_cst);
 				futex_wake_all(&c->futex);
