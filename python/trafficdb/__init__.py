@@ -503,6 +503,14 @@ class Event:
         return "Event(%s, generation=%d, location_id=%d)" % (self.kind, self.generation, self.location_id)
 
 
+_INT_MAX = 2 ** 31 - 1
+
+
+def _ms(timeout_ms):
+    """A timeout for a C int: ctypes wraps larger ints silently (2**32 + 5 ms became 5 ms, 2**31 no wait)."""
+    return max(0, min(int(timeout_ms), _INT_MAX))
+
+
 class Request:
     """A request a member took: .data (bytes), .requester_pid; answer it once with .answer(bytes)."""
 
@@ -571,7 +579,7 @@ class Subscriber:
         if rc < 0:
             raise _ERRORS.get(rc, TrafficDBError)(rc, _lib.trafficdb_subscriber_errmsg(None).decode(errors="replace"))
         self._h = h
-        self._timeout_ms = int(timeout_ms)
+        self._timeout_ms = _ms(timeout_ms)
         self._buf = (_Event * 256)()
         # calls in flight: close() from another thread (to stop a worker blocked in take_request, say)
         # must not free the handle and unmap the segment under them; the last one out frees it
@@ -610,7 +618,7 @@ class Subscriber:
         """Up to max_events events, waiting up to timeout_ms for the first; [] on timeout."""
         with self._using() as h:
             n = _lib.trafficdb_receive(h, self._buf, min(int(max_events), 256),
-                                       self._timeout_ms if timeout_ms is None else int(timeout_ms))
+                                       self._timeout_ms if timeout_ms is None else _ms(timeout_ms))
             if n < 0:
                 self._fail(n, h)
             return [Event(self._buf[i]) for i in range(n)]
@@ -626,7 +634,7 @@ class Subscriber:
         buf = ctypes.create_string_buffer(REQUEST_MAX)
         with self._using() as h:
             n = _lib.trafficdb_request(h, group.encode(), data, len(data), buf, REQUEST_MAX,
-                                       self._timeout_ms if timeout_ms is None else int(timeout_ms))
+                                       self._timeout_ms if timeout_ms is None else _ms(timeout_ms))
             if n < 0:
                 self._fail(n, h)
         return buf.raw[:n]
@@ -638,7 +646,7 @@ class Subscriber:
         buf = ctypes.create_string_buffer(REQUEST_MAX)
         with self._using() as h:
             rc = _lib.trafficdb_take_request(h, ctypes.byref(r), buf,
-                                             self._timeout_ms if timeout_ms is None else int(timeout_ms))
+                                             self._timeout_ms if timeout_ms is None else _ms(timeout_ms))
             if rc < 0:
                 self._fail(rc, h)
         return Request(self, r, buf.raw[:r.len]) if rc == 1 else None
