@@ -2359,3 +2359,166 @@ UNIT_TEST(test_subreq_unanswered_cells_come_back)
 	tdb_subring_consumer_close(&m);
 	senv_close(&e);
 }
+
+/* ---- chaos: kill -9 at random points of requesters and members ------------------ */
+
+static void
+chaos_requester(SubEnv *e, uint64_t seed)
+{
+	TdbSubConsumer c;
+	char		err[TDB_SHM_ERRLEN];
+	unsigned char req[256],
+				ans[TDB_SUBREQ_MAX_BYTES];
+
+	if (tdb_subring_consumer_open(&c, e->prefix, INSTANCE, NULL, err) != TDB_SHM_OK ||
+		tdb_subring_subscribe(&c, NULL, 0, 0, 0) != TDB_SHM_OK)
+		_exit(2);
+	for (int i = 0; i < 100000; i++)
+	{
+		uint32_t	len = (uint32_t) (unit_rand(&seed) % sizeof(req));
+		unsigned char want[sizeof(req) + 16];
+		int			n,
+					sid;
+
+		for (uint32_t k = 0; k < len; k++)
+			req[k] = (unsigned char) unit_rand(&seed);
+		n = tdb_subreq_call(&c, REQ_GROUP, req, len, ans, sizeof(ans), (int) (unit_rand(&seed) % 40));
+		if (n == TDB_SUBREQ_ETIMEDOUT || n == TDB_SUBREQ_ENOMEMBER || n == TDB_SHM_ENOSLOT)
+			continue;
+		/* an answer must be the one to this request */
+		if (n < 2 || sscanf((const char *) ans, "%d:", &sid) != 1 || (uint32_t) n != make_answer(sid, req, len, want) ||
+			memcmp(ans, want, (size_t) n) != 0)
+			_exit(7);
+	}
+	_exit(0);
+}
+
+static void
+chaos_member(SubEnv *e, uint64_t seed, int id)
+{
+	TdbSubConsumer c;
+	char		err[TDB_SHM_ERRLEN];
+	unsigned char buf[TDB_SUBREQ_MAX_BYTES],
+				ans[TDB_SUBREQ_MAX_BYTES + 16];
+
+	if (tdb_subring_consumer_open(&c, e->prefix, INSTANCE, NULL, err) != TDB_SHM_OK ||
+		tdb_subring_subscribe(&c, NULL, 0, REQ_GROUP, TDB_SUBGROUP_ROUND_ROBIN) != TDB_SHM_OK)
+		_exit(2);
+	for (;;)
+	{
+		TdbSubReqTaken t;
+		int			rc = tdb_subreq_take(&c, &t, buf, 100);
+
+		if (rc == 0)
+			continue;
+		if (rc != 1)
+			_exit(5);
+		if (unit_rand(&seed) % 4 == 0)
+			sleep_us((long) (unit_rand(&seed) % 30000));
+		if (unit_rand(&seed) % 10 == 0)
+			continue;			/* drops it */
+		rc = tdb_subreq_answer(&c, &t, ans, make_answer(id, buf, t.len, ans));
+		if (rc != TDB_SHM_OK && rc != TDB_SUBREQ_EGONE)
+			_exit(6);
+	}
+}
+
+#define CHAOS_PROCS	8
+
+UNIT_TEST(test_subreq_chaos_kill9_no_leak)
+{
+	SubEnv		e;
+	pid_t		p[CHAOS_PROCS];
+	bool		member[CHAOS_PROCS];
+	uint64_t	seed = 4242;
+	int			kills = 0,
+				bad_exits = 0;
+	int64_t		end;
+	void	   *area;
+
+	if (!senv_open(&e, 16, 64))
+		return;
+	area = (char *) e.r.base + tdb_subreq_offset(e.r.nslots, e.r.ring_events);
+	for (int i = 0; i < CHAOS_PROCS; i++)
+		p[i] = -1;
+	end = mono_us() + 6 * INT64_C(1000000);
+	while (mono_us() < end)
+	{
+		TdbSubChange ch[16];
+		uint32_t	n = 0;
+
+		for (int i = 0; i < CHAOS_PROCS; i++)
+		{
+			int			status;
+
+			if (p[i] > 0 && waitpid(p[i], &status, WNOHANG) == p[i])
+			{
+				if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL))
+				{
+					bad_exits++;
+					printf("# process %d (%s) ended with %d\n", i, member[i] ? "member" : "requester", status);
+				}
+				p[i] = -1;
+			}
+			if (p[i] < 0)
+			{
+				uint64_t	s = unit_rand(&seed);
+
+				member[i] = i % 2 == 0;
+				p[i] = fork();
+				if (p[i] == 0)
+				{
+					if (member[i])
+						chaos_member(&e, s, i + 1);
+					else
+						chaos_requester(&e, s);
+				}
+			}
+		}
+		sleep_us((long) (unit_rand(&seed) % 20000));
+		{
+			int			v = (int) (unit_rand(&seed) % CHAOS_PROCS);
+
+			if (p[v] > 0)
+			{
+				kill(p[v], SIGKILL);
+				kills++;
+			}
+		}
+		if (tdb_subring_sweep(&e.r, ch, 16, &n) == TDB_SHM_OK)
+			for (uint32_t k = 0; k < n; k++)
+				if (ch[k].kind == TDB_SUBCHANGE_RECLAIMED)
+					tdb_subring_discard(&e.r, ch[k].slot);
+	}
+	for (int i = 0; i < CHAOS_PROCS; i++)
+		if (p[i] > 0)
+		{
+			kill(p[i], SIGKILL);
+			waitpid(p[i], NULL, 0);
+		}
+	for (int round = 0; round < 4; round++)
+	{
+		TdbSubChange ch[16];
+		uint32_t	n = 0;
+
+		if (tdb_subring_sweep(&e.r, ch, 16, &n) == TDB_SHM_OK)
+			for (uint32_t k = 0; k < n; k++)
+				if (ch[k].kind == TDB_SUBCHANGE_RECLAIMED)
+					tdb_subring_discard(&e.r, ch[k].slot);
+	}
+	printf("# %d kills; %llu request cells put back by the sweeps\n", kills, (unsigned long long) e.r.requests_reclaimed);
+	CHECK_EQ_U64(bad_exits, 0);
+	if (cells_in_use(&e) != 0)
+		for (uint32_t i = 0; i < tdb_subreq_cells(e.r.nslots); i++)
+		{
+			uint64_t	w = atomic_load(&tdb_subreq_cell(area, e.r.nslots, i)->word);
+
+			if (TDB_SUBREQ_STATE(w) != TDB_SUBREQ_FREE)
+				printf("# cell %u: state %u owner %u taker %u\n", i, TDB_SUBREQ_STATE(w), TDB_SUBREQ_OWNER(w),
+					   TDB_SUBREQ_TAKER(w));
+		}
+	CHECK_EQ_U64(cells_in_use(&e), 0);
+	for (uint32_t i = 0; i < e.r.nslots; i++)
+		CHECK_EQ_U64(atomic_load(&test_bell(&e, i)->waiters), 0);
+	senv_close(&e);
+}
