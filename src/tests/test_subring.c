@@ -2522,3 +2522,34 @@ UNIT_TEST(test_subreq_chaos_kill9_no_leak)
 		CHECK_EQ_U64(atomic_load(&test_bell(&e, i)->waiters), 0);
 	senv_close(&e);
 }
+
+/* Tickets wrap at 36 bits: a cell whose ticket is the last one still serves, at ticket 0 then 1. */
+UNIT_TEST(test_subreq_ticket_wrap)
+{
+	SubEnv		e;
+	Server		sv[1];
+	pthread_t	st[1];
+	Requester	rq;
+	_Atomic int stop = 0;
+	void	   *area;
+
+	if (!senv_open(&e, 2, 64))
+		return;
+	area = (char *) e.r.base + tdb_subreq_offset(e.r.nslots, e.r.ring_events);
+	for (uint32_t i = 0; i < tdb_subreq_cells(e.r.nslots); i++)
+		atomic_store(&tdb_subreq_cell(area, e.r.nslots, i)->word,
+					 TDB_SUBREQ_WORD(TDB_SUBREQ_FREE, 0, 0, TDB_SUBREQ_TICKET_MASK - 1));
+	CHECK(start_servers(sv, st, 1, &e, &stop, 0));
+	memset(&rq, 0, sizeof(rq));
+	rq.e = &e;
+	rq.count = 3 * (int) tdb_subreq_cells(e.r.nslots);	/* each cell: MASK, 0, 1 */
+	rq.seed = 3;
+	requester_main(&rq);
+	atomic_store(&stop, 1);
+	pthread_join(st[0], NULL);
+	CHECK_EQ_U64(rq.bad, 0);
+	CHECK_EQ_U64(rq.ok, (uint64_t) rq.count);
+	CHECK_EQ_U64(cells_in_use(&e), 0);
+	CHECK_EQ_U64(TDB_SUBREQ_TICKET(atomic_load(&tdb_subreq_cell(area, e.r.nslots, 0)->word)), 1);
+	senv_close(&e);
+}
