@@ -294,7 +294,8 @@ RING_THREAD_TESTS = test_ring_protocol_threads test_ring_busy_when_full test_rin
 # the subscribers' rings: the same (their thread tests share the producer's mapping, as above)
 SUBRING_TESTS = $(shell sed -n 's/^X(\(test_sub\(ring\|req\)_[a-z0-9_]*\))$$/\1/p' src/tests/tests.list)
 SUBRING_THREAD_TESTS = test_subring_threads_spsc test_subring_threads_overrun test_subring_threads_group_handover \
-	test_subring_wake_latency test_subring_stop_wakes_receiver test_subreq_threads_load_sharing test_subreq_member_leaves_with_request
+	test_subring_wake_latency test_subring_stop_wakes_receiver test_subreq_threads_load_sharing test_subreq_member_leaves_with_request \
+	test_subreq_dead_member_bell_no_lost_wakeup
 
 unit-asan: src/tests/unit_tests_asan
 	src/tests/unit_tests_asan test_genlog_roundtrip test_genlog_hostile_bytes test_csvtime_rule test_stream_rdl_errors test_stream_bit_flips test_stream_codecs test_stream_power_loss_at_every_write test_stream_refresh test_stream_window_reads_bounded \

@@ -2114,6 +2114,18 @@ open_subring(void)
 }
 
 /*
+ * Does the live subscriber in slot sl take events?  A member that asked for
+ * none (TDB_SUB_NONE: it only makes or answers requests) is a member of its
+ * group for requests, never for events: it neither gives the group its
+ * filter nor gets any of its events (it would never read them).
+ */
+static inline bool
+takes_events(uint32 sl)
+{
+	return D.slot_live[sl] && D.slot_filter[sl].area != TDB_SUB_NONE;
+}
+
+/*
  * The subscriber an event for location_id goes to: the target's own slot,
  * or a live member of its group other than excluded (-1: none).  Round
  * robin takes the next member each time; sticky gives a location to the
@@ -2137,7 +2149,7 @@ subscriber_for(uint32 first, uint64 location_id, int32 excluded, uint32 *rr)
 	{
 		uint64		w;
 
-		if (!D.slot_live[sl] || D.slot_group[sl] != group || (int32) sl == excluded)
+		if (!takes_events(sl) || D.slot_group[sl] != group || (int32) sl == excluded)
 			continue;
 		nmembers++;
 		w = tdb_hash_id(location_id ^ ((uint64) (sl + 1) * 0x9E3779B97F4A7C15ull));
@@ -2151,7 +2163,7 @@ subscriber_for(uint32 first, uint64 location_id, int32 excluded, uint32 *rr)
 		return best;
 	k = (*rr)++ % nmembers;
 	for (uint32 sl = 0; sl < D.subring.nslots; sl++)
-		if (D.slot_live[sl] && D.slot_group[sl] == group && (int32) sl != excluded && i++ == k)
+		if (takes_events(sl) && D.slot_group[sl] == group && (int32) sl != excluded && i++ == k)
 			return (int32) sl;
 	return -1;
 }
@@ -2241,7 +2253,7 @@ subring_sweep_guarded(void *p)
 					int32		to;
 
 					for (uint32 o = 0; o < D.subring.nslots && first < 0; o++)
-						if (D.slot_live[o] && D.slot_group[o] == group)
+						if (takes_events(o) && D.slot_group[o] == group)
 							first = (int32) o;
 					if (first < 0)
 						break;	/* no member left to take them */
@@ -2706,7 +2718,7 @@ rebuild_subscription_index(void)
 		MemoryContextSwitchTo(old);
 		return;
 	}
-	/* targets: each live slot outside a group, and each group once (its lowest slot) */
+	/* targets: each live slot outside a group, and each group once (its lowest slot that takes events) */
 	if (D.target_first == NULL && nslots > 0)
 	{
 		D.target_first = palloc0(sizeof(int32) * nslots);
@@ -2718,12 +2730,12 @@ rebuild_subscription_index(void)
 	D.ntaps = 0;
 	for (uint32 sl = 0; sl < nslots; sl++)
 	{
-		bool		first = D.slot_live[sl];
+		bool		first = takes_events(sl);
 
 		for (uint32 o = 0; first && D.slot_group[sl] != 0 && o < sl; o++)
-			if (D.slot_live[o] && D.slot_group[o] == D.slot_group[sl])
+			if (takes_events(o) && D.slot_group[o] == D.slot_group[sl])
 				first = false;
-		if (!first || D.slot_filter[sl].area == TDB_SUB_NONE)
+		if (!first)
 			continue;			/* a later member, or no events (requests only) */
 		if (D.slot_filter[sl].area == TDB_SUB_ALL_SQL)
 		{

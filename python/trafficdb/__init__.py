@@ -28,6 +28,7 @@ import ctypes
 import datetime
 import math
 import os
+import threading
 
 __all__ = ["Reader", "Snapshot", "Location", "Writer", "TrafficDBError", "NotRunning", "Stale", "Empty", "Revoked",
            "Busy", "Lost", "BadArg", "NotFound", "Subscriber", "Request", "Timeout", "Gone"]
@@ -502,6 +503,14 @@ class Event:
         return "Event(%s, generation=%d, location_id=%d)" % (self.kind, self.generation, self.location_id)
 
 
+_INT_MAX = 2 ** 31 - 1
+
+
+def _ms(timeout_ms):
+    """A timeout for a C int: ctypes wraps larger ints silently (2**32 + 5 ms became 5 ms, 2**31 no wait)."""
+    return max(0, min(int(timeout_ms), _INT_MAX))
+
+
 class Request:
     """A request a member took: .data (bytes), .requester_pid; answer it once with .answer(bytes)."""
 
@@ -516,9 +525,10 @@ class Request:
     def answer(self, data):
         """Send the answer; raises Gone when the requester gave up or left (the answer is dropped)."""
         data = bytes(data)
-        rc = _lib.trafficdb_answer(self._sub._h, ctypes.byref(self._r), data, len(data))
-        if rc < 0:
-            self._sub._fail(rc)
+        with self._sub._using() as h:
+            rc = _lib.trafficdb_answer(h, ctypes.byref(self._r), data, len(data))
+            if rc < 0:
+                self._sub._fail(rc, h)
 
 
 class Subscriber:
@@ -569,47 +579,76 @@ class Subscriber:
         if rc < 0:
             raise _ERRORS.get(rc, TrafficDBError)(rc, _lib.trafficdb_subscriber_errmsg(None).decode(errors="replace"))
         self._h = h
-        self._timeout_ms = int(timeout_ms)
+        self._timeout_ms = _ms(timeout_ms)
         self._buf = (_Event * 256)()
+        # calls in flight: close() from another thread (to stop a worker blocked in take_request, say)
+        # must not free the handle and unmap the segment under them; the last one out frees it
+        self._lock = threading.Lock()
+        self._users = 0
+        self._closing = False
+
+    class _Use:
+        __slots__ = ("sub",)
+
+        def __init__(self, sub):
+            self.sub = sub
+
+        def __enter__(self):
+            sub = self.sub
+            with sub._lock:
+                if not sub._h or sub._closing:
+                    raise TrafficDBError(BADARG, "the subscriber is closed")
+                sub._users += 1
+                return sub._h
+
+        def __exit__(self, *exc):
+            sub = self.sub
+            with sub._lock:
+                sub._users -= 1
+                h = sub._h if sub._closing and sub._users == 0 else None
+                if h:
+                    sub._h = None
+            if h:
+                _lib.trafficdb_unsubscribe(h)
+
+    def _using(self):
+        return Subscriber._Use(self)
 
     def receive(self, timeout_ms=None, max_events=256):
         """Up to max_events events, waiting up to timeout_ms for the first; [] on timeout."""
-        if not self._h:
-            raise TrafficDBError(BADARG, "the subscriber is closed")
-        n = _lib.trafficdb_receive(self._h, self._buf, min(int(max_events), 256),
-                                   self._timeout_ms if timeout_ms is None else int(timeout_ms))
-        if n < 0:
-            raise _ERRORS.get(n, TrafficDBError)(n, _lib.trafficdb_subscriber_errmsg(self._h).decode(errors="replace"))
-        return [Event(self._buf[i]) for i in range(n)]
+        with self._using() as h:
+            n = _lib.trafficdb_receive(h, self._buf, min(int(max_events), 256),
+                                       self._timeout_ms if timeout_ms is None else _ms(timeout_ms))
+            if n < 0:
+                self._fail(n, h)
+            return [Event(self._buf[i]) for i in range(n)]
 
-    def _fail(self, rc):
-        raise _ERRORS.get(rc, TrafficDBError)(rc, _lib.trafficdb_subscriber_errmsg(self._h).decode(errors="replace"))
+    def _fail(self, rc, h):
+        raise _ERRORS.get(rc, TrafficDBError)(rc, _lib.trafficdb_subscriber_errmsg(h).decode(errors="replace"))
 
     def request(self, group, data, timeout_ms=None):
         """Post data (bytes, at most REQUEST_MAX) to the members of group and return the answer (bytes) of the
         member that took it.  A member that dies with it has it posted again for the others.  Raises Timeout
         (the request is withdrawn) or NotFound (the group has no member)."""
-        if not self._h:
-            raise TrafficDBError(BADARG, "the subscriber is closed")
         data = bytes(data)
         buf = ctypes.create_string_buffer(REQUEST_MAX)
-        n = _lib.trafficdb_request(self._h, group.encode(), data, len(data), buf, REQUEST_MAX,
-                                   self._timeout_ms if timeout_ms is None else int(timeout_ms))
-        if n < 0:
-            self._fail(n)
+        with self._using() as h:
+            n = _lib.trafficdb_request(h, group.encode(), data, len(data), buf, REQUEST_MAX,
+                                       self._timeout_ms if timeout_ms is None else _ms(timeout_ms))
+            if n < 0:
+                self._fail(n, h)
         return buf.raw[:n]
 
     def take_request(self, timeout_ms=None):
         """As a member of a group: the next request of the group (a Request: .data, .answer(bytes)),
         or None after timeout_ms without one."""
-        if not self._h:
-            raise TrafficDBError(BADARG, "the subscriber is closed")
         r = _Req()
         buf = ctypes.create_string_buffer(REQUEST_MAX)
-        rc = _lib.trafficdb_take_request(self._h, ctypes.byref(r), buf,
-                                         self._timeout_ms if timeout_ms is None else int(timeout_ms))
-        if rc < 0:
-            self._fail(rc)
+        with self._using() as h:
+            rc = _lib.trafficdb_take_request(h, ctypes.byref(r), buf,
+                                             self._timeout_ms if timeout_ms is None else _ms(timeout_ms))
+            if rc < 0:
+                self._fail(rc, h)
         return Request(self, r, buf.raw[:r.len]) if rc == 1 else None
 
     def requests(self, timeout_ms=None):
@@ -628,9 +667,16 @@ class Subscriber:
             yield from events
 
     def close(self):
-        if self._h:
-            _lib.trafficdb_unsubscribe(self._h)
-            self._h = None
+        """Unsubscribe.  A call waiting in another thread ends at its timeout, and the handle is freed then."""
+        with self._lock:
+            if not self._h or self._closing:
+                return
+            self._closing = True
+            h = self._h if self._users == 0 else None
+            if h:
+                self._h = None
+        if h:
+            _lib.trafficdb_unsubscribe(h)
 
     def __enter__(self):
         return self

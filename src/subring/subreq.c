@@ -40,10 +40,13 @@ futex_wait_ms(_Atomic uint32_t *word, uint32_t val, int64_t ms)
 	return syscall(SYS_futex, (uint32_t *) word, FUTEX_WAIT, val, &ts, NULL, 0);
 }
 
-static void
+/* Returns how many were woken (0: nobody slept there, or the call failed). */
+static long
 futex_wake(_Atomic uint32_t *word, int n)
 {
-	syscall(SYS_futex, (uint32_t *) word, FUTEX_WAKE, n, NULL, NULL, 0);
+	long		rc = syscall(SYS_futex, (uint32_t *) word, FUTEX_WAKE, n, NULL, NULL, 0);
+
+	return rc > 0 ? rc : 0;
 }
 
 static inline uint64_t
@@ -57,6 +60,14 @@ next_ticket(uint64_t w)
  * slot start.  The member's flag is taken (1 -> 0) by whoever wakes it, so
  * two requests posted together wake two members, not one twice.  A member
  * not waiting scans the cells before it sleeps, so nothing is missed.
+ *
+ * A flag taken from a member that was not asleep in FUTEX_WAIT (woken by
+ * nobody) does not count: the member may be dead (kill -9 in its wait
+ * leaves its flag set), or about to return with another request it found
+ * in its scan, or between its scan and its FUTEX_WAIT (then the word bumped
+ * sends it back to its scan).  In the first two cases nobody would look at
+ * the new request until some member's next poll, so we go on to the next
+ * member; in the third one member too many wakes, which costs a scan.
  */
 static bool
 wake_member(void *area, uint32_t nslots, uint64_t g, uint32_t start)
@@ -73,8 +84,8 @@ wake_member(void *area, uint32_t nslots, uint64_t g, uint32_t start)
 													 memory_order_relaxed))
 			continue;
 		atomic_fetch_add_explicit(&b->word, 1, memory_order_seq_cst);
-		futex_wake(&b->word, 1);
-		return true;
+		if (futex_wake(&b->word, 1) > 0)
+			return true;
 	}
 	return false;
 }
@@ -87,6 +98,14 @@ tdb_subreq_reclaim(void *area, uint32_t nslots, uint32_t slot)
 	uint32_t	ncells = tdb_subreq_cells(nslots);
 	uint32_t	changed = 0;
 
+	/* a member killed in its wait left its bell set: nobody sleeps there any more */
+	if (slot < nslots)
+	{
+		TdbSubBell *b = tdb_subreq_bell(area, slot);
+
+		atomic_store_explicit(&b->waiters, 0, memory_order_relaxed);
+		atomic_store_explicit(&b->group_id, 0, memory_order_relaxed);
+	}
 	for (uint32_t i = 0; i < ncells; i++)
 	{
 		TdbSubReqCell *c = tdb_subreq_cell(area, nslots, i);
@@ -103,13 +122,14 @@ tdb_subreq_reclaim(void *area, uint32_t nslots, uint32_t slot)
 				(st == TDB_SUBREQ_FILLING || st == TDB_SUBREQ_POSTED || st == TDB_SUBREQ_ANSWERED))
 				nw = TDB_SUBREQ_WORD(TDB_SUBREQ_FREE, 0, 0, TDB_SUBREQ_TICKET(w));
 			else if (TDB_SUBREQ_OWNER(w) == slot && busy)
-				nw = TDB_SUBREQ_WORD(TDB_SUBREQ_ORPHANED, slot, TDB_SUBREQ_TAKER(w), TDB_SUBREQ_TICKET(w));
+				nw = TDB_SUBREQ_WORD(st == TDB_SUBREQ_WRITING ? TDB_SUBREQ_ORPHANED_WRITING : TDB_SUBREQ_ORPHANED,
+									 slot, TDB_SUBREQ_TAKER(w), TDB_SUBREQ_TICKET(w));
 			else if (TDB_SUBREQ_TAKER(w) == slot && busy)
 			{
 				nw = TDB_SUBREQ_WORD(TDB_SUBREQ_POSTED, TDB_SUBREQ_OWNER(w), 0, TDB_SUBREQ_TICKET(w));
 				repost = true;
 			}
-			else if (TDB_SUBREQ_TAKER(w) == slot && st == TDB_SUBREQ_ORPHANED)
+			else if (TDB_SUBREQ_TAKER(w) == slot && TDB_SUBREQ_IS_ORPHANED(st))
 				nw = TDB_SUBREQ_WORD(TDB_SUBREQ_FREE, 0, 0, TDB_SUBREQ_TICKET(w));
 			else
 				break;			/* nothing of this slot's */
@@ -203,7 +223,8 @@ group_has_member(const TdbSubConsumer *c, uint64_t g)
 /*
  * Take the request back.  Returns true when it was answered meanwhile (the
  * caller reads the answer), false when withdrawn: a cell still POSTED is
- * FREE again, one a member works on is ORPHANED (the member frees it).
+ * FREE again, one a member works on is ORPHANED (TAKEN) or ORPHANED_WRITING
+ * (the member frees it).
  */
 static bool
 withdraw(TdbSubReqCell *cell, uint32_t me, uint64_t ticket)
@@ -221,7 +242,8 @@ withdraw(TdbSubReqCell *cell, uint32_t me, uint64_t ticket)
 		if (st == TDB_SUBREQ_FILLING || st == TDB_SUBREQ_POSTED)
 			nw = TDB_SUBREQ_WORD(TDB_SUBREQ_FREE, 0, 0, ticket);
 		else if (st == TDB_SUBREQ_TAKEN || st == TDB_SUBREQ_WRITING)
-			nw = TDB_SUBREQ_WORD(TDB_SUBREQ_ORPHANED, me, TDB_SUBREQ_TAKER(w), ticket);
+			nw = TDB_SUBREQ_WORD(st == TDB_SUBREQ_WRITING ? TDB_SUBREQ_ORPHANED_WRITING : TDB_SUBREQ_ORPHANED, me,
+								 TDB_SUBREQ_TAKER(w), ticket);
 		else
 			return false;
 		if (atomic_compare_exchange_strong_explicit(&cell->word, &w, nw, memory_order_seq_cst,
@@ -456,6 +478,20 @@ tdb_subreq_take(TdbSubConsumer *c, TdbSubReqTaken *taken, void *buf, int timeout
 			uint64_t	w = atomic_load_explicit(&x->word, memory_order_acquire);
 			uint32_t	len;
 
+			if (TDB_SUBREQ_STATE(w) == TDB_SUBREQ_ORPHANED && TDB_SUBREQ_TAKER(w) == me)
+			{
+				/*
+				 * A request we took and did not answer (yet) whose requester
+				 * gave up: nobody else frees it, and an answer to it would be
+				 * dropped all the same (the ticket, or our slot as taker, no
+				 * longer match).  Not ORPHANED_WRITING: an answer is being
+				 * written there, and its writer frees it.
+				 */
+				atomic_compare_exchange_strong_explicit(&x->word, &w,
+														TDB_SUBREQ_WORD(TDB_SUBREQ_FREE, 0, 0, TDB_SUBREQ_TICKET(w)),
+														memory_order_release, memory_order_relaxed);
+				continue;
+			}
 			if (TDB_SUBREQ_STATE(w) != TDB_SUBREQ_POSTED || atomic_load_explicit(&x->group_id, memory_order_relaxed) != g)
 				continue;
 			/* acquire: the request written before POSTED is ours to read */
@@ -519,12 +555,12 @@ tdb_subreq_answer(TdbSubConsumer *c, const TdbSubReqTaken *taken, const void *re
 
 		w = atomic_load_explicit(&cell->word, memory_order_acquire);
 		if (TDB_SUBREQ_TICKET(w) != taken->ticket || TDB_SUBREQ_TAKER(w) != me ||
-			(TDB_SUBREQ_STATE(w) != want && TDB_SUBREQ_STATE(w) != TDB_SUBREQ_ORPHANED))
+			(TDB_SUBREQ_STATE(w) != want && !TDB_SUBREQ_IS_ORPHANED(TDB_SUBREQ_STATE(w))))
 		{
 			snprintf(c->err, sizeof(c->err), "request cell %u is no longer ours: answer dropped", taken->cell);
 			return TDB_SUBREQ_EGONE;
 		}
-		if (TDB_SUBREQ_STATE(w) == TDB_SUBREQ_ORPHANED)
+		if (TDB_SUBREQ_IS_ORPHANED(TDB_SUBREQ_STATE(w)))
 		{
 			/* the requester gave up or died: the cell is ours to free */
 			atomic_compare_exchange_strong_explicit(&cell->word, &w,

@@ -97,6 +97,8 @@ stop_previous(int fd)
 	struct stat st;
 	void	   *p;
 	TdbSubsHeader *h;
+	uint32_t	nslots,
+				ring_events;
 
 	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
 		(size_t) st.st_size < sizeof(TdbSubsHeader))
@@ -105,21 +107,55 @@ stop_previous(int fd)
 	if (p == MAP_FAILED)
 		return;
 	h = p;
+	/* the geometry read once: the file is writable by its group, who may change it meanwhile */
+	nslots = __atomic_load_n(&h->nslots, __ATOMIC_RELAXED);
+	ring_events = __atomic_load_n(&h->ring_events, __ATOMIC_RELAXED);
 	if (h->magic == TDB_SUBS_MAGIC)
 	{
 		atomic_store_explicit(&h->state, TDB_SUBRING_STOPPED, memory_order_seq_cst);
 		/* geometry from the file: checked against its size before any slot is touched */
-		if (tdb_subring_geometry_ok(h->nslots, h->ring_events) &&
-			(size_t) st.st_size >= tdb_subring_size(h->nslots, h->ring_events))
-			for (uint32_t i = 0; i < h->nslots; i++)
+		if (tdb_subring_geometry_ok(nslots, ring_events) &&
+			(size_t) st.st_size >= tdb_subring_size(nslots, ring_events))
+			for (uint32_t i = 0; i < nslots; i++)
 			{
-				TdbSubSlot *s = tdb_subring_slot(p, h->ring_events, i);
+				TdbSubSlot *s = tdb_subring_slot(p, ring_events, i);
 
 				if (atomic_load_explicit(&s->state, memory_order_relaxed) == TDB_SUBSLOT_FREE)
 					continue;	/* never touch pages nobody reserved */
 				atomic_fetch_add_explicit(&s->wake_word, 1, memory_order_seq_cst);
 				futex_wake_all(&s->wake_word);
 			}
+		/*
+		 * Members waiting for requests, requesters waiting for answers.
+		 * Only those whose flag says so (Dekker with STOPPED stored above,
+		 * seq_cst store then seq_cst loads: one stored later sees STOPPED
+		 * before it sleeps), so that no page of a file someone made sparse
+		 * is written.
+		 */
+		if (h->version == TDB_SUBS_VERSION && tdb_subring_geometry_ok(nslots, ring_events) &&
+			(size_t) st.st_size >= tdb_subring_size(nslots, ring_events))
+		{
+			void	   *area = (char *) p + tdb_subreq_offset(nslots, ring_events);
+
+			for (uint32_t i = 0; i < nslots; i++)
+			{
+				TdbSubBell *b = tdb_subreq_bell(area, i);
+
+				if (atomic_load_explicit(&b->waiters, memory_order_seq_cst) == 0)
+					continue;
+				atomic_fetch_add_explicit(&b->word, 1, memory_order_seq_cst);
+				futex_wake_all(&b->word);
+			}
+			for (uint32_t i = 0; i < tdb_subreq_cells(nslots); i++)
+			{
+				TdbSubReqCell *c = tdb_subreq_cell(area, nslots, i);
+
+				if (atomic_load_explicit(&c->waiters, memory_order_seq_cst) == 0)
+					continue;
+				atomic_fetch_add_explicit(&c->futex, 1, memory_order_seq_cst);
+				futex_wake_all(&c->futex);
+			}
+		}
 	}
 	munmap(p, (size_t) st.st_size);
 }

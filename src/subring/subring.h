@@ -222,7 +222,8 @@ tdb_subring_slot_offset(uint32_t ring_events, uint32_t slot)
  *	 FREE --requester--> FILLING --requester--> POSTED --member--> TAKEN
  *	 TAKEN --member--> WRITING --member--> ANSWERED --requester--> FREE
  *	 POSTED --requester gives up--> FREE
- *	 TAKEN, WRITING --requester gives up or dies--> ORPHANED --member--> FREE
+ *	 TAKEN --requester gives up or dies--> ORPHANED --member (answer, or its next take)--> FREE
+ *	 WRITING --requester gives up or dies--> ORPHANED_WRITING --member (answer)--> FREE
  *	 TAKEN, WRITING --member dies (requester or daemon)--> POSTED
  *	 FILLING, POSTED, ANSWERED --requester dies (daemon)--> FREE
  *
@@ -239,7 +240,9 @@ tdb_subring_slot_offset(uint32_t ring_events, uint32_t slot)
 #define TDB_SUBREQ_TAKEN			3
 #define TDB_SUBREQ_WRITING			4
 #define TDB_SUBREQ_ANSWERED			5
-#define TDB_SUBREQ_ORPHANED			6
+#define TDB_SUBREQ_ORPHANED			6	/* given up while TAKEN: no answer is being written */
+#define TDB_SUBREQ_ORPHANED_WRITING	7	/* given up while WRITING: only the writer frees it */
+#define TDB_SUBREQ_IS_ORPHANED(st)	((st) == TDB_SUBREQ_ORPHANED || (st) == TDB_SUBREQ_ORPHANED_WRITING)
 
 /* the state word: state 4 bits, owner slot 12, taker slot 12, ticket 36 */
 #define TDB_SUBREQ_STATE(w)			((uint32_t) ((w) & 0xF))
