@@ -395,10 +395,10 @@ typedef struct trafficdb_req
 
 /*
  * Post req (len <= TRAFFICDB_REQUEST_MAX bytes) to group and wait up to
- * timeout_ms for the answer, copied to answer (cap bytes).  Returns the
+ * timeout_ms (a negative one is 0) for the answer, copied to answer (cap bytes).  Returns the
  * answer's length (>= 0), or TRAFFICDB_TIMEOUT (the request is withdrawn:
  * a member still working on it gets TRAFFICDB_GONE), TRAFFICDB_NOTFOUND
- * (the group has no member), TRAFFICDB_NOSLOT (every request cell is in
+ * (the group has no member but the caller), TRAFFICDB_NOSLOT (every request cell is in
  * use), TRAFFICDB_BADARG (an argument, or an answer larger than cap),
  * TRAFFICDB_STALE, TRAFFICDB_SYSTEM (a signal: the request is withdrawn).
  */
@@ -408,7 +408,7 @@ int			trafficdb_request(trafficdb_subscriber *s, const char *group, const void *
 /*
  * A member of a group (trafficdb_subscribe with a group): take the next
  * request of the group into buf (TRAFFICDB_REQUEST_MAX bytes), waiting up
- * to timeout_ms.  Returns 1 (r says where and how long), 0 (timed out),
+ * to timeout_ms (a negative one is 0).  Returns 1 (r says where and how long), 0 (timed out),
  * TRAFFICDB_BADARG (not a member of a group), TRAFFICDB_STALE,
  * TRAFFICDB_SYSTEM (a signal).
  */

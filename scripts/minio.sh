@@ -36,7 +36,10 @@ go_cmd() {
 	if [ -z "$go" ] && [ -x /usr/local/go/bin/go ]; then go=/usr/local/go/bin/go; fi
 	if [ -z "$go" ]; then
 		echo "minio: installing Debian's golang-go" >&2
-		DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q golang-go >/dev/null
+		# package lists may be stale where scripts/deps.sh found nothing to install
+		DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q golang-go >/dev/null ||
+			{ $SUDO apt-get update -q >/dev/null &&
+				DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q golang-go >/dev/null; }
 		go=$(command -v go)
 	fi
 	minor=$("$go" env GOVERSION | sed -E 's/^go1\.([0-9]+).*/\1/')

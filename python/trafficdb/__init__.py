@@ -542,6 +542,9 @@ class Subscriber:
     enter_exit=True for events when the condition starts or stops holding.  group="name" shares the events
     with the other subscribers of that group (sticky=True: a location to the same member).  Iterating
     waits for events (timeout_ms per wait; the iteration ends after a wait with none).
+
+    Threads: one thread at a time makes calls on a Subscriber (open one per thread); close() may come
+    from another thread, and a call blocked then ends at its timeout.
     """
 
     def __init__(self, name, ids=None, box=None, radius=None, polygon=None, condition=None, value=None,

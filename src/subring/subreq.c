@@ -110,7 +110,10 @@ tdb_subreq_reclaim(void *area, uint32_t nslots, uint32_t slot)
 	{
 		TdbSubReqCell *c = tdb_subreq_cell(area, nslots, i);
 
-		for (int tries = 0; tries < RECLAIM_TRIES; tries++)
+		int			moves = 0;
+
+		/* at most two moves per cell (a slot that took its own request has two), whatever a writer does */
+		for (int tries = 0; tries < RECLAIM_TRIES && moves < 2; tries++)
 		{
 			uint64_t	w = atomic_load_explicit(&c->word, memory_order_acquire);
 			uint32_t	st = TDB_SUBREQ_STATE(w);
@@ -139,7 +142,7 @@ tdb_subreq_reclaim(void *area, uint32_t nslots, uint32_t slot)
 			changed++;
 			if (repost)
 				wake_member(area, nslots, atomic_load_explicit(&c->group_id, memory_order_relaxed), i % nslots);
-			tries = 0;			/* the same cell may have a second move (a slot that took its own request) */
+			moves++;
 		}
 	}
 	return changed;
@@ -182,20 +185,23 @@ stopped(const TdbSubConsumer *c)
 	return atomic_load_explicit(&c->hdr->state, memory_order_acquire) == TDB_SUBRING_STOPPED;
 }
 
-/* Does some process hold slot i's lock (its owner, or the daemon reclaiming it)? */
+/*
+ * Take (F_WRLCK) or let go (F_UNLCK) of slot i's lock without waiting.
+ * Taking it succeeds only when nobody holds it: its owner is gone, and
+ * while we hold it neither the daemon can reclaim the slot nor a new owner
+ * claim it, so a request it took can be posted again exactly once.
+ */
 static bool
-slot_held(const TdbSubConsumer *c, uint32_t i)
+slot_lock_nb(const TdbSubConsumer *c, uint32_t i, short type)
 {
 	struct flock fl;
 
 	memset(&fl, 0, sizeof(fl));
-	fl.l_type = F_WRLCK;
+	fl.l_type = type;
 	fl.l_whence = SEEK_SET;
 	fl.l_start = (off_t) i;
 	fl.l_len = 1;
-	if (fcntl(c->fd, F_OFD_GETLK, &fl) != 0)
-		return true;			/* cannot tell: take it as alive */
-	return fl.l_type != F_UNLCK;
+	return fcntl(c->fd, F_OFD_SETLK, &fl) == 0;
 }
 
 static const TdbSubSlot *
@@ -212,7 +218,9 @@ group_has_member(const TdbSubConsumer *c, uint64_t g)
 	{
 		const TdbSubSlot *s = slot_of(c, i);
 
-		if (atomic_load_explicit(&s->state, memory_order_acquire) == TDB_SUBSLOT_ACTIVE && s->group_id == g)
+		/* not ourselves: a lone member asking its own group would wait for nobody */
+		if (i != (uint32_t) c->slot_idx &&
+			atomic_load_explicit(&s->state, memory_order_acquire) == TDB_SUBSLOT_ACTIVE && s->group_id == g)
 			return true;
 	}
 	return false;
@@ -398,12 +406,15 @@ tdb_subreq_call(TdbSubConsumer *c, uint64_t group_id, const void *req, uint32_t 
 			uint32_t	taker = TDB_SUBREQ_TAKER(w);
 
 			next_probe = now + PROBE_MS * 1000;
-			if (taker != me && taker < c->nslots && !slot_held(c, taker))
+			if (taker != me && taker < c->nslots && slot_lock_nb(c, taker, F_WRLCK))
 			{
 				/* the member died or left with our request: post it again for the others */
-				if (atomic_compare_exchange_strong_explicit(&cell->word, &w,
-															TDB_SUBREQ_WORD(TDB_SUBREQ_POSTED, me, 0, ticket),
-															memory_order_seq_cst, memory_order_relaxed))
+				bool		reposted = atomic_compare_exchange_strong_explicit(&cell->word, &w,
+																			   TDB_SUBREQ_WORD(TDB_SUBREQ_POSTED, me, 0, ticket),
+																			   memory_order_seq_cst, memory_order_relaxed);
+
+				slot_lock_nb(c, taker, F_UNLCK);
+				if (reposted)
 					wake_member(c->req_area, c->nslots, group_id, (taker + 1) % c->nslots);
 				atomic_store_explicit(&cell->waiters, 0, memory_order_relaxed);
 				continue;

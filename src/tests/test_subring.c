@@ -1816,6 +1816,8 @@ UNIT_TEST(test_subreq_timeout_and_errors)
 	CHECK(strstr(rq.err, "has no member") != NULL);
 	CHECK_EQ_U64(tdb_subring_consumer_open(&m, e.prefix, INSTANCE, NULL, err), TDB_SHM_OK);
 	CHECK_EQ_U64(tdb_subring_subscribe(&m, NULL, 0, REQ_GROUP, TDB_SUBGROUP_ROUND_ROBIN), TDB_SHM_OK);
+	/* a lone member asking its own group: nobody else to answer */
+	CHECK_EQ_U64(tdb_subreq_call(&m, REQ_GROUP, "a", 1, buf, sizeof(buf), 100), (uint64_t) TDB_SUBREQ_ENOMEMBER);
 	/* bad arguments */
 	CHECK_EQ_U64(tdb_subreq_call(&rq, REQ_GROUP, buf, TDB_SUBREQ_MAX_BYTES + 1, buf, sizeof(buf), 100),
 				 (uint64_t) TDB_SHM_EINVAL);

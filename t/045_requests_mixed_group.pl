@@ -1,4 +1,4 @@
-# t/044_requests_mixed_group.pl: a group whose members are partly
+# t/045_requests_mixed_group.pl: a group whose members are partly
 # requests-only (TRAFFICDB_AREA_NONE: "no events: a member that only
 # answers requests", tdbsub --serve) and partly event consumers (a box).
 # The requests-only members must not change the group's events: every

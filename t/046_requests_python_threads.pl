@@ -1,4 +1,4 @@
-# t/045_requests_python_threads.pl: Python's Subscriber used from two
+# t/046_requests_python_threads.pl: Python's Subscriber used from two
 # threads the way people stop a worker: one thread blocked in
 # take_request() (or request()) while another closes the Subscriber.  The
 # blocked call must end with an exception, never crash the interpreter

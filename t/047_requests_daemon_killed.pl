@@ -1,4 +1,4 @@
-# t/046_requests_daemon_killed.pl: kill -9 of the daemon while members wait
+# t/047_requests_daemon_killed.pl: kill -9 of the daemon while members wait
 # for requests, a member works on one and a requester waits for its
 # answer.  The restarted daemon makes the segment anew; every one of them
 # must learn it quickly (TRAFFICDB_STALE, "the server stopped"), none may
