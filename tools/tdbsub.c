@@ -6,6 +6,7 @@
  *                | --all-subscriptions (the events of every row of trafficdb.subscriptions, with sub=ID)]
  *               [--congestion N | --speed-below KMH | --pct-below P | --incident] [--enter-exit]
  *               [--group NAME [--sticky]] [--count N] [--timeout-ms MS] [--latency] [--ack] [--ack-delay-ms MS]
+ *               [--quiet]
  *
  * Prints "ready" once subscribed, then for each event:
  *   <kind> <generation> <location_id> <old_speed> <new_speed> <old_congestion> <new_congestion>
@@ -14,6 +15,12 @@
  * and "ack N" follows: at-least-once processing)
  * and stops after --count events (default: never) or --timeout-ms without
  * one (default 10,000).  Exit 0, or 1 with the error on stderr.
+ *
+ * --quiet prints no event, only one line at the end (for benchmarks):
+ *   received N overrun O first_published_us P last_received_us L
+ * N the events (OVERRUN ones included), O the OVERRUN events among them,
+ * P the earliest publication time the events carried and L when the last
+ * receive returned (both Unix microseconds, CLOCK_REALTIME).
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -52,10 +59,15 @@ main(int argc, char **argv)
 	int			timeout = 10000;
 	bool		latency = false;
 	bool		ack = false;
+	bool		quiet = false;
 	int			ack_delay_ms = 0;
 	uint64_t	ids[504];
 	trafficdb_subscriber *s;
-	trafficdb_event ev[256];
+	static trafficdb_event ev[4096];
+	long long	received = 0,
+				overruns = 0,
+				first_pub = 0,
+				last_recv = 0;
 	int			rc;
 
 	if (argc < 2)
@@ -115,6 +127,8 @@ main(int argc, char **argv)
 			f.condition = TRAFFICDB_COND_INCIDENT;
 		else if (strcmp(argv[i], "--latency") == 0)
 			latency = true;
+		else if (strcmp(argv[i], "--quiet") == 0)
+			quiet = true;
 		else if (strcmp(argv[i], "--ack") == 0)
 			ack = true;
 		else if (strcmp(argv[i], "--ack-delay-ms") == 0)
@@ -162,7 +176,8 @@ main(int argc, char **argv)
 	fflush(stdout);
 	while (count != 0)
 	{
-		int			max = count > 0 && count < 256 ? (int) count : 256;
+		int			batch = quiet && !ack ? 4096 : 256;
+		int			max = count > 0 && count < batch ? (int) count : batch;
 		int			n = ack ? trafficdb_peek(s, ev, max, timeout) : trafficdb_receive(s, ev, max, timeout);
 
 		if (n == TRAFFICDB_SYSTEM)
@@ -178,7 +193,19 @@ main(int argc, char **argv)
 		struct timespec ts;
 
 		clock_gettime(CLOCK_REALTIME, &ts);
-		for (int k = 0; k < n; k++)
+		if (quiet)
+		{
+			last_recv = (long long) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+			received += n;
+			for (int k = 0; k < n; k++)
+			{
+				if (ev[k].kind == TRAFFICDB_EVENT_OVERRUN)
+					overruns++;
+				else if (first_pub == 0 || ev[k].published_us < first_pub)
+					first_pub = ev[k].published_us;
+			}
+		}
+		for (int k = 0; k < n && !quiet; k++)
 		{
 			printf("%s %llu %llu %.6g %.6g %u %u", kinds[ev[k].kind <= 4 ? ev[k].kind : 0],
 				   (unsigned long long) ev[k].generation, (unsigned long long) ev[k].location_id,
@@ -191,7 +218,8 @@ main(int argc, char **argv)
 				printf(" seq=%llu%s", (unsigned long long) ev[k].seq, ev[k].flags & 1 ? " handed_over" : "");
 			printf("\n");
 		}
-		fflush(stdout);
+		if (!quiet)
+			fflush(stdout);
 		if (ack)
 		{
 			/* processed (printed): now taken; a death before this hands them to another member */
@@ -209,6 +237,9 @@ main(int argc, char **argv)
 		if (count > 0)
 			count -= n;
 	}
+	if (quiet)
+		printf("received %lld overrun %lld first_published_us %lld last_received_us %lld\n", received, overruns,
+			   first_pub, last_recv);
 	trafficdb_unsubscribe(s);
 	return 0;
 }
