@@ -281,7 +281,7 @@ RING_THREAD_TESTS = test_ring_protocol_threads test_ring_busy_when_full test_rin
 	test_ring_sync_put_returns_after_commit test_ring_adoption_after_restart test_ring_waiters_see_orderly_stop
 # the subscribers' rings: the same (their thread tests share the producer's mapping, as above)
 SUBRING_TESTS = $(shell sed -n 's/^X(\(test_subring_[a-z0-9_]*\))$$/\1/p' src/tests/tests.list)
-SUBRING_THREAD_TESTS = test_subring_threads_spsc test_subring_threads_overrun test_subring_threads_group_handover \
+SUBRING_THREAD_TESTS = test_subring_threads_spsc test_subring_threads_spsc_deferred test_subring_threads_overrun test_subring_threads_group_handover \
 	test_subring_wake_latency test_subring_stop_wakes_receiver
 
 unit-asan: src/tests/unit_tests_asan
