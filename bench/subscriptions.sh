@@ -17,6 +17,9 @@
 # one of them), receive the events of one more publication of the same feed:
 #
 #   publish_ms_with_delivery  publish() with the taps (the daemon's pushes)
+#   finish_publication_ms     the daemon's making the generation visible and
+#                             pushing its events (trafficdb.status
+#                             last_publish_ms)
 #   delivered_ms              from the start of publish() (before psql
 #                             connects) to the last event received by the
 #                             taps, against the default publish_interval
@@ -112,18 +115,18 @@ done
 "${PSQL[@]}" -Atc "SELECT trafficdb.publish()" >/dev/null	# the daemon attaches the taps (no change: no event)
 "${PSQL[@]}" -c "INSERT INTO trafficdb.feed (location_id, speed_kmh, congestion)
 	SELECT id, (id * 15) % 120, ((id + 15) % 5)::smallint FROM bench_sub_roads" >/dev/null
-t0=$(date +%s%N)
+d0=$(date +%s%N)
 "${PSQL[@]}" -Atc "SELECT trafficdb.publish()" >/dev/null
-t1=$(date +%s%N)
-read -r devents subscribers < <("${PSQL[@]}" -At -F ' ' -c "SELECT last_events, subscribers FROM trafficdb.status")
+d1=$(date +%s%N)
+read -r devents subscribers finish_ms dropped < <("${PSQL[@]}" -At -F ' ' -c "SELECT last_events, subscribers, round(last_publish_ms::numeric, 1), events_dropped FROM trafficdb.status")
 for p in "${tap_pids[@]}"; do wait "$p" || echo "bench/subscriptions: a tap failed" >&2; done
 read -r received overruns first_pub last_recv < <(awk '$1 == "received" { n += $2; o += $4;
 		if ($6 > 0 && (p == 0 || $6 < p)) p = $6; if ($8 > l) l = $8 }
 	END { printf "%d %d %.0f %.0f\n", n, o, p, l }' "$tmp"/tap*.out)
 interval_ms=$("${PSQL[@]}" -Atc "SELECT boot_val FROM pg_settings WHERE name = 'trafficdb.publish_interval'")
-delivered_ms=$(awk -v l="$last_recv" -v t="$t0" 'BEGIN { printf "%.1f", (l - t / 1000) / 1000 }')
+delivered_ms=$(awk -v l="$last_recv" -v t="$d0" 'BEGIN { printf "%.1f", (l - t / 1000) / 1000 }')
 after_visible_ms=$(awk -v l="$last_recv" -v p="$first_pub" 'BEGIN { printf "%.1f", (l - p) / 1000 }')
-echo "bench/subscriptions: $TAPS tap(s) ($subscribers subscriber target(s)): $received events received ($overruns overruns) of $devents" >&2
+echo "bench/subscriptions: $TAPS tap(s) ($subscribers subscriber target(s)): $received events received ($overruns overruns) of $devents; events_dropped so far: $dropped" >&2
 
 emit subscriptions_loaded "$loaded" count
 emit index_and_empty_publish_ms $(((t1 - t0) / 1000000)) ms
@@ -131,7 +134,8 @@ emit publish_ms_without "$without" ms
 emit publish_ms_with "$with" ms publish_ms_without "$without"
 emit match_ms "$match" ms
 emit events "$events" count
-emit publish_ms_with_delivery $(((t1 - t0) / 1000000)) ms publish_ms_without "$without"
+emit publish_ms_with_delivery $(((d1 - d0) / 1000000)) ms publish_ms_without "$without"
+emit finish_publication_ms "$finish_ms" ms
 emit delivered_ms "$delivered_ms" ms publish_interval_ms "$interval_ms"
 emit delivered_after_visible_ms "$after_visible_ms" ms publish_interval_ms "$interval_ms"
 emit events_received "$received" count last_events "$devents"
