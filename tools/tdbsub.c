@@ -6,7 +6,7 @@
  *                | --all-subscriptions (the events of every row of trafficdb.subscriptions, with sub=ID)]
  *               [--congestion N | --speed-below KMH | --pct-below P | --incident] [--enter-exit]
  *               [--group NAME [--sticky]] [--count N] [--timeout-ms MS] [--latency] [--ack] [--ack-delay-ms MS]
- *               [--quiet]
+ *               [--quiet] [--slice-us US] [--spin-us US]
  *
  * Prints "ready" once subscribed, then for each event:
  *   <kind> <generation> <location_id> <old_speed> <new_speed> <old_congestion> <new_congestion>
@@ -21,17 +21,55 @@
  * N the events (OVERRUN ones included), O the OVERRUN events among them,
  * P the earliest publication time the events carried and L when the last
  * receive returned (both Unix microseconds, CLOCK_REALTIME).
+ *
+ * --slice-us US asks the scheduler for a slice of US microseconds (see
+ * set_slice); --spin-us US polls the ring that long (trafficdb_receive with
+ * a timeout of 0) before each blocking receive.
  */
 #include <errno.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "trafficdb.h"
 
 static const char *const kinds[] = {"?", "change", "enter", "exit", "overrun"};
+
+/*
+ * --slice-us: ask the scheduler (EEVDF, Linux 6.12 and later) for a
+ * shorter slice than the default (about 3 ms): the woken subscriber then
+ * preempts a CPU-bound task on its CPU at once instead of queueing until
+ * that task's slice ends.  The policy stays SCHED_OTHER; no privilege is
+ * needed.  Older kernels ignore the field or refuse it (a warning).
+ */
+static void
+set_slice(long us)
+{
+	struct
+	{
+		uint32_t	size;
+		uint32_t	sched_policy;
+		uint64_t	sched_flags;
+		int32_t		sched_nice;
+		uint32_t	sched_priority;
+		uint64_t	sched_runtime;
+		uint64_t	sched_deadline;
+		uint64_t	sched_period;
+	}			attr;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.size = sizeof(attr);
+	attr.sched_policy = 0;		/* SCHED_OTHER */
+	attr.sched_nice = 0;
+	attr.sched_runtime = (uint64_t) us * 1000;
+	if (syscall(SYS_sched_setattr, 0, &attr, 0) != 0)
+		fprintf(stderr, "tdbsub: warning: a slice of %ld us: %s\n", us, strerror(errno));
+}
 
 static double
 num(const char *s, const char *what)
@@ -60,6 +98,7 @@ main(int argc, char **argv)
 	bool		latency = false;
 	bool		ack = false;
 	bool		quiet = false;
+	long		spin_us = 0;
 	int			ack_delay_ms = 0;
 	uint64_t	ids[504];
 	trafficdb_subscriber *s;
@@ -129,6 +168,16 @@ main(int argc, char **argv)
 			latency = true;
 		else if (strcmp(argv[i], "--quiet") == 0)
 			quiet = true;
+		else if (strcmp(argv[i], "--slice-us") == 0)
+		{
+			NEED(1);
+			set_slice((long) num(argv[++i], "the slice"));
+		}
+		else if (strcmp(argv[i], "--spin-us") == 0)
+		{
+			NEED(1);
+			spin_us = (long) num(argv[++i], "the spin");
+		}
 		else if (strcmp(argv[i], "--ack") == 0)
 			ack = true;
 		else if (strcmp(argv[i], "--ack-delay-ms") == 0)
@@ -178,7 +227,23 @@ main(int argc, char **argv)
 	{
 		int			batch = quiet && !ack ? 4096 : 256;
 		int			max = count > 0 && count < batch ? (int) count : batch;
-		int			n = ack ? trafficdb_peek(s, ev, max, timeout) : trafficdb_receive(s, ev, max, timeout);
+		int			n = 0;
+
+		if (spin_us > 0 && !ack)
+		{
+			/* --spin-us: poll (timeout 0: no system call) that long before blocking */
+			struct timespec t0,
+						t1;
+
+			clock_gettime(CLOCK_MONOTONIC, &t0);
+			do
+			{
+				n = trafficdb_receive(s, ev, max, 0);
+				clock_gettime(CLOCK_MONOTONIC, &t1);
+			} while (n == 0 && (t1.tv_sec - t0.tv_sec) * 1000000L + (t1.tv_nsec - t0.tv_nsec) / 1000 < spin_us);
+		}
+		if (n == 0)
+			n = ack ? trafficdb_peek(s, ev, max, timeout) : trafficdb_receive(s, ev, max, timeout);
 
 		if (n == TRAFFICDB_SYSTEM)
 			continue;
