@@ -31,6 +31,7 @@
 #include <grp.h>
 #include <limits.h>
 #include <math.h>
+#include <sched.h>
 #include <signal.h>
 
 #include "access/detoast.h"
@@ -2240,8 +2241,16 @@ push_counted(uint32 slot, const TdbSubEvent *ev, uint64 *pushed, uint64 *dropped
 static void
 wake_and_count(uint64 pushed, uint64 dropped)
 {
-	if (pushed > 0)
-		(void) tdb_subring_wake_pending(&D.subring);
+	if (pushed > 0 && tdb_subring_wake_pending(&D.subring) > 0)
+	{
+		/*
+		 * The subscribers just woken run before the rest of our work
+		 * (reclaiming buffers, watching readers): on a busy machine the
+		 * scheduler often queues a woken subscriber on our CPU, where it
+		 * would wait until we sleep.  Nothing else runnable: a no-op.
+		 */
+		sched_yield();
+	}
 	SpinLockAcquire(&tdb_shared->mutex);
 	tdb_shared->events_delivered += pushed;
 	tdb_shared->events_dropped += dropped;
