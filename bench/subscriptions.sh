@@ -30,7 +30,8 @@
 #
 # Each tap's ring must hold what it may be behind by: the bench sets
 # trafficdb.subscriber_ring_events to 2^20 (64 MiB a subscriber, reserved
-# only when one subscribes) and restarts the cluster once if it is smaller.
+# only when one subscribes) and restarts the cluster once if it is smaller;
+# it resets the setting at the end (in force again at the next restart).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -43,11 +44,14 @@ emit() { bench_emit subscriptions "$1" "$S" "$2" "$3" "${4:-}" "${5:-}"; }
 make -s tools/tdbsub
 
 # rings big enough for a tap's share of a publication: a restart when they are not
+# (the setting is reset when the bench ends: the cluster's own comes back at its next restart)
+raised=
 if [ "$("${PSQL[@]}" -Atc "SHOW trafficdb.subscriber_ring_events")" -lt "$RING" ]; then
 	echo "bench/subscriptions: trafficdb.subscriber_ring_events = $RING, restarting the cluster" >&2
 	datadir=$("${PSQL[@]}" -Atc "SHOW data_directory")
 	"${PSQL[@]}" -c "ALTER SYSTEM SET trafficdb.subscriber_ring_events = $RING" >/dev/null
-	as_pg "$PG_BIN/pg_ctl" -D "$datadir" restart -m fast -w >/dev/null
+	as_pg "$PG_BIN/pg_ctl" -D "$datadir" -l "$datadir/restart.log" restart -m fast -w >/dev/null
+	raised=1
 	for _ in $(seq 1 600); do
 		[ "$("${PSQL[@]}" -Atc "SELECT generation > 0 FROM trafficdb.status" 2>/dev/null)" = t ] && break
 		sleep 0.5
@@ -68,7 +72,7 @@ SELECT trafficdb.load_map('bench_sub_roads', 'id', 'geom') \g /dev/null
 EOF
 tmp=$(mktemp -d)
 chmod 755 "$tmp"
-trap '"${PSQL[@]}" -c "ALTER SYSTEM RESET trafficdb.publish_interval" -c "SELECT pg_reload_conf()" -c "DELETE FROM trafficdb.subscriptions" >/dev/null 2>&1 || true; rm -rf "$tmp"' EXIT
+trap '"${PSQL[@]}" -c "ALTER SYSTEM RESET trafficdb.publish_interval" ${raised:+-c "ALTER SYSTEM RESET trafficdb.subscriber_ring_events"} -c "SELECT pg_reload_conf()" -c "DELETE FROM trafficdb.subscriptions" >/dev/null 2>&1 || true; rm -rf "$tmp"' EXIT
 
 feed() {
 	"${PSQL[@]}" -c "INSERT INTO trafficdb.feed (location_id, speed_kmh, congestion)
