@@ -293,7 +293,7 @@ RING_THREAD_TESTS = test_ring_protocol_threads test_ring_busy_when_full test_rin
 	test_ring_sync_put_returns_after_commit test_ring_adoption_after_restart test_ring_waiters_see_orderly_stop
 # the subscribers' rings: the same (their thread tests share the producer's mapping, as above)
 SUBRING_TESTS = $(shell sed -n 's/^X(\(test_sub\(ring\|req\)_[a-z0-9_]*\))$$/\1/p' src/tests/tests.list)
-SUBRING_THREAD_TESTS = test_subring_threads_spsc test_subring_threads_overrun test_subring_threads_group_handover \
+SUBRING_THREAD_TESTS = test_subring_threads_spsc test_subring_threads_spsc_deferred test_subring_threads_overrun test_subring_threads_group_handover \
 	test_subring_wake_latency test_subring_stop_wakes_receiver test_subreq_threads_load_sharing test_subreq_member_leaves_with_request \
 	test_subreq_dead_member_bell_no_lost_wakeup
 

@@ -17,11 +17,14 @@
  * private memory with the same id stream, the floor of one cache miss per
  * lookup.  Output: CSV lines name,value,unit.
  */
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -203,6 +206,41 @@ count_visit(const trafficdb_location *loc, void *arg)
 	return 0;
 }
 
+static int
+cmp_double(const void *a, const void *b)
+{
+	double		x = *(const double *) a,
+				y = *(const double *) b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * TDB_SLICE_US (wakeups): the scheduler slice asked for, as tools/tdbsub
+ * --slice-us does (EEVDF, Linux 6.12 and later; SCHED_OTHER, no privilege).
+ */
+static void
+set_slice(long us)
+{
+	struct
+	{
+		uint32_t	size;
+		uint32_t	sched_policy;
+		uint64_t	sched_flags;
+		int32_t		sched_nice;
+		uint32_t	sched_priority;
+		uint64_t	sched_runtime;
+		uint64_t	sched_deadline;
+		uint64_t	sched_period;
+	}			attr;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.size = sizeof(attr);
+	attr.sched_runtime = (uint64_t) us * 1000;
+	if (syscall(SYS_sched_setattr, 0, &attr, 0) != 0)
+		fprintf(stderr, "accessor: warning: a slice of %ld us: %s\n", us, strerror(errno));
+}
+
 int
 main(int argc, char **argv)
 {
@@ -218,6 +256,8 @@ main(int argc, char **argv)
 		uint64_t	gen;
 		int			got = 0;
 
+		if (getenv("TDB_SLICE_US") != NULL)
+			set_slice(atol(getenv("TDB_SLICE_US")));
 		if (trafficdb_open(argv[1], &h) != TRAFFICDB_OK || trafficdb_begin(h, &gen) != TRAFFICDB_OK)
 			return 1;
 		trafficdb_end(h);
@@ -246,6 +286,10 @@ main(int argc, char **argv)
 			}
 			printf("wakeup_latency_avg,%.1f,us\nwakeup_latency_max,%.1f,us\nwakeups,%d,count\n",
 				   sum / got, max, got);
+			qsort(lat, (size_t) got, sizeof(double), cmp_double);
+			printf("wakeup_latency_p50,%.1f,us\nwakeup_latency_p99,%.1f,us\n",
+				   lat[(int) (got * 0.5 + 0.5) - 1 < 0 ? 0 : (int) (got * 0.5 + 0.5) - 1],
+				   lat[(int) (got * 0.99 + 0.5) - 1 < 0 ? 0 : (int) (got * 0.99 + 0.5) - 1]);
 		}
 		trafficdb_close(h);
 		return got == n ? 0 : 1;

@@ -163,12 +163,18 @@ SECTIONS = [
      "with a warm disk cache (1 MB blocks) against the same scan of a local file; `all_fill_cache` "
      "the cold scan that filled it. TrailDB's figures: 16x faster to the first results for small "
      "queries, 10-15 % full-scan overhead."),
-    ("subscriptions", "Subscriptions matched at publication (bench/subscriptions.sh)",
+    ("subscriptions", "Subscriptions: matching, delivery and wake-up (bench/subscriptions.sh, bench/sub_latency.sh)",
      "A synthetic map of N segments on a 1000 x 1000 grid; x = 100,000 box subscriptions of about 25 "
      "locations each (half with congestion_at_least 3); a feed changing every location, then "
      "trafficdb.publish(), timed from the client, with and without the subscriptions in the same run. "
      "match_ms is the daemon's matching of that publication; index_and_empty_publish_ms loading and "
-     "indexing the subscriptions once. Delivery to subscribers is not measured yet. Measures starting "
+     "indexing the subscriptions once. Delivery: SUB_TAPS (2) tdbsub --all-subscriptions taps in a "
+     "round-robin group receive one more publication's events: publish_ms_with_delivery, "
+     "finish_publication_ms (the daemon making it visible and pushing the events), delivered_ms (from "
+     "the start of publish() to the last event received, against the default publish_interval) and "
+     "delivered_after_visible_ms, events_received against last_events, events_overrun. wakeup_* are "
+     "bench/sub_latency.sh's publish to wake-up of one subscriber beside a trafficdb_wait waiter "
+     "(trafficdb_wait_*), same publications. Measures starting "
      "with redis_, notify_, notify_stmt_, update_only_ and expected_events are from bench/sub_baselines.sh "
      "(x = its subscriptions, 1,000 by default): Redis pub-sub and LISTEN/NOTIFY with the filtering done "
      "by consumers, events/s and CPU us per event, every run checked against the expected count."),

@@ -89,7 +89,7 @@ step "2b/6 the write path: the durable feed (bench/feed.sh $N) and trafficdb_put
 bench/feed.sh "$N"
 bench/put.sh "$N"
 
-step "2c/6 subscriptions: matching 100,000 area subscriptions against $N changed locations (bench/subscriptions.sh $N)"
+step "2c/6 subscriptions: matching 100,000 area subscriptions against $N changed locations and delivering the events to 2 taps (bench/subscriptions.sh $N)"
 bench/subscriptions.sh "$N" 100000 >/dev/null
 bench_restore_map
 bench/sub_latency.sh 200 >/dev/null

@@ -31,6 +31,7 @@
 #include <grp.h>
 #include <limits.h>
 #include <math.h>
+#include <sched.h>
 #include <signal.h>
 
 #include "access/detoast.h"
@@ -2168,6 +2169,87 @@ subscriber_for(uint32 first, uint64 location_id, int32 excluded, uint32 *rr)
 	return -1;
 }
 
+/*
+ * The members of each target for one delivery (deliver_guarded): target t's
+ * are dmembers[doff[t] .. doff[t] + dcount[t]), the live slots of its group
+ * in slot order (or its own slot), so that picking one for an event costs
+ * no scan of every slot.  dpick gives the same member subscriber_for would.
+ * Targets are D.target_first[0 .. ntargets) then D.tap_first[0 .. ntaps).
+ */
+static int32 *dmembers;
+static uint32 *doff;
+static uint32 *dcount;
+static bool *dsticky;
+
+static void
+delivery_members(void)
+{
+	uint32		nslots = D.subring.nslots;
+	uint32		k = 0;
+
+	if (dmembers == NULL)
+	{
+		/* each slot is in one target at most: nslots of each */
+		dmembers = MemoryContextAlloc(D.cxt, sizeof(int32) * Max(nslots, 1));
+		doff = MemoryContextAlloc(D.cxt, sizeof(uint32) * Max(2 * nslots, 1));
+		dcount = MemoryContextAlloc(D.cxt, sizeof(uint32) * Max(2 * nslots, 1));
+		dsticky = MemoryContextAlloc(D.cxt, sizeof(bool) * Max(2 * nslots, 1));
+	}
+	for (uint32 t = 0; t < D.ntargets + D.ntaps; t++)
+	{
+		uint32		first = (uint32) (t < D.ntargets ? D.target_first[t] : D.tap_first[t - D.ntargets]);
+		uint64		group = D.slot_group[first];
+
+		doff[t] = k;
+		dcount[t] = 0;
+		dsticky[t] = group != 0 && D.slot_gmode[first] == TDB_SUBGROUP_STICKY;
+		if (group == 0)
+		{
+			if (takes_events(first) && k < nslots)
+			{
+				dmembers[k++] = (int32) first;
+				dcount[t]++;
+			}
+			continue;
+		}
+		/* as subscriber_for: the group's members that take events */
+		for (uint32 sl = 0; sl < nslots && k < nslots; sl++)
+			if (takes_events(sl) && D.slot_group[sl] == group)
+			{
+				dmembers[k++] = (int32) sl;
+				dcount[t]++;
+			}
+	}
+}
+
+/* subscriber_for(first of target t, location_id, -1, rr) over delivery_members' lists */
+static inline int32
+dpick(uint32 t, uint64 location_id, uint32 *rr)
+{
+	const int32 *m = &dmembers[doff[t]];
+	uint32		n = dcount[t];
+	int32		best = -1;
+	uint64		best_w = 0;
+
+	if (n == 0)
+		return -1;
+	if (D.slot_group[m[0]] == 0)
+		return m[0];
+	if (!dsticky[t])
+		return m[(*rr)++ % n];
+	for (uint32 i = 0; i < n; i++)
+	{
+		uint64		w = tdb_hash_id(location_id ^ ((uint64) (m[i] + 1) * 0x9E3779B97F4A7C15ull));
+
+		if (best < 0 || w > best_w)
+		{
+			best = m[i];
+			best_w = w;
+		}
+	}
+	return best;
+}
+
 static void
 push_counted(uint32 slot, const TdbSubEvent *ev, uint64 *pushed, uint64 *dropped)
 {
@@ -2183,8 +2265,16 @@ push_counted(uint32 slot, const TdbSubEvent *ev, uint64 *pushed, uint64 *dropped
 static void
 wake_and_count(uint64 pushed, uint64 dropped)
 {
-	if (pushed > 0)
-		(void) tdb_subring_wake_pending(&D.subring);
+	if (pushed > 0 && tdb_subring_wake_pending(&D.subring) > 0)
+	{
+		/*
+		 * The subscribers just woken run before the rest of our work
+		 * (reclaiming buffers, watching readers): on a busy machine the
+		 * scheduler often queues a woken subscriber on our CPU, where it
+		 * would wait until we sleep.  Nothing else runnable: a no-op.
+		 */
+		sched_yield();
+	}
 	SpinLockAcquire(&tdb_shared->mutex);
 	tdb_shared->events_delivered += pushed;
 	tdb_shared->events_dropped += dropped;
@@ -2293,6 +2383,7 @@ deliver_guarded(void *p)
 				dropped = 0;
 
 	(void) p;
+	delivery_members();
 	if (D.sub_gap_from != 0)
 	{
 		/* every subscriber: resync from the generation whose events were not made */
@@ -2334,15 +2425,20 @@ deliver_guarded(void *p)
 		ev.new_incident = newt[r].incident_off != 0;
 		for (uint32 t = 0; t < (sql ? D.ntaps : 1); t++)
 		{
-			int32		to = sql ? subscriber_for((uint32) D.tap_first[t], ev.location_id, -1, &D.tap_rr[t])
-				: subscriber_for((uint32) D.target_first[pe->filter - D.nsql], ev.location_id, -1,
-								 &D.target_rr[pe->filter - D.nsql]);
+			int32		to = sql ? dpick(D.ntargets + t, ev.location_id, &D.tap_rr[t])
+				: dpick(pe->filter - D.nsql, ev.location_id, &D.target_rr[pe->filter - D.nsql]);
+			int			rc;
 
 			if (to < 0)
 				continue;
 			/* a tap learns which SQL subscription matched; a target, the slot it went to */
 			ev.subscription = sql ? D.subs[pe->filter].id : (uint32) to;
-			push_counted((uint32) to, &ev, &pushed, &dropped);
+			/* head stored (and a waiting consumer woken) every few thousand, and at the end */
+			rc = tdb_subring_push_deferred(&D.subring, (uint32) to, &ev);
+			if (rc == TDB_SUBRING_PUSHED)
+				pushed++;
+			else if (rc == TDB_SUBRING_DROPPED)
+				dropped++;
 		}
 	}
 	wake_and_count(pushed, dropped);

@@ -6,6 +6,7 @@
  *                | --all-subscriptions (the events of every row of trafficdb.subscriptions, with sub=ID)]
  *               [--congestion N | --speed-below KMH | --pct-below P | --incident] [--enter-exit]
  *               [--group NAME [--sticky]] [--count N] [--timeout-ms MS] [--latency] [--ack] [--ack-delay-ms MS]
+ *               [--quiet] [--slice-us US] [--spin-us US]
  *   tdbsub NAME --group NAME --serve [--work-ms MS] [--label L] [--count N] [--timeout-ms MS]
  *   tdbsub NAME --request GROUP [--count N] [--message TEXT] [--timeout-ms MS]
  *
@@ -25,13 +26,25 @@
  * ("<message> <i>", message default "req") to GROUP one after the other and
  * prints "answer <i> <answer> <microseconds>" for each.  Both need no area
  * (--none is implied).
+ *
+ * --quiet prints no event, only one line at the end (for benchmarks):
+ *   received N overrun O first_published_us P last_received_us L
+ * N the events (OVERRUN ones included), O the OVERRUN events among them,
+ * P the earliest publication time the events carried and L when the last
+ * receive returned (both Unix microseconds, CLOCK_REALTIME).
+ *
+ * --slice-us US asks the scheduler for a slice of US microseconds (see
+ * set_slice); --spin-us US polls the ring that long (trafficdb_receive with
+ * a timeout of 0) before each blocking receive.
  */
 #include <errno.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -107,6 +120,37 @@ request_loop(trafficdb_subscriber *s, const char *group, const char *message, lo
 	return 0;
 }
 
+/*
+ * --slice-us: ask the scheduler (EEVDF, Linux 6.12 and later) for a
+ * shorter slice than the default (about 3 ms): the woken subscriber then
+ * preempts a CPU-bound task on its CPU at once instead of queueing until
+ * that task's slice ends.  The policy stays SCHED_OTHER; no privilege is
+ * needed.  Older kernels ignore the field or refuse it (a warning).
+ */
+static void
+set_slice(long us)
+{
+	struct
+	{
+		uint32_t	size;
+		uint32_t	sched_policy;
+		uint64_t	sched_flags;
+		int32_t		sched_nice;
+		uint32_t	sched_priority;
+		uint64_t	sched_runtime;
+		uint64_t	sched_deadline;
+		uint64_t	sched_period;
+	}			attr;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.size = sizeof(attr);
+	attr.sched_policy = 0;		/* SCHED_OTHER */
+	attr.sched_nice = 0;
+	attr.sched_runtime = (uint64_t) us * 1000;
+	if (syscall(SYS_sched_setattr, 0, &attr, 0) != 0)
+		fprintf(stderr, "tdbsub: warning: a slice of %ld us: %s\n", us, strerror(errno));
+}
+
 static double
 num(const char *s, const char *what)
 {
@@ -133,6 +177,8 @@ main(int argc, char **argv)
 	int			timeout = 10000;
 	bool		latency = false;
 	bool		ack = false;
+	bool		quiet = false;
+	long		spin_us = 0;
 	int			ack_delay_ms = 0;
 	bool		serving = false;
 	int			work_ms = 0;
@@ -142,7 +188,11 @@ main(int argc, char **argv)
 	const char *message = "req";
 	uint64_t	ids[504];
 	trafficdb_subscriber *s;
-	trafficdb_event ev[256];
+	static trafficdb_event ev[4096];
+	long long	received = 0,
+				overruns = 0,
+				first_pub = 0,
+				last_recv = 0;
 	int			rc;
 
 	if (argc < 2)
@@ -226,6 +276,18 @@ main(int argc, char **argv)
 			f.condition = TRAFFICDB_COND_INCIDENT;
 		else if (strcmp(argv[i], "--latency") == 0)
 			latency = true;
+		else if (strcmp(argv[i], "--quiet") == 0)
+			quiet = true;
+		else if (strcmp(argv[i], "--slice-us") == 0)
+		{
+			NEED(1);
+			set_slice((long) num(argv[++i], "the slice"));
+		}
+		else if (strcmp(argv[i], "--spin-us") == 0)
+		{
+			NEED(1);
+			spin_us = (long) num(argv[++i], "the spin");
+		}
 		else if (strcmp(argv[i], "--ack") == 0)
 			ack = true;
 		else if (strcmp(argv[i], "--ack-delay-ms") == 0)
@@ -287,8 +349,25 @@ main(int argc, char **argv)
 		return request_loop(s, request_group, message, count, timeout);
 	while (count != 0)
 	{
-		int			max = count > 0 && count < 256 ? (int) count : 256;
-		int			n = ack ? trafficdb_peek(s, ev, max, timeout) : trafficdb_receive(s, ev, max, timeout);
+		int			batch = quiet && !ack ? 4096 : 256;
+		int			max = count > 0 && count < batch ? (int) count : batch;
+		int			n = 0;
+
+		if (spin_us > 0 && !ack)
+		{
+			/* --spin-us: poll (timeout 0: no system call) that long before blocking */
+			struct timespec t0,
+						t1;
+
+			clock_gettime(CLOCK_MONOTONIC, &t0);
+			do
+			{
+				n = trafficdb_receive(s, ev, max, 0);
+				clock_gettime(CLOCK_MONOTONIC, &t1);
+			} while (n == 0 && (t1.tv_sec - t0.tv_sec) * 1000000L + (t1.tv_nsec - t0.tv_nsec) / 1000 < spin_us);
+		}
+		if (n == 0)
+			n = ack ? trafficdb_peek(s, ev, max, timeout) : trafficdb_receive(s, ev, max, timeout);
 
 		if (n == TRAFFICDB_SYSTEM)
 			continue;
@@ -303,7 +382,19 @@ main(int argc, char **argv)
 		struct timespec ts;
 
 		clock_gettime(CLOCK_REALTIME, &ts);
-		for (int k = 0; k < n; k++)
+		if (quiet)
+		{
+			last_recv = (long long) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+			received += n;
+			for (int k = 0; k < n; k++)
+			{
+				if (ev[k].kind == TRAFFICDB_EVENT_OVERRUN)
+					overruns++;
+				else if (first_pub == 0 || ev[k].published_us < first_pub)
+					first_pub = ev[k].published_us;
+			}
+		}
+		for (int k = 0; k < n && !quiet; k++)
 		{
 			printf("%s %llu %llu %.6g %.6g %u %u", kinds[ev[k].kind <= 4 ? ev[k].kind : 0],
 				   (unsigned long long) ev[k].generation, (unsigned long long) ev[k].location_id,
@@ -316,7 +407,8 @@ main(int argc, char **argv)
 				printf(" seq=%llu%s", (unsigned long long) ev[k].seq, ev[k].flags & 1 ? " handed_over" : "");
 			printf("\n");
 		}
-		fflush(stdout);
+		if (!quiet)
+			fflush(stdout);
 		if (ack)
 		{
 			/* processed (printed): now taken; a death before this hands them to another member */
@@ -334,6 +426,9 @@ main(int argc, char **argv)
 		if (count > 0)
 			count -= n;
 	}
+	if (quiet)
+		printf("received %lld overrun %lld first_published_us %lld last_received_us %lld\n", received, overruns,
+			   first_pub, last_recv);
 	trafficdb_unsubscribe(s);
 	return 0;
 }

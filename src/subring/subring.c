@@ -305,8 +305,39 @@ used_of(TdbSubSlot *s, const TdbSubLocal *L)
 	return L->head - tail;		/* unsigned: a tail past head is huge too */
 }
 
-int
-tdb_subring_push(TdbSubring *r, uint32_t slot, const TdbSubEvent *ev)
+/* Store head over what was written since the last store: one release, one count. */
+static inline void
+publish_head(TdbSubSlot *s, TdbSubLocal *L)
+{
+	if (L->deferred > 0)
+		atomic_fetch_add_explicit(&s->pushed, L->deferred, memory_order_relaxed);
+	L->deferred = 0;
+	/* release: the events written above are visible to whoever sees this head */
+	atomic_store_explicit(&s->head, L->head, memory_order_release);
+}
+
+/* The wake-up of tdb_subring_wake, for a slot whose head is stored. */
+static bool
+wake_waiter(TdbSubring *r, TdbSubSlot *s)
+{
+	/*
+	 * Dekker with the consumer: it stores waiters, fences, re-reads head;
+	 * we stored head (release, in publish_head), fence, read waiters.
+	 * Either it sees our head and does not sleep, or we see its flag and
+	 * wake it (the word bumped first, so a FUTEX_WAIT that has not started
+	 * yet returns EAGAIN).
+	 */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(&s->waiters, memory_order_relaxed) == 0)
+		return false;
+	atomic_fetch_add_explicit(&s->wake_word, 1, memory_order_seq_cst);
+	futex_wake_all(&s->wake_word);
+	r->wakes_total++;
+	return true;
+}
+
+static int
+push_one(TdbSubring *r, uint32_t slot, const TdbSubEvent *ev, bool defer)
 {
 	TdbSubLocal *L;
 	TdbSubSlot *s;
@@ -331,11 +362,17 @@ tdb_subring_push(TdbSubring *r, uint32_t slot, const TdbSubEvent *ev)
 		{
 			L->overrun_dropped++;
 			atomic_fetch_add_explicit(&s->dropped, 1, memory_order_relaxed);
+			if (L->deferred > 0)
+			{
+				/* full: the consumer must see all that the ring holds to make room */
+				publish_head(s, L);
+				(void) wake_waiter(r, s);
+			}
 			return TDB_SUBRING_DROPPED;
 		}
 		put_overrun(r, s, L, L->head);
 		L->head++;
-		atomic_fetch_add_explicit(&s->pushed, 1, memory_order_relaxed);
+		L->deferred++;
 	}
 	else if (room < 1)
 	{
@@ -346,15 +383,38 @@ tdb_subring_push(TdbSubring *r, uint32_t slot, const TdbSubEvent *ev)
 		atomic_store_explicit(&s->overrun, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&s->dropped, 1, memory_order_relaxed);
 		L->wake_pending = true; /* the consumer should come and make room */
+		if (L->deferred > 0)
+		{
+			publish_head(s, L);
+			(void) wake_waiter(r, s);
+		}
 		return TDB_SUBRING_DROPPED;
 	}
 	put_at(r, s, L->head, ev);
 	L->head++;
-	atomic_fetch_add_explicit(&s->pushed, 1, memory_order_relaxed);
-	/* release: the events written above are visible to whoever sees this head */
-	atomic_store_explicit(&s->head, L->head, memory_order_release);
+	L->deferred++;
 	L->wake_pending = true;
+	if (!defer)
+		publish_head(s, L);
+	else if (L->deferred >= TDB_SUBRING_PUBLISH_EVERY || L->deferred >= r->ring_events / 4)
+	{
+		/* a long batch: let the consumer drain while it goes on */
+		publish_head(s, L);
+		(void) wake_waiter(r, s);
+	}
 	return TDB_SUBRING_PUSHED;
+}
+
+int
+tdb_subring_push(TdbSubring *r, uint32_t slot, const TdbSubEvent *ev)
+{
+	return push_one(r, slot, ev, false);
+}
+
+int
+tdb_subring_push_deferred(TdbSubring *r, uint32_t slot, const TdbSubEvent *ev)
+{
+	return push_one(r, slot, ev, true);
 }
 
 uint32_t
@@ -390,8 +450,8 @@ flush_overrun(TdbSubring *r, uint32_t slot)
 		return;					/* still full, or a bad tail */
 	put_overrun(r, s, L, L->head);
 	L->head++;
-	atomic_fetch_add_explicit(&s->pushed, 1, memory_order_relaxed);
-	atomic_store_explicit(&s->head, L->head, memory_order_release);
+	L->deferred++;
+	publish_head(s, L);
 	L->wake_pending = true;
 }
 
@@ -402,24 +462,12 @@ tdb_subring_wake(TdbSubring *r, uint32_t slot)
 
 	if (slot >= r->nslots || r->local[slot].mode != SUBLOCAL_ATTACHED)
 		return false;
+	s = pslot(r, slot);
+	if (r->local[slot].deferred > 0)
+		publish_head(s, &r->local[slot]);	/* the rest of a push_deferred batch */
 	flush_overrun(r, slot);
 	r->local[slot].wake_pending = false;
-	s = pslot(r, slot);
-
-	/*
-	 * Dekker with the consumer: it stores waiters, fences, re-reads head;
-	 * we stored head (release, in push), fence, read waiters.  Either it
-	 * sees our head and does not sleep, or we see its flag and wake it
-	 * (the word bumped first, so a FUTEX_WAIT that has not started yet
-	 * returns EAGAIN).
-	 */
-	atomic_thread_fence(memory_order_seq_cst);
-	if (atomic_load_explicit(&s->waiters, memory_order_relaxed) == 0)
-		return false;
-	atomic_fetch_add_explicit(&s->wake_word, 1, memory_order_seq_cst);
-	futex_wake_all(&s->wake_word);
-	r->wakes_total++;
-	return true;
+	return wake_waiter(r, s);
 }
 
 uint32_t
@@ -452,6 +500,7 @@ free_slot(TdbSubring *r, uint32_t i)
 	L->overrun = false;
 	L->overrun_dropped = 0;
 	L->wake_pending = false;
+	L->deferred = 0;
 	L->reclaim_pos = L->head;
 	slot_lock(r->fd, F_OFD_SETLK, F_UNLCK, i);
 }

@@ -372,6 +372,7 @@ typedef struct TdbSubLocal
 	uint8_t		mode;			/* SUBLOCAL_DETACHED / ATTACHED / RECLAIMING (subring.c) */
 	bool		overrun;		/* dropping: an OVERRUN is owed */
 	bool		wake_pending;	/* pushed since the last wake */
+	uint32_t	deferred;		/* written at head - deferred .. head, head not stored yet (push_deferred) */
 	uint64_t	head;			/* next position to write */
 	uint64_t	overrun_generation;
 	uint64_t	overrun_dropped;	/* events dropped in this episode */
@@ -450,6 +451,17 @@ int			tdb_subring_sweep(TdbSubring *r, TdbSubChange *out, uint32_t max, uint32_t
  * its wake-up waits for tdb_subring_wake.
  */
 int			tdb_subring_push(TdbSubring *r, uint32_t slot, const TdbSubEvent *ev);
+
+/*
+ * The same for a large batch: the event is written but head is stored (one
+ * release store, and one count) only every TDB_SUBRING_PUBLISH_EVERY events
+ * of the slot (a quarter of a smaller ring), by tdb_subring_wake and by the
+ * next tdb_subring_push; at each such store a consumer that waits is woken,
+ * so that it drains while the batch goes on.  End the batch with
+ * tdb_subring_wake or tdb_subring_wake_pending, which publish what is left.
+ */
+#define TDB_SUBRING_PUBLISH_EVERY 4096
+int			tdb_subring_push_deferred(TdbSubring *r, uint32_t slot, const TdbSubEvent *ev);
 
 /* Events that fit now (0 when not attached, damaged, or an OVERRUN is owed and no two fit). */
 uint32_t	tdb_subring_space(const TdbSubring *r, uint32_t slot);

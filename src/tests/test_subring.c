@@ -314,6 +314,100 @@ done:
 	senv_close(&e);
 }
 
+/*
+ * push_deferred: nothing is visible before head is stored; it is stored
+ * every quarter ring (ring_events 64: every 16 events) and by wake; a full
+ * ring publishes at once; pushed counts each event once; a dead owner's
+ * unpublished events are handed over like the others.
+ */
+UNIT_TEST(test_subring_push_deferred)
+{
+	SubEnv		e;
+	TdbSubConsumer c;
+	TdbSubEvent buf[256];
+	TdbSubEvent ev;
+	TdbSubSlot *s;
+	TdbSubChange ch[8];
+
+	if (!senv_open(&e, 1, 64))
+		return;
+	if (!open_consumer(&c, &e, NULL) || tdb_subring_subscribe(&c, NULL, 0, GROUP, TDB_SUBGROUP_ROUND_ROBIN) != TDB_SHM_OK ||
+		!attach(&e, 0))
+		goto done;
+	s = tdb_subring_slot(e.r.base, 64, 0);
+
+	for (uint64_t i = 1; i <= 15; i++)
+	{
+		ev = mkev(i, 1);
+		CHECK_EQ_U64(tdb_subring_push_deferred(&e.r, 0, &ev), TDB_SUBRING_PUSHED);
+	}
+	CHECK_EQ_U64(tdb_subring_receive(&c, buf, 256, 0), 0);	/* not published yet */
+	CHECK_EQ_U64(atomic_load(&s->pushed), 0);
+	CHECK_EQ_U64(tdb_subring_space(&e.r, 0), 49);	/* but they take room */
+	ev = mkev(16, 1);
+	CHECK_EQ_U64(tdb_subring_push_deferred(&e.r, 0, &ev), TDB_SUBRING_PUSHED);
+	CHECK_EQ_U64(atomic_load(&s->head), 16);	/* a quarter of the ring: published */
+	CHECK_EQ_U64(atomic_load(&s->pushed), 16);
+	ev = mkev(17, 1);
+	CHECK_EQ_U64(tdb_subring_push_deferred(&e.r, 0, &ev), TDB_SUBRING_PUSHED);
+	CHECK_EQ_U64(tdb_subring_receive(&c, buf, 256, 0), 16);
+	for (uint64_t i = 1; i <= 16; i++)
+		check_ev(&buf[i - 1], TDB_SUBEV_CHANGE, i, 1, i);
+	CHECK(!tdb_subring_wake(&e.r, 0));	/* publishes the 17th; nobody waits */
+	CHECK_EQ_U64(tdb_subring_receive(&c, buf, 256, 0), 1);
+	check_ev(&buf[0], TDB_SUBEV_CHANGE, 17, 1, 17);
+
+	/* a full ring: what it holds is published at the first drop, the OVERRUN follows as usual */
+	ev = mkev(18, 2);
+	CHECK_EQ_U64(tdb_subring_push_deferred(&e.r, 0, &ev), TDB_SUBRING_PUSHED);
+	CHECK(!tdb_subring_wake(&e.r, 0));
+	for (uint64_t i = 19; i <= 90; i++)
+	{
+		ev = mkev(i, 2);
+		CHECK_EQ_U64(tdb_subring_push_deferred(&e.r, 0, &ev), i <= 81 ? TDB_SUBRING_PUSHED : TDB_SUBRING_DROPPED);
+		if (i == 81)
+			CHECK_EQ_U64(atomic_load(&s->head), 66);	/* 15 written, not yet published */
+	}
+	CHECK_EQ_U64(atomic_load(&s->head), 81);
+	CHECK_EQ_U64(atomic_load(&s->pushed), 81);
+	CHECK_EQ_U64(atomic_load(&s->dropped), 9);
+	CHECK_EQ_U64(tdb_subring_receive(&c, buf, 256, 0), 64);
+	check_ev(&buf[63], TDB_SUBEV_CHANGE, 81, 2, 81);
+	ev = mkev(91, 3);
+	CHECK_EQ_U64(tdb_subring_push_deferred(&e.r, 0, &ev), TDB_SUBRING_PUSHED);
+	CHECK_EQ_U64(tdb_subring_receive(&c, buf, 256, 0), 0);
+	tdb_subring_wake_pending(&e.r);
+	CHECK_EQ_U64(tdb_subring_receive(&c, buf, 256, 0), 2);
+	check_ev(&buf[0], TDB_SUBEV_OVERRUN, 9, 2, 82);
+	check_ev(&buf[1], TDB_SUBEV_CHANGE, 91, 3, 83);
+	CHECK_EQ_U64(atomic_load(&s->pushed), 83);
+
+	/* the owner leaves with 5 events never published: they are handed over */
+	for (uint64_t i = 92; i <= 96; i++)
+	{
+		ev = mkev(i, 4);
+		CHECK_EQ_U64(tdb_subring_push_deferred(&e.r, 0, &ev), TDB_SUBRING_PUSHED);
+	}
+	tdb_subring_consumer_close(&c);
+	CHECK_EQ_U64(sweep(&e, ch, 8), 1);
+	CHECK_EQ_U64(ch[0].kind, TDB_SUBCHANGE_RECLAIMED);
+	CHECK_EQ_U64(ch[0].undelivered, 5);
+	CHECK_EQ_U64(tdb_subring_take_undelivered(&e.r, 0, buf, 256), 5);
+	for (uint64_t i = 92; i <= 96; i++)
+	{
+		CHECK_EQ_U64(buf[i - 92].location_id, i);
+		CHECK_EQ_U64(buf[i - 92].seq, i - 8);
+		CHECK_EQ_U64(buf[i - 92].flags, TDB_SUBEV_HANDED_OVER);
+	}
+	CHECK_EQ_U64(atomic_load(&s->state), TDB_SUBSLOT_FREE);
+	CHECK_EQ_U64(atomic_load(&s->head), 88);
+	goto out;
+done:
+	tdb_subring_consumer_close(&c);
+out:
+	senv_close(&e);
+}
+
 /* A child consumer that takes 4 events and then waits to be killed. */
 static void
 child_take4(const char *prefix, int wfd)
@@ -723,6 +817,66 @@ UNIT_TEST(test_subring_threads_spsc)
 					progress = true;
 				}
 			}
+			tdb_subring_wake_pending(&e.r);
+			if (!progress)
+				sched_yield();
+		}
+	}
+	for (int i = 0; i < 2; i++)
+	{
+		pthread_join(t[i], NULL);
+		CHECK_EQ_U64(m[i].got, want);
+		CHECK_EQ_U64(m[i].bad, 0);
+	}
+	printf("# 2 x %llu events, %llu wakes\n", (unsigned long long) want, (unsigned long long) e.r.wakes_total);
+	senv_close(&e);
+}
+
+/*
+ * The same with the daemon's large batches (push_deferred): head stored
+ * every quarter ring and at the wake, the consumers woken in mid-batch.
+ */
+UNIT_TEST(test_subring_threads_spsc_deferred)
+{
+	SubEnv		e;
+	Member		m[2];
+	pthread_t	t[2];
+	uint64_t	want = 20000;
+	uint64_t	pushed[2] = {0, 0};
+	int64_t		deadline;
+
+	if (!senv_open(&e, 2, 256))
+		return;
+	for (int i = 0; i < 2; i++)
+	{
+		memset(&m[i], 0, sizeof(m[i]));
+		m[i].e = &e;
+		m[i].want = want;
+		m[i].seed = 21 + (uint64_t) i;
+		pthread_create(&t[i], NULL, spsc_consumer, &m[i]);
+	}
+	if (members_ready(&e, m, 2))
+	{
+		deadline = mono_us() + 60 * INT64_C(1000000);
+		while ((pushed[0] < want || pushed[1] < want) && mono_us() < deadline)
+		{
+			bool		progress = false;
+
+			/* interleaved, as the daemon's events for two subscribers are */
+			for (uint32_t k = 0; k < 1000; k++)
+				for (int i = 0; i < 2; i++)
+				{
+					uint32_t	slot = (uint32_t) atomic_load(&m[i].ready) - 1;
+
+					if (pushed[i] < want && tdb_subring_space(&e.r, slot) > 0)
+					{
+						TdbSubEvent ev = mkev(pushed[i] + 1, pushed[i] / 100 + 1);
+
+						CHECK_EQ_U64(tdb_subring_push_deferred(&e.r, slot, &ev), TDB_SUBRING_PUSHED);
+						pushed[i]++;
+						progress = true;
+					}
+				}
 			tdb_subring_wake_pending(&e.r);
 			if (!progress)
 				sched_yield();
