@@ -318,6 +318,47 @@ test('the tile server answers hostile tile and minute requests with the reason',
   assert.equal((await r.arrayBuffer()).byteLength, 0);
 });
 
+test('a CQL2 filter cannot call SQL functions: no file, setting, secret or write', async () => {
+  const get = async (p) => { const r = await fetch(BASE + p); return [r.status, await r.text()]; };
+  const dataDir = sql('SHOW data_directory');
+  const pgVersion = sql("SELECT pg_read_file('PG_VERSION')").trim();
+  const largeObjects = () => Number(sql('SELECT count(*) FROM pg_largeobject_metadata'));
+  const before = largeObjects();
+  const [[id]] = rows('SELECT min(location_id) FROM trafficdb.tile_features(16, 37307, 18969)');
+  const hostile = [
+    "int4(current_setting('data_directory')) = 1",
+    "int4(pg_read_file('PG_VERSION')) = 1",
+    "strpos(pg_read_file('PG_VERSION'), '1') > 0",
+    "int4(text(query_to_xml('select umoptions from pg_user_mappings', true, true, ''))) = 1",
+    `location_id = ${id} AND lo_from_bytea(0, convert_to('x', 'UTF8')) > 0`,
+    `{"op":"=","args":[{"op":"current_setting","args":["data_directory"]},"x"]}`,
+    'pg_sleep(5) IS NULL',
+  ];
+  for (const f of hostile) {
+    const q = `filter=${encodeURIComponent(f)}`;
+    for (const p of [`/collections/trafficdb.tile_features/items?z=16&x=37307&y=18969&limit=1&${q}`,
+      `/collections/trafficdb.tile_features/tiles/WebMercatorQuad/16/37307/18969?${q}`]) {
+      const t0 = Date.now();
+      const [status, body] = await get(p);
+      assert.equal(status, 400, `${p}: HTTP ${status} ${body}`);
+      assert.match(body, /^\{"detail":"filter: SQL function .* is not allowed: only CQL2's operators are"\}$/);
+      assert.ok(!body.includes(dataDir) && !body.includes(pgVersion) && !body.includes('secret_key'), body);
+      assert.ok(Date.now() - t0 < 2000, `${p} took ${Date.now() - t0} ms`);
+    }
+  }
+  assert.deepEqual(await get(`/collections/trafficdb.tile_features/items?z=16&x=37307&y=18969&filter=${encodeURIComponent("pg_read_file('PG_VERSION') = 'x'")}`),
+    [400, '{"detail":"filter: SQL function pg_read_file is not allowed: only CQL2\'s operators are"}']);
+  assert.equal(largeObjects(), before, 'a filter created a large object');
+  // CQL2's own operators still filter
+  const [[c, n]] = rows(`SELECT congestion, count(*) FROM trafficdb.tile_features(16, 37307, 18969)
+      WHERE name = '${STREET}' AND congestion IS NOT NULL GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 1`);
+  assert.ok(Number(n) > 0);
+  const r = await fetch(`${BASE}/collections/trafficdb.tile_features/items?z=16&x=37307&y=18969&limit=1&filter=` +
+    encodeURIComponent(`name = '${STREET}' AND congestion = ${c} AND NOT road_class IS NULL`));
+  assert.equal(r.status, 200);
+  assert.equal((await r.json()).numberMatched, Number(n));
+});
+
 test('a tile\'s rows come from the R-tree in shared memory, not a scan', () => {
   // auto_explain shows the plan of tile_features' own query (LOG messages to the client)
   const r = spawnSync(PSQL, ['-X', '-q', '-tA', '-v', 'ON_ERROR_STOP=1',
