@@ -46,10 +46,13 @@ os.environ.setdefault("TIPG_CACHECONTROL", "no-store")
 os.environ.setdefault("TIPG_DB_MAX_CONN_SIZE", "4")
 
 import asyncpg  # noqa: E402
+import functools  # noqa: E402
+from cql2 import Expr  # noqa: E402
 from fastapi import HTTPException, Query, Request  # noqa: E402
 from fastapi.responses import JSONResponse, RedirectResponse, StreamingResponse  # noqa: E402
 from starlette.staticfiles import StaticFiles  # noqa: E402
 from starlette_cramjam.middleware import CompressionMiddleware  # noqa: E402
+from tipg.dependencies import filter_query as tipg_filter_query  # noqa: E402
 from tipg.main import app  # noqa: E402
 
 log = logging.getLogger("trafficdb.web")
@@ -79,6 +82,57 @@ else:
 async def bad_parameter(request: Request, exc: asyncpg.exceptions.InvalidParameterValueError):
     """A tile off the grid (trafficdb.tile_features names it): the client's error."""
     return JSONResponse({"detail": str(exc)}, status_code=400)
+
+
+# ---------------------------------------------------------------------------
+# CQL2 filters: operators only.  cql2 writes any other "op" of a filter as a
+# call of the SQL function of that name (pg_read_file, query_to_xml,
+# lo_export, current_setting, pg_sleep, ...), and tipg runs it as the app's
+# role: anyone who reaches the port could read files and other tables, read
+# the trail FDW's keys or write files as the server.  Every "op" must be one
+# of CQL2's own, whose SQL is fixed.
+# ---------------------------------------------------------------------------
+
+CQL2_OPS = frozenset({
+    "and", "or", "not", "=", "<>", "<", "<=", ">", ">=", "like", "between", "in", "isNull",
+    "casei", "+", "-", "*", "/", "%", "^", "div",
+    "s_intersects", "s_equals", "s_disjoint", "s_touches", "s_within", "s_overlaps", "s_crosses", "s_contains",
+    "t_after", "t_before", "t_contains", "t_disjoint", "t_during", "t_equals", "t_finishedBy", "t_finishes",
+    "t_intersects", "t_meets", "t_metBy", "t_overlappedBy", "t_overlaps", "t_startedBy", "t_starts",
+    "a_equals", "a_contains", "a_containedBy", "a_overlaps",
+})
+
+
+def cql2_functions(node) -> list[str]:
+    """The ops of a cql2-json tree that are not CQL2's operators."""
+    bad, stack = [], [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, dict):
+            op = n.get("op")
+            if op is not None and op not in CQL2_OPS:
+                bad.append(str(op))
+            stack.extend(n.values())
+        elif isinstance(n, list):
+            stack.extend(n)
+    return bad
+
+
+@functools.wraps(tipg_filter_query)
+def filter_query(*args, **kwargs):
+    query = kwargs.get("query", args[0] if args else None)
+    if query is not None:
+        try:
+            tree = Expr(query).to_json()
+        except Exception as e:
+            raise HTTPException(400, f"filter: {e}") from None
+        bad = cql2_functions(tree)
+        if bad:
+            raise HTTPException(400, f"filter: SQL function {bad[0]} is not allowed: only CQL2's operators are")
+    return tipg_filter_query(*args, **kwargs)
+
+
+app.dependency_overrides[tipg_filter_query] = filter_query
 
 
 @app.get("/map", include_in_schema=False)
