@@ -8,6 +8,7 @@
 //   LIVEMAP_SHOTS a directory for the screenshots (optional)
 //   LIVEMAP_STREET the street to jam (default Mannerheimintie)
 //   LIVEMAP_RED_MS how long the street may take to turn red (default 2000)
+//   LIVEMAP_PG_RESTART a command that restarts the cluster (the last test)
 // Every wait is bounded; nothing but 127.0.0.1 is contacted.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -379,4 +380,24 @@ test('a tile\'s rows come from the R-tree in shared memory, not a scan', () => {
 
 test('no console errors over the whole session', () => {
   assert.deepEqual(consoleErrors, []);
+});
+
+test('after the cluster restarts under the open page, publications reach it again', { skip: !process.env.LIVEMAP_PG_RESTART }, async () => {
+  await page.evaluate(() => window.__tdb.map.jumpTo({ center: [24.9415, 60.1699], zoom: 15 }));
+  await settled();
+  execFileSync(process.env.LIVEMAP_PG_RESTART, [], { encoding: 'utf8', timeout: 90000 });
+  // the daemon loads the map again at start; then a publication of ours
+  let g = null;
+  for (let i = 0; i < 100 && g === null; i++) {   // bounded: 10 s for the map to be loaded
+    try {
+      g = sql2(`INSERT INTO trafficdb.feed (location_id, speed_kmh, free_flow_kmh, congestion, confidence)
+           SELECT location_id, 3.5, 50, 4, 95 FROM trafficdb.locations WHERE name = '${STREET}'`, 'SELECT trafficdb.publish()');
+    } catch (e) {
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+  assert.ok(g !== null, 'publish() failed for 10 s after the restart');
+  await until((g) => window.__tdb.generation === Number(g), 15000, `generation ${g} on the page`, g);
+  const state = await (await fetch(`${BASE}/live/state`)).json();
+  assert.equal(state.generation, Number(g));
 });
