@@ -20,7 +20,9 @@ here:
 
 Settings, from the environment: DATABASE_URL (tipg's own, also used for the
 listener), TRAFFICDB_WEB_MAX_BOXES (boxes per event before one box of all
-changes is sent instead; default 200), TRAFFICDB_WEB_TRAIL_TABLE (default
+changes is sent instead; default 200), TRAFFICDB_WEB_POLL (seconds between
+reads of the generation when no notification came, which also find a lost
+listener connection; default 2), TRAFFICDB_WEB_TRAIL_TABLE (default
 trails.us_coastal_2020_06_30) and tipg's TIPG_* variables; the defaults set
 below expose the tile function only and let no tile be cached by the browser
 (a repainted tile must be fetched anew).
@@ -64,6 +66,7 @@ if not re.fullmatch(r"[a-z_][a-z0-9_]*\.[a-z_][a-z0-9_]*", TRAIL_TABLE):
     raise SystemExit(f"TRAFFICDB_WEB_TRAIL_TABLE={TRAIL_TABLE!r}: expected schema.table in lower case")
 TRAIL_DAY = dt.datetime(2020, 6, 30, tzinfo=dt.timezone.utc)
 TRAIL_TAIL_MINUTES = 30
+POLL = float(os.environ.get("TRAFFICDB_WEB_POLL", "2"))  # seconds between reads without a notification
 
 # An event stream must reach the browser as it is written: no compression.
 for m in app.user_middleware:
@@ -244,12 +247,24 @@ class Publications:
                 state["all"] = True
             return state
 
+    async def _connect(self):
+        with contextlib.suppress(Exception):
+            await self.conn.close()
+        self.conn = await asyncpg.connect(self.dsn)
+        await self.conn.add_listener("trafficdb_publish", self._notified)
+
     async def _run(self):
         while True:
-            await self.wake.wait()
+            # A listener whose connection is gone (the server restarted)
+            # hears nothing: read the state every POLL seconds too, which
+            # finds a lost connection and what was published meanwhile.
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.wake.wait(), timeout=POLL)
             self.wake.clear()
             prev = self.state["generation"] if self.state else None
             try:
+                if self.conn is None or self.conn.is_closed():
+                    await self._connect()
                 state = await self._read(prev)
                 for _ in range(200):  # bounded: 2 s for the notified generation to be readable
                     if state["generation"] is None or state["generation"] >= self.wanted:
@@ -260,10 +275,7 @@ class Publications:
                 log.warning("reading the publication failed: %s; reconnecting", e)
                 await asyncio.sleep(1)
                 with contextlib.suppress(Exception):
-                    await self.conn.close()
-                with contextlib.suppress(Exception):
-                    self.conn = await asyncpg.connect(self.dsn)
-                    await self.conn.add_listener("trafficdb_publish", self._notified)
+                    await self._connect()
                 self.wake.set()
                 continue
             if prev is not None and state["generation"] == prev:
