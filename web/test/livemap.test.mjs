@@ -360,6 +360,28 @@ test('a CQL2 filter cannot call SQL functions: no file, setting, secret or write
   assert.equal((await r.json()).numberMatched, Number(n));
 });
 
+test('HTML in a feed\'s incident text is shown as text on tipg\'s pages, never run', async () => {
+  const [[id]] = rows(`SELECT min(location_id) FROM trafficdb.tile_features(16, 37307, 18969) WHERE name = '${STREET}'`);
+  const evil = '<img src=x onerror="window.__xss=1"><script>window.__xss=2</script>\'"';
+  const g = sql2(`INSERT INTO trafficdb.feed (location_id, speed_kmh, free_flow_kmh, congestion, incident)
+       VALUES (${id}, 10, 50, 3, $$${evil}$$)`, 'SELECT trafficdb.publish()');
+  assert.equal(sql(`SELECT incident FROM trafficdb.locations WHERE location_id = ${id}`), evil);
+  const url = `${BASE}/collections/trafficdb.tile_features/items?f=html&z=16&x=37307&y=18969&limit=1&filter=${encodeURIComponent(`location_id = ${id}`)}`;
+  const body = await (await fetch(url)).text();
+  assert.ok(!body.includes('<img src=x onerror'), 'the incident reached the HTML unescaped');
+  assert.ok(body.includes('&lt;img src=x onerror='), 'the incident is not on the page');
+  const tab = await browser.newPage();
+  try {
+    const resp = await tab.goto(url, { waitUntil: 'load', timeout: 30000 });
+    assert.equal(resp.status(), 200);
+    assert.equal(await tab.evaluate(() => window.__xss), undefined, 'the incident\'s HTML ran');
+    assert.ok((await tab.evaluate(() => document.body.innerText)).includes(evil));
+  } finally {
+    await tab.close();
+  }
+  assert.ok(Number(g) > 0);
+});
+
 test('a tile\'s rows come from the R-tree in shared memory, not a scan', () => {
   // auto_explain shows the plan of tile_features' own query (LOG messages to the client)
   const r = spawnSync(PSQL, ['-X', '-q', '-tA', '-v', 'ON_ERROR_STOP=1',
