@@ -55,7 +55,7 @@ from fastapi.responses import JSONResponse, RedirectResponse, StreamingResponse 
 from starlette.staticfiles import StaticFiles  # noqa: E402
 from starlette_cramjam.middleware import CompressionMiddleware  # noqa: E402
 from tipg.dependencies import filter_query as tipg_filter_query  # noqa: E402
-from tipg.main import app  # noqa: E402
+from tipg.main import app, jinja2_env  # noqa: E402
 
 log = logging.getLogger("trafficdb.web")
 
@@ -72,6 +72,11 @@ POLL = float(os.environ.get("TRAFFICDB_WEB_POLL", "2"))  # seconds between reads
 for m in app.user_middleware:
     if m.cls is CompressionMiddleware:
         m.kwargs["exclude_path"] = {r"/live", r"/live/.*"}
+
+# tipg's HTML pages (/collections/...?f=html) show the rows' values, and
+# the feed's incident text is anyone's input: escape it (tipg's Jinja
+# environment does not by default; its templates mark what is HTML |safe).
+jinja2_env.autoescape = True
 
 app.mount("/map", StaticFiles(directory=HERE / "static", html=True), name="map")
 MAPLIBRE_DIST = HERE / "node_modules" / "maplibre-gl" / "dist"
