@@ -14,6 +14,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
+import http from 'node:http';
 import path from 'node:path';
 import puppeteer from 'puppeteer-core';
 import { PNG } from 'pngjs';
@@ -380,6 +381,36 @@ test('HTML in a feed\'s incident text is shown as text on tipg\'s pages, never r
     await tab.close();
   }
   assert.ok(Number(g) > 0);
+});
+
+// a GET with these headers; [status, headers]
+function rawGet(p, headers) {
+  const u = new URL(BASE + p);
+  return new Promise((resolve, reject) => {
+    const req = http.get({ host: u.hostname, port: u.port, path: u.pathname + u.search, headers, timeout: 10000 }, (res) => {
+      res.resume();
+      res.on('end', () => resolve([res.statusCode, res.headers]));
+    });
+    req.on('timeout', () => req.destroy(new Error(`GET ${p}: timed out`)));
+    req.on('error', reject);
+  });
+}
+
+test('another web site cannot read the app: no CORS grant, no foreign Host (DNS rebinding)', async () => {
+  const paths = ['/live/state', '/trails/positions?minute=720', '/collections',
+    '/collections/trafficdb.tile_features/tiles/WebMercatorQuad/16/37307/18969'];
+  for (const p of paths) {
+    const [status, h] = await rawGet(p, { Origin: 'http://evil.example' });
+    assert.equal(status, 200, p);
+    assert.equal(h['access-control-allow-origin'], undefined, `${p} grants http://evil.example: ${JSON.stringify(h)}`);
+    assert.equal(h['access-control-allow-credentials'], undefined, p);
+    // a name of the attacker's that resolves to 127.0.0.1
+    assert.equal((await rawGet(p, { Host: `evil.example:${new URL(BASE).port}` }))[0], 400, `${p} answers Host: evil.example`);
+  }
+  // the names of the loopback still work
+  for (const host of ['127.0.0.1', 'localhost']) {
+    assert.equal((await rawGet('/live/state', { Host: `${host}:${new URL(BASE).port}` }))[0], 200, host);
+  }
 });
 
 test('a tile\'s rows come from the R-tree in shared memory, not a scan', () => {
