@@ -20,12 +20,13 @@ here:
 
 Settings, from the environment: DATABASE_URL (tipg's own, also used for the
 listener), TRAFFICDB_WEB_MAX_BOXES (boxes per event before one box of all
-changes is sent instead; default 200), TRAFFICDB_WEB_POLL (seconds between
+changes is sent instead; default 200), TRAFFICDB_WEB_HOSTS (the names the app answers to, by the
+Host header; default 127.0.0.1,localhost,[::1]), TRAFFICDB_WEB_POLL (seconds between
 reads of the generation when no notification came, which also find a lost
 listener connection; default 2), TRAFFICDB_WEB_TRAIL_TABLE (default
 trails.us_coastal_2020_06_30) and tipg's TIPG_* variables; the defaults set
-below expose the tile function only and let no tile be cached by the browser
-(a repainted tile must be fetched anew).
+below expose the tile function only, let no tile be cached by the browser
+(a repainted tile must be fetched anew) and grant no other origin (CORS).
 """
 
 from __future__ import annotations
@@ -46,12 +47,17 @@ os.environ.setdefault("TIPG_DB_EXCLUDE_TABLE_SCHEMAS", '["trafficdb"]')
 os.environ.setdefault("TIPG_SET_MVT_LAYERNAME", "true")
 os.environ.setdefault("TIPG_CACHECONTROL", "no-store")
 os.environ.setdefault("TIPG_DB_MAX_CONN_SIZE", "4")
+# tipg's default "*" answers every origin, with credentials: any web site a
+# user of the map visits could read through it.  The page is same-origin.
+os.environ.setdefault("TIPG_CORS_ORIGINS", "")
 
 import asyncpg  # noqa: E402
 import functools  # noqa: E402
 from cql2 import Expr  # noqa: E402
 from fastapi import HTTPException, Query, Request  # noqa: E402
 from fastapi.responses import JSONResponse, RedirectResponse, StreamingResponse  # noqa: E402
+from starlette.middleware.cors import CORSMiddleware  # noqa: E402
+from starlette.middleware.trustedhost import TrustedHostMiddleware  # noqa: E402
 from starlette.staticfiles import StaticFiles  # noqa: E402
 from starlette_cramjam.middleware import CompressionMiddleware  # noqa: E402
 from tipg.dependencies import filter_query as tipg_filter_query  # noqa: E402
@@ -72,6 +78,15 @@ POLL = float(os.environ.get("TRAFFICDB_WEB_POLL", "2"))  # seconds between reads
 for m in app.user_middleware:
     if m.cls is CompressionMiddleware:
         m.kwargs["exclude_path"] = {r"/live", r"/live/.*"}
+
+# No origin granted: no CORS middleware at all (tipg adds one for [""]).
+app.user_middleware[:] = [m for m in app.user_middleware
+                          if not (m.cls is CORSMiddleware and m.kwargs.get("allow_origins") == [""])]
+
+# Only the loopback's names: a page of another site whose name an attacker
+# points at 127.0.0.1 (DNS rebinding) is refused.
+HOSTS = [h.strip() for h in os.environ.get("TRAFFICDB_WEB_HOSTS", "127.0.0.1,localhost,[::1]").split(",") if h.strip()]
+app.add_middleware(TrustedHostMiddleware, allowed_hosts=HOSTS)
 
 # tipg's HTML pages (/collections/...?f=html) show the rows' values, and
 # the feed's incident text is anyone's input: escape it (tipg's Jinja
