@@ -413,6 +413,18 @@ test('another web site cannot read the app: no CORS grant, no foreign Host (DNS 
   }
 });
 
+test('the app reads as an ordinary role, not a superuser', () => {
+  // the app's sessions: its listener and tipg's pool (the tests' own psql runs as postgres)
+  const [[app, superusers]] = rows(`SELECT count(*) FILTER (WHERE a.usename = 'trafficdb_web'),
+      count(*) FILTER (WHERE r.rolsuper AND a.pid <> pg_backend_pid())
+      FROM pg_stat_activity a JOIN pg_roles r ON r.oid = a.usesysid
+     WHERE a.backend_type = 'client backend' AND a.datname = current_database()`);
+  assert.ok(Number(app) >= 2, `${app} sessions of trafficdb_web`);
+  assert.equal(superusers, '0');
+  assert.equal(sql("SELECT rolsuper OR rolcreaterole OR rolcreatedb OR rolbypassrls FROM pg_roles WHERE rolname = 'trafficdb_web'"), 'f');
+  assert.equal(sql("SELECT has_table_privilege('trafficdb_web', 'trafficdb.subscriptions', 'SELECT') OR has_table_privilege('trafficdb_web', 'trafficdb.feed', 'INSERT')"), 'f');
+});
+
 test('a tile\'s rows come from the R-tree in shared memory, not a scan', () => {
   // auto_explain shows the plan of tile_features' own query (LOG messages to the client)
   const r = spawnSync(PSQL, ['-X', '-q', '-tA', '-v', 'ON_ERROR_STOP=1',
