@@ -84,7 +84,9 @@ CREATE SCHEMA trails;
 IMPORT FOREIGN SCHEMA "s3://vessels/us_coastal_2020_06_30.trail" FROM SERVER minio INTO trails;
 EOSQL
 
-scripts/web.sh start "$work" "postgresql://postgres@127.0.0.1:$port/livemap"
+# the app connects as an ordinary role, as in the demo
+"${PSQL[@]}" -v server=minio -v access_key="$MINIO_ROOT_USER" -v secret_key="$MINIO_ROOT_PASSWORD" -f web/role.sql
+scripts/web.sh start "$work" "postgresql://trafficdb_web@127.0.0.1:$port/livemap"
 # the browser tests restart the cluster under the open page with this
 cat >"$work/pg-restart.sh" <<EOF2
 #!/usr/bin/env bash
