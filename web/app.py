@@ -1,6 +1,6 @@
 """trafficdb's live map: tipg's FastAPI app with a few routes added.
 
-    DATABASE_URL=postgresql://postgres@127.0.0.1:5433/trafficdb_demo \
+    DATABASE_URL=postgresql://trafficdb_web@127.0.0.1:5433/trafficdb_demo \
         uvicorn --app-dir web app:app --host 127.0.0.1 --port 8080
 
 tipg (OGC API Features and Tiles for PostGIS) serves the vector tiles: its
@@ -19,14 +19,16 @@ here:
                            through the trail FDW (the time window pushed down)
 
 Settings, from the environment: DATABASE_URL (tipg's own, also used for the
-listener), TRAFFICDB_WEB_MAX_BOXES (boxes per event before one box of all
-changes is sent instead; default 200), TRAFFICDB_WEB_HOSTS (the names the app answers to, by the
-Host header; default 127.0.0.1,localhost,[::1]), TRAFFICDB_WEB_POLL (seconds between
-reads of the generation when no notification came, which also find a lost
-listener connection; default 2), TRAFFICDB_WEB_TRAIL_TABLE (default
-trails.us_coastal_2020_06_30) and tipg's TIPG_* variables; the defaults set
-below expose the tile function only, let no tile be cached by the browser
-(a repainted tile must be fetched anew) and grant no other origin (CORS).
+listener; an ordinary role, see web/role.sql), TRAFFICDB_WEB_MAX_BOXES (boxes
+per event before one box of all changes is sent instead; default 200),
+TRAFFICDB_WEB_HOSTS (the names the app answers to, by the Host header;
+default 127.0.0.1,localhost: it listens on 127.0.0.1 only),
+TRAFFICDB_WEB_POLL (seconds between reads of the generation when no
+notification came, which also find a lost listener connection; default 2),
+TRAFFICDB_WEB_TRAIL_TABLE (default trails.us_coastal_2020_06_30) and tipg's
+TIPG_* variables; the defaults set below expose the tile function only, let
+no tile be cached by the browser (a repainted tile must be fetched anew) and
+grant no other origin (CORS).
 """
 
 from __future__ import annotations
@@ -85,7 +87,7 @@ app.user_middleware[:] = [m for m in app.user_middleware
 
 # Only the loopback's names: a page of another site whose name an attacker
 # points at 127.0.0.1 (DNS rebinding) is refused.
-HOSTS = [h.strip() for h in os.environ.get("TRAFFICDB_WEB_HOSTS", "127.0.0.1,localhost,[::1]").split(",") if h.strip()]
+HOSTS = [h.strip() for h in os.environ.get("TRAFFICDB_WEB_HOSTS", "127.0.0.1,localhost").split(",") if h.strip()]
 app.add_middleware(TrustedHostMiddleware, allowed_hosts=HOSTS)
 
 # tipg's HTML pages (/collections/...?f=html) show the rows' values, and
