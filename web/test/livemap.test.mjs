@@ -314,6 +314,11 @@ test('the tile server answers hostile tile and minute requests with the reason',
   assert.deepEqual(await tile(31, 0, 0), [400, '{"detail":"tile zoom 31 is out of range: expected 0 to 30"}']);
   assert.equal((await tile('x', 0, 0))[0], 422);
   assert.deepEqual(await get('/trails/positions?minute=1440'), [400, '{"detail":"minute 1440 is out of range: expected 0 to 1439"}']);
+  // tipg lets the query string override the tile's own z, x, y: a tile that asks the function for the whole map
+  for (const q of ['z=0&x=0&y=0', 'z=0', 'x=37308', 'y=1']) {
+    assert.deepEqual(await get(`/collections/trafficdb.tile_features/tiles/WebMercatorQuad/16/37307/18969?${q}`),
+      [400, '{"detail":"a tile\'s z, x and y are those of its path, not of the query string"}'], q);
+  }
   // a tile with no road: an empty tile
   const r = await fetch(`${BASE}/collections/trafficdb.tile_features/tiles/WebMercatorQuad/3/0/0`);
   assert.equal(r.status, 200);
