@@ -41,6 +41,7 @@ import logging
 import os
 import pathlib
 import re
+from urllib.parse import parse_qsl
 
 # tipg reads its settings when it is imported: our defaults first.
 os.environ.setdefault("TIPG_DB_SCHEMAS", '["trafficdb"]')
@@ -158,6 +159,31 @@ def filter_query(*args, **kwargs):
 
 
 app.dependency_overrides[tipg_filter_query] = filter_query
+
+
+# tipg takes a function layer's z, x and y from the query string before the
+# tile's path: /tiles/WebMercatorQuad/16/37307/18969?z=0&x=0&y=0 would make
+# every tile read the whole map (and then throw most of it away).
+TILE_PATH = re.compile(r"/collections/[^/]+/tiles/[^/]+/[^/]+/[^/]+/[^/]+")
+
+
+class TileArgsFromPath:
+    """A plain ASGI middleware (BaseHTTPMiddleware would sit in /live's stream too)."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and TILE_PATH.fullmatch(scope["path"]):
+            keys = {k for k, _ in parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)}
+            if not {"z", "x", "y"}.isdisjoint(keys):
+                r = JSONResponse({"detail": "a tile's z, x and y are those of its path, not of the query string"},
+                                 status_code=400)
+                return await r(scope, receive, send)
+        return await self.app(scope, receive, send)
+
+
+app.add_middleware(TileArgsFromPath)
 
 
 @app.get("/map", include_in_schema=False)
