@@ -249,6 +249,32 @@ test('a publication of more than 200 changes sends one box around them all', asy
   assert.ok(mine[0].tiles.length >= (view.x1 - view.x0 + 1) * (view.y1 - view.y0 + 1) / 2);
 });
 
+test('a street jammed while it is out of view is red when the map comes back to it', async () => {
+  await page.evaluate(() => document.querySelector('.maplibregl-popup-close-button')?.click());
+  const colours = Object.fromEntries((await legend()).map(([l, c]) => [l.split(' ')[0], hex(c)]));
+  const red = colours['4'];
+  const home = await page.evaluate(() => ({ center: window.__tdb.map.getCenter().toArray(), zoom: window.__tdb.map.getZoom() }));
+  await settled();
+  const pts = await streetPoints();
+  let png = await shot('before-away.png');
+  const mine = pts.filter(([, x, y]) => Object.values(colours).some((c) => same(pixel(png, x, y), c)) && !same(pixel(png, x, y), red));
+  assert.ok(mine.length >= 5, `only ${mine.length} of ${pts.length} visible points of ${STREET} are drawn, and not red`);
+  // away: three screen widths east, the street's tiles out of view (MapLibre keeps them in its cache)
+  await page.evaluate(() => {
+    const m = window.__tdb.map, c = m.getCanvas();
+    m.jumpTo({ center: m.unproject([c.clientWidth * 3.5, c.clientHeight / 2]) });
+  });
+  await settled();
+  const g = sql2(`INSERT INTO trafficdb.feed (location_id, speed_kmh, free_flow_kmh, congestion, confidence)
+       SELECT location_id, 2.5, 50, 4, 95 FROM trafficdb.locations WHERE name = '${STREET}'`, 'SELECT trafficdb.publish()');
+  await until((g) => window.__tdb.generation === Number(g), 10000, `generation ${g} on the page`, g);
+  await page.evaluate((h) => window.__tdb.map.jumpTo(h), home);
+  await settled();
+  png = await shot('back.png');
+  const left = mine.filter(([, x, y]) => !same(pixel(png, x, y), red));
+  assert.equal(left.length, 0, `${left.length} of ${mine.length} points of ${STREET} not red after coming back`);
+});
+
 function positions(minute) {
   // each vessel's last report in the 10 minutes up to the end of the minute
   const at = `timestamptz '2020-06-30 00:00+00' + interval '${minute} minutes'`;
