@@ -275,6 +275,56 @@ test('a street jammed while it is out of view is red when the map comes back to 
   assert.equal(left.length, 0, `${left.length} of ${mine.length} points of ${STREET} not red after coming back`);
 });
 
+test('a tile whose answer was made before a publication is fetched again after it', async () => {
+  const colours = Object.fromEntries((await legend()).map(([l, c]) => [l.split(' ')[0], hex(c)]));
+  const red = colours['4'];
+  // the street light (1), on the page
+  const g1 = sql2(`INSERT INTO trafficdb.feed (location_id, speed_kmh, free_flow_kmh, congestion, confidence)
+       SELECT location_id, 40, 50, 1, 95 FROM trafficdb.locations WHERE name = '${STREET}'`, 'SELECT trafficdb.publish()');
+  await until((g) => window.__tdb.generation === Number(g), 10000, `generation ${g1} on the page`, g1);
+  // zoom 14 over the street (tiles the page has not loaded): hold their answers
+  const [[lon, lat]] = rows(`SELECT ST_X(c), ST_Y(c) FROM (SELECT ST_Centroid(ST_Collect(geom)) AS c
+      FROM trafficdb.locations WHERE name = '${STREET}') s`);
+  const held = [];
+  let holding = true;
+  const onRequest = (r) => {
+    if (holding && /\/tiles\/WebMercatorQuad\/14\//.test(r.url())) held.push(r);
+    else r.continue();
+  };
+  await page.setRequestInterception(true);
+  page.on('request', onRequest);
+  try {
+    await page.evaluate((c) => window.__tdb.map.jumpTo({ center: c, zoom: 14.5 }), [Number(lon), Number(lat)]);
+    for (let i = 0; i < 100 && held.length === 0; i++) await new Promise((r) => setTimeout(r, 50));
+    assert.ok(held.length > 0, 'no zoom 14 tile was asked for');
+    await new Promise((r) => setTimeout(r, 300));   // the rest of the view's tiles
+    // their answers as the server makes them now, before the publication
+    const old = await Promise.all(held.map(async (r) => Buffer.from(await (await fetch(r.url())).arrayBuffer())));
+    const g2 = sql2(`INSERT INTO trafficdb.feed (location_id, speed_kmh, free_flow_kmh, congestion, confidence)
+         SELECT location_id, 2.5, 50, 4, 95 FROM trafficdb.locations WHERE name = '${STREET}'`, 'SELECT trafficdb.publish()');
+    await until((g) => window.__tdb.generation === Number(g), 10000, `generation ${g2} on the page`, g2);
+    holding = false;
+    // the answers arrive after the event
+    for (let i = 0; i < held.length; i++) {
+      await held[i].respond({ status: 200, contentType: 'application/vnd.mapbox-vector-tile', body: old[i] });
+    }
+    held.length = 0;
+    await settled();
+    await new Promise((r) => setTimeout(r, 300));
+    await settled();
+  } finally {
+    page.off('request', onRequest);
+    for (const r of held) await r.continue();
+    await page.setRequestInterception(false);
+  }
+  const pts = await streetPoints();
+  const png = await shot('in-flight.png');
+  const drawn = pts.filter(([, x, y]) => Object.values(colours).some((c) => same(pixel(png, x, y), c)));
+  assert.ok(drawn.length >= 3, `only ${drawn.length} of ${pts.length} points of ${STREET} drawn`);
+  const left = drawn.filter(([, x, y]) => !same(pixel(png, x, y), red));
+  assert.equal(left.length, 0, `${left.length} of ${drawn.length} points of ${STREET} not red: a tile answered before the publication stayed`);
+});
+
 function positions(minute) {
   // each vessel's last report in the 10 minutes up to the end of the minute
   const at = `timestamptz '2020-06-30 00:00+00' + interval '${minute} minutes'`;
