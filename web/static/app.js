@@ -220,8 +220,23 @@
     tdb.refreshes.push({ generation: ev.generation, all, tiles: all ? null : [...tiles.keys()] });
     if (!all && tiles.size === 0) return;
     pendingRepaint = ev.generation;
+    // refreshTiles passes over a tile still loading, whose answer may have
+    // been made before this publication: fetch these tiles once more when
+    // everything in flight has arrived
+    if (!all && !map.areTilesLoaded()) {
+      again = again || new Map();
+      for (const [k, t] of tiles) again.set(k, t);
+    }
     map.refreshTiles('traffic', all ? undefined : [...tiles.values()]);
   }
+  let again = null;
+  map.on('idle', () => {
+    if (again) {
+      const t = [...again.values()];
+      again = null;
+      map.refreshTiles('traffic', t);
+    }
+  });
   map.on('idle', () => {
     if (pendingRepaint !== null) {
       tdb.repaints[pendingRepaint] = Date.now();
