@@ -241,8 +241,12 @@ say "the live map: vector tiles through tipg, repainted on publish, vessels on a
 "${PSQL[@]}" -d "$DEMO_DB" -q -f web/demo-traffic.sql >/dev/null
 stop_pidfile "$dir/web/feeder.pid"
 scripts/web.sh stop "$dir/web"
+# the app, which anyone who reaches its port talks to, reads as trafficdb_web
+# (web/role.sql: no superuser, no feed, no subscriptions); the feeder writes as postgres
+"${PSQL[@]}" -d "$DEMO_DB" -q -v server=minio -v access_key="$MINIO_ROOT_USER" -v secret_key="$MINIO_ROOT_PASSWORD" \
+	-f web/role.sql
 dburl="postgresql://postgres@127.0.0.1:$port/$DEMO_DB"
-TDB_WEB_PORTS=${TDB_WEB_PORTS:-8080 8179} scripts/web.sh start "$dir/web" "$dburl"
+TDB_WEB_PORTS=${TDB_WEB_PORTS:-8080 8179} scripts/web.sh start "$dir/web" "postgresql://trafficdb_web@127.0.0.1:$port/$DEMO_DB"
 web_port=$(cat "$dir/web/web.port")
 nohup "${TDB_WEB_VENV:-$TDB_ROOT/.venv-web}/bin/python" web/feeder.py "$dburl" >"$dir/web/feeder.log" 2>&1 &
 echo $! >"$dir/web/feeder.pid"

@@ -84,10 +84,19 @@ CREATE SCHEMA trails;
 IMPORT FOREIGN SCHEMA "s3://vessels/us_coastal_2020_06_30.trail" FROM SERVER minio INTO trails;
 EOSQL
 
-scripts/web.sh start "$work" "postgresql://postgres@127.0.0.1:$port/livemap"
+# the app connects as an ordinary role, as in the demo
+"${PSQL[@]}" -v server=minio -v access_key="$MINIO_ROOT_USER" -v secret_key="$MINIO_ROOT_PASSWORD" -f web/role.sql
+scripts/web.sh start "$work" "postgresql://trafficdb_web@127.0.0.1:$port/livemap"
+# the browser tests restart the cluster under the open page with this
+cat >"$work/pg-restart.sh" <<EOF2
+#!/usr/bin/env bash
+. "$TDB_ROOT/scripts/lib.sh"
+as_pg "$PG_BIN/pg_ctl" -D "$pgdata" -l "$work/pg/postgres.log" -m fast -w -t 60 restart >/dev/null
+EOF2
+chmod +x "$work/pg-restart.sh"
 echo "livemap: browser tests (node --test web/test/livemap.test.mjs, $(chromium --version 2>/dev/null | head -1))"
 [ -n "${LIVEMAP_SHOTS:-}" ] && mkdir -p "$LIVEMAP_SHOTS"
-if ! (cd web && LIVEMAP_URL="http://127.0.0.1:$(cat "$work/web.port")" LIVEMAP_PSQL="$PG_BIN/psql" CHROMIUM=$(command -v chromium) \
+if ! (cd web && LIVEMAP_URL="http://127.0.0.1:$(cat "$work/web.port")" LIVEMAP_PSQL="$PG_BIN/psql" LIVEMAP_PG_RESTART="$work/pg-restart.sh" CHROMIUM=$(command -v chromium) \
 	timeout 600 node --test test/livemap.test.mjs); then
 	echo "--- web.log" >&2; tail -n 30 "$work/web.log" >&2
 	echo "--- postgres.log" >&2; tail -n 30 "$work/pg/postgres.log" >&2

@@ -1,6 +1,6 @@
 """trafficdb's live map: tipg's FastAPI app with a few routes added.
 
-    DATABASE_URL=postgresql://postgres@127.0.0.1:5433/trafficdb_demo \
+    DATABASE_URL=postgresql://trafficdb_web@127.0.0.1:5433/trafficdb_demo \
         uvicorn --app-dir web app:app --host 127.0.0.1 --port 8080
 
 tipg (OGC API Features and Tiles for PostGIS) serves the vector tiles: its
@@ -19,11 +19,16 @@ here:
                            through the trail FDW (the time window pushed down)
 
 Settings, from the environment: DATABASE_URL (tipg's own, also used for the
-listener), TRAFFICDB_WEB_MAX_BOXES (boxes per event before one box of all
-changes is sent instead; default 200), TRAFFICDB_WEB_TRAIL_TABLE (default
-trails.us_coastal_2020_06_30) and tipg's TIPG_* variables; the defaults set
-below expose the tile function only and let no tile be cached by the browser
-(a repainted tile must be fetched anew).
+listener; an ordinary role, see web/role.sql), TRAFFICDB_WEB_MAX_BOXES (boxes
+per event before one box of all changes is sent instead; default 200),
+TRAFFICDB_WEB_HOSTS (the names the app answers to, by the Host header;
+default 127.0.0.1,localhost: it listens on 127.0.0.1 only),
+TRAFFICDB_WEB_POLL (seconds between reads of the generation when no
+notification came, which also find a lost listener connection; default 2),
+TRAFFICDB_WEB_TRAIL_TABLE (default trails.us_coastal_2020_06_30) and tipg's
+TIPG_* variables; the defaults set below expose the tile function only, let
+no tile be cached by the browser (a repainted tile must be fetched anew) and
+grant no other origin (CORS).
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ import logging
 import os
 import pathlib
 import re
+from urllib.parse import parse_qsl
 
 # tipg reads its settings when it is imported: our defaults first.
 os.environ.setdefault("TIPG_DB_SCHEMAS", '["trafficdb"]')
@@ -44,13 +50,21 @@ os.environ.setdefault("TIPG_DB_EXCLUDE_TABLE_SCHEMAS", '["trafficdb"]')
 os.environ.setdefault("TIPG_SET_MVT_LAYERNAME", "true")
 os.environ.setdefault("TIPG_CACHECONTROL", "no-store")
 os.environ.setdefault("TIPG_DB_MAX_CONN_SIZE", "4")
+# tipg's default "*" answers every origin, with credentials: any web site a
+# user of the map visits could read through it.  The page is same-origin.
+os.environ.setdefault("TIPG_CORS_ORIGINS", "")
 
 import asyncpg  # noqa: E402
+import functools  # noqa: E402
+from cql2 import Expr  # noqa: E402
 from fastapi import HTTPException, Query, Request  # noqa: E402
 from fastapi.responses import JSONResponse, RedirectResponse, StreamingResponse  # noqa: E402
+from starlette.middleware.cors import CORSMiddleware  # noqa: E402
+from starlette.middleware.trustedhost import TrustedHostMiddleware  # noqa: E402
 from starlette.staticfiles import StaticFiles  # noqa: E402
 from starlette_cramjam.middleware import CompressionMiddleware  # noqa: E402
-from tipg.main import app  # noqa: E402
+from tipg.dependencies import filter_query as tipg_filter_query  # noqa: E402
+from tipg.main import app, jinja2_env  # noqa: E402
 
 log = logging.getLogger("trafficdb.web")
 
@@ -61,11 +75,26 @@ if not re.fullmatch(r"[a-z_][a-z0-9_]*\.[a-z_][a-z0-9_]*", TRAIL_TABLE):
     raise SystemExit(f"TRAFFICDB_WEB_TRAIL_TABLE={TRAIL_TABLE!r}: expected schema.table in lower case")
 TRAIL_DAY = dt.datetime(2020, 6, 30, tzinfo=dt.timezone.utc)
 TRAIL_TAIL_MINUTES = 30
+POLL = float(os.environ.get("TRAFFICDB_WEB_POLL", "2"))  # seconds between reads without a notification
 
 # An event stream must reach the browser as it is written: no compression.
 for m in app.user_middleware:
     if m.cls is CompressionMiddleware:
         m.kwargs["exclude_path"] = {r"/live", r"/live/.*"}
+
+# No origin granted: no CORS middleware at all (tipg adds one for [""]).
+app.user_middleware[:] = [m for m in app.user_middleware
+                          if not (m.cls is CORSMiddleware and m.kwargs.get("allow_origins") == [""])]
+
+# Only the loopback's names: a page of another site whose name an attacker
+# points at 127.0.0.1 (DNS rebinding) is refused.
+HOSTS = [h.strip() for h in os.environ.get("TRAFFICDB_WEB_HOSTS", "127.0.0.1,localhost").split(",") if h.strip()]
+app.add_middleware(TrustedHostMiddleware, allowed_hosts=HOSTS)
+
+# tipg's HTML pages (/collections/...?f=html) show the rows' values, and
+# the feed's incident text is anyone's input: escape it (tipg's Jinja
+# environment does not by default; its templates mark what is HTML |safe).
+jinja2_env.autoescape = True
 
 app.mount("/map", StaticFiles(directory=HERE / "static", html=True), name="map")
 MAPLIBRE_DIST = HERE / "node_modules" / "maplibre-gl" / "dist"
@@ -79,6 +108,82 @@ else:
 async def bad_parameter(request: Request, exc: asyncpg.exceptions.InvalidParameterValueError):
     """A tile off the grid (trafficdb.tile_features names it): the client's error."""
     return JSONResponse({"detail": str(exc)}, status_code=400)
+
+
+# ---------------------------------------------------------------------------
+# CQL2 filters: operators only.  cql2 writes any other "op" of a filter as a
+# call of the SQL function of that name (pg_read_file, query_to_xml,
+# lo_export, current_setting, pg_sleep, ...), and tipg runs it as the app's
+# role: anyone who reaches the port could read files and other tables, read
+# the trail FDW's keys or write files as the server.  Every "op" must be one
+# of CQL2's own, whose SQL is fixed.
+# ---------------------------------------------------------------------------
+
+CQL2_OPS = frozenset({
+    "and", "or", "not", "=", "<>", "<", "<=", ">", ">=", "like", "between", "in", "isNull",
+    "casei", "+", "-", "*", "/", "%", "^", "div",
+    "s_intersects", "s_equals", "s_disjoint", "s_touches", "s_within", "s_overlaps", "s_crosses", "s_contains",
+    "t_after", "t_before", "t_contains", "t_disjoint", "t_during", "t_equals", "t_finishedBy", "t_finishes",
+    "t_intersects", "t_meets", "t_metBy", "t_overlappedBy", "t_overlaps", "t_startedBy", "t_starts",
+    "a_equals", "a_contains", "a_containedBy", "a_overlaps",
+})
+
+
+def cql2_functions(node) -> list[str]:
+    """The ops of a cql2-json tree that are not CQL2's operators."""
+    bad, stack = [], [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, dict):
+            op = n.get("op")
+            if op is not None and op not in CQL2_OPS:
+                bad.append(str(op))
+            stack.extend(n.values())
+        elif isinstance(n, list):
+            stack.extend(n)
+    return bad
+
+
+@functools.wraps(tipg_filter_query)
+def filter_query(*args, **kwargs):
+    query = kwargs.get("query", args[0] if args else None)
+    if query is not None:
+        try:
+            tree = Expr(query).to_json()
+        except Exception as e:
+            raise HTTPException(400, f"filter: {e}") from None
+        bad = cql2_functions(tree)
+        if bad:
+            raise HTTPException(400, f"filter: SQL function {bad[0]} is not allowed: only CQL2's operators are")
+    return tipg_filter_query(*args, **kwargs)
+
+
+app.dependency_overrides[tipg_filter_query] = filter_query
+
+
+# tipg takes a function layer's z, x and y from the query string before the
+# tile's path: /tiles/WebMercatorQuad/16/37307/18969?z=0&x=0&y=0 would make
+# every tile read the whole map (and then throw most of it away).
+TILE_PATH = re.compile(r"/collections/[^/]+/tiles/[^/]+/[^/]+/[^/]+/[^/]+")
+
+
+class TileArgsFromPath:
+    """A plain ASGI middleware (BaseHTTPMiddleware would sit in /live's stream too)."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and TILE_PATH.fullmatch(scope["path"]):
+            keys = {k for k, _ in parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)}
+            if not {"z", "x", "y"}.isdisjoint(keys):
+                r = JSONResponse({"detail": "a tile's z, x and y are those of its path, not of the query string"},
+                                 status_code=400)
+                return await r(scope, receive, send)
+        return await self.app(scope, receive, send)
+
+
+app.add_middleware(TileArgsFromPath)
 
 
 @app.get("/map", include_in_schema=False)
@@ -190,12 +295,24 @@ class Publications:
                 state["all"] = True
             return state
 
+    async def _connect(self):
+        with contextlib.suppress(Exception):
+            await self.conn.close()
+        self.conn = await asyncpg.connect(self.dsn)
+        await self.conn.add_listener("trafficdb_publish", self._notified)
+
     async def _run(self):
         while True:
-            await self.wake.wait()
+            # A listener whose connection is gone (the server restarted)
+            # hears nothing: read the state every POLL seconds too, which
+            # finds a lost connection and what was published meanwhile.
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.wake.wait(), timeout=POLL)
             self.wake.clear()
             prev = self.state["generation"] if self.state else None
             try:
+                if self.conn is None or self.conn.is_closed():
+                    await self._connect()
                 state = await self._read(prev)
                 for _ in range(200):  # bounded: 2 s for the notified generation to be readable
                     if state["generation"] is None or state["generation"] >= self.wanted:
@@ -206,10 +323,7 @@ class Publications:
                 log.warning("reading the publication failed: %s; reconnecting", e)
                 await asyncio.sleep(1)
                 with contextlib.suppress(Exception):
-                    await self.conn.close()
-                with contextlib.suppress(Exception):
-                    self.conn = await asyncpg.connect(self.dsn)
-                    await self.conn.add_listener("trafficdb_publish", self._notified)
+                    await self._connect()
                 self.wake.set()
                 continue
             if prev is not None and state["generation"] == prev:

@@ -182,9 +182,33 @@
     }
     return true;
   }
+  // MapLibre keeps the tiles that leave the view in a cache and shows them
+  // again when the map comes back to them; refreshTiles reloads only tiles
+  // in view.  The cached tiles a change touches (any zoom) must go.  This is
+  // MapLibre GL JS 5's internal tile cache (the version is pinned in
+  // package.json); without it, every tile is fetched again.
+  function lat(y, n) { return Math.atan(Math.sinh(Math.PI * (1 - 2 * y / n))) * 180 / Math.PI; }
+  function dropCached(boxes) {
+    const tm = map.style && map.style.tileManagers && map.style.tileManagers.traffic;
+    const cache = tm && tm._outOfViewCache;
+    if (!cache || typeof cache.filter !== 'function') {
+      fail('MapLibre has no tile cache to clean: fetching every tile again');
+      map.refreshTiles('traffic');
+      return;
+    }
+    cache.filter((tile) => {
+      const { z, x, y } = tile.tileID.canonical;
+      const n = 2 ** z, m = 0.05;
+      const w = (x - m) / n * 360 - 180, e = (x + 1 + m) / n * 360 - 180;
+      const north = lat(y - m, n), south = lat(y + 1 + m, n);
+      return !boxes.some((b) => b[0] <= e && b[2] >= w && b[1] <= north && b[3] >= south);
+    });
+  }
   let pendingRepaint = null;
   function refresh(ev) {
-    if (!map.getSource('traffic') || map.getZoom() < MIN_ZOOM) return;
+    if (!map.getSource('traffic')) return;
+    dropCached(ev.boxes || []);
+    if (map.getZoom() < MIN_ZOOM) return;
     const z = Math.min(MAX_ZOOM, Math.floor(map.getZoom()));
     const b = map.getBounds();
     const view = [b.getWest(), b.getSouth(), b.getEast(), b.getNorth()];
@@ -196,8 +220,23 @@
     tdb.refreshes.push({ generation: ev.generation, all, tiles: all ? null : [...tiles.keys()] });
     if (!all && tiles.size === 0) return;
     pendingRepaint = ev.generation;
+    // refreshTiles passes over a tile still loading, whose answer may have
+    // been made before this publication: fetch these tiles once more when
+    // everything in flight has arrived
+    if (!all && !map.areTilesLoaded()) {
+      again = again || new Map();
+      for (const [k, t] of tiles) again.set(k, t);
+    }
     map.refreshTiles('traffic', all ? undefined : [...tiles.values()]);
   }
+  let again = null;
+  map.on('idle', () => {
+    if (again) {
+      const t = [...again.values()];
+      again = null;
+      map.refreshTiles('traffic', t);
+    }
+  });
   map.on('idle', () => {
     if (pendingRepaint !== null) {
       tdb.repaints[pendingRepaint] = Date.now();
