@@ -80,7 +80,7 @@ tools/tdbread: tools/tdbread.c $(ENGINE_SRCS) $(wildcard src/*.h)
 all: tools/tdbread
 
 # tdbsub: a subscriber printing live traffic events (tests, operators)
-tools/tdbsub: tools/tdbsub.c $(ENGINE_SRCS) $(CLIENT_SRCS) $(RING_SRCS) $(wildcard src/*.h src/subring/*.h src/client/*.h include/*.h)
+tools/tdbsub: tools/tdbsub.c $(ENGINE_SRCS) $(CLIENT_SRCS) $(RING_SRCS) $(wildcard src/*.h src/subring/*.h src/client/*.h include/*.h) tools/slice.h
 	$(CC) $(UNIT_CFLAGS) -Iinclude -o $@ tools/tdbsub.c $(ENGINE_SRCS) $(CLIENT_SRCS) $(RING_SRCS) -lm -lpthread
 
 all: tools/tdbsub
@@ -116,7 +116,7 @@ bench-trails:
 bench-parquet:
 	bench/trails_parquet.sh
 
-bench/accessor: bench/accessor.c lib/libtrafficdb.a include/trafficdb.h
+bench/accessor: bench/accessor.c lib/libtrafficdb.a include/trafficdb.h tools/slice.h
 	$(CC) $(UNIT_CFLAGS) -o $@ bench/accessor.c lib/libtrafficdb.a -lm -lpthread
 
 # trafficdb_put ASYNC from one producer with a draining thread (no server; not in make test).

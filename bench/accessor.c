@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "trafficdb.h"
+#include "../tools/slice.h"
 
 static const char *prefix;
 static uint64_t max_id;
@@ -215,32 +216,6 @@ cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/*
- * TDB_SLICE_US (wakeups): the scheduler slice asked for, as tools/tdbsub
- * --slice-us does (EEVDF, Linux 6.12 and later; SCHED_OTHER, no privilege).
- */
-static void
-set_slice(long us)
-{
-	struct
-	{
-		uint32_t	size;
-		uint32_t	sched_policy;
-		uint64_t	sched_flags;
-		int32_t		sched_nice;
-		uint32_t	sched_priority;
-		uint64_t	sched_runtime;
-		uint64_t	sched_deadline;
-		uint64_t	sched_period;
-	}			attr;
-
-	memset(&attr, 0, sizeof(attr));
-	attr.size = sizeof(attr);
-	attr.sched_runtime = (uint64_t) us * 1000;
-	if (syscall(SYS_sched_setattr, 0, &attr, 0) != 0)
-		fprintf(stderr, "accessor: warning: a slice of %ld us: %s\n", us, strerror(errno));
-}
-
 int
 main(int argc, char **argv)
 {
@@ -257,7 +232,7 @@ main(int argc, char **argv)
 		int			got = 0;
 
 		if (getenv("TDB_SLICE_US") != NULL)
-			set_slice(atol(getenv("TDB_SLICE_US")));
+			tdb_set_slice("accessor", atol(getenv("TDB_SLICE_US")));
 		if (trafficdb_open(argv[1], &h) != TRAFFICDB_OK || trafficdb_begin(h, &gen) != TRAFFICDB_OK)
 			return 1;
 		trafficdb_end(h);

@@ -34,7 +34,7 @@
  * receive returned (both Unix microseconds, CLOCK_REALTIME).
  *
  * --slice-us US asks the scheduler for a slice of US microseconds (see
- * set_slice); --spin-us US polls the ring that long (trafficdb_receive with
+ * tools/slice.h); --spin-us US polls the ring that long (trafficdb_receive with
  * a timeout of 0) before each blocking receive.
  */
 #include <errno.h>
@@ -48,6 +48,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "slice.h"
 #include "trafficdb.h"
 
 static const char *const kinds[] = {"?", "change", "enter", "exit", "overrun"};
@@ -118,37 +119,6 @@ request_loop(trafficdb_subscriber *s, const char *group, const char *message, lo
 	}
 	trafficdb_unsubscribe(s);
 	return 0;
-}
-
-/*
- * --slice-us: ask the scheduler (EEVDF, Linux 6.12 and later) for a
- * shorter slice than the default (about 3 ms): the woken subscriber then
- * preempts a CPU-bound task on its CPU at once instead of queueing until
- * that task's slice ends.  The policy stays SCHED_OTHER; no privilege is
- * needed.  Older kernels ignore the field or refuse it (a warning).
- */
-static void
-set_slice(long us)
-{
-	struct
-	{
-		uint32_t	size;
-		uint32_t	sched_policy;
-		uint64_t	sched_flags;
-		int32_t		sched_nice;
-		uint32_t	sched_priority;
-		uint64_t	sched_runtime;
-		uint64_t	sched_deadline;
-		uint64_t	sched_period;
-	}			attr;
-
-	memset(&attr, 0, sizeof(attr));
-	attr.size = sizeof(attr);
-	attr.sched_policy = 0;		/* SCHED_OTHER */
-	attr.sched_nice = 0;
-	attr.sched_runtime = (uint64_t) us * 1000;
-	if (syscall(SYS_sched_setattr, 0, &attr, 0) != 0)
-		fprintf(stderr, "tdbsub: warning: a slice of %ld us: %s\n", us, strerror(errno));
 }
 
 static double
@@ -281,7 +251,7 @@ main(int argc, char **argv)
 		else if (strcmp(argv[i], "--slice-us") == 0)
 		{
 			NEED(1);
-			set_slice((long) num(argv[++i], "the slice"));
+			tdb_set_slice("tdbsub", (long) num(argv[++i], "the slice"));
 		}
 		else if (strcmp(argv[i], "--spin-us") == 0)
 		{

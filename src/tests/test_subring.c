@@ -777,66 +777,14 @@ members_ready(SubEnv *e, Member *m, int nm)
 	return attached == nm;
 }
 
-UNIT_TEST(test_subring_threads_spsc)
-{
-	SubEnv		e;
-	Member		m[2];
-	pthread_t	t[2];
-	uint64_t	want = 20000;
-	uint64_t	pushed[2] = {0, 0};
-	int64_t		deadline;
-
-	if (!senv_open(&e, 2, 256))
-		return;
-	for (int i = 0; i < 2; i++)
-	{
-		memset(&m[i], 0, sizeof(m[i]));
-		m[i].e = &e;
-		m[i].want = want;
-		m[i].seed = 11 + (uint64_t) i;
-		pthread_create(&t[i], NULL, spsc_consumer, &m[i]);
-	}
-	if (members_ready(&e, m, 2))
-	{
-		deadline = mono_us() + 60 * INT64_C(1000000);
-		while ((pushed[0] < want || pushed[1] < want) && mono_us() < deadline)
-		{
-			bool		progress = false;
-
-			for (int i = 0; i < 2; i++)
-			{
-				uint32_t	slot = (uint32_t) atomic_load(&m[i].ready) - 1;
-				uint32_t	batch = tdb_subring_space(&e.r, slot);
-
-				for (uint32_t k = 0; k < batch && k < 100 && pushed[i] < want; k++)
-				{
-					TdbSubEvent ev = mkev(pushed[i] + 1, pushed[i] / 100 + 1);
-
-					CHECK_EQ_U64(tdb_subring_push(&e.r, slot, &ev), TDB_SUBRING_PUSHED);
-					pushed[i]++;
-					progress = true;
-				}
-			}
-			tdb_subring_wake_pending(&e.r);
-			if (!progress)
-				sched_yield();
-		}
-	}
-	for (int i = 0; i < 2; i++)
-	{
-		pthread_join(t[i], NULL);
-		CHECK_EQ_U64(m[i].got, want);
-		CHECK_EQ_U64(m[i].bad, 0);
-	}
-	printf("# 2 x %llu events, %llu wakes\n", (unsigned long long) want, (unsigned long long) e.r.wakes_total);
-	senv_close(&e);
-}
-
 /*
- * The same with the daemon's large batches (push_deferred): head stored
- * every quarter ring and at the wake, the consumers woken in mid-batch.
+ * Two consumer threads, 20,000 events each.  deferred: the daemon's large
+ * batches (push_deferred, interleaved between the two as the daemon's
+ * events for two subscribers are): head stored every quarter ring and at
+ * the wake, the consumers woken in mid-batch.
  */
-UNIT_TEST(test_subring_threads_spsc_deferred)
+static void
+spsc_run(bool deferred, uint64_t seed)
 {
 	SubEnv		e;
 	Member		m[2];
@@ -852,7 +800,7 @@ UNIT_TEST(test_subring_threads_spsc_deferred)
 		memset(&m[i], 0, sizeof(m[i]));
 		m[i].e = &e;
 		m[i].want = want;
-		m[i].seed = 21 + (uint64_t) i;
+		m[i].seed = seed + (uint64_t) i;
 		pthread_create(&t[i], NULL, spsc_consumer, &m[i]);
 	}
 	if (members_ready(&e, m, 2))
@@ -862,8 +810,7 @@ UNIT_TEST(test_subring_threads_spsc_deferred)
 		{
 			bool		progress = false;
 
-			/* interleaved, as the daemon's events for two subscribers are */
-			for (uint32_t k = 0; k < 1000; k++)
+			for (uint32_t k = 0; k < (deferred ? 1000u : 100u); k++)
 				for (int i = 0; i < 2; i++)
 				{
 					uint32_t	slot = (uint32_t) atomic_load(&m[i].ready) - 1;
@@ -872,7 +819,8 @@ UNIT_TEST(test_subring_threads_spsc_deferred)
 					{
 						TdbSubEvent ev = mkev(pushed[i] + 1, pushed[i] / 100 + 1);
 
-						CHECK_EQ_U64(tdb_subring_push_deferred(&e.r, slot, &ev), TDB_SUBRING_PUSHED);
+						CHECK_EQ_U64(deferred ? tdb_subring_push_deferred(&e.r, slot, &ev) :
+									 tdb_subring_push(&e.r, slot, &ev), TDB_SUBRING_PUSHED);
 						pushed[i]++;
 						progress = true;
 					}
@@ -890,6 +838,16 @@ UNIT_TEST(test_subring_threads_spsc_deferred)
 	}
 	printf("# 2 x %llu events, %llu wakes\n", (unsigned long long) want, (unsigned long long) e.r.wakes_total);
 	senv_close(&e);
+}
+
+UNIT_TEST(test_subring_threads_spsc)
+{
+	spsc_run(false, 11);
+}
+
+UNIT_TEST(test_subring_threads_spsc_deferred)
+{
+	spsc_run(true, 21);
 }
 
 static void *
