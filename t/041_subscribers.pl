@@ -26,15 +26,8 @@ IPC::Run::run([ $tdbsub, $shm, '--box', '25', '60', '24', '61' ], '>', \$out, '2
 like($err, qr/is inverted/, 'an inverted box is refused');
 
 # one subscriber: slow (< 20 km/h) roads in a box, every change
-sub subscriber
-{
-	my (@args) = @_;
-	my ($o, $e) = ('', '');
-	my $h = start([ $tdbsub, $shm, @args, '--timeout-ms', '1500' ], '>', \$o, '2>', \$e);
-	# the daemon attaches subscribers at its cycles: wait for "ready", then one publication
-	for (1 .. 100) { $h->pump_nb; last if $o =~ /ready/; select(undef, undef, undef, 0.05); }
-	return { h => $h, out => \$o, err => \$e };
-}
+# (the daemon attaches subscribers at its cycles: after "ready", one publication)
+sub subscriber { return tdb_tdbsub($node, @_, '--timeout-ms', '1500'); }
 my $box = [ '--box', '24.899', '60.1495', '24.9395', '60.1545' ];
 my $one = subscriber(@$box, '--speed-below', '20');
 $node->safe_psql('postgres', 'SELECT trafficdb.publish()');	# the daemon attaches it

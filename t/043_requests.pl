@@ -23,26 +23,8 @@ my $node = tdb_node('requests', 'trafficdb.publish_interval' => "'200ms'");
 tdb_grid_map($node);
 my $shm = '/trafficdb.' . $node->port;
 
-sub proc
-{
-	my (@args) = @_;
-	my ($o, $e) = ('', '');
-	my $h = start([ $tdbsub, $shm, @args ], '>', \$o, '2>', \$e);
-	for (1 .. 200) { $h->pump_nb; last if $o =~ /ready/ || !$h->pumpable; select(undef, undef, undef, 0.02); }
-	return { h => $h, out => \$o, err => \$e, pid => $h->{KIDS}[0]{PID} };
-}
-
-sub wait_for
-{
-	my ($p, $re, $secs) = @_;
-	for (1 .. $secs * 50)
-	{
-		$p->{h}->pump_nb if $p->{h}->pumpable;
-		return 1 if ${ $p->{out} } =~ $re;
-		select(undef, undef, undef, 0.02);
-	}
-	return 0;
-}
+sub proc { return tdb_tdbsub($node, @_); }
+sub wait_for { return tdb_wait_output(@_); }
 
 # errors: no member, and a member that is not in a group
 my ($out, $err) = ('', '');

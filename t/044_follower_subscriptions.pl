@@ -19,14 +19,7 @@ my ($primary, $standby) = tdb_standby_pair('trafficdb.publish_interval' => "'1h'
 
 sub caught_up { return tdb_caught_up($primary, $standby); }
 
-sub subscriber
-{
-	my ($node, @args) = @_;
-	my ($o, $e) = ('', '');
-	my $h = start([ $tdbsub, '/trafficdb.' . $node->port, @args, '--timeout-ms', '4000' ], '>', \$o, '2>', \$e);
-	for (1 .. 200) { $h->pump_nb; last if $o =~ /ready/ || !$h->pumpable; select(undef, undef, undef, 0.02); }
-	return { h => $h, out => \$o, err => \$e };
-}
+sub subscriber { my ($node, @args) = @_; return tdb_tdbsub($node, @args, '--timeout-ms', '4000'); }
 
 sub rounds
 {

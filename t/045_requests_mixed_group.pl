@@ -20,15 +20,7 @@ tdb_grid_map($node);
 my $shm = '/trafficdb.' . $node->port;
 my $box = [ '--box', '24.899', '60.1495', '24.9395', '60.1545' ];
 
-sub proc
-{
-	my (@args) = @_;
-	my ($o, $e) = ('', '');
-	my $h = start([ $tdbsub, $shm, @args ], '>', \$o, '2>', \$e);
-	for (1 .. 100) { $h->pump_nb; last if $o =~ /ready/ || !$h->pumpable; select(undef, undef, undef, 0.05); }
-	return { h => $h, out => \$o, err => \$e, pid => $h->{KIDS}[0]{PID} };
-}
-
+sub proc { return tdb_tdbsub($node, @_); }
 my $round = 0;
 for my $order ('serve-first', 'events-first')
 {

@@ -18,15 +18,7 @@ my $node = tdb_node('reqdaemonkill', 'trafficdb.publish_interval' => "'200ms'", 
 tdb_grid_map($node);
 my $shm = '/trafficdb.' . $node->port;
 
-sub proc
-{
-	my (@args) = @_;
-	my ($o, $e) = ('', '');
-	my $h = start([ $tdbsub, $shm, @args ], '>', \$o, '2>', \$e);
-	for (1 .. 200) { $h->pump_nb; last if $o =~ /ready/ || !$h->pumpable; select(undef, undef, undef, 0.02); }
-	return { h => $h, out => \$o, err => \$e, pid => $h->{KIDS}[0]{PID} };
-}
-
+sub proc { return tdb_tdbsub($node, @_); }
 sub daemon_pid
 {
 	$node->poll_query_until('postgres', 'SELECT daemon_pid IS NOT NULL FROM trafficdb.status');

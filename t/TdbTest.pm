@@ -6,7 +6,8 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Exporter 'import';
 use JSON::PP;
-our @EXPORT = qw(tdb_node tdb_make_bucket tdb_scan_node tdb_grid_map tdb_sync_pair tdb_standby_pair tdb_caught_up);
+use IPC::Run;
+our @EXPORT = qw(tdb_node tdb_make_bucket tdb_scan_node tdb_grid_map tdb_sync_pair tdb_standby_pair tdb_caught_up tdb_tdbsub tdb_wait_output);
 
 # The Foreign Scan node of EXPLAIN (ANALYZE, VERBOSE, FORMAT JSON) sql, run
 # in a session of its own after $pre (SQL, optional), as a hash.
@@ -57,6 +58,31 @@ sub tdb_standby_pair
 	$standby->init_from_backup($primary, 'b', has_streaming => 1);
 	$standby->start;
 	return ($primary, $standby);
+}
+
+# Start tools/tdbsub (TDBSUB) on $node's shared memory with @args and wait
+# (at most 4 s) for its "ready" line; returns { h, out, err (refs), pid }.
+sub tdb_tdbsub
+{
+	my ($node, @args) = @_;
+	my $tdbsub = $ENV{TDBSUB} // die 'TDBSUB must name tools/tdbsub';
+	my ($o, $e) = ('', '');
+	my $h = IPC::Run::start([ $tdbsub, '/trafficdb.' . $node->port, @args ], '>', \$o, '2>', \$e);
+	for (1 .. 200) { $h->pump_nb; last if $o =~ /ready/ || !$h->pumpable; select(undef, undef, undef, 0.02); }
+	return { h => $h, out => \$o, err => \$e, pid => $h->{KIDS}[0]{PID} };
+}
+
+# Wait (at most $secs) until a tdb_tdbsub process's output matches $re.
+sub tdb_wait_output
+{
+	my ($p, $re, $secs) = @_;
+	for (1 .. $secs * 50)
+	{
+		$p->{h}->pump_nb if $p->{h}->pumpable;
+		return 1 if ${ $p->{out} } =~ $re;
+		select(undef, undef, undef, 0.02);
+	}
+	return 0;
 }
 
 # Wait until the standby's daemon has published the primary's generation; returns it.
