@@ -29,7 +29,6 @@ demo_dir() {
 pgdata() { echo "$(demo_dir)/pgdata"; }
 demo_port() { cat "$(demo_dir)/port" 2>/dev/null || true; }
 is_running() { [ -f "$(pgdata)/PG_VERSION" ] && as_pg "$PG_BIN/pg_ctl" -D "$(pgdata)" status >/dev/null 2>&1; }
-port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 stop_demo() {
 	if [ -f "$(demo_dir)/web/web.pid" ]; then

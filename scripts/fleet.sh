@@ -25,7 +25,6 @@ FLEET_LINK=$TDB_ROOT/.fleet
 REGIONS=(west centre east)
 
 fleet_dir() { if [ -L "$FLEET_LINK" ]; then readlink "$FLEET_LINK"; else echo "$FLEET_LINK"; fi; }
-port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 stop_fleet() {
 	local dir n

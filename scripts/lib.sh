@@ -39,6 +39,23 @@ make_pg_dir() {
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
+# Is something listening on 127.0.0.1:PORT?
+port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# free_port ["FIRST LAST"]: a free TCP port of 127.0.0.1, the first free one
+# of the range when one is given, else one the system picks.
+free_port() {
+	local first last p
+	if [ -n "${1:-}" ]; then
+		read -r first last <<<"$1"
+		for p in $(seq "$first" "$last"); do
+			if ! port_in_use "$p"; then echo "$p"; return 0; fi
+		done
+		die "no free TCP port on 127.0.0.1 between $first and $last"
+	fi
+	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
 # stop_pidfile FILE: stop the process FILE names (SIGTERM, up to 10 s, then
 # SIGKILL) and remove FILE.
 stop_pidfile() {

@@ -14,21 +14,12 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 VENV=${TDB_WEB_VENV:-$TDB_ROOT/.venv-web}
-port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 start_web() {
 	local dir=$1 url=$2 port= p first last i
 	"$TDB_ROOT/scripts/web-setup.sh"
 	mkdir -p "$dir"
-	if [ -n "${TDB_WEB_PORTS:-}" ]; then
-		read -r first last <<<"$TDB_WEB_PORTS"
-		for p in $(seq "$first" "$last"); do
-			if ! port_in_use "$p"; then port=$p; break; fi
-		done
-		[ -n "$port" ] || die "web: no free TCP port on 127.0.0.1 between $first and $last"
-	else
-		port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
-	fi
+	port=$(free_port "${TDB_WEB_PORTS:-}")
 	# cwd web/: tipg reads a .env of the working directory; web/ has none
 	(cd "$TDB_ROOT/web" && DATABASE_URL=$url exec nohup "$VENV/bin/uvicorn" --app-dir "$TDB_ROOT/web" app:app \
 		--host 127.0.0.1 --port "$port" --no-access-log --timeout-graceful-shutdown 2 >"$dir/web.log" 2>&1) &

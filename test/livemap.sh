@@ -33,17 +33,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-if [ -n "${TDB_TEST_PG_PORTS:-}" ]; then
-	read -r first last <<<"$TDB_TEST_PG_PORTS"
-	port=
-	for p in $(seq "$first" "$last"); do
-		if ! port_in_use "$p"; then port=$p; break; fi
-	done
-	[ -n "$port" ] || die "no free TCP port on 127.0.0.1 between $first and $last"
-else
-	port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
-fi
+port=$(free_port "${TDB_TEST_PG_PORTS:-}")
 
 echo "livemap: cluster on 127.0.0.1:$port"
 as_pg "$PG_BIN/initdb" -D "$pgdata" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >"$work/pg/initdb.log" ||
