@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "ring/ring.h"
 #include "trafficdb.h"
 #include "writer.h"
@@ -30,15 +31,6 @@
 
 static _Atomic int stop;
 static TdbRing ring;
-
-static int64_t
-now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static int
 apply_nothing(void *arg, const TdbRingUpdate *u, uint32_t lane, uint64_t ticket)
@@ -159,7 +151,7 @@ main(int argc, char **argv)
 		return 1;
 	}
 	pthread_create(&t, NULL, consumer, &drained);
-	t0 = now_ns();
+	t0 = tdb_mono_ns();
 	for (long i = 0; i < calls; i++)
 	{
 		trafficdb_update u = {.location_id = 1 + (uint64_t) (i % NLOC), .speed_kmh = (float) (i % 120),
@@ -168,9 +160,9 @@ main(int argc, char **argv)
 
 		for (long tries = 0; tries < 100000000; tries++)
 		{
-			a = now_ns();
+			a = tdb_mono_ns();
 			rc = trafficdb_put(pw, &u, TRAFFICDB_ASYNC);
-			lat[i] = now_ns() - a;
+			lat[i] = tdb_mono_ns() - a;
 			if (rc != TRAFFICDB_BUSY)
 				break;
 			busy++;
@@ -184,7 +176,7 @@ main(int argc, char **argv)
 	}
 	atomic_store(&stop, 1);
 	pthread_join(t, NULL);
-	t1 = now_ns();
+	t1 = tdb_mono_ns();
 	qsort(lat, (size_t) calls, sizeof(int64_t), cmp_i64);
 	printf("put_async_p50,%lld,ns\n", (long long) lat[calls / 2]);
 	printf("put_async_p99,%lld,ns\n", (long long) lat[calls * 99 / 100]);

@@ -8,10 +8,11 @@
  *	  records when receive returned.  Prints p50 / p99 / max.  Not wired
  *	  into make bench yet.
  *
- *	  cc -std=gnu11 -O2 -Isrc -o bench/subring bench/subring.c src/subring/subring.c src/shm.c
+ *	  cc -std=gnu11 -O2 -Isrc -o bench/subring bench/subring.c src/subring/subring.c src/subring/subreq.c src/shm.c
  *	  bench/subring [rounds]	(default 2000)
  */
 #include "subring/subring.h"
+#include "clock.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -21,15 +22,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-static int64_t
-mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static void
 sleep_us(long us)
@@ -98,7 +90,7 @@ main(int argc, char **argv)
 		{
 			if (tdb_subring_receive(&c, &ev, 1, 5000) != 1)
 				_exit(3);
-			sh->lat_ns[atomic_load(&sh->done)] = mono_ns() - (int64_t) ev.location_id;
+			sh->lat_ns[atomic_load(&sh->done)] = tdb_mono_ns() - (int64_t) ev.location_id;
 			atomic_fetch_add(&sh->done, 1);
 		}
 		tdb_subring_consumer_close(&c);
@@ -127,7 +119,7 @@ main(int argc, char **argv)
 		sleep_us(200);			/* into FUTEX_WAIT */
 		memset(&ev, 0, sizeof(ev));
 		ev.kind = TDB_SUBEV_CHANGE;
-		ev.location_id = (uint64_t) mono_ns();
+		ev.location_id = (uint64_t) tdb_mono_ns();
 		if (tdb_subring_push(&r, 0, &ev) != TDB_SUBRING_PUSHED)
 			break;
 		tdb_subring_wake_pending(&r);

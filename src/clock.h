@@ -20,6 +20,15 @@ tdb_clock_us(clockid_t clk)
 
 /* CLOCK_MONOTONIC: timeouts and intervals */
 static inline int64_t
+tdb_mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static inline int64_t
 tdb_mono_us(void)
 {
 	return tdb_clock_us(CLOCK_MONOTONIC);

@@ -9,6 +9,7 @@
  */
 #include "unit.h"
 #include "subring/subring.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -56,21 +57,6 @@ static void
 senv_close(SubEnv *e)
 {
 	tdb_subring_remove(&e->r);
-}
-
-static int64_t
-mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static int64_t
-mono_us(void)
-{
-	return mono_ns() / 1000;
 }
 
 static void
@@ -714,7 +700,7 @@ spsc_consumer(void *arg)
 	TdbSubEvent buf[64];
 	char		err[TDB_SHM_ERRLEN];
 	uint64_t	first_seq = 0;
-	int64_t		deadline = mono_us() + 60 * INT64_C(1000000);
+	int64_t		deadline = tdb_mono_us() + 60 * INT64_C(1000000);
 
 	if (tdb_subring_consumer_open(&c, m->e->prefix, INSTANCE, m->e->r.base, err) != TDB_SHM_OK ||
 		tdb_subring_subscribe(&c, NULL, 0, 0, 0) != TDB_SHM_OK)
@@ -724,7 +710,7 @@ spsc_consumer(void *arg)
 		return NULL;
 	}
 	atomic_store(&m->ready, c.slot_idx + 1);
-	while (m->got < m->want && mono_us() < deadline)
+	while (m->got < m->want && tdb_mono_us() < deadline)
 	{
 		int			n = tdb_subring_receive(&c, buf, 1 + (uint32_t) (unit_rand(&m->seed) % 64), 200);
 
@@ -805,8 +791,8 @@ spsc_run(bool deferred, uint64_t seed)
 	}
 	if (members_ready(&e, m, 2))
 	{
-		deadline = mono_us() + 60 * INT64_C(1000000);
-		while ((pushed[0] < want || pushed[1] < want) && mono_us() < deadline)
+		deadline = tdb_mono_us() + 60 * INT64_C(1000000);
+		while ((pushed[0] < want || pushed[1] < want) && tdb_mono_us() < deadline)
 		{
 			bool		progress = false;
 
@@ -859,7 +845,7 @@ overrun_consumer(void *arg)
 	char		err[TDB_SHM_ERRLEN];
 	uint64_t	next_id = 1;	/* the next id we may see */
 	uint64_t	next_seq = 0;
-	int64_t		deadline = mono_us() + 60 * INT64_C(1000000);
+	int64_t		deadline = tdb_mono_us() + 60 * INT64_C(1000000);
 
 	if (tdb_subring_consumer_open(&c, m->e->prefix, INSTANCE, m->e->r.base, err) != TDB_SHM_OK ||
 		tdb_subring_subscribe(&c, NULL, 0, 0, 0) != TDB_SHM_OK)
@@ -869,7 +855,7 @@ overrun_consumer(void *arg)
 		return NULL;
 	}
 	atomic_store(&m->ready, c.slot_idx + 1);
-	while (next_id <= m->want && mono_us() < deadline)
+	while (next_id <= m->want && tdb_mono_us() < deadline)
 	{
 		int			n = tdb_subring_receive(&c, buf, 16, 200);
 
@@ -967,9 +953,9 @@ group_member(void *arg)
 	Member	   *m = arg;
 	TdbSubEvent buf[32];
 	char		err[TDB_SHM_ERRLEN];
-	int64_t		deadline = mono_us() + 60 * INT64_C(1000000);
+	int64_t		deadline = tdb_mono_us() + 60 * INT64_C(1000000);
 
-	while (!atomic_load(m->stop) && mono_us() < deadline)
+	while (!atomic_load(m->stop) && tdb_mono_us() < deadline)
 	{
 		TdbSubConsumer c;
 		uint64_t	quota = 50 + unit_rand(&m->seed) % 400;
@@ -992,7 +978,7 @@ group_member(void *arg)
 		}
 		m->sessions++;
 		atomic_store(&m->ready, c.slot_idx + 1);
-		while (taken < quota && !atomic_load(m->stop) && mono_us() < deadline)
+		while (taken < quota && !atomic_load(m->stop) && tdb_mono_us() < deadline)
 		{
 			int			n = tdb_subring_receive(&c, buf, 1 + (uint32_t) (unit_rand(&m->seed) % 32), 50);
 
@@ -1114,7 +1100,7 @@ UNIT_TEST(test_subring_threads_group_handover)
 	uint64_t	next = 1;
 	_Atomic uint8_t *seen = calloc(want + 1, 1);
 	GroupDaemon g;
-	int64_t		deadline = mono_us() + 60 * INT64_C(1000000);
+	int64_t		deadline = tdb_mono_us() + 60 * INT64_C(1000000);
 	uint64_t	once = 0;
 	uint64_t	sessions = 0;
 
@@ -1138,7 +1124,7 @@ UNIT_TEST(test_subring_threads_group_handover)
 		m[i].seed = 100 + (uint64_t) i;
 		pthread_create(&t[i], NULL, group_member, &m[i]);
 	}
-	while (mono_us() < deadline)
+	while (tdb_mono_us() < deadline)
 	{
 		bool		drained = true;
 
@@ -1206,7 +1192,7 @@ kill_member(const char *prefix, IncLog *log)
 	TdbSubEvent buf[16];
 	char		err[TDB_SHM_ERRLEN];
 	int			rc = TDB_SHM_ENOSLOT;
-	int64_t		deadline = mono_us() + 60 * INT64_C(1000000);
+	int64_t		deadline = tdb_mono_us() + 60 * INT64_C(1000000);
 	uint64_t	seed = (uint64_t) getpid();
 
 	if (tdb_subring_consumer_open(&c, prefix, INSTANCE, NULL, err) != TDB_SHM_OK)
@@ -1219,7 +1205,7 @@ kill_member(const char *prefix, IncLog *log)
 	}
 	if (rc != TDB_SHM_OK)
 		_exit(3);
-	while (mono_us() < deadline)
+	while (tdb_mono_us() < deadline)
 	{
 		int			n = tdb_subring_wait(&c, 100);
 
@@ -1265,7 +1251,7 @@ UNIT_TEST(test_subring_kill9_group)
 	uint64_t	next = 1;
 	uint64_t	seed = 0xC0FFEEull;
 	int			kills = 0;
-	int64_t		deadline = mono_us() + 120 * INT64_C(1000000);
+	int64_t		deadline = tdb_mono_us() + 120 * INT64_C(1000000);
 	uint64_t	delivered = 0;
 	uint64_t	peeked_not_consumed = 0;
 	uint64_t	once = 0;
@@ -1294,14 +1280,14 @@ UNIT_TEST(test_subring_kill9_group)
 			kill_member(e.prefix, &logs[k]);
 		child_inc[i] = k;
 	}
-	while (mono_us() < deadline)
+	while (tdb_mono_us() < deadline)
 	{
-		int64_t		cycle_end = mono_us() + 3000 + (int64_t) (unit_rand(&seed) % 12000);
+		int64_t		cycle_end = tdb_mono_us() + 3000 + (int64_t) (unit_rand(&seed) % 12000);
 		int			victim;
 		int			status;
 
 		/* push for 3 .. 15 ms */
-		while (mono_us() < cycle_end)
+		while (tdb_mono_us() < cycle_end)
 		{
 			group_service(&g);
 			for (int k = 0; k < 16 && next <= KILL_MAX_EVENTS && g.npending == 0 && kills < KILL_ROUNDS; k++)
@@ -1329,7 +1315,7 @@ UNIT_TEST(test_subring_kill9_group)
 			kill_member(e.prefix, &logs[child_inc[victim]]);
 	}
 	/* no new events: hand over and deliver what is left, then the survivors go too */
-	for (int i = 0; i < 20000 && mono_us() < deadline; i++)
+	for (int i = 0; i < 20000 && tdb_mono_us() < deadline; i++)
 	{
 		bool		drained = g.npending == 0;
 
@@ -1441,7 +1427,7 @@ latency_consumer(void *arg)
 			break;
 		}
 		/* the producer put its clock into location_id */
-		w->lat_ns[atomic_load(&w->got)] = mono_ns() - (int64_t) ev.location_id;
+		w->lat_ns[atomic_load(&w->got)] = tdb_mono_ns() - (int64_t) ev.location_id;
 		atomic_fetch_add(&w->got, 1);
 	}
 	tdb_subring_consumer_close(&c);
@@ -1486,7 +1472,7 @@ UNIT_TEST(test_subring_wake_latency)
 			for (int k = 0; k < 20000 && (atomic_load(&w.got) < sent || atomic_load(&s->waiters) == 0); k++)
 				sleep_us(50);
 			sleep_us(100);		/* into the FUTEX_WAIT, not only the flag */
-			ev = mkev((uint64_t) mono_ns(), (uint64_t) sent + 1);
+			ev = mkev((uint64_t) tdb_mono_ns(), (uint64_t) sent + 1);
 			CHECK_EQ_U64(tdb_subring_push(&e.r, 0, &ev), TDB_SUBRING_PUSHED);
 			tdb_subring_wake(&e.r, 0);
 		}
@@ -1520,9 +1506,9 @@ stop_consumer(void *arg)
 		return NULL;
 	}
 	atomic_store(&w->ready, c.slot_idx + 1);
-	t0 = mono_us();
+	t0 = tdb_mono_us();
 	w->last_rc = tdb_subring_receive(&c, ev, 4, 10000);
-	w->waited_us = mono_us() - t0;
+	w->waited_us = tdb_mono_us() - t0;
 	tdb_subring_consumer_close(&c);
 	return NULL;
 }
@@ -2096,9 +2082,9 @@ static void *
 sweeper_main(void *arg)
 {
 	Sweeper    *sw = arg;
-	int64_t		deadline = mono_us() + 60 * INT64_C(1000000);
+	int64_t		deadline = tdb_mono_us() + 60 * INT64_C(1000000);
 
-	while (!atomic_load(&sw->stop) && mono_us() < deadline)
+	while (!atomic_load(&sw->stop) && tdb_mono_us() < deadline)
 	{
 		TdbSubChange ch[16];
 		uint32_t	n = 0;
@@ -2263,7 +2249,7 @@ oneshot_member(void *arg)
 	while (!atomic_load(&o->go))
 		sleep_us(200);
 	o->rc = tdb_subreq_take(&c, &t, buf, 5000);
-	o->took_us = mono_us();
+	o->took_us = tdb_mono_us();
 	if (o->rc == 1)
 		(void) tdb_subreq_answer(&c, &t, "live", 4);
 	tdb_subring_consumer_close(&c);
@@ -2332,11 +2318,11 @@ UNIT_TEST(test_subreq_dead_member_bell_no_lost_wakeup)
 	for (int k = 0; k < 5000 && atomic_load(&test_bell(&e, 2)->waiters) == 0; k++)
 		sleep_us(1000);
 	sleep_us(20000);			/* the live member is in FUTEX_WAIT (polls every second) */
-	t0 = mono_us();
+	t0 = tdb_mono_us();
 	/* the first claim of cell 0: ticket 1, so the wake starts at bell 1 (the dead member's) */
 	rc = tdb_subreq_call(&rq, REQ_GROUP, "q", 1, ans, sizeof(ans), 400);
 	if (rc < 0)
-		printf("# call: %d (%s) after %lld us\n", rc, rq.err, (long long) (mono_us() - t0));
+		printf("# call: %d (%s) after %lld us\n", rc, rq.err, (long long) (tdb_mono_us() - t0));
 	CHECK_EQ_U64(rc, 4);
 	pthread_join(th, NULL);
 	CHECK_EQ_U64(o.rc, 1);
@@ -2383,7 +2369,7 @@ UNIT_TEST(test_subreq_replaced_segment_wakes_members)
 			tdb_subring_subscribe(&m, NULL, 0, REQ_GROUP, TDB_SUBGROUP_ROUND_ROBIN) != TDB_SHM_OK)
 			_exit(2);
 		r = tdb_subreq_take(&m, &t, b, 10000);
-		now = mono_us();
+		now = tdb_mono_us();
 		if (write(fds[1], &r, sizeof(r)) != sizeof(r) || write(fds[1], &now, sizeof(now)) != sizeof(now))
 			_exit(3);
 		_exit(0);
@@ -2394,7 +2380,7 @@ UNIT_TEST(test_subreq_replaced_segment_wakes_members)
 	sleep_us(20000);			/* in FUTEX_WAIT */
 	e2 = e;
 	tdb_subring_close(&e.r);	/* the daemon dies without a word */
-	t0 = mono_us();
+	t0 = tdb_mono_us();
 	CHECK_EQ_U64(tdb_subring_create(&e2.r, e2.prefix, 2, 64, (gid_t) -1, INSTANCE + 1, err), TDB_SHM_OK);
 	if (read(fds[0], &rc, sizeof(rc)) == sizeof(rc) && read(fds[0], &took_ms, sizeof(took_ms)) == sizeof(took_ms))
 		took_ms = (took_ms - t0) / 1000;
@@ -2555,8 +2541,8 @@ UNIT_TEST(test_subreq_chaos_kill9_no_leak)
 	area = (char *) e.r.base + tdb_subreq_offset(e.r.nslots, e.r.ring_events);
 	for (int i = 0; i < CHAOS_PROCS; i++)
 		p[i] = -1;
-	end = mono_us() + 6 * INT64_C(1000000);
-	while (mono_us() < end)
+	end = tdb_mono_us() + 6 * INT64_C(1000000);
+	while (tdb_mono_us() < end)
 	{
 		TdbSubChange ch[16];
 		uint32_t	n = 0;
