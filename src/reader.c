@@ -30,12 +30,8 @@ tdb_reader_open(TdbReader *r, const char *prefix, TdbReaderSlot *backend_slot,
 	r->slot_idx = -1;
 	r->slots_fd = -1;
 	r->map_check = map_check;
-	if (prefix == NULL || strlen(prefix) >= TDB_SHM_NAME_MAX || prefix[0] != '/')
-	{
-		snprintf(err, TDB_ERRLEN, "shared memory name \"%s\" must start with '/' and be shorter than %d bytes",
-				 prefix ? prefix : "(null)", TDB_SHM_NAME_MAX);
+	if (!tdb_shm_prefix_ok(prefix, err))
 		return TDB_SHM_EINVAL;
-	}
 	strcpy(r->prefix, prefix);
 
 	tdb_shm_name(name, prefix, "ctl");

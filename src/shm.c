@@ -17,6 +17,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+bool
+tdb_shm_prefix_ok(const char *prefix, char *err)
+{
+	if (prefix != NULL && prefix[0] == '/' && strlen(prefix) < TDB_SHM_NAME_MAX)
+		return true;
+	snprintf(err, TDB_SHM_ERRLEN, "shared memory name \"%s\" must start with '/' and be shorter than %d bytes",
+			 prefix ? prefix : "(null)", TDB_SHM_NAME_MAX);
+	return false;
+}
+
 void
 tdb_shm_name(char *out, const char *prefix, const char *suffix)
 {

@@ -189,6 +189,12 @@ tdb_slots_size(uint32_t nslots)
 	return sizeof(TdbSlotsHeader) + (size_t) nslots * sizeof(TdbReaderSlot);
 }
 
+/*
+ * Is prefix a shared memory name ("/..." shorter than TDB_SHM_NAME_MAX)?
+ * If not, says why in err (TDB_SHM_ERRLEN bytes), naming it.
+ */
+bool		tdb_shm_prefix_ok(const char *prefix, char *err);
+
 /* "<prefix>.<suffix>" into out (TDB_SHM_NAME_MAX + 24 bytes). */
 void		tdb_shm_name(char *out, const char *prefix, const char *suffix);
 void		tdb_shm_seg_name(char *out, const char *prefix, uint64_t seq);

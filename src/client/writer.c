@@ -86,7 +86,7 @@ static __thread char open_err[TDB_ERRLEN];
 static inline int64_t
 monotonic_ms(void)
 {
-	return tdb_monotonic_us() / 1000;
+	return tdb_mono_us() / 1000;
 }
 
 /*
@@ -342,7 +342,7 @@ current_map(trafficdb_writer *w)
 static int
 prepare(trafficdb_writer *w, const trafficdb_update *u, TdbRingUpdate *ru)
 {
-	int64_t		now = tdb_realtime_us();
+	int64_t		now = tdb_wall_us();
 	char		msg[TDB_VALID_MSGLEN];
 	int64_t		i;
 	int			rc;

@@ -270,12 +270,8 @@ tdb_ring_create(TdbRing *r, const char *prefix, uint32_t nlanes, uint32_t lane_s
 
 	memset(r, 0, sizeof(*r));
 	r->fd = -1;
-	if (prefix == NULL || prefix[0] != '/' || strlen(prefix) >= TDB_SHM_NAME_MAX)
-	{
-		snprintf(err, TDB_SHM_ERRLEN, "shared memory name \"%s\" must start with '/' and be shorter than %d bytes",
-				 prefix ? prefix : "(null)", TDB_SHM_NAME_MAX);
+	if (!tdb_shm_prefix_ok(prefix, err))
 		return TDB_SHM_EINVAL;
-	}
 	if (!tdb_ring_geometry_ok(nlanes, lane_slots))
 	{
 		snprintf(err, TDB_SHM_ERRLEN, "writers' ring of %u lanes of %u slots: lanes must be 1 .. %d, slots a power of two in %d .. %u",
@@ -481,8 +477,8 @@ tdb_ring_drain(TdbRing *r, uint64_t max_updates, tdb_ring_apply_fn fn, void *arg
 {
 	TdbRingDrainStats local;
 	TdbWritersHeader *h = r->base;
-	int64_t		now = tdb_realtime_us();
-	int64_t		mono = tdb_monotonic_us();
+	int64_t		now = tdb_wall_us();
+	int64_t		mono = tdb_mono_us();
 	uint64_t	total = 0;
 	uint32_t	start = r->next_lane;
 	char		why[TDB_SHM_ERRLEN];

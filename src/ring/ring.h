@@ -42,8 +42,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
-#include <time.h>
 
+#include "clock.h"
 #include "shm.h"
 #include "validate.h"
 
@@ -167,26 +167,6 @@ typedef struct TdbRingUpdate
 } TdbRingUpdate;
 
 /* ---- clocks (both sides) ---------------------------------------------------------- */
-
-/* Wall-clock time (observed_at), Unix microseconds. */
-static inline int64_t
-tdb_realtime_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-/* Elapsed time (waits, drain periods), microseconds. */
-static inline int64_t
-tdb_monotonic_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 /* ---- geometry ------------------------------------------------------------------ */
 

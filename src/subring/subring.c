@@ -171,12 +171,8 @@ tdb_subring_create(TdbSubring *r, const char *prefix, uint32_t nslots, uint32_t 
 
 	memset(r, 0, sizeof(*r));
 	r->fd = -1;
-	if (prefix == NULL || prefix[0] != '/' || strlen(prefix) >= TDB_SHM_NAME_MAX)
-	{
-		snprintf(err, TDB_SHM_ERRLEN, "shared memory name \"%s\" must start with '/' and be shorter than %d bytes",
-				 prefix ? prefix : "(null)", TDB_SHM_NAME_MAX);
+	if (!tdb_shm_prefix_ok(prefix, err))
 		return TDB_SHM_EINVAL;
-	}
 	if (!tdb_subring_geometry_ok(nslots, ring_events))
 	{
 		snprintf(err, TDB_SHM_ERRLEN, "subscriber rings: %u slots of %u events: slots must be 1 .. %d, events a power of two in %d .. %u",
@@ -762,12 +758,8 @@ tdb_subring_consumer_open(TdbSubConsumer *c, const char *prefix, uint64_t instan
 	memset(c, 0, sizeof(*c));
 	c->fd = -1;
 	c->slot_idx = -1;
-	if (prefix == NULL || prefix[0] != '/' || strlen(prefix) >= TDB_SHM_NAME_MAX)
-	{
-		snprintf(c->err, sizeof(c->err), "shared memory name \"%s\" must start with '/' and be shorter than %d bytes",
-				 prefix ? prefix : "(null)", TDB_SHM_NAME_MAX);
+	if (!tdb_shm_prefix_ok(prefix, c->err))
 		return consumer_fail(c, err, TDB_SHM_EINVAL);
-	}
 	tdb_shm_name(c->name, prefix, "subs");
 	c->fd = shm_open(c->name, O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0);
 	if (c->fd < 0)
