@@ -1402,21 +1402,31 @@ typedef struct Waiter
 	uint64_t	bad;
 } Waiter;
 
+/* A waiter's consumer on the producer's mapping, subscribed alone; ready says its slot + 1, or -1. */
+static bool
+waiter_subscribe(Waiter *w, TdbSubConsumer *c)
+{
+	char		err[TDB_SHM_ERRLEN];
+
+	if (tdb_subring_consumer_open(c, w->e->prefix, INSTANCE, w->e->r.base, err) != TDB_SHM_OK ||
+		tdb_subring_subscribe(c, NULL, 0, 0, 0) != TDB_SHM_OK)
+	{
+		atomic_store(&w->ready, -1);
+		return false;
+	}
+	atomic_store(&w->ready, c->slot_idx + 1);
+	return true;
+}
+
 static void *
 latency_consumer(void *arg)
 {
 	Waiter	   *w = arg;
 	TdbSubConsumer c;
 	TdbSubEvent ev;
-	char		err[TDB_SHM_ERRLEN];
 
-	if (tdb_subring_consumer_open(&c, w->e->prefix, INSTANCE, w->e->r.base, err) != TDB_SHM_OK ||
-		tdb_subring_subscribe(&c, NULL, 0, 0, 0) != TDB_SHM_OK)
-	{
-		atomic_store(&w->ready, -1);
+	if (!waiter_subscribe(w, &c))
 		return NULL;
-	}
-	atomic_store(&w->ready, c.slot_idx + 1);
 	while (w->got < w->rounds)
 	{
 		int			n = tdb_subring_receive(&c, &ev, 1, 2000);
@@ -1496,16 +1506,10 @@ stop_consumer(void *arg)
 	Waiter	   *w = arg;
 	TdbSubConsumer c;
 	TdbSubEvent ev[4];
-	char		err[TDB_SHM_ERRLEN];
 	int64_t		t0;
 
-	if (tdb_subring_consumer_open(&c, w->e->prefix, INSTANCE, w->e->r.base, err) != TDB_SHM_OK ||
-		tdb_subring_subscribe(&c, NULL, 0, 0, 0) != TDB_SHM_OK)
-	{
-		atomic_store(&w->ready, -1);
+	if (!waiter_subscribe(w, &c))
 		return NULL;
-	}
-	atomic_store(&w->ready, c.slot_idx + 1);
 	t0 = tdb_mono_us();
 	w->last_rc = tdb_subring_receive(&c, ev, 4, 10000);
 	w->waited_us = tdb_mono_us() - t0;
@@ -1603,15 +1607,9 @@ eintr_consumer(void *arg)
 	Waiter	   *w = arg;
 	TdbSubConsumer c;
 	TdbSubEvent ev;
-	char		err[TDB_SHM_ERRLEN];
 
-	if (tdb_subring_consumer_open(&c, w->e->prefix, INSTANCE, w->e->r.base, err) != TDB_SHM_OK ||
-		tdb_subring_subscribe(&c, NULL, 0, 0, 0) != TDB_SHM_OK)
-	{
-		atomic_store(&w->ready, -1);
+	if (!waiter_subscribe(w, &c))
 		return NULL;
-	}
-	atomic_store(&w->ready, c.slot_idx + 1);
 	w->last_rc = tdb_subring_receive(&c, &ev, 1, 5000);
 	tdb_subring_consumer_close(&c);
 	return NULL;
