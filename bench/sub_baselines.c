@@ -287,6 +287,20 @@ struct result_msg {
 	int32_t ok, pad;
 };
 
+/* A consumer's result to the parent: what its matcher counted, and its CPU since cpu0. */
+static void send_matched(int out, const struct matcher *m, int64_t cpu0)
+{
+	struct result_msg res;
+
+	memset(&res, 0, sizeof(res));
+	memcpy(res.by, m->by, sizeof(res.by));
+	res.changes = m->changes;
+	res.t_ns = m->last_ns;
+	res.cpu_ns = cpu_self_ns() - cpu0;
+	res.ok = 1;
+	write_all(out, &res, sizeof(res));
+}
+
 /* ---- Redis over a raw socket ---- */
 
 static int redis_connect(int port)
@@ -389,7 +403,6 @@ static void redis_consumer(const struct sub_workload *w, int port, uint32_t idx,
 	size_t have = 0;
 	struct matcher m;
 	struct ready_msg rd = {0, 1};
-	struct result_msg res;
 	int fd, subscribed = 0, done = 0;
 	int64_t cpu0 = 0;
 
@@ -440,13 +453,7 @@ static void redis_consumer(const struct sub_workload *w, int port, uint32_t idx,
 		if (have == cap)
 			fail("redis consumer %u: a message over %zu bytes", idx, cap);
 	}
-	memset(&res, 0, sizeof(res));
-	memcpy(res.by, m.by, sizeof(res.by));
-	res.changes = m.changes;
-	res.t_ns = m.last_ns;
-	res.cpu_ns = cpu_self_ns() - cpu0;
-	res.ok = 1;
-	write_all(out, &res, sizeof(res));
+	send_matched(out, &m, cpu0);
 	close(fd);
 	free(buf);
 }
@@ -568,7 +575,6 @@ static void notify_consumer(const struct sub_workload *w, const char *conninfo, 
 {
 	struct matcher m;
 	struct ready_msg rd;
-	struct result_msg res;
 	PGconn *c;
 	PGresult *r;
 	int done = 0;
@@ -601,13 +607,7 @@ static void notify_consumer(const struct sub_workload *w, const char *conninfo, 
 			PQfreemem(nt);
 		}
 	}
-	memset(&res, 0, sizeof(res));
-	memcpy(res.by, m.by, sizeof(res.by));
-	res.changes = m.changes;
-	res.t_ns = m.last_ns;
-	res.cpu_ns = cpu_self_ns() - cpu0;
-	res.ok = 1;
-	write_all(out, &res, sizeof(res));
+	send_matched(out, &m, cpu0);
 	hold(go); /* the backend lives until the parent has read its CPU time */
 	PQfinish(c);
 }
