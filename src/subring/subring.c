@@ -501,6 +501,19 @@ free_slot(TdbSubring *r, uint32_t i)
 	slot_lock(r->fd, F_OFD_SETLK, F_UNLCK, i);
 }
 
+/* A sweep's report of slot i, as our view L of it says. */
+static TdbSubChange *
+new_change(TdbSubChange *c, uint32_t kind, uint32_t i, const TdbSubLocal *L)
+{
+	memset(c, 0, sizeof(*c));
+	c->kind = kind;
+	c->slot = i;
+	c->pid = L->pid;
+	c->group_id = L->group_id;
+	c->group_mode = L->group_mode;
+	return c;
+}
+
 int
 tdb_subring_sweep(TdbSubring *r, TdbSubChange *out, uint32_t max, uint32_t *nout)
 {
@@ -531,14 +544,8 @@ tdb_subring_sweep(TdbSubring *r, TdbSubChange *out, uint32_t max, uint32_t *nout
 			if (L->mode == SUBLOCAL_ATTACHED)
 			{
 				uint64_t	used = used_of(s, L);
-				TdbSubChange *c = &out[n++];
+				TdbSubChange *c = new_change(&out[n++], TDB_SUBCHANGE_RECLAIMED, i, L);
 
-				memset(c, 0, sizeof(*c));
-				c->kind = TDB_SUBCHANGE_RECLAIMED;
-				c->slot = i;
-				c->pid = L->pid;
-				c->group_id = L->group_id;
-				c->group_mode = L->group_mode;
 				if (used > r->ring_events)
 				{
 					c->tail_damaged = true;
@@ -579,13 +586,7 @@ tdb_subring_sweep(TdbSubring *r, TdbSubChange *out, uint32_t max, uint32_t *nout
 			L->group_mode = s->group_mode;
 			L->filter_len = flen > TDB_SUBRING_FILTER_SIZE ? TDB_SUBRING_FILTER_SIZE : flen;
 			L->pid = atomic_load_explicit(&s->pid, memory_order_relaxed);
-			memset(c, 0, sizeof(*c));
-			c->kind = TDB_SUBCHANGE_ATTACHED;
-			c->slot = i;
-			c->pid = L->pid;
-			c->group_id = L->group_id;
-			c->group_mode = L->group_mode;
-			c->filter_len = L->filter_len;
+			new_change(c, TDB_SUBCHANGE_ATTACHED, i, L)->filter_len = L->filter_len;
 		}
 		else if (L->mode == SUBLOCAL_ATTACHED)
 			flush_overrun(r, i);
