@@ -692,24 +692,39 @@ typedef struct Member
 	uint64_t	seed;
 } Member;
 
+/*
+ * A consumer thread's subscription, alone, on the producer's mapping (so
+ * ThreadSanitizer sees both sides); ready says its slot + 1, or -1.
+ */
+static bool
+subscribe_alone(SubEnv *e, TdbSubConsumer *c, _Atomic int *ready)
+{
+	char		err[TDB_SHM_ERRLEN];
+
+	if (tdb_subring_consumer_open(c, e->prefix, INSTANCE, e->r.base, err) != TDB_SHM_OK ||
+		tdb_subring_subscribe(c, NULL, 0, 0, 0) != TDB_SHM_OK)
+	{
+		atomic_store(ready, -1);
+		return false;
+	}
+	atomic_store(ready, c->slot_idx + 1);
+	return true;
+}
+
 static void *
 spsc_consumer(void *arg)
 {
 	Member	   *m = arg;
 	TdbSubConsumer c;
 	TdbSubEvent buf[64];
-	char		err[TDB_SHM_ERRLEN];
 	uint64_t	first_seq = 0;
 	int64_t		deadline = tdb_mono_us() + 60 * INT64_C(1000000);
 
-	if (tdb_subring_consumer_open(&c, m->e->prefix, INSTANCE, m->e->r.base, err) != TDB_SHM_OK ||
-		tdb_subring_subscribe(&c, NULL, 0, 0, 0) != TDB_SHM_OK)
+	if (!subscribe_alone(m->e, &c, &m->ready))
 	{
 		m->bad++;
-		atomic_store(&m->ready, -1);
 		return NULL;
 	}
-	atomic_store(&m->ready, c.slot_idx + 1);
 	while (m->got < m->want && tdb_mono_us() < deadline)
 	{
 		int			n = tdb_subring_receive(&c, buf, 1 + (uint32_t) (unit_rand(&m->seed) % 64), 200);
@@ -842,19 +857,15 @@ overrun_consumer(void *arg)
 	Member	   *m = arg;
 	TdbSubConsumer c;
 	TdbSubEvent buf[16];
-	char		err[TDB_SHM_ERRLEN];
 	uint64_t	next_id = 1;	/* the next id we may see */
 	uint64_t	next_seq = 0;
 	int64_t		deadline = tdb_mono_us() + 60 * INT64_C(1000000);
 
-	if (tdb_subring_consumer_open(&c, m->e->prefix, INSTANCE, m->e->r.base, err) != TDB_SHM_OK ||
-		tdb_subring_subscribe(&c, NULL, 0, 0, 0) != TDB_SHM_OK)
+	if (!subscribe_alone(m->e, &c, &m->ready))
 	{
 		m->bad++;
-		atomic_store(&m->ready, -1);
 		return NULL;
 	}
-	atomic_store(&m->ready, c.slot_idx + 1);
 	while (next_id <= m->want && tdb_mono_us() < deadline)
 	{
 		int			n = tdb_subring_receive(&c, buf, 16, 200);
@@ -1402,22 +1413,6 @@ typedef struct Waiter
 	uint64_t	bad;
 } Waiter;
 
-/* A waiter's consumer on the producer's mapping, subscribed alone; ready says its slot + 1, or -1. */
-static bool
-waiter_subscribe(Waiter *w, TdbSubConsumer *c)
-{
-	char		err[TDB_SHM_ERRLEN];
-
-	if (tdb_subring_consumer_open(c, w->e->prefix, INSTANCE, w->e->r.base, err) != TDB_SHM_OK ||
-		tdb_subring_subscribe(c, NULL, 0, 0, 0) != TDB_SHM_OK)
-	{
-		atomic_store(&w->ready, -1);
-		return false;
-	}
-	atomic_store(&w->ready, c->slot_idx + 1);
-	return true;
-}
-
 static void *
 latency_consumer(void *arg)
 {
@@ -1425,7 +1420,7 @@ latency_consumer(void *arg)
 	TdbSubConsumer c;
 	TdbSubEvent ev;
 
-	if (!waiter_subscribe(w, &c))
+	if (!subscribe_alone(w->e, &c, &w->ready))
 		return NULL;
 	while (w->got < w->rounds)
 	{
@@ -1508,7 +1503,7 @@ stop_consumer(void *arg)
 	TdbSubEvent ev[4];
 	int64_t		t0;
 
-	if (!waiter_subscribe(w, &c))
+	if (!subscribe_alone(w->e, &c, &w->ready))
 		return NULL;
 	t0 = tdb_mono_us();
 	w->last_rc = tdb_subring_receive(&c, ev, 4, 10000);
@@ -1608,7 +1603,7 @@ eintr_consumer(void *arg)
 	TdbSubConsumer c;
 	TdbSubEvent ev;
 
-	if (!waiter_subscribe(w, &c))
+	if (!subscribe_alone(w->e, &c, &w->ready))
 		return NULL;
 	w->last_rc = tdb_subring_receive(&c, &ev, 1, 5000);
 	tdb_subring_consumer_close(&c);
