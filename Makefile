@@ -9,6 +9,9 @@
 #   make installcheck / make tap
 #                pg_regress suite / TAP tests against the installed build
 #                (as a user that may run PostgreSQL, i.e. not root)
+#   make security-test
+#                the hostile suite alone (test/security.sh): roles, OS users
+#                and a web client attack; nothing may crash or escalate
 #   make crash-test
 #                kill -9 loop against the installed build (CRASH_CYCLES,
 #                default 100; about 2 minutes; not part of make test)
@@ -354,7 +357,7 @@ unit-tsan: src/tests/unit_tests_tsan
 	TSAN_OPTIONS=halt_on_error=1 src/tests/unit_tests_tsan test_client_threads test_client_wait_is_woken test_shm_readers_see_consistent_versions test_shm_pin_timeout_revokes test_shm_liveness_by_lock \
 		$(RING_THREAD_TESTS) $(SUBRING_THREAD_TESTS)
 
-.PHONY: fleet fleet-stop crash-test fuzz-sql fuzz-genlog bench bench-tippy bench-streams bench-trails bench-parquet fuzz-stream unit-asan unit-tsan unit tap test demo demo-stop demo-clean deps bench-objects bench-daemon bench-locations bench-accessor bench-sub-baselines
+.PHONY: fleet fleet-stop crash-test fuzz-sql fuzz-genlog bench bench-tippy bench-streams bench-trails bench-parquet fuzz-stream unit-asan unit-tsan unit tap test security-test demo demo-stop demo-clean deps bench-objects bench-daemon bench-locations bench-accessor bench-sub-baselines
 unit: src/tests/unit_tests
 	src/tests/unit_tests
 
@@ -363,6 +366,13 @@ deps:
 
 test:
 	scripts/test.sh
+
+# The hostile suite alone (test/security.sh, docs/security.md): SQL roles,
+# OS users (as root) and a web client attack the server; nothing may crash,
+# escalate, stall publication or read another user's data.
+security-test:
+	scripts/deps.sh
+	test/security.sh
 
 demo:
 	scripts/demo.sh $(MAP)
