@@ -75,6 +75,7 @@ from starlette.middleware.cors import CORSMiddleware  # noqa: E402
 from starlette.middleware.trustedhost import TrustedHostMiddleware  # noqa: E402
 from starlette.staticfiles import StaticFiles  # noqa: E402
 from starlette_cramjam.middleware import CompressionMiddleware  # noqa: E402
+from tipg import errors as tipg_errors  # noqa: E402
 from tipg.dependencies import filter_query as tipg_filter_query  # noqa: E402
 from tipg.main import app, jinja2_env  # noqa: E402
 
@@ -149,8 +150,16 @@ async def server_error(request: Request, exc: Exception):
     return JSONResponse({"detail": "internal error: the server logged it"}, status_code=500)
 
 
+async def client_error(request: Request, exc: Exception):
+    """tipg's own message about a parameter of the client's (no database text)."""
+    return JSONResponse({"detail": str(exc)}, status_code=400)
+
+
 app.add_exception_handler(asyncpg.PostgresError, database_error)
 app.add_exception_handler(Exception, server_error)
+# tipg answers these 500: a datetime or geometry filter on a collection without such a column
+app.add_exception_handler(tipg_errors.MissingDatetimeColumn, client_error)
+app.add_exception_handler(tipg_errors.MissingGeometryColumn, client_error)
 
 
 # ---------------------------------------------------------------------------
@@ -223,7 +232,9 @@ app.dependency_overrides[tipg_filter_query] = filter_query
 #     would take them from the query string too: /tiles/.../16/37307/18969?z=0
 #     would read the whole map)
 #   - items: the tile's z, x and y, as for tiles; limit in 1..MAX_ITEMS,
-#     offset in 0..MAX_OFFSET; bbox four finite numbers on the earth
+#     offset in 0..MAX_OFFSET; bbox four finite numbers on the earth;
+#     simplify 0..MAX_SIMPLIFY degrees
+#   - minzoom and maxzoom (tilejson.json, style.json): 0..30
 # ---------------------------------------------------------------------------
 
 MAX_ZOOM = 30  # trafficdb.tile_features refuses deeper zooms
@@ -233,6 +244,7 @@ MAX_FILTER_NOTS = 4  # NOT in a row
 MAX_FILTER_CHAIN = 16  # operators in a row, between AND, OR, commas and brackets
 MAX_FILTER_TREE = 100  # levels of the parsed filter's JSON (dicts and lists)
 MAX_OFFSET = 100_000
+MAX_SIMPLIFY = 1.0  # degrees
 MAX_QUERY_STRING = 65536  # characters of a query string, before decoding
 TILE_PATH = re.compile(r"/collections/[^/]+/tiles/[^/]+/([^/]+)/([^/]+)/([^/]+)")
 ITEMS_PATH = re.compile(r"/collections/([^/]+)/items")
@@ -386,6 +398,19 @@ def check_request(path: str, query: list[tuple[str, str]]) -> None:
         values.setdefault(k, []).append(v)
     for v in values.get("filter", []):
         check_filter(v)
+    for k in ("minzoom", "maxzoom"):  # tilejson.json, style.json, map.html
+        for v in values.get(k, []):
+            zoom = _int(k, v, f"0 to {MAX_ZOOM}")
+            if not 0 <= zoom <= MAX_ZOOM:
+                raise BadRequest(f"{k} {zoom} is out of range: expected 0 to {MAX_ZOOM}")
+    for v in values.get("simplify", []):
+        try:
+            tolerance = float(v)
+        except ValueError:
+            tolerance = math.nan
+        if not 0 <= tolerance <= MAX_SIMPLIFY:
+            shown = v if len(v) <= 40 else v[:40] + "..."
+            raise BadRequest(f"simplify {shown!r} is out of range: expected a number of degrees, 0 to {MAX_SIMPLIFY}")
     tile = TILE_PATH.fullmatch(path)
     if tile:
         if not {"z", "x", "y"}.isdisjoint(values):

@@ -40,7 +40,8 @@ ITEMS = "/collections/trafficdb.tile_features/items"
 Z, X, Y = 16, 37307, 18969
 # what a response must never carry: text of the database, its driver or a traceback
 FORBIDDEN = ["ERROR", "psycopg", "asyncpg", "SQLSTATE", "trafficdb.", "Traceback", "postgres",
-             "relation ", "does not exist", "out of range for type", "syntax error at"]
+             'relation "', 'column "', "operator does not exist", "HINT:", "out of range for type",
+             "syntax error at", "64-bit"]
 
 failures: list[str] = []
 # HOSTILE_ONLY=filters,tiles,items,errors,loopback,kill runs those parts only
@@ -170,6 +171,8 @@ def main():
         tiles()
     if part("items"):
         items_bounded()
+    if part("others"):
+        others()
     if part("errors"):
         errors()
     if part("loopback"):
@@ -257,6 +260,44 @@ def items_bounded():
     if s != 200:
         fail(f"items with a bbox: {s} {body[:200]!r}")
 
+
+
+def others():
+    """tipg's other parameters and routes, given garbage: a client's error (4xx) or an answer,
+    never a 5xx, never server text, and the app lives on."""
+    tj = "/collections/trafficdb.tile_features/tiles/WebMercatorQuad"
+    for what, path in [
+        ("tilejson minzoom 2^31", f"{tj}/tilejson.json?minzoom=2147483648&maxzoom=2147483649"),
+        ("tilejson maxzoom -1", f"{tj}/tilejson.json?maxzoom=-1"),
+        ("style.json minzoom 10^30", f"{tj}/style.json?minzoom={10**30}"),
+        ("map.html maxzoom 10^30", f"{tj}/map.html?maxzoom={10**30}"),
+        ("an unknown tile matrix set", f"/collections/trafficdb.tile_features/tiles/NoSuchTMS/{Z}/{X}/{Y}"),
+        ("an unknown collection", "/collections/pg_catalog.pg_authid/items?limit=1"),
+        ("an item by id", "/collections/trafficdb.tile_features/items/1"),
+        ("simplify nan", items(z=Z, x=X, y=Y, simplify="nan")),
+        ("simplify 1e308", items(z=Z, x=X, y=Y, simplify="1e308")),
+        ("simplify -1", items(z=Z, x=X, y=Y, simplify="-1")),
+        ("datetime garbage", items(z=Z, x=X, y=Y, datetime="not-a-time")),
+        ("sortby an unknown column", items(z=Z, x=X, y=Y, sortby="-pg_sleep")),
+        ("properties unknown", items(z=Z, x=X, y=Y, properties="secret,pg_read_file")),
+        ("geom-column unknown", items(z=Z, x=X, y=Y, **{"geom-column": "x"})),
+        ("filter-lang unknown", items(z=Z, x=X, y=Y, **{"filter-lang": "sql", "filter": "1=1"})),
+        ("a filter that does not parse", items(z=Z, x=X, y=Y, filter="((( AND")),
+        ("z twice", items(z=Z, x=X, y=Y, limit=1) + "&z=0"),
+        ("trails minute 2^63", "/trails/positions?minute=9223372036854775808"),
+    ]:
+        n = len(failures)
+        pid = app_pid()
+        s, body = get(path)
+        if not 200 <= s < 500:
+            fail(f"{what}: HTTP {s}: {body[:300]!r}")
+        no_server_text(what, s, body)
+        if get("/live/state", timeout=5)[0] != 200 or app_pid() != pid or not alive(pid):
+            fail(f"{what}: the app did not live on")
+            if wait_answering(30) is None:
+                raise Dead(f"after {what}, the app does not answer for 30 s")
+        if len(failures) == n:
+            print(f"ok   {what}: {s} {body[:160]}", flush=True)
 
 
 def errors():
