@@ -16,7 +16,8 @@
 # and says so in the log.  Every start and death is logged in DIR/web.log.
 #
 # The port: the first free one of TDB_WEB_PORTS="FIRST LAST" when set, else
-# one the system picks.  Extra environment (TIPG_*, TRAFFICDB_WEB_*) passes
+# one the system picks.  TDB_WEB_MAX_CONNECTIONS (default 500): connections
+# and requests at once, past which uvicorn answers 503.  Extra environment (TIPG_*, TRAFFICDB_WEB_*) passes
 # through to the app.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -47,7 +48,8 @@ supervise() {
 		started=$(date +%s)
 		# cwd web/: tipg reads a .env of the working directory; web/ has none
 		(cd "$TDB_ROOT/web" && DATABASE_URL=$url exec "$VENV/bin/uvicorn" --app-dir "$TDB_ROOT/web" app:app \
-			--host 127.0.0.1 --port "$port" --no-access-log --timeout-graceful-shutdown 2) &
+			--host 127.0.0.1 --port "$port" --no-access-log --timeout-graceful-shutdown 2 \
+			--limit-concurrency "${TDB_WEB_MAX_CONNECTIONS:-500}") &
 		child=$!
 		echo "$child" >"$dir/web.app.pid"
 		echo "web-supervisor: app started, pid $child ($(date -u +%FT%TZ))"
@@ -106,6 +108,10 @@ start_web() {
 case "${1:-}" in
 start) [ -n "${3:-}" ] || die "usage: scripts/web.sh start DIR DATABASE_URL"; start_web "$2" "$3" ;;
 supervise) [ -n "${4:-}" ] || die "usage: scripts/web.sh supervise DIR DATABASE_URL PORT (start runs it)"; supervise "$2" "$3" "$4" ;;
-stop) [ -n "${2:-}" ] || die "usage: scripts/web.sh stop DIR"; stop_pidfile "$2/web.pid"; rm -f "$2/web.port" ;;
+stop)
+	[ -n "${2:-}" ] || die "usage: scripts/web.sh stop DIR"
+	stop_pidfile "$2/web.pid"
+	stop_pidfile "$2/web.app.pid"	# left only when the supervisor itself was killed
+	rm -f "$2/web.port" ;;
 *) die "usage: scripts/web.sh start DIR DATABASE_URL | stop DIR" ;;
 esac

@@ -34,7 +34,8 @@ notification came, which also find a lost listener connection; default 2),
 TRAFFICDB_WEB_TRAIL_TABLE (default trails.us_coastal_2020_06_30),
 TRAFFICDB_WEB_MAX_ITEMS (the most features one items request returns;
 default 1000), TRAFFICDB_WEB_MAX_FILTER (the longest CQL2 filter, in
-characters; default 4096) and tipg's TIPG_* variables; the defaults set
+characters; default 4096), TRAFFICDB_WEB_MAX_STREAMS (live streams open at
+once; default 100) and tipg's TIPG_* variables; the defaults set
 below expose the tile function only, let no tile be cached by the browser (a repainted tile must be fetched anew) and
 grant no other origin (CORS).
 """
@@ -89,6 +90,7 @@ if not re.fullmatch(r"[a-z_][a-z0-9_]*\.[a-z_][a-z0-9_]*", TRAIL_TABLE):
 TRAIL_DAY = dt.datetime(2020, 6, 30, tzinfo=dt.timezone.utc)
 TRAIL_TAIL_MINUTES = 30
 POLL = float(os.environ.get("TRAFFICDB_WEB_POLL", "2"))  # seconds between reads without a notification
+MAX_STREAMS = int(os.environ.get("TRAFFICDB_WEB_MAX_STREAMS", "100"))  # live streams open at once
 
 # An event stream must reach the browser as it is written: no compression.
 for m in app.user_middleware:
@@ -640,6 +642,12 @@ def sse(event: str, data: dict) -> str:
 @app.get("/live", tags=["trafficdb"], summary="Server-sent events: one per publication")
 async def live(request: Request):
     pubs: Publications = request.app.state.publications
+    if len(pubs.clients) >= MAX_STREAMS:
+        # each stream holds a connection and a queue: bounded, so that one
+        # client opening streams without end cannot take the app's memory
+        # and descriptors (the tiles go on being served)
+        return JSONResponse({"detail": f"{len(pubs.clients)} live streams are open: expected at most {MAX_STREAMS}; "
+                                       "try again later"}, status_code=503, headers={"Retry-After": "5"})
     q: asyncio.Queue = asyncio.Queue(maxsize=64)
     pubs.clients.add(q)
 

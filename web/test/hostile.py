@@ -173,6 +173,8 @@ def main():
         items_bounded()
     if part("others"):
         others()
+    if part("streams"):
+        streams()
     if part("errors"):
         errors()
     if part("loopback"):
@@ -298,6 +300,57 @@ def others():
                 raise Dead(f"after {what}, the app does not answer for 30 s")
         if len(failures) == n:
             print(f"ok   {what}: {s} {body[:160]}", flush=True)
+
+
+MAX_STREAMS = int(os.environ.get("HOSTILE_MAX_STREAMS", "100"))  # the app's TRAFFICDB_WEB_MAX_STREAMS
+
+
+def streams():
+    """One client opening live streams (server-sent events) without end: the app answers
+    503 past its cap instead of holding every one, keeps serving, and frees a closed one."""
+    import socket
+    n = len(failures)
+    socks, statuses = [], []
+    try:
+        for _ in range(MAX_STREAMS + 20):  # bounded
+            sk = socket.create_connection((BASE.hostname, BASE.port), timeout=10)
+            socks.append(sk)
+            sk.sendall(f"GET /live HTTP/1.1\r\nHost: {BASE.hostname}:{BASE.port}\r\n\r\n".encode())
+            try:
+                line = sk.makefile("rb").readline(200).decode("latin-1")
+                statuses.append(int(line.split()[1]) if line.startswith("HTTP/") else 0)
+            except (OSError, ValueError, IndexError):
+                statuses.append(0)
+        ok, busy = statuses.count(200), statuses.count(503)
+        if ok > MAX_STREAMS:
+            fail(f"streams: {ok} live streams of one client held open: expected at most {MAX_STREAMS}")
+        if ok + busy != len(statuses):
+            fail(f"streams: other answers than 200 and 503: {sorted(set(statuses))}")
+        s, body = get("/live/state", timeout=5)
+        if s != 200:
+            fail(f"streams: with {ok} streams open the app does not answer: {s} {body[:200]!r}")
+        s, body = get(tile(Z, X, Y), timeout=10)
+        if s != 200:
+            fail(f"streams: with {ok} streams open a tile is not served: {s} {body[:200]!r}")
+        if len(failures) == n:
+            print(f"ok   streams: {ok} held, {busy} refused with 503", flush=True)
+    finally:
+        for sk in socks:
+            sk.close()
+    # the closed streams are freed: a new one is served again
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 15:  # bounded
+        sk = socket.create_connection((BASE.hostname, BASE.port), timeout=10)
+        try:
+            sk.sendall(f"GET /live HTTP/1.1\r\nHost: {BASE.hostname}:{BASE.port}\r\n\r\n".encode())
+            line = sk.makefile("rb").readline(200).decode("latin-1")
+        finally:
+            sk.close()
+        if " 200 " in line:
+            break
+        time.sleep(0.5)
+    else:
+        fail("streams: 15 s after the streams closed, a new one is still refused")
 
 
 def errors():
