@@ -402,6 +402,11 @@ def kill():
         if app_pid() == pid:
             fail(f"kill {n}: the answering app has the killed pid {pid}")
         print(f"ok   kill -9 of the app {pid}: answering again after {took:.1f} s (pid {app_pid()})", flush=True)
+    log = DIR / "web.log"
+    if log.exists():  # what the supervisor did, for the record
+        for line in log.read_text(errors="replace").splitlines():
+            if line.startswith(("web-supervisor:", "serve:")):
+                print(f"     {line}", flush=True)
 
 
 def listening(port: int) -> set[str]:
