@@ -224,11 +224,13 @@ def filters():
         hostile(f"{kind}: a chain of 1,600 comparisons", path_of("location_id" + " = 1" * 1600), ["filter", "operators"])
         hostile(f"{kind}: a chain of 1,600 subtractions without spaces", path_of("location_id = 1" + " -1" * 1600),
                 ["filter", "operators"])
-        deep_json = ('{"op":"not","args":[' * 1000 + '{"op":"=","args":[{"property":"location_id"},1]}' + "]}" * 1000)
-        hostile(f"{kind}: cql2-json nested 1,000 deep", path_of(deep_json), ["filter", "brackets", "expected at most"])
+        deep_json = ('{"op":"not","args":[' * 600 + '{"op":"=","args":[{"property":"location_id"},1]}' + "]}" * 600)
+        hostile(f"{kind}: cql2-json nested 600 deep", path_of(deep_json), ["filter", "brackets", "expected at most"])
         hostile(f"{kind}: cql2-json arrays nested 5,000 deep",
                 path_of('{"op":"in","args":[{"property":"location_id"},' + "[" * 5000 + "]" * 5000 + "]}"),
-                ["filter", "5002", "expected at most"])
+                ["filter", "brackets", "expected at most"])
+        hostile(f"{kind}: a query string of 40,000 characters",
+                path_of("location_id = 1 AND " * 2000 + "location_id = 1"), ["query string", "expected at most"])
         hostile(f"{kind}: a filter of 6,000 characters",
                 path_of(" AND ".join(["location_id = 1"] * 300)), ["filter", "characters", "expected at most"])
 
