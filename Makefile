@@ -270,12 +270,18 @@ endif
 test-livemap:
 	test/livemap.sh
 
+# The live map's app against hostile unauthenticated GETs (deep filters,
+# tiles and items off the grid, kill -9 of the app): a cluster and the app of
+# its own, no browser (test/web_hostile.sh; part of make test).
+test-web-hostile:
+	test/web_hostile.sh
+
 # The live map's benchmark: tiles/s through tipg from trafficdb.tile_features
 # vs a heap table with GiST, and publish() to repainted tile (bench/livemap.sh).
 bench-livemap:
 	bench/livemap.sh
 
-.PHONY: test-livemap bench-livemap
+.PHONY: test-livemap test-web-hostile bench-livemap
 
 # TAP tests of t/ (PostgreSQL::Test::Cluster) against the installed server.
 tap:

@@ -11,7 +11,8 @@
 #   4. the TAP tests (t/) on clusters they create themselves, with a real
 #      MinIO on 127.0.0.1 and the tests' fault proxy for the trail FDW,
 #   5. the live map (web/) in headless chromium against a real cluster, the
-#      tipg app and MinIO (test/livemap.sh),
+#      tipg app and MinIO (test/livemap.sh), and its app against hostile web
+#      clients (test/web_hostile.sh),
 #   6. a minute of random SQL (sqlsmith) that must not crash the server,
 #   7. as root, the group-mode test (test/group_mode.sh) with real OS users.
 # Exits non-zero on the first failing stage and shows why.
@@ -96,6 +97,9 @@ fi
 
 say "the live map: tiles through tipg, repaint on publish, popup, vessels, in headless chromium (test/livemap.sh)"
 test/livemap.sh || die "the live map tests failed"
+
+say "the live map's app against hostile web clients: bounded filters, tiles and items, no database text, supervised (test/web_hostile.sh)"
+test/web_hostile.sh || die "the hostile web client tests failed"
 
 say "random SQL: sqlsmith for 60 s as an ordinary role and as a superuser (test/sqlsmith.sh)"
 test/sqlsmith.sh 60 || die "a random SQL statement crashed the server"

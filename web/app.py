@@ -18,6 +18,12 @@ here:
   GET /trails/positions    vessels at a minute of the demo's AIS day, from S3
                            through the trail FDW (the time window pushed down)
 
+Anyone who reaches the port is a client: the request guard below refuses
+what could crash, starve or mislead the app (deep or long CQL2 filters,
+tiles off the grid, unbounded items) with a 400 naming the value, and no
+response carries the database's own text.  scripts/web.sh runs the app
+under a supervisor that starts it again when it dies.
+
 Settings, from the environment: DATABASE_URL (tipg's own, also used for the
 listener; an ordinary role, see web/role.sql), TRAFFICDB_WEB_MAX_BOXES (boxes
 per event before one box of all changes is sent instead; default 200),
@@ -25,9 +31,12 @@ TRAFFICDB_WEB_HOSTS (the names the app answers to, by the Host header;
 default 127.0.0.1,localhost: it listens on 127.0.0.1 only),
 TRAFFICDB_WEB_POLL (seconds between reads of the generation when no
 notification came, which also find a lost listener connection; default 2),
-TRAFFICDB_WEB_TRAIL_TABLE (default trails.us_coastal_2020_06_30) and tipg's
-TIPG_* variables; the defaults set below expose the tile function only, let
-no tile be cached by the browser (a repainted tile must be fetched anew) and
+TRAFFICDB_WEB_TRAIL_TABLE (default trails.us_coastal_2020_06_30),
+TRAFFICDB_WEB_MAX_ITEMS (the most features one items request returns;
+default 1000), TRAFFICDB_WEB_MAX_FILTER (the longest CQL2 filter, in
+characters; default 4096), TRAFFICDB_WEB_MAX_STREAMS (live streams open at
+once; default 100) and tipg's TIPG_* variables; the defaults set
+below expose the tile function only, let no tile be cached by the browser (a repainted tile must be fetched anew) and
 grant no other origin (CORS).
 """
 
@@ -38,6 +47,7 @@ import contextlib
 import datetime as dt
 import json
 import logging
+import math
 import os
 import pathlib
 import re
@@ -53,6 +63,9 @@ os.environ.setdefault("TIPG_DB_MAX_CONN_SIZE", "4")
 # tipg's default "*" answers every origin, with credentials: any web site a
 # user of the map visits could read through it.  The page is same-origin.
 os.environ.setdefault("TIPG_CORS_ORIGINS", "")
+# one items request returns at most this many features (checked before tipg)
+MAX_ITEMS = int(os.environ.get("TRAFFICDB_WEB_MAX_ITEMS", "1000"))
+os.environ.setdefault("TIPG_MAX_FEATURES_PER_QUERY", str(MAX_ITEMS))
 
 import asyncpg  # noqa: E402
 import functools  # noqa: E402
@@ -63,6 +76,7 @@ from starlette.middleware.cors import CORSMiddleware  # noqa: E402
 from starlette.middleware.trustedhost import TrustedHostMiddleware  # noqa: E402
 from starlette.staticfiles import StaticFiles  # noqa: E402
 from starlette_cramjam.middleware import CompressionMiddleware  # noqa: E402
+from tipg import errors as tipg_errors  # noqa: E402
 from tipg.dependencies import filter_query as tipg_filter_query  # noqa: E402
 from tipg.main import app, jinja2_env  # noqa: E402
 
@@ -76,6 +90,7 @@ if not re.fullmatch(r"[a-z_][a-z0-9_]*\.[a-z_][a-z0-9_]*", TRAIL_TABLE):
 TRAIL_DAY = dt.datetime(2020, 6, 30, tzinfo=dt.timezone.utc)
 TRAIL_TAIL_MINUTES = 30
 POLL = float(os.environ.get("TRAFFICDB_WEB_POLL", "2"))  # seconds between reads without a notification
+MAX_STREAMS = int(os.environ.get("TRAFFICDB_WEB_MAX_STREAMS", "100"))  # live streams open at once
 
 # An event stream must reach the browser as it is written: no compression.
 for m in app.user_middleware:
@@ -104,10 +119,49 @@ else:
     log.warning("%s is missing: run npm ci in web/", MAPLIBRE_DIST)
 
 
-@app.exception_handler(asyncpg.exceptions.InvalidParameterValueError)
-async def bad_parameter(request: Request, exc: asyncpg.exceptions.InvalidParameterValueError):
-    """A tile off the grid (trafficdb.tile_features names it): the client's error."""
+# ---------------------------------------------------------------------------
+# Errors: no response carries the database's or the server's own text (it
+# names tables, functions, settings and values of other requests).  What the
+# client got wrong is a 400 the guard below writes, naming the value; what
+# the database refuses anyway is a generic 400 or 500, and the details go to
+# the server's log only.  (tipg's handlers answer str(exc) for every error.)
+# ---------------------------------------------------------------------------
+
+CLIENT_DB_ERRORS = (
+    asyncpg.exceptions.DataError,  # class 22: a value out of range, a bad literal
+    asyncpg.exceptions.UndefinedFunctionError,  # a filter comparing text with a number
+    asyncpg.exceptions.DatatypeMismatchError,
+)
+
+
+def _where(request: Request) -> str:
+    return f"{request.method} {request.url.path}"
+
+
+async def database_error(request: Request, exc: Exception):
+    if isinstance(exc, CLIENT_DB_ERRORS):
+        log.warning("%s: the database refused the request: %s: %s", _where(request), type(exc).__name__, exc)
+        return JSONResponse({"detail": "the database refused a value of the request (a filter or a parameter "
+                                       "of the wrong type or out of range)"}, status_code=400)
+    log.error("%s: database error: %s: %s", _where(request), type(exc).__name__, exc)
+    return JSONResponse({"detail": "internal error: the server logged it"}, status_code=500)
+
+
+async def server_error(request: Request, exc: Exception):
+    log.error("%s: unexpected error", _where(request), exc_info=exc)
+    return JSONResponse({"detail": "internal error: the server logged it"}, status_code=500)
+
+
+async def client_error(request: Request, exc: Exception):
+    """tipg's own message about a parameter of the client's (no database text)."""
     return JSONResponse({"detail": str(exc)}, status_code=400)
+
+
+app.add_exception_handler(asyncpg.PostgresError, database_error)
+app.add_exception_handler(Exception, server_error)
+# tipg answers these 500: a datetime or geometry filter on a collection without such a column
+app.add_exception_handler(tipg_errors.MissingDatetimeColumn, client_error)
+app.add_exception_handler(tipg_errors.MissingGeometryColumn, client_error)
 
 
 # ---------------------------------------------------------------------------
@@ -149,9 +203,15 @@ def filter_query(*args, **kwargs):
     query = kwargs.get("query", args[0] if args else None)
     if query is not None:
         try:
+            check_filter(query)  # the guard did; again here, before any parser, whatever the route
+        except BadRequest as e:
+            raise HTTPException(400, str(e)) from None
+        try:
             tree = Expr(query).to_json()
         except Exception as e:
             raise HTTPException(400, f"filter: {e}") from None
+        if tree_depth(tree) > MAX_FILTER_TREE:
+            raise HTTPException(400, f"filter nests {tree_depth(tree)} levels deep: expected at most {MAX_FILTER_TREE}")
         bad = cql2_functions(tree)
         if bad:
             raise HTTPException(400, f"filter: SQL function {bad[0]} is not allowed: only CQL2's operators are")
@@ -161,29 +221,270 @@ def filter_query(*args, **kwargs):
 app.dependency_overrides[tipg_filter_query] = filter_query
 
 
-# tipg takes a function layer's z, x and y from the query string before the
-# tile's path: /tiles/WebMercatorQuad/16/37307/18969?z=0&x=0&y=0 would make
-# every tile read the whole map (and then throw most of it away).
-TILE_PATH = re.compile(r"/collections/[^/]+/tiles/[^/]+/[^/]+/[^/]+/[^/]+")
+# ---------------------------------------------------------------------------
+# The request guard: what a client sends is checked before tipg, cql2 or the
+# database sees it, and refused with a 400 that names the value and what is
+# expected.
+#   - a CQL2 filter: its length, the nesting of its brackets, NOT in a row
+#     and operators in a row, counted over the raw text (cql2's native parser
+#     recurses once per level and a few thousand levels overflow its stack:
+#     the process dies of SIGSEGV; a chain of operators is also quadratic)
+#   - a tile's z, x and y (tile_features reads them as Web Mercator):
+#     integers, z in 0..30, x and y in 0..2^z-1; on a tile's path only (tipg
+#     would take them from the query string too: /tiles/.../16/37307/18969?z=0
+#     would read the whole map)
+#   - items: the tile's z, x and y, as for tiles; limit in 1..MAX_ITEMS,
+#     offset in 0..MAX_OFFSET; bbox four finite numbers on the earth;
+#     simplify 0..MAX_SIMPLIFY degrees
+#   - minzoom and maxzoom (tilejson.json, style.json): 0..30
+# ---------------------------------------------------------------------------
+
+MAX_ZOOM = 30  # trafficdb.tile_features refuses deeper zooms
+MAX_FILTER = int(os.environ.get("TRAFFICDB_WEB_MAX_FILTER", "4096"))  # characters
+MAX_FILTER_DEPTH = 32  # brackets ( [ { inside each other
+MAX_FILTER_NOTS = 4  # NOT in a row
+MAX_FILTER_CHAIN = 16  # operators in a row, between AND, OR, commas and brackets
+MAX_FILTER_TREE = 100  # levels of the parsed filter's JSON (dicts and lists)
+MAX_OFFSET = 100_000
+MAX_SIMPLIFY = 1.0  # degrees
+MAX_QUERY_STRING = 32768  # characters of a query string, before decoding
+TILE_PATH = re.compile(r"/collections/[^/]+/tiles/[^/]+/([^/]+)/([^/]+)/([^/]+)")
+ITEMS_PATH = re.compile(r"/collections/([^/]+)/items")
+# collections whose items are the rows of one tile (function layers of z, x, y)
+TILE_FUNCTIONS = {"trafficdb.tile_features"}
+
+_OPERATOR_CHARS = frozenset("=<>!+-*/%^|")
+_OPERATOR_WORDS = frozenset({"LIKE", "DIV", "IS", "IN", "BETWEEN"})
 
 
-class TileArgsFromPath:
+class BadRequest(Exception):
+    """A value the client sent that the guard refuses: the message names it."""
+
+
+def check_filter(text: str) -> None:
+    """Refuse a CQL2 filter (cql2-text or cql2-json) that could take a parser
+    deep or long: one pass over the raw text, no parser involved.
+
+    cql2 reads a text that starts with "{" as cql2-json (strings in double
+    quotes, backslash escapes), anything else as cql2-text (strings in single
+    quotes, identifiers in double quotes, a quote doubled inside either; no
+    backslash escapes).  Outside strings: the depth of ( [ {, the longest run
+    of NOT, and the longest run of operators at one level (AND, OR, commas and
+    a new level end a run; cql2 nests a run of binary operators one level per
+    operator, AND and OR lists it flat).  A filter over MAX_FILTER characters
+    is refused without the scan (which costs about 2 us a character in
+    Python): its message counts, with regular expressions, what makes it
+    dangerous."""
+    if len(text) > MAX_FILTER:
+        raise BadRequest(too_long(text))
+    json_mode = text.startswith("{")
+    n = len(text)
+    i = depth = max_depth = nots = max_nots = chain = max_chain = 0
+    outer: list[int] = []  # the chain of each enclosing level
+    while i < n:
+        c = text[i]
+        if c == '"' or (c == "'" and not json_mode):
+            i += 1
+            while i < n:
+                if json_mode and text[i] == "\\":
+                    i += 2
+                    continue
+                if text[i] == c:
+                    if not json_mode and i + 1 < n and text[i + 1] == c:  # a doubled quote
+                        i += 2
+                        continue
+                    break
+                i += 1
+            i += 1
+            nots = 0
+            continue
+        if c in "([{":
+            depth += 1
+            max_depth = max(max_depth, depth)
+            outer.append(chain)
+            chain = nots = 0
+        elif c in ")]}":
+            depth -= 1
+            chain = outer.pop() if outer else 0
+            nots = 0
+        elif c in ",:":
+            chain = nots = 0
+        elif c in _OPERATOR_CHARS:
+            while i + 1 < n and text[i + 1] in _OPERATOR_CHARS and text[i + 1] != "-":
+                i += 1  # <=, <>, >=: one operator ("- -" and "--" are two)
+            chain += 1
+            max_chain = max(max_chain, chain)
+            nots = 0
+        elif c.isalpha() or c == "_":
+            j = i + 1
+            while j < n and (text[j].isalnum() or text[j] == "_"):
+                j += 1
+            word = text[i:j].upper()
+            if word in ("AND", "OR"):
+                chain = nots = 0
+            elif word == "NOT":
+                nots += 1
+                max_nots = max(max_nots, nots)
+            elif word in _OPERATOR_WORDS:
+                chain += 1
+                max_chain = max(max_chain, chain)
+                nots = 0
+            else:
+                nots = 0
+            i = j
+            continue
+        elif not c.isspace():
+            nots = 0
+        i += 1
+    if max_depth > MAX_FILTER_DEPTH:
+        raise BadRequest(f"filter nests brackets {max_depth} deep: expected at most {MAX_FILTER_DEPTH}")
+    if max_nots > MAX_FILTER_NOTS:
+        raise BadRequest(f"filter has {max_nots} NOT in a row: expected at most {MAX_FILTER_NOTS}")
+    if max_chain > MAX_FILTER_CHAIN:
+        raise BadRequest(f"filter has {max_chain} operators in a row: expected at most {MAX_FILTER_CHAIN} "
+                         "between AND, OR, commas and brackets")
+
+
+_NOT_RUN = re.compile(r"(?:\bNOT\b\s*)+", re.IGNORECASE)
+_OPERATOR = re.compile(r"[=<>!+*/%^|]+|-")
+
+
+def too_long(text: str) -> str:
+    """The message for a filter over MAX_FILTER characters: its length, and
+    its longest run of NOT, its opening brackets and its operators when they
+    are past their limits (counted at C speed, strings included)."""
+    msg = f"filter of {len(text)} characters is too long: expected at most {MAX_FILTER}"
+    nots = max((m.group().upper().count("NOT") for m in _NOT_RUN.finditer(text)), default=0)
+    if nots > MAX_FILTER_NOTS:
+        msg += f"; it has {nots} NOT in a row (at most {MAX_FILTER_NOTS})"
+    opening = text.count("(") + text.count("[") + text.count("{")
+    if opening > MAX_FILTER_DEPTH:
+        msg += f"; {opening} opening brackets"
+    operators = len(_OPERATOR.findall(text))
+    if operators > MAX_FILTER_CHAIN:
+        msg += f"; {operators} operators"
+    return msg
+
+
+def tree_depth(node) -> int:
+    """Levels of a parsed filter's JSON (iterative: no recursion on the client's input)."""
+    deepest, stack = 0, [(node, 1)]
+    while stack:
+        n, d = stack.pop()
+        if isinstance(n, (dict, list)):
+            deepest = max(deepest, d)
+            stack.extend((v, d + 1) for v in (n.values() if isinstance(n, dict) else n))
+    return deepest
+
+
+def _int(name: str, value: str, expected: str) -> int:
+    if not re.fullmatch(r"[+-]?[0-9]{1,40}", value.strip()):
+        shown = value if len(value) <= 40 else value[:40] + "..."
+        raise BadRequest(f"{name} = {shown!r} is not an integer: expected {expected}")
+    return int(value)
+
+
+def check_tile(z: str, x: str, y: str) -> None:
+    """z, x, y of a Web Mercator tile, with tile_features' own messages."""
+    zi = _int("tile zoom", z, f"0 to {MAX_ZOOM}")
+    if not 0 <= zi <= MAX_ZOOM:
+        raise BadRequest(f"tile zoom {zi} is out of range: expected 0 to {MAX_ZOOM}")
+    last = (1 << zi) - 1
+    xi = _int("tile column x", x, f"0 to {last}")
+    if not 0 <= xi <= last:
+        raise BadRequest(f"tile column x = {xi} is outside the grid of zoom {zi}: expected 0 to {last}")
+    yi = _int("tile row y", y, f"0 to {last}")
+    if not 0 <= yi <= last:
+        raise BadRequest(f"tile row y = {yi} is outside the grid of zoom {zi}: expected 0 to {last}")
+
+
+def check_bbox(value: str) -> None:
+    expected = "minlon,minlat,maxlon,maxlat with lon in -180..180, lat in -90..90, min <= max"
+    shown = value if len(value) <= 80 else value[:80] + "..."
+    parts = value.split(",")
+    try:
+        nums = [float(p) for p in parts]
+    except ValueError:
+        nums = None
+    if nums is None or len(nums) not in (4, 6) or not all(math.isfinite(v) for v in nums):
+        raise BadRequest(f"bbox {shown!r} is not 4 (or 6) finite numbers: expected {expected}")
+    if len(nums) == 6:  # with heights: minlon,minlat,minh,maxlon,maxlat,maxh
+        nums = [nums[0], nums[1], nums[3], nums[4]]
+    w, s_, e, n_ = nums
+    if not (-180 <= w <= e <= 180 and -90 <= s_ <= n_ <= 90):
+        raise BadRequest(f"bbox {shown!r} is not a box on the earth: expected {expected}")
+
+
+def check_request(path: str, query: list[tuple[str, str]]) -> None:
+    """Raise BadRequest for what the guard refuses."""
+    values: dict[str, list[str]] = {}
+    for k, v in query:
+        values.setdefault(k, []).append(v)
+    for v in values.get("filter", []):
+        check_filter(v)
+    for k in ("minzoom", "maxzoom"):  # tilejson.json, style.json, map.html
+        for v in values.get(k, []):
+            zoom = _int(k, v, f"0 to {MAX_ZOOM}")
+            if not 0 <= zoom <= MAX_ZOOM:
+                raise BadRequest(f"{k} {zoom} is out of range: expected 0 to {MAX_ZOOM}")
+    for v in values.get("simplify", []):
+        try:
+            tolerance = float(v)
+        except ValueError:
+            tolerance = math.nan
+        if not 0 <= tolerance <= MAX_SIMPLIFY:
+            shown = v if len(v) <= 40 else v[:40] + "..."
+            raise BadRequest(f"simplify {shown!r} is out of range: expected a number of degrees, 0 to {MAX_SIMPLIFY}")
+    tile = TILE_PATH.fullmatch(path)
+    if tile:
+        if not {"z", "x", "y"}.isdisjoint(values):
+            raise BadRequest("a tile's z, x and y are those of its path, not of the query string")
+        check_tile(*tile.groups())
+        return
+    items = ITEMS_PATH.fullmatch(path)
+    if not items:
+        return
+    for k in ("z", "x", "y", "limit", "offset", "bbox"):
+        if len(values.get(k, [])) > 1:
+            raise BadRequest(f"{k} is given {len(values[k])} times: expected once")
+    zxy = [values.get(k, [None])[0] for k in ("z", "x", "y")]
+    if items.group(1) in TILE_FUNCTIONS or any(v is not None for v in zxy):
+        if any(v is None for v in zxy):
+            raise BadRequest("items are the rows of one tile: expected its z, x and y "
+                             f"(z in 0..{MAX_ZOOM}, x and y in 0..2^z-1)")
+        check_tile(*zxy)
+    if "limit" in values:
+        limit = _int("limit", values["limit"][0], f"1 to {MAX_ITEMS}")
+        if not 1 <= limit <= MAX_ITEMS:
+            raise BadRequest(f"limit {limit} is out of range: expected 1 to {MAX_ITEMS}")
+    if "offset" in values:
+        offset = _int("offset", values["offset"][0], f"0 to {MAX_OFFSET}")
+        if not 0 <= offset <= MAX_OFFSET:
+            raise BadRequest(f"offset {offset} is out of range: expected 0 to {MAX_OFFSET}")
+    if "bbox" in values:
+        check_bbox(values["bbox"][0])
+
+
+class RequestGuard:
     """A plain ASGI middleware (BaseHTTPMiddleware would sit in /live's stream too)."""
 
     def __init__(self, app):
         self.app = app
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] == "http" and TILE_PATH.fullmatch(scope["path"]):
-            keys = {k for k, _ in parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)}
-            if not {"z", "x", "y"}.isdisjoint(keys):
-                r = JSONResponse({"detail": "a tile's z, x and y are those of its path, not of the query string"},
-                                 status_code=400)
-                return await r(scope, receive, send)
+        if scope["type"] == "http":
+            raw = scope.get("query_string", b"")
+            try:
+                if len(raw) > MAX_QUERY_STRING:
+                    raise BadRequest(f"query string of {len(raw)} characters is too long: "
+                                     f"expected at most {MAX_QUERY_STRING}")
+                check_request(scope["path"], parse_qsl(raw.decode("latin-1"), keep_blank_values=True))
+            except BadRequest as e:
+                return await JSONResponse({"detail": str(e)}, status_code=400)(scope, receive, send)
         return await self.app(scope, receive, send)
 
 
-app.add_middleware(TileArgsFromPath)
+app.add_middleware(RequestGuard)
 
 
 @app.get("/map", include_in_schema=False)
@@ -363,6 +664,12 @@ def sse(event: str, data: dict) -> str:
 @app.get("/live", tags=["trafficdb"], summary="Server-sent events: one per publication")
 async def live(request: Request):
     pubs: Publications = request.app.state.publications
+    if len(pubs.clients) >= MAX_STREAMS:
+        # each stream holds a connection and a queue: bounded, so that one
+        # client opening streams without end cannot take the app's memory
+        # and descriptors (the tiles go on being served)
+        return JSONResponse({"detail": f"{len(pubs.clients)} live streams are open: expected at most {MAX_STREAMS}; "
+                                       "try again later"}, status_code=503, headers={"Retry-After": "5"})
     q: asyncio.Queue = asyncio.Queue(maxsize=64)
     pubs.clients.add(q)
 

@@ -404,7 +404,10 @@ test('the tile server answers hostile tile and minute requests with the reason',
   assert.deepEqual(await tile(3, 99, 0), [400, '{"detail":"tile column x = 99 is outside the grid of zoom 3: expected 0 to 7"}']);
   assert.deepEqual(await tile(3, 0, -1), [400, '{"detail":"tile row y = -1 is outside the grid of zoom 3: expected 0 to 7"}']);
   assert.deepEqual(await tile(31, 0, 0), [400, '{"detail":"tile zoom 31 is out of range: expected 0 to 30"}']);
-  assert.equal((await tile('x', 0, 0))[0], 422);
+  assert.deepEqual(await tile('x', 0, 0), [400, '{"detail":"tile zoom = \'x\' is not an integer: expected 0 to 30"}']);
+  // past PostgreSQL's integer: the same 400, never the database's 'out of range for type integer'
+  assert.deepEqual(await tile(3, 2147483648, 0),
+    [400, '{"detail":"tile column x = 2147483648 is outside the grid of zoom 3: expected 0 to 7"}']);
   assert.deepEqual(await get('/trails/positions?minute=1440'), [400, '{"detail":"minute 1440 is out of range: expected 0 to 1439"}']);
   // tipg lets the query string override the tile's own z, x, y: a tile that asks the function for the whole map
   for (const q of ['z=0&x=0&y=0', 'z=0', 'x=37308', 'y=1']) {

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# test/web_hostile.sh: the live map's app (web/app.py) against hostile but
+# ordinary web clients: unauthenticated GETs, as curl or a script would send
+# them, to the real app on 127.0.0.1 with a real cluster (issue 28, item 9).
+#
+# Sets up, in a scratch directory, a cluster on 127.0.0.1 that preloads
+# trafficdb (the installed build) with a small grid map (test/grid_map.sql),
+# the app's role (web/role.sql; a trail server that is never contacted) and
+# the app under its supervisor (scripts/web.sh start), then runs
+# web/test/hostile.py (Python's http.client, no browser).  Stops everything
+# it started, whatever happens.  Every wait is bounded.
+#
+# Ports: the system picks free ones; TDB_TEST_PG_PORTS="FIRST LAST" and
+# TDB_WEB_PORTS="FIRST LAST" choose a range instead.
+set -euo pipefail
+. "$(dirname "$0")/../scripts/lib.sh"
+cd "$TDB_ROOT"
+
+scripts/web-setup.sh
+
+work=$(mktemp -d /tmp/trafficdb-webhostile.XXXXXX)
+chmod 755 "$work"	# the cluster account reaches its directory through it
+make_pg_dir "$work/pg"
+pgdata=$work/pg/data
+cleanup() {
+	set +e
+	scripts/web.sh stop "$work" >/dev/null 2>&1
+	[ -f "$pgdata/postmaster.pid" ] && as_pg "$PG_BIN/pg_ctl" -D "$pgdata" stop -m fast -w >/dev/null 2>&1
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+port=$(free_port "${TDB_TEST_PG_PORTS:-}")
+echo "web_hostile: cluster on 127.0.0.1:$port"
+as_pg "$PG_BIN/initdb" -D "$pgdata" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >"$work/pg/initdb.log" ||
+	{ cat "$work/pg/initdb.log"; die "initdb failed"; }
+as_pg tee -a "$pgdata/postgresql.conf" >/dev/null <<EOF2
+listen_addresses = '127.0.0.1'
+port = $port
+unix_socket_directories = ''
+shared_preload_libraries = 'trafficdb'
+trafficdb.database = 'hostile'
+dynamic_shared_memory_type = posix
+trafficdb.publish_interval = '1h'
+EOF2
+as_pg "$PG_BIN/pg_ctl" -D "$pgdata" -l "$work/pg/postgres.log" -w start >/dev/null ||
+	{ tail -n 20 "$work/pg/postgres.log"; die "the cluster did not start"; }
+export PGHOST=127.0.0.1 PGPORT=$port PGUSER=postgres PGDATABASE=hostile
+PSQL=("$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1)
+"${PSQL[@]}" -d postgres -c "CREATE DATABASE hostile"
+"${PSQL[@]}" -c "SET client_min_messages = warning" -f test/grid_map.sql >/dev/null
+# web/role.sql wants a trail server and the schema trails; the table the app
+# reads vessels from is missing on purpose (an unexpected database error)
+"${PSQL[@]}" <<'EOSQL'
+CREATE SERVER nowhere FOREIGN DATA WRAPPER trafficdb_trails OPTIONS (endpoint 'http://127.0.0.1:9', region 'us-east-1');
+CREATE SCHEMA trails;
+EOSQL
+"${PSQL[@]}" -v server=nowhere -v access_key=none -v secret_key=none -f web/role.sql
+
+scripts/web.sh start "$work" "postgresql://trafficdb_web@127.0.0.1:$port/hostile"
+echo "web_hostile: hostile requests (web/test/hostile.py)"
+if ! HOSTILE_URL="http://127.0.0.1:$(cat "$work/web.port")" HOSTILE_DIR="$work" HOSTILE_PG_PORT="$port" \
+	timeout 300 "${TDB_WEB_VENV:-$TDB_ROOT/.venv-web}/bin/python" web/test/hostile.py; then
+	echo "--- web.log" >&2; tail -n 40 "$work/web.log" >&2
+	die "the hostile web client tests failed"
+fi
