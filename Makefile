@@ -38,8 +38,11 @@ PGFILEDESC = "trafficdb - live road traffic in shared memory"
 
 # pg_regress: tests in sql/ + expected/, against a temporary instance that
 # preloads the library (scripts/test.sh runs it as an unprivileged user).
+# --encoding=UTF8: contrib_regression is created UTF8 whatever the
+# environment's locale (the extension refuses other encodings; with no LANG
+# the temporary instance's initdb would make it SQL_ASCII).
 REGRESS = create_drop settings wrong_args
-REGRESS_OPTS = --temp-instance=./tmp_check --temp-config=./test/regress.conf
+REGRESS_OPTS = --temp-instance=./tmp_check --temp-config=./test/regress.conf --encoding=UTF8
 
 WARNINGS = -Wall -Wextra -Werror
 # Server headers as system headers: our warnings are errors, theirs are not ours.

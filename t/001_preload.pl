@@ -6,9 +6,11 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use lib 't';
+use TdbTest;
 
 my $node = PostgreSQL::Test::Cluster->new('nopreload');
-$node->init;
+$node->init(tdb_initdb_utf8());
 $node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION postgis');
 
