@@ -38,8 +38,17 @@ PGFILEDESC = "trafficdb - live road traffic in shared memory"
 
 # pg_regress: tests in sql/ + expected/, against a temporary instance that
 # preloads the library (scripts/test.sh runs it as an unprivileged user).
+# --encoding=UTF8: contrib_regression is created UTF8 whatever the
+# environment's locale (the extension refuses other encodings; with no LANG
+# the temporary instance's initdb would make it SQL_ASCII).
 REGRESS = create_drop settings wrong_args
-REGRESS_OPTS = --temp-instance=./tmp_check --temp-config=./test/regress.conf
+REGRESS_OPTS = --temp-instance=./tmp_check --temp-config=./test/regress.conf --encoding=UTF8
+# The temporary instance's initdb takes its locale from the environment (not
+# LC_ALL, which pg_regress unsets): C.UTF-8 (in every glibc), so that the
+# whole instance is UTF8 too.
+installcheck: export LANG = C.UTF-8
+installcheck: export LC_CTYPE = C.UTF-8
+installcheck: export LC_COLLATE = C.UTF-8
 
 WARNINGS = -Wall -Wextra -Werror
 # Server headers as system headers: our warnings are errors, theirs are not ours.

@@ -75,13 +75,15 @@ afo_wait_healthy "$DIR/mon" default 120 || die "the formation did not become hea
 afo_state "$DIR/mon"
 
 # the load, as the cluster account (the put writer and the shared memory
-# readers need its access to /dev/shm), from a copy it can read
+# readers need its access to /dev/shm), from a copy it can read; its
+# connections log in as the superuser the nodes' initdb made (PGUSER: the
+# OS account's name is a role only when it is postgres)
 make_pg_dir "$DIR/out"
 make_pg_dir "$DIR/client"
 cp -r python/trafficdb bench/failover_load.py bench/failover_check.py lib/libtrafficdb.so "$DIR/client/"
 [ "$(id -u)" = 0 ] && chown -R "$PG_OS_USER": "$DIR/client"
 DSN="host=127.0.0.1,127.0.0.1 port=$P1,$P2 dbname=$DB target_session_attrs=read-write connect_timeout=2"
-as_pg env PYTHONPATH="$DIR/client" TRAFFICDB_LIB="$DIR/client/libtrafficdb.so" python3 "$DIR/client/failover_load.py" \
+as_pg env PGUSER=postgres PYTHONPATH="$DIR/client" TRAFFICDB_LIB="$DIR/client/libtrafficdb.so" python3 "$DIR/client/failover_load.py" \
 	--dsn "$DSN" --nodes "$P1:${SHM}_n1,$P2:${SHM}_n2" --db "$DB" --writers "$WRITERS" \
 	--out "$DIR/out" --stop "$DIR/out/stop" --seconds $((KILLS * 120 + 120)) 2>"$DIR/out/load.err" &
 load_pid=$!

@@ -12,6 +12,10 @@
 #   DIR/xdg/           pg_autoctl's configuration, state and pid files
 #                      (XDG_CONFIG_HOME, XDG_DATA_HOME, XDG_RUNTIME_DIR): one
 #                      node's keeper never reads another's
+#   DIR/sock/          its Unix socket directory (unix_socket_directories; the
+#                      system's /var/run/postgresql is the postgres account's
+#                      only); pg_autoctl reaches its PostgreSQL there (PGHOST).
+#                      Every server of a formation listens on 127.0.0.1 only.
 #   DIR/autoctl.log    the output of `pg_autoctl run`
 #   DIR/pgdata/log/    PostgreSQL's server log (logging_collector)
 #
@@ -104,6 +108,7 @@ afo_ctl() {
 	local dir=$1
 	shift
 	as_pg env XDG_CONFIG_HOME="$dir/xdg/config" XDG_DATA_HOME="$dir/xdg/data" XDG_RUNTIME_DIR="$dir/xdg/run" \
+		PGHOST="$dir/sock" PGUSER=postgres \
 		PG_CONFIG="$AFO_BIN/pg_config" PATH="$AFO_BIN:$PATH" setsid -w "$AFO_PG_AUTOCTL" "$@"
 }
 
@@ -130,8 +135,8 @@ _afo_initdb() {
 	local dir=$1
 	make_pg_dir "$dir"
 	make_pg_dir "$dir/xdg"
-	as_pg mkdir -p "$dir/xdg/config" "$dir/xdg/data" "$dir/xdg/run"
-	as_pg chmod 700 "$dir/xdg/run"
+	as_pg mkdir -p "$dir/xdg/config" "$dir/xdg/data" "$dir/xdg/run" "$dir/sock"
+	as_pg chmod 700 "$dir/xdg/run" "$dir/sock"
 	as_pg "$AFO_BIN/initdb" -D "$dir/pgdata" -U postgres --auth trust -E UTF8 --locale C.UTF-8 >"$dir/initdb.log" 2>&1 ||
 		{ cat "$dir/initdb.log" >&2; return 1; }
 }
@@ -154,7 +159,7 @@ afo_monitor_create() {
 	shift 2
 	_afo_initdb "$dir" || return 1
 	echo "$port" | as_pg tee "$dir/port" >/dev/null
-	_afo_node_conf "$dir" "listen_addresses = '127.0.0.1'" \
+	_afo_node_conf "$dir" "listen_addresses = '127.0.0.1'" "unix_socket_directories = '$dir/sock'" \
 		"pgautofailover.health_check_period = $AFO_HEALTH_CHECK_PERIOD" \
 		"pgautofailover.health_check_timeout = $AFO_HEALTH_CHECK_TIMEOUT" \
 		"pgautofailover.health_check_max_retries = $AFO_HEALTH_CHECK_MAX_RETRIES" \
@@ -162,11 +167,12 @@ afo_monitor_create() {
 		"pgautofailover.node_considered_unhealthy_timeout = $AFO_NODE_CONSIDERED_UNHEALTHY_TIMEOUT" \
 		"pgautofailover.primary_demote_timeout = $AFO_PRIMARY_DEMOTE_TIMEOUT" \
 		"pgautofailover.startup_grace_period = $AFO_STARTUP_GRACE_PERIOD" "$@"
+	# --listen (pg_autoctl 2.0 takes it for a monitor too, though its --help
+	# omits it): the monitor's PostgreSQL is started with -h from it, at the
+	# create already (default '*')
 	afo_ctl "$dir" create monitor --pgdata "$dir/pgdata" --pgport "$port" --pgctl "$AFO_BIN/pg_ctl" \
-		--hostname 127.0.0.1 --auth trust --no-ssl >"$dir/create.log" 2>&1 ||
+		--listen 127.0.0.1 --hostname 127.0.0.1 --auth trust --no-ssl >"$dir/create.log" 2>&1 ||
 		{ tail -n 30 "$dir/create.log" >&2; return 1; }
-	# the keeper starts the monitor's PostgreSQL with -h from its own config ('*')
-	afo_ctl "$dir" config set --pgdata "$dir/pgdata" postgresql.listen_addresses 127.0.0.1 >/dev/null || return 1
 	afo_run "$dir" || return 1
 	for _ in $(seq 1 300); do
 		afo_monitor_sql "$dir" "SELECT 1 FROM pgautofailover.formation LIMIT 1" >/dev/null 2>&1 && return 0
@@ -196,14 +202,15 @@ afo_node_create() {
 	else
 		make_pg_dir "$dir"
 		make_pg_dir "$dir/xdg"
-		as_pg mkdir -p "$dir/xdg/config" "$dir/xdg/data" "$dir/xdg/run"
-		as_pg chmod 700 "$dir/xdg/run"
+		as_pg mkdir -p "$dir/xdg/config" "$dir/xdg/data" "$dir/xdg/run" "$dir/sock"
+		as_pg chmod 700 "$dir/xdg/run" "$dir/sock"
 	fi
 	echo "$port" | as_pg tee "$dir/port" >/dev/null
 	echo "$mon" | as_pg tee "$dir/monitor" >/dev/null
 	# node.conf: written now, included by the primary's postgresql.conf (the
 	# secondary's copy of that file includes its own ../node.conf)
-	_afo_node_conf "$dir" "listen_addresses = '127.0.0.1'" "shared_preload_libraries = 'trafficdb'" \
+	_afo_node_conf "$dir" "listen_addresses = '127.0.0.1'" "unix_socket_directories = '$dir/sock'" \
+		"shared_preload_libraries = 'trafficdb'" \
 		"trafficdb.database = '$db'" "$@"
 	# pg_autoctl's pg_basebackup of a secondary asks for a spread checkpoint
 	# (minutes with the default checkpoint_timeout): an immediate CHECKPOINT
@@ -253,7 +260,7 @@ afo_run() {
 	local dir=$1 pid
 	# setsid: the keeper and its PostgreSQL outlive the shell that started them
 	as_pg env XDG_CONFIG_HOME="$dir/xdg/config" XDG_DATA_HOME="$dir/xdg/data" XDG_RUNTIME_DIR="$dir/xdg/run" \
-		PG_CONFIG="$AFO_BIN/pg_config" PATH="$AFO_BIN:$PATH" \
+		PGHOST="$dir/sock" PGUSER=postgres PG_CONFIG="$AFO_BIN/pg_config" PATH="$AFO_BIN:$PATH" \
 		setsid "$AFO_PG_AUTOCTL" run --pgdata "$dir/pgdata" >>"$dir/autoctl.log" 2>&1 </dev/null &
 	for _ in $(seq 1 100); do
 		pid=$(afo_keeper_pid "$dir")

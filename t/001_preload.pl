@@ -6,10 +6,14 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use lib 't';
+use TdbTest;
 
 my $node = PostgreSQL::Test::Cluster->new('nopreload');
-$node->init;
+$node->init(tdb_initdb_utf8());
 $node->start;
+is($node->safe_psql('postgres', q{SELECT string_agg(DISTINCT pg_encoding_to_char(encoding) || ' ' || datcollate, ',') FROM pg_database}),
+	'UTF8 C.UTF-8', 'every database of a test cluster is UTF8 (C.UTF-8), whatever the environment\'s locale');
 $node->safe_psql('postgres', 'CREATE EXTENSION postgis');
 
 # 1. CREATE EXTENSION on a server without the library preloaded.

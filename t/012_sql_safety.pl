@@ -19,6 +19,7 @@ use lib 't';
 use TdbTest;
 
 my $node = tdb_node('sqlsafety');
+my $su = tdb_superuser($node);
 my $dir = PostgreSQL::Test::Utils::tempdir;
 $node->safe_psql('postgres', q{
 SET client_min_messages = warning;
@@ -74,9 +75,9 @@ for my $f (@funcs)
 		my @vals = map { $_ == $null ? 'NULL' : ($sample{ $types[$_] } // 'NULL') } 0 .. $#types;
 		my $call = "$name(" . join(', ', @vals) . ')';
 		my $sql = $retset eq 't' ? "SELECT count(*) FROM $call" : "SELECT $call";
-		for my $role ('postgres', 'app')
+		for my $role ($su, 'app')
 		{
-			$node->psql('postgres', "SET ROLE $role; SET statement_timeout = '20s'; $sql");
+			$node->psql('postgres', "SET ROLE \"$role\"; SET statement_timeout = '20s'; $sql");
 			$calls++;
 		}
 	}

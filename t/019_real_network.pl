@@ -21,7 +21,7 @@ $node->safe_psql('postgres', 'CREATE EXTENSION postgis');
 my $host = $node->host;
 my $port = $node->port;
 system('osm2pgsql', '--output=flex', '--style=scripts/roads.lua', '--log-level=warn', '-H', $host, '-P', $port,
-	'-U', $ENV{USER} // 'postgres', '-d', 'postgres', $pbf) == 0 or die 'osm2pgsql failed';
+	'-U', tdb_superuser($node), '-d', 'postgres', $pbf) == 0 or die 'osm2pgsql failed';
 $node->safe_psql('postgres', q{
 SET client_min_messages = warning;
 CREATE EXTENSION trafficdb;

@@ -1,6 +1,7 @@
 # t/032_failover.pl: failover of a region under pg_auto_failover, under load:
 # bench/failover.sh with two kill -9 of the primary (keeper and postmaster),
-# on ports 5820-5822 (a monitor, two nodes; shm names /tdbfo5820_*).  Each
+# on ports 5820-5822 (a monitor, two nodes, all listening on 127.0.0.1 only,
+# their Unix sockets in the test's directory; shm names /tdbfo5820_*).  Each
 # kill: the secondary is promoted and its daemon goes on as the writer
 # without a rebuild, the SQL feed writers (multi-host, target_session_attrs=
 # read-write) and the TRAFFICDB_SYNC put writer reconnect, the killed node

@@ -38,12 +38,13 @@ GRANT USAGE ON SEQUENCE trafficdb.feed_seq_seq TO feeder;
 my $w_loc = $node->safe_psql('postgres', q{SELECT min(id) FROM roads WHERE trafficdb.region_of(geom) = 'w'});
 my $e_loc = $node->safe_psql('postgres', q{SELECT min(id) FROM roads WHERE trafficdb.region_of(geom) = 'e'});
 is($node->safe_psql('postgres', 'SELECT region FROM trafficdb.status'), 'w', 'the node serves region w');
+my $su = tdb_superuser($node);	# the bootstrap superuser (postgres as root, the OS user's name otherwise)
 
 sub feed
 {
 	my ($role, $id) = @_;
 	my ($ret, $out, $err) = $node->psql('postgres',
-		qq{\\set VERBOSITY verbose\nSET ROLE $role; INSERT INTO trafficdb.feed (location_id, speed_kmh) VALUES ($id, 10)});
+		qq{\\set VERBOSITY verbose\nSET ROLE "$role"; INSERT INTO trafficdb.feed (location_id, speed_kmh) VALUES ($id, 10)});
 	return $err;
 }
 is(feed('feeder', $w_loc), '', 'a feed writer writes a location of its region');
@@ -59,8 +60,8 @@ is($node->safe_psql('postgres', 'SELECT location_id, reason FROM trafficdb.feed_
 # the map's source dropped (the map stays loaded)
 $node->safe_psql('postgres', q{CREATE TABLE roads2 AS SELECT * FROM roads;
   SELECT trafficdb.load_map('roads2', 'id', 'geom', region => 'w'); DROP TABLE roads2});
-is(feed('postgres', $w_loc), '', 'source dropped: a location of the region is written');
-$err = feed('postgres', $e_loc);
+is(feed($su, $w_loc), '', 'source dropped: a location of the region is written');
+$err = feed($su, $e_loc);
 unlike($err, qr/syntax error/, 'source dropped: a location the map lacks is no syntax error');
 is($err, '', '... it is taken (its owner cannot be known; rejected at publication)');
 is(feed('feeder', 987654321), '', '... likewise for a feed writer');

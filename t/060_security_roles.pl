@@ -99,7 +99,7 @@ CREATE TRIGGER evil2 AFTER INSERT ON evil2 FOR EACH STATEMENT EXECUTE FUNCTION t
 refused('nobody', q{INSERT INTO trafficdb.subscriptions (name, location_ids) VALUES ('x', '{1}')}, qr/permission denied/,
 	'a subscription without the grants');
 # even a superuser cannot point the triggers at another table
-my ($rc, $out, $err) = as('postgres', q{
+my ($rc, $out, $err) = as('"' . tdb_superuser($node) . '"', q{
 CREATE TABLE evil3 (id int, location_ids bigint[], area int, center int, radius_m float8, condition int, value float8, events text);
 CREATE TRIGGER evil3 BEFORE INSERT ON evil3 FOR EACH ROW EXECUTE FUNCTION trafficdb._subscription_check();
 INSERT INTO evil3 (id, condition, events) VALUES (1, 12345, 'change');});

@@ -7,7 +7,7 @@ use PostgreSQL::Test::Utils;
 use Exporter 'import';
 use JSON::PP;
 use IPC::Run;
-our @EXPORT = qw(tdb_node tdb_make_bucket tdb_scan_node tdb_grid_map tdb_sync_pair tdb_standby_pair tdb_caught_up tdb_tdbsub tdb_wait_output);
+our @EXPORT = qw(tdb_node tdb_superuser tdb_initdb_utf8 tdb_make_bucket tdb_scan_node tdb_grid_map tdb_sync_pair tdb_standby_pair tdb_caught_up tdb_tdbsub tdb_wait_output);
 
 # The Foreign Scan node of EXPLAIN (ANALYZE, VERBOSE, FORMAT JSON) sql, run
 # in a session of its own after $pre (SQL, optional), as a hash.
@@ -24,6 +24,20 @@ sub tdb_scan_node
 	die "no Foreign Scan in the plan of $sql";
 }
 
+# What every cluster of the tests is created with: UTF-8 (the extension
+# refuses other encodings) and a locale that exists on any glibc, whatever
+# the environment's LANG (none in a container or a clean chroot).
+sub tdb_initdb_utf8 { return (extra => [ '-E', 'UTF8', '--locale=C.UTF-8' ]); }
+
+# The name of the cluster's bootstrap superuser: initdb names it after the OS
+# user running the test (postgres as root, alice as alice).  A test names it
+# through this, never as 'postgres'.
+sub tdb_superuser
+{
+	my ($node) = @_;
+	return $node->safe_psql('postgres', 'SELECT current_user');
+}
+
 # A started cluster preloading trafficdb, its daemon in database postgres,
 # plus any settings given as name => value (quoted as they should appear).
 sub tdb_node
@@ -31,7 +45,7 @@ sub tdb_node
 	my ($name, %settings) = @_;
 	my %conf = ('shared_preload_libraries' => "'trafficdb'", 'trafficdb.database' => "'postgres'", %settings);
 	my $node = PostgreSQL::Test::Cluster->new($name);
-	$node->init;
+	$node->init(tdb_initdb_utf8());
 	$node->append_conf('postgresql.conf', join('', map { "$_ = $conf{$_}\n" } sort keys %conf));
 	$node->start;
 	return $node;

@@ -27,7 +27,7 @@ stop() {
 }
 trap stop EXIT
 
-as_pg "$PG_BIN/initdb" -D "$data" -A trust -U postgres >/dev/null
+as_pg "$PG_BIN/initdb" -D "$data" -A trust -U postgres -E UTF8 --locale=C.UTF-8 >/dev/null
 cat >>"$data/postgresql.conf" <<EOF
 listen_addresses = ''
 unix_socket_directories = '$dir'
