@@ -431,3 +431,57 @@ tdb_point_datum(double x, double y)
 	point_direct(x, y, p);
 	return PointerGetDatum(p);
 }
+
+/* ---- tile()'s aggregate ----------------------------------------------------------- */
+
+PG_FUNCTION_INFO_V1(trafficdb_asmvt_transfn);
+
+/*
+ * The transition function of trafficdb._asmvt (tile()'s ST_AsMVT): PostGIS's
+ * pgis_asmvt_transfn(internal, anyelement, text, integer, text), found in
+ * PostGIS's schema by its exact signature, called with this call's context
+ * (the aggregate's), after refusing a NULL row, which PostGIS dereferences
+ * (ST_AsMVT(NULL::some_row_type) kills the backend).  tile() calls the
+ * aggregate by its schema, so no function another role defines can take
+ * its place.
+ */
+Datum
+trafficdb_asmvt_transfn(PG_FUNCTION_ARGS)
+{
+	FmgrInfo   *own = fcinfo->flinfo;
+	FmgrInfo   *pgis = (FmgrInfo *) own->fn_extra;
+	Datum		result;
+
+	if (!AggCheckCallContext(fcinfo, NULL))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("trafficdb._asmvt_transfn() is the transition function of trafficdb._asmvt"),
+				 errhint("It is not called directly.")));
+	if (PG_NARGS() != 5 || PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("trafficdb._asmvt() takes a row of each feature, not NULL"),
+				 errhint("trafficdb.tile() makes vector tiles.")));
+	if (pgis == NULL)
+	{
+		Oid			argtypes[5] = {INTERNALOID, ANYELEMENTOID, TEXTOID, INT4OID, TEXTOID};
+		Oid			fn = LookupFuncName(list_make2(makeString(get_namespace_name(tdb_postgis_schema())),
+												   makeString("pgis_asmvt_transfn")), 5, argtypes, false);
+
+		pgis = MemoryContextAllocZero(own->fn_mcxt, sizeof(FmgrInfo));
+		fmgr_info_cxt(fn, pgis, own->fn_mcxt);
+		pgis->fn_expr = own->fn_expr;
+		own->fn_extra = pgis;
+	}
+	fcinfo->flinfo = pgis;
+	PG_TRY();
+	{
+		result = FunctionCallInvoke(fcinfo);
+	}
+	PG_FINALLY();
+	{
+		fcinfo->flinfo = own;
+	}
+	PG_END_TRY();
+	return result;
+}
