@@ -14,6 +14,13 @@ CREATE FUNCTION trafficdb._assert_preloaded() RETURNS void
     AS 'MODULE_PATHNAME', 'trafficdb_assert_preloaded'
     LANGUAGE C STRICT;
 SELECT trafficdb._assert_preloaded();
+-- Internal functions (named _...), trigger functions and the wrappers'
+-- handlers and validators are not for users: each is revoked from PUBLIC
+-- where it is created.  Kept executable by PUBLIC, because PostgreSQL checks
+-- EXECUTE as the user where they are used: _feed_part (the feed's DEFAULT),
+-- _feed_owned (its CHECK), _status and _readers (the status and readers
+-- views), _check_changes_since (changes_since); none writes anything.
+REVOKE ALL ON FUNCTION trafficdb._assert_preloaded() FROM PUBLIC;
 
 -- Text in shared memory (names, incidents) is UTF-8, for every reader inside
 -- and outside the server: a database in another encoding would hand
@@ -109,6 +116,7 @@ BEGIN
   END IF;
   RETURN NULL;
 END $$;
+REVOKE ALL ON FUNCTION trafficdb._feed_database_guard() FROM PUBLIC;
 
 DO $$
 BEGIN
@@ -307,6 +315,9 @@ LANGUAGE C STRICT;
 CREATE FUNCTION trafficdb.locations_fdw_validator(text[], oid) RETURNS void
 AS 'MODULE_PATHNAME', 'trafficdb_locations_validator'
 LANGUAGE C STRICT;
+
+REVOKE ALL ON FUNCTION trafficdb.locations_fdw_handler() FROM PUBLIC;
+REVOKE ALL ON FUNCTION trafficdb.locations_fdw_validator(text[], oid) FROM PUBLIC;
 
 CREATE FOREIGN DATA WRAPPER trafficdb_locations
     HANDLER trafficdb.locations_fdw_handler
@@ -714,13 +725,17 @@ SELECT pg_catalog.pg_extension_config_dump('trafficdb.subscriptions', '');
 
 -- Every row is checked as the daemon will read it (a NaN, a negative
 -- radius, an empty polygon, an unknown id are refused naming the value);
--- the daemon reloads the subscriptions after each committed change.
+-- the daemon reloads the subscriptions after each committed change.  The
+-- trigger functions run on trafficdb.subscriptions only, and check the
+-- types of the columns they read before reading them.
 CREATE FUNCTION trafficdb._subscription_check() RETURNS trigger
 AS 'MODULE_PATHNAME', 'trafficdb_subscription_check' LANGUAGE C;
+REVOKE ALL ON FUNCTION trafficdb._subscription_check() FROM PUBLIC;
 CREATE TRIGGER subscriptions_check BEFORE INSERT OR UPDATE ON trafficdb.subscriptions
     FOR EACH ROW EXECUTE FUNCTION trafficdb._subscription_check();
 CREATE FUNCTION trafficdb._subscriptions_changed() RETURNS trigger
 AS 'MODULE_PATHNAME', 'trafficdb_subscriptions_changed' LANGUAGE C;
+REVOKE ALL ON FUNCTION trafficdb._subscriptions_changed() FROM PUBLIC;
 CREATE TRIGGER subscriptions_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON trafficdb.subscriptions
     FOR EACH STATEMENT EXECUTE FUNCTION trafficdb._subscriptions_changed();
 -- The pending events of a subscription in this session: the first call
@@ -752,6 +767,8 @@ CREATE FUNCTION trafficdb.streams_fdw_handler() RETURNS fdw_handler
     AS 'MODULE_PATHNAME', 'trafficdb_streams_handler' LANGUAGE C STRICT;
 CREATE FUNCTION trafficdb.streams_fdw_validator(text[], oid) RETURNS void
     AS 'MODULE_PATHNAME', 'trafficdb_streams_validator' LANGUAGE C STRICT;
+REVOKE ALL ON FUNCTION trafficdb.streams_fdw_handler() FROM PUBLIC;
+REVOKE ALL ON FUNCTION trafficdb.streams_fdw_validator(text[], oid) FROM PUBLIC;
 CREATE FOREIGN DATA WRAPPER trafficdb_streams
     HANDLER trafficdb.streams_fdw_handler
     VALIDATOR trafficdb.streams_fdw_validator;
@@ -778,6 +795,8 @@ CREATE FUNCTION trafficdb.trails_fdw_handler() RETURNS fdw_handler
     AS 'MODULE_PATHNAME', 'trafficdb_trails_handler' LANGUAGE C STRICT;
 CREATE FUNCTION trafficdb.trails_fdw_validator(text[], oid) RETURNS void
     AS 'MODULE_PATHNAME', 'trafficdb_trails_validator' LANGUAGE C STRICT;
+REVOKE ALL ON FUNCTION trafficdb.trails_fdw_handler() FROM PUBLIC;
+REVOKE ALL ON FUNCTION trafficdb.trails_fdw_validator(text[], oid) FROM PUBLIC;
 CREATE FOREIGN DATA WRAPPER trafficdb_trails
     HANDLER trafficdb.trails_fdw_handler
     VALIDATOR trafficdb.trails_fdw_validator;

@@ -12,6 +12,11 @@
 #include <math.h>
 
 #include "access/xact.h"
+#include "catalog/dependency.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_namespace.h"
+#include "catalog/pg_type.h"
+#include "commands/extension.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -21,6 +26,7 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/rel.h"
 #include "utils/timestamp.h"
 
 #include "module/geometry.h"
@@ -34,14 +40,48 @@
 PG_FUNCTION_INFO_V1(trafficdb_subscription_check);
 PG_FUNCTION_INFO_V1(trafficdb_subscriptions_changed);
 
+/*
+ * A column of a row of trafficdb.subscriptions, checked to have the type
+ * the table gives it (typid; InvalidOid: PostGIS's geometry): whatever
+ * tuple descriptor arrives, nothing is read as another type.
+ */
 static Datum
-column(TupleDesc td, HeapTuple tup, const char *name, bool *isnull)
+column(TupleDesc td, HeapTuple tup, const char *name, Oid typid, bool *isnull)
 {
 	int			att = SPI_fnumber(td, name);
+	Oid			have;
 
 	if (att <= 0)
-		elog(ERROR, "trafficdb.subscriptions has no column \"%s\"", name);
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("trafficdb.subscriptions has no column \"%s\"", name),
+				 errhint("The table was altered: reinstall the extension.")));
+	if (!OidIsValid(typid))
+		typid = tdb_geometry_oid();
+	have = TupleDescAttr(td, att - 1)->atttypid;
+	if (have != typid)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("column \"%s\" of trafficdb.subscriptions is of type %s, expected %s",
+						name, format_type_be(have), format_type_be(typid)),
+				 errhint("The table was altered: reinstall the extension.")));
 	return heap_getattr(tup, att, td, isnull);
+}
+
+/* A NOT NULL column's value, refused as PostgreSQL's constraint would when NULL. */
+static Datum
+column_not_null(TupleDesc td, HeapTuple tup, const char *name, Oid typid)
+{
+	bool		isnull;
+	Datum		d = column(td, tup, name, typid, &isnull);
+
+	if (isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_NOT_NULL_VIOLATION),
+				 errmsg("null value in column \"%s\" of relation \"subscriptions\" violates not-null constraint", name),
+				 errdetail("trafficdb.subscriptions.%s is NOT NULL.", name),
+				 errhint("Leave the column out to get its default.")));
+	return d;
 }
 
 static void
@@ -64,11 +104,11 @@ tdb_subscription_filter(TupleDesc td, HeapTuple tup, TdbSubFilter *f, MemoryCont
 	char	   *events;
 
 	memset(f, 0, sizeof(*f));
-	d = column(td, tup, "id", &isnull);
+	d = column(td, tup, "id", INT4OID, &isnull);
 	id = isnull ? 0 : DatumGetInt32(d);
 	f->id = (uint32) id;
 
-	d = column(td, tup, "location_ids", &isnull);
+	d = column(td, tup, "location_ids", INT8ARRAYOID, &isnull);
 	if (!isnull)
 	{
 		ArrayType  *a = DatumGetArrayTypeP(d);
@@ -90,7 +130,7 @@ tdb_subscription_filter(TupleDesc td, HeapTuple tup, TdbSubFilter *f, MemoryCont
 		f->nids = (uint32) n;
 	}
 
-	d = column(td, tup, "area", &isnull);
+	d = column(td, tup, "area", InvalidOid, &isnull);
 	if (!isnull)
 	{
 		char	   *type = tdb_geometry_type(d);
@@ -122,7 +162,7 @@ tdb_subscription_filter(TupleDesc td, HeapTuple tup, TdbSubFilter *f, MemoryCont
 		f->area = TDB_SUB_POLYGON;
 	}
 
-	d = column(td, tup, "center", &isnull);
+	d = column(td, tup, "center", InvalidOid, &isnull);
 	if (!isnull)
 	{
 		int32		srid;
@@ -134,22 +174,22 @@ tdb_subscription_filter(TupleDesc td, HeapTuple tup, TdbSubFilter *f, MemoryCont
 			refuse(id, "center is %s", what, "a Point");
 		if (srid != 4326)
 			refuse(id, "center has SRID %s", psprintf("%d", srid), "SRID 4326 (lon/lat)");
-		r = column(td, tup, "radius_m", &rn);
+		r = column(td, tup, "radius_m", FLOAT8OID, &rn);
 		f->radius_m = rn ? -1 : DatumGetFloat8(r);
 		f->area = TDB_SUB_RADIUS;
 	}
 
-	cond = TextDatumGetCString(column(td, tup, "condition", &isnull));
+	cond = TextDatumGetCString(column_not_null(td, tup, "condition", TEXTOID));
 	f->cond = strcmp(cond, "congestion_at_least") == 0 ? TDB_SUB_CONGESTION_AT_LEAST :
 		strcmp(cond, "speed_below") == 0 ? TDB_SUB_SPEED_BELOW :
 		strcmp(cond, "speed_below_pct") == 0 ? TDB_SUB_SPEED_BELOW_PCT :
 		strcmp(cond, "incident") == 0 ? TDB_SUB_INCIDENT : TDB_SUB_ANY;
-	d = column(td, tup, "value", &isnull);
+	d = column(td, tup, "value", FLOAT8OID, &isnull);
 	f->value = isnull ? 0 : DatumGetFloat8(d);
 	if (isnull && (f->cond == TDB_SUB_CONGESTION_AT_LEAST || f->cond == TDB_SUB_SPEED_BELOW ||
 				   f->cond == TDB_SUB_SPEED_BELOW_PCT))
 		refuse(id, "condition %s has no value", cond, "a value: congestion 0-4, km/h, or % of free flow");
-	events = TextDatumGetCString(column(td, tup, "events", &isnull));
+	events = TextDatumGetCString(column_not_null(td, tup, "events", TEXTOID));
 	f->on = strcmp(events, "enter_exit") == 0 ? TDB_SUB_ON_ENTER_EXIT : TDB_SUB_ON_CHANGE;
 
 	if (!tdb_sub_filter_check(f, err))
@@ -160,20 +200,73 @@ tdb_subscription_filter(TupleDesc td, HeapTuple tup, TdbSubFilter *f, MemoryCont
 
 /* ---- the row check -------------------------------------------------------------- */
 
+/*
+ * trafficdb.subscriptions: the table of that name in schema trafficdb, the
+ * schema the extension's script creates (a member of the extension), never
+ * through search_path.
+ */
+static Oid
+subscriptions_relid(void)
+{
+	Oid			ext = get_extension_oid("trafficdb", true);
+	Oid			nsp = get_namespace_oid("trafficdb", true);
+	Oid			relid = InvalidOid;
+
+	if (OidIsValid(ext) && OidIsValid(nsp) && getExtensionOfObject(NamespaceRelationId, nsp) == ext)
+		relid = get_relname_relid("subscriptions", nsp);
+
+	if (!OidIsValid(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("the extension trafficdb has no table subscriptions in this database"),
+				 errhint("CREATE EXTENSION trafficdb;")));
+	return relid;
+}
+
+/*
+ * Refuse to run as anything but a trigger of trafficdb.subscriptions (the
+ * functions are not executable by PUBLIC, but a superuser could still
+ * attach them elsewhere): on another table the columns read are not ours.
+ */
+static TriggerData *
+own_trigger(FunctionCallInfo fcinfo, const char *fname, bool before_row)
+{
+	TriggerData *trig = (TriggerData *) fcinfo->context;
+	Relation	rel;
+
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("trafficdb.%s() is a trigger function of trafficdb.subscriptions", fname),
+				 errhint("It is not called directly.")));
+	rel = trig->tg_relation;
+	if (RelationGetRelid(rel) != subscriptions_relid())
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("trafficdb.%s() fires only on trafficdb.subscriptions, not on %s", fname,
+						quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+												   RelationGetRelationName(rel))),
+				 errdetail("It reads and checks the columns of trafficdb.subscriptions."),
+				 errhint("DROP TRIGGER %s ON %s;", quote_identifier(trig->tg_trigger->tgname),
+						 quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+													RelationGetRelationName(rel)))));
+	if (before_row && (!TRIGGER_FIRED_BEFORE(trig->tg_event) || !TRIGGER_FIRED_FOR_ROW(trig->tg_event) ||
+					   !(TRIGGER_FIRED_BY_INSERT(trig->tg_event) || TRIGGER_FIRED_BY_UPDATE(trig->tg_event))))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("trafficdb.%s() is the BEFORE INSERT OR UPDATE ROW trigger of trafficdb.subscriptions", fname)));
+	return trig;
+}
+
 Datum
 trafficdb_subscription_check(PG_FUNCTION_ARGS)
 {
-	TriggerData *trig = (TriggerData *) fcinfo->context;
+	TriggerData *trig = own_trigger(fcinfo, "_subscription_check", true);
 	HeapTuple	tup;
 	TdbSubFilter f;
 
-	if (!CALLED_AS_TRIGGER(fcinfo) || !TRIGGER_FIRED_BEFORE(trig->tg_event) ||
-		!TRIGGER_FIRED_FOR_ROW(trig->tg_event))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("trafficdb._subscription_check() is the BEFORE ROW trigger of trafficdb.subscriptions")));
 	tup = TRIGGER_FIRED_BY_UPDATE(trig->tg_event) ? trig->tg_newtuple : trig->tg_trigtuple;
-	tdb_subscription_filter(trig->tg_relation->rd_att, tup, &f, CurrentMemoryContext);
+	tdb_subscription_filter(RelationGetDescr(trig->tg_relation), tup, &f, CurrentMemoryContext);
 
 	/* ids the published map lacks (when one is published) */
 	if (f.area == TDB_SUB_IDS && tdb_shared != NULL && tdb_shared->map_id != 0)
@@ -181,8 +274,8 @@ trafficdb_subscription_check(PG_FUNCTION_ARGS)
 			if (tdb_backend_find_location(f.ids[i]) < 0)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("location id " UINT64_FORMAT " is not in the published map", f.ids[i]),
-						 errdetail("Subscription %u: expected ids of trafficdb.locations.", f.id)));
+						 errmsg("location id " INT64_FORMAT " is not in the published map", (int64) f.ids[i]),
+						 errdetail("Subscription %d: expected ids of trafficdb.locations.", (int32) f.id)));
 	return PointerGetDatum(tup);
 }
 
@@ -214,10 +307,7 @@ subs_xact_callback(XactEvent event, void *arg)
 Datum
 trafficdb_subscriptions_changed(PG_FUNCTION_ARGS)
 {
-	if (!CALLED_AS_TRIGGER(fcinfo))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("trafficdb._subscriptions_changed() is a trigger of trafficdb.subscriptions")));
+	(void) own_trigger(fcinfo, "_subscriptions_changed", false);
 	if (!callback_registered)
 	{
 		RegisterXactCallback(subs_xact_callback, NULL);

@@ -1,0 +1,129 @@
+# t/048_subscriptions_hostile.pl: trafficdb.subscriptions against hostile
+# roles (issue 28, items 1 and 2):
+#  - a role with exactly the documented subscriber grants (SELECT, INSERT,
+#    DELETE on the table, USAGE on its sequence) writing NULLs where the row
+#    trigger read before NOT NULL held (SIGSEGV, cluster restart);
+#  - a role with no grants attaching the C trigger functions to its own temp
+#    table (SIGSEGV; a forced reload of every subscription at each commit).
+# After every attack the server must still be the same server: the daemon's
+# pid, the postmaster's start time and a session opened at the start survive,
+# and the log shows no process killed by a signal.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use lib 't';
+use TdbTest;
+
+my $node = tdb_node('hostile', 'trafficdb.publish_interval' => "'1h'");
+tdb_grid_map($node);
+$node->safe_psql('postgres', q{
+CREATE ROLE nogrant LOGIN;
+CREATE ROLE sub_a LOGIN;
+CREATE ROLE sub_b LOGIN;
+-- the documented subscriber grants (README, Subscriptions; the extension's SQL)
+GRANT SELECT, INSERT, DELETE ON trafficdb.subscriptions TO sub_a, sub_b;
+GRANT USAGE ON SEQUENCE trafficdb.subscriptions_id_seq TO sub_a, sub_b;
+});
+
+my $started = $node->safe_psql('postgres', 'SELECT pg_postmaster_start_time()');
+my $daemon = $node->safe_psql('postgres', 'SELECT daemon_pid FROM trafficdb.status');
+# a session of its own, open all along: a crash of any backend ends it
+my ($w_in, $w_out, $w_err) = ('', '', '');
+my $watcher = IPC::Run::start([ 'psql', '-XAtq', '-d', $node->connstr('postgres') ],
+	'<', \$w_in, '>', \$w_out, '2>', \$w_err);
+$w_in .= "SELECT 'watcher ' || pg_backend_pid();\n";
+$watcher->pump until $w_out =~ /watcher (\d+)/;
+my $watcher_pid = $1;
+
+sub server_intact
+{
+	my ($what) = @_;
+	my $log = slurp_file($node->logfile);
+	my ($ret, $now) = $node->psql('postgres', 'SELECT pg_postmaster_start_time()::text || \' \' || (SELECT daemon_pid FROM trafficdb.status)');
+	my $alive = $node->safe_psql('postgres', "SELECT count(*) FROM pg_stat_activity WHERE pid = $watcher_pid");
+	ok($log !~ /terminated by signal|was terminated by exception|terminating any other active server processes/
+		  && $ret == 0 && $now eq "$started $daemon" && $alive eq '1',
+		"$what: no crash (no process killed, same postmaster, daemon and other session)")
+	  or diag("log:\n" . join("\n", grep { /terminated|terminating|PANIC/ } split /\n/, $log));
+}
+
+# psql as a role; returns (stdout, stderr)
+sub as
+{
+	my ($role, $sql) = @_;
+	my ($ret, $out, $err) = $node->psql('postgres', $sql, extra_params => [ '-U', $role ]);
+	return ($out, $err);
+}
+
+# ---- item 1: NULL in NOT NULL columns the trigger reads ----------------------
+for my $col ('condition', 'events')
+{
+	my ($out, $err) = as('sub_a',
+		"INSERT INTO trafficdb.subscriptions (name, location_ids, $col) VALUES ('x', '{1}', NULL)");
+	like($err, qr/null value in column "$col"/, "INSERT of a NULL $col as a subscriber: refused, naming the column");
+	server_intact("INSERT of a NULL $col");
+}
+my $sid = $node->safe_psql('postgres', q{INSERT INTO trafficdb.subscriptions (name, location_ids) VALUES ('mine', '{1}') RETURNING id});
+for my $col ('condition', 'events')
+{
+	my ($ret, $out, $err) = $node->psql('postgres', "UPDATE trafficdb.subscriptions SET $col = NULL WHERE id = $sid");
+	like($err, qr/null value in column "$col"/, "UPDATE to a NULL $col: refused, naming the column");
+	server_intact("UPDATE to a NULL $col");
+}
+$node->safe_psql('postgres', "DELETE FROM trafficdb.subscriptions WHERE id = $sid");
+
+# ---- item 2: the C trigger functions, from a role with no grants, and on another table
+my $evil = q{CREATE TEMP TABLE evil (id int, location_ids bigint[], area int, center int, radius_m float8,
+  condition int, value float8, events text);};
+my ($out, $err) = as('nogrant', $evil . q{
+CREATE TRIGGER evil BEFORE INSERT ON evil FOR EACH ROW EXECUTE FUNCTION trafficdb._subscription_check();
+INSERT INTO evil (id, condition, events) VALUES (1, 12345, 'change');});
+like($err, qr/permission denied for function (?:trafficdb\.)?_subscription_check/, 'a role with no grants cannot attach _subscription_check()');
+server_intact('_subscription_check() attached by a role with no grants');
+($out, $err) = as('nogrant', $evil . q{
+CREATE TRIGGER evil AFTER INSERT ON evil FOR EACH STATEMENT EXECUTE FUNCTION trafficdb._subscriptions_changed();});
+like($err, qr/permission denied for function (?:trafficdb\.)?_subscriptions_changed/, 'a role with no grants cannot attach _subscriptions_changed()');
+($out, $err) = as('nogrant', q{SELECT trafficdb._assert_preloaded()});
+like($err, qr/permission denied for function (?:trafficdb\.)?_assert_preloaded/, 'a role with no grants cannot call _assert_preloaded()');
+
+# every internal function of the extension: not executable by PUBLIC, except
+# those PostgreSQL runs with the caller's rights inside what PUBLIC may use
+# (the feed's DEFAULT and CHECK, the status and readers views, changes_since,
+# tile()'s aggregate)
+is($node->safe_psql('postgres', q{
+SELECT coalesce(string_agg(p.oid::regprocedure::text, ', ' ORDER BY 1), '')
+  FROM pg_proc p
+  JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
+  JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'trafficdb'
+ WHERE (p.proname LIKE '\_%' OR p.prorettype IN ('trigger'::regtype, 'fdw_handler'::regtype)
+        OR p.proname LIKE '%fdw_validator')
+   AND p.proname NOT IN ('_feed_part', '_feed_owned', '_status', '_readers', '_check_changes_since', '_asmvt')
+   AND has_function_privilege('nogrant', p.oid, 'EXECUTE')}), '',
+	'no internal function or trigger function is executable by a role with no grants');
+
+# a superuser attaching them elsewhere gets an error naming the relation
+my $ret;
+($ret, $out, $err) = $node->psql('postgres', $evil . q{
+CREATE TRIGGER evil BEFORE INSERT ON evil FOR EACH ROW EXECUTE FUNCTION trafficdb._subscription_check();
+INSERT INTO evil (id, condition, events) VALUES (1, 12345, 'change');});
+like($err, qr/_subscription_check\(\) fires only on trafficdb\.subscriptions, not on .*evil/,
+	'_subscription_check() on another table: a clear error');
+server_intact('_subscription_check() on another table');
+($ret, $out, $err) = $node->psql('postgres', $evil . q{
+CREATE TRIGGER evil AFTER INSERT ON evil FOR EACH STATEMENT EXECUTE FUNCTION trafficdb._subscriptions_changed();
+INSERT INTO evil (id) VALUES (1);});
+like($err, qr/_subscriptions_changed\(\) fires only on trafficdb\.subscriptions, not on .*evil/,
+	'_subscriptions_changed() on another table: a clear error');
+# a table named like it in another schema is another table
+($ret, $out, $err) = $node->psql('postgres', q{CREATE SCHEMA fake; CREATE TABLE fake.subscriptions (LIKE trafficdb.subscriptions);
+CREATE TRIGGER c BEFORE INSERT ON fake.subscriptions FOR EACH ROW EXECUTE FUNCTION trafficdb._subscription_check();
+SET search_path = fake, public; INSERT INTO fake.subscriptions (id, location_ids, condition, events, owner, created_at, notify)
+  VALUES (1, '{1}', 'any', 'change', 'x', now(), false);});
+like($err, qr/fires only on trafficdb\.subscriptions, not on fake\.subscriptions/, 'a table of that name in another schema is refused');
+server_intact('trigger functions on other tables');
+
+$w_in .= "\\q\n";
+$watcher->finish;
+done_testing();
