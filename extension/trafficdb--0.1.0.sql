@@ -723,11 +723,22 @@ COMMENT ON TABLE trafficdb.subscriptions IS
     'subscriptions: location ids, an area or a radius; a condition; change or enter/exit events, matched by the daemon at each publication';
 SELECT pg_catalog.pg_extension_config_dump('trafficdb.subscriptions', '');
 
+-- Each role sees, changes and deletes only its own subscriptions (owner is
+-- the role: the row trigger refuses another owner with a clear error, and a
+-- role cannot read another's events through subscription_events()).
+-- Superusers, the table's owner and the daemon (which connects as the
+-- bootstrap superuser) see every row.
+ALTER TABLE trafficdb.subscriptions ENABLE ROW LEVEL SECURITY;
+CREATE POLICY subscriptions_own ON trafficdb.subscriptions
+    USING (owner OPERATOR(pg_catalog.=) CURRENT_USER)
+    WITH CHECK (owner OPERATOR(pg_catalog.=) CURRENT_USER);
+
 -- Every row is checked as the daemon will read it (a NaN, a negative
 -- radius, an empty polygon, an unknown id are refused naming the value);
--- the daemon reloads the subscriptions after each committed change.  The
--- trigger functions run on trafficdb.subscriptions only, and check the
--- types of the columns they read before reading them.
+-- owner must be the current role (superusers excepted); the daemon reloads
+-- the subscriptions after each committed change.  The trigger functions run
+-- on trafficdb.subscriptions only, and check the types of the columns they
+-- read before reading them.
 CREATE FUNCTION trafficdb._subscription_check() RETURNS trigger
 AS 'MODULE_PATHNAME', 'trafficdb_subscription_check' LANGUAGE C;
 REVOKE ALL ON FUNCTION trafficdb._subscription_check() FROM PUBLIC;
@@ -757,7 +768,10 @@ COMMENT ON FUNCTION trafficdb.subscription_events IS
 -- Subscribing is granted by an administrator (GRANT SELECT, INSERT, DELETE
 -- ON trafficdb.subscriptions TO app; GRANT USAGE ON SEQUENCE
 -- trafficdb.subscriptions_id_seq TO app): a subscription's area says where
--- someone is interested, which is not everyone's business.
+-- someone is interested, which is not everyone's business.  With these
+-- grants a role sees, deletes and receives the events of its own
+-- subscriptions only (row-level security above; subscription_events() of
+-- another role's id is "permission denied for subscription <id>").
 
 -- Stream files (src/stream/, fdw/streams.c): a server per file, a foreign
 -- table per stream (IMPORT FOREIGN SCHEMA), time-range pushdown, INSERT in

@@ -14,6 +14,7 @@
 #include "access/xact.h"
 #include "catalog/dependency.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_authid.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
@@ -258,15 +259,36 @@ own_trigger(FunctionCallInfo fcinfo, const char *fname, bool before_row)
 	return trig;
 }
 
+/*
+ * A role owns its subscriptions: owner is the current role, unless a
+ * superuser writes the row (a restore, an administrator).
+ */
+static const char *
+check_owner(TupleDesc td, HeapTuple tup)
+{
+	const char *owner = NameStr(*DatumGetName(column_not_null(td, tup, "owner", NAMEOID)));
+	char	   *me = GetUserNameFromId(GetUserId(), false);
+
+	if (!superuser() && strcmp(owner, me) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("owner \"%s\" is not the current role \"%s\"", owner, me),
+				 errdetail("A role writes subscriptions of its own only."),
+				 errhint("Leave owner out: it defaults to current_user.")));
+	return owner;
+}
+
 Datum
 trafficdb_subscription_check(PG_FUNCTION_ARGS)
 {
 	TriggerData *trig = own_trigger(fcinfo, "_subscription_check", true);
+	TupleDesc	td = RelationGetDescr(trig->tg_relation);
 	HeapTuple	tup;
 	TdbSubFilter f;
 
 	tup = TRIGGER_FIRED_BY_UPDATE(trig->tg_event) ? trig->tg_newtuple : trig->tg_trigtuple;
-	tdb_subscription_filter(RelationGetDescr(trig->tg_relation), tup, &f, CurrentMemoryContext);
+	(void) check_owner(td, tup);
+	tdb_subscription_filter(td, tup, &f, CurrentMemoryContext);
 
 	/* ids the published map lacks (when one is published) */
 	if (f.area == TDB_SUB_IDS && tdb_shared != NULL && tdb_shared->map_id != 0)
@@ -325,6 +347,7 @@ PG_FUNCTION_INFO_V1(trafficdb_subscription_events);
 typedef struct SessionSub
 {
 	int32		id;
+	Oid			role;			/* the role that opened it */
 	TdbSubConsumer c;
 	bool		open;
 } SessionSub;
@@ -346,6 +369,56 @@ close_session_subs(int code, Datum arg)
 		}
 }
 
+/*
+ * Subscription id is not among the rows the current role sees: another
+ * role's (permission denied, naming the id) or none (does not exist).
+ * Whether it exists is looked up as the bootstrap superuser, in a
+ * security-restricted operation, by id only.
+ */
+static void
+refuse_unseen(int32 id)
+{
+	Oid			save_userid;
+	int			save_sec;
+	Datum		arg = Int32GetDatum(id);
+	Oid			argtype = INT4OID;
+	bool		exists;
+
+	GetUserIdAndSecContext(&save_userid, &save_sec);
+	SetUserIdAndSecContext(BOOTSTRAP_SUPERUSERID, save_sec | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	exists = SPI_execute_with_args("SELECT 1 FROM trafficdb.subscriptions WHERE id OPERATOR(pg_catalog.=) $1",
+								   1, &argtype, &arg, NULL, true, 1) == SPI_OK_SELECT && SPI_processed == 1;
+	SetUserIdAndSecContext(save_userid, save_sec);
+	if (exists)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for subscription %d", id),
+				 errdetail("Subscription %d belongs to another role; a role receives the events of its own subscriptions only.", id),
+				 errhint("Read the events as the role that owns it.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_OBJECT),
+			 errmsg("subscription %d does not exist", id),
+			 errhint("Its rows are in trafficdb.subscriptions.")));
+}
+
+/*
+ * A slot this session opened for id as another role (SET ROLE since): the
+ * current role must see the row too.
+ */
+static void
+check_still_visible(int32 id)
+{
+	Datum		arg = Int32GetDatum(id);
+	Oid			argtype = INT4OID;
+
+	SPI_connect();
+	if (SPI_execute_with_args("SELECT 1 FROM trafficdb.subscriptions WHERE id OPERATOR(pg_catalog.=) $1",
+							  1, &argtype, &arg, NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		refuse_unseen(id);
+	SPI_finish();
+}
+
 /* This session's slot for subscription id: made at the first call from its row. */
 static SessionSub *
 session_sub(int32 id)
@@ -363,7 +436,11 @@ session_sub(int32 id)
 	for (int i = 0; i < MAX_SESSION_SUBS; i++)
 	{
 		if (session_subs[i].open && session_subs[i].id == id)
+		{
+			if (session_subs[i].role != GetUserId())
+				check_still_visible(id);
 			return &session_subs[i];
+		}
 		if (!session_subs[i].open && free_one == NULL)
 			free_one = &session_subs[i];
 	}
@@ -373,12 +450,10 @@ session_sub(int32 id)
 				 errmsg("a session reads the events of at most %d subscriptions", MAX_SESSION_SUBS)));
 
 	SPI_connect();
-	if (SPI_execute_with_args("SELECT * FROM trafficdb.subscriptions WHERE id = $1", 1, &argtype, &arg,
-							  NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("subscription %d does not exist", id),
-				 errhint("Its rows are in trafficdb.subscriptions.")));
+	/* as the current role: row-level security shows it its own rows only */
+	if (SPI_execute_with_args("SELECT * FROM trafficdb.subscriptions WHERE id OPERATOR(pg_catalog.=) $1",
+							  1, &argtype, &arg, NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		refuse_unseen(id);
 	tdb_subscription_filter(SPI_tuptable->tupdesc, SPI_tuptable->vals[0], &f, cxt);
 	f.id = (uint32) id;
 	len = tdb_subfilter_encode(&f, buf, sizeof(buf), err);
@@ -412,6 +487,7 @@ session_sub(int32 id)
 		session_exit_registered = true;
 	}
 	free_one->id = id;
+	free_one->role = GetUserId();
 	free_one->open = true;
 	return free_one;
 }

@@ -1,10 +1,12 @@
 # t/048_subscriptions_hostile.pl: trafficdb.subscriptions against hostile
-# roles (issue 28, items 1 and 2):
+# roles (issue 28, items 1, 2 and 6):
 #  - a role with exactly the documented subscriber grants (SELECT, INSERT,
 #    DELETE on the table, USAGE on its sequence) writing NULLs where the row
 #    trigger read before NOT NULL held (SIGSEGV, cluster restart);
 #  - a role with no grants attaching the C trigger functions to its own temp
-#    table (SIGSEGV; a forced reload of every subscription at each commit).
+#    table (SIGSEGV; a forced reload of every subscription at each commit);
+#  - one subscriber reading, deleting, forging or receiving another's
+#    subscriptions.
 # After every attack the server must still be the same server: the daemon's
 # pid, the postmaster's start time and a session opened at the start survive,
 # and the log shows no process killed by a signal.
@@ -123,6 +125,34 @@ SET search_path = fake, public; INSERT INTO fake.subscriptions (id, location_ids
   VALUES (1, '{1}', 'any', 'change', 'x', now(), false);});
 like($err, qr/fires only on trafficdb\.subscriptions, not on fake\.subscriptions/, 'a table of that name in another schema is refused');
 server_intact('trigger functions on other tables');
+
+# ---- item 6: one subscriber's rows are its own -------------------------------
+my ($a_id) = as('sub_a', q{INSERT INTO trafficdb.subscriptions (name, location_ids) VALUES ('a''s', '{5}') RETURNING id});
+my ($b_id) = as('sub_b', q{INSERT INTO trafficdb.subscriptions (name, location_ids) VALUES ('b''s', '{6}') RETURNING id});
+like($a_id, qr/^\d+$/, "sub_a subscribes ($a_id)");
+like($b_id, qr/^\d+$/, "sub_b subscribes ($b_id)");
+($out) = as('sub_b', 'SELECT string_agg(name, \',\') FROM trafficdb.subscriptions');
+is($out, "b's", 'sub_b sees its own subscription only');
+($out) = as('sub_b', "DELETE FROM trafficdb.subscriptions WHERE id = $a_id RETURNING id");
+is($out, '', 'sub_b cannot delete sub_a\'s subscription');
+is($node->safe_psql('postgres', "SELECT owner FROM trafficdb.subscriptions WHERE id = $a_id"), 'sub_a', '... which stays');
+($out, $err) = as('sub_b', q{INSERT INTO trafficdb.subscriptions (name, location_ids, owner) VALUES ('forged', '{7}', 'postgres')});
+like($err, qr/owner "postgres" is not the current role "sub_b"/, 'sub_b cannot forge a subscription of postgres');
+($out, $err) = as('sub_b', q{INSERT INTO trafficdb.subscriptions (name, location_ids, owner) VALUES ('forged', '{7}', 'sub_a')});
+like($err, qr/owner "sub_a" is not the current role "sub_b"/, '... nor of sub_a');
+($out, $err) = as('sub_b', "SELECT count(*) FROM trafficdb.subscription_events($a_id)");
+like($err, qr/permission denied for subscription $a_id/, 'subscription_events() of another role\'s subscription: permission denied, naming it');
+($out, $err) = as('sub_a', "SELECT count(*) FROM trafficdb.subscription_events($a_id)");
+is($out, '0', 'subscription_events() of one\'s own subscription works');
+($out, $err) = as('sub_b', "SELECT count(*) FROM trafficdb.subscription_events(999999)");
+like($err, qr/subscription 999999 does not exist/, 'an unknown id: does not exist');
+($out, $err) = as('nogrant', "SELECT count(*) FROM trafficdb.subscription_events($a_id)");
+like($err, qr/permission denied/, 'a role with no grants reads no subscription\'s events');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM trafficdb.subscriptions'), '2', 'a superuser sees every subscription');
+$node->safe_psql('postgres', 'SELECT trafficdb.publish()');
+is($node->safe_psql('postgres', 'SELECT subscriptions FROM trafficdb.status'), '2', 'the daemon loads every role\'s subscriptions');
+is($node->safe_psql('postgres', "SELECT count(*) FROM trafficdb.subscription_events($a_id)"), '0',
+	'a superuser may read any subscription\'s events');
 
 $w_in .= "\\q\n";
 $watcher->finish;
