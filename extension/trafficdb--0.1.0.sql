@@ -722,6 +722,8 @@ CREATE TABLE trafficdb.subscriptions (
 COMMENT ON TABLE trafficdb.subscriptions IS
     'subscriptions: location ids, an area or a radius; a condition; change or enter/exit events, matched by the daemon at each publication';
 SELECT pg_catalog.pg_extension_config_dump('trafficdb.subscriptions', '');
+-- a role's rows: counted at each INSERT (trafficdb.max_subscriptions_per_role)
+CREATE INDEX subscriptions_owner ON trafficdb.subscriptions (owner);
 
 -- Each role sees, changes and deletes only its own subscriptions (owner is
 -- the role: the row trigger refuses another owner with a clear error, and a
@@ -734,11 +736,15 @@ CREATE POLICY subscriptions_own ON trafficdb.subscriptions
     WITH CHECK (owner OPERATOR(pg_catalog.=) CURRENT_USER);
 
 -- Every row is checked as the daemon will read it (a NaN, a negative
--- radius, an empty polygon, an unknown id are refused naming the value);
--- owner must be the current role (superusers excepted); the daemon reloads
--- the subscriptions after each committed change.  The trigger functions run
--- on trafficdb.subscriptions only, and check the types of the columns they
--- read before reading them.
+-- radius, an empty polygon, an unknown id are refused naming the value),
+-- and as it makes sense on Earth (a radius up to 20,037,508 m, an area of
+-- lon/lat inside [-180, 180] x [-90, 90] that ST_IsValid accepts, at most
+-- 10,000 location ids, stored sorted and once each); owner must be the
+-- current role (superusers excepted), and a role owns at most
+-- trafficdb.max_subscriptions_per_role rows (a superuser setting, default
+-- 1000; checked under a per-role advisory lock).  The trigger functions run
+-- on trafficdb.subscriptions only.  The daemon reloads the subscriptions
+-- after each committed change.
 CREATE FUNCTION trafficdb._subscription_check() RETURNS trigger
 AS 'MODULE_PATHNAME', 'trafficdb_subscription_check' LANGUAGE C;
 REVOKE ALL ON FUNCTION trafficdb._subscription_check() FROM PUBLIC;

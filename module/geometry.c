@@ -230,7 +230,9 @@ static Oid	fn_xmin,
 			fn_y,
 			fn_srid,
 			fn_asbinary,
-			fn_geomtype;
+			fn_geomtype,
+			fn_isvalid,
+			fn_isvalidreason;
 static Oid	fn_geometry_of_geography = InvalidOid;
 
 static void
@@ -276,6 +278,8 @@ lookup_postgis_fns(void)
 	fn_srid = postgis_func("st_srid", tdb_geometry_oid());
 	fn_asbinary = postgis_func("st_asbinary", tdb_geometry_oid());
 	fn_geomtype = postgis_func("geometrytype", tdb_geometry_oid());
+	fn_isvalid = postgis_func("st_isvalid", tdb_geometry_oid());
+	fn_isvalidreason = postgis_func("st_isvalidreason", tdb_geometry_oid());
 	fn_box3d = postgis_func("box3d", tdb_geometry_oid());
 }
 
@@ -322,6 +326,15 @@ tdb_geometry_srid(Datum geom)
 {
 	lookup_postgis_fns();
 	return DatumGetInt32(OidFunctionCall1(fn_srid, geom));
+}
+
+char *
+tdb_geometry_invalid_reason(Datum geom)
+{
+	lookup_postgis_fns();
+	if (DatumGetBool(OidFunctionCall1(fn_isvalid, geom)))
+		return NULL;
+	return TextDatumGetCString(OidFunctionCall1(fn_isvalidreason, geom));
 }
 
 char *

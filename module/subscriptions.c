@@ -19,11 +19,13 @@
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
 #include "commands/trigger.h"
+#include "common/hashfn.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
+#include "storage/lock.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -201,6 +203,11 @@ tdb_subscription_filter(TupleDesc td, HeapTuple tup, TdbSubFilter *f, MemoryCont
 
 /* ---- the row check -------------------------------------------------------------- */
 
+/* the most location ids one subscription lists (README, Subscriptions) */
+#define MAX_SUBSCRIPTION_IDS 10000
+/* half the Earth's circumference (WGS 84 equator): no point is further away */
+#define MAX_RADIUS_M 20037508.0
+
 /*
  * trafficdb.subscriptions: the table of that name in schema trafficdb, the
  * schema the extension's script creates (a member of the extension), never
@@ -278,17 +285,180 @@ check_owner(TupleDesc td, HeapTuple tup)
 	return owner;
 }
 
+/*
+ * trafficdb.max_subscriptions_per_role, counted for owner at an INSERT
+ * (superusers are not counted).  Inserts of one role are serialized by a
+ * transaction-level advisory lock on the role's name, so that concurrent
+ * sessions of one role cannot pass the limit together.
+ */
+static void
+check_budget(Relation rel, const char *owner)
+{
+	LOCKTAG		tag;
+	Datum		arg = CStringGetDatum(owner);
+	Oid			argtype = NAMEOID;
+	int64		n;
+	bool		isnull;
+	Oid			save_userid;
+	int			save_sec;
+
+	if (superuser())
+		return;
+	/* key: ('tdbs', hash of the name); field4 2 as pg_advisory_xact_lock(int4, int4) */
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, 0x74646273u,
+						 DatumGetUInt32(hash_any((const unsigned char *) owner, (int) strlen(owner))), 2);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+
+	/*
+	 * Counted as the bootstrap superuser (in a security-restricted
+	 * operation), so that neither row-level security nor a role granted
+	 * INSERT without SELECT changes what is counted; not read-only, to see
+	 * the rows this statement inserted before.
+	 */
+	GetUserIdAndSecContext(&save_userid, &save_sec);
+	SetUserIdAndSecContext(BOOTSTRAP_SUPERUSERID, save_sec | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	SPI_connect();
+	if (SPI_execute_with_args(psprintf("SELECT count(*) FROM %s WHERE owner OPERATOR(pg_catalog.=) $1",
+									   quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+																  RelationGetRelationName(rel))),
+							  1, &argtype, &arg, NULL, false, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "could not count the subscriptions of role \"%s\"", owner);
+	n = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	SPI_finish();
+	SetUserIdAndSecContext(save_userid, save_sec);
+	if (n >= tdb_max_subscriptions_per_role)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("role \"%s\" has " INT64_FORMAT " subscriptions: trafficdb.max_subscriptions_per_role is %d",
+						owner, n, tdb_max_subscriptions_per_role),
+				 errdetail("Each subscription costs the daemon matching time at every publication."),
+				 errhint("Delete subscriptions the role no longer needs, or ask a superuser to raise "
+						 "trafficdb.max_subscriptions_per_role (ALTER ROLE ... SET).")));
+}
+
+static int
+cmp_int64(const void *a, const void *b)
+{
+	int64		x = *(const int64 *) a;
+	int64		y = *(const int64 *) b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * location_ids as the matcher wants them: one dimension, no NULL, at most
+ * MAX_SUBSCRIPTION_IDS, each once and in order.  Returns the row with the
+ * normalized array when it changed.
+ */
+static HeapTuple
+normalize_ids(Relation rel, HeapTuple tup)
+{
+	TupleDesc	td = RelationGetDescr(rel);
+	bool		isnull;
+	Datum		d = column(td, tup, "location_ids", INT8ARRAYOID, &isnull);
+	ArrayType  *a;
+	Datum	   *elems;
+	bool	   *nulls;
+	int			n,
+				k;
+	int64	   *ids;
+	int			att;
+	Datum		newval;
+	bool		newnull = false;
+
+	if (isnull)
+		return tup;
+	a = DatumGetArrayTypeP(d);
+	if (ARR_ELEMTYPE(a) != INT8OID)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("location_ids is an array of %s, expected bigint", format_type_be(ARR_ELEMTYPE(a)))));
+	if (ARR_NDIM(a) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("location_ids is a %d-dimensional array", ARR_NDIM(a)),
+				 errdetail("Expected a one-dimensional list of location ids, e.g. '{5, 6, 7}'.")));
+	n = ArrayGetNItems(ARR_NDIM(a), ARR_DIMS(a));
+	if (n > MAX_SUBSCRIPTION_IDS)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("location_ids holds %d ids: at most %d", n, MAX_SUBSCRIPTION_IDS),
+				 errdetail("A subscription lists at most %d location ids.", MAX_SUBSCRIPTION_IDS),
+				 errhint("Subscribe to an area (a polygon or a radius), or split the list into several subscriptions.")));
+	if (n == 0)
+		return tup;				/* tdb_sub_filter_check names it */
+	deconstruct_array(a, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &elems, &nulls, &n);
+	ids = palloc(sizeof(int64) * n);
+	for (int i = 0; i < n; i++)
+	{
+		if (nulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("location_ids holds a NULL at position %d", i + 1),
+					 errdetail("Expected location ids, no NULLs.")));
+		ids[i] = DatumGetInt64(elems[i]);
+	}
+	qsort(ids, n, sizeof(int64), cmp_int64);
+	k = 0;
+	for (int i = 0; i < n; i++)
+		if (k == 0 || ids[k - 1] != ids[i])
+			ids[k++] = ids[i];
+	for (int i = 0; i < k; i++)
+		elems[i] = Int64GetDatum(ids[i]);
+	/* a lower bound other than 1 or another order: store the normalized list */
+	newval = PointerGetDatum(construct_array(elems, k, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	att = SPI_fnumber(td, "location_ids");
+	return heap_modify_tuple_by_cols(tup, td, 1, &att, &newval, &newnull);
+}
+
 Datum
 trafficdb_subscription_check(PG_FUNCTION_ARGS)
 {
 	TriggerData *trig = own_trigger(fcinfo, "_subscription_check", true);
-	TupleDesc	td = RelationGetDescr(trig->tg_relation);
+	Relation	rel = trig->tg_relation;
+	TupleDesc	td = RelationGetDescr(rel);
 	HeapTuple	tup;
 	TdbSubFilter f;
+	const char *owner;
+	bool		isnull;
+	Datum		d;
 
 	tup = TRIGGER_FIRED_BY_UPDATE(trig->tg_event) ? trig->tg_newtuple : trig->tg_trigtuple;
-	(void) check_owner(td, tup);
+	owner = check_owner(td, tup);
+	if (TRIGGER_FIRED_BY_INSERT(trig->tg_event))
+		check_budget(rel, owner);
+	tup = normalize_ids(rel, tup);
 	tdb_subscription_filter(td, tup, &f, CurrentMemoryContext);
+
+	/* what the matcher would take but means nothing on Earth */
+	if (f.area == TDB_SUB_RADIUS && f.radius_m > MAX_RADIUS_M)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("radius %g m is out of range: expected 0 to %.0f m", f.radius_m, MAX_RADIUS_M),
+				 errdetail("Subscription %d: no point on Earth is further than half its circumference (%.0f m).",
+						   (int32) f.id, MAX_RADIUS_M),
+				 errhint("For the whole map, use an area covering it.")));
+	if (f.area == TDB_SUB_POLYGON)
+	{
+		double		b[4];
+		char	   *why;
+
+		d = column(td, tup, "area", InvalidOid, &isnull);
+		if (!tdb_geometry_bounds(d, b) || !(b[0] >= -180 && b[2] <= 180 && b[1] >= -90 && b[3] <= 90))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("area (%g, %g, %g, %g) reaches outside longitudes [-180, 180] and latitudes [-90, 90]",
+							b[0], b[1], b[2], b[3]),
+					 errdetail("Subscription %d: expected a Polygon of lon/lat coordinates (SRID 4326).", (int32) f.id)));
+		why = tdb_geometry_invalid_reason(d);
+		if (why != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("area is not a valid polygon: %s", why),
+					 errdetail("Subscription %d: expected a valid Polygon (ST_IsValid).", (int32) f.id),
+					 errhint("ST_MakeValid() repairs it; a MultiPolygon it makes is one subscription per part.")));
+	}
 
 	/* ids the published map lacks (when one is published) */
 	if (f.area == TDB_SUB_IDS && tdb_shared != NULL && tdb_shared->map_id != 0)

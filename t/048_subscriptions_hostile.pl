@@ -1,12 +1,13 @@
 # t/048_subscriptions_hostile.pl: trafficdb.subscriptions against hostile
-# roles (issue 28, items 1, 2 and 6):
+# roles (issue 28, items 1, 2, 5, 6 and 12):
 #  - a role with exactly the documented subscriber grants (SELECT, INSERT,
 #    DELETE on the table, USAGE on its sequence) writing NULLs where the row
 #    trigger read before NOT NULL held (SIGSEGV, cluster restart);
 #  - a role with no grants attaching the C trigger functions to its own temp
 #    table (SIGSEGV; a forced reload of every subscription at each commit);
 #  - one subscriber reading, deleting, forging or receiving another's
-#    subscriptions.
+#    subscriptions;
+#  - absurd values, and one role's count of subscriptions.
 # After every attack the server must still be the same server: the daemon's
 # pid, the postmaster's start time and a session opened at the start survive,
 # and the log shows no process killed by a signal.
@@ -153,6 +154,49 @@ $node->safe_psql('postgres', 'SELECT trafficdb.publish()');
 is($node->safe_psql('postgres', 'SELECT subscriptions FROM trafficdb.status'), '2', 'the daemon loads every role\'s subscriptions');
 is($node->safe_psql('postgres', "SELECT count(*) FROM trafficdb.subscription_events($a_id)"), '0',
 	'a superuser may read any subscription\'s events');
+
+# ---- item 12: absurd values, each refused naming the value --------------------
+sub refused
+{
+	my ($values, $expect, $what) = @_;
+	my ($o, $e) = as('sub_a', "INSERT INTO trafficdb.subscriptions $values");
+	like($e, $expect, $what);
+}
+my $c = q{ST_SetSRID(ST_MakePoint(24.92, 60.16), 4326)};
+refused("(center, radius_m) VALUES ($c, 1e300)", qr/radius 1e\+300 m is out of range/, 'a radius of 1e300 m');
+refused("(center, radius_m) VALUES ($c, -1)", qr/radius -1 m/, 'a negative radius');
+refused("(center, radius_m) VALUES ($c, 'NaN')", qr/radius nan m/i, 'a NaN radius');
+refused("(center, radius_m) VALUES ($c, 'Infinity')", qr/radius inf m/i, 'an infinite radius');
+refused(q{(area) VALUES (ST_MakeEnvelope(-1e308, -1e308, 1e308, 1e308, 4326))}, qr/area .*outside longitudes \[-180, 180\] and latitudes \[-90, 90\]/,
+	'an envelope of +-1e308');
+refused(q{(area) VALUES (ST_MakeEnvelope(24.9, 60.1, 'Infinity'::float8, 60.2, 4326))},
+	qr/area is a polygon with invalid coordinates|area .* reaches outside/, 'an area with an infinite coordinate');
+refused(q{(area) VALUES (ST_MakeEnvelope(24.9, 60.1, 'NaN'::float8, 60.2, 4326))},
+	qr/area is a polygon with invalid coordinates|area .* reaches outside/, 'an area with a NaN coordinate');
+refused(q{(area) VALUES ('SRID=4326;POLYGON((24.9 60.1, 25 60.2, 25 60.1, 24.9 60.2, 24.9 60.1))')},
+	qr/area is not a valid polygon: Self-intersection/, 'a self-intersecting polygon');
+refused(q{(location_ids) VALUES (array_fill(5::bigint, ARRAY[1000000]))}, qr/location_ids holds 1000000 ids: at most 10000/,
+	'1,000,000 duplicate ids');
+refused(q{(location_ids) VALUES ('{}')}, qr/list of location ids is empty|location_ids is empty/, 'an empty id list');
+refused(q{(location_ids) VALUES ('{5, NULL}')}, qr/location_ids holds a NULL at position 2/, 'a NULL id');
+refused(q{(location_ids) VALUES ('{{5, 6}, {7, 8}}')}, qr/location_ids is a 2-dimensional array/, 'a 2-D array of ids');
+refused(q{(location_ids) VALUES ('{-5}')}, qr/location id -5/, 'a negative id');
+($out, $err) = as('sub_a', q{INSERT INTO trafficdb.subscriptions (location_ids) VALUES ('{5, 5, 6, 5}') RETURNING location_ids});
+is($out, '{5,6}', 'duplicate ids are stored once, sorted');
+server_intact('absurd values');
+
+# ---- item 5 (part): a role's count of subscriptions ---------------------------
+$node->safe_psql('postgres', 'ALTER ROLE sub_b SET trafficdb.max_subscriptions_per_role = 3');
+($out, $err) = as('sub_b', q{INSERT INTO trafficdb.subscriptions (location_ids) VALUES ('{8}'), ('{9}')});
+is($err, '', 'sub_b reaches its limit of 3');
+($out, $err) = as('sub_b', q{INSERT INTO trafficdb.subscriptions (location_ids) VALUES ('{10}')});
+like($err, qr/role "sub_b" has 3 subscriptions: trafficdb\.max_subscriptions_per_role is 3/, 'the 4th is refused, naming the role, its count and the setting');
+($out, $err) = as('sub_b', q{SET trafficdb.max_subscriptions_per_role = 100000});
+like($err, qr/permission denied to set parameter "trafficdb\.max_subscriptions_per_role"/, 'a role cannot raise its own limit');
+($out, $err) = as('sub_a', q{INSERT INTO trafficdb.subscriptions (location_ids) SELECT ARRAY[i::bigint] FROM generate_series(1, 20) i});
+is($err, '', 'another role\'s count is its own (default limit 1000)');
+is($node->safe_psql('postgres', q{SHOW trafficdb.max_subscriptions_per_role}), '1000', 'the default is 1000');
+server_intact('the count of subscriptions');
 
 $w_in .= "\\q\n";
 $watcher->finish;
