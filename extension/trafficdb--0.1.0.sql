@@ -19,7 +19,8 @@ SELECT trafficdb._assert_preloaded();
 -- where it is created.  Kept executable by PUBLIC, because PostgreSQL checks
 -- EXECUTE as the user where they are used: _feed_part (the feed's DEFAULT),
 -- _feed_owned (its CHECK), _status and _readers (the status and readers
--- views), _check_changes_since (changes_since); none writes anything.
+-- views), _check_changes_since (changes_since), _region_fit (load_map
+-- reads the source as its caller), _asmvt (tile()); none writes anything.
 REVOKE ALL ON FUNCTION trafficdb._assert_preloaded() FROM PUBLIC;
 
 -- Text in shared memory (names, incidents) is UTF-8, for every reader inside
@@ -592,7 +593,8 @@ LANGUAGE sql STABLE PARALLEL SAFE SET search_path = pg_catalog AS $f$
               ELSE 2 END
     FROM trafficdb.regions r WHERE r.name = region
 $f$;
-REVOKE ALL ON FUNCTION trafficdb._region_fit(@pg@.geometry, text) FROM PUBLIC;
+-- (executable by PUBLIC: the daemon calls it while it reads the map source
+-- with the rights of the role that called load_map)
 $sql$, '@pg@', pg);
 END $do$;
 COMMENT ON FUNCTION trafficdb.region_of IS

@@ -94,7 +94,8 @@ like($err, qr/permission denied for function (?:trafficdb\.)?_assert_preloaded/,
 # every internal function of the extension: not executable by PUBLIC, except
 # those PostgreSQL runs with the caller's rights inside what PUBLIC may use
 # (the feed's DEFAULT and CHECK, the status and readers views, changes_since,
-# tile()'s aggregate)
+# tile()'s aggregate, and _region_fit, which the daemon calls as the role
+# that called load_map while it reads the map source)
 is($node->safe_psql('postgres', q{
 SELECT coalesce(string_agg(p.oid::regprocedure::text, ', ' ORDER BY 1), '')
   FROM pg_proc p
@@ -102,7 +103,7 @@ SELECT coalesce(string_agg(p.oid::regprocedure::text, ', ' ORDER BY 1), '')
   JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'trafficdb'
  WHERE (p.proname LIKE '\_%' OR p.prorettype IN ('trigger'::regtype, 'fdw_handler'::regtype)
         OR p.proname LIKE '%fdw_validator')
-   AND p.proname NOT IN ('_feed_part', '_feed_owned', '_status', '_readers', '_check_changes_since', '_asmvt')
+   AND p.proname NOT IN ('_feed_part', '_feed_owned', '_status', '_readers', '_check_changes_since', '_asmvt', '_region_fit')
    AND has_function_privilege('nogrant', p.oid, 'EXECUTE')}), '',
 	'no internal function or trigger function is executable by a role with no grants');
 

@@ -116,4 +116,15 @@ SELECT coalesce(string_agg(p.proname, ', ' ORDER BY p.proname), '')
    AND NOT coalesce(p.proconfig = ARRAY['search_path=pg_catalog'], false)}), '',
 	'every SQL and PL/pgSQL function of the extension runs with search_path = pg_catalog');
 
+# _region_fit() stays executable by PUBLIC: the daemon calls it with the
+# rights of the role that called load_map, while it reads the source
+$node->safe_psql('postgres', q{CREATE ROLE loader LOGIN; GRANT SELECT ON roads TO loader;
+GRANT EXECUTE ON FUNCTION trafficdb.load_map TO loader;});
+($ret, $out, $err) = $node->psql('postgres', q{SELECT trafficdb.load_map('roads', 'id', 'geom', region => 'w')},
+	extra_params => [ '-U', 'loader' ]);
+my $want = $node->safe_psql('postgres', q{SELECT count(*) FROM roads WHERE trafficdb.region_of(geom) = 'w'});
+ok($want > 0 && $out eq $want, "a role granted load_map loads a region's map ($want locations)") or diag("$out $err");
+is($node->safe_psql('postgres', q{SELECT coalesce(string_agg(DISTINCT fn, '; '), '') FROM public.planted_ran}), '',
+	'no function of mallory\'s ran while the daemon loaded it');
+
 done_testing();
