@@ -304,9 +304,13 @@ check_budget(Relation rel, const char *owner)
 
 	if (superuser())
 		return;
-	/* key: ('tdbs', hash of the name); field4 2 as pg_advisory_xact_lock(int4, int4) */
+	/*
+	 * key: ('tdbs', hash of the name), with field4 3: SQL's advisory lock
+	 * functions make only 1 (one int8 key) and 2 (two int4 keys), so no
+	 * role can take this lock itself and hold another role's INSERTs.
+	 */
 	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, 0x74646273u,
-						 DatumGetUInt32(hash_any((const unsigned char *) owner, (int) strlen(owner))), 2);
+						 DatumGetUInt32(hash_any((const unsigned char *) owner, (int) strlen(owner))), 3);
 	(void) LockAcquire(&tag, ExclusiveLock, false, false);
 
 	/*

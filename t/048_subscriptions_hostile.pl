@@ -197,6 +197,15 @@ like($err, qr/permission denied to set parameter "trafficdb\.max_subscriptions_p
 ($out, $err) = as('sub_a', q{INSERT INTO trafficdb.subscriptions (location_ids) SELECT ARRAY[i::bigint] FROM generate_series(1, 20) i});
 is($err, '', 'another role\'s count is its own (default limit 1000)');
 is($node->safe_psql('postgres', q{SHOW trafficdb.max_subscriptions_per_role}), '1000', 'the default is 1000');
+# the count's per-role lock is none a role can take with pg_advisory_lock():
+# sub_b holding every such lock of its own does not hold sub_a's INSERT
+my $hash = $node->safe_psql('postgres', q{SELECT hashtext('sub_a')});
+# (held in the watcher's session, as sub_b, while sub_a inserts)
+$w_in .= qq{SET ROLE sub_b; SELECT pg_advisory_lock(1952735859, $hash); SELECT 'locked';\n};
+$watcher->pump until $w_out =~ /locked/;
+($out, $err) = as('sub_a', q{SET statement_timeout = '3s'; INSERT INTO trafficdb.subscriptions (location_ids) VALUES ('{30}')});
+is($err, '', 'sub_a inserts while another role holds advisory locks of the same keys');
+$w_in .= qq{SELECT pg_advisory_unlock_all(); RESET ROLE;\n};
 server_intact('the count of subscriptions');
 
 $w_in .= "\\q\n";
