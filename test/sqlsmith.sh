@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test/sqlsmith.sh [SECONDS]: random SQL (Debian's sqlsmith) against a
 # database with trafficdb, a loaded map, feed rows, subscriptions (rows of
-# several roles), a stream table and a trail table, as a superuser, as an
+# several roles), a region, a rejected feed row (a row in every table the
+# extension owns), a stream table and a trail table, as a superuser, as an
 # ordinary role, and as a role with exactly the subscriber grants the README
 # documents (smithsub), for SECONDS in all (default 60; `make fuzz-sql` runs
 # 1200).  Fails on any server crash: a
@@ -99,6 +100,11 @@ INSERT INTO trafficdb.subscriptions (name, location_ids, condition, value)
 INSERT INTO trafficdb.subscriptions (name, area, events, condition, value)
   VALUES ('sub box', ST_MakeEnvelope(24.9, 60.15, 24.92, 60.17, 4326), 'enter_exit', 'congestion_at_least', 3);
 RESET ROLE;
+-- a region (regions is the fleet's table) and a feed row the daemon rejects
+-- (feed_rejects): a row in every table the extension owns
+INSERT INTO trafficdb.regions (name, area, bounds, server)
+  VALUES ('smith', ST_Multi(ST_MakeEnvelope(24.8, 60.0, 25.1, 60.3, 4326)), ST_MakeEnvelope(24.8, 60.0, 25.1, 60.3, 4326), 'nowhere');
+INSERT INTO trafficdb.feed (location_id, speed_kmh) VALUES (999999, 10);
 SELECT trafficdb.publish();
 EOF
 started=$(psql -d smith -At -c 'SELECT pg_postmaster_start_time()')
