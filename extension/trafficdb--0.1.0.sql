@@ -526,6 +526,23 @@ LANGUAGE sql STABLE PARALLEL RESTRICTED SET search_path = pg_catalog AS $f$
 $f$;
 $sql$, '@pg@', pg);
 END $do$;
+-- The remaining risk is named at install: a role that may create objects in
+-- PostGIS's schema can still define a function that makes one of these
+-- calls ambiguous (an error, no escalation).
+DO $do$
+DECLARE
+  nsp oid := (SELECT e.extnamespace FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'postgis');
+  who text := (SELECT pg_catalog.string_agg(pg_catalog.quote_ident(r.rolname), ', ' ORDER BY r.rolname)
+                 FROM pg_catalog.pg_roles r
+                WHERE NOT r.rolsuper AND r.rolname NOT LIKE 'pg\_%'
+                  AND pg_catalog.has_schema_privilege(r.oid, nsp, 'CREATE'));
+BEGIN
+  IF who IS NOT NULL THEN
+    RAISE WARNING 'PostGIS''s schema % is writable by roles that are not superusers: %', nsp::regnamespace, who
+      USING DETAIL = 'trafficdb calls PostGIS by that schema with exact argument types, so their functions never run in its place, but a function of theirs can make tile() and region_of() fail as ambiguous.',
+            HINT = pg_catalog.format('REVOKE CREATE ON SCHEMA %s FROM PUBLIC (and from those roles).', nsp::regnamespace);
+  END IF;
+END $do$;
 COMMENT ON FUNCTION trafficdb.tile IS
     'vector tile z/x/y (layer "traffic": location_id, name, road_class, speeds, congestion, incident) of the live traffic';
 COMMENT ON FUNCTION trafficdb.tile_features IS

@@ -116,6 +116,16 @@ SELECT coalesce(string_agg(p.proname, ', ' ORDER BY p.proname), '')
    AND NOT coalesce(p.proconfig = ARRAY['search_path=pg_catalog'], false)}), '',
 	'every SQL and PL/pgSQL function of the extension runs with search_path = pg_catalog');
 
+# installing where PostGIS's schema is writable by such a role says so
+$node->safe_psql('postgres', q{CREATE DATABASE other});
+($ret, $out, $err) = $node->psql('other', q{CREATE EXTENSION postgis; GRANT CREATE ON SCHEMA public TO mallory;
+CREATE EXTENSION trafficdb;});
+like($err, qr/WARNING:  PostGIS's schema public is writable by roles that are not superusers: mallory/,
+	'CREATE EXTENSION warns that PostGIS\'s schema is writable by mallory');
+($ret, $out, $err) = $node->psql('other', q{DROP EXTENSION trafficdb; REVOKE CREATE ON SCHEMA public FROM mallory;
+CREATE EXTENSION trafficdb;});
+unlike($err, qr/is writable/, '... and not when it is not');
+
 # _region_fit() stays executable by PUBLIC: the daemon calls it with the
 # rights of the role that called load_map, while it reads the source
 $node->safe_psql('postgres', q{CREATE ROLE loader LOGIN; GRANT SELECT ON roads TO loader;
