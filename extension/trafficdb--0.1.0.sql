@@ -14,6 +14,14 @@ CREATE FUNCTION trafficdb._assert_preloaded() RETURNS void
     AS 'MODULE_PATHNAME', 'trafficdb_assert_preloaded'
     LANGUAGE C STRICT;
 SELECT trafficdb._assert_preloaded();
+-- Internal functions (named _...), trigger functions and the wrappers'
+-- handlers and validators are not for users: each is revoked from PUBLIC
+-- where it is created.  Kept executable by PUBLIC, because PostgreSQL checks
+-- EXECUTE as the user where they are used: _feed_part (the feed's DEFAULT),
+-- _feed_owned (its CHECK), _status and _readers (the status and readers
+-- views), _check_changes_since (changes_since), _region_fit (load_map
+-- reads the source as its caller), _asmvt (tile()); none writes anything.
+REVOKE ALL ON FUNCTION trafficdb._assert_preloaded() FROM PUBLIC;
 
 -- Text in shared memory (names, incidents) is UTF-8, for every reader inside
 -- and outside the server: a database in another encoding would hand
@@ -109,6 +117,7 @@ BEGIN
   END IF;
   RETURN NULL;
 END $$;
+REVOKE ALL ON FUNCTION trafficdb._feed_database_guard() FROM PUBLIC;
 
 DO $$
 BEGIN
@@ -308,6 +317,9 @@ CREATE FUNCTION trafficdb.locations_fdw_validator(text[], oid) RETURNS void
 AS 'MODULE_PATHNAME', 'trafficdb_locations_validator'
 LANGUAGE C STRICT;
 
+REVOKE ALL ON FUNCTION trafficdb.locations_fdw_handler() FROM PUBLIC;
+REVOKE ALL ON FUNCTION trafficdb.locations_fdw_validator(text[], oid) FROM PUBLIC;
+
 CREATE FOREIGN DATA WRAPPER trafficdb_locations
     HANDLER trafficdb.locations_fdw_handler
     VALIDATOR trafficdb.locations_fdw_validator;
@@ -347,7 +359,9 @@ COMMENT ON VIEW trafficdb.traffic_state IS
 GRANT SELECT ON trafficdb.traffic_state TO PUBLIC;
 
 -- The plain way to read the published map, and what changed: both over the
--- foreign table, so one statement reads one generation.
+-- foreign table, so one statement reads one generation.  current_traffic()
+-- has no SET search_path, so that PostgreSQL can inline it (a caller's WHERE
+-- then reaches the foreign scan): its only operator is qualified.
 CREATE FUNCTION trafficdb.current_traffic(
     location_ids bigint[] DEFAULT NULL,
     OUT location_id bigint, OUT geom geometry, OUT road_class text, OUT name text,
@@ -363,7 +377,7 @@ LANGUAGE sql STABLE AS $$
   UNION ALL
   SELECT l.location_id, l.geom, l.road_class, l.name, l.length_m, l.speed_limit_kmh, l.oneway,
          l.speed_kmh, l.free_flow_kmh, l.congestion, l.confidence, l.incident, l.updated_at, l.generation
-    FROM trafficdb.locations l WHERE l.location_id = ANY ($1)
+    FROM trafficdb.locations l WHERE l.location_id OPERATOR(pg_catalog.=) ANY ($1)
 $$;
 COMMENT ON FUNCTION trafficdb.current_traffic IS
     'the published map with its current traffic (all locations, or those listed)';
@@ -379,7 +393,7 @@ CREATE FUNCTION trafficdb.changes_since(
     OUT confidence smallint, OUT incident text, OUT updated_at timestamptz,
     OUT snapshot_generation bigint)
 RETURNS SETOF record
-LANGUAGE plpgsql STABLE AS $$
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog AS $$
 BEGIN
   IF $1 < 0 THEN
     RAISE EXCEPTION 'generation % is negative; generations count up from 1', $1
@@ -399,18 +413,60 @@ COMMENT ON FUNCTION trafficdb.changes_since IS
 -- For map clients: vector tiles and GeoJSON of the live traffic.
 -- ---------------------------------------------------------------------------
 
+-- PostGIS may live in any schema, and that schema may be one other roles
+-- can write (public, before PostgreSQL 15 for everyone).  Through a
+-- search_path holding it, a role's public.st_asmvtgeom(geometry, geometry,
+-- ...) or st_asmvt(record, ...) matches a call better than PostGIS's own
+-- and runs as whoever calls tile() -- a superuser, the web app.  So these
+-- functions run with search_path = pg_catalog and are created here with
+-- PostGIS's schema (found at install time, @pg@ below) written into every
+-- call, with arguments of exactly PostGIS's declared types and every
+-- defaulted argument given: PostGIS's function is then an exact match no
+-- other function can beat (one planted with extra defaulted arguments can
+-- only make the call ambiguous, an error).  ST_AsMVT takes anyelement, which
+-- a record argument would beat: tile() aggregates with trafficdb._asmvt,
+-- PostGIS's own transition and final functions over a row type that no
+-- other role may use (so none can define a function taking it).  tile()
+-- runs with its caller's rights, so _asmvt stays executable by PUBLIC.
+DO $do$
+DECLARE
+  pg text := (SELECT pg_catalog.quote_ident(n.nspname)
+                FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace
+               WHERE e.extname OPERATOR(pg_catalog.=) 'postgis');
+BEGIN
+  EXECUTE pg_catalog.replace($sql$
+CREATE TYPE trafficdb._tile_row AS (
+    location_id bigint, name text, road_class text, speed_kmh real, free_flow_kmh real,
+    congestion smallint, incident text, generation bigint, geom @pg@.geometry);
+REVOKE USAGE ON TYPE trafficdb._tile_row FROM PUBLIC;
+-- (its transition function refuses a NULL row, then calls PostGIS's)
+CREATE FUNCTION trafficdb._asmvt_transfn(internal, trafficdb._tile_row, text, integer, text) RETURNS internal
+    AS 'MODULE_PATHNAME', 'trafficdb_asmvt_transfn' LANGUAGE C PARALLEL SAFE;
+REVOKE ALL ON FUNCTION trafficdb._asmvt_transfn(internal, trafficdb._tile_row, text, integer, text) FROM PUBLIC;
+CREATE AGGREGATE trafficdb._asmvt(trafficdb._tile_row, text, integer, text) (
+    SFUNC = trafficdb._asmvt_transfn, STYPE = internal, FINALFUNC = @pg@.pgis_asmvt_finalfn,
+    COMBINEFUNC = @pg@.pgis_asmvt_combinefn, SERIALFUNC = @pg@.pgis_asmvt_serialfn,
+    DESERIALFUNC = @pg@.pgis_asmvt_deserialfn, PARALLEL = SAFE);
+
 -- A Mapbox vector tile (layer "traffic") of tile z/x/y in Web Mercator.
 CREATE FUNCTION trafficdb.tile(z integer, x integer, y integer) RETURNS bytea
-LANGUAGE sql STABLE PARALLEL RESTRICTED AS $$
-  SELECT ST_AsMVT(t, 'traffic', 4096, 'geom')
-    FROM (SELECT location_id, name, road_class, speed_kmh, free_flow_kmh, congestion, incident, generation,
-                 ST_AsMVTGeom(ST_Transform(geom, 3857), ST_TileEnvelope(z, x, y), 4096, 64, true) AS geom
-            FROM trafficdb.locations
-           WHERE geom && ST_Transform(ST_TileEnvelope(z, x, y, margin => 64.0 / 4096), 4326)) t
-   WHERE geom IS NOT NULL
-$$;
-COMMENT ON FUNCTION trafficdb.tile IS
-    'vector tile z/x/y (layer "traffic": location_id, name, road_class, speeds, congestion, incident) of the live traffic';
+LANGUAGE sql STABLE PARALLEL RESTRICTED SET search_path = pg_catalog AS $f$
+  SELECT trafficdb._asmvt(ROW(t.location_id, t.name, t.road_class, t.speed_kmh, t.free_flow_kmh, t.congestion,
+                              t.incident, t.generation, t.geom)::trafficdb._tile_row,
+                          'traffic'::text, 4096::integer, 'geom'::text)
+    FROM (SELECT l.location_id, l.name, l.road_class, l.speed_kmh, l.free_flow_kmh, l.congestion, l.incident,
+                 l.generation,
+                 @pg@.st_asmvtgeom(@pg@.st_transform(l.geom, 3857::integer),
+                                   @pg@.st_tileenvelope(z, x, y, '0102000020110F00000200000093107C45F81B73C193107C45F81B73C193107C45F81B734193107C45F81B7341'::@pg@.geometry,
+                                                        0.0::double precision)::@pg@.box2d,
+                                   4096::integer, 64::integer, true) AS geom
+            FROM trafficdb.locations l
+           WHERE l.geom OPERATOR(@pg@.&&)
+                 @pg@.st_transform(@pg@.st_tileenvelope(z, x, y, '0102000020110F00000200000093107C45F81B73C193107C45F81B73C193107C45F81B734193107C45F81B7341'::@pg@.geometry,
+                                                        0.015625::double precision),
+                                   4326::integer)) t
+   WHERE t.geom IS NOT NULL
+$f$;
 
 -- The rows of tile z/x/y, for tile servers that make the tile themselves:
 -- tipg serves a set-returning function with parameters z, x and y as a
@@ -422,9 +478,9 @@ COMMENT ON FUNCTION trafficdb.tile IS
 CREATE FUNCTION trafficdb.tile_features(z integer, x integer, y integer,
     OUT location_id bigint, OUT name text, OUT road_class text,
     OUT speed_kmh real, OUT free_flow_kmh real, OUT congestion smallint,
-    OUT incident text, OUT generation bigint, OUT geom geometry)
+    OUT incident text, OUT generation bigint, OUT geom @pg@.geometry)
 RETURNS SETOF record
-LANGUAGE plpgsql STABLE PARALLEL RESTRICTED AS $$
+LANGUAGE plpgsql STABLE PARALLEL RESTRICTED SET search_path = pg_catalog AS $f$
 DECLARE
   side bigint;
 BEGIN
@@ -448,37 +504,51 @@ BEGIN
     SELECT l.location_id, l.name, l.road_class, l.speed_kmh, l.free_flow_kmh, l.congestion,
            l.incident, l.generation, l.geom
       FROM trafficdb.locations l
-     WHERE l.geom && ST_Transform(ST_TileEnvelope(z, x, y, margin => 64.0 / 4096), 4326);
-END $$;
-COMMENT ON FUNCTION trafficdb.tile_features IS
-    'the live traffic of tile z/x/y (Web Mercator) as rows, for a tile server''s function layer (tipg); the tile''s box is queried in the in-memory R-tree';
+     WHERE l.geom OPERATOR(@pg@.&&)
+           @pg@.st_transform(@pg@.st_tileenvelope(z, x, y, '0102000020110F00000200000093107C45F81B73C193107C45F81B73C193107C45F81B734193107C45F81B7341'::@pg@.geometry,
+                                                  0.015625::double precision),
+                             4326::integer);
+END $f$;
 
 -- A GeoJSON FeatureCollection of the locations in a lon/lat box.
 CREATE FUNCTION trafficdb.geojson(min_lon float8, min_lat float8, max_lon float8, max_lat float8) RETURNS json
-LANGUAGE sql STABLE PARALLEL RESTRICTED AS $$
+LANGUAGE sql STABLE PARALLEL RESTRICTED SET search_path = pg_catalog AS $f$
   SELECT json_build_object('type', 'FeatureCollection', 'features', coalesce(json_agg(
-           json_build_object('type', 'Feature', 'id', location_id,
-                             'geometry', ST_AsGeoJSON(geom)::json,
-                             'properties', json_build_object('name', name, 'road_class', road_class,
-                                 'speed_kmh', speed_kmh, 'free_flow_kmh', free_flow_kmh,
-                                 'congestion', congestion, 'incident', incident,
-                                 'updated_at', updated_at, 'generation', generation))
-           ORDER BY location_id), '[]'::json))
-    FROM trafficdb.locations
-   WHERE geom && ST_MakeEnvelope(min_lon, min_lat, max_lon, max_lat, 4326)
-$$;
+           json_build_object('type', 'Feature', 'id', l.location_id,
+                             'geometry', @pg@.st_asgeojson(l.geom, 9::integer, 8::integer)::json,
+                             'properties', json_build_object('name', l.name, 'road_class', l.road_class,
+                                 'speed_kmh', l.speed_kmh, 'free_flow_kmh', l.free_flow_kmh,
+                                 'congestion', l.congestion, 'incident', l.incident,
+                                 'updated_at', l.updated_at, 'generation', l.generation))
+           ORDER BY l.location_id), '[]'::json))
+    FROM trafficdb.locations l
+   WHERE l.geom OPERATOR(@pg@.&&) @pg@.st_makeenvelope(min_lon, min_lat, max_lon, max_lat, 4326::integer)
+$f$;
+$sql$, '@pg@', pg);
+END $do$;
+-- The remaining risk is named at install: a role that may create objects in
+-- PostGIS's schema can still define a function that makes one of these
+-- calls ambiguous (an error, no escalation).
+DO $do$
+DECLARE
+  nsp oid := (SELECT e.extnamespace FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'postgis');
+  who text := (SELECT pg_catalog.string_agg(pg_catalog.quote_ident(r.rolname), ', ' ORDER BY r.rolname)
+                 FROM pg_catalog.pg_roles r
+                WHERE NOT r.rolsuper AND r.rolname NOT LIKE 'pg\_%'
+                  AND pg_catalog.has_schema_privilege(r.oid, nsp, 'CREATE'));
+BEGIN
+  IF who IS NOT NULL THEN
+    RAISE WARNING 'PostGIS''s schema % is writable by roles that are not superusers: %', nsp::regnamespace, who
+      USING DETAIL = 'trafficdb calls PostGIS by that schema with exact argument types, so their functions never run in its place, but a function of theirs can make tile() and region_of() fail as ambiguous.',
+            HINT = pg_catalog.format('REVOKE CREATE ON SCHEMA %s FROM PUBLIC (and from those roles).', nsp::regnamespace);
+  END IF;
+END $do$;
+COMMENT ON FUNCTION trafficdb.tile IS
+    'vector tile z/x/y (layer "traffic": location_id, name, road_class, speeds, congestion, incident) of the live traffic';
+COMMENT ON FUNCTION trafficdb.tile_features IS
+    'the live traffic of tile z/x/y (Web Mercator) as rows, for a tile server''s function layer (tipg); the tile''s box is queried in the in-memory R-tree';
 COMMENT ON FUNCTION trafficdb.geojson IS
     'the live traffic in a lon/lat box as a GeoJSON FeatureCollection';
-
--- PostGIS may live in any schema: pin it for these SQL functions.
-DO $$
-DECLARE pg text := (SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
-                     WHERE e.extname = 'postgis');
-BEGIN
-  EXECUTE format('ALTER FUNCTION trafficdb.tile(integer, integer, integer) SET search_path = pg_catalog, %I', pg);
-  EXECUTE format('ALTER FUNCTION trafficdb.geojson(float8, float8, float8, float8) SET search_path = pg_catalog, %I', pg);
-  EXECUTE format('ALTER FUNCTION trafficdb.tile_features(integer, integer, integer) SET search_path = pg_catalog, %I', pg);
-END $$;
 
 -- ---------------------------------------------------------------------------
 -- Regions: a fleet of nodes, each owning the map and the writes of an area
@@ -510,29 +580,42 @@ COMMENT ON TABLE trafficdb.regions IS
 SELECT pg_catalog.pg_extension_config_dump('trafficdb.regions', '');
 GRANT SELECT ON trafficdb.regions TO PUBLIC;
 
+-- region_of() and _region_fit() call PostGIS as tile() does (see there):
+-- its schema written in, exact argument types, search_path = pg_catalog.
+DO $do$
+DECLARE
+  pg text := (SELECT pg_catalog.quote_ident(n.nspname)
+                FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace
+               WHERE e.extname OPERATOR(pg_catalog.=) 'postgis');
+BEGIN
+  EXECUTE pg_catalog.replace($sql$
 -- The region that owns a geometry (NULL: outside every region's area).
-CREATE FUNCTION trafficdb.region_of(geom geometry) RETURNS text
-LANGUAGE sql STABLE PARALLEL SAFE AS $$
+CREATE FUNCTION trafficdb.region_of(geom @pg@.geometry) RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE SET search_path = pg_catalog AS $f$
   SELECT r.name
-    FROM (SELECT ST_PointOnSurface(CASE WHEN ST_SRID(geom) = 4326 THEN geom
-                                        WHEN ST_SRID(geom) = 0 THEN NULL
-                                        ELSE ST_Transform(geom, 4326) END) AS p) s
-    JOIN trafficdb.regions r ON ST_Intersects(r.area, s.p)
+    FROM (SELECT @pg@.st_pointonsurface(CASE WHEN @pg@.st_srid(geom) = 4326 THEN geom
+                                             WHEN @pg@.st_srid(geom) = 0 THEN NULL::@pg@.geometry
+                                             ELSE @pg@.st_transform(geom, 4326::integer) END) AS p) s
+    JOIN trafficdb.regions r ON @pg@.st_intersects(r.area, s.p)
    ORDER BY r.name
    LIMIT 1
-$$;
-COMMENT ON FUNCTION trafficdb.region_of IS
-    'the region owning a location of this geometry: the first by name whose area holds its ST_PointOnSurface (NULL: none)';
+$f$;
 
 -- Used by the daemon while it loads a region's map: 0 = not the region's,
 -- 1 = the region's, 2 = the region's but out of the region's bounds.
-CREATE FUNCTION trafficdb._region_fit(geom geometry, region text) RETURNS integer
-LANGUAGE sql STABLE PARALLEL SAFE AS $$
+CREATE FUNCTION trafficdb._region_fit(geom @pg@.geometry, region text) RETURNS integer
+LANGUAGE sql STABLE PARALLEL SAFE SET search_path = pg_catalog AS $f$
   SELECT CASE WHEN trafficdb.region_of(geom) IS DISTINCT FROM region THEN 0
-              WHEN r.bounds IS NULL OR ST_Transform(geom, 4326) @ r.bounds THEN 1
+              WHEN r.bounds IS NULL OR @pg@.st_transform(geom, 4326::integer) OPERATOR(@pg@.@) r.bounds THEN 1
               ELSE 2 END
     FROM trafficdb.regions r WHERE r.name = region
-$$;
+$f$;
+-- (executable by PUBLIC: the daemon calls it while it reads the map source
+-- with the rights of the role that called load_map)
+$sql$, '@pg@', pg);
+END $do$;
+COMMENT ON FUNCTION trafficdb.region_of IS
+    'the region owning a location of this geometry: the first by name whose area holds its ST_PointOnSurface (NULL: none)';
 
 -- A feed row for a location of another region is refused at once, naming
 -- the region and the server that owns it (trafficdb_feed_owned; nothing is
@@ -546,8 +629,15 @@ ALTER TABLE trafficdb.feed ADD CONSTRAINT feed_location_in_region CHECK (traffic
 -- foreign table per region (the region's trafficdb.locations, with a CHECK
 -- of its bounds that the planner uses to leave out regions a query cannot
 -- touch), and trafficdb_global.locations, their union with a region column.
+DO $do$
+DECLARE
+  pg text := (SELECT pg_catalog.quote_ident(n.nspname)
+                FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace
+               WHERE e.extname OPERATOR(pg_catalog.=) 'postgis');
+BEGIN
+  EXECUTE pg_catalog.replace($sql$
 CREATE FUNCTION trafficdb.create_global_locations() RETURNS integer
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog AS $f$
 DECLARE
   r record;
   cols text;
@@ -598,9 +688,10 @@ BEGIN
       -- into pieces of 0.01 degrees, so that geography distances to it
       -- (along great circles, which leave a parallel by under a millimetre
       -- over 0.01 degrees) never exceed the distance to a location inside
-      EXECUTE format('ALTER FOREIGN TABLE trafficdb_global.%I ADD CONSTRAINT %I CHECK (geom @ %L::geometry)',
+      EXECUTE format('ALTER FOREIGN TABLE trafficdb_global.%I ADD CONSTRAINT %I CHECK (geom OPERATOR(@pg@.@) %L::@pg@.geometry)',
                      r.name, r.name || '_bounds',
-                     ST_AsEWKT(ST_Segmentize(ST_Expand(ST_Envelope(r.bounds), 0.0001), 0.01)));
+                     @pg@.st_asewkt(@pg@.st_segmentize(@pg@.st_expand(@pg@.st_envelope(r.bounds), 0.0001::double precision),
+                                                       0.01::double precision)));
     END IF;
     body := body || CASE WHEN n > 0 THEN E'\nUNION ALL ' ELSE '' END ||
             format('SELECT %L::text AS region, * FROM trafficdb_global.%I', r.name, r.name);
@@ -611,19 +702,13 @@ BEGIN
   GRANT USAGE ON SCHEMA trafficdb_global TO PUBLIC;
   GRANT SELECT ON ALL TABLES IN SCHEMA trafficdb_global TO PUBLIC;
   RETURN n;
-END $$;
+END $f$;
+$sql$, '@pg@', pg);
+END $do$;
 COMMENT ON FUNCTION trafficdb.create_global_locations IS
     'make (again) schema trafficdb_global: a postgres_fdw foreign table per region of trafficdb.regions and the view trafficdb_global.locations over all; returns the regions';
 REVOKE ALL ON FUNCTION trafficdb.create_global_locations FROM PUBLIC;
 
-DO $$
-DECLARE pg text := (SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
-                     WHERE e.extname = 'postgis');
-BEGIN
-  EXECUTE format('ALTER FUNCTION trafficdb.region_of(geometry) SET search_path = pg_catalog, %I', pg);
-  EXECUTE format('ALTER FUNCTION trafficdb._region_fit(geometry, text) SET search_path = pg_catalog, %I', pg);
-  EXECUTE format('ALTER FUNCTION trafficdb.create_global_locations() SET search_path = pg_catalog, %I', pg);
-END $$;
 
 -- ---------------------------------------------------------------------------
 -- Subscriptions (docs/subscriptions.md): filters the daemon matches against
@@ -656,16 +741,37 @@ CREATE TABLE trafficdb.subscriptions (
 COMMENT ON TABLE trafficdb.subscriptions IS
     'subscriptions: location ids, an area or a radius; a condition; change or enter/exit events, matched by the daemon at each publication';
 SELECT pg_catalog.pg_extension_config_dump('trafficdb.subscriptions', '');
+-- a role's rows: counted at each INSERT (trafficdb.max_subscriptions_per_role)
+CREATE INDEX subscriptions_owner ON trafficdb.subscriptions (owner);
+
+-- Each role sees, changes and deletes only its own subscriptions (owner is
+-- the role: the row trigger refuses another owner with a clear error, and a
+-- role cannot read another's events through subscription_events()).
+-- Superusers, the table's owner and the daemon (which connects as the
+-- bootstrap superuser) see every row.
+ALTER TABLE trafficdb.subscriptions ENABLE ROW LEVEL SECURITY;
+CREATE POLICY subscriptions_own ON trafficdb.subscriptions
+    USING (owner OPERATOR(pg_catalog.=) CURRENT_USER)
+    WITH CHECK (owner OPERATOR(pg_catalog.=) CURRENT_USER);
 
 -- Every row is checked as the daemon will read it (a NaN, a negative
--- radius, an empty polygon, an unknown id are refused naming the value);
--- the daemon reloads the subscriptions after each committed change.
+-- radius, an empty polygon, an unknown id are refused naming the value),
+-- and as it makes sense on Earth (a radius up to 20,037,508 m, an area of
+-- lon/lat inside [-180, 180] x [-90, 90] that ST_IsValid accepts, at most
+-- 10,000 location ids, stored sorted and once each); owner must be the
+-- current role (superusers excepted), and a role owns at most
+-- trafficdb.max_subscriptions_per_role rows (a superuser setting, default
+-- 1000; checked under a per-role advisory lock).  The trigger functions run
+-- on trafficdb.subscriptions only.  The daemon reloads the subscriptions
+-- after each committed change.
 CREATE FUNCTION trafficdb._subscription_check() RETURNS trigger
 AS 'MODULE_PATHNAME', 'trafficdb_subscription_check' LANGUAGE C;
+REVOKE ALL ON FUNCTION trafficdb._subscription_check() FROM PUBLIC;
 CREATE TRIGGER subscriptions_check BEFORE INSERT OR UPDATE ON trafficdb.subscriptions
     FOR EACH ROW EXECUTE FUNCTION trafficdb._subscription_check();
 CREATE FUNCTION trafficdb._subscriptions_changed() RETURNS trigger
 AS 'MODULE_PATHNAME', 'trafficdb_subscriptions_changed' LANGUAGE C;
+REVOKE ALL ON FUNCTION trafficdb._subscriptions_changed() FROM PUBLIC;
 CREATE TRIGGER subscriptions_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON trafficdb.subscriptions
     FOR EACH STATEMENT EXECUTE FUNCTION trafficdb._subscriptions_changed();
 -- The pending events of a subscription in this session: the first call
@@ -687,7 +793,10 @@ COMMENT ON FUNCTION trafficdb.subscription_events IS
 -- Subscribing is granted by an administrator (GRANT SELECT, INSERT, DELETE
 -- ON trafficdb.subscriptions TO app; GRANT USAGE ON SEQUENCE
 -- trafficdb.subscriptions_id_seq TO app): a subscription's area says where
--- someone is interested, which is not everyone's business.
+-- someone is interested, which is not everyone's business.  With these
+-- grants a role sees, deletes and receives the events of its own
+-- subscriptions only (row-level security above; subscription_events() of
+-- another role's id is "permission denied for subscription <id>").
 
 -- Stream files (src/stream/, fdw/streams.c): a server per file, a foreign
 -- table per stream (IMPORT FOREIGN SCHEMA), time-range pushdown, INSERT in
@@ -697,6 +806,8 @@ CREATE FUNCTION trafficdb.streams_fdw_handler() RETURNS fdw_handler
     AS 'MODULE_PATHNAME', 'trafficdb_streams_handler' LANGUAGE C STRICT;
 CREATE FUNCTION trafficdb.streams_fdw_validator(text[], oid) RETURNS void
     AS 'MODULE_PATHNAME', 'trafficdb_streams_validator' LANGUAGE C STRICT;
+REVOKE ALL ON FUNCTION trafficdb.streams_fdw_handler() FROM PUBLIC;
+REVOKE ALL ON FUNCTION trafficdb.streams_fdw_validator(text[], oid) FROM PUBLIC;
 CREATE FOREIGN DATA WRAPPER trafficdb_streams
     HANDLER trafficdb.streams_fdw_handler
     VALIDATOR trafficdb.streams_fdw_validator;
@@ -723,6 +834,8 @@ CREATE FUNCTION trafficdb.trails_fdw_handler() RETURNS fdw_handler
     AS 'MODULE_PATHNAME', 'trafficdb_trails_handler' LANGUAGE C STRICT;
 CREATE FUNCTION trafficdb.trails_fdw_validator(text[], oid) RETURNS void
     AS 'MODULE_PATHNAME', 'trafficdb_trails_validator' LANGUAGE C STRICT;
+REVOKE ALL ON FUNCTION trafficdb.trails_fdw_handler() FROM PUBLIC;
+REVOKE ALL ON FUNCTION trafficdb.trails_fdw_validator(text[], oid) FROM PUBLIC;
 CREATE FOREIGN DATA WRAPPER trafficdb_trails
     HANDLER trafficdb.trails_fdw_handler
     VALIDATOR trafficdb.trails_fdw_validator;

@@ -230,7 +230,9 @@ static Oid	fn_xmin,
 			fn_y,
 			fn_srid,
 			fn_asbinary,
-			fn_geomtype;
+			fn_geomtype,
+			fn_isvalid,
+			fn_isvalidreason;
 static Oid	fn_geometry_of_geography = InvalidOid;
 
 static void
@@ -276,6 +278,8 @@ lookup_postgis_fns(void)
 	fn_srid = postgis_func("st_srid", tdb_geometry_oid());
 	fn_asbinary = postgis_func("st_asbinary", tdb_geometry_oid());
 	fn_geomtype = postgis_func("geometrytype", tdb_geometry_oid());
+	fn_isvalid = postgis_func("st_isvalid", tdb_geometry_oid());
+	fn_isvalidreason = postgis_func("st_isvalidreason", tdb_geometry_oid());
 	fn_box3d = postgis_func("box3d", tdb_geometry_oid());
 }
 
@@ -322,6 +326,15 @@ tdb_geometry_srid(Datum geom)
 {
 	lookup_postgis_fns();
 	return DatumGetInt32(OidFunctionCall1(fn_srid, geom));
+}
+
+char *
+tdb_geometry_invalid_reason(Datum geom)
+{
+	lookup_postgis_fns();
+	if (DatumGetBool(OidFunctionCall1(fn_isvalid, geom)))
+		return NULL;
+	return TextDatumGetCString(OidFunctionCall1(fn_isvalidreason, geom));
 }
 
 char *
@@ -430,4 +443,58 @@ tdb_point_datum(double x, double y)
 	p = palloc(POINT_SIZE);
 	point_direct(x, y, p);
 	return PointerGetDatum(p);
+}
+
+/* ---- tile()'s aggregate ----------------------------------------------------------- */
+
+PG_FUNCTION_INFO_V1(trafficdb_asmvt_transfn);
+
+/*
+ * The transition function of trafficdb._asmvt (tile()'s ST_AsMVT): PostGIS's
+ * pgis_asmvt_transfn(internal, anyelement, text, integer, text), found in
+ * PostGIS's schema by its exact signature, called with this call's context
+ * (the aggregate's), after refusing a NULL row, which PostGIS dereferences
+ * (ST_AsMVT(NULL::some_row_type) kills the backend).  tile() calls the
+ * aggregate by its schema, so no function another role defines can take
+ * its place.
+ */
+Datum
+trafficdb_asmvt_transfn(PG_FUNCTION_ARGS)
+{
+	FmgrInfo   *own = fcinfo->flinfo;
+	FmgrInfo   *pgis = (FmgrInfo *) own->fn_extra;
+	Datum		result;
+
+	if (!AggCheckCallContext(fcinfo, NULL))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("trafficdb._asmvt_transfn() is the transition function of trafficdb._asmvt"),
+				 errhint("It is not called directly.")));
+	if (PG_NARGS() != 5 || PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("trafficdb._asmvt() takes a row of each feature, not NULL"),
+				 errhint("trafficdb.tile() makes vector tiles.")));
+	if (pgis == NULL)
+	{
+		Oid			argtypes[5] = {INTERNALOID, ANYELEMENTOID, TEXTOID, INT4OID, TEXTOID};
+		Oid			fn = LookupFuncName(list_make2(makeString(get_namespace_name(tdb_postgis_schema())),
+												   makeString("pgis_asmvt_transfn")), 5, argtypes, false);
+
+		pgis = MemoryContextAllocZero(own->fn_mcxt, sizeof(FmgrInfo));
+		fmgr_info_cxt(fn, pgis, own->fn_mcxt);
+		pgis->fn_expr = own->fn_expr;
+		own->fn_extra = pgis;
+	}
+	fcinfo->flinfo = pgis;
+	PG_TRY();
+	{
+		result = FunctionCallInvoke(fcinfo);
+	}
+	PG_FINALLY();
+	{
+		fcinfo->flinfo = own;
+	}
+	PG_END_TRY();
+	return result;
 }

@@ -59,6 +59,9 @@ extern bytea *tdb_geometry_wkb(Datum geom);
 extern int32 tdb_geometry_srid(Datum geom);
 extern char *tdb_geometry_type(Datum geom);
 
+/* NULL when PostGIS's ST_IsValid holds, else its ST_IsValidReason. */
+extern char *tdb_geometry_invalid_reason(Datum geom);
+
 /*
  * ST_X, ST_Y and ST_SRID of a point; false, with *what saying what geom is
  * instead ("a LINESTRING", "an empty POINT"), when it is not one position.

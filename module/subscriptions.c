@@ -12,15 +12,24 @@
 #include <math.h>
 
 #include "access/xact.h"
+#include "catalog/dependency.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_authid.h"
+#include "catalog/pg_namespace.h"
+#include "catalog/pg_type.h"
+#include "commands/extension.h"
 #include "commands/trigger.h"
+#include "common/hashfn.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
+#include "storage/lock.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/rel.h"
 #include "utils/timestamp.h"
 
 #include "module/geometry.h"
@@ -34,14 +43,48 @@
 PG_FUNCTION_INFO_V1(trafficdb_subscription_check);
 PG_FUNCTION_INFO_V1(trafficdb_subscriptions_changed);
 
+/*
+ * A column of a row of trafficdb.subscriptions, checked to have the type
+ * the table gives it (typid; InvalidOid: PostGIS's geometry): whatever
+ * tuple descriptor arrives, nothing is read as another type.
+ */
 static Datum
-column(TupleDesc td, HeapTuple tup, const char *name, bool *isnull)
+column(TupleDesc td, HeapTuple tup, const char *name, Oid typid, bool *isnull)
 {
 	int			att = SPI_fnumber(td, name);
+	Oid			have;
 
 	if (att <= 0)
-		elog(ERROR, "trafficdb.subscriptions has no column \"%s\"", name);
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("trafficdb.subscriptions has no column \"%s\"", name),
+				 errhint("The table was altered: reinstall the extension.")));
+	if (!OidIsValid(typid))
+		typid = tdb_geometry_oid();
+	have = TupleDescAttr(td, att - 1)->atttypid;
+	if (have != typid)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("column \"%s\" of trafficdb.subscriptions is of type %s, expected %s",
+						name, format_type_be(have), format_type_be(typid)),
+				 errhint("The table was altered: reinstall the extension.")));
 	return heap_getattr(tup, att, td, isnull);
+}
+
+/* A NOT NULL column's value, refused as PostgreSQL's constraint would when NULL. */
+static Datum
+column_not_null(TupleDesc td, HeapTuple tup, const char *name, Oid typid)
+{
+	bool		isnull;
+	Datum		d = column(td, tup, name, typid, &isnull);
+
+	if (isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_NOT_NULL_VIOLATION),
+				 errmsg("null value in column \"%s\" of relation \"subscriptions\" violates not-null constraint", name),
+				 errdetail("trafficdb.subscriptions.%s is NOT NULL.", name),
+				 errhint("Leave the column out to get its default.")));
+	return d;
 }
 
 static void
@@ -64,11 +107,11 @@ tdb_subscription_filter(TupleDesc td, HeapTuple tup, TdbSubFilter *f, MemoryCont
 	char	   *events;
 
 	memset(f, 0, sizeof(*f));
-	d = column(td, tup, "id", &isnull);
+	d = column(td, tup, "id", INT4OID, &isnull);
 	id = isnull ? 0 : DatumGetInt32(d);
 	f->id = (uint32) id;
 
-	d = column(td, tup, "location_ids", &isnull);
+	d = column(td, tup, "location_ids", INT8ARRAYOID, &isnull);
 	if (!isnull)
 	{
 		ArrayType  *a = DatumGetArrayTypeP(d);
@@ -90,7 +133,7 @@ tdb_subscription_filter(TupleDesc td, HeapTuple tup, TdbSubFilter *f, MemoryCont
 		f->nids = (uint32) n;
 	}
 
-	d = column(td, tup, "area", &isnull);
+	d = column(td, tup, "area", InvalidOid, &isnull);
 	if (!isnull)
 	{
 		char	   *type = tdb_geometry_type(d);
@@ -122,7 +165,7 @@ tdb_subscription_filter(TupleDesc td, HeapTuple tup, TdbSubFilter *f, MemoryCont
 		f->area = TDB_SUB_POLYGON;
 	}
 
-	d = column(td, tup, "center", &isnull);
+	d = column(td, tup, "center", InvalidOid, &isnull);
 	if (!isnull)
 	{
 		int32		srid;
@@ -134,22 +177,22 @@ tdb_subscription_filter(TupleDesc td, HeapTuple tup, TdbSubFilter *f, MemoryCont
 			refuse(id, "center is %s", what, "a Point");
 		if (srid != 4326)
 			refuse(id, "center has SRID %s", psprintf("%d", srid), "SRID 4326 (lon/lat)");
-		r = column(td, tup, "radius_m", &rn);
+		r = column(td, tup, "radius_m", FLOAT8OID, &rn);
 		f->radius_m = rn ? -1 : DatumGetFloat8(r);
 		f->area = TDB_SUB_RADIUS;
 	}
 
-	cond = TextDatumGetCString(column(td, tup, "condition", &isnull));
+	cond = TextDatumGetCString(column_not_null(td, tup, "condition", TEXTOID));
 	f->cond = strcmp(cond, "congestion_at_least") == 0 ? TDB_SUB_CONGESTION_AT_LEAST :
 		strcmp(cond, "speed_below") == 0 ? TDB_SUB_SPEED_BELOW :
 		strcmp(cond, "speed_below_pct") == 0 ? TDB_SUB_SPEED_BELOW_PCT :
 		strcmp(cond, "incident") == 0 ? TDB_SUB_INCIDENT : TDB_SUB_ANY;
-	d = column(td, tup, "value", &isnull);
+	d = column(td, tup, "value", FLOAT8OID, &isnull);
 	f->value = isnull ? 0 : DatumGetFloat8(d);
 	if (isnull && (f->cond == TDB_SUB_CONGESTION_AT_LEAST || f->cond == TDB_SUB_SPEED_BELOW ||
 				   f->cond == TDB_SUB_SPEED_BELOW_PCT))
 		refuse(id, "condition %s has no value", cond, "a value: congestion 0-4, km/h, or % of free flow");
-	events = TextDatumGetCString(column(td, tup, "events", &isnull));
+	events = TextDatumGetCString(column_not_null(td, tup, "events", TEXTOID));
 	f->on = strcmp(events, "enter_exit") == 0 ? TDB_SUB_ON_ENTER_EXIT : TDB_SUB_ON_CHANGE;
 
 	if (!tdb_sub_filter_check(f, err))
@@ -160,20 +203,266 @@ tdb_subscription_filter(TupleDesc td, HeapTuple tup, TdbSubFilter *f, MemoryCont
 
 /* ---- the row check -------------------------------------------------------------- */
 
+/* the most location ids one subscription lists (README, Subscriptions) */
+#define MAX_SUBSCRIPTION_IDS 10000
+/* half the Earth's circumference (WGS 84 equator): no point is further away */
+#define MAX_RADIUS_M 20037508.0
+
+/*
+ * trafficdb.subscriptions: the table of that name in schema trafficdb, the
+ * schema the extension's script creates (a member of the extension), never
+ * through search_path.
+ */
+static Oid
+subscriptions_relid(void)
+{
+	Oid			ext = get_extension_oid("trafficdb", true);
+	Oid			nsp = get_namespace_oid("trafficdb", true);
+	Oid			relid = InvalidOid;
+
+	if (OidIsValid(ext) && OidIsValid(nsp) && getExtensionOfObject(NamespaceRelationId, nsp) == ext)
+		relid = get_relname_relid("subscriptions", nsp);
+
+	if (!OidIsValid(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("the extension trafficdb has no table subscriptions in this database"),
+				 errhint("CREATE EXTENSION trafficdb;")));
+	return relid;
+}
+
+/*
+ * Refuse to run as anything but a trigger of trafficdb.subscriptions (the
+ * functions are not executable by PUBLIC, but a superuser could still
+ * attach them elsewhere): on another table the columns read are not ours.
+ */
+static TriggerData *
+own_trigger(FunctionCallInfo fcinfo, const char *fname, bool before_row)
+{
+	TriggerData *trig = (TriggerData *) fcinfo->context;
+	Relation	rel;
+
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("trafficdb.%s() is a trigger function of trafficdb.subscriptions", fname),
+				 errhint("It is not called directly.")));
+	rel = trig->tg_relation;
+	if (RelationGetRelid(rel) != subscriptions_relid())
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("trafficdb.%s() fires only on trafficdb.subscriptions, not on %s", fname,
+						quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+												   RelationGetRelationName(rel))),
+				 errdetail("It reads and checks the columns of trafficdb.subscriptions."),
+				 errhint("DROP TRIGGER %s ON %s;", quote_identifier(trig->tg_trigger->tgname),
+						 quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+													RelationGetRelationName(rel)))));
+	if (before_row && (!TRIGGER_FIRED_BEFORE(trig->tg_event) || !TRIGGER_FIRED_FOR_ROW(trig->tg_event) ||
+					   !(TRIGGER_FIRED_BY_INSERT(trig->tg_event) || TRIGGER_FIRED_BY_UPDATE(trig->tg_event))))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("trafficdb.%s() is the BEFORE INSERT OR UPDATE ROW trigger of trafficdb.subscriptions", fname)));
+	return trig;
+}
+
+/*
+ * A role owns its subscriptions: owner is the current role, unless a
+ * superuser writes the row (a restore, an administrator).
+ */
+static const char *
+check_owner(TupleDesc td, HeapTuple tup)
+{
+	const char *owner = NameStr(*DatumGetName(column_not_null(td, tup, "owner", NAMEOID)));
+	char	   *me = GetUserNameFromId(GetUserId(), false);
+
+	if (!superuser() && strcmp(owner, me) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("owner \"%s\" is not the current role \"%s\"", owner, me),
+				 errdetail("A role writes subscriptions of its own only."),
+				 errhint("Leave owner out: it defaults to current_user.")));
+	return owner;
+}
+
+/*
+ * trafficdb.max_subscriptions_per_role, counted for owner at an INSERT
+ * (superusers are not counted).  Inserts of one role are serialized by a
+ * transaction-level advisory lock on the role's name, so that concurrent
+ * sessions of one role cannot pass the limit together.
+ */
+static void
+check_budget(Relation rel, const char *owner)
+{
+	LOCKTAG		tag;
+	Datum		arg = CStringGetDatum(owner);
+	Oid			argtype = NAMEOID;
+	int64		n;
+	bool		isnull;
+	Oid			save_userid;
+	int			save_sec;
+
+	if (superuser())
+		return;
+	/*
+	 * key: ('tdbs', hash of the name), with field4 3: SQL's advisory lock
+	 * functions make only 1 (one int8 key) and 2 (two int4 keys), so no
+	 * role can take this lock itself and hold another role's INSERTs.
+	 */
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, 0x74646273u,
+						 DatumGetUInt32(hash_any((const unsigned char *) owner, (int) strlen(owner))), 3);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+
+	/*
+	 * Counted as the bootstrap superuser (in a security-restricted
+	 * operation), so that neither row-level security nor a role granted
+	 * INSERT without SELECT changes what is counted; not read-only, to see
+	 * the rows this statement inserted before.
+	 */
+	GetUserIdAndSecContext(&save_userid, &save_sec);
+	SetUserIdAndSecContext(BOOTSTRAP_SUPERUSERID, save_sec | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	SPI_connect();
+	if (SPI_execute_with_args(psprintf("SELECT count(*) FROM %s WHERE owner OPERATOR(pg_catalog.=) $1",
+									   quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+																  RelationGetRelationName(rel))),
+							  1, &argtype, &arg, NULL, false, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "could not count the subscriptions of role \"%s\"", owner);
+	n = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	SPI_finish();
+	SetUserIdAndSecContext(save_userid, save_sec);
+	if (n >= tdb_max_subscriptions_per_role)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("role \"%s\" has " INT64_FORMAT " subscriptions: trafficdb.max_subscriptions_per_role is %d",
+						owner, n, tdb_max_subscriptions_per_role),
+				 errdetail("Each subscription costs the daemon matching time at every publication."),
+				 errhint("Delete subscriptions the role no longer needs, or ask a superuser to raise "
+						 "trafficdb.max_subscriptions_per_role (ALTER ROLE ... SET).")));
+}
+
+static int
+cmp_int64(const void *a, const void *b)
+{
+	int64		x = *(const int64 *) a;
+	int64		y = *(const int64 *) b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * location_ids as the matcher wants them: one dimension, no NULL, at most
+ * MAX_SUBSCRIPTION_IDS, each once and in order.  Returns the row with the
+ * normalized array when it changed.
+ */
+static HeapTuple
+normalize_ids(Relation rel, HeapTuple tup)
+{
+	TupleDesc	td = RelationGetDescr(rel);
+	bool		isnull;
+	Datum		d = column(td, tup, "location_ids", INT8ARRAYOID, &isnull);
+	ArrayType  *a;
+	Datum	   *elems;
+	bool	   *nulls;
+	int			n,
+				k;
+	int64	   *ids;
+	int			att;
+	Datum		newval;
+	bool		newnull = false;
+
+	if (isnull)
+		return tup;
+	a = DatumGetArrayTypeP(d);
+	if (ARR_ELEMTYPE(a) != INT8OID)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("location_ids is an array of %s, expected bigint", format_type_be(ARR_ELEMTYPE(a)))));
+	if (ARR_NDIM(a) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("location_ids is a %d-dimensional array", ARR_NDIM(a)),
+				 errdetail("Expected a one-dimensional list of location ids, e.g. '{5, 6, 7}'.")));
+	n = ArrayGetNItems(ARR_NDIM(a), ARR_DIMS(a));
+	if (n > MAX_SUBSCRIPTION_IDS)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("location_ids holds %d ids: at most %d", n, MAX_SUBSCRIPTION_IDS),
+				 errdetail("A subscription lists at most %d location ids.", MAX_SUBSCRIPTION_IDS),
+				 errhint("Subscribe to an area (a polygon or a radius), or split the list into several subscriptions.")));
+	if (n == 0)
+		return tup;				/* tdb_sub_filter_check names it */
+	deconstruct_array(a, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &elems, &nulls, &n);
+	ids = palloc(sizeof(int64) * n);
+	for (int i = 0; i < n; i++)
+	{
+		if (nulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("location_ids holds a NULL at position %d", i + 1),
+					 errdetail("Expected location ids, no NULLs.")));
+		ids[i] = DatumGetInt64(elems[i]);
+	}
+	qsort(ids, n, sizeof(int64), cmp_int64);
+	k = 0;
+	for (int i = 0; i < n; i++)
+		if (k == 0 || ids[k - 1] != ids[i])
+			ids[k++] = ids[i];
+	for (int i = 0; i < k; i++)
+		elems[i] = Int64GetDatum(ids[i]);
+	/* a lower bound other than 1 or another order: store the normalized list */
+	newval = PointerGetDatum(construct_array(elems, k, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	att = SPI_fnumber(td, "location_ids");
+	return heap_modify_tuple_by_cols(tup, td, 1, &att, &newval, &newnull);
+}
+
 Datum
 trafficdb_subscription_check(PG_FUNCTION_ARGS)
 {
-	TriggerData *trig = (TriggerData *) fcinfo->context;
+	TriggerData *trig = own_trigger(fcinfo, "_subscription_check", true);
+	Relation	rel = trig->tg_relation;
+	TupleDesc	td = RelationGetDescr(rel);
 	HeapTuple	tup;
 	TdbSubFilter f;
+	const char *owner;
+	bool		isnull;
+	Datum		d;
 
-	if (!CALLED_AS_TRIGGER(fcinfo) || !TRIGGER_FIRED_BEFORE(trig->tg_event) ||
-		!TRIGGER_FIRED_FOR_ROW(trig->tg_event))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("trafficdb._subscription_check() is the BEFORE ROW trigger of trafficdb.subscriptions")));
 	tup = TRIGGER_FIRED_BY_UPDATE(trig->tg_event) ? trig->tg_newtuple : trig->tg_trigtuple;
-	tdb_subscription_filter(trig->tg_relation->rd_att, tup, &f, CurrentMemoryContext);
+	owner = check_owner(td, tup);
+	if (TRIGGER_FIRED_BY_INSERT(trig->tg_event))
+		check_budget(rel, owner);
+	tup = normalize_ids(rel, tup);
+	tdb_subscription_filter(td, tup, &f, CurrentMemoryContext);
+
+	/* what the matcher would take but means nothing on Earth */
+	if (f.area == TDB_SUB_RADIUS && f.radius_m > MAX_RADIUS_M)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("radius %g m is out of range: expected 0 to %.0f m", f.radius_m, MAX_RADIUS_M),
+				 errdetail("Subscription %d: no point on Earth is further than half its circumference (%.0f m).",
+						   (int32) f.id, MAX_RADIUS_M),
+				 errhint("For the whole map, use an area covering it.")));
+	if (f.area == TDB_SUB_POLYGON)
+	{
+		double		b[4];
+		char	   *why;
+
+		d = column(td, tup, "area", InvalidOid, &isnull);
+		if (!tdb_geometry_bounds(d, b) || !(b[0] >= -180 && b[2] <= 180 && b[1] >= -90 && b[3] <= 90))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("area (%g, %g, %g, %g) reaches outside longitudes [-180, 180] and latitudes [-90, 90]",
+							b[0], b[1], b[2], b[3]),
+					 errdetail("Subscription %d: expected a Polygon of lon/lat coordinates (SRID 4326).", (int32) f.id)));
+		why = tdb_geometry_invalid_reason(d);
+		if (why != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("area is not a valid polygon: %s", why),
+					 errdetail("Subscription %d: expected a valid Polygon (ST_IsValid).", (int32) f.id),
+					 errhint("ST_MakeValid() repairs it; a MultiPolygon it makes is one subscription per part.")));
+	}
 
 	/* ids the published map lacks (when one is published) */
 	if (f.area == TDB_SUB_IDS && tdb_shared != NULL && tdb_shared->map_id != 0)
@@ -181,8 +470,8 @@ trafficdb_subscription_check(PG_FUNCTION_ARGS)
 			if (tdb_backend_find_location(f.ids[i]) < 0)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("location id " UINT64_FORMAT " is not in the published map", f.ids[i]),
-						 errdetail("Subscription %u: expected ids of trafficdb.locations.", f.id)));
+						 errmsg("location id " INT64_FORMAT " is not in the published map", (int64) f.ids[i]),
+						 errdetail("Subscription %d: expected ids of trafficdb.locations.", (int32) f.id)));
 	return PointerGetDatum(tup);
 }
 
@@ -214,10 +503,7 @@ subs_xact_callback(XactEvent event, void *arg)
 Datum
 trafficdb_subscriptions_changed(PG_FUNCTION_ARGS)
 {
-	if (!CALLED_AS_TRIGGER(fcinfo))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("trafficdb._subscriptions_changed() is a trigger of trafficdb.subscriptions")));
+	(void) own_trigger(fcinfo, "_subscriptions_changed", false);
 	if (!callback_registered)
 	{
 		RegisterXactCallback(subs_xact_callback, NULL);
@@ -235,6 +521,7 @@ PG_FUNCTION_INFO_V1(trafficdb_subscription_events);
 typedef struct SessionSub
 {
 	int32		id;
+	Oid			role;			/* the role that opened it */
 	TdbSubConsumer c;
 	bool		open;
 } SessionSub;
@@ -256,6 +543,56 @@ close_session_subs(int code, Datum arg)
 		}
 }
 
+/*
+ * Subscription id is not among the rows the current role sees: another
+ * role's (permission denied, naming the id) or none (does not exist).
+ * Whether it exists is looked up as the bootstrap superuser, in a
+ * security-restricted operation, by id only.
+ */
+static void
+refuse_unseen(int32 id)
+{
+	Oid			save_userid;
+	int			save_sec;
+	Datum		arg = Int32GetDatum(id);
+	Oid			argtype = INT4OID;
+	bool		exists;
+
+	GetUserIdAndSecContext(&save_userid, &save_sec);
+	SetUserIdAndSecContext(BOOTSTRAP_SUPERUSERID, save_sec | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	exists = SPI_execute_with_args("SELECT 1 FROM trafficdb.subscriptions WHERE id OPERATOR(pg_catalog.=) $1",
+								   1, &argtype, &arg, NULL, true, 1) == SPI_OK_SELECT && SPI_processed == 1;
+	SetUserIdAndSecContext(save_userid, save_sec);
+	if (exists)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for subscription %d", id),
+				 errdetail("Subscription %d belongs to another role; a role receives the events of its own subscriptions only.", id),
+				 errhint("Read the events as the role that owns it.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_OBJECT),
+			 errmsg("subscription %d does not exist", id),
+			 errhint("Its rows are in trafficdb.subscriptions.")));
+}
+
+/*
+ * A slot this session opened for id as another role (SET ROLE since): the
+ * current role must see the row too.
+ */
+static void
+check_still_visible(int32 id)
+{
+	Datum		arg = Int32GetDatum(id);
+	Oid			argtype = INT4OID;
+
+	SPI_connect();
+	if (SPI_execute_with_args("SELECT 1 FROM trafficdb.subscriptions WHERE id OPERATOR(pg_catalog.=) $1",
+							  1, &argtype, &arg, NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		refuse_unseen(id);
+	SPI_finish();
+}
+
 /* This session's slot for subscription id: made at the first call from its row. */
 static SessionSub *
 session_sub(int32 id)
@@ -273,7 +610,11 @@ session_sub(int32 id)
 	for (int i = 0; i < MAX_SESSION_SUBS; i++)
 	{
 		if (session_subs[i].open && session_subs[i].id == id)
+		{
+			if (session_subs[i].role != GetUserId())
+				check_still_visible(id);
 			return &session_subs[i];
+		}
 		if (!session_subs[i].open && free_one == NULL)
 			free_one = &session_subs[i];
 	}
@@ -283,12 +624,10 @@ session_sub(int32 id)
 				 errmsg("a session reads the events of at most %d subscriptions", MAX_SESSION_SUBS)));
 
 	SPI_connect();
-	if (SPI_execute_with_args("SELECT * FROM trafficdb.subscriptions WHERE id = $1", 1, &argtype, &arg,
-							  NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("subscription %d does not exist", id),
-				 errhint("Its rows are in trafficdb.subscriptions.")));
+	/* as the current role: row-level security shows it its own rows only */
+	if (SPI_execute_with_args("SELECT * FROM trafficdb.subscriptions WHERE id OPERATOR(pg_catalog.=) $1",
+							  1, &argtype, &arg, NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		refuse_unseen(id);
 	tdb_subscription_filter(SPI_tuptable->tupdesc, SPI_tuptable->vals[0], &f, cxt);
 	f.id = (uint32) id;
 	len = tdb_subfilter_encode(&f, buf, sizeof(buf), err);
@@ -322,6 +661,7 @@ session_sub(int32 id)
 		session_exit_registered = true;
 	}
 	free_one->id = id;
+	free_one->role = GetUserId();
 	free_one->open = true;
 	return free_one;
 }

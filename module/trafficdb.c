@@ -58,6 +58,7 @@ int			tdb_writer_ring_slots = 65536;
 char	   *tdb_writer_group = NULL;
 int			tdb_writer_drain_interval_ms = 1;
 int			tdb_feed_lock_timeout_ms = 200;
+int			tdb_max_subscriptions_per_role = 1000;
 
 static bool
 check_ring_slots(int *newval, void **extra, GucSource source)
@@ -208,6 +209,16 @@ tdb_define_settings(void)
 							&tdb_feed_lock_timeout_ms,
 							200, 0, 60000,
 							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("trafficdb.max_subscriptions_per_role",
+							"The most rows of trafficdb.subscriptions one role may own.",
+							"Counted at INSERT (a role's rows are those whose owner it is); "
+							"superusers are not counted.  Only a superuser changes it, "
+							"e.g. ALTER ROLE app SET trafficdb.max_subscriptions_per_role = 5000.",
+							&tdb_max_subscriptions_per_role,
+							1000, 0, INT_MAX,
+							PGC_SUSET, 0,
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("trafficdb.writer_drain_interval",

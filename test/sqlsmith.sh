@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # test/sqlsmith.sh [SECONDS]: random SQL (Debian's sqlsmith) against a
-# database with trafficdb, a loaded map, feed rows, a stream table and a
-# trail table, as a superuser and as an ordinary role, for SECONDS in all
-# (default 60; `make fuzz-sql` runs 1200).  Fails on any server crash: a
+# database with trafficdb, a loaded map, feed rows, subscriptions (rows of
+# several roles), a region, a rejected feed row (a row in every table the
+# extension owns), a stream table and a trail table, as a superuser, as an
+# ordinary role, and as a role with exactly the subscriber grants the README
+# documents (smithsub), for SECONDS in all (default 60; `make fuzz-sql` runs
+# 1200).  Fails on any server crash: a
 # process terminated by a signal, or a postmaster restart.  Errors from the
 # random queries are expected and ignored.  The cluster listens on a Unix
 # socket only.  On a crash it prints the queries sqlsmith was running and the
@@ -79,6 +82,30 @@ GRANT SELECT ON ALL TABLES IN SCHEMA public TO smith;
 GRANT USAGE ON SCHEMA trafficdb TO smith;
 GRANT SELECT ON ALL TABLES IN SCHEMA trafficdb TO smith;
 GRANT INSERT ON trafficdb.feed TO smith;
+-- a subscriber: exactly the documented grants (README, Subscriptions)
+CREATE ROLE smithsub LOGIN;
+GRANT SELECT, INSERT, DELETE ON trafficdb.subscriptions TO smithsub;
+GRANT USAGE ON SEQUENCE trafficdb.subscriptions_id_seq TO smithsub;
+-- subscriptions of every kind, of postgres, smith and smithsub
+INSERT INTO trafficdb.subscriptions (name, location_ids, condition, value, events, notify)
+  VALUES ('ids', '{1, 2, 3}', 'congestion_at_least', 2, 'enter_exit', true);
+INSERT INTO trafficdb.subscriptions (name, area, condition, value)
+  VALUES ('box', ST_MakeEnvelope(24.9, 60.15, 24.91, 60.16, 4326), 'speed_below', 30);
+INSERT INTO trafficdb.subscriptions (name, center, radius_m, condition)
+  VALUES ('near', ST_SetSRID(ST_MakePoint(24.905, 60.155), 4326), 500, 'incident');
+INSERT INTO trafficdb.subscriptions (name, location_ids, owner) VALUES ('smith''s', '{4}', 'smith');
+SET ROLE smithsub;
+INSERT INTO trafficdb.subscriptions (name, location_ids, condition, value)
+  SELECT 'sub ' || i, ARRAY[i::bigint], 'speed_below_pct', 50 FROM generate_series(5, 24) i;
+INSERT INTO trafficdb.subscriptions (name, area, events, condition, value)
+  VALUES ('sub box', ST_MakeEnvelope(24.9, 60.15, 24.92, 60.17, 4326), 'enter_exit', 'congestion_at_least', 3);
+RESET ROLE;
+-- a region (regions is the fleet's table) and a feed row the daemon rejects
+-- (feed_rejects): a row in every table the extension owns
+INSERT INTO trafficdb.regions (name, area, bounds, server)
+  VALUES ('smith', ST_Multi(ST_MakeEnvelope(24.8, 60.0, 25.1, 60.3, 4326)), ST_MakeEnvelope(24.8, 60.0, 25.1, 60.3, 4326), 'nowhere');
+INSERT INTO trafficdb.feed (location_id, speed_kmh) VALUES (999999, 10);
+SELECT trafficdb.publish();
 EOF
 started=$(psql -d smith -At -c 'SELECT pg_postmaster_start_time()')
 
@@ -106,9 +133,10 @@ run() {
 	fi
 }
 
-half=$((total / 2))
-[ "$half" -ge 5 ] || half=5
+third=$((total / 3))
+[ "$third" -ge 5 ] || third=5
 seed=${FUZZ_SQL_SEED:-$(date +%s)}
-run smith "$half" "$seed"
-run postgres "$half" "$((seed + 1))"
-echo "sqlsmith: no crash in $((2 * half)) s"
+run smith "$third" "$seed"
+run smithsub "$third" "$((seed + 1))"
+run postgres "$third" "$((seed + 2))"
+echo "sqlsmith: no crash in $((3 * third)) s"
