@@ -37,6 +37,10 @@ extern int	tdb_writer_ring_slots;
 extern char *tdb_writer_group;
 extern int	tdb_writer_drain_interval_ms;
 extern int	tdb_feed_lock_timeout_ms;
+extern int	tdb_match_budget_ms;
+extern int	tdb_subscription_index_mb;
+extern double tdb_notify_queue_max_usage;
+extern int	tdb_max_subscriber_slots_per_role;
 
 #define TDB_REPLAY_VERIFY_FULL 0
 #define TDB_REPLAY_VERIFY_LAST 1
