@@ -305,7 +305,7 @@ tdb_define_settings(void)
 								"Subscriber slots (trafficdb.subscription_events) the sessions of one role may hold at once.",
 								"Counted over the sessions of the role's login; external subscribers are not counted.",
 								&tdb_max_subscriber_slots_per_role,
-								8, 0, 1024,
+								8, 1, 1024,
 								PGC_SIGHUP, 0,
 								NULL, NULL, NULL);
 
