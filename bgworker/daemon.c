@@ -133,7 +133,12 @@ typedef struct DaemonState
 	TdbSubFilter *subs;
 	uint32	   *subs_events;	/* per filter: events of the publication being prepared */
 	uint32		nsubs;
-	TdbSubIndex subix;
+	TdbSubIndex subix;			/* the SQL rows someone receives (filters 0 .. nsql - 1) */
+	TdbSubIndex tix;			/* the targets (filters nsql ..) */
+	uint64		sql_loaded;		/* bumped at each load of the rows */
+	uint64		sqlix_loaded;	/* subix: of that load ... */
+	uint64		sqlix_map_id;	/* ... that map ... */
+	bool		sqlix_taps;		/* ... with taps or not */
 	MemoryContext subs_cxt;
 	uint64		subs_version;	/* of tdb_shared->subs_version, when loaded */
 	uint64		subs_map_id;	/* the map subix was built for */
@@ -2825,6 +2830,7 @@ refresh_subscriptions(void)
 	D.nsql = n;
 	D.subs_version = version;
 	D.sql_map_id = D.map.hdr->map_id;
+	D.sql_loaded++;
 	D.subs_map_id = 0;			/* index again */
 	rebuild_subscription_index();
 }
@@ -2843,7 +2849,6 @@ rebuild_subscription_index(void)
 	TdbSubFilter *all;
 	TdbSubIndex ix;
 	char		err[TDB_ERRLEN];
-	uint32	   *order;
 	bool	   *skip;
 	bool	   *left_out;
 	uint64		max_pairs;
@@ -2904,67 +2909,80 @@ rebuild_subscription_index(void)
 	 * Only what someone receives is matched: an SQL subscription's events
 	 * go to taps (every SQL subscription) and to its NOTIFY (not on a
 	 * standby); a session reading it with subscription_events is a target
-	 * of its own.  The index takes at most trafficdb.subscription_index_mb:
-	 * attached subscribers first, then the SQL subscriptions in id order;
-	 * what does not fit gets no events, counted and logged.
+	 * of its own.  Two indexes over the filters of all, each of at most
+	 * trafficdb.subscription_index_mb: the SQL rows' (made again only when
+	 * the rows, the map or the presence of taps change, so that subscribers
+	 * coming and going never make the daemon sort it again) and the
+	 * targets'.  What does not fit gets no events, counted and logged.
 	 */
-	order = MemoryContextAllocHuge(D.cxt, sizeof(uint32) * Max(n, 1));
 	skip = MemoryContextAllocHuge(D.cxt, sizeof(bool) * Max(n, 1));
-	left_out = MemoryContextAllocHuge(D.cxt, sizeof(bool) * Max(n, 1));
-	for (uint32 i = 0; i < n; i++)
-	{
-		order[i] = i < D.ntargets ? D.nsql + i : i - D.ntargets;
-		skip[i] = i < D.nsql && D.ntaps == 0 && (follower_mode || !D.sql_notify[i]);
-	}
 	max_pairs = (uint64) tdb_subscription_index_mb * 1024 * 1024 / (sizeof(uint64) + sizeof(uint32));
-	if (tdb_sub_index_build_limited(&D.map, all, n, order, skip, max_pairs, left_out, &ix, err) != TDB_OBJ_OK)
+	if (D.sqlix_loaded != D.sql_loaded || D.sqlix_map_id != D.map.hdr->map_id || D.sqlix_taps != (D.ntaps > 0) ||
+		D.sql_left_out == NULL)
 	{
-		ereport(LOG, (errmsg("trafficdb: could not index the subscriptions, none get events: %s", err)));
-		pfree(all);
-		n = 0;
-		all = NULL;
+		left_out = MemoryContextAllocHuge(D.cxt, sizeof(bool) * Max(n, 1));
+		for (uint32 i = 0; i < n; i++)
+			skip[i] = i >= D.nsql || (D.ntaps == 0 && (follower_mode || !D.sql_notify[i]));
+		if (tdb_sub_index_build_limited(&D.map, all, n, NULL, skip, max_pairs, left_out, &ix, err) != TDB_OBJ_OK)
+		{
+			ereport(LOG, (errmsg("trafficdb: could not index the subscriptions, none get events: %s", err)));
+			memset(&ix, 0, sizeof(ix));
+			memset(left_out, 0, sizeof(bool) * Max(n, 1));
+		}
+		else if (ix.nleft_out > 0)
+		{
+			uint32		first = 0;
+
+			while (first < n && !left_out[first])
+				first++;
+			ereport(LOG,
+					(errmsg("trafficdb: %u of %u subscriptions get no events: their index would take more than trafficdb.subscription_index_mb (%d MB, " UINT64_FORMAT " location pairs)",
+							ix.nleft_out, D.nsql, tdb_subscription_index_mb, max_pairs),
+					 errdetail("The first left out is subscription %u; trafficdb.status counts them (subscriptions_unindexed).",
+							   first < n ? all[first].id : 0),
+					 errhint("Raise trafficdb.subscription_index_mb, or make subscriptions cover fewer locations.")));
+		}
+		tdb_sub_index_free(&D.subix);
+		D.subix = ix;
+		if (D.sql_left_out)
+			pfree(D.sql_left_out);
+		D.sql_left_out = left_out;
+		D.sqlix_loaded = D.sql_loaded;
+		D.sqlix_map_id = D.map.hdr->map_id;
+		D.sqlix_taps = D.ntaps > 0;
+	}
+	for (uint32 i = 0; i < n; i++)
+		skip[i] = i < D.nsql;
+	left_out = MemoryContextAllocHuge(D.cxt, sizeof(bool) * Max(n, 1));
+	if (tdb_sub_index_build_limited(&D.map, all, n, NULL, skip, max_pairs, left_out, &ix, err) != TDB_OBJ_OK)
+	{
+		ereport(LOG, (errmsg("trafficdb: could not index the subscribers, none get events: %s", err)));
 		memset(&ix, 0, sizeof(ix));
 	}
 	else if (ix.nleft_out > 0)
-	{
-		uint32		first = 0;
-
-		for (uint32 o = 0; o < n; o++)
-			if (left_out[order[o]])
-			{
-				first = order[o];
-				break;
-			}
 		ereport(LOG,
-				(errmsg("trafficdb: %u of %u subscriptions get no events: their index would take more than trafficdb.subscription_index_mb (%d MB, " UINT64_FORMAT " location pairs)",
-						ix.nleft_out, n, tdb_subscription_index_mb, max_pairs),
-				 errdetail("The first left out is %s %u; trafficdb.status counts them (subscriptions_unindexed).",
-						   first < D.nsql ? "subscription" : "subscriber slot",
-						   first < D.nsql ? all[first].id : all[first].id & 0x7fffffffu),
-				 errhint("Raise trafficdb.subscription_index_mb, or make subscriptions cover fewer locations.")));
-	}
-	pfree(order);
+				(errmsg("trafficdb: %u of %u subscribers get no events: their index would take more than trafficdb.subscription_index_mb (%d MB, " UINT64_FORMAT " location pairs)",
+						ix.nleft_out, D.ntargets, tdb_subscription_index_mb, max_pairs),
+				 errhint("Raise trafficdb.subscription_index_mb, or subscribe to smaller areas.")));
+	pfree(left_out);
 	pfree(skip);
-	tdb_sub_index_free(&D.subix);
+	tdb_sub_index_free(&D.tix);
+	D.tix = ix;
 	if (D.subs)
 		pfree(D.subs);
 	if (D.subs_events)
 		pfree(D.subs_events);
-	if (D.sql_left_out)
-		pfree(D.sql_left_out);
 	D.subs = all;
 	D.subs_events = MemoryContextAllocHuge(D.cxt, sizeof(uint32) * Max(n, 1));
 	memset(D.subs_events, 0, sizeof(uint32) * Max(n, 1));
-	D.sql_left_out = left_out;
 	D.nsubs = n;
-	D.subix = ix;
 	D.subs_map_id = D.map.hdr->map_id;
 	D.targets_dirty = false;
 	MemoryContextSwitchTo(old);
 	SpinLockAcquire(&tdb_shared->mutex);
 	tdb_shared->subscriptions = D.nsql;
 	tdb_shared->subscribers = D.ntargets + D.ntaps;
-	tdb_shared->subscriptions_unindexed = ix.nleft_out;
+	tdb_shared->subscriptions_unindexed = D.subix.nleft_out + D.tix.nleft_out;
 	SpinLockRelease(&tdb_shared->mutex);
 }
 
@@ -3029,7 +3047,7 @@ match_subscriptions(bool prev_unpublished)
 	D.nev = 0;
 	if (D.nsubs > 0)
 		memset(D.subs_events, 0, sizeof(uint32) * D.nsubs);
-	if (D.nsubs == 0 || D.subix.npairs == 0)
+	if (D.nsubs == 0)
 		return;
 	if (D.subs_map_id != D.map.hdr->map_id || D.last_pub_map_id != D.map.hdr->map_id || prev_unpublished)
 	{
@@ -3044,6 +3062,8 @@ match_subscriptions(bool prev_unpublished)
 		owe_notifications(D.pub.gen);
 		return;
 	}
+	if (D.subix.npairs == 0 && D.tix.npairs == 0)
+		return;					/* nothing anyone receives covers any location */
 	INSTR_TIME_SET_CURRENT(start);
 	oldt = tdb_traffic_entries(D.writer.seg_addr[D.last_pub_seg]);
 	newt = tdb_traffic_entries(D.writer.seg_addr[D.pub.seg]);
@@ -3060,8 +3080,17 @@ match_subscriptions(bool prev_unpublished)
 
 			if (r < D.subix.nrecords)
 				pairs += D.subix.start[r + 1] - D.subix.start[r];
+			if (r < D.tix.nrecords)
+				pairs += D.tix.start[r + 1] - D.tix.start[r];
 		}
-		got = tdb_sub_match(&D.subix, D.subs, oldt, newt, D.pend + c, end - c, count_event, NULL);
+		got = D.tix.npairs == 0 ? 0 :
+			tdb_sub_match(&D.tix, D.subs, oldt, newt, D.pend + c, end - c, count_event, NULL);
+		if (got >= 0)
+		{
+			events += got;
+			got = D.subix.npairs == 0 ? 0 :
+				tdb_sub_match(&D.subix, D.subs, oldt, newt, D.pend + c, end - c, count_event, NULL);
+		}
 		if (got < 0)
 		{
 			/* out of memory for the events: what is left is dropped, as over budget */

@@ -257,10 +257,10 @@ tdb_sub_index_build_limited(const TdbMapView *map, const TdbSubFilter *f, uint32
 			snprintf(err, TDB_ERRLEN, "filter order names filter %u of %u", i, n);
 			goto invalid;
 		}
+		if (skip != NULL && skip[i])
+			continue;			/* not indexed: not checked either */
 		if (!tdb_sub_filter_check(&f[i], err))
 			goto invalid;
-		if (skip != NULL && skip[i])
-			continue;
 		if (nleft > 0)
 		{
 			/* past the bound: every later filter is left out too */

@@ -100,7 +100,8 @@ int			tdb_sub_index_build(const TdbMapView *map, const TdbSubFilter *f, uint32_t
 
 /*
  * The same with a bound on memory: filters are taken in the order given
- * (NULL: 0 .. n - 1); those with skip[i] (skip may be NULL) get no pairs.
+ * (NULL: 0 .. n - 1); those with skip[i] (skip may be NULL) get no pairs
+ * and are not checked.
  * At the first filter whose pairs would take the index past max_pairs
  * (0: no bound), that filter and every later one in the order are left
  * out: left_out[i] set (left_out may be NULL), out->nleft_out counts them.
