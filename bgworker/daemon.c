@@ -164,6 +164,7 @@ typedef struct DaemonState
 	bool	   *sql_notify;
 	uint64	   *sql_owed_from;	/* per SQL subscription: first generation its NOTIFYs missed (0: none) */
 	bool	   *sql_left_out;	/* per filter of subs: over trafficdb.subscription_index_mb */
+	bool	   *sql_left_told;	/* ... and its notify subscription told so (once per index) */
 	uint32		nsql;
 	uint64		sql_map_id;		/* the map the SQL filters' ids were checked against */
 	int32	   *target_first;	/* per target: its lowest slot */
@@ -2947,6 +2948,10 @@ rebuild_subscription_index(void)
 		if (D.sql_left_out)
 			pfree(D.sql_left_out);
 		D.sql_left_out = left_out;
+		if (D.sql_left_told)
+			pfree(D.sql_left_told);
+		D.sql_left_told = MemoryContextAllocHuge(D.cxt, sizeof(bool) * Max(n, 1));
+		memset(D.sql_left_told, 0, sizeof(bool) * Max(n, 1));
 		D.sqlix_loaded = D.sql_loaded;
 		D.sqlix_map_id = D.map.hdr->map_id;
 		D.sqlix_taps = D.ntaps > 0;
@@ -3173,9 +3178,13 @@ send_notifications(uint64 gen)
 	if (follower_mode)
 		return;					/* no NOTIFY on a standby */
 	for (uint32 i = 0; i < D.nsql; i++)
-		if (D.sql_notify[i] && ((i < D.nsubs && D.subs_events[i] > 0) || D.sql_owed_from[i] != 0) &&
-			(D.sql_left_out == NULL || i >= D.nsubs || !D.sql_left_out[i]))
+	{
+		bool		left = D.sql_left_out != NULL && i < D.nsubs && D.sql_left_out[i];
+
+		if (D.sql_notify[i] && (left ? !D.sql_left_told[i] :
+								((i < D.nsubs && D.subs_events[i] > 0) || D.sql_owed_from[i] != 0)))
 			n++;
+	}
 	begin_tx("trafficdb notify");
 	PG_TRY();
 	{
@@ -3199,8 +3208,15 @@ send_notifications(uint64 gen)
 			{
 				uint32		ev = i < D.nsubs ? D.subs_events[i] : 0;
 
-				if (!D.sql_notify[i] || (ev == 0 && D.sql_owed_from[i] == 0) ||
-					(D.sql_left_out != NULL && i < D.nsubs && D.sql_left_out[i]))
+				if (D.sql_notify[i] && D.sql_left_out != NULL && i < D.nsubs && D.sql_left_out[i])
+				{
+					/* over trafficdb.subscription_index_mb: it gets no events; its owner is told once */
+					if (!D.sql_left_told[i])
+						Async_Notify(psprintf("trafficdb_subscription_%u", D.sql_subs[i].id),
+									 psprintf(UINT64_FORMAT " 0 unindexed", gen));
+					continue;
+				}
+				if (!D.sql_notify[i] || (ev == 0 && D.sql_owed_from[i] == 0))
 					continue;
 				Async_Notify(psprintf("trafficdb_subscription_%u", D.sql_subs[i].id),
 							 D.sql_owed_from[i] != 0 ?
@@ -3228,8 +3244,12 @@ send_notifications(uint64 gen)
 	if (sent)
 	{
 		for (uint32 i = 0; i < D.nsql; i++)
-			if (D.sql_notify[i] && (D.sql_left_out == NULL || i >= D.nsubs || !D.sql_left_out[i]))
+		{
+			if (D.sql_left_out != NULL && i < D.nsubs && D.sql_left_out[i])
+				D.sql_left_told[i] = true;
+			else if (D.sql_notify[i])
 				D.sql_owed_from[i] = 0;
+		}
 		if (dropping)
 			ereport(LOG, (errmsg("trafficdb: notifications are sent again (generation " UINT64_FORMAT ")", gen)));
 		dropping = false;

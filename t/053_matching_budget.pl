@@ -6,7 +6,8 @@
 # ' overrun <g>' in a notify subscription's next payload.  Subscriptions
 # nobody receives (no session, tap or notify) are not matched at all, and the
 # daemon's index of subscriptions is bounded by
-# trafficdb.subscription_index_mb (what does not fit is counted).
+# trafficdb.subscription_index_mb (what does not fit is counted, and a notify
+# subscription left out is told: payload '<g> 0 unindexed').
 #
 # Scaled to run in seconds: 2,000 subscriptions covering the whole map of
 # 2,000 locations (4 M pairs), an index of 32 MB (2.8 M pairs) and a budget
@@ -34,6 +35,10 @@ $node->safe_psql('postgres', q{
 INSERT INTO trafficdb.subscriptions (name, area, condition, value)
 SELECT 'wide ' || i, ST_MakeEnvelope(24.89, 60.14, 25.0, 60.21, 4326), 'congestion_at_least', 4
   FROM generate_series(1, 1999) i});
+# and a map-wide notify one with the highest id: the first the index leaves out once every row is indexed
+my $last = $node->safe_psql('postgres', q{
+INSERT INTO trafficdb.subscriptions (name, area, condition, value, notify)
+VALUES ('last', ST_MakeEnvelope(24.89, 60.14, 25.0, 60.21, 4326), 'congestion_at_least', 4, true) RETURNING id});
 
 my $round = 0;
 sub feed_all
@@ -46,11 +51,14 @@ sub feed_all
 $node->safe_psql('postgres', 'SELECT trafficdb.publish()');
 $node->safe_psql('postgres', feed_all() . 'SELECT trafficdb.publish()');
 is($node->safe_psql('postgres', 'SELECT subscriptions, match_overruns, subscriptions_unindexed FROM trafficdb.status'),
-	'2000|0|0', 'rows nobody receives are loaded but neither indexed nor matched: no overrun with a 1 ms budget');
+	'2001|0|0', 'rows nobody receives are loaded but neither indexed nor matched: no overrun with a 1 ms budget');
 
 # a tap (every SQL subscription's events): now they are matched, over the budget
 my $tap = tdb_tdbsub($node, '--all-subscriptions', '--timeout-ms', '3000');
-$node->safe_psql('postgres', 'SELECT trafficdb.publish()');	# the daemon attaches it
+# the daemon attaches it, and indexes every row: the last is left out, and its owner told
+my ($r0, $o0, $e0) = $node->psql('postgres', "LISTEN trafficdb_subscription_$last; SELECT trafficdb.publish(); SELECT pg_sleep(0.2);");
+like($o0 . $e0, qr/notification "trafficdb_subscription_$last" with payload "\d+ 0 unindexed"/,
+	'a notify subscription over trafficdb.subscription_index_mb: its owner is told it gets no events');
 my $before = $node->safe_psql('postgres', 'SELECT match_overruns FROM trafficdb.status');
 my $gen = $node->safe_psql('postgres', feed_all() . 'SELECT trafficdb.publish()');
 is($node->safe_psql('postgres', 'SELECT generation FROM trafficdb.status'), $gen, 'publish() returned and the generation is published');
@@ -61,7 +69,7 @@ my ($over, $skipped, $unindexed) = split /\|/,
 cmp_ok($over, '>', $before, "the matching over trafficdb.match_budget_ms is counted (match_overruns $over)");
 cmp_ok($skipped, '>', 0, "and the changed locations it skipped ($skipped)");
 cmp_ok($unindexed, '>', 0, "subscriptions over trafficdb.subscription_index_mb are counted ($unindexed)");
-cmp_ok($unindexed, '<', 2000, 'the others are indexed');
+cmp_ok($unindexed, '<', 2001, 'the others are indexed');
 ok(tdb_wait_output($tap, qr/^overrun $gen /m, 3), "the tap gets an overrun event naming generation $gen")
 	or diag(${ $tap->{out} } . ${ $tap->{err} });
 like(slurp_file($node->logfile), qr/matching the subscriptions took more than trafficdb\.match_budget_ms/,
