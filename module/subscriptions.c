@@ -343,8 +343,9 @@ session_sub(int32 id)
 		 * trafficdb.max_subscriber_slots_per_role slots, so that other roles,
 		 * external subscribers and request-response groups still get some.
 		 * The count and the claim are one step for the role's sessions: a
-		 * lock of our own (an advisory tag no SQL function makes, field4 3)
-		 * until the end of the transaction, by when the claimed slot shows.
+		 * lock of our own (an advisory tag no SQL function makes, field4 3),
+		 * released once the slot is claimed (it shows then), not held while
+		 * this call waits for events.
 		 */
 		SET_LOCKTAG_ADVISORY(tag, InvalidOid, 0x74646273, (uint32) MyProc->roleId, 3);
 		(void) LockAcquire(&tag, ExclusiveLock, false, false);
@@ -365,6 +366,8 @@ session_sub(int32 id)
 		/* the sessions reading one subscription are a group: each event to one of them */
 		rc = tdb_subring_subscribe(&free_one->c, buf, (uint32) len, 0x5351000000000000ull | (uint32) id,
 								   TDB_SUBGROUP_ROUND_ROBIN);
+		/* claimed (its slot now shows, owned by our pid) or not: the role's next claim may go */
+		LockRelease(&tag, ExclusiveLock, false);
 		if (rc != TDB_SHM_OK)
 		{
 			strlcpy(err, free_one->c.err, sizeof(err));

@@ -76,17 +76,36 @@ $node->safe_psql('postgres', 'SELECT trafficdb.publish()');	# the daemon reclaim
 ($out, $err) = run_in($two, "SELECT count(*) FROM trafficdb.subscription_events($a1[3], 1, 0);");
 is($out, "0\n", 'after app1\'s first session ends, its other session gets a slot') or diag($err);
 
+# the count and the claim are serialized per role, but not for the length of a
+# wait: while a session of app1 waits for events in the call that claimed its
+# slot, another session of app1 is answered at once (here: refused, the limit
+# reached), not after that wait
+$two->{out} = '';
+$two->{in} .= "SELECT count(*) FROM trafficdb.subscription_events($a1[2], 1, 4000);\n\\echo DONE\n";
+$two->{h}->pump_nb for 1 .. 5;
+select(undef, undef, undef, 0.5);
+$two->{h}->pump_nb;
+my $three = session('app1');
+($out, $err) = run_in($three, "SELECT count(*) FROM trafficdb.subscription_events($a1[0], 1, 0);");
+$two->{h}->pump_nb;
+like($err, qr/role "app1" holds 2 subscriber slots/, 'a third session of app1 is refused (its two slots are in the other)');
+unlike($two->{out}, qr/DONE/, 'while that one still waits for events: no lock is held during the wait');
+for (1 .. 400) { $two->{h}->pump_nb; last if $two->{out} =~ /^DONE$/m; select(undef, undef, undef, 0.025); }
+$three->{in} .= "\\q\n";
+finish($three->{h});
+$two->{in} .= "\\q\n";
+finish($two->{h});
+$node->safe_psql('postgres', 'SELECT trafficdb.publish()');	# the daemon reclaims their slots
+
 # a full segment: the error names trafficdb.max_subscribers
-my @ext = map { tdb_tdbsub($node, '--ids', '5', '--timeout-ms', '3000') } 1 .. 4;
+my @ext = map { tdb_tdbsub($node, '--ids', '5', '--timeout-ms', '3000') } 1 .. 5;	# and app2's
 my $full = tdb_tdbsub($node, '--ids', '5', '--timeout-ms', '500');
 finish($full->{h});
 like(${ $full->{err} }, qr/trafficdb\.max_subscribers/, 'a subscriber finding every slot taken is told trafficdb.max_subscribers')
 	or diag(${ $full->{err} });
 unlike(${ $full->{err} }, qr/every external reader slot/, 'and not that reader slots are taken');
 $_->{h}->kill_kill for @ext;
-$two->{in} .= "\\q\n";
 $other->{in} .= "\\q\n";
-finish($two->{h});
 finish($other->{h});
 
 done_testing();
