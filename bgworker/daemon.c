@@ -133,7 +133,12 @@ typedef struct DaemonState
 	TdbSubFilter *subs;
 	uint32	   *subs_events;	/* per filter: events of the publication being prepared */
 	uint32		nsubs;
-	TdbSubIndex subix;
+	TdbSubIndex subix;			/* the SQL rows someone receives (filters 0 .. nsql - 1) */
+	TdbSubIndex tix;			/* the targets (filters nsql ..) */
+	uint64		sql_loaded;		/* bumped at each load of the rows */
+	uint64		sqlix_loaded;	/* subix: of that load ... */
+	uint64		sqlix_map_id;	/* ... that map ... */
+	bool		sqlix_taps;		/* ... with taps or not */
 	MemoryContext subs_cxt;
 	uint64		subs_version;	/* of tdb_shared->subs_version, when loaded */
 	uint64		subs_map_id;	/* the map subix was built for */
@@ -157,6 +162,9 @@ typedef struct DaemonState
 	bool		targets_dirty;	/* slots changed: index again */
 	TdbSubFilter *sql_subs;		/* in subs_cxt */
 	bool	   *sql_notify;
+	uint64	   *sql_owed_from;	/* per SQL subscription: first generation its NOTIFYs missed (0: none) */
+	bool	   *sql_left_out;	/* per filter of subs: over trafficdb.subscription_index_mb */
+	bool	   *sql_left_told;	/* ... and its notify subscription told so (once per index) */
 	uint32		nsql;
 	uint64		sql_map_id;		/* the map the SQL filters' ids were checked against */
 	int32	   *target_first;	/* per target: its lowest slot */
@@ -214,8 +222,10 @@ typedef struct PendingEvent
 
 static DaemonState D;
 
-static void match_subscriptions(void);
+static void match_subscriptions(bool prev_unpublished);
 static void deliver_events(void);
+static void send_notifications(uint64 gen);
+static void owe_notifications(uint64 gen);
 
 /*
  * The planner's statistics of the map (see TdbShared.map_extent): computed
@@ -1002,6 +1012,7 @@ finish_publication(void)
 				dur;
 	uint64		gen = D.pub.gen;
 	int			rc;
+	bool		prev_unpublished = D.unpublished;
 
 	if (!D.pub.ready)
 		return;
@@ -1020,9 +1031,7 @@ finish_publication(void)
 	}
 	if (D.log_first == 0)
 		D.log_first = gen;
-	for (uint64 k = 0; k < D.npend; k++)
-		D.pend_bit[D.pend[k] >> 3] = 0;
-	D.npend = 0;
+	/* the pending list stays until the matching below (it names what changed) */
 	D.dirty = false;
 
 	/* TRAFFICDB_SYNC writers of what this generation holds may return */
@@ -1050,16 +1059,34 @@ finish_publication(void)
 				(errmsg("trafficdb: %s", D.refusal),
 				 errhint("See trafficdb.readers for the readers holding old versions; publication resumes when they release them or their pins time out.")));
 		D.unpublished = true;
+		/* its events are never made: subscribers are told at the next delivery */
+		if (D.sub_gap_from == 0 && D.ntargets + D.ntaps > 0)
+			D.sub_gap_from = gen;
+		owe_notifications(gen);
+		D.nev = 0;
 	}
 	else
 	{
 		D.unpublished = false;
-		/* the previous object is still mapped until the reclaim: the events' old values */
+
+		/*
+		 * Published (and durable) first; then the subscriptions are matched
+		 * within trafficdb.match_budget_ms and the events delivered.  The
+		 * previous object is still mapped until the reclaim: the events'
+		 * old values.
+		 */
+		match_subscriptions(prev_unpublished);
 		deliver_events();
 		D.last_pub_seg = D.pub.seg;
 		D.last_pub_map_id = D.map.hdr->map_id;
 		tdb_writer_reclaim(&D.writer, D.map_seg);
 	}
+	for (uint64 k = 0; k < D.npend; k++)
+		D.pend_bit[D.pend[k] >> 3] = 0;
+	D.npend = 0;
+	/* LISTEN trafficdb_publish and notify subscriptions: after the publication, never failing it */
+	if (!D.unpublished)
+		send_notifications(gen);
 
 	compute_map_stats(&D.map);
 	INSTR_TIME_SET_CURRENT(dur);
@@ -1082,10 +1109,11 @@ finish_publication(void)
 
 /*
  * Everything a publication does inside its transaction: record the
- * generation, write the object, append the log, queue the NOTIFY.  The
- * publication itself follows the commit (finish_publication).
+ * generation, write the object, append the log.  The publication itself
+ * follows the commit (finish_publication), and then the matching of the
+ * subscriptions and the NOTIFYs (send_notifications, in a transaction of
+ * their own: a full NOTIFY queue never fails a generation).
  */
-static void notify_generation(uint64 gen);
 static void record_generation(uint64 gen);
 
 static void
@@ -1097,8 +1125,6 @@ prepare_generation(uint64 gen)
 	record_generation(gen);
 	crc = prepare_traffic(gen, created_us);
 	log_generation(gen, created_us, crc);
-	notify_generation(gen);
-	match_subscriptions();
 }
 
 /*
@@ -1147,13 +1173,6 @@ record_generation(uint64 gen)
 						  1, &type, &arg, NULL, false, 0);
 }
 
-/* Tell listeners (at commit) that gen is published. */
-static void
-notify_generation(uint64 gen)
-{
-	Async_Notify(NOTIFY_CHANNEL, psprintf(UINT64_FORMAT, gen));
-}
-
 /* ---- following the primary (a hot standby) ------------------------------------- */
 
 /*
@@ -1171,15 +1190,12 @@ follower_publish(void *arg, uint64 gen, int64 created_us, bool has_crc, uint32 o
 	TdbLogState *s = arg;
 	uint32		crc;
 	int			rc;
+	bool		prev_unpublished = D.unpublished;
 
 	D.incident_count = s->incident_count;
 	D.offsets_zero = false;
 	crc = prepare_traffic(gen, created_us);
 	D.pub.ready = false;
-	/* the subscriptions' events of this generation: its changed records, as on the primary */
-	D.npend = s->changed != NULL ? s->nchanged : 0;
-	match_subscriptions();
-	D.npend = 0;
 	if (has_crc && crc != object_crc)
 	{
 		SpinLockAcquire(&tdb_shared->mutex);
@@ -1199,11 +1215,22 @@ follower_publish(void *arg, uint64 gen, int64 created_us, bool has_crc, uint32 o
 		tdb_shared->publishes_refused++;
 		SpinLockRelease(&tdb_shared->mutex);
 		D.unpublished = true;	/* its events are not delivered: the next gives an overrun */
+		if (D.sub_gap_from == 0 && D.ntargets + D.ntaps > 0)
+			D.sub_gap_from = gen;
 		D.nev = 0;
 		return;
 	}
 	D.unpublished = false;
-	/* the previous object is still mapped until the reclaim: the events' old values */
+
+	/*
+	 * The subscriptions' events of this generation (its changed records, as
+	 * on the primary), matched once it is published, within the budget.
+	 * The previous object is still mapped until the reclaim: the events'
+	 * old values.
+	 */
+	D.npend = s->changed != NULL ? s->nchanged : 0;
+	match_subscriptions(prev_unpublished);
+	D.npend = 0;
 	deliver_events();
 	D.last_pub_seg = D.pub.seg;
 	D.last_pub_map_id = D.map.hdr->map_id;
@@ -2781,6 +2808,21 @@ refresh_subscriptions(void)
 	}
 	PG_END_TRY();
 
+	{
+		/* what NOTIFYs owe their subscriptions carries over, by id (both in id order) */
+		uint64	   *owed = MemoryContextAllocHuge(cxt, sizeof(uint64) * Max(n, 1));
+		uint32		o = 0;
+
+		for (uint32 i = 0; i < n; i++)
+		{
+			owed[i] = 0;
+			while (o < D.nsql && D.sql_subs[o].id < subs[i].id)
+				o++;
+			if (o < D.nsql && D.sql_subs[o].id == subs[i].id && D.sql_owed_from != NULL)
+				owed[i] = D.sql_owed_from[o];
+		}
+		D.sql_owed_from = owed;
+	}
 	if (D.subs_cxt)
 		MemoryContextDelete(D.subs_cxt);
 	D.subs_cxt = cxt;
@@ -2789,6 +2831,7 @@ refresh_subscriptions(void)
 	D.nsql = n;
 	D.subs_version = version;
 	D.sql_map_id = D.map.hdr->map_id;
+	D.sql_loaded++;
 	D.subs_map_id = 0;			/* index again */
 	rebuild_subscription_index();
 }
@@ -2807,6 +2850,9 @@ rebuild_subscription_index(void)
 	TdbSubFilter *all;
 	TdbSubIndex ix;
 	char		err[TDB_ERRLEN];
+	bool	   *skip;
+	bool	   *left_out;
+	uint64		max_pairs;
 	MemoryContext old = MemoryContextSwitchTo(D.cxt);
 
 	if (!D.have_map)
@@ -2859,29 +2905,89 @@ rebuild_subscription_index(void)
 		all[n].id = 0x80000000u | (uint32) D.target_first[t];	/* an external subscriber: its slot */
 		n++;
 	}
-	if (tdb_sub_index_build(&D.map, all, n, &ix, err) != TDB_OBJ_OK)
+
+	/*
+	 * Only what someone receives is matched: an SQL subscription's events
+	 * go to taps (every SQL subscription) and to its NOTIFY (not on a
+	 * standby); a session reading it with subscription_events is a target
+	 * of its own.  Two indexes over the filters of all, each of at most
+	 * trafficdb.subscription_index_mb: the SQL rows' (made again only when
+	 * the rows, the map or the presence of taps change, so that subscribers
+	 * coming and going never make the daemon sort it again) and the
+	 * targets'.  What does not fit gets no events, counted and logged.
+	 */
+	skip = MemoryContextAllocHuge(D.cxt, sizeof(bool) * Max(n, 1));
+	max_pairs = (uint64) tdb_subscription_index_mb * 1024 * 1024 / (sizeof(uint64) + sizeof(uint32));
+	if (D.sqlix_loaded != D.sql_loaded || D.sqlix_map_id != D.map.hdr->map_id || D.sqlix_taps != (D.ntaps > 0) ||
+		D.sql_left_out == NULL)
 	{
-		ereport(LOG, (errmsg("trafficdb: could not index the subscriptions, none get events: %s", err)));
-		pfree(all);
-		n = 0;
-		all = NULL;
+		left_out = MemoryContextAllocHuge(D.cxt, sizeof(bool) * Max(n, 1));
+		for (uint32 i = 0; i < n; i++)
+			skip[i] = i >= D.nsql || (D.ntaps == 0 && (follower_mode || !D.sql_notify[i]));
+		if (tdb_sub_index_build_limited(&D.map, all, n, NULL, skip, max_pairs, left_out, &ix, err) != TDB_OBJ_OK)
+		{
+			ereport(LOG, (errmsg("trafficdb: could not index the subscriptions, none get events: %s", err)));
+			memset(&ix, 0, sizeof(ix));
+			memset(left_out, 0, sizeof(bool) * Max(n, 1));
+		}
+		else if (ix.nleft_out > 0)
+		{
+			uint32		first = 0;
+
+			while (first < n && !left_out[first])
+				first++;
+			ereport(LOG,
+					(errmsg("trafficdb: %u of %u subscriptions get no events: their index would take more than trafficdb.subscription_index_mb (%d MB, " UINT64_FORMAT " location pairs)",
+							ix.nleft_out, D.nsql, tdb_subscription_index_mb, max_pairs),
+					 errdetail("The first left out is subscription %u; trafficdb.status counts them (subscriptions_unindexed).",
+							   first < n ? all[first].id : 0),
+					 errhint("Raise trafficdb.subscription_index_mb, or make subscriptions cover fewer locations.")));
+		}
+		tdb_sub_index_free(&D.subix);
+		D.subix = ix;
+		if (D.sql_left_out)
+			pfree(D.sql_left_out);
+		D.sql_left_out = left_out;
+		if (D.sql_left_told)
+			pfree(D.sql_left_told);
+		D.sql_left_told = MemoryContextAllocHuge(D.cxt, sizeof(bool) * Max(n, 1));
+		memset(D.sql_left_told, 0, sizeof(bool) * Max(n, 1));
+		D.sqlix_loaded = D.sql_loaded;
+		D.sqlix_map_id = D.map.hdr->map_id;
+		D.sqlix_taps = D.ntaps > 0;
+	}
+	for (uint32 i = 0; i < n; i++)
+		skip[i] = i < D.nsql;
+	left_out = MemoryContextAllocHuge(D.cxt, sizeof(bool) * Max(n, 1));
+	if (tdb_sub_index_build_limited(&D.map, all, n, NULL, skip, max_pairs, left_out, &ix, err) != TDB_OBJ_OK)
+	{
+		ereport(LOG, (errmsg("trafficdb: could not index the subscribers, none get events: %s", err)));
 		memset(&ix, 0, sizeof(ix));
 	}
-	tdb_sub_index_free(&D.subix);
+	else if (ix.nleft_out > 0)
+		ereport(LOG,
+				(errmsg("trafficdb: %u of %u subscribers get no events: their index would take more than trafficdb.subscription_index_mb (%d MB, " UINT64_FORMAT " location pairs)",
+						ix.nleft_out, D.ntargets, tdb_subscription_index_mb, max_pairs),
+				 errhint("Raise trafficdb.subscription_index_mb, or subscribe to smaller areas.")));
+	pfree(left_out);
+	pfree(skip);
+	tdb_sub_index_free(&D.tix);
+	D.tix = ix;
 	if (D.subs)
 		pfree(D.subs);
 	if (D.subs_events)
 		pfree(D.subs_events);
 	D.subs = all;
 	D.subs_events = MemoryContextAllocHuge(D.cxt, sizeof(uint32) * Max(n, 1));
+	memset(D.subs_events, 0, sizeof(uint32) * Max(n, 1));
 	D.nsubs = n;
-	D.subix = ix;
 	D.subs_map_id = D.map.hdr->map_id;
 	D.targets_dirty = false;
 	MemoryContextSwitchTo(old);
 	SpinLockAcquire(&tdb_shared->mutex);
 	tdb_shared->subscriptions = D.nsql;
 	tdb_shared->subscribers = D.ntargets + D.ntaps;
+	tdb_shared->subscriptions_unindexed = D.subix.nleft_out + D.tix.nleft_out;
 	SpinLockRelease(&tdb_shared->mutex);
 }
 
@@ -2892,66 +2998,279 @@ count_event(uint32 filter, uint64 record, uint16 kind, void *arg)
 	D.subs_events[filter]++;
 	if (filter >= D.nsql || D.ntaps > 0)
 	{
-		/* an external target's: kept for delivery once the generation is published */
+		/* an external target's: kept for delivery (right after the matching) */
 		if (D.nev == D.evcap)
 		{
-			D.evcap = D.evcap ? D.evcap * 2 : 4096;
-			D.ev = D.ev ? repalloc_huge(D.ev, sizeof(PendingEvent) * D.evcap)
-				: MemoryContextAllocHuge(D.cxt, sizeof(PendingEvent) * D.evcap);
+			uint64		cap = D.evcap ? D.evcap * 2 : 4096;
+			void	   *ev = D.ev ? repalloc_extended(D.ev, sizeof(PendingEvent) * cap, MCXT_ALLOC_HUGE | MCXT_ALLOC_NO_OOM)
+				: MemoryContextAllocExtended(D.cxt, sizeof(PendingEvent) * cap, MCXT_ALLOC_HUGE | MCXT_ALLOC_NO_OOM);
+
+			if (ev == NULL)
+				return 1;		/* no memory for more: the rest is dropped as over budget */
+			D.ev = ev;
+			D.evcap = cap;
 		}
 		D.ev[D.nev++] = (PendingEvent) {filter, (uint32) record, kind};
 	}
 	return 0;
 }
 
+/* Notify subscriptions whose owners must learn that gen's events were not all made. */
+static void
+owe_notifications(uint64 gen)
+{
+	for (uint32 i = 0; i < D.nsql && !follower_mode; i++)
+		if (D.sql_notify[i] && D.sql_owed_from[i] == 0)
+			D.sql_owed_from[i] = gen;
+}
+
 /*
- * Match the subscriptions against what the generation being prepared
- * changed (in its transaction, after its traffic object is written): the
- * records of the pend list, between the traffic object of the last
- * publication (still the active one) and the new one.  Subscriptions that
- * asked for it are notified at the commit.  After a refused publication or a
- * map change there is no previous object to compare with: no events then
- * (a subscriber resyncs with changes_since).
+ * Match the subscriptions against what the generation just published
+ * changed (after its publication: readers never wait for this): the records
+ * of the pend list, between the traffic object of the previous publication
+ * (still mapped until the reclaim) and the new one.  Within
+ * trafficdb.match_budget_ms: records not matched in time are skipped;
+ * every subscriber then gets an overrun event naming the generation (resync
+ * with changes_since), notify subscriptions say overrun in their next
+ * payload, and trafficdb.status counts it (match_overruns,
+ * match_records_skipped).  After a refused publication or a map change
+ * there is no previous object to compare with: no events then, told the
+ * same way.
  */
 static void
-match_subscriptions(void)
+match_subscriptions(bool prev_unpublished)
 {
 	instr_time	start,
-				dur;
+				now;
 	int64		events = 0;
+	uint64		c = 0;
+	bool		stopped = false;
+	double		budget_ms = tdb_match_budget_ms;
+	const TdbTraffic *oldt,
+			   *newt;
 
 	D.nev = 0;
-	if (D.nsubs > 0 && D.ntargets + D.ntaps > 0 &&
-		(D.subs_map_id != D.map.hdr->map_id || D.last_pub_map_id != D.map.hdr->map_id || D.unpublished))
+	if (D.nsubs > 0)
+		memset(D.subs_events, 0, sizeof(uint32) * D.nsubs);
+	if (D.nsubs == 0)
+		return;
+	if (D.subs_map_id != D.map.hdr->map_id || D.last_pub_map_id != D.map.hdr->map_id || prev_unpublished)
 	{
 		/*
 		 * No previous object of this map to compare with (a map reload, or
 		 * a refused publication): this generation's events cannot be made.
 		 * Subscribers are told, never left to guess: an overrun event at
-		 * the next delivery names it as the one to resync from.
+		 * the delivery names it as the one to resync from.
 		 */
-		if (D.sub_gap_from == 0)
+		if (D.sub_gap_from == 0 && D.ntargets + D.ntaps > 0)
 			D.sub_gap_from = D.pub.gen;
+		owe_notifications(D.pub.gen);
 		return;
 	}
-	if (D.nsubs == 0 || D.subs_map_id != D.map.hdr->map_id || D.last_pub_map_id != D.map.hdr->map_id ||
-		D.unpublished)
-		return;
+	if (D.subix.npairs == 0 && D.tix.npairs == 0)
+		return;					/* nothing anyone receives covers any location */
 	INSTR_TIME_SET_CURRENT(start);
-	memset(D.subs_events, 0, sizeof(uint32) * D.nsubs);
-	events = tdb_sub_match(&D.subix, D.subs,
-						   tdb_traffic_entries(D.writer.seg_addr[D.last_pub_seg]),
-						   tdb_traffic_entries(D.writer.seg_addr[D.pub.seg]),
-						   D.pend, D.npend, count_event, NULL);
-	for (uint32 i = 0; i < D.nsql && !follower_mode; i++)	/* no NOTIFY on a standby */
-		if (D.sql_notify[i] && D.subs_events[i] > 0)
-			Async_Notify(psprintf("trafficdb_subscription_%u", D.subs[i].id),
-						 psprintf(UINT64_FORMAT " %u", D.pub.gen, D.subs_events[i]));
-	INSTR_TIME_SET_CURRENT(dur);
-	INSTR_TIME_SUBTRACT(dur, start);
+	oldt = tdb_traffic_entries(D.writer.seg_addr[D.last_pub_seg]);
+	newt = tdb_traffic_entries(D.writer.seg_addr[D.pub.seg]);
+	while (c < D.npend)
+	{
+		/* a slice of about 64 K (location, subscription) pairs, then a look at the clock */
+		uint64		end = c;
+		uint64		pairs = 0;
+		int64		got;
+
+		while (end < D.npend && pairs < 65536)
+		{
+			uint64		r = D.pend[end++];
+
+			if (r < D.subix.nrecords)
+				pairs += D.subix.start[r + 1] - D.subix.start[r];
+			if (r < D.tix.nrecords)
+				pairs += D.tix.start[r + 1] - D.tix.start[r];
+		}
+		got = D.tix.npairs == 0 ? 0 :
+			tdb_sub_match(&D.tix, D.subs, oldt, newt, D.pend + c, end - c, count_event, NULL);
+		if (got >= 0)
+		{
+			events += got;
+			got = D.subix.npairs == 0 ? 0 :
+				tdb_sub_match(&D.subix, D.subs, oldt, newt, D.pend + c, end - c, count_event, NULL);
+		}
+		if (got < 0)
+		{
+			/* out of memory for the events: what is left is dropped, as over budget */
+			stopped = true;
+			break;
+		}
+		events += got;
+		c = end;
+		INSTR_TIME_SET_CURRENT(now);
+		INSTR_TIME_SUBTRACT(now, start);
+		if (c < D.npend && INSTR_TIME_GET_MILLISEC(now) >= budget_ms)
+		{
+			stopped = true;
+			break;
+		}
+	}
+	INSTR_TIME_SET_CURRENT(now);
+	INSTR_TIME_SUBTRACT(now, start);
+	if (stopped)
+	{
+		static TimestampTz last_logged = 0;
+		TimestampTz ts = GetCurrentTimestamp();
+
+		if (D.sub_gap_from == 0 && D.ntargets + D.ntaps > 0)
+			D.sub_gap_from = D.pub.gen;
+		owe_notifications(D.pub.gen);
+		SpinLockAcquire(&tdb_shared->mutex);
+		tdb_shared->match_overruns++;
+		tdb_shared->match_records_skipped += D.npend - c;
+		SpinLockRelease(&tdb_shared->mutex);
+		/* once a minute at most: an overloaded server must not fill its log too */
+		if (TimestampDifferenceExceeds(last_logged, ts, 60000))
+		{
+			last_logged = ts;
+			ereport(LOG,
+					(errmsg("trafficdb: generation " UINT64_FORMAT ": matching the subscriptions took more than trafficdb.match_budget_ms (%d ms); " UINT64_FORMAT " of " UINT64_FORMAT " changed locations were not matched",
+							D.pub.gen, tdb_match_budget_ms, D.npend - c, D.npend),
+					 errdetail("The generation was published; subscribers get an overrun event naming it, notify subscriptions say overrun in their next payload."),
+					 errhint("Raise trafficdb.match_budget_ms, or have fewer or smaller subscriptions (trafficdb.status counts match_overruns).")));
+		}
+	}
 	SpinLockAcquire(&tdb_shared->mutex);
 	tdb_shared->last_events = (uint64) Max(events, 0);
-	tdb_shared->last_match_ms = INSTR_TIME_GET_MILLISEC(dur);
+	tdb_shared->last_match_ms = INSTR_TIME_GET_MILLISEC(now);
+	SpinLockRelease(&tdb_shared->mutex);
+}
+
+/*
+ * The NOTIFYs of a published generation, in a transaction of their own
+ * after its publication: trafficdb_publish, and one per notify subscription
+ * with events in it (payload '<generation> <events>', with ' overrun <g>'
+ * when earlier notifications or events were lost from generation g on:
+ * resync with changes_since(g - 1)).  Above
+ * trafficdb.notify_queue_max_usage of the queue (a listener that does not
+ * read, e.g. in an open transaction), or when the queue refuses them, none
+ * are sent: they are counted (trafficdb.status notify_dropped), and each
+ * subscription's next notification says overrun.  The generation stands
+ * either way.
+ */
+static void
+notify_commit(void)
+{
+	/* commit_tx without its wait for a standby (nothing to wait for: an asynchronous commit) */
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	pgstat_report_activity(STATE_IDLE, NULL);
+}
+
+static void
+send_notifications(uint64 gen)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	static bool dropping = false;
+	volatile uint64 n = 1;
+	volatile bool sent = false;
+	double		usage;
+	char		why[TDB_ERRMSG_LEN] = "";
+
+	if (follower_mode)
+		return;					/* no NOTIFY on a standby */
+	for (uint32 i = 0; i < D.nsql; i++)
+	{
+		bool		left = D.sql_left_out != NULL && i < D.nsubs && D.sql_left_out[i];
+
+		if (D.sql_notify[i] && (left ? !D.sql_left_told[i] :
+								((i < D.nsubs && D.subs_events[i] > 0) || D.sql_owed_from[i] != 0)))
+			n++;
+	}
+	begin_tx("trafficdb notify");
+	PG_TRY();
+	{
+		LOCAL_FCINFO(fcinfo, 0);
+
+		/* notifications are not durable: no flush, no wait for a standby */
+		(void) set_config_option("synchronous_commit", "off", PGC_SUSET, PGC_S_SESSION,
+								 GUC_ACTION_LOCAL, true, 0, false);
+		InitFunctionCallInfoData(*fcinfo, NULL, 0, InvalidOid, NULL, NULL);
+		usage = DatumGetFloat8(pg_notification_queue_usage(fcinfo));
+		if (usage > tdb_notify_queue_max_usage)
+		{
+			snprintf(why, sizeof(why), "the NOTIFY queue is %.6f full, over trafficdb.notify_queue_max_usage (%g)",
+					 usage, tdb_notify_queue_max_usage);
+			notify_commit();
+		}
+		else
+		{
+			Async_Notify(NOTIFY_CHANNEL, psprintf(UINT64_FORMAT, gen));
+			for (uint32 i = 0; i < D.nsql; i++)
+			{
+				uint32		ev = i < D.nsubs ? D.subs_events[i] : 0;
+
+				if (D.sql_notify[i] && D.sql_left_out != NULL && i < D.nsubs && D.sql_left_out[i])
+				{
+					/* over trafficdb.subscription_index_mb: it gets no events; its owner is told once */
+					if (!D.sql_left_told[i])
+						Async_Notify(psprintf("trafficdb_subscription_%u", D.sql_subs[i].id),
+									 psprintf(UINT64_FORMAT " 0 unindexed", gen));
+					continue;
+				}
+				if (!D.sql_notify[i] || (ev == 0 && D.sql_owed_from[i] == 0))
+					continue;
+				Async_Notify(psprintf("trafficdb_subscription_%u", D.sql_subs[i].id),
+							 D.sql_owed_from[i] != 0 ?
+							 psprintf(UINT64_FORMAT " %u overrun " UINT64_FORMAT, gen, ev, D.sql_owed_from[i]) :
+							 psprintf(UINT64_FORMAT " %u", gen, ev));
+			}
+			notify_commit();
+			sent = true;
+		}
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(oldcxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		AbortCurrentTransaction();
+		snprintf(why, sizeof(why), "%s", edata->message);
+		FreeErrorData(edata);
+		pgstat_report_activity(STATE_IDLE, NULL);
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(oldcxt);
+	if (sent)
+	{
+		for (uint32 i = 0; i < D.nsql; i++)
+		{
+			if (D.sql_left_out != NULL && i < D.nsubs && D.sql_left_out[i])
+				D.sql_left_told[i] = true;
+			else if (D.sql_notify[i])
+				D.sql_owed_from[i] = 0;
+		}
+		if (dropping)
+			ereport(LOG, (errmsg("trafficdb: notifications are sent again (generation " UINT64_FORMAT ")", gen)));
+		dropping = false;
+	}
+	else
+	{
+		for (uint32 i = 0; i < D.nsql; i++)
+			if (D.sql_notify[i] && D.sql_owed_from[i] == 0 && i < D.nsubs && D.subs_events[i] > 0)
+				D.sql_owed_from[i] = gen;
+		if (!dropping)
+			ereport(LOG,
+					(errmsg("trafficdb: generation " UINT64_FORMAT " published without its " UINT64_FORMAT " notification(s): %s", gen, n, why),
+					 errdetail("Notifications are dropped until the queue drains; each subscription's next one says overrun. trafficdb.status counts them (notify_dropped)."),
+					 errhint("A session that LISTENs and does not read (an open transaction) holds the queue: see pg_notification_queue_usage() and pg_stat_activity.")));
+		dropping = true;
+	}
+	SpinLockAcquire(&tdb_shared->mutex);
+	if (sent)
+		tdb_shared->notify_sent += n;
+	else
+		tdb_shared->notify_dropped += n;
 	SpinLockRelease(&tdb_shared->mutex);
 }
 
@@ -2964,10 +3283,35 @@ feed_tx(void *p)
 		D.have_map = false;
 		return;
 	}
-	refresh_subscriptions();
+	/* the subscribers' index (the rows' is loaded after the publication: subscriptions_tx) */
 	if (D.have_map && (D.targets_dirty || D.subs_map_id != D.map.hdr->map_id))
 		rebuild_subscription_index();
 	feed_cycle(*(bool *) p);
+}
+
+/* Has trafficdb.subscriptions changed since it was loaded (or the map since)? */
+static bool
+subscriptions_stale(void)
+{
+	return D.have_map && (pg_atomic_read_u64(&tdb_shared->subs_version) != D.subs_version ||
+						  D.sql_map_id != D.map.hdr->map_id);
+}
+
+/*
+ * After a cycle's publication, in a transaction of its own: load the rows
+ * of trafficdb.subscriptions again when they changed, and index them.  A
+ * reload (100,000 rows: about 0.8 s) never delays a generation; its rows
+ * are matched from the next one.
+ */
+static void
+subscriptions_tx(void *p)
+{
+	(void) p;
+	if (!extension_installed())
+		return;
+	refresh_subscriptions();
+	if (D.have_map && (D.targets_dirty || D.subs_map_id != D.map.hdr->map_id))
+		rebuild_subscription_index();
 }
 
 /*
@@ -3510,6 +3854,9 @@ tdb_daemon_main(Datum main_arg)
 			D.refusal[0] = '\0';
 			if (D.have_map)
 				ok = run_in_tx("trafficdb feed", feed_tx, &force, msg);
+			/* after the publication: a reload of the subscriptions never delays one */
+			if (subscriptions_stale())
+				(void) run_in_tx("trafficdb subscriptions", subscriptions_tx, NULL, NULL);
 			if (force)
 			{
 				/* publish() callers learn that it failed, and why */

@@ -275,7 +275,9 @@ CREATE FUNCTION trafficdb._status(
     OUT last_replay_ms double precision, OUT feed_parts_skipped bigint,
     OUT role text, OUT replay_lag_generations bigint, OUT replay_lag_ms double precision,
     OUT region text, OUT subscriptions bigint, OUT last_events bigint, OUT last_match_ms double precision,
-    OUT subscribers bigint, OUT events_delivered bigint, OUT events_dropped bigint)
+    OUT subscribers bigint, OUT events_delivered bigint, OUT events_dropped bigint,
+    OUT match_overruns bigint, OUT match_records_skipped bigint, OUT subscriptions_unindexed bigint,
+    OUT notify_sent bigint, OUT notify_dropped bigint)
 AS 'MODULE_PATHNAME', 'trafficdb_status'
 LANGUAGE C STRICT VOLATILE;
 

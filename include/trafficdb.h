@@ -55,7 +55,7 @@ extern "C"
 #define TRAFFICDB_NOTRUNNING		(-30701)	/* no shared memory under that name: server down, or not preloaded */
 #define TRAFFICDB_PERMISSION		(-30702)	/* not allowed to map it (see trafficdb.shm_group) */
 #define TRAFFICDB_INVALID			(-30703)	/* not trafficdb's shared memory, or another format version */
-#define TRAFFICDB_NOSLOT			(-30704)	/* every external reader slot is taken (trafficdb.max_external_readers) */
+#define TRAFFICDB_NOSLOT			(-30704)	/* every slot is taken: readers (trafficdb.max_external_readers), subscribers (trafficdb.max_subscribers), writers (trafficdb.max_writers) or request cells */
 #define TRAFFICDB_EMPTY			(-30705)	/* nothing published yet (no map loaded) */
 #define TRAFFICDB_STALE			(-30706)	/* the server stopped: trafficdb_close, then trafficdb_open again */
 #define TRAFFICDB_CORRUPT			(-30707)	/* an object failed validation */

@@ -123,6 +123,11 @@ typedef struct TdbShared
 	uint64		events_dropped; /* a full ring: dropped, an OVERRUN owed */
 	uint64		last_events;	/* events of the last publication */
 	double		last_match_ms;
+	uint64		match_overruns; /* publications whose matching trafficdb.match_budget_ms cut short */
+	uint64		match_records_skipped;	/* changed locations not matched for it */
+	uint64		subscriptions_unindexed;	/* over trafficdb.subscription_index_mb: no events */
+	uint64		notify_sent;	/* NOTIFYs sent (trafficdb_publish and subscriptions') */
+	uint64		notify_dropped; /* not sent: the queue over trafficdb.notify_queue_max_usage, or full */
 
 	/* the feed partition new rows go to (trafficdb._feed_part()): 0 .. TDB_FEED_PARTS - 1 */
 	pg_atomic_uint32 feed_part;

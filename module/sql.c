@@ -353,8 +353,8 @@ Datum
 trafficdb_status(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
-	Datum		v[38];
-	bool		n[38] = {0};
+	Datum		v[43];
+	bool		n[43] = {0};
 	TdbShared	s;
 
 	tdb_require_preload();
@@ -416,6 +416,11 @@ trafficdb_status(PG_FUNCTION_ARGS)
 	v[35] = Int64GetDatum((int64) s.subscribers);
 	v[36] = Int64GetDatum((int64) s.events_delivered);
 	v[37] = Int64GetDatum((int64) s.events_dropped);
+	v[38] = Int64GetDatum((int64) s.match_overruns);
+	v[39] = Int64GetDatum((int64) s.match_records_skipped);
+	v[40] = Int64GetDatum((int64) s.subscriptions_unindexed);
+	v[41] = Int64GetDatum((int64) s.notify_sent);
+	v[42] = Int64GetDatum((int64) s.notify_dropped);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, v, n)));
 }
 

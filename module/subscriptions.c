@@ -26,6 +26,8 @@
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/lock.h"
+#include "storage/proc.h"
+#include "storage/procarray.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -593,6 +595,36 @@ check_still_visible(int32 id)
 	SPI_finish();
 }
 
+/*
+ * Slots of <prefix>.subs held (claimed or active) by sessions of this
+ * session's login role.  A slot's owner pid is a backend's when
+ * BackendPidGetProc finds it: external subscribers are not sessions and are
+ * not counted.
+ */
+static int
+role_slots(const TdbSubConsumer *c)
+{
+	int			n = 0;
+
+	for (uint32 i = 0; i < c->nslots; i++)
+	{
+		const TdbSubSlot *sl = (const TdbSubSlot *) ((const char *) c->hdr + tdb_subring_slot_offset(c->ring_events, i));
+		uint32		state = atomic_load_explicit(&sl->state, memory_order_acquire);
+		int32		pid;
+		PGPROC	   *proc;
+
+		if (state != TDB_SUBSLOT_CLAIMED && state != TDB_SUBSLOT_ACTIVE)
+			continue;
+		pid = atomic_load_explicit(&sl->pid, memory_order_relaxed);
+		if (pid <= 0)
+			continue;
+		proc = BackendPidGetProc(pid);
+		if (proc != NULL && proc->roleId == MyProc->roleId)
+			n++;
+	}
+	return n;
+}
+
 /* This session's slot for subscription id: made at the first call from its row. */
 static SessionSub *
 session_sub(int32 id)
@@ -641,9 +673,39 @@ session_sub(int32 id)
 	rc = tdb_subring_consumer_open(&free_one->c, tdb_shm_prefix(), 0, NULL, err);
 	if (rc == TDB_SHM_OK)
 	{
+		LOCKTAG		tag;
+		int			held;
+
+		/*
+		 * One role's sessions take at most
+		 * trafficdb.max_subscriber_slots_per_role slots, so that other roles,
+		 * external subscribers and request-response groups still get some.
+		 * The count and the claim are one step for the role's sessions: a
+		 * lock of our own (an advisory tag no SQL function makes, field4 3),
+		 * released once the slot is claimed (it shows then), not held while
+		 * this call waits for events.
+		 */
+		SET_LOCKTAG_ADVISORY(tag, InvalidOid, 0x74646273, (uint32) MyProc->roleId, 3);
+		(void) LockAcquire(&tag, ExclusiveLock, false, false);
+		held = role_slots(&free_one->c);
+		if (held >= tdb_max_subscriber_slots_per_role)
+		{
+			char	   *role = GetUserNameFromId(MyProc->roleId, true);
+
+			tdb_subring_consumer_close(&free_one->c);
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("cannot receive the events of subscription %d: role \"%s\" holds %d subscriber slots, the limit of trafficdb.max_subscriber_slots_per_role (%d)",
+							id, role ? role : "?", held, tdb_max_subscriber_slots_per_role),
+					 errdetail("Each session reading a subscription with trafficdb.subscription_events() holds a slot of %s.subs until it ends; the sessions of one login role share the limit.",
+							   tdb_shm_prefix()),
+					 errhint("End sessions of this role that read subscriptions, or have an administrator raise trafficdb.max_subscriber_slots_per_role.")));
+		}
 		/* the sessions reading one subscription are a group: each event to one of them */
 		rc = tdb_subring_subscribe(&free_one->c, buf, (uint32) len, 0x5351000000000000ull | (uint32) id,
 								   TDB_SUBGROUP_ROUND_ROBIN);
+		/* claimed (its slot now shows, owned by our pid) or not: the role's next claim may go */
+		LockRelease(&tag, ExclusiveLock, false);
 		if (rc != TDB_SHM_OK)
 		{
 			strlcpy(err, free_one->c.err, sizeof(err));
@@ -654,7 +716,7 @@ session_sub(int32 id)
 		ereport(ERROR,
 				(errcode(rc == TDB_SHM_ENOSLOT ? ERRCODE_TOO_MANY_CONNECTIONS : ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("cannot receive the events of subscription %d: %s", id, err),
-				 rc == TDB_SHM_ENOSLOT ? errhint("Raise trafficdb.max_subscribers.") : 0));
+				 rc == TDB_SHM_ENOSLOT ? errhint("Every slot of trafficdb.max_subscribers is taken (sessions, external subscribers, request-response members): end some, or raise trafficdb.max_subscribers.") : 0));
 	if (!session_exit_registered)
 	{
 		before_shmem_exit(close_session_subs, (Datum) 0);

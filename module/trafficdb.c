@@ -59,6 +59,10 @@ char	   *tdb_writer_group = NULL;
 int			tdb_writer_drain_interval_ms = 1;
 int			tdb_feed_lock_timeout_ms = 200;
 int			tdb_max_subscriptions_per_role = 1000;
+int			tdb_match_budget_ms = 200;
+int			tdb_subscription_index_mb = 64;
+double		tdb_notify_queue_max_usage = 0.5;
+int			tdb_max_subscriber_slots_per_role = 8;
 
 static bool
 check_ring_slots(int *newval, void **extra, GucSource source)
@@ -281,6 +285,39 @@ tdb_define_settings(void)
 								&tdb_max_subscribers,
 								64, 0, 1024,
 								PGC_POSTMASTER, 0,
+								NULL, NULL, NULL);
+
+		DefineCustomIntVariable("trafficdb.match_budget_ms",
+								"Time the daemon spends matching subscriptions against one publication, after it is published.",
+								"What does not fit is not matched: every subscriber gets an overrun event naming the generation, "
+								"notify subscriptions an overrun in their next payload, and trafficdb.status counts it.",
+								&tdb_match_budget_ms,
+								200, 1, 60000,
+								PGC_SIGHUP, GUC_UNIT_MS,
+								NULL, NULL, NULL);
+
+		DefineCustomIntVariable("trafficdb.subscription_index_mb",
+								"Memory the daemon's index of subscriptions (location, subscription pairs) may take.",
+								"Subscriptions that do not fit get no events; trafficdb.status counts them (subscriptions_unindexed).",
+								&tdb_subscription_index_mb,
+								64, 1, 65536,
+								PGC_SIGHUP, GUC_UNIT_MB,
+								NULL, NULL, NULL);
+
+		DefineCustomRealVariable("trafficdb.notify_queue_max_usage",
+								 "Fraction of the NOTIFY queue (pg_notification_queue_usage()) above which the daemon sends no notifications.",
+								 "Notifications not sent are counted (trafficdb.status notify_dropped); a subscription's next one says overrun.",
+								 &tdb_notify_queue_max_usage,
+								 0.5, 0.0, 0.9,
+								 PGC_SIGHUP, 0,
+								 NULL, NULL, NULL);
+
+		DefineCustomIntVariable("trafficdb.max_subscriber_slots_per_role",
+								"Subscriber slots (trafficdb.subscription_events) the sessions of one role may hold at once.",
+								"Counted over the sessions of the role's login; external subscribers are not counted.",
+								&tdb_max_subscriber_slots_per_role,
+								8, 1, 1024,
+								PGC_SIGHUP, 0,
 								NULL, NULL, NULL);
 
 		DefineCustomIntVariable("trafficdb.subscriber_ring_events",

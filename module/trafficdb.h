@@ -39,6 +39,10 @@ extern int	tdb_writer_drain_interval_ms;
 extern int	tdb_feed_lock_timeout_ms;
 /* rows of trafficdb.subscriptions per role (subscriptions.c) */
 extern int	tdb_max_subscriptions_per_role;
+extern int	tdb_match_budget_ms;
+extern int	tdb_subscription_index_mb;
+extern double tdb_notify_queue_max_usage;
+extern int	tdb_max_subscriber_slots_per_role;
 
 #define TDB_REPLAY_VERIFY_FULL 0
 #define TDB_REPLAY_VERIFY_LAST 1

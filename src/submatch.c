@@ -158,16 +158,27 @@ typedef struct Pairs
 	const TdbMapView *map;
 	const TdbSubFilter *f;
 	uint32_t	fi;
+	uint64_t	max;			/* pairs allowed in all */
 	bool		oom;
+	bool		full;			/* the filter being added reached max */
 } Pairs;
 
 static bool
 add_pair(Pairs *p, uint64_t record)
 {
+	if (p->n >= p->max)
+	{
+		p->full = true;
+		return false;
+	}
 	if (p->n == p->cap)
 	{
 		uint64_t	cap = p->cap ? p->cap * 2 : 1024;
-		uint64_t   *v = realloc(p->v, cap * sizeof(uint64_t));
+		uint64_t   *v;
+
+		if (cap > p->max)
+			cap = p->max;
+		v = realloc(p->v, cap * sizeof(uint64_t));
 
 		if (v == NULL)
 		{
@@ -222,13 +233,42 @@ cmp_u64(const void *a, const void *b)
 int
 tdb_sub_index_build(const TdbMapView *map, const TdbSubFilter *f, uint32_t n, TdbSubIndex *out, char *err)
 {
-	Pairs		p = {.map = map};
+	return tdb_sub_index_build_limited(map, f, n, NULL, NULL, 0, NULL, out, err);
+}
+
+int
+tdb_sub_index_build_limited(const TdbMapView *map, const TdbSubFilter *f, uint32_t n,
+							const uint32_t *order, const bool *skip, uint64_t max_pairs,
+							bool *left_out, TdbSubIndex *out, char *err)
+{
+	Pairs		p = {.map = map, .max = max_pairs ? max_pairs : UINT64_MAX};
+	uint32_t	nleft = 0;
 
 	memset(out, 0, sizeof(*out));
-	for (uint32_t i = 0; i < n; i++)
+	if (left_out != NULL)
+		memset(left_out, 0, sizeof(bool) * n);
+	for (uint32_t o = 0; o < n; o++)
 	{
+		uint32_t	i = order != NULL ? order[o] : o;
+		uint64_t	mark = p.n;
+
+		if (i >= n)
+		{
+			snprintf(err, TDB_ERRLEN, "filter order names filter %u of %u", i, n);
+			goto invalid;
+		}
+		if (skip != NULL && skip[i])
+			continue;			/* not indexed: not checked either */
 		if (!tdb_sub_filter_check(&f[i], err))
 			goto invalid;
+		if (nleft > 0)
+		{
+			/* past the bound: every later filter is left out too */
+			if (left_out != NULL)
+				left_out[i] = true;
+			nleft++;
+			continue;
+		}
 		p.f = &f[i];
 		p.fi = i;
 		switch (f[i].area)
@@ -245,7 +285,11 @@ tdb_sub_index_build(const TdbMapView *map, const TdbSubFilter *f, uint32_t n, Td
 						goto invalid;
 					}
 					if (!add_pair(&p, (uint64_t) r))
+					{
+						if (p.full)
+							break;
 						goto oom;
+					}
 				}
 				break;
 			case TDB_SUB_BOX:
@@ -263,6 +307,15 @@ tdb_sub_index_build(const TdbMapView *map, const TdbSubFilter *f, uint32_t n, Td
 		}
 		if (p.oom)
 			goto oom;
+		if (p.full)
+		{
+			/* its pairs do not fit: none of them, and no later filter */
+			p.n = mark;
+			p.full = false;
+			if (left_out != NULL)
+				left_out[i] = true;
+			nleft++;
+		}
 	}
 	/* by record, then filter; an id listed twice counts once */
 	if (p.n > 0)
@@ -281,6 +334,7 @@ tdb_sub_index_build(const TdbMapView *map, const TdbSubFilter *f, uint32_t n, Td
 	}
 	for (uint64_t r = 0; r < map->count; r++)
 		out->start[r + 1] += out->start[r];
+	out->nleft_out = nleft;
 	free(p.v);
 	return TDB_OBJ_OK;
 

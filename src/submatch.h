@@ -87,6 +87,7 @@ typedef struct TdbSubIndex
 	uint64_t   *start;			/* nrecords + 1 */
 	uint32_t   *subs;			/* indices into the filter array, start[r] .. start[r + 1] */
 	uint64_t	npairs;
+	uint32_t	nleft_out;		/* filters left out by tdb_sub_index_build_limited's max_pairs */
 } TdbSubIndex;
 
 /*
@@ -96,6 +97,19 @@ typedef struct TdbSubIndex
  */
 int			tdb_sub_index_build(const TdbMapView *map, const TdbSubFilter *f, uint32_t n,
 								TdbSubIndex *out, char *err);
+
+/*
+ * The same with a bound on memory: filters are taken in the order given
+ * (NULL: 0 .. n - 1); those with skip[i] (skip may be NULL) get no pairs
+ * and are not checked.
+ * At the first filter whose pairs would take the index past max_pairs
+ * (0: no bound), that filter and every later one in the order are left
+ * out: left_out[i] set (left_out may be NULL), out->nleft_out counts them.
+ * The work is O(max_pairs + n) however large the filters are.
+ */
+int			tdb_sub_index_build_limited(const TdbMapView *map, const TdbSubFilter *f, uint32_t n,
+										const uint32_t *order, const bool *skip, uint64_t max_pairs,
+										bool *left_out, TdbSubIndex *out, char *err);
 void		tdb_sub_index_free(TdbSubIndex *ix);
 
 /* One event: filter index, map record, kind (TDB_SUB_EV_*).  Nonzero stops the match. */

@@ -102,7 +102,7 @@ trafficdb_strerror(int code)
 		case TRAFFICDB_INVALID:
 			return "not trafficdb shared memory, or an incompatible format version";
 		case TRAFFICDB_NOSLOT:
-			return "every external reader slot is taken (trafficdb.max_external_readers)";
+			return "every slot is taken: reader slots (trafficdb.max_external_readers), subscriber slots (trafficdb.max_subscribers), writer lanes (trafficdb.max_writers) or request cells, as the call says";
 		case TRAFFICDB_EMPTY:
 			return "nothing published yet (no map loaded)";
 		case TRAFFICDB_STALE:

@@ -930,7 +930,7 @@ tdb_subring_subscribe(TdbSubConsumer *c, const void *filter, uint32_t filter_len
 		c->slot_idx = (int32_t) i;
 		return TDB_SHM_OK;
 	}
-	snprintf(c->err, sizeof(c->err), "all %u subscriber slots of \"%s\" are owned (or awaiting their reclaim)",
+	snprintf(c->err, sizeof(c->err), "all %u subscriber slots of \"%s\" are owned (or awaiting their reclaim): trafficdb.max_subscribers",
 			 c->nslots, c->name);
 	return TDB_SHM_ENOSLOT;
 }

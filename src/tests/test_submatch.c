@@ -298,6 +298,106 @@ UNIT_TEST(test_submatch_equals_brute_force)
 	free(m.obj);
 }
 
+/*
+ * tdb_sub_index_build_limited: skipped filters get no pairs; at the first
+ * filter (in the order given) that would take the index past max_pairs,
+ * it and every later one are left out; what is indexed is exactly what the
+ * unbounded index holds for those filters.
+ */
+UNIT_TEST(test_submatch_index_bounded)
+{
+	Map			m;
+	uint64_t	seed = 2828;
+	TdbSubFilter *f = calloc(NSUB, sizeof(TdbSubFilter));
+	uint64_t   *ids = calloc(8 * NSUB, sizeof(uint64_t));
+	double	   *poly = calloc(8 * NSUB, sizeof(double));
+	uint32_t   *rings = calloc(NSUB, sizeof(uint32_t));
+	uint32_t   *order = calloc(NSUB, sizeof(uint32_t));
+	bool	   *skip = calloc(NSUB, sizeof(bool));
+	bool	   *left = calloc(NSUB, sizeof(bool));
+	uint64_t   *pairs_of = calloc(NSUB, sizeof(uint64_t));
+	TdbSubIndex full,
+				ix;
+	char		err[TDB_ERRLEN];
+	uint64_t	max_pairs,
+				want_pairs = 0;
+	uint32_t	first_left = NSUB,
+				nleft = 0;
+
+	make_map(&m, 9);
+	make_filters(f, NSUB, ids, poly, rings, &seed);
+	CHECK(tdb_sub_index_build(&m.v, f, NSUB, &full, err) == TDB_OBJ_OK);
+	for (uint64_t k = 0; k < full.npairs; k++)
+		pairs_of[full.subs[k]]++;
+	max_pairs = full.npairs / 3;
+	for (uint32_t i = 0; i < NSUB; i++)
+	{
+		order[i] = NSUB - 1 - i;	/* the last filters first */
+		skip[i] = i % 5 == 0;
+	}
+	CHECK(tdb_sub_index_build_limited(&m.v, f, NSUB, order, skip, max_pairs, left, &ix, err) == TDB_OBJ_OK);
+	CHECK(ix.npairs <= max_pairs);
+	/* the expected cut: taken in order until one does not fit (ids listed twice count twice then: a bound, not exact) */
+	{
+		uint64_t	used = 0;
+
+		for (uint32_t o = 0; o < NSUB; o++)
+		{
+			uint32_t	i = order[o];
+
+			if (skip[i])
+				continue;
+			if (first_left == NSUB && used + pairs_of[i] > max_pairs)
+				first_left = o;
+			if (first_left != NSUB)
+				nleft++;
+			else
+			{
+				used += pairs_of[i];
+				want_pairs += pairs_of[i];
+			}
+		}
+	}
+	CHECK(first_left < NSUB);	/* the bound cut something */
+	CHECK_EQ_U64(ix.nleft_out, nleft);
+	CHECK_EQ_U64(ix.npairs, want_pairs);
+	for (uint32_t o = 0; o < NSUB; o++)
+	{
+		uint32_t	i = order[o];
+
+		CHECK(left[i] == (!skip[i] && o >= first_left));
+	}
+	/* each record's list: the full index's, minus skipped and left-out filters */
+	for (uint64_t r = 0; r < m.v.count; r++)
+	{
+		uint64_t	k = ix.start[r];
+
+		for (uint64_t j = full.start[r]; j < full.start[r + 1]; j++)
+		{
+			uint32_t	i = full.subs[j];
+
+			if (skip[i] || left[i])
+				continue;
+			CHECK(k < ix.start[r + 1] && ix.subs[k] == i);
+			k++;
+		}
+		CHECK_EQ_U64(k, ix.start[r + 1]);
+	}
+	printf("# bounded index: %llu of %llu pairs, %u filters left out, %u skipped\n",
+		   (unsigned long long) ix.npairs, (unsigned long long) full.npairs, ix.nleft_out, (NSUB + 4) / 5);
+	tdb_sub_index_free(&ix);
+	tdb_sub_index_free(&full);
+	free(f);
+	free(ids);
+	free(poly);
+	free(rings);
+	free(order);
+	free(skip);
+	free(left);
+	free(pairs_of);
+	free(m.obj);
+}
+
 UNIT_TEST(test_submatch_refuses_bad_filters)
 {
 	Map			m;
