@@ -780,6 +780,12 @@ tdb_subring_consumer_open(TdbSubConsumer *c, const char *prefix, uint64_t instan
 		snprintf(c->err, sizeof(c->err), "\"%s\" is writable by everyone (or not a file): refused", c->name);
 		return consumer_fail(c, err, TDB_SHM_EACCES);
 	}
+	/* another user may have made it first: only the server's user's object is trusted */
+	if (!tdb_shm_owner_trusted(st.st_uid))
+	{
+		tdb_shm_foreign_error(c->name, c->err);
+		return consumer_fail(c, err, TDB_SHM_ETAKEN);
+	}
 	if ((size_t) st.st_size < sizeof(TdbSubsHeader))
 	{
 		snprintf(c->err, sizeof(c->err), "\"%s\" has %lld bytes: too small to be a subscriptions segment",
