@@ -22,6 +22,7 @@
 TdbShared  *tdb_shared = NULL;
 TdbReaderSlot *tdb_backend_pins = NULL;
 int			tdb_prefix_lock_fd = -1;
+char		tdb_private_prefix[64];
 static char prefix_lock_error[TDB_ERRMSG_LEN];
 
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -54,6 +55,16 @@ tdb_shm_prefix(void)
 	if (prefix[0] == '\0')
 		snprintf(prefix, sizeof(prefix), "/trafficdb.%d", PostPortNumber);
 	return prefix;
+}
+
+void
+tdb_live_prefix(char *out)
+{
+	SpinLockAcquire(&tdb_shared->mutex);
+	strlcpy(out, tdb_shared->live_prefix, 64);
+	SpinLockRelease(&tdb_shared->mutex);
+	if (out[0] == '\0')
+		strlcpy(out, tdb_shm_prefix(), 64);
 }
 
 static Size
@@ -127,19 +138,32 @@ tdb_shmem_startup(void)
 	{
 		static bool exit_hook_registered = false;
 
+		if (tdb_private_prefix[0] == '\0')
+		{
+			uint64		r = 0;
+
+			if (!pg_strong_random(&r, sizeof(r)))
+				r = (uint64) MyStartTime * 1000003 ^ (uint64) MyProcPid;
+			snprintf(tdb_private_prefix, sizeof(tdb_private_prefix), "%.46s-%016llx",
+					 tdb_shm_prefix(), (unsigned long long) r);
+		}
 		if (tdb_prefix_lock_fd < 0)
 		{
 			char		err[TDB_SHM_ERRLEN];
+			int			rc = tdb_prefix_lock(tdb_shm_prefix(), &tdb_prefix_lock_fd, err);
 
-			if (tdb_prefix_lock(tdb_shm_prefix(), &tdb_prefix_lock_fd, err) != TDB_SHM_OK)
+			if (rc != TDB_SHM_OK)
 			{
 				tdb_prefix_lock_fd = -1;
 				strlcpy(prefix_lock_error, err, sizeof(prefix_lock_error));
-				ereport(WARNING,
-						(errmsg("trafficdb: %s", err),
-						 errdetail("This server will not publish until the other one stops.")));
+				/* another user's file: the daemon says what to do, and serves SQL meanwhile */
+				if (rc != TDB_SHM_ETAKEN)
+					ereport(WARNING,
+							(errmsg("trafficdb: %s", err),
+							 errdetail("This server will not publish until the other one stops.")));
 			}
 		}
+		strlcpy(tdb_shared->live_prefix, tdb_shm_prefix(), sizeof(tdb_shared->live_prefix));
 		tdb_shared->prefix_owned = tdb_prefix_lock_fd >= 0;
 		strlcpy(tdb_shared->prefix_error, tdb_prefix_lock_fd >= 0 ? "" : prefix_lock_error,
 				TDB_ERRMSG_LEN);
@@ -163,6 +187,13 @@ tdb_postmaster_exit(int code, Datum arg)
 {
 	(void) code;
 	(void) arg;
+	/*
+	 * Private names (another user held a fixed one) are ours alone: always
+	 * stopped.  (tdb_shared is gone by now: the main shared memory is
+	 * detached before on_proc_exit callbacks run.)
+	 */
+	if (tdb_private_prefix[0] != '\0' && tdb_writer_instance_of(tdb_private_prefix, (int32) MyProcPid))
+		tdb_writer_stop_instance(tdb_private_prefix);
 	if (tdb_prefix_lock_fd < 0)
 	{
 		char		err[TDB_SHM_ERRLEN];
