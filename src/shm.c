@@ -154,10 +154,10 @@ tdb_shm_foreign_error(const char *name, char *err)
 		char		expect[64];
 
 		if (srv == (uid_t) -1)
-			snprintf(expect, sizeof(expect), "no user \"%.32s\"", getenv("TDB_SERVER_USER") && getenv("TDB_SERVER_USER")[0] ? getenv("TDB_SERVER_USER") : "postgres");
+			snprintf(expect, sizeof(expect), "user \"%.32s\", unknown here", getenv("TDB_SERVER_USER") && getenv("TDB_SERVER_USER")[0] ? getenv("TDB_SERVER_USER") : "postgres");
 		else
 			tdb_shm_describe_user(srv, expect, sizeof(expect));
-		snprintf(err, TDB_SHM_ERRLEN, "\"%.71s\" belongs to %.48s, not the server's user %.48s (TDB_SERVER_USER): refused",
+		snprintf(err, TDB_SHM_ERRLEN, "\"%.71s\" belongs to %.48s, but the server runs as %.48s (TDB_SERVER_USER): refused",
 				 name, owner, expect);
 	}
 }
