@@ -37,9 +37,17 @@ dir=$(mktemp -d /tmp/trafficdb-names.XXXXXX)
 holder=
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 prefix=/trafficdb.$port
+# the lock holder: runuser's pid, and (from its output) the squatter's python process
+stop_holder() {
+	local pid
+	pid=$(sed -n 's/^locked \([0-9]*\)$/\1/p' "$dir/holder.out" 2>/dev/null || true)
+	[ -n "$pid" ] && kill "$pid" 2>/dev/null || true
+	[ -n "$holder" ] && { kill "$holder" 2>/dev/null || true; wait "$holder" 2>/dev/null || true; }
+	holder=
+}
 cleanup() {
 	as_pg "$PG_BIN/pg_ctl" -D "$dir/data" stop -m immediate -t 30 >/dev/null 2>&1 || true
-	[ -n "$holder" ] && kill "$holder" 2>/dev/null || true
+	stop_holder
 	find /dev/shm -maxdepth 1 -user "$squat" -delete 2>/dev/null || true
 	userdel "$squat" 2>/dev/null || true
 	getent group "$squat" >/dev/null && groupdel "$squat" 2>/dev/null || true
@@ -83,7 +91,7 @@ fd = os.open("/dev/shm" + sys.argv[1] + ".lock", os.O_RDWR | os.O_CREAT, 0o666)
 os.fchmod(fd, 0o666)
 F_OFD_SETLK = 37
 fcntl.fcntl(fd, F_OFD_SETLK, struct.pack("hh4xqqi4x", fcntl.F_RDLCK, 0, 0, 0, 0))
-print("locked", flush=True)
+print("locked", os.getpid(), flush=True)
 time.sleep(900)
 ' "$prefix" >"$dir/holder.out" 2>&1 &
 holder=$!
@@ -137,7 +145,7 @@ check "the server never opened the squatter's lock (only its holder has it open)
 	[ "$(find /proc/[0-9]*/fd -lname "/dev/shm$prefix.lock" 2>/dev/null | wc -l)" = 1 ]
 
 echo "# root removes the squatter's files: the daemon moves back by itself"
-kill "$holder" 2>/dev/null || true; wait "$holder" 2>/dev/null || true; holder=
+stop_holder
 find /dev/shm -maxdepth 1 -user "$squat" -delete
 ok=0
 for _ in $(seq 120); do
