@@ -205,6 +205,7 @@ typedef struct DaemonState
 	TimestampTz names_check_at; /* when to see whether it is free again */
 	int			names_check_ms; /* back-off: doubles up to NAMES_CHECK_MAX_MS */
 	bool		names_moving;	/* free again: stop, and start again under them */
+	int			private_picks;	/* private names found taken, picked anew */
 	uint64		skipped_reported;	/* segment names found taken, already logged */
 
 	/* reader events already reported */
@@ -3282,7 +3283,7 @@ follower_loop(void)
 			/* one line for however many names this cycle skipped */
 			ereport(WARNING,
 					(errcode(ERRCODE_OBJECT_IN_USE),
-					 errmsg("trafficdb: %s", D.writer.skipped_err),
+					 errmsg("trafficdb: skipped a name another user holds: %s", D.writer.skipped_err),
 					 errdetail("%llu shared memory name(s) under %s were found taken by others and skipped; publication goes on under the next free names.",
 							   (unsigned long long) (D.writer.names_skipped - D.skipped_reported), D.prefix),
 					 errhint("Nothing needs doing for trafficdb; remove the files as root to tidy /dev/shm.")));
@@ -3416,6 +3417,27 @@ tdb_daemon_main(Datum main_arg)
 			D.private_names = true;
 			D.names_check_ms = NAMES_CHECK_FIRST_MS;
 			D.names_check_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), D.names_check_ms);
+			continue;
+		}
+		if (rc == TDB_SHM_ETAKEN && D.private_names && ++D.private_picks <= 8)
+		{
+			uint64		r = 0;
+
+			/*
+			 * Someone saw our private names in /dev/shm and took one we had
+			 * not made yet: leave what is ours there (readers are told) and
+			 * pick other names.  The postmaster finds every instance of its
+			 * own at exit, whatever its name.
+			 */
+			ereport(WARNING,
+					(errcode(ERRCODE_OBJECT_IN_USE),
+					 errmsg("trafficdb: %s", err),
+					 errdetail("Choosing other private names than \"%s\".", D.prefix)));
+			tdb_writer_stop_instance(D.prefix);
+			if (!pg_strong_random(&r, sizeof(r)))
+				r = (uint64) GetCurrentTimestamp() ^ ((uint64) MyProcPid << 32);
+			snprintf(tdb_private_prefix, sizeof(tdb_private_prefix), "%.46s-%016llx",
+					 tdb_shm_prefix(), (unsigned long long) r);
 			continue;
 		}
 		SpinLockAcquire(&tdb_shared->mutex);
@@ -3605,7 +3627,7 @@ tdb_daemon_main(Datum main_arg)
 			/* one line for however many names this cycle skipped */
 			ereport(WARNING,
 					(errcode(ERRCODE_OBJECT_IN_USE),
-					 errmsg("trafficdb: %s", D.writer.skipped_err),
+					 errmsg("trafficdb: skipped a name another user holds: %s", D.writer.skipped_err),
 					 errdetail("%llu shared memory name(s) under %s were found taken by others and skipped; publication goes on under the next free names.",
 							   (unsigned long long) (D.writer.names_skipped - D.skipped_reported), D.prefix),
 					 errhint("Nothing needs doing for trafficdb; remove the files as root to tidy /dev/shm.")));

@@ -8,6 +8,8 @@
  */
 #include "postgres.h"
 
+#include <dirent.h>
+
 #include "miscadmin.h"
 #include "postmaster/postmaster.h"
 #include "access/twophase.h"
@@ -176,6 +178,38 @@ tdb_shmem_startup(void)
 }
 
 /*
+ * Private names "<prefix>-<random>" (used while another user held a fixed
+ * name, see tdb_private_prefix) are this server's alone: at exit every such
+ * instance whose control block names this postmaster is stopped, whichever
+ * names the daemon picked.  (tdb_shared cannot say: the main shared memory
+ * is detached before on_proc_exit callbacks run.)
+ */
+static void
+stop_private_instances(void)
+{
+	DIR		   *d = opendir("/dev/shm");
+	struct dirent *e;
+	const char *pub = tdb_shm_prefix() + 1;
+	size_t		plen = strlen(pub);
+
+	if (d == NULL)
+		return;
+	while ((e = readdir(d)) != NULL)
+	{
+		size_t		len = strlen(e->d_name);
+		char		prefix[64];
+
+		if (len <= plen + 5 || len - 4 + 2 > sizeof(prefix) || strncmp(e->d_name, pub, plen) != 0 ||
+			e->d_name[plen] != '-' || strcmp(e->d_name + len - 4, ".ctl") != 0)
+			continue;
+		snprintf(prefix, sizeof(prefix), "/%.*s", (int) (len - 4), e->d_name);
+		if (tdb_writer_instance_of(prefix, (int32) MyProcPid))
+			tdb_writer_stop_instance(prefix);
+	}
+	closedir(d);
+}
+
+/*
  * The postmaster exits only on a shutdown (a crash-restart keeps it alive):
  * tell external readers the instance is gone and free the shared memory
  * names, if the instance is this server's.  After a kill -9 of the
@@ -187,13 +221,7 @@ tdb_postmaster_exit(int code, Datum arg)
 {
 	(void) code;
 	(void) arg;
-	/*
-	 * Private names (another user held a fixed one) are ours alone: always
-	 * stopped.  (tdb_shared is gone by now: the main shared memory is
-	 * detached before on_proc_exit callbacks run.)
-	 */
-	if (tdb_private_prefix[0] != '\0' && tdb_writer_instance_of(tdb_private_prefix, (int32) MyProcPid))
-		tdb_writer_stop_instance(tdb_private_prefix);
+	stop_private_instances();
 	if (tdb_prefix_lock_fd < 0)
 	{
 		char		err[TDB_SHM_ERRLEN];

@@ -27,6 +27,7 @@ $node->append_conf('postgresql.conf', qq{
 shared_preload_libraries = 'trafficdb'
 trafficdb.database = 'postgres'
 trafficdb.publish_interval = '1h'
+trafficdb.max_subscribers = 0
 });
 my $prefix = '/trafficdb.' . $node->port;
 my @held;
@@ -68,9 +69,33 @@ my $r = `$tdbread $prefix 2>&1`;
 isnt($? >> 8, 0, 'an external reader of the configured names fails');
 like($r, qr{\Q$prefix\E\.ctl}, 'naming the control block it refused');
 
+# someone takes a private name we have not made yet (max_subscribers = 0: no
+# .subs there), and the daemon starts again: it picks other private names
+my @priv = glob("/dev/shm$prefix-*.ctl");
+is(scalar(@priv), 1, 'one set of private names');
+(my $p1 = $priv[0]) =~ s/\.ctl$//;
+mkdir("$p1.subs") or die "mkdir: $!";
+push @held, "$p1.subs";
+my $daemon = $node->safe_psql('postgres', 'SELECT daemon_pid FROM trafficdb.status');
+kill 'TERM', $daemon;
+ok($node->poll_query_until('postgres', qq{SELECT daemon_pid <> $daemon AND speed_kmh = 42 FROM trafficdb.status, trafficdb.locations WHERE location_id = 1}),
+	'a restarted daemon whose private names are taken publishes under others');
+like(slurp_file($node->logfile), qr{Choosing other private names than "\Q@{[substr($p1, 8)]}\E"},
+	'and says so');
+ok(!-e "$p1.ctl", 'what was ours under the taken private names is gone');
+
+# a server stopped while on private names leaves none behind, whichever it picked
+$node->stop;
+my @left = grep { !-d $_ } glob("/dev/shm$prefix-*");
+is("@left", '', 'a clean stop removes the private names the daemon picked');
+$node->start;
+ok($node->poll_query_until('postgres', q{SELECT speed_kmh = 42 FROM trafficdb.locations WHERE location_id = 1}),
+	'after a restart, still with the names held, SQL reads the rebuilt traffic');
+
 # the admin removes them: the daemon moves back (first check after 10 s)
 unlink "/dev/shm$prefix.lock";
 rmdir "/dev/shm$prefix.$_" for ('ctl', 'subs');
+rmdir "$p1.subs";
 @held = ();
 my $moved = 0;
 for (1 .. 120)
@@ -106,7 +131,7 @@ is($node->safe_psql('postgres', 'SELECT speed_kmh FROM trafficdb.locations WHERE
 $r = `$tdbread $prefix 2>&1`;
 is($? >> 8, 0, 'an external reader reads it') or note $r;
 $log = slurp_file($node->logfile);
-like($log, qr{WARNING:  trafficdb: "/dev/shm\Q$prefix\E\.\d+" is taken}, 'one WARNING names a skipped name');
+like($log, qr{WARNING:  trafficdb: skipped a name another user holds: "/dev/shm\Q$prefix\E\.\d+" is taken}, 'one WARNING names a skipped name');
 
 $node->stop;
 rmdir $_ for @segs;

@@ -167,7 +167,7 @@ check "and is published (got: $v)" [ "$v" = 17 ]
 out=$(as_pg "$dir/tdbread" "$prefix" 2>&1 || true); echo "# tdbread: $out"
 check "an external reader reads it (300 locations, consistent)" grep -q "locations=300 .*consistent=1" <<<"$out"
 check "one WARNING names a skipped name and its owner" \
-	grep -qE "WARNING:  trafficdb: \"/dev/shm$prefix\.[0-9]+\" is taken by user $squat \\(uid $squat_uid\\)" "$log"
+	grep -qE "WARNING:  trafficdb: skipped a name another user holds: \"/dev/shm$prefix\.[0-9]+\" is taken by user $squat \\(uid $squat_uid\\)" "$log"
 bad=
 for f in $(cat /proc/[0-9]*/maps 2>/dev/null | grep -oE "/dev/shm$prefix\.[0-9]+$" | sort -u); do
 	[ "$(stat -c %U "$f" 2>/dev/null)" = "$squat" ] && bad="$bad $f"
