@@ -3232,6 +3232,30 @@ follow_tx(void *p)
 }
 
 /*
+ * On private names (another user held a fixed one): are the configured
+ * names free again?  Looked at after NAMES_CHECK_FIRST_MS, then at doubling
+ * intervals up to NAMES_CHECK_MAX_MS; true (logged) when they are.
+ */
+static bool
+names_free_again(void)
+{
+	char		why[TDB_SHM_ERRLEN];
+
+	if (!D.private_names || GetCurrentTimestamp() < D.names_check_at)
+		return false;
+	if (!tdb_shm_prefix_taken(tdb_shm_prefix(), why))
+	{
+		ereport(LOG,
+				(errmsg("trafficdb: the shared memory names under %s are free again: restarting the daemon to publish there",
+						tdb_shm_prefix())));
+		return true;
+	}
+	D.names_check_ms = Min(D.names_check_ms * 2, NAMES_CHECK_MAX_MS);
+	D.names_check_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), D.names_check_ms);
+	return false;
+}
+
+/*
  * Follow the primary while this server is a standby.  Returns once it has
  * been promoted, with the state of the log's newest generation: the daemon
  * then goes on as the primary from the next generation, without a rebuild.
@@ -3255,6 +3279,14 @@ follower_loop(void)
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 			D.writer.pin_timeout_us = (int64) tdb_reader_pin_timeout_ms * 1000;
+		}
+		if (names_free_again())
+		{
+			/* subscribers and readers are told; the next daemon follows under the configured names */
+			if (D.subring_open && !tdb_writer_guarded(subring_remove_guarded, NULL))
+				tdb_subring_close(&D.subring);
+			tdb_writer_stop_instance(D.prefix);
+			proc_exit(1);
 		}
 		if (!RecoveryInProgress())
 		{
@@ -3521,21 +3553,11 @@ tdb_daemon_main(Datum main_arg)
 			ProcessConfigFile(PGC_SIGHUP);
 			D.writer.pin_timeout_us = (int64) tdb_reader_pin_timeout_ms * 1000;
 		}
-		if (D.private_names && GetCurrentTimestamp() >= D.names_check_at)
+		if (names_free_again())
 		{
-			char		why[TDB_SHM_ERRLEN];
-
-			if (!tdb_shm_prefix_taken(tdb_shm_prefix(), why))
-			{
-				/* stop in order, and start again under the configured names */
-				ereport(LOG,
-						(errmsg("trafficdb: the shared memory names under %s are free again: restarting the daemon to publish there",
-								tdb_shm_prefix())));
-				D.names_moving = true;
-				break;
-			}
-			D.names_check_ms = Min(D.names_check_ms * 2, NAMES_CHECK_MAX_MS);
-			D.names_check_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), D.names_check_ms);
+			/* stop in order, and start again under the configured names */
+			D.names_moving = true;
+			break;
 		}
 
 		/*
