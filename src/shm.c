@@ -162,6 +162,21 @@ tdb_shm_foreign_error(const char *name, char *err)
 	}
 }
 
+bool
+tdb_shm_untrusted(const char *name, bool own)
+{
+	char		path[TDB_SHM_NAME_MAX + 40];
+	struct stat st;
+	int			save = errno;
+	bool		bad;
+
+	shm_path(path, sizeof(path), name);
+	bad = lstat(path, &st) == 0 &&
+		(!S_ISREG(st.st_mode) || (own ? st.st_uid != geteuid() : !tdb_shm_owner_trusted(st.st_uid)));
+	errno = save;
+	return bad;
+}
+
 int
 tdb_shm_errno_result(void)
 {
@@ -188,7 +203,15 @@ tdb_shm_map_fd(const char *name, bool writable, bool own, size_t min_size, void 
 
 	fd = shm_open(name, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW, 0);
 	if (fd < 0)
+	{
+		/* not ours to open: say whose it is rather than blame the permissions */
+		if ((errno == EACCES || errno == ELOOP) && tdb_shm_untrusted(name, own))
+		{
+			errno = EPERM;
+			return TDB_SHM_ETAKEN;
+		}
 		return tdb_shm_errno_result();
+	}
 	if (fstat(fd, &st) != 0)
 	{
 		int			save = errno;

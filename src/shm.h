@@ -280,6 +280,14 @@ bool		tdb_shm_prefix_taken(const char *prefix, char *err);
  */
 void		tdb_shm_foreign_error(const char *name, char *err);
 
+/*
+ * Is name present but not something to trust: not a regular file, or (own)
+ * not this user's, or (!own) of an owner tdb_shm_owner_trusted refuses?
+ * For an open that failed (EACCES, ELOOP): another user's object is
+ * TDB_SHM_ETAKEN, not a permission problem of ours.  Keeps errno.
+ */
+bool		tdb_shm_untrusted(const char *name, bool own);
+
 /* A failed system call's errno as a TdbShmResult (ENOENT, EACCES, else ESYS). */
 int			tdb_shm_errno_result(void);
 

@@ -177,5 +177,10 @@ check "no process maps a squatter's segment name" [ -z "$bad" ]
 as_pg "$PG_BIN/pg_ctl" -D "$dir/data" -w -t 60 stop >/dev/null
 check "a clean stop leaves no object of the server's under the prefix" \
 	[ -z "$(find /dev/shm -maxdepth 1 -name "trafficdb.$port*" ! -user "$squat")" ]
+# a squatter's object the server's user cannot even open (0600): named as the squatter's, not
+# blamed on trafficdb.shm_group
+as "$squat" sh -c "umask 077; head -c 65536 /dev/zero >/dev/shm$prefix.ctl"
+out=$(as_pg "$dir/tdbread" "$prefix" 2>&1 || true); echo "# tdbread: $out"
+check "an unreadable squatter's .ctl is refused as the squatter's" grep -q "\"$prefix.ctl\" belongs to user $squat" <<<"$out"
 echo "1..$((pass + fail))"
 [ "$fail" = 0 ]
