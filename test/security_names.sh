@@ -154,6 +154,9 @@ for _ in $(seq 120); do
 done
 check "external readers attach under the configured names again" [ $ok = 1 ]
 check "a snapshot they read is consistent" grep -q "consistent=1" "$dir/read.out"
+out=$(as "$squat" "$dir/tdbread" "$prefix" 2>&1 || true); echo "# tdbread as $squat: $out"
+check "another user gets the permission message naming trafficdb.shm_group, as before" \
+	grep -q "no permission to map \"$prefix.ctl\".*trafficdb.shm_group" <<<"$out"
 check "the private names are gone" [ -z "$(find /dev/shm -maxdepth 1 -name "trafficdb.$port-*")" ]
 
 echo "# while it runs the squatter takes the next 400 segment names"
