@@ -206,6 +206,16 @@ typedef struct DaemonState
 		Size		log_bytes;
 	}			pub;
 
+	/* the names published under (see tdb_live_prefix) */
+	char		prefix[64];
+	bool		private_names;	/* another user holds a fixed name under tdb_shm_prefix() */
+	char		taken[TDB_ERRMSG_LEN];	/* which, and whose */
+	TimestampTz names_check_at; /* when to see whether it is free again */
+	int			names_check_ms; /* back-off: doubles up to NAMES_CHECK_MAX_MS */
+	bool		names_moving;	/* free again: stop, and start again under them */
+	int			private_picks;	/* private names found taken, picked anew */
+	uint64		skipped_reported;	/* segment names found taken, already logged */
+
 	/* reader events already reported */
 	uint64		revoked_reported;
 	uint64		rebuilt_reported;
@@ -221,6 +231,10 @@ typedef struct PendingEvent
 } PendingEvent;
 
 static DaemonState D;
+
+/* checks whether taken fixed names are free again: first after, then at most every */
+#define NAMES_CHECK_FIRST_MS	10000
+#define NAMES_CHECK_MAX_MS		300000
 
 static void match_subscriptions(bool prev_unpublished);
 static void deliver_events(void);
@@ -1980,7 +1994,7 @@ static void
 ring_create_guarded(void *p)
 {
 	(void) p;
-	ring_create_rc = tdb_ring_create(&D.ring, tdb_shm_prefix(), (uint32) tdb_max_writers,
+	ring_create_rc = tdb_ring_create(&D.ring, D.prefix, (uint32) tdb_max_writers,
 									 (uint32) tdb_writer_ring_slots, ring_create_gid,
 									 D.writer.ctl->instance_id, ring_create_err);
 }
@@ -2012,7 +2026,7 @@ open_ring(void)
 	if (!tdb_writer_guarded(ring_create_guarded, NULL))
 	{
 		tdb_ring_close(&D.ring);
-		snprintf(err, sizeof(err), "%s.writers was truncated while it was opened", tdb_shm_prefix());
+		snprintf(err, sizeof(err), "%s.writers was truncated while it was opened", D.prefix);
 		ring_create_rc = TDB_SHM_ESYS;
 	}
 	if (ring_create_rc != TDB_SHM_OK)
@@ -2022,7 +2036,7 @@ open_ring(void)
 	}
 	D.ring_open = true;
 	ring_set_state(TDB_RING_REBUILDING);
-	ereport(LOG, (errmsg("trafficdb: writers' ring %s.writers: %d lanes of %d slots%s", tdb_shm_prefix(),
+	ereport(LOG, (errmsg("trafficdb: writers' ring %s.writers: %d lanes of %d slots%s", D.prefix,
 						 tdb_max_writers, tdb_writer_ring_slots, D.ring.adopted ? ", adopted with its undrained updates" : "")));
 }
 
@@ -2051,7 +2065,7 @@ drain_ring(void)
 		 */
 		ereport(WARNING,
 				(errmsg("trafficdb: the header of the writers' ring %s.writers was overwritten by a process with write access to it; the ring is made anew",
-						tdb_shm_prefix()),
+						D.prefix),
 				 errdetail("Writers attached before must reopen; what they put and the daemon had not drained is lost.")));
 		if (!tdb_writer_guarded(ring_remove_guarded, NULL))
 			tdb_ring_close(&D.ring);
@@ -2065,7 +2079,7 @@ drain_ring(void)
 		/* a member of writer_group truncated it: make it anew */
 		ereport(WARNING,
 				(errmsg("trafficdb: the writers' ring %s.writers was damaged (truncated by a process with write access to it) and is made anew",
-						tdb_shm_prefix()),
+						D.prefix),
 				 errdetail("Writers attached before must reopen; what they put and the daemon had not drained is lost.")));
 		tdb_ring_close(&D.ring);
 		D.ring_open = false;
@@ -2090,7 +2104,7 @@ static void
 subring_create_guarded(void *p)
 {
 	(void) p;
-	subring_rc = tdb_subring_create(&D.subring, tdb_shm_prefix(), (uint32) tdb_max_subscribers,
+	subring_rc = tdb_subring_create(&D.subring, D.prefix, (uint32) tdb_max_subscribers,
 									(uint32) tdb_subscriber_ring_events, subring_gid,
 									D.writer.ctl->instance_id, subring_err);
 	if (subring_rc == TDB_SHM_OK)
@@ -2115,7 +2129,7 @@ open_subring(void)
 	subring_err = err;
 	if (!tdb_writer_guarded(subring_create_guarded, NULL))
 	{
-		snprintf(err, sizeof(err), "%s.subs was truncated while it was made", tdb_shm_prefix());
+		snprintf(err, sizeof(err), "%s.subs was truncated while it was made", D.prefix);
 		subring_rc = TDB_SHM_ESYS;
 	}
 	if (subring_rc != TDB_SHM_OK)
@@ -2137,7 +2151,7 @@ open_subring(void)
 	memset(D.slot_live, 0, sizeof(bool) * tdb_max_subscribers);
 	D.subring_open = true;
 	D.targets_dirty = true;
-	ereport(LOG, (errmsg("trafficdb: subscribers' rings %s.subs: %d slots of %d events", tdb_shm_prefix(),
+	ereport(LOG, (errmsg("trafficdb: subscribers' rings %s.subs: %d slots of %d events", D.prefix,
 						 tdb_max_subscribers, tdb_subscriber_ring_events)));
 }
 
@@ -2322,7 +2336,7 @@ subring_sweep_guarded(void *p)
 	if (tdb_subring_sweep(&D.subring, ch, lengthof(ch), &nch) != TDB_SHM_OK)
 	{
 		ereport(WARNING, (errmsg("trafficdb: the subscribers' rings %s.subs were damaged and are made anew; subscribers must subscribe again",
-								 tdb_shm_prefix())));
+								 D.prefix)));
 		tdb_subring_close(&D.subring);
 		D.subring_open = false;
 		return;
@@ -2570,7 +2584,7 @@ watch_readers(void)
 	{
 		ereport(WARNING,
 				(errmsg("trafficdb: the external readers' segment %s.readers was damaged (resized by a process with write access to it) and was made anew",
-						tdb_shm_prefix()),
+						D.prefix),
 				 errdetail("External readers attached before must reopen; their pins were ignored.")));
 		D.rebuilt_reported = D.writer.slots_rebuilt;
 	}
@@ -3562,6 +3576,30 @@ follow_tx(void *p)
 }
 
 /*
+ * On private names (another user held a fixed one): are the configured
+ * names free again?  Looked at after NAMES_CHECK_FIRST_MS, then at doubling
+ * intervals up to NAMES_CHECK_MAX_MS; true (logged) when they are.
+ */
+static bool
+names_free_again(void)
+{
+	char		why[TDB_SHM_ERRLEN];
+
+	if (!D.private_names || GetCurrentTimestamp() < D.names_check_at)
+		return false;
+	if (!tdb_shm_prefix_taken(tdb_shm_prefix(), why))
+	{
+		ereport(LOG,
+				(errmsg("trafficdb: the shared memory names under %s are free again: restarting the daemon to publish there",
+						tdb_shm_prefix())));
+		return true;
+	}
+	D.names_check_ms = Min(D.names_check_ms * 2, NAMES_CHECK_MAX_MS);
+	D.names_check_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), D.names_check_ms);
+	return false;
+}
+
+/*
  * Follow the primary while this server is a standby.  Returns once it has
  * been promoted, with the state of the log's newest generation: the daemon
  * then goes on as the primary from the next generation, without a rebuild.
@@ -3586,6 +3624,14 @@ follower_loop(void)
 			ProcessConfigFile(PGC_SIGHUP);
 			D.writer.pin_timeout_us = (int64) tdb_reader_pin_timeout_ms * 1000;
 		}
+		if (names_free_again())
+		{
+			/* subscribers and readers are told; the next daemon follows under the configured names */
+			if (D.subring_open && !tdb_writer_guarded(subring_remove_guarded, NULL))
+				tdb_subring_close(&D.subring);
+			tdb_writer_stop_instance(D.prefix);
+			proc_exit(1);
+		}
 		if (!RecoveryInProgress())
 		{
 			/* promoted: take what the old primary logged last, then write after it */
@@ -3608,6 +3654,17 @@ follower_loop(void)
 		}
 		watch_readers();
 		tdb_writer_reclaim(&D.writer, D.have_map ? D.map_seg : TDB_MAX_SEGMENTS);
+		if (D.writer.names_skipped != D.skipped_reported)
+		{
+			/* one line for however many names this cycle skipped */
+			ereport(WARNING,
+					(errcode(ERRCODE_OBJECT_IN_USE),
+					 errmsg("trafficdb: skipped a name another user holds: %s", D.writer.skipped_err),
+					 errdetail("%llu shared memory name(s) under %s were found taken by others and skipped; publication goes on under the next free names.",
+							   (unsigned long long) (D.writer.names_skipped - D.skipped_reported), D.prefix),
+					 errhint("Nothing needs doing for trafficdb; remove the files as root to tidy /dev/shm.")));
+			D.skipped_reported = D.writer.names_skipped;
+		}
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 Min(tdb_publish_interval_ms, 50), PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
@@ -3701,17 +3758,64 @@ tdb_daemon_main(Datum main_arg)
 		int			rc;
 
 		memset(&cfg, 0, sizeof(cfg));
+		strlcpy(D.prefix, D.private_names ? tdb_private_prefix : tdb_shm_prefix(), sizeof(D.prefix));
 		cfg.nexternal_slots = (uint32) tdb_max_external_readers;
 		cfg.gid = shm_gid();
 		/* the postmaster's lock, inherited; if it had none, try ours */
-		cfg.lock_fd = tdb_prefix_lock_fd;
+		cfg.lock_fd = D.private_names ? -1 : tdb_prefix_lock_fd;
 		cfg.postmaster_pid = (int32) PostmasterPid;
 		cfg.backend_pins = tdb_backend_pins;
 		cfg.nbackend_pins = tdb_nbackend_slots();
 		cfg.pin_timeout_us = (int64) tdb_reader_pin_timeout_ms * 1000;
-		rc = tdb_writer_open(&D.writer, tdb_shm_prefix(), &cfg, &info, err);
+		rc = tdb_writer_open(&D.writer, D.prefix, &cfg, &info, err);
 		if (rc == TDB_SHM_OK)
 			break;
+		if (rc == TDB_SHM_ETAKEN && !D.private_names)
+		{
+			/*
+			 * Another local user created one of our fixed names first (in
+			 * sticky /dev/shm we cannot remove it).  That must not stop the
+			 * server: publish under private names, which SQL backends find
+			 * through tdb_shared; external processes, which know only the
+			 * configured names, cannot attach until the admin frees them.
+			 */
+			snprintf(D.taken, sizeof(D.taken),
+					 "%s; until then external readers, writers and subscribers cannot attach, and SQL is served from private names %s",
+					 err, tdb_private_prefix);
+			set_last_error(D.taken);
+			ereport(WARNING,
+					(errcode(ERRCODE_OBJECT_IN_USE),
+					 errmsg("trafficdb: %s", err),
+					 errdetail("External readers, writers and subscribers cannot reach this server under \"%s\"; it publishes for SQL under the private names \"%s\" meanwhile.",
+							   tdb_shm_prefix(), tdb_private_prefix),
+					 errhint("As root, remove the other user's file (the server's user cannot remove it), or set trafficdb.shm_name to a name nobody holds and restart; the daemon looks again after %d s, then less and less often.",
+							 NAMES_CHECK_FIRST_MS / 1000)));
+			D.private_names = true;
+			D.names_check_ms = NAMES_CHECK_FIRST_MS;
+			D.names_check_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), D.names_check_ms);
+			continue;
+		}
+		if (rc == TDB_SHM_ETAKEN && D.private_names && ++D.private_picks <= 8)
+		{
+			uint64		r = 0;
+
+			/*
+			 * Someone saw our private names in /dev/shm and took one we had
+			 * not made yet: leave what is ours there (readers are told) and
+			 * pick other names.  The postmaster finds every instance of its
+			 * own at exit, whatever its name.
+			 */
+			ereport(WARNING,
+					(errcode(ERRCODE_OBJECT_IN_USE),
+					 errmsg("trafficdb: %s", err),
+					 errdetail("Choosing other private names than \"%s\".", D.prefix)));
+			tdb_writer_stop_instance(D.prefix);
+			if (!pg_strong_random(&r, sizeof(r)))
+				r = (uint64) GetCurrentTimestamp() ^ ((uint64) MyProcPid << 32);
+			snprintf(tdb_private_prefix, sizeof(tdb_private_prefix), "%.46s-%016llx",
+					 tdb_shm_prefix(), (unsigned long long) r);
+			continue;
+		}
 		SpinLockAcquire(&tdb_shared->mutex);
 		strlcpy(tdb_shared->last_error, err, TDB_ERRMSG_LEN);
 		SpinLockRelease(&tdb_shared->mutex);
@@ -3753,19 +3857,21 @@ tdb_daemon_main(Datum main_arg)
 			proc_exit(0);
 	}
 	D.writer_open = true;
+	D.skipped_reported = 0;
 	SpinLockAcquire(&tdb_shared->mutex);
 	tdb_shared->prefix_owned = true;
 	tdb_shared->prefix_error[0] = '\0';
+	strlcpy(tdb_shared->live_prefix, D.prefix, sizeof(tdb_shared->live_prefix));
 	SpinLockRelease(&tdb_shared->mutex);
 	D.generation = info.last_generation;
 	if (info.adopted)
 		ereport(LOG,
 				(errmsg("trafficdb: adopted shared memory %s at generation " UINT64_FORMAT "%s",
-						tdb_shm_prefix(), info.last_generation,
+						D.prefix, info.last_generation,
 						info.segments_dropped ? ", dropping corrupt objects" : ""),
 				 errdetail("%d object(s) failed validation and were discarded.", info.segments_dropped)));
 	else
-		ereport(LOG, (errmsg("trafficdb: created shared memory %s", tdb_shm_prefix())));
+		ereport(LOG, (errmsg("trafficdb: created shared memory %s", D.prefix)));
 
 	/* subscribers are served on a standby too, from the generations it follows */
 	open_subring();
@@ -3790,6 +3896,12 @@ tdb_daemon_main(Datum main_arg)
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 			D.writer.pin_timeout_us = (int64) tdb_reader_pin_timeout_ms * 1000;
+		}
+		if (names_free_again())
+		{
+			/* stop in order, and start again under the configured names */
+			D.names_moving = true;
+			break;
 		}
 
 		/*
@@ -3879,6 +3991,17 @@ tdb_daemon_main(Datum main_arg)
 		}
 		watch_readers();
 		tdb_writer_reclaim(&D.writer, D.have_map ? D.map_seg : TDB_MAX_SEGMENTS);
+		if (D.writer.names_skipped != D.skipped_reported)
+		{
+			/* one line for however many names this cycle skipped */
+			ereport(WARNING,
+					(errcode(ERRCODE_OBJECT_IN_USE),
+					 errmsg("trafficdb: skipped a name another user holds: %s", D.writer.skipped_err),
+					 errdetail("%llu shared memory name(s) under %s were found taken by others and skipped; publication goes on under the next free names.",
+							   (unsigned long long) (D.writer.names_skipped - D.skipped_reported), D.prefix),
+					 errhint("Nothing needs doing for trafficdb; remove the files as root to tidy /dev/shm.")));
+			D.skipped_reported = D.writer.names_skipped;
+		}
 
 wait:
 		{
@@ -3925,6 +4048,9 @@ wait:
 	/* subscribers are told the daemon stopped (they subscribe again) */
 	if (D.subring_open && !tdb_writer_guarded(subring_remove_guarded, NULL))
 		tdb_subring_close(&D.subring);
+	/* leaving private names for the configured ones: readers reopen, nothing stays behind */
+	if (D.names_moving)
+		tdb_writer_stop_instance(D.prefix);
 	/* 1: if this was not a server shutdown, the postmaster starts us again */
 	proc_exit(1);
 }

@@ -110,6 +110,16 @@ int			trafficdb_version(void);
 const char *trafficdb_strerror(int code);
 const char *trafficdb_errmsg(const trafficdb_handle *h);
 
+/*
+ * Open the server's shared memory under name.  Any local user can create
+ * names in /dev/shm first, so every object (control block, reader slots,
+ * published objects; the writers' ring and the subscribers' rings for
+ * trafficdb_writer_open and trafficdb_subscribe) must be owned by the
+ * server's OS user: this process's own user, or the one the environment
+ * variable TDB_SERVER_USER names (a user name or uid; default "postgres").
+ * Anything else is refused (TRAFFICDB_PERMISSION, the message naming the
+ * file and its owner) and never mapped.
+ */
 int			trafficdb_open(const char *name, trafficdb_handle **out);
 void		trafficdb_close(trafficdb_handle *h);
 

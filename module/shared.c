@@ -8,6 +8,8 @@
  */
 #include "postgres.h"
 
+#include <dirent.h>
+
 #include "miscadmin.h"
 #include "postmaster/postmaster.h"
 #include "access/twophase.h"
@@ -22,6 +24,7 @@
 TdbShared  *tdb_shared = NULL;
 TdbReaderSlot *tdb_backend_pins = NULL;
 int			tdb_prefix_lock_fd = -1;
+char		tdb_private_prefix[64];
 static char prefix_lock_error[TDB_ERRMSG_LEN];
 
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -54,6 +57,16 @@ tdb_shm_prefix(void)
 	if (prefix[0] == '\0')
 		snprintf(prefix, sizeof(prefix), "/trafficdb.%d", PostPortNumber);
 	return prefix;
+}
+
+void
+tdb_live_prefix(char *out)
+{
+	SpinLockAcquire(&tdb_shared->mutex);
+	strlcpy(out, tdb_shared->live_prefix, 64);
+	SpinLockRelease(&tdb_shared->mutex);
+	if (out[0] == '\0')
+		strlcpy(out, tdb_shm_prefix(), 64);
 }
 
 static Size
@@ -127,19 +140,32 @@ tdb_shmem_startup(void)
 	{
 		static bool exit_hook_registered = false;
 
+		if (tdb_private_prefix[0] == '\0')
+		{
+			uint64		r = 0;
+
+			if (!pg_strong_random(&r, sizeof(r)))
+				r = (uint64) MyStartTime * 1000003 ^ (uint64) MyProcPid;
+			snprintf(tdb_private_prefix, sizeof(tdb_private_prefix), "%.46s-%016llx",
+					 tdb_shm_prefix(), (unsigned long long) r);
+		}
 		if (tdb_prefix_lock_fd < 0)
 		{
 			char		err[TDB_SHM_ERRLEN];
+			int			rc = tdb_prefix_lock(tdb_shm_prefix(), &tdb_prefix_lock_fd, err);
 
-			if (tdb_prefix_lock(tdb_shm_prefix(), &tdb_prefix_lock_fd, err) != TDB_SHM_OK)
+			if (rc != TDB_SHM_OK)
 			{
 				tdb_prefix_lock_fd = -1;
 				strlcpy(prefix_lock_error, err, sizeof(prefix_lock_error));
-				ereport(WARNING,
-						(errmsg("trafficdb: %s", err),
-						 errdetail("This server will not publish until the other one stops.")));
+				/* another user's file: the daemon says what to do, and serves SQL meanwhile */
+				if (rc != TDB_SHM_ETAKEN)
+					ereport(WARNING,
+							(errmsg("trafficdb: %s", err),
+							 errdetail("This server will not publish until the other one stops.")));
 			}
 		}
+		strlcpy(tdb_shared->live_prefix, tdb_shm_prefix(), sizeof(tdb_shared->live_prefix));
 		tdb_shared->prefix_owned = tdb_prefix_lock_fd >= 0;
 		strlcpy(tdb_shared->prefix_error, tdb_prefix_lock_fd >= 0 ? "" : prefix_lock_error,
 				TDB_ERRMSG_LEN);
@@ -149,6 +175,38 @@ tdb_shmem_startup(void)
 			exit_hook_registered = true;
 		}
 	}
+}
+
+/*
+ * Private names "<prefix>-<random>" (used while another user held a fixed
+ * name, see tdb_private_prefix) are this server's alone: at exit every such
+ * instance whose control block names this postmaster is stopped, whichever
+ * names the daemon picked.  (tdb_shared cannot say: the main shared memory
+ * is detached before on_proc_exit callbacks run.)
+ */
+static void
+stop_private_instances(void)
+{
+	DIR		   *d = opendir("/dev/shm");
+	struct dirent *e;
+	const char *pub = tdb_shm_prefix() + 1;
+	size_t		plen = strlen(pub);
+
+	if (d == NULL)
+		return;
+	while ((e = readdir(d)) != NULL)
+	{
+		size_t		len = strlen(e->d_name);
+		char		prefix[64];
+
+		if (len <= plen + 5 || len - 4 + 2 > sizeof(prefix) || strncmp(e->d_name, pub, plen) != 0 ||
+			e->d_name[plen] != '-' || strcmp(e->d_name + len - 4, ".ctl") != 0)
+			continue;
+		snprintf(prefix, sizeof(prefix), "/%.*s", (int) (len - 4), e->d_name);
+		if (tdb_writer_instance_of(prefix, (int32) MyProcPid))
+			tdb_writer_stop_instance(prefix);
+	}
+	closedir(d);
 }
 
 /*
@@ -163,6 +221,7 @@ tdb_postmaster_exit(int code, Datum arg)
 {
 	(void) code;
 	(void) arg;
+	stop_private_instances();
 	if (tdb_prefix_lock_fd < 0)
 	{
 		char		err[TDB_SHM_ERRLEN];

@@ -157,6 +157,13 @@ typedef struct TdbShared
 	bool		prefix_owned;
 	char		prefix_error[TDB_ERRMSG_LEN];
 
+	/*
+	 * The prefix the daemon publishes under: trafficdb.shm_name, or private
+	 * names (tdb_private_prefix) while another user holds one of its fixed
+	 * names.  Backends open what is named here (tdb_live_prefix).
+	 */
+	char		live_prefix[64];
+
 	uint32		nslots;
 	uint32		nbackend_slots;
 	TdbSlotWatch slots[FLEXIBLE_ARRAY_MEMBER];
@@ -177,6 +184,16 @@ extern uint32 tdb_total_slots(void);
 
 /* The POSIX shared memory prefix in force (trafficdb.shm_name or the default). */
 extern const char *tdb_shm_prefix(void);
+
+/*
+ * Names the daemon falls back to when another user holds one of the fixed
+ * names under tdb_shm_prefix(): "<prefix>-<64 random bits>", made once by the
+ * postmaster (so a restarted daemon adopts the same objects) and inherited.
+ */
+extern char tdb_private_prefix[64];
+
+/* The prefix the daemon publishes under now (TdbShared.live_prefix) into out[64]. */
+extern void tdb_live_prefix(char *out);
 
 extern void tdb_shared_request(void);
 extern void tdb_shared_startup(void);

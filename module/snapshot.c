@@ -103,6 +103,7 @@ open_reader(void)
 	int			rc;
 	bool		owned;
 	char		why[TDB_ERRMSG_LEN];
+	char		live[64];
 
 	/* what is under the prefix is ours only while this server holds its lock */
 	SpinLockAcquire(&tdb_shared->mutex);
@@ -118,7 +119,9 @@ open_reader(void)
 	if (MyProc->pgprocno < 0 || (uint32) MyProc->pgprocno >= tdb_nbackend_slots())
 		elog(ERROR, "trafficdb: process number %d is beyond the %u reader slots",
 			 MyProc->pgprocno, tdb_nbackend_slots());
-	rc = tdb_reader_open(&reader, tdb_shm_prefix(), &tdb_backend_pins[MyProc->pgprocno],
+	/* the daemon's names: trafficdb.shm_name, or private ones if another user holds those */
+	tdb_live_prefix(live);
+	rc = tdb_reader_open(&reader, live, &tdb_backend_pins[MyProc->pgprocno],
 						 TDB_VALIDATE_HEADER, err);
 	if (rc == TDB_SHM_ENOENT)
 		ereport(ERROR,

@@ -633,6 +633,7 @@ session_sub(int32 id)
 	TdbSubFilter f;
 	static unsigned char buf[TDB_SUBFILTER_BYTES];
 	char		err[TDB_ERRLEN];
+	char		live[64];
 	size_t		len;
 	Datum		arg = Int32GetDatum(id);
 	Oid			argtype = INT4OID;
@@ -670,7 +671,8 @@ session_sub(int32 id)
 				 errmsg("subscription %d cannot be read by a session: %s", id, err),
 				 errhint("Use LISTEN trafficdb_subscription_%d (notify => true), or a smaller polygon or id list.", id)));
 
-	rc = tdb_subring_consumer_open(&free_one->c, tdb_shm_prefix(), 0, NULL, err);
+	tdb_live_prefix(live);
+	rc = tdb_subring_consumer_open(&free_one->c, live, 0, NULL, err);
 	if (rc == TDB_SHM_OK)
 	{
 		LOCKTAG		tag;

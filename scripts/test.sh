@@ -14,7 +14,8 @@
 #      tipg app and MinIO (test/livemap.sh), and its app against hostile web
 #      clients (test/web_hostile.sh),
 #   6. a minute of random SQL (sqlsmith) that must not crash the server,
-#   7. as root, the group-mode test (test/group_mode.sh) with real OS users.
+#   7. as root, the group-mode test (test/group_mode.sh) with real OS users,
+#      and a user in no group squatting trafficdb's names (test/security_names.sh).
 # Exits non-zero on the first failing stage and shows why.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -109,6 +110,13 @@ if [ "$(id -u)" = 0 ]; then
 	test/group_mode.sh examples/live_traffic tools/tdbread || die "group mode test failed"
 else
 	echo "skipped: it creates OS users, so it runs only when make test runs as root (as CI does)"
+fi
+
+say "squatted names: another OS user creates /dev/shm/trafficdb.<port>.* first (test/security_names.sh)"
+if [ "$(id -u)" = 0 ]; then
+	test/security_names.sh tools/tdbread tools/tdbsub || die "squatted names test failed"
+else
+	echo "skipped: it creates an OS user, so it runs only when make test runs as root (as CI does)"
 fi
 
 say "all tests passed"

@@ -12,7 +12,11 @@
 static int
 fail(char *err, int code, const char *fmt, const char *name)
 {
-	snprintf(err, TDB_ERRLEN, fmt, name, strerror(errno));
+	/* another user's object under our name: say whose, never map it */
+	if (code == TDB_SHM_ETAKEN)
+		tdb_shm_foreign_error(name, err);
+	else
+		snprintf(err, TDB_ERRLEN, fmt, name, strerror(errno));
 	return code;
 }
 

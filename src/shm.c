@@ -11,7 +11,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pwd.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -37,6 +39,142 @@ void
 tdb_shm_seg_name(char *out, const char *prefix, uint64_t seq)
 {
 	snprintf(out, TDB_SHM_NAME_MAX + 24, "%s.%llu", prefix, (unsigned long long) seq);
+}
+
+void
+tdb_shm_describe_user(uid_t uid, char *out, size_t len)
+{
+	struct passwd pw;
+	struct passwd *res = NULL;
+	char		buf[1024];
+
+	if (getpwuid_r(uid, &pw, buf, sizeof(buf), &res) == 0 && res != NULL)
+		snprintf(out, len, "user %s (uid %u)", res->pw_name, (unsigned) uid);
+	else
+		snprintf(out, len, "uid %u", (unsigned) uid);
+}
+
+/* The server's user as an external process knows it; (uid_t) -1 if unknown. */
+static uid_t
+server_uid(void)
+{
+	const char *who = getenv("TDB_SERVER_USER");
+	struct passwd pw;
+	struct passwd *res = NULL;
+	char		buf[1024];
+	char	   *end;
+	unsigned long n;
+
+	if (who == NULL || who[0] == '\0')
+		who = "postgres";
+	errno = 0;
+	n = strtoul(who, &end, 10);
+	if (*end == '\0' && errno == 0 && n < (unsigned long) (uid_t) -1)
+		return (uid_t) n;
+	if (getpwnam_r(who, &pw, buf, sizeof(buf), &res) == 0 && res != NULL)
+		return res->pw_uid;
+	return (uid_t) -1;
+}
+
+bool
+tdb_shm_owner_trusted(uid_t uid)
+{
+	uid_t		srv;
+
+	if (uid == geteuid())
+		return true;
+	srv = server_uid();
+	return srv != (uid_t) -1 && uid == srv;
+}
+
+/* "/dev/shm<name>": where glibc keeps POSIX shared memory objects. */
+static void
+shm_path(char *out, size_t len, const char *name)
+{
+	snprintf(out, len, "/dev/shm%s", name);
+}
+
+bool
+tdb_shm_name_taken(const char *name, char *err)
+{
+	char		path[TDB_SHM_NAME_MAX + 40];
+	char		owner[64];
+	struct stat st;
+
+	shm_path(path, sizeof(path), name);
+	if (lstat(path, &st) != 0)
+		return false;			/* free (or unreadable: creating it will say) */
+	if (S_ISREG(st.st_mode) && st.st_uid == geteuid() && (st.st_mode & S_IWOTH) == 0)
+		return false;			/* ours: adopted or replaced */
+	tdb_shm_describe_user(st.st_uid, owner, sizeof(owner));
+	if (!S_ISREG(st.st_mode) || st.st_uid == geteuid())
+		snprintf(err, TDB_SHM_ERRLEN, "\"/dev/shm%.71s\" is taken: %s of %.48s; remove it, or set trafficdb.shm_name to a free name",
+				 name, S_ISREG(st.st_mode) ? "writable by everyone" : "not a regular file", owner);
+	else
+		snprintf(err, TDB_SHM_ERRLEN, "\"/dev/shm%.71s\" is taken by %.48s, not this server's user: remove it as root, or set trafficdb.shm_name to a free name",
+				 name, owner);
+	return true;
+}
+
+bool
+tdb_shm_prefix_taken(const char *prefix, char *err)
+{
+	static const char *const fixed[] = {"lock", "ctl", "readers", "subs", "writers"};
+	char		name[TDB_SHM_NAME_MAX + 24];
+
+	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
+	{
+		tdb_shm_name(name, prefix, fixed[i]);
+		if (tdb_shm_name_taken(name, err))
+			return true;
+	}
+	return false;
+}
+
+void
+tdb_shm_foreign_error(const char *name, char *err)
+{
+	char		path[TDB_SHM_NAME_MAX + 40];
+	char		owner[64];
+	struct stat st;
+	uid_t		srv = server_uid();
+
+	shm_path(path, sizeof(path), name);
+	if (lstat(path, &st) != 0)
+	{
+		snprintf(err, TDB_SHM_ERRLEN, "\"%.71s\" was refused and is gone now: %s", name, strerror(errno));
+		return;
+	}
+	tdb_shm_describe_user(st.st_uid, owner, sizeof(owner));
+	if (!S_ISREG(st.st_mode) || (st.st_mode & S_IWOTH) != 0)
+		snprintf(err, TDB_SHM_ERRLEN, "\"%.71s\" (of %.48s) is not a regular file writable only by its owner: refused, not trafficdb's",
+				 name, owner);
+	else
+	{
+		char		expect[64];
+
+		if (srv == (uid_t) -1)
+			snprintf(expect, sizeof(expect), "user \"%.32s\", unknown here", getenv("TDB_SERVER_USER") && getenv("TDB_SERVER_USER")[0] ? getenv("TDB_SERVER_USER") : "postgres");
+		else
+			tdb_shm_describe_user(srv, expect, sizeof(expect));
+		snprintf(err, TDB_SHM_ERRLEN, "\"%.71s\" belongs to %.48s, but the server runs as %.48s (TDB_SERVER_USER): refused",
+				 name, owner, expect);
+	}
+}
+
+bool
+tdb_shm_untrusted(const char *name, bool own)
+{
+	char		path[TDB_SHM_NAME_MAX + 40];
+	struct stat st;
+	int			save = errno;
+	bool		bad;
+
+	shm_path(path, sizeof(path), name);
+	bad = lstat(path, &st) == 0 &&
+		(!S_ISREG(st.st_mode) || (own ? st.st_uid != geteuid() : !tdb_shm_owner_trusted(st.st_uid)));
+	errno = save;
+	return bad;
 }
 
 int
@@ -65,7 +203,15 @@ tdb_shm_map_fd(const char *name, bool writable, bool own, size_t min_size, void 
 
 	fd = shm_open(name, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW, 0);
 	if (fd < 0)
+	{
+		/* not ours to open: say whose it is rather than blame the permissions */
+		if ((errno == EACCES || errno == ELOOP) && tdb_shm_untrusted(name, own))
+		{
+			errno = EPERM;
+			return TDB_SHM_ETAKEN;
+		}
 		return tdb_shm_errno_result();
+	}
 	if (fstat(fd, &st) != 0)
 	{
 		int			save = errno;
@@ -74,11 +220,12 @@ tdb_shm_map_fd(const char *name, bool writable, bool own, size_t min_size, void 
 		errno = save;
 		return TDB_SHM_ESYS;
 	}
-	if (!S_ISREG(st.st_mode) || (st.st_mode & S_IWOTH) != 0 || (own && st.st_uid != geteuid()))
+	if (!S_ISREG(st.st_mode) || (st.st_mode & S_IWOTH) != 0 ||
+		(own ? st.st_uid != geteuid() : !tdb_shm_owner_trusted(st.st_uid)))
 	{
 		close(fd);
 		errno = EPERM;
-		return TDB_SHM_EACCES;
+		return TDB_SHM_ETAKEN;
 	}
 	if ((size_t) st.st_size < min_size || st.st_size == 0)
 	{
@@ -170,11 +317,11 @@ tdb_shm_create(const char *name, size_t size, gid_t gid, bool group_write, void 
 	const char *what;
 	int			fd;
 
-	shm_unlink(name);
+	shm_unlink(name);			/* ours (a dead instance's); another user's stays */
 	fd = tdb_shm_create_fd(name, size, size,
 						   gid == (gid_t) -1 ? 0600 : group_write ? 0660 : 0640, gid, addr, &what);
 	if (fd < 0)
-		return tdb_shm_errno_result();
+		return errno == EEXIST ? TDB_SHM_ETAKEN : tdb_shm_errno_result();
 	close(fd);
 	return TDB_SHM_OK;
 }
@@ -252,12 +399,32 @@ tdb_prefix_lock(const char *prefix, int *fd_out, char *err)
 		struct stat st_fd;
 		struct stat st_name;
 		char		path[TDB_SHM_NAME_MAX + 40];
-		int			fd = shm_open(name, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+		int			fd;
 
+		/*
+		 * Another user's file under this name is no server of ours (those
+		 * run as our user) but someone who got there first: never open it,
+		 * let alone wait for its lock.
+		 */
+		if (tdb_shm_name_taken(name, err))
+			return TDB_SHM_ETAKEN;
+		fd = shm_open(name, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 		if (fd < 0)
 		{
+			int			save = errno;
+
+			if (tdb_shm_name_taken(name, err))
+				return TDB_SHM_ETAKEN;
+			errno = save;
 			snprintf(err, TDB_SHM_ERRLEN, "cannot open \"%s\": %s", name, strerror(errno));
 			return tdb_shm_errno_result();
+		}
+		if (fstat(fd, &st_fd) != 0 || !S_ISREG(st_fd.st_mode) || st_fd.st_uid != geteuid())
+		{
+			close(fd);
+			if (tdb_shm_name_taken(name, err))
+				return TDB_SHM_ETAKEN;
+			continue;			/* replaced meanwhile: look again */
 		}
 		if (slot_lock(fd, F_OFD_SETLK, F_WRLCK, 0, &fl) != 0)
 		{

@@ -15,6 +15,21 @@
  *						writes only its own slot (0600, or 0660 with a group)
  *	 <prefix>.<seq>		one object each (map or traffic), read-only for readers
  *
+ * Names in /dev/shm are public: any local user can create one first.  An
+ * object is trusted only if its owner is the server's user and it is a
+ * regular file nobody else can write:
+ *	 - the server (daemon, backends) requires its own euid (tdb_shm_map with
+ *	   own); a name it needs that another user holds is "taken"
+ *	   (TDB_SHM_ETAKEN, with the file and its owner named): a segment
+ *	   <prefix>.<seq> is skipped for the next free number (readers find
+ *	   segments through the control block), and if a fixed name (lock, ctl,
+ *	   readers, subs, writers) is taken the daemon serves SQL from private
+ *	   names (tdb_private_prefix, random) and reports what to do;
+ *	 - an external process (libtrafficdb, tdbread, tdbsub, writers) accepts
+ *	   only objects owned by the server's user: its own user, or the user
+ *	   named by the environment variable TDB_SERVER_USER (a name or a uid),
+ *	   by default "postgres" (tdb_shm_owner_trusted).
+ *
  * SQL backends do not use <prefix>.readers: their pins live in PostgreSQL's
  * main shared memory, which only this server's own processes can write, so
  * neither another server nor a member of shm_group can clear them.
@@ -180,7 +195,8 @@ typedef enum TdbShmResult
 	TDB_SHM_ECORRUPT = -26,		/* an object failed validation */
 	TDB_SHM_ESYS = -27,			/* a system call failed: see errno */
 	TDB_SHM_EBUSY = -28,		/* the prefix belongs to another running server */
-	TDB_SHM_EREVOKED = -29		/* the pinned version was revoked (pin timeout) */
+	TDB_SHM_EREVOKED = -29,		/* the pinned version was revoked (pin timeout) */
+	TDB_SHM_ETAKEN = -30		/* the name is another user's object (or not a file): never used */
 } TdbShmResult;
 
 static inline size_t
@@ -204,8 +220,10 @@ void		tdb_shm_seg_name(char *out, const char *prefix, uint64_t seq);
  * Returns TDB_SHM_OK with *addr and *size set, or TDB_SHM_ENOENT / EACCES /
  * ESYS (errno kept).  min_size guards against truncated objects.  Objects
  * writable by everyone are refused (TDB_SHM_EACCES): anyone could have put
- * them there.  own: also require that the caller's user owns the object
- * (the server's own processes; external readers in the group pass false).
+ * them there.  own: require that the caller's user owns the object (the
+ * server's own processes); without own, that tdb_shm_owner_trusted accepts
+ * its owner (external processes).  An object of any other user is
+ * TDB_SHM_ETAKEN (tdb_shm_foreign_error says whose it is).
  */
 int			tdb_shm_map(const char *name, bool writable, bool own, size_t min_size, void **addr,
 						size_t *size);
@@ -215,9 +233,10 @@ int			tdb_shm_map_fd(const char *name, bool writable, bool own, size_t min_size,
 						   size_t *size, int *fd);
 
 /*
- * Create (or replace) an object of size bytes, mapped read-write, with mode
- * 0600, or group-readable (group_write: also group-writable) when gid is not
- * (gid_t) -1.
+ * Create (or replace one of ours) an object of size bytes, mapped
+ * read-write, with mode 0600, or group-readable (group_write: also
+ * group-writable) when gid is not (gid_t) -1.  TDB_SHM_ETAKEN (errno
+ * EEXIST) when the name holds something we cannot remove: another user's.
  */
 int			tdb_shm_create(const char *name, size_t size, gid_t gid, bool group_write, void **addr);
 
@@ -231,6 +250,43 @@ int			tdb_shm_create(const char *name, size_t size, gid_t gid, bool group_write,
  */
 int			tdb_shm_create_fd(const char *name, size_t size, size_t reserve, mode_t mode, gid_t gid,
 							  void **addr, const char **what);
+
+/*
+ * May an external process trust an object owned by uid?  Its own user, or
+ * the server's user: $TDB_SERVER_USER (a user name or a numeric uid) when
+ * set, else the user named "postgres".
+ */
+bool		tdb_shm_owner_trusted(uid_t uid);
+
+/* "user NAME (uid N)" into out (len bytes). */
+void		tdb_shm_describe_user(uid_t uid, char *out, size_t len);
+
+/*
+ * Is name (a shared memory object) present and not this process's user's
+ * regular file?  If so, says in err (TDB_SHM_ERRLEN bytes) which file, whose
+ * it is and what to do, and returns true.  Absent or ours: false.
+ */
+bool		tdb_shm_name_taken(const char *name, char *err);
+
+/*
+ * Are any of the fixed names of prefix (lock, ctl, readers, subs, writers)
+ * taken (tdb_shm_name_taken)?  The first one found is described in err.
+ */
+bool		tdb_shm_prefix_taken(const char *prefix, char *err);
+
+/*
+ * Why an object an external process opened was refused: err names the
+ * file, its owner and the user expected (TDB_SHM_ERRLEN bytes).
+ */
+void		tdb_shm_foreign_error(const char *name, char *err);
+
+/*
+ * Is name present but not something to trust: not a regular file, or (own)
+ * not this user's, or (!own) of an owner tdb_shm_owner_trusted refuses?
+ * For an open that failed (EACCES, ELOOP): another user's object is
+ * TDB_SHM_ETAKEN, not a permission problem of ours.  Keeps errno.
+ */
+bool		tdb_shm_untrusted(const char *name, bool own);
 
 /* A failed system call's errno as a TdbShmResult (ENOENT, EACCES, else ESYS). */
 int			tdb_shm_errno_result(void);
@@ -283,7 +339,9 @@ bool		tdb_slot_alive(int fd, uint32_t idx);
 /*
  * Take the ownership lock of prefix ("<prefix>.lock", an OFD write lock,
  * close-on-exec so that programs the server runs do not keep it).  On
- * success *fd holds it; TDB_SHM_EBUSY when another server holds it.
+ * success *fd holds it; TDB_SHM_EBUSY when another server (of our user)
+ * holds it; TDB_SHM_ETAKEN when the name is another user's file (err says
+ * whose): then it protects nothing and is never opened.
  */
 int			tdb_prefix_lock(const char *prefix, int *fd, char *err);
 

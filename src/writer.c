@@ -27,6 +27,9 @@
 #include <time.h>
 #include <unistd.h>
 
+/* segment names tried before giving up when others hold them */
+#define TDB_NAME_ATTEMPTS	64
+
 static uint64_t
 new_instance_id(void)
 {
@@ -526,6 +529,13 @@ tdb_writer_open(TdbWriter *w, const char *prefix, const TdbWriterConfig *cfg,
 		w->own_lock = true;
 	}
 	install_bus_handler();
+
+	/* a fixed name another user holds would stop us at every start: say whose */
+	if (tdb_shm_prefix_taken(prefix, err))
+	{
+		tdb_writer_close(w, false);
+		return TDB_SHM_ETAKEN;
+	}
 	tdb_shm_name(ctlname, prefix, "ctl");
 	tdb_shm_name(slotname, prefix, "readers");
 
@@ -670,9 +680,32 @@ tdb_writer_new_segment(TdbWriter *w, TdbSegKind kind, size_t size, uint32_t *seg
 				 TDB_MAX_SEGMENTS);
 		return TDB_SHM_ENOSLOT;
 	}
-	seq = w->ctl->next_seq++;
-	tdb_shm_seg_name(name, w->prefix, seq);
-	rc = tdb_shm_create(name, size, w->gid, false, addr);
+
+	/*
+	 * Any local user can create <prefix>.<seq> before us: such a name is
+	 * skipped (readers find segments through the control block, so any free
+	 * number serves), a bounded number of times.
+	 */
+	for (int attempt = 0;; attempt++)
+	{
+		seq = w->ctl->next_seq++;
+		tdb_shm_seg_name(name, w->prefix, seq);
+		rc = tdb_shm_create(name, size, w->gid, false, addr);
+		if (rc != TDB_SHM_ETAKEN)
+			break;
+		w->names_skipped++;
+		if (!tdb_shm_name_taken(name, w->skipped_err))
+			snprintf(w->skipped_err, sizeof(w->skipped_err), "shared memory name \"%s\" was taken while we created it", name);
+		if (attempt >= TDB_NAME_ATTEMPTS)
+		{
+			snprintf(err, TDB_ERRLEN, "cannot create a shared memory object: %d names in a row were taken by others, the last: %.160s",
+					 attempt + 1, w->skipped_err);
+			return rc;
+		}
+		/* jump over a run of names taken in advance */
+		if (attempt >= 8)
+			w->ctl->next_seq += (uint64_t) 1 << (attempt < 40 ? attempt - 8 : 32);
+	}
 	if (rc != TDB_SHM_OK)
 	{
 		snprintf(err, TDB_ERRLEN, "cannot create shared memory object \"%s\" of %zu bytes: %s",

@@ -54,6 +54,8 @@ typedef struct TdbWriter
 	uint64_t	revoked;		/* versions revoked after the pin timeout */
 	uint64_t	last_revoked_generation;
 	uint64_t	slots_rebuilt;	/* <prefix>.readers found damaged and made anew */
+	uint64_t	names_skipped;	/* <prefix>.<seq> names found taken by another user */
+	char		skipped_err[TDB_SHM_ERRLEN];	/* the last of them, described */
 } TdbWriter;
 
 typedef struct TdbWriterOpenInfo

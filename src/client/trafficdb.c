@@ -75,6 +75,8 @@ tdb_client_from_shm(int rc)
 			return TRAFFICDB_REVOKED;
 		case TDB_SHM_EBUSY:
 			return TRAFFICDB_INVALID;
+		case TDB_SHM_ETAKEN:
+			return TRAFFICDB_PERMISSION;	/* another user's object: refused */
 		default:
 			return TRAFFICDB_SYSTEM;
 	}

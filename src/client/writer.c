@@ -217,6 +217,12 @@ trafficdb_writer_open(const char *name, trafficdb_writer **out)
 		permission_message(w->err, wname);
 		return open_failed(w, TRAFFICDB_PERMISSION);
 	}
+	if (rc == TDB_SHM_ETAKEN)
+	{
+		tdb_shm_foreign_error(wname, w->err);
+		w->base = NULL;
+		return open_failed(w, TRAFFICDB_PERMISSION);
+	}
 	if (rc != TDB_SHM_OK)
 	{
 		snprintf(w->err, sizeof(w->err), "cannot map \"%s\": %s", wname,

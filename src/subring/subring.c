@@ -763,6 +763,11 @@ tdb_subring_consumer_open(TdbSubConsumer *c, const char *prefix, uint64_t instan
 		return consumer_fail(c, err, TDB_SHM_EINVAL);
 	tdb_shm_name(c->name, prefix, "subs");
 	c->fd = shm_open(c->name, O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0);
+	if (c->fd < 0 && (errno == EACCES || errno == ELOOP) && tdb_shm_untrusted(c->name, false))
+	{
+		tdb_shm_foreign_error(c->name, c->err);
+		return consumer_fail(c, err, TDB_SHM_ETAKEN);
+	}
 	if (c->fd < 0)
 	{
 		int			code = tdb_shm_errno_result();
@@ -779,6 +784,12 @@ tdb_subring_consumer_open(TdbSubConsumer *c, const char *prefix, uint64_t instan
 	{
 		snprintf(c->err, sizeof(c->err), "\"%s\" is writable by everyone (or not a file): refused", c->name);
 		return consumer_fail(c, err, TDB_SHM_EACCES);
+	}
+	/* another user may have made it first: only the server's user's object is trusted */
+	if (!tdb_shm_owner_trusted(st.st_uid))
+	{
+		tdb_shm_foreign_error(c->name, c->err);
+		return consumer_fail(c, err, TDB_SHM_ETAKEN);
 	}
 	if ((size_t) st.st_size < sizeof(TdbSubsHeader))
 	{
