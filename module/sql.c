@@ -366,7 +366,13 @@ trafficdb_status(PG_FUNCTION_ARGS)
 
 	v[0] = Int32GetDatum(s.daemon_pid);
 	n[0] = s.daemon_pid == 0;
-	v[1] = Int64GetDatum((int64) s.generation);
+	/*
+	 * A status that monitoring polls never goes back: after a restart of the
+	 * daemon or a crash-restart (which resets this shared memory) readers are
+	 * served the generation published before at once, and the new daemon
+	 * says nothing until it publishes again.
+	 */
+	v[1] = Int64GetDatum((int64) Max(s.generation, tdb_backend_served_generation()));
 	v[2] = Int64GetDatum((int64) s.map_id);
 	v[3] = Int64GetDatum((int64) s.locations);
 	v[4] = Int64GetDatum((int64) s.map_bytes);
