@@ -294,6 +294,7 @@ set_last_error(const char *msg)
 {
 	SpinLockAcquire(&tdb_shared->mutex);
 	strlcpy(tdb_shared->last_error, msg, TDB_ERRMSG_LEN);
+	tdb_shared->last_error_at = GetCurrentTimestamp();
 	SpinLockRelease(&tdb_shared->mutex);
 }
 
@@ -1045,6 +1046,7 @@ finish_publication(void)
 		SpinLockAcquire(&tdb_shared->mutex);
 		tdb_shared->publishes_refused++;
 		strlcpy(tdb_shared->last_error, D.refusal, TDB_ERRMSG_LEN);
+		tdb_shared->last_error_at = GetCurrentTimestamp();
 		SpinLockRelease(&tdb_shared->mutex);
 		ereport(WARNING,
 				(errmsg("trafficdb: %s", D.refusal),
@@ -3370,6 +3372,7 @@ tdb_daemon_main(Datum main_arg)
 			break;
 		SpinLockAcquire(&tdb_shared->mutex);
 		strlcpy(tdb_shared->last_error, err, TDB_ERRMSG_LEN);
+		tdb_shared->last_error_at = GetCurrentTimestamp();
 		SpinLockRelease(&tdb_shared->mutex);
 		if (rc != TDB_SHM_EBUSY)
 			ereport(ERROR, (errmsg("trafficdb: cannot set up shared memory: %s", err)));

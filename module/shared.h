@@ -107,6 +107,7 @@ typedef struct TdbShared
 	uint64		publishes_refused;	/* every version pinned at the time */
 	uint64		versions_revoked;	/* pinned past reader_pin_timeout */
 	char		last_error[TDB_ERRMSG_LEN];
+	TimestampTz last_error_at;	/* when last_error was last set (0: never); it is kept once resolved */
 
 	/*
 	 * The region whose map is published (empty: not a region's map), and

@@ -353,8 +353,8 @@ Datum
 trafficdb_status(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
-	Datum		v[38];
-	bool		n[38] = {0};
+	Datum		v[39];
+	bool		n[39] = {0};
 	TdbShared	s;
 
 	tdb_require_preload();
@@ -422,6 +422,9 @@ trafficdb_status(PG_FUNCTION_ARGS)
 	v[35] = Int64GetDatum((int64) s.subscribers);
 	v[36] = Int64GetDatum((int64) s.events_delivered);
 	v[37] = Int64GetDatum((int64) s.events_dropped);
+	/* when last_error happened: it stays after it is resolved (compare with last_publish_at) */
+	v[38] = TimestampTzGetDatum(s.last_error_at);
+	n[38] = s.last_error_at == 0 || s.last_error[0] == '\0';
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, v, n)));
 }
 
