@@ -67,6 +67,12 @@ typedef struct TdbShared
 	ConditionVariable cv;		/* broadcast when a request completes or a publish happens */
 	Latch	   *daemon_latch;
 	pid_t		daemon_pid;
+	/*
+	 * The daemon has finished its first attempt to rebuild and publish since
+	 * it started: until then a reader finding nothing published is told that
+	 * trafficdb is starting, not that no map is loaded.
+	 */
+	bool		daemon_started;
 
 	/* publish requests: requested counts up, published catches up */
 	uint64		publish_requested;

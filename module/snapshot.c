@@ -247,6 +247,20 @@ tdb_backend_snapshot(void)
 				 errmsg("could not pin a trafficdb version: each was revoked while attaching"),
 				 errdetail("%s", err)));
 	if (rc == TDB_SHM_EEMPTY)
+	{
+		bool		started;
+
+		SpinLockAcquire(&tdb_shared->mutex);
+		started = tdb_shared->daemon_started;
+		SpinLockRelease(&tdb_shared->mutex);
+		if (!started)
+			ereport(ERROR,
+					(errcode(ERRCODE_CANNOT_CONNECT_NOW),
+					 errmsg("trafficdb is starting: nothing is published yet"),
+					 errdetail("The daemon is rebuilding the published map and traffic from the generation log after a start or restart; it publishes the last committed generation when done."),
+					 errhint("Retry in a moment; if it does not end, trafficdb.status.last_error and the server log (\"trafficdb\") say why.")));
+	}
+	if (rc == TDB_SHM_EEMPTY)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("trafficdb has no map loaded"),

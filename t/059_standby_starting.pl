@@ -1,0 +1,73 @@
+# t/059_standby_starting.pl: a restarted standby (as pg_auto_failover's
+# rejoin restarts it) says "trafficdb is starting" while its daemon rebuilds
+# what it publishes, never "trafficdb has no map loaded" for a map that
+# exists, and serves the primary's generation when the rebuild is done.
+#
+# An orderly stop frees the published objects (external readers are told
+# the instance stopped), so the next start rebuilds from the generation log
+# (checkpoint + replay + the map from its source: seconds for a city).  The
+# rebuild is held here by a prepared transaction on the primary locking the
+# map's source table (its lock is replayed on the standby), so the standby
+# is read many times inside that window; the lock is released after.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use lib 't';
+use TdbTest;
+
+my ($primary, $standby) = tdb_standby_pair('trafficdb.publish_interval' => "'200ms'", 'max_prepared_transactions' => '2');
+$primary->safe_psql('postgres', q{INSERT INTO trafficdb.feed (location_id, speed_kmh) VALUES (1, 50)});
+$primary->poll_query_until('postgres', q{SELECT speed_kmh = 50 FROM trafficdb.locations WHERE location_id = 1})
+  or die 'not published';
+tdb_caught_up($primary, $standby);
+
+$primary->safe_psql('postgres', q{BEGIN; LOCK TABLE roads IN ACCESS EXCLUSIVE MODE; PREPARE TRANSACTION 'hold_map'});
+$primary->wait_for_catchup($standby, 'replay');
+
+$standby->stop('fast');
+$standby->start;
+
+# read at once, as a client reconnecting does (bounded)
+my (%errors, $served);
+for (1 .. 40)
+{
+	my ($ret, $out, $err) = $standby->psql('postgres', 'SELECT speed_kmh FROM trafficdb.locations WHERE location_id = 1');
+	if ($ret == 0)
+	{
+		$served = $out;
+		last;
+	}
+	my ($first) = $err =~ /ERROR:  ([^\n]*)/;
+	$errors{$first // $err}++;
+	select(undef, undef, undef, 0.05);
+}
+note(explain \%errors);
+my @starting = grep { /^trafficdb is starting/ } keys %errors;
+cmp_ok(scalar(@starting), '==', 1, 'while the standby\'s daemon rebuilds, readers are told trafficdb is starting');
+is(join('; ', grep { !/^trafficdb is starting/ } keys %errors), '', 'and no other error (never "no map loaded")');
+my ($ret, $out, $err) = $standby->psql('postgres', q{SELECT 1 FROM trafficdb.locations LIMIT 1},
+	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+like($err, qr/ERROR:  57P03: trafficdb is starting/, 'with its own SQLSTATE (57P03, cannot_connect_now: retry)') if !defined $served;
+
+$primary->safe_psql('postgres', q{COMMIT PREPARED 'hold_map'});
+my $g = tdb_caught_up($primary, $standby);
+is($standby->safe_psql('postgres', 'SELECT speed_kmh FROM trafficdb.locations WHERE location_id = 1'), '50',
+	"the rebuilt standby serves the primary's traffic (generation $g)");
+
+# a server whose map was never loaded still says so
+my $fresh = tdb_node('fresh');
+$fresh->safe_psql('postgres', 'CREATE EXTENSION trafficdb CASCADE');
+$fresh->poll_query_until('postgres', q{SELECT daemon_pid IS NOT NULL FROM trafficdb.status}) or die 'no daemon';
+my $said = '';
+for (1 .. 100)
+{
+	($ret, $out, $err) = $fresh->psql('postgres', 'SELECT * FROM trafficdb.locations');
+	$said = $err;
+	last if $err =~ /no map loaded/;
+	select(undef, undef, undef, 0.05);
+}
+like($said, qr/trafficdb has no map loaded/, 'no map ever loaded: "no map loaded", once the daemon has started');
+
+done_testing();
