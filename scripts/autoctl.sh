@@ -290,11 +290,20 @@ _afo_tree() {
 # death, then SIGKILL).  The postmaster's children find it gone and exit on
 # their own (AFO_KILL_TREE=1 kills them in the same instant too).  The
 # node's shared memory objects stay in /dev/shm, as after a crash.
+#
+# Started as root, the keeper's parent is `runuser` (as_pg), which stops
+# itself when its child is stopped (util-linux: it waits with WUNTRACED and
+# answers a stopped child with SIGSTOP to itself, to pass job control on) and
+# then never reaps the killed keeper: `runuser` stayed in state T with a
+# zombie child, past `make fleet-stop`.  On a lost machine it dies too: it is
+# stopped and killed with the keeper (the shell that started it reaps it).
 afo_kill() {
-	local dir=$1 keeper pm pids=() p
+	local dir=$1 keeper pm pids=() p parent
 	keeper=$(afo_keeper_pid "$dir")
 	pm=$(head -n 1 "$dir/pgdata/postmaster.pid" 2>/dev/null || true)
 	if [ -n "$keeper" ]; then
+		parent=$(ps -o ppid= -p "$keeper" 2>/dev/null | tr -d ' ' || true)
+		if [ -n "$parent" ] && [ "$(cat /proc/"$parent"/comm 2>/dev/null)" = runuser ]; then pids+=("$parent"); fi
 		for p in $(_afo_tree "$keeper"); do
 			if [ "${AFO_KILL_TREE:-0}" = 1 ] || [ "$(cat /proc/"$p"/comm 2>/dev/null)" = pg_autoctl ]; then pids+=("$p"); fi
 		done
@@ -305,6 +314,8 @@ afo_kill() {
 	fi
 	[ ${#pids[@]} -gt 0 ] || { echo "afo: nothing to kill in $dir" >&2; return 1; }
 	kill -STOP "${pids[@]}" 2>/dev/null || true
+	# (AFO_KILL_PAUSE: seconds between the two, as on a loaded machine; test/afo_kill_check.sh)
+	[ -n "${AFO_KILL_PAUSE:-}" ] && sleep "$AFO_KILL_PAUSE"
 	kill -KILL "${pids[@]}" 2>/dev/null || true
 	# dead once gone or a zombie (an orphan waits for whoever reaps it)
 	for _ in $(seq 1 200); do

@@ -13,7 +13,8 @@
 #   5. the live map (web/) in headless chromium against a real cluster, the
 #      tipg app and MinIO (test/livemap.sh),
 #   6. a minute of random SQL (sqlsmith) that must not crash the server,
-#   7. as root, the group-mode test (test/group_mode.sh) with real OS users.
+#   7. as root, the group-mode test (test/group_mode.sh) with real OS users,
+#      and afo_kill's check (test/afo_kill_check.sh: no runuser left stopped).
 # Exits non-zero on the first failing stage and shows why.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -105,6 +106,13 @@ if [ "$(id -u)" = 0 ]; then
 	test/group_mode.sh examples/live_traffic tools/tdbread || die "group mode test failed"
 else
 	echo "skipped: it creates OS users, so it runs only when make test runs as root (as CI does)"
+fi
+
+say "afo_kill leaves nothing stopped behind (test/afo_kill_check.sh)"
+if [ "$(id -u)" = 0 ]; then
+	test/afo_kill_check.sh || die "afo_kill left a stopped process or a zombie"
+else
+	echo "skipped: the keeper's parent is runuser only when the fleet is started as root"
 fi
 
 say "all tests passed"
