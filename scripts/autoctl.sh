@@ -13,7 +13,10 @@
 #                      (XDG_CONFIG_HOME, XDG_DATA_HOME, XDG_RUNTIME_DIR): one
 #                      node's keeper never reads another's
 #   DIR/autoctl.log    the output of `pg_autoctl run`
-#   DIR/pgdata/log/    PostgreSQL's server log (logging_collector)
+#   DIR/log/           PostgreSQL's server log (logging_collector; log_directory
+#                      set in node.conf): outside PGDATA, because pg_rewind
+#                      copies the source's PGDATA/log over a rejoining node's
+#                      and its own log (its time as a frozen primary) was lost
 #
 # The functions (every one takes the node's DIR first):
 #   afo_monitor_create DIR PORT [CONF_LINE...]   initdb + pg_autoctl create monitor, tuned (below)
@@ -113,6 +116,9 @@ afo_psql() {
 	"$AFO_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres -d "$db" "$@"
 }
 
+# afo_log_dir DIR: the node's server log directory (outside PGDATA).
+afo_log_dir() { echo "$1/log"; }
+
 # The monitor's port (from its directory).
 afo_monitor_port() { cat "$1/port"; }
 
@@ -154,7 +160,8 @@ afo_monitor_create() {
 	shift 2
 	_afo_initdb "$dir" || return 1
 	echo "$port" | as_pg tee "$dir/port" >/dev/null
-	_afo_node_conf "$dir" "listen_addresses = '127.0.0.1'" \
+	make_pg_dir "$dir/log"
+	_afo_node_conf "$dir" "listen_addresses = '127.0.0.1'" "log_directory = '$dir/log'" \
 		"pgautofailover.health_check_period = $AFO_HEALTH_CHECK_PERIOD" \
 		"pgautofailover.health_check_timeout = $AFO_HEALTH_CHECK_TIMEOUT" \
 		"pgautofailover.health_check_max_retries = $AFO_HEALTH_CHECK_MAX_RETRIES" \
@@ -203,8 +210,9 @@ afo_node_create() {
 	echo "$mon" | as_pg tee "$dir/monitor" >/dev/null
 	# node.conf: written now, included by the primary's postgresql.conf (the
 	# secondary's copy of that file includes its own ../node.conf)
-	_afo_node_conf "$dir" "listen_addresses = '127.0.0.1'" "shared_preload_libraries = 'trafficdb'" \
-		"trafficdb.database = '$db'" "$@"
+	make_pg_dir "$dir/log"
+	_afo_node_conf "$dir" "listen_addresses = '127.0.0.1'" "log_directory = '$dir/log'" \
+		"shared_preload_libraries = 'trafficdb'" "trafficdb.database = '$db'" "$@"
 	# pg_autoctl's pg_basebackup of a secondary asks for a spread checkpoint
 	# (minutes with the default checkpoint_timeout): an immediate CHECKPOINT
 	# on the primary meanwhile makes it finish at once
