@@ -322,7 +322,7 @@ afo_kill() {
 	fi
 	[ ${#pids[@]} -gt 0 ] || { echo "afo: nothing to kill in $dir" >&2; return 1; }
 	kill -STOP "${pids[@]}" 2>/dev/null || true
-	# (AFO_KILL_PAUSE: seconds between the two, as on a loaded machine; test/afo_kill_check.sh)
+	# (AFO_KILL_PAUSE: seconds between the two, as on a loaded machine; test/autoctl_check.sh)
 	[ -n "${AFO_KILL_PAUSE:-}" ] && sleep "$AFO_KILL_PAUSE"
 	kill -KILL "${pids[@]}" 2>/dev/null || true
 	# dead once gone or a zombie (an orphan waits for whoever reaps it)

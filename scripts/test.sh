@@ -14,7 +14,8 @@
 #      tipg app and MinIO (test/livemap.sh),
 #   6. a minute of random SQL (sqlsmith) that must not crash the server,
 #   7. as root, the group-mode test (test/group_mode.sh) with real OS users,
-#      and afo_kill's check (test/afo_kill_check.sh: no runuser left stopped).
+#   8. scripts/autoctl.sh's checks (test/autoctl_check.sh: logs outside
+#      PGDATA; as root, no runuser left stopped by afo_kill).
 # Exits non-zero on the first failing stage and shows why.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -108,11 +109,7 @@ else
 	echo "skipped: it creates OS users, so it runs only when make test runs as root (as CI does)"
 fi
 
-say "afo_kill leaves nothing stopped behind (test/afo_kill_check.sh)"
-if [ "$(id -u)" = 0 ]; then
-	test/afo_kill_check.sh || die "afo_kill left a stopped process or a zombie"
-else
-	echo "skipped: the keeper's parent is runuser only when the fleet is started as root"
-fi
+say "scripts/autoctl.sh: server logs outside PGDATA, afo_kill leaves nothing stopped (test/autoctl_check.sh)"
+test/autoctl_check.sh || die "the autoctl checks failed"
 
 say "all tests passed"
