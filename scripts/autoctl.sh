@@ -36,6 +36,7 @@
 #   afo_primary_port MONITOR_DIR FORMATION   the port of the node that takes writes (empty if none)
 #   afo_state MONITOR_DIR [FORMATION]        `pg_autoctl show state`
 #   afo_monitor_uri MONITOR_DIR              the monitor's connection string
+#   afo_log_dir DIR                          the node's server log directory (DIR/log)
 #   afo_psql PORT DBNAME [psql args...]      psql to 127.0.0.1:PORT
 #   afo_wait_ready PORT [SECONDS]            until PostgreSQL there accepts connections
 #
