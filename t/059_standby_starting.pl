@@ -1,7 +1,9 @@
 # t/059_standby_starting.pl: a restarted standby (as pg_auto_failover's
 # rejoin restarts it) says "trafficdb is starting" while its daemon rebuilds
 # what it publishes, never "trafficdb has no map loaded" for a map that
-# exists, and serves the primary's generation when the rebuild is done.
+# exists, and serves the primary's generation when the rebuild is done; and
+# a killed node put through single-user crash recovery (pg_rewind) keeps its
+# objects, so that it serves at once when started again (below).
 #
 # An orderly stop frees the published objects (external readers are told
 # the instance stopped), so the next start rebuilds from the generation log
@@ -14,6 +16,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use IPC::Run;
 use lib 't';
 use TdbTest;
 
@@ -69,5 +72,43 @@ for (1 .. 100)
 	select(undef, undef, undef, 0.05);
 }
 like($said, qr/trafficdb has no map loaded/, 'no map ever loaded: "no map loaded", once the daemon has started');
+
+# A node killed (kill -9 of the postmaster: a machine lost) keeps its objects
+# in /dev/shm; before it rejoins, pg_rewind runs its crash recovery in
+# single-user mode (postgres --single), which preloads trafficdb too.  That
+# run's exit stopped and unlinked the objects, so the rejoined server had to
+# rebuild everything before serving; it must leave them alone, and the next
+# start adopts them and serves at once.
+my $single = tdb_node('single', 'trafficdb.publish_interval' => "'1h'");
+tdb_grid_map($single);
+$single->safe_psql('postgres', q{INSERT INTO trafficdb.feed (location_id, speed_kmh) VALUES (3, 33); SELECT trafficdb.publish()});
+my $ctl = '/dev/shm/trafficdb.' . $single->port . '.ctl';
+$single->kill9;
+ok(-e $ctl, 'after kill -9 of the postmaster its objects stay in /dev/shm');
+my ($sout, $serr, $sok) = ('', '', 0);
+for (1 .. 100)
+{
+	# the killed postmaster's children leave within moments; until then the data directory is in use
+	$sok = IPC::Run::run([ 'postgres', '--single', '-F', '-D', $single->data_dir, 'postgres' ], '<', \'', '>', \$sout, '2>', \$serr);
+	last if $sok;
+	select(undef, undef, undef, 0.1);
+}
+ok($sok, 'crash recovery in single-user mode (as pg_rewind runs it)') or diag($serr);
+ok(-e $ctl, 'the single-user run left the objects alone');
+my $soff = -s $single->logfile;
+$single->start;
+my %serrors;
+my $sserved;
+for (1 .. 100)
+{
+	my ($r, $o, $e) = $single->psql('postgres', 'SELECT speed_kmh FROM trafficdb.locations WHERE location_id = 3');
+	if ($r == 0) { $sserved = $o; last; }
+	my ($first) = $e =~ /ERROR:  ([^\n]*)/;
+	$serrors{$first // $e}++;
+	select(undef, undef, undef, 0.05);
+}
+is($sserved, '33', 'the restarted node serves what it published before');
+is(join('; ', keys %serrors), '', 'at once: no error before');
+like(slurp_file($single->logfile, $soff), qr/trafficdb: adopted shared memory/, 'its daemon adopted the objects (no rebuild before serving)');
 
 done_testing();
