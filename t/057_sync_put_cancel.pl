@@ -70,6 +70,18 @@ for (1 .. 8)
 	is(acked(), '', 'the SYNC put is not acknowledged');
 }
 note(explain \%cancelled);
+
+# a SYNC put with a short timeout while the standby is gone and the daemon's
+# waits were cancelled: an error (its timeout), never success
+my $short = run_py(q{
+w.set_timeout(1500)
+try:
+    w.put(10, speed_kmh=88, sync=True)
+    print('ok')
+except Exception as e:
+    print(type(e).__name__)
+});
+is($short, 'Timeout', 'a SYNC put whose timeout ends first gets an error (Timeout), not success');
 ok($cancelled{idle}, 'the wait after the commit was cancelled too');
 ok($primary->poll_query_until('postgres', "SELECT count(*) = 1 FROM ($waiting) w"), 'the daemon still waits for the standby');
 is(acked(), '', 'after every cancel the SYNC put is still not acknowledged');
@@ -101,6 +113,16 @@ if ($r eq 'ok')
 	$primary->wait_for_catchup($standby, 'replay');
 	ok($standby->poll_query_until('postgres', q{SELECT speed_kmh = 77 FROM trafficdb.locations WHERE location_id = 9}),
 		'and on the standby');
+}
+
+sub run_py
+{
+	my ($code) = @_;
+	my ($o, $e) = ('', '');
+	IPC::Run::run([ '/usr/bin/python3', '-c', "import trafficdb\nw = trafficdb.Writer('$shm')\n$code" ], '>', \$o, '2>', \$e);
+	note($e) if $e;
+	chomp $o;
+	return $o;
 }
 
 sub wait_for_log
