@@ -121,6 +121,21 @@ open_reader(void)
 	rc = tdb_reader_open(&reader, tdb_shm_prefix(), &tdb_backend_pins[MyProc->pgprocno],
 						 TDB_VALIDATE_HEADER, err);
 	if (rc == TDB_SHM_ENOENT)
+	{
+		bool		starting;
+
+		/* the daemon runs and has not made its shared memory yet (after an orderly restart) */
+		SpinLockAcquire(&tdb_shared->mutex);
+		starting = tdb_shared->daemon_pid != 0 && !tdb_shared->daemon_started;
+		SpinLockRelease(&tdb_shared->mutex);
+		if (starting)
+			ereport(ERROR,
+					(errcode(ERRCODE_CANNOT_CONNECT_NOW),
+					 errmsg("trafficdb is starting: nothing is published yet"),
+					 errdetail("The daemon has started and not yet made its shared memory: it rebuilds the published map and traffic from the generation log, then publishes the last committed generation."),
+					 errhint("Retry in a moment; if it does not end, trafficdb.status.last_error and the server log (\"trafficdb\") say why.")));
+	}
+	if (rc == TDB_SHM_ENOENT)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("trafficdb has published nothing yet"),

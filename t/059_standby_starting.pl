@@ -32,7 +32,12 @@ $primary->wait_for_catchup($standby, 'replay');
 $standby->stop('fast');
 $standby->start;
 
-# read at once, as a client reconnecting does (bounded)
+# read at once, as a client reconnecting does (bounded); only the moment
+# before the postmaster has launched the daemon may say "published nothing
+# yet" (the daemon is not running: nothing says it will start), so wait for
+# the daemon's process first
+$standby->poll_query_until('postgres', q{SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'trafficdb daemon'})
+  or die 'the standby\'s daemon did not start';
 my (%errors, $served);
 for (1 .. 40)
 {
