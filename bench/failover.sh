@@ -90,7 +90,7 @@ load_pid=$!
 sleep "$LOAD_S"
 
 dir_of() { [ "$1" = "$P1" ] && echo "$DIR/n1" || echo "$DIR/n2"; }
-count_log() { cat "$1"/pgdata/log/*.log 2>/dev/null | grep -c "$2" || true; }
+count_log() { cat "$(afo_log_dir "$1")"/*.log 2>/dev/null | grep -c "$2" || true; }
 status_of() { afo_psql "$1" "$DB" -At -F ' ' -c "SELECT daemon_pid, role, generation FROM trafficdb.status" 2>/dev/null || true; }
 : >"$DIR/out/kills.log"
 for k in $(seq 1 "$KILLS"); do
@@ -113,7 +113,7 @@ for k in $(seq 1 "$KILLS"); do
 	maps_after=$(count_log "$newdir" 'trafficdb: loaded map')
 	promoted_after=$(count_log "$newdir" 'trafficdb: promoted: publishing as the primary')
 	# the last generation the old primary logged: the new one publishes after it
-	gpromo=$(cat "$newdir"/pgdata/log/*.log | sed -n 's/.*trafficdb: promoted: publishing as the primary after generation \([0-9]*\).*/\1/p' | tail -n 1)
+	gpromo=$(cat "$(afo_log_dir "$newdir")"/*.log | sed -n 's/.*trafficdb: promoted: publishing as the primary after generation \([0-9]*\).*/\1/p' | tail -n 1)
 	norebuild=0
 	[ "$pid_before" = "$pid_after" ] && [ "$role_before" = follower ] && [ "$role_after" = primary ] &&
 		[ "$maps_before" = "$maps_after" ] && [ "$promoted_after" = $((promoted_before + 1)) ] && norebuild=1

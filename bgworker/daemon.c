@@ -318,6 +318,7 @@ set_last_error(const char *msg)
 {
 	SpinLockAcquire(&tdb_shared->mutex);
 	strlcpy(tdb_shared->last_error, msg, TDB_ERRMSG_LEN);
+	tdb_shared->last_error_at = GetCurrentTimestamp();
 	SpinLockRelease(&tdb_shared->mutex);
 }
 
@@ -1068,6 +1069,7 @@ finish_publication(void)
 		SpinLockAcquire(&tdb_shared->mutex);
 		tdb_shared->publishes_refused++;
 		strlcpy(tdb_shared->last_error, D.refusal, TDB_ERRMSG_LEN);
+		tdb_shared->last_error_at = GetCurrentTimestamp();
 		SpinLockRelease(&tdb_shared->mutex);
 		ereport(WARNING,
 				(errmsg("trafficdb: %s", D.refusal),
@@ -3600,6 +3602,19 @@ names_free_again(void)
 }
 
 /*
+ * The first rebuild attempt since the daemon started is over (published, or
+ * nothing to publish, or failed: status.last_error says why): readers that
+ * find nothing published are told so, no longer that trafficdb is starting.
+ */
+static void
+note_started(void)
+{
+	SpinLockAcquire(&tdb_shared->mutex);
+	tdb_shared->daemon_started = true;
+	SpinLockRelease(&tdb_shared->mutex);
+}
+
+/*
  * Follow the primary while this server is a standby.  Returns once it has
  * been promoted, with the state of the log's newest generation: the daemon
  * then goes on as the primary from the next generation, without a rebuild.
@@ -3640,6 +3655,7 @@ follower_loop(void)
 		}
 		sweep_subscribers();
 		(void) run_in_tx("trafficdb follower", follow_tx, NULL, msg);
+		note_started();
 		{
 			/* publish() and load_map() are refused on a standby: wake their callers */
 			SpinLockAcquire(&tdb_shared->mutex);
@@ -3749,6 +3765,7 @@ tdb_daemon_main(Datum main_arg)
 	SpinLockAcquire(&tdb_shared->mutex);
 	tdb_shared->daemon_latch = MyLatch;
 	tdb_shared->daemon_pid = MyProcPid;
+	tdb_shared->daemon_started = false;
 	SpinLockRelease(&tdb_shared->mutex);
 	before_shmem_exit(daemon_detach, (Datum) 0);
 
@@ -3818,6 +3835,7 @@ tdb_daemon_main(Datum main_arg)
 		}
 		SpinLockAcquire(&tdb_shared->mutex);
 		strlcpy(tdb_shared->last_error, err, TDB_ERRMSG_LEN);
+		tdb_shared->last_error_at = GetCurrentTimestamp();
 		SpinLockRelease(&tdb_shared->mutex);
 		if (rc != TDB_SHM_EBUSY)
 			ereport(ERROR, (errmsg("trafficdb: cannot set up shared memory: %s", err)));
@@ -3914,8 +3932,11 @@ tdb_daemon_main(Datum main_arg)
 		if (!D.have_map &&
 			(startup_failed_at == 0 || force ||
 			 TimestampDifferenceExceeds(startup_failed_at, GetCurrentTimestamp(), 60000)))
+		{
 			startup_failed_at = run_in_tx("trafficdb startup", startup_tx, &start_arg, startup_error) ?
 				0 : GetCurrentTimestamp();
+			note_started();
+		}
 
 		if (D.ring_open && D.have_map && !ring_running)
 		{

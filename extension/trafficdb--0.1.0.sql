@@ -277,7 +277,8 @@ CREATE FUNCTION trafficdb._status(
     OUT region text, OUT subscriptions bigint, OUT last_events bigint, OUT last_match_ms double precision,
     OUT subscribers bigint, OUT events_delivered bigint, OUT events_dropped bigint,
     OUT match_overruns bigint, OUT match_records_skipped bigint, OUT subscriptions_unindexed bigint,
-    OUT notify_sent bigint, OUT notify_dropped bigint)
+    OUT notify_sent bigint, OUT notify_dropped bigint,
+    OUT last_error_at timestamptz)
 AS 'MODULE_PATHNAME', 'trafficdb_status'
 LANGUAGE C STRICT VOLATILE;
 
@@ -287,7 +288,7 @@ SELECT s.*,
        (SELECT now() - min(observed_at) FROM trafficdb.feed) AS feed_lag
   FROM trafficdb._status() s;
 COMMENT ON VIEW trafficdb.status IS
-    'the daemon: active generation, object sizes, publish and map build times, feed throughput and backlog';
+    'the daemon: active generation (never going back, also while a restarted daemon rebuilds), object sizes, publish and map build times, feed throughput and backlog, the last error and when it happened (kept after it is resolved)';
 
 CREATE FUNCTION trafficdb._readers(
     OUT slot integer, OUT kind text, OUT pid integer, OUT generation bigint,

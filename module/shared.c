@@ -136,7 +136,20 @@ tdb_shmem_startup(void)
 	 * for the postmaster's life and inherited by every child, so a server
 	 * owns its prefix until its last process is gone.
 	 */
-	if (!IsUnderPostmaster)
+	if (!IsUnderPostmaster && !IsPostmasterEnvironment)
+	{
+		/*
+		 * Single-user mode (postgres --single, as pg_rewind runs it for the
+		 * crash recovery of a node about to rejoin): no daemon, no readers.
+		 * The objects in /dev/shm are left alone: its exit would otherwise
+		 * stop and unlink them, and the server started next would have to
+		 * rebuild everything before serving instead of adopting them.
+		 */
+		tdb_shared->prefix_owned = false;
+		strlcpy(tdb_shared->prefix_error, "single-user mode: trafficdb's shared memory is left alone",
+				TDB_ERRMSG_LEN);
+	}
+	else if (!IsUnderPostmaster)
 	{
 		static bool exit_hook_registered = false;
 

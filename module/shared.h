@@ -67,6 +67,12 @@ typedef struct TdbShared
 	ConditionVariable cv;		/* broadcast when a request completes or a publish happens */
 	Latch	   *daemon_latch;
 	pid_t		daemon_pid;
+	/*
+	 * The daemon has finished its first attempt to rebuild and publish since
+	 * it started: until then a reader finding nothing published is told that
+	 * trafficdb is starting, not that no map is loaded.
+	 */
+	bool		daemon_started;
 
 	/* publish requests: requested counts up, published catches up */
 	uint64		publish_requested;
@@ -107,6 +113,7 @@ typedef struct TdbShared
 	uint64		publishes_refused;	/* every version pinned at the time */
 	uint64		versions_revoked;	/* pinned past reader_pin_timeout */
 	char		last_error[TDB_ERRMSG_LEN];
+	TimestampTz last_error_at;	/* when last_error was last set (0: never); it is kept once resolved */
 
 	/*
 	 * The region whose map is published (empty: not a region's map), and

@@ -124,6 +124,21 @@ open_reader(void)
 	rc = tdb_reader_open(&reader, live, &tdb_backend_pins[MyProc->pgprocno],
 						 TDB_VALIDATE_HEADER, err);
 	if (rc == TDB_SHM_ENOENT)
+	{
+		bool		starting;
+
+		/* the daemon runs and has not made its shared memory yet (after an orderly restart) */
+		SpinLockAcquire(&tdb_shared->mutex);
+		starting = tdb_shared->daemon_pid != 0 && !tdb_shared->daemon_started;
+		SpinLockRelease(&tdb_shared->mutex);
+		if (starting)
+			ereport(ERROR,
+					(errcode(ERRCODE_CANNOT_CONNECT_NOW),
+					 errmsg("trafficdb is starting: nothing is published yet"),
+					 errdetail("The daemon has started and not yet made its shared memory: it rebuilds the published map and traffic from the generation log, then publishes the last committed generation."),
+					 errhint("Retry in a moment; if it does not end, trafficdb.status.last_error and the server log (\"trafficdb\") say why.")));
+	}
+	if (rc == TDB_SHM_ENOENT)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("trafficdb has published nothing yet"),
@@ -142,6 +157,53 @@ open_reader(void)
 		before_shmem_exit(snapshot_exit_callback, (Datum) 0);
 		callbacks_registered = true;
 	}
+}
+
+/*
+ * The generation readers are served now (the active version of the
+ * published objects), without pinning it and without an error: 0 when
+ * nothing is published or the objects cannot be attached.  After a restart
+ * of the daemon or a crash-restart the objects published before stay and are
+ * served at once, while PostgreSQL's shared memory (trafficdb.status) starts
+ * from zero until the new daemon publishes: the status reports this one.
+ */
+uint64
+tdb_backend_served_generation(void)
+{
+	char		err[TDB_ERRLEN];
+	bool		owned;
+
+	tdb_require_preload();
+	SpinLockAcquire(&tdb_shared->mutex);
+	owned = tdb_shared->prefix_owned;
+	SpinLockRelease(&tdb_shared->mutex);
+	if (!owned)
+		return 0;
+	if (reader_open && !snap_held && tdb_reader_stale(&reader))
+	{
+		/* the instance we knew was stopped: look at the current one */
+		tdb_reader_close(&reader);
+		reader_open = false;
+	}
+	if (!reader_open)
+	{
+		if (MyProc->pgprocno < 0 || (uint32) MyProc->pgprocno >= tdb_nbackend_slots())
+			return 0;
+		if (tdb_reader_open(&reader, tdb_shm_prefix(), &tdb_backend_pins[MyProc->pgprocno],
+							TDB_VALIDATE_HEADER, err) != TDB_SHM_OK)
+			return 0;
+		reader_open = true;
+		if (!callbacks_registered)
+		{
+			RegisterXactCallback(snapshot_xact_callback, NULL);
+			RegisterSubXactCallback(snapshot_subxact_callback, NULL);
+			before_shmem_exit(snapshot_exit_callback, (Datum) 0);
+			callbacks_registered = true;
+		}
+	}
+	if (tdb_reader_stale(&reader))
+		return 0;
+	return TDB_ACTIVE_GEN(atomic_load_explicit(&reader.ctl->active, memory_order_acquire));
 }
 
 TdbReader *
@@ -202,6 +264,20 @@ tdb_backend_snapshot(void)
 				(errcode(ERRCODE_SNAPSHOT_TOO_OLD),
 				 errmsg("could not pin a trafficdb version: each was revoked while attaching"),
 				 errdetail("%s", err)));
+	if (rc == TDB_SHM_EEMPTY)
+	{
+		bool		started;
+
+		SpinLockAcquire(&tdb_shared->mutex);
+		started = tdb_shared->daemon_started;
+		SpinLockRelease(&tdb_shared->mutex);
+		if (!started)
+			ereport(ERROR,
+					(errcode(ERRCODE_CANNOT_CONNECT_NOW),
+					 errmsg("trafficdb is starting: nothing is published yet"),
+					 errdetail("The daemon is rebuilding the published map and traffic from the generation log after a start or restart; it publishes the last committed generation when done."),
+					 errhint("Retry in a moment; if it does not end, trafficdb.status.last_error and the server log (\"trafficdb\") say why.")));
+	}
 	if (rc == TDB_SHM_EEMPTY)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

@@ -38,6 +38,13 @@ extern int64 tdb_backend_find_location(uint64 id);
 /* Executor hooks that end READ COMMITTED pins with the statement (_PG_init). */
 extern void tdb_snapshot_hooks(void);
 
+/*
+ * The generation readers are served now (0: none), without pinning it and
+ * without an error: what trafficdb.status reports while the daemon has not
+ * published since a restart.
+ */
+extern uint64 tdb_backend_served_generation(void);
+
 /* The backend's reader, for callers that need the raw control block. */
 extern TdbReader *tdb_backend_reader(void);
 

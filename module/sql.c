@@ -353,8 +353,8 @@ Datum
 trafficdb_status(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
-	Datum		v[43];
-	bool		n[43] = {0};
+	Datum		v[44];
+	bool		n[44] = {0};
 	TdbShared	s;
 
 	tdb_require_preload();
@@ -366,7 +366,13 @@ trafficdb_status(PG_FUNCTION_ARGS)
 
 	v[0] = Int32GetDatum(s.daemon_pid);
 	n[0] = s.daemon_pid == 0;
-	v[1] = Int64GetDatum((int64) s.generation);
+	/*
+	 * A status that monitoring polls never goes back: after a restart of the
+	 * daemon or a crash-restart (which resets this shared memory) readers are
+	 * served the generation published before at once, and the new daemon
+	 * says nothing until it publishes again.
+	 */
+	v[1] = Int64GetDatum((int64) Max(s.generation, tdb_backend_served_generation()));
 	v[2] = Int64GetDatum((int64) s.map_id);
 	v[3] = Int64GetDatum((int64) s.locations);
 	v[4] = Int64GetDatum((int64) s.map_bytes);
@@ -421,6 +427,9 @@ trafficdb_status(PG_FUNCTION_ARGS)
 	v[40] = Int64GetDatum((int64) s.subscriptions_unindexed);
 	v[41] = Int64GetDatum((int64) s.notify_sent);
 	v[42] = Int64GetDatum((int64) s.notify_dropped);
+	/* when last_error happened: it stays after it is resolved (compare with last_publish_at) */
+	v[43] = TimestampTzGetDatum(s.last_error_at);
+	n[43] = s.last_error_at == 0 || s.last_error[0] == '\0';
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, v, n)));
 }
 

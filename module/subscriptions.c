@@ -775,10 +775,22 @@ trafficdb_subscription_events(PG_FUNCTION_ARGS)
 			strlcpy(err, ss->c.err, sizeof(err));
 			tdb_subring_consumer_close(&ss->c);
 			ss->open = false;
+			/* say what happened: only a stopped or remade segment is the daemon's doing */
+			if (n == TDB_SHM_ECORRUPT)
+				ereport(ERROR,
+						(errcode(ERRCODE_DATA_CORRUPTED),
+						 errmsg("the events of subscription %d stopped: its slot in %s.subs is corrupt: %s",
+								id, tdb_shm_prefix(), err),
+						 errdetail("The daemon never writes such values: a process with write access to %s.subs (the server's OS user or a member of trafficdb.shm_group) overwrote the slot. Events not yet received from it are lost.",
+								   tdb_shm_prefix()),
+						 errhint("Call again to receive its events from now on in a new slot; resynchronize with trafficdb.changes_since(), and check who can write %s.subs.",
+								 tdb_shm_prefix())));
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("the events of subscription %d stopped: %s", id, err),
-					 errhint("The daemon restarted: call again to receive its events from now on.")));
+					 n == TDB_SHM_ESTALE ?
+					 errhint("The daemon stopped or made the subscribers' segment anew: call again to receive its events from now on.") :
+					 errhint("Call again to receive its events from now on.")));
 		}
 		for (int k = 0; k < n; k++)
 		{

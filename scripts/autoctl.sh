@@ -17,7 +17,10 @@
 #                      only); pg_autoctl reaches its PostgreSQL there (PGHOST).
 #                      Every server of a formation listens on 127.0.0.1 only.
 #   DIR/autoctl.log    the output of `pg_autoctl run`
-#   DIR/pgdata/log/    PostgreSQL's server log (logging_collector)
+#   DIR/log/           PostgreSQL's server log (logging_collector; log_directory
+#                      set in node.conf): outside PGDATA, because pg_rewind
+#                      copies the source's PGDATA/log over a rejoining node's
+#                      and its own log (its time as a frozen primary) was lost
 #
 # The functions (every one takes the node's DIR first):
 #   afo_monitor_create DIR PORT [CONF_LINE...]   initdb + pg_autoctl create monitor, tuned (below)
@@ -37,6 +40,7 @@
 #   afo_primary_port MONITOR_DIR FORMATION   the port of the node that takes writes (empty if none)
 #   afo_state MONITOR_DIR [FORMATION]        `pg_autoctl show state`
 #   afo_monitor_uri MONITOR_DIR              the monitor's connection string
+#   afo_log_dir DIR                          the node's server log directory (DIR/log)
 #   afo_psql PORT DBNAME [psql args...]      psql to 127.0.0.1:PORT
 #   afo_wait_ready PORT [SECONDS]            until PostgreSQL there accepts connections
 #
@@ -118,6 +122,9 @@ afo_psql() {
 	"$AFO_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres -d "$db" "$@"
 }
 
+# afo_log_dir DIR: the node's server log directory (outside PGDATA).
+afo_log_dir() { echo "$1/log"; }
+
 # The monitor's port (from its directory).
 afo_monitor_port() { cat "$1/port"; }
 
@@ -159,7 +166,8 @@ afo_monitor_create() {
 	shift 2
 	_afo_initdb "$dir" || return 1
 	echo "$port" | as_pg tee "$dir/port" >/dev/null
-	_afo_node_conf "$dir" "listen_addresses = '127.0.0.1'" "unix_socket_directories = '$dir/sock'" \
+	make_pg_dir "$dir/log"
+	_afo_node_conf "$dir" "listen_addresses = '127.0.0.1'" "unix_socket_directories = '$dir/sock'" "log_directory = '$dir/log'" \
 		"pgautofailover.health_check_period = $AFO_HEALTH_CHECK_PERIOD" \
 		"pgautofailover.health_check_timeout = $AFO_HEALTH_CHECK_TIMEOUT" \
 		"pgautofailover.health_check_max_retries = $AFO_HEALTH_CHECK_MAX_RETRIES" \
@@ -209,9 +217,9 @@ afo_node_create() {
 	echo "$mon" | as_pg tee "$dir/monitor" >/dev/null
 	# node.conf: written now, included by the primary's postgresql.conf (the
 	# secondary's copy of that file includes its own ../node.conf)
-	_afo_node_conf "$dir" "listen_addresses = '127.0.0.1'" "unix_socket_directories = '$dir/sock'" \
-		"shared_preload_libraries = 'trafficdb'" \
-		"trafficdb.database = '$db'" "$@"
+	make_pg_dir "$dir/log"
+	_afo_node_conf "$dir" "listen_addresses = '127.0.0.1'" "unix_socket_directories = '$dir/sock'" "log_directory = '$dir/log'" \
+		"shared_preload_libraries = 'trafficdb'" "trafficdb.database = '$db'" "$@"
 	# pg_autoctl's pg_basebackup of a secondary asks for a spread checkpoint
 	# (minutes with the default checkpoint_timeout): an immediate CHECKPOINT
 	# on the primary meanwhile makes it finish at once
@@ -297,11 +305,20 @@ _afo_tree() {
 # death, then SIGKILL).  The postmaster's children find it gone and exit on
 # their own (AFO_KILL_TREE=1 kills them in the same instant too).  The
 # node's shared memory objects stay in /dev/shm, as after a crash.
+#
+# Started as root, the keeper's parent is `runuser` (as_pg), which stops
+# itself when its child is stopped (util-linux: it waits with WUNTRACED and
+# answers a stopped child with SIGSTOP to itself, to pass job control on) and
+# then never reaps the killed keeper: `runuser` stayed in state T with a
+# zombie child, past `make fleet-stop`.  On a lost machine it dies too: it is
+# stopped and killed with the keeper (the shell that started it reaps it).
 afo_kill() {
-	local dir=$1 keeper pm pids=() p
+	local dir=$1 keeper pm pids=() p parent
 	keeper=$(afo_keeper_pid "$dir")
 	pm=$(head -n 1 "$dir/pgdata/postmaster.pid" 2>/dev/null || true)
 	if [ -n "$keeper" ]; then
+		parent=$(ps -o ppid= -p "$keeper" 2>/dev/null | tr -d ' ' || true)
+		if [ -n "$parent" ] && [ "$(cat /proc/"$parent"/comm 2>/dev/null)" = runuser ]; then pids+=("$parent"); fi
 		for p in $(_afo_tree "$keeper"); do
 			if [ "${AFO_KILL_TREE:-0}" = 1 ] || [ "$(cat /proc/"$p"/comm 2>/dev/null)" = pg_autoctl ]; then pids+=("$p"); fi
 		done
@@ -312,6 +329,8 @@ afo_kill() {
 	fi
 	[ ${#pids[@]} -gt 0 ] || { echo "afo: nothing to kill in $dir" >&2; return 1; }
 	kill -STOP "${pids[@]}" 2>/dev/null || true
+	# (AFO_KILL_PAUSE: seconds between the two, as on a loaded machine; test/autoctl_check.sh)
+	[ -n "${AFO_KILL_PAUSE:-}" ] && sleep "$AFO_KILL_PAUSE"
 	kill -KILL "${pids[@]}" 2>/dev/null || true
 	# dead once gone or a zombie (an orphan waits for whoever reaps it)
 	for _ in $(seq 1 200); do

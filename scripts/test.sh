@@ -15,7 +15,9 @@
 #      clients (test/web_hostile.sh),
 #   6. a minute of random SQL (sqlsmith) that must not crash the server,
 #   7. as root, the group-mode test (test/group_mode.sh) with real OS users,
-#      and a user in no group squatting trafficdb's names (test/security_names.sh).
+#      and a user in no group squatting trafficdb's names (test/security_names.sh),
+#   8. scripts/autoctl.sh's checks (test/autoctl_check.sh: logs outside
+#      PGDATA; as root, no runuser left stopped by afo_kill).
 # Exits non-zero on the first failing stage and shows why.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -118,5 +120,8 @@ if [ "$(id -u)" = 0 ]; then
 else
 	echo "skipped: it creates an OS user, so it runs only when make test runs as root (as CI does)"
 fi
+
+say "scripts/autoctl.sh: server logs outside PGDATA, afo_kill leaves nothing stopped (test/autoctl_check.sh)"
+test/autoctl_check.sh || die "the autoctl checks failed"
 
 say "all tests passed"
