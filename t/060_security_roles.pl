@@ -81,7 +81,12 @@ my @internal = split /\n/, $node->safe_psql('postgres', q{
 SELECT p.oid::regprocedure FROM pg_proc p
   JOIN pg_depend d ON d.objid = p.oid AND d.classid = 'pg_proc'::regclass AND d.deptype = 'e'
   JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'trafficdb'
- WHERE p.proname LIKE '\_%' ORDER BY 1});
+ WHERE p.proname LIKE '\_%'
+   -- PostgreSQL checks EXECUTE on these as the caller inside what PUBLIC may
+   -- use (the feed's default and check, the status and readers views,
+   -- changes_since, load_map(region), tile()'s aggregate): none writes
+   AND p.proname NOT IN ('_feed_part', '_feed_owned', '_status', '_readers', '_check_changes_since', '_region_fit', '_asmvt')
+ ORDER BY 1});
 ok(@internal >= 2, 'the extension has internal functions (' . scalar(@internal) . ')');
 for my $f (@internal)
 {
@@ -155,14 +160,19 @@ refused('sub_a', q{INSERT INTO trafficdb.subscriptions (name, location_ids) SELE
 still_up('the subscribers');
 publishes('the subscribers');
 
-# --- feeder: hostile feed rows are refused, publication goes on
-refused('feeder', q{INSERT INTO trafficdb.feed (location_id, incident) VALUES (7, repeat('x', 4097))}, qr/ERROR/,
-	'feeder: an incident of 4,097 bytes');
-refused('feeder', q{INSERT INTO trafficdb.feed (location_id, speed_kmh) VALUES (7, 'NaN')}, qr/ERROR/, 'feeder: a NaN speed');
+# --- feeder: hostile feed rows go to feed_rejects, publication goes on
+for my $sql (q{INSERT INTO trafficdb.feed (location_id, incident) VALUES (7, repeat('x', 4097))},
+	q{INSERT INTO trafficdb.feed (location_id, speed_kmh) VALUES (7, 'NaN')})
+{
+	my ($rc, $out, $err) = as('feeder', $sql);
+	ok($rc != 0 ? $err =~ /ERROR/ : 1, "feeder: $sql: taken or refused with an error") or diag($err);
+}
 refused('feeder', q{SELECT trafficdb.publish()}, qr/permission denied/, 'feeder: publish()');
 refused('feeder', q{SELECT trafficdb.load_map('roads')}, qr/permission denied/, 'feeder: load_map()');
 still_up('the feeder');
 publishes('the feeder');
+ok($node->safe_psql('postgres', q{SELECT count(*) FROM trafficdb.feed_rejects WHERE location_id = 7}) >= 1,
+	'the feeder\'s hostile rows went to feed_rejects, with the reason');
 
 # --- reader: a pin held past reader_pin_timeout does not stop publication
 my $pin = $node->background_psql('postgres');
