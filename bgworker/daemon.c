@@ -33,6 +33,7 @@
 #include <math.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 
 #include "access/detoast.h"
 #include "access/tableam.h"
@@ -149,6 +150,7 @@ typedef struct DaemonState
 	 */
 	TdbSubring	subring;
 	bool		subring_open;
+	bool		subring_lost;	/* closed because it was damaged: made anew at the next sweep */
 	bool	   *slot_live;		/* attached, with a valid filter */
 	TdbSubFilter *slot_filter;
 	TdbSubFilterStore *slot_store;
@@ -2281,6 +2283,8 @@ wake_and_count(uint64 pushed, uint64 dropped)
 	SpinLockRelease(&tdb_shared->mutex);
 }
 
+static char subring_damage[200];	/* what a sweep found damaged */
+
 /* What a sweep found: new subscribers' filters, and dead ones (their undelivered events handed over). */
 static void
 subring_sweep_guarded(void *p)
@@ -2294,9 +2298,9 @@ subring_sweep_guarded(void *p)
 	(void) p;
 	if (tdb_subring_sweep(&D.subring, ch, lengthof(ch), &nch) != TDB_SHM_OK)
 	{
-		ereport(WARNING, (errmsg("trafficdb: the subscribers' rings %s.subs were damaged and are made anew; subscribers must subscribe again",
-								 tdb_shm_prefix())));
-		tdb_subring_close(&D.subring);
+		/* its subscribers are told (STOPPED, woken; unlinked), then sweep_subscribers makes it anew */
+		strlcpy(subring_damage, D.subring.damage, sizeof(subring_damage));
+		tdb_subring_abandon(&D.subring);
 		D.subring_open = false;
 		return;
 	}
@@ -2357,21 +2361,58 @@ subring_sweep_guarded(void *p)
 	wake_and_count(pushed, dropped);
 }
 
+/*
+ * <prefix>.subs was found damaged (what: how) and closed: say so where
+ * monitoring looks (status.last_error), and make it anew.  Its subscribers
+ * learn it from their next call (the old segment is unlinked; libtrafficdb
+ * and subscription_events return "rebuilt ... subscribe again").
+ */
+static void
+subring_lost(const char *what)
+{
+	char		msg[TDB_ERRMSG_LEN];
+
+	snprintf(msg, sizeof(msg), "the subscribers' segment %s.subs was damaged (%s) by a process with write access to it (a member of trafficdb.shm_group) and was made anew",
+			 tdb_shm_prefix(), what);
+	ereport(WARNING,
+			(errmsg("trafficdb: %s", msg),
+			 errdetail("Its subscribers were told to subscribe again; events of the current generation may be lost for them."),
+			 errhint("Check which members of trafficdb.shm_group write to %s.subs.", tdb_shm_prefix())));
+	set_last_error(msg);
+	D.subring_lost = true;
+	D.subring_open = false;		/* closed by the caller */
+	open_subring();
+	if (D.subring_open)
+		D.subring_lost = false;
+	D.targets_dirty = true;
+}
+
 static void
 sweep_subscribers(void)
 {
 	if (!D.subring_open)
+	{
+		/* made anew after damage, when that failed last time (a WARNING said why) */
+		if (D.subring_lost)
+		{
+			open_subring();
+			if (D.subring_open)
+				D.subring_lost = false;
+			D.targets_dirty = true;
+		}
 		return;
+	}
+	subring_damage[0] = '\0';
 	if (!tdb_writer_guarded(subring_sweep_guarded, NULL))
 	{
+		/* truncated between the size check and a store: nothing of it can be trusted */
+		shm_unlink(D.subring.name);
 		tdb_subring_close(&D.subring);
 		D.subring_open = false;
+		strlcpy(subring_damage, "truncated while the daemon swept it", sizeof(subring_damage));
 	}
 	if (!D.subring_open)
-	{
-		open_subring();
-		D.targets_dirty = true;
-	}
+		subring_lost(subring_damage);
 }
 
 static void
@@ -2455,8 +2496,10 @@ deliver_events(void)
 	}
 	if (!tdb_writer_guarded(deliver_guarded, NULL))
 	{
+		shm_unlink(D.subring.name);
 		tdb_subring_close(&D.subring);
 		D.subring_open = false;
+		subring_lost("truncated while the daemon delivered events");
 	}
 	D.nev = 0;
 }

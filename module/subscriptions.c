@@ -367,14 +367,18 @@ trafficdb_subscription_events(PG_FUNCTION_ARGS)
 		if (n < 0)
 		{
 			char		err[TDB_SHM_ERRLEN];
+			bool		broken = tdb_subring_consumer_broken(&ss->c);
 
 			strlcpy(err, ss->c.err, sizeof(err));
 			tdb_subring_consumer_close(&ss->c);
 			ss->open = false;
 			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					(errcode(n == TDB_SHM_ESTALE ? ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE : ERRCODE_DATA_CORRUPTED),
 					 errmsg("the events of subscription %d stopped: %s", id, err),
-					 errhint("The daemon restarted: call again to receive its events from now on.")));
+					 errdetail(broken ? "The subscribers' segment shrank under this session; its pages now read as zeros and nothing was taken from them." :
+							   n == TDB_SHM_ESTALE ? "The daemon stopped, restarted, or made the subscribers' segment anew (see trafficdb.status.last_error)." :
+							   "This session's ring held values out of range."),
+					 errhint("Call again to receive its events from now on; events of the current generation may have been lost: resync with changes_since().")));
 		}
 		for (int k = 0; k < n; k++)
 		{
