@@ -203,6 +203,7 @@ typedef struct DaemonState
 	/* reader events already reported */
 	uint64		revoked_reported;
 	uint64		rebuilt_reported;
+	uint64		repaired_reported;	/* D.writer.slots_repaired already reported */
 
 	MemoryContext cxt;			/* lives as long as the daemon */
 } DaemonState;
@@ -2024,10 +2025,15 @@ drain_ring(void)
 		 * as if nothing happened.  Its writers are told to reopen (stopped)
 		 * and it is made anew.
 		 */
+		char		msg[TDB_ERRMSG_LEN];
+
+		snprintf(msg, sizeof(msg), "the writers' ring %s.writers was damaged (%s) by a process with write access to it (a member of trafficdb.writer_group) and was made anew",
+				 tdb_shm_prefix(), D.ring.damage);
 		ereport(WARNING,
-				(errmsg("trafficdb: the header of the writers' ring %s.writers was overwritten by a process with write access to it; the ring is made anew",
-						tdb_shm_prefix()),
-				 errdetail("Writers attached before must reopen; what they put and the daemon had not drained is lost.")));
+				(errmsg("trafficdb: %s", msg),
+				 errdetail("Writers attached before must reopen; what they put and the daemon had not drained is lost."),
+				 errhint("Check which members of trafficdb.writer_group write to %s.writers.", tdb_shm_prefix())));
+		set_last_error(msg);
 		if (!tdb_writer_guarded(ring_remove_guarded, NULL))
 			tdb_ring_close(&D.ring);
 		D.ring_open = false;
@@ -2038,10 +2044,15 @@ drain_ring(void)
 	if (!drained || a.st.truncated)
 	{
 		/* a member of writer_group truncated it: make it anew */
+		char		msg[TDB_ERRMSG_LEN];
+
+		snprintf(msg, sizeof(msg), "the writers' ring %s.writers was damaged (truncated) by a process with write access to it (a member of trafficdb.writer_group) and was made anew",
+				 tdb_shm_prefix());
 		ereport(WARNING,
-				(errmsg("trafficdb: the writers' ring %s.writers was damaged (truncated by a process with write access to it) and is made anew",
-						tdb_shm_prefix()),
+				(errmsg("trafficdb: %s", msg),
 				 errdetail("Writers attached before must reopen; what they put and the daemon had not drained is lost.")));
+		set_last_error(msg);
+		shm_unlink(D.ring.name);
 		tdb_ring_close(&D.ring);
 		D.ring_open = false;
 		open_ring();
@@ -2584,11 +2595,29 @@ watch_readers(void)
 	}
 	if (D.writer.slots_rebuilt != D.rebuilt_reported)
 	{
+		char		msg[TDB_ERRMSG_LEN];
+
+		snprintf(msg, sizeof(msg), "the external readers' segment %s.readers was damaged (%s) by a process with write access to it (a member of trafficdb.shm_group) and was made anew",
+				 tdb_shm_prefix(), D.writer.slots_damage);
 		ereport(WARNING,
-				(errmsg("trafficdb: the external readers' segment %s.readers was damaged (resized by a process with write access to it) and was made anew",
-						tdb_shm_prefix()),
-				 errdetail("External readers attached before must reopen; their pins were ignored.")));
+				(errmsg("trafficdb: %s", msg),
+				 errdetail("External readers attached before must reopen; their pins were ignored."),
+				 errhint("Check which members of trafficdb.shm_group write to %s.readers.", tdb_shm_prefix())));
+		set_last_error(msg);
 		D.rebuilt_reported = D.writer.slots_rebuilt;
+	}
+	if (D.writer.slots_repaired != D.repaired_reported)
+	{
+		char		msg[TDB_ERRMSG_LEN];
+
+		snprintf(msg, sizeof(msg), "the external readers' segment %s.readers was damaged (%s) by a process with write access to it (a member of trafficdb.shm_group); its header was repaired",
+				 tdb_shm_prefix(), D.writer.slots_damage);
+		ereport(WARNING,
+				(errmsg("trafficdb: %s", msg),
+				 errdetail("New external readers were refused until then; readers attached keep their slots."),
+				 errhint("Check which members of trafficdb.shm_group write to %s.readers.", tdb_shm_prefix())));
+		set_last_error(msg);
+		D.repaired_reported = D.writer.slots_repaired;
 	}
 	SpinLockAcquire(&tdb_shared->mutex);
 	tdb_shared->versions_revoked = D.writer.revoked;
