@@ -2296,6 +2296,9 @@ wake_and_count(uint64 pushed, uint64 dropped)
 
 static char subring_damage[200];	/* what a sweep found damaged */
 
+/* The longest time between two checks of the segments others can write (see the main loop). */
+#define DAMAGE_CHECK_MS 1000
+
 /* What a sweep found: new subscribers' filters, and dead ones (their undelivered events handed over). */
 static void
 subring_sweep_guarded(void *p)
@@ -3393,6 +3396,7 @@ tdb_daemon_main(Datum main_arg)
 	TimestampTz startup_failed_at = 0;
 	char		startup_error[TDB_ERRMSG_LEN] = "";
 	TimestampTz last_cycle_at = 0;
+	TimestampTz last_check_at = 0;
 	bool		force_sync = false;
 	bool		ring_running = false;
 
@@ -3606,6 +3610,19 @@ tdb_daemon_main(Datum main_arg)
 		tdb_writer_reclaim(&D.writer, D.have_map ? D.map_seg : TDB_MAX_SEGMENTS);
 
 wait:
+
+		/*
+		 * The segments members of a group can write (<prefix>.subs,
+		 * .readers; .writers at each drain) are checked at least every
+		 * DAMAGE_CHECK_MS, publication or not: damage is repaired or the
+		 * segment made anew, and status.last_error says what was found.
+		 */
+		if (TimestampDifferenceExceeds(last_check_at, GetCurrentTimestamp(), DAMAGE_CHECK_MS))
+		{
+			last_check_at = GetCurrentTimestamp();
+			sweep_subscribers();
+			watch_readers();
+		}
 		{
 			long		sec;
 			int			usec;
@@ -3615,6 +3632,7 @@ wait:
 			wait_ms = Max(sec * 1000 + usec / 1000, 0);
 			if (wait_ms == 0 && !TimestampDifferenceExceeds(last_cycle_at, GetCurrentTimestamp(), tdb_publish_interval_ms))
 				wait_ms = 1;
+			wait_ms = Min(wait_ms, DAMAGE_CHECK_MS);
 		}
 		/* writers put between publications: drain them every writer_drain_interval */
 		if (D.ring_open && D.have_map)
