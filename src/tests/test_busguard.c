@@ -92,7 +92,12 @@ UNIT_TEST(test_busguard_other_faults_still_kill)
 		_exit(0);
 	}
 	waitpid(pid, &status, 0);
+#ifdef __SANITIZE_ADDRESS__
+	/* the previous handler is ASan's: it reports the BUS and exits 1 */
+	CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGBUS) || (WIFEXITED(status) && WEXITSTATUS(status) == 1));
+#else
 	CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGBUS);
+#endif
 	if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGBUS))
 		printf("# status %d\n", status);
 }
