@@ -323,6 +323,26 @@ stopped(const trafficdb_writer *w)
 		tdb_bus_broken(w->bus) || tdb_reader_stale(&w->reader);
 }
 
+/*
+ * In the waits only (they make system calls anyway): has the daemon made
+ * the ring anew?  It unlinks one it found damaged; a member of writer_group
+ * may have rewritten the old one's state so that it never says STOPPED,
+ * but cannot link it again.
+ */
+static bool
+ring_unlinked(trafficdb_writer *w)
+{
+	struct stat st;
+
+	if (fstat(w->fd, &st) == 0 && st.st_nlink == 0)
+	{
+		snprintf(w->err, sizeof(w->err), "the writers' ring %.64s.writers was made anew by the server (it was damaged, or the server restarted): close and reopen",
+				 w->reader.prefix);
+		return true;
+	}
+	return false;
+}
+
 /* The message of a put refused by stopped(). */
 static void
 stopped_message(trafficdb_writer *w, const char *otherwise)
@@ -443,6 +463,11 @@ wait_space(trafficdb_writer *w, uint64_t end, int64_t deadline)
 		if (stopped(w))
 		{
 			stopped_message(w, "the server stopped while this writer waited for space: close and reopen");
+			rc = TRAFFICDB_STALE;
+			break;
+		}
+		if (ring_unlinked(w))
+		{
 			rc = TRAFFICDB_STALE;
 			break;
 		}
@@ -571,6 +596,11 @@ wait_durable(trafficdb_writer *w, uint64_t p0, uint64_t p1, uint32_t s0, int64_t
 		if (stopped(w))
 		{
 			stopped_message(w, "the server stopped before committing this writer's puts: close and reopen");
+			rc = TRAFFICDB_STALE;
+			break;
+		}
+		if (ring_unlinked(w))
+		{
 			rc = TRAFFICDB_STALE;
 			break;
 		}

@@ -1463,3 +1463,46 @@ UNIT_TEST(test_ring_state_word_changed_is_damage)
 	CHECK(strstr(e.ring.damage, "state word") != NULL);
 	env_close(&e);
 }
+
+/*
+ * The daemon made the ring anew (unlinked the old one), and a member of
+ * writer_group rewrote the old one's state to RUNNING so that it never says
+ * STOPPED: a writer still attached to it learns it in its next wait
+ * instead of waiting for a commit that never comes.
+ */
+UNIT_TEST(test_ring_writer_told_of_unlinked_ring)
+{
+	RingEnv		e;
+	trafficdb_writer *w;
+	trafficdb_update u = {.location_id = 1000, .speed_kmh = 20, .has = TRAFFICDB_HAS_SPEED};
+	char		path[128];
+	int			fd;
+	TdbWritersHeader *h;
+	int			rc;
+
+	if (!env_open(&e, 2, 128))
+		return;
+	w = open_writer(&e);
+	if (w == NULL)
+	{
+		env_close(&e);
+		return;
+	}
+	snprintf(path, sizeof(path), "%s.writers", e.prefix);
+	fd = shm_open(path, O_RDWR, 0);
+	CHECK(fd >= 0);
+	h = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	CHECK(h != MAP_FAILED);
+	tdb_ring_remove(&e.ring);	/* STOPPED, unlinked */
+	atomic_store(&h->state, TDB_RING_RUNNING);	/* the member's forgery */
+	trafficdb_writer_set_timeout(w, 3000);
+	rc = trafficdb_put(w, &u, TRAFFICDB_SYNC);
+	CHECK_EQ_U64(rc, (uint64_t) TRAFFICDB_STALE);
+	CHECK(strstr(trafficdb_writer_errmsg(w), "made anew") != NULL);
+	if (rc != TRAFFICDB_STALE)
+		printf("# %d %s\n", rc, trafficdb_writer_errmsg(w));
+	trafficdb_writer_close(w);
+	munmap(h, 4096);
+	close(fd);
+	tdb_writer_close(&e.w, true);
+}
