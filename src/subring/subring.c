@@ -1130,6 +1130,7 @@ tdb_subring_wait(TdbSubConsumer *c, int timeout_ms)
 		uint32_t	word;
 		int64_t		avail;
 		int64_t		left;
+		int64_t		now;
 		struct timespec ts;
 		long		rc;
 
@@ -1141,19 +1142,26 @@ tdb_subring_wait(TdbSubConsumer *c, int timeout_ms)
 			snprintf(c->err, sizeof(c->err), "\"%s\": the server stopped: open again later", c->name);
 			return TDB_SHM_ESTALE;
 		}
-		left = deadline - tdb_mono_ms();
+		now = tdb_mono_ms();
+		if (c->borrowed == NULL && now >= c->next_check_ms)
+		{
+			/*
+			 * Nothing there: at most once per WAIT_POLL_MS (and so before
+			 * every sleep, which is never longer) one fstat tells a segment
+			 * replaced or shrunk under us, also to a consumer that polls
+			 * with timeout 0.  Never when events are there.
+			 */
+			int			crc = check_file(c);
+
+			if (crc != TDB_SHM_OK)
+				return crc;
+			c->next_check_ms = now + WAIT_POLL_MS;
+		}
+		left = deadline - now;
 		if (left <= 0)
 			return 0;
 		if (left > WAIT_POLL_MS)
 			left = WAIT_POLL_MS;
-		if (c->borrowed == NULL)
-		{
-			/* about to sleep: one fstat tells a segment replaced or shrunk under us */
-			int			rc = check_file(c);
-
-			if (rc != TDB_SHM_OK)
-				return rc;
-		}
 
 		/*
 		 * The word before the flag and the re-check: a wake after this

@@ -546,6 +546,7 @@ typedef struct TdbSubConsumer
 	int			bus_map;		/* busguard handles of map, slot_map, req_map (0: none) */
 	int			bus_slot;
 	int			bus_req;
+	int64_t		next_check_ms;	/* tdb_mono_ms when wait next fstats the file (0: at once) */
 	char		err[TDB_SHM_ERRLEN];
 } TdbSubConsumer;
 
@@ -563,10 +564,11 @@ tdb_subring_consumer_broken(const TdbSubConsumer *c)
 /*
  * Every mapping a consumer makes of the file is SIGBUS-safe (busguard.h):
  * a member of the group truncating it costs the consumer an error
- * (TDB_SHM_ECORRUPT, "truncated"), never its process.  A consumer waiting
- * also checks, before each sleep, that the file is still linked (the daemon
- * unlinks a segment it found damaged and makes a new one: TDB_SHM_ESTALE,
- * subscribe again) and as large as it was.
+ * (TDB_SHM_ECORRUPT, "truncated"), never its process.  A consumer that
+ * finds no event also checks, at most once a second (so before each sleep,
+ * and also when it polls with timeout 0), that the file is still linked
+ * (the daemon unlinks a segment it found damaged and makes a new one:
+ * TDB_SHM_ESTALE, subscribe again) and as large as it was.
  *
  * Open <prefix>.subs: size checked with fstat before mapping, header and
  * geometry validated; instance_id != 0 must match the header's (the

@@ -2798,3 +2798,30 @@ UNIT_TEST(test_subring_unlinked_segment_is_stale)
 	}
 	senv_close(&e);
 }
+
+/* The same for a consumer that only polls (timeout 0): told within a second or so, never silence. */
+UNIT_TEST(test_subring_polling_consumer_learns_of_rebuild)
+{
+	SubEnv		e;
+	TdbSubConsumer c;
+	TdbSubEvent buf[4];
+	char		err[TDB_SHM_ERRLEN];
+	int			rc = 0;
+
+	if (!senv_open(&e, 1, 64))
+		return;
+	if (open_consumer(&c, &e, NULL) && tdb_subring_subscribe(&c, NULL, 0, 0, 0) == TDB_SHM_OK)
+	{
+		CHECK_EQ_U64(tdb_subring_receive(&c, buf, 4, 0), 0);
+		/* made anew without a word to the old one (as after a zeroed header) */
+		shm_unlink(e.r.name);
+		tdb_subring_close(&e.r);
+		CHECK_EQ_U64(tdb_subring_create(&e.r, e.prefix, 1, 64, (gid_t) -1, INSTANCE, err), TDB_SHM_OK);
+		tdb_subring_set_state(&e.r, TDB_SUBRING_RUNNING);
+		for (int64_t t0 = tdb_mono_ms(); tdb_mono_ms() - t0 < 3000 && rc == 0; sleep_us(1000))
+			rc = tdb_subring_receive(&c, buf, 4, 0);
+		CHECK_EQ_U64(rc, (uint64_t) TDB_SHM_ESTALE);
+		tdb_subring_consumer_close(&c);
+	}
+	senv_close(&e);
+}
