@@ -315,7 +315,9 @@ session_sub(int32 id)
 		ereport(ERROR,
 				(errcode(rc == TDB_SHM_ENOSLOT ? ERRCODE_TOO_MANY_CONNECTIONS : ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("cannot receive the events of subscription %d: %s", id, err),
-				 rc == TDB_SHM_ENOSLOT ? errhint("Raise trafficdb.max_subscribers.") : 0));
+				 rc == TDB_SHM_ENOSLOT ? errhint("Raise trafficdb.max_subscribers.") :
+				 rc == TDB_SHM_ESTALE || rc == TDB_SHM_EINVAL || rc == TDB_SHM_ECORRUPT ?
+				 errhint("The daemon makes the subscribers' segment anew within a second of finding it damaged (see trafficdb.status.last_error): call again.") : 0));
 	if (!session_exit_registered)
 	{
 		before_shmem_exit(close_session_subs, (Datum) 0);
