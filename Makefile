@@ -318,7 +318,7 @@ SUBRING_THREAD_TESTS = test_subring_threads_spsc test_subring_threads_spsc_defer
 unit-asan: src/tests/unit_tests_asan
 	src/tests/unit_tests_asan test_genlog_roundtrip test_genlog_hostile_bytes test_csvtime_rule test_stream_rdl_errors test_stream_bit_flips test_stream_codecs test_stream_power_loss_at_every_write test_stream_refresh test_stream_window_reads_bounded \
 		test_submatch_equals_brute_force test_submatch_index_bounded test_submatch_refuses_bad_filters test_subfilter_roundtrip test_subfilter_decode_hostile \
-		$(RING_TESTS) $(SUBRING_TESTS)
+		test_busguard_truncated_mapping_reads_zeros test_busguard_other_faults_still_kill $(RING_TESTS) $(SUBRING_TESTS)
 
 # libFuzzer over stream file images (clang from Debian; scripts/deps.sh installs it).
 FUZZ_SECONDS ?= 20

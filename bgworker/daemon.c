@@ -33,6 +33,7 @@
 #include <math.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 
 #include "access/detoast.h"
 #include "access/tableam.h"
@@ -154,6 +155,7 @@ typedef struct DaemonState
 	 */
 	TdbSubring	subring;
 	bool		subring_open;
+	bool		subring_lost;	/* closed because it was damaged: made anew at the next sweep */
 	bool	   *slot_live;		/* attached, with a valid filter */
 	TdbSubFilter *slot_filter;
 	TdbSubFilterStore *slot_store;
@@ -219,6 +221,7 @@ typedef struct DaemonState
 	/* reader events already reported */
 	uint64		revoked_reported;
 	uint64		rebuilt_reported;
+	uint64		repaired_reported;	/* D.writer.slots_repaired already reported */
 
 	MemoryContext cxt;			/* lives as long as the daemon */
 } DaemonState;
@@ -2065,10 +2068,15 @@ drain_ring(void)
 		 * as if nothing happened.  Its writers are told to reopen (stopped)
 		 * and it is made anew.
 		 */
+		char		msg[TDB_ERRMSG_LEN];
+
+		snprintf(msg, sizeof(msg), "the writers' ring %s.writers was damaged (%s) by a process with write access to it (a member of trafficdb.writer_group) and was made anew",
+				 D.prefix, D.ring.damage);
 		ereport(WARNING,
-				(errmsg("trafficdb: the header of the writers' ring %s.writers was overwritten by a process with write access to it; the ring is made anew",
-						D.prefix),
-				 errdetail("Writers attached before must reopen; what they put and the daemon had not drained is lost.")));
+				(errmsg("trafficdb: %s", msg),
+				 errdetail("Writers attached before must reopen; what they put and the daemon had not drained is lost."),
+				 errhint("Check which members of trafficdb.writer_group write to %s.writers.", D.prefix)));
+		set_last_error(msg);
 		if (!tdb_writer_guarded(ring_remove_guarded, NULL))
 			tdb_ring_close(&D.ring);
 		D.ring_open = false;
@@ -2079,10 +2087,15 @@ drain_ring(void)
 	if (!drained || a.st.truncated)
 	{
 		/* a member of writer_group truncated it: make it anew */
+		char		msg[TDB_ERRMSG_LEN];
+
+		snprintf(msg, sizeof(msg), "the writers' ring %s.writers was damaged (truncated) by a process with write access to it (a member of trafficdb.writer_group) and was made anew",
+				 D.prefix);
 		ereport(WARNING,
-				(errmsg("trafficdb: the writers' ring %s.writers was damaged (truncated by a process with write access to it) and is made anew",
-						D.prefix),
+				(errmsg("trafficdb: %s", msg),
 				 errdetail("Writers attached before must reopen; what they put and the daemon had not drained is lost.")));
+		set_last_error(msg);
+		shm_unlink(D.ring.name);
 		tdb_ring_close(&D.ring);
 		D.ring_open = false;
 		open_ring();
@@ -2324,6 +2337,11 @@ wake_and_count(uint64 pushed, uint64 dropped)
 	SpinLockRelease(&tdb_shared->mutex);
 }
 
+static char subring_damage[200];	/* what a sweep found damaged */
+
+/* The longest time between two checks of the segments others can write (see the main loop). */
+#define DAMAGE_CHECK_MS 1000
+
 /* What a sweep found: new subscribers' filters, and dead ones (their undelivered events handed over). */
 static void
 subring_sweep_guarded(void *p)
@@ -2337,9 +2355,9 @@ subring_sweep_guarded(void *p)
 	(void) p;
 	if (tdb_subring_sweep(&D.subring, ch, lengthof(ch), &nch) != TDB_SHM_OK)
 	{
-		ereport(WARNING, (errmsg("trafficdb: the subscribers' rings %s.subs were damaged and are made anew; subscribers must subscribe again",
-								 D.prefix)));
-		tdb_subring_close(&D.subring);
+		/* its subscribers are told (STOPPED, woken; unlinked), then sweep_subscribers makes it anew */
+		strlcpy(subring_damage, D.subring.damage, sizeof(subring_damage));
+		tdb_subring_abandon(&D.subring);
 		D.subring_open = false;
 		return;
 	}
@@ -2400,21 +2418,58 @@ subring_sweep_guarded(void *p)
 	wake_and_count(pushed, dropped);
 }
 
+/*
+ * <prefix>.subs was found damaged (what: how) and closed: say so where
+ * monitoring looks (status.last_error), and make it anew.  Its subscribers
+ * learn it from their next call (the old segment is unlinked; libtrafficdb
+ * and subscription_events return "rebuilt ... subscribe again").
+ */
+static void
+subring_lost(const char *what)
+{
+	char		msg[TDB_ERRMSG_LEN];
+
+	snprintf(msg, sizeof(msg), "the subscribers' segment %s.subs was damaged (%s) by a process with write access to it (a member of trafficdb.shm_group) and was made anew",
+			 D.prefix, what);
+	ereport(WARNING,
+			(errmsg("trafficdb: %s", msg),
+			 errdetail("Its subscribers were told to subscribe again; events of the current generation may be lost for them."),
+			 errhint("Check which members of trafficdb.shm_group write to %s.subs.", D.prefix)));
+	set_last_error(msg);
+	D.subring_lost = true;
+	D.subring_open = false;		/* closed by the caller */
+	open_subring();
+	if (D.subring_open)
+		D.subring_lost = false;
+	D.targets_dirty = true;
+}
+
 static void
 sweep_subscribers(void)
 {
 	if (!D.subring_open)
+	{
+		/* made anew after damage, when that failed last time (a WARNING said why) */
+		if (D.subring_lost)
+		{
+			open_subring();
+			if (D.subring_open)
+				D.subring_lost = false;
+			D.targets_dirty = true;
+		}
 		return;
+	}
+	subring_damage[0] = '\0';
 	if (!tdb_writer_guarded(subring_sweep_guarded, NULL))
 	{
+		/* truncated between the size check and a store: nothing of it can be trusted */
+		shm_unlink(D.subring.name);
 		tdb_subring_close(&D.subring);
 		D.subring_open = false;
+		strlcpy(subring_damage, "truncated while the daemon swept it", sizeof(subring_damage));
 	}
 	if (!D.subring_open)
-	{
-		open_subring();
-		D.targets_dirty = true;
-	}
+		subring_lost(subring_damage);
 }
 
 static void
@@ -2498,8 +2553,10 @@ deliver_events(void)
 	}
 	if (!tdb_writer_guarded(deliver_guarded, NULL))
 	{
+		shm_unlink(D.subring.name);
 		tdb_subring_close(&D.subring);
 		D.subring_open = false;
+		subring_lost("truncated while the daemon delivered events");
 	}
 	D.nev = 0;
 }
@@ -2584,11 +2641,29 @@ watch_readers(void)
 	}
 	if (D.writer.slots_rebuilt != D.rebuilt_reported)
 	{
+		char		msg[TDB_ERRMSG_LEN];
+
+		snprintf(msg, sizeof(msg), "the external readers' segment %s.readers was damaged (%s) by a process with write access to it (a member of trafficdb.shm_group) and was made anew",
+				 D.prefix, D.writer.slots_damage);
 		ereport(WARNING,
-				(errmsg("trafficdb: the external readers' segment %s.readers was damaged (resized by a process with write access to it) and was made anew",
-						D.prefix),
-				 errdetail("External readers attached before must reopen; their pins were ignored.")));
+				(errmsg("trafficdb: %s", msg),
+				 errdetail("External readers attached before must reopen; their pins were ignored."),
+				 errhint("Check which members of trafficdb.shm_group write to %s.readers.", D.prefix)));
+		set_last_error(msg);
 		D.rebuilt_reported = D.writer.slots_rebuilt;
+	}
+	if (D.writer.slots_repaired != D.repaired_reported)
+	{
+		char		msg[TDB_ERRMSG_LEN];
+
+		snprintf(msg, sizeof(msg), "the external readers' segment %s.readers was damaged (%s) by a process with write access to it (a member of trafficdb.shm_group); its header was repaired",
+				 D.prefix, D.writer.slots_damage);
+		ereport(WARNING,
+				(errmsg("trafficdb: %s", msg),
+				 errdetail("New external readers were refused until then; readers attached keep their slots."),
+				 errhint("Check which members of trafficdb.shm_group write to %s.readers.", D.prefix)));
+		set_last_error(msg);
+		D.repaired_reported = D.writer.slots_repaired;
 	}
 	SpinLockAcquire(&tdb_shared->mutex);
 	tdb_shared->versions_revoked = D.writer.revoked;
@@ -3738,6 +3813,7 @@ tdb_daemon_main(Datum main_arg)
 	TimestampTz startup_failed_at = 0;
 	char		startup_error[TDB_ERRMSG_LEN] = "";
 	TimestampTz last_cycle_at = 0;
+	TimestampTz last_check_at = 0;
 	bool		force_sync = false;
 	bool		ring_running = false;
 
@@ -4025,6 +4101,19 @@ tdb_daemon_main(Datum main_arg)
 		}
 
 wait:
+
+		/*
+		 * The segments members of a group can write (<prefix>.subs,
+		 * .readers; .writers at each drain) are checked at least every
+		 * DAMAGE_CHECK_MS, publication or not: damage is repaired or the
+		 * segment made anew, and status.last_error says what was found.
+		 */
+		if (TimestampDifferenceExceeds(last_check_at, GetCurrentTimestamp(), DAMAGE_CHECK_MS))
+		{
+			last_check_at = GetCurrentTimestamp();
+			sweep_subscribers();
+			watch_readers();
+		}
 		{
 			long		sec;
 			int			usec;
@@ -4034,6 +4123,7 @@ wait:
 			wait_ms = Max(sec * 1000 + usec / 1000, 0);
 			if (wait_ms == 0 && !TimestampDifferenceExceeds(last_cycle_at, GetCurrentTimestamp(), tdb_publish_interval_ms))
 				wait_ms = 1;
+			wait_ms = Min(wait_ms, DAMAGE_CHECK_MS);
 		}
 		/* writers put between publications: drain them every writer_drain_interval */
 		if (D.ring_open && D.have_map)

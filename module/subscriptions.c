@@ -718,7 +718,9 @@ session_sub(int32 id)
 		ereport(ERROR,
 				(errcode(rc == TDB_SHM_ENOSLOT ? ERRCODE_TOO_MANY_CONNECTIONS : ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("cannot receive the events of subscription %d: %s", id, err),
-				 rc == TDB_SHM_ENOSLOT ? errhint("Every slot of trafficdb.max_subscribers is taken (sessions, external subscribers, request-response members): end some, or raise trafficdb.max_subscribers.") : 0));
+				 rc == TDB_SHM_ENOSLOT ? errhint("Every slot of trafficdb.max_subscribers is taken (sessions, external subscribers, request-response members): end some, or raise trafficdb.max_subscribers.") :
+				 rc == TDB_SHM_ESTALE || rc == TDB_SHM_EINVAL || rc == TDB_SHM_ECORRUPT ?
+				 errhint("The daemon makes the subscribers' segment anew within a second of finding it damaged (see trafficdb.status.last_error): call again.") : 0));
 	if (!session_exit_registered)
 	{
 		before_shmem_exit(close_session_subs, (Datum) 0);
@@ -771,6 +773,7 @@ trafficdb_subscription_events(PG_FUNCTION_ARGS)
 		if (n < 0)
 		{
 			char		err[TDB_SHM_ERRLEN];
+			bool		broken = tdb_subring_consumer_broken(&ss->c);
 
 			strlcpy(err, ss->c.err, sizeof(err));
 			tdb_subring_consumer_close(&ss->c);
@@ -786,11 +789,12 @@ trafficdb_subscription_events(PG_FUNCTION_ARGS)
 						 errhint("Call again to receive its events from now on in a new slot; resynchronize with trafficdb.changes_since(), and check who can write %s.subs.",
 								 tdb_shm_prefix())));
 			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					(errcode(n == TDB_SHM_ESTALE ? ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE : ERRCODE_DATA_CORRUPTED),
 					 errmsg("the events of subscription %d stopped: %s", id, err),
-					 n == TDB_SHM_ESTALE ?
-					 errhint("The daemon stopped or made the subscribers' segment anew: call again to receive its events from now on.") :
-					 errhint("Call again to receive its events from now on.")));
+					 errdetail(broken ? "The subscribers' segment shrank under this session; its pages now read as zeros and nothing was taken from them." :
+							   n == TDB_SHM_ESTALE ? "The daemon stopped, restarted, or made the subscribers' segment anew (see trafficdb.status.last_error)." :
+							   "This session's ring held values out of range."),
+					 errhint("Call again to receive its events from now on; events of the current generation may have been lost: resync with changes_since().")));
 		}
 		for (int k = 0; k < n; k++)
 		{

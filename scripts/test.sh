@@ -16,6 +16,8 @@
 #   6. a minute of random SQL (sqlsmith) that must not crash the server,
 #   7. as root, the group-mode test (test/group_mode.sh) with real OS users,
 #      and a user in no group squatting trafficdb's names (test/security_names.sh),
+#      and what group members can do to the segments they can write
+#      (test/security_shm.sh), with real OS users,
 #   8. scripts/autoctl.sh's checks (test/autoctl_check.sh: logs outside
 #      PGDATA; as root, no runuser left stopped by afo_kill).
 # Exits non-zero on the first failing stage and shows why.
@@ -110,6 +112,7 @@ test/sqlsmith.sh 60 || die "a random SQL statement crashed the server"
 say "group mode: other OS users and trafficdb.shm_group (test/group_mode.sh)"
 if [ "$(id -u)" = 0 ]; then
 	test/group_mode.sh examples/live_traffic tools/tdbread || die "group mode test failed"
+	test/security_shm.sh tools/tdbsub tools/tdbread || die "a member of shm_group broke another party (test/security_shm.sh)"
 else
 	echo "skipped: it creates OS users, so it runs only when make test runs as root (as CI does)"
 fi

@@ -4,7 +4,10 @@
  */
 #include "reader.h"
 
+#include "busguard.h"
+
 #include <errno.h>
+#include <sys/mman.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -73,7 +76,15 @@ tdb_reader_open(TdbReader *r, const char *prefix, TdbReaderSlot *backend_slot,
 	}
 	r->slots = p;
 	r->slots_size = sz;
-	if (tdb_slots_check(r->slots, sz, r->ctl) != TDB_SHM_OK)
+	/* before the first read: any member of shm_group can truncate it */
+	r->bus_slots = tdb_bus_guard(p, sz, PROT_READ | PROT_WRITE);
+	if (r->bus_slots == 0)
+	{
+		rc = fail(err, TDB_SHM_ESYS, "cannot guard the mapping of \"%s\" against truncation: %s", name);
+		tdb_reader_close(r);
+		return rc;
+	}
+	if (tdb_slots_check(r->slots, sz, r->ctl) != TDB_SHM_OK || tdb_bus_broken(r->bus_slots))
 	{
 		snprintf(err, TDB_ERRLEN, "\"%s\" does not match the control block", name);
 		tdb_reader_close(r);
@@ -103,6 +114,7 @@ tdb_reader_close(TdbReader *r)
 	}
 	for (int i = 0; i < TDB_MAX_SEGMENTS; i++)
 		tdb_shm_unmap(r->segs[i].addr, r->segs[i].size);
+	tdb_bus_unguard(r->bus_slots);
 	tdb_shm_unmap(r->slots, r->slots_size);
 	if (r->slots_fd >= 0)
 		close(r->slots_fd);
@@ -116,7 +128,8 @@ bool
 tdb_reader_stale(const TdbReader *r)
 {
 	return r->ctl == NULL ||
-		atomic_load_explicit(&r->ctl->state, memory_order_acquire) == TDB_DAEMON_STOPPED;
+		atomic_load_explicit(&r->ctl->state, memory_order_acquire) == TDB_DAEMON_STOPPED ||
+		tdb_bus_broken(r->bus_slots);
 }
 
 /* Make sure segment idx (as the pinned version names it) is mapped here. */
@@ -291,6 +304,15 @@ tdb_reader_acquire(TdbReader *r, TdbSnapshot *snap, char *err)
 		rc = acquire_once(r, snap, err);
 		if (rc != TDB_SHM_EREVOKED)
 			break;
+	}
+	/* after the pin: a pin stored into pages that shrank away (zeros now) holds nothing */
+	if (__builtin_expect(tdb_bus_broken(r->bus_slots), 0))
+	{
+		if (rc == TDB_SHM_OK)
+			tdb_reader_release(r);
+		snprintf(err, TDB_ERRLEN, "the external readers' segment %s.readers was truncated by a process with write access to it (a member of trafficdb.shm_group): reopen",
+				 r->prefix);
+		return TDB_SHM_ESTALE;
 	}
 	return rc;
 }

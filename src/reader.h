@@ -37,6 +37,7 @@ typedef struct TdbReader
 	TdbReaderSlot *slot;
 	int			slot_idx;		/* external slot index, -1 for a backend */
 	bool		owns_slot;		/* claimed an external slot */
+	int			bus_slots;		/* busguard handle of the slots' mapping (0: none) */
 	uint64_t	instance_id;
 	uint64_t	pinned;			/* active word, 0 = not pinned */
 	TdbValidateLevel map_check; /* how much to check a map before first use */
@@ -70,7 +71,12 @@ void		tdb_reader_close(TdbReader *r);
 int			tdb_reader_acquire(TdbReader *r, TdbSnapshot *snap, char *err);
 void		tdb_reader_release(TdbReader *r);
 
-/* True if the daemon this reader is attached to has stopped (reopen). */
+/*
+ * True if the daemon this reader is attached to has stopped (reopen), or
+ * if <prefix>.readers, which every member of shm_group can write, shrank
+ * under us: its mapping is SIGBUS-safe (busguard.h) and reads zeros, our
+ * pin no longer counts, and acquire says so (TDB_SHM_ESTALE).  One load.
+ */
 bool		tdb_reader_stale(const TdbReader *r);
 
 /*

@@ -211,10 +211,31 @@ copy_external(TdbWriter *w)
 	TdbReaderSlot *volatile slots = w->slots->slots;
 
 	if (fstat(w->slots_fd, &st) != 0 || (size_t) st.st_size < w->slots_size)
+	{
+		snprintf(w->slots_damage, sizeof(w->slots_damage), "truncated to %lld bytes, %zu expected",
+				 (long long) st.st_size, w->slots_size);
 		return false;
+	}
+	strcpy(w->slots_damage, "truncated while the daemon read it");
 	if (sigsetjmp(jb, 1) != 0)
 		return false;
 	bus_jmp = &jb;
+	/*
+	 * A header no new reader would accept (tdb_slots_check) refuses every
+	 * external reader.  Repaired in place, from what we know: the readers
+	 * attached keep their slots and their pins keep counting.
+	 */
+	if (__atomic_load_n(&w->slots->magic, __ATOMIC_ACQUIRE) != TDB_SLOTS_MAGIC ||
+		w->slots->instance_id != w->ctl->instance_id || w->slots->nslots != w->nslots)
+	{
+		snprintf(w->slots_damage, sizeof(w->slots_damage), "its header was overwritten (magic %08x, instance %llx)",
+				 w->slots->magic, (unsigned long long) w->slots->instance_id);
+		w->slots->nslots = w->nslots;
+		w->slots->instance_id = w->ctl->instance_id;
+		atomic_thread_fence(memory_order_release);
+		__atomic_store_n(&w->slots->magic, TDB_SLOTS_MAGIC, __ATOMIC_RELEASE);
+		w->slots_repaired++;
+	}
 	for (uint32_t s = 0; s < w->nslots; s++)
 	{
 		w->ext_pin[s] = atomic_load_explicit(&slots[s].pin, memory_order_seq_cst);

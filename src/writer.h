@@ -56,6 +56,8 @@ typedef struct TdbWriter
 	uint64_t	slots_rebuilt;	/* <prefix>.readers found damaged and made anew */
 	uint64_t	names_skipped;	/* <prefix>.<seq> names found taken by another user */
 	char		skipped_err[TDB_SHM_ERRLEN];	/* the last of them, described */
+	uint64_t	slots_repaired; /* <prefix>.readers' header found overwritten and written again */
+	char		slots_damage[128];	/* how it was damaged, the last time */
 } TdbWriter;
 
 typedef struct TdbWriterOpenInfo
@@ -86,7 +88,9 @@ bool		tdb_writer_guarded(void (*fn) (void *), void *arg);
 /*
  * Refresh the external slots' pins, pids and liveness (w->ext_*).  Safe
  * against a readers segment that a group member truncated: it is then made
- * anew (w->slots_rebuilt counts) and its old pins are ignored.
+ * anew (w->slots_rebuilt counts) and its old pins are ignored.  A header
+ * a member overwrote (which refuses every new reader) is written again
+ * (w->slots_repaired counts).  w->slots_damage says what was found.
  */
 void		tdb_writer_scan_external(TdbWriter *w);
 

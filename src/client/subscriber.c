@@ -162,6 +162,9 @@ static int
 sub_error(trafficdb_subscriber *s, int n)
 {
 	snprintf(s->err, sizeof(s->err), "%s", s->c.err);
+	/* the segment shrank under us (a member of its group): subscribe again, as after a stop */
+	if (tdb_subring_consumer_broken(&s->c))
+		return TRAFFICDB_STALE;
 	return n == TDB_SUBRING_EINTR ? TRAFFICDB_SYSTEM : tdb_client_from_shm(n);
 }
 

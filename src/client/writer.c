@@ -26,11 +26,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "busguard.h"
 #include "client.h"
 #include "reader.h"
 #include "ring/ring.h"
@@ -76,6 +78,7 @@ struct trafficdb_writer
 	void	   *base;
 	size_t		size;
 	uint32_t	nlanes;
+	int			bus;			/* busguard handle of base (0: none): writer_group members can truncate it */
 	TdbReader	reader;
 	char		err[TDB_ERRLEN];
 };
@@ -146,6 +149,7 @@ writer_free(trafficdb_writer *w)
 		atomic_store_explicit(&w->lane->pid, 0, memory_order_relaxed);
 		tdb_ring_lane_release(w->fd, w->lane_idx);
 	}
+	tdb_bus_unguard(w->bus);
 	tdb_shm_unmap(w->base, w->size);
 	if (w->fd >= 0)
 		close(w->fd);
@@ -230,6 +234,14 @@ trafficdb_writer_open(const char *name, trafficdb_writer **out)
 		w->base = NULL;
 		return open_failed(w, tdb_client_from_shm(rc));
 	}
+	/* before the first read: a member of writer_group may truncate it at any time */
+	w->bus = tdb_bus_guard(w->base, w->size, PROT_READ | PROT_WRITE);
+	if (w->bus == 0)
+	{
+		snprintf(w->err, sizeof(w->err), "cannot guard the mapping of \"%s\" against truncation: %s", wname,
+				 strerror(errno));
+		return open_failed(w, TRAFFICDB_SYSTEM);
+	}
 	h = w->base;
 	if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != TDB_WRITERS_MAGIC || h->version != TDB_WRITERS_VERSION ||
 		h->header_size != TDB_RING_HEADER_SIZE || !tdb_ring_geometry_ok(h->nlanes, h->lane_slots) ||
@@ -309,11 +321,46 @@ trafficdb_retry_after_us(const trafficdb_writer *w)
 	return us == 0 ? 1000 : us;
 }
 
+/* Stopped, or a mapping of ours shrank under us (busguard: it reads zeros now). */
 static bool
 stopped(const trafficdb_writer *w)
 {
 	return atomic_load_explicit(&w->hdr->state, memory_order_acquire) == TDB_RING_STOPPED ||
-		tdb_reader_stale(&w->reader);
+		tdb_bus_broken(w->bus) || tdb_reader_stale(&w->reader);
+}
+
+/*
+ * In the waits only (they make system calls anyway): has the daemon made
+ * the ring anew?  It unlinks one it found damaged; a member of writer_group
+ * may have rewritten the old one's state so that it never says STOPPED,
+ * but cannot link it again.
+ */
+static bool
+ring_unlinked(trafficdb_writer *w)
+{
+	struct stat st;
+
+	if (fstat(w->fd, &st) == 0 && st.st_nlink == 0)
+	{
+		snprintf(w->err, sizeof(w->err), "the writers' ring %.64s.writers was made anew by the server (it was damaged, or the server restarted): close and reopen",
+				 w->reader.prefix);
+		return true;
+	}
+	return false;
+}
+
+/* The message of a put refused by stopped(). */
+static void
+stopped_message(trafficdb_writer *w, const char *otherwise)
+{
+	if (tdb_bus_broken(w->bus))
+		snprintf(w->err, sizeof(w->err), "the writers' ring %.64s.writers was truncated by a process with write access to it (a member of trafficdb.writer_group): close and reopen; puts not yet drained are lost",
+				 w->reader.prefix);
+	else if (tdb_bus_broken(w->reader.bus_slots))
+		snprintf(w->err, sizeof(w->err), "the external readers' segment %.64s.readers was truncated by a process with write access to it (a member of trafficdb.shm_group): close and reopen",
+				 w->reader.prefix);
+	else
+		snprintf(w->err, sizeof(w->err), "%s", otherwise);
 }
 
 /* The published map, as of the active word now (one load when it has not changed). */
@@ -421,7 +468,12 @@ wait_space(trafficdb_writer *w, uint64_t end, int64_t deadline)
 		}
 		if (stopped(w))
 		{
-			snprintf(w->err, sizeof(w->err), "the server stopped while this writer waited for space: close and reopen");
+			stopped_message(w, "the server stopped while this writer waited for space: close and reopen");
+			rc = TRAFFICDB_STALE;
+			break;
+		}
+		if (ring_unlinked(w))
+		{
 			rc = TRAFFICDB_STALE;
 			break;
 		}
@@ -454,7 +506,7 @@ enqueue(trafficdb_writer *w, const TdbRingUpdate *ru, int flags, int64_t deadlin
 	/* the ring's state, and the control block's: an orderly stop marks only that one */
 	if (__builtin_expect(stopped(w), 0))
 	{
-		snprintf(w->err, sizeof(w->err), "the server stopped its writers' ring: close and reopen");
+		stopped_message(w, "the server stopped its writers' ring: close and reopen");
 		return TRAFFICDB_STALE;
 	}
 	/* bounded: a second attempt only after wait_space saw the space */
@@ -549,7 +601,12 @@ wait_durable(trafficdb_writer *w, uint64_t p0, uint64_t p1, uint32_t s0, int64_t
 		}
 		if (stopped(w))
 		{
-			snprintf(w->err, sizeof(w->err), "the server stopped before committing this writer's puts: close and reopen");
+			stopped_message(w, "the server stopped before committing this writer's puts: close and reopen");
+			rc = TRAFFICDB_STALE;
+			break;
+		}
+		if (ring_unlinked(w))
+		{
 			rc = TRAFFICDB_STALE;
 			break;
 		}

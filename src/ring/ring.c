@@ -495,6 +495,17 @@ tdb_ring_drain(TdbRing *r, uint64_t max_updates, tdb_ring_apply_fn fn, void *arg
 		h->header_size != TDB_RING_HEADER_SIZE || h->instance_id != r->instance_id ||
 		h->nlanes != r->nlanes || h->lane_slots != r->lane_slots)
 	{
+		snprintf(r->damage, sizeof(r->damage), "its header was overwritten (magic %08x, format %u, %u lanes of %u slots)",
+				 h->magic, h->version, h->nlanes, h->lane_slots);
+		st->header_damaged = true;
+		return 0;
+	}
+	if (r->state != 0 && atomic_load_explicit(&h->state, memory_order_acquire) != r->state)
+	{
+		uint32_t	was = atomic_load_explicit(&h->state, memory_order_relaxed);
+
+		snprintf(r->damage, sizeof(r->damage), "its state word was set to %u (%u expected), which %s", was, r->state,
+				 was == TDB_RING_STOPPED ? "refuses every put" : "is not ours");
 		st->header_damaged = true;
 		return 0;
 	}
@@ -611,6 +622,7 @@ tdb_ring_set_state(TdbRing *r, uint32_t state, uint32_t retry_hint_us)
 		atomic_store_explicit(&h->drain_period_us, retry_hint_us, memory_order_relaxed);
 	else if (r->drain_ewma_us != 0)
 		atomic_store_explicit(&h->drain_period_us, r->drain_ewma_us, memory_order_relaxed);
+	r->state = state;
 	atomic_store_explicit(&h->state, state, memory_order_seq_cst);
 	wake_everyone(r);
 }

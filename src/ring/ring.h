@@ -291,6 +291,8 @@ typedef struct TdbRing
 	uint64_t   *durable;		/* per lane: what we told the file is committed */
 	uint32_t   *lost_seq;		/* per lane: the lost range's sequence counter (even) */
 	char	   *text;			/* TDB_VALID_MAX_INCIDENT bytes: the incident being applied */
+	uint32_t	state;			/* the state we stored last (0: none yet): the header must say it */
+	char		damage[160];	/* drain's header_damaged: what was found */
 } TdbRing;
 
 typedef struct TdbRingDrainStats
@@ -302,7 +304,8 @@ typedef struct TdbRingDrainStats
 	uint64_t	dropped_slots;	/* slots dropped by those resets */
 	bool		truncated;		/* the file is shorter than it was made: nothing was read */
 	bool		header_damaged; /* its header no longer names this ring (magic, version, instance,
-								 * geometry): writers cannot open it; nothing was read */
+								 * geometry) or its state word is not the one we stored (STOPPED
+								 * refuses every put): nothing was read; r->damage says what */
 	bool		stopped;		/* fn asked to stop */
 	char		reset_reason[TDB_SHM_ERRLEN];	/* why the last lane was reset (for the log) */
 } TdbRingDrainStats;

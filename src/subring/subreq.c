@@ -175,14 +175,25 @@ map_area(TdbSubConsumer *c)
 		snprintf(c->err, sizeof(c->err), "cannot map the request area of \"%s\": %s", c->name, strerror(errno));
 		return TDB_SHM_ESYS;
 	}
+	c->bus_req = tdb_bus_guard(c->req_map, c->req_size, PROT_READ | PROT_WRITE);
+	if (c->bus_req == 0)
+	{
+		snprintf(c->err, sizeof(c->err), "cannot guard the request area of \"%s\" against truncation: %s", c->name,
+				 strerror(errno));
+		munmap(c->req_map, c->req_size);
+		c->req_map = NULL;
+		return TDB_SHM_ESYS;
+	}
 	c->req_area = c->req_map;
 	return TDB_SHM_OK;
 }
 
+/* Stopped, or our mappings faulted (truncated by a member of the group: the callers' ESTALE) */
 static bool
 stopped(const TdbSubConsumer *c)
 {
-	return atomic_load_explicit(&c->hdr->state, memory_order_acquire) == TDB_SUBRING_STOPPED;
+	return atomic_load_explicit(&c->hdr->state, memory_order_acquire) == TDB_SUBRING_STOPPED ||
+		tdb_subring_consumer_broken(c);
 }
 
 /*

@@ -249,13 +249,41 @@ tdb_subring_intact(const TdbSubring *r)
 }
 
 static bool
-header_ok(const TdbSubring *r)
+header_ok(TdbSubring *r)
 {
 	const TdbSubsHeader *h = r->base;
+	uint32_t	state;
 
-	return __atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) == TDB_SUBS_MAGIC && h->version == TDB_SUBS_VERSION &&
-		h->header_size == TDB_SUBRING_HEADER_SIZE && h->instance_id == r->instance_id &&
-		h->nslots == r->nslots && h->ring_events == r->ring_events;
+	if (!(__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) == TDB_SUBS_MAGIC && h->version == TDB_SUBS_VERSION &&
+		  h->header_size == TDB_SUBRING_HEADER_SIZE && h->instance_id == r->instance_id &&
+		  h->nslots == r->nslots && h->ring_events == r->ring_events && h->filter_size == TDB_SUBRING_FILTER_SIZE &&
+		  h->req_cells == tdb_subreq_cells(r->nslots) && h->req_max_bytes == TDB_SUBREQ_MAX_BYTES))
+	{
+		snprintf(r->damage, sizeof(r->damage), "its header was overwritten (magic %08x, format %u, %u slots of %u events)",
+				 h->magic, h->version, h->nslots, h->ring_events);
+		return false;
+	}
+	state = atomic_load_explicit(&h->state, memory_order_acquire);
+	if (state != r->state)
+	{
+		snprintf(r->damage, sizeof(r->damage), "its state word was set to %u (%u expected), which %s", state, r->state,
+				 state == TDB_SUBRING_STOPPED ? "refuses every subscriber" : "is not ours");
+		return false;
+	}
+	return true;
+}
+
+void
+tdb_subring_abandon(TdbSubring *r)
+{
+	if (r->base != NULL)
+	{
+		/* still as large as made: every store below lands in pages that exist */
+		if (tdb_subring_intact(r))
+			tdb_subring_set_state(r, TDB_SUBRING_STOPPED);
+		shm_unlink(r->name);
+	}
+	tdb_subring_close(r);
 }
 
 static inline TdbSubSlot *
@@ -521,7 +549,15 @@ tdb_subring_sweep(TdbSubring *r, TdbSubChange *out, uint32_t max, uint32_t *nout
 	uint32_t	k;
 
 	*nout = 0;
-	if (!tdb_subring_intact(r) || !header_ok(r))
+	if (!tdb_subring_intact(r))
+	{
+		struct stat sb;
+
+		snprintf(r->damage, sizeof(r->damage), "it was truncated to %lld bytes (%zu expected)",
+				 fstat(r->fd, &sb) == 0 ? (long long) sb.st_size : -1LL, r->size);
+		return TDB_SHM_ECORRUPT;
+	}
+	if (!header_ok(r))
 		return TDB_SHM_ECORRUPT;
 	for (k = 0; k < r->nslots && n < max; k++)
 	{
@@ -656,6 +692,7 @@ tdb_subring_set_state(TdbSubring *r, uint32_t state)
 
 	if (h == NULL)
 		return;
+	r->state = state;
 	atomic_store_explicit(&h->state, state, memory_order_seq_cst);
 	for (uint32_t i = 0; i < r->nslots; i++)
 	{
@@ -721,6 +758,11 @@ tdb_subring_remove(TdbSubring *r)
 static void
 consumer_unmap(TdbSubConsumer *c)
 {
+	/* before the munmaps: the handler never maps over what is no longer ours */
+	tdb_bus_unguard(c->bus_req);
+	tdb_bus_unguard(c->bus_slot);
+	tdb_bus_unguard(c->bus_map);
+	c->bus_req = c->bus_slot = c->bus_map = 0;
 	if (c->req_map != NULL)
 		munmap(c->req_map, c->req_size);
 	c->req_map = NULL;
@@ -807,6 +849,14 @@ tdb_subring_consumer_open(TdbSubConsumer *c, const char *prefix, uint64_t instan
 	}
 	c->map = p;
 	c->map_size = (size_t) st.st_size;
+	/* before the first read: a member of the group may be truncating it right now */
+	c->bus_map = tdb_bus_guard(p, c->map_size, PROT_READ);
+	if (c->bus_map == 0)
+	{
+		snprintf(c->err, sizeof(c->err), "cannot guard the mapping of \"%s\" against truncation: %s", c->name,
+				 strerror(errno));
+		return consumer_fail(c, err, TDB_SHM_ESYS);
+	}
 	h = p;
 	if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != TDB_SUBS_MAGIC || h->version != TDB_SUBS_VERSION ||
 		h->header_size != TDB_SUBRING_HEADER_SIZE || h->filter_size != TDB_SUBRING_FILTER_SIZE ||
@@ -834,9 +884,16 @@ tdb_subring_consumer_open(TdbSubConsumer *c, const char *prefix, uint64_t instan
 				 c->name);
 		return consumer_fail(c, err, TDB_SHM_ESTALE);
 	}
+	if (tdb_subring_consumer_broken(c))
+	{
+		snprintf(c->err, sizeof(c->err), "\"%s\" was truncated while it was opened", c->name);
+		return consumer_fail(c, err, TDB_SHM_EINVAL);
+	}
 	if (borrow != NULL)
 	{
 		/* tests: every access through the producer's mapping */
+		tdb_bus_unguard(c->bus_map);
+		c->bus_map = 0;
 		munmap(c->map, c->map_size);
 		c->map = NULL;
 		c->borrowed = borrow;
@@ -920,6 +977,16 @@ tdb_subring_subscribe(TdbSubConsumer *c, const void *filter, uint32_t filter_len
 				return TDB_SHM_ESYS;
 			}
 			c->slot_map = m;
+			c->bus_slot = tdb_bus_guard(m, slot_size, PROT_READ | PROT_WRITE);
+			if (c->bus_slot == 0)
+			{
+				snprintf(c->err, sizeof(c->err), "cannot guard slot %u of \"%s\" against truncation: %s", i, c->name,
+						 strerror(errno));
+				munmap(m, slot_size);
+				c->slot_map = NULL;
+				slot_lock(c->fd, F_OFD_SETLK, F_UNLCK, i);
+				return TDB_SHM_ESYS;
+			}
 			s = m;
 		}
 		atomic_store_explicit(&s->state, TDB_SUBSLOT_CLAIMED, memory_order_seq_cst);
@@ -939,6 +1006,12 @@ tdb_subring_subscribe(TdbSubConsumer *c, const void *filter, uint32_t filter_len
 		c->slot = s;
 		c->ring = tdb_subring_events(s);
 		c->slot_idx = (int32_t) i;
+		if (tdb_subring_consumer_broken(c))
+		{
+			snprintf(c->err, sizeof(c->err), "\"%s\" was truncated while we subscribed (by a process with write access to it): subscribe again",
+					 c->name);
+			return TDB_SHM_ECORRUPT;
+		}
 		return TDB_SHM_OK;
 	}
 	snprintf(c->err, sizeof(c->err), "all %u subscriber slots of \"%s\" are owned (or awaiting their reclaim): trafficdb.max_subscribers",
@@ -946,11 +1019,23 @@ tdb_subring_subscribe(TdbSubConsumer *c, const void *filter, uint32_t filter_len
 	return TDB_SHM_ENOSLOT;
 }
 
+/* Our mappings faulted: what they held is gone. */
+static int
+broken_error(TdbSubConsumer *c)
+{
+	snprintf(c->err, sizeof(c->err), "\"%s\" was truncated by a process with write access to it (a member of its group): this subscription is void; subscribe again",
+			 c->name);
+	return TDB_SHM_ECORRUPT;
+}
+
 /* Events there now (head - tail), or a negative code when head is out of range. */
 static int64_t
 available(TdbSubConsumer *c)
 {
 	uint64_t	head = atomic_load_explicit(&c->slot->head, memory_order_acquire);
+
+	if (__builtin_expect(tdb_subring_consumer_broken(c), 0))
+		return broken_error(c);
 
 	if (head - c->tail > c->ring_events)
 	{
@@ -983,12 +1068,17 @@ tdb_subring_peek(TdbSubConsumer *c, TdbSubEvent *out, uint32_t max)
 		copy_event(&out[k], &c->ring[pos & (c->ring_events - 1)]);
 		if (out[k].seq != pos + 1 || out[k].kind == 0 || out[k].kind > TDB_SUBEV_KIND_MAX)
 		{
+			if (tdb_subring_consumer_broken(c))
+				return broken_error(c);
 			snprintf(c->err, sizeof(c->err), "slot %d of \"%s\": the event at %llu has seq %llu and kind %u",
 					 c->slot_idx, c->name, (unsigned long long) pos, (unsigned long long) out[k].seq,
 					 out[k].kind);
 			return TDB_SHM_ECORRUPT;
 		}
 	}
+	/* a fault during the copies made the rest zeros: the seq checks caught it, or this does */
+	if (__builtin_expect(tdb_subring_consumer_broken(c), 0))
+		return broken_error(c);
 	return (int) n;
 }
 
@@ -1008,6 +1098,33 @@ tdb_subring_consume(TdbSubConsumer *c, uint32_t n)
 	return TDB_SHM_OK;
 }
 
+/*
+ * Is our file still the subscribers' segment, as large as it was?  The
+ * daemon unlinks a segment it found damaged (or left by a daemon that died)
+ * and makes a new one; a member of the group can overwrite every byte of
+ * the old one (its state word too), but it cannot link it again.
+ */
+static int
+check_file(TdbSubConsumer *c)
+{
+	struct stat st;
+
+	if (fstat(c->fd, &st) != 0)
+	{
+		snprintf(c->err, sizeof(c->err), "cannot stat \"%s\": %s", c->name, strerror(errno));
+		return TDB_SHM_ESYS;
+	}
+	if (st.st_nlink == 0)
+	{
+		snprintf(c->err, sizeof(c->err), "the subscribers' segment \"%s\" was rebuilt by the server (it was damaged, or the daemon restarted): subscribe again",
+				 c->name);
+		return TDB_SHM_ESTALE;
+	}
+	if ((size_t) st.st_size < tdb_subring_size(c->nslots, c->ring_events))
+		return broken_error(c);
+	return TDB_SHM_OK;
+}
+
 int
 tdb_subring_wait(TdbSubConsumer *c, int timeout_ms)
 {
@@ -1024,6 +1141,7 @@ tdb_subring_wait(TdbSubConsumer *c, int timeout_ms)
 		uint32_t	word;
 		int64_t		avail;
 		int64_t		left;
+		int64_t		now;
 		struct timespec ts;
 		long		rc;
 
@@ -1035,7 +1153,22 @@ tdb_subring_wait(TdbSubConsumer *c, int timeout_ms)
 			snprintf(c->err, sizeof(c->err), "\"%s\": the server stopped: open again later", c->name);
 			return TDB_SHM_ESTALE;
 		}
-		left = deadline - tdb_mono_ms();
+		now = tdb_mono_ms();
+		if (c->borrowed == NULL && now >= c->next_check_ms)
+		{
+			/*
+			 * Nothing there: at most once per WAIT_POLL_MS (and so before
+			 * every sleep, which is never longer) one fstat tells a segment
+			 * replaced or shrunk under us, also to a consumer that polls
+			 * with timeout 0.  Never when events are there.
+			 */
+			int			crc = check_file(c);
+
+			if (crc != TDB_SHM_OK)
+				return crc;
+			c->next_check_ms = now + WAIT_POLL_MS;
+		}
+		left = deadline - now;
 		if (left <= 0)
 			return 0;
 		if (left > WAIT_POLL_MS)
@@ -1050,7 +1183,8 @@ tdb_subring_wait(TdbSubConsumer *c, int timeout_ms)
 		word = atomic_load_explicit(&c->slot->wake_word, memory_order_acquire);
 		atomic_store_explicit(&c->slot->waiters, 1, memory_order_relaxed);
 		atomic_thread_fence(memory_order_seq_cst);
-		if (atomic_load_explicit(&c->slot->head, memory_order_relaxed) != c->tail || consumer_stopped(c))
+		if (atomic_load_explicit(&c->slot->head, memory_order_relaxed) != c->tail || consumer_stopped(c) ||
+			tdb_subring_consumer_broken(c))
 		{
 			atomic_store_explicit(&c->slot->waiters, 0, memory_order_relaxed);
 			continue;

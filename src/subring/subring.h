@@ -64,6 +64,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "busguard.h"
 #include "shm.h"
 
 #define TDB_SUBS_MAGIC				0x42534454u /* "TDSB" */
@@ -397,6 +398,8 @@ typedef struct TdbSubring
 	uint64_t	wakes_total;	/* FUTEX_WAKE calls */
 	uint64_t	damaged_total;	/* pushes refused for a tail out of range, bad events taken back */
 	uint64_t	requests_reclaimed; /* request cells of dead slots put back (posted again or freed) */
+	uint32_t	state;			/* the state we stored last (tdb_subring_set_state): the header must say it */
+	char		damage[160];	/* sweep's TDB_SHM_ECORRUPT: what was found damaged */
 } TdbSubring;
 
 /* What a sweep found. */
@@ -437,8 +440,11 @@ int			tdb_subring_create(TdbSubring *r, const char *prefix, uint32_t nslots, uin
  * attempt per occupied slot; the producer keeps the byte locked until the
  * slot is FREE again, so nobody claims it meanwhile).  Also puts owed
  * OVERRUN events that now fit.  At most max changes into out (*nout);
- * the rest at the next sweep.  Checks the file's size and header first:
- * TDB_SHM_ECORRUPT (nothing done) when either is damaged - make it anew.
+ * the rest at the next sweep.  Checks the file's size and header first
+ * (magic, geometry, instance, and the state we set: a member of the group
+ * who stores STOPPED there would refuse every subscriber):
+ * TDB_SHM_ECORRUPT (nothing done, r->damage says what) when either is
+ * damaged - tdb_subring_abandon it and make it anew.
  */
 int			tdb_subring_sweep(TdbSubring *r, TdbSubChange *out, uint32_t max, uint32_t *nout);
 
@@ -497,6 +503,15 @@ int			tdb_subring_filter(const TdbSubring *r, uint32_t slot, void *buf, uint32_t
 /* TDB_SUBRING_RUNNING or STOPPED; wakes every occupied slot's consumer. */
 void		tdb_subring_set_state(TdbSubring *r, uint32_t state);
 
+/*
+ * Leave a segment found damaged (sweep's TDB_SHM_ECORRUPT): when it is still
+ * as large as it was made, mark it STOPPED and wake every consumer (from
+ * our own geometry, never the file's), so that they learn at once to
+ * subscribe again; then unlink and close it.  A consumer also finds the
+ * file unlinked at its next wait.  Run under the SIGBUS guard.
+ */
+void		tdb_subring_abandon(TdbSubring *r);
+
 /* Is the file still as large as it was made? (sweep checks it itself) */
 bool		tdb_subring_intact(const TdbSubring *r);
 
@@ -528,10 +543,33 @@ typedef struct TdbSubConsumer
 	size_t		req_size;
 	uint32_t	req_next;		/* where the next scan for a cell starts */
 	void	   *borrowed;		/* tests: another mapping of the file used instead of ours */
+	int			bus_map;		/* busguard handles of map, slot_map, req_map (0: none) */
+	int			bus_slot;
+	int			bus_req;
+	int64_t		next_check_ms;	/* tdb_mono_ms when wait next fstats the file (0: at once) */
 	char		err[TDB_SHM_ERRLEN];
 } TdbSubConsumer;
 
 /*
+ * Did a mapping of ours fault (a member of the segment's group truncated
+ * it)?  Its pages are zeros now (busguard.h): what was read is garbage and
+ * the subscription is void.  Three loads, no system call.
+ */
+static inline bool
+tdb_subring_consumer_broken(const TdbSubConsumer *c)
+{
+	return tdb_bus_broken(c->bus_map) || tdb_bus_broken(c->bus_slot) || tdb_bus_broken(c->bus_req);
+}
+
+/*
+ * Every mapping a consumer makes of the file is SIGBUS-safe (busguard.h):
+ * a member of the group truncating it costs the consumer an error
+ * (TDB_SHM_ECORRUPT, "truncated"), never its process.  A consumer that
+ * finds no event also checks, at most once a second (so before each sleep,
+ * and also when it polls with timeout 0), that the file is still linked
+ * (the daemon unlinks a segment it found damaged and makes a new one:
+ * TDB_SHM_ESTALE, subscribe again) and as large as it was.
+ *
  * Open <prefix>.subs: size checked with fstat before mapping, header and
  * geometry validated; instance_id != 0 must match the header's (the
  * control block's).  TDB_SHM_OK, ENOENT, EACCES, EINVAL (not a

@@ -13,6 +13,7 @@
 #include "ring/ring.h"
 #include "trafficdb.h"
 
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
@@ -1374,4 +1375,134 @@ UNIT_TEST(test_ring_python)
 		CHECK_EQ_U64(got[cm.c.n - 1].u.present, TDB_RING_HAS_CONFIDENCE);
 	}
 	env_close(&e);
+}
+
+/*
+ * A member of writer_group truncates <prefix>.writers under a writer, and a
+ * member of shm_group <prefix>.readers: the writer's next put and the
+ * reader's next begin are errors that say so, never a SIGBUS.  In a child,
+ * so that a SIGBUS fails this test instead of ending the run.
+ */
+UNIT_TEST(test_ring_writer_and_reader_survive_truncation)
+{
+	RingEnv		e;
+	pid_t		pid;
+	int			status = 0;
+
+	if (!env_open(&e, 2, 128))
+		return;
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0)
+	{
+		trafficdb_writer *w = NULL;
+		trafficdb_handle *h = NULL;
+		trafficdb_update u = {.location_id = 1000, .speed_kmh = 20, .has = TRAFFICDB_HAS_SPEED};
+		char		path[128];
+		int			rc;
+
+		if (trafficdb_writer_open(e.prefix, &w) != TRAFFICDB_OK || trafficdb_open(e.prefix, &h) != TRAFFICDB_OK)
+			_exit(2);
+		if (trafficdb_put(w, &u, TRAFFICDB_ASYNC) != TRAFFICDB_OK)
+			_exit(3);
+		snprintf(path, sizeof(path), "/dev/shm%s.writers", e.prefix);
+		if (truncate(path, 0) != 0)
+			_exit(2);
+		rc = trafficdb_put(w, &u, TRAFFICDB_ASYNC);
+		if (rc != TRAFFICDB_STALE || strstr(trafficdb_writer_errmsg(w), "truncated") == NULL)
+		{
+			printf("# put after truncation: %d %s\n", rc, trafficdb_writer_errmsg(w));
+			_exit(4);
+		}
+		trafficdb_writer_close(w);
+		snprintf(path, sizeof(path), "/dev/shm%s.readers", e.prefix);
+		if (truncate(path, 0) != 0)
+			_exit(2);
+		rc = trafficdb_begin(h, NULL);
+		if (rc != TRAFFICDB_STALE)
+		{
+			printf("# begin after truncation: %d %s\n", rc, trafficdb_errmsg(h));
+			_exit(5);
+		}
+		trafficdb_close(h);
+		_exit(0);
+	}
+	waitpid(pid, &status, 0);
+	if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+		printf("# child: %s %d\n", WIFSIGNALED(status) ? "killed by signal" : "exit",
+			   WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	tdb_ring_close(&e.ring);	/* truncated: nothing to mark */
+	tdb_writer_close(&e.w, true);
+}
+
+/* A member stores STOPPED in the ring's state word (every put refused): the drain reports it as damage. */
+UNIT_TEST(test_ring_state_word_changed_is_damage)
+{
+	RingEnv		e;
+	TdbRingDrainStats st;
+	Collect		c = {NULL, 0, 0};
+	char		path[128];
+	int			fd;
+	TdbWritersHeader *h;
+
+	if (!env_open(&e, 2, 128))
+		return;
+	CHECK_EQ_U64(tdb_ring_drain(&e.ring, 0, collect, &c, &st), 0);
+	CHECK(!st.header_damaged);
+	snprintf(path, sizeof(path), "%s.writers", e.prefix);
+	fd = shm_open(path, O_RDWR, 0);
+	CHECK(fd >= 0);
+	h = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	CHECK(h != MAP_FAILED);
+	atomic_store(&h->state, TDB_RING_STOPPED);
+	munmap(h, 4096);
+	close(fd);
+	CHECK_EQ_U64(tdb_ring_drain(&e.ring, 0, collect, &c, &st), 0);
+	CHECK(st.header_damaged);
+	CHECK(strstr(e.ring.damage, "state word") != NULL);
+	env_close(&e);
+}
+
+/*
+ * The daemon made the ring anew (unlinked the old one), and a member of
+ * writer_group rewrote the old one's state to RUNNING so that it never says
+ * STOPPED: a writer still attached to it learns it in its next wait
+ * instead of waiting for a commit that never comes.
+ */
+UNIT_TEST(test_ring_writer_told_of_unlinked_ring)
+{
+	RingEnv		e;
+	trafficdb_writer *w;
+	trafficdb_update u = {.location_id = 1000, .speed_kmh = 20, .has = TRAFFICDB_HAS_SPEED};
+	char		path[128];
+	int			fd;
+	TdbWritersHeader *h;
+	int			rc;
+
+	if (!env_open(&e, 2, 128))
+		return;
+	w = open_writer(&e);
+	if (w == NULL)
+	{
+		env_close(&e);
+		return;
+	}
+	snprintf(path, sizeof(path), "%s.writers", e.prefix);
+	fd = shm_open(path, O_RDWR, 0);
+	CHECK(fd >= 0);
+	h = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	CHECK(h != MAP_FAILED);
+	tdb_ring_remove(&e.ring);	/* STOPPED, unlinked */
+	atomic_store(&h->state, TDB_RING_RUNNING);	/* the member's forgery */
+	trafficdb_writer_set_timeout(w, 3000);
+	rc = trafficdb_put(w, &u, TRAFFICDB_SYNC);
+	CHECK_EQ_U64(rc, (uint64_t) TRAFFICDB_STALE);
+	CHECK(strstr(trafficdb_writer_errmsg(w), "made anew") != NULL);
+	if (rc != TRAFFICDB_STALE)
+		printf("# %d %s\n", rc, trafficdb_writer_errmsg(w));
+	trafficdb_writer_close(w);
+	munmap(h, 4096);
+	close(fd);
+	tdb_writer_close(&e.w, true);
 }

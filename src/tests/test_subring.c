@@ -2646,3 +2646,182 @@ UNIT_TEST(test_subreq_ticket_wrap)
 	CHECK_EQ_U64(TDB_SUBREQ_TICKET(atomic_load(&tdb_subreq_cell(area, e.r.nslots, 0)->word)), 1);
 	senv_close(&e);
 }
+
+/*
+ * A member of the segment's group truncates it under a subscriber: the
+ * subscriber gets an error (its mappings read zeros), never a SIGBUS.  In a
+ * child, so that a SIGBUS fails this test instead of ending the run.
+ */
+UNIT_TEST(test_subring_consumer_survives_truncation)
+{
+	SubEnv		e;
+	pid_t		pid;
+	int			status = 0;
+
+	if (!senv_open(&e, 2, 64))
+		return;
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0)
+	{
+		TdbSubConsumer c;
+		TdbSubEvent buf[4];
+		char		err[TDB_SHM_ERRLEN];
+		char		name[TDB_SHM_NAME_MAX + 24];
+		int			fd;
+		int			rc;
+
+		if (tdb_subring_consumer_open(&c, e.prefix, INSTANCE, NULL, err) != TDB_SHM_OK ||
+			tdb_subring_subscribe(&c, NULL, 0, 0, 0) != TDB_SHM_OK)
+			_exit(2);
+		tdb_shm_name(name, e.prefix, "subs");
+		fd = shm_open(name, O_RDWR, 0);
+		if (fd < 0 || ftruncate(fd, 0) != 0)
+			_exit(2);
+		rc = tdb_subring_receive(&c, buf, 4, 500);
+		if (rc != TDB_SHM_ECORRUPT || strstr(c.err, "truncated") == NULL)
+		{
+			printf("# receive after truncation: %d %s\n", rc, c.err);
+			_exit(1);
+		}
+		/* a second call says the same, and so does peek */
+		if (tdb_subring_peek(&c, buf, 4) != TDB_SHM_ECORRUPT)
+			_exit(1);
+		tdb_subring_consumer_close(&c);
+		_exit(0);
+	}
+	waitpid(pid, &status, 0);
+	if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+		printf("# child: %s %d\n", WIFSIGNALED(status) ? "killed by signal" : "exit", WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	/* the producer's next sweep finds it damaged and says how */
+	{
+		TdbSubChange ch[4];
+		uint32_t	n;
+
+		CHECK_EQ_U64(tdb_subring_sweep(&e.r, ch, 4, &n), (uint64_t) TDB_SHM_ECORRUPT);
+		CHECK(strstr(e.r.damage, "truncated") != NULL);
+	}
+	senv_close(&e);
+}
+
+/*
+ * A member zeroes the header, or stores STOPPED in its state word: the
+ * producer's sweep reports it, and once the daemon has made the segment
+ * anew, a subscriber of the old one is told (ESTALE) within its wait
+ * instead of waiting for events that never come.
+ */
+UNIT_TEST(test_subring_damaged_header_is_rebuilt_and_told)
+{
+	SubEnv		e;
+	TdbSubConsumer c;
+	TdbSubEvent buf[4];
+	char		err[TDB_SHM_ERRLEN];
+	char		name[TDB_SHM_NAME_MAX + 24];
+	TdbSubChange ch[4];
+	uint32_t	n;
+	int			fd;
+	TdbSubsHeader *h;
+
+	for (int what = 0; what < 2; what++)
+	{
+		if (!senv_open(&e, 2, 64))
+			return;
+		if (!open_consumer(&c, &e, NULL) || tdb_subring_subscribe(&c, NULL, 0, 0, 0) != TDB_SHM_OK)
+		{
+			CHECK(false);
+			senv_close(&e);
+			return;
+		}
+		tdb_shm_name(name, e.prefix, "subs");
+		fd = shm_open(name, O_RDWR, 0);
+		CHECK(fd >= 0);
+		h = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		CHECK(h != MAP_FAILED);
+		if (what == 0)
+			memset(h, 0, 4096);
+		else
+			atomic_store(&h->state, TDB_SUBRING_STOPPED);
+		munmap(h, 4096);
+		close(fd);
+		CHECK_EQ_U64(tdb_subring_sweep(&e.r, ch, 4, &n), (uint64_t) TDB_SHM_ECORRUPT);
+		CHECK(strstr(e.r.damage, what == 0 ? "header" : "state") != NULL);
+		/* the daemon leaves it and makes it anew */
+		tdb_subring_abandon(&e.r);
+		CHECK_EQ_U64(tdb_subring_create(&e.r, e.prefix, 2, 64, (gid_t) -1, INSTANCE, err), TDB_SHM_OK);
+		tdb_subring_set_state(&e.r, TDB_SUBRING_RUNNING);
+		{
+			int64_t		t0 = tdb_mono_ms();
+			int			rc = tdb_subring_receive(&c, buf, 4, 3000);
+
+			CHECK_EQ_U64(rc, (uint64_t) TDB_SHM_ESTALE);
+			CHECK(tdb_mono_ms() - t0 < 2000);
+		}
+		tdb_subring_consumer_close(&c);
+		/* new subscribers work */
+		CHECK(open_consumer(&c, &e, NULL));
+		CHECK_EQ_U64(tdb_subring_subscribe(&c, NULL, 0, 0, 0), TDB_SHM_OK);
+		tdb_subring_consumer_close(&c);
+		senv_close(&e);
+	}
+}
+
+/* The producer's view: a zeroed header that nobody abandons still tells a waiting subscriber (the file is unlinked). */
+UNIT_TEST(test_subring_unlinked_segment_is_stale)
+{
+	SubEnv		e;
+	TdbSubConsumer c;
+	TdbSubEvent buf[4];
+	char		err[TDB_SHM_ERRLEN];
+	char		name[TDB_SHM_NAME_MAX + 24];
+	int			fd;
+	void	   *h;
+
+	if (!senv_open(&e, 1, 64))
+		return;
+	if (open_consumer(&c, &e, NULL) && tdb_subring_subscribe(&c, NULL, 0, 0, 0) == TDB_SHM_OK)
+	{
+		tdb_shm_name(name, e.prefix, "subs");
+		fd = shm_open(name, O_RDWR, 0);
+		h = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		CHECK(h != MAP_FAILED);
+		memset(h, 0, 4096);
+		munmap(h, 4096);
+		close(fd);
+		/* a daemon that died without a word: the next one makes it anew (stop_previous cannot read it) */
+		tdb_subring_close(&e.r);
+		CHECK_EQ_U64(tdb_subring_create(&e.r, e.prefix, 1, 64, (gid_t) -1, INSTANCE, err), TDB_SHM_OK);
+		tdb_subring_set_state(&e.r, TDB_SUBRING_RUNNING);
+		CHECK_EQ_U64(tdb_subring_receive(&c, buf, 4, 3000), (uint64_t) TDB_SHM_ESTALE);
+		CHECK(strstr(c.err, "rebuilt") != NULL);
+		tdb_subring_consumer_close(&c);
+	}
+	senv_close(&e);
+}
+
+/* The same for a consumer that only polls (timeout 0): told within a second or so, never silence. */
+UNIT_TEST(test_subring_polling_consumer_learns_of_rebuild)
+{
+	SubEnv		e;
+	TdbSubConsumer c;
+	TdbSubEvent buf[4];
+	char		err[TDB_SHM_ERRLEN];
+	int			rc = 0;
+
+	if (!senv_open(&e, 1, 64))
+		return;
+	if (open_consumer(&c, &e, NULL) && tdb_subring_subscribe(&c, NULL, 0, 0, 0) == TDB_SHM_OK)
+	{
+		CHECK_EQ_U64(tdb_subring_receive(&c, buf, 4, 0), 0);
+		/* made anew without a word to the old one (as after a zeroed header) */
+		shm_unlink(e.r.name);
+		tdb_subring_close(&e.r);
+		CHECK_EQ_U64(tdb_subring_create(&e.r, e.prefix, 1, 64, (gid_t) -1, INSTANCE, err), TDB_SHM_OK);
+		tdb_subring_set_state(&e.r, TDB_SUBRING_RUNNING);
+		for (int64_t t0 = tdb_mono_ms(); tdb_mono_ms() - t0 < 3000 && rc == 0; sleep_us(1000))
+			rc = tdb_subring_receive(&c, buf, 4, 0);
+		CHECK_EQ_U64(rc, (uint64_t) TDB_SHM_ESTALE);
+		tdb_subring_consumer_close(&c);
+	}
+	senv_close(&e);
+}
