@@ -325,6 +325,26 @@ set_last_error(const char *msg)
 	SpinLockRelease(&tdb_shared->mutex);
 }
 
+/*
+ * A segment a group may write was found damaged (damage: how): a WARNING
+ * and status.last_error name it, what was found and what the daemon did
+ * (outcome), and the group whose members can write it.
+ */
+static void
+report_damage(const char *segment, const char *suffix, const char *damage, const char *group,
+			  const char *outcome, const char *detail)
+{
+	char		msg[TDB_ERRMSG_LEN];
+
+	snprintf(msg, sizeof(msg), "%s %s.%s was damaged (%s) by a process with write access to it (a member of %s)%s",
+			 segment, D.prefix, suffix, damage, group, outcome);
+	ereport(WARNING,
+			(errmsg("trafficdb: %s", msg),
+			 errdetail("%s", detail),
+			 errhint("Check which members of %s write to %s.%s.", group, D.prefix, suffix)));
+	set_last_error(msg);
+}
+
 static gid_t
 shm_gid(void)
 {
@@ -2068,15 +2088,8 @@ drain_ring(void)
 		 * as if nothing happened.  Its writers are told to reopen (stopped)
 		 * and it is made anew.
 		 */
-		char		msg[TDB_ERRMSG_LEN];
-
-		snprintf(msg, sizeof(msg), "the writers' ring %s.writers was damaged (%s) by a process with write access to it (a member of trafficdb.writer_group) and was made anew",
-				 D.prefix, D.ring.damage);
-		ereport(WARNING,
-				(errmsg("trafficdb: %s", msg),
-				 errdetail("Writers attached before must reopen; what they put and the daemon had not drained is lost."),
-				 errhint("Check which members of trafficdb.writer_group write to %s.writers.", D.prefix)));
-		set_last_error(msg);
+		report_damage("the writers' ring", "writers", D.ring.damage, "trafficdb.writer_group", " and was made anew",
+					  "Writers attached before must reopen; what they put and the daemon had not drained is lost.");
 		if (!tdb_writer_guarded(ring_remove_guarded, NULL))
 			tdb_ring_close(&D.ring);
 		D.ring_open = false;
@@ -2087,14 +2100,8 @@ drain_ring(void)
 	if (!drained || a.st.truncated)
 	{
 		/* a member of writer_group truncated it: make it anew */
-		char		msg[TDB_ERRMSG_LEN];
-
-		snprintf(msg, sizeof(msg), "the writers' ring %s.writers was damaged (truncated) by a process with write access to it (a member of trafficdb.writer_group) and was made anew",
-				 D.prefix);
-		ereport(WARNING,
-				(errmsg("trafficdb: %s", msg),
-				 errdetail("Writers attached before must reopen; what they put and the daemon had not drained is lost.")));
-		set_last_error(msg);
+		report_damage("the writers' ring", "writers", "truncated", "trafficdb.writer_group", " and was made anew",
+					  "Writers attached before must reopen; what they put and the daemon had not drained is lost.");
 		shm_unlink(D.ring.name);
 		tdb_ring_close(&D.ring);
 		D.ring_open = false;
@@ -2427,15 +2434,8 @@ subring_sweep_guarded(void *p)
 static void
 subring_lost(const char *what)
 {
-	char		msg[TDB_ERRMSG_LEN];
-
-	snprintf(msg, sizeof(msg), "the subscribers' segment %s.subs was damaged (%s) by a process with write access to it (a member of trafficdb.shm_group) and was made anew",
-			 D.prefix, what);
-	ereport(WARNING,
-			(errmsg("trafficdb: %s", msg),
-			 errdetail("Its subscribers were told to subscribe again; events of the current generation may be lost for them."),
-			 errhint("Check which members of trafficdb.shm_group write to %s.subs.", D.prefix)));
-	set_last_error(msg);
+	report_damage("the subscribers' segment", "subs", what, "trafficdb.shm_group", " and was made anew",
+				  "Its subscribers were told to subscribe again; events of the current generation may be lost for them.");
 	D.subring_lost = true;
 	D.subring_open = false;		/* closed by the caller */
 	open_subring();
@@ -2641,28 +2641,14 @@ watch_readers(void)
 	}
 	if (D.writer.slots_rebuilt != D.rebuilt_reported)
 	{
-		char		msg[TDB_ERRMSG_LEN];
-
-		snprintf(msg, sizeof(msg), "the external readers' segment %s.readers was damaged (%s) by a process with write access to it (a member of trafficdb.shm_group) and was made anew",
-				 D.prefix, D.writer.slots_damage);
-		ereport(WARNING,
-				(errmsg("trafficdb: %s", msg),
-				 errdetail("External readers attached before must reopen; their pins were ignored."),
-				 errhint("Check which members of trafficdb.shm_group write to %s.readers.", D.prefix)));
-		set_last_error(msg);
+		report_damage("the external readers' segment", "readers", D.writer.slots_damage, "trafficdb.shm_group",
+					  " and was made anew", "External readers attached before must reopen; their pins were ignored.");
 		D.rebuilt_reported = D.writer.slots_rebuilt;
 	}
 	if (D.writer.slots_repaired != D.repaired_reported)
 	{
-		char		msg[TDB_ERRMSG_LEN];
-
-		snprintf(msg, sizeof(msg), "the external readers' segment %s.readers was damaged (%s) by a process with write access to it (a member of trafficdb.shm_group); its header was repaired",
-				 D.prefix, D.writer.slots_damage);
-		ereport(WARNING,
-				(errmsg("trafficdb: %s", msg),
-				 errdetail("New external readers were refused until then; readers attached keep their slots."),
-				 errhint("Check which members of trafficdb.shm_group write to %s.readers.", D.prefix)));
-		set_last_error(msg);
+		report_damage("the external readers' segment", "readers", D.writer.slots_damage, "trafficdb.shm_group",
+					  "; its header was repaired", "New external readers were refused until then; readers attached keep their slots.");
 		D.repaired_reported = D.writer.slots_repaired;
 	}
 	SpinLockAcquire(&tdb_shared->mutex);
