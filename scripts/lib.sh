@@ -72,3 +72,42 @@ stop_pidfile() {
 	fi
 	rm -f "$1"
 }
+
+# TAP lines for the shell tests run as root with real OS users
+# (test/group_mode.sh, test/security_shm.sh, test/security_names.sh):
+# check DESCRIPTION COMMAND... prints ok/not ok; tap_done prints the plan
+# and the counts and fails if any check did.
+pass=0 fail=0
+check() {
+	if "${@:2}"; then pass=$((pass + 1)); echo "ok $((pass + fail)) - $1"
+	else fail=$((fail + 1)); echo "not ok $((pass + fail)) - $1"; fi
+}
+tap_done() {
+	echo "1..$((pass + fail))"
+	echo "$pass passed, $fail failed"
+	[ "$fail" = 0 ]
+}
+
+# start_test_cluster WORK DB [CONF_LINE...]: a cluster of the tests' own in
+# WORK/pg (UTF-8, trafficdb preloaded, its daemon in DB, on a free port of
+# 127.0.0.1 only, no Unix socket), started, with database DB created; sets
+# pgdata, port and PSQL (psql, stopping at the first error) and exports
+# PGHOST, PGPORT, PGUSER and PGDATABASE for it.  The caller stops it.
+start_test_cluster() {
+	local work=$1 db=$2
+	shift 2
+	make_pg_dir "$work/pg"
+	pgdata=$work/pg/data
+	port=$(free_port "${TDB_TEST_PG_PORTS:-}")
+	echo "$(basename "$0" .sh): cluster on 127.0.0.1:$port"
+	as_pg "$PG_BIN/initdb" -D "$pgdata" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >"$work/pg/initdb.log" ||
+		{ cat "$work/pg/initdb.log"; die "initdb failed"; }
+	printf '%s\n' "listen_addresses = '127.0.0.1'" "port = $port" "unix_socket_directories = ''" \
+		"shared_preload_libraries = 'trafficdb'" "trafficdb.database = '$db'" "dynamic_shared_memory_type = posix" "$@" |
+		as_pg tee -a "$pgdata/postgresql.conf" >/dev/null
+	as_pg "$PG_BIN/pg_ctl" -D "$pgdata" -l "$work/pg/postgres.log" -w start >/dev/null ||
+		{ tail -n 20 "$work/pg/postgres.log"; die "the cluster did not start"; }
+	export PGHOST=127.0.0.1 PGPORT=$port PGUSER=postgres PGDATABASE=$db
+	PSQL=("$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1)
+	"${PSQL[@]}" -d postgres -c "CREATE DATABASE $db"
+}

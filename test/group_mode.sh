@@ -24,11 +24,6 @@ set -euo pipefail
 
 live=$(readlink -f "$1")
 tdbread=$(readlink -f "$2")
-pass=0 fail=0
-check() {	# check DESCRIPTION COMMAND...: a TAP line
-	if "${@:2}"; then pass=$((pass + 1)); echo "ok $((pass + fail)) - $1"
-	else fail=$((fail + 1)); echo "not ok $((pass + fail)) - $1"; fi
-}
 
 if [ "$(id -u)" != 0 ]; then
 	echo "1..0 # SKIP group mode needs root to create OS users"
@@ -179,6 +174,4 @@ check "a reader who is not in writer_group cannot put; the error names it" \
 check "nothing of the refused put was applied" [ -z "$(psql -Atc "SELECT speed_kmh FROM trafficdb.locations WHERE location_id = 3 AND speed_kmh = 43")" ]
 stop
 
-echo "1..$((pass + fail))"
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+tap_done

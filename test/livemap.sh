@@ -22,8 +22,7 @@ command -v chromium >/dev/null || die "chromium is missing: scripts/deps.sh inst
 
 work=$(mktemp -d /tmp/trafficdb-livemap.XXXXXX)
 chmod 755 "$work"	# the cluster account reaches its directory through it
-make_pg_dir "$work/pg"
-pgdata=$work/pg/data
+pgdata=$work/pg/data	# start_test_cluster makes it
 cleanup() {
 	set +e
 	scripts/web.sh stop "$work" >/dev/null 2>&1
@@ -33,26 +32,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-port=$(free_port "${TDB_TEST_PG_PORTS:-}")
-
-echo "livemap: cluster on 127.0.0.1:$port"
-as_pg "$PG_BIN/initdb" -D "$pgdata" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >"$work/pg/initdb.log" ||
-	{ cat "$work/pg/initdb.log"; die "initdb failed"; }
-as_pg tee -a "$pgdata/postgresql.conf" >/dev/null <<EOF2
-listen_addresses = '127.0.0.1'
-port = $port
-unix_socket_directories = ''
-shared_preload_libraries = 'trafficdb'
-trafficdb.database = 'livemap'
-dynamic_shared_memory_type = posix
 # only publish() publishes: each test knows which generation holds its rows
-trafficdb.publish_interval = '1h'
-EOF2
-as_pg "$PG_BIN/pg_ctl" -D "$pgdata" -l "$work/pg/postgres.log" -w start >/dev/null ||
-	{ tail -n 20 "$work/pg/postgres.log"; die "the cluster did not start"; }
-export PGHOST=127.0.0.1 PGPORT=$port PGUSER=postgres PGDATABASE=livemap
-PSQL=("$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1)
-"${PSQL[@]}" -d postgres -c "CREATE DATABASE livemap"
+start_test_cluster "$work" livemap "trafficdb.publish_interval = '1h'"
 "${PSQL[@]}" -c "CREATE EXTENSION postgis"
 osm2pgsql --output=flex --style=scripts/roads.lua --log-level=warn --log-progress=false -H 127.0.0.1 -P "$port" -U postgres -d livemap \
 	data/helsinki.osm.pbf

@@ -21,11 +21,6 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 tdbread=$(readlink -f "${1:-$root/tools/tdbread}")
 tdbsub=$(readlink -f "${2:-$root/tools/tdbsub}")
-pass=0 fail=0
-check() {	# check DESCRIPTION COMMAND...: a TAP line
-	if "${@:2}"; then pass=$((pass + 1)); echo "ok $((pass + fail)) - $1"
-	else fail=$((fail + 1)); echo "not ok $((pass + fail)) - $1"; fi
-}
 
 if [ "$(id -u)" != 0 ]; then
 	echo "1..0 # SKIP squatting another user's names needs root to create an OS user"
@@ -185,5 +180,4 @@ check "a clean stop leaves no object of the server's under the prefix" \
 as "$squat" sh -c "umask 077; head -c 65536 /dev/zero >/dev/shm$prefix.ctl"
 out=$(as_pg "$dir/tdbread" "$prefix" 2>&1 || true); echo "# tdbread: $out"
 check "an unreadable squatter's .ctl is refused as the squatter's" grep -q "\"$prefix.ctl\" belongs to user $squat" <<<"$out"
-echo "1..$((pass + fail))"
-[ "$fail" = 0 ]
+tap_done

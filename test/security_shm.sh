@@ -22,11 +22,6 @@ set -euo pipefail
 tdbsub=$(readlink -f "$1")
 tdbread=$(readlink -f "$2")
 root=$(cd "$(dirname "$0")/.." && pwd)
-pass=0 fail=0
-check() {	# check DESCRIPTION COMMAND...: a TAP line
-	if "${@:2}"; then pass=$((pass + 1)); echo "ok $((pass + fail)) - $1"
-	else fail=$((fail + 1)); echo "not ok $((pass + fail)) - $1"; fi
-}
 
 if [ "$(id -u)" != 0 ]; then
 	echo "1..0 # SKIP needs root to create OS users"
@@ -167,6 +162,4 @@ with trafficdb.Writer(sys.argv[1]) as w:
 print("ok")' "$prefix" 2>&1 || true)
 check "a new writer puts" [ "$out" = ok ]
 
-echo "1..$((pass + fail))"
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+tap_done
