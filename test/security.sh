@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# test/security.sh [--os-only]: the hostile suite (`make security-test`;
+# test/security.sh: the hostile suite (`make security-test`;
 # docs/security.md says what each role and OS user may do, and this is
 # where that is checked).
 #
 #   1. the TAP files of the attacks by SQL roles (no grants; the documented
 #      reader, feeder and subscriber grants): the per-item regression tests
-#      of issue 28 (t/048-t/057), the earlier attacks (t/010 load_map
+#      of issue 28 (t/048-t/055), the earlier attacks (t/010 load_map
 #      escalation, t/012 every function with NULLs, t/014 pins, t/029 the
 #      write path) and t/060, all roles at once;
 #   2. as root, the attacks by OS users (in no group; in trafficdb.shm_group;
@@ -13,7 +13,6 @@
 #      test/group_mode.sh;
 #   3. the live map as an unauthenticated web client (test/web_hostile.sh).
 #
-# --os-only runs 2 and 3 (`make test` runs every TAP file already).
 # Every stage asserts: no server crash, no escalation, publication goes on,
 # other users' data unreadable, each refusal a clear error.
 set -euo pipefail
@@ -21,31 +20,25 @@ set -euo pipefail
 cd "$TDB_ROOT"
 
 TAP_FILES=(t/010_daemon_guards.pl t/012_sql_safety.pl t/014_reader_liveness.pl t/029_write_path_review.pl)
-for f in t/04[89]_*.pl t/05[0-7]_*.pl t/060_*.pl; do
-	[ -f "$f" ] && TAP_FILES+=("$f")
-done
+TAP_FILES+=(t/048_subscriptions_hostile.pl t/049_postgis_schema.pl t/050_shm_shrink.pl t/051_shm_damage.pl
+	t/052_shm_names.pl t/053_matching_budget.pl t/054_subscriber_slots.pl t/055_notify_full.pl t/060_security_roles.pl)
 
-if [ "${1:-}" != --os-only ]; then
-	say "security: SQL roles (${#TAP_FILES[@]} TAP files)"
-	scripts/tap.sh "${TAP_FILES[@]}"
-fi
+say "security: SQL roles (${#TAP_FILES[@]} TAP files)"
+TAP_MINIO=1 scripts/tap.sh "${TAP_FILES[@]}"
 
 if [ "$(id -u)" = 0 ]; then
-	make -s -j"$(nproc)" all examples/live_traffic PG_CONFIG="$PG_CONFIG"
-	for s in test/security_shm.sh test/security_names.sh; do
-		if [ -x "$s" ]; then
-			say "security: OS users ($s)"
-			"$s" || die "$s failed"
-		fi
-	done
-	say "security: OS users and groups (test/group_mode.sh)"
+	make -s -j"$(nproc)" all PG_CONFIG="$PG_CONFIG"
+	$SUDO make -s install PG_CONFIG="$PG_CONFIG" >/dev/null
+	say "security: a member of trafficdb.shm_group truncates and overwrites what it can write (test/security_shm.sh)"
+	test/security_shm.sh tools/tdbsub tools/tdbread || die "test/security_shm.sh failed"
+	say "security: a user in no group takes trafficdb's names in /dev/shm (test/security_names.sh)"
+	test/security_names.sh tools/tdbread tools/tdbsub || die "test/security_names.sh failed"
+	say "security: OS users in and out of the groups (test/group_mode.sh)"
 	test/group_mode.sh examples/live_traffic tools/tdbread || die "test/group_mode.sh failed"
 else
 	echo "skipped the OS users' attacks: they create OS users, so they run only as root (as CI does)"
 fi
 
-if [ -x test/web_hostile.sh ]; then
-	say "security: the live map as an unauthenticated web client (test/web_hostile.sh)"
-	test/web_hostile.sh || die "test/web_hostile.sh failed"
-fi
+say "security: the live map as an unauthenticated web client (test/web_hostile.sh)"
+test/web_hostile.sh || die "test/web_hostile.sh failed"
 say "security: all attacks refused"
