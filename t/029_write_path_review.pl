@@ -315,7 +315,7 @@ cmp_ok($rn->safe_psql('postgres', q{SELECT count(*) FROM trafficdb.feed_rejects 
 	my $size = -s $f;
 	truncate($f, 0) or die "truncate: $!";
 	truncate($f, $size) or die "truncate: $!";
-	ok($rn->poll_query_until('postgres', q{SELECT pg_sleep(0.05) IS NOT NULL}) && wait_for_log($rn, qr/header of the writers' ring \S+ was overwritten/),
+	ok($rn->poll_query_until('postgres', q{SELECT pg_sleep(0.05) IS NOT NULL}) && wait_for_log($rn, qr/writers' ring \S+ was damaged \(its header was overwritten/),
 		'a ring zeroed in place (truncated and grown back) is noticed and made anew');
 }
 # after all that, a writer puts and is published
