@@ -13,7 +13,8 @@
 # tmpfs /dev/shm of its own mounted, gets a clone of this checkout's HEAD
 # and runs `make test` from an empty environment (no LANG: no locale is
 # configured, as in a container).  The chroot shares the host's network
-# namespace, so its servers listen on the host's loopback like any test's.
+# namespace, so its servers listen on the host's loopback like any test's;
+# it gets the host's extra certificate authorities (the network's, below).
 # Prints the log's last lines and exits with make test's status; the log is
 # DIR/make-test.log.
 set -euo pipefail
@@ -51,11 +52,23 @@ done
 # a /dev/shm of its own: the chroot's servers' names never meet the host's
 mount -t tmpfs -o mode=1777,size=4g tmpfs "$root/dev/shm" && mounted+=("$root/dev/shm")
 cp /etc/resolv.conf "$root/etc/resolv.conf"
+# This network's own certificate authorities (an egress proxy's), which any
+# machine here has, and the variables naming the bundle for npm, pip, curl:
+# the network's, not the project's.
+if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+	cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
+	chroot "$root" update-ca-certificates >/dev/null
+fi
+ca_env=()
+for v in SSL_CERT_FILE SSL_CERT_DIR NODE_EXTRA_CA_CERTS PIP_CERT REQUESTS_CA_BUNDLE CURL_CA_BUNDLE GIT_SSL_CAINFO; do
+	[ -n "${!v:-}" ] && ca_env+=("$v=${!v}")
+done
 
 if [ "$mode" = root ]; then
 	home=/root
+	rm -rf "$root$home/trafficdb"
 	git clone -q "$TDB_ROOT" "$root$home/trafficdb"
-	run=(chroot "$root" env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=$home
+	run=(chroot "$root" env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=$home "${ca_env[@]}"
 		bash -c "cd $home/trafficdb && make test")
 else
 	home=/home/alice
@@ -65,7 +78,7 @@ else
 	rm -rf "$root$home/trafficdb"
 	git clone -q --no-hardlinks "$TDB_ROOT" "$root$home/trafficdb"
 	chroot "$root" chown -R alice: "$home/trafficdb"
-	run=(chroot "$root" runuser -u alice -- env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=$home USER=alice
+	run=(chroot "$root" runuser -u alice -- env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=$home USER=alice "${ca_env[@]}"
 		bash -c "cd $home/trafficdb && make test")
 fi
 
