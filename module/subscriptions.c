@@ -32,6 +32,7 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
 #include "module/geometry.h"
@@ -303,6 +304,7 @@ check_budget(Relation rel, const char *owner)
 	bool		isnull;
 	Oid			save_userid;
 	int			save_sec;
+	SPIPlanPtr	plan;
 
 	if (superuser())
 		return;
@@ -325,10 +327,20 @@ check_budget(Relation rel, const char *owner)
 	SetUserIdAndSecContext(BOOTSTRAP_SUPERUSERID, save_sec | SECURITY_LOCAL_USERID_CHANGE |
 						   SECURITY_RESTRICTED_OPERATION);
 	SPI_connect();
-	if (SPI_execute_with_args(psprintf("SELECT count(*) FROM %s WHERE owner OPERATOR(pg_catalog.=) $1",
-									   quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
-																  RelationGetRelationName(rel))),
-							  1, &argtype, &arg, NULL, false, 1) != SPI_OK_SELECT || SPI_processed != 1)
+	/*
+	 * In the latest snapshot, not the transaction's: in REPEATABLE READ or
+	 * SERIALIZABLE a snapshot taken before another session of the role
+	 * committed its rows would not count them (each session would get the
+	 * whole limit).  The advisory lock above makes that session's rows
+	 * committed before we count.
+	 */
+	plan = SPI_prepare(psprintf("SELECT count(*) FROM %s WHERE owner OPERATOR(pg_catalog.=) $1",
+								quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+														   RelationGetRelationName(rel))),
+					   1, &argtype);
+	if (plan == NULL ||
+		SPI_execute_snapshot(plan, &arg, NULL, GetLatestSnapshot(), InvalidSnapshot, false, false, 1) != SPI_OK_SELECT ||
+		SPI_processed != 1)
 		elog(ERROR, "could not count the subscriptions of role \"%s\"", owner);
 	n = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	SPI_finish();
