@@ -355,6 +355,48 @@ check_budget(Relation rel, const char *owner)
 						 "trafficdb.max_subscriptions_per_role (ALTER ROLE ... SET).")));
 }
 
+/*
+ * id at an INSERT by a role that is not a superuser: one the identity's
+ * sequence has handed out.  INSERT ... OVERRIDING SYSTEM VALUE needs no more
+ * than INSERT, and a row taking an id the sequence hands out next would make
+ * another role's INSERT fail with a duplicate key.  (UPDATE of id is refused
+ * by PostgreSQL: it is GENERATED ALWAYS.)  Superusers, restoring rows, are
+ * not checked.
+ */
+static void
+check_id(Relation rel, HeapTuple tup)
+{
+	TupleDesc	td = RelationGetDescr(rel);
+	bool		isnull;
+	Datum		d = column(td, tup, "id", INT4OID, &isnull);
+	int32		id = isnull ? 0 : DatumGetInt32(d);
+	Oid			seq;
+	Datum		last;
+	LOCAL_FCINFO(lfcinfo, 1);
+	Oid			save_userid;
+	int			save_sec;
+
+	if (superuser())
+		return;
+	seq = getIdentitySequence(RelationGetRelid(rel), (AttrNumber) SPI_fnumber(td, "id"), false);
+	/* read as the bootstrap superuser: INSERT alone does not give SELECT on the sequence */
+	GetUserIdAndSecContext(&save_userid, &save_sec);
+	SetUserIdAndSecContext(BOOTSTRAP_SUPERUSERID, save_sec | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	InitFunctionCallInfoData(*lfcinfo, NULL, 1, InvalidOid, NULL, NULL);
+	lfcinfo->args[0].value = ObjectIdGetDatum(seq);
+	lfcinfo->args[0].isnull = false;
+	last = pg_sequence_last_value(lfcinfo);
+	SetUserIdAndSecContext(save_userid, save_sec);
+	if (isnull || id < 1 || lfcinfo->isnull || (int64) id > DatumGetInt64(last))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("id %d was not handed out by trafficdb.subscriptions_id_seq", id),
+				 errdetail("A role that is not a superuser takes the id the sequence gives (ids 1 to " INT64_FORMAT " are handed out so far).",
+						   lfcinfo->isnull ? (int64) 0 : DatumGetInt64(last)),
+				 errhint("Leave id out (no OVERRIDING SYSTEM VALUE).")));
+}
+
 static int
 cmp_int64(const void *a, const void *b)
 {
@@ -445,7 +487,10 @@ trafficdb_subscription_check(PG_FUNCTION_ARGS)
 	tup = TRIGGER_FIRED_BY_UPDATE(trig->tg_event) ? trig->tg_newtuple : trig->tg_trigtuple;
 	owner = check_owner(td, tup);
 	if (TRIGGER_FIRED_BY_INSERT(trig->tg_event))
+	{
+		check_id(rel, tup);
 		check_budget(rel, owner);
+	}
 	tup = normalize_ids(rel, tup);
 	tdb_subscription_filter(td, tup, &f, CurrentMemoryContext);
 
