@@ -32,6 +32,7 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
 #include "module/geometry.h"
@@ -303,6 +304,7 @@ check_budget(Relation rel, const char *owner)
 	bool		isnull;
 	Oid			save_userid;
 	int			save_sec;
+	SPIPlanPtr	plan;
 
 	if (superuser())
 		return;
@@ -325,10 +327,20 @@ check_budget(Relation rel, const char *owner)
 	SetUserIdAndSecContext(BOOTSTRAP_SUPERUSERID, save_sec | SECURITY_LOCAL_USERID_CHANGE |
 						   SECURITY_RESTRICTED_OPERATION);
 	SPI_connect();
-	if (SPI_execute_with_args(psprintf("SELECT count(*) FROM %s WHERE owner OPERATOR(pg_catalog.=) $1",
-									   quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
-																  RelationGetRelationName(rel))),
-							  1, &argtype, &arg, NULL, false, 1) != SPI_OK_SELECT || SPI_processed != 1)
+	/*
+	 * In the latest snapshot, not the transaction's: in REPEATABLE READ or
+	 * SERIALIZABLE a snapshot taken before another session of the role
+	 * committed its rows would not count them (each session would get the
+	 * whole limit).  The advisory lock above makes that session's rows
+	 * committed before we count.
+	 */
+	plan = SPI_prepare(psprintf("SELECT count(*) FROM %s WHERE owner OPERATOR(pg_catalog.=) $1",
+								quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+														   RelationGetRelationName(rel))),
+					   1, &argtype);
+	if (plan == NULL ||
+		SPI_execute_snapshot(plan, &arg, NULL, GetLatestSnapshot(), InvalidSnapshot, false, false, 1) != SPI_OK_SELECT ||
+		SPI_processed != 1)
 		elog(ERROR, "could not count the subscriptions of role \"%s\"", owner);
 	n = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	SPI_finish();
@@ -341,6 +353,48 @@ check_budget(Relation rel, const char *owner)
 				 errdetail("Each subscription costs the daemon matching time at every publication."),
 				 errhint("Delete subscriptions the role no longer needs, or ask a superuser to raise "
 						 "trafficdb.max_subscriptions_per_role (ALTER ROLE ... SET).")));
+}
+
+/*
+ * id at an INSERT by a role that is not a superuser: one the identity's
+ * sequence has handed out.  INSERT ... OVERRIDING SYSTEM VALUE needs no more
+ * than INSERT, and a row taking an id the sequence hands out next would make
+ * another role's INSERT fail with a duplicate key.  (UPDATE of id is refused
+ * by PostgreSQL: it is GENERATED ALWAYS.)  Superusers, restoring rows, are
+ * not checked.
+ */
+static void
+check_id(Relation rel, HeapTuple tup)
+{
+	TupleDesc	td = RelationGetDescr(rel);
+	bool		isnull;
+	Datum		d = column(td, tup, "id", INT4OID, &isnull);
+	int32		id = isnull ? 0 : DatumGetInt32(d);
+	Oid			seq;
+	Datum		last;
+	LOCAL_FCINFO(lfcinfo, 1);
+	Oid			save_userid;
+	int			save_sec;
+
+	if (superuser())
+		return;
+	seq = getIdentitySequence(RelationGetRelid(rel), (AttrNumber) SPI_fnumber(td, "id"), false);
+	/* read as the bootstrap superuser: INSERT alone does not give SELECT on the sequence */
+	GetUserIdAndSecContext(&save_userid, &save_sec);
+	SetUserIdAndSecContext(BOOTSTRAP_SUPERUSERID, save_sec | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	InitFunctionCallInfoData(*lfcinfo, NULL, 1, InvalidOid, NULL, NULL);
+	lfcinfo->args[0].value = ObjectIdGetDatum(seq);
+	lfcinfo->args[0].isnull = false;
+	last = pg_sequence_last_value(lfcinfo);
+	SetUserIdAndSecContext(save_userid, save_sec);
+	if (isnull || id < 1 || lfcinfo->isnull || (int64) id > DatumGetInt64(last))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("id %d was not handed out by trafficdb.subscriptions_id_seq", id),
+				 errdetail("A role that is not a superuser takes the id the sequence gives (ids 1 to " INT64_FORMAT " are handed out so far).",
+						   lfcinfo->isnull ? (int64) 0 : DatumGetInt64(last)),
+				 errhint("Leave id out (no OVERRIDING SYSTEM VALUE).")));
 }
 
 static int
@@ -433,7 +487,10 @@ trafficdb_subscription_check(PG_FUNCTION_ARGS)
 	tup = TRIGGER_FIRED_BY_UPDATE(trig->tg_event) ? trig->tg_newtuple : trig->tg_trigtuple;
 	owner = check_owner(td, tup);
 	if (TRIGGER_FIRED_BY_INSERT(trig->tg_event))
+	{
+		check_id(rel, tup);
 		check_budget(rel, owner);
+	}
 	tup = normalize_ids(rel, tup);
 	tdb_subscription_filter(td, tup, &f, CurrentMemoryContext);
 

@@ -201,7 +201,14 @@ tdb_shm_map_fd(const char *name, bool writable, bool own, size_t min_size, void 
 	struct stat st;
 	void	   *p;
 
-	fd = shm_open(name, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW, 0);
+	/*
+	 * O_NONBLOCK: another local user can make a FIFO under the name, and
+	 * open() of a FIFO for reading waits for a writer, deaf to cancel and
+	 * SIGTERM (it is restarted); with it, open() returns and fstat() below
+	 * refuses what is not a regular file.  It changes nothing for the
+	 * regular files we map.
+	 */
+	fd = shm_open(name, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0);
 	if (fd < 0)
 	{
 		/* not ours to open: say whose it is rather than blame the permissions */

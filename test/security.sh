@@ -5,7 +5,7 @@
 #
 #   1. the TAP files of the attacks by SQL roles (no grants; the documented
 #      reader, feeder and subscriber grants): the per-item regression tests
-#      of issue 28 (t/048-t/055), the earlier attacks (t/010 load_map
+#      of issue 28 (t/048-t/055, t/061-t/062 from the hostile review), the earlier attacks (t/010 load_map
 #      escalation, t/012 every function with NULLs, t/014 pins, t/029 the
 #      write path) and t/060, all roles at once;
 #   2. as root, the attacks by OS users (in no group; in trafficdb.shm_group;
@@ -21,7 +21,8 @@ cd "$TDB_ROOT"
 
 TAP_FILES=(t/010_daemon_guards.pl t/012_sql_safety.pl t/014_reader_liveness.pl t/029_write_path_review.pl)
 TAP_FILES+=(t/048_subscriptions_hostile.pl t/049_postgis_schema.pl t/050_shm_shrink.pl t/051_shm_damage.pl
-	t/052_shm_names.pl t/053_matching_budget.pl t/054_subscriber_slots.pl t/055_notify_full.pl t/060_security_roles.pl)
+	t/052_shm_names.pl t/053_matching_budget.pl t/054_subscriber_slots.pl t/055_notify_full.pl t/060_security_roles.pl
+	t/061_review28.pl t/062_shm_fifo.pl)
 
 say "security: SQL roles (${#TAP_FILES[@]} TAP files)"
 TAP_MINIO=1 scripts/tap.sh "${TAP_FILES[@]}"
