@@ -164,6 +164,7 @@ typedef struct DaemonState
 	bool		targets_dirty;	/* slots changed: index again */
 	TdbSubFilter *sql_subs;		/* in subs_cxt */
 	bool	   *sql_notify;
+	char	  **sql_channel;	/* NOTIFY channel of each notify one: trafficdb_subscription_<id>_<notify_key> */
 	uint64	   *sql_owed_from;	/* per SQL subscription: first generation its NOTIFYs missed (0: none) */
 	bool	   *sql_left_out;	/* per filter of subs: over trafficdb.subscription_index_mb */
 	bool	   *sql_left_told;	/* ... and its notify subscription told so (once per index) */
@@ -2820,6 +2821,7 @@ refresh_subscriptions(void)
 	MemoryContext cxt;
 	TdbSubFilter *volatile subs = NULL;
 	bool	   *volatile notify = NULL;
+	char	  **volatile channel = NULL;
 	volatile uint32 n = 0;
 
 	if (!D.have_map || (version == D.subs_version && D.sql_map_id == D.map.hdr->map_id))
@@ -2835,6 +2837,7 @@ refresh_subscriptions(void)
 		td = SPI_tuptable->tupdesc;
 		subs = MemoryContextAllocHuge(cxt, sizeof(TdbSubFilter) * Max(SPI_processed, 1));
 		notify = MemoryContextAllocHuge(cxt, sizeof(bool) * Max(SPI_processed, 1));
+		channel = MemoryContextAllocHuge(cxt, sizeof(char *) * Max(SPI_processed, 1));
 		for (uint64 r = 0; r < SPI_processed; r++)
 		{
 			TdbSubFilter *f = &subs[n];
@@ -2842,6 +2845,14 @@ refresh_subscriptions(void)
 
 			tdb_subscription_filter(td, SPI_tuptable->vals[r], f, cxt);
 			notify[n] = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[r], td, SPI_fnumber(td, "notify"), &isnull)) && !isnull;
+			channel[n] = NULL;
+			if (notify[n])
+			{
+				/* the key is checked at INSERT (hex, 24 characters): the channel fits NAMEDATALEN */
+				char	   *key = SPI_getvalue(SPI_tuptable->vals[r], td, SPI_fnumber(td, "notify_key"));
+
+				channel[n] = MemoryContextStrdup(cxt, psprintf("trafficdb_subscription_%u_%.24s", f->id, key ? key : ""));
+			}
 			if (f->area == TDB_SUB_IDS)
 			{
 				uint32		kept = 0;
@@ -2905,6 +2916,7 @@ refresh_subscriptions(void)
 	D.subs_cxt = cxt;
 	D.sql_subs = subs;
 	D.sql_notify = notify;
+	D.sql_channel = channel;
 	D.nsql = n;
 	D.subs_version = version;
 	D.sql_map_id = D.map.hdr->map_id;
@@ -3289,13 +3301,13 @@ send_notifications(uint64 gen)
 				{
 					/* over trafficdb.subscription_index_mb: it gets no events; its owner is told once */
 					if (!D.sql_left_told[i])
-						Async_Notify(psprintf("trafficdb_subscription_%u", D.sql_subs[i].id),
+						Async_Notify(D.sql_channel[i],
 									 psprintf(UINT64_FORMAT " 0 unindexed", gen));
 					continue;
 				}
 				if (!D.sql_notify[i] || (ev == 0 && D.sql_owed_from[i] == 0))
 					continue;
-				Async_Notify(psprintf("trafficdb_subscription_%u", D.sql_subs[i].id),
+				Async_Notify(D.sql_channel[i],
 							 D.sql_owed_from[i] != 0 ?
 							 psprintf(UINT64_FORMAT " %u overrun " UINT64_FORMAT, gen, ev, D.sql_owed_from[i]) :
 							 psprintf(UINT64_FORMAT " %u", gen, ev));

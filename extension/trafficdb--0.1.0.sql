@@ -733,9 +733,14 @@ CREATE TABLE trafficdb.subscriptions (
     value         double precision,
     -- which events: every change where the condition holds, or entering and leaving it
     events        text NOT NULL DEFAULT 'change' CHECK (events IN ('change', 'enter_exit')),
-    -- NOTIFY trafficdb_subscription_<id> (payload: generation and event count)
+    -- NOTIFY trafficdb_subscription_<id>_<notify_key> (payload: generation and event count)
     -- at the commit of each generation with events for it
     notify        boolean NOT NULL DEFAULT false,
+    -- the NOTIFY channel is trafficdb_subscription_<id>_<notify_key>: LISTEN
+    -- needs no privilege, so the channel is known only to those who may read
+    -- the row (row-level security); 92 random bits
+    notify_key    text NOT NULL DEFAULT pg_catalog.substr(pg_catalog.replace(pg_catalog.gen_random_uuid()::text, '-', ''), 1, 24)
+                  CHECK (notify_key ~ '^[0-9a-f]{24}$'),
     owner         name NOT NULL DEFAULT current_user,
     created_at    timestamptz NOT NULL DEFAULT now(),
     CONSTRAINT subscriptions_one_place CHECK (num_nonnulls(location_ids, area, center) = 1),

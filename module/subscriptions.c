@@ -726,7 +726,7 @@ session_sub(int32 id)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("subscription %d cannot be read by a session: %s", id, err),
-				 errhint("Use LISTEN trafficdb_subscription_%d (notify => true), or a smaller polygon or id list.", id)));
+				 errhint("Use LISTEN trafficdb_subscription_%d_<notify_key> (notify => true), or a smaller polygon or id list.", id)));
 
 	tdb_live_prefix(live);
 	rc = tdb_subring_consumer_open(&free_one->c, live, 0, NULL, err);

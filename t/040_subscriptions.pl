@@ -86,14 +86,16 @@ for my $i (0 .. $#rounds)
 # LISTEN on a subscription's channel
 my $id = $node->safe_psql('postgres', q{INSERT INTO trafficdb.subscriptions (name, location_ids, notify)
   VALUES ('told', '{100, 101}', true) RETURNING id});
+my $key = $node->safe_psql('postgres', "SELECT notify_key FROM trafficdb.subscriptions WHERE id = $id");
+like($key, qr/^[0-9a-f]{24}$/, 'a subscription has a random notify key');
 $node->safe_psql('postgres', 'SELECT trafficdb.publish()');
-my ($ret, $out, $err) = $node->psql('postgres', qq{LISTEN trafficdb_subscription_$id;
+my ($ret, $out, $err) = $node->psql('postgres', qq{LISTEN trafficdb_subscription_${id}_$key;
 INSERT INTO trafficdb.feed (location_id, speed_kmh) VALUES (100, 33), (101, 34), (102, 35);
 SELECT trafficdb.publish();
 SELECT pg_sleep(0.2);});
 my $gen = $node->safe_psql('postgres', 'SELECT generation FROM trafficdb.status');
-like($out . $err, qr/notification "trafficdb_subscription_$id" with payload "$gen 2"/,
-	'LISTEN trafficdb_subscription_<id>: the generation and its two events, at the commit');
+like($out . $err, qr/notification "trafficdb_subscription_${id}_$key" with payload "$gen 2"/,
+	'LISTEN trafficdb_subscription_<id>_<notify_key>: the generation and its two events, at the commit');
 
 # a change of the subscriptions is picked up at the next cycle
 $node->safe_psql('postgres', q{DELETE FROM trafficdb.subscriptions WHERE name = 'ids'; SELECT trafficdb.publish()});

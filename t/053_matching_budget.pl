@@ -56,8 +56,9 @@ is($node->safe_psql('postgres', 'SELECT subscriptions, match_overruns, subscript
 # a tap (every SQL subscription's events): now they are matched, over the budget
 my $tap = tdb_tdbsub($node, '--all-subscriptions', '--timeout-ms', '3000');
 # the daemon attaches it, and indexes every row: the last is left out, and its owner told
-my ($r0, $o0, $e0) = $node->psql('postgres', "LISTEN trafficdb_subscription_$last; SELECT trafficdb.publish(); SELECT pg_sleep(0.2);");
-like($o0 . $e0, qr/notification "trafficdb_subscription_$last" with payload "\d+ 0 unindexed"/,
+my $last_ch = "trafficdb_subscription_${last}_" . $node->safe_psql('postgres', "SELECT notify_key FROM trafficdb.subscriptions WHERE id = $last");
+my ($r0, $o0, $e0) = $node->psql('postgres', "LISTEN $last_ch; SELECT trafficdb.publish(); SELECT pg_sleep(0.2);");
+like($o0 . $e0, qr/notification "$last_ch" with payload "\d+ 0 unindexed"/,
 	'a notify subscription over trafficdb.subscription_index_mb: its owner is told it gets no events');
 my $before = $node->safe_psql('postgres', 'SELECT match_overruns FROM trafficdb.status');
 my $gen = $node->safe_psql('postgres', feed_all() . 'SELECT trafficdb.publish()');
@@ -78,10 +79,11 @@ like(slurp_file($node->logfile), qr/subscriptions get no events: their index wou
 	'and names the index bound');
 
 # a notify subscription's owner (the tap still attached): its payload says overrun
-my ($ret, $out, $err) = $node->psql('postgres', "LISTEN trafficdb_subscription_$told; " . feed_all() .
+my $told_ch = "trafficdb_subscription_${told}_" . $node->safe_psql('postgres', "SELECT notify_key FROM trafficdb.subscriptions WHERE id = $told");
+my ($ret, $out, $err) = $node->psql('postgres', "LISTEN $told_ch; " . feed_all() .
 	'SELECT trafficdb.publish(); SELECT pg_sleep(0.2);');
 $gen = $node->safe_psql('postgres', 'SELECT generation FROM trafficdb.status');
-like($out . $err, qr/notification "trafficdb_subscription_$told" with payload "$gen \d+ overrun \d+"/,
+like($out . $err, qr/notification "$told_ch" with payload "$gen \d+ overrun \d+"/,
 	'a notify subscription matched over the budget: its payload says overrun');
 $tap->{h}->kill_kill;
 finish($tap->{h});

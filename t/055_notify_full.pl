@@ -53,7 +53,8 @@ sub run_in
 	$h{out} = '';
 	return $out;
 }
-run_in("LISTEN trafficdb_subscription_$first; LISTEN trafficdb_publish;");
+my $first_ch = "trafficdb_subscription_${first}_" . $node->safe_psql('postgres', "SELECT notify_key FROM trafficdb.subscriptions WHERE id = $first");
+run_in("LISTEN $first_ch; LISTEN trafficdb_publish;");
 run_in('BEGIN; SELECT 1;');
 
 # another session fills the queue past the threshold
@@ -79,7 +80,7 @@ $node->poll_query_until('postgres', 'SELECT pg_notification_queue_usage() <= 0.0
 my $g = publish_all();
 my $out = run_in('SELECT pg_sleep(0.2);');
 $out .= run_in('SELECT 1;');
-like($out . $h{err}, qr/notification "trafficdb_subscription_$first" with payload "$g 1 overrun $gens[0]"/,
+like($out . $h{err}, qr/notification "$first_ch" with payload "$g 1 overrun $gens[0]"/,
 	'after the drain: the subscription\'s notification names the first generation it missed')
 	or diag($out . $h{err});
 like($out . $h{err}, qr/notification "trafficdb_publish" with payload "$g"/, 'and trafficdb_publish is sent again');

@@ -96,11 +96,11 @@ like($out, qr/^\d+$/, "another role's INSERT still succeeds") or diag($err);
 $node->safe_psql('postgres', q{INSERT INTO trafficdb.subscriptions (id, name, location_ids) OVERRIDING SYSTEM VALUE VALUES (100000, 'restored', '{1}')});
 is($node->safe_psql('postgres', 'SELECT count(*) FROM trafficdb.subscriptions WHERE id = 100000'), '1', 'a superuser restores a row with its id');
 
-# ---- NOTIFY channels are public (known, not fixed) ------------------------------
-# LISTEN needs no privilege: any role hears trafficdb_subscription_<id> of
+# ---- NOTIFY channels are private -------------------------------------------------
+# LISTEN needs no privilege: any role heard trafficdb_subscription_<id> of
 # another role's notify subscription (generation and event count: when
-# traffic changed in that role's area).  Recorded as a TODO until the
-# channel names carry something only the owner can read.
+# traffic changed in that role's area).  The channel now carries the row's
+# random notify_key, which only those who may read the row know.
 $node->safe_psql('postgres', 'CREATE ROLE nogrant LOGIN');
 $node->safe_psql('postgres', q{DELETE FROM trafficdb.subscriptions WHERE owner = 'sub_b'});
 my ($nid) = as('sub_b', q{INSERT INTO trafficdb.subscriptions (name, location_ids, notify) VALUES ('b notify', '{7}', true) RETURNING id});
@@ -119,12 +119,9 @@ $l_in .= "SELECT 'polled';\n";
 $listener->pump until $l_out =~ /polled/;
 $l_in .= "\\q\n";
 $listener->finish;
-TODO:
-{
-	local $TODO = 'NOTIFY channel names of subscriptions are predictable and LISTEN needs no privilege';
-	unlike($l_out, qr/trafficdb_subscription_$nid/, "a role with no grants does not hear another role's subscription notifications")
-	  or diag("notify_sent $sent; the listener got: $l_out");
-}
+cmp_ok($sent, '>', 0, 'the notifications were sent');
+unlike($l_out, qr/trafficdb_subscription_$nid/, "a role with no grants does not hear another role's subscription notifications")
+  or diag("notify_sent $sent; the listener got: $l_out");
 
 unlike(slurp_file($node->logfile), qr/terminated by signal/, 'no process killed by a signal');
 $node->stop;
