@@ -28,7 +28,7 @@ port=${BENCH_PORT:-5631}
 dir=$(mktemp -d /tmp/tdb-match-budget.XXXXXX)
 chmod 755 "$dir"
 [ "$(id -u)" = 0 ] && chown "$PG_OS_USER": "$dir"
-as_pg "$PG_BIN/initdb" -D "$dir/data" -A trust -U postgres >/dev/null
+as_pg "$PG_BIN/initdb" -D "$dir/data" -A trust -U postgres -E UTF8 --locale=C.UTF-8 >/dev/null
 cat >>"$dir/data/postgresql.conf" <<EOF
 port = $port
 listen_addresses = ''

@@ -22,7 +22,7 @@ use TdbTest;
 
 my $tdbread = $ENV{TDBREAD} // die 'TDBREAD must name tools/tdbread';
 my $node = PostgreSQL::Test::Cluster->new('names');
-$node->init;
+$node->init(tdb_initdb_utf8());
 $node->append_conf('postgresql.conf', qq{
 shared_preload_libraries = 'trafficdb'
 trafficdb.database = 'postgres'

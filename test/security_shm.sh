@@ -52,7 +52,7 @@ make_pg_dir "$dir/data"
 port=$(free_port)
 prefix=/trafficdb.$port
 shm=/dev/shm$prefix
-as_pg "$PG_BIN/initdb" -D "$dir/data" -A trust -U postgres >/dev/null
+as_pg "$PG_BIN/initdb" -D "$dir/data" -A trust -U postgres -E UTF8 --locale=C.UTF-8 >/dev/null
 cat >>"$dir/data/postgresql.conf" <<EOF
 listen_addresses = '127.0.0.1'
 port = $port
