@@ -405,6 +405,12 @@ fleet:
 fleet-stop:
 	scripts/fleet.sh --stop
 
+# the documentation site: docs/ by MkDocs + Material (pinned, in a venv under
+# ~/.cache/trafficdb) into site/, --strict: a broken link or anchor fails it
+.PHONY: docs
+docs:
+	scripts/docs.sh
+
 EXTRA_CLEAN = test/crash_writer test/crash_reader test/crash_putter src/tests/fuzz/fuzz_stream_open src/tests/fuzz/corpus src/tests/fuzz/last.log bench/streamgen src/tests/unit_tests_asan tools/trafficdb-stream examples/live_traffic src/tests/unit_tests src/tests/unit_tests_tsan tools/tdbread tools/tdbsub bench/objbench bench/accessor bench/put bench/tippy_client bench/sub_baselines lib tmp_check results regression.diffs regression.out
 
 # Trail files on S3 (src/trail/): their targets and tests.
