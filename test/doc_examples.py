@@ -6,15 +6,31 @@ file by file, in order, against a running demo cluster (scripts/demo.sh), the
 way a reader following the page would:
 
   sql     psql -X -v ON_ERROR_STOP=1 on the demo database
-  sh      bash -e -o pipefail in the repository root
-  python  python3 with python/ on PYTHONPATH (the package as shipped)
-  c       compiled with -Wall -Werror against include/ and lib/libtrafficdb.so,
-          then run when it has a main(), else only compiled (a fragment)
+  sh      bash -e -o pipefail in the repository root; files it leaves there
+          that git does not know (and does not ignore) are removed after it
+  python  python3 with python/ on PYTHONPATH (the package as shipped), in a
+          scratch directory (only python blocks get that PYTHONPATH: an sh
+          block installs the package itself, as a reader would)
+  c       compiled with -Wall -Wextra -Werror against include/ and
+          lib/libtrafficdb.so, then run.  A block without main() is a
+          fragment: it becomes the body of main() after the usual headers
+          (stdio, stdlib, string, unistd, stdint, trafficdb.h), with unused
+          variables allowed (a fragment's results are the reader's to use)
 
-The environment says where the demo is: PGHOST, PGPORT, PGUSER, PGDATABASE,
-TRAFFICDB_SHM (the map's shared-memory name), and MinIO's MINIO_ENDPOINT,
-MINIO_ROOT_USER, MINIO_ROOT_PASSWORD when it runs.  Each snippet has
-SNIPPET_TIMEOUT seconds (60).
+Where the demo is: --demo DIR (default $TDB_DEMO_DIR, else the checkout's
+.demo when PGPORT is not set) reads DIR/port and DIR/minio/env and sets
+PGHOST, PGPORT, PGUSER, PGDATABASE, TRAFFICDB_SHM (the map's shared-memory
+name), MINIO_ENDPOINT, MINIO_ROOT_USER, MINIO_ROOT_PASSWORD, TDB_DEMO_DIR and
+TDB_WEB_URL (the live map) for the snippets.  Without a demo directory the
+environment must say all that itself.
+
+Snippets name the server the way a reader's would be named: port 5432
+(PostgreSQL's default) or 5433 (the demo's first choice), as in
+/trafficdb.5432, -p 5433, port=5433 or 127.0.0.1:5433.  The runner puts the
+demo's port in their place, as a reader of a demo on another port would.
+
+Each snippet has SNIPPET_TIMEOUT seconds (60); at the timeout its whole
+process group is killed.
 
 An HTML comment on the line before a fence (invisible on the page) changes
 what happens to that block:
@@ -23,8 +39,18 @@ what happens to that block:
   <!-- example: fails -->             must exit non-zero (an error shown on
                                        purpose); its output is still shown
   <!-- example: timeout=N -->         N seconds instead of the default
+  <!-- example: save=FILE -->         the block is also kept as FILE (run or
+                                       not), for a later block of the page
+  <!-- example: with=FILE[,FILE] -->  an sh block runs in a scratch directory
+                                       holding those files (saved earlier on
+                                       the page), as a reader who saved them
+  <!-- example: setup: SQL -->        SQL run first (psql), unseen: what the
+                                       page assumes exists (a role, say);
+                                       other directives go before it
 
-Blocks in any other language (text, conf, output) are not snippets.  A
+Directives combine in one comment (`<!-- example: save=x.c timeout=20 -->`).
+
+Blocks in any other language (text, ini, conf, output) are not snippets.  A
 block with no language fails the run: label it (`text` for output or
 pictures), so that no snippet escapes by having no label.  The
 summary line is "doc examples: N passed, N failed, N not run".  Exit status 1
@@ -34,33 +60,51 @@ import argparse
 import glob
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN_LANGS = {"sql", "sh", "bash", "python", "c"}
 FENCE = re.compile(r"^(\s*)(```+|~~~+)\s*([A-Za-z0-9_+-]*)\s*(.*)$")
-DIRECTIVE = re.compile(r"<!--\s*example:\s*(.*?)\s*-->")
+DIRECTIVE = re.compile(r"<!--\s*example:\s*(.*?)\s*-->", re.S)
+# how snippets name the server: the default port, or the demo's first one
+PORT_FORMS = re.compile(r"(/trafficdb\.|\bport=|(?<![\w-])-p |127\.0\.0\.1:)(5432|5433)\b")
+C_HEADERS = "#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n" \
+            "#include <unistd.h>\n#include <trafficdb.h>\n"
 
 
 class Snippet:
     def __init__(self, path, line, lang, code, directive):
         self.path, self.line, self.lang, self.code = path, line, lang, code
-        self.directive = directive or ""
+        directive = directive or ""
+        # "setup: SQL" takes the rest of the comment; the other directives come before it
+        m = re.search(r"\bsetup\s*:", directive)
+        self.setup = directive[m.end():].strip() if m else None
+        self.directive = directive[:m.start()] if m else directive
 
     @property
     def where(self):
         return f"{os.path.relpath(self.path, ROOT)}:{self.line}"
 
     def not_run_reason(self):
-        m = re.match(r"not run\s*:?\s*(.*)", self.directive)
+        m = re.match(r"not run\s*:?\s*(.*)", self.directive, re.S)
         if m:
-            return m.group(1) or "(no reason given)"
+            return " ".join(m.group(1).split()) or "(no reason given)"
         return None
 
     def must_fail(self):
         return re.search(r"\bfails\b", self.directive) is not None
+
+    def save_as(self):
+        m = re.search(r"\bsave=(\S+)", self.directive)
+        return m.group(1) if m else None
+
+    def with_files(self):
+        m = re.search(r"\bwith=(\S+)", self.directive)
+        return m.group(1).split(",") if m else []
 
     def timeout(self, default):
         m = re.search(r"\btimeout=(\d+)", self.directive)
@@ -93,8 +137,12 @@ def snippets_of(path):
         j = start - 1
         while j >= 0 and lines[j].strip() == "":
             j -= 1
-        if j >= 0:
-            d = DIRECTIVE.search(lines[j])
+        if j >= 0 and lines[j].rstrip().endswith("-->"):
+            # the comment may span lines: from its "<!--" to the line before the fence
+            k = j
+            while k >= 0 and "<!--" not in lines[k]:
+                k -= 1
+            d = DIRECTIVE.search("\n".join(lines[max(k, 0):j + 1]))
             if d:
                 directive = d.group(1)
         if lang == "":
@@ -104,33 +152,78 @@ def snippets_of(path):
     return out
 
 
-def command_for(snip, work, env):
+def demo_env(env, demo):
+    """The demo's whereabouts (its directory, as scripts/demo.sh leaves it) in env."""
+    demo = os.path.realpath(demo)
+    try:
+        port = open(os.path.join(demo, "port")).read().strip()
+    except OSError:
+        sys.exit(f"doc_examples: {demo} holds no demo (no port file): start one with make demo")
+    env.update(PGHOST="127.0.0.1", PGPORT=port, PGUSER="postgres", PGDATABASE="trafficdb_demo",
+               TRAFFICDB_SHM=f"/trafficdb.{port}", TDB_DEMO_DIR=demo)
+    try:
+        for line in open(os.path.join(demo, "minio", "env")):
+            m = re.match(r"\s*(?:export\s+)?(MINIO_\w+)=(.*)$", line.strip())
+            if m:
+                env[m.group(1)] = m.group(2).strip("'\"")
+    except OSError:
+        pass
+    try:
+        env["TDB_WEB_URL"] = "http://127.0.0.1:" + open(os.path.join(demo, "web", "web.port")).read().strip()
+    except OSError:
+        pass
+
+
+def with_demo_port(code, env):
+    port = env.get("PGPORT")
+    if not port:
+        return code
+    return PORT_FORMS.sub(lambda m: m.group(1) + port, code)
+
+
+def is_fragment(code):
+    return not re.search(r"\bint\s+main\s*\(", code)
+
+
+def command_for(snip, code, work, saved):
     """(argv, cwd) that runs the snippet, after writing it under work."""
+    if snip.lang in ("sh", "bash") and snip.with_files():
+        cwd = os.path.join(work, "reader")
+        os.mkdir(cwd)
+        for name in snip.with_files():
+            if name not in saved:
+                raise KeyError(f"with={name}: no block before it on the page has save={name}")
+            open(os.path.join(cwd, name), "w").write(saved[name])
+        f = os.path.join(work, "snippet.sh")
+        open(f, "w").write(code)
+        return ["bash", "-e", "-o", "pipefail", f], cwd
     if snip.lang == "sql":
         f = os.path.join(work, "snippet.sql")
-        open(f, "w").write(snip.code)
+        open(f, "w").write(code)
         return ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", f], ROOT
     if snip.lang in ("sh", "bash"):
         f = os.path.join(work, "snippet.sh")
-        open(f, "w").write(snip.code)
+        open(f, "w").write(code)
         return ["bash", "-e", "-o", "pipefail", f], ROOT
     if snip.lang == "python":
         f = os.path.join(work, "snippet.py")
-        open(f, "w").write(snip.code)
+        open(f, "w").write(code)
         return [sys.executable, f], work
     if snip.lang == "c":
         f = os.path.join(work, "snippet.c")
-        open(f, "w").write(snip.code)
+        cflags = ["-std=gnu11", "-Wall", "-Wextra", "-Werror"]
+        if is_fragment(code):
+            # the body of main(); #line keeps the compiler's line numbers the block's own
+            code = C_HEADERS + "\nint main(void)\n{\n#line 1 \"snippet.c\"\n" + code + "\nreturn 0;\n}\n"
+            cflags += ["-Wno-unused-variable", "-Wno-unused-but-set-variable"]
+        open(f, "w").write(code)
         exe = os.path.join(work, "snippet")
-        cc = ["cc", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-I", os.path.join(ROOT, "include")]
-        if re.search(r"\bint\s+main\s*\(", snip.code):
-            build = cc + ["-o", exe, f, "-L", os.path.join(ROOT, "lib"), "-ltrafficdb",
-                          "-Wl,-rpath," + os.path.join(ROOT, "lib"), "-lm", "-lpthread"]
-            script = os.path.join(work, "run.sh")
-            open(script, "w").write(
-                "set -e\n" + " ".join(map(sh_quote, build)) + "\n" + sh_quote(exe) + "\n")
-            return ["bash", script], work
-        return cc + ["-fsyntax-only", f], work
+        build = ["cc"] + cflags + ["-I", os.path.join(ROOT, "include"), "-o", exe, f,
+                                   "-L", os.path.join(ROOT, "lib"), "-ltrafficdb",
+                                   "-Wl,-rpath," + os.path.join(ROOT, "lib"), "-lm", "-lpthread"]
+        script = os.path.join(work, "run.sh")
+        open(script, "w").write("set -e\n" + " ".join(map(sh_quote, build)) + "\n" + sh_quote(exe) + "\n")
+        return ["bash", script], work
     raise ValueError(snip.lang)
 
 
@@ -138,19 +231,68 @@ def sh_quote(s):
     return "'" + s.replace("'", "'\\''") + "'"
 
 
-def run(snip, env, default_timeout, verbose):
+def leftovers():
+    """Paths in the checkout that git neither tracks nor ignores."""
+    p = subprocess.run(["git", "-C", ROOT, "ls-files", "--others", "--exclude-standard", "--directory", "-z"],
+                       capture_output=True)
+    return set(p.stdout.decode(errors="replace").split("\0")) - {""} if p.returncode == 0 else set()
+
+
+def remove_new(before):
+    for rel in sorted(leftovers() - before):
+        path = os.path.join(ROOT, rel)
+        if os.path.isdir(path) and not os.path.islink(path):
+            subprocess.run(["rm", "-rf", "--", path])
+        elif os.path.lexists(path):
+            os.unlink(path)
+
+
+def execute(argv, cwd, env, timeout):
+    """(exit code or "timeout", output); the snippet's whole process group dies at the timeout."""
+    p = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        out, _ = p.communicate(timeout=timeout)
+        rc = p.returncode
+    except subprocess.TimeoutExpired:
+        rc = "timeout"
+        out = b""
+    finally:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)        # what it left running, too
+        except (ProcessLookupError, PermissionError):
+            pass
+    if rc == "timeout":
+        out, _ = p.communicate()
+    return rc, out.decode(errors="replace")
+
+
+def run(snip, env, default_timeout, saved):
+    code = with_demo_port(snip.code, env)
+    if snip.save_as():
+        saved[snip.save_as()] = code
+    if snip.lang == "python":
+        env = dict(env, PYTHONPATH=os.path.join(ROOT, "python") +
+                   (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""))
+    before = leftovers() if snip.lang in ("sh", "bash") and not snip.with_files() else None
     with tempfile.TemporaryDirectory(prefix="tdb-doc-") as work:
         os.chmod(work, 0o755)
-        argv, cwd = command_for(snip, work, env)
+        out = ""
+        if snip.setup:
+            f = os.path.join(work, "setup.sql")
+            open(f, "w").write(snip.setup + "\n")
+            rc, out = execute(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", f], work, env, default_timeout)
+            if rc != 0:
+                return False, rc, "setup failed:\n" + out
         try:
-            p = subprocess.run(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                               capture_output=True, text=True, errors="replace",
-                               timeout=snip.timeout(default_timeout), start_new_session=True)
-            rc, out = p.returncode, p.stdout + p.stderr
-        except subprocess.TimeoutExpired as e:
-            rc = "timeout"
-            out = ((e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")) + \
-                  ((e.stderr or b"").decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or ""))
+            argv, cwd = command_for(snip, code, work, saved)
+        except KeyError as e:
+            return False, "not started", str(e)
+        try:
+            rc, out = execute(argv, cwd, env, snip.timeout(default_timeout))
+        finally:
+            if before is not None:
+                remove_new(before)
     ok = (rc != 0) if snip.must_fail() else (rc == 0)
     return ok, rc, out
 
@@ -158,6 +300,8 @@ def run(snip, env, default_timeout, verbose):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("files", nargs="*", help="Markdown files (default: README.md and docs/**/*.md)")
+    ap.add_argument("--demo", metavar="DIR", help="the demo's directory (default $TDB_DEMO_DIR, else .demo "
+                    "when PGPORT is not set)")
     ap.add_argument("--list", action="store_true", help="list the snippets and directives, run nothing")
     ap.add_argument("--timeout", type=int, default=int(os.environ.get("SNIPPET_TIMEOUT", "60")))
     ap.add_argument("-v", "--verbose", action="store_true", help="show every snippet's output")
@@ -166,12 +310,18 @@ def main():
         glob.glob(os.path.join(ROOT, "docs", "**", "*.md"), recursive=True))
 
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.path.join(ROOT, "python") + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    demo = args.demo or env.get("TDB_DEMO_DIR") or \
+        (os.path.join(ROOT, ".demo") if not env.get("PGPORT") and os.path.exists(os.path.join(ROOT, ".demo")) else None)
+    if demo and not args.list:
+        demo_env(env, demo)
     env.setdefault("TDB_ROOT", ROOT)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"      # no __pycache__ left in python/
 
     passed = failed = skipped = 0
     failures, reasons = [], {}
+    started = time.monotonic()
     for path in files:
+        saved = {}
         for snip in snippets_of(path):
             reason = snip.not_run_reason()
             if snip.lang == "":
@@ -183,37 +333,39 @@ def main():
                 print(f"FAIL {snip.where}: a fenced block with no language (label it: sql, sh, python, c, or text)")
                 continue
             if args.list:
-                print(f"{snip.where:40} {snip.lang:7} {('not run: ' + reason) if reason is not None else snip.directive}")
+                what = ("not run: " + reason) if reason is not None else snip.directive
+                print(f"{snip.where:40} {snip.lang:7} {what}" + (" (setup)" if snip.setup else ""))
                 continue
             if reason is not None:
+                if snip.save_as():
+                    saved[snip.save_as()] = with_demo_port(snip.code, env)
                 skipped += 1
                 reasons.setdefault(reason, []).append(snip.where)
                 continue
-            ok, rc, out = run(snip, env, args.timeout, args.verbose)
+            t0 = time.monotonic()
+            ok, rc, out = run(snip, env, args.timeout, saved)
+            took = f"{time.monotonic() - t0:.1f} s"
             if ok:
                 passed += 1
-                print(f"ok   {snip.where} ({snip.lang})")
+                print(f"ok   {snip.where} ({snip.lang}, {took})")
             else:
                 failed += 1
                 failures.append(snip.where)
-                print(f"FAIL {snip.where} ({snip.lang}): exit {rc}" +
+                print(f"FAIL {snip.where} ({snip.lang}, {took}): exit {rc}" +
                       (" (it should have failed)" if snip.must_fail() else ""))
-            if verbose_or_fail(args.verbose, ok):
-                tail = out.strip().split("\n")[-25:]
-                for line in tail:
+            if args.verbose or not ok:
+                for line in out.strip().split("\n")[-25:]:
                     print("     | " + line)
+            sys.stdout.flush()
     if args.list:
         return 0
     for reason, where in sorted(reasons.items()):
         print(f"not run ({len(where)}): {reason}: {', '.join(where)}")
+    print(f"time: {time.monotonic() - started:.0f} s")
     print(f"doc examples: {passed} passed, {failed} failed, {skipped} not run")
     if failures:
         print("failed: " + ", ".join(failures))
     return 1 if failed else 0
-
-
-def verbose_or_fail(verbose, ok):
-    return verbose or not ok
 
 
 if __name__ == "__main__":
