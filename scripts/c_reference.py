@@ -212,9 +212,12 @@ def render(groups, header_name):
         if kinds == {"define"}:
             if c:
                 out += prose(c, anchors)
-            out += ["| constant | value | meaning |", "|---|---|---|"]
-            for it in items:
-                out.append(f"| `{it['name']}` | `{it['value']}` | {inline(it['note'], anchors) if it['note'] else ''} |")
+            if any(it["note"] for it in items):
+                out += ["| constant | value | meaning |", "|---|---|---|"]
+                out += [f"| `{it['name']}` | `{it['value']}` | {inline(it['note'], anchors)} |" for it in items]
+            else:
+                out += ["| constant | value |", "|---|---|"]
+                out += [f"| `{it['name']}` | `{it['value']}` |" for it in items]
             out.append("")
             continue
         for it in items:

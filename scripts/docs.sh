@@ -75,9 +75,11 @@ while todo:
 print(f"docs: {len(seen)} files in .docs-build/")
 PY
 
-# the generated reference pages (listed in mkdocs.yml's nav): C from the
-# header's comments (fails when a public function has none), Python from the
-# package's docstrings (mkdocstrings reads python/ when it renders the page)
+# the generated reference pages (listed in mkdocs.yml's nav), written over
+# the placeholders docs/c-reference.md and docs/python-reference.md (which
+# GitHub shows): C from the header's comments (fails when a public function
+# has none), Python from the package's docstrings (mkdocstrings reads python/
+# when it renders the page)
 "$VENV/bin/python" scripts/c_reference.py include/trafficdb.h .docs-build/docs/c-reference.md
 cat >.docs-build/docs/python-reference.md <<'MD'
 # Python reference
