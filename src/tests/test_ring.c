@@ -99,7 +99,7 @@ typedef struct Collect
 } Collect;
 
 static int
-collect(void *arg, const TdbRingUpdate *u, uint32_t lane, uint64_t ticket)
+ring_collect(void *arg, const TdbRingUpdate *u, uint32_t lane, uint64_t ticket)
 {
 	Collect    *c = arg;
 
@@ -121,7 +121,7 @@ collect(void *arg, const TdbRingUpdate *u, uint32_t lane, uint64_t ticket)
 static uint64_t
 drain_all(RingEnv *e, Collect *c, TdbRingDrainStats *st)
 {
-	return tdb_ring_drain(&e->ring, 0, collect, c, st);
+	return tdb_ring_drain(&e->ring, 0, ring_collect, c, st);
 }
 
 static int64_t
@@ -384,7 +384,7 @@ drainer_main(void *arg)
 	sleep_us(d->delay_ms * 1000L);
 	for (int i = 0; i < 200000 && !atomic_load(&d->stop); i++)
 	{
-		if (tdb_ring_drain(&d->e->ring, 0, collect, &d->c, NULL) == 0)
+		if (tdb_ring_drain(&d->e->ring, 0, ring_collect, &d->c, NULL) == 0)
 			sleep_us(200);
 	}
 	return NULL;
@@ -847,7 +847,7 @@ UNIT_TEST(test_ring_truncated_file)
 		return;
 	snprintf(path, sizeof(path), "/dev/shm%s.writers", e.prefix);
 	CHECK(truncate(path, 4096) == 0);
-	CHECK_EQ_U64(tdb_ring_drain(&e.ring, 0, collect, &c, &st), 0);
+	CHECK_EQ_U64(tdb_ring_drain(&e.ring, 0, ring_collect, &c, &st), 0);
 	CHECK(st.truncated);
 	env_close(&e);
 }
@@ -878,7 +878,7 @@ static void
 drain_until(RingEnv *e, Collect *c, size_t n)
 {
 	for (int64_t deadline = now_us() + 5000000; c->n < n && now_us() < deadline;)
-		if (tdb_ring_drain(&e->ring, 0, collect, c, NULL) == 0)
+		if (tdb_ring_drain(&e->ring, 0, ring_collect, c, NULL) == 0)
 			sleep_us(100);
 }
 
@@ -1313,7 +1313,7 @@ committer_main(void *arg)
 
 	for (int i = 0; i < 3000 && !atomic_load(&cm->stop); i++)
 	{
-		tdb_ring_drain(&cm->e->ring, 0, collect, &cm->c, NULL);
+		tdb_ring_drain(&cm->e->ring, 0, ring_collect, &cm->c, NULL);
 		tdb_ring_committed(&cm->e->ring, 100 + (uint64_t) i);
 		sleep_us(20000);
 	}
@@ -1352,7 +1352,7 @@ UNIT_TEST(test_ring_python)
 	waitpid(pid, &status, 0);
 	atomic_store(&cm.stop, 1);
 	pthread_join(t, NULL);
-	tdb_ring_drain(&e.ring, 0, collect, &cm.c, NULL);
+	tdb_ring_drain(&e.ring, 0, ring_collect, &cm.c, NULL);
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	CHECK(cm.c.n >= 6);
 	if (cm.c.n >= 6)
@@ -1448,7 +1448,7 @@ UNIT_TEST(test_ring_state_word_changed_is_damage)
 
 	if (!env_open(&e, 2, 128))
 		return;
-	CHECK_EQ_U64(tdb_ring_drain(&e.ring, 0, collect, &c, &st), 0);
+	CHECK_EQ_U64(tdb_ring_drain(&e.ring, 0, ring_collect, &c, &st), 0);
 	CHECK(!st.header_damaged);
 	snprintf(path, sizeof(path), "%s.writers", e.prefix);
 	fd = shm_open(path, O_RDWR, 0);
@@ -1458,7 +1458,7 @@ UNIT_TEST(test_ring_state_word_changed_is_damage)
 	atomic_store(&h->state, TDB_RING_STOPPED);
 	munmap(h, 4096);
 	close(fd);
-	CHECK_EQ_U64(tdb_ring_drain(&e.ring, 0, collect, &c, &st), 0);
+	CHECK_EQ_U64(tdb_ring_drain(&e.ring, 0, ring_collect, &c, &st), 0);
 	CHECK(st.header_damaged);
 	CHECK(strstr(e.ring.damage, "state word") != NULL);
 	env_close(&e);
