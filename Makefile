@@ -144,8 +144,8 @@ bench-tippy:
 	bench/tippy.sh
 
 # Subscription baselines (bench/sub_baselines.sh): Redis pub-sub and LISTEN/NOTIFY
-bench/sub_baselines: bench/sub_baselines.c bench/sub_workload.h
-	$(CC) -std=gnu11 -O2 -g $(WARNINGS) -I$(shell $(PG_CONFIG) --includedir) -o $@ bench/sub_baselines.c -lpq -lm
+bench/sub_baselines: bench/sub_baselines.c bench/sub_proc.c bench/sub_proc.h bench/sub_workload.h
+	$(CC) -std=gnu11 -O2 -g $(WARNINGS) -I$(shell $(PG_CONFIG) --includedir) -o $@ bench/sub_baselines.c bench/sub_proc.c -lpq -lm
 
 bench-sub-baselines: bench/sub_baselines
 	bench/sub_baselines.sh

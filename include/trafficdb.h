@@ -107,6 +107,12 @@ typedef int (*trafficdb_visit_fn) (const trafficdb_location *loc, void *arg);
 /* The library's version as TRAFFICDB_VERSION_NUMBER (major * 10000 + minor * 100 + patch). */
 int			trafficdb_version(void);
 
+/*
+ * What a code means, in a few words (a static string; "unknown trafficdb
+ * error code" for others).  trafficdb_errmsg: the details of h's last
+ * failure, or for NULL of the calling thread's last failed trafficdb_open
+ * ("" when none).
+ */
 const char *trafficdb_strerror(int code);
 const char *trafficdb_errmsg(const trafficdb_handle *h);
 
@@ -377,6 +383,11 @@ int			trafficdb_receive(trafficdb_subscriber *s, trafficdb_event *out, int max, 
 int			trafficdb_peek(trafficdb_subscriber *s, trafficdb_event *out, int max, int timeout_ms);
 int			trafficdb_ack(trafficdb_subscriber *s, int n);
 
+/*
+ * Leave (and the group): release the ring's slot and free s (NULL: no-op).
+ * trafficdb_subscriber_errmsg: the details of s's last failure, or for NULL
+ * of the calling thread's last failed trafficdb_subscribe.
+ */
 void		trafficdb_unsubscribe(trafficdb_subscriber *s);
 const char *trafficdb_subscriber_errmsg(const trafficdb_subscriber *s);
 

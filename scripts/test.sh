@@ -31,6 +31,9 @@ scripts/deps.sh
 say "build (-Wall -Wextra -Werror)"
 make -s -j"$(nproc)" all tools/trafficdb-trail PG_CONFIG="$PG_CONFIG"
 
+say "house rules: no include cycle, no file over 1,000 lines, README ≤ 300 lines (test/check_layout.py)"
+python3 test/check_layout.py --symbols || die "a house rule is broken: test/check_layout.py lists each breach (issue 29)"
+
 say "unit tests (src/, libtrafficdb)"
 make -s unit
 
