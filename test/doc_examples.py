@@ -7,15 +7,20 @@ way a reader following the page would:
 
   sql     psql -X -v ON_ERROR_STOP=1 on the demo database
   sh      bash -e -o pipefail in the repository root; files it leaves there
-          that git does not know (and does not ignore) are removed after it
+          that git does not know (and does not ignore) are removed after it.
+          The sh blocks of a page are one reader's shell session: what a
+          block exports (. .demo/minio/env, export X=...) is set for the
+          page's later blocks of every language
   python  python3 with python/ on PYTHONPATH (the package as shipped), in a
           scratch directory (only python blocks get that PYTHONPATH: an sh
           block installs the package itself, as a reader would)
   c       compiled with -Wall -Wextra -Werror against include/ and
           lib/libtrafficdb.so, then run.  A block without main() is a
-          fragment: it becomes the body of main() after the usual headers
+          fragment: if it compiles as it is (declarations), that is all;
+          else it becomes the body of main() after the usual headers
           (stdio, stdlib, string, unistd, stdint, trafficdb.h), with unused
-          variables allowed (a fragment's results are the reader's to use)
+          variables allowed (a fragment's results are the reader's to use),
+          and runs
 
 Where the demo is: --demo DIR (default $TDB_DEMO_DIR, else the checkout's
 .demo when PGPORT is not set) reads DIR/port and DIR/minio/env and sets
@@ -26,11 +31,15 @@ environment must say all that itself.
 
 Snippets name the server the way a reader's would be named: port 5432
 (PostgreSQL's default) or 5433 (the demo's first choice), as in
-/trafficdb.5432, -p 5433, port=5433 or 127.0.0.1:5433.  The runner puts the
-demo's port in their place, as a reader of a demo on another port would.
+/trafficdb.5432, -p 5433, port=5433 or 127.0.0.1:5433, and the demo's
+directory as .demo (make demo's, in the checkout).  The runner puts the
+demo's port, and its directory when that is elsewhere (make test's scratch
+demo), in their place, as a reader of that demo would.
 
 Each snippet has SNIPPET_TIMEOUT seconds (60); at the timeout its whole
-process group is killed.
+process group is killed.  A snippet may leave a server running (a standby,
+say) for the next ones: whoever stops the demo stops what runs in its
+directory.
 
 An HTML comment on the line before a fence (invisible on the page) changes
 what happens to that block:
@@ -72,6 +81,10 @@ FENCE = re.compile(r"^(\s*)(```+|~~~+)\s*([A-Za-z0-9_+-]*)\s*(.*)$")
 DIRECTIVE = re.compile(r"<!--\s*example:\s*(.*?)\s*-->", re.S)
 # how snippets name the server: the default port, or the demo's first one
 PORT_FORMS = re.compile(r"(/trafficdb\.|\bport=|(?<![\w-])-p |127\.0\.0\.1:)(5432|5433)\b")
+# how snippets name the demo's directory: .demo in the checkout (a path's start)
+DEMO_DIR_FORM = re.compile(r"(?<![\w/.-])\.demo(?![\w.-])")
+# variables of bash itself, not of the reader's session
+SHELL_OWN = ("PWD", "OLDPWD", "SHLVL", "_")
 C_HEADERS = "#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n" \
             "#include <unistd.h>\n#include <trafficdb.h>\n"
 
@@ -174,11 +187,15 @@ def demo_env(env, demo):
         pass
 
 
-def with_demo_port(code, env):
+def for_this_demo(code, env):
+    """The snippet as a reader of this demo would type it: its port, its directory."""
     port = env.get("PGPORT")
-    if not port:
-        return code
-    return PORT_FORMS.sub(lambda m: m.group(1) + port, code)
+    if port:
+        code = PORT_FORMS.sub(lambda m: m.group(1) + port, code)
+    demo = env.get("TDB_DEMO_DIR")
+    if demo and os.path.realpath(demo) != os.path.realpath(os.path.join(ROOT, ".demo")):
+        code = DEMO_DIR_FORM.sub(lambda m: demo, code)
+    return code
 
 
 def is_fragment(code):
@@ -187,43 +204,47 @@ def is_fragment(code):
 
 def command_for(snip, code, work, saved):
     """(argv, cwd) that runs the snippet, after writing it under work."""
-    if snip.lang in ("sh", "bash") and snip.with_files():
-        cwd = os.path.join(work, "reader")
-        os.mkdir(cwd)
-        for name in snip.with_files():
-            if name not in saved:
-                raise KeyError(f"with={name}: no block before it on the page has save={name}")
-            open(os.path.join(cwd, name), "w").write(saved[name])
+    if snip.lang in ("sh", "bash"):
+        cwd = ROOT
+        if snip.with_files():
+            cwd = os.path.join(work, "reader")
+            os.mkdir(cwd)
+            for name in snip.with_files():
+                if name not in saved:
+                    raise KeyError(f"with={name}: no block before it on the page has save={name}")
+                open(os.path.join(cwd, name), "w").write(saved[name])
         f = os.path.join(work, "snippet.sh")
         open(f, "w").write(code)
-        return ["bash", "-e", "-o", "pipefail", f], cwd
+        # sourced, so that what it exports can be kept for the page's later blocks
+        return ["bash", "-e", "-o", "pipefail", "-c", '. "$1"; env -0 >"$2"', "bash", f,
+                os.path.join(work, "env.out")], cwd
     if snip.lang == "sql":
         f = os.path.join(work, "snippet.sql")
         open(f, "w").write(code)
         return ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", f], ROOT
-    if snip.lang in ("sh", "bash"):
-        f = os.path.join(work, "snippet.sh")
-        open(f, "w").write(code)
-        return ["bash", "-e", "-o", "pipefail", f], ROOT
     if snip.lang == "python":
         f = os.path.join(work, "snippet.py")
         open(f, "w").write(code)
         return [sys.executable, f], work
     if snip.lang == "c":
+        cc = ["cc", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-I", os.path.join(ROOT, "include")]
+        link = ["-L", os.path.join(ROOT, "lib"), "-ltrafficdb", "-Wl,-rpath," + os.path.join(ROOT, "lib"),
+                "-lm", "-lpthread"]
         f = os.path.join(work, "snippet.c")
-        cflags = ["-std=gnu11", "-Wall", "-Wextra", "-Werror"]
-        if is_fragment(code):
-            # the body of main(); #line keeps the compiler's line numbers the block's own
-            code = C_HEADERS + "\nint main(void)\n{\n#line 1 \"snippet.c\"\n" + code + "\nreturn 0;\n}\n"
-            cflags += ["-Wno-unused-variable", "-Wno-unused-but-set-variable"]
-        open(f, "w").write(code)
         exe = os.path.join(work, "snippet")
-        build = ["cc"] + cflags + ["-I", os.path.join(ROOT, "include"), "-o", exe, f,
-                                   "-L", os.path.join(ROOT, "lib"), "-ltrafficdb",
-                                   "-Wl,-rpath," + os.path.join(ROOT, "lib"), "-lm", "-lpthread"]
-        script = os.path.join(work, "run.sh")
-        open(script, "w").write("set -e\n" + " ".join(map(sh_quote, build)) + "\n" + sh_quote(exe) + "\n")
-        return ["bash", script], work
+        script = ["set -e"]
+        if is_fragment(code):
+            # declarations (types, prototypes) compile as they are; statements become the
+            # body of main(), whose #line keeps the compiler's line numbers the block's own
+            decl = os.path.join(work, "decl.c")
+            open(decl, "w").write(code)
+            script.append(" ".join(map(sh_quote, cc + ["-fsyntax-only", decl])) + " 2>/dev/null && exit 0")
+            code = C_HEADERS + "\nint main(void)\n{\n#line 1 \"snippet.c\"\n" + code + "\nreturn 0;\n}\n"
+            cc += ["-Wno-unused-variable", "-Wno-unused-but-set-variable"]
+        open(f, "w").write(code)
+        script += [" ".join(map(sh_quote, cc + ["-o", exe, f] + link)), sh_quote(exe)]
+        open(os.path.join(work, "run.sh"), "w").write("\n".join(script) + "\n")
+        return ["bash", os.path.join(work, "run.sh")], work
     raise ValueError(snip.lang)
 
 
@@ -255,20 +276,19 @@ def execute(argv, cwd, env, timeout):
         out, _ = p.communicate(timeout=timeout)
         rc = p.returncode
     except subprocess.TimeoutExpired:
-        rc = "timeout"
-        out = b""
-    finally:
         try:
-            os.killpg(p.pid, signal.SIGKILL)        # what it left running, too
+            os.killpg(p.pid, signal.SIGKILL)        # what it started, too
         except (ProcessLookupError, PermissionError):
             pass
-    if rc == "timeout":
+        rc = "timeout"
         out, _ = p.communicate()
     return rc, out.decode(errors="replace")
 
 
-def run(snip, env, default_timeout, saved):
-    code = with_demo_port(snip.code, env)
+def run(snip, page_env, default_timeout, saved):
+    """(ok, exit code, output).  page_env: the page's environment, which an sh block's exports change."""
+    env = page_env
+    code = for_this_demo(snip.code, env)
     if snip.save_as():
         saved[snip.save_as()] = code
     if snip.lang == "python":
@@ -293,6 +313,13 @@ def run(snip, env, default_timeout, saved):
         finally:
             if before is not None:
                 remove_new(before)
+        exported = os.path.join(work, "env.out")
+        if rc == 0 and os.path.exists(exported):
+            new = dict(kv.split("=", 1) for kv in open(exported, errors="replace").read().split("\0") if "=" in kv)
+            for k in SHELL_OWN:
+                new.pop(k, None)
+            page_env.clear()
+            page_env.update(new)
     ok = (rc != 0) if snip.must_fail() else (rc == 0)
     return ok, rc, out
 
@@ -322,6 +349,7 @@ def main():
     started = time.monotonic()
     for path in files:
         saved = {}
+        page_env = dict(env)          # one shell session per page
         for snip in snippets_of(path):
             reason = snip.not_run_reason()
             if snip.lang == "":
@@ -338,12 +366,12 @@ def main():
                 continue
             if reason is not None:
                 if snip.save_as():
-                    saved[snip.save_as()] = with_demo_port(snip.code, env)
+                    saved[snip.save_as()] = for_this_demo(snip.code, env)
                 skipped += 1
                 reasons.setdefault(reason, []).append(snip.where)
                 continue
             t0 = time.monotonic()
-            ok, rc, out = run(snip, env, args.timeout, saved)
+            ok, rc, out = run(snip, page_env, args.timeout, saved)
             took = f"{time.monotonic() - t0:.1f} s"
             if ok:
                 passed += 1
