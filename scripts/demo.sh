@@ -13,7 +13,9 @@ set -euo pipefail
 cd "$TDB_ROOT"
 
 DEMO_DB=trafficdb_demo
-DEMO_LINK=$TDB_ROOT/.demo
+# TDB_DEMO_DIR: the demo's directory instead of .demo (make test's docs stage
+# runs a scratch demo there; --stop and --clean then act on that one)
+DEMO_LINK=${TDB_DEMO_DIR:-$TDB_ROOT/.demo}
 
 # The cluster must live where the cluster account can write.  As root, a
 # checkout under /root is out of its reach: keep the cluster in /var/tmp
