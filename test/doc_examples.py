@@ -36,6 +36,9 @@ directory as .demo (make demo's, in the checkout).  The runner puts the
 demo's port, and its directory when that is elsewhere (make test's scratch
 demo), in their place, as a reader of that demo would.
 
+The snippets' HOME is a scratch directory, removed at the end (what they
+install under ~ goes with it; XDG_CACHE_HOME stays the real ~/.cache).
+
 Each snippet has SNIPPET_TIMEOUT seconds (60); at the timeout its whole
 process group is killed.  A snippet may leave a server running (a standby,
 say) for the next ones: whoever stops the demo stops what runs in its
@@ -343,6 +346,19 @@ def main():
         demo_env(env, demo)
     env.setdefault("TDB_ROOT", ROOT)
     env["PYTHONDONTWRITEBYTECODE"] = "1"      # no __pycache__ left in python/
+    # a home of their own: what snippets install under ~ (make install-client
+    # PREFIX=$HOME/.local) goes with it; caches (MinIO's build, pip's) stay shared
+    env.setdefault("XDG_CACHE_HOME", os.path.join(os.path.expanduser("~"), ".cache"))
+    home = tempfile.mkdtemp(prefix="tdb-doc-home-")
+    os.chmod(home, 0o755)
+    env["HOME"] = home
+    try:
+        return run_files(args, files, env)
+    finally:
+        subprocess.run(["rm", "-rf", "--", home])
+
+
+def run_files(args, files, env):
 
     passed = failed = skipped = 0
     failures, reasons = [], {}
