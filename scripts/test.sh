@@ -13,6 +13,9 @@
 #   5. the live map (web/) in headless chromium against a real cluster, the
 #      tipg app and MinIO (test/livemap.sh), and its app against hostile web
 #      clients (test/web_hostile.sh),
+#   5b. the docs: make docs with no warnings, every snippet of README.md and
+#      docs/ against a scratch demo (test/doc_examples.py), every figure equal
+#      to its bench result (scripts/figures.py),
 #   6. a minute of random SQL (sqlsmith) that must not crash the server,
 #   7. as root, the group-mode test (test/group_mode.sh) with real OS users,
 #      and a user in no group squatting trafficdb's names (test/security_names.sh),
@@ -108,6 +111,33 @@ test/livemap.sh || die "the live map tests failed"
 
 say "the live map's app against hostile web clients: bounded filters, tiles and items, no database text, supervised (test/web_hostile.sh)"
 test/web_hostile.sh || die "the hostile web client tests failed"
+
+say "the docs: make docs with no warnings, every snippet runs against a demo cluster (test/doc_examples.py), figures equal their bench results (scripts/figures.py)"
+docs_started=$SECONDS
+make -s docs || die "make docs failed (any warning fails it: scripts/docs.sh)"
+# a demo of its own in a scratch directory, on the first free ports of the
+# demo's ranges (TDB_DEMO_PG_PORTS, TDB_WEB_PORTS; MinIO's the system picks),
+# stopped and deleted whatever happens
+docs_demo=$(mktemp -d /var/tmp/trafficdb-docs-demo.XXXXXX)
+make_pg_dir "$docs_demo"
+stop_docs_demo() {
+	local pid
+	TDB_DEMO_DIR="$docs_demo" scripts/demo.sh --stop >/dev/null 2>&1 || true
+	for pid in "$docs_demo"/*/postmaster.pid; do	# servers snippets started there (docs/fleet.md's standby)
+		[ -f "$pid" ] && as_pg "$PG_BIN/pg_ctl" -D "$(dirname "$pid")" stop -m immediate >/dev/null 2>&1 || true
+	done
+	rm -rf "$docs_demo" "$docs_demo.log"
+}
+trap 'stop_docs_demo; stop_servers' EXIT
+trap 'exit 130' INT TERM
+TDB_DEMO_DIR="$docs_demo" scripts/demo.sh >"$docs_demo.log" 2>&1 ||
+	{ tail -n 40 "$docs_demo.log"; die "the docs stage's demo did not start (scripts/demo.sh; log above)"; }
+echo "docs: a demo in $docs_demo, started in $((SECONDS - docs_started)) s"
+python3 test/doc_examples.py --demo "$docs_demo" || die "a snippet of README.md or docs/ failed (test/doc_examples.py shows it)"
+stop_docs_demo
+trap stop_servers EXIT
+scripts/figures.py || die "a figure of README.md or docs/ differs from its bench result (scripts/figures.py --write rewrites them)"
+echo "docs: the stage took $((SECONDS - docs_started)) s"
 
 say "random SQL: sqlsmith for 60 s as an ordinary role and as a superuser (test/sqlsmith.sh)"
 test/sqlsmith.sh 60 || die "a random SQL statement crashed the server"
