@@ -58,6 +58,18 @@ PG_CFLAGS = $(WARNINGS)
 PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
 
+# The server module is linked as lib/trafficdb-server.so and installed as
+# $(pkglibdir)/trafficdb.so, the name shared_preload_libraries loads.  Not
+# as ./trafficdb.so: Python imports a trafficdb.so of the working directory
+# (sys.path[0]) as the module "trafficdb", so `import trafficdb` in the
+# repository root loaded the server module instead of the Python package
+# ("undefined symbol: XactLastCommitEnd").  No file the build makes is one
+# Python would import as trafficdb, whatever the directory.  (shlib is
+# PGXS's name of the file: set before PGXS's Makefile.shlib, which makes the
+# rules from it; the install and uninstall rules name the installed file.)
+override shlib = lib/trafficdb-server$(DLSUFFIX)
+install-lib-shared uninstall-lib: override shlib = trafficdb$(DLSUFFIX)
+
 .DEFAULT_GOAL := all
 
 # PGXS tracks no header dependencies unless the server was configured with
@@ -66,6 +78,11 @@ $(OBJS): $(wildcard src/*.h src/stream/*.h src/trail/*.h src/genlog/*.h src/ring
 
 ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
+$(shlib): | lib-dir
+# a ./trafficdb.so an older build left (see shlib above) would still shadow
+# the Python package in the repository root
+all-shared-lib:
+	@rm -f trafficdb$(DLSUFFIX)
 else
 all:
 	@echo "PostgreSQL 15 server headers not found ($(PG_CONFIG))." >&2
@@ -273,6 +290,10 @@ else
 endif
 
 .PHONY: install-client install-python
+
+lib-dir:
+	@mkdir -p lib
+.PHONY: lib-dir
 
 # The live map (web/) in headless chromium against the installed build: a
 # cluster, the tipg app and MinIO of its own (test/livemap.sh; part of make test).
