@@ -256,8 +256,9 @@ install-client: lib/libtrafficdb.so lib/libtrafficdb.a tools/tdbread tools/traff
 	@if [ -z '$(DESTDIR)' ] && [ "$$(id -u)" = 0 ]; then ldconfig; fi
 
 # The Python bindings (python/, pure Python) go with the library, built by
-# pip offline (no index, no build isolation: Debian's python3-setuptools)
-# from a copy that records LIBDIR, so the package loads the library
+# pip offline (no index; the build backend is python/build_backend/, the
+# standard library only: no setuptools or wheel needed) from a copy that
+# records LIBDIR, so the package loads the library
 # installed with it even when LIBDIR is not in the dynamic linker's path.
 # PYTHONDIR, where they go: the interpreter's own directory under PREFIX when
 # it has one (/usr/local/lib/python3.X/dist-packages on Debian, the user site
@@ -280,7 +281,7 @@ else
 		{ echo "$(PYTHON) has no pip: install python3-pip (scripts/deps.sh), or make PYTHON= to skip the Python bindings" >&2; exit 1; }
 	@[ -n '$(PYTHONDIR)' ] || { echo "$(PYTHON) did not tell where to install the Python bindings: set PYTHONDIR" >&2; exit 1; }
 	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
-	cp -R python/pyproject.toml python/trafficdb "$$tmp/" && rm -rf "$$tmp/trafficdb/__pycache__" && \
+	cp -R python/pyproject.toml python/build_backend python/trafficdb "$$tmp/" && rm -rf "$$tmp"/*/__pycache__ && \
 	$(PYTHON) -c 'import sys; print("# written by make install-client: where libtrafficdb is\nLIBDIR = " + repr(sys.argv[1]))' \
 		'$(LIBDIR)' > "$$tmp/trafficdb/_install.py" && \
 	$(PYTHON) -m pip install --quiet --no-index --no-build-isolation --no-deps --no-cache-dir --disable-pip-version-check \
