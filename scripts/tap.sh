@@ -45,6 +45,7 @@ cp bench/lib.sh bench/failover.sh bench/failover_load.py bench/failover_check.py
 cp tools/tdbread tools/tdbsub tools/trafficdb-stream "$work/tools/"
 [ -x tools/trafficdb-trail ] && cp tools/trafficdb-trail "$work/tools/"
 cp lib/libtrafficdb.so "$work/lib/"
+mkdir -p "$work/examples" && cp examples/live_traffic "$work/examples/"
 cp -r python "$work/"
 [ "$(id -u)" = 0 ] && chown -R "$PG_OS_USER": "$work"
 
