@@ -58,6 +58,18 @@ PG_CFLAGS = $(WARNINGS)
 PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
 
+# The server module is linked as lib/trafficdb-server.so and installed as
+# $(pkglibdir)/trafficdb.so, the name shared_preload_libraries loads.  Not
+# as ./trafficdb.so: Python imports a trafficdb.so of the working directory
+# (sys.path[0]) as the module "trafficdb", so `import trafficdb` in the
+# repository root loaded the server module instead of the Python package
+# ("undefined symbol: XactLastCommitEnd").  No file the build makes is one
+# Python would import as trafficdb, whatever the directory.  (shlib is
+# PGXS's name of the file: set before PGXS's Makefile.shlib, which makes the
+# rules from it; the install and uninstall rules name the installed file.)
+override shlib = lib/trafficdb-server$(DLSUFFIX)
+install-lib-shared uninstall-lib: override shlib = trafficdb$(DLSUFFIX)
+
 .DEFAULT_GOAL := all
 
 # PGXS tracks no header dependencies unless the server was configured with
@@ -66,6 +78,11 @@ $(OBJS): $(wildcard src/*.h src/stream/*.h src/trail/*.h src/genlog/*.h src/ring
 
 ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
+$(shlib): | lib-dir
+# a ./trafficdb.so an older build left (see shlib above) would still shadow
+# the Python package in the repository root
+all-shared-lib:
+	@rm -f trafficdb$(DLSUFFIX)
 else
 all:
 	@echo "PostgreSQL 15 server headers not found ($(PG_CONFIG))." >&2
@@ -239,8 +256,9 @@ install-client: lib/libtrafficdb.so lib/libtrafficdb.a tools/tdbread tools/traff
 	@if [ -z '$(DESTDIR)' ] && [ "$$(id -u)" = 0 ]; then ldconfig; fi
 
 # The Python bindings (python/, pure Python) go with the library, built by
-# pip offline (no index, no build isolation: Debian's python3-setuptools)
-# from a copy that records LIBDIR, so the package loads the library
+# pip offline (no index; the build backend is python/build_backend/, the
+# standard library only: no setuptools or wheel needed) from a copy that
+# records LIBDIR, so the package loads the library
 # installed with it even when LIBDIR is not in the dynamic linker's path.
 # PYTHONDIR, where they go: the interpreter's own directory under PREFIX when
 # it has one (/usr/local/lib/python3.X/dist-packages on Debian, the user site
@@ -263,7 +281,7 @@ else
 		{ echo "$(PYTHON) has no pip: install python3-pip (scripts/deps.sh), or make PYTHON= to skip the Python bindings" >&2; exit 1; }
 	@[ -n '$(PYTHONDIR)' ] || { echo "$(PYTHON) did not tell where to install the Python bindings: set PYTHONDIR" >&2; exit 1; }
 	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
-	cp -R python/pyproject.toml python/trafficdb "$$tmp/" && rm -rf "$$tmp/trafficdb/__pycache__" && \
+	cp -R python/pyproject.toml python/build_backend python/trafficdb "$$tmp/" && rm -rf "$$tmp"/*/__pycache__ && \
 	$(PYTHON) -c 'import sys; print("# written by make install-client: where libtrafficdb is\nLIBDIR = " + repr(sys.argv[1]))' \
 		'$(LIBDIR)' > "$$tmp/trafficdb/_install.py" && \
 	$(PYTHON) -m pip install --quiet --no-index --no-build-isolation --no-deps --no-cache-dir --disable-pip-version-check \
@@ -273,6 +291,10 @@ else
 endif
 
 .PHONY: install-client install-python
+
+lib-dir:
+	@mkdir -p lib
+.PHONY: lib-dir
 
 # The live map (web/) in headless chromium against the installed build: a
 # cluster, the tipg app and MinIO of its own (test/livemap.sh; part of make test).

@@ -50,7 +50,7 @@ scripts/deps.sh >/dev/null
 bench_deps
 make -s -j"$(nproc)" all bench/objbench bench/accessor bench/put_server PG_CONFIG="$PG_CONFIG"
 if [ ! -f .demo/port ] || ! "$PG_BIN/pg_isready" -q -h 127.0.0.1 -p "$(cat .demo/port)" ||
-	[ "$(cksum <trafficdb.so)" != "$(cat .demo/lib.cksum 2>/dev/null)" ]; then
+	[ "$(cksum <lib/trafficdb-server.so)" != "$(cat .demo/lib.cksum 2>/dev/null)" ]; then
 	make -s demo >/dev/null	# installs this build and (re)starts the cluster on it
 fi
 bench_cluster

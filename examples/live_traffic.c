@@ -2,18 +2,23 @@
  * live_traffic.c
  *	  A latency-critical reader as a router or tile renderer would write it:
  *	  live traffic straight from trafficdb's shared memory through
- *	  libtrafficdb, no SQL.  It prints the slowest segments of a box, then
- *	  sleeps until the server publishes again (no polling) and prints what
- *	  changed, for as many publications as asked.
+ *	  libtrafficdb, no SQL.  It prints the slowest named segments of a box,
+ *	  then sleeps until the server publishes again (no polling) and prints
+ *	  what changed (roads with a name and a speed), for as many publications
+ *	  as asked.  Names are aligned by their width on the terminal.
  *
  *	  live_traffic NAME XMIN YMIN XMAX YMAX [PUBLICATIONS [TIMEOUT_S]]
  *	  live_traffic /trafficdb.5433 24.93 60.16 24.95 60.17 2 30
  *
  *	  Build: cc -o live_traffic live_traffic.c $(pkg-config --cflags --libs trafficdb)
  */
+#define _XOPEN_SOURCE 700			/* wcwidth */
+#include <locale.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <wchar.h>
 
 #include <trafficdb.h>
 
@@ -27,7 +32,83 @@ typedef struct Slowest
 	int			seen;
 } Slowest;
 
-/* Keep the TOP slowest segments relative to free flow (views, no copies). */
+/* widths of characters from wcwidth() (see print_cell), else one column each */
+static int	use_wcwidth;
+
+/*
+ * Print name in exactly width terminal columns: cut before the first
+ * character that would not fit, then padded with spaces.  printf's
+ * "%-28.28s" counts bytes: a Finnish or Swedish name (Mäkelänkatu,
+ * Hämeentie, Södra esplanaden) took fewer columns than its bytes, so the
+ * columns after it moved left, and a cut could split a character in two.
+ *
+ * Names are UTF-8 whatever the user's locale (the database is UTF-8), so
+ * they are decoded under C.UTF-8, not the environment's locale, which may be
+ * C or POSIX (a container): mbrtowc() and wcwidth() then give one column to
+ * ä, ö and å (single precomposed code points, as OpenStreetMap stores its
+ * names, NFC), none to a combining mark of decomposed text, two to a CJK
+ * character.  Where C.UTF-8 is missing, each code point counts as one
+ * column: exact for Finnish and Swedish names, which have no wide or
+ * combining characters.  Invalid bytes and control characters print as '?'.
+ */
+static void
+print_cell(const char *name, int width)
+{
+	size_t		len = strlen(name),
+				i = 0;
+	int			used = 0;
+	mbstate_t	st;
+
+	memset(&st, 0, sizeof(st));
+	while (i < len)
+	{
+		size_t		n = 1;
+		int			w = 1;
+		int			bad = 0;
+
+		if (use_wcwidth)
+		{
+			wchar_t		wc;
+
+			n = mbrtowc(&wc, name + i, len - i, &st);
+			if (n == (size_t) -1 || n == (size_t) -2 || n == 0)
+			{
+				memset(&st, 0, sizeof(st));
+				n = 1;
+				bad = 1;
+			}
+			else if ((w = wcwidth(wc)) < 0)
+			{
+				w = 1;
+				bad = 1;
+			}
+		}
+		else
+		{
+			while (i + n < len && ((unsigned char) name[i + n] & 0xC0) == 0x80)
+				n++;			/* a code point: its lead byte and continuation bytes */
+			bad = (unsigned char) name[i] < 0x20 || (unsigned char) name[i] == 0x7F;
+		}
+		if (used + w > width)
+			break;
+		if (bad)
+			putchar('?');
+		else
+			fwrite(name + i, 1, n, stdout);
+		used += w;
+		i += n;
+	}
+	printf("%*s", width - used, "");
+}
+
+/* A road worth showing: it has a speed and a name. */
+static int
+shown(const trafficdb_location *l)
+{
+	return !isnan(l->traffic->speed_kmh) && l->name[0] != '\0';
+}
+
+/* Keep the TOP slowest named segments relative to free flow (views, no copies). */
 static int
 collect(const trafficdb_location *l, void *arg)
 {
@@ -38,8 +119,8 @@ collect(const trafficdb_location *l, void *arg)
 	if (isnan(l->traffic->speed_kmh))
 		return 0;
 	s->seen++;
-	if (!(l->traffic->free_flow_kmh > 0))
-		return 0;				/* no free-flow speed to compare with */
+	if (!shown(l) || !(l->traffic->free_flow_kmh > 0))
+		return 0;				/* unnamed, or no free-flow speed to compare with */
 	r = l->traffic->speed_kmh / l->traffic->free_flow_kmh;
 	if (s->n == TOP && r >= s->ratio[TOP - 1])
 		return 0;
@@ -54,15 +135,26 @@ collect(const trafficdb_location *l, void *arg)
 	return 0;
 }
 
+typedef struct Changes
+{
+	int			changed;		/* every location that changed */
+	int			printed;		/* of them, those printed: named, with a speed */
+} Changes;
+
 static int
 print_change(const trafficdb_location *l, void *arg)
 {
-	int		   *n = arg;
+	Changes    *c = arg;
 
-	if ((*n)++ < TOP)
-		printf("  changed %12llu %-28.28s %5.1f km/h%s%.*s\n", (unsigned long long) l->id, l->name,
-			   l->traffic->speed_kmh, l->incident ? "  incident: " : "",
+	c->changed++;
+	if (c->printed < TOP && shown(l))
+	{
+		c->printed++;
+		printf("  changed %12llu ", (unsigned long long) l->id);
+		print_cell(l->name, 28);
+		printf(" %5.1f km/h%s%.*s\n", l->traffic->speed_kmh, l->incident ? "  incident: " : "",
 			   (int) l->incident_len, l->incident ? l->incident : "");
+	}
 	return 0;
 }
 
@@ -93,6 +185,7 @@ main(int argc, char **argv)
 	}
 	for (int i = 0; i < 4; i++)
 		b[i] = atof(argv[2 + i]);
+	use_wcwidth = setlocale(LC_CTYPE, "C.UTF-8") != NULL;	/* see print_cell */
 
 	if ((rc = trafficdb_open(argv[1], &h)) != TRAFFICDB_OK)
 		return fail(argv[1], rc, NULL);
@@ -101,27 +194,30 @@ main(int argc, char **argv)
 	trafficdb_published_at(h, &published_at);
 	if ((rc = trafficdb_bbox(h, b[0], b[1], b[2], b[3], collect, &s)) != TRAFFICDB_OK)
 		return fail("trafficdb_bbox", rc, h);
-	printf("generation %llu: %d segments with traffic in the box; the slowest:\n",
+	printf("generation %llu: %d segments with traffic in the box; the slowest named:\n",
 		   (unsigned long long) gen, s.seen);
 	for (int i = 0; i < s.n; i++)
-		printf("  %12llu %-28.28s %-12s %5.1f / %5.1f km/h (%2.0f%%)\n",
-			   (unsigned long long) s.top[i].id, s.top[i].name, s.top[i].road_class,
+	{
+		printf("  %12llu ", (unsigned long long) s.top[i].id);
+		print_cell(s.top[i].name, 28);
+		printf(" %-12s %5.1f / %5.1f km/h (%2.0f%%)\n", s.top[i].road_class,
 			   s.top[i].traffic->speed_kmh, s.top[i].traffic->free_flow_kmh, 100 * s.ratio[i]);
+	}
 	trafficdb_end(h);					/* the views above are invalid from here */
 	fflush(stdout);
 
 	for (int p = 0; p < publications; p++)
 	{
 		uint64_t	before = gen;
-		int			changed = 0;
+		Changes		c = {0};
 
 		if ((rc = trafficdb_wait(h, gen, timeout_ms, &gen)) != TRAFFICDB_OK)
 			return fail("trafficdb_wait", rc, h);
 		if ((rc = trafficdb_begin(h, &gen)) != TRAFFICDB_OK)
 			return fail("trafficdb_begin", rc, h);
-		trafficdb_changes_since(h, before, print_change, &changed);
-		printf("woken by generation %llu: %d locations changed since %llu\n",
-			   (unsigned long long) gen, changed, (unsigned long long) before);
+		trafficdb_changes_since(h, before, print_change, &c);
+		printf("woken by generation %llu: %d locations changed since %llu (%d named ones with a speed shown)\n",
+			   (unsigned long long) gen, c.changed, (unsigned long long) before, c.printed);
 		trafficdb_end(h);
 		fflush(stdout);
 	}

@@ -8,9 +8,26 @@
 # into a PostGIS table, creates the extension and prints example queries.
 # The server is left running.  Running it again reuses the cluster and
 # re-imports the map.
+#
+# Ports, all on 127.0.0.1 (to keep parallel demos on one machine to ranges):
+#   TDB_DEMO_PG_PORTS="FIRST LAST"  PostgreSQL: the first free one (default 5433 5532)
+#   TDB_MINIO_PORTS="FIRST LAST"    MinIO: the first two free ones, S3 and console
+#                                   (default: two the system picks)
+#   TDB_WEB_PORTS="FIRST LAST"      the live map: the first free one (default 8080 8179)
+# The demo prints them when it starts.  `scripts/demo.sh --ports` prints the
+# ports a start would take now and starts nothing.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$TDB_ROOT"
+
+TDB_DEMO_PG_PORTS=${TDB_DEMO_PG_PORTS:-5433 5532}
+export TDB_WEB_PORTS=${TDB_WEB_PORTS:-8080 8179}
+for range in "TDB_DEMO_PG_PORTS=$TDB_DEMO_PG_PORTS" "TDB_WEB_PORTS=$TDB_WEB_PORTS" ${TDB_MINIO_PORTS:+"TDB_MINIO_PORTS=$TDB_MINIO_PORTS"}; do
+	[[ ${range#*=} =~ ^[[:space:]]*([0-9]+)[[:space:]]+([0-9]+)[[:space:]]*$ ]] &&
+		[ "${BASH_REMATCH[1]}" -ge 1 ] && [ "${BASH_REMATCH[1]}" -le "${BASH_REMATCH[2]}" ] && [ "${BASH_REMATCH[2]}" -le 65535 ] ||
+		die "${range%%=*}=\"${range#*=}\": expected \"FIRST LAST\", two port numbers, FIRST <= LAST <= 65535"
+done
+unset range
 
 DEMO_DB=trafficdb_demo
 # TDB_DEMO_DIR: the demo's directory instead of .demo (make test's docs stage
@@ -50,7 +67,33 @@ stop_demo() {
 	fi
 }
 
+# The PostgreSQL port a start takes: the one recorded in .demo when it is in
+# TDB_DEMO_PG_PORTS and free (or the demo server's, running), else the first
+# free one of TDB_DEMO_PG_PORTS.
+pick_pg_port() {
+	local port first last
+	read -r first last <<<"$TDB_DEMO_PG_PORTS"
+	port=$(demo_port)
+	if [ -n "$port" ] && { is_running || { [ "$port" -ge "$first" ] && [ "$port" -le "$last" ] && ! port_in_use "$port"; }; }; then
+		echo "$port"
+	else
+		free_port "$TDB_DEMO_PG_PORTS"
+	fi
+}
+
+ports_line() {	# what the demo says of its ports at start
+	echo "demo: ports on 127.0.0.1: PostgreSQL $1 (of TDB_DEMO_PG_PORTS=\"$TDB_DEMO_PG_PORTS\"), MinIO ${TDB_MINIO_PORTS:+of TDB_MINIO_PORTS=\"$TDB_MINIO_PORTS\"}${TDB_MINIO_PORTS:-two the system picks (TDB_MINIO_PORTS unset)}, live map the first free of TDB_WEB_PORTS=\"$TDB_WEB_PORTS\""
+}
+
 case "${1:-}" in
+--ports)
+	# the ports a start would take now; starts nothing
+	pg_port=$(pick_pg_port)
+	minio_ports=$(scripts/minio.sh ports)
+	web_port=$(free_port "$TDB_WEB_PORTS")
+	printf 'postgresql %s\nminio %s\nweb %s\n' "$pg_port" "$minio_ports" "$web_port"
+	exit 0
+	;;
 --stop)
 	stop_demo
 	exit 0
@@ -70,6 +113,9 @@ helsinki) pbf=data/helsinki.osm.pbf ;;
 delaware) pbf=data/cache/delaware-latest.osm.pbf ;;
 *) die "unknown MAP '$MAP': expected helsinki (shipped) or delaware (fetched)" ;;
 esac
+
+pg_port=$(pick_pg_port)
+ports_line "$pg_port"
 
 say "dependencies"
 scripts/deps.sh
@@ -113,17 +159,8 @@ if is_running && [ "$(cksum <"$lib")" != "$(cat "$dir/lib.cksum" 2>/dev/null)" ]
 fi
 
 if ! is_running; then
-	port=$(demo_port)
-	if [ -z "$port" ] || port_in_use "$port"; then
-		port=
-		# TDB_DEMO_PG_PORTS="FIRST LAST": another range (parallel demos on one machine)
-		read -r pfirst plast <<<"${TDB_DEMO_PG_PORTS:-5433 5532}"
-		for p in $(seq "$pfirst" "$plast"); do
-			if ! port_in_use "$p"; then port=$p; break; fi
-		done
-		[ -n "$port" ] || die "no free TCP port on 127.0.0.1 between $pfirst and $plast"
-		echo "$port" | as_pg tee "$dir/port" >/dev/null
-	fi
+	port=$(pick_pg_port)
+	[ "$port" = "$(demo_port)" ] || echo "$port" | as_pg tee "$dir/port" >/dev/null
 	as_pg tee "$(pgdata)/trafficdb-demo.conf" >/dev/null <<-EOF
 		# written by scripts/demo.sh on every start
 		listen_addresses = '127.0.0.1'
@@ -247,7 +284,7 @@ scripts/web.sh stop "$dir/web"
 "${PSQL[@]}" -d "$DEMO_DB" -q -v server=minio -v access_key="$MINIO_ROOT_USER" -v secret_key="$MINIO_ROOT_PASSWORD" \
 	-f web/role.sql
 dburl="postgresql://postgres@127.0.0.1:$port/$DEMO_DB"
-TDB_WEB_PORTS=${TDB_WEB_PORTS:-8080 8179} scripts/web.sh start "$dir/web" "postgresql://trafficdb_web@127.0.0.1:$port/$DEMO_DB"
+scripts/web.sh start "$dir/web" "postgresql://trafficdb_web@127.0.0.1:$port/$DEMO_DB"
 web_port=$(cat "$dir/web/web.port")
 nohup "${TDB_WEB_VENV:-$TDB_ROOT/.venv-web}/bin/python" web/feeder.py "$dburl" >"$dir/web/feeder.log" 2>&1 &
 echo $! >"$dir/web/feeder.pid"

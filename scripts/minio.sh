@@ -11,6 +11,11 @@
 #                                 MINIO_ENDPOINT, MINIO_ROOT_USER,
 #                                 MINIO_ROOT_PASSWORD (source it)
 #   scripts/minio.sh stop DIR     stop it (the pid in DIR/pid) and remove DIR/data
+#   scripts/minio.sh ports        print the two ports start would take now
+#
+# Ports: two, the S3 API's and the console's (which nothing here uses, but
+# MinIO always listens on one): the first two free ones of
+# TDB_MINIO_PORTS="FIRST LAST" when set, else two the system picks.
 #
 # The credentials are random per start and live only in DIR/env (mode 600).
 set -euo pipefail
@@ -70,8 +75,26 @@ install_minio() {
 	echo "minio: built in $((SECONDS - t0)) s" >&2
 }
 
-free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+# minio_ports: "S3 CONSOLE", two distinct free ports of 127.0.0.1 (see Ports above)
+minio_ports() {
+	local first last p found=()
+	if [ -n "${TDB_MINIO_PORTS:-}" ]; then
+		[[ $TDB_MINIO_PORTS =~ ^[[:space:]]*([0-9]+)[[:space:]]+([0-9]+)[[:space:]]*$ ]] &&
+			[ "${BASH_REMATCH[1]}" -ge 1 ] && [ "${BASH_REMATCH[1]}" -le "${BASH_REMATCH[2]}" ] &&
+			[ "${BASH_REMATCH[2]}" -le 65535 ] ||
+			die "minio: TDB_MINIO_PORTS=\"$TDB_MINIO_PORTS\": expected \"FIRST LAST\", two port numbers, FIRST <= LAST <= 65535"
+		first=${BASH_REMATCH[1]} last=${BASH_REMATCH[2]}
+		for p in $(seq "$first" "$last"); do
+			port_in_use "$p" || found+=("$p")
+			if [ "${#found[@]}" = 2 ]; then echo "${found[*]}"; return 0; fi
+		done
+		die "minio: fewer than two free TCP ports on 127.0.0.1 between $first and $last (TDB_MINIO_PORTS; MinIO takes two: S3 and console)"
+	fi
+	# both bound at once, so that they differ
+	python3 -c 'import socket
+a, b = socket.socket(), socket.socket()
+a.bind(("127.0.0.1", 0)); b.bind(("127.0.0.1", 0))
+print(a.getsockname()[1], b.getsockname()[1])'
 }
 
 start_minio() {
@@ -79,8 +102,8 @@ start_minio() {
 	install_minio
 	mkdir -p "$dir/data"
 	local port cport user pass
-	port=$(free_port)
-	cport=$(free_port)
+	read -r port cport <<<"$(minio_ports)"
+	[ -n "$cport" ] || exit 1	# minio_ports said why
 	user=tdb$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')
 	pass=$(od -An -N18 -tx1 /dev/urandom | tr -d ' \n')
 	MINIO_ROOT_USER=$user MINIO_ROOT_PASSWORD=$pass MINIO_BROWSER=off MINIO_UPDATE=off \
@@ -109,7 +132,7 @@ export MINIO_ENDPOINT=http://127.0.0.1:$port
 export MINIO_ROOT_USER=$user
 export MINIO_ROOT_PASSWORD=$pass
 EOF
-	echo "minio: listening on http://127.0.0.1:$port (pid $(cat "$dir/pid"), env in $dir/env)" >&2
+	echo "minio: listening on http://127.0.0.1:$port, console port $cport (pid $(cat "$dir/pid"), env in $dir/env)" >&2
 }
 
 stop_minio() {
@@ -122,5 +145,6 @@ case "${1:-}" in
 install) install_minio ;;
 start) [ -n "${2:-}" ] || die "usage: scripts/minio.sh start DIR"; start_minio "$2" ;;
 stop) [ -n "${2:-}" ] || die "usage: scripts/minio.sh stop DIR"; stop_minio "$2" ;;
-*) die "usage: scripts/minio.sh install | start DIR | stop DIR" ;;
+ports) minio_ports ;;
+*) die "usage: scripts/minio.sh install | start DIR | stop DIR | ports" ;;
 esac

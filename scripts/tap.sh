@@ -40,11 +40,12 @@ trap finish EXIT
 cp -r Makefile trafficdb.control sql expected test t "$work"/
 mkdir -p "$work/data" "$work/scripts" "$work/bench" "$work/tools" "$work/lib"
 cp data/helsinki.osm.pbf "$work/data/"
-cp scripts/roads.lua scripts/lib.sh scripts/autoctl.sh "$work/scripts/"
+cp scripts/roads.lua scripts/lib.sh scripts/autoctl.sh scripts/demo.sh scripts/minio.sh "$work/scripts/"
 cp bench/lib.sh bench/failover.sh bench/failover_load.py bench/failover_check.py "$work/bench/"
 cp tools/tdbread tools/tdbsub tools/trafficdb-stream "$work/tools/"
 [ -x tools/trafficdb-trail ] && cp tools/trafficdb-trail "$work/tools/"
 cp lib/libtrafficdb.so "$work/lib/"
+mkdir -p "$work/examples" && cp examples/live_traffic "$work/examples/"
 cp -r python "$work/"
 [ "$(id -u)" = 0 ] && chown -R "$PG_OS_USER": "$work"
 

@@ -78,9 +78,10 @@ trap stop_servers EXIT
 cp -r Makefile trafficdb.control sql expected test t "$work"/
 mkdir -p "$work/data" "$work/scripts" && cp data/helsinki.osm.pbf "$work/data/" && cp scripts/roads.lua "$work/scripts/"
 # t/032_failover.pl runs bench/failover.sh (pg_auto_failover, scripts/autoctl.sh)
-mkdir -p "$work/bench" && cp scripts/lib.sh scripts/autoctl.sh "$work/scripts/" &&
+mkdir -p "$work/bench" && cp scripts/lib.sh scripts/autoctl.sh scripts/demo.sh scripts/minio.sh "$work/scripts/" &&
 	cp bench/lib.sh bench/failover.sh bench/failover_load.py bench/failover_check.py "$work/bench/"
 mkdir -p "$work/tools" "$work/lib" && cp tools/tdbread tools/tdbsub tools/trafficdb-stream tools/trafficdb-trail "$work/tools/" && cp lib/libtrafficdb.so "$work/lib/"
+mkdir -p "$work/examples" && cp examples/live_traffic "$work/examples/"
 cp -r python "$work/"
 [ "$(id -u)" = 0 ] && chown -R "$PG_OS_USER": "$work"
 

@@ -74,7 +74,7 @@ import trafficdb
 with trafficdb.Subscriber("$shm", ids=[5, 6, 7], condition="congestion_at_least", value=3, enter_exit=True,
                           timeout_ms=1500) as s:
     print("ready", flush=True)
-    for e in s:
+    for e in s.events(timeout_ms=1500):     # until 1.5 s without events (for e in s: until closed)
         print(e.kind, e.location_id, e.old_congestion, e.new_congestion, flush=True)
 } ], '>', \$po, '2>', \$pe);
 for (1 .. 100) { $py->pump_nb; last if $po =~ /ready/; select(undef, undef, undef, 0.05); }
@@ -137,7 +137,7 @@ import sys; sys.path.insert(0, "$pydir")
 import trafficdb
 with trafficdb.Subscriber("$shm", ids=[3, 4], timeout_ms=1500) as s:
     print("ready", flush=True)
-    for e in s:
+    for e in s.events(timeout_ms=1500):
         print(e.kind, e.generation, e.location_id, flush=True)
 } ], '>', \$mo, '2>', \$me);
 for (1 .. 100) { $reload->pump_nb; last if $mo =~ /ready/; select(undef, undef, undef, 0.05); }
@@ -163,7 +163,7 @@ import trafficdb
 s = trafficdb.Subscriber("$sshm", box=(24, 60, 26, 61), timeout_ms=1000)
 print("ready", flush=True)
 sys.stdin.readline()          # do not read until told
-for e in s:
+for e in s.events(timeout_ms=1000):
     print(e.kind, e.generation, e.location_id, flush=True)
 } ], '<', \my $lin, '>', \$ro, '2>', \$re);
 for (1 .. 100) { $lagger->pump_nb; last if $ro =~ /ready/; select(undef, undef, undef, 0.05); }

@@ -15,7 +15,10 @@
 #     tdb_shm_map links against it, and both its functions and the library's
 #     work;
 #   - `import trafficdb` works outside the checkout and finds the installed
-#     library by itself; `pip install ./python` into a venv works offline;
+#     library by itself; `pip install ./python` into a venv works offline,
+#     also into a bare venv (no setuptools, no wheel package);
+#   - in the built checkout's root, `import trafficdb` imports the package:
+#     no build product there is importable as trafficdb;
 #   - the bindings' ctypes structures have the C header's field offsets.
 #
 # It creates an OS user, so it needs root; it says it skipped otherwise.
@@ -223,6 +226,28 @@ check "pip install --no-index --no-build-isolation ./python into a venv" \
 	logged as_user sh -c "$PYTHON -m venv --system-site-packages $venv && cd $src && $venv/bin/python -m pip install -q --no-index --no-build-isolation ./python"
 check "the venv's package imports, finding the library through LD_LIBRARY_PATH" \
 	same "$(as_user env PYTHONNOUSERSITE=1 LD_LIBRARY_PATH="$lib" "$venv/bin/python" -c "$pycheck" 2>&1)" \
+	"$(printf '%s\n%s\n%s\n%s' "$version" "$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/trafficdb" "libtrafficdb.so.$major" -30701)"
+
+# A bare venv (no --system-site-packages: no Debian setuptools, and no wheel
+# package, as with pyenv's or python.org's Python): pip install ./python,
+# offline, with build isolation as pip does by default.
+bare=$home/venv-bare
+check "pip install --no-index ./python into a bare venv (no setuptools or wheel needed)" \
+	logged as_user sh -c "$PYTHON -m venv $bare && cd $src && $bare/bin/python -m pip install -q --no-index ./python"
+check "the bare venv's package imports" \
+	same "$(as_user env PYTHONNOUSERSITE=1 LD_LIBRARY_PATH="$lib" "$bare/bin/python" -c "$pycheck" 2>&1)" \
+	"$(printf '%s\n%s\n%s\n%s' "$version" "$("$bare/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/trafficdb" "libtrafficdb.so.$major" -30701)"
+
+# The checkout itself, built by make (scripts/test.sh builds before this
+# runs): python -c puts the working directory first on sys.path, so a file
+# there named trafficdb.so (or trafficdb.py, trafficdb.*.so) is imported as
+# "trafficdb" instead of the package.  None may exist outside python/, and
+# `import trafficdb` in the repository root imports the installed package.
+check "no file of the checkout but python/trafficdb is what Python imports as trafficdb" \
+	same "$(cd "$root" && find . -path ./python -prune -o -path ./.git -prune -o \
+		\( -name trafficdb.so -o -name 'trafficdb.*.so' -o -name trafficdb.py -o -name trafficdb.pyc \) -print)" ""
+check "in the repository root (after make), the venv's python imports the package, not the server module" \
+	same "$(cd "$root" && env PYTHONNOUSERSITE=1 LD_LIBRARY_PATH="$lib" "$venv/bin/python" -c "$pycheck" 2>&1)" \
 	"$(printf '%s\n%s\n%s\n%s' "$version" "$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/trafficdb" "libtrafficdb.so.$major" -30701)"
 
 echo "1..$((pass + fail))"

@@ -29,6 +29,7 @@ import datetime
 import math
 import os
 import threading
+import time
 
 __all__ = ["Reader", "Snapshot", "Location", "Writer", "TrafficDBError", "NotRunning", "Stale", "Empty", "Revoked",
            "Busy", "Lost", "BadArg", "NotFound", "Subscriber", "Request", "Timeout", "Gone"]
@@ -540,8 +541,12 @@ class Subscriber:
     or subscriptions=True (the events of every row of trafficdb.subscriptions; Event.subscription is the row's id);
     condition one of "congestion_at_least", "speed_below", "speed_below_pct" (with value) or "incident";
     enter_exit=True for events when the condition starts or stops holding.  group="name" shares the events
-    with the other subscribers of that group (sticky=True: a location to the same member).  Iterating
-    waits for events (timeout_ms per wait; the iteration ends after a wait with none).
+    with the other subscribers of that group (sticky=True: a location to the same member).
+
+    `for e in sub:` waits for events for as long as the subscriber is open: quiet traffic does not end it,
+    close() (from another thread, or a with block's end) does.  events(timeout_ms=...) ends instead
+    (StopIteration, no exception) after timeout_ms without an event.  timeout_ms of the constructor is the
+    wait of one receive(), request() or take_request() call, not of the iteration.
 
     Threads: one thread at a time makes calls on a Subscriber (open one per thread); close() may come
     from another thread, and a call blocked then ends at its timeout.
@@ -662,12 +667,39 @@ class Subscriber:
                 return
             yield r
 
-    def __iter__(self):
+    # the longest wait of one receive() in an iteration: a close() from another thread, or Ctrl-C, is noticed
+    # within it (the C call does not wake when the subscriber is closed)
+    _ITER_WAIT_MS = 500
+
+    def events(self, timeout_ms=None):
+        """Iterate over the events as they come.  timeout_ms=None (what `for e in sub` does): until the
+        subscriber is closed, however long traffic stays quiet.  timeout_ms=N: the iteration ends (returns;
+        no exception) after N ms without an event, or when the subscriber is closed."""
+        quiet_ms = None if timeout_ms is None else _ms(timeout_ms)
+        deadline = None if quiet_ms is None else time.monotonic() + quiet_ms / 1000.0
         while True:
-            events = self.receive()
-            if not events:
-                return
-            yield from events
+            wait = self._ITER_WAIT_MS
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                wait = min(wait, max(1, int(left * 1000)))
+            with self._lock:
+                if not self._h or self._closing:
+                    return
+            try:
+                events = self.receive(wait)
+            except TrafficDBError:
+                if not self._h or self._closing:     # closed while it waited
+                    return
+                raise
+            if events:
+                if deadline is not None:
+                    deadline = time.monotonic() + quiet_ms / 1000.0
+                yield from events
+
+    def __iter__(self):
+        return self.events()
 
     def close(self):
         """Unsubscribe.  A call waiting in another thread ends at its timeout, and the handle is freed then."""

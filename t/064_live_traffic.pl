@@ -1,0 +1,76 @@
+# t/064_live_traffic.pl: the C reader example (examples/live_traffic, built
+# by make) on a map like the demo's: Finnish and Swedish names, unnamed
+# roads, roads with a congestion but no speed.  It shows only roads with a
+# name and a speed (no "nan km/h", no blank names), and its columns line up
+# by display width, whatever the bytes of the names (UTF-8, also decomposed)
+# and under a C locale.
+use strict;
+use warnings;
+use utf8;
+use Encode qw(decode);
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use IPC::Run qw(start finish);
+use lib 't';
+use TdbTest;
+
+my $example = 'examples/live_traffic';
+plan skip_all => "$example is not built" unless -x $example;
+
+my $node = tdb_node('live_traffic', 'trafficdb.publish_interval' => "'1h'");
+# ids 1-8 on one street of the box each; 9 outside it
+$node->safe_psql('postgres', q{
+CREATE EXTENSION trafficdb CASCADE;
+CREATE TABLE roads (id bigint PRIMARY KEY, name text, highway text, geom geometry(LineString, 4326));
+INSERT INTO roads
+SELECT id, name, 'primary', ST_SetSRID(ST_MakeLine(ST_MakePoint(24.94 + id * 0.001, 60.17),
+                                                  ST_MakePoint(24.94 + id * 0.001, 60.171)), 4326)
+  FROM (VALUES (1, 'Mäkelänkatu'), (2, 'Hämeentie'), (3, 'Södra esplanaden'), (4, NULL),
+               (5, 'Mannerheimintie'), (6, 'Ylioppilastalon läntinen sisäpiha ja käytävä'),
+               (7, 'Ha' || chr(776) || 'meentie'), (8, 'Itämerenkatu')) v(id, name);
+SELECT trafficdb.load_map('roads', 'id', 'geom', 'highway', 'name');
+-- 4 (unnamed) is the slowest; 8 has a congestion but no speed
+INSERT INTO trafficdb.feed (location_id, speed_kmh, free_flow_kmh)
+VALUES (1, 12, 50), (2, 20, 50), (3, 25, 50), (4, 3, 50), (5, 30, 50), (6, 35, 50), (7, 40, 50);
+INSERT INTO trafficdb.feed (location_id, congestion) VALUES (8, 3);
+SELECT trafficdb.publish();
+});
+
+my ($out, $err) = ('', '');
+local $ENV{LC_ALL} = 'C';	# a container's locale: the names are UTF-8 all the same
+my $h = start([ $example, '/trafficdb.' . $node->port, '24.9', '60.16', '25.0', '60.18', '1', '20' ],
+	'>', \$out, '2>', \$err);
+for (1 .. 200) { $h->pump_nb; last if $out =~ /the slowest/ && $out =~ /\n\s*$/; select(undef, undef, undef, 0.05); }
+select(undef, undef, undef, 0.3);
+$node->safe_psql('postgres', q{
+INSERT INTO trafficdb.feed (location_id, speed_kmh) VALUES (4, 7), (1, 9), (2, 19), (7, 41);
+INSERT INTO trafficdb.feed (location_id, congestion) VALUES (8, 4);
+SELECT trafficdb.publish();});
+finish($h) or diag("live_traffic failed: $err");
+my $text = decode('UTF-8', $out);
+note($text);
+
+unlike($text, qr/nan/i, 'no "nan km/h"');
+my @slowest = grep { /km\/h \(/ } split /\n/, $text;
+my @changed = grep { /^\s+changed / } split /\n/, $text;
+is(scalar(@slowest), 5, 'five slowest roads');
+is(join(',', map { (split ' ')[0] } @slowest), '1,2,3,5,6', 'the slowest named ones: the unnamed road 4 is left out');
+is(join(',', sort map { (split ' ')[1] } @changed), '1,2,7', 'changes shown: named roads with a speed (not 4, unnamed, nor 8, no speed)');
+like($text, qr/woken by generation \d+: 5 locations changed since \d+ \(3 named ones with a speed shown\)/,
+	'the count is of every change');
+
+# display columns: combining marks take none; no wide characters here
+sub width { my ($s) = @_; $s =~ s/\p{Mn}//g; return length($s); }
+for my $lines ([ 'slowest', \@slowest, qr/ primary / ], [ 'changed', \@changed, qr/ km\/h/ ])
+{
+	my ($what, $l, $re) = @$lines;
+	my %at = map { $_ =~ $re ? (width(substr($_, 0, $-[0])) => 1) : ('no match' => 1) } @$l;
+	is(join(',', sort keys %at), $what eq 'slowest' ? '43' : '57',
+		"$what: the column after the name starts at the same display column on every line");
+}
+my ($long) = grep { /^\s+6 / } @slowest;
+like($long, qr/ Ylioppilastalon läntinen sis primary /, 'a long name is cut at 28 columns, between characters');
+
+$node->stop;
+done_testing();

@@ -1,0 +1,60 @@
+# t/065_demo_ports.pl: the demo keeps to the port ranges it is given
+# (parallel demos on one machine): TDB_DEMO_PG_PORTS for PostgreSQL,
+# TDB_MINIO_PORTS for MinIO's two ports (scripts/minio.sh), TDB_WEB_PORTS
+# for the live map; busy ports are skipped, a range too small or malformed is
+# an error naming it.  Through `scripts/demo.sh --ports` (the ports a start
+# would take now; it starts nothing), which uses the start's own choice.
+use strict;
+use warnings;
+use IO::Socket::INET;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+-x 'scripts/demo.sh' && -x 'scripts/minio.sh' or plan skip_all => 'scripts/demo.sh and scripts/minio.sh are not here';
+
+# a block of 8 ports whose first two are taken (by us)
+my ($base, @held);
+for my $try (1 .. 50)
+{
+	$base = 20000 + int(rand(20000));
+	@held = map { IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => $base + $_, Listen => 128, ReuseAddr => 1) } 0 .. 1;	# a backlog for the probes: nothing accepts
+	my @probe = map { IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => $base + $_, Listen => 1, ReuseAddr => 1) } 2 .. 7;
+	last if 2 == grep { defined } @held and 6 == grep { defined } @probe;	# the probes close here
+	@held = ();
+}
+is(scalar(@held), 2, "ports $base and " . ($base + 1) . ' taken');
+
+sub ports
+{
+	my (%env) = @_;
+	local @ENV{ keys %env } = values %env;
+	delete local $ENV{TDB_MINIO_PORTS} unless exists $env{TDB_MINIO_PORTS};
+	my ($out, $err) = run_command([ 'scripts/demo.sh', '--ports' ]);
+	return ($out, $err);
+}
+
+my $range = "$base " . ($base + 7);
+my ($out, $err) = ports(TDB_DEMO_PG_PORTS => $range, TDB_MINIO_PORTS => $range, TDB_WEB_PORTS => $range);
+is($out, sprintf("postgresql %d\nminio %d %d\nweb %d", $base + 2, $base + 2, $base + 3, $base + 2),
+	'each service takes the first free ports of its range, skipping the busy ones') or diag($err);
+
+($out, $err) = ports(TDB_DEMO_PG_PORTS => $range, TDB_WEB_PORTS => $range);
+like($out, qr/^minio (\d+) (\d+)$/m, 'without TDB_MINIO_PORTS, MinIO takes two ports the system picks');
+my ($s3, $console) = $out =~ /^minio (\d+) (\d+)$/m;
+isnt($s3 // 0, $console // 0, 'two different ones');
+
+($out, $err) = ports(TDB_DEMO_PG_PORTS => $range, TDB_WEB_PORTS => $range, TDB_MINIO_PORTS => "$base " . ($base + 2));
+like($err, qr/fewer than two free TCP ports on 127\.0\.0\.1 between $base and @{[$base + 2]} \(TDB_MINIO_PORTS/,
+	'MinIO in a range with one free port: an error naming the range');
+
+($out, $err) = ports(TDB_DEMO_PG_PORTS => "$base " . ($base + 1), TDB_WEB_PORTS => $range);
+like($err, qr/no free TCP port on 127\.0\.0\.1 between $base and @{[$base + 1]}/,
+	'PostgreSQL in a range with no free port: an error naming the range');
+
+($out, $err) = ports(TDB_DEMO_PG_PORTS => '5433', TDB_WEB_PORTS => $range);
+like($err, qr/TDB_DEMO_PG_PORTS="5433": expected "FIRST LAST"/, 'a malformed range is refused, named');
+
+($out, $err) = ports(TDB_DEMO_PG_PORTS => $range, TDB_WEB_PORTS => $range, TDB_MINIO_PORTS => "$base x");
+like($err, qr/TDB_MINIO_PORTS="$base x": expected "FIRST LAST"/, 'also for MinIO');
+
+done_testing();
