@@ -40,9 +40,11 @@ The snippets' HOME is a scratch directory, removed at the end (what they
 install under ~ goes with it; XDG_CACHE_HOME stays the real ~/.cache).
 
 Each snippet has SNIPPET_TIMEOUT seconds (60); at the timeout its whole
-process group is killed.  A snippet may leave a server running (a standby,
-say) for the next ones: whoever stops the demo stops what runs in its
-directory.
+process group is killed.  A snippet may leave a server running for the
+next ones: docs/fleet.md's standby in .demo/standby (port 5701).  make
+test's docs stage stops every server in its scratch demo's directory; after
+a run against make demo's .demo, make demo-stop does not stop that standby
+(pg_ctl -D .demo/standby stop does).
 
 An HTML comment on the line before a fence (invisible on the page) changes
 what happens to that block:
@@ -65,8 +67,9 @@ Directives combine in one comment (`<!-- example: save=x.c timeout=20 -->`).
 Blocks in any other language (text, ini, conf, output) are not snippets.  A
 block with no language fails the run: label it (`text` for output or
 pictures), so that no snippet escapes by having no label.  The
-summary line is "doc examples: N passed, N failed, N not run".  Exit status 1
-when any failed.
+summary line is "doc examples: N passed, N failed, N not run", after the
+reasons of the blocks not run and the run's time.  Exit status 1 when any
+failed.
 """
 import argparse
 import glob
