@@ -37,9 +37,21 @@ INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
 def tracked_files():
-    out = subprocess.run(["git", "ls-files"], cwd=ROOT, check=True,
-                         capture_output=True, text=True).stdout
-    return [f for f in out.split("\n") if f]
+    """The repository's files: git's list, or (a tarball, no git) the
+    source folders walked, build output and caches left out."""
+    try:
+        out = subprocess.run(["git", "ls-files"], cwd=ROOT, check=True,
+                             capture_output=True, text=True).stdout
+        return [f for f in out.split("\n") if f and os.path.exists(os.path.join(ROOT, f))]
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    found = []
+    for top in SOURCE_DIRS:
+        for dirpath, dirnames, filenames in os.walk(os.path.join(ROOT, top)):
+            dirnames[:] = [d for d in dirnames if d not in ("node_modules", "cache", "__pycache__", "results")]
+            for name in filenames:
+                found.append(os.path.relpath(os.path.join(dirpath, name), ROOT))
+    return found + ["README.md"]
 
 
 def stem(path):
