@@ -25,7 +25,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Where the build looks for "..." includes besides the including file's own
 # directory (the Makefile's -I flags).
 INCLUDE_DIRS = [".", "src", "include", "tools", "src/tests"]
-SOURCE_DIRS = ["bgworker", "module", "fdw", "src", "tools", "include",
+SOURCE_DIRS = ["bgworker", "module", "fdw", "src", "tools", "include", "t", "scripts",
+               "python", "web", "extension", "sql",
                "examples", "bench", "test", "lib"]
 CHECKED_EXT = (".c", ".h", ".py", ".pl", ".pm", ".sh", ".js", ".sql",
                ".lua", ".html", ".css")
