@@ -75,6 +75,7 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
+#include "bgworker/daemon_internal.h"
 #include "bgworker/genlog_store.h"
 #include "module/shared.h"
 #include "module/subscriptions.h"
@@ -91,150 +92,6 @@ PGDLLEXPORT void tdb_daemon_main(Datum arg);
 
 /* Valid ranges for feed values. */
 #define MAX_SPEED_KMH 400.0
-
-#define UNIX_TO_PG_US ((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY)
-
-/* What the daemon holds between cycles. */
-typedef struct DaemonState
-{
-	TdbWriter	writer;
-	bool		writer_open;
-	uint64		generation;		/* last published (or adopted) */
-
-	/* the current map */
-	uint32		map_seg;
-	void	   *map_addr;
-	TdbMapView	map;
-	bool		have_map;
-
-	/* working traffic, in map record order */
-	TdbTraffic *traffic;
-	int64	   *win_seq;		/* feed seq of each entry's value: ties on observed_at go to the later row */
-	char	  **incidents;		/* per record, palloc'd text or NULL */
-	uint64		incident_count;
-	bool		dirty;			/* changes not yet published */
-	bool		offsets_zero;	/* every entry's incident_off is 0 (no incident laid out) */
-	char		refusal[TDB_ERRMSG_LEN];	/* why the last publication was refused */
-
-	/* records changed since the last committed log record (each once) */
-	uint32	   *pend;
-	uint8	   *pend_bit;
-	uint64		npend;
-
-	/* the generation log */
-	uint64		log_last;		/* newest generation committed in it */
-	uint64		log_first;		/* oldest it keeps */
-	uint64		ckpt_gen;		/* newest checkpoint */
-	TimestampTz ckpt_at;
-	bool		need_checkpoint;	/* a new map: the next record must be a checkpoint */
-	TdbLogMapInfo mapinfo;		/* the current map's first generation, time, checksum */
-	NameData	region;			/* the region whose map it is (empty: the whole source) */
-
-	/* subscriptions (trafficdb.subscriptions), indexed for the current map */
-	TdbSubFilter *subs;
-	uint32	   *subs_events;	/* per filter: events of the publication being prepared */
-	uint32		nsubs;
-	TdbSubIndex subix;			/* the SQL rows someone receives (filters 0 .. nsql - 1) */
-	TdbSubIndex tix;			/* the targets (filters nsql ..) */
-	uint64		sql_loaded;		/* bumped at each load of the rows */
-	uint64		sqlix_loaded;	/* subix: of that load ... */
-	uint64		sqlix_map_id;	/* ... that map ... */
-	bool		sqlix_taps;		/* ... with taps or not */
-	MemoryContext subs_cxt;
-	uint64		subs_version;	/* of tdb_shared->subs_version, when loaded */
-	uint64		subs_map_id;	/* the map subix was built for */
-	uint32		last_pub_seg;	/* traffic object of the last generation published ... */
-	uint64		last_pub_map_id;	/* ... for this map (0: none) */
-
-	/*
-	 * External subscribers (trafficdb_subscribe): <prefix>.subs, one slot
-	 * each.  A subscriber outside a group is a target of its own; the slots
-	 * of one group make one target, with the filter of its lowest slot.  The
-	 * matcher's filters are the SQL subscriptions (D.nsql of them) followed
-	 * by one per target.
-	 */
-	TdbSubring	subring;
-	bool		subring_open;
-	bool		subring_lost;	/* closed because it was damaged: made anew at the next sweep */
-	bool	   *slot_live;		/* attached, with a valid filter */
-	TdbSubFilter *slot_filter;
-	TdbSubFilterStore *slot_store;
-	uint64	   *slot_group;
-	uint32	   *slot_gmode;
-	bool		targets_dirty;	/* slots changed: index again */
-	TdbSubFilter *sql_subs;		/* in subs_cxt */
-	bool	   *sql_notify;
-	char	  **sql_channel;	/* NOTIFY channel of each notify one: trafficdb_subscription_<id>_<notify_key> */
-	uint64	   *sql_owed_from;	/* per SQL subscription: first generation its NOTIFYs missed (0: none) */
-	bool	   *sql_left_out;	/* per filter of subs: over trafficdb.subscription_index_mb */
-	bool	   *sql_left_told;	/* ... and its notify subscription told so (once per index) */
-	uint32		nsql;
-	uint64		sql_map_id;		/* the map the SQL filters' ids were checked against */
-	int32	   *target_first;	/* per target: its lowest slot */
-	uint32	   *target_rr;		/* per target: round-robin position */
-	uint32		ntargets;
-	/* taps: targets given the events of every SQL subscription (TDB_SUB_ALL_SQL) */
-	int32	   *tap_first;
-	uint32	   *tap_rr;
-	uint32		ntaps;
-	/* the events of the generation being prepared, delivered once it is published */
-	struct PendingEvent *ev;
-	uint64		nev,
-				evcap;
-	uint64		sub_gap_from;	/* a generation whose events could not be made (0: none) */
-	bool		unpublished;	/* a committed generation readers have not been given */
-
-	/* the writers' ring (trafficdb_put) */
-	TdbRing		ring;
-	bool		ring_open;
-	uint64		put_rejected;	/* updates for unknown locations */
-	uint64		put_applied;
-	uint32		nput_rejects;	/* waiting for feed_rejects */
-	uint64		put_rejects_unfiled;	/* beyond put_reject_id's room: filed as one summary row */
-	int64		put_reject_id[256];
-	int64		put_reject_ticket[256];
-	uint32		put_reject_lane[256];
-
-	/* a publication prepared in this transaction, made once it commits */
-	struct
-	{
-		bool		ready;
-		uint64		gen;
-		uint32		seg;
-		int64		created_us;
-		int64		published_us;	/* when it was made visible (events carry it) */
-		Size		traffic_bytes;
-		bool		checkpoint;
-		uint64		log_first;
-		Size		log_bytes;
-	}			pub;
-
-	/* the names published under (see tdb_live_prefix) */
-	char		prefix[64];
-	bool		private_names;	/* another user holds a fixed name under tdb_shm_prefix() */
-	char		taken[TDB_ERRMSG_LEN];	/* which, and whose */
-	TimestampTz names_check_at; /* when to see whether it is free again */
-	int			names_check_ms; /* back-off: doubles up to NAMES_CHECK_MAX_MS */
-	bool		names_moving;	/* free again: stop, and start again under them */
-	int			private_picks;	/* private names found taken, picked anew */
-	uint64		skipped_reported;	/* segment names found taken, already logged */
-
-	/* reader events already reported */
-	uint64		revoked_reported;
-	uint64		rebuilt_reported;
-	uint64		repaired_reported;	/* D.writer.slots_repaired already reported */
-
-	MemoryContext cxt;			/* lives as long as the daemon */
-} DaemonState;
-
-typedef struct PendingEvent
-{
-	uint32		filter;
-	uint32		record;
-	uint16		kind;
-} PendingEvent;
-
-static DaemonState D;
 
 /* checks whether taken fixed names are free again: first after, then at most every */
 #define NAMES_CHECK_FIRST_MS	10000
@@ -306,84 +163,6 @@ tdb_daemon_register(void)
 	RegisterBackgroundWorker(&bgw);
 }
 
-/* ---- small helpers ------------------------------------------------------------- */
-
-static int64
-now_us(void)
-{
-	TimestampTz now = GetCurrentTimestamp();
-
-	/* PostgreSQL timestamps count from 2000-01-01 */
-	return (int64) now + UNIX_TO_PG_US;
-}
-
-static void
-set_last_error(const char *msg)
-{
-	SpinLockAcquire(&tdb_shared->mutex);
-	strlcpy(tdb_shared->last_error, msg, TDB_ERRMSG_LEN);
-	tdb_shared->last_error_at = GetCurrentTimestamp();
-	SpinLockRelease(&tdb_shared->mutex);
-}
-
-/*
- * A segment a group may write was found damaged (damage: how): a WARNING
- * and status.last_error name it, what was found and what the daemon did
- * (outcome), and the group whose members can write it.
- */
-static void
-report_damage(const char *segment, const char *suffix, const char *damage, const char *group,
-			  const char *outcome, const char *detail)
-{
-	char		msg[TDB_ERRMSG_LEN];
-
-	snprintf(msg, sizeof(msg), "%s %s.%s was damaged (%s) by a process with write access to it (a member of %s)%s",
-			 segment, D.prefix, suffix, damage, group, outcome);
-	ereport(WARNING,
-			(errmsg("trafficdb: %s", msg),
-			 errdetail("%s", detail),
-			 errhint("Check which members of %s write to %s.%s.", group, D.prefix, suffix)));
-	set_last_error(msg);
-}
-
-static gid_t
-shm_gid(void)
-{
-	struct group *g;
-
-	if (tdb_shm_group == NULL || tdb_shm_group[0] == '\0')
-		return (gid_t) -1;
-	g = getgrnam(tdb_shm_group);
-	if (g == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("trafficdb.shm_group names group \"%s\", which does not exist",
-						tdb_shm_group),
-				 errhint("Create the group, or set trafficdb.shm_group to '' for owner-only access.")));
-	return g->gr_gid;
-}
-
-static void
-begin_tx(const char *what)
-{
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	SPI_connect();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	pgstat_report_activity(STATE_RUNNING, what);
-}
-
-/*
- * A commit waits for the synchronous standbys (synchronous_standby_names),
- * like any backend's.  A backend asked to stop gives that wait up (its
- * transaction stays committed here); the daemon must too, or a server whose
- * standby is gone would never stop: a stop request during a commit cancels
- * the wait, and SYNC writers are then not told that the generation
- * committed (commit_unconfirmed): they learn that the server stopped.
- */
-static volatile sig_atomic_t in_commit = false;	/* in a wait for the standby */
-static bool commit_unconfirmed = false;
-
 static void
 daemon_sigterm(SIGNAL_ARGS)
 {
@@ -394,42 +173,6 @@ daemon_sigterm(SIGNAL_ARGS)
 		QueryCancelPending = true;
 	SetLatch(MyLatch);
 	errno = save_errno;
-}
-
-static void
-commit_tx(void)
-{
-	SPI_finish();
-	PopActiveSnapshot();
-	in_commit = true;
-	if (ShutdownRequestPending)
-		QueryCancelPending = true;
-	CommitTransactionCommand();
-	in_commit = false;
-	/* a stop may have cut the wait short: the commit is local, maybe not yet on the standby */
-	commit_unconfirmed = ShutdownRequestPending && SyncRepRequested();
-	if (ShutdownRequestPending)
-		QueryCancelPending = false;
-	pgstat_report_stat(false);
-	pgstat_report_activity(STATE_IDLE, NULL);
-}
-
-/* The schema PostGIS is installed in, quoted, or NULL if it is not installed. */
-static char *
-postgis_schema(void)
-{
-	if (SPI_execute("SELECT pg_catalog.quote_ident(n.nspname) FROM pg_catalog.pg_extension e "
-					"JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace "
-					"WHERE e.extname = 'postgis'", true, 1) != SPI_OK_SELECT || SPI_processed == 0)
-		return NULL;
-	return SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-}
-
-static bool
-extension_installed(void)
-{
-	return SPI_execute("SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'trafficdb'",
-					   true, 1) == SPI_OK_SELECT && SPI_processed == 1;
 }
 
 /* ---- map loading ---------------------------------------------------------------- */
@@ -1212,17 +955,6 @@ record_generation(uint64 gen)
 						  "log_end = excluded.log_end",
 						  1, &type, &arg, NULL, false, 0);
 }
-
-/* ---- following the primary (a hot standby) ------------------------------------- */
-
-/*
- * On a hot standby the daemon is a follower: it writes nothing, rebuilds
- * the map and the traffic from the replicated generation log and publishes
- * the primary's generations with their numbers, each object written with
- * its recorded created_at and checked against its recorded checksum, so
- * that readers here see byte for byte what readers of the primary saw.
- */
-static bool follower_mode = false;
 
 static void
 follower_publish(void *arg, uint64 gen, int64 created_us, bool has_crc, uint32 object_crc)
@@ -3672,19 +3404,6 @@ names_free_again(void)
 	D.names_check_ms = Min(D.names_check_ms * 2, NAMES_CHECK_MAX_MS);
 	D.names_check_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), D.names_check_ms);
 	return false;
-}
-
-/*
- * The first rebuild attempt since the daemon started is over (published, or
- * nothing to publish, or failed: status.last_error says why): readers that
- * find nothing published are told so, no longer that trafficdb is starting.
- */
-static void
-note_started(void)
-{
-	SpinLockAcquire(&tdb_shared->mutex);
-	tdb_shared->daemon_started = true;
-	SpinLockRelease(&tdb_shared->mutex);
 }
 
 /*

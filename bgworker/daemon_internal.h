@@ -1,0 +1,194 @@
+/*-------------------------------------------------------------------------
+ *
+ * daemon_internal.h
+ *	  The daemon's state and the interfaces between its stages: private to
+ *	  bgworker/ (module/ reaches the daemon through bgworker/daemon.h only).
+ *
+ * The daemon is one background worker (bgworker/daemon.c, its main loop);
+ * the state it holds between cycles is the one DaemonState D below, which
+ * every stage reads and changes.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef TDB_BGWORKER_DAEMON_INTERNAL_H
+#define TDB_BGWORKER_DAEMON_INTERNAL_H
+
+#include "postgres.h"
+
+#include <signal.h>
+
+#include "datatype/timestamp.h"
+
+#include "bgworker/genlog_store.h"
+#include "module/shared.h"
+#include "object.h"
+#include "ring/ring.h"
+#include "subfilter.h"
+#include "subring/subring.h"
+#include "writer.h"
+
+#define UNIX_TO_PG_US ((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY)
+
+/* What the daemon holds between cycles. */
+typedef struct DaemonState
+{
+	TdbWriter	writer;
+	bool		writer_open;
+	uint64		generation;		/* last published (or adopted) */
+
+	/* the current map */
+	uint32		map_seg;
+	void	   *map_addr;
+	TdbMapView	map;
+	bool		have_map;
+
+	/* working traffic, in map record order */
+	TdbTraffic *traffic;
+	int64	   *win_seq;		/* feed seq of each entry's value: ties on observed_at go to the later row */
+	char	  **incidents;		/* per record, palloc'd text or NULL */
+	uint64		incident_count;
+	bool		dirty;			/* changes not yet published */
+	bool		offsets_zero;	/* every entry's incident_off is 0 (no incident laid out) */
+	char		refusal[TDB_ERRMSG_LEN];	/* why the last publication was refused */
+
+	/* records changed since the last committed log record (each once) */
+	uint32	   *pend;
+	uint8	   *pend_bit;
+	uint64		npend;
+
+	/* the generation log */
+	uint64		log_last;		/* newest generation committed in it */
+	uint64		log_first;		/* oldest it keeps */
+	uint64		ckpt_gen;		/* newest checkpoint */
+	TimestampTz ckpt_at;
+	bool		need_checkpoint;	/* a new map: the next record must be a checkpoint */
+	TdbLogMapInfo mapinfo;		/* the current map's first generation, time, checksum */
+	NameData	region;			/* the region whose map it is (empty: the whole source) */
+
+	/* subscriptions (trafficdb.subscriptions), indexed for the current map */
+	TdbSubFilter *subs;
+	uint32	   *subs_events;	/* per filter: events of the publication being prepared */
+	uint32		nsubs;
+	TdbSubIndex subix;			/* the SQL rows someone receives (filters 0 .. nsql - 1) */
+	TdbSubIndex tix;			/* the targets (filters nsql ..) */
+	uint64		sql_loaded;		/* bumped at each load of the rows */
+	uint64		sqlix_loaded;	/* subix: of that load ... */
+	uint64		sqlix_map_id;	/* ... that map ... */
+	bool		sqlix_taps;		/* ... with taps or not */
+	MemoryContext subs_cxt;
+	uint64		subs_version;	/* of tdb_shared->subs_version, when loaded */
+	uint64		subs_map_id;	/* the map subix was built for */
+	uint32		last_pub_seg;	/* traffic object of the last generation published ... */
+	uint64		last_pub_map_id;	/* ... for this map (0: none) */
+
+	/*
+	 * External subscribers (trafficdb_subscribe): <prefix>.subs, one slot
+	 * each.  A subscriber outside a group is a target of its own; the slots
+	 * of one group make one target, with the filter of its lowest slot.  The
+	 * matcher's filters are the SQL subscriptions (D.nsql of them) followed
+	 * by one per target.
+	 */
+	TdbSubring	subring;
+	bool		subring_open;
+	bool		subring_lost;	/* closed because it was damaged: made anew at the next sweep */
+	bool	   *slot_live;		/* attached, with a valid filter */
+	TdbSubFilter *slot_filter;
+	TdbSubFilterStore *slot_store;
+	uint64	   *slot_group;
+	uint32	   *slot_gmode;
+	bool		targets_dirty;	/* slots changed: index again */
+	TdbSubFilter *sql_subs;		/* in subs_cxt */
+	bool	   *sql_notify;
+	char	  **sql_channel;	/* NOTIFY channel of each notify one: trafficdb_subscription_<id>_<notify_key> */
+	uint64	   *sql_owed_from;	/* per SQL subscription: first generation its NOTIFYs missed (0: none) */
+	bool	   *sql_left_out;	/* per filter of subs: over trafficdb.subscription_index_mb */
+	bool	   *sql_left_told;	/* ... and its notify subscription told so (once per index) */
+	uint32		nsql;
+	uint64		sql_map_id;		/* the map the SQL filters' ids were checked against */
+	int32	   *target_first;	/* per target: its lowest slot */
+	uint32	   *target_rr;		/* per target: round-robin position */
+	uint32		ntargets;
+	/* taps: targets given the events of every SQL subscription (TDB_SUB_ALL_SQL) */
+	int32	   *tap_first;
+	uint32	   *tap_rr;
+	uint32		ntaps;
+	/* the events of the generation being prepared, delivered once it is published */
+	struct PendingEvent *ev;
+	uint64		nev,
+				evcap;
+	uint64		sub_gap_from;	/* a generation whose events could not be made (0: none) */
+	bool		unpublished;	/* a committed generation readers have not been given */
+
+	/* the writers' ring (trafficdb_put) */
+	TdbRing		ring;
+	bool		ring_open;
+	uint64		put_rejected;	/* updates for unknown locations */
+	uint64		put_applied;
+	uint32		nput_rejects;	/* waiting for feed_rejects */
+	uint64		put_rejects_unfiled;	/* beyond put_reject_id's room: filed as one summary row */
+	int64		put_reject_id[256];
+	int64		put_reject_ticket[256];
+	uint32		put_reject_lane[256];
+
+	/* a publication prepared in this transaction, made once it commits */
+	struct
+	{
+		bool		ready;
+		uint64		gen;
+		uint32		seg;
+		int64		created_us;
+		int64		published_us;	/* when it was made visible (events carry it) */
+		Size		traffic_bytes;
+		bool		checkpoint;
+		uint64		log_first;
+		Size		log_bytes;
+	}			pub;
+
+	/* the names published under (see tdb_live_prefix) */
+	char		prefix[64];
+	bool		private_names;	/* another user holds a fixed name under tdb_shm_prefix() */
+	char		taken[TDB_ERRMSG_LEN];	/* which, and whose */
+	TimestampTz names_check_at; /* when to see whether it is free again */
+	int			names_check_ms; /* back-off: doubles up to NAMES_CHECK_MAX_MS */
+	bool		names_moving;	/* free again: stop, and start again under them */
+	int			private_picks;	/* private names found taken, picked anew */
+	uint64		skipped_reported;	/* segment names found taken, already logged */
+
+	/* reader events already reported */
+	uint64		revoked_reported;
+	uint64		rebuilt_reported;
+	uint64		repaired_reported;	/* D.writer.slots_repaired already reported */
+
+	MemoryContext cxt;			/* lives as long as the daemon */
+} DaemonState;
+
+typedef struct PendingEvent
+{
+	uint32		filter;
+	uint32		record;
+	uint16		kind;
+} PendingEvent;
+
+extern DaemonState D;
+
+/* ---- daemon_state.c: the state and the helpers every stage uses ---- */
+
+/* A hot standby's daemon follows the primary (bgworker/follower.c). */
+extern bool follower_mode;
+/* in a commit's wait for the synchronous standby (daemon_sigterm cancels it) */
+extern volatile sig_atomic_t in_commit;
+/* the last commit was not confirmed by the standby: SYNC writers are not told */
+extern bool commit_unconfirmed;
+
+extern int64 now_us(void);
+extern void set_last_error(const char *msg);
+extern void report_damage(const char *segment, const char *suffix, const char *damage, const char *group,
+						  const char *outcome, const char *detail);
+extern gid_t shm_gid(void);
+extern void begin_tx(const char *what);
+extern void commit_tx(void);
+extern char *postgis_schema(void);
+extern bool extension_installed(void);
+extern void note_started(void);
+
+#endif							/* TDB_BGWORKER_DAEMON_INTERNAL_H */
