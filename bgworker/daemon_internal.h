@@ -191,4 +191,24 @@ extern char *postgis_schema(void);
 extern bool extension_installed(void);
 extern void note_started(void);
 
+/* ---- working.c: the working traffic ---- */
+
+/* Working traffic for a new map: what ids still match keep their values. */
+typedef struct WorkingTraffic
+{
+	TdbTraffic *traffic;
+	int64	   *win_seq;
+	char	  **incidents;
+	uint64		incident_count;
+	uint32	   *pend;
+	uint8	   *pend_bit;
+} WorkingTraffic;
+
+extern void remap_traffic(const TdbMapView *newmap, uint64 old_count, const uint64 *old_ids,
+						  const TdbTraffic *old_traffic, char **old_incidents, WorkingTraffic *out);
+extern void free_working(WorkingTraffic *w, uint64 count);
+extern void set_daemon_working(const WorkingTraffic *w);
+extern bool apply_traffic(uint64 i, int64 observed_us, int64 seq, float speed, float free_flow, int congestion,
+						  int confidence, const char *incident, uint64 gen);
+
 #endif							/* TDB_BGWORKER_DAEMON_INTERNAL_H */
