@@ -18,6 +18,7 @@
 #include <signal.h>
 
 #include "datatype/timestamp.h"
+#include "utils/array.h"
 
 #include "bgworker/genlog_store.h"
 #include "module/shared.h"
@@ -210,5 +211,20 @@ extern void free_working(WorkingTraffic *w, uint64 count);
 extern void set_daemon_working(const WorkingTraffic *w);
 extern bool apply_traffic(uint64 i, int64 observed_us, int64 seq, float speed, float free_flow, int congestion,
 						  int confidence, const char *incident, uint64 gen);
+
+/* ---- feed.c: feed intake ---- */
+
+/* Feed rows (and writers' updates) for feed_rejects, gathered in one transaction. */
+typedef struct Rejects
+{
+	ArrayBuildState *seq,
+			   *id,
+			   *reason;
+	uint64		n;
+} Rejects;
+
+extern void reject(Rejects *rj, int64 seq, int64 id, const char *reason);
+extern void persist_rejects(Rejects *rj);
+extern uint64 absorb_feed(uint64 gen, bool all);
 
 #endif							/* TDB_BGWORKER_DAEMON_INTERNAL_H */
