@@ -227,4 +227,12 @@ extern void reject(Rejects *rj, int64 seq, int64 id, const char *reason);
 extern void persist_rejects(Rejects *rj);
 extern uint64 absorb_feed(uint64 gen, bool all);
 
+/* ---- putdrain.c: the writers' ring ---- */
+
+extern void ring_committed(uint64 gen);
+extern void ring_set_state(uint32 state);
+extern void persist_put_rejects(void);
+extern void open_ring(void);
+extern bool drain_ring(void);
+
 #endif							/* TDB_BGWORKER_DAEMON_INTERNAL_H */
