@@ -235,4 +235,23 @@ extern void persist_put_rejects(void);
 extern void open_ring(void);
 extern bool drain_ring(void);
 
+/* ---- subscribers.c: external subscribers ---- */
+
+/*
+ * Does the live subscriber in slot sl take events?  A member that asked for
+ * none (TDB_SUB_NONE: it only makes or answers requests) is a member of its
+ * group for requests, never for events: it neither gives the group its
+ * filter nor gets any of its events (it would never read them).
+ */
+static inline bool
+takes_events(uint32 sl)
+{
+	return D.slot_live[sl] && D.slot_filter[sl].area != TDB_SUB_NONE;
+}
+
+extern void open_subring(void);
+extern void sweep_subscribers(void);
+extern void deliver_events(void);
+extern void subring_remove_guarded(void *p);
+
 #endif							/* TDB_BGWORKER_DAEMON_INTERNAL_H */
