@@ -254,4 +254,14 @@ extern void sweep_subscribers(void);
 extern void deliver_events(void);
 extern void subring_remove_guarded(void *p);
 
+/* ---- matching.c: subscription matching and NOTIFYs ---- */
+
+extern void refresh_subscriptions(void);
+extern void rebuild_subscription_index(void);
+extern void owe_notifications(uint64 gen);
+extern void match_subscriptions(bool prev_unpublished);
+extern void send_notifications(uint64 gen);
+extern bool subscriptions_stale(void);
+extern void subscriptions_tx(void *p);
+
 #endif							/* TDB_BGWORKER_DAEMON_INTERNAL_H */
