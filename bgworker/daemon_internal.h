@@ -264,4 +264,19 @@ extern void send_notifications(uint64 gen);
 extern bool subscriptions_stale(void);
 extern void subscriptions_tx(void *p);
 
+/* ---- publish.c: publication and the generation log ---- */
+
+/*
+ * Run fn inside its own transaction; on ERROR, abort it, log, keep the
+ * message for the caller and return false.  The daemon survives errors in
+ * one request or one cycle.
+ */
+typedef void (*TxFn) (void *arg);
+extern bool run_in_tx(const char *what, TxFn fn, void *arg, char *errbuf);
+
+extern TdbLogState daemon_log_state(void);
+extern void prepare_generation(uint64 gen);
+extern bool have_log_end(void);
+extern void follower_publish(void *arg, uint64 gen, int64 created_us, bool has_crc, uint32 object_crc);
+
 #endif							/* TDB_BGWORKER_DAEMON_INTERNAL_H */
