@@ -279,4 +279,19 @@ extern void prepare_generation(uint64 gen);
 extern bool have_log_end(void);
 extern void follower_publish(void *arg, uint64 gen, int64 created_us, bool has_crc, uint32 object_crc);
 
+/* ---- mapsource.c: the map source reader ---- */
+
+/* What a read of the map source loaded and skipped. */
+typedef struct LoadCounts
+{
+	uint64		loaded;
+	uint64		null_id;
+	uint64		null_geom;
+	uint64		not_linestring;
+	uint64		bad_points;
+	char		first_bad[TDB_ERRLEN];
+} LoadCounts;
+
+extern TdbMapBuilder *read_map_source(const TdbMapRequest *req, LoadCounts *counts);
+
 #endif							/* TDB_BGWORKER_DAEMON_INTERNAL_H */
