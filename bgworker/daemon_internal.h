@@ -294,4 +294,19 @@ typedef struct LoadCounts
 
 extern TdbMapBuilder *read_map_source(const TdbMapRequest *req, LoadCounts *counts);
 
+/* ---- maploader.c: map loading ---- */
+
+/* A map load (map_load_tx) or the rebuild at start (startup_tx): its request and result. */
+typedef struct MapLoadArg
+{
+	TdbMapRequest req;
+	bool		record_source;
+	uint64		count;
+} MapLoadArg;
+
+/* What the last map load skipped, for its caller ("" = nothing). */
+extern char map_warning[TDB_ERRMSG_LEN];
+extern void map_load_tx(void *p);
+extern void startup_tx(void *p);
+
 #endif							/* TDB_BGWORKER_DAEMON_INTERNAL_H */
