@@ -309,4 +309,13 @@ extern char map_warning[TDB_ERRMSG_LEN];
 extern void map_load_tx(void *p);
 extern void startup_tx(void *p);
 
+/* ---- sweeps.c: readers and taken names ---- */
+
+/* checks whether taken fixed names are free again: first after, then at most every */
+#define NAMES_CHECK_FIRST_MS	10000
+#define NAMES_CHECK_MAX_MS		300000
+
+extern void watch_readers(void);
+extern bool names_free_again(void);
+
 #endif							/* TDB_BGWORKER_DAEMON_INTERNAL_H */
