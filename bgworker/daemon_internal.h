@@ -318,4 +318,8 @@ extern void startup_tx(void *p);
 extern void watch_readers(void);
 extern bool names_free_again(void);
 
+/* ---- follower.c: the follower's replay ---- */
+
+extern void follower_loop(void);
+
 #endif							/* TDB_BGWORKER_DAEMON_INTERNAL_H */
