@@ -2,7 +2,8 @@
  *
  * daemon.c
  *	  The trafficdb daemon: one background worker, the only writer of
- *	  trafficdb's shared memory.
+ *	  trafficdb's shared memory.  This file is its main loop (signals, the
+ *	  latch, the cycle); each stage of the cycle is a file of its own.
  *
  * Each cycle (every trafficdb.publish_interval, or at once when a backend
  * asks) it serves a pending map-load request, then consumes the feed: in one
@@ -24,69 +25,40 @@
  *
  * Readers are never waited for: see src/writer.h.
  *
+ * The stages (bgworker/, sharing daemon_internal.h), each calling only
+ * those below it:
+ *	 follower.c      the follower's replay, on a hot standby
+ *	 maploader.c     map loading, and the rebuild at start after the replay
+ *	 mapsource.c     the map's source reader
+ *	 publish.c       publication and the generation log (genlog_store.c:
+ *	                 the log's table)
+ *	 putdrain.c      the writers' ring (trafficdb_put) and its drain
+ *	 feed.c          feed intake
+ *	 matching.c      subscription matching and NOTIFYs
+ *	 subscribers.c   external subscribers' rings: sweeps and delivery
+ *	 sweeps.c        readers' pins, taken shared memory names
+ *	 working.c       the working traffic
+ *	 daemon_state.c  the state D and the helpers every stage uses
+ * module/ reaches the daemon through daemon.h only.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
-#include <grp.h>
-#include <limits.h>
-#include <math.h>
-#include <sched.h>
-#include <signal.h>
-#include <sys/mman.h>
-
-#include "access/detoast.h"
-#include "access/tableam.h"
-#include "executor/tuptable.h"
-#include "utils/rel.h"
-#include "access/table.h"
-#include "access/xact.h"
 #include "access/xlog.h"
-#include "catalog/namespace.h"
-#include "catalog/pg_type.h"
-#include "commands/async.h"
-#include "commands/dbcommands.h"
-#include "executor/spi.h"
-#include "fmgr.h"
 #include "miscadmin.h"
-#include "pgstat.h"
-#include "port/pg_bitutils.h"
-#include "port/pg_bswap.h"
-#include "portability/instr_time.h"
 #include "postmaster/bgworker.h"
-#include "replication/syncrep.h"
-#include "replication/walsender.h"
 #include "postmaster/interrupt.h"
-#include "replication/syncrep.h"
-#include "replication/walsender.h"
-#include "replication/walsender_private.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
-#include "storage/lmgr.h"
-#include "storage/pmsignal.h"
-#include "storage/proc.h"
-#include "tcop/tcopprot.h"
-#include "utils/array.h"
-#include "utils/builtins.h"
 #include "utils/guc.h"
-#include "utils/lsyscache.h"
 #include "utils/memutils.h"
-#include "utils/snapmgr.h"
-#include "utils/syscache.h"
 #include "utils/timestamp.h"
+#include "utils/wait_event.h"
 
+#include "bgworker/daemon.h"
 #include "bgworker/daemon_internal.h"
-#include "bgworker/genlog_store.h"
-#include "module/shared.h"
-#include "module/subscriptions.h"
-#include "subfilter.h"
-#include "subring/subring.h"
 #include "module/trafficdb.h"
-#include "object.h"
-#include "ring/ring.h"
-#include "writer.h"
-
-PGDLLEXPORT void tdb_daemon_main(Datum arg);
 
 /* The longest time between two checks of the segments others can write (see the main loop). */
 #define DAMAGE_CHECK_MS 1000
@@ -476,17 +448,7 @@ tdb_daemon_main(Datum main_arg)
 		}
 		watch_readers();
 		tdb_writer_reclaim(&D.writer, D.have_map ? D.map_seg : TDB_MAX_SEGMENTS);
-		if (D.writer.names_skipped != D.skipped_reported)
-		{
-			/* one line for however many names this cycle skipped */
-			ereport(WARNING,
-					(errcode(ERRCODE_OBJECT_IN_USE),
-					 errmsg("trafficdb: skipped a name another user holds: %s", D.writer.skipped_err),
-					 errdetail("%llu shared memory name(s) under %s were found taken by others and skipped; publication goes on under the next free names.",
-							   (unsigned long long) (D.writer.names_skipped - D.skipped_reported), D.prefix),
-					 errhint("Nothing needs doing for trafficdb; remove the files as root to tidy /dev/shm.")));
-			D.skipped_reported = D.writer.names_skipped;
-		}
+		report_skipped_names();
 
 wait:
 

@@ -317,6 +317,7 @@ extern void startup_tx(void *p);
 
 extern void watch_readers(void);
 extern bool names_free_again(void);
+extern void report_skipped_names(void);
 
 /* ---- follower.c: the follower's replay ---- */
 

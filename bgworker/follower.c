@@ -173,17 +173,7 @@ follower_loop(void)
 		}
 		watch_readers();
 		tdb_writer_reclaim(&D.writer, D.have_map ? D.map_seg : TDB_MAX_SEGMENTS);
-		if (D.writer.names_skipped != D.skipped_reported)
-		{
-			/* one line for however many names this cycle skipped */
-			ereport(WARNING,
-					(errcode(ERRCODE_OBJECT_IN_USE),
-					 errmsg("trafficdb: skipped a name another user holds: %s", D.writer.skipped_err),
-					 errdetail("%llu shared memory name(s) under %s were found taken by others and skipped; publication goes on under the next free names.",
-							   (unsigned long long) (D.writer.names_skipped - D.skipped_reported), D.prefix),
-					 errhint("Nothing needs doing for trafficdb; remove the files as root to tidy /dev/shm.")));
-			D.skipped_reported = D.writer.names_skipped;
-		}
+		report_skipped_names();
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 Min(tdb_publish_interval_ms, 50), PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);

@@ -127,3 +127,18 @@ names_free_again(void)
 	D.names_check_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), D.names_check_ms);
 	return false;
 }
+
+/* Log, in one line, the segment names this cycle skipped because another user holds them. */
+void
+report_skipped_names(void)
+{
+	if (D.writer.names_skipped == D.skipped_reported)
+		return;
+	ereport(WARNING,
+			(errcode(ERRCODE_OBJECT_IN_USE),
+			 errmsg("trafficdb: skipped a name another user holds: %s", D.writer.skipped_err),
+			 errdetail("%llu shared memory name(s) under %s were found taken by others and skipped; publication goes on under the next free names.",
+					   (unsigned long long) (D.writer.names_skipped - D.skipped_reported), D.prefix),
+			 errhint("Nothing needs doing for trafficdb; remove the files as root to tidy /dev/shm.")));
+	D.skipped_reported = D.writer.names_skipped;
+}

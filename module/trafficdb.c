@@ -1,8 +1,11 @@
 /*-------------------------------------------------------------------------
  *
  * trafficdb.c
- *	  Module entry point: settings, the shared_preload_libraries check and
- *	  the SQL functions that belong to the extension as a whole.
+ *	  What every PostgreSQL-side component uses and nothing of trafficdb's
+ *	  own: the settings, the shared_preload_libraries check, and the check
+ *	  of a relation argument.  It depends on no other file of the module,
+ *	  so that any of them may use it (the module's entry point, _PG_init,
+ *	  is module/init.c).
  *
  * trafficdb keeps its state in shared memory owned by a background worker,
  * so the library is only useful when the postmaster loads it at start-up.
@@ -29,12 +32,7 @@
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 
-#include "module/shared.h"
-#include "module/regions.h"
-#include "module/snapshot.h"
 #include "module/trafficdb.h"
-
-PG_MODULE_MAGIC;
 
 /* Settings (see docs/settings.md for what each one is for). */
 char	   *tdb_database = NULL;
@@ -97,14 +95,9 @@ static const struct config_enum_entry replay_verify_options[] = {
 };
 
 /* True when the postmaster loaded us through shared_preload_libraries. */
-static bool tdb_loaded_at_startup = false;
+bool		tdb_loaded_at_startup = false;
 
-void		_PG_init(void);
-
-PG_FUNCTION_INFO_V1(trafficdb_assert_preloaded);
-PG_FUNCTION_INFO_V1(trafficdb_version);
-
-static void
+void
 tdb_define_settings(void)
 {
 	DefineCustomIntVariable("trafficdb.publish_interval",
@@ -359,21 +352,6 @@ tdb_define_settings(void)
 	MarkGUCPrefixReserved("trafficdb");
 }
 
-void
-_PG_init(void)
-{
-	tdb_loaded_at_startup = process_shared_preload_libraries_in_progress;
-
-	tdb_define_settings();
-
-	if (!tdb_loaded_at_startup)
-		return;
-	tdb_shared_request();
-	tdb_daemon_register();
-	tdb_snapshot_hooks();
-	tdb_regions_hooks();
-}
-
 /*
  * Raise the error every SQL entry point gives when the postmaster did not
  * load the library.  Callable from C by any component.
@@ -440,23 +418,4 @@ tdb_relkind_name(char relkind)
 			return "a TOAST table";
 	}
 	return "a relation";
-}
-
-/*
- * trafficdb._assert_preloaded(): the first statement of the install script,
- * so that CREATE EXTENSION fails as a whole on a server without the library.
- */
-Datum
-trafficdb_assert_preloaded(PG_FUNCTION_ARGS)
-{
-	tdb_require_preload();
-	PG_RETURN_VOID();
-}
-
-/* trafficdb.version(): the library's version, to compare with the SQL one. */
-Datum
-trafficdb_version(PG_FUNCTION_ARGS)
-{
-	tdb_require_preload();
-	PG_RETURN_TEXT_P(cstring_to_text(TDB_LIBRARY_VERSION));
 }
