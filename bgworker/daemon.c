@@ -164,46 +164,17 @@ daemon_detach(int code, Datum arg)
 	}
 }
 
-void
-tdb_daemon_main(Datum main_arg)
+/*
+ * Open trafficdb's shared memory as its writer, under the configured names
+ * or, while another user holds one of them, under private ones; while
+ * another server owns the prefix, wait for it to go (failing the requests
+ * meanwhile).  Says what it adopted or created.
+ */
+static void
+open_shared_memory(void)
 {
 	TdbWriterOpenInfo info;
 	char		err[TDB_ERRLEN];
-	MapLoadArg	start_arg;
-	TimestampTz startup_failed_at = 0;
-	char		startup_error[TDB_ERRMSG_LEN] = "";
-	TimestampTz last_cycle_at = 0;
-	TimestampTz last_check_at = 0;
-	bool		force_sync = false;
-	bool		ring_running = false;
-
-	(void) main_arg;
-
-	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	pqsignal(SIGTERM, daemon_sigterm);
-	BackgroundWorkerUnblockSignals();
-	BackgroundWorkerInitializeConnection(tdb_database, NULL, 0);
-
-	/*
-	 * The daemon runs SQL as a superuser: nothing a user controls may change
-	 * what its names mean.  search_path is pg_catalog at override level (no
-	 * SET, set_config() or database/role setting can change it afterwards),
-	 * and every name of its own SQL is schema-qualified as well.
-	 */
-	SetConfigOption("search_path", "pg_catalog", PGC_SUSET, PGC_S_OVERRIDE);
-	/* a committed generation is a promise to writers: it is on disk */
-	SetConfigOption("synchronous_commit", "on", PGC_SUSET, PGC_S_OVERRIDE);
-	/* (multi-argument unnest in FROM must stay unqualified: it is syntax there) */
-
-	memset(&D, 0, sizeof(D));
-	D.cxt = AllocSetContextCreate(TopMemoryContext, "trafficdb daemon", ALLOCSET_DEFAULT_SIZES);
-
-	SpinLockAcquire(&tdb_shared->mutex);
-	tdb_shared->daemon_latch = MyLatch;
-	tdb_shared->daemon_pid = MyProcPid;
-	tdb_shared->daemon_started = false;
-	SpinLockRelease(&tdb_shared->mutex);
-	before_shmem_exit(daemon_detach, (Datum) 0);
 
 	for (bool reported = false;; reported = true)
 	{
@@ -326,6 +297,48 @@ tdb_daemon_main(Datum main_arg)
 				 errdetail("%d object(s) failed validation and were discarded.", info.segments_dropped)));
 	else
 		ereport(LOG, (errmsg("trafficdb: created shared memory %s", D.prefix)));
+}
+
+void
+tdb_daemon_main(Datum main_arg)
+{
+	MapLoadArg	start_arg;
+	TimestampTz startup_failed_at = 0;
+	char		startup_error[TDB_ERRMSG_LEN] = "";
+	TimestampTz last_cycle_at = 0;
+	TimestampTz last_check_at = 0;
+	bool		force_sync = false;
+	bool		ring_running = false;
+
+	(void) main_arg;
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, daemon_sigterm);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnection(tdb_database, NULL, 0);
+
+	/*
+	 * The daemon runs SQL as a superuser: nothing a user controls may change
+	 * what its names mean.  search_path is pg_catalog at override level (no
+	 * SET, set_config() or database/role setting can change it afterwards),
+	 * and every name of its own SQL is schema-qualified as well.
+	 */
+	SetConfigOption("search_path", "pg_catalog", PGC_SUSET, PGC_S_OVERRIDE);
+	/* a committed generation is a promise to writers: it is on disk */
+	SetConfigOption("synchronous_commit", "on", PGC_SUSET, PGC_S_OVERRIDE);
+	/* (multi-argument unnest in FROM must stay unqualified: it is syntax there) */
+
+	memset(&D, 0, sizeof(D));
+	D.cxt = AllocSetContextCreate(TopMemoryContext, "trafficdb daemon", ALLOCSET_DEFAULT_SIZES);
+
+	SpinLockAcquire(&tdb_shared->mutex);
+	tdb_shared->daemon_latch = MyLatch;
+	tdb_shared->daemon_pid = MyProcPid;
+	tdb_shared->daemon_started = false;
+	SpinLockRelease(&tdb_shared->mutex);
+	before_shmem_exit(daemon_detach, (Datum) 0);
+
+	open_shared_memory();
 
 	/* subscribers are served on a standby too, from the generations it follows */
 	open_subring();
