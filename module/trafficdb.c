@@ -1,8 +1,11 @@
 /*-------------------------------------------------------------------------
  *
  * trafficdb.c
- *	  Module entry point: settings, the shared_preload_libraries check and
- *	  the SQL functions that belong to the extension as a whole.
+ *	  What every PostgreSQL-side component uses and nothing of trafficdb's
+ *	  own: the settings, the shared_preload_libraries check, and the check
+ *	  of a relation argument.  It depends on no other file of the module,
+ *	  so that any of them may use it (the module's entry point, _PG_init,
+ *	  is module/init.c).
  *
  * trafficdb keeps its state in shared memory owned by a background worker,
  * so the library is only useful when the postmaster loads it at start-up.
@@ -29,12 +32,8 @@
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 
-#include "module/shared.h"
-#include "module/regions.h"
-#include "module/snapshot.h"
 #include "module/trafficdb.h"
-
-PG_MODULE_MAGIC;
+#include "shm.h"
 
 /* Settings (see docs/settings.md for what each one is for). */
 char	   *tdb_database = NULL;
@@ -90,6 +89,48 @@ check_power_of_two(int *newval, void **extra, GucSource source)
 	return true;
 }
 
+/*
+ * trafficdb.shm_name: empty (the default, "/trafficdb.<port>"), or a POSIX
+ * shared memory name prefix: "/" and a name without "/", short enough for
+ * the names made from it (<prefix>.ctl, <prefix>.<n>, ...: src/shm.h).
+ * Another value was taken before, and the server then failed at start with
+ * a message about another server.  A value set in the configuration is
+ * applied by DefineCustomStringVariable with only a WARNING when it fails
+ * this check: tdb_define_settings then refuses to start the postmaster
+ * (shm_name_refused).
+ */
+static char shm_name_refused[TDB_SHM_NAME_MAX + 200];
+
+static bool
+check_shm_name(char **newval, void **extra, GucSource source)
+{
+	const char *v = *newval;
+	size_t		len;
+	char		why[TDB_SHM_NAME_MAX + 100];
+
+	(void) extra;
+	(void) source;
+	if (v == NULL || v[0] == '\0')
+		return true;
+	len = strlen(v);
+	if (v[0] != '/')
+		snprintf(why, sizeof(why), "\"%.*s\" does not start with \"/\".", TDB_SHM_NAME_MAX, v);
+	else if (len == 1)
+		snprintf(why, sizeof(why), "\"/\" has no name after the \"/\".");
+	else if (strchr(v + 1, '/') != NULL)
+		snprintf(why, sizeof(why), "\"%.*s\" has a \"/\" after the first character.", TDB_SHM_NAME_MAX, v);
+	else if (len >= TDB_SHM_NAME_MAX)
+		snprintf(why, sizeof(why), "\"%.*s...\" is %zu bytes long, too long for the shared memory names made from it.",
+				 TDB_SHM_NAME_MAX / 2, v, len);
+	else
+		return true;
+	GUC_check_errdetail("%s trafficdb.shm_name must be \"/\" followed by at most %d bytes without \"/\" "
+						"(for example \"/trafficdb.5432\"), or empty for \"/trafficdb.<port>\".",
+						why, TDB_SHM_NAME_MAX - 2);
+	snprintf(shm_name_refused, sizeof(shm_name_refused), "%s", why);
+	return false;
+}
+
 static const struct config_enum_entry replay_verify_options[] = {
 	{"full", TDB_REPLAY_VERIFY_FULL, false},
 	{"last", TDB_REPLAY_VERIFY_LAST, false},
@@ -97,14 +138,9 @@ static const struct config_enum_entry replay_verify_options[] = {
 };
 
 /* True when the postmaster loaded us through shared_preload_libraries. */
-static bool tdb_loaded_at_startup = false;
+bool		tdb_loaded_at_startup = false;
 
-void		_PG_init(void);
-
-PG_FUNCTION_INFO_V1(trafficdb_assert_preloaded);
-PG_FUNCTION_INFO_V1(trafficdb_version);
-
-static void
+void
 tdb_define_settings(void)
 {
 	DefineCustomIntVariable("trafficdb.publish_interval",
@@ -258,7 +294,7 @@ tdb_define_settings(void)
 								   "",
 								   PGC_POSTMASTER,
 								   0,
-								   NULL, NULL, NULL);
+								   check_shm_name, NULL, NULL);
 
 		DefineCustomIntVariable("trafficdb.max_external_readers",
 								"Reader slots for processes outside the server (libtrafficdb).",
@@ -357,21 +393,19 @@ tdb_define_settings(void)
 	}
 
 	MarkGUCPrefixReserved("trafficdb");
-}
 
-void
-_PG_init(void)
-{
-	tdb_loaded_at_startup = process_shared_preload_libraries_in_progress;
-
-	tdb_define_settings();
-
-	if (!tdb_loaded_at_startup)
-		return;
-	tdb_shared_request();
-	tdb_daemon_register();
-	tdb_snapshot_hooks();
-	tdb_regions_hooks();
+	/*
+	 * An invalid trafficdb.shm_name in the configuration was only warned
+	 * about (the WARNING says why): the postmaster must not start on the
+	 * default names instead of the ones the admin meant.
+	 */
+	if (process_shared_preload_libraries_in_progress && shm_name_refused[0] != '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid value for parameter \"trafficdb.shm_name\": %s", shm_name_refused),
+				 errhint("trafficdb.shm_name must be \"/\" followed by at most %d bytes without \"/\" "
+						 "(for example \"/trafficdb.5432\"), or empty for \"/trafficdb.<port>\".",
+						 TDB_SHM_NAME_MAX - 2)));
 }
 
 /*
@@ -440,23 +474,4 @@ tdb_relkind_name(char relkind)
 			return "a TOAST table";
 	}
 	return "a relation";
-}
-
-/*
- * trafficdb._assert_preloaded(): the first statement of the install script,
- * so that CREATE EXTENSION fails as a whole on a server without the library.
- */
-Datum
-trafficdb_assert_preloaded(PG_FUNCTION_ARGS)
-{
-	tdb_require_preload();
-	PG_RETURN_VOID();
-}
-
-/* trafficdb.version(): the library's version, to compare with the SQL one. */
-Datum
-trafficdb_version(PG_FUNCTION_ARGS)
-{
-	tdb_require_preload();
-	PG_RETURN_TEXT_P(cstring_to_text(TDB_LIBRARY_VERSION));
 }

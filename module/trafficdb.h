@@ -47,6 +47,12 @@ extern int	tdb_max_subscriber_slots_per_role;
 #define TDB_REPLAY_VERIFY_FULL 0
 #define TDB_REPLAY_VERIFY_LAST 1
 
+/* Define every trafficdb.* setting (_PG_init). */
+extern void tdb_define_settings(void);
+
+/* True when the postmaster loaded the library through shared_preload_libraries (set by _PG_init). */
+extern bool tdb_loaded_at_startup;
+
 /* ERROR with a hint unless the postmaster preloaded the library. */
 extern void tdb_require_preload(void);
 
@@ -61,8 +67,5 @@ extern void tdb_require_preload(void);
 extern char tdb_relation_arg(Oid relid, const char *func, const char *argname, const char *expected);
 /* "a table", "a view", "an index", ...: a relkind in words, for messages. */
 extern const char *tdb_relkind_name(char relkind);
-
-/* bgworker/daemon.c */
-extern void tdb_daemon_register(void);
 
 #endif							/* TDB_MODULE_TRAFFICDB_H */

@@ -1,0 +1,195 @@
+/*-------------------------------------------------------------------------
+ *
+ * follower.c
+ *	  The follower's replay: on a hot standby the daemon writes nothing; it
+ *	  rebuilds the map and the traffic from the replicated generation log
+ *	  and publishes the primary's generations, until the server is
+ *	  promoted.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xlog.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
+
+#include "bgworker/daemon_internal.h"
+#include "module/trafficdb.h"
+
+/*
+ * On a standby the rows of trafficdb.subscriptions change by replication,
+ * where no trigger tells us: look at most once a second whether they did
+ * (their count and xmins), and load them again when so.
+ */
+static bool
+follower_subscriptions_changed(void)
+{
+	static int64 checked_at = 0;
+	static int64 fingerprint = 0;
+	int64		now = now_us();
+	int64		fp;
+	bool		isnull;
+
+	if (now - checked_at < 1000000)
+		return false;
+	checked_at = now;
+	if (SPI_execute("SELECT pg_catalog.count(*)::pg_catalog.int8 * 1000003 + "
+					"COALESCE(pg_catalog.sum(xmin::pg_catalog.text::pg_catalog.int8), 0)::pg_catalog.int8 "
+					"FROM trafficdb.subscriptions", true, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		return false;
+	fp = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	SPI_freetuptable(SPI_tuptable);
+	if (isnull || fp == fingerprint)
+		return false;
+	fingerprint = fp;
+	return true;
+}
+
+/*
+ * A follower's cycle (read-only): without a map, rebuild from the newest
+ * checkpoint (startup_tx); else apply and publish the generations logged
+ * since.  A gap (a map reload on the primary, or this follower fell behind
+ * the log's retention) means a rebuild from the newest checkpoint.
+ */
+static void
+follow_tx(void *p)
+{
+	TdbLogState ls;
+	uint64		last;
+	uint64		applied = 0;
+	uint64		damaged = 0;
+	char		err[TDB_ERRMSG_LEN];
+	bool		ok;
+
+	(void) p;
+	if (!extension_installed())
+		return;
+	if (!D.have_map)
+	{
+		MapLoadArg	a;
+
+		memset(&a, 0, sizeof(a));
+		startup_tx(&a);
+		return;
+	}
+	/* subscriptions: rows replicated from the primary are seen at most a second late */
+	if (follower_subscriptions_changed())
+		D.subs_version = PG_UINT64_MAX;
+	refresh_subscriptions();
+	if (D.targets_dirty || D.subs_map_id != D.map.hdr->map_id)
+		rebuild_subscription_index();
+	ls = daemon_log_state();
+	ls.changed = D.pend;
+	last = D.log_last;
+	ok = tdb_log_follow(&ls, &last, 1000, follower_publish, &ls, D.cxt, &damaged, &applied, err, sizeof(err));
+	D.incident_count = ls.incident_count;
+	{
+		uint64		newest = tdb_log_last_generation();
+
+		SpinLockAcquire(&tdb_shared->mutex);
+		tdb_shared->follower_log_max = newest;
+		tdb_shared->replay_generations += applied;
+		SpinLockRelease(&tdb_shared->mutex);
+	}
+	if (!ok)
+	{
+		/* a map reload on the primary, or the log was trimmed past us: start over from its newest checkpoint */
+		ereport(LOG,
+				(errmsg("trafficdb: follower: the generation log goes on after generation " UINT64_FORMAT
+						" with no record of generation " UINT64_FORMAT " (%s): rebuilding from the newest checkpoint",
+						last, last + 1, err)));
+		{
+			WorkingTraffic w = {D.traffic, D.win_seq, D.incidents, D.incident_count, D.pend, D.pend_bit};
+
+			free_working(&w, D.map.count);
+		}
+		D.traffic = NULL;
+		D.have_map = false;
+		SpinLockAcquire(&tdb_shared->mutex);
+		tdb_shared->follower_rebuilds++;
+		SpinLockRelease(&tdb_shared->mutex);
+	}
+}
+
+/*
+ * Follow the primary while this server is a standby.  Returns once it has
+ * been promoted, with the state of the log's newest generation: the daemon
+ * then goes on as the primary from the next generation, without a rebuild.
+ */
+void
+follower_loop(void)
+{
+	follower_mode = true;
+	SpinLockAcquire(&tdb_shared->mutex);
+	tdb_shared->follower = true;
+	SpinLockRelease(&tdb_shared->mutex);
+	ereport(LOG, (errmsg("trafficdb: this server is a standby: following the primary's generation log")));
+	for (;;)
+	{
+		char		msg[TDB_ERRMSG_LEN];
+
+		if (ShutdownRequestPending)
+			proc_exit(1);
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+			D.writer.pin_timeout_us = (int64) tdb_reader_pin_timeout_ms * 1000;
+		}
+		if (names_free_again())
+		{
+			/* subscribers and readers are told; the next daemon follows under the configured names */
+			if (D.subring_open && !tdb_writer_guarded(subring_remove_guarded, NULL))
+				tdb_subring_close(&D.subring);
+			tdb_writer_stop_instance(D.prefix);
+			proc_exit(1);
+		}
+		if (!RecoveryInProgress())
+		{
+			/* promoted: take what the old primary logged last, then write after it */
+			(void) run_in_tx("trafficdb follower", follow_tx, NULL, msg);
+			break;
+		}
+		sweep_subscribers();
+		(void) run_in_tx("trafficdb follower", follow_tx, NULL, msg);
+		note_started();
+		{
+			/* publish() and load_map() are refused on a standby: wake their callers */
+			SpinLockAcquire(&tdb_shared->mutex);
+			if (tdb_shared->publish_requested > tdb_shared->publish_done)
+			{
+				tdb_shared->publish_failed = tdb_shared->publish_requested;
+				strlcpy(tdb_shared->publish_error, "this server is a standby: the primary publishes", TDB_ERRMSG_LEN);
+				tdb_shared->publish_done = tdb_shared->publish_requested;
+			}
+			SpinLockRelease(&tdb_shared->mutex);
+			ConditionVariableBroadcast(&tdb_shared->cv);
+		}
+		watch_readers();
+		tdb_writer_reclaim(&D.writer, D.have_map ? D.map_seg : TDB_MAX_SEGMENTS);
+		report_skipped_names();
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 Min(tdb_publish_interval_ms, 50), PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+
+	/* promoted: the primary's numbering goes on from here */
+	follower_mode = false;
+	SpinLockAcquire(&tdb_shared->mutex);
+	tdb_shared->follower = false;
+	SpinLockRelease(&tdb_shared->mutex);
+	if (D.have_map)
+	{
+		D.need_checkpoint = false;
+		D.dirty = false;
+		D.unpublished = false;
+	}
+	ereport(LOG, (errmsg("trafficdb: promoted: publishing as the primary after generation " UINT64_FORMAT, D.generation)));
+}

@@ -1,0 +1,138 @@
+/*-------------------------------------------------------------------------
+ *
+ * working.c
+ *	  The daemon's working traffic: one entry per record of the current
+ *	  map, which the feed and the writers' ring update and each
+ *	  publication writes out; carried over by location id to a new map.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "utils/memutils.h"
+
+#include "bgworker/daemon_internal.h"
+
+static void
+alloc_working(uint64 count, WorkingTraffic *out)
+{
+	Size		n = Max(count, 1);
+
+	out->traffic = MemoryContextAllocHuge(D.cxt, n * sizeof(TdbTraffic));
+	out->win_seq = MemoryContextAllocExtended(D.cxt, n * sizeof(int64), MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	out->incidents = MemoryContextAllocExtended(D.cxt, n * sizeof(char *), MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	out->pend = MemoryContextAllocHuge(D.cxt, n * sizeof(uint32));
+	out->pend_bit = MemoryContextAllocExtended(D.cxt, n / 8 + 1, MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	out->incident_count = 0;
+}
+
+/*
+ * Traffic of old_count records with ids old_ids onto newmap, by location id;
+ * the other locations of newmap get no traffic.
+ */
+void
+remap_traffic(const TdbMapView *newmap, uint64 old_count, const uint64 *old_ids,
+			  const TdbTraffic *old_traffic, char **old_incidents, WorkingTraffic *out)
+{
+	alloc_working(newmap->count, out);
+	for (uint64 i = 0; i < newmap->count; i++)
+	{
+		memset(&out->traffic[i], 0, sizeof(TdbTraffic));
+		out->traffic[i].speed_kmh = NAN;
+		out->traffic[i].free_flow_kmh = NAN;
+		out->traffic[i].congestion = TDB_CONGESTION_UNKNOWN;
+		out->traffic[i].confidence = TDB_CONFIDENCE_UNKNOWN;
+	}
+	for (uint64 o = 0; o < old_count; o++)
+	{
+		int64		i = tdb_map_find(newmap, old_ids[o]);
+
+		if (i < 0)
+			continue;
+		out->traffic[i] = old_traffic[o];
+		out->traffic[i].incident_off = 0;
+		if (old_incidents[o])
+		{
+			out->incidents[i] = MemoryContextStrdup(D.cxt, old_incidents[o]);
+			out->incident_count++;
+		}
+	}
+}
+
+void
+free_working(WorkingTraffic *w, uint64 count)
+{
+	if (w->traffic == NULL)
+		return;
+	for (uint64 i = 0; i < count; i++)
+		if (w->incidents[i])
+			pfree(w->incidents[i]);
+	pfree(w->traffic);
+	pfree(w->win_seq);
+	pfree(w->incidents);
+	pfree(w->pend);
+	pfree(w->pend_bit);
+	memset(w, 0, sizeof(*w));
+}
+
+void
+set_daemon_working(const WorkingTraffic *w)
+{
+	D.traffic = w->traffic;
+	D.win_seq = w->win_seq;
+	D.incidents = w->incidents;
+	D.incident_count = w->incident_count;
+	D.pend = w->pend;
+	D.pend_bit = w->pend_bit;
+	D.npend = 0;
+	D.offsets_zero = false;
+}
+
+/* Record i changed: it goes into the next log record. */
+static inline void
+mark_changed(uint64 i)
+{
+	if (D.pend_bit[i >> 3] & (1 << (i & 7)))
+		return;
+	D.pend_bit[i >> 3] |= (uint8) (1 << (i & 7));
+	D.pend[D.npend++] = (uint32) i;
+}
+
+/*
+ * Apply one traffic value to record i if it is not older than what we have:
+ * the newest observation wins; of two observed at the same instant, the one
+ * consumed in the later generation, and within one generation the later row.
+ */
+bool
+apply_traffic(uint64 i, int64 observed_us, int64 seq, float speed, float free_flow, int congestion,
+			  int confidence, const char *incident, uint64 gen)
+{
+	TdbTraffic *t = &D.traffic[i];
+
+	if (t->updated_at_us > observed_us ||
+		(t->updated_at_us == observed_us && t->changed_gen == gen && D.win_seq[i] > seq))
+		return false;
+	t->updated_at_us = observed_us;
+	D.win_seq[i] = seq;
+	/* one NaN for unknown, whatever bits the row had: the log stores "absent" */
+	t->speed_kmh = isnan(speed) ? NAN : speed;
+	t->free_flow_kmh = isnan(free_flow) ? NAN : free_flow;
+	t->congestion = (uint8) (congestion < 0 ? TDB_CONGESTION_UNKNOWN : congestion);
+	t->confidence = (uint8) (confidence < 0 ? TDB_CONFIDENCE_UNKNOWN : confidence);
+	t->changed_gen = gen;
+	if (D.incidents[i])
+	{
+		pfree(D.incidents[i]);
+		D.incidents[i] = NULL;
+		D.incident_count--;
+	}
+	if (incident)
+	{
+		D.incidents[i] = MemoryContextStrdup(D.cxt, incident);
+		D.incident_count++;
+	}
+	mark_changed(i);
+	return true;
+}
