@@ -209,8 +209,7 @@ extern void remap_traffic(const TdbMapView *newmap, uint64 old_count, const uint
 						  const TdbTraffic *old_traffic, char **old_incidents, WorkingTraffic *out);
 extern void free_working(WorkingTraffic *w, uint64 count);
 extern void set_daemon_working(const WorkingTraffic *w);
-extern bool apply_traffic(uint64 i, int64 observed_us, int64 seq, float speed, float free_flow, int congestion,
-						  int confidence, const char *incident, uint64 gen);
+/* apply_traffic(): bgworker/working.h (inline: once per update) */
 
 /* ---- feed.c: feed intake ---- */
 

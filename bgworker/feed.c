@@ -32,6 +32,7 @@
 #include "utils/timestamp.h"
 
 #include "bgworker/daemon_internal.h"
+#include "bgworker/working.h"
 #include "module/trafficdb.h"
 
 /* Valid ranges for feed values. */

@@ -15,6 +15,7 @@
 #include <sys/mman.h>
 
 #include "bgworker/daemon_internal.h"
+#include "bgworker/working.h"
 #include "module/trafficdb.h"
 
 /*
