@@ -52,6 +52,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "http.h"
 #include "sha256.h"
 
 enum
