@@ -53,7 +53,7 @@ void		trail_page_encode(CodecBuf *b, uint32_t trail, uint32_t n,
 							  const TdbTrailType *types, TrailColumnGetter get,
 							  void *arg);
 
-/* ---- version 2 (format2.c) ---- */
+/* ---- version 2 (pages: page2.c; footer and summaries: format2.c) ---- */
 
 /* One page's events as the version-2 encoder takes them. */
 typedef struct TrailPage2In
