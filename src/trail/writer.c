@@ -303,7 +303,7 @@ encode_page(const TdbTrailWriter *w, uint32_t trail, const uint32_t *idx, uint32
 }
 
 bool
-push_page(TdbTrailPageInfo **pages, uint32_t *npages, uint32_t *cap, const TdbTrailPageInfo *pi)
+trail_push_page(TdbTrailPageInfo **pages, uint32_t *npages, uint32_t *cap, const TdbTrailPageInfo *pi)
 {
 	if (*npages == *cap)
 	{
@@ -353,7 +353,7 @@ tdb_trail_writer_finish(TdbTrailWriter *w, uint8_t **bufp, size_t *lenp, TdbTrai
 	sort_writer = NULL;
 	if (w->opts.version == 2)
 	{
-		rc = writer_finish2(w, idx, bufp, lenp, err);
+		rc = trail_writer_finish2(w, idx, bufp, lenp, err);
 		goto done;
 	}
 
@@ -418,7 +418,7 @@ tdb_trail_writer_finish(TdbTrailWriter *w, uint8_t **bufp, size_t *lenp, TdbTrai
 			}
 			pi.offset = out.len;
 			codec_put_bytes(&out, tmp.data, tmp.len);
-			if (!out.ok || !push_page(&f.pages, &f.npages, &pagecap, &pi))
+			if (!out.ok || !trail_push_page(&f.pages, &f.npages, &pagecap, &pi))
 				goto done;
 			if (pi.tmin < ti.tmin) ti.tmin = pi.tmin;
 			if (pi.tmax > ti.tmax) ti.tmax = pi.tmax;

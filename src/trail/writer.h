@@ -51,14 +51,14 @@ struct TdbTrailWriter
 };
 
 /* Append *pi to a growing page list (writer.c); false when out of memory. */
-bool		push_page(TdbTrailPageInfo **pages, uint32_t *npages, uint32_t *cap,
-					  const TdbTrailPageInfo *pi);
+bool		trail_push_page(TdbTrailPageInfo **pages, uint32_t *npages, uint32_t *cap,
+							const TdbTrailPageInfo *pi);
 
 /*
  * Write a version-2 file from the events sorted by (trail, time, arrival)
  * in idx (writer2.c); tdb_trail_writer_finish's second half.
  */
-int			writer_finish2(TdbTrailWriter *w, uint32_t *idx, uint8_t **bufp, size_t *lenp,
-						   TdbTrailError *err);
+int			trail_writer_finish2(TdbTrailWriter *w, uint32_t *idx, uint8_t **bufp, size_t *lenp,
+								 TdbTrailError *err);
 
 #endif							/* TDB_TRAIL_WRITER_H */

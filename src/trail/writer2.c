@@ -129,7 +129,7 @@ emit_page2(Writer2 *x, const uint32_t *js, uint32_t n, TdbTrailError *err)
 	pi.offset = x->out.len;
 	pi.chunk_len = cl;
 	codec_put_bytes(&x->out, x->tmp.data, x->tmp.len);
-	if (!x->out.ok || !push_page(&x->f.pages, &x->f.npages, &x->pagecap, &pi))
+	if (!x->out.ok || !trail_push_page(&x->f.pages, &x->f.npages, &x->pagecap, &pi))
 	{
 		free(cl);
 		return TDB_TRAIL_ENOMEM;
@@ -455,7 +455,7 @@ out:
 }
 
 int
-writer_finish2(TdbTrailWriter *w, uint32_t *idx, uint8_t **bufp, size_t *lenp,
+trail_writer_finish2(TdbTrailWriter *w, uint32_t *idx, uint8_t **bufp, size_t *lenp,
 			   TdbTrailError *err)
 {
 	Writer2		x;
