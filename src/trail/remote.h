@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "s3url.h"			/* tdb_s3_parse_url and tdb_s3_uri_encode, for remote.h's callers */
 #include "trail.h"
 #include "types.h"
 
@@ -46,17 +47,6 @@ int			tdb_remote_get_ranges(TdbRemote *r, const TdbByteRange *ranges,
 								  uint8_t **bufs, int n, int max_parallel,
 								  const char *etag, uint64_t size,
 								  TdbTrailError *err);
-
-/*
- * S3's URI encoding (its canonical form for SigV4): A-Z a-z 0-9 - _ . ~
- * kept, '/' kept when keep_slash, every other byte %XX (upper-case hex).
- * out holds 3 * strlen(in) + 1; longer input is cut.
- */
-void		tdb_s3_uri_encode(const char *in, int keep_slash, char *out, size_t outlen);
-
-/* Split s3://bucket/key; 0 or TDB_TRAIL_EINVAL. */
-int			tdb_s3_parse_url(const char *url, char *bucket, size_t bucketlen,
-							 const char **key);
 
 /*
  * Write a whole object: a local path (tmp + fsync + rename) or s3:// (one
