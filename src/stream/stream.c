@@ -165,12 +165,12 @@ struct TdbStreamDB
 };
 
 static int
-fail(TdbStreamDB *db, char *err, size_t errlen, int code, const char *fmt,...)
+stream_fail(TdbStreamDB *db, char *err, size_t errlen, int code, const char *fmt,...)
 	__attribute__((format(printf, 5, 6)));
 
 /* Record an error message (in err when given, else in the handle). */
 static int
-fail(TdbStreamDB *db, char *err, size_t errlen, int code, const char *fmt,...)
+stream_fail(TdbStreamDB *db, char *err, size_t errlen, int code, const char *fmt,...)
 {
 	va_list		ap;
 	char		buf[256];
@@ -223,7 +223,7 @@ tdb_stream_errmsg(const TdbStreamDB *db)
 }
 
 static uint32_t
-type_size(uint8_t t)
+stream_type_size(uint8_t t)
 {
 	switch (t)
 	{
@@ -243,26 +243,26 @@ type_size(uint8_t t)
 }
 
 static bool
-type_is_float(uint8_t t)
+stream_type_is_float(uint8_t t)
 {
 	return t == TDB_ST_FLOAT32 || t == TDB_ST_FLOAT64;
 }
 
 /* Record layout: ts (8), flags (1), null bitmap, then each field's bytes. */
 static uint32_t
-record_size(const TdbStreamDef *d)
+stream_record_size(const TdbStreamDef *d)
 {
 	uint32_t	n = 9 + (d->nfields + 7) / 8;
 
 	for (uint32_t f = 0; f < d->nfields; f++)
-		n += type_size(d->fields[f].type);
+		n += stream_type_size(d->fields[f].type);
 	return n;
 }
 
 /* ---- I/O with accounting; any failure breaks the handle ------------------ */
 
 static int
-io_read(TdbStreamDB *db, uint64_t off, void *buf, size_t len)
+stream_io_read(TdbStreamDB *db, uint64_t off, void *buf, size_t len)
 {
 	if (off + len > db->io.size || db->io.read(db->io.ctx, off, buf, len) != 0)
 	{
@@ -272,7 +272,7 @@ io_read(TdbStreamDB *db, uint64_t off, void *buf, size_t len)
 		 * trusted with a flush either.
 		 */
 		db->broken = true;
-		return fail(db, NULL, 0, TDB_STREAM_EIO, "read of %zu bytes at offset %llu failed", len,
+		return stream_fail(db, NULL, 0, TDB_STREAM_EIO, "read of %zu bytes at offset %llu failed", len,
 					(unsigned long long) off);
 	}
 	/* the I/O counter: sectors touched (a read of part of a sector counts it) */
@@ -282,14 +282,14 @@ io_read(TdbStreamDB *db, uint64_t off, void *buf, size_t len)
 }
 
 static int
-io_write(TdbStreamDB *db, uint64_t off, const void *buf, size_t len)
+stream_io_write(TdbStreamDB *db, uint64_t off, const void *buf, size_t len)
 {
 	if (db->broken)
-		return fail(db, NULL, 0, TDB_STREAM_EBROKEN, "an earlier I/O error left the handle unusable");
+		return stream_fail(db, NULL, 0, TDB_STREAM_EBROKEN, "an earlier I/O error left the handle unusable");
 	if (off + len > db->io.size || db->io.write(db->io.ctx, off, buf, len) != 0)
 	{
 		db->broken = true;
-		return fail(db, NULL, 0, TDB_STREAM_EIO, "write of %zu bytes at offset %llu failed", len,
+		return stream_fail(db, NULL, 0, TDB_STREAM_EIO, "write of %zu bytes at offset %llu failed", len,
 					(unsigned long long) off);
 	}
 	db->bytes_written += len;
@@ -297,22 +297,22 @@ io_write(TdbStreamDB *db, uint64_t off, const void *buf, size_t len)
 }
 
 static int
-io_sync(TdbStreamDB *db)
+stream_io_sync(TdbStreamDB *db)
 {
 	if (db->broken)
-		return fail(db, NULL, 0, TDB_STREAM_EBROKEN, "an earlier I/O error left the handle unusable");
+		return stream_fail(db, NULL, 0, TDB_STREAM_EBROKEN, "an earlier I/O error left the handle unusable");
 	if (db->io.sync(db->io.ctx) != 0)
 	{
 		/* the page cache may have dropped the writes: never trust it again */
 		db->broken = true;
-		return fail(db, NULL, 0, TDB_STREAM_EIO, "sync failed; reopen the file to recover");
+		return stream_fail(db, NULL, 0, TDB_STREAM_EIO, "sync failed; reopen the file to recover");
 	}
 	return TDB_STREAM_OK;
 }
 
 /* Bytes of a superblock on disk: the header and one entry per stream. */
 static size_t
-sb_size(uint32_t nstreams)
+stream_sb_size(uint32_t nstreams)
 {
 	if (nstreams > TDB_STREAM_MAX_STREAMS)
 		nstreams = TDB_STREAM_MAX_STREAMS;
@@ -322,22 +322,22 @@ sb_size(uint32_t nstreams)
 /* ---- layout ----------------------------------------------------------------- */
 
 static uint64_t
-block_off(const Superblock *sb, uint32_t block)
+stream_block_off(const Superblock *sb, uint32_t block)
 {
 	return (uint64_t) block * sb->block_size;
 }
 
 static uint64_t
-data_off(const Superblock *sb, uint32_t dblock)
+stream_data_off(const Superblock *sb, uint32_t dblock)
 {
-	return block_off(sb, sb->data_first + dblock);
+	return stream_block_off(sb, sb->data_first + dblock);
 }
 
 /* Offset of index sector k of stream s in copy c (0 primary, 1 backup). */
 static uint64_t
-idx_sector_off(const Superblock *sb, uint32_t meta_blocks, int s, int c, uint32_t k)
+stream_idx_sector_off(const Superblock *sb, uint32_t meta_blocks, int s, int c, uint32_t k)
 {
-	uint64_t	base = block_off(sb, 2 + meta_blocks);
+	uint64_t	base = stream_block_off(sb, 2 + meta_blocks);
 
 	return base + ((uint64_t) c * sb->nstreams + (uint64_t) s) * sb->idx_sectors * TDB_STREAM_SECTOR +
 		(uint64_t) k * TDB_STREAM_SECTOR;
@@ -355,7 +355,7 @@ meta_bytes(const TdbStreamSchema *schema)
  * and ndata data blocks.
  */
 static int
-layout(const TdbStreamSchema *schema, Superblock *sb, char *err, size_t errlen)
+stream_layout(const TdbStreamSchema *schema, Superblock *sb, char *err, size_t errlen)
 {
 	uint32_t	bs = schema->block_size;
 	uint64_t	nblocks = schema->file_size / bs;
@@ -363,17 +363,17 @@ layout(const TdbStreamSchema *schema, Superblock *sb, char *err, size_t errlen)
 	uint64_t	ndata = nblocks;
 
 	if (bs < 1024 || (bs & (bs - 1)) != 0 || bs > (1u << 24))
-		return fail(NULL, err, errlen, TDB_STREAM_EINVAL,
+		return stream_fail(NULL, err, errlen, TDB_STREAM_EINVAL,
 					"blockSize %u: expected a power of two from 1024 to 16777216", bs);
 	if (schema->nstreams == 0 || schema->nstreams > TDB_STREAM_MAX_STREAMS)
-		return fail(NULL, err, errlen, TDB_STREAM_EINVAL, "%u streams: expected 1 to %d",
+		return stream_fail(NULL, err, errlen, TDB_STREAM_EINVAL, "%u streams: expected 1 to %d",
 					schema->nstreams, TDB_STREAM_MAX_STREAMS);
-	if (sb_size(schema->nstreams) > bs)
-		return fail(NULL, err, errlen, TDB_STREAM_EINVAL,
+	if (stream_sb_size(schema->nstreams) > bs)
+		return stream_fail(NULL, err, errlen, TDB_STREAM_EINVAL,
 					"%u streams need a blockSize of at least %zu bytes for the superblock",
-					schema->nstreams, sb_size(schema->nstreams));
+					schema->nstreams, stream_sb_size(schema->nstreams));
 	if (nblocks > UINT32_MAX)
-		return fail(NULL, err, errlen, TDB_STREAM_EINVAL, "file of %llu blocks: at most 2^32",
+		return stream_fail(NULL, err, errlen, TDB_STREAM_EINVAL, "file of %llu blocks: at most 2^32",
 					(unsigned long long) nblocks);
 	/* shrink ndata until everything fits */
 	for (;;)
@@ -403,7 +403,7 @@ layout(const TdbStreamSchema *schema, Superblock *sb, char *err, size_t errlen)
 		ndata = need - nblocks > ndata ? 0 : ndata - (need - nblocks);
 	}
 	if (ndata < 2 * (uint64_t) schema->nstreams + 2)
-		return fail(NULL, err, errlen, TDB_STREAM_ENOSPC,
+		return stream_fail(NULL, err, errlen, TDB_STREAM_ENOSPC,
 					"fileSize %llu with blockSize %u leaves %llu data blocks; %u streams need at least %u",
 					(unsigned long long) schema->file_size, bs, (unsigned long long) ndata,
 					schema->nstreams, 2 * schema->nstreams + 2);
@@ -411,38 +411,38 @@ layout(const TdbStreamSchema *schema, Superblock *sb, char *err, size_t errlen)
 }
 
 static int
-check_schema(const TdbStreamSchema *schema, char *err, size_t errlen)
+stream_check_schema(const TdbStreamSchema *schema, char *err, size_t errlen)
 {
 	for (uint32_t s = 0; s < schema->nstreams; s++)
 	{
 		const TdbStreamDef *d = &schema->streams[s];
 
 		if (d->nfields > TDB_STREAM_MAX_FIELDS)
-			return fail(NULL, err, errlen, TDB_STREAM_EINVAL, "stream %s has %u fields: at most %d",
+			return stream_fail(NULL, err, errlen, TDB_STREAM_EINVAL, "stream %s has %u fields: at most %d",
 						d->name, d->nfields, TDB_STREAM_MAX_FIELDS);
 		for (uint32_t f = 0; f < d->nfields; f++)
-			if (type_size(d->fields[f].type) == 0 || d->fields[f].codec > TDB_CODEC_DEADBAND ||
+			if (stream_type_size(d->fields[f].type) == 0 || d->fields[f].codec > TDB_CODEC_DEADBAND ||
 				!(d->fields[f].threshold >= 0))
-				return fail(NULL, err, errlen, TDB_STREAM_EINVAL, "stream %s field %s: bad type or codec",
+				return stream_fail(NULL, err, errlen, TDB_STREAM_EINVAL, "stream %s field %s: bad type or codec",
 							d->name, d->fields[f].name);
-		if (record_size(d) > TDB_STREAM_SECTOR - CHUNK_HDR)
-			return fail(NULL, err, errlen, TDB_STREAM_EINVAL, "stream %s: a record of %u bytes exceeds %d",
-						d->name, record_size(d), TDB_STREAM_SECTOR - CHUNK_HDR);
+		if (stream_record_size(d) > TDB_STREAM_SECTOR - CHUNK_HDR)
+			return stream_fail(NULL, err, errlen, TDB_STREAM_EINVAL, "stream %s: a record of %u bytes exceeds %d",
+						d->name, stream_record_size(d), TDB_STREAM_SECTOR - CHUNK_HDR);
 		for (uint32_t t = 0; t < s; t++)
 			if (schema->streams[t].id == d->id || strcmp(schema->streams[t].name, d->name) == 0)
-				return fail(NULL, err, errlen, TDB_STREAM_EINVAL, "stream %s (id %u) is defined twice",
+				return stream_fail(NULL, err, errlen, TDB_STREAM_EINVAL, "stream %s (id %u) is defined twice",
 							d->name, d->id);
 	}
 	return TDB_STREAM_OK;
 }
 
 static uint32_t
-sb_crc(const Superblock *sb)
+stream_sb_crc(const Superblock *sb)
 {
 	Superblock	c = *sb;
 
 	c.crc = 0;
-	return tdb_crc32c(&c, sb_size(c.nstreams));
+	return tdb_crc32c(&c, stream_sb_size(c.nstreams));
 }
 
 /*
@@ -451,16 +451,16 @@ sb_crc(const Superblock *sb)
  * copy of a completed commit later leaves the other with the same commit.
  */
 static int
-write_superblock(TdbStreamDB *db, Superblock *sb)
+stream_write_superblock(TdbStreamDB *db, Superblock *sb)
 {
 	int			rc = TDB_STREAM_OK;
 
-	sb->crc = sb_crc(sb);
+	sb->crc = stream_sb_crc(sb);
 	for (uint32_t c = 0; c < 2 && rc == TDB_STREAM_OK; c++)
 	{
-		rc = io_write(db, block_off(sb, c), sb, sb_size(sb->nstreams));
+		rc = stream_io_write(db, stream_block_off(sb, c), sb, stream_sb_size(sb->nstreams));
 		if (rc == TDB_STREAM_OK)
-			rc = io_sync(db);
+			rc = stream_io_sync(db);
 	}
 	return rc;
 }
@@ -471,7 +471,7 @@ write_superblock(TdbStreamDB *db, Superblock *sb)
  * secret, only distinct: the clock, the process and a counter, mixed.
  */
 static uint32_t
-create_id(void)
+stream_create_id(void)
 {
 	static uint32_t counter;
 	struct timespec ts;
@@ -498,16 +498,16 @@ tdb_stream_create(TdbStreamIO *io, const TdbStreamSchema *schema, char *err, siz
 	uint16_t	endian = 1;
 
 	if (*(uint8_t *) &endian != 1)
-		return fail(NULL, err, errlen, TDB_STREAM_EINVAL, "stream files are little-endian only");
-	if ((rc = check_schema(schema, err, errlen)) != TDB_STREAM_OK ||
-		(rc = layout(schema, &sb, err, errlen)) != TDB_STREAM_OK)
+		return stream_fail(NULL, err, errlen, TDB_STREAM_EINVAL, "stream files are little-endian only");
+	if ((rc = stream_check_schema(schema, err, errlen)) != TDB_STREAM_OK ||
+		(rc = stream_layout(schema, &sb, err, errlen)) != TDB_STREAM_OK)
 		return rc;
 	if ((uint64_t) sb.nblocks * sb.block_size > io->size)
-		return fail(NULL, err, errlen, TDB_STREAM_ENOSPC, "the device holds %llu bytes; fileSize is %llu",
+		return stream_fail(NULL, err, errlen, TDB_STREAM_ENOSPC, "the device holds %llu bytes; fileSize is %llu",
 					(unsigned long long) io->size, (unsigned long long) schema->file_size);
 	db = calloc(1, sizeof(*db));
 	if (db == NULL)
-		return fail(NULL, err, errlen, TDB_STREAM_ENOMEM, "out of memory");
+		return stream_fail(NULL, err, errlen, TDB_STREAM_ENOMEM, "out of memory");
 	db->io = *io;
 
 	/* schema: magic, length, crc, then the definitions */
@@ -516,16 +516,16 @@ tdb_stream_create(TdbStreamIO *io, const TdbStreamSchema *schema, char *err, siz
 	if (meta == NULL)
 	{
 		free(db);
-		return fail(NULL, err, errlen, TDB_STREAM_ENOMEM, "out of memory");
+		return stream_fail(NULL, err, errlen, TDB_STREAM_ENOMEM, "out of memory");
 	}
 	{
-		uint32_t	hdr[4] = {META_MAGIC, meta_bytes(schema), 0, create_id()};
+		uint32_t	hdr[4] = {META_MAGIC, meta_bytes(schema), 0, stream_create_id()};
 
 		memcpy(meta + 16, schema->streams, schema->nstreams * sizeof(TdbStreamDef));
 		hdr[2] = tdb_crc32c(meta + 16, hdr[1] - 16);
 		memcpy(meta, hdr, 16);
 	}
-	rc = io_write(db, block_off(&sb, 2), meta, mb);
+	rc = stream_io_write(db, stream_block_off(&sb, 2), meta, mb);
 	free(meta);
 
 	/* empty index sectors, both copies, valid from the start */
@@ -540,17 +540,17 @@ tdb_stream_create(TdbStreamIO *io, const TdbStreamSchema *schema, char *err, siz
 				memcpy(sec + 8, &k, 4);
 				crc = tdb_crc32c(sec + 4, TDB_STREAM_SECTOR - 4);
 				memcpy(sec, &crc, 4);
-				rc = io_write(db, idx_sector_off(&sb, sb.meta_blocks, (int) s, c, k), sec, sizeof(sec));
+				rc = stream_io_write(db, stream_idx_sector_off(&sb, sb.meta_blocks, (int) s, c, k), sec, sizeof(sec));
 			}
 	if (rc == TDB_STREAM_OK)
-		rc = io_sync(db);
+		rc = stream_io_sync(db);
 	/* both superblock copies last: until then the file is not a stream file */
 	for (uint32_t s = 0; s < TDB_STREAM_MAX_STREAMS; s++)
 		sb.streams[s].last_ts = INT64_MIN;
 	if (rc == TDB_STREAM_OK)
-		rc = write_superblock(db, &sb);
+		rc = stream_write_superblock(db, &sb);
 	if (rc != TDB_STREAM_OK)
-		fail(NULL, err, errlen, rc, "creating the file: %s", db->err);
+		stream_fail(NULL, err, errlen, rc, "creating the file: %s", db->err);
 	free(db);
 	return rc;
 }
@@ -561,8 +561,8 @@ static bool
 sb_valid(const Superblock *sb, uint64_t size)
 {
 	if (memcmp(sb->magic, SB_MAGIC, 8) != 0 || sb->version != SB_VERSION ||
-		sb->nstreams < 1 || sb->nstreams > TDB_STREAM_MAX_STREAMS || sb->crc != sb_crc(sb) ||
-		sb_size(sb->nstreams) > sb->block_size)
+		sb->nstreams < 1 || sb->nstreams > TDB_STREAM_MAX_STREAMS || sb->crc != stream_sb_crc(sb) ||
+		stream_sb_size(sb->nstreams) > sb->block_size)
 		return false;
 	/* sizes the rest of the code relies on */
 	return sb->block_size >= 1024 && (sb->block_size & (sb->block_size - 1)) == 0 &&
@@ -570,7 +570,7 @@ sb_valid(const Superblock *sb, uint64_t size)
 		(uint64_t) sb->nblocks * sb->block_size <= size && sb->ndata >= 2 && sb->idx_cap == sb->ndata &&
 		sb->idx_sectors == (sb->ndata + IDX_PER_SECTOR - 1) / IDX_PER_SECTOR &&
 		(uint64_t) sb->data_first + sb->ndata <= sb->nblocks && sb->alloc_next < sb->ndata &&
-		idx_sector_off(sb, sb->meta_blocks, (int) sb->nstreams, 1, 0) <= block_off(sb, sb->data_first) &&
+		stream_idx_sector_off(sb, sb->meta_blocks, (int) sb->nstreams, 1, 0) <= stream_block_off(sb, sb->data_first) &&
 		(uint64_t) 2 + sb->meta_blocks <= sb->data_first;
 }
 
@@ -583,7 +583,7 @@ read_idx_sector(TdbStreamDB *db, int s, uint32_t k, uint8_t *sec)
 		uint32_t	crc,
 					no;
 		uint16_t	st;
-		int			rc = io_read(db, idx_sector_off(&db->durable, db->durable.meta_blocks, s, c, k),
+		int			rc = stream_io_read(db, stream_idx_sector_off(&db->durable, db->durable.meta_blocks, s, c, k),
 								 sec, TDB_STREAM_SECTOR);
 
 		if (rc != TDB_STREAM_OK)
@@ -594,12 +594,12 @@ read_idx_sector(TdbStreamDB *db, int s, uint32_t k, uint8_t *sec)
 		if (crc == tdb_crc32c(sec + 4, TDB_STREAM_SECTOR - 4) && st == s && no == k)
 			return TDB_STREAM_OK;
 	}
-	return fail(db, NULL, 0, TDB_STREAM_ECORRUPT,
+	return stream_fail(db, NULL, 0, TDB_STREAM_ECORRUPT,
 				"index sector %u of stream %d is damaged in both copies", k, s);
 }
 
 static void
-decode_record(const TdbStreamDef *d, const uint8_t *p, TdbStreamRecord *out)
+stream_decode_record(const TdbStreamDef *d, const uint8_t *p, TdbStreamRecord *out)
 {
 	const uint8_t *nulls = p + 9;
 	const uint8_t *v = p + 9 + (d->nfields + 7) / 8;
@@ -652,12 +652,12 @@ decode_record(const TdbStreamDef *d, const uint8_t *p, TdbStreamRecord *out)
 				memcpy(&o->v.f, v, 8);
 				break;
 		}
-		v += type_size(t);
+		v += stream_type_size(t);
 	}
 }
 
 static void
-encode_record(const TdbStreamDef *d, const TdbStreamRecord *r, uint8_t *p)
+stream_encode_record(const TdbStreamDef *d, const TdbStreamRecord *r, uint8_t *p)
 {
 	uint8_t    *nulls = p + 9;
 	uint8_t    *v = p + 9 + (d->nfields + 7) / 8;
@@ -714,7 +714,7 @@ encode_record(const TdbStreamDef *d, const TdbStreamRecord *r, uint8_t *p)
 					break;
 				}
 		}
-		v += type_size(t);
+		v += stream_type_size(t);
 	}
 }
 
@@ -751,7 +751,7 @@ idx_sector(TdbStreamDB *db, int s, uint32_t k, IdxSec **out)
 			IdxSec	   *n = realloc(db->isec, cap * sizeof(IdxSec));
 
 			if (n == NULL)
-				return fail(db, NULL, 0, TDB_STREAM_ENOMEM, "out of memory");
+				return stream_fail(db, NULL, 0, TDB_STREAM_ENOMEM, "out of memory");
 			db->isec = n;
 			db->isec_cap = cap;
 		}
@@ -768,7 +768,7 @@ idx_sector(TdbStreamDB *db, int s, uint32_t k, IdxSec **out)
 
 /* Entry at logical position pos of stream s's index (a committed or working one). */
 static int
-idx_get(TdbStreamDB *db, int s, uint64_t pos, IdxEntry *out)
+stream_idx_get(TdbStreamDB *db, int s, uint64_t pos, IdxEntry *out)
 {
 	uint32_t	slot = (uint32_t) (pos % db->durable.idx_cap);
 	IdxSec	   *x;
@@ -778,14 +778,14 @@ idx_get(TdbStreamDB *db, int s, uint64_t pos, IdxEntry *out)
 		return rc;
 	*out = x->e[slot % IDX_PER_SECTOR];
 	if (out->block >= db->durable.ndata)
-		return fail(db, NULL, 0, TDB_STREAM_ECORRUPT, "stream %s: index entry %llu names block %u, out of range",
+		return stream_fail(db, NULL, 0, TDB_STREAM_ECORRUPT, "stream %s: index entry %llu names block %u, out of range",
 					db->schema.streams[s].name, (unsigned long long) pos, out->block);
 	return TDB_STREAM_OK;
 }
 
 /* Set the entry at position pos of stream s (written by the next flush). */
 static int
-idx_put(TdbStreamDB *db, int s, uint64_t pos, const IdxEntry *e)
+stream_idx_put(TdbStreamDB *db, int s, uint64_t pos, const IdxEntry *e)
 {
 	uint32_t	slot = (uint32_t) (pos % db->durable.idx_cap);
 	IdxSec	   *x;
@@ -800,14 +800,14 @@ idx_put(TdbStreamDB *db, int s, uint64_t pos, const IdxEntry *e)
 
 /* The oldest entry of stream s (kept: a writer asks for it at every allocation). */
 static int
-idx_head_entry(TdbStreamDB *db, int s, IdxEntry *out)
+stream_idx_head_entry(TdbStreamDB *db, int s, IdxEntry *out)
 {
 	StreamState *st = &db->st[s];
 	int			rc;
 
 	if (st->head_pos != st->idx_head)
 	{
-		if ((rc = idx_get(db, s, st->idx_head, &st->head_e)) != TDB_STREAM_OK)
+		if ((rc = stream_idx_get(db, s, st->idx_head, &st->head_e)) != TDB_STREAM_OK)
 			return rc;
 		st->head_pos = st->idx_head;
 	}
@@ -833,7 +833,7 @@ idx_forget(TdbStreamDB *db, int s)
  * Returns its record count, or -1.
  */
 static int
-chunk_check(const TdbStreamDB *db, int s, const IdxEntry *e, uint32_t chunk_no, const uint8_t *sec)
+stream_chunk_check(const TdbStreamDB *db, int s, const IdxEntry *e, uint32_t chunk_no, const uint8_t *sec)
 {
 	ChunkHdr	h;
 
@@ -859,13 +859,13 @@ read_superblock(TdbStreamDB *db, Superblock *out, char *err, size_t errlen)
 	uint64_t	size = db->io.size;
 
 	memset(copies, 0, sizeof(copies));
-	ok[0] = io_read(db, 0, &copies[0], sizeof(Superblock)) == TDB_STREAM_OK && sb_valid(&copies[0], size);
+	ok[0] = stream_io_read(db, 0, &copies[0], sizeof(Superblock)) == TDB_STREAM_OK && sb_valid(&copies[0], size);
 	ok[1] = false;
 	for (uint32_t bs = 1024; !ok[1] && bs <= (1u << 24) && (uint64_t) bs * 2 <= size; bs *= 2)
 	{
 		if (ok[0] && bs != copies[0].block_size)
 			continue;
-		ok[1] = io_read(db, bs, &copies[1], sizeof(Superblock)) == TDB_STREAM_OK &&
+		ok[1] = stream_io_read(db, bs, &copies[1], sizeof(Superblock)) == TDB_STREAM_OK &&
 			sb_valid(&copies[1], size) && copies[1].block_size == bs;
 	}
 	/* probing reads past the end of a small file: not a failure of the handle */
@@ -874,7 +874,7 @@ read_superblock(TdbStreamDB *db, Superblock *out, char *err, size_t errlen)
 	{
 		bool		magic = memcmp(copies[0].magic, SB_MAGIC, 8) == 0;
 
-		return fail(db, err, errlen, magic ? TDB_STREAM_ECORRUPT : TDB_STREAM_EFORMAT,
+		return stream_fail(db, err, errlen, magic ? TDB_STREAM_ECORRUPT : TDB_STREAM_EFORMAT,
 					magic ? "both superblocks are damaged" :
 					"no stream file here (no superblock with magic %s and format version %d)",
 					SB_MAGIC, SB_VERSION);
@@ -914,7 +914,7 @@ check_committed(TdbStreamDB *db, const Superblock *sb)
 
 		if (ds->idx_count > sb->idx_cap || (ds->idx_count == 0 && (ds->tail_chunks != 0 || ds->records != 0)) ||
 			ds->tail_chunks > sb->block_size / TDB_STREAM_SECTOR)
-			return fail(db, NULL, 0, TDB_STREAM_ECORRUPT, "stream %s: inconsistent committed state",
+			return stream_fail(db, NULL, 0, TDB_STREAM_ECORRUPT, "stream %s: inconsistent committed state",
 						db->schema.streams[s].name);
 	}
 	return TDB_STREAM_OK;
@@ -939,19 +939,19 @@ stream_ready(TdbStreamDB *db, int s)
 		uint8_t		sec[TDB_STREAM_SECTOR];
 		int			n;
 
-		if ((rc = idx_get(db, s, st->idx_head + st->idx_count - 1, &st->tail)) != TDB_STREAM_OK)
+		if ((rc = stream_idx_get(db, s, st->idx_head + st->idx_count - 1, &st->tail)) != TDB_STREAM_OK)
 			return rc;
 		if (ds->tail_chunks > 0)
 		{
-			rc = io_read(db, data_off(&db->durable, st->tail.block) +
+			rc = stream_io_read(db, stream_data_off(&db->durable, st->tail.block) +
 						 (uint64_t) (ds->tail_chunks - 1) * TDB_STREAM_SECTOR, sec, TDB_STREAM_SECTOR);
 			if (rc != TDB_STREAM_OK)
 				return rc;
-			if ((n = chunk_check(db, s, &st->tail, ds->tail_chunks - 1, sec)) < 0)
-				return fail(db, NULL, 0, TDB_STREAM_ECORRUPT,
+			if ((n = stream_chunk_check(db, s, &st->tail, ds->tail_chunks - 1, sec)) < 0)
+				return stream_fail(db, NULL, 0, TDB_STREAM_ECORRUPT,
 							"stream %s: the last committed chunk (block %u, chunk %u) is damaged",
 							d->name, st->tail.block, ds->tail_chunks - 1);
-			decode_record(d, sec + CHUNK_HDR + (size_t) (n - 1) * st->rec_size, &st->last_stored);
+			stream_decode_record(d, sec + CHUNK_HDR + (size_t) (n - 1) * st->rec_size, &st->last_stored);
 			st->has_stored = true;
 		}
 	}
@@ -973,12 +973,12 @@ tdb_stream_open(TdbStreamIO *io, TdbStreamDB **out, char *err, size_t errlen)
 
 	*out = NULL;
 	if (db == NULL)
-		return fail(NULL, err, errlen, TDB_STREAM_ENOMEM, "out of memory");
+		return stream_fail(NULL, err, errlen, TDB_STREAM_ENOMEM, "out of memory");
 	db->io = *io;
 	if (io->size < 2 * 1024)
 	{
 		free(db);
-		return fail(NULL, err, errlen, TDB_STREAM_EFORMAT, "a file of %llu bytes is not a stream file",
+		return stream_fail(NULL, err, errlen, TDB_STREAM_EFORMAT, "a file of %llu bytes is not a stream file",
 					(unsigned long long) io->size);
 	}
 	if ((rc = read_superblock(db, &db->durable, err, errlen)) != TDB_STREAM_OK)
@@ -991,7 +991,7 @@ tdb_stream_open(TdbStreamIO *io, TdbStreamDB **out, char *err, size_t errlen)
 	meta = malloc((size_t) db->durable.meta_blocks * db->durable.block_size);
 	if (meta == NULL)
 		rc = TDB_STREAM_ENOMEM;
-	else if ((rc = io_read(db, block_off(&db->durable, 2), meta,
+	else if ((rc = stream_io_read(db, stream_block_off(&db->durable, 2), meta,
 						   (size_t) db->durable.meta_blocks * db->durable.block_size)) == TDB_STREAM_OK)
 	{
 		uint32_t	hdr[4];
@@ -1000,7 +1000,7 @@ tdb_stream_open(TdbStreamIO *io, TdbStreamDB **out, char *err, size_t errlen)
 		if (hdr[0] != META_MAGIC || hdr[1] != 16 + db->durable.nstreams * sizeof(TdbStreamDef) ||
 			hdr[1] > db->durable.meta_blocks * db->durable.block_size ||
 			hdr[2] != tdb_crc32c(meta + 16, hdr[1] - 16))
-			rc = fail(db, NULL, 0, TDB_STREAM_ECORRUPT, "the schema section is damaged");
+			rc = stream_fail(db, NULL, 0, TDB_STREAM_ECORRUPT, "the schema section is damaged");
 		else
 		{
 			db->schema_crc = hdr[2];
@@ -1009,7 +1009,7 @@ tdb_stream_open(TdbStreamIO *io, TdbStreamDB **out, char *err, size_t errlen)
 			db->schema.block_size = db->durable.block_size;
 			db->schema.file_size = (uint64_t) db->durable.nblocks * db->durable.block_size;
 			memcpy(db->schema.streams, meta + 16, db->durable.nstreams * sizeof(TdbStreamDef));
-			if ((rc = check_schema(&db->schema, db->err, sizeof(db->err))) != TDB_STREAM_OK)
+			if ((rc = stream_check_schema(&db->schema, db->err, sizeof(db->err))) != TDB_STREAM_OK)
 				rc = TDB_STREAM_ECORRUPT;
 		}
 	}
@@ -1022,7 +1022,7 @@ tdb_stream_open(TdbStreamIO *io, TdbStreamDB **out, char *err, size_t errlen)
 		rc = check_committed(db, &db->durable);
 	for (int s = 0; rc == TDB_STREAM_OK && s < (int) db->durable.nstreams; s++)
 	{
-		db->st[s].rec_size = record_size(&db->schema.streams[s]);
+		db->st[s].rec_size = stream_record_size(&db->schema.streams[s]);
 		db->st[s].per_chunk = (TDB_STREAM_SECTOR - CHUNK_HDR) / db->st[s].rec_size;
 		stream_reset(db, s);
 	}
@@ -1053,26 +1053,26 @@ tdb_stream_refresh(TdbStreamDB *db, bool *changed)
 
 	*changed = false;
 	if (db->broken)
-		return fail(db, NULL, 0, TDB_STREAM_EBROKEN, "an earlier I/O error left the handle unusable");
+		return stream_fail(db, NULL, 0, TDB_STREAM_EBROKEN, "an earlier I/O error left the handle unusable");
 	for (uint32_t s = 0; s < db->schema.nstreams; s++)
 		if (db->st[s].open_nrec > 0 || db->st[s].idx_count != db->durable.streams[s].idx_count ||
 			db->st[s].idx_head != db->durable.streams[s].idx_head ||
 			db->st[s].chunks_done != (db->durable.streams[s].idx_count ? db->durable.streams[s].tail_chunks : 0))
-			return fail(db, NULL, 0, TDB_STREAM_EINVAL, "the handle has unflushed records: flush or reopen");
+			return stream_fail(db, NULL, 0, TDB_STREAM_EINVAL, "the handle has unflushed records: flush or reopen");
 	for (uint32_t i = 0; i < db->nisec; i++)
 		if (db->isec[i].dirty)
-			return fail(db, NULL, 0, TDB_STREAM_EINVAL, "the handle has unflushed records: flush or reopen");
+			return stream_fail(db, NULL, 0, TDB_STREAM_EINVAL, "the handle has unflushed records: flush or reopen");
 	/* copy 0 as this handle last committed or read it: the common case, one read */
-	rc = io_read(db, 0, &sb, sb_size(db->durable.nstreams));
-	same = rc == TDB_STREAM_OK && memcmp(&sb, &db->durable, sb_size(db->durable.nstreams)) == 0;
+	rc = stream_io_read(db, 0, &sb, stream_sb_size(db->durable.nstreams));
+	same = rc == TDB_STREAM_OK && memcmp(&sb, &db->durable, stream_sb_size(db->durable.nstreams)) == 0;
 	if (rc == TDB_STREAM_OK && !same)
 	{
 		if ((rc = read_superblock(db, &sb, NULL, 0)) != TDB_STREAM_OK)
 			return rc;
-		same = memcmp(&sb, &db->durable, sb_size(db->durable.nstreams)) == 0;
+		same = memcmp(&sb, &db->durable, stream_sb_size(db->durable.nstreams)) == 0;
 	}
 	if (rc == TDB_STREAM_OK)
-		rc = io_read(db, block_off(&db->durable, 2), hdr, sizeof(hdr));
+		rc = stream_io_read(db, stream_block_off(&db->durable, 2), hdr, sizeof(hdr));
 	if (rc != TDB_STREAM_OK)
 		return rc;
 	/*
@@ -1086,7 +1086,7 @@ tdb_stream_refresh(TdbStreamDB *db, bool *changed)
 				   sb.nstreams != db->durable.nstreams || sb.meta_blocks != db->durable.meta_blocks ||
 				   sb.idx_sectors != db->durable.idx_sectors || sb.data_first != db->durable.data_first ||
 				   sb.ndata != db->durable.ndata)))
-		return fail(db, NULL, 0, TDB_STREAM_ESTALE, "the file was re-created or replaced in place (another creation, layout or schema, or an older commit)");
+		return stream_fail(db, NULL, 0, TDB_STREAM_ESTALE, "the file was re-created or replaced in place (another creation, layout or schema, or an older commit)");
 	if (same)
 		return TDB_STREAM_OK;
 	if ((rc = check_committed(db, &sb)) != TDB_STREAM_OK)
@@ -1158,7 +1158,7 @@ seal_chunk(TdbStreamDB *db, int s)
 		   TDB_STREAM_SECTOR - CHUNK_HDR - (size_t) st->open_nrec * st->rec_size);
 	h.crc = tdb_crc32c(sec + 4, TDB_STREAM_SECTOR - 4);
 	memcpy(sec, &h.crc, 4);
-	rc = io_write(db, data_off(&db->durable, tail->block) + (uint64_t) st->chunks_done * TDB_STREAM_SECTOR,
+	rc = stream_io_write(db, stream_data_off(&db->durable, tail->block) + (uint64_t) st->chunks_done * TDB_STREAM_SECTOR,
 				  sec, TDB_STREAM_SECTOR);
 	if (rc != TDB_STREAM_OK)
 		return rc;
@@ -1187,7 +1187,7 @@ block_owner(TdbStreamDB *db, uint32_t b, int *owner)
 	if (db->alloc_seq < db->durable.ndata)
 		return TDB_STREAM_OK;
 	/* the stream the block's first chunk names, if that stream's oldest entry is the block */
-	if ((rc = io_read(db, data_off(&db->durable, b), sec, TDB_STREAM_SECTOR)) != TDB_STREAM_OK)
+	if ((rc = stream_io_read(db, stream_data_off(&db->durable, b), sec, TDB_STREAM_SECTOR)) != TDB_STREAM_OK)
 		return rc;
 	memcpy(&h, sec, sizeof(h));
 	if (h.crc == tdb_crc32c(sec + 4, TDB_STREAM_SECTOR - 4) && h.stream < db->schema.nstreams &&
@@ -1195,7 +1195,7 @@ block_owner(TdbStreamDB *db, uint32_t b, int *owner)
 	{
 		IdxEntry	e;
 
-		if ((rc = idx_head_entry(db, h.stream, &e)) != TDB_STREAM_OK)
+		if ((rc = stream_idx_head_entry(db, h.stream, &e)) != TDB_STREAM_OK)
 			return rc;
 		if (e.block == b)
 		{
@@ -1210,7 +1210,7 @@ block_owner(TdbStreamDB *db, uint32_t b, int *owner)
 
 		if (db->st[o].idx_count == 0)
 			continue;
-		if ((rc = idx_head_entry(db, (int) o, &e)) != TDB_STREAM_OK)
+		if ((rc = stream_idx_head_entry(db, (int) o, &e)) != TDB_STREAM_OK)
 			return rc;
 		if (e.block == b)
 		{
@@ -1245,7 +1245,7 @@ alloc_block(TdbStreamDB *db, int s, int64_t first_ts)
 		SbStream   *ds = &db->durable.streams[o];
 
 		if (o == s && os->idx_count == 1)
-			return fail(db, NULL, 0, TDB_STREAM_ENOSPC, "stream %d would reuse its only block", s);
+			return stream_fail(db, NULL, 0, TDB_STREAM_ENOSPC, "stream %d would reuse its only block", s);
 		os->idx_head++;
 		os->idx_count--;
 		if (os->idx_count == 0)
@@ -1267,14 +1267,14 @@ alloc_block(TdbStreamDB *db, int s, int64_t first_ts)
 				ds->records = 0;
 			}
 			db->durable.seq++;
-			if ((rc = write_superblock(db, &db->durable)) != TDB_STREAM_OK)
+			if ((rc = stream_write_superblock(db, &db->durable)) != TDB_STREAM_OK)
 				return rc;
 		}
 	}
 	e.block = b;
 	e.seq = (uint32_t) db->alloc_seq;
 	e.first_ts = first_ts;
-	if ((rc = idx_put(db, s, st->idx_head + st->idx_count, &e)) != TDB_STREAM_OK)
+	if ((rc = stream_idx_put(db, s, st->idx_head + st->idx_count, &e)) != TDB_STREAM_OK)
 		return rc;
 	st->tail = e;
 	st->idx_count++;
@@ -1302,7 +1302,7 @@ codec_wants(const TdbStreamDef *d, const StreamState *st, const TdbStreamValue *
 			return true;
 		if (b->isnull)
 			continue;
-		if (type_is_float(fd->type))
+		if (stream_type_is_float(fd->type))
 		{
 			double		x = fd->type == TDB_ST_FLOAT32 ? (double) (float) b->v.f : b->v.f;
 			double		delta = fabs(x - a->v.f);
@@ -1334,7 +1334,7 @@ append(TdbStreamDB *db, int s, const TdbStreamRecord *rec)
 		if ((rc = alloc_block(db, s, rec->ts)) != TDB_STREAM_OK)
 			return rc;
 	}
-	encode_record(d, rec, st->chunk + CHUNK_HDR + (size_t) st->open_nrec * st->rec_size);
+	stream_encode_record(d, rec, st->chunk + CHUNK_HDR + (size_t) st->open_nrec * st->rec_size);
 	st->open_nrec++;
 	st->records++;
 	st->last_ts = rec->ts;
@@ -1350,15 +1350,15 @@ static int
 check_insert(TdbStreamDB *db, int s, int64_t ts)
 {
 	if (db->broken)
-		return fail(db, NULL, 0, TDB_STREAM_EBROKEN, "an earlier I/O error left the handle unusable");
+		return stream_fail(db, NULL, 0, TDB_STREAM_EBROKEN, "an earlier I/O error left the handle unusable");
 	if (s < 0 || (uint32_t) s >= db->schema.nstreams)
-		return fail(db, NULL, 0, TDB_STREAM_EINVAL, "no stream number %d", s);
+		return stream_fail(db, NULL, 0, TDB_STREAM_EINVAL, "no stream number %d", s);
 	if (db->st[s].last_ts != INT64_MIN && ts <= db->st[s].last_ts)
-		return fail(db, NULL, 0, TDB_STREAM_EORDER,
+		return stream_fail(db, NULL, 0, TDB_STREAM_EORDER,
 					"timestamp %lld is not after the last one of stream %s (%lld)", (long long) ts,
 					db->schema.streams[s].name, (long long) db->st[s].last_ts);
 	if (ts == INT64_MIN)
-		return fail(db, NULL, 0, TDB_STREAM_EINVAL, "timestamp out of range");
+		return stream_fail(db, NULL, 0, TDB_STREAM_EINVAL, "timestamp out of range");
 	return stream_ready(db, s);
 }
 
@@ -1374,7 +1374,7 @@ tdb_stream_insert(TdbStreamDB *db, int s, int64_t ts, const TdbStreamValue *vals
 	d = &db->schema.streams[s];
 	for (uint32_t f = 0; f < d->nfields; f++)
 		if (vals[f].isnull && !d->fields[f].nullable)
-			return fail(db, NULL, 0, TDB_STREAM_EINVAL, "field %s of stream %s is not nullable",
+			return stream_fail(db, NULL, 0, TDB_STREAM_EINVAL, "field %s of stream %s is not nullable",
 						d->fields[f].name, d->name);
 	db->st[s].inserts++;
 	if (!codec_wants(d, &db->st[s], vals))
@@ -1438,7 +1438,7 @@ write_index(TdbStreamDB *db, int c)
 			memcpy(sec + IDX_HDR + 16 * j, &x->e[j], 16);
 		crc = tdb_crc32c(sec + 4, TDB_STREAM_SECTOR - 4);
 		memcpy(sec, &crc, 4);
-		if ((rc = io_write(db, idx_sector_off(&db->durable, db->durable.meta_blocks, x->s, c, x->k),
+		if ((rc = stream_io_write(db, stream_idx_sector_off(&db->durable, db->durable.meta_blocks, x->s, c, x->k),
 						   sec, TDB_STREAM_SECTOR)) != TDB_STREAM_OK)
 			return rc;
 	}
@@ -1452,7 +1452,7 @@ tdb_stream_flush(TdbStreamDB *db)
 	int			rc;
 
 	if (db->broken)
-		return fail(db, NULL, 0, TDB_STREAM_EBROKEN, "an earlier I/O error left the handle unusable");
+		return stream_fail(db, NULL, 0, TDB_STREAM_EBROKEN, "an earlier I/O error left the handle unusable");
 	/* 1. data: seal every open chunk (never written again) */
 	for (uint32_t s = 0; s < db->schema.nstreams; s++)
 		if (db->st[s].open_nrec > 0 && (rc = seal_chunk(db, (int) s)) != TDB_STREAM_OK)
@@ -1460,11 +1460,11 @@ tdb_stream_flush(TdbStreamDB *db)
 	for (uint32_t i = 0; i < db->nisec; i++)
 		index_changed |= db->isec[i].dirty;
 	/* 2. the index, primary then backup, a sync between: one copy is always whole */
-	if ((rc = write_index(db, 0)) != TDB_STREAM_OK || (rc = io_sync(db)) != TDB_STREAM_OK)
+	if ((rc = write_index(db, 0)) != TDB_STREAM_OK || (rc = stream_io_sync(db)) != TDB_STREAM_OK)
 		return rc;
 	if (index_changed)
 	{
-		if ((rc = write_index(db, 1)) != TDB_STREAM_OK || (rc = io_sync(db)) != TDB_STREAM_OK)
+		if ((rc = write_index(db, 1)) != TDB_STREAM_OK || (rc = stream_io_sync(db)) != TDB_STREAM_OK)
 			return rc;
 		for (uint32_t i = 0; i < db->nisec; i++)
 			db->isec[i].dirty = false;
@@ -1486,7 +1486,7 @@ tdb_stream_flush(TdbStreamDB *db)
 			sb.streams[s].records = st->records;
 			sb.streams[s].last_ts = st->last_ts;
 		}
-		if ((rc = write_superblock(db, &sb)) != TDB_STREAM_OK)
+		if ((rc = stream_write_superblock(db, &sb)) != TDB_STREAM_OK)
 			return rc;
 		db->durable = sb;
 	}
@@ -1514,12 +1514,12 @@ load_chunk(TdbStreamDB *db, int s, uint64_t pos, const IdxEntry *e, uint32_t c, 
 		memcpy(sec, st->chunk, TDB_STREAM_SECTOR);
 		return (int) st->open_nrec;
 	}
-	if ((n = io_read(db, data_off(&db->durable, e->block) + (uint64_t) c * TDB_STREAM_SECTOR, sec,
+	if ((n = stream_io_read(db, stream_data_off(&db->durable, e->block) + (uint64_t) c * TDB_STREAM_SECTOR, sec,
 					 TDB_STREAM_SECTOR)) != TDB_STREAM_OK)
 		return n;
-	n = chunk_check(db, s, e, c, sec);
+	n = stream_chunk_check(db, s, e, c, sec);
 	if (n < 0)
-		return fail(db, NULL, 0, TDB_STREAM_ECORRUPT, "stream %s: block %u chunk %u is damaged",
+		return stream_fail(db, NULL, 0, TDB_STREAM_ECORRUPT, "stream %s: block %u chunk %u is damaged",
 					db->schema.streams[s].name, e->block, c);
 	return n;
 }
@@ -1594,7 +1594,7 @@ scan(TdbStreamDB *db, Cursor *cur, uint64_t pos)
 		IdxEntry	e;
 		int			rc;
 
-		if ((rc = idx_get(db, cur->s, pos, &e)) != TDB_STREAM_OK)
+		if ((rc = stream_idx_get(db, cur->s, pos, &e)) != TDB_STREAM_OK)
 			return rc;
 		if (first && (rc = start_chunk(db, cur, pos, &e, nc, &c0)) != TDB_STREAM_OK)
 			return rc;
@@ -1611,7 +1611,7 @@ scan(TdbStreamDB *db, Cursor *cur, uint64_t pos)
 			{
 				TdbStreamRecord rec;
 
-				decode_record(d, sec + CHUNK_HDR + (size_t) r * st->rec_size, &rec);
+				stream_decode_record(d, sec + CHUNK_HDR + (size_t) r * st->rec_size, &rec);
 				if (rec.ts > cur->to)
 					return TDB_STREAM_OK;
 				if (rec.ts >= cur->from && cur->fn(&rec, cur->arg))
@@ -1638,7 +1638,7 @@ find_block(TdbStreamDB *db, int s, int64_t t, uint64_t *out)
 	{
 		uint64_t	mid = lo + (hi - lo) / 2;
 		IdxEntry	e;
-		int			rc = idx_get(db, s, mid, &e);
+		int			rc = stream_idx_get(db, s, mid, &e);
 
 		if (rc != TDB_STREAM_OK)
 			return rc;
@@ -1659,7 +1659,7 @@ tdb_stream_range(TdbStreamDB *db, int s, int64_t from, int64_t to, TdbStreamVisi
 	uint64_t	pos;
 
 	if (s < 0 || (uint32_t) s >= db->schema.nstreams)
-		return fail(db, NULL, 0, TDB_STREAM_EINVAL, "no stream number %d", s);
+		return stream_fail(db, NULL, 0, TDB_STREAM_EINVAL, "no stream number %d", s);
 	if (db->st[s].idx_count == 0 || from > to)
 		return TDB_STREAM_OK;
 	if ((rc = find_block(db, s, from, &pos)) != TDB_STREAM_OK)
@@ -1694,7 +1694,7 @@ tdb_stream_at(TdbStreamDB *db, int s, int64_t t, TdbStreamRecord *out)
 	uint64_t	pos;
 
 	if (s < 0 || (uint32_t) s >= db->schema.nstreams)
-		return fail(db, NULL, 0, TDB_STREAM_EINVAL, "no stream number %d", s);
+		return stream_fail(db, NULL, 0, TDB_STREAM_EINVAL, "no stream number %d", s);
 	if (db->st[s].idx_count == 0)
 		return TDB_STREAM_ENOTFOUND;
 	/* the block holding t, or if t is before its first record, the one before */
@@ -1721,7 +1721,7 @@ tdb_stream_stats(TdbStreamDB *db, int s, TdbStreamStats *out)
 	StreamState *st;
 
 	if (s < 0 || (uint32_t) s >= db->schema.nstreams)
-		return fail(db, NULL, 0, TDB_STREAM_EINVAL, "no stream number %d", s);
+		return stream_fail(db, NULL, 0, TDB_STREAM_EINVAL, "no stream number %d", s);
 	st = &db->st[s];
 	memset(out, 0, sizeof(*out));
 	out->blocks = st->idx_count;
@@ -1732,7 +1732,7 @@ tdb_stream_stats(TdbStreamDB *db, int s, TdbStreamStats *out)
 		IdxEntry	e;
 		int			rc;
 
-		if ((rc = idx_head_entry(db, s, &e)) != TDB_STREAM_OK || (rc = stream_ready(db, s)) != TDB_STREAM_OK)
+		if ((rc = stream_idx_head_entry(db, s, &e)) != TDB_STREAM_OK || (rc = stream_ready(db, s)) != TDB_STREAM_OK)
 			return rc;
 		out->first_ts = e.first_ts;
 	}
@@ -1794,15 +1794,15 @@ tdb_stream_verify(TdbStreamDB *db)
 	uint8_t    *taken = calloc(db->durable.ndata / 8 + 1, 1);
 
 	if (taken == NULL)
-		return fail(db, NULL, 0, TDB_STREAM_ENOMEM, "out of memory");
+		return stream_fail(db, NULL, 0, TDB_STREAM_ENOMEM, "out of memory");
 	for (uint32_t s = 0; s < db->schema.nstreams; s++)
 		for (uint32_t i = 0; i < db->st[s].idx_count; i++)
 		{
 			IdxEntry	e;
-			int			rc = idx_get(db, (int) s, db->st[s].idx_head + i, &e);
+			int			rc = stream_idx_get(db, (int) s, db->st[s].idx_head + i, &e);
 
 			if (rc == TDB_STREAM_OK && (taken[e.block / 8] >> (e.block % 8)) & 1)
-				rc = fail(db, NULL, 0, TDB_STREAM_ECORRUPT, "stream %s: index entry %u names block %u, taken",
+				rc = stream_fail(db, NULL, 0, TDB_STREAM_ECORRUPT, "stream %s: index entry %u names block %u, taken",
 						  db->schema.streams[s].name, i, e.block);
 			if (rc != TDB_STREAM_OK)
 			{
@@ -1820,7 +1820,7 @@ tdb_stream_verify(TdbStreamDB *db)
 		if (rc != TDB_STREAM_OK)
 			return rc;
 		if (v.bad)
-			return fail(db, NULL, 0, TDB_STREAM_ECORRUPT, "stream %s: timestamps out of order",
+			return stream_fail(db, NULL, 0, TDB_STREAM_ECORRUPT, "stream %s: timestamps out of order",
 						db->schema.streams[s].name);
 	}
 	return TDB_STREAM_OK;
