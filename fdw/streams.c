@@ -447,7 +447,7 @@ stream_handle_sectors(StreamHandle *h)
 }
 
 static char *
-server_filename(ForeignServer *server)
+stream_server_filename(ForeignServer *server)
 {
 	char	   *f = tdb_fdw_option(server->options, "filename");
 
@@ -528,7 +528,7 @@ stream_open(Oid relid, bool write, MemoryContext cxt)
 {
 	ForeignTable *ft = GetForeignTable(relid);
 	ForeignServer *server = GetForeignServer(ft->serverid);
-	char	   *filename = server_filename(server);
+	char	   *filename = stream_server_filename(server);
 	char	   *relname = get_rel_name(relid);
 	char	   *stream = tdb_fdw_option(ft->options, "stream");
 
@@ -542,7 +542,7 @@ stream_open(Oid relid, bool write, MemoryContext cxt)
 }
 
 static Oid
-field_pg_type(uint8_t t)
+stream_field_pg_type(uint8_t t)
 {
 	switch (t)
 	{
@@ -569,7 +569,7 @@ field_pg_type(uint8_t t)
  * names it).
  */
 static int *
-column_map(Relation rel, const TdbStreamDef *d)
+stream_column_map(Relation rel, const TdbStreamDef *d)
 {
 	TupleDesc	tupdesc = RelationGetDescr(rel);
 	int		   *map = palloc(sizeof(int) * tupdesc->natts);
@@ -593,7 +593,7 @@ column_map(Relation rel, const TdbStreamDef *d)
 				if (strcmp(d->fields[f].name, name) == 0)
 				{
 					map[a] = (int) f;
-					want = field_pg_type(d->fields[f].type);
+					want = stream_field_pg_type(d->fields[f].type);
 				}
 		if (map[a] == -2)
 			ereport(ERROR,
@@ -611,7 +611,7 @@ column_map(Relation rel, const TdbStreamDef *d)
 }
 
 static Datum
-field_datum(uint8_t type, const TdbStreamValue *v)
+stream_field_datum(uint8_t type, const TdbStreamValue *v)
 {
 	switch (type)
 	{
@@ -782,7 +782,7 @@ fill_visit(const TdbStreamRecord *rec, void *p)
 		else if (f >= 0)
 		{
 			a->nulls[c] = rec->vals[f].isnull;
-			a->values[c] = a->nulls[c] ? (Datum) 0 : field_datum(a->d->fields[f].type, &rec->vals[f]);
+			a->values[c] = a->nulls[c] ? (Datum) 0 : stream_field_datum(a->d->fields[f].type, &rec->vals[f]);
 		}
 		else
 			a->nulls[c] = true;
@@ -856,7 +856,7 @@ strIterateForeignScan(ForeignScanState *node)
 		st->h = stream_open(RelationGetRelid(node->ss.ss_currentRelation), false,
 							node->ss.ps.state->es_query_cxt);
 		if (st->colmap == NULL)
-			st->colmap = column_map(node->ss.ss_currentRelation,
+			st->colmap = stream_column_map(node->ss.ss_currentRelation,
 									&tdb_stream_schema(st->h->db)->streams[st->h->stream]);
 		st->empty = !eval_range(node, st, &from, &to);
 		st->from_pg = from;
@@ -933,7 +933,7 @@ strExplainForeignScan(ForeignScanState *node, ExplainState *es)
 	forboth(lb, plan->fdw_exprs, lk, st->kinds)
 		appendStringInfo(&buf, "%sts %s %s", buf.len ? " AND " : "", tdb_time_bound_ops[lfirst_int(lk)],
 						 deparse_expression(lfirst(lb), context, false, false));
-	ExplainPropertyText("Stream File", server_filename(GetForeignServer(GetForeignTable(
+	ExplainPropertyText("Stream File", stream_server_filename(GetForeignServer(GetForeignTable(
 									RelationGetRelid(node->ss.ss_currentRelation))->serverid)), es);
 	ExplainPropertyText("Time Range Pushed Down", buf.len ? buf.data : "none (whole stream)", es);
 	if (es->analyze && st->filled)
@@ -1366,7 +1366,7 @@ begin_insert(EState *estate, ResultRelInfo *rinfo, bool explain_only)
 	d = &tdb_stream_schema(ms->h->db)->streams[ms->h->stream];
 	ms->xf = xact_file(ms->h);
 	ms->xs = xact_stream(ms->xf, ms->h);
-	ms->colmap = column_map(rel, d);
+	ms->colmap = stream_column_map(rel, d);
 	ms->tscol = -1;
 	for (int c = 0; c < RelationGetDescr(rel)->natts; c++)
 		if (ms->colmap[c] == -1)
@@ -1511,7 +1511,7 @@ static List *
 strImportForeignSchema(ImportForeignSchemaStmt *stmt, Oid serverOid)
 {
 	ForeignServer *server = GetForeignServer(serverOid);
-	char	   *filename = server_filename(server);
+	char	   *filename = stream_server_filename(server);
 	TdbStreamIO io;
 	TdbStreamDB *db;
 	char		err[256];
@@ -1557,7 +1557,7 @@ strImportForeignSchema(ImportForeignSchemaStmt *stmt, Oid serverOid)
 		appendStringInfo(&sql, "CREATE FOREIGN TABLE %s (ts timestamptz NOT NULL", quote_identifier(d->name));
 		for (uint32 f = 0; f < d->nfields; f++)
 			appendStringInfo(&sql, ", %s %s%s", quote_identifier(d->fields[f].name),
-							 format_type_be(field_pg_type(d->fields[f].type)),
+							 format_type_be(stream_field_pg_type(d->fields[f].type)),
 							 d->fields[f].nullable ? "" : " NOT NULL");
 		appendStringInfo(&sql, ") SERVER %s OPTIONS (stream %s)", quote_identifier(server->servername),
 						 quote_literal_cstr(d->name));
