@@ -6,7 +6,7 @@
  *
  *	  file.c    errors, accounted I/O, where everything lies in the file,
  *	            superblocks, record encoding, creating a file
- *	  stream.c  opening and recovery, the index sector cache, refresh, close
+ *	  open.c    opening and recovery, the index sector cache, refresh, close
  *	  write.c   inserting, allocating blocks, flushing (the commit)
  *	  read.c    range scans, point lookups, statistics, verification
  */
@@ -166,7 +166,7 @@ int			stream_write_superblock(TdbStreamDB *db, Superblock *sb);
 void		stream_decode_record(const TdbStreamDef *d, const uint8_t *p, TdbStreamRecord *out);
 void		stream_encode_record(const TdbStreamDef *d, const TdbStreamRecord *r, uint8_t *p);
 
-/* ---- stream.c ---- */
+/* ---- open.c ---- */
 
 int			stream_idx_get(TdbStreamDB *db, int s, uint64_t pos, IdxEntry *out);
 int			stream_idx_put(TdbStreamDB *db, int s, uint64_t pos, const IdxEntry *e);

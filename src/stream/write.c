@@ -2,7 +2,7 @@
  * write.c
  *	  Writing stream files (stream.h): inserting records, sealing chunks,
  *	  allocating (and reusing) blocks, and the flush that commits.  How the
- *	  guarantee is kept is summed up in stream.c.
+ *	  guarantee is kept is summed up in open.c.
  */
 #include "stream/engine.h"
 

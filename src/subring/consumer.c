@@ -2,7 +2,7 @@
  * consumer.c
  *	  Subscribers' event rings (subring.h): the consumer's side (open,
  *	  subscribe, peek and consume, wait, receive, close).  The daemon's
- *	  side is subring.c.
+ *	  side is producer.c.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE				/* F_OFD_SETLK */

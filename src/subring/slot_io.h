@@ -1,7 +1,7 @@
 /*
  * slot_io.h
  *	  What both sides of the subscribers' rings do alike, private to
- *	  subring.c (the producer) and consumer.c: lock a slot's byte of the
+ *	  producer.c and consumer.c: lock a slot's byte of the
  *	  file, copy an event to or from a ring.
  */
 #ifndef TDB_SUBRING_SLOT_IO_H

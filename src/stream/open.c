@@ -1,9 +1,9 @@
 /*
- * stream.c
+ * open.c
  *	  The stream file engine (see stream.h for the contract and
  *	  docs/stream-format.md for the layout): opening and recovery, the
  *	  index sector cache, refresh and close.  Its other files (file.c,
- *	  write.c, read.c) are listed in engine.h.
+ *	  write.c, read.c) are listed in engine.h; stream.h is the contract.
  *
  *	  How the guarantee is kept, in short:
  *	  - data lives in 512-byte chunks (the device's unit of tearing), each

@@ -1,5 +1,5 @@
 /*
- * subring.c
+ * producer.c
  *	  Subscribers' event rings (subring.h): the daemon's side (create,
  *	  sweep, push, wake, handover).  The consumer's (open, subscribe,
  *	  receive, close) is consumer.c.
