@@ -302,23 +302,6 @@ encode_page(const TdbTrailWriter *w, uint32_t trail, const uint32_t *idx, uint32
 	return ok;
 }
 
-bool
-trail_push_page(TdbTrailPageInfo **pages, uint32_t *npages, uint32_t *cap, const TdbTrailPageInfo *pi)
-{
-	if (*npages == *cap)
-	{
-		uint32_t	nc = *cap ? *cap * 2 : 256;
-		TdbTrailPageInfo *np = realloc(*pages, nc * sizeof(TdbTrailPageInfo));
-
-		if (np == NULL)
-			return false;
-		*pages = np;
-		*cap = nc;
-	}
-	(*pages)[(*npages)++] = *pi;
-	return true;
-}
-
 int
 tdb_trail_writer_finish(TdbTrailWriter *w, uint8_t **bufp, size_t *lenp, TdbTrailError *err)
 {

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "trail.h"
 
@@ -50,9 +51,23 @@ struct TdbTrailWriter
 	Interner	lexicon;
 };
 
-/* Append *pi to a growing page list (writer.c); false when out of memory. */
-bool		trail_push_page(TdbTrailPageInfo **pages, uint32_t *npages, uint32_t *cap,
-							const TdbTrailPageInfo *pi);
+/* Append *pi to a growing page list; false when out of memory. */
+static inline bool
+trail_push_page(TdbTrailPageInfo **pages, uint32_t *npages, uint32_t *cap, const TdbTrailPageInfo *pi)
+{
+	if (*npages == *cap)
+	{
+		uint32_t	nc = *cap ? *cap * 2 : 256;
+		TdbTrailPageInfo *np = realloc(*pages, nc * sizeof(TdbTrailPageInfo));
+
+		if (np == NULL)
+			return false;
+		*pages = np;
+		*cap = nc;
+	}
+	(*pages)[(*npages)++] = *pi;
+	return true;
+}
 
 /*
  * Write a version-2 file from the events sorted by (trail, time, arrival)
