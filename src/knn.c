@@ -1,7 +1,8 @@
 /*
  * knn.c
- *	  The incremental best-first scan of knn.h over the packed R-tree, and
- *	  the distances and lower bounds of its query shapes.
+ *	  The incremental best-first scan of knn.h over the packed R-tree (and
+ *	  rtree.h's k-nearest query, its first k results), and the distances
+ *	  and lower bounds of its query shapes.
  */
 #include "knn.h"
 
@@ -195,6 +196,60 @@ tdb_knn_next(TdbKnnIter *it, uint64_t *entry, double *dist)
 				return -1;
 	}
 	return 0;
+}
+
+/* ---- k nearest ----------------------------------------------------------- */
+
+/* tdb_rtree_knn (rtree.h): the first k of an incremental scan. */
+typedef struct KnnCtx
+{
+	double		x;
+	double		y;
+	TdbMetric	metric;
+	TdbRtreeEntryDist entry_dist;
+	void	   *arg;
+} KnnCtx;
+
+static double
+knn_bound(const TdbBoxF *b, void *arg)
+{
+	KnnCtx	   *c = arg;
+
+	return tdb_rtree_box_dist(b, c->x, c->y, c->metric);
+}
+
+static double
+knn_exact(uint64_t e, void *arg)
+{
+	KnnCtx	   *c = arg;
+
+	return c->entry_dist(e, c->x, c->y, c->metric, c->arg);
+}
+
+int64_t
+tdb_rtree_knn(const TdbRtree *t, double x, double y, TdbMetric metric, uint64_t k,
+			  TdbRtreeEntryDist entry_dist, void *arg, TdbKnnResult *out)
+{
+	KnnCtx		c = {x, y, metric, entry_dist, arg};
+	TdbKnnIter	it;
+	uint64_t	found = 0;
+
+	tdb_knn_begin(&it, t, knn_bound, &c, entry_dist ? knn_exact : NULL, &c, NULL);
+	while (found < k)
+	{
+		int			rc = tdb_knn_next(&it, &out[found].entry, &out[found].dist);
+
+		if (rc < 0)
+		{
+			tdb_knn_end(&it);
+			return -1;
+		}
+		if (rc == 0)
+			break;
+		found++;
+	}
+	tdb_knn_end(&it);
+	return (int64_t) found;
 }
 
 /* ---- planar distances ----------------------------------------------------- */

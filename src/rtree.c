@@ -10,8 +10,8 @@
  * f >= (the smallest float >= d), so rounding the query box inward once
  * gives the same answer as comparing every box in double.
  *
- * k-nearest search is the first k results of knn.h's incremental
- * best-first scan.
+ * k-nearest search (tdb_rtree_knn) is the first k results of knn.h's
+ * incremental best-first scan, and lives in knn.c with it.
  */
 #include "rtree.h"
 
@@ -20,8 +20,6 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "knn.h"
 
 #define F TDB_RTREE_FANOUT
 
@@ -635,58 +633,4 @@ tdb_rtree_box_dist(const TdbBoxF *b, double x, double y, TdbMetric metric)
 		dy *= k;
 	}
 	return sqrt(dx * dx + dy * dy);
-}
-
-/* ---- k nearest ----------------------------------------------------------- */
-
-/* The first k of an incremental scan (knn.h). */
-typedef struct KnnCtx
-{
-	double		x;
-	double		y;
-	TdbMetric	metric;
-	TdbRtreeEntryDist entry_dist;
-	void	   *arg;
-} KnnCtx;
-
-static double
-knn_bound(const TdbBoxF *b, void *arg)
-{
-	KnnCtx	   *c = arg;
-
-	return tdb_rtree_box_dist(b, c->x, c->y, c->metric);
-}
-
-static double
-knn_exact(uint64_t e, void *arg)
-{
-	KnnCtx	   *c = arg;
-
-	return c->entry_dist(e, c->x, c->y, c->metric, c->arg);
-}
-
-int64_t
-tdb_rtree_knn(const TdbRtree *t, double x, double y, TdbMetric metric, uint64_t k,
-			  TdbRtreeEntryDist entry_dist, void *arg, TdbKnnResult *out)
-{
-	KnnCtx		c = {x, y, metric, entry_dist, arg};
-	TdbKnnIter	it;
-	uint64_t	found = 0;
-
-	tdb_knn_begin(&it, t, knn_bound, &c, entry_dist ? knn_exact : NULL, &c, NULL);
-	while (found < k)
-	{
-		int			rc = tdb_knn_next(&it, &out[found].entry, &out[found].dist);
-
-		if (rc < 0)
-		{
-			tdb_knn_end(&it);
-			return -1;
-		}
-		if (rc == 0)
-			break;
-		found++;
-	}
-	tdb_knn_end(&it);
-	return (int64_t) found;
 }

@@ -131,6 +131,9 @@ typedef struct TdbKnnResult
 } TdbKnnResult;
 
 /*
+ * Defined in knn.c (the first k results of its incremental scan), so that
+ * the tree itself does not depend on the scan.
+ *
  * The k entries nearest to (x, y), nearest first, ties broken by smaller
  * entry index.  Best-first search over boxes, with entry_dist giving exact
  * distances at the leaves (if entry_dist is NULL the box distance is used).

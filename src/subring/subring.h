@@ -370,7 +370,7 @@ tdb_subring_events(TdbSubSlot *s)
 /* The producer's own view of a slot (never read back from the file). */
 typedef struct TdbSubLocal
 {
-	uint8_t		mode;			/* SUBLOCAL_DETACHED / ATTACHED / RECLAIMING (subring.c) */
+	uint8_t		mode;			/* SUBLOCAL_DETACHED / ATTACHED / RECLAIMING (producer.c) */
 	bool		overrun;		/* dropping: an OVERRUN is owed */
 	bool		wake_pending;	/* pushed since the last wake */
 	uint32_t	deferred;		/* written at head - deferred .. head, head not stored yet (push_deferred) */

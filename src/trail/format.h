@@ -29,7 +29,7 @@
  */
 typedef bool (*TrailColumnGetter) (void *arg, uint32_t i, int col, int64_t *bits);
 
-/* Shared by both versions' footer codecs (format.c). */
+/* Shared by both versions' footer codecs (fields.c). */
 bool		trail_get_name(CodecCur *c, char *dst, size_t cap);
 bool		trail_get_zone(CodecCur *c, int64_t *tmin, int64_t *tmax, int32_t *xmin,
 						   int32_t *ymin, int32_t *xmax, int32_t *ymax);
@@ -53,7 +53,7 @@ void		trail_page_encode(CodecBuf *b, uint32_t trail, uint32_t n,
 							  const TdbTrailType *types, TrailColumnGetter get,
 							  void *arg);
 
-/* ---- version 2 (format2.c) ---- */
+/* ---- version 2 (pages: page2.c; footer and summaries: format2.c) ---- */
 
 /* One page's events as the version-2 encoder takes them. */
 typedef struct TrailPage2In
@@ -85,6 +85,7 @@ int			trail_page2_decode(const TdbTrailFooter *f, uint32_t pageno, const uint8_t
 /* Folds value bits of a column of the given type into a summary. */
 void		trail_stats_add(TdbTrailStats *st, TdbTrailType type, int64_t bits);
 bool		trail_stats_equal(TdbTrailType type, const TdbTrailStats *a, const TdbTrailStats *b);
+/* Page buffers and null bitmaps, both versions' page decoders (fields.c). */
 bool		trail_page_reserve(TdbTrailPage *pg, uint32_t n, int ncols);
 bool		trail_get_null_bitmap(CodecCur *c, uint32_t n, bool present, const uint8_t **bitmap);
 

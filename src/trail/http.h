@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "pager.h"
+#include "types.h"
 
 #define TDB_HTTP_MAX_HEADERS 12
 

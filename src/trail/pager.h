@@ -18,34 +18,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "remote.h"			/* tdb_trail_store and the s3:// names, for the pager's callers */
 #include "trail.h"
+#include "types.h"
 
 struct TdbBlockLru;
-
-/* Where and how to reach S3 (or MinIO). */
-typedef struct TdbS3Config
-{
-	const char *endpoint;		/* "http://127.0.0.1:9000"; NULL: AWS */
-	const char *region;			/* NULL: "us-east-1" */
-	const char *access_key;
-	const char *secret_key;
-	const char *session_token;	/* NULL unless temporary credentials */
-	bool		path_style;		/* bucket in the path (MinIO) */
-} TdbS3Config;
-
-/* Network behaviour shared by the pager and the uploader. */
-typedef struct TdbNetOptions
-{
-	int			max_retries;	/* 0: 5; negative: none */
-	int			retry_base_ms;	/* first backoff; 0: 100 */
-	int			retry_max_ms;	/* backoff cap; 0: 5000 */
-	long		low_speed_bytes;	/* abort below this rate ... 0: 1024 */
-	long		low_speed_seconds;	/* ... for this long; 0: 10 */
-	long		connect_timeout_ms; /* 0: 10000 */
-	/* Polled at least every 100 ms during waits; nonzero stops the call. */
-	int			(*cancel) (void *arg);
-	void	   *cancel_arg;
-} TdbNetOptions;
 
 typedef struct TdbPagerOptions
 {
@@ -115,13 +92,6 @@ int			tdb_pager_extend_tail(TdbPager *p, uint64_t off, TdbTrailError *err);
 int			tdb_pager_read(TdbPager *p, uint64_t off, size_t len, void *buf,
 						   TdbTrailError *err);
 
-/* A byte range [off, off + len). */
-typedef struct TdbByteRange
-{
-	uint64_t	off;
-	uint64_t	len;
-} TdbByteRange;
-
 /*
  * Hint that these ranges will be read soon: their missing blocks are
  * fetched now, adjacent blocks as one range GET, ranges concurrently.
@@ -136,22 +106,5 @@ int			tdb_pager_prefetch(TdbPager *p, const TdbByteRange *ranges, int n,
 void		tdb_pager_hinted(TdbPager *p, bool on);
 void		tdb_pager_stats(const TdbPager *p, TdbPagerStats *out);
 void		tdb_pager_close(TdbPager *p);
-
-/* Split s3://bucket/key; 0 or TDB_TRAIL_EINVAL. */
-int			tdb_s3_parse_url(const char *url, char *bucket, size_t bucketlen,
-							 const char **key);
-
-/*
- * Write a whole object: a local path (tmp + fsync + rename) or s3:// (one
- * PUT up to part_size, else a multipart upload with parts of part_size,
- * at least 5 MiB; a failed multipart upload is aborted).
- */
-int			tdb_trail_store(const char *dest, const void *buf, size_t len,
-							const TdbS3Config *s3, const TdbNetOptions *net,
-							size_t part_size, TdbTrailError *err);
-
-/* S3 CreateBucket (tests and the demo); an existing bucket is fine. */
-int			tdb_s3_create_bucket(const TdbS3Config *s3, const TdbNetOptions *net,
-								 const char *bucket, TdbTrailError *err);
 
 #endif							/* TDB_TRAIL_PAGER_H */

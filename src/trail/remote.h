@@ -13,8 +13,12 @@
 #ifndef TDB_TRAIL_REMOTE_H
 #define TDB_TRAIL_REMOTE_H
 
-#include "http.h"
-#include "pager.h"
+#include <stddef.h>
+#include <stdint.h>
+
+#include "s3url.h"			/* tdb_s3_parse_url and tdb_s3_uri_encode, for remote.h's callers */
+#include "trail.h"
+#include "types.h"
 
 typedef struct TdbRemote TdbRemote;
 
@@ -45,11 +49,17 @@ int			tdb_remote_get_ranges(TdbRemote *r, const TdbByteRange *ranges,
 								  TdbTrailError *err);
 
 /*
- * S3's URI encoding (its canonical form for SigV4): A-Z a-z 0-9 - _ . ~
- * kept, '/' kept when keep_slash, every other byte %XX (upper-case hex).
- * out holds 3 * strlen(in) + 1; longer input is cut.
+ * Write a whole object: a local path (tmp + fsync + rename) or s3:// (one
+ * PUT up to part_size, else a multipart upload with parts of part_size,
+ * at least 5 MiB; a failed multipart upload is aborted).
  */
-void		tdb_s3_uri_encode(const char *in, int keep_slash, char *out, size_t outlen);
+int			tdb_trail_store(const char *dest, const void *buf, size_t len,
+							const TdbS3Config *s3, const TdbNetOptions *net,
+							size_t part_size, TdbTrailError *err);
+
+/* S3 CreateBucket (tests and the demo); an existing bucket is fine. */
+int			tdb_s3_create_bucket(const TdbS3Config *s3, const TdbNetOptions *net,
+								 const char *bucket, TdbTrailError *err);
 
 /* Counters since open. */
 void		tdb_remote_counters(const TdbRemote *r, uint64_t *requests,
