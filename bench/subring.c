@@ -8,7 +8,7 @@
  *	  records when receive returned.  Prints p50 / p99 / max.  Not wired
  *	  into make bench yet.
  *
- *	  cc -std=gnu11 -O2 -Isrc -o bench/subring bench/subring.c src/subring/subring.c src/subring/subreq.c src/shm.c
+ *	  cc -std=gnu11 -O2 -Isrc -o bench/subring bench/subring.c src/subring/producer.c src/subring/consumer.c src/subring/subreq.c src/shm.c
  *	  bench/subring [rounds]	(default 2000)
  */
 #include "subring/subring.h"
