@@ -169,4 +169,15 @@ typedef enum KnnMetric
 	KNN_GEOGRAPHY = 2			/* geom::geography <-> a (metres) */
 } KnnMetric;
 
+/* locations_classify.c: what can be pushed down */
+extern int64 datum_to_int64(Datum d, Oid typid);
+extern int	column_of(Var *v, Index relid, const int *colmap);
+extern bool is_geom_var(Expr *e, Index relid, const int *colmap);
+extern bool classify_clause(Expr *clause, Index relid, const int *colmap, Push *push);
+extern bool knn_origin(Datum geom, bool isnull, double *x, double *y);
+extern bool knn_order_key(PlannerInfo *root, RelOptInfo *baserel, const int *colmap, PathKey **pk_out,
+						  Expr **order_expr, Expr **arg, KnnMetric *metric);
+extern bool knn_push(PlannerInfo *root, RelOptInfo *baserel, const int *colmap, Push *push);
+extern bool best_push(List *rinfos, RelOptInfo *baserel, const int *colmap, Push *best);
+
 #endif							/* TDB_FDW_LOCATIONS_INTERNAL_H */
