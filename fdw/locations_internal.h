@@ -15,6 +15,8 @@
 
 #include "nodes/execnodes.h"
 #include "nodes/pathnodes.h"
+#include "nodes/plannodes.h"
+#include "utils/relcache.h"
 
 #include "knn.h"
 #include "module/snapshot.h"
@@ -179,5 +181,14 @@ extern bool knn_order_key(PlannerInfo *root, RelOptInfo *baserel, const int *col
 						  Expr **order_expr, Expr **arg, KnnMetric *metric);
 extern bool knn_push(PlannerInfo *root, RelOptInfo *baserel, const int *colmap, Push *push);
 extern bool best_push(List *rinfos, RelOptInfo *baserel, const int *colmap, Push *best);
+
+/* locations.c: the table */
+extern int *build_colmap(Relation rel, int *natts);
+
+/* locations_plan.c: sizes, paths, costs, the plan */
+extern void locGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid);
+extern void locGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid);
+extern ForeignScan *locGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
+									  ForeignPath *best_path, List *tlist, List *scan_clauses, Plan *outer_plan);
 
 #endif							/* TDB_FDW_LOCATIONS_INTERNAL_H */
