@@ -191,6 +191,12 @@ extern void locGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel, Oid forei
 extern ForeignScan *locGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 									  ForeignPath *best_path, List *tlist, List *scan_clauses, Plan *outer_plan);
 
+/* locations_scan.c: the scan */
+extern void locBeginForeignScan(ForeignScanState *node, int eflags);
+extern TupleTableSlot *locIterateForeignScan(ForeignScanState *node);
+extern void locReScanForeignScan(ForeignScanState *node);
+extern void locEndForeignScan(ForeignScanState *node);
+
 /* locations_candidates.c: the records a (re)scan examines */
 extern void loc_find_candidates(ForeignScanState *node, LocScanState *st);
 extern Datum record_geom(ForeignScanState *node, LocScanState *st, uint64 i);
