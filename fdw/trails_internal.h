@@ -16,6 +16,7 @@
 #include "access/tupdesc.h"
 #include "fdw/timebound.h"
 #include "fmgr.h"
+#include "foreign/foreign.h"
 #include "nodes/pg_list.h"
 #include "utils/palloc.h"
 #include "utils/relcache.h"
@@ -167,5 +168,12 @@ typedef struct TrlScan
 	TdbTrailStats **computed;
 	bool		scanned;
 } TrlScan;
+
+/* a server's options, URLs, errors */
+extern TrailOptions *trail_options(ForeignServer *server, bool s3);
+extern void check_url(const char *url, bool write);
+extern void net_options(const TrailOptions *o, TdbNetOptions *net);
+extern void s3_config(const TrailOptions *o, TdbS3Config *s3);
+extern void trail_error(const TdbTrailError *err, const char *what);
 
 #endif							/* TDB_FDW_TRAILS_INTERNAL_H */
