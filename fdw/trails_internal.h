@@ -43,6 +43,9 @@ typedef struct TrailOptions
 	char	   *session_token;
 } TrailOptions;
 
+/* revalidate_interval: seconds, up to a day */
+#define REVALIDATE_MAX 86400
+
 
 /* An open trail file, closed by a memory context reset (errors included). */
 typedef struct TrailHandle
@@ -169,11 +172,24 @@ typedef struct TrlScan
 	bool		scanned;
 } TrlScan;
 
-/* a server's options, URLs, errors */
+/* trails_access.c: options, URLs, errors, opening a trail file */
+extern const char *table_option_or(ForeignTable *ft, const char *option, const char *dflt);
+
+#define ID_COLUMN(ft)	table_option_or((ft), "id_column", "id")
+#define TIME_COLUMN(ft) table_option_or((ft), "time_column", "time")
+
+extern int64 bytes_option(const char *name, const char *value, int64 min, int64 max, bool pow2);
+extern int	int_option(const char *name, const char *value, int min, int max);
+extern bool is_remote_url(const char *url);
 extern TrailOptions *trail_options(ForeignServer *server, bool s3);
 extern void check_url(const char *url, bool write);
 extern void net_options(const TrailOptions *o, TdbNetOptions *net);
 extern void s3_config(const TrailOptions *o, TdbS3Config *s3);
 extern void trail_error(const TdbTrailError *err, const char *what);
+extern TrailHandle *trail_open_ext(ForeignServer *server, ForeignTable *ft, const char *url, MemoryContext cxt,
+								  bool missing_ok);
+extern TrailHandle *trail_open(ForeignServer *server, ForeignTable *ft, const char *url, MemoryContext cxt);
+extern Oid	id_array_elems(Datum v, Datum **elems, bool **nulls, int *n);
+extern Datum trail_time_datum(int64 unix_us);
 
 #endif							/* TDB_FDW_TRAILS_INTERNAL_H */
