@@ -15,9 +15,13 @@
 
 #include "access/tupdesc.h"
 #include "fdw/timebound.h"
+#include "catalog/pg_attribute.h"
 #include "fmgr.h"
 #include "foreign/foreign.h"
+#include "nodes/execnodes.h"
+#include "nodes/pathnodes.h"
 #include "nodes/pg_list.h"
+#include "nodes/plannodes.h"
 #include "utils/palloc.h"
 #include "utils/relcache.h"
 
@@ -118,6 +122,22 @@ enum
 	AGGPATH_LOCAL				/* HAVING, checked on the scan's rows */
 };
 
+/*
+ * Costs.  There are no statistics: a file is taken to hold a million
+ * events, and a scan pays a round trip (the tail, the first pages) before
+ * its first row, then TRAIL_ROW_COST per event for the bytes on the wire
+ * and their decoding.  A lookup of one trail id (a parameterized scan, once
+ * per outer row of a nested loop) reads only that trail's pages, fetched in
+ * one request: TRAIL_LOOKUP_COST, plus TRAIL_LOOKUP_ROW_COST per event.  So
+ * a nested loop of a few ids up to several hundred beats scanning the whole
+ * file once for a hash join (2 ids: 32 against 10,100 for the scan alone),
+ * and an outer side of a few thousand (by its statistics) does not.
+ */
+#define TRAIL_OPEN_COST		100.0
+#define TRAIL_ROW_COST		0.01
+#define TRAIL_LOOKUP_COST	5.0
+#define TRAIL_LOOKUP_ROW_COST 0.001
+
 typedef struct TrailPlan
 {
 	List	   *kinds;
@@ -191,5 +211,22 @@ extern TrailHandle *trail_open_ext(ForeignServer *server, ForeignTable *ft, cons
 extern TrailHandle *trail_open(ForeignServer *server, ForeignTable *ft, const char *url, MemoryContext cxt);
 extern Oid	id_array_elems(Datum v, Datum **elems, bool **nulls, int *n);
 extern Datum trail_time_datum(int64 unix_us);
+
+/* planning: the table's columns, what narrows a scan */
+extern TrailCols trail_cols(Oid relid);
+extern bool is_col(Expr *e, Index relid, AttrNumber att);
+extern bool classify(Expr *clause, Index relid, const TrailCols *c, List **kinds, List **args);
+
+/* the scan: where columns come from, opening and ending */
+extern int	attr_source(const TdbTrailSchema *sc, Form_pg_attribute a, TdbTrailType *t);
+extern bool direct_type(TdbTrailType t, Oid typid);
+extern Datum value_datum(TrlScan *st, int att, TdbTrailType t, int64 i, double f, const char *s);
+extern void open_file(ForeignScanState *node, TrlScan *st);
+extern void end_scan(TrlScan *st);
+
+/* trails_agg.c: aggregates from the footer */
+extern void trlGetForeignUpperPaths(PlannerInfo *root, UpperRelationKind stage, RelOptInfo *input_rel,
+									RelOptInfo *output_rel, void *extra);
+extern TupleTableSlot *agg_iterate(ForeignScanState *node, TrlScan *st);
 
 #endif							/* TDB_FDW_TRAILS_INTERNAL_H */
