@@ -212,10 +212,14 @@ extern TrailHandle *trail_open(ForeignServer *server, ForeignTable *ft, const ch
 extern Oid	id_array_elems(Datum v, Datum **elems, bool **nulls, int *n);
 extern Datum trail_time_datum(int64 unix_us);
 
-/* planning: the table's columns, what narrows a scan */
+/* trails_plan.c: the table's columns, what narrows a scan, paths, costs, the plan */
 extern TrailCols trail_cols(Oid relid);
 extern bool is_col(Expr *e, Index relid, AttrNumber att);
 extern bool classify(Expr *clause, Index relid, const TrailCols *c, List **kinds, List **args);
+extern void trlGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid);
+extern void trlGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid);
+extern ForeignScan *trlGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
+									  ForeignPath *best_path, List *tlist, List *scan_clauses, Plan *outer_plan);
 
 /* the scan: where columns come from, opening and ending */
 extern int	attr_source(const TdbTrailSchema *sc, Form_pg_attribute a, TdbTrailType *t);

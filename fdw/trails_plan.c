@@ -1,0 +1,407 @@
+/*-------------------------------------------------------------------------
+ *
+ * trails_plan.c
+ *	  The trail foreign data wrapper's planning: which clauses narrow a
+ *	  scan (page pruning by trail ids, time and boxes), the size estimate,
+ *	  paths and their costs (with a parameterized path per trail id of a
+ *	  join), and the plan.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "access/reloptions.h"
+#include "access/table.h"
+#include "catalog/pg_aggregate.h"
+#include "catalog/pg_authid.h"
+#include "catalog/pg_foreign_server.h"
+#include "catalog/pg_foreign_table.h"
+#include "catalog/pg_user_mapping.h"
+#include "catalog/pg_type.h"
+#include "commands/defrem.h"
+#include "commands/explain.h"
+#include "executor/executor.h"
+#include "executor/spi.h"
+#include "foreign/fdwapi.h"
+#include "foreign/foreign.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
+#include "optimizer/optimizer.h"
+#include "optimizer/paths.h"
+#include "optimizer/pathnode.h"
+#include "optimizer/planmain.h"
+#include "optimizer/restrictinfo.h"
+#include "optimizer/tlist.h"
+#include "parser/parse_coerce.h"
+#include "parser/parsetree.h"
+#include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/float.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/ruleutils.h"
+#include "utils/timestamp.h"
+
+#include "fdw/timebound.h"
+#include "fdw/trails_internal.h"
+#include "module/geometry.h"
+#include "module/trafficdb.h"
+#include "trail/cache.h"
+#include "trail/pager.h"
+#include "trail/trail.h"
+
+/* ---- planning -------------------------------------------------------------------- */
+
+/* The id, time and geom columns of a trail table (InvalidAttrNumber: none). */
+TrailCols
+trail_cols(Oid relid)
+{
+	ForeignTable *ft = GetForeignTable(relid);
+	const char *idname = ID_COLUMN(ft);
+	const char *timename = TIME_COLUMN(ft);
+	Relation	rel = table_open(relid, NoLock);
+	TupleDesc	td = RelationGetDescr(rel);
+	TrailCols	c = {InvalidAttrNumber, InvalidAttrNumber, InvalidAttrNumber, InvalidOid};
+	Oid			geom = tdb_geometry_oid();
+
+	for (int i = 0; i < td->natts; i++)
+	{
+		Form_pg_attribute a = TupleDescAttr(td, i);
+
+		if (a->attisdropped)
+			continue;
+		if (strcmp(NameStr(a->attname), idname) == 0)
+		{
+			c.id = a->attnum;
+			c.id_type = a->atttypid;
+		}
+		else if (strcmp(NameStr(a->attname), timename) == 0 &&
+				 a->atttypid == TIMESTAMPTZOID)
+			c.time = a->attnum;
+		else if (a->atttypid == geom && c.geom == InvalidAttrNumber)
+			c.geom = a->attnum;
+	}
+	table_close(rel, NoLock);
+	return c;
+}
+
+bool
+is_col(Expr *e, Index relid, AttrNumber att)
+{
+	return att != InvalidAttrNumber && e != NULL && IsA(e, Var) && ((Var *) e)->varno == (int) relid &&
+		((Var *) e)->varlevelsup == 0 && ((Var *) e)->varattno == att;
+}
+
+static bool
+is_geog_of(Expr *e, Index relid, AttrNumber geom)
+{
+	return IsA(e, FuncExpr) && list_length(((FuncExpr *) e)->args) == 1 &&
+		tdb_is_postgis_func(((FuncExpr *) e)->funcid, "geography") &&
+		is_col(linitial(((FuncExpr *) e)->args), relid, geom);
+}
+
+/* Equality of the id column's type with a value of the same kind. */
+static bool
+is_id_equality(Oid opno, Oid idtype)
+{
+	switch (get_opcode(opno))
+	{
+		case F_INT8EQ:
+		case F_INT84EQ:
+		case F_INT82EQ:
+		case F_INT48EQ:
+		case F_INT28EQ:
+			return idtype == INT8OID;
+		case F_TEXTEQ:
+			return idtype == TEXTOID;
+		default:
+			return false;
+	}
+}
+
+/* Does clause narrow the scan?  Appends its kind and arguments. */
+bool
+classify(Expr *clause, Index relid, const TrailCols *c, List **kinds, List **args)
+{
+	if (IsA(clause, OpExpr) && list_length(((OpExpr *) clause)->args) == 2)
+	{
+		OpExpr	   *op = (OpExpr *) clause;
+		Expr	   *l = linitial(op->args),
+				   *r = lsecond(op->args);
+		bool		swap = false;
+
+		/* the column on the left (a join clause may name another relation's first) */
+		if (IsA(r, Var) && ((Var *) r)->varno == (int) relid &&
+			!(IsA(l, Var) && ((Var *) l)->varno == (int) relid))
+		{
+			Expr	   *t = l;
+
+			l = r;
+			r = t;
+			swap = true;
+		}
+		if (!IsA(l, Var) || !tdb_is_scan_constant(r, relid))
+			return false;
+		if (is_col(l, relid, c->id) && is_id_equality(op->opno, c->id_type))
+		{
+			*kinds = lappend_int(*kinds, PUSH_ID);
+			*args = lappend(*args, r);
+			return true;
+		}
+		if (is_col(l, relid, c->geom) && tdb_is_geometry_overlap_op(op->opno))
+		{
+			*kinds = lappend_int(*kinds, PUSH_BOX);
+			*args = lappend(*args, r);
+			return true;
+		}
+		if (is_col(l, relid, c->time) && exprType((Node *) r) == TIMESTAMPTZOID)
+		{
+			int			k = tdb_time_bound_of(op->opno, swap);
+
+			if (k < 0)
+				return false;
+			*kinds = lappend_int(*kinds, k);
+			*args = lappend(*args, r);
+			return true;
+		}
+		return false;
+	}
+	if (IsA(clause, ScalarArrayOpExpr))
+	{
+		ScalarArrayOpExpr *sa = (ScalarArrayOpExpr *) clause;
+		Expr	   *l = linitial(sa->args),
+				   *r = lsecond(sa->args);
+
+		if (sa->useOr && is_col(l, relid, c->id) && is_id_equality(sa->opno, c->id_type) &&
+			tdb_is_scan_constant(r, relid))
+		{
+			*kinds = lappend_int(*kinds, PUSH_IDS);
+			*args = lappend(*args, r);
+			return true;
+		}
+		return false;
+	}
+	if (IsA(clause, FuncExpr) && c->geom != InvalidAttrNumber)
+	{
+		FuncExpr   *f = (FuncExpr *) clause;
+		int			nargs = list_length(f->args);
+		Expr	   *l,
+				   *r;
+
+		if (nargs < 2)
+			return false;
+		l = linitial(f->args);
+		r = lsecond(f->args);
+		if (is_col(r, relid, c->geom) || is_geog_of(r, relid, c->geom))
+		{
+			Expr	   *t = l;
+
+			l = r;
+			r = t;
+		}
+		if (!tdb_is_scan_constant(r, relid))
+			return false;
+		/* PostGIS's own functions only, not another of the same name (tdb_postgis_signature_is) */
+		if (nargs == 2 && is_col(l, relid, c->geom) && tdb_is_postgis_func(f->funcid, "st_intersects") &&
+			tdb_postgis_signature_is(f->funcid, 2, false, NULL))
+		{
+			*kinds = lappend_int(*kinds, PUSH_BOX);
+			*args = lappend(*args, r);
+			return true;
+		}
+		if (nargs >= 3 && nargs <= 4 && tdb_is_postgis_func(f->funcid, "st_dwithin") &&
+			tdb_is_scan_constant(lthird(f->args), relid) &&
+			(is_col(l, relid, c->geom) || is_geog_of(l, relid, c->geom)) &&
+			tdb_postgis_signature_is(f->funcid, nargs, is_geog_of(l, relid, c->geom), l))
+		{
+			*kinds = lappend_int(*kinds, is_geog_of(l, relid, c->geom) ? PUSH_DWITHIN_M : PUSH_DWITHIN_DEG);
+			*args = lappend(lappend(*args, r), lthird(f->args));
+			return true;
+		}
+	}
+	return false;
+}
+
+
+void
+trlGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
+{
+	TrailPlan  *tp = palloc0(sizeof(TrailPlan));
+	TrailCols	c = trail_cols(foreigntableid);
+	ListCell   *lc;
+	double		sel = 1.0;
+
+	(void) root;
+	foreach(lc, baserel->baserestrictinfo)
+	{
+		RestrictInfo *ri = lfirst(lc);
+		if (classify(ri->clause, baserel->relid, &c, &tp->kinds, &tp->args))
+		{
+			switch (llast_int(tp->kinds))
+			{
+				case PUSH_ID:
+				case TDB_BOUND_EQ:
+					sel *= 0.001;
+					break;
+				case PUSH_IDS:
+					sel *= 0.01;
+					break;
+				case PUSH_BOX:
+				case PUSH_DWITHIN_DEG:
+				case PUSH_DWITHIN_M:
+					sel *= 0.01;
+					break;
+				default:
+					sel *= 0.3;
+			}
+		}
+	}
+	baserel->fdw_private = tp;
+	/* no statistics: a trail file holds many events, a query wants few */
+	baserel->rows = Max(1.0, 1000000.0 * sel);
+}
+
+static bool
+ec_member_is_trail_id(PlannerInfo *root, RelOptInfo *rel, EquivalenceClass *ec,
+					  EquivalenceMember *em, void *arg)
+{
+	const TrailCols *c = arg;
+
+	(void) root;
+	(void) ec;
+	return is_col(em->em_expr, rel->relid, c->id);
+}
+
+void
+trlGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
+{
+	TrailCols	c = trail_cols(foreigntableid);
+	List	   *join_clauses;
+	ListCell   *lc;
+
+	/* a remote file costs a round trip before the first row */
+	add_path(baserel, (Path *) create_foreignscan_path(root, baserel, NULL, baserel->rows,
+													   TRAIL_OPEN_COST,
+													   TRAIL_OPEN_COST + baserel->rows * TRAIL_ROW_COST,
+													   NIL, NULL, NULL, NIL));
+
+	/*
+	 * Parameterized paths: ids JOIN trails t ON t.id = ids.x becomes one
+	 * pruned lookup per outer row (the scan evaluates the outer value at each
+	 * rescan and reads that trail's pages only).  Join keys come from
+	 * equivalence classes (inner joins) and from join clauses (outer joins,
+	 * id = ANY(outer array)).
+	 */
+	if (c.id == InvalidAttrNumber)
+		return;
+	join_clauses = generate_implied_equalities_for_column(root, baserel, ec_member_is_trail_id,
+														  &c, baserel->lateral_referencers);
+	foreach(lc, baserel->joininfo)
+		join_clauses = lappend(join_clauses, lfirst(lc));
+	foreach(lc, join_clauses)
+	{
+		RestrictInfo *ri = lfirst_node(RestrictInfo, lc);
+		List	   *kinds = NIL,
+				   *args = NIL;
+		Relids		outer;
+		double		rows;
+		int			kind;
+
+		if (!join_clause_is_movable_to(ri, baserel) ||
+			ri->security_level > baserel->baserestrict_min_security ||
+			!classify(ri->clause, baserel->relid, &c, &kinds, &args))
+			continue;
+		kind = linitial_int(kinds);
+		if (kind != PUSH_ID && kind != PUSH_IDS)
+			continue;
+		outer = bms_difference(ri->clause_relids, baserel->relids);
+		if (bms_is_empty(outer))
+			continue;
+		/*
+		 * The events of one trail, as trlGetForeignRelSize estimates an id's
+		 * (not ppi_rows: without statistics on the id, PostgreSQL takes a
+		 * join key to match 1/200 of the file, 5,000 events a lookup).
+		 */
+		rows = Max(1.0, baserel->rows * (kind == PUSH_ID ? 0.001 : 0.01));
+		add_path(baserel, (Path *) create_foreignscan_path(root, baserel, NULL, rows,
+														   TRAIL_LOOKUP_COST,
+														   TRAIL_LOOKUP_COST + rows * TRAIL_LOOKUP_ROW_COST,
+														   NIL, outer, NULL, NIL));
+	}
+}
+
+ForeignScan *
+trlGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid, ForeignPath *best_path,
+				  List *tlist, List *scan_clauses, Plan *outer_plan)
+{
+	TrailPlan  *tp;
+	List	   *kinds;
+	List	   *args;
+	ListCell   *lc;
+	Bitmapset  *used = NULL;
+	List	   *used_list = NIL;
+
+	(void) root;
+	(void) foreigntableid;
+
+	/* aggregates from the footer (trlGetForeignUpperPaths): no relation scanned */
+	if (IS_UPPER_REL(baserel))
+	{
+		List	   *fp = best_path->fdw_private;
+
+		return make_foreignscan(tlist, list_nth(fp, AGGPATH_LOCAL), 0, list_nth(fp, AGGPATH_ARGS),
+								list_copy_head(fp, AGGP_COUNT), list_nth(fp, AGGPATH_TLIST), NIL, outer_plan);
+	}
+	tp = baserel->fdw_private;
+	kinds = tp->kinds;
+	args = tp->args;
+
+	/*
+	 * A parameterized path also pushes its join clauses (among scan_clauses,
+	 * not in baserestrictinfo); their outer columns become the nested
+	 * loop's parameters, evaluated at each rescan.
+	 */
+	if (best_path->path.param_info != NULL)
+	{
+		TrailCols	c = trail_cols(foreigntableid);
+
+		kinds = list_copy(kinds);
+		args = list_copy(args);
+		foreach(lc, best_path->path.param_info->ppi_clauses)
+		{
+			RestrictInfo *ri = lfirst_node(RestrictInfo, lc);
+			List	   *k = NIL,
+					   *a = NIL;
+
+			if (classify(ri->clause, baserel->relid, &c, &k, &a) &&
+				(linitial_int(k) == PUSH_ID || linitial_int(k) == PUSH_IDS))
+			{
+				/* first: the first id clause prunes, PostgreSQL checks the others */
+				kinds = list_concat(k, kinds);
+				args = list_concat(a, args);
+			}
+		}
+	}
+	/* every clause stays for PostgreSQL to check: the pushdown only prunes pages */
+	scan_clauses = extract_actual_clauses(scan_clauses, false);
+
+	/*
+	 * The columns the scan must form: those above it (the relation's target,
+	 * not tlist, which may be every column) and those of the clauses it
+	 * checks.  The file's other columns are not fetched.
+	 */
+	pull_varattnos((Node *) baserel->reltarget->exprs, baserel->relid, &used);
+	pull_varattnos((Node *) scan_clauses, baserel->relid, &used);
+	for (int x = -1; (x = bms_next_member(used, x)) >= 0;)
+		used_list = lappend_int(used_list, x);
+	return make_foreignscan(tlist, scan_clauses, baserel->relid, args,
+							list_make3(kinds, makeInteger(best_path->path.param_info != NULL), used_list),
+							NIL, NIL, outer_plan);
+}
