@@ -221,7 +221,12 @@ extern void trlGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel, Oid forei
 extern ForeignScan *trlGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 									  ForeignPath *best_path, List *tlist, List *scan_clauses, Plan *outer_plan);
 
-/* the scan: where columns come from, opening and ending */
+/* trails_scan.c: the scan; where columns come from, opening and ending */
+extern void trlBeginForeignScan(ForeignScanState *node, int eflags);
+extern TupleTableSlot *trlIterateForeignScan(ForeignScanState *node);
+extern void trlReScanForeignScan(ForeignScanState *node);
+extern void trlEndForeignScan(ForeignScanState *node);
+extern Bitmapset *plan_used_attrs(ForeignScan *plan);
 extern int	attr_source(const TdbTrailSchema *sc, Form_pg_attribute a, TdbTrailType *t);
 extern bool direct_type(TdbTrailType t, Oid typid);
 extern Datum value_datum(TrlScan *st, int att, TdbTrailType t, int64 i, double f, const char *s);
