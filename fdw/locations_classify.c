@@ -21,6 +21,7 @@
 #include "utils/syscache.h"
 
 #include "fdw/locations_internal.h"
+#include "fdw/pushdown.h"
 #include "module/geometry.h"
 
 /* The relation seen from the other argument: inside becomes around. */
@@ -31,23 +32,6 @@ box_rel_swapped(int rel)
 }
 
 /* ---- PostGIS recognition ---------------------------------------------------------- */
-
-/* Equality of a bigint with any integer type, either way round. */
-static bool
-is_int8_equality(Oid opno)
-{
-	switch (get_opcode(opno))
-	{
-		case F_INT8EQ:
-		case F_INT84EQ:
-		case F_INT82EQ:
-		case F_INT48EQ:
-		case F_INT28EQ:
-			return true;
-		default:
-			return false;
-	}
-}
 
 /* An integer Datum of type typid as int64. */
 int64
@@ -78,13 +62,18 @@ is_geom_var(Expr *e, Index relid, const int *colmap)
 	return IsA(e, Var) && column_of((Var *) e, relid, colmap) == COL_GEOM;
 }
 
+/* is_geom_var for the shared recognition (fdw/pushdown.c): arg is the colmap. */
+static bool
+geom_column(Expr *e, Index relid, const void *colmap)
+{
+	return is_geom_var(e, relid, (const int *) colmap);
+}
+
 /* geom::geography (PostGIS's geography(geometry) cast of our column). */
 static bool
 is_geog_of_geom(Expr *e, Index relid, const int *colmap)
 {
-	return IsA(e, FuncExpr) && list_length(((FuncExpr *) e)->args) == 1 &&
-		tdb_is_postgis_func(((FuncExpr *) e)->funcid, "geography") &&
-		is_geom_var(linitial(((FuncExpr *) e)->args), relid, colmap);
+	return tdb_is_geography_of(e, relid, geom_column, colmap);
 }
 
 /*
@@ -97,6 +86,8 @@ static bool classify_more(Expr *clause, Index relid, const int *colmap, Push *pu
 bool
 classify_clause(Expr *clause, Index relid, const int *colmap, Push *push)
 {
+	TdbGeoClause geo;
+
 	push->k = 0;
 	push->rinfo = NULL;
 	push->exact = false;
@@ -105,6 +96,25 @@ classify_clause(Expr *clause, Index relid, const int *colmap, Push *push)
 	push->parts = NIL;
 	if (classify_more(clause, relid, colmap, push))
 		return true;
+	if (tdb_geo_clause(clause, relid, geom_column, colmap, &geo))
+	{
+		/* ST_DWithin's use_spheroid must be known at planning */
+		if (geo.spheroid != NULL && (!IsA(geo.spheroid, Const) || ((Const *) geo.spheroid)->constisnull))
+			return false;
+		/*
+		 * The box query compares the same float boxes PostGIS's && compares:
+		 * it needs no recheck (t/004_locations.pl holds it to the heap's
+		 * answers).
+		 */
+		push->exact = geo.kind == TDB_GEO_BOX && IsA(clause, OpExpr);
+		push->kind = geo.kind == TDB_GEO_BOX ? PUSH_BOX :
+			geo.kind == TDB_GEO_DWITHIN_DEG ? PUSH_DWITHIN_DEG : PUSH_DWITHIN_M;
+		push->args = geo.kind == TDB_GEO_BOX ? list_make1(geo.arg) : list_make2(geo.arg, geo.distance);
+		/* on geography the scan checks the clause itself (see loc_radius_check) */
+		if (geo.kind == TDB_GEO_DWITHIN_M)
+			push->args = lappend(push->args, clause);
+		return true;
+	}
 	if (IsA(clause, OpExpr))
 	{
 		OpExpr	   *op = (OpExpr *) clause;
@@ -127,20 +137,12 @@ classify_clause(Expr *clause, Index relid, const int *colmap, Push *push)
 		if (!IsA(l, Var) || !tdb_is_scan_constant(r, relid))
 			return false;
 		/*
-		 * A hash lookup finds exactly the equal keys, and the box query
-		 * compares the same float boxes PostGIS's && compares: both need no
-		 * recheck (t/004_locations.pl holds them to the heap's answers).
+		 * A hash lookup finds exactly the equal keys: no recheck
+		 * (t/004_locations.pl holds it to the heap's answers).
 		 */
-		if (column_of((Var *) l, relid, colmap) == COL_LOCATION_ID && is_int8_equality(op->opno))
+		if (column_of((Var *) l, relid, colmap) == COL_LOCATION_ID && tdb_is_int8_equality(op->opno))
 		{
 			push->kind = PUSH_KEY;
-			push->args = list_make1(r);
-			push->exact = true;
-			return true;
-		}
-		if (is_geom_var(l, relid, colmap) && tdb_is_geometry_overlap_op(op->opno))
-		{
-			push->kind = PUSH_BOX;
 			push->args = list_make1(r);
 			push->exact = true;
 			return true;
@@ -153,7 +155,7 @@ classify_clause(Expr *clause, Index relid, const int *colmap, Push *push)
 		Expr	   *l = linitial(sa->args);
 		Expr	   *r = lsecond(sa->args);
 
-		if (sa->useOr && is_int8_equality(sa->opno) && IsA(l, Var) &&
+		if (sa->useOr && tdb_is_int8_equality(sa->opno) && IsA(l, Var) &&
 			column_of((Var *) l, relid, colmap) == COL_LOCATION_ID && tdb_is_scan_constant(r, relid))
 		{
 			push->kind = PUSH_KEYS;
@@ -162,60 +164,6 @@ classify_clause(Expr *clause, Index relid, const int *colmap, Push *push)
 			return true;
 		}
 		return false;
-	}
-	if (IsA(clause, FuncExpr))
-	{
-		FuncExpr   *f = (FuncExpr *) clause;
-		int			nargs = list_length(f->args);
-		Expr	   *l,
-				   *r;
-
-		if (nargs < 2)
-			return false;
-		l = linitial(f->args);
-		r = lsecond(f->args);
-		if (tdb_is_postgis_func(f->funcid, "st_intersects") && nargs == 2 &&
-			tdb_postgis_signature_is(f->funcid, 2, false, NULL))
-		{
-			if (!is_geom_var(l, relid, colmap))
-			{
-				Expr	   *t = l;
-
-				l = r;
-				r = t;
-			}
-			if (is_geom_var(l, relid, colmap) && tdb_is_scan_constant(r, relid))
-			{
-				push->kind = PUSH_BOX;
-				push->args = list_make1(r);
-				return true;
-			}
-			return false;
-		}
-		if (tdb_is_postgis_func(f->funcid, "st_dwithin") && nargs >= 3 && nargs <= 4 &&
-			tdb_is_scan_constant(lthird(f->args), relid) &&
-			(nargs == 3 || (IsA(lfourth(f->args), Const) && !((Const *) lfourth(f->args))->constisnull)))
-		{
-			bool		geog = is_geog_of_geom(l, relid, colmap) || is_geog_of_geom(r, relid, colmap);
-
-			if (is_geom_var(r, relid, colmap) || is_geog_of_geom(r, relid, colmap))
-			{
-				Expr	   *t = l;
-
-				l = r;
-				r = t;
-			}
-			if ((is_geom_var(l, relid, colmap) || is_geog_of_geom(l, relid, colmap)) &&
-				tdb_is_scan_constant(r, relid) && tdb_postgis_signature_is(f->funcid, nargs, geog, l))
-			{
-				push->kind = geog ? PUSH_DWITHIN_M : PUSH_DWITHIN_DEG;
-				push->args = list_make2(r, lthird(f->args));
-				/* on geography the scan checks the clause itself (see loc_radius_check) */
-				if (geog)
-					push->args = lappend(push->args, clause);
-				return true;
-			}
-		}
 	}
 	return false;
 }

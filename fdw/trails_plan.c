@@ -50,6 +50,7 @@
 #include "utils/timestamp.h"
 
 #include "fdw/timebound.h"
+#include "fdw/pushdown.h"
 #include "fdw/trails_internal.h"
 #include "module/geometry.h"
 #include "module/trafficdb.h"
@@ -99,37 +100,38 @@ is_col(Expr *e, Index relid, AttrNumber att)
 		((Var *) e)->varlevelsup == 0 && ((Var *) e)->varattno == att;
 }
 
+/* is_col of the geometry column for the shared recognition (fdw/pushdown.c): arg is its AttrNumber. */
 static bool
-is_geog_of(Expr *e, Index relid, AttrNumber geom)
+geom_column(Expr *e, Index relid, const void *geom)
 {
-	return IsA(e, FuncExpr) && list_length(((FuncExpr *) e)->args) == 1 &&
-		tdb_is_postgis_func(((FuncExpr *) e)->funcid, "geography") &&
-		is_col(linitial(((FuncExpr *) e)->args), relid, geom);
+	return is_col(e, relid, *(const AttrNumber *) geom);
 }
 
 /* Equality of the id column's type with a value of the same kind. */
 static bool
 is_id_equality(Oid opno, Oid idtype)
 {
-	switch (get_opcode(opno))
-	{
-		case F_INT8EQ:
-		case F_INT84EQ:
-		case F_INT82EQ:
-		case F_INT48EQ:
-		case F_INT28EQ:
-			return idtype == INT8OID;
-		case F_TEXTEQ:
-			return idtype == TEXTOID;
-		default:
-			return false;
-	}
+	if (tdb_is_int8_equality(opno))
+		return idtype == INT8OID;
+	return get_opcode(opno) == F_TEXTEQ && idtype == TEXTOID;
 }
 
 /* Does clause narrow the scan?  Appends its kind and arguments. */
 bool
 classify(Expr *clause, Index relid, const TrailCols *c, List **kinds, List **args)
 {
+	TdbGeoClause geo;
+
+	/* geom && a, ST_Intersects, ST_DWithin (the pruning box ignores use_spheroid) */
+	if (tdb_geo_clause(clause, relid, geom_column, &c->geom, &geo))
+	{
+		*kinds = lappend_int(*kinds, geo.kind == TDB_GEO_BOX ? PUSH_BOX :
+							 geo.kind == TDB_GEO_DWITHIN_DEG ? PUSH_DWITHIN_DEG : PUSH_DWITHIN_M);
+		*args = lappend(*args, geo.arg);
+		if (geo.kind != TDB_GEO_BOX)
+			*args = lappend(*args, geo.distance);
+		return true;
+	}
 	if (IsA(clause, OpExpr) && list_length(((OpExpr *) clause)->args) == 2)
 	{
 		OpExpr	   *op = (OpExpr *) clause;
@@ -152,12 +154,6 @@ classify(Expr *clause, Index relid, const TrailCols *c, List **kinds, List **arg
 		if (is_col(l, relid, c->id) && is_id_equality(op->opno, c->id_type))
 		{
 			*kinds = lappend_int(*kinds, PUSH_ID);
-			*args = lappend(*args, r);
-			return true;
-		}
-		if (is_col(l, relid, c->geom) && tdb_is_geometry_overlap_op(op->opno))
-		{
-			*kinds = lappend_int(*kinds, PUSH_BOX);
 			*args = lappend(*args, r);
 			return true;
 		}
@@ -187,44 +183,6 @@ classify(Expr *clause, Index relid, const TrailCols *c, List **kinds, List **arg
 			return true;
 		}
 		return false;
-	}
-	if (IsA(clause, FuncExpr) && c->geom != InvalidAttrNumber)
-	{
-		FuncExpr   *f = (FuncExpr *) clause;
-		int			nargs = list_length(f->args);
-		Expr	   *l,
-				   *r;
-
-		if (nargs < 2)
-			return false;
-		l = linitial(f->args);
-		r = lsecond(f->args);
-		if (is_col(r, relid, c->geom) || is_geog_of(r, relid, c->geom))
-		{
-			Expr	   *t = l;
-
-			l = r;
-			r = t;
-		}
-		if (!tdb_is_scan_constant(r, relid))
-			return false;
-		/* PostGIS's own functions only, not another of the same name (tdb_postgis_signature_is) */
-		if (nargs == 2 && is_col(l, relid, c->geom) && tdb_is_postgis_func(f->funcid, "st_intersects") &&
-			tdb_postgis_signature_is(f->funcid, 2, false, NULL))
-		{
-			*kinds = lappend_int(*kinds, PUSH_BOX);
-			*args = lappend(*args, r);
-			return true;
-		}
-		if (nargs >= 3 && nargs <= 4 && tdb_is_postgis_func(f->funcid, "st_dwithin") &&
-			tdb_is_scan_constant(lthird(f->args), relid) &&
-			(is_col(l, relid, c->geom) || is_geog_of(l, relid, c->geom)) &&
-			tdb_postgis_signature_is(f->funcid, nargs, is_geog_of(l, relid, c->geom), l))
-		{
-			*kinds = lappend_int(*kinds, is_geog_of(l, relid, c->geom) ? PUSH_DWITHIN_M : PUSH_DWITHIN_DEG);
-			*args = lappend(lappend(*args, r), lthird(f->args));
-			return true;
-		}
 	}
 	return false;
 }
