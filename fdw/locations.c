@@ -96,68 +96,6 @@
 PG_FUNCTION_INFO_V1(trafficdb_locations_handler);
 PG_FUNCTION_INFO_V1(trafficdb_locations_validator);
 
-/* Each column's name and type, by LocColumn. */
-static const struct
-{
-	const char *name;
-	Oid			type;			/* InvalidOid: geometry */
-} loc_columns[NUM_LOC_COLUMNS] = {
-	{"location_id", INT8OID},
-	{"geom", InvalidOid},
-	{"road_class", TEXTOID},
-	{"name", TEXTOID},
-	{"length_m", FLOAT8OID},
-	{"speed_limit_kmh", INT2OID},
-	{"oneway", BOOLOID},
-	{"speed_kmh", FLOAT4OID},
-	{"free_flow_kmh", FLOAT4OID},
-	{"congestion", INT2OID},
-	{"confidence", INT2OID},
-	{"incident", TEXTOID},
-	{"updated_at", TIMESTAMPTZOID},
-	{"generation", INT8OID},
-	{"changed_generation", INT8OID},
-};
-
-/* Column map of a foreign table: every column must be one we know. */
-int *
-build_colmap(Relation rel, int *natts)
-{
-	TupleDesc	td = RelationGetDescr(rel);
-	int		   *map = palloc(sizeof(int) * Max(td->natts, 1));
-
-	for (int a = 0; a < td->natts; a++)
-	{
-		Form_pg_attribute att = TupleDescAttr(td, a);
-		int			c;
-
-		map[a] = -1;
-		if (att->attisdropped)
-			continue;
-		for (c = 0; c < NUM_LOC_COLUMNS; c++)
-			if (strcmp(NameStr(att->attname), loc_columns[c].name) == 0)
-				break;
-		if (c == NUM_LOC_COLUMNS)
-			ereport(ERROR,
-					(errcode(ERRCODE_FDW_COLUMN_NAME_NOT_FOUND),
-					 errmsg("column \"%s\" of foreign table %s is not a trafficdb location column",
-							NameStr(att->attname), RelationGetRelationName(rel)),
-					 errhint("Columns can be location_id, geom, road_class, name, length_m, speed_limit_kmh, oneway, "
-							 "speed_kmh, free_flow_kmh, congestion, confidence, incident, updated_at, generation, "
-							 "changed_generation.")));
-		if ((c == COL_GEOM ? tdb_geometry_oid() : loc_columns[c].type) != att->atttypid)
-			ereport(ERROR,
-					(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
-					 errmsg("column \"%s\" of foreign table %s has type %s; trafficdb provides %s",
-							NameStr(att->attname), RelationGetRelationName(rel),
-							format_type_be(att->atttypid),
-							c == COL_GEOM ? "geometry" : format_type_be(loc_columns[c].type))));
-		map[a] = c;
-	}
-	*natts = td->natts;
-	return map;
-}
-
 static void
 locExplainForeignScan(ForeignScanState *node, ExplainState *es)
 {

@@ -182,10 +182,7 @@ extern bool knn_order_key(PlannerInfo *root, RelOptInfo *baserel, const int *col
 extern bool knn_push(PlannerInfo *root, RelOptInfo *baserel, const int *colmap, Push *push);
 extern bool best_push(List *rinfos, RelOptInfo *baserel, const int *colmap, Push *best);
 
-/* locations.c: the table */
-extern int *build_colmap(Relation rel, int *natts);
-
-/* locations_plan.c: sizes, paths, costs, the plan */
+/* locations_plan.c: the table's columns, sizes, paths, costs, the plan */
 extern void locGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid);
 extern void locGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid);
 extern ForeignScan *locGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
