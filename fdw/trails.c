@@ -297,6 +297,15 @@ trlImportForeignSchema(ImportForeignSchemaStmt *stmt, Oid serverOid)
 	return list_make1(sql.data);
 }
 
+/* The next row: of events (trails_scan.c), or of aggregates from the footer (trails_agg.c). */
+static TupleTableSlot *
+trlIterate(ForeignScanState *node)
+{
+	TrlScan    *st = node->fdw_state;
+
+	return st->agg ? agg_iterate(node, st) : trlIterateForeignScan(node);
+}
+
 Datum
 trafficdb_trails_handler(PG_FUNCTION_ARGS)
 {
@@ -311,7 +320,7 @@ trafficdb_trails_handler(PG_FUNCTION_ARGS)
 	r->GetForeignPaths = trlGetForeignPaths;
 	r->GetForeignPlan = trlGetForeignPlan;
 	r->BeginForeignScan = trlBeginForeignScan;
-	r->IterateForeignScan = trlIterateForeignScan;
+	r->IterateForeignScan = trlIterate;
 	r->ReScanForeignScan = trlReScanForeignScan;
 	r->EndForeignScan = trlEndForeignScan;
 	r->ExplainForeignScan = trlExplainForeignScan;

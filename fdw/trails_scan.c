@@ -489,8 +489,6 @@ trlIterateForeignScan(ForeignScanState *node)
 	TdbTrailError err;
 	int			rc;
 
-	if (st->agg)
-		return agg_iterate(node, st);
 	ExecClearTuple(slot);
 	if (!st->started)
 	{
