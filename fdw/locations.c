@@ -48,6 +48,11 @@
  * A scan reads the snapshot of its statement (READ COMMITTED) or
  * transaction (REPEATABLE READ, SERIALIZABLE): one generation throughout.
  *
+ * This file holds the handler, the validator, EXPLAIN and IMPORT FOREIGN
+ * SCHEMA; what is pushable is decided in locations_classify.c (with
+ * pushdown.c, shared with the trail FDW), planned in locations_plan.c,
+ * and scanned in locations_scan.c and locations_candidates.c.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

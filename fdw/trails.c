@@ -34,6 +34,12 @@
  * pg_read_server_files (reading) or pg_write_server_files (trail_write,
  * a server's cache_dir), as file_fdw's rules.
  *
+ * This file holds the handler, the validator, EXPLAIN and IMPORT FOREIGN
+ * SCHEMA; options and opening a file are in trails_access.c, planning in
+ * trails_plan.c (with pushdown.c, shared with the locations FDW), the scan
+ * in trails_scan.c, the footer's aggregates in trails_agg.c and
+ * trail_write() in trails_write.c.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
