@@ -105,7 +105,7 @@ collect_keys(LocScanState *st, Datum v, Oid type, bool array, Collect *c)
 {
 	if (!array)
 	{
-		int64		i = tdb_map_find(st->snap->map, (uint64) datum_to_int64(v, type));
+		int64		i = tdb_map_find(st->snap->map, (uint64) loc_datum_to_int64(v, type));
 
 		if (i >= 0)
 			collect_entry((uint64) i, c);
@@ -129,7 +129,7 @@ collect_keys(LocScanState *st, Datum v, Oid type, bool array, Collect *c)
 
 			if (nulls[e])
 				continue;
-			i = tdb_map_find(st->snap->map, (uint64) datum_to_int64(elems[e], elemtype));
+			i = tdb_map_find(st->snap->map, (uint64) loc_datum_to_int64(elems[e], elemtype));
 			if (i >= 0)
 				collect_entry((uint64) i, c);
 		}
@@ -294,7 +294,7 @@ collect_id_range(LocScanState *st, int flags, const Datum *v, const bool *isnull
 	{
 		if (isnull[a])
 			return;
-		lo = datum_to_int64(v[a], type[a]);
+		lo = loc_datum_to_int64(v[a], type[a]);
 		if (!(flags & RANGE_LO_INCL))
 		{
 			if (lo == PG_INT64_MAX)
@@ -307,7 +307,7 @@ collect_id_range(LocScanState *st, int flags, const Datum *v, const bool *isnull
 	{
 		if (isnull[a])
 			return;
-		hi = datum_to_int64(v[a], type[a]);
+		hi = loc_datum_to_int64(v[a], type[a]);
 		if (!(flags & RANGE_HI_INCL))
 		{
 			if (hi == PG_INT64_MIN)
@@ -537,7 +537,7 @@ knn_zero_bound(const TdbBoxF *b, void *arg)
 
 /* Record i's shape as a geometry Datum (its points go through st->xy, grown as needed). */
 Datum
-record_geom(ForeignScanState *node, LocScanState *st, uint64 i)
+loc_record_geom(ForeignScanState *node, LocScanState *st, uint64 i)
 {
 	const TdbLocation *rec = &st->snap->map->records[i];
 
@@ -571,7 +571,7 @@ knn_exact(uint64_t e, void *arg)
 	ExecClearTuple(slot);
 	for (int a = 0; a < slot->tts_tupleDescriptor->natts; a++)
 		slot->tts_isnull[a] = true;
-	slot->tts_values[st->geom_att] = record_geom(node, st, e);
+	slot->tts_values[st->geom_att] = loc_record_geom(node, st, e);
 	slot->tts_isnull[st->geom_att] = false;
 	ExecStoreVirtualTuple(slot);
 	econtext->ecxt_scantuple = slot;
@@ -760,7 +760,7 @@ loc_find_candidates(ForeignScanState *node, LocScanState *st)
 							y;
 
 				/* counted for EXPLAIN ANALYZE: a non-point reads everything */
-				if (knn_origin(v[0], isnull[0], &x, &y))
+				if (loc_knn_origin(v[0], isnull[0], &x, &y))
 				{
 					collect_knn(st, x, y, st->k, &c);
 					st->knn_scans++;

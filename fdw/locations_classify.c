@@ -35,7 +35,7 @@ box_rel_swapped(int rel)
 
 /* An integer Datum of type typid as int64. */
 int64
-datum_to_int64(Datum d, Oid typid)
+loc_datum_to_int64(Datum d, Oid typid)
 {
 	switch (typid)
 	{
@@ -49,7 +49,7 @@ datum_to_int64(Datum d, Oid typid)
 }
 
 int
-column_of(Var *v, Index relid, const int *colmap)
+loc_column_of(Var *v, Index relid, const int *colmap)
 {
 	if (!IsA(v, Var) || v->varno != (int) relid || v->varlevelsup != 0 || v->varattno <= 0)
 		return -1;
@@ -57,16 +57,16 @@ column_of(Var *v, Index relid, const int *colmap)
 }
 
 bool
-is_geom_var(Expr *e, Index relid, const int *colmap)
+loc_is_geom_var(Expr *e, Index relid, const int *colmap)
 {
-	return IsA(e, Var) && column_of((Var *) e, relid, colmap) == COL_GEOM;
+	return IsA(e, Var) && loc_column_of((Var *) e, relid, colmap) == COL_GEOM;
 }
 
-/* is_geom_var for the shared recognition (fdw/pushdown.c): arg is the colmap. */
+/* loc_is_geom_var for the shared recognition (fdw/pushdown.c): arg is the colmap. */
 static bool
 geom_column(Expr *e, Index relid, const void *colmap)
 {
-	return is_geom_var(e, relid, (const int *) colmap);
+	return loc_is_geom_var(e, relid, (const int *) colmap);
 }
 
 /* geom::geography (PostGIS's geography(geometry) cast of our column). */
@@ -84,7 +84,7 @@ is_geog_of_geom(Expr *e, Index relid, const int *colmap)
 static bool classify_more(Expr *clause, Index relid, const int *colmap, Push *push);
 
 bool
-classify_clause(Expr *clause, Index relid, const int *colmap, Push *push)
+loc_classify_clause(Expr *clause, Index relid, const int *colmap, Push *push)
 {
 	TdbGeoClause geo;
 
@@ -126,8 +126,8 @@ classify_clause(Expr *clause, Index relid, const int *colmap, Push *push)
 		l = linitial(op->args);
 		r = lsecond(op->args);
 		/* our column on the left, whichever way the clause was written */
-		if (!(IsA(l, Var) && column_of((Var *) l, relid, colmap) >= 0) &&
-			IsA(r, Var) && column_of((Var *) r, relid, colmap) >= 0)
+		if (!(IsA(l, Var) && loc_column_of((Var *) l, relid, colmap) >= 0) &&
+			IsA(r, Var) && loc_column_of((Var *) r, relid, colmap) >= 0)
 		{
 			Expr	   *t = l;
 
@@ -140,7 +140,7 @@ classify_clause(Expr *clause, Index relid, const int *colmap, Push *push)
 		 * A hash lookup finds exactly the equal keys: no recheck
 		 * (t/004_locations.pl holds it to the heap's answers).
 		 */
-		if (column_of((Var *) l, relid, colmap) == COL_LOCATION_ID && tdb_is_int8_equality(op->opno))
+		if (loc_column_of((Var *) l, relid, colmap) == COL_LOCATION_ID && tdb_is_int8_equality(op->opno))
 		{
 			push->kind = PUSH_KEY;
 			push->args = list_make1(r);
@@ -156,7 +156,7 @@ classify_clause(Expr *clause, Index relid, const int *colmap, Push *push)
 		Expr	   *r = lsecond(sa->args);
 
 		if (sa->useOr && tdb_is_int8_equality(sa->opno) && IsA(l, Var) &&
-			column_of((Var *) l, relid, colmap) == COL_LOCATION_ID && tdb_is_scan_constant(r, relid))
+			loc_column_of((Var *) l, relid, colmap) == COL_LOCATION_ID && tdb_is_scan_constant(r, relid))
 		{
 			push->kind = PUSH_KEYS;
 			push->args = list_make1(r);
@@ -216,7 +216,7 @@ classify_box_predicate(FuncExpr *f, Index relid, const int *colmap, Push *push)
 	for (int i = 0; i < (int) lengthof(box_predicates); i++)
 	{
 		bool		(*ours) (Expr *, Index, const int *) =
-			box_predicates[i].geography ? is_geog_of_geom : is_geom_var;
+			box_predicates[i].geography ? is_geog_of_geom : loc_is_geom_var;
 		Expr	   *l = linitial(f->args);
 		Expr	   *r = lsecond(f->args);
 		int			rel = box_predicates[i].rel;
@@ -279,8 +279,8 @@ classify_more_op(OpExpr *op, Index relid, const int *colmap, Push *push)
 	bool		swapped = false;
 	char	   *name;
 
-	if (!(IsA(l, Var) && column_of((Var *) l, relid, colmap) >= 0) &&
-		IsA(r, Var) && column_of((Var *) r, relid, colmap) >= 0)
+	if (!(IsA(l, Var) && loc_column_of((Var *) l, relid, colmap) >= 0) &&
+		IsA(r, Var) && loc_column_of((Var *) r, relid, colmap) >= 0)
 	{
 		Expr	   *t = l;
 
@@ -290,7 +290,7 @@ classify_more_op(OpExpr *op, Index relid, const int *colmap, Push *push)
 	}
 	if (!IsA(l, Var) || !tdb_is_scan_constant(r, relid))
 		return false;
-	if (column_of((Var *) l, relid, colmap) == COL_LOCATION_ID)
+	if (loc_column_of((Var *) l, relid, colmap) == COL_LOCATION_ID)
 	{
 		/* bigint with any integer type: the integer btree family knows them all */
 		int			s = get_op_opfamily_strategy(op->opno, INTEGER_BTREE_FAM_OID);
@@ -306,7 +306,7 @@ classify_more_op(OpExpr *op, Index relid, const int *colmap, Push *push)
 		push->args = list_make1(r);
 		return true;
 	}
-	if (column_of((Var *) l, relid, colmap) == COL_GEOM &&
+	if (loc_column_of((Var *) l, relid, colmap) == COL_GEOM &&
 		(name = postgis_geometry_op_name(op->opno)) != NULL &&
 		(strcmp(name, "@") == 0 || strcmp(name, "~") == 0 || strcmp(name, "~=") == 0))
 	{
@@ -374,7 +374,7 @@ classify_branch(Expr *e, Index relid, const int *colmap, Push *push)
 	bool		found = false;
 
 	if (!is_andclause(e))
-		return classify_clause(e, relid, colmap, push);
+		return loc_classify_clause(e, relid, colmap, push);
 	foreach(lc, ((BoolExpr *) e)->args)
 	{
 		Push		p;
@@ -455,7 +455,7 @@ classify_more(Expr *clause, Index relid, const int *colmap, Push *push)
  * a candidate.
  */
 bool
-knn_origin(Datum geom, bool isnull, double *x, double *y)
+loc_knn_origin(Datum geom, bool isnull, double *x, double *y)
 {
 	double		b[4];
 
@@ -525,7 +525,7 @@ is_postgis_order_op(Oid opno, KnnMetric *metric)
  * LIMIT (a constant, a parameter of a generic plan, or none).
  */
 bool
-knn_order_key(PlannerInfo *root, RelOptInfo *baserel, const int *colmap, PathKey **pk_out,
+loc_knn_order_key(PlannerInfo *root, RelOptInfo *baserel, const int *colmap, PathKey **pk_out,
 			  Expr **order_expr, Expr **arg, KnnMetric *metric)
 {
 	PathKey    *pk;
@@ -548,14 +548,14 @@ knn_order_key(PlannerInfo *root, RelOptInfo *baserel, const int *colmap, PathKey
 			continue;
 		l = linitial(op->args);
 		r = lsecond(op->args);
-		if (m == KNN_GEOGRAPHY ? !is_geog_of_geom(l, baserel->relid, colmap) : !is_geom_var(l, baserel->relid, colmap))
+		if (m == KNN_GEOGRAPHY ? !is_geog_of_geom(l, baserel->relid, colmap) : !loc_is_geom_var(l, baserel->relid, colmap))
 		{
 			Expr	   *t = l;
 
 			l = r;
 			r = t;
 		}
-		if ((m == KNN_GEOGRAPHY ? !is_geog_of_geom(l, baserel->relid, colmap) : !is_geom_var(l, baserel->relid, colmap)) ||
+		if ((m == KNN_GEOGRAPHY ? !is_geog_of_geom(l, baserel->relid, colmap) : !loc_is_geom_var(l, baserel->relid, colmap)) ||
 			!tdb_is_scan_constant(r, baserel->relid))
 			continue;
 		*pk_out = pk;
@@ -575,7 +575,7 @@ knn_order_key(PlannerInfo *root, RelOptInfo *baserel, const int *colmap, PathKey
  * say otherwise).
  */
 bool
-knn_push(PlannerInfo *root, RelOptInfo *baserel, const int *colmap, Push *push)
+loc_knn_push(PlannerInfo *root, RelOptInfo *baserel, const int *colmap, Push *push)
 {
 	PathKey    *pk;
 	Expr	   *order_expr;
@@ -596,9 +596,9 @@ knn_push(PlannerInfo *root, RelOptInfo *baserel, const int *colmap, Push *push)
 	 * Only geom <-> a constant point: anything else (a parameter, a line,
 	 * another metric) goes nearest first, incrementally.
 	 */
-	if (!knn_order_key(root, baserel, colmap, &pk, &order_expr, &arg, &metric) ||
+	if (!loc_knn_order_key(root, baserel, colmap, &pk, &order_expr, &arg, &metric) ||
 		metric != KNN_PLANAR || !IsA(arg, Const) ||
-		!knn_origin(((Const *) arg)->constvalue, ((Const *) arg)->constisnull, &x, &y))
+		!loc_knn_origin(((Const *) arg)->constvalue, ((Const *) arg)->constisnull, &x, &y))
 		return false;
 	push->kind = PUSH_KNN;
 	push->args = list_make1(arg);
@@ -621,7 +621,7 @@ range_complete(List *rinfos, RelOptInfo *baserel, const int *colmap, Push *range
 		Push		p;
 
 		if (ri != range->rinfo && ri->security_level <= baserel->baserestrict_min_security &&
-			classify_clause(ri->clause, baserel->relid, colmap, &p))
+			loc_classify_clause(ri->clause, baserel->relid, colmap, &p))
 			range_add_bound(range, &p);
 	}
 }
@@ -631,7 +631,7 @@ range_complete(List *rinfos, RelOptInfo *baserel, const int *colmap, Push *range
  * best rank (push_rank: an OR of keys, a spatial clause, an id range).
  */
 bool
-best_push(List *rinfos, RelOptInfo *baserel, const int *colmap, Push *best)
+loc_best_push(List *rinfos, RelOptInfo *baserel, const int *colmap, Push *best)
 {
 	ListCell   *lc;
 	bool		found = false;
@@ -648,7 +648,7 @@ best_push(List *rinfos, RelOptInfo *baserel, const int *colmap, Push *best)
 		 */
 		if (ri->security_level > baserel->baserestrict_min_security)
 			continue;
-		if (!classify_clause(ri->clause, relid, colmap, &p))
+		if (!loc_classify_clause(ri->clause, relid, colmap, &p))
 			continue;
 		p.rinfo = ri;
 		if (p.kind == PUSH_KEY || p.kind == PUSH_KEYS)

@@ -172,15 +172,15 @@ typedef enum KnnMetric
 } KnnMetric;
 
 /* locations_classify.c: what can be pushed down */
-extern int64 datum_to_int64(Datum d, Oid typid);
-extern int	column_of(Var *v, Index relid, const int *colmap);
-extern bool is_geom_var(Expr *e, Index relid, const int *colmap);
-extern bool classify_clause(Expr *clause, Index relid, const int *colmap, Push *push);
-extern bool knn_origin(Datum geom, bool isnull, double *x, double *y);
-extern bool knn_order_key(PlannerInfo *root, RelOptInfo *baserel, const int *colmap, PathKey **pk_out,
+extern int64 loc_datum_to_int64(Datum d, Oid typid);
+extern int	loc_column_of(Var *v, Index relid, const int *colmap);
+extern bool loc_is_geom_var(Expr *e, Index relid, const int *colmap);
+extern bool loc_classify_clause(Expr *clause, Index relid, const int *colmap, Push *push);
+extern bool loc_knn_origin(Datum geom, bool isnull, double *x, double *y);
+extern bool loc_knn_order_key(PlannerInfo *root, RelOptInfo *baserel, const int *colmap, PathKey **pk_out,
 						  Expr **order_expr, Expr **arg, KnnMetric *metric);
-extern bool knn_push(PlannerInfo *root, RelOptInfo *baserel, const int *colmap, Push *push);
-extern bool best_push(List *rinfos, RelOptInfo *baserel, const int *colmap, Push *best);
+extern bool loc_knn_push(PlannerInfo *root, RelOptInfo *baserel, const int *colmap, Push *push);
+extern bool loc_best_push(List *rinfos, RelOptInfo *baserel, const int *colmap, Push *best);
 
 /* locations_plan.c: the table's columns, sizes, paths, costs, the plan */
 extern void locGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid);
@@ -196,6 +196,6 @@ extern void locEndForeignScan(ForeignScanState *node);
 
 /* locations_candidates.c: the records a (re)scan examines */
 extern void loc_find_candidates(ForeignScanState *node, LocScanState *st);
-extern Datum record_geom(ForeignScanState *node, LocScanState *st, uint64 i);
+extern Datum loc_record_geom(ForeignScanState *node, LocScanState *st, uint64 i);
 
 #endif							/* TDB_FDW_LOCATIONS_INTERNAL_H */

@@ -128,8 +128,8 @@ locGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 		info->count = 10000;
 	baserel->tuples = info->count;
 
-	if (!best_push(baserel->baserestrictinfo, baserel, info->colmap, &info->push) &&
-		!knn_push(root, baserel, info->colmap, &info->push))
+	if (!loc_best_push(baserel->baserestrictinfo, baserel, info->colmap, &info->push) &&
+		!loc_knn_push(root, baserel, info->colmap, &info->push))
 		info->push.kind = PUSH_NONE;
 	baserel->fdw_private = info;
 
@@ -159,7 +159,7 @@ ec_member_is_location_id(PlannerInfo *root, RelOptInfo *rel, EquivalenceClass *e
 	(void) root;
 	(void) ec;
 	return IsA(em->em_expr, Var) &&
-		column_of((Var *) em->em_expr, rel->relid, (const int *) arg) == COL_LOCATION_ID;
+		loc_column_of((Var *) em->em_expr, rel->relid, (const int *) arg) == COL_LOCATION_ID;
 }
 
 /*
@@ -173,7 +173,7 @@ ec_member_is_location_id(PlannerInfo *root, RelOptInfo *rel, EquivalenceClass *e
 /*
  * points p JOIN locations l ON ST_DWithin(l.geom, p.geom, 0.001): a path
  * parameterized by p, whose scan evaluates p's side of the clause for each
- * outer row and queries the R-tree with it (classify_clause already accepts
+ * outer row and queries the R-tree with it (loc_classify_clause already accepts
  * other relations' columns there; createplan turns them into the nestloop's
  * parameters, and loc_find_candidates evaluates them at each rescan).
  */
@@ -308,7 +308,7 @@ add_spatial_join_paths(PlannerInfo *root, RelOptInfo *baserel, LocPlanInfo *info
 
 		if (!join_clause_is_movable_to(ri, baserel) ||
 			ri->security_level > baserel->baserestrict_min_security ||
-			!classify_clause(ri->clause, baserel->relid, info->colmap, &p) ||
+			!loc_classify_clause(ri->clause, baserel->relid, info->colmap, &p) ||
 			(p.kind != PUSH_BOX && p.kind != PUSH_DWITHIN_DEG && p.kind != PUSH_DWITHIN_M &&
 			 p.kind != PUSH_BOX_OF && p.kind != PUSH_EXPAND_OF && p.kind != PUSH_GEOG_BOX))
 			continue;
@@ -353,13 +353,13 @@ param_path_push(ForeignPath *path, List *scan_clauses, RelOptInfo *baserel, cons
 		RestrictInfo *ri = linitial(path->fdw_private);
 
 		if (list_member_ptr(scan_clauses, ri) &&
-			classify_clause(ri->clause, baserel->relid, colmap, push))
+			loc_classify_clause(ri->clause, baserel->relid, colmap, push))
 		{
 			push->rinfo = ri;
 			return true;
 		}
 	}
-	return best_push(scan_clauses, baserel, colmap, push);
+	return loc_best_push(scan_clauses, baserel, colmap, push);
 }
 
 /*
@@ -432,7 +432,7 @@ locGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 		Expr	   *arg;
 		KnnMetric	metric;
 
-		if (knn_order_key(root, baserel, info->colmap, &pk, &order_expr, &arg, &metric))
+		if (loc_knn_order_key(root, baserel, info->colmap, &pk, &order_expr, &arg, &metric))
 		{
 			/* a distance per entry measured (PostGIS), and a heap step */
 			Cost		per_row = LOC_COST_PER_ROW + 2 * cpu_operator_cost;
@@ -463,7 +463,7 @@ locGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 
 		if (!join_clause_is_movable_to(ri, baserel) ||
 			ri->security_level > baserel->baserestrict_min_security ||
-			!classify_clause(ri->clause, baserel->relid, info->colmap, &p) || p.kind != PUSH_KEY)
+			!loc_classify_clause(ri->clause, baserel->relid, info->colmap, &p) || p.kind != PUSH_KEY)
 			continue;
 		outer = bms_difference(ri->clause_relids, baserel->relids);
 		if (bms_is_empty(outer))
@@ -624,7 +624,7 @@ own_recheck(const Push *push, Index relid, const int *colmap)
 	{
 		int			j = -1;
 
-		if (!geom && is_geom_var(lfirst(lc), relid, colmap))
+		if (!geom && loc_is_geom_var(lfirst(lc), relid, colmap))
 			geom = true;
 		else
 		{
@@ -663,7 +663,7 @@ locGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 	if (best_path->path.param_info == NULL && best_path->fdw_private != NIL &&
 		IsA(linitial(best_path->fdw_private), String))
 	{
-		/* as knn_order_key found them: the distance expression, its argument, the metric */
+		/* as loc_knn_order_key found them: the distance expression, its argument, the metric */
 		Expr	   *order_expr = lsecond(best_path->fdw_private);
 		Expr	   *arg = lthird(best_path->fdw_private);
 
@@ -758,7 +758,7 @@ locGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 								push.k == KNN_GEOGRAPHY ? "geom::geography <->" : "geom <->", a0);
 				break;
 			case PUSH_KNN:
-				/* a constant is a point (knn_push); anything else is known only when run */
+				/* a constant is a point (loc_knn_push); anything else is known only when run */
 				desc = IsA(linitial(push.args), Const) ?
 					psprintf("the " INT64_FORMAT " nearest to %s, and their ties", push.k, a0) :
 					psprintf("the " INT64_FORMAT " nearest to %s and their ties if it is a point, else none (full scan)",

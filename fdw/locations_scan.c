@@ -198,7 +198,7 @@ next_candidate:
 	own_geom = (Datum) 0;
 	if (st->recheck != NULL)
 	{
-		own_geom = record_geom(node, st, i);
+		own_geom = loc_record_geom(node, st, i);
 		if (!own_recheck_passes(st, own_geom))
 		{
 			st->recheck_removed++;
@@ -232,7 +232,7 @@ next_candidate:
 				*v = Int64GetDatum((int64) rec->id);
 				break;
 			case COL_GEOM:
-				*v = own_geom != (Datum) 0 ? own_geom : record_geom(node, st, i);
+				*v = own_geom != (Datum) 0 ? own_geom : loc_record_geom(node, st, i);
 				break;
 			case COL_ROAD_CLASS:
 				{

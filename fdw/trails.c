@@ -104,7 +104,7 @@ static char *
 columns_fetched(ForeignScanState *node, TrlScan *st, const char *idname, const char *timename)
 {
 	ForeignScan *plan = (ForeignScan *) node->ss.ps.plan;
-	Bitmapset  *used = plan_used_attrs(plan);
+	Bitmapset  *used = trl_plan_used_attrs(plan);
 	TupleDesc	td = st->tupdesc;
 	StringInfoData b;
 
@@ -180,7 +180,7 @@ trlExplainForeignScan(ForeignScanState *node, ExplainState *es)
 			said_lookup = true;
 		}
 	}
-	ExplainPropertyText("Trail File", table_option_or(ft, "url", "(none)"), es);
+	ExplainPropertyText("Trail File", trl_table_option_or(ft, "url", "(none)"), es);
 	if (ids.len)
 		ExplainPropertyText("Trail Ids Pushed Down", ids.data, es);
 	if (times.len)
@@ -201,9 +201,9 @@ trlExplainForeignScan(ForeignScanState *node, ExplainState *es)
 	{
 		TdbPagerStats ps;
 		const TdbTrailFooter *f = tdb_trail_footer(st->h->reader);
-		bool		remote = is_remote_url(st->h->url);
+		bool		remote = trl_is_remote_url(st->h->url);
 
-		end_scan(st);
+		trl_end_scan(st);
 		tdb_pager_stats(st->h->pager, &ps);
 		if (parameterized)
 			ExplainPropertyInteger("Trail Lookups", NULL, st->nscans, es);
@@ -272,7 +272,7 @@ trlImportForeignSchema(ImportForeignSchemaStmt *stmt, Oid serverOid)
 					 errmsg("invalid IMPORT FOREIGN SCHEMA option \"%s\" for trafficdb_trails", d->defname),
 					 errhint("The only option is table_name.")));
 	}
-	check_url(url, false);
+	trl_check_url(url, false);
 	if (table == NULL)
 	{
 		/* the file's name without its extension */
@@ -309,7 +309,7 @@ trlIterate(ForeignScanState *node)
 {
 	TrlScan    *st = node->fdw_state;
 
-	return st->agg ? agg_iterate(node, st) : trlIterateForeignScan(node);
+	return st->agg ? trl_agg_iterate(node, st) : trlIterateForeignScan(node);
 }
 
 Datum
@@ -384,17 +384,17 @@ trafficdb_trails_validator(PG_FUNCTION_ARGS)
 		else if (strcmp(d->defname, "path_style") == 0 || strcmp(d->defname, "footer_aggregates") == 0)
 			(void) defGetBoolean(d);
 		else if (strcmp(d->defname, "block_size") == 0)
-			(void) bytes_option("block_size", v, 16 << 10, 16 << 20, true);
+			(void) trl_bytes_option("block_size", v, 16 << 10, 16 << 20, true);
 		else if (strcmp(d->defname, "cache_size") == 0)
-			(void) bytes_option("cache_size", v, 1 << 20, INT64CONST(1) << 50, false);
+			(void) trl_bytes_option("cache_size", v, 1 << 20, INT64CONST(1) << 50, false);
 		else if (strcmp(d->defname, "parallel") == 0)
-			(void) int_option("parallel", v, 1, 64);
+			(void) trl_int_option("parallel", v, 1, 64);
 		else if (strcmp(d->defname, "readahead") == 0)
-			(void) int_option("readahead", v, -1, 1024);
+			(void) trl_int_option("readahead", v, -1, 1024);
 		else if (strcmp(d->defname, "retries") == 0)
-			(void) int_option("retries", v, 0, 100);
+			(void) trl_int_option("retries", v, 0, 100);
 		else if (strcmp(d->defname, "revalidate_interval") == 0)
-			(void) int_option("revalidate_interval", v, 0, REVALIDATE_MAX);
+			(void) trl_int_option("revalidate_interval", v, 0, REVALIDATE_MAX);
 		else if (strcmp(d->defname, "cache_dir") == 0 && strcmp(v, "none") != 0)
 		{
 			if (!is_absolute_path(v))
@@ -409,7 +409,7 @@ trafficdb_trails_validator(PG_FUNCTION_ARGS)
 								   "pg_write_server_files")));
 		}
 		else if (strcmp(d->defname, "url") == 0)
-			check_url(v, false);
+			trl_check_url(v, false);
 	}
 	PG_RETURN_VOID();
 }

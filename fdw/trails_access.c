@@ -91,7 +91,7 @@ parse_bytes(const char *s)
 }
 
 int64
-bytes_option(const char *name, const char *value, int64 min, int64 max, bool pow2)
+trl_bytes_option(const char *name, const char *value, int64 min, int64 max, bool pow2)
 {
 	int64		b = parse_bytes(value);
 
@@ -105,7 +105,7 @@ bytes_option(const char *name, const char *value, int64 min, int64 max, bool pow
 }
 
 int
-int_option(const char *name, const char *value, int min, int max)
+trl_int_option(const char *name, const char *value, int min, int max)
 {
 	char	   *end;
 	long		v;
@@ -121,7 +121,7 @@ int_option(const char *name, const char *value, int min, int max)
 }
 
 bool
-is_remote_url(const char *url)
+trl_is_remote_url(const char *url)
 {
 	return strncmp(url, "s3://", 5) == 0 || strncmp(url, "http://", 7) == 0 ||
 		strncmp(url, "https://", 8) == 0;
@@ -129,7 +129,7 @@ is_remote_url(const char *url)
 
 /* A trail file location: s3://bucket/key, http(s)://..., or an absolute path. */
 void
-check_url(const char *url, bool write)
+trl_check_url(const char *url, bool write)
 {
 	if (strncmp(url, "s3://", 5) == 0)
 	{
@@ -177,22 +177,22 @@ trail_options(ForeignServer *server, bool s3)
 	o->path_style = (v = tdb_fdw_option(server->options, "path_style")) != NULL ?
 		defGetBoolean(makeDefElem("path_style", (Node *) makeString(v), -1)) : o->endpoint != NULL;
 	o->block_size = (v = tdb_fdw_option(server->options, "block_size")) != NULL ?
-		(uint32) bytes_option("block_size", v, 16 << 10, 16 << 20, true) : 1 << 20;
+		(uint32) trl_bytes_option("block_size", v, 16 << 10, 16 << 20, true) : 1 << 20;
 	v = tdb_fdw_option(server->options, "cache_dir");
 	if (v == NULL)
 		o->cache_dir = psprintf("%s/trafficdb_trail_cache", DataDir);
 	else if (strcmp(v, "none") != 0)
 		o->cache_dir = v;
 	o->cache_bytes = (v = tdb_fdw_option(server->options, "cache_size")) != NULL ?
-		(uint64) bytes_option("cache_size", v, 1 << 20, INT64CONST(1) << 50, false) : UINT64CONST(1) << 30;
+		(uint64) trl_bytes_option("cache_size", v, 1 << 20, INT64CONST(1) << 50, false) : UINT64CONST(1) << 30;
 	o->parallel = (v = tdb_fdw_option(server->options, "parallel")) != NULL ?
-		int_option("parallel", v, 1, 64) : 4;
+		trl_int_option("parallel", v, 1, 64) : 4;
 	o->readahead = (v = tdb_fdw_option(server->options, "readahead")) != NULL ?
-		int_option("readahead", v, -1, 1024) : 16;
+		trl_int_option("readahead", v, -1, 1024) : 16;
 	o->retries = (v = tdb_fdw_option(server->options, "retries")) != NULL ?
-		int_option("retries", v, 0, 100) : 5;
+		trl_int_option("retries", v, 0, 100) : 5;
 	o->revalidate = (v = tdb_fdw_option(server->options, "revalidate_interval")) != NULL ?
-		int_option("revalidate_interval", v, 0, REVALIDATE_MAX) : 0;
+		trl_int_option("revalidate_interval", v, 0, REVALIDATE_MAX) : 0;
 	if (s3)
 	{
 		UserMapping *um = GetUserMapping(GetUserId(), server->serverid);
@@ -220,7 +220,7 @@ trail_cancel(void *arg)
 }
 
 void
-net_options(const TrailOptions *o, TdbNetOptions *net)
+trl_net_options(const TrailOptions *o, TdbNetOptions *net)
 {
 	memset(net, 0, sizeof(*net));
 	net->max_retries = o->retries == 0 ? -1 : o->retries;	/* the library's 0 means its default */
@@ -228,7 +228,7 @@ net_options(const TrailOptions *o, TdbNetOptions *net)
 }
 
 void
-s3_config(const TrailOptions *o, TdbS3Config *s3)
+trl_s3_config(const TrailOptions *o, TdbS3Config *s3)
 {
 	memset(s3, 0, sizeof(*s3));
 	s3->endpoint = o->endpoint;
@@ -360,15 +360,15 @@ trail_open_ext(ForeignServer *server, ForeignTable *ft, const char *url, MemoryC
 	h->url = MemoryContextStrdup(cxt, url);
 	memset(&po, 0, sizeof(po));
 	po.url = h->url;
-	s3_config(o, &po.s3);
-	net_options(o, &po.net);
+	trl_s3_config(o, &po.s3);
+	trl_net_options(o, &po.net);
 	po.block_size = o->block_size;
-	po.cache_dir = is_remote_url(url) ? o->cache_dir : NULL;
+	po.cache_dir = trl_is_remote_url(url) ? o->cache_dir : NULL;
 	po.cache_max_bytes = o->cache_bytes;
 	po.lru = trail_lru();
 	po.max_parallel = o->parallel;
 	po.readahead_max = o->readahead;
-	po.revalidate_seconds = rv ? int_option("revalidate_interval", rv, 0, REVALIDATE_MAX) : o->revalidate;
+	po.revalidate_seconds = rv ? trl_int_option("revalidate_interval", rv, 0, REVALIDATE_MAX) : o->revalidate;
 	/* planning and execution of one statement validate an object once */
 	po.validation_token = (uint64) GetCurrentStatementStartTimestamp();
 	h->cb.func = trail_handle_close;
@@ -397,7 +397,7 @@ trail_open(ForeignServer *server, ForeignTable *ft, const char *url, MemoryConte
 
 /* The elements of an id array (id = ANY(array)); returns their type. */
 Oid
-id_array_elems(Datum v, Datum **elems, bool **nulls, int *n)
+trl_id_array_elems(Datum v, Datum **elems, bool **nulls, int *n)
 {
 	ArrayType  *arr = DatumGetArrayTypeP(v);
 	Oid			elemtype = ARR_ELEMTYPE(arr);
@@ -429,7 +429,7 @@ trail_time_datum(int64 unix_us)
 
 /* A table option, or dflt when the table does not set it. */
 const char *
-table_option_or(ForeignTable *ft, const char *option, const char *dflt)
+trl_table_option_or(ForeignTable *ft, const char *option, const char *dflt)
 {
 	const char *v = tdb_fdw_option(ft->options, option);
 

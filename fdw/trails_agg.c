@@ -71,7 +71,7 @@ footer_has_stats(const TdbTrailFooter *f)
  * The AGG_* the footer computes for aggregate ag over relation relid
  * (columns td, file schema sc, column summaries or not), *att its column;
  * -1 if it cannot be computed exactly.  The declared type must be one the
- * scan makes directly from the file's values (direct_type), so that the
+ * scan makes directly from the file's values (trl_direct_type), so that the
  * footer's minimum is the minimum of what the scan would return.
  */
 static int
@@ -97,7 +97,7 @@ footer_agg(const Aggref *ag, Index relid, TupleDesc td, const TdbTrailSchema *sc
 		v->varattno > td->natts)
 		return -1;
 	a = TupleDescAttr(td, v->varattno - 1);
-	if (a->attisdropped || (src = attr_source(sc, a, &t)) == SRC_NONE)
+	if (a->attisdropped || (src = trl_attr_source(sc, a, &t)) == SRC_NONE)
 		return -1;
 	*att = v->varattno;
 	summary = src >= 0 && stats;
@@ -105,7 +105,7 @@ footer_agg(const Aggref *ag, Index relid, TupleDesc td, const TdbTrailSchema *sc
 	{
 		case F_COUNT_ANY:
 			/* id, time and position are never NULL; a column's count is in its summary */
-			if (src == SRC_TIME || src == SRC_GEOM || (direct_type(t, a->atttypid) && (src < 0 || summary)))
+			if (src == SRC_TIME || src == SRC_GEOM || (trl_direct_type(t, a->atttypid) && (src < 0 || summary)))
 				return AGG_COUNT;
 			return -1;
 		case F_MIN_INT8:
@@ -183,7 +183,7 @@ agg_add_expr(AggBuild *b, Node *e)
 		AttrNumber	att;
 		int			op;
 
-		if (IsA(n, Var) && b->grouped && is_col((Expr *) n, b->relid, b->id))
+		if (IsA(n, Var) && b->grouped && trl_is_col((Expr *) n, b->relid, b->id))
 			agg_add(b, (Expr *) n, AGG_GROUP_ID, b->id, NULL);
 		else if (IsA(n, Aggref) && (op = footer_agg((Aggref *) n, b->relid, b->td, b->sc, b->stats, &att)) >= 0)
 			agg_add(b, (Expr *) n, op, att, (Aggref *) n);
@@ -256,7 +256,7 @@ trlGetForeignUpperPaths(PlannerInfo *root, UpperRelationKind stage, RelOptInfo *
 				   *a = NIL;
 		Oid			coll;
 
-		if (!classify(ri->clause, input_rel->relid, &c, &k, &a) ||
+		if (!trl_classify(ri->clause, input_rel->relid, &c, &k, &a) ||
 			(linitial_int(k) != PUSH_ID && linitial_int(k) != PUSH_IDS))
 			return;
 		coll = IsA(ri->clause, OpExpr) ? ((OpExpr *) ri->clause)->inputcollid :
@@ -277,7 +277,7 @@ trlGetForeignUpperPaths(PlannerInfo *root, UpperRelationKind stage, RelOptInfo *
 		Expr	   *ge = (Expr *) get_sortgroupclause_expr(sgc, parse->targetList);
 		Oid			eqfn = get_opcode(sgc->eqop);
 
-		if (!is_col(ge, input_rel->relid, c.id) ||
+		if (!trl_is_col(ge, input_rel->relid, c.id) ||
 			!((c.id_type == INT8OID && eqfn == F_INT8EQ) ||
 			  (c.id_type == TEXTOID && eqfn == F_TEXTEQ && collation_is_bytes(exprCollation((Node *) ge)))))
 			return;
@@ -321,7 +321,7 @@ trlGetForeignUpperPaths(PlannerInfo *root, UpperRelationKind stage, RelOptInfo *
 
 		if (a->attisdropped)
 			continue;
-		src = attr_source(&sc, a, &t);
+		src = trl_attr_source(&sc, a, &t);
 		if (src == SRC_NONE ||
 			(src == SRC_TIME && a->atttypid != TIMESTAMPTZOID && a->atttypid != TIMESTAMPOID))
 			ok = false;
@@ -340,7 +340,7 @@ trlGetForeignUpperPaths(PlannerInfo *root, UpperRelationKind stage, RelOptInfo *
 			break;
 		if (ref != 0 && get_sortgroupref_clause_noerr(ref, parse->groupClause) != NULL)
 		{
-			if (!is_col(e, input_rel->relid, c.id))
+			if (!trl_is_col(e, input_rel->relid, c.id))
 				ok = false;
 			else
 				agg_add(&b, e, AGG_GROUP_ID, c.id, NULL);
@@ -431,7 +431,7 @@ agg_members(ForeignScanState *node, TrlScan *st, const TdbTrailFooter *f)
 		if (isnull)
 			n = 0;				/* id = NULL, id = ANY(NULL): no row */
 		else if (kind == PUSH_IDS)
-			elemtype = id_array_elems(v, &elems, &nulls, &n);
+			elemtype = trl_id_array_elems(v, &elems, &nulls, &n);
 		ivals = palloc(sizeof(int64) * Max(1, n));
 		svals = palloc(sizeof(char *) * Max(1, n));
 		for (int e = 0; e < n; e++)
@@ -532,7 +532,7 @@ trail_stats(ForeignScanState *node, TrlScan *st, const TdbTrailFooter *f, uint32
 	}
 	if (rc < 0)
 		trail_error(&err, psprintf("could not read trail file \"%s\"", st->h->url));
-	end_scan(st);
+	trl_end_scan(st);
 	st->scanned = true;
 	st->computed[t] = cs;
 	return cs;
@@ -582,7 +582,7 @@ float_extreme_by_scan(TrlScan *st, const TdbTrailFooter *f, const uint32 *idx, u
 	}
 	if (rc < 0)
 		trail_error(&err, psprintf("could not read trail file \"%s\"", st->h->url));
-	end_scan(st);
+	trl_end_scan(st);
 	return fv;
 }
 
@@ -616,7 +616,7 @@ agg_check(TrlScan *st, const TdbTrailFooter *f)
 		if (att == 0)
 			continue;
 		a = TupleDescAttr(st->tupdesc, att - 1);
-		src = attr_source(&f->schema, a, &t);	/* map_columns checked it is there */
+		src = trl_attr_source(&f->schema, a, &t);	/* map_columns checked it is there */
 		switch (op)
 		{
 			case AGG_GROUP_ID:
@@ -624,7 +624,7 @@ agg_check(TrlScan *st, const TdbTrailFooter *f)
 				idtype = a->atttypid;
 				break;
 			case AGG_COUNT:
-				ok = src == SRC_TIME || src == SRC_GEOM || direct_type(t, a->atttypid);
+				ok = src == SRC_TIME || src == SRC_GEOM || trl_direct_type(t, a->atttypid);
 				break;
 			case AGG_MIN:
 			case AGG_MAX:
@@ -671,7 +671,7 @@ agg_row(ForeignScanState *node, TrlScan *st, const TdbTrailFooter *f, const uint
 		AttrNumber	att = lfirst_int(la);
 		Form_pg_attribute a = att > 0 ? TupleDescAttr(st->tupdesc, att - 1) : NULL;
 		TdbTrailType t = TDB_TRAIL_INT64;
-		int			src = a != NULL ? attr_source(&f->schema, a, &t) : SRC_NONE;
+		int			src = a != NULL ? trl_attr_source(&f->schema, a, &t) : SRC_NONE;
 		Datum		d = (Datum) 0;
 		bool		isnull = false;
 
@@ -681,7 +681,7 @@ agg_row(ForeignScanState *node, TrlScan *st, const TdbTrailFooter *f, const uint
 				{
 					const TdbTrailKey *key = &f->trails[idx[0]].key;
 
-					d = value_datum(st, att - 1, f->schema.id_type, key->i, 0, key->s);
+					d = trl_value_datum(st, att - 1, f->schema.id_type, key->i, 0, key->s);
 					break;
 				}
 			case AGG_COUNT_STAR:
@@ -800,7 +800,7 @@ agg_row(ForeignScanState *node, TrlScan *st, const TdbTrailFooter *f, const uint
 
 /* IterateForeignScan of a footer-aggregate plan: a row per trail, or one row. */
 TupleTableSlot *
-agg_iterate(ForeignScanState *node, TrlScan *st)
+trl_agg_iterate(ForeignScanState *node, TrlScan *st)
 {
 	TupleTableSlot *slot = node->ss.ss_ScanTupleSlot;
 	const TdbTrailFooter *f;
@@ -808,7 +808,7 @@ agg_iterate(ForeignScanState *node, TrlScan *st)
 	ExecClearTuple(slot);
 	if (!st->started)
 	{
-		open_file(node, st);
+		trl_open_file(node, st);
 		agg_check(st, tdb_trail_footer(st->h->reader));
 		agg_members(node, st, tdb_trail_footer(st->h->reader));
 		st->started = true;

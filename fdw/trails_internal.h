@@ -193,29 +193,29 @@ typedef struct TrlScan
 } TrlScan;
 
 /* trails_access.c: options, URLs, errors, opening a trail file */
-extern const char *table_option_or(ForeignTable *ft, const char *option, const char *dflt);
+extern const char *trl_table_option_or(ForeignTable *ft, const char *option, const char *dflt);
 
-#define ID_COLUMN(ft)	table_option_or((ft), "id_column", "id")
-#define TIME_COLUMN(ft) table_option_or((ft), "time_column", "time")
+#define ID_COLUMN(ft)	trl_table_option_or((ft), "id_column", "id")
+#define TIME_COLUMN(ft) trl_table_option_or((ft), "time_column", "time")
 
-extern int64 bytes_option(const char *name, const char *value, int64 min, int64 max, bool pow2);
-extern int	int_option(const char *name, const char *value, int min, int max);
-extern bool is_remote_url(const char *url);
+extern int64 trl_bytes_option(const char *name, const char *value, int64 min, int64 max, bool pow2);
+extern int	trl_int_option(const char *name, const char *value, int min, int max);
+extern bool trl_is_remote_url(const char *url);
 extern TrailOptions *trail_options(ForeignServer *server, bool s3);
-extern void check_url(const char *url, bool write);
-extern void net_options(const TrailOptions *o, TdbNetOptions *net);
-extern void s3_config(const TrailOptions *o, TdbS3Config *s3);
+extern void trl_check_url(const char *url, bool write);
+extern void trl_net_options(const TrailOptions *o, TdbNetOptions *net);
+extern void trl_s3_config(const TrailOptions *o, TdbS3Config *s3);
 extern void trail_error(const TdbTrailError *err, const char *what);
 extern TrailHandle *trail_open_ext(ForeignServer *server, ForeignTable *ft, const char *url, MemoryContext cxt,
 								  bool missing_ok);
 extern TrailHandle *trail_open(ForeignServer *server, ForeignTable *ft, const char *url, MemoryContext cxt);
-extern Oid	id_array_elems(Datum v, Datum **elems, bool **nulls, int *n);
+extern Oid	trl_id_array_elems(Datum v, Datum **elems, bool **nulls, int *n);
 extern Datum trail_time_datum(int64 unix_us);
 
 /* trails_plan.c: the table's columns, what narrows a scan, paths, costs, the plan */
 extern TrailCols trail_cols(Oid relid);
-extern bool is_col(Expr *e, Index relid, AttrNumber att);
-extern bool classify(Expr *clause, Index relid, const TrailCols *c, List **kinds, List **args);
+extern bool trl_is_col(Expr *e, Index relid, AttrNumber att);
+extern bool trl_classify(Expr *clause, Index relid, const TrailCols *c, List **kinds, List **args);
 extern void trlGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid);
 extern void trlGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid);
 extern ForeignScan *trlGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
@@ -226,16 +226,16 @@ extern void trlBeginForeignScan(ForeignScanState *node, int eflags);
 extern TupleTableSlot *trlIterateForeignScan(ForeignScanState *node);
 extern void trlReScanForeignScan(ForeignScanState *node);
 extern void trlEndForeignScan(ForeignScanState *node);
-extern Bitmapset *plan_used_attrs(ForeignScan *plan);
-extern int	attr_source(const TdbTrailSchema *sc, Form_pg_attribute a, TdbTrailType *t);
-extern bool direct_type(TdbTrailType t, Oid typid);
-extern Datum value_datum(TrlScan *st, int att, TdbTrailType t, int64 i, double f, const char *s);
-extern void open_file(ForeignScanState *node, TrlScan *st);
-extern void end_scan(TrlScan *st);
+extern Bitmapset *trl_plan_used_attrs(ForeignScan *plan);
+extern int	trl_attr_source(const TdbTrailSchema *sc, Form_pg_attribute a, TdbTrailType *t);
+extern bool trl_direct_type(TdbTrailType t, Oid typid);
+extern Datum trl_value_datum(TrlScan *st, int att, TdbTrailType t, int64 i, double f, const char *s);
+extern void trl_open_file(ForeignScanState *node, TrlScan *st);
+extern void trl_end_scan(TrlScan *st);
 
 /* trails_agg.c: aggregates from the footer */
 extern void trlGetForeignUpperPaths(PlannerInfo *root, UpperRelationKind stage, RelOptInfo *input_rel,
 									RelOptInfo *output_rel, void *extra);
-extern TupleTableSlot *agg_iterate(ForeignScanState *node, TrlScan *st);
+extern TupleTableSlot *trl_agg_iterate(ForeignScanState *node, TrlScan *st);
 
 #endif							/* TDB_FDW_TRAILS_INTERNAL_H */

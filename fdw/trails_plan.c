@@ -94,17 +94,17 @@ trail_cols(Oid relid)
 }
 
 bool
-is_col(Expr *e, Index relid, AttrNumber att)
+trl_is_col(Expr *e, Index relid, AttrNumber att)
 {
 	return att != InvalidAttrNumber && e != NULL && IsA(e, Var) && ((Var *) e)->varno == (int) relid &&
 		((Var *) e)->varlevelsup == 0 && ((Var *) e)->varattno == att;
 }
 
-/* is_col of the geometry column for the shared recognition (fdw/pushdown.c): arg is its AttrNumber. */
+/* trl_is_col of the geometry column for the shared recognition (fdw/pushdown.c): arg is its AttrNumber. */
 static bool
 geom_column(Expr *e, Index relid, const void *geom)
 {
-	return is_col(e, relid, *(const AttrNumber *) geom);
+	return trl_is_col(e, relid, *(const AttrNumber *) geom);
 }
 
 /* Equality of the id column's type with a value of the same kind. */
@@ -118,7 +118,7 @@ is_id_equality(Oid opno, Oid idtype)
 
 /* Does clause narrow the scan?  Appends its kind and arguments. */
 bool
-classify(Expr *clause, Index relid, const TrailCols *c, List **kinds, List **args)
+trl_classify(Expr *clause, Index relid, const TrailCols *c, List **kinds, List **args)
 {
 	TdbGeoClause geo;
 
@@ -151,13 +151,13 @@ classify(Expr *clause, Index relid, const TrailCols *c, List **kinds, List **arg
 		}
 		if (!IsA(l, Var) || !tdb_is_scan_constant(r, relid))
 			return false;
-		if (is_col(l, relid, c->id) && is_id_equality(op->opno, c->id_type))
+		if (trl_is_col(l, relid, c->id) && is_id_equality(op->opno, c->id_type))
 		{
 			*kinds = lappend_int(*kinds, PUSH_ID);
 			*args = lappend(*args, r);
 			return true;
 		}
-		if (is_col(l, relid, c->time) && exprType((Node *) r) == TIMESTAMPTZOID)
+		if (trl_is_col(l, relid, c->time) && exprType((Node *) r) == TIMESTAMPTZOID)
 		{
 			int			k = tdb_time_bound_of(op->opno, swap);
 
@@ -175,7 +175,7 @@ classify(Expr *clause, Index relid, const TrailCols *c, List **kinds, List **arg
 		Expr	   *l = linitial(sa->args),
 				   *r = lsecond(sa->args);
 
-		if (sa->useOr && is_col(l, relid, c->id) && is_id_equality(sa->opno, c->id_type) &&
+		if (sa->useOr && trl_is_col(l, relid, c->id) && is_id_equality(sa->opno, c->id_type) &&
 			tdb_is_scan_constant(r, relid))
 		{
 			*kinds = lappend_int(*kinds, PUSH_IDS);
@@ -200,7 +200,7 @@ trlGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 	foreach(lc, baserel->baserestrictinfo)
 	{
 		RestrictInfo *ri = lfirst(lc);
-		if (classify(ri->clause, baserel->relid, &c, &tp->kinds, &tp->args))
+		if (trl_classify(ri->clause, baserel->relid, &c, &tp->kinds, &tp->args))
 		{
 			switch (llast_int(tp->kinds))
 			{
@@ -234,7 +234,7 @@ ec_member_is_trail_id(PlannerInfo *root, RelOptInfo *rel, EquivalenceClass *ec,
 
 	(void) root;
 	(void) ec;
-	return is_col(em->em_expr, rel->relid, c->id);
+	return trl_is_col(em->em_expr, rel->relid, c->id);
 }
 
 void
@@ -274,7 +274,7 @@ trlGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 
 		if (!join_clause_is_movable_to(ri, baserel) ||
 			ri->security_level > baserel->baserestrict_min_security ||
-			!classify(ri->clause, baserel->relid, &c, &kinds, &args))
+			!trl_classify(ri->clause, baserel->relid, &c, &kinds, &args))
 			continue;
 		kind = linitial_int(kinds);
 		if (kind != PUSH_ID && kind != PUSH_IDS)
@@ -338,7 +338,7 @@ trlGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid, Fo
 			List	   *k = NIL,
 					   *a = NIL;
 
-			if (classify(ri->clause, baserel->relid, &c, &k, &a) &&
+			if (trl_classify(ri->clause, baserel->relid, &c, &k, &a) &&
 				(linitial_int(k) == PUSH_ID || linitial_int(k) == PUSH_IDS))
 			{
 				/* first: the first id clause prunes, PostgreSQL checks the others */

@@ -110,7 +110,7 @@ trlBeginForeignScan(ForeignScanState *node, int eflags)
  * file (*t).  The time and geometry columns have no file type.
  */
 int
-attr_source(const TdbTrailSchema *sc, Form_pg_attribute a, TdbTrailType *t)
+trl_attr_source(const TdbTrailSchema *sc, Form_pg_attribute a, TdbTrailType *t)
 {
 	const char *name = NameStr(a->attname);
 
@@ -143,7 +143,7 @@ attr_source(const TdbTrailSchema *sc, Form_pg_attribute a, TdbTrailType *t)
  * through the type's input function, from the value as text).
  */
 bool
-direct_type(TdbTrailType t, Oid typid)
+trl_direct_type(TdbTrailType t, Oid typid)
 {
 	switch (t)
 	{
@@ -160,7 +160,7 @@ direct_type(TdbTrailType t, Oid typid)
 
 /* The attributes a plan reads (fdw_private's third item) as a Bitmapset. */
 Bitmapset *
-plan_used_attrs(ForeignScan *plan)
+trl_plan_used_attrs(ForeignScan *plan)
 {
 	Bitmapset  *used = NULL;
 	ListCell   *lc;
@@ -181,7 +181,7 @@ map_columns(ForeignScanState *node, TrlScan *st)
 	const char *timename = TIME_COLUMN(ft);
 	int			natts = st->tupdesc->natts;
 	ForeignScan *plan = (ForeignScan *) node->ss.ps.plan;
-	Bitmapset  *used = plan_used_attrs(plan);
+	Bitmapset  *used = trl_plan_used_attrs(plan);
 	bool		whole = bms_is_member(0 - FirstLowInvalidHeapAttributeNumber, used);
 
 	/* the id and time columns the planner pushed must be the file's */
@@ -220,7 +220,7 @@ map_columns(ForeignScanState *node, TrlScan *st)
 		st->src[i] = SRC_NONE;
 		if (a->attisdropped)
 			continue;
-		src = attr_source(sc, a, &t);
+		src = trl_attr_source(sc, a, &t);
 		if (src == SRC_TIME && a->atttypid != TIMESTAMPTZOID && a->atttypid != TIMESTAMPOID)
 			ereport(ERROR,
 					(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
@@ -242,7 +242,7 @@ map_columns(ForeignScanState *node, TrlScan *st)
 					 errdetail("The file has: %s.", cols.data)));
 		}
 		/* types made directly; any other through the type's input function */
-		if (src != SRC_TIME && src != SRC_GEOM && !direct_type(t, a->atttypid))
+		if (src != SRC_TIME && src != SRC_GEOM && !trl_direct_type(t, a->atttypid))
 		{
 			Oid			infunc;
 
@@ -266,7 +266,7 @@ map_columns(ForeignScanState *node, TrlScan *st)
 }
 
 Datum
-value_datum(TrlScan *st, int att, TdbTrailType t, int64 i, double f, const char *s)
+trl_value_datum(TrlScan *st, int att, TdbTrailType t, int64 i, double f, const char *s)
 {
 	Form_pg_attribute a = TupleDescAttr(st->tupdesc, att);
 	char		buf[64];
@@ -364,7 +364,7 @@ build_query(ForeignScanState *node, TrlScan *st)
 				elemtype = type;
 			}
 			else
-				elemtype = id_array_elems(v, &elems, &nulls, &n);
+				elemtype = trl_id_array_elems(v, &elems, &nulls, &n);
 			if (has_ids)
 				continue;		/* the first id clause prunes; PostgreSQL checks the others */
 			has_ids = true;
@@ -459,7 +459,7 @@ nothing:
 
 /* Open the table's file (once per scan node) and map its columns. */
 void
-open_file(ForeignScanState *node, TrlScan *st)
+trl_open_file(ForeignScanState *node, TrlScan *st)
 {
 	MemoryContext old;
 	ForeignTable *ft;
@@ -492,7 +492,7 @@ trlIterateForeignScan(ForeignScanState *node)
 	ExecClearTuple(slot);
 	if (!st->started)
 	{
-		open_file(node, st);
+		trl_open_file(node, st);
 		st->started = true;
 		st->nscans++;
 		st->empty = !build_query(node, st);
@@ -526,7 +526,7 @@ trlIterateForeignScan(ForeignScanState *node)
 				break;
 			case SRC_ID:
 				sc = &tdb_trail_footer(st->h->reader)->schema;
-				slot->tts_values[i] = value_datum(st, i, sc->id_type, ev.key.i, 0, ev.key.s);
+				slot->tts_values[i] = trl_value_datum(st, i, sc->id_type, ev.key.i, 0, ev.key.s);
 				break;
 			case SRC_TIME:
 				slot->tts_values[i] = trail_time_datum(ev.time_us);
@@ -536,7 +536,7 @@ trlIterateForeignScan(ForeignScanState *node)
 				break;
 			case SRC_LON:
 			case SRC_LAT:
-				slot->tts_values[i] = value_datum(st, i, TDB_TRAIL_FLOAT64, 0,
+				slot->tts_values[i] = trl_value_datum(st, i, TDB_TRAIL_FLOAT64, 0,
 												  src == SRC_LON ? ev.lon : ev.lat, NULL);
 				break;
 			default:
@@ -547,7 +547,7 @@ trlIterateForeignScan(ForeignScanState *node)
 					if (v->isnull)
 						slot->tts_isnull[i] = true;
 					else
-						slot->tts_values[i] = value_datum(st, i, sc->columns[src].type, v->i, v->f, v->s);
+						slot->tts_values[i] = trl_value_datum(st, i, sc->columns[src].type, v->i, v->f, v->s);
 				}
 		}
 	}
@@ -555,7 +555,7 @@ trlIterateForeignScan(ForeignScanState *node)
 }
 
 void
-end_scan(TrlScan *st)
+trl_end_scan(TrlScan *st)
 {
 	if (st->h != NULL && st->h->scan != NULL)
 	{
@@ -578,7 +578,7 @@ trlReScanForeignScan(ForeignScanState *node)
 	TrlScan    *st = node->fdw_state;
 
 	/* parameters may have changed: prune again; the file stays open */
-	end_scan(st);
+	trl_end_scan(st);
 	MemoryContextReset(st->scan_cxt);
 	st->started = false;
 }
@@ -590,6 +590,6 @@ trlEndForeignScan(ForeignScanState *node)
 
 	if (st == NULL)
 		return;
-	end_scan(st);
+	trl_end_scan(st);
 	/* EXPLAIN ANALYZE reads the pager's counters after this: keep the file open */
 }

@@ -224,7 +224,7 @@ trafficdb_trail_write(PG_FUNCTION_ARGS)
 		bucket_us = (int64) bucket_seconds * USECS_PER_SEC;
 	}
 	s3 = strncmp(dest, "s3://", 5) == 0;
-	check_url(dest, true);
+	trl_check_url(dest, true);
 	if (!PG_ARGISNULL(6) && (page_size < 1024 || page_size > (64 << 20)))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -458,8 +458,8 @@ trafficdb_trail_write(PG_FUNCTION_ARGS)
 		defaults.retries = 5;
 		if (o == NULL)
 			o = &defaults;
-		s3_config(o, &s3c);
-		net_options(o, &net);
+		trl_s3_config(o, &s3c);
+		trl_net_options(o, &net);
 		if (tdb_trail_store(dest, ws->buf, len, &s3c, &net, 0, &err) < 0)
 			trail_error(&err, psprintf("could not store trail file \"%s\"", dest));
 	}
