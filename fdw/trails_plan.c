@@ -1,0 +1,365 @@
+/*-------------------------------------------------------------------------
+ *
+ * trails_plan.c
+ *	  The trail foreign data wrapper's planning: which clauses narrow a
+ *	  scan (page pruning by trail ids, time and boxes), the size estimate,
+ *	  paths and their costs (with a parameterized path per trail id of a
+ *	  join), and the plan.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "access/reloptions.h"
+#include "access/table.h"
+#include "catalog/pg_aggregate.h"
+#include "catalog/pg_authid.h"
+#include "catalog/pg_foreign_server.h"
+#include "catalog/pg_foreign_table.h"
+#include "catalog/pg_user_mapping.h"
+#include "catalog/pg_type.h"
+#include "commands/defrem.h"
+#include "commands/explain.h"
+#include "executor/executor.h"
+#include "executor/spi.h"
+#include "foreign/fdwapi.h"
+#include "foreign/foreign.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
+#include "optimizer/optimizer.h"
+#include "optimizer/paths.h"
+#include "optimizer/pathnode.h"
+#include "optimizer/planmain.h"
+#include "optimizer/restrictinfo.h"
+#include "optimizer/tlist.h"
+#include "parser/parse_coerce.h"
+#include "parser/parsetree.h"
+#include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/float.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/ruleutils.h"
+#include "utils/timestamp.h"
+
+#include "fdw/timebound.h"
+#include "fdw/pushdown.h"
+#include "fdw/trails_internal.h"
+#include "module/geometry.h"
+#include "module/trafficdb.h"
+#include "trail/cache.h"
+#include "trail/pager.h"
+#include "trail/trail.h"
+
+/* ---- planning -------------------------------------------------------------------- */
+
+/* The id, time and geom columns of a trail table (InvalidAttrNumber: none). */
+TrailCols
+trail_cols(Oid relid)
+{
+	ForeignTable *ft = GetForeignTable(relid);
+	const char *idname = ID_COLUMN(ft);
+	const char *timename = TIME_COLUMN(ft);
+	Relation	rel = table_open(relid, NoLock);
+	TupleDesc	td = RelationGetDescr(rel);
+	TrailCols	c = {InvalidAttrNumber, InvalidAttrNumber, InvalidAttrNumber, InvalidOid};
+	Oid			geom = tdb_geometry_oid();
+
+	for (int i = 0; i < td->natts; i++)
+	{
+		Form_pg_attribute a = TupleDescAttr(td, i);
+
+		if (a->attisdropped)
+			continue;
+		if (strcmp(NameStr(a->attname), idname) == 0)
+		{
+			c.id = a->attnum;
+			c.id_type = a->atttypid;
+		}
+		else if (strcmp(NameStr(a->attname), timename) == 0 &&
+				 a->atttypid == TIMESTAMPTZOID)
+			c.time = a->attnum;
+		else if (a->atttypid == geom && c.geom == InvalidAttrNumber)
+			c.geom = a->attnum;
+	}
+	table_close(rel, NoLock);
+	return c;
+}
+
+bool
+trl_is_col(Expr *e, Index relid, AttrNumber att)
+{
+	return att != InvalidAttrNumber && e != NULL && IsA(e, Var) && ((Var *) e)->varno == (int) relid &&
+		((Var *) e)->varlevelsup == 0 && ((Var *) e)->varattno == att;
+}
+
+/* trl_is_col of the geometry column for the shared recognition (fdw/pushdown.c): arg is its AttrNumber. */
+static bool
+geom_column(Expr *e, Index relid, const void *geom)
+{
+	return trl_is_col(e, relid, *(const AttrNumber *) geom);
+}
+
+/* Equality of the id column's type with a value of the same kind. */
+static bool
+is_id_equality(Oid opno, Oid idtype)
+{
+	if (tdb_is_int8_equality(opno))
+		return idtype == INT8OID;
+	return get_opcode(opno) == F_TEXTEQ && idtype == TEXTOID;
+}
+
+/* Does clause narrow the scan?  Appends its kind and arguments. */
+bool
+trl_classify(Expr *clause, Index relid, const TrailCols *c, List **kinds, List **args)
+{
+	TdbGeoClause geo;
+
+	/* geom && a, ST_Intersects, ST_DWithin (the pruning box ignores use_spheroid) */
+	if (tdb_geo_clause(clause, relid, geom_column, &c->geom, &geo))
+	{
+		*kinds = lappend_int(*kinds, geo.kind == TDB_GEO_BOX ? PUSH_BOX :
+							 geo.kind == TDB_GEO_DWITHIN_DEG ? PUSH_DWITHIN_DEG : PUSH_DWITHIN_M);
+		*args = lappend(*args, geo.arg);
+		if (geo.kind != TDB_GEO_BOX)
+			*args = lappend(*args, geo.distance);
+		return true;
+	}
+	if (IsA(clause, OpExpr) && list_length(((OpExpr *) clause)->args) == 2)
+	{
+		OpExpr	   *op = (OpExpr *) clause;
+		Expr	   *l = linitial(op->args),
+				   *r = lsecond(op->args);
+		bool		swap = false;
+
+		/* the column on the left (a join clause may name another relation's first) */
+		if (IsA(r, Var) && ((Var *) r)->varno == (int) relid &&
+			!(IsA(l, Var) && ((Var *) l)->varno == (int) relid))
+		{
+			Expr	   *t = l;
+
+			l = r;
+			r = t;
+			swap = true;
+		}
+		if (!IsA(l, Var) || !tdb_is_scan_constant(r, relid))
+			return false;
+		if (trl_is_col(l, relid, c->id) && is_id_equality(op->opno, c->id_type))
+		{
+			*kinds = lappend_int(*kinds, PUSH_ID);
+			*args = lappend(*args, r);
+			return true;
+		}
+		if (trl_is_col(l, relid, c->time) && exprType((Node *) r) == TIMESTAMPTZOID)
+		{
+			int			k = tdb_time_bound_of(op->opno, swap);
+
+			if (k < 0)
+				return false;
+			*kinds = lappend_int(*kinds, k);
+			*args = lappend(*args, r);
+			return true;
+		}
+		return false;
+	}
+	if (IsA(clause, ScalarArrayOpExpr))
+	{
+		ScalarArrayOpExpr *sa = (ScalarArrayOpExpr *) clause;
+		Expr	   *l = linitial(sa->args),
+				   *r = lsecond(sa->args);
+
+		if (sa->useOr && trl_is_col(l, relid, c->id) && is_id_equality(sa->opno, c->id_type) &&
+			tdb_is_scan_constant(r, relid))
+		{
+			*kinds = lappend_int(*kinds, PUSH_IDS);
+			*args = lappend(*args, r);
+			return true;
+		}
+		return false;
+	}
+	return false;
+}
+
+
+void
+trlGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
+{
+	TrailPlan  *tp = palloc0(sizeof(TrailPlan));
+	TrailCols	c = trail_cols(foreigntableid);
+	ListCell   *lc;
+	double		sel = 1.0;
+
+	(void) root;
+	foreach(lc, baserel->baserestrictinfo)
+	{
+		RestrictInfo *ri = lfirst(lc);
+		if (trl_classify(ri->clause, baserel->relid, &c, &tp->kinds, &tp->args))
+		{
+			switch (llast_int(tp->kinds))
+			{
+				case PUSH_ID:
+				case TDB_BOUND_EQ:
+					sel *= 0.001;
+					break;
+				case PUSH_IDS:
+					sel *= 0.01;
+					break;
+				case PUSH_BOX:
+				case PUSH_DWITHIN_DEG:
+				case PUSH_DWITHIN_M:
+					sel *= 0.01;
+					break;
+				default:
+					sel *= 0.3;
+			}
+		}
+	}
+	baserel->fdw_private = tp;
+	/* no statistics: a trail file holds many events, a query wants few */
+	baserel->rows = Max(1.0, 1000000.0 * sel);
+}
+
+static bool
+ec_member_is_trail_id(PlannerInfo *root, RelOptInfo *rel, EquivalenceClass *ec,
+					  EquivalenceMember *em, void *arg)
+{
+	const TrailCols *c = arg;
+
+	(void) root;
+	(void) ec;
+	return trl_is_col(em->em_expr, rel->relid, c->id);
+}
+
+void
+trlGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
+{
+	TrailCols	c = trail_cols(foreigntableid);
+	List	   *join_clauses;
+	ListCell   *lc;
+
+	/* a remote file costs a round trip before the first row */
+	add_path(baserel, (Path *) create_foreignscan_path(root, baserel, NULL, baserel->rows,
+													   TRAIL_OPEN_COST,
+													   TRAIL_OPEN_COST + baserel->rows * TRAIL_ROW_COST,
+													   NIL, NULL, NULL, NIL));
+
+	/*
+	 * Parameterized paths: ids JOIN trails t ON t.id = ids.x becomes one
+	 * pruned lookup per outer row (the scan evaluates the outer value at each
+	 * rescan and reads that trail's pages only).  Join keys come from
+	 * equivalence classes (inner joins) and from join clauses (outer joins,
+	 * id = ANY(outer array)).
+	 */
+	if (c.id == InvalidAttrNumber)
+		return;
+	join_clauses = generate_implied_equalities_for_column(root, baserel, ec_member_is_trail_id,
+														  &c, baserel->lateral_referencers);
+	foreach(lc, baserel->joininfo)
+		join_clauses = lappend(join_clauses, lfirst(lc));
+	foreach(lc, join_clauses)
+	{
+		RestrictInfo *ri = lfirst_node(RestrictInfo, lc);
+		List	   *kinds = NIL,
+				   *args = NIL;
+		Relids		outer;
+		double		rows;
+		int			kind;
+
+		if (!join_clause_is_movable_to(ri, baserel) ||
+			ri->security_level > baserel->baserestrict_min_security ||
+			!trl_classify(ri->clause, baserel->relid, &c, &kinds, &args))
+			continue;
+		kind = linitial_int(kinds);
+		if (kind != PUSH_ID && kind != PUSH_IDS)
+			continue;
+		outer = bms_difference(ri->clause_relids, baserel->relids);
+		if (bms_is_empty(outer))
+			continue;
+		/*
+		 * The events of one trail, as trlGetForeignRelSize estimates an id's
+		 * (not ppi_rows: without statistics on the id, PostgreSQL takes a
+		 * join key to match 1/200 of the file, 5,000 events a lookup).
+		 */
+		rows = Max(1.0, baserel->rows * (kind == PUSH_ID ? 0.001 : 0.01));
+		add_path(baserel, (Path *) create_foreignscan_path(root, baserel, NULL, rows,
+														   TRAIL_LOOKUP_COST,
+														   TRAIL_LOOKUP_COST + rows * TRAIL_LOOKUP_ROW_COST,
+														   NIL, outer, NULL, NIL));
+	}
+}
+
+ForeignScan *
+trlGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid, ForeignPath *best_path,
+				  List *tlist, List *scan_clauses, Plan *outer_plan)
+{
+	TrailPlan  *tp;
+	List	   *kinds;
+	List	   *args;
+	ListCell   *lc;
+	Bitmapset  *used = NULL;
+	List	   *used_list = NIL;
+
+	(void) root;
+	(void) foreigntableid;
+
+	/* aggregates from the footer (trlGetForeignUpperPaths): no relation scanned */
+	if (IS_UPPER_REL(baserel))
+	{
+		List	   *fp = best_path->fdw_private;
+
+		return make_foreignscan(tlist, list_nth(fp, AGGPATH_LOCAL), 0, list_nth(fp, AGGPATH_ARGS),
+								list_copy_head(fp, AGGP_COUNT), list_nth(fp, AGGPATH_TLIST), NIL, outer_plan);
+	}
+	tp = baserel->fdw_private;
+	kinds = tp->kinds;
+	args = tp->args;
+
+	/*
+	 * A parameterized path also pushes its join clauses (among scan_clauses,
+	 * not in baserestrictinfo); their outer columns become the nested
+	 * loop's parameters, evaluated at each rescan.
+	 */
+	if (best_path->path.param_info != NULL)
+	{
+		TrailCols	c = trail_cols(foreigntableid);
+
+		kinds = list_copy(kinds);
+		args = list_copy(args);
+		foreach(lc, best_path->path.param_info->ppi_clauses)
+		{
+			RestrictInfo *ri = lfirst_node(RestrictInfo, lc);
+			List	   *k = NIL,
+					   *a = NIL;
+
+			if (trl_classify(ri->clause, baserel->relid, &c, &k, &a) &&
+				(linitial_int(k) == PUSH_ID || linitial_int(k) == PUSH_IDS))
+			{
+				/* first: the first id clause prunes, PostgreSQL checks the others */
+				kinds = list_concat(k, kinds);
+				args = list_concat(a, args);
+			}
+		}
+	}
+	/* every clause stays for PostgreSQL to check: the pushdown only prunes pages */
+	scan_clauses = extract_actual_clauses(scan_clauses, false);
+
+	/*
+	 * The columns the scan must form: those above it (the relation's target,
+	 * not tlist, which may be every column) and those of the clauses it
+	 * checks.  The file's other columns are not fetched.
+	 */
+	pull_varattnos((Node *) baserel->reltarget->exprs, baserel->relid, &used);
+	pull_varattnos((Node *) scan_clauses, baserel->relid, &used);
+	for (int x = -1; (x = bms_next_member(used, x)) >= 0;)
+		used_list = lappend_int(used_list, x);
+	return make_foreignscan(tlist, scan_clauses, baserel->relid, args,
+							list_make3(kinds, makeInteger(best_path->path.param_info != NULL), used_list),
+							NIL, NIL, outer_plan);
+}

@@ -1,0 +1,595 @@
+/*-------------------------------------------------------------------------
+ *
+ * trails_scan.c
+ *	  The trail foreign data wrapper's scan: which file columns feed which
+ *	  table columns, the pushed clauses' values as a pruning query
+ *	  (TdbTrailQuery), the file opened and its events as rows, page by page
+ *	  as rows are asked for; rescans.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "access/reloptions.h"
+#include "access/table.h"
+#include "catalog/pg_aggregate.h"
+#include "catalog/pg_authid.h"
+#include "catalog/pg_foreign_server.h"
+#include "catalog/pg_foreign_table.h"
+#include "catalog/pg_user_mapping.h"
+#include "catalog/pg_type.h"
+#include "commands/defrem.h"
+#include "commands/explain.h"
+#include "executor/executor.h"
+#include "executor/spi.h"
+#include "foreign/fdwapi.h"
+#include "foreign/foreign.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
+#include "optimizer/optimizer.h"
+#include "optimizer/paths.h"
+#include "optimizer/pathnode.h"
+#include "optimizer/planmain.h"
+#include "optimizer/restrictinfo.h"
+#include "optimizer/tlist.h"
+#include "parser/parse_coerce.h"
+#include "parser/parsetree.h"
+#include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/float.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/ruleutils.h"
+#include "utils/timestamp.h"
+
+#include "fdw/timebound.h"
+#include "fdw/trails_internal.h"
+#include "module/geometry.h"
+#include "module/trafficdb.h"
+#include "trail/cache.h"
+#include "trail/pager.h"
+#include "trail/trail.h"
+
+/*
+ * Query boxes are widened by this much (degrees) before pruning: PostGIS's
+ * && compares float boxes rounded outward, so a point a float step outside
+ * the exact box still overlaps it.  PostgreSQL rechecks every row.
+ */
+#define BOX_MARGIN_DEG	1e-4
+
+/* ---- scanning -------------------------------------------------------------------- */
+
+
+void
+trlBeginForeignScan(ForeignScanState *node, int eflags)
+{
+	ForeignScan *plan = (ForeignScan *) node->ss.ps.plan;
+	TrlScan    *st = palloc0(sizeof(TrlScan));
+	ListCell   *lc;
+
+	node->fdw_state = st;
+	st->agg = list_length(plan->fdw_private) > AGGP_USED + 1;
+	if (st->agg)
+	{
+		/* no scan relation: the foreign table is among the plan's relids */
+		Oid			relid = linitial_oid(list_nth(plan->fdw_private, AGGP_TABLE));
+		EState	   *estate = node->ss.ps.state;
+
+		for (int x = -1; (x = bms_next_member(plan->fs_relids, x)) >= 0;)
+			if (exec_rt_fetch(x, estate)->relid == relid)
+			{
+				st->rel = ExecOpenScanRelation(estate, x, eflags);
+				break;
+			}
+		if (st->rel == NULL)
+			elog(ERROR, "trail aggregate scan: foreign table %u is not in the plan's range table", relid);
+		st->agg_ops = list_nth(plan->fdw_private, AGGP_OPS);
+		st->agg_atts = list_nth(plan->fdw_private, AGGP_ATTS);
+		st->grouped = intVal(list_nth(plan->fdw_private, AGGP_GROUPED)) != 0;
+	}
+	else
+		st->rel = node->ss.ss_currentRelation;
+	st->tupdesc = RelationGetDescr(st->rel);
+	st->kinds = linitial(plan->fdw_private);
+	foreach(lc, plan->fdw_exprs)
+		st->arg_states = lappend(st->arg_states, ExecInitExpr(lfirst(lc), (PlanState *) node));
+	st->scan_cxt = AllocSetContextCreate(node->ss.ps.state->es_query_cxt, "trail scan",
+										 ALLOCSET_SMALL_SIZES);
+}
+
+/*
+ * Where table column a's values come from in a file of schema sc (SRC_*,
+ * or SRC_NONE when the file has no such column), and their type in the
+ * file (*t).  The time and geometry columns have no file type.
+ */
+int
+trl_attr_source(const TdbTrailSchema *sc, Form_pg_attribute a, TdbTrailType *t)
+{
+	const char *name = NameStr(a->attname);
+
+	*t = TDB_TRAIL_INT64;
+	if (strcmp(name, sc->id_name) == 0)
+	{
+		*t = sc->id_type;
+		return SRC_ID;
+	}
+	if (strcmp(name, sc->time_name) == 0)
+		return SRC_TIME;
+	if (a->atttypid == tdb_geometry_oid())
+		return SRC_GEOM;
+	*t = TDB_TRAIL_FLOAT64;
+	if (strcmp(name, sc->lon_name) == 0)
+		return SRC_LON;
+	if (strcmp(name, sc->lat_name) == 0)
+		return SRC_LAT;
+	for (int c = 0; c < sc->ncolumns; c++)
+		if (strcmp(name, sc->columns[c].name) == 0)
+		{
+			*t = sc->columns[c].type;
+			return c;
+		}
+	return SRC_NONE;
+}
+
+/*
+ * The declared types a file type is made into directly (the others go
+ * through the type's input function, from the value as text).
+ */
+bool
+trl_direct_type(TdbTrailType t, Oid typid)
+{
+	switch (t)
+	{
+		case TDB_TRAIL_INT64:
+		case TDB_TRAIL_BOOL:
+			return typid == INT8OID || typid == FLOAT8OID || typid == BOOLOID;
+		case TDB_TRAIL_FLOAT64:
+			return typid == FLOAT8OID;
+		case TDB_TRAIL_STRING:
+			return typid == TEXTOID;
+	}
+	return false;
+}
+
+/* The attributes a plan reads (fdw_private's third item) as a Bitmapset. */
+Bitmapset *
+trl_plan_used_attrs(ForeignScan *plan)
+{
+	Bitmapset  *used = NULL;
+	ListCell   *lc;
+
+	foreach(lc, (List *) lthird(plan->fdw_private))
+		used = bms_add_member(used, lfirst_int(lc));
+	return used;
+}
+
+/* Map the table's columns to the file's; errors name what does not fit. */
+static void
+map_columns(ForeignScanState *node, TrlScan *st)
+{
+	Relation	rel = st->rel;
+	ForeignTable *ft = GetForeignTable(RelationGetRelid(rel));
+	const TdbTrailSchema *sc = &tdb_trail_footer(st->h->reader)->schema;
+	const char *idname = ID_COLUMN(ft);
+	const char *timename = TIME_COLUMN(ft);
+	int			natts = st->tupdesc->natts;
+	ForeignScan *plan = (ForeignScan *) node->ss.ps.plan;
+	Bitmapset  *used = trl_plan_used_attrs(plan);
+	bool		whole = bms_is_member(0 - FirstLowInvalidHeapAttributeNumber, used);
+
+	/* the id and time columns the planner pushed must be the file's */
+	if (strcmp(idname, sc->id_name) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_COLUMN_NAME),
+				 errmsg("trail file \"%s\" names its trail id \"%s\", foreign table \"%s\" expects \"%s\"",
+						st->h->url, sc->id_name, RelationGetRelationName(rel), idname),
+				 errhint("ALTER FOREIGN TABLE %s OPTIONS (ADD id_column %s), or IMPORT FOREIGN SCHEMA.",
+						 quote_identifier(RelationGetRelationName(rel)), quote_literal_cstr(sc->id_name))));
+	if (strcmp(timename, sc->time_name) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_COLUMN_NAME),
+				 errmsg("trail file \"%s\" names its time \"%s\", foreign table \"%s\" expects \"%s\"",
+						st->h->url, sc->time_name, RelationGetRelationName(rel), timename),
+				 errhint("ALTER FOREIGN TABLE %s OPTIONS (ADD time_column %s), or IMPORT FOREIGN SCHEMA.",
+						 quote_identifier(RelationGetRelationName(rel)), quote_literal_cstr(sc->time_name))));
+
+	/*
+	 * Only the columns the query reads (its target list and every clause,
+	 * as the planner listed them) are formed, and a version-2 file fetches
+	 * only their chunks: the others are left out of the scan.
+	 */
+	st->src = MemoryContextAlloc(node->ss.ps.state->es_query_cxt, sizeof(int) * natts);
+	st->inputs = MemoryContextAllocZero(node->ss.ps.state->es_query_cxt, sizeof(FmgrInfo) * natts);
+	st->ioparams = MemoryContextAllocZero(node->ss.ps.state->es_query_cxt, sizeof(Oid) * natts);
+	st->skip_columns = sc->ncolumns >= 64 ? ~UINT64CONST(0) : (UINT64CONST(1) << sc->ncolumns) - 1;
+	st->skip_position = true;
+	for (int i = 0; i < natts; i++)
+	{
+		Form_pg_attribute a = TupleDescAttr(st->tupdesc, i);
+		const char *name = NameStr(a->attname);
+		TdbTrailType t;
+		int			src;
+
+		st->src[i] = SRC_NONE;
+		if (a->attisdropped)
+			continue;
+		src = trl_attr_source(sc, a, &t);
+		if (src == SRC_TIME && a->atttypid != TIMESTAMPTZOID && a->atttypid != TIMESTAMPOID)
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
+					 errmsg("column \"%s\" of foreign table \"%s\" holds the trail's times: it must be timestamptz, not %s",
+							name, RelationGetRelationName(rel), format_type_be(a->atttypid))));
+		if (src == SRC_NONE)
+		{
+			StringInfoData cols;
+
+			initStringInfo(&cols);
+			appendStringInfo(&cols, "%s, %s, geom (or any geometry column), %s, %s",
+							 sc->id_name, sc->time_name, sc->lon_name, sc->lat_name);
+			for (int c = 0; c < sc->ncolumns; c++)
+				appendStringInfo(&cols, ", %s", sc->columns[c].name);
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_COLUMN_NAME_NOT_FOUND),
+					 errmsg("column \"%s\" of foreign table \"%s\" is not in trail file \"%s\"",
+							name, RelationGetRelationName(rel), st->h->url),
+					 errdetail("The file has: %s.", cols.data)));
+		}
+		/* types made directly; any other through the type's input function */
+		if (src != SRC_TIME && src != SRC_GEOM && !trl_direct_type(t, a->atttypid))
+		{
+			Oid			infunc;
+
+			getTypeInputInfo(a->atttypid, &infunc, &st->ioparams[i]);
+			fmgr_info_cxt(infunc, &st->inputs[i], node->ss.ps.state->es_query_cxt);
+		}
+		if (whole || bms_is_member(a->attnum - FirstLowInvalidHeapAttributeNumber, used))
+		{
+			st->src[i] = src;
+			if (src >= 0)
+				st->skip_columns &= ~(UINT64CONST(1) << src);
+			else if (src == SRC_GEOM || src == SRC_LON || src == SRC_LAT)
+				st->skip_position = false;
+		}
+	}
+	if (whole)
+	{
+		st->skip_columns = 0;
+		st->skip_position = false;
+	}
+}
+
+Datum
+trl_value_datum(TrlScan *st, int att, TdbTrailType t, int64 i, double f, const char *s)
+{
+	Form_pg_attribute a = TupleDescAttr(st->tupdesc, att);
+	char		buf[64];
+
+	if (st->inputs[att].fn_oid == InvalidOid)
+	{
+		if (t == TDB_TRAIL_INT64 || t == TDB_TRAIL_BOOL)
+			return a->atttypid == INT8OID ? Int64GetDatum(i) :
+				a->atttypid == BOOLOID ? BoolGetDatum(i != 0) : Float8GetDatum((double) i);
+		if (t == TDB_TRAIL_FLOAT64)
+			return Float8GetDatum(f);
+		return PointerGetDatum(cstring_to_text(s));
+	}
+	if (t == TDB_TRAIL_INT64)
+		snprintf(buf, sizeof(buf), INT64_FORMAT, i);
+	else if (t == TDB_TRAIL_BOOL)
+		/* a number type takes 1 and 0, any other true and false */
+		snprintf(buf, sizeof(buf), "%s", TypeCategory(a->atttypid) == TYPCATEGORY_NUMERIC ?
+				 (i ? "1" : "0") : (i ? "true" : "false"));
+	else if (t == TDB_TRAIL_FLOAT64)
+		snprintf(buf, sizeof(buf), "%.17g", f);
+	return InputFunctionCall(&st->inputs[att], t == TDB_TRAIL_STRING ? (char *) s : buf,
+							 st->ioparams[att], a->atttypmod);
+}
+
+/* Grow box b (xmin, ymin, xmax, ymax) by metres m, conservatively in degrees. */
+static void
+grow_by_metres(double *b, double m)
+{
+	double		dlat = m / 110000.0;
+	double		lat = Max(fabs(b[1]), fabs(b[3])) + dlat;
+
+	b[1] -= dlat;
+	b[3] += dlat;
+	if (lat >= 89.0 || b[0] - m / 50000.0 < -180 || b[2] + m / 50000.0 > 180)
+	{
+		/* near a pole or the antimeridian: every longitude */
+		b[0] = -180;
+		b[2] = 180;
+		return;
+	}
+	b[0] -= m / (110000.0 * cos(lat * M_PI / 180));
+	b[2] += m / (110000.0 * cos(lat * M_PI / 180));
+}
+
+/*
+ * Evaluate the pushed clauses into st->q (in scan_cxt).  false: they match
+ * nothing.
+ */
+static bool
+build_query(ForeignScanState *node, TrlScan *st)
+{
+	ExprContext *econtext = node->ss.ps.ps_ExprContext;
+	const TdbTrailFooter *f = tdb_trail_footer(st->h->reader);
+	TdbTrailQuery *q = &st->q;
+	ListCell   *lk,
+			   *la = list_head(st->arg_states);
+	int64		from = PG_INT64_MIN + 1,
+				to = PG_INT64_MAX;
+	double		box[4] = {-1000, -1000, 1000, 1000};
+	bool		has_box = false,
+				has_ids = false;
+	MemoryContext old = MemoryContextSwitchTo(st->scan_cxt);
+
+	memset(q, 0, sizeof(*q));
+	foreach(lk, st->kinds)
+	{
+		int			kind = lfirst_int(lk);
+		ExprState  *es = lfirst(la);
+		bool		isnull;
+		Datum		v = ExecEvalExpr(es, econtext, &isnull);
+		Oid			type = exprType((Node *) es->expr);
+
+		la = lnext(st->arg_states, la);
+		if (kind <= TDB_BOUND_EQ)
+		{
+			if (isnull || !tdb_time_bound_apply(kind, DatumGetTimestampTz(v), &from, &to))
+				goto nothing;	/* time op NULL is never true; nor time < -infinity */
+			continue;
+		}
+		if (kind == PUSH_ID || kind == PUSH_IDS)
+		{
+			Datum	   *elems;
+			bool	   *nulls;
+			int			n;
+			Oid			elemtype;
+
+			if (isnull)
+				goto nothing;
+			if (kind == PUSH_ID)
+			{
+				elems = &v;
+				nulls = &isnull;
+				n = 1;
+				elemtype = type;
+			}
+			else
+				elemtype = trl_id_array_elems(v, &elems, &nulls, &n);
+			if (has_ids)
+				continue;		/* the first id clause prunes; PostgreSQL checks the others */
+			has_ids = true;
+			if (f->schema.id_type == TDB_TRAIL_STRING)
+			{
+				const char **ids = palloc(sizeof(char *) * (n + 1));
+
+				if (elemtype != TEXTOID)
+					goto nothing;	/* cannot happen: the planner matched text = text */
+				for (int e = 0; e < n; e++)
+					if (!nulls[e])
+						ids[q->nids++] = TextDatumGetCString(elems[e]);
+				q->ids_str = ids;
+			}
+			else
+			{
+				int64	   *ids = palloc(sizeof(int64) * (n + 1));
+
+				for (int e = 0; e < n; e++)
+					if (!nulls[e])
+						ids[q->nids++] = elemtype == INT2OID ? DatumGetInt16(elems[e]) :
+							elemtype == INT4OID ? DatumGetInt32(elems[e]) : DatumGetInt64(elems[e]);
+				q->ids_int = ids;
+			}
+			if (q->nids == 0)
+				goto nothing;
+			continue;
+		}
+		/* the area kinds */
+		{
+			double		b[4];
+			Datum		g = v;
+
+			if (isnull)
+				goto nothing;
+			if (kind == PUSH_DWITHIN_M)
+				g = tdb_geography_to_geometry(v, type);
+			if (!tdb_geometry_bounds(g, b))
+				goto nothing;	/* an empty geometry overlaps nothing */
+			if (kind == PUSH_DWITHIN_DEG || kind == PUSH_DWITHIN_M)
+			{
+				ExprState  *des = lfirst(la);
+				bool		dnull;
+				Datum		dv = ExecEvalExpr(des, econtext, &dnull);
+				double		d;
+
+				la = lnext(st->arg_states, la);
+				if (dnull)
+					goto nothing;
+				d = DatumGetFloat8(dv);
+				if (isnan(d) || d < 0)
+					goto nothing;
+				if (kind == PUSH_DWITHIN_DEG)
+				{
+					b[0] -= d;
+					b[1] -= d;
+					b[2] += d;
+					b[3] += d;
+				}
+				else
+					grow_by_metres(b, d);
+			}
+			box[0] = Max(box[0], b[0] - BOX_MARGIN_DEG);
+			box[1] = Max(box[1], b[1] - BOX_MARGIN_DEG);
+			box[2] = Min(box[2], b[2] + BOX_MARGIN_DEG);
+			box[3] = Min(box[3], b[3] + BOX_MARGIN_DEG);
+			has_box = true;
+		}
+	}
+	if (from > to || (has_box && (box[0] > box[2] || box[1] > box[3])))
+		goto nothing;
+	if (from != PG_INT64_MIN + 1 || to != PG_INT64_MAX)
+	{
+		q->has_time = true;
+		q->time_from = from;
+		q->time_to = to;
+	}
+	if (has_box)
+	{
+		q->has_bbox = true;
+		q->xmin = box[0];
+		q->ymin = box[1];
+		q->xmax = box[2];
+		q->ymax = box[3];
+	}
+	MemoryContextSwitchTo(old);
+	return true;
+nothing:
+	MemoryContextSwitchTo(old);
+	return false;
+}
+
+/* Open the table's file (once per scan node) and map its columns. */
+void
+trl_open_file(ForeignScanState *node, TrlScan *st)
+{
+	MemoryContext old;
+	ForeignTable *ft;
+	char	   *url;
+
+	if (st->h != NULL)
+		return;
+	old = MemoryContextSwitchTo(node->ss.ps.state->es_query_cxt);
+	ft = GetForeignTable(RelationGetRelid(st->rel));
+	url = tdb_fdw_option(ft->options, "url");
+	if (url == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_OPTION_NAME_NOT_FOUND),
+				 errmsg("foreign table \"%s\" has no url option", RelationGetRelationName(st->rel))));
+	st->h = trail_open(GetForeignServer(ft->serverid), ft, url, node->ss.ps.state->es_query_cxt);
+	map_columns(node, st);
+	MemoryContextSwitchTo(old);
+}
+
+
+TupleTableSlot *
+trlIterateForeignScan(ForeignScanState *node)
+{
+	TrlScan    *st = node->fdw_state;
+	TupleTableSlot *slot = node->ss.ss_ScanTupleSlot;
+	TdbTrailEvent ev;
+	TdbTrailError err;
+	int			rc;
+
+	ExecClearTuple(slot);
+	if (!st->started)
+	{
+		trl_open_file(node, st);
+		st->started = true;
+		st->nscans++;
+		st->empty = !build_query(node, st);
+		st->q.skip_columns = st->skip_columns;
+		st->q.skip_position = st->skip_position;
+		st->last_nids = st->q.nids;
+		st->last_time = st->q.has_time;
+		st->last_box = st->q.has_bbox;
+		if (st->empty)
+			return slot;
+		if (tdb_trail_scan_begin(st->h->reader, &st->q, &st->h->scan, &err) < 0)
+			trail_error(&err, psprintf("could not scan trail file \"%s\"", st->h->url));
+	}
+	if (st->empty || st->h->scan == NULL)
+		return slot;
+	rc = tdb_trail_scan_next(st->h->scan, &ev, &err);
+	if (rc < 0)
+		trail_error(&err, psprintf("could not read trail file \"%s\"", st->h->url));
+	if (rc == 0)
+		return slot;
+	for (int i = 0; i < st->tupdesc->natts; i++)
+	{
+		int			src = st->src[i];
+		const TdbTrailSchema *sc;
+
+		slot->tts_isnull[i] = false;
+		switch (src)
+		{
+			case SRC_NONE:
+				slot->tts_isnull[i] = true;
+				break;
+			case SRC_ID:
+				sc = &tdb_trail_footer(st->h->reader)->schema;
+				slot->tts_values[i] = trl_value_datum(st, i, sc->id_type, ev.key.i, 0, ev.key.s);
+				break;
+			case SRC_TIME:
+				slot->tts_values[i] = trail_time_datum(ev.time_us);
+				break;
+			case SRC_GEOM:
+				slot->tts_values[i] = tdb_point_datum(ev.lon, ev.lat);
+				break;
+			case SRC_LON:
+			case SRC_LAT:
+				slot->tts_values[i] = trl_value_datum(st, i, TDB_TRAIL_FLOAT64, 0,
+												  src == SRC_LON ? ev.lon : ev.lat, NULL);
+				break;
+			default:
+				{
+					const TdbTrailValue *v = &ev.values[src];
+
+					sc = &tdb_trail_footer(st->h->reader)->schema;
+					if (v->isnull)
+						slot->tts_isnull[i] = true;
+					else
+						slot->tts_values[i] = trl_value_datum(st, i, sc->columns[src].type, v->i, v->f, v->s);
+				}
+		}
+	}
+	return ExecStoreVirtualTuple(slot);
+}
+
+void
+trl_end_scan(TrlScan *st)
+{
+	if (st->h != NULL && st->h->scan != NULL)
+	{
+		TdbTrailScanStats s;
+
+		tdb_trail_scan_stats(st->h->scan, &s);
+		st->stats.pages_candidate += s.pages_candidate;
+		st->stats.pages_read += s.pages_read;
+		st->stats.pages_pruned += s.pages_pruned;
+		st->stats.events_returned += s.events_returned;
+		st->stats.bytes_read += s.bytes_read;
+		tdb_trail_scan_end(st->h->scan);
+		st->h->scan = NULL;
+	}
+}
+
+void
+trlReScanForeignScan(ForeignScanState *node)
+{
+	TrlScan    *st = node->fdw_state;
+
+	/* parameters may have changed: prune again; the file stays open */
+	trl_end_scan(st);
+	MemoryContextReset(st->scan_cxt);
+	st->started = false;
+}
+
+void
+trlEndForeignScan(ForeignScanState *node)
+{
+	TrlScan    *st = node->fdw_state;
+
+	if (st == NULL)
+		return;
+	trl_end_scan(st);
+	/* EXPLAIN ANALYZE reads the pager's counters after this: keep the file open */
+}
