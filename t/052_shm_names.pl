@@ -21,14 +21,8 @@ use lib 't';
 use TdbTest;
 
 my $tdbread = $ENV{TDBREAD} // die 'TDBREAD must name tools/tdbread';
-my $node = PostgreSQL::Test::Cluster->new('names');
-$node->init(tdb_initdb_utf8());
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'trafficdb'
-trafficdb.database = 'postgres'
-trafficdb.publish_interval = '1h'
-trafficdb.max_subscribers = 0
-});
+my $node = tdb_node('names', 'trafficdb.publish_interval' => "'1h'", 'trafficdb.max_subscribers' => '0',
+	'-start' => 0);
 my $prefix = '/trafficdb.' . $node->port;
 my @held;
 

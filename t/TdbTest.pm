@@ -40,14 +40,17 @@ sub tdb_superuser
 
 # A started cluster preloading trafficdb, its daemon in database postgres,
 # plus any settings given as name => value (quoted as they should appear).
+# With '-start' => 0 it is made but not started: the caller starts it (after
+# preparing what must exist before the server does, e.g. names in /dev/shm).
 sub tdb_node
 {
 	my ($name, %settings) = @_;
+	my $start = delete $settings{'-start'} // 1;
 	my %conf = ('shared_preload_libraries' => "'trafficdb'", 'trafficdb.database' => "'postgres'", %settings);
 	my $node = PostgreSQL::Test::Cluster->new($name);
 	$node->init(tdb_initdb_utf8());
 	$node->append_conf('postgresql.conf', join('', map { "$_ = $conf{$_}\n" } sort keys %conf));
-	$node->start;
+	$node->start if $start;
 	return $node;
 }
 
