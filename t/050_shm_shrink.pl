@@ -22,24 +22,11 @@ my $started = $node->safe_psql('postgres', 'SELECT pg_postmaster_start_time()');
 my $sid = $node->safe_psql('postgres', q{INSERT INTO trafficdb.subscriptions (name, location_ids)
   VALUES ('shrink', '{20, 21}') RETURNING id});
 
-# Wait (at most $secs) until the psql session's stdout or stderr matches $re.
-sub wait_session
-{
-	my ($h, $out, $err, $re, $secs) = @_;
-	for (1 .. $secs * 50)
-	{
-		$h->pump_nb;
-		return 1 if $$out =~ $re || $$err =~ $re;
-		select(undef, undef, undef, 0.02);
-	}
-	return 0;
-}
-
 my ($sq_in, $sq_out, $sq_err) = ('', '', '');
 my $sess = start([ 'psql', '-XAtq', '-v', 'ON_ERROR_STOP=0', '-d', $node->connstr('postgres') ],
 	'<', \$sq_in, '>', \$sq_out, '2>', \$sq_err);
 $sq_in = "SELECT 'pid', pg_backend_pid();\nSELECT count(*) FROM trafficdb.subscription_events($sid);\n";
-ok(wait_session($sess, \$sq_out, \$sq_err, qr/^0$/m, 10), 'the SQL session subscribed') or diag($sq_err);
+ok(tdb_wait_session($sess, \$sq_out, \$sq_err, qr/^0$/m, 10), 'the SQL session subscribed') or diag($sq_err);
 my ($backend) = $sq_out =~ /^pid\|(\d+)$/m;
 my $sub = tdb_tdbsub($node, '--ids', '20,21', '--timeout-ms', '30000');
 like(${ $sub->{out} }, qr/ready/, 'tdbsub subscribed');
@@ -53,7 +40,7 @@ select(undef, undef, undef, 0.5);
 ok(-e $subs, "$subs exists");
 truncate($subs, 0) or die "truncate $subs: $!";
 my $t0 = time;
-ok(wait_session($sess, \$sq_out, \$sq_err, qr/ERROR/, 10), 'the waiting SQL session got an error');
+ok(tdb_wait_session($sess, \$sq_out, \$sq_err, qr/ERROR/, 10), 'the waiting SQL session got an error');
 cmp_ok(time - $t0, '<', 5, 'within 5 s, not at the end of its 15 s wait');
 like($sq_err, qr/events of subscription $sid stopped: .*truncated/, 'which says the segment was truncated')
   or diag($sq_err);
@@ -68,7 +55,7 @@ is($node->safe_psql('postgres', 'SELECT pg_postmaster_start_time()'), $started, 
 $sq_out = '';
 $sq_err = '';
 $sq_in .= "SELECT 'alive', pg_backend_pid();\n";
-ok(wait_session($sess, \$sq_out, \$sq_err, qr/^alive\|/m, 10), 'the session is alive');
+ok(tdb_wait_session($sess, \$sq_out, \$sq_err, qr/^alive\|/m, 10), 'the session is alive');
 like($sq_out, qr/^alive\|$backend$/m, 'the same backend');
 
 # the daemon notices at its next cycle, makes it anew and says so
@@ -80,7 +67,7 @@ cmp_ok(-s $subs, '>', 0, 'the segment was made anew');
 # subscribing again works: the session receives the next change of id 20
 $sq_out = '';
 $sq_in .= "SELECT count(*) FROM trafficdb.subscription_events($sid);\n";
-ok(wait_session($sess, \$sq_out, \$sq_err, qr/^0$/m, 10), 'the session subscribed again') or diag($sq_err);
+ok(tdb_wait_session($sess, \$sq_out, \$sq_err, qr/^0$/m, 10), 'the session subscribed again') or diag($sq_err);
 my $sub2 = tdb_tdbsub($node, '--ids', '20,21', '--count', '1', '--timeout-ms', '10000');
 like(${ $sub2->{out} }, qr/ready/, 'a new tdbsub subscribed');
 $node->safe_psql('postgres', 'SELECT trafficdb.publish()');
@@ -88,7 +75,7 @@ $node->safe_psql('postgres', q{INSERT INTO trafficdb.feed (location_id, speed_km
 SELECT trafficdb.publish();});
 $sq_out = '';
 $sq_in .= "SELECT kind, location_id FROM trafficdb.subscription_events($sid, 10, 5000);\n";
-ok(wait_session($sess, \$sq_out, \$sq_err, qr/^change\|20$/m, 10), 'the session receives events again')
+ok(tdb_wait_session($sess, \$sq_out, \$sq_err, qr/^change\|20$/m, 10), 'the session receives events again')
   or diag("$sq_out $sq_err");
 ok(tdb_wait_output($sub2, qr/^change \d+ 20 /m, 10), 'the new tdbsub receives events') or diag(${ $sub2->{err} });
 finish($sub2->{h});

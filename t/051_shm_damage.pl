@@ -74,17 +74,6 @@ like(last_error(), qr/\.readers was damaged \(its header was overwritten.*repair
 my $sid = $node->safe_psql('postgres', q{INSERT INTO trafficdb.subscriptions (name, location_ids)
   VALUES ('damage', '{20, 21}') RETURNING id});
 
-sub wait_session
-{
-	my ($h, $out, $err, $re, $secs) = @_;
-	for (1 .. $secs * 50)
-	{
-		$h->pump_nb;
-		return 1 if $$out =~ $re || $$err =~ $re;
-		select(undef, undef, undef, 0.02);
-	}
-	return 0;
-}
 my ($sq_in, $sq_out, $sq_err) = ('', '', '');
 my $sess = start([ 'psql', '-XAtq', '-d', $node->connstr('postgres') ], '<', \$sq_in, '>', \$sq_out, '2>', \$sq_err);
 
@@ -93,7 +82,7 @@ sub attach_both
 {
 	$sq_out = $sq_err = '';
 	$sq_in .= "SELECT 'sub', count(*) FROM trafficdb.subscription_events($sid);\n";
-	wait_session($sess, \$sq_out, \$sq_err, qr/^sub\|0$/m, 10) or diag("session: $sq_out $sq_err");
+	tdb_wait_session($sess, \$sq_out, \$sq_err, qr/^sub\|0$/m, 10) or diag("session: $sq_out $sq_err");
 	my $sub = tdb_tdbsub($node, '--ids', '20,21', '--timeout-ms', '30000');
 	$node->safe_psql('postgres', 'SELECT trafficdb.publish()');	# attached by the daemon
 	$sq_out = $sq_err = '';
@@ -105,7 +94,7 @@ sub attach_both
 
 my $sub = attach_both();
 scribble("$dev.subs", 24, pack('V', 2));	# TDB_SUBRING_STOPPED
-ok(wait_session($sess, \$sq_out, \$sq_err, qr/ERROR/, 5), 'the waiting session is told (an error, not 0 rows)')
+ok(tdb_wait_session($sess, \$sq_out, \$sq_err, qr/ERROR/, 5), 'the waiting session is told (an error, not 0 rows)')
   or diag("$sq_out $sq_err");
 ok(tdb_wait_output({ %$sub, out => $sub->{err} }, qr/tdbsub: /, 5), 'tdbsub is told') or diag(${ $sub->{err} });
 finish($sub->{h});
@@ -116,7 +105,7 @@ ok(defined within(5, sub { last_error() =~ /\.subs was damaged \(its state word 
 $sub = attach_both();
 $node->safe_psql('postgres', q{INSERT INTO trafficdb.feed (location_id, speed_kmh) VALUES (20, 12);
 SELECT trafficdb.publish();});
-ok(wait_session($sess, \$sq_out, \$sq_err, qr/^got\|1$/m, 10), 'a new subscription of the session receives events')
+ok(tdb_wait_session($sess, \$sq_out, \$sq_err, qr/^got\|1$/m, 10), 'a new subscription of the session receives events')
   or diag("$sq_out $sq_err");
 ok(tdb_wait_output($sub, qr/^change \d+ 20 /m, 10), 'and so does a new tdbsub') or diag(${ $sub->{err} });
 
@@ -129,7 +118,7 @@ scribble("$dev.subs", 0, "\0" x 64);
 my $t0 = time;
 $node->safe_psql('postgres', q{INSERT INTO trafficdb.feed (location_id, speed_kmh) VALUES (20, 33);
 SELECT trafficdb.publish();});
-ok(wait_session($sess, \$sq_out, \$sq_err, qr/ERROR|^got/m, 10), 'the session returned');
+ok(tdb_wait_session($sess, \$sq_out, \$sq_err, qr/ERROR|^got/m, 10), 'the session returned');
 like($sq_err, qr/events of subscription $sid stopped: .*(rebuilt|stopped)/, 'with an error that says to subscribe again, not 0 rows')
   or diag("$sq_out $sq_err");
 cmp_ok(time - $t0, '<', 5, 'within 5 s, not at the end of its wait');

@@ -7,7 +7,7 @@ use PostgreSQL::Test::Utils;
 use Exporter 'import';
 use JSON::PP;
 use IPC::Run;
-our @EXPORT = qw(tdb_node tdb_superuser tdb_initdb_utf8 tdb_make_bucket tdb_scan_node tdb_grid_map tdb_sync_pair tdb_standby_pair tdb_caught_up tdb_tdbsub tdb_wait_output);
+our @EXPORT = qw(tdb_node tdb_superuser tdb_initdb_utf8 tdb_make_bucket tdb_scan_node tdb_grid_map tdb_sync_pair tdb_standby_pair tdb_caught_up tdb_tdbsub tdb_wait_output tdb_wait_session);
 
 # The Foreign Scan node of EXPLAIN (ANALYZE, VERBOSE, FORMAT JSON) sql, run
 # in a session of its own after $pre (SQL, optional), as a hash.
@@ -97,6 +97,20 @@ sub tdb_wait_output
 	{
 		$p->{h}->pump_nb if $p->{h}->pumpable;
 		return 1 if ${ $p->{out} } =~ $re;
+		select(undef, undef, undef, 0.02);
+	}
+	return 0;
+}
+
+# Wait (at most $secs) until the psql session's stdout or stderr matches $re
+# ($h an IPC::Run harness, $out and $err references to its output).
+sub tdb_wait_session
+{
+	my ($h, $out, $err, $re, $secs) = @_;
+	for (1 .. $secs * 50)
+	{
+		$h->pump_nb;
+		return 1 if $$out =~ $re || $$err =~ $re;
 		select(undef, undef, undef, 0.02);
 	}
 	return 0;
