@@ -85,20 +85,29 @@ test_writer_open(TdbWriter *w, const char *prefix, uint32_t nexternal, int64_t p
 }
 
 int
-open_published(TdbWriter *w, const char *prefix, uint32_t nexternal, uint64_t gen, uint32_t *map_seg,
-			   void **map_addr, TdbWriterOpenInfo *info_out)
+open_with_map(TdbWriter *w, const char *prefix, uint32_t nexternal, int64_t pin_timeout_us, uint32_t *map_seg,
+			  void **map_addr, TdbWriterOpenInfo *info_out)
 {
 	TdbWriterOpenInfo info;
 	char		err[TDB_ERRLEN];
 	uint64_t	count;
 	int			rc;
 
-	rc = test_writer_open(w, prefix, nexternal, 0, &info, err);
+	rc = test_writer_open(w, prefix, nexternal, pin_timeout_us, &info, err);
 	if (info_out)
 		*info_out = info;
 	if (rc != TDB_SHM_OK)
 		return rc;
-	rc = publish_map(w, map_seg, map_addr, &count);
+	return publish_map(w, map_seg, map_addr, &count);
+}
+
+int
+open_published(TdbWriter *w, const char *prefix, uint32_t nexternal, uint64_t gen, uint32_t *map_seg,
+			   void **map_addr, TdbWriterOpenInfo *info_out)
+{
+	int			rc;
+
+	rc = open_with_map(w, prefix, nexternal, 0, map_seg, map_addr, info_out);
 	if (rc != TDB_SHM_OK)
 		return rc;
 	return publish_traffic(w, *map_seg, gen);

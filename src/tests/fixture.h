@@ -31,4 +31,11 @@ int			test_writer_open(TdbWriter *w, const char *prefix, uint32_t nexternal,
 int			open_published(TdbWriter *w, const char *prefix, uint32_t nexternal, uint64_t gen,
 						   uint32_t *map_seg, void **map_addr, TdbWriterOpenInfo *info);
 
+/*
+ * A writer under prefix (test_writer_open) that has published the map but
+ * no traffic yet; info (may be NULL) receives what tdb_writer_open() reported.
+ */
+int			open_with_map(TdbWriter *w, const char *prefix, uint32_t nexternal, int64_t pin_timeout_us,
+						  uint32_t *map_seg, void **map_addr, TdbWriterOpenInfo *info);
+
 #endif

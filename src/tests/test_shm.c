@@ -223,18 +223,15 @@ UNIT_TEST(test_shm_adopt_and_stop)
 UNIT_TEST(test_shm_pin_timeout_revokes)
 {
 	TdbWriter	w;
-	TdbWriterOpenInfo info;
 	char		err[TDB_ERRLEN];
 	uint32_t	map_seg;
 	void	   *map_addr;
-	uint64_t	count;
 	TdbReader	readers[TDB_MAX_VERSIONS];
 	TdbSnapshot snaps[TDB_MAX_VERSIONS];
 
 	snprintf(test_prefix, sizeof(test_prefix), "/tdbtest.%d", (int) getpid());
 	/* no pin timeout while the readers attach (slow under sanitizers) */
-	CHECK_EQ_U64(test_writer_open(&w, test_prefix, TDB_MAX_VERSIONS + 2, 0, &info, err), TDB_SHM_OK);
-	CHECK_EQ_U64(publish_map(&w, &map_seg, &map_addr, &count), TDB_SHM_OK);
+	CHECK_EQ_U64(open_with_map(&w, test_prefix, TDB_MAX_VERSIONS + 2, 0, &map_seg, &map_addr, NULL), TDB_SHM_OK);
 
 	/* every descriptor pinned by a reader that then idles (REPEATABLE READ sessions) */
 	for (int v = 0; v < TDB_MAX_VERSIONS; v++)
@@ -286,11 +283,9 @@ UNIT_TEST(test_shm_pin_timeout_revokes)
 UNIT_TEST(test_shm_liveness_by_lock)
 {
 	TdbWriter	w;
-	TdbWriterOpenInfo info;
 	char		err[TDB_ERRLEN];
 	uint32_t	map_seg;
 	void	   *map_addr;
-	uint64_t	count;
 	int			pipefd[2];
 	pid_t		child;
 	char		c;
@@ -298,9 +293,7 @@ UNIT_TEST(test_shm_liveness_by_lock)
 	TdbSnapshot s;
 
 	snprintf(test_prefix, sizeof(test_prefix), "/tdbtest.%d", (int) getpid());
-	CHECK_EQ_U64(test_writer_open(&w, test_prefix, 2, 0, &info, err), TDB_SHM_OK);
-	CHECK_EQ_U64(publish_map(&w, &map_seg, &map_addr, &count), TDB_SHM_OK);
-	CHECK_EQ_U64(publish_traffic(&w, map_seg, 1), TDB_SHM_OK);
+	CHECK_EQ_U64(open_published(&w, test_prefix, 2, 1, &map_seg, &map_addr, NULL), TDB_SHM_OK);
 
 	CHECK(pipe(pipefd) == 0);
 	child = fork();
@@ -368,15 +361,12 @@ UNIT_TEST(test_shm_hostile_slots_segment)
 	char		name[TDB_SHM_NAME_MAX + 24];
 	uint32_t	map_seg;
 	void	   *map_addr;
-	uint64_t	count;
 	TdbReader	r;
 	TdbSnapshot s;
 	int			fd;
 
 	snprintf(test_prefix, sizeof(test_prefix), "/tdbtest.%d", (int) getpid());
-	CHECK_EQ_U64(test_writer_open(&w, test_prefix, 4, 0, &info, err), TDB_SHM_OK);
-	CHECK_EQ_U64(publish_map(&w, &map_seg, &map_addr, &count), TDB_SHM_OK);
-	CHECK_EQ_U64(publish_traffic(&w, map_seg, 1), TDB_SHM_OK);
+	CHECK_EQ_U64(open_published(&w, test_prefix, 4, 1, &map_seg, &map_addr, NULL), TDB_SHM_OK);
 
 	/* a second writer (another server with the same trafficdb.shm_name) */
 	CHECK_EQ_U64(test_writer_open(&w2, test_prefix, 4, 0, &info, err), TDB_SHM_EBUSY);
@@ -517,7 +507,6 @@ stress_phase(bool clear_pins, StressCounts *total)
 	char		err[TDB_ERRLEN];
 	uint32_t	map_seg;
 	void	   *map_addr;
-	uint64_t	count;
 	int			pipefd[2];
 	pid_t		pids[NREADERS];
 	uint64_t	seed = clear_pins ? 7 : 3;
@@ -530,8 +519,7 @@ stress_phase(bool clear_pins, StressCounts *total)
 
 	snprintf(test_prefix, sizeof(test_prefix), "/tdbtest.%d", (int) getpid());
 	/* a 20 ms pin timeout: readers hold up to 60 ms */
-	CHECK_EQ_U64(test_writer_open(&w, test_prefix, 16, 20000, &info, err), TDB_SHM_OK);
-	CHECK_EQ_U64(publish_map(&w, &map_seg, &map_addr, &count), TDB_SHM_OK);
+	CHECK_EQ_U64(open_with_map(&w, test_prefix, 16, 20000, &map_seg, &map_addr, NULL), TDB_SHM_OK);
 	CHECK_EQ_U64(publish_traffic(&w, map_seg, gen), TDB_SHM_OK);
 	/* the adversary holds two slots of its own */
 	CHECK_EQ_U64(tdb_reader_open(&adversary[0], test_prefix, NULL, TDB_VALIDATE_FULL, err), TDB_SHM_OK);
@@ -670,19 +658,16 @@ UNIT_TEST(test_shm_pin_stress)
 UNIT_TEST(test_shm_traffic_buffers_reused_as_incidents_vary)
 {
 	TdbWriter	w;
-	TdbWriterOpenInfo info;
 	char		err[TDB_ERRLEN];
 	uint32_t	map_seg;
 	void	   *map_addr;
-	uint64_t	count;
 	static TdbTraffic t[NLOC];
 	static char blob[8192];
 	uint64_t	seq_before;
 	uint64_t	seed = 11;
 
 	snprintf(test_prefix, sizeof(test_prefix), "/tdbtest.%d", (int) getpid());
-	CHECK_EQ_U64(test_writer_open(&w, test_prefix, 4, 0, &info, err), TDB_SHM_OK);
-	CHECK_EQ_U64(publish_map(&w, &map_seg, &map_addr, &count), TDB_SHM_OK);
+	CHECK_EQ_U64(open_with_map(&w, test_prefix, 4, 0, &map_seg, &map_addr, NULL), TDB_SHM_OK);
 	seq_before = w.ctl->next_seq;
 	for (uint64_t gen = 1; gen <= 200; gen++)
 	{

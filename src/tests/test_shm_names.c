@@ -56,7 +56,6 @@ UNIT_TEST(test_shm_names_taken_segments_are_skipped)
 	char		prefix[64];
 	char		seq[32];
 	TdbWriter	w;
-	TdbWriterOpenInfo info;
 	char		err[TDB_ERRLEN];
 	uint32_t	map_seg;
 	void	   *map_addr;
@@ -66,9 +65,7 @@ UNIT_TEST(test_shm_names_taken_segments_are_skipped)
 	TdbSnapshot s;
 
 	names_prefix(prefix, sizeof(prefix), "seg");
-	CHECK_EQ_U64(test_writer_open(&w, prefix, 4, 0, &info, err), TDB_SHM_OK);
-	CHECK_EQ_U64(publish_map(&w, &map_seg, &map_addr, &count), TDB_SHM_OK);
-	CHECK_EQ_U64(publish_traffic(&w, map_seg, 1), TDB_SHM_OK);
+	CHECK_EQ_U64(open_published(&w, prefix, 4, 1, &map_seg, &map_addr, NULL), TDB_SHM_OK);
 	from = w.ctl->next_seq;
 	for (uint64_t i = from; i < from + 300; i++)
 	{
