@@ -111,3 +111,63 @@ start_test_cluster() {
 	PSQL=("$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1)
 	"${PSQL[@]}" -d postgres -c "CREATE DATABASE $db"
 }
+
+# For the shell tests run as root with real OS users (test/group_mode.sh,
+# test/security_shm.sh): the users and groups, a directory they can run the
+# tools from, and a cluster they can reach.
+#
+# os_group GROUP: a system group, made if missing.
+os_group() { getent group "$1" >/dev/null || groupadd --system "$1"; }
+# os_user USER [GROUP,...]: a system user without home or login shell (in the
+# groups given), made if missing.
+os_user() { id "$1" >/dev/null 2>&1 || useradd --system -M -s /usr/sbin/nologin ${2:+-G "$2"} "$1"; }
+# pg_joins GROUP...: the cluster account joins the groups, as an operator's
+# server account must for the server to hand objects to them.
+pg_joins() {
+	local g
+	for g in "$@"; do id -nG "$PG_OS_USER" | grep -qw "$g" || usermod -aG "$g" "$PG_OS_USER"; done
+}
+
+# shared_tools_dir TEMPLATE TOOL...: a new directory (mktemp -d TEMPLATE)
+# every user can read (the tests' own work directories are 0700) holding the
+# TOOLs, libtrafficdb.so and the Python bindings, for runs and puts as other
+# users; sets dir.
+shared_tools_dir() {
+	dir=$(mktemp -d "$1")
+	shift
+	chmod 755 "$dir"
+	install -m 755 "$@" "$dir/"
+	mkdir -p "$dir/python" && cp -r "$TDB_ROOT/python/trafficdb" "$dir/python/" &&
+		install -m 755 "$TDB_ROOT/lib/libtrafficdb.so" "$dir/"
+	chmod -R a+rX "$dir/python"
+}
+
+# os_users_cluster [CONF_LINE...]: a cluster in $dir/data (trust, on a free
+# port of 127.0.0.1 and a Unix socket in $dir/data, trafficdb preloaded, its
+# daemon in postgres, plus the lines given), not started; sets port and
+# prefix (/trafficdb.PORT) and defines start, stop, psql (as postgres, on
+# database postgres, stopping at the first error) and as USER COMMAND...
+os_users_cluster() {
+	make_pg_dir "$dir/data"
+	port=$(free_port "${TDB_TEST_PG_PORTS:-}")
+	prefix=/trafficdb.$port
+	as_pg "$PG_BIN/initdb" -D "$dir/data" -A trust -U postgres -E UTF8 --locale=C.UTF-8 >/dev/null
+	printf '%s\n' "listen_addresses = '127.0.0.1'" "port = $port" "unix_socket_directories = '$dir/data'" \
+		"shared_preload_libraries = 'trafficdb'" "trafficdb.database = 'postgres'" "$@" >>"$dir/data/postgresql.conf"
+	start() { as_pg "$PG_BIN/pg_ctl" -D "$dir/data" -l "$dir/data/log" -w start >/dev/null; }
+	stop() { as_pg "$PG_BIN/pg_ctl" -D "$dir/data" -w stop >/dev/null; }
+	psql() { "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres -d postgres "$@"; }
+	as() { runuser -u "$1" -- "${@:2}"; }
+}
+
+# publish_small_map: (on a started os_users_cluster) the extension, a map of
+# 50 short segments (table roads, ids 1..50, at 25.00x E 60.15 N) and
+# 30 km/h on each, published.
+publish_small_map() {
+	psql -c "SET client_min_messages = warning" -c "CREATE EXTENSION trafficdb CASCADE" \
+		-c "CREATE TABLE roads AS SELECT i::bigint AS id, ST_SetSRID(ST_MakeLine(ST_MakePoint(25 + i * 0.001, 60.15),
+			ST_MakePoint(25 + i * 0.001, 60.151)), 4326) AS geom FROM generate_series(1, 50) i" \
+		-c "SELECT trafficdb.load_map('roads')" \
+		-c "INSERT INTO trafficdb.feed (location_id, speed_kmh) SELECT id, 30 FROM roads" \
+		-c "SELECT trafficdb.publish()" >/dev/null
+}

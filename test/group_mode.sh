@@ -29,54 +29,29 @@ if [ "$(id -u)" != 0 ]; then
 	echo "1..0 # SKIP group mode needs root to create OS users"
 	exit 0
 fi
-getent group trafficdb-readers >/dev/null || groupadd --system trafficdb-readers
-id tdb-reader >/dev/null 2>&1 || useradd --system -M -s /usr/sbin/nologin -G trafficdb-readers tdb-reader
-id tdb-outsider >/dev/null 2>&1 || useradd --system -M -s /usr/sbin/nologin tdb-outsider
-id -nG "$PG_OS_USER" | grep -qw trafficdb-readers || usermod -aG trafficdb-readers "$PG_OS_USER"
-getent group trafficdb-writers >/dev/null || groupadd --system trafficdb-writers
-id tdb-writer >/dev/null 2>&1 || useradd --system -M -s /usr/sbin/nologin -G trafficdb-readers,trafficdb-writers tdb-writer
-id -nG "$PG_OS_USER" | grep -qw trafficdb-writers || usermod -aG trafficdb-writers "$PG_OS_USER"
-root=$(cd "$(dirname "$0")/.." && pwd)
-
-# a world-readable copy of the readers (the test's work directory is 0700)
-dir=$(mktemp -d /tmp/trafficdb-group.XXXXXX)
-chmod 755 "$dir"
-install -m 755 "$live" "$tdbread" "$dir/"
-# the Python bindings and libtrafficdb, for puts as other users
-mkdir -p "$dir/python" && cp -r "$root/python/trafficdb" "$dir/python/" && install -m 755 "$root/lib/libtrafficdb.so" "$dir/"
-chmod -R a+rX "$dir/python"
-make_pg_dir "$dir/data"
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-prefix=/trafficdb.$port
+dir=
 cleanup() {
-	as_pg "$PG_BIN/pg_ctl" -D "$dir/data" stop -m immediate >/dev/null 2>&1 || true
-	rm -rf "$dir"
+	[ -n "$dir" ] && as_pg "$PG_BIN/pg_ctl" -D "$dir/data" stop -m immediate >/dev/null 2>&1 || true
+	[ -n "$dir" ] && rm -rf "$dir"
 }
 trap cleanup EXIT
+os_group trafficdb-readers
+os_user tdb-reader trafficdb-readers
+os_user tdb-outsider
+os_group trafficdb-writers
+os_user tdb-writer trafficdb-readers,trafficdb-writers
+pg_joins trafficdb-readers trafficdb-writers
 
-as_pg "$PG_BIN/initdb" -D "$dir/data" -A trust -U postgres -E UTF8 --locale=C.UTF-8 >/dev/null
-cat >>"$dir/data/postgresql.conf" <<EOF
-listen_addresses = '127.0.0.1'
-port = $port
-unix_socket_directories = '$dir/data'
-shared_preload_libraries = 'trafficdb'
-trafficdb.database = 'postgres'
-EOF
-start() { as_pg "$PG_BIN/pg_ctl" -D "$dir/data" -l "$dir/data/log" -w start >/dev/null; }
-stop() { as_pg "$PG_BIN/pg_ctl" -D "$dir/data" -w stop >/dev/null; }
-psql() { "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres -d postgres "$@"; }
+# a world-readable copy of the readers, the Python bindings and libtrafficdb
+# (for puts as other users)
+shared_tools_dir /tmp/trafficdb-group.XXXXXX "$live" "$tdbread"
+os_users_cluster
 mode_of() { stat -c '%a %G' "/dev/shm$prefix.$1"; }
-as() { runuser -u "$1" -- "${@:2}"; }
 box=(24.9 60.1 25.1 60.2)
 
 echo "# owner-only (the default)"
 start
-psql -c "SET client_min_messages = warning" -c "CREATE EXTENSION trafficdb CASCADE" \
-	-c "CREATE TABLE roads AS SELECT i::bigint AS id, ST_SetSRID(ST_MakeLine(ST_MakePoint(25 + i * 0.001, 60.15),
-		ST_MakePoint(25 + i * 0.001, 60.151)), 4326) AS geom FROM generate_series(1, 50) i" \
-	-c "SELECT trafficdb.load_map('roads')" \
-	-c "INSERT INTO trafficdb.feed (location_id, speed_kmh) SELECT id, 30 FROM roads" \
-	-c "SELECT trafficdb.publish()" >/dev/null
+publish_small_map
 check "the control block is 0600" [ "$(mode_of ctl)" = "600 postgres" ]
 err=$(as tdb-reader "$dir/live_traffic" "$prefix" "${box[@]}" 2>&1 >/dev/null || true)
 check "another user gets a permission error naming trafficdb.shm_group" \

@@ -21,7 +21,6 @@ set -euo pipefail
 
 tdbsub=$(readlink -f "$1")
 tdbread=$(readlink -f "$2")
-root=$(cd "$(dirname "$0")/.." && pwd)
 
 if [ "$(id -u)" != 0 ]; then
 	echo "1..0 # SKIP needs root to create OS users"
@@ -37,46 +36,23 @@ cleanup() {
 	[ -n "$dir" ] && rm -rf "$dir"
 }
 trap cleanup EXIT
-getent group tdbsec-shm >/dev/null || groupadd --system tdbsec-shm
-getent group tdbsec-wr >/dev/null || groupadd --system tdbsec-wr
-id tdbsec-member >/dev/null 2>&1 || useradd --system -M -s /usr/sbin/nologin -G tdbsec-shm,tdbsec-wr tdbsec-member
-id tdbsec-victim >/dev/null 2>&1 || useradd --system -M -s /usr/sbin/nologin -G tdbsec-shm,tdbsec-wr tdbsec-victim
-usermod -aG tdbsec-shm,tdbsec-wr "$PG_OS_USER"
+os_group tdbsec-shm
+os_group tdbsec-wr
+os_user tdbsec-member tdbsec-shm,tdbsec-wr
+os_user tdbsec-victim tdbsec-shm,tdbsec-wr
+pg_joins tdbsec-shm tdbsec-wr
 
-dir=$(mktemp -d /tmp/trafficdb-secshm.XXXXXX)
-chmod 755 "$dir"
-install -m 755 "$tdbsub" "$tdbread" "$dir/"
-mkdir -p "$dir/python" && cp -r "$root/python/trafficdb" "$dir/python/" && install -m 755 "$root/lib/libtrafficdb.so" "$dir/"
-chmod -R a+rX "$dir/python"
-make_pg_dir "$dir/data"
-port=$(free_port)
-prefix=/trafficdb.$port
+shared_tools_dir /tmp/trafficdb-secshm.XXXXXX "$tdbsub" "$tdbread"
+os_users_cluster "trafficdb.shm_group = 'tdbsec-shm'" "trafficdb.writer_group = 'tdbsec-wr'" \
+	"trafficdb.publish_interval = '1h'"
 shm=/dev/shm$prefix
-as_pg "$PG_BIN/initdb" -D "$dir/data" -A trust -U postgres -E UTF8 --locale=C.UTF-8 >/dev/null
-cat >>"$dir/data/postgresql.conf" <<EOF
-listen_addresses = '127.0.0.1'
-port = $port
-unix_socket_directories = '$dir/data'
-shared_preload_libraries = 'trafficdb'
-trafficdb.database = 'postgres'
-trafficdb.shm_group = 'tdbsec-shm'
-trafficdb.writer_group = 'tdbsec-wr'
-trafficdb.publish_interval = '1h'
-EOF
-as_pg "$PG_BIN/pg_ctl" -D "$dir/data" -l "$dir/data/log" -w start >/dev/null
-psql() { "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres -d postgres "$@"; }
-as() { runuser -u "$1" -- "${@:2}"; }
+start
 # wait_for FILE REGEX SECONDS: until FILE matches (bounded)
 wait_for() { for _ in $(seq $(($3 * 10))); do grep -qE "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done; return 1; }
 # exited PID SECONDS: wait (bounded) until the process is gone
 exited() { for _ in $(seq $(($2 * 10))); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done; return 1; }
 
-psql -c "SET client_min_messages = warning" -c "CREATE EXTENSION trafficdb CASCADE" \
-	-c "CREATE TABLE roads AS SELECT i::bigint AS id, ST_SetSRID(ST_MakeLine(ST_MakePoint(25 + i * 0.001, 60.15),
-		ST_MakePoint(25 + i * 0.001, 60.151)), 4326) AS geom FROM generate_series(1, 50) i" \
-	-c "SELECT trafficdb.load_map('roads')" \
-	-c "INSERT INTO trafficdb.feed (location_id, speed_kmh) SELECT id, 30 FROM roads" \
-	-c "SELECT trafficdb.publish()" >/dev/null
+publish_small_map
 started=$(psql -Atc "SELECT pg_postmaster_start_time()")
 daemon=$(psql -Atc "SELECT daemon_pid FROM trafficdb.status")
 check "the subscribers' segment is 0660 for tdbsec-shm" [ "$(stat -c '%a %G' "$shm.subs")" = "660 tdbsec-shm" ]
