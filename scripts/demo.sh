@@ -23,7 +23,7 @@ cd "$TDB_ROOT"
 TDB_DEMO_PG_PORTS=${TDB_DEMO_PG_PORTS:-5433 5532}
 export TDB_WEB_PORTS=${TDB_WEB_PORTS:-8080 8179}
 for range in "TDB_DEMO_PG_PORTS=$TDB_DEMO_PG_PORTS" "TDB_WEB_PORTS=$TDB_WEB_PORTS" ${TDB_MINIO_PORTS:+"TDB_MINIO_PORTS=$TDB_MINIO_PORTS"}; do
-	[[ ${range#*=} =~ ^[[:space:]]*([0-9]+)[[:space:]]+([0-9]+)[[:space:]]*$ ]] &&
+	[[ ${range#*=} =~ ^[[:space:]]*([0-9]{1,5})[[:space:]]+([0-9]{1,5})[[:space:]]*$ ]] &&
 		[ "${BASH_REMATCH[1]}" -ge 1 ] && [ "${BASH_REMATCH[1]}" -le "${BASH_REMATCH[2]}" ] && [ "${BASH_REMATCH[2]}" -le 65535 ] ||
 		die "${range%%=*}=\"${range#*=}\": expected \"FIRST LAST\", two port numbers, FIRST <= LAST <= 65535"
 done

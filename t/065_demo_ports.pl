@@ -57,4 +57,16 @@ like($err, qr/TDB_DEMO_PG_PORTS="5433": expected "FIRST LAST"/, 'a malformed ran
 ($out, $err) = ports(TDB_DEMO_PG_PORTS => $range, TDB_WEB_PORTS => $range, TDB_MINIO_PORTS => "$base x");
 like($err, qr/TDB_MINIO_PORTS="$base x": expected "FIRST LAST"/, 'also for MinIO');
 
+# numbers too long for the shell's test: the same error, without the shell's
+# "integer expression expected" before it
+for my $var (qw(TDB_DEMO_PG_PORTS TDB_WEB_PORTS TDB_MINIO_PORTS))
+{
+	($out, $err) = ports(TDB_DEMO_PG_PORTS => $range, TDB_WEB_PORTS => $range, $var => '99999999999999999999 99999999999999999999');
+	like($err, qr/$var="99999999999999999999 99999999999999999999": expected "FIRST LAST"/, "$var: a 20-digit port is refused, named");
+	unlike($err, qr/integer expression expected/, "$var: without a shell error before it");
+}
+($out, $err) = run_command([ 'env', "TDB_MINIO_PORTS=99999999999999999999 99999999999999999999", 'scripts/minio.sh', 'ports' ]);
+unlike($err, qr/integer expression expected/, 'scripts/minio.sh ports: a 20-digit port without a shell error');
+like($err, qr/TDB_MINIO_PORTS="99999999999999999999 99999999999999999999": expected "FIRST LAST"/, 'but its own');
+
 done_testing();
