@@ -254,6 +254,10 @@ def command_for(snip, code, work, saved):
     raise ValueError(snip.lang)
 
 
+# seconds to read what a snippet wrote after its process group was killed at its timeout
+KILL_GRACE = 5
+
+
 def sh_quote(s):
     return "'" + s.replace("'", "'\\''") + "'"
 
@@ -275,20 +279,29 @@ def remove_new(before):
 
 
 def execute(argv, cwd, env, timeout):
-    """(exit code or "timeout", output); the snippet's whole process group dies at the timeout."""
+    """(exit code or "timeout", output); the snippet's whole process group dies at the timeout.  The wait
+    is bounded: a process the snippet started outside its group (setsid; pg_ctl's server, started without
+    -l) that keeps the output open is no longer read from after the timeout and a grace of KILL_GRACE s
+    (the run waited for it to end: forever, for a server)."""
     p = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, start_new_session=True)
     try:
         out, _ = p.communicate(timeout=timeout)
-        rc = p.returncode
+        return p.returncode, out.decode(errors="replace")
     except subprocess.TimeoutExpired:
-        try:
-            os.killpg(p.pid, signal.SIGKILL)        # what it started, too
-        except (ProcessLookupError, PermissionError):
-            pass
-        rc = "timeout"
-        out, _ = p.communicate()
-    return rc, out.decode(errors="replace")
+        pass
+    try:
+        os.killpg(p.pid, signal.SIGKILL)            # what it started, too
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        out, _ = p.communicate(timeout=KILL_GRACE)
+    except subprocess.TimeoutExpired as e:
+        out = (e.output or b"") + (b"\n[doc_examples: a process the snippet started outside its process group "
+                                   b"still holds its output; not waited for]\n")
+        p.stdout.close()
+        p.wait()
+    return "timeout", out.decode(errors="replace")
 
 
 def run(snip, page_env, default_timeout, saved):
