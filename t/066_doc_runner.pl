@@ -58,4 +58,27 @@ like($out, qr/doc examples: 0 passed, 1 failed, 0 not run/, 'the snippet fails')
 ok($took < 15, "the run is not held past the timeout and the grace ($took s)");
 if (my $pid = alive("$dir/escaped.pid")) { kill 'KILL', $pid; }
 
+# changes a tracked file of the checkout: the snippet fails, naming it (new
+# untracked files were removed already; a changed tracked file passed)
+SKIP:
+{
+	skip 'no git', 3 unless system('git --version >/dev/null 2>&1') == 0;
+	my $repo = "$dir/repo";
+	mkdir $repo;
+	mkdir "$repo/test";
+	system('cp', 'test/doc_examples.py', "$repo/test/") == 0 or die;
+	open(my $f, '>', "$repo/kept.txt") or die;
+	print $f "as committed\n";
+	close($f);
+	system("cd $repo && git init -q && git add kept.txt && git -c user.name=t -c user.email=t\@t commit -q -m x") == 0
+	  or die 'git init failed';
+	my $page = page('writes.md', "echo changed >kept.txt\necho new >new.txt");
+	local $ENV{PGPORT} = '1';
+	delete local $ENV{TDB_DEMO_DIR};
+	my ($o, $e) = run_command([ 'python3', "$repo/test/doc_examples.py", '--timeout', '5', $page ]);
+	like($o, qr/the snippet changed files of the checkout: kept\.txt/, 'a snippet changing a tracked file is named');
+	like($o, qr/doc examples: 0 passed, 1 failed/, 'and fails');
+	ok(!-e "$repo/new.txt", 'the untracked file it made is removed');
+}
+
 done_testing();

@@ -269,6 +269,15 @@ def leftovers():
     return set(p.stdout.decode(errors="replace").split("\0")) - {""} if p.returncode == 0 else set()
 
 
+def tracked_changes():
+    """{path: its status} of the checkout's tracked files that differ from the index or HEAD."""
+    p = subprocess.run(["git", "-C", ROOT, "status", "--porcelain=v1", "-z", "--untracked-files=no"],
+                       capture_output=True)
+    if p.returncode != 0:
+        return {}
+    return {e[3:]: e[:2] for e in p.stdout.decode(errors="replace").split("\0") if len(e) > 3}
+
+
 def remove_new(before):
     for rel in sorted(leftovers() - before):
         path = os.path.join(ROOT, rel)
@@ -314,6 +323,7 @@ def run(snip, page_env, default_timeout, saved):
         env = dict(env, PYTHONPATH=os.path.join(ROOT, "python") +
                    (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""))
     before = leftovers() if snip.lang in ("sh", "bash") and not snip.with_files() else None
+    tracked = tracked_changes()
     with tempfile.TemporaryDirectory(prefix="tdb-doc-") as work:
         os.chmod(work, 0o755)
         out = ""
@@ -340,6 +350,12 @@ def run(snip, page_env, default_timeout, saved):
             page_env.clear()
             page_env.update(new)
     ok = (rc != 0) if snip.must_fail() else (rc == 0)
+    # a snippet that changes a file of the checkout fails, whatever its exit (new untracked files are
+    # removed above; a changed tracked file is the reader's own work, or the docs': not put back here)
+    changed = sorted(f for f, st in tracked_changes().items() if tracked.get(f) != st)
+    if changed:
+        ok = False
+        out += "\n[doc_examples: the snippet changed files of the checkout: " + ", ".join(changed) + "]\n"
     return ok, rc, out
 
 
