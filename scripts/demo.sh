@@ -107,6 +107,18 @@ case "${1:-}" in
 	;;
 esac
 
+# Before anything starts: MinIO's and the live map's ranges have room now.
+# They start last, minutes after the cluster: a full range stopped the demo
+# halfway, its cluster up and nothing after it.  This demo's own MinIO,
+# running, is kept (and its live map, running, gives its port back when
+# restarted), so neither is counted against the range.
+minio_pid=$(demo_dir)/minio/pid
+if ! { [ -f "$minio_pid" ] && kill -0 "$(cat "$minio_pid")" 2>/dev/null; }; then
+	scripts/minio.sh ports >/dev/null
+fi
+[ -f "$(demo_dir)/web/web.pid" ] || free_port "$TDB_WEB_PORTS" >/dev/null
+unset minio_pid
+
 MAP=${1:-helsinki}
 case "$MAP" in
 helsinki) pbf=data/helsinki.osm.pbf ;;
