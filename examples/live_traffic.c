@@ -32,73 +32,111 @@ typedef struct Slowest
 	int			seen;
 } Slowest;
 
-/* widths of characters from wcwidth() (see print_cell), else one column each */
+/* widths of characters from wcwidth() (see put_text), else one column each */
 static int	use_wcwidth;
 
 /*
- * Print name in exactly width terminal columns: cut before the first
- * character that would not fit, then padded with spaces.  printf's
- * "%-28.28s" counts bytes: a Finnish or Swedish name (Mäkelänkatu,
+ * Code points never written to the terminal: C0 and C1 controls (ESC starts
+ * an escape sequence; U+009B is CSI itself on some terminals), DEL, and the
+ * bidirectional overrides and isolates, which reorder the rest of the line.
+ * Names, road classes and incidents are whatever the map and the feed
+ * were given.
+ */
+static int
+unsafe(unsigned long c)
+{
+	return c < 0x20 || (c >= 0x7F && c <= 0x9F) || c == 0x200E || c == 0x200F ||
+		(c >= 0x202A && c <= 0x202E) || (c >= 0x2066 && c <= 0x2069);
+}
+
+/*
+ * One UTF-8 character of s (len bytes left): its length, its code point in
+ * *c; 0 when the bytes are not UTF-8 (a stray continuation byte, a lead
+ * byte without its continuation bytes, an overlong form).
+ */
+static size_t
+utf8_char(const char *s, size_t len, unsigned long *c)
+{
+	unsigned char b = (unsigned char) s[0];
+	size_t		n = b < 0x80 ? 1 : b >= 0xC2 && b <= 0xDF ? 2 : b >= 0xE0 && b <= 0xEF ? 3 :
+		b >= 0xF0 && b <= 0xF4 ? 4 : 0;
+
+	if (n == 0 || n > len)
+		return 0;
+	*c = n == 1 ? b : b & (0x7F >> n);
+	for (size_t k = 1; k < n; k++)
+	{
+		if (((unsigned char) s[k] & 0xC0) != 0x80)
+			return 0;
+		*c = (*c << 6) | ((unsigned char) s[k] & 0x3F);
+	}
+	if ((n == 3 && *c < 0x800) || (n == 4 && (*c < 0x10000 || *c > 0x10FFFF)))
+		return 0;
+	return n;
+}
+
+/*
+ * Print the len bytes of s in at most width terminal columns, cut before
+ * the first character that would not fit; returns the columns used.
+ * printf's "%-28.28s" counts bytes: a Finnish or Swedish name (Mäkelänkatu,
  * Hämeentie, Södra esplanaden) took fewer columns than its bytes, so the
  * columns after it moved left, and a cut could split a character in two.
  *
- * Names are UTF-8 whatever the user's locale (the database is UTF-8), so
- * they are decoded under C.UTF-8, not the environment's locale, which may be
- * C or POSIX (a container): mbrtowc() and wcwidth() then give one column to
- * ä, ö and å (single precomposed code points, as OpenStreetMap stores its
- * names, NFC), none to a combining mark of decomposed text, two to a CJK
- * character.  Where C.UTF-8 is missing, each code point counts as one
- * column: exact for Finnish and Swedish names, which have no wide or
- * combining characters.  Invalid bytes and control characters print as '?'.
+ * Text is UTF-8 whatever the user's locale (the database is UTF-8), so
+ * widths come from wcwidth() under C.UTF-8, not the environment's locale,
+ * which may be C or POSIX (a container): one column for ä, ö and å (single
+ * precomposed code points, as OpenStreetMap stores its names, NFC), none
+ * for a combining mark of decomposed text, two for a CJK character.  Where
+ * C.UTF-8 is missing, each code point counts as one column: exact for
+ * Finnish and Swedish names, which have no wide or combining characters.
+ * Invalid bytes and unsafe() characters print as '?'; of zero-width
+ * characters in a row, only the first two are written (a name of 5,000
+ * combining marks would otherwise be 10 kB on one line).
  */
-static void
-print_cell(const char *name, int width)
+static int
+put_text(const char *s, size_t len, int width)
 {
-	size_t		len = strlen(name),
-				i = 0;
+	size_t		i = 0;
 	int			used = 0;
-	mbstate_t	st;
+	int			zero_run = 0;
 
-	memset(&st, 0, sizeof(st));
 	while (i < len)
 	{
-		size_t		n = 1;
+		unsigned long c = 0;
+		size_t		n = utf8_char(s + i, len - i, &c);
 		int			w = 1;
-		int			bad = 0;
+		int			bad = n == 0 || unsafe(c);
 
-		if (use_wcwidth)
+		if (n == 0)
+			n = 1;
+		else if (!bad && use_wcwidth)
 		{
-			wchar_t		wc;
+			wchar_t		wc = (wchar_t) c;
 
-			n = mbrtowc(&wc, name + i, len - i, &st);
-			if (n == (size_t) -1 || n == (size_t) -2 || n == 0)
-			{
-				memset(&st, 0, sizeof(st));
-				n = 1;
-				bad = 1;
-			}
-			else if ((w = wcwidth(wc)) < 0)
+			if ((w = wcwidth(wc)) < 0)
 			{
 				w = 1;
 				bad = 1;
 			}
 		}
-		else
-		{
-			while (i + n < len && ((unsigned char) name[i + n] & 0xC0) == 0x80)
-				n++;			/* a code point: its lead byte and continuation bytes */
-			bad = (unsigned char) name[i] < 0x20 || (unsigned char) name[i] == 0x7F;
-		}
 		if (used + w > width)
 			break;
+		zero_run = w == 0 ? zero_run + 1 : 0;
 		if (bad)
 			putchar('?');
-		else
-			fwrite(name + i, 1, n, stdout);
+		else if (zero_run <= 2)
+			fwrite(s + i, 1, n, stdout);
 		used += w;
 		i += n;
 	}
-	printf("%*s", width - used, "");
+	return used;
+}
+
+/* name in exactly width columns: put_text, then padded with spaces */
+static void
+print_cell(const char *name, int width)
+{
+	printf("%*s", width - put_text(name, strlen(name), width), "");
 }
 
 /* A road worth showing: it has a speed and a name. */
@@ -152,8 +190,13 @@ print_change(const trafficdb_location *l, void *arg)
 		c->printed++;
 		printf("  changed %12llu ", (unsigned long long) l->id);
 		print_cell(l->name, 28);
-		printf(" %5.1f km/h%s%.*s\n", l->traffic->speed_kmh, l->incident ? "  incident: " : "",
-			   (int) l->incident_len, l->incident ? l->incident : "");
+		printf(" %5.1f km/h", l->traffic->speed_kmh);
+		if (l->incident)
+		{
+			printf("  incident: ");
+			put_text(l->incident, l->incident_len, 60);
+		}
+		putchar('\n');
 	}
 	return 0;
 }
@@ -198,9 +241,14 @@ main(int argc, char **argv)
 		   (unsigned long long) gen, s.seen);
 	for (int i = 0; i < s.n; i++)
 	{
+		int			w;
+
 		printf("  %12llu ", (unsigned long long) s.top[i].id);
 		print_cell(s.top[i].name, 28);
-		printf(" %-12s %5.1f / %5.1f km/h (%2.0f%%)\n", s.top[i].road_class,
+		putchar(' ');
+		w = put_text(s.top[i].road_class, strlen(s.top[i].road_class), 24);
+		printf("%*s", w < 12 ? 12 - w : 0, "");		/* as "%-12s" did */
+		printf(" %5.1f / %5.1f km/h (%2.0f%%)\n",
 			   s.top[i].traffic->speed_kmh, s.top[i].traffic->free_flow_kmh, 100 * s.ratio[i]);
 	}
 	trafficdb_end(h);					/* the views above are invalid from here */

@@ -99,33 +99,79 @@ check_power_of_two(int *newval, void **extra, GucSource source)
  * this check: tdb_define_settings then refuses to start the postmaster
  * (shm_name_refused).
  */
-static char shm_name_refused[TDB_SHM_NAME_MAX + 200];
+static char shm_name_refused[TDB_SHM_NAME_MAX * 4 + 200];
+
+/*
+ * v as it may be shown in a message: at most max bytes of it, cut at a
+ * UTF-8 character's start (a cut character would make the whole message
+ * unconvertible to the client's encoding), control characters written as
+ * \n, \t or \xNN (the log's lines and the terminal showing them stay
+ * intact), "..." after it when cut.  out holds max * 4 + 4 bytes.
+ */
+static void
+shm_name_shown(char *out, const char *v, size_t max)
+{
+	size_t		len = strlen(v);
+	size_t		n = len;
+	char	   *o = out;
+
+	if (n > max)
+	{
+		n = max;
+		while (n > 0 && ((unsigned char) v[n] & 0xC0) == 0x80)
+			n--;
+	}
+	for (size_t i = 0; i < n; i++)
+	{
+		unsigned char c = (unsigned char) v[i];
+
+		if (c == '\n')
+			o += sprintf(o, "\\n");
+		else if (c == '\t')
+			o += sprintf(o, "\\t");
+		else if (c < 0x20 || c == 0x7F)
+			o += sprintf(o, "\\x%02X", c);
+		else
+			*o++ = (char) c;
+	}
+	if (n < len)
+		o += sprintf(o, "...");
+	*o = '\0';
+}
 
 static bool
 check_shm_name(char **newval, void **extra, GucSource source)
 {
 	const char *v = *newval;
 	size_t		len;
-	char		why[TDB_SHM_NAME_MAX + 100];
+	size_t		ctl;
+	char		shown[TDB_SHM_NAME_MAX * 4 + 4];
+	char		why[TDB_SHM_NAME_MAX * 4 + 100];
 
 	(void) extra;
 	(void) source;
 	if (v == NULL || v[0] == '\0')
 		return true;
 	len = strlen(v);
+	for (ctl = 0; ctl < len; ctl++)
+		if ((unsigned char) v[ctl] < 0x20 || (unsigned char) v[ctl] == 0x7F)
+			break;
+	shm_name_shown(shown, v, len >= TDB_SHM_NAME_MAX ? TDB_SHM_NAME_MAX / 2 : TDB_SHM_NAME_MAX);
 	if (v[0] != '/')
-		snprintf(why, sizeof(why), "\"%.*s\" does not start with \"/\".", TDB_SHM_NAME_MAX, v);
+		snprintf(why, sizeof(why), "\"%s\" does not start with \"/\".", shown);
 	else if (len == 1)
 		snprintf(why, sizeof(why), "\"/\" has no name after the \"/\".");
 	else if (strchr(v + 1, '/') != NULL)
-		snprintf(why, sizeof(why), "\"%.*s\" has a \"/\" after the first character.", TDB_SHM_NAME_MAX, v);
+		snprintf(why, sizeof(why), "\"%s\" has a \"/\" after the first character.", shown);
 	else if (len >= TDB_SHM_NAME_MAX)
-		snprintf(why, sizeof(why), "\"%.*s...\" is %zu bytes long, too long for the shared memory names made from it.",
-				 TDB_SHM_NAME_MAX / 2, v, len);
+		snprintf(why, sizeof(why), "\"%s\" is %zu bytes long, too long for the shared memory names made from it.",
+				 shown, len);
+	else if (ctl < len)
+		snprintf(why, sizeof(why), "\"%s\" has a control character (byte %zu).", shown, ctl + 1);
 	else
 		return true;
 	GUC_check_errdetail("%s trafficdb.shm_name must be \"/\" followed by at most %d bytes without \"/\" "
-						"(for example \"/trafficdb.5432\"), or empty for \"/trafficdb.<port>\".",
+						"or control characters (for example \"/trafficdb.5432\"), or empty for \"/trafficdb.<port>\".",
 						why, TDB_SHM_NAME_MAX - 2);
 	snprintf(shm_name_refused, sizeof(shm_name_refused), "%s", why);
 	return false;
@@ -404,7 +450,7 @@ tdb_define_settings(void)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid value for parameter \"trafficdb.shm_name\": %s", shm_name_refused),
 				 errhint("trafficdb.shm_name must be \"/\" followed by at most %d bytes without \"/\" "
-						 "(for example \"/trafficdb.5432\"), or empty for \"/trafficdb.<port>\".",
+						 "or control characters (for example \"/trafficdb.5432\"), or empty for \"/trafficdb.<port>\".",
 						 TDB_SHM_NAME_MAX - 2)));
 }
 

@@ -23,7 +23,7 @@ cd "$TDB_ROOT"
 TDB_DEMO_PG_PORTS=${TDB_DEMO_PG_PORTS:-5433 5532}
 export TDB_WEB_PORTS=${TDB_WEB_PORTS:-8080 8179}
 for range in "TDB_DEMO_PG_PORTS=$TDB_DEMO_PG_PORTS" "TDB_WEB_PORTS=$TDB_WEB_PORTS" ${TDB_MINIO_PORTS:+"TDB_MINIO_PORTS=$TDB_MINIO_PORTS"}; do
-	[[ ${range#*=} =~ ^[[:space:]]*([0-9]+)[[:space:]]+([0-9]+)[[:space:]]*$ ]] &&
+	[[ ${range#*=} =~ ^[[:space:]]*([0-9]{1,5})[[:space:]]+([0-9]{1,5})[[:space:]]*$ ]] &&
 		[ "${BASH_REMATCH[1]}" -ge 1 ] && [ "${BASH_REMATCH[1]}" -le "${BASH_REMATCH[2]}" ] && [ "${BASH_REMATCH[2]}" -le 65535 ] ||
 		die "${range%%=*}=\"${range#*=}\": expected \"FIRST LAST\", two port numbers, FIRST <= LAST <= 65535"
 done
@@ -106,6 +106,18 @@ case "${1:-}" in
 	exit 0
 	;;
 esac
+
+# Before anything starts: MinIO's and the live map's ranges have room now.
+# They start last, minutes after the cluster: a full range stopped the demo
+# halfway, its cluster up and nothing after it.  This demo's own MinIO,
+# running, is kept (and its live map, running, gives its port back when
+# restarted), so neither is counted against the range.
+minio_pid=$(demo_dir)/minio/pid
+if ! { [ -f "$minio_pid" ] && kill -0 "$(cat "$minio_pid")" 2>/dev/null; }; then
+	scripts/minio.sh ports >/dev/null
+fi
+[ -f "$(demo_dir)/web/web.pid" ] || free_port "$TDB_WEB_PORTS" >/dev/null
+unset minio_pid
 
 MAP=${1:-helsinki}
 case "$MAP" in

@@ -79,7 +79,7 @@ install_minio() {
 minio_ports() {
 	local first last p found=()
 	if [ -n "${TDB_MINIO_PORTS:-}" ]; then
-		[[ $TDB_MINIO_PORTS =~ ^[[:space:]]*([0-9]+)[[:space:]]+([0-9]+)[[:space:]]*$ ]] &&
+		[[ $TDB_MINIO_PORTS =~ ^[[:space:]]*([0-9]{1,5})[[:space:]]+([0-9]{1,5})[[:space:]]*$ ]] &&
 			[ "${BASH_REMATCH[1]}" -ge 1 ] && [ "${BASH_REMATCH[1]}" -le "${BASH_REMATCH[2]}" ] &&
 			[ "${BASH_REMATCH[2]}" -le 65535 ] ||
 			die "minio: TDB_MINIO_PORTS=\"$TDB_MINIO_PORTS\": expected \"FIRST LAST\", two port numbers, FIRST <= LAST <= 65535"

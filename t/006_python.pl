@@ -27,7 +27,7 @@ local $ENV{PGDATABASE} = 'postgres';
 my ($stdout, $stderr) = run_command([ '/usr/bin/python3', '-m', 'pytest', '-q', '-p', 'no:cacheprovider', "$pydir/tests" ]);
 note($stdout);
 note($stderr) if $stderr;
-like($stdout, qr/\b8 passed\b/, 'pytest: the Python bindings pass against the live cluster');
+like($stdout, qr/\b11 passed\b/, 'pytest: the Python bindings pass against the live cluster');
 unlike($stdout, qr/failed|error/i, 'pytest: nothing failed');
 
 $node->stop;

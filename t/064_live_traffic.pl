@@ -72,5 +72,50 @@ for my $lines ([ 'slowest', \@slowest, qr/ primary / ], [ 'changed', \@changed, 
 my ($long) = grep { /^\s+6 / } @slowest;
 like($long, qr/ Ylioppilastalon läntinen sis primary /, 'a long name is cut at 28 columns, between characters');
 
+# Hostile text (review of issue 29): names, road classes and incidents with
+# terminal escape sequences (ESC [ ..., an OSC title, C1's CSI), bidi
+# overrides, 10 kB names and names of combining marks only.  live_traffic
+# is the README's C example: it must write no control character to the
+# terminal (the only one in its output is the newline), keep its lines
+# short, and not crash.
+$node->safe_psql('postgres', q{
+CREATE TABLE hostile (id bigint PRIMARY KEY, name text, highway text, geom geometry(LineString, 4326));
+INSERT INTO hostile
+SELECT id, name, highway, ST_SetSRID(ST_MakeLine(ST_MakePoint(24.94 + id * 0.001, 60.17),
+                                                 ST_MakePoint(24.94 + id * 0.001, 60.171)), 4326)
+  FROM (VALUES (11, 'Red' || chr(27) || '[31mRoad' || chr(27) || ']0;pwned' || chr(7), 'pri' || chr(27) || '[2Jmary'),
+               (12, chr(155) || '2JCSI' || chr(13) || 'Tab' || chr(9) || 'x', 'motorway_link'),
+               (13, repeat('Long', 2500), 'secondary'),
+               (14, repeat(chr(776), 5000), 'tertiary'),
+               (15, 'Bidi' || chr(8238) || 'evil' || chr(8294) || 'x', chr(127) || 'res' || chr(155) || 'idential')) v(id, name, highway);
+SELECT trafficdb.load_map('hostile', 'id', 'geom', 'highway', 'name');
+INSERT INTO trafficdb.feed (location_id, speed_kmh, free_flow_kmh, incident)
+VALUES (11, 10, 50, 'wiped' || chr(27) || '[2J' || chr(27) || '[H'), (12, 11, 50, NULL), (13, 12, 50, repeat('i', 4000)),
+       (14, 13, 50, NULL), (15, 14, 50, chr(155) || '31m');
+SELECT trafficdb.publish();
+});
+($out, $err) = ('', '');
+$h = start([ $example, '/trafficdb.' . $node->port, '24.9', '60.16', '25.0', '60.18', '1', '20' ],
+	'>', \$out, '2>', \$err);
+for (1 .. 200) { $h->pump_nb; last if $out =~ /the slowest/ && $out =~ /\n\s*$/; select(undef, undef, undef, 0.05); }
+select(undef, undef, undef, 0.3);
+$node->safe_psql('postgres', q{
+INSERT INTO trafficdb.feed (location_id, speed_kmh, incident)
+VALUES (11, 9, 'again' || chr(27) || ']52;c;Y2xpcA==' || chr(7)), (12, 10, NULL), (13, 11, NULL), (14, 12, NULL),
+       (15, 13, chr(27) || 'c');
+SELECT trafficdb.publish();});
+ok(finish($h), 'hostile text: live_traffic exits 0') or diag("live_traffic failed: $err");
+note(substr($out =~ s/([^\x0a\x20-\x7e])/sprintf('\\x%02x', ord($1))/ger, 0, 8000));
+is(scalar(() = $out =~ /km\/h \(/g), 5, 'hostile text: the five roads are shown');
+is(scalar(() = $out =~ /^\s+changed /mg), 5, 'hostile text: and their changes');
+# (ok, not unlike: the output is not repeated into the test's log)
+ok($out !~ /[\x00-\x09\x0b-\x1f\x7f]/, 'hostile text: no control character but the newline');
+my $dec = decode('UTF-8', "$out");
+ok($dec !~ /[\x{80}-\x{9f}]/, 'hostile text: no C1 control character (CSI as U+009B)');
+ok($dec !~ /[\x{202a}-\x{202e}\x{2066}-\x{2069}]/, 'hostile text: no bidi override or isolate');
+my @long = grep { length($_) > 400 } split /\n/, $out;
+is(scalar(@long), 0, 'hostile text: no line over 400 bytes (10 kB names, 5,000 combining marks, 4 kB incidents)');
+ok($out =~ / motorway_link /, 'a road class longer than its column is not cut');
+
 $node->stop;
 done_testing();

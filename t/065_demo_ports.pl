@@ -7,6 +7,7 @@
 use strict;
 use warnings;
 use IO::Socket::INET;
+use File::Temp;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
@@ -56,5 +57,35 @@ like($err, qr/TDB_DEMO_PG_PORTS="5433": expected "FIRST LAST"/, 'a malformed ran
 
 ($out, $err) = ports(TDB_DEMO_PG_PORTS => $range, TDB_WEB_PORTS => $range, TDB_MINIO_PORTS => "$base x");
 like($err, qr/TDB_MINIO_PORTS="$base x": expected "FIRST LAST"/, 'also for MinIO');
+
+# a start whose MinIO or live map range is full stops before anything starts
+# (it stopped when it came to them, its cluster up).  The map name is not
+# one: a start that went past the check stops at it, having started nothing
+# either way.
+for my $case ([ 'TDB_MINIO_PORTS', qr/fewer than two free TCP ports on 127\.0\.0\.1 between $base and @{[$base + 1]}/ ],
+	[ 'TDB_WEB_PORTS', qr/no free TCP port on 127\.0\.0\.1 between $base and @{[$base + 1]}/ ])
+{
+	my ($var, $re) = @$case;
+	my $scratch = File::Temp::tempdir(CLEANUP => 1);
+	local $ENV{TDB_DEMO_DIR} = "$scratch/demo";
+	local @ENV{qw(TDB_DEMO_PG_PORTS TDB_WEB_PORTS)} = ($range, $range);
+	local $ENV{$var} = "$base " . ($base + 1);
+	($out, $err) = run_command([ 'scripts/demo.sh', 'no-such-map' ]);
+	like($err, $re, "$var full: the start stops, naming the range");
+	unlike($err, qr/unknown MAP/, "$var full: before anything else");
+	ok(!-e "$scratch/demo", "$var full: no demo directory made");
+}
+
+# numbers too long for the shell's test: the same error, without the shell's
+# "integer expression expected" before it
+for my $var (qw(TDB_DEMO_PG_PORTS TDB_WEB_PORTS TDB_MINIO_PORTS))
+{
+	($out, $err) = ports(TDB_DEMO_PG_PORTS => $range, TDB_WEB_PORTS => $range, $var => '99999999999999999999 99999999999999999999');
+	like($err, qr/$var="99999999999999999999 99999999999999999999": expected "FIRST LAST"/, "$var: a 20-digit port is refused, named");
+	unlike($err, qr/integer expression expected/, "$var: without a shell error before it");
+}
+($out, $err) = run_command([ 'env', "TDB_MINIO_PORTS=99999999999999999999 99999999999999999999", 'scripts/minio.sh', 'ports' ]);
+unlike($err, qr/integer expression expected/, 'scripts/minio.sh ports: a 20-digit port without a shell error');
+like($err, qr/TDB_MINIO_PORTS="99999999999999999999 99999999999999999999": expected "FIRST LAST"/, 'but its own');
 
 done_testing();

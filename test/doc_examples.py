@@ -254,6 +254,10 @@ def command_for(snip, code, work, saved):
     raise ValueError(snip.lang)
 
 
+# seconds to read what a snippet wrote after its process group was killed at its timeout
+KILL_GRACE = 5
+
+
 def sh_quote(s):
     return "'" + s.replace("'", "'\\''") + "'"
 
@@ -263,6 +267,15 @@ def leftovers():
     p = subprocess.run(["git", "-C", ROOT, "ls-files", "--others", "--exclude-standard", "--directory", "-z"],
                        capture_output=True)
     return set(p.stdout.decode(errors="replace").split("\0")) - {""} if p.returncode == 0 else set()
+
+
+def tracked_changes():
+    """{path: its status} of the checkout's tracked files that differ from the index or HEAD."""
+    p = subprocess.run(["git", "-C", ROOT, "status", "--porcelain=v1", "-z", "--untracked-files=no"],
+                       capture_output=True)
+    if p.returncode != 0:
+        return {}
+    return {e[3:]: e[:2] for e in p.stdout.decode(errors="replace").split("\0") if len(e) > 3}
 
 
 def remove_new(before):
@@ -275,20 +288,29 @@ def remove_new(before):
 
 
 def execute(argv, cwd, env, timeout):
-    """(exit code or "timeout", output); the snippet's whole process group dies at the timeout."""
+    """(exit code or "timeout", output); the snippet's whole process group dies at the timeout.  The wait
+    is bounded: a process the snippet started outside its group (setsid; pg_ctl's server, started without
+    -l) that keeps the output open is no longer read from after the timeout and a grace of KILL_GRACE s
+    (the run waited for it to end: forever, for a server)."""
     p = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, start_new_session=True)
     try:
         out, _ = p.communicate(timeout=timeout)
-        rc = p.returncode
+        return p.returncode, out.decode(errors="replace")
     except subprocess.TimeoutExpired:
-        try:
-            os.killpg(p.pid, signal.SIGKILL)        # what it started, too
-        except (ProcessLookupError, PermissionError):
-            pass
-        rc = "timeout"
-        out, _ = p.communicate()
-    return rc, out.decode(errors="replace")
+        pass
+    try:
+        os.killpg(p.pid, signal.SIGKILL)            # what it started, too
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        out, _ = p.communicate(timeout=KILL_GRACE)
+    except subprocess.TimeoutExpired as e:
+        out = (e.output or b"") + (b"\n[doc_examples: a process the snippet started outside its process group "
+                                   b"still holds its output; not waited for]\n")
+        p.stdout.close()
+        p.wait()
+    return "timeout", out.decode(errors="replace")
 
 
 def run(snip, page_env, default_timeout, saved):
@@ -301,6 +323,7 @@ def run(snip, page_env, default_timeout, saved):
         env = dict(env, PYTHONPATH=os.path.join(ROOT, "python") +
                    (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""))
     before = leftovers() if snip.lang in ("sh", "bash") and not snip.with_files() else None
+    tracked = tracked_changes()
     with tempfile.TemporaryDirectory(prefix="tdb-doc-") as work:
         os.chmod(work, 0o755)
         out = ""
@@ -327,6 +350,12 @@ def run(snip, page_env, default_timeout, saved):
             page_env.clear()
             page_env.update(new)
     ok = (rc != 0) if snip.must_fail() else (rc == 0)
+    # a snippet that changes a file of the checkout fails, whatever its exit (new untracked files are
+    # removed above; a changed tracked file is the reader's own work, or the docs': not put back here)
+    changed = sorted(f for f, st in tracked_changes().items() if tracked.get(f) != st)
+    if changed:
+        ok = False
+        out += "\n[doc_examples: the snippet changed files of the checkout: " + ", ".join(changed) + "]\n"
     return ok, rc, out
 
 

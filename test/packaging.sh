@@ -238,6 +238,27 @@ check "the bare venv's package imports" \
 	same "$(as_user env PYTHONNOUSERSITE=1 LD_LIBRARY_PATH="$lib" "$bare/bin/python" -c "$pycheck" 2>&1)" \
 	"$(printf '%s\n%s\n%s\n%s' "$version" "$("$bare/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/trafficdb" "libtrafficdb.so.$major" -30701)"
 
+# pip install -e ./python into another bare venv: the package is the
+# source's, and the source's other folders (tests/, examples/,
+# build_backend/) are not importable (python/ itself was put on sys.path);
+# pip uninstall leaves nothing of it.
+editable=$home/venv-editable
+check "pip install --no-index -e ./python into a bare venv" \
+	logged as_user sh -c "$PYTHON -m venv $editable && cd $src && $editable/bin/python -m pip install -q --no-index -e ./python"
+check "the editable install imports the source's package, and nothing else of python/" \
+	same "$(cd "$home" && as_user env PYTHONNOUSERSITE=1 "$editable/bin/python" -c '
+import importlib, trafficdb
+print(trafficdb.__file__)
+for m in ("tests", "examples", "build_backend"):
+    try:
+        importlib.import_module(m)
+        print(m, "importable")
+    except ImportError:
+        pass' 2>&1)" "$src/python/trafficdb/__init__.py"
+editable_site=$("$editable/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
+check "pip uninstall of the editable install leaves nothing" \
+	same "$(as_user "$editable/bin/python" -m pip uninstall -q -y trafficdb >/dev/null 2>&1; cd "$editable_site" && ls | grep -i -e trafficdb -e __pycache__)" ""
+
 # The checkout itself, built by make (scripts/test.sh builds before this
 # runs): python -c puts the working directory first on sys.path, so a file
 # there named trafficdb.so (or trafficdb.py, trafficdb.*.so) is imported as

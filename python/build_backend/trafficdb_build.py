@@ -6,7 +6,7 @@ no index.  (With setuptools as the backend, an offline install needs setuptools 
 the wheel package in the interpreter itself: pyenv's or python.org's Python has neither by default, and
 pip then fails with "invalid command 'bdist_wheel'".)
 
-Hooks: build_wheel, build_editable (a .pth naming this directory), build_sdist, and their get_requires_*
+Hooks: build_wheel, build_editable (a .pth loading a finder of trafficdb/ in this directory), build_sdist, and their get_requires_*
 (none).  The wheel holds every file of trafficdb/ but caches (make install-client adds _install.py).
 """
 import base64
@@ -96,9 +96,38 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     return _write_wheel(wheel_directory, [(name, _read(p)) for name, p in _package_files()])
 
 
+_EDITABLE_FINDER = '''"""pip install -e ./python (trafficdb_build): imports trafficdb from the source tree, and nothing else of it."""
+import importlib.util
+import os
+import sys
+
+SRC = %r
+
+
+class _Finder:
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        if name != "trafficdb":
+            return None
+        pkg = os.path.join(SRC, "trafficdb")
+        return importlib.util.spec_from_file_location(name, os.path.join(pkg, "__init__.py"),
+                                                      submodule_search_locations=[pkg])
+
+
+def install():
+    if _Finder not in sys.meta_path:
+        sys.meta_path.append(_Finder)
+'''
+
+
 def build_editable(wheel_directory, config_settings=None, metadata_directory=None):
-    """pip install -e ./python: a .pth file that puts python/ on sys.path."""
-    return _write_wheel(wheel_directory, [(NAME + ".pth", (_HERE + "\n").encode())])
+    """pip install -e ./python: a finder that imports trafficdb from python/trafficdb, loaded by a .pth.
+    Not python/ itself on sys.path: its tests/, examples/ and build_backend/ would be importable as
+    top-level (namespace) packages in every program of that Python."""
+    return _write_wheel(wheel_directory, [
+        ("_trafficdb_editable.py", (_EDITABLE_FINDER % _HERE).encode()),
+        ("_trafficdb_editable.pth", b"import _trafficdb_editable; _trafficdb_editable.install()\n"),
+    ])
 
 
 def build_sdist(sdist_directory, config_settings=None):

@@ -48,3 +48,51 @@ def test_events_with_a_timeout_end_after_that_much_quiet():
         took = time.monotonic() - start
         assert 0.25 <= took < 3, took
     assert list(sub.events(timeout_ms=300)) == []    # closed: ends at once
+
+
+def test_events_with_timeout_zero_give_the_events_already_there():
+    # events(timeout_ms=0) returned at once without looking: a change already queued was not given
+    with trafficdb.Subscriber(SHM, ids=[17]) as sub:
+        sub.receive(300)                                    # attached
+        sql("INSERT INTO trafficdb.feed (location_id, speed_kmh) VALUES (17, 23)")
+        sql("SELECT trafficdb.publish()")
+        got = []
+        deadline = time.monotonic() + 10
+        while not got and time.monotonic() < deadline:
+            got = [(e.kind, e.location_id) for e in sub.events(timeout_ms=0)]
+            time.sleep(0.05)
+        assert got == [("change", 17)]
+        start = time.monotonic()
+        assert list(sub.events(timeout_ms=0)) == []
+        assert list(sub.events(timeout_ms=-5)) == []        # negative: no wait, as 0
+        assert time.monotonic() - start < 0.5
+
+
+def test_timeouts_that_are_not_numbers_are_refused_when_called():
+    import math
+    import pytest
+    with trafficdb.Subscriber(SHM, ids=[18]) as sub:
+        for bad in ("100", "abc", b"1", [1]):
+            with pytest.raises(TypeError, match="timeout_ms must be a number of milliseconds"):
+                sub.events(timeout_ms=bad)                  # at the call, not at the first event
+            with pytest.raises(TypeError, match="timeout_ms must be a number of milliseconds"):
+                sub.receive(bad)
+        with pytest.raises(ValueError, match="NaN"):
+            sub.events(timeout_ms=math.nan)
+        assert list(sub.events(timeout_ms=float("-inf"))) == []
+        it = sub.events(timeout_ms=10 ** 40)                # huge: capped, no OverflowError
+        sub.close()
+        assert list(it) == []                               # and it ends at the close
+
+
+def test_ctrl_c_interrupts_the_iteration_promptly():
+    import signal
+    import pytest
+    sub = trafficdb.Subscriber(SHM, ids=[19])               # timeout_ms 10 s: one receive's wait
+    threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        for e in sub:
+            pass
+    assert time.monotonic() - start < 1.5, "Ctrl-C was not noticed within the iteration's 500 ms wait"
+    sub.close()

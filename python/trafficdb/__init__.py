@@ -27,6 +27,7 @@ LD_LIBRARY_PATH).
 import ctypes
 import datetime
 import math
+import numbers
 import os
 import threading
 import time
@@ -508,8 +509,14 @@ _INT_MAX = 2 ** 31 - 1
 
 
 def _ms(timeout_ms):
-    """A timeout for a C int: ctypes wraps larger ints silently (2**32 + 5 ms became 5 ms, 2**31 no wait)."""
-    return max(0, min(int(timeout_ms), _INT_MAX))
+    """A timeout for a C int: ctypes wraps larger ints silently (2**32 + 5 ms became 5 ms, 2**31 no wait).
+    A number of milliseconds (negative: no wait; above _INT_MAX, infinity included: _INT_MAX); anything else
+    is a TypeError naming it (int("100") took a string, int("abc") said "invalid literal for int()")."""
+    if not isinstance(timeout_ms, numbers.Real):
+        raise TypeError("timeout_ms must be a number of milliseconds, not %r" % (timeout_ms,))
+    if math.isnan(timeout_ms):
+        raise ValueError("timeout_ms must be a number of milliseconds, not NaN")
+    return _INT_MAX if timeout_ms >= _INT_MAX else 0 if timeout_ms <= 0 else int(timeout_ms)
 
 
 class Request:
@@ -674,16 +681,22 @@ class Subscriber:
     def events(self, timeout_ms=None):
         """Iterate over the events as they come.  timeout_ms=None (what `for e in sub` does): until the
         subscriber is closed, however long traffic stays quiet.  timeout_ms=N: the iteration ends (returns;
-        no exception) after N ms without an event, or when the subscriber is closed."""
-        quiet_ms = None if timeout_ms is None else _ms(timeout_ms)
+        no exception) after N ms without an event, or when the subscriber is closed; 0: the events already
+        there, without waiting.  A timeout_ms that is not a number raises TypeError here, not at the first
+        event."""
+        return self._events(None if timeout_ms is None else _ms(timeout_ms))
+
+    def _events(self, quiet_ms):
         deadline = None if quiet_ms is None else time.monotonic() + quiet_ms / 1000.0
         while True:
             wait = self._ITER_WAIT_MS
+            last = False
             if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return
-                wait = min(wait, max(1, int(left * 1000)))
+                left_ms = (deadline - time.monotonic()) * 1000.0
+                if left_ms <= 0:        # one more look, without waiting: what came meanwhile is not lost
+                    wait, last = 0, True
+                else:
+                    wait = min(wait, max(1, int(left_ms)))
             with self._lock:
                 if not self._h or self._closing:
                     return
@@ -697,6 +710,8 @@ class Subscriber:
                 if deadline is not None:
                     deadline = time.monotonic() + quiet_ms / 1000.0
                 yield from events
+            elif last:
+                return
 
     def __iter__(self):
         return self.events()
