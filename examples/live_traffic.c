@@ -13,6 +13,7 @@
  *	  Build: cc -o live_traffic live_traffic.c $(pkg-config --cflags --libs trafficdb)
  */
 #define _XOPEN_SOURCE 700			/* wcwidth */
+#include <errno.h>
 #include <locale.h>
 #include <math.h>
 #include <stdio.h>
@@ -209,13 +210,31 @@ fail(const char *what, int rc, trafficdb_handle *h)
 	return 1;
 }
 
+/* argv[i] as a number within [lo, hi], or exit naming the value and what was expected */
+static double
+number_arg(const char *what, const char *arg, double lo, double hi, int whole)
+{
+	char	   *end;
+	double		v;
+
+	errno = 0;
+	v = strtod(arg, &end);
+	if (end == arg || *end != '\0' || errno != 0 || !(v >= lo && v <= hi) || (whole && v != floor(v)))
+	{
+		fprintf(stderr, "live_traffic: %s \"%s\": expected %s from %g to %g\n", what, arg,
+				whole ? "a whole number" : "a number", lo, hi);
+		exit(2);
+	}
+	return v;
+}
+
 int
 main(int argc, char **argv)
 {
 	trafficdb_handle *h;
 	double		b[4];
-	int			publications = argc > 6 ? atoi(argv[6]) : 0;
-	int			timeout_ms = (argc > 7 ? atoi(argv[7]) : 10) * 1000;
+	int			publications = 0;
+	int			timeout_ms = 10 * 1000;
 	uint64_t	gen;
 	int64_t		published_at;
 	Slowest		s = {0};
@@ -226,8 +245,14 @@ main(int argc, char **argv)
 		fprintf(stderr, "usage: live_traffic NAME XMIN YMIN XMAX YMAX [PUBLICATIONS [TIMEOUT_S]]\n");
 		return 2;
 	}
-	for (int i = 0; i < 4; i++)
-		b[i] = atof(argv[2 + i]);
+	b[0] = number_arg("XMIN", argv[2], -180, 180, 0);
+	b[1] = number_arg("YMIN", argv[3], -90, 90, 0);
+	b[2] = number_arg("XMAX", argv[4], -180, 180, 0);
+	b[3] = number_arg("YMAX", argv[5], -90, 90, 0);
+	if (argc > 6)
+		publications = (int) number_arg("PUBLICATIONS", argv[6], 0, 1000000, 1);
+	if (argc > 7)					/* a day at most: milliseconds fit an int */
+		timeout_ms = (int) (number_arg("TIMEOUT_S", argv[7], 0, 86400, 0) * 1000);
 	use_wcwidth = setlocale(LC_CTYPE, "C.UTF-8") != NULL;	/* see print_cell */
 
 	if ((rc = trafficdb_open(argv[1], &h)) != TRAFFICDB_OK)

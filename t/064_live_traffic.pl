@@ -117,5 +117,19 @@ my @long = grep { length($_) > 400 } split /\n/, $out;
 is(scalar(@long), 0, 'hostile text: no line over 400 bytes (10 kB names, 5,000 combining marks, 4 kB incidents)');
 ok($out =~ / motorway_link /, 'a road class longer than its column is not cut');
 
+# bad arguments: exit 2 naming the value and what was expected (a TIMEOUT_S
+# whose milliseconds overflow an int was taken as a negative wait)
+for my $case (
+	[ [ 'x', 60, 25, 61 ], qr/XMIN "x": expected a number from -180 to 180/ ],
+	[ [ 24, 60, 25, 61, '1.5' ], qr/PUBLICATIONS "1\.5": expected a whole number/ ],
+	[ [ 24, 60, 25, 61, 1, '99999999999' ], qr/TIMEOUT_S "99999999999": expected a number from 0 to 86400/ ])
+{
+	my ($args, $want) = @$case;
+	my ($o, $e) = ('', '');
+	my $ok = IPC::Run::run([ $example, '/trafficdb.nonexistent', @$args ], '>', \$o, '2>', \$e);
+	ok(!$ok && $? >> 8 == 2, "bad arguments (@$args): exit status 2");
+	like($e, $want, "bad arguments (@$args): the message names the value");
+}
+
 $node->stop;
 done_testing();
