@@ -122,6 +122,7 @@ class _Req(ctypes.Structure):
 
 assert ctypes.sizeof(_Req) == 24
 REQUEST_MAX = 4096
+"""The largest request or reply, in bytes, that Subscriber.request() and reply() carry."""
 
 _VISIT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_Location), ctypes.c_void_p)
 _H = ctypes.c_void_p
@@ -347,6 +348,7 @@ class Reader:
         self._h = h
 
     def snapshot(self):
+        """Pin the current generation: a Snapshot, to use in a with block (released at its end)."""
         return Snapshot(self)
 
     def wait(self, after, timeout=None):
@@ -360,6 +362,7 @@ class Reader:
         return gen.value
 
     def close(self):
+        """Detach from the shared memory; the Reader cannot be used after. Closing twice is harmless."""
         if self._h:
             _lib.trafficdb_close(self._h)
             self._h = None
@@ -460,9 +463,11 @@ class Writer:
 
     @property
     def retry_after_us(self):
+        """After Busy: how long, in microseconds, the daemon suggests waiting before putting again."""
         return _lib.trafficdb_retry_after_us(self._handle())
 
     def close(self):
+        """Release the writer and its lane (call sync() first to know every put so far is committed). Closing twice is harmless."""
         if self._h:
             _lib.trafficdb_writer_close(self._h)
             self._h = None
