@@ -219,7 +219,7 @@ number_arg(const char *what, const char *arg, double lo, double hi, int whole)
 
 	errno = 0;
 	v = strtod(arg, &end);
-	if (end == arg || *end != '\0' || errno != 0 || !(v >= lo && v <= hi) || (whole && v != floor(v)))
+	if (end == arg || *end != '\0' || errno != 0 || !(v >= lo && v <= hi) || (whole && v != (double) (long) v))
 	{
 		fprintf(stderr, "live_traffic: %s \"%s\": expected %s from %g to %g\n", what, arg,
 				whole ? "a whole number" : "a number", lo, hi);
