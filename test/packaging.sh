@@ -220,23 +220,26 @@ check "the ctypes structures have the header's offsets and sizes" \
 	same "$(as_user "$PYTHON" -c "$pylayout" 2>&1)" \
 	"$(as_user env "$export_pc" sh -c "cc $cflags -o layout layout.c \$(pkg-config --cflags trafficdb) && ./layout")"
 
-# pip install ./python, offline, into a venv that sees Debian's setuptools.
-venv=$home/venv
-check "pip install --no-index --no-build-isolation ./python into a venv" \
-	logged as_user sh -c "$PYTHON -m venv --system-site-packages $venv && cd $src && $venv/bin/python -m pip install -q --no-index --no-build-isolation ./python"
-check "the venv's package imports, finding the library through LD_LIBRARY_PATH" \
-	same "$(as_user env PYTHONNOUSERSITE=1 LD_LIBRARY_PATH="$lib" "$venv/bin/python" -c "$pycheck" 2>&1)" \
-	"$(printf '%s\n%s\n%s\n%s' "$version" "$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/trafficdb" "libtrafficdb.so.$major" -30701)"
+# venv_install WHAT VENV VENV_FLAGS PIP_FLAGS: pip install ./python, offline,
+# into a new venv made with VENV_FLAGS, then its package must import, finding
+# the library through LD_LIBRARY_PATH
+venv_install() {
+	local what=$1 venv=$2 venv_flags=$3 pip_flags=$4
+	check "pip install --no-index $pip_flags./python into $what" \
+		logged as_user sh -c "$PYTHON -m venv $venv_flags$venv && cd $src && $venv/bin/python -m pip install -q --no-index $pip_flags./python"
+	check "$what: the package imports, finding the library through LD_LIBRARY_PATH" \
+		same "$(as_user env PYTHONNOUSERSITE=1 LD_LIBRARY_PATH="$lib" "$venv/bin/python" -c "$pycheck" 2>&1)" \
+		"$(printf '%s\n%s\n%s\n%s' "$version" "$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/trafficdb" "libtrafficdb.so.$major" -30701)"
+}
+
+# a venv that sees Debian's setuptools
+venv=$home/venv	# also read by the checks below
+venv_install "a venv" "$venv" "--system-site-packages " "--no-build-isolation "
 
 # A bare venv (no --system-site-packages: no Debian setuptools, and no wheel
 # package, as with pyenv's or python.org's Python): pip install ./python,
 # offline, with build isolation as pip does by default.
-bare=$home/venv-bare
-check "pip install --no-index ./python into a bare venv (no setuptools or wheel needed)" \
-	logged as_user sh -c "$PYTHON -m venv $bare && cd $src && $bare/bin/python -m pip install -q --no-index ./python"
-check "the bare venv's package imports" \
-	same "$(as_user env PYTHONNOUSERSITE=1 LD_LIBRARY_PATH="$lib" "$bare/bin/python" -c "$pycheck" 2>&1)" \
-	"$(printf '%s\n%s\n%s\n%s' "$version" "$("$bare/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/trafficdb" "libtrafficdb.so.$major" -30701)"
+venv_install "a bare venv (no setuptools or wheel needed)" "$home/venv-bare" "" ""
 
 # pip install -e ./python into another bare venv: the package is the
 # source's, and the source's other folders (tests/, examples/,
