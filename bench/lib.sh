@@ -77,3 +77,78 @@ bench_restart_cluster() {
 	echo "bench: no publication within 300 s of the restart" >&2
 	return 1
 }
+
+# bench_median NUMBER...: their median.
+bench_median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+# bench_road_tiles Z [LIMIT]: the tiles of zoom Z that hold roads of the
+# loaded map (the tiles of the roads' midpoints), at most LIMIT (400), in a
+# fixed pseudo-random order: one z/x/y a line.  The same tiles for every
+# side measured.
+bench_road_tiles() {
+	"${PSQL[@]}" -At -c "
+		SELECT t FROM (SELECT DISTINCT format('%s/%s/%s', $1,
+		         floor((ST_X(p) + 180) / 360 * 2 ^ $1)::int,
+		         floor((1 - ln(tan(radians(ST_Y(p))) + 1 / cos(radians(ST_Y(p)))) / pi()) / 2 * 2 ^ $1)::int) AS t
+		    FROM (SELECT ST_LineInterpolatePoint(geom, 0.5) AS p FROM trafficdb.locations) s) u
+		 ORDER BY md5(t) LIMIT ${2:-400}"
+}
+
+# bench_load_delaware TABLE: the real Delaware network (52,585 OpenStreetMap
+# ways; scripts/fetch-map.sh) imported into TABLE and loaded as the map.
+bench_load_delaware() {
+	scripts/fetch-map.sh delaware >/dev/null
+	"${PSQL[@]}" -c "SET client_min_messages = warning" -c "DROP TABLE IF EXISTS $1"
+	TDB_ROADS_TABLE=$1 osm2pgsql --output=flex --style=scripts/roads.lua --log-level=warn --log-progress=false \
+		-H 127.0.0.1 -P "$port" -U postgres -d "$DB" data/cache/delaware-latest.osm.pbf
+	"${PSQL[@]}" -c "SELECT trafficdb.load_map('$1', 'osm_id', 'geom', 'highway', 'name', 'maxspeed', 'oneway')" >/dev/null
+}
+
+# bench_repaint BASE RUNS OUT: web/bench/repaint.mjs against the page at BASE
+# (its environment passes through: LIVEMAP_TILES, LIVEMAP_SOURCE_LAYER),
+# every run's line kept in OUT; prints the medians and spread:
+#   event_median repaint_median repaint_p90 repaint_min repaint_max psql_median   (ms)
+bench_repaint() {
+	PGHOST=127.0.0.1 PGPORT=$port PGUSER=postgres PGDATABASE=$DB LIVEMAP_PSQL="$PG_BIN/psql" CHROMIUM=$(command -v chromium) \
+		timeout 600 node web/bench/repaint.mjs "$1" "$2" >"$3"
+	python3 -c '
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
+ev = sorted(float(r[1]) for r in rows); rp = sorted(float(r[2]) for r in rows); ps = sorted(float(r[4]) for r in rows)
+print(statistics.median(ev), statistics.median(rp), rp[min(len(rp) - 1, int(len(rp) * 0.9))], rp[0], rp[-1], statistics.median(ps))
+' "$3"
+}
+
+# bench_heap_tile_features: the live map's baseline (bench/livemap.sh,
+# bench/tiles.sh): the rows of trafficdb.locations copied to a heap table with
+# GiST (public.bench_livemap_heap), and public.bench_heap_tile_features(z, x, y)
+# over it, of trafficdb.tile_features's shape (tipg serves either).
+bench_heap_tile_features() {
+	"${PSQL[@]}" <<-'EOSQL'
+	SET client_min_messages = warning;
+	DROP TABLE IF EXISTS bench_livemap_heap CASCADE;
+	CREATE TABLE bench_livemap_heap AS
+	  SELECT location_id, name, road_class, speed_kmh, free_flow_kmh, congestion, incident, generation, geom
+	    FROM trafficdb.locations;
+	CREATE INDEX ON bench_livemap_heap USING gist (geom);
+	ANALYZE bench_livemap_heap;
+	CREATE OR REPLACE FUNCTION public.bench_heap_tile_features(z integer, x integer, y integer,
+	    OUT location_id bigint, OUT name text, OUT road_class text,
+	    OUT speed_kmh real, OUT free_flow_kmh real, OUT congestion smallint,
+	    OUT incident text, OUT generation bigint, OUT geom geometry)
+	RETURNS SETOF record LANGUAGE plpgsql STABLE AS $$
+	DECLARE
+	  side bigint;
+	BEGIN
+	  IF z IS NULL OR x IS NULL OR y IS NULL THEN RETURN; END IF;
+	  IF z < 0 OR z > 30 THEN RAISE EXCEPTION 'tile zoom % is out of range: expected 0 to 30', z; END IF;
+	  side := 1::bigint << z;
+	  IF x < 0 OR x >= side OR y < 0 OR y >= side THEN RAISE EXCEPTION 'tile %/%/% is outside the grid', z, x, y; END IF;
+	  RETURN QUERY
+	    SELECT h.location_id, h.name, h.road_class, h.speed_kmh, h.free_flow_kmh, h.congestion,
+	           h.incident, h.generation, h.geom
+	      FROM public.bench_livemap_heap h
+	     WHERE h.geom && ST_Transform(ST_TileEnvelope(z, x, y, margin => 64.0 / 4096), 4326);
+	END $$;
+	EOSQL
+}

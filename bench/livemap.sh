@@ -45,51 +45,13 @@ finish() {
 }
 trap finish EXIT
 
-median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-
-# The baseline: the same rows in a heap table with GiST, the same function shape.
-heap_baseline() {
-	"${PSQL[@]}" <<-'EOSQL'
-	SET client_min_messages = warning;
-	DROP TABLE IF EXISTS bench_livemap_heap CASCADE;
-	CREATE TABLE bench_livemap_heap AS
-	  SELECT location_id, name, road_class, speed_kmh, free_flow_kmh, congestion, incident, generation, geom
-	    FROM trafficdb.locations;
-	CREATE INDEX ON bench_livemap_heap USING gist (geom);
-	ANALYZE bench_livemap_heap;
-	CREATE OR REPLACE FUNCTION public.bench_heap_tile_features(z integer, x integer, y integer,
-	    OUT location_id bigint, OUT name text, OUT road_class text,
-	    OUT speed_kmh real, OUT free_flow_kmh real, OUT congestion smallint,
-	    OUT incident text, OUT generation bigint, OUT geom geometry)
-	RETURNS SETOF record LANGUAGE plpgsql STABLE AS $$
-	DECLARE
-	  side bigint;
-	BEGIN
-	  IF z IS NULL OR x IS NULL OR y IS NULL THEN RETURN; END IF;
-	  IF z < 0 OR z > 30 THEN RAISE EXCEPTION 'tile zoom % is out of range: expected 0 to 30', z; END IF;
-	  side := 1::bigint << z;
-	  IF x < 0 OR x >= side OR y < 0 OR y >= side THEN RAISE EXCEPTION 'tile %/%/% is outside the grid', z, x, y; END IF;
-	  RETURN QUERY
-	    SELECT h.location_id, h.name, h.road_class, h.speed_kmh, h.free_flow_kmh, h.congestion,
-	           h.incident, h.generation, h.geom
-	      FROM public.bench_livemap_heap h
-	     WHERE h.geom && ST_Transform(ST_TileEnvelope(z, x, y, margin => 64.0 / 4096), 4326);
-	END $$;
-	EOSQL
-}
-
 # measure_tiles SECTION: zooms 12-16, the tiles of the loaded map that hold
 # roads (at most 400 of each zoom, the same ones for both sides: the tiles of
 # the roads' midpoints, in a fixed pseudo-random order)
 measure_tiles() {
 	local section=$1 z f n wall rate bytes med p99 tiles
 	for z in 12 13 14 15 16; do
-		mapfile -t tiles < <("${PSQL[@]}" -At -c "
-			SELECT t FROM (SELECT DISTINCT format('%s/%s/%s', $z,
-			         floor((ST_X(p) + 180) / 360 * 2 ^ $z)::int,
-			         floor((1 - ln(tan(radians(ST_Y(p))) + 1 / cos(radians(ST_Y(p)))) / pi()) / 2 * 2 ^ $z)::int) AS t
-			    FROM (SELECT ST_LineInterpolatePoint(geom, 0.5) AS p FROM trafficdb.locations) s) u
-			 ORDER BY md5(t) LIMIT 400")
+		mapfile -t tiles < <(bench_road_tiles "$z")
 		printf '%s\n' "${tiles[@]}" | awk -F/ '{ print $2 "\t" $3 }' >"$work/tiles.tsv"
 		"${PSQL[@]}" -c "SET client_min_messages = warning" -c "DROP TABLE IF EXISTS bench_livemap_tiles" \
 			-c "CREATE TABLE bench_livemap_tiles (i serial PRIMARY KEY, x int, y int)" \
@@ -118,9 +80,9 @@ measure_tiles() {
 			done
 		done
 		for f in trafficdb.tile_features public.bench_heap_tile_features; do
-			tps[$f]=$(median ${tps[$f]})
-			p50[$f]=$(median ${p50[$f]})
-			sqltps[$f]=$(median ${sqltps[$f]})
+			tps[$f]=$(bench_median ${tps[$f]})
+			p50[$f]=$(bench_median ${p50[$f]})
+			sqltps[$f]=$(bench_median ${sqltps[$f]})
 			echo "  $section z$z, ${#tiles[@]} tiles, $f: ${tps[$f]} tiles/s through tipg (p50 ${p50[$f]} ms), ${sqltps[$f]} tiles/s in SQL (medians of $ROUNDS)" >&2
 		done
 		bench_emit "$section" tipg_tiles_per_s "$z" "${tps[trafficdb.tile_features]}" tiles/s heap_gist "${tps[public.bench_heap_tile_features]}"
@@ -130,7 +92,7 @@ measure_tiles() {
 	done
 }
 
-heap_baseline
+bench_heap_tile_features
 TIPG_DB_SCHEMAS='["trafficdb", "public"]' \
 	TIPG_DB_FUNCTIONS='["trafficdb.tile_features", "public.bench_heap_tile_features"]' \
 	TIPG_DB_EXCLUDE_TABLE_SCHEMAS='["trafficdb", "public"]' \
@@ -141,14 +103,7 @@ echo "livemap: tiles/s through tipg ($THREADS threads) and in SQL (pgbench, 2 cl
 measure_tiles livemap
 
 echo "livemap: publish() to the repainted tile in headless chromium, $RUNS runs" >&2
-PGHOST=127.0.0.1 PGPORT=$port PGUSER=postgres PGDATABASE=$DB LIVEMAP_PSQL="$PG_BIN/psql" CHROMIUM=$(command -v chromium) \
-	timeout 600 node web/bench/repaint.mjs "$base" "$RUNS" >"$work/repaint.txt"
-read -r ev_med rp_med rp_p90 rp_min rp_max psql_med < <(python3 -c '
-import statistics, sys
-rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
-ev = sorted(float(r[1]) for r in rows); rp = sorted(float(r[2]) for r in rows); ps = sorted(float(r[4]) for r in rows)
-print(statistics.median(ev), statistics.median(rp), rp[min(len(rp) - 1, int(len(rp) * 0.9))], rp[0], rp[-1], statistics.median(ps))
-' "$work/repaint.txt")
+read -r ev_med rp_med rp_p90 rp_min rp_max psql_med < <(bench_repaint "$base" "$RUNS" "$work/repaint.txt")
 echo "  median: event $ev_med ms, repainted $rp_med ms (p90 $rp_p90, min $rp_min, max $rp_max; psql itself $psql_med ms)" >&2
 bench_emit livemap publish_to_event_median_ms "$RUNS" "$ev_med" ms
 bench_emit livemap publish_to_repaint_median_ms "$RUNS" "$rp_med" ms
@@ -156,12 +111,8 @@ bench_emit livemap publish_to_repaint_p90_ms "$RUNS" "$rp_p90" ms
 
 if [ "${LIVEMAP_DELAWARE:-1}" = 1 ]; then
 	echo "livemap: the same tiles on the real Delaware network (52,585 roads; LIVEMAP_DELAWARE=0 skips it)" >&2
-	scripts/fetch-map.sh delaware >/dev/null
-	"${PSQL[@]}" -c "SET client_min_messages = warning" -c "DROP TABLE IF EXISTS bench_delaware"
-	TDB_ROADS_TABLE=bench_delaware osm2pgsql --output=flex --style=scripts/roads.lua --log-level=warn --log-progress=false \
-		-H 127.0.0.1 -P "$port" -U postgres -d "$DB" data/cache/delaware-latest.osm.pbf
-	"${PSQL[@]}" -c "SELECT trafficdb.load_map('bench_delaware', 'osm_id', 'geom', 'highway', 'name', 'maxspeed', 'oneway')" >/dev/null
-	heap_baseline
+	bench_load_delaware bench_delaware
+	bench_heap_tile_features
 	measure_tiles livemap_delaware
 	bench_restore_map
 	"${PSQL[@]}" -c "DROP TABLE bench_delaware"

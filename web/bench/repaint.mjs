@@ -12,6 +12,9 @@
 // the clock starts before it.  Prints one line per run: generation, ms to
 // the event, ms to the repaint, tiles fetched, ms psql took (its start, the
 // INSERT and publish()).  PG* variables name the cluster.
+// LIVEMAP_TILES (a URL template, {z}/{x}/{y}) and LIVEMAP_SOURCE_LAYER: the
+// page takes its traffic tiles from there instead of its own server
+// (window.__tdbTiles, set before the page's scripts run; bench/tiles.sh).
 import { execFileSync } from 'node:child_process';
 import puppeteer from 'puppeteer-core';
 
@@ -30,6 +33,10 @@ const browser = await puppeteer.launch({
 });
 try {
   const page = await browser.newPage();
+  if (process.env.LIVEMAP_TILES) {
+    await page.evaluateOnNewDocument((traffic, layer) => { window.__tdbTiles = { traffic, source_layer: layer }; },
+      process.env.LIVEMAP_TILES, process.env.LIVEMAP_SOURCE_LAYER || 'traffic');
+  }
   await page.setViewport({ width: 1100, height: 750 });
   await page.goto(`${base}/map/#16/${lat}/${lon}`, { waitUntil: 'load', timeout: 30000 });
   await page.waitForFunction(() => window.__tdb && window.__tdb.ready && window.__tdb.settled() && window.__tdb.generation !== null,

@@ -12,8 +12,12 @@
 (function () {
   'use strict';
 
-  const TILES = location.origin + '/collections/trafficdb.tile_features/tiles/WebMercatorQuad/{z}/{x}/{y}';
-  const SOURCE_LAYER = 'tile_features';
+  // A harness may name another tile source before the page runs (the
+  // benchmark, web/bench/repaint.mjs, measures several servers with one page):
+  // window.__tdbTiles = { traffic: URL template, source_layer: layer name }.
+  const PICK = window.__tdbTiles || {};
+  const TILES = PICK.traffic || location.origin + '/collections/trafficdb.tile_features/tiles/WebMercatorQuad/{z}/{x}/{y}';
+  const SOURCE_LAYER = PICK.source_layer || 'tile_features';
   const MIN_ZOOM = 12;      // tiles below this would hold too many roads to be useful
   const MAX_ZOOM = 16;      // deeper zooms reuse z16 tiles (overzoom)
   const COLORS = ['#1a9850', '#a6d96a', '#fdae61', '#f46d43', '#d7191c'];
