@@ -312,7 +312,13 @@ test-web-hostile:
 bench-livemap:
 	bench/livemap.sh
 
-.PHONY: test-livemap test-web-hostile bench-livemap
+# Vector tiles: Martin + trafficdb.tile_mvt vs Martin + ST_AsMVT over a heap
+# with GiST vs tipg, SQL alone, the 304 check, publish to repainted tile
+# (bench/tiles.sh; QUICK=1 for a smoke run of a few minutes).
+bench-tiles:
+	bench/tiles.sh $(if $(QUICK),--quick)
+
+.PHONY: test-livemap test-web-hostile bench-livemap bench-tiles
 
 # TAP tests of t/ (PostgreSQL::Test::Cluster) against the installed server.
 tap:

@@ -28,21 +28,7 @@ time_sql() {
 }
 
 echo "bench/daemon: generating $N synthetic segments (shaped like the Helsinki extract)" >&2
-"${PSQL[@]}" <<EOF
-SET client_min_messages = warning;
-DROP TABLE IF EXISTS bench_roads;
-SELECT setseed(0.7) \g /dev/null
-CREATE UNLOGGED TABLE bench_roads AS
-SELECT i AS id,
-       ST_SetSRID(ST_MakeLine((ARRAY[
-           ST_MakePoint(x, y), ST_MakePoint(x + dx, y + dy),
-           ST_MakePoint(x + 2 * dx, y + dy * 1.5), ST_MakePoint(x + 3 * dx, y + dy * 2)])[1:np]), 4326) AS geom,
-       (ARRAY['primary', 'secondary', 'tertiary', 'residential', 'service'])[1 + i % 5] AS highway,
-       'Street ' || (i % 20000) AS name
-  FROM (SELECT i, 10 + (i % 1000) * 0.01 + random() * 0.01 AS x, 45 + (i / 1000 % 1000) * 0.01 + random() * 0.01 AS y,
-               (random() - 0.5) * 0.0008 AS dx, (random() - 0.5) * 0.0004 AS dy, 2 + (random() * 2.9)::int AS np
-          FROM generate_series(1, $N) i) s;
-EOF
+bench_synthetic_roads bench_roads "$N"
 
 # only trafficdb.publish() consumes during the measurement (and the WAL between two
 # LSNs is the publication's alone)

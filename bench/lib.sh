@@ -152,3 +152,26 @@ bench_heap_tile_features() {
 	END $$;
 	EOSQL
 }
+
+
+# bench_synthetic_roads TABLE N: N synthetic segments (columns id, geom,
+# highway, name) over a 10 x 10 degree grid at 10-20 E 45-55 N, shaped like the
+# Helsinki extract (2 to 4 points, a few tens of metres), seeded: the same
+# network every time (bench/daemon.sh, bench/tiles.sh).
+bench_synthetic_roads() {
+	"${PSQL[@]}" <<-EOF
+	SET client_min_messages = warning;
+	DROP TABLE IF EXISTS $1;
+	SELECT setseed(0.7) \g /dev/null
+	CREATE UNLOGGED TABLE $1 AS
+	SELECT i AS id,
+	       ST_SetSRID(ST_MakeLine((ARRAY[
+	           ST_MakePoint(x, y), ST_MakePoint(x + dx, y + dy),
+	           ST_MakePoint(x + 2 * dx, y + dy * 1.5), ST_MakePoint(x + 3 * dx, y + dy * 2)])[1:np]), 4326) AS geom,
+	       (ARRAY['primary', 'secondary', 'tertiary', 'residential', 'service'])[1 + i % 5] AS highway,
+	       'Street ' || (i % 20000) AS name
+	  FROM (SELECT i, 10 + (i % 1000) * 0.01 + random() * 0.01 AS x, 45 + (i / 1000 % 1000) * 0.01 + random() * 0.01 AS y,
+	               (random() - 0.5) * 0.0008 AS dx, (random() - 0.5) * 0.0004 AS dy, 2 + (random() * 2.9)::int AS np
+	          FROM generate_series(1, $2) i) s;
+	EOF
+}

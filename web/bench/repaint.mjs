@@ -41,6 +41,15 @@ try {
   await page.goto(`${base}/map/#16/${lat}/${lon}`, { waitUntil: 'load', timeout: 30000 });
   await page.waitForFunction(() => window.__tdb && window.__tdb.ready && window.__tdb.settled() && window.__tdb.generation !== null,
     { timeout: 20000, polling: 50 });
+  // the page draws roads from the tiles asked for (the right server and layer)
+  const loaded = await page.evaluate(() => {
+    const m = window.__tdb.map;
+    const layer = m.getLayer('roads-base').sourceLayer;
+    return { tiles: m.getSource('traffic').tiles[0], layer, errors: window.__tdb.errors,
+      features: m.querySourceFeatures('traffic', { sourceLayer: layer }).length };
+  });
+  if (loaded.errors.length || !loaded.features) throw new Error(`the page drew no roads: ${JSON.stringify(loaded)}`);
+  console.error(`repaint: ${loaded.features} road features of layer ${loaded.layer} drawn from ${loaded.tiles}`);
   for (let i = 0; i < runs; i++) {
     const level = i % 2 === 0 ? 4 : 0;
     const prev = Number(await page.evaluate(() => window.__tdb.generation));
