@@ -44,10 +44,11 @@ bench_restore_map() {
 	"${PSQL[@]}" -c "SELECT trafficdb.load_map('roads', 'osm_id', 'geom', 'highway', 'name', 'maxspeed', 'oneway')" >/dev/null
 }
 
-# Packages only the benchmarks need (Redis as a baseline, gnuplot for plots).
+# Packages only the benchmarks need (Redis as a baseline, gnuplot for plots),
+# or the ones named.
 bench_deps() {
-	local missing=()
-	for p in redis-server redis-tools gnuplot-nox; do
+	local missing=() p
+	for p in ${@:-redis-server redis-tools gnuplot-nox}; do	# names without spaces
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 	done
 	if [ ${#missing[@]} -gt 0 ]; then

@@ -189,6 +189,27 @@ SECTIONS = [
      "(the map's next idle after the refetched tiles), headless chromium, x = runs."),
     ("livemap_delaware", "The live map on the real Delaware network (bench/livemap.sh)",
      "The tiles measured as above, with the Delaware network (52,585 OpenStreetMap ways) loaded as the map."),
+    ("tiles_helsinki", "Vector tiles, Helsinki (bench/tiles.sh)",
+     "Vector tiles through HTTP (oha, x = concurrent keep-alive connections; the tiles that hold roads, at most 400 a zoom, "
+     "one URL file per server and zoom; medians of the rounds, the servers taking turns). value: Martin + "
+     "trafficdb.tile_mvt (encoded in C from shared memory); baselines in the same run: martin_heap, Martin + "
+     "bench.tile_heap (ST_AsMVT over a heap copy with GiST: same layer, attributes, extent 4096 and buffer 64), and "
+     "tipg (web/app.py, trafficdb.tile_features, one uvicorn worker). bytes_per_tile: x = zoom (tipg's tiles have "
+     "its own buffer and attributes). sql_tiles_per_s: x = zoom, pgbench with 2 clients, tile_mvt vs tile_heap, a "
+     "random tile of the same list a transaction."),
+    ("tiles_delaware", "Vector tiles, the real Delaware network (bench/tiles.sh)",
+     "As above, with the Delaware network (OpenStreetMap) loaded as the map."),
+    ("tiles_synthetic", "Vector tiles, the synthetic network (bench/tiles.sh)",
+     "As above, with the synthetic network of TILES_SEGMENTS segments (1 M; 100,000 with --quick) over 10 x 10 degrees."),
+    ("tiles_etag", "Vector tiles: 304 after a publication (bench/tiles.sh)",
+     "Every tile of the Helsinki lists (and the tiles of one road) fetched from Martin + tile_mvt with their "
+     "ETags; a feed row for that road and trafficdb.publish(); every tile fetched again with If-None-Match. "
+     "expected_200: the tiles where ST_AsMVTGeom keeps a piece of the road; wrong: tiles holding it answered "
+     "304, or others answered 200 (must be 0)."),
+    ("tiles_repaint", "Vector tiles: publish() to the repainted tile (bench/tiles.sh)",
+     "web/bench/repaint.mjs in headless chromium with web/feeder.py running, x = runs a side; value: the page "
+     "taking its tiles from Martin + tile_mvt; baselines: tipg + the heap copy (public.bench_heap_tile_features, "
+     "whose tiles do not change: the same event, refetch and draw) and tipg + tile_features."),
     ("tippydb", "TippyDB's geo-placement experiment (bench/tippy.sh)",
      "Three clusters (regions A, B, C) each own a third of a 30,000-segment map; clients in region A "
      "reach A through Toxiproxy with 1 ms of added round trip and B and C with 100 ms. 80 % of the "
@@ -212,9 +233,11 @@ SECTIONS = [
 ]
 
 
-def gnuplot(base, name, script):
+def gnuplot(base, name, script, files=None):
     if not shutil.which("gnuplot"):
         return None
+    if files is not None and not any(os.path.getsize(f) for f in files):
+        return None     # nothing measured for this plot in this run
     png = f"{base}-{name}.png"
     full = f"set terminal pngcairo size 900,600 font 'sans,11' noenhanced\nset output '{png}'\n" \
            "set key below\nset grid\n" + script
@@ -252,7 +275,7 @@ def plots(base, rows):
     made.append(gnuplot(base, "sql-clients",
                         "set title 'Queries through SQL over clients (pgbench)'\nset xlabel 'clients'\n"
                         "set ylabel 'queries per second'\nset logscale xy\nset xtics (1,2,4,8,16)\n"
-                        "plot " + ", ".join(lines)))
+                        "plot " + ", ".join(lines), tmp[-10:]))
 
     # box size, as the TrafficDB paper's figures: 2 clients, fdw vs heap
     fdw, heap = [], []
@@ -266,7 +289,7 @@ def plots(base, rows):
     made.append(gnuplot(base, "sql-boxes",
                         "set title 'Box queries by size, 2 clients'\nset xlabel 'box side (km)'\n"
                         "set ylabel 'queries per second'\nset logscale xy\nset xtics (2,5,10,20,50)\n"
-                        f"plot '{f}' w lp lw 2 pt 7 t 'trafficdb.locations', '{h}' w lp lw 2 pt 6 t 'heap + GiST'"))
+                        f"plot '{f}' w lp lw 2 pt 7 t 'trafficdb.locations', '{h}' w lp lw 2 pt 6 t 'heap + GiST'", [f, h]))
 
     # the accessor over threads against the bare probe
     lines = []
@@ -284,7 +307,7 @@ def plots(base, rows):
     made.append(gnuplot(base, "accessor-threads",
                         "set title 'Lookups per second over threads (libtrafficdb)'\nset xlabel 'threads'\n"
                         "set ylabel 'lookups per second'\nset logscale y\nset xtics 1\nset xrange [0.5:*]\n"
-                        "plot " + ", ".join(lines)))
+                        "plot " + ", ".join(lines), [f for f in tmp if "-acc-" in f]))
 
     # scale-up of publishing (objects alone)
     b = series_file(base, "pub-build", pts("publish_objects", "map_build_s", ""))
@@ -295,10 +318,61 @@ def plots(base, rows):
                         "set title 'Publishing over network size (objects alone)'\nset xlabel 'segments'\n"
                         "set ylabel 'seconds'\nset logscale xy\n"
                         f"plot '{b}' w lp lw 2 pt 7 t 'map build', '{a}' w lp lw 2 pt 7 t 'traffic, 100 % updated', "
-                        f"'{u}' w lp lw 2 pt 7 t 'traffic, 1 % updated'"))
+                        f"'{u}' w lp lw 2 pt 7 t 'traffic, 1 % updated'", [b, u, a]))
+    tiles_plots(base, rows, by, made, tmp)
     for t in tmp:
         os.remove(t)
     return [m for m in made if m]
+
+
+TILE_SERVERS = (("martin_mvt", "Martin + tile_mvt", 1), ("martin_heap", "Martin + ST_AsMVT heap", 2), ("tipg", "tipg", 3))
+
+
+def tiles_plots(base, rows, by, made, tmp):
+    """bench/tiles.sh: per map, tiles/s over clients for each zoom (one panel a zoom), and p50/p99 over zooms at 2 clients."""
+    for section in sorted({r["section"] for r in rows if r["section"].startswith("tiles_")} - {"tiles_etag", "tiles_repaint"}):
+        m = section[len("tiles_"):]
+        zooms = sorted({int(r["measure"][1:].split("_")[0]) for r in rows
+                        if r["section"] == section and r["measure"].endswith("_tiles_per_s") and r["measure"][1].isdigit()})
+        if not zooms:
+            continue
+        panels, files = [], []
+        for z in zooms:
+            lines = []
+            for server, title, lc in TILE_SERVERS:
+                base_of = "martin_heap" if server == "martin_mvt" else server
+                value = "value" if server == "martin_mvt" else "baseline_value"
+                p = sorted((float(r["x"]), float(r[value])) for r in by[(section, f"z{z}_tiles_per_s", base_of)] if r[value])
+                f = series_file(base, f"{section}-z{z}-{server}", p)
+                tmp.append(f)
+                files.append(f)
+                lines.append(f"'{f}' w lp lw 2 pt 7 lc {lc} t '{title}'")
+            panels.append(f"set title 'z{z}'\nplot " + ", ".join(lines))
+        cols = min(4, len(zooms))
+        made.append(gnuplot(base, f"{section}-clients",
+                            f"set terminal pngcairo size {300 * cols + 100},{330 * ((len(zooms) + cols - 1) // cols) + 60} "
+                            f"font 'sans,9' noenhanced\nset output '{base}-{section}-clients.png'\n"
+                            "set logscale y\nset xtics (1,2,4,8)\nset logscale x\nset xlabel 'clients'\n"
+                            "set ylabel 'tiles/s'\nset key below\n"
+                            f"set multiplot layout {(len(zooms) + cols - 1) // cols},{cols} title 'Tiles per second over "
+                            f"clients, {m} (bench/tiles.sh)'\n" + "\n".join(panels) + "\nunset multiplot", files))
+        lines, files = [], []
+        for q, dt in (("p50", 1), ("p99", 2)):
+            for server, title, lc in TILE_SERVERS:
+                base_of = "martin_heap" if server == "martin_mvt" else server
+                value = "value" if server == "martin_mvt" else "baseline_value"
+                p = []
+                for z in zooms:
+                    r = find(rows, section, f"z{z}_{q}_ms", 2, base_of)
+                    if r and r[value]:
+                        p.append((z, float(r[value])))
+                f = series_file(base, f"{section}-{q}-{server}", p)
+                tmp.append(f)
+                files.append(f)
+                lines.append(f"'{f}' w lp lw 2 dt {dt} pt 7 lc {lc} t '{title} {q}'")
+        made.append(gnuplot(base, f"{section}-latency",
+                            f"set title 'Tile latency p50 / p99 over zoom, 2 clients, {m}'\nset xlabel 'zoom'\n"
+                            "set ylabel 'ms'\nset logscale y\nset xtics 1\nplot " + ", ".join(lines), files))
 
 
 def headline(rows):
@@ -339,6 +413,25 @@ def headline(rows):
          find(rows, "tippydb", "read_mean_ms_geo", None, "read_mean_ms_hash"))
     line("mean write latency with a synchronous standby in the next region, geo vs hash placement",
          find(rows, "tippydb", "write_mean_ms_geo_replicated", None, "write_mean_ms_hash_replicated"))
+    for z in (10, 12, 14, 16):
+        line(f"vector tiles in SQL alone, tile_mvt vs ST_AsMVT over the heap with GiST, z{z}, Helsinki (goal: "
+             f"{'10x' if z >= 14 else '5x'})", find(rows, "tiles_helsinki", "sql_tiles_per_s", z, "tile_heap"))
+    for m in ("helsinki", "delaware", "synthetic"):
+        for z in (10, 14, 16):
+            line(f"vector tiles through Martin, tile_mvt vs the heap, z{z}, 2 clients, {m} (goal: 5x)",
+                 find(rows, f"tiles_{m}", f"z{z}_tiles_per_s", 2, "martin_heap"))
+    line("vector tile p50 at z14 through Martin, Helsinki, 2 clients, tile_mvt vs the heap (goal: <= 2 ms)",
+         find(rows, "tiles_helsinki", "z14_p50_ms", 2, "martin_heap"))
+    line("vector tiles through Martin + tile_mvt vs tipg as before, z14, 2 clients, Helsinki",
+         find(rows, "tiles_helsinki", "z14_tiles_per_s", 2, "tipg"))
+    line("bytes per tile, tile_mvt vs ST_AsMVT over the heap, z14, Helsinki (goal: within 1.1x)",
+         find(rows, "tiles_helsinki", "bytes_per_tile", 14, "martin_heap"))
+    line("tiles answered 200 after a publication vs the tiles holding the changed road (the rest: 304)",
+         find(rows, "tiles_etag", "answered_200", None, "expected_200"))
+    line("publish() to repainted tile p50, Martin + tile_mvt vs tipg + heap (goal: <= 150 ms)",
+         find(rows, "tiles_repaint", "publish_to_repaint_p50_ms", None, "tipg_heap"))
+    line("publish() to repainted tile p90, Martin + tile_mvt vs tipg + heap (goal: <= 300 ms)",
+         find(rows, "tiles_repaint", "publish_to_repaint_p90_ms", None, "tipg_heap"))
     return "\n".join(out)
 
 

@@ -71,6 +71,7 @@ start=$(date +%s)
 bench_cluster
 "${PSQL[@]}" -Atc "SELECT to_regprocedure('trafficdb.tile_mvt(integer, integer, integer, jsonb)') IS NOT NULL" | grep -qx t ||
 	die "bench/tiles.sh: trafficdb.tile_mvt is missing on 127.0.0.1:$port (install the extension of this checkout: make install)"
+bench_deps gnuplot-nox	# the plots
 scripts/web-setup.sh
 VENV=${TDB_WEB_VENV:-$TDB_ROOT/.venv-web}
 command -v chromium >/dev/null || die "chromium is missing: scripts/deps.sh installs it"
