@@ -280,10 +280,10 @@ measure() {
 				bench_emit "$sec" "z${z}_p99_ms" "$c" "${lat99[martin_mvt,$c]}" ms "$s" "${lat99[$s,$c]}"
 			done
 		done
-		# bytes do not depend on the clients: the first count's
+		# the mean size of the tiles served (a random sample; exact below)
 		c=${CLIENTS%% *}
 		for s in martin_heap tipg; do
-			bench_emit "$sec" bytes_per_tile "$z" "${size[martin_mvt,$c]}" B "$s" "${size[$s,$c]}"
+			bench_emit "$sec" http_bytes_per_tile "$z" "${size[martin_mvt,$c]}" B "$s" "${size[$s,$c]}"
 		done
 		unset tps lat50 lat99 size
 		sql_alone "$m" "$z" "$n"
@@ -293,7 +293,7 @@ measure() {
 # sql_alone MAP Z N: pgbench, 2 clients, prepared, a random tile of the list
 # a transaction, tile_mvt and tile_heap taking turns, medians of the rounds
 sql_alone() {
-	local m=$1 z=$2 n=$3 f r v secs
+	local m=$1 z=$2 n=$3 f r v secs mvt_bytes heap_bytes
 	secs=$(awk -v t="$T" 'BEGIN { printf "%d", (t < 1) ? 1 : t + 0.5 }')	# pgbench counts whole seconds
 	awk -F/ '{ print NR "\t" $2 "\t" $3 }' "$work/$m-z$z.tiles" >"$work/tiles.tsv"
 	"${PSQL[@]}" -c "SET client_min_messages = warning" -c "DROP TABLE IF EXISTS bench.tile_list" \
@@ -311,6 +311,10 @@ sql_alone() {
 			sql[$f]+="$v "
 		done
 	done
+	# the exact mean size of the zoom's tiles, each once
+	read -r mvt_bytes heap_bytes < <("${PSQL[@]}" -At -F ' ' -c "SELECT round(avg(length(trafficdb.tile_mvt($z, x, y)))),
+		round(avg(length(bench.tile_heap($z, x, y)))) FROM bench.tile_list")
+	bench_emit "tiles_$m" bytes_per_tile "$z" "$mvt_bytes" B tile_heap "$heap_bytes"
 	echo "  $m z$z in SQL (pgbench, 2 clients): tile_mvt $(bench_median ${sql[trafficdb.tile_mvt]}) tiles/s, tile_heap $(bench_median ${sql[bench.tile_heap]})" >&2
 	bench_emit "tiles_$m" sql_tiles_per_s "$z" "$(bench_median ${sql[trafficdb.tile_mvt]})" tiles/s tile_heap "$(bench_median ${sql[bench.tile_heap]})"
 }
