@@ -194,8 +194,9 @@ SECTIONS = [
      "one URL file per server and zoom; medians of the rounds, the servers taking turns). value: Martin + "
      "trafficdb.tile_mvt (encoded in C from shared memory); baselines in the same run: martin_heap, Martin + "
      "bench.tile_heap (ST_AsMVT over a heap copy with GiST: same layer, attributes, extent 4096 and buffer 64), and "
-     "tipg (web/app.py, trafficdb.tile_features, one uvicorn worker). bytes_per_tile: x = zoom (tipg's tiles have "
-     "its own buffer and attributes). sql_tiles_per_s: x = zoom, pgbench with 2 clients, tile_mvt vs tile_heap, a "
+     "tipg (web/app.py, trafficdb.tile_features, one uvicorn worker). bytes_per_tile: x = zoom, the exact mean "
+     "length of the zoom's tiles, tile_mvt vs tile_heap in SQL; http_bytes_per_tile: the mean of the tiles oha drew "
+     "at random (tipg's tiles have its own buffer and attributes). sql_tiles_per_s: x = zoom, pgbench with 2 clients, tile_mvt vs tile_heap, a "
      "random tile of the same list a transaction."),
     ("tiles_delaware", "Vector tiles, the real Delaware network (bench/tiles.sh)",
      "As above, with the Delaware network (OpenStreetMap) loaded as the map."),
@@ -425,7 +426,7 @@ def headline(rows):
     line("vector tiles through Martin + tile_mvt vs tipg as before, z14, 2 clients, Helsinki",
          find(rows, "tiles_helsinki", "z14_tiles_per_s", 2, "tipg"))
     line("bytes per tile, tile_mvt vs ST_AsMVT over the heap, z14, Helsinki (goal: within 1.1x)",
-         find(rows, "tiles_helsinki", "bytes_per_tile", 14, "martin_heap"))
+         find(rows, "tiles_helsinki", "bytes_per_tile", 14, "tile_heap"))
     line("tiles answered 200 after a publication vs the tiles holding the changed road (the rest: 304)",
          find(rows, "tiles_etag", "answered_200", None, "expected_200"))
     line("publish() to repainted tile p50, Martin + tile_mvt vs tipg + heap (goal: <= 150 ms)",
