@@ -337,7 +337,7 @@ etag_check() {
 	total=$(wc -l <"$urls")
 	# the tiles holding the road: where ST_AsMVTGeom keeps a piece of it
 	awk -F/ '{ print $1 "\t" $2 "\t" $3 }' "$work/etag.tiles" >"$work/etag.tsv"
-	"${PSQL[@]}" -c "DROP TABLE IF EXISTS bench.etag_tiles" -c "CREATE TABLE bench.etag_tiles (z int, x int, y int)" \
+	"${PSQL[@]}" -c "SET client_min_messages = warning" -c "DROP TABLE IF EXISTS bench.etag_tiles" -c "CREATE TABLE bench.etag_tiles (z int, x int, y int)" \
 		-c "\\copy bench.etag_tiles FROM '$work/etag.tsv'"
 	"${PSQL[@]}" -At -c "SELECT format('$mbase/traffic/%s/%s/%s', t.z, t.x, t.y) FROM bench.etag_tiles t, trafficdb.locations l
 		WHERE l.location_id = $road AND ST_AsMVTGeom(ST_Transform(l.geom, 3857), ST_TileEnvelope(t.z, t.x, t.y), 4096, 64, true) IS NOT NULL" |
