@@ -41,7 +41,7 @@
 # plots through bench/report.py.  Exit status 1 when the 304 check failed.
 #
 # Tools: oha 1.16.0 (TDB_OHA, else scripts/oha.sh path, else
-# /var/tmp/oha-build/root/bin/oha), Martin 1.14.0 (TDB_MARTIN, else
+# ~/.cache/trafficdb/oha-1.16.0/bin/oha), Martin 1.14.0 (TDB_MARTIN, else
 # scripts/martin.sh path, else /var/tmp/martin-build/root/bin/martin).
 # Ports: TDB_MARTIN_PORTS and TDB_WEB_PORTS ("FIRST LAST"), else free ones.
 set -euo pipefail
@@ -82,7 +82,7 @@ tool() {
 	elif [ -x "scripts/$2" ]; then "scripts/$2" path
 	else echo "$3"; fi
 }
-OHA=$(tool "${TDB_OHA:-}" oha.sh /var/tmp/oha-build/root/bin/oha)
+OHA=$(tool "${TDB_OHA:-}" oha.sh "${XDG_CACHE_HOME:-$HOME/.cache}/trafficdb/oha-1.16.0/bin/oha")
 MARTIN=$(tool "${TDB_MARTIN:-}" martin.sh /var/tmp/martin-build/root/bin/martin)
 [ -x "$OHA" ] || die "bench/tiles.sh: oha not found at $OHA (TDB_OHA names it)"
 [ -x "$MARTIN" ] || die "bench/tiles.sh: martin not found at $MARTIN (TDB_MARTIN names it)"
@@ -226,7 +226,10 @@ url() {
 # cells.jsonl.  Every answer must be 200 (or 204, an empty tile).
 oha_cell() {
 	local out=$work/oha-$1-z$2-c$3-$4-r$5.json
-	"$OHA" --no-tui --output-format json -z "${6}s" -c "$3" --urls-from-file "$work/$1-z$2-$4.urls" >"$out" 2>"$work/oha.err" ||
+	# no compression (the tile functions are compared, and their bytes); the
+	# requests under way at the deadline are waited for, not aborted
+	"$OHA" --no-tui --output-format json -z "${6}s" -c "$3" --disable-compression -w \
+		--urls-from-file "$work/$1-z$2-$4.urls" >"$out" 2>"$work/oha.err" ||
 		{ cat "$work/oha.err" >&2; die "oha failed ($1 z$2 $3 clients $4)"; }
 	python3 - "$out" "$1" "$2" "$3" "$4" "$5" "$work/cells.jsonl" <<-'EOF'
 	import json, sys
@@ -236,11 +239,13 @@ oha_cell() {
 	bad = {k: v for k, v in codes.items() if k not in ("200", "204")}
 	if bad or d.get("errorDistribution"):
 	    sys.exit(f"{s} {m} z{z}: answers {codes}, errors {d.get('errorDistribution')}")
-	su, lp = d["summary"], d["latencyPercentiles"]
+	su, lp, n = d["summary"], d["latencyPercentiles"], sum(codes.values())
+	if not n:
+	    sys.exit(f"{s} {m} z{z}: no answer")
 	cell = {"map": m, "zoom": int(z), "clients": int(c), "server": s, "round": int(r),
-	        "tiles_per_s": round(su["requestsPerSec"], 1), "p50_ms": round(lp["p50"] * 1000, 3),
-	        "p99_ms": round(lp["p99"] * 1000, 3), "bytes_per_tile": round(su.get("sizePerRequest") or 0),
-	        "requests": sum(codes.values()), "status": codes}
+	        "tiles_per_s": round(n / su["total"], 1), "p50_ms": round(lp["p50"] * 1000, 3),
+	        "p99_ms": round(lp["p99"] * 1000, 3), "bytes_per_tile": round(su["totalData"] / n),
+	        "requests": n, "seconds": round(su["total"], 3), "status": codes}
 	open(cells, "a").write(json.dumps(cell) + "\n")
 	print(cell["tiles_per_s"], cell["p50_ms"], cell["p99_ms"], cell["bytes_per_tile"])
 	EOF
