@@ -105,6 +105,13 @@ typedef struct TdbMvtScratch
 bool		tdb_mvt_feature(const TdbMvtTile *t, const double *lonlat, uint32_t n,
 							TdbMvtScratch *s, bool *oom);
 
+/*
+ * The same from tile space on (n points after ST_Transform and the affine
+ * map): the snap, the straight lines, the clip.  For the unit tests.
+ */
+bool		tdb_mvt_feature_tile_xy(const TdbMvtTile *t, const double *xy, uint32_t n,
+									TdbMvtScratch *s, bool *oom);
+
 /* True if a shape inside the lon/lat box b is surely too small for the tile. */
 bool		tdb_mvt_box_too_small(const TdbMvtTile *t, const TdbBoxF *b);
 

@@ -535,6 +535,8 @@ encode_part(TdbMvtScratch *s, const double *p, uint32_t n, int32_t *px, int32_t 
 	s->ncmd += 2 + 2 * n;
 }
 
+static bool from_tile_space(const TdbMvtTile *t, uint32_t n, TdbMvtScratch *s, bool *oom);
+
 bool
 tdb_mvt_feature(const TdbMvtTile *t, const double *lonlat, uint32_t n, TdbMvtScratch *s, bool *oom)
 {
@@ -543,10 +545,6 @@ tdb_mvt_feature(const TdbMvtTile *t, const double *lonlat, uint32_t n, TdbMvtScr
 				by0 = INFINITY,
 				bx1 = -INFINITY,
 				by1 = -INFINITY;
-	ClipOut		o;
-	int32_t		px = 0;
-	int32_t		py = 0;
-	size_t		need;
 
 	*oom = false;
 	s->ncmd = 0;
@@ -585,6 +583,39 @@ tdb_mvt_feature(const TdbMvtTile *t, const double *lonlat, uint32_t n, TdbMvtScr
 		xy[2 * i] = t->fx * X + 0.0 * Y + t->xoff;
 		xy[2 * i + 1] = 0.0 * X + t->fy * Y + t->yoff;
 	}
+	return from_tile_space(t, n, s, oom);
+}
+
+bool
+tdb_mvt_feature_tile_xy(const TdbMvtTile *t, const double *xy, uint32_t n, TdbMvtScratch *s, bool *oom)
+{
+	*oom = false;
+	s->ncmd = 0;
+	if (n < 2)
+		return false;
+	if (!grow(s->alloc, (void **) &s->xy, &s->xy_cap, 2 * (size_t) n, sizeof(double)))
+	{
+		*oom = true;
+		return false;
+	}
+	memcpy(s->xy, xy, 2 * (size_t) n * sizeof(double));
+	return from_tile_space(t, n, s, oom);
+}
+
+/* Snap, straight lines, clip, snap again, commands: s->xy holds n points in tile space. */
+static bool
+from_tile_space(const TdbMvtTile *t, uint32_t n, TdbMvtScratch *s, bool *oom)
+{
+	double	   *xy = s->xy;
+	double		bx0,
+				by0,
+				bx1,
+				by1;
+	ClipOut		o;
+	int32_t		px = 0;
+	int32_t		py = 0;
+	size_t		need;
+
 	n = snap(xy, n);
 	if (n < 2)
 		return false;
