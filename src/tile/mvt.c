@@ -88,6 +88,7 @@ typedef struct Enc
 	uint32_t   *order;			/* value refs by id */
 	uint8_t		prio[256];		/* rank of each road class */
 	uint32_t	budget;
+	TdbMvtProj *proj;			/* NULL: project every shape */
 	bool		oom;
 	uint64_t	work;
 } Enc;
@@ -283,13 +284,31 @@ process(Enc *e, uint64_t rec)
 	const char *s;
 	uint32_t	ilen;
 	const char *inc;
+	double	   *merc;
 
 	if (e->env->interrupt && (++e->work & 4095) == 0)
 		e->env->interrupt();
-	if (!grow(e, (void **) &e->lonlat, &e->lonlat_cap, 2 * (size_t) loc->npoints, sizeof(double)))
-		return false;
-	tdb_map_shape(e->map, rec, e->lonlat);
-	if (!tdb_mvt_feature(&e->tile, e->lonlat, loc->npoints, &e->s, &oom))
+	if (e->proj != NULL)
+	{
+		merc = e->proj->merc + 2 * e->proj->off[rec];
+		if (!(e->proj->done[rec / 64] & (UINT64_C(1) << (rec % 64))))
+		{
+			if (!grow(e, (void **) &e->lonlat, &e->lonlat_cap, 2 * (size_t) loc->npoints, sizeof(double)))
+				return false;
+			tdb_map_shape(e->map, rec, e->lonlat);
+			tdb_mvt_project_shape(e->lonlat, loc->npoints, merc);
+			e->proj->done[rec / 64] |= UINT64_C(1) << (rec % 64);
+		}
+	}
+	else
+	{
+		if (!grow(e, (void **) &e->lonlat, &e->lonlat_cap, 4 * (size_t) loc->npoints, sizeof(double)))
+			return false;
+		tdb_map_shape(e->map, rec, e->lonlat);
+		merc = e->lonlat + 2 * (size_t) loc->npoints;
+		tdb_mvt_project_shape(e->lonlat, loc->npoints, merc);
+	}
+	if (!tdb_mvt_feature(&e->tile, merc, loc->npoints, &e->s, &oom))
 	{
 		if (oom)
 			e->oom = true;
@@ -579,6 +598,78 @@ budget_add(Enc *e, Budget *b, const uint32_t *list, size_t i)
 	return true;
 }
 
+/* ---- the projection cache ---------------------------------------------------- */
+
+uint64_t
+tdb_mvt_proj_bytes(const TdbMapView *map)
+{
+	uint64_t	points = 0;
+
+	for (uint64_t i = 0; i < map->count; i++)
+		points += map->records[i].npoints;
+	return 8 * (map->count + 1) + 16 * points + 8 * (map->count / 64 + 1);
+}
+
+static void
+proj_release(const TdbMvtEnv *env)
+{
+	TdbMvtProj *p = env->proj;
+
+	if (p->off)
+		env->rank_alloc->release(env->rank_alloc->ctx, p->off);
+	if (p->merc)
+		env->rank_alloc->release(env->rank_alloc->ctx, p->merc);
+	if (p->done)
+		env->rank_alloc->release(env->rank_alloc->ctx, p->done);
+	memset(p, 0, sizeof(*p));
+}
+
+/* The cache for this map, (re)built empty when the map changed; NULL: none. */
+static TdbMvtProj *
+proj_for(const TdbMapView *map, const TdbMvtEnv *env)
+{
+	TdbMvtProj *p = env->proj;
+	const TdbKnnAlloc *a = env->rank_alloc;
+	uint64_t	at = 0;
+
+	if (p == NULL)
+		return NULL;
+	if (p->map_obj == (const void *) map->hdr && p->map_id == map->hdr->map_id && p->count == map->count)
+		return p->failed ? NULL : p;
+	proj_release(env);
+	p->map_obj = map->hdr;
+	p->map_id = map->hdr->map_id;
+	p->count = map->count;
+	if (tdb_mvt_proj_bytes(map) > env->proj_cap)
+	{
+		p->failed = true;
+		return NULL;
+	}
+	p->off = a->grow(a->ctx, NULL, 8 * (map->count + 1));
+	p->done = a->grow(a->ctx, NULL, 8 * (map->count / 64 + 1));
+	if (p->off == NULL || p->done == NULL)
+		goto fail;
+	for (uint64_t i = 0; i < map->count; i++)
+	{
+		p->off[i] = at;
+		at += map->records[i].npoints;
+	}
+	p->off[map->count] = at;
+	p->merc = a->grow(a->ctx, NULL, 16 * (at ? at : 1));
+	if (p->merc == NULL)
+		goto fail;
+	memset(p->done, 0, 8 * (map->count / 64 + 1));
+	return p;
+
+fail:
+	proj_release(env);
+	p->map_obj = map->hdr;
+	p->map_id = map->hdr->map_id;
+	p->count = map->count;
+	p->failed = true;
+	return NULL;
+}
+
 /* ---- candidates --------------------------------------------------------------- */
 
 typedef struct Cands
@@ -802,6 +893,7 @@ tdb_mvt_encode(const TdbMapView *map, const void *traffic, const TdbTraffic *ent
 	e.budget = opt->budget;
 	tdb_mvt_tile_init(&e.tile, z, x, y, opt->extent, opt->buffer);
 	class_priorities(map, e.prio);
+	e.proj = proj_for(map, env);
 	c.e = &e;
 
 	if (map->count > 0)
@@ -815,7 +907,7 @@ tdb_mvt_encode(const TdbMapView *map, const void *traffic, const TdbTraffic *ent
 		out->candidates = c.n;
 		for (size_t i = 0; i < c.n; i++)
 		{
-			if (tdb_mvt_box_too_small(&e.tile, leaf_box(map, c.idx[i])))
+			if (z < 12 && tdb_mvt_box_too_small(&e.tile, leaf_box(map, c.idx[i])))
 				continue;
 			if (!process(&e, c.idx[i]))
 				goto oom;
@@ -881,7 +973,7 @@ tdb_mvt_encode(const TdbMapView *map, const void *traffic, const TdbTraffic *ent
 			if (lb->xmax < q.xmin || lb->xmin > q.xmax || lb->ymax < q.ymin || lb->ymin > q.ymax)
 				continue;
 			out->candidates++;
-			if (tdb_mvt_box_too_small(&e.tile, lb))
+			if (z < 12 && tdb_mvt_box_too_small(&e.tile, lb))
 				continue;
 			if (!process(&e, rec))
 				goto oom;

@@ -96,13 +96,16 @@ typedef struct TdbMvtScratch
 	uint32_t	ncmd;
 } TdbMvtScratch;
 
+/* ST_Transform of a shape: n lon/lat points to Web Mercator (2n doubles). */
+void		tdb_mvt_project_shape(const double *lonlat, uint32_t n, double *merc);
+
 /*
- * Run ST_AsMVTGeom's pipeline on a shape of n lon/lat points and encode
- * the result as MVT geometry commands into s->cmd[0 .. s->ncmd).  Returns
- * true if there is a feature, false where ST_AsMVTGeom gives NULL.  Returns
- * false with *oom set when the allocator failed.
+ * Run ST_AsMVTGeom's pipeline on a shape of n points in Web Mercator and
+ * encode the result as MVT geometry commands into s->cmd[0 .. s->ncmd).
+ * Returns true if there is a feature, false where ST_AsMVTGeom gives NULL.
+ * Returns false with *oom set when the allocator failed.
  */
-bool		tdb_mvt_feature(const TdbMvtTile *t, const double *lonlat, uint32_t n,
+bool		tdb_mvt_feature(const TdbMvtTile *t, const double *merc, uint32_t n,
 							TdbMvtScratch *s, bool *oom);
 
 /*
@@ -125,6 +128,25 @@ typedef struct TdbMvtOptions
 	uint32_t	buffer;
 	uint32_t	budget;			/* bytes */
 } TdbMvtOptions;
+
+/*
+ * The map's shapes in Web Mercator, projected on first use and kept by the
+ * caller per map (projection is most of a tile's work).  off[i] is record
+ * i's first point in merc; done is a bitmap of the records projected.
+ */
+typedef struct TdbMvtProj
+{
+	uint64_t	map_id;
+	const void *map_obj;
+	uint64_t	count;
+	uint64_t   *off;			/* count + 1 */
+	double	   *merc;
+	uint64_t   *done;
+	bool		failed;			/* too large for the cap, or no memory: not cached */
+} TdbMvtProj;
+
+/* Bytes a projection cache of this map takes. */
+uint64_t	tdb_mvt_proj_bytes(const TdbMapView *map);
 
 /* The map's records ranked for low zooms, cached by the caller per map. */
 typedef struct TdbMvtRank
@@ -161,6 +183,9 @@ typedef struct TdbMvtEnv
 	/* the rank, built on first need (NULL: rank each tile's features) */
 	TdbMvtRank *rank;
 	const TdbKnnAlloc *rank_alloc;
+	/* the projection cache (NULL: none) and its cap in bytes; rank_alloc's memory */
+	TdbMvtProj *proj;
+	uint64_t	proj_cap;
 	/* called now and then during long work (cancel); may not return */
 	void		(*interrupt) (void);
 } TdbMvtEnv;
