@@ -32,6 +32,7 @@
 
 #include "knn.h"
 #include "object.h"
+#include "tile/mvt_cache.h"
 
 #define TDB_MVT_MAX_ZOOM		30
 #define TDB_MVT_DEFAULT_EXTENT	4096
@@ -129,42 +130,6 @@ typedef struct TdbMvtOptions
 	uint32_t	budget;			/* bytes */
 } TdbMvtOptions;
 
-/*
- * The map's shapes in Web Mercator, projected on first use and kept by the
- * caller per map (projection is most of a tile's work).  off[i] is record
- * i's first point in merc; done is a bitmap of the records projected.
- */
-typedef struct TdbMvtProj
-{
-	uint64_t	map_id;
-	const void *map_obj;
-	uint64_t	count;
-	uint64_t   *off;			/* count + 1 */
-	double	   *merc;
-	uint64_t   *done;
-	bool		failed;			/* too large for the cap, or no memory: not cached */
-} TdbMvtProj;
-
-/* Bytes a projection cache of this map takes. */
-uint64_t	tdb_mvt_proj_bytes(const TdbMapView *map);
-
-/* The map's records ranked for low zooms, cached by the caller per map. */
-typedef struct TdbMvtRank
-{
-	uint64_t	map_id;
-	const void *map_obj;
-	uint64_t	count;
-	uint32_t   *order;			/* record indices, most important first */
-} TdbMvtRank;
-
-/*
- * Build the rank of a map: road class (motorway, trunk, primary, secondary,
- * tertiary, their links, unclassified, residential, living_street,
- * service, track, then other classes by name, then none), then length
- * descending, then location id.  Returns false when out of memory.
- */
-bool		tdb_mvt_rank_build(const TdbMapView *map, TdbMvtRank *rank, const TdbKnnAlloc *alloc);
-
 typedef struct TdbMvtResult
 {
 	uint8_t    *data;			/* header bytes, then the tile */
@@ -174,21 +139,6 @@ typedef struct TdbMvtResult
 	uint64_t	max_changed_gen;	/* of the features kept: the ETag's G */
 	bool		truncated;		/* the budget left features out */
 } TdbMvtResult;
-
-/* What the encoder needs of a caller. */
-typedef struct TdbMvtEnv
-{
-	const TdbKnnAlloc *alloc;	/* per-tile memory */
-	size_t		header;			/* bytes reserved before the tile in data */
-	/* the rank, built on first need (NULL: rank each tile's features) */
-	TdbMvtRank *rank;
-	const TdbKnnAlloc *rank_alloc;
-	/* the projection cache (NULL: none) and its cap in bytes; rank_alloc's memory */
-	TdbMvtProj *proj;
-	uint64_t	proj_cap;
-	/* called now and then during long work (cancel); may not return */
-	void		(*interrupt) (void);
-} TdbMvtEnv;
 
 typedef enum TdbMvtStatus
 {
