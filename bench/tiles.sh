@@ -176,7 +176,16 @@ base="http://127.0.0.1:$web_port"
 
 # Martin: no tile cache (every request reaches the function), one worker a
 # core, a pool as large as the most clients, the web role; CORS for the page
-martin_port=$(free_port "${TDB_MARTIN_PORTS:-}")
+# (Martin cannot bind a port that still has connections in TIME-WAIT: skip those)
+martin_port=
+if [ -n "${TDB_MARTIN_PORTS:-}" ]; then
+	for p in $(seq ${TDB_MARTIN_PORTS}); do
+		port_in_use "$p" || [ -n "$(ss -Htan "( sport = :$p )" 2>/dev/null)" ] || { martin_port=$p; break; }
+	done
+	[ -n "$martin_port" ] || die "no free TCP port for Martin in $TDB_MARTIN_PORTS"
+else
+	martin_port=$(free_port)
+fi
 cat >"$work/martin.yaml" <<EOF
 listen_addresses: 127.0.0.1:$martin_port
 worker_processes: $(nproc)
