@@ -414,17 +414,18 @@ def headline(rows):
          find(rows, "tippydb", "read_mean_ms_geo", None, "read_mean_ms_hash"))
     line("mean write latency with a synchronous standby in the next region, geo vs hash placement",
          find(rows, "tippydb", "write_mean_ms_geo_replicated", None, "write_mean_ms_hash_replicated"))
-    for z in (10, 12, 14, 16):
+    for z in (10, 12, 13, 14, 16):
         line(f"vector tiles in SQL alone, tile_mvt vs ST_AsMVT over the heap with GiST, z{z}, Helsinki (goal: "
-             f"{'10x' if z >= 14 else '5x'})", find(rows, "tiles_helsinki", "sql_tiles_per_s", z, "tile_heap"))
+             f"{'10x' if z >= 14 else '5x' if z <= 12 else 'none'})", find(rows, "tiles_helsinki", "sql_tiles_per_s", z, "tile_heap"))
     for m in ("helsinki", "delaware", "synthetic"):
-        for z in (10, 14, 16):
+        for z in (10, 13, 14, 16):
             line(f"vector tiles through Martin, tile_mvt vs the heap, z{z}, 2 clients, {m} (goal: 5x)",
                  find(rows, f"tiles_{m}", f"z{z}_tiles_per_s", 2, "martin_heap"))
     line("vector tile p50 at z14 through Martin, Helsinki, 2 clients, tile_mvt vs the heap (goal: <= 2 ms)",
          find(rows, "tiles_helsinki", "z14_p50_ms", 2, "martin_heap"))
-    line("vector tiles through Martin + tile_mvt vs tipg as before, z14, 2 clients, Helsinki",
-         find(rows, "tiles_helsinki", "z14_tiles_per_s", 2, "tipg"))
+    for z in (13, 14):
+        line(f"vector tiles through Martin + tile_mvt vs tipg as before, z{z}, 2 clients, Helsinki",
+             find(rows, "tiles_helsinki", f"z{z}_tiles_per_s", 2, "tipg"))
     line("bytes per tile, tile_mvt vs ST_AsMVT over the heap, z14, Helsinki (goal: within 1.1x)",
          find(rows, "tiles_helsinki", "bytes_per_tile", 14, "tile_heap"))
     line("tiles answered 200 after a publication vs the tiles holding the changed road (the rest: 304)",

@@ -427,5 +427,6 @@ json.dump({"command": sys.argv[3], "seconds_per_cell": float(sys.argv[4]), "cell
 ' "$work/cells.jsonl" "$json" "bench/tiles.sh${1:+ $1}" "$T"
 secs=$(($(date +%s) - start))
 echo "tiles: done in $((secs / 60)) min $((secs % 60)) s; $BENCH_CSV, $json" >&2
-BENCH_COMMAND="make bench-tiles$([ "$QUICK" = 1 ] && echo " QUICK=1")" BENCH_SECONDS=$secs PG_PORT=$port python3 bench/report.py "$BENCH_CSV" >&2
+settings=$(env | grep -E '^TILES_[A-Z]+=' | sort | sed "s/=\(.*\)/='\1'/" | tr '\n' ' ' || true)
+BENCH_COMMAND="${settings}make bench-tiles$([ "$QUICK" = 1 ] && echo " QUICK=1")" BENCH_SECONDS=$secs PG_PORT=$port python3 bench/report.py "$BENCH_CSV" >&2
 [ "$etag_wrong" = 0 ] || die "the 304 check failed: $etag_wrong tiles answered wrongly ($work/etag.wrong)"
