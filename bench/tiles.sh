@@ -61,7 +61,7 @@ SERVERS=(martin_mvt martin_heap tipg)
 root=$(cd "$(dirname "$0")/.." && pwd)
 day=$(date -u +%Y-%m-%d)
 if [ -z "${BENCH_CSV:-}" ]; then
-	BENCH_CSV=$root/bench/results/$day-tiles$([ "$QUICK" = 1 ] && echo -quick).csv
+	BENCH_CSV=$root/bench/results/$day-tiles$([ "$QUICK" = 1 ] && echo -quick || true).csv
 	rm -f "$BENCH_CSV"	# one run, one file
 fi
 . "$(dirname "$0")/lib.sh"
@@ -428,5 +428,5 @@ json.dump({"command": sys.argv[3], "seconds_per_cell": float(sys.argv[4]), "cell
 secs=$(($(date +%s) - start))
 echo "tiles: done in $((secs / 60)) min $((secs % 60)) s; $BENCH_CSV, $json" >&2
 settings=$(env | grep -E '^TILES_[A-Z]+=' | sort | sed "s/=\(.*\)/='\1'/" | tr '\n' ' ' || true)
-BENCH_COMMAND="${settings}make bench-tiles$([ "$QUICK" = 1 ] && echo " QUICK=1")" BENCH_SECONDS=$secs PG_PORT=$port python3 bench/report.py "$BENCH_CSV" >&2
+BENCH_COMMAND="${settings}make bench-tiles$([ "$QUICK" = 1 ] && echo " QUICK=1" || true)" BENCH_SECONDS=$secs PG_PORT=$port python3 bench/report.py "$BENCH_CSV" >&2
 [ "$etag_wrong" = 0 ] || die "the 304 check failed: $etag_wrong tiles answered wrongly ($work/etag.wrong)"
