@@ -5,7 +5,7 @@
 #
 #   bench/tiles.sh            the full run (about 70 min on 2 cores)
 #   bench/tiles.sh --quick    a smoke run: 1 s cells, 1 round, zooms 10 13 16,
-#                             a 100,000-segment synthetic map (about 6 min)
+#                             a 100,000-segment synthetic map (about 4 min)
 #
 # On each map (the demo's Helsinki roads, the real Delaware network and a
 # synthetic network of TILES_SEGMENTS segments), traffic fed to every location
