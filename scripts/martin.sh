@@ -78,7 +78,7 @@ start_martin() {
 	# web/martin.yaml reads these; the URL's role is the web role, trust or a
 	# password in the URL (Martin prints no connection string in its log)
 	TRAFFICDB_MARTIN_LISTEN=127.0.0.1:$port TRAFFICDB_MARTIN_DB=$url TRAFFICDB_WEB_PORT=$web_port \
-		RUST_LOG=${RUST_LOG:-martin=info,martin_core=info,actix_web=warn} \
+		RUST_LOG=${RUST_LOG:-martin=info,martin_core=info,actix_web=warn} NO_COLOR=1 \
 		nohup "$MARTIN_BIN" --config "$TDB_ROOT/web/martin.yaml" >"$dir/martin.log" 2>&1 </dev/null &
 	echo $! >"$dir/martin.pid"
 	echo "$port" >"$dir/martin.port"
