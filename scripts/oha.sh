@@ -2,15 +2,19 @@
 # scripts/oha.sh: oha, the HTTP load generator of the tile bench
 # (docs/design-tiles.md section 6), pinned and cached like Martin.
 #
-#   scripts/oha.sh install   build oha 1.16.0 with `cargo install` into
+#   scripts/oha.sh install   build oha 1.16.0 with `cargo install` (features:
+#                            native-tls only) into
 #                            ~/.cache/trafficdb/oha-1.16.0 if it is missing or
 #                            not that version (several minutes on 2 cores)
 #   scripts/oha.sh path      print the binary's path (installs it first)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
-# One pinned version from crates.io, with its own Cargo.lock and without
-# default features; its rust-version (MSRV) is 1.88.
+# One pinned version from crates.io, with its own Cargo.lock, and of its
+# features only native-tls (OpenSSL, libssl-dev of scripts/deps.sh) instead of
+# the default rustls over aws-lc-rs: with --no-default-features alone, 1.16.0
+# does not compile (its client code uses the TLS stream unconditionally).
+# Its rust-version (MSRV) is 1.88.
 OHA_VERSION=1.16.0
 OHA_MSRV=88
 OHA_ROOT=${OHA_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/trafficdb/oha-$OHA_VERSION}
@@ -27,7 +31,7 @@ install_oha() {
 	echo "oha: building oha $OHA_VERSION with $("$cargo" --version) into $OHA_ROOT" >&2
 	echo "oha: this takes several minutes on 2 cores the first time; cargo prints each crate it compiles" >&2
 	PATH=$(dirname "$cargo"):$PATH nice "$cargo" install "oha@$OHA_VERSION" --locked \
-		--no-default-features --root "$OHA_ROOT" "${force[@]}" ||
+		--no-default-features --features native-tls --root "$OHA_ROOT" "${force[@]}" ||
 		die "oha: cargo install oha@$OHA_VERSION failed (see above)"
 	installed || die "oha: cargo install finished but $OHA_BIN is missing or not $OHA_VERSION"
 	echo "oha: built in $((SECONDS - t0)) s" >&2

@@ -110,6 +110,9 @@ def hostile(what: str, path: str, status: int, names: list[str]):
 
 def log_clean():
     log = (DIR / "martin.log").read_text(errors="replace")
+    # the reason of a refused tile is the database's, in the log: 22023 naming the value
+    if "E22023" not in log:
+        fail("Martin's log does not carry the database's reason for the tiles off the grid (SQLSTATE 22023)")
     for word in ("panicked", "SIGSEGV", "stack overflow", "RUST_BACKTRACE"):
         if word in log:
             fail(f"Martin's log has {word!r}")
