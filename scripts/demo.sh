@@ -131,7 +131,9 @@ if ! { [ -f "$minio_pid" ] && kill -0 "$(cat "$minio_pid")" 2>/dev/null; }; then
 	scripts/minio.sh ports >/dev/null
 fi
 if [ ! -f "$(demo_dir)/web/web.pid" ]; then
-	first_free_but "$TDB_MARTIN_PORTS" "$(free_port "$TDB_WEB_PORTS")" >/dev/null
+	web_port=$(free_port "$TDB_WEB_PORTS")
+	first_free_but "$TDB_MARTIN_PORTS" "$web_port" >/dev/null
+	unset web_port
 fi
 unset minio_pid
 
