@@ -95,7 +95,9 @@ first_free_but() {
 }
 
 ports_line() {	# what the demo says of its ports at start
-	echo "demo: ports on 127.0.0.1: PostgreSQL $1 (of TDB_DEMO_PG_PORTS=\"$TDB_DEMO_PG_PORTS\"), MinIO ${TDB_MINIO_PORTS:+of TDB_MINIO_PORTS=\"$TDB_MINIO_PORTS\"}${TDB_MINIO_PORTS:-two the system picks (TDB_MINIO_PORTS unset)}, live map the first free of TDB_WEB_PORTS=\"$TDB_WEB_PORTS\", its tiles (Martin) the first free of TDB_MARTIN_PORTS=\"$TDB_MARTIN_PORTS\""
+	local minio="two the system picks (TDB_MINIO_PORTS unset)"
+	[ -z "${TDB_MINIO_PORTS:-}" ] || minio="of TDB_MINIO_PORTS=\"$TDB_MINIO_PORTS\""
+	echo "demo: ports on 127.0.0.1: PostgreSQL $1 (of TDB_DEMO_PG_PORTS=\"$TDB_DEMO_PG_PORTS\"), MinIO $minio, live map the first free of TDB_WEB_PORTS=\"$TDB_WEB_PORTS\", its tiles (Martin) the first free of TDB_MARTIN_PORTS=\"$TDB_MARTIN_PORTS\""
 }
 
 case "${1:-}" in
