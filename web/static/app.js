@@ -5,9 +5,10 @@
 // C), at the URL the app's /config.json names (Martin listens on a port of
 // its own; it grants this page's origin by CORS).  Layer "traffic"; a
 // feature's id is its location_id.  A grey line layer of every road is the
-// base map; the same roads are coloured by congestion on top.  /live sends an event per publication with the boxes of
-// the changed locations: the visible tiles those boxes touch are fetched
-// again (map.refreshTiles), no others.  Vessels: positions at a minute of the
+// base map; the same roads are coloured by congestion on top.  /live sends
+// an event per publication with the boxes of the changed locations: the
+// visible tiles those boxes touch are fetched again (map.refreshTiles), no
+// others.  Vessels: positions at a minute of the
 // demo's AIS day, from S3 through the trail FDW (/trails/positions).
 //
 // window.__tdb holds what the page knows, for the browser tests (web/test/).
