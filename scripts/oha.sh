@@ -5,7 +5,7 @@
 #   scripts/oha.sh install   build oha 1.16.0 with `cargo install` (features:
 #                            native-tls only) into
 #                            ~/.cache/trafficdb/oha-1.16.0 if it is missing or
-#                            not that version (several minutes on 2 cores)
+#                            not that version (10-30 min on 2 cores)
 #   scripts/oha.sh path      print the binary's path (installs it first)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -29,7 +29,7 @@ install_oha() {
 	[ -e "$OHA_BIN" ] && force=(--force)
 	mkdir -p "$OHA_ROOT"
 	echo "oha: building oha $OHA_VERSION with $("$cargo" --version) into $OHA_ROOT" >&2
-	echo "oha: this takes several minutes on 2 cores the first time; cargo prints each crate it compiles" >&2
+	echo "oha: this takes 10-30 min on 2 cores the first time (27 min on a loaded one); cargo prints each crate it compiles" >&2
 	PATH=$(dirname "$cargo"):$PATH nice "$cargo" install "oha@$OHA_VERSION" --locked \
 		--no-default-features --features native-tls --root "$OHA_ROOT" "${force[@]}" ||
 		die "oha: cargo install oha@$OHA_VERSION failed (see above)"
