@@ -247,10 +247,21 @@ def describe_diff(got, want):
                     break
             else:
                 out.append("value table: %d values in tile_mvt, %d in the reference" % (len(gl["values"]), len(wl["values"])))
-        if gl["order"] != wl["order"]:
-            out.append("layer field order differs: tile_mvt %s..., reference %s..." % (gl["order"][-4:], wl["order"][-4:]))
+        go, wo = runs(gl["order"]), runs(wl["order"])
+        if [n for n, _ in go] != [n for n, _ in wo]:
+            out.append("layer field order (field number x count): tile_mvt %s, reference %s" % (go, wo))
     if len(out) == 1:
         out.append("decoded tiles equal: the difference is in the encoding (field order, varint lengths, packing)")
+    return out
+
+
+def runs(seq):
+    out = []
+    for v in seq:
+        if out and out[-1][0] == v:
+            out[-1] = (v, out[-1][1] + 1)
+        else:
+            out.append((v, 1))
     return out
 
 
@@ -401,6 +412,8 @@ class Checker:
             self.check_budget(z, x, y, opts, got, label)
 
     def check_budget(self, z, x, y, opts, full_tile, label):
+        if self.args.budget:
+            opts = dict(opts, budget=self.args.budget)
         budget = opts.get("budget", DEFAULT_BUDGET)
         got = self.tile_mvt(z, x, y, opts)
         self.budget_checked += 1
@@ -552,6 +565,8 @@ def main():
                     help="also check this tile with every option variant and the default budget")
     ap.add_argument("--budget-zoom", type=int, default=6,
                     help="tiles at this zoom or lower are also checked under the default budget (default 6)")
+    ap.add_argument("--budget", type=int, default=0,
+                    help="the budget of the budget checks (default: none given, tile_mvt's default of %d)" % DEFAULT_BUDGET)
     ap.add_argument("--budget-all", action="store_true", help="check every tile under the default budget too")
     ap.add_argument("--noprefilter-every", type=int, default=0, metavar="N",
                     help="every Nth tile's reference reads the whole heap, without the candidate box")
