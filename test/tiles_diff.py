@@ -408,7 +408,7 @@ class Checker:
             self.features += len(ids)
         if got != want:
             self.fail(z, x, y, full, label, describe_diff(got, want))
-        if z <= self.args.budget_zoom or label == "at" or self.args.budget_all:
+        if z <= self.args.budget_zoom or label in ("at", "near") or self.args.budget_all:
             self.check_budget(z, x, y, opts, got, label)
 
     def check_budget(self, z, x, y, opts, full_tile, label):
@@ -515,7 +515,7 @@ def parse_zooms(s):
 
 
 def sample_tiles(cur, rng, seed, n, zooms):
-    """n tiles: 2/3 through a random road vertex at a random zoom, 1/3 uniform."""
+    """n distinct tiles: 2/3 through a random road vertex at a random zoom, 1/3 uniform."""
     lo, hi = zooms
     n_road = (2 * n + 2) // 3
     cur.execute("SELECT setseed(%s)", ((seed % 2000000) / 1000000.0 - 1.0,))
@@ -523,15 +523,20 @@ def sample_tiles(cur, rng, seed, n, zooms):
                      SELECT rec, geom FROM heap ORDER BY random() LIMIT %s) s, LATERAL ST_DumpPoints(s.geom) p
                     GROUP BY s.rec ORDER BY s.rec""", (n_road,))
     roads = [r[0] for r in cur.fetchall()]
-    tiles = []
-    for i in range(n):
+    tiles, seen = [], set()
+    for i in range(20 * n):	# bounded: distinct tiles, as many as 20 n draws give
+        if len(tiles) == n:
+            break
         z = rng.randint(lo, hi)
-        if i % 3 != 2 and roads:
+        if len(tiles) % 3 != 2 and roads:
             lon, lat = rng.choice(rng.choice(roads))
-            tiles.append(lonlat_tile(lon, lat, z) + ("road",))
+            t = lonlat_tile(lon, lat, z) + ("road",)
         else:
             m = 1 << z
-            tiles.append((z, rng.randrange(m), rng.randrange(m), "uniform"))
+            t = (z, rng.randrange(m), rng.randrange(m), "uniform")
+        if t[:3] not in seen:
+            seen.add(t[:3])
+            tiles.append(t)
     return tiles
 
 
@@ -546,7 +551,7 @@ def at_tiles(points, zooms):
                 for dx in (-1, 0, 1):
                     yy = ty + dy
                     if 0 <= yy < m:
-                        t = (z, (tx + dx) % m, yy, "at")
+                        t = (z, (tx + dx) % m, yy, "at" if dx == dy == 0 else "near")
                         if t not in out:
                             out.append(t)
     return out
@@ -559,7 +564,8 @@ def main():
     ap.add_argument("--zooms", type=parse_zooms, default=(0, 18), help="zoom range of the random tiles, LO-HI (default 0-18)")
     ap.add_argument("--map-name", default="map", help="the map's name in the report")
     ap.add_argument("--at", action="append", default=[], metavar="LON,LAT",
-                    help="also check the tiles of this point and their neighbours at --at-zooms, with every option variant")
+                    help="also check the tile of this point at each of --at-zooms with every option variant, and its 8 neighbours"
+                         " (x wraps); write --at=LON,LAT for a negative LON")
     ap.add_argument("--at-zooms", default="0,1,5,14,18", help="zooms of the --at tiles (default 0,1,5,14,18)")
     ap.add_argument("--tile", action="append", default=[], metavar="Z/X/Y",
                     help="also check this tile with every option variant and the default budget")
@@ -605,14 +611,16 @@ def main():
     for t in args.tile:
         z, x, y = (int(v) for v in t.split("/"))
         extra.append((z, x, y, "at"))
+    n_extra = 0
     for z, x, y, label in extra:
-        for opts in option_variants():
+        for opts in option_variants() if label == "at" else [{}]:
             ck.check(z, x, y, opts, label)
+            n_extra += 1
     conn.rollback()
     conn.close()
-    print("tiles_diff: map %s: %d tiles (%d random, %d chosen x %d option sets), %d not empty, %d features, "
+    print("tiles_diff: map %s: %d tiles (%d random, %d chosen with their options), %d not empty, %d features, "
           "%d without the prefilter, %d under the default budget (%d trimmed), %d mismatches, %.1f s, seed %d" %
-          (args.map_name, ck.checked, len(tiles), len(extra), len(option_variants()), ck.nonempty, ck.features,
+          (args.map_name, ck.checked, len(tiles), n_extra, ck.nonempty, ck.features,
            ck.noprefilter, ck.budget_checked, ck.trimmed, ck.failures, time.time() - started, seed))
     return 1 if ck.failures else 0
 
