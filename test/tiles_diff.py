@@ -524,7 +524,7 @@ def sample_tiles(cur, rng, seed, n, zooms):
                     GROUP BY s.rec ORDER BY s.rec""", (n_road,))
     roads = [r[0] for r in cur.fetchall()]
     tiles, seen = [], set()
-    for i in range(20 * n):	# bounded: distinct tiles, as many as 20 n draws give
+    for _ in range(20 * n):  # bounded: distinct tiles, as many as 20 n draws give
         if len(tiles) == n:
             break
         z = rng.randint(lo, hi)
