@@ -27,8 +27,10 @@ GENLOG_LIB_SRCS = $(wildcard src/genlog/*.c)
 # the writers' ring (src/ring/): the daemon drains it, libtrafficdb's writers fill it
 # src/ring/: the writers' ring; src/subring/: the subscribers' event rings (docs/subscriptions-rings.md)
 RING_SRCS = $(wildcard src/ring/*.c) $(wildcard src/subring/*.c)
+# src/tile/: vector tiles encoded from the shared-memory objects (docs/tiles.md)
+TILE_SRCS = $(wildcard src/tile/*.c)
 PG_SRCS = $(wildcard module/*.c bgworker/*.c fdw/*.c)
-OBJS = $(ENGINE_SRCS:.c=.o) $(STREAM_SRCS:.c=.o) $(TRAIL_LIB_SRCS:.c=.o) $(GENLOG_LIB_SRCS:.c=.o) $(RING_SRCS:.c=.o) $(PG_SRCS:.c=.o)
+OBJS = $(ENGINE_SRCS:.c=.o) $(TILE_SRCS:.c=.o) $(STREAM_SRCS:.c=.o) $(TRAIL_LIB_SRCS:.c=.o) $(GENLOG_LIB_SRCS:.c=.o) $(RING_SRCS:.c=.o) $(PG_SRCS:.c=.o)
 # trail files reach HTTP and S3 through libcurl (src/trail/http.c only) and
 # hash with OpenSSL's libcrypto (src/trail/sha256.c only)
 SHLIB_LINK = $(shell curl-config --libs 2>/dev/null || echo -lcurl) -lcrypto
@@ -54,6 +56,10 @@ WARNINGS = -Wall -Wextra -Werror
 # Server headers as system headers: our warnings are errors, theirs are not ours.
 PG_CPPFLAGS = -I$(srcdir) -I$(srcdir)/src -isystem $(shell $(PG_CONFIG) --includedir-server)
 PG_CFLAGS = $(WARNINGS)
+# The tile encoder rounds as PostGIS does only without fused multiply-adds
+# (src/tile/mvt.h); the unit tests build everything that way.
+$(TILE_SRCS:.c=.o): override CFLAGS += -ffp-contract=off
+$(TILE_SRCS:.c=.bc): override BITCODE_CFLAGS += -ffp-contract=off
 
 PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
@@ -74,7 +80,7 @@ install-lib-shared uninstall-lib: override shlib = trafficdb$(DLSUFFIX)
 
 # PGXS tracks no header dependencies unless the server was configured with
 # --enable-depend: rebuild every object when a header of ours changes.
-$(OBJS): $(wildcard src/*.h src/stream/*.h src/trail/*.h src/genlog/*.h src/ring/*.h src/subring/*.h module/*.h bgworker/*.h fdw/*.h)
+$(OBJS): $(wildcard src/*.h src/tile/*.h src/stream/*.h src/trail/*.h src/genlog/*.h src/ring/*.h src/subring/*.h module/*.h bgworker/*.h fdw/*.h)
 
 ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
@@ -91,13 +97,13 @@ all:
 endif
 
 # --- C unit tests of src/ (built without PostgreSQL) -----------------------
-UNIT_CFLAGS = -std=gnu11 -O2 -g $(WARNINGS) -Isrc -Isrc/tests -Iinclude -Itools
+UNIT_CFLAGS = -std=gnu11 -O2 -g -ffp-contract=off $(WARNINGS) -Isrc -Isrc/tests -Iinclude -Itools
 CLIENT_SRCS = $(wildcard src/client/*.c)
 # tools/csvtime.c: the CLIs' shared time rule (reading integers with tools/csv_fields.c), unit-tested here too
 # src/genlog/: the generation log's record codec (bgworker/genlog_store.c writes and replays it), on the trail varints
 GENLOG_SRCS = $(wildcard src/genlog/*.c) src/trail/codec.c
-UNIT_SRCS = $(ENGINE_SRCS) $(CLIENT_SRCS) $(RING_SRCS) $(STREAM_SRCS) $(GENLOG_SRCS) tools/csvtime.c tools/csv_fields.c $(wildcard src/tests/*.c)
-UNIT_HDRS = $(wildcard src/*.h src/stream/*.h src/ring/*.h src/subring/*.h src/client/*.h src/tests/*.h include/*.h)
+UNIT_SRCS = $(ENGINE_SRCS) $(TILE_SRCS) $(CLIENT_SRCS) $(RING_SRCS) $(STREAM_SRCS) $(GENLOG_SRCS) tools/csvtime.c tools/csv_fields.c $(wildcard src/tests/*.c)
+UNIT_HDRS = $(wildcard src/*.h src/tile/*.h src/stream/*.h src/ring/*.h src/subring/*.h src/client/*.h src/tests/*.h include/*.h)
 
 src/tests/unit_tests: $(UNIT_SRCS) $(UNIT_HDRS) tools/csvtime.h tools/csv_fields.h src/tests/tests.list
 	$(CC) $(UNIT_CFLAGS) -o $@ $(UNIT_SRCS) -lm -lpthread

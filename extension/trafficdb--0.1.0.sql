@@ -553,6 +553,26 @@ COMMENT ON FUNCTION trafficdb.tile_features IS
 COMMENT ON FUNCTION trafficdb.geojson IS
     'the live traffic in a lon/lat box as a GeoJSON FeatureCollection';
 
+-- The vector tile z/x/y of the live traffic encoded in C from the pinned
+-- version in shared memory (module/tile.c, src/tile/; docs/tiles.md): the
+-- bytes PostGIS's ST_AsMVT(ST_AsMVTGeom(...)) makes of the same rows, with
+-- no geometry built per row.  Layer "traffic", feature id location_id.
+-- Options (jsonb object of integers): extent (4096), buffer (64), budget
+-- (512000 bytes: a low-zoom tile keeps the roads that matter most).  Martin
+-- serves it as a function source; its comment is the TileJSON it merges.
+-- The caller needs SELECT on trafficdb.locations.
+CREATE FUNCTION trafficdb.tile_mvt(z integer, x integer, y integer, options jsonb DEFAULT '{}'::jsonb)
+RETURNS bytea AS 'MODULE_PATHNAME', 'trafficdb_tile_mvt'
+LANGUAGE C STABLE PARALLEL RESTRICTED;
+CREATE FUNCTION trafficdb.tile_mvt_etag(z integer, x integer, y integer, options jsonb DEFAULT '{}'::jsonb,
+                                        OUT mvt bytea, OUT etag text)
+RETURNS record AS 'MODULE_PATHNAME', 'trafficdb_tile_mvt_etag'
+LANGUAGE C STABLE PARALLEL RESTRICTED;
+COMMENT ON FUNCTION trafficdb.tile_mvt IS
+    '{"description": "live road traffic (trafficdb): vector tile z/x/y encoded in C from shared memory", "attribution": "© OpenStreetMap contributors", "vector_layers": [{"id": "traffic", "description": "road segments; feature id = location_id", "fields": {"name": "String", "road_class": "String", "speed_kmh": "Number", "free_flow_kmh": "Number", "congestion": "Number", "incident": "String", "changed_generation": "Number"}}]}';
+COMMENT ON FUNCTION trafficdb.tile_mvt_etag IS
+    'tile_mvt(z, x, y, options) with its ETag: "<last generation that changed a feature of the tile>-<map id, hex>-<CRC-32C of the bytes, hex>"';
+
 -- ---------------------------------------------------------------------------
 -- Regions: a fleet of nodes, each owning the map and the writes of an area
 -- (docs/fleet.md).  Every node holds the same rows.
