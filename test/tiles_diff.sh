@@ -36,11 +36,14 @@ case "${1:-}" in
 *) die "usage: test/tiles_diff.sh [--full]" ;;
 esac
 SEED=${TILES_SEED:-$(($(date +%s) % 1000000))}
-N_HELSINKI=${TILES_HELSINKI:-3000}
-N_DELAWARE=${TILES_DELAWARE:-4000}
-N_SYNTH=${TILES_SYNTH:-$([ "$full" = 1 ] && echo 10000 || echo 2500)}
+N_HELSINKI=${TILES_HELSINKI:-1000}
+N_DELAWARE=${TILES_DELAWARE:-5000}
+N_SYNTH=${TILES_SYNTH:-$([ "$full" = 1 ] && echo 10000 || echo 3000)}
 N_EDGE=${TILES_EDGE:-500}
-SYNTH_ZOOMS=$([ "$full" = 1 ] && echo 0-18 || echo 9-18)
+N_DENSE=${TILES_DENSE:-$([ "$full" = 1 ] && echo 100 || echo 20)}
+DENSE_VARIANTS=$([ "$full" = 1 ] && echo 8 || echo 1)
+NOPREFILTER_DELAWARE=$([ "$full" = 1 ] && echo 10 || echo 250)
+SYNTH_ZOOMS=$([ "$full" = 1 ] && echo 0-18 || echo 11-18)
 
 # psycopg2: Debian's python3-psycopg2 (scripts/deps.sh) is for Debian's python3
 PY=
@@ -91,13 +94,13 @@ say "helsinki (data/helsinki.osm.pbf)"
 osm2pgsql --output=flex --style=scripts/roads.lua --log-level=warn --log-progress=false -H 127.0.0.1 -P "$port" -U postgres -d tiles \
 	data/helsinki.osm.pbf
 load roads osm_id highway name maxspeed oneway
-run helsinki --tiles "$N_HELSINKI" --noprefilter-every 6
+run helsinki --tiles "$N_HELSINKI" --noprefilter-every 2
 
 say "delaware (scripts/fetch-map.sh delaware)"
 TDB_ROADS_TABLE=delaware osm2pgsql --output=flex --style=scripts/roads.lua --log-level=warn --log-progress=false \
 	-H 127.0.0.1 -P "$port" -U postgres -d tiles data/cache/delaware-latest.osm.pbf
 load delaware osm_id highway name maxspeed oneway
-run delaware --tiles "$N_DELAWARE" --noprefilter-every 20 --budget-zoom 8
+run delaware --tiles "$N_DELAWARE" --noprefilter-every "$NOPREFILTER_DELAWARE" --budget-zoom 8
 
 say "synth (1,000,000 random polylines, test/tiles_synth.sql)"
 "${PSQL[@]}" -v n=1000000 -f test/tiles_synth.sql
@@ -130,7 +133,7 @@ say "dense (100,000 segments in tile 14/11195/8009)"
 	          FROM ST_TileEnvelope(14, 11195, 8009) e, generate_series(1, 100000) i) s;
 EOSQL
 load tiles_dense id class name
-run dense --tiles 30 --zooms 10-18 --budget-all --tile 14/11195/8009
+run dense --tiles "$N_DENSE" --zooms 15-18 --budget-all --tile 14/11195/8009 --variants "$DENSE_VARIANTS"
 
 echo
 echo "tiles_diff: $((SECONDS - started)) s in all"
