@@ -10,7 +10,8 @@
 #   helsinki  data/helsinki.osm.pbf through osm2pgsql and scripts/roads.lua, as the demo
 #   delaware  scripts/fetch-map.sh delaware, loaded as bench/livemap.sh does
 #   synth     1,000,000 short random polylines made in SQL (test/tiles_synth.sql);
-#             zooms 9-18 (z0-8 would read the whole map per tile: --full adds them)
+#             zooms 11-18 and one z7 tile over the budget (a z0-10 tile reads up to
+#             the whole map twice: --full adds them, and twice the tiles)
 #   edge      the edge-case mini-maps (test/tiles_edge.sql): antimeridian, poles,
 #             tile and buffer edges, out-and-back, snapping, the too-small shortcut,
 #             ids 0, 2^63-1 and >= 2^63, -0.0/0.0, UTF-8, NULLs; each case's
@@ -38,7 +39,7 @@ esac
 SEED=${TILES_SEED:-$(($(date +%s) % 1000000))}
 N_HELSINKI=${TILES_HELSINKI:-1000}
 N_DELAWARE=${TILES_DELAWARE:-5000}
-N_SYNTH=${TILES_SYNTH:-$([ "$full" = 1 ] && echo 10000 || echo 3000)}
+N_SYNTH=${TILES_SYNTH:-$([ "$full" = 1 ] && echo 10000 || echo 5000)}
 N_EDGE=${TILES_EDGE:-500}
 N_DENSE=${TILES_DENSE:-$([ "$full" = 1 ] && echo 100 || echo 20)}
 DENSE_VARIANTS=$([ "$full" = 1 ] && echo 8 || echo 1)
@@ -105,7 +106,8 @@ run delaware --tiles "$N_DELAWARE" --noprefilter-every "$NOPREFILTER_DELAWARE" -
 say "synth (1,000,000 random polylines, test/tiles_synth.sql)"
 "${PSQL[@]}" -v n=1000000 -f test/tiles_synth.sql
 load tiles_synth id class name
-run synth --tiles "$N_SYNTH" --zooms "$SYNTH_ZOOMS"
+# and one z7 tile of ~100,000 roads, over the default budget
+run synth --tiles "$N_SYNTH" --zooms "$SYNTH_ZOOMS" --tile 7/68/43 --variants 1
 "${PSQL[@]}" -c "DROP TABLE tiles_synth, roads, delaware"
 
 say "edge cases (test/tiles_edge.sql)"
