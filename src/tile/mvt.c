@@ -88,6 +88,7 @@ typedef struct Enc
 	uint32_t   *order;			/* value refs by id */
 	uint8_t		prio[256];		/* rank of each road class */
 	uint32_t	budget;
+	TdbMvtProj *proj;			/* NULL: project every shape */
 	bool		oom;
 	uint64_t	work;
 } Enc;
@@ -283,13 +284,31 @@ process(Enc *e, uint64_t rec)
 	const char *s;
 	uint32_t	ilen;
 	const char *inc;
+	double	   *merc;
 
 	if (e->env->interrupt && (++e->work & 4095) == 0)
 		e->env->interrupt();
-	if (!grow(e, (void **) &e->lonlat, &e->lonlat_cap, 2 * (size_t) loc->npoints, sizeof(double)))
-		return false;
-	tdb_map_shape(e->map, rec, e->lonlat);
-	if (!tdb_mvt_feature(&e->tile, e->lonlat, loc->npoints, &e->s, &oom))
+	if (e->proj != NULL)
+	{
+		merc = e->proj->merc + 2 * e->proj->off[rec];
+		if (!(e->proj->done[rec / 64] & (UINT64_C(1) << (rec % 64))))
+		{
+			if (!grow(e, (void **) &e->lonlat, &e->lonlat_cap, 2 * (size_t) loc->npoints, sizeof(double)))
+				return false;
+			tdb_map_shape(e->map, rec, e->lonlat);
+			tdb_mvt_project_shape(e->lonlat, loc->npoints, merc);
+			e->proj->done[rec / 64] |= UINT64_C(1) << (rec % 64);
+		}
+	}
+	else
+	{
+		if (!grow(e, (void **) &e->lonlat, &e->lonlat_cap, 4 * (size_t) loc->npoints, sizeof(double)))
+			return false;
+		tdb_map_shape(e->map, rec, e->lonlat);
+		merc = e->lonlat + 2 * (size_t) loc->npoints;
+		tdb_mvt_project_shape(e->lonlat, loc->npoints, merc);
+	}
+	if (!tdb_mvt_feature(&e->tile, merc, loc->npoints, &e->s, &oom))
 	{
 		if (oom)
 			e->oom = true;
@@ -348,124 +367,6 @@ process(Enc *e, uint64_t rec)
 	e->ncmds += f->ncmd;
 	e->ntags += 2 * (size_t) f->ntags;
 	e->nfeats++;
-	return true;
-}
-
-/* ---- ranking --------------------------------------------------------------- */
-
-static const char *const class_order[] = {
-	"motorway", "trunk", "primary", "secondary", "tertiary",
-	"motorway_link", "trunk_link", "primary_link", "secondary_link", "tertiary_link",
-	"unclassified", "residential", "living_street", "service", "track"
-};
-#define NCLASS_ORDER (sizeof(class_order) / sizeof(class_order[0]))
-
-static const TdbMapView *sort_map;	/* for the class-name comparator only */
-
-static int
-cmp_class_name(const void *a, const void *b)
-{
-	uint32_t	x = *(const uint32_t *) a;
-	uint32_t	y = *(const uint32_t *) b;
-
-	return strcmp(sort_map->strings + sort_map->classes[x], sort_map->strings + sort_map->classes[y]);
-}
-
-/* prio[c]: 0.. for known classes, then others by name, 255 for none. */
-static void
-class_priorities(const TdbMapView *map, uint8_t prio[256])
-{
-	uint32_t	others[256];
-	uint32_t	nothers = 0;
-
-	memset(prio, 255, 256);
-	for (uint32_t c = 0; c < map->nclasses && c < 256; c++)
-	{
-		const char *name = map->strings + map->classes[c];
-		bool		known = false;
-
-		if (name[0] == '\0')
-			continue;
-		for (uint32_t k = 0; k < NCLASS_ORDER; k++)
-			if (strcmp(name, class_order[k]) == 0)
-			{
-				prio[c] = (uint8_t) k;
-				known = true;
-				break;
-			}
-		if (!known)
-			others[nothers++] = c;
-	}
-	sort_map = map;
-	qsort(others, nothers, sizeof(uint32_t), cmp_class_name);
-	sort_map = NULL;
-	for (uint32_t i = 0; i < nothers; i++)
-		prio[others[i]] = (uint8_t) (NCLASS_ORDER + i < 254 ? NCLASS_ORDER + i : 254);
-}
-
-typedef struct RankKey
-{
-	uint64_t	id;
-	float		length;
-	uint32_t	idx;
-	uint8_t		prio;
-} RankKey;
-
-static int
-cmp_rank(const void *a, const void *b)
-{
-	const RankKey *x = a;
-	const RankKey *y = b;
-
-	if (x->prio != y->prio)
-		return x->prio < y->prio ? -1 : 1;
-	if (x->length != y->length)
-		return x->length > y->length ? -1 : 1;
-	if (x->id != y->id)
-		return x->id < y->id ? -1 : 1;
-	return 0;
-}
-
-static RankKey
-rank_key(const TdbMapView *map, const uint8_t prio[256], uint64_t rec, uint32_t idx)
-{
-	RankKey		k;
-	float		len = map->records[rec].length_m;
-
-	k.id = map->records[rec].id;
-	k.length = isnan(len) ? -INFINITY : len;
-	k.idx = idx;
-	k.prio = prio[map->records[rec].road_class];
-	return k;
-}
-
-bool
-tdb_mvt_rank_build(const TdbMapView *map, TdbMvtRank *rank, const TdbKnnAlloc *alloc)
-{
-	uint8_t		prio[256];
-	RankKey    *keys;
-	uint32_t   *order;
-
-	class_priorities(map, prio);
-	keys = alloc->grow(alloc->ctx, NULL, (map->count ? map->count : 1) * sizeof(RankKey));
-	if (keys == NULL)
-		return false;
-	order = alloc->grow(alloc->ctx, NULL, (map->count ? map->count : 1) * sizeof(uint32_t));
-	if (order == NULL)
-	{
-		alloc->release(alloc->ctx, keys);
-		return false;
-	}
-	for (uint64_t i = 0; i < map->count; i++)
-		keys[i] = rank_key(map, prio, i, (uint32_t) i);
-	qsort(keys, map->count, sizeof(RankKey), cmp_rank);
-	for (uint64_t i = 0; i < map->count; i++)
-		order[i] = keys[i].idx;
-	alloc->release(alloc->ctx, keys);
-	rank->map_id = map->hdr->map_id;
-	rank->map_obj = map->hdr;
-	rank->count = map->count;
-	rank->order = order;
 	return true;
 }
 
@@ -801,7 +702,8 @@ tdb_mvt_encode(const TdbMapView *map, const void *traffic, const TdbTraffic *ent
 	e.s.alloc = env->alloc;
 	e.budget = opt->budget;
 	tdb_mvt_tile_init(&e.tile, z, x, y, opt->extent, opt->buffer);
-	class_priorities(map, e.prio);
+	tdb_mvt_class_priorities(map, e.prio);
+	e.proj = tdb_mvt_proj_for(map, env);
 	c.e = &e;
 
 	if (map->count > 0)
@@ -815,7 +717,7 @@ tdb_mvt_encode(const TdbMapView *map, const void *traffic, const TdbTraffic *ent
 		out->candidates = c.n;
 		for (size_t i = 0; i < c.n; i++)
 		{
-			if (tdb_mvt_box_too_small(&e.tile, leaf_box(map, c.idx[i])))
+			if (z < 12 && tdb_mvt_box_too_small(&e.tile, leaf_box(map, c.idx[i])))
 				continue;
 			if (!process(&e, c.idx[i]))
 				goto oom;
@@ -831,13 +733,13 @@ tdb_mvt_encode(const TdbMapView *map, const void *traffic, const TdbTraffic *ent
 		if (nlist > 0 && tile_bytes(layer) > opt->budget)
 		{
 			/* over budget: the best-ranked prefix that fits, back in record order */
-			RankKey    *keys = e.a->grow(e.a->ctx, NULL, nlist * sizeof(RankKey));
+			TdbMvtRankKey *keys = e.a->grow(e.a->ctx, NULL, nlist * sizeof(TdbMvtRankKey));
 
 			if (keys == NULL)
 				goto oom;
 			for (size_t i = 0; i < nlist; i++)
-				keys[i] = rank_key(map, e.prio, e.feats[i].rec, (uint32_t) i);
-			qsort(keys, nlist, sizeof(RankKey), cmp_rank);
+				keys[i] = tdb_mvt_rank_key(map, e.prio, e.feats[i].rec, (uint32_t) i);
+			qsort(keys, nlist, sizeof(TdbMvtRankKey), tdb_mvt_cmp_rank);
 			for (size_t i = 0; i < nlist; i++)
 				list[i] = keys[i].idx;
 			release(e.a, keys);
@@ -881,7 +783,7 @@ tdb_mvt_encode(const TdbMapView *map, const void *traffic, const TdbTraffic *ent
 			if (lb->xmax < q.xmin || lb->xmin > q.xmax || lb->ymax < q.ymin || lb->ymin > q.ymax)
 				continue;
 			out->candidates++;
-			if (tdb_mvt_box_too_small(&e.tile, lb))
+			if (z < 12 && tdb_mvt_box_too_small(&e.tile, lb))
 				continue;
 			if (!process(&e, rec))
 				goto oom;

@@ -32,6 +32,7 @@
 
 #include "knn.h"
 #include "object.h"
+#include "tile/mvt_cache.h"
 
 #define TDB_MVT_MAX_ZOOM		30
 #define TDB_MVT_DEFAULT_EXTENT	4096
@@ -96,14 +97,24 @@ typedef struct TdbMvtScratch
 	uint32_t	ncmd;
 } TdbMvtScratch;
 
+/* ST_Transform of a shape: n lon/lat points to Web Mercator (2n doubles). */
+void		tdb_mvt_project_shape(const double *lonlat, uint32_t n, double *merc);
+
 /*
- * Run ST_AsMVTGeom's pipeline on a shape of n lon/lat points and encode
- * the result as MVT geometry commands into s->cmd[0 .. s->ncmd).  Returns
- * true if there is a feature, false where ST_AsMVTGeom gives NULL.  Returns
- * false with *oom set when the allocator failed.
+ * Run ST_AsMVTGeom's pipeline on a shape of n points in Web Mercator and
+ * encode the result as MVT geometry commands into s->cmd[0 .. s->ncmd).
+ * Returns true if there is a feature, false where ST_AsMVTGeom gives NULL.
+ * Returns false with *oom set when the allocator failed.
  */
-bool		tdb_mvt_feature(const TdbMvtTile *t, const double *lonlat, uint32_t n,
+bool		tdb_mvt_feature(const TdbMvtTile *t, const double *merc, uint32_t n,
 							TdbMvtScratch *s, bool *oom);
+
+/*
+ * The same from tile space on (n points after ST_Transform and the affine
+ * map): the snap, the straight lines, the clip.  For the unit tests.
+ */
+bool		tdb_mvt_feature_tile_xy(const TdbMvtTile *t, const double *xy, uint32_t n,
+									TdbMvtScratch *s, bool *oom);
 
 /* True if a shape inside the lon/lat box b is surely too small for the tile. */
 bool		tdb_mvt_box_too_small(const TdbMvtTile *t, const TdbBoxF *b);
@@ -119,23 +130,6 @@ typedef struct TdbMvtOptions
 	uint32_t	budget;			/* bytes */
 } TdbMvtOptions;
 
-/* The map's records ranked for low zooms, cached by the caller per map. */
-typedef struct TdbMvtRank
-{
-	uint64_t	map_id;
-	const void *map_obj;
-	uint64_t	count;
-	uint32_t   *order;			/* record indices, most important first */
-} TdbMvtRank;
-
-/*
- * Build the rank of a map: road class (motorway, trunk, primary, secondary,
- * tertiary, their links, unclassified, residential, living_street,
- * service, track, then other classes by name, then none), then length
- * descending, then location id.  Returns false when out of memory.
- */
-bool		tdb_mvt_rank_build(const TdbMapView *map, TdbMvtRank *rank, const TdbKnnAlloc *alloc);
-
 typedef struct TdbMvtResult
 {
 	uint8_t    *data;			/* header bytes, then the tile */
@@ -145,18 +139,6 @@ typedef struct TdbMvtResult
 	uint64_t	max_changed_gen;	/* of the features kept: the ETag's G */
 	bool		truncated;		/* the budget left features out */
 } TdbMvtResult;
-
-/* What the encoder needs of a caller. */
-typedef struct TdbMvtEnv
-{
-	const TdbKnnAlloc *alloc;	/* per-tile memory */
-	size_t		header;			/* bytes reserved before the tile in data */
-	/* the rank, built on first need (NULL: rank each tile's features) */
-	TdbMvtRank *rank;
-	const TdbKnnAlloc *rank_alloc;
-	/* called now and then during long work (cancel); may not return */
-	void		(*interrupt) (void);
-} TdbMvtEnv;
 
 typedef enum TdbMvtStatus
 {

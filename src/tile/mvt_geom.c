@@ -535,18 +535,23 @@ encode_part(TdbMvtScratch *s, const double *p, uint32_t n, int32_t *px, int32_t 
 	s->ncmd += 2 + 2 * n;
 }
 
+static bool from_tile_space(const TdbMvtTile *t, uint32_t n, TdbMvtScratch *s, bool *oom);
+
+void
+tdb_mvt_project_shape(const double *lonlat, uint32_t n, double *merc)
+{
+	for (uint32_t i = 0; i < n; i++)
+		tdb_mvt_project(lonlat[2 * i], lonlat[2 * i + 1], &merc[2 * i], &merc[2 * i + 1]);
+}
+
 bool
-tdb_mvt_feature(const TdbMvtTile *t, const double *lonlat, uint32_t n, TdbMvtScratch *s, bool *oom)
+tdb_mvt_feature(const TdbMvtTile *t, const double *merc, uint32_t n, TdbMvtScratch *s, bool *oom)
 {
 	double	   *xy;
 	double		bx0 = INFINITY,
 				by0 = INFINITY,
 				bx1 = -INFINITY,
 				by1 = -INFINITY;
-	ClipOut		o;
-	int32_t		px = 0;
-	int32_t		py = 0;
-	size_t		need;
 
 	*oom = false;
 	s->ncmd = 0;
@@ -559,19 +564,16 @@ tdb_mvt_feature(const TdbMvtTile *t, const double *lonlat, uint32_t n, TdbMvtScr
 	}
 	xy = s->xy;
 
-	/* ST_Transform, and the exact box of the result */
+	/* the exact box of ST_Transform's result */
 	for (uint32_t i = 0; i < n; i++)
 	{
-		double		X,
-					Y;
+		double		X = merc[2 * i];
+		double		Y = merc[2 * i + 1];
 
-		tdb_mvt_project(lonlat[2 * i], lonlat[2 * i + 1], &X, &Y);
-		xy[2 * i] = X;
-		xy[2 * i + 1] = Y;
-		bx0 = fmin(bx0, X);
-		bx1 = fmax(bx1, X);
-		by0 = fmin(by0, Y);
-		by1 = fmax(by1, Y);
+		bx0 = X < bx0 ? X : bx0;
+		bx1 = X > bx1 ? X : bx1;
+		by0 = Y < by0 ? Y : by0;
+		by1 = Y > by1 ? Y : by1;
 	}
 	if (too_small(t, bx0, by0, bx1, by1))
 		return false;
@@ -579,12 +581,45 @@ tdb_mvt_feature(const TdbMvtTile *t, const double *lonlat, uint32_t n, TdbMvtScr
 	/* affine to tile space: x' = a x + b y + xoff, y' = d x + e y + yoff */
 	for (uint32_t i = 0; i < n; i++)
 	{
-		double		X = xy[2 * i];
-		double		Y = xy[2 * i + 1];
+		double		X = merc[2 * i];
+		double		Y = merc[2 * i + 1];
 
 		xy[2 * i] = t->fx * X + 0.0 * Y + t->xoff;
 		xy[2 * i + 1] = 0.0 * X + t->fy * Y + t->yoff;
 	}
+	return from_tile_space(t, n, s, oom);
+}
+
+bool
+tdb_mvt_feature_tile_xy(const TdbMvtTile *t, const double *xy, uint32_t n, TdbMvtScratch *s, bool *oom)
+{
+	*oom = false;
+	s->ncmd = 0;
+	if (n < 2)
+		return false;
+	if (!grow(s->alloc, (void **) &s->xy, &s->xy_cap, 2 * (size_t) n, sizeof(double)))
+	{
+		*oom = true;
+		return false;
+	}
+	memcpy(s->xy, xy, 2 * (size_t) n * sizeof(double));
+	return from_tile_space(t, n, s, oom);
+}
+
+/* Snap, straight lines, clip, snap again, commands: s->xy holds n points in tile space. */
+static bool
+from_tile_space(const TdbMvtTile *t, uint32_t n, TdbMvtScratch *s, bool *oom)
+{
+	double	   *xy = s->xy;
+	double		bx0,
+				by0,
+				bx1,
+				by1;
+	ClipOut		o;
+	int32_t		px = 0;
+	int32_t		py = 0;
+	size_t		need;
+
 	n = snap(xy, n);
 	if (n < 2)
 		return false;
@@ -596,10 +631,10 @@ tdb_mvt_feature(const TdbMvtTile *t, const double *lonlat, uint32_t n, TdbMvtScr
 	bx1 = by1 = -INFINITY;
 	for (uint32_t i = 0; i < n; i++)
 	{
-		bx0 = fmin(bx0, xy[2 * i]);
-		bx1 = fmax(bx1, xy[2 * i]);
-		by0 = fmin(by0, xy[2 * i + 1]);
-		by1 = fmax(by1, xy[2 * i + 1]);
+		bx0 = xy[2 * i] < bx0 ? xy[2 * i] : bx0;
+		bx1 = xy[2 * i] > bx1 ? xy[2 * i] : bx1;
+		by0 = xy[2 * i + 1] < by0 ? xy[2 * i + 1] : by0;
+		by1 = xy[2 * i + 1] > by1 ? xy[2 * i + 1] : by1;
 	}
 	/* gbox_overlaps_2d, inclusive */
 	if (bx1 < t->clip_lo || by1 < t->clip_lo || bx0 > t->clip_hi || by0 > t->clip_hi)
