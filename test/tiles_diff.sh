@@ -10,7 +10,7 @@
 #   helsinki  data/helsinki.osm.pbf through osm2pgsql and scripts/roads.lua, as the demo
 #   delaware  scripts/fetch-map.sh delaware, loaded as bench/livemap.sh does
 #   synth     1,000,000 short random polylines made in SQL (test/tiles_synth.sql);
-#             zooms 11-18 and one z7 tile over the budget (a z0-10 tile reads up to
+#             zooms 11-18 and one z6 tile over the budget (a z0-10 tile reads up to
 #             the whole map twice: --full adds them, and twice the tiles)
 #   edge      the edge-case mini-maps (test/tiles_edge.sql): antimeridian, poles,
 #             tile and buffer edges, out-and-back, snapping, the too-small shortcut,
@@ -106,8 +106,9 @@ run delaware --tiles "$N_DELAWARE" --noprefilter-every "$NOPREFILTER_DELAWARE" -
 say "synth (1,000,000 random polylines, test/tiles_synth.sql)"
 "${PSQL[@]}" -v n=1000000 -f test/tiles_synth.sql
 load tiles_synth id class name
-# and one z7 tile of ~100,000 roads, over the default budget
-run synth --tiles "$N_SYNTH" --zooms "$SYNTH_ZOOMS" --tile 7/68/43 --variants 1
+# and one z6 tile of ~350,000 roads, over the default budget (more than 262,144 candidates:
+# tile_mvt walks the ranking)
+run synth --tiles "$N_SYNTH" --zooms "$SYNTH_ZOOMS" --tile 6/34/21 --variants 1
 "${PSQL[@]}" -c "DROP TABLE tiles_synth, roads, delaware"
 
 say "edge cases (test/tiles_edge.sql)"
