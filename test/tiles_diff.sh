@@ -65,6 +65,7 @@ cleanup() {
 	rm -rf "$work"
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM	# the cleanup runs on a signal too
 
 # only publish() publishes: the traffic of each map is one generation
 start_test_cluster "$work" tiles "trafficdb.publish_interval = '1h'"
