@@ -24,7 +24,6 @@
 # TILES_SEED fixes the seed (printed; default: the clock).  TILES_HELSINKI,
 # TILES_DELAWARE, TILES_SYNTH, TILES_EDGE set the random tiles per map.
 # TDB_TEST_PG_PORTS="FIRST LAST" chooses the cluster's port range.
-# TILES_PRELUDE=FILE.sql runs after CREATE EXTENSION (a development hook).
 # Exits 1 if any tile differs; each difference is printed decoded.
 set -euo pipefail
 . "$(dirname "$0")/../scripts/lib.sh"
@@ -71,7 +70,6 @@ trap 'exit 130' INT TERM	# the cleanup runs on a signal too
 start_test_cluster "$work" tiles "trafficdb.publish_interval = '1h'"
 "${PSQL[@]}" -c "SET client_min_messages = warning" -c "CREATE EXTENSION postgis" -c "CREATE EXTENSION trafficdb"
 "${PSQL[@]}" -At -c "SELECT 'tiles_diff: PostGIS ' || postgis_full_version()" | cut -c1-160
-[ -n "${TILES_PRELUDE:-}" ] && "${PSQL[@]}" -f "$TILES_PRELUDE"
 [ "$("${PSQL[@]}" -At -c "SELECT to_regprocedure('trafficdb.tile_mvt(integer,integer,integer,jsonb)') IS NOT NULL")" = t ] ||
 	die "trafficdb.tile_mvt(integer, integer, integer, jsonb) is missing: install a build that has it"
 echo "tiles_diff: seed $SEED (TILES_SEED=$SEED repeats this run)"
