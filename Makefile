@@ -320,7 +320,17 @@ test-web-hostile:
 bench-livemap:
 	bench/livemap.sh
 
-.PHONY: test-livemap test-web-hostile bench-livemap
+# trafficdb.tile_mvt against PostGIS's ST_AsMVT, byte for byte, on Helsinki,
+# Delaware, a synthetic 1 M map and the edge-case maps: a cluster of its own
+# (test/tiles_diff.sh; part of make test).  test-tiles-full adds zooms 0-10 and
+# more tiles on the 1 M map.
+test-tiles:
+	test/tiles_diff.sh
+
+test-tiles-full:
+	test/tiles_diff.sh --full
+
+.PHONY: test-livemap test-web-hostile bench-livemap test-tiles test-tiles-full
 
 # TAP tests of t/ (PostgreSQL::Test::Cluster) against the installed server.
 tap:
