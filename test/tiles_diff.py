@@ -466,15 +466,17 @@ class Checker:
             return
         note = ""
         if nxt is not None:
-            # the prefix is the longest that fits by tile_mvt's size bound (an
-            # upper bound): the next-ranked road may still fit by the real size
+            # (d) the prefix is the longest that fits: the tile of the kept
+            # roads and the next-ranked one (in record order) is over the budget
             more, _n, _o = self.reference(z, x, y, extent, buffer, [], True,
                                           only=[i for i in kept if i is not None] + [nxt])
             if len(more) <= budget:
                 self.next_fits += 1
-                note = "; with the next-ranked id %d it would be %d bytes, within the budget" % (nxt, len(more))
-            else:
-                note = "; with the next-ranked id %d: %d bytes" % (nxt, len(more))
+                self.fail(z, x, y, opts, label + " budget",
+                          ["(d) with the next-ranked id %d the tile would be %d bytes, within the budget %d" %
+                           (nxt, len(more), budget)])
+                return
+            note = "; with the next-ranked id %d: %d bytes" % (nxt, len(more))
         if self.args.verbose or note.endswith("budget"):
             print("  budget %d/%d/%d %s: %d of %d bytes, %d features kept%s" % (
                 z, x, y, jsonb(opts), len(got), len(full_tile), len(kept), note))
