@@ -303,13 +303,15 @@ lib-dir:
 .PHONY: lib-dir
 
 # The live map (web/) in headless chromium against the installed build: a
-# cluster, the tipg app and MinIO of its own (test/livemap.sh; part of make test).
+# cluster, the tipg app, Martin (its tiles) and MinIO of its own (test/livemap.sh;
+# part of make test).
 test-livemap:
 	test/livemap.sh
 
-# The live map's app against hostile unauthenticated GETs (deep filters,
-# tiles and items off the grid, kill -9 of the app): a cluster and the app of
-# its own, no browser (test/web_hostile.sh; part of make test).
+# The live map's app and Martin against hostile unauthenticated GETs (deep
+# filters, tiles and items off the grid, junk tile options, kill -9 of the
+# app): a cluster, the app and Martin of its own, no browser
+# (test/web_hostile.sh; part of make test).
 test-web-hostile:
 	test/web_hostile.sh
 
@@ -324,7 +326,17 @@ bench-livemap:
 bench-tiles:
 	bench/tiles.sh $(if $(QUICK),--quick)
 
-.PHONY: test-livemap test-web-hostile bench-livemap bench-tiles
+# trafficdb.tile_mvt against PostGIS's ST_AsMVT, byte for byte, on Helsinki,
+# Delaware, a synthetic 1 M map and the edge-case maps: a cluster of its own
+# (test/tiles_diff.sh; part of make test).  test-tiles-full adds zooms 0-10 and
+# more tiles on the 1 M map.
+test-tiles:
+	test/tiles_diff.sh
+
+test-tiles-full:
+	test/tiles_diff.sh --full
+
+.PHONY: test-livemap test-web-hostile bench-livemap bench-tiles test-tiles test-tiles-full
 
 # TAP tests of t/ (PostgreSQL::Test::Cluster) against the installed server.
 tap:

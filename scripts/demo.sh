@@ -14,6 +14,7 @@
 #   TDB_MINIO_PORTS="FIRST LAST"    MinIO: the first two free ones, S3 and console
 #                                   (default: two the system picks)
 #   TDB_WEB_PORTS="FIRST LAST"      the live map: the first free one (default 8080 8179)
+#   TDB_MARTIN_PORTS="FIRST LAST"   its tile server (Martin): the first free one (default 3000 3099)
 # The demo prints them when it starts.  `scripts/demo.sh --ports` prints the
 # ports a start would take now and starts nothing.
 set -euo pipefail
@@ -22,7 +23,8 @@ cd "$TDB_ROOT"
 
 TDB_DEMO_PG_PORTS=${TDB_DEMO_PG_PORTS:-5433 5532}
 export TDB_WEB_PORTS=${TDB_WEB_PORTS:-8080 8179}
-for range in "TDB_DEMO_PG_PORTS=$TDB_DEMO_PG_PORTS" "TDB_WEB_PORTS=$TDB_WEB_PORTS" ${TDB_MINIO_PORTS:+"TDB_MINIO_PORTS=$TDB_MINIO_PORTS"}; do
+export TDB_MARTIN_PORTS=${TDB_MARTIN_PORTS:-3000 3099}
+for range in "TDB_DEMO_PG_PORTS=$TDB_DEMO_PG_PORTS" "TDB_WEB_PORTS=$TDB_WEB_PORTS" "TDB_MARTIN_PORTS=$TDB_MARTIN_PORTS" ${TDB_MINIO_PORTS:+"TDB_MINIO_PORTS=$TDB_MINIO_PORTS"}; do
 	[[ ${range#*=} =~ ^[[:space:]]*([0-9]{1,5})[[:space:]]+([0-9]{1,5})[[:space:]]*$ ]] &&
 		[ "${BASH_REMATCH[1]}" -ge 1 ] && [ "${BASH_REMATCH[1]}" -le "${BASH_REMATCH[2]}" ] && [ "${BASH_REMATCH[2]}" -le 65535 ] ||
 		die "${range%%=*}=\"${range#*=}\": expected \"FIRST LAST\", two port numbers, FIRST <= LAST <= 65535"
@@ -53,7 +55,7 @@ stop_demo() {
 	if [ -f "$(demo_dir)/web/web.pid" ]; then
 		stop_pidfile "$(demo_dir)/web/feeder.pid"
 		scripts/web.sh stop "$(demo_dir)/web"
-		echo "demo: stopped the live map"
+		echo "demo: stopped the live map and its tile server (Martin)"
 	fi
 	if [ -f "$(demo_dir)/minio/pid" ]; then
 		scripts/minio.sh stop "$(demo_dir)/minio"
@@ -81,8 +83,21 @@ pick_pg_port() {
 	fi
 }
 
+# first_free_but "FIRST LAST" PORT: the first free port of the range other
+# than PORT (as scripts/martin.sh picks Martin's beside the live map's)
+first_free_but() {
+	local first last p
+	read -r first last <<<"$1"
+	for p in $(seq "$first" "$last"); do
+		[ "$p" != "$2" ] && ! port_in_use "$p" && { echo "$p"; return 0; }
+	done
+	die "no free TCP port on 127.0.0.1 between $first and $last"
+}
+
 ports_line() {	# what the demo says of its ports at start
-	echo "demo: ports on 127.0.0.1: PostgreSQL $1 (of TDB_DEMO_PG_PORTS=\"$TDB_DEMO_PG_PORTS\"), MinIO ${TDB_MINIO_PORTS:+of TDB_MINIO_PORTS=\"$TDB_MINIO_PORTS\"}${TDB_MINIO_PORTS:-two the system picks (TDB_MINIO_PORTS unset)}, live map the first free of TDB_WEB_PORTS=\"$TDB_WEB_PORTS\""
+	local minio="two the system picks (TDB_MINIO_PORTS unset)"
+	[ -z "${TDB_MINIO_PORTS:-}" ] || minio="of TDB_MINIO_PORTS=\"$TDB_MINIO_PORTS\""
+	echo "demo: ports on 127.0.0.1: PostgreSQL $1 (of TDB_DEMO_PG_PORTS=\"$TDB_DEMO_PG_PORTS\"), MinIO $minio, live map the first free of TDB_WEB_PORTS=\"$TDB_WEB_PORTS\", its tiles (Martin) the first free of TDB_MARTIN_PORTS=\"$TDB_MARTIN_PORTS\""
 }
 
 case "${1:-}" in
@@ -91,7 +106,8 @@ case "${1:-}" in
 	pg_port=$(pick_pg_port)
 	minio_ports=$(scripts/minio.sh ports)
 	web_port=$(free_port "$TDB_WEB_PORTS")
-	printf 'postgresql %s\nminio %s\nweb %s\n' "$pg_port" "$minio_ports" "$web_port"
+	martin_port=$(first_free_but "$TDB_MARTIN_PORTS" "$web_port")
+	printf 'postgresql %s\nminio %s\nweb %s\nmartin %s\n' "$pg_port" "$minio_ports" "$web_port" "$martin_port"
 	exit 0
 	;;
 --stop)
@@ -116,7 +132,11 @@ minio_pid=$(demo_dir)/minio/pid
 if ! { [ -f "$minio_pid" ] && kill -0 "$(cat "$minio_pid")" 2>/dev/null; }; then
 	scripts/minio.sh ports >/dev/null
 fi
-[ -f "$(demo_dir)/web/web.pid" ] || free_port "$TDB_WEB_PORTS" >/dev/null
+if [ ! -f "$(demo_dir)/web/web.pid" ]; then
+	web_port=$(free_port "$TDB_WEB_PORTS")
+	first_free_but "$TDB_MARTIN_PORTS" "$web_port" >/dev/null
+	unset web_port
+fi
 unset minio_pid
 
 MAP=${1:-helsinki}
@@ -283,10 +303,11 @@ rm -rf "$dir/trail-cache"	# start cold: the first queries fetch from S3
 	-v secret_key="$MINIO_ROOT_PASSWORD" -v cache_dir="$(readlink -f "$dir")/trail-cache" -f scripts/demo-trails.sql
 unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_ENDPOINT_URL
 
-say "the live map: vector tiles through tipg, repainted on publish, vessels on a time slider (web/)"
-# tipg serves trafficdb.tile_features(z, x, y) as vector tiles; web/app.py adds
-# the page (MapLibre GL JS from npm), server-sent events on each publication
-# and the vessels of the AIS day from S3 through the trail FDW.  Traffic on
+say "the live map: vector tiles through Martin, repainted on publish, vessels on a time slider (web/)"
+# Martin (scripts/martin.sh, web/martin.yaml) serves trafficdb.tile_mvt(z, x, y)
+# as the page's vector tiles; web/app.py (tipg) serves the page (MapLibre GL JS
+# from npm), server-sent events on each publication, the vessels of the AIS
+# day from S3 through the trail FDW and OGC API collections.  Traffic on
 # every road cars use, then web/feeder.py moves some of it every 3 s.
 "${PSQL[@]}" -d "$DEMO_DB" -q -f web/demo-traffic.sql >/dev/null
 stop_pidfile "$dir/web/feeder.pid"
@@ -298,10 +319,11 @@ scripts/web.sh stop "$dir/web"
 dburl="postgresql://postgres@127.0.0.1:$port/$DEMO_DB"
 scripts/web.sh start "$dir/web" "postgresql://trafficdb_web@127.0.0.1:$port/$DEMO_DB"
 web_port=$(cat "$dir/web/web.port")
+martin_port=$(cat "$dir/web/martin.port")
 nohup "${TDB_WEB_VENV:-$TDB_ROOT/.venv-web}/bin/python" web/feeder.py "$dburl" >"$dir/web/feeder.log" 2>&1 &
 echo $! >"$dir/web/feeder.pid"
-curl -fs -o /dev/null -w 'a z15 tile of the centre through tipg: %{size_download} bytes (%{content_type})\n' \
-	"http://127.0.0.1:$web_port/collections/trafficdb.tile_features/tiles/WebMercatorQuad/$("${PSQL[@]}" -d "$DEMO_DB" -tA -c "
+curl -fs -o /dev/null -w 'a z15 tile of the centre through Martin: %{size_download} bytes (%{content_type})\n' \
+	"http://127.0.0.1:$martin_port/traffic/$("${PSQL[@]}" -d "$DEMO_DB" -tA -c "
 	SELECT format('15/%s/%s', floor((ST_X(c) + 180) / 360 * 32768)::int,
 	       floor((1 - ln(tan(radians(ST_Y(c))) + 1 / cos(radians(ST_Y(c)))) / pi()) / 2 * 32768)::int)
 	  FROM (SELECT ST_Centroid(ST_Extent(geom)) AS c FROM trafficdb.locations) s")"
@@ -313,6 +335,7 @@ $(printf '\033[1m')The demo server is running.$(printf '\033[0m')
   log:      $dir/postgres.log
   minio:    $MINIO_ENDPOINT (credentials in $dir/minio/env; bucket vessels)
   live map: http://127.0.0.1:$web_port/map/   (tipg's own pages: http://127.0.0.1:$web_port/)
+  tiles:    http://127.0.0.1:$martin_port/traffic/{z}/{x}/{y}   (Martin; log $dir/web/martin.log)
   stop:     make demo-stop      (stops MinIO and the live map too; make demo-clean also deletes the cluster)
 It listens on 127.0.0.1 only and trusts local connections: a demo, not a deployment.
 EOF

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # scripts/deps.sh: install the Debian 12 packages trafficdb needs to build,
-# test and demo, skipping those already installed.  Safe to run repeatedly.
+# test and demo, skipping those already installed, then the live map's tile
+# server (Martin, scripts/martin.sh install: cached).  Safe to run repeatedly.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -52,10 +53,15 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
 	echo "deps: all ${#packages[@]} packages present"
-	exit 0
+else
+	echo "deps: installing ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	$SUDO apt-get update -q
+	$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-echo "deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -q
-$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+# The live map's tile server: Martin, pinned, built once with cargo into
+# ~/.cache/trafficdb (not a Debian package; 20-45 min on 2 cores the first
+# time, nothing when the cached binary is that version).  Like MinIO's, its
+# start installs it too.
+"$TDB_ROOT/scripts/martin.sh" install

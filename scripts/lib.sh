@@ -171,3 +171,43 @@ publish_small_map() {
 		-c "INSERT INTO trafficdb.feed (location_id, speed_kmh) SELECT id, 30 FROM roads" \
 		-c "SELECT trafficdb.publish()" >/dev/null
 }
+
+# cargo_cmd MINOR WHO: the path of a cargo (and its rustc) of Rust 1.MINOR or
+# later, for `cargo install` of a pinned tool (scripts/martin.sh,
+# scripts/oha.sh; WHO names it in messages).  The one on PATH or in
+# ~/.cargo/bin when new enough; otherwise Debian 12's cargo-web and rustc-web
+# (Rust 1.85 in bookworm, newer in bookworm-security; Debian's cargo and
+# rustc are 1.63), installed when apt offers one new enough; otherwise an
+# error naming what is needed.
+cargo_cmd() {
+	local need=$1 who=$2 c minor cand
+	rust_minor() { "$1" --version 2>/dev/null | sed -nE 's/^[a-z]+ 1\.([0-9]+)\..*/\1/p'; }
+	for c in "$(command -v cargo || true)" "$HOME/.cargo/bin/cargo" /usr/bin/cargo; do
+		[ -n "$c" ] && [ -x "$c" ] || continue
+		minor=$(rust_minor "$c")
+		# cargo runs the rustc beside it when there is one (rustup's proxies), else the one on PATH
+		if [ -x "$(dirname "$c")/rustc" ]; then
+			[ "$(rust_minor "$(dirname "$c")/rustc")" -ge "$need" ] 2>/dev/null || continue
+		else
+			[ "$(rust_minor "$(command -v rustc || echo none)")" -ge "$need" ] 2>/dev/null || continue
+		fi
+		if [ "${minor:-0}" -ge "$need" ]; then
+			echo "$c"
+			return 0
+		fi
+	done
+	echo "$who: no cargo of Rust 1.$need or later on PATH or in ~/.cargo/bin; looking at Debian's cargo-web" >&2
+	cand=$(apt-cache policy cargo-web 2>/dev/null | sed -nE 's/^ *Candidate: 1\.([0-9]+)\..*/\1/p')
+	if [ -z "$cand" ]; then
+		$SUDO apt-get update -q >/dev/null || true
+		cand=$(apt-cache policy cargo-web 2>/dev/null | sed -nE 's/^ *Candidate: 1\.([0-9]+)\..*/\1/p')
+	fi
+	if [ "${cand:-0}" -ge "$need" ]; then
+		echo "$who: installing Debian's cargo-web and rustc-web (Rust 1.$cand; they replace Debian's cargo and rustc)" >&2
+		DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q cargo-web rustc-web >/dev/null ||
+			die "$who: apt-get install cargo-web rustc-web failed"
+		c=/usr/bin/cargo
+		[ "$(rust_minor "$c")" -ge "$need" ] 2>/dev/null && { echo "$c"; return 0; }
+	fi
+	die "$who: building it needs cargo and rustc 1.$need or later; found none, and Debian offers cargo-web 1.${cand:-?} (Debian 12's cargo and rustc are 1.63): install Rust 1.$need+ (e.g. rustup's stable toolchain) and put its cargo on PATH"
+}

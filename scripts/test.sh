@@ -13,6 +13,8 @@
 #   5. the live map (web/) in headless chromium against a real cluster, the
 #      tipg app and MinIO (test/livemap.sh), and its app against hostile web
 #      clients (test/web_hostile.sh),
+#   5a. the vector tiles: trafficdb.tile_mvt byte for byte against PostGIS's
+#      ST_AsMVT on four maps and the edge cases (test/tiles_diff.sh),
 #   5b. the docs: make docs with no warnings, every snippet of README.md and
 #      docs/ against a scratch demo (test/doc_examples.py), every figure equal
 #      to its bench result (scripts/figures.py),
@@ -115,6 +117,9 @@ test/livemap.sh || die "the live map tests failed"
 
 say "the live map's app against hostile web clients: bounded filters, tiles and items, no database text, supervised (test/web_hostile.sh)"
 test/web_hostile.sh || die "the hostile web client tests failed"
+
+say "vector tiles: trafficdb.tile_mvt byte for byte against PostGIS's ST_AsMVT over a heap copy (test/tiles_diff.sh)"
+test/tiles_diff.sh || die "a tile of trafficdb.tile_mvt differs from PostGIS (test/tiles_diff.sh shows it decoded)"
 
 say "the docs: make docs with no warnings, every snippet runs against a demo cluster (test/doc_examples.py), figures equal their bench results (scripts/figures.py)"
 docs_started=$SECONDS

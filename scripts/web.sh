@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
 # scripts/web.sh: the live map's server (web/app.py: tipg + the live
-# routes, uvicorn) on 127.0.0.1, for the demo, the tests and the benchmark.
+# routes, uvicorn) and its tile server (Martin, scripts/martin.sh) on
+# 127.0.0.1, for the demo, the tests and the benchmark.
 #
-#   scripts/web.sh start DIR DATABASE_URL   start it (scripts/web-setup.sh first);
+#   scripts/web.sh start DIR DATABASE_URL   start them (scripts/web-setup.sh first):
+#                                           Martin first (DIR/martin.pid, DIR/martin.port,
+#                                           DIR/martin.log; waits for its /health), then the
+#                                           app, told Martin's URL (TRAFFICDB_WEB_TILES):
 #                                           DIR/web.pid (the supervisor), DIR/web.app.pid
 #                                           (the app), DIR/web.port, DIR/web.log;
-#                                           waits until it answers (up to 60 s)
-#   scripts/web.sh stop DIR                 stop it
+#                                           waits until it answers (up to 60 s each)
+#   scripts/web.sh stop DIR                 stop both
+#
+# Both connect as DATABASE_URL's role (web/role.sql's trafficdb_web).  Martin
+# is not supervised: it is one process that does not die of what clients
+# send (test/web_hostile.sh); the page shows tile errors if it is gone.
 #
 # Anyone who reaches the port talks to the app, so it runs supervised: one
 # app answers and a standby waits beside it, already started (web/serve.py:
@@ -20,7 +28,7 @@
 # DIR/web.log.  TDB_WEB_STANDBY=0: no standby (a new app starts after a death).
 #
 # The port: the first free one of TDB_WEB_PORTS="FIRST LAST" when set, else
-# one the system picks.  TDB_WEB_MAX_CONNECTIONS (default 500): connections
+# one the system picks; Martin's: of TDB_MARTIN_PORTS likewise.  TDB_WEB_MAX_CONNECTIONS (default 500): connections
 # and requests at once, past which uvicorn answers 503.  Extra environment (TIPG_*, TRAFFICDB_WEB_*) passes
 # through to the app.
 set -euo pipefail
@@ -113,8 +121,10 @@ start_web() {
 	"$TDB_ROOT/scripts/web-setup.sh"
 	mkdir -p "$dir"
 	port=$(free_port "${TDB_WEB_PORTS:-}")
+	"$TDB_ROOT/scripts/martin.sh" start "$dir" "$url" "$port"
 	rm -f "$dir/web.app.pid"
-	nohup "$TDB_ROOT/scripts/web.sh" supervise "$dir" "$url" "$port" >"$dir/web.log" 2>&1 </dev/null &
+	TRAFFICDB_WEB_TILES=http://127.0.0.1:$(cat "$dir/martin.port") \
+		nohup "$TDB_ROOT/scripts/web.sh" supervise "$dir" "$url" "$port" >"$dir/web.log" 2>&1 </dev/null &
 	echo $! >"$dir/web.pid"
 	echo "$port" >"$dir/web.port"
 	for i in $(seq 1 120); do	# bounded: 60 s
@@ -126,12 +136,14 @@ start_web() {
 		if grep -q '^web-supervisor: app .* \(died\|exited\)' "$dir/web.log" 2>/dev/null ||
 			! kill -0 "$(cat "$dir/web.pid")" 2>/dev/null; then
 			stop_pidfile "$dir/web.pid"
+			"$TDB_ROOT/scripts/martin.sh" stop "$dir"
 			tail -n 30 "$dir/web.log" >&2
 			die "web: the server exited (log: $dir/web.log)"
 		fi
 		sleep 0.5
 	done
 	stop_pidfile "$dir/web.pid"
+	"$TDB_ROOT/scripts/martin.sh" stop "$dir"
 	tail -n 30 "$dir/web.log" >&2
 	die "web: not answering after 60 s (log: $dir/web.log)"
 }
@@ -145,6 +157,7 @@ stop)
 	# left only when the supervisor itself was killed
 	stop_pidfile "$2/web.app.pid"
 	stop_pidfile "$2/web.standby.ready"	# the standby's pid
-	rm -f "$2/web.port" ;;
+	rm -f "$2/web.port"
+	"$TDB_ROOT/scripts/martin.sh" stop "$2" ;;
 *) die "usage: scripts/web.sh start DIR DATABASE_URL | stop DIR" ;;
 esac

@@ -1,7 +1,7 @@
 # t/065_demo_ports.pl: the demo keeps to the port ranges it is given
 # (parallel demos on one machine): TDB_DEMO_PG_PORTS for PostgreSQL,
 # TDB_MINIO_PORTS for MinIO's two ports (scripts/minio.sh), TDB_WEB_PORTS
-# for the live map; busy ports are skipped, a range too small or malformed is
+# for the live map, TDB_MARTIN_PORTS for its tile server; busy ports are skipped, a range too small or malformed is
 # an error naming it.  Through `scripts/demo.sh --ports` (the ports a start
 # would take now; it starts nothing), which uses the start's own choice.
 use strict;
@@ -30,14 +30,17 @@ sub ports
 	my (%env) = @_;
 	local @ENV{ keys %env } = values %env;
 	delete local $ENV{TDB_MINIO_PORTS} unless exists $env{TDB_MINIO_PORTS};
+	delete local $ENV{TDB_MARTIN_PORTS} unless exists $env{TDB_MARTIN_PORTS};
 	my ($out, $err) = run_command([ 'scripts/demo.sh', '--ports' ]);
 	return ($out, $err);
 }
 
 my $range = "$base " . ($base + 7);
-my ($out, $err) = ports(TDB_DEMO_PG_PORTS => $range, TDB_MINIO_PORTS => $range, TDB_WEB_PORTS => $range);
-is($out, sprintf("postgresql %d\nminio %d %d\nweb %d", $base + 2, $base + 2, $base + 3, $base + 2),
-	'each service takes the first free ports of its range, skipping the busy ones') or diag($err);
+my ($out, $err) = ports(TDB_DEMO_PG_PORTS => $range, TDB_MINIO_PORTS => $range, TDB_WEB_PORTS => $range,
+	TDB_MARTIN_PORTS => $range);
+is($out, sprintf("postgresql %d\nminio %d %d\nweb %d\nmartin %d", $base + 2, $base + 2, $base + 3, $base + 2, $base + 3),
+	'each service takes the first free ports of its range, skipping the busy ones (Martin not the live map\'s)')
+  or diag($err);
 
 ($out, $err) = ports(TDB_DEMO_PG_PORTS => $range, TDB_WEB_PORTS => $range);
 like($out, qr/^minio (\d+) (\d+)$/m, 'without TDB_MINIO_PORTS, MinIO takes two ports the system picks');
@@ -63,7 +66,8 @@ like($err, qr/TDB_MINIO_PORTS="$base x": expected "FIRST LAST"/, 'also for MinIO
 # one: a start that went past the check stops at it, having started nothing
 # either way.
 for my $case ([ 'TDB_MINIO_PORTS', qr/fewer than two free TCP ports on 127\.0\.0\.1 between $base and @{[$base + 1]}/ ],
-	[ 'TDB_WEB_PORTS', qr/no free TCP port on 127\.0\.0\.1 between $base and @{[$base + 1]}/ ])
+	[ 'TDB_WEB_PORTS', qr/no free TCP port on 127\.0\.0\.1 between $base and @{[$base + 1]}/ ],
+	[ 'TDB_MARTIN_PORTS', qr/no free TCP port on 127\.0\.0\.1 between $base and @{[$base + 1]}/ ])
 {
 	my ($var, $re) = @$case;
 	my $scratch = File::Temp::tempdir(CLEANUP => 1);
@@ -78,7 +82,7 @@ for my $case ([ 'TDB_MINIO_PORTS', qr/fewer than two free TCP ports on 127\.0\.0
 
 # numbers too long for the shell's test: the same error, without the shell's
 # "integer expression expected" before it
-for my $var (qw(TDB_DEMO_PG_PORTS TDB_WEB_PORTS TDB_MINIO_PORTS))
+for my $var (qw(TDB_DEMO_PG_PORTS TDB_WEB_PORTS TDB_MINIO_PORTS TDB_MARTIN_PORTS))
 {
 	($out, $err) = ports(TDB_DEMO_PG_PORTS => $range, TDB_WEB_PORTS => $range, $var => '99999999999999999999 99999999999999999999');
 	like($err, qr/$var="99999999999999999999 99999999999999999999": expected "FIRST LAST"/, "$var: a 20-digit port is refused, named");

@@ -4,12 +4,13 @@
 # Sets up, in a scratch directory, a real cluster that preloads trafficdb
 # (the installed build) with the Helsinki roads as its map, a MinIO on
 # 127.0.0.1 holding the demo's AIS day as a trail file read through the
-# trail FDW, and the tipg app (scripts/web.sh), then runs the browser tests
+# trail FDW, and the tipg app with Martin serving the page's tiles
+# (scripts/web.sh), then runs the browser tests
 # (web/test/, node --test, headless Debian chromium through puppeteer-core).
 # Stops everything it started, whatever happens.
 #
 # Ports: the system picks free ones; TDB_TEST_PG_PORTS="FIRST LAST" and
-# TDB_WEB_PORTS="FIRST LAST" choose a range instead.  LIVEMAP_SHOTS=DIR keeps
+# TDB_WEB_PORTS="FIRST LAST" (TDB_MARTIN_PORTS for Martin) choose a range instead.  LIVEMAP_SHOTS=DIR keeps
 # the screenshots.
 set -euo pipefail
 . "$(dirname "$0")/../scripts/lib.sh"
@@ -70,6 +71,7 @@ echo "livemap: browser tests (node --test web/test/livemap.test.mjs, $(chromium 
 if ! (cd web && LIVEMAP_URL="http://127.0.0.1:$(cat "$work/web.port")" LIVEMAP_PSQL="$PG_BIN/psql" LIVEMAP_PG_RESTART="$work/pg-restart.sh" CHROMIUM=$(command -v chromium) \
 	timeout 600 node --test test/livemap.test.mjs); then
 	echo "--- web.log" >&2; tail -n 30 "$work/web.log" >&2
+	echo "--- martin.log" >&2; grep -v ' INFO ' "$work/martin.log" | tail -n 30 >&2
 	echo "--- postgres.log" >&2; tail -n 30 "$work/pg/postgres.log" >&2
 	die "the live map tests failed"
 fi

@@ -6,12 +6,13 @@
 # Sets up, in a scratch directory, a cluster on 127.0.0.1 that preloads
 # trafficdb (the installed build) with a small grid map (test/grid_map.sql),
 # the app's role (web/role.sql; a trail server that is never contacted) and
-# the app under its supervisor (scripts/web.sh start), then runs
-# web/test/hostile.py (Python's http.client, no browser).  Stops everything
-# it started, whatever happens.  Every wait is bounded.
+# the app under its supervisor with Martin beside it (scripts/web.sh start),
+# then runs web/test/hostile.py against the app and web/test/martin_hostile.py
+# against Martin (Python's http.client, no browser).  Stops everything it
+# started, whatever happens.  Every wait is bounded.
 #
 # Ports: the system picks free ones; TDB_TEST_PG_PORTS="FIRST LAST" and
-# TDB_WEB_PORTS="FIRST LAST" choose a range instead.
+# TDB_WEB_PORTS="FIRST LAST" (and TDB_MARTIN_PORTS) choose a range instead.
 set -euo pipefail
 . "$(dirname "$0")/../scripts/lib.sh"
 cd "$TDB_ROOT"
@@ -45,4 +46,10 @@ if ! HOSTILE_URL="http://127.0.0.1:$(cat "$work/web.port")" HOSTILE_DIR="$work" 
 	timeout 300 "${TDB_WEB_VENV:-$TDB_ROOT/.venv-web}/bin/python" web/test/hostile.py; then
 	echo "--- web.log" >&2; tail -n 40 "$work/web.log" >&2
 	die "the hostile web client tests failed"
+fi
+echo "web_hostile: hostile requests to Martin (web/test/martin_hostile.py)"
+if ! HOSTILE_DIR="$work" HOSTILE_PG_PORT="$port" \
+	timeout 300 "${TDB_WEB_VENV:-$TDB_ROOT/.venv-web}/bin/python" web/test/martin_hostile.py; then
+	echo "--- martin.log" >&2; grep -v ' INFO ' "$work/martin.log" | tail -n 40 >&2
+	die "the hostile Martin client tests failed"
 fi

@@ -3,10 +3,11 @@
     DATABASE_URL=postgresql://trafficdb_web@127.0.0.1:5433/trafficdb_demo \
         uvicorn --app-dir web app:app --host 127.0.0.1 --port 8080
 
-tipg (OGC API Features and Tiles for PostGIS) serves the vector tiles: its
-function layer trafficdb.tile_features(z, x, y) reads the tile's box from the
-R-tree in shared memory; tipg clips, encodes and aggregates the rows.  Added
-here:
+The page's traffic tiles come from Martin (scripts/martin.sh, web/martin.yaml),
+which serves trafficdb.tile_mvt(z, x, y): the tile encoded in C from the
+R-tree in shared memory.  tipg (OGC API Features and Tiles for PostGIS) still
+serves trafficdb.tile_features(z, x, y) as OGC API collections (items, its own
+tiles and HTML pages) for other clients.  Added here:
 
   GET /map/                the page (web/static/) and, under /vendor/maplibre-gl/,
                            MapLibre GL JS as npm installed it (no CDN)
@@ -15,6 +16,8 @@ here:
                            generation, when it was published and the boxes of
                            the locations it changed (trafficdb.changes_since)
   GET /live/state          the same as JSON, for the current generation
+  GET /config.json         where the page gets its tiles: Martin's URL
+                           (TRAFFICDB_WEB_TILES, which scripts/web.sh sets)
   GET /trails/positions    vessels at a minute of the demo's AIS day, from S3
                            through the trail FDW (the time window pushed down)
 
@@ -25,7 +28,9 @@ response carries the database's own text.  scripts/web.sh runs the app
 under a supervisor that starts it again when it dies.
 
 Settings, from the environment: DATABASE_URL (tipg's own, also used for the
-listener; an ordinary role, see web/role.sql), TRAFFICDB_WEB_MAX_BOXES (boxes
+listener; an ordinary role, see web/role.sql), TRAFFICDB_WEB_TILES (Martin's
+base URL, e.g. http://127.0.0.1:3000; unset: the page has no traffic layer),
+TRAFFICDB_WEB_MAX_BOXES (boxes
 per event before one box of all changes is sent instead; default 200),
 TRAFFICDB_WEB_HOSTS (the names the app answers to, by the Host header;
 default 127.0.0.1,localhost: it listens on 127.0.0.1 only),
@@ -91,6 +96,11 @@ TRAIL_DAY = dt.datetime(2020, 6, 30, tzinfo=dt.timezone.utc)
 TRAIL_TAIL_MINUTES = 30
 POLL = float(os.environ.get("TRAFFICDB_WEB_POLL", "2"))  # seconds between reads without a notification
 MAX_STREAMS = int(os.environ.get("TRAFFICDB_WEB_MAX_STREAMS", "100"))  # live streams open at once
+# Martin, the tile server (scripts/martin.sh): the page fetches the traffic
+# tiles from it directly, at TILES_URL/traffic/{z}/{x}/{y}
+TILES_URL = os.environ.get("TRAFFICDB_WEB_TILES", "").rstrip("/")
+if TILES_URL and not re.fullmatch(r"https?://[A-Za-z0-9.\[\]:-]+(/[A-Za-z0-9._~/-]*)?", TILES_URL):
+    raise SystemExit(f"TRAFFICDB_WEB_TILES={TILES_URL!r}: expected Martin's base URL, e.g. http://127.0.0.1:3000")
 
 # An event stream must reach the browser as it is written: no compression.
 for m in app.user_middleware:
@@ -694,6 +704,14 @@ async def live(request: Request):
         media_type="text/event-stream",
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )
+
+
+@app.get("/config.json", tags=["trafficdb"], summary="What the page needs to know: where its tiles come from")
+async def page_config():
+    """The page (web/static/app.js) reads this before it adds the traffic layer."""
+    tiles = f"{TILES_URL}/traffic/{{z}}/{{x}}/{{y}}" if TILES_URL else None
+    return JSONResponse({"tiles": {"traffic": tiles, "source_layer": "traffic"}},
+                        headers={"Cache-Control": "no-store"})
 
 
 @app.get("/live/state", tags=["trafficdb"], summary="The current generation and when it was published")

@@ -46,7 +46,8 @@ typedef struct Val
 	uint32_t	len;
 	uint32_t	bytes;			/* the Value message with its field key and length */
 	int32_t		id;				/* in the tile's value table; -1 none yet */
-	uint32_t	mark;			/* prefix accounting */
+	uint32_t	mark;			/* prefix accounting: the upper bound's */
+	uint32_t	mark_lb;		/* and the lower bound's */
 	uint8_t		kind;
 } Val;
 
@@ -231,6 +232,7 @@ val_ref(Enc *e, uint8_t kind, const char *str, uint32_t len, uint64_t num)
 	v->num = num;
 	v->id = -1;
 	v->mark = 0;
+	v->mark_lb = 0;
 	switch (kind)
 	{
 		case V_STRING:
@@ -418,9 +420,11 @@ tile_bytes(uint64_t layer)
 }
 
 /*
- * The budget, counted as features are added in rank order: an upper bound
- * of the tile's size, each value id counted at the width of the values
- * seen so far (the ids are assigned later, in tile order, below that).
+ * The budget, counted as features are added in rank order.  The ids of the
+ * values are assigned later, in tile order, so while adding a feature its
+ * size is only known within bounds: the upper bound counts each value id at
+ * the width of all the values seen so far, the lower bound at one byte.
+ * fit_exact() then finds the exact longest prefix between the two.
  */
 typedef struct Budget
 {
@@ -429,16 +433,16 @@ typedef struct Budget
 	uint64_t	vbytes;
 	size_t		nv;
 	size_t		w;
-	uint32_t	mark;
+	bool		lower;
 } Budget;
 
 static void
-budget_init(const Enc *e, Budget *b, uint32_t mark)
+budget_init(const Enc *e, Budget *b, bool lower)
 {
 	memset(b, 0, sizeof(*b));
 	b->fixed = fixed_layer_bytes(e);
 	b->w = 1;
-	b->mark = mark;
+	b->lower = lower;
 }
 
 /* Add list[i] after list[0 .. i): false (and nothing to undo) if it does not fit. */
@@ -454,15 +458,16 @@ budget_add(Enc *e, Budget *b, const uint32_t *list, size_t i)
 	for (uint32_t k = 0; k < f->ntags; k++)
 	{
 		Val		   *v = &e->vals[e->tags[f->tag_off + 2 * k + 1]];
+		uint32_t   *mark = b->lower ? &v->mark_lb : &v->mark;
 
-		if (v->mark != b->mark)
+		if (*mark == 0)
 		{
-			v->mark = b->mark;
+			*mark = 1;
 			add_v += v->bytes;
 			add_n++;
 		}
 	}
-	w2 = varint_size(b->nv + add_n ? b->nv + add_n - 1 : 0);
+	w2 = b->lower ? 1 : varint_size(b->nv + add_n ? b->nv + add_n - 1 : 0);
 	if (w2 != b->w)
 	{
 		/* rare (128 and 16384 values): count the features kept again */
@@ -478,6 +483,73 @@ budget_add(Enc *e, Budget *b, const uint32_t *list, size_t i)
 	b->vbytes += add_v;
 	b->nv += add_n;
 	return true;
+}
+
+static int	cmp_u64(const void *a, const void *b);
+
+/* list[0 .. k) (rank order) into out[0 .. k), in tile (record) order. */
+static bool
+to_record_order(Enc *e, const uint32_t *list, size_t k, uint32_t *out)
+{
+	uint64_t   *keys;
+
+	if (k == 0)
+		return true;
+	keys = e->a->grow(e->a->ctx, NULL, k * sizeof(uint64_t));
+	if (keys == NULL)
+	{
+		e->oom = true;
+		return false;
+	}
+	for (size_t i = 0; i < k; i++)
+		keys[i] = (e->feats[list[i]].rec << 32) | list[i];	/* both fit 32 bits */
+	qsort(keys, k, sizeof(uint64_t), cmp_u64);
+	for (size_t i = 0; i < k; i++)
+		out[i] = (uint32_t) keys[i];
+	release(e->a, keys);
+	return true;
+}
+
+static void assign_ids(Enc *e, const uint32_t *list, size_t n, size_t *nids);
+static uint64_t layer_bytes(const Enc *e, const uint32_t *list, size_t n, size_t nids);
+
+/* The exact size of the tile of list[0 .. k) (rank order); UINT64_MAX when out of memory. */
+static uint64_t
+exact_bytes(Enc *e, const uint32_t *list, size_t k, uint32_t *tmp)
+{
+	size_t		nids;
+
+	if (k == 0)
+		return 0;
+	if (!to_record_order(e, list, k, tmp))
+		return UINT64_MAX;
+	assign_ids(e, tmp, k, &nids);
+	return tile_bytes(layer_bytes(e, tmp, k, nids));
+}
+
+/*
+ * The longest prefix of list (n features, rank order) whose tile fits:
+ * list[0 .. lo) fits, list[0 .. hi) does not unless hi >= n (then tried).
+ */
+static size_t
+fit_exact(Enc *e, const uint32_t *list, size_t lo, size_t hi, size_t n, uint32_t *tmp)
+{
+	if (hi >= n)
+	{
+		hi = n;
+		if (exact_bytes(e, list, n, tmp) <= e->budget)
+			return n;
+	}
+	while (hi - lo > 1 && !e->oom)
+	{
+		size_t		mid = lo + (hi - lo) / 2;
+
+		if (exact_bytes(e, list, mid, tmp) <= e->budget)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
 }
 
 /* ---- candidates --------------------------------------------------------------- */
@@ -511,15 +583,6 @@ static inline const TdbBoxF *
 leaf_box(const TdbMapView *map, uint64_t rec)
 {
 	return &map->rtree.boxes[map->rtree.levels[0].first + rec];
-}
-
-static int
-cmp_u32(const void *a, const void *b)
-{
-	uint32_t	x = *(const uint32_t *) a;
-	uint32_t	y = *(const uint32_t *) b;
-
-	return x < y ? -1 : x > y;
 }
 
 static int
@@ -744,15 +807,26 @@ tdb_mvt_encode(const TdbMapView *map, const void *traffic, const TdbTraffic *ent
 				list[i] = keys[i].idx;
 			release(e.a, keys);
 			{
-				Budget		b;
-				size_t		k = 0;
+				Budget		ub,
+							lb;
+				size_t		k_ub = 0,
+							k_lb = 0;
+				uint32_t   *tmp = e.a->grow(e.a->ctx, NULL, nlist * sizeof(uint32_t));
 
-				budget_init(&e, &b, 1);
-				while (k < nlist && budget_add(&e, &b, list, k))
-					k++;
-				nlist = k;
+				if (tmp == NULL)
+					goto oom;
+				budget_init(&e, &ub, false);
+				while (k_ub < nlist && budget_add(&e, &ub, list, k_ub))
+					k_ub++;
+				budget_init(&e, &lb, true);
+				while (k_lb < nlist && budget_add(&e, &lb, list, k_lb))
+					k_lb++;
+				nlist = fit_exact(&e, list, k_ub, k_lb + 1, nlist, tmp);
+				if (!to_record_order(&e, list, nlist, tmp))
+					goto oom;
+				memcpy(list, tmp, nlist * sizeof(uint32_t));
+				release(e.a, tmp);
 			}
-			qsort(list, nlist, sizeof(uint32_t), cmp_u32);	/* feats are in record order */
 			out->truncated = true;
 		}
 	}
@@ -760,7 +834,11 @@ tdb_mvt_encode(const TdbMapView *map, const void *traffic, const TdbTraffic *ent
 	{
 		/* a low zoom over a large map: walk the map's rank, stop at the budget */
 		TdbBoxF		q = tdb_boxf_from_boxd(&e.tile.lonlat);
-		Budget		b;
+		Budget		ub,
+					lb;
+		size_t		k_ub = 0;
+		bool		ub_full = false;
+		uint32_t   *tmp;
 
 		if (env->rank == NULL)
 			goto oom;			/* the caller must give a rank cache for large maps */
@@ -773,17 +851,18 @@ tdb_mvt_encode(const TdbMapView *map, const void *traffic, const TdbTraffic *ent
 			if (!tdb_mvt_rank_build(map, env->rank, env->rank_alloc))
 				goto oom;
 		}
-		budget_init(&e, &b, 1);
+		budget_init(&e, &ub, false);
+		budget_init(&e, &lb, true);
 		for (uint64_t r = 0; r < map->count; r++)
 		{
 			uint32_t	rec = env->rank->order[r];
-			const TdbBoxF *lb = leaf_box(map, rec);
+			const TdbBoxF *leaf = leaf_box(map, rec);
 			size_t		before = e.nfeats;
 
-			if (lb->xmax < q.xmin || lb->xmin > q.xmax || lb->ymax < q.ymin || lb->ymin > q.ymax)
+			if (leaf->xmax < q.xmin || leaf->xmin > q.xmax || leaf->ymax < q.ymin || leaf->ymin > q.ymax)
 				continue;
 			out->candidates++;
-			if (z < 12 && tdb_mvt_box_too_small(&e.tile, lb))
+			if (z < 12 && tdb_mvt_box_too_small(&e.tile, leaf))
 				continue;
 			if (!process(&e, rec))
 				goto oom;
@@ -792,8 +871,13 @@ tdb_mvt_encode(const TdbMapView *map, const void *traffic, const TdbTraffic *ent
 			if (!grow(&e, (void **) &list, &list_cap, e.nfeats, sizeof(uint32_t)))
 				goto oom;
 			list[before] = (uint32_t) before;
-			if (!budget_add(&e, &b, list, before))
+			if (!ub_full && budget_add(&e, &ub, list, before))
+				k_ub = before + 1;
+			else
+				ub_full = true;
+			if (!budget_add(&e, &lb, list, before))
 			{
+				/* past the lower bound: no longer prefix can fit */
 				out->truncated = true;
 				e.nfeats = before;
 				break;
@@ -802,20 +886,18 @@ tdb_mvt_encode(const TdbMapView *map, const void *traffic, const TdbTraffic *ent
 		nlist = e.nfeats;
 		if (!grow(&e, (void **) &e.order, &order_cap, e.nvals ? e.nvals : 1, sizeof(uint32_t)))
 			goto oom;
-		if (nlist > 0)
+		tmp = e.a->grow(e.a->ctx, NULL, (nlist ? nlist : 1) * sizeof(uint32_t));
+		if (tmp == NULL)
+			goto oom;
+		if (ub_full)
 		{
-			/* back to record order (records and features both fit 32 bits) */
-			uint64_t   *keys = e.a->grow(e.a->ctx, NULL, nlist * sizeof(uint64_t));
-
-			if (keys == NULL)
-				goto oom;
-			for (size_t i = 0; i < nlist; i++)
-				keys[i] = (e.feats[list[i]].rec << 32) | list[i];
-			qsort(keys, nlist, sizeof(uint64_t), cmp_u64);
-			for (size_t i = 0; i < nlist; i++)
-				list[i] = (uint32_t) keys[i];
-			release(e.a, keys);
+			nlist = fit_exact(&e, list, k_ub, nlist + 1, nlist, tmp);
+			out->truncated = true;
 		}
+		if (!to_record_order(&e, list, nlist, tmp))
+			goto oom;
+		memcpy(list, tmp, nlist * sizeof(uint32_t));
+		release(e.a, tmp);
 	}
 	if (e.oom)
 		goto oom;

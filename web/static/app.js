@@ -1,11 +1,14 @@
 // trafficdb's live map (web/app.py serves it at /map/).
 //
-// Tiles: tipg's function layer trafficdb.tile_features (the roads of the
-// loaded map with their live traffic, read from shared memory).  A grey line
-// layer of every road is the base map; the same roads are coloured by
-// congestion on top.  /live sends an event per publication with the boxes of
-// the changed locations: the visible tiles those boxes touch are fetched
-// again (map.refreshTiles), no others.  Vessels: positions at a minute of the
+// Tiles: Martin's source "traffic", trafficdb.tile_mvt (the roads of the
+// loaded map with their live traffic, read from shared memory and encoded in
+// C), at the URL the app's /config.json names (Martin listens on a port of
+// its own; it grants this page's origin by CORS).  Layer "traffic"; a
+// feature's id is its location_id.  A grey line layer of every road is the
+// base map; the same roads are coloured by congestion on top.  /live sends
+// an event per publication with the boxes of the changed locations: the
+// visible tiles those boxes touch are fetched again (map.refreshTiles), no
+// others.  Vessels: positions at a minute of the
 // demo's AIS day, from S3 through the trail FDW (/trails/positions).
 //
 // window.__tdb holds what the page knows, for the browser tests (web/test/).
@@ -14,11 +17,11 @@
 
   // A harness may name another tile source before the page runs (the
   // benchmark, web/bench/repaint.mjs, measures several servers with one page):
-  // window.__tdbTiles = { traffic: URL template, source_layer: layer name }.
-  const PICK = window.__tdbTiles || {};
-  const TILES = PICK.traffic || location.origin + '/collections/trafficdb.tile_features/tiles/WebMercatorQuad/{z}/{x}/{y}';
-  const SOURCE_LAYER = PICK.source_layer || 'tile_features';
-  const MIN_ZOOM = 12;      // tiles below this would hold too many roads to be useful
+  // window.__tdbTiles = { traffic: URL template, source_layer: layer name },
+  // the shape of /config.json's tiles; the page then does not ask the app.
+  const PICK = window.__tdbTiles || null;
+  const SOURCE_LAYER = (PICK && PICK.source_layer) || 'traffic';
+  const MIN_ZOOM = 0;       // low zooms too: tile_mvt keeps a tile within its byte budget (the major roads)
   const MAX_ZOOM = 16;      // deeper zooms reuse z16 tiles (overzoom)
   const COLORS = ['#1a9850', '#a6d96a', '#fdae61', '#f46d43', '#d7191c'];
   const BASE = '#b4b4b4';
@@ -28,7 +31,7 @@
 
   const tdb = window.__tdb = {
     generation: null, publishedAt: null, events: 0, refreshes: [], received: {}, repaints: {},
-    errors: [], trail: null, trailMinute: null, trailRendered: null, ready: false,
+    errors: [], trail: null, trailMinute: null, trailRendered: null, ready: false, tiles: null,
   };
 
   function fail(msg) {
@@ -60,26 +63,11 @@
     style: {
       version: 8,
       sources: {
-        traffic: { type: 'vector', tiles: [TILES], minzoom: MIN_ZOOM, maxzoom: MAX_ZOOM },
+        // the traffic source and its two layers are added once /config.json has named Martin
         vessels: { type: 'geojson', data: { type: 'FeatureCollection', features: [] } },
       },
       layers: [
         { id: 'background', type: 'background', paint: { 'background-color': '#f4f3ef' } },
-        {
-          id: 'roads-base', type: 'line', source: 'traffic', 'source-layer': SOURCE_LAYER,
-          layout: { 'line-cap': 'round', 'line-join': 'round' },
-          paint: { 'line-color': BASE, 'line-width': width(1) },
-        },
-        {
-          id: 'roads-traffic', type: 'line', source: 'traffic', 'source-layer': SOURCE_LAYER,
-          filter: ['has', 'congestion'],
-          layout: { 'line-cap': 'round', 'line-join': 'round', 'line-sort-key': ['get', 'congestion'] },
-          paint: {
-            'line-color': ['match', ['get', 'congestion'],
-              0, COLORS[0], 1, COLORS[1], 2, COLORS[2], 3, COLORS[3], 4, COLORS[4], BASE],
-            'line-width': width(1),
-          },
-        },
         {
           id: 'vessel-tails', type: 'line', source: 'vessels', filter: ['==', ['get', 'kind'], 'tail'],
           layout: { visibility: 'none', 'line-cap': 'round' },
@@ -99,12 +87,46 @@
   map.addControl(new maplibregl.NavigationControl(), 'top-right');
   map.addControl(new maplibregl.ScaleControl(), 'bottom-right');
   map.on('error', (e) => fail(e.error && e.error.message ? e.error.message : e));
-  map.on('load', () => { tdb.ready = true; });
   tdb.map = map;
-  const zoomHint = document.getElementById('zoom-hint');
-  const showHint = () => { zoomHint.hidden = map.getZoom() >= MIN_ZOOM; };
-  map.on('zoomend', showHint);
-  map.on('load', showHint);
+
+  // ---- the traffic layer, from Martin -----------------------------------
+  const ROADS = [
+    {
+      id: 'roads-base', type: 'line', source: 'traffic', 'source-layer': SOURCE_LAYER,
+      layout: { 'line-cap': 'round', 'line-join': 'round' },
+      paint: { 'line-color': BASE, 'line-width': width(1) },
+    },
+    {
+      id: 'roads-traffic', type: 'line', source: 'traffic', 'source-layer': SOURCE_LAYER,
+      filter: ['has', 'congestion'],
+      layout: { 'line-cap': 'round', 'line-join': 'round', 'line-sort-key': ['get', 'congestion'] },
+      paint: {
+        'line-color': ['match', ['get', 'congestion'],
+          0, COLORS[0], 1, COLORS[1], 2, COLORS[2], 3, COLORS[3], 4, COLORS[4], BASE],
+        'line-width': width(1),
+      },
+    },
+  ];
+  let styleLoaded = false;
+  function addTraffic() {
+    if (!styleLoaded || !tdb.tiles || map.getSource('traffic')) return;
+    map.addSource('traffic', { type: 'vector', tiles: [tdb.tiles], minzoom: MIN_ZOOM, maxzoom: MAX_ZOOM });
+    for (const layer of ROADS) map.addLayer(layer, 'vessel-tails');   // under the vessels
+    tdb.ready = true;
+  }
+  map.on('load', () => { styleLoaded = true; addTraffic(); });
+  if (PICK) {
+    tdb.tiles = PICK.traffic;
+  } else {
+    fetch('/config.json', { cache: 'no-store' })
+      .then((r) => (r.ok ? r.json() : Promise.reject(new Error(`/config.json: HTTP ${r.status}`))))
+      .then((c) => {
+        if (!c.tiles || !c.tiles.traffic) throw new Error('/config.json names no tile server (the app has no TRAFFICDB_WEB_TILES)');
+        tdb.tiles = c.tiles.traffic;
+        addTraffic();
+      })
+      .catch(fail);
+  }
   // everything asked for has arrived and been drawn
   tdb.settled = () => map.loaded() && map.areTilesLoaded() && !map.isMoving();
 
@@ -128,6 +150,7 @@
     if (popup) popup.remove();
     if (!hits.length) return;
     const f = hits[0].properties;
+    const id = hits[0].id;   // tile_mvt's feature id is the location_id
     const html = '<div class="popup"><table>' +
       row('name', 'name', f.name === undefined ? '(unnamed)' : f.name) +
       row('road_class', 'class', f.road_class) +
@@ -135,8 +158,8 @@
       row('free_flow_kmh', 'free flow', fmt(f.free_flow_kmh, 'km/h')) +
       row('congestion', 'congestion', f.congestion === undefined ? '–' : String(f.congestion)) +
       row('incident', 'incident', f.incident === undefined ? '–' : f.incident) +
-      row('generation', 'generation', f.generation) +
-      row('location_id', 'location', f.location_id) +
+      row('changed_generation', 'changed in', f.changed_generation === undefined ? '–' : f.changed_generation) +
+      row('location_id', 'location', id === undefined ? '–' : id) +
       '</table></div>';
     popup = new maplibregl.Popup({ maxWidth: '320px' }).setLngLat(e.lngLat).setHTML(html).addTo(map);
   });

@@ -1,6 +1,6 @@
 // web/test/livemap.test.mjs: the live map as a person uses it, in Debian's
 // chromium (headless, driven by puppeteer-core), against a real cluster, the
-// tipg app (web/app.py) and MinIO.  test/livemap.sh sets them up and runs
+// tipg app (web/app.py), Martin (the page's tiles) and MinIO.  test/livemap.sh sets them up and runs
 // `node --test test/livemap.test.mjs` in web/ with:
 //   LIVEMAP_URL   the app, e.g. http://127.0.0.1:8080
 //   PGHOST, PGPORT, PGUSER, PGDATABASE, LIVEMAP_PSQL   the cluster and its psql
@@ -46,6 +46,7 @@ function sqlFile(f) {
 
 let browser, page;
 const consoleErrors = [];
+const requested = [];   // every URL the page asked for (its workers' tile requests too)
 
 // wait for a condition in the page, at most ms
 async function until(fn, ms, what, ...args) {
@@ -117,6 +118,7 @@ before(async () => {
   page = await browser.newPage();
   page.on('console', (m) => { if (m.type() === 'error') consoleErrors.push(m.text()); });
   page.on('pageerror', (e) => consoleErrors.push(e.message));
+  page.on('request', (r) => { if (requested.length < 100000) requested.push(r.url()); });
   page.on('requestfailed', (r) => consoleErrors.push(`request failed: ${r.url()} ${r.failure()?.errorText}`));
   await page.setViewport({ width: 1100, height: 750 });
 });
@@ -137,6 +139,30 @@ test('the page loads with no console errors and shows the current generation', a
   assert.match(await page.$eval('#gen-age', (e) => e.textContent), /^\d+ (s|min|h) ago$/);
   assert.deepEqual(consoleErrors, []);
   assert.deepEqual(await page.evaluate(() => window.__tdb.errors), []);
+});
+
+test('the traffic tiles come from Martin, the URL the app names, layer traffic', async () => {
+  const config = await (await fetch(`${BASE}/config.json`)).json();
+  assert.match(config.tiles.traffic, /^http:\/\/127\.0\.0\.1:\d+\/traffic\/\{z\}\/\{x\}\/\{y\}$/);
+  assert.equal(await page.evaluate(() => window.__tdb.tiles), config.tiles.traffic);
+  // the tiles the page drew were Martin's: their URLs, and the layer's features
+  const urls = requested;
+  const martin = config.tiles.traffic.replace('{z}/{x}/{y}', '');
+  assert.ok(urls.some((u) => u.startsWith(martin + '16/')), `no z16 tile from ${martin}: ${urls.slice(0, 10)}`);
+  assert.ok(!urls.some((u) => u.includes('/collections/trafficdb.tile_features/tiles/')), 'a tile came from tipg');
+  const f = await page.evaluate(() => window.__tdb.map.querySourceFeatures('traffic', { sourceLayer: 'traffic' })
+    .filter((x) => x.properties.name !== undefined).map((x) => [x.id, x.properties])[0]);
+  assert.ok(f && Number.isInteger(f[0]) && f[0] > 0, `no feature with an id: ${JSON.stringify(f)}`);
+  assert.equal(f[1].location_id, undefined, 'location_id is a property, not the feature id');
+  assert.equal(sql(`SELECT name FROM trafficdb.locations WHERE location_id = ${f[0]}`), f[1].name);
+  // a tile straight from Martin: MVT, revalidated by the browser (no-cache), 304 when unchanged
+  const url = martin + '16/37307/18969';
+  const r = await fetch(url);
+  assert.equal(r.status, 200);
+  assert.equal(r.headers.get('content-type'), 'application/x-protobuf');
+  assert.equal(r.headers.get('cache-control'), 'no-cache');
+  const again = await fetch(url, { headers: { 'If-None-Match': r.headers.get('etag') } });
+  assert.equal(again.status, 304);
 });
 
 test('a screenshot of the centre shows every colour of the legend', async () => {
@@ -203,13 +229,14 @@ test('a click on the street shows what trafficdb.locations returns for it', asyn
   await until(() => document.querySelector('.maplibregl-popup td[data-k="location_id"]'), 5000, 'the popup');
   const shown = await page.$$eval('.maplibregl-popup td[data-k]', (tds) => Object.fromEntries(tds.map((t) => [t.dataset.k, t.textContent])));
   await shot('popup.png');
-  const [[name, cls, speed, ff, congestion, incident, generation]] = rows(`SELECT name, road_class,
-      to_char(speed_kmh, 'FM990.0') || ' km/h', to_char(free_flow_kmh, 'FM990.0') || ' km/h', congestion, incident, generation
+  const [[name, cls, speed, ff, congestion, incident, changed]] = rows(`SELECT name, road_class,
+      to_char(speed_kmh, 'FM990.0') || ' km/h', to_char(free_flow_kmh, 'FM990.0') || ' km/h', congestion, incident, changed_generation
       FROM trafficdb.locations WHERE location_id = ${Number(shown.location_id)}`);
   assert.deepEqual(shown, {
-    name, road_class: cls, speed_kmh: speed, free_flow_kmh: ff, congestion, incident, generation,
+    name, road_class: cls, speed_kmh: speed, free_flow_kmh: ff, congestion, incident, changed_generation: changed,
     location_id: shown.location_id,
   });
+  assert.match(shown.location_id, /^[1-9][0-9]*$/);
   assert.equal(shown.name, STREET);
   assert.equal(shown.incident, INCIDENT);
   assert.equal(shown.congestion, '4');
@@ -289,7 +316,7 @@ test('a tile whose answer was made before a publication is fetched again after i
   const held = [];
   let holding = true;
   const onRequest = (r) => {
-    if (holding && /\/tiles\/WebMercatorQuad\/14\//.test(r.url())) held.push(r);
+    if (holding && /\/traffic\/14\//.test(r.url())) held.push(r);
     else r.continue();
   };
   await page.setRequestInterception(true);
@@ -308,7 +335,9 @@ test('a tile whose answer was made before a publication is fetched again after i
     await until((g) => window.__tdb.generation === Number(g), 10000, `generation ${g2} on the page`, g2);
     // the answers arrive after the event
     for (let i = 0; i < held.length; i++) {
-      await held[i].respond({ status: 200, contentType: 'application/vnd.mapbox-vector-tile', body: old[i] });
+      // Martin is another origin: the answer carries its CORS grant of the page
+      await held[i].respond({ status: 200, contentType: 'application/x-protobuf', body: old[i],
+        headers: { 'Access-Control-Allow-Origin': new URL(BASE).origin } });
     }
     held.length = 0;
     // (MapLibre's own tile states: puppeteer does not report every answer of a worker's request)
@@ -510,6 +539,27 @@ test('another web site cannot read the app: no CORS grant, no foreign Host (DNS 
   // the names of the loopback still work
   for (const host of ['127.0.0.1', 'localhost']) {
     assert.equal((await rawGet('/live/state', { Host: `${host}:${new URL(BASE).port}` }))[0], 200, host);
+  }
+});
+
+test('Martin grants the page\'s origin only (CORS)', async () => {
+  const tiles = (await (await fetch(`${BASE}/config.json`)).json()).tiles.traffic;
+  const u = new URL(tiles.replace('{z}/{x}/{y}', '16/37307/18969'));
+  const get = (origin) => new Promise((resolve, reject) => {
+    const req = http.get({ host: u.hostname, port: u.port, path: u.pathname, headers: { Origin: origin }, timeout: 10000 }, (res) => {
+      res.resume();
+      res.on('end', () => resolve([res.statusCode, res.headers['access-control-allow-origin']]));
+    });
+    req.on('timeout', () => req.destroy(new Error('timed out')));
+    req.on('error', reject);
+  });
+  const port = new URL(BASE).port;
+  for (const origin of [`http://127.0.0.1:${port}`, `http://localhost:${port}`]) {
+    assert.deepEqual(await get(origin), [200, origin]);
+  }
+  for (const origin of ['http://evil.example', `http://127.0.0.1:${Number(port) + 1}`, 'null']) {
+    const [status, grant] = await get(origin);
+    assert.equal(grant, undefined, `Martin grants ${origin} (HTTP ${status})`);
   }
 });
 
