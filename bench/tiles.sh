@@ -21,7 +21,8 @@
 #       tipg         tipg as the page used it before Martin (web/app.py,
 #                    trafficdb.tile_features, one uvicorn worker)
 #     TILES_ROUNDS rounds (median), the servers taking turns in each;
-#  2. the same tiles in SQL alone: pgbench (2 clients, prepared), a random
+#  2. the same tiles in SQL alone: one statement over the zoom's tiles (the
+#     server's time per tile), and pgbench (2 clients, prepared), a random
 #     tile of the list a transaction, tile_mvt vs tile_heap;
 # then on Helsinki:
 #  3. the 304 check: every tile of the lists (and the tiles of one road) from
@@ -325,6 +326,20 @@ sql_alone() {
 			sql[$f]+="$v "
 		done
 	done
+	# the same tiles in one statement each, the servers' own time (no client
+	# round trip per tile, which pgbench's figure includes for both sides):
+	# every tile of the list once, tile_mvt and tile_heap taking turns
+	declare -A batch=()
+	for r in $(seq 1 "$ROUNDS"); do
+		for f in trafficdb.tile_mvt bench.tile_heap; do
+			v=$("${PSQL[@]}" -At -c "SELECT round(count(*) / extract(epoch FROM clock_timestamp() - t0)::numeric, 1)
+				FROM (SELECT clock_timestamp() AS t0) s, LATERAL (SELECT length($f($z, x, y)) FROM bench.tile_list) t GROUP BY t0")
+			[ -n "$v" ] || die "the batch of $f failed ($m z$z)"
+			batch[$f]+="$v "
+		done
+	done
+	echo "  $m z$z in SQL, one statement: tile_mvt $(bench_median ${batch[trafficdb.tile_mvt]}) tiles/s, tile_heap $(bench_median ${batch[bench.tile_heap]})" >&2
+	bench_emit "tiles_$m" sql_batch_tiles_per_s "$z" "$(bench_median ${batch[trafficdb.tile_mvt]})" tiles/s tile_heap "$(bench_median ${batch[bench.tile_heap]})"
 	# the exact mean size of the zoom's tiles, each once
 	read -r mvt_bytes heap_bytes < <("${PSQL[@]}" -At -F ' ' -c "SELECT round(avg(length(trafficdb.tile_mvt($z, x, y)))),
 		round(avg(length(bench.tile_heap($z, x, y)))) FROM bench.tile_list")
