@@ -364,7 +364,7 @@ SUBRING_THREAD_TESTS = test_subring_threads_spsc test_subring_threads_spsc_defer
 unit-asan: src/tests/unit_tests_asan
 	src/tests/unit_tests_asan test_genlog_roundtrip test_genlog_hostile_bytes test_csvtime_rule test_stream_rdl_errors test_stream_bit_flips test_stream_codecs test_stream_power_loss_at_every_write test_stream_refresh test_stream_window_reads_bounded \
 		test_submatch_equals_brute_force test_submatch_index_bounded test_submatch_refuses_bad_filters test_subfilter_roundtrip test_subfilter_decode_hostile \
-		test_busguard_truncated_mapping_reads_zeros test_busguard_other_faults_still_kill $(RING_TESTS) $(SUBRING_TESTS)
+		test_busguard_truncated_mapping_reads_zeros test_busguard_other_faults_still_kill test_mvt_large_tile_without_features_is_empty $(RING_TESTS) $(SUBRING_TESTS)
 
 # libFuzzer over stream file images (clang from Debian; scripts/deps.sh installs it).
 FUZZ_SECONDS ?= 20
@@ -382,6 +382,16 @@ fuzz-genlog: src/tests/fuzz/fuzz_genlog
 	src/tests/fuzz/fuzz_genlog -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -print_final_stats=1 \
 		src/tests/fuzz/corpus-genlog >src/tests/fuzz/last-genlog.log 2>&1 || { tail -n 40 src/tests/fuzz/last-genlog.log; exit 1; }
 	@grep -E '^Done|number_of_executed_units' src/tests/fuzz/last-genlog.log
+
+# The tile encoder (src/tile/) under ASan and UBSan: random, degenerate maps
+# and random tiles z0-30 (src/tests/fuzz/mvt_random.c); MVT_SEED repeats a run.
+MVT_SEED ?= $(shell date +%s)
+src/tests/fuzz/mvt_random: src/tests/fuzz/mvt_random.c $(TILE_SRCS) src/object.c src/object_build.c src/rtree.c src/geo.c src/knn.c src/checksum.c $(wildcard src/tile/*.h)
+	$(CC) -std=gnu11 -O1 -g -ffp-contract=off $(WARNINGS) -Isrc -Iinclude -fsanitize=address,undefined -fno-sanitize-recover=all -o $@ \
+		src/tests/fuzz/mvt_random.c $(TILE_SRCS) src/object.c src/object_build.c src/rtree.c src/geo.c src/knn.c src/checksum.c -lm
+
+fuzz-mvt: src/tests/fuzz/mvt_random
+	src/tests/fuzz/mvt_random $(FUZZ_SECONDS) $(MVT_SEED)
 
 fuzz-stream: src/tests/fuzz/fuzz_stream_open
 	@mkdir -p src/tests/fuzz/corpus
@@ -418,7 +428,7 @@ unit-tsan: src/tests/unit_tests_tsan
 	TSAN_OPTIONS=halt_on_error=1 src/tests/unit_tests_tsan test_client_threads test_client_wait_is_woken test_shm_readers_see_consistent_versions test_shm_pin_timeout_revokes test_shm_liveness_by_lock \
 		$(RING_THREAD_TESTS) $(SUBRING_THREAD_TESTS)
 
-.PHONY: fleet fleet-stop crash-test fuzz-sql fuzz-genlog bench bench-tippy bench-streams bench-trails bench-parquet fuzz-stream unit-asan unit-tsan unit tap test security-test demo demo-stop demo-clean deps bench-objects bench-daemon bench-locations bench-accessor bench-sub-baselines
+.PHONY: fleet fleet-stop crash-test fuzz-sql fuzz-genlog fuzz-mvt bench bench-tippy bench-streams bench-trails bench-parquet fuzz-stream unit-asan unit-tsan unit tap test security-test demo demo-stop demo-clean deps bench-objects bench-daemon bench-locations bench-accessor bench-sub-baselines
 unit: src/tests/unit_tests
 	src/tests/unit_tests
 

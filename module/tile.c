@@ -24,6 +24,7 @@
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
+#include "mb/pg_wchar.h"
 #include "utils/memutils.h"
 #include "utils/numeric.h"
 
@@ -107,6 +108,17 @@ check_address(int32 z, int32 x, int32 y)
 						y, z, side - 1)));
 }
 
+/*
+ * At most 64 bytes of a string for a message, cut on a character boundary:
+ * half a UTF-8 character made the message itself invalid (a client whose
+ * encoding is not UTF-8 got "invalid byte sequence" instead of the error).
+ */
+static char *
+clip_text(const char *s, int len)
+{
+	return pnstrdup(s, pg_mbcliplen(s, len, 64));
+}
+
 /* A short, printable rendering of a JSON value for an error message. */
 static char *
 show_value(JsonbValue *v)
@@ -123,13 +135,13 @@ show_value(JsonbValue *v)
 			s = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(v->val.numeric)));
 			break;
 		case jbvString:
-			s = psprintf("\"%s\"", pnstrdup(v->val.string.val, Min(v->val.string.len, 64)));
+			s = psprintf("\"%s\"", clip_text(v->val.string.val, v->val.string.len));
 			break;
 		default:
 			return pstrdup("an array or object");
 	}
 	if (strlen(s) > 70)
-		s = psprintf("%.64s...", s);
+		s = psprintf("%s...", clip_text(s, strlen(s)));
 	return s;
 }
 
@@ -183,7 +195,7 @@ parse_options(Jsonb *j, TdbMvtOptions *o)
 
 		if (tok != WJB_KEY)
 			continue;
-		key = pnstrdup(v.val.string.val, Min(v.val.string.len, 64));
+		key = clip_text(v.val.string.val, v.val.string.len);
 		tok = JsonbIteratorNext(&it, &val, true);
 		if (tok != WJB_VALUE)
 			elog(ERROR, "unexpected jsonb token %d in tile options", (int) tok);

@@ -106,6 +106,15 @@ for my $b (@bad)
 	like($err, qr/22023/, "tile_mvt($b->[0]) is invalid_parameter_value");
 	like($err, $b->[1], '... naming the value');
 }
+# a long non-ASCII key or value is cut for the message on a character
+# boundary: half a character made the message invalid UTF-8, and a client
+# in another encoding got "invalid byte sequence" (22021) instead
+for my $o ([ q{jsonb_build_object('a' || repeat(U&'\00e9', 100), 1)}, qr/ERROR:  unknown tile option "a/ ],
+	[ q{jsonb_build_object('extent', 'a' || repeat(U&'\00e9', 100))}, qr/ERROR:  tile option "extent" must be an integer, not "a/ ])
+{
+	my ($ret, $out, $err) = $node->psql('postgres', "SET client_encoding = 'LATIN1'; SELECT trafficdb.tile_mvt(0, 0, 0, $o->[0])");
+	like($err, $o->[1], "a non-ASCII option cut for the message stays valid text ($err)");
+}
 is($node->safe_psql('postgres', qq{SELECT trafficdb.tile_mvt($z14, '{"_": 1, "_cachebuster": [1, {}]}') = trafficdb.tile_mvt($z14)}),
 	't', 'keys starting with "_" are ignored (a tile server\'s cache buster)');
 

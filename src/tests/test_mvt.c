@@ -408,3 +408,64 @@ UNIT_TEST(test_mvt_tiles_are_valid_and_keep_the_best_roads_within_budget)
 	free(d);
 	free(dc);
 }
+
+/*
+ * A low zoom over a large map (past 2^18 candidates: the rank walk) where no
+ * road is big enough to show: an empty tile.  The walk kept no feature, so
+ * its list was never allocated, and the copy back into it was
+ * memcpy(NULL, ..., 0), undefined behaviour (make unit-asan runs this
+ * under UBSan).
+ */
+UNIT_TEST(test_mvt_large_tile_without_features_is_empty)
+{
+	TdbMapBuilder *b = tdb_map_builder_create();
+	char		err[TDB_ERRLEN];
+	const uint64_t n = (UINT64_C(1) << 18) + 1000;
+	void	   *obj;
+	size_t		size;
+	TdbMapView	v;
+	TdbTraffic *entries;
+	void	   *traffic;
+	TdbMvtOptions opt = {4096, 64, TDB_MVT_DEFAULT_BUDGET};
+	TdbMvtRank	rank = {0};
+	TdbMvtEnv	env = {.alloc = &talloc, .header = 4, .rank = &rank, .rank_alloc = &talloc};
+	TdbMvtResult out;
+
+	for (uint64_t i = 1; i <= n; i++)
+	{
+		/* 10 cm roads on a 512 x 512 grid of 100 m: far below a z0 pixel */
+		double		xy[4] = {24.9 + (double) (i % 512) * 0.001, 60.1 + (double) (i / 512 % 512) * 0.001, 0, 0};
+
+		xy[2] = xy[0] + 0.000001;
+		xy[3] = xy[1];
+		if (tdb_map_builder_add(b, i, xy, 2, "residential", NULL, 50, 0, err) != 0)
+		{
+			unit_fail(__FILE__, __LINE__, "map build failed: %s", err);
+			tdb_map_builder_free(b);
+			return;
+		}
+	}
+	if (tdb_map_builder_finish(b, err) != 0)
+	{
+		unit_fail(__FILE__, __LINE__, "map build failed: %s", err);
+		tdb_map_builder_free(b);
+		return;
+	}
+	size = tdb_map_builder_size(b);
+	obj = aligned_alloc(64, (size + 63) / 64 * 64);
+	tdb_map_builder_write(b, obj, 9, 0);
+	tdb_map_builder_free(b);
+	tdb_map_view_init(&v, obj);
+	entries = calloc(v.count, sizeof(TdbTraffic));
+	traffic = aligned_alloc(64, (tdb_traffic_size(v.count, 0) + 63) / 64 * 64);
+	tdb_traffic_write(traffic, 9, 1, v.count, entries, NULL, 0, 0);
+	CHECK_EQ_U64(tdb_mvt_encode(&v, traffic, tdb_traffic_entries(traffic), 0, 0, 0, &opt, &env, &out), TDB_MVT_OK);
+	CHECK_EQ_U64(out.size, 0);
+	CHECK_EQ_U64(out.features, 0);
+	CHECK(out.candidates > (UINT64_C(1) << 18));	/* the rank walk ran */
+	free(out.data);
+	free(rank.order);
+	free(traffic);
+	free(entries);
+	free(obj);
+}

@@ -896,7 +896,8 @@ tdb_mvt_encode(const TdbMapView *map, const void *traffic, const TdbTraffic *ent
 		}
 		if (!to_record_order(&e, list, nlist, tmp))
 			goto oom;
-		memcpy(list, tmp, nlist * sizeof(uint32_t));
+		if (nlist > 0)			/* no feature kept: list was never allocated */
+			memcpy(list, tmp, nlist * sizeof(uint32_t));
 		release(e.a, tmp);
 	}
 	if (e.oom)
