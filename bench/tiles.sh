@@ -15,7 +15,7 @@
 #     oha (TILES_CLIENTS concurrent keep-alive connections, TILES_SECONDS a
 #     cell), for zooms TILES_ZOOMS, the tiles that hold roads (at most 400 a
 #     zoom, bench_road_tiles) in one URL file per server and zoom, from
-#       martin_mvt   Martin + trafficdb.tile_mvt (encoded in C from shared memory)
+#       martin_mvt   Martin + trafficdb.tile_mvt_web (tile_mvt with its default options)
 #       martin_heap  Martin + bench.tile_heap(z, x, y): ST_AsMVT over the heap
 #                    copy with GiST, same layer, attributes, extent and buffer
 #       tipg         tipg as the page used it before Martin (web/app.py,
@@ -201,7 +201,7 @@ postgres:
   functions:
     traffic:
       schema: trafficdb
-      function: tile_mvt
+      function: tile_mvt_web
       minzoom: 0
       maxzoom: 30
     heap:

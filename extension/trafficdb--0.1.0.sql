@@ -568,7 +568,17 @@ CREATE FUNCTION trafficdb.tile_mvt_etag(z integer, x integer, y integer, options
                                         OUT mvt bytea, OUT etag text)
 RETURNS record AS 'MODULE_PATHNAME', 'trafficdb_tile_mvt_etag'
 LANGUAGE C STABLE PARALLEL RESTRICTED;
+-- The same with the default options only, for tile servers: Martin passes
+-- its URL's whole query string as a function's fourth argument, so through
+-- tile_mvt anyone reaching the server could ask for 16 MB tiles of 65536
+-- units with as wide a buffer (seconds of work each, a pool held).  A
+-- three-argument function takes no query string: the web serves this one.
+CREATE FUNCTION trafficdb.tile_mvt_web(z integer, x integer, y integer)
+RETURNS bytea AS 'MODULE_PATHNAME', 'trafficdb_tile_mvt'
+LANGUAGE C STABLE PARALLEL RESTRICTED;
 COMMENT ON FUNCTION trafficdb.tile_mvt IS
+    '{"description": "live road traffic (trafficdb): vector tile z/x/y encoded in C from shared memory", "attribution": "© OpenStreetMap contributors", "vector_layers": [{"id": "traffic", "description": "road segments; feature id = location_id", "fields": {"name": "String", "road_class": "String", "speed_kmh": "Number", "free_flow_kmh": "Number", "congestion": "Number", "incident": "String", "changed_generation": "Number"}}]}';
+COMMENT ON FUNCTION trafficdb.tile_mvt_web IS
     '{"description": "live road traffic (trafficdb): vector tile z/x/y encoded in C from shared memory", "attribution": "© OpenStreetMap contributors", "vector_layers": [{"id": "traffic", "description": "road segments; feature id = location_id", "fields": {"name": "String", "road_class": "String", "speed_kmh": "Number", "free_flow_kmh": "Number", "congestion": "Number", "incident": "String", "changed_generation": "Number"}}]}';
 COMMENT ON FUNCTION trafficdb.tile_mvt_etag IS
     'tile_mvt(z, x, y, options) with its ETag: "<last generation that changed a feature of the tile>-<map id, hex>-<CRC-32C of the bytes, hex>"';

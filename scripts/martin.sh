@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/martin.sh: Martin, the vector tile server of the live map (it serves
-# trafficdb.tile_mvt as the tile source "traffic"), on 127.0.0.1.
+# trafficdb.tile_mvt_web as the tile source "traffic"), on 127.0.0.1.
 #
 #   scripts/martin.sh install     build Martin 1.14.0 with `cargo install` into
 #                                 ~/.cache/trafficdb/martin-1.14.0 if it is missing

@@ -48,6 +48,8 @@ for my $case ([ '10, 582, 296', '{}', 4096, 64 ], [ $z14, '{}', 4096, 64 ], [ '1
 		FROM (SELECT trafficdb.tile_mvt($tile, '$opts') AS t) s");
 	like($r, qr/^[1-9]\d*\|t$/, "tile $tile $opts is byte for byte ST_AsMVT(ST_AsMVTGeom(...)) of the same rows ($r)");
 }
+is($node->safe_psql('postgres', "SELECT trafficdb.tile_mvt_web($z14) = trafficdb.tile_mvt($z14)"), 't',
+	'tile_mvt_web (what Martin serves) is tile_mvt with the default options');
 is($node->safe_psql('postgres', 'SELECT length(trafficdb.tile_mvt(18, 0, 0))'), '0',
 	'an empty tile is an empty bytea, as ST_AsMVT over no rows');
 
