@@ -211,3 +211,26 @@ cargo_cmd() {
 	fi
 	die "$who: building it needs cargo and rustc 1.$need or later; found none, and Debian offers cargo-web 1.${cand:-?} (Debian 12's cargo and rustc are 1.63): install Rust 1.$need+ (e.g. rustup's stable toolchain) and put its cargo on PATH"
 }
+
+# cargo_install_pinned CRATE VERSION MSRV ROOT "BUILD TIME" [CARGO FEATURE ARGS...]:
+# the crate's binary ROOT/bin/CRATE at exactly VERSION, built once from
+# crates.io with its own Cargo.lock (`cargo install --locked`) and cached;
+# nothing to do when it is there and `CRATE --version` says VERSION.
+cargo_install_pinned() {
+	local crate=$1 version=$2 msrv=$3 root=$4 took=$5 cargo force=() t0=$SECONDS
+	shift 5
+	local bin=$root/bin/$crate
+	[ -x "$bin" ] && [ "$("$bin" --version 2>/dev/null)" = "$crate $version" ] && return 0
+	cargo=$(cargo_cmd "$msrv" "$crate")
+	# a binary of another version (or a broken one) in the pinned root: build over it
+	[ -e "$bin" ] && force=(--force)
+	mkdir -p "$root"
+	echo "$crate: building $crate $version with $("$cargo" --version) into $root" >&2
+	echo "$crate: this takes $took on 2 cores the first time; cargo prints each crate it compiles" >&2
+	# cargo runs the rustc beside it (rustup's toolchain, Debian's /usr/bin)
+	PATH=$(dirname "$cargo"):$PATH nice "$cargo" install "$crate@$version" --locked "$@" \
+		--root "$root" "${force[@]}" || die "$crate: cargo install $crate@$version failed (see above)"
+	[ -x "$bin" ] && [ "$("$bin" --version 2>/dev/null)" = "$crate $version" ] ||
+		die "$crate: cargo install finished but $bin is missing or not $version"
+	echo "$crate: built in $((SECONDS - t0)) s" >&2
+}

@@ -29,23 +29,9 @@ MARTIN_MSRV=94
 MARTIN_ROOT=${MARTIN_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/trafficdb/martin-$MARTIN_VERSION}
 MARTIN_BIN=$MARTIN_ROOT/bin/martin
 
-installed() { [ -x "$MARTIN_BIN" ] && [ "$("$MARTIN_BIN" --version 2>/dev/null)" = "martin $MARTIN_VERSION" ]; }
-
 install_martin() {
-	installed && return 0
-	local cargo force=() t0=$SECONDS
-	cargo=$(cargo_cmd "$MARTIN_MSRV" martin)
-	# a binary of another version (or a broken one) in the pinned root: build over it
-	[ -e "$MARTIN_BIN" ] && force=(--force)
-	mkdir -p "$MARTIN_ROOT"
-	echo "martin: building Martin $MARTIN_VERSION with $("$cargo" --version) into $MARTIN_ROOT" >&2
-	echo "martin: this takes 20-45 min on 2 cores the first time; cargo prints each crate it compiles" >&2
-	# cargo runs the rustc beside it (rustup's toolchain, Debian's /usr/bin)
-	PATH=$(dirname "$cargo"):$PATH nice "$cargo" install "martin@$MARTIN_VERSION" --locked \
-		--no-default-features --features postgres --root "$MARTIN_ROOT" "${force[@]}" ||
-		die "martin: cargo install martin@$MARTIN_VERSION failed (see above)"
-	installed || die "martin: cargo install finished but $MARTIN_BIN is missing or not $MARTIN_VERSION"
-	echo "martin: built in $((SECONDS - t0)) s" >&2
+	cargo_install_pinned martin "$MARTIN_VERSION" "$MARTIN_MSRV" "$MARTIN_ROOT" "20-45 min" \
+		--no-default-features --features postgres
 }
 
 # martin_port WEB_PORT: a free port of 127.0.0.1 other than WEB_PORT (see above)

@@ -20,21 +20,9 @@ OHA_MSRV=88
 OHA_ROOT=${OHA_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/trafficdb/oha-$OHA_VERSION}
 OHA_BIN=$OHA_ROOT/bin/oha
 
-installed() { [ -x "$OHA_BIN" ] && [ "$("$OHA_BIN" --version 2>/dev/null)" = "oha $OHA_VERSION" ]; }
-
 install_oha() {
-	installed && return 0
-	local cargo force=() t0=$SECONDS
-	cargo=$(cargo_cmd "$OHA_MSRV" oha)
-	[ -e "$OHA_BIN" ] && force=(--force)
-	mkdir -p "$OHA_ROOT"
-	echo "oha: building oha $OHA_VERSION with $("$cargo" --version) into $OHA_ROOT" >&2
-	echo "oha: this takes 10-30 min on 2 cores the first time (27 min on a loaded one); cargo prints each crate it compiles" >&2
-	PATH=$(dirname "$cargo"):$PATH nice "$cargo" install "oha@$OHA_VERSION" --locked \
-		--no-default-features --features native-tls --root "$OHA_ROOT" "${force[@]}" ||
-		die "oha: cargo install oha@$OHA_VERSION failed (see above)"
-	installed || die "oha: cargo install finished but $OHA_BIN is missing or not $OHA_VERSION"
-	echo "oha: built in $((SECONDS - t0)) s" >&2
+	cargo_install_pinned oha "$OHA_VERSION" "$OHA_MSRV" "$OHA_ROOT" "10-30 min (27 min on a loaded machine)" \
+		--no-default-features --features native-tls
 }
 
 case "${1:-}" in

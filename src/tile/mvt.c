@@ -150,17 +150,6 @@ release(const TdbKnnAlloc *a, void *p)
 		a->release(a->ctx, p);
 }
 
-static inline uint64_t
-mix64(uint64_t h)
-{
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdull;
-	h ^= h >> 33;
-	h *= 0xc4ceb9fe1a85ec53ull;
-	h ^= h >> 33;
-	return h;
-}
-
 static uint64_t
 val_hash(uint8_t kind, const char *str, uint32_t len, uint64_t num)
 {
@@ -170,9 +159,9 @@ val_hash(uint8_t kind, const char *str, uint32_t len, uint64_t num)
 	{
 		for (uint32_t i = 0; i < len; i++)
 			h = (h ^ (uint8_t) str[i]) * 0x100000001b3ull;
-		return mix64(h);
+		return tdb_hash_id(h);
 	}
-	return mix64(h ^ num * 0x9e3779b97f4a7c15ull);
+	return tdb_hash_id(h ^ num * 0x9e3779b97f4a7c15ull);
 }
 
 /* ---- the value table (ST_AsMVT: one entry per distinct typed value) ----- */
