@@ -176,3 +176,20 @@ bench_synthetic_roads() {
 	          FROM generate_series(1, $2) i) s;
 	EOF
 }
+
+# The demo's feeder (web/feeder.py) stopped while a benchmark measures, and
+# started again after: bench_feeder_pause sets feeder_was_running, and
+# bench_feeder_resume DBURL restarts it if it ran.
+bench_feeder_pause() {
+	feeder_was_running=
+	if [ -f .demo/web/feeder.pid ] && kill -0 "$(cat .demo/web/feeder.pid)" 2>/dev/null; then
+		feeder_was_running=1
+		stop_pidfile .demo/web/feeder.pid
+	fi
+}
+bench_feeder_resume() {
+	if [ -n "$feeder_was_running" ]; then
+		nohup "$VENV/bin/python" web/feeder.py "$1" >.demo/web/feeder.log 2>&1 &
+		echo $! >.demo/web/feeder.pid
+	fi
+}

@@ -31,17 +31,10 @@ work=$TDB_ROOT/bench/work/livemap
 mkdir -p "$work"
 
 dburl="postgresql://postgres@127.0.0.1:$port/$DB"
-feeder_was_running=
-if [ -f .demo/web/feeder.pid ] && kill -0 "$(cat .demo/web/feeder.pid)" 2>/dev/null; then
-	feeder_was_running=1
-	stop_pidfile .demo/web/feeder.pid
-fi
+bench_feeder_pause
 finish() {
 	scripts/web.sh stop "$work" >/dev/null 2>&1 || true
-	if [ -n "$feeder_was_running" ]; then
-		nohup "$VENV/bin/python" web/feeder.py "$dburl" >.demo/web/feeder.log 2>&1 &
-		echo $! >.demo/web/feeder.pid
-	fi
+	bench_feeder_resume "$dburl"
 }
 trap finish EXIT
 

@@ -94,19 +94,12 @@ rm -rf "$work"
 mkdir -p "$work"
 : >"$work/cells.jsonl"
 dburl="postgresql://postgres@127.0.0.1:$port/$DB"
-feeder_was_running=
-if [ -f .demo/web/feeder.pid ] && kill -0 "$(cat .demo/web/feeder.pid)" 2>/dev/null; then
-	feeder_was_running=1
-	stop_pidfile .demo/web/feeder.pid
-fi
+bench_feeder_pause
 finish() {
 	stop_pidfile "$work/feeder.pid"
 	stop_pidfile "$work/martin.pid"
 	scripts/web.sh stop "$work/web" >/dev/null 2>&1 || true
-	if [ -n "$feeder_was_running" ]; then
-		nohup "$VENV/bin/python" web/feeder.py "$dburl" >.demo/web/feeder.log 2>&1 &
-		echo $! >.demo/web/feeder.pid
-	fi
+	bench_feeder_resume "$dburl"
 }
 trap finish EXIT
 

@@ -48,7 +48,8 @@ if ! HOSTILE_URL="http://127.0.0.1:$(cat "$work/web.port")" HOSTILE_DIR="$work" 
 	die "the hostile web client tests failed"
 fi
 echo "web_hostile: hostile requests to Martin (web/test/martin_hostile.py)"
-if ! HOSTILE_DIR="$work" HOSTILE_PG_PORT="$port" \
+# (HOSTILE_URL too: martin_hostile.py imports hostile.py's helpers, which reads it)
+if ! HOSTILE_URL="http://127.0.0.1:$(cat "$work/web.port")" HOSTILE_DIR="$work" HOSTILE_PG_PORT="$port" \
 	timeout 300 "${TDB_WEB_VENV:-$TDB_ROOT/.venv-web}/bin/python" web/test/martin_hostile.py; then
 	echo "--- martin.log" >&2; grep -v ' INFO ' "$work/martin.log" | tail -n 40 >&2
 	die "the hostile Martin client tests failed"

@@ -34,6 +34,9 @@ import pathlib
 import sys
 import time
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from hostile import listening  # noqa: E402  (web/test/hostile.py: the same /proc/net reading)
+
 DIR = pathlib.Path(os.environ["HOSTILE_DIR"])
 PG_PORT = int(os.environ["HOSTILE_PG_PORT"])
 PORT = int((DIR / "martin.port").read_text())
@@ -217,23 +220,6 @@ def main():
     if addrs != {"127.0.0.1"}:
         fail(f"Martin (port {PORT}) listens on {sorted(addrs)}, not only 127.0.0.1")
     log_clean()
-
-
-def listening(port: int) -> set[str]:
-    """The addresses with a LISTEN socket on port (from /proc/net)."""
-    out = set()
-    for f, v6 in (("/proc/net/tcp", False), ("/proc/net/tcp6", True)):
-        try:
-            lines = pathlib.Path(f).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            parts = line.split()
-            addr, p = parts[1].split(":")
-            if parts[3] != "0A" or int(p, 16) != port:
-                continue
-            out.add(f"[{addr}]" if v6 else ".".join(str(int(addr[i:i + 2], 16)) for i in (6, 4, 2, 0)))
-    return out
 
 
 if __name__ == "__main__":
