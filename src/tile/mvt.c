@@ -121,33 +121,14 @@ put_varint(uint8_t *p, uint64_t v)
 	return p;
 }
 
+/* tdb_mvt_grow, noting a failure in e->oom */
 static bool
 grow(Enc *e, void **p, size_t *cap, size_t need, size_t elem)
 {
-	size_t		n;
-	void	   *q;
-
-	if (need <= *cap)
+	if (tdb_mvt_grow(e->a, p, cap, need, elem))
 		return true;
-	n = *cap ? *cap : 256;
-	while (n < need)
-		n *= 2;
-	q = e->a->grow(e->a->ctx, *p, n * elem);
-	if (q == NULL)
-	{
-		e->oom = true;
-		return false;
-	}
-	*p = q;
-	*cap = n;
-	return true;
-}
-
-static void
-release(const TdbKnnAlloc *a, void *p)
-{
-	if (p)
-		a->release(a->ctx, p);
+	e->oom = true;
+	return false;
 }
 
 static uint64_t
@@ -187,7 +168,7 @@ rehash(Enc *e)
 			pos = (pos + 1) & (n - 1);
 		s[pos] = (uint32_t) r + 1;
 	}
-	release(e->a, e->slots);
+	tdb_mvt_release(e->a, e->slots);
 	e->slots = s;
 	e->nslots = n;
 	return true;
@@ -495,7 +476,7 @@ to_record_order(Enc *e, const uint32_t *list, size_t k, uint32_t *out)
 	qsort(keys, k, sizeof(uint64_t), cmp_u64);
 	for (size_t i = 0; i < k; i++)
 		out[i] = (uint32_t) keys[i];
-	release(e->a, keys);
+	tdb_mvt_release(e->a, keys);
 	return true;
 }
 
@@ -717,15 +698,15 @@ static void
 enc_free(Enc *e, Cands *c, uint32_t *list)
 {
 	tdb_mvt_scratch_free(&e->s);
-	release(e->a, e->lonlat);
-	release(e->a, e->feats);
-	release(e->a, e->cmds);
-	release(e->a, e->tags);
-	release(e->a, e->vals);
-	release(e->a, e->slots);
-	release(e->a, e->order);
-	release(e->a, c->idx);
-	release(e->a, list);
+	tdb_mvt_release(e->a, e->lonlat);
+	tdb_mvt_release(e->a, e->feats);
+	tdb_mvt_release(e->a, e->cmds);
+	tdb_mvt_release(e->a, e->tags);
+	tdb_mvt_release(e->a, e->vals);
+	tdb_mvt_release(e->a, e->slots);
+	tdb_mvt_release(e->a, e->order);
+	tdb_mvt_release(e->a, c->idx);
+	tdb_mvt_release(e->a, list);
 }
 
 int
@@ -742,6 +723,7 @@ tdb_mvt_encode(const TdbMapView *map, const void *traffic, const TdbTraffic *ent
 	uint8_t    *buf;
 	size_t		list_cap = 0;
 	size_t		order_cap = 0;
+	bool		ids_final = false;	/* nids and layer are those of list */
 
 	memset(&e, 0, sizeof(e));
 	memset(&c, 0, sizeof(c));
@@ -782,11 +764,13 @@ tdb_mvt_encode(const TdbMapView *map, const void *traffic, const TdbTraffic *ent
 		nlist = e.nfeats;
 		assign_ids(&e, list, nlist, &nids);
 		layer = layer_bytes(&e, list, nlist, nids);
+		ids_final = true;		/* unless the budget trims the list below */
 		if (nlist > 0 && tile_bytes(layer) > opt->budget)
 		{
 			/* over budget: the best-ranked prefix that fits, back in record order */
 			TdbMvtRankKey *keys = e.a->grow(e.a->ctx, NULL, nlist * sizeof(TdbMvtRankKey));
 
+			ids_final = false;
 			if (keys == NULL)
 				goto oom;
 			for (size_t i = 0; i < nlist; i++)
@@ -794,7 +778,7 @@ tdb_mvt_encode(const TdbMapView *map, const void *traffic, const TdbTraffic *ent
 			qsort(keys, nlist, sizeof(TdbMvtRankKey), tdb_mvt_cmp_rank);
 			for (size_t i = 0; i < nlist; i++)
 				list[i] = keys[i].idx;
-			release(e.a, keys);
+			tdb_mvt_release(e.a, keys);
 			{
 				Budget		ub,
 							lb;
@@ -814,7 +798,7 @@ tdb_mvt_encode(const TdbMapView *map, const void *traffic, const TdbTraffic *ent
 				if (!to_record_order(&e, list, nlist, tmp))
 					goto oom;
 				memcpy(list, tmp, nlist * sizeof(uint32_t));
-				release(e.a, tmp);
+				tdb_mvt_release(e.a, tmp);
 			}
 			out->truncated = true;
 		}
@@ -834,8 +818,7 @@ tdb_mvt_encode(const TdbMapView *map, const void *traffic, const TdbTraffic *ent
 		if (env->rank->order == NULL || env->rank->map_obj != (const void *) map->hdr ||
 			env->rank->map_id != map->hdr->map_id || env->rank->count != map->count)
 		{
-			if (env->rank->order)
-				env->rank_alloc->release(env->rank_alloc->ctx, env->rank->order);
+			tdb_mvt_release(env->rank_alloc, env->rank->order);
 			env->rank->order = NULL;
 			if (!tdb_mvt_rank_build(map, env->rank, env->rank_alloc))
 				goto oom;
@@ -887,23 +870,22 @@ tdb_mvt_encode(const TdbMapView *map, const void *traffic, const TdbTraffic *ent
 			goto oom;
 		if (nlist > 0)			/* no feature kept: list was never allocated */
 			memcpy(list, tmp, nlist * sizeof(uint32_t));
-		release(e.a, tmp);
+		tdb_mvt_release(e.a, tmp);
 	}
 	if (e.oom)
 		goto oom;
 
-	assign_ids(&e, list, nlist, &nids);
-	layer = nlist ? layer_bytes(&e, list, nlist, nids) : 0;
+	if (!ids_final)
+	{
+		assign_ids(&e, list, nlist, &nids);
+		layer = nlist ? layer_bytes(&e, list, nlist, nids) : 0;
+	}
 	out->size = nlist ? tile_bytes(layer) : 0;
 	buf = e.a->grow(e.a->ctx, NULL, env->header + out->size + 1);
 	if (buf == NULL)
 		goto oom;
 	if (nlist)
-	{
-		uint8_t    *end = write_tile(&e, buf + env->header, list, nlist, nids, layer);
-
-		(void) end;
-	}
+		write_tile(&e, buf + env->header, list, nlist, nids, layer);
 	for (size_t i = 0; i < nlist; i++)
 	{
 		uint64_t	g = entries[e.feats[list[i]].rec].changed_gen;

@@ -136,12 +136,9 @@ proj_release(const TdbMvtEnv *env)
 {
 	TdbMvtProj *p = env->proj;
 
-	if (p->off)
-		env->rank_alloc->release(env->rank_alloc->ctx, p->off);
-	if (p->merc)
-		env->rank_alloc->release(env->rank_alloc->ctx, p->merc);
-	if (p->done)
-		env->rank_alloc->release(env->rank_alloc->ctx, p->done);
+	tdb_mvt_release(env->rank_alloc, p->off);
+	tdb_mvt_release(env->rank_alloc, p->merc);
+	tdb_mvt_release(env->rank_alloc, p->done);
 	memset(p, 0, sizeof(*p));
 }
 

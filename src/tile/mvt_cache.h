@@ -64,6 +64,37 @@ typedef struct TdbMvtEnv
 } TdbMvtEnv;
 
 
+/*
+ * The array helpers of src/tile/: grow *p (capacity *cap elements of elem
+ * bytes) to hold need elements, doubling from 64; false when the allocator
+ * failed (*p is then unchanged).  And release p unless NULL.
+ */
+static inline bool
+tdb_mvt_grow(const TdbKnnAlloc *a, void **p, size_t *cap, size_t need, size_t elem)
+{
+	size_t		n;
+	void	   *q;
+
+	if (need <= *cap)
+		return true;
+	n = *cap ? *cap : 64;
+	while (n < need)
+		n *= 2;
+	q = a->grow(a->ctx, *p, n * elem);
+	if (q == NULL)
+		return false;
+	*p = q;
+	*cap = n;
+	return true;
+}
+
+static inline void
+tdb_mvt_release(const TdbKnnAlloc *a, void *p)
+{
+	if (p)
+		a->release(a->ctx, p);
+}
+
 /* One road in the low-zoom ranking: class, then length descending, then id. */
 typedef struct TdbMvtRankKey
 {

@@ -112,36 +112,13 @@ tdb_mvt_tile_init(TdbMvtTile *t, uint32_t z, uint32_t x, uint32_t y, uint32_t ex
 
 /* ---- scratch ------------------------------------------------------------ */
 
-static bool
-grow(const TdbKnnAlloc *a, void **p, size_t *cap, size_t need, size_t elem)
-{
-	size_t		n;
-	void	   *q;
-
-	if (need <= *cap)
-		return true;
-	n = *cap ? *cap : 64;
-	while (n < need)
-		n *= 2;
-	q = a->grow(a->ctx, *p, n * elem);
-	if (q == NULL)
-		return false;
-	*p = q;
-	*cap = n;
-	return true;
-}
-
 void
 tdb_mvt_scratch_free(TdbMvtScratch *s)
 {
-	if (s->xy)
-		s->alloc->release(s->alloc->ctx, s->xy);
-	if (s->clip)
-		s->alloc->release(s->alloc->ctx, s->clip);
-	if (s->parts)
-		s->alloc->release(s->alloc->ctx, s->parts);
-	if (s->cmd)
-		s->alloc->release(s->alloc->ctx, s->cmd);
+	tdb_mvt_release(s->alloc, s->xy);
+	tdb_mvt_release(s->alloc, s->clip);
+	tdb_mvt_release(s->alloc, s->parts);
+	tdb_mvt_release(s->alloc, s->cmd);
 	s->xy = s->clip = NULL;
 	s->parts = s->cmd = NULL;
 	s->xy_cap = s->clip_cap = s->parts_cap = s->cmd_cap = 0;
@@ -342,7 +319,7 @@ typedef struct ClipOut
 static void
 part_begin(ClipOut *o)
 {
-	if (!grow(o->s->alloc, (void **) &o->s->parts, &o->s->parts_cap, o->nparts + 1, sizeof(uint32_t)))
+	if (!tdb_mvt_grow(o->s->alloc, (void **) &o->s->parts, &o->s->parts_cap, o->nparts + 1, sizeof(uint32_t)))
 	{
 		o->oom = true;
 		return;
@@ -355,7 +332,7 @@ part_point(ClipOut *o, double x, double y)
 {
 	if (o->oom)
 		return;
-	if (!grow(o->s->alloc, (void **) &o->s->clip, &o->s->clip_cap, 2 * (o->npts + 1), sizeof(double)))
+	if (!tdb_mvt_grow(o->s->alloc, (void **) &o->s->clip, &o->s->clip_cap, 2 * (o->npts + 1), sizeof(double)))
 	{
 		o->oom = true;
 		return;
@@ -557,7 +534,7 @@ tdb_mvt_feature(const TdbMvtTile *t, const double *merc, uint32_t n, TdbMvtScrat
 	s->ncmd = 0;
 	if (n < 2)
 		return false;
-	if (!grow(s->alloc, (void **) &s->xy, &s->xy_cap, 2 * (size_t) n, sizeof(double)))
+	if (!tdb_mvt_grow(s->alloc, (void **) &s->xy, &s->xy_cap, 2 * (size_t) n, sizeof(double)))
 	{
 		*oom = true;
 		return false;
@@ -597,7 +574,7 @@ tdb_mvt_feature_tile_xy(const TdbMvtTile *t, const double *xy, uint32_t n, TdbMv
 	s->ncmd = 0;
 	if (n < 2)
 		return false;
-	if (!grow(s->alloc, (void **) &s->xy, &s->xy_cap, 2 * (size_t) n, sizeof(double)))
+	if (!tdb_mvt_grow(s->alloc, (void **) &s->xy, &s->xy_cap, 2 * (size_t) n, sizeof(double)))
 	{
 		*oom = true;
 		return false;
@@ -651,7 +628,7 @@ from_tile_space(const TdbMvtTile *t, uint32_t n, TdbMvtScratch *s, bool *oom)
 		n = snap(xy, n);
 		if (n < 2)
 			return false;
-		if (!grow(s->alloc, (void **) &s->cmd, &s->cmd_cap, 2 + 2 * (size_t) n, sizeof(uint32_t)))
+		if (!tdb_mvt_grow(s->alloc, (void **) &s->cmd, &s->cmd_cap, 2 + 2 * (size_t) n, sizeof(uint32_t)))
 		{
 			*oom = true;
 			return false;
@@ -698,7 +675,7 @@ from_tile_space(const TdbMvtTile *t, uint32_t n, TdbMvtScratch *s, bool *oom)
 	}
 	if (o.nparts == 0)
 		return false;
-	if (!grow(s->alloc, (void **) &s->cmd, &s->cmd_cap, need, sizeof(uint32_t)))
+	if (!tdb_mvt_grow(s->alloc, (void **) &s->cmd, &s->cmd_cap, need, sizeof(uint32_t)))
 	{
 		*oom = true;
 		return false;
