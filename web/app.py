@@ -102,6 +102,9 @@ TILES_URL = os.environ.get("TRAFFICDB_WEB_TILES", "").rstrip("/")
 if TILES_URL and not re.fullmatch(r"https?://[A-Za-z0-9.\[\]:-]+(/[A-Za-z0-9._~/-]*)?", TILES_URL):
     raise SystemExit(f"TRAFFICDB_WEB_TILES={TILES_URL!r}: expected Martin's base URL, e.g. http://127.0.0.1:3000")
 
+# the name of the loaded map, as the page's title shows it ("Helsinki")
+MAP_NAME = os.environ.get("TRAFFICDB_WEB_MAP_NAME", "")[:60] or None
+
 # An event stream must reach the browser as it is written: no compression.
 for m in app.user_middleware:
     if m.cls is CompressionMiddleware:
@@ -710,13 +713,37 @@ async def live(request: Request):
 async def page_config():
     """The page (web/static/app.js) reads this before it adds the traffic layer."""
     tiles = f"{TILES_URL}/traffic/{{z}}/{{x}}/{{y}}" if TILES_URL else None
-    return JSONResponse({"tiles": {"traffic": tiles, "source_layer": "traffic"}},
+    return JSONResponse({"tiles": {"traffic": tiles, "source_layer": "traffic"}, "map_name": MAP_NAME},
                         headers={"Cache-Control": "no-store"})
 
 
 @app.get("/live/state", tags=["trafficdb"], summary="The current generation and when it was published")
 async def live_state(request: Request):
     return JSONResponse(request.app.state.publications.state or {}, headers={"Cache-Control": "no-store"})
+
+
+# ---------------------------------------------------------------------------
+# One road as the popup shows it: what trafficdb.locations says of it now.
+# ---------------------------------------------------------------------------
+
+ROAD_SQL = """
+SELECT json_build_object('location_id', location_id, 'name', name, 'road_class', road_class,
+                         'length_m', length_m, 'speed_limit_kmh', speed_limit_kmh, 'speed_kmh', speed_kmh,
+                         'free_flow_kmh', free_flow_kmh, 'congestion', congestion, 'incident', incident,
+                         'updated_at', updated_at, 'generation', generation, 'changed_generation', changed_generation)
+  FROM trafficdb.locations WHERE location_id = $1
+"""
+
+
+@app.get("/roads/{location_id}", tags=["trafficdb"], summary="One road and its live traffic, for the page's popup")
+async def road(request: Request, location_id: str):
+    if not re.fullmatch(r"-?[0-9]{1,19}", location_id) or not -2**63 <= int(location_id) < 2**63:
+        raise HTTPException(400, f"location id {location_id[:40]!r} is not a 64-bit integer")
+    async with request.app.state.pool.acquire() as conn:
+        doc = await conn.fetchval(ROAD_SQL, int(location_id))
+    if doc is None:
+        raise HTTPException(404, f"no road {int(location_id)} in the published map")
+    return JSONResponse(as_json(doc), headers={"Cache-Control": "no-store"})
 
 
 # ---------------------------------------------------------------------------

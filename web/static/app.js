@@ -1,15 +1,21 @@
 // trafficdb's live map (web/app.py serves it at /map/).
 //
-// Tiles: Martin's source "traffic", trafficdb.tile_mvt (the roads of the
+// Base map: two PMTiles archives the app serves (web/static/style.js: world
+// land and borders for low zooms, the OpenStreetMap extract's earth, water,
+// land use, buildings, roads and labels), read with the pmtiles package.
+// Traffic: Martin's source "traffic", trafficdb.tile_mvt (the roads of the
 // loaded map with their live traffic, read from shared memory and encoded in
 // C), at the URL the app's /config.json names (Martin listens on a port of
 // its own; it grants this page's origin by CORS).  Layer "traffic"; a
-// feature's id is its location_id.  A grey line layer of every road is the
-// base map; the same roads are coloured by congestion on top.  /live sends
-// an event per publication with the boxes of the changed locations: the
-// visible tiles those boxes touch are fetched again (map.refreshTiles), no
-// others.  Vessels: positions at a minute of the
-// demo's AIS day, from S3 through the trail FDW (/trails/positions).
+// feature's id is its location_id.  Major roads are coloured at every zoom
+// (tile_mvt keeps a low-zoom tile within its byte budget, major roads
+// first), the others from z14.  /live sends an event per publication with
+// the boxes of the changed locations: the visible tiles those boxes touch
+// are fetched again (map.refreshTiles), no others.  A click asks the app for
+// the road (/roads/ID) and says what it means for a driver.  /sim.json says
+// when the traffic is simulated (web/sumo_feeder.py).  Vessels: positions at
+// a minute of the demo's AIS day, from S3 through the trail FDW
+// (/trails/positions); turning them on never moves the map.
 //
 // window.__tdb holds what the page knows, for the browser tests (web/test/).
 (function () {
@@ -23,15 +29,13 @@
   const SOURCE_LAYER = (PICK && PICK.source_layer) || 'traffic';
   const MIN_ZOOM = 0;       // low zooms too: tile_mvt keeps a tile within its byte budget (the major roads)
   const MAX_ZOOM = 16;      // deeper zooms reuse z16 tiles (overzoom)
-  const COLORS = ['#1a9850', '#a6d96a', '#fdae61', '#f46d43', '#d7191c'];
-  const BASE = '#b4b4b4';
-  const MAJOR = ['motorway', 'trunk', 'primary', 'secondary', 'tertiary',
-    'motorway_link', 'trunk_link', 'primary_link', 'secondary_link', 'tertiary_link'];
-  const MINOR_CAR = ['residential', 'unclassified', 'living_street', 'service', 'road'];
+  const S = window.tdbStyle;
+  const LEVELS = ['free flow', 'light', 'moderate', 'heavy', 'standstill'];
 
   const tdb = window.__tdb = {
     generation: null, publishedAt: null, events: 0, refreshes: [], received: {}, repaints: {},
     errors: [], trail: null, trailMinute: null, trailRendered: null, ready: false, tiles: null,
+    theme: null, basemap: null, sim: null, map: null,
   };
 
   function fail(msg) {
@@ -39,141 +43,187 @@
     console.error(msg);
   }
   window.addEventListener('error', (e) => fail(e.message));
-
-  // width in pixels by zoom, wider for major roads, thinner for paths
-  function width(scale) {
-    const cls = ['get', 'road_class'];
-    const w = (z) => ['case',
-      ['in', cls, ['literal', MAJOR]], z * 1.6 * scale,
-      ['in', cls, ['literal', MINOR_CAR]], z * scale,
-      z * 0.5 * scale];
-    return ['interpolate', ['linear'], ['zoom'], 12, w(1), 15, w(3), 18, w(10)];
+  if (window.pmtiles && window.maplibregl) {
+    maplibregl.addProtocol('pmtiles', new pmtiles.Protocol().tile);
   }
 
-  const hash = location.hash.length > 1;
-  const map = new maplibregl.Map({
-    container: 'map',
-    hash: true,
-    center: [24.944, 60.1716],
-    zoom: 15,
-    minZoom: 2,
-    maxZoom: 19,
-    fadeDuration: 0,    // no symbols to fade; a repainted tile shows at once
-    attributionControl: { customAttribution: 'Roads © OpenStreetMap contributors · AIS vessel reports: tracktable-data (PyPI)' },
-    style: {
-      version: 8,
-      sources: {
-        // the traffic source and its two layers are added once /config.json has named Martin
-        vessels: { type: 'geojson', data: { type: 'FeatureCollection', features: [] } },
-      },
-      layers: [
-        { id: 'background', type: 'background', paint: { 'background-color': '#f4f3ef' } },
-        {
-          id: 'vessel-tails', type: 'line', source: 'vessels', filter: ['==', ['get', 'kind'], 'tail'],
-          layout: { visibility: 'none', 'line-cap': 'round' },
-          paint: { 'line-color': '#6a8fbf', 'line-width': 1.5 },
-        },
-        {
-          id: 'vessels', type: 'circle', source: 'vessels', filter: ['==', ['get', 'kind'], 'position'],
-          layout: { visibility: 'none' },
-          paint: {
-            'circle-color': '#1b3f8b', 'circle-radius': 4,
-            'circle-stroke-color': '#ffffff', 'circle-stroke-width': 1,
-          },
-        },
-      ],
-    },
-  });
-  map.addControl(new maplibregl.NavigationControl(), 'top-right');
-  map.addControl(new maplibregl.ScaleControl(), 'bottom-right');
-  map.on('error', (e) => fail(e.error && e.error.message ? e.error.message : e));
-  tdb.map = map;
+  // the theme: the one chosen last on this browser, else the system's
+  const THEME_KEY = 'trafficdb.theme';
+  function initialTheme() {
+    const q = new URLSearchParams(location.search).get('theme');
+    if (q === 'light' || q === 'dark') return q;
+    try {
+      const v = localStorage.getItem(THEME_KEY);
+      if (v === 'light' || v === 'dark') return v;
+    } catch (e) { /* storage refused: the system's */ }
+    return window.matchMedia && matchMedia('(prefers-color-scheme: dark)').matches ? 'dark' : 'light';
+  }
+  tdb.theme = initialTheme();
+  document.documentElement.dataset.theme = tdb.theme;
 
-  // ---- the traffic layer, from Martin -----------------------------------
-  const ROADS = [
-    {
-      id: 'roads-base', type: 'line', source: 'traffic', 'source-layer': SOURCE_LAYER,
-      layout: { 'line-cap': 'round', 'line-join': 'round' },
-      paint: { 'line-color': BASE, 'line-width': width(1) },
-    },
-    {
-      id: 'roads-traffic', type: 'line', source: 'traffic', 'source-layer': SOURCE_LAYER,
-      filter: ['has', 'congestion'],
-      layout: { 'line-cap': 'round', 'line-join': 'round', 'line-sort-key': ['get', 'congestion'] },
-      paint: {
-        'line-color': ['match', ['get', 'congestion'],
-          0, COLORS[0], 1, COLORS[1], 2, COLORS[2], 3, COLORS[3], 4, COLORS[4], BASE],
-        'line-width': width(1),
-      },
-    },
-  ];
+  const hash = location.hash.length > 1;
+  let map = null;
   let styleLoaded = false;
+  let haveBase = false;
+
+  function start(cfg) {
+    const built = S.build(cfg, tdb.theme);
+    haveBase = built.have.osm;
+    tdb.basemap = built.have;
+    const attribution = ['© OpenStreetMap contributors'];
+    if (built.have.world) attribution.push('Natural Earth');
+    attribution.push('AIS: tracktable-data');
+    map = tdb.map = new maplibregl.Map({
+      container: 'map',
+      hash: true,
+      center: [24.944, 60.1716],
+      zoom: 15,
+      minZoom: 1,
+      maxZoom: 19,
+      fadeDuration: 0,    // a repainted tile shows at once
+      attributionControl: { compact: window.innerWidth < 600, customAttribution: attribution.join(' · ') },
+      style: built.style,
+    });
+    map.addControl(new maplibregl.NavigationControl({ showCompass: false }), 'top-right');
+    map.addControl(new maplibregl.ScaleControl(), 'bottom-right');
+    map.on('error', (e) => fail(e.error && e.error.message ? e.error.message : e));
+    map.on('load', () => { styleLoaded = true; addTraffic(); });
+    bindMap();
+    connect();
+  }
+
   function addTraffic() {
     if (!styleLoaded || !tdb.tiles || map.getSource('traffic')) return;
     map.addSource('traffic', { type: 'vector', tiles: [tdb.tiles], minzoom: MIN_ZOOM, maxzoom: MAX_ZOOM });
-    for (const layer of ROADS) map.addLayer(layer, 'vessel-tails');   // under the vessels
+    // above the roads of the base map, under the labels and the vessels
+    const before = ['country-label', 'water-label', 'road-label', 'place-label', 'vessel-tails'].find((id) => map.getLayer(id));
+    for (const { layer, paint } of S.trafficLayers(SOURCE_LAYER, haveBase)) {
+      map.addLayer(Object.assign({}, layer, { paint: paint(S.THEMES[tdb.theme]) }), before);
+    }
     tdb.ready = true;
   }
-  map.on('load', () => { styleLoaded = true; addTraffic(); });
+
   if (PICK) {
     tdb.tiles = PICK.traffic;
+    Promise.resolve().then(() => start(PICK));   // after the whole script has run
   } else {
     fetch('/config.json', { cache: 'no-store' })
       .then((r) => (r.ok ? r.json() : Promise.reject(new Error(`/config.json: HTTP ${r.status}`))))
       .then((c) => {
         if (!c.tiles || !c.tiles.traffic) throw new Error('/config.json names no tile server (the app has no TRAFFICDB_WEB_TILES)');
         tdb.tiles = c.tiles.traffic;
-        addTraffic();
+        if (c.map_name) document.getElementById('map-name').textContent = c.map_name;
+        start(c);
       })
       .catch(fail);
   }
   // everything asked for has arrived and been drawn
-  tdb.settled = () => map.loaded() && map.areTilesLoaded() && !map.isMoving();
+  tdb.settled = () => !!map && map.loaded() && map.areTilesLoaded() && !map.isMoving();
 
-  // ---- the popup ---------------------------------------------------------
-  function fmt(v, unit) {
-    if (v === undefined || v === null) return '–';
-    if (typeof v === 'number') return v.toFixed(1) + (unit ? ' ' + unit : '');
-    return String(v);
-  }
+  // ---- light or dark --------------------------------------------------------
+  document.getElementById('theme').addEventListener('click', () => {
+    tdb.theme = tdb.theme === 'dark' ? 'light' : 'dark';
+    document.documentElement.dataset.theme = tdb.theme;
+    try { localStorage.setItem(THEME_KEY, tdb.theme); } catch (e) { /* not kept */ }
+    if (map) S.apply(map, tdb.theme, SOURCE_LAYER, haveBase);
+  });
+
+  // ---- the popup: the road in a driver's terms ------------------------------
   function esc(s) {
     return String(s).replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' }[c]));
   }
-  function row(key, label, value) {
-    return `<tr><th>${label}</th><td data-k="${key}">${esc(value)}</td></tr>`;
+  function ago(ts) {
+    if (!ts) return null;
+    const s = Math.max(0, Math.round((Date.now() - Date.parse(ts)) / 1000));
+    return s < 120 ? `${s} s ago` : s < 7200 ? `${Math.round(s / 60)} min ago` : `${Math.round(s / 3600)} h ago`;
+  }
+  function duration(s) {
+    s = Math.round(s);
+    return s < 90 ? `${s} s` : `${Math.floor(s / 60)} min ${s % 60} s`;
+  }
+  const CLASS_NAMES = {
+    motorway: 'motorway', trunk: 'trunk road', primary: 'main road', secondary: 'secondary road', tertiary: 'local road',
+    residential: 'residential street', living_street: 'living street', service: 'service road', unclassified: 'minor road',
+    pedestrian: 'pedestrian street', footway: 'footway', cycleway: 'cycleway', path: 'path',
+  };
+  function className(c) { return CLASS_NAMES[c] || (c ? String(c).replace(/_link$/, ' ramp').replace(/_/g, ' ') : 'road'); }
+  // r: /roads/ID's answer, or the tile's properties while it comes
+  function popupHtml(r) {
+    const rows = [];
+    const row = (key, label, value) => rows.push(`<tr><th>${label}</th><td data-k="${key}">${esc(value)}</td></tr>`);
+    const level = r.congestion === undefined || r.congestion === null ? null : Number(r.congestion);
+    if (r.speed_kmh !== undefined && r.speed_kmh !== null) {
+      const ff = r.free_flow_kmh !== undefined && r.free_flow_kmh !== null ? ` of ${Math.round(r.free_flow_kmh)} km/h free flow` : '';
+      row('speed_kmh', 'speed', `${Math.round(r.speed_kmh)} km/h${ff}`);
+    } else {
+      row('speed_kmh', 'speed', 'no traffic data');
+    }
+    if (r.length_m && r.speed_kmh && r.free_flow_kmh && r.speed_kmh > 0) {
+      const d = r.length_m / (r.speed_kmh / 3.6) - r.length_m / (r.free_flow_kmh / 3.6);
+      row('delay', 'delay', d >= 1 ? `+${duration(d)} over ${Math.round(r.length_m)} m` : `none over ${Math.round(r.length_m)} m`);
+    } else if (r.length_m && r.speed_kmh === 0) {
+      row('delay', 'delay', `traffic stopped over ${Math.round(r.length_m)} m`);
+    }
+    if (r.incident) row('incident', 'incident', r.incident);
+    const when = ago(r.updated_at);
+    if (when) row('updated', 'updated', when);
+    const title = r.name ? esc(r.name) : `unnamed ${esc(className(r.road_class))}`;
+    const sub = r.name ? esc(className(r.road_class)) : '';
+    const badge = level === null ? '' :
+      `<span data-k="congestion" data-level="${level}"><i class="badge" style="background:${S.TRAFFIC[level] || '#999'}"></i>${esc(LEVELS[level] || '')}</span>`;
+    return `<div class="popup" data-id="${esc(r.location_id)}"><div class="ptitle" data-k="name">${title}</div>` +
+      `<div class="psub">${sub}${sub && badge ? ' · ' : ''}${badge}</div><table>${rows.join('')}</table></div>`;
   }
   let popup = null;
-  map.on('click', (e) => {
-    const p = e.point;
-    const hits = map.queryRenderedFeatures([[p.x - 3, p.y - 3], [p.x + 3, p.y + 3]],
-      { layers: ['roads-traffic', 'roads-base'] });
-    if (popup) popup.remove();
-    if (!hits.length) return;
-    const f = hits[0].properties;
-    const id = hits[0].id;   // tile_mvt's feature id is the location_id
-    const html = '<div class="popup"><table>' +
-      row('name', 'name', f.name === undefined ? '(unnamed)' : f.name) +
-      row('road_class', 'class', f.road_class) +
-      row('speed_kmh', 'speed', fmt(f.speed_kmh, 'km/h')) +
-      row('free_flow_kmh', 'free flow', fmt(f.free_flow_kmh, 'km/h')) +
-      row('congestion', 'congestion', f.congestion === undefined ? '–' : String(f.congestion)) +
-      row('incident', 'incident', f.incident === undefined ? '–' : f.incident) +
-      row('changed_generation', 'changed in', f.changed_generation === undefined ? '–' : f.changed_generation) +
-      row('location_id', 'location', id === undefined ? '–' : id) +
-      '</table></div>';
-    popup = new maplibregl.Popup({ maxWidth: '320px' }).setLngLat(e.lngLat).setHTML(html).addTo(map);
-  });
-  map.on('mousemove', 'roads-base', () => { map.getCanvas().style.cursor = 'pointer'; });
-  map.on('mouseleave', 'roads-base', () => { map.getCanvas().style.cursor = ''; });
+  let popupSeq = 0;
+  function bindMap() {
+    map.on('click', (e) => {
+      const p = e.point;
+      const layers = ['roads-traffic', 'roads-base'].filter((id) => map.getLayer(id));
+      const hits = layers.length ? map.queryRenderedFeatures([[p.x - 4, p.y - 4], [p.x + 4, p.y + 4]], { layers }) : [];
+      if (popup) popup.remove();
+      if (!hits.length) return;
+      const id = hits[0].id;   // tile_mvt's feature id is the location_id
+      const seq = ++popupSeq;
+      popup = new maplibregl.Popup({ maxWidth: '300px' }).setLngLat(e.lngLat)
+        .setHTML(popupHtml(Object.assign({ location_id: id }, hits[0].properties))).addTo(map);
+      const shown = popup;
+      fetch(`/roads/${encodeURIComponent(id)}`, { cache: 'no-store' })
+        .then((r) => (r.ok ? r.json() : Promise.reject(new Error(`/roads/${id}: HTTP ${r.status}`))))
+        .then((road) => {
+          if (seq !== popupSeq || !shown.isOpen()) return;
+          shown.setHTML(popupHtml(road));
+          tdb.popupRoad = road;
+        })
+        .catch(fail);
+    });
+    for (const id of ['roads-traffic', 'roads-base']) {
+      map.on('mousemove', id, () => { map.getCanvas().style.cursor = 'pointer'; });
+      map.on('mouseleave', id, () => { map.getCanvas().style.cursor = ''; });
+    }
+    map.on('idle', () => {
+      // the first view complete: every tile of it drawn (the browser tests' "first meaningful paint")
+      if (tdb.firstIdle === undefined && tdb.ready && map.areTilesLoaded()) tdb.firstIdle = performance.now();
+      if (again) {
+        const t = [...again.values()];
+        again = null;
+        map.refreshTiles('traffic', t);
+      }
+      if (pendingRepaint !== null) {
+        tdb.repaints[pendingRepaint] = Date.now();
+        pendingRepaint = null;
+      }
+      if (pendingTrail !== null) { tdb.trailRendered = pendingTrail; pendingTrail = null; }
+    });
+    map.on('moveend', showAway);
+  }
 
-  // ---- the generation and its age ----------------------------------------
+  // ---- when the traffic was published, and where it comes from ------------
   const genValue = document.getElementById('gen-value');
   const genAge = document.getElementById('gen-age');
   const liveStatus = document.getElementById('live-status');
   function showAge() {
-    if (!tdb.publishedAt) { genAge.textContent = '–'; return; }
-    const s = Math.max(0, Math.round((Date.now() - Date.parse(tdb.publishedAt)) / 1000));
-    genAge.textContent = s < 120 ? `${s} s ago` : s < 7200 ? `${Math.round(s / 60)} min ago` : `${Math.round(s / 3600)} h ago`;
+    genAge.textContent = ago(tdb.publishedAt) || '–';
   }
   setInterval(showAge, 1000);
   function setState(s) {
@@ -181,6 +231,34 @@
     if (s.published_at) tdb.publishedAt = s.published_at;
     genValue.textContent = tdb.generation === null ? '–' : String(tdb.generation);
     showAge();
+  }
+  const simLine = document.getElementById('sim');
+  function pollSim() {
+    if (PICK) return;
+    fetch('/sim.json', { cache: 'no-store' })
+      .then((r) => (r.status === 200 ? r.json() : null))   // 204: no simulation
+      .then((s) => {
+        tdb.sim = s;
+        simLine.hidden = !s;
+        if (s) simLine.textContent = `Simulated traffic (${s.simulator || 'Eclipse SUMO'}) · ${s.clock || ''} simulated`;
+      })
+      .catch(() => { /* no simulation: the line stays hidden */ });
+  }
+  pollSim();
+  setInterval(pollSim, 5000);
+
+  // The first view when the URL names none: the map's extent filling the
+  // screen (cover, not contain: a tall extract on a wide screen is a city,
+  // not a strip), at least at zoom 9 for a large map.
+  function firstView(extent) {
+    const w = map.getContainer().clientWidth || 800, h = map.getContainer().clientHeight || 600;
+    const cam = map.cameraForBounds(extent, { padding: 0 });
+    if (!cam) return;
+    const [x0, y0] = [lon2x(extent[0][0], 1), lat2y(extent[1][1], 1)];
+    const [x1, y1] = [lon2x(extent[1][0], 1), lat2y(extent[0][1], 1)];
+    const fitW = Math.log2(w / 512 / Math.max(1e-12, x1 - x0)), fitH = Math.log2(h / 512 / Math.max(1e-12, y1 - y0));
+    const zoom = Math.min(17, Math.max(fitW, fitH));
+    map.jumpTo({ center: cam.center, zoom });
   }
 
   // ---- live updates: refresh the visible tiles the changes touch ---------
@@ -257,19 +335,6 @@
     map.refreshTiles('traffic', all ? undefined : [...tiles.values()]);
   }
   let again = null;
-  map.on('idle', () => {
-    if (again) {
-      const t = [...again.values()];
-      again = null;
-      map.refreshTiles('traffic', t);
-    }
-  });
-  map.on('idle', () => {
-    if (pendingRepaint !== null) {
-      tdb.repaints[pendingRepaint] = Date.now();
-      pendingRepaint = null;
-    }
-  });
 
   let firstState = true;
   function connect() {
@@ -283,7 +348,7 @@
       }
       setState(s);
       liveStatus.textContent = 'live';
-      if (firstState && !hash && s.extent) map.fitBounds(s.extent, { animate: false, padding: 20 });
+      if (firstState && !hash && s.extent) firstView(s.extent);
       firstState = false;
     });
     es.addEventListener('publish', (m) => {
@@ -295,7 +360,6 @@
     });
     es.onerror = () => { liveStatus.textContent = 'reconnecting…'; };
   }
-  connect();
 
   // ---- vessels on a time slider ------------------------------------------
   const toggle = document.getElementById('trail-toggle');
@@ -303,7 +367,8 @@
   const slider = document.getElementById('trail-slider');
   const timeLabel = document.getElementById('trail-time');
   const countLabel = document.getElementById('trail-count');
-  let trailSeq = 0, trailTimer = null, pendingTrail = null;
+  const away = document.getElementById('trail-away');
+  let trailSeq = 0, trailTimer = null, pendingTrail = null, vesselBox = null;
   function hhmm(m) { return String(Math.floor(m / 60)).padStart(2, '0') + ':' + String(m % 60).padStart(2, '0'); }
   async function loadTrail(minute) {
     const seq = ++trailSeq;
@@ -317,10 +382,15 @@
     tdb.trailMinute = minute;
     countLabel.textContent = String(fc.features.filter((f) => f.properties.kind === 'position').length);
     pendingTrail = minute;
+    showAway();
   }
-  map.on('idle', () => {
-    if (pendingTrail !== null) { tdb.trailRendered = pendingTrail; pendingTrail = null; }
-  });
+  // "not in view: go to them" while no vessel is on screen; the map moves only on that click
+  function showAway() {
+    if (!map) return;
+    const pts = toggle.checked && tdb.trail ? tdb.trail.features.filter((f) => f.properties.kind === 'position') : [];
+    const b = map.getBounds();
+    away.hidden = !toggle.checked || pts.length === 0 || pts.some((f) => b.contains(f.geometry.coordinates));
+  }
   slider.addEventListener('input', () => {
     clearTimeout(trailTimer);
     const m = Number(slider.value);
@@ -328,19 +398,19 @@
     trailTimer = setTimeout(() => loadTrail(m).catch(fail), 60);
   });
   async function fitVessels() {
-    const r = await fetch('/trails/extent');
-    const e = r.ok ? await r.json() : null;
-    if (e) map.fitBounds([[e[0], e[1]], [e[2], e[3]]], { padding: 30, animate: false });
+    if (!vesselBox) {
+      const r = await fetch('/trails/extent');
+      vesselBox = r.ok ? await r.json() : null;
+    }
+    if (vesselBox) map.fitBounds([[vesselBox[0], vesselBox[1]], [vesselBox[2], vesselBox[3]]], { padding: 30, animate: false });
   }
   document.getElementById('trail-fit').addEventListener('click', (e) => { e.preventDefault(); fitVessels().catch(fail); });
   toggle.addEventListener('change', () => {
     const on = toggle.checked;
     controls.hidden = !on;
+    if (!map || !styleLoaded) return;
     for (const id of ['vessels', 'vessel-tails']) map.setLayoutProperty(id, 'visibility', on ? 'visible' : 'none');
-    if (on) {
-      loadTrail(Number(slider.value)).catch(fail);
-      if (!tdb.trailShown) fitVessels().catch(fail);
-      tdb.trailShown = true;
-    }
+    if (on) loadTrail(Number(slider.value)).catch(fail);
+    showAway();
   });
 }());

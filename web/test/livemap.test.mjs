@@ -81,9 +81,9 @@ function pixel(png, x, y) {
   return [png.data[i], png.data[i + 1], png.data[i + 2]];
 }
 const same = (a, b) => Math.abs(a[0] - b[0]) <= 2 && Math.abs(a[1] - b[1]) <= 2 && Math.abs(a[2] - b[2]) <= 2;
-// the legend: label -> colour, as the page shows it
+// the legend: congestion level ('0' free flow .. '4' standstill) -> colour, as the page shows it
 async function legend() {
-  return page.$$eval('#legend .row', (rs) => rs.map((r) => [r.textContent.trim(), getComputedStyle(r.querySelector('i')).backgroundColor]));
+  return page.$$eval('#legend .row', (rs) => rs.map((r) => [r.dataset.level, getComputedStyle(r.querySelector('i')).backgroundColor]));
 }
 
 // the visible midpoints of the street's locations, in page pixels
@@ -169,7 +169,7 @@ test('a screenshot of the centre shows every colour of the legend', async () => 
   const png = await shot('centre.png');
   const cover = await overlays();
   const colours = (await legend()).map(([label, c]) => [label, hex(c)]);
-  assert.equal(colours.length, 6);
+  assert.deepEqual(colours.map(([level]) => level), ['0', '1', '2', '3', '4']);
   const counts = Object.fromEntries(colours.map(([label]) => [label, 0]));
   for (let y = 0; y < png.height; y++) {
     for (let x = 0; x < png.width; x++) {
@@ -185,7 +185,7 @@ test('a screenshot of the centre shows every colour of the legend', async () => 
 let jammed = null;   // the street's points that turned red
 
 test(`jamming ${STREET} turns its pixels red within ${RED_MS} ms of publish()`, async () => {
-  const colours = Object.fromEntries((await legend()).map(([l, c]) => [l.split(' ')[0], hex(c)]));
+  const colours = Object.fromEntries((await legend()).map(([l, c]) => [l, hex(c)]));
   const green = colours['0'], red = colours['4'];
   const pts = await streetPoints();
   let png = await shot('before-jam.png');
@@ -226,21 +226,28 @@ test('a click on the street shows what trafficdb.locations returns for it', asyn
   assert.ok(jammed, 'the jam test did not run');
   const [, x, y] = jammed[Math.floor(jammed.length / 2)];
   await page.mouse.click(x, y);
-  await until(() => document.querySelector('.maplibregl-popup td[data-k="location_id"]'), 5000, 'the popup');
-  const shown = await page.$$eval('.maplibregl-popup td[data-k]', (tds) => Object.fromEntries(tds.map((t) => [t.dataset.k, t.textContent])));
+  // the popup names the road and says what its traffic means, from /roads/ID (what trafficdb.locations says)
+  await until(() => document.querySelector('.maplibregl-popup td[data-k="updated"]'), 5000, 'the popup with the road from /roads');
+  const shown = await page.$$eval('.maplibregl-popup [data-k]', (els) => Object.fromEntries(els.map((t) => [t.dataset.k, t.textContent])));
+  const id = await page.$eval('.maplibregl-popup .popup', (e) => e.dataset.id);
+  const level = await page.$eval('.maplibregl-popup [data-k="congestion"]', (e) => e.dataset.level);
   await shot('popup.png');
-  const [[name, cls, speed, ff, congestion, incident, changed]] = rows(`SELECT name, road_class,
-      to_char(speed_kmh, 'FM990.0') || ' km/h', to_char(free_flow_kmh, 'FM990.0') || ' km/h', congestion, incident, changed_generation
-      FROM trafficdb.locations WHERE location_id = ${Number(shown.location_id)}`);
-  assert.deepEqual(shown, {
-    name, road_class: cls, speed_kmh: speed, free_flow_kmh: ff, congestion, incident, changed_generation: changed,
-    location_id: shown.location_id,
-  });
-  assert.match(shown.location_id, /^[1-9][0-9]*$/);
-  assert.equal(shown.name, STREET);
-  assert.equal(shown.incident, INCIDENT);
-  assert.equal(shown.congestion, '4');
-  assert.equal(shown.speed_kmh, '3.5 km/h');
+  const [[name, speed, ff, congestion, incident, delay]] = rows(`SELECT name, round(speed_kmh), round(free_flow_kmh), congestion, incident,
+      round(length_m / (speed_kmh / 3.6) - length_m / (free_flow_kmh / 3.6)) || ' s over ' || round(length_m) || ' m'
+      FROM trafficdb.locations WHERE location_id = ${BigInt(id)}`);
+  assert.equal(shown.name, name);
+  assert.equal(name, STREET);
+  assert.equal(level, congestion);
+  assert.equal(congestion, '4');
+  assert.equal(shown.congestion, 'standstill');
+  assert.equal(shown.speed_kmh, `${speed} km/h of ${ff} km/h free flow`);
+  assert.equal(speed, '4');  // 3.5 km/h
+  assert.equal(shown.incident, incident);
+  assert.equal(incident, INCIDENT);
+  const [secs, rest] = delay.split(' s over ');
+  assert.equal(shown.delay, Number(secs) < 90 ? `+${secs} s over ${rest}` : `+${Math.floor(secs / 60)} min ${secs % 60} s over ${rest}`);
+  assert.match(shown.updated, /^\d+ s ago$/);
+  assert.doesNotMatch(await page.$eval('.maplibregl-popup', (e) => e.textContent), /generation|location/);
 });
 
 test('a publication of more than 200 changes sends one box around them all', async () => {
@@ -278,7 +285,7 @@ test('a publication of more than 200 changes sends one box around them all', asy
 
 test('a street jammed while it is out of view is red when the map comes back to it', async () => {
   await page.evaluate(() => document.querySelector('.maplibregl-popup-close-button')?.click());
-  const colours = Object.fromEntries((await legend()).map(([l, c]) => [l.split(' ')[0], hex(c)]));
+  const colours = Object.fromEntries((await legend()).map(([l, c]) => [l, hex(c)]));
   const red = colours['4'];
   const home = await page.evaluate(() => ({ center: window.__tdb.map.getCenter().toArray(), zoom: window.__tdb.map.getZoom() }));
   await settled();
@@ -303,7 +310,7 @@ test('a street jammed while it is out of view is red when the map comes back to 
 });
 
 test('a tile whose answer was made before a publication is fetched again after it', async (t) => {
-  const colours = Object.fromEntries((await legend()).map(([l, c]) => [l.split(' ')[0], hex(c)]));
+  const colours = Object.fromEntries((await legend()).map(([l, c]) => [l, hex(c)]));
   const red = colours['4'];
   const home = await page.evaluate(() => ({ center: window.__tdb.map.getCenter().toArray(), zoom: window.__tdb.map.getZoom() }));
   // the street light (1), on the page
