@@ -22,8 +22,8 @@ import os
 import pathlib
 import re
 
-from fastapi import HTTPException
-from starlette.responses import FileResponse
+from fastapi import HTTPException, Request
+from starlette.responses import FileResponse, Response
 from starlette.staticfiles import StaticFiles
 
 log = logging.getLogger("trafficdb.web")
@@ -57,27 +57,39 @@ def _glyph_fonts(env: str) -> tuple[pathlib.Path | None, dict[str, pathlib.Path]
     return root, fonts
 
 
+def send_file(request: Request, path: pathlib.Path, media_type: str) -> Response:
+    """The file, with Range (FileResponse's), ETag and Last-Modified; 304 when the
+    client's If-None-Match names its ETag (FileResponse answers 200 again)."""
+    r = FileResponse(path, media_type=media_type, headers={"Cache-Control": CACHE})
+    r.set_stat_headers(path.stat())
+    tags = {t.strip() for t in request.headers.get("if-none-match", "").split(",")}
+    if r.headers["etag"] in tags or "*" in tags:
+        return Response(status_code=304, headers={"ETag": r.headers["etag"], "Cache-Control": CACHE,
+                                                  "Last-Modified": r.headers["last-modified"]})
+    return r
+
+
 def install(app, here: pathlib.Path) -> dict:
     """Add the routes; returns /config.json's "basemap" object."""
     map_path = _file("TRAFFICDB_WEB_BASEMAP")
     world_path = _file("TRAFFICDB_WEB_WORLD")
     glyphs, fonts = _glyph_fonts("TRAFFICDB_WEB_GLYPHS")
 
-    def archive(path: pathlib.Path | None, what: str) -> FileResponse:
+    def archive(request: Request, path: pathlib.Path | None, what: str) -> Response:
         if path is None:
             raise HTTPException(404, f"no {what}: the server was started without it")
-        return FileResponse(path, media_type="application/octet-stream", headers={"Cache-Control": CACHE})
+        return send_file(request, path, "application/octet-stream")
 
     @app.get("/basemap/map.pmtiles", include_in_schema=False)
-    def basemap_map():
-        return archive(map_path, "base map (TRAFFICDB_WEB_BASEMAP)")
+    def basemap_map(request: Request):
+        return archive(request, map_path, "base map (TRAFFICDB_WEB_BASEMAP)")
 
     @app.get("/basemap/world.pmtiles", include_in_schema=False)
-    def basemap_world():
-        return archive(world_path, "world map (TRAFFICDB_WEB_WORLD)")
+    def basemap_world(request: Request):
+        return archive(request, world_path, "world map (TRAFFICDB_WEB_WORLD)")
 
     @app.get("/fonts/{fontstack}/{glyph_range}.pbf", include_in_schema=False)
-    def glyph_range(fontstack: str, glyph_range: str):
+    def glyph_range(request: Request, fontstack: str, glyph_range: str):
         if not fonts:
             raise HTTPException(404, "no glyphs: the server was started without TRAFFICDB_WEB_GLYPHS")
         m = RANGE.fullmatch(glyph_range)
@@ -90,7 +102,7 @@ def install(app, here: pathlib.Path) -> dict:
             if d is not None:
                 f = d / f"{m.group(1)}-{m.group(2)}.pbf"
                 if f.is_file():
-                    return FileResponse(f, media_type="application/x-protobuf", headers={"Cache-Control": CACHE})
+                    return send_file(request, f, "application/x-protobuf")
         raise HTTPException(404, f"no font of {fontstack[:80]!r}: expected one of {sorted(fonts)}")
 
     dist = here / "node_modules" / "pmtiles" / "dist"
