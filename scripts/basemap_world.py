@@ -9,7 +9,9 @@ LAND is world-atlas's land-50m.json, COUNTRIES its countries-50m.json.  Layers
 boundary (the arcs two countries share: their borders, lines, kind
 'country'), country (a label point inside each country's largest part,
 name).  The TopoJSON is decoded here (quantized, delta-encoded arcs; an arc
-index ~i is arc i reversed).
+index ~i is arc i reversed).  Natural Earth's rings cross the antimeridian
+(Russia, Fiji) or go round the South Pole (Antarctica): they are unwrapped,
+then cut at +-180 (d3 reads them on the sphere; here they are planar).
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from __future__ import annotations
 import json
 import sys
 
-from shapely.geometry import LineString, Polygon, mapping
+import shapely
+from shapely.affinity import translate
+from shapely.geometry import LineString, Polygon, box, mapping
 from shapely.ops import linemerge
 
 
@@ -48,16 +52,49 @@ def ring(arcs: list, indexes: list[int]) -> list[tuple[float, float]]:
     return pts
 
 
+def unwrap(pts: list) -> list:
+    """A ring that crosses the antimeridian (a step of over 180 degrees of
+    longitude) made continuous (longitudes past +-180); a ring round a pole
+    (one such step: Antarctica) closed along the pole."""
+    out = [pts[0]]
+    shift = 0.0
+    for (x0, _), (x1, y1) in zip(pts, pts[1:]):  # bounded: the ring's points
+        if x1 - x0 > 180:
+            shift -= 360
+        elif x0 - x1 > 180:
+            shift += 360
+        out.append((x1 + shift, y1))
+    if shift:  # round a pole: along it, back to the start
+        pole = -90.0 if sum(y for _, y in pts) < 0 else 90.0
+        out += [(out[-1][0], pole), (out[0][0], pole), out[0]]
+    return out
+
+
+WORLD = box(-180, -90, 180, 90)
+
+
 def polygons(arcs: list, geom: dict) -> list[Polygon]:
+    """The polygons of a TopoJSON geometry, valid, cut at the antimeridian."""
     t = geom.get("type")
     polys = [geom["arcs"]] if t == "Polygon" else geom.get("arcs", []) if t == "MultiPolygon" else []
     out = []
     for rings in polys:
-        rs = [ring(arcs, r) for r in rings]
-        rs = [r for r in rs if len(r) >= 4]
-        if rs:
-            p = Polygon(rs[0], rs[1:])
-            out.append(p if p.is_valid else p.buffer(0))
+        rs = [unwrap(r) for r in (ring(arcs, r) for r in rings) if len(r) >= 4]
+        if not rs:
+            continue
+        p = shapely.make_valid(Polygon(rs[0]))
+        for h in rs[1:]:  # a hole, where the exterior is (its longitudes may be shifted by 360)
+            hp = shapely.make_valid(Polygon(h))
+            for dx in (0, 360, -360):
+                q = translate(hp, dx)
+                if q.intersects(p):
+                    p = p.difference(q)
+                    break
+        for dx in (0, 360, -360):  # the parts past +-180 back on the map
+            part = p.intersection(translate(WORLD, -dx))
+            if not part.is_empty:
+                part = translate(part, dx)
+                out += [g for g in getattr(part, "geoms", [part]) if g.geom_type == "Polygon" and g.area > 0]
     return out
 
 
@@ -96,7 +133,8 @@ def main(argv: list[str]) -> int:
                 minzoom = 2 if area > 100 else 3 if area > 10 else 4 if area > 1 else 5
                 out.write(feature("country", minzoom, big.representative_point(), {"name": name}))
                 n["country"] += 1
-        borders = [LineString(arcs[i]) for i, ks in sorted(users.items()) if len(ks) > 1 and len(arcs[i]) > 1]
+        borders = [LineString(arcs[i]) for i, ks in sorted(users.items()) if len(ks) > 1 and len(arcs[i]) > 1
+                   and all(abs(a[0] - b[0]) <= 180 for a, b in zip(arcs[i], arcs[i][1:]))]
         merged = linemerge(borders) if borders else None
         for line in (getattr(merged, "geoms", [merged]) if merged else []):
             out.write(feature("boundary", 0, line, {"kind": "country"}))

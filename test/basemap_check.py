@@ -116,6 +116,16 @@ def world(path: str):
         check("earth" in z0 and covers(z0, "earth", "land", p), "world z0: earth, Finland's middle is land")
         _, atl = layers(r, 0, -40.0, 30.0)
         check(not covers(z0, "earth", "land", atl), "world z0: the Atlantic (40 W, 30 N) is not land")
+        # Natural Earth's rings across the antimeridian (Russia) cut, not drawn across the map
+        for name, lon, lat, land in (("Lapland", 25.0, 68.0, True), ("the Kola peninsula", 40.0, 68.0, True),
+                                     ("Chukotka west of 180", 175.0, 66.0, True),
+                                     ("Chukotka east of 180", -175.0, 66.0, True),
+                                     ("the White Sea", 38.0, 65.5, False), ("the Black Sea", 34.0, 43.0, False),
+                                     ("the Bering Sea", -178.0, 58.0, False)):
+            for z in (2, 4, 6):
+                d, q = layers(r, z, lon, lat)
+                check(covers(d, "earth", "land", q) == land,
+                      f"world z{z}: {name} ({lon} E, {lat} N) is {'land' if land else 'not land'}")
         z3, _ = layers(r, 3, 25.0, 62.0)
         names = {f["properties"].get("name") for f in z3.get("country", {}).get("features", [])}
         check("Finland" in names, f"world z3: country label Finland: {sorted(n for n in names if n)[:10]}")
