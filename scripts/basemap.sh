@@ -6,7 +6,9 @@
 #
 #   scripts/basemap.sh build MAP PBF   MAP.pmtiles of an OpenStreetMap extract: layers earth,
 #                                      water, waterway, landuse, building, road, rail, place
-#                                      (scripts/basemap_osm.py; tippecanoe, z0-z15)
+#                                      (scripts/basemap_osm.py; tippecanoe, z0-z15; Natural
+#                                      Earth's 1:10m land of npm world-atlas where the extract
+#                                      lacks the far shore's coastline)
 #   scripts/basemap.sh world           world.pmtiles: earth, boundary, country (z0-z9) from
 #                                      npm world-atlas (Natural Earth 1:50m; web/package.json)
 #   scripts/basemap.sh glyphs          glyphs/{fontstack}/{start}-{end}.pbf: SDF glyphs of
@@ -52,7 +54,10 @@ build_map() {	# build_map MAP PBF
 	check_map_name "$map"
 	[ -s "$pbf" ] || die "$pbf: expected an OpenStreetMap extract (.osm.pbf), not found or empty"
 	dst=$OUT/$map.pmtiles stamp=$OUT/$map.stamp
-	key=$(hash_of "$pbf" scripts/basemap.sh scripts/basemap_osm.py "$REQ")
+	local ne=web/node_modules/world-atlas/land-10m.json
+	[ -s "$ne" ] || scripts/web-setup.sh >&2
+	[ -s "$ne" ] || die "$ne is missing: expected npm world-atlas (web/package.json)"
+	key=$(hash_of "$pbf" "$ne" scripts/basemap.sh scripts/basemap_osm.py scripts/basemap_world.py "$REQ")
 	if [ -s "$dst" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$key" ]; then
 		log "$map.pmtiles up to date"
 		echo "$dst"
@@ -87,7 +92,7 @@ EOF
 	osmium cat -O -f opl -o "$tmp/ways.opl" "$tmp/ways.pbf"
 	log "$map: features (scripts/basemap_osm.py)"
 	"$v/bin/python" scripts/basemap_osm.py "$tmp/areas.geojsonseq" "$tmp/ways.opl" "$w" "$s" "$e" "$n" \
-		"$tmp/features.geojsonseq"
+		"$tmp/features.geojsonseq" "$ne"
 	log "$map: tippecanoe z0-z15"
 	nice "$v/bin/tippecanoe" -q -f -o "$tmp/$map.pmtiles" -Z0 -z15 -P \
 		-n "$map" -A '© OpenStreetMap contributors' \

@@ -1,7 +1,7 @@
 """scripts/basemap_osm.py: the base map's features of an OpenStreetMap extract,
 as GeoJSON text sequences for tippecanoe (scripts/basemap.sh build).
 
-    python scripts/basemap_osm.py AREAS.geojsonseq WAYS.opl W S E N OUT.geojsonseq
+    python scripts/basemap_osm.py AREAS.geojsonseq WAYS.opl W S E N OUT.geojsonseq [LAND.json]
 
 AREAS is `osmium export --geometry-types=point,polygon` of the extract (tags
 filtered to what is used here), WAYS `osmium cat -f opl` of its highway,
@@ -19,6 +19,13 @@ the box, with the box's boundary, is polygonized; each face is classified by
 points just left and right of the coastline's segments.  A face with land
 and sea points both (an extract whose coastline is cut off) is left out; a
 face with neither is left out too.  No coastline: the whole box is land.
+An extract cut along a state's border (Delaware) has the coastline of its own
+shore only: the sea face reaches over the other shore's land.  So with LAND
+(world-atlas's land-10m.json, Natural Earth 1:10m), farther than NEAR_COAST
+degrees from the extract's coastline Natural Earth decides: its land is taken
+out of the sea faces and its sea out of the land faces; near the coastline
+OSM's own is kept (Natural Earth's 1:10m shore is off by up to a few hundred
+metres).
 Prints a summary line on stderr.
 """
 
@@ -251,11 +258,39 @@ def opl_ways(path: str):
                     run = []
 
 
+NEAR_COAST = 0.01  # degrees: about 1 km of latitude
+
+
+def natural_earth_land(path: str, bbox):
+    """Natural Earth's land within bbox (a TopoJSON of world-atlas)."""
+    from basemap_world import arcs_of, polygons
+    topo = json.load(open(path, encoding="utf-8"))
+    arcs = arcs_of(topo)
+    parts = [p.intersection(bbox) for g in topo["objects"]["land"]["geometries"]
+             for p in polygons(arcs, g) if p.intersects(bbox)]
+    return unary_union(parts) if parts else shapely.Polygon()
+
+
+def refine(land: list, sea: list, coast: list, bbox, ne_land) -> tuple[list, list]:
+    """Land and sea faces, Natural Earth deciding far from the coastline."""
+    near = unary_union(coast).buffer(NEAR_COAST)
+    far_land = ne_land.difference(near)
+    far_sea = bbox.difference(ne_land).difference(near)
+
+    def polys(gs):
+        out = []
+        for g in gs:
+            out += [q for q in getattr(g, "geoms", [g]) if q.geom_type == "Polygon" and not q.is_empty]
+        return out
+    return polys(f.difference(far_sea) for f in land), polys(f.difference(far_land) for f in sea)
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) != 8:
+    if len(argv) not in (8, 9):
         print(__doc__, file=sys.stderr)
         return 2
     src, ways, w, s, e, n, dst = argv[1], argv[2], *map(float, argv[3:7]), argv[7]
+    ne_path = argv[8] if len(argv) == 9 else None
     bbox = box(w, s, e, n)
     counts: dict[str, int] = {}
     coast = []
@@ -293,6 +328,8 @@ def main(argv: list[str]) -> int:
         if coast and coast[0].geom_type == "MultiLineString":
             coast = list(coast[0].geoms)
         land, sea, left_out = land_and_sea(coast, bbox)
+        if coast and ne_path:
+            land, sea = refine(land, sea, coast, bbox, natural_earth_land(ne_path, bbox))
         for g in land:
             fout.write(feature("earth", 0, g, {"kind": "land"}))
         for g in sea:
