@@ -33,9 +33,10 @@ packages=(
 	# pg_auto_failover 2.0 (pg_autoctl and the monitor's extension pgautofailover),
 	# and libpq from Python for the bench's feed writers and readers
 	"postgresql-$PG_MAJOR-auto-failover" python3-psycopg2
-	# the live map (web/): a browser for its tests and screenshots, and a font
-	# for its text; Python's venv (above) takes tipg
-	chromium fonts-dejavu-core
+	# the live map (web/): a browser for its tests and screenshots, and fonts
+	# for its text (Open Sans: the base map's glyphs, scripts/basemap.sh);
+	# Python's venv (above) takes tipg
+	chromium fonts-dejavu-core fonts-open-sans
 )
 # Node.js and npm build the page (MapLibre GL JS from npm) and run its
 # browser tests: Debian's nodejs and npm, unless a Node.js with npm is

@@ -40,6 +40,12 @@ CREATE SCHEMA trails;
 EOSQL
 "${PSQL[@]}" -v server=nowhere -v access_key=none -v secret_key=none -f web/role.sql
 
+# the base map's files (web/basemap.py): an archive of 300 kB of random bytes (what is
+# served is checked, not its meaning) and a glyphs directory of one font
+head -c 300000 /dev/urandom >"$work/map.pmtiles"
+mkdir -p "$work/glyphs/Open Sans Regular"
+printf '\n\x1a\n\x11Open Sans Regular\x12\x050-255' >"$work/glyphs/Open Sans Regular/0-255.pbf"
+export TRAFFICDB_WEB_BASEMAP=$work/map.pmtiles TRAFFICDB_WEB_GLYPHS=$work/glyphs HOSTILE_BASEMAP=$work/map.pmtiles
 scripts/web.sh start "$work" "postgresql://trafficdb_web@127.0.0.1:$port/hostile"
 echo "web_hostile: hostile requests (web/test/hostile.py)"
 if ! HOSTILE_URL="http://127.0.0.1:$(cat "$work/web.port")" HOSTILE_DIR="$work" HOSTILE_PG_PORT="$port" \

@@ -17,7 +17,11 @@ tiles and HTML pages) for other clients.  Added here:
                            the locations it changed (trafficdb.changes_since)
   GET /live/state          the same as JSON, for the current generation
   GET /config.json         where the page gets its tiles: Martin's URL
-                           (TRAFFICDB_WEB_TILES, which scripts/web.sh sets)
+                           (TRAFFICDB_WEB_TILES, which scripts/web.sh sets),
+                           and the base map's ("basemap": web/basemap.py)
+  GET /basemap/..., /fonts/..., /vendor/pmtiles/...
+                           the base map's PMTiles archives and glyphs
+                           (TRAFFICDB_WEB_BASEMAP, _WORLD, _GLYPHS: web/basemap.py)
   GET /trails/positions    vessels at a minute of the demo's AIS day, from S3
                            through the trail FDW (the time window pushed down)
 
@@ -73,6 +77,7 @@ MAX_ITEMS = int(os.environ.get("TRAFFICDB_WEB_MAX_ITEMS", "1000"))
 os.environ.setdefault("TIPG_MAX_FEATURES_PER_QUERY", str(MAX_ITEMS))
 
 import asyncpg  # noqa: E402
+import basemap  # noqa: E402
 import functools  # noqa: E402
 from cql2 import Expr  # noqa: E402
 from fastapi import HTTPException, Query, Request  # noqa: E402
@@ -108,7 +113,8 @@ MAP_NAME = os.environ.get("TRAFFICDB_WEB_MAP_NAME", "")[:60] or None
 # An event stream must reach the browser as it is written: no compression.
 for m in app.user_middleware:
     if m.cls is CompressionMiddleware:
-        m.kwargs["exclude_path"] = {r"/live", r"/live/.*"}
+        # and a range of a PMTiles archive must reach it as the bytes asked for
+        m.kwargs["exclude_path"] = {r"/live", r"/live/.*", r"/basemap/.*"}
 
 # No origin granted: no CORS middleware at all (tipg adds one for [""]).
 app.user_middleware[:] = [m for m in app.user_middleware
@@ -130,6 +136,8 @@ if MAPLIBRE_DIST.is_dir():
     app.mount("/vendor/maplibre-gl", StaticFiles(directory=MAPLIBRE_DIST), name="maplibre")
 else:
     log.warning("%s is missing: run npm ci in web/", MAPLIBRE_DIST)
+# the base map: PMTiles archives, glyphs and the pmtiles reader (web/basemap.py)
+BASEMAP = basemap.install(app, HERE)
 
 
 # ---------------------------------------------------------------------------
@@ -713,7 +721,7 @@ async def live(request: Request):
 async def page_config():
     """The page (web/static/app.js) reads this before it adds the traffic layer."""
     tiles = f"{TILES_URL}/traffic/{{z}}/{{x}}/{{y}}" if TILES_URL else None
-    return JSONResponse({"tiles": {"traffic": tiles, "source_layer": "traffic"}, "map_name": MAP_NAME},
+    return JSONResponse({"tiles": {"traffic": tiles, "source_layer": "traffic"}, "basemap": BASEMAP, "map_name": MAP_NAME},
                         headers={"Cache-Control": "no-store"})
 
 

@@ -177,6 +177,8 @@ def main():
         items_bounded()
     if part("others"):
         others()
+    if part("basemap"):
+        basemap()
     if part("streams"):
         streams()
     if part("errors"):
@@ -306,6 +308,96 @@ def others():
                 raise Dead(f"after {what}, the app does not answer for 30 s")
         if len(failures) == n:
             print(f"ok   {what}: {s} {body[:160]}", flush=True)
+
+
+def fetch(path: str, headers: dict | None = None, timeout: float = 10.0):
+    """GET path with headers: (status, response headers, body bytes), or (0, {}, reason)."""
+    conn = http.client.HTTPConnection(BASE.hostname, BASE.port, timeout=timeout)
+    try:
+        conn.putrequest("GET", path, skip_accept_encoding=True)
+        for k, v in (headers or {}).items():
+            conn.putheader(k, v)
+        conn.endheaders()
+        r = conn.getresponse()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
+    except (OSError, http.client.HTTPException) as e:
+        return 0, {}, f"no answer: {type(e).__name__}: {e}".encode()
+    finally:
+        conn.close()
+
+
+def basemap():
+    """The base map's files (web/basemap.py): ranges, caching headers, and no path of the
+    client's reaching the file system.  test/web_hostile.sh gives the app a map archive
+    (HOSTILE_BASEMAP) and a glyphs directory with the font "Open Sans Regular"."""
+    path = os.environ.get("HOSTILE_BASEMAP")
+    if not path:
+        fail("HOSTILE_BASEMAP is not set: test/web_hostile.sh names the archive the app serves")
+        return
+    data = pathlib.Path(path).read_bytes()
+    n = len(failures)
+    s, h, body = fetch("/basemap/map.pmtiles", {"Range": "bytes=0-126", "Accept-Encoding": "gzip, br, zstd"})
+    if s != 206 or body != data[:127] or h.get("content-range") != f"bytes 0-126/{len(data)}":
+        fail(f"a range of the archive: {s} {h.get('content-range')!r} {len(body)} bytes, expected 206 with bytes 0-126")
+    if "content-encoding" in h:
+        fail(f"a range of the archive is compressed ({h['content-encoding']}): PMTiles needs the bytes as they are")
+    if h.get("cache-control") != "public, max-age=3600" or not h.get("etag") or not h.get("last-modified"):
+        fail(f"the archive's caching headers: {h!r}")
+    s, h2, body = fetch("/basemap/map.pmtiles", {"Range": f"bytes={len(data) - 10}-"})
+    if s != 206 or body != data[-10:]:
+        fail(f"the archive's last 10 bytes: {s}, {len(body)} bytes")
+    s, _, body = fetch("/basemap/map.pmtiles", {"If-None-Match": h.get("etag", "x")})
+    if s != 304:
+        fail(f"the archive with its ETag in If-None-Match: {s}, expected 304")
+    s, _, body = fetch("/basemap/map.pmtiles", {"Range": f"bytes={len(data) + 10}-{len(data) + 20}"})
+    if s != 416:
+        fail(f"a range past the archive's end: {s}, expected 416")
+    # many ranges of the whole file: not many copies of it
+    s, _, body = fetch("/basemap/map.pmtiles", {"Range": "bytes=" + ",".join(["0-"] * 200)})
+    if s == 0 or len(body) > 2 * len(data) + 100_000:
+        fail(f"200 ranges of the whole archive: {s}, {len(body)} bytes for an archive of {len(data)}")
+    s, h, body = fetch("/fonts/Open%20Sans%20Regular,Arial%20Unicode%20MS%20Regular/0-255.pbf")
+    if s != 200 or not body or h.get("cache-control") != "public, max-age=3600":
+        fail(f"the glyphs 0-255 of a font stack: {s}, {len(body)} bytes, {h.get('cache-control')!r}")
+    s, _, body = fetch("/vendor/pmtiles/pmtiles.js")
+    if s != 200 or b"PMTiles" not in body:
+        fail(f"/vendor/pmtiles/pmtiles.js: {s}, {len(body)} bytes")
+    s, _, body = fetch("/config.json")
+    try:
+        cfg = json.loads(body)["basemap"]
+        if cfg["map"] != "/basemap/map.pmtiles" or cfg["glyphs"] != "/fonts/{fontstack}/{range}.pbf":
+            fail(f"/config.json's basemap: {cfg!r}")
+    except (ValueError, KeyError, TypeError) as e:
+        fail(f"/config.json: {s} {body[:200]!r}: {e}")
+    if len(failures) == n:
+        print("ok   the base map's archive in ranges, its caching headers, glyphs, pmtiles.js, /config.json")
+    for what, p in [
+        ("a font of ..", "/fonts/..%2F..%2Fetc%2Fpasswd/0-255.pbf"),
+        ("a font of %2e%2e", "/fonts/%2e%2e/0-255.pbf"),
+        ("a font of an absolute path", "/fonts/%2Fetc%2Fpasswd/0-255.pbf"),
+        ("a font with NUL", "/fonts/Open%20Sans%20Regular%00/0-255.pbf"),
+        ("a font with NUL in the range", "/fonts/Open%20Sans%20Regular/0-255%00.pbf"),
+        ("a range of ..", "/fonts/Open%20Sans%20Regular/..%2F..%2Fapp.py"),
+        ("a range off the grid", "/fonts/Open%20Sans%20Regular/1-256.pbf"),
+        ("a range past 65535", "/fonts/Open%20Sans%20Regular/65536-65791.pbf"),
+        ("a huge range", "/fonts/Open%20Sans%20Regular/" + "9" * 5000 + "-1.pbf"),
+        ("a stack of 10000 fonts", "/fonts/" + ",".join(["x"] * 10000) + "/0-255.pbf"),
+        ("an unknown font", "/fonts/Comic%20Sans/0-255.pbf"),
+        ("another archive", "/basemap/other.pmtiles"),
+        ("an archive of ..", "/basemap/..%2Fapp.py"),
+        ("an archive of %2e%2e", "/basemap/%2e%2e/%2e%2e/web/app.py"),
+        ("pmtiles' package.json through ..", "/vendor/pmtiles/..%2Fpackage.json"),
+        ("pmtiles through %2e%2e", "/vendor/pmtiles/%2e%2e/%2e%2e/%2e%2e/app.py"),
+        ("pmtiles through an absolute path", "/vendor/pmtiles//etc/passwd"),
+    ]:
+        hostile(what, p, [], status=404)
+    for what, p in [("a raw .. in a font", "/fonts/../../etc/passwd/0-255.pbf"),
+                    ("a raw .. in pmtiles' dist", "/vendor/pmtiles/../../app.py")]:
+        s, _, body = fetch(p)  # http.client sends the path as it is
+        if s not in (400, 404) or b"root:" in body or b"import" in body:
+            fail(f"{what}: {s} {body[:200]!r}")
+        else:
+            print(f"ok   {what}: {s}")
 
 
 MAX_STREAMS = int(os.environ.get("HOSTILE_MAX_STREAMS", "100"))  # the app's TRAFFICDB_WEB_MAX_STREAMS
