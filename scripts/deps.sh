@@ -37,6 +37,8 @@ packages=(
 	# for its text (Open Sans: the base map's glyphs, scripts/basemap.sh);
 	# Python's venv (above) takes tipg
 	chromium fonts-dejavu-core fonts-open-sans
+	# the map's browser tests read a street name off a screenshot (web/test/mapview.test.mjs)
+	tesseract-ocr tesseract-ocr-eng
 )
 # Node.js and npm build the page (MapLibre GL JS from npm) and run its
 # browser tests: Debian's nodejs and npm, unless a Node.js with npm is

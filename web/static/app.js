@@ -36,7 +36,10 @@
     generation: null, publishedAt: null, events: 0, refreshes: [], received: {}, repaints: {},
     errors: [], trail: null, trailMinute: null, trailRendered: null, ready: false, tiles: null,
     theme: null, basemap: null, sim: null, map: null,
+    marks: {},   // when (performance.now(), ms) the page reached each step of its first view
   };
+  const mark = (k) => { if (tdb.marks[k] === undefined) tdb.marks[k] = Math.round(performance.now()); };
+  mark('script');
 
   function fail(msg) {
     tdb.errors.push(String(msg));
@@ -67,7 +70,8 @@
   let haveBase = false;
 
   function start(cfg) {
-    const built = S.build(cfg, tdb.theme);
+    mark('config');
+    const built = S.build(cfg, tdb.theme, { tiles: tdb.tiles, sourceLayer: SOURCE_LAYER, minzoom: MIN_ZOOM, maxzoom: MAX_ZOOM });
     haveBase = built.have.osm;
     tdb.basemap = built.have;
     const attribution = ['© OpenStreetMap contributors'];
@@ -87,19 +91,15 @@
     map.addControl(new maplibregl.NavigationControl({ showCompass: false }), 'top-right');
     map.addControl(new maplibregl.ScaleControl(), 'bottom-right');
     map.on('error', (e) => fail(e.error && e.error.message ? e.error.message : e));
-    map.on('load', () => { styleLoaded = true; addTraffic(); });
+    map.on('load', () => { mark('style'); styleLoaded = true; addTraffic(); });
+    map.on('sourcedata', (e) => { if (e.sourceId === 'traffic' && e.tile) mark('traffic_tile'); if (e.sourceId === 'osm' && e.tile) mark('basemap_tile'); });
     bindMap();
     connect();
   }
 
+  // the traffic source and its layers are in the style from the start
   function addTraffic() {
-    if (!styleLoaded || !tdb.tiles || map.getSource('traffic')) return;
-    map.addSource('traffic', { type: 'vector', tiles: [tdb.tiles], minzoom: MIN_ZOOM, maxzoom: MAX_ZOOM });
-    // above the roads of the base map, under the labels and the vessels
-    const before = ['country-label', 'water-label', 'road-label', 'place-label', 'vessel-tails'].find((id) => map.getLayer(id));
-    for (const { layer, paint } of S.trafficLayers(SOURCE_LAYER, haveBase)) {
-      map.addLayer(Object.assign({}, layer, { paint: paint(S.THEMES[tdb.theme]) }), before);
-    }
+    if (!styleLoaded || !map.getSource('traffic')) return;
     tdb.ready = true;
   }
 
@@ -203,7 +203,7 @@
     }
     map.on('idle', () => {
       // the first view complete: every tile of it drawn (the browser tests' "first meaningful paint")
-      if (tdb.firstIdle === undefined && tdb.ready && map.areTilesLoaded()) tdb.firstIdle = performance.now();
+      if (tdb.firstIdle === undefined && tdb.ready && map.areTilesLoaded()) { tdb.firstIdle = performance.now(); mark('idle'); }
       if (again) {
         const t = [...again.values()];
         again = null;
@@ -397,12 +397,20 @@
     timeLabel.textContent = hhmm(m);
     trailTimer = setTimeout(() => loadTrail(m).catch(fail), 60);
   });
+  // to the vessels of the minute shown (else to those of the day)
   async function fitVessels() {
-    if (!vesselBox) {
-      const r = await fetch('/trails/extent');
-      vesselBox = r.ok ? await r.json() : null;
+    const pts = tdb.trail ? tdb.trail.features.filter((f) => f.properties.kind === 'position').map((f) => f.geometry.coordinates) : [];
+    let box = null;
+    if (pts.length) {
+      box = [Math.min(...pts.map((p) => p[0])), Math.min(...pts.map((p) => p[1])), Math.max(...pts.map((p) => p[0])), Math.max(...pts.map((p) => p[1]))];
+    } else {
+      if (!vesselBox) {
+        const r = await fetch('/trails/extent');
+        vesselBox = r.ok ? await r.json() : null;
+      }
+      box = vesselBox;
     }
-    if (vesselBox) map.fitBounds([[vesselBox[0], vesselBox[1]], [vesselBox[2], vesselBox[3]]], { padding: 30, animate: false });
+    if (box) map.fitBounds([[box[0], box[1]], [box[2], box[3]]], { padding: 40, maxZoom: 11, animate: false });
   }
   document.getElementById('trail-fit').addEventListener('click', (e) => { e.preventDefault(); fitVessels().catch(fail); });
   toggle.addEventListener('change', () => {

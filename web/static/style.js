@@ -55,8 +55,10 @@
 
   // which roads carry colour: the major ones at every zoom, the rest from z14
   // (at city scale a web of coloured residential streets hides the arterials)
+  // (footways and paths carry no car traffic: never coloured)
   const TRAFFIC_FILTER = ['all', ['has', 'congestion'],
-    ['any', ['in', cls('road_class'), ['literal', MAJOR]], ['>=', ['zoom'], 14]]];
+    ['any', ['in', cls('road_class'), ['literal', MAJOR]],
+      ['all', ['>=', ['zoom'], 14], ['in', cls('road_class'), ['literal', MINOR_CAR]]]]];
   const TRAFFIC_COLOR = ['match', ['get', 'congestion'],
     0, TRAFFIC[0], 1, TRAFFIC[1], 2, TRAFFIC[2], 3, TRAFFIC[3], 4, TRAFFIC[4], '#999999'];
 
@@ -174,15 +176,18 @@
 
   const abs = (u) => new URL(u, location.href).href;
 
-  // the style for a theme: sources and layers of what the app has (cfg.basemap)
-  function build(cfg, theme) {
+  // the style for a theme: sources and layers of what the app has
+  // (cfg.basemap), the traffic tiles (traffic: { tiles, sourceLayer, minzoom, maxzoom })
+  // among them from the start, so that they load beside the base map
+  function build(cfg, theme, traffic) {
     const t = THEMES[theme];
     const bm = (cfg && cfg.basemap) || {};
     const have = { world: !!bm.world, osm: !!bm.map };
     const sources = { vessels: { type: 'geojson', data: { type: 'FeatureCollection', features: [] } } };
     if (have.world) sources.world = { type: 'vector', url: 'pmtiles://' + abs(bm.world), attribution: 'Natural Earth' };
     if (have.osm) sources.osm = { type: 'vector', url: 'pmtiles://' + abs(bm.map), attribution: '© OpenStreetMap contributors' };
-    const all = layers(have).concat(labelLayers(have), vesselLayers());
+    sources.traffic = { type: 'vector', tiles: [traffic.tiles], minzoom: traffic.minzoom, maxzoom: traffic.maxzoom };
+    const all = layers(have).concat(trafficLayers(traffic.sourceLayer, have.osm), labelLayers(have), vesselLayers());
     const style = {
       version: 8,
       sources,
