@@ -36,6 +36,10 @@ packages=(
 	# the live map (web/): a browser for its tests and screenshots, and a font
 	# for its text; Python's venv (above) takes tipg
 	chromium fonts-dejavu-core
+	# the live map's simulated traffic (scripts/sumo.sh, web/sumo_feeder.py): Eclipse SUMO 1.15
+	# (netconvert, duarouter, sumo) and its tools (randomTrips.py, TraCI); osmium-tool (above)
+	# turns the .pbf into the OSM XML netconvert reads
+	sumo sumo-tools
 )
 # Node.js and npm build the page (MapLibre GL JS from npm) and run its
 # browser tests: Debian's nodejs and npm, unless a Node.js with npm is
