@@ -2,7 +2,8 @@
 
 netconvert (scripts/sumo.sh, without --geometry.remove) names the edges of an
 OpenStreetMap way WAY#N (the way's direction) and -WAY#N (against it), and
-with --output.original-names its lanes carry <param key="origId" value="WAY"/>.
+with --output.original-names its lanes carry <param key="origId" value="WAY"/>;
+--ramps.guess adds WAY#N-AddedOnRampEdge / -AddedOffRampEdge (the same way).
 One line per edge (normal edges only: internal junction edges and edges
 without a single way are left out), tab-separated, sorted by edge id:
 
@@ -16,7 +17,7 @@ import re
 import sys
 import xml.etree.ElementTree as ET
 
-EDGE_ID = re.compile(r"^-?([0-9]+)(#[0-9]+)?$")
+EDGE_ID = re.compile(r"^-?([0-9]+)(#[0-9]+)?(-Added(On|Off)RampEdge)?$")
 
 
 def main():

@@ -20,7 +20,7 @@ cd "$TDB_ROOT"
 # Mannerheimintie (primary, one carriageway, OSM way 45150439) at the
 # centre of the extract: a way the morning's through traffic uses
 JAM_WAY=${SUMO_TEST_JAM:-45150439}
-STEPS=${SUMO_TEST_STEPS:-10}
+STEPS=${SUMO_TEST_STEPS:-8}
 
 command -v sumo >/dev/null || die "sumo is missing: scripts/deps.sh installs sumo and sumo-tools"
 make -s lib/libtrafficdb.so
@@ -47,7 +47,7 @@ osm2pgsql --output=flex --style=scripts/roads.lua --log-level=warn --log-progres
 # the feeder runs as root here (root may open the server's 0600 writers' ring;
 # an ordinary user runs it as the server's OS user or in trafficdb.writer_group)
 traci_port=$(free_port "${TDB_SUMO_PORTS:-}")
-echo "sumo: feeder, $STEPS steps of 60 SUMO s from 07:00 simulated, way $JAM_WAY jammed (TraCI on 127.0.0.1:$traci_port)"
+echo "sumo: feeder, $STEPS steps of 60 SUMO s from 07:00 simulated (after 300 s of warm-up), way $JAM_WAY jammed (TraCI on 127.0.0.1:$traci_port)"
 t0=$(date +%s)
 timeout 300 python3 web/sumo_feeder.py --shm "/trafficdb.$port" --sim "$sim" --status "$work/status.json" \
 	--jam "$JAM_WAY" --steps "$STEPS" --every 3 --speedup 20 --start 07:00 --traci-port "$traci_port" |

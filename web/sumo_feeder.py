@@ -39,6 +39,8 @@ The values in "ways" are exactly those put (speeds rounded to 0.1 km/h).
 
 --steps N: N feeder steps as fast as SUMO goes (no pacing), then exit 0: the
 tests' mode; given the seed of the build the values are the same every run.
+SUMO starts --warmup (300) SUMO seconds before --start (06:30) so that the
+roads have cars at the first update.
 SIGTERM/SIGINT: closes SUMO and the writer and exits 0.  A log line every
 minute: clock, vehicles, halted, ways sent.
 """
@@ -104,6 +106,7 @@ class Feeder:
         self.sent = {}  # way -> the values last put
         self.missing = set()  # ways the published map lacks
         self.writer = None
+        self.down = False  # the last put found no server
         self.stop = False
         self.ways_sent = 0
         self.status = {}
@@ -129,7 +132,8 @@ class Feeder:
         self.t = float(begin)
 
     def advance(self, seconds):
-        """Step SUMO by seconds (1 s steps); per edge: mean speed summed over steps, last halting, cars seen."""
+        """Step SUMO by seconds, sampling the edges every --sample s: per edge the mean speed summed
+        over the samples, the last halting number, the cars seen."""
         acc = {e: [0.0, 0, 0] for e in self.edges}
         n = 0
         end = self.t + seconds
@@ -138,8 +142,9 @@ class Feeder:
             if self.t >= day:  # the day is over: midnight again
                 self.start_sumo(0, False)
                 end -= day
-            traci.simulationStep()
-            self.t += 1
+            dt = min(self.a.sample, end - self.t, day - self.t)
+            traci.simulationStep(self.t + dt)  # SUMO runs dt steps of 1 s; the subscriptions answer for the last
+            self.t += dt
             n += 1
             for e, r in traci.edge.getAllSubscriptionResults().items():
                 a = acc.get(e)
@@ -180,6 +185,9 @@ class Feeder:
                 if self.writer is None:
                     self.writer = trafficdb.Writer(self.a.shm)
                 done += self.writer.put_many(rows)
+                if self.down:
+                    print("sumo_feeder: the writer is open again", flush=True)
+                    self.down = False
                 return done
             except trafficdb.NotFound as e:
                 done += e.accepted
@@ -191,7 +199,9 @@ class Feeder:
                 rows = rows[e.accepted:]
                 time.sleep(max(e.retry_after_us, 100) / 1e6)
             except (trafficdb.Stale, trafficdb.NotRunning, trafficdb.Lost) as e:
-                print(f"sumo_feeder: {type(e).__name__}: {e}: reopening the writer next step", flush=True)
+                if not self.down:  # once per outage
+                    print(f"sumo_feeder: {type(e).__name__}: {e}: opening the writer again each step", flush=True)
+                self.down = True
                 if self.writer is not None:
                     self.writer.close()
                 self.writer = None
@@ -243,10 +253,12 @@ class Feeder:
         a = self.a
         hh, mm = a.start.split(":")
         begin = int((int(hh) * 3600 + int(mm) * 60) * self.meta["day_seconds"] / self.meta["clock_seconds"])
-        self.start_sumo(begin, True)
+        warmup = min(a.warmup, begin)
+        self.start_sumo(begin - warmup, True)
+        self.advance(warmup)  # cars on the roads before the first update
         print(f"sumo_feeder: {len(self.edges)} SUMO edges of {len(self.ways)} OSM ways ({a.sim}), "
               f"starting at {a.start} simulated, speedup {a.speedup}, every {a.every} s -> {a.shm}", flush=True)
-        sim_per_step = a.every * a.speedup
+        sim_per_step = max(1, round(a.every * a.speedup))  # whole SUMO steps of 1 s
         deadline = time.monotonic() + a.minutes * 60 if a.minutes else None
         next_at = time.monotonic()
         next_log = next_at
@@ -274,7 +286,10 @@ class Feeder:
                     else:
                         next_at = now  # SUMO is slower than speedup: run as fast as it goes
         finally:
-            traci.close(False)
+            try:
+                traci.close(False)
+            except (traci.exceptions.TraCIException, traci.exceptions.FatalTraCIError, OSError):
+                pass  # SUMO is gone already (a signal to the whole process group)
             if self.writer is not None:
                 self.writer.sync(5000)
                 self.writer.close()
@@ -292,10 +307,16 @@ def main():
     ap.add_argument("--minutes", type=float, default=0, help="stop after this many minutes (default: never)")
     ap.add_argument("--steps", type=int, default=0, help="run this many steps unpaced, then exit (tests)")
     ap.add_argument("--start", default="06:30", help="clock time the simulation starts at (default 06:30)")
+    ap.add_argument("--warmup", type=int, default=300,
+                    help="SUMO seconds simulated before --start, unfed, so the roads have cars (default 300)")
+    ap.add_argument("--sample", type=int, default=1,
+                    help="SUMO seconds between two samples of the edges (default 1; more for large nets)")
     ap.add_argument("--traci-port", type=int, default=0, help="TCP port of 127.0.0.1 for TraCI (default: a free one)")
     a = ap.parse_args()
-    if not (0 < a.speedup <= 1000 and 0 < a.every <= 3600 and a.steps >= 0 and a.minutes >= 0):
-        ap.error("expected 0 < --speedup <= 1000, 0 < --every <= 3600, --steps >= 0, --minutes >= 0")
+    if not (0 < a.speedup <= 1000 and 0 < a.every <= 3600 and a.steps >= 0 and a.minutes >= 0
+            and 0 <= a.warmup <= 86400 and 1 <= a.sample <= 3600):
+        ap.error("expected 0 < --speedup <= 1000, 0 < --every <= 3600, --steps >= 0, --minutes >= 0, "
+                 "0 <= --warmup <= 86400, 1 <= --sample <= 3600")
     try:
         hh, mm = a.start.split(":")
         assert 0 <= int(hh) < 24 and 0 <= int(mm) < 60
