@@ -64,7 +64,7 @@ build() {
 	if [ "$map" = delaware ]; then roads=${TDB_SUMO_ROADS:-major}; else roads=${TDB_SUMO_ROADS:-all}; fi
 	[[ $roads =~ ^(all|major)$ ]] || die "sumo: TDB_SUMO_ROADS='$roads': expected all or major"
 	# cars per hour per km of road at the peak (SUMO hours: the compressed day)
-	if [ "$roads" = major ]; then peak=${TDB_SUMO_PEAK:-3}; else peak=${TDB_SUMO_PEAK:-80}; fi
+	if [ "$roads" = major ]; then peak=${TDB_SUMO_PEAK:-3}; else peak=${TDB_SUMO_PEAK:-95}; fi
 	[[ $peak =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "sumo: TDB_SUMO_PEAK='$peak': expected a number of cars per hour per km"
 	key=$( { sha256sum <"$pbf"; sha256sum <"$0"; sha256sum <"$TDB_ROOT/scripts/sumo_edges.py";
 		netconvert --version 2>/dev/null | head -1; echo "$roads $peak"; } | sha256sum | cut -c1-16)
@@ -110,13 +110,14 @@ build() {
 		--trip-attributes 'departLane="best" departSpeed="max"' --prefix t >"$tmp/randomTrips.log" 2>&1 ||
 		{ tail -n 20 "$tmp/randomTrips.log" >&2; die "sumo: randomTrips.py failed"; }
 	nice duarouter -n "$tmp/net.net.xml.gz" --route-files "$tmp/trips.xml" -o "$tmp/routes.rou.xml.gz" \
+		--routing-algorithm CH \
 		--seed "$SEED" --ignore-errors --repair --no-warnings --no-step-log \
 		--begin 0 --end "$DAY_SECONDS" >"$tmp/duarouter.log" 2>&1 ||
 		{ tail -n 20 "$tmp/duarouter.log" >&2; die "sumo: duarouter failed"; }
 	t1=$(date +%s.%N)
 	routes_s=$(printf "%.1f" "$(echo "$t1 - $t0" | bc)")
 	echo "sumo: $(grep -c '<trip ' "$tmp/trips.xml") trips, routes ${routes_s}s" >&2
-	rm -f "$tmp/trips.xml" "$tmp/roads.osm"
+	rm -f "$tmp/trips.xml" "$tmp/roads.osm" "$tmp"/routes.rou.alt.xml.gz "$tmp"/routes.rou.xml.alt.gz
 
 	cat >"$tmp/sim.sumocfg" <<EOF
 <configuration>
