@@ -54,7 +54,7 @@ check_map() {
 }
 
 build() {
-	local map=$1 pbf=$2 dir roads peak key t0 t1 net_s routes_s density p i
+	local map=$1 pbf=$2 dir roads peak key t0 t1 net_s routes_s density spread p i
 	[ -s "$pbf" ] || die "sumo: $pbf: expected an OpenStreetMap .osm.pbf file (missing or empty)"
 	for c in netconvert duarouter sumo osmium; do
 		command -v "$c" >/dev/null || die "sumo: $c is missing: scripts/deps.sh installs sumo, sumo-tools and osmium-tool"
@@ -104,9 +104,14 @@ build() {
 	# demand: 48 half-hour intervals of clock time, each 1/48 of the SUMO day
 	density=()
 	for p in "${PROFILE[@]}"; do density+=("$(echo "$p * $peak" | bc -l | sed 's/^\./0./')"); done
+	# a small extract: much of its traffic passes through (from and to its edge);
+	# a state: trips of at most 15 km (as the crow flies), so that a trip stays
+	# within an hour or two of the compressed day
+	if [ "$roads" = major ]; then spread=(--min-distance 1000 --max-distance 15000)
+	else spread=(--fringe-factor 5 --min-distance 300); fi
 	t0=$(date +%s.%N)
 	nice python3 "$SUMO_TOOLS/randomTrips.py" -n "$tmp/net.net.xml.gz" -o "$tmp/trips.xml" -s "$SEED" \
-		-b 0 -e "$DAY_SECONDS" --insertion-density "${density[@]}" --fringe-factor 5 --min-distance 300 \
+		-b 0 -e "$DAY_SECONDS" --insertion-density "${density[@]}" "${spread[@]}" \
 		--trip-attributes 'departLane="best" departSpeed="max"' --prefix t >"$tmp/randomTrips.log" 2>&1 ||
 		{ tail -n 20 "$tmp/randomTrips.log" >&2; die "sumo: randomTrips.py failed"; }
 	nice duarouter -n "$tmp/net.net.xml.gz" --route-files "$tmp/trips.xml" -o "$tmp/routes.rou.xml.gz" \
@@ -149,6 +154,7 @@ EOF
 	printf '{"map": "%s", "roads": "%s", "day_seconds": %d, "clock_seconds": 86400, "seed": %d, "peak_cars_per_h_km": %s, "edges": %d, "netconvert_s": %s, "routes_s": %s}\n' \
 		"$map" "$roads" "$DAY_SECONDS" "$SEED" "$peak" "$i" "$net_s" "$routes_s" >"$tmp/sim.json"
 	echo "$key" >"$tmp/key"
+	chmod 755 "$tmp"	# mktemp's 0700: the feeder may run as another user (the server's)
 	rm -rf "$dir"
 	mv "$tmp" "$dir"
 	trap - EXIT

@@ -107,6 +107,7 @@ class Feeder:
         self.missing = set()  # ways the published map lacks
         self.writer = None
         self.down = False  # the last put found no server
+        self.sumo_seconds = 0  # simulated so far (for the speed in the log)
         self.stop = False
         self.ways_sent = 0
         self.status = {}
@@ -145,6 +146,7 @@ class Feeder:
             dt = min(self.a.sample, end - self.t, day - self.t)
             traci.simulationStep(self.t + dt)  # SUMO runs dt steps of 1 s; the subscriptions answer for the last
             self.t += dt
+            self.sumo_seconds += dt
             n += 1
             for e, r in traci.edge.getAllSubscriptionResults().items():
                 a = acc.get(e)
@@ -246,8 +248,12 @@ class Feeder:
 
     def log(self):
         s = self.status
+        now = time.monotonic()
+        done = self.sumo_seconds - self.logged[1]
+        rate = f", {done / (now - self.logged[0]):.1f} SUMO s per s" if now > self.logged[0] and done > 0 else ""
+        self.logged = (now, self.sumo_seconds)
         print(f"sumo_feeder: {s['clock']} simulated, {s['vehicles']} vehicles, {s['halted']} halted, "
-              f"{s['ways_sent']} way updates sent, {s['ways_missing']} ways not in the map", flush=True)
+              f"{s['ways_sent']} way updates sent, {s['ways_missing']} ways not in the map{rate}", flush=True)
 
     def run(self):
         a = self.a
@@ -256,6 +262,7 @@ class Feeder:
         warmup = min(a.warmup, begin)
         self.start_sumo(begin - warmup, True)
         self.advance(warmup)  # cars on the roads before the first update
+        self.logged = (time.monotonic(), self.sumo_seconds)
         print(f"sumo_feeder: {len(self.edges)} SUMO edges of {len(self.ways)} OSM ways ({a.sim}), "
               f"starting at {a.start} simulated, speedup {a.speedup}, every {a.every} s -> {a.shm}", flush=True)
         sim_per_step = max(1, round(a.every * a.speedup))  # whole SUMO steps of 1 s
