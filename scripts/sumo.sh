@@ -64,7 +64,7 @@ build() {
 	if [ "$map" = delaware ]; then roads=${TDB_SUMO_ROADS:-major}; else roads=${TDB_SUMO_ROADS:-all}; fi
 	[[ $roads =~ ^(all|major)$ ]] || die "sumo: TDB_SUMO_ROADS='$roads': expected all or major"
 	# cars per hour per km of road at the peak (SUMO hours: the compressed day)
-	if [ "$roads" = major ]; then peak=${TDB_SUMO_PEAK:-3}; else peak=${TDB_SUMO_PEAK:-95}; fi
+	if [ "$roads" = major ]; then peak=${TDB_SUMO_PEAK:-1.5}; else peak=${TDB_SUMO_PEAK:-95}; fi
 	[[ $peak =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "sumo: TDB_SUMO_PEAK='$peak': expected a number of cars per hour per km"
 	key=$( { sha256sum <"$pbf"; sha256sum <"$0"; sha256sum <"$TDB_ROOT/scripts/sumo_edges.py";
 		netconvert --version 2>/dev/null | head -1; echo "$roads $peak"; } | sha256sum | cut -c1-16)
