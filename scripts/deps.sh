@@ -39,6 +39,10 @@ packages=(
 	chromium fonts-dejavu-core fonts-open-sans
 	# the map's browser tests read a street name off a screenshot (web/test/mapview.test.mjs)
 	tesseract-ocr tesseract-ocr-eng
+	# the live map's simulated traffic (scripts/sumo.sh, web/sumo_feeder.py): Eclipse SUMO 1.15
+	# (netconvert, duarouter, sumo) and its tools (randomTrips.py, TraCI); osmium-tool (above)
+	# turns the .pbf into the OSM XML netconvert reads
+	sumo sumo-tools
 )
 # Node.js and npm build the page (MapLibre GL JS from npm) and run its
 # browser tests: Debian's nodejs and npm, unless a Node.js with npm is

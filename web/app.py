@@ -81,7 +81,7 @@ import basemap  # noqa: E402
 import functools  # noqa: E402
 from cql2 import Expr  # noqa: E402
 from fastapi import HTTPException, Query, Request  # noqa: E402
-from fastapi.responses import JSONResponse, RedirectResponse, StreamingResponse  # noqa: E402
+from fastapi.responses import JSONResponse, RedirectResponse, Response, StreamingResponse  # noqa: E402
 from starlette.middleware.cors import CORSMiddleware  # noqa: E402
 from starlette.middleware.trustedhost import TrustedHostMiddleware  # noqa: E402
 from starlette.staticfiles import StaticFiles  # noqa: E402
@@ -728,6 +728,34 @@ async def page_config():
 @app.get("/live/state", tags=["trafficdb"], summary="The current generation and when it was published")
 async def live_state(request: Request):
     return JSONResponse(request.app.state.publications.state or {}, headers={"Cache-Control": "no-store"})
+
+
+# GET /sim.json: the simulated traffic's status (web/sumo_feeder.py --status FILE) without its
+# per-way values: simulator, simulated clock, vehicles, halted, speedup, updated_at.  The file
+# is TRAFFICDB_WEB_SIM_STATUS (read-only here; the feeder rewrites it atomically); 204 (no
+# content) when that is unset or the file is missing or unreadable: no simulation is no
+# error (a 404 would be one in every browser's console).  Parsed again only when it changed.
+_sim_cache: dict = {}
+
+
+@app.get("/sim.json", tags=["trafficdb"], summary="The traffic simulation's status (Eclipse SUMO), when one feeds the map")
+async def sim_status():
+    path = os.environ.get("TRAFFICDB_WEB_SIM_STATUS")
+    try:
+        if not path:
+            raise FileNotFoundError
+        st = os.stat(path)
+        key = (path, st.st_mtime_ns, st.st_size)
+        if _sim_cache.get("key") != key:
+            with open(path, "rb") as f:
+                doc = json.loads(f.read(64 << 20))
+            if not isinstance(doc, dict):
+                raise ValueError("not a JSON object")
+            doc.pop("ways", None)
+            _sim_cache.update(key=key, doc=doc)
+    except (OSError, ValueError):
+        return Response(status_code=204, headers={"Cache-Control": "no-store"})
+    return JSONResponse(_sim_cache["doc"], headers={"Cache-Control": "no-store"})
 
 
 # ---------------------------------------------------------------------------
