@@ -303,25 +303,36 @@ rm -rf "$dir/trail-cache"	# start cold: the first queries fetch from S3
 	-v secret_key="$MINIO_ROOT_PASSWORD" -v cache_dir="$(readlink -f "$dir")/trail-cache" -f scripts/demo-trails.sql
 unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_ENDPOINT_URL
 
-say "the live map: vector tiles through Martin, repainted on publish, vessels on a time slider (web/)"
-# Martin (scripts/martin.sh, web/martin.yaml) serves trafficdb.tile_mvt(z, x, y)
-# as the page's vector tiles; web/app.py (tipg) serves the page (MapLibre GL JS
-# from npm), server-sent events on each publication, the vessels of the AIS
-# day from S3 through the trail FDW and OGC API collections.  Traffic on
-# every road cars use, then web/feeder.py moves some of it every 3 s.
-"${PSQL[@]}" -d "$DEMO_DB" -q -f web/demo-traffic.sql >/dev/null
+say "the live map: a base map, simulated traffic (Eclipse SUMO) in vector tiles through Martin, vessels (web/)"
+# The base map of the same extract (scripts/basemap.sh: land, water, land
+# use, buildings, roads and labels with tippecanoe into PMTiles, world land
+# from Natural Earth, glyphs from a Debian font; built once, cached).
+# Eclipse SUMO simulates the extract's road network (scripts/sumo.sh:
+# netconvert keeps the OSM way ids, randomTrips a day with a morning peak) and
+# web/sumo_feeder.py puts each road's simulated speed through shared memory
+# (trafficdb_put) every few seconds.  Martin (scripts/martin.sh,
+# web/martin.yaml) serves trafficdb.tile_mvt(z, x, y) as the page's traffic
+# tiles; web/app.py (tipg) serves the page (MapLibre GL JS from npm), the
+# base map, server-sent events on each publication, the vessels of the AIS
+# day from S3 through the trail FDW and OGC API collections.
+# (Delaware's net has 19,000 edges: SUMO keeps up with 3 simulated seconds a second on 2 cores)
+case "$MAP" in helsinki) title=Helsinki speedup=4 ;; delaware) title=Delaware speedup=3 ;; esac
+basemap_env "$MAP" "$pbf" "$title"
+sim=$(scripts/sumo.sh build "$MAP" "$pbf" | tail -n 1)
 stop_pidfile "$dir/web/feeder.pid"
 scripts/web.sh stop "$dir/web"
 # the app, which anyone who reaches its port talks to, reads as trafficdb_web
-# (web/role.sql: no superuser, no feed, no subscriptions); the feeder writes as postgres
+# (web/role.sql: no superuser, no feed, no subscriptions); the feeder writes
+# through the server's shared memory as this user
 "${PSQL[@]}" -d "$DEMO_DB" -q -v server=minio -v access_key="$MINIO_ROOT_USER" -v secret_key="$MINIO_ROOT_PASSWORD" \
 	-f web/role.sql
-dburl="postgresql://postgres@127.0.0.1:$port/$DEMO_DB"
-scripts/web.sh start "$dir/web" "postgresql://trafficdb_web@127.0.0.1:$port/$DEMO_DB"
+mkdir -p "$dir/web"
+nohup "${TDB_WEB_VENV:-$TDB_ROOT/.venv-web}/bin/python" web/sumo_feeder.py --shm "/trafficdb.$port" --sim "$sim" \
+	--speedup "$speedup" --status "$dir/web/sim.json" >"$dir/web/feeder.log" 2>&1 &
+echo $! >"$dir/web/feeder.pid"
+TRAFFICDB_WEB_SIM_STATUS=$dir/web/sim.json scripts/web.sh start "$dir/web" "postgresql://trafficdb_web@127.0.0.1:$port/$DEMO_DB"
 web_port=$(cat "$dir/web/web.port")
 martin_port=$(cat "$dir/web/martin.port")
-nohup "${TDB_WEB_VENV:-$TDB_ROOT/.venv-web}/bin/python" web/feeder.py "$dburl" >"$dir/web/feeder.log" 2>&1 &
-echo $! >"$dir/web/feeder.pid"
 curl -fs -o /dev/null -w 'a z15 tile of the centre through Martin: %{size_download} bytes (%{content_type})\n' \
 	"http://127.0.0.1:$martin_port/traffic/$("${PSQL[@]}" -d "$DEMO_DB" -tA -c "
 	SELECT format('15/%s/%s', floor((ST_X(c) + 180) / 360 * 32768)::int,

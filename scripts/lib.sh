@@ -234,3 +234,15 @@ cargo_install_pinned() {
 		die "$crate: cargo install finished but $bin is missing or not $version"
 	echo "$crate: built in $((SECONDS - t0)) s" >&2
 }
+
+# basemap_env MAP PBF NAME: the base map of MAP built (scripts/basemap.sh,
+# cached) and exported for the live map's app (scripts/web.sh passes
+# TRAFFICDB_WEB_* to it): the extract's archive, the world's, the glyphs and
+# the map's name as the page shows it.
+basemap_env() {
+	local paths
+	"$TDB_ROOT/scripts/basemap.sh" all "$1" "$2" >&2
+	mapfile -t paths < <("$TDB_ROOT/scripts/basemap.sh" path "$1")
+	[ "${#paths[@]}" = 3 ] || die "scripts/basemap.sh path $1: expected three paths, got '${paths[*]}'"
+	export TRAFFICDB_WEB_BASEMAP=${paths[0]} TRAFFICDB_WEB_WORLD=${paths[1]} TRAFFICDB_WEB_GLYPHS=${paths[2]} TRAFFICDB_WEB_MAP_NAME=$3
+}

@@ -112,7 +112,10 @@ if ! as_pg env TDBREAD="$work/tools/tdbread" TDBSUB="$work/tools/tdbsub" TRAFFIC
 	die "TAP tests failed"
 fi
 
-say "the live map: tiles through tipg, repaint on publish, popup, vessels, in headless chromium (test/livemap.sh)"
+say "the base map: Helsinki's extract, the world and the glyphs built (cached) and decoded (test/basemap.sh)"
+test/basemap.sh || die "the base map tests failed"
+
+say "the live map in headless chromium: tiles from Martin, repaint on publish, popup, vessels; the base map at z8/12/16, SUMO's traffic drawn as simulated, colour-blind checks, a phone, Helsinki and Delaware (test/livemap.sh)"
 test/livemap.sh || die "the live map tests failed"
 
 say "the live map's app against hostile web clients: bounded filters, tiles and items, no database text, supervised (test/web_hostile.sh)"

@@ -721,7 +721,8 @@ async def live(request: Request):
 async def page_config():
     """The page (web/static/app.js) reads this before it adds the traffic layer."""
     tiles = f"{TILES_URL}/traffic/{{z}}/{{x}}/{{y}}" if TILES_URL else None
-    return JSONResponse({"tiles": {"traffic": tiles, "source_layer": "traffic"}, "basemap": BASEMAP, "map_name": MAP_NAME},
+    return JSONResponse({"tiles": {"traffic": tiles, "source_layer": "traffic"}, "basemap": BASEMAP, "map_name": MAP_NAME,
+                         "simulation": bool(os.environ.get("TRAFFICDB_WEB_SIM_STATUS"))},
                         headers={"Cache-Control": "no-store"})
 
 

@@ -40,6 +40,7 @@
   };
   const mark = (k) => { if (tdb.marks[k] === undefined) tdb.marks[k] = Math.round(performance.now()); };
   mark('script');
+  if (window.maplibregl && maplibregl.prewarm) maplibregl.prewarm();   // the worker starts while /config.json comes
 
   function fail(msg) {
     tdb.errors.push(String(msg));
@@ -93,6 +94,10 @@
     map.on('error', (e) => fail(e.error && e.error.message ? e.error.message : e));
     map.on('load', () => { mark('style'); styleLoaded = true; addTraffic(); });
     map.on('sourcedata', (e) => { if (e.sourceId === 'traffic' && e.tile) mark('traffic_tile'); if (e.sourceId === 'osm' && e.tile) mark('basemap_tile'); });
+    // the first frame with base map and traffic in it: the first meaningful paint
+    map.on('render', () => {
+      if (tdb.marks.traffic_tile !== undefined && (tdb.marks.basemap_tile !== undefined || !haveBase)) mark('map_paint');
+    });
     bindMap();
     connect();
   }
@@ -113,6 +118,7 @@
         if (!c.tiles || !c.tiles.traffic) throw new Error('/config.json names no tile server (the app has no TRAFFICDB_WEB_TILES)');
         tdb.tiles = c.tiles.traffic;
         if (c.map_name) document.getElementById('map-name').textContent = c.map_name;
+        if (c.simulation && !simTimer) { pollSim(); simTimer = setInterval(pollSim, 5000); }
         start(c);
       })
       .catch(fail);
@@ -232,9 +238,10 @@
     genValue.textContent = tdb.generation === null ? '–' : String(tdb.generation);
     showAge();
   }
+  // /sim.json, when /config.json says a simulation feeds the map
   const simLine = document.getElementById('sim');
+  let simTimer = null;
   function pollSim() {
-    if (PICK) return;
     fetch('/sim.json', { cache: 'no-store' })
       .then((r) => (r.status === 200 ? r.json() : null))   // 204: no simulation
       .then((s) => {
@@ -244,8 +251,6 @@
       })
       .catch(() => { /* no simulation: the line stays hidden */ });
   }
-  pollSim();
-  setInterval(pollSim, 5000);
 
   // The first view when the URL names none: the map's extent filling the
   // screen (cover, not contain: a tall extract on a wide screen is a city,
