@@ -41,6 +41,9 @@
   const mark = (k) => { if (tdb.marks[k] === undefined) tdb.marks[k] = Math.round(performance.now()); };
   mark('script');
   if (window.maplibregl && maplibregl.prewarm) maplibregl.prewarm();   // the worker starts while /config.json comes
+  if (window.pmtiles && window.maplibregl && maplibregl.importScriptInWorkers) {
+    maplibregl.importScriptInWorkers(new URL('pmtiles-worker.js', location.href).href);
+  }
 
   function fail(msg) {
     tdb.errors.push(String(msg));

@@ -91,7 +91,7 @@
       add({ id: 'waterway', type: 'line', source: 'osm', 'source-layer': 'waterway', layout: { 'line-cap': 'round' } },
         (t) => ({ 'line-color': t.water, 'line-width': ['interpolate', ['linear'], ['zoom'], 10, 0.5, 16, 4] }));
       add({ id: 'building', type: 'fill', source: 'osm', 'source-layer': 'building', minzoom: 13 },
-        (t) => ({ 'fill-color': t.building, 'fill-outline-color': t.building_line }));
+        (t) => ({ 'fill-color': t.building }));   // no outline: one shader program less to compile
       add({ id: 'rail', type: 'line', source: 'osm', 'source-layer': 'rail', minzoom: 12 },
         (t) => ({ 'line-color': t.rail, 'line-width': ['interpolate', ['linear'], ['zoom'], 12, 0.5, 17, 2], 'line-dasharray': [3, 2] }));
       add({ id: 'road-casing', type: 'line', source: 'osm', 'source-layer': 'road', minzoom: 12,
