@@ -96,6 +96,13 @@
     map.addControl(new maplibregl.ScaleControl(), 'bottom-right');
     map.on('error', (e) => fail(e.error && e.error.message ? e.error.message : e));
     map.on('load', () => { mark('style'); styleLoaded = true; addTraffic(); });
+    // a phone: the attribution folded behind its (i) button, clear of the legend
+    if (window.innerWidth < 600) {
+      map.once('load', () => document.querySelectorAll('.maplibregl-ctrl-attrib.maplibregl-compact-show').forEach((e) => {
+        e.classList.remove('maplibregl-compact-show');
+        e.removeAttribute('open');
+      }));
+    }
     map.on('sourcedata', (e) => { if (e.sourceId === 'traffic' && e.tile) mark('traffic_tile'); if (e.sourceId === 'osm' && e.tile) mark('basemap_tile'); });
     // the first frame with base map and traffic in it: the first meaningful paint
     map.on('render', () => {

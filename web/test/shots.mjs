@@ -1,14 +1,16 @@
 // web/test/shots.mjs: screenshots of the live map in headless chromium, for
 // the docs (docs/live-map.md) and for looking at a change.
 //
-//   node test/shots.mjs URL OUT.png [WIDTHxHEIGHT] [--theme dark] [--vessels] [--wait MS]
+//   node test/shots.mjs URL OUT.png [WIDTHxHEIGHT] [--theme dark] [--vessels] [--wait MS] [--click LON,LAT]
 //
 // URL is the page with an optional #zoom/lat/lon hash; prints the page's
 // console errors and exits 1 when there were any.
 import puppeteer from 'puppeteer-core';
 
 const args = process.argv.slice(2);
-const [url, out, size = '1280x800'] = args.filter((a) => !a.startsWith('--') && !/^\d+$/.test(a));
+const WITH_VALUE = ['--theme', '--wait', '--click'];
+const positional = args.filter((a, i) => !a.startsWith('--') && !WITH_VALUE.includes(args[i - 1]));
+const [url, out, size = '1280x800'] = positional;
 const flag = (f) => args.includes(f);
 const opt = (f, d) => (args.indexOf(f) >= 0 ? args[args.indexOf(f) + 1] : d);
 if (!url || !out) { console.error('usage: node test/shots.mjs URL OUT.png [WxH] [--theme dark] [--vessels] [--wait MS]'); process.exit(2); }
@@ -30,6 +32,12 @@ try {
   if (flag('--vessels')) {
     await page.click('#trail-toggle');
     await page.waitForFunction(() => window.__tdb.trailRendered !== null, { timeout: 20000, polling: 100 });
+  }
+  if (opt('--click')) {   // a click at a place: the popup of the road there
+    const [lon, lat] = opt('--click').split(',').map(Number);
+    const p = await page.evaluate((x, y) => { const q = window.__tdb.map.project([x, y]); return [q.x, q.y]; }, lon, lat);
+    await page.mouse.click(p[0], p[1]);
+    await page.waitForFunction(() => document.querySelector('.maplibregl-popup [data-k="updated"]'), { timeout: 10000 });
   }
   await new Promise((r) => setTimeout(r, Number(opt('--wait', '300'))));
   await page.waitForFunction(() => window.__tdb.settled(), { timeout: 30000, polling: 100 });
