@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# test/sumo_feeder_hostile.sh: web/sumo_feeder.py's SUMO against a local user
+# or a host of the network.  SUMO's TraCI server listens on 0.0.0.0 and takes
+# the first client: as root (the demo) the feeder runs it in a network
+# namespace of its own, so no socket of SUMO's is reachable from outside it;
+# and a feeder killed with SIGKILL (even before it connected) leaves no SUMO
+# behind.  The feeder's writer finds no server (a name no server has): SUMO is
+# all this tests.  Every wait is bounded.
+set -euo pipefail
+. "$(dirname "$0")/../scripts/lib.sh"
+cd "$TDB_ROOT"
+[ "$(id -u)" = 0 ] || { echo "sumo_feeder_hostile: skipped (the network namespace needs root)"; exit 0; }
+sim=$(scripts/sumo.sh build helsinki data/helsinki.osm.pbf | tail -n 1)
+py=${TDB_WEB_VENV:-$TDB_ROOT/.venv-web}/bin/python
+work=$(mktemp -d /tmp/trafficdb-sumohostile.XXXXXX)
+feeder=
+cleanup() { set +e; [ -n "$feeder" ] && kill -9 "$feeder" 2>/dev/null; rm -rf "$work"; }
+trap cleanup EXIT
+sumo_of() { ps -eo pid=,ppid=,comm= | awk -v p="$1" '$2 == p && $3 == "sumo" { print $1 }'; }
+
+# 1. while the feeder runs: SUMO listens in the host's network namespace on no port
+"$py" web/sumo_feeder.py --shm /trafficdb.nonesuch --sim "$sim" --steps 3 --warmup 30 >"$work/feeder.log" 2>&1 &
+feeder=$!
+seen=0 sumo=
+for _ in $(seq 1 1000); do	# up to ~20 s
+	kill -0 "$feeder" 2>/dev/null || break
+	[ -n "$sumo" ] || sumo=$(sumo_of "$feeder")
+	if [ -n "$sumo" ]; then
+		seen=1
+		if ss -ltnpH | grep -q "pid=$sumo,"; then die "SUMO (pid $sumo) listens in the host's network: $(ss -ltnpH | grep "pid=$sumo,")"; fi
+		[ "$(readlink /proc/$$/ns/net)" != "$(readlink "/proc/$sumo/ns/net" 2>/dev/null || echo gone)" ] ||
+			die "SUMO (pid $sumo) runs in the host's network namespace"
+	fi
+	sleep 0.02
+done
+wait "$feeder" || die "the feeder failed: $(tail -n 5 "$work/feeder.log")"
+feeder=
+[ "$seen" = 1 ] || die "never saw the feeder's SUMO"
+echo "ok   SUMO's TraCI port is not in the host's network namespace"
+
+# 2. the feeder killed with SIGKILL as soon as SUMO started (before it connected): SUMO dies too
+"$py" web/sumo_feeder.py --shm /trafficdb.nonesuch --sim "$sim" >"$work/feeder2.log" 2>&1 &
+feeder=$!
+sumo=
+for _ in $(seq 1 1000); do sumo=$(sumo_of "$feeder"); [ -n "$sumo" ] && break; sleep 0.01; done
+[ -n "$sumo" ] || die "the feeder started no SUMO: $(tail -n 5 "$work/feeder2.log")"
+kill -9 "$feeder"; wait "$feeder" 2>/dev/null || true; feeder=
+for _ in $(seq 1 50); do kill -0 "$sumo" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$sumo" 2>/dev/null; then kill -9 "$sumo"; die "SUMO (pid $sumo) outlived its feeder killed with SIGKILL"; fi
+echo "ok   SUMO dies with its feeder"
