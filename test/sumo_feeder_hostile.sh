@@ -48,3 +48,18 @@ kill -9 "$feeder"; wait "$feeder" 2>/dev/null || true; feeder=
 for _ in $(seq 1 50); do kill -0 "$sumo" 2>/dev/null || break; sleep 0.1; done
 if kill -0 "$sumo" 2>/dev/null; then kill -9 "$sumo"; die "SUMO (pid $sumo) outlived its feeder killed with SIGKILL"; fi
 echo "ok   SUMO dies with its feeder"
+
+# 3. what an operator gets wrong: one line naming it, exit 2, no traceback, no SUMO started
+mkdir -p "$work/garbage"
+for f in sim.json edges.tsv sim.sumocfg; do echo garbage >"$work/garbage/$f"; done
+check_refused() {	# WHAT EXPECTED-TEXT ARGS...
+	local what=$1 want=$2 rc=0 out; shift 2
+	out=$(timeout 60 "$py" web/sumo_feeder.py --shm /trafficdb.nonesuch "$@" 2>&1) || rc=$?
+	[ "$rc" = 2 ] && grep -qF -- "$want" <<<"$out" && ! grep -q Traceback <<<"$out" ||
+		die "$what: expected exit 2 and '$want', got $rc: $out"
+	echo "ok   $what: $(tail -n 1 <<<"$out")"
+}
+check_refused "a status file in a missing directory" "is not a directory this user may write" \
+	--sim "$sim" --steps 1 --status "$work/nonesuch/sim.json"
+check_refused "a --sim of garbage files" "expected a directory scripts/sumo.sh build MAP PBF made" --sim "$work/garbage"
+check_refused "a --sim without its files" "no sim.json" --sim "$work"

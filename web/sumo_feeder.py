@@ -122,7 +122,11 @@ def load_edges(path):
 class Feeder:
     def __init__(self, a):
         self.a = a
-        self.meta = json.load(open(os.path.join(a.sim, "sim.json")))
+        with open(os.path.join(a.sim, "sim.json")) as f:
+            self.meta = json.load(f)
+        for k in ("day_seconds", "clock_seconds", "seed"):
+            if not isinstance(self.meta.get(k), (int, float)) or self.meta[k] <= 0:
+                raise ValueError(f"sim.json's {k} is {self.meta.get(k)!r}: expected a positive number")
         self.edges = load_edges(os.path.join(a.sim, "edges.tsv"))
         self.ways = {}  # way -> {direction: [(edge, length, limit)]}
         for e, (w, length, limit) in self.edges.items():
@@ -376,7 +380,16 @@ def main():
     for f in ("sim.json", "edges.tsv", "sim.sumocfg"):
         if not os.path.exists(os.path.join(a.sim, f)):
             ap.error(f"--sim {a.sim}: no {f}: expected a directory scripts/sumo.sh build MAP PBF printed")
-    feeder = Feeder(a)
+    if a.status:
+        d = os.path.dirname(os.path.abspath(a.status))
+        if not (os.path.isdir(d) and os.access(d, os.W_OK | os.X_OK)):
+            ap.error(f"--status {a.status}: {d} is not a directory this user may write: expected a file "
+                     "in one (it is rewritten through FILE.tmp at each step)")
+    try:
+        feeder = Feeder(a)
+    except (OSError, ValueError, AttributeError) as e:
+        ap.error(f"--sim {a.sim}: {type(e).__name__}: {str(e)[:200]}: expected a directory scripts/sumo.sh "
+                 "build MAP PBF made (build it again)")
     if not private_network():
         print("sumo_feeder: not root: SUMO's TraCI port listens on every interface until the feeder connects",
               flush=True)
