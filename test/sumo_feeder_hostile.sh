@@ -63,3 +63,16 @@ check_refused "a status file in a missing directory" "is not a directory this us
 	--sim "$sim" --steps 1 --status "$work/nonesuch/sim.json"
 check_refused "a --sim of garbage files" "expected a directory scripts/sumo.sh build MAP PBF made" --sim "$work/garbage"
 check_refused "a --sim without its files" "no sim.json" --sim "$work"
+
+# 4. a status file in a directory others may write: their FILE.tmp symlink to another file is not followed
+mkdir -p "$work/shared"; chmod 1777 "$work/shared"
+echo "precious" >"$work/victim"
+ln -s "$work/victim" "$work/shared/sim.json.tmp"
+timeout 120 "$py" web/sumo_feeder.py --shm /trafficdb.nonesuch --sim "$sim" --steps 1 --warmup 5 \
+	--status "$work/shared/sim.json" >"$work/feeder4.log" 2>&1 || die "the feeder failed: $(tail -n 5 "$work/feeder4.log")"
+[ "$(cat "$work/victim")" = precious ] || die "the feeder wrote through a symlink beside its status file: $(head -c 100 "$work/victim")"
+"$py" -c 'import json, sys; d = json.load(open(sys.argv[1])); assert d["clock"] and d["ways"], d' "$work/shared/sim.json" ||
+	die "the status file is not the feeder's"
+[ "$(stat -c %a "$work/shared/sim.json")" = 644 ] || die "the status file is $(stat -c %a "$work/shared/sim.json"), expected 644"
+[ "$(find "$work/shared" -name 'sim.json.*' ! -name sim.json.tmp | wc -l)" = 0 ] || die "temporary files left: $(ls "$work/shared")"
+echo "ok   the status file is written through a file of the feeder's own, never a symlink beside it"

@@ -56,6 +56,7 @@ import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 
 TDB_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -288,10 +289,18 @@ class Feeder:
             "ways_sent": self.ways_sent, "ways_missing": len(self.missing), "jam": self.a.jam,
             "ways": {str(w): v for w, v in sorted(vals.items())}}
         if self.a.status:
-            tmp = self.a.status + ".tmp"
-            with open(tmp, "w") as f:
-                json.dump(self.status, f, separators=(",", ":"))
-            os.replace(tmp, self.a.status)
+            # a new file of a name no one else chose (not FILE.tmp: in a directory others may write,
+            # theirs could be a symlink to any file, which the feeder, root in the demo, would overwrite)
+            fd, tmp = tempfile.mkstemp(prefix=os.path.basename(self.a.status) + ".",
+                                       dir=os.path.dirname(os.path.abspath(self.a.status)))
+            try:
+                os.fchmod(fd, 0o644)  # the app reads it, as its own user
+                with os.fdopen(fd, "w") as f:
+                    json.dump(self.status, f, separators=(",", ":"))
+                os.replace(tmp, self.a.status)
+            except BaseException:
+                os.unlink(tmp)
+                raise
 
     def log(self):
         s = self.status
@@ -384,7 +393,7 @@ def main():
         d = os.path.dirname(os.path.abspath(a.status))
         if not (os.path.isdir(d) and os.access(d, os.W_OK | os.X_OK)):
             ap.error(f"--status {a.status}: {d} is not a directory this user may write: expected a file "
-                     "in one (it is rewritten through FILE.tmp at each step)")
+                     "in one (it is rewritten through a new file beside it at each step)")
     try:
         feeder = Feeder(a)
     except (OSError, ValueError, AttributeError) as e:
