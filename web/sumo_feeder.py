@@ -400,8 +400,8 @@ def main():
         ap.error(f"--sim {a.sim}: {type(e).__name__}: {str(e)[:200]}: expected a directory scripts/sumo.sh "
                  "build MAP PBF made (build it again)")
     if not private_network():
-        print("sumo_feeder: not root: SUMO's TraCI port listens on every interface until the feeder connects",
-              flush=True)
+        print("sumo_feeder: no network namespace of its own (not root, or unshare refused): SUMO's TraCI port "
+              "listens on every interface until the feeder connects", flush=True)
     if not a.sample:
         a.sample = 1 if len(feeder.edges) <= 5000 else 5
 
