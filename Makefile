@@ -311,9 +311,11 @@ test-livemap:
 # The live map's app and Martin against hostile unauthenticated GETs (deep
 # filters, tiles and items off the grid, junk tile options, kill -9 of the
 # app): a cluster, the app and Martin of its own, no browser
-# (test/web_hostile.sh; part of make test).
+# (test/web_hostile.sh; part of make test); the feeder's SUMO reachable by no
+# one else and dying with it (test/sumo_feeder_hostile.sh).
 test-web-hostile:
 	test/web_hostile.sh
+	test/sumo_feeder_hostile.sh
 
 # The live map's benchmark: tiles/s through tipg from trafficdb.tile_features
 # vs a heap table with GiST, and publish() to repainted tile (bench/livemap.sh).

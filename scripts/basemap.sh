@@ -66,11 +66,14 @@ build_map() {	# build_map MAP PBF
 	v=$(venv)
 	command -v osmium >/dev/null || die "osmium is missing: scripts/deps.sh installs osmium-tool"
 	# the extract's bounding box: its header's, else its data's
-	read -r w s e n < <(osmium fileinfo -j -e "$pbf" | "$v/bin/python" -c '
+	local info
+	info=$(osmium fileinfo -j -e "$pbf" 2>&1) || die "$pbf: osmium cannot read it (${info:0:200}): expected an OpenStreetMap extract (.osm.pbf)"
+	read -r w s e n < <("$v/bin/python" -c '
 import json, sys
-d = json.load(sys.stdin)
+d = json.loads(sys.argv[1])
 b = (d.get("header", {}).get("boxes") or [None])[0] or d["data"]["bbox"]
-print(*b)')
+print(*b)' "$info")
+	[ -n "${n:-}" ] || die "$pbf: no bounding box in its header or data: expected an extract with ways"
 	log "$map: bounding box $w $s $e $n"
 	tmp=$(mktemp -d "$OUT/.build-$map.XXXXXX")
 	# shellcheck disable=SC2064

@@ -22,3 +22,15 @@ done
 echo "ok   a second build finds the three up to date"
 say "basemap: decode and check (test/basemap_check.py)"
 "$(scripts/basemap.sh venv)/bin/python" test/basemap_check.py "${paths[@]}"
+
+# an extract osmium cannot read (in a path with a space): a one-line error naming it, no archive
+bad=$(mktemp -d "/tmp/trafficdb-basemap bad.XXXXXX")
+trap 'rm -rf "$bad"' EXIT
+head -c 5000 /dev/zero | tr '\0' 'x' >"$bad/not an extract.osm.pbf"
+if out=$(scripts/basemap.sh build badextract "$bad/not an extract.osm.pbf" 2>&1); then
+	die "a build of a file that is no extract succeeded: $out"
+fi
+grep -qF "$bad/not an extract.osm.pbf: osmium cannot read it" <<<"$out" && ! grep -q Traceback <<<"$out" ||
+	die "a build of a file that is no extract: expected one error naming it, got: $out"
+[ ! -e "$(scripts/basemap.sh path badextract | head -n 1)" ] || die "a failed build left badextract's archive"
+echo "ok   an unreadable extract: $(tail -n 1 <<<"$out")"

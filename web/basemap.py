@@ -8,7 +8,8 @@
                                text-font): the first of them the directory has answers
   GET /vendor/pmtiles/...      the npm pmtiles package's dist/ (the page's PMTiles reader)
 
-Each with HTTP Range (PMTiles reads its archive in ranges), ETag and
+Each with GET and HEAD (a client or cache asking for the size or the ETag
+only), HTTP Range (PMTiles reads its archive in ranges), ETag and
 Last-Modified, Cache-Control: public, max-age=3600; 404 for what is unset or
 not there.  No path of the client's reaches the file system: the archives are
 fixed paths, a font must be one of the directories found at start, a range one
@@ -80,15 +81,15 @@ def install(app, here: pathlib.Path) -> dict:
             raise HTTPException(404, f"no {what}: the server was started without it")
         return send_file(request, path, "application/octet-stream")
 
-    @app.get("/basemap/map.pmtiles", include_in_schema=False)
+    @app.api_route("/basemap/map.pmtiles", methods=["GET", "HEAD"], include_in_schema=False)
     def basemap_map(request: Request):
         return archive(request, map_path, "base map (TRAFFICDB_WEB_BASEMAP)")
 
-    @app.get("/basemap/world.pmtiles", include_in_schema=False)
+    @app.api_route("/basemap/world.pmtiles", methods=["GET", "HEAD"], include_in_schema=False)
     def basemap_world(request: Request):
         return archive(request, world_path, "world map (TRAFFICDB_WEB_WORLD)")
 
-    @app.get("/fonts/{fontstack}/{glyph_range}.pbf", include_in_schema=False)
+    @app.api_route("/fonts/{fontstack}/{glyph_range}.pbf", methods=["GET", "HEAD"], include_in_schema=False)
     def glyph_range(request: Request, fontstack: str, glyph_range: str):
         if not fonts:
             raise HTTPException(404, "no glyphs: the server was started without TRAFFICDB_WEB_GLYPHS")

@@ -46,11 +46,17 @@ minute: clock, vehicles, halted, ways sent.
 """
 
 import argparse
+import ctypes
 import datetime
+import fcntl
 import json
 import os
 import signal
+import socket
+import struct
+import subprocess
 import sys
+import tempfile
 import time
 
 TDB_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -66,9 +72,32 @@ except ImportError:  # the repository's package and library (make builds lib/lib
     import trafficdb
 import traci  # noqa: E402
 import traci.constants as tc  # noqa: E402
+import sumolib.miscutils  # noqa: E402
 
 JAM_SPEED = 0.1  # m/s: what --jam sets a way's edges to
 LOG_EVERY = 60.0  # s of wall time
+
+
+PR_SET_PDEATHSIG = 1
+CLONE_NEWNET = 0x40000000
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def die_with_parent():
+    """In SUMO's child process before exec: SIGKILL when the feeder dies, even by SIGKILL."""
+    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def private_network():
+    """As root: a network namespace of this process's own with its loopback up (SUMO's
+    TraCI port is then reachable from here only).  False when that is not possible."""
+    if os.geteuid() != 0 or _libc.unshare(CLONE_NEWNET) != 0:
+        return False
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        ifr = struct.pack("16sH14x", b"lo", 0)
+        flags = struct.unpack("16sH14x", fcntl.ioctl(s, 0x8913, ifr))[1]  # SIOCGIFFLAGS
+        fcntl.ioctl(s, 0x8914, struct.pack("16sH14x", b"lo", flags | 1))  # SIOCSIFFLAGS: IFF_UP
+    return True
 
 
 def congestion_of(speed, free_flow):
@@ -94,7 +123,11 @@ def load_edges(path):
 class Feeder:
     def __init__(self, a):
         self.a = a
-        self.meta = json.load(open(os.path.join(a.sim, "sim.json")))
+        with open(os.path.join(a.sim, "sim.json")) as f:
+            self.meta = json.load(f)
+        for k in ("day_seconds", "clock_seconds", "seed"):
+            if not isinstance(self.meta.get(k), (int, float)) or self.meta[k] <= 0:
+                raise ValueError(f"sim.json's {k} is {self.meta.get(k)!r}: expected a positive number")
         self.edges = load_edges(os.path.join(a.sim, "edges.tsv"))
         self.ways = {}  # way -> {direction: [(edge, length, limit)]}
         for e, (w, length, limit) in self.edges.items():
@@ -113,14 +146,29 @@ class Feeder:
         self.status = {}
 
     # --- SUMO ---------------------------------------------------------------
+    # SUMO's TraCI server listens on every interface (0.0.0.0, no option for
+    # another) and takes the first client that connects: until the feeder's
+    # connect succeeds (traci retries once a second) anyone who reaches the
+    # port drives SUMO as the feeder's user (root in the demo), e.g. saves
+    # its state to any file.  And a SUMO whose feeder dies before connecting
+    # waits for a client for ever.  So SUMO dies with the feeder
+    # (PR_SET_PDEATHSIG), and as root the feeder (with SUMO) moves into a
+    # network namespace of its own, whose loopback only they reach (the
+    # writer is shared memory: no network).
     def sumo_args(self, begin):
         return ["-c", os.path.join(self.a.sim, "sim.sumocfg"), "--begin", str(begin),
                 "--seed", str(self.meta["seed"]), "--no-step-log", "true", "--no-warnings", "true"]
 
     def start_sumo(self, begin, first):
         if first:
-            kw = {"port": self.a.traci_port} if self.a.traci_port else {}
-            traci.start(["sumo"] + self.sumo_args(begin), **kw, stdout=open(os.devnull, "w"))
+            port = self.a.traci_port or sumolib.miscutils.getFreeSocketPort()
+            proc = subprocess.Popen(["sumo"] + self.sumo_args(begin) + ["--remote-port", str(port)],
+                                    stdout=subprocess.DEVNULL, preexec_fn=die_with_parent)
+            try:
+                traci.init(port, proc=proc)
+            except BaseException:
+                proc.kill()
+                raise
         else:
             traci.load(self.sumo_args(begin))
         for e in self.edges:
@@ -241,10 +289,18 @@ class Feeder:
             "ways_sent": self.ways_sent, "ways_missing": len(self.missing), "jam": self.a.jam,
             "ways": {str(w): v for w, v in sorted(vals.items())}}
         if self.a.status:
-            tmp = self.a.status + ".tmp"
-            with open(tmp, "w") as f:
-                json.dump(self.status, f, separators=(",", ":"))
-            os.replace(tmp, self.a.status)
+            # a new file of a name no one else chose (not FILE.tmp: in a directory others may write,
+            # theirs could be a symlink to any file, which the feeder, root in the demo, would overwrite)
+            fd, tmp = tempfile.mkstemp(prefix=os.path.basename(self.a.status) + ".",
+                                       dir=os.path.dirname(os.path.abspath(self.a.status)))
+            try:
+                os.fchmod(fd, 0o644)  # the app reads it, as its own user
+                with os.fdopen(fd, "w") as f:
+                    json.dump(self.status, f, separators=(",", ":"))
+                os.replace(tmp, self.a.status)
+            except BaseException:
+                os.unlink(tmp)
+                raise
 
     def log(self):
         s = self.status
@@ -333,7 +389,19 @@ def main():
     for f in ("sim.json", "edges.tsv", "sim.sumocfg"):
         if not os.path.exists(os.path.join(a.sim, f)):
             ap.error(f"--sim {a.sim}: no {f}: expected a directory scripts/sumo.sh build MAP PBF printed")
-    feeder = Feeder(a)
+    if a.status:
+        d = os.path.dirname(os.path.abspath(a.status))
+        if not (os.path.isdir(d) and os.access(d, os.W_OK | os.X_OK)):
+            ap.error(f"--status {a.status}: {d} is not a directory this user may write: expected a file "
+                     "in one (it is rewritten through a new file beside it at each step)")
+    try:
+        feeder = Feeder(a)
+    except (OSError, ValueError, AttributeError) as e:
+        ap.error(f"--sim {a.sim}: {type(e).__name__}: {str(e)[:200]}: expected a directory scripts/sumo.sh "
+                 "build MAP PBF made (build it again)")
+    if not private_network():
+        print("sumo_feeder: no network namespace of its own (not root, or unshare refused): SUMO's TraCI port "
+              "listens on every interface until the feeder connects", flush=True)
     if not a.sample:
         a.sample = 1 if len(feeder.edges) <= 5000 else 5
 

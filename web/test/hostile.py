@@ -310,11 +310,11 @@ def others():
             print(f"ok   {what}: {s} {body[:160]}", flush=True)
 
 
-def fetch(path: str, headers: dict | None = None, timeout: float = 10.0):
-    """GET path with headers: (status, response headers, body bytes), or (0, {}, reason)."""
+def fetch(path: str, headers: dict | None = None, timeout: float = 10.0, method: str = "GET"):
+    """GET (or method) path with headers: (status, response headers, body bytes), or (0, {}, reason)."""
     conn = http.client.HTTPConnection(BASE.hostname, BASE.port, timeout=timeout)
     try:
-        conn.putrequest("GET", path, skip_accept_encoding=True)
+        conn.putrequest(method, path, skip_accept_encoding=True)
         for k, v in (headers or {}).items():
             conn.putheader(k, v)
         conn.endheaders()
@@ -356,6 +356,16 @@ def basemap():
     s, _, body = fetch("/basemap/map.pmtiles", {"Range": "bytes=" + ",".join(["0-"] * 200)})
     if s == 0 or len(body) > 2 * len(data) + 100_000:
         fail(f"200 ranges of the whole archive: {s}, {len(body)} bytes for an archive of {len(data)}")
+    # HEAD (curl -I, a cache revalidating): the GET's status and headers, no body
+    for p, want in [("/basemap/map.pmtiles", len(data)),
+                    ("/fonts/Open%20Sans%20Regular/0-255.pbf", None)]:
+        s, h3, body = fetch(p, method="HEAD")
+        if s != 200 or body or not h3.get("etag") or (want is not None and h3.get("content-length") != str(want)):
+            fail(f"HEAD {p}: {s}, {len(body)} bytes, content-length {h3.get('content-length')!r}, "
+                 f"expected 200 with no body, its ETag and length")
+    s, h3, body = fetch("/basemap/map.pmtiles", {"Range": "bytes=0-9"}, method="HEAD")
+    if s != 206 or body or h3.get("content-range") != f"bytes 0-9/{len(data)}":
+        fail(f"HEAD of a range of the archive: {s}, {len(body)} bytes, {h3.get('content-range')!r}")
     s, h, body = fetch("/fonts/Open%20Sans%20Regular,Arial%20Unicode%20MS%20Regular/0-255.pbf")
     if s != 200 or not body or h.get("cache-control") != "public, max-age=3600":
         fail(f"the glyphs 0-255 of a font stack: {s}, {len(body)} bytes, {h.get('cache-control')!r}")
@@ -370,7 +380,7 @@ def basemap():
     except (ValueError, KeyError, TypeError) as e:
         fail(f"/config.json: {s} {body[:200]!r}: {e}")
     if len(failures) == n:
-        print("ok   the base map's archive in ranges, its caching headers, glyphs, pmtiles.js, /config.json")
+        print("ok   the base map's archive in ranges, its caching headers, HEAD, glyphs, pmtiles.js, /config.json")
     for what, p in [
         ("a font of ..", "/fonts/..%2F..%2Fetc%2Fpasswd/0-255.pbf"),
         ("a font of %2e%2e", "/fonts/%2e%2e/0-255.pbf"),
