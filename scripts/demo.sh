@@ -327,6 +327,7 @@ scripts/web.sh stop "$dir/web"
 "${PSQL[@]}" -d "$DEMO_DB" -q -v server=minio -v access_key="$MINIO_ROOT_USER" -v secret_key="$MINIO_ROOT_PASSWORD" \
 	-f web/role.sql
 mkdir -p "$dir/web"
+rm -f "$dir/web/sim.json"	# another map's simulation, stopped above
 nohup "${TDB_WEB_VENV:-$TDB_ROOT/.venv-web}/bin/python" web/sumo_feeder.py --shm "/trafficdb.$port" --sim "$sim" \
 	--speedup "$speedup" --status "$dir/web/sim.json" >"$dir/web/feeder.log" 2>&1 &
 echo $! >"$dir/web/feeder.pid"

@@ -94,7 +94,14 @@
     });
     map.addControl(new maplibregl.NavigationControl({ showCompass: false }), 'top-right');
     map.addControl(new maplibregl.ScaleControl(), 'bottom-right');
-    map.on('error', (e) => fail(e.error && e.error.message ? e.error.message : e));
+    map.on('error', (e) => {
+      fail(e.error && e.error.message ? e.error.message : e);
+      // said on the page too, not only in the console: the tile server is the usual cause
+      if (e.sourceId === 'traffic') liveStatus.textContent = 'traffic tiles unavailable (tile server)';
+    });
+    map.on('data', (e) => {
+      if (e.sourceId === 'traffic' && e.tile && /unavailable/.test(liveStatus.textContent)) liveStatus.textContent = 'live';
+    });
     map.on('load', () => { mark('style'); styleLoaded = true; addTraffic(); });
     // a phone: the attribution folded behind its (i) button, clear of the legend
     if (window.innerWidth < 600) {
