@@ -310,9 +310,11 @@ def others():
             print(f"ok   {what}: {s} {body[:160]}", flush=True)
 
 
-def fetch(path: str, headers: dict | None = None, timeout: float = 10.0, method: str = "GET"):
-    """GET (or method) path with headers: (status, response headers, body bytes), or (0, {}, reason)."""
-    conn = http.client.HTTPConnection(BASE.hostname, BASE.port, timeout=timeout)
+def fetch(path: str, headers: dict | None = None, timeout: float = 10.0, method: str = "GET",
+          host: str | None = None, port: int | None = None):
+    """GET (or method) path with headers from the app (or host:port): (status, response headers,
+    body bytes), or (0, {}, reason)."""
+    conn = http.client.HTTPConnection(host or BASE.hostname, port or BASE.port, timeout=timeout)
     try:
         conn.putrequest(method, path, skip_accept_encoding=True)
         for k, v in (headers or {}).items():

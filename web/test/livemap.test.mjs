@@ -16,7 +16,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
-import puppeteer from 'puppeteer-core';
+import { launch, watch } from './browser.mjs';
 import { PNG } from 'pngjs';
 
 const BASE = process.env.LIVEMAP_URL;
@@ -107,19 +107,10 @@ before(async () => {
   sql(`INSERT INTO trafficdb.feed (location_id, speed_kmh, free_flow_kmh, congestion, confidence)
        SELECT location_id, 45, 50, 0, 90 FROM trafficdb.locations WHERE name = '${STREET}'`);
   sql('SELECT trafficdb.publish()');
-  browser = await puppeteer.launch({
-    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-    headless: true,
-    // software WebGL (SwiftShader): no GPU here; root needs --no-sandbox
-    args: ['--no-sandbox', '--use-angle=swiftshader', '--enable-unsafe-swiftshader', '--disable-dev-shm-usage',
-      '--no-first-run', '--disable-background-networking', '--disable-component-update'],
-    timeout: 30000,
-  });
+  browser = await launch();
   page = await browser.newPage();
-  page.on('console', (m) => { if (m.type() === 'error') consoleErrors.push(m.text()); });
-  page.on('pageerror', (e) => consoleErrors.push(e.message));
+  watch(page, consoleErrors);
   page.on('request', (r) => { if (requested.length < 100000) requested.push(r.url()); });
-  page.on('requestfailed', (r) => consoleErrors.push(`request failed: ${r.url()} ${r.failure()?.errorText}`));
   await page.setViewport({ width: 1100, height: 750 });
 });
 

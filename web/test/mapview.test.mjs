@@ -19,7 +19,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import puppeteer from 'puppeteer-core';
+import { launch, watch } from './browser.mjs';
 import { PNG } from 'pngjs';
 
 const BASE = process.env.MAPVIEW_URL;
@@ -110,17 +110,9 @@ let centre, waterPoint;
 
 before(async () => {
   [centre] = rows(`SELECT ST_X(c), ST_Y(c) FROM (SELECT ST_Centroid(ST_Extent(geom)::geometry) AS c FROM trafficdb.locations) s`).map((r) => r.map(Number));
-  browser = await puppeteer.launch({
-    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-    headless: true,
-    args: ['--no-sandbox', '--use-angle=swiftshader', '--enable-unsafe-swiftshader', '--disable-dev-shm-usage',
-      '--no-first-run', '--disable-background-networking', '--disable-component-update'],
-    timeout: 30000,
-  });
+  browser = await launch();
   page = await browser.newPage();
-  page.on('console', (m) => { if (m.type() === 'error') consoleErrors.push(m.text()); });
-  page.on('pageerror', (e) => consoleErrors.push(e.message));
-  page.on('requestfailed', (r) => consoleErrors.push(`request failed: ${r.url()} ${r.failure()?.errorText}`));
+  watch(page, consoleErrors);
   page.on('response', (r) => {
     // (the event stream never ends: its body is never complete)
     if (responses.length >= 100000 || /event-stream/.test(r.headers()['content-type'] || '') || r.status() === 304) return;

@@ -28,14 +28,13 @@ listens on 127.0.0.1 only.  Prints each failure and exits 1 if any.
 from __future__ import annotations
 
 import concurrent.futures
-import http.client
 import os
 import pathlib
 import sys
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from hostile import listening  # noqa: E402  (web/test/hostile.py: the same /proc/net reading)
+from hostile import fetch, listening  # noqa: E402  (web/test/hostile.py: the same /proc/net reading and requests)
 
 DIR = pathlib.Path(os.environ["HOSTILE_DIR"])
 PG_PORT = int(os.environ["HOSTILE_PG_PORT"])
@@ -59,15 +58,7 @@ def fail(msg: str):
 
 def get(path: str, headers: dict | None = None, timeout: float = 10.0):
     """GET path from Martin: (status, headers, body bytes), status 0 when no answer."""
-    conn = http.client.HTTPConnection("127.0.0.1", PORT, timeout=timeout)
-    try:
-        conn.request("GET", path, headers=headers or {})
-        r = conn.getresponse()
-        return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
-    except (OSError, http.client.HTTPException) as e:
-        return 0, {}, f"no answer: {type(e).__name__}: {e}".encode()
-    finally:
-        conn.close()
+    return fetch(path, headers, timeout, host="127.0.0.1", port=PORT)
 
 
 def alive(pid: int) -> bool:

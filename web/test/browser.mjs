@@ -1,0 +1,21 @@
+// web/test/browser.mjs: Debian's chromium, headless, as the browser tests
+// (livemap.test.mjs, mapview.test.mjs) drive it through puppeteer-core.
+import puppeteer from 'puppeteer-core';
+
+// software WebGL (SwiftShader): no GPU here; root needs --no-sandbox
+export function launch() {
+  return puppeteer.launch({
+    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+    headless: true,
+    args: ['--no-sandbox', '--use-angle=swiftshader', '--enable-unsafe-swiftshader', '--disable-dev-shm-usage',
+      '--no-first-run', '--disable-background-networking', '--disable-component-update'],
+    timeout: 30000,
+  });
+}
+
+// the page's console errors, uncaught exceptions and failed requests, into errors
+export function watch(page, errors) {
+  page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
+  page.on('pageerror', (e) => errors.push(e.message));
+  page.on('requestfailed', (r) => errors.push(`request failed: ${r.url()} ${r.failure()?.errorText}`));
+}
