@@ -93,17 +93,31 @@ async function shares(png, colours, tol = 6) {
 async function theme() {
   return page.evaluate(() => window.tdbStyle.THEMES[window.__tdb.theme]);
 }
-// tesseract's reading of a screenshot taken at twice the pixels
+// tesseract's reading of the map's labels: a screenshot at twice the pixels
+// with every other layer hidden (tesseract reads text on a plain ground, not
+// between coloured lines), then the map as it was
 async function ocr(name) {
+  const hidden = await page.evaluate(() => {
+    const m = window.__tdb.map;
+    const ids = m.getStyle().layers.filter((l) => l.type !== 'background' && !/-label$/.test(l.id) &&
+      m.getLayoutProperty(l.id, 'visibility') !== 'none').map((l) => l.id);
+    for (const id of ids) m.setLayoutProperty(id, 'visibility', 'none');
+    return ids;
+  });
   const vp = page.viewport();
-  await page.setViewport({ ...vp, deviceScaleFactor: 2 });
-  await settled();
-  const buf = await page.screenshot({ type: 'png' });
-  await page.setViewport(vp);
-  await settled();
-  const f = path.join(tmp, `${name}.png`);
-  writeFileSync(f, buf);
-  return execFileSync('tesseract', [f, 'stdout', '--psm', '11'], { encoding: 'utf8', timeout: 120000, stdio: ['ignore', 'pipe', 'ignore'] });
+  try {
+    await page.setViewport({ ...vp, deviceScaleFactor: 2 });
+    await settled();
+    const buf = await page.screenshot({ type: 'png' });
+    const f = path.join(tmp, `${name}.png`);
+    writeFileSync(f, buf);
+    if (OUT) writeFileSync(path.join(OUT, `${MAP}-${name}.png`), buf);
+    return execFileSync('tesseract', [f, 'stdout', '--psm', '11'], { encoding: 'utf8', timeout: 120000, stdio: ['ignore', 'pipe', 'ignore'] });
+  } finally {
+    await page.setViewport(vp);
+    await page.evaluate((ids) => { for (const id of ids) window.__tdb.map.setLayoutProperty(id, 'visibility', 'visible'); }, hidden);
+    await settled();
+  }
 }
 
 let centre, waterPoint;
