@@ -94,12 +94,12 @@ async function theme() {
   return page.evaluate(() => window.tdbStyle.THEMES[window.__tdb.theme]);
 }
 // tesseract's reading of the map's labels: a screenshot at twice the pixels
-// with every other layer hidden (tesseract reads text on a plain ground, not
-// between coloured lines), then the map as it was
+// with every layer but the labels and the land hidden (tesseract reads text on
+// a plain ground, not between coloured lines), then the map as it was
 async function ocr(name) {
   const hidden = await page.evaluate(() => {
     const m = window.__tdb.map;
-    const ids = m.getStyle().layers.filter((l) => l.type !== 'background' && !/-label$/.test(l.id) &&
+    const ids = m.getStyle().layers.filter((l) => !['background', 'earth', 'world-earth'].includes(l.id) && !/-label$/.test(l.id) &&
       m.getLayoutProperty(l.id, 'visibility') !== 'none').map((l) => l.id);
     for (const id of ids) m.setLayoutProperty(id, 'visibility', 'none');
     return ids;
