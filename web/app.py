@@ -718,11 +718,14 @@ async def live(request: Request):
 
 
 @app.get("/config.json", tags=["trafficdb"], summary="What the page needs to know: where its tiles come from")
-async def page_config():
-    """The page (web/static/app.js) reads this before it adds the traffic layer."""
+async def page_config(request: Request):
+    """The page (web/static/app.js) reads this before it makes the map: the map's extent is its
+    first view when the URL names none (so that no tile of another view is asked for first)."""
+    pubs = getattr(request.app.state, "publications", None)
     tiles = f"{TILES_URL}/traffic/{{z}}/{{x}}/{{y}}" if TILES_URL else None
     return JSONResponse({"tiles": {"traffic": tiles, "source_layer": "traffic"}, "basemap": BASEMAP, "map_name": MAP_NAME,
-                         "simulation": bool(os.environ.get("TRAFFICDB_WEB_SIM_STATUS"))},
+                         "simulation": bool(os.environ.get("TRAFFICDB_WEB_SIM_STATUS")),
+                         "extent": getattr(pubs, "extent", None)},
                         headers={"Cache-Control": "no-store"})
 
 

@@ -81,11 +81,14 @@
     const attribution = ['© OpenStreetMap contributors'];
     if (built.have.world) attribution.push('Natural Earth');
     attribution.push('AIS: tracktable-data');
+    // the first view: the URL's (hash), else the map's extent covering the screen
+    const first = !hash && cfg.extent ? coverView(cfg.extent) : { center: [24.944, 60.1716], zoom: 15 };
+    viewSet = !hash && !!cfg.extent;
     map = tdb.map = new maplibregl.Map({
       container: 'map',
       hash: true,
-      center: [24.944, 60.1716],
-      zoom: 15,
+      center: first.center,
+      zoom: first.zoom,
       minZoom: 1,
       maxZoom: 19,
       fadeDuration: 0,    // a repainted tile shows at once
@@ -269,18 +272,22 @@
       .catch(() => { /* no simulation: the line stays hidden */ });
   }
 
-  // The first view when the URL names none: the map's extent filling the
-  // screen (cover, not contain: a tall extract on a wide screen is a city,
-  // not a strip), at least at zoom 9 for a large map.
-  function firstView(extent) {
-    const w = map.getContainer().clientWidth || 800, h = map.getContainer().clientHeight || 600;
-    const cam = map.cameraForBounds(extent, { padding: 0 });
-    if (!cam) return;
+  // The first view when the URL names none: the map's extent [[w, s], [e, n]]
+  // filling the screen (cover, not contain: a tall extract on a wide screen
+  // is a city, not a strip), at most zoom 17.
+  let viewSet = false;
+  function coverView(extent) {
+    const el = document.getElementById('map');
+    const w = el.clientWidth || 800, h = el.clientHeight || 600;
     const [x0, y0] = [lon2x(extent[0][0], 1), lat2y(extent[1][1], 1)];
     const [x1, y1] = [lon2x(extent[1][0], 1), lat2y(extent[0][1], 1)];
     const fitW = Math.log2(w / 512 / Math.max(1e-12, x1 - x0)), fitH = Math.log2(h / 512 / Math.max(1e-12, y1 - y0));
-    const zoom = Math.min(17, Math.max(fitW, fitH));
-    map.jumpTo({ center: cam.center, zoom });
+    return { center: [(extent[0][0] + extent[1][0]) / 2, lat((y0 + y1) / 2, 1)], zoom: Math.max(0, Math.min(17, Math.max(fitW, fitH))) };
+  }
+  function firstView(extent) {
+    if (viewSet) return;
+    viewSet = true;
+    map.jumpTo(coverView(extent));
   }
 
   // ---- live updates: refresh the visible tiles the changes touch ---------
