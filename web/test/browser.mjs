@@ -19,3 +19,12 @@ export function watch(page, errors) {
   page.on('pageerror', (e) => errors.push(e.message));
   page.on('requestfailed', (r) => errors.push(`request failed: ${r.url()} ${r.failure()?.errorText}`));
 }
+
+// wait for a condition in the page, at most ms; the error names what was awaited
+export async function waitIn(page, fn, ms, what, ...args) {
+  try {
+    await page.waitForFunction(fn, { timeout: ms, polling: 50 }, ...args);
+  } catch (e) {
+    throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+  }
+}

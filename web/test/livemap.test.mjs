@@ -16,7 +16,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
-import { launch, watch } from './browser.mjs';
+import { launch, waitIn, watch } from './browser.mjs';
 import { PNG } from 'pngjs';
 
 const BASE = process.env.LIVEMAP_URL;
@@ -49,13 +49,7 @@ const consoleErrors = [];
 const requested = [];   // every URL the page asked for (its workers' tile requests too)
 
 // wait for a condition in the page, at most ms
-async function until(fn, ms, what, ...args) {
-  try {
-    await page.waitForFunction(fn, { timeout: ms, polling: 50 }, ...args);
-  } catch (e) {
-    throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-  }
-}
+const until = (fn, ms, what, ...args) => waitIn(page, fn, ms, what, ...args);
 async function settled(ms = 20000) {
   await until(() => window.__tdb && window.__tdb.ready && window.__tdb.settled(), ms, 'the map to load its tiles');
 }

@@ -19,7 +19,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { launch, watch } from './browser.mjs';
+import { launch, waitIn, watch } from './browser.mjs';
 import { PNG } from 'pngjs';
 
 const BASE = process.env.MAPVIEW_URL;
@@ -49,13 +49,7 @@ const consoleErrors = [];
 // every response the page got (its workers' tile fetches too): URL and body bytes
 const responses = [];
 
-async function until(fn, ms, what, ...args) {
-  try {
-    await page.waitForFunction(fn, { timeout: ms, polling: 50 }, ...args);
-  } catch (e) {
-    throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-  }
-}
+const until = (fn, ms, what, ...args) => waitIn(page, fn, ms, what, ...args);
 async function settled(ms = 30000) {
   await until(() => window.__tdb && window.__tdb.ready && window.__tdb.settled(), ms, 'the map to draw every tile');
 }
