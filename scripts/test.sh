@@ -120,6 +120,7 @@ test/livemap.sh || die "the live map tests failed"
 
 say "the live map's app against hostile web clients: bounded filters, tiles and items, no database text, supervised (test/web_hostile.sh)"
 test/web_hostile.sh || die "the hostile web client tests failed"
+test/sumo_feeder_hostile.sh || die "the SUMO feeder's hostile tests failed"
 
 say "vector tiles: trafficdb.tile_mvt byte for byte against PostGIS's ST_AsMVT over a heap copy (test/tiles_diff.sh)"
 test/tiles_diff.sh || die "a tile of trafficdb.tile_mvt differs from PostGIS (test/tiles_diff.sh shows it decoded)"
