@@ -156,4 +156,4 @@ osm2pgsql --output=flex --style=scripts/roads.lua --log-level=warn --log-progres
 basemap_env delaware data/cache/delaware-latest.osm.pbf Delaware
 scripts/web.sh stop "$work" >/dev/null
 scripts/web.sh start "$work" "postgresql://trafficdb_web@127.0.0.1:$port/livemap"
-mapview delaware MAPVIEW_SKIP='colour-vision|vessels'
+mapview delaware MAPVIEW_SKIP='colour-vision|vessels|dark theme|phone|popup'
