@@ -109,6 +109,8 @@ if TILES_URL and not re.fullmatch(r"https?://[A-Za-z0-9.\[\]:-]+(/[A-Za-z0-9._~/
 
 # the name of the loaded map, as the page's title shows it ("Helsinki")
 MAP_NAME = os.environ.get("TRAFFICDB_WEB_MAP_NAME", "")[:60] or None
+# the traffic simulation's status file (web/sumo_feeder.py --status), when one feeds the map
+SIM_STATUS = os.environ.get("TRAFFICDB_WEB_SIM_STATUS") or None
 
 # An event stream must reach the browser as it is written: no compression.
 for m in app.user_middleware:
@@ -724,7 +726,7 @@ async def page_config(request: Request):
     pubs = getattr(request.app.state, "publications", None)
     tiles = f"{TILES_URL}/traffic/{{z}}/{{x}}/{{y}}" if TILES_URL else None
     return JSONResponse({"tiles": {"traffic": tiles, "source_layer": "traffic"}, "basemap": BASEMAP, "map_name": MAP_NAME,
-                         "simulation": bool(os.environ.get("TRAFFICDB_WEB_SIM_STATUS")),
+                         "simulation": SIM_STATUS is not None,
                          "extent": getattr(pubs, "extent", None)},
                         headers={"Cache-Control": "no-store"})
 
@@ -744,7 +746,7 @@ _sim_cache: dict = {}
 
 @app.get("/sim.json", tags=["trafficdb"], summary="The traffic simulation's status (Eclipse SUMO), when one feeds the map")
 async def sim_status():
-    path = os.environ.get("TRAFFICDB_WEB_SIM_STATUS")
+    path = SIM_STATUS
     try:
         if not path:
             raise FileNotFoundError

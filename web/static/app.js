@@ -105,7 +105,8 @@
     map.on('data', (e) => {
       if (e.sourceId === 'traffic' && e.tile && /unavailable/.test(liveStatus.textContent)) liveStatus.textContent = 'live';
     });
-    map.on('load', () => { mark('style'); styleLoaded = true; addTraffic(); });
+    // the traffic source and its layers are in the style from the start
+    map.on('load', () => { mark('style'); styleLoaded = true; tdb.ready = true; });
     // a phone: the attribution folded behind its (i) button, clear of the legend
     if (window.innerWidth < 600) {
       map.once('load', () => document.querySelectorAll('.maplibregl-ctrl-attrib.maplibregl-compact-show').forEach((e) => {
@@ -122,11 +123,6 @@
     connect();
   }
 
-  // the traffic source and its layers are in the style from the start
-  function addTraffic() {
-    if (!styleLoaded || !map.getSource('traffic')) return;
-    tdb.ready = true;
-  }
 
   if (PICK) {
     tdb.tiles = PICK.traffic;

@@ -20,14 +20,14 @@
   const THEMES = {
     light: {
       water: '#a8cde4', land: '#f3f0ea', landuse_park: '#d4e8c4', landuse_forest: '#bfdcae', landuse_urban: '#ece7e0',
-      landuse_industrial: '#e7e0ea', building: '#ddd5cc', building_line: '#cbbfb3', boundary: '#9a8aa8',
+      landuse_industrial: '#e7e0ea', building: '#ddd5cc', boundary: '#9a8aa8',
       road_casing: '#b9b2a8', road_major: '#ffffff', road_minor: '#ffffff', road_path: '#c9c2b8', rail: '#a8a39c',
       traffic_casing: '#ffffff', label: '#2b2b2b', label_halo: 'rgba(255,255,255,0.9)', place: '#1f1f1f',
       water_label: '#3c6e96', country: '#6b5a7a', vessel: '#1b3f8b', vessel_stroke: '#ffffff', vessel_tail: '#5b7fb5',
     },
     dark: {
       water: '#16222e', land: '#262a2f', landuse_park: '#24332a', landuse_forest: '#22302a', landuse_urban: '#2b2f35',
-      landuse_industrial: '#2e2b34', building: '#353a41', building_line: '#40464e', boundary: '#7f7190',
+      landuse_industrial: '#2e2b34', building: '#353a41', boundary: '#7f7190',
       road_casing: '#1b1d20', road_major: '#4a4f57', road_minor: '#3d4148', road_path: '#383c42', rail: '#50545a',
       traffic_casing: '#d9d9d9', label: '#e4e4e4', label_halo: 'rgba(10,12,14,0.9)', place: '#f0f0f0',
       water_label: '#8fb3d1', country: '#b9a9c9', vessel: '#8ec5ff', vessel_stroke: '#0b1b33', vessel_tail: '#7aa6db',
@@ -194,7 +194,7 @@
       layers: all.map(({ layer, paint }) => Object.assign({}, layer, { paint: paint(t) })),
     };
     if (bm.glyphs) style.glyphs = abs(bm.glyphs).replace('%7Bfontstack%7D', '{fontstack}').replace('%7Brange%7D', '{range}');
-    return { style, have, labels: labelLayers(have).map((l) => l.layer.id) };
+    return { style, have };
   }
 
   // switch the paint of every layer to a theme, in place
@@ -208,5 +208,5 @@
     }
   }
 
-  window.tdbStyle = { TRAFFIC, THEMES, MAJOR, MINOR_CAR, build, apply, trafficLayers };
+  window.tdbStyle = { TRAFFIC, THEMES, build, apply };
 }());

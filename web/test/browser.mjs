@@ -28,3 +28,11 @@ export async function waitIn(page, fn, ms, what, ...args) {
     throw new Error(`timed out after ${ms} ms waiting for ${what}`);
   }
 }
+
+// the rectangles the page's panels, controls and popup cover (not the map), grown by 2 px
+export function overlays(page) {
+  return page.$$eval('.panel, .maplibregl-ctrl, .maplibregl-popup', (els) => els.map((e) => {
+    const r = e.getBoundingClientRect();
+    return [r.left - 2, r.top - 2, r.right + 2, r.bottom + 2];
+  }));
+}

@@ -16,7 +16,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
-import { launch, waitIn, watch } from './browser.mjs';
+import { launch, overlays as overlaysOf, waitIn, watch } from './browser.mjs';
 import { PNG } from 'pngjs';
 
 const BASE = process.env.LIVEMAP_URL;
@@ -59,13 +59,7 @@ async function shot(name) {
   if (SHOTS) writeFileSync(path.join(SHOTS, name), buf);
   return PNG.sync.read(buf);
 }
-// the rectangles the page's panels and controls cover (not the map)
-async function overlays() {
-  return page.$$eval('.panel, .maplibregl-ctrl, .maplibregl-popup', (els) => els.map((e) => {
-    const r = e.getBoundingClientRect();
-    return [r.left - 2, r.top - 2, r.right + 2, r.bottom + 2];
-  }));
-}
+const overlays = () => overlaysOf(page);
 function hex(c) {
   const m = /^rgba?\((\d+), (\d+), (\d+)/.exec(c);
   return [Number(m[1]), Number(m[2]), Number(m[3])];

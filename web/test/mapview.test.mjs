@@ -19,7 +19,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { launch, waitIn, watch } from './browser.mjs';
+import { launch, overlays, waitIn, watch } from './browser.mjs';
 import { PNG } from 'pngjs';
 
 const BASE = process.env.MAPVIEW_URL;
@@ -67,10 +67,7 @@ const rgb = (h) => [1, 3, 5].map((i) => parseInt(h.slice(i, i + 2), 16));
 const near = (p, c, tol) => Math.abs(p[0] - c[0]) <= tol && Math.abs(p[1] - c[1]) <= tol && Math.abs(p[2] - c[2]) <= tol;
 // the share of the screenshot's pixels (outside the panels) within tol of each colour
 async function shares(png, colours, tol = 6) {
-  const cover = await page.$$eval('.panel, .maplibregl-ctrl, .maplibregl-popup', (els) => els.map((e) => {
-    const r = e.getBoundingClientRect();
-    return [r.left - 2, r.top - 2, r.right + 2, r.bottom + 2];
-  }));
+  const cover = await overlays(page);
   const counts = Object.fromEntries(Object.keys(colours).map((k) => [k, 0]));
   let n = 0;
   for (let y = 0; y < png.height; y += 2) {
