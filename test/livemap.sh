@@ -71,16 +71,20 @@ cat >"$work/pg-restart.sh" <<EOF2
 as_pg "$PG_BIN/pg_ctl" -D "$pgdata" -l "$work/pg/postgres.log" -m fast -w -t 60 restart >/dev/null
 EOF2
 chmod +x "$work/pg-restart.sh"
+# logs_and_die MESSAGE: the ends of the app's, Martin's and the cluster's logs, then die
+logs_and_die() {
+	echo "--- web.log" >&2; tail -n 30 "$work/web.log" >&2
+	echo "--- martin.log" >&2; grep -v ' INFO ' "$work/martin.log" | tail -n 30 >&2
+	echo "--- postgres.log" >&2; tail -n 30 "$work/pg/postgres.log" >&2
+	die "$1"
+}
 [ -n "${LIVEMAP_SHOTS:-}" ] && mkdir -p "$LIVEMAP_SHOTS"
 # LIVEMAP_ONLY=mapview skips livemap.test.mjs (when working on the map's looks)
 if [ "${LIVEMAP_ONLY:-}" != mapview ]; then
 echo "livemap: browser tests (node --test web/test/livemap.test.mjs, $(chromium --version 2>/dev/null | head -1))"
 if ! (cd web && LIVEMAP_URL="http://127.0.0.1:$(cat "$work/web.port")" LIVEMAP_PSQL="$PG_BIN/psql" LIVEMAP_PG_RESTART="$work/pg-restart.sh" CHROMIUM=$(command -v chromium) \
 	timeout 600 node --test test/livemap.test.mjs); then
-	echo "--- web.log" >&2; tail -n 30 "$work/web.log" >&2
-	echo "--- martin.log" >&2; grep -v ' INFO ' "$work/martin.log" | tail -n 30 >&2
-	echo "--- postgres.log" >&2; tail -n 30 "$work/pg/postgres.log" >&2
-	die "the live map tests failed"
+	logs_and_die "the live map tests failed"
 fi
 fi
 
@@ -91,9 +95,7 @@ mapview() {
 	echo "livemap: the map as a person looks at it, $map (node --test web/test/mapview.test.mjs)"
 	if ! (cd web && env MAPVIEW_URL="http://127.0.0.1:$(cat "$work/web.port")" MAPVIEW_MAP="$map" MAPVIEW_PSQL="$PG_BIN/psql" \
 		MAPVIEW_OUT="${LIVEMAP_SHOTS:-}" CHROMIUM=$(command -v chromium) "$@" timeout 600 node --test test/mapview.test.mjs); then
-		echo "--- web.log" >&2; tail -n 30 "$work/web.log" >&2
-		echo "--- postgres.log" >&2; tail -n 30 "$work/pg/postgres.log" >&2
-		die "the map view tests failed ($map)"
+		logs_and_die "the map view tests failed ($map)"
 	fi
 }
 
@@ -106,7 +108,8 @@ command -v sumo >/dev/null || die "sumo is missing: scripts/deps.sh installs sum
 sim=$(scripts/sumo.sh build helsinki data/helsinki.osm.pbf)
 jam=$("${PSQL[@]}" -tA -c "SELECT location_id FROM trafficdb.locations WHERE name = 'Mannerheimintie' AND road_class = 'primary'
 	ORDER BY length_m DESC LIMIT 1")
-cut -f2 "$sim/edges.tsv" | grep -qx "$jam" || die "way $jam (Mannerheimintie) has no edge in $sim/edges.tsv: expected a way of the net"
+# (awk reads the whole file: grep -q in a pipe may end before cut, whose SIGPIPE pipefail counts)
+awk -F '\t' -v w="$jam" '$2 == w { found = 1 } END { exit !found }' "$sim/edges.tsv" || die "way $jam (Mannerheimintie) has no edge in $sim/edges.tsv: expected a way of the net"
 # the daemon publishes the feeder's puts on its own again (the tests above set 1 h)
 "${PSQL[@]}" -c "ALTER SYSTEM SET trafficdb.publish_interval = '200ms'" -c "SELECT pg_reload_conf()" >/dev/null
 timeout 600 "${TDB_WEB_VENV:-$TDB_ROOT/.venv-web}/bin/python" web/sumo_feeder.py --shm "/trafficdb.$port" --sim "$sim" \
