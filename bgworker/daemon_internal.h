@@ -50,6 +50,7 @@ typedef struct DaemonState
 	uint64		incident_count;
 	bool		dirty;			/* changes not yet published */
 	bool		offsets_zero;	/* every entry's incident_off is 0 (no incident laid out) */
+	uint64		work_id;		/* changes with the working arrays (set_daemon_working): never reused */
 	char		refusal[TDB_ERRMSG_LEN];	/* why the last publication was refused */
 
 	/* records changed since the last committed log record (each once) */

@@ -75,13 +75,8 @@ tdb_traffic_checksum(uint64 map_id, uint64 generation, int64 created_us, TdbTraf
 {
 	Size		ibytes;
 	char	   *iblob = tdb_incident_layout(traffic, incidents, count, incident_count, &ibytes);
-	Size		size = tdb_traffic_size(count, ibytes);
-	void	   *buf = MemoryContextAllocHuge(CurrentMemoryContext, size);
-	uint32		crc;
+	uint32		crc = tdb_traffic_checksum_of(map_id, generation, count, traffic, iblob, ibytes, created_us);
 
-	tdb_traffic_write(buf, map_id, generation, count, traffic, iblob, ibytes, created_us);
-	crc = ((TdbObjectHeader *) buf)->checksum;
-	pfree(buf);
 	if (iblob)
 		pfree(iblob);
 	return crc;

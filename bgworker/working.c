@@ -80,6 +80,9 @@ free_working(WorkingTraffic *w, uint64 count)
 void
 set_daemon_working(const WorkingTraffic *w)
 {
+	static uint64 last_work_id = 0;
+
+	D.work_id = ++last_work_id;
 	D.traffic = w->traffic;
 	D.win_seq = w->win_seq;
 	D.incidents = w->incidents;

@@ -127,7 +127,8 @@ decode_shape(const uint8_t *shapes, uint64_t size, uint64_t off, uint32_t npoint
 
 /* Header, section table and overall size: shared by both kinds. */
 static int
-validate_header(const void *obj, size_t size, uint32_t magic, uint32_t nsections, char *err)
+validate_header(const void *obj, size_t size, uint32_t magic, uint16_t version, uint32_t nsections,
+				char *err)
 {
 	const TdbObjectHeader *h = obj;
 	uint64_t	prev_end;
@@ -137,9 +138,8 @@ validate_header(const void *obj, size_t size, uint32_t magic, uint32_t nsections
 				sizeof(TdbObjectHeader));
 	if (h->magic != magic)
 		CORRUPT("bad magic 0x%08x, expected 0x%08x", h->magic, magic);
-	if (h->format_version != TDB_FORMAT_VERSION)
-		CORRUPT("format version %u, this reader understands %u", h->format_version,
-				TDB_FORMAT_VERSION);
+	if (h->format_version != version)
+		CORRUPT("format version %u, this reader understands %u", h->format_version, version);
 	if (h->header_size != sizeof(TdbObjectHeader))
 		CORRUPT("header size %u, expected %zu", h->header_size, sizeof(TdbObjectHeader));
 	if (h->total_size < sizeof(TdbObjectHeader) || h->total_size > size)
@@ -172,6 +172,54 @@ validate_checksum(const TdbObjectHeader *h, char *err)
 	return TDB_OBJ_OK;
 }
 
+/*
+ * A traffic object's checksums: each chunk of entries and the incidents
+ * against the chunk table, the header and the table against the header's
+ * checksum, and every gap zero (so the checksum still decides every byte).
+ */
+static int
+validate_traffic_checksums(const TdbObjectHeader *h, char *err)
+{
+	const char *base = (const char *) h;
+	const TdbSection *sec = h->sections;
+	const TdbTraffic *t = (const TdbTraffic *) (base + sec[TDB_TRAFFIC_ENTRIES].offset);
+	const uint32_t *table = (const uint32_t *) (base + sec[TDB_TRAFFIC_CHUNKS].offset);
+	uint64_t	nchunks = tdb_traffic_nchunks(h->count);
+	uint32_t	crc;
+
+	crc = tdb_crc32c_update(TDB_CRC32C_INIT, base + 12, sizeof(*h) - 12);
+	crc = tdb_crc32c_final(tdb_crc32c_update(crc, table, (nchunks + 1) * sizeof(uint32_t)));
+	if (crc != h->checksum)
+		CORRUPT("checksum 0x%08x does not match the stored 0x%08x", crc, h->checksum);
+	for (uint64_t c = 0; c < nchunks; c++)
+	{
+		uint64_t	first = c * TDB_TRAFFIC_CHUNK;
+		uint64_t	n = h->count - first < TDB_TRAFFIC_CHUNK ? h->count - first : TDB_TRAFFIC_CHUNK;
+
+		crc = tdb_crc32c(t + first, n * sizeof(TdbTraffic));
+		if (crc != table[c])
+			CORRUPT("traffic chunk %llu (entries %llu-%llu) has checksum 0x%08x, its table says 0x%08x",
+					(unsigned long long) c, (unsigned long long) first,
+					(unsigned long long) (first + n - 1), crc, table[c]);
+	}
+	crc = tdb_crc32c(base + sec[TDB_TRAFFIC_INCIDENTS].offset, sec[TDB_TRAFFIC_INCIDENTS].size);
+	if (crc != table[nchunks])
+		CORRUPT("incidents have checksum 0x%08x, the chunk table says 0x%08x", crc, table[nchunks]);
+	for (uint32_t s = 0; s < TDB_TRAFFIC_NSECTIONS; s++)
+	{
+		uint64_t	from = sec[s].offset + sec[s].size;
+		uint64_t	to = s + 1 < TDB_TRAFFIC_NSECTIONS ? sec[s + 1].offset : h->total_size;
+
+		for (uint64_t b = from; b < to; b++)
+			if (base[b] != 0)
+				CORRUPT("byte %llu, between sections, is not zero", (unsigned long long) b);
+	}
+	for (uint64_t b = sizeof(*h); b < sec[0].offset; b++)
+		if (base[b] != 0)
+			CORRUPT("byte %llu, between sections, is not zero", (unsigned long long) b);
+	return TDB_OBJ_OK;
+}
+
 static inline bool
 boxf_contains(const TdbBoxF *outer, const TdbBoxF *inner)
 {
@@ -190,7 +238,7 @@ tdb_map_validate(const void *obj, size_t size, TdbValidateLevel level, char *err
 	uint64_t	n;
 	uint64_t	nslots;
 
-	rc = validate_header(obj, size, TDB_MAP_MAGIC, TDB_MAP_NSECTIONS, err);
+	rc = validate_header(obj, size, TDB_MAP_MAGIC, TDB_FORMAT_VERSION, TDB_MAP_NSECTIONS, err);
 	if (rc != TDB_OBJ_OK)
 		return rc;
 	sec = h->sections;
@@ -305,7 +353,7 @@ tdb_traffic_validate(const void *obj, size_t size, TdbValidateLevel level,
 	uint64_t	isize;
 	int			rc;
 
-	rc = validate_header(obj, size, TDB_TRAFFIC_MAGIC, TDB_TRAFFIC_NSECTIONS, err);
+	rc = validate_header(obj, size, TDB_TRAFFIC_MAGIC, TDB_TRAFFIC_FORMAT_VERSION, TDB_TRAFFIC_NSECTIONS, err);
 	if (rc != TDB_OBJ_OK)
 		return rc;
 	if (map != NULL && (h->map_id != map->map_id || h->count != map->count))
@@ -316,10 +364,14 @@ tdb_traffic_validate(const void *obj, size_t size, TdbValidateLevel level,
 		CORRUPT("traffic section of %llu bytes does not hold %llu entries",
 				(unsigned long long) h->sections[TDB_TRAFFIC_ENTRIES].size,
 				(unsigned long long) h->count);
+	if (h->sections[TDB_TRAFFIC_CHUNKS].size != (tdb_traffic_nchunks(h->count) + 1) * sizeof(uint32_t))
+		CORRUPT("chunk table of %llu bytes does not hold %llu chunks and the incidents'",
+				(unsigned long long) h->sections[TDB_TRAFFIC_CHUNKS].size,
+				(unsigned long long) tdb_traffic_nchunks(h->count));
 	if (level == TDB_VALIDATE_HEADER)
 		return TDB_OBJ_OK;
 
-	rc = validate_checksum(h, err);
+	rc = validate_traffic_checksums(h, err);
 	if (rc != TDB_OBJ_OK)
 		return rc;
 	t = tdb_traffic_entries(obj);

@@ -30,7 +30,9 @@
 
 #define TDB_MAP_MAGIC		0x4D424454u /* "TDBM" in memory order */
 #define TDB_TRAFFIC_MAGIC	0x54424454u /* "TDBT" */
-#define TDB_FORMAT_VERSION	1
+#define TDB_FORMAT_VERSION	1		/* map objects */
+#define TDB_TRAFFIC_FORMAT_VERSION 2	/* traffic objects: checksummed by chunks */
+#define TDB_TRAFFIC_CHUNK	256		/* entries per checksummed chunk (8 kB) */
 #define TDB_MAX_SECTIONS	8
 #define TDB_SECTION_ALIGN	64	/* every section starts on a cache line */
 
@@ -70,10 +72,16 @@ enum
 	TDB_MAP_NSECTIONS
 };
 
-/* Traffic object sections. */
+/*
+ * Traffic object sections.  The header's checksum covers the header and the
+ * CHUNKS section only; CHUNKS holds the CRC-32C of each TDB_TRAFFIC_CHUNK
+ * entries of ENTRIES and, last, that of INCIDENTS: a publication that
+ * changed k entries reseals at most k chunks (docs/object-format.md).
+ */
 enum
 {
 	TDB_TRAFFIC_ENTRIES = 0,	/* TdbTraffic[count] */
+	TDB_TRAFFIC_CHUNKS,			/* uint32_t crc[nchunks + 1] */
 	TDB_TRAFFIC_INCIDENTS,		/* uint32_t length + bytes, per incident; offset 0 unused */
 	TDB_TRAFFIC_NSECTIONS
 };
@@ -166,6 +174,43 @@ size_t		tdb_traffic_size(uint64_t count, size_t incident_bytes);
 void		tdb_traffic_write(void *dst, uint64_t map_id, uint64_t generation, uint64_t count,
 							  const TdbTraffic *entries, const void *incidents,
 							  size_t incident_bytes, int64_t now_us);
+
+/* Chunks of entries in a traffic object of count entries (CHUNKS holds one more: the incidents'). */
+static inline uint64_t
+tdb_traffic_nchunks(uint64_t count)
+{
+	return (count + TDB_TRAFFIC_CHUNK - 1) / TDB_TRAFFIC_CHUNK;
+}
+
+/* Sorted or not, with repeats or not: the records an in-place update copies. */
+typedef struct TdbIndexSpan
+{
+	const uint32_t *idx;
+	uint64_t	n;
+} TdbIndexSpan;
+
+/*
+ * Bring a traffic object written by tdb_traffic_write (or updated by this)
+ * for the same map and count up to date in place, in O(changed entries +
+ * count / TDB_TRAFFIC_CHUNK / 64): copy entries[idx] for every index of the
+ * spans (indices >= count are ignored), reseal the chunks they fall in,
+ * replace INCIDENTS and reseal the header.  The caller guarantees that every
+ * entry not named in a span is equal in dst and entries, and that dst has
+ * room for tdb_traffic_size(count, incident_bytes) bytes.  chunk_bits is
+ * scratch of (nchunks + 63) / 64 words, zero on entry and on return.  The
+ * result is byte-identical to tdb_traffic_write's.
+ */
+void		tdb_traffic_update(void *dst, uint64_t generation, const TdbTraffic *entries,
+							   const TdbIndexSpan *spans, int nspans, const void *incidents,
+							   size_t incident_bytes, int64_t now_us, uint64_t *chunk_bits);
+
+/*
+ * The checksum tdb_traffic_write would store for these contents, computed
+ * without writing an object (replay's check of each generation).
+ */
+uint32_t	tdb_traffic_checksum_of(uint64_t map_id, uint64_t generation, uint64_t count,
+									const TdbTraffic *entries, const void *incidents,
+									size_t incident_bytes, int64_t now_us);
 
 /* ---- validation ------------------------------------------------------------ */
 

@@ -563,3 +563,96 @@ UNIT_TEST(test_traffic_object_ignores_old_buffer_bytes)
 		free(b);
 	}
 }
+
+/*
+ * An object brought up to date in place (tdb_traffic_update, what a reused
+ * buffer gets) is byte-identical to one written whole, whatever changed:
+ * several spans with repeats and indices past the end, chunk edges, a last
+ * partial chunk, incidents that grow and shrink; and it validates in full.
+ * Its checksum is also what tdb_traffic_checksum_of computes without a buffer.
+ */
+UNIT_TEST(test_traffic_update_equals_write)
+{
+	uint64_t	seed = 12345;
+	const char *blobs[3] = {"\0\0\0\0\3\0\0\0abc", "\0\0\0\0\11\0\0\0incidents", NULL};
+	size_t		blen[3] = {11, 17, 0};
+
+	for (uint64_t n = 1; n <= 3 * TDB_TRAFFIC_CHUNK + 7; n += 97)
+	{
+		size_t		cap = tdb_traffic_size(n, 64);
+		TdbTraffic *t = calloc(n, sizeof(TdbTraffic));
+		unsigned char *a = malloc(cap);
+		unsigned char *b = malloc(cap);
+		uint64_t   *bits = calloc((tdb_traffic_nchunks(n) + 63) / 64, sizeof(uint64_t));
+		uint32_t	idx[3][40];
+		char		err[TDB_ERRLEN];
+
+		if (t == NULL || a == NULL || b == NULL || bits == NULL)
+			unit_fail(__FILE__, __LINE__, "out of memory");
+		for (uint64_t i = 0; i < n; i++)
+		{
+			t[i].speed_kmh = NAN;
+			t[i].free_flow_kmh = NAN;
+			t[i].congestion = TDB_CONGESTION_UNKNOWN;
+			t[i].confidence = TDB_CONFIDENCE_UNKNOWN;
+		}
+		memset(b, 0x5A, cap);
+		tdb_traffic_write(b, 7, 1, n, t, NULL, 0, 1);
+		for (uint64_t gen = 2; gen < 12; gen++)
+		{
+			TdbIndexSpan spans[3];
+			int			which = (int) (gen % 3);
+			size_t		size;
+
+			for (int s = 0; s < 3; s++)
+			{
+				spans[s].idx = idx[s];
+				spans[s].n = (gen + (uint64_t) s) % 4 == 0 ? 0 : 1 + (gen * 7 + (uint64_t) s) % 40;
+				for (uint64_t k = 0; k < spans[s].n; k++)
+				{
+					uint64_t	i;
+
+					seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+					i = (seed >> 33) % (n + 3);		/* a few past the end: ignored */
+					idx[s][k] = (uint32_t) i;
+					if (i < n)
+					{
+						t[i].updated_at_us = (int64_t) (gen * 1000 + i);
+						t[i].speed_kmh = (float) (seed % 130);
+						t[i].congestion = (uint8_t) (seed % 5);
+						t[i].changed_gen = gen;
+					}
+				}
+			}
+			tdb_traffic_update(b, gen, t, spans, 3, blobs[which], blen[which], (int64_t) gen, bits);
+			size = tdb_traffic_size(n, blen[which]);
+			memset(a, 0, cap);
+			tdb_traffic_write(a, 7, gen, n, t, blobs[which], blen[which], (int64_t) gen);
+			if (memcmp(a, b, size) != 0)
+				unit_fail(__FILE__, __LINE__, "%llu locations, generation %llu: the updated object differs from the written one",
+						  (unsigned long long) n, (unsigned long long) gen);
+			for (uint64_t w = 0; w < (tdb_traffic_nchunks(n) + 63) / 64; w++)
+				CHECK_EQ_U64(bits[w], 0);
+			CHECK_EQ_U64(tdb_traffic_validate(b, size, TDB_VALIDATE_FULL, NULL, err), TDB_OBJ_OK);
+			CHECK_EQ_U64(tdb_traffic_checksum_of(7, gen, n, t, blobs[which], blen[which], (int64_t) gen),
+						 ((TdbObjectHeader *) b)->checksum);
+		}
+		/* one changed byte in any chunk, the table or a gap is found */
+		{
+			size_t		size = tdb_traffic_size(n, blen[11 % 3]);
+
+			for (size_t off = 12; off < size; off += 61)
+			{
+				b[off] ^= 0x10;
+				if (tdb_traffic_validate(b, size, TDB_VALIDATE_FULL, NULL, err) != TDB_OBJ_ECORRUPT)
+					unit_fail(__FILE__, __LINE__, "%llu locations: a flip at byte %zu is not found",
+							  (unsigned long long) n, off);
+				b[off] ^= 0x10;
+			}
+		}
+		free(t);
+		free(a);
+		free(b);
+		free(bits);
+	}
+}
