@@ -82,7 +82,7 @@ compute_map_stats(const TdbMapView *v)
  * Writing a traffic object costs O(changes), not O(locations): a free
  * buffer is reused in place (tdb_writer_traffic_segment) and still holds
  * the object of an earlier write, so only the entries changed since then
- * are copied and only their chunks resealed (tdb_traffic_update).  What
+ * are copied and the object's digest updated by theirs (tdb_traffic_update).  What
  * each write changed is kept for the last WRITES_KEPT writes; a buffer
  * older than that, of another map or working state, or any object with
  * incidents (their layout moves offsets of entries no list names) is
@@ -112,9 +112,6 @@ static struct
 	uint64		work_id;
 	bool		incidents;
 }			held[TDB_MAX_SEGMENTS];
-
-static uint64 *chunk_bits;
-static uint64 chunk_bits_words;
 
 /* Can segment seg be brought up to date from the write records?  Fills spans. */
 static int
@@ -207,17 +204,9 @@ prepare_traffic(uint64 gen, int64 created_us, const uint32 *touched, uint64 ntou
 	nspans = touched != NULL ? delta_spans(seg, incidents, spans) : -1;
 	if (nspans >= 0)
 	{
-		if (chunk_bits_words < (tdb_traffic_nchunks(count) + 63) / 64)
-		{
-			if (chunk_bits)
-				pfree(chunk_bits);
-			chunk_bits_words = (tdb_traffic_nchunks(count) + 63) / 64;
-			chunk_bits = MemoryContextAllocExtended(D.cxt, chunk_bits_words * sizeof(uint64),
-													MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
-		}
 		spans[nspans].idx = touched;
 		spans[nspans++].n = ntouched;
-		tdb_traffic_update(addr, gen, D.traffic, spans, nspans, iblob, ibytes, created_us, chunk_bits);
+		tdb_traffic_update(addr, gen, D.traffic, spans, nspans, iblob, ibytes, created_us);
 	}
 	else
 		tdb_traffic_write(addr, D.map.hdr->map_id, gen, count, D.traffic, iblob, ibytes, created_us);

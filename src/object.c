@@ -173,9 +173,9 @@ validate_checksum(const TdbObjectHeader *h, char *err)
 }
 
 /*
- * A traffic object's checksums: each chunk of entries and the incidents
- * against the chunk table, the header and the table against the header's
- * checksum, and every gap zero (so the checksum still decides every byte).
+ * A traffic object's checksums: the digest against its entries and
+ * incidents, the header and the digest against the header's checksum, and
+ * every gap zero (so the checksum still decides every byte).
  */
 static int
 validate_traffic_checksums(const TdbObjectHeader *h, char *err)
@@ -183,28 +183,22 @@ validate_traffic_checksums(const TdbObjectHeader *h, char *err)
 	const char *base = (const char *) h;
 	const TdbSection *sec = h->sections;
 	const TdbTraffic *t = (const TdbTraffic *) (base + sec[TDB_TRAFFIC_ENTRIES].offset);
-	const uint32_t *table = (const uint32_t *) (base + sec[TDB_TRAFFIC_CHUNKS].offset);
-	uint64_t	nchunks = tdb_traffic_nchunks(h->count);
+	const TdbTrafficDigest *d = (const TdbTrafficDigest *) (base + sec[TDB_TRAFFIC_DIGEST].offset);
+	uint64_t	sum = 0;
 	uint32_t	crc;
 
 	crc = tdb_crc32c_update(TDB_CRC32C_INIT, base + 12, sizeof(*h) - 12);
-	crc = tdb_crc32c_final(tdb_crc32c_update(crc, table, (nchunks + 1) * sizeof(uint32_t)));
+	crc = tdb_crc32c_final(tdb_crc32c_update(crc, d, sizeof(*d)));
 	if (crc != h->checksum)
 		CORRUPT("checksum 0x%08x does not match the stored 0x%08x", crc, h->checksum);
-	for (uint64_t c = 0; c < nchunks; c++)
-	{
-		uint64_t	first = c * TDB_TRAFFIC_CHUNK;
-		uint64_t	n = h->count - first < TDB_TRAFFIC_CHUNK ? h->count - first : TDB_TRAFFIC_CHUNK;
-
-		crc = tdb_crc32c(t + first, n * sizeof(TdbTraffic));
-		if (crc != table[c])
-			CORRUPT("traffic chunk %llu (entries %llu-%llu) has checksum 0x%08x, its table says 0x%08x",
-					(unsigned long long) c, (unsigned long long) first,
-					(unsigned long long) (first + n - 1), crc, table[c]);
-	}
+	for (uint64_t i = 0; i < h->count; i++)
+		sum += tdb_traffic_entry_hash(i, &t[i]);
+	if (sum != d->entries)
+		CORRUPT("the entries' digest is 0x%016llx, the object says 0x%016llx",
+				(unsigned long long) sum, (unsigned long long) d->entries);
 	crc = tdb_crc32c(base + sec[TDB_TRAFFIC_INCIDENTS].offset, sec[TDB_TRAFFIC_INCIDENTS].size);
-	if (crc != table[nchunks])
-		CORRUPT("incidents have checksum 0x%08x, the chunk table says 0x%08x", crc, table[nchunks]);
+	if (crc != d->incidents_crc || d->zero != 0)
+		CORRUPT("incidents have checksum 0x%08x, the digest says 0x%08x", crc, d->incidents_crc);
 	for (uint32_t s = 0; s < TDB_TRAFFIC_NSECTIONS; s++)
 	{
 		uint64_t	from = sec[s].offset + sec[s].size;
@@ -364,10 +358,9 @@ tdb_traffic_validate(const void *obj, size_t size, TdbValidateLevel level,
 		CORRUPT("traffic section of %llu bytes does not hold %llu entries",
 				(unsigned long long) h->sections[TDB_TRAFFIC_ENTRIES].size,
 				(unsigned long long) h->count);
-	if (h->sections[TDB_TRAFFIC_CHUNKS].size != (tdb_traffic_nchunks(h->count) + 1) * sizeof(uint32_t))
-		CORRUPT("chunk table of %llu bytes does not hold %llu chunks and the incidents'",
-				(unsigned long long) h->sections[TDB_TRAFFIC_CHUNKS].size,
-				(unsigned long long) tdb_traffic_nchunks(h->count));
+	if (h->sections[TDB_TRAFFIC_DIGEST].size != sizeof(TdbTrafficDigest))
+		CORRUPT("digest section of %llu bytes, expected %zu",
+				(unsigned long long) h->sections[TDB_TRAFFIC_DIGEST].size, sizeof(TdbTrafficDigest));
 	if (level == TDB_VALIDATE_HEADER)
 		return TDB_OBJ_OK;
 

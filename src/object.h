@@ -31,8 +31,7 @@
 #define TDB_MAP_MAGIC		0x4D424454u /* "TDBM" in memory order */
 #define TDB_TRAFFIC_MAGIC	0x54424454u /* "TDBT" */
 #define TDB_FORMAT_VERSION	1		/* map objects */
-#define TDB_TRAFFIC_FORMAT_VERSION 2	/* traffic objects: checksummed by chunks */
-#define TDB_TRAFFIC_CHUNK	256		/* entries per checksummed chunk (8 kB) */
+#define TDB_TRAFFIC_FORMAT_VERSION 2	/* traffic objects: a digest updated per entry */
 #define TDB_MAX_SECTIONS	8
 #define TDB_SECTION_ALIGN	64	/* every section starts on a cache line */
 
@@ -74,14 +73,15 @@ enum
 
 /*
  * Traffic object sections.  The header's checksum covers the header and the
- * CHUNKS section only; CHUNKS holds the CRC-32C of each TDB_TRAFFIC_CHUNK
- * entries of ENTRIES and, last, that of INCIDENTS: a publication that
- * changed k entries reseals at most k chunks (docs/object-format.md).
+ * DIGEST section only; DIGEST holds the sum of a 64-bit hash of each entry
+ * and its index (tdb_traffic_entry_hash), and the CRC-32C of INCIDENTS: a
+ * publication that changed k entries updates the sum in O(k)
+ * (docs/object-format.md).
  */
 enum
 {
 	TDB_TRAFFIC_ENTRIES = 0,	/* TdbTraffic[count] */
-	TDB_TRAFFIC_CHUNKS,			/* uint32_t crc[nchunks + 1] */
+	TDB_TRAFFIC_DIGEST,			/* TdbTrafficDigest */
 	TDB_TRAFFIC_INCIDENTS,		/* uint32_t length + bytes, per incident; offset 0 unused */
 	TDB_TRAFFIC_NSECTIONS
 };
@@ -104,6 +104,14 @@ typedef struct TdbLocation
 #define TDB_CONGESTION_UNKNOWN 255
 #define TDB_CONFIDENCE_UNKNOWN 255	/* a NULL confidence (not 0: that is a value) */
 #define TDB_CONGESTION_MAX 4
+
+/* The DIGEST section of a traffic object: 16 bytes. */
+typedef struct TdbTrafficDigest
+{
+	uint64_t	entries;		/* sum mod 2^64 of tdb_traffic_entry_hash(i, entry i) */
+	uint32_t	incidents_crc;	/* CRC-32C of the INCIDENTS section */
+	uint32_t	zero;
+} TdbTrafficDigest;
 
 /* Current traffic of one location: 32 bytes, two per cache line. */
 typedef struct TdbTraffic
@@ -175,13 +183,6 @@ void		tdb_traffic_write(void *dst, uint64_t map_id, uint64_t generation, uint64_
 							  const TdbTraffic *entries, const void *incidents,
 							  size_t incident_bytes, int64_t now_us);
 
-/* Chunks of entries in a traffic object of count entries (CHUNKS holds one more: the incidents'). */
-static inline uint64_t
-tdb_traffic_nchunks(uint64_t count)
-{
-	return (count + TDB_TRAFFIC_CHUNK - 1) / TDB_TRAFFIC_CHUNK;
-}
-
 /* Sorted or not, with repeats or not: the records an in-place update copies. */
 typedef struct TdbIndexSpan
 {
@@ -192,17 +193,16 @@ typedef struct TdbIndexSpan
 /*
  * Bring a traffic object written by tdb_traffic_write (or updated by this)
  * for the same map and count up to date in place, in O(changed entries +
- * count / TDB_TRAFFIC_CHUNK / 64): copy entries[idx] for every index of the
- * spans (indices >= count are ignored), reseal the chunks they fall in,
- * replace INCIDENTS and reseal the header.  The caller guarantees that every
- * entry not named in a span is equal in dst and entries, and that dst has
- * room for tdb_traffic_size(count, incident_bytes) bytes.  chunk_bits is
- * scratch of (nchunks + 63) / 64 words, zero on entry and on return.  The
- * result is byte-identical to tdb_traffic_write's.
+ * incident bytes): copy entries[idx] for every index of the spans (indices
+ * >= count are ignored; repeats cost nothing), updating the digest by the
+ * difference of each entry's hash, replace INCIDENTS and reseal the header.
+ * The caller guarantees that every entry not named in a span is equal in
+ * dst and entries, and that dst has room for tdb_traffic_size(count,
+ * incident_bytes) bytes.  The result is byte-identical to tdb_traffic_write's.
  */
 void		tdb_traffic_update(void *dst, uint64_t generation, const TdbTraffic *entries,
 							   const TdbIndexSpan *spans, int nspans, const void *incidents,
-							   size_t incident_bytes, int64_t now_us, uint64_t *chunk_bits);
+							   size_t incident_bytes, int64_t now_us);
 
 /*
  * The checksum tdb_traffic_write would store for these contents, computed
@@ -301,6 +301,28 @@ int64_t		tdb_map_knn(const TdbMapView *v, double x, double y, TdbMetric metric, 
 						TdbKnnResult *out);
 
 /* ---- reading a traffic object -------------------------------------------- */
+
+/*
+ * The hash of entry i in the DIGEST: each step (xor a word, multiply by an
+ * odd constant, xor-shift) is a bijection of the state, so a change in any
+ * one word of an entry always changes its hash, and the index makes two
+ * entries that trade places change the sum.
+ */
+static inline uint64_t
+tdb_traffic_entry_hash(uint64_t i, const TdbTraffic *e)
+{
+	uint64_t	w[4];
+	uint64_t	h = (i + 1) * 0x9e3779b97f4a7c15ull;
+
+	memcpy(w, e, sizeof(w));
+	for (int k = 0; k < 4; k++)
+	{
+		h = (h ^ w[k]) * 0xff51afd7ed558ccdull;
+		h ^= h >> 32;
+	}
+	h *= 0xc4ceb9fe1a85ec53ull;
+	return h ^ (h >> 29);
+}
 
 static inline const TdbTraffic *
 tdb_traffic_entries(const void *obj)

@@ -543,9 +543,8 @@ tdb_map_builder_write(const TdbMapBuilder *b, void *dst, uint64_t map_id, int64_
 /* ---- traffic objects ------------------------------------------------------- */
 
 /*
- * Layout (format 2): header | ENTRIES | CHUNKS | INCIDENTS, each on a
- * 64-byte boundary, every gap zero.  CHUNKS has a fixed size for a count, so
- * only INCIDENTS moves the end of the object.
+ * Layout (format 2): header | ENTRIES | DIGEST | INCIDENTS, each on a
+ * 64-byte boundary, every gap zero.  Only INCIDENTS moves the end.
  */
 static void
 traffic_layout(uint64_t count, size_t incident_bytes, TdbSection *sec, uint64_t *total)
@@ -555,9 +554,9 @@ traffic_layout(uint64_t count, size_t incident_bytes, TdbSection *sec, uint64_t 
 	sec[TDB_TRAFFIC_ENTRIES].offset = off;
 	sec[TDB_TRAFFIC_ENTRIES].size = count * sizeof(TdbTraffic);
 	off = ALIGN_UP(off + count * sizeof(TdbTraffic), TDB_SECTION_ALIGN);
-	sec[TDB_TRAFFIC_CHUNKS].offset = off;
-	sec[TDB_TRAFFIC_CHUNKS].size = (tdb_traffic_nchunks(count) + 1) * sizeof(uint32_t);
-	off = ALIGN_UP(off + sec[TDB_TRAFFIC_CHUNKS].size, TDB_SECTION_ALIGN);
+	sec[TDB_TRAFFIC_DIGEST].offset = off;
+	sec[TDB_TRAFFIC_DIGEST].size = sizeof(TdbTrafficDigest);
+	off = ALIGN_UP(off + sizeof(TdbTrafficDigest), TDB_SECTION_ALIGN);
 	sec[TDB_TRAFFIC_INCIDENTS].offset = off;
 	sec[TDB_TRAFFIC_INCIDENTS].size = incident_bytes;
 	*total = ALIGN_UP(off + incident_bytes, TDB_SECTION_ALIGN);
@@ -592,47 +591,39 @@ traffic_header(TdbObjectHeader *h, uint64_t map_id, uint64_t count, size_t incid
 	h->total_size = total;
 }
 
-/* CRC-32C of entries [c * TDB_TRAFFIC_CHUNK, ...) of count */
-static inline uint32_t
-chunk_crc(const TdbTraffic *entries, uint64_t count, uint64_t c)
-{
-	uint64_t	first = c * TDB_TRAFFIC_CHUNK;
-	uint64_t	n = count - first < TDB_TRAFFIC_CHUNK ? count - first : TDB_TRAFFIC_CHUNK;
-
-	return tdb_crc32c(entries + first, n * sizeof(TdbTraffic));
-}
-
-/* The header's checksum: bytes [12, header_size) of the header, then the chunk table. */
+/* The header's checksum: CRC-32C of header bytes [12, header_size), then the digest. */
 static uint32_t
-traffic_root_crc(const TdbObjectHeader *h, const uint32_t *table, uint64_t nentries)
+traffic_root_crc(const TdbObjectHeader *h, const TdbTrafficDigest *d)
 {
 	uint32_t	crc = tdb_crc32c_update(TDB_CRC32C_INIT, (const char *) h + 12, sizeof(*h) - 12);
 
-	return tdb_crc32c_final(tdb_crc32c_update(crc, table, nentries * sizeof(uint32_t)));
+	return tdb_crc32c_final(tdb_crc32c_update(crc, d, sizeof(*d)));
 }
 
-/* INCIDENTS and the zero tail after it; the last CHUNKS entry */
+static inline TdbTrafficDigest *
+traffic_digest(TdbObjectHeader *h)
+{
+	return (TdbTrafficDigest *) ((char *) h + h->sections[TDB_TRAFFIC_DIGEST].offset);
+}
+
+/* INCIDENTS, the zero tail after it and its CRC; then the generation and the checksum */
 static void
-traffic_write_incidents(TdbObjectHeader *h, const void *incidents, size_t incident_bytes)
+traffic_finish(TdbObjectHeader *h, uint64_t generation, uint64_t entries_sum, const void *incidents,
+			   size_t incident_bytes)
 {
 	char	   *base = (char *) h;
 	const TdbSection *sec = &h->sections[TDB_TRAFFIC_INCIDENTS];
-	uint32_t   *table = (uint32_t *) (base + h->sections[TDB_TRAFFIC_CHUNKS].offset);
+	TdbTrafficDigest *d = traffic_digest(h);
 
 	if (incident_bytes)
 		memcpy(base + sec->offset, incidents, incident_bytes);
 	memset(base + sec->offset + incident_bytes, 0, h->total_size - sec->offset - incident_bytes);
-	table[tdb_traffic_nchunks(h->count)] = tdb_crc32c(base + sec->offset, incident_bytes);
-}
-
-/* The generation last: a buffer rewritten in place says 0 until its content is complete. */
-static void
-traffic_seal(TdbObjectHeader *h, uint64_t generation)
-{
-	const uint32_t *table = (const uint32_t *) ((const char *) h + h->sections[TDB_TRAFFIC_CHUNKS].offset);
-
+	d->entries = entries_sum;
+	d->incidents_crc = tdb_crc32c(base + sec->offset, incident_bytes);
+	d->zero = 0;
+	/* the generation last: a buffer rewritten in place says 0 until its content is complete */
 	__atomic_store_n(&h->generation, generation, __ATOMIC_RELEASE);
-	h->checksum = traffic_root_crc(h, table, tdb_traffic_nchunks(h->count) + 1);
+	h->checksum = traffic_root_crc(h, d);
 }
 
 void
@@ -642,45 +633,40 @@ tdb_traffic_write(void *dst, uint64_t map_id, uint64_t generation, uint64_t coun
 {
 	TdbObjectHeader *h = dst;
 	char	   *base = dst;
-	uint64_t	nchunks = tdb_traffic_nchunks(count);
 	TdbTraffic *out;
-	uint32_t   *table;
+	uint64_t	sum = 0;
 	const TdbSection *sec;
 
-	/* a reused buffer keeps generation 0 until the end (see traffic_seal) */
+	/* a reused buffer keeps generation 0 until the end (see traffic_finish) */
 	__atomic_store_n(&h->generation, 0, __ATOMIC_RELEASE);
 	{
 		TdbObjectHeader hdr;
 
 		traffic_header(&hdr, map_id, count, incident_bytes, now_us);
-		memcpy(base + 8, (char *) &hdr + 8, sizeof(hdr) - 8);	/* not yet the magic */
+		memcpy(base + 8, (char *) &hdr + 8, sizeof(hdr) - 8);
 		memcpy(base, &hdr, 8);
 	}
 	out = (TdbTraffic *) (base + h->sections[TDB_TRAFFIC_ENTRIES].offset);
-	table = (uint32_t *) (base + h->sections[TDB_TRAFFIC_CHUNKS].offset);
 	memcpy(out, entries, count * sizeof(TdbTraffic));
+	for (uint64_t i = 0; i < count; i++)
+		sum += tdb_traffic_entry_hash(i, &out[i]);
 	/* every gap zero: a reused buffer (or a scratch one) holds anything there */
 	sec = &h->sections[TDB_TRAFFIC_ENTRIES];
-	memset(base + sec->offset + sec->size, 0, h->sections[TDB_TRAFFIC_CHUNKS].offset - sec->offset - sec->size);
-	sec = &h->sections[TDB_TRAFFIC_CHUNKS];
-	memset(base + sec->offset + sec->size, 0, h->sections[TDB_TRAFFIC_INCIDENTS].offset - sec->offset - sec->size);
-	for (uint64_t c = 0; c < nchunks; c++)
-		table[c] = chunk_crc(out, count, c);
-	traffic_write_incidents(h, incidents, incident_bytes);
-	traffic_seal(h, generation);
+	memset(base + sec->offset + sec->size, 0, sec[1].offset - sec->offset - sec->size);
+	sec = &h->sections[TDB_TRAFFIC_DIGEST];
+	memset(base + sec->offset + sec->size, 0, sec[1].offset - sec->offset - sec->size);
+	traffic_finish(h, generation, sum, incidents, incident_bytes);
 }
 
 void
 tdb_traffic_update(void *dst, uint64_t generation, const TdbTraffic *entries,
 				   const TdbIndexSpan *spans, int nspans, const void *incidents,
-				   size_t incident_bytes, int64_t now_us, uint64_t *chunk_bits)
+				   size_t incident_bytes, int64_t now_us)
 {
 	TdbObjectHeader *h = dst;
-	char	   *base = dst;
 	uint64_t	count = h->count;
-	uint64_t	nchunks = tdb_traffic_nchunks(count);
-	TdbTraffic *out = (TdbTraffic *) (base + h->sections[TDB_TRAFFIC_ENTRIES].offset);
-	uint32_t   *table = (uint32_t *) (base + h->sections[TDB_TRAFFIC_CHUNKS].offset);
+	TdbTraffic *out = (TdbTraffic *) ((char *) dst + h->sections[TDB_TRAFFIC_ENTRIES].offset);
+	uint64_t	sum = traffic_digest(h)->entries;
 	uint64_t	total;
 
 	__atomic_store_n(&h->generation, 0, __ATOMIC_RELEASE);
@@ -691,24 +677,19 @@ tdb_traffic_update(void *dst, uint64_t generation, const TdbTraffic *entries,
 
 			if (i >= count)
 				continue;
+			if (k + 8 < spans[s].n)
+			{
+				__builtin_prefetch(&out[spans[s].idx[k + 8]], 1);
+				__builtin_prefetch(&entries[spans[s].idx[k + 8]]);
+			}
+			sum -= tdb_traffic_entry_hash(i, &out[i]);
 			out[i] = entries[i];
-			chunk_bits[(i / TDB_TRAFFIC_CHUNK) >> 6] |= (uint64_t) 1 << ((i / TDB_TRAFFIC_CHUNK) & 63);
+			sum += tdb_traffic_entry_hash(i, &out[i]);
 		}
-	for (uint64_t w = 0; w < (nchunks + 63) / 64; w++)
-	{
-		for (uint64_t bits = chunk_bits[w]; bits != 0; bits &= bits - 1)
-		{
-			uint64_t	c = w * 64 + (uint64_t) __builtin_ctzll(bits);
-
-			table[c] = chunk_crc(out, count, c);
-		}
-		chunk_bits[w] = 0;
-	}
 	h->created_at_us = now_us;
 	traffic_layout(count, incident_bytes, h->sections, &total);
 	h->total_size = total;
-	traffic_write_incidents(h, incidents, incident_bytes);
-	traffic_seal(h, generation);
+	traffic_finish(h, generation, sum, incidents, incident_bytes);
 }
 
 uint32_t
@@ -717,19 +698,12 @@ tdb_traffic_checksum_of(uint64_t map_id, uint64_t generation, uint64_t count,
 						int64_t now_us)
 {
 	TdbObjectHeader h;
-	uint64_t	nchunks = tdb_traffic_nchunks(count);
-	uint32_t	crc;
-	uint32_t	last;
+	TdbTrafficDigest d = {0, 0, 0};
 
 	traffic_header(&h, map_id, count, incident_bytes, now_us);
 	h.generation = generation;
-	crc = tdb_crc32c_update(TDB_CRC32C_INIT, (const char *) &h + 12, sizeof(h) - 12);
-	for (uint64_t c = 0; c < nchunks; c++)
-	{
-		uint32_t	cc = chunk_crc(entries, count, c);
-
-		crc = tdb_crc32c_update(crc, &cc, sizeof(cc));
-	}
-	last = tdb_crc32c(incidents, incident_bytes);
-	return tdb_crc32c_final(tdb_crc32c_update(crc, &last, sizeof(last)));
+	for (uint64_t i = 0; i < count; i++)
+		d.entries += tdb_traffic_entry_hash(i, &entries[i]);
+	d.incidents_crc = tdb_crc32c(incidents, incident_bytes);
+	return traffic_root_crc(&h, &d);
 }
