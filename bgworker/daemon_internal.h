@@ -141,6 +141,7 @@ typedef struct DaemonState
 		int64		created_us;
 		int64		published_us;	/* when it was made visible (events carry it) */
 		Size		traffic_bytes;
+		uint64		entries;		/* entries copied into the buffer */
 		bool		checkpoint;
 		uint64		log_first;
 		Size		log_bytes;
@@ -278,6 +279,18 @@ extern TdbLogState daemon_log_state(void);
 extern void prepare_generation(uint64 gen);
 extern bool have_log_end(void);
 extern void follower_publish(void *arg, uint64 gen, int64 created_us, bool has_crc, uint32 object_crc);
+
+/* ---- trafficwrite.c: writing traffic objects in O(changes) ---- */
+
+/*
+ * Write the working traffic as generation gen, made at created_us, into a
+ * free traffic buffer (not published): touched lists the records changed
+ * since the previous call (NULL: not known; repeats allowed).  Sets *seg,
+ * *bytes (the object's size) and *entries (entries copied: count when written
+ * whole); returns its checksum.  ERROR when no buffer.
+ */
+extern uint32 write_traffic_object(uint64 gen, int64 created_us, const uint32 *touched, uint64 ntouched,
+								   uint32 *seg, Size *bytes, uint64 *entries);
 
 /* ---- mapsource.c: the map source reader ---- */
 

@@ -79,93 +79,6 @@ compute_map_stats(const TdbMapView *v)
 /* ---- publishing ------------------------------------------------------------------- */
 
 /*
- * Writing a traffic object costs O(changes), not O(locations): a free
- * buffer is reused in place (tdb_writer_traffic_segment) and still holds
- * the object of an earlier write, so only the entries changed since then
- * are copied and the object's digest updated by theirs (tdb_traffic_update).  What
- * each write changed is kept for the last WRITES_KEPT writes; a buffer
- * older than that, of another map or working state, or any object with
- * incidents (their layout moves offsets of entries no list names) is
- * written whole.
- */
-#define WRITES_KEPT 8
-
-typedef struct WriteRecord
-{
-	uint64		seq;			/* 0: none */
-	uint64		work_id;		/* D.work_id when written */
-	bool		all;			/* unknown or too many: older buffers are written whole */
-	uint32	   *idx;
-	uint64		n;
-	uint64		cap;
-} WriteRecord;
-
-static WriteRecord writes[WRITES_KEPT];
-static uint64 write_seq;
-
-/* what each segment holds, as this daemon wrote it */
-static struct
-{
-	uint64		write_seq;		/* 0: unknown */
-	uint64		shm_seq;		/* the segment's name: a new segment in the slot holds nothing */
-	uint64		map_id;
-	uint64		work_id;
-	bool		incidents;
-}			held[TDB_MAX_SEGMENTS];
-
-/* Can segment seg be brought up to date from the write records?  Fills spans. */
-static int
-delta_spans(uint32 seg, bool incidents, TdbIndexSpan *spans)
-{
-	int			n = 0;
-
-	if (incidents || held[seg].incidents || held[seg].write_seq == 0 ||
-		held[seg].shm_seq != D.writer.ctl->segments[seg].seq ||
-		held[seg].map_id != D.map.hdr->map_id || held[seg].work_id != D.work_id ||
-		write_seq - held[seg].write_seq >= WRITES_KEPT)
-		return -1;
-	for (uint64 s = held[seg].write_seq + 1; s <= write_seq; s++)
-	{
-		WriteRecord *r = &writes[s % WRITES_KEPT];
-
-		if (r->seq != s || r->all || r->work_id != D.work_id)
-			return -1;
-		spans[n].idx = r->idx;
-		spans[n++].n = r->n;
-	}
-	return n;
-}
-
-/* Note what this write changed (touched == NULL: unknown) and what seg now holds. */
-static void
-record_write(uint32 seg, const uint32 *touched, uint64 ntouched, bool incidents)
-{
-	WriteRecord *r = &writes[++write_seq % WRITES_KEPT];
-
-	r->seq = write_seq;
-	r->work_id = D.work_id;
-	r->all = touched == NULL || ntouched > D.map.count / 16 + 1024;
-	r->n = 0;
-	if (!r->all)
-	{
-		if (r->cap < ntouched)
-		{
-			if (r->idx)
-				pfree(r->idx);
-			r->cap = Max(ntouched, 1024);
-			r->idx = MemoryContextAllocHuge(D.cxt, r->cap * sizeof(uint32));
-		}
-		memcpy(r->idx, touched, ntouched * sizeof(uint32));
-		r->n = ntouched;
-	}
-	held[seg].write_seq = write_seq;
-	held[seg].shm_seq = D.writer.ctl->segments[seg].seq;
-	held[seg].map_id = D.map.hdr->map_id;
-	held[seg].work_id = D.work_id;
-	held[seg].incidents = incidents;
-}
-
-/*
  * Write the working traffic, as generation gen made at created_us, into a
  * free buffer (not published yet: that waits for the commit).  touched
  * lists the records changed since the previous write (NULL: not known).
@@ -174,54 +87,21 @@ record_write(uint32 seg, const uint32 *touched, uint64 ntouched, bool incidents)
 static uint32
 prepare_traffic(uint64 gen, int64 created_us, const uint32 *touched, uint64 ntouched)
 {
-	Size		ibytes = 0;
-	char	   *iblob;
 	uint32		seg;
-	void	   *addr;
-	char		err[TDB_ERRLEN];
-	int			rc;
-	uint64		count = D.map.count;
-	bool		incidents;
-	TdbIndexSpan spans[WRITES_KEPT + 1];
-	int			nspans;
+	Size		bytes;
+	uint64		entries;
+	uint32		crc = write_traffic_object(gen, created_us, touched, ntouched, &seg, &bytes, &entries);
 
-	/* with no incident, and none laid out before, every incident_off is 0 already */
-	if (D.incident_count == 0 && D.offsets_zero)
-		iblob = NULL;
-	else
-	{
-		iblob = tdb_incident_layout(D.traffic, D.incidents, count, D.incident_count, &ibytes);
-		D.offsets_zero = D.incident_count == 0;
-		/* offsets may have moved in entries no list names */
-		touched = NULL;
-	}
-	incidents = iblob != NULL;
-	rc = tdb_writer_traffic_segment(&D.writer,
-									tdb_writer_traffic_capacity(tdb_traffic_size(count, ibytes)),
-									&seg, &addr, err);
-	if (rc != TDB_SHM_OK)
-		ereport(ERROR, (errmsg("could not get a traffic buffer: %s", err)));
-	nspans = touched != NULL ? delta_spans(seg, incidents, spans) : -1;
-	if (nspans >= 0)
-	{
-		spans[nspans].idx = touched;
-		spans[nspans++].n = ntouched;
-		tdb_traffic_update(addr, gen, D.traffic, spans, nspans, iblob, ibytes, created_us);
-	}
-	else
-		tdb_traffic_write(addr, D.map.hdr->map_id, gen, count, D.traffic, iblob, ibytes, created_us);
-	record_write(seg, touched, ntouched, incidents);
-	if (iblob)
-		pfree(iblob);
 	D.pub.ready = true;
 	D.pub.gen = gen;
 	D.pub.seg = seg;
 	D.pub.created_us = created_us;
-	D.pub.traffic_bytes = tdb_traffic_size(count, ibytes);
+	D.pub.traffic_bytes = bytes;
+	D.pub.entries = entries;
 	D.pub.checkpoint = false;
 	D.pub.log_first = 0;
 	D.pub.log_bytes = 0;
-	return ((TdbObjectHeader *) addr)->checksum;
+	return crc;
 }
 
 TdbLogState
@@ -306,6 +186,7 @@ note_published(uint64 gen)
 	tdb_shared->map_arc_slack_m = stats_arc_slack_m;
 	tdb_shared->map_bytes = D.map.hdr->total_size;
 	tdb_shared->traffic_bytes = D.pub.traffic_bytes;
+	tdb_shared->last_publish_entries = D.pub.entries;
 	tdb_shared->shm_bytes = tdb_writer_bytes(&D.writer);
 	tdb_shared->last_publish_at = GetCurrentTimestamp();
 	tdb_shared->publishes++;

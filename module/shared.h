@@ -105,6 +105,7 @@ typedef struct TdbShared
 	uint64		shm_bytes;
 	double		last_map_build_ms;
 	double		last_publish_ms;
+	uint64		last_publish_entries;	/* traffic entries the last publication copied (all: a whole write) */
 	TimestampTz last_publish_at;
 	uint64		feed_rows_consumed;
 	uint64		feed_rows_rejected;

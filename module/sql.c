@@ -353,8 +353,8 @@ Datum
 trafficdb_status(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
-	Datum		v[44];
-	bool		n[44] = {0};
+	Datum		v[45];
+	bool		n[45] = {0};
 	TdbShared	s;
 
 	tdb_require_preload();
@@ -430,6 +430,7 @@ trafficdb_status(PG_FUNCTION_ARGS)
 	/* when last_error happened: it stays after it is resolved (compare with last_publish_at) */
 	v[43] = TimestampTzGetDatum(s.last_error_at);
 	n[43] = s.last_error_at == 0 || s.last_error[0] == '\0';
+	v[44] = Int64GetDatum((int64) s.last_publish_entries);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, v, n)));
 }
 

@@ -714,3 +714,49 @@ tdb_map_knn(const TdbMapView *v, double x, double y, TdbMetric metric, uint64_t 
 		return TDB_OBJ_EINVAL;
 	return tdb_rtree_knn(&v->rtree, x, y, metric, k, knn_entry_dist, (void *) v, out);
 }
+
+/* ---- batched lookups ------------------------------------------------------------ */
+
+#define FIND_D 8
+#define FIND_RING (4 * FIND_D)		/* > 2 * FIND_D: a hash lives from stage 1 to 3 */
+
+void
+tdb_map_find_many(const TdbMapView *v, const uint64_t *ids, size_t n, int64_t *out,
+				  const void *extra, size_t extra_stride)
+{
+	uint64_t	hashes[FIND_RING];
+
+	for (size_t k = 0; k < n + 2 * FIND_D; k++)
+	{
+		if (k < n)
+		{
+			hashes[k % FIND_RING] = tdb_hash_id(ids[k]);
+			__builtin_prefetch(&v->hash[hashes[k % FIND_RING] & v->hash_mask]);
+		}
+		if (k >= FIND_D && k - FIND_D < n)
+		{
+			uint64_t	s = v->hash[hashes[(k - FIND_D) % FIND_RING] & v->hash_mask];
+			uint32_t	idx = (uint32_t) s - 1;
+
+			if (s != 0 && idx < v->count)
+			{
+				__builtin_prefetch(&v->records[idx]);
+				if (extra != NULL)
+					__builtin_prefetch((const char *) extra + (size_t) idx * extra_stride, 1);
+			}
+		}
+		if (k >= 2 * FIND_D)
+		{
+			size_t		j = k - 2 * FIND_D;
+			uint64_t	h = hashes[j % FIND_RING];
+			uint64_t	s = v->hash[h & v->hash_mask];
+			uint32_t	idx = (uint32_t) s - 1;
+
+			/* the common case from the lines fetched; anything else probes */
+			if (s != 0 && (s >> 32) == (h >> 32) && idx < v->count && v->records[idx].id == ids[j])
+				out[j] = idx;
+			else
+				out[j] = tdb_map_find(v, ids[j]);
+		}
+	}
+}

@@ -1,0 +1,279 @@
+/*-------------------------------------------------------------------------
+ *
+ * trafficwrite.c
+ *	  Writing a traffic object in O(changes), not O(locations).
+ *
+ * A free buffer is reused in place (tdb_writer_traffic_segment) and still
+ * holds an object this daemon wrote a few writes earlier: only the entries
+ * changed since then are copied, and the object's digest is updated by
+ * theirs (tdb_traffic_update, docs/object-format.md).  What each write
+ * changed is kept for the last WRITES_KEPT writes; a buffer older than that,
+ * or holding another map or working state, is written whole.
+ *
+ * Incidents are laid out in record order (tdb_incident_layout, which replay
+ * and followers use too), so one incident that grows moves the offsets of
+ * every later one: the records that have an incident are kept sorted, and a
+ * layout looks only at them and at the changed records, listing every entry
+ * whose offset moved with the changes.  Cost: O(changes log changes +
+ * incidents), with no scan of the locations.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "lib/stringinfo.h"
+#include "utils/memutils.h"
+
+#include "bgworker/daemon_internal.h"
+#include "bgworker/genlog_store.h"
+
+#define WRITES_KEPT 8
+
+typedef struct WriteRecord
+{
+	uint64		seq;			/* 0: none */
+	uint64		work_id;		/* D.work_id when written */
+	bool		all;			/* not known, or too many: older buffers are written whole */
+	uint32	   *idx;
+	uint64		n;
+	uint64		cap;
+} WriteRecord;
+
+static WriteRecord writes[WRITES_KEPT];
+static uint64 write_seq;
+
+/* what each segment holds, as this daemon wrote it */
+static struct
+{
+	uint64		write_seq;		/* 0: not known */
+	uint64		shm_seq;		/* the segment's name: a new segment in the slot holds nothing */
+	uint64		map_id;
+	uint64		work_id;
+}			held[TDB_MAX_SEGMENTS];
+
+/* the records with an incident at the last layout, ascending; valid for inc_work_id */
+static uint32 *inc_recs;
+static uint64 ninc;
+static uint64 inc_cap;
+static uint64 inc_work_id;
+
+/* records whose incident offset the last layout moved, beyond the changed ones */
+static uint32 *moved;
+static uint64 nmoved;
+static uint64 moved_cap;
+
+static void
+ensure_u32(uint32 **a, uint64 *cap, uint64 need)
+{
+	if (*cap >= need)
+		return;
+	need = Max(need, Max(*cap * 2, 1024));
+	/* keeps the content: note_moved grows the list it fills */
+	*a = *a ? repalloc_huge(*a, need * sizeof(uint32)) : MemoryContextAllocHuge(D.cxt, need * sizeof(uint32));
+	*cap = need;
+}
+
+static int
+cmp_u32(const void *a, const void *b)
+{
+	uint32		x = *(const uint32 *) a;
+	uint32		y = *(const uint32 *) b;
+
+	return x < y ? -1 : x > y;
+}
+
+static void
+note_moved(uint32 i)
+{
+	ensure_u32(&moved, &moved_cap, nmoved + 1);
+	moved[nmoved++] = i;
+}
+
+/*
+ * Lay the incidents out as tdb_incident_layout would, looking only at the
+ * records that had an incident at the last layout and the changed ones
+ * (touched, since that layout or more).  Fills moved[].  Returns the
+ * INCIDENTS body (palloc'd) or NULL, with its length in *len.
+ */
+static char *
+layout_incidents_delta(const uint32 *touched, uint64 ntouched, Size *len)
+{
+	uint32	   *cand;
+	uint64		ncand = 0;
+	uint64		a = 0,
+				b = 0;
+	uint64		nnew = 0;
+	uint32	   *sorted;
+	StringInfoData buf = {NULL, 0, 0, 0};
+	uint32		zero = 0;
+
+	nmoved = 0;
+	*len = 0;
+	sorted = palloc_extended(Max(ntouched, 1) * sizeof(uint32), MCXT_ALLOC_HUGE);
+	memcpy(sorted, touched, ntouched * sizeof(uint32));
+	qsort(sorted, ntouched, sizeof(uint32), cmp_u32);
+	cand = palloc_extended(Max(ninc + ntouched, 1) * sizeof(uint32), MCXT_ALLOC_HUGE);
+	while (a < ninc || b < ntouched)
+	{
+		uint32		i;
+
+		if (b >= ntouched || (a < ninc && inc_recs[a] <= sorted[b]))
+			i = inc_recs[a++];
+		else
+			i = sorted[b++];
+		if (i < D.map.count && (ncand == 0 || cand[ncand - 1] != i))
+			cand[ncand++] = i;
+	}
+	pfree(sorted);
+	if (D.incident_count > 0)
+	{
+		initStringInfo(&buf);
+		appendBinaryStringInfo(&buf, (char *) &zero, 4);
+	}
+	for (uint64 k = 0; k < ncand; k++)
+	{
+		uint32		i = cand[k];
+		uint32		off = 0;
+
+		if (D.incidents[i] != NULL)
+		{
+			uint32		l = (uint32) strlen(D.incidents[i]);
+
+			off = (uint32) buf.len;
+			appendBinaryStringInfo(&buf, (char *) &l, 4);
+			appendBinaryStringInfo(&buf, D.incidents[i], l);
+			cand[nnew++] = i;	/* nnew <= k: the list of records with one, in place */
+		}
+		if (D.traffic[i].incident_off != off)
+		{
+			D.traffic[i].incident_off = off;
+			note_moved(i);
+		}
+	}
+	ensure_u32(&inc_recs, &inc_cap, nnew);
+	memcpy(inc_recs, cand, nnew * sizeof(uint32));
+	ninc = nnew;
+	pfree(cand);
+	if (D.incident_count == 0)
+		return NULL;
+	*len = buf.len;
+	return buf.data;
+}
+
+/* A whole layout (tdb_incident_layout) and the sorted list of records with an incident. */
+static char *
+layout_incidents_all(Size *len)
+{
+	char	   *blob = tdb_incident_layout(D.traffic, D.incidents, D.map.count, D.incident_count, len);
+
+	ninc = 0;
+	ensure_u32(&inc_recs, &inc_cap, D.incident_count);
+	for (uint64 i = 0; i < D.map.count && ninc < inc_cap; i++)
+		if (D.incidents[i] != NULL)
+			inc_recs[ninc++] = (uint32) i;
+	inc_work_id = D.work_id;
+	return blob;
+}
+
+/* Can segment seg be brought up to date from the write records?  Fills spans. */
+static int
+delta_spans(uint32 seg, TdbIndexSpan *spans)
+{
+	int			n = 0;
+
+	if (held[seg].write_seq == 0 || held[seg].shm_seq != D.writer.ctl->segments[seg].seq ||
+		held[seg].map_id != D.map.hdr->map_id || held[seg].work_id != D.work_id ||
+		write_seq - held[seg].write_seq >= WRITES_KEPT)
+		return -1;
+	for (uint64 s = held[seg].write_seq + 1; s <= write_seq; s++)
+	{
+		WriteRecord *r = &writes[s % WRITES_KEPT];
+
+		if (r->seq != s || r->all || r->work_id != D.work_id)
+			return -1;
+		spans[n].idx = r->idx;
+		spans[n++].n = r->n;
+	}
+	return n;
+}
+
+/* Note what this write changed (touched == NULL: not known) and what seg now holds. */
+static void
+record_write(uint32 seg, const uint32 *touched, uint64 ntouched)
+{
+	WriteRecord *r = &writes[++write_seq % WRITES_KEPT];
+
+	r->seq = write_seq;
+	r->work_id = D.work_id;
+	r->all = touched == NULL || ntouched + nmoved > D.map.count / 16 + 1024;
+	r->n = 0;
+	if (!r->all)
+	{
+		ensure_u32(&r->idx, &r->cap, ntouched + nmoved);
+		memcpy(r->idx, touched, ntouched * sizeof(uint32));
+		if (nmoved > 0)
+			memcpy(r->idx + ntouched, moved, nmoved * sizeof(uint32));
+		r->n = ntouched + nmoved;
+	}
+	held[seg].write_seq = write_seq;
+	held[seg].shm_seq = D.writer.ctl->segments[seg].seq;
+	held[seg].map_id = D.map.hdr->map_id;
+	held[seg].work_id = D.work_id;
+}
+
+uint32
+write_traffic_object(uint64 gen, int64 created_us, const uint32 *touched, uint64 ntouched,
+					 uint32 *seg, Size *bytes, uint64 *entries)
+{
+	Size		ibytes = 0;
+	char	   *iblob = NULL;
+	void	   *addr;
+	char		err[TDB_ERRLEN];
+	int			rc;
+	uint64		count = D.map.count;
+	TdbIndexSpan spans[WRITES_KEPT + 2];
+	int			nspans;
+
+	nmoved = 0;
+	if (D.incident_count == 0 && D.offsets_zero)
+	{
+		/* no incident, and none laid out before: every incident_off is 0 already */
+		ninc = 0;
+		inc_work_id = D.work_id;
+	}
+	else if (touched != NULL && inc_work_id == D.work_id)
+		iblob = layout_incidents_delta(touched, ntouched, &ibytes);
+	else
+	{
+		iblob = layout_incidents_all(&ibytes);
+		touched = NULL;			/* offsets moved in entries no list names */
+	}
+	D.offsets_zero = D.incident_count == 0;
+	rc = tdb_writer_traffic_segment(&D.writer,
+									tdb_writer_traffic_capacity(tdb_traffic_size(count, ibytes)),
+									seg, &addr, err);
+	if (rc != TDB_SHM_OK)
+		ereport(ERROR, (errmsg("could not get a traffic buffer: %s", err)));
+	nspans = touched != NULL ? delta_spans(*seg, spans) : -1;
+	if (nspans >= 0)
+	{
+		spans[nspans].idx = touched;
+		spans[nspans++].n = ntouched;
+		spans[nspans].idx = moved;
+		spans[nspans++].n = nmoved;
+		tdb_traffic_update(addr, gen, D.traffic, spans, nspans, iblob, ibytes, created_us);
+		*entries = 0;
+		for (int k = 0; k < nspans; k++)
+			*entries += spans[k].n;
+	}
+	else
+	{
+		tdb_traffic_write(addr, D.map.hdr->map_id, gen, count, D.traffic, iblob, ibytes, created_us);
+		*entries = count;
+	}
+	record_write(*seg, touched, ntouched);
+	if (iblob)
+		pfree(iblob);
+	*bytes = tdb_traffic_size(count, ibytes);
+	return ((TdbObjectHeader *) addr)->checksum;
+}
