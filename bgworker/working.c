@@ -14,6 +14,7 @@
 #include "utils/memutils.h"
 
 #include "bgworker/daemon_internal.h"
+#include "hugepage.h"
 
 static void
 alloc_working(uint64 count, WorkingTraffic *out)
@@ -21,11 +22,17 @@ alloc_working(uint64 count, WorkingTraffic *out)
 	Size		n = Max(count, 1);
 
 	out->traffic = MemoryContextAllocHuge(D.cxt, n * sizeof(TdbTraffic));
-	out->win_seq = MemoryContextAllocExtended(D.cxt, n * sizeof(int64), MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
-	out->incidents = MemoryContextAllocExtended(D.cxt, n * sizeof(char *), MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	out->win_seq = MemoryContextAllocHuge(D.cxt, n * sizeof(int64));
+	out->incidents = MemoryContextAllocHuge(D.cxt, n * sizeof(char *));
 	out->pend = MemoryContextAllocHuge(D.cxt, n * sizeof(uint32));
 	out->pend_bit = MemoryContextAllocExtended(D.cxt, n / 8 + 1, MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
 	out->incident_count = 0;
+	/* updates land at random: huge pages where the kernel grants them (hugepage.h), before the first touch */
+	tdb_advise_huge(out->traffic, n * sizeof(TdbTraffic));
+	tdb_advise_huge(out->win_seq, n * sizeof(int64));
+	tdb_advise_huge(out->incidents, n * sizeof(char *));
+	memset(out->win_seq, 0, n * sizeof(int64));
+	memset(out->incidents, 0, n * sizeof(char *));
 }
 
 /*

@@ -55,8 +55,9 @@ typedef struct ShapeIter
 	int64_t		qy;
 } ShapeIter;
 
+/* leaf: the record's leaf box (the origin of SHAPE_E7_BOX) */
 static bool
-shape_iter_init(ShapeIter *it, const uint8_t *shapes, uint64_t size, uint64_t off)
+shape_iter_init(ShapeIter *it, const uint8_t *shapes, uint64_t size, uint64_t off, const TdbBoxF *leaf)
 {
 	if (off >= size)
 		return false;
@@ -65,6 +66,11 @@ shape_iter_init(ShapeIter *it, const uint8_t *shapes, uint64_t size, uint64_t of
 	it->pos = off + 1;
 	it->encoding = shapes[off];
 	it->qx = it->qy = 0;
+	if (it->encoding == SHAPE_E7_BOX)
+	{
+		shape_box_origin(leaf, &it->qx, &it->qy);
+		it->encoding = SHAPE_E7;
+	}
 	return it->encoding == SHAPE_E7 || it->encoding == SHAPE_RAW;
 }
 
@@ -98,11 +104,12 @@ shape_iter_next(ShapeIter *it, double *x, double *y)
  * NULL to only check it).  Returns false if it is malformed.
  */
 static bool
-decode_shape(const uint8_t *shapes, uint64_t size, uint64_t off, uint32_t npoints, double *xy)
+decode_shape(const uint8_t *shapes, uint64_t size, uint64_t off, uint32_t npoints, const TdbBoxF *leaf,
+			 double *xy)
 {
 	ShapeIter	it;
 
-	if (npoints < 2 || !shape_iter_init(&it, shapes, size, off))
+	if (npoints < 2 || !shape_iter_init(&it, shapes, size, off, leaf))
 		return false;
 	for (uint32_t i = 0; i < npoints; i++)
 	{
@@ -293,7 +300,7 @@ tdb_map_validate(const void *obj, size_t size, TdbValidateLevel level, char *err
 		if (r->name_off >= v.strings_size || r->road_class >= v.nclasses)
 			CORRUPT("location %llu (record %llu) has name offset %u / class %u out of range",
 					(unsigned long long) r->id, (unsigned long long) i, r->name_off, r->road_class);
-		if (!decode_shape(v.shapes, v.shapes_size, r->shape_off, r->npoints, NULL))
+		if (!decode_shape(v.shapes, v.shapes_size, r->shape_off, r->npoints, &v.rtree.boxes[i], NULL))
 			CORRUPT("location %llu (record %llu): shape at offset %llu with %u points is malformed",
 					(unsigned long long) r->id, (unsigned long long) i,
 					(unsigned long long) r->shape_off, r->npoints);
@@ -412,7 +419,8 @@ tdb_map_view_init(TdbMapView *v, const void *obj)
 void
 tdb_map_shape(const TdbMapView *v, uint64_t i, double *xy)
 {
-	decode_shape(v->shapes, v->shapes_size, v->records[i].shape_off, v->records[i].npoints, xy);
+	decode_shape(v->shapes, v->shapes_size, v->records[i].shape_off, v->records[i].npoints,
+				 &v->rtree.boxes[v->rtree.levels[0].first + i], xy);
 }
 
 /*
@@ -432,7 +440,8 @@ walk_shape(const TdbMapView *v, uint64_t i, PointPairFn fn, void *arg)
 				x1,
 				y1;
 
-	if (!shape_iter_init(&it, v->shapes, v->shapes_size, r->shape_off) ||
+	if (!shape_iter_init(&it, v->shapes, v->shapes_size, r->shape_off,
+						 &v->rtree.boxes[v->rtree.levels[0].first + i]) ||
 		!shape_iter_next(&it, &x0, &y0))
 		return;
 	for (uint32_t p = 1; p < r->npoints; p++)
@@ -645,7 +654,7 @@ tdb_map_query_dist(const TdbMapView *v, uint64_t i, const TdbKnnQuery *q)
 		double		x0,
 					y0;
 
-		if (shape_iter_init(&it, v->shapes, v->shapes_size, v->records[i].shape_off) &&
+		if (shape_iter_init(&it, v->shapes, v->shapes_size, v->records[i].shape_off, &v->rtree.boxes[i]) &&
 			shape_iter_next(&it, &x0, &y0) && tdb_knn_query_contains(q, x0, y0))
 			return 0.0;
 	}

@@ -30,7 +30,7 @@
 
 #define TDB_MAP_MAGIC		0x4D424454u /* "TDBM" in memory order */
 #define TDB_TRAFFIC_MAGIC	0x54424454u /* "TDBT" */
-#define TDB_FORMAT_VERSION	1		/* map objects */
+#define TDB_FORMAT_VERSION	2		/* map objects: shapes from their leaf box's corner */
 #define TDB_TRAFFIC_FORMAT_VERSION 2	/* traffic objects: a digest updated per entry */
 #define TDB_MAX_SECTIONS	8
 #define TDB_SECTION_ALIGN	64	/* every section starts on a cache line */

@@ -226,17 +226,20 @@ shape_fits_e7(const double *xy, uint32_t npoints)
 }
 
 static int
-encode_shape(Buf *out, const double *xy, uint32_t npoints)
+encode_shape(Buf *out, const double *xy, uint32_t npoints, const TdbBox *box)
 {
 	if (shape_fits_e7(xy, npoints))
 	{
-		int64_t		px = 0,
-					py = 0;
+		TdbBoxF		leaf = tdb_boxf_from_boxd(box);	/* the leaf box the map will hold */
+		int64_t		px,
+					py;
+
+		shape_box_origin(&leaf, &px, &py);
 
 		/* worst case: 1 byte encoding + 10 bytes per varint */
 		if (buf_reserve(out, 1 + (size_t) npoints * 20) != 0)
 			return -1;
-		out->data[out->len++] = SHAPE_E7;
+		out->data[out->len++] = SHAPE_E7_BOX;
 		for (uint32_t i = 0; i < npoints; i++)
 		{
 			int64_t		qx = llround(xy[2 * i] * 1e7);
@@ -334,7 +337,7 @@ tdb_map_builder_add(TdbMapBuilder *b, uint64_t id, const double *xy, uint32_t np
 	e.speed_limit_kmh = speed_limit_kmh;
 	e.flags = flags;
 	e.shape_off = b->shapes.len;
-	if (encode_shape(&b->shapes, xy, npoints) != 0)
+	if (encode_shape(&b->shapes, xy, npoints, &e.box) != 0)
 		goto nomem;
 
 	if (b->n == b->cap)

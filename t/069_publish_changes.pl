@@ -1,4 +1,4 @@
-# t/068_publish_changes.pl: a publication copies what changed, not the map
+# t/069_publish_changes.pl: a publication copies what changed, not the map
 # (docs/object-format.md).  The daemon brings a reused traffic buffer up to
 # date in place with the entries changed since it last wrote it; a
 # one-change publication on a 2,000-location map copies a few entries
