@@ -134,6 +134,13 @@ bench/objbench: bench/objbench.c $(ENGINE_SRCS) $(wildcard src/*.h)
 bench-objects: bench/objbench
 	bench/objbench $(SEGMENTS)
 
+# the core at scale (bench/objects.sh): publication by changes, updates, GETs, bytes per location
+bench-scale: bench/objbench
+	bench/objects.sh
+
+bench-planet: bench/objbench
+	bench/objects.sh "1000000 10000000 40000000 100000000"
+
 bench-daemon: all
 	bench/daemon.sh $(SEGMENTS)
 
@@ -430,7 +437,7 @@ unit-tsan: src/tests/unit_tests_tsan
 	TSAN_OPTIONS=halt_on_error=1 src/tests/unit_tests_tsan test_client_threads test_client_wait_is_woken test_shm_readers_see_consistent_versions test_shm_pin_timeout_revokes test_shm_liveness_by_lock \
 		$(RING_THREAD_TESTS) $(SUBRING_THREAD_TESTS)
 
-.PHONY: fleet fleet-stop crash-test fuzz-sql fuzz-genlog fuzz-mvt bench bench-tippy bench-streams bench-trails bench-parquet fuzz-stream unit-asan unit-tsan unit tap test security-test demo demo-stop demo-clean deps bench-objects bench-daemon bench-locations bench-accessor bench-sub-baselines
+.PHONY: fleet fleet-stop crash-test fuzz-sql fuzz-genlog fuzz-mvt bench bench-tippy bench-streams bench-trails bench-parquet fuzz-stream unit-asan unit-tsan unit tap test security-test demo demo-stop demo-clean deps bench-objects bench-scale bench-planet bench-daemon bench-locations bench-accessor bench-sub-baselines
 unit: src/tests/unit_tests
 	src/tests/unit_tests
 
