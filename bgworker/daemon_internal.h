@@ -276,6 +276,7 @@ typedef void (*TxFn) (void *arg);
 extern bool run_in_tx(const char *what, TxFn fn, void *arg, char *errbuf);
 
 extern TdbLogState daemon_log_state(void);
+extern int	cmp_uint32(const void *a, const void *b);	/* qsort of uint32 */
 extern void prepare_generation(uint64 gen);
 extern bool have_log_end(void);
 extern void follower_publish(void *arg, uint64 gen, int64 created_us, bool has_crc, uint32 object_crc);

@@ -112,8 +112,8 @@ daemon_log_state(void)
 	return s;
 }
 
-static int
-cmp_u32(const void *a, const void *b)
+int
+cmp_uint32(const void *a, const void *b)
 {
 	uint32		x = *(const uint32 *) a;
 	uint32		y = *(const uint32 *) b;
@@ -147,7 +147,7 @@ log_generation(uint64 gen, int64 created_us, uint32 object_crc)
 			Assert(k == D.npend);
 		}
 		else if (D.npend > 1)
-			qsort(D.pend, D.npend, sizeof(uint32), cmp_u32);
+			qsort(D.pend, D.npend, sizeof(uint32), cmp_uint32);
 		bytes += tdb_log_write_delta(gen, created_us, object_crc, &ls, D.pend, D.npend);
 		ckpt = gen - D.ckpt_gen >= (uint64) tdb_checkpoint_interval ||
 			TimestampDifferenceExceeds(D.ckpt_at, GetCurrentTimestamp(), tdb_checkpoint_timeout_s * 1000);

@@ -73,15 +73,6 @@ ensure_u32(uint32 **a, uint64 *cap, uint64 need)
 	*cap = need;
 }
 
-static int
-cmp_u32(const void *a, const void *b)
-{
-	uint32		x = *(const uint32 *) a;
-	uint32		y = *(const uint32 *) b;
-
-	return x < y ? -1 : x > y;
-}
-
 static void
 note_moved(uint32 i)
 {
@@ -111,7 +102,7 @@ layout_incidents_delta(const uint32 *touched, uint64 ntouched, Size *len)
 	*len = 0;
 	sorted = palloc_extended(Max(ntouched, 1) * sizeof(uint32), MCXT_ALLOC_HUGE);
 	memcpy(sorted, touched, ntouched * sizeof(uint32));
-	qsort(sorted, ntouched, sizeof(uint32), cmp_u32);
+	qsort(sorted, ntouched, sizeof(uint32), cmp_uint32);
 	cand = palloc_extended(Max(ninc + ntouched, 1) * sizeof(uint32), MCXT_ALLOC_HUGE);
 	while (a < ninc || b < ntouched)
 	{
