@@ -9,8 +9,10 @@
  * point, ids 1..n) and its subscriptions as rows of trafficdb.subscriptions
  * (name: the workload's subscription number, 1..s), as the script makes them.
  *
- * 1. The initial values go back in (trafficdb_put_many, TRAFFICDB_SYNC), so
- *    that every run starts from the same traffic.
+ * 1. The producer process opens its writer and puts the initial values back
+ *    (trafficdb_put_many, then trafficdb_sync), so that every run starts from
+ *    the same traffic with a producer already running (its lane and the
+ *    map's pages warm, as the Redis publisher's connection is open).
  * 2. CONSUMERS processes subscribe through the shared-memory rings
  *    (trafficdb_subscribe, TRAFFICDB_AREA_SUBSCRIPTIONS: the events of every
  *    row) as one round-robin group: each event goes to one of them.  One
@@ -257,6 +259,21 @@ static void consumer(uint32_t idx)
 	trafficdb_unsubscribe(s);
 }
 
+/* 1: the initial values back in, published, through the producer's own writer */
+static void restore_initial(trafficdb_writer *w)
+{
+	const struct sub_wl_header *h = &W.h;
+	trafficdb_update *u = malloc(sizeof(trafficdb_update) * h->n);
+
+	if (!u)
+		fail("out of memory");
+	for (uint32_t i = 0; i < h->n; i++)
+		u[i] = update_of(i + 1, W.speed[i], W.cong[i]);
+	put_all(w, u, h->n);
+	sync_all(w, "the initial values");
+	free(u);
+}
+
 static void producer(void)
 {
 	const struct sub_wl_header *h = &W.h;
@@ -270,6 +287,7 @@ static void producer(void)
 	if ((rc = trafficdb_writer_open(g_name, &w)) != TRAFFICDB_OK)
 		fail("trafficdb_writer_open: %s: %s", trafficdb_strerror(rc), trafficdb_writer_errmsg(NULL));
 	trafficdb_writer_set_timeout(w, 60000);
+	restore_initial(w); /* before any consumer subscribes: they get none of its events */
 	cpu0 = cpu_self_ns();
 	atomic_fetch_add(&S->ready, 1);
 	while (!atomic_load(&S->go)) {
@@ -283,33 +301,20 @@ static void producer(void)
 
 		for (uint32_t i = 0; i < h->k; i++)
 			u[i] = update_of(c[i].id, c[i].new_speed, c[i].new_cong);
-		put_all(w, u, h->k);
-		sync_all(w, "a round"); /* published: the next round goes into a later generation */
+		{
+			int64_t t0 = now_ns(), t1;
+
+			put_all(w, u, h->k);
+			t1 = now_ns();
+			sync_all(w, "a round"); /* published: the next round goes into a later generation */
+			if (getenv("SUB_PUT_VERBOSE"))
+				fprintf(stderr, "sub_put: round %u: put %.2f ms, sync %.2f ms\n", rd, (t1 - t0) / 1e6,
+					(now_ns() - t1) / 1e6);
+		}
 		S->published += h->k;
 	}
 	S->cpu_ns[g_ncons] = cpu_self_ns() - cpu0;
 	atomic_store(&S->done, 1);
-	trafficdb_writer_close(w);
-	free(u);
-}
-
-/* 1: the initial values back in, published */
-static void restore_initial(void)
-{
-	const struct sub_wl_header *h = &W.h;
-	trafficdb_writer *w;
-	trafficdb_update *u = malloc(sizeof(trafficdb_update) * h->n);
-	int rc;
-
-	if (!u)
-		fail("out of memory");
-	if ((rc = trafficdb_writer_open(g_name, &w)) != TRAFFICDB_OK)
-		fail("trafficdb_writer_open: %s: %s", trafficdb_strerror(rc), trafficdb_writer_errmsg(NULL));
-	trafficdb_writer_set_timeout(w, 60000);
-	for (uint32_t i = 0; i < h->n; i++)
-		u[i] = update_of(i + 1, W.speed[i], W.cong[i]);
-	put_all(w, u, h->n);
-	sync_all(w, "the initial values");
 	trafficdb_writer_close(w);
 	free(u);
 }
@@ -366,6 +371,7 @@ static void wait_for(int (*cond)(void), const char *what)
 	}
 }
 
+static int producer_ready(void) { return atomic_load(&S->ready) == 1; }
 static int all_ready(void) { return atomic_load(&S->ready) == (int)g_ncons + 1; }
 static int all_done(void)
 {
@@ -432,10 +438,11 @@ int main(int argc, char **argv)
 	if (daemon <= 0 || (postmaster = proc_ppid(daemon)) <= 1)
 		fail("no local trafficdb daemon (trafficdb.status.daemon_pid %d)", daemon);
 
-	restore_initial();
-	for (uint32_t i = 0; i <= g_ncons; i++)
+	spawn((int)g_ncons); /* the producer, which puts the initial values back first */
+	wait_for(producer_ready, "the producer to put the initial values");
+	for (uint32_t i = 0; i < g_ncons; i++)
 		spawn((int)i);
-	wait_for(all_ready, "the consumers and the producer to be ready");
+	wait_for(all_ready, "the consumers to subscribe");
 	PQclear(pg_query(pg, "SELECT trafficdb.publish()")); /* the daemon attaches the consumers */
 
 	if ((d0 = proc_cpu_ns(daemon)) < 0)
