@@ -248,7 +248,7 @@ EOSQL
 	pkill -f "tdbsub /trafficdb.$port --all-subscriptions --group bench" 2>/dev/null
 	wait 2>/dev/null
 	[ -n "$fpid" ] && "${PSQL[@]}" -c "SELECT pg_cancel_backend($fpid)" >/dev/null 2>&1
-	echo "events=$total wall_ns=$((t1 - t0)) clients_cpu_ns=$n server_cpu_ns=$feeder" \
+	echo "events=$total published=$((R * K)) wall_ns=$((t1 - t0)) clients_cpu_ns=$n server_cpu_ns=$feeder" \
 		"change=$(cat "$dir"/c* | grep -c '^change ') enter=$(cat "$dir"/c* | grep -c '^enter ') exit=$(cat "$dir"/c* | grep -c '^exit ')"
 }
 # ==== end of the hook ====

@@ -464,8 +464,12 @@ int main(int argc, char **argv)
 		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
 			fail("a child exited with status %d", st);
 	}
-	for (uint32_t i = 0; i <= g_ncons; i++)
+	for (uint32_t i = 0; i <= g_ncons; i++) {
 		clients += S->cpu_ns[i];
+		if (getenv("SUB_PUT_VERBOSE"))
+			fprintf(stderr, "sub_put: %s %u: %.1f ms of CPU\n", i < g_ncons ? "consumer" : "producer", i,
+				S->cpu_ns[i] / 1e6);
+	}
 	{
 		uint64_t c = S->by[1], e = S->by[2], x = S->by[3];
 
