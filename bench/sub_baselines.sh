@@ -281,7 +281,8 @@ sub_put_side() {
 	make -s bench/sub_put >/dev/null
 	ours_setup "$2"
 	shm=$("${PSQL[@]}" -Atc "SHOW trafficdb.shm_name")
-	bench/sub_put "$1" "${shm:-/trafficdb.$port}" "$CONNINFO" "$3" "$PIPELINE"
+	# as the cluster's owner (as the hook's tdbsub): a writer and subscriber it may open
+	as_pg bench/sub_put "$1" "${shm:-/trafficdb.$port}" "$CONNINFO" "$3" "$PIPELINE"
 }
 
 check() { # side result-line
