@@ -52,6 +52,8 @@
 #                            cluster instead of those backends (walwriter,
 #                            checkpointer, autovacuum, trafficdb's daemon...)
 #   <side>_changes_per_s     changes published / wall time
+#   put_round_put_ms, put_round_sync_ms  a round's time in trafficdb_put_many,
+#                            then in trafficdb_sync (the daemon's cycle)
 #   expected_events          the brute-force count; every run must match it
 #
 # Runs on bench_cluster's cluster (BENCH_PORT, BENCH_DB override), which must
@@ -328,6 +330,7 @@ figure() { # side what
 		ccpu) awk -v e="$ev" -v c="$(val clients_cpu_ns "$l")" -v s="$(val cluster_cpu_ns "$l")" \
 			'BEGIN { if (s >= 0) printf "%.2f\n", (c + s) / 1000 / e }' ;;
 		scpu) awk -v e="$ev" -v s="$(val server_cpu_ns "$l")" 'BEGIN { printf "%.2f\n", s / 1000 / e }' ;;
+		putms | syncms) awk -v t="$(val "${2%ms}_ns" "$l")" -v r="$(val rounds "$l")" 'BEGIN { printf "%.2f\n", t / 1e6 / r }' ;;
 		esac
 	done | case $2 in eps | cps) median %.0f ;; *) median %.2f ;; esac
 }
@@ -355,5 +358,9 @@ while read -r side eps cps cpu ccpu; do
 	fi
 	emit "${side}_changes_per_s" "$cps" changes/s
 	if [ -n "$ccpu" ]; then emit "${side}_cluster_cpu_us_per_event" "$ccpu" us; fi
+	if [ "$side" = put ]; then	# where a round waits: the producer's puts, then the daemon's cycle
+		emit put_round_put_ms "$(figure put putms)" ms
+		emit put_round_sync_ms "$(figure put syncms)" ms
+	fi
 done <"$tmp/medians"
 echo "bench/sub_baselines: every run counted the $expected expected events" >&2

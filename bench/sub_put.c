@@ -36,7 +36,9 @@
  * (the producer's first put to the last event taken by any consumer),
  * clients_cpu_ns (producer + consumers, getrusage from when they are ready),
  * server_cpu_ns (the daemon: /proc/<pid>/task/<tid>/schedstat before and
- * after) and cluster_cpu_ns (the postmaster and every child of it).
+ * after) and cluster_cpu_ns (the postmaster and every child of it); put_ns
+ * and sync_ns, the producer's time in trafficdb_put_many and in
+ * trafficdb_sync over the rounds (where a round waits: the daemon's cycle).
  * Everything is bounded by SUB_MAX_SECONDS (300).
  */
 #include "sub_workload.h"
@@ -68,6 +70,7 @@ struct shared {
 	_Atomic int failed;
 	int64_t cpu_ns[MAX_CONSUMERS + 1];
 	uint64_t published;
+	int64_t put_ns, sync_ns; /* the producer's time in put_many and in trafficdb_sync, all rounds */
 };
 
 static struct sub_workload W;
@@ -302,14 +305,17 @@ static void producer(void)
 		for (uint32_t i = 0; i < h->k; i++)
 			u[i] = update_of(c[i].id, c[i].new_speed, c[i].new_cong);
 		{
-			int64_t t0 = now_ns(), t1;
+			int64_t t0 = now_ns(), t1, t2;
 
 			put_all(w, u, h->k);
 			t1 = now_ns();
 			sync_all(w, "a round"); /* published: the next round goes into a later generation */
+			t2 = now_ns();
+			S->put_ns += t1 - t0;
+			S->sync_ns += t2 - t1;
 			if (getenv("SUB_PUT_VERBOSE"))
 				fprintf(stderr, "sub_put: round %u: put %.2f ms, sync %.2f ms\n", rd, (t1 - t0) / 1e6,
-					(now_ns() - t1) / 1e6);
+					(t2 - t1) / 1e6);
 		}
 		S->published += h->k;
 	}
@@ -474,12 +480,13 @@ int main(int argc, char **argv)
 		uint64_t c = S->by[1], e = S->by[2], x = S->by[3];
 
 		printf("events=%llu change=%llu enter=%llu exit=%llu expected=%llu wrong=%llu changes=%llu published=%llu "
-		       "wall_ns=%lld clients_cpu_ns=%lld server_cpu_ns=%lld cluster_cpu_ns=%lld\n",
+		       "wall_ns=%lld clients_cpu_ns=%lld server_cpu_ns=%lld cluster_cpu_ns=%lld put_ns=%lld sync_ns=%lld "
+		       "rounds=%u\n",
 		       (unsigned long long)(c + e + x), (unsigned long long)c, (unsigned long long)e,
 		       (unsigned long long)x, (unsigned long long)W.h.expected_events, (unsigned long long)S->wrong,
 		       (unsigned long long)S->published, (unsigned long long)S->published,
 		       (long long)(S->last_ns - S->t0_ns), (long long)clients, (long long)(d1 - d0),
-		       (long long)cluster_delta(&c0, &c1));
+		       (long long)cluster_delta(&c0, &c1), (long long)S->put_ns, (long long)S->sync_ns, W.h.r);
 	}
 	PQfinish(pg);
 	sub_wl_free(&W);
