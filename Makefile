@@ -177,6 +177,10 @@ bench-tippy:
 bench/sub_baselines: bench/sub_baselines.c bench/sub_proc.c bench/sub_proc.h bench/sub_workload.h
 	$(CC) -std=gnu11 -O2 -g $(WARNINGS) -I$(shell $(PG_CONFIG) --includedir) -o $@ bench/sub_baselines.c bench/sub_proc.c -lpq -lm
 
+# trafficdb's side fed by trafficdb_put (bench/sub_baselines.sh, side put): public API only
+bench/sub_put: bench/sub_put.c bench/sub_proc.c bench/sub_proc.h bench/sub_workload.h lib/libtrafficdb.a include/trafficdb.h
+	$(CC) $(UNIT_CFLAGS) -I$(shell $(PG_CONFIG) --includedir) -o $@ bench/sub_put.c bench/sub_proc.c lib/libtrafficdb.a -lpq -lm -lpthread
+
 bench-sub-baselines: bench/sub_baselines
 	bench/sub_baselines.sh
 
@@ -476,7 +480,7 @@ fleet-stop:
 docs:
 	scripts/docs.sh
 
-EXTRA_CLEAN = test/crash_writer test/crash_reader test/crash_putter src/tests/fuzz/fuzz_stream_open src/tests/fuzz/corpus src/tests/fuzz/last.log bench/streamgen src/tests/unit_tests_asan tools/trafficdb-stream examples/live_traffic src/tests/unit_tests src/tests/unit_tests_tsan tools/tdbread tools/tdbsub bench/objbench bench/accessor bench/put bench/tippy_client bench/sub_baselines lib tmp_check results regression.diffs regression.out
+EXTRA_CLEAN = test/crash_writer test/crash_reader test/crash_putter src/tests/fuzz/fuzz_stream_open src/tests/fuzz/corpus src/tests/fuzz/last.log bench/streamgen src/tests/unit_tests_asan tools/trafficdb-stream examples/live_traffic src/tests/unit_tests src/tests/unit_tests_tsan tools/tdbread tools/tdbsub bench/objbench bench/accessor bench/put bench/tippy_client bench/sub_baselines bench/sub_put lib tmp_check results regression.diffs regression.out
 
 # Trail files on S3 (src/trail/): their targets and tests.
 -include src/trail/trail.mk

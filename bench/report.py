@@ -177,7 +177,10 @@ SECTIONS = [
      "(trafficdb_wait_*), same publications. Measures starting "
      "with redis_, notify_, notify_stmt_, update_only_ and expected_events are from bench/sub_baselines.sh "
      "(x = its subscriptions, 1,000 by default): Redis pub-sub and LISTEN/NOTIFY with the filtering done "
-     "by consumers, events/s and CPU us per event, every run checked against the expected count."),
+     "by consumers, events/s and CPU us per event, every run checked against the expected count; "
+     "trafficdb_ is our side fed by SQL (a feed transaction and trafficdb.publish() per round), put_ our "
+     "side fed by trafficdb_put_many (bench/sub_put.c: one producer, trafficdb_sync after each round), "
+     "both delivering through the rings to 2 consumers, ratios against Redis in the same run."),
     ("livemap", "The live map (bench/livemap.sh)",
      "Vector tiles of zooms 12-16 (x = zoom; the tiles that hold roads, at most 400 a zoom; medians of 3 "
      "rounds, the two sides taking turns), through tipg "

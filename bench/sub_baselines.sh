@@ -28,9 +28,19 @@
 #   update_only the same UPDATEs with no trigger and no listener: what storing
 #               the changes costs before anyone is told (CPU per expected event)
 #   trafficdb   the hook sub_trafficdb_side below: our side (subscriptions and
-#               rings) on the same workload file, when it is built
+#               rings) on the same workload file, each round fed through SQL
+#               (trafficdb.feed) and published by trafficdb.publish()
+#   put         our side fed by trafficdb_put instead (bench/sub_put.c): one
+#               producer puts each round with trafficdb_put_many
+#               (TRAFFICDB_ASYNC, SUB_PIPELINE updates a call) and waits for
+#               its publication (trafficdb_sync) before the next; CONSUMERS
+#               subscribers (rings, one group tapping every subscription)
+#               check every event against the workload (wrong=0) and count
+#               them; CPU: the daemon (server), producer and consumers (clients)
 #
 # Each side runs SUB_REPEATS times (5), interleaved; the median is reported.
+# SUB_SIDES (default all: "redis notify notify_stmt update_only trafficdb put")
+# picks the sides; redis always runs (it is the baseline).
 # Measures (section subscriptions, x = SUBSCRIPTIONS):
 #   <side>_events_per_s      events counted / (first PUBLISH or UPDATE to the
 #                            last change handled by a consumer)
@@ -42,6 +52,8 @@
 #                            cluster instead of those backends (walwriter,
 #                            checkpointer, autovacuum, trafficdb's daemon...)
 #   <side>_changes_per_s     changes published / wall time
+#   put_round_put_ms, put_round_sync_ms  a round's time in trafficdb_put_many,
+#                            then in trafficdb_sync (the daemon's cycle)
 #   expected_events          the brute-force count; every run must match it
 #
 # Runs on bench_cluster's cluster (BENCH_PORT, BENCH_DB override), which must
@@ -59,6 +71,13 @@ SEED=${SUB_SEED:-18}
 CONSUMERS=${CONSUMERS:-2}
 PIPELINE=${SUB_PIPELINE:-1000}
 REPEATS=${SUB_REPEATS:-5}
+SIDES=${SUB_SIDES:-redis notify notify_stmt update_only trafficdb put}
+for side in $SIDES; do
+	case $side in redis | notify | notify_stmt | update_only | trafficdb | put) ;;
+	*) die "SUB_SIDES: '$side' is not a side (expected some of: redis notify notify_stmt update_only trafficdb put)" ;;
+	esac
+done
+case " $SIDES " in *" redis "*) ;; *) SIDES="redis $SIDES" ;; esac
 RPORT=${REDIS_PORT:-6392}
 export SUB_MAX_SECONDS=${SUB_MAX_SECONDS:-300}
 
@@ -70,10 +89,15 @@ tmp=$(mktemp -d /tmp/tdb-subbase.XXXXXX)
 chmod 755 "$tmp"
 cleanup() {
 	if [ -f "$tmp/redis.pid" ]; then stop_pidfile "$tmp/redis.pid"; fi
+	if [ -n "$ours_ready" ]; then
+		"${PSQL[@]}" -c "DELETE FROM trafficdb.subscriptions" -c "DROP TABLE IF EXISTS sub_map" >/dev/null 2>&1 || true
+		bench_restore_map >/dev/null 2>&1 || true
+	fi
 	"${PSQL[@]}" -c "DROP TABLE IF EXISTS sub_traffic, sub_changes, sub_locations" \
 		-c "DROP FUNCTION IF EXISTS sub_traffic_notify_row(), sub_traffic_notify_stmt()" >/dev/null 2>&1 || true
 	rm -rf "$tmp"
 }
+ours_ready=
 trap cleanup EXIT
 emit() { bench_emit subscriptions "$1" "$S" "$2" "$3" "${4:-}" "${5:-}"; }
 val() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $2"; }
@@ -185,18 +209,8 @@ sub_trafficdb_side() {
 	make -s tools/tdbsub >/dev/null || return 0
 	dir=$(mktemp -d "$tmp/ours.XXXXXX")
 	chmod 755 "$dir"
+	ours_setup "$csv"
 	"${PSQL[@]}" >/dev/null <<EOSQL
-SET client_min_messages = warning;
-DROP TABLE IF EXISTS sub_map;
-CREATE TABLE sub_map AS
-SELECT location_id AS id, ST_SetSRID(ST_MakeLine(ST_MakePoint(lon, lat), ST_MakePoint(lon + 1e-6, lat)), 4326) AS geom
-  FROM sub_locations;
-SELECT trafficdb.load_map('sub_map', 'id', 'geom');
-DELETE FROM trafficdb.subscriptions;
-CREATE TEMP TABLE s (id int, x0 float8, y0 float8, x1 float8, y1 float8, condition text, value float8, events text);
-\copy s FROM '$csv/subscriptions.csv' CSV
-INSERT INTO trafficdb.subscriptions (name, area, condition, value, events)
-SELECT id::text, ST_MakeEnvelope(x0, y0, x1, y1, 4326), coalesce(nullif(condition, ''), 'any'), value, events FROM s;
 INSERT INTO trafficdb.feed (location_id, speed_kmh, congestion) SELECT location_id, speed_kmh, congestion FROM sub_locations;
 SELECT trafficdb.publish();
 EOSQL
@@ -236,27 +250,61 @@ EOSQL
 	pkill -f "tdbsub /trafficdb.$port --all-subscriptions --group bench" 2>/dev/null
 	wait 2>/dev/null
 	[ -n "$fpid" ] && "${PSQL[@]}" -c "SELECT pg_cancel_backend($fpid)" >/dev/null 2>&1
-	echo "events=$total wall_ns=$((t1 - t0)) clients_cpu_ns=$n server_cpu_ns=$feeder" \
+	echo "events=$total published=$((R * K)) wall_ns=$((t1 - t0)) clients_cpu_ns=$n server_cpu_ns=$feeder" \
 		"change=$(cat "$dir"/c* | grep -c '^change ') enter=$(cat "$dir"/c* | grep -c '^enter ') exit=$(cat "$dir"/c* | grep -c '^exit ')"
-	"${PSQL[@]}" -c "DELETE FROM trafficdb.subscriptions" -c "DROP TABLE IF EXISTS sub_map" >/dev/null 2>&1
-	bench_restore_map >/dev/null 2>&1 || true
 }
 # ==== end of the hook ====
+
+# ours_setup CSVDIR: once per run of the script, the workload's map (a short
+# segment from each point) and its subscriptions as rows (name: the
+# workload's subscription number), for both of our sides; cleanup undoes it
+ours_setup() {
+	[ -z "$ours_ready" ] || return 0
+	ours_ready=1
+	"${PSQL[@]}" >/dev/null <<EOSQL
+SET client_min_messages = warning;
+DROP TABLE IF EXISTS sub_map;
+CREATE TABLE sub_map AS
+SELECT location_id AS id, ST_SetSRID(ST_MakeLine(ST_MakePoint(lon, lat), ST_MakePoint(lon + 1e-6, lat)), 4326) AS geom
+  FROM sub_locations;
+SELECT trafficdb.load_map('sub_map', 'id', 'geom');
+DELETE FROM trafficdb.subscriptions;
+CREATE TEMP TABLE s (id int, x0 float8, y0 float8, x1 float8, y1 float8, condition text, value float8, events text);
+\copy s FROM '$1/subscriptions.csv' CSV
+INSERT INTO trafficdb.subscriptions (name, area, condition, value, events)
+SELECT id::text, ST_MakeEnvelope(x0, y0, x1, y1, 4326), coalesce(nullif(condition, ''), 'any'), value, events FROM s;
+SELECT trafficdb.publish();
+EOSQL
+}
+
+# sub_put_side WORKLOAD CSVDIR CONSUMERS: our side fed by trafficdb_put (bench/sub_put.c)
+sub_put_side() {
+	local shm
+	make -s bench/sub_put >/dev/null
+	ours_setup "$2"
+	shm=$("${PSQL[@]}" -Atc "SHOW trafficdb.shm_name")
+	# as the cluster's owner (as the hook's tdbsub): a writer and subscriber it may open
+	as_pg bench/sub_put "$1" "${shm:-/trafficdb.$port}" "$CONNINFO" "$3" "$PIPELINE"
+}
 
 check() { # side result-line
 	local ev
 	ev=$(val events "$2")
 	[ "$ev" = "$expected" ] || { echo "bench/sub_baselines: $1 counted $ev events, expected $expected: $2" >&2; return 1; }
+	[ "$(val wrong "$2")" = "" ] || [ "$(val wrong "$2")" = 0 ] ||
+		{ echo "bench/sub_baselines: $1 received $(val wrong "$2") events the workload does not give: $2" >&2; return 1; }
 }
 : >"$tmp/runs"
 for rep in $(seq 1 "$REPEATS"); do
-	for side in redis notify notify_stmt update_only trafficdb; do
+	for side in $SIDES; do
+		case $side in trafficdb | put) ours_setup "$tmp/csv" ;; esac	# here: $(...) below is a subshell
 		case $side in
 		redis) line=$(run_redis) ;;
 		notify) line=$(run_notify row "$CONSUMERS") ;;
 		notify_stmt) line=$(run_notify stmt "$CONSUMERS") ;;
 		update_only) line=$(run_notify none 0) ;;
 		trafficdb) line=$(sub_trafficdb_side "$WL" "$tmp/csv" "$CONNINFO" "$CONSUMERS") ;;
+		put) line=$(sub_put_side "$WL" "$tmp/csv" "$CONSUMERS") ;;
 		esac
 		[ -n "$line" ] || continue
 		if [ "$side" != update_only ]; then check "$side" "$line"; fi
@@ -282,13 +330,14 @@ figure() { # side what
 		ccpu) awk -v e="$ev" -v c="$(val clients_cpu_ns "$l")" -v s="$(val cluster_cpu_ns "$l")" \
 			'BEGIN { if (s >= 0) printf "%.2f\n", (c + s) / 1000 / e }' ;;
 		scpu) awk -v e="$ev" -v s="$(val server_cpu_ns "$l")" 'BEGIN { printf "%.2f\n", s / 1000 / e }' ;;
+		putms | syncms) awk -v t="$(val "${2%ms}_ns" "$l")" -v r="$(val rounds "$l")" 'BEGIN { printf "%.2f\n", t / 1e6 / r }' ;;
 		esac
 	done | case $2 in eps | cps) median %.0f ;; *) median %.2f ;; esac
 }
 
 emit expected_events "$expected" count
 printf '\n  %-12s %14s %14s %18s %16s %20s\n' side events/s changes/s "CPU us/event" "server us/event" "cluster us/event" >&2
-for side in redis notify notify_stmt update_only trafficdb; do
+for side in redis notify notify_stmt update_only trafficdb put; do
 	grep -q "^$side " "$tmp/runs" || continue
 	eps=$(figure $side eps); [ "$side" = update_only ] && eps=-; cps=$(figure $side cps); cpu=$(figure $side cpu); scpu=$(figure $side scpu); ccpu=$(figure $side ccpu)
 	printf '  %-12s %14s %14s %18s %16s %20s\n' "$side" "$eps" "$cps" "$cpu" "$scpu" "${ccpu:--}" >&2
@@ -298,9 +347,9 @@ echo >&2
 r_eps=$(awk '$1 == "redis" { print $2 }' "$tmp/medians")
 r_cpu=$(awk '$1 == "redis" { print $4 }' "$tmp/medians")
 while read -r side eps cps cpu ccpu; do
-	if [ "$side" = trafficdb ]; then
-		emit trafficdb_events_per_s "$eps" events/s redis_events_per_s "$r_eps"
-		emit trafficdb_cpu_us_per_event "$cpu" us redis_cpu_us_per_event "$r_cpu"
+	if [ "$side" = trafficdb ] || [ "$side" = put ]; then
+		emit "${side}_events_per_s" "$eps" events/s redis_events_per_s "$r_eps"
+		emit "${side}_cpu_us_per_event" "$cpu" us redis_cpu_us_per_event "$r_cpu"
 	elif [ "$side" = update_only ]; then
 		emit update_only_cpu_us_per_event "$cpu" us	# the UPDATEs without a trigger, per expected event
 	else
@@ -309,5 +358,9 @@ while read -r side eps cps cpu ccpu; do
 	fi
 	emit "${side}_changes_per_s" "$cps" changes/s
 	if [ -n "$ccpu" ]; then emit "${side}_cluster_cpu_us_per_event" "$ccpu" us; fi
+	if [ "$side" = put ]; then	# where a round waits: the producer's puts, then the daemon's cycle
+		emit put_round_put_ms "$(figure put putms)" ms
+		emit put_round_sync_ms "$(figure put syncms)" ms
+	fi
 done <"$tmp/medians"
 echo "bench/sub_baselines: every run counted the $expected expected events" >&2

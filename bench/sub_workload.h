@@ -111,7 +111,7 @@ static inline int sub_event(const struct sub_box *b, const struct sub_change *c)
 	return was == is ? SUB_EV_NONE : is ? SUB_EV_ENTER : SUB_EV_EXIT;
 }
 
-static void sub_wl_free(struct sub_workload *w)
+static inline void sub_wl_free(struct sub_workload *w)
 {
 	free(w->lon);
 	free(w->lat);
@@ -162,7 +162,7 @@ static void sub_wl_expect(struct sub_workload *w)
 }
 
 /* Generate a workload (see the top of this file); 0 or -1 (errno). */
-static int sub_wl_generate(struct sub_workload *w, uint32_t n, uint32_t s, uint32_t r, uint32_t k, uint64_t seed)
+static inline int sub_wl_generate(struct sub_workload *w, uint32_t n, uint32_t s, uint32_t r, uint32_t k, uint64_t seed)
 {
 	struct sub_wl_header *h = &w->h;
 	uint64_t st = seed;
@@ -253,7 +253,7 @@ static int sub_wl_generate(struct sub_workload *w, uint32_t n, uint32_t s, uint3
 	return 0;
 }
 
-static int sub_wl_write(const struct sub_workload *w, const char *path)
+static inline int sub_wl_write(const struct sub_workload *w, const char *path)
 {
 	const struct sub_wl_header *h = &w->h;
 	size_t nc = (size_t)h->r * h->k;
@@ -272,7 +272,7 @@ static int sub_wl_write(const struct sub_workload *w, const char *path)
 }
 
 /* Read a workload file; 0, or -1 with a message on stderr. */
-static int sub_wl_read(struct sub_workload *w, const char *path)
+static inline int sub_wl_read(struct sub_workload *w, const char *path)
 {
 	struct sub_wl_header *h = &w->h;
 	FILE *f = fopen(path, "rb");

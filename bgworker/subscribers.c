@@ -361,6 +361,9 @@ sweep_subscribers(void)
 		subring_lost(subring_damage);
 }
 
+/* deliver_guarded fetches the map record and entries of the event this far ahead */
+#define DELIVER_AHEAD 8
+
 static void
 deliver_guarded(void *p)
 {
@@ -392,6 +395,18 @@ deliver_guarded(void *p)
 		uint64		r = pe->record;
 		TdbSubEvent ev;
 
+		if (k + DELIVER_AHEAD < D.nev)
+		{
+			/* the events' records are scattered over the map: fetched ahead */
+			const PendingEvent *a = &D.ev[k + DELIVER_AHEAD];
+
+			__builtin_prefetch(&D.map.records[a->record].id);
+			__builtin_prefetch(&oldt[a->record]);
+			__builtin_prefetch(&newt[a->record]);
+			if (a->filter < D.subix.nfilters)
+				__builtin_prefetch(&D.subix.mf[a->filter]);
+		}
+
 		/* an SQL subscription's event goes to each tap; a target's to the target */
 		if (!sql && pe->filter - D.nsql >= D.ntargets)
 			continue;
@@ -419,7 +434,8 @@ deliver_guarded(void *p)
 			if (to < 0)
 				continue;
 			/* a tap learns which SQL subscription matched; a target, the slot it went to */
-			ev.subscription = sql ? D.subs[pe->filter].id : (uint32) to;
+			ev.subscription = !sql ? (uint32) to :
+				pe->filter < D.subix.nfilters ? D.subix.mf[pe->filter].id : D.subs[pe->filter].id;
 			/* head stored (and a waiting consumer woken) every few thousand, and at the end */
 			rc = tdb_subring_push_deferred(&D.subring, (uint32) to, &ev);
 			if (rc == TDB_SUBRING_PUSHED)

@@ -9,6 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* tdb_sub_match fetches the index and entries of the changed record this far ahead */
+#define MATCH_AHEAD 8
+
 bool
 tdb_sub_filter_check(const TdbSubFilter *f, char *err)
 {
@@ -117,8 +120,8 @@ tdb_sub_filter_check(const TdbSubFilter *f, char *err)
 	return true;
 }
 
-bool
-tdb_sub_cond_holds(TdbSubCond cond, double value, const TdbTraffic *t)
+static inline bool
+cond_holds(TdbSubCond cond, double value, const TdbTraffic *t)
 {
 	switch (cond)
 	{
@@ -135,6 +138,25 @@ tdb_sub_cond_holds(TdbSubCond cond, double value, const TdbTraffic *t)
 			return t->incident_off != 0;
 	}
 	return false;
+}
+
+bool
+tdb_sub_cond_holds(TdbSubCond cond, double value, const TdbTraffic *t)
+{
+	return cond_holds(cond, value, t);
+}
+
+/* tdb_sub_event_kind over a packed filter (tdb_sub_match's inner loop) */
+static inline uint16_t
+match_kind(const TdbSubMatchFilter *f, const TdbTraffic *o, const TdbTraffic *n)
+{
+	bool		now = cond_holds((TdbSubCond) f->cond, f->value, n);
+
+	if (f->on == TDB_SUB_ON_CHANGE)
+		return now ? TDB_SUB_EV_CHANGE : 0;
+	if (cond_holds((TdbSubCond) f->cond, f->value, o) == now)
+		return 0;
+	return now ? TDB_SUB_EV_ENTER : TDB_SUB_EV_EXIT;
 }
 
 uint16_t
@@ -335,6 +357,18 @@ tdb_sub_index_build_limited(const TdbMapView *map, const TdbSubFilter *f, uint32
 	for (uint64_t r = 0; r < map->count; r++)
 		out->start[r + 1] += out->start[r];
 	out->nleft_out = nleft;
+	out->mf = malloc((n ? n : 1) * sizeof(TdbSubMatchFilter));
+	if (out->mf == NULL)
+		goto oom;
+	out->nfilters = n;
+	for (uint32_t i = 0; i < n; i++)
+	{
+		memset(&out->mf[i], 0, sizeof(out->mf[i]));
+		out->mf[i].value = f[i].value;
+		out->mf[i].id = f[i].id;
+		out->mf[i].cond = (uint8_t) f[i].cond;
+		out->mf[i].on = (uint8_t) f[i].on;
+	}
 	free(p.v);
 	return TDB_OBJ_OK;
 
@@ -353,6 +387,7 @@ tdb_sub_index_free(TdbSubIndex *ix)
 {
 	free(ix->start);
 	free(ix->subs);
+	free(ix->mf);
 	memset(ix, 0, sizeof(*ix));
 }
 
@@ -367,12 +402,36 @@ tdb_sub_match(const TdbSubIndex *ix, const TdbSubFilter *f, const TdbTraffic *ol
 	{
 		uint64_t	r = changed[c];
 
+		/*
+		 * Changed records are scattered over the map: what each needs is
+		 * fetched ahead, in the order it depends on (its index range, then
+		 * its pairs and entries, then its first filter).
+		 */
+		if (c + 2 * MATCH_AHEAD < nchanged && changed[c + 2 * MATCH_AHEAD] < ix->nrecords)
+			__builtin_prefetch(&ix->start[changed[c + 2 * MATCH_AHEAD]]);
+		if (c + MATCH_AHEAD < nchanged && changed[c + MATCH_AHEAD] < ix->nrecords)
+		{
+			uint64_t	a = changed[c + MATCH_AHEAD];
+
+			__builtin_prefetch(&ix->subs[ix->start[a]]);
+			__builtin_prefetch(&old_entries[a]);
+			__builtin_prefetch(&new_entries[a]);
+		}
+		if (ix->mf != NULL && c + MATCH_AHEAD / 2 < nchanged && changed[c + MATCH_AHEAD / 2] < ix->nrecords)
+		{
+			uint64_t	a = changed[c + MATCH_AHEAD / 2];
+
+			if (ix->start[a] < ix->start[a + 1] && ix->subs[ix->start[a]] < ix->nfilters)
+				__builtin_prefetch(&ix->mf[ix->subs[ix->start[a]]]);
+		}
 		if (r >= ix->nrecords)
 			continue;
 		for (uint64_t k = ix->start[r]; k < ix->start[r + 1]; k++)
 		{
 			uint32_t	fi = ix->subs[k];
-			uint16_t	kind = tdb_sub_event_kind(&f[fi], &old_entries[r], &new_entries[r]);
+			uint16_t	kind = ix->mf != NULL && fi < ix->nfilters ?
+				match_kind(&ix->mf[fi], &old_entries[r], &new_entries[r]) :
+				tdb_sub_event_kind(&f[fi], &old_entries[r], &new_entries[r]);
 			int			stop;
 
 			if (kind == 0)
