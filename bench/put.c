@@ -102,7 +102,7 @@ publish(TdbWriter *w, const char *prefix, char *err)
 		t[i].congestion = TDB_CONGESTION_UNKNOWN;
 		t[i].confidence = TDB_CONFIDENCE_UNKNOWN;
 	}
-	if ((rc = tdb_writer_traffic_segment(w, tdb_traffic_size(NLOC, 0), &tseg, &addr, err)) != TDB_SHM_OK)
+	if ((rc = tdb_writer_traffic_segment(w, tdb_traffic_size(NLOC, 0), NULL, &tseg, &addr, err)) != TDB_SHM_OK)
 		return rc;
 	tdb_traffic_write(addr, 7, 1, NLOC, t, NULL, 0, 1);
 	return tdb_writer_publish(w, 1, 7, map_seg, tseg, 1);

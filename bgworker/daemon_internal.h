@@ -62,6 +62,7 @@ typedef struct DaemonState
 	uint64		log_last;		/* newest generation committed in it */
 	uint64		log_first;		/* oldest it keeps */
 	uint64		ckpt_gen;		/* newest checkpoint */
+	uint64		logged_since_ckpt;	/* entries in the D records after it */
 	TimestampTz ckpt_at;
 	bool		need_checkpoint;	/* a new map: the next record must be a checkpoint */
 	TdbLogMapInfo mapinfo;		/* the current map's first generation, time, checksum */
@@ -142,6 +143,7 @@ typedef struct DaemonState
 		int64		published_us;	/* when it was made visible (events carry it) */
 		Size		traffic_bytes;
 		uint64		entries;		/* entries copied into the buffer */
+		uint64		logged;			/* entries in its D record */
 		bool		checkpoint;
 		uint64		log_first;
 		Size		log_bytes;

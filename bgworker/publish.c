@@ -101,6 +101,7 @@ prepare_traffic(uint64 gen, int64 created_us, const uint32 *touched, uint64 ntou
 	D.pub.checkpoint = false;
 	D.pub.log_first = 0;
 	D.pub.log_bytes = 0;
+	D.pub.logged = 0;
 	return crc;
 }
 
@@ -122,6 +123,61 @@ cmp_uint32(const void *a, const void *b)
 }
 
 /*
+ * Sort the records changed in this generation (D.pend), for the log record
+ * and for the object's write, which then walk memory in order: from the
+ * bitmap when they are many (a scan of count / 8 bytes), by a two-pass
+ * radix sort on 16 bits when they are more than a few hundred, else qsort.
+ */
+static void
+sort_pending(void)
+{
+	static uint32 counts[65536];
+
+	if (D.npend <= 1)
+		return;
+	if (D.npend > D.map.count / 32)
+	{
+		uint64		k = 0;
+
+		for (uint64 byte = 0; byte < D.map.count / 8 + 1; byte++)
+			for (uint8 bits = D.pend_bit[byte]; bits != 0; bits &= (uint8) (bits - 1))
+				D.pend[k++] = (uint32) (byte * 8 + pg_rightmost_one_pos32(bits));
+		Assert(k == D.npend);
+	}
+	else if (D.npend > 512)
+	{
+		uint32	   *tmp = palloc_extended(D.npend * sizeof(uint32), MCXT_ALLOC_HUGE);
+		uint32	   *from = D.pend,
+				   *to = tmp;
+
+		for (int shift = 0; shift < 32; shift += 16)
+		{
+			uint32		sum = 0;
+
+			memset(counts, 0, sizeof(counts));
+			for (uint64 k = 0; k < D.npend; k++)
+				counts[(from[k] >> shift) & 0xFFFF]++;
+			for (uint32 d = 0; d < 65536; d++)
+			{
+				uint32		c = counts[d];
+
+				counts[d] = sum;
+				sum += c;
+			}
+			for (uint64 k = 0; k < D.npend; k++)
+				to[counts[(from[k] >> shift) & 0xFFFF]++] = from[k];
+			from = to;
+			to = from == tmp ? D.pend : tmp;
+		}
+		/* two passes: the result is back in D.pend */
+		Assert(from == D.pend);
+		pfree(tmp);
+	}
+	else
+		qsort(D.pend, D.npend, sizeof(uint32), cmp_uint32);
+}
+
+/*
  * Append generation gen to the log, in the transaction that publishes it:
  * its D record (the entries changed since the last committed record), and a
  * checkpoint when one is due, when the map changed or when the log does not
@@ -136,20 +192,11 @@ log_generation(uint64 gen, int64 created_us, uint32 object_crc)
 
 	if (!ckpt)
 	{
-		if (D.npend > 1 && D.npend > D.map.count / 32)
-		{
-			/* many: the bitmap is the sorted list (a scan of count / 8 bytes beats a sort) */
-			uint64		k = 0;
-
-			for (uint64 byte = 0; byte < D.map.count / 8 + 1; byte++)
-				for (uint8 bits = D.pend_bit[byte]; bits != 0; bits &= (uint8) (bits - 1))
-					D.pend[k++] = (uint32) (byte * 8 + pg_rightmost_one_pos32(bits));
-			Assert(k == D.npend);
-		}
-		else if (D.npend > 1)
-			qsort(D.pend, D.npend, sizeof(uint32), cmp_uint32);
+		/* D.pend is sorted (prepare_generation) */
 		bytes += tdb_log_write_delta(gen, created_us, object_crc, &ls, D.pend, D.npend);
-		ckpt = gen - D.ckpt_gen >= (uint64) tdb_checkpoint_interval ||
+		D.pub.logged = D.npend;
+		ckpt = (gen - D.ckpt_gen >= (uint64) tdb_checkpoint_interval &&
+				(double) (D.logged_since_ckpt + D.npend) >= tdb_checkpoint_min_changed * (double) D.map.count) ||
 			TimestampDifferenceExceeds(D.ckpt_at, GetCurrentTimestamp(), tdb_checkpoint_timeout_s * 1000);
 	}
 	if (ckpt)
@@ -215,8 +262,10 @@ finish_publication(void)
 	/* the log's bookkeeping */
 	D.generation = gen;
 	D.log_last = gen;
+	D.logged_since_ckpt += D.pub.logged;
 	if (D.pub.checkpoint)
 	{
+		D.logged_since_ckpt = 0;
 		D.ckpt_gen = gen;
 		D.ckpt_at = GetCurrentTimestamp();
 		D.need_checkpoint = false;
@@ -317,6 +366,7 @@ prepare_generation(uint64 gen)
 	uint32		crc;
 
 	record_generation(gen);
+	sort_pending();
 	crc = prepare_traffic(gen, created_us, D.pend, D.npend);
 	log_generation(gen, created_us, crc);
 }

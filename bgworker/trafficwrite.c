@@ -102,7 +102,13 @@ layout_incidents_delta(const uint32 *touched, uint64 ntouched, Size *len)
 	*len = 0;
 	sorted = palloc_extended(Max(ntouched, 1) * sizeof(uint32), MCXT_ALLOC_HUGE);
 	memcpy(sorted, touched, ntouched * sizeof(uint32));
-	qsort(sorted, ntouched, sizeof(uint32), cmp_uint32);
+	for (uint64 k = 1; k < ntouched; k++)
+		if (sorted[k] < sorted[k - 1])
+		{
+			/* the daemon's and a follower's lists come sorted: this is for anything else */
+			qsort(sorted, ntouched, sizeof(uint32), cmp_uint32);
+			break;
+		}
 	cand = palloc_extended(Max(ninc + ntouched, 1) * sizeof(uint32), MCXT_ALLOC_HUGE);
 	while (a < ninc || b < ntouched)
 	{
@@ -224,6 +230,7 @@ write_traffic_object(uint64 gen, int64 created_us, const uint32 *touched, uint64
 	uint64		count = D.map.count;
 	TdbIndexSpan spans[WRITES_KEPT + 2];
 	int			nspans;
+	uint64		rank[TDB_MAX_SEGMENTS];
 
 	nmoved = 0;
 	if (D.incident_count == 0 && D.offsets_zero)
@@ -240,9 +247,12 @@ write_traffic_object(uint64 gen, int64 created_us, const uint32 *touched, uint64
 		touched = NULL;			/* offsets moved in entries no list names */
 	}
 	D.offsets_zero = D.incident_count == 0;
+	/* of the free buffers, the one written last: the fewest changes to copy */
+	for (uint32 i = 0; i < TDB_MAX_SEGMENTS; i++)
+		rank[i] = held[i].shm_seq == D.writer.ctl->segments[i].seq ? held[i].write_seq : 0;
 	rc = tdb_writer_traffic_segment(&D.writer,
 									tdb_writer_traffic_capacity(tdb_traffic_size(count, ibytes)),
-									seg, &addr, err);
+									rank, seg, &addr, err);
 	if (rc != TDB_SHM_OK)
 		ereport(ERROR, (errmsg("could not get a traffic buffer: %s", err)));
 	nspans = touched != NULL ? delta_spans(*seg, spans) : -1;

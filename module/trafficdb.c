@@ -46,6 +46,7 @@ int			tdb_trail_memory_cache_kb = 64 * 1024;
 bool		tdb_trail_footer_aggregates = true;
 int			tdb_checkpoint_interval = 300;
 int			tdb_checkpoint_timeout_s = 300;
+double		tdb_checkpoint_min_changed = 1.0;
 int			tdb_checkpoint_part_entries = 1048576;
 int			tdb_log_retention_s = 3600;
 int			tdb_log_retention_generations = 3600;
@@ -243,6 +244,17 @@ tdb_define_settings(void)
 							300, 1, INT_MAX,
 							PGC_SIGHUP, 0,
 							NULL, NULL, NULL);
+
+	DefineCustomRealVariable("trafficdb.checkpoint_min_changed",
+							 "Changed entries logged since the last checkpoint, in locations, before checkpoint_interval makes another.",
+							 "A checkpoint writes every location: after fewer changes than that it costs more "
+							 "than the replay it saves, and at a high publication rate on a large map it "
+							 "would make publication cost the map's size again.  0: by generations alone.  "
+							 "checkpoint_timeout still bounds the time between two.",
+							 &tdb_checkpoint_min_changed,
+							 1.0, 0.0, 1000.0,
+							 PGC_SIGHUP, 0,
+							 NULL, NULL, NULL);
 
 	DefineCustomIntVariable("trafficdb.checkpoint_timeout",
 							"Longest time between two checkpoints of the generation log.",

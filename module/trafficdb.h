@@ -24,6 +24,7 @@ extern bool tdb_trail_footer_aggregates;
 /* the generation log (bgworker/genlog_store.c) */
 extern int	tdb_checkpoint_interval;
 extern int	tdb_checkpoint_timeout_s;
+extern double tdb_checkpoint_min_changed;
 extern int	tdb_checkpoint_part_entries;
 extern int	tdb_log_retention_s;
 extern int	tdb_log_retention_generations;

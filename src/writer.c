@@ -742,29 +742,32 @@ tdb_writer_new_segment(TdbWriter *w, TdbSegKind kind, size_t size, uint32_t *seg
 }
 
 int
-tdb_writer_traffic_segment(TdbWriter *w, size_t size, uint32_t *seg, void **addr, char *err)
+tdb_writer_traffic_segment(TdbWriter *w, size_t size, const uint64_t *rank, uint32_t *seg, void **addr,
+						   char *err)
 {
 	bool		live_seg[TDB_MAX_SEGMENTS];
+	uint32_t	best = TDB_MAX_SEGMENTS;
 
 	compute_live(w, live_seg);
 	for (uint32_t i = 0; i < TDB_MAX_SEGMENTS; i++)
-	{
 		if (w->ctl->segments[i].kind == TDB_SEG_TRAFFIC && !live_seg[i] &&
-			w->ctl->segments[i].size == size && w->seg_addr[i] != NULL)
-		{
-			/*
-			 * Rewritten in place: first say so in the object itself, so that
-			 * a reader whose pin was taken from it (a group member can clear
-			 * an external slot) finds the generation changed when it checks
-			 * after reading (tdb_reader_revoked), as with a seqlock.
-			 */
-			(void) __atomic_exchange_n(&((TdbObjectHeader *) w->seg_addr[i])->generation, 0,
-									   __ATOMIC_SEQ_CST);
-			forget_versions_on(w, i);
-			*seg = i;
-			*addr = w->seg_addr[i];
-			return TDB_SHM_OK;
-		}
+			w->ctl->segments[i].size == size && w->seg_addr[i] != NULL &&
+			(best == TDB_MAX_SEGMENTS || (rank != NULL && rank[i] > rank[best])))
+			best = i;
+	if (best < TDB_MAX_SEGMENTS)
+	{
+		/*
+		 * Rewritten in place: first say so in the object itself, so that a
+		 * reader whose pin was taken from it (a group member can clear an
+		 * external slot) finds the generation changed when it checks after
+		 * reading (tdb_reader_revoked), as with a seqlock.
+		 */
+		(void) __atomic_exchange_n(&((TdbObjectHeader *) w->seg_addr[best])->generation, 0,
+								   __ATOMIC_SEQ_CST);
+		forget_versions_on(w, best);
+		*seg = best;
+		*addr = w->seg_addr[best];
+		return TDB_SHM_OK;
 	}
 	return tdb_writer_new_segment(w, TDB_SEG_TRAFFIC, size, seg, addr, err);
 }

@@ -123,9 +123,12 @@ int			tdb_writer_new_segment(TdbWriter *w, TdbSegKind kind, size_t size, uint32_
 /*
  * A traffic segment of exactly size bytes that no live version uses,
  * reused in place when one exists (readers keep their mappings), else new.
+ * rank (NULL, or one value per segment slot) picks among several: the
+ * highest first (the daemon ranks by how recently it wrote each, so that
+ * the fewest entries need copying).
  */
-int			tdb_writer_traffic_segment(TdbWriter *w, size_t size, uint32_t *seg, void **addr,
-									   char *err);
+int			tdb_writer_traffic_segment(TdbWriter *w, size_t size, const uint64_t *rank, uint32_t *seg,
+									   void **addr, char *err);
 
 /*
  * The size to ask tdb_writer_traffic_segment for, for an object of size

@@ -16,7 +16,7 @@ use lib 't';
 use TdbTest;
 
 my $node = tdb_node('genlog', 'trafficdb.publish_interval' => "'1h'",
-	'trafficdb.checkpoint_interval' => '4', 'trafficdb.log_retention' => "'1h'",
+	'trafficdb.checkpoint_interval' => '4', 'trafficdb.checkpoint_min_changed' => '0', 'trafficdb.log_retention' => "'1h'",
 	'trafficdb.log_retention_generations' => '1000');
 
 $node->safe_psql('postgres', q{

@@ -16,7 +16,7 @@ use Time::HiRes qw(usleep);
 use lib 't';
 use TdbTest;
 
-my $node = tdb_node('review', 'trafficdb.publish_interval' => "'1h'", 'trafficdb.checkpoint_interval' => '3',
+my $node = tdb_node('review', 'trafficdb.publish_interval' => "'1h'", 'trafficdb.checkpoint_interval' => '3', 'trafficdb.checkpoint_min_changed' => '0',
 	'trafficdb.checkpoint_part_entries' => '1024');
 $node->safe_psql('postgres', 'CREATE EXTENSION trafficdb CASCADE');
 $node->safe_psql('postgres', q{
@@ -401,7 +401,7 @@ $tn->stop;
 # after each restart the replay is byte-identical, nothing is damaged,
 # generations never go back, and at the end the published traffic is the
 # last committed batch.
-my $cn = tdb_node('crash', 'trafficdb.publish_interval' => "'20ms'", 'trafficdb.checkpoint_interval' => '2',
+my $cn = tdb_node('crash', 'trafficdb.publish_interval' => "'20ms'", 'trafficdb.checkpoint_interval' => '2', 'trafficdb.checkpoint_min_changed' => '0',
 	'trafficdb.checkpoint_part_entries' => '1024', 'restart_after_crash' => 'on');
 $cn->safe_psql('postgres', 'CREATE EXTENSION trafficdb CASCADE');
 $cn->safe_psql('postgres', q{

@@ -12,7 +12,7 @@ use Test::More;
 use lib 't';
 use TdbTest;
 
-my ($primary, $standby) = tdb_standby_pair('trafficdb.publish_interval' => "'1h'", 'trafficdb.checkpoint_interval' => '50');
+my ($primary, $standby) = tdb_standby_pair('trafficdb.publish_interval' => "'1h'", 'trafficdb.checkpoint_interval' => '50', 'trafficdb.checkpoint_min_changed' => '0');
 
 sub rounds
 {

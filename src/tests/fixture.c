@@ -59,7 +59,7 @@ publish_traffic_sized(TdbWriter *w, uint32_t map_seg, uint64_t gen, size_t size)
 		t[i].congestion = TDB_CONGESTION_UNKNOWN;
 		t[i].updated_at_us = (int64_t) gen;
 	}
-	rc = tdb_writer_traffic_segment(w, size, &seg, &addr, err);
+	rc = tdb_writer_traffic_segment(w, size, NULL, &seg, &addr, err);
 	if (rc != TDB_SHM_OK)
 		return rc;
 	tdb_traffic_write(addr, 42, gen, NLOC, t, NULL, 0, (int64_t) gen);

@@ -682,7 +682,7 @@ UNIT_TEST(test_shm_traffic_buffers_reused_as_incidents_vary)
 			t[i].congestion = TDB_CONGESTION_UNKNOWN;
 		}
 		CHECK_EQ_U64(tdb_writer_traffic_segment(&w, tdb_writer_traffic_capacity(tdb_traffic_size(NLOC, ibytes)),
-												&seg, &addr, err), TDB_SHM_OK);
+												NULL, &seg, &addr, err), TDB_SHM_OK);
 		tdb_traffic_write(addr, 42, gen, NLOC, t, blob, ibytes, (int64_t) gen);
 		CHECK_EQ_U64(tdb_writer_publish(&w, gen, 42, map_seg, seg, (int64_t) gen), TDB_SHM_OK);
 		tdb_writer_reclaim(&w, map_seg);
