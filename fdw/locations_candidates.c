@@ -535,9 +535,9 @@ knn_zero_bound(const TdbBoxF *b, void *arg)
 	return 0;
 }
 
-/* Record i's shape as a geometry Datum (its points go through st->xy, grown as needed). */
-Datum
-loc_record_geom(ForeignScanState *node, LocScanState *st, uint64 i)
+/* Record i's points into st->xy (grown as needed); returns their count. */
+static uint32
+loc_record_geom_xy(ForeignScanState *node, LocScanState *st, uint64 i)
 {
 	const TdbLocation *rec = &st->snap->map->records[i];
 
@@ -548,7 +548,16 @@ loc_record_geom(ForeignScanState *node, LocScanState *st, uint64 i)
 			: MemoryContextAlloc(node->ss.ps.state->es_query_cxt, sizeof(double) * 2 * st->xy_cap);
 	}
 	tdb_map_shape(st->snap->map, i, st->xy);
-	return tdb_linestring_datum(st->xy, rec->npoints);
+	return rec->npoints;
+}
+
+/* Record i's shape as a geometry Datum (its points go through st->xy). */
+Datum
+loc_record_geom(ForeignScanState *node, LocScanState *st, uint64 i)
+{
+	uint32		n = loc_record_geom_xy(node, st, i);
+
+	return tdb_linestring_datum(st->xy, n);
 }
 
 /* PostGIS's distance of entry e: the query's own ORDER BY expression, evaluated on it. */
@@ -565,7 +574,10 @@ knn_exact(uint64_t e, void *arg)
 	bool		isnull;
 
 	CHECK_FOR_INTERRUPTS();
-	st->knn_measured++;
+	/* (an entry refined first was counted there) */
+	if (st->knn.refine == NULL)
+		st->knn_measured++;
+	st->knn_postgis++;
 	MemoryContextReset(st->knn_cxt);
 	old = MemoryContextSwitchTo(st->knn_cxt);
 	ExecClearTuple(slot);
@@ -607,6 +619,54 @@ knn_line_query(Datum geom, TdbKnnQuery *q)
 		tdb_knn_query_init(q, TDB_KNN_LINE, xy, n, NULL, 0);
 }
 
+/*
+ * From a geography line or polygon (at most 4,096 vertices; a polygon small
+ * enough for tdb_sph_shape_init), a lower bound in metres: the great-circle
+ * angle from its edges (and a polygon's inside) to a box, then to an
+ * entry's own shape, each below PostGIS's sphere distance.  Other shapes
+ * (multi-geometries, collections, huge polygons, edges of 179 degrees or
+ * more) keep the zero bound: every entry is measured, still exact.
+ */
+static bool
+knn_geo_shape(LocScanState *st, Datum geog, Oid type)
+{
+	bytea	   *wkb = tdb_geometry_wkb(tdb_geography_to_geometry(geog, type));
+	const unsigned char *p = (const unsigned char *) VARDATA_ANY(wkb);
+	size_t		len = VARSIZE_ANY_EXHDR(wkb);
+	uint32		n,
+				rings;
+	int			kind = tdb_geo_wkb_shape(p, len, NULL, &n, NULL, &rings);
+	double	   *xy;
+	uint32	   *ring_end = NULL;
+
+	if ((kind != 2 && kind != 3) || n < 1 || n > 4096 || rings > n)
+		return false;
+	xy = palloc(sizeof(double) * 2 * n);
+	if (kind == 3)
+		ring_end = palloc(sizeof(uint32) * Max(rings, 1));
+	if (tdb_geo_wkb_shape(p, len, xy, &n, ring_end, &rings) != kind ||
+		!tdb_sph_shape_init(&st->knn_geo_shape.shape, xy, n, ring_end, rings, palloc(sizeof(double) * 3 * n)))
+		return false;
+	st->knn_geo_nq = n;
+	return true;
+}
+
+/* TdbKnnRefine from a line or polygon: the bound to entry e's own great-circle edges. */
+static double
+knn_geo_refine(uint64_t e, void *arg)
+{
+	ForeignScanState *node = arg;
+	LocScanState *st = node->fdw_state;
+	const TdbLocation *rec = &st->snap->map->records[e];
+
+	/* a long query against a long road: cheaper to let PostGIS measure it */
+	st->knn_refined++;
+	if ((uint64) rec->npoints * st->knn_geo_nq > 100000)
+		return 0.0;
+	(void) loc_record_geom_xy(node, st, e);
+	return tdb_knn_geodesic_polyline_bound(&st->knn_geo_shape, st->xy, rec->npoints);
+}
+
 /* Start the nearest-first scan for query argument v (isnull: every distance is NULL). */
 static void
 knn_start(ForeignScanState *node, LocScanState *st, Datum v, bool isnull, Oid type)
@@ -614,6 +674,7 @@ knn_start(ForeignScanState *node, LocScanState *st, Datum v, bool isnull, Oid ty
 	TdbKnnAlloc alloc = {knn_grow, knn_release, st->eval_cxt};
 	TdbKnnBound bound = knn_zero_bound;
 	void	   *bound_arg = NULL;
+	TdbKnnRefine refine = NULL;
 	TdbBox		box;
 
 	if (st->knn_active)
@@ -645,7 +706,16 @@ knn_start(ForeignScanState *node, LocScanState *st, Datum v, bool isnull, Oid ty
 			bound_arg = &st->knn_geo;
 		}
 	}
+	else if (!isnull && st->knn_metric == KNN_GEOGRAPHY && isfinite(map_arc_slack(st->snap->map)) &&
+			 knn_geo_shape(st, v, type))
+	{
+		st->knn_geo_shape.slack_m = map_arc_slack(st->snap->map);
+		bound = tdb_knn_geodesic_shape_bound;
+		bound_arg = &st->knn_geo_shape;
+		refine = knn_geo_refine;
+	}
 	tdb_knn_begin(&st->knn, &st->snap->map->rtree, bound, bound_arg, knn_exact, node, &alloc);
+	tdb_knn_set_refine(&st->knn, refine, node);
 	st->knn_active = true;
 }
 

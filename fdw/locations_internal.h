@@ -160,7 +160,19 @@ typedef struct LocScanState
 	TdbKnnQuery knn_query;		/* planar from a line: the line (knn_line_query) */
 	TdbKnnGeoPoint knn_geo;		/* metres, from a point */
 	bool		knn_geo_point;
-	uint64		knn_measured;	/* distances computed (EXPLAIN ANALYZE) */
+	TdbKnnGeoShape knn_geo_shape;	/* metres, from a line or a polygon */
+	uint32		knn_geo_nq;		/* its vertices */
+	uint64		knn_measured;	/* entries measured and not refined first (examined) */
+	uint64		knn_refined;	/* entries bounded by their own shape (examined) */
+	uint64		knn_postgis;	/* distances PostGIS measured */
+	/* PUSH_KNN_ORDER with an id range (knn_range): ids in [knn_lo, knn_hi] only */
+	bool		knn_range;
+	int64		knn_lo;
+	int64		knn_hi;
+	uint64	   *knn_list;		/* few ids in range: their entries, nearest first */
+	uint64		knn_nlist;
+	uint64		knn_next;
+	bool		knn_listed;		/* the scan reads knn_list, not the walk */
 } LocScanState;
 
 /* What an incremental nearest-first scan orders by. */

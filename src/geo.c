@@ -467,3 +467,455 @@ tdb_geo_wkb_shape(const unsigned char *wkb, size_t len, double *xy, uint32_t *np
 	*nrings = rings;
 	return n == 0 ? 0 : (int) type;
 }
+
+/* ---- shapes on the unit sphere ------------------------------------------------- */
+
+/* Angle between unit vectors a and b, accurate at any size. */
+static double
+angle_between(const double a[3], const double b[3])
+{
+	double		c[3];
+
+	cross(a, b, c);
+	return atan2(sqrt(dot(c, c)), dot(a, b));
+}
+
+/*
+ * Angle from p to the minor arc a-b: to the arc's great circle when p's
+ * projection on it lies between a and b (about their normal), else to the
+ * nearer end.
+ */
+static double
+point_arc(const double p[3], const double a[3], const double b[3])
+{
+	double		n[3],
+				t[3],
+				q[3];
+	double		nn,
+				s;
+
+	cross(a, b, n);
+	nn = dot(n, n);
+	if (nn > ARC_TINY * ARC_TINY)
+	{
+		s = dot(p, n);
+		for (int k = 0; k < 3; k++)
+			q[k] = p[k] - s * n[k] / nn;
+		cross(a, q, t);
+		if (dot(t, n) >= 0)
+		{
+			cross(q, b, t);
+			if (dot(t, n) >= 0 && dot(q, q) > 0)
+				return atan2(fabs(s) / sqrt(nn), sqrt(dot(q, q)));
+		}
+	}
+	return fmin(angle_between(p, a), angle_between(p, b));
+}
+
+/*
+ * Whether the minor arcs a-b and c-d cross at a point inside both: each
+ * straddles the other's great circle, and the crossing on a-b (the one of
+ * the two circles' common points nearer a-b's middle) is also on c-d.
+ * Touching is not crossing: the distance of the ends is then ~0 anyway.
+ */
+static bool
+arcs_cross(const double a[3], const double b[3], const double c[3], const double d[3])
+{
+	double		n1[3],
+				n2[3],
+				x[3],
+				m1[3],
+				m2[3];
+	double		s1,
+				s2,
+				s3,
+				s4;
+
+	cross(a, b, n1);
+	cross(c, d, n2);
+	s1 = dot(n1, c);
+	s2 = dot(n1, d);
+	s3 = dot(n2, a);
+	s4 = dot(n2, b);
+	if (!((s1 > 0 && s2 < 0) || (s1 < 0 && s2 > 0)) || !((s3 > 0 && s4 < 0) || (s3 < 0 && s4 > 0)))
+		return false;
+	cross(n1, n2, x);
+	for (int k = 0; k < 3; k++)
+	{
+		m1[k] = a[k] + b[k];
+		m2[k] = c[k] + d[k];
+	}
+	if (dot(x, m1) < 0)
+		for (int k = 0; k < 3; k++)
+			x[k] = -x[k];
+	return dot(x, m2) > 0;
+}
+
+/* Angle between minor arcs a-b and c-d: 0 if they cross, else from an end of one to the other. */
+static double
+arc_arc(const double a[3], const double b[3], const double c[3], const double d[3])
+{
+	double		best;
+
+	if (arcs_cross(a, b, c, d))
+		return 0.0;
+	best = fmin(point_arc(a, c, d), point_arc(b, c, d));
+	best = fmin(best, point_arc(c, a, b));
+	return fmin(best, point_arc(d, a, b));
+}
+
+/* t (radians) in [lo, hi] (a part of [0, pi)) once brought into [0, 2 pi). */
+static inline bool
+angle_in(double t, double lo, double hi)
+{
+	t = fmod(t, 2.0 * M_PI);
+	if (t < 0)
+		t += 2.0 * M_PI;
+	return t >= lo && t <= hi;
+}
+
+/*
+ * Narrow [lo, hi] to where f(t) = (a.e) cos t + (c.e) sin t >= 0 on the
+ * arc a cos t + c sin t, t in [0, theta] (theta < pi): a sinusoid, >= 0 on
+ * half its period, so on [0, theta] that set is one interval whose ends are
+ * 0, theta or the sinusoid's root between them.  false: nothing left.
+ */
+static bool
+clip_half(const double a[3], const double c[3], double theta, const double e[3], double *lo, double *hi)
+{
+	double		ae = dot(a, e),
+				ce = dot(c, e);
+	double		f0 = ae,
+				f1 = ae * cos(theta) + ce * sin(theta);
+	double		r;
+
+	if (f0 >= 0 && f1 >= 0)
+		return *lo <= *hi;
+	if (f0 < 0 && f1 < 0)
+		return false;
+	r = fmod(atan2(-ae, ce), 2.0 * M_PI);
+	if (r < 0)
+		r += 2.0 * M_PI;
+	if (r > theta)
+		r = r >= M_PI ? r - M_PI : theta;
+	if (r > theta)
+		r = theta;
+	if (f0 >= 0)
+		*hi = fmin(*hi, r);
+	else
+		*lo = fmax(*lo, r);
+	return *lo <= *hi;
+}
+
+/*
+ * The latitude gap (radians) from the part of arc a-b whose longitudes lie
+ * within [lon1, lon2] (degrees, at most 90 apart) to the latitudes [lat1,
+ * lat2]: from there the box's nearest point is straight north or south.
+ * +infinity when no part of the arc is within those longitudes.
+ */
+static double
+arc_lat_gap(const double a[3], const double b[3], double lon1, double lat1, double lon2, double lat2)
+{
+	double		l1 = lon1 * DEG2RAD,
+				l2 = lon2 * DEG2RAD;
+	double		e1[3] = {-sin(l1), cos(l1), 0},
+				e2[3] = {sin(l2), -cos(l2), 0};
+	double		ab = dot(a, b),
+				c[3],
+				cl,
+				theta = 0,
+				lo = 0,
+				hi,
+				za,
+				zb,
+				zmax,
+				zmin,
+				tz,
+				rz,
+				latmax,
+				latmin;
+
+	for (int k = 0; k < 3; k++)
+		c[k] = b[k] - ab * a[k];
+	cl = sqrt(dot(c, c));
+	if (cl < ARC_TINY)
+		c[0] = c[1] = c[2] = 0;	/* a point: theta 0 */
+	else
+	{
+		for (int k = 0; k < 3; k++)
+			c[k] /= cl;
+		theta = atan2(cl, ab);
+	}
+	hi = theta;
+	if (!clip_half(a, c, theta, e1, &lo, &hi) || !clip_half(a, c, theta, e2, &lo, &hi))
+		return INFINITY;
+	za = a[2] * cos(lo) + c[2] * sin(lo);
+	zb = a[2] * cos(hi) + c[2] * sin(hi);
+	zmax = fmax(za, zb);
+	zmin = fmin(za, zb);
+	tz = atan2(c[2], a[2]);
+	rz = sqrt(a[2] * a[2] + c[2] * c[2]);
+	if (angle_in(tz, lo, hi))
+		zmax = rz;
+	if (angle_in(tz + M_PI, lo, hi))
+		zmin = -rz;
+	latmax = asin(fmin(1.0, zmax));
+	latmin = asin(fmax(-1.0, zmin));
+	if (latmax < lat1 * DEG2RAD)
+		return lat1 * DEG2RAD - latmax;
+	if (latmin > lat2 * DEG2RAD)
+		return latmin - lat2 * DEG2RAD;
+	return 0.0;
+}
+
+/*
+ * Angle from the minor arc a-b to the lon/lat box (degrees).  A point of
+ * the arc within the box's longitudes is nearest the box straight north or
+ * south of it; a point outside them is nearest the box on the nearer of
+ * its two meridian edges (see tdb_knn_angle_to_box), and no nearer any
+ * meridian edge than the box.  So the angle is the least of the latitude
+ * gap of the arc's part within the longitudes and the arc's angles to the
+ * two meridian edges (great-circle arcs themselves).  Boxes wider than 90
+ * degrees either way are halved first.
+ */
+static double
+arc_box(const double a[3], const double b[3], double lon1, double lat1, double lon2, double lat2)
+{
+	double		m1a[3],
+				m1b[3],
+				m2a[3],
+				m2b[3],
+				d;
+
+	if (lon2 - lon1 > 90.0)
+	{
+		double		mid = (lon1 + lon2) / 2.0;
+
+		return fmin(arc_box(a, b, lon1, lat1, mid, lat2), arc_box(a, b, mid, lat1, lon2, lat2));
+	}
+	if (lat2 - lat1 > 90.0)
+	{
+		double		mid = (lat1 + lat2) / 2.0;
+
+		return fmin(arc_box(a, b, lon1, lat1, lon2, mid), arc_box(a, b, lon1, mid, lon2, lat2));
+	}
+	unit_vector(lon1, lat1, m1a);
+	unit_vector(lon1, lat2, m1b);
+	unit_vector(lon2, lat1, m2a);
+	unit_vector(lon2, lat2, m2b);
+	d = fmin(arc_arc(a, b, m1a, m1b), arc_arc(a, b, m2a, m2b));
+	if (d > 0)
+		d = fmin(d, arc_lat_gap(a, b, lon1, lat1, lon2, lat2));
+	return d;
+}
+
+/* Calls fn on each edge of the shape (a lone point: one zero-length edge); stops when it returns true. */
+typedef bool (*SphEdgeFn) (const double *a, const double *b, void *arg);
+
+static bool
+sph_edges(const TdbSphShape *s, SphEdgeFn fn, void *arg)
+{
+	const double *v = s->v;
+
+	if (s->ring_end == NULL)
+	{
+		if (s->npoints == 1)
+			return fn(v, v, arg);
+		for (uint32_t i = 1; i < s->npoints; i++)
+			if (fn(v + 3 * (i - 1), v + 3 * i, arg))
+				return true;
+		return false;
+	}
+	for (uint32_t r = 0, start = 0; r < s->nrings; start = s->ring_end[r], r++)
+		for (uint32_t i = start; i < s->ring_end[r]; i++)
+		{
+			uint32_t	j = i + 1 < s->ring_end[r] ? i + 1 : start;
+
+			if (fn(v + 3 * i, v + 3 * j, arg))
+				return true;
+		}
+	return false;
+}
+
+/*
+ * Whether p lies inside a ring of the polygon: the parity of the ring's
+ * crossings of the minor arc from p to a point outside every ring (vertices
+ * on that arc's great circle count on its positive side, so that a crossing
+ * at a vertex counts once).
+ */
+static bool
+sph_contains(const TdbSphShape *s, const double p[3])
+{
+	const double *v = s->v;
+	double		n[3],
+				lon = atan2(p[1], p[0]) * RAD2DEG,
+				lat = asin(fmax(-1.0, fmin(1.0, p[2]))) * RAD2DEG;
+
+	if (s->ring_end == NULL || lon < s->box.xmin || lon > s->box.xmax || lat < s->box.ymin || lat > s->box.ymax)
+		return false;
+	cross(p, s->outside, n);
+	for (uint32_t r = 0, start = 0; r < s->nrings; start = s->ring_end[r], r++)
+	{
+		bool		odd = false;
+
+		for (uint32_t i = start; i < s->ring_end[r]; i++)
+		{
+			uint32_t	j = i + 1 < s->ring_end[r] ? i + 1 : start;
+			const double *a = v + 3 * i,
+					   *b = v + 3 * j;
+			double		e[3],
+						x[3],
+						t[3];
+
+			if ((dot(n, a) >= 0) == (dot(n, b) >= 0))
+				continue;
+			cross(a, b, e);
+			cross(n, e, x);
+			if (dot(x, a) + dot(x, b) < 0)
+				for (int k = 0; k < 3; k++)
+					x[k] = -x[k];
+			cross(p, x, t);
+			if (dot(t, n) < 0)
+				continue;
+			cross(x, s->outside, t);
+			if (dot(t, n) < 0)
+				continue;
+			odd = !odd;
+		}
+		if (odd)
+			return true;
+	}
+	return false;
+}
+
+bool
+tdb_sph_shape_init(TdbSphShape *s, const double *lonlat, uint32_t npoints,
+				   const uint32_t *ring_end, uint32_t nrings, double *v)
+{
+	if (npoints == 0 || lonlat == NULL || v == NULL || (ring_end != NULL && nrings == 0))
+		return false;
+	s->v = v;
+	s->npoints = npoints;
+	s->ring_end = ring_end;
+	s->nrings = ring_end ? nrings : 0;
+	s->box.xmin = s->box.ymin = INFINITY;
+	s->box.xmax = s->box.ymax = -INFINITY;
+	for (uint32_t i = 0; i < npoints; i++)
+	{
+		double		x = lonlat[2 * i],
+					y = lonlat[2 * i + 1];
+
+		if (!(x >= -180.0 && x <= 180.0 && y >= -90.0 && y <= 90.0))
+			return false;
+		unit_vector(x, y, v + 3 * i);
+		s->box.xmin = fmin(s->box.xmin, x);
+		s->box.xmax = fmax(s->box.xmax, x);
+		s->box.ymin = fmin(s->box.ymin, y);
+		s->box.ymax = fmax(s->box.ymax, y);
+		if (i > 0 && angle_between(v + 3 * (i - 1), v + 3 * i) >= 179.0 * DEG2RAD)
+			return false;
+	}
+	if (ring_end == NULL)
+		return true;
+	for (uint32_t r = 0, prev = 0; r < nrings; prev = ring_end[r], r++)
+		if (ring_end[r] <= prev || ring_end[r] > npoints || (r == nrings - 1 && ring_end[r] != npoints))
+			return false;
+	if (s->box.xmax - s->box.xmin >= 60.0)
+		return false;
+	for (uint32_t r = 0, start = 0; r < nrings; start = ring_end[r], r++)
+		for (uint32_t i = start; i < ring_end[r]; i++)
+		{
+			uint32_t	j = i + 1 < ring_end[r] ? i + 1 : start;
+			double		lo,
+						hi;
+
+			if (!tdb_geo_arc_lat_range(lonlat[2 * i], lonlat[2 * i + 1], lonlat[2 * j], lonlat[2 * j + 1], &lo, &hi))
+				return false;
+			s->box.ymin = fmin(s->box.ymin, lo);
+			s->box.ymax = fmax(s->box.ymax, hi);
+		}
+	if (s->box.ymin <= -80.0 || s->box.ymax >= 80.0)
+		return false;
+	/* the rings stay in their box (their edges' longitudes between their ends'): go out of it */
+	unit_vector(s->box.xmin - 1.0, s->box.ymin - 1.0, s->outside);
+	return true;
+}
+
+typedef struct SphBox
+{
+	double		xmin,
+				ymin,
+				xmax,
+				ymax;
+	double		best;
+} SphBox;
+
+static bool
+sph_box_edge(const double *a, const double *b, void *arg)
+{
+	SphBox	   *x = arg;
+
+	x->best = fmin(x->best, arc_box(a, b, x->xmin, x->ymin, x->xmax, x->ymax));
+	return x->best == 0.0;
+}
+
+double
+tdb_sph_shape_box_angle(const TdbSphShape *s, double xmin, double ymin, double xmax, double ymax)
+{
+	SphBox		x = {xmin, ymin, xmax, ymax, INFINITY};
+	double		c[3];
+
+	if (sph_edges(s, sph_box_edge, &x))
+		return 0.0;
+	/* no edge reaches the box: it is all inside a ring or all outside */
+	if (s->ring_end != NULL)
+	{
+		unit_vector(xmin, ymin, c);
+		if (sph_contains(s, c))
+			return 0.0;
+	}
+	return x.best;
+}
+
+typedef struct SphArc
+{
+	const double *a;
+	const double *b;
+	double		best;
+} SphArc;
+
+static bool
+sph_arc_edge(const double *a, const double *b, void *arg)
+{
+	SphArc	   *x = arg;
+
+	x->best = fmin(x->best, arc_arc(a, b, x->a, x->b));
+	return x->best == 0.0;
+}
+
+double
+tdb_sph_shape_polyline_angle(const TdbSphShape *s, const double *lonlat, uint32_t n)
+{
+	double		p[2][3];
+	SphArc		x = {NULL, NULL, INFINITY};
+
+	if (n == 0)
+		return INFINITY;
+	unit_vector(lonlat[0], lonlat[1], p[0]);
+	if (s->ring_end != NULL && sph_contains(s, p[0]))
+		return 0.0;
+	if (n == 1)
+	{
+		x.a = x.b = p[0];
+		sph_edges(s, sph_arc_edge, &x);
+		return x.best;
+	}
+	for (uint32_t i = 1; i < n && x.best > 0.0; i++)
+	{
+		unit_vector(lonlat[2 * i], lonlat[2 * i + 1], p[i & 1]);
+		x.a = p[(i - 1) & 1];
+		x.b = p[i & 1];
+		sph_edges(s, sph_arc_edge, &x);
+	}
+	return x.best;
+}

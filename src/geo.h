@@ -76,4 +76,51 @@ int			tdb_geo_wkb_arc_box(const unsigned char *wkb, size_t len, TdbBox *box);
 int			tdb_geo_wkb_shape(const unsigned char *wkb, size_t len, double *xy, uint32_t *npoints,
 							  uint32_t *ring_end, uint32_t *nrings);
 
+/* ---- shapes on the unit sphere (lower bounds for geography <->) -------------- */
+
+/*
+ * A line or polygon query of geography <-> on the unit sphere: its vertices
+ * as unit vectors, its edges the minor great-circle arcs between them, as
+ * PostGIS's geography has them.  A polygon's rings are consecutive (ring r
+ * ends at ring_end[r], implicitly closed); inside means inside the outer
+ * ring of ANY of its rings by crossing parity (holes are ignored, which
+ * only ever says "inside" more often: a lower bound stays a lower bound).
+ */
+typedef struct TdbSphShape
+{
+	const double *v;			/* 3 * npoints unit vectors */
+	uint32_t	npoints;
+	const uint32_t *ring_end;	/* polygon: ring ends; NULL: a line */
+	uint32_t	nrings;
+	double		outside[3];		/* polygon: a point outside every ring */
+	TdbBox		box;			/* polygon: lon/lat box of the rings with their arcs' bulge */
+} TdbSphShape;
+
+/*
+ * Set up s from npoints lon/lat pairs (degrees) into v (3 * npoints
+ * doubles, the caller's).  false (the caller then has no bound): a
+ * non-finite or out-of-range coordinate, an edge of 179 degrees or more
+ * (its great circle is PostGIS's guess), or a polygon that is not small
+ * (longitudes spanning 60 degrees or more, a latitude beyond 80): only for
+ * small ones is "inside" surely the same as PostGIS's.
+ */
+bool		tdb_sph_shape_init(TdbSphShape *s, const double *lonlat, uint32_t npoints,
+							   const uint32_t *ring_end, uint32_t nrings, double *v);
+
+/*
+ * Great-circle angle (radians) from the shape to anything in the lon/lat
+ * box (degrees, xmin <= xmax within [-180, 180]): exact but for rounding
+ * (the caller shrinks it), 0 when the box touches an edge or lies inside a
+ * polygon.
+ */
+double		tdb_sph_shape_box_angle(const TdbSphShape *s, double xmin, double ymin, double xmax, double ymax);
+
+/*
+ * Great-circle angle (radians) from the shape to a polyline of n >= 1
+ * lon/lat points (degrees) whose edges are great-circle arcs: 0 when they
+ * cross, or when the polyline's first point is inside a polygon (as PostGIS
+ * decides a line against a polygon).
+ */
+double		tdb_sph_shape_polyline_angle(const TdbSphShape *s, const double *lonlat, uint32_t n);
+
 #endif							/* TDB_GEO_H */

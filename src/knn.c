@@ -17,8 +17,10 @@ struct TdbKnnItem
 	double		dist;
 	uint64_t	index;			/* box index within its level */
 	uint32_t	level;
-	uint32_t	exact;			/* a leaf whose dist is final */
+	uint32_t	exact;			/* a leaf: 0 box bound, 1 refined bound, 2 final (ITEM_FINAL) */
 };
+
+#define ITEM_FINAL 2
 
 /* ---- the scan ------------------------------------------------------------- */
 
@@ -45,6 +47,11 @@ tdb_knn_begin(TdbKnnIter *it, const TdbRtree *t, TdbKnnBound bound, void *bound_
 	it->bound_arg = bound_arg;
 	it->exact = exact;
 	it->exact_arg = exact_arg;
+	it->refine = NULL;
+	it->refine_arg = NULL;
+	it->filter = NULL;
+	it->filter_arg = NULL;
+	it->nrefined = 0;
 	if (alloc)
 		it->alloc = *alloc;
 	else
@@ -58,6 +65,20 @@ tdb_knn_begin(TdbKnnIter *it, const TdbRtree *t, TdbKnnBound bound, void *bound_
 	it->cap = 0;
 	it->started = false;
 	it->nexact = 0;
+}
+
+void
+tdb_knn_set_refine(TdbKnnIter *it, TdbKnnRefine refine, void *refine_arg)
+{
+	it->refine = it->exact ? refine : NULL;
+	it->refine_arg = refine_arg;
+}
+
+void
+tdb_knn_set_filter(TdbKnnIter *it, TdbKnnFilter filter, void *filter_arg)
+{
+	it->filter = filter;
+	it->filter_arg = filter_arg;
 }
 
 void
@@ -88,7 +109,7 @@ item_before(const TdbKnnItem *a, const TdbKnnItem *b)
 }
 
 static bool
-heap_push(TdbKnnIter *it, double dist, uint64_t index, uint32_t level, bool exact)
+heap_push(TdbKnnIter *it, double dist, uint64_t index, uint32_t level, uint32_t exact)
 {
 	TdbKnnItem	x;
 	size_t		i;
@@ -107,7 +128,7 @@ heap_push(TdbKnnIter *it, double dist, uint64_t index, uint32_t level, bool exac
 	x.dist = isnan(dist) ? INFINITY : dist;
 	x.index = index;
 	x.level = level;
-	x.exact = exact ? 1 : 0;
+	x.exact = exact;
 
 	i = it->n++;
 	while (i > 0)
@@ -161,8 +182,10 @@ tdb_knn_next(TdbKnnIter *it, uint64_t *entry, double *dist)
 		if (t->nlevels == 0 || t->nlevels > TDB_RTREE_MAX_LEVELS)
 			return 0;
 		top = t->nlevels - 1;
+		if (top == 0 && it->filter && !it->filter(0, it->filter_arg))
+			return 0;
 		if (!heap_push(it, it->bound(&t->boxes[t->levels[top].first], it->bound_arg),
-					   0, top, top == 0 && it->exact == NULL))
+					   0, top, top == 0 && it->exact == NULL ? ITEM_FINAL : 0))
 			return -1;
 	}
 	while (it->n > 0)
@@ -175,14 +198,23 @@ tdb_knn_next(TdbKnnIter *it, uint64_t *entry, double *dist)
 
 		if (x.level == 0)
 		{
-			if (x.exact)
+			if (x.exact == ITEM_FINAL)
 			{
 				*entry = x.index;
 				*dist = x.dist;
 				return 1;
 			}
+			if (x.exact == 0 && it->refine)
+			{
+				double		r = it->refine(x.index, it->refine_arg);
+
+				it->nrefined++;
+				if (!heap_push(it, isnan(r) ? 0.0 : r, x.index, 0, 1))
+					return -1;
+				continue;
+			}
 			it->nexact++;
-			if (!heap_push(it, it->exact(x.index, it->exact_arg), x.index, 0, true))
+			if (!heap_push(it, it->exact(x.index, it->exact_arg), x.index, 0, ITEM_FINAL))
 				return -1;
 			continue;
 		}
@@ -191,9 +223,13 @@ tdb_knn_next(TdbKnnIter *it, uint64_t *entry, double *dist)
 		to = from + F < cl->count ? from + F : cl->count;
 		leaves_final = x.level == 1 && it->exact == NULL;
 		for (uint64_t c = from; c < to; c++)
+		{
+			if (x.level == 1 && it->filter && !it->filter(c, it->filter_arg))
+				continue;
 			if (!heap_push(it, it->bound(&t->boxes[cl->first + c], it->bound_arg),
-						   c, x.level - 1, leaves_final))
+						   c, x.level - 1, leaves_final ? ITEM_FINAL : 0))
 				return -1;
+		}
 	}
 	return 0;
 }
@@ -701,4 +737,20 @@ tdb_knn_geodesic_bound(const TdbBoxF *b, void *point)
 	double		d = tdb_knn_angle_to_box(g->lon, g->lat, b) * TDB_KNN_MIN_RADIUS_M;
 
 	return shrink(d - g->slack_m, 1e-9, 1e-3);
+}
+
+double
+tdb_knn_geodesic_shape_bound(const TdbBoxF *b, void *shape)
+{
+	const TdbKnnGeoShape *g = shape;
+	double		d = tdb_sph_shape_box_angle(&g->shape, (double) b->xmin, (double) b->ymin,
+											(double) b->xmax, (double) b->ymax) * TDB_KNN_MIN_RADIUS_M;
+
+	return shrink(d - g->slack_m, 1e-9, 1e-3);
+}
+
+double
+tdb_knn_geodesic_polyline_bound(const TdbKnnGeoShape *g, const double *xy, uint32_t n)
+{
+	return shrink(tdb_sph_shape_polyline_angle(&g->shape, xy, n) * TDB_KNN_MIN_RADIUS_M, 1e-9, 1e-3);
 }
