@@ -173,6 +173,7 @@ typedef struct LocScanState
 	uint64		knn_nlist;
 	uint64		knn_next;
 	bool		knn_listed;		/* the scan reads knn_list, not the walk */
+	int			knn_limit;		/* the query's LIMIT as planned (10 if none) */
 } LocScanState;
 
 /* What an incremental nearest-first scan orders by. */

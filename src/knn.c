@@ -94,15 +94,19 @@ tdb_knn_end(TdbKnnIter *it)
 /*
  * At equal distance anything not yet final comes first: it may still hold
  * an entry at that distance with a smaller index.  Then nodes before
- * leaves, and index order, which makes the order total.
+ * leaves, and index order, which makes the order total.  With a refining
+ * bound (final_first) a final entry comes first instead: it is reported
+ * as soon as nothing left can be nearer, so that a shape touching many
+ * entries (all at distance 0) does not measure them all before the first
+ * row; ties then come in the order they become final.
  */
 static inline bool
-item_before(const TdbKnnItem *a, const TdbKnnItem *b)
+item_before(const TdbKnnItem *a, const TdbKnnItem *b, bool final_first)
 {
 	if (a->dist != b->dist)
 		return a->dist < b->dist;
 	if (a->exact != b->exact)
-		return a->exact < b->exact;
+		return final_first ? a->exact > b->exact : a->exact < b->exact;
 	if (a->level != b->level)
 		return a->level > b->level;
 	return a->index < b->index;
@@ -135,7 +139,7 @@ heap_push(TdbKnnIter *it, double dist, uint64_t index, uint32_t level, uint32_t 
 	{
 		size_t		parent = (i - 1) / 2;
 
-		if (!item_before(&x, &it->items[parent]))
+		if (!item_before(&x, &it->items[parent], it->refine != NULL))
 			break;
 		it->items[i] = it->items[parent];
 		i = parent;
@@ -157,9 +161,9 @@ heap_pop(TdbKnnIter *it)
 
 		if (c >= it->n)
 			break;
-		if (c + 1 < it->n && item_before(&it->items[c + 1], &it->items[c]))
+		if (c + 1 < it->n && item_before(&it->items[c + 1], &it->items[c], it->refine != NULL))
 			c++;
-		if (!item_before(&it->items[c], &last))
+		if (!item_before(&it->items[c], &last, it->refine != NULL))
 			break;
 		it->items[i] = it->items[c];
 		i = c;

@@ -103,7 +103,9 @@ void		tdb_knn_begin(TdbKnnIter *it, const TdbRtree *t, TdbKnnBound bound, void *
 
 /*
  * After tdb_knn_begin, before the first tdb_knn_next: a refining bound
- * (with exact, not NULL) and a filter; either may be NULL.
+ * (with exact, not NULL) and a filter; either may be NULL.  With a
+ * refining bound, entries at equal distance come as they become final,
+ * not by index (the order is still non-decreasing exact distance).
  */
 void		tdb_knn_set_refine(TdbKnnIter *it, TdbKnnRefine refine, void *refine_arg);
 void		tdb_knn_set_filter(TdbKnnIter *it, TdbKnnFilter filter, void *filter_arg);
