@@ -690,6 +690,7 @@ knn_start(ForeignScanState *node, LocScanState *st, Datum v, bool isnull, Oid ty
 	TdbKnnBound bound = knn_zero_bound;
 	void	   *bound_arg = NULL;
 	TdbKnnRefine refine = NULL;
+	TdbKnnBound tight = NULL;
 	TdbBox		box;
 
 	if (st->knn_active)
@@ -725,12 +726,15 @@ knn_start(ForeignScanState *node, LocScanState *st, Datum v, bool isnull, Oid ty
 			 knn_geo_shape(st, v, type))
 	{
 		st->knn_geo_shape.slack_m = map_arc_slack(st->snap->map);
-		bound = tdb_knn_geodesic_shape_bound;
+		bound = tdb_knn_geodesic_shape_crude;
 		bound_arg = &st->knn_geo_shape;
+		tight = tdb_knn_geodesic_shape_bound;
 		refine = knn_geo_refine;
 	}
 	tdb_knn_begin(&st->knn, &st->snap->map->rtree, bound, bound_arg, knn_exact, node, &alloc);
 	tdb_knn_set_refine(&st->knn, refine, node);
+	if (tight)
+		tdb_knn_set_tight(&st->knn, tight, bound_arg);
 	st->knn_active = true;
 }
 

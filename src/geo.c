@@ -788,6 +788,38 @@ sph_contains(const TdbSphShape *s, const double p[3])
 	return false;
 }
 
+/*
+ * The cap around the vertices' mean direction reaching the farthest vertex:
+ * under 90 degrees a cap is convex (it holds the minor arcs between its
+ * points), so it holds the edges too.
+ */
+static void
+sph_cap(TdbSphShape *s)
+{
+	double		c[3] = {0, 0, 0},
+				len,
+				r = 0;
+
+	for (uint32_t i = 0; i < s->npoints; i++)
+		for (int k = 0; k < 3; k++)
+			c[k] += s->v[3 * i + k];
+	len = sqrt(dot(c, c));
+	s->cap_r = M_PI;
+	s->cap_lon = s->cap_lat = 0;
+	if (!(len > 1e-9))
+		return;
+	for (int k = 0; k < 3; k++)
+		c[k] /= len;
+	for (uint32_t i = 0; i < s->npoints; i++)
+		r = fmax(r, angle_between(c, s->v + 3 * i));
+	if (r >= M_PI / 2 * 0.99)
+		return;
+	s->cap_lon = atan2(c[1], c[0]) * RAD2DEG;
+	s->cap_lat = asin(fmax(-1.0, fmin(1.0, c[2]))) * RAD2DEG;
+	/* (the centre's degrees round: a micrometre more) */
+	s->cap_r = r * (1 + 1e-12) + 1e-12;
+}
+
 bool
 tdb_sph_shape_init(TdbSphShape *s, const double *lonlat, uint32_t npoints,
 				   const uint32_t *ring_end, uint32_t nrings, double *v)
@@ -815,6 +847,7 @@ tdb_sph_shape_init(TdbSphShape *s, const double *lonlat, uint32_t npoints,
 		if (i > 0 && angle_between(v + 3 * (i - 1), v + 3 * i) >= 179.0 * DEG2RAD)
 			return false;
 	}
+	sph_cap(s);
 	if (ring_end == NULL)
 		return true;
 	for (uint32_t r = 0, prev = 0; r < nrings; prev = ring_end[r], r++)

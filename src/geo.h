@@ -94,6 +94,10 @@ typedef struct TdbSphShape
 	uint32_t	nrings;
 	double		outside[3];		/* polygon: a point outside every ring */
 	TdbBox		box;			/* polygon: lon/lat box of the rings with their arcs' bulge */
+	/* a cap holding the whole shape (its edges too): centre and angular radius */
+	double		cap_lon;		/* degrees */
+	double		cap_lat;
+	double		cap_r;			/* radians; M_PI when no cap under 90 degrees holds it */
 } TdbSphShape;
 
 /*

@@ -17,10 +17,13 @@ struct TdbKnnItem
 	double		dist;
 	uint64_t	index;			/* box index within its level */
 	uint32_t	level;
-	uint32_t	exact;			/* a leaf: 0 box bound, 1 refined bound, 2 final (ITEM_FINAL) */
+	uint32_t	exact;			/* ITEM_*: how far its key is known */
 };
 
-#define ITEM_FINAL 2
+#define ITEM_BOUND 0			/* the box's bound */
+#define ITEM_TIGHT 1			/* the box's tight bound (tdb_knn_set_tight) */
+#define ITEM_REFINED 2			/* a leaf's refined bound */
+#define ITEM_FINAL 3			/* a leaf's exact distance */
 
 /* ---- the scan ------------------------------------------------------------- */
 
@@ -49,6 +52,8 @@ tdb_knn_begin(TdbKnnIter *it, const TdbRtree *t, TdbKnnBound bound, void *bound_
 	it->exact_arg = exact_arg;
 	it->refine = NULL;
 	it->refine_arg = NULL;
+	it->tight = NULL;
+	it->tight_arg = NULL;
 	it->filter = NULL;
 	it->filter_arg = NULL;
 	it->nrefined = 0;
@@ -72,6 +77,13 @@ tdb_knn_set_refine(TdbKnnIter *it, TdbKnnRefine refine, void *refine_arg)
 {
 	it->refine = it->exact ? refine : NULL;
 	it->refine_arg = refine_arg;
+}
+
+void
+tdb_knn_set_tight(TdbKnnIter *it, TdbKnnBound tight, void *tight_arg)
+{
+	it->tight = tight;
+	it->tight_arg = tight_arg;
 }
 
 void
@@ -139,7 +151,7 @@ heap_push(TdbKnnIter *it, double dist, uint64_t index, uint32_t level, uint32_t 
 	{
 		size_t		parent = (i - 1) / 2;
 
-		if (!item_before(&x, &it->items[parent], it->refine != NULL))
+		if (!item_before(&x, &it->items[parent], it->refine != NULL || it->tight != NULL))
 			break;
 		it->items[i] = it->items[parent];
 		i = parent;
@@ -161,9 +173,9 @@ heap_pop(TdbKnnIter *it)
 
 		if (c >= it->n)
 			break;
-		if (c + 1 < it->n && item_before(&it->items[c + 1], &it->items[c], it->refine != NULL))
+		if (c + 1 < it->n && item_before(&it->items[c + 1], &it->items[c], it->refine != NULL || it->tight != NULL))
 			c++;
-		if (!item_before(&it->items[c], &last, it->refine != NULL))
+		if (!item_before(&it->items[c], &last, it->refine != NULL || it->tight != NULL))
 			break;
 		it->items[i] = it->items[c];
 		i = c;
@@ -189,7 +201,7 @@ tdb_knn_next(TdbKnnIter *it, uint64_t *entry, double *dist)
 		if (top == 0 && it->filter && !it->filter(0, it->filter_arg))
 			return 0;
 		if (!heap_push(it, it->bound(&t->boxes[t->levels[top].first], it->bound_arg),
-					   0, top, top == 0 && it->exact == NULL ? ITEM_FINAL : 0))
+					   0, top, top == 0 && it->exact == NULL ? ITEM_FINAL : ITEM_BOUND))
 			return -1;
 	}
 	while (it->n > 0)
@@ -200,6 +212,16 @@ tdb_knn_next(TdbKnnIter *it, uint64_t *entry, double *dist)
 		uint64_t	to;
 		bool		leaves_final;
 
+		/* a tighter bound of the box, computed only once it surfaces */
+		if (x.exact == ITEM_BOUND && it->tight)
+		{
+			const TdbBoxF *b = &t->boxes[t->levels[x.level].first + x.index];
+			double		d = it->tight(b, it->tight_arg);
+
+			if (!heap_push(it, isnan(d) || d < x.dist ? x.dist : d, x.index, x.level, ITEM_TIGHT))
+				return -1;
+			continue;
+		}
 		if (x.level == 0)
 		{
 			if (x.exact == ITEM_FINAL)
@@ -208,12 +230,12 @@ tdb_knn_next(TdbKnnIter *it, uint64_t *entry, double *dist)
 				*dist = x.dist;
 				return 1;
 			}
-			if (x.exact == 0 && it->refine)
+			if (x.exact < ITEM_REFINED && it->refine)
 			{
 				double		r = it->refine(x.index, it->refine_arg);
 
 				it->nrefined++;
-				if (!heap_push(it, isnan(r) ? 0.0 : r, x.index, 0, 1))
+				if (!heap_push(it, isnan(r) || r < x.dist ? x.dist : r, x.index, 0, ITEM_REFINED))
 					return -1;
 				continue;
 			}
@@ -231,7 +253,7 @@ tdb_knn_next(TdbKnnIter *it, uint64_t *entry, double *dist)
 			if (x.level == 1 && it->filter && !it->filter(c, it->filter_arg))
 				continue;
 			if (!heap_push(it, it->bound(&t->boxes[cl->first + c], it->bound_arg),
-						   c, x.level - 1, leaves_final ? ITEM_FINAL : 0))
+						   c, x.level - 1, leaves_final ? ITEM_FINAL : ITEM_BOUND))
 				return -1;
 		}
 	}
@@ -757,4 +779,16 @@ double
 tdb_knn_geodesic_polyline_bound(const TdbKnnGeoShape *g, const double *xy, uint32_t n)
 {
 	return shrink(tdb_sph_shape_polyline_angle(&g->shape, xy, n) * TDB_KNN_MIN_RADIUS_M, 1e-9, 1e-3);
+}
+
+double
+tdb_knn_geodesic_shape_crude(const TdbBoxF *b, void *shape)
+{
+	const TdbKnnGeoShape *g = shape;
+	double		d;
+
+	if (g->shape.cap_r >= M_PI / 2)
+		return 0.0;
+	d = (tdb_knn_angle_to_box(g->shape.cap_lon, g->shape.cap_lat, b) - g->shape.cap_r) * TDB_KNN_MIN_RADIUS_M;
+	return shrink(d - g->slack_m, 1e-9, 1e-3);
 }

@@ -81,6 +81,8 @@ typedef struct TdbKnnIter
 	void	   *exact_arg;
 	TdbKnnRefine refine;
 	void	   *refine_arg;
+	TdbKnnBound tight;
+	void	   *tight_arg;
 	TdbKnnFilter filter;
 	void	   *filter_arg;
 	TdbKnnAlloc alloc;
@@ -109,6 +111,15 @@ void		tdb_knn_begin(TdbKnnIter *it, const TdbRtree *t, TdbKnnBound bound, void *
  */
 void		tdb_knn_set_refine(TdbKnnIter *it, TdbKnnRefine refine, void *refine_arg);
 void		tdb_knn_set_filter(TdbKnnIter *it, TdbKnnFilter filter, void *filter_arg);
+
+/*
+ * After tdb_knn_begin: a second, tighter (and dearer) bound of a box, also
+ * never above any exact distance under it.  Boxes are pushed with the
+ * cheap bound and measured with this one only when they surface, then
+ * pushed again; like a refining bound it makes ties come as they become
+ * final.
+ */
+void		tdb_knn_set_tight(TdbKnnIter *it, TdbKnnBound tight, void *tight_arg);
 
 /*
  * The next entry: returns 1 and sets *entry and *dist (a NaN distance is
@@ -244,6 +255,13 @@ typedef struct TdbKnnGeoShape
  * shape's great-circle edges (and a polygon's inside) to the box.
  */
 double		tdb_knn_geodesic_shape_bound(const TdbBoxF *b, void *shape);
+
+/*
+ * Its cheap first step (with tdb_knn_set_tight taking the one above): from
+ * the cap that holds the shape, the angle from the cap's centre to the box
+ * less the cap's radius.
+ */
+double		tdb_knn_geodesic_shape_crude(const TdbBoxF *b, void *shape);
 
 /*
  * A lower bound, in metres, of the geodesic distance from the shape to a
