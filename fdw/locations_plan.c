@@ -688,6 +688,9 @@ locGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 			push.args = list_concat(push.args, info->push.args);
 			push.flags = info->push.flags;
 			range_desc = describe_push(&info->push, deparse_context_for("locations", foreigntableid));
+			/* without describe_push's " (by id: ...)" */
+			if (strstr(range_desc, " (by id: ") != NULL)
+				*strstr(range_desc, " (by id: ") = '\0';
 		}
 	}
 	/* a parameterized path pushes its join clause (it is among scan_clauses) */
@@ -775,7 +778,7 @@ locGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 								push.k == KNN_GEOGRAPHY ? "geom::geography <->" : "geom <->", a0,
 								range_desc ? "; ids only of " : "",
 								range_desc ? psprintf("%s, found in the map's ids in order, measured all and sorted when few, else skipped in the walk unmeasured",
-													  pnstrdup(range_desc, strcspn(range_desc, "("))) : "");
+													  range_desc) : "");
 				break;
 			case PUSH_KNN:
 				/* a constant is a point (loc_knn_push); anything else is known only when run */
