@@ -209,6 +209,13 @@ extern void locEndForeignScan(ForeignScanState *node);
 
 /* locations_candidates.c: the records a (re)scan examines */
 extern void loc_find_candidates(ForeignScanState *node, LocScanState *st);
+
+/* locations_knn.c: nearest first, and what the candidates share */
+extern void loc_knn_begin(ForeignScanState *node, LocScanState *st, Datum v, bool isnull, Oid type);
 extern Datum loc_record_geom(ForeignScanState *node, LocScanState *st, uint64 i);
+extern bool loc_geometry_box_ex(Datum geom, TdbBox *box, bool as_postgis);
+extern double loc_map_arc_slack(const TdbMapView *map);
+extern bool loc_id_range_bounds(int flags, const Datum *v, const bool *isnull, const Oid *type,
+								int64 *lo_out, int64 *hi_out);
 
 #endif							/* TDB_FDW_LOCATIONS_INTERNAL_H */
