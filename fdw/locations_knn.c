@@ -506,9 +506,9 @@ knn_range_filter(uint64_t e, void *arg)
 
 /*
  * A nearest-first scan with an id range: no id in it, no row at once; a
- * few (at most 10 per row the query asks for): each measured, the rows in
- * the walk's order (distance, then entry); more: the walk, skipping
- * entries outside the range before measuring them.
+ * few (at most 10 per row the query asks for, and 100,000): each measured,
+ * the rows in the walk's order (distance, then entry); more: the walk,
+ * skipping entries outside the range before measuring them.
  */
 static bool
 knn_range_bounds(LocScanState *st)
@@ -555,7 +555,7 @@ knn_range_setup(ForeignScanState *node, LocScanState *st)
 {
 	const TdbMapView *map = st->snap->map;
 	const uint32 *ids;
-	uint64		few = (uint64) Max(st->knn_limit, 1) * 10;
+	uint64		few = Min((uint64) Max(st->knn_limit, 1) * 10, 100000);
 	uint64		from = 0,
 				to = 0;
 	bool		listed = false;
@@ -576,7 +576,7 @@ knn_range_setup(ForeignScanState *node, LocScanState *st)
 		tdb_knn_set_filter(&st->knn, knn_range_filter, st);
 		return;
 	}
-	r = palloc(sizeof(KnnRanked) * Max(few, 1));
+	r = palloc(sizeof(KnnRanked) * (ids != NULL ? Max(to - from, 1) : (uint64) st->knn_hi - (uint64) st->knn_lo + 1));
 	st->knn_nlist = 0;
 	if (ids != NULL)
 		for (uint64 k = from; k < to; k++)
