@@ -156,6 +156,21 @@ for my $h (
 	is($node->safe_psql('postgres', "SELECT hostile(\$d\$$d\$d\$, \$w\$$w\$w\$, \$g\$$g\$g\$)"), 'same', "hostile: ORDER BY $d WHERE $w, g = $g: the heap's answer");
 }
 
+# a generic plan: the range and the limit are parameters
+my $gen = $node->safe_psql('postgres', q{
+SET plan_cache_mode = force_generic_plan;
+PREPARE r(bigint, bigint, int) AS SELECT location_id FROM trafficdb.locations WHERE location_id BETWEEN $1 AND $2
+  ORDER BY geom <-> ST_SetSRID(ST_MakePoint(24.95, 60.17), 4326), location_id LIMIT $3;
+EXECUTE r(1000, 1400, 5);
+EXECUTE r(30001, 9223372036854775807, 5);
+EXECUTE r(500, 400, 5);
+});
+is($gen, $node->safe_psql('postgres', q{
+SELECT location_id FROM (SELECT id AS location_id, geom FROM roads WHERE id BETWEEN 1000 AND 1400
+  ORDER BY geom <-> ST_SetSRID(ST_MakePoint(24.95, 60.17), 4326), id LIMIT 5) s;
+SELECT id FROM roads WHERE id BETWEEN 30001 AND 9223372036854775807 ORDER BY geom <-> ST_SetSRID(ST_MakePoint(24.95, 60.17), 4326), id LIMIT 5;
+}), 'a generic plan with the range and the limit as parameters: the heap\'s rows');
+
 # NULL query: every distance NULL, all rows, no error.
 is($node->safe_psql('postgres', q{SELECT count(*) FROM (SELECT location_id FROM trafficdb.locations ORDER BY geom <-> NULL::geometry LIMIT 5) s}),
 	'5', 'a NULL query point gives rows (all distances NULL), not an error');

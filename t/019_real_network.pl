@@ -132,6 +132,15 @@ my $mm = q{SELECT g, round((geom <-> p)::numeric, 10) FROM gps, LATERAL (SELECT 
   WHERE road_class NOT IN ('footway', 'cycleway', 'service', 'path', 'steps') ORDER BY geom <-> gps.p LIMIT 1) l ORDER BY g};
 is($node->safe_psql('postgres', sprintf($mm, 'trafficdb.locations')), $node->safe_psql('postgres', sprintf($mm, 'heap')),
 	'map matching 300 points equals the heap');
+# per outer row: an id range and a geography line from each GPS point (issue 32), rows equal
+my $lat = q{SELECT g, l.location_id, round(d::numeric, 6) FROM gps CROSS JOIN LATERAL (SELECT location_id, geom <-> gps.p AS d FROM %s
+  WHERE location_id BETWEEN gps.g * 2000000 AND gps.g * 2000000 + 40000000 ORDER BY geom <-> gps.p, location_id LIMIT 3) l ORDER BY 1, 3, 2};
+is($node->safe_psql('postgres', sprintf($lat, 'trafficdb.locations')), $node->safe_psql('postgres', sprintf($lat, 'heap')),
+	'nearest within an id range per outer row (LATERAL) equals the heap');
+$lat = q{SELECT g, round(d::numeric, 6) FROM gps CROSS JOIN LATERAL (SELECT geom::geography <-> ST_MakeLine(gps.p, ST_Translate(gps.p, 0.01, 0.004))::geography AS d
+  FROM %s ORDER BY geom::geography <-> ST_MakeLine(gps.p, ST_Translate(gps.p, 0.01, 0.004))::geography LIMIT 2) l ORDER BY 1, 2};
+is($node->safe_psql('postgres', sprintf($lat, 'trafficdb.locations')), $node->safe_psql('postgres', sprintf($lat, 'heap')),
+	'nearest to a geography line per outer row (LATERAL) equals the heap');
 $plan = $node->safe_psql('postgres', 'EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) ' . sprintf($mm, 'trafficdb.locations'));
 ($ex) = $plan =~ /Locations Examined: (\d+)/;
 cmp_ok($ex // 1e12, '<', 300 * 50, "map matching examined $ex locations for 300 points");
