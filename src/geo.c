@@ -481,9 +481,39 @@ angle_between(const double a[3], const double b[3])
 }
 
 /*
- * Angle from p to the minor arc a-b: to the arc's great circle when p's
- * projection on it lies between a and b (about their normal), else to the
- * nearer end.
+ * Distances on the unit sphere are compared as keys: the squared chord,
+ * 2 - 2 cos(angle), which grows with the angle and costs no arc function;
+ * key_angle turns the least of them into an angle once.
+ */
+static inline double
+chord2(const double a[3], const double b[3])
+{
+	double		x = a[0] - b[0],
+				y = a[1] - b[1],
+				z = a[2] - b[2];
+
+	return x * x + y * y + z * z;
+}
+
+static inline double
+key_angle(double key)
+{
+	return isinf(key) ? INFINITY : 2.0 * asin(fmin(1.0, sqrt(key) / 2.0));
+}
+
+static inline double
+angle_key(double angle)
+{
+	double		h = sin(fmin(angle, M_PI) / 2.0);
+
+	return 4.0 * h * h;
+}
+
+/*
+ * Key of the angle from p to the minor arc a-b: to the arc's great circle
+ * when p's projection on it lies between a and b (about their normal),
+ * else to the nearer end.  To the circle, sin = |p.n| / |n| and cos =
+ * |projection|, and 2 - 2 cos = 2 sin^2 / (1 + cos) keeps small angles.
  */
 static double
 point_arc(const double p[3], const double a[3], const double b[3])
@@ -506,10 +536,14 @@ point_arc(const double p[3], const double a[3], const double b[3])
 		{
 			cross(q, b, t);
 			if (dot(t, n) >= 0 && dot(q, q) > 0)
-				return atan2(fabs(s) / sqrt(nn), sqrt(dot(q, q)));
+			{
+				double		sn2 = s * s / nn;
+
+				return 2.0 * sn2 / (1.0 + sqrt(dot(q, q)));
+			}
 		}
 	}
-	return fmin(angle_between(p, a), angle_between(p, b));
+	return fmin(chord2(p, a), chord2(p, b));
 }
 
 /*
@@ -551,7 +585,7 @@ arcs_cross(const double a[3], const double b[3], const double c[3], const double
 	return dot(x, m2) > 0;
 }
 
-/* Angle between minor arcs a-b and c-d: 0 if they cross, else from an end of one to the other. */
+/* Key of the angle between minor arcs a-b and c-d: 0 if they cross, else from an end of one to the other. */
 static double
 arc_arc(const double a[3], const double b[3], const double c[3], const double d[3])
 {
@@ -609,17 +643,14 @@ clip_half(const double a[3], const double c[3], double theta, const double e[3],
 
 /*
  * The latitude gap (radians) from the part of arc a-b whose longitudes lie
- * within [lon1, lon2] (degrees, at most 90 apart) to the latitudes [lat1,
- * lat2]: from there the box's nearest point is straight north or south.
- * +infinity when no part of the arc is within those longitudes.
+ * within [lon1, lon2] (at most 90 degrees apart; e1 and e2 the normals of
+ * their meridian planes, facing inward) to the latitudes [p1, p2]
+ * (radians): from there the box's nearest point is straight north or
+ * south.  +infinity when no part of the arc is within those longitudes.
  */
 static double
-arc_lat_gap(const double a[3], const double b[3], double lon1, double lat1, double lon2, double lat2)
+arc_lat_gap(const double a[3], const double b[3], const double e1[3], const double e2[3], double p1, double p2)
 {
-	double		l1 = lon1 * DEG2RAD,
-				l2 = lon2 * DEG2RAD;
-	double		e1[3] = {-sin(l1), cos(l1), 0},
-				e2[3] = {sin(l2), -cos(l2), 0};
 	double		ab = dot(a, b),
 				c[3],
 				cl,
@@ -661,10 +692,10 @@ arc_lat_gap(const double a[3], const double b[3], double lon1, double lat1, doub
 		zmin = -rz;
 	latmax = asin(fmin(1.0, zmax));
 	latmin = asin(fmax(-1.0, zmin));
-	if (latmax < lat1 * DEG2RAD)
-		return lat1 * DEG2RAD - latmax;
-	if (latmin > lat2 * DEG2RAD)
-		return latmin - lat2 * DEG2RAD;
+	if (latmax < p1)
+		return p1 - latmax;
+	if (latmin > p2)
+		return latmin - p2;
 	return 0.0;
 }
 
@@ -676,36 +707,50 @@ arc_lat_gap(const double a[3], const double b[3], double lon1, double lat1, doub
  * meridian edge than the box.  So the angle is the least of the latitude
  * gap of the arc's part within the longitudes and the arc's angles to the
  * two meridian edges (great-circle arcs themselves).  Boxes wider than 90
- * degrees either way are halved first.
+ * degrees either way are halved first (tdb_sph_shape_box_angle).
  */
-static double
-arc_box(const double a[3], const double b[3], double lon1, double lat1, double lon2, double lat2)
+typedef struct SphBox
 {
-	double		m1a[3],
+	double		m1a[3],			/* the meridian edges' ends */
 				m1b[3],
 				m2a[3],
-				m2b[3],
-				d;
+				m2b[3];
+	double		e1[3],			/* the meridian planes' inward normals */
+				e2[3];
+	double		p1,				/* latitudes, radians */
+				p2;
+	double		best;
+} SphBox;
 
-	if (lon2 - lon1 > 90.0)
-	{
-		double		mid = (lon1 + lon2) / 2.0;
+/* A box (degrees, at most 90 each way) made ready for arc_box. */
+static void
+sph_box_prepare(SphBox *x, double lon1, double lat1, double lon2, double lat2)
+{
+	double		l1 = lon1 * DEG2RAD,
+				l2 = lon2 * DEG2RAD;
 
-		return fmin(arc_box(a, b, lon1, lat1, mid, lat2), arc_box(a, b, mid, lat1, lon2, lat2));
-	}
-	if (lat2 - lat1 > 90.0)
-	{
-		double		mid = (lat1 + lat2) / 2.0;
+	unit_vector(lon1, lat1, x->m1a);
+	unit_vector(lon1, lat2, x->m1b);
+	unit_vector(lon2, lat1, x->m2a);
+	unit_vector(lon2, lat2, x->m2b);
+	x->e1[0] = -sin(l1);
+	x->e1[1] = cos(l1);
+	x->e1[2] = 0;
+	x->e2[0] = sin(l2);
+	x->e2[1] = -cos(l2);
+	x->e2[2] = 0;
+	x->p1 = lat1 * DEG2RAD;
+	x->p2 = lat2 * DEG2RAD;
+}
 
-		return fmin(arc_box(a, b, lon1, lat1, lon2, mid), arc_box(a, b, lon1, mid, lon2, lat2));
-	}
-	unit_vector(lon1, lat1, m1a);
-	unit_vector(lon1, lat2, m1b);
-	unit_vector(lon2, lat1, m2a);
-	unit_vector(lon2, lat2, m2b);
-	d = fmin(arc_arc(a, b, m1a, m1b), arc_arc(a, b, m2a, m2b));
+/* Key of the angle from arc a-b to the prepared box. */
+static double
+arc_box(const double a[3], const double b[3], const SphBox *x)
+{
+	double		d = fmin(arc_arc(a, b, x->m1a, x->m1b), arc_arc(a, b, x->m2a, x->m2b));
+
 	if (d > 0)
-		d = fmin(d, arc_lat_gap(a, b, lon1, lat1, lon2, lat2));
+		d = fmin(d, angle_key(arc_lat_gap(a, b, x->e1, x->e2, x->p1, x->p2)));
 	return d;
 }
 
@@ -874,30 +919,38 @@ tdb_sph_shape_init(TdbSphShape *s, const double *lonlat, uint32_t npoints,
 	return true;
 }
 
-typedef struct SphBox
-{
-	double		xmin,
-				ymin,
-				xmax,
-				ymax;
-	double		best;
-} SphBox;
-
 static bool
 sph_box_edge(const double *a, const double *b, void *arg)
 {
 	SphBox	   *x = arg;
 
-	x->best = fmin(x->best, arc_box(a, b, x->xmin, x->ymin, x->xmax, x->ymax));
+	x->best = fmin(x->best, arc_box(a, b, x));
 	return x->best == 0.0;
 }
 
 double
 tdb_sph_shape_box_angle(const TdbSphShape *s, double xmin, double ymin, double xmax, double ymax)
 {
-	SphBox		x = {xmin, ymin, xmax, ymax, INFINITY};
+	SphBox		x;
 	double		c[3];
 
+	/* halves until at most 90 degrees each way (arc_box's wedges) */
+	if (xmax - xmin > 90.0)
+	{
+		double		mid = (xmin + xmax) / 2.0;
+
+		return fmin(tdb_sph_shape_box_angle(s, xmin, ymin, mid, ymax),
+					tdb_sph_shape_box_angle(s, mid, ymin, xmax, ymax));
+	}
+	if (ymax - ymin > 90.0)
+	{
+		double		mid = (ymin + ymax) / 2.0;
+
+		return fmin(tdb_sph_shape_box_angle(s, xmin, ymin, xmax, mid),
+					tdb_sph_shape_box_angle(s, xmin, mid, xmax, ymax));
+	}
+	sph_box_prepare(&x, xmin, ymin, xmax, ymax);
+	x.best = INFINITY;
 	if (sph_edges(s, sph_box_edge, &x))
 		return 0.0;
 	/* no edge reaches the box: it is all inside a ring or all outside */
@@ -907,7 +960,7 @@ tdb_sph_shape_box_angle(const TdbSphShape *s, double xmin, double ymin, double x
 		if (sph_contains(s, c))
 			return 0.0;
 	}
-	return x.best;
+	return key_angle(x.best);
 }
 
 typedef struct SphArc
@@ -941,7 +994,7 @@ tdb_sph_shape_polyline_angle(const TdbSphShape *s, const double *lonlat, uint32_
 	{
 		x.a = x.b = p[0];
 		sph_edges(s, sph_arc_edge, &x);
-		return x.best;
+		return key_angle(x.best);
 	}
 	for (uint32_t i = 1; i < n && x.best > 0.0; i++)
 	{
@@ -950,5 +1003,5 @@ tdb_sph_shape_polyline_angle(const TdbSphShape *s, const double *lonlat, uint32_
 		x.b = p[i & 1];
 		sph_edges(s, sph_arc_edge, &x);
 	}
-	return x.best;
+	return key_angle(x.best);
 }
