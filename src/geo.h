@@ -1,7 +1,9 @@
 /*
  * geo.h
  *	  Geodesy on WGS 84 longitude/latitude: great-circle distances in metres
- *	  and the degree box that is sure to hold a circle of a given radius.
+ *	  and the degree box that is sure to hold a circle of a given radius
+ *	  (geo.c); lines and polygons on the unit sphere, whose angles to boxes
+ *	  and polylines bound geography <-> from them (geo_sphere.c).
  *
  * Distances use a sphere of the WGS 84 mean radius (haversine), whose error
  * against the ellipsoid is below 0.5 %.  Callers that must match PostGIS
@@ -15,6 +17,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <math.h>
 #include <stdint.h>
 
 /* Mean radius of the WGS 84 ellipsoid, (2a + b) / 3, in metres. */
@@ -75,6 +78,40 @@ int			tdb_geo_wkb_arc_box(const unsigned char *wkb, size_t len, TdbBox *box);
  */
 int			tdb_geo_wkb_shape(const unsigned char *wkb, size_t len, double *xy, uint32_t *npoints,
 							  uint32_t *ring_end, uint32_t *nrings);
+
+/* ---- unit vectors (geo.c, geo_sphere.c) --------------------------------------- */
+
+/*
+ * Arcs shorter than this (radians, 6 micrometres) are taken as their ends:
+ * their normal's direction is mostly rounding, and they bulge by nothing.
+ */
+#define TDB_GEO_ARC_TINY 1e-12
+
+/* The unit vector of lon/lat degrees (x towards 0 E on the equator, z north). */
+static inline void
+tdb_geo_unit_vector(double lon, double lat, double v[3])
+{
+	double		phi = lat * (M_PI / 180.0);
+	double		lambda = lon * (M_PI / 180.0);
+
+	v[0] = cos(phi) * cos(lambda);
+	v[1] = cos(phi) * sin(lambda);
+	v[2] = sin(phi);
+}
+
+static inline void
+tdb_geo_cross(const double a[3], const double b[3], double out[3])
+{
+	out[0] = a[1] * b[2] - a[2] * b[1];
+	out[1] = a[2] * b[0] - a[0] * b[2];
+	out[2] = a[0] * b[1] - a[1] * b[0];
+}
+
+static inline double
+tdb_geo_dot(const double a[3], const double b[3])
+{
+	return a[0] * b[0] + a[1] * b[1] + a[2] * b[2];
+}
 
 /* ---- shapes on the unit sphere (lower bounds for geography <->) -------------- */
 
