@@ -134,6 +134,14 @@ SECTIONS = [
      "pgbench, prepared, x = clients (-j up to the cores). Baseline: the same query on a heap table "
      "with a btree on id and GiST on geom and geom::geography; at 2 clients also on a copy "
      "CLUSTERed on its GiST index."),
+    ("knn_forms", "Nearest first from geography lines and polygons, and within id ranges (bench/knn_forms.sh)",
+     "The real Delaware network; one client. `geog_line`: `ORDER BY geom::geography <-> line LIMIT 3`; "
+     "`geog_poly`: 5 roads of four classes nearest a small polygon; `id_between`: `WHERE location_id "
+     "BETWEEN a AND a + 500000 ORDER BY geom <-> p LIMIT 10`; `id_above_max`: `location_id > max` (no "
+     "row). Plain measures: pgbench, literals (the heap planned for the values), a statement each; "
+     "`_all`: 200 of them in one statement (a LATERAL join); `_examined` and `_rows`: mean Locations "
+     "Examined and rows over 100 queries. Baseline: a heap with a btree on the id and GiST on geom and "
+     "geom::geography."),
     ("mixed", "Mixed run: readers while the daemon publishes every 100 ms",
      "A feed writer inserts 10,000 rows/s; baseline: the same readers without publishing. At one "
      "client a busier machine can run faster: on an idle virtual machine each round trip pays the "

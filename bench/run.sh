@@ -12,7 +12,8 @@
 #   2. publishing through SQL (bench/daemon.sh) at SCALE on a synthetic network
 #      shaped like OpenStreetMap's, and on the real Delaware network;
 #   3. pgbench load tests (bench/pgbench.sh), fdw vs heap at each client count,
-#      and the mixed read/publish run;
+#      and the mixed read/publish run; 3b. nearest first from geography lines
+#      and polygons and within id ranges on Delaware (bench/knn_forms.sh);
 #   4. the C accessor vs a bare hash probe and Redis (bench/accessor.sh);
 #   5. streams and trails, when their benchmarks exist (bench/streams.sh,
 #      bench/trails.sh, bench/trails_parquet.sh: trails vs DuckDB on Parquet);
@@ -100,6 +101,9 @@ bench/requests.sh 20000 >/dev/null
 
 step "3/6 pgbench load tests (bench/pgbench.sh $N $T \"$CLIENTS\")"
 bench/pgbench.sh "$N" "$T" "$CLIENTS"
+
+step "3b/6 nearest first from geography lines and polygons, and within id ranges, on Delaware (bench/knn_forms.sh $T)"
+bench/knn_forms.sh "$T"
 
 step "4/6 the C accessor, a bare hash probe and Redis (bench/accessor.sh $N $T)"
 bench/accessor.sh "$N" "$T"

@@ -122,9 +122,11 @@ locExplainForeignScan(ForeignScanState *node, ExplainState *es)
 		ExplainPropertyInteger("Full Scans, Not From a Point", NULL, (int64) st->knn_full_scans, es);
 	if (es->analyze)
 	{
-		/* nearest first: every location whose distance was measured */
+		/* nearest first: every location whose shape was read to measure or bound it */
 		ExplainPropertyInteger("Locations Examined", NULL,
-							   (int64) (st->kind == PUSH_KNN_ORDER ? st->knn_measured : st->examined), es);
+							   (int64) (st->kind == PUSH_KNN_ORDER ? st->knn_measured + st->knn_refined : st->examined), es);
+		if (st->kind == PUSH_KNN_ORDER && st->knn_refined > 0)
+			ExplainPropertyInteger("Distances Measured by PostGIS", NULL, (int64) st->knn_postgis, es);
 		if (st->radius_clause != NULL)
 			ExplainPropertyInteger("Radius Decided by PostGIS", NULL, (int64) st->radius_postgis, es);
 		if (st->recheck != NULL)

@@ -138,47 +138,11 @@ collect_keys(LocScanState *st, Datum v, Oid type, bool array, Collect *c)
 	}
 }
 
-/*
- * The bounding box of a geometry Datum, exactly (double precision).  false:
- * NULL or empty.  as_postgis: round it outward to floats, as PostGIS's &&
- * sees it.
- */
-static bool
-geometry_box_ex(Datum geom, TdbBox *box, bool as_postgis)
-{
-	double		b[4];
-
-	if (!tdb_geometry_bounds(geom, b))
-		return false;
-	box->xmin = b[0];
-	box->ymin = b[1];
-	box->xmax = b[2];
-	box->ymax = b[3];
-	if (!as_postgis)
-		return true;
-
-	/*
-	 * PostGIS's && compares float boxes rounded outward, both sides: a row
-	 * whose exact box misses the query box by less than a float step still
-	 * overlaps.  Round the query box the same way, so the candidates are
-	 * exactly PostGIS's (the map's leaf boxes are rounded like PostGIS's).
-	 */
-	{
-		TdbBoxF		f = tdb_boxf_from_boxd(box);
-
-		box->xmin = f.xmin;
-		box->ymin = f.ymin;
-		box->xmax = f.xmax;
-		box->ymax = f.ymax;
-	}
-	return true;
-}
-
 /* The box as PostGIS's && sees it (float, rounded outward). */
 static bool
 geometry_box(Datum geom, TdbBox *box)
 {
-	return geometry_box_ex(geom, box, true);
+	return loc_geometry_box_ex(geom, box, true);
 }
 
 /*
@@ -286,36 +250,10 @@ collect_id_range(LocScanState *st, int flags, const Datum *v, const bool *isnull
 				 Collect *c)
 {
 	const TdbMapView *map = st->snap->map;
-	int64		lo = PG_INT64_MIN;
-	int64		hi = PG_INT64_MAX;
-	int			a = 0;
+	int64		lo;
+	int64		hi;
 
-	if (flags & RANGE_LO)
-	{
-		if (isnull[a])
-			return;
-		lo = loc_datum_to_int64(v[a], type[a]);
-		if (!(flags & RANGE_LO_INCL))
-		{
-			if (lo == PG_INT64_MAX)
-				return;
-			lo++;
-		}
-		a++;
-	}
-	if (flags & RANGE_HI)
-	{
-		if (isnull[a])
-			return;
-		hi = loc_datum_to_int64(v[a], type[a]);
-		if (!(flags & RANGE_HI_INCL))
-		{
-			if (hi == PG_INT64_MIN)
-				return;
-			hi--;
-		}
-	}
-	if (lo > hi)
+	if (!loc_id_range_bounds(flags, v, isnull, type, &lo, &hi))
 		return;
 	if ((uint64) hi - (uint64) lo < map->count / 8)
 	{
@@ -345,36 +283,6 @@ collect_id_range(LocScanState *st, int flags, const Datum *v, const bool *isnull
  * PostGIS decides one within 1e-5 m.
  */
 #define GEOG_TOUCH_M 1.0
-
-/*
- * How far, in metres, the records' geography edges (great-circle arcs) can
- * leave their lon/lat vertex boxes, which are what the R-tree holds: a
- * geography query grows its box by this much so that a road bulging
- * poleward past its own vertices is not missed.  The daemon measures it
- * once per map; a backend reading another map than the daemon's current one
- * (a long transaction) measures it itself, once.  +infinity: an edge spans
- * 180 degrees or more (every record is then a candidate).
- */
-static double
-map_arc_slack(const TdbMapView *map)
-{
-	static uint64 map_id = 0;
-	static double slack = 0;
-
-	if (map_id != map->hdr->map_id || map_id == 0)
-	{
-		bool		published;
-
-		SpinLockAcquire(&tdb_shared->mutex);
-		published = tdb_shared->map_id == map->hdr->map_id;
-		slack = tdb_shared->map_arc_slack_m;
-		SpinLockRelease(&tdb_shared->mutex);
-		if (!published)
-			slack = tdb_map_arc_slack_m(map);
-		map_id = map->hdr->map_id;
-	}
-	return slack;
-}
 
 /*
  * The candidates of one part of a push, from its evaluated arguments.
@@ -431,7 +339,7 @@ collect_part(LocScanState *st, int kind, int nargs, int flags, const Datum *v, c
 				return false;
 			d = nargs > 1 ? DatumGetFloat8(v[1]) : 0;
 			if (!(d >= 0) || !geography_box(v[0], type[0], &box) ||
-				!grow_box_metres(&box, d + GEOG_TOUCH_M + map_arc_slack(st->snap->map)))
+				!grow_box_metres(&box, d + GEOG_TOUCH_M + loc_map_arc_slack(st->snap->map)))
 				return true;
 			tdb_map_query_box(st->snap->map, &box, collect_entry, c);
 			return false;
@@ -499,156 +407,6 @@ collect_parts(LocScanState *st, Collect *c)
  * narrowing cannot be computed (NULL distance, a box over a pole), every
  * record is a candidate: PostgreSQL's recheck keeps the answer exact.
  */
-/* ---- nearest first ---- */
-
-static void *
-knn_grow(void *ctx, void *p, size_t size)
-{
-	return p ? repalloc(p, size) : MemoryContextAlloc((MemoryContext) ctx, size);
-}
-
-static void
-knn_release(void *ctx, void *p)
-{
-	(void) ctx;
-	pfree(p);
-}
-
-/*
- * A lower bound of the planar distance (<-> and <#>) from the query's box
- * to anything in box b: the box distance, shrunk so that rounding in
- * PostGIS's exact distance can never put it below.
- */
-static double
-knn_planar_bound(const TdbBoxF *b, void *arg)
-{
-	double		d = tdb_knn_box_dist(b, arg);
-
-	return Max(0.0, d * (1 - 1e-12) - 1e-12);
-}
-
-static double
-knn_zero_bound(const TdbBoxF *b, void *arg)
-{
-	(void) b;
-	(void) arg;
-	return 0;
-}
-
-/* Record i's shape as a geometry Datum (its points go through st->xy, grown as needed). */
-Datum
-loc_record_geom(ForeignScanState *node, LocScanState *st, uint64 i)
-{
-	const TdbLocation *rec = &st->snap->map->records[i];
-
-	if (st->xy_cap < rec->npoints)
-	{
-		st->xy_cap = rec->npoints;
-		st->xy = st->xy ? repalloc(st->xy, sizeof(double) * 2 * st->xy_cap)
-			: MemoryContextAlloc(node->ss.ps.state->es_query_cxt, sizeof(double) * 2 * st->xy_cap);
-	}
-	tdb_map_shape(st->snap->map, i, st->xy);
-	return tdb_linestring_datum(st->xy, rec->npoints);
-}
-
-/* PostGIS's distance of entry e: the query's own ORDER BY expression, evaluated on it. */
-static double
-knn_exact(uint64_t e, void *arg)
-{
-	ForeignScanState *node = arg;
-	LocScanState *st = node->fdw_state;
-	ExprContext *econtext = node->ss.ps.ps_ExprContext;
-	TupleTableSlot *slot = st->knn_slot;
-	TupleTableSlot *saved = econtext->ecxt_scantuple;
-	MemoryContext old;
-	Datum		d;
-	bool		isnull;
-
-	CHECK_FOR_INTERRUPTS();
-	st->knn_measured++;
-	MemoryContextReset(st->knn_cxt);
-	old = MemoryContextSwitchTo(st->knn_cxt);
-	ExecClearTuple(slot);
-	for (int a = 0; a < slot->tts_tupleDescriptor->natts; a++)
-		slot->tts_isnull[a] = true;
-	slot->tts_values[st->geom_att] = loc_record_geom(node, st, e);
-	slot->tts_isnull[st->geom_att] = false;
-	ExecStoreVirtualTuple(slot);
-	econtext->ecxt_scantuple = slot;
-	d = ExecEvalExpr(st->order_state, econtext, &isnull);
-	econtext->ecxt_scantuple = saved;
-	MemoryContextSwitchTo(old);
-	return isnull ? NAN : DatumGetFloat8(d);
-}
-
-/*
- * From a line, the planar bound can be the distance from the line itself to
- * a box, not from the line's box: a long diagonal line's box holds far more
- * than the line's neighbours.  The line's vertices (at most 4,096: each
- * bound measures every segment) go into q, in the current (per-scan)
- * memory.  Polygons keep the box bound: PostGIS calls what a ring winds
- * around twice inside, which an even-odd test (tdb_knn_query_contains) does
- * not, and a bound must never exceed PostGIS's distance.
- */
-static bool
-knn_line_query(Datum geom, TdbKnnQuery *q)
-{
-	bytea	   *wkb = tdb_geometry_wkb(geom);
-	const unsigned char *p = (const unsigned char *) VARDATA_ANY(wkb);
-	size_t		len = VARSIZE_ANY_EXHDR(wkb);
-	uint32		n,
-				rings;
-	double	   *xy;
-
-	if (tdb_geo_wkb_shape(p, len, NULL, &n, NULL, &rings) != 2 || n < 2 || n > 4096)
-		return false;
-	xy = palloc(sizeof(double) * 2 * n);
-	return tdb_geo_wkb_shape(p, len, xy, &n, NULL, &rings) == 2 &&
-		tdb_knn_query_init(q, TDB_KNN_LINE, xy, n, NULL, 0);
-}
-
-/* Start the nearest-first scan for query argument v (isnull: every distance is NULL). */
-static void
-knn_start(ForeignScanState *node, LocScanState *st, Datum v, bool isnull, Oid type)
-{
-	TdbKnnAlloc alloc = {knn_grow, knn_release, st->eval_cxt};
-	TdbKnnBound bound = knn_zero_bound;
-	void	   *bound_arg = NULL;
-	TdbBox		box;
-
-	if (st->knn_active)
-		tdb_knn_end(&st->knn);
-	st->knn_active = false;
-	if (!isnull && st->knn_metric != KNN_GEOGRAPHY && geometry_box_ex(v, &box, false))
-	{
-		st->knn_qbox = tdb_boxf_from_boxd(&box);
-		bound = knn_planar_bound;
-		bound_arg = &st->knn_qbox;
-		if (st->knn_metric == KNN_PLANAR && !(box.xmin == box.xmax && box.ymin == box.ymax) &&
-			knn_line_query(v, &st->knn_query))
-		{
-			bound = tdb_knn_query_bound;
-			bound_arg = &st->knn_query;
-		}
-	}
-	else if (!isnull && st->knn_metric == KNN_GEOGRAPHY &&
-			 geometry_box_ex(tdb_geography_to_geometry(v, type), &box, false) &&
-			 box.xmin == box.xmax && box.ymin == box.ymax)
-	{
-		/* from a point: a lower bound in metres (any other shape: 0, still exact) */
-		st->knn_geo.lon = box.xmin;
-		st->knn_geo.lat = box.ymin;
-		st->knn_geo.slack_m = map_arc_slack(st->snap->map);
-		if (isfinite(st->knn_geo.slack_m))
-		{
-			bound = tdb_knn_geodesic_bound;
-			bound_arg = &st->knn_geo;
-		}
-	}
-	tdb_knn_begin(&st->knn, &st->snap->map->rtree, bound, bound_arg, knn_exact, node, &alloc);
-	st->knn_active = true;
-}
-
 void
 loc_find_candidates(ForeignScanState *node, LocScanState *st)
 {
@@ -714,7 +472,7 @@ loc_find_candidates(ForeignScanState *node, LocScanState *st)
 		case PUSH_DWITHIN_M:
 			{
 				double		d = isnull[1] ? NAN : DatumGetFloat8(v[1]);
-				double		slack = map_arc_slack(st->snap->map);
+				double		slack = loc_map_arc_slack(st->snap->map);
 				TdbBox		exact;
 
 				st->radius_fast = false;
@@ -737,7 +495,7 @@ loc_find_candidates(ForeignScanState *node, LocScanState *st)
 				 * distance outside a 2 % + 1 m band widened by the slack,
 				 * and ask PostGIS only inside the band.
 				 */
-				if (d <= 20000 && geometry_box_ex(tdb_geography_to_geometry(v[0], type0), &exact, false) &&
+				if (d <= 20000 && loc_geometry_box_ex(tdb_geography_to_geometry(v[0], type0), &exact, false) &&
 					exact.xmin == exact.xmax && exact.ymin == exact.ymax && fabs(exact.ymin) <= 70 &&
 					isfinite(slack))
 				{
@@ -751,8 +509,7 @@ loc_find_candidates(ForeignScanState *node, LocScanState *st)
 			break;
 		case PUSH_KNN_ORDER:
 			/* the iterator lives in eval_cxt, reset above: start afresh */
-			st->knn_active = false;
-			knn_start(node, st, v[0], isnull[0], type0);
+			loc_knn_begin(node, st, v[0], isnull[0], type0);
 			break;
 		case PUSH_KNN:
 			{

@@ -160,7 +160,20 @@ typedef struct LocScanState
 	TdbKnnQuery knn_query;		/* planar from a line: the line (knn_line_query) */
 	TdbKnnGeoPoint knn_geo;		/* metres, from a point */
 	bool		knn_geo_point;
-	uint64		knn_measured;	/* distances computed (EXPLAIN ANALYZE) */
+	TdbKnnGeoShape knn_geo_shape;	/* metres, from a line or a polygon */
+	uint32		knn_geo_nq;		/* its vertices */
+	uint64		knn_measured;	/* entries measured and not refined first (examined) */
+	uint64		knn_refined;	/* entries bounded by their own shape (examined) */
+	uint64		knn_postgis;	/* distances PostGIS measured */
+	/* PUSH_KNN_ORDER with an id range (knn_range): ids in [knn_lo, knn_hi] only */
+	bool		knn_range;
+	int64		knn_lo;
+	int64		knn_hi;
+	uint64	   *knn_list;		/* few ids in range: their entries, nearest first */
+	uint64		knn_nlist;
+	uint64		knn_next;
+	bool		knn_listed;		/* the scan reads knn_list, not the walk */
+	int			knn_limit;		/* the query's LIMIT as planned (10 if none) */
 } LocScanState;
 
 /* What an incremental nearest-first scan orders by. */
@@ -196,6 +209,13 @@ extern void locEndForeignScan(ForeignScanState *node);
 
 /* locations_candidates.c: the records a (re)scan examines */
 extern void loc_find_candidates(ForeignScanState *node, LocScanState *st);
+
+/* locations_knn.c: nearest first, and what the candidates share */
+extern void loc_knn_begin(ForeignScanState *node, LocScanState *st, Datum v, bool isnull, Oid type);
 extern Datum loc_record_geom(ForeignScanState *node, LocScanState *st, uint64 i);
+extern bool loc_geometry_box_ex(Datum geom, TdbBox *box, bool as_postgis);
+extern double loc_map_arc_slack(const TdbMapView *map);
+extern bool loc_id_range_bounds(int flags, const Datum *v, const bool *isnull, const Oid *type,
+								int64 *lo_out, int64 *hi_out);
 
 #endif							/* TDB_FDW_LOCATIONS_INTERNAL_H */

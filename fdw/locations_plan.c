@@ -436,9 +436,15 @@ locGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 		{
 			/* a distance per entry measured (PostGIS), and a heap step */
 			Cost		per_row = LOC_COST_PER_ROW + 2 * cpu_operator_cost;
+			/*
+			 * With an id range the scan measures only ids in it (a short
+			 * range: just those, sorted), about the rows it returns.
+			 */
+			double		measured = info->push.kind == PUSH_ID_RANGE ?
+				Min(info->count, 2 * baserel->rows) : info->count;
 
 			add_path(baserel, (Path *) create_foreignscan_path(root, baserel, NULL, baserel->rows, 0.05,
-															   0.05 + info->count * per_row,
+															   0.05 + measured * per_row,
 															   list_make1(pk), NULL, NULL,
 															   list_make4(makeString("knn"), order_expr, arg,
 																		  list_make1_int(metric))));
@@ -541,11 +547,13 @@ describe_push(const Push *p, List *dctx)
  * kinds collect_parts() runs is one part unless it is a union).
  */
 static List *
-push_encode(const Push *p)
+push_encode(const Push *p, double limit)
 {
 	List	   *l;
 	ListCell   *lc;
 
+	if (p->kind == PUSH_KNN_ORDER && p->flags != 0)
+		return list_make5_int(1, PUSH_ID_RANGE, list_length(p->args) - 2, p->flags, (int) Min(limit, 1000000));
 	if (p->kind < PUSH_BOX_OF)
 		return NIL;
 	if (p->kind != PUSH_UNION)
@@ -573,7 +581,7 @@ pushed_arg_count(const Push *p)
 	if (p->kind == PUSH_NONE)
 		return 0;
 	if (p->kind == PUSH_KNN_ORDER)
-		return 1;
+		return list_length(p->args) - 1;	/* all but the distance expression */
 	if (p->kind == PUSH_DWITHIN_M)
 		return Min(list_length(p->args), 2);
 	return list_length(p->args);
@@ -650,6 +658,7 @@ locGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 	Push		push = info->push;
 	char	   *desc = NULL;
 	char	   *knn_arg = NULL;
+	char	   *range_desc = NULL;
 	Bitmapset  *attrs = NULL;
 	List	   *recheck = NIL;
 	List	   *own = NIL;
@@ -672,6 +681,17 @@ locGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 		push.exact = false;
 		push.k = linitial_int((List *) lfourth(best_path->fdw_private));
 		push.args = list_make2(arg, order_expr);
+		push.flags = 0;
+		/* an id range (the best narrowing there is): only its ids are measured */
+		if (info->push.kind == PUSH_ID_RANGE)
+		{
+			push.args = list_concat(push.args, info->push.args);
+			push.flags = info->push.flags;
+			range_desc = describe_push(&info->push, deparse_context_for("locations", foreigntableid));
+			/* without describe_push's " (by id: ...)" */
+			if (strstr(range_desc, " (by id: ") != NULL)
+				*strstr(range_desc, " (by id: ") = '\0';
+		}
 	}
 	/* a parameterized path pushes its join clause (it is among scan_clauses) */
 	if (best_path->path.param_info != NULL &&
@@ -753,9 +773,12 @@ locGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 				desc = psprintf("ST_DWithin(geom::geography, %s, %s) checked in the scan", a0, a1);
 				break;
 			case PUSH_KNN_ORDER:
-				desc = psprintf("nearest first by %s %s, until the query has its rows",
+				desc = psprintf("nearest first by %s %s, until the query has its rows%s%s",
 								push.k == KNN_BOX ? "geom <#>" :
-								push.k == KNN_GEOGRAPHY ? "geom::geography <->" : "geom <->", a0);
+								push.k == KNN_GEOGRAPHY ? "geom::geography <->" : "geom <->", a0,
+								range_desc ? "; ids only of " : "",
+								range_desc ? psprintf("%s, found in the map's ids in order, measured all and sorted when few, else skipped in the walk unmeasured",
+													  range_desc) : "");
 				break;
 			case PUSH_KNN:
 				/* a constant is a point (loc_knn_push); anything else is known only when run */
@@ -779,7 +802,7 @@ locGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 
 	/* every other clause is rechecked by PostgreSQL */
 	scan_clauses = extract_actual_clauses(scan_clauses, false);
-	fdw_private = list_make5(cols, list_concat(list_make3_int(push.kind, (int) push.k, geom_att), push_encode(&push)),
+	fdw_private = list_make5(cols, list_concat(list_make3_int(push.kind, (int) push.k, geom_att), push_encode(&push, root->limit_tuples > 0 ? root->limit_tuples : 10)),
 							 makeString(desc ? desc : "none (full scan)"),
 							 makeString(knn_arg ? knn_arg : ""),
 							 list_make1_int(pushed_arg_count(&push)));

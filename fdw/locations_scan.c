@@ -125,8 +125,13 @@ locBeginForeignScan(ForeignScanState *node, int eflags)
 	if (st->kind == PUSH_KNN_ORDER)
 	{
 		/* the argument once per (re)scan; the distance expression per measured entry */
-		st->expr_states = ExecInitExprList(list_make1(linitial(plan->fdw_exprs)), (PlanState *) node);
+		List	   *push = list_nth(plan->fdw_private, FdwPrivatePush);
+
+		st->expr_states = ExecInitExprList(list_delete_nth_cell(list_copy(plan->fdw_exprs), 1), (PlanState *) node);
 		st->order_state = ExecInitExpr(lsecond(plan->fdw_exprs), (PlanState *) node);
+		/* an id range: its bounds follow the argument (push_encode) */
+		st->knn_range = st->nparts == 1 && st->part_kind[0] == PUSH_ID_RANGE;
+		st->knn_limit = list_length(push) > 7 ? list_nth_int(push, 7) : 10;
 		st->knn_metric = (int) st->k;
 		st->knn_slot = ExecInitExtraTupleSlot(node->ss.ps.state,
 											  node->ss.ss_ScanTupleSlot->tts_tupleDescriptor,
@@ -172,7 +177,13 @@ locIterateForeignScan(ForeignScanState *node)
 	snap = st->snap;
 next_candidate:
 	ExecClearTuple(slot);
-	if (st->kind == PUSH_KNN_ORDER)
+	if (st->kind == PUSH_KNN_ORDER && st->knn_listed)
+	{
+		if (st->knn_next >= st->knn_nlist)
+			return slot;
+		i = st->knn_list[st->knn_next++];
+	}
+	else if (st->kind == PUSH_KNN_ORDER)
 	{
 		uint64_t	entry;
 		double		dist;

@@ -76,36 +76,6 @@ tdb_geo_circle_box(double lon, double lat, double radius_m, TdbBox *box)
 
 /* ---- great-circle arcs ------------------------------------------------------ */
 
-static void
-unit_vector(double lon, double lat, double v[3])
-{
-	double		phi = lat * DEG2RAD;
-	double		lambda = lon * DEG2RAD;
-
-	v[0] = cos(phi) * cos(lambda);
-	v[1] = cos(phi) * sin(lambda);
-	v[2] = sin(phi);
-}
-
-static void
-cross(const double a[3], const double b[3], double out[3])
-{
-	out[0] = a[1] * b[2] - a[2] * b[1];
-	out[1] = a[2] * b[0] - a[0] * b[2];
-	out[2] = a[0] * b[1] - a[1] * b[0];
-}
-
-static double
-dot(const double a[3], const double b[3])
-{
-	return a[0] * b[0] + a[1] * b[1] + a[2] * b[2];
-}
-
-/*
- * Arcs shorter than this (radians, 6 micrometres) are taken as their ends:
- * their normal's direction is mostly rounding, and they bulge by nothing.
- */
-#define ARC_TINY 1e-12
 
 bool
 tdb_geo_arc_lat_range(double lon1, double lat1, double lon2, double lat2,
@@ -134,12 +104,12 @@ tdb_geo_arc_lat_range(double lon1, double lat1, double lon2, double lat2,
 
 	*latmin = fmin(lat1, lat2);
 	*latmax = fmax(lat1, lat2);
-	unit_vector(lon1, lat1, a);
-	unit_vector(lon2, lat2, b);
-	cross(a, b, n);
-	nlen = sqrt(dot(n, n));
-	if (nlen < ARC_TINY)
-		return dot(a, b) > 0;	/* the same point; antipodes have no minor arc */
+	tdb_geo_unit_vector(lon1, lat1, a);
+	tdb_geo_unit_vector(lon2, lat2, b);
+	tdb_geo_cross(a, b, n);
+	nlen = sqrt(tdb_geo_dot(n, n));
+	if (nlen < TDB_GEO_ARC_TINY)
+		return tdb_geo_dot(a, b) > 0;	/* the same point; antipodes have no minor arc */
 
 	/*
 	 * The circle's northernmost point is p = z - (z.n)n / |...| (n the unit
@@ -156,10 +126,10 @@ tdb_geo_arc_lat_range(double lon1, double lat1, double lon2, double lat2,
 		double		after_a,
 					before_b;
 
-		cross(a, p, t);
-		after_a = dot(t, n);
-		cross(p, b, t);
-		before_b = dot(t, n);
+		tdb_geo_cross(a, p, t);
+		after_a = tdb_geo_dot(t, n);
+		tdb_geo_cross(p, b, t);
+		before_b = tdb_geo_dot(t, n);
 		if (after_a >= 0 && before_b >= 0)
 			*latmax = fmax(*latmax, reach);
 		if (after_a <= 0 && before_b <= 0)

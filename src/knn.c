@@ -17,8 +17,13 @@ struct TdbKnnItem
 	double		dist;
 	uint64_t	index;			/* box index within its level */
 	uint32_t	level;
-	uint32_t	exact;			/* a leaf whose dist is final */
+	uint32_t	exact;			/* ITEM_*: how far its key is known */
 };
+
+#define ITEM_BOUND 0			/* the box's bound */
+#define ITEM_TIGHT 1			/* the box's tight bound (tdb_knn_set_tight) */
+#define ITEM_REFINED 2			/* a leaf's refined bound */
+#define ITEM_FINAL 3			/* a leaf's exact distance */
 
 /* ---- the scan ------------------------------------------------------------- */
 
@@ -45,6 +50,13 @@ tdb_knn_begin(TdbKnnIter *it, const TdbRtree *t, TdbKnnBound bound, void *bound_
 	it->bound_arg = bound_arg;
 	it->exact = exact;
 	it->exact_arg = exact_arg;
+	it->refine = NULL;
+	it->refine_arg = NULL;
+	it->tight = NULL;
+	it->tight_arg = NULL;
+	it->filter = NULL;
+	it->filter_arg = NULL;
+	it->nrefined = 0;
 	if (alloc)
 		it->alloc = *alloc;
 	else
@@ -61,6 +73,27 @@ tdb_knn_begin(TdbKnnIter *it, const TdbRtree *t, TdbKnnBound bound, void *bound_
 }
 
 void
+tdb_knn_set_refine(TdbKnnIter *it, TdbKnnRefine refine, void *refine_arg)
+{
+	it->refine = it->exact ? refine : NULL;
+	it->refine_arg = refine_arg;
+}
+
+void
+tdb_knn_set_tight(TdbKnnIter *it, TdbKnnBound tight, void *tight_arg)
+{
+	it->tight = tight;
+	it->tight_arg = tight_arg;
+}
+
+void
+tdb_knn_set_filter(TdbKnnIter *it, TdbKnnFilter filter, void *filter_arg)
+{
+	it->filter = filter;
+	it->filter_arg = filter_arg;
+}
+
+void
 tdb_knn_end(TdbKnnIter *it)
 {
 	if (it->items)
@@ -73,22 +106,26 @@ tdb_knn_end(TdbKnnIter *it)
 /*
  * At equal distance anything not yet final comes first: it may still hold
  * an entry at that distance with a smaller index.  Then nodes before
- * leaves, and index order, which makes the order total.
+ * leaves, and index order, which makes the order total.  With a refining
+ * bound (final_first) a final entry comes first instead: it is reported
+ * as soon as nothing left can be nearer, so that a shape touching many
+ * entries (all at distance 0) does not measure them all before the first
+ * row; ties then come in the order they become final.
  */
 static inline bool
-item_before(const TdbKnnItem *a, const TdbKnnItem *b)
+item_before(const TdbKnnItem *a, const TdbKnnItem *b, bool final_first)
 {
 	if (a->dist != b->dist)
 		return a->dist < b->dist;
 	if (a->exact != b->exact)
-		return a->exact < b->exact;
+		return final_first ? a->exact > b->exact : a->exact < b->exact;
 	if (a->level != b->level)
 		return a->level > b->level;
 	return a->index < b->index;
 }
 
 static bool
-heap_push(TdbKnnIter *it, double dist, uint64_t index, uint32_t level, bool exact)
+heap_push(TdbKnnIter *it, double dist, uint64_t index, uint32_t level, uint32_t exact)
 {
 	TdbKnnItem	x;
 	size_t		i;
@@ -107,14 +144,14 @@ heap_push(TdbKnnIter *it, double dist, uint64_t index, uint32_t level, bool exac
 	x.dist = isnan(dist) ? INFINITY : dist;
 	x.index = index;
 	x.level = level;
-	x.exact = exact ? 1 : 0;
+	x.exact = exact;
 
 	i = it->n++;
 	while (i > 0)
 	{
 		size_t		parent = (i - 1) / 2;
 
-		if (!item_before(&x, &it->items[parent]))
+		if (!item_before(&x, &it->items[parent], it->refine != NULL || it->tight != NULL))
 			break;
 		it->items[i] = it->items[parent];
 		i = parent;
@@ -136,9 +173,9 @@ heap_pop(TdbKnnIter *it)
 
 		if (c >= it->n)
 			break;
-		if (c + 1 < it->n && item_before(&it->items[c + 1], &it->items[c]))
+		if (c + 1 < it->n && item_before(&it->items[c + 1], &it->items[c], it->refine != NULL || it->tight != NULL))
 			c++;
-		if (!item_before(&it->items[c], &last))
+		if (!item_before(&it->items[c], &last, it->refine != NULL || it->tight != NULL))
 			break;
 		it->items[i] = it->items[c];
 		i = c;
@@ -161,8 +198,10 @@ tdb_knn_next(TdbKnnIter *it, uint64_t *entry, double *dist)
 		if (t->nlevels == 0 || t->nlevels > TDB_RTREE_MAX_LEVELS)
 			return 0;
 		top = t->nlevels - 1;
+		if (top == 0 && it->filter && !it->filter(0, it->filter_arg))
+			return 0;
 		if (!heap_push(it, it->bound(&t->boxes[t->levels[top].first], it->bound_arg),
-					   0, top, top == 0 && it->exact == NULL))
+					   0, top, top == 0 && it->exact == NULL ? ITEM_FINAL : ITEM_BOUND))
 			return -1;
 	}
 	while (it->n > 0)
@@ -173,16 +212,35 @@ tdb_knn_next(TdbKnnIter *it, uint64_t *entry, double *dist)
 		uint64_t	to;
 		bool		leaves_final;
 
+		/* a tighter bound of the box, computed only once it surfaces */
+		if (x.exact == ITEM_BOUND && it->tight)
+		{
+			const TdbBoxF *b = &t->boxes[t->levels[x.level].first + x.index];
+			double		d = it->tight(b, it->tight_arg);
+
+			if (!heap_push(it, isnan(d) || d < x.dist ? x.dist : d, x.index, x.level, ITEM_TIGHT))
+				return -1;
+			continue;
+		}
 		if (x.level == 0)
 		{
-			if (x.exact)
+			if (x.exact == ITEM_FINAL)
 			{
 				*entry = x.index;
 				*dist = x.dist;
 				return 1;
 			}
+			if (x.exact < ITEM_REFINED && it->refine)
+			{
+				double		r = it->refine(x.index, it->refine_arg);
+
+				it->nrefined++;
+				if (!heap_push(it, isnan(r) || r < x.dist ? x.dist : r, x.index, 0, ITEM_REFINED))
+					return -1;
+				continue;
+			}
 			it->nexact++;
-			if (!heap_push(it, it->exact(x.index, it->exact_arg), x.index, 0, true))
+			if (!heap_push(it, it->exact(x.index, it->exact_arg), x.index, 0, ITEM_FINAL))
 				return -1;
 			continue;
 		}
@@ -191,9 +249,13 @@ tdb_knn_next(TdbKnnIter *it, uint64_t *entry, double *dist)
 		to = from + F < cl->count ? from + F : cl->count;
 		leaves_final = x.level == 1 && it->exact == NULL;
 		for (uint64_t c = from; c < to; c++)
+		{
+			if (x.level == 1 && it->filter && !it->filter(c, it->filter_arg))
+				continue;
 			if (!heap_push(it, it->bound(&t->boxes[cl->first + c], it->bound_arg),
-						   c, x.level - 1, leaves_final))
+						   c, x.level - 1, leaves_final ? ITEM_FINAL : ITEM_BOUND))
 				return -1;
+		}
 	}
 	return 0;
 }
@@ -700,5 +762,33 @@ tdb_knn_geodesic_bound(const TdbBoxF *b, void *point)
 	const TdbKnnGeoPoint *g = point;
 	double		d = tdb_knn_angle_to_box(g->lon, g->lat, b) * TDB_KNN_MIN_RADIUS_M;
 
+	return shrink(d - g->slack_m, 1e-9, 1e-3);
+}
+
+double
+tdb_knn_geodesic_shape_bound(const TdbBoxF *b, void *shape)
+{
+	const TdbKnnGeoShape *g = shape;
+	double		d = tdb_sph_shape_box_angle(&g->shape, (double) b->xmin, (double) b->ymin,
+											(double) b->xmax, (double) b->ymax) * TDB_KNN_MIN_RADIUS_M;
+
+	return shrink(d - g->slack_m, 1e-9, 1e-3);
+}
+
+double
+tdb_knn_geodesic_polyline_bound(const TdbKnnGeoShape *g, const double *xy, uint32_t n)
+{
+	return shrink(tdb_sph_shape_polyline_angle(&g->shape, xy, n) * TDB_KNN_MIN_RADIUS_M, 1e-9, 1e-3);
+}
+
+double
+tdb_knn_geodesic_shape_crude(const TdbBoxF *b, void *shape)
+{
+	const TdbKnnGeoShape *g = shape;
+	double		d;
+
+	if (g->shape.cap_r >= M_PI / 2)
+		return 0.0;
+	d = (tdb_knn_angle_to_box(g->shape.cap_lon, g->shape.cap_lat, b) - g->shape.cap_r) * TDB_KNN_MIN_RADIUS_M;
 	return shrink(d - g->slack_m, 1e-9, 1e-3);
 }

@@ -58,6 +58,17 @@ typedef double (*TdbKnnBound) (const TdbBoxF *b, void *arg);
 /* Exact distance from the query to entry (leaf index) e. */
 typedef double (*TdbKnnExact) (uint64_t e, void *arg);
 
+/*
+ * Optional, between the two: a lower bound of exact(e) from entry e itself
+ * (its shape, not only its box), cheaper than exact: an entry surfaces
+ * with its box bound, then with this one, and only then is it measured.
+ * (A NaN is taken as 0.)
+ */
+typedef double (*TdbKnnRefine) (uint64_t e, void *arg);
+
+/* Optional: whether entry e may be reported at all (false: never measured). */
+typedef bool (*TdbKnnFilter) (uint64_t e, void *arg);
+
 typedef struct TdbKnnItem TdbKnnItem;
 
 /* An incremental scan; the fields are private. */
@@ -68,12 +79,19 @@ typedef struct TdbKnnIter
 	void	   *bound_arg;
 	TdbKnnExact exact;
 	void	   *exact_arg;
+	TdbKnnRefine refine;
+	void	   *refine_arg;
+	TdbKnnBound tight;
+	void	   *tight_arg;
+	TdbKnnFilter filter;
+	void	   *filter_arg;
 	TdbKnnAlloc alloc;
 	TdbKnnItem *items;
 	size_t		n;
 	size_t		cap;
 	bool		started;
 	uint64_t	nexact;			/* calls of exact so far (statistics) */
+	uint64_t	nrefined;		/* calls of refine so far */
 } TdbKnnIter;
 
 /*
@@ -84,6 +102,24 @@ typedef struct TdbKnnIter
  */
 void		tdb_knn_begin(TdbKnnIter *it, const TdbRtree *t, TdbKnnBound bound, void *bound_arg,
 						  TdbKnnExact exact, void *exact_arg, const TdbKnnAlloc *alloc);
+
+/*
+ * After tdb_knn_begin, before the first tdb_knn_next: a refining bound
+ * (with exact, not NULL) and a filter; either may be NULL.  With a
+ * refining bound, entries at equal distance come as they become final,
+ * not by index (the order is still non-decreasing exact distance).
+ */
+void		tdb_knn_set_refine(TdbKnnIter *it, TdbKnnRefine refine, void *refine_arg);
+void		tdb_knn_set_filter(TdbKnnIter *it, TdbKnnFilter filter, void *filter_arg);
+
+/*
+ * After tdb_knn_begin: a second, tighter (and dearer) bound of a box, also
+ * never above any exact distance under it.  Boxes are pushed with the
+ * cheap bound and measured with this one only when they surface, then
+ * pushed again; like a refining bound it makes ties come as they become
+ * final.
+ */
+void		tdb_knn_set_tight(TdbKnnIter *it, TdbKnnBound tight, void *tight_arg);
 
 /*
  * The next entry: returns 1 and sets *entry and *dist (a NaN distance is
@@ -206,6 +242,34 @@ typedef struct TdbKnnGeoPoint
  * relative and 1 mm.
  */
 double		tdb_knn_geodesic_bound(const TdbBoxF *b, void *point);
+
+/* The query of tdb_knn_geodesic_shape_bound: a line or a polygon (geo.h). */
+typedef struct TdbKnnGeoShape
+{
+	TdbSphShape shape;
+	double		slack_m;		/* as TdbKnnGeoPoint's */
+} TdbKnnGeoShape;
+
+/*
+ * TdbKnnBound for a TdbKnnGeoShape *: as tdb_knn_geodesic_bound, from the
+ * shape's great-circle edges (and a polygon's inside) to the box.
+ */
+double		tdb_knn_geodesic_shape_bound(const TdbBoxF *b, void *shape);
+
+/*
+ * Its cheap first step (with tdb_knn_set_tight taking the one above): from
+ * the cap that holds the shape, the angle from the cap's centre to the box
+ * less the cap's radius.
+ */
+double		tdb_knn_geodesic_shape_crude(const TdbBoxF *b, void *shape);
+
+/*
+ * A lower bound, in metres, of the geodesic distance from the shape to a
+ * polyline of n lon/lat points whose edges are great-circle arcs (an
+ * entry's own shape: no slack): TDB_KNN_MIN_RADIUS_M times their angle,
+ * shrunk as above.
+ */
+double		tdb_knn_geodesic_polyline_bound(const TdbKnnGeoShape *g, const double *xy, uint32_t n);
 
 /* Great-circle angle (radians) from (lon, lat) to the lon/lat box b, exact on the sphere. */
 double		tdb_knn_angle_to_box(double lon, double lat, const TdbBoxF *b);

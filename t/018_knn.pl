@@ -4,7 +4,9 @@
 # generic plan's LIMIT $1, and per outer row of a LATERAL join: the rows
 # equal those of a heap with GiST indexes on geom and geom::geography
 # (compared by distance, so that ties may come in any order), and the scan
-# measures about as many locations as it returns instead of all of them.
+# measures about as many locations as it returns instead of all of them;
+# from geography lines and polygons and within id ranges too (issue 32),
+# and hostile shapes and id bounds give the heap's answer.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -97,6 +99,77 @@ is($node->safe_psql('postgres', sprintf($q, 'trafficdb.locations')), $node->safe
 my $lateral = $node->safe_psql('postgres', 'EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) ' . sprintf($q, 'trafficdb.locations'));
 my ($lex) = $lateral =~ /Locations Examined: (\d+)/;
 cmp_ok($lex // 1e9, '<=', 200 * 20, "the LATERAL join measured $lex locations for 200 points");
+
+# Issue 32: from a geography line or polygon, and within an id range, the scan
+# measures about what it returns; hostile queries give the heap's rows (by
+# distance, ties in any order) and never crash.
+for my $form (
+	[ 'geography from a line', q{ORDER BY geom::geography <-> ST_MakeLine(ST_MakePoint(24.8, 60.1), ST_MakePoint(25.1, 60.25))::geography LIMIT 10}, 400 ],
+	[ 'geography from a polygon', q{ORDER BY geom::geography <-> ST_Buffer(ST_SetSRID(ST_MakePoint(24.95, 60.17), 4326), 0.001, 3)::geography LIMIT 10}, 100 ],
+	[ 'an id range', q{AND location_id BETWEEN 5000 AND 5300 ORDER BY geom <-> ST_SetSRID(ST_MakePoint(24.95, 60.17), 4326) LIMIT 10}, 100 ],
+	[ 'ids past the largest', q{AND location_id > 30200 ORDER BY geom <-> ST_SetSRID(ST_MakePoint(24.95, 60.17), 4326) LIMIT 10}, 0 ],
+	[ 'a wide id range', q{AND location_id < 15000 ORDER BY geom::geography <-> ST_MakePoint(24.95, 60.17)::geography LIMIT 10}, 60 ])
+{
+	my ($name, $tail, $max) = @$form;
+	my $plan = $node->safe_psql('postgres', "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF)
+	  SELECT location_id FROM trafficdb.locations WHERE road_class NOT IN ('footway', 'service') $tail");
+	like($plan, qr/nearest first by/, "$name: the scan is nearest first");
+	my ($examined) = $plan =~ /Locations Examined: (\d+)/;
+	cmp_ok($examined // 1e9, '<=', $max, "$name: measured $examined locations");
+}
+$node->safe_psql('postgres', q{
+CREATE FUNCTION hostile(d text, w text, g text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE a text; b text; e1 text; e2 text;
+  sql text := 'SELECT string_agg(coalesce(round(d::numeric, 9)::text, ''-''), '','' ORDER BY o) FROM (SELECT %2$s d, row_number() OVER () o FROM (SELECT geom FROM %1$s WHERE %3$s ORDER BY %2$s LIMIT 12) s) t';
+BEGIN
+  d := replace(d, '$g', g);
+  BEGIN EXECUTE format(sql, 'trafficdb.locations', d, w) INTO a; EXCEPTION WHEN others THEN e1 := SQLERRM; END;
+  BEGIN EXECUTE format(sql, 'roads', d, replace(w, 'location_id', 'id')) INTO b; EXCEPTION WHEN others THEN e2 := SQLERRM; END;
+  RETURN CASE WHEN a IS NOT DISTINCT FROM b AND e1 IS NOT DISTINCT FROM e2 THEN 'same' ELSE format('%s / %s vs %s / %s', a, e1, b, e2) END;
+END $$;
+});
+my $geog = 'geom::geography <-> $g::geography';
+for my $h (
+	[ $geog, 'true', 'NULL' ],
+	[ $geog, 'true', q{'LINESTRING EMPTY'} ],
+	[ $geog, 'true', q{'POLYGON EMPTY'} ],
+	[ $geog, 'true', q{'GEOMETRYCOLLECTION(POINT(24.9 60.1), LINESTRING(24.8 60.2, 25 60.22))'} ],
+	[ $geog, 'true', q{'MULTILINESTRING((24.8 60.2, 25 60.22), (24.9 60.1, 24.91 60.1))'} ],
+	[ $geog, 'true', q{'POLYGON((-170 -80, 170 -80, 170 80, -170 80, -170 -80))'} ],
+	[ $geog, 'true', q{'POLYGON((20 55, 30 55, 30 65, 20 65, 20 55))'} ],
+	[ $geog, 'true', q{'POLYGON((24.9 60.15, 25 60.15, 25 60.2, 24.9 60.2, 24.9 60.15), (24.92 60.16, 24.98 60.16, 24.98 60.19, 24.92 60.19, 24.92 60.16))'} ],
+	[ $geog, 'true', q{'POLYGON((0 89, 120 89, -120 89, 0 89))'} ],
+	[ $geog, 'true', q{'LINESTRING(179 60, -179 60.5)'} ],
+	[ $geog, 'true', q{'LINESTRING(24.9 60.1, -155.1 -60.1)'} ],
+	[ $geog, 'true', q{'LINESTRING(24.9 60.1, 24.9 60.1, 24.95 60.15)'} ],
+	[ 'geom <-> $g', 'location_id BETWEEN 9223372036854775806 AND 9223372036854775807', q{'SRID=4326;POINT(24.95 60.17)'::geometry} ],
+	[ 'geom <-> $g', 'location_id BETWEEN -9223372036854775808 AND -9223372036854775807', q{'SRID=4326;POINT(24.95 60.17)'::geometry} ],
+	[ 'geom <-> $g', 'location_id > 9223372036854775807', q{'SRID=4326;POINT(24.95 60.17)'::geometry} ],
+	[ 'geom <-> $g', 'location_id < -9223372036854775808', q{'SRID=4326;POINT(24.95 60.17)'::geometry} ],
+	[ 'geom <-> $g', 'location_id >= -9223372036854775808', q{'SRID=4326;POINT(24.95 60.17)'::geometry} ],
+	[ 'geom <-> $g', 'location_id BETWEEN 20000 AND 10', q{'SRID=4326;POINT(24.95 60.17)'::geometry} ],
+	[ 'geom <-> $g', 'location_id BETWEEN NULL AND 10', q{'SRID=4326;POINT(24.95 60.17)'::geometry} ],
+	[ 'geom <-> $g', 'location_id BETWEEN 100 AND 105', q{NULL::geometry} ],
+	[ $geog, 'location_id BETWEEN 100 AND 160', q{'LINESTRING(24.9 60.1, 24.95 60.15)'} ])
+{
+	my ($d, $w, $g) = @$h;
+	is($node->safe_psql('postgres', "SELECT hostile(\$d\$$d\$d\$, \$w\$$w\$w\$, \$g\$$g\$g\$)"), 'same', "hostile: ORDER BY $d WHERE $w, g = $g: the heap's answer");
+}
+
+# a generic plan: the range and the limit are parameters
+my $gen = $node->safe_psql('postgres', q{
+SET plan_cache_mode = force_generic_plan;
+PREPARE r(bigint, bigint, int) AS SELECT location_id FROM trafficdb.locations WHERE location_id BETWEEN $1 AND $2
+  ORDER BY geom <-> ST_SetSRID(ST_MakePoint(24.95, 60.17), 4326), location_id LIMIT $3;
+EXECUTE r(1000, 1400, 5);
+EXECUTE r(30001, 9223372036854775807, 5);
+EXECUTE r(500, 400, 5);
+});
+is($gen, $node->safe_psql('postgres', q{
+SELECT location_id FROM (SELECT id AS location_id, geom FROM roads WHERE id BETWEEN 1000 AND 1400
+  ORDER BY geom <-> ST_SetSRID(ST_MakePoint(24.95, 60.17), 4326), id LIMIT 5) s;
+SELECT id FROM roads WHERE id BETWEEN 30001 AND 9223372036854775807 ORDER BY geom <-> ST_SetSRID(ST_MakePoint(24.95, 60.17), 4326), id LIMIT 5;
+}), 'a generic plan with the range and the limit as parameters: the heap\'s rows');
 
 # NULL query: every distance NULL, all rows, no error.
 is($node->safe_psql('postgres', q{SELECT count(*) FROM (SELECT location_id FROM trafficdb.locations ORDER BY geom <-> NULL::geometry LIMIT 5) s}),

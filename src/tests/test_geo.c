@@ -583,3 +583,197 @@ UNIT_TEST(test_geo_wkb_shape)
 		CHECK(tdb_geo_wkb_shape(w.buf, w.len, NULL, &n, NULL, &rings) == -1);
 	}
 }
+
+/* ---- shapes on the unit sphere ------------------------------------------------ */
+
+static void
+sph_unit(double lon, double lat, double v[3])
+{
+	double		p = lat * M_PI / 180.0,
+				l = lon * M_PI / 180.0;
+
+	v[0] = cos(p) * cos(l);
+	v[1] = cos(p) * sin(l);
+	v[2] = sin(p);
+}
+
+static double
+sph_angle(const double a[3], const double b[3])
+{
+	double		c[3] = {a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]};
+
+	return atan2(sqrt(c[0] * c[0] + c[1] * c[1] + c[2] * c[2]), a[0] * b[0] + a[1] * b[1] + a[2] * b[2]);
+}
+
+/* Point t of n + 1 along the great-circle arc a-b (slerp). */
+static void
+sph_along(const double a[3], const double b[3], int t, int n, double out[3])
+{
+	double		w = sph_angle(a, b),
+				f = (double) t / n,
+				s = sin(w);
+
+	for (int k = 0; k < 3; k++)
+		out[k] = s < 1e-15 ? a[k] : (sin((1 - f) * w) * a[k] + sin(f * w) * b[k]) / s;
+}
+
+/* The least angle between points sampled along a line's arcs and a grid over the box (boundary included). */
+static double
+sph_sampled_box(const double *lonlat, int n, const TdbBox *b)
+{
+	double		best = INFINITY;
+
+	for (int i = 0; i + 1 < n; i++)
+	{
+		double		a[3],
+					c[3];
+
+		sph_unit(lonlat[2 * i], lonlat[2 * i + 1], a);
+		sph_unit(lonlat[2 * i + 2], lonlat[2 * i + 3], c);
+		for (int t = 0; t <= 100; t++)
+		{
+			double		p[3];
+
+			sph_along(a, c, t, 100, p);
+			for (int gx = 0; gx <= 24; gx++)
+				for (int gy = 0; gy <= 24; gy++)
+				{
+					double		q[3];
+
+					sph_unit(b->xmin + (b->xmax - b->xmin) * gx / 24, b->ymin + (b->ymax - b->ymin) * gy / 24, q);
+					best = fmin(best, sph_angle(p, q));
+				}
+		}
+	}
+	return best;
+}
+
+/*
+ * The line-to-box angle is never above the angle between any sampled pair
+ * (it is a lower bound of the true one) and close to the least of them
+ * (the sampling's spacing): random lines, some across the antimeridian,
+ * against boxes from a hundredth of a degree to 150 degrees wide.
+ */
+UNIT_TEST(test_geo_sph_box_matches_sampling)
+{
+	uint64_t	seed = 32;
+	double		v[3 * 4];
+
+	for (int i = 0; i < 120; i++)
+	{
+		double		xy[8];
+		int			n = 2 + (int) unit_rand_double(&seed, 0, 2.99);
+		double		len = exp(unit_rand_double(&seed, log(0.01), log(40)));
+		TdbSphShape s;
+		TdbBox		b;
+		double		w = exp(unit_rand_double(&seed, log(0.01), log(150))),
+					h = exp(unit_rand_double(&seed, log(0.01), log(60))),
+					got,
+					sampled,
+					spacing;
+
+		xy[0] = unit_rand_double(&seed, -179, 179);
+		xy[1] = unit_rand_double(&seed, -70, 70);
+		for (int k = 1; k < n; k++)
+		{
+			double		x = xy[2 * k - 2] + unit_rand_double(&seed, -len, len);
+
+			xy[2 * k] = x > 180 ? x - 360 : (x < -180 ? x + 360 : x);
+			xy[2 * k + 1] = fmax(-85, fmin(85, xy[2 * k - 1] + unit_rand_double(&seed, -len, len)));
+		}
+		b.xmin = fmax(-180, xy[0] + unit_rand_double(&seed, -3 * len - w, 3 * len));
+		b.xmax = fmin(180, b.xmin + w);
+		b.ymin = fmax(-89, xy[1] + unit_rand_double(&seed, -3 * len - h, 3 * len));
+		b.ymax = fmin(89, b.ymin + h);
+		CHECK(tdb_sph_shape_init(&s, xy, (uint32_t) n, NULL, 0, v));
+		got = tdb_sph_shape_box_angle(&s, b.xmin, b.ymin, b.xmax, b.ymax);
+		sampled = sph_sampled_box(xy, n, &b);
+		spacing = (2 * len / 100 + (w + h) / 24) * M_PI / 180.0;
+		CHECK(got <= sampled + 1e-12);
+		CHECK(got >= sampled - spacing);
+	}
+}
+
+/*
+ * Polygons: a box inside one is at 0, a polyline whose first point is
+ * inside too; outside, the angle to the rings; lines against lines equal
+ * sampling; huge polygons, poles and 179-degree edges are refused.
+ */
+UNIT_TEST(test_geo_sph_polygon_and_polyline)
+{
+	double		square[10] = {24, 60, 26, 60, 26, 61, 24, 61, 24, 60};
+	double		holed[20] = {24, 60, 26, 60, 26, 61, 24, 61, 24, 60,
+	24.5, 60.2, 25.5, 60.2, 25.5, 60.8, 24.5, 60.8, 24.5, 60.2};
+	uint32_t	one = 5,
+				two[2] = {5, 10};
+	double		v[30];
+	double		line_in[4] = {25, 60.5, 30, 62};
+	double		line_out[4] = {27, 60.5, 28, 60.5};
+	double		huge[10] = {-170, -70, 170, -70, 170, 70, -170, 70, -170, -70};
+	double		polar[8] = {0, 85, 120, 85, -120, 85, 0, 85};
+	double		wide[4] = {0, 0, 179.5, 0};
+	TdbSphShape s;
+	double		a[3],
+				b[3];
+	uint64_t	seed = 5;
+
+	CHECK(tdb_sph_shape_init(&s, square, 5, &one, 1, v));
+	CHECK(tdb_sph_shape_box_angle(&s, 24.9, 60.4, 25.1, 60.6) == 0.0);
+	CHECK(tdb_sph_shape_polyline_angle(&s, line_in, 2) == 0.0);
+	/* 1 degree of longitude east of 26 E at 60.5 N: the ring's meridian edge */
+	sph_unit(26, 60.5, a);
+	sph_unit(27, 60.5, b);
+	CHECK_NEAR(tdb_sph_shape_polyline_angle(&s, line_out, 2), sph_angle(a, b), 1e-4);
+	CHECK(tdb_sph_shape_box_angle(&s, 27, 60.4, 28, 60.6) > 0.0);
+	/* a hole is ignored: still inside (a lower bound stays one) */
+	CHECK(tdb_sph_shape_init(&s, holed, 10, two, 2, v));
+	CHECK(tdb_sph_shape_box_angle(&s, 24.9, 60.4, 25.1, 60.6) == 0.0);
+	CHECK(!tdb_sph_shape_init(&s, huge, 5, &one, 1, v));
+	CHECK(!tdb_sph_shape_init(&s, polar, 4, &one, 1, v));
+	CHECK(!tdb_sph_shape_init(&s, wide, 2, NULL, 0, v));
+
+	/* line to polyline against sampling */
+	for (int i = 0; i < 60; i++)
+	{
+		double		q[4],
+					r[6],
+					got,
+					sampled = INFINITY;
+
+		q[0] = unit_rand_double(&seed, -179, 179);
+		q[1] = unit_rand_double(&seed, -60, 60);
+		q[2] = q[0] + unit_rand_double(&seed, -1, 1);
+		q[3] = q[1] + unit_rand_double(&seed, -1, 1);
+		for (int k = 0; k < 3; k++)
+		{
+			r[2 * k] = q[0] + unit_rand_double(&seed, -2, 2);
+			r[2 * k + 1] = q[1] + unit_rand_double(&seed, -2, 2);
+		}
+		CHECK(tdb_sph_shape_init(&s, q, 2, NULL, 0, v));
+		got = tdb_sph_shape_polyline_angle(&s, r, 3);
+		for (int e = 0; e < 2; e++)
+		{
+			double		p0[3],
+						p1[3],
+						q0[3],
+						q1[3];
+
+			sph_unit(q[0], q[1], q0);
+			sph_unit(q[2], q[3], q1);
+			sph_unit(r[2 * e], r[2 * e + 1], p0);
+			sph_unit(r[2 * e + 2], r[2 * e + 3], p1);
+			for (int t = 0; t <= 150; t++)
+				for (int u = 0; u <= 150; u++)
+				{
+					double		x[3],
+								y[3];
+
+					sph_along(q0, q1, t, 150, x);
+					sph_along(p0, p1, u, 150, y);
+					sampled = fmin(sampled, sph_angle(x, y));
+				}
+		}
+		CHECK(got <= sampled + 1e-12);
+		CHECK(got >= sampled - 4.0 / 150 * M_PI / 180.0);
+	}
+}
