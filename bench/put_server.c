@@ -12,6 +12,9 @@
  *
  *	  put_server NAME LOCATIONS [ASYNC_CALLS [PRODUCERS [SYNC_BATCHES [BATCH]]]]
  *
+ * ASYNC_CALLS 0 skips the async part (bench/idle.sh: one sync put after a
+ * quiet time, what waking the daemon costs).
+ *
  * Location ids 1 .. LOCATIONS must be in the published map.  Output: CSV
  * lines name,value,unit.  Every loop is bounded by its count.
  */
@@ -128,35 +131,16 @@ sync_producer(void *p)
 	return NULL;
 }
 
-int
-main(int argc, char **argv)
+/* One producer, TRAFFICDB_ASYNC: trafficdb_put per call, then trafficdb_put_many of 1,000. */
+static void
+async_part(long calls)
 {
-	long		calls;
-	int			producers;
 	trafficdb_writer *w;
 	int64_t    *lat;
 	uint64_t	seed = 88172645463325252ull;
 	int64_t		t0,
 				t1;
 	int			rc;
-
-	if (argc < 3)
-	{
-		fprintf(stderr, "usage: put_server NAME LOCATIONS [ASYNC_CALLS [PRODUCERS [SYNC_BATCHES [BATCH]]]]\n");
-		return 2;
-	}
-	name = argv[1];
-	nloc = strtoull(argv[2], NULL, 10);
-	calls = argc > 3 ? atol(argv[3]) : 1000000;
-	producers = argc > 4 ? atoi(argv[4]) : 4;
-	sync_batches = argc > 5 ? atol(argv[5]) : 500;
-	batch_size = argc > 6 ? atoi(argv[6]) : 1000;
-	if (nloc == 0 || calls <= 0 || producers <= 0 || producers > 64 || sync_batches <= 0 ||
-		batch_size <= 0 || batch_size > 100000)
-	{
-		fprintf(stderr, "put_server: LOCATIONS, ASYNC_CALLS, PRODUCERS (1-64), SYNC_BATCHES and BATCH (1-100000) must be positive\n");
-		return 2;
-	}
 
 	/* async, one producer */
 	rc = trafficdb_writer_open(name, &w);
@@ -165,7 +149,7 @@ main(int argc, char **argv)
 	trafficdb_writer_set_timeout(w, 60000);
 	lat = malloc(sizeof(int64_t) * (size_t) calls);
 	if (lat == NULL)
-		return 1;
+		die("malloc", TRAFFICDB_NOMEM, NULL);
 	t0 = now_ns();
 	for (long i = 0; i < calls; i++)
 	{
@@ -200,7 +184,7 @@ main(int argc, char **argv)
 		long		nb = (calls + 999) / 1000;
 
 		if (u == NULL)
-			return 1;
+			die("calloc", TRAFFICDB_NOMEM, NULL);
 		t0 = now_ns();
 		for (long b = 0; b < nb; b++)
 		{
@@ -226,6 +210,36 @@ main(int argc, char **argv)
 		free(u);
 	}
 	trafficdb_writer_close(w);
+}
+
+int
+main(int argc, char **argv)
+{
+	long		calls;
+	int			producers;
+	int64_t		t0,
+				t1;
+
+	if (argc < 3)
+	{
+		fprintf(stderr, "usage: put_server NAME LOCATIONS [ASYNC_CALLS [PRODUCERS [SYNC_BATCHES [BATCH]]]]\n");
+		return 2;
+	}
+	name = argv[1];
+	nloc = strtoull(argv[2], NULL, 10);
+	calls = argc > 3 ? atol(argv[3]) : 1000000;
+	producers = argc > 4 ? atoi(argv[4]) : 4;
+	sync_batches = argc > 5 ? atol(argv[5]) : 500;
+	batch_size = argc > 6 ? atoi(argv[6]) : 1000;
+	if (nloc == 0 || calls < 0 || producers <= 0 || producers > 64 || sync_batches <= 0 ||
+		batch_size <= 0 || batch_size > 100000)
+	{
+		fprintf(stderr, "put_server: LOCATIONS, PRODUCERS (1-64), SYNC_BATCHES and BATCH (1-100000) must be positive, ASYNC_CALLS not negative\n");
+		return 2;
+	}
+
+	if (calls > 0)
+		async_part(calls);
 
 	/* sync, several producers */
 	{
