@@ -355,7 +355,7 @@ src/tests/unit_tests_asan: $(UNIT_SRCS) $(UNIT_HDRS) tools/csvtime.h tools/csv_f
 
 # the writers' ring: every test under ASan; those with threads under TSan too
 RING_TESTS = $(shell sed -n 's/^X(\(test_ring_[a-z0-9_]*\))$$/\1/p' src/tests/tests.list)
-RING_THREAD_TESTS = test_ring_protocol_threads test_ring_busy_when_full test_ring_spsc_threads test_ring_producers_on_lanes \
+RING_THREAD_TESTS = test_ring_protocol_threads test_ring_bell_no_lost_wakeup test_ring_busy_when_full test_ring_spsc_threads test_ring_producers_on_lanes \
 	test_ring_sync_put_returns_after_commit test_ring_adoption_after_restart test_ring_waiters_see_orderly_stop
 # the subscribers' rings: the same (their thread tests share the producer's mapping, as above)
 SUBRING_TESTS = $(shell sed -n 's/^X(\(test_sub\(ring\|req\)_[a-z0-9_]*\))$$/\1/p' src/tests/tests.list)
