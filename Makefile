@@ -137,6 +137,11 @@ bench-objects: bench/objbench
 bench-daemon: all
 	bench/daemon.sh $(SEGMENTS)
 
+# An idle daemon's wake-ups and CPU, and trafficdb_put's latency, beside the build before it slept.
+IDLE_SEGMENTS ?= 100000
+bench-idle: all
+	bench/idle.sh $(IDLE_SEGMENTS)
+
 bench/streamgen: bench/streamgen.c $(STREAM_SRCS) src/checksum.c $(wildcard src/stream/*.h)
 	$(CC) $(UNIT_CFLAGS) -o $@ bench/streamgen.c $(STREAM_SRCS) src/checksum.c
 
@@ -430,7 +435,7 @@ unit-tsan: src/tests/unit_tests_tsan
 	TSAN_OPTIONS=halt_on_error=1 src/tests/unit_tests_tsan test_client_threads test_client_wait_is_woken test_shm_readers_see_consistent_versions test_shm_pin_timeout_revokes test_shm_liveness_by_lock \
 		$(RING_THREAD_TESTS) $(SUBRING_THREAD_TESTS)
 
-.PHONY: fleet fleet-stop crash-test fuzz-sql fuzz-genlog fuzz-mvt bench bench-tippy bench-streams bench-trails bench-parquet fuzz-stream unit-asan unit-tsan unit tap test security-test demo demo-stop demo-clean deps bench-objects bench-daemon bench-locations bench-accessor bench-sub-baselines
+.PHONY: fleet fleet-stop crash-test fuzz-sql fuzz-genlog fuzz-mvt bench bench-idle bench-tippy bench-streams bench-trails bench-parquet fuzz-stream unit-asan unit-tsan unit tap test security-test demo demo-stop demo-clean deps bench-objects bench-daemon bench-locations bench-accessor bench-sub-baselines
 unit: src/tests/unit_tests
 	src/tests/unit_tests
 
