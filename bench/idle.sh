@@ -6,8 +6,9 @@
 # 100,000; default settings): a few puts, IDLE_QUIET_SECONDS (10) with
 # nothing written, then over IDLE_SECONDS (10) the daemon's wake-ups per
 # second (voluntary + involuntary context switches, /proc/PID/status) and its
-# CPU (/proc/PID/schedstat); then IDLE_WAKES (5) single TRAFFICDB_SYNC puts,
-# each after 2 s of quiet (the daemon asleep): their acknowledgement; then
+# CPU (/proc/PID/schedstat); then IDLE_WAKES (5) single TRAFFICDB_SYNC puts
+# of one writer, each after 2 s of quiet (the daemon asleep): their
+# acknowledgement, median and longest; then
 # bench/put_server's trafficdb_put async p50/p99 and TRAFFICDB_SYNC ack
 # p50/p99 (4 producers, batches of 1,000), IDLE_PUT_ROUNDS (3) rounds
 # alternating between the builds, medians reported.
@@ -104,7 +105,7 @@ proc_counts() {
 	echo "$((v + nv)) $(awk '{ print $1 }' "/proc/$1/schedstat")"
 }
 
-declare -A wake cpu ack
+declare -A wake cpu ack ackmax
 for s in "${sides[@]}"; do
 	pid=$(psql_on "$s" 'SELECT daemon_pid FROM trafficdb.status')
 	[[ $pid =~ ^[1-9][0-9]*$ ]] || die "bench/idle: no daemon pid in trafficdb.status of the $s cluster (got '$pid')"
@@ -117,13 +118,10 @@ for s in "${sides[@]}"; do
 	wake[$s]=$(awk -v c="$((c1 - c0))" -v s="$SPAN" 'BEGIN { printf "%.1f", c / s }')
 	cpu[$s]=$(awk -v t="$((t1 - t0))" -v s="$SPAN" 'BEGIN { printf "%.4f", t / (s * 1e9) * 100 }')
 	# single sync puts after quiet: the wake-up's cost, end to end
-	acks=()
-	for i in $(seq 1 "$WAKES"); do
-		sleep 2
-		acks+=("$("${putbin[$s]}" "${shm[$s]}" "$N" 0 1 1 1 | awk -F, '$1 == "put_sync_ack_p50" { print $2 }')")
-	done
-	ack[$s]=$(printf '%s\n' "${acks[@]}" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
-	echo "bench/idle: $s: ${wake[$s]} wake-ups/s, ${cpu[$s]} % CPU; sync put after quiet: ${acks[*]} ms" >&2
+	out=$("${putbin[$s]}" "${shm[$s]}" "$N" 0 1 "$WAKES" 1 2000)
+	ack[$s]=$(awk -F, '$1 == "put_sync_ack_p50" { print $2 }' <<<"$out")
+	ackmax[$s]=$(awk -F, '$1 == "put_sync_ack_p99" { print $2 }' <<<"$out")
+	echo "bench/idle: $s: ${wake[$s]} wake-ups/s, ${cpu[$s]} % CPU; sync put after 2 s quiet: ${ack[$s]} ms (longest of $WAKES ${ackmax[$s]} ms)" >&2
 done
 
 # put latency: rounds alternating between the builds
@@ -148,6 +146,7 @@ emit() {	# MEASURE UNIT CURRENT BASELINE
 emit daemon_wakeups_per_s wakeups/s "${wake[cur]}" "${wake[base]:-}"
 emit daemon_cpu_pct % "${cpu[cur]}" "${cpu[base]:-}"
 emit sync_put_after_quiet_ack_ms ms "${ack[cur]}" "${ack[base]:-}"
+emit sync_put_after_quiet_ack_max_ms ms "${ackmax[cur]}" "${ackmax[base]:-}"
 for m in put_async_p50:ns put_async_p99:ns put_sync_ack_p50:ms put_sync_ack_p99:ms put_sync_per_s:updates/s; do
 	emit "${m%%:*}" "${m#*:}" "$(median "${figs[cur.${m%%:*}]:-}")" \
 		"$([ "${#sides[@]}" = 2 ] && median "${figs[base.${m%%:*}]:-}")"

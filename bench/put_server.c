@@ -10,10 +10,12 @@
  *	          with trafficdb_put_many(TRAFFICDB_SYNC): updates per second and
  *	          the acknowledgement latency of a batch (p50, p99)
  *
- *	  put_server NAME LOCATIONS [ASYNC_CALLS [PRODUCERS [SYNC_BATCHES [BATCH]]]]
+ *	  put_server NAME LOCATIONS [ASYNC_CALLS [PRODUCERS [SYNC_BATCHES [BATCH [QUIET_MS]]]]]
  *
- * ASYNC_CALLS 0 skips the async part (bench/idle.sh: one sync put after a
- * quiet time, what waking the daemon costs).
+ * ASYNC_CALLS 0 skips the async part; QUIET_MS > 0 makes each sync batch
+ * wait that long first, with nothing put (bench/idle.sh: a sync put into
+ * a sleeping ring, what waking the daemon costs), after an untimed first
+ * put (a writer's first put reads and checks the map).
  *
  * Location ids 1 .. LOCATIONS must be in the published map.  Output: CSV
  * lines name,value,unit.  Every loop is bounded by its count.
@@ -31,6 +33,7 @@ static const char *name;
 static uint64_t nloc;
 static long sync_batches;
 static int batch_size = 1000;
+static long quiet_ms;			/* > 0: each sync batch after this long with nothing put */
 
 static int64_t
 now_ns(void)
@@ -105,10 +108,24 @@ sync_producer(void *p)
 		return NULL;
 	}
 	trafficdb_writer_set_timeout(w, 60000);
-	for (long b = 0; b < sync_batches; b++)
+	if (quiet_ms > 0)
+	{
+		/* untimed: the writer's first put reads and checks the map */
+		size_t		acc = 0;
+
+		u[0].location_id = 1;
+		u[0].speed_kmh = 1;
+		u[0].has = TRAFFICDB_HAS_SPEED;
+		if ((rc = trafficdb_put_many(w, u, 1, TRAFFICDB_SYNC, &acc)) != TRAFFICDB_OK)
+			a->rc = rc;
+	}
+	for (long b = 0; b < sync_batches && a->rc == TRAFFICDB_OK; b++)
 	{
 		size_t		acc = 0;
 		int64_t		t0;
+
+		if (quiet_ms > 0)
+			usleep((useconds_t) (quiet_ms * 1000));
 
 		for (int k = 0; k < batch_size; k++)
 		{
@@ -222,7 +239,7 @@ main(int argc, char **argv)
 
 	if (argc < 3)
 	{
-		fprintf(stderr, "usage: put_server NAME LOCATIONS [ASYNC_CALLS [PRODUCERS [SYNC_BATCHES [BATCH]]]]\n");
+		fprintf(stderr, "usage: put_server NAME LOCATIONS [ASYNC_CALLS [PRODUCERS [SYNC_BATCHES [BATCH [QUIET_MS]]]]]\n");
 		return 2;
 	}
 	name = argv[1];
@@ -231,10 +248,11 @@ main(int argc, char **argv)
 	producers = argc > 4 ? atoi(argv[4]) : 4;
 	sync_batches = argc > 5 ? atol(argv[5]) : 500;
 	batch_size = argc > 6 ? atoi(argv[6]) : 1000;
+	quiet_ms = argc > 7 ? atol(argv[7]) : 0;
 	if (nloc == 0 || calls < 0 || producers <= 0 || producers > 64 || sync_batches <= 0 ||
-		batch_size <= 0 || batch_size > 100000)
+		batch_size <= 0 || batch_size > 100000 || quiet_ms < 0 || quiet_ms > 60000)
 	{
-		fprintf(stderr, "put_server: LOCATIONS, PRODUCERS (1-64), SYNC_BATCHES and BATCH (1-100000) must be positive, ASYNC_CALLS not negative\n");
+		fprintf(stderr, "put_server: LOCATIONS, PRODUCERS (1-64), SYNC_BATCHES and BATCH (1-100000) must be positive, ASYNC_CALLS not negative, QUIET_MS 0-60000\n");
 		return 2;
 	}
 

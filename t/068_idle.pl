@@ -4,7 +4,8 @@
 #   - default settings, a map, a few puts, then quiet: the daemon wakes at
 #     most 10 times a second (its voluntary and involuntary context
 #     switches, /proc/PID/status, over 6 s), and says in the writers' ring
-#     that it sleeps (the header's bell line, src/ring/ring.h);
+#     that it sleeps (the header's bell line, src/ring/ring.h); so does the
+#     follower of a hot standby, which still follows the puts after;
 #   - a put into the sleeping ring rings the bell (the header's count of
 #     rings goes up by one) and is published; a TRAFFICDB_SYNC put after
 #     quiet is acknowledged; put_many rings once for its batch;
@@ -22,8 +23,7 @@ use TdbTest;
 my $lib = $ENV{TRAFFICDB_LIB} // die 'TRAFFICDB_LIB must name lib/libtrafficdb.so';
 my $pydir = $ENV{TRAFFICDB_PYTHON} // die 'TRAFFICDB_PYTHON must name the python/ folder';
 
-my $node = tdb_node('idle');
-tdb_grid_map($node);
+my ($node, $standby) = tdb_standby_pair();
 my $shm = '/trafficdb.' . $node->port;
 local $ENV{TRAFFICDB_LIB} = $lib;
 local $ENV{PYTHONPATH} = $pydir;
@@ -86,13 +86,19 @@ my (undef, $nonce) = bell_line();
 isnt($nonce, 0, 'and names its bell');
 my $pid = $node->safe_psql('postgres', 'SELECT daemon_pid FROM trafficdb.status');
 like($pid, qr/^[1-9]\d*$/, 'the daemon runs');
+$standby->poll_query_until('postgres', q{SELECT count(*) = 12 FROM trafficdb.locations WHERE speed_kmh IS NOT NULL})
+  or die 'the standby did not follow the first puts';
+my $fpid = $standby->safe_psql('postgres', 'SELECT daemon_pid FROM trafficdb.status');
+like($fpid, qr/^[1-9]\d*$/, "the standby's daemon follows");
 sleep(2);
-my $s0 = daemon_switches($pid);
+my ($s0, $f0) = (daemon_switches($pid), daemon_switches($fpid));
 my $span = 6;
 sleep($span);
-my $wakeups = daemon_switches($pid) - $s0;
-note(sprintf('idle daemon: %d context switches in %d s (%.1f/s)', $wakeups, $span, $wakeups / $span));
+my ($wakeups, $fwakeups) = (daemon_switches($pid) - $s0, daemon_switches($fpid) - $f0);
+note(sprintf('idle daemon: %d context switches in %d s (%.1f/s); follower: %d (%.1f/s)',
+	$wakeups, $span, $wakeups / $span, $fwakeups, $fwakeups / $span));
 cmp_ok($wakeups, '<=', 10 * $span, "an idle daemon wakes at most 10 times a second ($wakeups in $span s)");
+cmp_ok($fwakeups, '<=', 10 * $span, "so does an idle follower on a hot standby ($fwakeups in $span s)");
 
 # A put into the sleeping ring rings the bell: the daemon may wake on its own
 # (a cycle, a sweep) just before a put, which then finds it awake and rings
@@ -115,6 +121,8 @@ sub rings
 is(rings(q{w.put(100, speed_kmh=41.5); print('ok')}, 1), 'rang', 'an ASYNC put into the sleeping ring rings its bell once');
 ok($node->poll_query_until('postgres', q{SELECT speed_kmh = 41.5 FROM trafficdb.locations WHERE location_id = 100}),
 	'and is published');
+ok($standby->poll_query_until('postgres', q{SELECT speed_kmh = 41.5 FROM trafficdb.locations WHERE location_id = 100}),
+	'and followed by the idle standby');
 is(rings(q{
 w.put(101, speed_kmh=42.5, sync=True)
 print('ok')
@@ -135,5 +143,6 @@ $node->stop('fast');
 $node->start;
 ok($node->poll_query_until('postgres', q{SELECT speed_kmh = 44.5 FROM trafficdb.locations WHERE location_id = 400}),
 	'is published after an orderly stop and a restart (the stop drained it)');
+$standby->stop;
 $node->stop;
 done_testing();
