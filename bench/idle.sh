@@ -11,7 +11,8 @@
 # acknowledgement, median and longest; then
 # bench/put_server's trafficdb_put async p50/p99 and TRAFFICDB_SYNC ack
 # p50/p99 (4 producers, batches of 1,000), IDLE_PUT_ROUNDS (3) rounds
-# alternating between the builds, medians reported.
+# taking turns between the builds (which goes first alternates), medians
+# reported.
 #
 # The baseline is IDLE_BASELINE_REF (default: the last commit of main before
 # the daemon slept, where it drained the writers' ring every
@@ -124,14 +125,18 @@ for s in "${sides[@]}"; do
 	echo "bench/idle: $s: ${wake[$s]} wake-ups/s, ${cpu[$s]} % CPU; sync put after 2 s quiet: ${ack[$s]} ms (longest of $WAKES ${ackmax[$s]} ms)" >&2
 done
 
-# put latency: rounds alternating between the builds
+# put latency: rounds taking turns between the builds, which goes first alternating
 declare -A figs
 for r in $(seq 1 "$ROUNDS"); do
-	for s in "${sides[@]}"; do
-		echo "bench/idle: put round $r/$ROUNDS, $s: $CALLS async puts, 4 sync producers x 100 batches of 1,000" >&2
+	order=("${sides[@]}")
+	[ $((r % 2)) = 0 ] && [ "${#sides[@]}" = 2 ] && order=(cur base)
+	for s in "${order[@]}"; do
+		line=""
 		while IFS=, read -r m v _; do
 			figs[$s.$m]+="$v "
+			line+=" $m=$v"
 		done < <("${putbin[$s]}" "${shm[$s]}" "$N" "$CALLS" 4 100 1000)
+		echo "bench/idle: put round $r/$ROUNDS, $s ($CALLS async puts, 4 sync producers x 100 batches of 1,000):$line" >&2
 	done
 done
 median() { printf '%s\n' $1 | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
