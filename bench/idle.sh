@@ -139,7 +139,7 @@ for r in $(seq 1 "$ROUNDS"); do
 		echo "bench/idle: put round $r/$ROUNDS, $s ($CALLS async puts, 4 sync producers x 100 batches of 1,000):$line" >&2
 	done
 done
-median() { printf '%s\n' $1 | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
+median() { printf '%s\n' $1 | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
 emit() {	# MEASURE UNIT CURRENT BASELINE
 	if [ "${#sides[@]}" = 2 ]; then
