@@ -144,6 +144,11 @@ bench-planet: bench/objbench
 bench-daemon: all
 	bench/daemon.sh $(SEGMENTS)
 
+# An idle daemon's wake-ups and CPU, and trafficdb_put's latency, beside the build before it slept.
+IDLE_SEGMENTS ?= 100000
+bench-idle: all
+	bench/idle.sh $(IDLE_SEGMENTS)
+
 bench/streamgen: bench/streamgen.c $(STREAM_SRCS) src/checksum.c $(wildcard src/stream/*.h)
 	$(CC) $(UNIT_CFLAGS) -o $@ bench/streamgen.c $(STREAM_SRCS) src/checksum.c
 
@@ -366,7 +371,7 @@ src/tests/unit_tests_asan: $(UNIT_SRCS) $(UNIT_HDRS) tools/csvtime.h tools/csv_f
 
 # the writers' ring: every test under ASan; those with threads under TSan too
 RING_TESTS = $(shell sed -n 's/^X(\(test_ring_[a-z0-9_]*\))$$/\1/p' src/tests/tests.list)
-RING_THREAD_TESTS = test_ring_protocol_threads test_ring_busy_when_full test_ring_spsc_threads test_ring_producers_on_lanes \
+RING_THREAD_TESTS = test_ring_protocol_threads test_ring_bell_no_lost_wakeup test_ring_busy_when_full test_ring_spsc_threads test_ring_producers_on_lanes \
 	test_ring_sync_put_returns_after_commit test_ring_adoption_after_restart test_ring_waiters_see_orderly_stop
 # the subscribers' rings: the same (their thread tests share the producer's mapping, as above)
 SUBRING_TESTS = $(shell sed -n 's/^X(\(test_sub\(ring\|req\)_[a-z0-9_]*\))$$/\1/p' src/tests/tests.list)
@@ -441,7 +446,7 @@ unit-tsan: src/tests/unit_tests_tsan
 	TSAN_OPTIONS=halt_on_error=1 src/tests/unit_tests_tsan test_client_threads test_client_wait_is_woken test_shm_readers_see_consistent_versions test_shm_pin_timeout_revokes test_shm_liveness_by_lock \
 		$(RING_THREAD_TESTS) $(SUBRING_THREAD_TESTS)
 
-.PHONY: fleet fleet-stop crash-test fuzz-sql fuzz-genlog fuzz-mvt bench bench-tippy bench-streams bench-trails bench-parquet fuzz-stream unit-asan unit-tsan unit tap test security-test demo demo-stop demo-clean deps bench-objects bench-scale bench-planet bench-daemon bench-locations bench-accessor bench-sub-baselines
+.PHONY: fleet fleet-stop crash-test fuzz-sql fuzz-genlog fuzz-mvt bench bench-idle bench-tippy bench-streams bench-trails bench-parquet fuzz-stream unit-asan unit-tsan unit tap test security-test demo demo-stop demo-clean deps bench-objects bench-scale bench-planet bench-daemon bench-locations bench-accessor bench-sub-baselines
 unit: src/tests/unit_tests
 	src/tests/unit_tests
 

@@ -9,6 +9,10 @@
 #                      consume (delete), check, log the generation, publish;
 #                      WAL bytes per row of the INSERT and of the publication
 #                      (the generation log), and the restart's replay time
+#   idle               bench/idle.sh: an idle daemon's wake-ups and CPU, and
+#                      trafficdb_put's latency, beside the build before the
+#                      daemon slept (clusters of its own; IDLE_SEGMENTS
+#                      locations, default 100,000; IDLE=0 skips it)
 #
 # Figures go to bench/lib.sh's CSV.  The demo map is loaded back at the end.
 set -euo pipefail
@@ -66,3 +70,8 @@ emit replay_mismatches "$("${PSQL[@]}" -Atc 'SELECT replay_mismatches FROM traff
 echo "bench/daemon: restoring the demo map" >&2
 bench_restore_map
 "${PSQL[@]}" -c "DROP TABLE bench_roads"
+
+if [ "${IDLE:-1}" != 0 ]; then
+	echo "bench/daemon: an idle daemon (bench/idle.sh)" >&2
+	bench/idle.sh "${IDLE_SEGMENTS:-100000}"
+fi

@@ -10,7 +10,12 @@
  *	          with trafficdb_put_many(TRAFFICDB_SYNC): updates per second and
  *	          the acknowledgement latency of a batch (p50, p99)
  *
- *	  put_server NAME LOCATIONS [ASYNC_CALLS [PRODUCERS [SYNC_BATCHES [BATCH]]]]
+ *	  put_server NAME LOCATIONS [ASYNC_CALLS [PRODUCERS [SYNC_BATCHES [BATCH [QUIET_MS]]]]]
+ *
+ * ASYNC_CALLS 0 skips the async part; QUIET_MS > 0 makes each sync batch
+ * wait that long first, with nothing put (bench/idle.sh: a sync put into
+ * a sleeping ring, what waking the daemon costs), after an untimed first
+ * put (a writer's first put reads and checks the map).
  *
  * Location ids 1 .. LOCATIONS must be in the published map.  Output: CSV
  * lines name,value,unit.  Every loop is bounded by its count.
@@ -29,6 +34,7 @@ static uint64_t nloc;
 static long sync_batches;
 static pthread_barrier_t sync_start;
 static int batch_size = 1000;
+static long quiet_ms;			/* > 0: each sync batch after this long with nothing put */
 
 static int64_t
 now_ns(void)
@@ -126,10 +132,13 @@ sync_producer(void *p)
 			return NULL;
 		}
 	}
-	for (long b = 0; b < sync_batches; b++)
+	for (long b = 0; b < sync_batches && a->rc == TRAFFICDB_OK; b++)
 	{
 		size_t		acc = 0;
 		int64_t		t0;
+
+		if (quiet_ms > 0)
+			usleep((useconds_t) (quiet_ms * 1000));
 
 		for (int k = 0; k < batch_size; k++)
 		{
@@ -152,35 +161,16 @@ sync_producer(void *p)
 	return NULL;
 }
 
-int
-main(int argc, char **argv)
+/* One producer, TRAFFICDB_ASYNC: trafficdb_put per call, then trafficdb_put_many of 1,000. */
+static void
+async_part(long calls)
 {
-	long		calls;
-	int			producers;
 	trafficdb_writer *w;
 	int64_t    *lat;
 	uint64_t	seed = 88172645463325252ull;
 	int64_t		t0,
 				t1;
 	int			rc;
-
-	if (argc < 3)
-	{
-		fprintf(stderr, "usage: put_server NAME LOCATIONS [ASYNC_CALLS [PRODUCERS [SYNC_BATCHES [BATCH]]]]\n");
-		return 2;
-	}
-	name = argv[1];
-	nloc = strtoull(argv[2], NULL, 10);
-	calls = argc > 3 ? atol(argv[3]) : 1000000;
-	producers = argc > 4 ? atoi(argv[4]) : 4;
-	sync_batches = argc > 5 ? atol(argv[5]) : 500;
-	batch_size = argc > 6 ? atoi(argv[6]) : 1000;
-	if (nloc == 0 || calls <= 0 || producers <= 0 || producers > 64 || sync_batches <= 0 ||
-		batch_size <= 0 || batch_size > 100000)
-	{
-		fprintf(stderr, "put_server: LOCATIONS, ASYNC_CALLS, PRODUCERS (1-64), SYNC_BATCHES and BATCH (1-100000) must be positive\n");
-		return 2;
-	}
 
 	/* async, one producer */
 	rc = trafficdb_writer_open(name, &w);
@@ -189,7 +179,7 @@ main(int argc, char **argv)
 	trafficdb_writer_set_timeout(w, 60000);
 	lat = malloc(sizeof(int64_t) * (size_t) calls);
 	if (lat == NULL)
-		return 1;
+		die("malloc", TRAFFICDB_NOMEM, NULL);
 	t0 = now_ns();
 	for (long i = 0; i < calls; i++)
 	{
@@ -224,7 +214,7 @@ main(int argc, char **argv)
 		long		nb = (calls + 999) / 1000;
 
 		if (u == NULL)
-			return 1;
+			die("calloc", TRAFFICDB_NOMEM, NULL);
 		t0 = now_ns();
 		for (long b = 0; b < nb; b++)
 		{
@@ -250,6 +240,37 @@ main(int argc, char **argv)
 		free(u);
 	}
 	trafficdb_writer_close(w);
+}
+
+int
+main(int argc, char **argv)
+{
+	long		calls;
+	int			producers;
+	int64_t		t0,
+				t1;
+
+	if (argc < 3)
+	{
+		fprintf(stderr, "usage: put_server NAME LOCATIONS [ASYNC_CALLS [PRODUCERS [SYNC_BATCHES [BATCH [QUIET_MS]]]]]\n");
+		return 2;
+	}
+	name = argv[1];
+	nloc = strtoull(argv[2], NULL, 10);
+	calls = argc > 3 ? atol(argv[3]) : 1000000;
+	producers = argc > 4 ? atoi(argv[4]) : 4;
+	sync_batches = argc > 5 ? atol(argv[5]) : 500;
+	batch_size = argc > 6 ? atoi(argv[6]) : 1000;
+	quiet_ms = argc > 7 ? atol(argv[7]) : 0;
+	if (nloc == 0 || calls < 0 || producers <= 0 || producers > 64 || sync_batches <= 0 ||
+		batch_size <= 0 || batch_size > 100000 || quiet_ms < 0 || quiet_ms > 60000)
+	{
+		fprintf(stderr, "put_server: LOCATIONS, PRODUCERS (1-64), SYNC_BATCHES and BATCH (1-100000) must be positive, ASYNC_CALLS not negative, QUIET_MS 0-60000\n");
+		return 2;
+	}
+
+	if (calls > 0)
+		async_part(calls);
 
 	/* sync, several producers */
 	{

@@ -33,6 +33,7 @@
  *	 publish.c       publication and the generation log (genlog_store.c:
  *	                 the log's table)
  *	 putdrain.c      the writers' ring (trafficdb_put) and its drain
+ *	 idle.c          the waits: draining while writers put, sleeping when idle
  *	 feed.c          feed intake
  *	 matching.c      subscription matching and NOTIFYs
  *	 subscribers.c   external subscribers' rings: sweeps and delivery
@@ -346,6 +347,7 @@ tdb_daemon_main(Datum main_arg)
 	if (RecoveryInProgress())
 		follower_loop();
 	open_ring();
+	open_bell();
 
 	for (;;)
 	{
@@ -412,6 +414,8 @@ tdb_daemon_main(Datum main_arg)
 			!TimestampDifferenceExceeds(last_cycle_at, GetCurrentTimestamp(), tdb_publish_interval_ms))
 			goto wait;
 		last_cycle_at = GetCurrentTimestamp();
+		/* the cycle sweeps and watches readers too: the next check is DAMAGE_CHECK_MS from here */
+		last_check_at = last_cycle_at;
 		force_sync = false;
 		sweep_subscribers();
 
@@ -488,13 +492,15 @@ wait:
 				wait_ms = 1;
 			wait_ms = Min(wait_ms, DAMAGE_CHECK_MS);
 		}
-		/* writers put between publications: drain them every writer_drain_interval */
-		if (D.ring_open && D.have_map)
-			wait_ms = Min(wait_ms, tdb_writer_drain_interval_ms);
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 wait_ms, PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
+		/* also the damage check's */
+		wait_ms = Min(wait_ms, Max(DAMAGE_CHECK_MS - (long) ((GetCurrentTimestamp() - last_check_at) / 1000), 1));
+
+		/*
+		 * Writers put between publications: drain them every
+		 * writer_drain_interval while they do; once they stopped, sleep
+		 * until a writer rings (idle.c).
+		 */
+		daemon_wait(ring_wait_ms(wait_ms));
 	}
 
 	/*

@@ -125,6 +125,7 @@ typedef struct DaemonState
 	/* the writers' ring (trafficdb_put) */
 	TdbRing		ring;
 	bool		ring_open;
+	TimestampTz ring_active_at; /* the last drain that found something (idle.c sleeps after a while) */
 	uint64		put_rejected;	/* updates for unknown locations */
 	uint64		put_applied;
 	uint32		nput_rejects;	/* waiting for feed_rejects */
@@ -237,6 +238,12 @@ extern void ring_set_state(uint32 state);
 extern void persist_put_rejects(void);
 extern void open_ring(void);
 extern bool drain_ring(void);
+
+/* ---- idle.c: the daemon's waits ---- */
+
+extern void open_bell(void);
+extern long ring_wait_ms(long wait_ms);
+extern void daemon_wait(long wait_ms);
 
 /* ---- subscribers.c: external subscribers ---- */
 

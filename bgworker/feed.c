@@ -22,6 +22,7 @@
 #include "executor/tuptable.h"
 #include "miscadmin.h"
 #include "portability/instr_time.h"
+#include "storage/bufmgr.h"
 #include "storage/lmgr.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -274,6 +275,27 @@ scan_partition(Oid relid, int p, uint64 gen, TimestampTz horizon, Rejects *rj)
 	return n;
 }
 
+/*
+ * Nothing in partition relid, not even dead rows: no block (TRUNCATE leaves
+ * none, and a row, committed or not, makes one).  An AccessShareLock, held
+ * only for the look: unlike the AccessExclusiveLock that taking rows needs,
+ * it gives the transaction no xid and writes no WAL (under wal_level
+ * replica an exclusive lock is logged for standbys, and the commit then
+ * waits for its flush): an idle daemon's feed cycles write nothing.
+ */
+static bool
+partition_empty(Oid relid)
+{
+	Relation	rel = table_open(relid, AccessShareLock);
+	bool		empty = RelationGetNumberOfBlocks(rel) == 0;
+
+	table_close(rel, AccessShareLock);
+	return empty;
+}
+
+/* The longest sleep between two tries of a partition's lock (they start at 1 ms and double). */
+#define FEED_LOCK_POLL_MAX_MS 8
+
 static int64
 consume_partition(int p, uint64 gen, Rejects *rj, bool wait)
 {
@@ -282,12 +304,16 @@ consume_partition(int p, uint64 gen, Rejects *rj, bool wait)
 	TimestampTz horizon = GetCurrentTimestamp() + 5 * 60 * USECS_PER_SEC;
 	int64		n = 0;
 	TimestampTz start = GetCurrentTimestamp();
+	long		poll_ms = 1;
 
 	if (!OidIsValid(relid))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_TABLE),
 				 errmsg("trafficdb.feed_%d does not exist", p),
 				 errhint("Recreate the extension: the feed is partitions trafficdb.feed_0 to trafficdb.feed_%d.", TDB_FEED_PARTS - 1)));
+	/* rows inserted after this look are taken by the next cycle, as rows inserted after the scan */
+	if (partition_empty(relid))
+		return 0;
 	/* without queueing: a writer holding its transaction open delays only its partition */
 	while (!ConditionalLockRelationOid(relid, AccessExclusiveLock))
 	{
@@ -299,11 +325,14 @@ consume_partition(int p, uint64 gen, Rejects *rj, bool wait)
 			return -1;
 		}
 		CHECK_FOR_INTERRUPTS();
-		pg_usleep(1000);
+		/* not the latch: a request it carries is the main loop's to see */
+		pg_usleep(poll_ms * 1000L);
+		poll_ms = Min(poll_ms * 2, FEED_LOCK_POLL_MAX_MS);
 	}
 
 	n = scan_partition(relid, p, gen, horizon, rj);
-	if (n > 0 && SPI_execute(psprintf("TRUNCATE trafficdb.feed_%d", p), false, 0) != SPI_OK_UTILITY)
+	/* with no row left (dead ones too: they would keep partition_empty false) */
+	if (SPI_execute(psprintf("TRUNCATE trafficdb.feed_%d", p), false, 0) != SPI_OK_UTILITY)
 		elog(ERROR, "could not truncate trafficdb.feed_%d", p);
 	return n;
 }

@@ -11,6 +11,7 @@
 #include "postgres.h"
 
 #include "access/xlog.h"
+#include "access/xlogrecovery.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "postmaster/interrupt.h"
@@ -28,7 +29,7 @@
  * (their count and xmins), and load them again when so.
  */
 static bool
-follower_subscriptions_changed(void)
+follower_subscriptions_changed(bool *deferred)
 {
 	static int64 checked_at = 0;
 	static int64 fingerprint = 0;
@@ -36,7 +37,8 @@ follower_subscriptions_changed(void)
 	int64		fp;
 	bool		isnull;
 
-	if (now - checked_at < 1000000)
+	*deferred = now - checked_at < 1000000;
+	if (*deferred)
 		return false;
 	checked_at = now;
 	if (SPI_execute("SELECT pg_catalog.count(*)::pg_catalog.int8 * 1000003 + "
@@ -51,6 +53,10 @@ follower_subscriptions_changed(void)
 	return true;
 }
 
+/* Records one look applies at most; and whether the last look read the log to its end. */
+#define FOLLOW_MAX_RECORDS 1000
+static bool caught_up;
+
 /*
  * A follower's cycle (read-only): without a map, rebuild from the newest
  * checkpoint (startup_tx); else apply and publish the generations logged
@@ -64,22 +70,28 @@ follow_tx(void *p)
 	uint64		last;
 	uint64		applied = 0;
 	uint64		damaged = 0;
+	bool		deferred;
 	char		err[TDB_ERRMSG_LEN];
 	bool		ok;
 
 	(void) p;
+	caught_up = false;			/* until this look ends without an error */
 	if (!extension_installed())
+	{
+		caught_up = true;		/* CREATE EXTENSION comes through WAL too */
 		return;
+	}
 	if (!D.have_map)
 	{
 		MapLoadArg	a;
 
 		memset(&a, 0, sizeof(a));
 		startup_tx(&a);
+		/* the next look follows the log from there */
 		return;
 	}
 	/* subscriptions: rows replicated from the primary are seen at most a second late */
-	if (follower_subscriptions_changed())
+	if (follower_subscriptions_changed(&deferred))
 		D.subs_version = PG_UINT64_MAX;
 	refresh_subscriptions();
 	if (D.targets_dirty || D.subs_map_id != D.map.hdr->map_id)
@@ -87,7 +99,7 @@ follow_tx(void *p)
 	ls = daemon_log_state();
 	ls.changed = D.pend;
 	last = D.log_last;
-	ok = tdb_log_follow(&ls, &last, 1000, follower_publish, &ls, D.cxt, &damaged, &applied, err, sizeof(err));
+	ok = tdb_log_follow(&ls, &last, FOLLOW_MAX_RECORDS, follower_publish, &ls, D.cxt, &damaged, &applied, err, sizeof(err));
 	D.incident_count = ls.incident_count;
 	{
 		uint64		newest = tdb_log_last_generation();
@@ -97,6 +109,8 @@ follow_tx(void *p)
 		tdb_shared->replay_generations += applied;
 		SpinLockRelease(&tdb_shared->mutex);
 	}
+	/* a deferred look at the subscriptions is a look to make again soon */
+	caught_up = ok && applied < FOLLOW_MAX_RECORDS && !deferred;
 	if (!ok)
 	{
 		/* a map reload on the primary, or the log was trimmed past us: start over from its newest checkpoint */
@@ -118,6 +132,19 @@ follow_tx(void *p)
 }
 
 /*
+ * How often the follower looks for new generations: every
+ * Min(publish_interval, FOLLOW_BUSY_MS) while WAL arrives (or it has more
+ * to read), every FOLLOW_IDLE_MS once none has for FOLLOW_BUSY_FOR_MS.  It
+ * reads the log only when replay went on since its last look, or that look
+ * did not read to the end (an error, FOLLOW_MAX_RECORDS, a rebuild): what
+ * it reads (the log, the subscriptions, the extension itself) comes only
+ * through WAL.
+ */
+#define FOLLOW_BUSY_MS		50
+#define FOLLOW_IDLE_MS		250
+#define FOLLOW_BUSY_FOR_MS	1000
+
+/*
  * Follow the primary while this server is a standby.  Returns once it has
  * been promoted, with the state of the log's newest generation: the daemon
  * then goes on as the primary from the next generation, without a rebuild.
@@ -125,6 +152,9 @@ follow_tx(void *p)
 void
 follower_loop(void)
 {
+	XLogRecPtr	looked_at = InvalidXLogRecPtr;	/* replay position of the last look */
+	TimestampTz wal_moved = 0;
+
 	follower_mode = true;
 	SpinLockAcquire(&tdb_shared->mutex);
 	tdb_shared->follower = true;
@@ -157,7 +187,20 @@ follower_loop(void)
 			break;
 		}
 		sweep_subscribers();
-		(void) run_in_tx("trafficdb follower", follow_tx, NULL, msg);
+		{
+			XLogRecPtr	replayed = GetXLogReplayRecPtr(NULL);
+			TimestampTz now = GetCurrentTimestamp();
+
+			if (replayed != looked_at)
+				wal_moved = now;
+			if (replayed != looked_at || !caught_up)
+			{
+				/* read after replayed: what replay applied up to there is seen */
+				if (!run_in_tx("trafficdb follower", follow_tx, NULL, msg))
+					caught_up = false;
+				looked_at = replayed;
+			}
+		}
 		note_started();
 		{
 			/* publish() and load_map() are refused on a standby: wake their callers */
@@ -175,7 +218,8 @@ follower_loop(void)
 		tdb_writer_reclaim(&D.writer, D.have_map ? D.map_seg : TDB_MAX_SEGMENTS);
 		report_skipped_names();
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 Min(tdb_publish_interval_ms, 50), PG_WAIT_EXTENSION);
+						 caught_up && TimestampDifferenceExceeds(wal_moved, GetCurrentTimestamp(), FOLLOW_BUSY_FOR_MS) ?
+						 FOLLOW_IDLE_MS : Min(tdb_publish_interval_ms, FOLLOW_BUSY_MS), PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}

@@ -14,6 +14,8 @@
 #include <grp.h>
 #include <sys/mman.h>
 
+#include "utils/timestamp.h"
+
 #include "bgworker/daemon_internal.h"
 #include "bgworker/working.h"
 #include "module/trafficdb.h"
@@ -303,6 +305,8 @@ drain_ring(void)
 		ring_set_state(TDB_RING_RUNNING);
 		return false;
 	}
+	if (a.st.slots > 0 || a.st.lanes_reset > 0)
+		D.ring_active_at = GetCurrentTimestamp();
 	if (a.st.lanes_reset > 0)
 		ereport(LOG, (errmsg("trafficdb: reset " UINT64_FORMAT " damaged writer lane(s), dropping " UINT64_FORMAT " slot(s): %s",
 							 a.st.lanes_reset, a.st.dropped_slots, a.st.reset_reason)));

@@ -143,6 +143,30 @@ check "the map and traffic objects stay 0640 for readers" [ "$objs" = "640 traff
 out=$(put tdb-writer 2 42.5); echo "# $out"
 check "a member of writer_group puts (SYNC)" [ "$out" = ok ]
 check "and the put is published" [ "$(psql -Atc "SELECT speed_kmh FROM trafficdb.locations WHERE location_id = 2")" = "42.5" ]
+# the ring's bell line (src/ring/ring.h): daemon_asleep and the count of rings
+bell_line() {
+	python3 -c 'import struct, sys
+a, _, _, rang = struct.unpack_from("<IIQQ", open(sys.argv[1], "rb").read(88), 64)
+print(a, rang)' "/dev/shm$prefix.writers"
+}
+# a member's put into the sleeping ring rings it (tried 3 times: the daemon may wake on its own just before)
+member_rings() {
+	local a r0 r1
+	for _ in 1 2 3; do
+		for _ in $(seq 1 100); do	# bounded: 5 s
+			read -r a r0 < <(bell_line)
+			[ "$a" = 1 ] && break
+			sleep 0.05
+		done
+		[ "$a" = 1 ] || { echo "# the daemon never said it sleeps"; return 1; }
+		[ "$(put tdb-writer 4 44.5)" = ok ] || return 1
+		read -r a r1 < <(bell_line)
+		[ "$r1" = $((r0 + 1)) ] && return 0
+	done
+	return 1
+}
+check "a member of writer_group (another OS user) wakes the idle daemon: its put rings the bell once" member_rings
+check "and is published" [ "$(psql -Atc "SELECT speed_kmh FROM trafficdb.locations WHERE location_id = 4")" = "44.5" ]
 out=$(put tdb-reader 3 43); echo "# $out"
 check "a reader who is not in writer_group cannot put; the error names it" \
 	grep -q 'not a member of trafficdb.writer_group "trafficdb-writers"' <<<"$out"

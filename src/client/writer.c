@@ -8,8 +8,10 @@
  * reads the published map through a reader of its own (src/reader.c), to
  * refuse unknown ids and to give the daemon a record hint.  A put validates
  * (src/validate.h, the feed's rules), writes its slots and publishes them
- * with one release store of the lane's tail; nothing else is shared
- * between writers.
+ * with one release store of the lane's tail; then, if the daemon sleeps
+ * (a fence and a load of the header's bell line), it rings the daemon's
+ * bell (src/ring/ring.h, "The bell").  Nothing else is shared between
+ * writers.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -79,6 +81,7 @@ struct trafficdb_writer
 	size_t		size;
 	uint32_t	nlanes;
 	int			bus;			/* busguard handle of base (0: none): writer_group members can truncate it */
+	int			bell_fd;		/* our socket to ring the sleeping daemon's bell (-1: none yet) */
 	TdbReader	reader;
 	char		err[TDB_ERRLEN];
 };
@@ -153,6 +156,8 @@ writer_free(trafficdb_writer *w)
 	tdb_shm_unmap(w->base, w->size);
 	if (w->fd >= 0)
 		close(w->fd);
+	if (w->bell_fd >= 0)
+		close(w->bell_fd);
 	tdb_reader_close(&w->reader);
 	free(w);
 }
@@ -189,6 +194,7 @@ trafficdb_writer_open(const char *name, trafficdb_writer **out)
 		return TRAFFICDB_NOMEM;
 	}
 	w->fd = -1;
+	w->bell_fd = -1;
 	w->reader.slots_fd = -1;
 	w->reader.slot_idx = -1;
 	w->timeout_ms = DEFAULT_TIMEOUT_MS;
@@ -319,6 +325,17 @@ trafficdb_retry_after_us(const trafficdb_writer *w)
 		return 1000;
 	us = atomic_load_explicit(&w->hdr->drain_period_us, memory_order_relaxed);
 	return us == 0 ? 1000 : us;
+}
+
+/*
+ * After publishing (or before waiting on the daemon): if the daemon sleeps,
+ * wake it (ring.h, "The bell").  A fence and one load when it is awake.
+ */
+static inline void
+bell(trafficdb_writer *w)
+{
+	if (tdb_ring_daemon_asleep(w->hdr))
+		(void) tdb_ring_ring_bell(w->hdr, &w->bell_fd);
 }
 
 /* Stopped, or a mapping of ours shrank under us (busguard: it reads zeros now). */
@@ -514,6 +531,9 @@ enqueue(trafficdb_writer *w, const TdbRingUpdate *ru, int flags, int64_t deadlin
 	{
 		int			rc = TRAFFICDB_BUSY;
 
+		/* what fills the lane is drained only by an awake daemon (put_many rings at its end) */
+		bell(w);
+
 		if ((flags & TRAFFICDB_WAIT) && attempt == 0)
 			rc = wait_space(w, t + need, deadline);
 		else
@@ -581,6 +601,8 @@ wait_durable(trafficdb_writer *w, uint64_t p0, uint64_t p1, uint32_t s0, int64_t
 		return TRAFFICDB_OK;
 	rounds = wait_rounds(deadline);
 	atomic_fetch_add_explicit(&w->hdr->sync_waiters, 1, memory_order_seq_cst);
+	/* a daemon asleep since our put was drained makes the next generation now */
+	bell(w);
 	for (int64_t round = 0; round < rounds; round++)
 	{
 		uint32_t	word = atomic_load_explicit(&w->hdr->commit_word, memory_order_seq_cst);
@@ -655,7 +677,9 @@ trafficdb_put(trafficdb_writer *w, const trafficdb_update *u, int flags)
 		uint64_t	t0;
 		uint64_t	t1;
 
-		return enqueue(w, &ru, flags, deadline, &t0, &t1);
+		rc = enqueue(w, &ru, flags, deadline, &t0, &t1);
+		bell(w);
+		return rc;
 	}
 	/* the same values again after a loss: newest-wins makes it idempotent */
 	for (int attempt = 0; attempt <= SYNC_REPUTS; attempt++)
@@ -665,7 +689,9 @@ trafficdb_put(trafficdb_writer *w, const trafficdb_update *u, int flags)
 		uint64_t	nlost;
 		uint32_t	s0 = seen_seq(w);
 
-		if ((rc = enqueue(w, &ru, flags, deadline, &t0, &t1)) != TRAFFICDB_OK)
+		rc = enqueue(w, &ru, flags, deadline, &t0, &t1);
+		bell(w);
+		if (rc != TRAFFICDB_OK)
 			return rc;
 		rc = wait_durable(w, t0, t1, s0, deadline, &nlost);
 		if (rc != TRAFFICDB_LOST)
@@ -730,9 +756,12 @@ trafficdb_put_many(trafficdb_writer *w, const trafficdb_update *u, size_t n, int
 			{
 				if (accepted != NULL && attempt == 0)
 					*accepted = i;
+				bell(w);
 				return rc;
 			}
 		}
+		/* once for the batch: a fence per update would cost more than the batch saves */
+		bell(w);
 		if (accepted != NULL)
 			*accepted = n;
 		if (!(flags & TRAFFICDB_SYNC))

@@ -16,9 +16,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stddef.h>
 #include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -90,6 +94,44 @@ tdb_ring_write_slots(TdbPutSlot *slots, uint32_t lane_slots, uint64_t t, const T
 			memset(c->text + n, 0, TDB_RING_TEXT_PER_SLOT - n);
 		__atomic_store_n(&c->seq, t + i + 1, __ATOMIC_RELEASE);
 	}
+}
+
+/* The bell's address: "\0trafficdb-bell-<nonce>" in the abstract namespace. */
+static socklen_t
+bell_address(uint64_t nonce, struct sockaddr_un *a)
+{
+	int			n;
+
+	memset(a, 0, sizeof(*a));
+	a->sun_family = AF_UNIX;
+	n = snprintf(a->sun_path + 1, sizeof(a->sun_path) - 1, "trafficdb-bell-%016llx", (unsigned long long) nonce);
+	return (socklen_t) (offsetof(struct sockaddr_un, sun_path) + 1 + n);
+}
+
+bool
+tdb_ring_ring_bell(TdbWritersHeader *h, int *fd)
+{
+	uint32_t	asleep = 1;
+	uint64_t	nonce;
+	struct sockaddr_un a;
+	socklen_t	len;
+	char		b = 0;
+
+	/* only one writer rings a sleep; the daemon clears the flag itself when it wakes otherwise */
+	if (!atomic_compare_exchange_strong_explicit(&h->daemon_asleep, &asleep, 0, memory_order_seq_cst,
+												 memory_order_relaxed))
+		return false;
+	atomic_fetch_add_explicit(&h->bells, 1, memory_order_relaxed);
+	nonce = atomic_load_explicit(&h->bell_nonce, memory_order_relaxed);
+	if (nonce == 0)
+		return false;
+	if (*fd < 0)
+		*fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (*fd < 0)
+		return false;
+	len = bell_address(nonce, &a);
+	/* a full queue (EAGAIN) has rung already; no daemon (ECONNREFUSED): nobody to wake */
+	return sendto(*fd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL, (struct sockaddr *) &a, len) == 1;
 }
 
 static int
@@ -320,6 +362,9 @@ tdb_ring_create(TdbRing *r, const char *prefix, uint32_t nlanes, uint32_t lane_s
 					record_lost(r, i, durable, head);
 			}
 			atomic_fetch_add_explicit(&h->restart_epoch, 1, memory_order_seq_cst);
+			/* a daemon that died asleep: its bell is gone; ours is named when we first sleep */
+			atomic_store_explicit(&h->daemon_asleep, 0, memory_order_relaxed);
+			atomic_store_explicit(&h->bell_nonce, 0, memory_order_relaxed);
 			atomic_store_explicit(&h->state, TDB_RING_STARTING, memory_order_seq_cst);
 			wake_everyone(r);
 			return TDB_SHM_OK;
@@ -625,6 +670,89 @@ tdb_ring_set_state(TdbRing *r, uint32_t state, uint32_t retry_hint_us)
 	r->state = state;
 	atomic_store_explicit(&h->state, state, memory_order_seq_cst);
 	wake_everyone(r);
+}
+
+/* ---- the daemon's bell (ring.h, "The bell") ------------------------------------------- */
+
+int
+tdb_ring_bell_open(uint64_t *nonce, char *err)
+{
+	int			fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+
+	if (fd < 0)
+	{
+		snprintf(err, TDB_SHM_ERRLEN, "cannot make the bell's socket: %s", strerror(errno));
+		return -1;
+	}
+	/* bounded: a taken name is another random draw */
+	for (int attempt = 0; attempt < 8; attempt++)
+	{
+		struct sockaddr_un a;
+		uint64_t	n = 0;
+
+		if (getrandom(&n, sizeof(n), 0) != (ssize_t) sizeof(n) || n == 0)
+		{
+			snprintf(err, TDB_SHM_ERRLEN, "cannot draw the bell's name: %s", strerror(errno));
+			break;
+		}
+		if (bind(fd, (struct sockaddr *) &a, bell_address(n, &a)) == 0)
+		{
+			*nonce = n;
+			return fd;
+		}
+		if (errno != EADDRINUSE)
+		{
+			snprintf(err, TDB_SHM_ERRLEN, "cannot bind the bell's socket: %s", strerror(errno));
+			break;
+		}
+		snprintf(err, TDB_SHM_ERRLEN, "every name drawn for the bell's socket was taken");
+	}
+	close(fd);
+	return -1;
+}
+
+int
+tdb_ring_bell_drain(int fd)
+{
+	char		buf[64];
+	int			n = 0;
+
+	while (n < 4096 && recv(fd, buf, sizeof(buf), MSG_DONTWAIT) >= 0)
+		n++;
+	return n;
+}
+
+bool
+tdb_ring_sleep(TdbRing *r, uint64_t nonce, bool sync_matters)
+{
+	TdbWritersHeader *h = r->base;
+
+	if (h == NULL || nonce == 0)
+		return false;
+	atomic_store_explicit(&h->bell_nonce, nonce, memory_order_relaxed);
+	atomic_store_explicit(&h->daemon_asleep, 1, memory_order_relaxed);
+	/* pairs with the writers' fence between their tail store and their read of daemon_asleep */
+	atomic_thread_fence(memory_order_seq_cst);
+	for (uint32_t lane = 0; lane < r->nlanes; lane++)
+		if (atomic_load_explicit(&tdb_ring_lane(r->base, lane)->tail, memory_order_relaxed) != r->head[lane])
+			goto awake;
+	if (sync_matters && atomic_load_explicit(&h->sync_waiters, memory_order_relaxed) != 0)
+		goto awake;
+	/* a sleep is not a drain period: the next drain does not count it in the BUSY hint */
+	r->last_drain_us = 0;
+	return true;
+awake:
+	atomic_store_explicit(&h->daemon_asleep, 0, memory_order_relaxed);
+	return false;
+}
+
+void
+tdb_ring_awake(TdbRing *r)
+{
+	TdbWritersHeader *h = r->base;
+
+	if (h != NULL && atomic_load_explicit(&h->daemon_asleep, memory_order_relaxed) != 0)
+		atomic_store_explicit(&h->daemon_asleep, 0, memory_order_relaxed);
 }
 
 void

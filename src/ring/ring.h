@@ -48,7 +48,7 @@
 #include "validate.h"
 
 #define TDB_WRITERS_MAGIC		0x57544454u /* "TDTW" */
-#define TDB_WRITERS_VERSION		1
+#define TDB_WRITERS_VERSION		2	/* 2: writers ring the sleeping daemon's bell */
 #define TDB_RING_HEADER_SIZE	4096
 #define TDB_RING_LANE_SIZE		256
 #define TDB_RING_SLOT_SIZE		64
@@ -94,7 +94,12 @@ typedef struct TdbWritersHeader
 	_Atomic uint32_t drain_period_us;	/* EWMA of the drain period: the TRAFFICDB_BUSY hint */
 	_Atomic uint32_t sync_waiters;	/* nonzero: some writer waits on commit_word */
 	uint64_t	slots_offset;	/* informative: where lane 0's slots start */
-	char		pad[TDB_RING_HEADER_SIZE - 64];
+	/* line 1: the daemon's sleep (the bell, below); every put reads it, it rarely changes */
+	_Atomic uint32_t daemon_asleep; /* 1: the daemon sleeps until a writer rings */
+	uint32_t	bell_pad;
+	_Atomic uint64_t bell_nonce;	/* names the daemon's bell (0: none, it never sleeps) */
+	_Atomic uint64_t bells;		/* rung so far (display, tests) */
+	char		pad[TDB_RING_HEADER_SIZE - 88];
 } TdbWritersHeader;
 
 typedef struct TdbLane
@@ -145,6 +150,7 @@ typedef struct TdbTextSlot
 } TdbTextSlot;
 
 _Static_assert(sizeof(TdbWritersHeader) == TDB_RING_HEADER_SIZE, "writers header is 4096 bytes");
+_Static_assert(offsetof(TdbWritersHeader, daemon_asleep) == 64, "the bell's line is the header's second");
 _Static_assert(sizeof(TdbLane) == TDB_RING_LANE_SIZE, "a lane header is 256 bytes");
 _Static_assert(sizeof(TdbPutSlot) == TDB_RING_SLOT_SIZE, "a slot is one cache line");
 _Static_assert(sizeof(TdbTextSlot) == TDB_RING_SLOT_SIZE, "a continuation slot is one cache line");
@@ -256,6 +262,46 @@ tdb_ring_try_put(TdbLane *lane, TdbPutSlot *slots, uint32_t lane_slots, uint64_t
 }
 
 /*
+ * The bell.  An idle daemon sleeps instead of draining every
+ * writer_drain_interval: it stores daemon_asleep = 1, then (full fence)
+ * looks at every lane's tail once more, and sleeps only if nothing was
+ * published (tdb_ring_sleep).  A writer, after publishing (the release
+ * store of tail, then a full fence), reads daemon_asleep; if set, the one
+ * writer whose compare-exchange 1 -> 0 succeeds rings: a one-byte datagram
+ * to the daemon's Unix socket in the abstract namespace, named by
+ * bell_nonce (a random number the daemon draws at each start; only who can
+ * read the ring knows it).  Either the daemon's re-check sees the tail or
+ * the writer sees the flag (the two fences are ordered one way or the
+ * other): no put is left undrained while the daemon sleeps.  Writers that
+ * cannot reach the socket (another network namespace) wait for the
+ * daemon's longest sleep instead (one second).
+ *
+ * tdb_ring_daemon_asleep is the check each put makes (a fence and a load of
+ * a line the daemon rarely writes); tdb_ring_ring_bell rings when it says
+ * so.  A writer waiting for a commit (after sync_waiters++) checks as well.
+ */
+static inline bool
+tdb_ring_daemon_asleep(TdbWritersHeader *h)
+{
+#ifdef __SANITIZE_THREAD__
+	/* GCC's ThreadSanitizer refuses fences: a locked read-modify-write is a full barrier too (tests only) */
+	return atomic_fetch_or_explicit(&h->daemon_asleep, 0, memory_order_seq_cst) != 0;
+#else
+	atomic_thread_fence(memory_order_seq_cst);
+	return __builtin_expect(atomic_load_explicit(&h->daemon_asleep, memory_order_relaxed) != 0, 0);
+#endif
+}
+
+/*
+ * Ring (daemon_asleep 1 -> 0, then the datagram); *fd is the caller's
+ * socket, made at the first ring (-1 before; close it when done).  True if
+ * this call rang, false if another writer did or the daemon woke first, or
+ * the datagram could not be sent (then the daemon wakes at the end of its
+ * longest sleep).
+ */
+bool		tdb_ring_ring_bell(TdbWritersHeader *h, int *fd);
+
+/*
  * Claim a lane: the first byte of [0, nlanes) of the file open as fd that
  * this open file description can OFD-write-lock without waiting.  -1 when
  * every lane is owned.  The lock lasts until tdb_ring_lane_release or the
@@ -361,6 +407,30 @@ void		tdb_ring_committed(TdbRing *r, uint64_t generation);
  * Wakes every waiter so it re-reads the state.
  */
 void		tdb_ring_set_state(TdbRing *r, uint32_t state, uint32_t retry_hint_us);
+
+/*
+ * The daemon's bell: a Unix datagram socket bound under a random name in
+ * the abstract namespace, non-blocking.  Returns its descriptor and sets
+ * *nonce (what the ring's bell_nonce must say), or -1 with err
+ * (TDB_SHM_ERRLEN).  One per daemon: it outlives rings made anew.
+ */
+int			tdb_ring_bell_open(uint64_t *nonce, char *err);
+
+/* Read away what was rung (bounded); returns the datagrams read. */
+int			tdb_ring_bell_drain(int fd);
+
+/*
+ * Announce that the daemon sleeps (bell_nonce = nonce, daemon_asleep = 1,
+ * full fence) and look once more: false (and the flag cleared) if a lane
+ * holds a published put not drained yet, or if sync_matters and a writer
+ * waits for a commit; true if it may sleep until the bell rings.  The next
+ * drain does not count the sleep as a drain period (the BUSY hint).  The
+ * caller guards it against SIGBUS as a drain.
+ */
+bool		tdb_ring_sleep(TdbRing *r, uint64_t nonce, bool sync_matters);
+
+/* Awake again (daemon_asleep = 0): writers stop checking for a bell. */
+void		tdb_ring_awake(TdbRing *r);
 
 /* Unmap; nothing is unlinked: the next run of the daemon adopts it (a crash, a restart). */
 void		tdb_ring_close(TdbRing *r);
