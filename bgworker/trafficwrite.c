@@ -267,6 +267,13 @@ write_traffic_object(uint64 gen, int64 created_us, const uint32 *touched, uint64
 	if (rc != TDB_SHM_OK)
 		ereport(ERROR, (errmsg("could not get a traffic buffer: %s", err)));
 	nspans = touched != NULL ? delta_spans(*seg, spans) : -1;
+	/*
+	 * tdb_traffic_update trusts the buffer's header (count, sections): one
+	 * that anyone with write access to /dev/shm changed is written whole.
+	 */
+	if (nspans >= 0 &&
+		tdb_traffic_validate(addr, D.writer.ctl->segments[*seg].size, TDB_VALIDATE_HEADER, D.map.hdr, err) != TDB_OBJ_OK)
+		nspans = -1;
 	if (nspans >= 0)
 	{
 		spans[nspans].idx = touched;
