@@ -1,7 +1,7 @@
 # t/074_shm_scribble.pl: an OS user who could write the daemon's traffic
 # objects in /dev/shm (a member of trafficdb.shm_group only reads them)
 # scribbles random bytes into them while backends read and the daemon
-# publishes in place: readers may see wrong values or refuse the object, but
+# publishes in place, then into the map object: readers may see wrong values or refuse the object, but
 # no process crashes.
 use strict;
 use warnings;
@@ -59,6 +59,24 @@ for my $round (1 .. 200)
 	  if $round % 3 == 0;
 }
 note "$errors reads of 200 refused";
+
+{
+	# the map object too (checked once per process; the daemon's own copy never again)
+	for my $round (1 .. 40)
+	{
+		my @m = segments(0x4D424454);
+		last unless @m;
+		my $f = $m[ int(rand(@m)) ];
+		my $size = -s $f;
+		open(my $fh, '+<', $f) or die "open $f: $!";
+		seek($fh, int(rand($size)), 0);
+		print $fh chr(int(rand(256)));
+		close $fh;
+		$node->psql('postgres', 'SELECT count(*), sum(length(incident)), sum(speed_kmh) FROM trafficdb.locations');
+		$node->psql('postgres', "SELECT count(*) FROM trafficdb.locations WHERE geom && ST_MakeEnvelope(24, 60, 25, 61, 4326)");
+		$node->psql('postgres', "INSERT INTO trafficdb.feed (location_id, speed_kmh) VALUES ($round, 2); SELECT trafficdb.publish()");
+	}
+}
 is($node->safe_psql('postgres', 'SELECT 1'), '1', 'the server answers');
 unlike(slurp_file($node->logfile), qr/terminated by signal|server process .* was terminated/, 'no process crashed');
 
