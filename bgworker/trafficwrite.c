@@ -42,6 +42,14 @@ typedef struct WriteRecord
 static WriteRecord writes[WRITES_KEPT];
 static uint64 write_seq;
 
+/*
+ * A write that failed between laying the incidents out (which moves offsets
+ * in D.traffic) and record_write (no buffer: every version pinned, no name
+ * left, /dev/shm full) leaves moved entries that no write record names: the
+ * next write is then a whole one.
+ */
+static bool write_unfinished;
+
 /* what each segment holds, as this daemon wrote it */
 static struct
 {
@@ -233,6 +241,9 @@ write_traffic_object(uint64 gen, int64 created_us, const uint32 *touched, uint64
 	uint64		rank[TDB_MAX_SEGMENTS];
 
 	nmoved = 0;
+	if (write_unfinished)
+		touched = NULL;
+	write_unfinished = true;
 	if (D.incident_count == 0 && D.offsets_zero)
 	{
 		/* no incident, and none laid out before: every incident_off is 0 already */
@@ -256,6 +267,13 @@ write_traffic_object(uint64 gen, int64 created_us, const uint32 *touched, uint64
 	if (rc != TDB_SHM_OK)
 		ereport(ERROR, (errmsg("could not get a traffic buffer: %s", err)));
 	nspans = touched != NULL ? delta_spans(*seg, spans) : -1;
+	/*
+	 * tdb_traffic_update trusts the buffer's header (count, sections): one
+	 * that anyone with write access to /dev/shm changed is written whole.
+	 */
+	if (nspans >= 0 &&
+		tdb_traffic_validate(addr, D.writer.ctl->segments[*seg].size, TDB_VALIDATE_HEADER, D.map.hdr, err) != TDB_OBJ_OK)
+		nspans = -1;
 	if (nspans >= 0)
 	{
 		spans[nspans].idx = touched;
@@ -273,6 +291,7 @@ write_traffic_object(uint64 gen, int64 created_us, const uint32 *touched, uint64
 		*entries = count;
 	}
 	record_write(*seg, touched, ntouched);
+	write_unfinished = false;
 	if (iblob)
 		pfree(iblob);
 	*bytes = tdb_traffic_size(count, ibytes);
