@@ -214,6 +214,7 @@ extern void remap_traffic(const TdbMapView *newmap, uint64 old_count, const uint
 						  const TdbTraffic *old_traffic, char **old_incidents, WorkingTraffic *out);
 extern void free_working(WorkingTraffic *w, uint64 count);
 extern void set_daemon_working(const WorkingTraffic *w);
+extern int	cmp_uint32(const void *a, const void *b);	/* qsort of uint32 */
 /* apply_traffic(): bgworker/working.h (inline: once per update) */
 
 /* ---- feed.c: feed intake ---- */
@@ -285,7 +286,6 @@ typedef void (*TxFn) (void *arg);
 extern bool run_in_tx(const char *what, TxFn fn, void *arg, char *errbuf);
 
 extern TdbLogState daemon_log_state(void);
-extern int	cmp_uint32(const void *a, const void *b);	/* qsort of uint32 */
 extern void prepare_generation(uint64 gen);
 extern bool have_log_end(void);
 extern void follower_publish(void *arg, uint64 gen, int64 created_us, bool has_crc, uint32 object_crc);

@@ -113,15 +113,6 @@ daemon_log_state(void)
 	return s;
 }
 
-int
-cmp_uint32(const void *a, const void *b)
-{
-	uint32		x = *(const uint32 *) a;
-	uint32		y = *(const uint32 *) b;
-
-	return x < y ? -1 : x > y;
-}
-
 /*
  * Sort the records changed in this generation (D.pend), for the log record
  * and for the object's write, which then walk memory in order: from the

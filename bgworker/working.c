@@ -99,3 +99,13 @@ set_daemon_working(const WorkingTraffic *w)
 	D.npend = 0;
 	D.offsets_zero = false;
 }
+
+/* qsort of uint32 (record lists) */
+int
+cmp_uint32(const void *a, const void *b)
+{
+	uint32		x = *(const uint32 *) a;
+	uint32		y = *(const uint32 *) b;
+
+	return x < y ? -1 : x > y;
+}
