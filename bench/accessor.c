@@ -10,7 +10,10 @@
  *
  * Ids are drawn uniformly from 1..MAX_ID (the map bench/accessor.sh loads),
  * generated before the clock starts (an array of 1 M, read in order) so the
- * figures are the library's, not the random generator's.  A snapshot is
+ * figures are the library's, not the random generator's.  Rates are per
+ * second of CPU time of the measuring threads (the sum over the threads),
+ * so that on a shared machine the time slices other processes take do not
+ * count (their use of the caches and memory still does).  A snapshot is
  * pinned for every 1,000 GETs (every query for boxes), as a reader would
  * between two publications.  The baseline measured in the same run: a bare
  * open-addressing probe (16-byte key/value slots, half full) over 1 GiB of
@@ -22,7 +25,9 @@
  * see the same machine; printed are the medians over the rounds, and the
  * medians of the per-round ratios to the bare probes.  Also printed: how
  * much of the shared memory this process maps is on huge pages.
- * ACCESSOR_GETS_ONLY=1 skips the box, radius and nearest queries.
+ * ACCESSOR_GETS_ONLY=1 skips the box, radius and nearest queries;
+ * ACCESSOR_ONLY=bare_probe_thp,get (names of measures, comma-separated)
+ * takes only those GET measures.
  * Output: CSV lines name,value,unit.
  */
 #include <errno.h>
@@ -52,6 +57,16 @@ now_s(void)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* CPU time of the calling thread: what it ran, not what other processes took */
+static double
+cpu_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
@@ -134,7 +149,6 @@ bare_build(bool huge)
 	uint64_t	nslots = BARE_BYTES / 16;
 	uint64_t   *bare;
 
-	bare_mask = nslots - 1;
 	/* 2 MB aligned (a huge page needs it): map 2 MB more and use the aligned part */
 	bare = mmap(NULL, BARE_BYTES + (2u << 20), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (bare == MAP_FAILED)
@@ -168,8 +182,8 @@ typedef struct Job
 	uint64_t	seed;
 	uint64_t	ops;
 	double		checksum;
-	double		t0;				/* when this thread started and stopped */
-	double		t1;
+	double		t0;				/* CPU time of the thread at the start and */
+	double		t1;				/* the end of the measure */
 } Job;
 
 static pthread_barrier_t start_line;	/* every thread opened: go */
@@ -192,8 +206,8 @@ get_worker(void *p)
 	}
 	trafficdb_end(h);
 	pthread_barrier_wait(&start_line);
-	job->t0 = now_s();
-	end = job->t0 + seconds;
+	end = now_s() + seconds;
+	job->t0 = cpu_s();
 
 	while (now_s() < end)
 	{
@@ -244,7 +258,7 @@ get_worker(void *p)
 		}
 		trafficdb_end(h);
 	}
-	job->t1 = now_s();
+	job->t1 = cpu_s();
 	trafficdb_close(h);
 	return NULL;
 }
@@ -295,6 +309,20 @@ static const struct
 
 static int	reps;
 
+/* Is measure m taken?  ACCESSOR_ONLY=name,name... takes only those. */
+static bool
+measured(int m)
+{
+	const char *only = getenv("ACCESSOR_ONLY");
+
+	if (only == NULL || only[0] == '\0')
+		return true;
+	for (const char *p = only; (p = strstr(p, measures[m].name)) != NULL; p++)
+		if ((p == only || p[-1] == ',') && (p[strlen(measures[m].name)] == ',' || p[strlen(measures[m].name)] == '\0'))
+			return true;
+	return false;
+}
+
 static double
 median(double *v, int n)
 {
@@ -321,6 +349,8 @@ run_get_rounds(void)
 			fprintf(stderr, "accessor: round %d/%d, %d thread%s:", r + 1, reps, t, t > 1 ? "s" : "");
 			for (int m = 0; m < NMEASURES; m++)
 			{
+				if (!measured(m))
+					continue;
 				v[t - 1][m][r] = run_gets(t, measures[m].mode);
 				fprintf(stderr, " %s %.0f", measures[m].name, v[t - 1][m][r]);
 			}
@@ -330,12 +360,16 @@ run_get_rounds(void)
 	{
 		for (int m = 0; m < NMEASURES; m++)
 		{
+			if (!measured(m))
+				continue;
 			memcpy(tmp, v[t - 1][m], sizeof(double) * (size_t) reps);
 			printf("%s_%dthread,%.0f,ops/s\n", measures[m].name, t, median(tmp, reps));
 		}
 		for (int m = 2; m < NMEASURES; m++)
 			for (int b = 0; b < 2; b++)
 			{
+				if (!measured(m) || !measured(b))
+					continue;
 				for (int r = 0; r < reps; r++)
 					tmp[r] = v[t - 1][m][r] / v[t - 1][b][r];
 				printf("ratio_%s_vs_%s_%dthread,%.3f,x\n", measures[m].name, measures[b].name, t,
@@ -344,6 +378,8 @@ run_get_rounds(void)
 	}
 	for (int b = 0; b < 2; b++)
 	{
+		if (bare_t[b] == NULL)
+			continue;
 		smaps_kb(bare_t[b], BARE_BYTES, NULL, &huge_kb, &rss_kb);
 		printf("pages_%s_huge,%llu,kB\npages_%s_rss,%llu,kB\n", measures[b].name, (unsigned long long) huge_kb,
 			   measures[b].name, (unsigned long long) rss_kb);
@@ -450,8 +486,9 @@ main(int argc, char **argv)
 
 	ids_all = malloc(NIDS * sizeof(uint64_t));
 	ids_bare = malloc(NIDS * sizeof(uint64_t));
-	bare_t[0] = bare_build(false);
-	bare_t[1] = bare_build(true);
+	bare_mask = BARE_BYTES / 16 - 1;
+	for (int b = 0; b < 2; b++)
+		bare_t[b] = measured(b) ? bare_build(b == 1) : NULL;
 	for (size_t i = 0; i < NIDS; i++)
 	{
 		ids_all[i] = 1 + rnd(&seed) % max_id;
@@ -459,7 +496,8 @@ main(int argc, char **argv)
 	}
 	run_get_rounds();
 	for (int b = 0; b < 2; b++)
-		munmap(bare_t[b], BARE_BYTES);
+		if (bare_t[b] != NULL)
+			munmap(bare_t[b], BARE_BYTES);
 	if (getenv("ACCESSOR_GETS_ONLY") != NULL && strcmp(getenv("ACCESSOR_GETS_ONLY"), "1") == 0)
 		return 0;
 
