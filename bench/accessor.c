@@ -13,7 +13,8 @@
  * figures are the library's, not the random generator's.  Rates are per
  * second of CPU time of the measuring threads (the sum over the threads),
  * so that on a shared machine the time slices other processes take do not
- * count (their use of the caches and memory still does).  A snapshot is
+ * count (their use of the caches and memory still does); wall_* lines
+ * give the same per wall-clock second (as redis-benchmark counts).  A snapshot is
  * pinned for every 1,000 GETs (every query for boxes), as a reader would
  * between two publications.  The baseline measured in the same run: a bare
  * open-addressing probe (16-byte key/value slots, half full) over 1 GiB of
@@ -184,6 +185,8 @@ typedef struct Job
 	double		checksum;
 	double		t0;				/* CPU time of the thread at the start and */
 	double		t1;				/* the end of the measure */
+	double		w0;				/* the same in wall-clock time */
+	double		w1;
 } Job;
 
 static pthread_barrier_t start_line;	/* every thread opened: go */
@@ -206,7 +209,8 @@ get_worker(void *p)
 	}
 	trafficdb_end(h);
 	pthread_barrier_wait(&start_line);
-	end = now_s() + seconds;
+	job->w0 = now_s();
+	end = job->w0 + seconds;
 	job->t0 = cpu_s();
 
 	while (now_s() < end)
@@ -259,16 +263,20 @@ get_worker(void *p)
 		trafficdb_end(h);
 	}
 	job->t1 = cpu_s();
+	job->w1 = now_s();
 	trafficdb_close(h);
 	return NULL;
 }
 
+/* ops per CPU second, summed over the threads; *wall: per wall-clock second */
 static double
-run_gets(int threads, int batched)
+run_gets(int threads, int batched, double *wall)
 {
 	pthread_t	th[8];
 	Job			jobs[8];
 	double		rate = 0;
+
+	*wall = 0;
 
 	pthread_barrier_init(&start_line, NULL, (unsigned) threads);
 	for (int t = 0; t < threads; t++)
@@ -282,6 +290,7 @@ run_gets(int threads, int batched)
 	{
 		pthread_join(th[t], NULL);
 		rate += jobs[t].ops / (jobs[t].t1 - jobs[t].t0);
+		*wall += jobs[t].ops / (jobs[t].w1 - jobs[t].w0);
 	}
 	pthread_barrier_destroy(&start_line);
 	return rate;
@@ -339,6 +348,7 @@ static void
 run_get_rounds(void)
 {
 	static double v[8][NMEASURES][MAX_REPS];
+	static double w[8][NMEASURES][MAX_REPS];	/* wall-clock rates */
 	double		tmp[MAX_REPS];
 	uint64_t	huge_kb,
 				rss_kb;
@@ -351,7 +361,7 @@ run_get_rounds(void)
 			{
 				if (!measured(m))
 					continue;
-				v[t - 1][m][r] = run_gets(t, measures[m].mode);
+				v[t - 1][m][r] = run_gets(t, measures[m].mode, &w[t - 1][m][r]);
 				fprintf(stderr, " %s %.0f", measures[m].name, v[t - 1][m][r]);
 			}
 			fprintf(stderr, "\n");
@@ -364,6 +374,8 @@ run_get_rounds(void)
 				continue;
 			memcpy(tmp, v[t - 1][m], sizeof(double) * (size_t) reps);
 			printf("%s_%dthread,%.0f,ops/s\n", measures[m].name, t, median(tmp, reps));
+			memcpy(tmp, w[t - 1][m], sizeof(double) * (size_t) reps);
+			printf("wall_%s_%dthread,%.0f,ops/s\n", measures[m].name, t, median(tmp, reps));
 		}
 		for (int m = 2; m < NMEASURES; m++)
 			for (int b = 0; b < 2; b++)
