@@ -1,29 +1,45 @@
 /*
  * accessor.c
  *	  libtrafficdb through its public API, as a routing engine would use it:
- *	  GETs per second (single, batched 64 at a time) over 1 and 2 threads,
- *	  and box / radius queries per second.  One handle per thread.
+ *	  GETs per second (single, get_traffic, batched 64 at a time) over 1 and
+ *	  2 threads, and box / radius queries per second.  One handle per thread.
  *
- *	  accessor PREFIX MAX_ID SECONDS
+ *	  accessor PREFIX MAX_ID SECONDS [REPS]
  *	  accessor PREFIX wakeups COUNT       publish-to-wakeup latency of trafficdb_wait
  *	                                      (something else must publish COUNT times)
  *
  * Ids are drawn uniformly from 1..MAX_ID (the map bench/accessor.sh loads),
  * generated before the clock starts (an array of 1 M, read in order) so the
- * figures are the library's, not the random generator's.  A snapshot is
+ * figures are the library's, not the random generator's.  Rates are per
+ * second of CPU time of the measuring threads (the sum over the threads),
+ * so that on a shared machine the time slices other processes take do not
+ * count (their use of the caches and memory still does); wall_* lines
+ * give the same per wall-clock second (as redis-benchmark counts).  A snapshot is
  * pinned for every 1,000 GETs (every query for boxes), as a reader would
  * between two publications.  The baseline measured in the same run: a bare
  * open-addressing probe (16-byte key/value slots, half full) over 1 GiB of
  * private memory with the same id stream, the floor of one cache miss per
- * lookup.  Output: CSV lines name,value,unit.
+ * lookup, twice: on 4 kB pages (MADV_NOHUGEPAGE) and on transparent huge
+ * pages where the kernel grants them (MADV_HUGEPAGE; the kB it granted is
+ * printed).  The GET figures are taken REPS times (default 1), every
+ * measure of a round right after the other, so the bare probe and the GETs
+ * see the same machine; printed are the medians over the rounds, and the
+ * medians of the per-round ratios to the bare probes.  Also printed: how
+ * much of the shared memory this process maps is on huge pages.
+ * ACCESSOR_GETS_ONLY=1 skips the box, radius and nearest queries;
+ * ACCESSOR_ONLY=bare_probe_thp,get (names of measures, comma-separated)
+ * takes only those GET measures.
+ * Output: CSV lines name,value,unit.
  */
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -45,6 +61,16 @@ now_s(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* CPU time of the calling thread: what it ran, not what other processes took */
+static double
+cpu_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
 static uint64_t
 rnd(uint64_t *s)
 {
@@ -59,8 +85,12 @@ rnd(uint64_t *s)
 static uint64_t *ids_all;		/* NIDS random ids in 1..max_id */
 static uint64_t *ids_bare;		/* NIDS random keys of the whole baseline table */
 
-/* The baseline: a bare open-addressing table, key and value in the slot. */
-static uint64_t *bare;
+/*
+ * The baseline: a bare open-addressing table, key and value in the slot, on
+ * 4 kB pages (bare_t[0]) and on transparent huge pages (bare_t[1]).
+ */
+#define BARE_BYTES (1ull << 30)
+static uint64_t *bare_t[2];
 static uint64_t bare_mask;
 
 static inline uint64_t
@@ -74,18 +104,64 @@ mix(uint64_t id)
 	return id;
 }
 
+/*
+ * kB of [lo, lo + len) (or, with lo NULL, of every mapping whose path holds
+ * name) on huge pages and in all, from /proc/self/smaps.
+ */
 static void
-bare_build(void)
+smaps_kb(const void *lo, size_t len, const char *name, uint64_t *huge_kb, uint64_t *rss_kb)
 {
-	uint64_t	nslots = (1ull << 30) / 16;
+	FILE	   *f = fopen("/proc/self/smaps", "r");
+	char		line[512];
+	bool		in = false;
 
-	bare_mask = nslots - 1;
-	bare = calloc(nslots, 16);
-	if (bare == NULL)
+	*huge_kb = *rss_kb = 0;
+	if (f == NULL)
+		return;
+	while (fgets(line, sizeof(line), f) != NULL)
 	{
-		fprintf(stderr, "accessor: no memory for the 1 GiB baseline table\n");
+		unsigned long a,
+					b;
+		unsigned long long kb;
+		char		field[64];
+
+		if (sscanf(line, "%lx-%lx ", &a, &b) == 2)	/* a mapping's first line */
+		{
+			if (lo != NULL)
+				in = a < (uintptr_t) lo + len && b > (uintptr_t) lo;
+			else
+				in = strstr(line, name) != NULL;
+			continue;
+		}
+		if (!in || sscanf(line, "%63[^:]: %llu kB", field, &kb) != 2)
+			continue;
+		if (strcmp(field, "Rss") == 0)
+			*rss_kb += kb;
+		else if (strcmp(field, "AnonHugePages") == 0 || strcmp(field, "ShmemPmdMapped") == 0 ||
+				 strcmp(field, "FilePmdMapped") == 0)
+			*huge_kb += kb;
+	}
+	fclose(f);
+}
+
+static uint64_t *
+bare_build(bool huge)
+{
+	uint64_t	nslots = BARE_BYTES / 16;
+	uint64_t   *bare;
+
+	/* 2 MB aligned (a huge page needs it): map 2 MB more and use the aligned part */
+	bare = mmap(NULL, BARE_BYTES + (2u << 20), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (bare == MAP_FAILED)
+	{
+		fprintf(stderr, "accessor: no memory for the 1 GiB baseline table: %s\n", strerror(errno));
 		exit(1);
 	}
+	bare = (uint64_t *) (((uintptr_t) bare + (2u << 20) - 1) & ~(uintptr_t) ((2u << 20) - 1));
+	/* before the first touch: the pages are chosen at the first fault */
+	if (madvise(bare, BARE_BYTES, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE) != 0)
+		fprintf(stderr, "accessor: madvise(%s) failed: %s\n", huge ? "MADV_HUGEPAGE" : "MADV_NOHUGEPAGE",
+				strerror(errno));
 	/* half full, keys 1..nslots/2; probes draw from all of them */
 	for (uint64_t key = 1; key <= nslots / 2; key++)
 	{
@@ -96,39 +172,55 @@ bare_build(void)
 		bare[2 * p] = key;
 		bare[2 * p + 1] = key * 3;
 	}
+	return bare;
 }
 
 typedef struct Job
 {
-	int			batched;		/* 0 single, 1 batched, 2 the bare baseline,
-								 * 3 trafficdb_get_traffic */
+	int			batched;		/* 0 single, 1 batched, 2 the bare baseline
+								 * (4 kB pages), 3 trafficdb_get_traffic, 4
+								 * the bare baseline on huge pages */
 	uint64_t	seed;
 	uint64_t	ops;
 	double		checksum;
+	double		t0;				/* CPU time of the thread at the start and */
+	double		t1;				/* the end of the measure */
+	double		w0;				/* the same in wall-clock time */
+	double		w1;
 } Job;
+
+static pthread_barrier_t start_line;	/* every thread opened: go */
 
 static void *
 get_worker(void *p)
 {
 	Job		   *job = p;
 	trafficdb_handle *h;
-	double		end = now_s() + seconds;
+	double		end;
 	trafficdb_location out[64];
 	uint8_t		found[64];
+	size_t		next = (size_t) (job->seed * 7919) % NIDS;
 
-	if (trafficdb_open(prefix, &h) != TRAFFICDB_OK)
+	/* opening (the map's validation, once per handle) is not what is measured */
+	if (trafficdb_open(prefix, &h) != TRAFFICDB_OK || trafficdb_begin(h, NULL) != TRAFFICDB_OK)
 	{
-		fprintf(stderr, "accessor: cannot open %s\n", prefix);
+		fprintf(stderr, "accessor: cannot open %s: %s\n", prefix, trafficdb_errmsg(NULL));
 		exit(1);
 	}
-	size_t		next = (size_t) (job->seed * 7919) % NIDS;
+	trafficdb_end(h);
+	pthread_barrier_wait(&start_line);
+	job->w0 = now_s();
+	end = job->w0 + seconds;
+	job->t0 = cpu_s();
 
 	while (now_s() < end)
 	{
 		if (next + 1024 > NIDS)
 			next = 0;
-		if (job->batched == 2)
+		if (job->batched == 2 || job->batched == 4)
 		{
+			const uint64_t *bare = bare_t[job->batched == 4];
+
 			for (int r = 0; r < 1024; r++)
 			{
 				uint64_t	id = ids_bare[next++];
@@ -170,19 +262,23 @@ get_worker(void *p)
 		}
 		trafficdb_end(h);
 	}
+	job->t1 = cpu_s();
+	job->w1 = now_s();
 	trafficdb_close(h);
 	return NULL;
 }
 
+/* ops per CPU second, summed over the threads; *wall: per wall-clock second */
 static double
-run_gets(int threads, int batched)
+run_gets(int threads, int batched, double *wall)
 {
 	pthread_t	th[8];
 	Job			jobs[8];
-	uint64_t	total = 0;
-	double		t0 = now_s(),
-				t1;
+	double		rate = 0;
 
+	*wall = 0;
+
+	pthread_barrier_init(&start_line, NULL, (unsigned) threads);
 	for (int t = 0; t < threads; t++)
 	{
 		memset(&jobs[t], 0, sizeof(Job));
@@ -193,18 +289,11 @@ run_gets(int threads, int batched)
 	for (int t = 0; t < threads; t++)
 	{
 		pthread_join(th[t], NULL);
-		total += jobs[t].ops;
+		rate += jobs[t].ops / (jobs[t].t1 - jobs[t].t0);
+		*wall += jobs[t].ops / (jobs[t].w1 - jobs[t].w0);
 	}
-	t1 = now_s();
-	return total / (t1 - t0);
-}
-
-static int
-count_visit(const trafficdb_location *loc, void *arg)
-{
-	(void) loc;
-	(*(uint64_t *) arg)++;
-	return 0;
+	pthread_barrier_destroy(&start_line);
+	return rate;
 }
 
 static int
@@ -215,6 +304,126 @@ cmp_double(const void *a, const void *b)
 
 	return x < y ? -1 : x > y;
 }
+
+/* the measures of a round, in the order they run */
+static const struct
+{
+	const char *name;
+	int			mode;			/* Job.batched */
+}			measures[] = {
+	{"bare_probe", 2}, {"bare_probe_thp", 4}, {"get", 0}, {"get_traffic", 3}, {"get_batched64", 1},
+};
+#define NMEASURES (int) (sizeof(measures) / sizeof(measures[0]))
+#define MAX_REPS 99
+
+static int	reps;
+
+/* Is measure m taken?  ACCESSOR_ONLY=name,name... takes only those. */
+static bool
+measured(int m)
+{
+	const char *only = getenv("ACCESSOR_ONLY");
+
+	if (only == NULL || only[0] == '\0')
+		return true;
+	for (const char *p = only; (p = strstr(p, measures[m].name)) != NULL; p++)
+		if ((p == only || p[-1] == ',') && (p[strlen(measures[m].name)] == ',' || p[strlen(measures[m].name)] == '\0'))
+			return true;
+	return false;
+}
+
+static double
+median(double *v, int n)
+{
+	qsort(v, (size_t) n, sizeof(double), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/*
+ * REPS rounds over 1..threads_max threads, each measure right after the
+ * other; then per thread count the median of every measure and of the
+ * per-round ratios of the GETs to the two bare probes, and the page sizes.
+ */
+static void
+run_get_rounds(void)
+{
+	static double v[8][NMEASURES][MAX_REPS];
+	static double w[8][NMEASURES][MAX_REPS];	/* wall-clock rates */
+	double		tmp[MAX_REPS];
+	uint64_t	huge_kb,
+				rss_kb;
+
+	for (int r = 0; r < reps; r++)
+		for (int t = 1; t <= threads_max; t++)
+		{
+			fprintf(stderr, "accessor: round %d/%d, %d thread%s:", r + 1, reps, t, t > 1 ? "s" : "");
+			for (int m = 0; m < NMEASURES; m++)
+			{
+				if (!measured(m))
+					continue;
+				v[t - 1][m][r] = run_gets(t, measures[m].mode, &w[t - 1][m][r]);
+				fprintf(stderr, " %s %.0f", measures[m].name, v[t - 1][m][r]);
+			}
+			fprintf(stderr, "\n");
+		}
+	for (int t = 1; t <= threads_max; t++)
+	{
+		for (int m = 0; m < NMEASURES; m++)
+		{
+			if (!measured(m))
+				continue;
+			memcpy(tmp, v[t - 1][m], sizeof(double) * (size_t) reps);
+			printf("%s_%dthread,%.0f,ops/s\n", measures[m].name, t, median(tmp, reps));
+			memcpy(tmp, w[t - 1][m], sizeof(double) * (size_t) reps);
+			printf("wall_%s_%dthread,%.0f,ops/s\n", measures[m].name, t, median(tmp, reps));
+		}
+		for (int m = 2; m < NMEASURES; m++)
+			for (int b = 0; b < 2; b++)
+			{
+				if (!measured(m) || !measured(b))
+					continue;
+				for (int r = 0; r < reps; r++)
+					tmp[r] = v[t - 1][m][r] / v[t - 1][b][r];
+				printf("ratio_%s_vs_%s_%dthread,%.3f,x\n", measures[m].name, measures[b].name, t,
+					   median(tmp, reps));
+			}
+	}
+	for (int b = 0; b < 2; b++)
+	{
+		if (bare_t[b] == NULL)
+			continue;
+		smaps_kb(bare_t[b], BARE_BYTES, NULL, &huge_kb, &rss_kb);
+		printf("pages_%s_huge,%llu,kB\npages_%s_rss,%llu,kB\n", measures[b].name, (unsigned long long) huge_kb,
+			   measures[b].name, (unsigned long long) rss_kb);
+	}
+	/* the objects a handle maps, as they are mapped here once touched */
+	{
+		trafficdb_handle *h;
+		trafficdb_location loc;
+
+		if (trafficdb_open(prefix, &h) == TRAFFICDB_OK)
+		{
+			trafficdb_begin(h, NULL);
+			for (size_t i = 0; i < NIDS; i++)
+				trafficdb_get(h, ids_all[i], &loc);
+			smaps_kb(NULL, 0, "/dev/shm/", &huge_kb, &rss_kb);
+			printf("pages_shm_huge,%llu,kB\npages_shm_rss,%llu,kB\n", (unsigned long long) huge_kb,
+				   (unsigned long long) rss_kb);
+			trafficdb_end(h);
+			trafficdb_close(h);
+		}
+	}
+	fflush(stdout);
+}
+
+static int
+count_visit(const trafficdb_location *loc, void *arg)
+{
+	(void) loc;
+	(*(uint64_t *) arg)++;
+	return 0;
+}
+
 
 int
 main(int argc, char **argv)
@@ -269,34 +478,40 @@ main(int argc, char **argv)
 		trafficdb_close(h);
 		return got == n ? 0 : 1;
 	}
-	if (argc != 4)
+	if (argc != 4 && argc != 5)
 	{
-		fprintf(stderr, "usage: accessor PREFIX MAX_ID SECONDS | accessor PREFIX wakeups COUNT\n");
+		fprintf(stderr, "usage: accessor PREFIX MAX_ID SECONDS [REPS] | accessor PREFIX wakeups COUNT\n");
 		return 2;
 	}
 	prefix = argv[1];
 	max_id = strtoull(argv[2], NULL, 10);
 	seconds = atof(argv[3]);
+	reps = argc == 5 ? atoi(argv[4]) : 1;
+	if (max_id == 0 || !(seconds > 0) || reps < 1 || reps > MAX_REPS)
+	{
+		fprintf(stderr, "accessor: MAX_ID %s, SECONDS %s, REPS %s: expected MAX_ID >= 1, SECONDS > 0, 1 <= REPS <= %d\n",
+				argv[2], argv[3], argc == 5 ? argv[4] : "1", MAX_REPS);
+		return 2;
+	}
 	threads_max = (int) sysconf(_SC_NPROCESSORS_ONLN);
 	threads_max = threads_max < 1 ? 1 : threads_max > 8 ? 8 : threads_max;
 
 	ids_all = malloc(NIDS * sizeof(uint64_t));
 	ids_bare = malloc(NIDS * sizeof(uint64_t));
-	bare_build();
+	bare_mask = BARE_BYTES / 16 - 1;
+	for (int b = 0; b < 2; b++)
+		bare_t[b] = measured(b) ? bare_build(b == 1) : NULL;
 	for (size_t i = 0; i < NIDS; i++)
 	{
 		ids_all[i] = 1 + rnd(&seed) % max_id;
 		ids_bare[i] = 1 + rnd(&seed) % ((bare_mask + 1) / 2);
 	}
-	for (int t = 1; t <= threads_max; t++)
-	{
-		printf("bare_probe_%dthread,%.0f,ops/s\n", t, run_gets(t, 2));
-		printf("get_%dthread,%.0f,ops/s\n", t, run_gets(t, 0));
-		printf("get_traffic_%dthread,%.0f,ops/s\n", t, run_gets(t, 3));
-		printf("get_batched64_%dthread,%.0f,ops/s\n", t, run_gets(t, 1));
-		fflush(stdout);
-	}
-	free(bare);
+	run_get_rounds();
+	for (int b = 0; b < 2; b++)
+		if (bare_t[b] != NULL)
+			munmap(bare_t[b], BARE_BYTES);
+	if (getenv("ACCESSOR_GETS_ONLY") != NULL && strcmp(getenv("ACCESSOR_GETS_ONLY"), "1") == 0)
+		return 0;
 
 	if (trafficdb_open(prefix, &h) != TRAFFICDB_OK)
 		return 1;

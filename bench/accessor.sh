@@ -1,18 +1,28 @@
 #!/usr/bin/env bash
-# bench/accessor.sh [SEGMENTS] [SECONDS]: libtrafficdb through its public C
-# API (bench/accessor.c: GET, trafficdb_get_traffic, batched GET over 1..cores
-# threads, boxes and radii of 2 to 50 km, 10 nearest, publish-to-wakeup
-# latency) beside, in the same run, a bare 1 GiB hash probe (one cache miss
-# per lookup, the floor) and Redis GET on 127.0.0.1 (redis-benchmark, 1 M
+# bench/accessor.sh [SEGMENTS] [SECONDS] [REPS]: libtrafficdb through its
+# public C API (bench/accessor.c: GET, trafficdb_get_traffic, batched GET
+# over 1..cores threads, boxes and radii of 2 to 50 km, 10 nearest,
+# publish-to-wakeup latency) beside, in the same run, a bare 1 GiB hash
+# probe (one cache miss per lookup, the floor) on 4 kB pages and on
+# transparent huge pages, and Redis GET on 127.0.0.1 (redis-benchmark, 1 M
 # keys of 100 bytes, 2 clients on 2 threads, without and with pipelining
-# 16), as DAL's and TrafficDB's comparisons.  Uses the demo cluster and
-# loads back the demo map at the end.  Figures go to bench/lib.sh's CSV.
+# 16), as DAL's and TrafficDB's comparisons.  The GET figures are medians of
+# REPS rounds (default 5) in which the probes and the GETs run one after the
+# other; the ratios are medians of the per-round ratios.  Rates are per CPU
+# second of the measuring threads, but wall-clock (wall_* rows) where they
+# are compared with Redis, which redis-benchmark counts so.  TRAFFICDB_COLLAPSE=1 in the environment
+# makes the accessor collapse the objects into huge pages (docs/performance.md);
+# the pages_* rows say which pages were used.  Uses the demo cluster (or
+# BENCH_PORT's) and loads back the demo map at the end; Redis listens on
+# BENCH_REDIS_PORT (6399).  Figures go to bench/lib.sh's CSV.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 N=${1:-1000000}
 T=${2:-3}
-RPORT=6399
+REPS=${3:-5}
+RPORT=${BENCH_REDIS_PORT:-6399}
+case $REPS in [1-9] | [1-9][0-9]) ;; *) die "REPS $REPS: expected 1 to 99 rounds" ;; esac
 bench_cluster
 bench_deps
 make -s bench/accessor
@@ -31,7 +41,7 @@ echo "bench/accessor: loading $N segments" >&2
 	-c "SELECT trafficdb.publish()" >/dev/null
 
 echo "bench/accessor: libtrafficdb and the bare probe" >&2
-bench/accessor "/trafficdb.$port" "$N" "$T" >"$tmp/tdb.csv"
+bench/accessor "/trafficdb.$port" "$N" "$T" "$REPS" >"$tmp/tdb.csv"
 
 echo "bench/accessor: publish-to-wakeup latency (20 publications)" >&2
 bench/accessor "/trafficdb.$port" wakeups 20 >"$tmp/wake.csv" &
@@ -58,15 +68,20 @@ bench_emit redis get_pipeline16 2 "$r16" ops/s
 val() { sed -n "s/^$1,\([0-9.]*\),.*/\1/p" "$tmp/tdb.csv"; }
 while IFS=, read -r name value unit; do
 	case $name in
-	bare_probe_*thread) bench_emit accessor bare_probe "${name//[!0-9]/}" "$value" "$unit" ;;
+	wall_*) t=${name##*_}; t=${t%thread}; bench_emit accessor "${name%_*}" "$t" "$value" "$unit" ;;
+	bare_probe_*thread) t=${name##*_}; t=${t%thread}; bench_emit accessor "${name%_*}" "$t" "$value" "$unit" ;;
+	ratio_*) t=${name##*_}; t=${t%thread}; bench_emit accessor "${name%_*}" "$t" "$value" "$unit" ;;
 	get*_*thread)
 		t=${name##*_}; t=${t%thread}; m=${name%_*}
 		bench_emit accessor "$m" "$t" "$value" "$unit" bare_probe "$(val "bare_probe_${t}thread")"
+		bench_emit accessor "$m" "$t" "$value" "$unit" bare_probe_thp "$(val "bare_probe_thp_${t}thread")"
 		if [ "$t" = 2 ]; then
-			# Redis ran 2 clients on 2 threads: compare both cores with both cores
+			# Redis ran 2 clients on 2 threads: compare both cores with both
+			# cores, and wall-clock rates with redis-benchmark's wall-clock ones
+			w=$(val "wall_${m}_2thread")
 			case $m in
-			get_batched64) bench_emit accessor "$m" 2 "$value" "$unit" redis_get_pipeline16 "$r16" ;;
-			*) bench_emit accessor "$m" 2 "$value" "$unit" redis_get "$r1" ;;
+			get_batched64) bench_emit accessor "$m" 2 "$w" "$unit" redis_get_pipeline16 "$r16" ;;
+			*) bench_emit accessor "$m" 2 "$w" "$unit" redis_get "$r1" ;;
 			esac
 		fi
 		;;

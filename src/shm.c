@@ -187,6 +187,46 @@ tdb_shm_errno_result(void)
 	return TDB_SHM_ESYS;
 }
 
+/*
+ * mmap(NULL, size, prot, MAP_SHARED, fd, 0) at an address aligned to 2 MB
+ * when the object is at least that large: where the page cache holds an
+ * object in huge pages (a /dev/shm mounted with huge=within_size or
+ * huge=always, or an object collapsed by MADV_COLLAPSE) a process maps them
+ * with one TLB entry per 2 MB only if the address is aligned as the file
+ * offset is.  The kernel aligns on its own only objects whose size is a
+ * multiple of 2 MB.  The reservation around the object is given back.
+ */
+static void *
+map_huge_aligned(int fd, size_t size, int prot)
+{
+	const size_t huge = (size_t) 2 << 20;
+	size_t		page = (size_t) sysconf(_SC_PAGESIZE);
+	char	   *r,
+			   *a,
+			   *end;
+
+	if (size < huge)
+		return mmap(NULL, size, prot, MAP_SHARED, fd, 0);
+	r = mmap(NULL, size + huge, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (r == MAP_FAILED)
+		return MAP_FAILED;
+	a = (char *) (((uintptr_t) r + huge - 1) & ~(uintptr_t) (huge - 1));
+	if (mmap(a, size, prot, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED)
+	{
+		int			save = errno;
+
+		munmap(r, size + huge);
+		errno = save;
+		return MAP_FAILED;
+	}
+	if (a > r)
+		munmap(r, (size_t) (a - r));
+	end = a + (size + page - 1) / page * page;
+	if (end < r + size + huge)
+		munmap(end, (size_t) (r + size + huge - end));
+	return a;
+}
+
 int
 tdb_shm_map(const char *name, bool writable, bool own, size_t min_size, void **addr, size_t *size)
 {
@@ -239,8 +279,7 @@ tdb_shm_map_fd(const char *name, bool writable, bool own, size_t min_size, void 
 		close(fd);
 		return TDB_SHM_EINVAL;
 	}
-	p = mmap(NULL, (size_t) st.st_size, writable ? PROT_READ | PROT_WRITE : PROT_READ,
-			 MAP_SHARED, fd, 0);
+	p = map_huge_aligned(fd, (size_t) st.st_size, writable ? PROT_READ | PROT_WRITE : PROT_READ);
 	if (p == MAP_FAILED)
 	{
 		int			save = errno;
@@ -301,7 +340,7 @@ tdb_shm_create_fd(const char *name, size_t size, size_t reserve, mode_t mode, gi
 		*what = "cannot reserve the header of";
 		goto fail;
 	}
-	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	p = map_huge_aligned(fd, size, PROT_READ | PROT_WRITE);
 	if (p == MAP_FAILED)
 	{
 		*what = "cannot map";

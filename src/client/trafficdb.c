@@ -348,11 +348,18 @@ trafficdb_get_traffic(trafficdb_handle *h, uint64_t id, const trafficdb_traffic 
 /*
  * Batched lookups as a three-stage software pipeline, so that many
  * independent cache misses are in flight at once instead of the two
- * dependent ones (hash slot, then record) of each lookup in turn:
+ * dependent ones (hash slot, then record and traffic entry) of each lookup
+ * in turn:
  *   k + 2D: prefetch the home hash slot of ids[k + 2D];
- *   k + D:  read that slot (now cached) and prefetch the record and the
- *           traffic entry it points at (a wrong guess costs a prefetch);
- *   k:      complete the lookup of ids[k], whose lines are now cached.
+ *   k + D:  read that slot (now cached), keep it, and prefetch the record
+ *           and the traffic entry it points at (a wrong guess costs a
+ *           prefetch);
+ *   k:      complete the lookup of ids[k] from the slot kept at stage 2
+ *           when its tag and the record's id match (the record is cached
+ *           now), else by the probe of fv_find (a collision or an unknown
+ *           id).
+ * The view is copied to the stack: the compiler then knows that the
+ * results written through out do not change it.
  */
 #define PIPE_D 8
 #define PIPE_RING (4 * PIPE_D)	/* > 2 * PIPE_D: a hash lives from stage 1 to 3 */
@@ -360,42 +367,52 @@ trafficdb_get_traffic(trafficdb_handle *h, uint64_t id, const trafficdb_traffic 
 TDB_API int
 trafficdb_get_many(trafficdb_handle *h, const uint64_t *ids, size_t n, trafficdb_location *out, uint8_t *found)
 {
-	const FastView *fv;
+	FastView	fv;
 	uint64_t	hashes[PIPE_RING];	/* hash of ids[k] at k % PIPE_RING */
+	uint64_t	slots[PIPE_RING];	/* its home slot, read at stage 2 */
 	int			nfound = 0;
 
 	if (h == NULL || (n > 0 && (ids == NULL || out == NULL || found == NULL)))
 		return TRAFFICDB_BADARG;
 	if (!h->pinned)
 		return TRAFFICDB_NOSNAPSHOT;
-	fv = &h->fv;
+	fv = h->fv;
 	for (size_t k = 0; k < n + 2 * PIPE_D; k++)
 	{
 		if (k < n)
 		{
 			hashes[k % PIPE_RING] = tdb_hash_id(ids[k]);
-			__builtin_prefetch(&fv->hash[hashes[k % PIPE_RING] & fv->hash_mask]);
+			__builtin_prefetch(&fv.hash[hashes[k % PIPE_RING] & fv.hash_mask]);
 		}
 		if (k >= PIPE_D && k - PIPE_D < n)
 		{
-			uint64_t	s = fv->hash[hashes[(k - PIPE_D) % PIPE_RING] & fv->hash_mask];
+			uint64_t	s = fv.hash[hashes[(k - PIPE_D) % PIPE_RING] & fv.hash_mask];
 			uint32_t	idx = (uint32_t) s - 1;
 
-			if (s != 0 && idx < fv->count)
+			slots[(k - PIPE_D) % PIPE_RING] = s;
+			if (s != 0 && idx < fv.count)
 			{
-				__builtin_prefetch(&fv->records[idx]);
-				__builtin_prefetch(&fv->entries[idx]);
+				__builtin_prefetch(&fv.records[idx]);
+				__builtin_prefetch(&fv.entries[idx]);
 			}
 		}
 		if (k >= 2 * PIPE_D)
 		{
 			size_t		j = k - 2 * PIPE_D;
-			int64_t		i = fv_find(fv, ids[j], hashes[j % PIPE_RING]);
+			uint64_t	hj = hashes[j % PIPE_RING];
+			uint64_t	s = slots[j % PIPE_RING];
+			uint32_t	idx = (uint32_t) s - 1;
+			int64_t		i;
 
+			if (__builtin_expect(s != 0 && (s >> 32) == (hj >> 32) && idx < fv.count &&
+								 fv.records[idx].id == ids[j], 1))
+				i = idx;
+			else
+				i = fv_find(&fv, ids[j], hj);
 			found[j] = i >= 0;
 			if (i >= 0)
 			{
-				fill(fv, (uint64_t) i, &out[j]);
+				fill(&fv, (uint64_t) i, &out[j]);
 				nfound++;
 			}
 		}
