@@ -218,6 +218,21 @@ main(int argc, char **argv)
 		}
 		tdb_traffic_write(traffic, 1, gen, n, work, NULL, 0, 0);
 		emit(pass == 0 ? "update_1pct_apply_s" : "update_100pct_apply_s", t1 - t0, "s");
+		if (pass == 1)
+		{
+			/* the whole write again, best of 5: a shared machine preempts a single one */
+			double		best = 1e9;
+
+			for (int r = 0; r < 5; r++)
+			{
+				double		tw = now_s();
+
+				tdb_traffic_write(traffic, 1, gen, n, work, NULL, 0, 0);
+				tw = now_s() - tw;
+				best = tw < best ? tw : best;
+			}
+			emit("traffic_write_best_s", best, "s");
+		}
 		/* the first write into a fresh buffer pays its page faults; the daemon reuses buffers */
 		emit(pass == 0 ? "traffic_write_first_s" : "traffic_write_s", now_s() - t1, "s");
 		emit(pass == 0 ? "update_1pct_publish_s" : "update_100pct_publish_s", now_s() - t0, "s");

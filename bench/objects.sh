@@ -33,9 +33,10 @@ last=""
 for n in $SIZES; do
 	run "$n" 1
 	f="$n-1"
-	whole_ms=$(awk -v s="$(val "$f" traffic_write_s)" 'BEGIN { print s * 1000 }')
+	# best against best: a shared machine preempts single runs
+	whole_ms=$(awk -v s="$(val "$f" traffic_write_best_s)" 'BEGIN { print s * 1000 }')
 	for k in 1 1000 100000; do
-		emit "publish_${k}_changed_ms" "$n" "$(val "$f" "publish_${k}_changed_ms")" ms whole_write_ms "$whole_ms"
+		emit "publish_${k}_changed_ms" "$n" "$(val "$f" "publish_${k}_changed_best_ms")" ms whole_write_ms "$whole_ms"
 	done
 	emit update_random_batched_per_s "$n" "$(val "$f" update_1pct_batched_apply_rows_per_s)" updates/s \
 		update_random_one_at_a_time_per_s "$(val "$f" update_1pct_apply_rows_per_s)"
