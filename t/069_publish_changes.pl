@@ -19,10 +19,7 @@ my $node = tdb_node('pubchanges', 'trafficdb.publish_interval' => "'1h'",
 	'trafficdb.checkpoint_interval' => '1000', 'trafficdb.log_retention' => "'1h'",
 	'trafficdb.log_retention_generations' => '1000');
 tdb_grid_map($node);
-$node->safe_psql('postgres', q{
-CREATE TABLE model (id bigint PRIMARY KEY, speed real, incident text);
-INSERT INTO model SELECT id, NULL, NULL FROM roads;
-});
+tdb_model_create($node);
 
 # n updates of random locations (seeded), incidents on some, into the feed and the model; publish.
 sub round
@@ -42,14 +39,7 @@ SELECT trafficdb.publish();
 });
 }
 
-sub same_as_model
-{
-	my ($what) = @_;
-	is($node->safe_psql('postgres', q{
-SELECT count(*) FROM model m FULL JOIN trafficdb.locations l ON l.location_id = m.id
- WHERE l.location_id IS NULL OR m.id IS NULL OR l.speed_kmh IS DISTINCT FROM m.speed
-    OR l.incident IS DISTINCT FROM m.incident}), '0', "$what: every location reads as written");
-}
+sub same_as_model { tdb_model_check($node, @_); }
 
 sub entries { return $node->safe_psql('postgres', 'SELECT last_publish_entries FROM trafficdb.status'); }
 

@@ -39,14 +39,7 @@ sub put
 	$primary->safe_psql('postgres', $sql . 'SELECT trafficdb.publish();');
 }
 
-sub same_as_model
-{
-	my ($node, $what) = @_;
-	is($node->safe_psql('postgres', q{
-SELECT count(*) FROM model m FULL JOIN trafficdb.locations l ON l.location_id = m.id
- WHERE l.location_id IS NULL OR m.id IS NULL OR l.speed_kmh IS DISTINCT FROM m.speed
-    OR l.incident IS DISTINCT FROM m.incident}), '0', "$what: every location reads as written");
-}
+sub same_as_model { tdb_model_check(@_); }
 
 sub status { my ($node, $col) = @_; return $node->safe_psql('postgres', "SELECT $col FROM trafficdb.status"); }
 

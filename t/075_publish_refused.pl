@@ -15,34 +15,11 @@ my $node = tdb_node('refused', 'trafficdb.publish_interval' => "'1h'", 'max_conn
 	'trafficdb.reader_pin_timeout' => "'10min'", 'trafficdb.log_retention' => "'1h'",
 	'trafficdb.log_retention_generations' => '1000');
 tdb_grid_map($node);
-$node->safe_psql('postgres', q{
-CREATE TABLE model (id bigint PRIMARY KEY, speed real, incident text);
-INSERT INTO model SELECT id, NULL, NULL FROM roads;
-});
+tdb_model_create($node);
 
-sub put
-{
-	my (@rows) = @_;
-	my $sql = '';
-	for my $r (@rows)
-	{
-		my ($id, $speed, $inc) = @$r;
-		my $i = defined $inc ? "'$inc'" : 'NULL';
-		$sql .= "INSERT INTO trafficdb.feed (location_id, speed_kmh, incident, observed_at) VALUES ($id, $speed, $i, clock_timestamp());\n";
-		$sql .= "UPDATE model SET speed = $speed, incident = $i WHERE id = $id;\n";
-	}
-	$node->safe_psql('postgres', $sql);
-	return $node->psql('postgres', 'SELECT trafficdb.publish()');
-}
+sub put { return tdb_model_put($node, @_); }
 
-sub same_as_model
-{
-	my ($what) = @_;
-	is($node->safe_psql('postgres', q{
-SELECT count(*) FROM model m FULL JOIN trafficdb.locations l ON l.location_id = m.id
- WHERE l.location_id IS NULL OR m.id IS NULL OR l.speed_kmh IS DISTINCT FROM m.speed
-    OR l.incident IS DISTINCT FROM m.incident}), '0', "$what: every location reads as written");
-}
+sub same_as_model { tdb_model_check($node, @_); }
 
 put([ 10, 1, 'a' ], [ 20, 2, 'b' ], [ 2000, 3, 'c' ]);
 my @s;

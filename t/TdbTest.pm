@@ -7,7 +7,7 @@ use PostgreSQL::Test::Utils;
 use Exporter 'import';
 use JSON::PP;
 use IPC::Run;
-our @EXPORT = qw(tdb_node tdb_superuser tdb_initdb_utf8 tdb_make_bucket tdb_scan_node tdb_grid_map tdb_sync_pair tdb_standby_pair tdb_caught_up tdb_tdbsub tdb_wait_output tdb_wait_session);
+our @EXPORT = qw(tdb_node tdb_superuser tdb_initdb_utf8 tdb_make_bucket tdb_scan_node tdb_grid_map tdb_sync_pair tdb_standby_pair tdb_caught_up tdb_tdbsub tdb_wait_output tdb_wait_session tdb_model_create tdb_model_put tdb_model_check);
 
 # The Foreign Scan node of EXPLAIN (ANALYZE, VERBOSE, FORMAT JSON) sql, run
 # in a session of its own after $pre (SQL, optional), as a hash.
@@ -149,6 +149,46 @@ sub tdb_make_bucket
 	local $ENV{AWS_SECRET_ACCESS_KEY} = $ENV{MINIO_ROOT_PASSWORD} // die 'MINIO_ROOT_PASSWORD unset';
 	local $ENV{AWS_ENDPOINT_URL} = $ENV{MINIO_ENDPOINT} // die 'MINIO_ENDPOINT unset';
 	system($cli, 'mb', "s3://$bucket") == 0 or die "trafficdb-trail mb s3://$bucket failed";
+}
+
+
+# A model of the published traffic (table model in database postgres, one
+# row per road of table roads), for tests that compare every location read
+# through trafficdb.locations with what was written.
+sub tdb_model_create
+{
+	my ($node) = @_;
+	$node->safe_psql('postgres', q{
+CREATE TABLE model (id bigint PRIMARY KEY, speed real, incident text);
+INSERT INTO model SELECT id, NULL, NULL FROM roads;
+});
+}
+
+# rows: [id, speed, incident or undef]; into the feed and the model, then
+# publish; returns psql's exit code (publish may fail on purpose).
+sub tdb_model_put
+{
+	my ($node, @rows) = @_;
+	my $sql = '';
+	for my $r (@rows)
+	{
+		my ($id, $speed, $inc) = @$r;
+		my $i = defined $inc ? "'$inc'" : 'NULL';
+		$sql .= "INSERT INTO trafficdb.feed (location_id, speed_kmh, incident, observed_at) VALUES ($id, $speed, $i, clock_timestamp());\n";
+		$sql .= "UPDATE model SET speed = $speed, incident = $i WHERE id = $id;\n";
+	}
+	$node->safe_psql('postgres', $sql);
+	return $node->psql('postgres', 'SELECT trafficdb.publish()');
+}
+
+# Every location reads as the model says.
+sub tdb_model_check
+{
+	my ($node, $what) = @_;
+	Test::More::is($node->safe_psql('postgres', q{
+SELECT count(*) FROM model m FULL JOIN trafficdb.locations l ON l.location_id = m.id
+ WHERE l.location_id IS NULL OR m.id IS NULL OR l.speed_kmh IS DISTINCT FROM m.speed
+    OR l.incident IS DISTINCT FROM m.incident}), '0', "$what: every location reads as written");
 }
 
 1;
