@@ -91,6 +91,11 @@ main(int argc, char **argv)
 	fprintf(stderr, "objbench: generating and adding %llu segments\n", (unsigned long long) n);
 	t0 = now_s();
 	b = tdb_map_builder_create();
+	if (b == NULL || tdb_map_builder_reserve(b, n) != TDB_OBJ_OK)
+	{
+		fprintf(stderr, "objbench: no memory for %llu segments\n", (unsigned long long) n);
+		return 1;
+	}
 	for (uint64_t i = 0; i < n; i++)
 	{
 		/* a city centre every so often, segments scattered around it */

@@ -144,6 +144,13 @@ typedef enum TdbObjResult
 typedef struct TdbMapBuilder TdbMapBuilder;
 
 TdbMapBuilder *tdb_map_builder_create(void);
+
+/*
+ * Room for n locations in one allocation (optional: adding grows the
+ * builder as needed, doubling, which at 100 M locations holds up to twice
+ * the memory).  TDB_OBJ_ENOMEM when it cannot.
+ */
+int			tdb_map_builder_reserve(TdbMapBuilder *b, uint64_t n);
 void		tdb_map_builder_free(TdbMapBuilder *b);
 
 /*

@@ -261,6 +261,23 @@ encode_shape(Buf *out, const double *xy, uint32_t npoints, const TdbBox *box)
 }
 
 int
+tdb_map_builder_reserve(TdbMapBuilder *b, uint64_t n)
+{
+	BuildEntry *ne;
+
+	if (n <= b->cap)
+		return TDB_OBJ_OK;
+	if (n > SIZE_MAX / sizeof(BuildEntry))
+		return TDB_OBJ_ENOMEM;
+	ne = realloc(b->entries, (size_t) n * sizeof(BuildEntry));
+	if (ne == NULL)
+		return TDB_OBJ_ENOMEM;
+	b->entries = ne;
+	b->cap = (size_t) n;
+	return TDB_OBJ_OK;
+}
+
+int
 tdb_map_builder_add(TdbMapBuilder *b, uint64_t id, const double *xy, uint32_t npoints,
 					const char *road_class, const char *name, uint16_t speed_limit_kmh,
 					uint8_t flags, char *err)

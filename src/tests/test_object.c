@@ -652,3 +652,23 @@ UNIT_TEST(test_traffic_update_equals_write)
 		free(b);
 	}
 }
+
+/* tdb_map_builder_reserve: room made once, adding goes on past it, an impossible size is refused */
+UNIT_TEST(test_map_builder_reserve)
+{
+	TdbMapBuilder *b = tdb_map_builder_create();
+	char		err[TDB_ERRLEN];
+	double		xy[4] = {24.9, 60.1, 24.91, 60.11};
+
+	CHECK(b != NULL);
+	CHECK_EQ_U64(tdb_map_builder_reserve(b, 3), TDB_OBJ_OK);
+	CHECK_EQ_U64(tdb_map_builder_reserve(b, UINT64_MAX), TDB_OBJ_ENOMEM);
+	for (uint64_t id = 1; id <= 5000; id++)
+	{
+		xy[0] = 24.9 + (double) id * 1e-5;
+		CHECK_EQ_U64(tdb_map_builder_add(b, id, xy, 2, "primary", NULL, 0, 0, err), TDB_OBJ_OK);
+	}
+	CHECK_EQ_U64(tdb_map_builder_finish(b, err), TDB_OBJ_OK);
+	CHECK_EQ_U64(tdb_map_builder_count(b), 5000);
+	tdb_map_builder_free(b);
+}
