@@ -38,20 +38,35 @@
  */
 #define RING_IDLE_AFTER_MS 50
 
-static WaitEventSet *waits;
+static WaitEventSet *waits;		/* the latch and the postmaster */
+static WaitEventSet *bell_waits;	/* the same and the bell: only while asleep */
 static int	bell_fd = -1;
 static uint64 bell_nonce;
 static bool asleep;				/* announced in the ring */
 
-/* The wait set: the latch, the postmaster's death, the bell (when there is one). */
+/*
+ * The wait sets: the latch and the postmaster's death; and those with the
+ * bell, waited on only while the ring says the daemon sleeps.  Any local
+ * user can send datagrams to an abstract socket (its name is listed in
+ * /proc/net/unix): awake, the daemon does not listen to the bell at all,
+ * and a datagram that wakes it keeps it awake, draining every
+ * writer_drain_interval, for RING_IDLE_AFTER_MS.  A flood of datagrams thus
+ * costs the daemon what draining every interval did before it slept (at
+ * most 1,000 wake-ups a second), never more.
+ */
 static void
 make_wait_set(void)
 {
-	waits = CreateWaitEventSet(TopMemoryContext, 3);
+	waits = CreateWaitEventSet(TopMemoryContext, 2);
 	AddWaitEventToSet(waits, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 	AddWaitEventToSet(waits, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
 	if (bell_fd >= 0)
-		AddWaitEventToSet(waits, WL_SOCKET_READABLE, bell_fd, NULL, NULL);
+	{
+		bell_waits = CreateWaitEventSet(TopMemoryContext, 3);
+		AddWaitEventToSet(bell_waits, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+		AddWaitEventToSet(bell_waits, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+		AddWaitEventToSet(bell_waits, WL_SOCKET_READABLE, bell_fd, NULL, NULL);
+	}
 }
 
 /*
@@ -125,10 +140,15 @@ daemon_wait(long wait_ms)
 
 	if (waits == NULL)
 		make_wait_set();
-	n = WaitEventSetWait(waits, wait_ms, ev, lengthof(ev), PG_WAIT_EXTENSION);
+	n = WaitEventSetWait(asleep && bell_waits != NULL ? bell_waits : waits, wait_ms, ev, lengthof(ev),
+						 PG_WAIT_EXTENSION);
 	for (int i = 0; i < n; i++)
 		if (ev[i].events & WL_SOCKET_READABLE)
+		{
 			(void) tdb_ring_bell_drain(bell_fd);
+			/* woken by the bell: awake, draining, for RING_IDLE_AFTER_MS (see make_wait_set) */
+			D.ring_active_at = GetCurrentTimestamp();
+		}
 	ResetLatch(MyLatch);
 	if (asleep)
 	{

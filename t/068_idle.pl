@@ -100,6 +100,31 @@ note(sprintf('idle daemon: %d context switches in %d s (%.1f/s); follower: %d (%
 cmp_ok($wakeups, '<=', 10 * $span, "an idle daemon wakes at most 10 times a second ($wakeups in $span s)");
 cmp_ok($fwakeups, '<=', 10 * $span, "so does an idle follower on a hot standby ($fwakeups in $span s)");
 
+# Any local user can find the bell (abstract sockets are listed in
+# /proc/net/unix) and flood it: the daemon then drains every
+# writer_drain_interval, as before it slept (at most ~1,000 wake-ups a
+# second), not once per datagram; and puts are still published.
+{
+	use Socket qw(AF_UNIX SOCK_DGRAM pack_sockaddr_un);
+	socket(my $s, AF_UNIX, SOCK_DGRAM, 0) or die "socket: $!";
+	my $addr = pack_sockaddr_un("\0" . sprintf('trafficdb-bell-%016x', $nonce));
+	my ($sent, $t0) = (0, time());
+	my $f0 = daemon_switches($pid);
+	while (time() - $t0 < 3)		# bounded: 3 s
+	{
+		# blocking sends: each as soon as the daemon has room (it reads them only while it sleeps)
+		for (1 .. 100) { $sent++ if defined send($s, 'x', 0, $addr); }
+	}
+	my $fspan = time() - $t0;
+	my $fw = daemon_switches($pid) - $f0;
+	note(sprintf('bell flood: %d datagrams in %d s; the daemon switched %d times (%.0f/s)', $sent, $fspan, $fw, $fw / $fspan));
+	cmp_ok($sent, '>', 100, 'the flood reached the bell');
+	cmp_ok($fw, '<=', 1500 * $fspan, "a flood of the bell wakes the daemon at most about as often as draining every interval ($fw in $fspan s)");
+	close $s;
+	is(py(q{w.put(399, speed_kmh=39.5, sync=True); print('ok')}), 'ok', 'a SYNC put after the flood is acknowledged');
+	ok(wait_asleep(), 'and the daemon sleeps again');
+}
+
 # A put into the sleeping ring rings the bell: the daemon may wake on its own
 # (a cycle, a sweep) just before a put, which then finds it awake and rings
 # nothing, so each case is tried up to 3 times after the daemon sleeps again.
