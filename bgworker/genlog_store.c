@@ -535,22 +535,27 @@ load_checkpoint(const RecordRow *k, TdbLogState *s, TdbLogMapInfo *mi, MemoryCon
 }
 
 static void
-verify(TdbReplay *r, const RecordRow *row)
+check_crc(TdbReplay *r, uint64 gen, uint32 crc, uint32 recorded)
 {
-	uint32		crc;
-
-	if (!row->has_crc)
-		return;
-	crc = tdb_traffic_checksum(r->state.map_id, row->generation, row->created_us, r->state.traffic,
-							   r->state.incidents, r->state.count, r->state.incident_count);
 	r->verified++;
-	if (crc != row->object_crc)
+	if (crc != recorded)
 	{
 		r->mismatches++;
 		ereport(WARNING,
 				(errmsg("trafficdb: replay of generation " UINT64_FORMAT " is not byte-identical to its publication "
-						"(object checksum %08x, recorded %08x)", row->generation, crc, row->object_crc)));
+						"(object checksum %08x, recorded %08x)", gen, crc, recorded)));
 	}
+}
+
+static void
+verify(TdbReplay *r, const RecordRow *row)
+{
+	if (!row->has_crc)
+		return;
+	check_crc(r, row->generation,
+			  tdb_traffic_checksum(r->state.map_id, row->generation, row->created_us, r->state.traffic,
+								   r->state.incidents, r->state.count, r->state.incident_count),
+			  row->object_crc);
 }
 
 bool
@@ -610,7 +615,15 @@ tdb_log_follow(TdbLogState *s, uint64 *last, uint64 max, tdb_log_gen_fn cb, void
 		s->nchanged = 0;
 		for (uint32 j = 0; j < h.n; j++)
 		{
-			set_entry(s, &e[j], cxt);
+			if (s->digest != NULL && e[j].record < s->count)
+			{
+				/* the entry's hash out, its new one in: replay verifies in O(changes) */
+				*s->digest -= tdb_traffic_entry_hash(e[j].record, &s->traffic[e[j].record]);
+				set_entry(s, &e[j], cxt);
+				*s->digest += tdb_traffic_entry_hash(e[j].record, &s->traffic[e[j].record]);
+			}
+			else
+				set_entry(s, &e[j], cxt);
 			if (s->changed != NULL && s->nchanged < s->count)
 				s->changed[s->nchanged++] = e[j].record;
 		}
@@ -635,7 +648,96 @@ typedef struct ReplayVerify
 	bool		verify_all;
 	bool		have_last;
 	RecordRow	last_row;
+	/* verify_all: the digest, and the records with an incident at the last layout (ascending) */
+	uint64		sum;
+	uint32	   *inc;
+	uint64		ninc;
 } ReplayVerify;
+
+/*
+ * verify_all, at the checkpoint: lay the incidents out, sum every entry's
+ * hash and list the records with an incident, once (O(locations)).
+ */
+static void
+digest_start(ReplayVerify *rv, MemoryContext cxt)
+{
+	TdbLogState *s = &rv->r->state;
+	Size		len;
+	char	   *blob = tdb_incident_layout(s->traffic, s->incidents, s->count, s->incident_count, &len);
+
+	if (blob)
+		pfree(blob);
+	rv->sum = 0;
+	for (uint64 i = 0; i < s->count; i++)
+		rv->sum += tdb_traffic_entry_hash(i, &s->traffic[i]);
+	rv->inc = MemoryContextAllocHuge(cxt, Max(s->count, 1) * sizeof(uint32));
+	rv->ninc = 0;
+	for (uint64 i = 0; i < s->count; i++)
+		if (s->incidents[i])
+			rv->inc[rv->ninc++] = (uint32) i;
+	if (s->changed == NULL)
+		s->changed = MemoryContextAllocHuge(cxt, Max(s->count, 1) * sizeof(uint32));
+	s->digest = &rv->sum;
+}
+
+/*
+ * verify_all, after each generation: lay the incidents out as
+ * tdb_incident_layout would, looking only at the records that had one and
+ * the changed ones (ascending in a D record), keeping the digest; then the
+ * object's checksum from it.  O(changes + incidents).
+ */
+static uint32
+digest_checksum(ReplayVerify *rv, uint64 gen, int64 created_us)
+{
+	TdbLogState *s = &rv->r->state;
+	uint32	   *cand = palloc_extended(Max(rv->ninc + s->nchanged, 1) * sizeof(uint32), MCXT_ALLOC_HUGE);
+	uint64		ncand = 0,
+				a = 0,
+				b = 0,
+				nnew = 0;
+	StringInfoData buf;
+	uint32		zero = 0;
+	uint32		crc;
+
+	initStringInfo(&buf);
+	if (s->incident_count > 0)
+		appendBinaryStringInfo(&buf, (char *) &zero, 4);
+	while (a < rv->ninc || b < s->nchanged)
+	{
+		uint32		i = (b >= s->nchanged || (a < rv->ninc && rv->inc[a] <= s->changed[b])) ?
+			rv->inc[a++] : s->changed[b++];
+
+		if (i < s->count && (ncand == 0 || cand[ncand - 1] != i))
+			cand[ncand++] = i;
+	}
+	for (uint64 k = 0; k < ncand; k++)
+	{
+		uint32		i = cand[k];
+		uint32		off = 0;
+
+		if (s->incidents[i])
+		{
+			uint32		l = (uint32) strlen(s->incidents[i]);
+
+			off = (uint32) buf.len;
+			appendBinaryStringInfo(&buf, (char *) &l, 4);
+			appendBinaryStringInfo(&buf, s->incidents[i], l);
+			rv->inc[nnew++] = i;	/* from cand, a copy: inc is free to rewrite */
+		}
+		if (s->traffic[i].incident_off != off)
+		{
+			rv->sum -= tdb_traffic_entry_hash(i, &s->traffic[i]);
+			s->traffic[i].incident_off = off;
+			rv->sum += tdb_traffic_entry_hash(i, &s->traffic[i]);
+		}
+	}
+	rv->ninc = nnew;
+	crc = tdb_traffic_checksum_sum(s->map_id, gen, s->count, rv->sum, s->incident_count > 0 ? buf.data : NULL,
+								   s->incident_count > 0 ? (Size) buf.len : 0, created_us);
+	pfree(buf.data);
+	pfree(cand);
+	return crc;
+}
 
 static void
 replay_generation(void *arg, uint64 gen, int64 created_us, bool has_crc, uint32 object_crc)
@@ -649,7 +751,15 @@ replay_generation(void *arg, uint64 gen, int64 created_us, bool has_crc, uint32 
 	row.has_crc = has_crc;
 	row.object_crc = object_crc;
 	rv->r->last_created_us = created_us;
-	if (rv->verify_all)
+	if (rv->verify_all && rv->r->state.digest != NULL)
+	{
+		/* O(changes): the digest kept by tdb_log_follow, the incidents laid out by difference */
+		uint32		crc = digest_checksum(rv, gen, created_us);
+
+		if (has_crc)
+			check_crc(rv->r, gen, crc, object_crc);
+	}
+	else if (rv->verify_all)
 		verify(rv->r, &row);
 	else
 	{
@@ -709,12 +819,19 @@ tdb_log_replay(TdbReplay *r, bool verify_all, MemoryContext cxt, char *err, Size
 
 	/* the D records after it, in order, without a gap */
 	{
-		ReplayVerify rv = {r, verify_all, false, {0}};
-		bool		ok = tdb_log_follow(&r->state, &r->last, 0, replay_generation, &rv, cxt,
+		ReplayVerify rv = {r, verify_all, false, {0}, 0, NULL, 0};
+		bool		ok;
+
+		if (verify_all)
+			digest_start(&rv, cxt);
+		ok = tdb_log_follow(&r->state, &r->last, 0, replay_generation, &rv, cxt,
 										&r->damaged_at, &r->replayed, err, errlen);
 
 		if (!verify_all && rv.have_last && rv.last_row.generation == r->last)
 			verify(r, &rv.last_row);
+		r->state.digest = NULL;
+		if (rv.inc)
+			pfree(rv.inc);
 		return ok;
 	}
 }

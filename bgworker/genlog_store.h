@@ -24,6 +24,7 @@ typedef struct TdbLogState
 	uint64	   *ids;			/* count: location id of each record (replay only) */
 	uint32	   *changed;		/* NULL, or room for count: tdb_log_follow lists there the records */
 	uint64		nchanged;		/* of the generation it passes to its callback */
+	uint64	   *digest;			/* NULL, or the entries' digest tdb_log_follow keeps up to date */
 } TdbLogState;
 
 /* What the checkpoint marker (K) says besides its generation. */

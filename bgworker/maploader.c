@@ -275,6 +275,9 @@ release_replay(TdbReplay *rr)
 	if (rr->state.ids)
 		pfree(rr->state.ids);
 	rr->state.ids = NULL;
+	if (rr->state.changed)
+		pfree(rr->state.changed);	/* a full verification's list (genlog_store.c) */
+	rr->state.changed = NULL;
 }
 
 /*

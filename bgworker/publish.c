@@ -108,7 +108,7 @@ prepare_traffic(uint64 gen, int64 created_us, const uint32 *touched, uint64 ntou
 TdbLogState
 daemon_log_state(void)
 {
-	TdbLogState s = {D.map.hdr->map_id, D.map.count, D.traffic, D.incidents, D.incident_count, NULL, NULL, 0};
+	TdbLogState s = {D.map.hdr->map_id, D.map.count, D.traffic, D.incidents, D.incident_count, NULL, NULL, 0, NULL};
 
 	return s;
 }

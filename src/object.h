@@ -219,6 +219,11 @@ uint32_t	tdb_traffic_checksum_of(uint64_t map_id, uint64_t generation, uint64_t 
 									const TdbTraffic *entries, const void *incidents,
 									size_t incident_bytes, int64_t now_us);
 
+/* The same from the entries' digest (the sum of tdb_traffic_entry_hash), kept up to date elsewhere. */
+uint32_t	tdb_traffic_checksum_sum(uint64_t map_id, uint64_t generation, uint64_t count,
+									 uint64_t entries_sum, const void *incidents, size_t incident_bytes,
+									 int64_t now_us);
+
 /* ---- validation ------------------------------------------------------------ */
 
 typedef enum TdbValidateLevel

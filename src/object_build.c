@@ -713,17 +713,26 @@ tdb_traffic_update(void *dst, uint64_t generation, const TdbTraffic *entries,
 }
 
 uint32_t
+tdb_traffic_checksum_sum(uint64_t map_id, uint64_t generation, uint64_t count, uint64_t entries_sum,
+						 const void *incidents, size_t incident_bytes, int64_t now_us)
+{
+	TdbObjectHeader h;
+	TdbTrafficDigest d = {entries_sum, 0, 0};
+
+	traffic_header(&h, map_id, count, incident_bytes, now_us);
+	h.generation = generation;
+	d.incidents_crc = tdb_crc32c(incidents, incident_bytes);
+	return traffic_root_crc(&h, &d);
+}
+
+uint32_t
 tdb_traffic_checksum_of(uint64_t map_id, uint64_t generation, uint64_t count,
 						const TdbTraffic *entries, const void *incidents, size_t incident_bytes,
 						int64_t now_us)
 {
-	TdbObjectHeader h;
-	TdbTrafficDigest d = {0, 0, 0};
+	uint64_t	sum = 0;
 
-	traffic_header(&h, map_id, count, incident_bytes, now_us);
-	h.generation = generation;
 	for (uint64_t i = 0; i < count; i++)
-		d.entries += tdb_traffic_entry_hash(i, &entries[i]);
-	d.incidents_crc = tdb_crc32c(incidents, incident_bytes);
-	return traffic_root_crc(&h, &d);
+		sum += tdb_traffic_entry_hash(i, &entries[i]);
+	return tdb_traffic_checksum_sum(map_id, generation, count, sum, incidents, incident_bytes, now_us);
 }
