@@ -69,6 +69,64 @@ tdb_incident_layout(TdbTraffic *traffic, char **incidents, uint64 count, uint64 
 	return buf.data;
 }
 
+char *
+tdb_incident_layout_delta(TdbTraffic *traffic, char **incidents, uint64 count, uint64 incident_count,
+						  uint32 *inc, uint64 *ninc, const uint32 *changed, uint64 nchanged,
+						  TdbIncidentMovedFn moved, void *arg, Size *len)
+{
+	uint32	   *cand = palloc_extended(Max(*ninc + nchanged, 1) * sizeof(uint32), MCXT_ALLOC_HUGE);
+	uint64		ncand = 0,
+				a = 0,
+				b = 0,
+				nnew = 0;
+	StringInfoData buf;
+	uint32		zero = 0;
+
+	*len = 0;
+	while (a < *ninc || b < nchanged)
+	{
+		uint32		i = (b >= nchanged || (a < *ninc && inc[a] <= changed[b])) ? inc[a++] : changed[b++];
+
+		if (i < count && (ncand == 0 || cand[ncand - 1] != i))
+			cand[ncand++] = i;
+	}
+	initStringInfo(&buf);
+	if (incident_count > 0)
+		appendBinaryStringInfo(&buf, (char *) &zero, 4);
+	for (uint64 k = 0; k < ncand; k++)
+	{
+		uint32		i = cand[k];
+		uint32		off = 0;
+
+		if (incidents[i] != NULL)
+		{
+			uint32		l = (uint32) strlen(incidents[i]);
+
+			off = (uint32) buf.len;
+			appendBinaryStringInfo(&buf, (char *) &l, 4);
+			appendBinaryStringInfo(&buf, incidents[i], l);
+			inc[nnew++] = i;	/* from cand, a copy: inc is free to rewrite */
+		}
+		if (traffic[i].incident_off != off)
+		{
+			uint32		old = traffic[i].incident_off;
+
+			traffic[i].incident_off = off;
+			if (moved)
+				moved(arg, i, old);
+		}
+	}
+	*ninc = nnew;
+	pfree(cand);
+	if (incident_count == 0)
+	{
+		pfree(buf.data);
+		return NULL;
+	}
+	*len = buf.len;
+	return buf.data;
+}
+
 uint32
 tdb_traffic_checksum(uint64 map_id, uint64 generation, int64 created_us, TdbTraffic *traffic,
 					 char **incidents, uint64 count, uint64 incident_count)
@@ -686,56 +744,29 @@ digest_start(ReplayVerify *rv, MemoryContext cxt)
  * the changed ones (ascending in a D record), keeping the digest; then the
  * object's checksum from it.  O(changes + incidents).
  */
+static void
+digest_moved(void *arg, uint32 i, uint32 old_off)
+{
+	ReplayVerify *rv = arg;
+	TdbTraffic	before = rv->r->state.traffic[i];
+
+	before.incident_off = old_off;
+	rv->sum -= tdb_traffic_entry_hash(i, &before);
+	rv->sum += tdb_traffic_entry_hash(i, &rv->r->state.traffic[i]);
+}
+
 static uint32
 digest_checksum(ReplayVerify *rv, uint64 gen, int64 created_us)
 {
 	TdbLogState *s = &rv->r->state;
-	uint32	   *cand = palloc_extended(Max(rv->ninc + s->nchanged, 1) * sizeof(uint32), MCXT_ALLOC_HUGE);
-	uint64		ncand = 0,
-				a = 0,
-				b = 0,
-				nnew = 0;
-	StringInfoData buf;
-	uint32		zero = 0;
-	uint32		crc;
+	Size		len;
+	char	   *blob = tdb_incident_layout_delta(s->traffic, s->incidents, s->count, s->incident_count,
+												 rv->inc, &rv->ninc, s->changed, s->nchanged,
+												 digest_moved, rv, &len);
+	uint32		crc = tdb_traffic_checksum_sum(s->map_id, gen, s->count, rv->sum, blob, len, created_us);
 
-	initStringInfo(&buf);
-	if (s->incident_count > 0)
-		appendBinaryStringInfo(&buf, (char *) &zero, 4);
-	while (a < rv->ninc || b < s->nchanged)
-	{
-		uint32		i = (b >= s->nchanged || (a < rv->ninc && rv->inc[a] <= s->changed[b])) ?
-			rv->inc[a++] : s->changed[b++];
-
-		if (i < s->count && (ncand == 0 || cand[ncand - 1] != i))
-			cand[ncand++] = i;
-	}
-	for (uint64 k = 0; k < ncand; k++)
-	{
-		uint32		i = cand[k];
-		uint32		off = 0;
-
-		if (s->incidents[i])
-		{
-			uint32		l = (uint32) strlen(s->incidents[i]);
-
-			off = (uint32) buf.len;
-			appendBinaryStringInfo(&buf, (char *) &l, 4);
-			appendBinaryStringInfo(&buf, s->incidents[i], l);
-			rv->inc[nnew++] = i;	/* from cand, a copy: inc is free to rewrite */
-		}
-		if (s->traffic[i].incident_off != off)
-		{
-			rv->sum -= tdb_traffic_entry_hash(i, &s->traffic[i]);
-			s->traffic[i].incident_off = off;
-			rv->sum += tdb_traffic_entry_hash(i, &s->traffic[i]);
-		}
-	}
-	rv->ninc = nnew;
-	crc = tdb_traffic_checksum_sum(s->map_id, gen, s->count, rv->sum, s->incident_count > 0 ? buf.data : NULL,
-								   s->incident_count > 0 ? (Size) buf.len : 0, created_us);
-	pfree(buf.data);
-	pfree(cand);
+	if (blob)
+		pfree(blob);
 	return crc;
 }
 

@@ -62,6 +62,21 @@ typedef struct TdbReplay
 extern char *tdb_incident_layout(TdbTraffic *traffic, char **incidents, uint64 count,
 								 uint64 incident_count, Size *len);
 
+/*
+ * The same layout by difference: inc[0..*ninc) are the records that had an
+ * incident at the previous layout, changed[0..nchanged) the records changed
+ * since (both ascending; repeats allowed).  Only those are looked at: each
+ * whose incident_off moves is set and passed to moved(arg, i, old_off).
+ * inc is rewritten with the records that have one now (room for *ninc +
+ * nchanged).  O(incidents + changes), the result byte-identical to
+ * tdb_incident_layout's.
+ */
+typedef void (*TdbIncidentMovedFn) (void *arg, uint32 record, uint32 old_off);
+extern char *tdb_incident_layout_delta(TdbTraffic *traffic, char **incidents, uint64 count,
+									   uint64 incident_count, uint32 *inc, uint64 *ninc,
+									   const uint32 *changed, uint64 nchanged,
+									   TdbIncidentMovedFn moved, void *arg, Size *len);
+
 /* The header checksum of the traffic object these entries make (scratch buffer). */
 extern uint32 tdb_traffic_checksum(uint64 map_id, uint64 generation, int64 created_us,
 								   TdbTraffic *traffic, char **incidents, uint64 count,

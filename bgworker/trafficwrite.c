@@ -21,7 +21,6 @@
  */
 #include "postgres.h"
 
-#include "lib/stringinfo.h"
 #include "utils/memutils.h"
 
 #include "bgworker/daemon_internal.h"
@@ -88,27 +87,26 @@ note_moved(uint32 i)
 	moved[nmoved++] = i;
 }
 
+static void
+moved_cb(void *arg, uint32 record, uint32 old_off)
+{
+	(void) arg;
+	(void) old_off;
+	note_moved(record);
+}
+
 /*
- * Lay the incidents out as tdb_incident_layout would, looking only at the
- * records that had an incident at the last layout and the changed ones
- * (touched, since that layout or more).  Fills moved[].  Returns the
- * INCIDENTS body (palloc'd) or NULL, with its length in *len.
+ * Lay the incidents out by difference (tdb_incident_layout_delta) from the
+ * records that had one at the last layout and the changed ones (touched,
+ * since that layout or more), filling moved[].
  */
 static char *
 layout_incidents_delta(const uint32 *touched, uint64 ntouched, Size *len)
 {
-	uint32	   *cand;
-	uint64		ncand = 0;
-	uint64		a = 0,
-				b = 0;
-	uint64		nnew = 0;
-	uint32	   *sorted;
-	StringInfoData buf = {NULL, 0, 0, 0};
-	uint32		zero = 0;
+	uint32	   *sorted = palloc_extended(Max(ntouched, 1) * sizeof(uint32), MCXT_ALLOC_HUGE);
+	char	   *blob;
 
 	nmoved = 0;
-	*len = 0;
-	sorted = palloc_extended(Max(ntouched, 1) * sizeof(uint32), MCXT_ALLOC_HUGE);
 	memcpy(sorted, touched, ntouched * sizeof(uint32));
 	for (uint64 k = 1; k < ntouched; k++)
 		if (sorted[k] < sorted[k - 1])
@@ -117,52 +115,11 @@ layout_incidents_delta(const uint32 *touched, uint64 ntouched, Size *len)
 			qsort(sorted, ntouched, sizeof(uint32), cmp_uint32);
 			break;
 		}
-	cand = palloc_extended(Max(ninc + ntouched, 1) * sizeof(uint32), MCXT_ALLOC_HUGE);
-	while (a < ninc || b < ntouched)
-	{
-		uint32		i;
-
-		if (b >= ntouched || (a < ninc && inc_recs[a] <= sorted[b]))
-			i = inc_recs[a++];
-		else
-			i = sorted[b++];
-		if (i < D.map.count && (ncand == 0 || cand[ncand - 1] != i))
-			cand[ncand++] = i;
-	}
+	ensure_u32(&inc_recs, &inc_cap, ninc + ntouched);
+	blob = tdb_incident_layout_delta(D.traffic, D.incidents, D.map.count, D.incident_count, inc_recs, &ninc,
+									 sorted, ntouched, moved_cb, NULL, len);
 	pfree(sorted);
-	if (D.incident_count > 0)
-	{
-		initStringInfo(&buf);
-		appendBinaryStringInfo(&buf, (char *) &zero, 4);
-	}
-	for (uint64 k = 0; k < ncand; k++)
-	{
-		uint32		i = cand[k];
-		uint32		off = 0;
-
-		if (D.incidents[i] != NULL)
-		{
-			uint32		l = (uint32) strlen(D.incidents[i]);
-
-			off = (uint32) buf.len;
-			appendBinaryStringInfo(&buf, (char *) &l, 4);
-			appendBinaryStringInfo(&buf, D.incidents[i], l);
-			cand[nnew++] = i;	/* nnew <= k: the list of records with one, in place */
-		}
-		if (D.traffic[i].incident_off != off)
-		{
-			D.traffic[i].incident_off = off;
-			note_moved(i);
-		}
-	}
-	ensure_u32(&inc_recs, &inc_cap, nnew);
-	memcpy(inc_recs, cand, nnew * sizeof(uint32));
-	ninc = nnew;
-	pfree(cand);
-	if (D.incident_count == 0)
-		return NULL;
-	*len = buf.len;
-	return buf.data;
+	return blob;
 }
 
 /* A whole layout (tdb_incident_layout) and the sorted list of records with an incident. */
