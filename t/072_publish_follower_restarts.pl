@@ -20,24 +20,9 @@ my ($primary, $standby) = tdb_standby_pair('trafficdb.publish_interval' => "'1h'
 	'trafficdb.checkpoint_interval' => '1', 'trafficdb.checkpoint_timeout' => "'3s'",
 	'trafficdb.log_retention' => "'1h'", 'trafficdb.log_retention_generations' => '100000',
 	'restart_after_crash' => 'on');
-$primary->safe_psql('postgres', q{
-CREATE TABLE model (id bigint PRIMARY KEY, speed real, incident text);
-INSERT INTO model SELECT id, NULL, NULL FROM roads;
-});
+tdb_model_create($primary);
 
-sub put
-{
-	my (@rows) = @_;
-	my $sql = '';
-	for my $r (@rows)
-	{
-		my ($id, $speed, $inc) = @$r;
-		my $i = defined $inc ? "'$inc'" : 'NULL';
-		$sql .= "INSERT INTO trafficdb.feed (location_id, speed_kmh, incident, observed_at) VALUES ($id, $speed, $i, clock_timestamp());\n";
-		$sql .= "UPDATE model SET speed = $speed, incident = $i WHERE id = $id;\n";
-	}
-	$primary->safe_psql('postgres', $sql . 'SELECT trafficdb.publish();');
-}
+sub put { tdb_model_put($primary, @_) == 0 or die 'publish() failed'; }
 
 sub same_as_model { tdb_model_check(@_); }
 
