@@ -194,8 +194,7 @@ validate_traffic_checksums(const TdbObjectHeader *h, char *err)
 	uint64_t	sum = 0;
 	uint32_t	crc;
 
-	crc = tdb_crc32c_update(TDB_CRC32C_INIT, base + 12, sizeof(*h) - 12);
-	crc = tdb_crc32c_final(tdb_crc32c_update(crc, d, sizeof(*d)));
+	crc = tdb_traffic_root_crc(h, d);
 	if (crc != h->checksum)
 		CORRUPT("checksum 0x%08x does not match the stored 0x%08x", crc, h->checksum);
 	for (uint64_t i = 0; i < h->count; i++)

@@ -46,7 +46,7 @@ typedef struct TdbObjectHeader
 	uint32_t	magic;
 	uint16_t	format_version;
 	uint16_t	header_size;	/* sizeof(TdbObjectHeader) */
-	uint32_t	checksum;		/* CRC-32C of bytes [12, total_size) */
+	uint32_t	checksum;		/* map: CRC-32C of bytes [12, total_size); traffic: of the header and its DIGEST */
 	uint32_t	nsections;
 	uint64_t	total_size;
 	uint64_t	map_id;			/* map: its id; traffic: the map it belongs to */
@@ -218,6 +218,9 @@ void		tdb_traffic_update(void *dst, uint64_t generation, const TdbTraffic *entri
 uint32_t	tdb_traffic_checksum_of(uint64_t map_id, uint64_t generation, uint64_t count,
 									const TdbTraffic *entries, const void *incidents,
 									size_t incident_bytes, int64_t now_us);
+
+/* A traffic object's header checksum: CRC-32C of header bytes [12, header_size), then the digest. */
+uint32_t	tdb_traffic_root_crc(const TdbObjectHeader *h, const TdbTrafficDigest *d);
 
 /* The same from the entries' digest (the sum of tdb_traffic_entry_hash), kept up to date elsewhere. */
 uint32_t	tdb_traffic_checksum_sum(uint64_t map_id, uint64_t generation, uint64_t count,

@@ -611,9 +611,8 @@ traffic_header(TdbObjectHeader *h, uint64_t map_id, uint64_t count, size_t incid
 	h->total_size = total;
 }
 
-/* The header's checksum: CRC-32C of header bytes [12, header_size), then the digest. */
-static uint32_t
-traffic_root_crc(const TdbObjectHeader *h, const TdbTrafficDigest *d)
+uint32_t
+tdb_traffic_root_crc(const TdbObjectHeader *h, const TdbTrafficDigest *d)
 {
 	uint32_t	crc = tdb_crc32c_update(TDB_CRC32C_INIT, (const char *) h + 12, sizeof(*h) - 12);
 
@@ -643,7 +642,7 @@ traffic_finish(TdbObjectHeader *h, uint64_t generation, uint64_t entries_sum, co
 	d->zero = 0;
 	/* the generation last: a buffer rewritten in place says 0 until its content is complete */
 	__atomic_store_n(&h->generation, generation, __ATOMIC_RELEASE);
-	h->checksum = traffic_root_crc(h, d);
+	h->checksum = tdb_traffic_root_crc(h, d);
 }
 
 void
@@ -722,7 +721,7 @@ tdb_traffic_checksum_sum(uint64_t map_id, uint64_t generation, uint64_t count, u
 	traffic_header(&h, map_id, count, incident_bytes, now_us);
 	h.generation = generation;
 	d.incidents_crc = tdb_crc32c(incidents, incident_bytes);
-	return traffic_root_crc(&h, &d);
+	return tdb_traffic_root_crc(&h, &d);
 }
 
 uint32_t
