@@ -225,6 +225,10 @@ if [ -n "$TRAIL" ]; then
 	check "  --type x=string keeps its digits" [ "$("$TRAIL" cat "$dir/big.trail" | tail -1)" = "1,2020-01-02T00:00:00Z,0,0,99999999999999999999" ]
 	err=$(printf 'id,time,lon,lat\n99999999999999999999,2020-01-01,0,0\n' | "$TRAIL" write "$dir/big.trail" 2>&1); rc=$?
 	check "trafficdb-trail: a trail id past 64 bits is an error too" exits $rc 1 "$err" 'column id: "99999999999999999999" is out of range for an integer id (int64: -9223372036854775808 to 9223372036854775807); --type ID=string keeps its digits'
+	err=$(printf 'id,time,lon,lat\n1,2020-01-01,NaN,0\n' | "$TRAIL" write "$dir/big.trail" 2>&1); rc=$?
+	check "trafficdb-trail: a NaN longitude is still refused" exits $rc 1 "$err" 'CSV line 2, column lon: "NaN" is not a longitude (a number from -180 to 180)'
+	err=$(printf 'id,time,lon,lat\n1,2020-01-01,0,nan\n' | "$TRAIL" write "$dir/big.trail" 2>&1); rc=$?
+	check "trafficdb-trail: a NaN latitude too" exits $rc 1 "$err" 'CSV line 2, column lat: "nan" is not a latitude (a number from -90 to 90)'
 	err=$(printf 'id,time,lon,lat,x\n1,2020-01-01,0,0,1.5\n1,2020-01-02,0,0,1e999\n' | "$TRAIL" write "$dir/big.trail" 2>&1); rc=$?
 	check "trafficdb-trail: a decimal past a double's range is an error, not text" exits $rc 1 "$err" 'column x: "1e999" is beyond a double'"'"'s range'
 fi

@@ -612,9 +612,10 @@ cmd_write(const char *out, Opts *o)
 			fprintf(stderr, "trafficdb-trail: CSV line %zu, column %s: %s\n", csv.lines[r], csv.names[ct], terr);
 			return 1;
 		}
-		if (!csv_parse_float(row[cx], &ev.lon) || ev.lon < -180 || ev.lon > 180)
+		/* written so that NaN, now a float, is refused too */
+		if (!csv_parse_float(row[cx], &ev.lon) || !(ev.lon >= -180 && ev.lon <= 180))
 			die_value(&csv, r, cx, row[cx], "is not a longitude (a number from -180 to 180)");
-		if (!csv_parse_float(row[cy], &ev.lat) || ev.lat < -90 || ev.lat > 90)
+		if (!csv_parse_float(row[cy], &ev.lat) || !(ev.lat >= -90 && ev.lat <= 90))
 			die_value(&csv, r, cy, row[cy], "is not a latitude (a number from -90 to 90)");
 		if (id_type == CSV_INT)
 		{
