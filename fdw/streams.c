@@ -417,24 +417,18 @@ strImportForeignSchema(ImportForeignSchemaStmt *stmt, Oid serverOid)
 {
 	ForeignServer *server = GetForeignServer(serverOid);
 	char	   *filename = stream_server_filename(server);
-	TdbStreamIO io;
-	TdbStreamDB *db;
-	char		err[256];
+	StreamHandle *h;
 	List	   *cmds = NIL;
 	const TdbStreamSchema *sc;
-	int			rc;
 
-	if (tdb_stream_io_file(filename, false, 0, &io, err, sizeof(err)) != TDB_STREAM_OK)
-		ereport(ERROR, (errcode_for_file_access(), errmsg("could not open stream file: %s", err)));
-	tdb_stream_io_lock(&io, false);
-	if ((rc = tdb_stream_open(&io, &db, err, sizeof(err))) != TDB_STREAM_OK)
-	{
-		tdb_stream_io_file_close(&io);
-		ereport(ERROR,
-				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("could not open stream file \"%s\": %s", filename, err)));
-	}
-	sc = tdb_stream_schema(db);
+	/*
+	 * Opened as the readers open it (stream_open.c): read-only, locked
+	 * shared through the backend's lock of the file.  It opened the file
+	 * read-write, so a file the server may read but not write could be
+	 * queried through a table written by hand but not imported.
+	 */
+	h = stream_open_file(filename, psprintf("server %s", server->servername), NULL, false, CurrentMemoryContext);
+	sc = tdb_stream_schema(h->db);
 	for (uint32 s = 0; s < sc->nstreams; s++)
 	{
 		const TdbStreamDef *d = &sc->streams[s];
@@ -468,8 +462,7 @@ strImportForeignSchema(ImportForeignSchemaStmt *stmt, Oid serverOid)
 						 quote_literal_cstr(d->name));
 		cmds = lappend(cmds, sql.data);
 	}
-	tdb_stream_close(db);
-	tdb_stream_io_file_close(&io);
+	stream_handle_close(h);
 	return cmds;
 }
 

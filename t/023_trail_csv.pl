@@ -80,7 +80,7 @@ my @refused = (
 	[ "id,time,lon,lat\n1,2020-06-30T00:00:00Z,1,2\n", [ '--type', 'time=int' ],
 		qr/^trafficdb-trail: --type time=int: the time, lon and lat columns have fixed types/, '--type on the time column' ],
 	[ "id,time,lon,lat\n1,2020-06-30T00:00:00Z,1,2\n", [ '--time-unit', 'sec' ],
-		qr/^trafficdb-trail: --time-unit sec: expected s, ms, us or auto/, 'an unknown --time-unit' ],
+		qr/^trafficdb-trail: --time-unit sec: expected s, ms, us, ns or auto/, 'an unknown --time-unit' ],
 );
 for my $r (@refused)
 {

@@ -52,12 +52,12 @@ check "  stored as microseconds of 2020-06-30" [ "$(rows "$dir/v.tsf" raw)" = $'
 printf 'ts,sog,heading,n\n1593475202000,3,3,3\n' | "$T" append "$dir/v.tsf" raw 2>/dev/null
 check "epoch milliseconds are read as milliseconds" [ "$(rows "$dir/v.tsf" raw | tail -1)" = "1593475202000000,3,3,3" ]
 "$T" create "$dir/ms.tsf" "$dir/v.rdl" >/dev/null
-printf 'ts,sog,heading,n\n1593475203,4,4,4\n' | "$T" append "$dir/ms.tsf" raw --time-unit ms 2>/dev/null
-check "--time-unit ms reads the integers as milliseconds whatever their size" [ "$(rows "$dir/ms.tsf" raw)" = "1593475203000,4,4,4" ]
+printf 'ts,sog,heading,n\n1593475203,4,4,4\n' | "$T" append "$dir/ms.tsf" raw --time-unit ms --time-window .. 2>/dev/null
+check "--time-unit ms reads the integers as milliseconds whatever their size (with the window open)" [ "$(rows "$dir/ms.tsf" raw)" = "1593475203000,4,4,4" ]
 err=$(printf 'ts,sog,heading,n\n1593475210,5,5,5\n1593475211000000,6,6,6\n' | "$T" append "$dir/v.tsf" raw 2>&1)
 check "a column mixing seconds and microseconds is refused" has "$err" 'stdin line 3, column ts: "1593475211000000" reads as microseconds by the automatic rule (|v| < 1e11 seconds, < 1e14 milliseconds, else microseconds), but the column'"'"'s first integer time, on line 2, was in seconds: mixed units; say which with --time-unit'
 err=$("$T" append "$dir/v.tsf" raw --time-unit sec </dev/null 2>&1); rc=$?
-check "an unknown --time-unit is refused" has "$rc $err" '2 trafficdb-stream: --time-unit "sec": expected s, ms, us or auto'
+check "an unknown --time-unit is refused" has "$rc $err" '2 trafficdb-stream: --time-unit "sec": expected s, ms, us, ns or auto'
 check "dump FROM TO take the same units" [ "$("$T" dump "$dir/v.tsf" raw 1593475201 1593475202000 | tail -n +2)" = $'1593475201000000,2,2,2\n1593475202000000,3,3,3' ]
 
 # --- columns matched by the header's names
@@ -122,6 +122,59 @@ head -c 65536 /dev/urandom >"$dir/foreign"
 err=$("$T" stats "$dir/foreign" 2>&1)
 check "a foreign file is refused clearly" grep -q "no stream file here" <<<"$err"
 
+# --- times outside the window (1971-01-01..2200-01-01 by default) are refused, naming the unit that fits (issue 33)
+"$T" create "$dir/tw.tsf" "$dir/v.rdl" >/dev/null
+cp "$dir/tw.tsf" "$dir/tw-before.tsf"
+err=$(printf 'ts,sog,heading\n1633608000000000000,1,1\n' | "$T" append "$dir/tw.tsf" nav 2>&1); rc=$?
+check "nanoseconds are refused, not stored as the year 53736" exits $rc 1 "$err" 'trafficdb-stream: stdin line 2, column ts: "1633608000000000000" read as microseconds (by the automatic rule, |v| >= 1e14) is the year 53736, outside the time window 1971-01-01..2200-01-01; as nanoseconds it is 2021-10-07T12:00:00Z: pass --time-unit ns'
+check "  and nothing was appended" cmp -s "$dir/tw.tsf" "$dir/tw-before.tsf"
+err=$(printf 'ts,sog,heading\n1633608000000,1,1\n' | "$T" append "$dir/tw.tsf" nav --time-unit s 2>&1); rc=$?
+check "milliseconds given --time-unit s are refused" exits $rc 1 "$err" 'stdin line 2, column ts: "1633608000000" read as seconds (--time-unit s) is the year 53736, outside the time window 1971-01-01..2200-01-01; as milliseconds it is 2021-10-07T12:00:00Z: pass --time-unit ms'
+err=$(printf 'ts,sog,heading\n1633608000,1,1\n' | "$T" append "$dir/tw.tsf" nav --time-unit us 2>&1); rc=$?
+check "seconds given --time-unit us are refused" exits $rc 1 "$err" 'stdin line 2, column ts: "1633608000" read as microseconds (--time-unit us) is 1970-01-01T00:27:13.608000Z, outside the time window 1971-01-01..2200-01-01; as seconds it is 2021-10-07T12:00:00Z: pass --time-unit s'
+err=$(printf 'ts,sog,heading\n1633608000000,1,1\n' | "$T" append "$dir/tw.tsf" nav --time-unit us 2>&1); rc=$?
+check "milliseconds given --time-unit us (a day in January 1970) are refused" exits $rc 1 "$err" 'is 1970-01-19T21:46:48Z, outside the time window 1971-01-01..2200-01-01; as milliseconds it is 2021-10-07T12:00:00Z: pass --time-unit ms'
+err=$(printf 'ts,sog,heading\n5,1,1\n' | "$T" append "$dir/tw.tsf" nav 2>&1); rc=$?
+check "a time no unit puts in the window says how to widen it" exits $rc 1 "$err" '"5" read as seconds (by the automatic rule, |v| < 1e11) is 1970-01-01T00:00:05Z, outside the time window 1971-01-01..2200-01-01; no unit (s, ms, us, ns) puts it in the window: if the time is right, widen the window with --time-window FROM..TO'
+err=$(printf 'ts,sog,heading\n1969-07-20T20:17:40Z,1,1\n' | "$T" append "$dir/tw.tsf" nav 2>&1); rc=$?
+check "an ISO time outside the window too" exits $rc 1 "$err" '"1969-07-20T20:17:40Z" is outside the time window 1971-01-01..2200-01-01: if the time is right, widen the window with --time-window FROM..TO'
+check "  nothing appended by any of them" cmp -s "$dir/tw.tsf" "$dir/tw-before.tsf"
+printf 'ts,sog,heading\n1633608000123456789,1,1\n1633608001000000000,2,2\n' | "$T" append "$dir/tw.tsf" nav --time-unit ns 2>/dev/null
+check "--time-unit ns stores the microseconds (the digits below dropped)" [ "$(rows "$dir/tw.tsf" nav)" = $'1633608000123456,1,1\n1633608001000000,2,2' ]
+printf 'ts,sog,heading,n\n1969-07-20T20:17:40Z,1,1,1\n5,2,2,2\n' | "$T" append "$dir/tw.tsf" raw --time-window 1969-01-01.. 2>/dev/null; rc=$?
+check "--time-window FROM.. accepts what the default refuses" [ "$rc $(rows "$dir/tw.tsf" raw)" = $'0 -14182940000000,1,1,1\n5000000,2,2,2' ]
+err=$(printf 'ts,sog,heading,n\n2020-06-30T00:00:00Z,1,1,1\n' | "$T" append "$dir/tw.tsf" raw --time-window=..2020-06-30 2>&1); rc=$?
+check "the window's TO is excluded" exits $rc 1 "$err" '"2020-06-30T00:00:00Z" is outside the time window ..2020-06-30: if the time'
+err=$("$T" append "$dir/tw.tsf" raw --time-window 2020 </dev/null 2>&1); rc=$?
+check "a --time-window without .. is refused" exits $rc 2 "$err" 'trafficdb-stream: --time-window "2020": expected FROM..TO, each an ISO 8601 time (2020-06-30, 2020-06-30T12:00:00Z) or empty for no bound'
+err=$("$T" append "$dir/tw.tsf" raw --time-window 2021-01-01..2020-01-01 </dev/null 2>&1); rc=$?
+check "a --time-window backwards is refused" exits $rc 2 "$err" 'trafficdb-stream: --time-window "2021-01-01..2020-01-01": FROM (2021-01-01) is not before TO (2020-01-01)'
+err=$("$T" append "$dir/tw.tsf" raw --time-window 1633608000.. </dev/null 2>&1); rc=$?
+check "a --time-window bound must be ISO (an integer's unit is ambiguous)" exits $rc 2 "$err" '"1633608000" is not an ISO 8601 time'
+check "--help names the window and its default" has "$("$T" 2>&1)" '--time-window FROM..TO] [--skip-bad]'
+check "  and its default" has "$("$T" 2>&1)" '(default 1971-01-01..2200-01-01, up to but not including TO; "..": any time)'
+
+# --- floats: NaN and the infinities as PostgreSQL spells them; integers past 64 bits refused (issue 33)
+cat >"$dir/f.rdl" <<'RDL'
+SET blockSize = 4096;
+SET fileSize = 1MB;
+CREATE STREAM f WITH ID 1 { d float64 NULL, r real NULL, i bigint NULL };
+RDL
+"$T" create "$dir/f.tsf" "$dir/f.rdl" >/dev/null
+printf 'ts,d,r,i\n2020-06-30T00:00:01Z,NaN,nan,1\n2020-06-30T00:00:02Z,Infinity,-INF,2\n2020-06-30T00:00:03Z,-infinity,+inf,3\n2020-06-30T00:00:04Z,1.5,2.5,4\n' >"$dir/f.csv"
+err=$("$T" append "$dir/f.tsf" f "$dir/f.csv" 2>&1); rc=$?
+check "NaN, Infinity and -Infinity in any case are floats" exits $rc 0 "$err" "appended 4 rows to f"
+expected=$'ts,d,r,i\n1593475201000000,NaN,NaN,1\n1593475202000000,Infinity,-Infinity,2\n1593475203000000,-Infinity,Infinity,3\n1593475204000000,1.5,2.5,4'
+check "  dump writes them as PostgreSQL does" [ "$("$T" dump "$dir/f.tsf" f)" = "$expected" ]
+"$T" create "$dir/f2.tsf" "$dir/f.rdl" >/dev/null
+"$T" dump "$dir/f.tsf" f >"$dir/f-dump.csv"
+"$T" append "$dir/f2.tsf" f "$dir/f-dump.csv" 2>/dev/null
+check "  and append reads dump's output back exactly" [ "$("$T" dump "$dir/f2.tsf" f)" = "$expected" ]
+err=$(printf 'ts,d,r,i\n2020-06-30T00:00:05Z,0x10,nan(1), 7\n2020-06-30T00:00:06Z,1,1,99999999999999999999\n2020-06-30T00:00:07Z,1e999,1,1\n' | "$T" append "$dir/f.tsf" f 2>&1); rc=$?
+check "a hexadecimal float is refused" has "$err" 'stdin line 2, column d: "0x10" is not a f64'
+check "an integer past 64 bits is refused, not rounded" has "$err" 'stdin line 3, column i: "99999999999999999999" is out of range for i64 (-9223372036854775808 to 9223372036854775807)'
+check "a decimal past a double's range is refused, not made infinite" exits $rc 1 "$err" 'stdin line 4, column d: "1e999" is out of range for f64'
+
 # --- the same times through trafficdb-trail (tools/csvtime.c in both)
 if [ -n "$TRAIL" ]; then
 	for t in 1593475205 1593475205250 1593475205250000 2020-06-30T00:00:05.25Z; do
@@ -137,6 +190,47 @@ if [ -n "$TRAIL" ]; then
 	printf 'id,time,lon,lat\n1,1593475210,0,0\n1,1593475211000000,0,0\n' >"$dir/mixed.csv"
 	err=$("$TRAIL" write "$dir/m.trail" <"$dir/mixed.csv" 2>&1); rc=$?
 	check "trafficdb-trail refuses mixed units too" has "$rc $err" '1 trafficdb-trail: CSV line 3, column time: "1593475211000000" reads as microseconds by the automatic rule'
+
+	# the time window (issue 33): the same rule and words as trafficdb-stream
+	err=$(printf 'id,time,lon,lat\n1,1633608000000000000,0,0\n' | "$TRAIL" write "$dir/ns.trail" 2>&1); rc=$?
+	check "trafficdb-trail refuses nanoseconds read as microseconds" exits $rc 1 "$err" 'trafficdb-trail: CSV line 2, column time: "1633608000000000000" read as microseconds (by the automatic rule, |v| >= 1e14) is the year 53736, outside the time window 1971-01-01..2200-01-01; as nanoseconds it is 2021-10-07T12:00:00Z: pass --time-unit ns'
+	check "  and writes no file" [ ! -e "$dir/ns.trail" ]
+	err=$(printf 'id,time,lon,lat\n1,1633608000000,0,0\n' | "$TRAIL" write "$dir/ns.trail" --time-unit s 2>&1); rc=$?
+	check "trafficdb-trail: milliseconds given --time-unit s" exits $rc 1 "$err" '"1633608000000" read as seconds (--time-unit s) is the year 53736, outside the time window 1971-01-01..2200-01-01; as milliseconds it is 2021-10-07T12:00:00Z: pass --time-unit ms'
+	err=$(printf 'id,time,lon,lat\n1,1633608000,0,0\n' | "$TRAIL" write "$dir/ns.trail" --time-unit us 2>&1); rc=$?
+	check "trafficdb-trail: seconds given --time-unit us" exits $rc 1 "$err" 'as seconds it is 2021-10-07T12:00:00Z: pass --time-unit s'
+	printf 'id,time,lon,lat\n1,1633608000123456789,0,0\n' | "$TRAIL" write "$dir/ns.trail" --time-unit ns 2>/dev/null
+	check "trafficdb-trail --time-unit ns" [ "$("$TRAIL" cat "$dir/ns.trail" | tail -n +2)" = "1,2021-10-07T12:00:00.123456Z,0,0" ]
+	printf 'id,time,lon,lat\n1,5,0,0\n' | "$TRAIL" write "$dir/w.trail" --time-window .. 2>/dev/null
+	check "trafficdb-trail --time-window .. accepts any time" [ "$("$TRAIL" cat "$dir/w.trail" | tail -n +2)" = "1,1970-01-01T00:00:05Z,0,0" ]
+	err=$("$TRAIL" write "$dir/w.trail" --time-window 2020 </dev/null 2>&1); rc=$?
+	check "trafficdb-trail: a bad --time-window" exits $rc 2 "$err" 'trafficdb-trail: --time-window 2020: expected FROM..TO'
+	check "trafficdb-trail --help names the window and its default" has "$("$TRAIL" 2>&1)" '(default 1971-01-01..2200-01-01,'
+
+	# type inference: NaN and the infinities are floats; an integer past 64 bits is an error (issue 33)
+	printf 'id,time,lon,lat,x,y\n1,2020-01-01,0,0,1.5,NaN\n1,2020-01-02,0,0,NaN,nan\n1,2020-01-03,0,0,-Infinity,INF\n1,2020-01-04,0,0,+inf,\n' >"$dir/nan.csv"
+	err=$("$TRAIL" write "$dir/nan.trail" <"$dir/nan.csv" 2>&1); rc=$?
+	check "trafficdb-trail: a NaN keeps a float column float" exits $rc 0 "$err" "wrote $dir/nan.trail"
+	check "  (and a column of NaN only is float too)" has "$("$TRAIL" info "$dir/nan.trail")" "x (float64), y (float64)"
+	nanout=$'id,time,lon,lat,x,y\n1,2020-01-01T00:00:00Z,0,0,1.5,NaN\n1,2020-01-02T00:00:00Z,0,0,NaN,NaN\n1,2020-01-03T00:00:00Z,0,0,-Infinity,Infinity\n1,2020-01-04T00:00:00Z,0,0,Infinity,'
+	check "  cat writes NaN and the infinities as PostgreSQL does" [ "$("$TRAIL" cat "$dir/nan.trail")" = "$nanout" ]
+	"$TRAIL" cat "$dir/nan.trail" | "$TRAIL" write "$dir/nan2.trail" 2>/dev/null
+	check "  and write reads cat's output back exactly" [ "$("$TRAIL" cat "$dir/nan2.trail")" = "$nanout" ]
+	printf 'id,time,lon,lat,x\n1,2020-01-01,0,0,nan\n' | "$TRAIL" write "$dir/nan3.trail" --type x=float 2>/dev/null; rc=$?
+	check "trafficdb-trail --type x=float takes nan" [ "$rc $("$TRAIL" cat "$dir/nan3.trail" | tail -n +2)" = "0 1,2020-01-01T00:00:00Z,0,0,NaN" ]
+	err=$(printf 'id,time,lon,lat,x\n1,2020-01-01,0,0,1\n1,2020-01-02,0,0,99999999999999999999\n' | "$TRAIL" write "$dir/big.trail" 2>&1); rc=$?
+	check "trafficdb-trail: an integer past 64 bits is an error, not the float 1e+20" exits $rc 1 "$err" 'trafficdb-trail: CSV line 3, column x: "99999999999999999999" is out of range for an integer column (int64: -9223372036854775808 to 9223372036854775807); --type x=float stores it rounded to a double, --type x=string keeps its digits'
+	check "  and writes no file" [ ! -e "$dir/big.trail" ]
+	printf 'id,time,lon,lat,x\n1,2020-01-01,0,0,1\n1,2020-01-02,0,0,99999999999999999999\n' | "$TRAIL" write "$dir/big.trail" --type x=string 2>/dev/null
+	check "  --type x=string keeps its digits" [ "$("$TRAIL" cat "$dir/big.trail" | tail -1)" = "1,2020-01-02T00:00:00Z,0,0,99999999999999999999" ]
+	err=$(printf 'id,time,lon,lat\n99999999999999999999,2020-01-01,0,0\n' | "$TRAIL" write "$dir/big.trail" 2>&1); rc=$?
+	check "trafficdb-trail: a trail id past 64 bits is an error too" exits $rc 1 "$err" 'column id: "99999999999999999999" is out of range for an integer id (int64: -9223372036854775808 to 9223372036854775807); --type ID=string keeps its digits'
+	err=$(printf 'id,time,lon,lat\n1,2020-01-01,NaN,0\n' | "$TRAIL" write "$dir/big.trail" 2>&1); rc=$?
+	check "trafficdb-trail: a NaN longitude is still refused" exits $rc 1 "$err" 'CSV line 2, column lon: "NaN" is not a longitude (a number from -180 to 180)'
+	err=$(printf 'id,time,lon,lat\n1,2020-01-01,0,nan\n' | "$TRAIL" write "$dir/big.trail" 2>&1); rc=$?
+	check "trafficdb-trail: a NaN latitude too" exits $rc 1 "$err" 'CSV line 2, column lat: "nan" is not a latitude (a number from -90 to 90)'
+	err=$(printf 'id,time,lon,lat,x\n1,2020-01-01,0,0,1.5\n1,2020-01-02,0,0,1e999\n' | "$TRAIL" write "$dir/big.trail" 2>&1); rc=$?
+	check "trafficdb-trail: a decimal past a double's range is an error, not text" exits $rc 1 "$err" 'column x: "1e999" is beyond a double'"'"'s range'
 fi
 echo "1..$((pass + fail))"
 echo "$pass passed, $fail failed"

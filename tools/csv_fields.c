@@ -49,13 +49,10 @@ csv_leading_zero(const char *s)
 	return s[0] == '0' && isdigit((unsigned char) s[1]);
 }
 
-/* [+-]digits, at most 19 digits and within int64 */
 bool
-csv_parse_int(const char *s, int64_t *v)
+csv_int_literal(const char *s)
 {
 	const char *p = s;
-	char	   *end;
-	long long	x;
 
 	if (*p == '+' || *p == '-')
 		p++;
@@ -64,6 +61,18 @@ csv_parse_int(const char *s, int64_t *v)
 	for (; *p; p++)
 		if (!isdigit((unsigned char) *p))
 			return false;
+	return true;
+}
+
+/* [+-]digits, at most 19 digits and within int64 */
+bool
+csv_parse_int(const char *s, int64_t *v)
+{
+	char	   *end;
+	long long	x;
+
+	if (!csv_int_literal(s))
+		return false;
 	errno = 0;
 	x = strtoll(s, &end, 10);
 	if (errno != 0 || *end != '\0')
@@ -72,13 +81,27 @@ csv_parse_int(const char *s, int64_t *v)
 	return true;
 }
 
-/* [+-](digits[.digits] | .digits)[(e|E)[+-]digits], finite */
-bool
-csv_parse_float(const char *s, double *v)
+/* NaN, [+-]Infinity, [+-]inf in any case: the spellings PostgreSQL's float8 takes everywhere */
+static bool
+float_special(const char *s, double *v)
+{
+	const char *p = s + (*s == '+' || *s == '-');
+
+	if (strcasecmp(s, "nan") == 0)
+		*v = NAN;
+	else if (strcasecmp(p, "infinity") == 0 || strcasecmp(p, "inf") == 0)
+		*v = *s == '-' ? -INFINITY : INFINITY;
+	else
+		return false;
+	return true;
+}
+
+/* [+-](digits[.digits] | .digits)[(e|E)[+-]digits] */
+static bool
+float_decimal(const char *s)
 {
 	const char *p = s;
 	int			digits = 0;
-	char	   *end;
 
 	if (*p == '+' || *p == '-')
 		p++;
@@ -99,7 +122,26 @@ csv_parse_float(const char *s, double *v)
 		while (isdigit((unsigned char) *p))
 			p++;
 	}
-	if (*p != '\0')
+	return *p == '\0';
+}
+
+bool
+csv_float_literal(const char *s)
+{
+	double		v;
+
+	return float_decimal(s) || float_special(s, &v);
+}
+
+/* a decimal (finite) or a special value */
+bool
+csv_parse_float(const char *s, double *v)
+{
+	char	   *end;
+
+	if (float_special(s, v))
+		return true;
+	if (!float_decimal(s))
 		return false;
 	errno = 0;
 	*v = strtod(s, &end);
@@ -143,15 +185,15 @@ csv_infer_init(CsvInfer *in)
 void
 csv_infer_add(CsvInfer *in, const char *value)
 {
-	int64_t		i;
-	double		f;
 	bool		zero = csv_leading_zero(value);
 
 	in->any = true;
 	/* inferred booleans are the words only: 1/0 make an integer column */
 	in->all_bool = in->all_bool && (strcasecmp(value, "true") == 0 || strcasecmp(value, "false") == 0);
-	in->all_int = in->all_int && !zero && csv_parse_int(value, &i);
-	in->all_float = in->all_float && !zero && csv_parse_float(value, &f);
+	/* an integer beyond 64 bits keeps the column int: parsing it is then an error naming it */
+	in->all_int = in->all_int && !zero && csv_int_literal(value);
+	/* so does a decimal beyond a double's range ("1e999") keep it float */
+	in->all_float = in->all_float && !zero && csv_float_literal(value);
 }
 
 CsvType

@@ -4,7 +4,7 @@
  *	  PostgreSQL:
  *
  *	    trafficdb-stream create FILE SCHEMA.rdl     lay out a new file (preallocated)
- *	    trafficdb-stream append FILE STREAM [CSV] [--no-header] [--time-unit U] [--skip-bad]
+ *	    trafficdb-stream append FILE STREAM [CSV] [--no-header] [--time-unit U] [--time-window FROM..TO] [--skip-bad]
  *	                                                append CSV rows (stdin by default)
  *	    trafficdb-stream dump FILE STREAM [FROM [TO]] [--time-unit U]  records as CSV
  *	    trafficdb-stream stats FILE                 streams, records, blocks, sizes
@@ -17,8 +17,11 @@
  *	  with the names.  --no-header: no header, ts then the fields in schema
  *	  order.  An empty value is NULL.  Times are read by tools/csvtime.c, the
  *	  rule trafficdb-trail uses: ISO 8601 in UTC, or integers since 1970 in
- *	  --time-unit s, ms or us (auto by default: |v| < 1e11 seconds, < 1e14
- *	  milliseconds, else microseconds; one file keeps one unit).
+ *	  --time-unit s, ms, us or ns (auto by default: |v| < 1e11 seconds, < 1e14
+ *	  milliseconds, else microseconds; one file keeps one unit), each in
+ *	  --time-window FROM..TO (default 1971-01-01..2200-01-01), else refused
+ *	  naming the unit that would fit.  Floats take NaN, Infinity and
+ *	  -Infinity as PostgreSQL spells them; dump writes them so.
  *
  *	  All or nothing: the input is read twice, first to check every line
  *	  (each bad one is reported with its file line, column and value), then,
@@ -38,6 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "csv_fields.h"
 #include "csvtime.h"
 #include "stream/stream.h"
 
@@ -131,6 +135,7 @@ typedef struct AppendOpts
 	bool		header;			/* the first line names the columns (default) */
 	bool		skip_bad;		/* append the good lines, report the bad */
 	TdbTimeUnit unit;
+	TdbTimeWindow window;		/* times accepted */
 } AppendOpts;
 
 typedef struct Append
@@ -195,6 +200,9 @@ parse_value(const TdbStreamField *f, const char *s, TdbStreamValue *v, char *err
 	{
 		case TDB_ST_FLOAT32:
 		case TDB_ST_FLOAT64:
+			/* decimals, NaN, [+-]Infinity, [+-]inf (csv_fields.c): not hex, "nan(...)" or blanks */
+			if (!csv_float_literal(s))
+				break;
 			v->v.f = strtod(s, &end);
 			if (end == s || *end != '\0')
 				break;
@@ -369,7 +377,7 @@ read_row(Append *a, char *line, long lineno, int64_t *ts, TdbStreamValue *vals, 
 {
 	char	   *cols[MAX_COLUMNS + 1];
 	int			n = split(line, cols, a->ncols);
-	char		why[400];
+	char		why[600];
 
 	if (n != a->ncols)
 	{
@@ -439,7 +447,7 @@ append_pass(Append *a, FILE *in, FILE *spool, TdbStreamDB *db, int s, bool inser
 	bool		progress = insert && isatty(2);
 
 	a->lines = a->good = a->bad = a->first_bad = 0;
-	a->times = (TdbTimeColumn) {.unit = a->o->unit};
+	a->times = (TdbTimeColumn) {.unit = a->o->unit, .window = &a->o->window};
 	a->last_line = 0;
 	if (tdb_stream_last_ts(db, s, &a->last) != TDB_STREAM_OK)
 		a->last = INT64_MIN;
@@ -447,7 +455,7 @@ append_pass(Append *a, FILE *in, FILE *spool, TdbStreamDB *db, int s, bool inser
 	{
 		int64_t		ts = 0;
 		TdbStreamValue vals[TDB_STREAM_MAX_FIELDS];
-		char		err[600];
+		char		err[800];
 
 		if (spool != NULL && fwrite(line, 1, (size_t) len, spool) != (size_t) len)
 		{
@@ -614,6 +622,8 @@ dump_visit(const TdbStreamRecord *r, void *p)
 
 		if (v->isnull)
 			fputs(",", stdout);
+		else if ((d->fields[f].type == TDB_ST_FLOAT32 || d->fields[f].type == TDB_ST_FLOAT64) && !isfinite(v->v.f))
+			printf(",%s", isnan(v->v.f) ? "NaN" : v->v.f > 0 ? "Infinity" : "-Infinity");	/* as PostgreSQL spells them */
 		else if (d->fields[f].type == TDB_ST_FLOAT32)
 			printf(",%.9g", v->v.f);
 		else if (d->fields[f].type == TDB_ST_FLOAT64)
@@ -741,8 +751,12 @@ main(int argc, char **argv)
 	const char *pos[8];
 	int			npos = 0;
 	AppendOpts	o = {.header = true, .unit = TDB_TIME_AUTO};
+	char		why[200];
 	bool		append_opts = false,
-				unit_opt = false;
+				unit_opt = false,
+				window_opt = false;
+
+	tdb_time_window_parse(TDB_TIME_WINDOW_DEFAULT, &o.window, NULL, 0);
 
 	/* options anywhere after the command; the rest are positional */
 	for (int i = 2; i < argc; i++)
@@ -757,10 +771,21 @@ main(int argc, char **argv)
 
 			if (!tdb_time_unit_parse(v, &o.unit))
 			{
-				fprintf(stderr, "trafficdb-stream: --time-unit \"%s\": expected s, ms, us or auto\n", v);
+				fprintf(stderr, "trafficdb-stream: --time-unit \"%s\": expected s, ms, us, ns or auto\n", v);
 				return 2;
 			}
 			unit_opt = true;
+		}
+		else if (strcmp(argv[i], "--time-window") == 0 || strncmp(argv[i], "--time-window=", 14) == 0)
+		{
+			const char *v = argv[i][13] == '=' ? argv[i] + 14 : i + 1 < argc ? argv[++i] : "";
+
+			if (!tdb_time_window_parse(v, &o.window, why, sizeof(why)))
+			{
+				fprintf(stderr, "trafficdb-stream: --time-window \"%s\": %s\n", v, why);
+				return 2;
+			}
+			window_opt = true;
 		}
 		else if (strncmp(argv[i], "--", 2) == 0 && argv[i][2] != '\0')
 		{
@@ -775,8 +800,8 @@ main(int argc, char **argv)
 	}
 	if (strcmp(cmd, "append") == 0 && (npos == 2 || npos == 3))
 		return cmd_append(pos[0], pos[1], npos == 3 ? pos[2] : NULL, &o);
-	if (append_opts)
-		npos = -1;				/* --no-header, --skip-bad: append only */
+	if (append_opts || window_opt)
+		npos = -1;				/* --no-header, --skip-bad, --time-window: append only */
 	if (strcmp(cmd, "dump") == 0 && npos >= 2 && npos <= 4)
 		return cmd_dump(pos[0], pos[1], npos > 2 ? pos[2] : NULL, npos > 3 ? pos[3] : NULL, o.unit);
 	if (unit_opt)
@@ -791,12 +816,16 @@ main(int argc, char **argv)
 		return cmd_recover(pos[0]);
 	fprintf(stderr,
 			"usage: trafficdb-stream create FILE SCHEMA.rdl\n"
-			"       trafficdb-stream append FILE STREAM [CSV|-] [--no-header] [--time-unit s|ms|us|auto] [--skip-bad]\n"
-			"       trafficdb-stream dump FILE STREAM [FROM [TO]] [--time-unit s|ms|us|auto]\n"
+			"       trafficdb-stream append FILE STREAM [CSV|-] [--no-header] [--time-unit s|ms|us|ns|auto]\n"
+			"                        [--time-window FROM..TO] [--skip-bad]\n"
+			"       trafficdb-stream dump FILE STREAM [FROM [TO]] [--time-unit s|ms|us|ns|auto]\n"
 			"       trafficdb-stream stats FILE | verify FILE | recover FILE\n"
 			"append reads CSV (stdin by default) whose header names the columns: ts and the stream's fields,\n"
 			"in any order; --no-header: no header, ts then the fields in schema order.  Times: ISO 8601 in UTC,\n"
 			"or integers since 1970 in --time-unit (auto: |v| < 1e11 seconds, < 1e14 milliseconds, else\n"
-			"microseconds).  A bad line appends nothing unless --skip-bad.\n");
+			"microseconds; ns, kept to the microsecond, is never guessed).  Every time must fall in --time-window\n"
+			"(default " TDB_TIME_WINDOW_DEFAULT ", up to but not including TO; \"..\": any time), else it is\n"
+			"refused naming the unit that fits.  Floats: NaN, Infinity, -Infinity as PostgreSQL spells them.\n"
+			"A bad line appends nothing unless --skip-bad.\n");
 	return 2;
 }

@@ -4,7 +4,8 @@
  *	  query it (CSV out) through the pruning reader, verify every page.
  *
  *	  trafficdb-trail write OUT [--id C] [--time C] [--lon C] [--lat C]
- *	                  [--type COL=int|float|string|bool]... [--time-unit s|ms|us]
+ *	                  [--type COL=int|float|string|bool]... [--time-unit s|ms|us|ns|auto]
+ *	                  [--time-window FROM..TO]
  *	                  [--page-bytes N] [--page-seconds N] [--part-mb N]
  *	                  [--format-version 1|2] [--order trail|space-time]
  *	                  [--bucket-seconds N] < data.csv
@@ -25,13 +26,16 @@
  * skipped); fields may be quoted ("" escapes a quote); an empty field is
  * NULL.  Times are ISO 8601 ("2020-06-30T00:00:00" and "...Z" are UTC,
  * "2020-06-30 02:00:00.5+02:00" has an offset) or integers in --time-unit
- * s, ms or us (default auto: seconds below 1e11, milliseconds below 1e14,
- * else microseconds; one column keeps one unit).  The rule is
+ * s, ms, us or ns (default auto: seconds below 1e11, milliseconds below 1e14,
+ * else microseconds; one column keeps one unit), and every time must fall in
+ * --time-window FROM..TO (default 1971-01-01..2200-01-01; "..": any): a time
+ * outside is refused naming the unit that would put it inside.  The rule is
  * tools/csvtime.c's, shared with trafficdb-stream.
  * A page holds at most --page-bytes (64 KiB) and --page-seconds of one trail
  * (3600; 0 for no limit).  Extra columns' types are inferred (all true/false:
- * bool, all integers: int, all numbers: float, else string; a value with a
- * leading zero, "0412", keeps a column a string) unless --type says; the
+ * bool, all integers: int, all numbers, NaN and [-]Infinity included: float,
+ * else string; a value with a leading zero, "0412", keeps a column a string;
+ * an integer beyond 64 bits is an error, not a float) unless --type says; the
  * trail id is int or string the same way.  Booleans are stored as booleans
  * (TDB_TRAIL_BOOL), or as int64 1/0 with --format-version 1 (which has no
  * boolean type).  Files are format version 2 unless --format-version 1
@@ -61,13 +65,17 @@ static void
 usage(void)
 {
 	fprintf(stderr,
-			"usage: trafficdb-trail write OUT [--id C] [--time C] [--lon C] [--lat C] [--type COL=int|float|string|bool]... [--time-unit s|ms|us|auto]\n"
+			"usage: trafficdb-trail write OUT [--id C] [--time C] [--lon C] [--lat C] [--type COL=int|float|string|bool]...\n"
+			"                       [--time-unit s|ms|us|ns|auto] [--time-window FROM..TO]\n"
 			"                       [--page-bytes N] [--page-seconds N] [--format-version 1|2] [--order trail|space-time] [--bucket-seconds N] < CSV\n"
 			"       trafficdb-trail info FILE [--trails] [--pages]\n"
 			"       trafficdb-trail cat FILE [--trail ID]... [--from T] [--to T] [--bbox x0,y0,x1,y1] [--limit N] [--stats]\n"
 			"       trafficdb-trail verify FILE\n"
 			"       trafficdb-trail mb s3://bucket\n"
-			"FILE: path, http(s)://..., s3://bucket/key (AWS_* environment, --endpoint, --region)\n");
+			"FILE: path, http(s)://..., s3://bucket/key (AWS_* environment, --endpoint, --region)\n"
+			"Times: ISO 8601 or integers since 1970 in --time-unit (auto: |v| < 1e11 seconds, < 1e14 milliseconds,\n"
+			"else microseconds; ns is never guessed), each in --time-window (default " TDB_TIME_WINDOW_DEFAULT ",\n"
+			"up to but not including TO; \"..\": any time), else refused naming the unit that fits.\n");
 	exit(2);
 }
 
@@ -261,6 +269,7 @@ typedef struct Opts
 	TdbPagerOptions pager;
 	const char *id, *time, *lon, *lat;
 	TdbTimeUnit time_unit;
+	TdbTimeWindow time_window;
 	const char *types[TDB_TRAIL_MAX_COLUMNS + 1];
 	int			ntypes;
 	uint32_t	page_bytes;
@@ -287,6 +296,7 @@ parse_opts(int argc, char **argv, int first, Opts *o)
 	o->lon = "lon";
 	o->lat = "lat";
 	o->time_unit = TDB_TIME_AUTO;
+	tdb_time_window_parse(TDB_TIME_WINDOW_DEFAULT, &o->time_window, NULL, 0);
 	o->page_seconds = 3600;
 	o->format_version = TDB_TRAIL_VERSION;
 	o->order = TDB_TRAIL_ORDER_TRAIL;
@@ -320,7 +330,18 @@ parse_opts(int argc, char **argv, int first, Opts *o)
 			NEEDV();
 			if (!tdb_time_unit_parse(v, &o->time_unit))
 			{
-				fprintf(stderr, "trafficdb-trail: --time-unit %s: expected s, ms, us or auto\n", v);
+				fprintf(stderr, "trafficdb-trail: --time-unit %s: expected s, ms, us, ns or auto\n", v);
+				exit(2);
+			}
+		}
+		else if (strcmp(a, "--time-window") == 0)
+		{
+			char		why[200];
+
+			NEEDV();
+			if (!tdb_time_window_parse(v, &o->time_window, why, sizeof(why)))
+			{
+				fprintf(stderr, "trafficdb-trail: --time-window %s: %s\n", v, why);
 				exit(2);
 			}
 		}
@@ -573,12 +594,13 @@ cmd_write(const char *out, Opts *o)
 	if (tdb_trail_writer_create(&schema, &wo, &w, &err) < 0)
 		die_err(&err);
 	times.unit = o->time_unit;
+	times.window = &o->time_window;
 	for (size_t r = 0; r < csv.nrows; r++)
 	{
 		char	  **row = csv.rows[r];
 		TdbTrailEvent ev;
 		int			need[4] = {cid, ct, cx, cy};
-		char		terr[300];
+		char		terr[600];
 
 		memset(&ev, 0, sizeof(ev));
 		for (int k = 0; k < 4; k++)
@@ -590,14 +612,17 @@ cmd_write(const char *out, Opts *o)
 			fprintf(stderr, "trafficdb-trail: CSV line %zu, column %s: %s\n", csv.lines[r], csv.names[ct], terr);
 			return 1;
 		}
-		if (!csv_parse_float(row[cx], &ev.lon) || ev.lon < -180 || ev.lon > 180)
+		/* written so that NaN, now a float, is refused too */
+		if (!csv_parse_float(row[cx], &ev.lon) || !(ev.lon >= -180 && ev.lon <= 180))
 			die_value(&csv, r, cx, row[cx], "is not a longitude (a number from -180 to 180)");
-		if (!csv_parse_float(row[cy], &ev.lat) || ev.lat < -90 || ev.lat > 90)
+		if (!csv_parse_float(row[cy], &ev.lat) || !(ev.lat >= -90 && ev.lat <= 90))
 			die_value(&csv, r, cy, row[cy], "is not a latitude (a number from -90 to 90)");
 		if (id_type == CSV_INT)
 		{
 			if (!csv_parse_int(row[cid], &ev.key.i))
-				die_value(&csv, r, cid, row[cid], "is not an integer (--type ID=string for string ids)");
+				die_value(&csv, r, cid, row[cid], csv_int_literal(row[cid]) ?
+						  "is out of range for an integer id (int64: -9223372036854775808 to 9223372036854775807); "
+						  "--type ID=string keeps its digits" : "is not an integer (--type ID=string for string ids)");
 		}
 		else
 			ev.key.s = row[cid];
@@ -605,6 +630,7 @@ cmd_write(const char *out, Opts *o)
 		{
 			const char *s = row[extra[k]];
 			bool		b;
+			char		why[400];
 
 			memset(&vals[k], 0, sizeof(vals[k]));
 			vals[k].isnull = s == NULL;
@@ -614,11 +640,23 @@ cmd_write(const char *out, Opts *o)
 			{
 				case CSV_INT:
 					if (!csv_parse_int(s, &vals[k].i))
-						die_value(&csv, r, extra[k], s, "is not an integer (--type COLUMN=string keeps such a column as text)");
+					{
+						const char *n = csv.names[extra[k]];
+
+						if (csv_int_literal(s))
+							snprintf(why, sizeof(why), "is out of range for an integer column (int64: -9223372036854775808 "
+									 "to 9223372036854775807); --type %s=float stores it rounded to a double, "
+									 "--type %s=string keeps its digits", n, n);
+						else
+							snprintf(why, sizeof(why), "is not an integer (--type %s=string keeps such a column as text)", n);
+						die_value(&csv, r, extra[k], s, why);
+					}
 					break;
 				case CSV_FLOAT:
 					if (!csv_parse_float(s, &vals[k].f))
-						die_value(&csv, r, extra[k], s, "is not a number (--type COLUMN=string keeps such a column as text)");
+						die_value(&csv, r, extra[k], s, csv_float_literal(s) ?
+								  "is beyond a double's range (about 1.8e308; Infinity and -Infinity are written so)" :
+								  "is not a number (NaN, Infinity and -Infinity are; --type COLUMN=string keeps such a column as text)");
 					break;
 				case CSV_BOOL:
 					if (!csv_parse_bool(s, &b))
@@ -850,6 +888,8 @@ cmd_cat(const char *url, Opts *o)
 				printf("%" PRId64, v->i);
 			else if (f->schema.columns[c].type == TDB_TRAIL_BOOL)
 				fputs(v->i ? "true" : "false", stdout);
+			else if (f->schema.columns[c].type == TDB_TRAIL_FLOAT64 && !isfinite(v->f))
+				fputs(isnan(v->f) ? "NaN" : v->f > 0 ? "Infinity" : "-Infinity", stdout);	/* as PostgreSQL spells them */
 			else if (f->schema.columns[c].type == TDB_TRAIL_FLOAT64)
 				printf("%.17g", v->f);
 			else
