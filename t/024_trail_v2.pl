@@ -287,7 +287,7 @@ sub cli
 	my $ok = IPC::Run::run([ $cli, @args ], '<', \$in, '>', \$o, '2>', \$e);
 	return ($ok ? 0 : $? >> 8, $o, $e);
 }
-# (the CLI takes no NaN: those speeds are left empty)
+# (NaN speeds are left empty here, so NULL; the CLI reads NaN since issue 33: test/stream_cli.sh)
 my $csv = rows(q{SELECT 'id,time,lon,lat,speed,alt,moving' UNION ALL (SELECT concat(vid, ',', to_char(ts, 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
   ',', ST_X(geom), ',', ST_Y(geom), ',', CASE WHEN speed = 'NaN' THEN NULL ELSE speed END, ',', alt, ',', CASE WHEN moving THEN 'true' WHEN NOT moving THEN 'false' END) FROM ev ORDER BY vid, ts)}) . "\n";
 my ($o, $e);
