@@ -410,7 +410,8 @@ trail_sorter_finish(TrailSorter *s, size_t merge_bytes, TdbTrailError *err)
 	}
 	if (s->nruns == 0)
 	{
-		qsort_r(s->ix, s->n, sizeof(uint32_t), ix_cmp, s);
+		if (s->n > 1)
+			qsort_r(s->ix, s->n, sizeof(uint32_t), ix_cmp, s);
 		s->mode = 1;
 		s->pos = 0;
 		return 0;

@@ -25,8 +25,8 @@ src/trail/tests/trail_tests_asan: $(TRAIL_TEST_DEPS)
 	$(CC) $(TRAIL_CFLAGS) -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined \
 		$(TRAIL_TEST_LIST) -Isrc/trail/tests -o $@ $(TRAIL_SRCS) $(TRAIL_TEST_SRCS) $(TRAIL_LIBS)
 
-tools/trafficdb-trail: tools/trafficdb-trail.c tools/csvtime.c tools/csvtime.h tools/csv_fields.c tools/csv_fields.h $(TRAIL_SRCS) $(TRAIL_HDRS)
-	$(CC) $(TRAIL_CFLAGS) -Itools -o $@ tools/trafficdb-trail.c tools/csvtime.c tools/csv_fields.c $(TRAIL_SRCS) $(TRAIL_LIBS)
+tools/trafficdb-trail: tools/trafficdb-trail.c tools/trail_write.c tools/trail_write.h tools/csvtime.c tools/csvtime.h tools/csv_fields.c tools/csv_fields.h $(TRAIL_SRCS) $(TRAIL_HDRS)
+	$(CC) $(TRAIL_CFLAGS) -Itools -o $@ tools/trafficdb-trail.c tools/trail_write.c tools/csvtime.c tools/csv_fields.c $(TRAIL_SRCS) $(TRAIL_LIBS)
 
 bench/trailbench: bench/trailbench.c $(TRAIL_SRCS) $(TRAIL_HDRS)
 	$(CC) $(TRAIL_CFLAGS) -o $@ bench/trailbench.c $(TRAIL_SRCS) $(TRAIL_LIBS)

@@ -629,7 +629,8 @@ emit_spacetime(Writer2 *x, TdbTrailError *err)
 		 */
 		for (uint32_t i = 0; i < win.n; i++)
 			js[i] = i;
-		qsort_r(js, win.n, sizeof(uint32_t), win_ord_cmp, &win);
+		if (win.n > 1)
+			qsort_r(js, win.n, sizeof(uint32_t), win_ord_cmp, &win);
 		rc = emit_page2(x, &win, js, win.n, err);
 	}
 	if (rc == 0 && st->rc < 0)
