@@ -653,7 +653,11 @@ tdb_trail_writer_finish_to(TdbTrailWriter *w, TdbTrailSink sink, void *arg, uint
 	else
 		rc = finish1(w, &out, err);
 	if (rc == 0)
+	{
 		*len = out.base;
+		if (w->n > 0)
+			trail_writer_progress(w, "writing pages", w->n, w->n);
+	}
 	codec_buf_free(&out.buf);
 	trail_sorter_free(&w->sort);
 	return rc;
