@@ -111,15 +111,17 @@ trail_writer_budget(const TdbTrailWriter *w)
  * past 3/4 of the limit the writer stops, saying what took it.
  */
 int
-trail_writer_check_memory(const TdbTrailWriter *w, size_t fixed, TdbTrailError *err)
+trail_writer_check_memory(const TdbTrailWriter *w, size_t fixed, uint32_t ntrails, uint32_t npages,
+						  TdbTrailError *err)
 {
 	size_t		b = trail_writer_budget(w);
 
 	if (w->dict_bytes + fixed <= b / 4 * 3)
 		return 0;
 	return tdb_trail_fail(err, TDB_TRAIL_ENOMEM,
-						  "the writer's memory limit of %zu MB is too small for this file: %u distinct trail ids and %u distinct strings take %zu MB, the footer's per-trail and per-page state %zu MB (at most 3/4 of the limit); raise the limit",
-						  b >> 20, w->keys.n, w->lexicon.n, w->dict_bytes >> 20, fixed >> 20);
+						  "the writer's memory limit of %zu MB is too small for this file: %u distinct string trail ids and %u distinct string values take %zu MB, the footer's state for %u trails and %u pages %zu MB; together they may take 3/4 of the limit: raise it",
+						  b >> 20, w->keys.n, w->lexicon.n, w->dict_bytes >> 20, ntrails, npages,
+						  fixed >> 20);
 }
 
 void
@@ -314,7 +316,7 @@ tdb_trail_writer_add(TdbTrailWriter *w, const TdbTrailEvent *ev, TdbTrailError *
 			bits[c] = v->i;
 	}
 	w->dict_bytes = w->keys.bytes + w->lexicon.bytes;
-	if ((rc = trail_writer_check_memory(w, 0, err)) < 0)
+	if ((rc = trail_writer_check_memory(w, 0, 0, 0, err)) < 0)
 		return rc;
 	w->sort.limit = trail_writer_budget(w) - w->dict_bytes;
 	if ((rc = trail_sorter_put(&w->sort, w->rec, err)) < 0)
@@ -509,6 +511,11 @@ emit_page1(void *ctx, TrailWin *win, uint32_t n, TdbTrailError *err)
 							  pi.length);
 	pi.offset = trail_out_offset(x->out);
 	codec_put_bytes(&x->out->buf, x->tmp.data, x->tmp.len);
+	if (x->f.npages == x->pagecap &&
+		(rc = trail_writer_check_memory(x->w, (size_t) x->trailcap * sizeof(TdbTrailInfo) +
+										(size_t) x->pagecap * 2 * sizeof(TdbTrailPageInfo),
+										x->f.ntrails, x->f.npages, err)) < 0)
+		return rc;
 	if (!trail_push_page(&x->f.pages, &x->f.npages, &x->pagecap, &pi))
 		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
 	if ((rc = trail_out_flush(x->out, false, err)) < 0)
@@ -570,7 +577,8 @@ finish1(TdbTrailWriter *w, TrailOut *out, TdbTrailError *err)
 			x.f.trails = nt;
 			x.trailcap = nc;
 			if ((rc = trail_writer_check_memory(w, (size_t) nc * sizeof(TdbTrailInfo) +
-												(size_t) x.pagecap * sizeof(TdbTrailPageInfo), err)) < 0)
+												(size_t) x.pagecap * sizeof(TdbTrailPageInfo),
+												x.f.ntrails, x.f.npages, err)) < 0)
 				break;
 		}
 		ti = &x.f.trails[x.f.ntrails];

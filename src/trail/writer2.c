@@ -187,7 +187,7 @@ emit_page2(Writer2 *x, const TrailWin *win, const uint32_t *js, uint32_t n, TdbT
 				trail_stats_add(&x->tstats[(size_t) t * nc + c], w->types[c], trail_rec_bits(e)[c]);
 	}
 	if ((x->pagecap != pagecap || x->paircap != paircap) &&
-		(rc = trail_writer_check_memory(w, footer_bytes(x), err)) < 0)
+		(rc = trail_writer_check_memory(w, footer_bytes(x), x->f.ntrails, x->f.npages, err)) < 0)
 		return rc;
 	if ((x->done + n) / ((uint64_t) 1 << 20) != x->done / ((uint64_t) 1 << 20))
 		trail_writer_progress(w, "writing pages", x->done + n, w->n);
@@ -237,7 +237,7 @@ new_trail(Writer2 *x, const TrailRec *r, TdbTrailError *err)
 			return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
 		x->tstats = ns;
 		x->trailcap = cap;
-		if (trail_writer_check_memory(w, footer_bytes(x), err) < 0)
+		if (trail_writer_check_memory(w, footer_bytes(x), x->f.ntrails, x->f.npages, err) < 0)
 			return err->code;
 	}
 	ti = &x->f.trails[x->f.ntrails];

@@ -155,7 +155,28 @@ test_trail_writer_memory_limit_errors(void)
 	}
 	CHECK(rc == TDB_TRAIL_ENOMEM);
 	CHECK(i > 1000 && i < 100000);
-	CHECK(strstr(err.msg, "distinct strings") != NULL && strstr(err.msg, "raise the limit") != NULL);
+	CHECK(strstr(err.msg, "distinct string values") != NULL && strstr(err.msg, "raise it") != NULL);
+	tdb_trail_writer_free(w);
+
+	/* many trails: the footer's state past 3/4 of the limit is an error at finish */
+	CHECK(tdb_trail_writer_create(&sc, &o, &w, &err) == 0);
+	rc = 0;
+	for (i = 0; i < 20000 && rc == 0; i++)
+	{
+		snprintf(name, sizeof(name), "s%u", i % 5);
+		ev.key.i = i;
+		ev.time_us = i;
+		rc = tdb_trail_writer_add(w, &ev, &err);
+	}
+	CHECK(rc == 0);
+	{
+		uint8_t    *buf = NULL;
+		size_t		len = 0;
+
+		CHECK(tdb_trail_writer_finish(w, &buf, &len, &err) == TDB_TRAIL_ENOMEM);
+		CHECK(buf == NULL);
+		CHECK(strstr(err.msg, "the footer's state for") != NULL && strstr(err.msg, "raise it") != NULL);
+	}
 	tdb_trail_writer_free(w);
 
 	/* a temporary directory that does not exist: the error names it */
