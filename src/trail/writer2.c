@@ -2,8 +2,10 @@
  * writer2.c
  *	  Version 2 of the trail writer (tdb_trail_writer_finish for a
  *	  version-2 schema): pages cut by trail or by space and time, encoded in
- *	  chunks, with per-trail page lists and column summaries.  The events,
- *	  their order and version 1 are writer.c's.
+ *	  chunks, with per-trail page lists and column summaries; and what both
+ *	  versions share: the memory bound's checks, progress, the output sink
+ *	  and cutting a trail into pages.  The events, their order and version 1
+ *	  are writer.c's.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE				/* qsort_r, O_TMPFILE, mkostemp */
@@ -15,6 +17,157 @@
 #include "../checksum.h"
 #include "format.h"
 #include "writer.h"
+
+/* ---- shared by both versions: memory, progress, output, cutting ------- */
+
+size_t
+trail_writer_budget(const TdbTrailWriter *w)
+{
+	return w->opts.memory_limit;
+}
+
+/*
+ * The dictionaries and the footer's state (fixed: bytes) stay in memory;
+ * past 3/4 of the limit the writer stops, saying what took it.
+ */
+int
+trail_writer_check_memory(const TdbTrailWriter *w, size_t fixed, uint32_t ntrails, uint32_t npages,
+						  TdbTrailError *err)
+{
+	size_t		b = trail_writer_budget(w);
+
+	if (w->dict_bytes + fixed <= b / 4 * 3)
+		return 0;
+	return tdb_trail_fail(err, TDB_TRAIL_ENOMEM,
+						  "the writer's memory limit of %zu MB is too small for this file: %u distinct string trail ids and %u distinct string values take %zu MB, the footer's state for %u trails and %u pages %zu MB; together they may take 3/4 of the limit: raise it",
+						  b >> 20, w->keys.n, w->lexicon.n, w->dict_bytes >> 20, ntrails, npages,
+						  fixed >> 20);
+}
+
+void
+trail_writer_progress(const TdbTrailWriter *w, const char *phase, uint64_t done, uint64_t total)
+{
+	TdbTrailProgress p;
+
+	if (w->opts.progress == NULL)
+		return;
+	p.phase = phase;
+	p.events = w->n;
+	p.runs = w->sort.spilled;
+	p.done = done;
+	p.total = total;
+	w->opts.progress(w->opts.progress_arg, &p);
+}
+
+int
+trail_out_flush(TrailOut *o, bool all, TdbTrailError *err)
+{
+	if (!o->buf.ok)
+		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory writing the file");
+	if (o->failed)
+		return TDB_TRAIL_EIO;
+	if (o->buf.len == 0 || (!all && o->buf.len < ((size_t) 1 << 20)))
+		return 0;
+	if (o->sink(o->arg, o->buf.data, o->buf.len, err) < 0)
+	{
+		o->failed = true;
+		return err ? err->code : TDB_TRAIL_EIO;
+	}
+	o->base += o->buf.len;
+	o->buf.len = 0;
+	return 0;
+}
+
+bool
+trail_win_reserve(TrailWin *win, uint32_t n)
+{
+	uint32_t	nc;
+	uint8_t    *nr;
+	uint32_t   *nt;
+
+	if (n <= win->cap)
+		return true;
+	nc = win->cap ? win->cap * 2 : 1024;
+	if (nc < n)
+		nc = n;
+	nr = realloc(win->recs, (size_t) nc * win->rs);
+	if (nr == NULL)
+		return false;
+	win->recs = nr;
+	nt = realloc(win->tnum, (size_t) nc * sizeof(uint32_t));
+	if (nt == NULL)
+		return false;
+	win->tnum = nt;
+	win->cap = nc;
+	return true;
+}
+
+int
+trail_cut_pages(TrailCut *c, TrailWin *win, TdbTrailError *err)
+{
+	TdbTrailWriter *w = c->w;
+	uint32_t	maxn = w->opts.page_max_events;
+
+	win->n = 0;
+	/* each round writes at least one event of a finite input */
+	for (uint64_t round = 0; round <= w->n; round++)
+	{
+		uint32_t	n;
+		int			rc;
+
+		while (win->n < maxn)
+		{
+			const uint8_t *r = trail_sorter_peek(c->src);
+
+			if (r == NULL || *(const int64_t *) (r + c->grp_off) != c->grp)
+				break;
+			if (!trail_win_reserve(win, win->n + 1))
+				return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
+			memcpy(win->recs + (size_t) win->n * win->rs, r + c->rec_off, win->rs);
+			win->tnum[win->n++] = c->tnum;
+			trail_sorter_skip(c->src);
+		}
+		if (c->src->rc < 0)
+		{
+			*err = c->src->err;
+			return c->src->rc;
+		}
+		if (win->n == 0)
+			return 0;
+		n = win->n;
+		if (w->opts.page_max_span_us > 0)
+		{
+			/* events are in time order: stop before the span is exceeded */
+			int64_t		t0 = trail_win_rec(win, 0)->time;
+
+			for (uint32_t k = 1; k < n; k++)
+				if ((uint64_t) trail_win_rec(win, k)->time - (uint64_t) t0 > (uint64_t) w->opts.page_max_span_us)
+				{
+					n = k;
+					break;
+				}
+		}
+		/* shrink until the page fits the target (a single event always fits) */
+		for (int tries = 0;; tries++)
+		{
+			uint32_t	len = c->encode(c->ctx, win, n);
+
+			if (len == 0)
+				return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
+			if (len <= w->opts.page_target_bytes || n == 1 || tries == 8)
+				break;
+			n = (uint32_t) ((uint64_t) n * w->opts.page_target_bytes / len);
+			if (n == 0)
+				n = 1;
+		}
+		if ((rc = c->emit(c->ctx, win, n, err)) < 0)
+			return rc;
+		memmove(win->recs, win->recs + (size_t) n * win->rs, (size_t) (win->n - n) * win->rs);
+		memmove(win->tnum, win->tnum + n, (size_t) (win->n - n) * sizeof(uint32_t));
+		win->n -= n;
+	}
+	return tdb_trail_fail(err, TDB_TRAIL_EINVAL, "internal error: pages cut from more events than taken");
+}
 
 /* ---- version 2 ------------------------------------------------------------ */
 
