@@ -41,7 +41,7 @@ sys.exit(rc)
 PY
 }
 
-say "$(wc -l <"$csv") lines, $(($(stat -c %s "$csv") >> 20)) MB; nice $(nice)"
+say "$(wc -l <"$csv") lines, $(($(stat -L -c %s "$csv") >> 20)) MB; nice $(nice)"
 printf '%-11s %-16s %9s %8s %10s %7s %7s %7s %s\n' order limit wall_s cpu_s maxrss_MB wall_x cpu_x rss_x same_bytes
 for order in trail space-time; do
 	read -r bw bc br <<<"$(run "$work/base.trail" --id callsign --time ts --order "$order" --memory-limit 16GB)"

@@ -1,8 +1,10 @@
 /*
  * writer.h
  *	  The trail writer's state, private to its two files: writer.c (taking
- *	  events, sorting them, version-1 files) and writer2.c (version-2
- *	  files: pages by trail or by space and time, chunks, summaries).
+ *	  events, sorting them within the memory limit through spill.c,
+ *	  version-1 files) and writer2.c (version-2 files: pages by trail or by
+ *	  space and time, chunks, summaries; and the memory checks, progress,
+ *	  output and page cutting both versions share).
  */
 #ifndef TDB_TRAIL_WRITER_H
 #define TDB_TRAIL_WRITER_H
