@@ -115,6 +115,14 @@ write_sink(void *arg, const void *buf, size_t len, TdbTrailError *err)
 	return 0;
 }
 
+/* Query cancel, statement_timeout and termination stop a long sort or merge. */
+static int
+write_cancel(void *arg)
+{
+	(void) arg;
+	return QueryCancelPending || ProcDiePending;
+}
+
 /* An unnamed file (O_TMPFILE; else a name unlinked at once) in $TMPDIR or /tmp. */
 static int
 open_unnamed_tmp(void)
@@ -402,6 +410,7 @@ trafficdb_trail_write(PG_FUNCTION_ARGS)
 	wo.version = format_version;
 	wo.order = order;
 	wo.bucket_us = bucket_us;
+	wo.cancel = write_cancel;
 	if (tdb_trail_writer_create(&schema, &wo, &ws->w, &err) < 0)
 		trail_error(&err, "could not start a trail file");
 	vals = palloc0(sizeof(TdbTrailValue) * (schema.ncolumns + 1));

@@ -95,6 +95,13 @@ open_tmp(TrailSorter *s, TdbTrailError *err)
 static int
 write_all(TrailSorter *s, const uint8_t *p, size_t len, TdbTrailError *err)
 {
+	if (s->cancel != NULL && s->cancel(s->cancel_arg))
+	{
+		s->rc = tdb_trail_fail(&s->err, TDB_TRAIL_ECANCELED, "canceled while sorting");
+		if (err)
+			*err = s->err;
+		return s->rc;
+	}
 	while (len > 0)
 	{
 		ssize_t		w = pwrite(s->fd, p, len, (off_t) s->fend);

@@ -35,6 +35,8 @@ typedef struct TrailSorter
 	void	   *arg;
 	const char *tmpdir;			/* NULL: $TMPDIR, else /tmp */
 	size_t		limit;			/* bytes the buffer may take; the caller may change it */
+	int			(*cancel) (void *arg);	/* nonzero: stop (TDB_TRAIL_ECANCELED); may be NULL */
+	void	   *cancel_arg;
 	/* buffered records */
 	uint8_t    *buf;
 	uint32_t   *ix;

@@ -187,6 +187,9 @@ typedef struct TdbTrailWriterOptions
 	/* called now and then on long work (may be NULL) */
 	void		(*progress) (void *arg, const TdbTrailProgress *p);
 	void	   *progress_arg;
+	/* asked as often (each page, run or 64k events; may be NULL): nonzero stops with TDB_TRAIL_ECANCELED */
+	int			(*cancel) (void *arg);
+	void	   *cancel_arg;
 } TdbTrailWriterOptions;
 
 #define TDB_TRAIL_WRITER_MEMORY_DEFAULT ((size_t) 256 << 20)

@@ -174,6 +174,8 @@ tdb_trail_writer_create(const TdbTrailSchema *schema, const TdbTrailWriterOption
 	w->gx0 = w->gy0 = INT32_MAX;
 	w->gx1 = w->gy1 = INT32_MIN;
 	trail_sorter_init(&w->sort, w->rs, trail_rec_cmp, w, w->opts.temp_dir, w->opts.memory_limit);
+	w->sort.cancel = w->opts.cancel;
+	w->sort.cancel_arg = w->opts.cancel_arg;
 	*out = w;
 	return 0;
 }
@@ -360,6 +362,8 @@ emit_page1(void *ctx, TrailWin *win, uint32_t n, TdbTrailError *err)
 	if (pi.length > TRAIL_PAGE_MAX_BYTES)
 		return tdb_trail_fail(err, TDB_TRAIL_EINVAL, "a page of %u bytes; lower page_max_events",
 							  pi.length);
+	if ((rc = trail_writer_canceled(x->w, err)) < 0)
+		return rc;
 	pi.offset = trail_out_offset(x->out);
 	codec_put_bytes(&x->out->buf, x->tmp.data, x->tmp.len);
 	if (x->f.npages == x->pagecap &&

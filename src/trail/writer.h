@@ -119,6 +119,7 @@ struct TdbTrailWriter
 size_t		trail_writer_budget(const TdbTrailWriter *w);
 int			trail_writer_check_memory(const TdbTrailWriter *w, size_t fixed, uint32_t ntrails,
 									  uint32_t npages, TdbTrailError *err);
+int			trail_writer_canceled(const TdbTrailWriter *w, TdbTrailError *err);
 void		trail_writer_progress(const TdbTrailWriter *w, const char *phase, uint64_t done,
 								  uint64_t total);
 int			trail_out_flush(TrailOut *o, bool all, TdbTrailError *err);

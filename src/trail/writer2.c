@@ -44,6 +44,14 @@ trail_writer_check_memory(const TdbTrailWriter *w, size_t fixed, uint32_t ntrail
 						  fixed >> 20);
 }
 
+int
+trail_writer_canceled(const TdbTrailWriter *w, TdbTrailError *err)
+{
+	if (w->opts.cancel == NULL || !w->opts.cancel(w->opts.cancel_arg))
+		return 0;
+	return tdb_trail_fail(err, TDB_TRAIL_ECANCELED, "canceled while writing the trail file");
+}
+
 void
 trail_writer_progress(const TdbTrailWriter *w, const char *phase, uint64_t done, uint64_t total)
 {
@@ -293,6 +301,11 @@ emit_page2(Writer2 *x, const TrailWin *win, const uint32_t *js, uint32_t n, TdbT
 		free(cl);
 		return tdb_trail_fail(err, TDB_TRAIL_EINVAL, "a page of %u bytes; lower page_max_events",
 							  pi.length);
+	}
+	if ((rc = trail_writer_canceled(w, err)) < 0)
+	{
+		free(cl);
+		return rc;
 	}
 	pi.offset = trail_out_offset(x->out);
 	pi.chunk_len = cl;
@@ -671,6 +684,8 @@ make_segments(Writer2 *x, SegState *ss, TdbTrailError *err)
 			rc = seg_put(ss, ss->win.recs, err);
 		}
 		trail_sorter_skip(&w->sort);
+		if (rc == 0 && (j + 1) % ((uint64_t) 1 << 16) == 0)
+			rc = trail_writer_canceled(w, err);
 		if (rc == 0 && (j + 1) % ((uint64_t) 1 << 20) == 0)
 			trail_writer_progress(w, "ordering segments", j + 1, w->n);
 	}
@@ -709,6 +724,8 @@ emit_spacetime(Writer2 *x, TdbTrailError *err)
 		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
 	}
 	trail_sorter_init(st, hs + w->rs, seg_cmp, NULL, w->opts.temp_dir, trail_writer_budget(w) / 2);
+	st->cancel = w->opts.cancel;
+	st->cancel_arg = w->opts.cancel_arg;
 	rc = make_segments(x, &ss, err);
 	free(ss.win.recs);
 	free(ss.win.tnum);

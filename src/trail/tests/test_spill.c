@@ -114,6 +114,54 @@ test_trail_sorter_many_runs(void)
 	trail_sorter_free(&s);
 }
 
+static int	cancel_calls;
+
+static int
+cancel_after(void *arg)
+{
+	return ++cancel_calls > *(int *) arg;
+}
+
+/* The cancel callback stops a long write, while spilling or while merging, cleanly. */
+void
+test_trail_writer_cancel(void)
+{
+	uint64_t	rng = 5;
+	FxSet		s;
+
+	fx_make(&s, &rng, false, 100, 300);
+	for (int after = 0; after < 40; after += 13)
+	{
+		TdbTrailWriterOptions o = {.memory_limit = TDB_TRAIL_WRITER_MEMORY_MIN, .cancel = cancel_after,
+		.cancel_arg = &after, .order = after % 2 ? TDB_TRAIL_ORDER_SPACETIME : TDB_TRAIL_ORDER_TRAIL};
+		TdbTrailWriter *w;
+		TdbTrailError err;
+		uint8_t    *buf = NULL;
+		size_t		len = 0;
+		int			rc = 0;
+
+		cancel_calls = 0;
+		CHECK(tdb_trail_writer_create(&s.schema, &o, &w, &err) == 0);
+		for (size_t k = 0; k < s.n && rc == 0; k++)
+		{
+			TdbTrailEvent ev;
+
+			ev.key.i = s.ev[k].key_i;
+			ev.time_us = s.ev[k].time;
+			ev.lon = tdb_trail_coord_unfix(s.ev[k].lon);
+			ev.lat = tdb_trail_coord_unfix(s.ev[k].lat);
+			ev.values = s.ev[k].vals;
+			rc = tdb_trail_writer_add(w, &ev, &err);
+		}
+		if (rc == 0)
+			rc = tdb_trail_writer_finish(w, &buf, &len, &err);
+		CHECK(rc == TDB_TRAIL_ECANCELED);
+		CHECK(buf == NULL);
+		tdb_trail_writer_free(w);
+	}
+	fx_free(&s);
+}
+
 void
 test_trail_writer_memory_limit_errors(void)
 {
