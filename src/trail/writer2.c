@@ -39,9 +39,9 @@ trail_writer_check_memory(const TdbTrailWriter *w, size_t fixed, uint32_t ntrail
 	if (w->dict_bytes + fixed <= b / 4 * 3)
 		return 0;
 	return tdb_trail_fail(err, TDB_TRAIL_ENOMEM,
-						  "the writer's memory limit of %zu MB is too small for this file: %u distinct string trail ids and %u distinct string values take %zu MB, the footer's state for %u trails and %u pages %zu MB; together they may take 3/4 of the limit: raise it",
-						  b >> 20, w->keys.n, w->lexicon.n, w->dict_bytes >> 20, ntrails, npages,
-						  fixed >> 20);
+						  "the writer's memory limit of %.1f MB is too small for this file: %u distinct string trail ids and %u distinct string values take %.1f MB, the footer's state for %u trails and %u pages %.1f MB; together they may take 3/4 of the limit: raise it",
+						  b / 1048576.0, w->keys.n, w->lexicon.n, w->dict_bytes / 1048576.0, ntrails, npages,
+						  fixed / 1048576.0);
 }
 
 int
