@@ -159,6 +159,10 @@ bench-streams: all
 bench-trails:
 	bench/trails.sh
 
+# trafficdb-trail write in bounded memory against all in memory, same run (bench/trail_write.sh)
+bench-trail-write:
+	bench/trail_write.sh
+
 # Trail files through the trail FDW vs DuckDB on sorted Parquet, same MinIO.
 bench-parquet:
 	bench/trails_parquet.sh
@@ -446,7 +450,7 @@ unit-tsan: src/tests/unit_tests_tsan
 	TSAN_OPTIONS=halt_on_error=1 src/tests/unit_tests_tsan test_client_threads test_client_wait_is_woken test_shm_readers_see_consistent_versions test_shm_pin_timeout_revokes test_shm_liveness_by_lock \
 		$(RING_THREAD_TESTS) $(SUBRING_THREAD_TESTS)
 
-.PHONY: fleet fleet-stop crash-test fuzz-sql fuzz-genlog fuzz-mvt bench bench-idle bench-tippy bench-streams bench-trails bench-parquet fuzz-stream unit-asan unit-tsan unit tap test security-test demo demo-stop demo-clean deps bench-objects bench-scale bench-planet bench-daemon bench-locations bench-accessor bench-sub-baselines
+.PHONY: fleet fleet-stop crash-test fuzz-sql fuzz-genlog fuzz-mvt bench bench-idle bench-tippy bench-streams bench-trails bench-parquet bench-trail-write fuzz-stream unit-asan unit-tsan unit tap test security-test demo demo-stop demo-clean deps bench-objects bench-scale bench-planet bench-daemon bench-locations bench-accessor bench-sub-baselines
 unit: src/tests/unit_tests
 	src/tests/unit_tests
 

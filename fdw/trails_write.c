@@ -9,7 +9,10 @@
  */
 #include "postgres.h"
 
+#include <fcntl.h>
 #include <math.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "access/reloptions.h"
 #include "access/table.h"
@@ -60,10 +63,19 @@ PG_FUNCTION_INFO_V1(trafficdb_trail_write);
 
 /* ---- trafficdb.trail_write(query, destination, ...) ---------------------------------------- */
 
+/*
+ * The writer keeps at most its default memory limit of events (256 MB,
+ * TDB_TRAIL_WRITER_MEMORY_DEFAULT; the rest is sorted in runs in unnamed
+ * files of the server's $TMPDIR, else /tmp), and the file is written to an
+ * unnamed temporary file there, then stored from a read-only mapping of
+ * it: neither grows the backend's memory with the data.
+ */
 typedef struct WriteState
 {
 	TdbTrailWriter *w;
-	uint8_t    *buf;
+	int			fd;				/* the file as written; -1: none */
+	void	   *map;
+	size_t		maplen;
 	MemoryContextCallback cb;
 } WriteState;
 
@@ -74,8 +86,61 @@ write_state_free(void *arg)
 
 	tdb_trail_writer_free(ws->w);
 	ws->w = NULL;
-	free(ws->buf);
-	ws->buf = NULL;
+	if (ws->map != NULL)
+		munmap(ws->map, ws->maplen);
+	ws->map = NULL;
+	if (ws->fd >= 0)
+		close(ws->fd);
+	ws->fd = -1;
+}
+
+static int
+write_sink(void *arg, const void *buf, size_t len, TdbTrailError *err)
+{
+	WriteState *ws = arg;
+	const char *p = buf;
+
+	while (len > 0)
+	{
+		ssize_t		w = write(ws->fd, p, len);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return tdb_trail_fail(err, TDB_TRAIL_EIO, "could not write a temporary file: %s",
+								  w < 0 ? strerror(errno) : "no space");
+		p += w;
+		len -= (size_t) w;
+	}
+	return 0;
+}
+
+/* Query cancel, statement_timeout and termination stop a long sort or merge. */
+static int
+write_cancel(void *arg)
+{
+	(void) arg;
+	return QueryCancelPending || ProcDiePending;
+}
+
+/* An unnamed file (O_TMPFILE; else a name unlinked at once) in $TMPDIR or /tmp. */
+static int
+open_unnamed_tmp(void)
+{
+	const char *dir = getenv("TMPDIR");
+	char		path[MAXPGPATH];
+	int			fd;
+
+	if (dir == NULL || *dir == '\0')
+		dir = "/tmp";
+	fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (fd >= 0)
+		return fd;
+	snprintf(path, sizeof(path), "%s/trafficdb-trail-XXXXXX", dir);
+	fd = mkostemp(path, O_CLOEXEC);
+	if (fd >= 0)
+		unlink(path);
+	return fd;
 }
 
 static TdbTrailType
@@ -165,7 +230,7 @@ trafficdb_trail_write(PG_FUNCTION_ARGS)
 	Oid		   *extra_type;
 	Oid			geomtype = tdb_geometry_oid();
 	int64		nrows = 0;
-	size_t		len;
+	uint64_t	len;
 	TupleDesc	td;
 
 	tdb_require_preload();
@@ -258,6 +323,7 @@ trafficdb_trail_write(PG_FUNCTION_ARGS)
 		}
 		o = trail_options(server, true);
 	}
+	ws->fd = -1;
 	ws->cb.func = write_state_free;
 	ws->cb.arg = ws;
 	MemoryContextRegisterResetCallback(CurrentMemoryContext, &ws->cb);
@@ -344,6 +410,7 @@ trafficdb_trail_write(PG_FUNCTION_ARGS)
 	wo.version = format_version;
 	wo.order = order;
 	wo.bucket_us = bucket_us;
+	wo.cancel = write_cancel;
 	if (tdb_trail_writer_create(&schema, &wo, &ws->w, &err) < 0)
 		trail_error(&err, "could not start a trail file");
 	vals = palloc0(sizeof(TdbTrailValue) * (schema.ncolumns + 1));
@@ -447,8 +514,22 @@ trafficdb_trail_write(PG_FUNCTION_ARGS)
 	SPI_cursor_close(portal);
 	SPI_finish();
 
-	if (tdb_trail_writer_finish(ws->w, &ws->buf, &len, &err) < 0)
+	ws->fd = open_unnamed_tmp();
+	if (ws->fd < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not create a temporary file for the trail file: %m")));
+	if (tdb_trail_writer_finish_to(ws->w, write_sink, ws, &len, &err) < 0)
 		trail_error(&err, "could not encode the trail file");
+	ws->maplen = (size_t) len;
+	ws->map = mmap(NULL, ws->maplen, PROT_READ, MAP_SHARED, ws->fd, 0);
+	if (ws->map == MAP_FAILED)
+	{
+		ws->map = NULL;
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not map the temporary trail file: %m")));
+	}
 	{
 		TdbS3Config s3c;
 		TdbNetOptions net;
@@ -460,7 +541,7 @@ trafficdb_trail_write(PG_FUNCTION_ARGS)
 			o = &defaults;
 		trl_s3_config(o, &s3c);
 		trl_net_options(o, &net);
-		if (tdb_trail_store(dest, ws->buf, len, &s3c, &net, 0, &err) < 0)
+		if (tdb_trail_store(dest, ws->map, ws->maplen, &s3c, &net, 0, &err) < 0)
 			trail_error(&err, psprintf("could not store trail file \"%s\"", dest));
 	}
 	write_state_free(ws);

@@ -8,7 +8,8 @@
  *	                  [--time-window FROM..TO]
  *	                  [--page-bytes N] [--page-seconds N] [--part-mb N]
  *	                  [--format-version 1|2] [--order trail|space-time]
- *	                  [--bucket-seconds N] < data.csv
+ *	                  [--bucket-seconds N] [--memory-limit SIZE]
+ *	                  [--temp-dir DIR] [--quiet] < data.csv
  *	  trafficdb-trail info FILE [--trails] [--pages]
  *	  trafficdb-trail cat FILE [--trail ID]... [--from T] [--to T]
  *	                  [--bbox xmin,ymin,xmax,ymax] [--limit N] [--stats]
@@ -45,7 +46,11 @@
  * queries by area and time over many trails.  Every value that does not fit its
  * column's type, and every unknown --type column or type, is an error naming
  * the line, the column and the value: nothing is dropped or turned into NULL.
- * Typing is tools/csv_fields.c.
+ * Typing is tools/csv_fields.c.  The write command is tools/trail_write.c:
+ * it reads the CSV twice (types, then events; a pipe is copied to an
+ * unnamed temporary file first) and keeps at most --memory-limit (default
+ * 256MB) of events, sorting the rest in runs on disk (--temp-dir, else
+ * $TMPDIR, else /tmp), with a progress line on a terminal unless --quiet.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -60,14 +65,16 @@
 #include "csvtime.h"
 #include "trail/pager.h"
 #include "trail/trail.h"
+#include "trail_write.h"
 
-static void
+void
 usage(void)
 {
 	fprintf(stderr,
 			"usage: trafficdb-trail write OUT [--id C] [--time C] [--lon C] [--lat C] [--type COL=int|float|string|bool]...\n"
 			"                       [--time-unit s|ms|us|ns|auto] [--time-window FROM..TO]\n"
-			"                       [--page-bytes N] [--page-seconds N] [--format-version 1|2] [--order trail|space-time] [--bucket-seconds N] < CSV\n"
+			"                       [--page-bytes N] [--page-seconds N] [--format-version 1|2] [--order trail|space-time] [--bucket-seconds N]\n"
+			"                       [--memory-limit SIZE] [--temp-dir DIR] [--quiet] < CSV\n"
 			"       trafficdb-trail info FILE [--trails] [--pages]\n"
 			"       trafficdb-trail cat FILE [--trail ID]... [--from T] [--to T] [--bbox x0,y0,x1,y1] [--limit N] [--stats]\n"
 			"       trafficdb-trail verify FILE\n"
@@ -79,157 +86,11 @@ usage(void)
 	exit(2);
 }
 
-static void
+void
 die_err(const TdbTrailError *e)
 {
 	fprintf(stderr, "trafficdb-trail: %s (%s)\n", e->msg, tdb_trail_strerror(e->code));
 	exit(1);
-}
-
-/* ---- CSV ---------------------------------------------------------------- */
-
-typedef struct Csv
-{
-	int			ncols;
-	char	  **names;
-	size_t		nrows;
-	size_t		cap;
-	char	 ***rows;			/* rows[r][c], NULL = empty field */
-	size_t	   *lines;			/* line number of each row */
-} Csv;
-
-/* Split one line into fields; returns the count or -1 on a bad quote. */
-static int
-csv_split(char *line, char **fields, int max)
-{
-	int			n = 0;
-	char	   *p = line;
-
-	for (;;)
-	{
-		char	   *out = p,
-				   *start = p;
-
-		if (n >= max)
-			return -1;
-		if (*p == '"')
-		{
-			p++;
-			start = out = p;
-			for (;;)
-			{
-				if (*p == '\0')
-					return -1;
-				if (*p == '"' && p[1] == '"')
-				{
-					*out++ = '"';
-					p += 2;
-				}
-				else if (*p == '"')
-				{
-					p++;
-					break;
-				}
-				else
-					*out++ = *p++;
-			}
-			if (*p != ',' && *p != '\0')
-				return -1;
-		}
-		else
-		{
-			while (*p && *p != ',')
-				p++;
-			out = p;
-		}
-		fields[n++] = start;
-		if (*p == '\0')
-		{
-			*out = '\0';
-			return n;
-		}
-		*out = '\0';
-		p++;
-	}
-}
-
-static void
-csv_read(FILE *in, Csv *csv)
-{
-	char	   *line = NULL;
-	size_t		cap = 0;
-	ssize_t		len;
-	char	   *fields[TDB_TRAIL_MAX_COLUMNS + 8];
-	size_t		lineno = 0;
-
-	memset(csv, 0, sizeof(*csv));
-	while ((len = getline(&line, &cap, in)) >= 0)
-	{
-		int			n;
-
-		lineno++;
-		while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
-			line[--len] = '\0';
-		if (lineno == 1 && csv_bom_length(line) > 0)
-		{
-			/* a UTF-8 byte order mark (spreadsheets write one) */
-			memmove(line, line + 3, (size_t) len - 2);
-			len -= 3;
-		}
-		if (len == 0)
-			continue;
-		n = csv_split(line, fields, TDB_TRAIL_MAX_COLUMNS + 8);
-		if (n < 0)
-		{
-			fprintf(stderr, "trafficdb-trail: CSV line %zu: bad quoting or too many columns\n", lineno);
-			exit(1);
-		}
-		if (csv->names == NULL)
-		{
-			csv->ncols = n;
-			csv->names = malloc(sizeof(char *) * (size_t) n);
-			for (int i = 0; i < n; i++)
-				csv->names[i] = strdup(fields[i]);
-			continue;
-		}
-		if (n != csv->ncols)
-		{
-			fprintf(stderr, "trafficdb-trail: CSV line %zu: %d fields, the header has %d\n",
-					lineno, n, csv->ncols);
-			exit(1);
-		}
-		if (csv->nrows == csv->cap)
-		{
-			csv->cap = csv->cap ? csv->cap * 2 : 4096;
-			csv->rows = realloc(csv->rows, csv->cap * sizeof(char **));
-			csv->lines = realloc(csv->lines, csv->cap * sizeof(size_t));
-			if (csv->rows == NULL || csv->lines == NULL)
-			{
-				fprintf(stderr, "trafficdb-trail: out of memory\n");
-				exit(1);
-			}
-		}
-		csv->lines[csv->nrows] = lineno;
-		csv->rows[csv->nrows] = malloc(sizeof(char *) * (size_t) n);
-		for (int i = 0; i < n; i++)
-			csv->rows[csv->nrows][i] = fields[i][0] ? strdup(fields[i]) : NULL;
-		csv->nrows++;
-	}
-	free(line);
-	if (csv->names == NULL)
-	{
-		fprintf(stderr, "trafficdb-trail: empty CSV (a header row is required)\n");
-		exit(1);
-	}
-}
-
-static int
-csv_col(const Csv *csv, const char *name)
-{
-	for (int i = 0; i < csv->ncols; i++)
-		if (strcmp(csv->names[i], name) == 0)
-			return i;
-	return -1;
 }
 
 static bool
@@ -243,6 +104,30 @@ parse_int(const char *s, int64_t *v)
 	if (errno || end == s || *end)
 		return false;
 	*v = x;
+	return true;
+}
+
+/* "256MB", "1GB", "512kB", "300" (MB): bytes. */
+static bool
+parse_size(const char *s, size_t *out)
+{
+	char	   *end;
+	unsigned long long v;
+	size_t		mult = (size_t) 1 << 20;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s || *s == '-')
+		return false;
+	if (strcmp(end, "kB") == 0 || strcmp(end, "KB") == 0 || strcmp(end, "k") == 0 || strcmp(end, "K") == 0)
+		mult = (size_t) 1 << 10;
+	else if (strcmp(end, "GB") == 0 || strcmp(end, "G") == 0)
+		mult = (size_t) 1 << 30;
+	else if (*end != '\0' && strcmp(end, "MB") != 0 && strcmp(end, "M") != 0)
+		return false;
+	if (v > SIZE_MAX / mult)
+		return false;
+	*out = (size_t) v * mult;
 	return true;
 }
 
@@ -264,28 +149,6 @@ format_time(int64_t us, char *out, size_t outlen)
 
 /* ---- options shared by commands ---------------------------------------- */
 
-typedef struct Opts
-{
-	TdbPagerOptions pager;
-	const char *id, *time, *lon, *lat;
-	TdbTimeUnit time_unit;
-	TdbTimeWindow time_window;
-	const char *types[TDB_TRAIL_MAX_COLUMNS + 1];
-	int			ntypes;
-	uint32_t	page_bytes;
-	int64_t		page_seconds;
-	int			format_version;
-	TdbTrailOrder order;
-	int64_t		bucket_seconds;	/* 0: not given */
-	size_t		part_mb;
-	int64_t		ids[4096];
-	const char *sids[4096];
-	int			nids;
-	bool		has_from, has_to, has_bbox, stats, list_trails, list_pages;
-	int64_t		from, to;
-	double		bbox[4];
-	uint64_t	limit;
-} Opts;
 
 static void
 parse_opts(int argc, char **argv, int first, Opts *o)
@@ -348,6 +211,17 @@ parse_opts(int argc, char **argv, int first, Opts *o)
 		else if (strcmp(a, "--page-bytes") == 0) { NEEDV(); o->page_bytes = (uint32_t) strtoul(v, NULL, 10); }
 		else if (strcmp(a, "--page-seconds") == 0) { NEEDV(); o->page_seconds = strtoll(v, NULL, 10); }
 		else if (strcmp(a, "--part-mb") == 0) { NEEDV(); o->part_mb = strtoul(v, NULL, 10); }
+		else if (strcmp(a, "--memory-limit") == 0)
+		{
+			NEEDV();
+			if (!parse_size(v, &o->memory_limit) || o->memory_limit < TDB_TRAIL_WRITER_MEMORY_MIN)
+			{
+				fprintf(stderr, "trafficdb-trail: --memory-limit %s: expected a size of at least 256kB (a number with kB, MB or GB; a bare number is MB)\n", v);
+				exit(2);
+			}
+		}
+		else if (strcmp(a, "--temp-dir") == 0) { NEEDV(); o->temp_dir = v; }
+		else if (strcmp(a, "--quiet") == 0) o->quiet = true;
 		else if (strcmp(a, "--format-version") == 0)
 		{
 			NEEDV();
@@ -419,271 +293,6 @@ parse_opts(int argc, char **argv, int first, Opts *o)
 	}
 	/* a custom endpoint is MinIO or alike: path-style addressing */
 	o->pager.s3.path_style = o->pager.s3.endpoint != NULL;
-}
-
-/* ---- write -------------------------------------------------------------- */
-
-/* A refusal of one CSV value: line, column and value, then what it is not. */
-static void
-die_value(const Csv *csv, size_t r, int c, const char *value, const char *what)
-{
-	if (value == NULL)
-		fprintf(stderr, "trafficdb-trail: CSV line %zu, column %s: empty %s\n", csv->lines[r], csv->names[c], what);
-	else
-		fprintf(stderr, "trafficdb-trail: CSV line %zu, column %s: \"%s\" %s\n", csv->lines[r], csv->names[c],
-				value, what);
-	exit(1);
-}
-
-/* --type COL=TYPE for column name, or NULL; an unknown column or type is an error. */
-static void
-check_types(const Csv *csv, const Opts *o, const char **given)
-{
-	for (int c = 0; c < csv->ncols; c++)
-		given[c] = NULL;
-	for (int t = 0; t < o->ntypes; t++)
-	{
-		const char *eq = strchr(o->types[t], '=');
-		CsvType		ty;
-		int			c = -1;
-
-		if (eq != NULL)
-			for (int k = 0; k < csv->ncols && c < 0; k++)
-				if (strlen(csv->names[k]) == (size_t) (eq - o->types[t]) &&
-					strncmp(csv->names[k], o->types[t], (size_t) (eq - o->types[t])) == 0)
-					c = k;
-		if (eq == NULL || !csv_type_by_name(eq + 1, &ty))
-		{
-			fprintf(stderr, "trafficdb-trail: --type %s: expected COLUMN=int, COLUMN=float, COLUMN=string or COLUMN=bool\n",
-					o->types[t]);
-			exit(2);
-		}
-		if (c < 0)
-		{
-			fprintf(stderr, "trafficdb-trail: --type %s: the CSV header has no column \"%.*s\" (it has:",
-					o->types[t], (int) (eq - o->types[t]), o->types[t]);
-			for (int k = 0; k < csv->ncols; k++)
-				fprintf(stderr, "%s %s", k ? "," : "", csv->names[k]);
-			fprintf(stderr, ")\n");
-			exit(2);
-		}
-		given[c] = eq + 1;
-	}
-}
-
-static int
-cmd_write(const char *out, Opts *o)
-{
-	Csv			csv;
-	int			cid, ct, cx, cy;
-	int			extra[TDB_TRAIL_MAX_COLUMNS];
-	CsvType		extra_type[TDB_TRAIL_MAX_COLUMNS];
-	const char **given;
-	TdbTrailSchema schema;
-	TdbTrailWriter *w;
-	TdbTrailError err;
-	TdbTrailValue vals[TDB_TRAIL_MAX_COLUMNS];
-	TdbTrailWriterOptions wo = {
-		.page_target_bytes = o->page_bytes,
-		.page_max_span_us = o->page_seconds > 0 ? o->page_seconds * 1000000 : -1,
-		.version = o->format_version,
-		.order = o->order,
-		.bucket_us = o->bucket_seconds * 1000000,
-	};
-	TdbTimeColumn times = {0};
-	uint8_t    *buf;
-	size_t		len;
-	CsvType		id_type;
-
-	if (o->order == TDB_TRAIL_ORDER_SPACETIME && o->format_version < 2)
-	{
-		fprintf(stderr, "trafficdb-trail: --order space-time needs format version 2 (not --format-version 1)\n");
-		return 2;
-	}
-	if (o->bucket_seconds != 0 && o->order != TDB_TRAIL_ORDER_SPACETIME)
-	{
-		fprintf(stderr, "trafficdb-trail: --bucket-seconds applies to --order space-time only\n");
-		return 2;
-	}
-	csv_read(stdin, &csv);
-	cid = csv_col(&csv, o->id);
-	ct = csv_col(&csv, o->time);
-	cx = csv_col(&csv, o->lon);
-	cy = csv_col(&csv, o->lat);
-	if (cid < 0 || ct < 0 || cx < 0 || cy < 0)
-	{
-		fprintf(stderr, "trafficdb-trail: the CSV header lacks the column \"%s\" (see --id --time --lon --lat; it has:",
-				cid < 0 ? o->id : ct < 0 ? o->time : cx < 0 ? o->lon : o->lat);
-		for (int k = 0; k < csv.ncols; k++)
-			fprintf(stderr, "%s %s", k ? "," : "", csv.names[k]);
-		fprintf(stderr, ")\n");
-		return 1;
-	}
-	given = calloc((size_t) csv.ncols, sizeof(char *));
-	check_types(&csv, o, given);
-	if (given[ct] || given[cx] || given[cy])
-	{
-		fprintf(stderr, "trafficdb-trail: --type %s=%s: the time, lon and lat columns have fixed types\n",
-				csv.names[given[ct] ? ct : given[cx] ? cx : cy], given[ct] ? given[ct] : given[cx] ? given[cx] : given[cy]);
-		return 2;
-	}
-	memset(&schema, 0, sizeof(schema));
-	snprintf(schema.id_name, sizeof(schema.id_name), "%s", o->id);
-	snprintf(schema.time_name, sizeof(schema.time_name), "%s", o->time);
-	snprintf(schema.lon_name, sizeof(schema.lon_name), "%s", o->lon);
-	snprintf(schema.lat_name, sizeof(schema.lat_name), "%s", o->lat);
-
-	/* the trail id: int or string; "0412" keeps it a string */
-	if (given[cid])
-	{
-		if (!csv_type_by_name(given[cid], &id_type) || (id_type != CSV_INT && id_type != CSV_STRING))
-		{
-			fprintf(stderr, "trafficdb-trail: --type %s=%s: a trail id is int or string\n", o->id, given[cid]);
-			return 2;
-		}
-	}
-	else
-	{
-		CsvInfer	in;
-
-		csv_infer_init(&in);
-		for (size_t r = 0; r < csv.nrows; r++)
-			if (csv.rows[r][cid])
-				csv_infer_add(&in, csv.rows[r][cid]);
-		id_type = in.any && in.all_int ? CSV_INT : CSV_STRING;
-	}
-	schema.id_type = id_type == CSV_INT ? TDB_TRAIL_INT64 : TDB_TRAIL_STRING;
-
-	for (int c = 0; c < csv.ncols; c++)
-	{
-		TdbTrailColumn *col;
-		CsvType		t;
-
-		if (c == cid || c == ct || c == cx || c == cy)
-			continue;
-		if (schema.ncolumns == TDB_TRAIL_MAX_COLUMNS)
-		{
-			fprintf(stderr, "trafficdb-trail: more than %d columns besides id, time, lon and lat\n", TDB_TRAIL_MAX_COLUMNS);
-			return 1;
-		}
-		col = &schema.columns[schema.ncolumns];
-		if (strlen(csv.names[c]) >= sizeof(col->name))
-		{
-			fprintf(stderr, "trafficdb-trail: column name \"%s\" is longer than %zu bytes\n", csv.names[c], sizeof(col->name) - 1);
-			return 1;
-		}
-		snprintf(col->name, sizeof(col->name), "%s", csv.names[c]);
-		if (given[c])
-			csv_type_by_name(given[c], &t);
-		else
-		{
-			CsvInfer	in;
-
-			csv_infer_init(&in);
-			for (size_t r = 0; r < csv.nrows; r++)
-				if (csv.rows[r][c])
-					csv_infer_add(&in, csv.rows[r][c]);
-			t = csv_infer_result(&in);
-		}
-		/* format version 1 has no boolean type: booleans are int64 1 and 0 there */
-		col->type = t == CSV_BOOL ? (o->format_version >= 2 ? TDB_TRAIL_BOOL : TDB_TRAIL_INT64) :
-			t == CSV_INT ? TDB_TRAIL_INT64 : t == CSV_FLOAT ? TDB_TRAIL_FLOAT64 : TDB_TRAIL_STRING;
-		extra_type[schema.ncolumns] = t;
-		extra[schema.ncolumns++] = c;
-	}
-	if (tdb_trail_writer_create(&schema, &wo, &w, &err) < 0)
-		die_err(&err);
-	times.unit = o->time_unit;
-	times.window = &o->time_window;
-	for (size_t r = 0; r < csv.nrows; r++)
-	{
-		char	  **row = csv.rows[r];
-		TdbTrailEvent ev;
-		int			need[4] = {cid, ct, cx, cy};
-		char		terr[600];
-
-		memset(&ev, 0, sizeof(ev));
-		for (int k = 0; k < 4; k++)
-			if (row[need[k]] == NULL)
-				die_value(&csv, r, need[k], NULL, "(every event needs its trail id, time, lon and lat)");
-		/* the same time rule as trafficdb-stream (tools/csvtime.c) */
-		if (!tdb_time_column_parse(&times, row[ct], (long) csv.lines[r], &ev.time_us, terr, sizeof(terr)))
-		{
-			fprintf(stderr, "trafficdb-trail: CSV line %zu, column %s: %s\n", csv.lines[r], csv.names[ct], terr);
-			return 1;
-		}
-		/* written so that NaN, now a float, is refused too */
-		if (!csv_parse_float(row[cx], &ev.lon) || !(ev.lon >= -180 && ev.lon <= 180))
-			die_value(&csv, r, cx, row[cx], "is not a longitude (a number from -180 to 180)");
-		if (!csv_parse_float(row[cy], &ev.lat) || !(ev.lat >= -90 && ev.lat <= 90))
-			die_value(&csv, r, cy, row[cy], "is not a latitude (a number from -90 to 90)");
-		if (id_type == CSV_INT)
-		{
-			if (!csv_parse_int(row[cid], &ev.key.i))
-				die_value(&csv, r, cid, row[cid], csv_int_literal(row[cid]) ?
-						  "is out of range for an integer id (int64: -9223372036854775808 to 9223372036854775807); "
-						  "--type ID=string keeps its digits" : "is not an integer (--type ID=string for string ids)");
-		}
-		else
-			ev.key.s = row[cid];
-		for (int k = 0; k < schema.ncolumns; k++)
-		{
-			const char *s = row[extra[k]];
-			bool		b;
-			char		why[400];
-
-			memset(&vals[k], 0, sizeof(vals[k]));
-			vals[k].isnull = s == NULL;
-			if (s == NULL)
-				continue;
-			switch (extra_type[k])
-			{
-				case CSV_INT:
-					if (!csv_parse_int(s, &vals[k].i))
-					{
-						const char *n = csv.names[extra[k]];
-
-						if (csv_int_literal(s))
-							snprintf(why, sizeof(why), "is out of range for an integer column (int64: -9223372036854775808 "
-									 "to 9223372036854775807); --type %s=float stores it rounded to a double, "
-									 "--type %s=string keeps its digits", n, n);
-						else
-							snprintf(why, sizeof(why), "is not an integer (--type %s=string keeps such a column as text)", n);
-						die_value(&csv, r, extra[k], s, why);
-					}
-					break;
-				case CSV_FLOAT:
-					if (!csv_parse_float(s, &vals[k].f))
-						die_value(&csv, r, extra[k], s, csv_float_literal(s) ?
-								  "is beyond a double's range (about 1.8e308; Infinity and -Infinity are written so)" :
-								  "is not a number (NaN, Infinity and -Infinity are; --type COLUMN=string keeps such a column as text)");
-					break;
-				case CSV_BOOL:
-					if (!csv_parse_bool(s, &b))
-						die_value(&csv, r, extra[k], s, "is not a boolean (true/false, t/f, yes/no, on/off, 1/0)");
-					vals[k].i = b ? 1 : 0;
-					break;
-				case CSV_STRING:
-					vals[k].s = s;
-					break;
-			}
-		}
-		ev.values = vals;
-		if (tdb_trail_writer_add(w, &ev, &err) < 0)
-		{
-			fprintf(stderr, "trafficdb-trail: CSV line %zu: ", csv.lines[r]);
-			die_err(&err);
-		}
-	}
-	if (tdb_trail_writer_finish(w, &buf, &len, &err) < 0)
-		die_err(&err);
-	if (tdb_trail_store(out, buf, len, &o->pager.s3, &o->pager.net, o->part_mb << 20, &err) < 0)
-		die_err(&err);
-	fprintf(stderr, "trafficdb-trail: wrote %s: %zu bytes, %zu events\n", out, len, csv.nrows);
-	free(buf);
-	free(given);
-	tdb_trail_writer_free(w);
-	return 0;
 }
 
 /* ---- read commands ------------------------------------------------------ */

@@ -150,6 +150,16 @@ double		tdb_trail_coord_unfix(int32_t fixed);
 
 typedef struct TdbTrailWriter TdbTrailWriter;
 
+/* What the writer is doing, for a progress line. */
+typedef struct TdbTrailProgress
+{
+	const char *phase;			/* "sorting", "writing pages", "ordering segments" */
+	uint64_t	events;			/* events taken */
+	uint32_t	runs;			/* sorted runs spilled to disk so far */
+	uint64_t	done,
+				total;			/* events of this phase done, of total */
+} TdbTrailProgress;
+
 typedef struct TdbTrailWriterOptions
 {
 	uint32_t	page_target_bytes;	/* close a page near this size; 0: 64 KiB */
@@ -164,11 +174,35 @@ typedef struct TdbTrailWriterOptions
 	TdbTrailOrder order;		/* version 2 */
 	/* ORDER_SPACETIME: the time bucket (microseconds; 0: 10 minutes) */
 	int64_t		bucket_us;
+	/*
+	 * Memory the writer may use (bytes; 0: TDB_TRAIL_WRITER_MEMORY_DEFAULT,
+	 * at least TDB_TRAIL_WRITER_MEMORY_MIN): events beyond it are sorted in
+	 * runs spilled to unnamed temporary files in temp_dir (NULL: $TMPDIR,
+	 * else /tmp) and merged.  The string dictionaries and the footer's
+	 * per-trail and per-page state stay in memory: past 3/4 of the limit
+	 * the writer fails with TDB_TRAIL_ENOMEM saying so.
+	 */
+	size_t		memory_limit;
+	const char *temp_dir;
+	/* called now and then on long work (may be NULL) */
+	void		(*progress) (void *arg, const TdbTrailProgress *p);
+	void	   *progress_arg;
+	/* asked as often (each page, run or 64k events; may be NULL): nonzero stops with TDB_TRAIL_ECANCELED */
+	int			(*cancel) (void *arg);
+	void	   *cancel_arg;
 } TdbTrailWriterOptions;
 
+#define TDB_TRAIL_WRITER_MEMORY_DEFAULT ((size_t) 256 << 20)
+#define TDB_TRAIL_WRITER_MEMORY_MIN ((size_t) 256 << 10)
+
+
+/* Where tdb_trail_writer_finish_to writes the file: 0, or < 0 with err set. */
+typedef int (*TdbTrailSink) (void *arg, const void *buf, size_t len, TdbTrailError *err);
+
 /*
- * Events may arrive in any order: the writer keeps them in memory, groups
- * them by trail and sorts each trail by time (stable), then writes pages.
+ * Events may arrive in any order: the writer sorts them by (trail, time,
+ * arrival) within its memory limit (spilling sorted runs to disk), then
+ * writes pages.  The file does not depend on the limit.
  */
 int			tdb_trail_writer_create(const TdbTrailSchema *schema,
 									const TdbTrailWriterOptions *opts,
@@ -179,6 +213,9 @@ int			tdb_trail_writer_add(TdbTrailWriter *w, const TdbTrailEvent *ev,
 /* Encode the whole file into a malloc'd buffer (the caller frees it). */
 int			tdb_trail_writer_finish(TdbTrailWriter *w, uint8_t **buf,
 									size_t *len, TdbTrailError *err);
+/* Write the file to a sink, in order, a piece at a time (*len: its size). */
+int			tdb_trail_writer_finish_to(TdbTrailWriter *w, TdbTrailSink sink, void *arg,
+									   uint64_t *len, TdbTrailError *err);
 void		tdb_trail_writer_free(TdbTrailWriter *w);
 
 /* ---- Decoding (shared by the reader and the fuzz target) --------------- */

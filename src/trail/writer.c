@@ -2,20 +2,26 @@
  * writer.c
  *	  Builds a trail file from events given in any order.
  *
- * The writer keeps every event in memory (about 40 bytes plus 16 per extra
- * column each), so a file is limited by RAM; trail files are written once
- * by a batch job, which can afford that, and holding everything is what
- * lets it group events by trail and sort them by time without the caller's
- * help.  Trails are written in ascending id order (the reader binary-searches
- * the index), each trail's pages one after another, events in time order
- * (stable for equal times).
+ * The writer sorts the events by (trail, time, arrival) within a memory
+ * limit: a buffer of compact records (about 40 bytes plus 8 per extra
+ * column each) is sorted and spilled as a run to an unnamed temporary file
+ * when full, and the runs are merged (spill.c) while pages are cut, so a
+ * file of any size needs the limit's memory, plus the string dictionaries
+ * and the footer's state, which are accounted against it.  The order is
+ * total, so the file is the same whatever the limit.  Trails are written
+ * in ascending id order (the reader binary-searches the index), each
+ * trail's pages one after another (version 1 and version 2's trail order),
+ * events in time order (stable for equal times).
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../checksum.h"
 #include "format.h"
 #include "writer.h"
+
+#define PROGRESS_EVERY ((uint64_t) 1 << 20)
 
 
 static uint64_t
@@ -45,6 +51,7 @@ intern_grow(Interner *in)
 		slots[h] = id + 1;
 	}
 	free(in->slots);
+	in->bytes += (size_t) (ns - in->nslots) * sizeof(uint32_t);
 	in->slots = slots;
 	in->nslots = ns;
 	return true;
@@ -77,6 +84,8 @@ intern(Interner *in, const char *s)
 	}
 	if ((in->strs[in->n] = strdup(s)) == NULL)
 		return -1;
+	/* the copy, malloc's overhead and its pointer */
+	in->bytes += strlen(s) + 1 + 16 + sizeof(char *);
 	in->slots[h] = in->n + 1;
 	return in->n++;
 }
@@ -133,6 +142,8 @@ tdb_trail_writer_create(const TdbTrailSchema *schema, const TdbTrailWriterOption
 		w->opts.version = TDB_TRAIL_VERSION;
 	if (w->opts.bucket_us == 0)
 		w->opts.bucket_us = 600LL * 1000000;
+	if (w->opts.memory_limit == 0)
+		w->opts.memory_limit = TDB_TRAIL_WRITER_MEMORY_DEFAULT;
 	if (w->opts.version < TDB_TRAIL_VERSION_MIN || w->opts.version > TDB_TRAIL_VERSION ||
 		(w->opts.version == 1 && w->opts.order != TDB_TRAIL_ORDER_TRAIL) ||
 		(w->opts.order != TDB_TRAIL_ORDER_TRAIL && w->opts.order != TDB_TRAIL_ORDER_SPACETIME) ||
@@ -145,6 +156,26 @@ tdb_trail_writer_create(const TdbTrailSchema *schema, const TdbTrailWriterOption
 							  "format version %d with page order %d; expected version 1 (trail order) or 2 (trail or space-time order, a positive time bucket)",
 							  v, (int) (opts ? opts->order : 0));
 	}
+	if (w->opts.memory_limit < TDB_TRAIL_WRITER_MEMORY_MIN)
+	{
+		size_t		m = w->opts.memory_limit;
+
+		free(w);
+		return tdb_trail_fail(err, TDB_TRAIL_EINVAL, "a writer memory limit of %zu bytes; at least %zu",
+							  m, TDB_TRAIL_WRITER_MEMORY_MIN);
+	}
+	w->rs = trail_rec_size(schema->ncolumns);
+	w->rec = calloc(1, w->rs);
+	if (w->rec == NULL)
+	{
+		free(w);
+		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
+	}
+	w->gx0 = w->gy0 = INT32_MAX;
+	w->gx1 = w->gy1 = INT32_MIN;
+	trail_sorter_init(&w->sort, w->rs, trail_rec_cmp, w, w->opts.temp_dir, w->opts.memory_limit);
+	w->sort.cancel = w->opts.cancel;
+	w->sort.cancel_arg = w->opts.cancel_arg;
 	*out = w;
 	return 0;
 }
@@ -153,29 +184,20 @@ int
 tdb_trail_writer_add(TdbTrailWriter *w, const TdbTrailEvent *ev, TdbTrailError *err)
 {
 	int			nc = w->schema.ncolumns;
-	WEvent	   *e;
+	TrailRec   *e = (TrailRec *) w->rec;
+	int64_t    *bits = (int64_t *) (e + 1);
+	uint8_t    *nulls = (uint8_t *) (bits + nc);
+	uint32_t	spilled = w->sort.spilled;
+	int			rc;
 
+	if (w->finished)
+		return tdb_trail_fail(err, TDB_TRAIL_EINVAL, "the writer has finished");
 	if (!(ev->lon >= -180.0 && ev->lon <= 180.0 && ev->lat >= -90.0 && ev->lat <= 90.0))
 		return tdb_trail_fail(err, TDB_TRAIL_EINVAL,
 							  "coordinate (%g, %g) outside [-180, 180] x [-90, 90]", ev->lon, ev->lat);
-	if (w->n == w->cap)
-	{
-		uint64_t	ncap = w->cap ? w->cap * 2 : 4096;
-		WEvent	   *ne = realloc(w->ev, ncap * sizeof(WEvent));
-		WVal	   *nv;
-
-		if (ne == NULL)
-			return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory at event %llu",
-								  (unsigned long long) w->n);
-		w->ev = ne;
-		nv = realloc(w->vals, (ncap * (uint64_t) nc + 1) * sizeof(WVal));
-		if (nv == NULL)
-			return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory at event %llu",
-								  (unsigned long long) w->n);
-		w->vals = nv;
-		w->cap = ncap;
-	}
-	e = &w->ev[w->n];
+	if (w->n >= UINT32_MAX)
+		return tdb_trail_fail(err, TDB_TRAIL_EINVAL, "more than 2^32 events in one file");
+	memset(w->rec, 0, w->rs);
 	if (w->schema.id_type == TDB_TRAIL_STRING)
 	{
 		if (ev->key.s == NULL || strlen(ev->key.s) > 65535)
@@ -188,87 +210,112 @@ tdb_trail_writer_add(TdbTrailWriter *w, const TdbTrailEvent *ev, TdbTrailError *
 	e->time = ev->time_us;
 	e->lon = tdb_trail_coord_fix(ev->lon);
 	e->lat = tdb_trail_coord_fix(ev->lat);
+	e->ord = w->n;
 	for (int c = 0; c < nc; c++)
 	{
 		const TdbTrailValue *v = &ev->values[c];
-		WVal	   *o = &w->vals[w->n * nc + c];
 
-		o->isnull = v->isnull;
-		o->bits = 0;
 		if (v->isnull)
+		{
+			nulls[c >> 3] |= (uint8_t) (1u << (c & 7));
 			continue;
+		}
 		if (w->types[c] == TDB_TRAIL_FLOAT64)
-			memcpy(&o->bits, &v->f, 8);
+			memcpy(&bits[c], &v->f, 8);
 		else if (w->types[c] == TDB_TRAIL_STRING)
 		{
 			if (v->s == NULL || strlen(v->s) > (1 << 20))
 				return tdb_trail_fail(err, TDB_TRAIL_EINVAL, "column %s: string missing or over 1 MiB",
 									  w->schema.columns[c].name);
-			if ((o->bits = intern(&w->lexicon, v->s)) < 0)
+			if ((bits[c] = intern(&w->lexicon, v->s)) < 0)
 				return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
 		}
 		else if (w->types[c] == TDB_TRAIL_BOOL)
-			o->bits = v->i != 0;
+			bits[c] = v->i != 0;
 		else
-			o->bits = v->i;
+			bits[c] = v->i;
 	}
+	w->dict_bytes = w->keys.bytes + w->lexicon.bytes;
+	if ((rc = trail_writer_check_memory(w, 0, 0, 0, err)) < 0)
+		return rc;
+	w->sort.limit = trail_writer_budget(w) - w->dict_bytes;
+	if ((rc = trail_sorter_put(&w->sort, w->rec, err)) < 0)
+		return rc;
+	if (e->lon < w->gx0) w->gx0 = e->lon;
+	if (e->lon > w->gx1) w->gx1 = e->lon;
+	if (e->lat < w->gy0) w->gy0 = e->lat;
+	if (e->lat > w->gy1) w->gy1 = e->lat;
 	w->n++;
+	if (w->sort.spilled != spilled)
+		trail_writer_progress(w, "sorting", w->n, 0);
 	return 0;
 }
 
-/* qsort has no context argument; the sort is single-threaded per process. */
-static const TdbTrailWriter *sort_writer;
-
-static int
-event_cmp(const void *a, const void *b)
+int
+trail_rec_cmp(const void *a, const void *b, void *arg)
 {
-	uint32_t	ia = *(const uint32_t *) a,
-				ib = *(const uint32_t *) b;
-	const WEvent *ea = &sort_writer->ev[ia],
-			   *eb = &sort_writer->ev[ib];
+	const TdbTrailWriter *w = arg;
+	const TrailRec *ea = a,
+			   *eb = b;
 
 	if (ea->key != eb->key)
 	{
-		if (sort_writer->schema.id_type == TDB_TRAIL_STRING)
-			return strcmp(sort_writer->keys.strs[ea->key], sort_writer->keys.strs[eb->key]);
+		if (w->schema.id_type == TDB_TRAIL_STRING)
+			return strcmp(w->keys.strs[ea->key], w->keys.strs[eb->key]);
 		return ea->key < eb->key ? -1 : 1;
 	}
 	if (ea->time != eb->time)
 		return ea->time < eb->time ? -1 : 1;
-	return (ia > ib) - (ia < ib);
+	return (ea->ord > eb->ord) - (ea->ord < eb->ord);
 }
+
+/* ---- version 1 ---------------------------------------------------------- */
+
+typedef struct Writer1
+{
+	TdbTrailWriter *w;
+	TrailOut   *out;
+	CodecBuf	tmp;			/* the last page encoded */
+	TdbTrailPageInfo pi;
+	TdbTrailFooter f;
+	uint32_t	pagecap,
+				trailcap;
+	uint64_t	done;
+} Writer1;
 
 typedef struct PageArg
 {
 	const TdbTrailWriter *w;
-	const uint32_t *idx;
+	const TrailWin *win;
 } PageArg;
 
 static bool
 page_get(void *arg, uint32_t i, int col, int64_t *bits)
 {
 	PageArg    *pa = arg;
-	const WVal *v = &pa->w->vals[(uint64_t) pa->idx[i] * pa->w->schema.ncolumns + col];
+	const TrailRec *r = trail_win_rec(pa->win, i);
 
-	if (v->isnull)
+	if (trail_rec_null(r, pa->w->schema.ncolumns, col))
 		return true;
 	if (bits)
-		*bits = v->bits;
+		*bits = trail_rec_bits(r)[col];
 	return false;
 }
 
-/* Encode events idx[0, n) as one page into out; false on out of memory. */
-static bool
-encode_page(const TdbTrailWriter *w, uint32_t trail, const uint32_t *idx, uint32_t n,
-			CodecBuf *out, TdbTrailPageInfo *pi)
+/* Encode the window's first n events as one page into x->tmp, x->pi; its length, 0 on out of memory. */
+static uint32_t
+encode_page1(void *ctx, TrailWin *win, uint32_t n)
 {
+	Writer1    *x = ctx;
+	const TdbTrailWriter *w = x->w;
 	int64_t    *time = malloc(n * sizeof(int64_t));
 	int32_t    *lon = malloc(n * sizeof(int32_t));
 	int32_t    *lat = malloc(n * sizeof(int32_t));
-	PageArg		pa = {w, idx};
-	size_t		start = out->len;
+	PageArg		pa = {w, win};
+	TdbTrailPageInfo *pi = &x->pi;
 	bool		ok = time && lon && lat;
 
+	x->tmp.len = 0;
 	if (ok)
 	{
 		pi->tmin = INT64_MAX;
@@ -277,7 +324,7 @@ encode_page(const TdbTrailWriter *w, uint32_t trail, const uint32_t *idx, uint32
 		pi->xmax = pi->ymax = INT32_MIN;
 		for (uint32_t i = 0; i < n; i++)
 		{
-			const WEvent *e = &w->ev[idx[i]];
+			const TrailRec *e = trail_win_rec(win, i);
 
 			time[i] = e->time;
 			lon[i] = e->lon;
@@ -289,176 +336,226 @@ encode_page(const TdbTrailWriter *w, uint32_t trail, const uint32_t *idx, uint32
 			if (e->lat < pi->ymin) pi->ymin = e->lat;
 			if (e->lat > pi->ymax) pi->ymax = e->lat;
 		}
-		trail_page_encode(out, trail, n, time, lon, lat, w->schema.ncolumns, w->types,
+		trail_page_encode(&x->tmp, win->tnum[0], n, time, lon, lat, w->schema.ncolumns, w->types,
 						  page_get, &pa);
-		ok = out->ok;
-		pi->length = (uint32_t) (out->len - start);
+		ok = x->tmp.ok;
+		pi->length = (uint32_t) x->tmp.len;
 		pi->nevents = n;
-		pi->trail = trail;
+		pi->trail = win->tnum[0];
 	}
 	free(time);
 	free(lon);
 	free(lat);
-	return ok;
+	return ok ? (pi->length ? pi->length : 1) : 0;
+}
+
+/* Append the page encoded last (of n events) and fold it into its trail. */
+static int
+emit_page1(void *ctx, TrailWin *win, uint32_t n, TdbTrailError *err)
+{
+	Writer1    *x = ctx;
+	TdbTrailPageInfo pi = x->pi;
+	TdbTrailInfo *ti = &x->f.trails[x->f.ntrails - 1];
+	int			rc;
+
+	(void) win;
+	if (pi.length > TRAIL_PAGE_MAX_BYTES)
+		return tdb_trail_fail(err, TDB_TRAIL_EINVAL, "a page of %u bytes; lower page_max_events",
+							  pi.length);
+	if ((rc = trail_writer_canceled(x->w, err)) < 0)
+		return rc;
+	pi.offset = trail_out_offset(x->out);
+	codec_put_bytes(&x->out->buf, x->tmp.data, x->tmp.len);
+	if (x->f.npages == x->pagecap &&
+		(rc = trail_writer_check_memory(x->w, (size_t) x->trailcap * sizeof(TdbTrailInfo) +
+										(size_t) x->pagecap * 2 * sizeof(TdbTrailPageInfo),
+										x->f.ntrails, x->f.npages, err)) < 0)
+		return rc;
+	if (!trail_push_page(&x->f.pages, &x->f.npages, &x->pagecap, &pi))
+		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
+	if ((rc = trail_out_flush(x->out, false, err)) < 0)
+		return rc;
+	if (pi.tmin < ti->tmin) ti->tmin = pi.tmin;
+	if (pi.tmax > ti->tmax) ti->tmax = pi.tmax;
+	if (pi.xmin < ti->xmin) ti->xmin = pi.xmin;
+	if (pi.xmax > ti->xmax) ti->xmax = pi.xmax;
+	if (pi.ymin < ti->ymin) ti->ymin = pi.ymin;
+	if (pi.ymax > ti->ymax) ti->ymax = pi.ymax;
+	ti->npages++;
+	ti->nevents += n;
+	if ((x->done + n) / PROGRESS_EVERY != x->done / PROGRESS_EVERY)
+		trail_writer_progress(x->w, "writing pages", x->done + n, x->w->n);
+	x->done += n;
+	return 0;
+}
+
+static int
+finish1(TdbTrailWriter *w, TrailOut *out, TdbTrailError *err)
+{
+	Writer1		x;
+	TrailWin	win = {.rs = w->rs};
+	TdbTrailTrailer t;
+	uint8_t		hdr[TDB_TRAIL_HEADER_SIZE];
+	int			rc = 0;
+
+	memset(&x, 0, sizeof(x));
+	x.w = w;
+	x.out = out;
+	codec_buf_init(&x.tmp);
+	x.f.schema = w->schema;
+	x.f.nstrings = w->lexicon.n;
+	x.f.strings = w->lexicon.strs;
+
+	memset(hdr, 0, sizeof(hdr));
+	memcpy(hdr, TRAIL_HEADER_MAGIC, 8);
+	codec_put_u32le(hdr + 8, 1);
+	codec_put_bytes(&out->buf, hdr, sizeof(hdr));
+
+	for (uint64_t guard = 0; rc == 0 && guard <= w->n; guard++)
+	{
+		const TrailRec *r = trail_sorter_peek(&w->sort);
+		TrailCut	c = {w, &w->sort, 0, offsetof(TrailRec, key), 0, 0, encode_page1, emit_page1, &x};
+		TdbTrailInfo *ti;
+
+		if (r == NULL)
+			break;
+		if (x.f.ntrails == x.trailcap)
+		{
+			uint32_t	nc = x.trailcap ? x.trailcap * 2 : 256;
+			TdbTrailInfo *nt = realloc(x.f.trails, nc * sizeof(TdbTrailInfo));
+
+			if (nt == NULL)
+			{
+				rc = tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
+				break;
+			}
+			x.f.trails = nt;
+			x.trailcap = nc;
+			if ((rc = trail_writer_check_memory(w, (size_t) nc * sizeof(TdbTrailInfo) +
+												(size_t) x.pagecap * sizeof(TdbTrailPageInfo),
+												x.f.ntrails, x.f.npages, err)) < 0)
+				break;
+		}
+		ti = &x.f.trails[x.f.ntrails];
+		memset(ti, 0, sizeof(*ti));
+		if (w->schema.id_type == TDB_TRAIL_STRING)
+			ti->key.s = w->keys.strs[r->key];
+		else
+			ti->key.i = r->key;
+		ti->first_page = x.f.npages;
+		ti->tmin = INT64_MAX;
+		ti->tmax = INT64_MIN;
+		ti->xmin = ti->ymin = INT32_MAX;
+		ti->xmax = ti->ymax = INT32_MIN;
+		c.grp = r->key;
+		c.tnum = x.f.ntrails++;
+		rc = trail_cut_pages(&c, &win, err);
+	}
+	if (rc == 0 && w->sort.rc < 0)
+	{
+		*err = w->sort.err;
+		rc = w->sort.rc;
+	}
+	if (rc == 0)
+	{
+		x.f.nevents = w->n;
+		memset(&t, 0, sizeof(t));
+		t.footer_offset = trail_out_offset(out);
+		x.tmp.len = 0;
+		trail_footer_encode(&x.tmp, &x.f);
+		if (!x.tmp.ok)
+			rc = tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory encoding the footer");
+	}
+	if (rc == 0)
+	{
+		t.footer_length = x.tmp.len;
+		t.footer_crc = tdb_crc32c(x.tmp.data, x.tmp.len);
+		codec_put_bytes(&out->buf, x.tmp.data, x.tmp.len);
+		t.file_size = trail_out_offset(out) + TDB_TRAIL_TRAILER_SIZE;
+		t.version = 1;
+		if (codec_buf_reserve(&out->buf, TDB_TRAIL_TRAILER_SIZE))
+		{
+			trail_trailer_encode(out->buf.data + out->buf.len, &t);
+			out->buf.len += TDB_TRAIL_TRAILER_SIZE;
+		}
+		rc = trail_out_flush(out, true, err);
+	}
+	free(win.recs);
+	free(win.tnum);
+	free(x.f.pages);
+	free(x.f.trails);
+	codec_buf_free(&x.tmp);
+	return rc;
+}
+
+/* ---- finishing ---------------------------------------------------------- */
+
+int
+tdb_trail_writer_finish_to(TdbTrailWriter *w, TdbTrailSink sink, void *arg, uint64_t *len,
+						   TdbTrailError *err)
+{
+	TrailOut	out;
+	TdbTrailError scratch;
+	int			rc;
+
+	if (err == NULL)
+		err = &scratch;
+	*len = 0;
+	if (w->finished)
+		return tdb_trail_fail(err, TDB_TRAIL_EINVAL, "the writer has finished");
+	w->finished = true;
+	trail_writer_progress(w, "merging", 0, w->n);
+	if ((rc = trail_sorter_finish(&w->sort, trail_writer_budget(w) / 8, err)) < 0)
+		return rc;
+	memset(&out, 0, sizeof(out));
+	codec_buf_init(&out.buf);
+	out.sink = sink;
+	out.arg = arg;
+	if (w->opts.version == 2)
+		rc = trail_writer_finish2(w, &out, err);
+	else
+		rc = finish1(w, &out, err);
+	if (rc == 0)
+	{
+		*len = out.base;
+		if (w->n > 0)
+			trail_writer_progress(w, "writing pages", w->n, w->n);
+	}
+	codec_buf_free(&out.buf);
+	trail_sorter_free(&w->sort);
+	return rc;
+}
+
+static int
+buf_sink(void *arg, const void *p, size_t n, TdbTrailError *err)
+{
+	CodecBuf   *b = arg;
+
+	codec_put_bytes(b, p, n);
+	if (!b->ok)
+		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory holding the file");
+	return 0;
 }
 
 int
 tdb_trail_writer_finish(TdbTrailWriter *w, uint8_t **bufp, size_t *lenp, TdbTrailError *err)
 {
-	uint32_t   *idx = NULL;
-	CodecBuf	out,
-				tmp;
-	TdbTrailFooter f;
-	uint32_t	pagecap = 0;
-	uint32_t	trailcap = 0;
-	TdbTrailTrailer t;
-	uint8_t		hdr[TDB_TRAIL_HEADER_SIZE];
-	int			rc = TDB_TRAIL_ENOMEM;
+	CodecBuf	b;
+	uint64_t	len;
+	int			rc;
 
 	*bufp = NULL;
 	*lenp = 0;
-	if (w->n > UINT32_MAX)
-		return tdb_trail_fail(err, TDB_TRAIL_EINVAL, "more than 2^32 events in one file");
-	memset(&f, 0, sizeof(f));
-	f.schema = w->schema;
-	f.nstrings = w->lexicon.n;
-	f.strings = w->lexicon.strs;
-	codec_buf_init(&out);
-	codec_buf_init(&tmp);
-
-	idx = malloc((w->n ? w->n : 1) * sizeof(uint32_t));
-	if (idx == NULL)
-		goto done;
-	for (uint32_t i = 0; i < w->n; i++)
-		idx[i] = i;
-	sort_writer = w;
-	qsort(idx, w->n, sizeof(uint32_t), event_cmp);
-	sort_writer = NULL;
-	if (w->opts.version == 2)
+	codec_buf_init(&b);
+	rc = tdb_trail_writer_finish_to(w, buf_sink, &b, &len, err);
+	if (rc < 0)
 	{
-		rc = trail_writer_finish2(w, idx, bufp, lenp, err);
-		goto done;
+		codec_buf_free(&b);
+		return rc;
 	}
-
-	memset(hdr, 0, sizeof(hdr));
-	memcpy(hdr, TRAIL_HEADER_MAGIC, 8);
-	codec_put_u32le(hdr + 8, 1);
-	codec_put_bytes(&out, hdr, sizeof(hdr));
-
-	for (uint64_t a = 0; a < w->n;)
-	{
-		uint64_t	b = a;
-		TdbTrailInfo ti;
-
-		while (b < w->n && w->ev[idx[b]].key == w->ev[idx[a]].key)
-			b++;
-		memset(&ti, 0, sizeof(ti));
-		if (w->schema.id_type == TDB_TRAIL_STRING)
-			ti.key.s = w->keys.strs[w->ev[idx[a]].key];
-		else
-			ti.key.i = w->ev[idx[a]].key;
-		ti.first_page = f.npages;
-		ti.nevents = b - a;
-		ti.tmin = INT64_MAX;
-		ti.tmax = INT64_MIN;
-		ti.xmin = ti.ymin = INT32_MAX;
-		ti.xmax = ti.ymax = INT32_MIN;
-		for (uint64_t s = a; s < b;)
-		{
-			uint32_t	n = (uint32_t) ((b - s) < w->opts.page_max_events ? (b - s) : w->opts.page_max_events);
-			TdbTrailPageInfo pi;
-
-			if (w->opts.page_max_span_us > 0)
-			{
-				/* events are in time order: stop before the span is exceeded */
-				int64_t		t0 = w->ev[idx[s]].time;
-
-				for (uint32_t k = 1; k < n; k++)
-					if ((uint64_t) w->ev[idx[s + k]].time - (uint64_t) t0 > (uint64_t) w->opts.page_max_span_us)
-					{
-						n = k;
-						break;
-					}
-			}
-
-			/* shrink until the page fits the target (a single event always fits) */
-			for (int tries = 0;; tries++)
-			{
-				tmp.len = 0;
-				if (!encode_page(w, f.ntrails, idx + s, n, &tmp, &pi))
-					goto done;
-				if (pi.length <= w->opts.page_target_bytes || n == 1 || tries == 8)
-					break;
-				n = (uint32_t) ((uint64_t) n * w->opts.page_target_bytes / pi.length);
-				if (n == 0)
-					n = 1;
-			}
-			if (pi.length > TRAIL_PAGE_MAX_BYTES)
-			{
-				rc = tdb_trail_fail(err, TDB_TRAIL_EINVAL, "a page of %u bytes; lower page_max_events",
-									pi.length);
-				goto done;
-			}
-			pi.offset = out.len;
-			codec_put_bytes(&out, tmp.data, tmp.len);
-			if (!out.ok || !trail_push_page(&f.pages, &f.npages, &pagecap, &pi))
-				goto done;
-			if (pi.tmin < ti.tmin) ti.tmin = pi.tmin;
-			if (pi.tmax > ti.tmax) ti.tmax = pi.tmax;
-			if (pi.xmin < ti.xmin) ti.xmin = pi.xmin;
-			if (pi.xmax > ti.xmax) ti.xmax = pi.xmax;
-			if (pi.ymin < ti.ymin) ti.ymin = pi.ymin;
-			if (pi.ymax > ti.ymax) ti.ymax = pi.ymax;
-			ti.npages++;
-			s += n;
-		}
-		if (f.ntrails == trailcap)
-		{
-			uint32_t	nc = trailcap ? trailcap * 2 : 256;
-			TdbTrailInfo *nt = realloc(f.trails, nc * sizeof(TdbTrailInfo));
-
-			if (nt == NULL)
-				goto done;
-			f.trails = nt;
-			trailcap = nc;
-		}
-		f.trails[f.ntrails++] = ti;
-		a = b;
-	}
-	f.nevents = w->n;
-
-	memset(&t, 0, sizeof(t));
-	t.footer_offset = out.len;
-	tmp.len = 0;
-	trail_footer_encode(&tmp, &f);
-	if (!tmp.ok)
-		goto done;
-	t.footer_length = tmp.len;
-	t.footer_crc = tdb_crc32c(tmp.data, tmp.len);
-	codec_put_bytes(&out, tmp.data, tmp.len);
-	t.file_size = out.len + TDB_TRAIL_TRAILER_SIZE;
-	t.version = 1;
-	if (codec_buf_reserve(&out, TDB_TRAIL_TRAILER_SIZE))
-	{
-		trail_trailer_encode(out.data + out.len, &t);
-		out.len += TDB_TRAIL_TRAILER_SIZE;
-	}
-	if (!out.ok)
-		goto done;
-	*bufp = out.data;
-	*lenp = out.len;
-	codec_buf_init(&out);
-	rc = 0;
-
-done:
-	if (rc == TDB_TRAIL_ENOMEM)
-		tdb_trail_fail(err, rc, "out of memory writing %llu events", (unsigned long long) w->n);
-	free(idx);
-	free(f.pages);
-	free(f.trails);
-	codec_buf_free(&out);
-	codec_buf_free(&tmp);
-	return rc;
+	*bufp = b.data;
+	*lenp = b.len;
+	return 0;
 }
 
 void
@@ -466,8 +563,8 @@ tdb_trail_writer_free(TdbTrailWriter *w)
 {
 	if (w == NULL)
 		return;
-	free(w->ev);
-	free(w->vals);
+	trail_sorter_free(&w->sort);
+	free(w->rec);
 	intern_free(&w->keys);
 	intern_free(&w->lexicon);
 	free(w);

@@ -2,15 +2,180 @@
  * writer2.c
  *	  Version 2 of the trail writer (tdb_trail_writer_finish for a
  *	  version-2 schema): pages cut by trail or by space and time, encoded in
- *	  chunks, with per-trail page lists and column summaries.  The events,
- *	  their order and version 1 are writer.c's.
+ *	  chunks, with per-trail page lists and column summaries; and what both
+ *	  versions share: the memory bound's checks, progress, the output sink
+ *	  and cutting a trail into pages.  The events, their order and version 1
+ *	  are writer.c's.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE				/* qsort_r, O_TMPFILE, mkostemp */
+#endif
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../checksum.h"
 #include "format.h"
 #include "writer.h"
+
+/* ---- shared by both versions: memory, progress, output, cutting ------- */
+
+size_t
+trail_writer_budget(const TdbTrailWriter *w)
+{
+	return w->opts.memory_limit;
+}
+
+/*
+ * The dictionaries and the footer's state (fixed: bytes) stay in memory;
+ * past 3/4 of the limit the writer stops, saying what took it.
+ */
+int
+trail_writer_check_memory(const TdbTrailWriter *w, size_t fixed, uint32_t ntrails, uint32_t npages,
+						  TdbTrailError *err)
+{
+	size_t		b = trail_writer_budget(w);
+
+	if (w->dict_bytes + fixed <= b / 4 * 3)
+		return 0;
+	return tdb_trail_fail(err, TDB_TRAIL_ENOMEM,
+						  "the writer's memory limit of %.1f MB is too small for this file: %u distinct string trail ids and %u distinct string values take %.1f MB, the footer's state for %u trails and %u pages %.1f MB; together they may take 3/4 of the limit: raise it",
+						  b / 1048576.0, w->keys.n, w->lexicon.n, w->dict_bytes / 1048576.0, ntrails, npages,
+						  fixed / 1048576.0);
+}
+
+int
+trail_writer_canceled(const TdbTrailWriter *w, TdbTrailError *err)
+{
+	if (w->opts.cancel == NULL || !w->opts.cancel(w->opts.cancel_arg))
+		return 0;
+	return tdb_trail_fail(err, TDB_TRAIL_ECANCELED, "canceled while writing the trail file");
+}
+
+void
+trail_writer_progress(const TdbTrailWriter *w, const char *phase, uint64_t done, uint64_t total)
+{
+	TdbTrailProgress p;
+
+	if (w->opts.progress == NULL)
+		return;
+	p.phase = phase;
+	p.events = w->n;
+	p.runs = w->sort.spilled;
+	p.done = done;
+	p.total = total;
+	w->opts.progress(w->opts.progress_arg, &p);
+}
+
+int
+trail_out_flush(TrailOut *o, bool all, TdbTrailError *err)
+{
+	if (!o->buf.ok)
+		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory writing the file");
+	if (o->failed)
+		return TDB_TRAIL_EIO;
+	if (o->buf.len == 0 || (!all && o->buf.len < ((size_t) 1 << 20)))
+		return 0;
+	if (o->sink(o->arg, o->buf.data, o->buf.len, err) < 0)
+	{
+		o->failed = true;
+		return err ? err->code : TDB_TRAIL_EIO;
+	}
+	o->base += o->buf.len;
+	o->buf.len = 0;
+	return 0;
+}
+
+bool
+trail_win_reserve(TrailWin *win, uint32_t n)
+{
+	uint32_t	nc;
+	uint8_t    *nr;
+	uint32_t   *nt;
+
+	if (n <= win->cap)
+		return true;
+	nc = win->cap ? win->cap * 2 : 1024;
+	if (nc < n)
+		nc = n;
+	nr = realloc(win->recs, (size_t) nc * win->rs);
+	if (nr == NULL)
+		return false;
+	win->recs = nr;
+	nt = realloc(win->tnum, (size_t) nc * sizeof(uint32_t));
+	if (nt == NULL)
+		return false;
+	win->tnum = nt;
+	win->cap = nc;
+	return true;
+}
+
+int
+trail_cut_pages(TrailCut *c, TrailWin *win, TdbTrailError *err)
+{
+	TdbTrailWriter *w = c->w;
+	uint32_t	maxn = w->opts.page_max_events;
+
+	win->n = 0;
+	/* each round writes at least one event of a finite input */
+	for (uint64_t round = 0; round <= w->n; round++)
+	{
+		uint32_t	n;
+		int			rc;
+
+		while (win->n < maxn)
+		{
+			const uint8_t *r = trail_sorter_peek(c->src);
+
+			if (r == NULL || *(const int64_t *) (r + c->grp_off) != c->grp)
+				break;
+			if (!trail_win_reserve(win, win->n + 1))
+				return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
+			memcpy(win->recs + (size_t) win->n * win->rs, r + c->rec_off, win->rs);
+			win->tnum[win->n++] = c->tnum;
+			trail_sorter_skip(c->src);
+		}
+		if (c->src->rc < 0)
+		{
+			*err = c->src->err;
+			return c->src->rc;
+		}
+		if (win->n == 0)
+			return 0;
+		n = win->n;
+		if (w->opts.page_max_span_us > 0)
+		{
+			/* events are in time order: stop before the span is exceeded */
+			int64_t		t0 = trail_win_rec(win, 0)->time;
+
+			for (uint32_t k = 1; k < n; k++)
+				if ((uint64_t) trail_win_rec(win, k)->time - (uint64_t) t0 > (uint64_t) w->opts.page_max_span_us)
+				{
+					n = k;
+					break;
+				}
+		}
+		/* shrink until the page fits the target (a single event always fits) */
+		for (int tries = 0;; tries++)
+		{
+			uint32_t	len = c->encode(c->ctx, win, n);
+
+			if (len == 0)
+				return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
+			if (len <= w->opts.page_target_bytes || n == 1 || tries == 8)
+				break;
+			n = (uint32_t) ((uint64_t) n * w->opts.page_target_bytes / len);
+			if (n == 0)
+				n = 1;
+		}
+		if ((rc = c->emit(c->ctx, win, n, err)) < 0)
+			return rc;
+		memmove(win->recs, win->recs + (size_t) n * win->rs, (size_t) (win->n - n) * win->rs);
+		memmove(win->tnum, win->tnum + n, (size_t) (win->n - n) * sizeof(uint32_t));
+		win->n -= n;
+	}
+	return tdb_trail_fail(err, TDB_TRAIL_EINVAL, "internal error: pages cut from more events than taken");
+}
 
 /* ---- version 2 ------------------------------------------------------------ */
 
@@ -24,68 +189,77 @@
 typedef struct Writer2
 {
 	TdbTrailWriter *w;
-	const uint32_t *idx;		/* events sorted by (trail, time, arrival) */
-	uint32_t   *tnum;			/* trail number of sorted event j */
-	CodecBuf	out;
+	TrailOut   *out;
 	CodecBuf	tmp;
 	TdbTrailFooter f;
-	uint32_t	pagecap;
+	uint32_t	pagecap,
+				trailcap;
 	uint32_t   *pairs;			/* (trail, page) of every run, in page order */
 	uint64_t	npairs,
 				paircap;
 	TdbTrailStats *tstats;		/* ntrails x ncolumns */
-	uint32_t   *page_idx;		/* scratch: the events of the page being cut */
-	uint32_t   *page_trail;
+	uint32_t   *ident;			/* 0, 1, ... page_max_events - 1 */
+	uint32_t   *cl;				/* scratch chunk lengths */
+	uint64_t	chunk_bytes;	/* the pages' chunk_len arrays */
+	uint64_t	done;			/* events in pages */
 } Writer2;
 
 typedef struct Page2Arg
 {
 	const TdbTrailWriter *w;
-	const uint32_t *ev;			/* event numbers (into w->ev) */
+	const TrailWin *win;
+	const uint32_t *js;
 } Page2Arg;
 
 static bool
 page2_get(void *arg, uint32_t i, int col, int64_t *bits)
 {
 	Page2Arg   *pa = arg;
-	const WVal *v = &pa->w->vals[(uint64_t) pa->ev[i] * pa->w->schema.ncolumns + col];
+	const TrailRec *r = trail_win_rec(pa->win, pa->js[i]);
 
-	if (v->isnull)
+	if (trail_rec_null(r, pa->w->schema.ncolumns, col))
 		return true;
 	if (bits)
-		*bits = v->bits;
+		*bits = trail_rec_bits(r)[col];
 	return false;
 }
 
+/* The footer's state in memory, as the writer's limit counts it. */
+static size_t
+footer_bytes(const Writer2 *x)
+{
+	return (size_t) x->trailcap * (sizeof(TdbTrailInfo) +
+								   (size_t) x->w->schema.ncolumns * sizeof(TdbTrailStats)) +
+		(size_t) x->pagecap * sizeof(TdbTrailPageInfo) + x->chunk_bytes +
+		x->paircap * 2 * sizeof(uint32_t);
+}
+
 /*
- * Encode the page of sorted events js[0, n) (their trail numbers ascending,
- * times ascending within a trail) into tmp; pi gets its zone map and sizes,
- * chunk_len and stats are the caller's.
+ * Encode the page of window events js[0, n) (their trail numbers
+ * ascending, times ascending within a trail) into tmp; pi gets its zone map
+ * and sizes, chunk_len and stats are the caller's.
  */
 static bool
-encode_page2(Writer2 *x, const uint32_t *js, uint32_t n, uint32_t *chunk_len,
+encode_page2(Writer2 *x, const TrailWin *win, const uint32_t *js, uint32_t n, uint32_t *chunk_len,
 			 TdbTrailPageInfo *pi)
 {
 	const TdbTrailWriter *w = x->w;
 	int64_t    *time = malloc(n * sizeof(int64_t));
 	int32_t    *lon = malloc(n * sizeof(int32_t));
 	int32_t    *lat = malloc(n * sizeof(int32_t));
-	uint32_t   *ev = malloc(n * sizeof(uint32_t));
 	uint32_t   *tr = malloc(n * sizeof(uint32_t));
-	bool		ok = time && lon && lat && ev && tr;
+	bool		ok = time && lon && lat && tr;
 
 	if (ok)
 	{
-		Page2Arg	pa = {w, ev};
+		Page2Arg	pa = {w, win, js};
 		TrailPage2In in = {n, tr, time, lon, lat, w->schema.ncolumns, w->types, page2_get, &pa};
 
 		for (uint32_t i = 0; i < n; i++)
 		{
-			const WEvent *e;
+			const TrailRec *e = trail_win_rec(win, js[i]);
 
-			ev[i] = x->idx[js[i]];
-			e = &w->ev[ev[i]];
-			tr[i] = x->tnum[js[i]];
+			tr[i] = win->tnum[js[i]];
 			time[i] = e->time;
 			lon[i] = e->lon;
 			lat[i] = e->lat;
@@ -97,28 +271,30 @@ encode_page2(Writer2 *x, const uint32_t *js, uint32_t n, uint32_t *chunk_len,
 	free(time);
 	free(lon);
 	free(lat);
-	free(ev);
 	free(tr);
 	return ok;
 }
 
 /*
- * Encode sorted events js[0, n) as the next page and append it: the footer
- * gets its entry, its trails their zone maps, page-list entries and
+ * Encode window events js[0, n) as the next page and append it: the
+ * footer gets its entry, its trails their zone maps, page-list entries and
  * summaries (in file order).
  */
 static int
-emit_page2(Writer2 *x, const uint32_t *js, uint32_t n, TdbTrailError *err)
+emit_page2(Writer2 *x, const TrailWin *win, const uint32_t *js, uint32_t n, TdbTrailError *err)
 {
 	TdbTrailWriter *w = x->w;
 	int			nc = w->schema.ncolumns;
 	TdbTrailPageInfo pi;
 	uint32_t   *cl = malloc((size_t) (2 + nc) * sizeof(uint32_t));
+	uint32_t	pagecap = x->pagecap;
+	uint64_t	paircap = x->paircap;
+	int			rc;
 
-	if (cl == NULL || !encode_page2(x, js, n, cl, &pi))
+	if (cl == NULL || !encode_page2(x, win, js, n, cl, &pi))
 	{
 		free(cl);
-		return TDB_TRAIL_ENOMEM;
+		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
 	}
 	if (pi.length > TRAIL_PAGE_MAX_BYTES)
 	{
@@ -126,21 +302,29 @@ emit_page2(Writer2 *x, const uint32_t *js, uint32_t n, TdbTrailError *err)
 		return tdb_trail_fail(err, TDB_TRAIL_EINVAL, "a page of %u bytes; lower page_max_events",
 							  pi.length);
 	}
-	pi.offset = x->out.len;
-	pi.chunk_len = cl;
-	codec_put_bytes(&x->out, x->tmp.data, x->tmp.len);
-	if (!x->out.ok || !trail_push_page(&x->f.pages, &x->f.npages, &x->pagecap, &pi))
+	if ((rc = trail_writer_canceled(w, err)) < 0)
 	{
 		free(cl);
-		return TDB_TRAIL_ENOMEM;
+		return rc;
 	}
+	pi.offset = trail_out_offset(x->out);
+	pi.chunk_len = cl;
+	codec_put_bytes(&x->out->buf, x->tmp.data, x->tmp.len);
+	if (!trail_push_page(&x->f.pages, &x->f.npages, &x->pagecap, &pi))
+	{
+		free(cl);
+		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
+	}
+	x->chunk_bytes += (uint64_t) (2 + nc) * sizeof(uint32_t) + 16;
+	if ((rc = trail_out_flush(x->out, false, err)) < 0)
+		return rc;
 	for (uint32_t i = 0; i < n; i++)
 	{
-		uint32_t	t = x->tnum[js[i]];
+		uint32_t	t = win->tnum[js[i]];
 		TdbTrailInfo *ti = &x->f.trails[t];
-		const WEvent *e = &w->ev[x->idx[js[i]]];
+		const TrailRec *e = trail_win_rec(win, js[i]);
 
-		if (i == 0 || t != x->tnum[js[i - 1]])
+		if (i == 0 || t != win->tnum[js[i - 1]])
 		{
 			if (x->npairs == x->paircap)
 			{
@@ -148,7 +332,7 @@ emit_page2(Writer2 *x, const uint32_t *js, uint32_t n, TdbTrailError *err)
 				uint32_t   *np = realloc(x->pairs, nc2 * 2 * sizeof(uint32_t));
 
 				if (np == NULL)
-					return TDB_TRAIL_ENOMEM;
+					return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
 				x->pairs = np;
 				x->paircap = nc2;
 			}
@@ -165,68 +349,106 @@ emit_page2(Writer2 *x, const uint32_t *js, uint32_t n, TdbTrailError *err)
 		if (e->lat > ti->ymax) ti->ymax = e->lat;
 		ti->nevents++;
 		for (int c = 0; c < nc; c++)
-		{
-			const WVal *v = &w->vals[(uint64_t) x->idx[js[i]] * nc + c];
-
-			if (!v->isnull)
-				trail_stats_add(&x->tstats[(size_t) t * nc + c], w->types[c], v->bits);
-		}
+			if (!trail_rec_null(e, nc, c))
+				trail_stats_add(&x->tstats[(size_t) t * nc + c], w->types[c], trail_rec_bits(e)[c]);
 	}
+	if ((x->pagecap != pagecap || x->paircap != paircap) &&
+		(rc = trail_writer_check_memory(w, footer_bytes(x), x->f.ntrails, x->f.npages, err)) < 0)
+		return rc;
+	if ((x->done + n) / ((uint64_t) 1 << 20) != x->done / ((uint64_t) 1 << 20))
+		trail_writer_progress(w, "writing pages", x->done + n, w->n);
+	x->done += n;
 	return 0;
 }
 
-/*
- * Cut sorted events js[0, n), all of one trail and in time order, into
- * pages as version 1 does: at most page_max_events, page_max_span_us and
- * near page_target_bytes each.
- */
+/* The cutter's callbacks (trail_cut_pages): the window's first n events. */
+static uint32_t
+cut_encode2(void *ctx, TrailWin *win, uint32_t n)
+{
+	Writer2    *x = ctx;
+	TdbTrailPageInfo pi;
+
+	if (!encode_page2(x, win, x->ident, n, x->cl, &pi))
+		return 0;
+	return x->tmp.len ? (uint32_t) x->tmp.len : 1;
+}
+
 static int
-emit_trail_pages2(Writer2 *x, const uint32_t *js, uint32_t total, TdbTrailError *err)
+cut_emit2(void *ctx, TrailWin *win, uint32_t n, TdbTrailError *err)
+{
+	Writer2    *x = ctx;
+
+	return emit_page2(x, win, x->ident, n, err);
+}
+
+/* A new trail (the next in id order) from its first sorted event. */
+static int
+new_trail(Writer2 *x, const TrailRec *r, TdbTrailError *err)
 {
 	TdbTrailWriter *w = x->w;
 	int			nc = w->schema.ncolumns;
-	uint32_t   *cl = malloc((size_t) (2 + nc) * sizeof(uint32_t));
+	TdbTrailInfo *ti;
+
+	if (x->f.ntrails == x->trailcap)
+	{
+		uint32_t	cap = x->trailcap * 2;
+		TdbTrailInfo *nt = realloc(x->f.trails, cap * sizeof(TdbTrailInfo));
+		TdbTrailStats *ns;
+
+		if (nt == NULL)
+			return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
+		x->f.trails = nt;
+		ns = realloc(x->tstats, (size_t) cap * (nc ? nc : 1) * sizeof(TdbTrailStats));
+		if (ns == NULL)
+			return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
+		x->tstats = ns;
+		x->trailcap = cap;
+		if (trail_writer_check_memory(w, footer_bytes(x), x->f.ntrails, x->f.npages, err) < 0)
+			return err->code;
+	}
+	ti = &x->f.trails[x->f.ntrails];
+	memset(ti, 0, sizeof(*ti));
+	memset(&x->tstats[(size_t) x->f.ntrails * nc], 0, (size_t) nc * sizeof(TdbTrailStats));
+	if (w->schema.id_type == TDB_TRAIL_STRING)
+		ti->key.s = w->keys.strs[r->key];
+	else
+		ti->key.i = r->key;
+	ti->tmin = INT64_MAX;
+	ti->tmax = INT64_MIN;
+	ti->xmin = ti->ymin = INT32_MAX;
+	ti->xmax = ti->ymax = INT32_MIN;
+	x->f.ntrails++;
+	return 0;
+}
+
+/* Trail order: each trail's pages in turn, cut as they stream from the merge. */
+static int
+emit_trails(Writer2 *x, TdbTrailError *err)
+{
+	TdbTrailWriter *w = x->w;
+	TrailWin	win = {.rs = w->rs};
 	int			rc = 0;
 
-	if (cl == NULL)
-		rc = TDB_TRAIL_ENOMEM;
-	for (uint32_t s = 0; rc == 0 && s < total;)
+	for (uint64_t guard = 0; rc == 0 && guard <= w->n; guard++)
 	{
-		uint32_t	n = total - s < w->opts.page_max_events ? total - s : w->opts.page_max_events;
-		TdbTrailPageInfo pi;
+		const TrailRec *r = trail_sorter_peek(&w->sort);
+		TrailCut	c = {w, &w->sort, 0, offsetof(TrailRec, key), 0, 0, cut_encode2, cut_emit2, x};
 
-		if (w->opts.page_max_span_us > 0)
-		{
-			int64_t		t0 = w->ev[x->idx[js[s]]].time;
-
-			for (uint32_t k = 1; k < n; k++)
-				if ((uint64_t) w->ev[x->idx[js[s + k]]].time - (uint64_t) t0 > (uint64_t) w->opts.page_max_span_us)
-				{
-					n = k;
-					break;
-				}
-		}
-		/* shrink until the page fits the target (a single event always fits) */
-		for (int tries = 0;; tries++)
-		{
-			if (!encode_page2(x, js + s, n, cl, &pi))
-			{
-				rc = TDB_TRAIL_ENOMEM;
-				break;
-			}
-			if (pi.length <= w->opts.page_target_bytes || n == 1 || tries == 8)
-				break;
-			n = (uint32_t) ((uint64_t) n * w->opts.page_target_bytes / pi.length);
-			if (n == 0)
-				n = 1;
-		}
-		if (rc == 0)
-			rc = emit_page2(x, js + s, n, err);
-		s += n;
+		if (r == NULL)
+			break;
+		if ((rc = new_trail(x, r, err)) < 0)
+			break;
+		c.grp = r->key;
+		c.tnum = x->f.ntrails - 1;
+		rc = trail_cut_pages(&c, &win, err);
 	}
-	free(cl);
+	free(win.recs);
+	free(win.tnum);
 	return rc;
 }
+
+/* Cells of the space-time order: a 256 x 256 grid over the file's extent. */
+#define CELL_SHIFT 8
 
 /* Hilbert index of (px, py) on a 65536 x 65536 grid. */
 static uint64_t
@@ -258,68 +480,12 @@ hilbert(uint32_t px, uint32_t py)
 	return d;
 }
 
-/*
- * A trail's consecutive events in one time bucket and one cell: sorted
- * events [start, start + n).
- */
-typedef struct Segment
-{
-	int64_t		bucket;
-	uint64_t	hkey;			/* Hilbert index of the segment's cell */
-	uint32_t	trail;
-	uint32_t	start;
-	uint32_t	n;
-	uint32_t	bytes;			/* encoded alone */
-} Segment;
-
-/* Cells of the space-time order: a 256 x 256 grid over the file's extent. */
-#define CELL_SHIFT 8
-
-static int
-segment_cmp(const void *a, const void *b)
-{
-	const Segment *x = a,
-			   *y = b;
-
-	if (x->bucket != y->bucket)
-		return x->bucket < y->bucket ? -1 : 1;
-	if (x->hkey != y->hkey)
-		return x->hkey < y->hkey ? -1 : 1;
-	return (x->trail > y->trail) - (x->trail < y->trail);
-}
-
-static int
-js_cmp(const void *a, const void *b)
-{
-	uint32_t	x = *(const uint32_t *) a,
-				y = *(const uint32_t *) b;
-
-	return (x > y) - (x < y);
-}
-
 static int64_t
 floor_div(int64_t a, int64_t b)
 {
 	int64_t		q = a / b;
 
 	return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
-}
-
-/*
- * Emit the segments seg[0, n) as one page.  Sorted positions are in (trail,
- * time, arrival) order, so sorting the page's positions gives each trail
- * one run, its events (from several cells) in time order.
- */
-static int
-emit_segments(Writer2 *x, const Segment *seg, uint32_t n, TdbTrailError *err)
-{
-	uint32_t	m = 0;
-
-	for (uint32_t i = 0; i < n; i++)
-		for (uint32_t k = 0; k < seg[i].n; k++)
-			x->page_idx[m++] = seg[i].start + k;
-	qsort(x->page_idx, m, sizeof(uint32_t), js_cmp);
-	return emit_page2(x, x->page_idx, m, err);
 }
 
 /* The Hilbert index of a fixed-point position's cell over the extent. */
@@ -346,130 +512,324 @@ cell_of(int32_t lon, int32_t lat, int32_t gx0, int32_t gy0, double wx, double wy
  * own.  A page never mixes buckets; a trail's segments in one page form
  * one run.  So a page covers a few neighbouring cells of one bucket, and a
  * window or an area reads few pages.
+ *
+ * Bounded memory: the events, merged in (trail, time, arrival) order, are
+ * numbered by that position and cut into segments; each event goes with
+ * its segment's head (bucket, cell, trail, first position, event count
+ * and size encoded alone) into a second sort by (bucket, cell, trail,
+ * position), which gives the segments in page order, each one's events
+ * together; pages are then cut from that stream.  A segment's size is
+ * needed only when it has at most page_max_events events (a larger one is
+ * cut alone), so at most that many are held to encode it.
  */
+typedef struct SegHead
+{
+	int64_t		bucket;
+	uint64_t	hkey;			/* Hilbert index of the segment's cell */
+	uint64_t	start;			/* position of its first event */
+	uint32_t	trail;
+	uint32_t	n;				/* events; 0: more than page_max_events */
+	uint32_t	bytes;			/* encoded alone, when n > 0 */
+	uint32_t	pad;
+} SegHead;
+
+static int
+seg_cmp(const void *a, const void *b, void *arg)
+{
+	const SegHead *x = a,
+			   *y = b;
+	const TrailRec *rx = (const TrailRec *) (x + 1),
+			   *ry = (const TrailRec *) (y + 1);
+
+	(void) arg;
+	if (x->bucket != y->bucket)
+		return x->bucket < y->bucket ? -1 : 1;
+	if (x->hkey != y->hkey)
+		return x->hkey < y->hkey ? -1 : 1;
+	if (x->trail != y->trail)
+		return x->trail < y->trail ? -1 : 1;
+	return (rx->ord > ry->ord) - (rx->ord < ry->ord);
+}
+
+static int
+win_ord_cmp(const void *a, const void *b, void *arg)
+{
+	const TrailWin *win = arg;
+	uint64_t	x = trail_win_rec(win, *(const uint32_t *) a)->ord,
+				y = trail_win_rec(win, *(const uint32_t *) b)->ord;
+
+	return (x > y) - (x < y);
+}
+
+typedef struct SegState
+{
+	Writer2    *x;
+	TrailSorter *st;
+	uint8_t    *rec;			/* SegHead + TrailRec */
+	TrailWin	win;			/* the open segment's events, up to page_max_events */
+	SegHead		h;
+	bool		open;
+} SegState;
+
+static int
+seg_put(SegState *ss, const uint8_t *r, TdbTrailError *err)
+{
+	TdbTrailWriter *w = ss->x->w;
+	int			rc;
+
+	size_t		b = trail_writer_budget(w),
+				used = w->dict_bytes + footer_bytes(ss->x) + b / 8;
+
+	/* the second sort's buffer gets what the footer and the first merge leave */
+	ss->st->limit = used < b - b / 8 ? b - used : b / 8;
+	memcpy(ss->rec, &ss->h, sizeof(SegHead));
+	memcpy(ss->rec + sizeof(SegHead), r, w->rs);
+	if ((rc = trail_sorter_put(ss->st, ss->rec, err)) < 0)
+		return rc;
+	return 0;
+}
+
+/* Close the open segment: its size, then its held events into the second sort. */
+static int
+seg_close(SegState *ss, TdbTrailError *err)
+{
+	Writer2    *x = ss->x;
+	int			rc;
+
+	if (!ss->open)
+		return 0;
+	ss->open = false;
+	if (ss->h.n == 0)
+		return 0;				/* a large segment: its events went already */
+	if (!encode_page2(x, &ss->win, x->ident, ss->win.n, x->cl, &(TdbTrailPageInfo) {0}))
+		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
+	ss->h.bytes = (uint32_t) x->tmp.len;
+	for (uint32_t i = 0; i < ss->win.n; i++)
+		if ((rc = seg_put(ss, (const uint8_t *) trail_win_rec(&ss->win, i), err)) < 0)
+			return rc;
+	ss->win.n = 0;
+	return 0;
+}
+
+/* First pass: number the merged events, cut segments, sort them into page order. */
+static int
+make_segments(Writer2 *x, SegState *ss, TdbTrailError *err)
+{
+	TdbTrailWriter *w = x->w;
+	int64_t		bucket_us = w->opts.bucket_us;
+	int32_t		gx0 = w->gx0,
+				gy0 = w->gy0;
+	double		wx = (double) w->gx1 - w->gx0 + 1,
+				wy = (double) w->gy1 - w->gy0 + 1;
+	int64_t		key = 0;
+	int			rc = 0;
+
+	for (uint64_t j = 0; rc == 0; j++)
+	{
+		const TrailRec *r = trail_sorter_peek(&w->sort);
+		TrailRec   *e;
+		int64_t		bk;
+		uint64_t	cell;
+
+		if (r == NULL)
+			break;
+		if (j == 0 || r->key != key)
+		{
+			if ((rc = new_trail(x, r, err)) < 0)
+				break;
+			key = r->key;
+		}
+		bk = floor_div(r->time, bucket_us);
+		cell = cell_of(r->lon, r->lat, gx0, gy0, wx, wy);
+		if (ss->open && (ss->h.trail != x->f.ntrails - 1 || ss->h.bucket != bk || ss->h.hkey != cell) &&
+			(rc = seg_close(ss, err)) < 0)
+			break;
+		if (!ss->open)
+		{
+			ss->open = true;
+			ss->h.bucket = bk;
+			ss->h.hkey = cell;
+			ss->h.trail = x->f.ntrails - 1;
+			ss->h.start = j;
+			ss->h.n = 1;
+			ss->h.bytes = 0;
+			ss->win.n = 0;
+		}
+		else if (ss->h.n > 0)
+			ss->h.n++;
+		if (ss->h.n > 0)
+		{
+			if (!trail_win_reserve(&ss->win, ss->win.n + 1))
+			{
+				rc = tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
+				break;
+			}
+			e = (TrailRec *) (ss->win.recs + (size_t) ss->win.n * w->rs);
+			memcpy(e, r, w->rs);
+			e->ord = j;
+			ss->win.tnum[ss->win.n++] = ss->h.trail;
+			if (ss->h.n > w->opts.page_max_events)
+			{
+				/* larger than a page: cut alone, its size is not needed */
+				ss->h.n = 0;
+				for (uint32_t i = 0; i < ss->win.n && rc == 0; i++)
+					rc = seg_put(ss, (const uint8_t *) trail_win_rec(&ss->win, i), err);
+				ss->win.n = 0;
+			}
+		}
+		else
+		{
+			memcpy(ss->win.recs, r, w->rs);
+			((TrailRec *) ss->win.recs)->ord = j;
+			rc = seg_put(ss, ss->win.recs, err);
+		}
+		trail_sorter_skip(&w->sort);
+		if (rc == 0 && (j + 1) % ((uint64_t) 1 << 16) == 0)
+			rc = trail_writer_canceled(w, err);
+		if (rc == 0 && (j + 1) % ((uint64_t) 1 << 20) == 0)
+			trail_writer_progress(w, "ordering segments", j + 1, w->n);
+	}
+	if (rc == 0 && w->sort.rc < 0)
+	{
+		*err = w->sort.err;
+		rc = w->sort.rc;
+	}
+	if (rc == 0)
+		rc = seg_close(ss, err);
+	return rc;
+}
+
 static int
 emit_spacetime(Writer2 *x, TdbTrailError *err)
 {
 	TdbTrailWriter *w = x->w;
-	int64_t		bucket_us = w->opts.bucket_us;
-	Segment    *seg = NULL;
-	uint64_t	nseg = 0,
-				cap = 0;
-	int32_t		gx0 = INT32_MAX,
-				gy0 = INT32_MAX,
-				gx1 = INT32_MIN,
-				gy1 = INT32_MIN;
-	uint32_t   *cl = malloc((size_t) (2 + w->schema.ncolumns) * sizeof(uint32_t));
-	uint32_t   *js = malloc((w->n ? w->n : 1) * sizeof(uint32_t));
-	int			rc = 0;
+	SegState	ss;
+	TrailSorter *st;
+	TrailWin	win = {.rs = w->rs};
+	uint32_t   *js = NULL;
+	size_t		hs = sizeof(SegHead);
+	int			rc;
 
-	if (cl == NULL || js == NULL)
+	memset(&ss, 0, sizeof(ss));
+	ss.x = x;
+	ss.win.rs = w->rs;
+	ss.st = st = malloc(sizeof(TrailSorter));
+	ss.rec = malloc(hs + w->rs);
+	js = malloc((size_t) w->opts.page_max_events * sizeof(uint32_t));
+	if (st == NULL || ss.rec == NULL || js == NULL)
 	{
-		rc = TDB_TRAIL_ENOMEM;
-		goto out;
+		free(st);
+		free(ss.rec);
+		free(js);
+		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
 	}
-	for (uint64_t j = 0; j < w->n; j++)
+	trail_sorter_init(st, hs + w->rs, seg_cmp, NULL, w->opts.temp_dir, trail_writer_budget(w) / 2);
+	st->cancel = w->opts.cancel;
+	st->cancel_arg = w->opts.cancel_arg;
+	rc = make_segments(x, &ss, err);
+	free(ss.win.recs);
+	free(ss.win.tnum);
+	/* the first sort is done with: its read buffers go before the second merge */
+	trail_sorter_free(&w->sort);
+	if (rc == 0)
+		rc = trail_sorter_finish(st, trail_writer_budget(w) / 8, err);
+
+	for (uint64_t guard = 0; rc == 0 && guard <= w->n; guard++)
 	{
-		const WEvent *e = &w->ev[x->idx[j]];
-
-		js[j] = (uint32_t) j;
-		if (e->lon < gx0) gx0 = e->lon;
-		if (e->lon > gx1) gx1 = e->lon;
-		if (e->lat < gy0) gy0 = e->lat;
-		if (e->lat > gy1) gy1 = e->lat;
-	}
-	for (uint64_t a = 0; a < w->n;)
-	{
-		const WEvent *ea = &w->ev[x->idx[a]];
-		int64_t		bk = floor_div(ea->time, bucket_us);
-		double		wx = (double) gx1 - gx0 + 1,
-					wy = (double) gy1 - gy0 + 1;
-		uint64_t	cell = cell_of(ea->lon, ea->lat, gx0, gy0, wx, wy);
-		uint64_t	b = a;
-		Segment    *sg;
-
-		while (b < w->n && x->tnum[b] == x->tnum[a] &&
-			   floor_div(w->ev[x->idx[b]].time, bucket_us) == bk &&
-			   cell_of(w->ev[x->idx[b]].lon, w->ev[x->idx[b]].lat, gx0, gy0, wx, wy) == cell)
-			b++;
-		if (nseg == cap)
-		{
-			uint64_t	nc = cap ? cap * 2 : 1024;
-			Segment    *ns = realloc(seg, nc * sizeof(Segment));
-
-			if (ns == NULL)
-			{
-				rc = TDB_TRAIL_ENOMEM;
-				goto out;
-			}
-			seg = ns;
-			cap = nc;
-		}
-		sg = &seg[nseg++];
-		sg->bucket = bk;
-		sg->trail = x->tnum[a];
-		sg->start = (uint32_t) a;
-		sg->n = (uint32_t) (b - a);
-		sg->hkey = cell;
-		if (!encode_page2(x, js + a, sg->n, cl, &(TdbTrailPageInfo) {0}))
-		{
-			rc = TDB_TRAIL_ENOMEM;
-			goto out;
-		}
-		sg->bytes = (uint32_t) x->tmp.len;
-		a = b;
-	}
-	qsort(seg, nseg, sizeof(Segment), segment_cmp);
-
-	for (uint64_t i = 0; i < nseg && rc == 0;)
-	{
-		uint64_t	k = i;
+		const SegHead *h = trail_sorter_peek(st);
 		uint64_t	bytes = 0,
 					events = 0;
+		int64_t		bucket;
 
-		if (seg[i].bytes > w->opts.page_target_bytes || seg[i].n > w->opts.page_max_events)
+		if (h == NULL)
+			break;
+		if (h->n == 0 || h->bytes > w->opts.page_target_bytes || h->n > w->opts.page_max_events)
 		{
-			/* a segment larger than a page: cut it alone, by size and count */
-			rc = emit_trail_pages2(x, js + seg[i].start, seg[i].n, err);
-			i++;
+			/* a segment larger than a page: cut alone, by size and count */
+			TrailCut	c = {w, st, hs, offsetof(SegHead, start), (int64_t) h->start, h->trail,
+				cut_encode2, cut_emit2, x};
+
+			rc = trail_cut_pages(&c, &win, err);
 			continue;
 		}
-		while (k < nseg && seg[k].bucket == seg[i].bucket &&
-			   seg[k].bytes <= w->opts.page_target_bytes && seg[k].n <= w->opts.page_max_events &&
-			   (k == i || (bytes + seg[k].bytes <= w->opts.page_target_bytes &&
-						   events + seg[k].n <= w->opts.page_max_events)))
+		bucket = h->bucket;
+		win.n = 0;
+		while ((h = trail_sorter_peek(st)) != NULL && h->bucket == bucket &&
+			   h->n > 0 && h->bytes <= w->opts.page_target_bytes && h->n <= w->opts.page_max_events &&
+			   (win.n == 0 || (bytes + h->bytes <= w->opts.page_target_bytes &&
+							   events + h->n <= w->opts.page_max_events)))
 		{
-			bytes += seg[k].bytes;
-			events += seg[k].n;
-			k++;
-		}
-		rc = emit_segments(x, seg + i, (uint32_t) (k - i), err);
-		i = k;
-	}
+			uint64_t	start = h->start;
+			uint32_t	n = h->n;
 
-out:
-	free(seg);
-	free(cl);
+			bytes += h->bytes;
+			events += n;
+			if (!trail_win_reserve(&win, win.n + n))
+			{
+				rc = tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
+				break;
+			}
+			for (uint32_t k = 0; k < n; k++)
+			{
+				const SegHead *e = trail_sorter_peek(st);
+
+				if (e == NULL || e->start != start)
+				{
+					rc = st->rc < 0 ? (*err = st->err, st->rc) :
+						tdb_trail_fail(err, TDB_TRAIL_EINVAL, "internal error: a segment's events are not together");
+					break;
+				}
+				memcpy(win.recs + (size_t) win.n * w->rs, (const uint8_t *) e + hs, w->rs);
+				win.tnum[win.n++] = e->trail;
+				trail_sorter_skip(st);
+			}
+			if (rc < 0)
+				break;
+		}
+		if (rc == 0 && st->rc < 0)
+		{
+			*err = st->err;
+			rc = st->rc;
+		}
+		if (rc < 0)
+			break;
+		/*
+		 * One page: sorting its events by position gives each trail one
+		 * run, its events (from several cells) in time order.
+		 */
+		for (uint32_t i = 0; i < win.n; i++)
+			js[i] = i;
+		if (win.n > 1)
+			qsort_r(js, win.n, sizeof(uint32_t), win_ord_cmp, &win);
+		rc = emit_page2(x, &win, js, win.n, err);
+	}
+	if (rc == 0 && st->rc < 0)
+	{
+		*err = st->err;
+		rc = st->rc;
+	}
+	trail_sorter_free(st);
+	free(st);
+	free(ss.rec);
+	free(win.recs);
+	free(win.tnum);
 	free(js);
 	return rc;
 }
 
 int
-trail_writer_finish2(TdbTrailWriter *w, uint32_t *idx, uint8_t **bufp, size_t *lenp,
-			   TdbTrailError *err)
+trail_writer_finish2(TdbTrailWriter *w, TrailOut *out, TdbTrailError *err)
 {
 	Writer2		x;
 	int			nc = w->schema.ncolumns;
-	uint32_t	ntrails = 0;
 	uint32_t   *lists = NULL;
 	uint8_t		hdr[TDB_TRAIL_HEADER_SIZE];
 	TdbTrailTrailer t;
-	int			rc = TDB_TRAIL_ENOMEM;
+	int			rc = 0;
 
 	memset(&x, 0, sizeof(x));
 	x.w = w;
-	x.idx = idx;
-	codec_buf_init(&x.out);
+	x.out = out;
 	codec_buf_init(&x.tmp);
 	x.f.version = 2;
 	x.f.order = w->opts.order;
@@ -477,76 +837,49 @@ trail_writer_finish2(TdbTrailWriter *w, uint32_t *idx, uint8_t **bufp, size_t *l
 	x.f.schema = w->schema;
 	x.f.nstrings = w->lexicon.n;
 	x.f.strings = w->lexicon.strs;
-
-	/* trail numbers in id order */
-	x.tnum = malloc((w->n ? w->n : 1) * sizeof(uint32_t));
-	x.page_idx = malloc((w->n ? w->n : 1) * sizeof(uint32_t));
-	if (x.tnum == NULL || x.page_idx == NULL)
-		goto done;
-	for (uint64_t j = 0; j < w->n; j++)
+	x.trailcap = 256;
+	x.f.trails = calloc(x.trailcap, sizeof(TdbTrailInfo));
+	x.tstats = calloc((size_t) x.trailcap * (nc ? nc : 1), sizeof(TdbTrailStats));
+	x.ident = malloc((size_t) w->opts.page_max_events * sizeof(uint32_t));
+	x.cl = malloc((size_t) (2 + nc) * sizeof(uint32_t));
+	if (x.f.trails == NULL || x.tstats == NULL || x.ident == NULL || x.cl == NULL)
 	{
-		if (j > 0 && w->ev[idx[j]].key != w->ev[idx[j - 1]].key)
-			ntrails++;
-		x.tnum[j] = ntrails;
-	}
-	if (w->n > 0)
-		ntrails++;
-	x.f.ntrails = ntrails;
-	x.f.trails = calloc(ntrails ? ntrails : 1, sizeof(TdbTrailInfo));
-	x.tstats = calloc((size_t) (ntrails ? ntrails : 1) * (nc ? nc : 1), sizeof(TdbTrailStats));
-	if (x.f.trails == NULL || x.tstats == NULL)
+		rc = tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
 		goto done;
-	for (uint64_t j = 0; j < w->n; j++)
-		if (j == 0 || x.tnum[j] != x.tnum[j - 1])
-		{
-			TdbTrailInfo *ti = &x.f.trails[x.tnum[j]];
-
-			if (w->schema.id_type == TDB_TRAIL_STRING)
-				ti->key.s = w->keys.strs[w->ev[idx[j]].key];
-			else
-				ti->key.i = w->ev[idx[j]].key;
-			ti->tmin = INT64_MAX;
-			ti->tmax = INT64_MIN;
-			ti->xmin = ti->ymin = INT32_MAX;
-			ti->xmax = ti->ymax = INT32_MIN;
-			ti->stats = &x.tstats[(size_t) x.tnum[j] * nc];
-		}
+	}
+	for (uint32_t i = 0; i < w->opts.page_max_events; i++)
+		x.ident[i] = i;
 
 	memset(hdr, 0, sizeof(hdr));
 	memcpy(hdr, TRAIL_HEADER_MAGIC, 8);
 	codec_put_u32le(hdr + 8, 2);
-	codec_put_bytes(&x.out, hdr, sizeof(hdr));
+	codec_put_bytes(&out->buf, hdr, sizeof(hdr));
 
 	if (w->opts.order == TDB_TRAIL_ORDER_SPACETIME)
 		rc = emit_spacetime(&x, err);
 	else
+		rc = emit_trails(&x, err);
+	if (rc == 0 && w->sort.rc < 0)
 	{
-		rc = 0;
-		for (uint64_t a = 0; a < w->n && rc == 0;)
-		{
-			uint64_t	b = a;
-
-			while (b < w->n && x.tnum[b] == x.tnum[a])
-			{
-				x.page_idx[b] = (uint32_t) b;
-				b++;
-			}
-			rc = emit_trail_pages2(&x, x.page_idx + a, (uint32_t) (b - a), err);
-			a = b;
-		}
+		*err = w->sort.err;
+		rc = w->sort.rc;
 	}
 	if (rc < 0)
 		goto done;
-	rc = TDB_TRAIL_ENOMEM;
+	for (uint32_t k = 0; k < x.f.ntrails; k++)
+		x.f.trails[k].stats = &x.tstats[(size_t) k * nc];
 
 	/* page lists: the (trail, page) pairs grouped by trail, pages ascending */
 	lists = malloc((x.npairs ? x.npairs : 1) * sizeof(uint32_t));
 	if (lists == NULL)
+	{
+		rc = tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
 		goto done;
+	}
 	{
 		uint64_t	at = 0;
 
-		for (uint32_t k = 0; k < ntrails; k++)
+		for (uint32_t k = 0; k < x.f.ntrails; k++)
 		{
 			x.f.trails[k].page_list = lists + at;
 			x.f.trails[k].first_page = UINT32_MAX;
@@ -559,47 +892,42 @@ trail_writer_finish2(TdbTrailWriter *w, uint32_t *idx, uint8_t **bufp, size_t *l
 
 			((uint32_t *) ti->page_list)[ti->npages++] = x.pairs[2 * p + 1];
 		}
-		for (uint32_t k = 0; k < ntrails; k++)
+		for (uint32_t k = 0; k < x.f.ntrails; k++)
 			x.f.trails[k].first_page = x.f.trails[k].page_list[0];
 	}
 	x.f.nevents = w->n;
 
 	memset(&t, 0, sizeof(t));
-	t.footer_offset = x.out.len;
+	t.footer_offset = trail_out_offset(out);
 	x.tmp.len = 0;
 	trail_footer2_encode(&x.tmp, &x.f);
 	if (!x.tmp.ok)
+	{
+		rc = tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory encoding the footer");
 		goto done;
+	}
 	t.footer_length = x.tmp.len;
 	t.footer_crc = tdb_crc32c(x.tmp.data, x.tmp.len);
-	codec_put_bytes(&x.out, x.tmp.data, x.tmp.len);
-	t.file_size = x.out.len + TDB_TRAIL_TRAILER_SIZE;
+	codec_put_bytes(&out->buf, x.tmp.data, x.tmp.len);
+	t.file_size = trail_out_offset(out) + TDB_TRAIL_TRAILER_SIZE;
 	t.version = 2;
-	if (codec_buf_reserve(&x.out, TDB_TRAIL_TRAILER_SIZE))
+	if (codec_buf_reserve(&out->buf, TDB_TRAIL_TRAILER_SIZE))
 	{
-		trail_trailer_encode(x.out.data + x.out.len, &t);
-		x.out.len += TDB_TRAIL_TRAILER_SIZE;
+		trail_trailer_encode(out->buf.data + out->buf.len, &t);
+		out->buf.len += TDB_TRAIL_TRAILER_SIZE;
 	}
-	if (!x.out.ok)
-		goto done;
-	*bufp = x.out.data;
-	*lenp = x.out.len;
-	codec_buf_init(&x.out);
-	rc = 0;
+	rc = trail_out_flush(out, true, err);
 
 done:
 	for (uint32_t p = 0; p < x.f.npages; p++)
-	{
 		free((void *) x.f.pages[p].chunk_len);
-	}
 	free(x.f.pages);
 	free(x.f.trails);
 	free(x.tstats);
-	free(x.tnum);
-	free(x.page_idx);
 	free(x.pairs);
+	free(x.ident);
+	free(x.cl);
 	free(lists);
-	codec_buf_free(&x.out);
 	codec_buf_free(&x.tmp);
 	return rc;
 }

@@ -32,3 +32,8 @@ export TRAIL_TEST_S3_ACCESS_KEY=$MINIO_ROOT_USER
 export TRAIL_TEST_S3_SECRET_KEY=$MINIO_ROOT_PASSWORD
 export TRAIL_TEST_PROXY_ENDPOINT=http://127.0.0.1:$(cat "$work/proxy.port")
 timeout 300 "$bin" "$@"
+# the write CLI in bounded memory (all tests only), with this MinIO for its s3:// case
+if [ $# -eq 0 ]; then
+	AWS_ENDPOINT_URL=$MINIO_ENDPOINT AWS_ACCESS_KEY_ID=$MINIO_ROOT_USER AWS_SECRET_ACCESS_KEY=$MINIO_ROOT_PASSWORD \
+		AWS_REGION=us-east-1 timeout 600 test/trail_write_cli.sh tools/trafficdb-trail
+fi

@@ -110,6 +110,16 @@ fx_make(FxSet *s, uint64_t *rng, bool string_ids, int ntrails, int max_len)
 int			fx_version = 0;
 TdbTrailOrder fx_order = TDB_TRAIL_ORDER_TRAIL;
 int64_t		fx_bucket_us = 0;
+size_t		fx_memory_limit = 0;
+uint32_t	fx_runs = 0;
+
+static void
+fx_progress(void *arg, const TdbTrailProgress *p)
+{
+	(void) arg;
+	if (p->runs > fx_runs)
+		fx_runs = p->runs;
+}
 
 void
 fx_free(FxSet *s)
@@ -125,12 +135,14 @@ uint8_t *
 fx_encode(const FxSet *s, uint32_t page_bytes, uint32_t page_events, size_t *len)
 {
 	TdbTrailWriterOptions o = {.page_target_bytes = page_bytes, .page_max_events = page_events,
-		.version = fx_version, .order = fx_order, .bucket_us = fx_bucket_us};
+		.version = fx_version, .order = fx_order, .bucket_us = fx_bucket_us,
+		.memory_limit = fx_memory_limit, .progress = fx_progress};
 	TdbTrailWriter *w;
 	TdbTrailError err;
 	uint8_t    *buf = NULL;
 	size_t	   *order = malloc((s->n + 1) * sizeof(size_t));
 
+	fx_runs = 0;
 	/* add in insertion (seq) order: trails interleaved, as a CSV might be */
 	for (size_t i = 0; i < s->n; i++)
 		order[s->ev[i].seq] = i;

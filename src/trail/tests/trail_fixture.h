@@ -49,6 +49,9 @@ uint8_t    *fx_encode(const FxSet *s, uint32_t page_bytes, uint32_t page_events,
 extern int	fx_version;
 extern TdbTrailOrder fx_order;
 extern int64_t fx_bucket_us;
+/* fx_encode's writer memory limit (0: the default) and the runs it spilled */
+extern size_t fx_memory_limit;
+extern uint32_t fx_runs;
 
 /* Layouts: 0 version 1, 1 version 2 by trail, 2 version 2 space-time. */
 #define FX_LAYOUTS 3
