@@ -13,6 +13,12 @@
  * pager to fetch the next few at once (concurrent range GETs); the window
  * doubles while the scan keeps going, and starts at one page when the
  * query has a small limit, so a LIMIT 10 fetches little.
+ *
+ * A page cache (TdbTrailQuery.page_cache, pagecache.c) carries decoded
+ * pages from scan to scan: a page found there is neither fetched nor
+ * decoded, read-ahead skips it, and a scan of trail ids given one (a
+ * lookup of a join) asks for all its other pages at once, so each lookup
+ * costs at most one round of concurrent requests.
  */
 #include <math.h>
 #include <pthread.h>
@@ -21,6 +27,7 @@
 #include <string.h>
 
 #include "format.h"
+#include "pagecache.h"
 #include "pager.h"
 
 #define READAHEAD_MAX_PAGES 1024
@@ -300,8 +307,9 @@ struct TdbTrailScan
 	uint32_t	next;			/* next index into pages to read */
 	uint32_t	prefetched;		/* pages[0, prefetched) asked for */
 	uint32_t	window;			/* read-ahead in pages */
-	TdbTrailPage page;
-	uint32_t	cur_page;		/* page number decoded in .page */
+	TdbTrailPage page;			/* the scan's own decoded page */
+	const TdbTrailPage *cur;	/* the page read: &page, or the page cache's */
+	uint32_t	cur_page;		/* its number */
 	uint32_t	cur_event;
 	bool		have_page;
 	uint8_t    *buf;
@@ -408,6 +416,9 @@ tdb_trail_scan_begin(TdbTrailReader *r, const TdbTrailQuery *q, TdbTrailScan **o
 	s->q = *q;
 	s->need_position = !q->skip_position || q->has_bbox;
 	s->window = q->limit > 0 && q->limit < 1000 ? 1 : 4;
+	/* a lookup with a page cache (a join): its missing pages in one round */
+	if (q->page_cache != NULL && q->nids > 0 && s->window > 1)
+		s->window = READAHEAD_MAX_PAGES;
 	if (q->has_bbox)
 	{
 		s->has_bbox = true;
@@ -592,7 +603,11 @@ scan_prefetch(TdbTrailScan *s, TdbTrailError *err)
 	{
 		uint32_t	pageno = s->pages[s->prefetched++];
 		TdbByteRange pr[2 + TDB_TRAIL_MAX_COLUMNS];
-		int			npr = page_ranges(s, pageno, pr);
+		int			npr;
+
+		if (trail_page_cache_has(s->q.page_cache, f, pageno, s->need_position, s->q.skip_columns))
+			continue;			/* decoded already: nothing to fetch */
+		npr = page_ranges(s, pageno, pr);
 
 		for (int k = 0; k < npr; k++)
 		{
@@ -616,7 +631,7 @@ scan_prefetch(TdbTrailScan *s, TdbTrailError *err)
 static bool
 event_matches(const TdbTrailScan *s, uint32_t i)
 {
-	const TdbTrailPage *pg = &s->page;
+	const TdbTrailPage *pg = s->cur;
 
 	if (s->want && !s->want[pg->trail[i]])
 		return false;
@@ -628,13 +643,26 @@ event_matches(const TdbTrailScan *s, uint32_t i)
 	return true;
 }
 
-/* Fetch and decode page number pageno into s->page. */
+/*
+ * Page number pageno into s->cur: from the page cache, or fetched and
+ * decoded (into the cache when the scan has one and the page fits its
+ * bound, else into s->page).
+ */
 static int
 load_page(TdbTrailScan *s, uint32_t pageno, TdbTrailError *err)
 {
 	const TdbTrailFooter *f = s->r->footer;
 	const TdbTrailPageInfo *pi = &f->pages[pageno];
+	TdbTrailPageCache *cache = s->q.page_cache;
 	int			rc;
+
+	if (cache != NULL &&
+		(s->cur = trail_page_cache_get(cache, f, pageno, s->need_position, s->q.skip_columns)) != NULL)
+	{
+		s->stats.pages_reused++;
+		return 0;
+	}
+	s->cur = NULL;
 
 	if (pi->length > s->bufcap)
 	{
@@ -657,9 +685,33 @@ load_page(TdbTrailScan *s, uint32_t pageno, TdbTrailError *err)
 			s->stats.bytes_read += pr[k].len;
 		}
 	}
-	if ((rc = tdb_trail_page_decode_some(f, pageno, s->buf, pi->length, !s->need_position,
-										 s->q.skip_columns, &s->page, err)) < 0)
-		return rc;
+	if (cache == NULL)
+	{
+		if ((rc = tdb_trail_page_decode_some(f, pageno, s->buf, pi->length, !s->need_position,
+											 s->q.skip_columns, &s->page, err)) < 0)
+			return rc;
+		s->cur = &s->page;
+	}
+	else
+	{
+		TdbTrailPage fresh;
+
+		memset(&fresh, 0, sizeof(fresh));
+		if ((rc = tdb_trail_page_decode_some(f, pageno, s->buf, pi->length, !s->need_position,
+											 s->q.skip_columns, &fresh, err)) < 0)
+		{
+			tdb_trail_page_release(&fresh);
+			return rc;
+		}
+		s->cur = trail_page_cache_put(cache, f, pageno, s->need_position, s->q.skip_columns, &fresh);
+		if (s->cur == NULL)
+		{
+			/* larger than the cache's bound: the scan's own, as without one */
+			tdb_trail_page_release(&s->page);
+			s->page = fresh;
+			s->cur = &s->page;
+		}
+	}
 	s->stats.pages_read++;
 	return 0;
 }
@@ -675,20 +727,20 @@ tdb_trail_scan_next(TdbTrailScan *s, TdbTrailEvent *ev, TdbTrailError *err)
 	{
 		if (s->have_page)
 		{
-			while (s->cur_event < s->page.nevents)
+			while (s->cur_event < s->cur->nevents)
 			{
 				uint32_t	i = s->cur_event++;
 				const TdbTrailInfo *ti;
 
 				if (!event_matches(s, i))
 					continue;
-				ti = &f->trails[s->page.trail[i]];
+				ti = &f->trails[s->cur->trail[i]];
 				ev->key = ti->key;
-				ev->time_us = s->page.time[i];
-				ev->lon = tdb_trail_coord_unfix(s->page.lon[i]);
-				ev->lat = tdb_trail_coord_unfix(s->page.lat[i]);
+				ev->time_us = s->cur->time[i];
+				ev->lon = tdb_trail_coord_unfix(s->cur->lon[i]);
+				ev->lat = tdb_trail_coord_unfix(s->cur->lat[i]);
 				for (int c = 0; c < f->schema.ncolumns; c++)
-					s->values[c] = s->page.cols[c][i];
+					s->values[c] = s->cur->cols[c][i];
 				ev->values = s->values;
 				s->stats.events_returned++;
 				return 1;
@@ -790,7 +842,7 @@ tdb_trail_verify(TdbTrailReader *r, uint64_t *events, TdbTrailError *err)
 		n++;
 		if (count)
 		{
-			uint32_t	t = s->page.trail[s->cur_event - 1];
+			uint32_t	t = s->cur->trail[s->cur_event - 1];
 
 			count[t]++;
 			for (int c = 0; c < nc; c++)
