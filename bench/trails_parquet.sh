@@ -33,7 +33,12 @@
 #   0.1-degree cell for AIS, q5 max per id (flights: altitude; ais_nyh_1h:
 #   sog; the other AIS files have no speed: lat, which our side reads from
 #   a lat column added to the imported table), q6 count(*), q7 id, time,
-#   lon and lat only (a map's query) in q2's 5 minutes.  Our side's plan
+#   lon and lat only (a map's query) in q2's 5 minutes, q8 a join of
+#   (VALUES ...) ids(id) on 100 ids spread evenly over the sorted ids, all
+#   columns (ours: a nested loop of 100 pruned lookups sharing the pages
+#   they decoded, trafficdb.trail_page_cache; DuckDB: a hash join over
+#   its scan; PGOPTIONS='-c trafficdb.trail_page_cache=0' measures ours
+#   without the sharing).  Our side's plan
 #   of each query (EXPLAIN ANALYZE VERBOSE, one more cold run) goes to the
 #   meta file; q5 and q6 must show "Aggregates From Footer" on version-2
 #   files or the bench fails.
@@ -133,7 +138,17 @@ cleanup() {
 	rm -rf "$work"
 }
 trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'; }
+# TRAIL_BENCH_PORTS="FIRST LAST": the proxy's, its control's and the cluster's
+# ports from that range (MinIO's: TDB_MINIO_PORTS); else ports the system picks
+bench_port() {	# bench_port [AFTER]: a free port of the range above AFTER
+	if [ -n "${TRAIL_BENCH_PORTS:-}" ]; then
+		local first last
+		read -r first last <<<"$TRAIL_BENCH_PORTS"
+		free_port "$((${1:-first - 1} + 1)) $last"
+	else
+		free_port
+	fi
+}
 
 scripts/minio.sh start "$work/minio" >/dev/null
 . "$work/minio/env"
@@ -166,15 +181,15 @@ for f in $sets; do
 done
 
 progress "the counting proxy and a throwaway cluster"
-pport=$(free_port)
-cport=$(free_port)
+pport=$(bench_port)
+cport=$(bench_port "$pport")
 "$PY" bench/trails_parquet.py proxy "$pport" "${MINIO_ENDPOINT##*:}" "$cport" &
 proxy_pid=$!
 make_pg_dir "$work/pg"
 make_pg_dir "$work/caches"
 as_pg "$PG_BIN/initdb" -D "$work/pg" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >"$work/initdb.log" ||
 	{ cat "$work/initdb.log"; die "initdb failed"; }
-port=$(free_port)
+port=$(bench_port "$cport")
 as_pg tee -a "$work/pg/postgresql.conf" >/dev/null <<EOF
 listen_addresses = '127.0.0.1'
 port = $port
