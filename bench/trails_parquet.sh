@@ -80,6 +80,7 @@
 #   make bench-parquet                     # or bench/trails_parquet.sh
 #   TRAIL_WRITE_ARGS="..." make bench-parquet   # extra writer arguments (every layout)
 #   TRAIL_LAYOUTS="trail st300 st st1800" TRAIL_SETS=flights make bench-parquet
+#   TRAIL_QUERIES="q1 q8" make bench-parquet   # only these queries
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -232,7 +233,7 @@ cat >"$work/config.json" <<EOF
  "bucket": "parquet", "put": "bench/trailbench", "key": "$MINIO_ROOT_USER", "secret": "$MINIO_ROOT_PASSWORD",
  "proxy_port": $pport, "proxy_control": $cport, "pg_port": $port, "pg_db": "postgres",
  "cache_root": "$work/caches", "servers": [[16384, "s16k"], [1048576, "s1m"]], "nocache": $NOCACHE,
- "sets": "$sets", "layouts": [$(for l in "${LAYOUTS[@]}"; do printf '%s["%s", "%s"]' "${sep:-}" "$l" "$(layout_label "$l")"; sep=", "; done)],
+ "sets": "$sets", "queries": "${TRAIL_QUERIES:-}", "layouts": [$(for l in "${LAYOUTS[@]}"; do printf '%s["%s", "%s"]' "${sep:-}" "$l" "$(layout_label "$l")"; sep=", "; done)],
  "datasets": [
   {"name": "ais_us", "csv": "${csv[ais_us]}", "id": "mmsi", "columns": $ais_cols, "extra": ["segment"], "q5": "lat", "trail_bytes": {${tbytes[ais_us]:-}}, "trail_pages": {${tpages[ais_us]:-}}},
   {"name": "ais_nyh_week", "csv": "${csv[ais_nyh_week]}", "id": "mmsi", "columns": $ais_cols, "extra": ["segment"], "q5": "lat", "trail_bytes": {${tbytes[ais_nyh_week]:-}}, "trail_pages": {${tpages[ais_nyh_week]:-}}},

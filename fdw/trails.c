@@ -216,6 +216,11 @@ trlExplainForeignScan(ForeignScanState *node, ExplainState *es)
 			tdb_trail_page_cache_stats(st->h->page_cache, &cs);
 			ExplainPropertyUInteger("Trail Pages Reused", NULL, st->stats.pages_reused, es);
 			ExplainPropertyUInteger("Trail Page Cache Peak", "bytes", cs.peak_bytes, es);
+			if (parameterized)
+				ExplainPropertyText("Trail Pages Fetched Ahead",
+									st->stats.union_prefetched ?
+									psprintf("those of all %d lookups expected, at the first", intVal(lsecond(plan->fdw_private))) :
+									"each lookup's own", es);
 		}
 		ExplainPropertyUInteger("Trail Pages Pruned", NULL, st->stats.pages_pruned, es);
 		ExplainPropertyUInteger("Trail Pages In File", NULL, f->npages, es);

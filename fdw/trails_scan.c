@@ -517,6 +517,8 @@ trlIterateForeignScan(ForeignScanState *node)
 				ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
 		}
 		st->q.page_cache = st->h->page_cache;
+		/* the planner's estimate of the outer rows (trlGetForeignPlan) */
+		st->q.lookups_expected = (uint32) Max(0, intVal(lsecond(((ForeignScan *) node->ss.ps.plan)->fdw_private)));
 		if (tdb_trail_scan_begin(st->h->reader, &st->q, &st->h->scan, &err) < 0)
 			trail_error(&err, psprintf("could not scan trail file \"%s\"", st->h->url));
 	}
@@ -579,6 +581,7 @@ trl_end_scan(TrlScan *st)
 		st->stats.pages_candidate += s.pages_candidate;
 		st->stats.pages_read += s.pages_read;
 		st->stats.pages_reused += s.pages_reused;
+		st->stats.union_prefetched |= s.union_prefetched;
 		st->stats.pages_pruned += s.pages_pruned;
 		st->stats.events_returned += s.events_returned;
 		st->stats.bytes_read += s.bytes_read;

@@ -44,6 +44,10 @@ struct TdbTrailPageCache
 	uint32_t	npages;
 	PcEntry    *head,
 			   *tail;
+	/* the file version whose first scan was seen (trail_page_cache_first_scan) */
+	const TdbTrailFooter *seen;
+	uint64_t	seen_end;
+	uint32_t	seen_pages;
 	TdbTrailPageCacheStats stats;
 };
 
@@ -135,6 +139,17 @@ entry_serves(const PcEntry *e, bool position, uint64_t skip_columns)
 {
 	/* every chunk asked for was decoded */
 	return (e->position || !position) && (e->skip_columns & ~skip_columns) == 0;
+}
+
+bool
+trail_page_cache_first_scan(TdbTrailPageCache *c, const TdbTrailFooter *f)
+{
+	if (c->seen == f && c->seen_end == f->data_end && c->seen_pages == f->npages)
+		return false;
+	c->seen = f;
+	c->seen_end = f->data_end;
+	c->seen_pages = f->npages;
+	return true;
 }
 
 bool

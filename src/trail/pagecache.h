@@ -30,6 +30,12 @@ const TdbTrailPage *trail_page_cache_get(TdbTrailPageCache *c, const TdbTrailFoo
 const TdbTrailPage *trail_page_cache_put(TdbTrailPageCache *c, const TdbTrailFooter *f, uint32_t pageno,
 										 bool position, uint64_t skip_columns, TdbTrailPage *page);
 
+/*
+ * true the first time it is asked for the file version of f (the caller
+ * then fetches what all the lookups will need), false after.
+ */
+bool		trail_page_cache_first_scan(TdbTrailPageCache *c, const TdbTrailFooter *f);
+
 /* Would a lookup of this page hit?  (Not counted: for read-ahead.) */
 bool		trail_page_cache_has(const TdbTrailPageCache *c, const TdbTrailFooter *f, uint32_t pageno,
 								 bool position, uint64_t skip_columns);

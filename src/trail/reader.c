@@ -584,6 +584,93 @@ page_ranges(const TdbTrailScan *s, uint32_t pageno, TdbByteRange *out)
 	return n;
 }
 
+/*
+ * The first lookup of a join (a page cache, trail ids, lookups expected):
+ * when the pages the lookups would need together are most of the file's
+ * candidate pages (a page of k of the file's T trails is needed by one of
+ * L random lookups with probability 1 - (1 - k/T)^L), fetch all those
+ * pages' needed chunks now, in as few rounds of concurrent requests as
+ * the pager's room allows, rather than a round per lookup.  Nothing when
+ * they would not fit the room at once.
+ */
+static int
+prefetch_union(TdbTrailScan *s, TdbTrailError *err)
+{
+	const TdbTrailFooter *f = s->r->footer;
+	uint64_t	room = tdb_pager_prefetch_room(s->r->pager);
+	uint64_t	bs = tdb_pager_block_size(s->r->pager);
+	uint32_t   *k;
+	double		expect = 0,
+				cand = 0;
+	uint64_t	blocks = 0,
+				last_block = UINT64_MAX;
+	TdbByteRange *ranges;
+	int			n = 0,
+				rc = 0;
+
+	if (room == 0 || f->ntrails == 0 || (k = calloc(f->npages + 1, sizeof(uint32_t))) == NULL)
+		return 0;
+	for (uint32_t t = 0; t < f->ntrails; t++)
+		for (uint32_t j = 0; j < f->trails[t].npages; j++)
+			k[trail_page(&f->trails[t], j)]++;
+	for (uint32_t p = 0; p < f->npages; p++)
+	{
+		const TdbTrailPageInfo *pi = &f->pages[p];
+
+		if (k[p] == 0 || !zone_hits(s, pi->tmin, pi->tmax, pi->xmin, pi->ymin, pi->xmax, pi->ymax))
+		{
+			k[p] = 0;
+			continue;
+		}
+		cand++;
+		expect += 1 - pow(1 - (double) k[p] / f->ntrails, (double) s->q.lookups_expected);
+	}
+	if (cand == 0 || expect < 0.8 * cand)
+	{
+		free(k);
+		return 0;				/* the lookups' own pages, each lookup in its turn */
+	}
+	/* every candidate page's needed chunks, merged; the blocks they span must fit */
+	ranges = malloc(sizeof(TdbByteRange) * ((size_t) f->npages * (2 + f->schema.ncolumns) + 1));
+	if (ranges == NULL)
+	{
+		free(k);
+		return 0;
+	}
+	for (uint32_t p = 0; p < f->npages; p++)
+	{
+		TdbByteRange pr[2 + TDB_TRAIL_MAX_COLUMNS];
+		int			npr;
+
+		if (k[p] == 0 || trail_page_cache_has(s->q.page_cache, f, p, s->need_position, s->q.skip_columns))
+			continue;
+		npr = page_ranges(s, p, pr);
+		for (int i = 0; i < npr; i++)
+		{
+			uint64_t	b0 = pr[i].off / bs,
+						b1 = (pr[i].off + pr[i].len - 1) / bs;
+
+			blocks += b1 - b0 + 1 - (b0 == last_block);
+			last_block = b1;
+			if (n > 0 && ranges[n - 1].off + ranges[n - 1].len == pr[i].off)
+				ranges[n - 1].len += pr[i].len;
+			else
+				ranges[n++] = pr[i];
+		}
+	}
+	free(k);
+	if (n > 0 && blocks * bs <= room)
+	{
+		for (int i = 0; i < n && rc == 0; i += READAHEAD_MAX_RANGES)
+			rc = tdb_pager_prefetch(s->r->pager, ranges + i,
+									n - i < READAHEAD_MAX_RANGES ? n - i : READAHEAD_MAX_RANGES, err);
+		if (rc == 0)
+			s->stats.union_prefetched = true;
+	}
+	free(ranges);
+	return rc < 0 ? rc : 0;
+}
+
 /* Ask the pager for the next window of candidate pages, then grow it. */
 static int
 scan_prefetch(TdbTrailScan *s, TdbTrailError *err)
@@ -595,6 +682,10 @@ scan_prefetch(TdbTrailScan *s, TdbTrailError *err)
 	uint64_t	bytes = 0;
 	int			rc;
 
+	if (s->next == 0 && s->q.page_cache != NULL && s->q.nids > 0 && s->q.lookups_expected > 1 &&
+		trail_page_cache_first_scan(s->q.page_cache, f) &&
+		(rc = prefetch_union(s, err)) < 0)
+		return rc;
 	if (s->prefetched > s->next)
 		return 0;
 	s->prefetched = s->next;

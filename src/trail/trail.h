@@ -375,6 +375,15 @@ typedef struct TdbTrailQuery
 	 * concurrent requests before the first row.
 	 */
 	TdbTrailPageCache *page_cache;
+	/*
+	 * With a page cache and trail ids: how many such scans (lookups, one
+	 * id each) the caller expects in all (0: unknown).  When the pages they
+	 * would need together are most of the file's candidate pages (space-time
+	 * order: pages of many trails), the first scan fetches all of those at
+	 * once, one round of concurrent requests instead of one per lookup, if
+	 * they fit the pager's read-ahead room.
+	 */
+	uint32_t	lookups_expected;
 } TdbTrailQuery;
 
 typedef struct TdbTrailScan TdbTrailScan;
@@ -395,6 +404,7 @@ typedef struct TdbTrailScanStats
 	uint64_t	pages_candidate;	/* pages after the trail id filter */
 	uint64_t	pages_read;		/* pages fetched and decoded */
 	uint64_t	pages_reused;	/* pages taken decoded from the page cache */
+	bool		union_prefetched;	/* this scan fetched every lookup's pages */
 	uint64_t	pages_pruned;	/* skipped by zone maps */
 	uint64_t	events_returned;
 	uint64_t	bytes_read;		/* page bytes asked of the pager */
