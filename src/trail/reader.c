@@ -736,8 +736,8 @@ event_matches(const TdbTrailScan *s, uint32_t i)
 
 /*
  * Page number pageno into s->cur: from the page cache, or fetched and
- * decoded (into the cache when the scan has one and the page fits its
- * bound, else into s->page).
+ * decoded (into the cache when the scan has one, the page holds several
+ * trails and fits the cache's bound; else into s->page).
  */
 static int
 load_page(TdbTrailScan *s, uint32_t pageno, TdbTrailError *err)
@@ -776,7 +776,12 @@ load_page(TdbTrailScan *s, uint32_t pageno, TdbTrailError *err)
 			s->stats.bytes_read += pr[k].len;
 		}
 	}
-	if (cache == NULL)
+	/*
+	 * A page of one trail (trail order, version 1) serves only lookups of
+	 * that trail: not kept (PostgreSQL's Memoize serves repeated outer
+	 * values), which spares the cache's allocations.
+	 */
+	if (cache == NULL || pi->trail != UINT32_MAX)
 	{
 		if ((rc = tdb_trail_page_decode_some(f, pageno, s->buf, pi->length, !s->need_position,
 											 s->q.skip_columns, &s->page, err)) < 0)
