@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench/trails_parquet.py: the Python half of bench/trails_parquet.sh.
 
-  trails_parquet.py gen-flights OUT.csv [SEED]
+  trails_parquet.py gen-flights OUT.csv [SEED [FLIGHTS]]
         a flight-shaped set (ADS-B like), seeded and reproducible
   trails_parquet.py proxy LISTEN_PORT UPSTREAM_PORT CONTROL_PORT
         a counting HTTP proxy on 127.0.0.1 in front of MinIO (loopback only)
@@ -774,7 +774,8 @@ def bench_main(cfg_path):
 
 if __name__ == "__main__":
     if len(sys.argv) >= 3 and sys.argv[1] == "gen-flights":
-        gen_flights(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 20261126)
+        gen_flights(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 20261126,
+                    int(sys.argv[4]) if len(sys.argv) > 4 else 300)
     elif len(sys.argv) == 5 and sys.argv[1] == "proxy":
         proxy_main(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
     elif len(sys.argv) == 3 and sys.argv[1] == "bench":

@@ -81,6 +81,7 @@
 #   TRAIL_WRITE_ARGS="..." make bench-parquet   # extra writer arguments (every layout)
 #   TRAIL_LAYOUTS="trail st300 st st1800" TRAIL_SETS=flights make bench-parquet
 #   TRAIL_QUERIES="q1 q8" make bench-parquet   # only these queries
+#   TRAIL_FLIGHTS=3400 TRAIL_SETS=flights make bench-parquet   # ~5 M flight reports (default 300 flights)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -158,7 +159,9 @@ tools/trafficdb-trail mb s3://parquet >/dev/null
 sed -i '/^parquet,/d' "$BENCH_CSV"
 
 progress "generating the flight-shaped set; writing trail files${WRITE_ARGS[*]:+ (${WRITE_ARGS[*]})}"
-timeout "$TMO" "$PY" bench/trails_parquet.py gen-flights "$work/flights.csv" 20261126
+FLIGHTS=${TRAIL_FLIGHTS:-300}
+case $FLIGHTS in ''|*[!0-9]*) die "TRAIL_FLIGHTS: \"$FLIGHTS\" is not a number of flights (default 300; 3400 make about 5 M reports)" ;; esac
+timeout "$TMO" "$PY" bench/trails_parquet.py gen-flights "$work/flights.csv" 20261126 "$FLIGHTS"
 declare -A csv=([ais_us]=data/cache/ais/us_coastal_2020_06_30.csv
 	[ais_nyh_week]=data/cache/ais/nyharbor_2020_12_first_week.csv
 	[ais_nyh_1h]=data/cache/ais/nyharbor_2020_06_30_first_hour.csv

@@ -604,7 +604,8 @@ prefetch_union(TdbTrailScan *s, TdbTrailError *err)
 				cand = 0;
 	uint64_t	blocks = 0,
 				last_block = UINT64_MAX;
-	TdbByteRange *ranges;
+	TdbByteRange *ranges = NULL;
+	size_t		cap = 0;
 	int			n = 0,
 				rc = 0;
 
@@ -630,14 +631,8 @@ prefetch_union(TdbTrailScan *s, TdbTrailError *err)
 		free(k);
 		return 0;				/* the lookups' own pages, each lookup in its turn */
 	}
-	/* every candidate page's needed chunks, merged; the blocks they span must fit */
-	ranges = malloc(sizeof(TdbByteRange) * ((size_t) f->npages * (2 + f->schema.ncolumns) + 1));
-	if (ranges == NULL)
-	{
-		free(k);
-		return 0;
-	}
-	for (uint32_t p = 0; p < f->npages; p++)
+	/* every candidate page's needed chunks, merged, while the blocks they span fit */
+	for (uint32_t p = 0; p < f->npages && blocks * bs <= room; p++)
 	{
 		TdbByteRange pr[2 + TDB_TRAIL_MAX_COLUMNS];
 		int			npr;
@@ -645,6 +640,17 @@ prefetch_union(TdbTrailScan *s, TdbTrailError *err)
 		if (k[p] == 0 || trail_page_cache_has(s->q.page_cache, f, p, s->need_position, s->q.skip_columns))
 			continue;
 		npr = page_ranges(s, p, pr);
+		if ((size_t) n + npr > cap)
+		{
+			TdbByteRange *nr = realloc(ranges, sizeof(TdbByteRange) * (cap = cap * 2 + npr + 64));
+
+			if (nr == NULL)
+			{
+				blocks = UINT64_MAX / bs;	/* out of memory: no union, each lookup its own */
+				break;
+			}
+			ranges = nr;
+		}
 		for (int i = 0; i < npr; i++)
 		{
 			uint64_t	b0 = pr[i].off / bs,
