@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench/trails_parquet.py: the Python half of bench/trails_parquet.sh.
 
-  trails_parquet.py gen-flights OUT.csv [SEED]
+  trails_parquet.py gen-flights OUT.csv [SEED [FLIGHTS]]
         a flight-shaped set (ADS-B like), seeded and reproducible
   trails_parquet.py proxy LISTEN_PORT UPSTREAM_PORT CONTROL_PORT
         a counting HTTP proxy on 127.0.0.1 in front of MinIO (loopback only)
@@ -547,6 +547,7 @@ def queries(ds, p):
     dlon = dlat / math.cos(math.radians(cy))
     q5_d = f"max({q5col})"
     q5_p = f"max({q5col})"         # lat: the column the bench adds to the imported table
+    join_vals = ", ".join(f"('{v}')" if isinstance(v, str) else f"({v})" for v in p["join_ids"])
     return [
         ("q1_one_trail", f"{idc} = {p['id']}",
          f"SELECT {cols_d} FROM {pq} WHERE {idc} = {idlit}",
@@ -573,6 +574,11 @@ def queries(ds, p):
          f"SELECT {idc}, ts, lon, lat FROM {pq} WHERE ts >= TIMESTAMP '{p['t0']}' AND ts <= TIMESTAMP '{p['t1']}'",
          f"SELECT {idc}, ts, ST_X(geom) AS lon, ST_Y(geom) AS lat FROM {{t}} "
          f"WHERE ts >= '{p['t0']}+00' AND ts <= '{p['t1']}+00'"),
+        # a join on 100 ids (a table's worth of ids, as VALUES): DuckDB hashes
+        # them and scans; ours is a nested loop of 100 pruned lookups
+        ("q8_join_100_ids", f"JOIN on {len(p['join_ids'])} {idc} values",
+         f"SELECT {cols_d} FROM (VALUES {join_vals}) ids(id) JOIN {pq} t ON t.{idc} = ids.id",
+         f"SELECT {cols_p} FROM (VALUES {join_vals}) ids(id) JOIN {{t}} t ON t.{idc} = ids.id"),
     ]
 
 
@@ -606,8 +612,11 @@ def pick_params(con, ds, bucket):
     else:
         raise SystemExit(f"bench/trails_parquet: {t}: no radius centre without reports on its circle")
     box = (round(cx - 0.1, 4), round(cy - 0.1, 4), round(cx + 0.1, 4), round(cy + 0.1, 4))
+    # Q8: 100 ids spread evenly over the sorted ids (all of them when fewer)
+    every = [r[0] for r in con.execute(f"SELECT DISTINCT {ds['id']} FROM {t} ORDER BY 1").fetchall()]
+    join_ids = [every[k * len(every) // 100] for k in range(min(100, len(every)))]
     return dict(id=pid, id_reports=pn, t0=t0.isoformat(sep=" "), t1=t1.isoformat(sep=" "),
-                box=box, centre=(cx, cy), bucket=bucket)
+                box=box, centre=(cx, cy), bucket=bucket, join_ids=join_ids)
 
 
 def median_of(runs, key):
@@ -657,7 +666,10 @@ def bench_main(cfg_path):
         log(f"{name}: parquet {size} bytes, {len(md)} row groups of {[r[1] for r in md][:3]}... rows, "
             f"{sorted({r[2] for r in md})}; trail {ds['trail_bytes']} bytes; params {params}")
 
+        only = cfg.get("queries", "").split()
         for qname, what, dsql, psql in queries(ds, params):
+            if only and qname.split("_")[0] not in only:
+                continue
             results = {}
             # our side, per layout and block size, cold with a fresh disk
             # cache (filled as it reads) and, if asked, cold without one
@@ -762,7 +774,8 @@ def bench_main(cfg_path):
 
 if __name__ == "__main__":
     if len(sys.argv) >= 3 and sys.argv[1] == "gen-flights":
-        gen_flights(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 20261126)
+        gen_flights(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 20261126,
+                    int(sys.argv[4]) if len(sys.argv) > 4 else 300)
     elif len(sys.argv) == 5 and sys.argv[1] == "proxy":
         proxy_main(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
     elif len(sys.argv) == 3 and sys.argv[1] == "bench":

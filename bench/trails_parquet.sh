@@ -33,7 +33,12 @@
 #   0.1-degree cell for AIS, q5 max per id (flights: altitude; ais_nyh_1h:
 #   sog; the other AIS files have no speed: lat, which our side reads from
 #   a lat column added to the imported table), q6 count(*), q7 id, time,
-#   lon and lat only (a map's query) in q2's 5 minutes.  Our side's plan
+#   lon and lat only (a map's query) in q2's 5 minutes, q8 a join of
+#   (VALUES ...) ids(id) on 100 ids spread evenly over the sorted ids, all
+#   columns (ours: a nested loop of 100 pruned lookups sharing the pages
+#   they decoded, trafficdb.trail_page_cache; DuckDB: a hash join over
+#   its scan; PGOPTIONS='-c trafficdb.trail_page_cache=0' measures ours
+#   without the sharing).  Our side's plan
 #   of each query (EXPLAIN ANALYZE VERBOSE, one more cold run) goes to the
 #   meta file; q5 and q6 must show "Aggregates From Footer" on version-2
 #   files or the bench fails.
@@ -75,6 +80,8 @@
 #   make bench-parquet                     # or bench/trails_parquet.sh
 #   TRAIL_WRITE_ARGS="..." make bench-parquet   # extra writer arguments (every layout)
 #   TRAIL_LAYOUTS="trail st300 st st1800" TRAIL_SETS=flights make bench-parquet
+#   TRAIL_QUERIES="q1 q8" make bench-parquet   # only these queries
+#   TRAIL_FLIGHTS=3400 TRAIL_SETS=flights make bench-parquet   # ~5 M flight reports (default 300 flights)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -133,7 +140,17 @@ cleanup() {
 	rm -rf "$work"
 }
 trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'; }
+# TRAIL_BENCH_PORTS="FIRST LAST": the proxy's, its control's and the cluster's
+# ports from that range (MinIO's: TDB_MINIO_PORTS); else ports the system picks
+bench_port() {	# bench_port [AFTER]: a free port of the range above AFTER
+	if [ -n "${TRAIL_BENCH_PORTS:-}" ]; then
+		local first last
+		read -r first last <<<"$TRAIL_BENCH_PORTS"
+		free_port "$((${1:-first - 1} + 1)) $last"
+	else
+		free_port
+	fi
+}
 
 scripts/minio.sh start "$work/minio" >/dev/null
 . "$work/minio/env"
@@ -142,7 +159,9 @@ tools/trafficdb-trail mb s3://parquet >/dev/null
 sed -i '/^parquet,/d' "$BENCH_CSV"
 
 progress "generating the flight-shaped set; writing trail files${WRITE_ARGS[*]:+ (${WRITE_ARGS[*]})}"
-timeout "$TMO" "$PY" bench/trails_parquet.py gen-flights "$work/flights.csv" 20261126
+FLIGHTS=${TRAIL_FLIGHTS:-300}
+case $FLIGHTS in ''|*[!0-9]*) die "TRAIL_FLIGHTS: \"$FLIGHTS\" is not a number of flights (default 300; 3400 make about 5 M reports)" ;; esac
+timeout "$TMO" "$PY" bench/trails_parquet.py gen-flights "$work/flights.csv" 20261126 "$FLIGHTS"
 declare -A csv=([ais_us]=data/cache/ais/us_coastal_2020_06_30.csv
 	[ais_nyh_week]=data/cache/ais/nyharbor_2020_12_first_week.csv
 	[ais_nyh_1h]=data/cache/ais/nyharbor_2020_06_30_first_hour.csv
@@ -166,15 +185,15 @@ for f in $sets; do
 done
 
 progress "the counting proxy and a throwaway cluster"
-pport=$(free_port)
-cport=$(free_port)
+pport=$(bench_port)
+cport=$(bench_port "$pport")
 "$PY" bench/trails_parquet.py proxy "$pport" "${MINIO_ENDPOINT##*:}" "$cport" &
 proxy_pid=$!
 make_pg_dir "$work/pg"
 make_pg_dir "$work/caches"
 as_pg "$PG_BIN/initdb" -D "$work/pg" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >"$work/initdb.log" ||
 	{ cat "$work/initdb.log"; die "initdb failed"; }
-port=$(free_port)
+port=$(bench_port "$cport")
 as_pg tee -a "$work/pg/postgresql.conf" >/dev/null <<EOF
 listen_addresses = '127.0.0.1'
 port = $port
@@ -217,7 +236,7 @@ cat >"$work/config.json" <<EOF
  "bucket": "parquet", "put": "bench/trailbench", "key": "$MINIO_ROOT_USER", "secret": "$MINIO_ROOT_PASSWORD",
  "proxy_port": $pport, "proxy_control": $cport, "pg_port": $port, "pg_db": "postgres",
  "cache_root": "$work/caches", "servers": [[16384, "s16k"], [1048576, "s1m"]], "nocache": $NOCACHE,
- "sets": "$sets", "layouts": [$(for l in "${LAYOUTS[@]}"; do printf '%s["%s", "%s"]' "${sep:-}" "$l" "$(layout_label "$l")"; sep=", "; done)],
+ "sets": "$sets", "queries": "${TRAIL_QUERIES:-}", "layouts": [$(for l in "${LAYOUTS[@]}"; do printf '%s["%s", "%s"]' "${sep:-}" "$l" "$(layout_label "$l")"; sep=", "; done)],
  "datasets": [
   {"name": "ais_us", "csv": "${csv[ais_us]}", "id": "mmsi", "columns": $ais_cols, "extra": ["segment"], "q5": "lat", "trail_bytes": {${tbytes[ais_us]:-}}, "trail_pages": {${tpages[ais_us]:-}}},
   {"name": "ais_nyh_week", "csv": "${csv[ais_nyh_week]}", "id": "mmsi", "columns": $ais_cols, "extra": ["segment"], "q5": "lat", "trail_bytes": {${tbytes[ais_nyh_week]:-}}, "trail_pages": {${tpages[ais_nyh_week]:-}}},

@@ -208,6 +208,20 @@ trlExplainForeignScan(ForeignScanState *node, ExplainState *es)
 		if (parameterized)
 			ExplainPropertyInteger("Trail Lookups", NULL, st->nscans, es);
 		ExplainPropertyUInteger("Trail Pages Read", NULL, st->stats.pages_read, es);
+		if (st->h->page_cache != NULL)
+		{
+			TdbTrailPageCacheStats cs;
+
+			/* lookups after the first: pages taken decoded from the earlier ones */
+			tdb_trail_page_cache_stats(st->h->page_cache, &cs);
+			ExplainPropertyUInteger("Trail Pages Reused", NULL, st->stats.pages_reused, es);
+			ExplainPropertyUInteger("Trail Page Cache Peak", "bytes", cs.peak_bytes, es);
+			if (parameterized)
+				ExplainPropertyText("Trail Pages Fetched Ahead",
+									st->stats.union_prefetched ?
+									psprintf("those of all %d lookups expected, at the first", intVal(lsecond(plan->fdw_private))) :
+									"each lookup's own", es);
+		}
 		ExplainPropertyUInteger("Trail Pages Pruned", NULL, st->stats.pages_pruned, es);
 		ExplainPropertyUInteger("Trail Pages In File", NULL, f->npages, es);
 		/* of the pages read: all their bytes, or (version 2) the chunks of the columns used */

@@ -324,6 +324,8 @@ trail_handle_close(void *arg)
 
 	tdb_trail_scan_end(h->scan);
 	h->scan = NULL;
+	tdb_trail_page_cache_free(h->page_cache);
+	h->page_cache = NULL;
 	tdb_trail_close(h->reader);
 	h->reader = NULL;
 	tdb_pager_close(h->pager);

@@ -57,6 +57,8 @@ typedef struct TrailHandle
 	TdbPager   *pager;
 	TdbTrailReader *reader;
 	TdbTrailScan *scan;
+	/* a join's lookups: the pages they decoded (trafficdb.trail_page_cache) */
+	TdbTrailPageCache *page_cache;
 	char	   *url;
 	MemoryContextCallback cb;
 } TrailHandle;

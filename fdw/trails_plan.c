@@ -305,8 +305,8 @@ trlGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid, Fo
 	ListCell   *lc;
 	Bitmapset  *used = NULL;
 	List	   *used_list = NIL;
+	int			lookups = 0;
 
-	(void) root;
 	(void) foreigntableid;
 
 	/* aggregates from the footer (trlGetForeignUpperPaths): no relation scanned */
@@ -347,6 +347,21 @@ trlGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid, Fo
 			}
 		}
 	}
+	/*
+	 * fdw_private's second item: 0, or (a parameterized scan) how many
+	 * lookups the planner expects: the product of the outer relations' rows
+	 * (the scan may fetch the pages of all of them at once when they would
+	 * cover most of the file; trails_scan.c)
+	 */
+	if (best_path->path.param_info != NULL)
+	{
+		double		outer_rows = 1;
+
+		for (int x = -1; (x = bms_next_member(best_path->path.param_info->ppi_req_outer, x)) >= 0;)
+			if (x < root->simple_rel_array_size && root->simple_rel_array[x] != NULL)
+				outer_rows *= Max(1.0, root->simple_rel_array[x]->rows);
+		lookups = (int) Min(Max(outer_rows, 1.0), (double) PG_INT32_MAX);
+	}
 	/* every clause stays for PostgreSQL to check: the pushdown only prunes pages */
 	scan_clauses = extract_actual_clauses(scan_clauses, false);
 
@@ -360,6 +375,6 @@ trlGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid, Fo
 	for (int x = -1; (x = bms_next_member(used, x)) >= 0;)
 		used_list = lappend_int(used_list, x);
 	return make_foreignscan(tlist, scan_clauses, baserel->relid, args,
-							list_make3(kinds, makeInteger(best_path->path.param_info != NULL), used_list),
+							list_make3(kinds, makeInteger(lookups), used_list),
 							NIL, NIL, outer_plan);
 }

@@ -503,6 +503,22 @@ trlIterateForeignScan(ForeignScanState *node)
 		st->last_box = st->q.has_bbox;
 		if (st->empty)
 			return slot;
+
+		/*
+		 * Lookups (a parameterized scan, or any scan run again): the pages
+		 * they decode are kept for the next ones, so a page several trails
+		 * share is fetched and decoded once per statement.
+		 */
+		if (st->h->page_cache == NULL && tdb_trail_page_cache_kb > 0 &&
+			(intVal(lsecond(((ForeignScan *) node->ss.ps.plan)->fdw_private)) != 0 || st->nscans > 1))
+		{
+			st->h->page_cache = tdb_trail_page_cache_create((size_t) tdb_trail_page_cache_kb * 1024);
+			if (st->h->page_cache == NULL)
+				ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
+		}
+		st->q.page_cache = st->h->page_cache;
+		/* the planner's estimate of the outer rows (trlGetForeignPlan) */
+		st->q.lookups_expected = (uint32) Max(0, intVal(lsecond(((ForeignScan *) node->ss.ps.plan)->fdw_private)));
 		if (tdb_trail_scan_begin(st->h->reader, &st->q, &st->h->scan, &err) < 0)
 			trail_error(&err, psprintf("could not scan trail file \"%s\"", st->h->url));
 	}
@@ -564,6 +580,8 @@ trl_end_scan(TrlScan *st)
 		tdb_trail_scan_stats(st->h->scan, &s);
 		st->stats.pages_candidate += s.pages_candidate;
 		st->stats.pages_read += s.pages_read;
+		st->stats.pages_reused += s.pages_reused;
+		st->stats.union_prefetched |= s.union_prefetched;
 		st->stats.pages_pruned += s.pages_pruned;
 		st->stats.events_returned += s.events_returned;
 		st->stats.bytes_read += s.bytes_read;

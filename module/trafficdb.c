@@ -43,6 +43,7 @@ char	   *tdb_shm_group = NULL;
 char	   *tdb_shm_name_setting = NULL;
 int			tdb_max_external_readers = 64;
 int			tdb_trail_memory_cache_kb = 64 * 1024;
+int			tdb_trail_page_cache_kb = 64 * 1024;
 bool		tdb_trail_footer_aggregates = true;
 int			tdb_checkpoint_interval = 300;
 int			tdb_checkpoint_timeout_s = 300;
@@ -205,6 +206,19 @@ tdb_define_settings(void)
 							"Memory each backend keeps of recently read trail file blocks.",
 							"Blocks are shared by the backend's scans; the disk cache of a trafficdb_trails server is shared by all backends.",
 							&tdb_trail_memory_cache_kb,
+							64 * 1024,
+							0,
+							INT_MAX / 2,
+							PGC_USERSET,
+							GUC_UNIT_KB,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("trafficdb.trail_page_cache",
+							"Memory a join's lookups in one trail file keep of the pages they decoded.",
+							"A nested loop's lookups (one scan per outer row) share the pages they "
+							"decoded, so that a page holding several trails is fetched and decoded "
+							"once per statement; least recently used pages go first; 0: none.",
+							&tdb_trail_page_cache_kb,
 							64 * 1024,
 							0,
 							INT_MAX / 2,

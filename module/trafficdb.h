@@ -20,6 +20,7 @@ extern char *tdb_shm_group;
 extern char *tdb_shm_name_setting;
 extern int	tdb_max_external_readers;
 extern int	tdb_trail_memory_cache_kb;
+extern int	tdb_trail_page_cache_kb;
 extern bool tdb_trail_footer_aggregates;
 /* the generation log (bgworker/genlog_store.c) */
 extern int	tdb_checkpoint_interval;

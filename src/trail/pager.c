@@ -822,6 +822,25 @@ tdb_pager_prefetch(TdbPager *p, const TdbByteRange *ranges, int n, TdbTrailError
 	}
 }
 
+uint64_t
+tdb_pager_prefetch_room(const TdbPager *p)
+{
+	uint64_t	room;
+
+	if (p->local)
+		return 0;
+	room = tdb_lru_capacity(p->lru) / 2 / p->bs;
+	if (room > MAX_FETCH_BLOCKS)
+		room = MAX_FETCH_BLOCKS;
+	return room * p->bs;
+}
+
+uint32_t
+tdb_pager_block_size(const TdbPager *p)
+{
+	return p->bs;
+}
+
 void
 tdb_pager_hinted(TdbPager *p, bool on)
 {

@@ -104,6 +104,14 @@ int			tdb_pager_prefetch(TdbPager *p, const TdbByteRange *ranges, int n,
  * pager's blind sequential read-ahead off while it does (calls nest).
  */
 void		tdb_pager_hinted(TdbPager *p, bool on);
+
+/*
+ * How many bytes (in whole blocks) one tdb_pager_prefetch call fetches at
+ * most: half the LRU, where they wait until read; 0 for a local file
+ * (nothing to prefetch).
+ */
+uint64_t	tdb_pager_prefetch_room(const TdbPager *p);
+uint32_t	tdb_pager_block_size(const TdbPager *p);
 void		tdb_pager_stats(const TdbPager *p, TdbPagerStats *out);
 void		tdb_pager_close(TdbPager *p);
 

@@ -13,6 +13,12 @@
  * pager to fetch the next few at once (concurrent range GETs); the window
  * doubles while the scan keeps going, and starts at one page when the
  * query has a small limit, so a LIMIT 10 fetches little.
+ *
+ * A page cache (TdbTrailQuery.page_cache, pagecache.c) carries decoded
+ * pages from scan to scan: a page found there is neither fetched nor
+ * decoded, read-ahead skips it, and a scan of trail ids given one (a
+ * lookup of a join) asks for all its other pages at once, so each lookup
+ * costs at most one round of concurrent requests.
  */
 #include <math.h>
 #include <pthread.h>
@@ -21,6 +27,7 @@
 #include <string.h>
 
 #include "format.h"
+#include "pagecache.h"
 #include "pager.h"
 
 #define READAHEAD_MAX_PAGES 1024
@@ -300,8 +307,9 @@ struct TdbTrailScan
 	uint32_t	next;			/* next index into pages to read */
 	uint32_t	prefetched;		/* pages[0, prefetched) asked for */
 	uint32_t	window;			/* read-ahead in pages */
-	TdbTrailPage page;
-	uint32_t	cur_page;		/* page number decoded in .page */
+	TdbTrailPage page;			/* the scan's own decoded page */
+	const TdbTrailPage *cur;	/* the page read: &page, or the page cache's */
+	uint32_t	cur_page;		/* its number */
 	uint32_t	cur_event;
 	bool		have_page;
 	uint8_t    *buf;
@@ -408,6 +416,9 @@ tdb_trail_scan_begin(TdbTrailReader *r, const TdbTrailQuery *q, TdbTrailScan **o
 	s->q = *q;
 	s->need_position = !q->skip_position || q->has_bbox;
 	s->window = q->limit > 0 && q->limit < 1000 ? 1 : 4;
+	/* a lookup with a page cache (a join): its missing pages in one round */
+	if (q->page_cache != NULL && q->nids > 0 && s->window > 1)
+		s->window = READAHEAD_MAX_PAGES;
 	if (q->has_bbox)
 	{
 		s->has_bbox = true;
@@ -573,6 +584,99 @@ page_ranges(const TdbTrailScan *s, uint32_t pageno, TdbByteRange *out)
 	return n;
 }
 
+/*
+ * The first lookup of a join (a page cache, trail ids, lookups expected):
+ * when the pages the lookups would need together are most of the file's
+ * candidate pages (a page of k of the file's T trails is needed by one of
+ * L random lookups with probability 1 - (1 - k/T)^L), fetch all those
+ * pages' needed chunks now, in as few rounds of concurrent requests as
+ * the pager's room allows, rather than a round per lookup.  Nothing when
+ * they would not fit the room at once.
+ */
+static int
+prefetch_union(TdbTrailScan *s, TdbTrailError *err)
+{
+	const TdbTrailFooter *f = s->r->footer;
+	uint64_t	room = tdb_pager_prefetch_room(s->r->pager);
+	uint64_t	bs = tdb_pager_block_size(s->r->pager);
+	uint32_t   *k;
+	double		expect = 0,
+				cand = 0;
+	uint64_t	blocks = 0,
+				last_block = UINT64_MAX;
+	TdbByteRange *ranges = NULL;
+	size_t		cap = 0;
+	int			n = 0,
+				rc = 0;
+
+	if (room == 0 || f->ntrails == 0 || (k = calloc(f->npages + 1, sizeof(uint32_t))) == NULL)
+		return 0;
+	for (uint32_t t = 0; t < f->ntrails; t++)
+		for (uint32_t j = 0; j < f->trails[t].npages; j++)
+			k[trail_page(&f->trails[t], j)]++;
+	for (uint32_t p = 0; p < f->npages; p++)
+	{
+		const TdbTrailPageInfo *pi = &f->pages[p];
+
+		if (k[p] == 0 || !zone_hits(s, pi->tmin, pi->tmax, pi->xmin, pi->ymin, pi->xmax, pi->ymax))
+		{
+			k[p] = 0;
+			continue;
+		}
+		cand++;
+		expect += 1 - pow(1 - (double) k[p] / f->ntrails, (double) s->q.lookups_expected);
+	}
+	if (cand == 0 || expect < 0.8 * cand)
+	{
+		free(k);
+		return 0;				/* the lookups' own pages, each lookup in its turn */
+	}
+	/* every candidate page's needed chunks, merged, while the blocks they span fit */
+	for (uint32_t p = 0; p < f->npages && blocks * bs <= room; p++)
+	{
+		TdbByteRange pr[2 + TDB_TRAIL_MAX_COLUMNS];
+		int			npr;
+
+		if (k[p] == 0 || trail_page_cache_has(s->q.page_cache, f, p, s->need_position, s->q.skip_columns))
+			continue;
+		npr = page_ranges(s, p, pr);
+		if ((size_t) n + npr > cap)
+		{
+			TdbByteRange *nr = realloc(ranges, sizeof(TdbByteRange) * (cap = cap * 2 + npr + 64));
+
+			if (nr == NULL)
+			{
+				blocks = UINT64_MAX / bs;	/* out of memory: no union, each lookup its own */
+				break;
+			}
+			ranges = nr;
+		}
+		for (int i = 0; i < npr; i++)
+		{
+			uint64_t	b0 = pr[i].off / bs,
+						b1 = (pr[i].off + pr[i].len - 1) / bs;
+
+			blocks += b1 - b0 + 1 - (b0 == last_block);
+			last_block = b1;
+			if (n > 0 && ranges[n - 1].off + ranges[n - 1].len == pr[i].off)
+				ranges[n - 1].len += pr[i].len;
+			else
+				ranges[n++] = pr[i];
+		}
+	}
+	free(k);
+	if (n > 0 && blocks * bs <= room)
+	{
+		for (int i = 0; i < n && rc == 0; i += READAHEAD_MAX_RANGES)
+			rc = tdb_pager_prefetch(s->r->pager, ranges + i,
+									n - i < READAHEAD_MAX_RANGES ? n - i : READAHEAD_MAX_RANGES, err);
+		if (rc == 0)
+			s->stats.union_prefetched = true;
+	}
+	free(ranges);
+	return rc < 0 ? rc : 0;
+}
+
 /* Ask the pager for the next window of candidate pages, then grow it. */
 static int
 scan_prefetch(TdbTrailScan *s, TdbTrailError *err)
@@ -584,6 +688,10 @@ scan_prefetch(TdbTrailScan *s, TdbTrailError *err)
 	uint64_t	bytes = 0;
 	int			rc;
 
+	if (s->next == 0 && s->q.page_cache != NULL && s->q.nids > 0 && s->q.lookups_expected > 1 &&
+		trail_page_cache_first_scan(s->q.page_cache, f) &&
+		(rc = prefetch_union(s, err)) < 0)
+		return rc;
 	if (s->prefetched > s->next)
 		return 0;
 	s->prefetched = s->next;
@@ -592,7 +700,11 @@ scan_prefetch(TdbTrailScan *s, TdbTrailError *err)
 	{
 		uint32_t	pageno = s->pages[s->prefetched++];
 		TdbByteRange pr[2 + TDB_TRAIL_MAX_COLUMNS];
-		int			npr = page_ranges(s, pageno, pr);
+		int			npr;
+
+		if (trail_page_cache_has(s->q.page_cache, f, pageno, s->need_position, s->q.skip_columns))
+			continue;			/* decoded already: nothing to fetch */
+		npr = page_ranges(s, pageno, pr);
 
 		for (int k = 0; k < npr; k++)
 		{
@@ -616,7 +728,7 @@ scan_prefetch(TdbTrailScan *s, TdbTrailError *err)
 static bool
 event_matches(const TdbTrailScan *s, uint32_t i)
 {
-	const TdbTrailPage *pg = &s->page;
+	const TdbTrailPage *pg = s->cur;
 
 	if (s->want && !s->want[pg->trail[i]])
 		return false;
@@ -628,13 +740,26 @@ event_matches(const TdbTrailScan *s, uint32_t i)
 	return true;
 }
 
-/* Fetch and decode page number pageno into s->page. */
+/*
+ * Page number pageno into s->cur: from the page cache, or fetched and
+ * decoded (into the cache when the scan has one, the page holds several
+ * trails and fits the cache's bound; else into s->page).
+ */
 static int
 load_page(TdbTrailScan *s, uint32_t pageno, TdbTrailError *err)
 {
 	const TdbTrailFooter *f = s->r->footer;
 	const TdbTrailPageInfo *pi = &f->pages[pageno];
+	TdbTrailPageCache *cache = s->q.page_cache;
 	int			rc;
+
+	if (cache != NULL &&
+		(s->cur = trail_page_cache_get(cache, f, pageno, s->need_position, s->q.skip_columns)) != NULL)
+	{
+		s->stats.pages_reused++;
+		return 0;
+	}
+	s->cur = NULL;
 
 	if (pi->length > s->bufcap)
 	{
@@ -657,9 +782,38 @@ load_page(TdbTrailScan *s, uint32_t pageno, TdbTrailError *err)
 			s->stats.bytes_read += pr[k].len;
 		}
 	}
-	if ((rc = tdb_trail_page_decode_some(f, pageno, s->buf, pi->length, !s->need_position,
-										 s->q.skip_columns, &s->page, err)) < 0)
-		return rc;
+	/*
+	 * A page of one trail (trail order, version 1) serves only lookups of
+	 * that trail: not kept (PostgreSQL's Memoize serves repeated outer
+	 * values), which spares the cache's allocations.
+	 */
+	if (cache == NULL || pi->trail != UINT32_MAX)
+	{
+		if ((rc = tdb_trail_page_decode_some(f, pageno, s->buf, pi->length, !s->need_position,
+											 s->q.skip_columns, &s->page, err)) < 0)
+			return rc;
+		s->cur = &s->page;
+	}
+	else
+	{
+		TdbTrailPage fresh;
+
+		memset(&fresh, 0, sizeof(fresh));
+		if ((rc = tdb_trail_page_decode_some(f, pageno, s->buf, pi->length, !s->need_position,
+											 s->q.skip_columns, &fresh, err)) < 0)
+		{
+			tdb_trail_page_release(&fresh);
+			return rc;
+		}
+		s->cur = trail_page_cache_put(cache, f, pageno, s->need_position, s->q.skip_columns, &fresh);
+		if (s->cur == NULL)
+		{
+			/* larger than the cache's bound: the scan's own, as without one */
+			tdb_trail_page_release(&s->page);
+			s->page = fresh;
+			s->cur = &s->page;
+		}
+	}
 	s->stats.pages_read++;
 	return 0;
 }
@@ -675,20 +829,20 @@ tdb_trail_scan_next(TdbTrailScan *s, TdbTrailEvent *ev, TdbTrailError *err)
 	{
 		if (s->have_page)
 		{
-			while (s->cur_event < s->page.nevents)
+			while (s->cur_event < s->cur->nevents)
 			{
 				uint32_t	i = s->cur_event++;
 				const TdbTrailInfo *ti;
 
 				if (!event_matches(s, i))
 					continue;
-				ti = &f->trails[s->page.trail[i]];
+				ti = &f->trails[s->cur->trail[i]];
 				ev->key = ti->key;
-				ev->time_us = s->page.time[i];
-				ev->lon = tdb_trail_coord_unfix(s->page.lon[i]);
-				ev->lat = tdb_trail_coord_unfix(s->page.lat[i]);
+				ev->time_us = s->cur->time[i];
+				ev->lon = tdb_trail_coord_unfix(s->cur->lon[i]);
+				ev->lat = tdb_trail_coord_unfix(s->cur->lat[i]);
 				for (int c = 0; c < f->schema.ncolumns; c++)
-					s->values[c] = s->page.cols[c][i];
+					s->values[c] = s->cur->cols[c][i];
 				ev->values = s->values;
 				s->stats.events_returned++;
 				return 1;
@@ -790,7 +944,7 @@ tdb_trail_verify(TdbTrailReader *r, uint64_t *events, TdbTrailError *err)
 		n++;
 		if (count)
 		{
-			uint32_t	t = s->page.trail[s->cur_event - 1];
+			uint32_t	t = s->cur->trail[s->cur_event - 1];
 
 			count[t]++;
 			for (int c = 0; c < nc; c++)

@@ -356,6 +356,36 @@ uint64_t	tdb_trail_footer_cache_bytes(void);
 void		tdb_trail_footer_cache_clear(void);
 void		tdb_trail_close(TdbTrailReader *r);
 
+/*
+ * Decoded pages shared by the scans of one statement: a join on N trail
+ * ids runs N scans of the file, and in space-time order their pages
+ * overlap.  A scan given a cache (TdbTrailQuery.page_cache) takes each page
+ * it needs from it when there, and leaves each page it decodes in it, so a
+ * page is fetched and decoded once for all of them while the bound allows.
+ * The bound counts each page's decoded arrays and a pointer per page of
+ * the file; the least recently used pages go first.  One scan at a time
+ * uses a cache; it belongs to one file version (another footer empties it).
+ * Not thread-safe.
+ */
+typedef struct TdbTrailPageCache TdbTrailPageCache;
+
+typedef struct TdbTrailPageCacheStats
+{
+	uint64_t	hits;			/* pages a scan took from the cache */
+	uint64_t	inserts;		/* pages decoded and kept */
+	uint64_t	evictions;		/* pages dropped for room */
+	uint64_t	refused;		/* pages too large for the bound, not kept */
+	uint64_t	pages;			/* pages held now */
+	uint64_t	bytes,			/* held now */
+				peak_bytes,
+				max_bytes;		/* the bound */
+} TdbTrailPageCacheStats;
+
+/* NULL when out of memory; max_bytes 0 keeps nothing. */
+TdbTrailPageCache *tdb_trail_page_cache_create(size_t max_bytes);
+void		tdb_trail_page_cache_stats(const TdbTrailPageCache *c, TdbTrailPageCacheStats *out);
+void		tdb_trail_page_cache_free(TdbTrailPageCache *c);
+
 typedef struct TdbTrailQuery
 {
 	/* trail ids: only these (NULL/0: all); int or string by id_type */
@@ -375,6 +405,22 @@ typedef struct TdbTrailQuery
 	 */
 	uint64_t	skip_columns;
 	bool		skip_position;
+	/*
+	 * Pages decoded by earlier scans of the same file (NULL: none): those
+	 * found there are neither fetched nor decoded again, and with a query
+	 * of trail ids every page not there is fetched in one round of
+	 * concurrent requests before the first row.
+	 */
+	TdbTrailPageCache *page_cache;
+	/*
+	 * With a page cache and trail ids: how many such scans (lookups, one
+	 * id each) the caller expects in all (0: unknown).  When the pages they
+	 * would need together are most of the file's candidate pages (space-time
+	 * order: pages of many trails), the first scan fetches all of those at
+	 * once, one round of concurrent requests instead of one per lookup, if
+	 * they fit the pager's read-ahead room.
+	 */
+	uint32_t	lookups_expected;
 } TdbTrailQuery;
 
 typedef struct TdbTrailScan TdbTrailScan;
@@ -394,6 +440,8 @@ typedef struct TdbTrailScanStats
 {
 	uint64_t	pages_candidate;	/* pages after the trail id filter */
 	uint64_t	pages_read;		/* pages fetched and decoded */
+	uint64_t	pages_reused;	/* pages taken decoded from the page cache */
+	bool		union_prefetched;	/* this scan fetched every lookup's pages */
 	uint64_t	pages_pruned;	/* skipped by zone maps */
 	uint64_t	events_returned;
 	uint64_t	bytes_read;		/* page bytes asked of the pager */

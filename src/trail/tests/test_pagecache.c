@@ -1,0 +1,225 @@
+/*
+ * test_pagecache.c
+ *	  The decoded-page cache a join's lookups share (pagecache.c): lookups
+ *	  of one id each, with a cache, return exactly what they return without
+ *	  one, whatever the bound (a tiny one included) and the columns each
+ *	  asks for; with room for every page, the lookups together decode each
+ *	  page they need once; the cache never holds more than its bound.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pager.h"
+#include "trail_fixture.h"
+#include "trail_unit.h"
+
+typedef struct Opened
+{
+	TdbPager   *pager;
+	TdbTrailReader *r;
+	char		dir[256];
+	char		path[300];
+} Opened;
+
+static bool
+open_buf(Opened *o, const uint8_t *buf, size_t len)
+{
+	TdbPagerOptions po;
+	TdbTrailError err;
+
+	fx_tmpdir(o->dir, sizeof(o->dir), "pc");
+	snprintf(o->path, sizeof(o->path), "%s/f.trail", o->dir);
+	if (!fx_write_file(o->path, buf, len))
+		return false;
+	memset(&po, 0, sizeof(po));
+	po.url = o->path;
+	if (tdb_pager_open(&po, &o->pager, &err) < 0)
+		return false;
+	if (tdb_trail_open(o->pager, &o->r, &err) < 0)
+	{
+		unit_fail(__FILE__, __LINE__, "open: %s", err.msg);
+		tdb_pager_close(o->pager);
+		return false;
+	}
+	return true;
+}
+
+static void
+close_opened(Opened *o)
+{
+	tdb_trail_close(o->r);
+	tdb_pager_close(o->pager);
+	unlink(o->path);
+	rmdir(o->dir);
+}
+
+/* The same event, the columns the query asked for compared exactly. */
+static bool
+same_event(const TdbTrailSchema *sc, const TdbTrailQuery *q, const TdbTrailEvent *a, const TdbTrailEvent *b)
+{
+	if (a->key.i != b->key.i || a->time_us != b->time_us)
+		return false;
+	if ((!q->skip_position) && (a->lon != b->lon || a->lat != b->lat))
+		return false;
+	for (int c = 0; c < sc->ncolumns; c++)
+	{
+		const TdbTrailValue *x = &a->values[c],
+				   *y = &b->values[c];
+
+		if ((q->skip_columns >> c) & 1)
+			continue;
+		if (x->isnull != y->isnull)
+			return false;
+		if (x->isnull)
+			continue;
+		if (sc->columns[c].type == TDB_TRAIL_STRING ? strcmp(x->s, y->s) != 0 :
+			sc->columns[c].type == TDB_TRAIL_FLOAT64 ? memcmp(&x->f, &y->f, sizeof(double)) != 0 : x->i != y->i)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * One lookup of id (its columns: proj) with cache and without: the same
+ * events in the same order.  Adds the cached scan's counters to *st, the
+ * plain one's pages to *plain_pages.
+ */
+static void
+lookup_both(Opened *o, int64_t id, uint64_t proj, TdbTrailPageCache *cache, TdbTrailScanStats *st,
+			uint64_t *plain_pages, uint64_t *rows)
+{
+	const TdbTrailFooter *f = tdb_trail_footer(o->r);
+	TdbTrailQuery q;
+	TdbTrailScan *a,
+			   *b;
+	TdbTrailEvent ea,
+				eb;
+	TdbTrailScanStats sa,
+				sb;
+	TdbTrailError err;
+	int			ra,
+				rb;
+
+	memset(&q, 0, sizeof(q));
+	q.ids_int = &id;
+	q.nids = 1;
+	q.skip_columns = proj & 7;
+	q.skip_position = (proj >> 3) & 1;
+	CHECK(tdb_trail_scan_begin(o->r, &q, &b, &err) == 0);
+	q.page_cache = cache;
+	CHECK(tdb_trail_scan_begin(o->r, &q, &a, &err) == 0);
+	for (int guard = 0; guard < 1000000; guard++)
+	{
+		/* a page of the plain scan is its own: interleaving them proves nothing is shared by mistake */
+		rb = tdb_trail_scan_next(b, &eb, &err);
+		ra = tdb_trail_scan_next(a, &ea, &err);
+		if (ra != rb)
+		{
+			unit_fail(__FILE__, __LINE__, "id %lld: %d against %d (%s)", (long long) id, ra, rb, err.msg);
+			break;
+		}
+		if (ra <= 0)
+			break;
+		(*rows)++;
+		if (!same_event(&f->schema, &q, &ea, &eb))
+		{
+			unit_fail(__FILE__, __LINE__, "id %lld: an event differs with the page cache", (long long) id);
+			break;
+		}
+	}
+	tdb_trail_scan_stats(a, &sa);
+	tdb_trail_scan_stats(b, &sb);
+	CHECK(sa.events_returned == sb.events_returned);
+	CHECK(sa.pages_read + sa.pages_reused == sb.pages_read);
+	CHECK(sb.pages_reused == 0);
+	st->pages_read += sa.pages_read;
+	st->pages_reused += sa.pages_reused;
+	*plain_pages += sb.pages_read;
+	tdb_trail_scan_end(a);
+	tdb_trail_scan_end(b);
+}
+
+UNIT_TEST(test_trail_page_cache_lookups)
+{
+	uint64_t	rng = 3131;
+	FxSet		s;
+
+	fx_make(&s, &rng, false, 60, 300);
+	for (int layout = 1; layout < FX_LAYOUTS; layout++)
+	{
+		size_t		len;
+		uint8_t    *buf;
+		Opened		o;
+		const TdbTrailFooter *f;
+		/* room for all, for a few pages, for less than one page, for nothing */
+		size_t		bounds[4] = {64u << 20, 40u << 10, 2000, 0};
+
+		fx_layout(layout);
+		buf = fx_encode(&s, 2000, 100, &len);
+		if (buf == NULL || !open_buf(&o, buf, len))
+		{
+			unit_fail(__FILE__, __LINE__, "cannot write or open the file");
+			free(buf);
+			continue;
+		}
+		f = tdb_trail_footer(o.r);
+		for (int bi = 0; bi < 4; bi++)
+		{
+			TdbTrailPageCache *cache = tdb_trail_page_cache_create(bounds[bi]);
+			TdbTrailPageCacheStats cs;
+			TdbTrailScanStats st;
+			uint64_t	plain = 0,
+						rows = 0,
+						distinct = 0;
+			uint8_t    *need = calloc(f->npages + 1, 1);
+
+			memset(&st, 0, sizeof(st));
+			CHECK(cache != NULL && need != NULL);
+			if (cache == NULL || need == NULL)
+			{
+				free(need);
+				tdb_trail_page_cache_free(cache);
+				continue;
+			}
+			/* every other trail, in an order that jumps about, all columns */
+			for (int k = 0; k < s.nkeys; k += 2)
+			{
+				int			t = tdb_trail_find_int(f, s.keys_i[(k * 7) % s.nkeys]);
+
+				lookup_both(&o, s.keys_i[(k * 7) % s.nkeys], 0, cache, &st, &plain, &rows);
+				for (uint32_t j = 0; t >= 0 && j < f->trails[t].npages; j++)
+				{
+					uint32_t	p = f->trails[t].page_list ? f->trails[t].page_list[j] : f->trails[t].first_page + j;
+
+					distinct += !need[p];
+					need[p] = 1;
+				}
+			}
+			tdb_trail_page_cache_stats(cache, &cs);
+			CHECK(rows > 0);
+			CHECK(cs.peak_bytes <= bounds[bi]);
+			CHECK(cs.max_bytes == bounds[bi]);
+			if (bi == 0)
+			{
+				/* room for every page: each page needed decoded once */
+				CHECK(st.pages_read == distinct);
+				CHECK(cs.evictions == 0);
+				if (layout == 2)
+					CHECK(plain > distinct);	/* space-time: lookups share pages */
+			}
+			if (bi == 3)
+				CHECK(st.pages_reused == 0 && cs.pages == 0);	/* nothing fits */
+			/* projections that differ: a page decoded without a column serves no scan that wants it */
+			for (int k = 1; k < s.nkeys; k += 3)
+				lookup_both(&o, s.keys_i[k], (uint64_t) (k % 16), cache, &st, &plain, &rows);
+			tdb_trail_page_cache_stats(cache, &cs);
+			CHECK(cs.peak_bytes <= bounds[bi]);
+			free(need);
+			tdb_trail_page_cache_free(cache);
+		}
+		close_opened(&o);
+		free(buf);
+	}
+	fx_free(&s);
+}
