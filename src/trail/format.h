@@ -67,6 +67,7 @@ typedef struct TrailPage2In
 	const TdbTrailType *types;
 	TrailColumnGetter get;
 	void	   *arg;
+	int			version;		/* 2, or 3: extra columns in colenc.c's encodings */
 } TrailPage2In;
 
 /*

@@ -314,7 +314,7 @@ trail_footer2_encode(CodecBuf *b, const TdbTrailFooter *f)
 		}
 	codec_put_u32le(magic, TRAIL_FOOTER_MAGIC);
 	codec_put_bytes(b, magic, 4);
-	codec_put_varint(b, 2);
+	codec_put_varint(b, f->version);
 	trail_put_schema(b, s);
 	codec_put_u8(b, (uint8_t) f->order);
 	codec_put_varint(b, (uint64_t) f->bucket_us);

@@ -77,7 +77,8 @@ encode_page2(Writer2 *x, const uint32_t *js, uint32_t n, uint32_t *chunk_len,
 	if (ok)
 	{
 		Page2Arg	pa = {w, ev};
-		TrailPage2In in = {n, tr, time, lon, lat, w->schema.ncolumns, w->types, page2_get, &pa};
+		TrailPage2In in = {n, tr, time, lon, lat, w->schema.ncolumns, w->types, page2_get, &pa,
+			w->opts.version};
 
 		for (uint32_t i = 0; i < n; i++)
 		{
@@ -471,7 +472,7 @@ trail_writer_finish2(TdbTrailWriter *w, uint32_t *idx, uint8_t **bufp, size_t *l
 	x.idx = idx;
 	codec_buf_init(&x.out);
 	codec_buf_init(&x.tmp);
-	x.f.version = 2;
+	x.f.version = (uint16_t) w->opts.version;
 	x.f.order = w->opts.order;
 	x.f.bucket_us = w->opts.order == TDB_TRAIL_ORDER_SPACETIME ? w->opts.bucket_us : 0;
 	x.f.schema = w->schema;
@@ -514,7 +515,7 @@ trail_writer_finish2(TdbTrailWriter *w, uint32_t *idx, uint8_t **bufp, size_t *l
 
 	memset(hdr, 0, sizeof(hdr));
 	memcpy(hdr, TRAIL_HEADER_MAGIC, 8);
-	codec_put_u32le(hdr + 8, 2);
+	codec_put_u32le(hdr + 8, w->opts.version);
 	codec_put_bytes(&x.out, hdr, sizeof(hdr));
 
 	if (w->opts.order == TDB_TRAIL_ORDER_SPACETIME)
@@ -574,7 +575,7 @@ trail_writer_finish2(TdbTrailWriter *w, uint32_t *idx, uint8_t **bufp, size_t *l
 	t.footer_crc = tdb_crc32c(x.tmp.data, x.tmp.len);
 	codec_put_bytes(&x.out, x.tmp.data, x.tmp.len);
 	t.file_size = x.out.len + TDB_TRAIL_TRAILER_SIZE;
-	t.version = 2;
+	t.version = (uint16_t) w->opts.version;
 	if (codec_buf_reserve(&x.out, TDB_TRAIL_TRAILER_SIZE))
 	{
 		trail_trailer_encode(x.out.data + x.out.len, &t);
