@@ -597,7 +597,7 @@ decode_words(CodecCur *c, Kind k, int codec, uint32_t nn, int64_t *out)
 			return NULL;
 		case COLENC_CONST:
 			if (!get_word(c, k, &out[0]))
-				return "truncated constant";
+				return "truncated or bad constant";
 			for (uint32_t i = 1; i < nn; i++)
 				out[i] = out[0];
 			return NULL;
@@ -645,7 +645,7 @@ decode_words(CodecCur *c, Kind k, int codec, uint32_t nn, int64_t *out)
 					if (codec == COLENC_RLE)
 					{
 						if (!get_word(c, k, &v))
-							why = "truncated run";
+							why = "truncated or bad run value";
 						else if (k == K_INT)
 							v = (int64_t) ((uint64_t) v + (uint64_t) prev);
 					}
