@@ -12,6 +12,9 @@
  * trusts nothing: every count is checked against the bytes present and the
  * values wanted before it is used.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE				/* qsort_r */
+#endif
 #include "colenc.h"
 
 #include <math.h>
@@ -139,15 +142,14 @@ typedef struct Dict
 	uint32_t   *idx;
 } Dict;
 
-static Kind sort_kind;
-
 static int
-word_cmp(const void *a, const void *b)
+word_cmp(const void *a, const void *b, void *arg)
 {
 	int64_t		x = *(const int64_t *) a,
 				y = *(const int64_t *) b;
+	Kind		k = *(const Kind *) arg;
 
-	return word_lt(sort_kind, x, y) ? -1 : word_lt(sort_kind, y, x) ? 1 : 0;
+	return word_lt(k, x, y) ? -1 : word_lt(k, y, x) ? 1 : 0;
 }
 
 static bool
@@ -159,8 +161,7 @@ dict_build(Dict *dc, Kind k, const int64_t *w, uint32_t nn)
 	if (dc->u == NULL || dc->idx == NULL)
 		return false;
 	memcpy(dc->u, w, (size_t) nn * sizeof(int64_t));
-	sort_kind = k;
-	qsort(dc->u, nn, sizeof(int64_t), word_cmp);
+	qsort_r(dc->u, nn, sizeof(int64_t), word_cmp, &k);
 	for (uint32_t i = 0; i < nn; i++)
 		if (dc->d == 0 || dc->u[dc->d - 1] != dc->u[i])
 			dc->u[dc->d++] = dc->u[i];
