@@ -62,8 +62,9 @@ SELECT v::bigint AS vid, 'CS' || v AS callsign,
   NULL::float8 AS empty
 FROM generate_series(1, 6) v, generate_series(0, 2999) i;
 -- one page per trail: its chunks span several 16 kB blocks, so a projection fetches fewer
+-- (version 2: version 3 encodes these columns in a few bytes, and a page fits a block)
 SELECT trafficdb.trail_write('SELECT vid, ts, geom, speed, alt, moving, tag, empty FROM ev', 's3://tap-v2/veh.trail',
-  server => 's3', id_column => 'vid', time_column => 'ts', page_seconds => 0);
+  server => 's3', id_column => 'vid', time_column => 'ts', page_seconds => 0, format_version => 2);
 SELECT trafficdb.trail_write('SELECT vid, ts, geom, speed, alt, moving, tag, empty FROM ev', 's3://tap-v2/veh-st.trail',
   server => 's3', id_column => 'vid', time_column => 'ts', page_size => 2048, page_order => 'space-time', bucket_seconds => 900);
 SELECT trafficdb.trail_write('SELECT vid, ts, geom, speed, alt, moving, tag, empty FROM ev', 's3://tap-v2/veh-v1.trail',
