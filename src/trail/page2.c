@@ -146,7 +146,15 @@ trail_page2_encode(CodecBuf *b, const TrailPage2In *in, uint32_t *chunk_len,
 	uint8_t		magic[4];
 	int			e;
 	int64_t		prev;
+	int64_t    *words = NULL;	/* version 3: times, then positions */
 
+	if (in->version >= 3 && (words = malloc((in->n ? in->n : 1) * sizeof(int64_t))) == NULL)
+		b->ok = false;
+	if (!b->ok)
+	{
+		pi->length = 0;
+		return;
+	}
 	pi->tmin = INT64_MAX;
 	pi->tmax = INT64_MIN;
 	pi->xmin = pi->ymin = INT32_MAX;
@@ -187,9 +195,15 @@ trail_page2_encode(CodecBuf *b, const TrailPage2In *in, uint32_t *chunk_len,
 	{
 		int64_t		q = in->time[i] / ipow10_tab[e];
 
-		codec_put_svarint(b, (int64_t) ((uint64_t) q - (uint64_t) prev));
+		if (in->version >= 3)
+			words[i] = q;
+		else
+			codec_put_svarint(b, (int64_t) ((uint64_t) q - (uint64_t) prev));
 		prev = q;
 	}
+	/* version 3: the times, then lon and lat, as int64 columns of colenc.c */
+	if (in->version >= 3)
+		colenc_put(b, TDB_TRAIL_INT64, words, in->n);
 	chunk_len[TRAIL_CHUNK_CORE] = chunk_end(b, start);
 
 	/* positions: lon then lat deltas, multiples of 10^e fixed units */
@@ -214,9 +228,14 @@ trail_page2_encode(CodecBuf *b, const TrailPage2In *in, uint32_t *chunk_len,
 			{
 				int64_t		q = xs[i] / ipow10_tab[el];
 
-				codec_put_svarint(b, q - prev);
+				if (in->version >= 3)
+					words[i] = q;
+				else
+					codec_put_svarint(b, q - prev);
 				prev = q;
 			}
+			if (in->version >= 3)
+				colenc_put(b, TDB_TRAIL_INT64, words, in->n);
 		}
 	}
 	chunk_len[TRAIL_CHUNK_POSITION] = chunk_end(b, start);
@@ -290,6 +309,7 @@ trail_page2_encode(CodecBuf *b, const TrailPage2In *in, uint32_t *chunk_len,
 			codec_put_u8(b, acc);
 		chunk_len[TRAIL_CHUNK_COLUMN0 + c] = chunk_end(b, start);
 	}
+	free(words);
 	pi->length = (uint32_t) (b->len - page_start);
 	pi->nevents = in->n;
 	pi->trail = in->n > 0 && in->trail[0] == in->trail[in->n - 1] ? in->trail[0] : UINT32_MAX;
@@ -463,6 +483,17 @@ trail_page2_decode(const TdbTrailFooter *f, uint32_t pageno, const uint8_t *buf,
 	}
 	if (!codec_get_u8(&c, &e) || e > MAX_SCALE)
 		PAGE_BAD("bad time exponent");
+	if (f->version >= 3)
+	{
+		/* n words: times, then each position column and extra column in turn */
+		if ((words = malloc(n * sizeof(int64_t))) == NULL)
+		{
+			pg->nevents = 0;
+			return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory for page %u", pageno);
+		}
+		if ((why = colenc_get(&c, TDB_TRAIL_INT64, (uint32_t) n, 0, words)) != NULL)
+			goto bad;
+	}
 	prev = 0;
 	/*
 	 * Events must lie in the page's zone map and in their trail's; a page of
@@ -480,9 +511,12 @@ trail_page2_decode(const TdbTrailFooter *f, uint32_t pageno, const uint8_t *buf,
 			int64_t		d,
 						q;
 
-			if (!codec_get_svarint(&c, &d))
+			if (words != NULL)
+				q = words[i];
+			else if (!codec_get_svarint(&c, &d))
 				PAGE_BAD("truncated time column");
-			q = (int64_t) ((uint64_t) prev + (uint64_t) d);
+			else
+				q = (int64_t) ((uint64_t) prev + (uint64_t) d);
 			if (q > qmax || q < qmin)
 				PAGE_BAD("time out of range");
 			prev = q;
@@ -517,14 +551,19 @@ trail_page2_decode(const TdbTrailFooter *f, uint32_t pageno, const uint8_t *buf,
 						pmin = INT32_MIN / m;
 			int64_t		p = 0;
 
+			if (words != NULL && (why = colenc_get(&c, TDB_TRAIL_INT64, (uint32_t) n, 0, words)) != NULL)
+				goto bad;
 			for (uint32_t i = 0; i < n; i++)
 			{
 				int64_t		d,
 							x;
 
-				if (!codec_get_svarint(&c, &d) || d > INT32_MAX * 2LL || d < INT32_MIN * 2LL)
+				if (words != NULL)
+					p = words[i];
+				else if (!codec_get_svarint(&c, &d) || d > INT32_MAX * 2LL || d < INT32_MIN * 2LL)
 					PAGE_BAD("truncated coordinate column");
-				p += d;
+				else
+					p += d;
 				if (p > pmax || p < pmin)
 					PAGE_BAD("coordinate out of range");
 				x = p * m;
@@ -574,11 +613,6 @@ trail_page2_decode(const TdbTrailFooter *f, uint32_t pageno, const uint8_t *buf,
 			PAGE_BAD("checksum mismatch in a column");
 		if (f->version >= 3)
 		{
-			if (words == NULL && (words = malloc(n * sizeof(int64_t))) == NULL)
-			{
-				pg->nevents = 0;
-				return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory for page %u", pageno);
-			}
 			if ((why = decode_column3(f, &c, (uint32_t) n, type, vals, words)) != NULL)
 				goto bad;
 			continue;
