@@ -12,9 +12,6 @@
  * trusts nothing: every count is checked against the bytes present and the
  * values wanted before it is used.
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE				/* qsort_r */
-#endif
 #include "colenc.h"
 
 #include <math.h>
@@ -142,46 +139,71 @@ typedef struct Dict
 	uint32_t   *idx;
 } Dict;
 
-static int
-word_cmp(const void *a, const void *b, void *arg)
+/*
+ * The sorted distinct words and each value's index: an LSD radix sort of
+ * (key, position) pairs by bytes, skipping the bytes every key shares
+ * (signed words with the sign bit flipped, so that unsigned order is
+ * theirs), then one pass numbering the distinct keys.
+ */
+typedef struct KeyPos
 {
-	int64_t		x = *(const int64_t *) a,
-				y = *(const int64_t *) b;
-	Kind		k = *(const Kind *) arg;
-
-	return word_lt(k, x, y) ? -1 : word_lt(k, y, x) ? 1 : 0;
-}
+	uint64_t	key;
+	uint32_t	pos;
+} KeyPos;
 
 static bool
 dict_build(Dict *dc, Kind k, const int64_t *w, uint32_t nn)
 {
+	uint64_t	flip = k == K_INT ? (uint64_t) 1 << 63 : 0;
+	KeyPos	   *a = malloc((size_t) nn * sizeof(KeyPos));
+	KeyPos	   *t = malloc((size_t) nn * sizeof(KeyPos));
+	uint32_t	(*hist)[256] = calloc(8, sizeof(*hist));
+	bool		ok;
+
 	dc->u = malloc((size_t) nn * sizeof(int64_t));
 	dc->idx = malloc((size_t) nn * sizeof(uint32_t));
 	dc->d = 0;
-	if (dc->u == NULL || dc->idx == NULL)
-		return false;
-	memcpy(dc->u, w, (size_t) nn * sizeof(int64_t));
-	qsort_r(dc->u, nn, sizeof(int64_t), word_cmp, &k);
-	for (uint32_t i = 0; i < nn; i++)
-		if (dc->d == 0 || dc->u[dc->d - 1] != dc->u[i])
-			dc->u[dc->d++] = dc->u[i];
-	for (uint32_t i = 0; i < nn; i++)
+	ok = a && t && hist && dc->u && dc->idx;
+	if (ok)
 	{
-		uint32_t	lo = 0,
-					hi = dc->d - 1;
-
-		while (lo < hi)
+		for (uint32_t i = 0; i < nn; i++)
 		{
-			uint32_t	mid = lo + (hi - lo) / 2;
-
-			if (word_lt(k, dc->u[mid], w[i]))
-				lo = mid + 1;
-			else
-				hi = mid;
+			a[i].key = (uint64_t) w[i] ^ flip;
+			a[i].pos = i;
+			for (int by = 0; by < 8; by++)
+				hist[by][(a[i].key >> (8 * by)) & 0xff]++;
 		}
-		dc->idx[i] = lo;
+		for (int by = 0; by < 8; by++)
+		{
+			uint32_t	sum = 0;
+			KeyPos	   *x;
+
+			if (hist[by][(a[0].key >> (8 * by)) & 0xff] == nn)
+				continue;		/* every key has this byte */
+			for (int v = 0; v < 256; v++)
+			{
+				uint32_t	c = hist[by][v];
+
+				hist[by][v] = sum;
+				sum += c;
+			}
+			for (uint32_t i = 0; i < nn; i++)
+				t[hist[by][(a[i].key >> (8 * by)) & 0xff]++] = a[i];
+			x = a;
+			a = t;
+			t = x;
+		}
+		for (uint32_t i = 0; i < nn; i++)
+		{
+			if (dc->d == 0 || (uint64_t) dc->u[dc->d - 1] != (a[i].key ^ flip))
+				dc->u[dc->d++] = (int64_t) (a[i].key ^ flip);
+			dc->idx[a[i].pos] = dc->d - 1;
+		}
 	}
-	return true;
+	free(a);
+	free(t);
+	free(hist);
+	return ok;
 }
 
 static void
@@ -420,7 +442,8 @@ type_kind(TdbTrailType type)
  * force < 0.
  */
 static bool
-colenc_encode(CodecBuf *b, TdbTrailType type, const int64_t *bits, uint32_t nn, int force)
+colenc_encode(CodecBuf *b, TdbTrailType type, const int64_t *bits, uint32_t nn, int force,
+			  bool dicts)
 {
 	Kind		kinds[2];
 	const int64_t *words[2];
@@ -464,7 +487,7 @@ colenc_encode(CodecBuf *b, TdbTrailType type, const int64_t *bits, uint32_t nn, 
 	for (int ki = 0; ki < nk && ok; ki++)
 	{
 		Dict		dc = {NULL, 0, NULL};
-		bool		have_dict = kinds[ki] != K_BOOL;
+		bool		have_dict = dicts && kinds[ki] != K_BOOL;
 
 		if (force >= 0 && (force >> 4) != scales[ki])
 			continue;
@@ -514,13 +537,19 @@ colenc_encode(CodecBuf *b, TdbTrailType type, const int64_t *bits, uint32_t nn, 
 bool
 colenc_put(CodecBuf *b, TdbTrailType type, const int64_t *bits, uint32_t nn)
 {
-	return colenc_encode(b, type, bits, nn, -1);
+	return colenc_encode(b, type, bits, nn, -1, true);
+}
+
+bool
+colenc_put_sequence(CodecBuf *b, const int64_t *v, uint32_t nn)
+{
+	return colenc_encode(b, TDB_TRAIL_INT64, v, nn, -1, false);
 }
 
 bool
 colenc_put_as(CodecBuf *b, TdbTrailType type, const int64_t *bits, uint32_t nn, uint8_t enc)
 {
-	return colenc_encode(b, type, bits, nn, enc);
+	return colenc_encode(b, type, bits, nn, enc, true);
 }
 
 /* ---- the decoder --------------------------------------------------------- */

@@ -35,6 +35,13 @@
 bool		colenc_put(CodecBuf *b, TdbTrailType type, const int64_t *bits, uint32_t nn);
 
 /*
+ * The same for an int64 column of times or coordinates, without trying the
+ * dictionaries (values that seldom repeat out of order: sorting them for a
+ * dictionary costs the writer more than it could save).
+ */
+bool		colenc_put_sequence(CodecBuf *b, const int64_t *v, uint32_t nn);
+
+/*
  * The same with the encoding forced (the tests): enc is the encoding byte;
  * false when it does not apply to these values or memory ran out.
  */

@@ -203,7 +203,7 @@ trail_page2_encode(CodecBuf *b, const TrailPage2In *in, uint32_t *chunk_len,
 	}
 	/* version 3: the times, then lon and lat, as int64 columns of colenc.c */
 	if (in->version >= 3)
-		colenc_put(b, TDB_TRAIL_INT64, words, in->n);
+		colenc_put_sequence(b, words, in->n);
 	chunk_len[TRAIL_CHUNK_CORE] = chunk_end(b, start);
 
 	/* positions: lon then lat deltas, multiples of 10^e fixed units */
@@ -235,7 +235,7 @@ trail_page2_encode(CodecBuf *b, const TrailPage2In *in, uint32_t *chunk_len,
 				prev = q;
 			}
 			if (in->version >= 3)
-				colenc_put(b, TDB_TRAIL_INT64, words, in->n);
+				colenc_put_sequence(b, words, in->n);
 		}
 	}
 	chunk_len[TRAIL_CHUNK_POSITION] = chunk_end(b, start);
