@@ -145,6 +145,15 @@ tdb_trail_writer_create(const TdbTrailSchema *schema, const TdbTrailWriterOption
 							  "format version %d with page order %d; expected version 1 (trail order), 2 or 3 (trail or space-time order, a positive time bucket)",
 							  v, (int) (opts ? opts->order : 0));
 	}
+	if (w->opts.version >= 3 && w->opts.page_max_events > TRAIL_V3_PAGE_MAX_EVENTS)
+	{
+		uint32_t	m = w->opts.page_max_events;
+
+		free(w);
+		return tdb_trail_fail(err, TDB_TRAIL_EINVAL,
+							  "page_max_events %u; format version 3 takes at most %d", m,
+							  TRAIL_V3_PAGE_MAX_EVENTS);
+	}
 	*out = w;
 	return 0;
 }

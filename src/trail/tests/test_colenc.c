@@ -532,3 +532,76 @@ UNIT_TEST(test_trail_v3_damaged_page_refused)
 	fx_free(&s);
 	fx_layout(1);
 }
+
+/*
+ * A version-3 page can hold more events than bytes (a parked vehicle: a
+ * constant position and columns, a report every second): the footer
+ * decoder must not take nevents > length for corruption then, while a
+ * count past TRAIL_V3_PAGE_MAX_EVENTS still is, and the writer refuses
+ * pages that large.
+ */
+UNIT_TEST(test_trail_v3_page_smaller_than_its_events)
+{
+	TdbTrailSchema sc;
+	TdbTrailWriter *w;
+	TdbTrailWriterOptions wo = {.page_max_events = 8192};
+	TdbTrailWriterOptions big = {.page_max_events = TRAIL_V3_PAGE_MAX_EVENTS + 1};
+	TdbTrailError err;
+	TdbTrailTrailer t;
+	TdbTrailFooter f;
+	TdbTrailPage pg;
+	uint8_t    *buf = NULL;
+	size_t		len = 0;
+	uint64_t	seen = 0;
+
+	memset(&sc, 0, sizeof(sc));
+	strcpy(sc.id_name, "id");
+	sc.id_type = TDB_TRAIL_INT64;
+	sc.ncolumns = 2;
+	strcpy(sc.columns[0].name, "speed");
+	sc.columns[0].type = TDB_TRAIL_FLOAT64;
+	strcpy(sc.columns[1].name, "parked");
+	sc.columns[1].type = TDB_TRAIL_BOOL;
+	CHECK(tdb_trail_writer_create(&sc, &big, &w, &err) == TDB_TRAIL_EINVAL);
+	CHECK(strstr(err.msg, "page_max_events") != NULL);
+	big.version = 2;
+	CHECK(tdb_trail_writer_create(&sc, &big, &w, &err) == 0);
+	tdb_trail_writer_free(w);
+	CHECK(tdb_trail_writer_create(&sc, &wo, &w, &err) == 0);
+	for (int e = 0; e < 3000; e++)
+	{
+		TdbTrailValue vals[2];
+		TdbTrailEvent ev;
+
+		memset(vals, 0, sizeof(vals));
+		memset(&ev, 0, sizeof(ev));
+		ev.key.i = 7;
+		ev.time_us = 1593475200000000LL + (int64_t) e * 1000000;
+		ev.lon = 2.35;
+		ev.lat = 48.85;
+		vals[0].f = 0;
+		vals[1].i = 1;
+		ev.values = vals;
+		CHECK(tdb_trail_writer_add(w, &ev, &err) == 0);
+	}
+	CHECK(tdb_trail_writer_finish(w, &buf, &len, &err) == 0);
+	tdb_trail_writer_free(w);
+	CHECK(buf != NULL && tdb_trail_trailer_decode(buf + len - TDB_TRAIL_TRAILER_SIZE, TDB_TRAIL_TRAILER_SIZE,
+												  len, &t, &err) == 0);
+	if (tdb_trail_footer_decode(buf + t.footer_offset, t.footer_length, &t, &f, &err) != 0)
+	{
+		unit_fail(__FILE__, __LINE__, "footer: %s", err.msg);
+		free(buf);
+		return;
+	}
+	CHECK(f.npages == 1 && f.pages[0].nevents == 3000 && f.pages[0].length < 100);
+	memset(&pg, 0, sizeof(pg));
+	CHECK(tdb_trail_page_decode(&f, 0, buf + f.pages[0].offset, f.pages[0].length, &pg, &err) == 0);
+	for (uint32_t i = 0; i < pg.nevents; i++)
+		seen += pg.time[i] == 1593475200000000LL + (int64_t) i * 1000000 && pg.lon[i] == 23500000 &&
+			pg.cols[0][i].f == 0 && !signbit(pg.cols[0][i].f) && pg.cols[1][i].i == 1;
+	CHECK_EQ_U64(seen, 3000);
+	tdb_trail_page_release(&pg);
+	tdb_trail_footer_release(&f);
+	free(buf);
+}
