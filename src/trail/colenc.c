@@ -491,8 +491,6 @@ colenc_encode(CodecBuf *b, TdbTrailType type, const int64_t *bits, uint32_t nn, 
 
 		if (force >= 0 && (force >> 4) != scales[ki])
 			continue;
-		if (have_dict && !dict_build(&dc, kinds[ki], words[ki], nn))
-			ok = false;
 		for (int codec = 0; codec < COLENC_NCODECS && ok; codec++)
 		{
 			int			enc = codec | scales[ki] << 4;
@@ -502,6 +500,13 @@ colenc_encode(CodecBuf *b, TdbTrailType type, const int64_t *bits, uint32_t nn, 
 			/* constant values: no other codec of this kind is smaller than CONST */
 			if (best_enc == (COLENC_CONST | scales[ki] << 4))
 				break;
+			/* the dictionary when a codec first needs it */
+			if (have_dict && dc.u == NULL && (codec == COLENC_DICT || codec == COLENC_DICT_RLE) &&
+				!dict_build(&dc, kinds[ki], words[ki], nn))
+			{
+				ok = false;
+				break;
+			}
 			cur.len = 0;
 			codec_put_u8(&cur, (uint8_t) enc);
 			if (!encode_words(&cur, kinds[ki], words[ki], nn, codec, have_dict ? &dc : NULL))
