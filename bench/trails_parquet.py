@@ -3,6 +3,14 @@
 
   trails_parquet.py gen-flights OUT.csv [SEED [FLIGHTS]]
         a flight-shaped set (ADS-B like), seeded and reproducible
+  trails_parquet.py gen-adsb OUT.csv [SEED]
+        the same flights as ADS-B state vectors (the hard case for file size):
+        constant-per-flight icao24 and squawk strings, onground 0/1 in long
+        runs, floats with full precision or 6-9 decimals repeated while the
+        aircraft flies straight
+  trails_parquet.py parquet-size CSV ID COLUMNS_JSON TSFORMAT OUT.parquet
+        writes the CSV as Parquet with DuckDB's defaults sorted by (ID, ts),
+        prints its size in bytes
   trails_parquet.py proxy LISTEN_PORT UPSTREAM_PORT CONTROL_PORT
         a counting HTTP proxy on 127.0.0.1 in front of MinIO (loopback only)
   trails_parquet.py bench CONFIG.json
@@ -129,6 +137,56 @@ def gen_flights(out, seed=20261126, nflights=300):
                 t += dt.timedelta(milliseconds=round(s * 1000))
     os.replace(out + ".tmp", out)
     log(f"{out}: {len(ids)} flights, {rows} reports")
+
+
+def gen_adsb(out, seed=20261127):
+    """ADS-B state vectors (as OpenSky exports them) of the gen-flights
+    flights, one a second-ish: callsign (id), ts, lon, lat, icao24 (6 hex
+    digits, constant per flight), squawk (constant per flight, leading
+    zeros), onground (0/1, constant for long runs), track and velocity
+    (derived from velocity components: full-precision doubles, held while the
+    aircraft flies straight, so they repeat), vertrate (6-9 decimals, held),
+    baroaltitude (metres, 2 decimals) and alert (0 nearly always)."""
+    src = out + ".flights.tmp"
+    gen_flights(src, seed)
+    rng = random.Random(seed + 1)
+    icao, held = {}, {}
+    rows = 0
+    with open(src) as fi, open(out + ".tmp", "w") as f:
+        next(fi)
+        f.write("callsign,ts,lon,lat,icao24,squawk,onground,track,velocity,vertrate,baroaltitude,alert\n")
+        for line in fi:
+            cs, ts, x, y, alt, gs, trk, vr, sq, gr = line.rstrip("\n").split(",")
+            if cs not in icao:
+                icao[cs] = f"{rng.randrange(0x300000, 0x4fffff):06x}"
+                held[cs] = None
+            h = held[cs]
+            # a new velocity vector when the track or speed changed enough, else the held one
+            t, g = float(trk), float(gs)
+            if h is None or abs((t - h[0] + 540) % 360 - 180) > 0.8 or abs(g - h[1]) > 1.5 or rng.random() < 0.04:
+                vx = g * 0.514444 * math.sin(math.radians(t + rng.uniform(-0.05, 0.05)))
+                vy = g * 0.514444 * math.cos(math.radians(t + rng.uniform(-0.05, 0.05)))
+                nd = rng.randint(6, 9)
+                h = (t, g, math.degrees(math.atan2(vx, vy)) % 360, math.hypot(vx, vy),
+                     round(int(vr) * 0.00508 + rng.uniform(-0.01, 0.01), nd))
+                held[cs] = h
+            f.write(f"{cs},{ts},{x},{y},{icao[cs]},{sq},{1 if gr == 'true' else 0},{h[2]!r},{h[3]!r},"
+                    f"{h[4]!r},{round(int(alt) * 0.3048, 2)!r},{1 if rng.random() < 0.001 else 0}\n")
+            rows += 1
+    os.remove(src)
+    os.replace(out + ".tmp", out)
+    log(f"{out}: {len(icao)} flights, {rows} state vectors")
+
+
+def parquet_size(csv, idcol, columns, tsformat, out):
+    """The CSV as Parquet, DuckDB's defaults, sorted by (id, ts): its size."""
+    import duckdb
+    con = duckdb.connect(":memory:")
+    cols = ", ".join(f"'{k}': '{v}'" for k, v in json.loads(columns))
+    con.execute(f"COPY (SELECT * FROM read_csv('{csv}', header = true, columns = {{{cols}}}, "
+                f"timestampformat = '{tsformat}') ORDER BY {idcol}, ts) TO '{out}' (FORMAT parquet)")
+    con.close()
+    print(os.path.getsize(out))
 
 
 # --------------------------------------------------------------------------
@@ -776,6 +834,10 @@ if __name__ == "__main__":
     if len(sys.argv) >= 3 and sys.argv[1] == "gen-flights":
         gen_flights(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 20261126,
                     int(sys.argv[4]) if len(sys.argv) > 4 else 300)
+    elif len(sys.argv) >= 3 and sys.argv[1] == "gen-adsb":
+        gen_adsb(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 20261127)
+    elif len(sys.argv) == 7 and sys.argv[1] == "parquet-size":
+        parquet_size(*sys.argv[2:])
     elif len(sys.argv) == 5 and sys.argv[1] == "proxy":
         proxy_main(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
     elif len(sys.argv) == 3 and sys.argv[1] == "bench":

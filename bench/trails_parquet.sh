@@ -9,9 +9,10 @@
 # written by DuckDB with `COPY (SELECT * ... ORDER BY id, ts) TO ...
 # (FORMAT parquet)`, DuckDB's defaults, lon/lat as DOUBLE columns; all
 # uploaded to one bucket).  Layouts, TRAIL_LAYOUTS (default "trail st st1800"):
-#   trail   the writer's default (format version 2, pages by trail)
-#   st      --order space-time (version 2, the default 600 s buckets)
+#   trail   the writer's default (format version 3, pages by trail)
+#   st      --order space-time (version 3, the default 600 s buckets)
 #   stN     --order space-time --bucket-seconds N
+#   v2      --format-version 2 (by trail: version 2's column encodings)
 #   v1      --format-version 1 (by trail)
 # Data sets (TRAIL_SETS, default all four):
 #   ais_us        real AIS, US coastal waters on 2020-06-30 (236 k reports:
@@ -40,7 +41,7 @@
 #   its scan; PGOPTIONS='-c trafficdb.trail_page_cache=0' measures ours
 #   without the sharing).  Our side's plan
 #   of each query (EXPLAIN ANALYZE VERBOSE, one more cold run) goes to the
-#   meta file; q5 and q6 must show "Aggregates From Footer" on version-2
+#   meta file; q5 and q6 must show "Aggregates From Footer" on version-2 and -3
 #   files or the bench fails.
 # Measured per query and side, each run cold (trail FDW: a fresh backend,
 # so an empty memory cache, and a fresh empty cache_dir; DuckDB: a fresh
@@ -98,14 +99,16 @@ layout_args() {	# the writer's arguments for a layout name
 	st) echo "--order space-time" ;;
 	st[0-9]*) echo "--order space-time --bucket-seconds ${1#st}" ;;
 	v1) echo "--format-version 1" ;;
-	*) die "TRAIL_LAYOUTS: unknown layout $1 (trail, st, stN, v1)" ;;
+	v2) echo "--format-version 2" ;;
+	*) die "TRAIL_LAYOUTS: unknown layout $1 (trail, st, stN, v2, v1)" ;;
 	esac
 }
 layout_label() {
 	case $1 in
-	trail) echo "v2 by trail" ;;
-	st) echo "v2 space-time 600 s" ;;
-	st[0-9]*) echo "v2 space-time ${1#st} s" ;;
+	trail) echo "v3 by trail" ;;
+	st) echo "v3 space-time 600 s" ;;
+	st[0-9]*) echo "v3 space-time ${1#st} s" ;;
+	v2) echo "v2 by trail" ;;
 	v1) echo "v1 by trail" ;;
 	esac
 }

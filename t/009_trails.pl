@@ -54,8 +54,11 @@ FROM generate_series(1, 300) v, generate_series(0, 99 + v % 50) i;
 });
 my $nev = $node->safe_psql('postgres', 'SELECT count(*) FROM ev');
 
+# version 2: the fractions below assume pages much larger than the footer, which version 3's
+# pages, much smaller for the same events, are not until the footer is read lazily (issue 33)
 is($node->safe_psql('postgres', q{SELECT trafficdb.trail_write('SELECT * FROM ev ORDER BY random()',
-  's3://tap-trails/vehicles.trail', server => 's3', id_column => 'vid', time_column => 'ts', page_size => 4096, page_seconds => 900)}),
+  's3://tap-trails/vehicles.trail', server => 's3', id_column => 'vid', time_column => 'ts', page_size => 4096, page_seconds => 900,
+  format_version => 2)}),
 	$nev, "trail_write wrote $nev events (in random order) to S3");
 $node->safe_psql('postgres', q{IMPORT FOREIGN SCHEMA "s3://tap-trails/vehicles.trail" FROM SERVER s3 INTO public});
 is($node->safe_psql('postgres', q{SELECT string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod), ', ' ORDER BY a.attnum)

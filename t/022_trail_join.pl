@@ -46,8 +46,10 @@ SELECT v AS vid, 'AC' || lpad(v::text, 3, '0') AS callsign,
                           round((60.1 + (v / 20) * 0.03 + i * 0.0002 * cos(v))::numeric, 7)::float8), 4326) AS geom,
   round((10 + 5 * sin(i / 7.0 + v))::numeric, 2)::float8 AS speed
 FROM generate_series(1, 300) v, generate_series(0, 99 + v % 50) i;
+-- version 2: 'a small fraction of the file' assumes pages much larger than the 16 kB blocks a
+-- lookup fetches at least, which version 3's are not
 SELECT trafficdb.trail_write('SELECT callsign, ts, geom, speed FROM ev', 's3://tap-join/adsb.trail', server => 's3',
-  id_column => 'callsign', time_column => 'ts', page_size => 4096, page_seconds => 900);
+  id_column => 'callsign', time_column => 'ts', page_size => 4096, page_seconds => 900, format_version => 2);
 SELECT trafficdb.trail_write('SELECT callsign, ts, geom, speed FROM ev', '$dir/adsb.trail',
   id_column => 'callsign', time_column => 'ts', page_size => 4096, page_seconds => 900);
 SELECT trafficdb.trail_write('SELECT vid, ts, geom, speed FROM ev', 's3://tap-join/veh.trail', server => 's3',

@@ -571,7 +571,7 @@ cmd_write(const char *out, Opts *o)
 
 	if (o->order == TDB_TRAIL_ORDER_SPACETIME && o->format_version < 2)
 	{
-		fprintf(stderr, "trafficdb-trail: --order space-time needs format version 2 (not --format-version 1)\n");
+		fprintf(stderr, "trafficdb-trail: --order space-time needs format version 2 or 3 (not --format-version 1)\n");
 		return 2;
 	}
 	if (o->bucket_seconds != 0 && o->order != TDB_TRAIL_ORDER_SPACETIME)

@@ -87,7 +87,7 @@ trail_footer_encode(CodecBuf *b, const TdbTrailFooter *f)
 	const TdbTrailSchema *s = &f->schema;
 	uint8_t		magic[4];
 
-	if (f->version == 2)
+	if (f->version >= 2)
 	{
 		trail_footer2_encode(b, f);
 		return;
@@ -190,7 +190,8 @@ tdb_trail_footer_decode(const uint8_t *buf, size_t len, const TdbTrailTrailer *t
 	if (!codec_get_varint(&c, &v) || v != t->version)
 		FOOTER_BAD("footer version disagrees with the trailer's");
 	f->version = (uint16_t) v;
-	if (v == 2)
+	/* version 3 keeps version 2's footer; its pages encode columns anew */
+	if (v >= 2)
 	{
 		int			rc = trail_footer2_decode(&c, buf, len, t, f, err);
 
@@ -418,7 +419,7 @@ tdb_trail_page_decode_some(const TdbTrailFooter *f, uint32_t pageno, const uint8
 
 	if (pageno >= f->npages)
 		return tdb_trail_fail(err, TDB_TRAIL_EINVAL, "page %u of %u", pageno, f->npages);
-	if (f->version == 2)
+	if (f->version >= 2)
 		return trail_page2_decode(f, pageno, buf, len, skip_position, skip_columns, pg, err);
 	pi = &f->pages[pageno];
 	if (len != pi->length || len < TRAIL_PAGE_HEADER_SIZE)

@@ -19,6 +19,8 @@
 #define TRAIL_CHUNK_POSITION	1
 #define TRAIL_CHUNK_COLUMN0		2	/* extra column c is chunk 2 + c */
 #define TRAIL_PAGE_MAX_BYTES	(64u << 20)
+/* version 3: a page may hold more events than bytes, up to this many */
+#define TRAIL_V3_PAGE_MAX_EVENTS	65536
 #define TRAIL_LON_MAX			1800000000	/* 180 degrees, fixed */
 #define TRAIL_LAT_MAX			900000000
 
@@ -67,6 +69,7 @@ typedef struct TrailPage2In
 	const TdbTrailType *types;
 	TrailColumnGetter get;
 	void	   *arg;
+	int			version;		/* 2, or 3: extra columns in colenc.c's encodings */
 } TrailPage2In;
 
 /*

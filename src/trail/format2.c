@@ -314,7 +314,7 @@ trail_footer2_encode(CodecBuf *b, const TdbTrailFooter *f)
 		}
 	codec_put_u32le(magic, TRAIL_FOOTER_MAGIC);
 	codec_put_bytes(b, magic, 4);
-	codec_put_varint(b, 2);
+	codec_put_varint(b, f->version);
 	trail_put_schema(b, s);
 	codec_put_u8(b, (uint8_t) f->order);
 	codec_put_varint(b, (uint64_t) f->bucket_us);
@@ -533,7 +533,8 @@ trail_footer2_decode(CodecCur *c, const uint8_t *buf, size_t len, const TdbTrail
 			}
 			if (plen > TRAIL_PAGE_MAX_BYTES || plen > t->footer_offset - offset)
 				FOOTER_BAD("page length runs past the data region");
-			if (pev > plen)
+			/* version 3 packs events into fewer bytes than events (constant columns) */
+			if (pev > plen && (f->version < 3 || pev > TRAIL_V3_PAGE_MAX_EVENTS))
 				FOOTER_BAD("bad page event count");
 			if (!get_page_zone2(c, pi, refs[i] == 1 ? &f->trails[single[i]] : NULL,
 								i > 0 ? &f->pages[i - 1] : NULL, q))

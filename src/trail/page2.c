@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "../checksum.h"
+#include "colenc.h"
 
 static const double pow10_tab[MAX_SCALE + 1] = {
 	1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15
@@ -69,6 +70,53 @@ float_scale(const TrailPage2In *in, int col)
 	return -1;
 }
 
+/* Null bitmap, bit i set when event i is NULL (both versions). */
+static void
+put_null_bitmap(CodecBuf *b, const TrailPage2In *in, int c)
+{
+	for (uint32_t i = 0; i < in->n; i += 8)
+	{
+		uint8_t		byte = 0;
+
+		for (uint32_t j = i; j < in->n && j < i + 8; j++)
+			if (in->get(in->arg, j, c, NULL))
+				byte |= (uint8_t) (1 << (j - i));
+		codec_put_u8(b, byte);
+	}
+}
+
+/*
+ * A version-3 column chunk after its CRC: the nulls byte (0 none, 1 a
+ * bitmap follows, 2 every value NULL), then colenc.c's encoding of the nn
+ * non-NULL values.
+ */
+static void
+encode_column3(CodecBuf *b, const TrailPage2In *in, int c, uint32_t nn)
+{
+	int64_t    *bits;
+	uint32_t	k = 0;
+
+	if (nn == 0)
+	{
+		codec_put_u8(b, 2);
+		return;
+	}
+	codec_put_u8(b, nn < in->n ? 1 : 0);
+	if (nn < in->n)
+		put_null_bitmap(b, in, c);
+	bits = malloc((size_t) nn * sizeof(int64_t));
+	if (bits == NULL)
+	{
+		b->ok = false;
+		return;
+	}
+	for (uint32_t i = 0; i < in->n; i++)
+		if (!in->get(in->arg, i, c, &bits[k]))
+			k++;
+	colenc_put(b, in->types[c], bits, nn);
+	free(bits);
+}
+
 static void
 chunk_begin(CodecBuf *b, size_t *start)
 {
@@ -98,7 +146,15 @@ trail_page2_encode(CodecBuf *b, const TrailPage2In *in, uint32_t *chunk_len,
 	uint8_t		magic[4];
 	int			e;
 	int64_t		prev;
+	int64_t    *words = NULL;	/* version 3: times, then positions */
 
+	if (in->version >= 3 && (words = malloc((in->n ? in->n : 1) * sizeof(int64_t))) == NULL)
+		b->ok = false;
+	if (!b->ok)
+	{
+		pi->length = 0;
+		return;
+	}
 	pi->tmin = INT64_MAX;
 	pi->tmax = INT64_MIN;
 	pi->xmin = pi->ymin = INT32_MAX;
@@ -139,9 +195,15 @@ trail_page2_encode(CodecBuf *b, const TrailPage2In *in, uint32_t *chunk_len,
 	{
 		int64_t		q = in->time[i] / ipow10_tab[e];
 
-		codec_put_svarint(b, (int64_t) ((uint64_t) q - (uint64_t) prev));
+		if (in->version >= 3)
+			words[i] = q;
+		else
+			codec_put_svarint(b, (int64_t) ((uint64_t) q - (uint64_t) prev));
 		prev = q;
 	}
+	/* version 3: the times, then lon and lat, as int64 columns of colenc.c */
+	if (in->version >= 3)
+		colenc_put_sequence(b, words, in->n);
 	chunk_len[TRAIL_CHUNK_CORE] = chunk_end(b, start);
 
 	/* positions: lon then lat deltas, multiples of 10^e fixed units */
@@ -166,9 +228,14 @@ trail_page2_encode(CodecBuf *b, const TrailPage2In *in, uint32_t *chunk_len,
 			{
 				int64_t		q = xs[i] / ipow10_tab[el];
 
-				codec_put_svarint(b, q - prev);
+				if (in->version >= 3)
+					words[i] = q;
+				else
+					codec_put_svarint(b, q - prev);
 				prev = q;
 			}
+			if (in->version >= 3)
+				colenc_put_sequence(b, words, in->n);
 		}
 	}
 	chunk_len[TRAIL_CHUNK_POSITION] = chunk_end(b, start);
@@ -185,21 +252,17 @@ trail_page2_encode(CodecBuf *b, const TrailPage2In *in, uint32_t *chunk_len,
 		for (uint32_t i = 0; i < in->n; i++)
 			if (!in->get(in->arg, i, c, NULL))
 				nn++;
+		if (in->version >= 3)
+		{
+			encode_column3(b, in, c, nn);
+			chunk_len[TRAIL_CHUNK_COLUMN0 + c] = chunk_end(b, start);
+			continue;
+		}
 		if (type == TDB_TRAIL_FLOAT64)
 			scale = float_scale(in, c) + 1;	/* 0: raw */
 		codec_put_u8(b, (uint8_t) ((nn < in->n ? 1 : 0) | (scale << 1)));
 		if (nn < in->n)
-		{
-			for (uint32_t i = 0; i < in->n; i += 8)
-			{
-				uint8_t		byte = 0;
-
-				for (uint32_t j = i; j < in->n && j < i + 8; j++)
-					if (in->get(in->arg, j, c, NULL))
-						byte |= (uint8_t) (1 << (j - i));
-				codec_put_u8(b, byte);
-			}
-		}
+			put_null_bitmap(b, in, c);
 		prev = 0;
 		for (uint32_t i = 0; i < in->n; i++)
 		{
@@ -246,6 +309,7 @@ trail_page2_encode(CodecBuf *b, const TrailPage2In *in, uint32_t *chunk_len,
 			codec_put_u8(b, acc);
 		chunk_len[TRAIL_CHUNK_COLUMN0 + c] = chunk_end(b, start);
 	}
+	free(words);
 	pi->length = (uint32_t) (b->len - page_start);
 	pi->nevents = in->n;
 	pi->trail = in->n > 0 && in->trail[0] == in->trail[in->n - 1] ? in->trail[0] : UINT32_MAX;
@@ -303,6 +367,62 @@ trail_has_page(const TdbTrailInfo *ti, uint32_t pageno)
 	return false;
 }
 
+/*
+ * A version-3 column chunk after its CRC into vals (n events); words is
+ * scratch of n entries.  NULL or what is wrong.
+ */
+static const char *
+decode_column3(const TdbTrailFooter *f, CodecCur *c, uint32_t n, TdbTrailType type,
+			   TdbTrailValue *vals, int64_t *words)
+{
+	uint8_t		nulls;
+	const uint8_t *bitmap = NULL;
+	uint32_t	nn = 0;
+	const char *why;
+
+	if (!codec_get_u8(c, &nulls) || nulls > 2)
+		return "bad nulls byte";
+	if (nulls == 2)
+	{
+		for (uint32_t i = 0; i < n; i++)
+		{
+			trail_value_clear(&vals[i]);
+			vals[i].isnull = true;
+		}
+		return codec_left(c) == 0 ? NULL : "trailing bytes in a column";
+	}
+	if (!trail_get_null_bitmap(c, n, nulls == 1, &bitmap))
+		return "truncated null bitmap";
+	for (uint32_t i = 0; i < n; i++)
+		if (!(bitmap && (bitmap[i / 8] >> (i % 8)) & 1))
+			nn++;
+	if (nn == 0)
+		return "a null bitmap of every value (nulls byte 2 says that)";
+	if ((why = colenc_get(c, type, nn, f->nstrings, words)) != NULL)
+		return why;
+	if (codec_left(c) != 0)
+		return "trailing bytes in a column";
+	for (uint32_t i = 0, k = 0; i < n; i++)
+	{
+		TdbTrailValue *v = &vals[i];
+
+		trail_value_clear(v);
+		if (bitmap && (bitmap[i / 8] >> (i % 8)) & 1)
+		{
+			v->isnull = true;
+			continue;
+		}
+		if (type == TDB_TRAIL_FLOAT64)
+			memcpy(&v->f, &words[k], 8);
+		else if (type == TDB_TRAIL_STRING)
+			v->s = f->strings[words[k]];
+		else
+			v->i = words[k];
+		k++;
+	}
+	return NULL;
+}
+
 int
 trail_page2_decode(const TdbTrailFooter *f, uint32_t pageno, const uint8_t *buf, size_t len,
 				   bool skip_position, uint64_t skip_columns, TdbTrailPage *pg,
@@ -318,6 +438,7 @@ trail_page2_decode(const TdbTrailFooter *f, uint32_t pageno, const uint8_t *buf,
 	int64_t		prev;
 	int			badchunk = 0;
 	bool		multi;
+	int64_t    *words = NULL;	/* version 3: a column's values */
 
 	pg->nevents = 0;
 	if (len != pi->length)
@@ -362,6 +483,17 @@ trail_page2_decode(const TdbTrailFooter *f, uint32_t pageno, const uint8_t *buf,
 	}
 	if (!codec_get_u8(&c, &e) || e > MAX_SCALE)
 		PAGE_BAD("bad time exponent");
+	if (f->version >= 3)
+	{
+		/* n words: times, then each position column and extra column in turn */
+		if ((words = malloc(n * sizeof(int64_t))) == NULL)
+		{
+			pg->nevents = 0;
+			return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory for page %u", pageno);
+		}
+		if ((why = colenc_get(&c, TDB_TRAIL_INT64, (uint32_t) n, 0, words)) != NULL)
+			goto bad;
+	}
 	prev = 0;
 	/*
 	 * Events must lie in the page's zone map and in their trail's; a page of
@@ -379,9 +511,12 @@ trail_page2_decode(const TdbTrailFooter *f, uint32_t pageno, const uint8_t *buf,
 			int64_t		d,
 						q;
 
-			if (!codec_get_svarint(&c, &d))
+			if (words != NULL)
+				q = words[i];
+			else if (!codec_get_svarint(&c, &d))
 				PAGE_BAD("truncated time column");
-			q = (int64_t) ((uint64_t) prev + (uint64_t) d);
+			else
+				q = (int64_t) ((uint64_t) prev + (uint64_t) d);
 			if (q > qmax || q < qmin)
 				PAGE_BAD("time out of range");
 			prev = q;
@@ -416,14 +551,19 @@ trail_page2_decode(const TdbTrailFooter *f, uint32_t pageno, const uint8_t *buf,
 						pmin = INT32_MIN / m;
 			int64_t		p = 0;
 
+			if (words != NULL && (why = colenc_get(&c, TDB_TRAIL_INT64, (uint32_t) n, 0, words)) != NULL)
+				goto bad;
 			for (uint32_t i = 0; i < n; i++)
 			{
 				int64_t		d,
 							x;
 
-				if (!codec_get_svarint(&c, &d) || d > INT32_MAX * 2LL || d < INT32_MIN * 2LL)
+				if (words != NULL)
+					p = words[i];
+				else if (!codec_get_svarint(&c, &d) || d > INT32_MAX * 2LL || d < INT32_MIN * 2LL)
 					PAGE_BAD("truncated coordinate column");
-				p += d;
+				else
+					p += d;
 				if (p > pmax || p < pmin)
 					PAGE_BAD("coordinate out of range");
 				x = p * m;
@@ -471,6 +611,12 @@ trail_page2_decode(const TdbTrailFooter *f, uint32_t pageno, const uint8_t *buf,
 		badchunk = TRAIL_CHUNK_COLUMN0 + col;
 		if (!chunk_open(pi, buf, badchunk, &c))
 			PAGE_BAD("checksum mismatch in a column");
+		if (f->version >= 3)
+		{
+			if ((why = decode_column3(f, &c, (uint32_t) n, type, vals, words)) != NULL)
+				goto bad;
+			continue;
+		}
 		if (!codec_get_u8(&c, &flags))
 			PAGE_BAD("bad column flags");
 		scale = flags >> 1;
@@ -547,10 +693,12 @@ trail_page2_decode(const TdbTrailFooter *f, uint32_t pageno, const uint8_t *buf,
 		if (codec_left(&c) != 0)
 			PAGE_BAD("trailing bytes in a column");
 	}
+	free(words);
 	pg->nevents = (uint32_t) n;
 	return 0;
 
 bad:
+	free(words);
 	pg->nevents = 0;
 	if (badchunk >= TRAIL_CHUNK_COLUMN0)
 		return tdb_trail_fail(err, TDB_TRAIL_ECORRUPT,

@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TDB_TRAIL_VERSION		2	/* written by default */
+#define TDB_TRAIL_VERSION		3	/* written by default */
 #define TDB_TRAIL_VERSION_MIN	1	/* oldest version read */
 #define TDB_TRAIL_TRAILER_SIZE	48
 #define TDB_TRAIL_HEADER_SIZE	16
@@ -252,7 +252,7 @@ typedef struct TdbTrailInfo
 
 typedef struct TdbTrailFooter
 {
-	uint16_t	version;		/* 1 or 2 */
+	uint16_t	version;		/* 1, 2 or 3 */
 	TdbTrailOrder order;
 	int64_t		bucket_us;		/* ORDER_SPACETIME: the writer's time bucket */
 	TdbTrailSchema schema;

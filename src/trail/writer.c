@@ -153,8 +153,17 @@ tdb_trail_writer_create(const TdbTrailSchema *schema, const TdbTrailWriterOption
 
 		free(w);
 		return tdb_trail_fail(err, TDB_TRAIL_EINVAL,
-							  "format version %d with page order %d; expected version 1 (trail order) or 2 (trail or space-time order, a positive time bucket)",
+							  "format version %d with page order %d; expected version 1 (trail order), 2 or 3 (trail or space-time order, a positive time bucket)",
 							  v, (int) (opts ? opts->order : 0));
+	}
+	if (w->opts.version >= 3 && w->opts.page_max_events > TRAIL_V3_PAGE_MAX_EVENTS)
+	{
+		uint32_t	m = w->opts.page_max_events;
+
+		free(w);
+		return tdb_trail_fail(err, TDB_TRAIL_EINVAL,
+							  "page_max_events %u; format version 3 takes at most %d", m,
+							  TRAIL_V3_PAGE_MAX_EVENTS);
 	}
 	if (w->opts.memory_limit < TDB_TRAIL_WRITER_MEMORY_MIN)
 	{
@@ -511,7 +520,7 @@ tdb_trail_writer_finish_to(TdbTrailWriter *w, TdbTrailSink sink, void *arg, uint
 	codec_buf_init(&out.buf);
 	out.sink = sink;
 	out.arg = arg;
-	if (w->opts.version == 2)
+	if (w->opts.version >= 2)
 		rc = trail_writer_finish2(w, &out, err);
 	else
 		rc = finish1(w, &out, err);

@@ -253,7 +253,8 @@ encode_page2(Writer2 *x, const TrailWin *win, const uint32_t *js, uint32_t n, ui
 	if (ok)
 	{
 		Page2Arg	pa = {w, win, js};
-		TrailPage2In in = {n, tr, time, lon, lat, w->schema.ncolumns, w->types, page2_get, &pa};
+		TrailPage2In in = {n, tr, time, lon, lat, w->schema.ncolumns, w->types, page2_get, &pa,
+			w->opts.version};
 
 		for (uint32_t i = 0; i < n; i++)
 		{
@@ -831,7 +832,7 @@ trail_writer_finish2(TdbTrailWriter *w, TrailOut *out, TdbTrailError *err)
 	x.w = w;
 	x.out = out;
 	codec_buf_init(&x.tmp);
-	x.f.version = 2;
+	x.f.version = (uint16_t) w->opts.version;
 	x.f.order = w->opts.order;
 	x.f.bucket_us = w->opts.order == TDB_TRAIL_ORDER_SPACETIME ? w->opts.bucket_us : 0;
 	x.f.schema = w->schema;
@@ -852,7 +853,7 @@ trail_writer_finish2(TdbTrailWriter *w, TrailOut *out, TdbTrailError *err)
 
 	memset(hdr, 0, sizeof(hdr));
 	memcpy(hdr, TRAIL_HEADER_MAGIC, 8);
-	codec_put_u32le(hdr + 8, 2);
+	codec_put_u32le(hdr + 8, w->opts.version);
 	codec_put_bytes(&out->buf, hdr, sizeof(hdr));
 
 	if (w->opts.order == TDB_TRAIL_ORDER_SPACETIME)
@@ -910,7 +911,7 @@ trail_writer_finish2(TdbTrailWriter *w, TrailOut *out, TdbTrailError *err)
 	t.footer_crc = tdb_crc32c(x.tmp.data, x.tmp.len);
 	codec_put_bytes(&out->buf, x.tmp.data, x.tmp.len);
 	t.file_size = trail_out_offset(out) + TDB_TRAIL_TRAILER_SIZE;
-	t.version = 2;
+	t.version = (uint16_t) w->opts.version;
 	if (codec_buf_reserve(&out->buf, TDB_TRAIL_TRAILER_SIZE))
 	{
 		trail_trailer_encode(out->buf.data + out->buf.len, &t);

@@ -1,7 +1,8 @@
 /*
  * fuzz_decode.c
  *	  libFuzzer target over everything that parses trail file bytes: the
- *	  trailer, the footer and every page the footer describes.
+ *	  trailer, the footer and every page the footer describes, and version
+ *	  3's column encodings fed directly.
  *
  * The input is taken as a whole trail file (so the fuzzer can mutate a
  * real file's pages, footer and trailer together); footer and page
@@ -18,6 +19,7 @@
 #include <string.h>
 
 #include "../../checksum.h"
+#include "colenc.h"
 #include "format.h"
 #include "trail.h"
 
@@ -34,9 +36,9 @@ decode_pages(const TdbTrailFooter *f, const uint8_t *data, size_t size)
 
 		if (pi->offset + pi->length > size)
 			break;
-		/* whole, and (version 2) with the positions or a column skipped */
+		/* whole, and (versions 2 and 3) with the positions or a column skipped */
 		tdb_trail_page_decode(f, i, data + pi->offset, pi->length, &pg, &err);
-		if (f->version == 2 && pi->length > 0)
+		if (f->version >= 2 && pi->length > 0)
 			tdb_trail_page_decode_some(f, i, data + pi->offset, pi->length,
 									   data[pi->offset] & 1, (uint64_t) 1 << (data[pi->offset] % 64),
 									   &pg, &err);
@@ -71,12 +73,45 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		t.footer_offset = size;
 		t.footer_length = size;
 		t.footer_crc = tdb_crc32c(data, size);
-		t.version = data[4] == 1 ? 1 : 2;	/* the footer's own version varint */
+		t.version = data[4] >= 1 && data[4] <= 3 ? data[4] : 2;	/* the footer's own version varint */
 		if (tdb_trail_footer_decode(data, size, &t, &f, &err) == 0)
 		{
 			decode_pages(&f, data, size);
 			tdb_trail_footer_release(&f);
 		}
+	}
+
+	/*
+	 * 3. the input as one column's encoded values: byte 0 the type (1-4),
+	 * bytes 1-2 the value count (1..8192), the rest the encoding byte and
+	 * payload; what decodes must encode again and read back the same
+	 */
+	if (size > 3)
+	{
+		TdbTrailType type = (TdbTrailType) (1 + data[0] % 4);
+		uint32_t	nn = 1 + (uint32_t) ((data[1] | data[2] << 8) % 8192);
+		int64_t    *out = malloc((size_t) nn * sizeof(int64_t));
+		int64_t    *again = malloc((size_t) nn * sizeof(int64_t));
+		CodecCur	c = {data + 3, data + size};
+
+		if (out && again && colenc_get(&c, type, nn, 1000, out) == NULL)
+		{
+			CodecBuf	b;
+			CodecCur	c2;
+
+			codec_buf_init(&b);
+			if (colenc_put(&b, type, out, nn))
+			{
+				c2.p = b.data;
+				c2.end = b.data + b.len;
+				if (colenc_get(&c2, type, nn, 1000, again) != NULL || c2.p != c2.end ||
+					memcmp(out, again, (size_t) nn * 8) != 0)
+					__builtin_trap();
+			}
+			codec_buf_free(&b);
+		}
+		free(out);
+		free(again);
 	}
 	return 0;
 }
@@ -93,14 +128,14 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 			dir = (*argv)[i];
 	if (dir == NULL)
 		return 0;
-	/* version 1, version 2 by trail, version 2 space-time; int and string ids */
-	for (int k = 0; k < 6; k++)
+	/* version 1, versions 2 and 3 by trail and space-time; int and string ids */
+	for (int k = 0; k < 10; k++)
 	{
 		TdbTrailSchema s;
 		TdbTrailWriter *w;
 		TdbTrailWriterOptions o = {.page_target_bytes = 200, .page_max_events = 8,
-			.version = k < 2 ? 1 : 2,
-			.order = k >= 4 ? TDB_TRAIL_ORDER_SPACETIME : TDB_TRAIL_ORDER_TRAIL,
+			.version = k < 2 ? 1 : k < 6 ? 2 : 3,
+			.order = k == 4 || k == 5 || k >= 8 ? TDB_TRAIL_ORDER_SPACETIME : TDB_TRAIL_ORDER_TRAIL,
 		.bucket_us = 5000000};
 		uint8_t    *buf;
 		size_t		len;
@@ -135,8 +170,8 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 			ev.time_us = 1000000LL * e;
 			ev.lon = -74 + e * 0.001;
 			ev.lat = 40 + e * 0.002;
-			v[0].f = e * 1.5;
-			v[1].i = e * 7;
+			v[0].f = k < 8 ? e * 1.5 : e % 4 ? 0.1 * (e / 4) : -0.0;
+			v[1].i = k < 8 ? e * 7 : e / 5;
 			v[1].isnull = e % 5 == 0;
 			v[2].s = e % 2 ? "cargo" : "tug";
 			v[3].i = e % 3 == 0;

@@ -100,7 +100,7 @@ UNIT_TEST(test_trail_v2_projection_reads_only_its_chunks)
 		uint64_t	saved = 0;
 
 		fx_layout(layout);
-		fx_make(&s, &rng, layout == 2, 30, 300);
+		fx_make(&s, &rng, layout % 2 == 0, 30, 300);
 		buf = fx_encode(&s, 1500, 100, &len);
 		if (buf == NULL || !open_buf(&o, buf, len))
 		{
@@ -292,7 +292,8 @@ UNIT_TEST(test_trail_v2_summaries_match_brute_force)
 		};
 		TdbTrailSchema sc;
 		TdbTrailWriter *w;
-		TdbTrailWriterOptions wo = {.order = layout == 2 ? TDB_TRAIL_ORDER_SPACETIME : TDB_TRAIL_ORDER_TRAIL};
+		TdbTrailWriterOptions wo = {.order = layout % 2 == 0 ? TDB_TRAIL_ORDER_SPACETIME : TDB_TRAIL_ORDER_TRAIL,
+			.version = layout <= 2 ? 2 : 3};
 		TdbTrailError err;
 		uint8_t    *fb;
 		size_t		fl;
@@ -452,8 +453,8 @@ UNIT_TEST(test_trail_v2_spacetime_order)
 {
 	uint64_t	rng = 9090;
 	FxSet		s;
-	uint64_t	bytes[2] = {0, 0};
-	uint64_t	rows[2] = {0, 0};
+	uint64_t	bytes[4] = {0, 0, 0, 0};
+	uint64_t	rows[4] = {0, 0, 0, 0};
 
 	fx_make(&s, &rng, false, 80, 400);
 	for (int layout = 1; layout < FX_LAYOUTS; layout++)
@@ -472,9 +473,9 @@ UNIT_TEST(test_trail_v2_spacetime_order)
 			continue;
 		}
 		f = tdb_trail_footer(o.r);
-		CHECK(f->version == 2);
-		CHECK(f->order == (layout == 2 ? TDB_TRAIL_ORDER_SPACETIME : TDB_TRAIL_ORDER_TRAIL));
-		if (layout == 2)
+		CHECK(f->version == fx_version);
+		CHECK(f->order == fx_order);
+		if (fx_order == TDB_TRAIL_ORDER_SPACETIME)
 		{
 			CHECK(f->bucket_us == fx_bucket_us);
 			for (uint32_t p = 0; p < f->npages; p++)
@@ -518,6 +519,11 @@ UNIT_TEST(test_trail_v2_spacetime_order)
 	}
 	CHECK_EQ_U64(rows[0], rows[1]);
 	CHECK(bytes[1] < bytes[0]);
+	/* version 3 the same, in fewer bytes than version 2 */
+	CHECK_EQ_U64(rows[2], rows[0]);
+	CHECK_EQ_U64(rows[3], rows[0]);
+	CHECK(bytes[3] < bytes[2]);
+	CHECK(bytes[2] < bytes[0]);
 	fx_layout(1);
 	fx_free(&s);
 }
@@ -535,7 +541,7 @@ UNIT_TEST(test_trail_v1_still_written)
 	TdbTrailWriter *w;
 	TdbTrailWriterOptions o1 = {.version = 1};
 	TdbTrailWriterOptions bad = {.version = 1, .order = TDB_TRAIL_ORDER_SPACETIME};
-	TdbTrailWriterOptions bad3 = {.version = 3};
+	TdbTrailWriterOptions bad3 = {.version = 4};
 
 	fx_layout(0);
 	fx_make(&s, &rng, false, 5, 50);

@@ -97,6 +97,9 @@ fx_make(FxSet *s, uint64_t *rng, bool string_ids, int ntrails, int max_len)
 			e->vals[1].i = e->vals[1].isnull ? 0 : (int64_t) unit_rand(rng);
 			e->vals[2].isnull = unit_rand(rng) % 5 == 0;
 			e->vals[2].s = e->vals[2].isnull ? NULL : words[unit_rand(rng) % 10];
+			/* a quarter of the trails hold their values in runs (version 3's constants, runs, dictionaries) */
+			if (t % 4 == 1 && i > 0 && unit_rand(rng) % 4 != 0)
+				memcpy(e->vals, s->ev[s->n - 1].vals, sizeof(e->vals));
 			s->n++;
 		}
 	}
@@ -275,10 +278,12 @@ fx_tmpdir(char *out, size_t outlen, const char *tag)
 void
 fx_layout(int layout)
 {
-	fx_version = layout == 0 ? 1 : 2;
-	fx_order = layout == 2 ? TDB_TRAIL_ORDER_SPACETIME : TDB_TRAIL_ORDER_TRAIL;
+	bool		st = layout == 2 || layout == 4;
+
+	fx_version = layout == 0 ? 1 : layout <= 2 ? 2 : 3;
+	fx_order = st ? TDB_TRAIL_ORDER_SPACETIME : TDB_TRAIL_ORDER_TRAIL;
 	/* small buckets, so that the random sets' trails share pages and split */
-	fx_bucket_us = layout == 2 ? 20LL * 60 * 1000000 : 0;
+	fx_bucket_us = st ? 20LL * 60 * 1000000 : 0;
 }
 
 size_t *

@@ -53,8 +53,11 @@ extern int64_t fx_bucket_us;
 extern size_t fx_memory_limit;
 extern uint32_t fx_runs;
 
-/* Layouts: 0 version 1, 1 version 2 by trail, 2 version 2 space-time. */
-#define FX_LAYOUTS 3
+/*
+ * Layouts: 0 version 1, 1 version 2 by trail, 2 version 2 space-time,
+ * 3 version 3 by trail, 4 version 3 space-time.
+ */
+#define FX_LAYOUTS 5
 void		fx_layout(int layout);
 
 /*

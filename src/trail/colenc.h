@@ -1,0 +1,59 @@
+/*
+ * colenc.h
+ *	  The column encodings of trail format version 3 (docs/trail-format.md,
+ *	  "Version 3: page column encodings"): the non-NULL values of one extra
+ *	  column of one page, encoded the smallest of several ways (constant,
+ *	  runs, dictionary, bit packing, deltas, XOR of float bits, decimal
+ *	  scaling), chosen per page and exact.  Private to page2.c and the tests.
+ */
+#ifndef TDB_TRAIL_COLENC_H
+#define TDB_TRAIL_COLENC_H
+
+#include <stdint.h>
+
+#include "codec.h"
+#include "trail.h"
+
+/* Codecs: the low 4 bits of the encoding byte. */
+#define COLENC_PLAIN		0
+#define COLENC_CONST		1
+#define COLENC_RLE			2
+#define COLENC_DICT			3
+#define COLENC_DICT_RLE		4
+#define COLENC_FOR			5
+#define COLENC_DELTA		6
+#define COLENC_XOR			7
+#define COLENC_NCODECS		8
+#define COLENC_MAX_SCALE	14	/* float64: decimal scale k, 0..14 (high nibble k + 1) */
+
+/*
+ * Appends the encoding byte and the payload of the nn values (their bits:
+ * int64, double bits, lexicon id or 0/1) of a column of the given type,
+ * the smallest of the encodings that apply.  false: out of memory (b->ok
+ * is then false too).
+ */
+bool		colenc_put(CodecBuf *b, TdbTrailType type, const int64_t *bits, uint32_t nn);
+
+/*
+ * The same for an int64 column of times or coordinates, without trying the
+ * dictionaries (values that seldom repeat out of order: sorting them for a
+ * dictionary costs the writer more than it could save).
+ */
+bool		colenc_put_sequence(CodecBuf *b, const int64_t *v, uint32_t nn);
+
+/*
+ * The same with the encoding forced (the tests): enc is the encoding byte;
+ * false when it does not apply to these values or memory ran out.
+ */
+bool		colenc_put_as(CodecBuf *b, TdbTrailType type, const int64_t *bits, uint32_t nn,
+						  uint8_t enc);
+
+/*
+ * Decodes an encoding byte and payload of nn >= 1 values from c into out
+ * (nn entries, the bits as colenc_put takes them); string ids must be below
+ * nstrings.  Returns NULL, or what is wrong (c is then anywhere).
+ */
+const char *colenc_get(CodecCur *c, TdbTrailType type, uint32_t nn, uint64_t nstrings,
+					   int64_t *out);
+
+#endif							/* TDB_TRAIL_COLENC_H */
