@@ -3,6 +3,9 @@
 
   trails_parquet.py gen-flights OUT.csv [SEED]
         a flight-shaped set (ADS-B like), seeded and reproducible
+  trails_parquet.py gen-adsb OUT.csv [SEED [SCALE]]
+        an OpenSky-shaped set (per-flight constant icao24, squawk, onground;
+        a float track with all its decimals), SCALE copies shifted by a day
   trails_parquet.py proxy LISTEN_PORT UPSTREAM_PORT CONTROL_PORT
         a counting HTTP proxy on 127.0.0.1 in front of MinIO (loopback only)
   trails_parquet.py bench CONFIG.json
@@ -41,94 +44,138 @@ ORY = (2.3652, 48.7262)
 AIRLINES = ["AFR", "EZY", "BAW", "DLH", "KLM", "RYR", "TVF", "VLG", "SWR", "IBE", "UAE", "DAL"]
 
 
-def gen_flights(out, seed=20261126, nflights=300):
-    """~300 flights around Paris: departures from and arrivals at CDG and
+def flights(seed, nflights):
+    """Yields (callsign, squawk, start, [(lon, lat, alt ft, ground speed kt,
+    track, vertical rate ft/min, on ground)], [seconds between reports]) for
+    nflights flights around Paris: departures from and arrivals at CDG and
     ORY, and overflights; 1,000-2,000 reports each, one every 4-6 s."""
     rng = random.Random(seed)
     day0 = dt.datetime(2026, 6, 15, 4, 0, tzinfo=dt.timezone.utc)
     ids = set()
-    rows = 0
+    for _ in range(nflights):
+        while True:
+            cs = rng.choice(AIRLINES) + str(rng.randint(10, 9999))
+            if cs not in ids:
+                ids.add(cs)
+                break
+        kind = rng.choices(["dep_cdg", "arr_cdg", "dep_ory", "arr_ory", "over"],
+                           [35, 30, 15, 12, 8])[0]
+        n = rng.randint(1000, 2000)
+        # squawk: 4 octal digits, a leading zero in about a third
+        sq = rng.randint(0, 0o777) if rng.random() < 0.35 else rng.randint(0o1000, 0o7777)
+        squawk = f"{sq:04o}"
+        cruise = rng.randrange(28000, 39001, 1000)
+        bearing = rng.uniform(0, 360)
+        steps = [rng.uniform(4.0, 6.0) for _ in range(n)]
+        pts = []
+        if kind == "over":
+            # cruise across the Paris area: start ~ (n * 5 s * 450 kt)/2 away
+            spd = rng.uniform(420, 490)
+            half_nm = sum(steps) * spd / 3600 / 2
+            off = rng.uniform(-15, 15) / 60  # passes within ~15 nm
+            cx, cy = 2.45 + off, 48.87 + rng.uniform(-15, 15) / 60
+            lat = cy - half_nm / 60 * math.cos(math.radians(bearing))
+            lon = cx - half_nm / 60 * math.sin(math.radians(bearing)) / math.cos(math.radians(cy))
+            alt, trk, gs, vr, ground = float(cruise), bearing, spd, 0.0, False
+            for s in steps:
+                pts.append((lon, lat, alt, gs, trk, vr, ground))
+                trk = (trk + rng.gauss(0, 0.3)) % 360
+                gs = min(520, max(380, gs + rng.gauss(0, 0.5)))
+                d = gs * s / 3600
+                lat += d / 60 * math.cos(math.radians(trk))
+                lon += d / 60 * math.sin(math.radians(trk)) / math.cos(math.radians(lat))
+        else:
+            ap = CDG if kind.endswith("cdg") else ORY
+            lon, lat = ap[0] + rng.uniform(-0.01, 0.01), ap[1] + rng.uniform(-0.006, 0.006)
+            elev = 392.0 if ap is CDG else 291.0
+            runway = rng.choice([85.0, 265.0]) if ap is CDG else rng.choice([65.0, 245.0])
+            alt, trk, gs, vr, ground = elev, rng.uniform(0, 360), 0.0, 0.0, True
+            taxi = rng.randint(40, 120)      # reports on the ground
+            for i, s in enumerate(steps):
+                pts.append((lon, lat, alt, gs, trk, vr, ground))
+                if i < taxi:
+                    gs = max(0.0, min(25.0, gs + rng.gauss(1.0, 2.0)))
+                    trk = (trk + rng.gauss(0, 8)) % 360
+                    if i == taxi - 1:
+                        trk = runway
+                elif ground:
+                    gs += rng.uniform(10, 16) * s / 4
+                    if gs > 150:
+                        ground = False
+                else:
+                    if alt < cruise:
+                        vr = min(3500.0, max(800.0, (vr or 2200.0) + rng.gauss(0, 150)))
+                        alt = min(float(cruise), alt + vr * s / 60)
+                    else:
+                        vr = rng.gauss(0, 40)
+                    gs = min(480.0, gs + rng.uniform(0.5, 2.5) * s / 4) + rng.gauss(0, 0.5)
+                    # turn towards the flight's bearing once above 3,000 ft
+                    if alt > 3000:
+                        diff = (bearing - trk + 540) % 360 - 180
+                        trk = (trk + max(-3 * s, min(3 * s, diff)) + rng.gauss(0, 0.3)) % 360
+                d = gs * s / 3600
+                lat += d / 60 * math.cos(math.radians(trk))
+                lon += d / 60 * math.sin(math.radians(trk)) / math.cos(math.radians(lat))
+            if kind.startswith("arr"):
+                # an arrival is a departure run backwards: it ends on the ground
+                pts = [(x, y, a, g, (t + 180) % 360, -v, gr) for (x, y, a, g, t, v, gr) in reversed(pts)]
+        start = day0 + dt.timedelta(seconds=rng.uniform(0, 14 * 3600))
+        yield cs, squawk, start, pts, steps
+
+
+def tstamp(t):
+    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
+
+
+def gen_flights(out, seed=20261126, nflights=300):
+    """The flights set: ~440 k reports of 300 flights (flights())."""
+    rows = n = 0
     with open(out + ".tmp", "w") as f:
         f.write("callsign,ts,lon,lat,altitude,ground_speed,track,vertical_rate,squawk,on_ground\n")
-        for _ in range(nflights):
-            while True:
-                cs = rng.choice(AIRLINES) + str(rng.randint(10, 9999))
-                if cs not in ids:
-                    ids.add(cs)
-                    break
-            kind = rng.choices(["dep_cdg", "arr_cdg", "dep_ory", "arr_ory", "over"],
-                               [35, 30, 15, 12, 8])[0]
-            n = rng.randint(1000, 2000)
-            # squawk: 4 octal digits, a leading zero in about a third
-            sq = rng.randint(0, 0o777) if rng.random() < 0.35 else rng.randint(0o1000, 0o7777)
-            squawk = f"{sq:04o}"
-            cruise = rng.randrange(28000, 39001, 1000)
-            bearing = rng.uniform(0, 360)
-            steps = [rng.uniform(4.0, 6.0) for _ in range(n)]
-            pts = []
-            if kind == "over":
-                # cruise across the Paris area: start ~ (n * 5 s * 450 kt)/2 away
-                spd = rng.uniform(420, 490)
-                half_nm = sum(steps) * spd / 3600 / 2
-                off = rng.uniform(-15, 15) / 60  # passes within ~15 nm
-                cx, cy = 2.45 + off, 48.87 + rng.uniform(-15, 15) / 60
-                lat = cy - half_nm / 60 * math.cos(math.radians(bearing))
-                lon = cx - half_nm / 60 * math.sin(math.radians(bearing)) / math.cos(math.radians(cy))
-                alt, trk, gs, vr, ground = float(cruise), bearing, spd, 0.0, False
-                for s in steps:
-                    pts.append((lon, lat, alt, gs, trk, vr, ground))
-                    trk = (trk + rng.gauss(0, 0.3)) % 360
-                    gs = min(520, max(380, gs + rng.gauss(0, 0.5)))
-                    d = gs * s / 3600
-                    lat += d / 60 * math.cos(math.radians(trk))
-                    lon += d / 60 * math.sin(math.radians(trk)) / math.cos(math.radians(lat))
-            else:
-                ap = CDG if kind.endswith("cdg") else ORY
-                lon, lat = ap[0] + rng.uniform(-0.01, 0.01), ap[1] + rng.uniform(-0.006, 0.006)
-                elev = 392.0 if ap is CDG else 291.0
-                runway = rng.choice([85.0, 265.0]) if ap is CDG else rng.choice([65.0, 245.0])
-                alt, trk, gs, vr, ground = elev, rng.uniform(0, 360), 0.0, 0.0, True
-                taxi = rng.randint(40, 120)      # reports on the ground
-                for i, s in enumerate(steps):
-                    pts.append((lon, lat, alt, gs, trk, vr, ground))
-                    if i < taxi:
-                        gs = max(0.0, min(25.0, gs + rng.gauss(1.0, 2.0)))
-                        trk = (trk + rng.gauss(0, 8)) % 360
-                        if i == taxi - 1:
-                            trk = runway
-                    elif ground:
-                        gs += rng.uniform(10, 16) * s / 4
-                        if gs > 150:
-                            ground = False
-                    else:
-                        if alt < cruise:
-                            vr = min(3500.0, max(800.0, (vr or 2200.0) + rng.gauss(0, 150)))
-                            alt = min(float(cruise), alt + vr * s / 60)
-                        else:
-                            vr = rng.gauss(0, 40)
-                        gs = min(480.0, gs + rng.uniform(0.5, 2.5) * s / 4) + rng.gauss(0, 0.5)
-                        # turn towards the flight's bearing once above 3,000 ft
-                        if alt > 3000:
-                            diff = (bearing - trk + 540) % 360 - 180
-                            trk = (trk + max(-3 * s, min(3 * s, diff)) + rng.gauss(0, 0.3)) % 360
-                    d = gs * s / 3600
-                    lat += d / 60 * math.cos(math.radians(trk))
-                    lon += d / 60 * math.sin(math.radians(trk)) / math.cos(math.radians(lat))
-                if kind.startswith("arr"):
-                    # an arrival is a departure run backwards: it ends on the ground
-                    pts = [(x, y, a, g, (t + 180) % 360, -v, gr) for (x, y, a, g, t, v, gr) in reversed(pts)]
-            start = day0 + dt.timedelta(seconds=rng.uniform(0, 14 * 3600))
+        for cs, squawk, start, pts, steps in flights(seed, nflights):
+            n += 1
             t = start
             for (x, y, a, g, trk, v, gr), s in zip(pts, steps):
                 altitude = int(round(a / 25.0)) * 25
                 vrate = int(round(v / 64.0)) * 64
-                ts = t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
-                f.write(f"{cs},{ts},{x:.6f},{y:.6f},{altitude},{g:.1f},{trk:.1f},{vrate},{squawk},"
+                f.write(f"{cs},{tstamp(t)},{x:.6f},{y:.6f},{altitude},{g:.1f},{trk:.1f},{vrate},{squawk},"
                         f"{'true' if gr else 'false'}\n")
                 rows += 1
                 t += dt.timedelta(milliseconds=round(s * 1000))
     os.replace(out + ".tmp", out)
-    log(f"{out}: {len(ids)} flights, {rows} reports")
+    log(f"{out}: {n} flights, {rows} reports")
+
+
+def gen_adsb(out, seed=20261129, scale=1, nflights=200):
+    """An ADS-B set shaped like OpenSky's state vectors (issue 33's flight
+    data): ~300 k reports of 200 flights (flights()), with icao24, squawk
+    and onground constant within a flight, the track a float with all its
+    decimals, velocity in m/s and altitudes in metres.  scale > 1 repeats
+    the flights that many times, copy k with ids suffixed k and times k days
+    later (scale 18: ~5.4 M reports of 3,600 flights)."""
+    base = list(flights(seed, nflights))
+    rng = random.Random(seed + 1)
+    icao = [rng.randrange(0x380000, 0x3C0000) for _ in base]     # French and German blocks
+    ground = [rng.random() < 0.05 for _ in base]                   # a few ground vehicles
+    rows = 0
+    with open(out + ".tmp", "w") as f:
+        f.write("callsign,ts,lon,lat,icao24,velocity,track,vertrate,baroaltitude,squawk,onground\n")
+        for k in range(scale):
+            shift = dt.timedelta(days=k)
+            for i, (cs, squawk, start, pts, steps) in enumerate(base):
+                csk = cs if k == 0 else f"{cs}_{k}"
+                hexid = f"{(icao[i] + k * 0x400) & 0xFFFFFF:06x}"
+                gr = "true" if ground[i] else "false"
+                t = start + shift
+                for (x, y, a, g, trk, v, _), s in zip(pts, steps):
+                    f.write(f"{csk},{tstamp(t)},{x:.6f},{y:.6f},{hexid},{g * 0.514444:.2f},{trk!r},"
+                            f"{v * 0.00508:.2f},{a * 0.3048:.2f},{squawk},{gr}\n")
+                    rows += 1
+                    t += dt.timedelta(milliseconds=round(s * 1000))
+            if scale > 1:
+                log(f"{out}: copy {k + 1} of {scale} written ({rows} reports)")
+    os.replace(out + ".tmp", out)
+    log(f"{out}: {nflights * scale} flights, {rows} reports")
 
 
 # --------------------------------------------------------------------------
@@ -763,6 +810,9 @@ def bench_main(cfg_path):
 if __name__ == "__main__":
     if len(sys.argv) >= 3 and sys.argv[1] == "gen-flights":
         gen_flights(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 20261126)
+    elif len(sys.argv) >= 3 and sys.argv[1] == "gen-adsb":
+        gen_adsb(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 20261129,
+                 int(sys.argv[4]) if len(sys.argv) > 4 else 1)
     elif len(sys.argv) == 5 and sys.argv[1] == "proxy":
         proxy_main(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
     elif len(sys.argv) == 3 and sys.argv[1] == "bench":

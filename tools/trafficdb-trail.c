@@ -29,7 +29,7 @@
  * else microseconds; one column keeps one unit).  The rule is
  * tools/csvtime.c's, shared with trafficdb-stream.
  * A page holds at most --page-bytes (64 KiB) and --page-seconds of one trail
- * (3600; 0 for no limit).  Extra columns' types are inferred (all true/false:
+ * (900; 0 for no limit).  Extra columns' types are inferred (all true/false:
  * bool, all integers: int, all numbers: float, else string; a value with a
  * leading zero, "0412", keeps a column a string) unless --type says; the
  * trail id is int or string the same way.  Booleans are stored as booleans
@@ -287,7 +287,7 @@ parse_opts(int argc, char **argv, int first, Opts *o)
 	o->lon = "lon";
 	o->lat = "lat";
 	o->time_unit = TDB_TIME_AUTO;
-	o->page_seconds = 3600;
+	o->page_seconds = TDB_TRAIL_PAGE_SPAN_DEFAULT_US / 1000000;
 	o->format_version = TDB_TRAIL_VERSION;
 	o->order = TDB_TRAIL_ORDER_TRAIL;
 	o->pager.s3.access_key = getenv("AWS_ACCESS_KEY_ID");
