@@ -12,6 +12,8 @@
         writes the Parquet files with DuckDB, uploads them, runs the queries
         on both sides through the proxy and prints one TSV line per
         (dataset, query, side): the medians
+  trails_parquet.py report RESULTS.tsv META.json
+        the readable table: the defaults first, the best other layout beside
 
 Everything here talks to 127.0.0.1 only.  DuckDB loads httpfs and spatial
 from their PyPI packages (duckdb-extension-httpfs, duckdb-extension-spatial)
@@ -583,7 +585,7 @@ def run_duck(duck, port, sql):
 def queries(ds, p):
     """(name, what, duckdb sql, postgres sql) for one data set."""
     idc, extra, q5col = ds["id"], ds["extra"], ds["q5"]
-    pq = f"read_parquet('s3://{p['bucket']}/{ds['name']}.parquet')"
+    pq = "{pq}"                     # read_parquet(...) of the id- or the time-sorted file
     cols_d = ", ".join([idc, "ts", "lon", "lat"] + extra)
     cols_p = ", ".join([idc, "ts", "ST_X(geom) AS lon", "ST_Y(geom) AS lat"] + extra)
     idlit = f"'{p['id']}'" if isinstance(p["id"], str) else str(p["id"])
@@ -594,6 +596,7 @@ def queries(ds, p):
     dlon = dlat / math.cos(math.radians(cy))
     q5_d = f"max({q5col})"
     q5_p = f"max({q5col})"         # lat: the column the bench adds to the imported table
+    ids = ", ".join(f"('{i}')" if isinstance(i, str) else f"({i})" for i in p["ids"])
     return [
         ("q1_one_trail", f"{idc} = {p['id']}",
          f"SELECT {cols_d} FROM {pq} WHERE {idc} = {idlit}",
@@ -620,6 +623,9 @@ def queries(ds, p):
          f"SELECT {idc}, ts, lon, lat FROM {pq} WHERE ts >= TIMESTAMP '{p['t0']}' AND ts <= TIMESTAMP '{p['t1']}'",
          f"SELECT {idc}, ts, ST_X(geom) AS lon, ST_Y(geom) AS lat FROM {{t}} "
          f"WHERE ts >= '{p['t0']}+00' AND ts <= '{p['t1']}+00'"),
+        ("q8_join_100_ids", f"{len(p['ids'])} ids joined",
+         f"SELECT {cols_d} FROM (VALUES {ids}) AS ids(id) JOIN {pq} ON {idc} = ids.id",
+         f"SELECT {cols_p} FROM (VALUES {ids}) AS ids(id) JOIN {{t}} ON {{t}}.{idc} = ids.id"),
     ]
 
 
@@ -653,8 +659,11 @@ def pick_params(con, ds, bucket):
     else:
         raise SystemExit(f"bench/trails_parquet: {t}: no radius centre without reports on its circle")
     box = (round(cx - 0.1, 4), round(cy - 0.1, 4), round(cx + 0.1, 4), round(cy + 0.1, 4))
+    # Q8: 100 ids (all when fewer), drawn with a fixed seed
+    every = sorted(i for i, _ in ids)
+    join = sorted(random.Random(33).sample(every, min(100, len(every))))
     return dict(id=pid, id_reports=pn, t0=t0.isoformat(sep=" "), t1=t1.isoformat(sep=" "),
-                box=box, centre=(cx, cy), bucket=bucket)
+                box=box, centre=(cx, cy), bucket=bucket, ids=join)
 
 
 def median_of(runs, key):
@@ -689,14 +698,21 @@ def bench_main(cfg_path):
         t0 = time.perf_counter()
         local.execute(f"COPY (SELECT * FROM {name} ORDER BY {ds['id']}, ts) TO '{pq}' (FORMAT parquet)")
         pq_ms = (time.perf_counter() - t0) * 1000
+        # the same sorted by time (the order a time window or a map prefers)
+        pqt = f"{work}/{name}.bytime.parquet"
+        local.execute(f"COPY (SELECT * FROM {name} ORDER BY ts, {ds['id']}) TO '{pqt}' (FORMAT parquet)")
         md = local.execute(f"SELECT row_group_id, any_value(row_group_num_rows), any_value(compression), "
                            f"sum(total_compressed_size) FROM parquet_metadata('{pq}') GROUP BY 1 ORDER BY 1").fetchall()
         params = pick_params(local, ds, cfg["bucket"])
         local.close()
         size = os.path.getsize(pq)
-        subprocess.run([cfg["put"], "put", pq, f"s3://{cfg['bucket']}/{name}.parquet"], check=True, timeout=300,
-                       stdout=subprocess.DEVNULL)
-        meta["datasets"][name] = dict(parquet_bytes=size, parquet_write_ms=round(pq_ms),
+        for f, key in ((pq, f"{name}.parquet"), (pqt, f"{name}.bytime.parquet")):
+            subprocess.run([cfg["put"], "put", f, f"s3://{cfg['bucket']}/{key}"], check=True, timeout=1200,
+                           stdout=subprocess.DEVNULL)
+        read_pq = {"duckdb": f"read_parquet('s3://{cfg['bucket']}/{name}.parquet')",
+                   "duckdb_time": f"read_parquet('s3://{cfg['bucket']}/{name}.bytime.parquet')"}
+        meta["datasets"][name] = dict(parquet_bytes=size, parquet_time_bytes=os.path.getsize(pqt),
+                                      parquet_write_ms=round(pq_ms), scale=cfg.get("scale", 1),
                                       row_groups=len(md), row_group_rows=[r[1] for r in md],
                                       compression=sorted({r[2] for r in md}), params=params,
                                       trail_bytes=ds["trail_bytes"], trail_pages=ds["trail_pages"],
@@ -709,7 +725,7 @@ def bench_main(cfg_path):
             # our side, per layout and block size, cold with a fresh disk
             # cache (filled as it reads) and, if asked, cold without one
             # (cache_dir 'none')
-            sides = [("duckdb", None, None, None)]
+            sides = [("duckdb", None, None, None), ("duckdb_time", None, None, None)]
             for lay, _ in cfg["layouts"]:
                 for bs, srv in cfg["servers"]:
                     sides.append((f"trail_{lay}_{bs}", f"{srv}_{lay}", True, srv))
@@ -721,7 +737,7 @@ def bench_main(cfg_path):
                 for i in range(nruns):
                     proxy_snap(cport)                  # zero the counters
                     if srv is None:
-                        ms, rows = run_duck(duck, pport, dsql)
+                        ms, rows = run_duck(duck, pport, dsql.format(pq=read_pq[side]))
                     else:
                         cache = f"{cfg['cache_root']}/{name}-{qname}-{side}-{i}" if disk else "none"
                         ms, rows = run_pg(cfg, psql.format(t=f"{schema}.{name}"), srv, cache)
@@ -738,7 +754,7 @@ def bench_main(cfg_path):
                 for i in range(nruns):
                     proxy_snap(cport)
                     if srv is None:
-                        ems, erows = engine_duck(duck, pport, dsql)
+                        ems, erows = engine_duck(duck, pport, dsql.format(pq=read_pq[side]))
                         eplan = None
                     else:
                         cache = f"{cfg['cache_root']}/{name}-{qname}-{side}-engine-{i}" if disk else "none"
@@ -807,6 +823,62 @@ def bench_main(cfg_path):
         json.dump(meta, f, indent=1, default=str)
 
 
+def report(tsv, meta_path):
+    """The readable table: per data set and query, DuckDB on both Parquet
+    files, then the trail defaults (ratios against each), then the best of
+    the other layouts and block sizes."""
+    rows = [ln.rstrip("\n").split("\t") for ln in open(tsv)]
+    meta = json.load(open(meta_path))
+    print(f"\nTrail files (trail FDW) vs DuckDB {meta['duckdb']} on Parquet sorted by id, time ('id') and by "
+          "time ('ts'), same MinIO, cold, medians; bytes = response bodies from MinIO; engine ms = server-side "
+          "time without moving rows to the client; x = ours / DuckDB's (< 1: fewer bytes, faster)")
+    worst = {}
+    for name, m in meta["datasets"].items():
+        lays = m["layouts"]
+        print(f"\n### {name}" + (f" (x{m['scale']})" if m.get("scale", 1) > 1 else "") + "\n")
+        print(f"Parquet by id {m['parquet_bytes']:,} B ({m['row_groups']} row groups of {m['row_group_rows'][0]:,} "
+              f"rows), by time {m['parquet_time_bytes']:,} B; " + "; ".join(
+                  f"{lab} {m['trail_bytes'][lay]:,} B ({m['trail_bytes'][lay] / m['parquet_bytes']:.2f}x), "
+                  f"{m['trail_pages'][lay]:,} pages" for lay, lab in lays.items()))
+        print("\n| query | rows | DuckDB id: bytes, engine ms | DuckDB ts: bytes, engine ms "
+              "| defaults: bytes (x id, x ts) | engine ms (x id, x ts) | ms to client (x id, x ts) "
+              "| best other: layout, block | bytes (x id, x ts) | engine ms (x id, x ts) |")
+        print("|---|---:|---:|---:|---:|---:|---:|---|---:|---:|")
+
+        def x(a, b):
+            return f"{a / b:.2f}" if b else "-"
+        for q in m["queries"]:
+            r = {side: dict(rows=int(n), ms=float(ms), body=int(b), ems=float(ems))
+                 for st, qq, side, n, ms, b, t, req, ems, *_ in rows if st == name and qq == q}
+            d, dt_ = r["duckdb"], r["duckdb_time"]
+            ours = [sd for sd in r if sd.startswith("trail_") and not sd.endswith("_nocache")]
+            dflt = "trail_default_0" if "trail_default_0" in r else ours[0]
+            o = r[dflt]
+
+            def label(sd):
+                lay, bs = sd[len("trail_"):].rsplit("_", 1)
+                bs = int(bs)
+                return (f"{lays.get(lay, lay)}, " + ("default blocks" if bs == 0 else
+                        f"{bs // 1048576} MB" if bs >= 1048576 else f"{bs // 1024} kB"))
+            others = sorted((sd for sd in ours if sd != dflt), key=lambda sd: (r[sd]["body"], r[sd]["ems"]))
+            best = (f"{label(others[0])} | {r[others[0]]['body']:,} ({x(r[others[0]]['body'], d['body'])}, "
+                    f"{x(r[others[0]]['body'], dt_['body'])}) | {r[others[0]]['ems']:.1f} "
+                    f"({x(r[others[0]]['ems'], d['ems'])}, {x(r[others[0]]['ems'], dt_['ems'])})"
+                    if others else "| |")
+            print(f"| {q} | {d['rows']:,} | {d['body']:,}, {d['ems']:.1f} | {dt_['body']:,}, {dt_['ems']:.1f} "
+                  f"| {o['body']:,} ({x(o['body'], d['body'])}, {x(o['body'], dt_['body'])}) "
+                  f"| {o['ems']:.1f} ({x(o['ems'], d['ems'])}, {x(o['ems'], dt_['ems'])}) "
+                  f"| {o['ms']:.0f} ({x(o['ms'], d['ms'])}, {x(o['ms'], dt_['ms'])}) | {best} |")
+            worst[(name, q)] = (o["body"] / max(1, min(d["body"], dt_["body"])),
+                                max(o["ems"] / d["ems"] if d["ems"] else 0, o["ems"] / dt_["ems"] if dt_["ems"] else 0))
+    if worst:
+        wb = max(worst.items(), key=lambda kv: kv[1][0])
+        we = max(worst.items(), key=lambda kv: kv[1][1])
+        print(f"\nDefaults, worst ratios (goal of issue 33: bytes <= 0.5x the DuckDB side that fetched fewer, "
+              f"engine ms <= 1.0x both): bytes {wb[1][0]:.2f}x ({' '.join(wb[0])}), "
+              f"engine ms {we[1][1]:.2f}x ({' '.join(we[0])})")
+
+
 if __name__ == "__main__":
     if len(sys.argv) >= 3 and sys.argv[1] == "gen-flights":
         gen_flights(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 20261126)
@@ -815,6 +887,8 @@ if __name__ == "__main__":
                  int(sys.argv[4]) if len(sys.argv) > 4 else 1)
     elif len(sys.argv) == 5 and sys.argv[1] == "proxy":
         proxy_main(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
+    elif len(sys.argv) == 4 and sys.argv[1] == "report":
+        report(sys.argv[2], sys.argv[3])
     elif len(sys.argv) == 3 and sys.argv[1] == "bench":
         bench_main(sys.argv[2])
     else:
