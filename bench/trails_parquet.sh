@@ -141,9 +141,9 @@ block_bytes() {	# a TRAIL_BLOCKS entry as bytes (0: the server's default)
 	*) die "TRAIL_BLOCKS: unknown block size $1 (default, NkB, NMB)" ;;
 	esac
 }
-servers_json= sep=
+servers_json= ssep=
 for b in "${BLOCKS[@]}"; do
-	servers_json+="$sep[$(block_bytes "$b"), \"s_$b\"]" sep=", "
+	servers_json+="$ssep[$(block_bytes "$b"), \"s_$b\"]" ssep=", "
 done
 META=${TRAIL_PARQUET_META:-bench/results/$(date -u +%Y-%m-%d)-parquet-meta.json}
 t_start=$SECONDS
