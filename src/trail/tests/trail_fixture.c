@@ -110,6 +110,7 @@ fx_make(FxSet *s, uint64_t *rng, bool string_ids, int ntrails, int max_len)
 int			fx_version = 0;
 TdbTrailOrder fx_order = TDB_TRAIL_ORDER_TRAIL;
 int64_t		fx_bucket_us = 0;
+int64_t		fx_page_span_us = 0;
 
 void
 fx_free(FxSet *s)
@@ -125,7 +126,8 @@ uint8_t *
 fx_encode(const FxSet *s, uint32_t page_bytes, uint32_t page_events, size_t *len)
 {
 	TdbTrailWriterOptions o = {.page_target_bytes = page_bytes, .page_max_events = page_events,
-		.version = fx_version, .order = fx_order, .bucket_us = fx_bucket_us};
+		.version = fx_version, .order = fx_order, .bucket_us = fx_bucket_us,
+		.page_max_span_us = fx_page_span_us};
 	TdbTrailWriter *w;
 	TdbTrailError err;
 	uint8_t    *buf = NULL;

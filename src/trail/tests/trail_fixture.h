@@ -49,6 +49,8 @@ uint8_t    *fx_encode(const FxSet *s, uint32_t page_bytes, uint32_t page_events,
 extern int	fx_version;
 extern TdbTrailOrder fx_order;
 extern int64_t fx_bucket_us;
+/* The writer's page_max_span_us (0: the default, 15 minutes). */
+extern int64_t fx_page_span_us;
 
 /* Layouts: 0 version 1, 1 version 2 by trail, 2 version 2 space-time. */
 #define FX_LAYOUTS 3
