@@ -11,8 +11,9 @@
  *
  * Read-ahead: a scan knows the exact pages it will read, so it asks the
  * pager to fetch the next few at once (concurrent range GETs); the window
- * doubles while the scan keeps going, and starts at one page when the
- * query has a small limit, so a LIMIT 10 fetches little.
+ * doubles while the scan keeps going (and holds at least 256 kB of pages),
+ * and starts at one page when the query has a small limit, so a LIMIT 10
+ * fetches little.
  */
 #include <math.h>
 #include <pthread.h>
@@ -25,6 +26,12 @@
 
 #define READAHEAD_MAX_PAGES 1024
 #define READAHEAD_MAX_BYTES (32u << 20)
+/*
+ * A window also takes pages until it holds this many bytes (small pages:
+ * a trail of 15-minute pages is one announcement, one range GET), except
+ * under a small LIMIT.
+ */
+#define READAHEAD_MIN_BYTES (256u << 10)
 #define READAHEAD_MAX_RANGES 2048
 
 /*
@@ -300,6 +307,7 @@ struct TdbTrailScan
 	uint32_t	next;			/* next index into pages to read */
 	uint32_t	prefetched;		/* pages[0, prefetched) asked for */
 	uint32_t	window;			/* read-ahead in pages */
+	uint64_t	window_min_bytes;	/* ... and at least this many bytes */
 	TdbTrailPage page;
 	uint32_t	cur_page;		/* page number decoded in .page */
 	uint32_t	cur_event;
@@ -408,6 +416,7 @@ tdb_trail_scan_begin(TdbTrailReader *r, const TdbTrailQuery *q, TdbTrailScan **o
 	s->q = *q;
 	s->need_position = !q->skip_position || q->has_bbox;
 	s->window = q->limit > 0 && q->limit < 1000 ? 1 : 4;
+	s->window_min_bytes = q->limit > 0 && q->limit < 1000 ? 0 : READAHEAD_MIN_BYTES;
 	if (q->has_bbox)
 	{
 		s->has_bbox = true;
@@ -587,7 +596,8 @@ scan_prefetch(TdbTrailScan *s, TdbTrailError *err)
 	if (s->prefetched > s->next)
 		return 0;
 	s->prefetched = s->next;
-	while (s->prefetched < s->npages && npg < (int) s->window && bytes < READAHEAD_MAX_BYTES &&
+	while (s->prefetched < s->npages && (npg < (int) s->window || bytes < s->window_min_bytes) &&
+		   npg < READAHEAD_MAX_PAGES && bytes < READAHEAD_MAX_BYTES &&
 		   n + 2 + f->schema.ncolumns <= READAHEAD_MAX_RANGES)
 	{
 		uint32_t	pageno = s->pages[s->prefetched++];
