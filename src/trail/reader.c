@@ -11,9 +11,9 @@
  *
  * Read-ahead: a scan knows the exact pages it will read, so it asks the
  * pager to fetch the next few at once (concurrent range GETs); the window
- * doubles while the scan keeps going (and holds at least 256 kB of pages),
- * and starts at one page when the query has a small limit, so a LIMIT 10
- * fetches little.
+ * doubles while the scan keeps going (a lookup by id: and holds at least
+ * 256 kB of pages), and starts at one page when the query has a small
+ * limit, so a LIMIT 10 fetches little.
  */
 #include <math.h>
 #include <pthread.h>
@@ -27,9 +27,11 @@
 #define READAHEAD_MAX_PAGES 1024
 #define READAHEAD_MAX_BYTES (32u << 20)
 /*
- * A window also takes pages until it holds this many bytes (small pages:
- * a trail of 15-minute pages is one announcement, one range GET), except
- * under a small LIMIT.
+ * A lookup by trail id (a join's rescans) also takes pages into a window
+ * until it holds this many bytes (small pages: a trail of 15-minute pages
+ * is one announcement, one range GET), except under a small LIMIT.  Other
+ * scans keep the 4-page start, so that a LIMIT the FDW cannot push still
+ * stops fetching early.
  */
 #define READAHEAD_MIN_BYTES (256u << 10)
 #define READAHEAD_MAX_RANGES 2048
@@ -416,7 +418,8 @@ tdb_trail_scan_begin(TdbTrailReader *r, const TdbTrailQuery *q, TdbTrailScan **o
 	s->q = *q;
 	s->need_position = !q->skip_position || q->has_bbox;
 	s->window = q->limit > 0 && q->limit < 1000 ? 1 : 4;
-	s->window_min_bytes = q->limit > 0 && q->limit < 1000 ? 0 : READAHEAD_MIN_BYTES;
+	/* a lookup by id reads all its trails' pages: no reason to fetch them in two goes */
+	s->window_min_bytes = q->nids > 0 && !(q->limit > 0 && q->limit < 1000) ? READAHEAD_MIN_BYTES : 0;
 	if (q->has_bbox)
 	{
 		s->has_bbox = true;
