@@ -42,7 +42,7 @@
 # Queries, all columns unless said (constants picked from the data by the
 # helper: see the log line "params"):
 #   q1 one trail (the id of median length), q2 a 5-minute window from the
-#   middle of the span (adsb: from the median report's time), q3 a 0.2 x 0.2 degree box, q4 a 3 km radius
+#   middle of the span (adsb: the 5-minute bin of median report count), q3 a 0.2 x 0.2 degree box, q4 a 3 km radius
 #   (PostGIS: ST_DWithin on geography; DuckDB: a lon/lat bbox prefilter and
 #   ST_Distance_Spheroid), both around CDG for flights and the busiest
 #   0.1-degree cell for AIS, q5 max per id (flights: altitude; ais_nyh_1h:
