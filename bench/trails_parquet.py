@@ -3,11 +3,13 @@
 
   trails_parquet.py gen-flights OUT.csv [SEED [FLIGHTS]]
         a flight-shaped set (ADS-B like), seeded and reproducible
-  trails_parquet.py gen-adsb OUT.csv [SEED]
-        the same flights as ADS-B state vectors (the hard case for file size):
-        constant-per-flight icao24 and squawk strings, onground 0/1 in long
-        runs, floats with full precision or 6-9 decimals repeated while the
-        aircraft flies straight
+  trails_parquet.py gen-adsb OUT.csv [SEED [SCALE]]
+        an OpenSky-shaped set (per-flight constant icao24, squawk, onground;
+        a float track with all its decimals), SCALE copies shifted by a day
+  trails_parquet.py gen-adsb-held OUT.csv [SEED]
+        the gen-flights flights as ADS-B state vectors with velocities held
+        while the aircraft flies straight (repeats), floats of 6-9 decimals:
+        the hard case for file size (bench/trails_size.sh)
   trails_parquet.py parquet-size CSV ID COLUMNS_JSON TSFORMAT OUT.parquet
         writes the CSV as Parquet with DuckDB's defaults sorted by (ID, ts),
         prints its size in bytes
@@ -17,6 +19,8 @@
         writes the Parquet files with DuckDB, uploads them, runs the queries
         on both sides through the proxy and prints one TSV line per
         (dataset, query, side): the medians
+  trails_parquet.py report RESULTS.tsv META.json
+        the readable table: the defaults first, the best other layout beside
 
 Everything here talks to 127.0.0.1 only.  DuckDB loads httpfs and spatial
 from their PyPI packages (duckdb-extension-httpfs, duckdb-extension-spatial)
@@ -49,97 +53,141 @@ ORY = (2.3652, 48.7262)
 AIRLINES = ["AFR", "EZY", "BAW", "DLH", "KLM", "RYR", "TVF", "VLG", "SWR", "IBE", "UAE", "DAL"]
 
 
-def gen_flights(out, seed=20261126, nflights=300):
-    """~300 flights around Paris: departures from and arrivals at CDG and
+def flights(seed, nflights):
+    """Yields (callsign, squawk, start, [(lon, lat, alt ft, ground speed kt,
+    track, vertical rate ft/min, on ground)], [seconds between reports]) for
+    nflights flights around Paris: departures from and arrivals at CDG and
     ORY, and overflights; 1,000-2,000 reports each, one every 4-6 s."""
     rng = random.Random(seed)
     day0 = dt.datetime(2026, 6, 15, 4, 0, tzinfo=dt.timezone.utc)
     ids = set()
-    rows = 0
+    for _ in range(nflights):
+        while True:
+            cs = rng.choice(AIRLINES) + str(rng.randint(10, 9999))
+            if cs not in ids:
+                ids.add(cs)
+                break
+        kind = rng.choices(["dep_cdg", "arr_cdg", "dep_ory", "arr_ory", "over"],
+                           [35, 30, 15, 12, 8])[0]
+        n = rng.randint(1000, 2000)
+        # squawk: 4 octal digits, a leading zero in about a third
+        sq = rng.randint(0, 0o777) if rng.random() < 0.35 else rng.randint(0o1000, 0o7777)
+        squawk = f"{sq:04o}"
+        cruise = rng.randrange(28000, 39001, 1000)
+        bearing = rng.uniform(0, 360)
+        steps = [rng.uniform(4.0, 6.0) for _ in range(n)]
+        pts = []
+        if kind == "over":
+            # cruise across the Paris area: start ~ (n * 5 s * 450 kt)/2 away
+            spd = rng.uniform(420, 490)
+            half_nm = sum(steps) * spd / 3600 / 2
+            off = rng.uniform(-15, 15) / 60  # passes within ~15 nm
+            cx, cy = 2.45 + off, 48.87 + rng.uniform(-15, 15) / 60
+            lat = cy - half_nm / 60 * math.cos(math.radians(bearing))
+            lon = cx - half_nm / 60 * math.sin(math.radians(bearing)) / math.cos(math.radians(cy))
+            alt, trk, gs, vr, ground = float(cruise), bearing, spd, 0.0, False
+            for s in steps:
+                pts.append((lon, lat, alt, gs, trk, vr, ground))
+                trk = (trk + rng.gauss(0, 0.3)) % 360
+                gs = min(520, max(380, gs + rng.gauss(0, 0.5)))
+                d = gs * s / 3600
+                lat += d / 60 * math.cos(math.radians(trk))
+                lon += d / 60 * math.sin(math.radians(trk)) / math.cos(math.radians(lat))
+        else:
+            ap = CDG if kind.endswith("cdg") else ORY
+            lon, lat = ap[0] + rng.uniform(-0.01, 0.01), ap[1] + rng.uniform(-0.006, 0.006)
+            elev = 392.0 if ap is CDG else 291.0
+            runway = rng.choice([85.0, 265.0]) if ap is CDG else rng.choice([65.0, 245.0])
+            alt, trk, gs, vr, ground = elev, rng.uniform(0, 360), 0.0, 0.0, True
+            taxi = rng.randint(40, 120)      # reports on the ground
+            for i, s in enumerate(steps):
+                pts.append((lon, lat, alt, gs, trk, vr, ground))
+                if i < taxi:
+                    gs = max(0.0, min(25.0, gs + rng.gauss(1.0, 2.0)))
+                    trk = (trk + rng.gauss(0, 8)) % 360
+                    if i == taxi - 1:
+                        trk = runway
+                elif ground:
+                    gs += rng.uniform(10, 16) * s / 4
+                    if gs > 150:
+                        ground = False
+                else:
+                    if alt < cruise:
+                        vr = min(3500.0, max(800.0, (vr or 2200.0) + rng.gauss(0, 150)))
+                        alt = min(float(cruise), alt + vr * s / 60)
+                    else:
+                        vr = rng.gauss(0, 40)
+                    gs = min(480.0, gs + rng.uniform(0.5, 2.5) * s / 4) + rng.gauss(0, 0.5)
+                    # turn towards the flight's bearing once above 3,000 ft
+                    if alt > 3000:
+                        diff = (bearing - trk + 540) % 360 - 180
+                        trk = (trk + max(-3 * s, min(3 * s, diff)) + rng.gauss(0, 0.3)) % 360
+                d = gs * s / 3600
+                lat += d / 60 * math.cos(math.radians(trk))
+                lon += d / 60 * math.sin(math.radians(trk)) / math.cos(math.radians(lat))
+            if kind.startswith("arr"):
+                # an arrival is a departure run backwards: it ends on the ground
+                pts = [(x, y, a, g, (t + 180) % 360, -v, gr) for (x, y, a, g, t, v, gr) in reversed(pts)]
+        start = day0 + dt.timedelta(seconds=rng.uniform(0, 14 * 3600))
+        yield cs, squawk, start, pts, steps
+
+
+def tstamp(t):
+    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
+
+
+def gen_flights(out, seed=20261126, nflights=300):
+    """The flights set: ~440 k reports of 300 flights (flights())."""
+    rows = n = 0
     with open(out + ".tmp", "w") as f:
         f.write("callsign,ts,lon,lat,altitude,ground_speed,track,vertical_rate,squawk,on_ground\n")
-        for _ in range(nflights):
-            while True:
-                cs = rng.choice(AIRLINES) + str(rng.randint(10, 9999))
-                if cs not in ids:
-                    ids.add(cs)
-                    break
-            kind = rng.choices(["dep_cdg", "arr_cdg", "dep_ory", "arr_ory", "over"],
-                               [35, 30, 15, 12, 8])[0]
-            n = rng.randint(1000, 2000)
-            # squawk: 4 octal digits, a leading zero in about a third
-            sq = rng.randint(0, 0o777) if rng.random() < 0.35 else rng.randint(0o1000, 0o7777)
-            squawk = f"{sq:04o}"
-            cruise = rng.randrange(28000, 39001, 1000)
-            bearing = rng.uniform(0, 360)
-            steps = [rng.uniform(4.0, 6.0) for _ in range(n)]
-            pts = []
-            if kind == "over":
-                # cruise across the Paris area: start ~ (n * 5 s * 450 kt)/2 away
-                spd = rng.uniform(420, 490)
-                half_nm = sum(steps) * spd / 3600 / 2
-                off = rng.uniform(-15, 15) / 60  # passes within ~15 nm
-                cx, cy = 2.45 + off, 48.87 + rng.uniform(-15, 15) / 60
-                lat = cy - half_nm / 60 * math.cos(math.radians(bearing))
-                lon = cx - half_nm / 60 * math.sin(math.radians(bearing)) / math.cos(math.radians(cy))
-                alt, trk, gs, vr, ground = float(cruise), bearing, spd, 0.0, False
-                for s in steps:
-                    pts.append((lon, lat, alt, gs, trk, vr, ground))
-                    trk = (trk + rng.gauss(0, 0.3)) % 360
-                    gs = min(520, max(380, gs + rng.gauss(0, 0.5)))
-                    d = gs * s / 3600
-                    lat += d / 60 * math.cos(math.radians(trk))
-                    lon += d / 60 * math.sin(math.radians(trk)) / math.cos(math.radians(lat))
-            else:
-                ap = CDG if kind.endswith("cdg") else ORY
-                lon, lat = ap[0] + rng.uniform(-0.01, 0.01), ap[1] + rng.uniform(-0.006, 0.006)
-                elev = 392.0 if ap is CDG else 291.0
-                runway = rng.choice([85.0, 265.0]) if ap is CDG else rng.choice([65.0, 245.0])
-                alt, trk, gs, vr, ground = elev, rng.uniform(0, 360), 0.0, 0.0, True
-                taxi = rng.randint(40, 120)      # reports on the ground
-                for i, s in enumerate(steps):
-                    pts.append((lon, lat, alt, gs, trk, vr, ground))
-                    if i < taxi:
-                        gs = max(0.0, min(25.0, gs + rng.gauss(1.0, 2.0)))
-                        trk = (trk + rng.gauss(0, 8)) % 360
-                        if i == taxi - 1:
-                            trk = runway
-                    elif ground:
-                        gs += rng.uniform(10, 16) * s / 4
-                        if gs > 150:
-                            ground = False
-                    else:
-                        if alt < cruise:
-                            vr = min(3500.0, max(800.0, (vr or 2200.0) + rng.gauss(0, 150)))
-                            alt = min(float(cruise), alt + vr * s / 60)
-                        else:
-                            vr = rng.gauss(0, 40)
-                        gs = min(480.0, gs + rng.uniform(0.5, 2.5) * s / 4) + rng.gauss(0, 0.5)
-                        # turn towards the flight's bearing once above 3,000 ft
-                        if alt > 3000:
-                            diff = (bearing - trk + 540) % 360 - 180
-                            trk = (trk + max(-3 * s, min(3 * s, diff)) + rng.gauss(0, 0.3)) % 360
-                    d = gs * s / 3600
-                    lat += d / 60 * math.cos(math.radians(trk))
-                    lon += d / 60 * math.sin(math.radians(trk)) / math.cos(math.radians(lat))
-                if kind.startswith("arr"):
-                    # an arrival is a departure run backwards: it ends on the ground
-                    pts = [(x, y, a, g, (t + 180) % 360, -v, gr) for (x, y, a, g, t, v, gr) in reversed(pts)]
-            start = day0 + dt.timedelta(seconds=rng.uniform(0, 14 * 3600))
+        for cs, squawk, start, pts, steps in flights(seed, nflights):
+            n += 1
             t = start
             for (x, y, a, g, trk, v, gr), s in zip(pts, steps):
                 altitude = int(round(a / 25.0)) * 25
                 vrate = int(round(v / 64.0)) * 64
-                ts = t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
-                f.write(f"{cs},{ts},{x:.6f},{y:.6f},{altitude},{g:.1f},{trk:.1f},{vrate},{squawk},"
+                f.write(f"{cs},{tstamp(t)},{x:.6f},{y:.6f},{altitude},{g:.1f},{trk:.1f},{vrate},{squawk},"
                         f"{'true' if gr else 'false'}\n")
                 rows += 1
                 t += dt.timedelta(milliseconds=round(s * 1000))
     os.replace(out + ".tmp", out)
-    log(f"{out}: {len(ids)} flights, {rows} reports")
+    log(f"{out}: {n} flights, {rows} reports")
 
 
-def gen_adsb(out, seed=20261127):
+def gen_adsb(out, seed=20261129, scale=1, nflights=200):
+    """An ADS-B set shaped like OpenSky's state vectors (issue 33's flight
+    data): ~300 k reports of 200 flights (flights()), with icao24, squawk
+    and onground constant within a flight, the track a float with all its
+    decimals, velocity in m/s and altitudes in metres.  scale > 1 repeats
+    the flights that many times, copy k with ids suffixed k and times k days
+    later (scale 18: ~5.4 M reports of 3,600 flights)."""
+    base = list(flights(seed, nflights))
+    rng = random.Random(seed + 1)
+    icao = [rng.randrange(0x380000, 0x3C0000) for _ in base]     # French and German blocks
+    ground = [rng.random() < 0.05 for _ in base]                   # a few ground vehicles
+    rows = 0
+    with open(out + ".tmp", "w") as f:
+        f.write("callsign,ts,lon,lat,icao24,velocity,track,vertrate,baroaltitude,squawk,onground\n")
+        for k in range(scale):
+            shift = dt.timedelta(days=k)
+            for i, (cs, squawk, start, pts, steps) in enumerate(base):
+                csk = cs if k == 0 else f"{cs}_{k}"
+                hexid = f"{(icao[i] + k * 0x400) & 0xFFFFFF:06x}"
+                gr = "true" if ground[i] else "false"
+                t = start + shift
+                for (x, y, a, g, trk, v, _), s in zip(pts, steps):
+                    f.write(f"{csk},{tstamp(t)},{x:.6f},{y:.6f},{hexid},{g * 0.514444:.2f},{trk!r},"
+                            f"{v * 0.00508:.2f},{a * 0.3048:.2f},{squawk},{gr}\n")
+                    rows += 1
+                    t += dt.timedelta(milliseconds=round(s * 1000))
+            if scale > 1:
+                log(f"{out}: copy {k + 1} of {scale} written ({rows} reports)")
+    os.replace(out + ".tmp", out)
+    log(f"{out}: {nflights * scale} flights, {rows} reports")
+
+
+def gen_adsb_held(out, seed=20261127):
     """ADS-B state vectors (as OpenSky exports them) of the gen-flights
     flights, one a second-ish: callsign (id), ts, lon, lat, icao24 (6 hex
     digits, constant per flight), squawk (constant per flight, leading
@@ -594,7 +642,7 @@ def run_duck(duck, port, sql):
 def queries(ds, p):
     """(name, what, duckdb sql, postgres sql) for one data set."""
     idc, extra, q5col = ds["id"], ds["extra"], ds["q5"]
-    pq = f"read_parquet('s3://{p['bucket']}/{ds['name']}.parquet')"
+    pq = "{pq}"                     # read_parquet(...) of the id- or the time-sorted file
     cols_d = ", ".join([idc, "ts", "lon", "lat"] + extra)
     cols_p = ", ".join([idc, "ts", "ST_X(geom) AS lon", "ST_Y(geom) AS lat"] + extra)
     idlit = f"'{p['id']}'" if isinstance(p["id"], str) else str(p["id"])
@@ -605,7 +653,7 @@ def queries(ds, p):
     dlon = dlat / math.cos(math.radians(cy))
     q5_d = f"max({q5col})"
     q5_p = f"max({q5col})"         # lat: the column the bench adds to the imported table
-    join_vals = ", ".join(f"('{v}')" if isinstance(v, str) else f"({v})" for v in p["join_ids"])
+    ids = ", ".join(f"('{i}')" if isinstance(i, str) else f"({i})" for i in p["ids"])
     return [
         ("q1_one_trail", f"{idc} = {p['id']}",
          f"SELECT {cols_d} FROM {pq} WHERE {idc} = {idlit}",
@@ -632,11 +680,9 @@ def queries(ds, p):
          f"SELECT {idc}, ts, lon, lat FROM {pq} WHERE ts >= TIMESTAMP '{p['t0']}' AND ts <= TIMESTAMP '{p['t1']}'",
          f"SELECT {idc}, ts, ST_X(geom) AS lon, ST_Y(geom) AS lat FROM {{t}} "
          f"WHERE ts >= '{p['t0']}+00' AND ts <= '{p['t1']}+00'"),
-        # a join on 100 ids (a table's worth of ids, as VALUES): DuckDB hashes
-        # them and scans; ours is a nested loop of 100 pruned lookups
-        ("q8_join_100_ids", f"JOIN on {len(p['join_ids'])} {idc} values",
-         f"SELECT {cols_d} FROM (VALUES {join_vals}) ids(id) JOIN {pq} t ON t.{idc} = ids.id",
-         f"SELECT {cols_p} FROM (VALUES {join_vals}) ids(id) JOIN {{t}} t ON t.{idc} = ids.id"),
+        ("q8_join_100_ids", f"{len(p['ids'])} ids joined",
+         f"SELECT {cols_d} FROM (VALUES {ids}) AS ids(id) JOIN {pq} ON {idc} = ids.id",
+         f"SELECT {cols_p} FROM (VALUES {ids}) AS ids(id) JOIN {{t}} ON {{t}}.{idc} = ids.id"),
     ]
 
 
@@ -649,6 +695,12 @@ def pick_params(con, ds, bucket):
     # Q2: the 5 minutes from the middle of the span
     lo, hi = con.execute(f"SELECT min(ts), max(ts) FROM {t}").fetchone()
     mid = lo + (hi - lo) / 2
+    if ds.get("q2_at") == "median":
+        # a typical busy window: of the 5-minute bins that hold reports, the one of median count
+        # (copies a day apart leave nights empty, and the middle of their span falls in one)
+        nb = con.execute(f"SELECT count(DISTINCT time_bucket(INTERVAL 5 MINUTE, ts)) FROM {t}").fetchone()[0]
+        mid = con.execute(f"SELECT time_bucket(INTERVAL 5 MINUTE, ts) b, count(*) n FROM {t} GROUP BY 1 "
+                          f"ORDER BY n, b LIMIT 1 OFFSET {nb // 2}").fetchone()[0]
     mid = mid.replace(microsecond=0)
     t0, t1 = mid, mid + dt.timedelta(minutes=5)
     # Q3/Q4 centre: CDG for flights, else the busiest 0.1-degree cell's centre
@@ -670,11 +722,11 @@ def pick_params(con, ds, bucket):
     else:
         raise SystemExit(f"bench/trails_parquet: {t}: no radius centre without reports on its circle")
     box = (round(cx - 0.1, 4), round(cy - 0.1, 4), round(cx + 0.1, 4), round(cy + 0.1, 4))
-    # Q8: 100 ids spread evenly over the sorted ids (all of them when fewer)
-    every = [r[0] for r in con.execute(f"SELECT DISTINCT {ds['id']} FROM {t} ORDER BY 1").fetchall()]
-    join_ids = [every[k * len(every) // 100] for k in range(min(100, len(every)))]
+    # Q8: 100 ids (all when fewer), drawn with a fixed seed
+    every = sorted(i for i, _ in ids)
+    join = sorted(random.Random(33).sample(every, min(100, len(every))))
     return dict(id=pid, id_reports=pn, t0=t0.isoformat(sep=" "), t1=t1.isoformat(sep=" "),
-                box=box, centre=(cx, cy), bucket=bucket, join_ids=join_ids)
+                box=box, centre=(cx, cy), bucket=bucket, ids=join)
 
 
 def median_of(runs, key):
@@ -709,14 +761,21 @@ def bench_main(cfg_path):
         t0 = time.perf_counter()
         local.execute(f"COPY (SELECT * FROM {name} ORDER BY {ds['id']}, ts) TO '{pq}' (FORMAT parquet)")
         pq_ms = (time.perf_counter() - t0) * 1000
+        # the same sorted by time (the order a time window or a map prefers)
+        pqt = f"{work}/{name}.bytime.parquet"
+        local.execute(f"COPY (SELECT * FROM {name} ORDER BY ts, {ds['id']}) TO '{pqt}' (FORMAT parquet)")
         md = local.execute(f"SELECT row_group_id, any_value(row_group_num_rows), any_value(compression), "
                            f"sum(total_compressed_size) FROM parquet_metadata('{pq}') GROUP BY 1 ORDER BY 1").fetchall()
         params = pick_params(local, ds, cfg["bucket"])
         local.close()
         size = os.path.getsize(pq)
-        subprocess.run([cfg["put"], "put", pq, f"s3://{cfg['bucket']}/{name}.parquet"], check=True, timeout=300,
-                       stdout=subprocess.DEVNULL)
-        meta["datasets"][name] = dict(parquet_bytes=size, parquet_write_ms=round(pq_ms),
+        for f, key in ((pq, f"{name}.parquet"), (pqt, f"{name}.bytime.parquet")):
+            subprocess.run([cfg["put"], "put", f, f"s3://{cfg['bucket']}/{key}"], check=True, timeout=1200,
+                           stdout=subprocess.DEVNULL)
+        read_pq = {"duckdb": f"read_parquet('s3://{cfg['bucket']}/{name}.parquet')",
+                   "duckdb_time": f"read_parquet('s3://{cfg['bucket']}/{name}.bytime.parquet')"}
+        meta["datasets"][name] = dict(parquet_bytes=size, parquet_time_bytes=os.path.getsize(pqt),
+                                      parquet_write_ms=round(pq_ms), scale=cfg.get("scale", 1),
                                       row_groups=len(md), row_group_rows=[r[1] for r in md],
                                       compression=sorted({r[2] for r in md}), params=params,
                                       trail_bytes=ds["trail_bytes"], trail_pages=ds["trail_pages"],
@@ -732,7 +791,7 @@ def bench_main(cfg_path):
             # our side, per layout and block size, cold with a fresh disk
             # cache (filled as it reads) and, if asked, cold without one
             # (cache_dir 'none')
-            sides = [("duckdb", None, None, None)]
+            sides = [("duckdb", None, None, None), ("duckdb_time", None, None, None)]
             for lay, _ in cfg["layouts"]:
                 for bs, srv in cfg["servers"]:
                     sides.append((f"trail_{lay}_{bs}", f"{srv}_{lay}", True, srv))
@@ -744,7 +803,7 @@ def bench_main(cfg_path):
                 for i in range(nruns):
                     proxy_snap(cport)                  # zero the counters
                     if srv is None:
-                        ms, rows = run_duck(duck, pport, dsql)
+                        ms, rows = run_duck(duck, pport, dsql.format(pq=read_pq[side]))
                     else:
                         cache = f"{cfg['cache_root']}/{name}-{qname}-{side}-{i}" if disk else "none"
                         ms, rows = run_pg(cfg, psql.format(t=f"{schema}.{name}"), srv, cache)
@@ -761,7 +820,7 @@ def bench_main(cfg_path):
                 for i in range(nruns):
                     proxy_snap(cport)
                     if srv is None:
-                        ems, erows = engine_duck(duck, pport, dsql)
+                        ems, erows = engine_duck(duck, pport, dsql.format(pq=read_pq[side]))
                         eplan = None
                     else:
                         cache = f"{cfg['cache_root']}/{name}-{qname}-{side}-engine-{i}" if disk else "none"
@@ -830,16 +889,77 @@ def bench_main(cfg_path):
         json.dump(meta, f, indent=1, default=str)
 
 
+def report(tsv, meta_path):
+    """The readable table: per data set and query, DuckDB on both Parquet
+    files, then the trail defaults (ratios against each), then the best of
+    the other layouts and block sizes."""
+    rows = [ln.rstrip("\n").split("\t") for ln in open(tsv)]
+    meta = json.load(open(meta_path))
+    print(f"\nTrail files (trail FDW) vs DuckDB {meta['duckdb']} on Parquet sorted by id, time ('id') and by "
+          "time ('ts'), same MinIO, cold, medians; bytes = response bodies from MinIO; engine ms = server-side "
+          "time without moving rows to the client; x = ours / DuckDB's (< 1: fewer bytes, faster)")
+    worst = {}
+    for name, m in meta["datasets"].items():
+        lays = m["layouts"]
+        print(f"\n### {name}" + (f" (x{m['scale']})" if m.get("scale", 1) > 1 else "") + "\n")
+        print(f"Parquet by id {m['parquet_bytes']:,} B ({m['row_groups']} row groups of {m['row_group_rows'][0]:,} "
+              f"rows), by time {m['parquet_time_bytes']:,} B; " + "; ".join(
+                  f"{lab} {m['trail_bytes'][lay]:,} B ({m['trail_bytes'][lay] / m['parquet_bytes']:.2f}x), "
+                  f"{m['trail_pages'][lay]:,} pages" for lay, lab in lays.items()))
+        print("\n| query | rows | DuckDB id: bytes, engine ms | DuckDB ts: bytes, engine ms "
+              "| defaults: bytes (x id, x ts) | engine ms (x id, x ts) | ms to client (x id, x ts) "
+              "| best other: layout, block | bytes (x id, x ts) | engine ms (x id, x ts) |")
+        print("|---|---:|---:|---:|---:|---:|---:|---|---:|---:|")
+
+        def x(a, b):
+            return f"{a / b:.2f}" if b else "-"
+        for q in m["queries"]:
+            r = {side: dict(rows=int(n), ms=float(ms), body=int(b), ems=float(ems))
+                 for st, qq, side, n, ms, b, t, req, ems, *_ in rows if st == name and qq == q}
+            d, dt_ = r["duckdb"], r["duckdb_time"]
+            ours = [sd for sd in r if sd.startswith("trail_") and not sd.endswith("_nocache")]
+            dflt = "trail_default_0" if "trail_default_0" in r else ours[0]
+            o = r[dflt]
+
+            def label(sd):
+                lay, bs = sd[len("trail_"):].rsplit("_", 1)
+                bs = int(bs)
+                return (f"{lays.get(lay, lay)}, " + ("default blocks" if bs == 0 else
+                        f"{bs // 1048576} MB" if bs >= 1048576 else f"{bs // 1024} kB"))
+            others = sorted((sd for sd in ours if sd != dflt), key=lambda sd: (r[sd]["body"], r[sd]["ems"]))
+            best = (f"{label(others[0])} | {r[others[0]]['body']:,} ({x(r[others[0]]['body'], d['body'])}, "
+                    f"{x(r[others[0]]['body'], dt_['body'])}) | {r[others[0]]['ems']:.1f} "
+                    f"({x(r[others[0]]['ems'], d['ems'])}, {x(r[others[0]]['ems'], dt_['ems'])})"
+                    if others else "| |")
+            print(f"| {q} | {d['rows']:,} | {d['body']:,}, {d['ems']:.1f} | {dt_['body']:,}, {dt_['ems']:.1f} "
+                  f"| {o['body']:,} ({x(o['body'], d['body'])}, {x(o['body'], dt_['body'])}) "
+                  f"| {o['ems']:.1f} ({x(o['ems'], d['ems'])}, {x(o['ems'], dt_['ems'])}) "
+                  f"| {o['ms']:.0f} ({x(o['ms'], d['ms'])}, {x(o['ms'], dt_['ms'])}) | {best} |")
+            worst[(name, q)] = (o["body"] / max(1, min(d["body"], dt_["body"])),
+                                max(o["ems"] / d["ems"] if d["ems"] else 0, o["ems"] / dt_["ems"] if dt_["ems"] else 0))
+    if worst:
+        wb = max(worst.items(), key=lambda kv: kv[1][0])
+        we = max(worst.items(), key=lambda kv: kv[1][1])
+        print(f"\nDefaults, worst ratios (goal of issue 33: bytes <= 0.5x the DuckDB side that fetched fewer, "
+              f"engine ms <= 1.0x both): bytes {wb[1][0]:.2f}x ({' '.join(wb[0])}), "
+              f"engine ms {we[1][1]:.2f}x ({' '.join(we[0])})")
+
+
 if __name__ == "__main__":
     if len(sys.argv) >= 3 and sys.argv[1] == "gen-flights":
         gen_flights(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 20261126,
                     int(sys.argv[4]) if len(sys.argv) > 4 else 300)
     elif len(sys.argv) >= 3 and sys.argv[1] == "gen-adsb":
-        gen_adsb(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 20261127)
+        gen_adsb(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 20261129,
+                 int(sys.argv[4]) if len(sys.argv) > 4 else 1)
+    elif len(sys.argv) >= 3 and sys.argv[1] == "gen-adsb-held":
+        gen_adsb_held(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 20261127)
     elif len(sys.argv) == 7 and sys.argv[1] == "parquet-size":
         parquet_size(*sys.argv[2:])
     elif len(sys.argv) == 5 and sys.argv[1] == "proxy":
         proxy_main(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
+    elif len(sys.argv) == 4 and sys.argv[1] == "report":
+        report(sys.argv[2], sys.argv[3])
     elif len(sys.argv) == 3 and sys.argv[1] == "bench":
         bench_main(sys.argv[2])
     else:

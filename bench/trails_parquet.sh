@@ -8,13 +8,22 @@
 # write FILE --id ID --time ts LAYOUT-ARGS $TRAIL_WRITE_ARGS`, and as Parquet
 # written by DuckDB with `COPY (SELECT * ... ORDER BY id, ts) TO ...
 # (FORMAT parquet)`, DuckDB's defaults, lon/lat as DOUBLE columns; all
-# uploaded to one bucket).  Layouts, TRAIL_LAYOUTS (default "trail st st1800"):
-#   trail   the writer's default (format version 3, pages by trail)
+# uploaded to one bucket; DuckDB's Parquet twice, sorted by id and time and
+# sorted by time).  Layouts, TRAIL_LAYOUTS (default "default st"):
+#   default the writer's defaults, no option (format version 3, pages by
+#           trail of at most 15 minutes)
+#   trailN  --page-seconds N (pages by trail of at most N s; trail3600 was
+#           the default before issue 33)
 #   st      --order space-time (version 3, the default 600 s buckets)
 #   stN     --order space-time --bucket-seconds N
 #   v2      --format-version 2 (by trail: version 2's column encodings)
 #   v1      --format-version 1 (by trail)
-# Data sets (TRAIL_SETS, default all four):
+# Block sizes, TRAIL_BLOCKS (default "default 1MB"): "default" is a server
+# without block_size (the pager's default, 16 kB growing its read-ahead on
+# sequential access); any other value a server with that block_size.
+# The defaults' figures (layout default, block size default) come first in
+# the table; the best of the other layouts and block sizes beside them.
+# Data sets (TRAIL_SETS, default all five):
 #   ais_us        real AIS, US coastal waters on 2020-06-30 (236 k reports:
 #                 mmsi, ts, lon, lat, segment)
 #   ais_nyh_week  real AIS, New York Harbor, first week of December 2020 (173 k)
@@ -25,19 +34,25 @@
 #                 reports each every 4-6 s (440 k): callsign (string id), ts,
 #                 lon, lat, altitude (ft, steps of 25), ground_speed, track,
 #                 vertical_rate, squawk (string, leading zeros), on_ground
+#   adsb          generated (gen-adsb, fixed seed), shaped like OpenSky's
+#                 state vectors as issue 33 tried them: 200 flights (302 k
+#                 reports) with icao24, squawk and onground constant within
+#                 a flight, track a float with all its decimals; TRAIL_SCALE=N
+#                 (default 1) repeats them N times with ids suffixed and
+#                 times shifted by a day (18: 5.4 M reports, 3,600 flights)
 # Queries, all columns unless said (constants picked from the data by the
 # helper: see the log line "params"):
 #   q1 one trail (the id of median length), q2 a 5-minute window from the
-#   middle of the span, q3 a 0.2 x 0.2 degree box, q4 a 3 km radius
+#   middle of the span (adsb: the 5-minute bin of median report count), q3 a 0.2 x 0.2 degree box, q4 a 3 km radius
 #   (PostGIS: ST_DWithin on geography; DuckDB: a lon/lat bbox prefilter and
 #   ST_Distance_Spheroid), both around CDG for flights and the busiest
 #   0.1-degree cell for AIS, q5 max per id (flights: altitude; ais_nyh_1h:
 #   sog; the other AIS files have no speed: lat, which our side reads from
 #   a lat column added to the imported table), q6 count(*), q7 id, time,
-#   lon and lat only (a map's query) in q2's 5 minutes, q8 a join of
-#   (VALUES ...) ids(id) on 100 ids spread evenly over the sorted ids, all
-#   columns (ours: a nested loop of 100 pruned lookups sharing the pages
-#   they decoded, trafficdb.trail_page_cache; DuckDB: a hash join over
+#   lon and lat only (a map's query) in q2's 5 minutes, q8 a join of 100
+#   trail ids (a VALUES list, ids drawn with a fixed seed) with the table,
+#   all columns (ours: a nested loop of 100 pruned lookups sharing the
+#   pages they decoded, trafficdb.trail_page_cache; DuckDB: a hash join over
 #   its scan; PGOPTIONS='-c trafficdb.trail_page_cache=0' measures ours
 #   without the sharing).  Our side's plan
 #   of each query (EXPLAIN ANALYZE VERBOSE, one more cold run) goes to the
@@ -62,17 +77,21 @@
 # Parquet (q6) while optimizing, from the row groups' metadata: its EXPLAIN
 # ANALYZE then shows no operator and 0 s, and the table no ratio ("-").
 # Row counts and a checksum of the rows (times in µs, floats to 6
-# decimals) must match DuckDB's, or the bench fails.  Our side at two
-# block sizes, 16 kB and 1 MB (the default), for each layout, cold with a
-# fresh disk cache (the server's default) and cold with none (cache_dir
-# 'none'; measure suffix _nocache; TRAIL_NOCACHE=0 leaves these runs out).
+# decimals) must match DuckDB's, or the bench fails.  Our side at each
+# block size of TRAIL_BLOCKS for each layout, cold with a fresh disk cache
+# (the server's default) and cold with none (cache_dir 'none'; measure
+# suffix _nocache; TRAIL_NOCACHE=0 leaves these runs out).
 #
 # Figures go to bench/lib.sh's CSV, section "parquet" (rows of an earlier
 # run in the same CSV are replaced): measure <set>_<query>_<layout>[_nocache]_
 # {ms,bytes,requests}, x = our block size, baseline duckdb_parquet (ratio
-# < 1: fewer bytes or faster than DuckDB), and <...>_engine_ms (baseline
+# < 1: fewer bytes or faster than DuckDB; x = 0 for the default block
+# size), <...>_bytes_vs_time and <...>_engine_ms_vs_time (baseline
+# duckdb_parquet_time: DuckDB on the Parquet sorted by time), and
+# <...>_engine_ms (baseline
 # DuckDB's engine ms), <...>_engine_plan_ms, <...>_engine_bytes; DuckDB's own figures
-# (<set>_<query>_duckdb_..., _duckdb_engine_ms, <set>_<query>_rows) at x = 0.  The
+# (<set>_<query>_duckdb_..., _duckdb_engine_ms, <set>_<query>_rows; on the
+# time-sorted Parquet <set>_<query>_duckdb_time_...) at x = 0.  The
 # readable table goes to stdout; details (row groups, compression, ranges
 # each side fetched) to $TRAIL_PARQUET_META (default
 # bench/results/<date>-parquet-meta.json).  About 75 s on 2 cores (the
@@ -83,6 +102,7 @@
 #   TRAIL_LAYOUTS="trail st300 st st1800" TRAIL_SETS=flights make bench-parquet
 #   TRAIL_QUERIES="q1 q8" make bench-parquet   # only these queries
 #   TRAIL_FLIGHTS=3400 TRAIL_SETS=flights make bench-parquet   # ~5 M flight reports (default 300 flights)
+#   TRAIL_SETS=adsb TRAIL_SCALE=18 TRAIL_NOCACHE=0 make bench-parquet   # 5.4 M reports
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -91,28 +111,48 @@ TMO=${TRAIL_TIMEOUT:-300}
 DUCKDB_VERSION=1.5.5
 # shellcheck disable=SC2206 # extra writer arguments, split on spaces
 WRITE_ARGS=(${TRAIL_WRITE_ARGS:-})
-read -r -a LAYOUTS <<<"${TRAIL_LAYOUTS:-trail st st1800}"
+read -r -a LAYOUTS <<<"${TRAIL_LAYOUTS:-default st}"
+read -r -a BLOCKS <<<"${TRAIL_BLOCKS:-default 1MB}"
 NOCACHE=${TRAIL_NOCACHE:-1}
+SCALE=${TRAIL_SCALE:-1}
+[[ $SCALE =~ ^[0-9]+$ ]] && [ "$SCALE" -ge 1 ] && [ "$SCALE" -le 100 ] ||
+	die "TRAIL_SCALE=$SCALE: expected a whole number from 1 to 100 (copies of the adsb set)"
 layout_args() {	# the writer's arguments for a layout name
 	case $1 in
-	trail) ;;
+	default) ;;
+	trail) echo "--page-seconds 3600" ;;
+	trail[0-9]*) echo "--page-seconds ${1#trail}" ;;
 	st) echo "--order space-time" ;;
 	st[0-9]*) echo "--order space-time --bucket-seconds ${1#st}" ;;
 	v1) echo "--format-version 1" ;;
 	v2) echo "--format-version 2" ;;
-	*) die "TRAIL_LAYOUTS: unknown layout $1 (trail, st, stN, v2, v1)" ;;
+	*) die "TRAIL_LAYOUTS: unknown layout $1 (default, trailN, st, stN, v2, v1)" ;;
 	esac
 }
 layout_label() {
 	case $1 in
-	trail) echo "v3 by trail" ;;
+	default) echo "defaults" ;;
+	trail) echo "v3 by trail, 3600 s pages" ;;
+	trail[0-9]*) echo "v3 by trail, ${1#trail} s pages" ;;
 	st) echo "v3 space-time 600 s" ;;
 	st[0-9]*) echo "v3 space-time ${1#st} s" ;;
-	v2) echo "v2 by trail" ;;
+	v2) echo "v2 by trail, 900 s pages" ;;
 	v1) echo "v1 by trail" ;;
 	esac
 }
 for l in "${LAYOUTS[@]}"; do layout_args "$l" >/dev/null; done
+block_bytes() {	# a TRAIL_BLOCKS entry as bytes (0: the server's default)
+	case $1 in
+	default) echo 0 ;;
+	[0-9]*kB) echo $((${1%kB} * 1024)) ;;
+	[0-9]*MB) echo $((${1%MB} * 1048576)) ;;
+	*) die "TRAIL_BLOCKS: unknown block size $1 (default, NkB, NMB)" ;;
+	esac
+}
+servers_json= ssep=
+for b in "${BLOCKS[@]}"; do
+	servers_json+="$ssep[$(block_bytes "$b"), \"s_$b\"]" ssep=", "
+done
 META=${TRAIL_PARQUET_META:-bench/results/$(date -u +%Y-%m-%d)-parquet-meta.json}
 t_start=$SECONDS
 progress() { printf '  [%4d s] bench/trails_parquet: %s\n' $((SECONDS - t_start)) "$*" >&2; }
@@ -143,13 +183,15 @@ cleanup() {
 	rm -rf "$work"
 }
 trap cleanup EXIT
-# TRAIL_BENCH_PORTS="FIRST LAST": the proxy's, its control's and the cluster's
-# ports from that range (MinIO's: TDB_MINIO_PORTS); else ports the system picks
-bench_port() {	# bench_port [AFTER]: a free port of the range above AFTER
-	if [ -n "${TRAIL_BENCH_PORTS:-}" ]; then
-		local first last
-		read -r first last <<<"$TRAIL_BENCH_PORTS"
-		free_port "$((${1:-first - 1} + 1)) $last"
+# ports: TDB_BENCH_PORTS="FIRST LAST" takes the proxy's two and the
+# cluster's from that range (each after the last taken), else the system's
+next_port() {
+	local r=${TDB_BENCH_PORTS:-}
+	if [ -n "$r" ]; then
+		read -r _ last <<<"$r"
+		[ -n "${taken:-}" ] && r="$((taken + 1)) $last"
+		taken=$(free_port "$r")
+		echo "$taken"
 	else
 		free_port
 	fi
@@ -164,20 +206,21 @@ sed -i '/^parquet,/d' "$BENCH_CSV"
 progress "generating the flight-shaped set; writing trail files${WRITE_ARGS[*]:+ (${WRITE_ARGS[*]})}"
 FLIGHTS=${TRAIL_FLIGHTS:-300}
 case $FLIGHTS in ''|*[!0-9]*) die "TRAIL_FLIGHTS: \"$FLIGHTS\" is not a number of flights (default 300; 3400 make about 5 M reports)" ;; esac
-timeout "$TMO" "$PY" bench/trails_parquet.py gen-flights "$work/flights.csv" 20261126 "$FLIGHTS"
+sets=${TRAIL_SETS:-ais_us ais_nyh_week ais_nyh_1h flights adsb}
+[[ " $sets " == *" flights "* ]] && timeout "$TMO" "$PY" bench/trails_parquet.py gen-flights "$work/flights.csv" 20261126 "$FLIGHTS"
+[[ " $sets " == *" adsb "* ]] && timeout $((TMO * SCALE)) "$PY" bench/trails_parquet.py gen-adsb "$work/adsb.csv" 20261129 "$SCALE"
 declare -A csv=([ais_us]=data/cache/ais/us_coastal_2020_06_30.csv
 	[ais_nyh_week]=data/cache/ais/nyharbor_2020_12_first_week.csv
 	[ais_nyh_1h]=data/cache/ais/nyharbor_2020_06_30_first_hour.csv
-	[flights]=$work/flights.csv)
-declare -A idc=([ais_us]=mmsi [ais_nyh_week]=mmsi [ais_nyh_1h]=mmsi [flights]=callsign)
+	[flights]=$work/flights.csv [adsb]=$work/adsb.csv)
+declare -A idc=([ais_us]=mmsi [ais_nyh_week]=mmsi [ais_nyh_1h]=mmsi [flights]=callsign [adsb]=callsign)
 declare -A tbytes tpages
-sets=${TRAIL_SETS:-ais_us ais_nyh_week ais_nyh_1h flights}
 for f in $sets; do
 	[ -n "${idc[$f]:-}" ] || die "TRAIL_SETS: unknown data set $f"
 	tbytes[$f]= tpages[$f]=
 	for l in "${LAYOUTS[@]}"; do
 		# shellcheck disable=SC2046 # the layout's arguments, split on spaces
-		timeout "$TMO" tools/trafficdb-trail write "$work/$f.$l.trail" --id "${idc[$f]}" --time ts \
+		timeout $((TMO * SCALE)) tools/trafficdb-trail write "$work/$f.$l.trail" --id "${idc[$f]}" --time ts \
 			$(layout_args "$l") "${WRITE_ARGS[@]}" <"${csv[$f]}" 2>/dev/null
 		timeout "$TMO" bench/trailbench put "$work/$f.$l.trail" "s3://parquet/$f.$l.trail" >/dev/null
 		b=$(stat -c %s "$work/$f.$l.trail")
@@ -188,15 +231,16 @@ for f in $sets; do
 done
 
 progress "the counting proxy and a throwaway cluster"
-pport=$(bench_port)
-cport=$(bench_port "$pport")
+taken=
+pport=$(next_port); taken=$pport
+cport=$(next_port); taken=$cport
 "$PY" bench/trails_parquet.py proxy "$pport" "${MINIO_ENDPOINT##*:}" "$cport" &
 proxy_pid=$!
 make_pg_dir "$work/pg"
 make_pg_dir "$work/caches"
 as_pg "$PG_BIN/initdb" -D "$work/pg" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >"$work/initdb.log" ||
 	{ cat "$work/initdb.log"; die "initdb failed"; }
-port=$(bench_port "$cport")
+port=$(next_port)
 as_pg tee -a "$work/pg/postgresql.conf" >/dev/null <<EOF
 listen_addresses = '127.0.0.1'
 port = $port
@@ -213,9 +257,11 @@ for i in $(seq 1 50); do (exec 3<>"/dev/tcp/127.0.0.1/$pport") 2>/dev/null && br
 {
 	echo "SET client_min_messages = warning;"
 	echo "CREATE EXTENSION trafficdb CASCADE;"
-	for s in 16kB:s16k 1MB:s1m; do
+	for b in "${BLOCKS[@]}"; do
+		s=$b:s_$b bopt=
+		[ "$b" = default ] || bopt="block_size '$b', "
 		echo "CREATE SERVER ${s#*:} FOREIGN DATA WRAPPER trafficdb_trails OPTIONS (endpoint 'http://127.0.0.1:$pport',"
-		echo "  region 'us-east-1', block_size '${s%:*}', cache_dir '$work/caches/none-yet');"
+		echo "  region 'us-east-1', ${bopt}cache_dir '$work/caches/none-yet');"
 		echo "CREATE USER MAPPING FOR CURRENT_USER SERVER ${s#*:} OPTIONS (access_key :'ak', secret_key :'sk');"
 		for l in "${LAYOUTS[@]}"; do
 			# one schema per server and layout (ais_us.st.trail imports as table ais_us)
@@ -233,12 +279,13 @@ progress "Parquet with DuckDB, then the queries ($RUNS cold runs each side)"
 ais_cols='[["mmsi","BIGINT"],["ts","TIMESTAMP"],["lon","DOUBLE"],["lat","DOUBLE"],["segment","VARCHAR"]]'
 h1_cols='[["mmsi","BIGINT"],["ts","TIMESTAMP"],["lon","DOUBLE"],["lat","DOUBLE"],["sog","DOUBLE"],["cog","DOUBLE"],["heading","DOUBLE"],["vessel_name","VARCHAR"],["vessel_type","DOUBLE"],["status","DOUBLE"],["length","DOUBLE"],["width","DOUBLE"],["draft","DOUBLE"]]'
 fl_cols='[["callsign","VARCHAR"],["ts","TIMESTAMP"],["lon","DOUBLE"],["lat","DOUBLE"],["altitude","INTEGER"],["ground_speed","DOUBLE"],["track","DOUBLE"],["vertical_rate","INTEGER"],["squawk","VARCHAR"],["on_ground","BOOLEAN"]]'
+ad_cols='[["callsign","VARCHAR"],["ts","TIMESTAMP"],["lon","DOUBLE"],["lat","DOUBLE"],["icao24","VARCHAR"],["velocity","DOUBLE"],["track","DOUBLE"],["vertrate","DOUBLE"],["baroaltitude","DOUBLE"],["squawk","VARCHAR"],["onground","BOOLEAN"]]'
 umask 077	# the config holds MinIO's credentials
 cat >"$work/config.json" <<EOF
 {"work": "$work", "out": "$work/results.tsv", "meta": "$work/meta.json", "runs": $RUNS,
  "bucket": "parquet", "put": "bench/trailbench", "key": "$MINIO_ROOT_USER", "secret": "$MINIO_ROOT_PASSWORD",
  "proxy_port": $pport, "proxy_control": $cport, "pg_port": $port, "pg_db": "postgres",
- "cache_root": "$work/caches", "servers": [[16384, "s16k"], [1048576, "s1m"]], "nocache": $NOCACHE,
+ "cache_root": "$work/caches", "servers": [$servers_json], "nocache": $NOCACHE, "scale": $SCALE,
  "sets": "$sets", "queries": "${TRAIL_QUERIES:-}", "layouts": [$(for l in "${LAYOUTS[@]}"; do printf '%s["%s", "%s"]' "${sep:-}" "$l" "$(layout_label "$l")"; sep=", "; done)],
  "datasets": [
   {"name": "ais_us", "csv": "${csv[ais_us]}", "id": "mmsi", "columns": $ais_cols, "extra": ["segment"], "q5": "lat", "trail_bytes": {${tbytes[ais_us]:-}}, "trail_pages": {${tpages[ais_us]:-}}},
@@ -247,7 +294,10 @@ cat >"$work/config.json" <<EOF
    "extra": ["sog","cog","heading","vessel_name","vessel_type","status","length","width","draft"], "q5": "sog", "trail_bytes": {${tbytes[ais_nyh_1h]:-}}, "trail_pages": {${tpages[ais_nyh_1h]:-}}},
   {"name": "flights", "csv": "${csv[flights]}", "id": "callsign", "columns": $fl_cols, "tsformat": "%Y-%m-%dT%H:%M:%S.%gZ",
    "extra": ["altitude","ground_speed","track","vertical_rate","squawk","on_ground"], "q5": "altitude", "airport": [2.5479, 49.0097],
-   "trail_bytes": {${tbytes[flights]:-}}, "trail_pages": {${tpages[flights]:-}}}]}
+   "trail_bytes": {${tbytes[flights]:-}}, "trail_pages": {${tpages[flights]:-}}},
+  {"name": "adsb", "csv": "${csv[adsb]}", "id": "callsign", "columns": $ad_cols, "tsformat": "%Y-%m-%dT%H:%M:%S.%gZ",
+   "extra": ["icao24","velocity","track","vertrate","baroaltitude","squawk","onground"], "q5": "baroaltitude", "airport": [2.5479, 49.0097], "q2_at": "median",
+   "trail_bytes": {${tbytes[adsb]:-}}, "trail_pages": {${tpages[adsb]:-}}}]}
 EOF
 umask 022
 timeout 1200 "$PY" bench/trails_parquet.py bench "$work/config.json" ||
@@ -257,10 +307,16 @@ cp "$work/meta.json" "$META"
 cp "$work/results.tsv" "${META%.json}.tsv"	# the medians, one line per (set, query, side)
 
 # the CSV rows, then the readable table
-declare -A d_ms d_bytes d_req d_ems
+declare -A d_ms d_bytes d_req d_ems d_tbytes d_tems
 while IFS=$'\t' read -r set q side rows ms body total req ems eplan ebody ereq erows; do
 	name=${set}_${q%%_*}
-	if [ "$side" = duckdb ]; then
+	if [ "$side" = duckdb_time ]; then
+		d_tbytes[$name]=$body d_tems[$name]=$ems
+		bench_emit parquet "${name}_duckdb_time_ms" 0 "$ms" ms >/dev/null
+		bench_emit parquet "${name}_duckdb_time_bytes" 0 "$body" B >/dev/null
+		bench_emit parquet "${name}_duckdb_time_requests" 0 "$req" requests >/dev/null
+		bench_emit parquet "${name}_duckdb_time_engine_ms" 0 "$ems" ms >/dev/null
+	elif [ "$side" = duckdb ]; then
 		d_ms[$name]=$ms d_bytes[$name]=$body d_req[$name]=$req
 		bench_emit parquet "${name}_rows" 0 "$rows" rows >/dev/null
 		bench_emit parquet "${name}_duckdb_ms" 0 "$ms" ms >/dev/null
@@ -283,44 +339,10 @@ while IFS=$'\t' read -r set q side rows ms body total req ems eplan ebody ereq e
 		bench_emit parquet "${m}_engine_ms" "$bs" "$ems" ms duckdb_parquet "${d_ems[$name]}" >/dev/null
 		bench_emit parquet "${m}_engine_plan_ms" "$bs" "$eplan" ms >/dev/null
 		bench_emit parquet "${m}_engine_bytes" "$bs" "$ebody" B >/dev/null
+		bench_emit parquet "${m}_bytes_vs_time" "$bs" "$body" B duckdb_parquet_time "${d_tbytes[$name]}" >/dev/null
+		bench_emit parquet "${m}_engine_ms_vs_time" "$bs" "$ems" ms duckdb_parquet_time "${d_tems[$name]}" >/dev/null
 	fi
 done <"$work/results.tsv"
 
-"$PY" - "$work/results.tsv" "$work/meta.json" <<'EOF'
-import json, sys
-rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]
-meta = json.load(open(sys.argv[2]))
-print(f"\nTrail files (trail FDW) vs DuckDB {meta['duckdb']} on sorted Parquet, same MinIO, cold, medians;"
-      " bytes = response bodies from MinIO; x = ours / DuckDB")
-for name, m in meta["datasets"].items():
-    lays = m["layouts"]
-    print(f"\n### {name}\n")
-    print(f"Parquet {m['parquet_bytes']:,} B ({m['row_groups']} row groups of {m['row_group_rows'][0]:,} rows, "
-          f"{'/'.join(m['compression'])}); " + "; ".join(
-              f"{lab} {m['trail_bytes'][l]:,} B ({m['trail_bytes'][l] / m['parquet_bytes']:.2f}x), "
-              f"{m['trail_pages'][l]:,} pages" for l, lab in lays.items()))
-    nc = any(s.endswith("_nocache") for st, qq, s, *_ in rows if st == name)
-    print("\n| query | rows | side | ms | " + ("ms, no disk cache | " if nc else "") + "engine ms | "
-          + ("engine ms, no disk cache | " if nc else "") + "planning ms | bytes from MinIO | requests |")
-    print("|---|---:|---|---:|" + ("---:|" if nc else "") + "---:|" + ("---:|" if nc else "") + "---:|---:|---:|")
-    def eng(o, d):    # engine ms (x DuckDB's engine ms); * when EXPLAIN ANALYZE fetched other bytes than the query
-        x = "" if d is None else f" ({o[4] / d[4]:.2f}x)" if d[4] > 0 else " (-)"
-        return f"{o[4]:.1f}{x}{'*' if o[6] != o[1] else ''}"
-    for q in m["queries"]:
-        r = {s: (float(ms), int(b), int(req), n, float(ems), eplan, int(eb))
-             for st, qq, s, n, ms, b, t, req, ems, eplan, eb, *_ in rows if st == name and qq == q}
-        d = r["duckdb"]
-        print(f"| {q} | {d[3]} | DuckDB, Parquet | {d[0]:.0f} | " + ("| " if nc else "") + f"{eng(d, None)} | "
-              + ("| " if nc else "") + f"| {d[1]:,} | {d[2]} |")
-        for s in (s for s in r if s.startswith("trail_") and not s.endswith("_nocache")):
-            lay, bs = s[len("trail_"):].rsplit("_", 1)
-            label = f"{lays[lay]}, {'16 kB' if bs == '16384' else '1 MB' if bs == '1048576' else bs + ' B'}"
-            o = r[s]
-            xb = f" ({o[1] / d[1]:.2f}x)" if d[1] else ""
-            o2 = r.get(s + "_nocache")
-            c2 = (f"{o2[0]:.0f} ({o2[0] / d[0]:.2f}x) | " if o2 else "| ") if nc else ""
-            e2 = (f"{eng(o2, d)} | " if o2 else "| ") if nc else ""
-            print(f"|  |  | {label} | {o[0]:.0f} ({o[0] / d[0]:.2f}x) | {c2}{eng(o, d)} | {e2}{float(o[5]):.1f} | "
-                  f"{o[1]:,}{xb} | {o[2]} |")
-EOF
+"$PY" bench/trails_parquet.py report "$work/results.tsv" "$work/meta.json"
 progress "done (details: $META)"

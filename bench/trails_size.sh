@@ -5,7 +5,7 @@
 # sorted by (id, ts) with DuckDB's defaults, as bench/trails_parquet.sh
 # writes it (no MinIO, no server).  Data sets (TRAIL_SETS, default all):
 # the four of bench/trails_parquet.sh (ais_us, ais_nyh_week, ais_nyh_1h,
-# flights) and adsb, `bench/trails_parquet.py gen-adsb` (the hard case:
+# flights) and adsb, `bench/trails_parquet.py gen-adsb-held` (the hard case:
 # per-flight constant strings and 0/1 columns, floats with full precision
 # or 6-9 decimals held while the aircraft flies straight).  Prints one line
 # per set, ours / Parquet (goal: at most 0.6); about 30 s on 2 cores the
@@ -31,7 +31,7 @@ scripts/fetch-ais.sh >/dev/null
 gen=${TRAIL_SIZE_CACHE:-data/cache/trail-size}
 mkdir -p "$gen"
 [ -s "$gen/flights.csv" ] || "$PY" bench/trails_parquet.py gen-flights "$gen/flights.csv" 20261126
-[ -s "$gen/adsb.csv" ] || "$PY" bench/trails_parquet.py gen-adsb "$gen/adsb.csv" 20261127
+[ -s "$gen/adsb.csv" ] || "$PY" bench/trails_parquet.py gen-adsb-held "$gen/adsb.csv" 20261127
 work=$(mktemp -d /var/tmp/trafficdb-size.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 

@@ -177,7 +177,7 @@ trail_options(ForeignServer *server, bool s3)
 	o->path_style = (v = tdb_fdw_option(server->options, "path_style")) != NULL ?
 		defGetBoolean(makeDefElem("path_style", (Node *) makeString(v), -1)) : o->endpoint != NULL;
 	o->block_size = (v = tdb_fdw_option(server->options, "block_size")) != NULL ?
-		(uint32) trl_bytes_option("block_size", v, 16 << 10, 16 << 20, true) : 1 << 20;
+		(uint32) trl_bytes_option("block_size", v, 16 << 10, 16 << 20, true) : 0;	/* the pager's, 16 kB */
 	v = tdb_fdw_option(server->options, "cache_dir");
 	if (v == NULL)
 		o->cache_dir = psprintf("%s/trafficdb_trail_cache", DataDir);
@@ -188,7 +188,7 @@ trail_options(ForeignServer *server, bool s3)
 	o->parallel = (v = tdb_fdw_option(server->options, "parallel")) != NULL ?
 		trl_int_option("parallel", v, 1, 64) : 4;
 	o->readahead = (v = tdb_fdw_option(server->options, "readahead")) != NULL ?
-		trl_int_option("readahead", v, -1, 1024) : 16;
+		trl_int_option("readahead", v, -1, 1024) : 0;	/* the pager's, 64 blocks */
 	o->retries = (v = tdb_fdw_option(server->options, "retries")) != NULL ?
 		trl_int_option("retries", v, 0, 100) : 5;
 	o->revalidate = (v = tdb_fdw_option(server->options, "revalidate_interval")) != NULL ?

@@ -33,7 +33,7 @@
  * outside is refused naming the unit that would put it inside.  The rule is
  * tools/csvtime.c's, shared with trafficdb-stream.
  * A page holds at most --page-bytes (64 KiB) and --page-seconds of one trail
- * (3600; 0 for no limit).  Extra columns' types are inferred (all true/false:
+ * (900; 0 for no limit).  Extra columns' types are inferred (all true/false:
  * bool, all integers: int, all numbers, NaN and [-]Infinity included: float,
  * else string; a value with a leading zero, "0412", keeps a column a string;
  * an integer beyond 64 bits is an error, not a float) unless --type says; the
@@ -161,7 +161,7 @@ parse_opts(int argc, char **argv, int first, Opts *o)
 	o->lat = "lat";
 	o->time_unit = TDB_TIME_AUTO;
 	tdb_time_window_parse(TDB_TIME_WINDOW_DEFAULT, &o->time_window, NULL, 0);
-	o->page_seconds = 3600;
+	o->page_seconds = TDB_TRAIL_PAGE_SPAN_DEFAULT_US / 1000000;
 	o->format_version = TDB_TRAIL_VERSION;
 	o->order = TDB_TRAIL_ORDER_TRAIL;
 	o->pager.s3.access_key = getenv("AWS_ACCESS_KEY_ID");

@@ -9,7 +9,10 @@
  * follow each other through the file, the pager also fetches the blocks
  * after the read, doubling that read-ahead window (up to readahead_max) as
  * long as access stays sequential and dropping it on the first jump, so a
- * point lookup fetches one block and a scan streams.
+ * point lookup fetches one block and a scan streams.  Blocks are 16 KiB by
+ * default (issue 33; 1 MiB before): a point read fetches little, and a
+ * scan's announced windows go out as long range GETs all the same, later
+ * windows also bridging small gaps between their runs (bridge_gaps).
  *
  * The object's size and ETag come from the first request, a suffix range
  * GET of its last 16 KiB (the trailer and a small footer; the reader asks
@@ -47,6 +50,10 @@
 #define TAIL_EXTEND_MAX		(256u << 20)	/* a longer footer is read by blocks */
 #define MAX_RANGE_BYTES		(16u << 20)	/* one GET carries at most this */
 #define MAX_FETCH_BLOCKS	1024
+#define DEFAULT_BLOCK		(16u * 1024)	/* a point read fetches little */
+#define DEFAULT_READAHEAD	64	/* blocks: 1 MiB of 16 KiB blocks */
+#define BRIDGE_MAX_BLOCKS	2	/* gaps an announced scan fetches through */
+#define PREFETCH_MAX_BLOCKS	4096	/* one announcement; and half the LRU */
 
 struct TdbPager
 {
@@ -68,6 +75,14 @@ struct TdbPager
 	uint64_t	next_seq_block; /* the block a sequential reader reads next */
 	uint32_t	ra_window;
 	int			hinted;			/* callers announcing their ranges: no blind read-ahead */
+	/*
+	 * Announced windows: gaps of at most this many blocks between the
+	 * blocks a window needs are fetched with them (one range GET instead of
+	 * two); 0 for the first window of a scan, doubling with each next one
+	 * up to BRIDGE_MAX_BLOCKS, so a point read fetches only its blocks and
+	 * a long scan sends fewer, longer requests.
+	 */
+	uint32_t	bridge;
 	/*
 	 * Blocks the pager keeps itself, whatever the LRU does: [HELD_LAST] the
 	 * block the last read ended in, where a reader going through the file
@@ -236,9 +251,10 @@ tdb_pager_open(const TdbPagerOptions *o, TdbPager **out, TdbTrailError *err)
 	if (p == NULL)
 		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
 	p->fd = -1;
-	p->bs = o->block_size ? o->block_size : (1u << 20);
+	p->bs = o->block_size ? o->block_size : DEFAULT_BLOCK;
 	p->max_parallel = o->max_parallel > 0 ? o->max_parallel : 4;
-	p->readahead_max = o->readahead_max > 0 ? (uint32_t) o->readahead_max : o->readahead_max < 0 ? 0 : 16;
+	p->readahead_max = o->readahead_max > 0 ? (uint32_t) o->readahead_max : o->readahead_max < 0 ? 0 :
+		DEFAULT_READAHEAD;
 
 	if (strstr(o->url, "://") == NULL)
 	{
@@ -765,10 +781,54 @@ tdb_pager_read(TdbPager *p, uint64_t off, size_t len, void *buf, TdbTrailError *
 	return 0;
 }
 
+/*
+ * Sequential read-ahead of an announced scan: fill the gaps of at most
+ * p->bridge blocks between the sorted, distinct missing blocks, so that
+ * the blocks around them come in one range GET; a gap block already cached
+ * ends the bridge.  The blocks added are at most a sixteenth of those the
+ * window needs (and the list stays within max), so bridging costs at most
+ * 6 % more bytes than the exact blocks (measured on the ADS-B set of
+ * bench/trails_parquet.sh: a quarter cost 22 % more bytes for 10-50 %
+ * fewer requests; a sixteenth 3-5 % for 5-18 %).
+ */
+static int
+bridge_gaps(TdbPager *p, uint64_t *missing, int nmiss, int max)
+{
+	uint64_t   *out;
+	int			n = 0,
+				added = 0,
+				budget = nmiss / 16;
+
+	if (p->bridge == 0 || nmiss < 2 || budget == 0 ||
+		(out = malloc(sizeof(uint64_t) * (size_t) max)) == NULL)
+		return nmiss;
+	for (int i = 0; i < nmiss; i++)
+	{
+		if (i > 0)
+		{
+			uint64_t	gap = missing[i] - missing[i - 1] - 1;
+			bool		fill = gap > 0 && gap <= p->bridge && added + (int) gap <= budget &&
+				nmiss + added + (int) gap <= max;
+
+			for (uint64_t b = missing[i - 1] + 1; fill && b < missing[i]; b++)
+				fill = !cached_block(p, b, 0, 0, NULL);
+			for (uint64_t b = missing[i - 1] + 1; fill && b < missing[i]; b++)
+			{
+				out[n++] = b;
+				added++;
+			}
+		}
+		out[n++] = missing[i];
+	}
+	memcpy(missing, out, sizeof(uint64_t) * (size_t) n);
+	free(out);
+	return n;
+}
+
 int
 tdb_pager_prefetch(TdbPager *p, const TdbByteRange *ranges, int n, TdbTrailError *err)
 {
-	uint64_t	missing[MAX_FETCH_BLOCKS];
+	uint64_t   *missing;
 	int			nmiss = 0;
 	/*
 	 * Fetched blocks wait in the LRU until read: ask for no more than half
@@ -777,13 +837,16 @@ tdb_pager_prefetch(TdbPager *p, const TdbByteRange *ranges, int n, TdbTrailError
 	 */
 	uint64_t	room;
 	int			max_blocks;
+	int			rc;
 
 	if (p->local)
 		return 0;
 	room = tdb_lru_capacity(p->lru) / 2 / p->bs;
 	if (room < 1)
 		return 0;				/* the LRU could not keep them: reads fetch their own */
-	max_blocks = room < MAX_FETCH_BLOCKS ? (int) room : MAX_FETCH_BLOCKS;
+	max_blocks = room < PREFETCH_MAX_BLOCKS ? (int) room : PREFETCH_MAX_BLOCKS;
+	if ((missing = malloc(sizeof(uint64_t) * (size_t) max_blocks)) == NULL)
+		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
 	for (int i = 0; i < n && nmiss < max_blocks; i++)
 	{
 		uint64_t	b0,
@@ -804,7 +867,10 @@ tdb_pager_prefetch(TdbPager *p, const TdbByteRange *ranges, int n, TdbTrailError
 		}
 	}
 	if (nmiss == 0)
+	{
+		free(missing);
 		return 0;
+	}
 	/* blocks may repeat across non-adjacent ranges: sort and drop repeats */
 	qsort(missing, (size_t) nmiss, sizeof(uint64_t), block_cmp);
 	{
@@ -815,11 +881,17 @@ tdb_pager_prefetch(TdbPager *p, const TdbByteRange *ranges, int n, TdbTrailError
 				missing[k++] = missing[i];
 		nmiss = k;
 	}
+	nmiss = bridge_gaps(p, missing, nmiss, max_blocks);
+	/* the next window of this scan may bridge wider gaps */
+	if (p->hinted > 0)
+		p->bridge = p->bridge == 0 ? 1 : p->bridge * 2 > BRIDGE_MAX_BLOCKS ? BRIDGE_MAX_BLOCKS : p->bridge * 2;
 	{
 		uint64_t	none[2] = {NO_BLOCK, NO_BLOCK};
 
-		return fetch_blocks(p, missing, nmiss, 0, 0, NULL, none, err);
+		rc = fetch_blocks(p, missing, nmiss, 0, 0, NULL, none, err);
 	}
+	free(missing);
+	return rc;
 }
 
 uint64_t
@@ -845,6 +917,8 @@ void
 tdb_pager_hinted(TdbPager *p, bool on)
 {
 	p->hinted += on ? 1 : -1;
+	/* a new scan starts with exact windows */
+	p->bridge = 0;
 }
 
 void

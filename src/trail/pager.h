@@ -29,13 +29,13 @@ typedef struct TdbPagerOptions
 	const char *url;			/* path, http(s)://..., s3://bucket/key */
 	TdbS3Config s3;
 	TdbNetOptions net;
-	uint32_t	block_size;		/* 16 KiB .. 16 MiB, power of two; 0: 1 MiB */
+	uint32_t	block_size;		/* 4 KiB .. 64 MiB, power of two; 0: 16 KiB */
 	const char *cache_dir;		/* on-disk shared cache; NULL: none */
 	uint64_t	cache_max_bytes;	/* bound of cache_dir; 0: 1 GiB */
 	struct TdbBlockLru *lru;	/* shared in-process LRU; NULL: own */
 	size_t		lru_bytes;		/* size of the own LRU; 0: 64 MiB */
 	int			max_parallel;	/* concurrent range GETs; 0: 4 */
-	int			readahead_max;	/* blocks; 0: 16, negative: none */
+	int			readahead_max;	/* blocks; 0: 64, negative: none */
 	/*
 	 * Remote objects: reuse the size, ETag and tail this process learnt of
 	 * the object less than this many seconds ago instead of asking again

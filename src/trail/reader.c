@@ -11,14 +11,11 @@
  *
  * Read-ahead: a scan knows the exact pages it will read, so it asks the
  * pager to fetch the next few at once (concurrent range GETs); the window
- * doubles while the scan keeps going, and starts at one page when the
- * query has a small limit, so a LIMIT 10 fetches little.
- *
- * A page cache (TdbTrailQuery.page_cache, pagecache.c) carries decoded
- * pages from scan to scan: a page found there is neither fetched nor
- * decoded, read-ahead skips it, and a scan of trail ids given one (a
- * lookup of a join) asks for all its other pages at once, so each lookup
- * costs at most one round of concurrent requests.
+ * doubles while the scan keeps going (a lookup by id: at least 256 kB),
+ * and starts at one page under a small LIMIT.  A page cache (pagecache.c)
+ * carries decoded pages from scan to scan: a page found there is neither
+ * fetched nor decoded, and a lookup of a join given one asks for all its
+ * other pages at once (one round of concurrent requests).
  */
 #include <math.h>
 #include <pthread.h>
@@ -32,6 +29,14 @@
 
 #define READAHEAD_MAX_PAGES 1024
 #define READAHEAD_MAX_BYTES (32u << 20)
+/*
+ * A lookup by trail id (a join's rescans) also takes pages into a window
+ * until it holds this many bytes (small pages: a trail of 15-minute pages
+ * is one announcement, one range GET), except under a small LIMIT.  Other
+ * scans keep the 4-page start, so that a LIMIT the FDW cannot push still
+ * stops fetching early.
+ */
+#define READAHEAD_MIN_BYTES (256u << 10)
 #define READAHEAD_MAX_RANGES 2048
 
 /*
@@ -307,6 +312,7 @@ struct TdbTrailScan
 	uint32_t	next;			/* next index into pages to read */
 	uint32_t	prefetched;		/* pages[0, prefetched) asked for */
 	uint32_t	window;			/* read-ahead in pages */
+	uint64_t	window_min_bytes;	/* ... and at least this many bytes */
 	TdbTrailPage page;			/* the scan's own decoded page */
 	const TdbTrailPage *cur;	/* the page read: &page, or the page cache's */
 	uint32_t	cur_page;		/* its number */
@@ -419,6 +425,8 @@ tdb_trail_scan_begin(TdbTrailReader *r, const TdbTrailQuery *q, TdbTrailScan **o
 	/* a lookup with a page cache (a join): its missing pages in one round */
 	if (q->page_cache != NULL && q->nids > 0 && s->window > 1)
 		s->window = READAHEAD_MAX_PAGES;
+	/* a lookup by id reads all its trails' pages: no reason to fetch them in two goes */
+	s->window_min_bytes = q->nids > 0 && !(q->limit > 0 && q->limit < 1000) ? READAHEAD_MIN_BYTES : 0;
 	if (q->has_bbox)
 	{
 		s->has_bbox = true;
@@ -695,7 +703,8 @@ scan_prefetch(TdbTrailScan *s, TdbTrailError *err)
 	if (s->prefetched > s->next)
 		return 0;
 	s->prefetched = s->next;
-	while (s->prefetched < s->npages && npg < (int) s->window && bytes < READAHEAD_MAX_BYTES &&
+	while (s->prefetched < s->npages && (npg < (int) s->window || bytes < s->window_min_bytes) &&
+		   npg < READAHEAD_MAX_PAGES && bytes < READAHEAD_MAX_BYTES &&
 		   n + 2 + f->schema.ncolumns <= READAHEAD_MAX_RANGES)
 	{
 		uint32_t	pageno = s->pages[s->prefetched++];

@@ -159,15 +159,24 @@ typedef struct TdbTrailProgress
 	uint64_t	done,
 				total;			/* events of this phase done, of total */
 } TdbTrailProgress;
+/*
+ * The default page span: 15 minutes.  With pages by trail (the default
+ * order) and the pager's 16 KiB blocks, a trail's pages stay contiguous
+ * for id queries and joins, while a time window or an area reads a
+ * quarter of an hour of each trail it meets rather than an hour
+ * (docs/trails.md, "Defaults").
+ */
+#define TDB_TRAIL_PAGE_SPAN_DEFAULT_US (900LL * 1000000)
 
 typedef struct TdbTrailWriterOptions
 {
 	uint32_t	page_target_bytes;	/* close a page near this size; 0: 64 KiB */
 	uint32_t	page_max_events;	/* and at this many events; 0: 8192 */
 	/*
-	 * and when it would span more time than this (microseconds; 0: one
-	 * hour, negative: no limit), so that a time window prunes pages of a
-	 * long trail too, not only whole trails
+	 * and when it would span more time than this (microseconds; 0:
+	 * TDB_TRAIL_PAGE_SPAN_DEFAULT_US, negative: no limit), so that a time
+	 * window or an area prunes pages of a long trail too, not only whole
+	 * trails
 	 */
 	int64_t		page_max_span_us;
 	int			version;		/* 0: TDB_TRAIL_VERSION; 1: the version-1 layout */

@@ -137,7 +137,7 @@ tdb_trail_writer_create(const TdbTrailSchema *schema, const TdbTrailWriterOption
 	if (w->opts.page_max_events == 0)
 		w->opts.page_max_events = 8192;
 	if (w->opts.page_max_span_us == 0)
-		w->opts.page_max_span_us = 3600LL * 1000000;
+		w->opts.page_max_span_us = TDB_TRAIL_PAGE_SPAN_DEFAULT_US;
 	if (w->opts.version == 0)
 		w->opts.version = TDB_TRAIL_VERSION;
 	if (w->opts.bucket_us == 0)

@@ -544,7 +544,7 @@ UNIT_TEST(test_trail_v3_page_smaller_than_its_events)
 {
 	TdbTrailSchema sc;
 	TdbTrailWriter *w;
-	TdbTrailWriterOptions wo = {.page_max_events = 8192};
+	TdbTrailWriterOptions wo = {.page_max_events = 8192, .page_max_span_us = -1};	/* one page: no time limit */
 	TdbTrailWriterOptions big = {.page_max_events = TRAIL_V3_PAGE_MAX_EVENTS + 1};
 	TdbTrailError err;
 	TdbTrailTrailer t;

@@ -29,6 +29,8 @@ test_trail_writer_spill_same_bytes(void)
 
 			fx_make(&s, &rng, str == 1, 120, 400);
 			fx_layout(layout);
+			/* hour-long pages: the footer's state of 15-minute ones would not fit 256 kB */
+			fx_page_span_us = 3600LL * 1000000;
 			/* default pages; small pages (space-time: segments larger than a page) */
 			for (int pe = 0; pe < 2; pe++)
 			{
@@ -56,6 +58,7 @@ test_trail_writer_spill_same_bytes(void)
 			fx_free(&s);
 		}
 	fx_memory_limit = 0;
+	fx_page_span_us = 0;
 	fx_layout(1);
 }
 

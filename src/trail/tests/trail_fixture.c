@@ -123,6 +123,7 @@ fx_progress(void *arg, const TdbTrailProgress *p)
 	if (p->runs > fx_runs)
 		fx_runs = p->runs;
 }
+int64_t		fx_page_span_us = 0;
 
 void
 fx_free(FxSet *s)
@@ -139,7 +140,8 @@ fx_encode(const FxSet *s, uint32_t page_bytes, uint32_t page_events, size_t *len
 {
 	TdbTrailWriterOptions o = {.page_target_bytes = page_bytes, .page_max_events = page_events,
 		.version = fx_version, .order = fx_order, .bucket_us = fx_bucket_us,
-		.memory_limit = fx_memory_limit, .progress = fx_progress};
+		.memory_limit = fx_memory_limit, .progress = fx_progress,
+		.page_max_span_us = fx_page_span_us};
 	TdbTrailWriter *w;
 	TdbTrailError err;
 	uint8_t    *buf = NULL;

@@ -52,6 +52,8 @@ extern int64_t fx_bucket_us;
 /* fx_encode's writer memory limit (0: the default) and the runs it spilled */
 extern size_t fx_memory_limit;
 extern uint32_t fx_runs;
+/* The writer's page_max_span_us (0: the default, 15 minutes). */
+extern int64_t fx_page_span_us;
 
 /*
  * Layouts: 0 version 1, 1 version 2 by trail, 2 version 2 space-time,
