@@ -6,7 +6,7 @@
  *	  trafficdb-trail write OUT [--id C] [--time C] [--lon C] [--lat C]
  *	                  [--type COL=int|float|string|bool]... [--time-unit s|ms|us]
  *	                  [--page-bytes N] [--page-seconds N] [--part-mb N]
- *	                  [--format-version 1|2] [--order trail|space-time]
+ *	                  [--format-version 1|2|3] [--order trail|space-time]
  *	                  [--bucket-seconds N] < data.csv
  *	  trafficdb-trail info FILE [--trails] [--pages]
  *	  trafficdb-trail cat FILE [--trail ID]... [--from T] [--to T]
@@ -34,7 +34,7 @@
  * leading zero, "0412", keeps a column a string) unless --type says; the
  * trail id is int or string the same way.  Booleans are stored as booleans
  * (TDB_TRAIL_BOOL), or as int64 1/0 with --format-version 1 (which has no
- * boolean type).  Files are format version 2 unless --format-version 1
+ * boolean type).  Files are format version 3 unless --format-version 1
  * says (for readers built before version 2).  --order trail (the default)
  * keeps each page to one trail; --order space-time (version 2) makes pages
  * of one time bucket (--bucket-seconds, default 600) ordered by place, for
@@ -62,7 +62,7 @@ usage(void)
 {
 	fprintf(stderr,
 			"usage: trafficdb-trail write OUT [--id C] [--time C] [--lon C] [--lat C] [--type COL=int|float|string|bool]... [--time-unit s|ms|us|auto]\n"
-			"                       [--page-bytes N] [--page-seconds N] [--format-version 1|2] [--order trail|space-time] [--bucket-seconds N] < CSV\n"
+			"                       [--page-bytes N] [--page-seconds N] [--format-version 1|2|3] [--order trail|space-time] [--bucket-seconds N] < CSV\n"
 			"       trafficdb-trail info FILE [--trails] [--pages]\n"
 			"       trafficdb-trail cat FILE [--trail ID]... [--from T] [--to T] [--bbox x0,y0,x1,y1] [--limit N] [--stats]\n"
 			"       trafficdb-trail verify FILE\n"
@@ -288,7 +288,7 @@ parse_opts(int argc, char **argv, int first, Opts *o)
 	o->lat = "lat";
 	o->time_unit = TDB_TIME_AUTO;
 	o->page_seconds = 3600;
-	o->format_version = TDB_TRAIL_VERSION;
+	o->format_version = TDB_TRAIL_VERSION_DEFAULT;
 	o->order = TDB_TRAIL_ORDER_TRAIL;
 	o->pager.s3.access_key = getenv("AWS_ACCESS_KEY_ID");
 	o->pager.s3.secret_key = getenv("AWS_SECRET_ACCESS_KEY");
@@ -330,9 +330,9 @@ parse_opts(int argc, char **argv, int first, Opts *o)
 		else if (strcmp(a, "--format-version") == 0)
 		{
 			NEEDV();
-			if (strcmp(v, "1") != 0 && strcmp(v, "2") != 0)
+			if (strcmp(v, "1") != 0 && strcmp(v, "2") != 0 && strcmp(v, "3") != 0)
 			{
-				fprintf(stderr, "trafficdb-trail: --format-version %s: expected 2 (the default) or 1\n", v);
+				fprintf(stderr, "trafficdb-trail: --format-version %s: expected 3 (the default), 2 or 1\n", v);
 				exit(2);
 			}
 			o->format_version = atoi(v);
@@ -688,6 +688,13 @@ cmd_info(const char *url, Opts *o)
 	uint64_t	data = 0;
 
 	open_file(url, o, &p, &r);
+	{
+		TdbTrailError err;
+
+		/* version 3: the whole footer, not only its head */
+		if (tdb_trail_need_all(r, &err) < 0)
+			die_err(&err);
+	}
 	f = tdb_trail_footer(r);
 	for (uint32_t i = 0; i < f->ntrails; i++)
 	{

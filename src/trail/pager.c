@@ -766,6 +766,86 @@ tdb_pager_read(TdbPager *p, uint64_t off, size_t len, void *buf, TdbTrailError *
 }
 
 int
+tdb_pager_read_exact(TdbPager *p, const TdbByteRange *r, int n, uint8_t **bufs, TdbTrailError *err)
+{
+	TdbByteRange *miss = NULL;
+	uint8_t   **mbuf = NULL;
+	int			nmiss = 0,
+				rc = 0;
+
+	for (int i = 0; i < n; i++)
+		if (r[i].off > p->size || r[i].len > p->size - r[i].off)
+			return tdb_trail_fail(err, TDB_TRAIL_ECORRUPT, "read of %llu bytes at offset %llu past the end (%llu bytes)",
+								  (unsigned long long) r[i].len, (unsigned long long) r[i].off,
+								  (unsigned long long) p->size);
+	if (p->local)
+	{
+		for (int i = 0; i < n && rc == 0; i++)
+		{
+			p->stats.reads++;
+			rc = read_local(p, r[i].off, r[i].len, bufs[i], err);
+		}
+		return rc;
+	}
+	if ((miss = malloc(n * sizeof(*miss))) == NULL || (mbuf = malloc(n * sizeof(*mbuf))) == NULL)
+	{
+		rc = tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
+		goto done;
+	}
+	for (int i = 0; i < n; i++)
+	{
+		char		key[1200];
+
+		p->stats.reads++;
+		if (r[i].len == 0)
+			continue;
+		if (r[i].off >= p->tail_off)
+		{
+			memcpy(bufs[i], p->tail + (r[i].off - p->tail_off), r[i].len);
+			p->stats.bytes_memory += r[i].len;
+			continue;
+		}
+		if (r[i].len > MAX_RANGE_BYTES)
+		{
+			/* too long for one GET: by blocks */
+			if ((rc = tdb_pager_read(p, r[i].off, r[i].len, bufs[i], err)) < 0)
+				goto done;
+			continue;
+		}
+		snprintf(key, sizeof(key), "%s\n%s\nrange\n%llu+%llu", p->cache_id, p->etag,
+				 (unsigned long long) r[i].off, (unsigned long long) r[i].len);
+		if (tdb_lru_get(p->lru, key, 0, r[i].len, bufs[i]))
+			p->stats.bytes_memory += r[i].len;
+		else if (p->disk != NULL && tdb_disk_cache_get(p->disk, key, bufs[i], r[i].len))
+		{
+			p->stats.bytes_disk_cache += r[i].len;
+			tdb_lru_put(p->lru, key, bufs[i], r[i].len);
+		}
+		else
+		{
+			miss[nmiss] = r[i];
+			mbuf[nmiss++] = bufs[i];
+		}
+	}
+	if (nmiss > 0 && (rc = remote_get(p, miss, mbuf, nmiss, err)) < 0)
+		goto done;
+	for (int k = 0; k < nmiss; k++)
+	{
+		char		key[1200];
+
+		snprintf(key, sizeof(key), "%s\n%s\nrange\n%llu+%llu", p->cache_id, p->etag,
+				 (unsigned long long) miss[k].off, (unsigned long long) miss[k].len);
+		tdb_lru_put(p->lru, key, mbuf[k], miss[k].len);
+		if (p->disk)
+			tdb_disk_cache_put(p->disk, key, mbuf[k], miss[k].len);
+	}
+done:
+	free(miss);
+	free(mbuf);
+	return rc;
+}
+
+int
 tdb_pager_prefetch(TdbPager *p, const TdbByteRange *ranges, int n, TdbTrailError *err)
 {
 	uint64_t	missing[MAX_FETCH_BLOCKS];

@@ -88,6 +88,16 @@ const char *tdb_pager_identity(const TdbPager *p);
  */
 int			tdb_pager_extend_tail(TdbPager *p, uint64_t off, TdbTrailError *err);
 
+/*
+ * Read n ranges exactly, into bufs[i] (r[i].len bytes each): from the tail
+ * when there, else from the caches or by concurrent range GETs of exactly
+ * those bytes (no block rounding; each kept in the caches as a piece of its
+ * own, keyed by object, ETag and range).  For the chunks of a version-3
+ * footer, a few kB each, which a block would make a megabyte.
+ */
+int			tdb_pager_read_exact(TdbPager *p, const TdbByteRange *r, int n, uint8_t **bufs,
+								 TdbTrailError *err);
+
 /* Read exactly len bytes at off (off + len <= size). */
 int			tdb_pager_read(TdbPager *p, uint64_t off, size_t len, void *buf,
 						   TdbTrailError *err);

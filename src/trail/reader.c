@@ -278,6 +278,65 @@ tdb_trail_footer(const TdbTrailReader *r)
 	return r->footer;
 }
 
+/* Version 3: the footer's chunks come through the pager, each range exactly. */
+static int
+reader_read(void *arg, const TdbByteRange *rg, int n, uint8_t **bufs, TdbTrailError *err)
+{
+	return tdb_pager_read_exact((TdbPager *) arg, rg, n, bufs, err);
+}
+
+static TdbTrailFooter *
+lazy_footer(TdbTrailReader *r)
+{
+	return r->sf->f.lazy ? &r->sf->f : NULL;
+}
+
+int
+tdb_trail_need_trails(TdbTrailReader *r, uint32_t lo, uint32_t hi, TdbTrailError *err)
+{
+	TdbTrailFooter *f = lazy_footer(r);
+
+	return f ? trail_footer3_load(f, TRAIL3_TRAILS, lo, hi, reader_read, r->pager, err) : 0;
+}
+
+int
+tdb_trail_need_pages(TdbTrailReader *r, uint32_t lo, uint32_t hi, TdbTrailError *err)
+{
+	TdbTrailFooter *f = lazy_footer(r);
+
+	return f ? trail_footer3_load(f, TRAIL3_PAGES, lo, hi, reader_read, r->pager, err) : 0;
+}
+
+int
+tdb_trail_need_lexicon(TdbTrailReader *r, TdbTrailError *err)
+{
+	TdbTrailFooter *f = lazy_footer(r);
+
+	return f ? trail_footer3_load_lexicon(f, reader_read, r->pager, err) : 0;
+}
+
+int
+tdb_trail_need_all(TdbTrailReader *r, TdbTrailError *err)
+{
+	TdbTrailFooter *f = lazy_footer(r);
+
+	return f ? trail_footer3_load_all(f, reader_read, r->pager, err) : 0;
+}
+
+static int	find_key(const TdbTrailFooter *f, int64_t id, const char *sid);
+
+int
+tdb_trail_lookup(TdbTrailReader *r, int64_t id, const char *sid, TdbTrailError *err)
+{
+	TdbTrailFooter *f = lazy_footer(r);
+
+	if (r->footer->schema.id_type == TDB_TRAIL_STRING && sid == NULL)
+		return -1;
+	if (f == NULL)
+		return find_key(r->footer, id, sid);
+	return trail_footer3_find(f, id, sid, reader_read, r->pager, err);
+}
+
 void
 tdb_trail_close(TdbTrailReader *r)
 {
@@ -359,14 +418,6 @@ tdb_trail_find_str(const TdbTrailFooter *f, const char *id)
 	return f->schema.id_type != TDB_TRAIL_STRING || id == NULL ? -1 : find_key(f, 0, id);
 }
 
-static int
-find_trail(const TdbTrailFooter *f, const TdbTrailQuery *q, int k)
-{
-	if (f->schema.id_type == TDB_TRAIL_STRING)
-		return q->ids_str[k] ? find_key(f, 0, q->ids_str[k]) : -1;
-	return find_key(f, q->ids_int[k], NULL);
-}
-
 /* Page k of a trail's pages, in file order. */
 static inline uint32_t
 trail_page(const TdbTrailInfo *ti, uint32_t k)
@@ -432,12 +483,43 @@ tdb_trail_scan_begin(TdbTrailReader *r, const TdbTrailQuery *q, TdbTrailScan **o
 	}
 	if (q->nids > 0)
 	{
-		for (int k = 0; k < q->nids; k++)
-		{
-			int			t = find_trail(f, q, k);
+		TdbTrailFooter *lf = lazy_footer(r);
+		int			rc = 0;
 
+		if (lf)
+		{
+			/* version 3: the trail chunks of every id asked for, in one batch */
+			uint32_t	m = 0;
+
+			for (int k = 0; k < q->nids; k++)
+			{
+				int			j = f->schema.id_type == TDB_TRAIL_STRING ?
+					trail_footer3_chunk_of(f, 0, q->ids_str[k]) : trail_footer3_chunk_of(f, q->ids_int[k], NULL);
+
+				if (j >= 0)
+					trails[m++] = (uint32_t) j;
+			}
+			qsort(trails, m, sizeof(uint32_t), trail_order);
+			rc = trail_footer3_load_chunks(lf, TRAIL3_TRAILS, trails, (int) m, reader_read, r->pager, err);
+		}
+		for (int k = 0; k < q->nids && rc >= 0; k++)
+		{
+			int			t;
+
+			if (f->schema.id_type == TDB_TRAIL_STRING)
+				t = tdb_trail_lookup(r, 0, q->ids_str[k], err);
+			else
+				t = tdb_trail_lookup(r, q->ids_int[k], NULL, err);
 			if (t >= 0)
 				trails[ntr++] = (uint32_t) t;
+			else if (t < -1)
+				rc = t;
+		}
+		if (rc < 0)
+		{
+			free(trails);
+			free(s);
+			return rc;
 		}
 		qsort(trails, ntr, sizeof(uint32_t), trail_order);
 	}
@@ -486,15 +568,38 @@ tdb_trail_scan_begin(TdbTrailReader *r, const TdbTrailQuery *q, TdbTrailScan **o
 			for (uint32_t j = 0; j < ti->npages; j++)
 			{
 				uint32_t	p = trail_page(ti, j);
-				const TdbTrailPageInfo *pi = &f->pages[p];
+
+				if (s->npages > 0 && p <= s->pages[s->npages - 1])
+					sorted = false;
+				s->pages[s->npages++] = p;
+			}
+		}
+		/* version 3: their page entries, the chunks holding them in one batch */
+		if (lazy_footer(r))
+		{
+			int			rc = trail_footer3_load_entries(lazy_footer(r), TRAIL3_PAGES, s->pages,
+														s->npages, reader_read, r->pager, err);
+
+			if (rc < 0)
+			{
+				free(trails);
+				free(s->want);
+				free(s->pages);
+				free(s);
+				return rc;
+			}
+		}
+		{
+			uint32_t	m = 0;
+
+			for (uint32_t k = 0; k < s->npages; k++)
+			{
+				const TdbTrailPageInfo *pi = &f->pages[s->pages[k]];
 
 				if (zone_hits(s, pi->tmin, pi->tmax, pi->xmin, pi->ymin, pi->xmax, pi->ymax))
-				{
-					if (s->npages > 0 && p <= s->pages[s->npages - 1])
-						sorted = false;
-					s->pages[s->npages++] = p;
-				}
+					s->pages[m++] = s->pages[k];
 			}
+			s->npages = m;
 		}
 		if (!sorted)
 		{
@@ -506,6 +611,43 @@ tdb_trail_scan_begin(TdbTrailReader *r, const TdbTrailQuery *q, TdbTrailScan **o
 				if (m == 0 || s->pages[k] != s->pages[m - 1])
 					s->pages[m++] = s->pages[k];
 			s->npages = m;
+		}
+	}
+	else if (lazy_footer(r))
+	{
+		/* version 3: the page chunks whose zone maps meet the query, in one batch */
+		uint32_t	nch = trail_footer3_nchunks(f, TRAIL3_PAGES),
+					m = 0;
+		int			rc;
+
+		for (uint32_t j = 0; j < nch; j++)
+		{
+			uint32_t	first,
+						count;
+			int64_t		tmin,
+						tmax;
+			int32_t		box[4];
+
+			trail_footer3_chunk(f, TRAIL3_PAGES, j, &first, &count, &tmin, &tmax, box);
+			if (zone_hits(s, tmin, tmax, box[0], box[1], box[2], box[3]))
+				for (uint32_t p = first; p < first + count; p++)
+					s->pages[m++] = p;
+		}
+		rc = trail_footer3_load_entries(lazy_footer(r), TRAIL3_PAGES, s->pages, m, reader_read,
+										r->pager, err);
+		if (rc < 0)
+		{
+			free(trails);
+			free(s->pages);
+			free(s);
+			return rc;
+		}
+		for (uint32_t k = 0; k < m; k++)
+		{
+			const TdbTrailPageInfo *pi = &f->pages[s->pages[k]];
+
+			if (zone_hits(s, pi->tmin, pi->tmax, pi->xmin, pi->ymin, pi->xmax, pi->ymax))
+				s->pages[s->npages++] = s->pages[k];
 		}
 	}
 	else
@@ -628,6 +770,29 @@ event_matches(const TdbTrailScan *s, uint32_t i)
 	return true;
 }
 
+/*
+ * Version 3: before page pageno is decoded, the trails its runs may name
+ * (their entries check its events and give their ids) and the lexicon if a
+ * string column is read.
+ */
+static int
+page_trails_ready(TdbTrailScan *s, uint32_t pageno, TdbTrailError *err)
+{
+	TdbTrailFooter *lf = lazy_footer(s->r);
+	uint32_t	lo,
+				hi;
+	int			rc;
+
+	trail_footer3_page_trails(lf, pageno, &lo, &hi);
+	if ((rc = trail_footer3_load(lf, TRAIL3_TRAILS, lo, hi + 1, reader_read, s->r->pager, err)) < 0 ||
+		(rc = trail_footer3_page_ready(lf, pageno, err)) < 0)
+		return rc;
+	for (int c = 0; c < lf->schema.ncolumns; c++)
+		if (lf->schema.columns[c].type == TDB_TRAIL_STRING && !(c < 64 && (s->q.skip_columns >> c) & 1))
+			return tdb_trail_need_lexicon(s->r, err);
+	return 0;
+}
+
 /* Fetch and decode page number pageno into s->page. */
 static int
 load_page(TdbTrailScan *s, uint32_t pageno, TdbTrailError *err)
@@ -657,6 +822,8 @@ load_page(TdbTrailScan *s, uint32_t pageno, TdbTrailError *err)
 			s->stats.bytes_read += pr[k].len;
 		}
 	}
+	if (lazy_footer(s->r) && (rc = page_trails_ready(s, pageno, err)) < 0)
+		return rc;
 	if ((rc = tdb_trail_page_decode_some(f, pageno, s->buf, pi->length, !s->need_position,
 										 s->q.skip_columns, &s->page, err)) < 0)
 		return rc;
@@ -744,6 +911,9 @@ tdb_trail_verify(TdbTrailReader *r, uint64_t *events, TdbTrailError *err)
 	uint64_t   *count = NULL;
 	TdbTrailStats *st = NULL;
 
+	if ((rc = tdb_trail_need_all(r, err)) < 0)
+		return rc;
+
 	/*
 	 * The footer's bytes as they are now, not the decode shared since the
 	 * first open (a damaged footer under an unchanged trailer would have
@@ -766,7 +936,12 @@ tdb_trail_verify(TdbTrailReader *r, uint64_t *events, TdbTrailError *err)
 		free(fbuf);
 		if (rc < 0)
 			return rc;
+		/* version 3: every chunk too, read and checked again */
+		if (fresh.lazy)
+			rc = trail_footer3_load_all(&fresh, reader_read, r->pager, err);
 		tdb_trail_footer_release(&fresh);
+		if (rc < 0)
+			return rc;
 	}
 
 	memset(&q, 0, sizeof(q));

@@ -130,7 +130,7 @@ tdb_trail_writer_create(const TdbTrailSchema *schema, const TdbTrailWriterOption
 	if (w->opts.page_max_span_us == 0)
 		w->opts.page_max_span_us = 3600LL * 1000000;
 	if (w->opts.version == 0)
-		w->opts.version = TDB_TRAIL_VERSION;
+		w->opts.version = TDB_TRAIL_VERSION_DEFAULT;
 	if (w->opts.bucket_us == 0)
 		w->opts.bucket_us = 600LL * 1000000;
 	if (w->opts.version < TDB_TRAIL_VERSION_MIN || w->opts.version > TDB_TRAIL_VERSION ||
@@ -142,7 +142,7 @@ tdb_trail_writer_create(const TdbTrailSchema *schema, const TdbTrailWriterOption
 
 		free(w);
 		return tdb_trail_fail(err, TDB_TRAIL_EINVAL,
-							  "format version %d with page order %d; expected version 1 (trail order) or 2 (trail or space-time order, a positive time bucket)",
+							  "format version %d with page order %d; expected version 1 (trail order), 2 or 3 (trail or space-time order, a positive time bucket)",
 							  v, (int) (opts ? opts->order : 0));
 	}
 	*out = w;
@@ -334,7 +334,7 @@ tdb_trail_writer_finish(TdbTrailWriter *w, uint8_t **bufp, size_t *lenp, TdbTrai
 	sort_writer = w;
 	qsort(idx, w->n, sizeof(uint32_t), event_cmp);
 	sort_writer = NULL;
-	if (w->opts.version == 2)
+	if (w->opts.version >= 2)
 	{
 		rc = trail_writer_finish2(w, idx, bufp, lenp, err);
 		goto done;

@@ -471,7 +471,7 @@ trail_writer_finish2(TdbTrailWriter *w, uint32_t *idx, uint8_t **bufp, size_t *l
 	x.idx = idx;
 	codec_buf_init(&x.out);
 	codec_buf_init(&x.tmp);
-	x.f.version = 2;
+	x.f.version = (uint16_t) w->opts.version;
 	x.f.order = w->opts.order;
 	x.f.bucket_us = w->opts.order == TDB_TRAIL_ORDER_SPACETIME ? w->opts.bucket_us : 0;
 	x.f.schema = w->schema;
@@ -514,7 +514,7 @@ trail_writer_finish2(TdbTrailWriter *w, uint32_t *idx, uint8_t **bufp, size_t *l
 
 	memset(hdr, 0, sizeof(hdr));
 	memcpy(hdr, TRAIL_HEADER_MAGIC, 8);
-	codec_put_u32le(hdr + 8, 2);
+	codec_put_u32le(hdr + 8, (uint32_t) w->opts.version);
 	codec_put_bytes(&x.out, hdr, sizeof(hdr));
 
 	if (w->opts.order == TDB_TRAIL_ORDER_SPACETIME)
@@ -565,16 +565,24 @@ trail_writer_finish2(TdbTrailWriter *w, uint32_t *idx, uint8_t **bufp, size_t *l
 	x.f.nevents = w->n;
 
 	memset(&t, 0, sizeof(t));
-	t.footer_offset = x.out.len;
-	x.tmp.len = 0;
-	trail_footer2_encode(&x.tmp, &x.f);
-	if (!x.tmp.ok)
+	x.f.data_end = x.out.len;
+	if (x.f.version >= 3)
+		trail_footer3_encode(&x.out, &x.f, &t);	/* chunks, then the head the trailer names */
+	else
+	{
+		t.footer_offset = x.out.len;
+		x.tmp.len = 0;
+		trail_footer2_encode(&x.tmp, &x.f);
+		if (!x.tmp.ok)
+			goto done;
+		t.footer_length = x.tmp.len;
+		t.footer_crc = tdb_crc32c(x.tmp.data, x.tmp.len);
+		codec_put_bytes(&x.out, x.tmp.data, x.tmp.len);
+	}
+	if (!x.out.ok)
 		goto done;
-	t.footer_length = x.tmp.len;
-	t.footer_crc = tdb_crc32c(x.tmp.data, x.tmp.len);
-	codec_put_bytes(&x.out, x.tmp.data, x.tmp.len);
 	t.file_size = x.out.len + TDB_TRAIL_TRAILER_SIZE;
-	t.version = 2;
+	t.version = x.f.version;
 	if (codec_buf_reserve(&x.out, TDB_TRAIL_TRAILER_SIZE))
 	{
 		trail_trailer_encode(x.out.data + x.out.len, &t);
