@@ -292,7 +292,7 @@ my $csv = rows(q{SELECT 'id,time,lon,lat,speed,alt,moving' UNION ALL (SELECT con
   ',', ST_X(geom), ',', ST_Y(geom), ',', CASE WHEN speed = 'NaN' THEN NULL ELSE speed END, ',', alt, ',', CASE WHEN moving THEN 'true' WHEN NOT moving THEN 'false' END) FROM ev ORDER BY vid, ts)}) . "\n";
 my ($o, $e);
 ($rc, $o, $e) = cli($csv, 'write', "$dir/cli2.trail");
-is($rc, 0, 'trafficdb-trail write: version 2 by default') or diag($e);
+is($rc, 0, 'trafficdb-trail write: version 3 by default') or diag($e);
 ($rc, $o, $e) = cli($csv, 'write', "$dir/cli1.trail", '--format-version', '1');
 is($rc, 0, 'and --format-version 1') or diag($e);
 {
@@ -301,10 +301,10 @@ is($rc, 0, 'and --format-version 1') or diag($e);
 	($rc, $o, $e) = cli($csv, 'write', "s3://tap-v2/cli-st.trail", '--order', 'space-time', '--bucket-seconds', '300', '--endpoint', $endpoint);
 	is($rc, 0, '--order space-time --bucket-seconds 300 to S3 (with credentials)') or diag($e);
 	($rc, $o, $e) = cli('', 'info', "s3://tap-v2/cli-st.trail", '--endpoint', $endpoint);
-	like($o, qr/^version:\s+2\norder:\s+space-time \(time buckets of 300 s\)$/m, 'info: version 2, space-time order and its bucket') or diag($o, $e);
+	like($o, qr/^version:\s+3\norder:\s+space-time \(time buckets of 300 s\)$/m, 'info: version 3 (the default), space-time order and its bucket') or diag($o, $e);
 }
 ($rc, $o) = cli('', 'info', "$dir/cli2.trail");
-like($o, qr/^version:\s+2\norder:\s+trail$/m, 'info: version 2, trail order');
+like($o, qr/^version:\s+3\norder:\s+trail$/m, 'info: version 3 (the default), trail order');
 like($o, qr/moving \(bool\)/, 'true/false stored as booleans');
 ($rc, $o) = cli('', 'info', "$dir/cli1.trail");
 like($o, qr/^version:\s+1\n/m, 'info: version 1');
@@ -324,7 +324,7 @@ is(rows(sprintf($cl, 'cli1')), rows(sprintf($cl, 'cli2')), 'through the FDW too 
 is(rows(sprintf($cl, 'cli2')),
 	rows(q{SELECT count(*) || ':' || md5(string_agg(concat_ws('|', vid, ts, encode(ST_AsEWKB(geom), 'hex'), CASE WHEN speed = 'NaN' THEN NULL ELSE speed END, alt, moving), ',' ORDER BY vid, ts)) FROM ev}),
 	'and they are the heap\'s rows');
-for my $bad ([ [ '--format-version', '3' ], qr/--format-version 3: expected 2 \(the default\) or 1/ ],
+for my $bad ([ [ '--format-version', '4' ], qr/--format-version 4: expected 3 \(the default\), 2 or 1/ ],
 	[ [ '--order', 'zigzag' ], qr/--order zigzag: expected trail or space-time/ ],
 	[ [ '--order', 'space-time', '--bucket-seconds', '0' ], qr/--bucket-seconds 0: expected a whole number of seconds from 1/ ],
 	[ [ '--order', 'space-time', '--format-version', '1' ], qr/--order space-time needs format version 2/ ],
