@@ -882,7 +882,7 @@ CREATE FUNCTION trafficdb.trail_write(query text, destination text, server text 
     id_column text DEFAULT 'id', time_column text DEFAULT 'time', geom_column text DEFAULT 'geom',
     page_size integer DEFAULT NULL, page_seconds integer DEFAULT 3600,
     page_order text DEFAULT 'trail', bucket_seconds integer DEFAULT NULL,
-    format_version integer DEFAULT 2) RETURNS bigint
+    format_version integer DEFAULT 3) RETURNS bigint
     AS 'MODULE_PATHNAME', 'trafficdb_trail_write' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION trafficdb.trail_write(text, text, text, text, text, text, integer, integer, text, integer, integer) IS
-    'Write the rows of a query (trail id, time, geometry(Point, 4326) and any other columns) as a trail file at an absolute path (pg_write_server_files) or s3://bucket/key (server => a trafficdb_trails server; credentials from your user mapping); page_size in bytes (default 65536 by trail, 16384 space-time), page_order ''trail'' (default) or ''space-time'' (pages of one time bucket and place, bucket_seconds, default 600), format_version 2 (default) or 1; returns the events written.';
+    'Write the rows of a query (trail id, time, geometry(Point, 4326) and any other columns) as a trail file at an absolute path (pg_write_server_files) or s3://bucket/key (server => a trafficdb_trails server; credentials from your user mapping); page_size in bytes (default 65536 by trail, 16384 space-time), page_order ''trail'' (default) or ''space-time'' (pages of one time bucket and place, bucket_seconds, default 600), format_version 3 (default: a footer read in pieces), 2 or 1; returns the events written.';

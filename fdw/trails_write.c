@@ -188,11 +188,11 @@ trafficdb_trail_write(PG_FUNCTION_ARGS)
 	trail_write_require(fcinfo, 10, "format_version");
 	page_order = text_to_cstring(PG_GETARG_TEXT_PP(8));
 	format_version = PG_GETARG_INT32(10);
-	if (format_version != 1 && format_version != 2)
+	if (format_version < 1 || format_version > 3)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("format_version %d is not a trail file format version", format_version),
-				 errdetail("Expected 2 (the default) or 1 (for readers built before version 2).")));
+				 errdetail("Expected 3 (the default), 2 or 1 (for readers built before version 3 or 2).")));
 	if (strcmp(page_order, "trail") == 0)
 		order = TDB_TRAIL_ORDER_TRAIL;
 	else if (strcmp(page_order, "space-time") == 0)
@@ -205,7 +205,7 @@ trafficdb_trail_write(PG_FUNCTION_ARGS)
 	if (order == TDB_TRAIL_ORDER_SPACETIME && format_version == 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("page_order 'space-time' needs format_version 2"),
+				 errmsg("page_order 'space-time' needs format_version 2 or 3"),
 				 errdetail("Version-1 files hold their pages in trail order only.")));
 	if (!PG_ARGISNULL(9))
 	{

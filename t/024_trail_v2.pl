@@ -348,7 +348,7 @@ like($o, qr/moving \(int64\)/, 'trail_write format_version => 1 stores booleans 
 ($rc, $o) = cli('', 'info', "$dir/veh.trail");
 like($o, qr/moving \(bool\).*\n/, 'trail_write (version 2) stores them as booleans');
 for my $bad ([ q{page_order => 'zigzag'}, qr/page_order "zigzag" is not a page order.*\n.*Expected 'trail' .* or 'space-time'/ ],
-	[ q{format_version => 3}, qr/format_version 3 is not a trail file format version.*\n.*Expected 2 \(the default\) or 1/ ],
+	[ q{format_version => 4}, qr/format_version 4 is not a trail file format version.*\n.*Expected 3 \(the default\), 2 or 1/ ],
 	[ q{bucket_seconds => 60}, qr/bucket_seconds applies to page_order 'space-time' only, not 'trail'/ ],
 	[ q{page_order => 'space-time', bucket_seconds => 0}, qr/bucket_seconds 0 is out of range/ ],
 	[ q{page_order => 'space-time', format_version => 1}, qr/page_order 'space-time' needs format_version 2/ ],

@@ -527,3 +527,19 @@ trail_footer3_load_entries(TdbTrailFooter *f, int kind, const uint32_t *entries,
 	free(idx);
 	return rc;
 }
+
+uint64_t
+trail_footer3_loaded(const TdbTrailFooter *f, int kind, uint32_t *nloaded)
+{
+	const F3Lazy *z = f->lazy;
+	uint64_t	bytes = 0;
+
+	*nloaded = 0;
+	for (uint32_t j = 0; z && j < z->nchunks[kind]; j++)
+		if (z->chunks[kind][j].loaded)
+		{
+			(*nloaded)++;
+			bytes += z->chunks[kind][j].len;
+		}
+	return bytes;
+}

@@ -453,8 +453,8 @@ UNIT_TEST(test_trail_v2_spacetime_order)
 {
 	uint64_t	rng = 9090;
 	FxSet		s;
-	uint64_t	bytes[2] = {0, 0};
-	uint64_t	rows[2] = {0, 0};
+	uint64_t	bytes[FX_LAYOUTS] = {0},
+				rows[FX_LAYOUTS] = {0};
 
 	fx_make(&s, &rng, false, 80, 400);
 	for (int layout = 1; layout < FX_LAYOUTS; layout++)
@@ -473,9 +473,9 @@ UNIT_TEST(test_trail_v2_spacetime_order)
 			continue;
 		}
 		f = tdb_trail_footer(o.r);
-		CHECK(f->version == 2);
-		CHECK(f->order == (layout == 2 ? TDB_TRAIL_ORDER_SPACETIME : TDB_TRAIL_ORDER_TRAIL));
-		if (layout == 2)
+		CHECK(f->version == fx_version);
+		CHECK(f->order == fx_order);
+		if (fx_order == TDB_TRAIL_ORDER_SPACETIME)
 		{
 			CHECK(f->bucket_us == fx_bucket_us);
 			for (uint32_t p = 0; p < f->npages; p++)
@@ -517,8 +517,13 @@ UNIT_TEST(test_trail_v2_spacetime_order)
 		close_opened(&o);
 		free(buf);
 	}
+	/* layouts 1 to 4: versions 2 and 3, by trail and space-time (the same pages) */
 	CHECK_EQ_U64(rows[0], rows[1]);
 	CHECK(bytes[1] < bytes[0]);
+	CHECK_EQ_U64(rows[2], rows[0]);
+	CHECK_EQ_U64(rows[3], rows[0]);
+	CHECK_EQ_U64(bytes[2], bytes[0]);
+	CHECK_EQ_U64(bytes[3], bytes[1]);
 	fx_layout(1);
 	fx_free(&s);
 }

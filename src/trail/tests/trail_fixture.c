@@ -263,10 +263,10 @@ fx_tmpdir(char *out, size_t outlen, const char *tag)
 void
 fx_layout(int layout)
 {
-	fx_version = layout == 0 ? 1 : 2;
-	fx_order = layout == 2 ? TDB_TRAIL_ORDER_SPACETIME : TDB_TRAIL_ORDER_TRAIL;
+	fx_version = layout == 0 ? 1 : layout <= 2 ? 2 : 3;
+	fx_order = layout == 2 || layout == 4 ? TDB_TRAIL_ORDER_SPACETIME : TDB_TRAIL_ORDER_TRAIL;
 	/* small buckets, so that the random sets' trails share pages and split */
-	fx_bucket_us = layout == 2 ? 20LL * 60 * 1000000 : 0;
+	fx_bucket_us = fx_order == TDB_TRAIL_ORDER_SPACETIME ? 20LL * 60 * 1000000 : 0;
 }
 
 size_t *

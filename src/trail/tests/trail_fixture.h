@@ -50,8 +50,11 @@ extern int	fx_version;
 extern TdbTrailOrder fx_order;
 extern int64_t fx_bucket_us;
 
-/* Layouts: 0 version 1, 1 version 2 by trail, 2 version 2 space-time. */
-#define FX_LAYOUTS 3
+/*
+ * Layouts: 0 version 1, 1 version 2 by trail, 2 version 2 space-time,
+ * 3 version 3 by trail, 4 version 3 space-time.
+ */
+#define FX_LAYOUTS 5
 void		fx_layout(int layout);
 
 /*
