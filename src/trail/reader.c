@@ -15,7 +15,6 @@
  * query has a small limit, so a LIMIT 10 fetches little.
  */
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,155 +26,7 @@
 #define READAHEAD_MAX_BYTES (32u << 20)
 #define READAHEAD_MAX_RANGES 2048
 
-/*
- * Decoded footers, shared by the readers of one process: a footer is
- * decoded at the first open of a file version and reused by later opens
- * (a query opens its file each time; a footer of a large file takes
- * milliseconds to decode).  The key is the trailer's description of the
- * footer (its offset, length and CRC) with the object's size and ETag:
- * equal keys mean equal footer bytes, so a cached footer is never another
- * version's.  Entries are refcounted; an entry evicted while a reader holds
- * it is freed by its last reader.  The bound is on decoded memory.
- */
-#define FOOTER_CACHE_SLOTS 8
-#define FOOTER_CACHE_BYTES ((size_t) 64 << 20)
-
-typedef struct SharedFooter
-{
-	char	   *key;
-	TdbTrailFooter f;
-	size_t		cost;			/* about the decoded size */
-	int			refs;
-	bool		cached;			/* still in the table */
-	uint64_t	used;			/* last use, for eviction */
-} SharedFooter;
-
-static SharedFooter *footer_cache[FOOTER_CACHE_SLOTS];
-static size_t footer_cache_bytes;
-static uint64_t footer_cache_tick;
-static uint64_t footer_decodes;
-static pthread_mutex_t footer_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static void
-shared_footer_free(SharedFooter *sf)
-{
-	tdb_trail_footer_release(&sf->f);
-	free(sf->key);
-	free(sf);
-}
-
-static SharedFooter *
-footer_cache_get(const char *key)
-{
-	SharedFooter *hit = NULL;
-
-	pthread_mutex_lock(&footer_lock);
-	for (int i = 0; i < FOOTER_CACHE_SLOTS && hit == NULL; i++)
-		if (footer_cache[i] && strcmp(footer_cache[i]->key, key) == 0)
-			hit = footer_cache[i];
-	if (hit)
-	{
-		hit->refs++;
-		hit->used = ++footer_cache_tick;
-	}
-	pthread_mutex_unlock(&footer_lock);
-	return hit;
-}
-
-/* Keep sf (refs 1, its opener's) in the table if it fits the bound. */
-static void
-footer_cache_put(SharedFooter *sf)
-{
-	pthread_mutex_lock(&footer_lock);
-	if (sf->cost <= FOOTER_CACHE_BYTES / 2)
-	{
-		int			slot = -1;
-
-		for (;;)
-		{
-			int			oldest = -1;
-
-			slot = -1;
-			for (int i = 0; i < FOOTER_CACHE_SLOTS; i++)
-			{
-				if (footer_cache[i] == NULL)
-				{
-					if (slot < 0)
-						slot = i;
-					continue;
-				}
-				if (oldest < 0 || footer_cache[i]->used < footer_cache[oldest]->used)
-					oldest = i;
-			}
-			if (slot >= 0 && footer_cache_bytes + sf->cost <= FOOTER_CACHE_BYTES)
-				break;
-			/* evict the least recently used; its readers keep it until they close */
-			footer_cache[oldest]->cached = false;
-			footer_cache_bytes -= footer_cache[oldest]->cost;
-			if (footer_cache[oldest]->refs == 0)
-				shared_footer_free(footer_cache[oldest]);
-			footer_cache[oldest] = NULL;
-		}
-		footer_cache[slot] = sf;
-		sf->cached = true;
-		sf->used = ++footer_cache_tick;
-		footer_cache_bytes += sf->cost;
-	}
-	pthread_mutex_unlock(&footer_lock);
-}
-
-static void
-footer_cache_release(SharedFooter *sf)
-{
-	bool		free_it;
-
-	pthread_mutex_lock(&footer_lock);
-	free_it = --sf->refs == 0 && !sf->cached;
-	pthread_mutex_unlock(&footer_lock);
-	if (free_it)
-		shared_footer_free(sf);
-}
-
-void
-tdb_trail_footer_cache_clear(void)
-{
-	pthread_mutex_lock(&footer_lock);
-	for (int i = 0; i < FOOTER_CACHE_SLOTS; i++)
-	{
-		SharedFooter *sf = footer_cache[i];
-
-		if (sf == NULL)
-			continue;
-		sf->cached = false;
-		footer_cache_bytes -= sf->cost;
-		if (sf->refs == 0)
-			shared_footer_free(sf);
-		footer_cache[i] = NULL;
-	}
-	pthread_mutex_unlock(&footer_lock);
-}
-
-uint64_t
-tdb_trail_footer_cache_bytes(void)
-{
-	uint64_t	n;
-
-	pthread_mutex_lock(&footer_lock);
-	n = footer_cache_bytes;
-	pthread_mutex_unlock(&footer_lock);
-	return n;
-}
-
-uint64_t
-tdb_trail_footer_decodes(void)
-{
-	uint64_t	n;
-
-	pthread_mutex_lock(&footer_lock);
-	n = footer_decodes;
-	pthread_mutex_unlock(&footer_lock);
-	return n;
-}
+#include "footer_cache.h"
 
 struct TdbTrailReader
 {
@@ -256,9 +107,7 @@ tdb_trail_open(TdbPager *pager, TdbTrailReader **out, TdbTrailError *err)
 		free(r);
 		return rc;
 	}
-	pthread_mutex_lock(&footer_lock);
-	footer_decodes++;
-	pthread_mutex_unlock(&footer_lock);
+	footer_cache_count_decode();
 	sf->refs = 1;
 	/* decoded: the arrays, the strings, a page-list entry per trail page */
 	sf->cost = sizeof(TdbTrailFooter) + 2 * (size_t) t.footer_length +

@@ -36,12 +36,49 @@ decode_pages(const TdbTrailFooter *f, const uint8_t *data, size_t size)
 			break;
 		/* whole, and (version 2) with the positions or a column skipped */
 		tdb_trail_page_decode(f, i, data + pi->offset, pi->length, &pg, &err);
-		if (f->version == 2 && pi->length > 0)
+		if (f->version >= 2 && pi->length > 0)
 			tdb_trail_page_decode_some(f, i, data + pi->offset, pi->length,
 									   data[pi->offset] & 1, (uint64_t) 1 << (data[pi->offset] % 64),
 									   &pg, &err);
 	}
 	tdb_trail_page_release(&pg);
+}
+
+/* Version 3's chunks come from the input itself (any range inside it). */
+typedef struct MemFile
+{
+	const uint8_t *data;
+	size_t		size;
+} MemFile;
+
+static int
+mem_read(void *arg, const TdbByteRange *r, int n, uint8_t **bufs, TdbTrailError *err)
+{
+	const MemFile *m = arg;
+
+	for (int i = 0; i < n; i++)
+	{
+		if (r[i].off > m->size || r[i].len > m->size - r[i].off)
+			return tdb_trail_fail(err, TDB_TRAIL_ECORRUPT, "range past the end");
+		memcpy(bufs[i], m->data + r[i].off, r[i].len);
+	}
+	return 0;
+}
+
+/* A version-3 footer: one lookup, then every chunk (errors expected), then the pages. */
+static void
+decode_lazy(TdbTrailFooter *f, const uint8_t *data, size_t size)
+{
+	MemFile		m = {data, size};
+	TdbTrailError err;
+	int64_t		id = 0;
+
+	if (f->lazy == NULL)
+		return;
+	if (size >= 8)
+		memcpy(&id, data + (size - 8) / 2, sizeof(id));
+	trail_footer3_find(f, id, f->schema.id_type == TDB_TRAIL_STRING ? "a" : NULL, mem_read, &m, &err);
+	trail_footer3_load_all(f, mem_read, &m, &err);
 }
 
 int
@@ -57,6 +94,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 								 size, &t, &err) == 0 &&
 		tdb_trail_footer_decode(data + t.footer_offset, t.footer_length, &t, &f, &err) == 0)
 	{
+		decode_lazy(&f, data, size);
 		decode_pages(&f, data, size);
 		tdb_trail_footer_release(&f);
 	}
@@ -71,9 +109,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		t.footer_offset = size;
 		t.footer_length = size;
 		t.footer_crc = tdb_crc32c(data, size);
-		t.version = data[4] == 1 ? 1 : 2;	/* the footer's own version varint */
+		t.version = data[4] >= 1 && data[4] <= 3 ? data[4] : 2;	/* the footer's own version varint */
 		if (tdb_trail_footer_decode(data, size, &t, &f, &err) == 0)
 		{
+			decode_lazy(&f, data, size);
 			decode_pages(&f, data, size);
 			tdb_trail_footer_release(&f);
 		}
@@ -93,14 +132,14 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 			dir = (*argv)[i];
 	if (dir == NULL)
 		return 0;
-	/* version 1, version 2 by trail, version 2 space-time; int and string ids */
-	for (int k = 0; k < 6; k++)
+	/* version 1, versions 2 and 3 by trail and space-time; int and string ids */
+	for (int k = 0; k < 10; k++)
 	{
 		TdbTrailSchema s;
 		TdbTrailWriter *w;
 		TdbTrailWriterOptions o = {.page_target_bytes = 200, .page_max_events = 8,
-			.version = k < 2 ? 1 : 2,
-			.order = k >= 4 ? TDB_TRAIL_ORDER_SPACETIME : TDB_TRAIL_ORDER_TRAIL,
+			.version = k < 2 ? 1 : k < 6 ? 2 : 3,
+			.order = k == 4 || k == 5 || k >= 8 ? TDB_TRAIL_ORDER_SPACETIME : TDB_TRAIL_ORDER_TRAIL,
 		.bucket_us = 5000000};
 		uint8_t    *buf;
 		size_t		len;
