@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench/trails_parquet.py: the Python half of bench/trails_parquet.sh.
 
-  trails_parquet.py gen-flights OUT.csv [SEED]
+  trails_parquet.py gen-flights OUT.csv [SEED [SCALE]]   (SCALE copies, ids and days shifted)
         a flight-shaped set (ADS-B like), seeded and reproducible
   trails_parquet.py proxy LISTEN_PORT UPSTREAM_PORT CONTROL_PORT
         a counting HTTP proxy on 127.0.0.1 in front of MinIO (loopback only)
@@ -129,6 +129,33 @@ def gen_flights(out, seed=20261126, nflights=300):
                 t += dt.timedelta(milliseconds=round(s * 1000))
     os.replace(out + ".tmp", out)
     log(f"{out}: {len(ids)} flights, {rows} reports")
+
+
+def scale_flights(out, scale):
+    """The set SCALE times: copy k (1 .. SCALE-1) of every flight has the
+    callsign suffixed -k and its reports k days later (a bigger file of the
+    same shape, as the issue's x18 set)."""
+    if scale <= 1:
+        return
+    days = {}
+    rows = 0
+    with open(out) as src, open(out + ".tmp", "w") as f:
+        header = src.readline()
+        f.write(header)
+        base = src.readlines()
+        for k in range(scale):
+            for line in base:
+                cs, rest = line.split(",", 1)
+                if k:
+                    d = rest[:10]
+                    key = (d, k)
+                    if key not in days:
+                        days[key] = (dt.date.fromisoformat(d) + dt.timedelta(days=k)).isoformat()
+                    line = f"{cs}-{k},{days[key]}{rest[10:]}"
+                f.write(line)
+                rows += 1
+    os.replace(out + ".tmp", out)
+    log(f"{out}: x{scale}, {rows} reports")
 
 
 # --------------------------------------------------------------------------
@@ -763,6 +790,8 @@ def bench_main(cfg_path):
 if __name__ == "__main__":
     if len(sys.argv) >= 3 and sys.argv[1] == "gen-flights":
         gen_flights(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 20261126)
+        if len(sys.argv) > 4:
+            scale_flights(sys.argv[2], int(sys.argv[4]))
     elif len(sys.argv) == 5 and sys.argv[1] == "proxy":
         proxy_main(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
     elif len(sys.argv) == 3 and sys.argv[1] == "bench":

@@ -9,10 +9,11 @@
 # written by DuckDB with `COPY (SELECT * ... ORDER BY id, ts) TO ...
 # (FORMAT parquet)`, DuckDB's defaults, lon/lat as DOUBLE columns; all
 # uploaded to one bucket).  Layouts, TRAIL_LAYOUTS (default "trail st st1800"):
-#   trail   the writer's default (format version 2, pages by trail)
-#   st      --order space-time (version 2, the default 600 s buckets)
+#   trail   the writer's default (format version 3, pages by trail)
+#   st      --order space-time (version 3, the default 600 s buckets)
 #   stN     --order space-time --bucket-seconds N
 #   v1      --format-version 1 (by trail)
+#   v2      --format-version 2 (by trail; its footer is read whole)
 # Data sets (TRAIL_SETS, default all four):
 #   ais_us        real AIS, US coastal waters on 2020-06-30 (236 k reports:
 #                 mmsi, ts, lon, lat, segment)
@@ -24,6 +25,10 @@
 #                 reports each every 4-6 s (440 k): callsign (string id), ts,
 #                 lon, lat, altitude (ft, steps of 25), ground_speed, track,
 #                 vertical_rate, squawk (string, leading zeros), on_ground
+#   flightsN      (N from 2 to 100, not in the default list) the flight set N
+#                 times, copy k's callsigns suffixed -k and its reports k days
+#                 later: a file N times larger of the same shape, to see which
+#                 costs grow with the file (flights18: 7.9 M reports, 5,400 flights)
 # Queries, all columns unless said (constants picked from the data by the
 # helper: see the log line "params"):
 #   q1 one trail (the id of median length), q2 a 5-minute window from the
@@ -91,15 +96,17 @@ layout_args() {	# the writer's arguments for a layout name
 	st) echo "--order space-time" ;;
 	st[0-9]*) echo "--order space-time --bucket-seconds ${1#st}" ;;
 	v1) echo "--format-version 1" ;;
-	*) die "TRAIL_LAYOUTS: unknown layout $1 (trail, st, stN, v1)" ;;
+	v2) echo "--format-version 2" ;;
+	*) die "TRAIL_LAYOUTS: unknown layout $1 (trail, st, stN, v1, v2)" ;;
 	esac
 }
 layout_label() {
 	case $1 in
-	trail) echo "v2 by trail" ;;
-	st) echo "v2 space-time 600 s" ;;
-	st[0-9]*) echo "v2 space-time ${1#st} s" ;;
+	trail) echo "v3 by trail" ;;
+	st) echo "v3 space-time 600 s" ;;
+	st[0-9]*) echo "v3 space-time ${1#st} s" ;;
 	v1) echo "v1 by trail" ;;
+	v2) echo "v2 by trail" ;;
 	esac
 }
 for l in "${LAYOUTS[@]}"; do layout_args "$l" >/dev/null; done
@@ -133,7 +140,19 @@ cleanup() {
 	rm -rf "$work"
 }
 trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'; }
+# TDB_BENCH_PORTS="FIRST LAST": the proxy, its control port and the cluster listen on
+# ports of this range (MinIO: TDB_MINIO_PORTS); else on any free ones
+bench_port() {	# bench_port K: the (K+1)-th free port of the range
+	local first last p k=$1
+	[ -n "${TDB_BENCH_PORTS:-}" ] || { free_port; return 0; }
+	read -r first last <<<"$TDB_BENCH_PORTS"
+	for p in $(seq "$first" "$last"); do
+		port_in_use "$p" && continue
+		[ "$k" -eq 0 ] && { echo "$p"; return 0; }
+		k=$((k - 1))
+	done
+	die "TDB_BENCH_PORTS=\"$TDB_BENCH_PORTS\": fewer than $(($1 + 1)) free ports"
+}
 
 scripts/minio.sh start "$work/minio" >/dev/null
 . "$work/minio/env"
@@ -150,6 +169,19 @@ declare -A csv=([ais_us]=data/cache/ais/us_coastal_2020_06_30.csv
 declare -A idc=([ais_us]=mmsi [ais_nyh_week]=mmsi [ais_nyh_1h]=mmsi [flights]=callsign)
 declare -A tbytes tpages
 sets=${TRAIL_SETS:-ais_us ais_nyh_week ais_nyh_1h flights}
+# flightsN (N from 2 to 100): the flight set N times, ids and days shifted (a file N times larger)
+for f in $sets; do
+	case $f in
+	flights[0-9]*)
+		n=${f#flights}
+		[[ $n =~ ^[0-9]+$ ]] && [ "$n" -ge 2 ] && [ "$n" -le 100 ] ||
+			die "TRAIL_SETS: $f: expected flightsN with N from 2 to 100"
+		progress "generating $f (the flight set x$n)"
+		timeout "$TMO" "$PY" bench/trails_parquet.py gen-flights "$work/$f.csv" 20261126 "$n"
+		csv[$f]=$work/$f.csv idc[$f]=callsign
+		;;
+	esac
+done
 for f in $sets; do
 	[ -n "${idc[$f]:-}" ] || die "TRAIL_SETS: unknown data set $f"
 	tbytes[$f]= tpages[$f]=
@@ -166,15 +198,15 @@ for f in $sets; do
 done
 
 progress "the counting proxy and a throwaway cluster"
-pport=$(free_port)
-cport=$(free_port)
+pport=$(bench_port 0)
+cport=$(bench_port 1)
 "$PY" bench/trails_parquet.py proxy "$pport" "${MINIO_ENDPOINT##*:}" "$cport" &
 proxy_pid=$!
 make_pg_dir "$work/pg"
 make_pg_dir "$work/caches"
 as_pg "$PG_BIN/initdb" -D "$work/pg" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >"$work/initdb.log" ||
 	{ cat "$work/initdb.log"; die "initdb failed"; }
-port=$(free_port)
+port=$(bench_port 2)
 as_pg tee -a "$work/pg/postgresql.conf" >/dev/null <<EOF
 listen_addresses = '127.0.0.1'
 port = $port
@@ -225,7 +257,14 @@ cat >"$work/config.json" <<EOF
    "extra": ["sog","cog","heading","vessel_name","vessel_type","status","length","width","draft"], "q5": "sog", "trail_bytes": {${tbytes[ais_nyh_1h]:-}}, "trail_pages": {${tpages[ais_nyh_1h]:-}}},
   {"name": "flights", "csv": "${csv[flights]}", "id": "callsign", "columns": $fl_cols, "tsformat": "%Y-%m-%dT%H:%M:%S.%gZ",
    "extra": ["altitude","ground_speed","track","vertical_rate","squawk","on_ground"], "q5": "altitude", "airport": [2.5479, 49.0097],
-   "trail_bytes": {${tbytes[flights]:-}}, "trail_pages": {${tpages[flights]:-}}}]}
+   "trail_bytes": {${tbytes[flights]:-}}, "trail_pages": {${tpages[flights]:-}}}$(
+	for f in $sets; do
+		case $f in flights[0-9]*)
+			printf ',\n  {"name": "%s", "csv": "%s", "id": "callsign", "columns": %s, "tsformat": "%%Y-%%m-%%dT%%H:%%M:%%S.%%gZ",' "$f" "${csv[$f]}" "$fl_cols"
+			printf '\n   "extra": ["altitude","ground_speed","track","vertical_rate","squawk","on_ground"], "q5": "altitude", "airport": [2.5479, 49.0097],'
+			printf '\n   "trail_bytes": {%s}, "trail_pages": {%s}}' "${tbytes[$f]:-}" "${tpages[$f]:-}" ;;
+		esac
+	done)]}
 EOF
 umask 022
 timeout 1200 "$PY" bench/trails_parquet.py bench "$work/config.json" ||
