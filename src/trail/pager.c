@@ -765,6 +765,60 @@ tdb_pager_read(TdbPager *p, uint64_t off, size_t len, void *buf, TdbTrailError *
 	return 0;
 }
 
+/*
+ * GET ranges r[0 .. n-1] into bufs, ranges that follow each other in the
+ * file (the chunks of one footer section) as one GET up to MAX_RANGE_BYTES,
+ * then split: one request for a run of chunks, not one each.
+ */
+static int
+fetch_merged(TdbPager *p, const TdbByteRange *r, uint8_t **bufs, int n, TdbTrailError *err)
+{
+	TdbByteRange *g = malloc(n * sizeof(*g));
+	uint8_t   **gb = calloc(n, sizeof(*gb));
+	int		   *first = malloc(n * sizeof(*first));
+	int			ng = 0,
+				rc = 0;
+
+	if (g == NULL || gb == NULL || first == NULL)
+	{
+		rc = tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
+		goto done;
+	}
+	for (int i = 0; i < n; i++)
+	{
+		if (ng > 0 && g[ng - 1].off + g[ng - 1].len == r[i].off &&
+			g[ng - 1].len + r[i].len <= MAX_RANGE_BYTES)
+		{
+			g[ng - 1].len += r[i].len;
+			continue;
+		}
+		g[ng] = r[i];
+		first[ng++] = i;
+	}
+	for (int k = 0; k < ng && rc == 0; k++)
+		if ((gb[k] = malloc(g[k].len)) == NULL)
+			rc = tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory for %llu bytes", (unsigned long long) g[k].len);
+	if (rc < 0 || (rc = remote_get(p, g, gb, ng, err)) < 0)
+		goto done;
+	for (int k = 0; k < ng; k++)
+	{
+		uint64_t	at = 0;
+
+		for (int i = first[k]; i < n && at < g[k].len; i++)
+		{
+			memcpy(bufs[i], gb[k] + at, r[i].len);
+			at += r[i].len;
+		}
+	}
+done:
+	for (int k = 0; gb && k < ng; k++)
+		free(gb[k]);
+	free(gb);
+	free(g);
+	free(first);
+	return rc;
+}
+
 int
 tdb_pager_read_exact(TdbPager *p, const TdbByteRange *r, int n, uint8_t **bufs, TdbTrailError *err)
 {
@@ -778,15 +832,10 @@ tdb_pager_read_exact(TdbPager *p, const TdbByteRange *r, int n, uint8_t **bufs, 
 			return tdb_trail_fail(err, TDB_TRAIL_ECORRUPT, "read of %llu bytes at offset %llu past the end (%llu bytes)",
 								  (unsigned long long) r[i].len, (unsigned long long) r[i].off,
 								  (unsigned long long) p->size);
+	for (int i = 0; p->local && i < n && rc == 0; i++, p->stats.reads++)
+		rc = read_local(p, r[i].off, r[i].len, bufs[i], err);
 	if (p->local)
-	{
-		for (int i = 0; i < n && rc == 0; i++)
-		{
-			p->stats.reads++;
-			rc = read_local(p, r[i].off, r[i].len, bufs[i], err);
-		}
 		return rc;
-	}
 	if ((miss = malloc(n * sizeof(*miss))) == NULL || (mbuf = malloc(n * sizeof(*mbuf))) == NULL)
 	{
 		rc = tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
@@ -827,7 +876,7 @@ tdb_pager_read_exact(TdbPager *p, const TdbByteRange *r, int n, uint8_t **bufs, 
 			mbuf[nmiss++] = bufs[i];
 		}
 	}
-	if (nmiss > 0 && (rc = remote_get(p, miss, mbuf, nmiss, err)) < 0)
+	if (nmiss > 0 && (rc = fetch_merged(p, miss, mbuf, nmiss, err)) < 0)
 		goto done;
 	for (int k = 0; k < nmiss; k++)
 	{
