@@ -87,8 +87,10 @@ trail_footer3_encode(CodecBuf *out, const TdbTrailFooter *f, TdbTrailTrailer *t)
 	int			nc = s->ncolumns;
 	int			e = zone_exponent3(f);
 	int64_t		q = ipow10_tab[e];
-	uint32_t	ntc = (f->ntrails + TRAILS_PER_CHUNK - 1) / TRAILS_PER_CHUNK,
-				npc = (f->npages + PAGES_PER_CHUNK - 1) / PAGES_PER_CHUNK;
+	uint32_t	kt = f->ntrails / DIR_MAX + 1 > ENTRIES_PER_CHUNK ? f->ntrails / DIR_MAX + 1 : ENTRIES_PER_CHUNK,
+				kp = f->npages / DIR_MAX + 1 > ENTRIES_PER_CHUNK ? f->npages / DIR_MAX + 1 : ENTRIES_PER_CHUNK;
+	uint32_t	ntc = (uint32_t) (((uint64_t) f->ntrails + kt - 1) / kt),
+				npc = (uint32_t) (((uint64_t) f->npages + kp - 1) / kp);
 	uint32_t   *tlo = malloc((f->npages + 1) * sizeof(uint32_t)),
 			   *thi = malloc((f->npages + 1) * sizeof(uint32_t));
 	uint64_t   *clen = calloc((size_t) ntc + npc + 1, sizeof(uint64_t));
@@ -124,7 +126,7 @@ trail_footer3_encode(CodecBuf *out, const TdbTrailFooter *f, TdbTrailTrailer *t)
 	for (uint32_t j = 0; j < ntc; j++)
 	{
 		start = out->len;
-		for (uint32_t i = j * TRAILS_PER_CHUNK; i < f->ntrails && i < (j + 1) * TRAILS_PER_CHUNK; i++)
+		for (uint32_t i = j * kt; i < f->ntrails && i < (j + 1) * kt; i++)
 		{
 			const TdbTrailInfo *ti = &f->trails[i];
 
@@ -151,7 +153,7 @@ trail_footer3_encode(CodecBuf *out, const TdbTrailFooter *f, TdbTrailTrailer *t)
 					plo = 0;
 
 		start = out->len;
-		for (uint32_t i = j * PAGES_PER_CHUNK; i < f->npages && i < (j + 1) * PAGES_PER_CHUNK; i++)
+		for (uint32_t i = j * kp; i < f->npages && i < (j + 1) * kp; i++)
 		{
 			const TdbTrailPageInfo *p = &f->pages[i];
 
@@ -232,12 +234,12 @@ trail_footer3_encode(CodecBuf *out, const TdbTrailFooter *f, TdbTrailTrailer *t)
 		for (int c = 0; c < nc; c++)
 			trail_put_stats(&h, s->columns[c].type, &whole[c]);
 	}
-	codec_put_varint(&h, TRAILS_PER_CHUNK);
-	codec_put_varint(&h, PAGES_PER_CHUNK);
+	codec_put_varint(&h, kt);
+	codec_put_varint(&h, kp);
 	for (uint32_t j = 0; j < ntc; j++)
 	{
-		uint32_t	a = j * TRAILS_PER_CHUNK,
-					b = a + TRAILS_PER_CHUNK < f->ntrails ? a + TRAILS_PER_CHUNK : f->ntrails;
+		uint32_t	a = j * kt,
+					b = a + kt < f->ntrails ? a + kt : f->ntrails;
 		int64_t		tmin = INT64_MAX,
 					tmax = INT64_MIN;
 		int32_t		xmin = INT32_MAX,
@@ -266,8 +268,8 @@ trail_footer3_encode(CodecBuf *out, const TdbTrailFooter *f, TdbTrailTrailer *t)
 	}
 	for (uint32_t j = 0; j < npc; j++)
 	{
-		uint32_t	a = j * PAGES_PER_CHUNK,
-					b = a + PAGES_PER_CHUNK < f->npages ? a + PAGES_PER_CHUNK : f->npages;
+		uint32_t	a = j * kp,
+					b = a + kp < f->npages ? a + kp : f->npages;
 		int64_t		tmin = INT64_MAX,
 					tmax = INT64_MIN;
 		int32_t		xmin = INT32_MAX,

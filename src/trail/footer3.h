@@ -11,8 +11,13 @@
 
 #include "format2.h"
 
-#define TRAILS_PER_CHUNK	64
-#define PAGES_PER_CHUNK		64
+/*
+ * Entries per chunk: 64, or more when a directory would otherwise pass
+ * DIR_MAX entries, so that the head (about 40 bytes a directory entry)
+ * stays within the reader's first request (16 KiB) whatever the file.
+ */
+#define ENTRIES_PER_CHUNK	64
+#define DIR_MAX				128
 
 typedef struct F3Chunk
 {

@@ -14,6 +14,7 @@
 #include "../../checksum.h"
 #include "format.h"
 #include "pager.h"
+#include "remote.h"
 #include "trail_fixture.h"
 #include "trail_unit.h"
 
@@ -28,8 +29,17 @@ typedef struct Open3
 } Open3;
 
 /* Trail k: id 3k + 1, n events a second apart, pages of at most page_events. */
+static uint8_t *write_v(int version, int ntrails, int n, uint32_t page_events, TdbTrailOrder order,
+						size_t *len);
+
 static uint8_t *
 write3(int ntrails, int n, uint32_t page_events, TdbTrailOrder order, size_t *len)
+{
+	return write_v(3, ntrails, n, page_events, order, len);
+}
+
+static uint8_t *
+write_v(int version, int ntrails, int n, uint32_t page_events, TdbTrailOrder order, size_t *len)
 {
 	TdbTrailSchema sc;
 	TdbTrailWriterOptions o;
@@ -50,7 +60,7 @@ write3(int ntrails, int n, uint32_t page_events, TdbTrailOrder order, size_t *le
 	strcpy(sc.columns[1].name, "s");
 	sc.columns[1].type = TDB_TRAIL_STRING;
 	memset(&o, 0, sizeof(o));
-	o.version = 3;
+	o.version = version;
 	o.order = order;
 	o.page_max_events = page_events;
 	if (tdb_trail_writer_create(&sc, &o, &w, &err) < 0)
@@ -282,8 +292,9 @@ UNIT_TEST(test_trail_v3_one_trail)
 }
 
 /*
- * 100,000 trails of one event: opening reads no chunk, a lookup one trail
- * chunk and one page chunk, wherever the trail is; verify reads them all.
+ * 100,000 trails of one event: opening reads no chunk (the head has 128
+ * entries per directory), a lookup one trail chunk and one page chunk,
+ * wherever the trail is; verify reads them all.
  */
 UNIT_TEST(test_trail_v3_100k_trails)
 {
@@ -291,7 +302,8 @@ UNIT_TEST(test_trail_v3_100k_trails)
 	uint8_t    *buf = write3(100000, 1, 0, TDB_TRAIL_ORDER_TRAIL, &len);
 	Open3		o;
 	TdbTrailError err;
-	int64_t		ids[] = {1, 3LL * 99999 + 1, 3LL * 50000 + 1, 3LL * 64 + 1, 3LL * 128 + 1};
+	/* chunks of 782 trails (the head keeps at most 128 per directory): five different ones */
+	int64_t		ids[] = {1, 3LL * 99999 + 1, 3LL * 50000 + 1, 3LL * 10000 + 1, 3LL * 30000 + 1};
 	uint32_t	nt,
 				np;
 	uint64_t	n = 0;
@@ -303,6 +315,8 @@ UNIT_TEST(test_trail_v3_100k_trails)
 		return;
 	}
 	CHECK(tdb_trail_footer(o.r)->ntrails == 100000 && tdb_trail_footer(o.r)->whole.nevents == 100000);
+	CHECK(trail_footer3_nchunks(tdb_trail_footer(o.r), TRAIL3_TRAILS) == 128);
+	CHECK(trail_footer3_nchunks(tdb_trail_footer(o.r), TRAIL3_PAGES) == 128);
 	for (int i = 0; i < 5; i++)
 	{
 		CHECK(scan_count(o.r, &ids[i], 1, 0, &err) == 1);
@@ -443,4 +457,124 @@ UNIT_TEST(test_trail_v3_lying_chunk_zone_map_found)
 		close3(&o);
 	}
 	free(buf);
+}
+
+/* ---- over S3: what a cold open and a lookup fetch ------------------------------------ */
+
+static bool
+s3_env3(TdbS3Config *c)
+{
+	const char *ep = getenv("TRAIL_TEST_S3_ENDPOINT");
+
+	memset(c, 0, sizeof(*c));
+	if (ep == NULL || getenv("TRAIL_TEST_S3_ACCESS_KEY") == NULL)
+	{
+		printf("# skip: TRAIL_TEST_S3_ENDPOINT not set (src/trail/tests/run.sh sets it)\n");
+		return false;
+	}
+	c->endpoint = ep;
+	c->region = "us-east-1";
+	c->access_key = getenv("TRAIL_TEST_S3_ACCESS_KEY");
+	c->secret_key = getenv("TRAIL_TEST_S3_SECRET_KEY");
+	c->path_style = true;
+	return true;
+}
+
+/*
+ * Network bytes and requests of a cold open (with count(*) from the head)
+ * and then of one trail's lookup, s3://trail-tests/<key> read in 16 kB blocks.
+ */
+static void
+cold_costs(const TdbS3Config *c, const char *key, int64_t id, uint64_t *open_bytes,
+		   uint64_t *open_req, uint64_t *look_bytes, uint64_t *look_req, uint64_t *events)
+{
+	TdbPagerOptions o;
+	TdbPager   *p;
+	TdbTrailReader *r;
+	TdbTrailError err;
+	TdbPagerStats st;
+	char		url[256];
+
+	memset(&o, 0, sizeof(o));
+	snprintf(url, sizeof(url), "s3://trail-tests/%s", key);
+	o.url = url;
+	o.s3 = *c;
+	o.block_size = 16384;
+	tdb_trail_footer_cache_clear();
+	*open_bytes = *look_bytes = *open_req = *look_req = *events = 0;
+	if (tdb_pager_open(&o, &p, &err) < 0)
+	{
+		unit_fail(__FILE__, __LINE__, "open %s: %s", url, err.msg);
+		return;
+	}
+	if (tdb_trail_open(p, &r, &err) == 0)
+	{
+		*events = tdb_trail_footer(r)->nevents;
+		tdb_pager_stats(p, &st);
+		*open_bytes = st.bytes_network;
+		*open_req = st.requests;
+		CHECK(scan_count(r, &id, 1, 0, &err) == 40);
+		tdb_pager_stats(p, &st);
+		*look_bytes = st.bytes_network - *open_bytes;
+		*look_req = st.requests - *open_req;
+		tdb_trail_close(r);
+	}
+	else
+		unit_fail(__FILE__, __LINE__, "open %s: %s", url, err.msg);
+	tdb_pager_close(p);
+	tdb_trail_footer_cache_clear();
+}
+
+/*
+ * A file of 300 trails and one of 6,000 (20 times the bytes): a cold open of
+ * either fetches the last 16 KiB in one request and knows the count; a
+ * lookup adds the same handful of requests.  Version 2 fetches its whole
+ * footer, which grows with the file (printed for comparison).
+ */
+UNIT_TEST(test_s3_v3_footer_bytes_do_not_grow)
+{
+	TdbS3Config c;
+	TdbNetOptions n;
+	TdbTrailError err;
+	uint64_t	ob[2][2],
+				oq[2][2],
+				lb[2][2],
+				lq[2][2],
+				ev[2][2];
+
+	if (!s3_env3(&c))
+		return;
+	memset(&n, 0, sizeof(n));
+	if (tdb_s3_create_bucket(&c, &n, "trail-tests", &err) < 0)
+	{
+		unit_fail(__FILE__, __LINE__, "create bucket: %s", err.msg);
+		return;
+	}
+	for (int v = 0; v < 2; v++)
+		for (int big = 0; big < 2; big++)
+		{
+			int			ntr = big ? 6000 : 300;
+			size_t		len = 0;
+			uint8_t    *buf = write_v(v ? 3 : 2, ntr, 40, 8, TDB_TRAIL_ORDER_TRAIL, &len);
+			char		url[128];
+
+			snprintf(url, sizeof(url), "s3://trail-tests/v%d-%d.trail", v ? 3 : 2, ntr);
+			CHECK(buf != NULL && tdb_trail_store(url, buf, len, &c, &n, 0, &err) == 0);
+			free(buf);
+			cold_costs(&c, url + strlen("s3://trail-tests/"), 3LL * (ntr / 2) + 1, &ob[v][big], &oq[v][big],
+					   &lb[v][big], &lq[v][big], &ev[v][big]);
+			printf("# version %d, %d trails (%zu bytes): open %llu bytes in %llu requests, "
+				   "a lookup %llu bytes in %llu more\n", v ? 3 : 2, ntr, len,
+				   (unsigned long long) ob[v][big], (unsigned long long) oq[v][big],
+				   (unsigned long long) lb[v][big], (unsigned long long) lq[v][big]);
+			CHECK_EQ_U64(ev[v][big], (uint64_t) ntr * 40);
+		}
+	/* version 3: the same whatever the size (the lookup: its chunks and its 5 pages) */
+	CHECK_EQ_U64(ob[1][0], 16384);
+	CHECK_EQ_U64(ob[1][1], 16384);
+	CHECK_EQ_U64(oq[1][0], 1);
+	CHECK_EQ_U64(oq[1][1], 1);
+	CHECK(lq[1][1] <= 3 && lb[1][1] <= 3 * 16384);
+	/* version 2: the whole footer, 20 times larger in the larger file */
+	CHECK(ob[0][1] > 10 * ob[1][1]);
 }
