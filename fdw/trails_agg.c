@@ -459,6 +459,10 @@ agg_members(ForeignScanState *node, TrlScan *st, const TdbTrailFooter *f)
 			bool	   *hit = palloc0(sizeof(bool) * Max(1, f->ntrails));
 			TdbTrailError err;
 
+			/* their chunks at once, then each id in its chunk */
+			if (tdb_trail_need_ids(st->h->reader, str ? NULL : ivals, str ? (const char *const *) svals : NULL,
+								   nv, &err) < 0)
+				trail_error(&err, psprintf("could not read trail file \"%s\"", st->h->url));
 			for (int e = 0; e < nv; e++)
 			{
 				int			t = tdb_trail_lookup(st->h->reader, str ? 0 : ivals[e], str ? svals[e] : NULL, &err);

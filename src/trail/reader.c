@@ -173,6 +173,35 @@ tdb_trail_need_all(TdbTrailReader *r, TdbTrailError *err)
 }
 
 static int	find_key(const TdbTrailFooter *f, int64_t id, const char *sid);
+static int	trail_order(const void *a, const void *b);
+
+int
+tdb_trail_need_ids(TdbTrailReader *r, const int64_t *ids_int, const char *const *ids_str, int n,
+				   TdbTrailError *err)
+{
+	TdbTrailFooter *f = lazy_footer(r);
+	uint32_t   *ch;
+	uint32_t	m = 0;
+	int			rc;
+
+	if (f == NULL || n <= 0)
+		return 0;
+	if ((ch = malloc((size_t) n * sizeof(uint32_t))) == NULL)
+		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
+	for (int k = 0; k < n; k++)
+	{
+		int			j = f->schema.id_type == TDB_TRAIL_STRING ?
+			(ids_str ? trail_footer3_chunk_of(f, 0, ids_str[k]) : -1) :
+			(ids_int ? trail_footer3_chunk_of(f, ids_int[k], NULL) : -1);
+
+		if (j >= 0)
+			ch[m++] = (uint32_t) j;
+	}
+	qsort(ch, m, sizeof(uint32_t), trail_order);
+	rc = trail_footer3_load_chunks(f, TRAIL3_TRAILS, ch, (int) m, reader_read, r->pager, err);
+	free(ch);
+	return rc;
+}
 
 int
 tdb_trail_lookup(TdbTrailReader *r, int64_t id, const char *sid, TdbTrailError *err)
@@ -335,22 +364,8 @@ tdb_trail_scan_begin(TdbTrailReader *r, const TdbTrailQuery *q, TdbTrailScan **o
 		TdbTrailFooter *lf = lazy_footer(r);
 		int			rc = 0;
 
-		if (lf)
-		{
-			/* version 3: the trail chunks of every id asked for, in one batch */
-			uint32_t	m = 0;
-
-			for (int k = 0; k < q->nids; k++)
-			{
-				int			j = f->schema.id_type == TDB_TRAIL_STRING ?
-					trail_footer3_chunk_of(f, 0, q->ids_str[k]) : trail_footer3_chunk_of(f, q->ids_int[k], NULL);
-
-				if (j >= 0)
-					trails[m++] = (uint32_t) j;
-			}
-			qsort(trails, m, sizeof(uint32_t), trail_order);
-			rc = trail_footer3_load_chunks(lf, TRAIL3_TRAILS, trails, (int) m, reader_read, r->pager, err);
-		}
+		if (lf)					/* version 3: the trail chunks of every id, in one batch */
+			rc = tdb_trail_need_ids(r, q->ids_int, q->ids_str, q->nids, err);
 		for (int k = 0; k < q->nids && rc >= 0; k++)
 		{
 			int			t;

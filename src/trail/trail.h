@@ -332,6 +332,10 @@ int			tdb_trail_need_pages(TdbTrailReader *r, uint32_t lo, uint32_t hi,
 int			tdb_trail_need_lexicon(TdbTrailReader *r, TdbTrailError *err);
 int			tdb_trail_need_all(TdbTrailReader *r, TdbTrailError *err);
 
+/* The trail chunks of these ids (by id_type, NULLs skipped), fetched at once. */
+int			tdb_trail_need_ids(TdbTrailReader *r, const int64_t *ids_int,
+							   const char *const *ids_str, int n, TdbTrailError *err);
+
 /*
  * The index of trail id (id_type INT64: id; STRING: sid) in the footer's
  * trails, its entry loaded; -1 when the file has no such trail; or a
