@@ -780,36 +780,23 @@ fetch_merged(TdbPager *p, const TdbByteRange *r, uint8_t **bufs, int n, TdbTrail
 				rc = 0;
 
 	if (g == NULL || gb == NULL || first == NULL)
-	{
 		rc = tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
-		goto done;
-	}
-	for (int i = 0; i < n; i++)
-	{
-		if (ng > 0 && g[ng - 1].off + g[ng - 1].len == r[i].off &&
-			g[ng - 1].len + r[i].len <= MAX_RANGE_BYTES)
-		{
+	for (int i = 0; rc == 0 && i < n; i++)
+		if (ng > 0 && g[ng - 1].off + g[ng - 1].len == r[i].off && g[ng - 1].len + r[i].len <= MAX_RANGE_BYTES)
 			g[ng - 1].len += r[i].len;
-			continue;
+		else
+		{
+			g[ng] = r[i];
+			first[ng++] = i;
 		}
-		g[ng] = r[i];
-		first[ng++] = i;
-	}
 	for (int k = 0; k < ng && rc == 0; k++)
 		if ((gb[k] = malloc(g[k].len)) == NULL)
 			rc = tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory for %llu bytes", (unsigned long long) g[k].len);
 	if (rc < 0 || (rc = remote_get(p, g, gb, ng, err)) < 0)
 		goto done;
 	for (int k = 0; k < ng; k++)
-	{
-		uint64_t	at = 0;
-
-		for (int i = first[k]; i < n && at < g[k].len; i++)
-		{
+		for (uint64_t i = first[k], at = 0; i < (uint64_t) n && at < g[k].len; at += r[i].len, i++)
 			memcpy(bufs[i], gb[k] + at, r[i].len);
-			at += r[i].len;
-		}
-	}
 done:
 	for (int k = 0; gb && k < ng; k++)
 		free(gb[k]);
@@ -826,6 +813,8 @@ tdb_pager_read_exact(TdbPager *p, const TdbByteRange *r, int n, uint8_t **bufs, 
 	uint8_t   **mbuf = NULL;
 	int			nmiss = 0,
 				rc = 0;
+	uint64_t	lo = p->tail_off,
+				want = 0;
 
 	for (int i = 0; i < n; i++)
 		if (r[i].off > p->size || r[i].len > p->size - r[i].off)
@@ -835,6 +824,17 @@ tdb_pager_read_exact(TdbPager *p, const TdbByteRange *r, int n, uint8_t **bufs, 
 	for (int i = 0; p->local && i < n && rc == 0; i++, p->stats.reads++)
 		rc = read_local(p, r[i].off, r[i].len, bufs[i], err);
 	if (p->local)
+		return rc;
+	/*
+	 * Ranges that, with the gap to the tail, are at most twice their bytes
+	 * (a query needing most of a footer's chunks): the tail extended down to
+	 * them in one GET, so that block reads of the last pages complete from it
+	 * rather than fetching those bytes again.
+	 */
+	for (int i = 0; i < n; i++)
+		if (r[i].off < p->tail_off)
+			lo = r[i].off < lo ? r[i].off : lo, want += r[i].len;
+	if (lo < p->tail_off && p->tail_off - lo <= 2 * want + TAIL_BYTES && (rc = tdb_pager_extend_tail(p, lo, err)) < 0)
 		return rc;
 	if ((miss = malloc(n * sizeof(*miss))) == NULL || (mbuf = malloc(n * sizeof(*mbuf))) == NULL)
 	{
