@@ -579,6 +579,28 @@ page_ranges(const TdbTrailScan *s, uint32_t pageno, TdbByteRange *out)
 	return n;
 }
 
+/*
+ * Version 3: the trail chunks of the next window's pages (the first and
+ * last trail of each), fetched at once rather than page by page.
+ */
+static int
+window_trails(TdbTrailScan *s, TdbTrailError *err)
+{
+	TdbTrailFooter *lf = lazy_footer(s->r);
+	uint32_t	n = 0,
+				end = s->prefetched + s->window < s->npages ? s->prefetched + s->window : s->npages;
+	uint32_t   *t = malloc(2 * (size_t) (end - s->prefetched + 1) * sizeof(uint32_t));
+	int			rc;
+
+	if (t == NULL)
+		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
+	for (uint32_t k = s->prefetched; k < end; k++, n += 2)
+		trail_footer3_page_trails(lf, s->pages[k], &t[n], &t[n + 1]);
+	rc = trail_footer3_load_entries(lf, TRAIL3_TRAILS, t, n, reader_read, s->r->pager, err);
+	free(t);
+	return rc;
+}
+
 /* Ask the pager for the next window of candidate pages, then grow it. */
 static int
 scan_prefetch(TdbTrailScan *s, TdbTrailError *err)
@@ -593,6 +615,8 @@ scan_prefetch(TdbTrailScan *s, TdbTrailError *err)
 	if (s->prefetched > s->next)
 		return 0;
 	s->prefetched = s->next;
+	if (lazy_footer(s->r) && (rc = window_trails(s, err)) < 0)
+		return rc;
 	while (s->prefetched < s->npages && npg < (int) s->window && bytes < READAHEAD_MAX_BYTES &&
 		   n + 2 + f->schema.ncolumns <= READAHEAD_MAX_RANGES)
 	{
