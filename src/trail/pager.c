@@ -826,7 +826,7 @@ tdb_pager_read_exact(TdbPager *p, const TdbByteRange *r, int n, uint8_t **bufs, 
 	if (p->local)
 		return rc;
 	/*
-	 * Ranges that, with the gap to the tail, are at most twice their bytes
+	 * Ranges that, with the gap to the tail, are at most 1.25 times their bytes
 	 * (a query needing most of a footer's chunks): the tail extended down to
 	 * them in one GET, so that block reads of the last pages complete from it
 	 * rather than fetching those bytes again.
@@ -834,7 +834,7 @@ tdb_pager_read_exact(TdbPager *p, const TdbByteRange *r, int n, uint8_t **bufs, 
 	for (int i = 0; i < n; i++)
 		if (r[i].off < p->tail_off)
 			lo = r[i].off < lo ? r[i].off : lo, want += r[i].len;
-	if (lo < p->tail_off && p->tail_off - lo <= 2 * want + TAIL_BYTES && (rc = tdb_pager_extend_tail(p, lo, err)) < 0)
+	if (lo < p->tail_off && p->tail_off - lo <= want + want / 4 + TAIL_BYTES && (rc = tdb_pager_extend_tail(p, lo, err)) < 0)
 		return rc;
 	if ((miss = malloc(n * sizeof(*miss))) == NULL || (mbuf = malloc(n * sizeof(*mbuf))) == NULL)
 	{
