@@ -792,8 +792,8 @@ agg_row(ForeignScanState *node, TrlScan *st, const TdbTrailFooter *f, const uint
 						}
 						else if (src == SRC_TIME)
 							x = max ? ti->tmax : ti->tmin;
-						else if (src == SRC_ID)
-							x = ti->key.i;
+						else if (src == SRC_ID)	/* the whole file: its first and last ids */
+							x = idx[j] == AGG_WHOLE && max ? f->whole_last.i : ti->key.i;
 						else if (src == SRC_LON)
 							x = max ? ti->xmax : ti->xmin;
 						else

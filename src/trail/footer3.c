@@ -231,6 +231,7 @@ trail_footer3_encode(CodecBuf *out, const TdbTrailFooter *f, TdbTrailTrailer *t)
 				stats_combine(s->columns[c].type, &whole[c], &ti->stats[c]);
 		}
 		put_zone3(&h, q, tmin, tmax, xmin, ymin, xmax, ymax);
+		trail_put_key(&h, s->id_type, &f->trails[f->ntrails - 1].key);	/* the last id */
 		for (int c = 0; c < nc; c++)
 			trail_put_stats(&h, s->columns[c].type, &whole[c]);
 	}
@@ -399,6 +400,8 @@ trail_footer3_decode_head(CodecCur *c, const uint8_t *buf, size_t len, const Tdb
 		f->whole.ymin = box[1];
 		f->whole.xmax = box[2];
 		f->whole.ymax = box[3];
+		if (!trail_get_key(c, s->id_type, &f->whole_last, z->head_arena, &arena_used))
+			HEAD_BAD("bad last trail id");
 		for (int k = 0; k < nc; k++)
 			if (!trail_get_stats(c, s->columns[k].type, f->nevents, &z->whole_stats[k]))
 				HEAD_BAD("bad column summary of the file");
@@ -470,6 +473,14 @@ trail_footer3_decode_head(CodecCur *c, const uint8_t *buf, size_t len, const Tdb
 			HEAD_BAD("chunk event counts disagree with the total");
 		if (kind == TRAIL3_PAGES && data != f->data_end)
 			HEAD_BAD("pages do not fill the data region");
+	}
+	if (ntr > 0)
+	{
+		/* the whole file's ids: from the first chunk's first to the last id, no lower than the last chunk's */
+		f->whole.key = z->chunks[TRAIL3_TRAILS][0].key;
+		if (trail_key_cmp(s->id_type, &z->chunks[TRAIL3_TRAILS][z->nchunks[TRAIL3_TRAILS] - 1].key,
+						  &f->whole_last) > 0)
+			HEAD_BAD("last trail id before the last chunk's first");
 	}
 	z->lex_off = at;
 	if (at + (nstr > 0 ? z->lex_len : 0) != t->footer_offset)

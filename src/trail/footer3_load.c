@@ -90,6 +90,9 @@ decode_trail_chunk(TdbTrailFooter *f, F3Lazy *z, uint32_t j, const uint8_t *buf,
 	}
 	if (evsum != ch->nevents)
 		CHUNK_BAD("trail event counts disagree with the chunk's");
+	if (j + 1 == z->nchunks[TRAIL3_TRAILS] &&
+		trail_key_cmp(s->id_type, &f->trails[ch->first + ch->count - 1].key, &f->whole_last) != 0)
+		CHUNK_BAD("the last trail id disagrees with the head's");
 	if (codec_left(&c) != 0)
 		CHUNK_BAD("trailing bytes");
 	ch->mem = mem;
@@ -372,22 +375,10 @@ trail_footer3_find(TdbTrailFooter *f, int64_t id, const char *sid, TrailRangeRea
 				j;
 	int			rc;
 
-	if (f->schema.id_type == TDB_TRAIL_STRING && sid == NULL)
-		return -1;
 	/* the last chunk whose first id is <= id */
-	hi = z->nchunks[TRAIL3_TRAILS];
-	while (lo < hi)
-	{
-		uint32_t	mid = lo + (hi - lo) / 2;
-
-		if (trail_key_cmp(f->schema.id_type, &z->chunks[TRAIL3_TRAILS][mid].key, &k) <= 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (lo == 0)
+	if ((rc = trail_footer3_chunk_of(f, id, sid)) < 0)
 		return -1;
-	j = lo - 1;
+	j = (uint32_t) rc;
 	if ((rc = trail_footer3_load_chunks(f, TRAIL3_TRAILS, &j, 1, rd, arg, err)) < 0)
 		return rc;
 	lo = z->chunks[TRAIL3_TRAILS][j].first;
@@ -478,8 +469,9 @@ trail_footer3_chunk_of(const TdbTrailFooter *f, int64_t id, const char *sid)
 	uint32_t	lo = 0,
 				hi = z->nchunks[TRAIL3_TRAILS];
 
-	if (f->schema.id_type == TDB_TRAIL_STRING && sid == NULL)
-		return -1;
+	if ((f->schema.id_type == TDB_TRAIL_STRING && sid == NULL) || f->ntrails == 0 ||
+		trail_key_cmp(f->schema.id_type, &k, &f->whole_last) > 0)
+		return -1;				/* past the last id: no chunk to read */
 	while (lo < hi)
 	{
 		uint32_t	mid = lo + (hi - lo) / 2;

@@ -241,9 +241,13 @@ typedef struct TdbTrailFooter
 	 * for versions 1 and 2, whose footers are decoded whole.
 	 */
 	void	   *lazy;
-	/* version 3: the whole file as one trail (events, zone map, summaries) */
+	/*
+	 * version 3: the whole file as one trail (events, zone map, summaries;
+	 * key: the first trail's id) and the last trail's id
+	 */
 	bool		has_whole;
 	TdbTrailInfo whole;
+	TdbTrailKey whole_last;
 } TdbTrailFooter;
 
 typedef struct TdbTrailTrailer

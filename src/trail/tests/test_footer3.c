@@ -252,7 +252,10 @@ UNIT_TEST(test_trail_v3_every_chunk_position)
 			CHECK(scan_count(o.r, &before, 1, 0, &err) == 0);
 			trail_footer3_loaded(tdb_trail_footer(o.r), TRAIL3_TRAILS, &nt);
 			CHECK_EQ_U64(nt, 0);
-			CHECK(scan_count(o.r, &after, 1, 0, &err) == 0);
+			CHECK(scan_count(o.r, &after, 1, 0, &err) == 0);	/* past the head's last id: nothing read */
+			trail_footer3_loaded(tdb_trail_footer(o.r), TRAIL3_TRAILS, &nt);
+			CHECK_EQ_U64(nt, 0);
+			CHECK(tdb_trail_footer(o.r)->whole.key.i == 1 && tdb_trail_footer(o.r)->whole_last.i == 3 * 130 + 1);
 			CHECK(scan_count(o.r, NULL, 1, 0, &err) == 655);
 			CHECK(tdb_trail_verify(o.r, &n, &err) == 0);
 			CHECK_EQ_U64(n, 655);
