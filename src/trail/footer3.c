@@ -375,6 +375,7 @@ trail_footer3_decode_head(CodecCur *c, const uint8_t *buf, size_t len, const Tdb
 		HEAD_BAD("bad counts");
 	/* every trail and page entry takes at least 8 bytes of the region, a string one */
 	if (ntr > region / 8 || npg > region / 8 || nstr > region || npg > f->nevents ||
+		ntr > UINT32_MAX || npg > UINT32_MAX || nstr > UINT32_MAX ||
 		ntr > f->nevents || (f->nevents > 0) != (ntr > 0) || (ntr > 0) != (npg > 0) ||
 		npg > (f->data_end - TDB_TRAIL_HEADER_SIZE) / CORE_MIN_SIZE)
 		HEAD_BAD("bad counts");
