@@ -92,7 +92,9 @@ for my $t ([ 'adsb', 'Bytes From S3' ], [ 'adsb_local', 'Bytes From Local File' 
 	is($j->{'Trail Lookups'}, 2, "$table: EXPLAIN ANALYZE shows 2 lookups");
 	is($j->{$what}, $a + $b - $none,
 		"$table: the 2-id join fetched $j->{$what} bytes = $a (AC007 alone) + $b (AC250 alone) - $none (opening the file, paid once)");
-	cmp_ok($j->{$what} - $none, '<', $size / 10,
+	# version 3: the lookups also read their footer chunks (a trail chunk and a page chunk
+	# each, a few kB), which the open no longer does: an eighth of this 365 kB file
+	cmp_ok($j->{$what} - $none, '<', $size / 8,
 		"$table: the lookups fetched @{[$j->{$what} - $none]} bytes, a small fraction of the $size-byte file");
 	my $single = tdb_scan_node($node, "SELECT * FROM $table WHERE callsign = 'AC007'");
 	ok($single->{'Trail Ids Pushed Down'} eq q{callsign = 'AC007'::text} && !exists $single->{'Area Pushed Down'}
