@@ -488,8 +488,9 @@ s3_env3(TdbS3Config *c)
  * and then of one trail's lookup, s3://trail-tests/<key> read in 16 kB blocks.
  */
 static void
-cold_costs(const TdbS3Config *c, const char *key, int64_t id, uint64_t *open_bytes,
-		   uint64_t *open_req, uint64_t *look_bytes, uint64_t *look_req, uint64_t *events)
+cold_costs(const TdbS3Config *c, const char *key, int64_t id, uint32_t block_size,
+		   uint64_t *open_bytes, uint64_t *open_req, uint64_t *look_bytes, uint64_t *look_req,
+		   uint64_t *events)
 {
 	TdbPagerOptions o;
 	TdbPager   *p;
@@ -502,7 +503,7 @@ cold_costs(const TdbS3Config *c, const char *key, int64_t id, uint64_t *open_byt
 	snprintf(url, sizeof(url), "s3://trail-tests/%s", key);
 	o.url = url;
 	o.s3 = *c;
-	o.block_size = 16384;
+	o.block_size = block_size;	/* 0: the pager's default */
 	tdb_trail_footer_cache_clear();
 	*open_bytes = *look_bytes = *open_req = *look_req = *events = 0;
 	if (tdb_pager_open(&o, &p, &err) < 0)
@@ -564,8 +565,8 @@ UNIT_TEST(test_s3_v3_footer_bytes_do_not_grow)
 			snprintf(url, sizeof(url), "s3://trail-tests/v%d-%d.trail", v ? 3 : 2, ntr);
 			CHECK(buf != NULL && tdb_trail_store(url, buf, len, &c, &n, 0, &err) == 0);
 			free(buf);
-			cold_costs(&c, url + strlen("s3://trail-tests/"), 3LL * (ntr / 2) + 1, &ob[v][big], &oq[v][big],
-					   &lb[v][big], &lq[v][big], &ev[v][big]);
+			cold_costs(&c, url + strlen("s3://trail-tests/"), 3LL * (ntr / 2) + 1, 16384, &ob[v][big],
+					   &oq[v][big], &lb[v][big], &lq[v][big], &ev[v][big]);
 			printf("# version %d, %d trails (%zu bytes): open %llu bytes in %llu requests, "
 				   "a lookup %llu bytes in %llu more\n", v ? 3 : 2, ntr, len,
 				   (unsigned long long) ob[v][big], (unsigned long long) oq[v][big],
@@ -580,4 +581,29 @@ UNIT_TEST(test_s3_v3_footer_bytes_do_not_grow)
 	CHECK(lq[1][1] <= 3 && lb[1][1] <= 3 * 16384);
 	/* version 2: the whole footer, 20 times larger in the larger file */
 	CHECK(ob[0][1] > 10 * ob[1][1]);
+
+	/*
+	 * The writer's and the pager's defaults (version 3, 8,192 events and 15
+	 * minutes a page, 16 kB blocks): the head is in the first request too, so
+	 * a cold count(*) (the FDW's from the head) costs that request alone.
+	 */
+	{
+		size_t		len = 0;
+		uint8_t    *buf = write_v(3, 6000, 40, 0, TDB_TRAIL_ORDER_TRAIL, &len);
+		uint64_t	b,
+					q,
+					l,
+					lr,
+					e;
+
+		CHECK(buf != NULL && len > 4 * 16384 &&
+			  tdb_trail_store("s3://trail-tests/v3-defaults.trail", buf, len, &c, &n, 0, &err) == 0);
+		free(buf);
+		cold_costs(&c, "v3-defaults.trail", 3LL * 3000 + 1, 0, &b, &q, &l, &lr, &e);
+		printf("# version 3, the defaults, 6000 trails (%zu bytes): open %llu bytes in %llu requests\n",
+			   len, (unsigned long long) b, (unsigned long long) q);
+		CHECK_EQ_U64(b, 16384);
+		CHECK_EQ_U64(q, 1);
+		CHECK_EQ_U64(e, 6000 * 40);
+	}
 }
