@@ -211,6 +211,8 @@ probe_queries(TdbTrailReader *r, char *box, size_t boxlen, char *window, size_t 
 
 	if (f->ntrails == 0)
 		die("probe", NULL);
+	if (tdb_trail_need_all(r, &err) < 0)	/* version 3: every trail's entry */
+		die("probe", &err);
 	mid = &f->trails[f->ntrails / 2];
 	memset(&q, 0, sizeof(q));
 	if (f->schema.id_type == TDB_TRAIL_STRING)
@@ -337,7 +339,13 @@ query(const char *url, const char *what, uint32_t bs, const char *mode, const ch
 		sids = malloc(sizeof(char *) * (size_t) k);
 		for (int i = 0; i < k; i++)
 		{
-			const TdbTrailKey *key = &f->trails[(uint64_t) i * f->ntrails / (uint64_t) k].key;
+			uint32_t	t = (uint32_t) ((uint64_t) i * f->ntrails / (uint64_t) k);
+			const TdbTrailKey *key;
+
+			/* version 3: the chunk of that trail (counted in the query's bytes) */
+			if (tdb_trail_need_trails(r, t, t + 1, &err) < 0)
+				die("open", &err);
+			key = &f->trails[t].key;
 
 			ids[i] = key->i;
 			sids[i] = key->s;
@@ -449,11 +457,15 @@ static uint64_t
 scan_one(TdbTrailReader *r, uint32_t t)
 {
 	const TdbTrailFooter *f = tdb_trail_footer(r);
-	const TdbTrailKey *key = &f->trails[t].key;
+	const TdbTrailKey *key;
 	TdbTrailQuery q;
 	TdbTrailScan *sc;
 	TdbTrailEvent ev;
 	TdbTrailError err;
+
+	if (tdb_trail_need_trails(r, t, t + 1, &err) < 0)	/* version 3: its chunk */
+		die("scan", &err);
+	key = &f->trails[t].key;
 	uint64_t	n = 0;
 	int			rc;
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench/trails_parquet.py: the Python half of bench/trails_parquet.sh.
 
-  trails_parquet.py gen-flights OUT.csv [SEED [FLIGHTS]]
+  trails_parquet.py gen-flights OUT.csv [SEED [FLIGHTS [SCALE]]]   (SCALE copies, ids and days shifted)
         a flight-shaped set (ADS-B like), seeded and reproducible
   trails_parquet.py gen-adsb OUT.csv [SEED [SCALE]]
         an OpenSky-shaped set (per-flight constant icao24, squawk, onground;
@@ -235,6 +235,33 @@ def parquet_size(csv, idcol, columns, tsformat, out):
                 f"timestampformat = '{tsformat}') ORDER BY {idcol}, ts) TO '{out}' (FORMAT parquet)")
     con.close()
     print(os.path.getsize(out))
+
+
+def scale_flights(out, scale):
+    """The set SCALE times: copy k (1 .. SCALE-1) of every flight has the
+    callsign suffixed -k and its reports k days later (a bigger file of the
+    same shape, as the issue's x18 set)."""
+    if scale <= 1:
+        return
+    days = {}
+    rows = 0
+    with open(out) as src, open(out + ".tmp", "w") as f:
+        header = src.readline()
+        f.write(header)
+        base = src.readlines()
+        for k in range(scale):
+            for line in base:
+                cs, rest = line.split(",", 1)
+                if k:
+                    d = rest[:10]
+                    key = (d, k)
+                    if key not in days:
+                        days[key] = (dt.date.fromisoformat(d) + dt.timedelta(days=k)).isoformat()
+                    line = f"{cs}-{k},{days[key]}{rest[10:]}"
+                f.write(line)
+                rows += 1
+    os.replace(out + ".tmp", out)
+    log(f"{out}: x{scale}, {rows} reports")
 
 
 # --------------------------------------------------------------------------
@@ -949,6 +976,8 @@ if __name__ == "__main__":
     if len(sys.argv) >= 3 and sys.argv[1] == "gen-flights":
         gen_flights(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 20261126,
                     int(sys.argv[4]) if len(sys.argv) > 4 else 300)
+        if len(sys.argv) > 5:
+            scale_flights(sys.argv[2], int(sys.argv[5]))
     elif len(sys.argv) >= 3 and sys.argv[1] == "gen-adsb":
         gen_adsb(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 20261129,
                  int(sys.argv[4]) if len(sys.argv) > 4 else 1)

@@ -40,6 +40,10 @@
 #                 a flight, track a float with all its decimals; TRAIL_SCALE=N
 #                 (default 1) repeats them N times with ids suffixed and
 #                 times shifted by a day (18: 5.4 M reports, 3,600 flights)
+#   flightsN      (N from 2 to 100, not in the default list) the flight set N
+#                 times, copy k's callsigns suffixed -k and its reports k days
+#                 later: a file N times larger of the same shape, to see which
+#                 costs grow with the file (flights18: 7.9 M reports, 5,400 flights)
 # Queries, all columns unless said (constants picked from the data by the
 # helper: see the log line "params"):
 #   q1 one trail (the id of median length), q2 a 5-minute window from the
@@ -215,6 +219,19 @@ declare -A csv=([ais_us]=data/cache/ais/us_coastal_2020_06_30.csv
 	[flights]=$work/flights.csv [adsb]=$work/adsb.csv)
 declare -A idc=([ais_us]=mmsi [ais_nyh_week]=mmsi [ais_nyh_1h]=mmsi [flights]=callsign [adsb]=callsign)
 declare -A tbytes tpages
+# flightsN (N from 2 to 100): the flight set N times, ids and days shifted (a file N times larger)
+for f in $sets; do
+	case $f in
+	flights[0-9]*)
+		n=${f#flights}
+		[[ $n =~ ^[0-9]+$ ]] && [ "$n" -ge 2 ] && [ "$n" -le 100 ] ||
+			die "TRAIL_SETS: $f: expected flightsN with N from 2 to 100"
+		progress "generating $f (the flight set x$n)"
+		timeout "$TMO" "$PY" bench/trails_parquet.py gen-flights "$work/$f.csv" 20261126 "$FLIGHTS" "$n"
+		csv[$f]=$work/$f.csv idc[$f]=callsign
+		;;
+	esac
+done
 for f in $sets; do
 	[ -n "${idc[$f]:-}" ] || die "TRAIL_SETS: unknown data set $f"
 	tbytes[$f]= tpages[$f]=
@@ -297,7 +314,14 @@ cat >"$work/config.json" <<EOF
    "trail_bytes": {${tbytes[flights]:-}}, "trail_pages": {${tpages[flights]:-}}},
   {"name": "adsb", "csv": "${csv[adsb]}", "id": "callsign", "columns": $ad_cols, "tsformat": "%Y-%m-%dT%H:%M:%S.%gZ",
    "extra": ["icao24","velocity","track","vertrate","baroaltitude","squawk","onground"], "q5": "baroaltitude", "airport": [2.5479, 49.0097], "q2_at": "median",
-   "trail_bytes": {${tbytes[adsb]:-}}, "trail_pages": {${tpages[adsb]:-}}}]}
+   "trail_bytes": {${tbytes[adsb]:-}}, "trail_pages": {${tpages[adsb]:-}}}$(
+	for f in $sets; do
+		case $f in flights[0-9]*)
+			printf ',\n  {"name": "%s", "csv": "%s", "id": "callsign", "columns": %s, "tsformat": "%%Y-%%m-%%dT%%H:%%M:%%S.%%gZ",' "$f" "${csv[$f]}" "$fl_cols"
+			printf '\n   "extra": ["altitude","ground_speed","track","vertical_rate","squawk","on_ground"], "q5": "altitude", "airport": [2.5479, 49.0097],'
+			printf '\n   "trail_bytes": {%s}, "trail_pages": {%s}}' "${tbytes[$f]:-}" "${tpages[$f]:-}" ;;
+		esac
+	done)]}
 EOF
 umask 022
 timeout 1200 "$PY" bench/trails_parquet.py bench "$work/config.json" ||

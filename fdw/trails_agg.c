@@ -60,11 +60,20 @@
 
 /* ---- planning aggregates from the footer ---------------------------------------------- */
 
-/* A version-2 footer: per-trail column summaries. */
+/* A version-2 or later footer: per-trail column summaries (version 3: read when needed). */
 static bool
 footer_has_stats(const TdbTrailFooter *f)
 {
-	return f->version >= 2 && (f->ntrails == 0 || f->trails[0].stats != NULL);
+	return f->version >= 3 || (f->version == 2 && (f->ntrails == 0 || f->trails[0].stats != NULL));
+}
+
+/* AGG_WHOLE in an index list: the whole file as one trail (a version-3 head's summary). */
+#define AGG_WHOLE PG_UINT32_MAX
+
+static inline const TdbTrailInfo *
+agg_info(const TdbTrailFooter *f, uint32 t)
+{
+	return t == AGG_WHOLE ? &f->whole : &f->trails[t];
 }
 
 /*
@@ -444,6 +453,31 @@ agg_members(ForeignScanState *node, TrlScan *st, const TdbTrailFooter *f)
 				ivals[nv++] = elemtype == INT2OID ? DatumGetInt16(elems[e]) :
 					elemtype == INT4OID ? DatumGetInt32(elems[e]) : DatumGetInt64(elems[e]);
 		}
+		if (f->lazy)
+		{
+			/* version 3: each id looked up (its trail chunk read), not every trail */
+			bool	   *hit = palloc0(sizeof(bool) * Max(1, f->ntrails));
+			TdbTrailError err;
+
+			/* their chunks at once, then each id in its chunk */
+			if (tdb_trail_need_ids(st->h->reader, str ? NULL : ivals, str ? (const char *const *) svals : NULL,
+								   nv, &err) < 0)
+				trail_error(&err, psprintf("could not read trail file \"%s\"", st->h->url));
+			for (int e = 0; e < nv; e++)
+			{
+				int			t = tdb_trail_lookup(st->h->reader, str ? 0 : ivals[e], str ? svals[e] : NULL, &err);
+
+				if (t < -1)
+					trail_error(&err, psprintf("could not read trail file \"%s\"", st->h->url));
+				if (t >= 0)
+					hit[t] = true;
+				CHECK_FOR_INTERRUPTS();
+			}
+			for (uint32 t = 0; t < f->ntrails; t++)
+				st->member[t] = st->member[t] && hit[t];
+			pfree(hit);
+			continue;
+		}
 		if (str)
 			qsort(svals, nv, sizeof(char *), cmp_cstring);
 		else
@@ -475,8 +509,8 @@ trail_stats(ForeignScanState *node, TrlScan *st, const TdbTrailFooter *f, uint32
 	int			rc;
 	int			ncols = f->schema.ncolumns;
 
-	if (f->trails[t].stats != NULL)
-		return f->trails[t].stats;
+	if (agg_info(f, t)->stats != NULL)
+		return agg_info(f, t)->stats;
 	if (st->computed == NULL)
 		st->computed = MemoryContextAllocZero(node->ss.ps.state->es_query_cxt,
 											  sizeof(TdbTrailStats *) * Max(1, f->ntrails));
@@ -691,7 +725,7 @@ agg_row(ForeignScanState *node, TrlScan *st, const TdbTrailFooter *f, const uint
 
 					for (uint32 j = 0; j < n; j++)
 						sum += op == AGG_COUNT && src >= 0 ? trail_stats(node, st, f, idx[j])[src].count :
-							f->trails[idx[j]].nevents;
+							agg_info(f, idx[j])->nevents;
 					d = Int64GetDatum((int64) sum);
 					break;
 				}
@@ -728,7 +762,7 @@ agg_row(ForeignScanState *node, TrlScan *st, const TdbTrailFooter *f, const uint
 
 					for (uint32 j = 0; j < n; j++)
 					{
-						const TdbTrailInfo *ti = &f->trails[idx[j]];
+						const TdbTrailInfo *ti = agg_info(f, idx[j]);
 						int64		x;
 
 						if (src >= 0 && t == TDB_TRAIL_FLOAT64)
@@ -758,8 +792,8 @@ agg_row(ForeignScanState *node, TrlScan *st, const TdbTrailFooter *f, const uint
 						}
 						else if (src == SRC_TIME)
 							x = max ? ti->tmax : ti->tmin;
-						else if (src == SRC_ID)
-							x = ti->key.i;
+						else if (src == SRC_ID)	/* the whole file: its first and last ids */
+							x = idx[j] == AGG_WHOLE && max ? f->whole_last.i : ti->key.i;
 						else if (src == SRC_LON)
 							x = max ? ti->xmax : ti->xmin;
 						else
@@ -798,6 +832,42 @@ agg_row(ForeignScanState *node, TrlScan *st, const TdbTrailFooter *f, const uint
 	}
 }
 
+/* Version 3: every trail's entry (GROUP BY id without a WHERE clause). */
+static void
+need_every_trail(TrlScan *st)
+{
+	const TdbTrailFooter *f = tdb_trail_footer(st->h->reader);
+	TdbTrailError err;
+
+	if (f->lazy && tdb_trail_need_trails(st->h->reader, 0, f->ntrails, &err) < 0)
+		trail_error(&err, psprintf("could not read trail file \"%s\"", st->h->url));
+}
+
+/*
+ * Whether the whole file's summary (a version-3 head's) answers an
+ * aggregate over every trail exactly: yes, but for a float minimum or
+ * maximum of zero in a file not in trail order, where -0 and 0 of
+ * different trails tie and PostgreSQL keeps the later row's (the summary
+ * folds trails in id order): then the trails' summaries decide.
+ */
+static bool
+whole_answers(const TdbTrailFooter *f)
+{
+	if (!f->has_whole || f->whole.stats == NULL)
+		return false;
+	if (f->order == TDB_TRAIL_ORDER_TRAIL)
+		return true;
+	for (int c = 0; c < f->schema.ncolumns; c++)
+	{
+		const TdbTrailStats *x = &f->whole.stats[c];
+
+		if (f->schema.columns[c].type == TDB_TRAIL_FLOAT64 && x->has_range &&
+			(x->fmin == 0 || x->fmax == 0))
+			return false;
+	}
+	return true;
+}
+
 /* IterateForeignScan of a footer-aggregate plan: a row per trail, or one row. */
 TupleTableSlot *
 trl_agg_iterate(ForeignScanState *node, TrlScan *st)
@@ -821,6 +891,9 @@ trl_agg_iterate(ForeignScanState *node, TrlScan *st)
 	{
 		uint32		t;
 
+		if (st->next == 0 && st->kinds == NIL)
+			need_every_trail(st);
+
 		while (st->next < f->ntrails && !st->member[st->next])
 			st->next++;
 		if (st->next >= f->ntrails)
@@ -836,6 +909,15 @@ trl_agg_iterate(ForeignScanState *node, TrlScan *st)
 		if (st->done)
 			return slot;
 		st->done = true;
+		if (st->kinds == NIL && whole_answers(f))
+		{
+			uint32		w = AGG_WHOLE;
+
+			agg_row(node, st, f, &w, 1, slot);
+			return ExecStoreVirtualTuple(slot);
+		}
+		if (st->kinds == NIL)
+			need_every_trail(st);
 		idx = MemoryContextAlloc(st->scan_cxt, sizeof(uint32) * Max(1, f->ntrails));
 		for (uint32 t = 0; t < f->ntrails; t++)
 			if (st->member[t])

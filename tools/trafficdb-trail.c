@@ -41,7 +41,8 @@
  * (TDB_TRAIL_BOOL), or as int64 1/0 with --format-version 1 (which has no
  * boolean type).  Files are format version 3 unless --format-version 1 or
  * 2 says (for readers built before version 3: version 2 stores columns
- * without the per-page encodings of version 3).  --order trail (the default)
+ * without the per-page encodings of version 3 and reads its footer whole).
+ * --order trail (the default)
  * keeps each page to one trail; --order space-time (version 2) makes pages
  * of one time bucket (--bucket-seconds, default 600) ordered by place, for
  * queries by area and time over many trails.  Every value that does not fit its
@@ -162,7 +163,7 @@ parse_opts(int argc, char **argv, int first, Opts *o)
 	o->time_unit = TDB_TIME_AUTO;
 	tdb_time_window_parse(TDB_TIME_WINDOW_DEFAULT, &o->time_window, NULL, 0);
 	o->page_seconds = TDB_TRAIL_PAGE_SPAN_DEFAULT_US / 1000000;
-	o->format_version = TDB_TRAIL_VERSION;
+	o->format_version = TDB_TRAIL_VERSION_DEFAULT;
 	o->order = TDB_TRAIL_ORDER_TRAIL;
 	o->pager.s3.access_key = getenv("AWS_ACCESS_KEY_ID");
 	o->pager.s3.secret_key = getenv("AWS_SECRET_ACCESS_KEY");
@@ -336,6 +337,13 @@ cmd_info(const char *url, Opts *o)
 	uint64_t	data = 0;
 
 	open_file(url, o, &p, &r);
+	{
+		TdbTrailError err;
+
+		/* version 3: the whole footer, not only its head */
+		if (tdb_trail_need_all(r, &err) < 0)
+			die_err(&err);
+	}
 	f = tdb_trail_footer(r);
 	for (uint32_t i = 0; i < f->ntrails; i++)
 	{

@@ -190,10 +190,10 @@ tdb_trail_footer_decode(const uint8_t *buf, size_t len, const TdbTrailTrailer *t
 	if (!codec_get_varint(&c, &v) || v != t->version)
 		FOOTER_BAD("footer version disagrees with the trailer's");
 	f->version = (uint16_t) v;
-	/* version 3 keeps version 2's footer; its pages encode columns anew */
-	if (v >= 2)
+	if (v == 2 || v == 3)
 	{
-		int			rc = trail_footer2_decode(&c, buf, len, t, f, err);
+		int			rc = v == 2 ? trail_footer2_decode(&c, buf, len, t, f, err) :
+			trail_footer3_decode_head(&c, buf, len, t, f, err);
 
 		if (rc < 0)
 			tdb_trail_footer_release(f);
@@ -297,6 +297,7 @@ bad:
 void
 tdb_trail_footer_release(TdbTrailFooter *f)
 {
+	trail_footer3_release(f);
 	free(f->strings);
 	free(f->trails);
 	free(f->pages);
@@ -419,6 +420,8 @@ tdb_trail_page_decode_some(const TdbTrailFooter *f, uint32_t pageno, const uint8
 
 	if (pageno >= f->npages)
 		return tdb_trail_fail(err, TDB_TRAIL_EINVAL, "page %u of %u", pageno, f->npages);
+	if (f->version >= 2 && f->pages[pageno].chunk_len == NULL)	/* version 3: not loaded */
+		return tdb_trail_fail(err, TDB_TRAIL_EINVAL, "page %u: its footer entry is not loaded", pageno);
 	if (f->version >= 2)
 		return trail_page2_decode(f, pageno, buf, len, skip_position, skip_columns, pg, err);
 	pi = &f->pages[pageno];

@@ -88,6 +88,70 @@ int			trail_page2_decode(const TdbTrailFooter *f, uint32_t pageno, const uint8_t
 /* Folds value bits of a column of the given type into a summary. */
 void		trail_stats_add(TdbTrailStats *st, TdbTrailType type, int64_t bits);
 bool		trail_stats_equal(TdbTrailType type, const TdbTrailStats *a, const TdbTrailStats *b);
+/* A summary as the footers store it (format2.c), count bounded by max_count. */
+void		trail_put_stats(CodecBuf *b, TdbTrailType type, const TdbTrailStats *st);
+bool		trail_get_stats(CodecCur *c, TdbTrailType type, uint64_t max_count, TdbTrailStats *st);
+
+/* ---- version 3 footer (footer3.c): a head read at open, chunks when needed ---- */
+
+#include "types.h"
+
+/* Reads n exact byte ranges of the file into bufs[i] (each r[i].len bytes). */
+typedef int (*TrailRangeRead) (void *arg, const TdbByteRange *r, int n, uint8_t **bufs,
+							   TdbTrailError *err);
+
+enum
+{
+	TRAIL3_TRAILS = 0,			/* chunks of trail entries */
+	TRAIL3_PAGES = 1			/* chunks of page entries */
+};
+
+/*
+ * Appends the version-3 footer (trail chunks, page chunks, lexicon, head)
+ * to out, whose first byte is at file offset base (the writer flushes its
+ * buffer as it goes); sets t's footer offset, length and CRC (the head's).
+ * f as for trail_footer2_encode.
+ */
+void		trail_footer3_encode(CodecBuf *out, uint64_t base, const TdbTrailFooter *f,
+								 TdbTrailTrailer *t);
+/* Decodes the head (from after its version varint). */
+int			trail_footer3_decode_head(CodecCur *c, const uint8_t *buf, size_t len,
+									  const TdbTrailTrailer *t, TdbTrailFooter *f,
+									  TdbTrailError *err);
+void		trail_footer3_release(TdbTrailFooter *f);
+/* Load the chunks holding entries [lo, hi) of kind (TRAIL3_*) that are not loaded. */
+int			trail_footer3_load(TdbTrailFooter *f, int kind, uint32_t lo, uint32_t hi,
+							   TrailRangeRead rd, void *arg, TdbTrailError *err);
+/* Load chunks by number (kind's directory order), those not loaded. */
+int			trail_footer3_load_chunks(TdbTrailFooter *f, int kind, const uint32_t *chunks, int n,
+									  TrailRangeRead rd, void *arg, TdbTrailError *err);
+int			trail_footer3_load_lexicon(TdbTrailFooter *f, TrailRangeRead rd, void *arg,
+									   TdbTrailError *err);
+/* Everything, then the checks that need all of it (verify, info). */
+int			trail_footer3_load_all(TdbTrailFooter *f, TrailRangeRead rd, void *arg,
+								   TdbTrailError *err);
+/* Index of a trail id, its chunk loaded; -1: none; or an error. */
+int			trail_footer3_find(TdbTrailFooter *f, int64_t id, const char *sid, TrailRangeRead rd,
+							   void *arg, TdbTrailError *err);
+/* The trail chunk that would hold an id, from the head alone; -1: before the first. */
+int			trail_footer3_chunk_of(const TdbTrailFooter *f, int64_t id, const char *sid);
+/* Load the chunks holding these entries of kind (any order, duplicates welcome). */
+int			trail_footer3_load_entries(TdbTrailFooter *f, int kind, const uint32_t *entries,
+									   uint32_t n, TrailRangeRead rd, void *arg,
+									   TdbTrailError *err);
+/* Bytes of kind's chunks loaded so far, and how many (tests, EXPLAIN). */
+uint64_t	trail_footer3_loaded(const TdbTrailFooter *f, int kind, uint32_t *nloaded);
+/* The directory of kind: n chunks, each one's zone map and entry range. */
+uint32_t	trail_footer3_nchunks(const TdbTrailFooter *f, int kind);
+void		trail_footer3_chunk(const TdbTrailFooter *f, int kind, uint32_t j, uint32_t *first,
+								uint32_t *count, int64_t *tmin, int64_t *tmax, int32_t *box);
+/*
+ * Before page p (its chunk loaded) is decoded: the trails its runs may name
+ * ([*lo, *hi]); once those are loaded, trail_footer3_page_ready checks the
+ * page's zone map against its trail's.
+ */
+void		trail_footer3_page_trails(const TdbTrailFooter *f, uint32_t p, uint32_t *lo, uint32_t *hi);
+int			trail_footer3_page_ready(const TdbTrailFooter *f, uint32_t p, TdbTrailError *err);
 /* Page buffers and null bitmaps, both versions' page decoders (fields.c). */
 bool		trail_page_reserve(TdbTrailPage *pg, uint32_t n, int ncols);
 bool		trail_get_null_bitmap(CodecCur *c, uint32_t n, bool present, const uint8_t **bitmap);

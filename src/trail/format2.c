@@ -78,8 +78,8 @@ trail_stats_equal(TdbTrailType type, const TdbTrailStats *a, const TdbTrailStats
 	return true;
 }
 
-static void
-put_stats(CodecBuf *b, TdbTrailType type, const TdbTrailStats *st)
+void
+trail_put_stats(CodecBuf *b, TdbTrailType type, const TdbTrailStats *st)
 {
 	codec_put_varint(b, st->count);
 	if (st->count == 0)
@@ -109,8 +109,8 @@ put_stats(CodecBuf *b, TdbTrailType type, const TdbTrailStats *st)
 	}
 }
 
-static bool
-get_stats(CodecCur *c, TdbTrailType type, uint64_t max_count, TdbTrailStats *st)
+bool
+trail_get_stats(CodecCur *c, TdbTrailType type, uint64_t max_count, TdbTrailStats *st)
 {
 	memset(st, 0, sizeof(*st));
 	if (!codec_get_varint(c, &st->count) || st->count > max_count)
@@ -337,7 +337,7 @@ trail_footer2_encode(CodecBuf *b, const TdbTrailFooter *f)
 		for (uint32_t k = 0; k < t->npages; k++)
 			codec_put_varint(b, k == 0 ? t->page_list[0] : t->page_list[k] - t->page_list[k - 1] - 1);
 		for (int c = 0; c < nc; c++)
-			put_stats(b, s->columns[c].type, &t->stats[c]);
+			trail_put_stats(b, s->columns[c].type, &t->stats[c]);
 	}
 	codec_put_varint(b, f->npages);
 	for (uint32_t i = 0; i < f->npages; i++)
@@ -482,7 +482,7 @@ trail_footer2_decode(CodecCur *c, const uint8_t *buf, size_t len, const TdbTrail
 		ti->first_page = list[0];
 		st = arena2_take(&a2, (size_t) nc * sizeof(TdbTrailStats));
 		for (int k = 0; k < nc; k++)
-			if (!get_stats(c, s->columns[k].type, ti->nevents, &st[k]))
+			if (!trail_get_stats(c, s->columns[k].type, ti->nevents, &st[k]))
 				FOOTER_BAD("bad column summary of a trail");
 		ti->stats = st;
 	}

@@ -44,64 +44,8 @@
 #include <unistd.h>
 
 #include "cache.h"
+#include "pager_internal.h"
 #include "remote.h"
-
-#define TAIL_BYTES			(16u * 1024)
-#define TAIL_EXTEND_MAX		(256u << 20)	/* a longer footer is read by blocks */
-#define MAX_RANGE_BYTES		(16u << 20)	/* one GET carries at most this */
-#define MAX_FETCH_BLOCKS	1024
-#define DEFAULT_BLOCK		(16u * 1024)	/* a point read fetches little */
-#define DEFAULT_READAHEAD	64	/* blocks: 1 MiB of 16 KiB blocks */
-#define BRIDGE_MAX_BLOCKS	2	/* gaps an announced scan fetches through */
-#define PREFETCH_MAX_BLOCKS	4096	/* one announcement; and half the LRU */
-
-struct TdbPager
-{
-	bool		local;
-	int			fd;
-	uint64_t	size;
-	char		etag[256];
-	TdbRemote  *remote;
-	char	   *cache_id;
-	uint32_t	bs;
-	uint8_t    *tail;
-	uint64_t	tail_off;
-	uint64_t	tail_len;
-	TdbBlockLru *lru;
-	bool		own_lru;
-	TdbDiskCache *disk;
-	int			max_parallel;
-	uint32_t	readahead_max;
-	uint64_t	next_seq_block; /* the block a sequential reader reads next */
-	uint32_t	ra_window;
-	int			hinted;			/* callers announcing their ranges: no blind read-ahead */
-	/*
-	 * Announced windows: gaps of at most this many blocks between the
-	 * blocks a window needs are fetched with them (one range GET instead of
-	 * two); 0 for the first window of a scan, doubling with each next one
-	 * up to BRIDGE_MAX_BLOCKS, so a point read fetches only its blocks and
-	 * a long scan sends fewer, longer requests.
-	 */
-	uint32_t	bridge;
-	/*
-	 * Blocks the pager keeps itself, whatever the LRU does: [HELD_LAST] the
-	 * block the last read ended in, where a reader going through the file
-	 * reads next; [HELD_EDGE] the first block of the read that reached into
-	 * the tail (the footer's, which also holds the last pages).
-	 */
-	struct
-	{
-		uint8_t    *data;
-		uint64_t	blk;
-		uint64_t	len;		/* 0: none */
-	}			held[2];
-	bool		reused;			/* size and ETag from the validation registry */
-	bool		remember;		/* keep validations in the registry */
-	uint64_t	token;			/* validation token (0: none) */
-	double		reused_age;
-	bool		reused_token;	/* ... because the token matched */
-	TdbPagerStats stats;
-};
 
 /*
  * What this process learnt of remote objects by their tail requests, for
@@ -392,8 +336,8 @@ note_replaced(TdbPager *p, int rc, TdbTrailError *err)
  * Range GETs pinned by the ETag, counted in the pager's statistics; an
  * object replaced is forgotten (note_replaced).
  */
-static int
-remote_get(TdbPager *p, const TdbByteRange *ranges, uint8_t **bufs, int n, TdbTrailError *err)
+int
+trail_pager_remote_get(TdbPager *p, const TdbByteRange *ranges, uint8_t **bufs, int n, TdbTrailError *err)
 {
 	uint64_t	req0,
 				retr0,
@@ -445,7 +389,7 @@ tdb_pager_extend_tail(TdbPager *p, uint64_t off, TdbTrailError *err)
 	}
 	else
 	{
-		if ((rc = remote_get(p, &r, &nt, 1, err)) < 0)
+		if ((rc = trail_pager_remote_get(p, &r, &nt, 1, err)) < 0)
 		{
 			free(nt);
 			return rc;
@@ -606,7 +550,7 @@ fetch_blocks(TdbPager *p, uint64_t *blocks, int n, uint64_t off, size_t len, uin
 				   ranges[i].off + ranges[i].len - s);
 		}
 	}
-	rc = ng > 0 ? remote_get(p, get, getbufs, ng, err) : 0;
+	rc = ng > 0 ? trail_pager_remote_get(p, get, getbufs, ng, err) : 0;
 	if (rc < 0)
 		goto done;
 	for (int i = 0; i < nr; i++)
@@ -677,8 +621,8 @@ hold_cached(TdbPager *p, int h, uint64_t blk)
 		p->held[h].len = 0;
 }
 
-static int
-read_local(TdbPager *p, uint64_t off, size_t len, uint8_t *dst, TdbTrailError *err)
+int
+trail_pager_read_local(TdbPager *p, uint64_t off, size_t len, uint8_t *dst, TdbTrailError *err)
 {
 	while (len > 0)
 	{
@@ -715,7 +659,7 @@ tdb_pager_read(TdbPager *p, uint64_t off, size_t len, void *buf, TdbTrailError *
 	if (len == 0)
 		return 0;
 	if (p->local)
-		return read_local(p, off, len, dst, err);
+		return trail_pager_read_local(p, off, len, dst, err);
 	if (off >= p->tail_off)
 	{
 		memcpy(dst, p->tail + (off - p->tail_off), len);

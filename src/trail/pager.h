@@ -55,20 +55,7 @@ typedef struct TdbPagerOptions
 	uint64_t	validation_token;
 } TdbPagerOptions;
 
-typedef struct TdbPagerStats
-{
-	uint64_t	reads;			/* tdb_pager_read calls */
-	uint64_t	requests;		/* HTTP requests sent (retries included) */
-	uint64_t	retries;
-	uint64_t	bytes_network;	/* body bytes received */
-	uint64_t	bytes_disk_cache;	/* served from cache_dir */
-	uint64_t	bytes_memory;	/* served from the LRU */
-	uint64_t	bytes_local;	/* read from a local file */
-	bool		validation_reused;	/* size and ETag known from an earlier open */
-	double		validation_age; /* seconds since they were learnt */
-	bool		validation_by_token;	/* ... under this opener's token */
-} TdbPagerStats;
-
+/* TdbPagerStats: types.h */
 typedef struct TdbPager TdbPager;
 
 int			tdb_pager_open(const TdbPagerOptions *opts, TdbPager **out,
@@ -87,6 +74,16 @@ const char *tdb_pager_identity(const TdbPager *p);
  * tail already.
  */
 int			tdb_pager_extend_tail(TdbPager *p, uint64_t off, TdbTrailError *err);
+
+/*
+ * Read n ranges exactly, into bufs[i] (r[i].len bytes each): from the tail
+ * when there, else from the caches or by concurrent range GETs of exactly
+ * those bytes (no block rounding; each kept in the caches as a piece of its
+ * own, keyed by object, ETag and range).  For the chunks of a version-3
+ * footer, a few kB each, which a block would make a megabyte.
+ */
+int			tdb_pager_read_exact(TdbPager *p, const TdbByteRange *r, int n, uint8_t **bufs,
+								 TdbTrailError *err);
 
 /* Read exactly len bytes at off (off + len <= size). */
 int			tdb_pager_read(TdbPager *p, uint64_t off, size_t len, void *buf,

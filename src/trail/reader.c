@@ -18,7 +18,6 @@
  * other pages at once (one round of concurrent requests).
  */
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +25,7 @@
 #include "format.h"
 #include "pagecache.h"
 #include "pager.h"
+#include "reader_open.h"
 
 #define READAHEAD_MAX_PAGES 1024
 #define READAHEAD_MAX_BYTES (32u << 20)
@@ -38,266 +38,6 @@
  */
 #define READAHEAD_MIN_BYTES (256u << 10)
 #define READAHEAD_MAX_RANGES 2048
-
-/*
- * Decoded footers, shared by the readers of one process: a footer is
- * decoded at the first open of a file version and reused by later opens
- * (a query opens its file each time; a footer of a large file takes
- * milliseconds to decode).  The key is the trailer's description of the
- * footer (its offset, length and CRC) with the object's size and ETag:
- * equal keys mean equal footer bytes, so a cached footer is never another
- * version's.  Entries are refcounted; an entry evicted while a reader holds
- * it is freed by its last reader.  The bound is on decoded memory.
- */
-#define FOOTER_CACHE_SLOTS 8
-#define FOOTER_CACHE_BYTES ((size_t) 64 << 20)
-
-typedef struct SharedFooter
-{
-	char	   *key;
-	TdbTrailFooter f;
-	size_t		cost;			/* about the decoded size */
-	int			refs;
-	bool		cached;			/* still in the table */
-	uint64_t	used;			/* last use, for eviction */
-} SharedFooter;
-
-static SharedFooter *footer_cache[FOOTER_CACHE_SLOTS];
-static size_t footer_cache_bytes;
-static uint64_t footer_cache_tick;
-static uint64_t footer_decodes;
-static pthread_mutex_t footer_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static void
-shared_footer_free(SharedFooter *sf)
-{
-	tdb_trail_footer_release(&sf->f);
-	free(sf->key);
-	free(sf);
-}
-
-static SharedFooter *
-footer_cache_get(const char *key)
-{
-	SharedFooter *hit = NULL;
-
-	pthread_mutex_lock(&footer_lock);
-	for (int i = 0; i < FOOTER_CACHE_SLOTS && hit == NULL; i++)
-		if (footer_cache[i] && strcmp(footer_cache[i]->key, key) == 0)
-			hit = footer_cache[i];
-	if (hit)
-	{
-		hit->refs++;
-		hit->used = ++footer_cache_tick;
-	}
-	pthread_mutex_unlock(&footer_lock);
-	return hit;
-}
-
-/* Keep sf (refs 1, its opener's) in the table if it fits the bound. */
-static void
-footer_cache_put(SharedFooter *sf)
-{
-	pthread_mutex_lock(&footer_lock);
-	if (sf->cost <= FOOTER_CACHE_BYTES / 2)
-	{
-		int			slot = -1;
-
-		for (;;)
-		{
-			int			oldest = -1;
-
-			slot = -1;
-			for (int i = 0; i < FOOTER_CACHE_SLOTS; i++)
-			{
-				if (footer_cache[i] == NULL)
-				{
-					if (slot < 0)
-						slot = i;
-					continue;
-				}
-				if (oldest < 0 || footer_cache[i]->used < footer_cache[oldest]->used)
-					oldest = i;
-			}
-			if (slot >= 0 && footer_cache_bytes + sf->cost <= FOOTER_CACHE_BYTES)
-				break;
-			/* evict the least recently used; its readers keep it until they close */
-			footer_cache[oldest]->cached = false;
-			footer_cache_bytes -= footer_cache[oldest]->cost;
-			if (footer_cache[oldest]->refs == 0)
-				shared_footer_free(footer_cache[oldest]);
-			footer_cache[oldest] = NULL;
-		}
-		footer_cache[slot] = sf;
-		sf->cached = true;
-		sf->used = ++footer_cache_tick;
-		footer_cache_bytes += sf->cost;
-	}
-	pthread_mutex_unlock(&footer_lock);
-}
-
-static void
-footer_cache_release(SharedFooter *sf)
-{
-	bool		free_it;
-
-	pthread_mutex_lock(&footer_lock);
-	free_it = --sf->refs == 0 && !sf->cached;
-	pthread_mutex_unlock(&footer_lock);
-	if (free_it)
-		shared_footer_free(sf);
-}
-
-void
-tdb_trail_footer_cache_clear(void)
-{
-	pthread_mutex_lock(&footer_lock);
-	for (int i = 0; i < FOOTER_CACHE_SLOTS; i++)
-	{
-		SharedFooter *sf = footer_cache[i];
-
-		if (sf == NULL)
-			continue;
-		sf->cached = false;
-		footer_cache_bytes -= sf->cost;
-		if (sf->refs == 0)
-			shared_footer_free(sf);
-		footer_cache[i] = NULL;
-	}
-	pthread_mutex_unlock(&footer_lock);
-}
-
-uint64_t
-tdb_trail_footer_cache_bytes(void)
-{
-	uint64_t	n;
-
-	pthread_mutex_lock(&footer_lock);
-	n = footer_cache_bytes;
-	pthread_mutex_unlock(&footer_lock);
-	return n;
-}
-
-uint64_t
-tdb_trail_footer_decodes(void)
-{
-	uint64_t	n;
-
-	pthread_mutex_lock(&footer_lock);
-	n = footer_decodes;
-	pthread_mutex_unlock(&footer_lock);
-	return n;
-}
-
-struct TdbTrailReader
-{
-	TdbPager   *pager;
-	const TdbTrailFooter *footer;	/* sf->f */
-	SharedFooter *sf;
-};
-
-/* Read the footer the trailer t describes into fbuf and decode it into f. */
-static int
-read_footer(TdbPager *pager, const TdbTrailTrailer *t, uint8_t *fbuf, TdbTrailFooter *f,
-			TdbTrailError *err)
-{
-	int			rc = tdb_pager_read(pager, t->footer_offset, t->footer_length, fbuf, err);
-
-	return rc < 0 ? rc : tdb_trail_footer_decode(fbuf, t->footer_length, t, f, err);
-}
-
-int
-tdb_trail_open(TdbPager *pager, TdbTrailReader **out, TdbTrailError *err)
-{
-	uint64_t	size = tdb_pager_size(pager);
-	uint8_t		tbuf[TDB_TRAIL_TRAILER_SIZE];
-	TdbTrailTrailer t;
-	TdbTrailReader *r;
-	SharedFooter *sf;
-	uint8_t    *fbuf;
-	char		key[2048];
-	int			rc;
-
-	*out = NULL;
-	if (size < TDB_TRAIL_HEADER_SIZE + TDB_TRAIL_TRAILER_SIZE)
-		return tdb_trail_fail(err, TDB_TRAIL_ECORRUPT,
-							  "not a trail file: %llu bytes is too small", (unsigned long long) size);
-	if ((rc = tdb_pager_read(pager, size - TDB_TRAIL_TRAILER_SIZE, TDB_TRAIL_TRAILER_SIZE, tbuf, err)) < 0)
-		return rc;
-	if ((rc = tdb_trail_trailer_decode(tbuf, sizeof(tbuf), size, &t, err)) < 0)
-		return rc;
-	if ((r = calloc(1, sizeof(*r))) == NULL)
-		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
-	r->pager = pager;
-	/* the object's identity too: another file cannot bring a forged footer of the same shape */
-	if (snprintf(key, sizeof(key), "%llu %llu %llu %08x v%u %s\n%s", (unsigned long long) size,
-				 (unsigned long long) t.footer_offset, (unsigned long long) t.footer_length,
-				 t.footer_crc, t.version, tdb_pager_etag(pager),
-				 tdb_pager_identity(pager)) >= (int) sizeof(key))
-		key[0] = '\0';			/* too long to key: not cached */
-	if (key[0] != '\0' && (sf = footer_cache_get(key)) != NULL)
-	{
-		r->sf = sf;
-		r->footer = &sf->f;
-		*out = r;
-		return 0;
-	}
-
-	/* a footer longer than the first request's tail: the rest exactly, at once */
-	if ((rc = tdb_pager_extend_tail(pager, t.footer_offset, err)) < 0)
-	{
-		free(r);
-		return rc;
-	}
-	fbuf = malloc(t.footer_length ? t.footer_length : 1);
-	sf = calloc(1, sizeof(*sf));
-	if (fbuf == NULL || sf == NULL || (sf->key = strdup(key)) == NULL)
-	{
-		free(fbuf);
-		free(sf);
-		free(r);
-		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory for a footer of %llu bytes",
-							  (unsigned long long) t.footer_length);
-	}
-	rc = read_footer(pager, &t, fbuf, &sf->f, err);
-	free(fbuf);
-	if (rc < 0)
-	{
-		free(sf->key);
-		free(sf);
-		free(r);
-		return rc;
-	}
-	pthread_mutex_lock(&footer_lock);
-	footer_decodes++;
-	pthread_mutex_unlock(&footer_lock);
-	sf->refs = 1;
-	/* decoded: the arrays, the strings, a page-list entry per trail page */
-	sf->cost = sizeof(TdbTrailFooter) + 2 * (size_t) t.footer_length +
-		(size_t) sf->f.ntrails * sizeof(TdbTrailInfo) + (size_t) sf->f.npages * sizeof(TdbTrailPageInfo) +
-		(size_t) sf->f.nstrings * sizeof(char *) + sf->f.arena2_bytes;
-	if (key[0] != '\0')
-		footer_cache_put(sf);
-	r->sf = sf;
-	r->footer = &sf->f;
-	*out = r;
-	return 0;
-}
-
-const TdbTrailFooter *
-tdb_trail_footer(const TdbTrailReader *r)
-{
-	return r->footer;
-}
-
-void
-tdb_trail_close(TdbTrailReader *r)
-{
-	if (r == NULL)
-		return;
-	footer_cache_release(r->sf);
-	free(r);
-}
 
 struct TdbTrailScan
 {
@@ -373,14 +113,6 @@ tdb_trail_find_str(const TdbTrailFooter *f, const char *id)
 	return f->schema.id_type != TDB_TRAIL_STRING || id == NULL ? -1 : find_key(f, 0, id);
 }
 
-static int
-find_trail(const TdbTrailFooter *f, const TdbTrailQuery *q, int k)
-{
-	if (f->schema.id_type == TDB_TRAIL_STRING)
-		return q->ids_str[k] ? find_key(f, 0, q->ids_str[k]) : -1;
-	return find_key(f, q->ids_int[k], NULL);
-}
-
 /* Page k of a trail's pages, in file order. */
 static inline uint32_t
 trail_page(const TdbTrailInfo *ti, uint32_t k)
@@ -395,6 +127,18 @@ trail_order(const void *a, const void *b)
 				y = *(const uint32_t *) b;
 
 	return (x > y) - (x < y);
+}
+
+int
+tdb_trail_lookup(TdbTrailReader *r, int64_t id, const char *sid, TdbTrailError *err)
+{
+	TdbTrailFooter *f = trail_lazy_footer(r);
+
+	if (r->footer->schema.id_type == TDB_TRAIL_STRING && sid == NULL)
+		return -1;
+	if (f == NULL)
+		return find_key(r->footer, id, sid);
+	return trail_footer3_find(f, id, sid, trail_reader_read, r->pager, err);
 }
 
 int
@@ -451,12 +195,29 @@ tdb_trail_scan_begin(TdbTrailReader *r, const TdbTrailQuery *q, TdbTrailScan **o
 	}
 	if (q->nids > 0)
 	{
-		for (int k = 0; k < q->nids; k++)
-		{
-			int			t = find_trail(f, q, k);
+		TdbTrailFooter *lf = trail_lazy_footer(r);
+		int			rc = 0;
 
+		if (lf)					/* version 3: the trail chunks of every id, in one batch */
+			rc = tdb_trail_need_ids(r, q->ids_int, q->ids_str, q->nids, err);
+		for (int k = 0; k < q->nids && rc >= 0; k++)
+		{
+			int			t;
+
+			if (f->schema.id_type == TDB_TRAIL_STRING)
+				t = tdb_trail_lookup(r, 0, q->ids_str[k], err);
+			else
+				t = tdb_trail_lookup(r, q->ids_int[k], NULL, err);
 			if (t >= 0)
 				trails[ntr++] = (uint32_t) t;
+			else if (t < -1)
+				rc = t;
+		}
+		if (rc < 0)
+		{
+			free(trails);
+			free(s);
+			return rc;
 		}
 		qsort(trails, ntr, sizeof(uint32_t), trail_order);
 	}
@@ -505,15 +266,38 @@ tdb_trail_scan_begin(TdbTrailReader *r, const TdbTrailQuery *q, TdbTrailScan **o
 			for (uint32_t j = 0; j < ti->npages; j++)
 			{
 				uint32_t	p = trail_page(ti, j);
-				const TdbTrailPageInfo *pi = &f->pages[p];
+
+				if (s->npages > 0 && p <= s->pages[s->npages - 1])
+					sorted = false;
+				s->pages[s->npages++] = p;
+			}
+		}
+		/* version 3: their page entries, the chunks holding them in one batch */
+		if (trail_lazy_footer(r))
+		{
+			int			rc = trail_footer3_load_entries(trail_lazy_footer(r), TRAIL3_PAGES, s->pages,
+														s->npages, trail_reader_read, r->pager, err);
+
+			if (rc < 0)
+			{
+				free(trails);
+				free(s->want);
+				free(s->pages);
+				free(s);
+				return rc;
+			}
+		}
+		{
+			uint32_t	m = 0;
+
+			for (uint32_t k = 0; k < s->npages; k++)
+			{
+				const TdbTrailPageInfo *pi = &f->pages[s->pages[k]];
 
 				if (zone_hits(s, pi->tmin, pi->tmax, pi->xmin, pi->ymin, pi->xmax, pi->ymax))
-				{
-					if (s->npages > 0 && p <= s->pages[s->npages - 1])
-						sorted = false;
-					s->pages[s->npages++] = p;
-				}
+					s->pages[m++] = s->pages[k];
 			}
+			s->npages = m;
 		}
 		if (!sorted)
 		{
@@ -525,6 +309,43 @@ tdb_trail_scan_begin(TdbTrailReader *r, const TdbTrailQuery *q, TdbTrailScan **o
 				if (m == 0 || s->pages[k] != s->pages[m - 1])
 					s->pages[m++] = s->pages[k];
 			s->npages = m;
+		}
+	}
+	else if (trail_lazy_footer(r))
+	{
+		/* version 3: the page chunks whose zone maps meet the query, in one batch */
+		uint32_t	nch = trail_footer3_nchunks(f, TRAIL3_PAGES),
+					m = 0;
+		int			rc;
+
+		for (uint32_t j = 0; j < nch; j++)
+		{
+			uint32_t	first,
+						count;
+			int64_t		tmin,
+						tmax;
+			int32_t		box[4];
+
+			trail_footer3_chunk(f, TRAIL3_PAGES, j, &first, &count, &tmin, &tmax, box);
+			if (zone_hits(s, tmin, tmax, box[0], box[1], box[2], box[3]))
+				for (uint32_t p = first; p < first + count; p++)
+					s->pages[m++] = p;
+		}
+		rc = trail_footer3_load_entries(trail_lazy_footer(r), TRAIL3_PAGES, s->pages, m, trail_reader_read,
+										r->pager, err);
+		if (rc < 0)
+		{
+			free(trails);
+			free(s->pages);
+			free(s);
+			return rc;
+		}
+		for (uint32_t k = 0; k < m; k++)
+		{
+			const TdbTrailPageInfo *pi = &f->pages[s->pages[k]];
+
+			if (zone_hits(s, pi->tmin, pi->tmax, pi->xmin, pi->ymin, pi->xmax, pi->ymax))
+				s->pages[s->npages++] = s->pages[k];
 		}
 	}
 	else
@@ -617,7 +438,18 @@ prefetch_union(TdbTrailScan *s, TdbTrailError *err)
 	int			n = 0,
 				rc = 0;
 
-	if (room == 0 || f->ntrails == 0 || (k = calloc(f->npages + 1, sizeof(uint32_t))) == NULL)
+	if (room == 0 || f->ntrails == 0)
+		return 0;
+	/*
+	 * Version 3: the union needs every trail and page entry; loaded only
+	 * when the lookups would load most trail chunks anyway.
+	 */
+	if (trail_lazy_footer(s->r) &&
+		(1 - pow(1 - 1.0 / trail_footer3_nchunks(f, TRAIL3_TRAILS), (double) s->q.lookups_expected) < 0.8 ||
+		 (rc = tdb_trail_need_trails(s->r, 0, f->ntrails, err)) < 0 ||
+		 (rc = tdb_trail_need_pages(s->r, 0, f->npages, err)) < 0))
+		return rc;
+	if ((k = calloc(f->npages + 1, sizeof(uint32_t))) == NULL)
 		return 0;
 	for (uint32_t t = 0; t < f->ntrails; t++)
 		for (uint32_t j = 0; j < f->trails[t].npages; j++)
@@ -685,6 +517,28 @@ prefetch_union(TdbTrailScan *s, TdbTrailError *err)
 	return rc < 0 ? rc : 0;
 }
 
+/*
+ * Version 3: the trail chunks of the next window's pages (the first and
+ * last trail of each), fetched at once rather than page by page.
+ */
+static int
+window_trails(TdbTrailScan *s, TdbTrailError *err)
+{
+	TdbTrailFooter *lf = trail_lazy_footer(s->r);
+	uint32_t	n = 0,
+				end = s->prefetched + s->window < s->npages ? s->prefetched + s->window : s->npages;
+	uint32_t   *t = malloc(2 * (size_t) (end - s->prefetched + 1) * sizeof(uint32_t));
+	int			rc;
+
+	if (t == NULL)
+		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
+	for (uint32_t k = s->prefetched; k < end; k++, n += 2)
+		trail_footer3_page_trails(lf, s->pages[k], &t[n], &t[n + 1]);
+	rc = trail_footer3_load_entries(lf, TRAIL3_TRAILS, t, n, trail_reader_read, s->r->pager, err);
+	free(t);
+	return rc;
+}
+
 /* Ask the pager for the next window of candidate pages, then grow it. */
 static int
 scan_prefetch(TdbTrailScan *s, TdbTrailError *err)
@@ -703,6 +557,8 @@ scan_prefetch(TdbTrailScan *s, TdbTrailError *err)
 	if (s->prefetched > s->next)
 		return 0;
 	s->prefetched = s->next;
+	if (trail_lazy_footer(s->r) && (rc = window_trails(s, err)) < 0)
+		return rc;
 	while (s->prefetched < s->npages && (npg < (int) s->window || bytes < s->window_min_bytes) &&
 		   npg < READAHEAD_MAX_PAGES && bytes < READAHEAD_MAX_BYTES &&
 		   n + 2 + f->schema.ncolumns <= READAHEAD_MAX_RANGES)
@@ -750,6 +606,29 @@ event_matches(const TdbTrailScan *s, uint32_t i)
 }
 
 /*
+ * Version 3: before page pageno is decoded, the trails its runs may name
+ * (their entries check its events and give their ids) and the lexicon if a
+ * string column is read.
+ */
+static int
+page_trails_ready(TdbTrailScan *s, uint32_t pageno, TdbTrailError *err)
+{
+	TdbTrailFooter *lf = trail_lazy_footer(s->r);
+	uint32_t	lo,
+				hi;
+	int			rc;
+
+	trail_footer3_page_trails(lf, pageno, &lo, &hi);
+	if ((rc = trail_footer3_load(lf, TRAIL3_TRAILS, lo, hi + 1, trail_reader_read, s->r->pager, err)) < 0 ||
+		(rc = trail_footer3_page_ready(lf, pageno, err)) < 0)
+		return rc;
+	for (int c = 0; c < lf->schema.ncolumns; c++)
+		if (lf->schema.columns[c].type == TDB_TRAIL_STRING && !(c < 64 && (s->q.skip_columns >> c) & 1))
+			return tdb_trail_need_lexicon(s->r, err);
+	return 0;
+}
+
+/*
  * Page number pageno into s->cur: from the page cache, or fetched and
  * decoded (into the cache when the scan has one, the page holds several
  * trails and fits the cache's bound; else into s->page).
@@ -791,6 +670,8 @@ load_page(TdbTrailScan *s, uint32_t pageno, TdbTrailError *err)
 			s->stats.bytes_read += pr[k].len;
 		}
 	}
+	if (trail_lazy_footer(s->r) && (rc = page_trails_ready(s, pageno, err)) < 0)
+		return rc;
 	/*
 	 * A page of one trail (trail order, version 1) serves only lookups of
 	 * that trail: not kept (PostgreSQL's Memoize serves repeated outer
@@ -907,6 +788,9 @@ tdb_trail_verify(TdbTrailReader *r, uint64_t *events, TdbTrailError *err)
 	uint64_t   *count = NULL;
 	TdbTrailStats *st = NULL;
 
+	if ((rc = tdb_trail_need_all(r, err)) < 0)
+		return rc;
+
 	/*
 	 * The footer's bytes as they are now, not the decode shared since the
 	 * first open (a damaged footer under an unchanged trailer would have
@@ -925,11 +809,16 @@ tdb_trail_verify(TdbTrailReader *r, uint64_t *events, TdbTrailError *err)
 		if ((fbuf = malloc(t.footer_length ? t.footer_length : 1)) == NULL)
 			return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory for a footer of %llu bytes",
 								  (unsigned long long) t.footer_length);
-		rc = read_footer(r->pager, &t, fbuf, &fresh, err);
+		rc = trail_read_footer(r->pager, &t, fbuf, &fresh, err);
 		free(fbuf);
 		if (rc < 0)
 			return rc;
+		/* version 3: every chunk too, read and checked again */
+		if (fresh.lazy)
+			rc = trail_footer3_load_all(&fresh, trail_reader_read, r->pager, err);
 		tdb_trail_footer_release(&fresh);
+		if (rc < 0)
+			return rc;
 	}
 
 	memset(&q, 0, sizeof(q));

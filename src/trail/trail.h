@@ -21,7 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TDB_TRAIL_VERSION		3	/* written by default */
+#define TDB_TRAIL_VERSION		3	/* newest version written and read */
+#define TDB_TRAIL_VERSION_DEFAULT	3	/* written by default */
 #define TDB_TRAIL_VERSION_MIN	1	/* oldest version read */
 #define TDB_TRAIL_TRAILER_SIZE	48
 #define TDB_TRAIL_HEADER_SIZE	16
@@ -276,6 +277,23 @@ typedef struct TdbTrailFooter
 	void	   *arena;			/* owns strings */
 	void	   *arena2;			/* version 2: owns page lists, chunk lengths, stats */
 	size_t		arena2_bytes;	/* its size */
+	/*
+	 * Version 3 (footer3.c): the footer is read in pieces.  Opening reads
+	 * its head only: the counts, the schema, the whole file's summary and
+	 * the directories of the trail and page chunks.  trails[] and pages[]
+	 * are allocated in full, but an entry is valid only once its chunk is
+	 * loaded (tdb_trail_need_trails, tdb_trail_need_pages, tdb_trail_lookup,
+	 * tdb_trail_need_all), strings[] once tdb_trail_need_lexicon ran.  NULL
+	 * for versions 1 and 2, whose footers are decoded whole.
+	 */
+	void	   *lazy;
+	/*
+	 * version 3: the whole file as one trail (events, zone map, summaries;
+	 * key: the first trail's id) and the last trail's id
+	 */
+	bool		has_whole;
+	TdbTrailInfo whole;
+	TdbTrailKey whole_last;
 } TdbTrailFooter;
 
 typedef struct TdbTrailTrailer
@@ -349,6 +367,32 @@ typedef struct TdbTrailReader TdbTrailReader;
 int			tdb_trail_open(struct TdbPager *pager, TdbTrailReader **out,
 						   TdbTrailError *err);
 const TdbTrailFooter *tdb_trail_footer(const TdbTrailReader *r);
+
+/*
+ * Version 3 footers are read in chunks when needed (docs/trail-format.md,
+ * "Version 3: footer"); these make entries of tdb_trail_footer(r) valid,
+ * fetching and checking the chunks that hold them (several at once).  For
+ * versions 1 and 2 they do nothing.  Trails [lo, hi), pages [lo, hi), the
+ * lexicon, everything.
+ */
+int			tdb_trail_need_trails(TdbTrailReader *r, uint32_t lo, uint32_t hi,
+								  TdbTrailError *err);
+int			tdb_trail_need_pages(TdbTrailReader *r, uint32_t lo, uint32_t hi,
+								 TdbTrailError *err);
+int			tdb_trail_need_lexicon(TdbTrailReader *r, TdbTrailError *err);
+int			tdb_trail_need_all(TdbTrailReader *r, TdbTrailError *err);
+
+/* The trail chunks of these ids (by id_type, NULLs skipped), fetched at once. */
+int			tdb_trail_need_ids(TdbTrailReader *r, const int64_t *ids_int,
+							   const char *const *ids_str, int n, TdbTrailError *err);
+
+/*
+ * The index of trail id (id_type INT64: id; STRING: sid) in the footer's
+ * trails, its entry loaded; -1 when the file has no such trail; or a
+ * TDB_TRAIL_E* code (all below -30000).
+ */
+int			tdb_trail_lookup(TdbTrailReader *r, int64_t id, const char *sid,
+							 TdbTrailError *err);
 
 /*
  * Footers are decoded once per file version and process and shared by its

@@ -43,4 +43,19 @@ typedef struct TdbByteRange
 	uint64_t	len;
 } TdbByteRange;
 
+/* What a pager did (pager.h's tdb_pager_stats). */
+typedef struct TdbPagerStats
+{
+	uint64_t	reads;			/* tdb_pager_read calls */
+	uint64_t	requests;		/* HTTP requests sent (retries included) */
+	uint64_t	retries;
+	uint64_t	bytes_network;	/* body bytes received */
+	uint64_t	bytes_disk_cache;	/* served from cache_dir */
+	uint64_t	bytes_memory;	/* served from the LRU */
+	uint64_t	bytes_local;	/* read from a local file */
+	bool		validation_reused;	/* size and ETag known from an earlier open */
+	double		validation_age; /* seconds since they were learnt */
+	bool		validation_by_token;	/* ... under this opener's token */
+} TdbPagerStats;
+
 #endif							/* TDB_TRAIL_TYPES_H */

@@ -139,7 +139,7 @@ tdb_trail_writer_create(const TdbTrailSchema *schema, const TdbTrailWriterOption
 	if (w->opts.page_max_span_us == 0)
 		w->opts.page_max_span_us = TDB_TRAIL_PAGE_SPAN_DEFAULT_US;
 	if (w->opts.version == 0)
-		w->opts.version = TDB_TRAIL_VERSION;
+		w->opts.version = TDB_TRAIL_VERSION_DEFAULT;
 	if (w->opts.bucket_us == 0)
 		w->opts.bucket_us = 600LL * 1000000;
 	if (w->opts.memory_limit == 0)

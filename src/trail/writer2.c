@@ -899,17 +899,31 @@ trail_writer_finish2(TdbTrailWriter *w, TrailOut *out, TdbTrailError *err)
 	x.f.nevents = w->n;
 
 	memset(&t, 0, sizeof(t));
-	t.footer_offset = trail_out_offset(out);
-	x.tmp.len = 0;
-	trail_footer2_encode(&x.tmp, &x.f);
-	if (!x.tmp.ok)
+	x.f.data_end = trail_out_offset(out);
+	if (x.f.version >= 3)
 	{
-		rc = tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory encoding the footer");
-		goto done;
+		/* chunks, then the head the trailer names */
+		trail_footer3_encode(&out->buf, out->base, &x.f, &t);
+		if (!out->buf.ok)
+		{
+			rc = tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory encoding the footer");
+			goto done;
+		}
 	}
-	t.footer_length = x.tmp.len;
-	t.footer_crc = tdb_crc32c(x.tmp.data, x.tmp.len);
-	codec_put_bytes(&out->buf, x.tmp.data, x.tmp.len);
+	else
+	{
+		t.footer_offset = trail_out_offset(out);
+		x.tmp.len = 0;
+		trail_footer2_encode(&x.tmp, &x.f);
+		if (!x.tmp.ok)
+		{
+			rc = tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory encoding the footer");
+			goto done;
+		}
+		t.footer_length = x.tmp.len;
+		t.footer_crc = tdb_crc32c(x.tmp.data, x.tmp.len);
+		codec_put_bytes(&out->buf, x.tmp.data, x.tmp.len);
+	}
 	t.file_size = trail_out_offset(out) + TDB_TRAIL_TRAILER_SIZE;
 	t.version = (uint16_t) w->opts.version;
 	if (codec_buf_reserve(&out->buf, TDB_TRAIL_TRAILER_SIZE))

@@ -491,6 +491,8 @@ lying_zone_map(void)
 	TdbTrailPage pg;
 	uint32_t	pn = 0;
 
+	if (fx_version >= 3)
+		return;					/* version 3's footer in pieces: test_footer3.c */
 	fx_make(&s, &rng, false, 3, 50);
 	buf = fx_encode(&s, 4096, 1000, &len);
 	CHECK(tdb_trail_trailer_decode(buf + len - TDB_TRAIL_TRAILER_SIZE, TDB_TRAIL_TRAILER_SIZE, len, &t, &err) == 0);

@@ -43,7 +43,8 @@ open_buf(Opened *o, const uint8_t *buf, size_t len)
 	po.url = o->path;
 	if (tdb_pager_open(&po, &o->pager, &err) < 0)
 		return false;
-	if (tdb_trail_open(o->pager, &o->r, &err) < 0)
+	/* version 3: every chunk, as these tests look at the footer's entries */
+	if (tdb_trail_open(o->pager, &o->r, &err) < 0 || tdb_trail_need_all(o->r, &err) < 0)
 	{
 		unit_fail(__FILE__, __LINE__, "open: %s", err.msg);
 		tdb_pager_close(o->pager);
@@ -455,8 +456,8 @@ UNIT_TEST(test_trail_v2_spacetime_order)
 {
 	uint64_t	rng = 9090;
 	FxSet		s;
-	uint64_t	bytes[4] = {0, 0, 0, 0};
-	uint64_t	rows[4] = {0, 0, 0, 0};
+	uint64_t	bytes[FX_LAYOUTS] = {0},
+				rows[FX_LAYOUTS] = {0};
 
 	fx_make(&s, &rng, false, 80, 400);
 	for (int layout = 1; layout < FX_LAYOUTS; layout++)
@@ -521,9 +522,10 @@ UNIT_TEST(test_trail_v2_spacetime_order)
 		close_opened(&o);
 		free(buf);
 	}
+	/* layouts 1 to 4: versions 2 and 3, by trail and space-time */
 	CHECK_EQ_U64(rows[0], rows[1]);
 	CHECK(bytes[1] < bytes[0]);
-	/* version 3 the same, in fewer bytes than version 2 */
+	/* version 3 the same rows, in fewer bytes than version 2 (its page encodings) */
 	CHECK_EQ_U64(rows[2], rows[0]);
 	CHECK_EQ_U64(rows[3], rows[0]);
 	CHECK(bytes[3] < bytes[2]);

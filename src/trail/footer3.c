@@ -1,0 +1,552 @@
+/*
+ * footer3.c
+ *	  Version 3 of the trail file's footer (docs/trail-format.md, "Version 3:
+ *	  footer"): a small head, read with the trailer, and chunks read only
+ *	  when a query needs them.
+ *
+ * The head holds the counts, the schema, the whole file's zone map and
+ * column summaries, and two directories: one entry per chunk of K trail
+ * entries (its first trail id, length, CRC, events and zone map) and one
+ * per chunk of P page entries (length, CRC, page bytes, events, zone map).
+ * So count(*) and whole-file aggregates need the head alone, one trail's
+ * lookup a binary search of the directory, its one trail chunk and the page
+ * chunks of its pages, and a time or box query only the page chunks whose
+ * zone maps meet it.
+ *
+ * Nothing is trusted: the head's CRC is the trailer's, every chunk's CRC is
+ * in the head and checked before the chunk is parsed, every count is checked
+ * against the bytes that hold it before it sizes an allocation, and an entry
+ * must lie inside its chunk's zone map (a lying directory would hide events).
+ * A chunk that fails leaves its entries zeroed and unloaded.
+ */
+#include "footer3.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../checksum.h"
+
+/* ---- encoding ---------------------------------------------------------------- */
+
+static int
+zone_exponent3(const TdbTrailFooter *f)
+{
+	int			e = MAX_SCALE;
+
+	for (uint32_t i = 0; i < f->ntrails && e > 0; i++)
+		while (e > 0 && (f->trails[i].tmin % ipow10_tab[e] != 0 || f->trails[i].tmax % ipow10_tab[e] != 0))
+			e--;
+	for (uint32_t i = 0; i < f->npages && e > 0; i++)
+		while (e > 0 && (f->pages[i].tmin % ipow10_tab[e] != 0 || f->pages[i].tmax % ipow10_tab[e] != 0))
+			e--;
+	return e;
+}
+
+/* b += a, a summary of later values (so a tie keeps b's, as a fold in this order) */
+static void
+stats_combine(TdbTrailType type, TdbTrailStats *acc, const TdbTrailStats *b)
+{
+	if (b->count == 0)
+		return;
+	if (type == TDB_TRAIL_FLOAT64)
+	{
+		acc->has_nan |= b->has_nan;
+		if (b->has_range)
+		{
+			if (!acc->has_range || !(acc->fmax > b->fmax))
+				acc->fmax = b->fmax;
+			if (!acc->has_range || !(acc->fmin < b->fmin))
+				acc->fmin = b->fmin;
+			acc->has_range = true;
+		}
+	}
+	else if (type == TDB_TRAIL_INT64 || type == TDB_TRAIL_BOOL)
+	{
+		if (acc->count == 0 || b->imin < acc->imin)
+			acc->imin = b->imin;
+		if (acc->count == 0 || b->imax > acc->imax)
+			acc->imax = b->imax;
+		acc->has_range = true;
+	}
+	acc->count += b->count;
+}
+
+static void
+put_crc_u32(CodecBuf *b, uint32_t v)
+{
+	uint8_t		le[4];
+
+	codec_put_u32le(le, v);
+	codec_put_bytes(b, le, 4);
+}
+
+void
+trail_footer3_encode(CodecBuf *out, uint64_t base, const TdbTrailFooter *f, TdbTrailTrailer *t)
+{
+	const TdbTrailSchema *s = &f->schema;
+	int			nc = s->ncolumns;
+	int			e = zone_exponent3(f);
+	int64_t		q = ipow10_tab[e];
+	uint32_t	kt = f->ntrails / DIR_MAX + 1 > ENTRIES_PER_CHUNK ? f->ntrails / DIR_MAX + 1 : ENTRIES_PER_CHUNK,
+				kp = f->npages / DIR_MAX + 1 > ENTRIES_PER_CHUNK ? f->npages / DIR_MAX + 1 : ENTRIES_PER_CHUNK;
+	uint32_t	ntc = (uint32_t) (((uint64_t) f->ntrails + kt - 1) / kt),
+				npc = (uint32_t) (((uint64_t) f->npages + kp - 1) / kp);
+	uint32_t   *tlo = malloc((f->npages + 1) * sizeof(uint32_t)),
+			   *thi = malloc((f->npages + 1) * sizeof(uint32_t));
+	uint64_t   *clen = calloc((size_t) ntc + npc + 1, sizeof(uint64_t));
+	uint32_t   *ccrc = calloc((size_t) ntc + npc + 1, sizeof(uint32_t));
+	TdbTrailStats whole[TDB_TRAIL_MAX_COLUMNS];
+	CodecBuf	h;
+	uint8_t		magic[4];
+	size_t		start;
+	uint64_t	lex_len = 0;
+	uint32_t	lex_crc = 0;
+
+	codec_buf_init(&h);
+	if (tlo == NULL || thi == NULL || clen == NULL || ccrc == NULL)
+	{
+		out->ok = false;
+		goto done;
+	}
+	for (uint32_t p = 0; p < f->npages; p++)
+	{
+		tlo[p] = UINT32_MAX;
+		thi[p] = 0;
+	}
+	for (uint32_t i = 0; i < f->ntrails; i++)
+		for (uint32_t k = 0; k < f->trails[i].npages; k++)
+		{
+			uint32_t	p = f->trails[i].page_list[k];
+
+			tlo[p] = i < tlo[p] ? i : tlo[p];
+			thi[p] = i > thi[p] ? i : thi[p];
+		}
+
+	/* trail chunks */
+	for (uint32_t j = 0; j < ntc; j++)
+	{
+		start = out->len;
+		for (uint32_t i = j * kt; i < f->ntrails && i < (j + 1) * kt; i++)
+		{
+			const TdbTrailInfo *ti = &f->trails[i];
+
+			trail_put_key(out, s->id_type, &ti->key);
+			codec_put_varint(out, ti->nevents);
+			put_zone3(out, q, ti->tmin, ti->tmax, ti->xmin, ti->ymin, ti->xmax, ti->ymax);
+			codec_put_varint(out, ti->npages);
+			for (uint32_t k = 0; k < ti->npages; k++)
+				codec_put_varint(out, k == 0 ? ti->page_list[0] : ti->page_list[k] - ti->page_list[k - 1] - 1);
+			for (int c = 0; c < nc; c++)
+				trail_put_stats(out, s->columns[c].type, &ti->stats[c]);
+		}
+		if (!out->ok)
+			goto done;
+		clen[j] = out->len - start;
+		ccrc[j] = tdb_crc32c(out->data + start, out->len - start);
+	}
+	/* page chunks */
+	for (uint32_t j = 0; j < npc; j++)
+	{
+		int64_t		pt = 0,
+					px = 0,
+					py = 0,
+					plo = 0;
+
+		start = out->len;
+		for (uint32_t i = j * kp; i < f->npages && i < (j + 1) * kp; i++)
+		{
+			const TdbTrailPageInfo *p = &f->pages[i];
+
+			codec_put_varint(out, p->nevents);
+			for (int k = 0; k < 2 + nc; k++)
+				codec_put_varint(out, p->chunk_len[k]);
+			codec_put_svarint(out, (int64_t) tlo[i] - plo);
+			codec_put_varint(out, thi[i] - tlo[i]);
+			plo = tlo[i];
+			codec_put_svarint(out, (int64_t) ((uint64_t) (p->tmin / q) - (uint64_t) pt));
+			codec_put_varint(out, ((uint64_t) p->tmax - (uint64_t) p->tmin) / (uint64_t) q);
+			codec_put_svarint(out, p->xmin - px);
+			codec_put_svarint(out, p->ymin - py);
+			codec_put_varint(out, (uint64_t) ((int64_t) p->xmax - p->xmin));
+			codec_put_varint(out, (uint64_t) ((int64_t) p->ymax - p->ymin));
+			pt = p->tmin / q;
+			px = p->xmin;
+			py = p->ymin;
+		}
+		if (!out->ok)
+			goto done;
+		clen[ntc + j] = out->len - start;
+		ccrc[ntc + j] = tdb_crc32c(out->data + start, out->len - start);
+	}
+	/* the lexicon */
+	if (f->nstrings > 0)
+	{
+		start = out->len;
+		trail_put_lexicon(out, f);
+		if (!out->ok)
+			goto done;
+		lex_len = out->len - start;
+		lex_crc = tdb_crc32c(out->data + start, lex_len);
+	}
+
+	/* the head */
+	codec_put_u32le(magic, TRAIL_FOOTER_MAGIC);
+	codec_put_bytes(&h, magic, 4);
+	codec_put_varint(&h, 3);
+	trail_put_schema(&h, s);
+	codec_put_u8(&h, (uint8_t) f->order);
+	codec_put_varint(&h, (uint64_t) f->bucket_us);
+	codec_put_u8(&h, (uint8_t) e);
+	codec_put_varint(&h, f->data_end);
+	codec_put_varint(&h, f->nevents);
+	codec_put_varint(&h, f->ntrails);
+	codec_put_varint(&h, f->npages);
+	codec_put_varint(&h, f->nstrings);
+	if (f->nstrings > 0)
+	{
+		codec_put_varint(&h, lex_len);
+		put_crc_u32(&h, lex_crc);
+	}
+	if (f->ntrails > 0)
+	{
+		int64_t		tmin = INT64_MAX,
+					tmax = INT64_MIN;
+		int32_t		xmin = INT32_MAX,
+					ymin = INT32_MAX,
+					xmax = INT32_MIN,
+					ymax = INT32_MIN;
+
+		memset(whole, 0, sizeof(whole));
+		for (uint32_t i = 0; i < f->ntrails; i++)
+		{
+			const TdbTrailInfo *ti = &f->trails[i];
+
+			tmin = ti->tmin < tmin ? ti->tmin : tmin;
+			tmax = ti->tmax > tmax ? ti->tmax : tmax;
+			xmin = ti->xmin < xmin ? ti->xmin : xmin;
+			ymin = ti->ymin < ymin ? ti->ymin : ymin;
+			xmax = ti->xmax > xmax ? ti->xmax : xmax;
+			ymax = ti->ymax > ymax ? ti->ymax : ymax;
+			for (int c = 0; c < nc; c++)
+				stats_combine(s->columns[c].type, &whole[c], &ti->stats[c]);
+		}
+		put_zone3(&h, q, tmin, tmax, xmin, ymin, xmax, ymax);
+		trail_put_key(&h, s->id_type, &f->trails[f->ntrails - 1].key);	/* the last id */
+		for (int c = 0; c < nc; c++)
+			trail_put_stats(&h, s->columns[c].type, &whole[c]);
+	}
+	codec_put_varint(&h, kt);
+	codec_put_varint(&h, kp);
+	for (uint32_t j = 0; j < ntc; j++)
+	{
+		uint32_t	a = j * kt,
+					b = a + kt < f->ntrails ? a + kt : f->ntrails;
+		int64_t		tmin = INT64_MAX,
+					tmax = INT64_MIN;
+		int32_t		xmin = INT32_MAX,
+					ymin = INT32_MAX,
+					xmax = INT32_MIN,
+					ymax = INT32_MIN;
+		uint64_t	ev = 0;
+
+		for (uint32_t i = a; i < b; i++)
+		{
+			const TdbTrailInfo *ti = &f->trails[i];
+
+			tmin = ti->tmin < tmin ? ti->tmin : tmin;
+			tmax = ti->tmax > tmax ? ti->tmax : tmax;
+			xmin = ti->xmin < xmin ? ti->xmin : xmin;
+			ymin = ti->ymin < ymin ? ti->ymin : ymin;
+			xmax = ti->xmax > xmax ? ti->xmax : xmax;
+			ymax = ti->ymax > ymax ? ti->ymax : ymax;
+			ev += ti->nevents;
+		}
+		trail_put_key(&h, s->id_type, &f->trails[a].key);
+		codec_put_varint(&h, clen[j]);
+		put_crc_u32(&h, ccrc[j]);
+		codec_put_varint(&h, ev);
+		put_zone3(&h, q, tmin, tmax, xmin, ymin, xmax, ymax);
+	}
+	for (uint32_t j = 0; j < npc; j++)
+	{
+		uint32_t	a = j * kp,
+					b = a + kp < f->npages ? a + kp : f->npages;
+		int64_t		tmin = INT64_MAX,
+					tmax = INT64_MIN;
+		int32_t		xmin = INT32_MAX,
+					ymin = INT32_MAX,
+					xmax = INT32_MIN,
+					ymax = INT32_MIN;
+		uint64_t	ev = 0,
+					bytes = 0;
+
+		for (uint32_t i = a; i < b; i++)
+		{
+			const TdbTrailPageInfo *p = &f->pages[i];
+
+			tmin = p->tmin < tmin ? p->tmin : tmin;
+			tmax = p->tmax > tmax ? p->tmax : tmax;
+			xmin = p->xmin < xmin ? p->xmin : xmin;
+			ymin = p->ymin < ymin ? p->ymin : ymin;
+			xmax = p->xmax > xmax ? p->xmax : xmax;
+			ymax = p->ymax > ymax ? p->ymax : ymax;
+			ev += p->nevents;
+			bytes += p->length;
+		}
+		codec_put_varint(&h, clen[ntc + j]);
+		put_crc_u32(&h, ccrc[ntc + j]);
+		codec_put_varint(&h, bytes);
+		codec_put_varint(&h, ev);
+		put_zone3(&h, q, tmin, tmax, xmin, ymin, xmax, ymax);
+	}
+	if (!h.ok)
+	{
+		out->ok = false;
+		goto done;
+	}
+	t->footer_offset = base + out->len;
+	t->footer_length = h.len;
+	t->footer_crc = tdb_crc32c(h.data, h.len);
+	codec_put_bytes(out, h.data, h.len);
+
+done:
+	codec_buf_free(&h);
+	free(tlo);
+	free(thi);
+	free(clen);
+	free(ccrc);
+}
+
+/* ---- the head ------------------------------------------------------------------ */
+
+#define HEAD_BAD(what) \
+	do { why = (what); goto bad; } while (0)
+
+static bool
+get_crc_u32(CodecCur *c, uint32_t *v)
+{
+	uint8_t		le[4];
+
+	if (!codec_get_bytes(c, le, 4))
+		return false;
+	*v = codec_get_u32le(le);
+	return true;
+}
+
+int
+trail_footer3_decode_head(CodecCur *c, const uint8_t *buf, size_t len, const TdbTrailTrailer *t,
+						  TdbTrailFooter *f, TdbTrailError *err)
+{
+	TdbTrailSchema *s = &f->schema;
+	const char *why = NULL;
+	F3Lazy	   *z;
+	uint64_t	v,
+				ntr,
+				npg,
+				nstr,
+				region,
+				at;
+	uint8_t		u8;
+	int			nc;
+	size_t		arena_used = 0;
+
+	if ((z = calloc(1, sizeof(*z))) == NULL)
+		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory for a footer");
+	pthread_mutex_init(&z->lock, NULL);
+	f->lazy = z;
+	if ((why = trail_get_schema(c, s, TDB_TRAIL_BOOL)) != NULL)
+		goto bad;
+	nc = s->ncolumns;
+	if (!codec_get_u8(c, &u8) || u8 > TDB_TRAIL_ORDER_SPACETIME)
+		HEAD_BAD("bad page order");
+	f->order = (TdbTrailOrder) u8;
+	if (!codec_get_varint(c, &v) || v > (uint64_t) INT64_MAX)
+		HEAD_BAD("bad time bucket");
+	f->bucket_us = (int64_t) v;
+	if (!codec_get_u8(c, &u8) || u8 > MAX_SCALE)
+		HEAD_BAD("bad zone map time exponent");
+	z->q = ipow10_tab[u8];
+	if (!codec_get_varint(c, &v) || v < TDB_TRAIL_HEADER_SIZE || v > t->footer_offset)
+		HEAD_BAD("bad end of the pages");
+	f->data_end = v;
+	region = t->footer_offset - f->data_end;	/* chunks and lexicon */
+	if (!codec_get_varint(c, &f->nevents) || !codec_get_varint(c, &ntr) ||
+		!codec_get_varint(c, &npg) || !codec_get_varint(c, &nstr))
+		HEAD_BAD("bad counts");
+	/* every trail and page entry takes at least 8 bytes of the region, a string one */
+	if (ntr > region / 8 || npg > region / 8 || nstr > region || npg > f->nevents ||
+		ntr > UINT32_MAX || npg > UINT32_MAX || nstr > UINT32_MAX ||
+		ntr > f->nevents || (f->nevents > 0) != (ntr > 0) || (ntr > 0) != (npg > 0) ||
+		npg > (f->data_end - TDB_TRAIL_HEADER_SIZE) / CORE_MIN_SIZE)
+		HEAD_BAD("bad counts");
+	f->ntrails = (uint32_t) ntr;
+	f->npages = (uint32_t) npg;
+	z->nstrings = (uint32_t) nstr;
+	if (nstr > 0 && (!codec_get_varint(c, &z->lex_len) || z->lex_len > region ||
+					 z->lex_len < 1 + nstr || !get_crc_u32(c, &z->lex_crc)))
+		HEAD_BAD("bad lexicon");
+	if ((z->whole_stats = calloc(nc ? nc : 1, sizeof(TdbTrailStats))) == NULL ||
+		(z->head_arena = malloc(2 * len + 1)) == NULL)
+		HEAD_BAD("out of memory");
+	f->whole.stats = z->whole_stats;
+	f->whole.nevents = f->nevents;
+	f->whole.npages = f->npages;
+	if (ntr > 0)
+	{
+		int32_t		box[4];
+
+		if (!get_zone3(c, z->q, NULL, &f->whole.tmin, &f->whole.tmax, box))
+			HEAD_BAD("bad zone map of the file");
+		f->whole.xmin = box[0];
+		f->whole.ymin = box[1];
+		f->whole.xmax = box[2];
+		f->whole.ymax = box[3];
+		if (!trail_get_key(c, s->id_type, &f->whole_last, z->head_arena, &arena_used))
+			HEAD_BAD("bad last trail id");
+		for (int k = 0; k < nc; k++)
+			if (!trail_get_stats(c, s->columns[k].type, f->nevents, &z->whole_stats[k]))
+				HEAD_BAD("bad column summary of the file");
+		f->has_whole = true;
+	}
+	if (!codec_get_varint(c, &v) || v == 0 || v > UINT32_MAX)
+		HEAD_BAD("bad trails per chunk");
+	z->per[TRAIL3_TRAILS] = (uint32_t) v;
+	if (!codec_get_varint(c, &v) || v == 0 || v > UINT32_MAX)
+		HEAD_BAD("bad pages per chunk");
+	z->per[TRAIL3_PAGES] = (uint32_t) v;
+
+	/* the directories: an entry takes at least 8 bytes of the head */
+	at = f->data_end;
+	for (int kind = 0; kind < 2; kind++)
+	{
+		uint64_t	nent = kind == TRAIL3_TRAILS ? ntr : npg;
+		uint64_t	nch = (nent + z->per[kind] - 1) / z->per[kind];
+		uint64_t	evsum = 0,
+					data = TDB_TRAIL_HEADER_SIZE;
+
+		if (nch > codec_left(c) / 8)
+			HEAD_BAD("bad chunk count");
+		z->nchunks[kind] = (uint32_t) nch;
+		if ((z->chunks[kind] = calloc(nch ? nch : 1, sizeof(F3Chunk))) == NULL)
+			HEAD_BAD("out of memory");
+		for (uint32_t j = 0; j < nch; j++)
+		{
+			F3Chunk    *ch = &z->chunks[kind][j];
+			int32_t		box[4];
+
+			ch->first = j * z->per[kind];
+			ch->count = nent - ch->first < z->per[kind] ? (uint32_t) (nent - ch->first) : z->per[kind];
+			if (kind == TRAIL3_TRAILS)
+			{
+				if (!trail_get_key(c, s->id_type, &ch->key, z->head_arena, &arena_used))
+					HEAD_BAD("bad first id of a trail chunk");
+				if (j > 0 && trail_key_cmp(s->id_type, &z->chunks[kind][j - 1].key, &ch->key) >= 0)
+					HEAD_BAD("trail chunks not in id order");
+			}
+			if (!codec_get_varint(c, &ch->len) || ch->len > region - (at - f->data_end) ||
+				ch->len < (uint64_t) ch->count * 8 || !get_crc_u32(c, &ch->crc))
+				HEAD_BAD("bad chunk length");
+			ch->off = at;
+			at += ch->len;
+			if (kind == TRAIL3_PAGES)
+			{
+				if (!codec_get_varint(c, &ch->bytes) || ch->bytes > f->data_end - data ||
+					ch->bytes < (uint64_t) ch->count * CORE_MIN_SIZE)
+					HEAD_BAD("bad page bytes of a chunk");
+				ch->data_off = data;
+				data += ch->bytes;
+			}
+			if (!codec_get_varint(c, &ch->nevents) || ch->nevents < ch->count ||
+				ch->nevents > f->nevents - evsum)
+				HEAD_BAD("bad event count of a chunk");
+			evsum += ch->nevents;
+			if (!get_zone3(c, z->q, NULL, &ch->tmin, &ch->tmax, box))
+				HEAD_BAD("bad zone map of a chunk");
+			ch->xmin = box[0];
+			ch->ymin = box[1];
+			ch->xmax = box[2];
+			ch->ymax = box[3];
+			if (!inside(ch->tmin, ch->tmax, box, f->whole.tmin, f->whole.tmax, f->whole.xmin,
+						f->whole.ymin, f->whole.xmax, f->whole.ymax))
+				HEAD_BAD("a chunk's zone map outside the file's");
+		}
+		if (evsum != f->nevents)
+			HEAD_BAD("chunk event counts disagree with the total");
+		if (kind == TRAIL3_PAGES && data != f->data_end)
+			HEAD_BAD("pages do not fill the data region");
+	}
+	if (ntr > 0)
+	{
+		/* the whole file's ids: from the first chunk's first to the last id, no lower than the last chunk's */
+		f->whole.key = z->chunks[TRAIL3_TRAILS][0].key;
+		if (trail_key_cmp(s->id_type, &z->chunks[TRAIL3_TRAILS][z->nchunks[TRAIL3_TRAILS] - 1].key,
+						  &f->whole_last) > 0)
+			HEAD_BAD("last trail id before the last chunk's first");
+	}
+	z->lex_off = at;
+	if (at + (nstr > 0 ? z->lex_len : 0) != t->footer_offset)
+		HEAD_BAD("chunks do not fill the footer region");
+	if (codec_left(c) != 0)
+		HEAD_BAD("trailing bytes after the head");
+	/* entries, valid once their chunks are loaded */
+	f->trails = calloc(ntr ? ntr : 1, sizeof(TdbTrailInfo));
+	f->pages = calloc(npg ? npg : 1, sizeof(TdbTrailPageInfo));
+	z->ptlo = calloc(npg ? npg : 1, sizeof(uint32_t));
+	z->pthi = calloc(npg ? npg : 1, sizeof(uint32_t));
+	if (f->trails == NULL || f->pages == NULL || z->ptlo == NULL || z->pthi == NULL)
+		HEAD_BAD("out of memory");
+	return 0;
+
+bad:
+	return tdb_trail_fail(err, strcmp(why, "out of memory") == 0 ? TDB_TRAIL_ENOMEM : TDB_TRAIL_ECORRUPT,
+						  "corrupted trail file footer: %s (footer byte %zu of %zu)",
+						  why, (size_t) (c->p - buf), len);
+}
+
+void
+trail_footer3_release(TdbTrailFooter *f)
+{
+	F3Lazy	   *z = f->lazy;
+
+	if (z == NULL)
+		return;
+	for (int kind = 0; kind < 2; kind++)
+	{
+		for (uint32_t j = 0; z->chunks[kind] && j < z->nchunks[kind]; j++)
+			free(z->chunks[kind][j].mem);
+		free(z->chunks[kind]);
+	}
+	free(z->lex_arena);
+	free(z->ptlo);
+	free(z->pthi);
+	free(z->head_arena);
+	free(z->whole_stats);
+	pthread_mutex_destroy(&z->lock);
+	free(z);
+	f->lazy = NULL;
+}
+
+uint32_t
+trail_footer3_nchunks(const TdbTrailFooter *f, int kind)
+{
+	const F3Lazy *z = f->lazy;
+
+	return z ? z->nchunks[kind] : 0;
+}
+
+void
+trail_footer3_chunk(const TdbTrailFooter *f, int kind, uint32_t j, uint32_t *first,
+					uint32_t *count, int64_t *tmin, int64_t *tmax, int32_t *box)
+{
+	const F3Chunk *ch = &((const F3Lazy *) f->lazy)->chunks[kind][j];
+
+	*first = ch->first;
+	*count = ch->count;
+	*tmin = ch->tmin;
+	*tmax = ch->tmax;
+	box[0] = ch->xmin;
+	box[1] = ch->ymin;
+	box[2] = ch->xmax;
+	box[3] = ch->ymax;
+}
+

@@ -1,0 +1,141 @@
+/*
+ * footer3.h
+ *	  What the two halves of the version-3 footer codec share: footer3.c
+ *	  (encoder, head) and footer3_load.c (chunks read when needed).
+ *	  Private to those two files.
+ */
+#ifndef TDB_TRAIL_FOOTER3_H
+#define TDB_TRAIL_FOOTER3_H
+
+#include <pthread.h>
+
+#include "format2.h"
+
+/*
+ * Entries per chunk: 64, or more when a directory would otherwise pass
+ * DIR_MAX entries, so that the head (about 40 bytes a directory entry)
+ * stays within the reader's first request (16 KiB) whatever the file.
+ */
+#define ENTRIES_PER_CHUNK	64
+#define DIR_MAX				128
+
+typedef struct F3Chunk
+{
+	uint64_t	off;			/* in the file */
+	uint64_t	len;
+	uint32_t	crc;
+	uint32_t	first,
+				count;			/* entries [first, first + count) */
+	uint64_t	nevents;
+	uint64_t	bytes;			/* page chunks: the bytes of its pages */
+	uint64_t	data_off;		/* page chunks: offset of its first page */
+	int64_t		tmin,
+				tmax;
+	int32_t		xmin,
+				ymin,
+				xmax,
+				ymax;
+	TdbTrailKey key;			/* trail chunks: the first id */
+	void	   *mem;			/* loaded: what its entries point into */
+	bool		loaded;
+} F3Chunk;
+
+typedef struct F3Lazy
+{
+	pthread_mutex_t lock;
+	int64_t		q;				/* 10^E: zone-map time unit */
+	uint32_t	nchunks[2];
+	F3Chunk    *chunks[2];
+	uint32_t	per[2];			/* K, P */
+	uint32_t	nstrings;
+	uint64_t	lex_off,
+				lex_len;
+	uint32_t	lex_crc;
+	bool		lex_loaded;
+	char	   *lex_arena;
+	uint32_t   *ptlo,
+			   *pthi;			/* each page's trail range */
+	char	   *head_arena;		/* first ids of the directory */
+	TdbTrailStats *whole_stats;
+} F3Lazy;
+
+/* ---- zone maps ------------------------------------------------------------- */
+
+/* An absolute zone map with times in units of q. */
+static inline void
+put_zone3(CodecBuf *b, int64_t q, int64_t tmin, int64_t tmax, int32_t xmin, int32_t ymin,
+		  int32_t xmax, int32_t ymax)
+{
+	codec_put_svarint(b, tmin / q);
+	codec_put_varint(b, ((uint64_t) tmax - (uint64_t) tmin) / (uint64_t) q);
+	codec_put_svarint(b, xmin);
+	codec_put_svarint(b, ymin);
+	codec_put_varint(b, (uint64_t) ((int64_t) xmax - xmin));
+	codec_put_varint(b, (uint64_t) ((int64_t) ymax - ymin));
+}
+
+/* tmin = a x q, tmax = (a + d) x q in int64 */
+static inline bool
+scaled(int64_t a, uint64_t d, int64_t q, int64_t *tmin, int64_t *tmax)
+{
+	__int128	lo = (__int128) a * q,
+				hi = ((__int128) a + (__int128) d) * q;
+
+	if (lo < INT64_MIN || hi > INT64_MAX)
+		return false;
+	*tmin = (int64_t) lo;
+	*tmax = (int64_t) hi;
+	return true;
+}
+
+static inline bool
+box_ok(int64_t x0, int64_t y0, uint64_t dx, uint64_t dy)
+{
+	return x0 >= -TRAIL_LON_MAX && x0 <= TRAIL_LON_MAX && y0 >= -TRAIL_LAT_MAX &&
+		y0 <= TRAIL_LAT_MAX && dx <= (uint64_t) (TRAIL_LON_MAX - x0) &&
+		dy <= (uint64_t) (TRAIL_LAT_MAX - y0);
+}
+
+/* An absolute zone map (put_zone3); base, when given, is added to (a, x0, y0) first. */
+static inline bool
+get_zone3(CodecCur *c, int64_t q, const int64_t *base, int64_t *tmin, int64_t *tmax,
+		  int32_t *box)
+{
+	int64_t		a,
+				x0,
+				y0;
+	uint64_t	dt,
+				dx,
+				dy;
+
+	if (!codec_get_svarint(c, &a) || !codec_get_varint(c, &dt) ||
+		!codec_get_svarint(c, &x0) || !codec_get_svarint(c, &y0) ||
+		!codec_get_varint(c, &dx) || !codec_get_varint(c, &dy))
+		return false;
+	if (base)
+	{
+		if (x0 > 4LL * TRAIL_LON_MAX || x0 < -4LL * TRAIL_LON_MAX ||
+			y0 > 4LL * TRAIL_LAT_MAX || y0 < -4LL * TRAIL_LAT_MAX)
+			return false;
+		a = (int64_t) ((uint64_t) a + (uint64_t) base[0]);	/* modulo 2^64 */
+		x0 += base[1];
+		y0 += base[2];
+	}
+	if (!scaled(a, dt, q, tmin, tmax) || !box_ok(x0, y0, dx, dy))
+		return false;
+	box[0] = (int32_t) x0;
+	box[1] = (int32_t) y0;
+	box[2] = (int32_t) (x0 + (int64_t) dx);
+	box[3] = (int32_t) (y0 + (int64_t) dy);
+	return true;
+}
+
+static inline bool
+inside(int64_t tmin, int64_t tmax, const int32_t *box, int64_t otmin, int64_t otmax,
+	   int32_t oxmin, int32_t oymin, int32_t oxmax, int32_t oymax)
+{
+	return tmin >= otmin && tmax <= otmax && box[0] >= oxmin && box[1] >= oymin &&
+		box[2] <= oxmax && box[3] <= oymax;
+}
+
+#endif							/* TDB_TRAIL_FOOTER3_H */

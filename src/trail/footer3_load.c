@@ -1,0 +1,539 @@
+/*
+ * footer3_load.c
+ *	  The chunks of a version-3 footer (footer3.c has its head), fetched,
+ *	  checked and decoded when a query needs their entries: a trail chunk
+ *	  into the footer's trails, a page chunk into its pages, the lexicon.
+ *	  A chunk's CRC (in the head) is checked before a byte of it is parsed;
+ *	  every entry must lie inside its chunk's zone map, which pruned it.
+ */
+#include "footer3.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../checksum.h"
+
+/* ---- chunks ---------------------------------------------------------------------- */
+
+#define CHUNK_BAD(what) \
+	do { why = (what); goto bad; } while (0)
+
+/* Trail chunk j from its bytes (CRC checked by the caller) into f->trails. */
+static const char *
+decode_trail_chunk(TdbTrailFooter *f, F3Lazy *z, uint32_t j, const uint8_t *buf, size_t *where)
+{
+	F3Chunk    *ch = &z->chunks[TRAIL3_TRAILS][j];
+	const TdbTrailSchema *s = &f->schema;
+	int			nc = s->ncolumns;
+	CodecCur	c = {buf, buf + ch->len};
+	const char *why = NULL;
+	size_t		arena_used = 0;
+	size_t		arena_cap = 2 * ch->len + 1;
+	/* strings, page lists (an entry a byte at least), summaries */
+	size_t		need = arena_cap + 8 + ch->len * sizeof(uint32_t) + 8 +
+		(size_t) ch->count * (nc ? nc : 1) * sizeof(TdbTrailStats) + 8;
+	char	   *mem = malloc(need);
+	uint32_t   *lists;
+	TdbTrailStats *stats;
+	uint64_t	evsum = 0;
+
+	if (mem == NULL)
+		return "out of memory";
+	lists = (uint32_t *) (mem + ((arena_cap + 7) & ~(size_t) 7));
+	stats = (TdbTrailStats *) ((char *) lists + ((ch->len * sizeof(uint32_t) + 7) & ~(size_t) 7));
+	for (uint32_t i = ch->first; i < ch->first + ch->count; i++)
+	{
+		TdbTrailInfo *ti = &f->trails[i];
+		uint64_t	np;
+		int32_t		box[4];
+
+		if (!trail_get_key(&c, s->id_type, &ti->key, mem, &arena_used))
+			CHUNK_BAD("bad trail id");
+		if (i == ch->first ? trail_key_cmp(s->id_type, &ch->key, &ti->key) != 0 :
+			trail_key_cmp(s->id_type, &f->trails[i - 1].key, &ti->key) >= 0)
+			CHUNK_BAD("trail ids not ascending from the chunk's first");
+		if (j + 1 < z->nchunks[TRAIL3_TRAILS] &&
+			trail_key_cmp(s->id_type, &ti->key, &z->chunks[TRAIL3_TRAILS][j + 1].key) >= 0)
+			CHUNK_BAD("a trail id past the next chunk's first");
+		if (!codec_get_varint(&c, &ti->nevents) || ti->nevents == 0 ||
+			ti->nevents > ch->nevents - evsum)
+			CHUNK_BAD("bad trail event count");
+		evsum += ti->nevents;
+		if (!get_zone3(&c, z->q, NULL, &ti->tmin, &ti->tmax, box))
+			CHUNK_BAD("bad trail zone map");
+		if (!inside(ti->tmin, ti->tmax, box, ch->tmin, ch->tmax, ch->xmin, ch->ymin, ch->xmax, ch->ymax))
+			CHUNK_BAD("a trail's zone map outside its chunk's");
+		ti->xmin = box[0];
+		ti->ymin = box[1];
+		ti->xmax = box[2];
+		ti->ymax = box[3];
+		if (!codec_get_varint(&c, &np) || np == 0 || np > codec_left(&c) || np > f->npages)
+			CHUNK_BAD("bad page count of a trail");
+		for (uint64_t k = 0; k < np; k++)
+		{
+			uint64_t	d;
+
+			if (!codec_get_varint(&c, &d) || d >= f->npages ||
+				(k > 0 && d >= (uint64_t) f->npages - lists[k - 1] - 1))
+				CHUNK_BAD("bad page list");
+			lists[k] = k == 0 ? (uint32_t) d : lists[k - 1] + 1 + (uint32_t) d;
+		}
+		ti->page_list = lists;
+		ti->npages = (uint32_t) np;
+		ti->first_page = lists[0];
+		lists += np;
+		for (int k = 0; k < nc; k++)
+			if (!trail_get_stats(&c, s->columns[k].type, ti->nevents, &stats[k]))
+				CHUNK_BAD("bad column summary of a trail");
+		ti->stats = stats;
+		stats += nc;
+	}
+	if (evsum != ch->nevents)
+		CHUNK_BAD("trail event counts disagree with the chunk's");
+	if (j + 1 == z->nchunks[TRAIL3_TRAILS] &&
+		trail_key_cmp(s->id_type, &f->trails[ch->first + ch->count - 1].key, &f->whole_last) != 0)
+		CHUNK_BAD("the last trail id disagrees with the head's");
+	if (codec_left(&c) != 0)
+		CHUNK_BAD("trailing bytes");
+	ch->mem = mem;
+	return NULL;
+
+bad:
+	*where = (size_t) (c.p - buf);
+	free(mem);
+	memset(&f->trails[ch->first], 0, ch->count * sizeof(TdbTrailInfo));
+	return why;
+}
+
+/* Page chunk j from its bytes into f->pages. */
+static const char *
+decode_page_chunk(TdbTrailFooter *f, F3Lazy *z, uint32_t j, const uint8_t *buf, size_t *where)
+{
+	F3Chunk    *ch = &z->chunks[TRAIL3_PAGES][j];
+	int			nc = f->schema.ncolumns;
+	CodecCur	c = {buf, buf + ch->len};
+	const char *why = NULL;
+	uint32_t   *mem = malloc((size_t) ch->count * (2 + nc) * sizeof(uint32_t) + 8);
+	uint32_t   *cl = mem;
+	uint64_t	offset = ch->data_off,
+				evsum = 0;
+	int64_t		base[3] = {0, 0, 0},
+				tlo = 0;
+
+	if (mem == NULL)
+		return "out of memory";
+	for (uint32_t i = ch->first; i < ch->first + ch->count; i++)
+	{
+		TdbTrailPageInfo *pi = &f->pages[i];
+		uint64_t	pev,
+					plen = 0,
+					span,
+					d;
+		int64_t		dlo;
+		int32_t		box[4];
+
+		/* a page may hold more events than bytes (constant columns), up to the limit */
+		if (!codec_get_varint(&c, &pev) || pev == 0 || pev > TRAIL_V3_PAGE_MAX_EVENTS ||
+			pev > ch->nevents - evsum)
+			CHUNK_BAD("bad page event count");
+		evsum += pev;
+		for (int k = 0; k < 2 + nc; k++)
+		{
+			uint64_t	min = k == TRAIL_CHUNK_CORE ? CORE_MIN_SIZE : CHUNK_CRC_SIZE + 1;
+
+			if (!codec_get_varint(&c, &d) || d < min || d > TRAIL_PAGE_MAX_BYTES)
+				CHUNK_BAD("bad chunk length");
+			cl[k] = (uint32_t) d;
+			plen += d;
+		}
+		if (plen > TRAIL_PAGE_MAX_BYTES || plen > ch->data_off + ch->bytes - offset)
+			CHUNK_BAD("page length runs past the chunk's pages");
+		if (!codec_get_svarint(&c, &dlo) || !codec_get_varint(&c, &span) ||
+			dlo < -(int64_t) f->ntrails || dlo > (int64_t) f->ntrails ||
+			tlo + dlo < 0 || tlo + dlo >= (int64_t) f->ntrails ||
+			span >= f->ntrails - (uint64_t) (tlo + dlo))
+			CHUNK_BAD("bad trail range of a page");
+		tlo += dlo;
+		z->ptlo[i] = (uint32_t) tlo;
+		z->pthi[i] = (uint32_t) (tlo + (int64_t) span);
+		if (!get_zone3(&c, z->q, base, &pi->tmin, &pi->tmax, box))
+			CHUNK_BAD("bad page zone map");
+		if (!inside(pi->tmin, pi->tmax, box, ch->tmin, ch->tmax, ch->xmin, ch->ymin, ch->xmax, ch->ymax))
+			CHUNK_BAD("a page's zone map outside its chunk's");
+		base[0] = pi->tmin / z->q;
+		base[1] = box[0];
+		base[2] = box[1];
+		pi->xmin = box[0];
+		pi->ymin = box[1];
+		pi->xmax = box[2];
+		pi->ymax = box[3];
+		pi->offset = offset;
+		pi->length = (uint32_t) plen;
+		pi->nevents = (uint32_t) pev;
+		pi->trail = span == 0 ? (uint32_t) tlo : UINT32_MAX;
+		pi->chunk_len = cl;
+		cl += 2 + nc;
+		offset += plen;
+	}
+	if (offset != ch->data_off + ch->bytes)
+		CHUNK_BAD("page lengths disagree with the chunk's bytes");
+	if (evsum != ch->nevents)
+		CHUNK_BAD("page event counts disagree with the chunk's");
+	if (codec_left(&c) != 0)
+		CHUNK_BAD("trailing bytes");
+	ch->mem = mem;
+	return NULL;
+
+bad:
+	*where = (size_t) (c.p - buf);
+	free(mem);
+	memset(&f->pages[ch->first], 0, ch->count * sizeof(TdbTrailPageInfo));
+	return why;
+}
+
+/* Fetch, check and decode chunks idx[0 .. n-1] of kind (those not loaded); lock held. */
+static int
+load_locked(TdbTrailFooter *f, F3Lazy *z, int kind, const uint32_t *idx, int n, TrailRangeRead rd,
+			void *arg, TdbTrailError *err)
+{
+	TdbByteRange *r = malloc((n + 1) * sizeof(TdbByteRange));
+	uint8_t   **bufs = calloc(n + 1, sizeof(uint8_t *));
+	uint32_t   *todo = malloc((n + 1) * sizeof(uint32_t));
+	int			m = 0,
+				rc = 0;
+
+	if (r == NULL || bufs == NULL || todo == NULL)
+	{
+		rc = tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
+		goto done;
+	}
+	for (int i = 0; i < n; i++)
+	{
+		const F3Chunk *ch = &z->chunks[kind][idx[i]];
+
+		if (ch->loaded || (m > 0 && todo[m - 1] == idx[i]))
+			continue;
+		if ((bufs[m] = malloc(ch->len ? ch->len : 1)) == NULL)
+		{
+			rc = tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory for a footer chunk of %llu bytes",
+								(unsigned long long) ch->len);
+			goto done;
+		}
+		r[m].off = ch->off;
+		r[m].len = ch->len;
+		todo[m++] = idx[i];
+	}
+	if (m == 0)
+		goto done;
+	if ((rc = rd(arg, r, m, bufs, err)) < 0)
+		goto done;
+	for (int i = 0; i < m; i++)
+	{
+		F3Chunk    *ch = &z->chunks[kind][todo[i]];
+		const char *why;
+		size_t		where = 0;
+
+		if (ch->loaded)
+			continue;
+		if (tdb_crc32c(bufs[i], ch->len) != ch->crc)
+		{
+			rc = tdb_trail_fail(err, TDB_TRAIL_ECORRUPT,
+								"corrupted trail file footer: checksum mismatch in %s chunk %u (offset %llu, %llu bytes)",
+								kind == TRAIL3_TRAILS ? "trail" : "page", todo[i],
+								(unsigned long long) ch->off, (unsigned long long) ch->len);
+			goto done;
+		}
+		why = kind == TRAIL3_TRAILS ? decode_trail_chunk(f, z, todo[i], bufs[i], &where) :
+			decode_page_chunk(f, z, todo[i], bufs[i], &where);
+		if (why != NULL)
+		{
+			rc = tdb_trail_fail(err, strcmp(why, "out of memory") == 0 ? TDB_TRAIL_ENOMEM : TDB_TRAIL_ECORRUPT,
+								"corrupted trail file footer: %s in %s chunk %u (chunk byte %zu of %llu)",
+								why, kind == TRAIL3_TRAILS ? "trail" : "page", todo[i], where,
+								(unsigned long long) ch->len);
+			goto done;
+		}
+		ch->loaded = true;
+	}
+done:
+	for (int i = 0; bufs && i < n; i++)
+		free(bufs[i]);
+	free(bufs);
+	free(r);
+	free(todo);
+	return rc;
+}
+
+int
+trail_footer3_load_chunks(TdbTrailFooter *f, int kind, const uint32_t *chunks, int n,
+						  TrailRangeRead rd, void *arg, TdbTrailError *err)
+{
+	F3Lazy	   *z = f->lazy;
+	int			rc;
+
+	if (z == NULL || n <= 0)
+		return 0;
+	for (int i = 0; i < n; i++)
+		if (chunks[i] >= z->nchunks[kind])
+			return tdb_trail_fail(err, TDB_TRAIL_EINVAL, "footer chunk %u of %u", chunks[i],
+								  z->nchunks[kind]);
+	pthread_mutex_lock(&z->lock);
+	rc = load_locked(f, z, kind, chunks, n, rd, arg, err);
+	pthread_mutex_unlock(&z->lock);
+	return rc;
+}
+
+int
+trail_footer3_load(TdbTrailFooter *f, int kind, uint32_t lo, uint32_t hi, TrailRangeRead rd,
+				   void *arg, TdbTrailError *err)
+{
+	F3Lazy	   *z = f->lazy;
+	uint32_t   *idx;
+	uint32_t	a,
+				b;
+	int			n = 0,
+				rc;
+
+	if (z == NULL || lo >= hi)
+		return 0;
+	if (hi > (kind == TRAIL3_TRAILS ? f->ntrails : f->npages))
+		return tdb_trail_fail(err, TDB_TRAIL_EINVAL, "footer entries [%u, %u) past the last", lo, hi);
+	a = lo / z->per[kind];
+	b = (hi - 1) / z->per[kind];
+	if ((idx = malloc(((size_t) b - a + 1) * sizeof(uint32_t))) == NULL)
+		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
+	for (uint32_t j = a; j <= b; j++)
+		if (!z->chunks[kind][j].loaded)
+			idx[n++] = j;
+	rc = trail_footer3_load_chunks(f, kind, idx, n, rd, arg, err);
+	free(idx);
+	return rc;
+}
+
+int
+trail_footer3_load_lexicon(TdbTrailFooter *f, TrailRangeRead rd, void *arg, TdbTrailError *err)
+{
+	F3Lazy	   *z = f->lazy;
+	TdbByteRange r;
+	uint8_t    *buf = NULL;
+	int			rc = 0;
+
+	if (z == NULL || z->nstrings == 0)
+		return 0;
+	pthread_mutex_lock(&z->lock);
+	if (z->lex_loaded)
+		goto done;
+	r.off = z->lex_off;
+	r.len = z->lex_len;
+	if ((buf = malloc(z->lex_len)) == NULL || (z->lex_arena = malloc(2 * z->lex_len + 1)) == NULL)
+	{
+		rc = tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory for a lexicon of %llu bytes",
+							(unsigned long long) z->lex_len);
+		goto done;
+	}
+	if ((rc = rd(arg, &r, 1, &buf, err)) < 0)
+		goto done;
+	if (tdb_crc32c(buf, z->lex_len) != z->lex_crc)
+		rc = tdb_trail_fail(err, TDB_TRAIL_ECORRUPT, "corrupted trail file footer: checksum mismatch in the lexicon");
+	else
+	{
+		CodecCur	c = {buf, buf + z->lex_len};
+		size_t		used = 0;
+		const char *why = trail_get_lexicon(&c, f, z->lex_arena, &used);
+
+		if (why == NULL && f->nstrings != z->nstrings)
+			why = "lexicon size disagrees with the head's";
+		if (why == NULL && codec_left(&c) != 0)
+			why = "trailing bytes";
+		if (why != NULL)
+		{
+			free(f->strings);
+			f->strings = NULL;
+			f->nstrings = 0;
+			rc = tdb_trail_fail(err, TDB_TRAIL_ECORRUPT, "corrupted trail file footer: %s in the lexicon", why);
+		}
+		else
+			z->lex_loaded = true;
+	}
+done:
+	if (!z->lex_loaded)
+	{
+		free(z->lex_arena);
+		z->lex_arena = NULL;
+	}
+	free(buf);
+	pthread_mutex_unlock(&z->lock);
+	return rc;
+}
+
+int
+trail_footer3_find(TdbTrailFooter *f, int64_t id, const char *sid, TrailRangeRead rd, void *arg,
+				   TdbTrailError *err)
+{
+	F3Lazy	   *z = f->lazy;
+	TdbTrailKey k = {id, sid};
+	uint32_t	lo = 0,
+				hi,
+				j;
+	int			rc;
+
+	/* the last chunk whose first id is <= id */
+	if ((rc = trail_footer3_chunk_of(f, id, sid)) < 0)
+		return -1;
+	j = (uint32_t) rc;
+	if ((rc = trail_footer3_load_chunks(f, TRAIL3_TRAILS, &j, 1, rd, arg, err)) < 0)
+		return rc;
+	lo = z->chunks[TRAIL3_TRAILS][j].first;
+	hi = lo + z->chunks[TRAIL3_TRAILS][j].count;
+	while (lo < hi)
+	{
+		uint32_t	mid = lo + (hi - lo) / 2;
+		int			c = trail_key_cmp(f->schema.id_type, &f->trails[mid].key, &k);
+
+		if (c == 0)
+			return (int) mid;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return -1;
+}
+
+void
+trail_footer3_page_trails(const TdbTrailFooter *f, uint32_t p, uint32_t *lo, uint32_t *hi)
+{
+	const F3Lazy *z = f->lazy;
+
+	*lo = z->ptlo[p];
+	*hi = z->pthi[p];
+}
+
+int
+trail_footer3_page_ready(const TdbTrailFooter *f, uint32_t p, TdbTrailError *err)
+{
+	const TdbTrailPageInfo *pi = &f->pages[p];
+	const TdbTrailInfo *ti;
+	int32_t		box[4] = {pi->xmin, pi->ymin, pi->xmax, pi->ymax};
+
+	if (pi->trail == UINT32_MAX)
+		return 0;				/* the page decoder checks each event against its trail */
+	ti = &f->trails[pi->trail];
+	if (!inside(pi->tmin, pi->tmax, box, ti->tmin, ti->tmax, ti->xmin, ti->ymin, ti->xmax, ti->ymax))
+		return tdb_trail_fail(err, TDB_TRAIL_ECORRUPT,
+							  "corrupted trail file footer: page %u's zone map outside its trail's", p);
+	return 0;
+}
+
+int
+trail_footer3_load_all(TdbTrailFooter *f, TrailRangeRead rd, void *arg, TdbTrailError *err)
+{
+	F3Lazy	   *z = f->lazy;
+	uint32_t   *refs;
+	int			rc;
+
+	if (z == NULL)
+		return 0;
+	if ((rc = trail_footer3_load(f, TRAIL3_TRAILS, 0, f->ntrails, rd, arg, err)) < 0 ||
+		(rc = trail_footer3_load(f, TRAIL3_PAGES, 0, f->npages, rd, arg, err)) < 0 ||
+		(rc = trail_footer3_load_lexicon(f, rd, arg, err)) < 0)
+		return rc;
+	/* what only the whole footer shows: page lists and trail ranges agree */
+	if ((refs = calloc(f->npages + 1, sizeof(uint32_t))) == NULL)
+		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
+	for (uint32_t t = 0; t < f->ntrails && rc == 0; t++)
+		for (uint32_t k = 0; k < f->trails[t].npages && rc == 0; k++)
+		{
+			uint32_t	p = f->trails[t].page_list[k];
+
+			if (t < z->ptlo[p] || t > z->pthi[p])
+				rc = tdb_trail_fail(err, TDB_TRAIL_ECORRUPT,
+									"corrupted trail file footer: trail %u names page %u, whose trails are %u to %u",
+									t, p, z->ptlo[p], z->pthi[p]);
+			refs[p]++;
+		}
+	for (uint32_t p = 0; p < f->npages && rc == 0; p++)
+		if (refs[p] == 0)
+			rc = tdb_trail_fail(err, TDB_TRAIL_ECORRUPT,
+								"corrupted trail file footer: page %u is in no trail's page list", p);
+		else
+			rc = trail_footer3_page_ready(f, p, err);
+	free(refs);
+	return rc;
+}
+
+/* The trail chunk that would hold id (the directory alone), or -1. */
+int
+trail_footer3_chunk_of(const TdbTrailFooter *f, int64_t id, const char *sid)
+{
+	const F3Lazy *z = f->lazy;
+	TdbTrailKey k = {id, sid};
+	uint32_t	lo = 0,
+				hi = z->nchunks[TRAIL3_TRAILS];
+
+	if ((f->schema.id_type == TDB_TRAIL_STRING && sid == NULL) || f->ntrails == 0 ||
+		trail_key_cmp(f->schema.id_type, &k, &f->whole_last) > 0)
+		return -1;				/* past the last id: no chunk to read */
+	while (lo < hi)
+	{
+		uint32_t	mid = lo + (hi - lo) / 2;
+
+		if (trail_key_cmp(f->schema.id_type, &z->chunks[TRAIL3_TRAILS][mid].key, &k) <= 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return (int) lo - 1;
+}
+
+static int
+cmp_u32(const void *a, const void *b)
+{
+	uint32_t	x = *(const uint32_t *) a,
+				y = *(const uint32_t *) b;
+
+	return (x > y) - (x < y);
+}
+
+int
+trail_footer3_load_entries(TdbTrailFooter *f, int kind, const uint32_t *entries, uint32_t n,
+						   TrailRangeRead rd, void *arg, TdbTrailError *err)
+{
+	F3Lazy	   *z = f->lazy;
+	uint32_t   *idx;
+	uint32_t	m = 0;
+	int			rc;
+
+	if (z == NULL || n == 0)
+		return 0;
+	if ((idx = malloc((size_t) n * sizeof(uint32_t))) == NULL)
+		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
+	for (uint32_t i = 0; i < n; i++)
+	{
+		uint32_t	j = entries[i] / z->per[kind];
+
+		if (j < z->nchunks[kind] && !z->chunks[kind][j].loaded && (m == 0 || idx[m - 1] != j))
+			idx[m++] = j;
+	}
+	qsort(idx, m, sizeof(uint32_t), cmp_u32);
+	rc = m > (uint32_t) INT32_MAX ? TDB_TRAIL_EINVAL :
+		trail_footer3_load_chunks(f, kind, idx, (int) m, rd, arg, err);
+	free(idx);
+	return rc;
+}
+
+uint64_t
+trail_footer3_loaded(const TdbTrailFooter *f, int kind, uint32_t *nloaded)
+{
+	const F3Lazy *z = f->lazy;
+	uint64_t	bytes = 0;
+
+	*nloaded = 0;
+	for (uint32_t j = 0; z && j < z->nchunks[kind]; j++)
+		if (z->chunks[kind][j].loaded)
+		{
+			(*nloaded)++;
+			bytes += z->chunks[kind][j].len;
+		}
+	return bytes;
+}

@@ -1,0 +1,84 @@
+/*
+ * pager_internal.h
+ *	  The pager's state, shared by pager.c and pager_exact.c (the exact
+ *	  reads of version 3's footer chunks) and no one else: callers use
+ *	  pager.h.  It does not include pager.h (its types come from types.h),
+ *	  so that pager.c including it makes no include cycle.
+ */
+#ifndef TDB_TRAIL_PAGER_INTERNAL_H
+#define TDB_TRAIL_PAGER_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cache.h"
+#include "remote.h"
+#include "trail.h"
+#include "types.h"
+
+#define TAIL_BYTES			(16u * 1024)
+#define TAIL_EXTEND_MAX		(256u << 20)	/* a longer footer is read by blocks */
+#define MAX_RANGE_BYTES		(16u << 20)	/* one GET carries at most this */
+#define MAX_FETCH_BLOCKS	1024
+#define DEFAULT_BLOCK		(16u * 1024)	/* a point read fetches little */
+#define DEFAULT_READAHEAD	64	/* blocks: 1 MiB of 16 KiB blocks */
+#define BRIDGE_MAX_BLOCKS	2	/* gaps an announced scan fetches through */
+#define PREFETCH_MAX_BLOCKS	4096	/* one announcement; and half the LRU */
+
+struct TdbPager
+{
+	bool		local;
+	int			fd;
+	uint64_t	size;
+	char		etag[256];
+	TdbRemote  *remote;
+	char	   *cache_id;
+	uint32_t	bs;
+	uint8_t    *tail;
+	uint64_t	tail_off;
+	uint64_t	tail_len;
+	TdbBlockLru *lru;
+	bool		own_lru;
+	TdbDiskCache *disk;
+	int			max_parallel;
+	uint32_t	readahead_max;
+	uint64_t	next_seq_block; /* the block a sequential reader reads next */
+	uint32_t	ra_window;
+	int			hinted;			/* callers announcing their ranges: no blind read-ahead */
+	/*
+	 * Announced windows: gaps of at most this many blocks between the
+	 * blocks a window needs are fetched with them (one range GET instead of
+	 * two); 0 for the first window of a scan, doubling with each next one
+	 * up to BRIDGE_MAX_BLOCKS, so a point read fetches only its blocks and
+	 * a long scan sends fewer, longer requests.
+	 */
+	uint32_t	bridge;
+	/*
+	 * Blocks the pager keeps itself, whatever the LRU does: [HELD_LAST] the
+	 * block the last read ended in, where a reader going through the file
+	 * reads next; [HELD_EDGE] the first block of the read that reached into
+	 * the tail (the footer's, which also holds the last pages).
+	 */
+	struct
+	{
+		uint8_t    *data;
+		uint64_t	blk;
+		uint64_t	len;		/* 0: none */
+	}			held[2];
+	bool		reused;			/* size and ETag from the validation registry */
+	bool		remember;		/* keep validations in the registry */
+	uint64_t	token;			/* validation token (0: none) */
+	double		reused_age;
+	bool		reused_token;	/* ... because the token matched */
+	TdbPagerStats stats;
+};
+
+/* GET ranges[0 .. n-1] into bufs concurrently (pager.c). */
+int			trail_pager_remote_get(struct TdbPager *p, const TdbByteRange *ranges, uint8_t **bufs,
+								   int n, TdbTrailError *err);
+/* Read a local file's bytes (pager.c). */
+int			trail_pager_read_local(struct TdbPager *p, uint64_t off, size_t len, uint8_t *dst,
+								   TdbTrailError *err);
+
+#endif							/* TDB_TRAIL_PAGER_INTERNAL_H */

@@ -1,0 +1,31 @@
+/*
+ * reader_open.h
+ *	  The reader as reader_open.c opens it, for reader.c's scans: the file's
+ *	  pager and its shared decoded footer, and version 3's chunk reads.
+ */
+#ifndef TDB_TRAIL_READER_OPEN_H
+#define TDB_TRAIL_READER_OPEN_H
+
+#include "footer_cache.h"
+#include "pager.h"
+#include "trail.h"
+
+struct TdbTrailReader
+{
+	TdbPager   *pager;
+	const TdbTrailFooter *footer;	/* sf->f */
+	SharedFooter *sf;
+};
+
+/* Read the footer the trailer t describes into fbuf and decode it into f. */
+int			trail_read_footer(TdbPager *pager, const TdbTrailTrailer *t, uint8_t *fbuf,
+							  TdbTrailFooter *f, TdbTrailError *err);
+
+/* Reads n exact ranges through the pager (arg): version 3's footer chunks. */
+int			trail_reader_read(void *arg, const TdbByteRange *rg, int n, uint8_t **bufs,
+							  TdbTrailError *err);
+
+/* The reader's footer when it is version 3's (read in pieces), else NULL. */
+TdbTrailFooter *trail_lazy_footer(TdbTrailReader *r);
+
+#endif							/* TDB_TRAIL_READER_OPEN_H */
