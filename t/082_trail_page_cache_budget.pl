@@ -8,8 +8,9 @@
 # the setting: a scan that finds it spent evicts its own pages or keeps no
 # more (never another scan's: that scan may be reading one of them).
 # 1. a 3-way join of lookups in one space-time file returns exactly the
-#    heap's rows with a 256 kB bound, and its three caches together peaked
-#    at no more than 256 kB (each alone held 256 kB before);
+#    heap's rows with a 256 kB bound, and its three caches together held
+#    no more than 256 kB ("Trail Page Cache Backend Peak"; each alone held
+#    256 kB before, 786,372 bytes together);
 # 2. with a bound of 0, no cache; a large one, the same rows;
 # 3. the budget is given back when the statement ends: the next statement's
 #    caches fill it again.
@@ -53,7 +54,8 @@ my $join = 'SELECT a.callsign, a.ts, a.speed, b.alt, c.geom FROM ids i JOIN %1$s
 sub digest
 {
 	my ($sql, $set) = @_;
-	return $node->safe_psql('postgres', $pre . ($set // '')
+	# the heap's join may hash; the trail tables' must be lookups
+	return $node->safe_psql('postgres', ($sql =~ / ev a / ? '' : $pre) . ($set // '')
 		  . "SELECT count(*) || ':' || md5(string_agg(format('%s|%s|%s|%s|%s', callsign, ts, speed, alt, encode(ST_AsEWKB(geom), 'hex')), ',' ORDER BY callsign, ts)) FROM ($sql) q");
 }
 
@@ -79,10 +81,13 @@ my $bound = 262144;
 my @s = scans(q{SET trafficdb.trail_page_cache = '256kB'; });
 is(scalar(@s), 3, 'three trail scans');
 is(join(',', map { $_->{'Trail Lookups'} } @s), '100,100,100', 'each a scan of 100 lookups');
-my $sum = 0;
-$sum += $_->{'Trail Page Cache Peak'} for @s;
-ok((grep { $_->{'Trail Page Cache Peak'} > 0 } @s) >= 1, 'the caches kept pages');
-cmp_ok($sum, '<=', $bound, "the three caches together peaked at $sum bytes, within the 256 kB of trafficdb.trail_page_cache");
+# each cache's own peak is within the bound (it was before too); what they hold together is the
+# backend's peak: the largest of the scans' "Backend Peak" (each the total seen as it grew)
+ok((grep { $_->{'Trail Page Cache Peak'} > 0 && $_->{'Trail Page Cache Peak'} <= $bound } @s) == 3,
+	'each of the three caches kept pages, within the bound: ' . join(', ', map { $_->{'Trail Page Cache Peak'} } @s));
+my ($sum) = sort { $b <=> $a } map { $_->{'Trail Page Cache Backend Peak'} // 0 } @s;
+ok(defined $s[0]{'Trail Page Cache Backend Peak'} && $sum > 0 && $sum <= $bound,
+	"together they held at most $sum bytes, within the 256 kB of trafficdb.trail_page_cache (each held 256 kB before)");
 is(digest(sprintf($join, 'st'), q{SET trafficdb.trail_page_cache = '256kB'; }), $heap, 'and the join returns exactly the heap\'s rows');
 
 # ---- 2. none, and a large one ----------------------------------------------------------------
@@ -93,15 +98,13 @@ is(digest(sprintf($join, 'st'), q{SET trafficdb.trail_page_cache = '1GB'; }), $h
 
 # ---- 3. given back at the end of each statement ---------------------------------------------------
 my @again = scans(q{SET trafficdb.trail_page_cache = '256kB'; });
-my $sum2 = 0;
-$sum2 += $_->{'Trail Page Cache Peak'} for @again;
+my ($sum2) = sort { $b <=> $a } map { $_->{'Trail Page Cache Backend Peak'} // 0 } @again;
 is($sum2, $sum, "the next statement's caches peak the same ($sum2 bytes): the budget was given back");
-my ($rc, $out, $err) = $node->psql('postgres', $pre . q{SET trafficdb.trail_page_cache = '256kB'; SET statement_timeout = '1ms'; }
+my ($rc, $out, $err) = $node->psql('postgres', $pre . q{SET trafficdb.trail_page_cache = '256kB'; SET statement_timeout = '300ms'; }
 	  . 'SELECT count(*) FROM (' . sprintf($join, 'st') . ') q, generate_series(1, 100000)');
 like($err, qr/statement timeout/, 'a statement cancelled in the middle of the join');
 my @after = scans(q{SET trafficdb.trail_page_cache = '256kB'; });
-my $sum3 = 0;
-$sum3 += $_->{'Trail Page Cache Peak'} for @after;
+my ($sum3) = sort { $b <=> $a } map { $_->{'Trail Page Cache Backend Peak'} // 0 } @after;
 is($sum3, $sum, '  gives its budget back too');
 
 $node->stop;
