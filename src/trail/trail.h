@@ -378,11 +378,20 @@ typedef struct TdbTrailPageCacheStats
 	uint64_t	pages;			/* pages held now */
 	uint64_t	bytes,			/* held now */
 				peak_bytes,
-				max_bytes;		/* the bound */
+				max_bytes,		/* the bound */
+				pool_peak_bytes;	/* its pool's largest total while it grew (0: no pool) */
 } TdbTrailPageCacheStats;
 
 /* NULL when out of memory; max_bytes 0 keeps nothing. */
 TdbTrailPageCache *tdb_trail_page_cache_create(size_t max_bytes);
+
+/*
+ * Caches given one pool (a counter of the bytes all of them hold, zero at
+ * first) keep together at most each one's max_bytes: a cache that finds
+ * the pool spent evicts its own pages or keeps no more, never another's.
+ * The counter must outlive the caches (freeing one gives its bytes back).
+ */
+void		tdb_trail_page_cache_share(TdbTrailPageCache *c, size_t *pool);
 void		tdb_trail_page_cache_stats(const TdbTrailPageCache *c, TdbTrailPageCacheStats *out);
 void		tdb_trail_page_cache_free(TdbTrailPageCache *c);
 
