@@ -190,6 +190,8 @@ typedef struct TdbTrailWriterOptions
 	/* asked as often (each page, run or 64k events; may be NULL): nonzero stops with TDB_TRAIL_ECANCELED */
 	int			(*cancel) (void *arg);
 	void	   *cancel_arg;
+	/* bytes the spilled runs may take together (0: no limit): past it, TDB_TRAIL_EIO */
+	uint64_t	temp_limit;
 } TdbTrailWriterOptions;
 
 #define TDB_TRAIL_WRITER_MEMORY_DEFAULT ((size_t) 256 << 20)
@@ -217,6 +219,9 @@ int			tdb_trail_writer_finish(TdbTrailWriter *w, uint8_t **buf,
 int			tdb_trail_writer_finish_to(TdbTrailWriter *w, TdbTrailSink sink, void *arg,
 									   uint64_t *len, TdbTrailError *err);
 void		tdb_trail_writer_free(TdbTrailWriter *w);
+
+/* Bytes of temporary files (spilled runs) the writer holds now. */
+uint64_t	tdb_trail_writer_temp_bytes(const TdbTrailWriter *w);
 
 /* ---- Decoding (shared by the reader and the fuzz target) --------------- */
 
