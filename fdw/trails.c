@@ -216,6 +216,8 @@ trlExplainForeignScan(ForeignScanState *node, ExplainState *es)
 			tdb_trail_page_cache_stats(st->h->page_cache, &cs);
 			ExplainPropertyUInteger("Trail Pages Reused", NULL, st->stats.pages_reused, es);
 			ExplainPropertyUInteger("Trail Page Cache Peak", "bytes", cs.peak_bytes, es);
+			/* what every scan's cache of the backend held together, at most */
+			ExplainPropertyUInteger("Trail Page Cache Backend Peak", "bytes", cs.pool_peak_bytes, es);
 			if (parameterized)
 				ExplainPropertyText("Trail Pages Fetched Ahead",
 									st->stats.union_prefetched ?

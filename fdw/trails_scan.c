@@ -480,6 +480,14 @@ trl_open_file(ForeignScanState *node, TrlScan *st)
 }
 
 
+/*
+ * The bytes every trail scan's page cache of this backend holds: together
+ * they stay within trafficdb.trail_page_cache (any role may set it, and a
+ * statement may join any number of trail tables).  A cache gives its bytes
+ * back when freed, with its handle at the end of the statement or on error.
+ */
+static size_t trl_page_cache_pool = 0;
+
 TupleTableSlot *
 trlIterateForeignScan(ForeignScanState *node)
 {
@@ -515,6 +523,8 @@ trlIterateForeignScan(ForeignScanState *node)
 			st->h->page_cache = tdb_trail_page_cache_create((size_t) tdb_trail_page_cache_kb * 1024);
 			if (st->h->page_cache == NULL)
 				ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
+			/* the setting bounds the backend: every scan's cache draws on one pool */
+			tdb_trail_page_cache_share(st->h->page_cache, &trl_page_cache_pool);
 		}
 		st->q.page_cache = st->h->page_cache;
 		/* the planner's estimate of the outer rows (trlGetForeignPlan) */

@@ -45,6 +45,7 @@
 #include "utils/builtins.h"
 #include "utils/float.h"
 #include "utils/fmgroids.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
@@ -74,6 +75,7 @@ typedef struct WriteState
 {
 	TdbTrailWriter *w;
 	int			fd;				/* the file as written; -1: none */
+	uint64		written;		/* its bytes so far (temp_file_limit) */
 	void	   *map;
 	size_t		maplen;
 	MemoryContextCallback cb;
@@ -100,6 +102,12 @@ write_sink(void *arg, const void *buf, size_t len, TdbTrailError *err)
 	WriteState *ws = arg;
 	const char *p = buf;
 
+	/* the file and the writer's spilled runs together within temp_file_limit, as PostgreSQL's own */
+	if (temp_file_limit >= 0 &&
+		ws->written + len + tdb_trail_writer_temp_bytes(ws->w) > (uint64) temp_file_limit * 1024)
+		return tdb_trail_fail(err, TDB_TRAIL_EIO, "temporary file size exceeds temp_file_limit (%dkB)",
+							  temp_file_limit);
+	ws->written += len;
 	while (len > 0)
 	{
 		ssize_t		w = write(ws->fd, p, len);
@@ -411,6 +419,10 @@ trafficdb_trail_write(PG_FUNCTION_ARGS)
 	wo.order = order;
 	wo.bucket_us = bucket_us;
 	wo.cancel = write_cancel;
+	/* the spilled runs within temp_file_limit (the file written later counts them too: write_sink) */
+	wo.temp_limit = temp_file_limit >= 0 ? (uint64) temp_file_limit * 1024 : 0;
+	if (temp_file_limit == 0)
+		wo.temp_limit = 1;		/* 0 kB: not even one byte */
 	if (tdb_trail_writer_create(&schema, &wo, &ws->w, &err) < 0)
 		trail_error(&err, "could not start a trail file");
 	vals = palloc0(sizeof(TdbTrailValue) * (schema.ncolumns + 1));

@@ -229,6 +229,14 @@ if [ -n "$TRAIL" ]; then
 	check "trafficdb-trail: a NaN longitude is still refused" exits $rc 1 "$err" 'CSV line 2, column lon: "NaN" is not a longitude (a number from -180 to 180)'
 	err=$(printf 'id,time,lon,lat\n1,2020-01-01,0,nan\n' | "$TRAIL" write "$dir/big.trail" 2>&1); rc=$?
 	check "trafficdb-trail: a NaN latitude too" exits $rc 1 "$err" 'CSV line 2, column lat: "nan" is not a latitude (a number from -90 to 90)'
+	# the extreme times: ".." is any time (INT64_MAX microseconds too), and cat prints what write reads back
+	extin=$'id,time,lon,lat\n1,-9223372036854775808,0,0\n1,-62167219200000000,0,0\n1,0001-02-03T04:05:06.000007Z,0,0\n1,9223372036854775807,0,0'
+	extout=$'id,time,lon,lat\n1,-9223372036854775808,0,0\n1,0000-01-01T00:00:00Z,0,0\n1,0001-02-03T04:05:06.000007Z,0,0\n1,9223372036854775807,0,0'
+	err=$(printf '%s\n' "$extin" | "$TRAIL" write "$dir/ext.trail" --time-window .. 2>&1); rc=$?
+	check "trafficdb-trail --time-window .. takes every 64-bit microsecond time, the largest too" exits $rc 0 "$err" '4 events'
+	check "  cat prints years 0 to 9999 as ISO 8601 (4 digits) and the others as microseconds" [ "$("$TRAIL" cat "$dir/ext.trail" 2>&1)" = "$extout" ]
+	"$TRAIL" cat "$dir/ext.trail" | "$TRAIL" write "$dir/ext2.trail" --time-window .. 2>/dev/null
+	check "  and write reads them back exactly" [ "$("$TRAIL" cat "$dir/ext2.trail" 2>&1)" = "$extout" ]
 	err=$(printf 'id,time,lon,lat,x\n1,2020-01-01,0,0,1.5\n1,2020-01-02,0,0,1e999\n' | "$TRAIL" write "$dir/big.trail" 2>&1); rc=$?
 	check "trafficdb-trail: a decimal past a double's range is an error, not text" exits $rc 1 "$err" 'column x: "1e999" is beyond a double'"'"'s range'
 fi

@@ -261,7 +261,8 @@ tdb_time_window_parse(const char *s, TdbTimeWindow *w, char *err, size_t errlen)
 static bool
 in_window(const TdbTimeWindow *w, int64_t us)
 {
-	return w == NULL || (us >= w->from && us < w->to);
+	/* TO is exclusive; none (INT64_MAX) lets every time in, INT64_MAX itself too */
+	return w == NULL || (us >= w->from && (w->to == INT64_MAX || us < w->to));
 }
 
 /*

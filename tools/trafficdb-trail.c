@@ -133,20 +133,33 @@ parse_size(const char *s, size_t *out)
 	return true;
 }
 
+/*
+ * A time as cat prints it, so that write reads it back: ISO 8601 for the
+ * years 0 to 9999 (always 4 digits), else the integer of microseconds
+ * (the automatic rule reads |v| >= 1e14 as microseconds).
+ */
 static void
 format_time(int64_t us, char *out, size_t outlen)
 {
-	time_t		s = (time_t) (us >= 0 ? us / 1000000 : -((-us + 999999) / 1000000));
-	int64_t		frac = us - (int64_t) s * 1000000;
+	int64_t		frac = us % 1000000;
+	time_t		s;
 	struct tm	tm;
-	size_t		n;
 
-	gmtime_r(&s, &tm);
-	n = strftime(out, outlen, "%Y-%m-%dT%H:%M:%S", &tm);
+	/* rounding down, without negating INT64_MIN */
+	if (frac < 0)
+		frac += 1000000;
+	s = (time_t) (us / 1000000 - (us % 1000000 < 0 ? 1 : 0));
+	if (gmtime_r(&s, &tm) == NULL || tm.tm_year < -1900 || tm.tm_year > 9999 - 1900)
+	{
+		snprintf(out, outlen, "%" PRId64, us);
+		return;
+	}
+	snprintf(out, outlen, "%04d-%02d-%02dT%02d:%02d:%02d", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+			 tm.tm_hour, tm.tm_min, tm.tm_sec);
 	if (frac)
-		snprintf(out + n, outlen - n, ".%06" PRId64 "Z", frac);
+		snprintf(out + strlen(out), outlen - strlen(out), ".%06" PRId64 "Z", frac);
 	else
-		snprintf(out + n, outlen - n, "Z");
+		snprintf(out + strlen(out), outlen - strlen(out), "Z");
 }
 
 /* ---- options shared by commands ---------------------------------------- */

@@ -15,7 +15,9 @@
  * buffer, as without a cache).  One scan at a time uses a cache, and a
  * page it was handed stays valid until it asks for its next page (a scan
  * holds one page at a time).  A cache belongs to one file version (one footer): used with
- * another, it forgets every page first.
+ * another, it forgets every page first.  Caches may share a pool
+ * (tdb_trail_page_cache_share): the bytes all of them hold then stay within
+ * each one's bound too, as a backend's bound rather than a scan's.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +39,7 @@ struct TdbTrailPageCache
 {
 	size_t		max_bytes;
 	size_t		bytes;			/* entries + table */
+	size_t	   *pool;			/* the bytes of every cache sharing it; NULL: none */
 	const TdbTrailFooter *footer;	/* the file version of the entries */
 	uint64_t	footer_end;		/* its data_end and npages, should the */
 	uint32_t	footer_pages;	/* pointer be reused by another footer */
@@ -59,6 +62,39 @@ tdb_trail_page_cache_create(size_t max_bytes)
 	if (c != NULL)
 		c->max_bytes = max_bytes;
 	return c;
+}
+
+void
+tdb_trail_page_cache_share(TdbTrailPageCache *c, size_t *pool)
+{
+	if (c->pool != NULL)
+		*c->pool -= c->bytes;
+	c->pool = pool;
+	if (pool != NULL)
+		*pool += c->bytes;
+}
+
+/* This cache's bytes, and its pool's, grown (or shrunk) by delta. */
+static void
+add_bytes(TdbTrailPageCache *c, size_t delta, bool grow)
+{
+	if (grow)
+		c->bytes += delta;
+	else
+		c->bytes -= delta;
+	if (c->pool != NULL)
+	{
+		*c->pool = grow ? *c->pool + delta : *c->pool - delta;
+		if (*c->pool > c->stats.pool_peak_bytes)
+			c->stats.pool_peak_bytes = *c->pool;
+	}
+}
+
+/* Would n more bytes take this cache, or its pool, past the bound? */
+static bool
+over(const TdbTrailPageCache *c, size_t n)
+{
+	return c->bytes + n > c->max_bytes || (c->pool != NULL && *c->pool + n > c->max_bytes);
 }
 
 static void
@@ -92,7 +128,7 @@ drop_entry(TdbTrailPageCache *c, PcEntry *e)
 {
 	unlink_entry(c, e);
 	c->table[e->pageno] = NULL;
-	c->bytes -= e->cost;
+	add_bytes(c, e->cost, false);
 	c->stats.pages--;
 	tdb_trail_page_release(&e->page);
 	free(e);
@@ -106,7 +142,7 @@ clear_all(TdbTrailPageCache *c)
 		drop_entry(c, c->head);
 	free(c->table);
 	c->table = NULL;
-	c->bytes = 0;
+	add_bytes(c, c->bytes, false);	/* the table's */
 	c->npages = 0;
 	c->footer = NULL;
 }
@@ -196,7 +232,8 @@ trail_page_cache_put(TdbTrailPageCache *c, const TdbTrailFooter *f, uint32_t pag
 	{
 		tb = (size_t) f->npages * sizeof(PcEntry *);
 		clear_all(c);
-		if (tb >= c->max_bytes || (c->table = calloc(f->npages ? f->npages : 1, sizeof(PcEntry *))) == NULL)
+		if (tb >= c->max_bytes || over(c, tb) ||
+			(c->table = calloc(f->npages ? f->npages : 1, sizeof(PcEntry *))) == NULL)
 		{
 			c->stats.refused++;
 			return NULL;		/* not even the table fits: no cache */
@@ -205,7 +242,7 @@ trail_page_cache_put(TdbTrailPageCache *c, const TdbTrailFooter *f, uint32_t pag
 		c->footer_end = f->data_end;
 		c->footer_pages = f->npages;
 		c->npages = f->npages;
-		c->bytes = tb;
+		add_bytes(c, tb, true);
 	}
 	if (c->table[pageno] != NULL)
 		drop_entry(c, c->table[pageno]);	/* decoded with fewer chunks: replaced */
@@ -216,12 +253,12 @@ trail_page_cache_put(TdbTrailPageCache *c, const TdbTrailFooter *f, uint32_t pag
 		c->stats.refused++;
 		return NULL;
 	}
-	while (c->bytes + cost > c->max_bytes && c->tail != NULL)
+	while (over(c, cost) && c->tail != NULL)
 	{
 		c->stats.evictions++;
 		drop_entry(c, c->tail);
 	}
-	if (c->bytes + cost > c->max_bytes || (e = calloc(1, sizeof(*e))) == NULL)
+	if (over(c, cost) || (e = calloc(1, sizeof(*e))) == NULL)
 	{
 		c->stats.refused++;
 		return NULL;
@@ -233,7 +270,7 @@ trail_page_cache_put(TdbTrailPageCache *c, const TdbTrailFooter *f, uint32_t pag
 	e->skip_columns = skip_columns;
 	e->cost = cost;
 	c->table[pageno] = e;
-	c->bytes += cost;
+	add_bytes(c, cost, true);
 	if (c->bytes > c->stats.peak_bytes)
 		c->stats.peak_bytes = c->bytes;
 	push_front(c, e);

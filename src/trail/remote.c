@@ -863,48 +863,81 @@ done:
 	return rc;
 }
 
+/*
+ * Written unnamed (O_TMPFILE) in path's directory, named path.tmp.<pid>[.n]
+ * when complete (linkat never replaces a file), renamed to path: a kill
+ * while writing leaves nothing, and a file planted at the temporary name is
+ * never written into.  Without O_TMPFILE the name is created O_EXCL.
+ */
 static int
 store_local(const char *path, const void *buf, size_t len, TdbTrailError *err)
 {
-	char		tmp[4096];
-	int			fd;
-	const uint8_t *p = buf;
-	size_t		left = len;
+	char		tmp[4096],
+				dir[4096],
+				proc[64];
+	int			fd,
+				e;
+	bool		unnamed;
+	const char *slash = strrchr(path, '/');
 
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int) getpid()) >= (int) sizeof(tmp))
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int) getpid()) >= (int) sizeof(tmp) - 16)
 		return tdb_trail_fail(err, TDB_TRAIL_EINVAL, "path too long");
-	/* a FIFO or a symlink planted at the name must not block or redirect us */
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (slash == NULL)
+		snprintf(dir, sizeof(dir), ".");
+	else
+		snprintf(dir, sizeof(dir), "%.*s", slash == path ? 1 : (int) (slash - path), path);
+	fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+	unnamed = fd >= 0;
+	if (!unnamed)				/* no FIFO, symlink or planted file at the name */
+		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return tdb_trail_fail(err, TDB_TRAIL_EIO, "could not create \"%s\": %s", tmp, strerror(errno));
-	while (left > 0)
+	e = 0;
+	for (size_t at = 0; at < len && e == 0;)
 	{
-		ssize_t		w = write(fd, p, left);
+		ssize_t		w = write(fd, (const uint8_t *) buf + at, len - at);
 
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-		{
-			int			e = errno;
-
-			close(fd);
-			unlink(tmp);
-			return tdb_trail_fail(err, TDB_TRAIL_EIO, "could not write \"%s\": %s", tmp, strerror(e));
-		}
-		p += w;
-		left -= (size_t) w;
+		e = w < 0 ? (errno == EINTR ? 0 : errno) : w == 0 ? ENOSPC : 0;
+		at += w > 0 ? (size_t) w : 0;
 	}
-	if (fsync(fd) != 0 || close(fd) != 0)
+	if (e != 0 || fsync(fd) != 0)
 	{
-		int			e = errno;
+		e = e ? e : errno;
+		close(fd);
+		if (!unnamed)
+			unlink(tmp);
+		return tdb_trail_fail(err, TDB_TRAIL_EIO, "could not write \"%s\": %s", unnamed ? dir : tmp, strerror(e));
+	}
+	if (unnamed)
+	{
+		size_t		base = strlen(tmp);
+		int			rc = -1;
 
+		snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+		for (int n = 0; n < 100 && rc != 0; n++)
+		{
+			if (n > 0)
+				snprintf(tmp + base, sizeof(tmp) - base, ".%d", n);
+			rc = linkat(AT_FDCWD, proc, AT_FDCWD, tmp, AT_SYMLINK_FOLLOW);
+			if (rc != 0 && errno != EEXIST)
+				break;
+		}
+		if (rc != 0)
+		{
+			e = errno;
+			close(fd);
+			return tdb_trail_fail(err, TDB_TRAIL_EIO, "could not name \"%s\": %s", tmp, strerror(e));
+		}
+	}
+	if (close(fd) != 0)
+	{
+		e = errno;
 		unlink(tmp);
-		return tdb_trail_fail(err, TDB_TRAIL_EIO, "could not fsync \"%s\": %s", tmp, strerror(e));
+		return tdb_trail_fail(err, TDB_TRAIL_EIO, "could not close \"%s\": %s", tmp, strerror(e));
 	}
 	if (rename(tmp, path) != 0)
 	{
-		int			e = errno;
-
+		e = errno;
 		unlink(tmp);
 		return tdb_trail_fail(err, TDB_TRAIL_EIO, "could not rename to \"%s\": %s", path, strerror(e));
 	}

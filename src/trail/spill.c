@@ -102,6 +102,15 @@ write_all(TrailSorter *s, const uint8_t *p, size_t len, TdbTrailError *err)
 			*err = s->err;
 		return s->rc;
 	}
+	if (s->temp_used != NULL && s->temp_limit > 0 && *s->temp_used + len > s->temp_limit)
+	{
+		s->rc = tdb_trail_fail(&s->err, TDB_TRAIL_EIO,
+							   "temporary files would exceed their limit (%llukB; in SQL, temp_file_limit)",
+							   (unsigned long long) (s->temp_limit / 1024));
+		if (err)
+			*err = s->err;
+		return s->rc;
+	}
 	while (len > 0)
 	{
 		ssize_t		w = pwrite(s->fd, p, len, (off_t) s->fend);
@@ -113,6 +122,8 @@ write_all(TrailSorter *s, const uint8_t *p, size_t len, TdbTrailError *err)
 		p += w;
 		len -= (size_t) w;
 		s->fend += (uint64_t) w;
+		if (s->temp_used != NULL)
+			*s->temp_used += (uint64_t) w;
 	}
 	return 0;
 }
@@ -474,6 +485,9 @@ trail_sorter_free(TrailSorter *s)
 	free(s->runs);
 	if (s->fd >= 0)
 		close(s->fd);
+	if (s->temp_used != NULL)
+		*s->temp_used -= s->fend;	/* the file is gone */
+	s->fend = 0;
 	s->buf = NULL;
 	s->ix = NULL;
 	s->runs = NULL;

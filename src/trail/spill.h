@@ -37,6 +37,9 @@ typedef struct TrailSorter
 	size_t		limit;			/* bytes the buffer may take; the caller may change it */
 	int			(*cancel) (void *arg);	/* nonzero: stop (TDB_TRAIL_ECANCELED); may be NULL */
 	void	   *cancel_arg;
+	/* bytes of temporary files written, shared with others (NULL: not counted), and their limit (0: none) */
+	uint64_t   *temp_used;
+	uint64_t	temp_limit;
 	/* buffered records */
 	uint8_t    *buf;
 	uint32_t   *ix;

@@ -200,6 +200,8 @@ typedef struct TdbTrailWriterOptions
 	/* asked as often (each page, run or 64k events; may be NULL): nonzero stops with TDB_TRAIL_ECANCELED */
 	int			(*cancel) (void *arg);
 	void	   *cancel_arg;
+	/* bytes the spilled runs may take together (0: no limit): past it, TDB_TRAIL_EIO */
+	uint64_t	temp_limit;
 } TdbTrailWriterOptions;
 
 #define TDB_TRAIL_WRITER_MEMORY_DEFAULT ((size_t) 256 << 20)
@@ -227,6 +229,9 @@ int			tdb_trail_writer_finish(TdbTrailWriter *w, uint8_t **buf,
 int			tdb_trail_writer_finish_to(TdbTrailWriter *w, TdbTrailSink sink, void *arg,
 									   uint64_t *len, TdbTrailError *err);
 void		tdb_trail_writer_free(TdbTrailWriter *w);
+
+/* Bytes of temporary files (spilled runs) the writer holds now. */
+uint64_t	tdb_trail_writer_temp_bytes(const TdbTrailWriter *w);
 
 /* ---- Decoding (shared by the reader and the fuzz target) --------------- */
 
@@ -431,11 +436,20 @@ typedef struct TdbTrailPageCacheStats
 	uint64_t	pages;			/* pages held now */
 	uint64_t	bytes,			/* held now */
 				peak_bytes,
-				max_bytes;		/* the bound */
+				max_bytes,		/* the bound */
+				pool_peak_bytes;	/* its pool's largest total while it grew (0: no pool) */
 } TdbTrailPageCacheStats;
 
 /* NULL when out of memory; max_bytes 0 keeps nothing. */
 TdbTrailPageCache *tdb_trail_page_cache_create(size_t max_bytes);
+
+/*
+ * Caches given one pool (a counter of the bytes all of them hold, zero at
+ * first) keep together at most each one's max_bytes: a cache that finds
+ * the pool spent evicts its own pages or keeps no more, never another's.
+ * The counter must outlive the caches (freeing one gives its bytes back).
+ */
+void		tdb_trail_page_cache_share(TdbTrailPageCache *c, size_t *pool);
 void		tdb_trail_page_cache_stats(const TdbTrailPageCache *c, TdbTrailPageCacheStats *out);
 void		tdb_trail_page_cache_free(TdbTrailPageCache *c);
 

@@ -185,6 +185,8 @@ tdb_trail_writer_create(const TdbTrailSchema *schema, const TdbTrailWriterOption
 	trail_sorter_init(&w->sort, w->rs, trail_rec_cmp, w, w->opts.temp_dir, w->opts.memory_limit);
 	w->sort.cancel = w->opts.cancel;
 	w->sort.cancel_arg = w->opts.cancel_arg;
+	w->sort.temp_used = &w->temp_used;
+	w->sort.temp_limit = w->opts.temp_limit;
 	*out = w;
 	return 0;
 }
@@ -565,6 +567,12 @@ tdb_trail_writer_finish(TdbTrailWriter *w, uint8_t **bufp, size_t *lenp, TdbTrai
 	*bufp = b.data;
 	*lenp = b.len;
 	return 0;
+}
+
+uint64_t
+tdb_trail_writer_temp_bytes(const TdbTrailWriter *w)
+{
+	return w->temp_used;
 }
 
 void

@@ -104,6 +104,7 @@ struct TdbTrailWriter
 	size_t		rs;				/* trail_rec_size */
 	uint8_t    *rec;			/* scratch record */
 	TrailSorter sort;			/* (trail, time, arrival) */
+	uint64_t	temp_used;		/* bytes every sorter has spilled (opts.temp_limit) */
 	uint64_t	n;
 	Interner	keys;
 	Interner	lexicon;

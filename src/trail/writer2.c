@@ -727,6 +727,8 @@ emit_spacetime(Writer2 *x, TdbTrailError *err)
 	trail_sorter_init(st, hs + w->rs, seg_cmp, NULL, w->opts.temp_dir, trail_writer_budget(w) / 2);
 	st->cancel = w->opts.cancel;
 	st->cancel_arg = w->opts.cancel_arg;
+	st->temp_used = &w->temp_used;
+	st->temp_limit = w->opts.temp_limit;
 	rc = make_segments(x, &ss, err);
 	free(ss.win.recs);
 	free(ss.win.tnum);

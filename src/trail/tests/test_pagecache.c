@@ -226,3 +226,72 @@ UNIT_TEST(test_trail_page_cache_lookups)
 	}
 	fx_free(&s);
 }
+
+/*
+ * Caches sharing one pool (the FDW's: every scan node's of a backend) hold
+ * together at most the bound, each giving back what it held when freed;
+ * every lookup still returns what a scan without a cache returns.
+ */
+UNIT_TEST(test_trail_page_cache_pool)
+{
+	uint64_t	rng = 4242;
+	FxSet		s;
+	size_t		len;
+	uint8_t    *buf;
+	Opened		o;
+	size_t		bound = 150u << 10,
+				pool = 0;
+	TdbTrailPageCache *c[3];
+	TdbTrailPageCacheStats cs;
+	TdbTrailScanStats st;
+	uint64_t	plain = 0,
+				rows = 0,
+				held = 0,
+				peak = 0,
+				pool_peak = 0;
+
+	fx_make(&s, &rng, false, 60, 300);
+	fx_layout(2);				/* space-time: pages several trails share */
+	buf = fx_encode(&s, 2000, 100, &len);
+	if (buf == NULL || !open_buf(&o, buf, len))
+	{
+		unit_fail(__FILE__, __LINE__, "cannot write or open the file");
+		free(buf);
+		fx_free(&s);
+		return;
+	}
+	memset(&st, 0, sizeof(st));
+	for (int i = 0; i < 3; i++)
+	{
+		c[i] = tdb_trail_page_cache_create(bound);
+		CHECK(c[i] != NULL);
+		if (c[i] == NULL)
+			return;
+		tdb_trail_page_cache_share(c[i], &pool);
+	}
+	/* the three take turns, as a 3-way join's lookups do */
+	for (int k = 0; k < s.nkeys; k++)
+	{
+		lookup_both(&o, s.keys_i[(k * 7) % s.nkeys], 0, c[k % 3], &st, &plain, &rows);
+		held = 0;
+		for (int i = 0; i < 3; i++)
+		{
+			tdb_trail_page_cache_stats(c[i], &cs);
+			held += cs.bytes;
+			peak += k == s.nkeys - 1 ? cs.peak_bytes : 0;
+			pool_peak = cs.pool_peak_bytes > pool_peak ? cs.pool_peak_bytes : pool_peak;
+		}
+		CHECK(held == pool);
+		CHECK(pool <= bound);
+	}
+	CHECK(rows > 0);
+	CHECK(st.pages_reused > 0);
+	CHECK(pool_peak > 0 && pool_peak <= bound);
+	CHECK(peak > bound);		/* each held a share in its turn */
+	for (int i = 0; i < 3; i++)
+		tdb_trail_page_cache_free(c[i]);
+	CHECK(pool == 0);
+	close_opened(&o);
+	free(buf);
+	fx_free(&s);
+}

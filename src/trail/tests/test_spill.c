@@ -245,3 +245,30 @@ test_trail_writer_memory_limit_errors(void)
 	CHECK(strstr(err.msg, "/nonexistent/trafficdb-spill") != NULL);
 	tdb_trail_writer_free(w);
 }
+
+/* Spilled runs keep within temp_limit (the SQL function's temp_file_limit), counted together, given back when freed. */
+void
+test_trail_sorter_temp_limit(void)
+{
+	TrailSorter s;
+	TdbTrailError err;
+	uint64_t	rec[2],
+				used = 0;
+	int			rc = 0;
+
+	trail_sorter_init(&s, sizeof(rec), u64_cmp, NULL, NULL, 64 << 10);
+	s.temp_used = &used;
+	s.temp_limit = 200 << 10;
+	for (uint64_t i = 0; i < 60000 && rc == 0; i++)
+	{
+		rec[0] = (i * 2654435761u) % 1000003;
+		rec[1] = i;
+		rc = trail_sorter_put(&s, rec, &err);
+	}
+	CHECK(rc == TDB_TRAIL_EIO);
+	CHECK(strstr(err.msg, "temporary files would exceed their limit (200kB") != NULL);
+	CHECK(used > 0 && used <= 200 << 10);
+	CHECK(used == s.fend);
+	trail_sorter_free(&s);
+	CHECK(used == 0);
+}
