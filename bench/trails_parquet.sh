@@ -11,7 +11,7 @@
 # uploaded to one bucket; DuckDB's Parquet twice, sorted by id and time and
 # sorted by time).  Layouts, TRAIL_LAYOUTS (default "default st"):
 #   default the writer's defaults, no option (format version 3, pages by
-#           trail of at most 15 minutes)
+#           trail of at most an hour)
 #   trailN  --page-seconds N (pages by trail of at most N s; trail3600 was
 #           the default before issue 33)
 #   st      --order space-time (version 3, the default 600 s buckets)
@@ -140,7 +140,7 @@ layout_label() {
 	trail[0-9]*) echo "v3 by trail, ${1#trail} s pages" ;;
 	st) echo "v3 space-time 600 s" ;;
 	st[0-9]*) echo "v3 space-time ${1#st} s" ;;
-	v2) echo "v2 by trail, 900 s pages" ;;
+	v2) echo "v2 by trail, 3600 s pages" ;;
 	v1) echo "v1 by trail" ;;
 	esac
 }

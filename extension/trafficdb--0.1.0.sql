@@ -880,7 +880,7 @@ CREATE FOREIGN DATA WRAPPER trafficdb_trails
 
 CREATE FUNCTION trafficdb.trail_write(query text, destination text, server text DEFAULT NULL,
     id_column text DEFAULT 'id', time_column text DEFAULT 'time', geom_column text DEFAULT 'geom',
-    page_size integer DEFAULT NULL, page_seconds integer DEFAULT 900,
+    page_size integer DEFAULT NULL, page_seconds integer DEFAULT 3600,
     page_order text DEFAULT 'trail', bucket_seconds integer DEFAULT NULL,
     format_version integer DEFAULT 3) RETURNS bigint
     AS 'MODULE_PATHNAME', 'trafficdb_trail_write' LANGUAGE C VOLATILE;

@@ -33,7 +33,7 @@
  * outside is refused naming the unit that would put it inside.  The rule is
  * tools/csvtime.c's, shared with trafficdb-stream.
  * A page holds at most --page-bytes (64 KiB) and --page-seconds of one trail
- * (900; 0 for no limit).  Extra columns' types are inferred (all true/false:
+ * (3600; 0 for no limit).  Extra columns' types are inferred (all true/false:
  * bool, all integers: int, all numbers, NaN and [-]Infinity included: float,
  * else string; a value with a leading zero, "0412", keeps a column a string;
  * an integer beyond 64 bits is an error, not a float) unless --type says; the

@@ -31,7 +31,7 @@
 #define READAHEAD_MAX_BYTES (32u << 20)
 /*
  * A lookup by trail id (a join's rescans) also takes pages into a window
- * until it holds this many bytes (small pages: a trail of 15-minute pages
+ * until it holds this many bytes (small pages: a trail of several pages
  * is one announcement, one range GET), except under a small LIMIT.  Other
  * scans keep the 4-page start, so that a LIMIT the FDW cannot push still
  * stops fetching early.
