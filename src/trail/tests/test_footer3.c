@@ -20,14 +20,6 @@
 
 #define T0 1600000000000000LL
 
-typedef struct Open3
-{
-	char		dir[256],
-				path[300];
-	TdbPager   *p;
-	TdbTrailReader *r;
-} Open3;
-
 /* Trail k: id 3k + 1, n events a second apart, pages of at most page_events. */
 static uint8_t *write_v(int version, int ntrails, int n, uint32_t page_events, TdbTrailOrder order,
 						size_t *len);
@@ -89,41 +81,6 @@ write_v(int version, int ntrails, int n, uint32_t page_events, TdbTrailOrder ord
 		buf = NULL;
 	tdb_trail_writer_free(w);
 	return buf;
-}
-
-/* Opened fresh: the process's footer cache forgotten first. */
-static bool
-open3(Open3 *o, const uint8_t *buf, size_t len)
-{
-	TdbPagerOptions po;
-	TdbTrailError err;
-
-	fx_tmpdir(o->dir, sizeof(o->dir), "v3");
-	snprintf(o->path, sizeof(o->path), "%s/f.trail", o->dir);
-	if (!fx_write_file(o->path, buf, len))
-		return false;
-	tdb_trail_footer_cache_clear();
-	memset(&po, 0, sizeof(po));
-	po.url = o->path;
-	if (tdb_pager_open(&po, &o->p, &err) < 0)
-		return false;
-	if (tdb_trail_open(o->p, &o->r, &err) < 0)
-	{
-		unit_fail(__FILE__, __LINE__, "open: %s", err.msg);
-		tdb_pager_close(o->p);
-		return false;
-	}
-	return true;
-}
-
-static void
-close3(Open3 *o)
-{
-	tdb_trail_close(o->r);
-	tdb_pager_close(o->p);
-	unlink(o->path);
-	rmdir(o->dir);
-	tdb_trail_footer_cache_clear();
 }
 
 /* Events of trail id (all, or in a time window when from <= to); < 0: the error. */
@@ -208,13 +165,13 @@ UNIT_TEST(test_trail_v3_every_chunk_position)
 		return;
 	for (int k = 0; k < 131; k++)
 	{
-		Open3		o;
+		FxOpened		o;
 		int64_t		id = 3LL * k + 1;
 		const TdbTrailFooter *f;
 		uint32_t	nt,
 					np;
 
-		if (!open3(&o, buf, len))
+		if (!fx_open_buf(&o, buf, len, "v3", false, true))
 			break;
 		f = tdb_trail_footer(o.r);
 		CHECK(f->version == 3 && f->ntrails == 131 && f->npages == 131 * 3 && f->nevents == 655);
@@ -238,16 +195,16 @@ UNIT_TEST(test_trail_v3_every_chunk_position)
 		CHECK(scan_count(o.r, &id, T0 + 1000000 + k, T0 + 1000000 + k, &err) == 1);
 		id = 3LL * k + 2;		/* between two trails */
 		CHECK(scan_count(o.r, &id, 1, 0, &err) == 0);
-		close3(&o);
+		fx_close_opened(&o);
 	}
 	{
-		Open3		o;
+		FxOpened		o;
 		int64_t		before = 0,
 					after = 3 * 131 + 1;
 		uint64_t	n = 0;
 		uint32_t	nt;
 
-		if (open3(&o, buf, len))
+		if (fx_open_buf(&o, buf, len, "v3", false, true))
 		{
 			CHECK(scan_count(o.r, &before, 1, 0, &err) == 0);
 			trail_footer3_loaded(tdb_trail_footer(o.r), TRAIL3_TRAILS, &nt);
@@ -259,7 +216,7 @@ UNIT_TEST(test_trail_v3_every_chunk_position)
 			CHECK(scan_count(o.r, NULL, 1, 0, &err) == 655);
 			CHECK(tdb_trail_verify(o.r, &n, &err) == 0);
 			CHECK_EQ_U64(n, 655);
-			close3(&o);
+			fx_close_opened(&o);
 		}
 	}
 	free(buf);
@@ -273,13 +230,13 @@ UNIT_TEST(test_trail_v3_one_trail)
 		{
 			size_t		len;
 			uint8_t    *buf = write3(1, n, 7, (TdbTrailOrder) order, &len);
-			Open3		o;
+			FxOpened		o;
 			TdbTrailError err;
 			int64_t		id = 1;
 			uint64_t	got = 0;
 
 			CHECK(buf != NULL);
-			if (buf == NULL || !open3(&o, buf, len))
+			if (buf == NULL || !fx_open_buf(&o, buf, len, "v3", false, true))
 			{
 				free(buf);
 				continue;
@@ -289,7 +246,7 @@ UNIT_TEST(test_trail_v3_one_trail)
 			CHECK(scan_count(o.r, NULL, T0, T0 + 1000000, &err) == (n > 1 ? 2 : 1));
 			CHECK(tdb_trail_verify(o.r, &got, &err) == 0);
 			CHECK_EQ_U64(got, n);
-			close3(&o);
+			fx_close_opened(&o);
 			free(buf);
 		}
 }
@@ -303,7 +260,7 @@ UNIT_TEST(test_trail_v3_100k_trails)
 {
 	size_t		len;
 	uint8_t    *buf = write3(100000, 1, 0, TDB_TRAIL_ORDER_TRAIL, &len);
-	Open3		o;
+	FxOpened		o;
 	TdbTrailError err;
 	/* chunks of 782 trails (the head keeps at most 128 per directory): five different ones */
 	int64_t		ids[] = {1, 3LL * 99999 + 1, 3LL * 50000 + 1, 3LL * 10000 + 1, 3LL * 30000 + 1};
@@ -312,7 +269,7 @@ UNIT_TEST(test_trail_v3_100k_trails)
 	uint64_t	n = 0;
 
 	CHECK(buf != NULL);
-	if (buf == NULL || !open3(&o, buf, len))
+	if (buf == NULL || !fx_open_buf(&o, buf, len, "v3", false, true))
 	{
 		free(buf);
 		return;
@@ -330,7 +287,7 @@ UNIT_TEST(test_trail_v3_100k_trails)
 	}
 	CHECK(tdb_trail_verify(o.r, &n, &err) == 0);
 	CHECK_EQ_U64(n, 100000);
-	close3(&o);
+	fx_close_opened(&o);
 	free(buf);
 }
 
@@ -340,13 +297,13 @@ damaged(const uint8_t *good, size_t len, size_t off, const int64_t *ok_id, const
 		const char *what)
 {
 	uint8_t    *bad = malloc(len);
-	Open3		o;
+	FxOpened		o;
 	TdbTrailError err;
 	uint64_t	n;
 
 	memcpy(bad, good, len);
 	bad[off] ^= 0x10;
-	if (open3(&o, bad, len))
+	if (fx_open_buf(&o, bad, len, "v3", false, true))
 	{
 		/* the damage is found where it is read, and only there */
 		if (ok_id)
@@ -354,7 +311,7 @@ damaged(const uint8_t *good, size_t len, size_t off, const int64_t *ok_id, const
 		CHECK(scan_count(o.r, bad_id, 1, 0, &err) == TDB_TRAIL_ECORRUPT);
 		CHECK(strstr(err.msg, what) != NULL);
 		CHECK(tdb_trail_verify(o.r, &n, &err) == TDB_TRAIL_ECORRUPT);
-		close3(&o);
+		fx_close_opened(&o);
 	}
 	free(bad);
 }
@@ -364,7 +321,7 @@ UNIT_TEST(test_trail_v3_damaged_chunk)
 {
 	size_t		len;
 	uint8_t    *buf = write3(131, 5, 2, TDB_TRAIL_ORDER_TRAIL, &len);
-	Open3		o;
+	FxOpened		o;
 	TdbTrailError err;
 	int64_t		first = 1,
 				second = 3LL * 64 + 1,
@@ -375,7 +332,7 @@ UNIT_TEST(test_trail_v3_damaged_chunk)
 				pbytes = 0;
 	uint32_t	n;
 
-	if (buf == NULL || !open3(&o, buf, len))
+	if (buf == NULL || !fx_open_buf(&o, buf, len, "v3", false, true))
 	{
 		free(buf);
 		return;
@@ -386,7 +343,7 @@ UNIT_TEST(test_trail_v3_damaged_chunk)
 	CHECK(tdb_trail_need_all(o.r, &err) == 0);
 	tbytes = trail_footer3_loaded(tdb_trail_footer(o.r), TRAIL3_TRAILS, &n);
 	pbytes = trail_footer3_loaded(tdb_trail_footer(o.r), TRAIL3_PAGES, &n);
-	close3(&o);
+	fx_close_opened(&o);
 	/* trail chunk 1 (the second trail's), page chunk 0 (the first trail's pages), the lexicon */
 	damaged(buf, len, data_end + c0 + 3, &first, &second, "checksum mismatch in trail chunk 1");
 	damaged(buf, len, data_end + tbytes + 1, &last, &first, "checksum mismatch in page chunk 0");
@@ -413,7 +370,7 @@ UNIT_TEST(test_trail_v3_lying_chunk_zone_map_found)
 {
 	size_t		len;
 	uint8_t    *buf = write3(131, 5, 2, TDB_TRAIL_ORDER_TRAIL, &len);
-	Open3		o;
+	FxOpened		o;
 	TdbTrailError err;
 	TdbTrailTrailer t;
 	uint32_t	first,
@@ -429,14 +386,14 @@ UNIT_TEST(test_trail_v3_lying_chunk_zone_map_found)
 	size_t		wl;
 	uint64_t	n;
 
-	if (buf == NULL || !open3(&o, buf, len))
+	if (buf == NULL || !fx_open_buf(&o, buf, len, "v3", false, true))
 	{
 		free(buf);
 		return;
 	}
 	nch = trail_footer3_nchunks(tdb_trail_footer(o.r), TRAIL3_PAGES);
 	trail_footer3_chunk(tdb_trail_footer(o.r), TRAIL3_PAGES, nch - 1, &first, &count, &a, &b, box);
-	close3(&o);
+	fx_close_opened(&o);
 	CHECK(tdb_trail_trailer_decode(buf + len - TDB_TRAIL_TRAILER_SIZE, TDB_TRAIL_TRAILER_SIZE, len, &t, &err) == 0);
 	/* the head ends with that chunk's height, a varint: one less, same length */
 	codec_buf_init(&cb);
@@ -450,14 +407,14 @@ UNIT_TEST(test_trail_v3_lying_chunk_zone_map_found)
 	codec_buf_free(&cb);
 	memcpy(buf + t.footer_offset + t.footer_length - wl, lie, wl);
 	retrail(buf, len, &t);
-	if (open3(&o, buf, len))
+	if (fx_open_buf(&o, buf, len, "v3", false, true))
 	{
 		CHECK(scan_count(o.r, &id, 1, 0, &err) == 5);	/* trail 0: chunk 0's pages */
 		CHECK(scan_count(o.r, NULL, 1, 0, &err) == TDB_TRAIL_ECORRUPT);
 		CHECK(strstr(err.msg, "outside its chunk's") != NULL);
 		CHECK(tdb_trail_verify(o.r, &n, &err) == TDB_TRAIL_ECORRUPT);
 		CHECK(strstr(err.msg, "outside its chunk's") != NULL);
-		close3(&o);
+		fx_close_opened(&o);
 	}
 	free(buf);
 }

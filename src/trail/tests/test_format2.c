@@ -20,48 +20,6 @@
 #include "trail_fixture.h"
 #include "trail_unit.h"
 
-typedef struct Opened
-{
-	TdbPager   *pager;
-	TdbTrailReader *r;
-	char		dir[256];
-	char		path[300];
-} Opened;
-
-/* Write buf to a fresh file and open it through a local pager. */
-static bool
-open_buf(Opened *o, const uint8_t *buf, size_t len)
-{
-	TdbPagerOptions po;
-	TdbTrailError err;
-
-	fx_tmpdir(o->dir, sizeof(o->dir), "v2");
-	snprintf(o->path, sizeof(o->path), "%s/f.trail", o->dir);
-	if (!fx_write_file(o->path, buf, len))
-		return false;
-	memset(&po, 0, sizeof(po));
-	po.url = o->path;
-	if (tdb_pager_open(&po, &o->pager, &err) < 0)
-		return false;
-	/* version 3: every chunk, as these tests look at the footer's entries */
-	if (tdb_trail_open(o->pager, &o->r, &err) < 0 || tdb_trail_need_all(o->r, &err) < 0)
-	{
-		unit_fail(__FILE__, __LINE__, "open: %s", err.msg);
-		tdb_pager_close(o->pager);
-		return false;
-	}
-	return true;
-}
-
-static void
-close_opened(Opened *o)
-{
-	tdb_trail_close(o->r);
-	tdb_pager_close(o->pager);
-	unlink(o->path);
-	rmdir(o->dir);
-}
-
 /* The bytes a scan must read: the needed chunks of the pages it reads. */
 static uint64_t
 expected_bytes(const TdbTrailFooter *f, const TdbTrailQuery *q, const uint32_t *pages, uint32_t n)
@@ -97,13 +55,13 @@ UNIT_TEST(test_trail_v2_projection_reads_only_its_chunks)
 		FxSet		s;
 		size_t		len;
 		uint8_t    *buf;
-		Opened		o;
+		FxOpened		o;
 		uint64_t	saved = 0;
 
 		fx_layout(layout);
 		fx_make(&s, &rng, layout % 2 == 0, 30, 300);
 		buf = fx_encode(&s, 1500, 100, &len);
-		if (buf == NULL || !open_buf(&o, buf, len))
+		if (buf == NULL || !fx_open_buf(&o, buf, len, "v2", true, false))
 		{
 			unit_fail(__FILE__, __LINE__, "cannot write or open the file");
 			free(buf);
@@ -203,7 +161,7 @@ UNIT_TEST(test_trail_v2_projection_reads_only_its_chunks)
 			free(pages);
 		}
 		CHECK(saved > 0);
-		close_opened(&o);
+		fx_close_opened(&o);
 		free(buf);
 		fx_free(&s);
 	}
@@ -245,12 +203,12 @@ UNIT_TEST(test_trail_v2_summaries_match_brute_force)
 		FxSet		s;
 		size_t		len;
 		uint8_t    *buf;
-		Opened		o;
+		FxOpened		o;
 
 		fx_layout(layout);
 		fx_make(&s, &rng, false, 25, 200);
 		buf = fx_encode(&s, 900, 64, &len);
-		if (buf == NULL || !open_buf(&o, buf, len))
+		if (buf == NULL || !fx_open_buf(&o, buf, len, "v2", true, false))
 		{
 			free(buf);
 			fx_free(&s);
@@ -276,7 +234,7 @@ UNIT_TEST(test_trail_v2_summaries_match_brute_force)
 				CHECK(trail_stats_equal(s.schema.columns[c].type, &st, &f->trails[t].stats[c]));
 			}
 		}
-		close_opened(&o);
+		fx_close_opened(&o);
 		free(buf);
 		fx_free(&s);
 	}
@@ -298,7 +256,7 @@ UNIT_TEST(test_trail_v2_summaries_match_brute_force)
 		TdbTrailError err;
 		uint8_t    *fb;
 		size_t		fl;
-		Opened		o;
+		FxOpened		o;
 
 		memset(&sc, 0, sizeof(sc));
 		strcpy(sc.id_name, "id");
@@ -333,7 +291,7 @@ UNIT_TEST(test_trail_v2_summaries_match_brute_force)
 			}
 		CHECK(tdb_trail_writer_finish(w, &fb, &fl, &err) == 0);
 		tdb_trail_writer_free(w);
-		if (!open_buf(&o, fb, fl))
+		if (!fx_open_buf(&o, fb, fl, "v2", true, false))
 		{
 			free(fb);
 			continue;
@@ -361,7 +319,7 @@ UNIT_TEST(test_trail_v2_summaries_match_brute_force)
 				CHECK_EQ_U64(f->trails[t].stats[2].count, 0);
 			CHECK(tdb_trail_verify(o.r, NULL, &err) == 0);
 		}
-		close_opened(&o);
+		fx_close_opened(&o);
 		free(fb);
 	}
 }
@@ -389,7 +347,7 @@ UNIT_TEST(test_trail_v2_floats_exact)
 		TdbTrailWriter *w;
 		uint8_t    *fb;
 		size_t		fl;
-		Opened		o;
+		FxOpened		o;
 		int			n = trial == 0 ? (int) (sizeof(odd) / sizeof(odd[0])) : 2000;
 		TdbTrailQuery q;
 		TdbTrailScan *scan;
@@ -412,7 +370,7 @@ UNIT_TEST(test_trail_v2_floats_exact)
 		}
 		CHECK(tdb_trail_writer_finish(w, &fb, &fl, &err) == 0);
 		tdb_trail_writer_free(w);
-		if (!open_buf(&o, fb, fl))
+		if (!fx_open_buf(&o, fb, fl, "v2", true, false))
 		{
 			free(fb);
 			continue;
@@ -440,7 +398,7 @@ UNIT_TEST(test_trail_v2_floats_exact)
 			/* deltas of scaled integers: about 2 bytes a value, not 8 */
 			CHECK(colbytes < (uint64_t) n * 3);
 		}
-		close_opened(&o);
+		fx_close_opened(&o);
 		free(fb);
 	}
 }
@@ -464,7 +422,7 @@ UNIT_TEST(test_trail_v2_spacetime_order)
 	{
 		size_t		len;
 		uint8_t    *buf;
-		Opened		o;
+		FxOpened		o;
 		const TdbTrailFooter *f;
 		uint64_t	r2 = 1;
 
@@ -472,7 +430,7 @@ UNIT_TEST(test_trail_v2_spacetime_order)
 		fx_page_span_us = (layout == 1 || layout == 3) ? 3600LL * 1000000 : 0;	/* by trail: hour-long pages, as written */
 		buf = fx_encode(&s, 8192, 8192, &len);
 		fx_page_span_us = 0;
-		if (buf == NULL || !open_buf(&o, buf, len))
+		if (buf == NULL || !fx_open_buf(&o, buf, len, "v2", true, false))
 		{
 			free(buf);
 			continue;
@@ -519,7 +477,7 @@ UNIT_TEST(test_trail_v2_spacetime_order)
 			bytes[layout - 1] += st.bytes_read;
 			tdb_trail_scan_end(scan);
 		}
-		close_opened(&o);
+		fx_close_opened(&o);
 		free(buf);
 	}
 	/* layouts 1 to 4: versions 2 and 3, by trail and space-time */
@@ -650,7 +608,7 @@ UNIT_TEST(test_trail_v2_review_trail_spanning_int64)
 			int64_t		times[4] = {spans[k][0], spans[k][1], 0, 1};
 			size_t		len;
 			uint8_t    *buf;
-			Opened		op;
+			FxOpened		op;
 			uint64_t	n = 0;
 			TdbTrailError err;
 
@@ -661,11 +619,11 @@ UNIT_TEST(test_trail_v2_review_trail_spanning_int64)
 			CHECK(buf != NULL);
 			if (buf == NULL)
 				continue;
-			if (open_buf(&op, buf, len))
+			if (fx_open_buf(&op, buf, len, "v2", true, false))
 			{
 				CHECK(tdb_trail_verify(op.r, &n, &err) == 0);
 				CHECK_EQ_U64(n, 4);
-				close_opened(&op);
+				fx_close_opened(&op);
 			}
 			else
 				unit_fail(__FILE__, __LINE__, "order %d, span %d: the writer's file does not open", order, k);
@@ -691,7 +649,7 @@ UNIT_TEST(test_trail_v2_verify_finds_lying_summaries)
 		TdbTrailFooter f;
 		TdbTrailError err;
 		CodecBuf	nf;
-		Opened		o;
+		FxOpened		o;
 		size_t		blen;
 
 		fx_layout(1);
@@ -730,11 +688,11 @@ UNIT_TEST(test_trail_v2_verify_finds_lying_summaries)
 		t.footer_crc = tdb_crc32c(nf.data, nf.len);
 		t.file_size = blen;
 		trail_trailer_encode(bad + t.footer_offset + nf.len, &t);
-		if (open_buf(&o, bad, blen))
+		if (fx_open_buf(&o, bad, blen, "v2", true, false))
 		{
 			CHECK(tdb_trail_verify(o.r, NULL, &err) == TDB_TRAIL_ECORRUPT);
 			CHECK(strstr(err.msg, lie == 0 ? "disagrees with the footer's summary" : "events in pages") != NULL);
-			close_opened(&o);
+			fx_close_opened(&o);
 		}
 		codec_buf_free(&nf);
 		tdb_trail_footer_release(&f);
@@ -755,7 +713,7 @@ UNIT_TEST(test_trail_footer_decoded_once)
 	FxSet		s;
 	size_t		len;
 	uint8_t    *buf;
-	Opened		a,
+	FxOpened		a,
 				b;
 	uint64_t	d0;
 
@@ -763,7 +721,7 @@ UNIT_TEST(test_trail_footer_decoded_once)
 	fx_make(&s, &rng, false, 20, 200);
 	buf = fx_encode(&s, 2048, 100, &len);
 	d0 = tdb_trail_footer_decodes();
-	if (buf == NULL || !open_buf(&a, buf, len))
+	if (buf == NULL || !fx_open_buf(&a, buf, len, "v2", true, false))
 		goto out;
 	CHECK_EQ_U64(tdb_trail_footer_decodes() - d0, 1);
 	{
@@ -792,18 +750,18 @@ UNIT_TEST(test_trail_footer_decoded_once)
 
 		fx_make(&s2, &rng2, false, 21, 200);
 		buf2 = fx_encode(&s2, 2048, 100, &len2);
-		if (buf2 && open_buf(&b, buf2, len2))
+		if (buf2 && fx_open_buf(&b, buf2, len2, "v2", true, false))
 		{
 			CHECK_EQ_U64(tdb_trail_footer_decodes() - d0, 2);
 			CHECK_EQ_U64(tdb_trail_footer(b.r)->ntrails, s2.nkeys);
-			close_opened(&b);
+			fx_close_opened(&b);
 		}
 		CHECK_EQ_U64(tdb_trail_footer(a.r)->ntrails, s.nkeys);
 		CHECK(tdb_trail_verify(a.r, NULL, &err) == 0);
 		free(buf2);
 		fx_free(&s2);
 	}
-	close_opened(&a);
+	fx_close_opened(&a);
 out:
 	free(buf);
 	fx_free(&s);
@@ -824,7 +782,7 @@ UNIT_TEST(test_trail_footer_cache_counts_decoded_memory)
 	FxSet		s;
 	size_t		len;
 	uint8_t    *buf;
-	Opened		a;
+	FxOpened		a;
 	TdbPagerOptions po;
 	TdbTrailError err;
 	struct mallinfo2 m0,
@@ -861,7 +819,7 @@ UNIT_TEST(test_trail_footer_cache_counts_decoded_memory)
 	CHECK(counted > 0);
 	/* the reader's own few bytes aside, what is held is what is counted */
 	CHECK(allocated <= counted + 4096);
-	close_opened(&a);
+	fx_close_opened(&a);
 out:
 	tdb_trail_footer_cache_clear();
 	free(buf);

@@ -14,46 +14,6 @@
 #include "trail_fixture.h"
 #include "trail_unit.h"
 
-typedef struct Opened
-{
-	TdbPager   *pager;
-	TdbTrailReader *r;
-	char		dir[256];
-	char		path[300];
-} Opened;
-
-static bool
-open_buf(Opened *o, const uint8_t *buf, size_t len)
-{
-	TdbPagerOptions po;
-	TdbTrailError err;
-
-	fx_tmpdir(o->dir, sizeof(o->dir), "pc");
-	snprintf(o->path, sizeof(o->path), "%s/f.trail", o->dir);
-	if (!fx_write_file(o->path, buf, len))
-		return false;
-	memset(&po, 0, sizeof(po));
-	po.url = o->path;
-	if (tdb_pager_open(&po, &o->pager, &err) < 0)
-		return false;
-	if (tdb_trail_open(o->pager, &o->r, &err) < 0)
-	{
-		unit_fail(__FILE__, __LINE__, "open: %s", err.msg);
-		tdb_pager_close(o->pager);
-		return false;
-	}
-	return true;
-}
-
-static void
-close_opened(Opened *o)
-{
-	tdb_trail_close(o->r);
-	tdb_pager_close(o->pager);
-	unlink(o->path);
-	rmdir(o->dir);
-}
-
 /* The same event, the columns the query asked for compared exactly. */
 static bool
 same_event(const TdbTrailSchema *sc, const TdbTrailQuery *q, const TdbTrailEvent *a, const TdbTrailEvent *b)
@@ -86,7 +46,7 @@ same_event(const TdbTrailSchema *sc, const TdbTrailQuery *q, const TdbTrailEvent
  * plain one's pages to *plain_pages.
  */
 static void
-lookup_both(Opened *o, int64_t id, uint64_t proj, TdbTrailPageCache *cache, TdbTrailScanStats *st,
+lookup_both(FxOpened *o, int64_t id, uint64_t proj, TdbTrailPageCache *cache, TdbTrailScanStats *st,
 			uint64_t *plain_pages, uint64_t *rows)
 {
 	const TdbTrailFooter *f = tdb_trail_footer(o->r);
@@ -150,14 +110,14 @@ UNIT_TEST(test_trail_page_cache_lookups)
 	{
 		size_t		len;
 		uint8_t    *buf;
-		Opened		o;
+		FxOpened		o;
 		const TdbTrailFooter *f;
 		/* room for all, for a few pages, for less than one page, for nothing */
 		size_t		bounds[4] = {64u << 20, 40u << 10, 2000, 0};
 
 		fx_layout(layout);
 		buf = fx_encode(&s, 2000, 100, &len);
-		if (buf == NULL || !open_buf(&o, buf, len))
+		if (buf == NULL || !fx_open_buf(&o, buf, len, "pc", false, false))
 		{
 			unit_fail(__FILE__, __LINE__, "cannot write or open the file");
 			free(buf);
@@ -221,7 +181,7 @@ UNIT_TEST(test_trail_page_cache_lookups)
 			free(need);
 			tdb_trail_page_cache_free(cache);
 		}
-		close_opened(&o);
+		fx_close_opened(&o);
 		free(buf);
 	}
 	fx_free(&s);
@@ -238,7 +198,7 @@ UNIT_TEST(test_trail_page_cache_pool)
 	FxSet		s;
 	size_t		len;
 	uint8_t    *buf;
-	Opened		o;
+	FxOpened		o;
 	size_t		bound = 150u << 10,
 				pool = 0;
 	TdbTrailPageCache *c[3];
@@ -253,7 +213,7 @@ UNIT_TEST(test_trail_page_cache_pool)
 	fx_make(&s, &rng, false, 60, 300);
 	fx_layout(2);				/* space-time: pages several trails share */
 	buf = fx_encode(&s, 2000, 100, &len);
-	if (buf == NULL || !open_buf(&o, buf, len))
+	if (buf == NULL || !fx_open_buf(&o, buf, len, "pc", false, false))
 	{
 		unit_fail(__FILE__, __LINE__, "cannot write or open the file");
 		free(buf);
@@ -291,7 +251,7 @@ UNIT_TEST(test_trail_page_cache_pool)
 	for (int i = 0; i < 3; i++)
 		tdb_trail_page_cache_free(c[i]);
 	CHECK(pool == 0);
-	close_opened(&o);
+	fx_close_opened(&o);
 	free(buf);
 	fx_free(&s);
 }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "../../tests/unit.h"
+#include "pager.h"
 
 static const char *const words[] = {"cargo", "tanker", "fishing", "tug", "pilot", "sailing",
 "passenger", "a \"quoted\", word", "", "ünïcode"};
@@ -349,4 +350,38 @@ fx_cursor_same(const FxSet *s, size_t *cur, const TdbTrailQuery *q, const TdbTra
 		return false;
 	cur[k]++;
 	return true;
+}
+
+bool
+fx_open_buf(FxOpened *o, const uint8_t *buf, size_t len, const char *tag, bool need_all, bool fresh)
+{
+	TdbPagerOptions po;
+	TdbTrailError err;
+
+	fx_tmpdir(o->dir, sizeof(o->dir), tag);
+	snprintf(o->path, sizeof(o->path), "%s/f.trail", o->dir);
+	if (!fx_write_file(o->path, buf, len))
+		return false;
+	if (fresh)
+		tdb_trail_footer_cache_clear();
+	memset(&po, 0, sizeof(po));
+	po.url = o->path;
+	if (tdb_pager_open(&po, &o->pager, &err) < 0)
+		return false;
+	if (tdb_trail_open(o->pager, &o->r, &err) < 0 || (need_all && tdb_trail_need_all(o->r, &err) < 0))
+	{
+		unit_fail(__FILE__, __LINE__, "open: %s", err.msg);
+		tdb_pager_close(o->pager);
+		return false;
+	}
+	return true;
+}
+
+void
+fx_close_opened(FxOpened *o)
+{
+	tdb_trail_close(o->r);
+	tdb_pager_close(o->pager);
+	unlink(o->path);
+	rmdir(o->dir);
 }

@@ -88,4 +88,23 @@ bool		fx_write_file(const char *path, const void *buf, size_t len);
 /* A fresh temporary directory path (created). */
 void		fx_tmpdir(char *out, size_t outlen, const char *tag);
 
+/* A trail file written from memory to a fresh directory and opened through a local pager. */
+typedef struct FxOpened
+{
+	struct TdbPager *pager;
+	struct TdbTrailReader *r;
+	char		dir[256];
+	char		path[300];
+} FxOpened;
+
+/*
+ * buf to DIR/f.trail (DIR from fx_tmpdir with tag), opened; need_all loads
+ * every chunk of a version-3 footer (tests that look at its entries);
+ * fresh forgets the process's decoded footers first.  false after a
+ * unit_fail naming why.
+ */
+bool		fx_open_buf(FxOpened *o, const uint8_t *buf, size_t len, const char *tag, bool need_all,
+						bool fresh);
+void		fx_close_opened(FxOpened *o);
+
 #endif							/* TDB_TRAIL_FIXTURE_H */
