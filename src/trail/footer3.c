@@ -28,20 +28,6 @@
 
 /* ---- encoding ---------------------------------------------------------------- */
 
-static int
-zone_exponent3(const TdbTrailFooter *f)
-{
-	int			e = MAX_SCALE;
-
-	for (uint32_t i = 0; i < f->ntrails && e > 0; i++)
-		while (e > 0 && (f->trails[i].tmin % ipow10_tab[e] != 0 || f->trails[i].tmax % ipow10_tab[e] != 0))
-			e--;
-	for (uint32_t i = 0; i < f->npages && e > 0; i++)
-		while (e > 0 && (f->pages[i].tmin % ipow10_tab[e] != 0 || f->pages[i].tmax % ipow10_tab[e] != 0))
-			e--;
-	return e;
-}
-
 /* b += a, a summary of later values (so a tie keeps b's, as a fold in this order) */
 static void
 stats_combine(TdbTrailType type, TdbTrailStats *acc, const TdbTrailStats *b)
@@ -85,7 +71,7 @@ trail_footer3_encode(CodecBuf *out, uint64_t base, const TdbTrailFooter *f, TdbT
 {
 	const TdbTrailSchema *s = &f->schema;
 	int			nc = s->ncolumns;
-	int			e = zone_exponent3(f);
+	int			e = trail_zone_exponent(f);
 	int64_t		q = ipow10_tab[e];
 	uint32_t	kt = f->ntrails / DIR_MAX + 1 > ENTRIES_PER_CHUNK ? f->ntrails / DIR_MAX + 1 : ENTRIES_PER_CHUNK,
 				kp = f->npages / DIR_MAX + 1 > ENTRIES_PER_CHUNK ? f->npages / DIR_MAX + 1 : ENTRIES_PER_CHUNK;

@@ -74,20 +74,6 @@ put_zone3(CodecBuf *b, int64_t q, int64_t tmin, int64_t tmax, int32_t xmin, int3
 	codec_put_varint(b, (uint64_t) ((int64_t) ymax - ymin));
 }
 
-/* tmin = a x q, tmax = (a + d) x q in int64 */
-static inline bool
-scaled(int64_t a, uint64_t d, int64_t q, int64_t *tmin, int64_t *tmax)
-{
-	__int128	lo = (__int128) a * q,
-				hi = ((__int128) a + (__int128) d) * q;
-
-	if (lo < INT64_MIN || hi > INT64_MAX)
-		return false;
-	*tmin = (int64_t) lo;
-	*tmax = (int64_t) hi;
-	return true;
-}
-
 static inline bool
 box_ok(int64_t x0, int64_t y0, uint64_t dx, uint64_t dy)
 {
@@ -121,7 +107,7 @@ get_zone3(CodecCur *c, int64_t q, const int64_t *base, int64_t *tmin, int64_t *t
 		x0 += base[1];
 		y0 += base[2];
 	}
-	if (!scaled(a, dt, q, tmin, tmax) || !box_ok(x0, y0, dx, dy))
+	if (!trail_scaled_times(a, dt, q, tmin, tmax) || !box_ok(x0, y0, dx, dy))
 		return false;
 	box[0] = (int32_t) x0;
 	box[1] = (int32_t) y0;

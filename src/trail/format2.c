@@ -174,20 +174,6 @@ trail_get_stats(CodecCur *c, TdbTrailType type, uint64_t max_count, TdbTrailStat
  * trail's when it holds one trail (non-negative offsets: it cannot reach
  * outside), else relative to the previous page's corner.
  */
-static int
-zone_exponent(const TdbTrailFooter *f)
-{
-	int			e = MAX_SCALE;
-
-	for (uint32_t i = 0; i < f->ntrails && e > 0; i++)
-		while (e > 0 && (f->trails[i].tmin % ipow10_tab[e] != 0 || f->trails[i].tmax % ipow10_tab[e] != 0))
-			e--;
-	for (uint32_t i = 0; i < f->npages && e > 0; i++)
-		while (e > 0 && (f->pages[i].tmin % ipow10_tab[e] != 0 || f->pages[i].tmax % ipow10_tab[e] != 0))
-			e--;
-	return e;
-}
-
 static void
 put_page_zone2(CodecBuf *b, const TdbTrailPageInfo *p, const TdbTrailInfo *t,
 			   const TdbTrailPageInfo *prev, int64_t q)
@@ -209,20 +195,6 @@ put_page_zone2(CodecBuf *b, const TdbTrailPageInfo *p, const TdbTrailInfo *t,
 	}
 	codec_put_varint(b, (uint64_t) ((int64_t) p->xmax - p->xmin));
 	codec_put_varint(b, (uint64_t) ((int64_t) p->ymax - p->ymin));
-}
-
-/* tmin = a x q and tmax = (a + d) x q, both in int64 */
-static bool
-scaled_times(int64_t a, uint64_t d, int64_t q, int64_t *tmin, int64_t *tmax)
-{
-	__int128	lo = (__int128) a * q,
-				hi = ((__int128) a + (__int128) d) * q;
-
-	if (lo < INT64_MIN || hi > INT64_MAX)
-		return false;
-	*tmin = (int64_t) lo;
-	*tmax = (int64_t) hi;
-	return true;
 }
 
 static bool
@@ -271,7 +243,7 @@ get_page_zone2(CodecCur *c, TdbTrailPageInfo *p, const TdbTrailInfo *t,
 		if (prev)
 			a = (int64_t) ((uint64_t) a + (uint64_t) (prev->tmin / q));
 		/* a span may exceed INT64_MAX (INT64_MIN .. INT64_MAX): scaled_times is exact */
-		if (!scaled_times(a, dt, q, &p->tmin, &p->tmax))
+		if (!trail_scaled_times(a, dt, q, &p->tmin, &p->tmax))
 			return false;
 		if (sx > 4LL * TRAIL_LON_MAX || sx < -4LL * TRAIL_LON_MAX ||
 			sy > 4LL * TRAIL_LAT_MAX || sy < -4LL * TRAIL_LAT_MAX)
@@ -295,7 +267,7 @@ trail_footer2_encode(CodecBuf *b, const TdbTrailFooter *f)
 	const TdbTrailSchema *s = &f->schema;
 	uint8_t		magic[4];
 	int			nc = s->ncolumns;
-	int			e = zone_exponent(f);
+	int			e = trail_zone_exponent(f);
 	int64_t		q = ipow10_tab[e];
 	uint32_t   *single = calloc(f->npages ? f->npages : 1, sizeof(uint32_t));
 
@@ -448,7 +420,7 @@ trail_footer2_decode(CodecCur *c, const uint8_t *buf, size_t len, const TdbTrail
 						dy;
 
 			if (!codec_get_svarint(c, &a) || !codec_get_varint(c, &dt) ||
-				!scaled_times(a, dt, q, &ti->tmin, &ti->tmax) ||
+				!trail_scaled_times(a, dt, q, &ti->tmin, &ti->tmax) ||
 				!codec_get_svarint(c, &x0) || !codec_get_svarint(c, &y0) ||
 				!codec_get_varint(c, &dx) || !codec_get_varint(c, &dy) ||
 				x0 < -TRAIL_LON_MAX || x0 > TRAIL_LON_MAX || y0 < -TRAIL_LAT_MAX ||
