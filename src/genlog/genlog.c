@@ -299,8 +299,10 @@ tdb_genlog_decode(const uint8_t *buf, size_t len, TdbGenlogHeader *h, TdbGenlogE
 			switch (col)
 			{
 				case COL_RECORD:
+					/* records are uint32: a count past 2^32 must not let one wrap */
 					if (!codec_get_varint(&k, &v) ||
-						v >= h->count - (i == 0 ? 0 : (uint64_t) e[i - 1].record + 1))
+						v >= (h->count < (1ULL << 32) ? h->count : (1ULL << 32)) -
+						(i == 0 ? 0 : (uint64_t) e[i - 1].record + 1))
 						BAD("corrupted generation-log record: entry %u's record past the map", i);
 					x->record = (uint32_t) ((i == 0 ? 0 : e[i - 1].record + 1) + v);
 					break;
