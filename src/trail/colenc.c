@@ -415,6 +415,41 @@ scale_fits(const int64_t *bits, uint32_t nn, int k, int64_t *out)
 	return true;
 }
 
+/*
+ * The smallest scale k (0..COLENC_MAX_SCALE) at which both a and b are
+ * integers m / 10^k as scale_fits says (the footers' float summaries), or
+ * -1; the m go to ma and mb.
+ */
+int
+colenc_scale_pair(double a, double b, int64_t *ma, int64_t *mb)
+{
+	int64_t		bits[2],
+				m[2];
+
+	memcpy(&bits[0], &a, 8);
+	memcpy(&bits[1], &b, 8);
+	if (!isfinite(a) || (a == 0 && signbit(a)))
+		return -1;
+	for (int k = 0; k <= COLENC_MAX_SCALE; k++)
+		if (scale_fits(bits, 2, k, m))
+		{
+			*ma = m[0];
+			*mb = m[1];
+			return k;
+		}
+	return -1;
+}
+
+/* m / 10^k, as the decoders read a scaled float; false if |m| > 2^53 or k > COLENC_MAX_SCALE */
+bool
+colenc_unscale(int64_t m, int k, double *v)
+{
+	if (k < 0 || k > COLENC_MAX_SCALE || m > (int64_t) SCALED_MAX || m < -(int64_t) SCALED_MAX)
+		return false;
+	*v = (double) m / pow10d[k];
+	return true;
+}
+
 /* The smallest such scale k (0..COLENC_MAX_SCALE), or -1. */
 static int
 float_scale(const int64_t *bits, uint32_t nn, int64_t *out)

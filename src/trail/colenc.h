@@ -4,7 +4,8 @@
  *	  "Version 3: page column encodings"): the non-NULL values of one extra
  *	  column of one page, encoded the smallest of several ways (constant,
  *	  runs, dictionary, bit packing, deltas, XOR of float bits, decimal
- *	  scaling), chosen per page and exact.  Private to page2.c and the tests.
+ *	  scaling), chosen per page and exact.  Private to page2.c, the footers'
+ *	  float summaries (format2.c) and the tests.
  */
 #ifndef TDB_TRAIL_COLENC_H
 #define TDB_TRAIL_COLENC_H
@@ -55,5 +56,15 @@ bool		colenc_put_as(CodecBuf *b, TdbTrailType type, const int64_t *bits, uint32_
  */
 const char *colenc_get(CodecCur *c, TdbTrailType type, uint32_t nn, uint64_t nstrings,
 					   int64_t *out);
+
+/*
+ * Floats as exact decimals outside pages (the version-3 footer's float
+ * summaries): colenc_scale_pair gives the smallest scale k at which a and b
+ * are both m / 10^k read back bit for bit (|m| <= 2^53; never -0, NaN or an
+ * infinity), with the m, or -1; colenc_unscale is its inverse, false for m
+ * or k out of range.
+ */
+int			colenc_scale_pair(double a, double b, int64_t *ma, int64_t *mb);
+bool		colenc_unscale(int64_t m, int k, double *v);
 
 #endif							/* TDB_TRAIL_COLENC_H */

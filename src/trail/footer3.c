@@ -123,7 +123,7 @@ trail_footer3_encode(CodecBuf *out, uint64_t base, const TdbTrailFooter *f, TdbT
 			for (uint32_t k = 0; k < ti->npages; k++)
 				codec_put_varint(out, k == 0 ? ti->page_list[0] : ti->page_list[k] - ti->page_list[k - 1] - 1);
 			for (int c = 0; c < nc; c++)
-				trail_put_stats(out, s->columns[c].type, &ti->stats[c]);
+				trail_put_stats(out, s->columns[c].type, &ti->stats[c], true);
 		}
 		if (!out->ok)
 			goto done;
@@ -219,7 +219,7 @@ trail_footer3_encode(CodecBuf *out, uint64_t base, const TdbTrailFooter *f, TdbT
 		put_zone3(&h, q, tmin, tmax, xmin, ymin, xmax, ymax);
 		trail_put_key(&h, s->id_type, &f->trails[f->ntrails - 1].key);	/* the last id */
 		for (int c = 0; c < nc; c++)
-			trail_put_stats(&h, s->columns[c].type, &whole[c]);
+			trail_put_stats(&h, s->columns[c].type, &whole[c], true);
 	}
 	codec_put_varint(&h, kt);
 	codec_put_varint(&h, kp);
@@ -390,7 +390,7 @@ trail_footer3_decode_head(CodecCur *c, const uint8_t *buf, size_t len, const Tdb
 		if (!trail_get_key(c, s->id_type, &f->whole_last, z->head_arena, &arena_used))
 			HEAD_BAD("bad last trail id");
 		for (int k = 0; k < nc; k++)
-			if (!trail_get_stats(c, s->columns[k].type, f->nevents, &z->whole_stats[k]))
+			if (!trail_get_stats(c, s->columns[k].type, f->nevents, true, &z->whole_stats[k]))
 				HEAD_BAD("bad column summary of the file");
 		f->has_whole = true;
 	}

@@ -83,7 +83,7 @@ decode_trail_chunk(TdbTrailFooter *f, F3Lazy *z, uint32_t j, const uint8_t *buf,
 		ti->first_page = lists[0];
 		lists += np;
 		for (int k = 0; k < nc; k++)
-			if (!trail_get_stats(&c, s->columns[k].type, ti->nevents, &stats[k]))
+			if (!trail_get_stats(&c, s->columns[k].type, ti->nevents, true, &stats[k]))
 				CHUNK_BAD("bad column summary of a trail");
 		ti->stats = stats;
 		stats += nc;

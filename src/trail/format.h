@@ -88,9 +88,14 @@ int			trail_page2_decode(const TdbTrailFooter *f, uint32_t pageno, const uint8_t
 /* Folds value bits of a column of the given type into a summary. */
 void		trail_stats_add(TdbTrailStats *st, TdbTrailType type, int64_t bits);
 bool		trail_stats_equal(TdbTrailType type, const TdbTrailStats *a, const TdbTrailStats *b);
-/* A summary as the footers store it (format2.c), count bounded by max_count. */
-void		trail_put_stats(CodecBuf *b, TdbTrailType type, const TdbTrailStats *st);
-bool		trail_get_stats(CodecCur *c, TdbTrailType type, uint64_t max_count, TdbTrailStats *st);
+/*
+ * A summary as the footers store it (format2.c), count bounded by max_count;
+ * scaled (version 3): a float summary whose min and max are exact decimals
+ * is stored as them.
+ */
+void		trail_put_stats(CodecBuf *b, TdbTrailType type, const TdbTrailStats *st, bool scaled);
+bool		trail_get_stats(CodecCur *c, TdbTrailType type, uint64_t max_count, bool scaled,
+							TdbTrailStats *st);
 
 /* ---- version 3 footer (footer3.c): a head read at open, chunks when needed ---- */
 

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "../checksum.h"
+#include "colenc.h"
 
 /* ---- column summaries ---------------------------------------------------- */
 
@@ -79,7 +80,7 @@ trail_stats_equal(TdbTrailType type, const TdbTrailStats *a, const TdbTrailStats
 }
 
 void
-trail_put_stats(CodecBuf *b, TdbTrailType type, const TdbTrailStats *st)
+trail_put_stats(CodecBuf *b, TdbTrailType type, const TdbTrailStats *st, bool scaled)
 {
 	codec_put_varint(b, st->count);
 	if (st->count == 0)
@@ -96,8 +97,18 @@ trail_put_stats(CodecBuf *b, TdbTrailType type, const TdbTrailStats *st)
 		uint8_t		le[8];
 		uint64_t	u;
 
-		codec_put_u8(b, (uint8_t) ((st->has_range ? 1 : 0) | (st->has_nan ? 2 : 0)));
-		if (st->has_range)
+		int64_t		mmin = 0,
+					mmax = 0;
+		int			k = scaled && st->has_range ? colenc_scale_pair(st->fmin, st->fmax, &mmin, &mmax) : -1;
+
+		codec_put_u8(b, (uint8_t) ((st->has_range ? 1 : 0) | (st->has_nan ? 2 : 0) | (k + 1) << 2));
+		if (k >= 0)
+		{
+			/* exact decimals: m / 10^k each, the max as its distance from the min */
+			codec_put_svarint(b, mmin);
+			codec_put_varint(b, (uint64_t) mmax - (uint64_t) mmin);
+		}
+		else if (st->has_range)
 		{
 			memcpy(&u, &st->fmin, 8);
 			codec_put_u64le(le, u);
@@ -110,7 +121,7 @@ trail_put_stats(CodecBuf *b, TdbTrailType type, const TdbTrailStats *st)
 }
 
 bool
-trail_get_stats(CodecCur *c, TdbTrailType type, uint64_t max_count, TdbTrailStats *st)
+trail_get_stats(CodecCur *c, TdbTrailType type, uint64_t max_count, bool scaled, TdbTrailStats *st)
 {
 	memset(st, 0, sizeof(*st));
 	if (!codec_get_varint(c, &st->count) || st->count > max_count)
@@ -143,11 +154,25 @@ trail_get_stats(CodecCur *c, TdbTrailType type, uint64_t max_count, TdbTrailStat
 					le[8];
 		uint64_t	u;
 
-		if (!codec_get_u8(c, &fl) || fl == 0 || fl > 3)
+		int			k;
+
+		if (!codec_get_u8(c, &fl) || (fl & 3) == 0 || fl >> 2 > (scaled ? COLENC_MAX_SCALE + 1 : 0))
 			return false;
 		st->has_range = fl & 1;
 		st->has_nan = (fl & 2) != 0;
-		if (st->has_range)
+		k = (fl >> 2) - 1;
+		if (k >= 0)
+		{
+			int64_t		m;
+			uint64_t	d;
+
+			/* a scale without a range, or a max past 2^53, is malformed */
+			if (!st->has_range || !codec_get_svarint(c, &m) || !codec_get_varint(c, &d) ||
+				d > (UINT64_C(1) << 54) || !colenc_unscale(m, k, &st->fmin) ||
+				!colenc_unscale((int64_t) ((uint64_t) m + d), k, &st->fmax))
+				return false;
+		}
+		else if (st->has_range)
 		{
 			if (!codec_get_bytes(c, le, 8))
 				return false;
@@ -309,7 +334,7 @@ trail_footer2_encode(CodecBuf *b, const TdbTrailFooter *f)
 		for (uint32_t k = 0; k < t->npages; k++)
 			codec_put_varint(b, k == 0 ? t->page_list[0] : t->page_list[k] - t->page_list[k - 1] - 1);
 		for (int c = 0; c < nc; c++)
-			trail_put_stats(b, s->columns[c].type, &t->stats[c]);
+			trail_put_stats(b, s->columns[c].type, &t->stats[c], false);
 	}
 	codec_put_varint(b, f->npages);
 	for (uint32_t i = 0; i < f->npages; i++)
@@ -454,7 +479,7 @@ trail_footer2_decode(CodecCur *c, const uint8_t *buf, size_t len, const TdbTrail
 		ti->first_page = list[0];
 		st = arena2_take(&a2, (size_t) nc * sizeof(TdbTrailStats));
 		for (int k = 0; k < nc; k++)
-			if (!trail_get_stats(c, s->columns[k].type, ti->nevents, &st[k]))
+			if (!trail_get_stats(c, s->columns[k].type, ti->nevents, false, &st[k]))
 				FOOTER_BAD("bad column summary of a trail");
 		ti->stats = st;
 	}

@@ -639,3 +639,107 @@ UNIT_TEST(test_trail_v3_page_smaller_than_its_events)
 	tdb_trail_footer_release(&f);
 	free(buf);
 }
+
+/* One float summary through the footers' encoding: its size, and whether it reads back bit for bit. */
+static size_t
+summary_roundtrip(double fmin, double fmax, bool has_nan, bool scaled, bool *same)
+{
+	TdbTrailStats st,
+				got;
+	CodecBuf	b;
+	CodecCur	c;
+	size_t		len;
+
+	memset(&st, 0, sizeof(st));
+	st.count = 5;
+	st.has_range = !isnan(fmin);
+	st.has_nan = has_nan;
+	st.fmin = fmin;
+	st.fmax = fmax;
+	codec_buf_init(&b);
+	trail_put_stats(&b, TDB_TRAIL_FLOAT64, &st, scaled);
+	len = b.len;
+	c.p = b.data;
+	c.end = b.data + b.len;
+	*same = b.ok && trail_get_stats(&c, TDB_TRAIL_FLOAT64, 5, scaled, &got) && codec_left(&c) == 0 &&
+		trail_stats_equal(TDB_TRAIL_FLOAT64, &st, &got);
+	codec_buf_free(&b);
+	return len;
+}
+
+/* Bytes as a summary of count 5; whether trail_get_stats takes them (versions 3 and 2). */
+static bool
+summary_bytes_taken(const uint8_t *bytes, size_t n, bool scaled)
+{
+	TdbTrailStats got;
+	CodecCur	c;
+
+	c.p = bytes;
+	c.end = bytes + n;
+	return trail_get_stats(&c, TDB_TRAIL_FLOAT64, 5, scaled, &got) && codec_left(&c) == 0;
+}
+
+/*
+ * Issue 33: version 3's float summaries store exact decimals as them (the
+ * small AIS file's footer was mostly raw 8-byte minima and maxima), and
+ * every other float raw, bit for bit; version 2 keeps its encoding.
+ */
+UNIT_TEST(test_trail_v3_scaled_summaries)
+{
+	const double two53 = 9007199254740992.0;
+	struct
+	{
+		double		fmin,
+					fmax;
+		size_t		v3len;		/* bytes in version 3 (count, flags, values) */
+	}			cases[] = {
+		{-60.6, 246.0, 1 + 1 + 2 + 2},	/* scale 1: -606, then 3066 */
+		{0.0, 0.0, 1 + 1 + 1 + 1},
+		{21.0, 21.0, 1 + 1 + 1 + 1},
+		{40.64409, 40.88444, 1 + 1 + 4 + 3},
+		{-two53, two53, 1 + 1 + 8 + 8},	/* scale 0, |m| = 2^53 */
+		{0.1 + 0.2, 1.0, 1 + 1 + 16},	/* 0.30000000000000004: raw */
+		{-0.0, 1.0, 1 + 1 + 16},	/* -0 stays raw */
+		{1.0, -0.0 + 1e300, 1 + 1 + 16},	/* past 2^53 at every scale: raw */
+		{-INFINITY, 3.5, 1 + 1 + 16},
+		{2.5, INFINITY, 1 + 1 + 16},
+		{5e-324, 1.0, 1 + 1 + 16},	/* a denormal */
+		{1e-14, 2e-14, 1 + 1 + 1 + 1},	/* scale 14 */
+		{1e-15, 1.0, 1 + 1 + 16},	/* past scale 14 */
+	};
+	bool		same;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+	{
+		size_t		n3 = summary_roundtrip(cases[i].fmin, cases[i].fmax, i % 2 == 1, true, &same);
+
+		CHECK(same);
+		if (n3 != cases[i].v3len)
+			unit_fail(__FILE__, __LINE__, "case %zu (%.17g, %.17g): %zu bytes, want %zu", i,
+					  cases[i].fmin, cases[i].fmax, n3, cases[i].v3len);
+		CHECK_EQ_U64(summary_roundtrip(cases[i].fmin, cases[i].fmax, false, false, &same), 1 + 1 + 16);
+		CHECK(same);
+	}
+	/* NaN only: flags alone, in both versions */
+	CHECK_EQ_U64(summary_roundtrip(NAN, NAN, true, true, &same), 2);
+	CHECK(same);
+
+	{
+		/* count 5, flags with scale 1 (k = 0), min 3 (svarint 6), max - min 2 */
+		uint8_t		ok[] = {5, 1 | 1 << 2, 6, 2};
+		uint8_t		noscale_v2[] = {5, 1 | 1 << 2, 6, 2};
+		uint8_t		scale_without_range[] = {5, 2 | 1 << 2, 6, 2};
+		uint8_t		scale_past_14[] = {5, 1 | 16 << 2, 6, 2};
+		uint8_t		min_past_2_53[] = {5, 1 | 1 << 2, 0x82, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x02, 0};
+		uint8_t		max_past_2_53[] = {5, 1 | 1 << 2, 0, 0x81, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x10};
+		uint8_t		truncated[] = {5, 1 | 1 << 2, 6};
+
+		CHECK(summary_bytes_taken(ok, sizeof(ok), true));
+		CHECK(!summary_bytes_taken(noscale_v2, sizeof(noscale_v2), false));
+		CHECK(!summary_bytes_taken(scale_without_range, sizeof(scale_without_range), true));
+		CHECK(!summary_bytes_taken(scale_past_14, sizeof(scale_past_14), true));
+		CHECK(!summary_bytes_taken(min_past_2_53, sizeof(min_past_2_53), true));
+		CHECK(!summary_bytes_taken(max_past_2_53, sizeof(max_past_2_53), true));
+		CHECK(!summary_bytes_taken(truncated, sizeof(truncated), true));
+	}
+}
