@@ -303,7 +303,7 @@ trlImportForeignSchema(ImportForeignSchemaStmt *stmt, Oid serverOid)
 			wanted = stmt->list_type == FDW_IMPORT_SCHEMA_LIMIT_TO;
 	if (!wanted)
 		return NIL;
-	h = trail_open(server, NULL, url, cxt);
+	h = trail_open_ext(server, NULL, url, cxt, false, true);	/* the schema: the head alone */
 	sc = &tdb_trail_footer(h->reader)->schema;
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "CREATE FOREIGN TABLE %s (%s %s NOT NULL, %s timestamptz NOT NULL, geom %s.geometry(Point, 4326) NOT NULL",

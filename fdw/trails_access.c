@@ -338,7 +338,8 @@ trail_handle_close(void *arg)
  * or (missing_ok) NULL.
  */
 TrailHandle *
-trail_open_ext(ForeignServer *server, ForeignTable *ft, const char *url, MemoryContext cxt, bool missing_ok)
+trail_open_ext(ForeignServer *server, ForeignTable *ft, const char *url, MemoryContext cxt, bool missing_ok,
+			   bool head_only)
 {
 	TrailHandle *h = MemoryContextAllocZero(cxt, sizeof(TrailHandle));
 	TrailOptions *o = trail_options(server, strncmp(url, "s3://", 5) == 0);
@@ -365,6 +366,13 @@ trail_open_ext(ForeignServer *server, ForeignTable *ft, const char *url, MemoryC
 	trl_s3_config(o, &po.s3);
 	trl_net_options(o, &po.net);
 	po.block_size = o->block_size;
+	/*
+	 * count(*) and the other whole-file aggregates: the head alone answers
+	 * them, so the first request is the last 4 KiB (trailer and a small
+	 * head; a larger head is then read exactly) rather than 16 KiB.  The execution's
+	 * open reuses this validation (same token), tail included.
+	 */
+	po.tail_bytes = head_only ? 4096 : 0;
 	po.cache_dir = trl_is_remote_url(url) ? o->cache_dir : NULL;
 	po.cache_max_bytes = o->cache_bytes;
 	po.lru = trail_lru();
@@ -394,7 +402,7 @@ trail_open_ext(ForeignServer *server, ForeignTable *ft, const char *url, MemoryC
 TrailHandle *
 trail_open(ForeignServer *server, ForeignTable *ft, const char *url, MemoryContext cxt)
 {
-	return trail_open_ext(server, ft, url, cxt, false);
+	return trail_open_ext(server, ft, url, cxt, false, false);
 }
 
 /* The elements of an id array (id = ANY(array)); returns their type. */

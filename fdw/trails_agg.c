@@ -298,7 +298,8 @@ trlGetForeignUpperPaths(PlannerInfo *root, UpperRelationKind stage, RelOptInfo *
 	 * (a file that cannot be read is the scan's error, at execution)
 	 */
 	cxt = AllocSetContextCreate(CurrentMemoryContext, "trail footer aggregates", ALLOCSET_SMALL_SIZES);
-	h = trail_open_ext(GetForeignServer(ft->serverid), ft, url, cxt, true);
+	/* whole-file aggregates need the head alone; ids and GROUP BY id also the trail chunks */
+	h = trail_open_ext(GetForeignServer(ft->serverid), ft, url, cxt, true, kinds == NIL && !b.grouped);
 	if (h == NULL)
 	{
 		MemoryContextDelete(cxt);

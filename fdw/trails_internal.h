@@ -208,8 +208,9 @@ extern void trl_check_url(const char *url, bool write);
 extern void trl_net_options(const TrailOptions *o, TdbNetOptions *net);
 extern void trl_s3_config(const TrailOptions *o, TdbS3Config *s3);
 extern void trail_error(const TdbTrailError *err, const char *what);
+/* head_only: the caller expects the footer's head to answer (a smaller first request) */
 extern TrailHandle *trail_open_ext(ForeignServer *server, ForeignTable *ft, const char *url, MemoryContext cxt,
-								  bool missing_ok);
+								  bool missing_ok, bool head_only);
 extern TrailHandle *trail_open(ForeignServer *server, ForeignTable *ft, const char *url, MemoryContext cxt);
 extern Oid	trl_id_array_elems(Datum v, Datum **elems, bool **nulls, int *n);
 extern Datum trail_time_datum(int64 unix_us);

@@ -16,7 +16,9 @@
  *
  * The object's size and ETag come from the first request, a suffix range
  * GET of its last 16 KiB (the trailer and a small footer; the reader asks
- * for the rest of a larger footer exactly, tdb_pager_extend_tail); the
+ * for the rest of a larger footer exactly, tdb_pager_extend_tail), or of
+ * as few as 4 KiB when the caller expects to need the footer's head alone
+ * (tail_bytes: the FDW's footer aggregates, count(*)); the
  * ETag is part of every cache key and pinned with If-Match on every later
  * GET.  Local files are read with pread and bypass both caches (the kernel
  * page cache does that job).  With revalidate_seconds, an open within that
@@ -95,14 +97,15 @@ validated_get(TdbPager *p, double max_age)
 			continue;
 		if (now - v->at < max_age || (p->token != 0 && v->token == p->token))
 		{
-			if (v->tail_len > TAIL_BYTES)
+			if (v->tail_len > p->tail_cap)
 			{
-				/* a tail extended by the footer: room for all of it */
+				/* a tail extended by the footer, or longer first request: room for all of it */
 				uint8_t    *nt = realloc(p->tail, v->tail_len);
 
 				if (nt == NULL)
 					break;		/* ask the server instead */
 				p->tail = nt;
+				p->tail_cap = v->tail_len;
 			}
 			p->size = v->size;
 			snprintf(p->etag, sizeof(p->etag), "%s", v->etag);
@@ -252,7 +255,10 @@ tdb_pager_open(const TdbPagerOptions *o, TdbPager **out, TdbTrailError *err)
 		if (p->cache_id)
 			snprintf(p->cache_id, n, "%s|%s", ep, tdb_remote_name(p->remote));
 	}
-	p->tail = malloc(TAIL_BYTES);
+	p->tail_cap = o->tail_bytes == 0 ? TAIL_BYTES :
+		o->tail_bytes < TAIL_BYTES_MIN ? TAIL_BYTES_MIN :
+		o->tail_bytes > TAIL_BYTES ? TAIL_BYTES : o->tail_bytes;
+	p->tail = malloc(p->tail_cap);
 	if (p->cache_id == NULL || p->tail == NULL)
 	{
 		tdb_pager_close(p);
@@ -281,7 +287,7 @@ tdb_pager_open(const TdbPagerOptions *o, TdbPager **out, TdbTrailError *err)
 		p->reused = true;
 	else
 	{
-		rc = tdb_remote_get_tail(p->remote, TAIL_BYTES, p->tail, &p->tail_len, &p->size,
+		rc = tdb_remote_get_tail(p->remote, p->tail_cap, p->tail, &p->tail_len, &p->size,
 								 p->etag, sizeof(p->etag), err);
 		if (rc < 0)
 		{
@@ -402,6 +408,7 @@ tdb_pager_extend_tail(TdbPager *p, uint64_t off, TdbTrailError *err)
 	free(p->tail);
 	p->tail = nt;
 	p->tail_len += r.len;
+	p->tail_cap = p->tail_len;
 	p->tail_off = off;
 	if (p->remember)
 		validated_put(p);

@@ -30,6 +30,13 @@ typedef struct TdbPagerOptions
 	TdbS3Config s3;
 	TdbNetOptions net;
 	uint32_t	block_size;		/* 4 KiB .. 64 MiB, power of two; 0: 16 KiB */
+	/*
+	 * Remote objects: the first request's bytes, the object's last ones
+	 * (trailer and footer head; the rest of a longer footer is then asked
+	 * for exactly).  0: 16 KiB, also the most; at least 4 KiB.  A caller
+	 * that needs the footer alone (count(*)) asks for less.
+	 */
+	uint32_t	tail_bytes;
 	const char *cache_dir;		/* on-disk shared cache; NULL: none */
 	uint64_t	cache_max_bytes;	/* bound of cache_dir; 0: 1 GiB */
 	struct TdbBlockLru *lru;	/* shared in-process LRU; NULL: own */

@@ -18,6 +18,7 @@
 #include "types.h"
 
 #define TAIL_BYTES			(16u * 1024)
+#define TAIL_BYTES_MIN		(4u * 1024)	/* the least tail_bytes asks for */
 #define TAIL_EXTEND_MAX		(256u << 20)	/* a longer footer is read by blocks */
 #define MAX_RANGE_BYTES		(16u << 20)	/* one GET carries at most this */
 #define MAX_FETCH_BLOCKS	1024
@@ -38,6 +39,7 @@ struct TdbPager
 	uint8_t    *tail;
 	uint64_t	tail_off;
 	uint64_t	tail_len;
+	uint64_t	tail_cap;		/* bytes allocated at tail */
 	TdbBlockLru *lru;
 	bool		own_lru;
 	TdbDiskCache *disk;
