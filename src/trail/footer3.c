@@ -57,6 +57,43 @@ stats_combine(TdbTrailType type, TdbTrailStats *acc, const TdbTrailStats *b)
 	acc->count += b->count;
 }
 
+/* The union of zone maps (a directory entry's, the file's), folded one entry at a time. */
+typedef struct ZoneAcc
+{
+	int64_t		tmin,
+				tmax;
+	int32_t		xmin,
+				ymin,
+				xmax,
+				ymax;
+} ZoneAcc;
+
+static void
+zone_init(ZoneAcc *a)
+{
+	a->tmin = INT64_MAX;
+	a->tmax = INT64_MIN;
+	a->xmin = a->ymin = INT32_MAX;
+	a->xmax = a->ymax = INT32_MIN;
+}
+
+static void
+zone_add(ZoneAcc *a, int64_t tmin, int64_t tmax, int32_t xmin, int32_t ymin, int32_t xmax, int32_t ymax)
+{
+	a->tmin = tmin < a->tmin ? tmin : a->tmin;
+	a->tmax = tmax > a->tmax ? tmax : a->tmax;
+	a->xmin = xmin < a->xmin ? xmin : a->xmin;
+	a->ymin = ymin < a->ymin ? ymin : a->ymin;
+	a->xmax = xmax > a->xmax ? xmax : a->xmax;
+	a->ymax = ymax > a->ymax ? ymax : a->ymax;
+}
+
+static void
+put_zone_acc(CodecBuf *b, int64_t q, const ZoneAcc *a)
+{
+	put_zone3(b, q, a->tmin, a->tmax, a->xmin, a->ymin, a->xmax, a->ymax);
+}
+
 static void
 put_crc_u32(CodecBuf *b, uint32_t v)
 {
@@ -195,28 +232,19 @@ trail_footer3_encode(CodecBuf *out, uint64_t base, const TdbTrailFooter *f, TdbT
 	}
 	if (f->ntrails > 0)
 	{
-		int64_t		tmin = INT64_MAX,
-					tmax = INT64_MIN;
-		int32_t		xmin = INT32_MAX,
-					ymin = INT32_MAX,
-					xmax = INT32_MIN,
-					ymax = INT32_MIN;
+		ZoneAcc		za;
 
+		zone_init(&za);
 		memset(whole, 0, sizeof(whole));
 		for (uint32_t i = 0; i < f->ntrails; i++)
 		{
 			const TdbTrailInfo *ti = &f->trails[i];
 
-			tmin = ti->tmin < tmin ? ti->tmin : tmin;
-			tmax = ti->tmax > tmax ? ti->tmax : tmax;
-			xmin = ti->xmin < xmin ? ti->xmin : xmin;
-			ymin = ti->ymin < ymin ? ti->ymin : ymin;
-			xmax = ti->xmax > xmax ? ti->xmax : xmax;
-			ymax = ti->ymax > ymax ? ti->ymax : ymax;
+			zone_add(&za, ti->tmin, ti->tmax, ti->xmin, ti->ymin, ti->xmax, ti->ymax);
 			for (int c = 0; c < nc; c++)
 				stats_combine(s->columns[c].type, &whole[c], &ti->stats[c]);
 		}
-		put_zone3(&h, q, tmin, tmax, xmin, ymin, xmax, ymax);
+		put_zone_acc(&h, q, &za);
 		trail_put_key(&h, s->id_type, &f->trails[f->ntrails - 1].key);	/* the last id */
 		for (int c = 0; c < nc; c++)
 			trail_put_stats(&h, s->columns[c].type, &whole[c], true);
@@ -227,55 +255,37 @@ trail_footer3_encode(CodecBuf *out, uint64_t base, const TdbTrailFooter *f, TdbT
 	{
 		uint32_t	a = j * kt,
 					b = a + kt < f->ntrails ? a + kt : f->ntrails;
-		int64_t		tmin = INT64_MAX,
-					tmax = INT64_MIN;
-		int32_t		xmin = INT32_MAX,
-					ymin = INT32_MAX,
-					xmax = INT32_MIN,
-					ymax = INT32_MIN;
+		ZoneAcc		za;
 		uint64_t	ev = 0;
 
+		zone_init(&za);
 		for (uint32_t i = a; i < b; i++)
 		{
 			const TdbTrailInfo *ti = &f->trails[i];
 
-			tmin = ti->tmin < tmin ? ti->tmin : tmin;
-			tmax = ti->tmax > tmax ? ti->tmax : tmax;
-			xmin = ti->xmin < xmin ? ti->xmin : xmin;
-			ymin = ti->ymin < ymin ? ti->ymin : ymin;
-			xmax = ti->xmax > xmax ? ti->xmax : xmax;
-			ymax = ti->ymax > ymax ? ti->ymax : ymax;
+			zone_add(&za, ti->tmin, ti->tmax, ti->xmin, ti->ymin, ti->xmax, ti->ymax);
 			ev += ti->nevents;
 		}
 		trail_put_key(&h, s->id_type, &f->trails[a].key);
 		codec_put_varint(&h, clen[j]);
 		put_crc_u32(&h, ccrc[j]);
 		codec_put_varint(&h, ev);
-		put_zone3(&h, q, tmin, tmax, xmin, ymin, xmax, ymax);
+		put_zone_acc(&h, q, &za);
 	}
 	for (uint32_t j = 0; j < npc; j++)
 	{
 		uint32_t	a = j * kp,
 					b = a + kp < f->npages ? a + kp : f->npages;
-		int64_t		tmin = INT64_MAX,
-					tmax = INT64_MIN;
-		int32_t		xmin = INT32_MAX,
-					ymin = INT32_MAX,
-					xmax = INT32_MIN,
-					ymax = INT32_MIN;
+		ZoneAcc		za;
 		uint64_t	ev = 0,
 					bytes = 0;
 
+		zone_init(&za);
 		for (uint32_t i = a; i < b; i++)
 		{
 			const TdbTrailPageInfo *p = &f->pages[i];
 
-			tmin = p->tmin < tmin ? p->tmin : tmin;
-			tmax = p->tmax > tmax ? p->tmax : tmax;
-			xmin = p->xmin < xmin ? p->xmin : xmin;
-			ymin = p->ymin < ymin ? p->ymin : ymin;
-			xmax = p->xmax > xmax ? p->xmax : xmax;
-			ymax = p->ymax > ymax ? p->ymax : ymax;
+			zone_add(&za, p->tmin, p->tmax, p->xmin, p->ymin, p->xmax, p->ymax);
 			ev += p->nevents;
 			bytes += p->length;
 		}
@@ -283,7 +293,7 @@ trail_footer3_encode(CodecBuf *out, uint64_t base, const TdbTrailFooter *f, TdbT
 		put_crc_u32(&h, ccrc[ntc + j]);
 		codec_put_varint(&h, bytes);
 		codec_put_varint(&h, ev);
-		put_zone3(&h, q, tmin, tmax, xmin, ymin, xmax, ymax);
+		put_zone_acc(&h, q, &za);
 	}
 	if (!h.ok)
 	{
