@@ -22,6 +22,7 @@
 #include "colenc.h"
 #include "format.h"
 #include "trail.h"
+#include "trail_memfile.h"
 
 static void
 decode_pages(const TdbTrailFooter *f, const uint8_t *data, size_t size)
@@ -46,32 +47,12 @@ decode_pages(const TdbTrailFooter *f, const uint8_t *data, size_t size)
 	tdb_trail_page_release(&pg);
 }
 
-/* Version 3's chunks come from the input itself (any range inside it). */
-typedef struct MemFile
-{
-	const uint8_t *data;
-	size_t		size;
-} MemFile;
-
-static int
-mem_read(void *arg, const TdbByteRange *r, int n, uint8_t **bufs, TdbTrailError *err)
-{
-	const MemFile *m = arg;
-
-	for (int i = 0; i < n; i++)
-	{
-		if (r[i].off > m->size || r[i].len > m->size - r[i].off)
-			return tdb_trail_fail(err, TDB_TRAIL_ECORRUPT, "range past the end");
-		memcpy(bufs[i], m->data + r[i].off, r[i].len);
-	}
-	return 0;
-}
 
 /* A version-3 footer: one lookup, then every chunk (errors expected), then the pages. */
 static void
 decode_lazy(TdbTrailFooter *f, const uint8_t *data, size_t size)
 {
-	MemFile		m = {data, size};
+	FxMemFile	m = {data, size};
 	TdbTrailError err;
 	int64_t		id = 0;
 
@@ -79,8 +60,8 @@ decode_lazy(TdbTrailFooter *f, const uint8_t *data, size_t size)
 		return;
 	if (size >= 8)
 		memcpy(&id, data + (size - 8) / 2, sizeof(id));
-	trail_footer3_find(f, id, f->schema.id_type == TDB_TRAIL_STRING ? "a" : NULL, mem_read, &m, &err);
-	trail_footer3_load_all(f, mem_read, &m, &err);
+	trail_footer3_find(f, id, f->schema.id_type == TDB_TRAIL_STRING ? "a" : NULL, fx_mem_read, &m, &err);
+	trail_footer3_load_all(f, fx_mem_read, &m, &err);
 }
 
 int

@@ -17,38 +17,19 @@
 #include "colenc.h"
 #include "format.h"
 #include "trail_fixture.h"
+#include "trail_memfile.h"
 #include "trail_unit.h"
 
-/* A file's bytes in memory, read by the version-3 footer's chunk loader. */
-typedef struct MemFile
-{
-	const uint8_t *data;
-	size_t		size;
-} MemFile;
-
-static int
-mem_read(void *arg, const TdbByteRange *r, int n, uint8_t **bufs, TdbTrailError *err)
-{
-	const MemFile *m = arg;
-
-	for (int i = 0; i < n; i++)
-	{
-		if (r[i].off > m->size || r[i].len > m->size - r[i].off)
-			return tdb_trail_fail(err, TDB_TRAIL_ECORRUPT, "range past the end");
-		memcpy(bufs[i], m->data + r[i].off, r[i].len);
-	}
-	return 0;
-}
 
 /* The whole footer of a file in memory (version 3: the head, then every chunk). */
 static int
 decode_footer_whole(const uint8_t *buf, size_t len, const TdbTrailTrailer *t, TdbTrailFooter *f,
 					TdbTrailError *err)
 {
-	MemFile		m = {buf, len};
+	FxMemFile	m = {buf, len};
 	int			rc = tdb_trail_footer_decode(buf + t->footer_offset, t->footer_length, t, f, err);
 
-	if (rc == 0 && f->version >= 3 && (rc = trail_footer3_load_all(f, mem_read, &m, err)) < 0)
+	if (rc == 0 && f->version >= 3 && (rc = trail_footer3_load_all(f, fx_mem_read, &m, err)) < 0)
 		tdb_trail_footer_release(f);
 	return rc;
 }

@@ -421,25 +421,6 @@ UNIT_TEST(test_trail_v3_lying_chunk_zone_map_found)
 
 /* ---- over S3: what a cold open and a lookup fetch ------------------------------------ */
 
-static bool
-s3_env3(TdbS3Config *c)
-{
-	const char *ep = getenv("TRAIL_TEST_S3_ENDPOINT");
-
-	memset(c, 0, sizeof(*c));
-	if (ep == NULL || getenv("TRAIL_TEST_S3_ACCESS_KEY") == NULL)
-	{
-		printf("# skip: TRAIL_TEST_S3_ENDPOINT not set (src/trail/tests/run.sh sets it)\n");
-		return false;
-	}
-	c->endpoint = ep;
-	c->region = "us-east-1";
-	c->access_key = getenv("TRAIL_TEST_S3_ACCESS_KEY");
-	c->secret_key = getenv("TRAIL_TEST_S3_SECRET_KEY");
-	c->path_style = true;
-	return true;
-}
-
 /*
  * Network bytes and requests of a cold open (with count(*) from the head)
  * and then of one trail's lookup, s3://trail-tests/<key> read in 16 kB blocks.
@@ -506,7 +487,7 @@ UNIT_TEST(test_s3_v3_footer_bytes_do_not_grow)
 				lq[2][2],
 				ev[2][2];
 
-	if (!s3_env3(&c))
+	if (!fx_s3_env(&c, false))
 		return;
 	memset(&n, 0, sizeof(n));
 	if (tdb_s3_create_bucket(&c, &n, "trail-tests", &err) < 0)

@@ -18,25 +18,6 @@
 #define BUCKET "trail-tests"
 #define TAIL 16384				/* the pager's first request */
 
-static bool
-ra_env(TdbS3Config *c)
-{
-	const char *ep = getenv("TRAIL_TEST_S3_ENDPOINT");
-
-	memset(c, 0, sizeof(*c));
-	if (ep == NULL || getenv("TRAIL_TEST_S3_ACCESS_KEY") == NULL)
-	{
-		printf("# skip: TRAIL_TEST_S3_ENDPOINT not set (src/trail/tests/run.sh sets it)\n");
-		return false;
-	}
-	c->endpoint = ep;
-	c->region = "us-east-1";
-	c->access_key = getenv("TRAIL_TEST_S3_ACCESS_KEY");
-	c->secret_key = getenv("TRAIL_TEST_S3_SECRET_KEY");
-	c->path_style = true;
-	return true;
-}
-
 static int
 ra_open(const TdbS3Config *c, const char *key, uint32_t bs, TdbPager **p, TdbTrailError *err)
 {
@@ -87,7 +68,7 @@ UNIT_TEST(test_trail_readahead_point_and_sequential)
 			   *got = malloc(len);
 	uint64_t	x = 33;
 
-	if (obj == NULL || got == NULL || !ra_env(&c))
+	if (obj == NULL || got == NULL || !fx_s3_env(&c, false))
 		goto out;
 	for (size_t i = 0; i < len; i++)
 	{
@@ -168,7 +149,7 @@ UNIT_TEST(test_trail_readahead_scans)
 	uint32_t	bss[2] = {0, 1u << 20};
 
 	memset(&s, 0, sizeof(s));
-	if (!ra_env(&c))
+	if (!fx_s3_env(&c, false))
 		return;
 	fx_layout(1);				/* version 2 by trail */
 	fx_make(&s, &rng, false, 400, 900);

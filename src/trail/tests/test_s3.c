@@ -24,26 +24,6 @@
 
 #define BUCKET "trail-tests"
 
-static bool
-s3_env(TdbS3Config *c, bool via_proxy)
-{
-	const char *ep = getenv(via_proxy ? "TRAIL_TEST_PROXY_ENDPOINT" : "TRAIL_TEST_S3_ENDPOINT");
-
-	memset(c, 0, sizeof(*c));
-	if (ep == NULL || getenv("TRAIL_TEST_S3_ACCESS_KEY") == NULL)
-	{
-		printf("# skip: %s not set (src/trail/tests/run.sh sets it)\n",
-			   via_proxy ? "TRAIL_TEST_PROXY_ENDPOINT" : "TRAIL_TEST_S3_ENDPOINT");
-		return false;
-	}
-	c->endpoint = ep;
-	c->region = "us-east-1";
-	c->access_key = getenv("TRAIL_TEST_S3_ACCESS_KEY");
-	c->secret_key = getenv("TRAIL_TEST_S3_SECRET_KEY");
-	c->path_style = true;
-	return true;
-}
-
 static TdbNetOptions
 fast_net(void)
 {
@@ -121,7 +101,7 @@ UNIT_TEST(test_s3_upload_and_read_back)
 	TdbS3Config c;
 	size_t		sizes[] = {100000, 12u << 20};	/* one PUT; 3 parts of 5 MiB */
 
-	if (!s3_env(&c, false) || !ensure_bucket(&c))
+	if (!fx_s3_env(&c, false) || !ensure_bucket(&c))
 		return;
 	for (int k = 0; k < 2; k++)
 	{
@@ -176,7 +156,7 @@ UNIT_TEST(test_s3_pruned_queries)
 	TdbTrailReader *r;
 	TdbTrailError err;
 
-	if (!s3_env(&c, false) || !ensure_bucket(&c))
+	if (!fx_s3_env(&c, false) || !ensure_bucket(&c))
 		return;
 	fx_make(&s, &rng, false, 150, 600);
 	buf = fx_encode(&s, 8192, 0, &len);
@@ -263,7 +243,7 @@ UNIT_TEST(test_s3_object_replaced)
 	TdbTrailError err;
 	int			rc;
 
-	if (!s3_env(&c, false) || !ensure_bucket(&c))
+	if (!fx_s3_env(&c, false) || !ensure_bucket(&c))
 		goto out;
 	if (!put(&c, "replaced.bin", a, 200000, 0))
 		goto out;
@@ -295,7 +275,7 @@ UNIT_TEST(test_s3_bad_credentials_and_missing_object)
 	uint8_t		small[10] = {0};
 	char		secret[] = "Sup3rSecretValueNeverPrinted";
 
-	if (!s3_env(&c, false) || !ensure_bucket(&c) || !put(&c, "creds.bin", small, 10, 0))
+	if (!fx_s3_env(&c, false) || !ensure_bucket(&c) || !put(&c, "creds.bin", small, 10, 0))
 		return;
 	c.secret_key = secret;
 	CHECK(open_s3(&c, "creds.bin", 16384, NULL, &p, &err) == TDB_TRAIL_EAUTH);
@@ -311,7 +291,7 @@ UNIT_TEST(test_s3_bad_credentials_and_missing_object)
 		CHECK(tdb_trail_store("s3://" BUCKET "/x.bin", small, 10, &c, &n, 0, &err) == TDB_TRAIL_EAUTH);
 		CHECK(strstr(err.msg, secret) == NULL);
 	}
-	s3_env(&c, false);
+	fx_s3_env(&c, false);
 	CHECK(open_s3(&c, "no/such/key.trail", 16384, NULL, &p, &err) == TDB_TRAIL_ENOTFOUND);
 	CHECK(strstr(err.msg, "bucket \"" BUCKET "\"") != NULL);
 	CHECK(strstr(err.msg, "key \"no/such/key.trail\"") != NULL);
@@ -373,7 +353,7 @@ UNIT_TEST(test_s3_keys_with_special_characters)
 	TdbNetOptions net = fast_net();
 	TdbPager   *p;
 
-	if (!s3_env(&c, false) || !ensure_bucket(&c))
+	if (!fx_s3_env(&c, false) || !ensure_bucket(&c))
 		goto out;
 	for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
 		if (put(&c, keys[k], want, n, 0))
@@ -487,7 +467,7 @@ UNIT_TEST(test_s3_session_token)
 	TdbPager   *p;
 	TdbTrailError err;
 
-	if (!s3_env(&root, false) || !ensure_bucket(&root) ||
+	if (!fx_s3_env(&root, false) || !ensure_bucket(&root) ||
 		!assume_role(&root, key, sizeof(key), secret, sizeof(secret), token, sizeof(token)))
 		goto out;
 	c = root;
@@ -530,7 +510,7 @@ UNIT_TEST(test_s3_shared_disk_cache)
 	TdbPagerStats st;
 	TdbDiskCacheReport rep;
 
-	if (!s3_env(&c, false) || !ensure_bucket(&c) || !put(&c, "cached.bin", want, n, 0))
+	if (!fx_s3_env(&c, false) || !ensure_bucket(&c) || !put(&c, "cached.bin", want, n, 0))
 		goto out;
 	fx_tmpdir(dir, sizeof(dir), "s3cache");
 	/* kill -9 readers mid-fill, 10 times */
@@ -637,7 +617,7 @@ UNIT_TEST(test_s3_faults_through_proxy)
 		{"503,503,503,503,503,503,503", TDB_TRAIL_ENET, "gave up"},
 	};
 
-	if (!s3_env(&direct, false) || !s3_env(&c, true) || !ensure_bucket(&direct) ||
+	if (!fx_s3_env(&direct, false) || !fx_s3_env(&c, true) || !ensure_bucket(&direct) ||
 		!put(&direct, "fault.bin", want, n, 0))
 		goto out;
 	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++)
@@ -720,7 +700,7 @@ UNIT_TEST(test_s3_cancel_interrupts_a_stall)
 	double		t0,
 				waited;
 
-	if (!s3_env(&direct, false) || !s3_env(&c, true) || !ensure_bucket(&direct) ||
+	if (!fx_s3_env(&direct, false) || !fx_s3_env(&c, true) || !ensure_bucket(&direct) ||
 		!put(&direct, "cancel.bin", want, n, 0) || !proxy_plan(""))
 		goto out;
 	memset(&o, 0, sizeof(o));
@@ -767,7 +747,7 @@ UNIT_TEST(test_s3_full_scan_fetches_each_byte_once)
 	size_t		lrus[] = {0, 16384, 65536, 1u << 20, 64u << 20};
 	uint32_t	bss[] = {16384, 65536, 1u << 20};
 
-	if (!s3_env(&c, false) || !ensure_bucket(&c))
+	if (!fx_s3_env(&c, false) || !ensure_bucket(&c))
 		return;
 	/* 200 long trails (the footer in the tail), then 6,000 short ones (a footer of ~200 kB) */
 	for (int set = 0; set < 2; set++)
@@ -851,7 +831,7 @@ UNIT_TEST(test_s3_revalidate_interval)
 	TdbPagerStats ps;
 	char		etag1[256];
 
-	if (!s3_env(&c, false) || !ensure_bucket(&c) || !put(&c, "rv.bin", v1, 300000, 0))
+	if (!fx_s3_env(&c, false) || !ensure_bucket(&c) || !put(&c, "rv.bin", v1, 300000, 0))
 		goto out;
 	memset(&o, 0, sizeof(o));
 	o.url = "s3://" BUCKET "/rv.bin";
@@ -926,7 +906,7 @@ UNIT_TEST(test_s3_validation_token_and_long_footer)
 	TdbTrailTrailer t;
 	char		dir[256];
 
-	if (!s3_env(&c, false) || !ensure_bucket(&c))
+	if (!fx_s3_env(&c, false) || !ensure_bucket(&c))
 		return;
 	/* many small pages: a footer of tens of kB */
 	fx_make(&s, &rng, false, 300, 40);

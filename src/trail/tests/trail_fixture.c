@@ -385,3 +385,23 @@ fx_close_opened(FxOpened *o)
 	unlink(o->path);
 	rmdir(o->dir);
 }
+
+bool
+fx_s3_env(TdbS3Config *c, bool via_proxy)
+{
+	const char *ep = getenv(via_proxy ? "TRAIL_TEST_PROXY_ENDPOINT" : "TRAIL_TEST_S3_ENDPOINT");
+
+	memset(c, 0, sizeof(*c));
+	if (ep == NULL || getenv("TRAIL_TEST_S3_ACCESS_KEY") == NULL)
+	{
+		printf("# skip: %s not set (src/trail/tests/run.sh sets it)\n",
+			   via_proxy ? "TRAIL_TEST_PROXY_ENDPOINT" : "TRAIL_TEST_S3_ENDPOINT");
+		return false;
+	}
+	c->endpoint = ep;
+	c->region = "us-east-1";
+	c->access_key = getenv("TRAIL_TEST_S3_ACCESS_KEY");
+	c->secret_key = getenv("TRAIL_TEST_S3_SECRET_KEY");
+	c->path_style = true;
+	return true;
+}

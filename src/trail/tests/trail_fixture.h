@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "trail.h"
+#include "types.h"
 
 typedef struct FxEvent
 {
@@ -106,5 +107,12 @@ typedef struct FxOpened
 bool		fx_open_buf(FxOpened *o, const uint8_t *buf, size_t len, const char *tag, bool need_all,
 						bool fresh);
 void		fx_close_opened(FxOpened *o);
+
+/*
+ * The MinIO the tests run against (src/trail/tests/run.sh sets the
+ * TRAIL_TEST_* environment), directly or through the fault proxy; false,
+ * after a "# skip" line, when it is not set.
+ */
+bool		fx_s3_env(TdbS3Config *c, bool via_proxy);
 
 #endif							/* TDB_TRAIL_FIXTURE_H */
