@@ -425,6 +425,45 @@ trail_footer3_page_ready(const TdbTrailFooter *f, uint32_t p, TdbTrailError *err
 	return 0;
 }
 
+/*
+ * Before trail t's pages are read (their page chunks loaded): what its
+ * entry and theirs show together.  Each page its list names must hold it
+ * (the page's trail range), and the pages of it alone must not hold more
+ * events than it has, nor, with a page of several trails each holding at
+ * least one of its events, fewer: a list naming another trail's pages or
+ * leaving one out would otherwise answer a lookup with fewer rows.
+ */
+int
+trail_footer3_trail_ready(const TdbTrailFooter *f, uint32_t t, TdbTrailError *err)
+{
+	const F3Lazy *z = f->lazy;
+	const TdbTrailInfo *ti = &f->trails[t];
+	uint64_t	alone = 0,
+				shared = 0,
+				all = 0;
+
+	for (uint32_t k = 0; k < ti->npages; k++)
+	{
+		uint32_t	p = ti->page_list[k];
+
+		if (t < z->ptlo[p] || t > z->pthi[p])
+			return tdb_trail_fail(err, TDB_TRAIL_ECORRUPT,
+								  "corrupted trail file footer: trail %u names page %u, whose trails are %u to %u",
+								  t, p, z->ptlo[p], z->pthi[p]);
+		all += f->pages[p].nevents;
+		if (z->ptlo[p] == z->pthi[p])
+			alone += f->pages[p].nevents;
+		else
+			shared++;
+	}
+	if (alone + shared > ti->nevents || all < ti->nevents || (shared == 0 && alone != ti->nevents))
+		return tdb_trail_fail(err, TDB_TRAIL_ECORRUPT,
+							  "corrupted trail file footer: trail %u's pages hold %llu of its events, the footer says %llu",
+							  t, (unsigned long long) (shared == 0 ? alone : all),
+							  (unsigned long long) ti->nevents);
+	return 0;
+}
+
 int
 trail_footer3_load_all(TdbTrailFooter *f, TrailRangeRead rd, void *arg, TdbTrailError *err)
 {
