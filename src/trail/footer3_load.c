@@ -18,6 +18,13 @@
 #define CHUNK_BAD(what) \
 	do { why = (what); goto bad; } while (0)
 
+/*
+ * The fewest bytes of a chunk's entry, its columns aside: a trail's id,
+ * events, zone map (6), page count and one page; a page's events, its two
+ * core chunk lengths, trail range (2) and zone map (6).
+ */
+#define ENTRY_MIN_BYTES		10
+
 /* Trail chunk j from its bytes (CRC checked by the caller) into f->trails. */
 static const char *
 decode_trail_chunk(TdbTrailFooter *f, F3Lazy *z, uint32_t j, const uint8_t *buf, size_t *where)
@@ -32,12 +39,21 @@ decode_trail_chunk(TdbTrailFooter *f, F3Lazy *z, uint32_t j, const uint8_t *buf,
 	/* strings, page lists (an entry a byte at least), summaries */
 	size_t		need = arena_cap + 8 + ch->len * sizeof(uint32_t) + 8 +
 		(size_t) ch->count * (nc ? nc : 1) * sizeof(TdbTrailStats) + 8;
-	char	   *mem = malloc(need);
+	char	   *mem;
 	uint32_t   *lists;
 	TdbTrailStats *stats;
 	uint64_t	evsum = 0;
 
-	if (mem == NULL)
+	/*
+	 * An entry takes ENTRY_MIN_BYTES and a byte per column summary at least:
+	 * checked before the summaries (48 bytes a column) are sized by count.
+	 */
+	if (ch->count > ch->len / (ENTRY_MIN_BYTES + nc))
+	{
+		*where = 0;
+		return "chunk too short for its entries";
+	}
+	if ((mem = malloc(need)) == NULL)
 		return "out of memory";
 	lists = (uint32_t *) (mem + ((arena_cap + 7) & ~(size_t) 7));
 	stats = (TdbTrailStats *) ((char *) lists + ((ch->len * sizeof(uint32_t) + 7) & ~(size_t) 7));
@@ -113,14 +129,20 @@ decode_page_chunk(TdbTrailFooter *f, F3Lazy *z, uint32_t j, const uint8_t *buf, 
 	int			nc = f->schema.ncolumns;
 	CodecCur	c = {buf, buf + ch->len};
 	const char *why = NULL;
-	uint32_t   *mem = malloc((size_t) ch->count * (2 + nc) * sizeof(uint32_t) + 8);
-	uint32_t   *cl = mem;
+	uint32_t   *mem,
+			   *cl;
 	uint64_t	offset = ch->data_off,
 				evsum = 0;
 	int64_t		base[3] = {0, 0, 0},
 				tlo = 0;
 
-	if (mem == NULL)
+	/* an entry: at least ENTRY_MIN_BYTES and a byte per column's chunk length */
+	if (ch->count > ch->len / (ENTRY_MIN_BYTES + nc))
+	{
+		*where = 0;
+		return "chunk too short for its entries";
+	}
+	if ((mem = cl = malloc((size_t) ch->count * (2 + nc) * sizeof(uint32_t) + 8)) == NULL)
 		return "out of memory";
 	for (uint32_t i = ch->first; i < ch->first + ch->count; i++)
 	{
