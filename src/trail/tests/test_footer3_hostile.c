@@ -58,6 +58,8 @@ typedef struct Model
 	/* raw_len > 0: the one trail chunk is raw_len zero bytes, its directory tr[0]'s */
 	uint64_t	raw_len;
 	TdbTrailKey last;			/* with raw_len: the head's last id */
+	const char *save;			/* the file also to $TRAIL_HOSTILE_OUT/save.trail (t/085) */
+	int			arg;			/* for the hooks */
 } Model;
 
 static void
@@ -435,6 +437,13 @@ expect(Model *m, const int64_t *id, int64_t want, const char *what)
 	uint64_t	n;
 
 	memset(&err, 0, sizeof(err));
+	if (m->save && getenv("TRAIL_HOSTILE_OUT"))
+	{
+		char		path[1024];
+
+		snprintf(path, sizeof(path), "%s/%s.trail", getenv("TRAIL_HOSTILE_OUT"), m->save);
+		CHECK(fx_write_file(path, buf, len));
+	}
 	if (open_crafted(&o, buf, len, &err) < 0)
 	{
 		unit_fail(__FILE__, __LINE__, "crafted file refused at open: %s", err.msg);
@@ -507,6 +516,7 @@ UNIT_TEST(test_trail_v3_hostile_run_outside_trail_range)
 	m.tr[0].xmax = m.tr[1].xmax;
 	m.tr[0].ymax = m.tr[1].ymax > m.tr[0].ymax ? m.tr[1].ymax : m.tr[0].ymax;
 	m.tr[1].tmin = m.pg[4].tmin;
+	m.save = "run_outside_range";
 	expect(&m, NULL, TDB_TRAIL_ECORRUPT, "outside the page's trail range");
 	model_free(&m);
 	fx_close_opened(&o);
@@ -532,6 +542,7 @@ UNIT_TEST(test_trail_v3_hostile_page_list_of_another_trail)
 	m.lists[0][0] = 3;
 	m.tr[0].npages = 1;
 	m.tr[0].first_page = 3;
+	m.save = "list_of_another_trail";
 	expect(&m, &id, TDB_TRAIL_ECORRUPT, "names page 3, whose trails are 1 to 1");
 	model_free(&m);
 	fx_close_opened(&o);
@@ -555,6 +566,7 @@ UNIT_TEST(test_trail_v3_hostile_page_list_missing_a_page)
 		return;
 	CHECK(m.tr[0].npages == 3 && m.pg[2].nevents == 1);
 	m.tr[0].npages = 2;
+	m.save = "list_missing_a_page";
 	expect(&m, &id, TDB_TRAIL_ECORRUPT, "pages hold 4 of its events, the footer says 5");
 	model_free(&m);
 	fx_close_opened(&o);
@@ -598,5 +610,184 @@ UNIT_TEST(test_trail_v3_hostile_chunk_too_short_for_its_trails)
 	m.ntr = 1;
 	model_free(&m);
 	fx_close_opened(&o);
+	free(good);
+}
+
+/* ---- lies the head's checks find at open ----------------------------------------- */
+
+static void
+lie_dir(Model *m, int kind, uint32_t j, Dir *d)
+{
+	switch (m->arg)
+	{
+		case 0:					/* trail chunk 1 starts at chunk 0's first id */
+			if (kind == TRAIL3_TRAILS && j == 1)
+				d->key = m->tr[0].key;
+			break;
+		case 1:					/* trail chunk 0 one byte longer than it is */
+			if (kind == TRAIL3_TRAILS && j == 0)
+				d->len++;
+			break;
+		case 2:					/* page chunk 0 claims a page byte of chunk 1 */
+			if (kind == TRAIL3_PAGES)
+				d->bytes += j == 0 ? 1 : j == 1 ? -1 : 0;
+			break;
+		case 3:					/* trail chunk 0 claims an event of chunk 1 */
+			if (kind == TRAIL3_TRAILS)
+				d->nevents += j == 0 ? 1 : j == 1 ? -1 : 0;
+			break;
+		case 4:					/* page chunk 1 an event of chunk 0 */
+			if (kind == TRAIL3_PAGES)
+				d->nevents += j == 0 ? -1 : j == 1 ? 1 : 0;
+			break;
+		case 5:					/* trail chunk 1's CRC */
+			if (kind == TRAIL3_TRAILS && j == 1)
+				d->crc ^= 1;
+			break;
+	}
+}
+
+/* The crafted file of m is refused at open naming what. */
+static void
+expect_open(Model *m, const char *what)
+{
+	size_t		len;
+	uint8_t    *buf = craft(m, &len);
+	FxOpened	o;
+	TdbTrailError err;
+	int			rc;
+
+	memset(&err, 0, sizeof(err));
+	rc = open_crafted(&o, buf, len, &err);
+	if (rc != TDB_TRAIL_ECORRUPT || strstr(err.msg, what) == NULL)
+		unit_fail(__FILE__, __LINE__, "open: %d (%s), expected a corrupt footer naming \"%s\"", rc,
+				  err.msg, what);
+	if (rc == 0)
+		fx_close_opened(&o);
+	tdb_trail_footer_cache_clear();
+	free(buf);
+}
+
+/*
+ * Directory lies with every CRC valid: ids out of order or repeated and
+ * chunk lengths are refused at open; page bytes and event counts moved
+ * between chunks, and a chunk's CRC, when the chunk is read (the chunks
+ * before stay readable), and the same again when asked again.
+ */
+UNIT_TEST(test_trail_v3_hostile_directory_lies)
+{
+	Model		m;
+	FxOpened	o;
+	uint8_t    *good;
+	size_t		len;
+	int64_t		id0 = 1,
+				id1 = 3 * 64 + 1,
+				id_last = 3 * 130 + 1;
+	static const char *const at_read[] = {
+		"page lengths disagree with the chunk's bytes",
+		"trail event counts disagree with the chunk's",
+		"bad page event count",
+		"checksum mismatch in trail chunk 1",
+	};
+
+	if (!model_of(&m, &o, &good, &len, 131, 5, 2, 2))
+		return;
+	m.dir_hook = lie_dir;
+	m.arg = 0;
+	expect_open(&m, "trail chunks not in id order");
+	m.arg = 1;
+	expect_open(&m, "bad chunk length");
+	for (m.arg = 2; m.arg <= 5; m.arg++)
+	{
+		/* trail 0: trail chunk 0, page chunk 0; trail 64: trail chunk 1; trail 130: neither */
+		const int64_t *bad = m.arg == 5 ? &id1 : &id0;
+		size_t		clen;
+		uint8_t    *buf = craft(&m, &clen);
+		FxOpened	c;
+		TdbTrailError err;
+		uint64_t	n;
+
+		if (open_crafted(&c, buf, clen, &err) < 0)
+		{
+			unit_fail(__FILE__, __LINE__, "lie %d refused at open: %s", m.arg, err.msg);
+			free(buf);
+			continue;
+		}
+		for (int again = 0; again < 2; again++)
+		{
+			int64_t		got = count_events(c.r, bad, &err);
+
+			if (got != TDB_TRAIL_ECORRUPT || strstr(err.msg, at_read[m.arg - 2]) == NULL)
+				unit_fail(__FILE__, __LINE__, "lie %d, read %d: %lld (%s), expected \"%s\"", m.arg, again,
+						  (long long) got, got < 0 ? err.msg : "rows", at_read[m.arg - 2]);
+		}
+		/* a trail whose trail and page chunks the lie leaves alone */
+		CHECK(count_events(c.r, m.arg == 5 ? &id0 : &id_last, &err) == 5);
+		CHECK(tdb_trail_verify(c.r, &n, &err) == TDB_TRAIL_ECORRUPT);
+		fx_close_opened(&c);
+		tdb_trail_footer_cache_clear();
+		free(buf);
+	}
+	model_free(&m);
+	fx_close_opened(&o);
+	free(good);
+}
+
+/* ---- one decoded footer, two readers ----------------------------------------------- */
+
+/*
+ * Two readers of one file share its decoded footer: each loads chunks the
+ * other has not, alternately; the first closed, the second still reads,
+ * and the footer goes with the last.  (Under ASan: no use after free.)
+ */
+UNIT_TEST(test_trail_v3_two_readers_share_a_footer)
+{
+	size_t		len;
+	uint8_t    *good = write_file(131, 5, 2, 2, TDB_TRAIL_ORDER_TRAIL, &len);
+	FxOpened	a;
+	TdbPagerOptions po;
+	TdbPager   *pb = NULL;
+	TdbTrailReader *rb = NULL;
+	TdbTrailError err;
+	uint64_t	n;
+
+	if (good == NULL || !fx_open_buf(&a, good, len, "hostile3s", false, true))
+	{
+		free(good);
+		return;
+	}
+	memset(&po, 0, sizeof(po));
+	po.url = a.path;
+	if (tdb_pager_open(&po, &pb, &err) < 0 || tdb_trail_open(pb, &rb, &err) < 0)
+	{
+		unit_fail(__FILE__, __LINE__, "second open: %s", err.msg);
+		tdb_pager_close(pb);
+		fx_close_opened(&a);
+		free(good);
+		return;
+	}
+	CHECK(tdb_trail_footer(a.r) == tdb_trail_footer(rb));
+	for (int k = 0; k < 131; k += 13)
+	{
+		int64_t		id = 3LL * k + 1;
+
+		CHECK(count_events(k % 2 ? a.r : rb, &id, &err) == 5);
+	}
+	CHECK(count_events(a.r, NULL, &err) == 131 * 5);
+	tdb_trail_close(a.r);
+	tdb_pager_close(a.pager);
+	tdb_trail_footer_cache_clear();	/* the footer now lives by rb's reference alone */
+	for (int k = 130; k >= 0; k -= 11)
+	{
+		int64_t		id = 3LL * k + 1;
+
+		CHECK(count_events(rb, &id, &err) == 5);
+	}
+	CHECK(tdb_trail_verify(rb, &n, &err) == 0);
+	CHECK_EQ_U64(n, 131 * 5);
+	tdb_trail_close(rb);
+	tdb_pager_close(pb);
+	unlink(a.path);
+	rmdir(a.dir);
 	free(good);
 }
