@@ -791,3 +791,61 @@ UNIT_TEST(test_trail_v3_two_readers_share_a_footer)
 	rmdir(a.dir);
 	free(good);
 }
+
+/* ---- the decoded-footer cache's bound ------------------------------------------------ */
+
+/*
+ * The footer cache holds at most 64 MiB of decoded footers, and a footer
+ * over half of that is not kept.  A version-3 footer is small when opened
+ * and grows with the chunks its readers load: 12,000 trails of 64 columns
+ * decode to about 37 MB of summaries.  Once loaded, the cache must count
+ * them (and so drop that footer when its reader closes, decoding it again
+ * at the next open) rather than keep them beyond its bound.
+ */
+UNIT_TEST(test_trail_v3_footer_cache_counts_loaded_chunks)
+{
+	size_t		len;
+	uint8_t    *good = write_file(12000, 1, 2, 64, TDB_TRAIL_ORDER_TRAIL, &len);
+	FxOpened	o;
+	uint64_t	opened,
+				decodes;
+	TdbTrailError err;
+	int64_t		id = 1;
+
+	if (good == NULL || !fx_open_buf(&o, good, len, "hostile3c", false, true))
+	{
+		free(good);
+		return;
+	}
+	opened = tdb_trail_footer_cache_bytes();
+	CHECK(opened > 0 && opened < (4u << 20));	/* the head and the entry arrays */
+	CHECK(count_events(o.r, &id, &err) == 1);
+	tdb_trail_close(o.r);
+	/* one trail chunk loaded: counted, the footer kept */
+	CHECK(tdb_trail_footer_cache_bytes() > opened);
+	CHECK(tdb_trail_footer_cache_bytes() < opened + (1u << 20));
+	decodes = tdb_trail_footer_decodes();
+	if (tdb_trail_open(o.pager, &o.r, &err) < 0)
+	{
+		unit_fail(__FILE__, __LINE__, "reopen: %s", err.msg);
+		tdb_pager_close(o.pager);
+		free(good);
+		return;
+	}
+	CHECK_EQ_U64(tdb_trail_footer_decodes(), decodes);	/* from the cache */
+	CHECK(tdb_trail_need_all(o.r, &err) == 0);
+	tdb_trail_close(o.r);
+	/* every chunk: over half the bound, no longer kept */
+	CHECK_EQ_U64(tdb_trail_footer_cache_bytes(), 0);
+	if (tdb_trail_open(o.pager, &o.r, &err) < 0)
+	{
+		unit_fail(__FILE__, __LINE__, "reopen: %s", err.msg);
+		tdb_pager_close(o.pager);
+		free(good);
+		return;
+	}
+	CHECK_EQ_U64(tdb_trail_footer_decodes(), decodes + 1);
+	fx_close_opened(&o);
+	tdb_trail_footer_cache_clear();
+	free(good);
+}
