@@ -57,6 +57,7 @@ typedef struct F3Lazy
 			   *pthi;			/* each page's trail range */
 	char	   *head_arena;		/* first ids of the directory */
 	TdbTrailStats *whole_stats;
+	size_t		loaded_bytes;	/* memory of the chunks and lexicon loaded */
 } F3Lazy;
 
 /* ---- zone maps ------------------------------------------------------------- */

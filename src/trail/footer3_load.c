@@ -112,6 +112,7 @@ decode_trail_chunk(TdbTrailFooter *f, F3Lazy *z, uint32_t j, const uint8_t *buf,
 	if (codec_left(&c) != 0)
 		CHUNK_BAD("trailing bytes");
 	ch->mem = mem;
+	z->loaded_bytes += need;
 	return NULL;
 
 bad:
@@ -204,6 +205,7 @@ decode_page_chunk(TdbTrailFooter *f, F3Lazy *z, uint32_t j, const uint8_t *buf, 
 	if (codec_left(&c) != 0)
 		CHUNK_BAD("trailing bytes");
 	ch->mem = mem;
+	z->loaded_bytes += (size_t) ch->count * (2 + nc) * sizeof(uint32_t) + 8;
 	return NULL;
 
 bad:
@@ -375,7 +377,10 @@ trail_footer3_load_lexicon(TdbTrailFooter *f, TrailRangeRead rd, void *arg, TdbT
 			rc = tdb_trail_fail(err, TDB_TRAIL_ECORRUPT, "corrupted trail file footer: %s in the lexicon", why);
 		}
 		else
+		{
 			z->lex_loaded = true;
+			z->loaded_bytes += 2 * z->lex_len + 1 + (size_t) z->nstrings * sizeof(char *);
+		}
 	}
 done:
 	if (!z->lex_loaded)
@@ -581,6 +586,20 @@ trail_footer3_load_entries(TdbTrailFooter *f, int kind, const uint32_t *entries,
 		trail_footer3_load_chunks(f, kind, idx, (int) m, rd, arg, err);
 	free(idx);
 	return rc;
+}
+
+size_t
+trail_footer3_loaded_memory(TdbTrailFooter *f)
+{
+	F3Lazy	   *z = f->lazy;
+	size_t		n;
+
+	if (z == NULL)
+		return 0;
+	pthread_mutex_lock(&z->lock);
+	n = z->loaded_bytes;
+	pthread_mutex_unlock(&z->lock);
+	return n;
 }
 
 uint64_t

@@ -141,6 +141,8 @@ int			trail_footer3_load_entries(TdbTrailFooter *f, int kind, const uint32_t *en
 									   TdbTrailError *err);
 /* Bytes of kind's chunks loaded so far, and how many (tests, EXPLAIN). */
 uint64_t	trail_footer3_loaded(const TdbTrailFooter *f, int kind, uint32_t *nloaded);
+/* The memory the chunks and the lexicon loaded so far take (the footer cache's bound). */
+size_t		trail_footer3_loaded_memory(TdbTrailFooter *f);
 /* The directory of kind: n chunks, each one's zone map and entry range. */
 uint32_t	trail_footer3_nchunks(const TdbTrailFooter *f, int kind);
 void		trail_footer3_chunk(const TdbTrailFooter *f, int kind, uint32_t j, uint32_t *first,
