@@ -644,6 +644,10 @@ lie_dir(Model *m, int kind, uint32_t j, Dir *d)
 			if (kind == TRAIL3_TRAILS && j == 1)
 				d->crc ^= 1;
 			break;
+		case 6:					/* 2^63 more events in chunk 0 of each directory */
+			if (j == 0)
+				d->nevents += (uint64_t) 1 << 63;
+			break;
 	}
 }
 
@@ -669,8 +673,8 @@ expect_open(Model *m, const char *what)
 }
 
 /*
- * Directory lies with every CRC valid: ids out of order or repeated and
- * chunk lengths are refused at open; page bytes and event counts moved
+ * Directory lies with every CRC valid: ids out of order, chunk lengths and
+ * event counts past what the pages can hold are refused at open; page bytes and event counts moved
  * between chunks, and a chunk's CRC, when the chunk is read (the chunks
  * before stay readable), and the same again when asked again.
  */
@@ -697,6 +701,15 @@ UNIT_TEST(test_trail_v3_hostile_directory_lies)
 	expect_open(&m, "trail chunks not in id order");
 	m.arg = 1;
 	expect_open(&m, "bad chunk length");
+	/*
+	 * A total past 2^63 (count(*) answered from the head alone came out
+	 * negative): a page holds at most 65,536 events, so a page chunk at
+	 * most that many per page.
+	 */
+	m.arg = 6;
+	m.nevents += (uint64_t) 1 << 63;
+	expect_open(&m, "bad event count of a chunk");
+	m.nevents -= (uint64_t) 1 << 63;
 	for (m.arg = 2; m.arg <= 5; m.arg++)
 	{
 		/* trail 0: trail chunk 0, page chunk 0; trail 64: trail chunk 1; trail 130: neither */
