@@ -8,7 +8,8 @@
 #    a valid file's footer re-encoded with one lie and every CRC valid):
 #    count(*) is the head's; a query that reads the lie is a clean
 #    "corrupted" error, never rows (they answered 0 rows, 4 of 5 rows, and
-#    another trail's events as their own before the fixes).
+#    another trail's events as their own before the fixes); a head total past
+#    2^63 (count(*) from the head alone was negative) is refused.
 # 2. A valid file of 5,000 trails: id = ANY(arrays with NULLs, duplicates,
 #    100,000 elements, NULL), GROUP BY id aggregates and a join with the
 #    page cache off and at its maximum all give exactly the heap's rows.
@@ -32,7 +33,7 @@ my $bucket = 'tap-hostile3';
 
 tdb_make_bucket($bucket);
 my @crafted = ('list_of_another_trail', 'list_missing_a_page', 'run_outside_range');
-for my $f (@crafted)
+for my $f (@crafted, 'count_past_2_63')
 {
 	system('curl', '-fsS', '--aws-sigv4', 'aws:amz:us-east-1:s3', '--user', "$user:$secret",
 		'-H', 'x-amz-content-sha256: UNSIGNED-PAYLOAD', '-T', "t/hostile3/$f.trail",
@@ -94,6 +95,14 @@ for my $f (@crafted)
 	like($err, $re, "$f: naming the lie");
 	($rc, $out, $err) = as_mallory($sql);
 	like($err, $re, "$f: and again when asked again");
+}
+# a head whose total passes 2^63 (count(*) from the head was negative): refused at open
+$node->safe_psql('postgres', qq{CREATE FOREIGN TABLE m.count_past_2_63 (id bigint, t timestamptz) SERVER s3
+  OPTIONS (url 's3://$bucket/count_past_2_63.trail', id_column 'id', time_column 't')}, extra_params => [ '-U', 'mallory' ]);
+for my $sql ('SELECT count(*) FROM m.count_past_2_63', 'SELECT count(*) FROM m.count_past_2_63 WHERE id = 1')
+{
+	my ($rc, $out, $err) = as_mallory($sql);
+	like($err, qr/corrupted trail file footer: bad event count of a chunk/, "$sql: refused") or diag("rows: $out");
 }
 is((as_mallory('SELECT 1'))[1], '1', 'the backend survived them');
 

@@ -662,6 +662,13 @@ expect_open(Model *m, const char *what)
 	int			rc;
 
 	memset(&err, 0, sizeof(err));
+	if (m->save && getenv("TRAIL_HOSTILE_OUT"))
+	{
+		char		path[1024];
+
+		snprintf(path, sizeof(path), "%s/%s.trail", getenv("TRAIL_HOSTILE_OUT"), m->save);
+		CHECK(fx_write_file(path, buf, len));
+	}
 	rc = open_crafted(&o, buf, len, &err);
 	if (rc != TDB_TRAIL_ECORRUPT || strstr(err.msg, what) == NULL)
 		unit_fail(__FILE__, __LINE__, "open: %d (%s), expected a corrupt footer naming \"%s\"", rc,
@@ -708,7 +715,9 @@ UNIT_TEST(test_trail_v3_hostile_directory_lies)
 	 */
 	m.arg = 6;
 	m.nevents += (uint64_t) 1 << 63;
+	m.save = "count_past_2_63";
 	expect_open(&m, "bad event count of a chunk");
+	m.save = NULL;
 	m.nevents -= (uint64_t) 1 << 63;
 	for (m.arg = 2; m.arg <= 5; m.arg++)
 	{
