@@ -15,6 +15,7 @@
 #include "../../checksum.h"
 #include "footer3.h"
 #include "pager.h"
+#include "remote.h"
 #include "trail_fixture.h"
 #include "trail_unit.h"
 
@@ -596,8 +597,11 @@ UNIT_TEST(test_trail_v3_hostile_chunk_too_short_for_its_trails)
 	int64_t		id = 0;
 	const uint32_t n = 8u << 20;
 
-	if (!model_of(&m, &o, &good, &len, 1, 1, 2, 64))
+	/* 128 pages of one trail: room for 8 M events (65,536 a page) */
+	if (!model_of(&m, &o, &good, &len, 1, 256, 2, 64))
 		return;
+	CHECK_EQ_U64(m.npg, 128);
+	m.per[1] = 128;
 	/* its first trail id 0 (a zero byte is the svarint 0), its last n - 1 */
 	m.tr[0].key.i = 0;
 	m.last.i = n - 1;
@@ -870,4 +874,91 @@ UNIT_TEST(test_trail_v3_footer_cache_counts_loaded_chunks)
 	fx_close_opened(&o);
 	tdb_trail_footer_cache_clear();
 	free(good);
+}
+
+/* ---- an object replaced between chunk loads --------------------------------------- */
+
+/*
+ * s3://trail-tests/replaced.trail read with a revalidation interval, then
+ * replaced by another file: an open within the interval reuses the old
+ * version (its tail and its decoded footer, chunk 0 loaded), so a chunk or
+ * page it still has to fetch is TDB_TRAIL_EREPLACED, never the new
+ * version's bytes under the old footer; the next open reads the new one.
+ */
+UNIT_TEST(test_s3_v3_replaced_between_chunk_loads)
+{
+	TdbS3Config c;
+	TdbNetOptions net;
+	TdbPagerOptions po;
+	TdbPager   *p = NULL;
+	TdbTrailReader *r = NULL;
+	TdbTrailError err;
+	size_t		l1,
+				l2;
+	uint8_t    *v1 = write_file(3000, 5, 2, 2, TDB_TRAIL_ORDER_TRAIL, &l1),
+			   *v2 = write_file(3000, 6, 2, 2, TDB_TRAIL_ORDER_TRAIL, &l2);
+	const char *url = "s3://trail-tests/replaced.trail";
+	int64_t		first = 1,
+				mid = 3 * 1500 + 1;
+
+	memset(&c, 0, sizeof(c));
+	memset(&net, 0, sizeof(net));
+	net.max_retries = -1;
+	c.endpoint = getenv("TRAIL_TEST_S3_ENDPOINT");
+	c.region = "us-east-1";
+	c.access_key = getenv("TRAIL_TEST_S3_ACCESS_KEY");
+	c.secret_key = getenv("TRAIL_TEST_S3_SECRET_KEY");
+	c.path_style = true;
+	if (c.endpoint == NULL || c.access_key == NULL)
+	{
+		printf("# skip: TRAIL_TEST_S3_ENDPOINT not set (src/trail/tests/run.sh sets it)\n");
+		goto out;
+	}
+	CHECK(v1 != NULL && v2 != NULL && l1 > (64u << 10));
+	if (tdb_s3_create_bucket(&c, &net, "trail-tests", &err) < 0 ||
+		tdb_trail_store(url, v1, l1, &c, &net, 0, &err) < 0)
+	{
+		unit_fail(__FILE__, __LINE__, "store: %s", err.msg);
+		goto out;
+	}
+	memset(&po, 0, sizeof(po));
+	po.url = url;
+	po.s3 = c;
+	po.net = net;
+	po.block_size = 16384;
+	po.revalidate_seconds = 600;
+	tdb_trail_footer_cache_clear();
+	for (int round = 0; round < 3; round++)
+	{
+		if (round == 1 && tdb_trail_store(url, v2, l2, &c, &net, 0, &err) < 0)
+		{
+			unit_fail(__FILE__, __LINE__, "store: %s", err.msg);
+			break;
+		}
+		if (tdb_pager_open(&po, &p, &err) < 0 || tdb_trail_open(p, &r, &err) < 0)
+		{
+			unit_fail(__FILE__, __LINE__, "open, round %d: %s", round, err.msg);
+			tdb_pager_close(p);
+			break;
+		}
+		if (round == 0)
+			CHECK(count_events(r, &first, &err) == 5);
+		else if (round == 1)
+		{
+			/* the old version's footer, chunk 0 loaded: its pages, and another chunk, are fetched */
+			CHECK(count_events(r, &first, &err) == TDB_TRAIL_EREPLACED);
+			CHECK(count_events(r, &mid, &err) == TDB_TRAIL_EREPLACED);
+		}
+		else
+		{
+			CHECK(count_events(r, &first, &err) == 6);
+			CHECK(count_events(r, &mid, &err) == 6);
+		}
+		tdb_trail_close(r);
+		tdb_pager_close(p);
+	}
+out:
+	tdb_trail_footer_cache_clear();
+	free(v1);
+	free(v2);
 }
