@@ -7,6 +7,7 @@
  *	  TDB_TRAIL_ECORRUPT where it is read, never wrong rows or a huge
  *	  allocation.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -961,4 +962,92 @@ out:
 	tdb_trail_footer_cache_clear();
 	free(v1);
 	free(v2);
+}
+
+/* ---- threads ----------------------------------------------------------------------- */
+
+typedef struct LookupThread
+{
+	const char *path;
+	int			first;			/* trails first, first + 2, ... */
+	int			bad;			/* lookups that did not give 5 events */
+} LookupThread;
+
+static void *
+lookup_thread(void *arg)
+{
+	LookupThread *lt = arg;
+	TdbPagerOptions po;
+	TdbPager   *p = NULL;
+	TdbTrailReader *r = NULL;
+	TdbTrailError err;
+
+	memset(&po, 0, sizeof(po));
+	po.url = lt->path;
+	if (tdb_pager_open(&po, &p, &err) < 0 || tdb_trail_open(p, &r, &err) < 0)
+	{
+		lt->bad = -1;
+		tdb_pager_close(p);
+		return NULL;
+	}
+	for (int k = lt->first; k < 131; k += 2)
+	{
+		int64_t		id = 3LL * k + 1;
+
+		lt->bad += count_events(r, &id, &err) != 5;
+	}
+	tdb_trail_close(r);
+	tdb_pager_close(p);
+	return NULL;
+}
+
+/*
+ * Two threads, each its own pager and reader of one file, share its
+ * decoded footer and load its chunks at the same time (the F3Lazy lock);
+ * run under ThreadSanitizer by make unit-trail-tsan.
+ */
+UNIT_TEST(test_trail_v3_threads_share_a_footer)
+{
+	size_t		len;
+	uint8_t    *good = write_file(131, 5, 2, 2, TDB_TRAIL_ORDER_TRAIL, &len);
+	FxOpened	o;
+	pthread_t	th[2];
+	LookupThread lt[2];
+
+	if (good == NULL || !fx_open_buf(&o, good, len, "hostile3t", false, true))
+	{
+		free(good);
+		return;
+	}
+	tdb_trail_close(o.r);
+	for (int round = 0; round < 20; round++)
+	{
+		TdbTrailError err;
+
+		/* a footer decoded anew and cached, no chunk loaded: the threads load them all */
+		tdb_trail_footer_cache_clear();
+		if (tdb_trail_open(o.pager, &o.r, &err) < 0)
+		{
+			unit_fail(__FILE__, __LINE__, "open: %s", err.msg);
+			break;
+		}
+		for (int i = 0; i < 2; i++)
+		{
+			lt[i].path = o.path;
+			lt[i].first = i;
+			lt[i].bad = 0;
+			pthread_create(&th[i], NULL, lookup_thread, &lt[i]);
+		}
+		for (int i = 0; i < 2; i++)
+		{
+			pthread_join(th[i], NULL);
+			CHECK(lt[i].bad == 0);
+		}
+		tdb_trail_close(o.r);
+	}
+	tdb_pager_close(o.pager);
+	unlink(o.path);
+	rmdir(o.dir);
+	tdb_trail_footer_cache_clear();
+	free(good);
 }
