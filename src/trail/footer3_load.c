@@ -235,7 +235,7 @@ load_locked(TdbTrailFooter *f, F3Lazy *z, int kind, const uint32_t *idx, int n, 
 	{
 		const F3Chunk *ch = &z->chunks[kind][idx[i]];
 
-		if (ch->loaded || (m > 0 && todo[m - 1] == idx[i]))
+		if (chunk_loaded(ch) || (m > 0 && todo[m - 1] == idx[i]))
 			continue;
 		if ((bufs[m] = malloc(ch->len ? ch->len : 1)) == NULL)
 		{
@@ -257,7 +257,7 @@ load_locked(TdbTrailFooter *f, F3Lazy *z, int kind, const uint32_t *idx, int n, 
 		const char *why;
 		size_t		where = 0;
 
-		if (ch->loaded)
+		if (chunk_loaded(ch))
 			continue;
 		if (tdb_crc32c(bufs[i], ch->len) != ch->crc)
 		{
@@ -277,7 +277,7 @@ load_locked(TdbTrailFooter *f, F3Lazy *z, int kind, const uint32_t *idx, int n, 
 								(unsigned long long) ch->len);
 			goto done;
 		}
-		ch->loaded = true;
+		chunk_set_loaded(ch);
 	}
 done:
 	for (int i = 0; bufs && i < n; i++)
@@ -327,7 +327,7 @@ trail_footer3_load(TdbTrailFooter *f, int kind, uint32_t lo, uint32_t hi, TrailR
 	if ((idx = malloc(((size_t) b - a + 1) * sizeof(uint32_t))) == NULL)
 		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
 	for (uint32_t j = a; j <= b; j++)
-		if (!z->chunks[kind][j].loaded)
+		if (!chunk_loaded(&z->chunks[kind][j]))
 			idx[n++] = j;
 	rc = trail_footer3_load_chunks(f, kind, idx, n, rd, arg, err);
 	free(idx);
@@ -578,7 +578,7 @@ trail_footer3_load_entries(TdbTrailFooter *f, int kind, const uint32_t *entries,
 	{
 		uint32_t	j = entries[i] / z->per[kind];
 
-		if (j < z->nchunks[kind] && !z->chunks[kind][j].loaded && (m == 0 || idx[m - 1] != j))
+		if (j < z->nchunks[kind] && !chunk_loaded(&z->chunks[kind][j]) && (m == 0 || idx[m - 1] != j))
 			idx[m++] = j;
 	}
 	qsort(idx, m, sizeof(uint32_t), cmp_u32);
@@ -610,7 +610,7 @@ trail_footer3_loaded(const TdbTrailFooter *f, int kind, uint32_t *nloaded)
 
 	*nloaded = 0;
 	for (uint32_t j = 0; z && j < z->nchunks[kind]; j++)
-		if (z->chunks[kind][j].loaded)
+		if (chunk_loaded(&z->chunks[kind][j]))
 		{
 			(*nloaded)++;
 			bytes += z->chunks[kind][j].len;
