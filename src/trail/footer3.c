@@ -452,8 +452,10 @@ trail_footer3_decode_head(CodecCur *c, const uint8_t *buf, size_t len, const Tdb
 				ch->data_off = data;
 				data += ch->bytes;
 			}
+			/* a page holds at most TRAIL_V3_PAGE_MAX_EVENTS: so the total fits an int8 count */
 			if (!codec_get_varint(c, &ch->nevents) || ch->nevents < ch->count ||
-				ch->nevents > f->nevents - evsum)
+				ch->nevents > f->nevents - evsum ||
+				(kind == TRAIL3_PAGES && ch->nevents > (uint64_t) ch->count * TRAIL_V3_PAGE_MAX_EVENTS))
 				HEAD_BAD("bad event count of a chunk");
 			evsum += ch->nevents;
 			if (!get_zone3(c, z->q, NULL, &ch->tmin, &ch->tmax, box))

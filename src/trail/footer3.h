@@ -60,7 +60,26 @@ typedef struct F3Lazy
 			   *pthi;			/* each page's trail range */
 	char	   *head_arena;		/* first ids of the directory */
 	TdbTrailStats *whole_stats;
+	size_t		loaded_bytes;	/* memory of the chunks and lexicon loaded */
 } F3Lazy;
+
+/*
+ * A chunk's loaded flag is set under the F3Lazy lock once its entries are
+ * written, and read without it (is there anything to load?) by readers in
+ * other threads: a release store and acquire loads, so that a reader that
+ * sees it set sees the entries too.
+ */
+static inline bool
+chunk_loaded(const F3Chunk *ch)
+{
+	return __atomic_load_n(&ch->loaded, __ATOMIC_ACQUIRE);
+}
+
+static inline void
+chunk_set_loaded(F3Chunk *ch)
+{
+	__atomic_store_n(&ch->loaded, true, __ATOMIC_RELEASE);
+}
 
 /* ---- zone maps ------------------------------------------------------------- */
 

@@ -18,6 +18,13 @@
 #define CHUNK_BAD(what) \
 	do { why = (what); goto bad; } while (0)
 
+/*
+ * The fewest bytes of a chunk's entry, its columns aside: a trail's id,
+ * events, zone map (6), page count and one page; a page's events, its two
+ * core chunk lengths, trail range (2) and zone map (6).
+ */
+#define ENTRY_MIN_BYTES		10
+
 /* Trail chunk j from its bytes (CRC checked by the caller) into f->trails. */
 static const char *
 decode_trail_chunk(TdbTrailFooter *f, F3Lazy *z, uint32_t j, const uint8_t *buf, size_t *where)
@@ -32,12 +39,21 @@ decode_trail_chunk(TdbTrailFooter *f, F3Lazy *z, uint32_t j, const uint8_t *buf,
 	/* strings, page lists (an entry a byte at least), summaries */
 	size_t		need = arena_cap + 8 + ch->len * sizeof(uint32_t) + 8 +
 		(size_t) ch->count * (nc ? nc : 1) * sizeof(TdbTrailStats) + 8;
-	char	   *mem = malloc(need);
+	char	   *mem;
 	uint32_t   *lists;
 	TdbTrailStats *stats;
 	uint64_t	evsum = 0;
 
-	if (mem == NULL)
+	/*
+	 * An entry takes ENTRY_MIN_BYTES and a byte per column summary at least:
+	 * checked before the summaries (48 bytes a column) are sized by count.
+	 */
+	if (ch->count > ch->len / (ENTRY_MIN_BYTES + nc))
+	{
+		*where = 0;
+		return "chunk too short for its entries";
+	}
+	if ((mem = malloc(need)) == NULL)
 		return "out of memory";
 	lists = (uint32_t *) (mem + ((arena_cap + 7) & ~(size_t) 7));
 	stats = (TdbTrailStats *) ((char *) lists + ((ch->len * sizeof(uint32_t) + 7) & ~(size_t) 7));
@@ -96,6 +112,7 @@ decode_trail_chunk(TdbTrailFooter *f, F3Lazy *z, uint32_t j, const uint8_t *buf,
 	if (codec_left(&c) != 0)
 		CHUNK_BAD("trailing bytes");
 	ch->mem = mem;
+	z->loaded_bytes += need;
 	return NULL;
 
 bad:
@@ -113,14 +130,20 @@ decode_page_chunk(TdbTrailFooter *f, F3Lazy *z, uint32_t j, const uint8_t *buf, 
 	int			nc = f->schema.ncolumns;
 	CodecCur	c = {buf, buf + ch->len};
 	const char *why = NULL;
-	uint32_t   *mem = malloc((size_t) ch->count * (2 + nc) * sizeof(uint32_t) + 8);
-	uint32_t   *cl = mem;
+	uint32_t   *mem,
+			   *cl;
 	uint64_t	offset = ch->data_off,
 				evsum = 0;
 	int64_t		base[3] = {0, 0, 0},
 				tlo = 0;
 
-	if (mem == NULL)
+	/* an entry: at least ENTRY_MIN_BYTES and a byte per column's chunk length */
+	if (ch->count > ch->len / (ENTRY_MIN_BYTES + nc))
+	{
+		*where = 0;
+		return "chunk too short for its entries";
+	}
+	if ((mem = cl = malloc((size_t) ch->count * (2 + nc) * sizeof(uint32_t) + 8)) == NULL)
 		return "out of memory";
 	for (uint32_t i = ch->first; i < ch->first + ch->count; i++)
 	{
@@ -182,6 +205,7 @@ decode_page_chunk(TdbTrailFooter *f, F3Lazy *z, uint32_t j, const uint8_t *buf, 
 	if (codec_left(&c) != 0)
 		CHUNK_BAD("trailing bytes");
 	ch->mem = mem;
+	z->loaded_bytes += (size_t) ch->count * (2 + nc) * sizeof(uint32_t) + 8;
 	return NULL;
 
 bad:
@@ -211,7 +235,7 @@ load_locked(TdbTrailFooter *f, F3Lazy *z, int kind, const uint32_t *idx, int n, 
 	{
 		const F3Chunk *ch = &z->chunks[kind][idx[i]];
 
-		if (ch->loaded || (m > 0 && todo[m - 1] == idx[i]))
+		if (chunk_loaded(ch) || (m > 0 && todo[m - 1] == idx[i]))
 			continue;
 		if ((bufs[m] = malloc(ch->len ? ch->len : 1)) == NULL)
 		{
@@ -233,7 +257,7 @@ load_locked(TdbTrailFooter *f, F3Lazy *z, int kind, const uint32_t *idx, int n, 
 		const char *why;
 		size_t		where = 0;
 
-		if (ch->loaded)
+		if (chunk_loaded(ch))
 			continue;
 		if (tdb_crc32c(bufs[i], ch->len) != ch->crc)
 		{
@@ -253,7 +277,7 @@ load_locked(TdbTrailFooter *f, F3Lazy *z, int kind, const uint32_t *idx, int n, 
 								(unsigned long long) ch->len);
 			goto done;
 		}
-		ch->loaded = true;
+		chunk_set_loaded(ch);
 	}
 done:
 	for (int i = 0; bufs && i < n; i++)
@@ -303,7 +327,7 @@ trail_footer3_load(TdbTrailFooter *f, int kind, uint32_t lo, uint32_t hi, TrailR
 	if ((idx = malloc(((size_t) b - a + 1) * sizeof(uint32_t))) == NULL)
 		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
 	for (uint32_t j = a; j <= b; j++)
-		if (!z->chunks[kind][j].loaded)
+		if (!chunk_loaded(&z->chunks[kind][j]))
 			idx[n++] = j;
 	rc = trail_footer3_load_chunks(f, kind, idx, n, rd, arg, err);
 	free(idx);
@@ -353,7 +377,10 @@ trail_footer3_load_lexicon(TdbTrailFooter *f, TrailRangeRead rd, void *arg, TdbT
 			rc = tdb_trail_fail(err, TDB_TRAIL_ECORRUPT, "corrupted trail file footer: %s in the lexicon", why);
 		}
 		else
+		{
 			z->lex_loaded = true;
+			z->loaded_bytes += 2 * z->lex_len + 1 + (size_t) z->nstrings * sizeof(char *);
+		}
 	}
 done:
 	if (!z->lex_loaded)
@@ -422,6 +449,45 @@ trail_footer3_page_ready(const TdbTrailFooter *f, uint32_t p, TdbTrailError *err
 	if (!inside(pi->tmin, pi->tmax, box, ti->tmin, ti->tmax, ti->xmin, ti->ymin, ti->xmax, ti->ymax))
 		return tdb_trail_fail(err, TDB_TRAIL_ECORRUPT,
 							  "corrupted trail file footer: page %u's zone map outside its trail's", p);
+	return 0;
+}
+
+/*
+ * Before trail t's pages are read (their page chunks loaded): what its
+ * entry and theirs show together.  Each page its list names must hold it
+ * (the page's trail range), and the pages of it alone must not hold more
+ * events than it has, nor, with a page of several trails each holding at
+ * least one of its events, fewer: a list naming another trail's pages or
+ * leaving one out would otherwise answer a lookup with fewer rows.
+ */
+int
+trail_footer3_trail_ready(const TdbTrailFooter *f, uint32_t t, TdbTrailError *err)
+{
+	const F3Lazy *z = f->lazy;
+	const TdbTrailInfo *ti = &f->trails[t];
+	uint64_t	alone = 0,
+				shared = 0,
+				all = 0;
+
+	for (uint32_t k = 0; k < ti->npages; k++)
+	{
+		uint32_t	p = ti->page_list[k];
+
+		if (t < z->ptlo[p] || t > z->pthi[p])
+			return tdb_trail_fail(err, TDB_TRAIL_ECORRUPT,
+								  "corrupted trail file footer: trail %u names page %u, whose trails are %u to %u",
+								  t, p, z->ptlo[p], z->pthi[p]);
+		all += f->pages[p].nevents;
+		if (z->ptlo[p] == z->pthi[p])
+			alone += f->pages[p].nevents;
+		else
+			shared++;
+	}
+	if (alone + shared > ti->nevents || all < ti->nevents || (shared == 0 && alone != ti->nevents))
+		return tdb_trail_fail(err, TDB_TRAIL_ECORRUPT,
+							  "corrupted trail file footer: trail %u's pages hold %llu of its events, the footer says %llu",
+							  t, (unsigned long long) (shared == 0 ? alone : all),
+							  (unsigned long long) ti->nevents);
 	return 0;
 }
 
@@ -512,7 +578,7 @@ trail_footer3_load_entries(TdbTrailFooter *f, int kind, const uint32_t *entries,
 	{
 		uint32_t	j = entries[i] / z->per[kind];
 
-		if (j < z->nchunks[kind] && !z->chunks[kind][j].loaded && (m == 0 || idx[m - 1] != j))
+		if (j < z->nchunks[kind] && !chunk_loaded(&z->chunks[kind][j]) && (m == 0 || idx[m - 1] != j))
 			idx[m++] = j;
 	}
 	qsort(idx, m, sizeof(uint32_t), cmp_u32);
@@ -520,6 +586,20 @@ trail_footer3_load_entries(TdbTrailFooter *f, int kind, const uint32_t *entries,
 		trail_footer3_load_chunks(f, kind, idx, (int) m, rd, arg, err);
 	free(idx);
 	return rc;
+}
+
+size_t
+trail_footer3_loaded_memory(TdbTrailFooter *f)
+{
+	F3Lazy	   *z = f->lazy;
+	size_t		n;
+
+	if (z == NULL)
+		return 0;
+	pthread_mutex_lock(&z->lock);
+	n = z->loaded_bytes;
+	pthread_mutex_unlock(&z->lock);
+	return n;
 }
 
 uint64_t
@@ -530,7 +610,7 @@ trail_footer3_loaded(const TdbTrailFooter *f, int kind, uint32_t *nloaded)
 
 	*nloaded = 0;
 	for (uint32_t j = 0; z && j < z->nchunks[kind]; j++)
-		if (z->chunks[kind][j].loaded)
+		if (chunk_loaded(&z->chunks[kind][j]))
 		{
 			(*nloaded)++;
 			bytes += z->chunks[kind][j].len;

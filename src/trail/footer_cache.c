@@ -5,6 +5,7 @@
  *	  bounded by decoded memory.
  */
 #include "footer_cache.h"
+#include "format.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -86,12 +87,50 @@ footer_cache_put(SharedFooter *sf)
 	pthread_mutex_unlock(&footer_lock);
 }
 
+/* Evict the least recently used entry but keep; false if none. */
+static bool
+evict_oldest_locked(const SharedFooter *keep)
+{
+	int			oldest = -1;
+
+	for (int i = 0; i < FOOTER_CACHE_SLOTS; i++)
+		if (footer_cache[i] && footer_cache[i] != keep &&
+			(oldest < 0 || footer_cache[i]->used < footer_cache[oldest]->used))
+			oldest = i;
+	if (oldest < 0)
+		return false;
+	footer_cache[oldest]->cached = false;
+	footer_cache_bytes -= footer_cache[oldest]->cost;
+	if (footer_cache[oldest]->refs == 0)
+		shared_footer_free(footer_cache[oldest]);
+	footer_cache[oldest] = NULL;
+	return true;
+}
+
 void
 footer_cache_release(SharedFooter *sf)
 {
 	bool		free_it;
 
 	pthread_mutex_lock(&footer_lock);
+	if (sf->cached && sf->f.lazy)
+	{
+		/* version 3: the chunks its readers loaded count too, now */
+		size_t		cost = sf->base_cost + trail_footer3_loaded_memory(&sf->f);
+
+		footer_cache_bytes += cost - sf->cost;
+		sf->cost = cost;
+		if (cost > FOOTER_CACHE_BYTES / 2)
+		{
+			for (int i = 0; i < FOOTER_CACHE_SLOTS; i++)
+				if (footer_cache[i] == sf)
+					footer_cache[i] = NULL;
+			sf->cached = false;
+			footer_cache_bytes -= cost;
+		}
+		while (footer_cache_bytes > FOOTER_CACHE_BYTES && evict_oldest_locked(sf))
+			;
+	}
 	free_it = --sf->refs == 0 && !sf->cached;
 	pthread_mutex_unlock(&footer_lock);
 	if (free_it)

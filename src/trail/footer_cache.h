@@ -10,8 +10,9 @@
  * equal keys mean equal footer bytes, so a cached footer is never another
  * version's.  Entries are refcounted; an entry evicted while a reader holds
  * it is freed by its last reader.  The bound is on decoded memory (for a
- * version-3 footer: its head and arrays when opened; the chunks it loads
- * later are not counted).
+ * version-3 footer: its head and arrays when opened, and the chunks its
+ * readers loaded since, counted as each reader closes: a footer grown past
+ * half the bound then leaves the table, others are evicted to make room).
  */
 #ifndef TDB_TRAIL_FOOTER_CACHE_H
 #define TDB_TRAIL_FOOTER_CACHE_H
@@ -23,6 +24,7 @@ typedef struct SharedFooter
 	char	   *key;
 	TdbTrailFooter f;
 	size_t		cost;			/* about the decoded size */
+	size_t		base_cost;		/* ... when opened (version 3: the head) */
 	int			refs;
 	bool		cached;			/* still in the table */
 	uint64_t	used;			/* last use, for eviction */

@@ -146,6 +146,8 @@ int			trail_footer3_load_entries(TdbTrailFooter *f, int kind, const uint32_t *en
 									   TdbTrailError *err);
 /* Bytes of kind's chunks loaded so far, and how many (tests, EXPLAIN). */
 uint64_t	trail_footer3_loaded(const TdbTrailFooter *f, int kind, uint32_t *nloaded);
+/* The memory the chunks and the lexicon loaded so far take (the footer cache's bound). */
+size_t		trail_footer3_loaded_memory(TdbTrailFooter *f);
 /* The directory of kind: n chunks, each one's zone map and entry range. */
 uint32_t	trail_footer3_nchunks(const TdbTrailFooter *f, int kind);
 void		trail_footer3_chunk(const TdbTrailFooter *f, int kind, uint32_t j, uint32_t *first,
@@ -157,6 +159,8 @@ void		trail_footer3_chunk(const TdbTrailFooter *f, int kind, uint32_t j, uint32_
  */
 void		trail_footer3_page_trails(const TdbTrailFooter *f, uint32_t p, uint32_t *lo, uint32_t *hi);
 int			trail_footer3_page_ready(const TdbTrailFooter *f, uint32_t p, TdbTrailError *err);
+/* Before trail t's pages (their chunks loaded) are read: its page list against their entries. */
+int			trail_footer3_trail_ready(const TdbTrailFooter *f, uint32_t t, TdbTrailError *err);
 /* Page buffers and null bitmaps, both versions' page decoders (fields.c). */
 bool		trail_page_reserve(TdbTrailPage *pg, uint32_t n, int ncols);
 bool		trail_get_null_bitmap(CodecCur *c, uint32_t n, bool present, const uint8_t **bitmap);

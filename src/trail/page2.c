@@ -458,7 +458,17 @@ trail_page2_decode(const TdbTrailFooter *f, uint32_t pageno, const uint8_t *buf,
 	{
 		uint64_t	at = 0,
 					trail = 0;
+		uint32_t	tlo = 0,
+					thi = f->ntrails ? f->ntrails - 1 : 0;
 
+		/*
+		 * Version 3: the footer gives each page's trail range, by which the
+		 * reader loaded the trails' entries and decided the page holds one
+		 * trail (whose zone map then stands for its events'): every run
+		 * must name a trail in it.
+		 */
+		if (f->lazy)
+			trail_footer3_page_trails(f, pageno, &tlo, &thi);
 		for (uint64_t r = 0; r < nruns; r++)
 		{
 			uint64_t	d,
@@ -470,6 +480,8 @@ trail_page2_decode(const TdbTrailFooter *f, uint32_t pageno, const uint8_t *buf,
 				cnt == 0 || cnt > n - at)
 				PAGE_BAD("bad run");
 			trail += d;
+			if (trail < tlo || trail > thi)
+				PAGE_BAD("a run outside the page's trail range");
 			ti = &f->trails[trail];
 			/* every event must be reachable through its trail's page list */
 			if (!trail_has_page(ti, pageno))

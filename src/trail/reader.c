@@ -278,6 +278,14 @@ tdb_trail_scan_begin(TdbTrailReader *r, const TdbTrailQuery *q, TdbTrailScan **o
 			int			rc = trail_footer3_load_entries(trail_lazy_footer(r), TRAIL3_PAGES, s->pages,
 														s->npages, trail_reader_read, r->pager, err);
 
+			/* each trail's page list against its pages' entries */
+			for (uint32_t k = 0; k < ntr && rc == 0; k++)
+				if ((k == 0 || trails[k] != trails[k - 1]) &&
+					zone_hits(s, f->trails[trails[k]].tmin, f->trails[trails[k]].tmax,
+							  f->trails[trails[k]].xmin, f->trails[trails[k]].ymin,
+							  f->trails[trails[k]].xmax, f->trails[trails[k]].ymax))
+					rc = trail_footer3_trail_ready(f, trails[k], err);
+
 			if (rc < 0)
 			{
 				free(trails);

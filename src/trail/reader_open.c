@@ -90,6 +90,7 @@ tdb_trail_open(TdbPager *pager, TdbTrailReader **out, TdbTrailError *err)
 	sf->cost = sizeof(TdbTrailFooter) + 2 * (size_t) t.footer_length +
 		(size_t) sf->f.ntrails * sizeof(TdbTrailInfo) + (size_t) sf->f.npages * sizeof(TdbTrailPageInfo) +
 		(size_t) sf->f.nstrings * sizeof(char *) + sf->f.arena2_bytes;
+	sf->base_cost = sf->cost;
 	if (key[0] != '\0')
 		footer_cache_put(sf);
 	r->sf = sf;

@@ -5,6 +5,7 @@
 #   make test-trail              all trail tests, MinIO and the fault proxy
 #                                included (src/trail/tests/run.sh)
 #   make unit-trail-asan         the unit tests under ASan + UBSan
+#   make unit-trail-tsan         threads sharing a decoded footer under TSan
 #   make fuzz-trail              libFuzzer over the footer and page decoders
 #   make tools/trafficdb-trail   the CLI
 
@@ -24,6 +25,10 @@ src/trail/tests/trail_tests: $(TRAIL_TEST_DEPS)
 src/trail/tests/trail_tests_asan: $(TRAIL_TEST_DEPS)
 	$(CC) $(TRAIL_CFLAGS) -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined \
 		$(TRAIL_TEST_LIST) -Isrc/trail/tests -o $@ $(TRAIL_SRCS) $(TRAIL_TEST_SRCS) $(TRAIL_LIBS)
+
+# readers in threads sharing a version-3 footer, under ThreadSanitizer
+src/trail/tests/trail_tests_tsan: $(TRAIL_TEST_DEPS)
+	$(CC) $(TRAIL_CFLAGS) -O1 -fsanitize=thread $(TRAIL_TEST_LIST) -Isrc/trail/tests -o $@ $(TRAIL_SRCS) $(TRAIL_TEST_SRCS) $(TRAIL_LIBS)
 
 tools/trafficdb-trail: tools/trafficdb-trail.c tools/trail_write.c tools/trail_write.h tools/csvtime.c tools/csvtime.h tools/csv_fields.c tools/csv_fields.h $(TRAIL_SRCS) $(TRAIL_HDRS)
 	$(CC) $(TRAIL_CFLAGS) -Itools -o $@ tools/trafficdb-trail.c tools/trail_write.c tools/csvtime.c tools/csv_fields.c $(TRAIL_SRCS) $(TRAIL_LIBS)
@@ -50,8 +55,11 @@ unit-trail: src/trail/tests/trail_tests
 unit-trail-asan: src/trail/tests/trail_tests_asan
 	ASAN_OPTIONS=detect_leaks=1 src/trail/tests/trail_tests_asan
 
+unit-trail-tsan: src/trail/tests/trail_tests_tsan
+	src/trail/tests/trail_tests_tsan test_trail_v3_threads_share_a_footer
+
 test-trail: src/trail/tests/trail_tests tools/trafficdb-trail
 	src/trail/tests/run.sh
 
-.PHONY: unit-trail unit-trail-asan test-trail fuzz-trail
-EXTRA_CLEAN += bench/trailbench src/trail/tests/trail_tests src/trail/tests/trail_tests_asan src/trail/tests/fuzz_decode tools/trafficdb-trail
+.PHONY: unit-trail unit-trail-asan unit-trail-tsan test-trail fuzz-trail
+EXTRA_CLEAN += bench/trailbench src/trail/tests/trail_tests src/trail/tests/trail_tests_asan src/trail/tests/trail_tests_tsan src/trail/tests/fuzz_decode tools/trafficdb-trail

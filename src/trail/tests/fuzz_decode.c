@@ -20,6 +20,7 @@
 
 #include "../../checksum.h"
 #include "colenc.h"
+#include "footer3.h"
 #include "format.h"
 #include "trail.h"
 #include "trail_memfile.h"
@@ -62,6 +63,60 @@ decode_lazy(TdbTrailFooter *f, const uint8_t *data, size_t size)
 		memcpy(&id, data + (size - 8) / 2, sizeof(id));
 	trail_footer3_find(f, id, f->schema.id_type == TDB_TRAIL_STRING ? "a" : NULL, fx_mem_read, &m, &err);
 	trail_footer3_load_all(f, fx_mem_read, &m, &err);
+
+	/*
+	 * Then the chunks' CRCs vouched for (computed here, as a hostile author
+	 * would write them), so that mutations reach the chunks' structure
+	 * checks: every chunk, then what a lookup checks of each trail and page.
+	 */
+	{
+		F3Lazy	   *z = f->lazy;
+
+		for (int kind = 0; kind < 2; kind++)
+			for (uint32_t j = 0; j < z->nchunks[kind]; j++)
+			{
+				F3Chunk    *ch = &z->chunks[kind][j];
+
+				if (ch->off <= size && ch->len <= size - ch->off)
+					ch->crc = tdb_crc32c(data + ch->off, ch->len);
+			}
+		if (z->lex_off <= size && z->lex_len <= size - z->lex_off)
+			z->lex_crc = tdb_crc32c(data + z->lex_off, z->lex_len);
+	}
+	trail_footer3_load(f, TRAIL3_TRAILS, 0, f->ntrails, fx_mem_read, &m, &err);
+	trail_footer3_load(f, TRAIL3_PAGES, 0, f->npages, fx_mem_read, &m, &err);
+	trail_footer3_load_lexicon(f, fx_mem_read, &m, &err);
+	{
+		const F3Lazy *z = f->lazy;
+
+		for (uint32_t t = 0; t < f->ntrails && t < 4096; t++)
+		{
+			bool		ready = z->chunks[TRAIL3_TRAILS][t / z->per[TRAIL3_TRAILS]].loaded;
+
+			for (uint32_t k = 0; ready && k < f->trails[t].npages; k++)
+			{
+				uint32_t	p = f->trails[t].page_list[k];
+
+				ready = z->chunks[TRAIL3_PAGES][p / z->per[TRAIL3_PAGES]].loaded;
+			}
+			if (ready)
+				trail_footer3_trail_ready(f, t, &err);
+		}
+		for (uint32_t p = 0; p < f->npages && p < 4096; p++)
+		{
+			uint32_t	lo,
+						hi;
+			bool		ready = z->chunks[TRAIL3_PAGES][p / z->per[TRAIL3_PAGES]].loaded;
+
+			if (!ready)
+				continue;
+			trail_footer3_page_trails(f, p, &lo, &hi);
+			for (uint64_t t = lo; ready && t <= hi; t += z->per[TRAIL3_TRAILS] - (t % z->per[TRAIL3_TRAILS]))
+				ready = z->chunks[TRAIL3_TRAILS][t / z->per[TRAIL3_TRAILS]].loaded;
+			if (ready)
+				trail_footer3_page_ready(f, p, &err);
+		}
+	}
 }
 
 int
