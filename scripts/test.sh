@@ -65,9 +65,10 @@ test/stream_cli.sh tools/trafficdb-stream tools/trafficdb-trail
 make -s fuzz-stream FUZZ_SECONDS=15
 make -s fuzz-genlog FUZZ_SECONDS=10
 
-stage "trail files: unit tests against MinIO and the fault proxy, ASan and UBSan, fuzzing"
+stage "trail files: unit tests against MinIO and the fault proxy, ASan and UBSan, TSan, fuzzing"
 src/trail/tests/run.sh
 make -s unit-trail-asan
+make -s unit-trail-tsan
 make -s fuzz-trail FUZZ_SECONDS=15
 
 stage "packaging: make install-client as an ordinary user, pkg-config, static linking, Python (test/packaging.sh)"
