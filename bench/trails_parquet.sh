@@ -332,7 +332,9 @@ cp "$work/results.tsv" "${META%.json}.tsv"	# the medians, one line per (set, que
 
 # the CSV rows, then the readable table
 declare -A d_ms d_bytes d_req d_ems d_tbytes d_tems
-while IFS=$'\t' read -r set q side rows ms body total req ems eplan ebody ereq erows; do
+# fields split on \037, not tab: read collapses runs of a whitespace IFS, so
+# DuckDB's empty plan-time field would shift the later fields left
+while IFS=$'\037' read -r set q side rows ms body total req ems eplan ebody ereq erows; do
 	name=${set}_${q%%_*}
 	if [ "$side" = duckdb_time ]; then
 		d_tbytes[$name]=$body d_tems[$name]=$ems
@@ -366,7 +368,7 @@ while IFS=$'\t' read -r set q side rows ms body total req ems eplan ebody ereq e
 		bench_emit parquet "${m}_bytes_vs_time" "$bs" "$body" B duckdb_parquet_time "${d_tbytes[$name]}" >/dev/null
 		bench_emit parquet "${m}_engine_ms_vs_time" "$bs" "$ems" ms duckdb_parquet_time "${d_tems[$name]}" >/dev/null
 	fi
-done <"$work/results.tsv"
+done < <(tr '\t' '\037' <"$work/results.tsv")
 
 "$PY" bench/trails_parquet.py report "$work/results.tsv" "$work/meta.json"
 progress "done (details: $META)"
