@@ -24,7 +24,7 @@
 #define MAX_FETCH_BLOCKS	1024
 #define DEFAULT_BLOCK		(16u * 1024)	/* a point read fetches little */
 #define DEFAULT_READAHEAD	64	/* blocks: 1 MiB of 16 KiB blocks */
-#define BRIDGE_MAX_BLOCKS	2	/* gaps an announced scan fetches through */
+#define BRIDGE_MAX_BLOCKS	16	/* gaps an announced scan fetches through */
 #define PREFETCH_MAX_BLOCKS	4096	/* one announcement; and half the LRU */
 
 struct TdbPager
