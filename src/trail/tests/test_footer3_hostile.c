@@ -427,6 +427,18 @@ model_of(Model *m, FxOpened *o, uint8_t **good, size_t *len, int ntrails, int n,
 	return true;
 }
 
+/* The crafted file of m also to $TRAIL_HOSTILE_OUT/<save>.trail (t/085's files), when both are set. */
+static void
+save_crafted(const Model *m, const uint8_t *buf, size_t len)
+{
+	char		path[1024];
+
+	if (m->save == NULL || getenv("TRAIL_HOSTILE_OUT") == NULL)
+		return;
+	snprintf(path, sizeof(path), "%s/%s.trail", getenv("TRAIL_HOSTILE_OUT"), m->save);
+	CHECK(fx_write_file(path, buf, len));
+}
+
 /* The crafted file of m: opens, then query id (NULL: a full scan) gives want (< 0: that error, naming what). */
 static void
 expect(Model *m, const int64_t *id, int64_t want, const char *what)
@@ -439,13 +451,7 @@ expect(Model *m, const int64_t *id, int64_t want, const char *what)
 	uint64_t	n;
 
 	memset(&err, 0, sizeof(err));
-	if (m->save && getenv("TRAIL_HOSTILE_OUT"))
-	{
-		char		path[1024];
-
-		snprintf(path, sizeof(path), "%s/%s.trail", getenv("TRAIL_HOSTILE_OUT"), m->save);
-		CHECK(fx_write_file(path, buf, len));
-	}
+	save_crafted(m, buf, len);
 	if (open_crafted(&o, buf, len, &err) < 0)
 	{
 		unit_fail(__FILE__, __LINE__, "crafted file refused at open: %s", err.msg);
@@ -667,13 +673,7 @@ expect_open(Model *m, const char *what)
 	int			rc;
 
 	memset(&err, 0, sizeof(err));
-	if (m->save && getenv("TRAIL_HOSTILE_OUT"))
-	{
-		char		path[1024];
-
-		snprintf(path, sizeof(path), "%s/%s.trail", getenv("TRAIL_HOSTILE_OUT"), m->save);
-		CHECK(fx_write_file(path, buf, len));
-	}
+	save_crafted(m, buf, len);
 	rc = open_crafted(&o, buf, len, &err);
 	if (rc != TDB_TRAIL_ECORRUPT || strstr(err.msg, what) == NULL)
 		unit_fail(__FILE__, __LINE__, "open: %d (%s), expected a corrupt footer naming \"%s\"", rc,
