@@ -160,13 +160,10 @@ def gen_adsb(out, seed=20261129, scale=1, nflights=200):
     data): ~300 k reports of 200 flights (flights()), with icao24, squawk
     and onground constant within a flight, the track a float with all its
     decimals, velocity in m/s and altitudes in metres.  scale > 1 adds
-    scale - 1 more sets of as many flights, set k drawn with another seed
-    (other routes, speeds and tracks), its ids suffixed k and its times k
-    days later (scale 18: ~5.4 M reports of 3,600 distinct flights).  Until
-    2026-11-29 set k repeated set 0's flights value for value: sorted by
-    id the 18 copies of a flight lay side by side and Parquet's dictionaries
-    stored each value once (73.7 MB by id, 211 MB by time for the same
-    rows), which no real data set does."""
+    scale - 1 more sets of distinct flights (another seed each), ids
+    suffixed k, times k days later (scale 18: ~5.4 M reports).  Until
+    2026-11-29 set k repeated set 0 value for value, which Parquet sorted by
+    id stored almost once (73.7 MB by id, 211 MB by time)."""
     rows = 0
     with open(out + ".tmp", "w") as f:
         f.write("callsign,ts,lon,lat,icao24,velocity,track,vertrate,baroaltitude,squawk,onground\n")
@@ -695,9 +692,7 @@ def queries(ds, p):
          f"SELECT {cols_p} FROM {{t}} WHERE ts >= '{p['t0']}+00' AND ts <= '{p['t1']}+00'"),
         ("q3_box", f"box {x0},{y0},{x1},{y1}",
          f"SELECT {cols_d} FROM {pq} WHERE lon BETWEEN {x0} AND {x1} AND lat BETWEEN {y0} AND {y1}",
-         # ST_Intersects, exact as DuckDB's BETWEEN: PostGIS's && compares float4-rounded
-         # boxes, and matched 3 reports just outside the box on the x18 set (255,303 rows
-         # against 255,300, as the heap's && gives too)
+         # ST_Intersects is exact like BETWEEN; && on PostGIS's float4 boxes matched 3 more (x18)
          f"SELECT {cols_p} FROM {{t}} WHERE ST_Intersects(geom, ST_MakeEnvelope({x0}, {y0}, {x1}, {y1}, 4326))"),
         ("q4_radius_3km", f"3 km of {cx},{cy}",
          f"SELECT {cols_d} FROM {pq} WHERE lon BETWEEN {cx - dlon:.6f} AND {cx + dlon:.6f} "
