@@ -85,7 +85,9 @@ for my $f (@crafted)
 my %lie = (
 	list_of_another_trail => [ 'SELECT t FROM m.list_of_another_trail WHERE id = 1', qr/trail 0 names page 3, whose trails are 1 to 1/ ],
 	list_missing_a_page => [ 'SELECT t FROM m.list_missing_a_page WHERE id = ANY(ARRAY[1, NULL, 1])', qr/pages hold 4 of its events, the footer says 5/ ],
-	run_outside_range => [ 'SELECT id, t FROM m.run_outside_range', qr/a run outside the page's trail range/ ]);
+	# a full scan loads every footer chunk first: the page list's check sees the lie before the page's
+	run_outside_range => [ 'SELECT id, t FROM m.run_outside_range',
+		qr/a run outside the page's trail range|trail 1 names page 3, whose trails are 0 to 0/ ]);
 for my $f (@crafted)
 {
 	my ($sql, $re) = @{ $lie{$f} };

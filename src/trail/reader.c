@@ -223,6 +223,25 @@ tdb_trail_scan_begin(TdbTrailReader *r, const TdbTrailQuery *q, TdbTrailScan **o
 	}
 
 	/*
+	 * Version 3, a full scan (no id, time or box): every chunk is needed, so
+	 * all of them at once, in one GET that extends the tail down to them;
+	 * read window by window, the last page block reached into chunks already
+	 * read exactly and fetched their bytes again (6.9-47 kB of a 2.7 MB file:
+	 * test_s3_full_scan_fetches_each_byte_once, in both page orders).
+	 */
+	if (q->nids == 0 && !q->has_time && !q->has_bbox && trail_lazy_footer(r))
+	{
+		int			rc = tdb_trail_need_all(r, err);
+
+		if (rc < 0)
+		{
+			free(trails);
+			free(s);
+			return rc;
+		}
+	}
+
+	/*
 	 * Candidates: with ids, the pages of those trails whose zone maps meet
 	 * the query (a page of several trails once); without, every page whose
 	 * zone map meets it.  Either way in file order.

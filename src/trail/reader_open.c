@@ -146,8 +146,20 @@ int
 tdb_trail_need_all(TdbTrailReader *r, TdbTrailError *err)
 {
 	TdbTrailFooter *f = trail_lazy_footer(r);
+	int			rc;
 
-	return f ? trail_footer3_load_all(f, trail_reader_read, r->pager, err) : 0;
+	if (f == NULL)
+		return 0;
+	/*
+	 * Every chunk and the lexicon: the whole region between the pages and
+	 * the head, as the tail extended down to it in one GET, so that a block
+	 * of the last pages reaching into it completes from the tail rather
+	 * than fetching chunk bytes a second time (kinds read one after the
+	 * other were each read exactly, and the last block fetched them again)
+	 */
+	if ((rc = tdb_pager_extend_tail(r->pager, f->data_end, err)) < 0)
+		return rc;
+	return trail_footer3_load_all(f, trail_reader_read, r->pager, err);
 }
 
 static int

@@ -428,6 +428,20 @@ model_of(Model *m, FxOpened *o, uint8_t **good, size_t *len, int ntrails, int n,
 	return true;
 }
 
+/* Whether msg contains one of the '|'-separated phrases of what. */
+static bool
+names_one_of(const char *msg, const char *what)
+{
+	char		buf[256];
+	char	   *save = NULL;
+
+	snprintf(buf, sizeof(buf), "%s", what);
+	for (char *w = strtok_r(buf, "|", &save); w != NULL; w = strtok_r(NULL, "|", &save))
+		if (strstr(msg, w) != NULL)
+			return true;
+	return false;
+}
+
 /* The crafted file of m also to $TRAIL_HOSTILE_OUT/<save>.trail (t/085's files), when both are set. */
 static void
 save_crafted(const Model *m, const uint8_t *buf, size_t len)
@@ -460,7 +474,7 @@ expect(Model *m, const int64_t *id, int64_t want, const char *what)
 		return;
 	}
 	got = hostile_count_events(o.r, id, &err);
-	if (got != want || (want < 0 && strstr(err.msg, what) == NULL))
+	if (got != want || (want < 0 && !names_one_of(err.msg, what)))
 		unit_fail(__FILE__, __LINE__, "query %s: %lld (%s), expected %lld naming \"%s\"",
 				  id ? "by id" : "of all", (long long) got, got < 0 ? err.msg : "rows", (long long) want,
 				  what ? what : "");
@@ -526,7 +540,8 @@ UNIT_TEST(test_trail_v3_hostile_run_outside_trail_range)
 	m.tr[0].ymax = m.tr[1].ymax > m.tr[0].ymax ? m.tr[1].ymax : m.tr[0].ymax;
 	m.tr[1].tmin = m.pg[4].tmin;
 	m.save = "run_outside_range";
-	expect(&m, NULL, TDB_TRAIL_ECORRUPT, "outside the page's trail range");
+	/* a full scan loads every chunk first, and the page list's check sees the lie before the page's */
+	expect(&m, NULL, TDB_TRAIL_ECORRUPT, "outside the page's trail range|names page 3, whose trails are 0 to 0");
 	model_free(&m);
 	fx_close_opened(&o);
 	free(good);
