@@ -53,6 +53,13 @@ make -s -j"$(nproc)" all tools/trafficdb-trail PG_CONFIG="$PG_CONFIG"
 stage "house rules: no include cycle, no file over 1,000 lines, README ≤ 300 lines (test/check_layout.py)"
 python3 test/check_layout.py --symbols || die "a house rule is broken: test/check_layout.py lists each breach (issue 29)"
 
+# the trail tests against MinIO mostly wait (on the fault proxy's stalls,
+# retries, cancels: about 20 s of CPU in 165 s), so they start here and run
+# beside the CPU-bound stages that follow; the trail stage collects them
+trail_log=$(mktemp /tmp/trafficdb-trail-tests.XXXXXX)
+src/trail/tests/run.sh >"$trail_log" 2>&1 &
+trail_pid=$!
+
 stage "unit tests (src/, libtrafficdb)"
 make -s unit
 
@@ -66,18 +73,12 @@ make -s fuzz-stream FUZZ_SECONDS=15
 make -s fuzz-genlog FUZZ_SECONDS=10
 
 stage "trail files: unit tests against MinIO and the fault proxy, ASan and UBSan, TSan, fuzzing"
-# the tests against MinIO mostly wait (on the fault proxy's stalls, retries,
-# cancels: 20 s of CPU in 165 s), so they run beside the CPU-bound sanitizer
-# builds and the fuzzer rather than before them
-trail_log=$(mktemp /tmp/trafficdb-trail-tests.XXXXXX)
-src/trail/tests/run.sh >"$trail_log" 2>&1 &
-trail_pid=$!
 make -s unit-trail-asan
 make -s unit-trail-tsan
 make -s fuzz-trail FUZZ_SECONDS=15
 if ! wait "$trail_pid"; then
 	cat "$trail_log"
-	die "the trail unit tests against MinIO failed (src/trail/tests/run.sh; its output above)"
+	die "the trail unit tests against MinIO failed (src/trail/tests/run.sh, started after the house rules; its output above)"
 fi
 grep -E '^[0-9]+ passed' "$trail_log"
 rm -f "$trail_log"
