@@ -18,7 +18,7 @@
 #   5b. the docs: make docs with no warnings, every snippet of README.md and
 #      docs/ against a scratch demo (test/doc_examples.py), every figure equal
 #      to its bench result (scripts/figures.py),
-#   6. 40 s of random SQL (sqlsmith) that must not crash the server,
+#   6. 30 s of random SQL (sqlsmith) that must not crash the server,
 #   7. as root, the group-mode test (test/group_mode.sh) with real OS users,
 #      and a user in no group squatting trafficdb's names (test/security_names.sh),
 #      and what group members can do to the segments they can write
@@ -69,13 +69,13 @@ make -s unit-tsan
 stage "stream files under AddressSanitizer and UBSan; the stream CLI (test/stream_cli.sh)"
 make -s unit-asan
 test/stream_cli.sh tools/trafficdb-stream tools/trafficdb-trail
-make -s fuzz-stream FUZZ_SECONDS=15
+make -s fuzz-stream FUZZ_SECONDS=10
 make -s fuzz-genlog FUZZ_SECONDS=10
 
 stage "trail files: unit tests against MinIO and the fault proxy, ASan and UBSan, TSan, fuzzing"
 make -s unit-trail-asan
 make -s unit-trail-tsan
-make -s fuzz-trail FUZZ_SECONDS=15
+make -s fuzz-trail FUZZ_SECONDS=10
 if ! wait "$trail_pid"; then
 	cat "$trail_log"
 	die "the trail unit tests against MinIO failed (src/trail/tests/run.sh, started after the house rules; its output above)"
@@ -181,8 +181,8 @@ trap stop_servers EXIT
 scripts/figures.py || die "a figure of README.md or docs/ differs from its bench result (scripts/figures.py --write rewrites them)"
 echo "docs: the stage took $((SECONDS - docs_started)) s"
 
-stage "random SQL: sqlsmith for 40 s as an ordinary role and as a superuser (test/sqlsmith.sh)"
-test/sqlsmith.sh 40 || die "a random SQL statement crashed the server"
+stage "random SQL: sqlsmith for 30 s as an ordinary role and as a superuser (test/sqlsmith.sh)"
+test/sqlsmith.sh 30 || die "a random SQL statement crashed the server"
 
 stage "group mode: other OS users and trafficdb.shm_group (test/group_mode.sh)"
 if [ "$(id -u)" = 0 ]; then
