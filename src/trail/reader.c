@@ -227,9 +227,10 @@ tdb_trail_scan_begin(TdbTrailReader *r, const TdbTrailQuery *q, TdbTrailScan **o
 	 * all of them at once, in one GET that extends the tail down to them;
 	 * read window by window, the last page block reached into chunks already
 	 * read exactly and fetched their bytes again (6.9-47 kB of a 2.7 MB file:
-	 * test_s3_full_scan_fetches_each_byte_once, in both page orders).
+	 * test_s3_full_scan_fetches_each_byte_once, in both page orders).  Not
+	 * with a LIMIT, which may stop after a page or two.
 	 */
-	if (q->nids == 0 && !q->has_time && !q->has_bbox && trail_lazy_footer(r))
+	if (q->nids == 0 && !q->has_time && !q->has_bbox && q->limit == 0 && trail_lazy_footer(r))
 	{
 		int			rc = tdb_trail_need_all(r, err);
 
