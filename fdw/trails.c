@@ -226,6 +226,9 @@ trlExplainForeignScan(ForeignScanState *node, ExplainState *es)
 		}
 		ExplainPropertyUInteger("Trail Pages Pruned", NULL, st->stats.pages_pruned, es);
 		ExplainPropertyUInteger("Trail Pages In File", NULL, f->npages, es);
+		/* rounds of concurrent range GETs the scans announced (remote files) */
+		if (remote)
+			ExplainPropertyUInteger("Trail Read-Ahead Windows", NULL, st->stats.windows, es);
 		/* of the pages read: all their bytes, or (version 2) the chunks of the columns used */
 		ExplainPropertyUInteger("Trail Page Bytes Read", "bytes", st->stats.bytes_read, es);
 		if (remote)

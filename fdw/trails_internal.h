@@ -102,7 +102,7 @@ enum
 	AGG_BOOL_OR
 };
 
-/* fdw_private of such a plan (a base scan's has three items) */
+/* fdw_private of such a plan (a base scan's has four items) */
 enum
 {
 	AGGP_KINDS,					/* the id clauses, as a base scan's */

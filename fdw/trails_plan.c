@@ -374,7 +374,14 @@ trlGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid, Fo
 	pull_varattnos((Node *) scan_clauses, baserel->relid, &used);
 	for (int x = -1; (x = bms_next_member(used, x)) >= 0;)
 		used_list = lappend_int(used_list, x);
+	/*
+	 * fdw_private's fourth item: 1 when the executor may stop before the
+	 * last row (a LIMIT, a cursor, EXISTS: the planner wants a fraction of
+	 * the rows), so the scan fetches in growing windows; 0 when every row
+	 * will be read, so it announces all its pages at once (reader.c).
+	 */
 	return make_foreignscan(tlist, scan_clauses, baserel->relid, args,
-							list_make3(kinds, makeInteger(lookups), used_list),
+							list_make4(kinds, makeInteger(lookups), used_list,
+									   makeInteger(root->tuple_fraction > 0 || root->limit_tuples >= 0)),
 							NIL, NIL, outer_plan);
 }

@@ -75,7 +75,7 @@ trlBeginForeignScan(ForeignScanState *node, int eflags)
 	ListCell   *lc;
 
 	node->fdw_state = st;
-	st->agg = list_length(plan->fdw_private) > AGGP_USED + 1;
+	st->agg = list_length(plan->fdw_private) >= AGGP_COUNT;
 	if (st->agg)
 	{
 		/* no scan relation: the foreign table is among the plan's relids */
@@ -529,6 +529,7 @@ trlIterateForeignScan(ForeignScanState *node)
 		st->q.page_cache = st->h->page_cache;
 		/* the planner's estimate of the outer rows (trlGetForeignPlan) */
 		st->q.lookups_expected = (uint32) Max(0, intVal(lsecond(((ForeignScan *) node->ss.ps.plan)->fdw_private)));
+		st->q.may_stop_early = intVal(lfourth(((ForeignScan *) node->ss.ps.plan)->fdw_private)) != 0;
 		if (tdb_trail_scan_begin(st->h->reader, &st->q, &st->h->scan, &err) < 0)
 			trail_error(&err, psprintf("could not scan trail file \"%s\"", st->h->url));
 	}
@@ -591,6 +592,7 @@ trl_end_scan(TrlScan *st)
 		st->stats.pages_candidate += s.pages_candidate;
 		st->stats.pages_read += s.pages_read;
 		st->stats.pages_reused += s.pages_reused;
+		st->stats.windows += s.windows;
 		st->stats.union_prefetched |= s.union_prefetched;
 		st->stats.pages_pruned += s.pages_pruned;
 		st->stats.events_returned += s.events_returned;

@@ -225,6 +225,7 @@ trail_get_null_bitmap(CodecCur *c, uint32_t n, bool present, const uint8_t **bit
 bool
 trail_page_reserve(TdbTrailPage *pg, uint32_t n, int ncols)
 {
+	pg->skipped = 0;
 	if (n <= pg->cap && ncols <= pg->ncolumns)
 		return true;
 	tdb_trail_page_release(pg);

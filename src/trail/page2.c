@@ -613,11 +613,7 @@ trail_page2_decode(const TdbTrailFooter *f, uint32_t pageno, const uint8_t *buf,
 
 		if (col < 64 && (skip_columns >> col) & 1)
 		{
-			for (uint32_t i = 0; i < n; i++)
-			{
-				memset(&vals[i], 0, sizeof(vals[i]));
-				vals[i].isnull = true;
-			}
+			pg->skipped |= UINT64_C(1) << col;	/* NULL, cols[col] untouched */
 			continue;
 		}
 		badchunk = TRAIL_CHUNK_COLUMN0 + col;

@@ -876,6 +876,12 @@ tdb_pager_hinted(TdbPager *p, bool on)
 }
 
 void
+tdb_pager_bridge_widest(TdbPager *p)
+{
+	p->bridge = BRIDGE_MAX_BLOCKS;
+}
+
+void
 tdb_pager_stats(const TdbPager *p, TdbPagerStats *out)
 {
 	*out = p->stats;

@@ -110,6 +110,13 @@ int			tdb_pager_prefetch(TdbPager *p, const TdbByteRange *ranges, int n,
 void		tdb_pager_hinted(TdbPager *p, bool on);
 
 /*
+ * The scan just announced (tdb_pager_hinted) reads all its ranges: bridge
+ * its gaps as widely as a long scan's later windows, from the first
+ * announcement on.
+ */
+void		tdb_pager_bridge_widest(TdbPager *p);
+
+/*
  * How many bytes (in whole blocks) one tdb_pager_prefetch call fetches at
  * most: half the LRU, where they wait until read; 0 for a local file
  * (nothing to prefetch).
