@@ -377,6 +377,8 @@ trail_open_ext(ForeignServer *server, ForeignTable *ft, const char *url, MemoryC
 	po.cache_max_bytes = o->cache_bytes;
 	po.lru = trail_lru();
 	po.max_parallel = o->parallel;
+	/* the next pages fetched in a thread while these are decoded (trail_cancel reads two flags) */
+	po.async = true;
 	po.readahead_max = o->readahead;
 	po.revalidate_seconds = rv ? trl_int_option("revalidate_interval", rv, 0, REVALIDATE_MAX) : o->revalidate;
 	/* planning and execution of one statement validate an object once */

@@ -67,4 +67,4 @@ if [ "${TAP_MINIO:-0}" = 1 ]; then
 fi
 as_pg env TDBREAD="$work/tools/tdbread" TDBSUB="$work/tools/tdbsub" TRAFFICDB_STREAM="$work/tools/trafficdb-stream" \
 	TRAFFICDB_LIB="$work/lib/libtrafficdb.so" TRAFFICDB_TRAIL="$work/tools/trafficdb-trail" TRAFFICDB_PYTHON="$work/python" \
-	"${env_minio[@]}" make -s -C "$work" tap PG_CONFIG="$PG_CONFIG" PROVE_TESTS="$*"
+	"${env_minio[@]}" make -s -C "$work" tap PG_CONFIG="$PG_CONFIG" PROVE_TESTS="$*" PROVE_FLAGS="${PROVE_FLAGS:-}"

@@ -48,16 +48,19 @@ stage "dependencies"
 scripts/deps.sh
 
 stage "build (-Wall -Wextra -Werror)"
-make -s -j"$(nproc)" all tools/trafficdb-trail PG_CONFIG="$PG_CONFIG"
+make -s -j"$(nproc)" all tools/trafficdb-trail src/trail/tests/trail_tests_tsan PG_CONFIG="$PG_CONFIG"
 
 stage "house rules: no include cycle, no file over 1,000 lines, README ≤ 300 lines (test/check_layout.py)"
 python3 test/check_layout.py --symbols || die "a house rule is broken: test/check_layout.py lists each breach (issue 29)"
 
 # the trail tests against MinIO mostly wait (on the fault proxy's stalls,
 # retries, cancels: about 20 s of CPU in 165 s), so they start here and run
-# beside the CPU-bound stages that follow; the trail stage collects them
+# beside the CPU-bound stages that follow; the trail stage collects them.
+# Then the pager's read-ahead thread against MinIO and its faults under
+# ThreadSanitizer (built with the build stage).
 trail_log=$(mktemp /tmp/trafficdb-trail-tests.XXXXXX)
-src/trail/tests/run.sh >"$trail_log" 2>&1 &
+{ src/trail/tests/run.sh && TRAIL_TEST_BIN=src/trail/tests/trail_tests_tsan src/trail/tests/run.sh \
+	test_s3_async_reads_what_sync_reads test_s3_async_faults test_s3_async_cancel_and_close; } >"$trail_log" 2>&1 &
 trail_pid=$!
 
 stage "unit tests (src/, libtrafficdb)"
@@ -135,7 +138,7 @@ for _ in $(seq 1 50); do [ -s "$servers/proxy.port" ] && break; sleep 0.1; done
 if ! as_pg env TDBREAD="$work/tools/tdbread" TDBSUB="$work/tools/tdbsub" TRAFFICDB_STREAM="$work/tools/trafficdb-stream" TRAFFICDB_LIB="$work/lib/libtrafficdb.so" \
 	TRAFFICDB_TRAIL="$work/tools/trafficdb-trail" MINIO_ENDPOINT="$MINIO_ENDPOINT" MINIO_ROOT_USER="$MINIO_ROOT_USER" \
 	MINIO_ROOT_PASSWORD="$MINIO_ROOT_PASSWORD" TRAIL_PROXY_ENDPOINT="http://127.0.0.1:$(cat "$servers/proxy.port")" \
-	TRAFFICDB_PYTHON="$work/python" make -s -C "$work" tap PG_CONFIG="$PG_CONFIG" PROVE_FLAGS="-j$(($(nproc) + 1))"; then
+	TRAFFICDB_PYTHON="$work/python" make -s -C "$work" tap PG_CONFIG="$PG_CONFIG" PROVE_FLAGS="--timer -j$(($(nproc) + 1))"; then
 	find "$work/tmp_check/log" -name '*.log' -newer "$work/Makefile" -print \
 		-exec tail -n 40 {} \; 2>/dev/null || true
 	die "TAP tests failed"

@@ -14,19 +14,25 @@
 #    and at most a quarter more bytes (the bridged gaps);
 # 2. a cursor fetching 10 rows, and LIMIT 10: a handful of requests, a
 #    small part of the file;
-# 3. EXPLAIN without ANALYZE and a prepared statement run with and without
-#    LIMIT keep the rows exact.
+# 3. prepared statements run with and without LIMIT keep the rows exact;
+# 4. the pages are fetched in a thread of the backend's while it decodes
+#    those before (the pager's read-ahead thread): statement_timeout and
+#    pg_cancel_backend interrupt a scan whose thread is stuck in a stalled
+#    response within a second or two, and the backend then reads the same
+#    file exactly.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes qw(time);
 use lib 't';
 use TdbTest;
 
 my $endpoint = $ENV{MINIO_ENDPOINT} // die 'MINIO_ENDPOINT must name the MinIO of scripts/tap.sh (TAP_MINIO=1)';
 my $user = $ENV{MINIO_ROOT_USER} // die 'MINIO_ROOT_USER unset';
 my $secret = $ENV{MINIO_ROOT_PASSWORD} // die 'MINIO_ROOT_PASSWORD unset';
+my $proxy = $ENV{TRAIL_PROXY_ENDPOINT} // die 'TRAIL_PROXY_ENDPOINT must name the fault proxy of scripts/tap.sh';
 
 tdb_make_bucket('tap-read-ahead');
 
@@ -108,6 +114,45 @@ PREPARE p(int) AS SELECT count(*) FROM (SELECT * FROM tr WHERE $box LIMIT \$1) x
 PREPARE q AS SELECT count(*) FROM tr WHERE $box;
 EXECUTE p(5); EXECUTE p(100000); EXECUTE q; EXECUTE q; EXECUTE q; EXECUTE q; EXECUTE q; EXECUTE q;}),
 	join("\n", 5, ($heap =~ /^(\d+)/) x 7), 'prepared statements, generic plans included: exact counts');
+
+# ---- 4. interrupts while the read-ahead thread waits on a stalled response -------------------------
+$node->safe_psql('postgres', qq{CREATE SERVER slow FOREIGN DATA WRAPPER trafficdb_trails
+  OPTIONS (endpoint '$proxy', cache_dir 'none', retries '0');
+  CREATE USER MAPPING FOR CURRENT_USER SERVER slow OPTIONS (access_key '$user', secret_key '$secret');
+  CREATE FOREIGN TABLE slow_tr (callsign text, ts timestamptz, geom geometry(Point, 4326), speed float8, alt bigint)
+    SERVER slow OPTIONS (url 's3://tap-read-ahead/tr.trail', id_column 'callsign', time_column 'ts')});
+# the open's requests (the tail, the footer's chunks) pass, then every GET stalls for 8 s mid-body
+my $stalls = 'ok,ok,ok,ok,' . join(',', ('stall') x 12);
+system('curl', '-fs', '-o', '/dev/null', "$proxy/__fault__?plan=$stalls") == 0 or die 'could not arm the proxy';
+my $t0 = time();
+my ($rc, $out, $err) = $node->psql('postgres', "SET statement_timeout = '1s'; SELECT count(*) FROM slow_tr WHERE $box");
+my $took = time() - $t0;
+like($err, qr/statement timeout/, 'statement_timeout interrupts a scan whose pages stall');
+cmp_ok($took, '<', 3.5, sprintf('within %.2f s (each stall lasts 8 s)', $took));
+
+system('curl', '-fs', '-o', '/dev/null', "$proxy/__fault__?plan=$stalls") == 0 or die 'could not arm the proxy';
+my $bg = $node->background_psql('postgres', on_error_stop => 0);
+$bg->query_until(qr/started/, "\\echo started\nSELECT count(*) FROM slow_tr WHERE $box;\n");
+my $pid;
+for (1 .. 100)
+{
+	$pid = $node->safe_psql('postgres', q{SELECT pid FROM pg_stat_activity WHERE query LIKE 'SELECT count(*) FROM slow_tr%' AND state = 'active'});
+	last if $pid;
+	select(undef, undef, undef, 0.05);
+}
+ok($pid, "the scan runs in backend $pid");
+select(undef, undef, undef, 0.5);
+$t0 = time();
+$node->safe_psql('postgres', "SELECT pg_cancel_backend($pid)");
+ok($node->poll_query_until('postgres', "SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $pid AND state = 'active'"),
+	'pg_cancel_backend ends it');
+$took = time() - $t0;
+cmp_ok($took, '<', 3, sprintf('within %.2f s', $took));
+$bg->quit;
+system('curl', '-fs', '-o', '/dev/null', "$proxy/__fault__?plan=") == 0 or die 'could not disarm the proxy';
+is(digest("SELECT * FROM slow_tr WHERE $box"), $heap, 'the same scan reads fine afterwards, in a new backend');
+is($node->safe_psql('postgres', "SET statement_timeout = '1s'; SELECT count(*) FROM slow_tr WHERE $box"), ($heap =~ /^(\d+)/)[0],
+	'and in a backend that was interrupted before');
 
 $node->stop;
 done_testing();

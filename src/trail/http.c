@@ -355,17 +355,14 @@ xfer_finish(Xfer *x, CURLcode rc)
 		r->transport = TDB_HTTP_FAILED;
 }
 
-int
-tdb_http_run(TdbHttp *h, TdbHttpReq **reqs, int n, const TdbNetOptions *net)
+/* Start reqs[*next] (the next whose setup succeeds); false when none is left. */
+static bool
+start_next(TdbHttp *h, Xfer *xs, TdbHttpReq **reqs, int n, int *next, const TdbNetOptions *net)
 {
-	Xfer	   *xs = calloc(n > 0 ? (size_t) n : 1, sizeof(Xfer));
-	int			running = 0;
-	int			rc = 0;
-
-	if (xs == NULL)
-		return TDB_TRAIL_ENOMEM;
-	for (int i = 0; i < n; i++)
+	while (*next < n)
 	{
+		int			i = (*next)++;
+
 		xs[i].req = reqs[i];
 		xs[i].net = net;
 		tdb_http_req_reset_response(reqs[i]);
@@ -379,7 +376,40 @@ tdb_http_run(TdbHttp *h, TdbHttpReq **reqs, int n, const TdbNetOptions *net)
 		}
 		curl_easy_setopt(xs[i].easy, CURLOPT_PRIVATE, &xs[i]);
 		curl_multi_add_handle(h->multi, xs[i].easy);
+		return true;
 	}
+	return false;
+}
+
+int
+tdb_http_run(TdbHttp *h, TdbHttpReq **reqs, int n, const TdbNetOptions *net)
+{
+	return tdb_http_run_window(h, reqs, n, n, net);
+}
+
+/*
+ * At most maxp transfers in flight, each one that ends replaced by the next
+ * request at once: a slow response holds up its own slot only (run in
+ * batches of maxp, each batch waited for the slowest of its requests).
+ */
+int
+tdb_http_run_window(TdbHttp *h, TdbHttpReq **reqs, int n, int maxp, const TdbNetOptions *net)
+{
+	Xfer	   *xs = calloc(n > 0 ? (size_t) n : 1, sizeof(Xfer));
+	int			running = 0,
+				inflight = 0,
+				next = 0;
+	int			rc = 0;
+
+	if (xs == NULL)
+		return TDB_TRAIL_ENOMEM;
+	if (maxp < 1)
+		maxp = 1;
+	/* every request not started yet reads as not done (a cancel marks them) */
+	for (int i = 0; i < n; i++)
+		tdb_http_req_reset_response(reqs[i]);
+	while (inflight < maxp && start_next(h, xs, reqs, n, &next, net))
+		inflight++;
 
 	/* bounded: every transfer ends by completion, error, low speed or cancel */
 	for (;;)
@@ -394,13 +424,23 @@ tdb_http_run(TdbHttp *h, TdbHttpReq **reqs, int n, const TdbNetOptions *net)
 			if (m->msg == CURLMSG_DONE)
 			{
 				Xfer	   *x = NULL;
+				CURL	   *e = m->easy_handle;
 
-				curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **) &x);
+				curl_easy_getinfo(e, CURLINFO_PRIVATE, (char **) &x);
 				if (x)
+				{
 					xfer_finish(x, m->data.result);
+					/* its connection goes back to the pool for the next request */
+					curl_multi_remove_handle(h->multi, e);
+					curl_easy_cleanup(e);
+					x->easy = NULL;
+				}
+				inflight--;
 			}
 		}
-		if (running == 0)
+		while (inflight < maxp && start_next(h, xs, reqs, n, &next, net))
+			inflight++;
+		if (inflight == 0 && next >= n)
 			break;
 		if (net->cancel && net->cancel(net->cancel_arg))
 		{
@@ -410,7 +450,8 @@ tdb_http_run(TdbHttp *h, TdbHttpReq **reqs, int n, const TdbNetOptions *net)
 					reqs[i]->transport = TDB_HTTP_CANCELED;
 			break;
 		}
-		curl_multi_poll(h->multi, NULL, 0, 100, NULL);
+		if (running > 0 || inflight > 0)
+			curl_multi_poll(h->multi, NULL, 0, 100, NULL);
 	}
 
 	for (int i = 0; i < n; i++)

@@ -84,6 +84,10 @@ void		tdb_http_free(TdbHttp *h);
  */
 int			tdb_http_run(TdbHttp *h, TdbHttpReq **reqs, int n, const TdbNetOptions *net);
 
+/* The same with at most maxp transfers in flight, the next started as one ends. */
+int			tdb_http_run_window(TdbHttp *h, TdbHttpReq **reqs, int n, int maxp,
+								const TdbNetOptions *net);
+
 /* Add a "Name: value" header (copied); false when full or out of memory. */
 bool		tdb_http_add_header(TdbHttpReq *r, const char *name, const char *value);
 

@@ -242,11 +242,22 @@ tdb_pager_open(const TdbPagerOptions *o, TdbPager **out, TdbTrailError *err)
 		return 0;
 	}
 
-	if ((rc = tdb_remote_open(o->url, &o->s3, &o->net, &p->remote, err)) < 0)
 	{
-		free(p);
-		return rc;
+		/* the remote object asks the pager, which asks the caller (or stops a job at close) */
+		TdbNetOptions net = o->net;
+
+		p->user_cancel = o->net.cancel;
+		p->user_cancel_arg = o->net.cancel_arg;
+		net.cancel = trail_pager_cancel;
+		net.cancel_arg = p;
+		if ((rc = tdb_remote_open(o->url, &o->s3, &net, &p->remote, err)) < 0)
+		{
+			free(p);
+			return rc;
+		}
 	}
+	if (o->async)
+		trail_pager_async_init(p);
 	{
 		const char *ep = strncmp(o->url, "s3://", 5) == 0 && o->s3.endpoint ? o->s3.endpoint : "";
 		size_t		n = strlen(ep) + strlen(tdb_remote_name(p->remote)) + 2;
@@ -374,6 +385,7 @@ tdb_pager_extend_tail(TdbPager *p, uint64_t off, TdbTrailError *err)
 
 	if (p->local || off >= p->tail_off || p->tail_off - off > TAIL_EXTEND_MAX)
 		return 0;
+	trail_pager_async_join(p, false);	/* its thread reads the tail */
 	r.off = off;
 	r.len = p->tail_off - off;
 	if ((nt = malloc(r.len + p->tail_len)) == NULL)
@@ -501,7 +513,7 @@ hold_block(TdbPager *p, int h, uint64_t blk, const uint8_t *data, uint64_t bl)
  */
 static int
 fetch_blocks(TdbPager *p, uint64_t *blocks, int n, uint64_t off, size_t len, uint8_t *dst,
-			 const uint64_t *hold, TdbTrailError *err)
+			 const uint64_t *hold, uint64_t max_range, TdbTrailError *err)
 {
 	TdbByteRange *ranges = malloc(sizeof(TdbByteRange) * (size_t) n);
 	TdbByteRange *get = malloc(sizeof(TdbByteRange) * (size_t) n);
@@ -524,7 +536,7 @@ fetch_blocks(TdbPager *p, uint64_t *blocks, int n, uint64_t off, size_t len, uin
 					bl = block_len(p, blocks[i]);
 
 		if (nr > 0 && ranges[nr - 1].off + ranges[nr - 1].len == bo &&
-			ranges[nr - 1].len + bl <= MAX_RANGE_BYTES)
+			ranges[nr - 1].len + bl <= max_range)
 			ranges[nr - 1].len += bl;
 		else
 		{
@@ -701,6 +713,30 @@ tdb_pager_read(TdbPager *p, uint64_t off, size_t len, void *buf, TdbTrailError *
 		if (!cached_block(p, blk, s - bs0, e - s, dst + (s - off)))
 			missing[nmiss++] = blk;
 	}
+	/*
+	 * Blocks the read-ahead thread is bringing: wait for their group, then
+	 * look again; what it did not bring is fetched here, once it has ended.
+	 */
+	if (nmiss > 0 && p->as.started)
+	{
+		int			k = 0;
+
+		if ((rc = trail_pager_async_wait(p, missing, nmiss, err)) < 0)
+			return rc;
+		for (int i = 0; i < nmiss; i++)
+		{
+			uint64_t	blk = missing[i];
+			uint64_t	bs0 = blk * p->bs;
+			uint64_t	s = off > bs0 ? off : bs0;
+			uint64_t	e = off + len < bs0 + block_len(p, blk) ? off + len : bs0 + block_len(p, blk);
+
+			if (!cached_block(p, blk, s - bs0, e - s, dst + (s - off)))
+				missing[k++] = blk;
+		}
+		nmiss = k;
+		if (nmiss > 0)
+			trail_pager_async_join(p, false);
+	}
 	/* adaptive read-ahead: grows while reads continue where the last ended */
 	if (p->readahead_max > 0 && p->hinted == 0 && (b0 == p->next_seq_block || b0 + 1 == p->next_seq_block))
 		p->ra_window = p->ra_window ? (p->ra_window * 2 > p->readahead_max ? p->readahead_max : p->ra_window * 2) : 1;
@@ -723,7 +759,7 @@ tdb_pager_read(TdbPager *p, uint64_t off, size_t len, void *buf, TdbTrailError *
 			if (!tdb_lru_get(p->lru, key, 0, 0, NULL))
 				missing[nmiss++] = blk;
 		}
-		if ((rc = fetch_blocks(p, missing, nmiss, off, len, dst, hold, err)) < 0)
+		if ((rc = fetch_blocks(p, missing, nmiss, off, len, dst, hold, MAX_RANGE_BYTES, err)) < 0)
 			return rc;
 	}
 	hold_cached(p, HELD_LAST, b1);
@@ -795,6 +831,8 @@ tdb_pager_prefetch(TdbPager *p, const TdbByteRange *ranges, int n, TdbTrailError
 
 	if (p->local)
 		return 0;
+	/* the job before first: its blocks are then found cached, not asked again */
+	trail_pager_async_join(p, false);
 	room = tdb_lru_capacity(p->lru) / 2 / p->bs;
 	if (room < 1)
 		return 0;				/* the LRU could not keep them: reads fetch their own */
@@ -839,13 +877,26 @@ tdb_pager_prefetch(TdbPager *p, const TdbByteRange *ranges, int n, TdbTrailError
 	/* the next window of this scan may bridge wider gaps */
 	if (p->hinted > 0)
 		p->bridge = p->bridge == 0 ? 1 : p->bridge * 2 > BRIDGE_MAX_BLOCKS ? BRIDGE_MAX_BLOCKS : p->bridge * 2;
-	{
-		uint64_t	none[2] = {NO_BLOCK, NO_BLOCK};
-
-		rc = fetch_blocks(p, missing, nmiss, 0, 0, NULL, none, err);
-	}
+	/* in the read-ahead thread, which frees the list; else here and now */
+	if (p->as.ready && trail_pager_async_start(p, missing, nmiss))
+		return 0;
+	rc = trail_pager_fetch_blocks(p, missing, nmiss, MAX_RANGE_BYTES, err);
 	free(missing);
 	return rc;
+}
+
+int
+trail_pager_fetch_blocks(TdbPager *p, uint64_t *blocks, int n, uint64_t max_range, TdbTrailError *err)
+{
+	uint64_t	none[2] = {NO_BLOCK, NO_BLOCK};
+
+	return fetch_blocks(p, blocks, n, 0, 0, NULL, none, max_range, err);
+}
+
+uint64_t
+trail_pager_block_len(const TdbPager *p, uint64_t blk)
+{
+	return block_len(p, blk);
 }
 
 uint64_t
@@ -884,6 +935,8 @@ tdb_pager_bridge_widest(TdbPager *p)
 void
 tdb_pager_stats(const TdbPager *p, TdbPagerStats *out)
 {
+	/* the read-ahead thread's requests counted too (p is the caller's, not a constant) */
+	trail_pager_async_join((TdbPager *) p, false);
 	*out = p->stats;
 	out->validation_reused = p->reused;
 	out->validation_age = p->reused_age;
@@ -906,6 +959,7 @@ tdb_pager_close(TdbPager *p)
 {
 	if (p == NULL)
 		return;
+	trail_pager_async_destroy(p);
 	if (p->fd >= 0)
 		close(p->fd);
 	tdb_remote_close(p->remote);

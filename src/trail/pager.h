@@ -42,6 +42,14 @@ typedef struct TdbPagerOptions
 	struct TdbBlockLru *lru;	/* shared in-process LRU; NULL: own */
 	size_t		lru_bytes;		/* size of the own LRU; 0: 64 MiB */
 	int			max_parallel;	/* concurrent range GETs; 0: 4 */
+	/*
+	 * Remote objects: fetch announced ranges (tdb_pager_prefetch) in a
+	 * thread of the pager's own, in groups in file order, while the caller
+	 * reads what the groups before brought (pager_async.c).  The caller's
+	 * net.cancel is then also called from that thread: it must be safe to
+	 * call from any thread (read flags, nothing more).
+	 */
+	bool		async;
 	int			readahead_max;	/* blocks; 0: 64, negative: none */
 	/*
 	 * Remote objects: reuse the size, ETag and tail this process learnt of

@@ -26,6 +26,8 @@ fetch_merged(TdbPager *p, const TdbByteRange *r, uint8_t **bufs, int n, TdbTrail
 	int			ng = 0,
 				rc = 0;
 
+	/* the network, and then the disk cache, are the read-ahead thread's until it ends */
+	trail_pager_async_join(p, false);
 	if (g == NULL || gb == NULL || first == NULL)
 		rc = tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
 	for (int i = 0; rc == 0 && i < n; i++)

@@ -8,6 +8,8 @@
 #ifndef TDB_TRAIL_PAGER_INTERNAL_H
 #define TDB_TRAIL_PAGER_INTERNAL_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -26,6 +28,23 @@
 #define DEFAULT_READAHEAD	64	/* blocks: 1 MiB of 16 KiB blocks */
 #define BRIDGE_MAX_BLOCKS	16	/* gaps an announced scan fetches through */
 #define PREFETCH_MAX_BLOCKS	4096	/* one announcement; and half the LRU */
+
+/* The read-ahead thread's job (pager_async.c). */
+typedef struct PagerAsync
+{
+	bool		ready;			/* mu and cv initialised: async on */
+	bool		started;		/* a thread to join */
+	pthread_t	thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	uint64_t   *blocks;			/* the job: sorted, distinct */
+	int			nblocks;
+	/* under mu: */
+	uint64_t	done_below;		/* every job block below this is dealt with */
+	bool		finished;
+	int			rc;				/* the first error (0: none) */
+	atomic_int	abort;			/* close: stop now */
+} PagerAsync;
 
 struct TdbPager
 {
@@ -74,11 +93,31 @@ struct TdbPager
 	double		reused_age;
 	bool		reused_token;	/* ... because the token matched */
 	TdbPagerStats stats;
+	/* the caller's cancel callback (the remote object calls trail_pager_cancel) */
+	int			(*user_cancel) (void *arg);
+	void	   *user_cancel_arg;
+	PagerAsync	as;
 };
 
 /* GET ranges[0 .. n-1] into bufs concurrently (pager.c). */
 int			trail_pager_remote_get(struct TdbPager *p, const TdbByteRange *ranges, uint8_t **bufs,
 								   int n, TdbTrailError *err);
+/*
+ * Fetch blocks (sorted, distinct) into the caches, in range GETs of at
+ * most max_range bytes (pager.c).
+ */
+int			trail_pager_fetch_blocks(struct TdbPager *p, uint64_t *blocks, int n, uint64_t max_range,
+									 TdbTrailError *err);
+uint64_t	trail_pager_block_len(const struct TdbPager *p, uint64_t blk);
+
+/* pager_async.c */
+int			trail_pager_cancel(void *arg);
+void		trail_pager_async_init(struct TdbPager *p);
+void		trail_pager_async_destroy(struct TdbPager *p);
+bool		trail_pager_async_start(struct TdbPager *p, uint64_t *blocks, int n);
+int			trail_pager_async_wait(struct TdbPager *p, const uint64_t *missing, int n, TdbTrailError *err);
+void		trail_pager_async_join(struct TdbPager *p, bool abort);
+
 /* Read a local file's bytes (pager.c). */
 int			trail_pager_read_local(struct TdbPager *p, uint64_t off, size_t len, uint8_t *dst,
 								   TdbTrailError *err);

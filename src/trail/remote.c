@@ -467,65 +467,77 @@ backoff(TdbRemote *r, int attempt, TdbTrailError *err)
 typedef int (*CheckFn) (TdbRemote *r, TdbHttpReq *q, void *ctx, TdbTrailError *err);
 
 /*
- * Run reqs, at most maxp at a time, retrying those check() says to retry,
- * at most max_retries times each batch.
+ * Run reqs, maxp in flight (the next starts as one ends: in batches of
+ * maxp, each batch waited for its slowest request), then retry those
+ * check() says to retry, each at most max_retries times.
  */
 static int
 run_with_retries(TdbRemote *r, TdbHttpReq **reqs, int n, int maxp, CheckFn check,
 				 void *ctx, TdbTrailError *err)
 {
+	TdbHttpReq **batch;
+	int			m = n;
+	int			rc = 0;
+
 	if (maxp <= 0)
 		maxp = 4;
 	if (maxp > 64)
-		maxp = 64;				/* the batch array's size: never skip requests */
-	for (int b = 0; b < n; b += maxp)
+		maxp = 64;
+	if (n <= 0)
+		return 0;
+	if ((batch = malloc(sizeof(TdbHttpReq *) * (size_t) n)) == NULL)
+		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
+	memcpy(batch, reqs, sizeof(TdbHttpReq *) * (size_t) n);
+	/* all n with maxp in flight; then those to retry, after a backoff */
+	for (int attempt = 0;; attempt++)
 	{
-		TdbHttpReq *batch[64];
-		int			m = n - b < maxp ? n - b : maxp;
+		TdbTrailError last;
+		int			nretry = 0;
 
-		if (m > 64)
-			m = 64;
-		memcpy(batch, reqs + b, sizeof(TdbHttpReq *) * (size_t) m);
-		for (int attempt = 0;; attempt++)
+		rc = tdb_http_run_window(r->http, batch, m, maxp, &r->net);
+		r->requests += (uint64_t) m;
+		if (rc == TDB_TRAIL_ECANCELED)
 		{
-			TdbTrailError last;
-			int			nretry = 0;
-			int			rc = tdb_http_run(r->http, batch, m, &r->net);
-
-			r->requests += (uint64_t) m;
-			if (rc == TDB_TRAIL_ECANCELED)
-				return tdb_trail_fail(err, rc, "read of %s canceled", r->name);
-			if (rc < 0)
-				return tdb_trail_fail(err, rc, "out of memory");
-			last.code = 0;
-			last.msg[0] = '\0';
-			for (int j = 0; j < m; j++)
-			{
-				int			c;
-
-				r->bytes += batch[j]->out_len;
-				c = check(r, batch[j], ctx, &last);
-				if (c < 0)
-				{
-					if (err)
-						*err = last;
-					return c;
-				}
-				if (c == 1)
-					batch[nretry++] = batch[j];
-			}
-			if (nretry == 0)
-				break;
-			if (attempt >= r->net.max_retries)
-				return tdb_trail_fail(err, last.code ? last.code : TDB_TRAIL_ENET,
-									  "%s (gave up after %d attempts)", last.msg, attempt + 1);
-			r->retries += (uint64_t) nretry;
-			m = nretry;
-			if ((rc = backoff(r, attempt, err)) < 0)
-				return rc;
+			rc = tdb_trail_fail(err, rc, "read of %s canceled", r->name);
+			break;
 		}
+		if (rc < 0)
+		{
+			rc = tdb_trail_fail(err, rc, "out of memory");
+			break;
+		}
+		last.code = 0;
+		last.msg[0] = '\0';
+		for (int j = 0; j < m && rc == 0; j++)
+		{
+			int			c;
+
+			r->bytes += batch[j]->out_len;
+			c = check(r, batch[j], ctx, &last);
+			if (c < 0)
+			{
+				if (err)
+					*err = last;
+				rc = c;
+			}
+			else if (c == 1)
+				batch[nretry++] = batch[j];
+		}
+		if (rc < 0 || nretry == 0)
+			break;
+		if (attempt >= r->net.max_retries)
+		{
+			rc = tdb_trail_fail(err, last.code ? last.code : TDB_TRAIL_ENET,
+								"%s (gave up after %d attempts)", last.msg, attempt + 1);
+			break;
+		}
+		r->retries += (uint64_t) nretry;
+		m = nretry;
+		if ((rc = backoff(r, attempt, err)) < 0)
+			break;
 	}
-	return 0;
+	free(batch);
+	return rc;
 }
 
 /* ---- range reads -------------------------------------------------------- */

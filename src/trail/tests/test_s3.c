@@ -20,53 +20,12 @@
 #include "http.h"
 #include "pager.h"
 #include "trail_fixture.h"
+#include "trail_fixture_s3.h"
 #include "trail_unit.h"
 
-#define BUCKET "trail-tests"
 
-static TdbNetOptions
-fast_net(void)
-{
-	TdbNetOptions n;
 
-	memset(&n, 0, sizeof(n));
-	n.max_retries = 4;
-	n.retry_base_ms = 20;
-	n.retry_max_ms = 200;
-	n.low_speed_bytes = 1024;
-	n.low_speed_seconds = 2;
-	return n;
-}
 
-static bool
-ensure_bucket(const TdbS3Config *c)
-{
-	TdbTrailError err;
-	TdbNetOptions n = fast_net();
-
-	if (tdb_s3_create_bucket(c, &n, BUCKET, &err) < 0)
-	{
-		unit_fail(__FILE__, __LINE__, "create bucket: %s", err.msg);
-		return false;
-	}
-	return true;
-}
-
-static bool
-put(const TdbS3Config *c, const char *key, const void *buf, size_t len, size_t part)
-{
-	char		url[256];
-	TdbTrailError err;
-	TdbNetOptions n = fast_net();
-
-	snprintf(url, sizeof(url), "s3://%s/%s", BUCKET, key);
-	if (tdb_trail_store(url, buf, len, c, &n, part, &err) < 0)
-	{
-		unit_fail(__FILE__, __LINE__, "store %s: %s", url, err.msg);
-		return false;
-	}
-	return true;
-}
 
 static int
 open_s3(const TdbS3Config *c, const char *key, uint32_t bs, const char *cache_dir,
@@ -79,21 +38,12 @@ open_s3(const TdbS3Config *c, const char *key, uint32_t bs, const char *cache_di
 	snprintf(url, sizeof(url), "s3://%s/%s", BUCKET, key);
 	o.url = url;
 	o.s3 = *c;
-	o.net = fast_net();
+	o.net = fx_fast_net();
 	o.block_size = bs;
 	o.cache_dir = cache_dir;
 	return tdb_pager_open(&o, p, err);
 }
 
-static uint8_t *
-random_bytes(size_t n, uint64_t seed)
-{
-	uint8_t    *b = malloc(n);
-
-	for (size_t i = 0; i < n; i++)
-		b[i] = (uint8_t) unit_rand(&seed);
-	return b;
-}
 
 /* Single PUT and multipart upload, each read back byte-exact by ranges. */
 UNIT_TEST(test_s3_upload_and_read_back)
@@ -101,12 +51,12 @@ UNIT_TEST(test_s3_upload_and_read_back)
 	TdbS3Config c;
 	size_t		sizes[] = {100000, 12u << 20};	/* one PUT; 3 parts of 5 MiB */
 
-	if (!fx_s3_env(&c, false) || !ensure_bucket(&c))
+	if (!fx_s3_env(&c, false) || !fx_ensure_bucket(&c))
 		return;
 	for (int k = 0; k < 2; k++)
 	{
 		size_t		n = sizes[k];
-		uint8_t    *want = random_bytes(n, 100 + (uint64_t) k);
+		uint8_t    *want = fx_random_bytes(n, 100 + (uint64_t) k);
 		uint8_t    *got = calloc(1, n);
 		char		key[64];
 		TdbPager   *p;
@@ -114,7 +64,7 @@ UNIT_TEST(test_s3_upload_and_read_back)
 		uint64_t	rng = 5;
 
 		snprintf(key, sizeof(key), "raw-%d.bin", k);
-		if (!put(&c, key, want, n, 5u << 20))
+		if (!fx_put(&c, key, want, n, 5u << 20))
 			continue;
 		if (open_s3(&c, key, 65536, NULL, &p, &err) < 0)
 		{
@@ -156,11 +106,11 @@ UNIT_TEST(test_s3_pruned_queries)
 	TdbTrailReader *r;
 	TdbTrailError err;
 
-	if (!fx_s3_env(&c, false) || !ensure_bucket(&c))
+	if (!fx_s3_env(&c, false) || !fx_ensure_bucket(&c))
 		return;
 	fx_make(&s, &rng, false, 150, 600);
 	buf = fx_encode(&s, 8192, 0, &len);
-	if (!put(&c, "q.trail", buf, len, 0))
+	if (!fx_put(&c, "q.trail", buf, len, 0))
 		goto out;
 	for (int iter = 0; iter < 40; iter++)
 	{
@@ -236,22 +186,22 @@ out:
 UNIT_TEST(test_s3_object_replaced)
 {
 	TdbS3Config c;
-	uint8_t    *a = random_bytes(200000, 1),
-			   *b = random_bytes(200000, 2);
+	uint8_t    *a = fx_random_bytes(200000, 1),
+			   *b = fx_random_bytes(200000, 2);
 	uint8_t    *got = calloc(1, 200000);
 	TdbPager   *p;
 	TdbTrailError err;
 	int			rc;
 
-	if (!fx_s3_env(&c, false) || !ensure_bucket(&c))
+	if (!fx_s3_env(&c, false) || !fx_ensure_bucket(&c))
 		goto out;
-	if (!put(&c, "replaced.bin", a, 200000, 0))
+	if (!fx_put(&c, "replaced.bin", a, 200000, 0))
 		goto out;
 	CHECK(open_s3(&c, "replaced.bin", 16384, NULL, &p, &err) == 0);
 	CHECK(tdb_pager_read(p, 0, 50000, got, &err) == 0);
 	CHECK(memcmp(got, a, 50000) == 0);
 	/* same size, other bytes: only the ETag tells */
-	if (!put(&c, "replaced.bin", b, 200000, 0))
+	if (!fx_put(&c, "replaced.bin", b, 200000, 0))
 		goto out;
 	rc = tdb_pager_read(p, 60000, 50000, got, &err);
 	CHECK(rc == TDB_TRAIL_EREPLACED);
@@ -275,7 +225,7 @@ UNIT_TEST(test_s3_bad_credentials_and_missing_object)
 	uint8_t		small[10] = {0};
 	char		secret[] = "Sup3rSecretValueNeverPrinted";
 
-	if (!fx_s3_env(&c, false) || !ensure_bucket(&c) || !put(&c, "creds.bin", small, 10, 0))
+	if (!fx_s3_env(&c, false) || !fx_ensure_bucket(&c) || !fx_put(&c, "creds.bin", small, 10, 0))
 		return;
 	c.secret_key = secret;
 	CHECK(open_s3(&c, "creds.bin", 16384, NULL, &p, &err) == TDB_TRAIL_EAUTH);
@@ -286,7 +236,7 @@ UNIT_TEST(test_s3_bad_credentials_and_missing_object)
 	printf("# %s\n", err.msg);
 	/* the uploader says the same */
 	{
-		TdbNetOptions n = fast_net();
+		TdbNetOptions n = fx_fast_net();
 
 		CHECK(tdb_trail_store("s3://" BUCKET "/x.bin", small, 10, &c, &n, 0, &err) == TDB_TRAIL_EAUTH);
 		CHECK(strstr(err.msg, secret) == NULL);
@@ -302,7 +252,7 @@ UNIT_TEST(test_s3_bad_credentials_and_missing_object)
 		memset(&o, 0, sizeof(o));
 		o.url = "s3://no-such-bucket-here/k";
 		o.s3 = c;
-		o.net = fast_net();
+		o.net = fx_fast_net();
 		CHECK(tdb_pager_open(&o, &p, &err) == TDB_TRAIL_ENOTFOUND);
 		CHECK(strstr(err.msg, "no-such-bucket-here") != NULL);
 	}
@@ -347,20 +297,20 @@ UNIT_TEST(test_s3_keys_with_special_characters)
 		"odd/tilde~under_score-dash.dot",
 	};
 	size_t		n = 70000;
-	uint8_t    *want = random_bytes(n, 31);
+	uint8_t    *want = fx_random_bytes(n, 31);
 	uint8_t    *big = NULL;
 	TdbTrailError err;
-	TdbNetOptions net = fast_net();
+	TdbNetOptions net = fx_fast_net();
 	TdbPager   *p;
 
-	if (!fx_s3_env(&c, false) || !ensure_bucket(&c))
+	if (!fx_s3_env(&c, false) || !fx_ensure_bucket(&c))
 		goto out;
 	for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
-		if (put(&c, keys[k], want, n, 0))
+		if (fx_put(&c, keys[k], want, n, 0))
 			check_read_back(&c, keys[k], want, n);
 	/* multipart: the key in the path of every part, the upload id in the query */
-	big = random_bytes(6u << 20, 32);
-	if (put(&c, keys[0], big, 6u << 20, 5u << 20))
+	big = fx_random_bytes(6u << 20, 32);
+	if (fx_put(&c, keys[0], big, 6u << 20, 5u << 20))
 		check_read_back(&c, keys[0], big, 6u << 20);
 
 	{
@@ -378,7 +328,7 @@ UNIT_TEST(test_s3_keys_with_special_characters)
 		printf("# %s\n", err.msg);
 		CHECK(open_s3(&c, "dotdot.bin", 65536, NULL, &p, &err) == TDB_TRAIL_ENOTFOUND);
 		/* dots inside a segment are ordinary characters */
-		if (put(&c, "dots/..x/.y./...", want, n, 0))
+		if (fx_put(&c, "dots/..x/.y./...", want, n, 0))
 			check_read_back(&c, "dots/..x/.y./...", want, n);
 	}
 out:
@@ -423,7 +373,7 @@ assume_role(const TdbS3Config *root, char *key, size_t keylen, char *secret, siz
 	TdbHttp    *h = tdb_http_new();
 	TdbHttpReq	q;
 	TdbHttpReq *qp = &q;
-	TdbNetOptions n = fast_net();
+	TdbNetOptions n = fx_fast_net();
 	char		url[300];
 	bool		ok;
 
@@ -463,18 +413,18 @@ UNIT_TEST(test_s3_session_token)
 				token[4096],
 				bad[4096];
 	size_t		n = 50000;
-	uint8_t    *want = random_bytes(n, 41);
+	uint8_t    *want = fx_random_bytes(n, 41);
 	TdbPager   *p;
 	TdbTrailError err;
 
-	if (!fx_s3_env(&root, false) || !ensure_bucket(&root) ||
+	if (!fx_s3_env(&root, false) || !fx_ensure_bucket(&root) ||
 		!assume_role(&root, key, sizeof(key), secret, sizeof(secret), token, sizeof(token)))
 		goto out;
 	c = root;
 	c.access_key = key;
 	c.secret_key = secret;
 	c.session_token = token;
-	if (put(&c, "token.bin", want, n, 0))
+	if (fx_put(&c, "token.bin", want, n, 0))
 		check_read_back(&c, "token.bin", want, n);
 
 	c.session_token = NULL;
@@ -502,7 +452,7 @@ UNIT_TEST(test_s3_shared_disk_cache)
 {
 	TdbS3Config c;
 	size_t		n = 3u << 20;
-	uint8_t    *want = random_bytes(n, 9);
+	uint8_t    *want = fx_random_bytes(n, 9);
 	uint8_t    *got = calloc(1, n);
 	char		dir[256];
 	TdbPager   *p;
@@ -510,7 +460,7 @@ UNIT_TEST(test_s3_shared_disk_cache)
 	TdbPagerStats st;
 	TdbDiskCacheReport rep;
 
-	if (!fx_s3_env(&c, false) || !ensure_bucket(&c) || !put(&c, "cached.bin", want, n, 0))
+	if (!fx_s3_env(&c, false) || !fx_ensure_bucket(&c) || !fx_put(&c, "cached.bin", want, n, 0))
 		goto out;
 	fx_tmpdir(dir, sizeof(dir), "s3cache");
 	/* kill -9 readers mid-fill, 10 times */
@@ -560,28 +510,6 @@ out:
 
 /* ---- faults through fault_proxy.py ------------------------------------- */
 
-static bool
-proxy_plan(const char *plan)
-{
-	TdbHttp    *h = tdb_http_new();
-	TdbHttpReq	q;
-	TdbHttpReq *qp = &q;
-	TdbNetOptions n = fast_net();
-	char		url[512];
-	bool		ok;
-
-	memset(&q, 0, sizeof(q));
-	snprintf(url, sizeof(url), "%s/__fault__?plan=%s", getenv("TRAIL_TEST_PROXY_ENDPOINT"), plan);
-	q.method = "GET";
-	q.url = strdup(url);
-	q.out_grow = true;
-	ok = h && tdb_http_run(h, &qp, 1, &n) == 0 && q.status == 200;
-	if (!ok)
-		unit_fail(__FILE__, __LINE__, "could not set the proxy plan %s", plan);
-	tdb_http_req_clear(&q);
-	tdb_http_free(h);
-	return ok;
-}
 
 typedef struct FaultCase
 {
@@ -599,7 +527,7 @@ UNIT_TEST(test_s3_faults_through_proxy)
 	TdbS3Config c,
 				direct;
 	size_t		n = 400000;
-	uint8_t    *want = random_bytes(n, 77);
+	uint8_t    *want = fx_random_bytes(n, 77);
 	uint8_t    *got = malloc(n);
 	static const FaultCase cases[] = {
 		{"500", 0, NULL},
@@ -617,8 +545,8 @@ UNIT_TEST(test_s3_faults_through_proxy)
 		{"503,503,503,503,503,503,503", TDB_TRAIL_ENET, "gave up"},
 	};
 
-	if (!fx_s3_env(&direct, false) || !fx_s3_env(&c, true) || !ensure_bucket(&direct) ||
-		!put(&direct, "fault.bin", want, n, 0))
+	if (!fx_s3_env(&direct, false) || !fx_s3_env(&c, true) || !fx_ensure_bucket(&direct) ||
+		!fx_put(&direct, "fault.bin", want, n, 0))
 		goto out;
 	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++)
 	{
@@ -627,14 +555,14 @@ UNIT_TEST(test_s3_faults_through_proxy)
 		TdbPagerStats st;
 		int			rc;
 
-		if (!proxy_plan(""))
+		if (!fx_proxy_plan(""))
 			break;
 		if (open_s3(&c, "fault.bin", 16384, NULL, &p, &err) < 0)
 		{
 			unit_fail(__FILE__, __LINE__, "%s: open: %s", cases[k].plan, err.msg);
 			continue;
 		}
-		if (!proxy_plan(cases[k].plan))
+		if (!fx_proxy_plan(cases[k].plan))
 			break;
 		memset(got, 0, n);
 		memset(&err, 0, sizeof(err));
@@ -659,7 +587,7 @@ UNIT_TEST(test_s3_faults_through_proxy)
 			   rc ? ": " : "", rc ? err.msg : "");
 		tdb_pager_close(p);
 	}
-	proxy_plan("");
+	fx_proxy_plan("");
 out:
 	free(want);
 	free(got);
@@ -667,20 +595,12 @@ out:
 
 static double cancel_deadline;
 
-static double
-now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static int
 cancel_after(void *arg)
 {
 	(void) arg;
-	return now_s() >= cancel_deadline;
+	return fx_now() >= cancel_deadline;
 }
 
 /*
@@ -692,7 +612,7 @@ UNIT_TEST(test_s3_cancel_interrupts_a_stall)
 	TdbS3Config c,
 				direct;
 	size_t		n = 200000;
-	uint8_t    *want = random_bytes(n, 78);
+	uint8_t    *want = fx_random_bytes(n, 78);
 	uint8_t    *got = malloc(n);
 	TdbPagerOptions o;
 	TdbPager   *p;
@@ -700,13 +620,13 @@ UNIT_TEST(test_s3_cancel_interrupts_a_stall)
 	double		t0,
 				waited;
 
-	if (!fx_s3_env(&direct, false) || !fx_s3_env(&c, true) || !ensure_bucket(&direct) ||
-		!put(&direct, "cancel.bin", want, n, 0) || !proxy_plan(""))
+	if (!fx_s3_env(&direct, false) || !fx_s3_env(&c, true) || !fx_ensure_bucket(&direct) ||
+		!fx_put(&direct, "cancel.bin", want, n, 0) || !fx_proxy_plan(""))
 		goto out;
 	memset(&o, 0, sizeof(o));
 	o.url = "s3://" BUCKET "/cancel.bin";
 	o.s3 = c;
-	o.net = fast_net();
+	o.net = fx_fast_net();
 	o.net.low_speed_seconds = 30;	/* only the cancel can end the stall early */
 	o.net.cancel = cancel_after;
 	o.block_size = 16384;
@@ -716,16 +636,16 @@ UNIT_TEST(test_s3_cancel_interrupts_a_stall)
 		unit_fail(__FILE__, __LINE__, "open: %s", err.msg);
 		goto out;
 	}
-	proxy_plan("stall");
-	t0 = now_s();
+	fx_proxy_plan("stall");
+	t0 = fx_now();
 	cancel_deadline = t0 + 0.3;
 	CHECK(tdb_pager_read(p, 0, 40000, got, &err) == TDB_TRAIL_ECANCELED);
-	waited = now_s() - t0;
+	waited = fx_now() - t0;
 	/* the stall lasts 8 s; the cancel came at 0.3 s and is polled every 100 ms */
 	CHECK(waited < 2.0);
 	printf("# canceled after %.2f s (cancel asked at 0.30 s): %s\n", waited, err.msg);
 	tdb_pager_close(p);
-	proxy_plan("");
+	fx_proxy_plan("");
 out:
 	free(want);
 	free(got);
@@ -747,7 +667,7 @@ UNIT_TEST(test_s3_full_scan_fetches_each_byte_once)
 	size_t		lrus[] = {0, 16384, 65536, 1u << 20, 64u << 20};
 	uint32_t	bss[] = {16384, 65536, 1u << 20};
 
-	if (!fx_s3_env(&c, false) || !ensure_bucket(&c))
+	if (!fx_s3_env(&c, false) || !fx_ensure_bucket(&c))
 		return;
 	/*
 	 * Version 2 and version 3 in both orders (before, the layout the tests
@@ -763,7 +683,7 @@ UNIT_TEST(test_s3_full_scan_fetches_each_byte_once)
 	fx_layout(lay == 2 ? 1 : lay + 3);
 	fx_make(&s, &rng, false, set == 0 ? 200 : 6000, set == 0 ? 900 : 30);
 	buf = fx_encode(&s, 3000, 0, &len);
-	if (!put(&c, "once.trail", buf, len, 0))
+	if (!fx_put(&c, "once.trail", buf, len, 0))
 		goto out;
 	for (size_t b = 0; b < sizeof(bss) / sizeof(bss[0]); b++)
 		for (size_t l = 0; l < sizeof(lrus) / sizeof(lrus[0]); l++)
@@ -783,7 +703,7 @@ UNIT_TEST(test_s3_full_scan_fetches_each_byte_once)
 			memset(&o, 0, sizeof(o));
 			o.url = "s3://" BUCKET "/once.trail";
 			o.s3 = c;
-			o.net = fast_net();
+			o.net = fx_fast_net();
 			o.block_size = bss[b];
 			o.lru = lru;
 			/* a fresh process's view: no footer decoded before (they are shared) */
@@ -831,8 +751,8 @@ out:
 UNIT_TEST(test_s3_revalidate_interval)
 {
 	TdbS3Config c;
-	uint8_t    *v1 = random_bytes(300000, 5),
-			   *v2 = random_bytes(300000, 6);
+	uint8_t    *v1 = fx_random_bytes(300000, 5),
+			   *v2 = fx_random_bytes(300000, 6);
 	uint8_t		got[1000];
 	TdbPagerOptions o;
 	TdbPager   *p;
@@ -840,12 +760,12 @@ UNIT_TEST(test_s3_revalidate_interval)
 	TdbPagerStats ps;
 	char		etag1[256];
 
-	if (!fx_s3_env(&c, false) || !ensure_bucket(&c) || !put(&c, "rv.bin", v1, 300000, 0))
+	if (!fx_s3_env(&c, false) || !fx_ensure_bucket(&c) || !fx_put(&c, "rv.bin", v1, 300000, 0))
 		goto out;
 	memset(&o, 0, sizeof(o));
 	o.url = "s3://" BUCKET "/rv.bin";
 	o.s3 = c;
-	o.net = fast_net();
+	o.net = fx_fast_net();
 	o.block_size = 16384;
 	o.revalidate_seconds = 60;
 	/* first open: asks (one request) */
@@ -866,7 +786,7 @@ UNIT_TEST(test_s3_revalidate_interval)
 	CHECK_EQ_U64(ps.requests, 0);
 	tdb_pager_close(p);
 	/* replaced within the interval: the old version, or an error */
-	if (!put(&c, "rv.bin", v2, 300000, 0))
+	if (!fx_put(&c, "rv.bin", v2, 300000, 0))
 		goto out;
 	CHECK(tdb_pager_open(&o, &p, &err) == 0);
 	CHECK(strcmp(tdb_pager_etag(p), etag1) == 0);
@@ -915,19 +835,19 @@ UNIT_TEST(test_s3_validation_token_and_long_footer)
 	TdbTrailTrailer t;
 	char		dir[256];
 
-	if (!fx_s3_env(&c, false) || !ensure_bucket(&c))
+	if (!fx_s3_env(&c, false) || !fx_ensure_bucket(&c))
 		return;
 	/* many small pages: a footer of tens of kB */
 	fx_make(&s, &rng, false, 300, 40);
 	buf = fx_encode(&s, 256, 8, &len);
-	if (buf == NULL || !put(&c, "longfooter.trail", buf, len, 0))
+	if (buf == NULL || !fx_put(&c, "longfooter.trail", buf, len, 0))
 		goto out;
 	CHECK(tdb_trail_trailer_decode(buf + len - TDB_TRAIL_TRAILER_SIZE, TDB_TRAIL_TRAILER_SIZE, len, &t, &err) == 0);
 	CHECK(t.footer_length + TDB_TRAIL_TRAILER_SIZE > 16384);
 	memset(&o, 0, sizeof(o));
 	o.url = "s3://" BUCKET "/longfooter.trail";
 	o.s3 = c;
-	o.net = fast_net();
+	o.net = fx_fast_net();
 	o.block_size = 16384;
 	o.validation_token = 0x1234;
 	tdb_trail_footer_cache_clear();

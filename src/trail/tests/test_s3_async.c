@@ -1,0 +1,238 @@
+/*
+ * test_s3_async.c
+ *	  The pager's read-ahead thread (TdbPagerOptions.async, pager_async.c)
+ *	  against MinIO and the fault proxy: the bytes are those a pager
+ *	  without it reads, with the same bytes from the network; every fault
+ *	  the thread meets ends in the exact bytes (the caller fetches what a
+ *	  failed job left out) or the caller's own error; cancel and close stop
+ *	  a job stuck in a stalled response promptly.
+ *
+ * src/trail/tests/run.sh runs these with the other tests against MinIO;
+ * make test also runs them under ThreadSanitizer.
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pager.h"
+#include "trail_fixture.h"
+#include "trail_fixture_s3.h"
+#include "trail_unit.h"
+
+#define OBJ_BYTES (6u << 20)
+#define NRANGES 48
+
+static _Atomic double deadline;	/* the read-ahead thread calls the cancel callback */
+
+static int
+cancel_at_deadline(void *arg)
+{
+	(void) arg;
+	return fx_now() >= deadline;
+}
+
+static int
+open_pager(const TdbS3Config *c, bool async, TdbPager **p, TdbTrailError *err)
+{
+	TdbPagerOptions o;
+
+	memset(&o, 0, sizeof(o));
+	o.url = "s3://" BUCKET "/async.bin";
+	o.s3 = *c;
+	o.net = fx_fast_net();
+	o.net.cancel = cancel_at_deadline;
+	o.block_size = 16384;
+	o.async = async;
+	return tdb_pager_open(&o, p, err);
+}
+
+/* 48 ranges of 20-150 kB in file order, with gaps: a scan's announcement */
+static void
+make_ranges(TdbByteRange *r)
+{
+	uint64_t	rng = 41,
+				off = 30000;
+
+	for (int i = 0; i < NRANGES; i++)
+	{
+		r[i].off = off;
+		r[i].len = 20000 + unit_rand(&rng) % 130000;
+		off += r[i].len + unit_rand(&rng) % 60000;
+	}
+}
+
+/* Announce, then read every range (and one never announced) and compare. */
+static bool
+read_all(TdbPager *p, const uint8_t *want, uint8_t *got, const char *what)
+{
+	TdbByteRange r[NRANGES];
+	TdbTrailError err;
+	bool		ok = true;
+
+	make_ranges(r);
+	if (tdb_pager_prefetch(p, r, NRANGES, &err) < 0)
+	{
+		unit_fail(__FILE__, __LINE__, "%s: prefetch: %s", what, err.msg);
+		return false;
+	}
+	for (int i = 0; i < NRANGES && ok; i++)
+	{
+		if (i == NRANGES / 2)
+		{
+			/* a read the job does not bring, while it runs: the caller's own */
+			ok = tdb_pager_read(p, OBJ_BYTES - 300000, 70000, got, &err) == 0 &&
+				memcmp(got, want + OBJ_BYTES - 300000, 70000) == 0;
+			if (!ok)
+				unit_fail(__FILE__, __LINE__, "%s: a read outside the announcement: %s", what, err.msg);
+		}
+		if (ok && (tdb_pager_read(p, r[i].off, r[i].len, got, &err) != 0 ||
+				   memcmp(got, want + r[i].off, r[i].len) != 0))
+		{
+			unit_fail(__FILE__, __LINE__, "%s: range %d (%llu+%llu): %s", what, i,
+					  (unsigned long long) r[i].off, (unsigned long long) r[i].len, err.msg);
+			ok = false;
+		}
+	}
+	return ok;
+}
+
+/* The same bytes as without the thread, and the same bytes from the network. */
+UNIT_TEST(test_s3_async_reads_what_sync_reads)
+{
+	TdbS3Config c;
+	uint8_t    *want = fx_random_bytes(OBJ_BYTES, 91);
+	uint8_t    *got = malloc(OBJ_BYTES);
+	uint64_t	net[2] = {0, 0};
+
+	deadline = 1e18;
+	if (!fx_s3_env(&c, false) || !fx_ensure_bucket(&c) || !fx_put(&c, "async.bin", want, OBJ_BYTES, 0))
+		goto out;
+	for (int async = 0; async < 2; async++)
+	{
+		TdbPager   *p;
+		TdbTrailError err;
+		TdbPagerStats st;
+
+		if (open_pager(&c, async, &p, &err) < 0)
+		{
+			unit_fail(__FILE__, __LINE__, "open: %s", err.msg);
+			goto out;
+		}
+		tdb_pager_hinted(p, true);
+		CHECK(read_all(p, want, got, async ? "async" : "sync"));
+		tdb_pager_hinted(p, false);
+		tdb_pager_stats(p, &st);
+		net[async] = st.bytes_network;
+		printf("# %s: %llu bytes in %llu requests\n", async ? "async" : "sync",
+			   (unsigned long long) st.bytes_network, (unsigned long long) st.requests);
+		tdb_pager_close(p);
+	}
+	CHECK(net[0] == net[1]);
+out:
+	free(want);
+	free(got);
+}
+
+/*
+ * Faults met by the thread: retried there, or its job fails and the caller
+ * fetches the blocks itself; either way the exact bytes.
+ */
+UNIT_TEST(test_s3_async_faults)
+{
+	TdbS3Config c,
+				direct;
+	uint8_t    *want = fx_random_bytes(OBJ_BYTES, 92);
+	uint8_t    *got = malloc(OBJ_BYTES);
+	static const char *const plans[] = {
+		"500", "503,503", "reset,reset", "short", "stall", "slice", "reset,short,503",
+		"etag", "badrange", "503,503,503,503,503,503,503",
+	};
+
+	deadline = 1e18;
+	if (!fx_s3_env(&direct, false) || !fx_s3_env(&c, true) || !fx_ensure_bucket(&direct) ||
+		!fx_put(&direct, "async.bin", want, OBJ_BYTES, 0))
+		goto out;
+	for (size_t k = 0; k < sizeof(plans) / sizeof(plans[0]); k++)
+	{
+		TdbPager   *p;
+		TdbTrailError err;
+		TdbPagerStats st;
+		double		t0 = fx_now();
+
+		if (!fx_proxy_plan(""))
+			break;
+		if (open_pager(&c, true, &p, &err) < 0)
+		{
+			unit_fail(__FILE__, __LINE__, "%s: open: %s", plans[k], err.msg);
+			continue;
+		}
+		if (!fx_proxy_plan(plans[k]))
+			break;
+		tdb_pager_hinted(p, true);
+		CHECK(read_all(p, want, got, plans[k]));
+		tdb_pager_stats(p, &st);
+		printf("# %-28s %llu requests, %llu retries, %.2f s\n", plans[k], (unsigned long long) st.requests,
+			   (unsigned long long) st.retries, fx_now() - t0);
+		tdb_pager_close(p);
+	}
+	fx_proxy_plan("");
+out:
+	free(want);
+	free(got);
+}
+
+/*
+ * A job stuck in stalled responses (8 s each): the caller's cancel ends
+ * its wait promptly, and close ends the job, each within the 100 ms polls.
+ */
+UNIT_TEST(test_s3_async_cancel_and_close)
+{
+	TdbS3Config c,
+				direct;
+	uint8_t    *want = fx_random_bytes(OBJ_BYTES, 93);
+	uint8_t    *got = malloc(OBJ_BYTES);
+	TdbByteRange r[NRANGES];
+
+	deadline = 1e18;
+	if (!fx_s3_env(&direct, false) || !fx_s3_env(&c, true) || !fx_ensure_bucket(&direct) ||
+		!fx_put(&direct, "async.bin", want, OBJ_BYTES, 0))
+		goto out;
+	make_ranges(r);
+	for (int close_first = 0; close_first < 2; close_first++)
+	{
+		TdbPager   *p;
+		TdbTrailError err;
+		double		t0;
+
+		deadline = 1e18;
+		if (!fx_proxy_plan("") || open_pager(&c, true, &p, &err) < 0 ||
+			!fx_proxy_plan("stall,stall,stall,stall,stall,stall,stall,stall"))
+		{
+			unit_fail(__FILE__, __LINE__, "open: %s", err.msg);
+			break;
+		}
+		tdb_pager_hinted(p, true);
+		CHECK(tdb_pager_prefetch(p, r, NRANGES, &err) == 0);
+		t0 = fx_now();
+		if (!close_first)
+		{
+			int			rc;
+
+			deadline = t0 + 0.3;
+			rc = tdb_pager_read(p, r[0].off, r[0].len, got, &err);
+			CHECK(rc == TDB_TRAIL_ECANCELED);
+			printf("# the wait canceled after %.2f s (asked at 0.30 s): rc %d\n", fx_now() - t0, rc);
+			CHECK(fx_now() - t0 < 2.0);
+			deadline = 1e18;
+		}
+		t0 = fx_now();
+		tdb_pager_close(p);
+		printf("# %s closed in %.2f s\n", close_first ? "a running job" : "after the cancel,", fx_now() - t0);
+		CHECK(fx_now() - t0 < 1.0);
+	}
+	fx_proxy_plan("");
+out:
+	free(want);
+	free(got);
+}
