@@ -768,6 +768,15 @@ tdb_pager_read(TdbPager *p, uint64_t off, size_t len, void *buf, TdbTrailError *
 	return 0;
 }
 
+/* Blocks announced: into the caches, no caller's buffer, nothing held. */
+static int
+fetch_ahead(TdbPager *p, uint64_t *blocks, int n, uint64_t max_range, TdbTrailError *err)
+{
+	uint64_t	none[2] = {NO_BLOCK, NO_BLOCK};
+
+	return fetch_blocks(p, blocks, n, 0, 0, NULL, none, max_range, err);
+}
+
 /*
  * Sequential read-ahead of an announced scan: fill the gaps of at most
  * p->bridge blocks between the sorted, distinct missing blocks, so that
@@ -878,25 +887,11 @@ tdb_pager_prefetch(TdbPager *p, const TdbByteRange *ranges, int n, TdbTrailError
 	if (p->hinted > 0)
 		p->bridge = p->bridge == 0 ? 1 : p->bridge * 2 > BRIDGE_MAX_BLOCKS ? BRIDGE_MAX_BLOCKS : p->bridge * 2;
 	/* in the read-ahead thread, which frees the list; else here and now */
-	if (p->as.ready && trail_pager_async_start(p, missing, nmiss))
+	if (p->as.ready && trail_pager_async_start(p, missing, nmiss, fetch_ahead))
 		return 0;
-	rc = trail_pager_fetch_blocks(p, missing, nmiss, MAX_RANGE_BYTES, err);
+	rc = fetch_ahead(p, missing, nmiss, MAX_RANGE_BYTES, err);
 	free(missing);
 	return rc;
-}
-
-int
-trail_pager_fetch_blocks(TdbPager *p, uint64_t *blocks, int n, uint64_t max_range, TdbTrailError *err)
-{
-	uint64_t	none[2] = {NO_BLOCK, NO_BLOCK};
-
-	return fetch_blocks(p, blocks, n, 0, 0, NULL, none, max_range, err);
-}
-
-uint64_t
-trail_pager_block_len(const TdbPager *p, uint64_t blk)
-{
-	return block_len(p, blk);
 }
 
 uint64_t

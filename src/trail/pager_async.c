@@ -69,8 +69,7 @@ worker(void *arg)
 				group;
 	int			i = 0;
 
-	for (int k = 0; k < a->nblocks; k++)
-		total += trail_pager_block_len(p, a->blocks[k]);
+	total = (uint64_t) a->nblocks * p->bs;
 	piece = total > 32 * (uint64_t) PIECE ? 2 * (uint64_t) PIECE : PIECE;
 	group = (uint64_t) p->max_parallel * piece;
 
@@ -82,9 +81,12 @@ worker(void *arg)
 					rc;
 
 		while (j < a->nblocks && (j == i || bytes < group))
-			bytes += trail_pager_block_len(p, a->blocks[j++]);
+		{
+			bytes += p->bs;
+			j++;
+		}
 		rc = atomic_load(&a->abort) ? TDB_TRAIL_ECANCELED :
-			trail_pager_fetch_blocks(p, a->blocks + i, j - i, piece, &err);
+			a->fetch(p, a->blocks + i, j - i, piece, &err);
 		pthread_mutex_lock(&a->mu);
 		a->done_below = a->blocks[j - 1] + 1;
 		if (rc < 0)
@@ -128,7 +130,9 @@ trail_pager_async_destroy(TdbPager *p)
  * still the caller's, to fetch itself.
  */
 bool
-trail_pager_async_start(TdbPager *p, uint64_t *blocks, int n)
+trail_pager_async_start(TdbPager *p, uint64_t *blocks, int n,
+						int (*fetch) (TdbPager *p, uint64_t *blocks, int n, uint64_t max_range,
+									  TdbTrailError *err))
 {
 	PagerAsync *a = &p->as;
 	sigset_t	all,
@@ -140,6 +144,7 @@ trail_pager_async_start(TdbPager *p, uint64_t *blocks, int n)
 	trail_pager_async_join(p, false);
 	a->blocks = blocks;
 	a->nblocks = n;
+	a->fetch = fetch;
 	a->done_below = 0;
 	a->finished = false;
 	a->rc = 0;

@@ -39,6 +39,9 @@ typedef struct PagerAsync
 	pthread_cond_t cv;
 	uint64_t   *blocks;			/* the job: sorted, distinct */
 	int			nblocks;
+	/* fetches blocks into the caches in GETs of at most max_range bytes (pager.c's) */
+	int			(*fetch) (struct TdbPager *p, uint64_t *blocks, int n, uint64_t max_range,
+						  TdbTrailError *err);
 	/* under mu: */
 	uint64_t	done_below;		/* every job block below this is dealt with */
 	bool		finished;
@@ -102,19 +105,13 @@ struct TdbPager
 /* GET ranges[0 .. n-1] into bufs concurrently (pager.c). */
 int			trail_pager_remote_get(struct TdbPager *p, const TdbByteRange *ranges, uint8_t **bufs,
 								   int n, TdbTrailError *err);
-/*
- * Fetch blocks (sorted, distinct) into the caches, in range GETs of at
- * most max_range bytes (pager.c).
- */
-int			trail_pager_fetch_blocks(struct TdbPager *p, uint64_t *blocks, int n, uint64_t max_range,
-									 TdbTrailError *err);
-uint64_t	trail_pager_block_len(const struct TdbPager *p, uint64_t blk);
-
 /* pager_async.c */
 int			trail_pager_cancel(void *arg);
 void		trail_pager_async_init(struct TdbPager *p);
 void		trail_pager_async_destroy(struct TdbPager *p);
-bool		trail_pager_async_start(struct TdbPager *p, uint64_t *blocks, int n);
+bool		trail_pager_async_start(struct TdbPager *p, uint64_t *blocks, int n,
+									int (*fetch) (struct TdbPager *p, uint64_t *blocks, int n,
+												  uint64_t max_range, TdbTrailError *err));
 int			trail_pager_async_wait(struct TdbPager *p, const uint64_t *missing, int n, TdbTrailError *err);
 void		trail_pager_async_join(struct TdbPager *p, bool abort);
 

@@ -475,51 +475,37 @@ static int
 run_with_retries(TdbRemote *r, TdbHttpReq **reqs, int n, int maxp, CheckFn check,
 				 void *ctx, TdbTrailError *err)
 {
-	TdbHttpReq **batch;
-	int			m = n;
-	int			rc = 0;
+	TdbHttpReq **batch = n > 0 ? malloc(sizeof(TdbHttpReq *) * (size_t) n) : NULL;
+	int			m = n,
+				rc = 0;
 
-	if (maxp <= 0)
-		maxp = 4;
-	if (maxp > 64)
-		maxp = 64;
 	if (n <= 0)
 		return 0;
-	if ((batch = malloc(sizeof(TdbHttpReq *) * (size_t) n)) == NULL)
+	if (batch == NULL)
 		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
 	memcpy(batch, reqs, sizeof(TdbHttpReq *) * (size_t) n);
-	/* all n with maxp in flight; then those to retry, after a backoff */
 	for (int attempt = 0;; attempt++)
 	{
-		TdbTrailError last;
+		TdbTrailError last = {0};
 		int			nretry = 0;
 
-		rc = tdb_http_run_window(r->http, batch, m, maxp, &r->net);
+		rc = tdb_http_run_window(r->http, batch, m, maxp <= 0 ? 4 : maxp > 64 ? 64 : maxp, &r->net);
 		r->requests += (uint64_t) m;
-		if (rc == TDB_TRAIL_ECANCELED)
-		{
-			rc = tdb_trail_fail(err, rc, "read of %s canceled", r->name);
-			break;
-		}
 		if (rc < 0)
 		{
-			rc = tdb_trail_fail(err, rc, "out of memory");
+			rc = rc == TDB_TRAIL_ECANCELED ? tdb_trail_fail(err, rc, "read of %s canceled", r->name) :
+				tdb_trail_fail(err, rc, "out of memory");
 			break;
 		}
-		last.code = 0;
-		last.msg[0] = '\0';
 		for (int j = 0; j < m && rc == 0; j++)
 		{
 			int			c;
 
 			r->bytes += batch[j]->out_len;
-			c = check(r, batch[j], ctx, &last);
+			if ((c = check(r, batch[j], ctx, &last)) < 0 && err)
+				*err = last;
 			if (c < 0)
-			{
-				if (err)
-					*err = last;
 				rc = c;
-			}
 			else if (c == 1)
 				batch[nretry++] = batch[j];
 		}
