@@ -183,7 +183,6 @@ parse_opts(int argc, char **argv, int first, Opts *o)
 	o->pager.s3.session_token = getenv("AWS_SESSION_TOKEN");
 	o->pager.s3.region = getenv("AWS_REGION");
 	o->pager.s3.endpoint = getenv("AWS_ENDPOINT_URL");
-	o->pager.async = true;	/* remote reads: fetch the next pages while these are printed */
 	for (int i = first; i < argc; i++)
 	{
 		const char *a = argv[i];

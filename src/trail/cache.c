@@ -24,6 +24,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,8 +68,9 @@ struct TdbDiskCache
 	uint64_t	max_bytes;
 	DirState   *st;				/* in dir_states, or own when that is full */
 	DirState	own;
-	uint32_t	tmp_seq;
 };
+
+static atomic_uint tmp_seq;		/* temporary file names, process-wide */
 
 static int
 mkdir_p(const char *path)
@@ -348,7 +350,13 @@ tdb_disk_cache_put(TdbDiskCache *c, const char *key, const void *buf, size_t len
 		return;
 	if (!block_path(c, key, path, sizeof(path), sub, sizeof(sub)) || mkdir_p(sub) != 0)
 		return;
-	snprintf(tmp, sizeof(tmp), "%s/tmp/%d.%u", c->dir, (int) getpid(), c->tmp_seq++);
+	/*
+	 * A name no other writer of this process takes (pagers of one backend,
+	 * and their read-ahead threads, write at once: a per-cache counter gave
+	 * two of them the same file, one's key over the other's bytes), and
+	 * O_EXCL in case a crashed process of the same pid left one behind.
+	 */
+	snprintf(tmp, sizeof(tmp), "%s/tmp/%d.%u", c->dir, (int) getpid(), atomic_fetch_add(&tmp_seq, 1));
 	memset(h, 0, sizeof(h));
 	codec_put_u32le(h, BLOCK_MAGIC);
 	codec_put_u32le(h + 4, BLOCK_VERSION);
@@ -356,7 +364,7 @@ tdb_disk_cache_put(TdbDiskCache *c, const char *key, const void *buf, size_t len
 	codec_put_u32le(h + 12, (uint32_t) len);
 	codec_put_u32le(h + 16, tdb_crc32c(buf, len));
 	codec_put_u32le(h + 28, tdb_crc32c(h, 28));
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0600);
 	if (fd < 0)
 		return;
 	ok = write(fd, h, BLOCK_HDR) == BLOCK_HDR &&
@@ -520,7 +528,13 @@ lru_hash(const char *s)
 size_t
 tdb_lru_capacity(const TdbBlockLru *l)
 {
-	return l->max_bytes;
+	TdbBlockLru *m = (TdbBlockLru *) l;	/* the lock is not the LRU's contents */
+	size_t		v;
+
+	pthread_mutex_lock(&m->lock);
+	v = l->max_bytes;
+	pthread_mutex_unlock(&m->lock);
+	return v;
 }
 
 TdbBlockLru *
@@ -641,9 +655,12 @@ tdb_lru_put(TdbBlockLru *l, const char *key, const void *data, size_t len)
 	uint64_t	h = lru_hash(key);
 	LruEntry   *e;
 
-	if (len > l->max_bytes)
-		return;
 	pthread_mutex_lock(&l->lock);
+	if (len > l->max_bytes)
+	{
+		pthread_mutex_unlock(&l->lock);
+		return;
+	}
 	if ((e = lru_find(l, key, h)) != NULL)
 		lru_remove(l, e);
 	while (l->tail && l->bytes + len > l->max_bytes)

@@ -375,7 +375,15 @@ start_next(TdbHttp *h, Xfer *xs, TdbHttpReq **reqs, int n, int *next, const TdbN
 			continue;
 		}
 		curl_easy_setopt(xs[i].easy, CURLOPT_PRIVATE, &xs[i]);
-		curl_multi_add_handle(h->multi, xs[i].easy);
+		if (curl_multi_add_handle(h->multi, xs[i].easy) != CURLM_OK)
+		{
+			/* not in flight: counted as failed, never waited for */
+			curl_easy_cleanup(xs[i].easy);
+			xs[i].easy = NULL;
+			reqs[i]->transport = TDB_HTTP_FAILED;
+			snprintf(reqs[i]->transport_msg, sizeof(reqs[i]->transport_msg), "curl_multi_add_handle failed");
+			continue;
+		}
 		return true;
 	}
 	return false;

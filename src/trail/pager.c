@@ -930,8 +930,12 @@ tdb_pager_bridge_widest(TdbPager *p)
 void
 tdb_pager_stats(const TdbPager *p, TdbPagerStats *out)
 {
-	/* the read-ahead thread's requests counted too (p is the caller's, not a constant) */
-	trail_pager_async_join((TdbPager *) p, false);
+	/*
+	 * The read-ahead thread's requests counted too: a job still running is
+	 * stopped (after a LIMIT, EXPLAIN ANALYZE counts what was sent, not the
+	 * rest of a window nobody reads; p is the caller's, not a constant).
+	 */
+	trail_pager_async_join((TdbPager *) p, true);
 	*out = p->stats;
 	out->validation_reused = p->reused;
 	out->validation_age = p->reused_age;

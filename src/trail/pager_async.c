@@ -47,6 +47,7 @@
  * the scan without the thread took 790-960 (8192 kB: 860-900).
  */
 #define PIECE (1u << 20)
+#define THREAD_STACK (1u << 20)
 
 /* The remote object's cancel callback: the caller's, or close aborting the job. */
 int
@@ -137,6 +138,7 @@ trail_pager_async_start(TdbPager *p, uint64_t *blocks, int n,
 	PagerAsync *a = &p->as;
 	sigset_t	all,
 				old;
+	pthread_attr_t attr;
 	int			rc;
 
 	if (!a->ready || n <= 0)
@@ -153,7 +155,14 @@ trail_pager_async_start(TdbPager *p, uint64_t *blocks, int n,
 	/* the thread inherits this mask: every signal stays with the caller's thread */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	rc = pthread_create(&a->thread, NULL, worker, p);
+	/* 1 MiB of stack (curl and OpenSSL need little), not the default 8 */
+	rc = pthread_attr_init(&attr);
+	if (rc == 0)
+	{
+		pthread_attr_setstacksize(&attr, THREAD_STACK);
+		rc = pthread_create(&a->thread, &attr, worker, p);
+		pthread_attr_destroy(&attr);
+	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc != 0)
 	{
@@ -184,7 +193,8 @@ int
 trail_pager_async_wait(TdbPager *p, const uint64_t *missing, int n, TdbTrailError *err)
 {
 	PagerAsync *a = &p->as;
-	bool		canceled = false;
+	bool		canceled = false,
+				done;
 
 	if (!a->started)
 		return 0;
@@ -207,9 +217,14 @@ trail_pager_async_wait(TdbPager *p, const uint64_t *missing, int n, TdbTrailErro
 			break;
 		}
 	}
+	done = a->finished;
 	pthread_mutex_unlock(&a->mu);
 	if (!canceled)
+	{
+		if (done)
+			trail_pager_async_join(p, false);	/* its stack back now, not at the next announcement */
 		return 0;
+	}
 	trail_pager_async_join(p, true);
 	return tdb_trail_fail(err, TDB_TRAIL_ECANCELED, "read canceled");
 }

@@ -469,60 +469,64 @@ typedef int (*CheckFn) (TdbRemote *r, TdbHttpReq *q, void *ctx, TdbTrailError *e
 /*
  * Run reqs, maxp in flight (the next starts as one ends: in batches of
  * maxp, each batch waited for its slowest request), then retry those
- * check() says to retry, each at most max_retries times.
+ * check() says to retry, each at most max_retries times.  By slices of
+ * 8 maxp requests, so that an error no retry mends (403, 404, 412) stops
+ * the rest early: a refused upload does not send its other parts.
  */
 static int
-run_with_retries(TdbRemote *r, TdbHttpReq **reqs, int n, int maxp, CheckFn check,
-				 void *ctx, TdbTrailError *err)
+run_slice(TdbRemote *r, TdbHttpReq **reqs, int n, int maxp, CheckFn check,
+		  void *ctx, TdbTrailError *err)
 {
-	TdbHttpReq **batch = n > 0 ? malloc(sizeof(TdbHttpReq *) * (size_t) n) : NULL;
+	TdbHttpReq *batch[8 * 64];	/* a slice: at most 8 maxp, maxp at most 64 */
 	int			m = n,
-				rc = 0;
+				rc;
 
-	if (n <= 0)
-		return 0;
-	if (batch == NULL)
-		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
 	memcpy(batch, reqs, sizeof(TdbHttpReq *) * (size_t) n);
 	for (int attempt = 0;; attempt++)
 	{
 		TdbTrailError last = {0};
 		int			nretry = 0;
 
-		rc = tdb_http_run_window(r->http, batch, m, maxp <= 0 ? 4 : maxp > 64 ? 64 : maxp, &r->net);
+		rc = tdb_http_run_window(r->http, batch, m, maxp, &r->net);
 		r->requests += (uint64_t) m;
 		if (rc < 0)
-		{
-			rc = rc == TDB_TRAIL_ECANCELED ? tdb_trail_fail(err, rc, "read of %s canceled", r->name) :
+			return rc == TDB_TRAIL_ECANCELED ? tdb_trail_fail(err, rc, "read of %s canceled", r->name) :
 				tdb_trail_fail(err, rc, "out of memory");
-			break;
-		}
-		for (int j = 0; j < m && rc == 0; j++)
+		for (int j = 0; j < m; j++)
 		{
 			int			c;
 
 			r->bytes += batch[j]->out_len;
-			if ((c = check(r, batch[j], ctx, &last)) < 0 && err)
-				*err = last;
-			if (c < 0)
-				rc = c;
-			else if (c == 1)
+			if ((c = check(r, batch[j], ctx, &last)) < 0)
+			{
+				if (err)
+					*err = last;
+				return c;
+			}
+			if (c == 1)
 				batch[nretry++] = batch[j];
 		}
-		if (rc < 0 || nretry == 0)
-			break;
+		if (nretry == 0)
+			return 0;
 		if (attempt >= r->net.max_retries)
-		{
-			rc = tdb_trail_fail(err, last.code ? last.code : TDB_TRAIL_ENET,
-								"%s (gave up after %d attempts)", last.msg, attempt + 1);
-			break;
-		}
+			return tdb_trail_fail(err, last.code ? last.code : TDB_TRAIL_ENET,
+								  "%s (gave up after %d attempts)", last.msg, attempt + 1);
 		r->retries += (uint64_t) nretry;
 		m = nretry;
 		if ((rc = backoff(r, attempt, err)) < 0)
-			break;
+			return rc;
 	}
-	free(batch);
+}
+
+static int
+run_with_retries(TdbRemote *r, TdbHttpReq **reqs, int n, int maxp, CheckFn check,
+				 void *ctx, TdbTrailError *err)
+{
+	int			rc = 0;
+
+	maxp = maxp <= 0 ? 4 : maxp > 64 ? 64 : maxp;
+	for (int b = 0; b < n && rc == 0; b += 8 * maxp)
+		rc = run_slice(r, reqs + b, n - b < 8 * maxp ? n - b : 8 * maxp, maxp, check, ctx, err);
 	return rc;
 }
 
