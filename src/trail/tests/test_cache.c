@@ -4,6 +4,7 @@
  *	  block files never served, the size bound kept, and crash safety: kill -9
  *	  of writers in the middle of filling the cache leaves only valid blocks.
  */
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -282,4 +283,88 @@ UNIT_TEST(test_trail_disk_cache_kill9)
 		   (unsigned long long) killed_mid, (unsigned long long) rep.blocks_ok,
 		   (unsigned long long) rep.tmp_removed);
 	fx_rmtree(dir);
+}
+
+/*
+ * Two disk caches of one process on one directory (two pagers of a backend,
+ * one of them a read-ahead thread) writing blocks of equal length at once:
+ * every block is found and is its own.  Their temporary names came from a
+ * counter per cache, so both wrote the same file: 60 to 1,565 of 6,000
+ * blocks lost per run, and a block could be found under another's key.
+ */
+#define TW_BLOCKS 1500
+#define TW_LEN 4096
+
+typedef struct TwArg
+{
+	TdbDiskCache *c;
+	int			id;
+	pthread_barrier_t *bar;
+} TwArg;
+
+static void
+tw_block(int id, int i, char *key, size_t keylen, uint8_t *buf)
+{
+	snprintf(key, keylen, "obj%c\netag\n4096\n%05d", 'A' + id, i);
+	memset(buf, 'A' + id, TW_LEN);
+	memcpy(buf, &i, sizeof(i));
+}
+
+static void *
+tw_writer(void *arg)
+{
+	TwArg	   *a = arg;
+	uint8_t		buf[TW_LEN];
+	char		key[64];
+
+	for (int i = 0; i < TW_BLOCKS; i++)
+	{
+		tw_block(a->id, i, key, sizeof(key), buf);
+		pthread_barrier_wait(a->bar);	/* in step: the same moment, the same counter */
+		tdb_disk_cache_put(a->c, key, buf, TW_LEN);
+	}
+	return NULL;
+}
+
+UNIT_TEST(test_trail_disk_cache_writers_in_threads)
+{
+	char		dir[256];
+	TwArg		a[2];
+	pthread_t	t[2];
+	pthread_barrier_t bar;
+	TdbTrailError err;
+	int			missing = 0,
+				wrong = 0;
+
+	fx_tmpdir(dir, sizeof(dir), "cache-threads");
+	pthread_barrier_init(&bar, NULL, 2);
+	for (int k = 0; k < 2; k++)
+	{
+		a[k].id = k;
+		a[k].bar = &bar;
+		CHECK(tdb_disk_cache_open(dir, 1ull << 34, &a[k].c, &err) == 0);
+	}
+	for (int k = 0; k < 2; k++)
+		pthread_create(&t[k], NULL, tw_writer, &a[k]);
+	for (int k = 0; k < 2; k++)
+		pthread_join(t[k], NULL);
+	for (int k = 0; k < 2; k++)
+		for (int i = 0; i < TW_BLOCKS; i++)
+		{
+			uint8_t		want[TW_LEN],
+						got[TW_LEN];
+			char		key[64];
+
+			tw_block(k, i, key, sizeof(key), want);
+			if (!tdb_disk_cache_get(a[k].c, key, got, TW_LEN))
+				missing++;
+			else if (memcmp(got, want, TW_LEN) != 0)
+				wrong++;
+		}
+	printf("# %d blocks written by two threads: %d missing, %d another's\n", 2 * TW_BLOCKS, missing, wrong);
+	CHECK(missing == 0);
+	CHECK(wrong == 0);
+	for (int k = 0; k < 2; k++)
+		tdb_disk_cache_close(a[k].c);
+	pthread_barrier_destroy(&bar);
 }
