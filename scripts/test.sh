@@ -72,13 +72,13 @@ make -s unit-tsan
 stage "stream files under AddressSanitizer and UBSan; the stream CLI (test/stream_cli.sh)"
 make -s unit-asan
 test/stream_cli.sh tools/trafficdb-stream tools/trafficdb-trail
-make -s fuzz-stream FUZZ_SECONDS=10
-make -s fuzz-genlog FUZZ_SECONDS=10
+make -s fuzz-stream FUZZ_SECONDS=6
+make -s fuzz-genlog FUZZ_SECONDS=6
 
 stage "trail files: unit tests against MinIO and the fault proxy, ASan and UBSan, TSan, fuzzing"
 make -s unit-trail-asan
 make -s unit-trail-tsan
-make -s fuzz-trail FUZZ_SECONDS=10
+make -s fuzz-trail FUZZ_SECONDS=6
 if ! wait "$trail_pid"; then
 	cat "$trail_log"
 	die "the trail unit tests against MinIO failed (src/trail/tests/run.sh, started after the house rules; its output above)"

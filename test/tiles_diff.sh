@@ -37,8 +37,8 @@ case "${1:-}" in
 esac
 SEED=${TILES_SEED:-$(($(date +%s) % 1000000))}
 N_HELSINKI=${TILES_HELSINKI:-1000}
-N_DELAWARE=${TILES_DELAWARE:-$([ "$full" = 1 ] && echo 5000 || echo 2000)}
-N_SYNTH=${TILES_SYNTH:-$([ "$full" = 1 ] && echo 10000 || echo 2000)}
+N_DELAWARE=${TILES_DELAWARE:-$([ "$full" = 1 ] && echo 5000 || echo 1200)}
+N_SYNTH=${TILES_SYNTH:-$([ "$full" = 1 ] && echo 10000 || echo 1200)}
 N_EDGE=${TILES_EDGE:-500}
 N_DENSE=${TILES_DENSE:-$([ "$full" = 1 ] && echo 100 || echo 20)}
 DENSE_VARIANTS=$([ "$full" = 1 ] && echo 8 || echo 1)
