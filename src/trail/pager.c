@@ -583,8 +583,6 @@ fetch_blocks(TdbPager *p, uint64_t *blocks, int n, uint64_t off, size_t len, uin
 
 			block_key(p, blk, key, sizeof(key));
 			tdb_lru_put(p->lru, key, bufs[i] + bo, bl);
-			if (p->disk)
-				tdb_disk_cache_put(p->disk, key, bufs[i] + bo, bl);
 			/* the overlap of this block with the caller's read */
 			if (dst && abs < off + len && abs + bl > off)
 			{
@@ -599,6 +597,24 @@ fetch_blocks(TdbPager *p, uint64_t *blocks, int n, uint64_t off, size_t len, uin
 			bo += bl;
 		}
 	}
+	/*
+	 * The blocks are in the LRU: a reader waiting for them may go on (the
+	 * read-ahead thread tells it) while they are written to the disk cache,
+	 * a file each (27 ms of a 91 ms cold box query at 0.3 M reports).
+	 */
+	if (p->as.lru_filled != NULL && nr > 0)
+		p->as.lru_filled(p, first[nr - 1] + (ranges[nr - 1].len - 1) / p->bs + 1);
+	for (int i = 0; p->disk && i < nr; i++)
+		for (uint64_t bo = 0; bo < ranges[i].len;)
+		{
+			uint64_t	blk = first[i] + bo / p->bs;
+			uint64_t	bl = block_len(p, blk);
+			char		key[1200];
+
+			block_key(p, blk, key, sizeof(key));
+			tdb_disk_cache_put(p->disk, key, bufs[i] + bo, bl);
+			bo += bl;
+		}
 done:
 	for (int i = 0; bufs && i < nr; i++)
 		free(bufs[i]);

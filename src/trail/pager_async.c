@@ -60,6 +60,19 @@ trail_pager_cancel(void *arg)
 	return p->user_cancel != NULL && p->user_cancel(p->user_cancel_arg);
 }
 
+/* In the thread: the blocks of the group below below are in the LRU. */
+static void
+lru_filled(TdbPager *p, uint64_t below)
+{
+	PagerAsync *a = &p->as;
+
+	pthread_mutex_lock(&a->mu);
+	if (below > a->done_below)
+		a->done_below = below;
+	pthread_cond_broadcast(&a->cv);
+	pthread_mutex_unlock(&a->mu);
+}
+
 static void *
 worker(void *arg)
 {
@@ -147,6 +160,7 @@ trail_pager_async_start(TdbPager *p, uint64_t *blocks, int n,
 	a->blocks = blocks;
 	a->nblocks = n;
 	a->fetch = fetch;
+	a->lru_filled = lru_filled;	/* read by the fetches of the thread only */
 	a->done_below = 0;
 	a->finished = false;
 	a->rc = 0;
@@ -166,6 +180,7 @@ trail_pager_async_start(TdbPager *p, uint64_t *blocks, int n,
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc != 0)
 	{
+		a->lru_filled = NULL;
 		a->started = false;
 		a->blocks = NULL;
 		a->nblocks = 0;
@@ -240,6 +255,7 @@ trail_pager_async_join(TdbPager *p, bool abort)
 	if (abort)
 		atomic_store(&a->abort, 1);
 	pthread_join(a->thread, NULL);
+	a->lru_filled = NULL;		/* the caller's own fetches tell no one */
 	a->started = false;
 	free(a->blocks);
 	a->blocks = NULL;

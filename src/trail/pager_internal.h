@@ -39,6 +39,12 @@ typedef struct PagerAsync
 	pthread_cond_t cv;
 	uint64_t   *blocks;			/* the job: sorted, distinct */
 	int			nblocks;
+	/*
+	 * Called by the fetch in the read-ahead thread once its blocks below
+	 * this one are in the LRU (before the disk cache has them); NULL
+	 * elsewhere.
+	 */
+	void		(*lru_filled) (struct TdbPager *p, uint64_t below);
 	/* fetches blocks into the caches in GETs of at most max_range bytes (pager.c's) */
 	int			(*fetch) (struct TdbPager *p, uint64_t *blocks, int n, uint64_t max_range,
 						  TdbTrailError *err);

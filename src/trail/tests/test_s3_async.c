@@ -33,7 +33,7 @@ cancel_at_deadline(void *arg)
 }
 
 static int
-open_pager(const TdbS3Config *c, bool async, TdbPager **p, TdbTrailError *err)
+open_pager_cached(const TdbS3Config *c, bool async, const char *cache_dir, TdbPager **p, TdbTrailError *err)
 {
 	TdbPagerOptions o;
 
@@ -44,7 +44,14 @@ open_pager(const TdbS3Config *c, bool async, TdbPager **p, TdbTrailError *err)
 	o.net.cancel = cancel_at_deadline;
 	o.block_size = 16384;
 	o.async = async;
+	o.cache_dir = cache_dir;
 	return tdb_pager_open(&o, p, err);
+}
+
+static int
+open_pager(const TdbS3Config *c, bool async, TdbPager **p, TdbTrailError *err)
+{
+	return open_pager_cached(c, async, NULL, p, err);
 }
 
 /* 48 ranges of 20-150 kB in file order, with gaps: a scan's announcement */
@@ -97,24 +104,31 @@ read_all(TdbPager *p, const uint8_t *want, uint8_t *got, const char *what)
 	return ok;
 }
 
-/* The same bytes as without the thread, and the same bytes from the network. */
+/*
+ * The same bytes as without the thread, and the same bytes from the
+ * network; with a disk cache (written by the thread after the LRU, while
+ * the caller reads), a second pager then finds every block there.
+ */
 UNIT_TEST(test_s3_async_reads_what_sync_reads)
 {
 	TdbS3Config c;
 	uint8_t    *want = fx_random_bytes(OBJ_BYTES, 91);
 	uint8_t    *got = malloc(OBJ_BYTES);
-	uint64_t	net[2] = {0, 0};
+	uint64_t	net[3] = {0, 0, 0};
+	char		dir[256];
 
 	deadline = 1e18;
 	if (!fx_s3_env(&c, false) || !fx_ensure_bucket(&c) || !fx_put(&c, "async.bin", want, OBJ_BYTES, 0))
 		goto out;
-	for (int async = 0; async < 2; async++)
+	fx_tmpdir(dir, sizeof(dir), "async-cache");
+	for (int run = 0; run < 4; run++)
 	{
 		TdbPager   *p;
 		TdbTrailError err;
 		TdbPagerStats st;
+		bool		async = run > 0;
 
-		if (open_pager(&c, async, &p, &err) < 0)
+		if (open_pager_cached(&c, async, run >= 2 ? dir : NULL, &p, &err) < 0)
 		{
 			unit_fail(__FILE__, __LINE__, "open: %s", err.msg);
 			goto out;
@@ -123,12 +137,18 @@ UNIT_TEST(test_s3_async_reads_what_sync_reads)
 		CHECK(read_all(p, want, got, async ? "async" : "sync"));
 		tdb_pager_hinted(p, false);
 		tdb_pager_stats(p, &st);
-		net[async] = st.bytes_network;
-		printf("# %s: %llu bytes in %llu requests\n", async ? "async" : "sync",
-			   (unsigned long long) st.bytes_network, (unsigned long long) st.requests);
+		printf("# %s: %llu bytes in %llu requests, %llu from the disk cache\n",
+			   run == 0 ? "sync" : run == 1 ? "async" : run == 2 ? "async, disk cache" : "async, disk cache again",
+			   (unsigned long long) st.bytes_network, (unsigned long long) st.requests,
+			   (unsigned long long) st.bytes_disk_cache);
+		if (run < 3)
+			net[run] = st.bytes_network;
+		else
+			CHECK(st.bytes_network <= 16384);	/* the tail: every block from the disk cache */
 		tdb_pager_close(p);
 	}
 	CHECK(net[0] == net[1]);
+	CHECK(net[0] == net[2]);
 out:
 	free(want);
 	free(got);
