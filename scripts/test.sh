@@ -18,7 +18,7 @@
 #   5b. the docs: make docs with no warnings, every snippet of README.md and
 #      docs/ against a scratch demo (test/doc_examples.py), every figure equal
 #      to its bench result (scripts/figures.py),
-#   6. 30 s of random SQL (sqlsmith) that must not crash the server,
+#   6. 20 s of random SQL (sqlsmith) that must not crash the server,
 #   7. as root, the group-mode test (test/group_mode.sh) with real OS users,
 #      and a user in no group squatting trafficdb's names (test/security_names.sh),
 #      and what group members can do to the segments they can write
@@ -184,8 +184,8 @@ trap stop_servers EXIT
 scripts/figures.py || die "a figure of README.md or docs/ differs from its bench result (scripts/figures.py --write rewrites them)"
 echo "docs: the stage took $((SECONDS - docs_started)) s"
 
-stage "random SQL: sqlsmith for 30 s as an ordinary role and as a superuser (test/sqlsmith.sh)"
-test/sqlsmith.sh 30 || die "a random SQL statement crashed the server"
+stage "random SQL: sqlsmith for 20 s as an ordinary role and as a superuser (test/sqlsmith.sh)"
+test/sqlsmith.sh 20 || die "a random SQL statement crashed the server"
 
 stage "group mode: other OS users and trafficdb.shm_group (test/group_mode.sh)"
 if [ "$(id -u)" = 0 ]; then
