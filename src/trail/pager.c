@@ -604,7 +604,7 @@ fetch_blocks(TdbPager *p, uint64_t *blocks, int n, uint64_t off, size_t len, uin
 	 */
 	if (p->as.lru_filled != NULL && nr > 0)
 		p->as.lru_filled(p, first[nr - 1] + (ranges[nr - 1].len - 1) / p->bs + 1);
-	for (int i = 0; p->disk && i < nr; i++)
+	for (int i = 0; p->disk && !p->as.bulk && i < nr; i++)
 		for (uint64_t bo = 0; bo < ranges[i].len;)
 		{
 			uint64_t	blk = first[i] + bo / p->bs;

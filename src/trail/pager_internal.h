@@ -45,6 +45,11 @@ typedef struct PagerAsync
 	 * elsewhere.
 	 */
 	void		(*lru_filled) (struct TdbPager *p, uint64_t below);
+	/*
+	 * The job is a bulk read (more than BULK_JOB_BYTES): its blocks skip
+	 * the disk cache.  Set before the thread starts, read by its fetches.
+	 */
+	bool		bulk;
 	/* fetches blocks into the caches in GETs of at most max_range bytes (pager.c's) */
 	int			(*fetch) (struct TdbPager *p, uint64_t *blocks, int n, uint64_t max_range,
 						  TdbTrailError *err);

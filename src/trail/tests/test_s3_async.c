@@ -256,3 +256,47 @@ out:
 	free(want);
 	free(got);
 }
+
+/*
+ * A bulk read (a job over 16 MiB) fills the LRU but not the disk cache;
+ * a smaller one fills both (test_s3_async_reads_what_sync_reads).
+ */
+UNIT_TEST(test_s3_async_bulk_skips_disk_cache)
+{
+	TdbS3Config c;
+	size_t		n = 20u << 20;
+	uint8_t    *want = fx_random_bytes(n, 94);
+	uint8_t    *got = malloc(n);
+	char		dir[256];
+	TdbByteRange r = {0, 18u << 20};
+
+	deadline = 1e18;
+	fx_tmpdir(dir, sizeof(dir), "async-bulk");
+	if (!fx_s3_env(&c, false) || !fx_ensure_bucket(&c) || !fx_put(&c, "async.bin", want, n, 0))
+		goto out;
+	for (int run = 0; run < 2; run++)
+	{
+		TdbPager   *p;
+		TdbTrailError err;
+		TdbPagerStats st;
+
+		if (open_pager_cached(&c, true, dir, &p, &err) < 0)
+		{
+			unit_fail(__FILE__, __LINE__, "open: %s", err.msg);
+			break;
+		}
+		tdb_pager_hinted(p, true);
+		CHECK(tdb_pager_prefetch(p, &r, 1, &err) == 0);
+		CHECK(tdb_pager_read(p, r.off, r.len, got, &err) == 0 && memcmp(got, want, r.len) == 0);
+		tdb_pager_stats(p, &st);
+		printf("# run %d: %llu bytes from the network, %llu from the disk cache\n", run,
+			   (unsigned long long) st.bytes_network, (unsigned long long) st.bytes_disk_cache);
+		/* the second pager finds nothing of the bulk read on disk */
+		CHECK(st.bytes_network >= r.len);
+		CHECK(st.bytes_disk_cache == 0);
+		tdb_pager_close(p);
+	}
+out:
+	free(want);
+	free(got);
+}
