@@ -365,7 +365,6 @@ start_next(TdbHttp *h, Xfer *xs, TdbHttpReq **reqs, int n, int *next, const TdbN
 
 		xs[i].req = reqs[i];
 		xs[i].net = net;
-		tdb_http_req_reset_response(reqs[i]);
 		xs[i].easy = curl_easy_init();
 		if (xs[i].easy == NULL || !xfer_setup(&xs[i]))
 		{
@@ -458,8 +457,7 @@ tdb_http_run_window(TdbHttp *h, TdbHttpReq **reqs, int n, int maxp, const TdbNet
 					reqs[i]->transport = TDB_HTTP_CANCELED;
 			break;
 		}
-		if (running > 0 || inflight > 0)
-			curl_multi_poll(h->multi, NULL, 0, 100, NULL);
+		curl_multi_poll(h->multi, NULL, 0, 100, NULL);
 	}
 
 	for (int i = 0; i < n; i++)

@@ -481,6 +481,17 @@ cached_block(TdbPager *p, uint64_t blk, size_t off, size_t len, uint8_t *dst)
 	return true;
 }
 
+/* The part of block blk within the read [off, off + len) into dst, from a cache. */
+static bool
+cached_part(TdbPager *p, uint64_t blk, uint64_t off, size_t len, uint8_t *dst)
+{
+	uint64_t	bs0 = blk * p->bs;
+	uint64_t	s = off > bs0 ? off : bs0;
+	uint64_t	e = off + len < bs0 + block_len(p, blk) ? off + len : bs0 + block_len(p, blk);
+
+	return cached_block(p, blk, s - bs0, e - s, dst + (s - off));
+}
+
 static int
 block_cmp(const void *a, const void *b)
 {
@@ -721,14 +732,8 @@ tdb_pager_read(TdbPager *p, uint64_t off, size_t len, void *buf, TdbTrailError *
 		return 0;
 	}
 	for (uint64_t blk = b0; blk <= b1; blk++)
-	{
-		uint64_t	bs0 = blk * p->bs;
-		uint64_t	s = off > bs0 ? off : bs0;
-		uint64_t	e = off + len < bs0 + block_len(p, blk) ? off + len : bs0 + block_len(p, blk);
-
-		if (!cached_block(p, blk, s - bs0, e - s, dst + (s - off)))
+		if (!cached_part(p, blk, off, len, dst))
 			missing[nmiss++] = blk;
-	}
 	/*
 	 * Blocks the read-ahead thread is bringing: wait for their group, then
 	 * look again; what it did not bring is fetched here, once it has ended.
@@ -740,15 +745,8 @@ tdb_pager_read(TdbPager *p, uint64_t off, size_t len, void *buf, TdbTrailError *
 		if ((rc = trail_pager_async_wait(p, missing, nmiss, err)) < 0)
 			return rc;
 		for (int i = 0; i < nmiss; i++)
-		{
-			uint64_t	blk = missing[i];
-			uint64_t	bs0 = blk * p->bs;
-			uint64_t	s = off > bs0 ? off : bs0;
-			uint64_t	e = off + len < bs0 + block_len(p, blk) ? off + len : bs0 + block_len(p, blk);
-
-			if (!cached_block(p, blk, s - bs0, e - s, dst + (s - off)))
-				missing[k++] = blk;
-		}
+			if (!cached_part(p, missing[i], off, len, dst))
+				missing[k++] = missing[i];
 		nmiss = k;
 		if (nmiss > 0)
 			trail_pager_async_join(p, false);

@@ -90,14 +90,9 @@ worker(void *arg)
 {
 	TdbPager   *p = arg;
 	PagerAsync *a = &p->as;
-	uint64_t	total = 0,
-				piece,
-				group;
+	uint64_t	piece = (uint64_t) a->nblocks * p->bs > 32 * (uint64_t) PIECE ? 2 * (uint64_t) PIECE : PIECE,
+				group = (uint64_t) p->max_parallel * piece;
 	int			i = 0;
-
-	total = (uint64_t) a->nblocks * p->bs;
-	piece = total > 32 * (uint64_t) PIECE ? 2 * (uint64_t) PIECE : PIECE;
-	group = (uint64_t) p->max_parallel * piece;
 
 	while (i < a->nblocks)
 	{
@@ -115,8 +110,6 @@ worker(void *arg)
 			a->fetch(p, a->blocks + i, j - i, piece, &err);
 		pthread_mutex_lock(&a->mu);
 		a->done_below = a->blocks[j - 1] + 1;
-		if (rc < 0)
-			a->rc = rc;
 		pthread_cond_broadcast(&a->cv);
 		pthread_mutex_unlock(&a->mu);
 		if (rc < 0)
@@ -150,6 +143,18 @@ trail_pager_async_destroy(TdbPager *p)
 	p->as.ready = false;
 }
 
+/* No job: the caller's own fetches tell no one and write the disk cache. */
+static void
+job_clear(PagerAsync *a)
+{
+	a->lru_filled = NULL;
+	a->bulk = false;
+	a->started = false;
+	a->blocks = NULL;
+	a->nblocks = 0;
+	atomic_store(&a->abort, 0);
+}
+
 /*
  * Start fetching blocks[0 .. n-1] (sorted, distinct; taken over, freed by
  * the join) in a thread.  false when no thread could be started: blocks are
@@ -176,7 +181,6 @@ trail_pager_async_start(TdbPager *p, uint64_t *blocks, int n,
 	a->bulk = (uint64_t) n * p->bs > BULK_JOB_BYTES;
 	a->done_below = 0;
 	a->finished = false;
-	a->rc = 0;
 	atomic_store(&a->abort, 0);
 	a->started = true;
 	/* the thread inherits this mask: every signal stays with the caller's thread */
@@ -193,11 +197,7 @@ trail_pager_async_start(TdbPager *p, uint64_t *blocks, int n,
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc != 0)
 	{
-		a->lru_filled = NULL;
-		a->bulk = false;
-		a->started = false;
-		a->blocks = NULL;
-		a->nblocks = 0;
+		job_clear(a);			/* blocks still the caller's */
 		return false;
 	}
 	return true;
@@ -269,11 +269,6 @@ trail_pager_async_join(TdbPager *p, bool abort)
 	if (abort)
 		atomic_store(&a->abort, 1);
 	pthread_join(a->thread, NULL);
-	a->lru_filled = NULL;		/* the caller's own fetches tell no one */
-	a->bulk = false;			/* and write the disk cache */
-	a->started = false;
 	free(a->blocks);
-	a->blocks = NULL;
-	a->nblocks = 0;
-	atomic_store(&a->abort, 0);
+	job_clear(a);
 }

@@ -56,7 +56,6 @@ typedef struct PagerAsync
 	/* under mu: */
 	uint64_t	done_below;		/* every job block below this is dealt with */
 	bool		finished;
-	int			rc;				/* the first error (0: none) */
 	atomic_int	abort;			/* close: stop now */
 } PagerAsync;
 
