@@ -524,8 +524,7 @@ typedef struct FaultCase
  */
 UNIT_TEST(test_s3_faults_through_proxy)
 {
-	TdbS3Config c,
-				direct;
+	TdbS3Config c;
 	size_t		n = 400000;
 	uint8_t    *want = fx_random_bytes(n, 77);
 	uint8_t    *got = malloc(n);
@@ -545,8 +544,7 @@ UNIT_TEST(test_s3_faults_through_proxy)
 		{"503,503,503,503,503,503,503", TDB_TRAIL_ENET, "gave up"},
 	};
 
-	if (!fx_s3_env(&direct, false) || !fx_s3_env(&c, true) || !fx_ensure_bucket(&direct) ||
-		!fx_put(&direct, "fault.bin", want, n, 0))
+	if (!fx_put_for_proxy(&c, "fault.bin", want, n))
 		goto out;
 	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++)
 	{
@@ -609,8 +607,7 @@ cancel_after(void *arg)
  */
 UNIT_TEST(test_s3_cancel_interrupts_a_stall)
 {
-	TdbS3Config c,
-				direct;
+	TdbS3Config c;
 	size_t		n = 200000;
 	uint8_t    *want = fx_random_bytes(n, 78);
 	uint8_t    *got = malloc(n);
@@ -620,8 +617,7 @@ UNIT_TEST(test_s3_cancel_interrupts_a_stall)
 	double		t0,
 				waited;
 
-	if (!fx_s3_env(&direct, false) || !fx_s3_env(&c, true) || !fx_ensure_bucket(&direct) ||
-		!fx_put(&direct, "cancel.bin", want, n, 0) || !fx_proxy_plan(""))
+	if (!fx_put_for_proxy(&c, "cancel.bin", want, n) || !fx_proxy_plan(""))
 		goto out;
 	memset(&o, 0, sizeof(o));
 	o.url = "s3://" BUCKET "/cancel.bin";

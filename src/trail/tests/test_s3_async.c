@@ -160,8 +160,7 @@ out:
  */
 UNIT_TEST(test_s3_async_faults)
 {
-	TdbS3Config c,
-				direct;
+	TdbS3Config c;
 	uint8_t    *want = fx_random_bytes(OBJ_BYTES, 92);
 	uint8_t    *got = malloc(OBJ_BYTES);
 	static const char *const plans[] = {
@@ -170,8 +169,7 @@ UNIT_TEST(test_s3_async_faults)
 	};
 
 	deadline = 1e18;
-	if (!fx_s3_env(&direct, false) || !fx_s3_env(&c, true) || !fx_ensure_bucket(&direct) ||
-		!fx_put(&direct, "async.bin", want, OBJ_BYTES, 0))
+	if (!fx_put_for_proxy(&c, "async.bin", want, OBJ_BYTES))
 		goto out;
 	for (size_t k = 0; k < sizeof(plans) / sizeof(plans[0]); k++)
 	{
@@ -208,15 +206,13 @@ out:
  */
 UNIT_TEST(test_s3_async_cancel_and_close)
 {
-	TdbS3Config c,
-				direct;
+	TdbS3Config c;
 	uint8_t    *want = fx_random_bytes(OBJ_BYTES, 93);
 	uint8_t    *got = malloc(OBJ_BYTES);
 	TdbByteRange r[NRANGES];
 
 	deadline = 1e18;
-	if (!fx_s3_env(&direct, false) || !fx_s3_env(&c, true) || !fx_ensure_bucket(&direct) ||
-		!fx_put(&direct, "async.bin", want, OBJ_BYTES, 0))
+	if (!fx_put_for_proxy(&c, "async.bin", want, OBJ_BYTES))
 		goto out;
 	make_ranges(r);
 	for (int close_first = 0; close_first < 2; close_first++)

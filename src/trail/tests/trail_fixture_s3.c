@@ -9,6 +9,7 @@
 
 #include "http.h"
 #include "pager.h"
+#include "trail_fixture.h"
 #include "trail_fixture_s3.h"
 #include "trail_unit.h"
 
@@ -64,6 +65,15 @@ fx_random_bytes(size_t n, uint64_t seed)
 	for (size_t i = 0; i < n; i++)
 		b[i] = (uint8_t) unit_rand(&seed);
 	return b;
+}
+
+bool
+fx_put_for_proxy(TdbS3Config *proxied, const char *key, const void *buf, size_t len)
+{
+	TdbS3Config direct;
+
+	return fx_s3_env(&direct, false) && fx_s3_env(proxied, true) && fx_ensure_bucket(&direct) &&
+		fx_put(&direct, key, buf, len, 0);
 }
 
 bool

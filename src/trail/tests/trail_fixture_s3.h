@@ -27,6 +27,13 @@ bool		fx_put(const TdbS3Config *c, const char *key, const void *buf, size_t len,
 /* n pseudo-random bytes of seed (malloc'd). */
 uint8_t    *fx_random_bytes(size_t n, uint64_t seed);
 
+/*
+ * buf stored as s3://BUCKET/key directly, and *proxied filled to read it
+ * through the fault proxy; false (after a skip line or a unit_fail) when
+ * either is not there.
+ */
+bool		fx_put_for_proxy(TdbS3Config *proxied, const char *key, const void *buf, size_t len);
+
 /* The fault proxy's next faults, one per request ("" : none; fault_proxy.py). */
 bool		fx_proxy_plan(const char *plan);
 
