@@ -61,7 +61,7 @@ python3 test/check_layout.py --symbols || die "a house rule is broken: test/chec
 trail_log=$(mktemp /tmp/trafficdb-trail-tests.XXXXXX)
 { src/trail/tests/run.sh && TRAIL_TEST_BIN=src/trail/tests/trail_tests_tsan src/trail/tests/run.sh \
 	test_s3_async_reads_what_sync_reads test_s3_async_faults test_s3_async_cancel_and_close \
-	test_s3_async_bulk_skips_disk_cache; } >"$trail_log" 2>&1 &
+	test_s3_async_bulk_skips_disk_cache test_s3_async_covered_announcement_does_not_wait; } >"$trail_log" 2>&1 &
 trail_pid=$!
 
 stage "unit tests (src/, libtrafficdb)"

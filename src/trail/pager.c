@@ -854,7 +854,9 @@ tdb_pager_prefetch(TdbPager *p, const TdbByteRange *ranges, int n, TdbTrailError
 
 	if (p->local)
 		return 0;
-	/* the job before first: its blocks are then found cached, not asked again */
+	/* blocks the running job brings: nothing to do; else that job first */
+	if (trail_pager_async_covers(p, ranges, n))
+		return 0;
 	trail_pager_async_join(p, false);
 	room = tdb_lru_capacity(p->lru) / 2 / p->bs;
 	if (room < 1)

@@ -203,6 +203,59 @@ trail_pager_async_start(TdbPager *p, uint64_t *blocks, int n,
 	return true;
 }
 
+/*
+ * Does the running job bring every block of ranges[0 .. n-1] (those the
+ * announcement would fetch: in the object, before its tail)?  Then an announcement of them needs no new job and must not wait
+ * for this one: the lookups of a join each announce their pages, which the
+ * union of all their pages (reader.c prefetch_union) already asked for; a
+ * join there waited for the whole union, and its disk-cache writes, at the
+ * second lookup.  Reads only the job's block list, fixed while it runs.
+ */
+bool
+trail_pager_async_covers(const TdbPager *p, const TdbByteRange *ranges, int n)
+{
+	const PagerAsync *a = &p->as;
+	int			at = 0;
+
+	if (!a->started)
+		return false;
+	for (int i = 0; i < n; i++)
+	{
+		uint64_t	b0,
+					b1;
+
+		if (ranges[i].len == 0 || ranges[i].off >= p->tail_off || ranges[i].off + ranges[i].len > p->size)
+			continue;
+		b0 = ranges[i].off / p->bs;
+		b1 = (ranges[i].off + ranges[i].len - 1) / p->bs;
+		for (uint64_t blk = b0; blk <= b1; blk++)
+		{
+			int			lo = 0,
+						hi = a->nblocks;
+
+			/* the ranges come mostly in file order: try where the last one ended */
+			if (at < a->nblocks && a->blocks[at] == blk)
+			{
+				at++;
+				continue;
+			}
+			while (lo < hi)
+			{
+				int			mid = lo + (hi - lo) / 2;
+
+				if (a->blocks[mid] < blk)
+					lo = mid + 1;
+				else
+					hi = mid;
+			}
+			if (lo == a->nblocks || a->blocks[lo] != blk)
+				return false;
+			at = lo + 1;
+		}
+	}
+	return true;
+}
+
 /* Are all of missing[0 .. n-1] below bound? */
 static bool
 all_below(const uint64_t *missing, int n, uint64_t bound)

@@ -122,6 +122,7 @@ void		trail_pager_async_destroy(struct TdbPager *p);
 bool		trail_pager_async_start(struct TdbPager *p, uint64_t *blocks, int n,
 									int (*fetch) (struct TdbPager *p, uint64_t *blocks, int n,
 												  uint64_t max_range, TdbTrailError *err));
+bool		trail_pager_async_covers(const struct TdbPager *p, const TdbByteRange *ranges, int n);
 int			trail_pager_async_wait(struct TdbPager *p, const uint64_t *missing, int n, TdbTrailError *err);
 void		trail_pager_async_join(struct TdbPager *p, bool abort);
 
