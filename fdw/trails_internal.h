@@ -166,6 +166,15 @@ typedef struct TrlScan
 	int		   *src;			/* per attribute */
 	FmgrInfo   *inputs;			/* per attribute, for types made from text */
 	Oid		   *ioparams;
+	/*
+	 * per attribute of type text: the string the last row's value was made
+	 * of and that value, in a buffer of text_cap bytes rewritten when the
+	 * string changes (the strings are the file's lexicon's: one pointer per
+	 * distinct string while the scan runs; trl_text_datum)
+	 */
+	const char **text_src;
+	text	  **text_buf;
+	int		   *text_cap;
 	TupleDesc	tupdesc;
 	MemoryContext scan_cxt;		/* query arguments, reset per (re)scan */
 	bool		started;

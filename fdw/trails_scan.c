@@ -208,6 +208,9 @@ map_columns(ForeignScanState *node, TrlScan *st)
 	st->src = MemoryContextAlloc(node->ss.ps.state->es_query_cxt, sizeof(int) * natts);
 	st->inputs = MemoryContextAllocZero(node->ss.ps.state->es_query_cxt, sizeof(FmgrInfo) * natts);
 	st->ioparams = MemoryContextAllocZero(node->ss.ps.state->es_query_cxt, sizeof(Oid) * natts);
+	st->text_src = MemoryContextAllocZero(node->ss.ps.state->es_query_cxt, sizeof(char *) * natts);
+	st->text_buf = MemoryContextAllocZero(node->ss.ps.state->es_query_cxt, sizeof(text *) * natts);
+	st->text_cap = MemoryContextAllocZero(node->ss.ps.state->es_query_cxt, sizeof(int) * natts);
 	st->skip_columns = sc->ncolumns >= 64 ? ~UINT64CONST(0) : (UINT64CONST(1) << sc->ncolumns) - 1;
 	st->skip_position = true;
 	for (int i = 0; i < natts; i++)
@@ -263,6 +266,42 @@ map_columns(ForeignScanState *node, TrlScan *st)
 		st->skip_columns = 0;
 		st->skip_position = false;
 	}
+}
+
+/*
+ * String s as attribute att's text value.  The strings of a row are the
+ * file's (its lexicon's and trail ids'), the same pointer for the same
+ * string while the scan runs, and a trail's constant columns repeat theirs
+ * row after row: the value made for the row before is returned again, and
+ * a new string is copied into the attribute's buffer (the value lives, as
+ * one made in the per-tuple context would, until the next row is asked for).
+ */
+static inline Datum
+trl_text_datum(TrlScan *st, int att, const char *s)
+{
+	size_t		len;
+
+	if (s == NULL)
+		s = "";
+	if (st->text_src[att] == s)
+		return PointerGetDatum(st->text_buf[att]);
+	len = strlen(s);
+	if (len + VARHDRSZ > (size_t) st->text_cap[att])
+	{
+		int			cap = (int) Max(len + VARHDRSZ, 64);
+
+		if (len > MaxAllocSize - VARHDRSZ)
+			return PointerGetDatum(cstring_to_text(s));
+		if (st->text_buf[att] != NULL)
+			pfree(st->text_buf[att]);
+		/* in the statement's context, as the arrays */
+		st->text_buf[att] = MemoryContextAlloc(GetMemoryChunkContext(st->text_src), cap);
+		st->text_cap[att] = cap;
+	}
+	SET_VARSIZE(st->text_buf[att], len + VARHDRSZ);
+	memcpy(VARDATA(st->text_buf[att]), s, len);
+	st->text_src[att] = s;
+	return PointerGetDatum(st->text_buf[att]);
 }
 
 Datum
@@ -495,6 +534,7 @@ trlIterateForeignScan(ForeignScanState *node)
 	TupleTableSlot *slot = node->ss.ss_ScanTupleSlot;
 	TdbTrailEvent ev;
 	TdbTrailError err;
+	const TdbTrailSchema *sc;
 	int			rc;
 
 	ExecClearTuple(slot);
@@ -502,6 +542,7 @@ trlIterateForeignScan(ForeignScanState *node)
 	{
 		trl_open_file(node, st);
 		st->started = true;
+		memset(st->text_src, 0, sizeof(char *) * st->tupdesc->natts);
 		st->nscans++;
 		st->empty = !build_query(node, st);
 		st->q.skip_columns = st->skip_columns;
@@ -540,10 +581,10 @@ trlIterateForeignScan(ForeignScanState *node)
 		trail_error(&err, psprintf("could not read trail file \"%s\"", st->h->url));
 	if (rc == 0)
 		return slot;
+	sc = &tdb_trail_footer(st->h->reader)->schema;
 	for (int i = 0; i < st->tupdesc->natts; i++)
 	{
 		int			src = st->src[i];
-		const TdbTrailSchema *sc;
 
 		slot->tts_isnull[i] = false;
 		switch (src)
@@ -552,8 +593,9 @@ trlIterateForeignScan(ForeignScanState *node)
 				slot->tts_isnull[i] = true;
 				break;
 			case SRC_ID:
-				sc = &tdb_trail_footer(st->h->reader)->schema;
-				slot->tts_values[i] = trl_value_datum(st, i, sc->id_type, ev.key.i, 0, ev.key.s);
+				slot->tts_values[i] = sc->id_type == TDB_TRAIL_STRING && st->inputs[i].fn_oid == InvalidOid ?
+					trl_text_datum(st, i, ev.key.s) :
+					trl_value_datum(st, i, sc->id_type, ev.key.i, 0, ev.key.s);
 				break;
 			case SRC_TIME:
 				slot->tts_values[i] = trail_time_datum(ev.time_us);
@@ -569,12 +611,18 @@ trlIterateForeignScan(ForeignScanState *node)
 			default:
 				{
 					const TdbTrailValue *v = &ev.values[src];
+					TdbTrailType t = sc->columns[src].type;
 
-					sc = &tdb_trail_footer(st->h->reader)->schema;
 					if (v->isnull)
 						slot->tts_isnull[i] = true;
+					else if (st->inputs[i].fn_oid != InvalidOid)
+						slot->tts_values[i] = trl_value_datum(st, i, t, v->i, v->f, v->s);
+					else if (t == TDB_TRAIL_FLOAT64)
+						slot->tts_values[i] = Float8GetDatum(v->f);
+					else if (t == TDB_TRAIL_STRING)
+						slot->tts_values[i] = trl_text_datum(st, i, v->s);
 					else
-						slot->tts_values[i] = trl_value_datum(st, i, sc->columns[src].type, v->i, v->f, v->s);
+						slot->tts_values[i] = trl_value_datum(st, i, t, v->i, v->f, v->s);
 				}
 		}
 	}
