@@ -202,13 +202,6 @@ agg_add_expr(AggBuild *b, Node *e)
 	return true;
 }
 
-/* Is a text comparison under collation coll byte equality? */
-static bool
-collation_is_bytes(Oid coll)
-{
-	return OidIsValid(coll) && get_collation_isdeterministic(coll);
-}
-
 /*
  * GetForeignUpperPaths: a path for the grouping step that reads the footer
  * only, when the query is one it answers exactly (the rules of
@@ -263,14 +256,10 @@ trlGetForeignUpperPaths(PlannerInfo *root, UpperRelationKind stage, RelOptInfo *
 		RestrictInfo *ri = lfirst_node(RestrictInfo, lc);
 		List	   *k = NIL,
 				   *a = NIL;
-		Oid			coll;
 
+		/* (trl_classify takes text ids under a deterministic collation only) */
 		if (!trl_classify(ri->clause, input_rel->relid, &c, &k, &a) ||
 			(linitial_int(k) != PUSH_ID && linitial_int(k) != PUSH_IDS))
-			return;
-		coll = IsA(ri->clause, OpExpr) ? ((OpExpr *) ri->clause)->inputcollid :
-			((ScalarArrayOpExpr *) ri->clause)->inputcollid;
-		if (c.id_type == TEXTOID && !collation_is_bytes(coll))
 			return;
 		kinds = list_concat(kinds, k);
 		args = list_concat(args, a);
@@ -288,7 +277,7 @@ trlGetForeignUpperPaths(PlannerInfo *root, UpperRelationKind stage, RelOptInfo *
 
 		if (!trl_is_col(ge, input_rel->relid, c.id) ||
 			!((c.id_type == INT8OID && eqfn == F_INT8EQ) ||
-			  (c.id_type == TEXTOID && eqfn == F_TEXTEQ && collation_is_bytes(exprCollation((Node *) ge)))))
+			  (c.id_type == TEXTOID && eqfn == F_TEXTEQ && trl_collation_is_bytes(exprCollation((Node *) ge)))))
 			return;
 		b.grouped = true;
 	}

@@ -228,6 +228,7 @@ extern Datum trail_time_datum(int64 unix_us);
 extern TrailCols trail_cols(Oid relid);
 extern bool trl_is_col(Expr *e, Index relid, AttrNumber att);
 extern bool trl_classify(Expr *clause, Index relid, const TrailCols *c, List **kinds, List **args);
+extern bool trl_collation_is_bytes(Oid coll);
 extern void trlGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid);
 extern void trlGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid);
 extern ForeignScan *trlGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,

@@ -107,13 +107,25 @@ geom_column(Expr *e, Index relid, const void *geom)
 	return trl_is_col(e, relid, *(const AttrNumber *) geom);
 }
 
-/* Equality of the id column's type with a value of the same kind. */
+/* Is a text comparison under collation coll byte equality? */
+bool
+trl_collation_is_bytes(Oid coll)
+{
+	return OidIsValid(coll) && get_collation_isdeterministic(coll);
+}
+
+/*
+ * Equality of the id column's type with a value of the same kind, which
+ * the file's ids answer exactly: text under a deterministic collation only
+ * (under a nondeterministic one, 'afr1' = 'AFR1' may be true, and pruning
+ * to the trail whose id has those bytes lost the others' rows).
+ */
 static bool
-is_id_equality(Oid opno, Oid idtype)
+is_id_equality(Oid opno, Oid coll, Oid idtype)
 {
 	if (tdb_is_int8_equality(opno))
 		return idtype == INT8OID;
-	return get_opcode(opno) == F_TEXTEQ && idtype == TEXTOID;
+	return get_opcode(opno) == F_TEXTEQ && idtype == TEXTOID && trl_collation_is_bytes(coll);
 }
 
 /* Does clause narrow the scan?  Appends its kind and arguments. */
@@ -151,7 +163,7 @@ trl_classify(Expr *clause, Index relid, const TrailCols *c, List **kinds, List *
 		}
 		if (!IsA(l, Var) || !tdb_is_scan_constant(r, relid))
 			return false;
-		if (trl_is_col(l, relid, c->id) && is_id_equality(op->opno, c->id_type))
+		if (trl_is_col(l, relid, c->id) && is_id_equality(op->opno, op->inputcollid, c->id_type))
 		{
 			*kinds = lappend_int(*kinds, PUSH_ID);
 			*args = lappend(*args, r);
@@ -175,7 +187,7 @@ trl_classify(Expr *clause, Index relid, const TrailCols *c, List **kinds, List *
 		Expr	   *l = linitial(sa->args),
 				   *r = lsecond(sa->args);
 
-		if (sa->useOr && trl_is_col(l, relid, c->id) && is_id_equality(sa->opno, c->id_type) &&
+		if (sa->useOr && trl_is_col(l, relid, c->id) && is_id_equality(sa->opno, sa->inputcollid, c->id_type) &&
 			tdb_is_scan_constant(r, relid))
 		{
 			*kinds = lappend_int(*kinds, PUSH_IDS);

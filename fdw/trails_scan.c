@@ -10,6 +10,7 @@
  */
 #include "postgres.h"
 
+#include <errno.h>
 #include <math.h>
 
 #include "access/reloptions.h"
@@ -352,6 +353,30 @@ grow_by_metres(double *b, double m)
 }
 
 /*
+ * Is s an int64 exactly as INT64_FORMAT writes it (no sign but a minus, no
+ * leading zero, no space)?  Its value in *v.
+ */
+static bool
+trl_canonical_int64(const char *s, int64 *v)
+{
+	char		buf[32];
+	char	   *end;
+	long long	x;
+
+	if (*s == '\0' || strlen(s) >= sizeof(buf) || !(*s == '-' || (*s >= '0' && *s <= '9')))
+		return false;
+	errno = 0;
+	x = strtoll(s, &end, 10);
+	if (errno != 0 || *end != '\0')
+		return false;
+	snprintf(buf, sizeof(buf), INT64_FORMAT, (int64) x);
+	if (strcmp(buf, s) != 0)
+		return false;
+	*v = (int64) x;
+	return true;
+}
+
+/*
  * Evaluate the pushed clauses into st->q (in scan_cxt).  false: they match
  * nothing.
  */
@@ -406,13 +431,19 @@ build_query(ForeignScanState *node, TrlScan *st)
 				elemtype = trl_id_array_elems(v, &elems, &nulls, &n);
 			if (has_ids)
 				continue;		/* the first id clause prunes; PostgreSQL checks the others */
+			/*
+			 * A bigint column over a file of string ids (its values made by
+			 * int8in: '007' and '7' are both 7): no pruning, PostgreSQL's
+			 * check alone.  It pruned to the string of the value, or to
+			 * nothing, and lost rows.
+			 */
+			if (f->schema.id_type == TDB_TRAIL_STRING && elemtype != TEXTOID)
+				continue;
 			has_ids = true;
 			if (f->schema.id_type == TDB_TRAIL_STRING)
 			{
 				const char **ids = palloc(sizeof(char *) * (n + 1));
 
-				if (elemtype != TEXTOID)
-					goto nothing;	/* cannot happen: the planner matched text = text */
 				for (int e = 0; e < n; e++)
 					if (!nulls[e])
 						ids[q->nids++] = TextDatumGetCString(elems[e]);
@@ -422,8 +453,20 @@ build_query(ForeignScanState *node, TrlScan *st)
 			{
 				int64	   *ids = palloc(sizeof(int64) * (n + 1));
 
+				/*
+				 * A text column over a file of integer ids holds each id in
+				 * decimal (trl_value_datum): a text is one of them only when
+				 * it is that decimal exactly.  It was read as a pointer.
+				 */
 				for (int e = 0; e < n; e++)
-					if (!nulls[e])
+					if (!nulls[e] && elemtype == TEXTOID)
+					{
+						int64		id;
+
+						if (trl_canonical_int64(TextDatumGetCString(elems[e]), &id))
+							ids[q->nids++] = id;
+					}
+					else if (!nulls[e])
 						ids[q->nids++] = elemtype == INT2OID ? DatumGetInt16(elems[e]) :
 							elemtype == INT4OID ? DatumGetInt32(elems[e]) : DatumGetInt64(elems[e]);
 				q->ids_int = ids;
