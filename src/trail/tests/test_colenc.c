@@ -250,6 +250,63 @@ UNIT_TEST(test_trail_v3_encodings_roundtrip)
 	free(got);
 }
 
+/*
+ * Packed fields of every width from 0 to 64 bits, frame of reference and
+ * deltas, at sizes around the 8-byte reads of the decoder's fast path
+ * (unpack_all: a field within 8 bytes of the buffer's end is read bit
+ * group by bit group): they read back exactly.
+ */
+UNIT_TEST(test_trail_v3_packed_widths_roundtrip)
+{
+	static const uint32_t sizes[] = {1, 2, 7, 8, 9, 15, 64, 65, 1000};
+	uint64_t	rng = 57;
+	int64_t    *v = malloc(1000 * sizeof(int64_t));
+	int64_t    *got = malloc(1000 * sizeof(int64_t));
+	int			widths_for = 0,
+				widths_delta = 0;
+
+	for (int w = 0; w <= 64; w++)
+	{
+		uint64_t	mask = w == 64 ? UINT64_MAX : (UINT64_C(1) << w) - 1;
+		bool		for_ok = true,
+					delta_ok = true;
+
+		for (int si = 0; si < 9; si++)
+		{
+			uint32_t	nn = sizes[si];
+			CodecBuf	b;
+
+			/* frame of reference: offsets from the least of w bits, the largest among them */
+			for (uint32_t i = 0; i < nn; i++)
+				v[i] = (int64_t) (UINT64_C(0x8000000000000000) + (unit_rand(&rng) & mask));
+			v[0] = INT64_MIN;
+			v[nn - 1] = (int64_t) (UINT64_C(0x8000000000000000) + mask);
+			codec_buf_init(&b);
+			if (colenc_put_as(&b, TDB_TRAIL_INT64, v, nn, COLENC_FOR))
+				CHECK(reads_back(&b, TDB_TRAIL_INT64, nn, v, got));
+			else
+				for_ok = false;
+			/* deltas of w bits, one of them the largest */
+			v[0] = (int64_t) (unit_rand(&rng) >> 40);
+			for (uint32_t i = 1; i < nn; i++)
+				v[i] = (int64_t) ((uint64_t) v[i - 1] + ((i == nn / 2 ? mask : unit_rand(&rng) & mask) >> 2));
+			b.len = 0;
+			if (colenc_put_as(&b, TDB_TRAIL_INT64, v, nn, COLENC_DELTA))
+				CHECK(reads_back(&b, TDB_TRAIL_INT64, nn, v, got));
+			else
+				delta_ok = false;
+			codec_buf_free(&b);
+		}
+		widths_for += for_ok;
+		widths_delta += delta_ok;
+	}
+	printf("# frame of reference at %d widths of 65, deltas at %d\n", widths_for, widths_delta);
+	CHECK(widths_for >= 64);
+	CHECK(widths_delta >= 60);
+	free(v);
+	free(got);
+}
+
 /* What the writer picks for the data issue 33 names. */
 UNIT_TEST(test_trail_v3_encoding_choices)
 {
