@@ -86,31 +86,6 @@ codec_put_str(CodecBuf *b, const char *s)
 }
 
 bool
-codec_get_varint(CodecCur *c, uint64_t *v)
-{
-	uint64_t	r = 0;
-
-	for (int shift = 0; shift < 64; shift += 7)
-	{
-		uint8_t		byte;
-
-		if (c->p >= c->end)
-			return false;
-		byte = *c->p++;
-		/* the tenth byte may carry only the top bit of a u64 */
-		if (shift == 63 && byte > 1)
-			return false;
-		r |= (uint64_t) (byte & 0x7F) << shift;
-		if (!(byte & 0x80))
-		{
-			*v = r;
-			return true;
-		}
-	}
-	return false;
-}
-
-bool
 codec_get_str(CodecCur *c, size_t maxlen, const uint8_t **s, size_t *len)
 {
 	uint64_t	n;

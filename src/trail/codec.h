@@ -55,10 +55,13 @@ codec_get_u32le(const uint8_t *p)
 static inline uint64_t
 codec_get_u64le(const uint8_t *p)
 {
-	uint64_t	v = 0;
+	uint64_t	v;
 
-	for (int i = 0; i < 8; i++)
-		v |= (uint64_t) p[i] << (8 * i);
+	/* one load (GCC 12 kept the byte loop of the portable form) */
+	memcpy(&v, p, 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+	v = __builtin_bswap64(v);
+#endif
 	return v;
 }
 
@@ -97,7 +100,31 @@ typedef struct CodecCur
 	const uint8_t *end;
 } CodecCur;
 
-bool		codec_get_varint(CodecCur *c, uint64_t *v);
+/* A LEB128 varint (inline: a page's plain and run-length columns read one per value). */
+static inline bool
+codec_get_varint(CodecCur *c, uint64_t *v)
+{
+	uint64_t	r = 0;
+
+	for (int shift = 0; shift < 64; shift += 7)
+	{
+		uint8_t		byte;
+
+		if (c->p >= c->end)
+			return false;
+		byte = *c->p++;
+		/* the tenth byte may carry only the top bit of a u64 */
+		if (shift == 63 && byte > 1)
+			return false;
+		r |= (uint64_t) (byte & 0x7F) << shift;
+		if (!(byte & 0x80))
+		{
+			*v = r;
+			return true;
+		}
+	}
+	return false;
+}
 
 static inline bool
 codec_get_svarint(CodecCur *c, int64_t *v)

@@ -393,9 +393,11 @@ decode_column3(const TdbTrailFooter *f, CodecCur *c, uint32_t n, TdbTrailType ty
 	}
 	if (!trail_get_null_bitmap(c, n, nulls == 1, &bitmap))
 		return "truncated null bitmap";
-	for (uint32_t i = 0; i < n; i++)
-		if (!(bitmap && (bitmap[i / 8] >> (i % 8)) & 1))
-			nn++;
+	if (bitmap == NULL)
+		nn = n;
+	else
+		for (uint32_t i = 0; i < n; i++)
+			nn += !((bitmap[i / 8] >> (i % 8)) & 1);
 	if (nn == 0)
 		return "a null bitmap of every value (nulls byte 2 says that)";
 	if ((why = colenc_get(c, type, nn, f->nstrings, words)) != NULL)
