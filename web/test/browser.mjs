@@ -13,11 +13,21 @@ export function launch() {
   });
 }
 
-// the page's console errors, uncaught exceptions and failed requests, into errors
+// a tile request the page aborted itself: MapLibre cancels the tiles it no
+// longer needs when the view moves on (Chromium reports net::ERR_ABORTED;
+// a server that fails them gives another error, or a status)
+function abortedTile(r) {
+  return r.failure()?.errorText === 'net::ERR_ABORTED' && /\/\d+\/\d+\/\d+(\?[^/]*)?$/.test(new URL(r.url()).pathname + new URL(r.url()).search);
+}
+
+// the page's console errors, uncaught exceptions and failed requests (not
+// the tiles it aborted), into errors
 export function watch(page, errors) {
   page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
   page.on('pageerror', (e) => errors.push(e.message));
-  page.on('requestfailed', (r) => errors.push(`request failed: ${r.url()} ${r.failure()?.errorText}`));
+  page.on('requestfailed', (r) => {
+    if (!abortedTile(r)) errors.push(`request failed: ${r.url()} ${r.failure()?.errorText}`);
+  });
 }
 
 // wait for a condition in the page, at most ms; the error names what was awaited
