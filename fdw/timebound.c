@@ -17,6 +17,7 @@
 #include "catalog/pg_type.h"
 #include "catalog/pg_user_mapping.h"
 #include "commands/defrem.h"
+#include "common/int.h"
 #include "utils/lsyscache.h"
 
 #include "fdw/timebound.h"
@@ -91,7 +92,12 @@ tdb_time_bound_apply(int kind, TimestampTz v, int64 *from, int64 *to)
 			return false;
 		return true;			/* time > -infinity, time < infinity: no bound */
 	}
-	t = v + UNIX_TO_PG_US;
+	/*
+	 * After 294247-01-10 the value has no Unix microseconds in an int64 (it
+	 * overflowed, and ts < it kept no row): every time is before it.
+	 */
+	if (pg_add_s64_overflow(v, UNIX_TO_PG_US, &t))
+		return kind == TDB_BOUND_LE || kind == TDB_BOUND_LT ? *from <= *to : false;
 	switch (kind)
 	{
 		case TDB_BOUND_GE:

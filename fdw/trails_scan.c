@@ -338,18 +338,20 @@ grow_by_metres(double *b, double m)
 {
 	double		dlat = m / 110000.0;
 	double		lat = Max(fabs(b[1]), fabs(b[3])) + dlat;
+	double		dlon = lat >= 89.0 ? 360 : m / (110000.0 * cos(lat * M_PI / 180));
 
 	b[1] -= dlat;
 	b[3] += dlat;
-	if (lat >= 89.0 || b[0] - m / 50000.0 < -180 || b[2] + m / 50000.0 > 180)
+	/* (the antimeridian was tested with m / 50000 degrees, less than dlon above 63 degrees) */
+	if (b[0] - dlon < -180 || b[2] + dlon > 180)
 	{
 		/* near a pole or the antimeridian: every longitude */
 		b[0] = -180;
 		b[2] = 180;
 		return;
 	}
-	b[0] -= m / (110000.0 * cos(lat * M_PI / 180));
-	b[2] += m / (110000.0 * cos(lat * M_PI / 180));
+	b[0] -= dlon;
+	b[2] += dlon;
 }
 
 /*
@@ -497,8 +499,8 @@ build_query(ForeignScanState *node, TrlScan *st)
 				if (dnull)
 					goto nothing;
 				d = DatumGetFloat8(dv);
-				if (isnan(d) || d < 0)
-					goto nothing;
+				if (!(d >= 0))
+					continue;	/* no pruning: PostGIS says what a bad distance means (d < 0: an error) */
 				if (kind == PUSH_DWITHIN_DEG)
 				{
 					b[0] -= d;
