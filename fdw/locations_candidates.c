@@ -146,57 +146,6 @@ geometry_box(Datum geom, TdbBox *box)
 }
 
 /*
- * Rounding allowance (degrees, 0.1 mm) for a geography's box: its edges'
- * latitudes are computed (geo.c), unlike vertices.
- */
-#define GEOG_BOX_MARGIN 1e-9
-
-/*
- * A lon/lat box holding every point of a geography: its vertices, and the
- * latitudes its edges reach between them.  An edge of a geography is a
- * great-circle arc, which bulges poleward past its ends (11 m for 25 km
- * east-west at 42.5 N): the box of the vertices alone misses the roads
- * there.  false: empty, or an edge across the antimeridian or over a pole
- * (the caller then scans everything).
- */
-static bool
-geography_box(Datum geog, Oid type, TdbBox *box)
-{
-	bytea	   *wkb = tdb_geometry_wkb(tdb_geography_to_geometry(geog, type));
-
-	if (tdb_geo_wkb_arc_box((const unsigned char *) VARDATA_ANY(wkb), VARSIZE_ANY_EXHDR(wkb), box) != 1)
-		return false;
-	box->xmin -= GEOG_BOX_MARGIN;
-	box->ymin -= GEOG_BOX_MARGIN;
-	box->xmax += GEOG_BOX_MARGIN;
-	box->ymax += GEOG_BOX_MARGIN;
-	return true;
-}
-
-/* Grow a lon/lat box by radius_m metres (a superset); false near poles or the antimeridian. */
-static bool
-grow_box_metres(TdbBox *box, double radius_m)
-{
-	double		corners[4][2] = {{box->xmin, box->ymin}, {box->xmin, box->ymax},
-	{box->xmax, box->ymin}, {box->xmax, box->ymax}};
-	TdbBox		out = {INFINITY, INFINITY, -INFINITY, -INFINITY};
-
-	for (int c = 0; c < 4; c++)
-	{
-		TdbBox		cb;
-
-		if (!tdb_geo_circle_box(corners[c][0], corners[c][1], radius_m, &cb))
-			return false;
-		out.xmin = Min(out.xmin, cb.xmin);
-		out.ymin = Min(out.ymin, cb.ymin);
-		out.xmax = Max(out.xmax, cb.xmax);
-		out.ymax = Max(out.ymax, cb.ymax);
-	}
-	*box = out;
-	return true;
-}
-
-/*
  * The k nearest records by planar distance, then every record within that
  * distance (plus a hair, for PostGIS's own rounding): PostgreSQL sorts
  * these with <-> and keeps k, which are then exactly the heap's.
@@ -338,8 +287,8 @@ collect_part(LocScanState *st, int kind, int nargs, int flags, const Datum *v, c
 			if (isnull[0] || (nargs > 1 && isnull[1]))
 				return false;
 			d = nargs > 1 ? DatumGetFloat8(v[1]) : 0;
-			if (!(d >= 0) || !geography_box(v[0], type[0], &box) ||
-				!grow_box_metres(&box, d + GEOG_TOUCH_M + loc_map_arc_slack(st->snap->map)))
+			if (!(d >= 0) || tdb_geography_box(v[0], type[0], &box) != 1 ||
+				!tdb_box_grow_metres(&box, d + GEOG_TOUCH_M + loc_map_arc_slack(st->snap->map)))
 				return true;
 			tdb_map_query_box(st->snap->map, &box, collect_entry, c);
 			return false;
@@ -478,8 +427,8 @@ loc_find_candidates(ForeignScanState *node, LocScanState *st)
 				st->radius_fast = false;
 				if (isnull[0])
 					break;
-				if (!(d >= 0) || !geography_box(v[0], type0, &box) ||
-					!grow_box_metres(&box, d + slack))
+				if (!(d >= 0) || tdb_geography_box(v[0], type0, &box) != 1 ||
+					!tdb_box_grow_metres(&box, d + slack))
 				{
 					all = true;
 					break;

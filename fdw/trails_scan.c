@@ -54,6 +54,7 @@
 #include "fdw/trails_internal.h"
 #include "module/geometry.h"
 #include "module/trafficdb.h"
+#include "geo.h"
 #include "trail/cache.h"
 #include "trail/pager.h"
 #include "trail/trail.h"
@@ -332,27 +333,8 @@ trl_value_datum(TrlScan *st, int att, TdbTrailType t, int64 i, double f, const c
 							 st->ioparams[att], a->atttypmod);
 }
 
-/* Grow box b (xmin, ymin, xmax, ymax) by metres m, conservatively in degrees. */
-static void
-grow_by_metres(double *b, double m)
-{
-	double		dlat = m / 110000.0;
-	double		lat = Max(fabs(b[1]), fabs(b[3])) + dlat;
-	double		dlon = lat >= 89.0 ? 360 : m / (110000.0 * cos(lat * M_PI / 180));
-
-	b[1] -= dlat;
-	b[3] += dlat;
-	/* (the antimeridian was tested with m / 50000 degrees, less than dlon above 63 degrees) */
-	if (b[0] - dlon < -180 || b[2] + dlon > 180)
-	{
-		/* near a pole or the antimeridian: every longitude */
-		b[0] = -180;
-		b[2] = 180;
-		return;
-	}
-	b[0] -= dlon;
-	b[2] += dlon;
-}
+/* Metres added to a geography radius: PostGIS decides a touch within 1e-5 m. */
+#define GEOG_TOUCH_M 1.0
 
 /*
  * Is s an int64 exactly as INT64_FORMAT writes it (no sign but a minus, no
@@ -485,8 +467,11 @@ build_query(ForeignScanState *node, TrlScan *st)
 			if (isnull)
 				goto nothing;
 			if (kind == PUSH_DWITHIN_M)
-				g = tdb_geography_to_geometry(v, type);
-			if (!tdb_geometry_bounds(g, b))
+			{
+				/* below: its box with the latitudes its edges reach, not its vertices' */
+				b[0] = b[1] = b[2] = b[3] = 0;
+			}
+			else if (!tdb_geometry_bounds(g, b))
 				goto nothing;	/* an empty geometry overlaps nothing */
 			if (kind == PUSH_DWITHIN_DEG || kind == PUSH_DWITHIN_M)
 			{
@@ -509,7 +494,26 @@ build_query(ForeignScanState *node, TrlScan *st)
 					b[3] += d;
 				}
 				else
-					grow_by_metres(b, d);
+				{
+					/*
+					 * A geography: the box of its great-circle edges grown
+					 * by circles at its corners, or no pruning when an edge
+					 * or a circle reaches the antimeridian or a pole (the
+					 * box of its vertices grown by degrees lost the rows of
+					 * LINESTRING(179 3, -179 3) and of an edge bulging north)
+					 */
+					TdbBox		gb;
+					int			rc = tdb_geography_box(v, type, &gb);
+
+					if (rc == 0)
+						goto nothing;	/* an empty geography is within no distance */
+					if (rc < 0 || !tdb_box_grow_metres(&gb, d + GEOG_TOUCH_M))
+						continue;
+					b[0] = gb.xmin;
+					b[1] = gb.ymin;
+					b[2] = gb.xmax;
+					b[3] = gb.ymax;
+				}
 			}
 			box[0] = Max(box[0], b[0] - BOX_MARGIN_DEG);
 			box[1] = Max(box[1], b[1] - BOX_MARGIN_DEG);

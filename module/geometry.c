@@ -30,6 +30,7 @@
 #include "utils/syscache.h"
 
 #include "module/geometry.h"
+#include "geo.h"
 
 #ifdef WORDS_BIGENDIAN
 #error "trafficdb objects and EWKB here are little-endian; big-endian hosts are not supported"
@@ -497,4 +498,54 @@ trafficdb_asmvt_transfn(PG_FUNCTION_ARGS)
 	}
 	PG_END_TRY();
 	return result;
+}
+
+/*
+ * Rounding allowance (degrees, 0.1 mm) for a geography's box: its edges'
+ * latitudes are computed (geo.c), unlike vertices.
+ */
+#define GEOG_BOX_MARGIN 1e-9
+
+/*
+ * The box of a geography: its vertices and the latitudes its edges reach
+ * between them.  An edge of a geography is a great-circle arc, which bulges
+ * poleward past its ends (11 m for 25 km east-west at 42.5 N; 37 km for
+ * 20 degrees at 65.67 N): the box of the vertices alone misses the points
+ * there.  Used by the locations and trail wrappers.
+ */
+int
+tdb_geography_box(Datum geog, Oid geog_type, TdbBox *box)
+{
+	bytea	   *wkb = tdb_geometry_wkb(tdb_geography_to_geometry(geog, geog_type));
+	int			rc = tdb_geo_wkb_arc_box((const unsigned char *) VARDATA_ANY(wkb), VARSIZE_ANY_EXHDR(wkb), box);
+
+	if (rc != 1)
+		return rc;
+	box->xmin -= GEOG_BOX_MARGIN;
+	box->ymin -= GEOG_BOX_MARGIN;
+	box->xmax += GEOG_BOX_MARGIN;
+	box->ymax += GEOG_BOX_MARGIN;
+	return 1;
+}
+
+bool
+tdb_box_grow_metres(TdbBox *box, double radius_m)
+{
+	double		corners[4][2] = {{box->xmin, box->ymin}, {box->xmin, box->ymax},
+	{box->xmax, box->ymin}, {box->xmax, box->ymax}};
+	TdbBox		out = {INFINITY, INFINITY, -INFINITY, -INFINITY};
+
+	for (int c = 0; c < 4; c++)
+	{
+		TdbBox		cb;
+
+		if (!tdb_geo_circle_box(corners[c][0], corners[c][1], radius_m, &cb))
+			return false;
+		out.xmin = Min(out.xmin, cb.xmin);
+		out.ymin = Min(out.ymin, cb.ymin);
+		out.xmax = Max(out.xmax, cb.xmax);
+		out.ymax = Max(out.ymax, cb.ymax);
+	}
+	*box = out;
+	return true;
 }

@@ -55,6 +55,23 @@ extern Datum tdb_geography_to_geometry(Datum geog, Oid geog_type);
 /* PostGIS's ST_AsBinary of a geometry: WKB (ISO, the server's byte order). */
 extern bytea *tdb_geometry_wkb(Datum geom);
 
+/*
+ * A lon/lat box holding every point of a geography (its vertices, and the
+ * latitudes its edges reach between them: an edge is a great-circle arc,
+ * which bulges poleward past its ends), widened by a rounding allowance.
+ * 1 with *box set; 0 when it is empty; -1 when an edge crosses the
+ * antimeridian or passes over a pole (the caller then prunes nothing).
+ * box is a TdbBox (src/geo.h).
+ */
+struct TdbBox;
+extern int	tdb_geography_box(Datum geog, Oid geog_type, struct TdbBox *box);
+
+/*
+ * Grow a lon/lat box by radius_m metres, corner by corner (a superset);
+ * false when a corner's circle reaches a pole or the antimeridian.
+ */
+extern bool tdb_box_grow_metres(struct TdbBox *box, double radius_m);
+
 /* ST_SRID and GeometryType ("POLYGON", ...) of a geometry. */
 extern int32 tdb_geometry_srid(Datum geom);
 extern char *tdb_geometry_type(Datum geom);
