@@ -596,6 +596,7 @@ trlIterateForeignScan(ForeignScanState *node)
 		st->empty = !build_query(node, st);
 		st->q.skip_columns = st->skip_columns;
 		st->q.skip_position = st->skip_position;
+		st->q.values_in_page = true;	/* src[] names only columns not skipped */
 		st->last_nids = st->q.nids;
 		st->last_time = st->q.has_time;
 		st->last_box = st->q.has_bbox;
@@ -659,7 +660,7 @@ trlIterateForeignScan(ForeignScanState *node)
 				break;
 			default:
 				{
-					const TdbTrailValue *v = &ev.values[src];
+					const TdbTrailValue *v = &ev.cols[src][ev.index];
 					TdbTrailType t = sc->columns[src].type;
 
 					if (v->isnull)

@@ -780,6 +780,14 @@ tdb_trail_scan_next(TdbTrailScan *s, TdbTrailEvent *ev, TdbTrailError *err)
 				ev->time_us = s->cur->time[i];
 				ev->lon = tdb_trail_coord_unfix(s->cur->lon[i]);
 				ev->lat = tdb_trail_coord_unfix(s->cur->lat[i]);
+				ev->cols = s->cur->cols;
+				ev->index = i;
+				s->stats.events_returned++;
+				if (s->q.values_in_page)
+				{
+					ev->values = NULL;
+					return 1;
+				}
 				for (int c = 0; c < f->schema.ncolumns; c++)
 				{
 					if (c < 64 && (s->cur->skipped >> c) & 1)
@@ -791,7 +799,6 @@ tdb_trail_scan_next(TdbTrailScan *s, TdbTrailEvent *ev, TdbTrailError *err)
 						s->values[c] = s->cur->cols[c][i];
 				}
 				ev->values = s->values;
-				s->stats.events_returned++;
 				return 1;
 			}
 			s->have_page = false;

@@ -122,7 +122,15 @@ typedef struct TdbTrailEvent
 	int64_t		time_us;
 	double		lon;
 	double		lat;
-	TdbTrailValue *values;		/* schema.ncolumns entries */
+	TdbTrailValue *values;		/* schema.ncolumns entries; NULL under
+								 * TdbTrailQuery.values_in_page */
+	/*
+	 * Under values_in_page: extra column c's value is cols[c][index] (the
+	 * decoded page's, not copied; nothing for the columns skip_columns
+	 * leaves out), valid until the next call.
+	 */
+	TdbTrailValue *const *cols;
+	uint32_t	index;
 } TdbTrailEvent;
 
 /*
@@ -490,6 +498,13 @@ typedef struct TdbTrailQuery
 	 */
 	uint64_t	skip_columns;
 	bool		skip_position;
+	/*
+	 * Give each event's extra values where the page holds them
+	 * (TdbTrailEvent.cols and index), without copying them into values: the
+	 * caller reads only the columns it did not skip (the FDW; a copy of
+	 * every column per row was a tenth of a 100-id join's time).
+	 */
+	bool		values_in_page;
 	/*
 	 * Pages decoded by earlier scans of the same file (NULL: none): those
 	 * found there are neither fetched nor decoded again, and with a query
