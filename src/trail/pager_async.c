@@ -150,6 +150,8 @@ job_clear(PagerAsync *a)
 	a->lru_filled = NULL;
 	a->bulk = false;
 	a->started = false;
+	free(a->announced);
+	a->announced = NULL;
 	a->blocks = NULL;
 	a->nblocks = 0;
 	atomic_store(&a->abort, 0);
@@ -176,6 +178,8 @@ trail_pager_async_start(TdbPager *p, uint64_t *blocks, int n,
 	trail_pager_async_join(p, false);
 	a->blocks = blocks;
 	a->nblocks = n;
+	if ((a->announced = malloc(sizeof(uint64_t) * (size_t) n)) != NULL)
+		memcpy(a->announced, blocks, sizeof(uint64_t) * (size_t) n);
 	a->fetch = fetch;
 	a->lru_filled = lru_filled;	/* read by the fetches of the thread only */
 	a->bulk = (uint64_t) n * p->bs > BULK_JOB_BYTES;
@@ -209,15 +213,17 @@ trail_pager_async_start(TdbPager *p, uint64_t *blocks, int n,
  * for this one: the lookups of a join each announce their pages, which the
  * union of all their pages (reader.c prefetch_union) already asked for; a
  * join there waited for the whole union, and its disk-cache writes, at the
- * second lookup.  Reads only the job's block list, fixed while it runs.
+ * second lookup.  Reads the job's announced copy of its blocks (the
+ * thread sorts its own list in place).
  */
 bool
 trail_pager_async_covers(const TdbPager *p, const TdbByteRange *ranges, int n)
 {
 	const PagerAsync *a = &p->as;
+	const uint64_t *list = a->announced;
 	int			at = 0;
 
-	if (!a->started)
+	if (!a->started || list == NULL)
 		return false;
 	for (int i = 0; i < n; i++)
 	{
@@ -234,7 +240,7 @@ trail_pager_async_covers(const TdbPager *p, const TdbByteRange *ranges, int n)
 						hi = a->nblocks;
 
 			/* the ranges come mostly in file order: try where the last one ended */
-			if (at < a->nblocks && a->blocks[at] == blk)
+			if (at < a->nblocks && list[at] == blk)
 			{
 				at++;
 				continue;
@@ -243,12 +249,12 @@ trail_pager_async_covers(const TdbPager *p, const TdbByteRange *ranges, int n)
 			{
 				int			mid = lo + (hi - lo) / 2;
 
-				if (a->blocks[mid] < blk)
+				if (list[mid] < blk)
 					lo = mid + 1;
 				else
 					hi = mid;
 			}
-			if (lo == a->nblocks || a->blocks[lo] != blk)
+			if (lo == a->nblocks || list[lo] != blk)
 				return false;
 			at = lo + 1;
 		}

@@ -40,6 +40,12 @@ typedef struct PagerAsync
 	uint64_t   *blocks;			/* the job: sorted, distinct */
 	int			nblocks;
 	/*
+	 * A copy of blocks that nobody writes while the job runs, for the
+	 * caller's trail_pager_async_covers (the thread's fetch sorts its
+	 * groups of blocks in place); NULL when it could not be allocated.
+	 */
+	uint64_t   *announced;
+	/*
 	 * Called by the fetch in the read-ahead thread once its blocks below
 	 * this one are in the LRU (before the disk cache has them); NULL
 	 * elsewhere.
