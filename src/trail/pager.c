@@ -869,10 +869,8 @@ tdb_pager_prefetch(TdbPager *p, const TdbByteRange *ranges, int n, TdbTrailError
 		uint64_t	b0,
 					b1;
 
-		if (ranges[i].len == 0 || ranges[i].off >= p->tail_off || ranges[i].off + ranges[i].len > p->size)
+		if (!trail_range_blocks(p, &ranges[i], &b0, &b1))
 			continue;
-		b0 = ranges[i].off / p->bs;
-		b1 = (ranges[i].off + ranges[i].len - 1) / p->bs;
 		for (uint64_t blk = b0; blk <= b1 && nmiss < max_blocks; blk++)
 		{
 			bool		dup = false;

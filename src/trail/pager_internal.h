@@ -121,6 +121,21 @@ struct TdbPager
 /* GET ranges[0 .. n-1] into bufs concurrently (pager.c). */
 int			trail_pager_remote_get(struct TdbPager *p, const TdbByteRange *ranges, uint8_t **bufs,
 								   int n, TdbTrailError *err);
+/*
+ * The blocks b0 .. b1 of range r that a fetch would bring: false for an
+ * empty range, or one at or past the tail (read already) or past the
+ * object's end (the reads report those).
+ */
+static inline bool
+trail_range_blocks(const struct TdbPager *p, const TdbByteRange *r, uint64_t *b0, uint64_t *b1)
+{
+	if (r->len == 0 || r->off >= p->tail_off || r->off + r->len > p->size)
+		return false;
+	*b0 = r->off / p->bs;
+	*b1 = (r->off + r->len - 1) / p->bs;
+	return true;
+}
+
 /* pager_async.c */
 int			trail_pager_cancel(void *arg);
 void		trail_pager_async_init(struct TdbPager *p);
