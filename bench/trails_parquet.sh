@@ -16,6 +16,8 @@
 #           the default before issue 33)
 #   st      --order space-time (version 3, the default 600 s buckets)
 #   stN     --order space-time --bucket-seconds N
+#   time    --order time (pages of one trail and one hour, by hour then
+#           trail); timeN: --bucket-seconds N
 #   v2      --format-version 2 (by trail: version 2's column encodings)
 #   v1      --format-version 1 (by trail)
 # Block sizes, TRAIL_BLOCKS (default "default 1MB"): "default" is a server
@@ -128,9 +130,11 @@ layout_args() {	# the writer's arguments for a layout name
 	trail[0-9]*) echo "--page-seconds ${1#trail}" ;;
 	st) echo "--order space-time" ;;
 	st[0-9]*) echo "--order space-time --bucket-seconds ${1#st}" ;;
+	time) echo "--order time" ;;
+	time[0-9]*) echo "--order time --bucket-seconds ${1#time}" ;;
 	v1) echo "--format-version 1" ;;
 	v2) echo "--format-version 2" ;;
-	*) die "TRAIL_LAYOUTS: unknown layout $1 (default, trailN, st, stN, v2, v1)" ;;
+	*) die "TRAIL_LAYOUTS: unknown layout $1 (default, trailN, st, stN, time, timeN, v2, v1)" ;;
 	esac
 }
 layout_label() {
@@ -140,6 +144,8 @@ layout_label() {
 	trail[0-9]*) echo "v3 by trail, ${1#trail} s pages" ;;
 	st) echo "v3 space-time 600 s" ;;
 	st[0-9]*) echo "v3 space-time ${1#st} s" ;;
+	time) echo "v3 by time, 3600 s" ;;
+	time[0-9]*) echo "v3 by time, ${1#time} s" ;;
 	v2) echo "v2 by trail, 3600 s pages" ;;
 	v1) echo "v1 by trail" ;;
 	esac

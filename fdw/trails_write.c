@@ -221,6 +221,7 @@ trafficdb_trail_write(PG_FUNCTION_ARGS)
 	char	   *page_order;
 	int32		format_version;
 	TdbTrailOrder order;
+	bool		by_time = false;
 	int64		bucket_us = 0;
 	bool		s3;
 	TrailOptions *o = NULL;
@@ -270,15 +271,20 @@ trafficdb_trail_write(PG_FUNCTION_ARGS)
 		order = TDB_TRAIL_ORDER_TRAIL;
 	else if (strcmp(page_order, "space-time") == 0)
 		order = TDB_TRAIL_ORDER_SPACETIME;
+	else if (strcmp(page_order, "time") == 0)
+	{
+		order = TDB_TRAIL_ORDER_SPACETIME;
+		by_time = true;
+	}
 	else
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("page_order \"%s\" is not a page order", page_order),
-				 errdetail("Expected 'trail' (pages of one trail, by trail id then time) or 'space-time' (pages of one time bucket, by place).")));
+				 errdetail("Expected 'trail' (pages of one trail, by trail id then time), 'time' (pages of one trail and one time bucket, by bucket then trail id) or 'space-time' (pages of one time bucket, by place).")));
 	if (order == TDB_TRAIL_ORDER_SPACETIME && format_version == 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("page_order 'space-time' needs format_version 2 or 3"),
+				 errmsg("page_order '%s' needs format_version 2 or 3", page_order),
 				 errdetail("Version-1 files hold their pages in trail order only.")));
 	if (!PG_ARGISNULL(9))
 	{
@@ -287,8 +293,8 @@ trafficdb_trail_write(PG_FUNCTION_ARGS)
 		if (order != TDB_TRAIL_ORDER_SPACETIME)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("bucket_seconds applies to page_order 'space-time' only, not '%s'", page_order),
-					 errhint("Pass page_order => 'space-time', or leave out bucket_seconds.")));
+					 errmsg("bucket_seconds applies to page_order 'time' and 'space-time' only, not '%s'", page_order),
+					 errhint("Pass page_order => 'time' or 'space-time', or leave out bucket_seconds.")));
 		if (bucket_seconds < 1 || bucket_seconds > 31 * 86400)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -417,6 +423,7 @@ trafficdb_trail_write(PG_FUNCTION_ARGS)
 	wo.page_max_span_us = page_seconds == 0 ? -1 : (int64) page_seconds * USECS_PER_SEC;
 	wo.version = format_version;
 	wo.order = order;
+	wo.by_time = by_time;
 	wo.bucket_us = bucket_us;
 	wo.cancel = write_cancel;
 	/* the spilled runs within temp_file_limit (the file written later counts them too: write_sink) */

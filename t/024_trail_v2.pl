@@ -67,6 +67,8 @@ SELECT trafficdb.trail_write('SELECT vid, ts, geom, speed, alt, moving, tag, emp
   server => 's3', id_column => 'vid', time_column => 'ts', page_seconds => 0, format_version => 2);
 SELECT trafficdb.trail_write('SELECT vid, ts, geom, speed, alt, moving, tag, empty FROM ev', 's3://tap-v2/veh-st.trail',
   server => 's3', id_column => 'vid', time_column => 'ts', page_size => 2048, page_order => 'space-time', bucket_seconds => 900);
+SELECT trafficdb.trail_write('SELECT vid, ts, geom, speed, alt, moving, tag, empty FROM ev', 's3://tap-v2/veh-tm.trail',
+  server => 's3', id_column => 'vid', time_column => 'ts', page_size => 2048, page_order => 'time', bucket_seconds => 900);
 SELECT trafficdb.trail_write('SELECT vid, ts, geom, speed, alt, moving, tag, empty FROM ev', 's3://tap-v2/veh-v1.trail',
   server => 's3', id_column => 'vid', time_column => 'ts', page_size => 2048, format_version => 1);
 SELECT trafficdb.trail_write('SELECT callsign, ts, geom, speed, alt, moving FROM ev', 's3://tap-v2/cs.trail',
@@ -77,6 +79,8 @@ IMPORT FOREIGN SCHEMA "s3://tap-v2/veh.trail" FROM SERVER s3 INTO public;
 IMPORT FOREIGN SCHEMA "s3://tap-v2/cs.trail" FROM SERVER s3 INTO public;
 CREATE FOREIGN TABLE veh_st (vid bigint, ts timestamptz, geom geometry(Point, 4326), speed float8, alt bigint,
   moving boolean, tag text, empty float8) SERVER s3 OPTIONS (url 's3://tap-v2/veh-st.trail', id_column 'vid', time_column 'ts');
+CREATE FOREIGN TABLE veh_tm (vid bigint, ts timestamptz, geom geometry(Point, 4326), speed float8, alt bigint,
+  moving boolean, tag text, empty float8) SERVER s3 OPTIONS (url 's3://tap-v2/veh-tm.trail', id_column 'vid', time_column 'ts');
 CREATE FOREIGN TABLE veh_v1 (vid bigint, ts timestamptz, geom geometry(Point, 4326), speed float8, alt bigint,
   moving boolean, tag text, empty float8) SERVER s3 OPTIONS (url 's3://tap-v2/veh-v1.trail', id_column 'vid', time_column 'ts');
 CREATE FOREIGN TABLE veh_local (vid bigint, ts timestamptz, geom geometry(Point, 4326), speed float8, alt bigint,
@@ -112,7 +116,7 @@ my @pushed = (
 	[ 'HAVING and expressions over aggregates', q{SELECT vid, max(alt) - min(alt), count(*) + 1 FROM %s GROUP BY vid HAVING count(speed) > 0 AND max(alt) IS NOT NULL ORDER BY 1} ],
 	[ 'GROUP BY id not in the select list', q{SELECT max(ts) FROM %s GROUP BY vid ORDER BY 1} ],
 );
-for my $t ([ 'veh', 'S3, trail order' ], [ 'veh_st', 'S3, space-time order' ], [ 'veh_local', 'local file' ])
+for my $t ([ 'veh', 'S3, trail order' ], [ 'veh_st', 'S3, space-time order' ], [ 'veh_tm', 'S3, time order' ], [ 'veh_local', 'local file' ])
 {
 	my ($table, $where) = @$t;
 	for my $p (@pushed)
@@ -238,7 +242,7 @@ for my $t ([ 'vid, ts, alt', [qw(core alt)] ], [ 'vid, ts, speed, moving', [qw(c
 	[ 'vid, ts, encode(ST_AsEWKB(geom), \'hex\'), speed, alt, moving, tag, empty', [qw(core position speed alt moving tag empty)] ])
 {
 	my ($cols, $chunks) = @$t;
-	for my $table ('veh', 'veh_st', 'veh_local')
+	for my $table ('veh', 'veh_st', 'veh_tm', 'veh_local')
 	{
 		is(digest($cols, $table), digest($cols, "(SELECT * FROM $table OFFSET 0) s"), "$table: SELECT $cols returns the rows of SELECT *");
 	}
@@ -306,6 +310,11 @@ is($rc, 0, 'and --format-version 1') or diag($e);
 	($rc, $o, $e) = cli('', 'info', "s3://tap-v2/cli-st.trail", '--endpoint', $endpoint);
 	like($o, qr/^version:\s+3\norder:\s+space-time \(time buckets of 300 s\)$/m, 'info: version 3, space-time order and its bucket') or diag($o, $e);
 }
+($rc, $o, $e) = cli($csv, 'write', "$dir/cli-tm.trail", '--order', 'time');
+is($rc, 0, '--order time') or diag($e);
+($rc, $o) = cli('', 'info', "$dir/cli-tm.trail", '--pages');
+like($o, qr/^order:\s+space-time \(time buckets of 3600 s\)$/m, 'info: time order is space-time by hour (the footer needs nothing new)');
+unlike($o, qr/^page \d+ .*trails=several/m, '  and every page holds one trail') or diag($o);
 ($rc, $o) = cli('', 'info', "$dir/cli2.trail");
 like($o, qr/^version:\s+3\norder:\s+trail$/m, 'info: version 3, trail order');
 like((cli('', 'info', "$dir/cli2v2.trail"))[1], qr/^version:\s+2\norder:\s+trail$/m, 'info: version 2 on request');
@@ -330,10 +339,11 @@ is(rows(sprintf($cl, 'cli2')),
 	rows(q{SELECT count(*) || ':' || md5(string_agg(concat_ws('|', vid, ts, encode(ST_AsEWKB(geom), 'hex'), CASE WHEN speed = 'NaN' THEN NULL ELSE speed END, alt, moving), ',' ORDER BY vid, ts)) FROM ev}),
 	'and they are the heap\'s rows');
 for my $bad ([ [ '--format-version', '4' ], qr/--format-version 4: expected 3 \(the default\), 2 or 1/ ],
-	[ [ '--order', 'zigzag' ], qr/--order zigzag: expected trail or space-time/ ],
+	[ [ '--order', 'zigzag' ], qr/--order zigzag: expected trail, time or space-time/ ],
+	[ [ '--order', 'time', '--format-version', '1' ], qr/--order time needs format version 2/ ],
 	[ [ '--order', 'space-time', '--bucket-seconds', '0' ], qr/--bucket-seconds 0: expected a whole number of seconds from 1/ ],
 	[ [ '--order', 'space-time', '--format-version', '1' ], qr/--order space-time needs format version 2/ ],
-	[ [ '--bucket-seconds', '60' ], qr/--bucket-seconds applies to --order space-time only/ ])
+	[ [ '--bucket-seconds', '60' ], qr/--bucket-seconds applies to --order time and space-time only/ ])
 {
 	my ($args, $re) = @$bad;
 	($rc, $o, $e) = cli('', 'write', "$dir/bad.trail", @$args);
@@ -352,9 +362,10 @@ rows(qq{SELECT trafficdb.trail_write('SELECT vid, ts, geom, moving FROM ev', '$d
 like($o, qr/moving \(int64\)/, 'trail_write format_version => 1 stores booleans as int64');
 ($rc, $o) = cli('', 'info', "$dir/veh.trail");
 like($o, qr/moving \(bool\).*\n/, 'trail_write (version 2) stores them as booleans');
-for my $bad ([ q{page_order => 'zigzag'}, qr/page_order "zigzag" is not a page order.*\n.*Expected 'trail' .* or 'space-time'/ ],
+for my $bad ([ q{page_order => 'zigzag'}, qr/page_order "zigzag" is not a page order.*\n.*Expected 'trail' .*, 'time' .* or 'space-time'/ ],
 	[ q{format_version => 4}, qr/format_version 4 is not a trail file format version.*\n.*Expected 3 \(the default\), 2 .* or 1/ ],
-	[ q{bucket_seconds => 60}, qr/bucket_seconds applies to page_order 'space-time' only, not 'trail'/ ],
+	[ q{bucket_seconds => 60}, qr/bucket_seconds applies to page_order 'time' and 'space-time' only, not 'trail'/ ],
+	[ q{page_order => 'time', format_version => 1}, qr/page_order 'time' needs format_version 2/ ],
 	[ q{page_order => 'space-time', bucket_seconds => 0}, qr/bucket_seconds 0 is out of range/ ],
 	[ q{page_order => 'space-time', format_version => 1}, qr/page_order 'space-time' needs format_version 2/ ],
 	[ q{page_order => NULL}, qr/page_order must not be NULL/ ])

@@ -7,7 +7,7 @@
  *	                  [--type COL=int|float|string|bool]... [--time-unit s|ms|us|ns|auto]
  *	                  [--time-window FROM..TO]
  *	                  [--page-bytes N] [--page-seconds N] [--part-mb N]
- *	                  [--format-version 1|2|3] [--order trail|space-time]
+ *	                  [--format-version 1|2|3] [--order trail|time|space-time]
  *	                  [--bucket-seconds N] [--memory-limit SIZE]
  *	                  [--temp-dir DIR] [--quiet] < data.csv
  *	  trafficdb-trail info FILE [--trails] [--pages]
@@ -45,7 +45,9 @@
  * --order trail (the default)
  * keeps each page to one trail; --order space-time (version 2) makes pages
  * of one time bucket (--bucket-seconds, default 600) ordered by place, for
- * queries by area and time over many trails.  Every value that does not fit its
+ * queries by area and time over many trails; --order time keeps each page
+ * to one trail and one bucket (default 3600 s) and lays the pages out by
+ * bucket, then trail (a time window reads one stretch of the file).  Every value that does not fit its
  * column's type, and every unknown --type column or type, is an error naming
  * the line, the column and the value: nothing is dropped or turned into NULL.
  * Typing is tools/csv_fields.c.  The write command is tools/trail_write.c:
@@ -75,7 +77,7 @@ usage(void)
 	fprintf(stderr,
 			"usage: trafficdb-trail write OUT [--id C] [--time C] [--lon C] [--lat C] [--type COL=int|float|string|bool]...\n"
 			"                       [--time-unit s|ms|us|ns|auto] [--time-window FROM..TO]\n"
-			"                       [--page-bytes N] [--page-seconds N] [--format-version 1|2|3] [--order trail|space-time] [--bucket-seconds N]\n"
+			"                       [--page-bytes N] [--page-seconds N] [--format-version 1|2|3] [--order trail|time|space-time] [--bucket-seconds N]\n"
 			"                       [--memory-limit SIZE] [--temp-dir DIR] [--quiet] < CSV\n"
 			"       trafficdb-trail info FILE [--trails] [--pages]\n"
 			"       trafficdb-trail cat FILE [--trail ID]... [--from T] [--to T] [--bbox x0,y0,x1,y1] [--limit N] [--stats]\n"
@@ -250,13 +252,20 @@ parse_opts(int argc, char **argv, int first, Opts *o)
 		else if (strcmp(a, "--order") == 0)
 		{
 			NEEDV();
+			o->by_time = false;
 			if (strcmp(v, "trail") == 0)
 				o->order = TDB_TRAIL_ORDER_TRAIL;
 			else if (strcmp(v, "space-time") == 0)
 				o->order = TDB_TRAIL_ORDER_SPACETIME;
+			else if (strcmp(v, "time") == 0)
+			{
+				/* pages of one trail and one time bucket, by bucket then trail */
+				o->order = TDB_TRAIL_ORDER_SPACETIME;
+				o->by_time = true;
+			}
 			else
 			{
-				fprintf(stderr, "trafficdb-trail: --order %s: expected trail or space-time\n", v);
+				fprintf(stderr, "trafficdb-trail: --order %s: expected trail, time or space-time\n", v);
 				exit(2);
 			}
 		}

@@ -557,6 +557,7 @@ cmd_write(const char *out, Opts *o)
 		.page_max_span_us = o->page_seconds > 0 ? o->page_seconds * 1000000 : -1,
 		.version = o->format_version,
 		.order = o->order,
+		.by_time = o->by_time,
 		.bucket_us = o->bucket_seconds * 1000000,
 		.memory_limit = o->memory_limit,
 		.temp_dir = o->temp_dir,
@@ -571,12 +572,13 @@ cmd_write(const char *out, Opts *o)
 
 	if (o->order == TDB_TRAIL_ORDER_SPACETIME && o->format_version < 2)
 	{
-		fprintf(stderr, "trafficdb-trail: --order space-time needs format version 2 or 3 (not --format-version 1)\n");
+		fprintf(stderr, "trafficdb-trail: --order %s needs format version 2 or 3 (not --format-version 1)\n",
+				o->by_time ? "time" : "space-time");
 		return 2;
 	}
 	if (o->bucket_seconds != 0 && o->order != TDB_TRAIL_ORDER_SPACETIME)
 	{
-		fprintf(stderr, "trafficdb-trail: --bucket-seconds applies to --order space-time only\n");
+		fprintf(stderr, "trafficdb-trail: --bucket-seconds applies to --order time and space-time only\n");
 		return 2;
 	}
 	start = first_pass(&csv, &in, o, &pg);

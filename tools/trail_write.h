@@ -27,6 +27,7 @@ typedef struct Opts
 	int64_t		page_seconds;
 	int			format_version;
 	TdbTrailOrder order;
+	bool		by_time;		/* --order time: space-time without the place */
 	int64_t		bucket_seconds;	/* 0: not given */
 	size_t		part_mb;
 	size_t		memory_limit;	/* write: bytes; 0: the writer's default */

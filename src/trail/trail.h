@@ -191,8 +191,18 @@ typedef struct TdbTrailWriterOptions
 	int64_t		page_max_span_us;
 	int			version;		/* 0: TDB_TRAIL_VERSION; 1: the version-1 layout */
 	TdbTrailOrder order;		/* version 2 */
-	/* ORDER_SPACETIME: the time bucket (microseconds; 0: 10 minutes) */
+	/* ORDER_SPACETIME: the time bucket (microseconds; 0: 10 minutes, 1 hour by_time) */
 	int64_t		bucket_us;
+	/*
+	 * ORDER_SPACETIME without the place: a page holds one trail's events of
+	 * one time bucket, and pages follow each other by bucket, then trail id
+	 * (the "time" order of the CLI and trafficdb.trail_write).  A time
+	 * window then reads one stretch of the file, and a trail's lookup only
+	 * that trail's pages (space-time's shared pages are decoded by every
+	 * trail they hold).  The footer says space-time; readers need nothing
+	 * new.
+	 */
+	bool		by_time;
 	/*
 	 * Memory the writer may use (bytes; 0: TDB_TRAIL_WRITER_MEMORY_DEFAULT,
 	 * at least TDB_TRAIL_WRITER_MEMORY_MIN): events beyond it are sorted in

@@ -132,7 +132,7 @@ tdb_trail_writer_create(const TdbTrailSchema *schema, const TdbTrailWriterOption
 	if (opts)
 		w->opts = *opts;
 	if (w->opts.page_target_bytes == 0)
-		w->opts.page_target_bytes = opts && opts->order == TDB_TRAIL_ORDER_SPACETIME ?
+		w->opts.page_target_bytes = opts && opts->order == TDB_TRAIL_ORDER_SPACETIME && !opts->by_time ?
 			16 * 1024 : 64 * 1024;
 	if (w->opts.page_max_events == 0)
 		w->opts.page_max_events = 8192;
@@ -141,12 +141,13 @@ tdb_trail_writer_create(const TdbTrailSchema *schema, const TdbTrailWriterOption
 	if (w->opts.version == 0)
 		w->opts.version = TDB_TRAIL_VERSION_DEFAULT;
 	if (w->opts.bucket_us == 0)
-		w->opts.bucket_us = 600LL * 1000000;
+		w->opts.bucket_us = (w->opts.by_time ? 3600LL : 600LL) * 1000000;
 	if (w->opts.memory_limit == 0)
 		w->opts.memory_limit = TDB_TRAIL_WRITER_MEMORY_DEFAULT;
 	if (w->opts.version < TDB_TRAIL_VERSION_MIN || w->opts.version > TDB_TRAIL_VERSION ||
 		(w->opts.version == 1 && w->opts.order != TDB_TRAIL_ORDER_TRAIL) ||
 		(w->opts.order != TDB_TRAIL_ORDER_TRAIL && w->opts.order != TDB_TRAIL_ORDER_SPACETIME) ||
+		(w->opts.by_time && w->opts.order != TDB_TRAIL_ORDER_SPACETIME) ||
 		w->opts.bucket_us < 0)
 	{
 		int			v = w->opts.version;

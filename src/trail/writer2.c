@@ -505,6 +505,10 @@ cell_of(int32_t lon, int32_t lat, int32_t gx0, int32_t gy0, double wx, double wy
 }
 
 /*
+ * By time (opts.by_time), the grid is one cell and segments share no page:
+ * each page holds one trail's events of one bucket, pages by bucket, then
+ * trail.
+ *
  * Space-time order: events are cut into segments (one trail's consecutive
  * events in one time bucket and one cell of a 256 x 256 grid over the
  * file's extent), the segments of a bucket are laid out along a Hilbert
@@ -641,7 +645,8 @@ make_segments(Writer2 *x, SegState *ss, TdbTrailError *err)
 			key = r->key;
 		}
 		bk = floor_div(r->time, bucket_us);
-		cell = cell_of(r->lon, r->lat, gx0, gy0, wx, wy);
+		/* by time: one cell, the whole extent */
+		cell = w->opts.by_time ? 0 : cell_of(r->lon, r->lat, gx0, gy0, wx, wy);
 		if (ss->open && (ss->h.trail != x->f.ntrails - 1 || ss->h.bucket != bk || ss->h.hkey != cell) &&
 			(rc = seg_close(ss, err)) < 0)
 			break;
@@ -759,7 +764,7 @@ emit_spacetime(Writer2 *x, TdbTrailError *err)
 		win.n = 0;
 		while ((h = trail_sorter_peek(st)) != NULL && h->bucket == bucket &&
 			   h->n > 0 && h->bytes <= w->opts.page_target_bytes && h->n <= w->opts.page_max_events &&
-			   (win.n == 0 || (bytes + h->bytes <= w->opts.page_target_bytes &&
+			   (win.n == 0 || (!w->opts.by_time && bytes + h->bytes <= w->opts.page_target_bytes &&
 							   events + h->n <= w->opts.page_max_events)))
 		{
 			uint64_t	start = h->start;

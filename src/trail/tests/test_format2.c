@@ -448,13 +448,23 @@ UNIT_TEST(test_trail_v2_spacetime_order)
 
 				CHECK(b0 == b1);
 			}
-			/* pages hold several trails */
+			/* space-time: pages hold several trails; by time: one each, by bucket then trail */
 			{
 				uint32_t	shared = 0;
 
 				for (uint32_t p = 0; p < f->npages; p++)
+				{
 					shared += f->pages[p].trail == UINT32_MAX;
-				CHECK(shared > 0);
+					if (fx_by_time && p > 0 && f->pages[p].trail != UINT32_MAX &&
+						f->pages[p - 1].trail != UINT32_MAX)
+					{
+						int64_t		bp = f->pages[p - 1].tmin / f->bucket_us,
+									bq = f->pages[p].tmin / f->bucket_us;
+
+						CHECK(bp < bq || (bp == bq && f->pages[p - 1].trail <= f->pages[p].trail));
+					}
+				}
+				CHECK(fx_by_time ? shared == 0 : shared > 0);
 			}
 		}
 		for (int iter = 0; iter < 50; iter++)
@@ -488,6 +498,9 @@ UNIT_TEST(test_trail_v2_spacetime_order)
 	CHECK_EQ_U64(rows[3], rows[0]);
 	CHECK(bytes[3] < bytes[2]);
 	CHECK(bytes[2] < bytes[0]);
+	/* by time: the same rows, in fewer bytes than by trail (a window reads its bucket's pages) */
+	CHECK_EQ_U64(rows[4], rows[0]);
+	CHECK(bytes[4] < bytes[2]);
 	fx_layout(1);
 	fx_free(&s);
 }

@@ -31,6 +31,8 @@ test_trail_writer_spill_same_bytes(void)
 			fx_layout(layout);
 			/* hour-long pages: the footer's state of 15-minute ones would not fit 256 kB */
 			fx_page_span_us = 3600LL * 1000000;
+			if (fx_by_time)
+				fx_bucket_us = 3600LL * 1000000;	/* its pages are a trail's bucket */
 			/* default pages; small pages (space-time: segments larger than a page) */
 			for (int pe = 0; pe < 2; pe++)
 			{

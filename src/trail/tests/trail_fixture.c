@@ -114,6 +114,7 @@ fx_make(FxSet *s, uint64_t *rng, bool string_ids, int ntrails, int max_len)
 int			fx_version = 0;
 TdbTrailOrder fx_order = TDB_TRAIL_ORDER_TRAIL;
 int64_t		fx_bucket_us = 0;
+bool		fx_by_time = false;
 size_t		fx_memory_limit = 0;
 uint32_t	fx_runs = 0;
 
@@ -140,7 +141,7 @@ uint8_t *
 fx_encode(const FxSet *s, uint32_t page_bytes, uint32_t page_events, size_t *len)
 {
 	TdbTrailWriterOptions o = {.page_target_bytes = page_bytes, .page_max_events = page_events,
-		.version = fx_version, .order = fx_order, .bucket_us = fx_bucket_us,
+		.version = fx_version, .order = fx_order, .bucket_us = fx_bucket_us, .by_time = fx_by_time,
 		.memory_limit = fx_memory_limit, .progress = fx_progress,
 		.page_max_span_us = fx_page_span_us};
 	TdbTrailWriter *w;
@@ -281,10 +282,11 @@ fx_tmpdir(char *out, size_t outlen, const char *tag)
 void
 fx_layout(int layout)
 {
-	bool		st = layout == 2 || layout == 4;
+	bool		st = layout == 2 || layout == 4 || layout == 5;
 
 	fx_version = layout == 0 ? 1 : layout <= 2 ? 2 : 3;
 	fx_order = st ? TDB_TRAIL_ORDER_SPACETIME : TDB_TRAIL_ORDER_TRAIL;
+	fx_by_time = layout == 5;
 	/* small buckets, so that the random sets' trails share pages and split */
 	fx_bucket_us = st ? 20LL * 60 * 1000000 : 0;
 }

@@ -50,6 +50,7 @@ uint8_t    *fx_encode(const FxSet *s, uint32_t page_bytes, uint32_t page_events,
 extern int	fx_version;
 extern TdbTrailOrder fx_order;
 extern int64_t fx_bucket_us;
+extern bool fx_by_time;			/* the "time" order: space-time without the place */
 /* fx_encode's writer memory limit (0: the default) and the runs it spilled */
 extern size_t fx_memory_limit;
 extern uint32_t fx_runs;
@@ -58,9 +59,10 @@ extern int64_t fx_page_span_us;
 
 /*
  * Layouts: 0 version 1, 1 version 2 by trail, 2 version 2 space-time,
- * 3 version 3 by trail, 4 version 3 space-time.
+ * 3 version 3 by trail, 4 version 3 space-time, 5 version 3 by time
+ * (pages of one trail and one bucket, by bucket then trail).
  */
-#define FX_LAYOUTS 5
+#define FX_LAYOUTS 6
 void		fx_layout(int layout);
 
 /*
