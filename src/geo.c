@@ -148,6 +148,7 @@ typedef struct WkbReader
 	const unsigned char *end;
 	bool		any;			/* a vertex was seen */
 	TdbBox		box;
+	bool		empty_part;		/* an empty point, line, polygon or collection was seen */
 } WkbReader;
 
 static bool
@@ -253,7 +254,10 @@ wkb_points(WkbReader *r, bool big, uint32_t ndims, bool edges)
 	ArcBoxWalk	w = {r, edges, 0, 0};
 	uint32_t	n;
 
-	return wkb_point_array(r, big, ndims, arc_box_vertex, &w, &n);
+	if (!wkb_point_array(r, big, ndims, arc_box_vertex, &w, &n))
+		return false;
+	r->empty_part |= n == 0;
+	return true;
 }
 
 /*
@@ -315,7 +319,10 @@ wkb_geometry(WkbReader *r, int depth)
 				y = wkb_double_at(r->p + 8, big);
 				r->p += 8 * (size_t) ndims;
 				if (isnan(x) && isnan(y))
+				{
+					r->empty_part = true;
 					return true;
+				}
 				if (!isfinite(x) || !isfinite(y))
 					return false;
 				box_add(r, x, y);
@@ -326,6 +333,7 @@ wkb_geometry(WkbReader *r, int depth)
 		case 3:					/* polygon: rings */
 			if (!wkb_u32(r, big, &n))
 				return false;
+			r->empty_part |= n == 0;
 			for (uint32_t i = 0; i < n; i++)
 				if (!wkb_points(r, big, ndims, true))
 					return false;
@@ -336,6 +344,7 @@ wkb_geometry(WkbReader *r, int depth)
 		case 7:
 			if (!wkb_u32(r, big, &n))
 				return false;
+			r->empty_part |= n == 0;
 			for (uint32_t i = 0; i < n; i++)
 				if (!wkb_geometry(r, depth + 1))
 					return false;
@@ -353,10 +362,14 @@ tdb_geo_wkb_arc_box(const unsigned char *wkb, size_t len, TdbBox *box)
 	r.p = wkb;
 	r.end = wkb + len;
 	r.any = false;
+	r.empty_part = false;
 	if (!wkb_geometry(&r, 0) || r.p != r.end)
 		return -1;
 	if (!r.any)
 		return 0;
+	/* an empty part beside others: PostGIS raises an error on every row (prune nothing) */
+	if (r.empty_part)
+		return -1;
 	*box = r.box;
 	return 1;
 }
@@ -399,7 +412,7 @@ int
 tdb_geo_wkb_shape(const unsigned char *wkb, size_t len, double *xy, uint32_t *npoints,
 				  uint32_t *ring_end, uint32_t *nrings)
 {
-	WkbReader	r = {wkb, wkb + len, false, {0, 0, 0, 0}};
+	WkbReader	r = {wkb, wkb + len, false, {0, 0, 0, 0}, false};
 	uint32_t	type,
 				ndims,
 				n = 0,

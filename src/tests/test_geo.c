@@ -435,7 +435,8 @@ UNIT_TEST(test_geo_wkb_arc_box)
 		put_u32(&w, 2);
 		put_points(&w, south, 4, 0);
 		put_points(&w, ring, 5, 0);
-		CHECK_BOX(&w, 1.45, south35, 150.6, north60);
+		/* an empty part beside others: PostGIS raises its error on every row, no box */
+		CHECK(tdb_geo_wkb_arc_box(w.buf, w.len, &b) == -1);
 		check_truncations(&w);
 
 		/* empty: no vertex */
