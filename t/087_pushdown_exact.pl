@@ -30,11 +30,8 @@ my $dir = PostgreSQL::Test::Utils::tempdir;
 
 # 300 trails spread over every longitude (some within 0.1 degree of the
 # antimeridian, on both sides) and latitudes -60..75; NaN and -0 speeds
+tdb_trail_disk($node);
 $node->safe_psql('postgres', qq{
-SET client_min_messages = warning;
-CREATE EXTENSION trafficdb CASCADE;
-CREATE SERVER disk FOREIGN DATA WRAPPER trafficdb_trails;
-CREATE COLLATION ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false);
 CREATE TABLE ev AS
 SELECT v AS vid, 'AC' || lpad(v::text, 3, '0') AS callsign,
   '2024-03-01 00:00:00+00'::timestamptz + (v * 37 % 3600) * interval '1 s' + i * interval '47 s' AS ts,

@@ -29,11 +29,8 @@ my $dir = PostgreSQL::Test::Utils::tempdir;
 # lengths (a shorter string after a longer one rewrites the attribute's
 # buffer in place); written as version 1, 2 and 3, in trail and in
 # space-time order
+tdb_trail_disk($node);
 $node->safe_psql('postgres', qq{
-SET client_min_messages = warning;
-CREATE EXTENSION trafficdb CASCADE;
-CREATE SERVER disk FOREIGN DATA WRAPPER trafficdb_trails;
-CREATE COLLATION ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false);
 CREATE TABLE ev AS
 SELECT 'AC' || lpad(v::text, 3, '0') AS callsign,
   '2024-03-01 00:00:00+00'::timestamptz + (v * 37 % 3600) * interval '1 s' + i * interval '47 s' AS ts,
@@ -204,7 +201,7 @@ CREATE TABLE g AS
 SELECT 'T' || (n % 97) AS callsign, '2024-03-01+00'::timestamptz + n * interval '1 s' AS ts,
   ST_SetSRID(ST_MakePoint(x, y), 4326) AS geom
 FROM (SELECT row_number() OVER () n, x, y FROM (
-  SELECT x, y FROM generate_series(-180, 179, 1) x, generate_series(-89.5, 89.5, 1) y
+  SELECT x, y FROM generate_series(-180, 179, 2) x, generate_series(-89.5, 89.5, 2) y
   UNION ALL SELECT x, y FROM generate_series(-180, 180, 4) x, generate_series(85, 90, 0.1) y
   UNION ALL SELECT x, y FROM generate_series(-180, 180, 4) x, generate_series(-90, -85, 0.1) y
   UNION ALL SELECT x, y FROM generate_series(179, 180, 0.02) x, generate_series(-80, 80, 4) y

@@ -7,7 +7,20 @@ use PostgreSQL::Test::Utils;
 use Exporter 'import';
 use JSON::PP;
 use IPC::Run;
-our @EXPORT = qw(tdb_node tdb_superuser tdb_initdb_utf8 tdb_make_bucket tdb_scan_node tdb_grid_map tdb_sync_pair tdb_standby_pair tdb_caught_up tdb_tdbsub tdb_wait_output tdb_wait_session tdb_model_create tdb_model_put tdb_model_check);
+our @EXPORT = qw(tdb_node tdb_trail_disk tdb_superuser tdb_initdb_utf8 tdb_make_bucket tdb_scan_node tdb_grid_map tdb_sync_pair tdb_standby_pair tdb_caught_up tdb_tdbsub tdb_wait_output tdb_wait_session tdb_model_create tdb_model_put tdb_model_check);
+
+# The extension, a trail server for local files ("disk") and a case-insensitive
+# ICU collation ("ci"), as the pushdown tests against heaps start.
+sub tdb_trail_disk
+{
+	my ($node) = @_;
+	$node->safe_psql('postgres', q{
+SET client_min_messages = warning;
+CREATE EXTENSION trafficdb CASCADE;
+CREATE SERVER disk FOREIGN DATA WRAPPER trafficdb_trails;
+CREATE COLLATION ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false);
+});
+}
 
 # The Foreign Scan node of EXPLAIN (ANALYZE, VERBOSE, FORMAT JSON) sql, run
 # in a session of its own after $pre (SQL, optional), as a hash.
