@@ -492,14 +492,6 @@ cached_part(TdbPager *p, uint64_t blk, uint64_t off, size_t len, uint8_t *dst)
 	return cached_block(p, blk, s - bs0, e - s, dst + (s - off));
 }
 
-static int
-block_cmp(const void *a, const void *b)
-{
-	uint64_t	x = *(const uint64_t *) a,
-				y = *(const uint64_t *) b;
-
-	return (x > y) - (x < y);
-}
 
 #define HELD_LAST 0
 #define HELD_EDGE 1
@@ -540,7 +532,7 @@ fetch_blocks(TdbPager *p, uint64_t *blocks, int n, uint64_t off, size_t len, uin
 		rc = tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
 		goto done;
 	}
-	qsort(blocks, (size_t) n, sizeof(uint64_t), block_cmp);
+	qsort(blocks, (size_t) n, sizeof(uint64_t), trail_block_cmp);
 	for (int i = 0; i < n; i++)
 	{
 		uint64_t	bo = blocks[i] * p->bs,
@@ -887,7 +879,7 @@ tdb_pager_prefetch(TdbPager *p, const TdbByteRange *ranges, int n, TdbTrailError
 		return 0;
 	}
 	/* blocks may repeat across non-adjacent ranges: sort and drop repeats */
-	qsort(missing, (size_t) nmiss, sizeof(uint64_t), block_cmp);
+	qsort(missing, (size_t) nmiss, sizeof(uint64_t), trail_block_cmp);
 	{
 		int			k = 0;
 

@@ -209,21 +209,20 @@ trail_pager_async_start(TdbPager *p, uint64_t *blocks, int n,
 
 /*
  * Does the running job bring every block of ranges[0 .. n-1] (those the
- * announcement would fetch: in the object, before its tail)?  Then an announcement of them needs no new job and must not wait
- * for this one: the lookups of a join each announce their pages, which the
- * union of all their pages (reader.c prefetch_union) already asked for; a
- * join there waited for the whole union, and its disk-cache writes, at the
- * second lookup.  Reads the job's announced copy of its blocks (the
- * thread sorts its own list in place).
+ * announcement would fetch: in the object, before its tail)?  Then an
+ * announcement of them needs no new job and must not wait for this one:
+ * the lookups of a join each announce their pages, which the union of all
+ * their pages (reader.c prefetch_union) already asked for; a join there
+ * waited for the whole union, and its disk-cache writes, at the second
+ * lookup.  Reads the job's announced copy of its blocks (the thread sorts
+ * its own list in place).
  */
 bool
 trail_pager_async_covers(const TdbPager *p, const TdbByteRange *ranges, int n)
 {
 	const PagerAsync *a = &p->as;
-	const uint64_t *list = a->announced;
-	int			at = 0;
 
-	if (!a->started || list == NULL)
+	if (!a->started || a->announced == NULL)
 		return false;
 	for (int i = 0; i < n; i++)
 	{
@@ -233,29 +232,8 @@ trail_pager_async_covers(const TdbPager *p, const TdbByteRange *ranges, int n)
 		if (!trail_range_blocks(p, &ranges[i], &b0, &b1))
 			continue;
 		for (uint64_t blk = b0; blk <= b1; blk++)
-		{
-			int			lo = 0,
-						hi = a->nblocks;
-
-			/* the ranges come mostly in file order: try where the last one ended */
-			if (at < a->nblocks && list[at] == blk)
-			{
-				at++;
-				continue;
-			}
-			while (lo < hi)
-			{
-				int			mid = lo + (hi - lo) / 2;
-
-				if (list[mid] < blk)
-					lo = mid + 1;
-				else
-					hi = mid;
-			}
-			if (lo == a->nblocks || list[lo] != blk)
+			if (bsearch(&blk, a->announced, (size_t) a->nblocks, sizeof(uint64_t), trail_block_cmp) == NULL)
 				return false;
-			at = lo + 1;
-		}
 	}
 	return true;
 }

@@ -121,6 +121,16 @@ struct TdbPager
 /* GET ranges[0 .. n-1] into bufs concurrently (pager.c). */
 int			trail_pager_remote_get(struct TdbPager *p, const TdbByteRange *ranges, uint8_t **bufs,
 								   int n, TdbTrailError *err);
+/* Block numbers in ascending order (qsort, bsearch). */
+static inline int
+trail_block_cmp(const void *a, const void *b)
+{
+	uint64_t	x = *(const uint64_t *) a,
+				y = *(const uint64_t *) b;
+
+	return (x > y) - (x < y);
+}
+
 /*
  * The blocks b0 .. b1 of range r that a fetch would bring: false for an
  * empty range, or one at or past the tail (read already) or past the
