@@ -228,12 +228,6 @@ collect_id_range(LocScanState *st, int flags, const Datum *v, const bool *isnull
 }
 
 /*
- * Metres added to a geography box for a predicate that needs a touch:
- * PostGIS decides one within 1e-5 m.
- */
-#define GEOG_TOUCH_M 1.0
-
-/*
  * The candidates of one part of a push, from its evaluated arguments.
  * true: every record is one (the narrowing cannot be computed: a bad
  * distance, a box over a pole), and PostgreSQL's recheck decides.
@@ -288,7 +282,7 @@ collect_part(LocScanState *st, int kind, int nargs, int flags, const Datum *v, c
 				return false;
 			d = nargs > 1 ? DatumGetFloat8(v[1]) : 0;
 			if (!(d >= 0) || tdb_geography_box(v[0], type[0], &box) != 1 ||
-				!tdb_box_grow_metres(&box, d + GEOG_TOUCH_M + loc_map_arc_slack(st->snap->map)))
+				!tdb_box_grow_metres(&box, d + TDB_GEOG_TOUCH_M + loc_map_arc_slack(st->snap->map)))
 				return true;
 			tdb_map_query_box(st->snap->map, &box, collect_entry, c);
 			return false;

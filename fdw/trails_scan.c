@@ -333,9 +333,6 @@ trl_value_datum(TrlScan *st, int att, TdbTrailType t, int64 i, double f, const c
 							 st->ioparams[att], a->atttypmod);
 }
 
-/* Metres added to a geography radius: PostGIS decides a touch within 1e-5 m. */
-#define GEOG_TOUCH_M 1.0
-
 /*
  * Is s an int64 exactly as INT64_FORMAT writes it (no sign but a minus, no
  * leading zero, no space)?  Its value in *v.
@@ -507,7 +504,7 @@ build_query(ForeignScanState *node, TrlScan *st)
 
 					if (rc == 0)
 						goto nothing;	/* an empty geography is within no distance */
-					if (rc < 0 || !tdb_box_grow_metres(&gb, d + GEOG_TOUCH_M))
+					if (rc < 0 || !tdb_box_grow_metres(&gb, d + TDB_GEOG_TOUCH_M))
 						continue;
 					b[0] = gb.xmin;
 					b[1] = gb.ymin;

@@ -67,6 +67,12 @@ struct TdbBox;
 extern int	tdb_geography_box(Datum geog, Oid geog_type, struct TdbBox *box);
 
 /*
+ * Metres added to a geography radius before tdb_box_grow_metres, for a
+ * predicate that needs a touch: PostGIS decides one within 1e-5 m.
+ */
+#define TDB_GEOG_TOUCH_M 1.0
+
+/*
  * Grow a lon/lat box by radius_m metres, corner by corner (a superset);
  * false when a corner's circle reaches a pole or the antimeridian.
  */
