@@ -221,7 +221,7 @@ trafficdb_trail_write(PG_FUNCTION_ARGS)
 	char	   *page_order;
 	int32		format_version;
 	TdbTrailOrder order;
-	bool		by_time = false;
+	bool		by_time;
 	int64		bucket_us = 0;
 	bool		s3;
 	TrailOptions *o = NULL;
@@ -267,16 +267,7 @@ trafficdb_trail_write(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("format_version %d is not a trail file format version", format_version),
 				 errdetail("Expected 3 (the default), 2 (for readers built before version 3) or 1 (before version 2).")));
-	if (strcmp(page_order, "trail") == 0)
-		order = TDB_TRAIL_ORDER_TRAIL;
-	else if (strcmp(page_order, "space-time") == 0)
-		order = TDB_TRAIL_ORDER_SPACETIME;
-	else if (strcmp(page_order, "time") == 0)
-	{
-		order = TDB_TRAIL_ORDER_SPACETIME;
-		by_time = true;
-	}
-	else
+	if (!tdb_trail_order_by_name(page_order, &order, &by_time))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("page_order \"%s\" is not a page order", page_order),

@@ -252,18 +252,7 @@ parse_opts(int argc, char **argv, int first, Opts *o)
 		else if (strcmp(a, "--order") == 0)
 		{
 			NEEDV();
-			o->by_time = false;
-			if (strcmp(v, "trail") == 0)
-				o->order = TDB_TRAIL_ORDER_TRAIL;
-			else if (strcmp(v, "space-time") == 0)
-				o->order = TDB_TRAIL_ORDER_SPACETIME;
-			else if (strcmp(v, "time") == 0)
-			{
-				/* pages of one trail and one time bucket, by bucket then trail */
-				o->order = TDB_TRAIL_ORDER_SPACETIME;
-				o->by_time = true;
-			}
-			else
+			if (!tdb_trail_order_by_name(v, &o->order, &o->by_time))
 			{
 				fprintf(stderr, "trafficdb-trail: --order %s: expected trail, time or space-time\n", v);
 				exit(2);

@@ -231,6 +231,13 @@ typedef struct TdbTrailWriterOptions
 typedef int (*TdbTrailSink) (void *arg, const void *buf, size_t len, TdbTrailError *err);
 
 /*
+ * A page order by the name the CLI and trafficdb.trail_write take:
+ * "trail", "time" (space-time with by_time) or "space-time".  false for
+ * any other name (the callers say what they expect).
+ */
+bool		tdb_trail_order_by_name(const char *name, TdbTrailOrder *order, bool *by_time);
+
+/*
  * Events may arrive in any order: the writer sorts them by (trail, time,
  * arrival) within its memory limit (spilling sorted runs to disk), then
  * writes pages.  The file does not depend on the limit.

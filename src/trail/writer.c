@@ -57,6 +57,19 @@ intern_grow(Interner *in)
 	return true;
 }
 
+bool
+tdb_trail_order_by_name(const char *name, TdbTrailOrder *order, bool *by_time)
+{
+	*by_time = strcmp(name, "time") == 0;
+	if (strcmp(name, "trail") == 0)
+		*order = TDB_TRAIL_ORDER_TRAIL;
+	else if (strcmp(name, "space-time") == 0 || *by_time)
+		*order = TDB_TRAIL_ORDER_SPACETIME;
+	else
+		return false;
+	return true;
+}
+
 /* Returns the id of s, adding a copy if new; -1 on out of memory. */
 static int64_t
 intern(Interner *in, const char *s)
