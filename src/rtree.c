@@ -15,6 +15,8 @@
  */
 #include "rtree.h"
 
+#include "halves.h"
+
 #include <float.h>
 #include <math.h>
 #include <stdbool.h>
@@ -134,6 +136,7 @@ typedef struct RadixKey
 #define RADIX_BUCKETS (1u << RADIX_BITS)
 #define RADIX_PASSES ((64 + RADIX_BITS - 1) / RADIX_BITS)
 #define RADIX_MIN 2048			/* below this, qsort is as fast */
+#define GATHER_AHEAD 16			/* prefetch distance of a random gather */
 
 /*
  * An unsigned integer that sorts as cmp_coord() orders doubles: negative
@@ -155,49 +158,86 @@ order_key(double v)
 /*
  * Stable LSD radix sort of a[0..n) by key, using tmp[0..n); passes whose
  * digit is the same for every key (common: nearby coordinates share their
- * high bits) are skipped.  The result ends up in a.
+ * high bits) are skipped.  The result ends up in a.  Large inputs run in
+ * two halves (halves.h): each half counts its own digits, then moves its
+ * keys to offsets after the first half's, so the order is the same.
  */
+typedef struct RadixPass
+{
+	RadixKey   *src;
+	RadixKey   *dst;
+	size_t		n;
+	int			shift;
+	uint32_t	(*count)[RADIX_BUCKETS];	/* [2]: per half; offsets after count_digits */
+} RadixPass;
+
+static void
+count_half(void *arg, int half)
+{
+	RadixPass  *rp = arg;
+	uint64_t	lo,
+				hi;
+	uint32_t   *c = rp->count[half];
+
+	tdb_half_range(rp->n, half, &lo, &hi);
+	memset(c, 0, sizeof(rp->count[half]));
+	for (uint64_t i = lo; i < hi; i++)
+		c[(rp->src[i].key >> rp->shift) & (RADIX_BUCKETS - 1)]++;
+}
+
+static void
+move_half(void *arg, int half)
+{
+	RadixPass  *rp = arg;
+	uint64_t	lo,
+				hi;
+	uint32_t   *off = rp->count[half];
+
+	tdb_half_range(rp->n, half, &lo, &hi);
+	for (uint64_t i = lo; i < hi; i++)
+		rp->dst[off[(rp->src[i].key >> rp->shift) & (RADIX_BUCKETS - 1)]++] = rp->src[i];
+}
+
 static int
 radix_sort(RadixKey *a, RadixKey *tmp, size_t n)
 {
 	/* per call, not static: builders may run in several threads */
-	uint32_t	(*hist)[RADIX_BUCKETS] = calloc(RADIX_PASSES, sizeof(*hist));
-	RadixKey   *src = a;
-	RadixKey   *dst = tmp;
+	uint32_t	(*count)[RADIX_BUCKETS] = malloc(2 * sizeof(*count));
+	RadixPass	rp = {a, tmp, n, 0, count};
 
-	if (hist == NULL)
+	if (count == NULL)
 		return -1;
-	for (size_t i = 0; i < n; i++)
-		for (int p = 0; p < RADIX_PASSES; p++)
-			hist[p][(a[i].key >> (p * RADIX_BITS)) & (RADIX_BUCKETS - 1)]++;
 	for (int p = 0; p < RADIX_PASSES; p++)
 	{
 		uint32_t	sum = 0;
 		bool		trivial = false;
 
+		rp.shift = p * RADIX_BITS;
+		tdb_halves(count_half, &rp, n);
 		for (uint32_t d = 0; d < RADIX_BUCKETS; d++)
 		{
-			uint32_t	c = hist[p][d];
+			uint32_t	c0 = count[0][d];
+			uint32_t	c1 = count[1][d];
 
-			if (c == n)
+			if (c0 + c1 == n)
 				trivial = true;
-			hist[p][d] = sum;
-			sum += c;
+			count[0][d] = sum;
+			count[1][d] = sum + c0;
+			sum += c0 + c1;
 		}
 		if (trivial)
 			continue;
-		for (size_t i = 0; i < n; i++)
-			dst[hist[p][(src[i].key >> (p * RADIX_BITS)) & (RADIX_BUCKETS - 1)]++] = src[i];
+		tdb_halves(move_half, &rp, n);
 		{
-			RadixKey   *t = src;
+			RadixKey   *t = rp.src;
 
-			src = dst;
-			dst = t;
+			rp.src = rp.dst;
+			rp.dst = t;
 		}
 	}
-	if (src != a)
-		memcpy(a, src, n * sizeof(RadixKey));
-	free(hist);
+	if (rp.src != a)
+		memcpy(a, rp.src, n * sizeof(RadixKey));
+	free(count);
 	return 0;
 }
 
@@ -222,41 +262,75 @@ ties_by_index(RadixKey *a, size_t n)
 		}
 }
 
-/*
- * STR order with radix sorts: x centres over everything (the input is in
- * index order and the sort is stable, so ties are already by index), then y
- * centres within each slice, ties by index.  Same order as the qsort path.
- */
-static int
-str_order_radix(const TdbBox *boxes, size_t n, uint64_t slice, uint32_t *perm)
+/* The boxes, each stride bytes after the one before. */
+typedef struct StridedBoxes
 {
-	RadixKey   *keys = malloc(n * sizeof(RadixKey));
-	RadixKey   *tmp = malloc(n * sizeof(RadixKey));
+	const char *first;
+	size_t		stride;
+} StridedBoxes;
 
-	if (keys == NULL || tmp == NULL)
-	{
-		free(keys);
-		free(tmp);
-		return -1;
-	}
-	for (size_t i = 0; i < n; i++)
-	{
-		keys[i].key = order_key(0.5 * boxes[i].xmin + 0.5 * boxes[i].xmax);
-		keys[i].idx = (uint32_t) i;
-	}
-	if (radix_sort(keys, tmp, n) != 0)
-	{
-		free(keys);
-		free(tmp);
-		return -1;
-	}
-	for (uint64_t start = 0; start < n; start += slice)
-	{
-		uint64_t	len = n - start < slice ? n - start : slice;
-		RadixKey   *k = keys + start;
+static inline const TdbBox *
+box_at(const StridedBoxes *b, uint64_t i)
+{
+	return (const TdbBox *) (b->first + i * b->stride);
+}
 
+typedef struct StrOrder
+{
+	StridedBoxes boxes;
+	size_t		n;
+	uint64_t	slice;
+	RadixKey   *keys;
+	RadixKey   *tmp;
+	int			failed[2];
+} StrOrder;
+
+static void
+x_keys_half(void *arg, int half)
+{
+	StrOrder   *so = arg;
+	uint64_t	lo,
+				hi;
+
+	tdb_half_range(so->n, half, &lo, &hi);
+	for (uint64_t i = lo; i < hi; i++)
+	{
+		const TdbBox *b = box_at(&so->boxes, i);
+
+		so->keys[i].key = order_key(0.5 * b->xmin + 0.5 * b->xmax);
+		so->keys[i].idx = (uint32_t) i;
+	}
+}
+
+/* Slices [first, last) of half h: half 0 takes the first half of the slices. */
+static void
+y_slices_half(void *arg, int half)
+{
+	StrOrder   *so = arg;
+	uint64_t	nslices = (so->n + so->slice - 1) / so->slice;
+	uint64_t	first,
+				last;
+
+	tdb_half_range(nslices, half, &first, &last);
+	for (uint64_t s = first; s < last; s++)
+	{
+		uint64_t	start = s * so->slice;
+		uint64_t	len = so->n - start < so->slice ? so->n - start : so->slice;
+		RadixKey   *k = so->keys + start;
+
+		/* boxes in x order are a random gather: fetched GATHER_AHEAD entries ahead */
 		for (uint64_t i = 0; i < len; i++)
-			k[i].key = order_key(0.5 * boxes[k[i].idx].ymin + 0.5 * boxes[k[i].idx].ymax);
+		{
+			if (i + GATHER_AHEAD < len)
+			{
+				const TdbBox *ahead = box_at(&so->boxes, k[i + GATHER_AHEAD].idx);
+
+				__builtin_prefetch(&ahead->ymin);
+				__builtin_prefetch(&ahead->ymax);
+			}
+			k[i].key = order_key(0.5 * box_at(&so->boxes, k[i].idx)->ymin +
+								 0.5 * box_at(&so->boxes, k[i].idx)->ymax);
+		}
 		if (len < RADIX_MIN)
 		{
 			/* (key, idx) order directly */
@@ -275,20 +349,43 @@ str_order_radix(const TdbBox *boxes, size_t n, uint64_t slice, uint32_t *perm)
 		}
 		else
 		{
-			if (radix_sort(k, tmp, len) != 0)
+			/* each slice has its own part of tmp: the halves never share one */
+			if (radix_sort(k, so->tmp + start, len) != 0)
 			{
-				free(keys);
-				free(tmp);
-				return -1;
+				so->failed[half] = 1;
+				return;
 			}
 			ties_by_index(k, len);
 		}
 	}
+}
+
+/*
+ * STR order with radix sorts: x centres over everything (the input is in
+ * index order and the sort is stable, so ties are already by index), then y
+ * centres within each slice, ties by index.  Same order as the qsort path.
+ */
+static int
+str_order_radix(const StridedBoxes *boxes, size_t n, uint64_t slice, uint32_t *perm)
+{
+	StrOrder	so = {*boxes, n, slice, malloc(n * sizeof(RadixKey)), malloc(n * sizeof(RadixKey)), {0, 0}};
+	int			rc = -1;
+
+	if (so.keys == NULL || so.tmp == NULL)
+		goto done;
+	tdb_halves(x_keys_half, &so, n);
+	if (radix_sort(so.keys, so.tmp, n) != 0)
+		goto done;
+	tdb_halves(y_slices_half, &so, n);
+	if (so.failed[0] || so.failed[1])
+		goto done;
 	for (size_t i = 0; i < n; i++)
-		perm[i] = keys[i].idx;
-	free(keys);
-	free(tmp);
-	return 0;
+		perm[i] = so.keys[i].idx;
+	rc = 0;
+done:
+	free(so.keys);
+	free(so.tmp);
+	return rc;
 }
 
 /*
@@ -297,8 +394,9 @@ str_order_radix(const TdbBox *boxes, size_t n, uint64_t slice, uint32_t *perm)
  * smaller index so that the same input always gives the same tree.
  */
 int
-tdb_rtree_order(const TdbBox *boxes, size_t n, uint32_t *perm)
+tdb_rtree_order_strided(const TdbBox *first, size_t stride, size_t n, uint32_t *perm)
 {
+	StridedBoxes boxes = {(const char *) first, stride};
 	StrKey	   *keys;
 	uint64_t	pages;
 	uint64_t	s;
@@ -317,15 +415,17 @@ tdb_rtree_order(const TdbBox *boxes, size_t n, uint32_t *perm)
 		s--;
 	slice = s * F;
 	if (n >= RADIX_MIN)
-		return str_order_radix(boxes, n, slice, perm);
+		return str_order_radix(&boxes, n, slice, perm);
 
 	keys = malloc(n * sizeof(StrKey));
 	if (keys == NULL)
 		return -1;
 	for (size_t i = 0; i < n; i++)
 	{
-		keys[i].cx = 0.5 * boxes[i].xmin + 0.5 * boxes[i].xmax;
-		keys[i].cy = 0.5 * boxes[i].ymin + 0.5 * boxes[i].ymax;
+		const TdbBox *b = box_at(&boxes, i);
+
+		keys[i].cx = 0.5 * b->xmin + 0.5 * b->xmax;
+		keys[i].cy = 0.5 * b->ymin + 0.5 * b->ymax;
 		keys[i].idx = (uint32_t) i;
 	}
 
@@ -340,6 +440,12 @@ tdb_rtree_order(const TdbBox *boxes, size_t n, uint32_t *perm)
 		perm[i] = keys[i].idx;
 	free(keys);
 	return 0;
+}
+
+int
+tdb_rtree_order(const TdbBox *boxes, size_t n, uint32_t *perm)
+{
+	return tdb_rtree_order_strided(boxes, sizeof(TdbBox), n, perm);
 }
 
 /* ---- layout and build ---------------------------------------------------- */

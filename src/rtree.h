@@ -64,6 +64,8 @@ TdbBoxF		tdb_boxf_from_boxd(const TdbBox *b);
  * Returns 0, or -1 if memory could not be allocated.
  */
 int			tdb_rtree_order(const TdbBox *boxes, size_t n, uint32_t *perm);
+/* The same, for boxes stride bytes apart (first: the first one), e.g. inside larger records. */
+int			tdb_rtree_order_strided(const TdbBox *first, size_t stride, size_t n, uint32_t *perm);
 
 /* Number of levels, and total number of boxes over all levels, for n entries. */
 uint32_t	tdb_rtree_nlevels(uint64_t n);

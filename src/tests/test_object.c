@@ -6,6 +6,7 @@
 #include "unit.h"
 #include "checksum.h"
 #include "object.h"
+#include "halves.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -449,6 +450,30 @@ UNIT_TEST(test_map_validator_rejects_corruption)
 	}
 	free(bad);
 	free(obj);
+	free(locs);
+}
+
+/* A map built with its passes in two threads is the same bytes as one built in one. */
+UNIT_TEST(test_map_build_in_two_threads)
+{
+	uint64_t	seed = 21;
+	int			n = 5000;
+	TestLoc    *locs = random_locations(&seed, n);
+	uint64_t	saved = tdb_halves_min;
+	size_t		size1,
+				size2;
+	void	   *one,
+			   *two;
+
+	tdb_halves_min = UINT64_MAX;
+	one = build_map(locs, n, &size1);
+	tdb_halves_min = 0;
+	two = build_map(locs, n, &size2);
+	tdb_halves_min = saved;
+	CHECK_EQ_U64(size2, size1);
+	CHECK(size1 == size2 && memcmp(one, two, size1) == 0);
+	free(one);
+	free(two);
 	free(locs);
 }
 

@@ -1,0 +1,52 @@
+/*
+ * halves.c
+ *	  tdb_halves(): one piece of work in two threads (halves.h).
+ */
+#include "halves.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+uint64_t	tdb_halves_min = 1000000;
+
+typedef struct HalfCall
+{
+	void		(*fn) (void *arg, int half);
+	void	   *arg;
+} HalfCall;
+
+static void *
+second_half(void *p)
+{
+	HalfCall   *c = p;
+
+	c->fn(c->arg, 1);
+	return NULL;
+}
+
+void
+tdb_halves(void (*fn) (void *arg, int half), void *arg, uint64_t n)
+{
+	HalfCall	c = {fn, arg};
+	pthread_t	th;
+	sigset_t	all,
+				old;
+	int			rc;
+
+	if (n < tdb_halves_min)
+	{
+		fn(arg, 0);
+		fn(arg, 1);
+		return;
+	}
+	/* the thread inherits this mask: every signal stays with the caller's thread */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = pthread_create(&th, NULL, second_half, &c);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	fn(arg, 0);
+	if (rc == 0)
+		pthread_join(th, NULL);
+	else
+		fn(arg, 1);
+}
