@@ -16,7 +16,12 @@
  * Run fn(arg, 0) in the caller and fn(arg, 1) in a second thread (every
  * signal blocked, so a PostgreSQL process's handlers stay with its own
  * thread), then wait for both.  When n is below tdb_halves_min, or no
- * thread can start, both halves run here, one after the other.
+ * thread can start, both halves run here, one after the other.  The
+ * second half has 1 MiB of stack, and should not allocate: glibc gives the
+ * first thread that calls malloc an arena of its own, 64 MB of address
+ * space kept for the life of the process (a concern only under a tight
+ * ulimit -v; the map builder's halves allocate nothing unless a run of more
+ * than 64 equal keys sends qsort to malloc).
  */
 void		tdb_halves(void (*fn) (void *arg, int half), void *arg, uint64_t n);
 

@@ -198,15 +198,20 @@ move_half(void *arg, int half)
 		rp->dst[off[(rp->src[i].key >> rp->shift) & (RADIX_BUCKETS - 1)]++] = rp->src[i];
 }
 
-static int
-radix_sort(RadixKey *a, RadixKey *tmp, size_t n)
+typedef uint32_t RadixCounts[2][RADIX_BUCKETS];
+
+/*
+ * count: the caller's, one per concurrent sort (builders may run in several
+ * threads).  The sort allocates nothing: in the second thread of
+ * tdb_halves() a malloc would make glibc reserve an arena of 64 MB of
+ * address space for the rest of the process.
+ */
+static void
+radix_sort(RadixKey *a, RadixKey *tmp, size_t n, RadixCounts *counts)
 {
-	/* per call, not static: builders may run in several threads */
-	uint32_t	(*count)[RADIX_BUCKETS] = malloc(2 * sizeof(*count));
+	uint32_t	(*count)[RADIX_BUCKETS] = *counts;
 	RadixPass	rp = {a, tmp, n, 0, count};
 
-	if (count == NULL)
-		return -1;
 	for (int p = 0; p < RADIX_PASSES; p++)
 	{
 		uint32_t	sum = 0;
@@ -237,8 +242,6 @@ radix_sort(RadixKey *a, RadixKey *tmp, size_t n)
 	}
 	if (rp.src != a)
 		memcpy(a, rp.src, n * sizeof(RadixKey));
-	free(count);
-	return 0;
 }
 
 static int
@@ -282,7 +285,7 @@ typedef struct StrOrder
 	uint64_t	slice;
 	RadixKey   *keys;
 	RadixKey   *tmp;
-	int			failed[2];
+	RadixCounts *counts;		/* [2]: the x sort's, then each half's for its slices */
 } StrOrder;
 
 static void
@@ -349,12 +352,8 @@ y_slices_half(void *arg, int half)
 		}
 		else
 		{
-			/* each slice has its own part of tmp: the halves never share one */
-			if (radix_sort(k, so->tmp + start, len) != 0)
-			{
-				so->failed[half] = 1;
-				return;
-			}
+			/* each slice has its own part of tmp, each half its own counts */
+			radix_sort(k, so->tmp + start, len, &so->counts[half]);
 			ties_by_index(k, len);
 		}
 	}
@@ -368,23 +367,22 @@ y_slices_half(void *arg, int half)
 static int
 str_order_radix(const StridedBoxes *boxes, size_t n, uint64_t slice, uint32_t *perm)
 {
-	StrOrder	so = {*boxes, n, slice, malloc(n * sizeof(RadixKey)), malloc(n * sizeof(RadixKey)), {0, 0}};
+	StrOrder	so = {*boxes, n, slice, malloc(n * sizeof(RadixKey)), malloc(n * sizeof(RadixKey)),
+	malloc(2 * sizeof(RadixCounts))};
 	int			rc = -1;
 
-	if (so.keys == NULL || so.tmp == NULL)
+	if (so.keys == NULL || so.tmp == NULL || so.counts == NULL)
 		goto done;
 	tdb_halves(x_keys_half, &so, n);
-	if (radix_sort(so.keys, so.tmp, n) != 0)
-		goto done;
+	radix_sort(so.keys, so.tmp, n, &so.counts[0]);
 	tdb_halves(y_slices_half, &so, n);
-	if (so.failed[0] || so.failed[1])
-		goto done;
 	for (size_t i = 0; i < n; i++)
 		perm[i] = so.keys[i].idx;
 	rc = 0;
 done:
 	free(so.keys);
 	free(so.tmp);
+	free(so.counts);
 	return rc;
 }
 
