@@ -39,6 +39,10 @@
 #               them; CPU: the daemon (server), producer and consumers (clients)
 #
 # Each side runs SUB_REPEATS times (5), interleaved; the median is reported.
+# Our sides need subscriber rings that hold what a consumer can fall behind
+# by: a round's events per consumer (about 7,400 at 10,000 subscriptions)
+# past trafficdb.subscriber_ring_events (4,096 by default; a restart) end
+# in OVERRUN events, which the check reports as such; 32,768 holds them.
 # SUB_SIDES (default all: "redis notify notify_stmt update_only trafficdb put")
 # picks the sides; redis always runs (it is the baseline).
 # Measures (section subscriptions, x = SUBSCRIPTIONS):
@@ -290,10 +294,17 @@ sub_put_side() {
 check() { # side result-line
 	local ev
 	ev=$(val events "$2")
+	if [ "$(val overruns "$2")" != "" ] && [ "$(val overruns "$2")" != 0 ]; then
+		echo "bench/sub_baselines: $1: $(val dropped "$2") events dropped in $(val overruns "$2") overruns:" \
+			"a consumer fell further behind than its ring holds (trafficdb.subscriber_ring_events = $ring_events);" \
+			"raise it (a restart) for this workload, whose rounds give about $((expected / R)) events each: $2" >&2
+		return 1
+	fi
 	[ "$ev" = "$expected" ] || { echo "bench/sub_baselines: $1 counted $ev events, expected $expected: $2" >&2; return 1; }
 	[ "$(val wrong "$2")" = "" ] || [ "$(val wrong "$2")" = 0 ] ||
 		{ echo "bench/sub_baselines: $1 received $(val wrong "$2") events the workload does not give: $2" >&2; return 1; }
 }
+ring_events=$("${PSQL[@]}" -Atc "SHOW trafficdb.subscriber_ring_events" 2>/dev/null || echo "?")
 : >"$tmp/runs"
 for rep in $(seq 1 "$REPEATS"); do
 	for side in $SIDES; do

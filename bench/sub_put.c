@@ -32,7 +32,10 @@
  *    when it took the last one.
  *
  * Printed (one line, key=value, as bench/sub_baselines): events and by kind,
- * expected, wrong (events that fail the check), changes, published, wall_ns
+ * expected, wrong (events that fail the check), overruns and dropped (the
+ * OVERRUN events taken and the events they say were dropped: a consumer's
+ * ring, trafficdb.subscriber_ring_events, held less than it fell behind),
+ * changes, published, wall_ns
  * (the producer's first put to the last event taken by any consumer),
  * clients_cpu_ns (producer + consumers, getrusage from when they are ready),
  * server_cpu_ns (the daemon: /proc/<pid>/task/<tid>/schedstat before and
@@ -61,6 +64,8 @@
 struct shared {
 	_Atomic uint64_t by[4];
 	_Atomic uint64_t wrong;
+	_Atomic uint64_t overruns; /* TRAFFICDB_EVENT_OVERRUN events taken */
+	_Atomic uint64_t dropped;  /* the events they say were dropped */
 	_Atomic int64_t last_ns;
 	_Atomic int64_t t0_ns;
 	_Atomic int ready;
@@ -202,7 +207,7 @@ static void consumer(uint32_t idx)
 	trafficdb_filter f;
 	trafficdb_subscriber *s;
 	trafficdb_event ev[256];
-	uint64_t by[4] = {0, 0, 0, 0}, wrong = 0;
+	uint64_t by[4] = {0, 0, 0, 0}, wrong = 0, overruns = 0, dropped = 0;
 	int64_t cpu0, last = 0;
 	int rc;
 
@@ -230,6 +235,12 @@ static void consumer(uint32_t idx)
 			const struct sub_change *c = change_of(e);
 			int want = SUB_EV_NONE;
 
+			if (e->kind == TRAFFICDB_EVENT_OVERRUN) {
+				/* the ring was full: location_id events were dropped (counted apart, not as wrong) */
+				overruns++;
+				dropped += e->location_id;
+				continue;
+			}
 			if (e->kind < 1 || e->kind > 3) {
 				wrong++;
 				continue;
@@ -254,6 +265,8 @@ static void consumer(uint32_t idx)
 		}
 	}
 	atomic_fetch_add(&S->wrong, wrong);
+	atomic_fetch_add(&S->overruns, overruns);
+	atomic_fetch_add(&S->dropped, dropped);
 	S->cpu_ns[idx] = cpu_self_ns() - cpu0;
 	trafficdb_unsubscribe(s);
 }
@@ -475,11 +488,13 @@ int main(int argc, char **argv)
 	{
 		uint64_t c = S->by[1], e = S->by[2], x = S->by[3];
 
-		printf("events=%llu change=%llu enter=%llu exit=%llu expected=%llu wrong=%llu changes=%llu published=%llu "
+		printf("events=%llu change=%llu enter=%llu exit=%llu expected=%llu wrong=%llu overruns=%llu dropped=%llu "
+		       "changes=%llu published=%llu "
 		       "wall_ns=%lld clients_cpu_ns=%lld server_cpu_ns=%lld cluster_cpu_ns=%lld put_ns=%lld sync_ns=%lld "
 		       "rounds=%u\n",
 		       (unsigned long long)(c + e + x), (unsigned long long)c, (unsigned long long)e,
 		       (unsigned long long)x, (unsigned long long)W.h.expected_events, (unsigned long long)S->wrong,
+		       (unsigned long long)S->overruns, (unsigned long long)S->dropped,
 		       (unsigned long long)S->published, (unsigned long long)S->published,
 		       (long long)(S->last_ns - S->t0_ns), (long long)clients, (long long)(d1 - d0),
 		       (long long)cluster_delta(&c0, &c1), (long long)S->put_ns, (long long)S->sync_ns, W.h.r);
