@@ -168,7 +168,7 @@ typedef struct RadixPass
 	RadixKey   *dst;
 	size_t		n;
 	int			shift;
-	uint32_t	(*count)[RADIX_BUCKETS];	/* [2]: per half; offsets after count_digits */
+	uint32_t	(*count)[RADIX_BUCKETS];	/* [2], per half: its digit counts (count_half), then its offsets */
 } RadixPass;
 
 static void
