@@ -384,7 +384,7 @@ typedef struct BuildPass
 {
 	const TdbMapBuilder *b;
 	BuildEntry *sorted;			/* gather_half: the entries in tree order */
-	char	   *dst;			/* write_half: the object */
+	char	   *dst;			/* zero_half, records_half: the object */
 } BuildPass;
 
 static void
