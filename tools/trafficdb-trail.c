@@ -42,12 +42,12 @@
  * boolean type).  Files are format version 3 unless --format-version 1 or
  * 2 says (for readers built before version 3: version 2 stores columns
  * without the per-page encodings of version 3 and reads its footer whole).
- * --order trail (the default)
- * keeps each page to one trail; --order space-time (version 2) makes pages
- * of one time bucket (--bucket-seconds, default 600) ordered by place, for
- * queries by area and time over many trails; --order time keeps each page
- * to one trail and one bucket (default 3600 s) and lays the pages out by
- * bucket, then trail (a time window reads one stretch of the file).  Every value that does not fit its
+ * --order trail (the default) keeps each page to one trail; --order
+ * space-time (version 2) makes pages of one time bucket (--bucket-seconds,
+ * default 600) ordered by place, for queries by area and time over many
+ * trails; --order time keeps each page to one trail and one bucket
+ * (default 3600 s) and lays the pages out by bucket, then trail (a time
+ * window reads one stretch of the file).  Every value that does not fit its
  * column's type, and every unknown --type column or type, is an error naming
  * the line, the column and the value: nothing is dropped or turned into NULL.
  * Typing is tools/csv_fields.c.  The write command is tools/trail_write.c:

@@ -492,7 +492,6 @@ cached_part(TdbPager *p, uint64_t blk, uint64_t off, size_t len, uint8_t *dst)
 	return cached_block(p, blk, s - bs0, e - s, dst + (s - off));
 }
 
-
 #define HELD_LAST 0
 #define HELD_EDGE 1
 #define NO_BLOCK UINT64_MAX
