@@ -185,6 +185,8 @@ to_entry(const TdbLogState *s, uint32 i, TdbGenlogEntry *e, uint64 gen)
 	e->id = s->ids ? s->ids[i] : 0;
 }
 
+static SPIPlanPtr insert_plan;
+
 static void
 insert_record(uint64 gen, char kind, int part, int64 created_us, uint64 map_id, int64 entries,
 			  bool has_crc, uint32 object_crc, const void *body, Size len)
@@ -207,10 +209,24 @@ insert_record(uint64 gen, char kind, int part, int64 created_us, uint64 map_id, 
 	nulls[6] = has_crc ? ' ' : 'n';
 	vals[7] = Int64GetDatum((int64) tdb_crc32c(body, len));
 	vals[8] = PointerGetDatum(b);
-	if (SPI_execute_with_args("INSERT INTO trafficdb.generations (generation, kind, part, created_at, "
-							  "map_id, entries, object_crc, body_crc, body) "
-							  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-							  9, types, vals, nulls, false, 0) != SPI_OK_INSERT)
+	/*
+	 * Planned once for the daemon's life (a record a generation; the plan
+	 * cache re-plans it if the table is made anew, and every name in it is
+	 * schema-qualified).
+	 */
+	if (insert_plan == NULL)
+	{
+		SPIPlanPtr	plan = SPI_prepare("INSERT INTO trafficdb.generations (generation, kind, part, created_at, "
+									   "map_id, entries, object_crc, body_crc, body) "
+									   "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+									   9, types);
+
+		if (plan == NULL || SPI_keepplan(plan) != 0)
+			elog(ERROR, "could not plan the insert into trafficdb.generations: %s",
+				 SPI_result_code_string(SPI_result));
+		insert_plan = plan;
+	}
+	if (SPI_execute_plan(insert_plan, vals, nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not append to trafficdb.generations");
 	pfree(b);
 }
@@ -243,7 +259,15 @@ tdb_log_write_delta(uint64 gen, int64 created_us, uint32 object_crc, const TdbLo
 		elog(ERROR, "too many changed entries in one generation: " UINT64_FORMAT, n);
 	e = MemoryContextAllocHuge(CurrentMemoryContext, Max(n, 1) * sizeof(TdbGenlogEntry));
 	for (uint64 k = 0; k < n; k++)
+	{
+		/* the records are scattered over the map: fetch ahead */
+		if (k + 8 < n)
+		{
+			__builtin_prefetch(&s->traffic[recs[k + 8]]);
+			__builtin_prefetch(&s->incidents[recs[k + 8]]);
+		}
 		to_entry(s, recs[k], &e[k], gen);
+	}
 	memset(&h, 0, sizeof(h));
 	h.kind = TDB_GENLOG_DELTA;
 	h.generation = gen;

@@ -71,62 +71,130 @@ fail(char *err, const char *fmt,...)
 	va_end(ap);
 }
 
-/* Append column col of the entries to b. */
+/* A LEB128 varint at p (at most 10 bytes); returns the byte after it. */
+static inline uint8_t *
+put_varint(uint8_t *p, uint64_t v)
+{
+	while (v >= 0x80)
+	{
+		*p++ = (uint8_t) (v | 0x80);
+		v >>= 7;
+	}
+	*p++ = (uint8_t) v;
+	return p;
+}
+
+/* f32 bits, little-endian */
+static inline uint8_t *
+put_f32(uint8_t *p, float f)
+{
+	uint32_t	bits;
+
+	memcpy(&bits, &f, 4);
+	codec_put_u32le(p, bits);
+	return p + 4;
+}
+
+/* The most bytes column col of the entries can take. */
+static size_t
+column_bound(int col, const TdbGenlogEntry *e, uint32_t n)
+{
+	size_t		sum = 0;
+
+	switch (col)
+	{
+		case COL_RECORD:
+			return (size_t) n * 5;
+		case COL_PRESENT:
+		case COL_CONGESTION:
+		case COL_CONFIDENCE:
+			return n;
+		case COL_SPEED:
+		case COL_FREE_FLOW:
+			return (size_t) n * 4;
+		case COL_FLAGS:
+			return (size_t) n * 3;
+		case COL_INCIDENT:
+			for (uint32_t i = 0; i < n; i++)
+				if (e[i].present & TDB_GENLOG_HAS_INCIDENT)
+					sum += 5 + (size_t) e[i].incident_len;
+			return sum;
+		default:
+			return (size_t) n * 10;
+	}
+}
+
+/*
+ * Append column col of the entries to b: one loop a column, straight into
+ * the room reserved for its largest size (a checkpoint encodes millions).
+ */
 static void
 put_column(CodecBuf *b, int col, const TdbGenlogHeader *h, const TdbGenlogEntry *e, uint32_t n)
 {
-	for (uint32_t i = 0; i < n; i++)
-	{
-		const TdbGenlogEntry *x = &e[i];
-		uint8_t		le[4];
-		uint32_t	bits;
+	uint8_t    *p;
+	uint8_t		has;
 
-		switch (col)
-		{
-			case COL_RECORD:
-				codec_put_varint(b, i == 0 ? x->record : x->record - e[i - 1].record - 1);
-				break;
-			case COL_PRESENT:
-				codec_put_u8(b, x->present);
-				break;
-			case COL_OBSERVED:
-				codec_put_varint(b, (uint64_t) x->observed_us - (uint64_t) h->time_base_us);
-				break;
-			case COL_SPEED:
-			case COL_FREE_FLOW:
-				if (!(x->present & (col == COL_SPEED ? TDB_GENLOG_HAS_SPEED : TDB_GENLOG_HAS_FREE_FLOW)))
-					break;
-				memcpy(&bits, col == COL_SPEED ? &x->speed_kmh : &x->free_flow_kmh, 4);
-				codec_put_u32le(le, bits);
-				codec_put_bytes(b, le, 4);
-				break;
-			case COL_CONGESTION:
-				if (x->present & TDB_GENLOG_HAS_CONGESTION)
-					codec_put_u8(b, x->congestion);
-				break;
-			case COL_CONFIDENCE:
-				if (x->present & TDB_GENLOG_HAS_CONFIDENCE)
-					codec_put_u8(b, x->confidence);
-				break;
-			case COL_FLAGS:
-				if (x->present & TDB_GENLOG_HAS_FLAGS)
-					codec_put_varint(b, x->flags);
-				break;
-			case COL_INCIDENT:
-				if (x->present & TDB_GENLOG_HAS_INCIDENT)
+	if (n == 0 || !codec_buf_reserve(b, column_bound(col, e, n)))
+		return;
+	p = b->data + b->len;
+	switch (col)
+	{
+		case COL_RECORD:
+			p = put_varint(p, e[0].record);
+			for (uint32_t i = 1; i < n; i++)
+				p = put_varint(p, e[i].record - e[i - 1].record - 1);
+			break;
+		case COL_PRESENT:
+			for (uint32_t i = 0; i < n; i++)
+				*p++ = e[i].present;
+			break;
+		case COL_OBSERVED:
+			for (uint32_t i = 0; i < n; i++)
+				p = put_varint(p, (uint64_t) e[i].observed_us - (uint64_t) h->time_base_us);
+			break;
+		case COL_SPEED:
+			for (uint32_t i = 0; i < n; i++)
+				if (e[i].present & TDB_GENLOG_HAS_SPEED)
+					p = put_f32(p, e[i].speed_kmh);
+			break;
+		case COL_FREE_FLOW:
+			for (uint32_t i = 0; i < n; i++)
+				if (e[i].present & TDB_GENLOG_HAS_FREE_FLOW)
+					p = put_f32(p, e[i].free_flow_kmh);
+			break;
+		case COL_CONGESTION:
+		case COL_CONFIDENCE:
+			has = col == COL_CONGESTION ? TDB_GENLOG_HAS_CONGESTION : TDB_GENLOG_HAS_CONFIDENCE;
+			for (uint32_t i = 0; i < n; i++)
+				if (e[i].present & has)
+					*p++ = col == COL_CONGESTION ? e[i].congestion : e[i].confidence;
+			break;
+		case COL_FLAGS:
+			for (uint32_t i = 0; i < n; i++)
+				if (e[i].present & TDB_GENLOG_HAS_FLAGS)
+					p = put_varint(p, e[i].flags);
+			break;
+		case COL_INCIDENT:
+			for (uint32_t i = 0; i < n; i++)
+				if (e[i].present & TDB_GENLOG_HAS_INCIDENT)
 				{
-					codec_put_varint(b, x->incident_len);
-					codec_put_bytes(b, x->incident, x->incident_len);
+					p = put_varint(p, e[i].incident_len);
+					if (e[i].incident_len > 0)
+						memcpy(p, e[i].incident, e[i].incident_len);
+					p += e[i].incident_len;
 				}
-				break;
-			case COL_CHANGED_GEN:
-				codec_put_varint(b, h->generation - x->changed_gen);
-				break;
-			case COL_ID:
-				codec_put_varint(b, codec_zigzag((int64_t) (x->id - (i == 0 ? 0 : e[i - 1].id))));
-				break;
-		}
+			break;
+		case COL_CHANGED_GEN:
+			for (uint32_t i = 0; i < n; i++)
+				p = put_varint(p, h->generation - e[i].changed_gen);
+			break;
+		case COL_ID:
+			p = put_varint(p, codec_zigzag((int64_t) e[0].id));
+			for (uint32_t i = 1; i < n; i++)
+				p = put_varint(p, codec_zigzag((int64_t) (e[i].id - e[i - 1].id)));
+			break;
 	}
+	b->len = (size_t) (p - b->data);
 }
 
 uint8_t *
