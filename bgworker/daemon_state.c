@@ -8,6 +8,8 @@
  */
 #include "postgres.h"
 
+#include "commands/extension.h"
+
 #include <grp.h>
 
 #include "access/xact.h"
@@ -135,8 +137,8 @@ postgis_schema(void)
 bool
 extension_installed(void)
 {
-	return SPI_execute("SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'trafficdb'",
-					   true, 1) == SPI_OK_SELECT && SPI_processed == 1;
+	/* a catalog index lookup, not a planned query: this runs at every cycle */
+	return OidIsValid(get_extension_oid("trafficdb", true));
 }
 
 /* ---- following the primary (a hot standby) ------------------------------------- */

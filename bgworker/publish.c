@@ -389,23 +389,32 @@ have_log_end(void)
 static void
 record_generation(uint64 gen)
 {
+	static SPIPlanPtr plans[2];
 	Datum		arg = Int64GetDatum((int64) gen);
 	Oid			type = INT8OID;
+	int			k = have_log_end() ? 1 : 0;
 
-	if (!have_log_end())
+	/* planned once for the daemon's life: a row a generation */
+	if (plans[k] == NULL)
 	{
-		SPI_execute_with_args("INSERT INTO trafficdb.daemon_state AS d (singleton, generation, published_at) "
-							  "VALUES (true, $1, pg_catalog.now()) ON CONFLICT (singleton) DO UPDATE "
-							  "SET generation = excluded.generation, published_at = excluded.published_at",
-							  1, &type, &arg, NULL, false, 0);
-		return;
+		/* with log_end: gen is logged in this transaction; a start whose replay ends before it lost records */
+		SPIPlanPtr	plan = SPI_prepare(k == 0 ?
+									   "INSERT INTO trafficdb.daemon_state AS d (singleton, generation, published_at) "
+									   "VALUES (true, $1, pg_catalog.now()) ON CONFLICT (singleton) DO UPDATE "
+									   "SET generation = excluded.generation, published_at = excluded.published_at" :
+									   "INSERT INTO trafficdb.daemon_state AS d (singleton, generation, published_at, log_end) "
+									   "VALUES (true, $1, pg_catalog.now(), $1) ON CONFLICT (singleton) DO UPDATE "
+									   "SET generation = excluded.generation, published_at = excluded.published_at, "
+									   "log_end = excluded.log_end",
+									   1, &type);
+
+		if (plan == NULL || SPI_keepplan(plan) != 0)
+			elog(ERROR, "could not plan the update of trafficdb.daemon_state: %s",
+				 SPI_result_code_string(SPI_result));
+		plans[k] = plan;
 	}
-	/* log_end: gen is logged in this transaction; a start whose replay ends before it lost records */
-	SPI_execute_with_args("INSERT INTO trafficdb.daemon_state AS d (singleton, generation, published_at, log_end) "
-						  "VALUES (true, $1, pg_catalog.now(), $1) ON CONFLICT (singleton) DO UPDATE "
-						  "SET generation = excluded.generation, published_at = excluded.published_at, "
-						  "log_end = excluded.log_end",
-						  1, &type, &arg, NULL, false, 0);
+	if (SPI_execute_plan(plans[k], &arg, NULL, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not update trafficdb.daemon_state");
 }
 
 void
