@@ -416,6 +416,7 @@ tdb_daemon_main(Datum main_arg)
 		last_cycle_at = GetCurrentTimestamp();
 		/* the cycle sweeps and watches readers too: the next check is DAMAGE_CHECK_MS from here */
 		last_check_at = last_cycle_at;
+		D.sync_served = force_sync;
 		force_sync = false;
 		sweep_subscribers();
 

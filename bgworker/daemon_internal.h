@@ -126,6 +126,7 @@ typedef struct DaemonState
 	TdbRing		ring;
 	bool		ring_open;
 	TimestampTz ring_active_at; /* the last drain that found something (idle.c sleeps after a while) */
+	bool		sync_served;	/* the last cycle acknowledged TRAFFICDB_SYNC writers (idle.c) */
 	uint64		put_rejected;	/* updates for unknown locations */
 	uint64		put_applied;
 	uint32		nput_rejects;	/* waiting for feed_rejects */

@@ -114,7 +114,28 @@ ring_wait_ms(long wait_ms)
 {
 	bool		sync_matters = D.npend > 0;
 
-	if (!D.ring_open || !D.have_map || wait_ms <= tdb_writer_drain_interval_ms)
+	bool		after_sync = D.sync_served;
+
+	D.sync_served = false;
+	if (!D.ring_open || !D.have_map || wait_ms <= 0)
+		return wait_ms;
+	if (after_sync && bell_fd >= 0)
+	{
+		/*
+		 * A cycle just acknowledged TRAFFICDB_SYNC writers, who put their
+		 * next batch as soon as they are told: drain it now if it is there,
+		 * else sleep until the first put rings (at most the drain
+		 * interval), not the drain interval whatever.  Once after each such
+		 * cycle, which only a writer can cause: a datagram alone never
+		 * makes the daemon listen.
+		 */
+		sleep_ok = false;
+		if (!tdb_writer_guarded(sleep_guarded, &(bool){false}) || !sleep_ok)
+			return 0;
+		asleep = true;
+		return Min(wait_ms, tdb_writer_drain_interval_ms);
+	}
+	if (wait_ms <= tdb_writer_drain_interval_ms)
 		return wait_ms;
 	if (bell_fd < 0 ||
 		!TimestampDifferenceExceeds(D.ring_active_at, GetCurrentTimestamp(), RING_IDLE_AFTER_MS))
