@@ -187,18 +187,18 @@ to_entry(const TdbLogState *s, uint32 i, TdbGenlogEntry *e, uint64 gen)
 
 static SPIPlanPtr insert_plan;
 
+/* Append a record: rec is len bytes after VARHDRSZ bytes of room for its header. */
 static void
 insert_record(uint64 gen, char kind, int part, int64 created_us, uint64 map_id, int64 entries,
-			  bool has_crc, uint32 object_crc, const void *body, Size len)
+			  bool has_crc, uint32 object_crc, void *rec, Size len)
 {
 	Oid			types[9] = {INT8OID, CHAROID, INT4OID, TIMESTAMPTZOID, INT8OID, INT8OID, INT8OID, INT8OID, BYTEAOID};
 	Datum		vals[9];
 	char		nulls[9] = "         ";
-	bytea	   *b = palloc(VARHDRSZ + len);
+	bytea	   *b = rec;
+	const char *body = VARDATA(b);
 
 	SET_VARSIZE(b, VARHDRSZ + len);
-	if (len > 0)
-		memcpy(VARDATA(b), body, len);
 	vals[0] = Int64GetDatum((int64) gen);
 	vals[1] = CharGetDatum(kind);
 	vals[2] = Int32GetDatum(part);
@@ -228,21 +228,79 @@ insert_record(uint64 gen, char kind, int part, int64 created_us, uint64 map_id, 
 	}
 	if (SPI_execute_plan(insert_plan, vals, nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not append to trafficdb.generations");
-	pfree(b);
 }
 
-/* The encoder's malloc'd bytes in palloc'd memory, so that no ERROR leaks them. */
-static uint8_t *
-own(uint8_t *body, size_t len)
+/*
+ * Append a record the encoder made (malloc'd, VARHDRSZ bytes of room in
+ * front), freeing it whatever happens: one copy of a checkpoint part (the
+ * tuple's) instead of three.
+ */
+static void
+insert_encoded(uint64 gen, char kind, int part, int64 created_us, uint64 map_id, int64 entries,
+			   bool has_crc, uint32 object_crc, uint8_t *rec, size_t len)
 {
-	uint8_t    *p;
+	if (len > MaxAllocSize - VARHDRSZ)
+	{
+		free(rec);
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("a generation log record of %zu bytes is more than a bytea holds", len),
+				 errhint("Lower trafficdb.checkpoint_part_entries.")));
+	}
+	PG_TRY();
+	{
+		insert_record(gen, kind, part, created_us, map_id, entries, has_crc, object_crc, rec, len);
+	}
+	PG_FINALLY();
+	{
+		free(rec);
+	}
+	PG_END_TRY();
+}
 
-	if (body == NULL)
-		return NULL;
-	p = MemoryContextAllocHuge(CurrentMemoryContext, Max(len, 1));
-	memcpy(p, body, len);
-	free(body);
-	return p;
+/* The encoder's entries of a D record: the changed records recs[], fetched ahead. */
+typedef struct DeltaSource
+{
+	const TdbLogState *s;
+	const uint32 *recs;
+	uint64		n;
+	uint64		gen;
+} DeltaSource;
+
+static const TdbGenlogEntry *
+delta_entries(void *arg, uint32_t first, uint32_t n, TdbGenlogEntry *buf)
+{
+	DeltaSource *d = arg;
+
+	for (uint32_t k = 0; k < n; k++)
+	{
+		/* the records are scattered over the map */
+		if (first + k + 8 < d->n)
+		{
+			__builtin_prefetch(&d->s->traffic[d->recs[first + k + 8]]);
+			__builtin_prefetch(&d->s->incidents[d->recs[first + k + 8]]);
+		}
+		to_entry(d->s, d->recs[first + k], &buf[k], d->gen);
+	}
+	return buf;
+}
+
+/* ... and of a checkpoint part: records part_first .. in order. */
+typedef struct PartSource
+{
+	const TdbLogState *s;
+	uint64		part_first;
+	uint64		gen;
+} PartSource;
+
+static const TdbGenlogEntry *
+checkpoint_entries(void *arg, uint32_t first, uint32_t n, TdbGenlogEntry *buf)
+{
+	PartSource *p = arg;
+
+	for (uint32_t k = 0; k < n; k++)
+		to_entry(p->s, (uint32) (p->part_first + first + k), &buf[k], p->gen);
+	return buf;
 }
 
 Size
@@ -250,36 +308,22 @@ tdb_log_write_delta(uint64 gen, int64 created_us, uint32 object_crc, const TdbLo
 					const uint32 *recs, uint64 n)
 {
 	TdbGenlogHeader h;
-	TdbGenlogEntry *e;
-	uint8_t    *body;
+	DeltaSource src = {s, recs, n, gen};
+	uint8_t    *rec;
 	size_t		len;
 	char		err[TDB_GENLOG_ERRLEN];
 
 	if (n > UINT32_MAX)
 		elog(ERROR, "too many changed entries in one generation: " UINT64_FORMAT, n);
-	e = MemoryContextAllocHuge(CurrentMemoryContext, Max(n, 1) * sizeof(TdbGenlogEntry));
-	for (uint64 k = 0; k < n; k++)
-	{
-		/* the records are scattered over the map: fetch ahead */
-		if (k + 8 < n)
-		{
-			__builtin_prefetch(&s->traffic[recs[k + 8]]);
-			__builtin_prefetch(&s->incidents[recs[k + 8]]);
-		}
-		to_entry(s, recs[k], &e[k], gen);
-	}
 	memset(&h, 0, sizeof(h));
 	h.kind = TDB_GENLOG_DELTA;
 	h.generation = gen;
 	h.map_id = s->map_id;
 	h.count = s->count;
-	body = tdb_genlog_encode(&h, e, (uint32) n, &len, err);
-	body = own(body, len);
-	pfree(e);
-	if (body == NULL)
+	rec = tdb_genlog_encode_from(&h, (uint32) n, delta_entries, &src, VARHDRSZ, &len, err);
+	if (rec == NULL)
 		elog(ERROR, "could not encode generation " UINT64_FORMAT ": %s", gen, err);
-	insert_record(gen, 'D', 0, created_us, s->map_id, (int64) n, true, object_crc, body, len);
-	pfree(body);
+	insert_encoded(gen, 'D', 0, created_us, s->map_id, (int64) n, true, object_crc, rec, len);
 	return len;
 }
 
@@ -324,44 +368,38 @@ tdb_log_write_checkpoint(uint64 gen, int64 created_us, uint32 object_crc, const 
 	uint32		nparts = 0;
 	uint32		parts_crc = TDB_CRC32C_INIT;
 	uint8		k[K_BODY_SIZE];
+	uint8		kr[VARHDRSZ + K_BODY_SIZE] pg_attribute_aligned(4);
 	Size		total = 0;
-	TdbGenlogEntry *e;
 
 	if (part_entries == 0)
 		part_entries = 1;
-	e = MemoryContextAllocHuge(CurrentMemoryContext,
-							   Max(Min(part_entries, s->count), 1) * sizeof(TdbGenlogEntry));
 	for (uint64 first = 0; first < s->count || (first == 0 && nparts == 0); first += part_entries)
 	{
 		uint64		n = Min(part_entries, s->count - first);
 		TdbGenlogHeader h;
-		uint8_t    *body;
+		PartSource	src = {s, first, gen};
+		uint8_t    *rec;
 		size_t		len;
 		char		err[TDB_GENLOG_ERRLEN];
 		uint8		c[4];
 
-		for (uint64 j = 0; j < n; j++)
-			to_entry(s, (uint32) (first + j), &e[j], gen);
 		memset(&h, 0, sizeof(h));
 		h.kind = TDB_GENLOG_CHECKPOINT;
 		h.generation = gen;
 		h.map_id = s->map_id;
 		h.count = s->count;
 		h.first_record = (uint32) first;
-		body = tdb_genlog_encode(&h, e, (uint32) n, &len, err);
-		body = own(body, len);
-		if (body == NULL)
+		rec = tdb_genlog_encode_from(&h, (uint32) n, checkpoint_entries, &src, VARHDRSZ, &len, err);
+		if (rec == NULL)
 			elog(ERROR, "could not encode the checkpoint of generation " UINT64_FORMAT ": %s", gen, err);
-		insert_record(gen, 'C', (int) nparts, created_us, s->map_id, (int64) n, false, 0, body, len);
-		put_u32(c, tdb_crc32c(body, len));
+		put_u32(c, tdb_crc32c(rec + VARHDRSZ, len));
 		parts_crc = tdb_crc32c_update(parts_crc, c, 4);
-		pfree(body);
+		insert_encoded(gen, 'C', (int) nparts, created_us, s->map_id, (int64) n, false, 0, rec, len);
 		total += len;
 		nparts++;
 		if (s->count == 0)
 			break;
 	}
-	pfree(e);
 
 	memset(k, 0, sizeof(k));
 	put_u32(k, K_MAGIC);
@@ -371,7 +409,8 @@ tdb_log_write_checkpoint(uint64 gen, int64 created_us, uint32 object_crc, const 
 	put_u64(k + 16, mi->map_generation);
 	put_u64(k + 24, (uint64) mi->map_created_us);
 	put_u64(k + 32, mi->replaced ? 1 : 0);
-	insert_record(gen, 'K', 0, created_us, s->map_id, (int64) s->count, true, object_crc, k, sizeof(k));
+	memcpy(kr + VARHDRSZ, k, sizeof(k));
+	insert_record(gen, 'K', 0, created_us, s->map_id, (int64) s->count, true, object_crc, kr, sizeof(k));
 	return total + sizeof(k);
 }
 

@@ -202,13 +202,67 @@ put_column(CodecBuf *b, int col, const TdbGenlogHeader *h, const TdbGenlogEntry 
 	b->len = (size_t) (p - b->data);
 }
 
+/* tdb_genlog_encode's entries: the caller's array itself. */
+static const TdbGenlogEntry *
+array_entries(void *arg, uint32_t first, uint32_t n, TdbGenlogEntry *buf)
+{
+	(void) n;
+	(void) buf;
+	return (const TdbGenlogEntry *) arg + first;
+}
+
 uint8_t *
 tdb_genlog_encode(TdbGenlogHeader *h, const TdbGenlogEntry *e, uint32_t n, size_t *len, char *err)
 {
-	CodecBuf	out,
-				cols[NCOLS];
-	bool		ok;
+	return tdb_genlog_encode_from(h, n, array_entries, (void *) e, 0, len, err);
+}
+
+/* Is entry i (x; prev: entry i - 1, or NULL) one an encoder may write?  Else err says why. */
+static bool
+entry_ok(const TdbGenlogHeader *h, uint32_t i, const TdbGenlogEntry *x, const TdbGenlogEntry *prev, char *err)
+{
+	if (h->kind == TDB_GENLOG_DELTA ? (x->record >= h->count || (prev != NULL && x->record <= prev->record)) :
+		x->record != h->first_record + i)
+	{
+		fail(err, "entry %u: record %u out of order or past the map (%llu locations)", i,
+			 x->record, (unsigned long long) h->count);
+		return false;
+	}
+	if ((x->present & ~TDB_GENLOG_PRESENT_MASK) ||
+		((x->present & TDB_GENLOG_HAS_INCIDENT) &&
+		 (x->incident_len > TDB_GENLOG_MAX_INCIDENT || (x->incident == NULL && x->incident_len > 0))))
+	{
+		fail(err, "entry %u (record %u): bad present bits %#x or incident of %u bytes (at most %u)",
+			 i, x->record, x->present, x->incident_len, TDB_GENLOG_MAX_INCIDENT);
+		return false;
+	}
+	if (h->kind == TDB_GENLOG_CHECKPOINT && x->changed_gen > h->generation)
+	{
+		fail(err, "entry %u (record %u): changed in generation %llu, after the checkpoint's %llu", i,
+			 x->record, (unsigned long long) x->changed_gen, (unsigned long long) h->generation);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * Two passes over the entries, a slice at a time (so that a checkpoint's
+ * million entries never exist at once, and each slice is read while it is
+ * in the cache): the first checks them and finds the time base, the second
+ * fills the columns.  The record is then laid out once, at its exact size.
+ */
+uint8_t *
+tdb_genlog_encode_from(TdbGenlogHeader *h, uint32_t n, TdbGenlogEntries get, void *arg,
+					   size_t front, size_t *len, char *err)
+{
+	CodecBuf	cols[NCOLS];
+	TdbGenlogEntry *buf;
+	TdbGenlogEntry prev;
+	bool		ok = true;
 	uint8_t		hdr[TDB_GENLOG_HEADER_SIZE];
+	uint8_t    *out,
+			   *p;
+	size_t		total;
 
 	*len = 0;
 	if (h->kind != TDB_GENLOG_DELTA && h->kind != TDB_GENLOG_CHECKPOINT)
@@ -224,40 +278,46 @@ tdb_genlog_encode(TdbGenlogHeader *h, const TdbGenlogEntry *e, uint32_t n, size_
 			 h->first_record, n, (unsigned long long) h->count);
 		return NULL;
 	}
-	h->n = n;
-	h->time_base_us = n > 0 ? e[0].observed_us : 0;
-	for (uint32_t i = 0; i < n; i++)
+	buf = malloc(sizeof(TdbGenlogEntry) * (n < ENCODE_SLICE ? (n > 0 ? n : 1) : ENCODE_SLICE));
+	if (buf == NULL)
 	{
-		const TdbGenlogEntry *x = &e[i];
+		fail(err, "out of memory encoding %u entries", n);
+		return NULL;
+	}
+	h->n = n;
+	h->time_base_us = 0;
+	for (uint32_t first = 0; first < n; first += ENCODE_SLICE)
+	{
+		uint32_t	m = n - first < ENCODE_SLICE ? n - first : ENCODE_SLICE;
+		const TdbGenlogEntry *e = get(arg, first, m, buf);
 
-		if (h->kind == TDB_GENLOG_DELTA ? (x->record >= h->count || (i > 0 && x->record <= e[i - 1].record)) :
-			x->record != h->first_record + i)
+		for (uint32_t i = 0; i < m; i++)
 		{
-			fail(err, "entry %u: record %u out of order or past the map (%llu locations)", i,
-				 x->record, (unsigned long long) h->count);
-			return NULL;
+			if (!entry_ok(h, first + i, &e[i], i > 0 ? &e[i - 1] : first > 0 ? &prev : NULL, err))
+			{
+				free(buf);
+				return NULL;
+			}
+			if ((first == 0 && i == 0) || e[i].observed_us < h->time_base_us)
+				h->time_base_us = e[i].observed_us;
 		}
-		if ((x->present & ~TDB_GENLOG_PRESENT_MASK) ||
-			((x->present & TDB_GENLOG_HAS_INCIDENT) &&
-			 (x->incident_len > TDB_GENLOG_MAX_INCIDENT || (x->incident == NULL && x->incident_len > 0))))
-		{
-			fail(err, "entry %u (record %u): bad present bits %#x or incident of %u bytes (at most %u)",
-				 i, x->record, x->present, x->incident_len, TDB_GENLOG_MAX_INCIDENT);
-			return NULL;
-		}
-		if (h->kind == TDB_GENLOG_CHECKPOINT && x->changed_gen > h->generation)
-		{
-			fail(err, "entry %u (record %u): changed in generation %llu, after the checkpoint's %llu", i,
-				 x->record, (unsigned long long) x->changed_gen, (unsigned long long) h->generation);
-			return NULL;
-		}
-		if (x->observed_us < h->time_base_us)
-			h->time_base_us = x->observed_us;
+		prev = e[m - 1];
 	}
 
-	codec_buf_init(&out);
 	for (int c = 0; c < NCOLS; c++)
 		codec_buf_init(&cols[c]);
+	for (uint32_t first = 0; first < n; first += ENCODE_SLICE)
+	{
+		uint32_t	m = n - first < ENCODE_SLICE ? n - first : ENCODE_SLICE;
+		const TdbGenlogEntry *e = get(arg, first, m, buf);
+
+		for (int c = 0; c < NCOLS; c++)
+			if (col_in_kind(c, h->kind))
+				put_column(&cols[c], c, h, e, m, first > 0 ? &prev : NULL);
+		prev = e[m - 1];
+	}
+	free(buf);
+
 	memset(hdr, 0, sizeof(hdr));
 	codec_put_u32le(hdr, TDB_GENLOG_MAGIC);
 	hdr[4] = TDB_GENLOG_VERSION & 0xFF;
@@ -270,39 +330,34 @@ tdb_genlog_encode(TdbGenlogHeader *h, const TdbGenlogEntry *e, uint32_t n, size_
 	codec_put_u32le(hdr + 32, n);
 	codec_put_u32le(hdr + 36, h->first_record);
 	codec_put_u64le(hdr + 40, (uint64_t) h->time_base_us);
-	codec_put_bytes(&out, hdr, sizeof(hdr));
-
-	/*
-	 * The columns are filled a slice of entries at a time: a checkpoint's
-	 * millions of entries are read from memory once, not once a column.
-	 */
-	for (uint32_t first = 0; first < n; first += ENCODE_SLICE)
-	{
-		uint32_t	m = n - first < ENCODE_SLICE ? n - first : ENCODE_SLICE;
-
-		for (int c = 0; c < NCOLS; c++)
-			if (col_in_kind(c, h->kind))
-				put_column(&cols[c], c, h, e + first, m, first > 0 ? &e[first - 1] : NULL);
-	}
-	ok = out.ok;
+	total = front + sizeof(hdr);
 	for (int c = 0; c < NCOLS; c++)
 	{
-		if (col_in_kind(c, h->kind))
-		{
-			codec_put_varint(&out, cols[c].len);
-			codec_put_bytes(&out, cols[c].data, cols[c].len);
-		}
 		ok = ok && cols[c].ok;
-		codec_buf_free(&cols[c]);
+		if (col_in_kind(c, h->kind))
+			total += 10 + cols[c].len;
 	}
-	if (!ok || !out.ok)
+	out = ok ? malloc(total) : NULL;
+	if (out != NULL)
 	{
-		codec_buf_free(&out);
-		fail(err, "out of memory encoding %u entries", n);
-		return NULL;
+		p = out + front;
+		memcpy(p, hdr, sizeof(hdr));
+		p += sizeof(hdr);
+		for (int c = 0; c < NCOLS; c++)
+			if (col_in_kind(c, h->kind))
+			{
+				p = put_varint(p, cols[c].len);
+				if (cols[c].len > 0)
+					memcpy(p, cols[c].data, cols[c].len);
+				p += cols[c].len;
+			}
+		*len = (size_t) (p - out) - front;
 	}
-	*len = out.len;
-	return out.data;
+	for (int c = 0; c < NCOLS; c++)
+		codec_buf_free(&cols[c]);
+	if (out == NULL)
+		fail(err, "out of memory encoding %u entries", n);
+	return out;
 }
 
 #define BAD(...) \

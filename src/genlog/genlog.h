@@ -74,6 +74,18 @@ uint8_t    *tdb_genlog_encode(TdbGenlogHeader *h, const TdbGenlogEntry *e, uint3
 							  size_t *len, char *err);
 
 /*
+ * The same, from entries the caller makes a slice at a time: get(arg,
+ * first, n, buf) returns entries first .. first + n - 1, written into buf
+ * (room for n) or anywhere else that stays valid until the next call.  It
+ * is called twice for each slice.  The record starts front bytes into the
+ * buffer returned (room for the caller's own header); *len excludes them.
+ */
+typedef const TdbGenlogEntry *(*TdbGenlogEntries) (void *arg, uint32_t first, uint32_t n,
+												   TdbGenlogEntry *buf);
+uint8_t    *tdb_genlog_encode_from(TdbGenlogHeader *h, uint32_t n, TdbGenlogEntries get, void *arg,
+								   size_t front, size_t *len, char *err);
+
+/*
  * Decode bytes from anywhere (a table, a replica, a fuzzer): everything is
  * checked before use.  *entries is malloc'd (free it); its incident
  * pointers point into buf.  Returns false with a sentence in err.
