@@ -103,7 +103,8 @@ enum FdwPrivateIndex
 	FdwPrivateKnnArg,			/* string: PUSH_KNN's argument, for EXPLAIN ANALYZE */
 	FdwPrivateNargs,			/* integer: how many arguments the scan evaluates once per (re)scan */
 	FdwPrivateRecheck,			/* integer list: the pushed clause's own recheck (own_recheck), or NIL */
-	FdwPrivateRecheckText		/* string: that clause, for EXPLAIN */
+	FdwPrivateRecheckText,		/* string: that clause, for EXPLAIN */
+	FdwPrivateOrderExpr			/* nearest first with fdw_scan_tlist: the distance expression, or NIL */
 };
 
 typedef struct LocScanState
@@ -151,6 +152,8 @@ typedef struct LocScanState
 	/* PUSH_KNN_ORDER: an incremental nearest-first scan */
 	ExprState  *order_state;	/* the ORDER BY distance, PostGIS's own, per entry */
 	TupleTableSlot *knn_slot;	/* holds the entry's geom while it is measured */
+	int			dist_att;		/* the scan tuple's attribute of that distance (fdw_scan_tlist), or -1 */
+	double	   *knn_list_dist;	/* knn_list's measured distances (NaN: not a number, or NULL) */
 	ExprContext *knn_econtext;
 	MemoryContext knn_cxt;		/* per measured entry */
 	TdbKnnIter	knn;
@@ -213,6 +216,7 @@ extern void loc_find_candidates(ForeignScanState *node, LocScanState *st);
 /* locations_knn.c: nearest first, and what the candidates share */
 extern void loc_knn_begin(ForeignScanState *node, LocScanState *st, Datum v, bool isnull, Oid type);
 extern Datum loc_record_geom(ForeignScanState *node, LocScanState *st, uint64 i);
+extern Datum loc_knn_measure(ForeignScanState *node, uint64 e, bool *isnull);
 extern bool loc_geometry_box_ex(Datum geom, TdbBox *box, bool as_postgis);
 extern double loc_map_arc_slack(const TdbMapView *map);
 extern bool loc_id_range_bounds(int flags, const Datum *v, const bool *isnull, const Oid *type,

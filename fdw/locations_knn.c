@@ -197,23 +197,21 @@ loc_record_geom(ForeignScanState *node, LocScanState *st, uint64 i)
 	return tdb_linestring_datum(st->xy, n);
 }
 
-/* PostGIS's distance of entry e: the query's own ORDER BY expression, evaluated on it. */
-static double
-knn_exact(uint64_t e, void *arg)
+/*
+ * PostGIS's distance of entry e: the query's own ORDER BY expression,
+ * evaluated on it (a float8, by value: it outlives knn_cxt's reset).
+ */
+Datum
+loc_knn_measure(ForeignScanState *node, uint64 e, bool *isnull)
 {
-	ForeignScanState *node = arg;
 	LocScanState *st = node->fdw_state;
 	ExprContext *econtext = node->ss.ps.ps_ExprContext;
 	TupleTableSlot *slot = st->knn_slot;
 	TupleTableSlot *saved = econtext->ecxt_scantuple;
 	MemoryContext old;
 	Datum		d;
-	bool		isnull;
 
 	CHECK_FOR_INTERRUPTS();
-	/* (an entry refined first was counted there) */
-	if (st->knn.refine == NULL)
-		st->knn_measured++;
 	st->knn_postgis++;
 	MemoryContextReset(st->knn_cxt);
 	old = MemoryContextSwitchTo(st->knn_cxt);
@@ -224,9 +222,25 @@ knn_exact(uint64_t e, void *arg)
 	slot->tts_isnull[st->geom_att] = false;
 	ExecStoreVirtualTuple(slot);
 	econtext->ecxt_scantuple = slot;
-	d = ExecEvalExpr(st->order_state, econtext, &isnull);
+	d = ExecEvalExpr(st->order_state, econtext, isnull);
 	econtext->ecxt_scantuple = saved;
 	MemoryContextSwitchTo(old);
+	return *isnull ? (Datum) 0 : d;
+}
+
+/* The same as a double for the walk (NULL: NaN, which it keeps as infinity). */
+static double
+knn_exact(uint64_t e, void *arg)
+{
+	ForeignScanState *node = arg;
+	LocScanState *st = node->fdw_state;
+	bool		isnull;
+	Datum		d;
+
+	/* (an entry refined first was counted there) */
+	if (st->knn.refine == NULL)
+		st->knn_measured++;
+	d = loc_knn_measure(node, e, &isnull);
 	return isnull ? NAN : DatumGetFloat8(d);
 }
 
@@ -601,8 +615,12 @@ knn_range_setup(ForeignScanState *node, LocScanState *st)
 		st->knn_measured += st->knn_nlist;	/* (knn_exact leaves them to the refining bound) */
 	qsort(r, st->knn_nlist, sizeof(KnnRanked), cmp_ranked);
 	st->knn_list = palloc(sizeof(uint64) * Max(st->knn_nlist, 1));
+	st->knn_list_dist = palloc(sizeof(double) * Max(st->knn_nlist, 1));
 	for (uint64 k = 0; k < st->knn_nlist; k++)
+	{
 		st->knn_list[k] = r[k].entry;
+		st->knn_list_dist[k] = r[k].dist;
+	}
 	st->knn_next = 0;
 	st->knn_listed = true;
 }

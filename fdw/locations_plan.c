@@ -23,6 +23,7 @@
 #include "optimizer/paths.h"
 #include "optimizer/planmain.h"
 #include "optimizer/restrictinfo.h"
+#include "optimizer/tlist.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -649,6 +650,55 @@ own_recheck(const Push *push, Index relid, const int *colmap)
 	return geom ? list_concat(list_make2_int((int) funcid, (int) collid), map) : NIL;
 }
 
+/*
+ * A nearest-first scan hands PostgreSQL the distance it measured for each
+ * row it returns, so that the row's ORDER BY expression (in the plan's
+ * target list, where the LIMIT reads it) is not evaluated a second time:
+ * PostGIS's geography distance is most of such a query's time.  The scan's
+ * tuple is then the table's columns in order and that distance
+ * (fdw_scan_tlist), which PostgreSQL matches with the target list.  Only
+ * for a plain SELECT (no row marks: EvalPlanQual would hand the scan a row
+ * of the table's own shape), with every column there (none dropped), no
+ * whole-row reference, and the expression in the target list.  NIL: the
+ * scan's tuple stays the table's row.
+ */
+static List *
+knn_scan_tlist(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid, const Push *push,
+			   List *tlist, bool whole_row)
+{
+	Expr	   *order_expr;
+	List	   *scan_tlist = NIL;
+	Relation	rel;
+	TupleDesc	td;
+	bool		ok = true;
+
+	if (push->kind != PUSH_KNN_ORDER || list_length(push->args) < 2 || whole_row ||
+		root->parse->commandType != CMD_SELECT || root->parse->rowMarks != NIL || root->rowMarks != NIL)
+		return NIL;
+	order_expr = lsecond(push->args);
+	if (exprType((Node *) order_expr) != FLOAT8OID || !tlist_member(order_expr, tlist))
+		return NIL;
+	rel = table_open(foreigntableid, NoLock);
+	td = RelationGetDescr(rel);
+	for (int a = 0; a < td->natts && ok; a++)
+	{
+		Form_pg_attribute att = TupleDescAttr(td, a);
+
+		if (att->attisdropped)
+			ok = false;
+		else
+			scan_tlist = lappend(scan_tlist,
+								 makeTargetEntry((Expr *) makeVar(baserel->relid, (AttrNumber) (a + 1), att->atttypid,
+																  att->atttypmod, att->attcollation, 0),
+												 (AttrNumber) (a + 1), NULL, false));
+	}
+	table_close(rel, NoLock);
+	if (!ok)
+		return NIL;
+	return lappend(scan_tlist, makeTargetEntry((Expr *) copyObject(order_expr),
+											   (AttrNumber) (list_length(scan_tlist) + 1), NULL, false));
+}
+
 ForeignScan *
 locGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 				  ForeignPath *best_path, List *tlist, List *scan_clauses, Plan *outer_plan)
@@ -664,6 +714,7 @@ locGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 	List	   *own = NIL;
 	char	   *own_desc = "";
 	List	   *fdw_private;
+	List	   *scan_tlist;
 	bool		whole_row;
 	int			geom_att;
 	ListCell   *lc;
@@ -807,7 +858,21 @@ locGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 							 makeString(knn_arg ? knn_arg : ""),
 							 list_make1_int(pushed_arg_count(&push)));
 	fdw_private = lappend(lappend(fdw_private, own), makeString(own_desc));
+	scan_tlist = knn_scan_tlist(root, baserel, foreigntableid, &push, tlist, whole_row);
+	fdw_private = lappend(fdw_private, scan_tlist != NIL ? lsecond(push.args) : NULL);
+	if (scan_tlist != NIL)
+	{
+		/*
+		 * PostgreSQL matches fdw_exprs against fdw_scan_tlist too: the
+		 * distance expression would become a reference to the scan's own
+		 * column.  It travels in fdw_private instead (its Vars need no
+		 * fixing: a scan's Vars are read by attribute number), a NULL in
+		 * its place keeps the arguments' positions.
+		 */
+		push.args = list_copy(push.args);
+		lsecond(push.args) = makeNullConst(FLOAT8OID, -1, InvalidOid);
+	}
 	return make_foreignscan(tlist, scan_clauses, baserel->relid,
 							push.kind == PUSH_NONE ? NIL : push.args, fdw_private,
-							NIL, recheck, outer_plan);
+							scan_tlist, recheck, outer_plan);
 }

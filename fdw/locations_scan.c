@@ -108,6 +108,7 @@ locBeginForeignScan(ForeignScanState *node, int eflags)
 	List	   *cols = list_nth(plan->fdw_private, FdwPrivateColumns);
 	ListCell   *lc;
 
+	st->dist_att = -1;
 	st->natts = list_length(cols);
 	st->colmap = palloc(sizeof(int) * Max(st->natts, 1));
 	foreach(lc, cols)
@@ -127,8 +128,13 @@ locBeginForeignScan(ForeignScanState *node, int eflags)
 		/* the argument once per (re)scan; the distance expression per measured entry */
 		List	   *push = list_nth(plan->fdw_private, FdwPrivatePush);
 
+		Expr	   *order_expr = list_length(plan->fdw_private) > FdwPrivateOrderExpr ?
+			list_nth(plan->fdw_private, FdwPrivateOrderExpr) : NULL;
+
 		st->expr_states = ExecInitExprList(list_delete_nth_cell(list_copy(plan->fdw_exprs), 1), (PlanState *) node);
-		st->order_state = ExecInitExpr(lsecond(plan->fdw_exprs), (PlanState *) node);
+		/* with fdw_scan_tlist the expression is in fdw_private, and the scan's tuple has its column last */
+		st->order_state = ExecInitExpr(order_expr != NULL ? order_expr : lsecond(plan->fdw_exprs), (PlanState *) node);
+		st->dist_att = order_expr != NULL ? st->natts : -1;
 		/* an id range: its bounds follow the argument (push_encode) */
 		st->knn_range = st->nparts == 1 && st->part_kind[0] == PUSH_ID_RANGE;
 		st->knn_limit = list_length(push) > 7 ? list_nth_int(push, 7) : 10;
@@ -168,6 +174,7 @@ locIterateForeignScan(ForeignScanState *node)
 	const TdbTraffic *t;
 	bool		check;
 	Datum		own_geom;
+	double		knn_dist = NAN;
 
 	if (st->snap == NULL)
 	{
@@ -181,6 +188,7 @@ next_candidate:
 	{
 		if (st->knn_next >= st->knn_nlist)
 			return slot;
+		knn_dist = st->knn_list_dist[st->knn_next];
 		i = st->knn_list[st->knn_next++];
 	}
 	else if (st->kind == PUSH_KNN_ORDER)
@@ -194,6 +202,7 @@ next_candidate:
 		if (rc == 0)
 			return slot;
 		i = entry;
+		knn_dist = dist;
 	}
 	else
 	{
@@ -311,6 +320,20 @@ next_candidate:
 				*n = true;
 				*v = (Datum) 0;
 		}
+	}
+	if (st->dist_att >= 0)
+	{
+		/*
+		 * The distance PostGIS measured for this entry, PostgreSQL's ORDER BY
+		 * value: a finite one as it was; NULL, NaN or infinity (the walk
+		 * keeps all three as infinity) measured again, exactly as the
+		 * executor would have.
+		 */
+		slot->tts_isnull[st->dist_att] = false;
+		if (isfinite(knn_dist))
+			slot->tts_values[st->dist_att] = Float8GetDatum(knn_dist);
+		else
+			slot->tts_values[st->dist_att] = loc_knn_measure(node, i, &slot->tts_isnull[st->dist_att]);
 	}
 	ExecStoreVirtualTuple(slot);
 	if (check)
