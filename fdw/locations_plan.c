@@ -23,7 +23,6 @@
 #include "optimizer/paths.h"
 #include "optimizer/planmain.h"
 #include "optimizer/restrictinfo.h"
-#include "optimizer/tlist.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -656,15 +655,16 @@ own_recheck(const Push *push, Index relid, const int *colmap)
  * target list, where the LIMIT reads it) is not evaluated a second time:
  * PostGIS's geography distance is most of such a query's time.  The scan's
  * tuple is then the table's columns in order and that distance
- * (fdw_scan_tlist), which PostgreSQL matches with the target list.  Only
- * for a plain SELECT (no row marks: EvalPlanQual would hand the scan a row
- * of the table's own shape), with every column there (none dropped), no
- * whole-row reference, and the expression in the target list.  NIL: the
- * scan's tuple stays the table's row.
+ * (fdw_scan_tlist), which PostgreSQL matches with the target list it gives
+ * the scan (often only after this: a projection's, CP_IGNORE_TLIST; a list
+ * without the expression leaves the column unread).  Only for a plain
+ * SELECT (no row marks: EvalPlanQual would hand the scan a row of the
+ * table's own shape), with every column there (none dropped) and no
+ * whole-row reference.  NIL: the scan's tuple stays the table's row.
  */
 static List *
 knn_scan_tlist(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid, const Push *push,
-			   List *tlist, bool whole_row)
+			   bool whole_row)
 {
 	Expr	   *order_expr;
 	List	   *scan_tlist = NIL;
@@ -676,7 +676,7 @@ knn_scan_tlist(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid, const
 		root->parse->commandType != CMD_SELECT || root->parse->rowMarks != NIL || root->rowMarks != NIL)
 		return NIL;
 	order_expr = lsecond(push->args);
-	if (exprType((Node *) order_expr) != FLOAT8OID || !tlist_member(order_expr, tlist))
+	if (exprType((Node *) order_expr) != FLOAT8OID)
 		return NIL;
 	rel = table_open(foreigntableid, NoLock);
 	td = RelationGetDescr(rel);
@@ -858,7 +858,7 @@ locGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 							 makeString(knn_arg ? knn_arg : ""),
 							 list_make1_int(pushed_arg_count(&push)));
 	fdw_private = lappend(lappend(fdw_private, own), makeString(own_desc));
-	scan_tlist = knn_scan_tlist(root, baserel, foreigntableid, &push, tlist, whole_row);
+	scan_tlist = knn_scan_tlist(root, baserel, foreigntableid, &push, whole_row);
 	fdw_private = lappend(fdw_private, scan_tlist != NIL ? lsecond(push.args) : NULL);
 	if (scan_tlist != NIL)
 	{

@@ -12,6 +12,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes qw(usleep);
 use lib 't';
 use TdbTest;
 
@@ -170,6 +171,59 @@ SELECT location_id FROM (SELECT id AS location_id, geom FROM roads WHERE id BETW
   ORDER BY geom <-> ST_SetSRID(ST_MakePoint(24.95, 60.17), 4326), id LIMIT 5) s;
 SELECT id FROM roads WHERE id BETWEEN 30001 AND 9223372036854775807 ORDER BY geom <-> ST_SetSRID(ST_MakePoint(24.95, 60.17), 4326), id LIMIT 5;
 }), 'a generic plan with the range and the limit as parameters: the heap\'s rows');
+
+# The distance a row is returned with is the one the scan measured, bit for
+# bit the heap's (the scan hands it to PostgreSQL: fdw_scan_tlist), and
+# PostGIS is not called again for the rows returned: its calls are exactly
+# the scan's "Distances Measured by PostGIS" (before: that plus the rows).
+$node->safe_psql('postgres', q{
+CREATE FUNCTION exact_d(d text, w text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE a text; b text;
+  sql text := 'SELECT string_agg(d::text, '','' ORDER BY o) FROM (SELECT %2$s d, row_number() OVER () o FROM (SELECT geom FROM %1$s WHERE %3$s ORDER BY %2$s LIMIT 7) s) t';
+BEGIN
+  SET LOCAL extra_float_digits = 3;
+  EXECUTE format(sql, 'trafficdb.locations', d, w) INTO a;
+  EXECUTE format(sql, 'roads', d, replace(w, 'location_id', 'id')) INTO b;
+  RETURN CASE WHEN a IS NOT DISTINCT FROM b THEN 'same' ELSE format('%s vs %s', a, b) END;
+END $$;
+});
+for my $h (
+	[ q{geom <-> 'SRID=4326;POINT(24.95 60.17)'::geometry}, 'true' ],
+	[ q{geom <#> 'SRID=4326;LINESTRING(24.9 60.1, 24.95 60.12)'::geometry}, 'true' ],
+	[ q{geom::geography <-> 'LINESTRING(25.3 60.0, 25.4 60.05)'::geography}, 'true' ],
+	[ q{geom::geography <-> 'POLYGON((25.3 60.3, 25.35 60.3, 25.35 60.33, 25.3 60.3))'::geography}, q{road_class IN ('primary', 'residential')} ],
+	[ q{geom::geography <-> 'POINT(24.97 60.18)'::geography}, 'true' ],
+	[ q{geom <-> 'SRID=4326;POINT(24.95 60.17)'::geometry}, 'location_id BETWEEN 1000 AND 1400' ],
+	[ q{geom::geography <-> NULL::geography}, 'location_id BETWEEN 100 AND 105' ],
+	[ q{geom <-> NULL::geometry}, 'true' ])
+{
+	my ($d, $w) = @$h;
+	is($node->safe_psql('postgres', "SELECT exact_d(\$d\$$d\$d\$, \$w\$$w\$w\$)"), 'same', "ORDER BY $d WHERE $w: the heap's distances, bit for bit");
+}
+$node->safe_psql('postgres', q{ALTER SYSTEM SET track_functions = 'all'});
+$node->reload;
+my $knn_calls = sub {
+	$node->safe_psql('postgres', q{SELECT pg_stat_clear_snapshot(); SELECT coalesce(sum(calls), 0) FROM pg_stat_user_functions WHERE funcname = 'geography_distance_knn'});
+};
+for my $q (
+	q{SELECT location_id, geom::geography <-> 'LINESTRING(25.3 60.0, 25.4 60.05)'::geography AS d FROM trafficdb.locations ORDER BY geom::geography <-> 'LINESTRING(25.3 60.0, 25.4 60.05)'::geography LIMIT 6},
+	q{SELECT location_id FROM trafficdb.locations WHERE road_class = 'primary' ORDER BY geom::geography <-> 'POLYGON((25.3 60.3, 25.35 60.3, 25.35 60.33, 25.3 60.3))'::geography LIMIT 4})
+{
+	my $before = $knn_calls->();
+	my $plan = $node->safe_psql('postgres', "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) $q");
+	my ($measured) = $plan =~ /Distances Measured by PostGIS: (\d+)/;
+	my ($rows) = $plan =~ /Foreign Scan on locations \(actual rows=(\d+)/;
+	my $calls;
+	# the backend's counts reach the statistics when it exits (safe_psql's does); bounded wait
+	for (1 .. 50)
+	{
+		$calls = $knn_calls->() - $before;
+		last if $calls >= ($measured // 0);
+		usleep(100_000);
+	}
+	ok(defined $measured && $rows > 0 && $calls == $measured,
+		"PostGIS measured each entry once and no returned row again ($calls calls, $measured measured, $rows rows): $q");
+}
 
 # NULL query: every distance NULL, all rows, no error.
 is($node->safe_psql('postgres', q{SELECT count(*) FROM (SELECT location_id FROM trafficdb.locations ORDER BY geom <-> NULL::geometry LIMIT 5) s}),
