@@ -127,6 +127,8 @@ locExplainForeignScan(ForeignScanState *node, ExplainState *es)
 							   (int64) (st->kind == PUSH_KNN_ORDER ? st->knn_measured + st->knn_refined : st->examined), es);
 		if (st->kind == PUSH_KNN_ORDER && st->knn_refined > 0)
 			ExplainPropertyInteger("Distances Measured by PostGIS", NULL, (int64) st->knn_postgis, es);
+		if (st->kind == PUSH_KNN_ORDER && st->prefilter != NULL)
+			ExplainPropertyInteger("Rows Removed Before Measuring", NULL, (int64) st->knn_prefiltered, es);
 		if (st->radius_clause != NULL)
 			ExplainPropertyInteger("Radius Decided by PostGIS", NULL, (int64) st->radius_postgis, es);
 		if (st->recheck != NULL)

@@ -104,7 +104,8 @@ enum FdwPrivateIndex
 	FdwPrivateNargs,			/* integer: how many arguments the scan evaluates once per (re)scan */
 	FdwPrivateRecheck,			/* integer list: the pushed clause's own recheck (own_recheck), or NIL */
 	FdwPrivateRecheckText,		/* string: that clause, for EXPLAIN */
-	FdwPrivateOrderExpr			/* nearest first with fdw_scan_tlist: the distance expression, or NIL */
+	FdwPrivateOrderExpr,		/* nearest first with fdw_scan_tlist: the distance expression, or NIL */
+	FdwPrivatePrefilter			/* nearest first: the quals it checks before measuring an entry (NIL: none) */
 };
 
 typedef struct LocScanState
@@ -154,6 +155,11 @@ typedef struct LocScanState
 	TupleTableSlot *knn_slot;	/* holds the entry's geom while it is measured */
 	int			dist_att;		/* the scan tuple's attribute of that distance (fdw_scan_tlist), or -1 */
 	double	   *knn_list_dist;	/* knn_list's measured distances (NaN: not a number, or NULL) */
+	ExprState  *prefilter;		/* quals checked before an entry is measured (knn_prefilter), or NULL */
+	ExprContext *pre_econtext;	/* their own, reset per entry */
+	TupleTableSlot *pre_slot;
+	uint64		knn_prefiltered;	/* entries they removed before measuring */
+	bool		knn_range_walk;	/* the walk skips ids outside [knn_lo, knn_hi] */
 	ExprContext *knn_econtext;
 	MemoryContext knn_cxt;		/* per measured entry */
 	TdbKnnIter	knn;
@@ -217,6 +223,8 @@ extern void loc_find_candidates(ForeignScanState *node, LocScanState *st);
 extern void loc_knn_begin(ForeignScanState *node, LocScanState *st, Datum v, bool isnull, Oid type);
 extern Datum loc_record_geom(ForeignScanState *node, LocScanState *st, uint64 i);
 extern Datum loc_knn_measure(ForeignScanState *node, uint64 e, bool *isnull);
+extern void loc_fill_row(ForeignScanState *node, LocScanState *st, TupleTableSlot *slot, uint64 i,
+						 Datum own_geom, bool with_geom, bool geom_too);
 extern bool loc_geometry_box_ex(Datum geom, TdbBox *box, bool as_postgis);
 extern double loc_map_arc_slack(const TdbMapView *map);
 extern bool loc_id_range_bounds(int flags, const Datum *v, const bool *isnull, const Oid *type,

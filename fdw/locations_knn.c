@@ -188,6 +188,8 @@ loc_record_geom_xy(ForeignScanState *node, LocScanState *st, uint64 i)
 	return rec->npoints;
 }
 
+static bool knn_walk_filter(uint64_t e, void *arg);
+
 /* Record i's shape as a geometry Datum (its points go through st->xy). */
 Datum
 loc_record_geom(ForeignScanState *node, LocScanState *st, uint64 i)
@@ -369,6 +371,9 @@ knn_start(ForeignScanState *node, LocScanState *st, Datum v, bool isnull, Oid ty
 	}
 	tdb_knn_begin(&st->knn, &st->snap->map->rtree, bound, bound_arg, knn_exact, node, &alloc);
 	tdb_knn_set_refine(&st->knn, refine, node);
+	st->knn_range_walk = false;
+	if (st->prefilter != NULL)
+		tdb_knn_set_filter(&st->knn, knn_walk_filter, node);
 	if (tight)
 		tdb_knn_set_tight(&st->knn, tight, bound_arg);
 	st->knn_active = true;
@@ -519,6 +524,47 @@ knn_range_filter(uint64_t e, void *arg)
 }
 
 /*
+ * Does entry e pass the quals the scan checks before measuring it
+ * (knn_prefilter)?  Its columns but geom, in a slot of the scan tuple's
+ * shape, in memory reset at each entry.
+ */
+static bool
+knn_prefilter_passes(ForeignScanState *node, LocScanState *st, uint64 e)
+{
+	ExprContext *econtext = st->pre_econtext;
+	TupleTableSlot *slot = st->pre_slot;
+	MemoryContext old;
+	bool		ok;
+
+	CHECK_FOR_INTERRUPTS();
+	ResetExprContext(econtext);
+	old = MemoryContextSwitchTo(econtext->ecxt_per_tuple_memory);
+	ExecClearTuple(slot);
+	for (int a = 0; a < slot->tts_tupleDescriptor->natts; a++)
+		slot->tts_isnull[a] = true;
+	loc_fill_row(node, st, slot, e, (Datum) 0, false, false);
+	ExecStoreVirtualTuple(slot);
+	econtext->ecxt_scantuple = slot;
+	ok = ExecQual(st->prefilter, econtext);
+	MemoryContextSwitchTo(old);
+	if (!ok)
+		st->knn_prefiltered++;
+	return ok;
+}
+
+/* The walk's filter: the id range it skips outside of, the quals it checks first. */
+static bool
+knn_walk_filter(uint64_t e, void *arg)
+{
+	ForeignScanState *node = arg;
+	LocScanState *st = node->fdw_state;
+
+	if (st->knn_range_walk && !knn_range_filter(e, st))
+		return false;
+	return st->prefilter == NULL || knn_prefilter_passes(node, st, e);
+}
+
+/*
  * A nearest-first scan with an id range: no id in it, no row at once; a
  * few (at most 10 per row the query asks for, and 100,000): each measured,
  * the rows in the walk's order (distance, then entry); more: the walk,
@@ -587,20 +633,25 @@ knn_range_setup(ForeignScanState *node, LocScanState *st)
 		listed = true;			/* a hash probe per id */
 	if (!listed)
 	{
-		tdb_knn_set_filter(&st->knn, knn_range_filter, st);
+		st->knn_range_walk = true;
+		tdb_knn_set_filter(&st->knn, knn_walk_filter, node);
 		return;
 	}
 	r = palloc(sizeof(KnnRanked) * (ids != NULL ? Max(to - from, 1) : (uint64) st->knn_hi - (uint64) st->knn_lo + 1));
 	st->knn_nlist = 0;
+	/* (what the quals checked first remove is not measured) */
 	if (ids != NULL)
+	{
 		for (uint64 k = from; k < to; k++)
-			r[st->knn_nlist++].entry = ids[k];
+			if (st->prefilter == NULL || knn_prefilter_passes(node, st, ids[k]))
+				r[st->knn_nlist++].entry = ids[k];
+	}
 	else
 		for (int64 id = st->knn_lo;; id++)
 		{
 			int64		i = tdb_map_find(map, (uint64) id);
 
-			if (i >= 0)
+			if (i >= 0 && (st->prefilter == NULL || knn_prefilter_passes(node, st, (uint64) i)))
 				r[st->knn_nlist++].entry = (uint64) i;
 			if (id == st->knn_hi)
 				break;

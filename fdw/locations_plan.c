@@ -17,6 +17,7 @@
 #include "catalog/pg_type.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
+#include "optimizer/clauses.h"
 #include "optimizer/cost.h"
 #include "optimizer/optimizer.h"
 #include "optimizer/pathnode.h"
@@ -699,6 +700,47 @@ knn_scan_tlist(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid, const
 											   (AttrNumber) (list_length(scan_tlist) + 1), NULL, false));
 }
 
+/*
+ * The quals a nearest-first scan checks itself before it measures an entry:
+ * an entry PostgreSQL would filter out costs no PostGIS distance (a map
+ * matcher asks for a few road classes, and most roads are of others).
+ * Only those that cannot fail or leak whatever the row (every function
+ * applied to a column leakproof), with nothing volatile and no subquery,
+ * and that read only columns other than geom (the others cost a lookup,
+ * geom a geometry).  PostgreSQL still checks them on the rows returned.
+ */
+static List *
+knn_prefilter(PlannerInfo *root, RelOptInfo *baserel, const LocPlanInfo *info, const Push *push, List *quals)
+{
+	List	   *pre = NIL;
+	ListCell   *lc;
+
+	if (push->kind != PUSH_KNN_ORDER)
+		return NIL;
+	foreach(lc, quals)
+	{
+		Node	   *q = lfirst(lc);
+		Bitmapset  *attrs = NULL;
+		bool		ok = true;
+		int			x = -1;
+
+		if (contain_volatile_functions(q) || contain_subplans(q) || contain_leaked_vars(q) ||
+			!bms_equal(pull_varnos(root, q), bms_make_singleton(baserel->relid)))
+			continue;
+		pull_varattnos(q, baserel->relid, &attrs);
+		while ((x = bms_next_member(attrs, x)) >= 0)
+		{
+			int			a = x + FirstLowInvalidHeapAttributeNumber;
+
+			if (a <= 0 || a > info->natts || info->colmap[a - 1] < 0 || info->colmap[a - 1] == COL_GEOM)
+				ok = false;
+		}
+		if (ok)
+			pre = lappend(pre, q);
+	}
+	return pre;
+}
+
 ForeignScan *
 locGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 				  ForeignPath *best_path, List *tlist, List *scan_clauses, Plan *outer_plan)
@@ -859,7 +901,15 @@ locGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 							 list_make1_int(pushed_arg_count(&push)));
 	fdw_private = lappend(lappend(fdw_private, own), makeString(own_desc));
 	scan_tlist = knn_scan_tlist(root, baserel, foreigntableid, &push, whole_row);
-	fdw_private = lappend(fdw_private, scan_tlist != NIL ? lsecond(push.args) : NULL);
+	{
+		/* (expressions in fdw_private are not fixed by set_plan_references: their operators' functions here) */
+		Node	   *order_expr = scan_tlist != NIL ? copyObject(lsecond(push.args)) : NULL;
+		List	   *pre = copyObject(knn_prefilter(root, baserel, info, &push, scan_clauses));
+
+		fix_opfuncids(order_expr);
+		fix_opfuncids((Node *) pre);
+		fdw_private = lappend(lappend(fdw_private, order_expr), pre);
+	}
 	if (scan_tlist != NIL)
 	{
 		/*

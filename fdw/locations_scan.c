@@ -135,6 +135,15 @@ locBeginForeignScan(ForeignScanState *node, int eflags)
 		/* with fdw_scan_tlist the expression is in fdw_private, and the scan's tuple has its column last */
 		st->order_state = ExecInitExpr(order_expr != NULL ? order_expr : lsecond(plan->fdw_exprs), (PlanState *) node);
 		st->dist_att = order_expr != NULL ? st->natts : -1;
+		if (list_length(plan->fdw_private) > FdwPrivatePrefilter &&
+			list_nth(plan->fdw_private, FdwPrivatePrefilter) != NIL)
+		{
+			st->prefilter = ExecInitQual(list_nth(plan->fdw_private, FdwPrivatePrefilter), (PlanState *) node);
+			st->pre_econtext = CreateExprContext(node->ss.ps.state);
+			st->pre_slot = ExecInitExtraTupleSlot(node->ss.ps.state,
+												  node->ss.ss_ScanTupleSlot->tts_tupleDescriptor,
+												  &TTSOpsVirtual);
+		}
 		/* an id range: its bounds follow the argument (push_encode) */
 		st->knn_range = st->nparts == 1 && st->part_kind[0] == PUSH_ID_RANGE;
 		st->knn_limit = list_length(push) > 7 ? list_nth_int(push, 7) : 10;
@@ -163,90 +172,25 @@ locBeginForeignScan(ForeignScanState *node, int eflags)
 		tdb_geometry_oid();
 }
 
-TupleTableSlot *
-locIterateForeignScan(ForeignScanState *node)
+/*
+ * Entry i's columns into slot's values (the ones the query reads; geom also
+ * if geom_too, never unless with_geom; own_geom: geom made already, or 0).
+ */
+void
+loc_fill_row(ForeignScanState *node, LocScanState *st, TupleTableSlot *slot, uint64 i,
+			 Datum own_geom, bool with_geom, bool geom_too)
 {
-	LocScanState *st = node->fdw_state;
-	TupleTableSlot *slot = node->ss.ss_ScanTupleSlot;
-	const TdbSnapshot *snap;
-	uint64		i;
-	const TdbLocation *rec;
-	const TdbTraffic *t;
-	bool		check;
-	Datum		own_geom;
-	double		knn_dist = NAN;
+	const TdbSnapshot *snap = st->snap;
+	const TdbLocation *rec = &snap->map->records[i];
+	const TdbTraffic *t = &snap->entries[i];
 
-	if (st->snap == NULL)
-	{
-		st->snap = tdb_backend_snapshot_for_scan(node->ss.ps.state->es_query_cxt);
-		loc_find_candidates(node, st);
-	}
-	snap = st->snap;
-next_candidate:
-	ExecClearTuple(slot);
-	if (st->kind == PUSH_KNN_ORDER && st->knn_listed)
-	{
-		if (st->knn_next >= st->knn_nlist)
-			return slot;
-		knn_dist = st->knn_list_dist[st->knn_next];
-		i = st->knn_list[st->knn_next++];
-	}
-	else if (st->kind == PUSH_KNN_ORDER)
-	{
-		uint64_t	entry;
-		double		dist;
-		int			rc = st->knn_active ? tdb_knn_next(&st->knn, &entry, &dist) : 0;
-
-		if (rc < 0)
-			ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory in a nearest-first scan")));
-		if (rc == 0)
-			return slot;
-		i = entry;
-		knn_dist = dist;
-	}
-	else
-	{
-		if (st->next >= st->ncand)
-			return slot;
-		i = st->cand ? st->cand[st->next] : st->next;
-		st->next++;
-	}
-	st->examined++;
-	rec = &snap->map->records[i];
-	t = &snap->entries[i];
-	check = false;
-	own_geom = (Datum) 0;
-	if (st->recheck != NULL)
-	{
-		own_geom = loc_record_geom(node, st, i);
-		if (!own_recheck_passes(st, own_geom))
-		{
-			st->recheck_removed++;
-			ResetExprContext(node->ss.ps.ps_ExprContext);
-			goto next_candidate;
-		}
-	}
-	if (st->radius_clause != NULL)
-	{
-		if (st->radius_fast)
-		{
-			double		dist = tdb_map_distance(snap->map, i, st->radius_x, st->radius_y,
-												TDB_METRIC_METRES);
-
-			if (dist > st->radius_hi)
-				goto next_candidate;
-			check = dist > st->radius_lo;
-		}
-		else
-			check = true;
-	}
 	for (int a = 0; a < st->natts; a++)
 	{
 		Datum	   *v = &slot->tts_values[a];
 		bool	   *n = &slot->tts_isnull[a];
 
 		*n = false;
-		switch (check && a == st->geom_att ? COL_GEOM : st->colmap[a])
+		switch (a == st->geom_att && geom_too ? COL_GEOM : a == st->geom_att && !with_geom ? -1 : st->colmap[a])
 		{
 			case COL_LOCATION_ID:
 				*v = Int64GetDatum((int64) rec->id);
@@ -321,6 +265,82 @@ next_candidate:
 				*v = (Datum) 0;
 		}
 	}
+}
+
+TupleTableSlot *
+locIterateForeignScan(ForeignScanState *node)
+{
+	LocScanState *st = node->fdw_state;
+	TupleTableSlot *slot = node->ss.ss_ScanTupleSlot;
+	const TdbSnapshot *snap;
+	uint64		i;
+	bool		check;
+	Datum		own_geom;
+	double		knn_dist = NAN;
+
+	if (st->snap == NULL)
+	{
+		st->snap = tdb_backend_snapshot_for_scan(node->ss.ps.state->es_query_cxt);
+		loc_find_candidates(node, st);
+	}
+	snap = st->snap;
+next_candidate:
+	ExecClearTuple(slot);
+	if (st->kind == PUSH_KNN_ORDER && st->knn_listed)
+	{
+		if (st->knn_next >= st->knn_nlist)
+			return slot;
+		knn_dist = st->knn_list_dist[st->knn_next];
+		i = st->knn_list[st->knn_next++];
+	}
+	else if (st->kind == PUSH_KNN_ORDER)
+	{
+		uint64_t	entry;
+		double		dist;
+		int			rc = st->knn_active ? tdb_knn_next(&st->knn, &entry, &dist) : 0;
+
+		if (rc < 0)
+			ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory in a nearest-first scan")));
+		if (rc == 0)
+			return slot;
+		i = entry;
+		knn_dist = dist;
+	}
+	else
+	{
+		if (st->next >= st->ncand)
+			return slot;
+		i = st->cand ? st->cand[st->next] : st->next;
+		st->next++;
+	}
+	st->examined++;
+	check = false;
+	own_geom = (Datum) 0;
+	if (st->recheck != NULL)
+	{
+		own_geom = loc_record_geom(node, st, i);
+		if (!own_recheck_passes(st, own_geom))
+		{
+			st->recheck_removed++;
+			ResetExprContext(node->ss.ps.ps_ExprContext);
+			goto next_candidate;
+		}
+	}
+	if (st->radius_clause != NULL)
+	{
+		if (st->radius_fast)
+		{
+			double		dist = tdb_map_distance(snap->map, i, st->radius_x, st->radius_y,
+												TDB_METRIC_METRES);
+
+			if (dist > st->radius_hi)
+				goto next_candidate;
+			check = dist > st->radius_lo;
+		}
+		else
+			check = true;
+	}
+	loc_fill_row(node, st, slot, i, own_geom, true, check);
 	if (st->dist_att >= 0)
 	{
 		/*

@@ -225,6 +225,42 @@ for my $q (
 		"PostGIS measured each entry once and no returned row again ($calls calls, $measured measured, $rows rows): $q");
 }
 
+# Quals that cannot fail or leak (leakproof functions on columns other than
+# geom) are checked before an entry is measured: a road-class filter spares
+# PostGIS the roads of other classes.  Others are not: a function of the
+# user's (not leakproof) sees only the rows PostgreSQL gives it, as with the
+# heap, and an error it raises comes as it would.
+$node->safe_psql('postgres', q{
+CREATE TABLE seen (id bigint);
+CREATE FUNCTION peek(id bigint, c text) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN INSERT INTO seen VALUES (id); RETURN c = 'primary'; END $$;
+CREATE FUNCTION fail_on(id bigint, bad bigint) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN IF id = bad THEN RAISE EXCEPTION 'row % seen', id; END IF; RETURN true; END $$;
+});
+my $poly = q{'POLYGON((25.3 60.3, 25.35 60.3, 25.35 60.33, 25.3 60.3))'::geography};
+my $measure = sub {
+	my $plan = $node->safe_psql('postgres', "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) SELECT location_id FROM trafficdb.locations WHERE $_[0] ORDER BY geom::geography <-> $poly LIMIT 4");
+	my ($removed) = $plan =~ /Rows Removed Before Measuring: (\d+)/;
+	my ($measured) = $plan =~ /Distances Measured by PostGIS: (\d+)/;
+	return ($removed, $measured);
+};
+my ($removed, $measured) = $measure->(q{road_class = 'primary' AND location_id > 10});
+# the same filter through textcat, which is not leakproof: checked by PostgreSQL only
+my (undef, $measured_after) = $measure->(q{road_class || '' = 'primary' AND location_id > 10});
+ok(defined $removed && $removed > 0 && $measured < $measured_after,
+	"road_class = 'primary' AND location_id > 10 checked before measuring: " . ($removed // 'none') .
+	  " removed, $measured measured (checked after: $measured_after)");
+is($node->safe_psql('postgres', "SELECT exact_d(\$d\$geom::geography <-> $poly\$d\$, \$w\$road_class = 'primary' AND location_id > 10\$w\$)"),
+	'same', 'the same rows and distances as the heap');
+my $plan = $node->safe_psql('postgres', "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) SELECT location_id FROM trafficdb.locations WHERE peek(location_id, road_class) ORDER BY geom::geography <-> $poly LIMIT 4");
+unlike($plan, qr/Rows Removed Before Measuring/, 'a function that is not leakproof is not checked before measuring');
+my ($passed) = $plan =~ /Foreign Scan on locations \(actual rows=(\d+)/;
+my ($failed) = $plan =~ /Rows Removed by Filter: (\d+)/;
+my $scan_rows = $passed + ($failed // 0);
+is($node->safe_psql('postgres', q{SELECT count(*) FROM seen}), $scan_rows, "it saw only the $scan_rows rows the scan returned");
+my ($ret) = $node->psql('postgres', "SELECT location_id FROM trafficdb.locations WHERE fail_on(location_id, 5) ORDER BY geom <-> 'SRID=4326;POINT(0 0)'::geometry LIMIT 1");
+is($ret, 0, 'a qual that fails on a row beyond the LIMIT is not run on it');
+
 # NULL query: every distance NULL, all rows, no error.
 is($node->safe_psql('postgres', q{SELECT count(*) FROM (SELECT location_id FROM trafficdb.locations ORDER BY geom <-> NULL::geometry LIMIT 5) s}),
 	'5', 'a NULL query point gives rows (all distances NULL), not an error');
