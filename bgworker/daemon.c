@@ -356,6 +356,7 @@ tdb_daemon_main(Datum main_arg)
 		bool		map_pending;
 		MapLoadArg	map_arg;
 		bool		force;
+		bool		sync_cycle = false;
 		long		wait_ms;
 
 		if (ShutdownRequestPending)
@@ -416,7 +417,7 @@ tdb_daemon_main(Datum main_arg)
 		last_cycle_at = GetCurrentTimestamp();
 		/* the cycle sweeps and watches readers too: the next check is DAMAGE_CHECK_MS from here */
 		last_check_at = last_cycle_at;
-		D.sync_served = force_sync;
+		sync_cycle = force_sync;
 		force_sync = false;
 		sweep_subscribers();
 
@@ -441,6 +442,8 @@ tdb_daemon_main(Datum main_arg)
 			D.refusal[0] = '\0';
 			if (D.have_map)
 				ok = run_in_tx("trafficdb feed", feed_tx, &force, msg);
+			/* only a cycle that committed: a failing one is retried at the drain interval */
+			D.sync_served = sync_cycle && ok && D.refusal[0] == '\0';
 			/* after the publication: a reload of the subscriptions never delays one */
 			if (subscriptions_stale())
 				(void) run_in_tx("trafficdb subscriptions", subscriptions_tx, NULL, NULL);

@@ -239,7 +239,8 @@ static void
 insert_encoded(uint64 gen, char kind, int part, int64 created_us, uint64 map_id, int64 entries,
 			   bool has_crc, uint32 object_crc, uint8_t *rec, size_t len)
 {
-	if (len > MaxAllocSize - VARHDRSZ)
+	/* (the row's other columns and tuple header are formed around it: room for them) */
+	if (len > MaxAllocSize - VARHDRSZ - 4096)
 	{
 		free(rec);
 		ereport(ERROR,

@@ -195,9 +195,9 @@ drain_guarded(void *p)
 	nput_batch = 0;
 	a->n = tdb_ring_drain(&D.ring, 0, ring_apply, NULL, &a->st);
 	flush_puts();
-	/* a hint only (any writer can write it): someone waits for a commit */
+	/* a writer waits for a commit of what was drained from its lane (what it says of itself) */
 	if (!a->st.truncated)
-		a->sync_waiters = atomic_load(&((TdbWritersHeader *) D.ring.base)->sync_waiters) != 0;
+		a->sync_waiters = tdb_ring_sync_wanted(&D.ring);
 }
 
 static void
@@ -310,5 +310,18 @@ drain_ring(void)
 	if (a.st.lanes_reset > 0)
 		ereport(LOG, (errmsg("trafficdb: reset " UINT64_FORMAT " damaged writer lane(s), dropping " UINT64_FORMAT " slot(s): %s",
 							 a.st.lanes_reset, a.st.dropped_slots, a.st.reset_reason)));
-	return a.sync_waiters && D.npend > 0;
+	if (a.sync_waiters && D.npend == 0 && D.nput_rejects == 0 && D.put_rejects_unfiled == 0)
+	{
+		/*
+		 * What the waiting writers put changed nothing (older than what is
+		 * stored: newest wins) and nothing else waits to be committed: the
+		 * working traffic is the committed generation's, so what they put
+		 * is as durable as it will ever be.  Tell them now, not at the next
+		 * publication.
+		 */
+		ring_committed(D.generation);
+		return false;
+	}
+	/* (puts for unknown locations are filed by the cycle, in feed_rejects) */
+	return a.sync_waiters;
 }

@@ -600,6 +600,8 @@ wait_durable(trafficdb_writer *w, uint64_t p0, uint64_t p1, uint32_t s0, int64_t
 	if (p0 == p1)
 		return TRAFFICDB_OK;
 	rounds = wait_rounds(deadline);
+	/* what this lane waits for (the daemon's test), then the count the futex wake looks at */
+	atomic_store_explicit(&w->lane->sync_until, p1, memory_order_seq_cst);
 	atomic_fetch_add_explicit(&w->hdr->sync_waiters, 1, memory_order_seq_cst);
 	/* a daemon asleep since our put was drained makes the next generation now */
 	bell(w);
@@ -653,6 +655,7 @@ wait_durable(trafficdb_writer *w, uint64_t p0, uint64_t p1, uint32_t s0, int64_t
 		}
 	}
 	atomic_fetch_sub_explicit(&w->hdr->sync_waiters, 1, memory_order_seq_cst);
+	atomic_store_explicit(&w->lane->sync_until, 0, memory_order_release);
 	return rc;
 }
 

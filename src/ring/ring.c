@@ -656,6 +656,18 @@ tdb_ring_committed(TdbRing *r, uint64_t generation)
 		futex_wake_all(&h->commit_word);
 }
 
+bool
+tdb_ring_sync_wanted(const TdbRing *r)
+{
+	if (r->base == NULL)
+		return false;
+	for (uint32_t i = 0; i < r->nlanes; i++)
+		if (r->head[i] > r->durable[i] &&
+			atomic_load_explicit(&tdb_ring_lane(r->base, i)->sync_until, memory_order_acquire) > r->durable[i])
+			return true;
+	return false;
+}
+
 void
 tdb_ring_set_state(TdbRing *r, uint32_t state, uint32_t retry_hint_us)
 {
@@ -736,7 +748,7 @@ tdb_ring_sleep(TdbRing *r, uint64_t nonce, bool sync_matters)
 	for (uint32_t lane = 0; lane < r->nlanes; lane++)
 		if (atomic_load_explicit(&tdb_ring_lane(r->base, lane)->tail, memory_order_relaxed) != r->head[lane])
 			goto awake;
-	if (sync_matters && atomic_load_explicit(&h->sync_waiters, memory_order_relaxed) != 0)
+	if (sync_matters && tdb_ring_sync_wanted(r))
 		goto awake;
 	/* a sleep is not a drain period: the next drain does not count it in the BUSY hint */
 	r->last_drain_us = 0;

@@ -48,7 +48,7 @@
 #include "validate.h"
 
 #define TDB_WRITERS_MAGIC		0x57544454u /* "TDTW" */
-#define TDB_WRITERS_VERSION		2	/* 2: writers ring the sleeping daemon's bell */
+#define TDB_WRITERS_VERSION		3	/* 2: writers ring the sleeping daemon's bell; 3: a lane says what its sync writer waits for */
 #define TDB_RING_HEADER_SIZE	4096
 #define TDB_RING_LANE_SIZE		256
 #define TDB_RING_SLOT_SIZE		64
@@ -106,7 +106,8 @@ typedef struct TdbLane
 {
 	/* line 0: the owner's */
 	_Atomic uint64_t tail;		/* next ticket; release-stored after the slots */
-	char		p0[56];
+	_Atomic uint64_t sync_until;	/* a TRAFFICDB_SYNC writer waits until durable reaches it (0: none) */
+	char		p0[48];
 	/* line 1: the daemon's */
 	_Atomic uint64_t head;		/* tickets < head are consumed: their slots are free */
 	_Atomic uint64_t durable;	/* tickets < durable are in a committed generation */
@@ -400,6 +401,15 @@ uint64_t	tdb_ring_drain(TdbRing *r, uint64_t max_updates, tdb_ring_apply_fn fn, 
  * it holds).
  */
 void		tdb_ring_committed(TdbRing *r, uint64_t generation);
+
+/*
+ * Does a TRAFFICDB_SYNC writer wait for updates the daemon has drained from
+ * its lane and not yet made durable (its lane's sync_until above durable,
+ * and head too)?  Per lane: a writer that died waiting asks for nothing
+ * once what it put is durable (the count in sync_waiters stays).  The
+ * caller guards it against SIGBUS as a drain.
+ */
+bool		tdb_ring_sync_wanted(const TdbRing *r);
 
 /*
  * TDB_RING_RUNNING, REBUILDING or STOPPED; retry_hint_us (0: keep the

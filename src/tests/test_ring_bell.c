@@ -181,12 +181,29 @@ UNIT_TEST(test_ring_bell_rung_once_and_by_writers)
 	CHECK_EQ_U64(tdb_ring_bell_drain(bell), 1);
 	CHECK(!bell_rang(bell, 0));
 
-	/* a sync waiter keeps the daemon awake only when a commit is pending */
+	/*
+	 * A sync writer keeps the daemon awake only when a commit is pending and
+	 * what its lane says it waits for is drained and not durable; the
+	 * header's count alone (a writer that died waiting) does not.
+	 */
 	atomic_store(&h->sync_waiters, 1);
+	CHECK(tdb_ring_sleep(&e.ring, nonce, true));
+	tdb_ring_awake(&e.ring);
+	atomic_store(&tdb_ring_lane(e.ring.base, 0)->tail, 5);
+	e.ring.head[0] = 5;
+	atomic_store(&tdb_ring_lane(e.ring.base, 0)->sync_until, 5);
+	CHECK(tdb_ring_sync_wanted(&e.ring));
 	CHECK(!tdb_ring_sleep(&e.ring, nonce, true));
 	CHECK(!tdb_ring_daemon_asleep(h));
 	CHECK(tdb_ring_sleep(&e.ring, nonce, false));
 	tdb_ring_awake(&e.ring);
+	e.ring.durable[0] = 5;
+	CHECK(!tdb_ring_sync_wanted(&e.ring));
+	CHECK(tdb_ring_sleep(&e.ring, nonce, true));
+	tdb_ring_awake(&e.ring);
+	atomic_store(&tdb_ring_lane(e.ring.base, 0)->sync_until, 0);
+	atomic_store(&tdb_ring_lane(e.ring.base, 0)->tail, 0);
+	e.ring.head[0] = e.ring.durable[0] = 0;
 	atomic_store(&h->sync_waiters, 0);
 
 	/* libtrafficdb: a put into a sleeping ring rings; the daemon's re-check sees a put not drained */
