@@ -221,6 +221,8 @@ extern void loc_find_candidates(ForeignScanState *node, LocScanState *st);
 
 /* locations_knn.c: nearest first, and what the candidates share */
 extern void loc_knn_begin(ForeignScanState *node, LocScanState *st, Datum v, bool isnull, Oid type);
+/* locations_row.c */
+extern uint32 loc_record_geom_xy(ForeignScanState *node, LocScanState *st, uint64 i);
 extern Datum loc_record_geom(ForeignScanState *node, LocScanState *st, uint64 i);
 extern Datum loc_knn_measure(ForeignScanState *node, uint64 e, bool *isnull);
 extern void loc_fill_row(ForeignScanState *node, LocScanState *st, TupleTableSlot *slot, uint64 i,

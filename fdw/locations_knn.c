@@ -172,32 +172,7 @@ knn_zero_bound(const TdbBoxF *b, void *arg)
 	return 0;
 }
 
-/* Record i's points into st->xy (grown as needed); returns their count. */
-static uint32
-loc_record_geom_xy(ForeignScanState *node, LocScanState *st, uint64 i)
-{
-	const TdbLocation *rec = &st->snap->map->records[i];
-
-	if (st->xy_cap < rec->npoints)
-	{
-		st->xy_cap = rec->npoints;
-		st->xy = st->xy ? repalloc(st->xy, sizeof(double) * 2 * st->xy_cap)
-			: MemoryContextAlloc(node->ss.ps.state->es_query_cxt, sizeof(double) * 2 * st->xy_cap);
-	}
-	tdb_map_shape(st->snap->map, i, st->xy);
-	return rec->npoints;
-}
-
 static bool knn_walk_filter(uint64_t e, void *arg);
-
-/* Record i's shape as a geometry Datum (its points go through st->xy). */
-Datum
-loc_record_geom(ForeignScanState *node, LocScanState *st, uint64 i)
-{
-	uint32		n = loc_record_geom_xy(node, st, i);
-
-	return tdb_linestring_datum(st->xy, n);
-}
 
 /*
  * PostGIS's distance of entry e: the query's own ORDER BY expression,

@@ -12,24 +12,13 @@ use Time::HiRes qw(usleep);
 use lib 't';
 use TdbTest;
 
-my $lib = $ENV{TRAFFICDB_LIB} // die 'TRAFFICDB_LIB must name lib/libtrafficdb.so';
-my $pydir = $ENV{TRAFFICDB_PYTHON} // die 'TRAFFICDB_PYTHON must name the python/ folder';
-
 my $node = tdb_node('put', 'trafficdb.publish_interval' => "'100ms'");
 tdb_grid_map($node);
 
 my $shm = '/trafficdb.' . $node->port;
-local $ENV{TRAFFICDB_LIB} = $lib;
-local $ENV{PYTHONPATH} = $pydir;
 
-sub py
-{
-	my ($code) = @_;
-	my ($out, $err) = run_command([ '/usr/bin/python3', '-c', "import trafficdb, os, sys, time\nname = '$shm'\n$code" ]);
-	note($err) if $err;
-	chomp $out;
-	return $out;
-}
+my $py = tdb_python("name = '$shm'");
+sub py { return $py->(@_); }
 
 # async and sync puts
 is(py(q{

@@ -21,9 +21,6 @@ use POSIX ();
 use lib 't';
 use TdbTest;
 
-my $lib = $ENV{TRAFFICDB_LIB} // die 'TRAFFICDB_LIB must name lib/libtrafficdb.so';
-my $pydir = $ENV{TRAFFICDB_PYTHON} // die 'TRAFFICDB_PYTHON must name the python/ folder';
-
 # no publication but the ones asked for: what is drained stays uncommitted
 my $node = tdb_node('put_stop', 'trafficdb.publish_interval' => "'1h'");
 $node->safe_psql('postgres', q{
@@ -34,18 +31,10 @@ CREATE TABLE roads AS SELECT i::bigint AS id,
 SELECT trafficdb.load_map('roads', 'id', 'geom');
 });
 my $shm = '/trafficdb.' . $node->port;
-local $ENV{TRAFFICDB_LIB} = $lib;
-local $ENV{PYTHONPATH} = $pydir;
 my $out = "$PostgreSQL::Test::Utils::tmp_check/put_stop.out";
 
-sub py
-{
-	my ($code) = @_;
-	my ($stdout, $err) = run_command([ '/usr/bin/python3', '-c', "import trafficdb, time\nw = trafficdb.Writer('$shm')\n$code" ]);
-	note($err) if $err;
-	chomp $stdout;
-	return $stdout;
-}
+my $py = tdb_python("w = trafficdb.Writer('$shm')");
+sub py { return $py->(@_); }
 
 is(py(q{w.put(1, speed_kmh=12); print('ok')}), 'ok', 'an ASYNC put');
 is($node->safe_psql('postgres', 'SELECT trafficdb.publish() > 0'), 't', 'publish()');

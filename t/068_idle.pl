@@ -20,22 +20,11 @@ use Time::HiRes qw(usleep);
 use lib 't';
 use TdbTest;
 
-my $lib = $ENV{TRAFFICDB_LIB} // die 'TRAFFICDB_LIB must name lib/libtrafficdb.so';
-my $pydir = $ENV{TRAFFICDB_PYTHON} // die 'TRAFFICDB_PYTHON must name the python/ folder';
-
 my ($node, $standby) = tdb_standby_pair();
 my $shm = '/trafficdb.' . $node->port;
-local $ENV{TRAFFICDB_LIB} = $lib;
-local $ENV{PYTHONPATH} = $pydir;
 
-sub py
-{
-	my ($code) = @_;
-	my ($out, $err) = run_command([ '/usr/bin/python3', '-c', "import trafficdb, time\nw = trafficdb.Writer('$shm')\n$code" ]);
-	note($err) if $err;
-	chomp $out;
-	return $out;
-}
+my $py = tdb_python("w = trafficdb.Writer('$shm')");
+sub py { return $py->(@_); }
 
 # The writers' ring's bell line: (daemon_asleep, bell_nonce, bells).
 sub bell_line

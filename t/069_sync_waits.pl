@@ -22,23 +22,19 @@ use Time::HiRes qw(usleep time);
 use lib 't';
 use TdbTest;
 
-my $lib = $ENV{TRAFFICDB_LIB} // die 'TRAFFICDB_LIB must name lib/libtrafficdb.so';
-my $pydir = $ENV{TRAFFICDB_PYTHON} // die 'TRAFFICDB_PYTHON must name the python/ folder';
-
 my $node = tdb_node('review_sync', 'trafficdb.publish_interval' => "'5s'");
 tdb_grid_map($node);
 
 my $shm = '/trafficdb.' . $node->port;
-local $ENV{TRAFFICDB_LIB} = $lib;
-local $ENV{PYTHONPATH} = $pydir;
 
-sub py
+my $py = tdb_python("name = '$shm'");
+sub py { return $py->(@_); }
+
+# ASYNC puts for 2 s, a pause of SECONDS after each
+sub async_puts
 {
-	my ($code) = @_;
-	my ($out, $err) = run_command([ '/usr/bin/python3', '-c', "import trafficdb, os, sys, time\nname = '$shm'\n$code" ]);
-	note($err) if $err;
-	chomp $out;
-	return $out;
+	py("w = trafficdb.Writer(name)\nend = time.monotonic() + 2\nn = 0\nwhile time.monotonic() < end:\n"
+		  . "    w.put(1 + n % 100, speed_kmh=n % 90)\n    n += 1\n    time.sleep($_[0])\n");
 }
 
 # a SYNC put that changes nothing (older than what is stored)
@@ -69,15 +65,7 @@ $node->safe_psql('postgres', 'ALTER TABLE trafficdb.generations RENAME COLUMN bo
 # its put commits with the next generation; then ASYNC puts for 2 s
 usleep(6_000_000);
 my $gen0 = $node->safe_psql('postgres', 'SELECT generation FROM trafficdb.status');
-py(q{
-w = trafficdb.Writer(name)
-end = time.monotonic() + 2
-n = 0
-while time.monotonic() < end:
-    w.put(1 + n % 100, speed_kmh=n % 90)
-    n += 1
-    time.sleep(0.0002)
-});
+async_puts(0.0002);
 my $gens = $node->safe_psql('postgres', 'SELECT generation FROM trafficdb.status') - $gen0;
 note("$gens generations in 2 s of ASYNC puts after a SYNC writer died waiting (publish_interval 5 s)");
 ok($gens <= 3, 'a writer that died in its SYNC wait does not make every drain a generation');
@@ -88,15 +76,7 @@ usleep(500_000);
 my $log = $node->logfile;
 my $before = () = slurp_file($log) =~ /trafficdb feed failed/g;
 my $t0 = time();
-py(q{
-w = trafficdb.Writer(name)
-end = time.monotonic() + 2
-n = 0
-while time.monotonic() < end:
-    w.put(1 + n % 100, speed_kmh=n % 90)
-    n += 1
-    time.sleep(0.00002)
-});
+async_puts(0.00002);
 my $secs = time() - $t0;
 my $after = () = slurp_file($log) =~ /trafficdb feed failed/g;
 my $rate = ($after - $before) / $secs;

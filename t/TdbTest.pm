@@ -7,7 +7,7 @@ use PostgreSQL::Test::Utils;
 use Exporter 'import';
 use JSON::PP;
 use IPC::Run;
-our @EXPORT = qw(tdb_node tdb_trail_disk tdb_superuser tdb_initdb_utf8 tdb_make_bucket tdb_scan_node tdb_grid_map tdb_sync_pair tdb_standby_pair tdb_caught_up tdb_tdbsub tdb_wait_output tdb_wait_session tdb_model_create tdb_model_put tdb_model_check);
+our @EXPORT = qw(tdb_node tdb_trail_disk tdb_superuser tdb_initdb_utf8 tdb_make_bucket tdb_scan_node tdb_grid_map tdb_sync_pair tdb_standby_pair tdb_caught_up tdb_tdbsub tdb_wait_output tdb_wait_session tdb_model_create tdb_model_put tdb_model_check tdb_python);
 
 # The extension, a trail server for local files ("disk") and a case-insensitive
 # ICU collation ("ci"), as the pushdown tests against heaps start.
@@ -65,6 +65,26 @@ sub tdb_node
 	$node->append_conf('postgresql.conf', join('', map { "$_ = $conf{$_}\n" } sort keys %conf));
 	$node->start if $start;
 	return $node;
+}
+
+# A sub that runs Python code with libtrafficdb's module (TRAFFICDB_LIB,
+# TRAFFICDB_PYTHON: make tap's) after "import trafficdb, os, sys, time" and
+# PREAMBLE (e.g. "w = trafficdb.Writer('/trafficdb.PORT')"), and returns
+# what it printed (its standard error becomes a note).
+sub tdb_python
+{
+	my ($preamble) = @_;
+	die 'TRAFFICDB_LIB must name lib/libtrafficdb.so' unless $ENV{TRAFFICDB_LIB};
+	my $pydir = $ENV{TRAFFICDB_PYTHON} // die 'TRAFFICDB_PYTHON must name the python/ folder';
+	return sub {
+		my ($code) = @_;
+		local $ENV{PYTHONPATH} = $pydir;
+		my ($out, $err) = PostgreSQL::Test::Utils::run_command(
+			[ '/usr/bin/python3', '-c', "import trafficdb, os, sys, time\n$preamble\n$code" ]);
+		Test::More::note($err) if $err;
+		chomp $out;
+		return $out;
+	};
 }
 
 # The extension, and a map of 2,000 short named segments on a grid in
