@@ -259,48 +259,35 @@ insert_encoded(uint64 gen, char kind, int part, int64 created_us, uint64 map_id,
 	PG_END_TRY();
 }
 
-/* The encoder's entries of a D record: the changed records recs[], fetched ahead. */
-typedef struct DeltaSource
+/*
+ * The encoder's entries: of a D record, the changed records recs[] (n of
+ * them, scattered over the map: fetched ahead); of a checkpoint part
+ * (recs NULL), records part_first onwards in order.
+ */
+typedef struct EntrySource
 {
 	const TdbLogState *s;
 	const uint32 *recs;
 	uint64		n;
+	uint64		part_first;
 	uint64		gen;
-} DeltaSource;
+} EntrySource;
 
 static const TdbGenlogEntry *
-delta_entries(void *arg, uint32_t first, uint32_t n, TdbGenlogEntry *buf)
+source_entries(void *arg, uint32_t first, uint32_t n, TdbGenlogEntry *buf)
 {
-	DeltaSource *d = arg;
+	EntrySource *src = arg;
 
 	for (uint32_t k = 0; k < n; k++)
 	{
-		/* the records are scattered over the map */
-		if (first + k + 8 < d->n)
+		if (src->recs != NULL && first + k + 8 < src->n)
 		{
-			__builtin_prefetch(&d->s->traffic[d->recs[first + k + 8]]);
-			__builtin_prefetch(&d->s->incidents[d->recs[first + k + 8]]);
+			__builtin_prefetch(&src->s->traffic[src->recs[first + k + 8]]);
+			__builtin_prefetch(&src->s->incidents[src->recs[first + k + 8]]);
 		}
-		to_entry(d->s, d->recs[first + k], &buf[k], d->gen);
+		to_entry(src->s, src->recs != NULL ? src->recs[first + k] : (uint32) (src->part_first + first + k),
+				 &buf[k], src->gen);
 	}
-	return buf;
-}
-
-/* ... and of a checkpoint part: records part_first .. in order. */
-typedef struct PartSource
-{
-	const TdbLogState *s;
-	uint64		part_first;
-	uint64		gen;
-} PartSource;
-
-static const TdbGenlogEntry *
-checkpoint_entries(void *arg, uint32_t first, uint32_t n, TdbGenlogEntry *buf)
-{
-	PartSource *p = arg;
-
-	for (uint32_t k = 0; k < n; k++)
-		to_entry(p->s, (uint32) (p->part_first + first + k), &buf[k], p->gen);
 	return buf;
 }
 
@@ -309,7 +296,7 @@ tdb_log_write_delta(uint64 gen, int64 created_us, uint32 object_crc, const TdbLo
 					const uint32 *recs, uint64 n)
 {
 	TdbGenlogHeader h;
-	DeltaSource src = {s, recs, n, gen};
+	EntrySource src = {s, recs, n, 0, gen};
 	uint8_t    *rec;
 	size_t		len;
 	char		err[TDB_GENLOG_ERRLEN];
@@ -321,7 +308,7 @@ tdb_log_write_delta(uint64 gen, int64 created_us, uint32 object_crc, const TdbLo
 	h.generation = gen;
 	h.map_id = s->map_id;
 	h.count = s->count;
-	rec = tdb_genlog_encode_from(&h, (uint32) n, delta_entries, &src, VARHDRSZ, &len, err);
+	rec = tdb_genlog_encode_from(&h, (uint32) n, source_entries, &src, VARHDRSZ, &len, err);
 	if (rec == NULL)
 		elog(ERROR, "could not encode generation " UINT64_FORMAT ": %s", gen, err);
 	insert_encoded(gen, 'D', 0, created_us, s->map_id, (int64) n, true, object_crc, rec, len);
@@ -378,7 +365,7 @@ tdb_log_write_checkpoint(uint64 gen, int64 created_us, uint32 object_crc, const 
 	{
 		uint64		n = Min(part_entries, s->count - first);
 		TdbGenlogHeader h;
-		PartSource	src = {s, first, gen};
+		EntrySource src = {s, NULL, n, first, gen};
 		uint8_t    *rec;
 		size_t		len;
 		char		err[TDB_GENLOG_ERRLEN];
@@ -390,7 +377,7 @@ tdb_log_write_checkpoint(uint64 gen, int64 created_us, uint32 object_crc, const 
 		h.map_id = s->map_id;
 		h.count = s->count;
 		h.first_record = (uint32) first;
-		rec = tdb_genlog_encode_from(&h, (uint32) n, checkpoint_entries, &src, VARHDRSZ, &len, err);
+		rec = tdb_genlog_encode_from(&h, (uint32) n, source_entries, &src, VARHDRSZ, &len, err);
 		if (rec == NULL)
 			elog(ERROR, "could not encode the checkpoint of generation " UINT64_FORMAT ": %s", gen, err);
 		put_u32(c, tdb_crc32c(rec + VARHDRSZ, len));

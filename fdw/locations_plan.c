@@ -661,11 +661,12 @@ own_recheck(const Push *push, Index relid, const int *colmap)
  * without the expression leaves the column unread).  Only for a plain
  * SELECT (no row marks: EvalPlanQual would hand the scan a row of the
  * table's own shape), with every column there (none dropped) and no
- * whole-row reference.  NIL: the scan's tuple stays the table's row.
+ * whole-row reference or system column (other_columns: the tuple holds
+ * neither).  NIL: the scan's tuple stays the table's row.
  */
 static List *
 knn_scan_tlist(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid, const Push *push,
-			   bool whole_row)
+			   bool other_columns)
 {
 	Expr	   *order_expr;
 	List	   *scan_tlist = NIL;
@@ -673,7 +674,7 @@ knn_scan_tlist(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid, const
 	TupleDesc	td;
 	bool		ok = true;
 
-	if (push->kind != PUSH_KNN_ORDER || list_length(push->args) < 2 || whole_row ||
+	if (push->kind != PUSH_KNN_ORDER || list_length(push->args) < 2 || other_columns ||
 		root->parse->commandType != CMD_SELECT || root->parse->rowMarks != NIL || root->rowMarks != NIL)
 		return NIL;
 	order_expr = lsecond(push->args);
@@ -704,11 +705,38 @@ knn_scan_tlist(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid, const
  * The quals a nearest-first scan checks itself before it measures an entry:
  * an entry PostgreSQL would filter out costs no PostGIS distance (a map
  * matcher asks for a few road classes, and most roads are of others).
- * Only those that cannot fail or leak whatever the row (every function
- * applied to a column leakproof), with nothing volatile and no subquery,
- * and that read only columns other than geom (the others cost a lookup,
- * geom a geometry).  PostgreSQL still checks them on the rows returned.
+ * The scan checks them on entries PostgreSQL may never read (past the
+ * LIMIT, before its other quals), so only those that cannot fail or leak
+ * whatever they are given: every function in them leakproof (on columns,
+ * parameters and constants alike), made only of the nodes below, no
+ * executor parameter (a subquery's), nothing volatile; and that read only
+ * columns other than geom (the others cost a lookup, geom a geometry).
+ * PostgreSQL still checks them on the rows returned.
  */
+static bool
+not_leakproof(Oid funcid, void *context)
+{
+	(void) context;
+	return !get_func_leakproof(funcid);
+}
+
+static bool
+prefilter_unsafe(Node *node, void *context)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, Param) && ((Param *) node)->paramkind != PARAM_EXTERN)
+		return true;
+	if (!IsA(node, Var) && !IsA(node, Const) && !IsA(node, Param) && !IsA(node, FuncExpr) &&
+		!IsA(node, OpExpr) && !IsA(node, DistinctExpr) && !IsA(node, NullIfExpr) &&
+		!IsA(node, ScalarArrayOpExpr) && !IsA(node, BoolExpr) && !IsA(node, NullTest) &&
+		!IsA(node, BooleanTest) && !IsA(node, RelabelType) && !IsA(node, List))
+		return true;
+	if (check_functions_in_node(node, not_leakproof, NULL))
+		return true;
+	return expression_tree_walker(node, prefilter_unsafe, context);
+}
+
 static List *
 knn_prefilter(PlannerInfo *root, RelOptInfo *baserel, const LocPlanInfo *info, const Push *push, List *quals)
 {
@@ -724,7 +752,7 @@ knn_prefilter(PlannerInfo *root, RelOptInfo *baserel, const LocPlanInfo *info, c
 		bool		ok = true;
 		int			x = -1;
 
-		if (contain_volatile_functions(q) || contain_subplans(q) || contain_leaked_vars(q) ||
+		if (contain_volatile_functions(q) || contain_subplans(q) || prefilter_unsafe(q, NULL) ||
 			!bms_equal(pull_varnos(root, q), bms_make_singleton(baserel->relid)))
 			continue;
 		pull_varattnos(q, baserel->relid, &attrs);
@@ -900,7 +928,8 @@ locGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 							 makeString(knn_arg ? knn_arg : ""),
 							 list_make1_int(pushed_arg_count(&push)));
 	fdw_private = lappend(lappend(fdw_private, own), makeString(own_desc));
-	scan_tlist = knn_scan_tlist(root, baserel, foreigntableid, &push, whole_row);
+	scan_tlist = knn_scan_tlist(root, baserel, foreigntableid, &push,
+								whole_row || bms_next_member(attrs, -1) < -FirstLowInvalidHeapAttributeNumber);
 	{
 		/* (expressions in fdw_private are not fixed by set_plan_references: their operators' functions here) */
 		Node	   *order_expr = scan_tlist != NIL ? copyObject(lsecond(push.args)) : NULL;
