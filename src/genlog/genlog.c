@@ -138,8 +138,10 @@ put_column(CodecBuf *b, int col, const TdbGenlogHeader *h, const TdbGenlogEntry 
 {
 	uint8_t    *p;
 	uint8_t		has;
+	size_t		bound = n > 0 ? column_bound(col, e, n) : 0;
 
-	if (n == 0 || !codec_buf_reserve(b, column_bound(col, e, n)))
+	/* (an empty column may have no buffer at all: nothing to write) */
+	if (bound == 0 || !codec_buf_reserve(b, bound))
 		return;
 	p = b->data + b->len;
 	switch (col)
