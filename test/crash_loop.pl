@@ -146,7 +146,11 @@ sub poll_psql
 	my $end = time() + $secs;
 	while (time() < $end)
 	{
-		my ($ret, $out, $err) = $node->psql('postgres', $sql);
+		my ($ret, $out, $err);
+
+		# a psql that exits before reading its input (the server restarting)
+		# makes IPC::Run die of a broken pipe: that is one more try
+		eval { ($ret, $out, $err) = $node->psql('postgres', $sql); 1 } or ($ret, $err) = (1, $@);
 		return $out if $ret == 0 && $err eq '' && (!defined $want || $out =~ $want);
 		sleep(0.1);
 	}
