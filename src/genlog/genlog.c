@@ -74,19 +74,6 @@ fail(char *err, const char *fmt,...)
 /* Entries encoded a slice at a time (64 bytes each: 256 kB, within L2). */
 #define ENCODE_SLICE 4096
 
-/* A LEB128 varint at p (at most 10 bytes); returns the byte after it. */
-static inline uint8_t *
-put_varint(uint8_t *p, uint64_t v)
-{
-	while (v >= 0x80)
-	{
-		*p++ = (uint8_t) (v | 0x80);
-		v >>= 7;
-	}
-	*p++ = (uint8_t) v;
-	return p;
-}
-
 /* f32 bits, little-endian */
 static inline uint8_t *
 put_f32(uint8_t *p, float f)
@@ -147,9 +134,9 @@ put_column(CodecBuf *b, int col, const TdbGenlogHeader *h, const TdbGenlogEntry 
 	switch (col)
 	{
 		case COL_RECORD:
-			p = put_varint(p, prev ? e[0].record - prev->record - 1 : e[0].record);
+			p = codec_varint_at(p, prev ? e[0].record - prev->record - 1 : e[0].record);
 			for (uint32_t i = 1; i < n; i++)
-				p = put_varint(p, e[i].record - e[i - 1].record - 1);
+				p = codec_varint_at(p, e[i].record - e[i - 1].record - 1);
 			break;
 		case COL_PRESENT:
 			for (uint32_t i = 0; i < n; i++)
@@ -157,7 +144,7 @@ put_column(CodecBuf *b, int col, const TdbGenlogHeader *h, const TdbGenlogEntry 
 			break;
 		case COL_OBSERVED:
 			for (uint32_t i = 0; i < n; i++)
-				p = put_varint(p, (uint64_t) e[i].observed_us - (uint64_t) h->time_base_us);
+				p = codec_varint_at(p, (uint64_t) e[i].observed_us - (uint64_t) h->time_base_us);
 			break;
 		case COL_SPEED:
 			for (uint32_t i = 0; i < n; i++)
@@ -179,13 +166,13 @@ put_column(CodecBuf *b, int col, const TdbGenlogHeader *h, const TdbGenlogEntry 
 		case COL_FLAGS:
 			for (uint32_t i = 0; i < n; i++)
 				if (e[i].present & TDB_GENLOG_HAS_FLAGS)
-					p = put_varint(p, e[i].flags);
+					p = codec_varint_at(p, e[i].flags);
 			break;
 		case COL_INCIDENT:
 			for (uint32_t i = 0; i < n; i++)
 				if (e[i].present & TDB_GENLOG_HAS_INCIDENT)
 				{
-					p = put_varint(p, e[i].incident_len);
+					p = codec_varint_at(p, e[i].incident_len);
 					if (e[i].incident_len > 0)
 						memcpy(p, e[i].incident, e[i].incident_len);
 					p += e[i].incident_len;
@@ -193,12 +180,12 @@ put_column(CodecBuf *b, int col, const TdbGenlogHeader *h, const TdbGenlogEntry 
 			break;
 		case COL_CHANGED_GEN:
 			for (uint32_t i = 0; i < n; i++)
-				p = put_varint(p, h->generation - e[i].changed_gen);
+				p = codec_varint_at(p, h->generation - e[i].changed_gen);
 			break;
 		case COL_ID:
-			p = put_varint(p, codec_zigzag((int64_t) (e[0].id - (prev ? prev->id : 0))));
+			p = codec_varint_at(p, codec_zigzag((int64_t) (e[0].id - (prev ? prev->id : 0))));
 			for (uint32_t i = 1; i < n; i++)
-				p = put_varint(p, codec_zigzag((int64_t) (e[i].id - e[i - 1].id)));
+				p = codec_varint_at(p, codec_zigzag((int64_t) (e[i].id - e[i - 1].id)));
 			break;
 	}
 	b->len = (size_t) (p - b->data);
@@ -348,7 +335,7 @@ tdb_genlog_encode_from(TdbGenlogHeader *h, uint32_t n, TdbGenlogEntries get, voi
 		for (int c = 0; c < NCOLS; c++)
 			if (col_in_kind(c, h->kind))
 			{
-				p = put_varint(p, cols[c].len);
+				p = codec_varint_at(p, cols[c].len);
 				if (cols[c].len > 0)
 					memcpy(p, cols[c].data, cols[c].len);
 				p += cols[c].len;

@@ -64,16 +64,8 @@ void
 codec_put_varint(CodecBuf *b, uint64_t v)
 {
 	uint8_t		tmp[10];
-	int			n = 0;
 
-	do
-	{
-		uint8_t		byte = v & 0x7F;
-
-		v >>= 7;
-		tmp[n++] = byte | (v ? 0x80 : 0);
-	} while (v);
-	codec_put_bytes(b, tmp, (size_t) n);
+	codec_put_bytes(b, tmp, (size_t) (codec_varint_at(tmp, v) - tmp));
 }
 
 void

@@ -28,6 +28,19 @@ codec_unzigzag(uint64_t u)
 	return (int64_t) ((u >> 1) ^ (~(u & 1) + 1));
 }
 
+/* A LEB128 varint at p (at most 10 bytes); returns the byte after it. */
+static inline uint8_t *
+codec_varint_at(uint8_t *p, uint64_t v)
+{
+	while (v >= 0x80)
+	{
+		*p++ = (uint8_t) (v | 0x80);
+		v >>= 7;
+	}
+	*p++ = (uint8_t) v;
+	return p;
+}
+
 static inline void
 codec_put_u32le(uint8_t *p, uint32_t v)
 {
