@@ -11,20 +11,8 @@ use lib 't';
 use TdbTest;
 
 my $node = tdb_node('knnrev');
+tdb_random_roads($node);
 $node->safe_psql('postgres', q{
-SET client_min_messages = warning;
-CREATE EXTENSION trafficdb CASCADE;
-SELECT setseed(0.5);
-CREATE TABLE roads AS SELECT i::bigint AS id,
-  ST_SetSRID(ST_MakeLine(ST_MakePoint(x, y), ST_MakePoint(x + dx, y + dy)), 4326) AS geom,
-  (ARRAY['primary', 'footway', 'residential', 'service'])[1 + i % 4] AS road_class
-  FROM (SELECT i, 24.8 + random() * 0.3 AS x, 60.1 + random() * 0.15 AS y,
-               (random() - 0.5) * 0.004 AS dx, (random() - 0.5) * 0.002 AS dy
-          FROM generate_series(1, 20000) i) s;
-CREATE INDEX ON roads USING gist (geom);
-CREATE INDEX ON roads USING gist ((geom::geography));
-ANALYZE roads;
-SELECT trafficdb.load_map('roads', 'id', 'geom', 'road_class');
 CREATE TABLE par (location_id bigint, geom geometry, road_class text);
 CREATE FOREIGN TABLE chi () INHERITS (par) SERVER trafficdb;
 });

@@ -7,7 +7,7 @@ use PostgreSQL::Test::Utils;
 use Exporter 'import';
 use JSON::PP;
 use IPC::Run;
-our @EXPORT = qw(tdb_node tdb_trail_disk tdb_superuser tdb_initdb_utf8 tdb_make_bucket tdb_scan_node tdb_grid_map tdb_sync_pair tdb_standby_pair tdb_caught_up tdb_tdbsub tdb_wait_output tdb_wait_session tdb_model_create tdb_model_put tdb_model_check tdb_python);
+our @EXPORT = qw(tdb_node tdb_trail_disk tdb_superuser tdb_initdb_utf8 tdb_make_bucket tdb_scan_node tdb_grid_map tdb_sync_pair tdb_standby_pair tdb_caught_up tdb_tdbsub tdb_wait_output tdb_wait_session tdb_model_create tdb_model_put tdb_model_check tdb_python tdb_random_roads);
 
 # The extension, a trail server for local files ("disk") and a case-insensitive
 # ICU collation ("ci"), as the pushdown tests against heaps start.
@@ -85,6 +85,31 @@ sub tdb_python
 		chomp $out;
 		return $out;
 	};
+}
+
+# The extension, and table roads of 20,000 short random segments near
+# Helsinki (seeded: the same every run) of four road classes, EXTRA_SQL run
+# on it, then GiST indexes on geom and geom::geography (the heap the
+# nearest-first tests compare with), loaded as the map.
+sub tdb_random_roads
+{
+	my ($node, $extra_sql) = @_;
+	$node->safe_psql('postgres', q{
+SET client_min_messages = warning;
+CREATE EXTENSION trafficdb CASCADE;
+SELECT setseed(0.5);
+CREATE TABLE roads AS SELECT i::bigint AS id,
+  ST_SetSRID(ST_MakeLine(ST_MakePoint(x, y), ST_MakePoint(x + dx, y + dy)), 4326) AS geom,
+  (ARRAY['primary', 'footway', 'residential', 'service'])[1 + i % 4] AS road_class
+  FROM (SELECT i, 24.8 + random() * 0.3 AS x, 60.1 + random() * 0.15 AS y,
+               (random() - 0.5) * 0.004 AS dx, (random() - 0.5) * 0.002 AS dy
+          FROM generate_series(1, 20000) i) s;
+} . ($extra_sql // '') . q{
+CREATE INDEX ON roads USING gist (geom);
+CREATE INDEX ON roads USING gist ((geom::geography));
+ANALYZE roads;
+SELECT trafficdb.load_map('roads', 'id', 'geom', 'road_class');
+});
 }
 
 # The extension, and a map of 2,000 short named segments on a grid in
