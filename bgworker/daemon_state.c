@@ -8,11 +8,10 @@
  */
 #include "postgres.h"
 
-#include "commands/extension.h"
-
 #include <grp.h>
 
 #include "access/xact.h"
+#include "commands/extension.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "pgstat.h"

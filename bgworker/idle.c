@@ -113,7 +113,6 @@ long
 ring_wait_ms(long wait_ms)
 {
 	bool		sync_matters = D.npend > 0;
-
 	bool		after_sync = D.sync_served;
 
 	D.sync_served = false;

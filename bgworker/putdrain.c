@@ -184,7 +184,7 @@ typedef struct DrainArg
 {
 	TdbRingDrainStats st;
 	uint64		n;
-	bool		sync_waiters;
+	bool		sync_wanted;	/* tdb_ring_sync_wanted after the drain */
 } DrainArg;
 
 static void
@@ -197,7 +197,7 @@ drain_guarded(void *p)
 	flush_puts();
 	/* a writer waits for a commit of what was drained from its lane (what it says of itself) */
 	if (!a->st.truncated)
-		a->sync_waiters = tdb_ring_sync_wanted(&D.ring);
+		a->sync_wanted = tdb_ring_sync_wanted(&D.ring);
 }
 
 static void
@@ -310,7 +310,7 @@ drain_ring(void)
 	if (a.st.lanes_reset > 0)
 		ereport(LOG, (errmsg("trafficdb: reset " UINT64_FORMAT " damaged writer lane(s), dropping " UINT64_FORMAT " slot(s): %s",
 							 a.st.lanes_reset, a.st.dropped_slots, a.st.reset_reason)));
-	if (a.sync_waiters && D.npend == 0 && D.nput_rejects == 0 && D.put_rejects_unfiled == 0)
+	if (a.sync_wanted && D.npend == 0 && D.nput_rejects == 0 && D.put_rejects_unfiled == 0)
 	{
 		/*
 		 * What the waiting writers put changed nothing (older than what is
@@ -323,5 +323,5 @@ drain_ring(void)
 		return false;
 	}
 	/* (puts for unknown locations are filed by the cycle, in feed_rejects) */
-	return a.sync_waiters;
+	return a.sync_wanted;
 }

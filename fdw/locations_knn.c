@@ -515,7 +515,8 @@ knn_prefilter_passes(ForeignScanState *node, LocScanState *st, uint64 e)
 	ResetExprContext(econtext);
 	old = MemoryContextSwitchTo(econtext->ecxt_per_tuple_memory);
 	ExecClearTuple(slot);
-	for (int a = 0; a < slot->tts_tupleDescriptor->natts; a++)
+	/* (loc_fill_row sets the table's columns; the distance after them, if any, is NULL) */
+	for (int a = st->natts; a < slot->tts_tupleDescriptor->natts; a++)
 		slot->tts_isnull[a] = true;
 	loc_fill_row(node, st, slot, e, (Datum) 0, false, false);
 	ExecStoreVirtualTuple(slot);

@@ -124,18 +124,16 @@ locBeginForeignScan(ForeignScanState *node, int eflags)
 	{
 		/* the argument once per (re)scan; the distance expression per measured entry */
 		List	   *push = list_nth(plan->fdw_private, FdwPrivatePush);
-
-		Expr	   *order_expr = list_length(plan->fdw_private) > FdwPrivateOrderExpr ?
-			list_nth(plan->fdw_private, FdwPrivateOrderExpr) : NULL;
+		Expr	   *order_expr = list_nth(plan->fdw_private, FdwPrivateOrderExpr);
+		List	   *prefilter = list_nth(plan->fdw_private, FdwPrivatePrefilter);
 
 		st->expr_states = ExecInitExprList(list_delete_nth_cell(list_copy(plan->fdw_exprs), 1), (PlanState *) node);
 		/* with fdw_scan_tlist the expression is in fdw_private, and the scan's tuple has its column last */
 		st->order_state = ExecInitExpr(order_expr != NULL ? order_expr : lsecond(plan->fdw_exprs), (PlanState *) node);
 		st->dist_att = order_expr != NULL ? st->natts : -1;
-		if (list_length(plan->fdw_private) > FdwPrivatePrefilter &&
-			list_nth(plan->fdw_private, FdwPrivatePrefilter) != NIL)
+		if (prefilter != NIL)
 		{
-			st->prefilter = ExecInitQual(list_nth(plan->fdw_private, FdwPrivatePrefilter), (PlanState *) node);
+			st->prefilter = ExecInitQual(prefilter, (PlanState *) node);
 			st->pre_econtext = CreateExprContext(node->ss.ps.state);
 			st->pre_slot = ExecInitExtraTupleSlot(node->ss.ps.state,
 												  node->ss.ss_ScanTupleSlot->tts_tupleDescriptor,
