@@ -134,6 +134,7 @@ typedef struct TdbSphShape
 	/* a cap holding the whole shape (its edges too): centre and angular radius */
 	double		cap_lon;		/* degrees */
 	double		cap_lat;
+	double		cap_coslat;		/* cos(cap_lat) */
 	double		cap_r;			/* radians; M_PI when no cap under 90 degrees holds it */
 } TdbSphShape;
 

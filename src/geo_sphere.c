@@ -271,18 +271,33 @@ typedef struct SphBox
 static void
 sph_box_prepare(SphBox *x, double lon1, double lat1, double lon2, double lat2)
 {
-	double		l1 = lon1 * DEG2RAD,
-				l2 = lon2 * DEG2RAD;
+	/* the four corners' vectors as tdb_geo_unit_vector makes them, from four sines and cosines */
+	double		sl1 = sin(lon1 * DEG2RAD),
+				cl1 = cos(lon1 * DEG2RAD),
+				sl2 = sin(lon2 * DEG2RAD),
+				cl2 = cos(lon2 * DEG2RAD),
+				sp1 = sin(lat1 * DEG2RAD),
+				cp1 = cos(lat1 * DEG2RAD),
+				sp2 = sin(lat2 * DEG2RAD),
+				cp2 = cos(lat2 * DEG2RAD);
 
-	tdb_geo_unit_vector(lon1, lat1, x->m1a);
-	tdb_geo_unit_vector(lon1, lat2, x->m1b);
-	tdb_geo_unit_vector(lon2, lat1, x->m2a);
-	tdb_geo_unit_vector(lon2, lat2, x->m2b);
-	x->e1[0] = -sin(l1);
-	x->e1[1] = cos(l1);
+	x->m1a[0] = cp1 * cl1;
+	x->m1a[1] = cp1 * sl1;
+	x->m1a[2] = sp1;
+	x->m1b[0] = cp2 * cl1;
+	x->m1b[1] = cp2 * sl1;
+	x->m1b[2] = sp2;
+	x->m2a[0] = cp1 * cl2;
+	x->m2a[1] = cp1 * sl2;
+	x->m2a[2] = sp1;
+	x->m2b[0] = cp2 * cl2;
+	x->m2b[1] = cp2 * sl2;
+	x->m2b[2] = sp2;
+	x->e1[0] = -sl1;
+	x->e1[1] = cl1;
 	x->e1[2] = 0;
-	x->e2[0] = sin(l2);
-	x->e2[1] = -cos(l2);
+	x->e2[0] = sl2;
+	x->e2[1] = -cl2;
 	x->e2[2] = 0;
 	x->p1 = lat1 * DEG2RAD;
 	x->p2 = lat2 * DEG2RAD;
@@ -396,6 +411,7 @@ sph_cap(TdbSphShape *s)
 	len = sqrt(tdb_geo_dot(c, c));
 	s->cap_r = M_PI;
 	s->cap_lon = s->cap_lat = 0;
+	s->cap_coslat = 1;
 	if (!(len > 1e-9))
 		return;
 	for (int k = 0; k < 3; k++)
@@ -406,6 +422,7 @@ sph_cap(TdbSphShape *s)
 		return;
 	s->cap_lon = atan2(c[1], c[0]) * RAD2DEG;
 	s->cap_lat = asin(fmax(-1.0, fmin(1.0, c[2]))) * RAD2DEG;
+	s->cap_coslat = cos(s->cap_lat * DEG2RAD);
 	/* (the centre's degrees round: a micrometre more) */
 	s->cap_r = r * (1 + 1e-12) + 1e-12;
 }

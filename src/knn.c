@@ -728,7 +728,10 @@ angle_to_meridian(double p, double sp, double cp, double dl, double p1, double p
 static inline double
 lon_gap(double a, double b)
 {
-	double		d = fmod(fabs(a - b), 2.0 * M_PI);
+	double		d = fabs(a - b);
+
+	if (d > 2.0 * M_PI)
+		d = fmod(d, 2.0 * M_PI);
 
 	return d > M_PI ? 2.0 * M_PI - d : d;
 }
@@ -754,6 +757,58 @@ tdb_knn_angle_to_box(double lon, double lat, const TdbBoxF *b)
 	return angle_to_meridian(p, sin(p), cos(p),
 							 fmin(lon_gap(l, (double) b->xmin * DEG2RAD), lon_gap(l, (double) b->xmax * DEG2RAD)),
 							 p1, p2);
+}
+
+/*
+ * A lower bound of tdb_knn_angle_to_box without a trigonometric call, for
+ * boxes pushed on the scan's heap (most never surface).  For any point of
+ * the box, at latitude q, dq and dl away from (lon, lat) in latitude and
+ * longitude: hav(angle) = hav(dq) + cos(lat) cos(q) hav(dl) (hav x =
+ * sin^2(x/2)), at least s(dq)^2 + c s(dl)^2 where dq and dl are the box's
+ * least gaps (0 within its range), s(x) = x/2 - (x/2)^3/6 <= sin(x/2) (x in
+ * [0, pi]) and c = cos(lat) times cos_lb of the box's largest |latitude|
+ * (cos is even and falls on [0, pi/2]); and angle = 2 asin(sqrt(hav)) >=
+ * 2 sqrt(hav).  Near the point it is the exact angle to a few parts in
+ * 1e8 (the cube terms), and a far box's bound is still at least 2/pi of it.
+ */
+static inline double
+cos_lb(double x)
+{
+	double		x2 = x * x;
+
+	/* alternating Taylor series cut after a negative term: <= cos x for |x| <= pi/2 */
+	return 1.0 - x2 * 0.5 * (1.0 - x2 * (1.0 / 12.0) * (1.0 - x2 * (1.0 / 30.0)));
+}
+
+static inline double
+sin_half_lb(double x)
+{
+	double		h = x * 0.5;
+
+	return h - h * h * h * (1.0 / 6.0);
+}
+
+double
+tdb_knn_angle_to_box_lb(double lon, double lat, double coslat, const TdbBoxF *b)
+{
+	double		ymin = b->ymin,
+				ymax = b->ymax,
+				xmin = b->xmin,
+				xmax = b->xmax;
+	double		dq = lat < ymin ? ymin - lat : (lat > ymax ? lat - ymax : 0.0);
+	double		dl = 0.0,
+				c = 0.0,
+				qmax = fmax(fabs(ymin), fabs(ymax)) * DEG2RAD,
+				s1,
+				s2;
+
+	if (!(lon >= xmin && lon <= xmax))
+		dl = fmin(lon_gap(lon * DEG2RAD, xmin * DEG2RAD), lon_gap(lon * DEG2RAD, xmax * DEG2RAD));
+	if (qmax < M_PI / 2)
+		c = coslat * fmax(0.0, cos_lb(qmax));
+	s1 = sin_half_lb(fmin(dq * DEG2RAD, M_PI));
+	s2 = sin_half_lb(dl);
+	return 2.0 * sqrt(s1 * s1 + c * s2 * s2);
 }
 
 double
@@ -789,6 +844,7 @@ tdb_knn_geodesic_shape_crude(const TdbBoxF *b, void *shape)
 
 	if (g->shape.cap_r >= M_PI / 2)
 		return 0.0;
-	d = (tdb_knn_angle_to_box(g->shape.cap_lon, g->shape.cap_lat, b) - g->shape.cap_r) * TDB_KNN_MIN_RADIUS_M;
+	d = (tdb_knn_angle_to_box_lb(g->shape.cap_lon, g->shape.cap_lat, g->shape.cap_coslat, b) -
+		 g->shape.cap_r) * TDB_KNN_MIN_RADIUS_M;
 	return shrink(d - g->slack_m, 1e-9, 1e-3);
 }

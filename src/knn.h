@@ -274,4 +274,11 @@ double		tdb_knn_geodesic_polyline_bound(const TdbKnnGeoShape *g, const double *x
 /* Great-circle angle (radians) from (lon, lat) to the lon/lat box b, exact on the sphere. */
 double		tdb_knn_angle_to_box(double lon, double lat, const TdbBoxF *b);
 
+/*
+ * A lower bound of it without trigonometry (coslat: cos of lat in
+ * degrees), near it for near boxes: the first bound of boxes that may never
+ * surface.
+ */
+double		tdb_knn_angle_to_box_lb(double lon, double lat, double coslat, const TdbBoxF *b);
+
 #endif							/* TDB_KNN_H */

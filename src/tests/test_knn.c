@@ -621,6 +621,15 @@ UNIT_TEST(test_knn_geodesic_bound)
 			if (v >= 0)
 				min_v = fmin(min_v, v);
 		}
+		/* the trig-free bound: below the exact angle, and near it for near boxes */
+		{
+			double		lb = tdb_knn_angle_to_box_lb(lon, lat, cos(lat * M_PI / 180), &b);
+
+			if (!(lb <= angle * (1 + 1e-12) + 1e-15))
+				unit_fail(__FILE__, __LINE__, "case %d: trig-free %.17g above angle %.17g", c, lb, angle);
+			if (c % 3 == 0 && angle < 0.05 && fabs(lat) < 80 && !(lb >= angle * 0.995 - 1e-15))
+				unit_fail(__FILE__, __LINE__, "case %d: trig-free %.17g loose against %.17g", c, lb, angle);
+		}
 		/* a lower bound of the sphere's angle and of the ellipsoid's metres */
 		if (!(angle <= min_angle + 1e-12))
 			unit_fail(__FILE__, __LINE__, "case %d: angle %.17g above sampled %.17g", c, angle, min_angle);
