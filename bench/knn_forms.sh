@@ -13,6 +13,8 @@
 # (each transaction also reads its shape from a small table, on both
 # sides), each beside the heap in the same run; and the mean Locations
 # Examined and rows returned (EXPLAIN ANALYZE over the first 100 shapes);
+# `_exec`: the mean Execution Time of EXPLAIN ANALYZE over those shapes
+# given as literals (a statement's own work, as queries per second);
 # then the first 200 shapes in one statement each side (a LATERAL join), the
 # query's own work without a statement's costs around it.
 # On the demo cluster, or BENCH_PORT/BENCH_DB; Delaware is the map meanwhile,
@@ -123,12 +125,42 @@ SELECT pg_temp.ex(\$q\$$sql\$q\$);
 EOF
 }
 
+# exec_ms FORM TABLE: mean Execution Time (EXPLAIN ANALYZE, ms) of the
+# literal query over the first 100 shapes, after 10 to warm the session:
+# a statement's own work, without the parsing, planning and round trip
+# both sides pay per statement
+exec_ms() {
+	local sql
+	sql=$(literal_sql "$1" "$2")
+	"${PSQL[@]}" -At <<EOF
+CREATE OR REPLACE FUNCTION pg_temp.ex(q text) RETURNS numeric LANGUAGE plpgsql AS \$\$
+DECLARE l text; t float8 := 0; m text[]; s text; k int := least(100, $NQ);
+BEGIN
+  FOR i IN 1..k + 10 LOOP
+    SELECT replace(replace(replace(replace(q, ':line', line::text), ':poly', poly::text),
+                   ':p', p::text), ':lo', lo::text) INTO s FROM bench_knn_q WHERE n = 1 + (i - 1) % k;
+    FOR l IN EXECUTE 'EXPLAIN (ANALYZE, SUMMARY, COSTS OFF, TIMING OFF) ' || s LOOP
+      m := regexp_match(l, 'Execution Time: ([0-9.]+) ms');
+      IF m IS NOT NULL AND i > 10 THEN t := t + m[1]::float8; END IF;
+    END LOOP;
+  END LOOP;
+  RETURN (t / k)::numeric(12,4);
+END \$\$;
+SELECT pg_temp.ex(\$q\$$sql\$q\$);
+EOF
+}
+
 for f in geog_line geog_poly id_between id_above_max; do
 	echo "bench/knn_forms: $f" >&2
 	read -r ex rows <<<"$(examined "$f")"
 	bench_emit knn_forms "${f}_examined" 1 "$ex" locations "" ""
 	bench_emit knn_forms "${f}_rows" 1 "$rows" rows "" ""
 	bench_emit knn_forms "$f" 1 "$(tps "$f" trafficdb.locations)" qps heap "$(tps "$f" bench_knn_heap)"
+	# a statement's execution only (ms; the heap's baseline inverted, as below)
+	fe=$(exec_ms "$f" trafficdb.locations)
+	he=$(exec_ms "$f" bench_knn_heap)
+	bench_emit knn_forms "${f}_exec" 1 "$(awk -v s="$fe" 'BEGIN { printf "%.1f", 1000 / s }')" qps heap \
+		"$(awk -v s="$he" 'BEGIN { printf "%.1f", 1000 / s }')"
 	# 200 queries in one statement: queries per second of it (the heap's baseline inverted, so that
 	# the ratio reads as "times faster")
 	fs=$(secs_all "$f" trafficdb.locations)
