@@ -109,6 +109,7 @@
 #   TRAIL_QUERIES="q1 q8" make bench-parquet   # only these queries
 #   TRAIL_FLIGHTS=3400 TRAIL_SETS=flights make bench-parquet   # ~5 M flight reports (default 300 flights)
 #   TRAIL_SETS=adsb TRAIL_SCALE=18 TRAIL_NOCACHE=0 make bench-parquet   # 5.4 M reports
+#   TRAIL_HOLD=600 ...                     # keep MinIO, the proxy and the cluster 600 s before cleaning up
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -187,6 +188,11 @@ work=$(mktemp -d /var/tmp/trafficdb-parquet.XXXXXX)
 chmod 755 "$work"
 proxy_pid=
 cleanup() {
+	# TRAIL_HOLD=SECONDS: keep MinIO, the proxy and the cluster up that long before cleaning up (to look at them)
+	if [ -n "${TRAIL_HOLD:-}" ] && [ -f "$work/pg/PG_VERSION" ]; then
+		echo "bench/trails_parquet: holding $work for ${TRAIL_HOLD} s (cluster port ${port:-?}, proxy port ${pport:-?})" >&2
+		sleep "$TRAIL_HOLD" || true
+	fi
 	[ -n "$proxy_pid" ] && kill "$proxy_pid" 2>/dev/null || true
 	[ -f "$work/pg/PG_VERSION" ] && as_pg "$PG_BIN/pg_ctl" -D "$work/pg" stop -m fast -w >/dev/null 2>&1 || true
 	scripts/minio.sh stop "$work/minio" >/dev/null 2>&1 || true
