@@ -27,6 +27,7 @@
 #include "bgworker/genlog_store.h"
 #include "checksum.h"
 #include "genlog/genlog.h"
+#include "hugepage.h"
 
 #define UNIX_TO_PG_US ((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY)
 
@@ -563,9 +564,16 @@ load_checkpoint(const RecordRow *k, TdbLogState *s, TdbLogMapInfo *mi, MemoryCon
 
 	s->map_id = k->map_id;
 	s->count = (uint64) k->entries;
+	/*
+	 * These become the daemon's working arrays (updates land at random):
+	 * huge pages where the kernel grants them, asked before the first touch
+	 * as alloc_working does, or a restarted daemon works on 4 kB pages.
+	 */
 	s->traffic = MemoryContextAllocHuge(cxt, Max(s->count, 1) * sizeof(TdbTraffic));
-	s->incidents = MemoryContextAllocExtended(cxt, Max(s->count, 1) * sizeof(char *),
-											  MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	tdb_advise_huge(s->traffic, Max(s->count, 1) * sizeof(TdbTraffic));
+	s->incidents = MemoryContextAllocHuge(cxt, Max(s->count, 1) * sizeof(char *));
+	tdb_advise_huge(s->incidents, Max(s->count, 1) * sizeof(char *));
+	memset(s->incidents, 0, Max(s->count, 1) * sizeof(char *));
 	s->ids = MemoryContextAllocHuge(cxt, Max(s->count, 1) * sizeof(uint64));
 	s->incident_count = 0;
 

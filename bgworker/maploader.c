@@ -19,6 +19,7 @@
 #include "utils/timestamp.h"
 
 #include "bgworker/daemon_internal.h"
+#include "hugepage.h"
 #include "module/trafficdb.h"
 
 /* ---- map loading ---------------------------------------------------------------- */
@@ -118,8 +119,9 @@ load_map(const TdbMapRequest *req, bool record_source, TdbReplay *rr)
 		wt.traffic = rr->state.traffic;
 		wt.incidents = rr->state.incidents;
 		wt.incident_count = rr->state.incident_count;
-		wt.win_seq = MemoryContextAllocExtended(D.cxt, Max(view.count, 1) * sizeof(int64),
-												MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+		wt.win_seq = MemoryContextAllocHuge(D.cxt, Max(view.count, 1) * sizeof(int64));
+		tdb_advise_huge(wt.win_seq, Max(view.count, 1) * sizeof(int64));	/* as alloc_working */
+		memset(wt.win_seq, 0, Max(view.count, 1) * sizeof(int64));
 		wt.pend = MemoryContextAllocHuge(D.cxt, Max(view.count, 1) * sizeof(uint32));
 		wt.pend_bit = MemoryContextAllocExtended(D.cxt, view.count / 8 + 1, MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
 		rr->state.traffic = NULL;

@@ -1,0 +1,84 @@
+# t/089_daemon_hugepages.pl: the daemon's working traffic (updates land at
+# random) asks for transparent huge pages (src/hugepage.h) whether the map
+# was just loaded or the daemon replayed it from the generation log after a
+# restart.  Before, the replayed arrays (bgworker/genlog_store.c) were
+# allocated and zeroed without the advice: a restarted daemon worked on 4 kB
+# pages, every random update of a large map also a TLB miss.
+#
+# What is checked: the anonymous mappings of the daemon marked "hg"
+# (MADV_HUGEPAGE, VmFlags in /proc/PID/smaps) cover the traffic array's
+# whole 2 MB pages, after the load and after a restart.  Skipped where the
+# kernel has transparent huge pages off ("never"): the advice is then moot.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(usleep);
+use lib 't';
+use TdbTest;
+
+my $thp = -r '/sys/kernel/mm/transparent_hugepage/enabled'
+  ? slurp_file('/sys/kernel/mm/transparent_hugepage/enabled') : '[never]';
+plan skip_all => "transparent huge pages are off here ($thp)" if $thp =~ /\[never\]/;
+
+my $n = 300_000;	# 32 bytes each: 9.6 MB of working traffic, 4 whole huge pages at least
+my $node = tdb_node('hugepages');
+$node->safe_psql('postgres', qq{
+CREATE EXTENSION trafficdb CASCADE;
+CREATE TABLE roads AS
+SELECT i::bigint AS id, ST_SetSRID(ST_MakeLine(ST_MakePoint(24 + (i % 1000) * 0.001, 60 + (i / 1000) * 0.001),
+                                               ST_MakePoint(24.0005 + (i % 1000) * 0.001, 60 + (i / 1000) * 0.001)), 4326) AS geom
+  FROM generate_series(1, $n) i;
+SELECT trafficdb.load_map('roads', 'id', 'geom');
+INSERT INTO trafficdb.feed (location_id, speed_kmh, observed_at)
+SELECT i, 50, clock_timestamp() FROM generate_series(1, 1000) i;
+SELECT trafficdb.publish();
+});
+
+# Bytes of the daemon's anonymous mappings advised MADV_HUGEPAGE.
+sub advised_bytes
+{
+	my ($pid) = @_;
+	my ($total, $anon, $size) = (0, 0, 0);
+	for my $line (split /\n/, slurp_file("/proc/$pid/smaps"))
+	{
+		if ($line =~ /^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ \S+\s*(\S*)/)
+		{
+			$anon = $1 eq '' || $1 eq '[heap]';
+		}
+		elsif ($line =~ /^Size:\s+(\d+) kB/)
+		{
+			$size = $1 * 1024;
+		}
+		elsif ($line =~ /^VmFlags:.*\bhg\b/)
+		{
+			$total += $size if $anon;
+		}
+	}
+	return $total;
+}
+
+# the whole 2 MB pages inside the traffic array, at least
+my $want = $n * 32 - 4 * 1024 * 1024;
+
+my $pid = $node->safe_psql('postgres', 'SELECT daemon_pid FROM trafficdb.status');
+cmp_ok(advised_bytes($pid), '>=', $want, 'after a load, the working traffic is advised huge pages');
+
+$node->restart;
+my ($locations, $newpid) = ('', '');
+for (1 .. 300)
+{
+	($locations, $newpid) = split /\|/,
+	  $node->safe_psql('postgres', 'SELECT locations, daemon_pid FROM trafficdb.status');
+	last if $locations eq $n && $newpid ne '' && $newpid ne $pid;
+	usleep(100_000);
+}
+is($locations, $n, 'the restarted daemon replayed the map');
+cmp_ok(advised_bytes($newpid), '>=', $want,
+	'after a restart (replay from the generation log), the working traffic is advised huge pages too');
+is($node->safe_psql('postgres', 'SELECT speed_kmh FROM trafficdb.locations WHERE location_id = 500'), '50',
+	'and it holds the traffic published before the restart');
+
+$node->stop;
+done_testing();
