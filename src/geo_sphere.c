@@ -267,6 +267,15 @@ typedef struct SphBox
 	double		best;
 } SphBox;
 
+/* The unit vector of a point from its longitude's and latitude's cosine and sine (as tdb_geo_unit_vector). */
+static inline void
+corner_vector(double v[3], double cl, double sl, double cp, double sp)
+{
+	v[0] = cp * cl;
+	v[1] = cp * sl;
+	v[2] = sp;
+}
+
 /* A box (degrees, at most 90 each way) made ready for arc_box. */
 static void
 sph_box_prepare(SphBox *x, double lon1, double lat1, double lon2, double lat2)
@@ -281,18 +290,10 @@ sph_box_prepare(SphBox *x, double lon1, double lat1, double lon2, double lat2)
 				sp2 = sin(lat2 * DEG2RAD),
 				cp2 = cos(lat2 * DEG2RAD);
 
-	x->m1a[0] = cp1 * cl1;
-	x->m1a[1] = cp1 * sl1;
-	x->m1a[2] = sp1;
-	x->m1b[0] = cp2 * cl1;
-	x->m1b[1] = cp2 * sl1;
-	x->m1b[2] = sp2;
-	x->m2a[0] = cp1 * cl2;
-	x->m2a[1] = cp1 * sl2;
-	x->m2a[2] = sp1;
-	x->m2b[0] = cp2 * cl2;
-	x->m2b[1] = cp2 * sl2;
-	x->m2b[2] = sp2;
+	corner_vector(x->m1a, cl1, sl1, cp1, sp1);
+	corner_vector(x->m1b, cl1, sl1, cp2, sp2);
+	corner_vector(x->m2a, cl2, sl2, cp1, sp1);
+	corner_vector(x->m2b, cl2, sl2, cp2, sp2);
 	x->e1[0] = -sl1;
 	x->e1[1] = cl1;
 	x->e1[2] = 0;
