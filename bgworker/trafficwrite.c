@@ -34,9 +34,11 @@
  * 1/DELTA_DIVISOR of the map, else written whole.  Each copied entry is a
  * scattered read and write and two digest terms; a whole write is one
  * sequential pass.  With 10,000 of 100,000 changed each generation (the
- * subscription bench), a buffer two writes old took a whole write at 1/16:
- * the daemon's cycle went from 3.2-3.3 to 2.9-3.0 ms at 1/4 (bench/sub_baselines.sh,
- * 2 alternating runs of 7).
+ * subscription bench), a buffer two writes old took a whole write when a
+ * write of more than 1/16 of the map was not recorded: the daemon's cycle
+ * went from 3.2-3.3 to 2.9-3.0 ms when writes up to 1/4 were recorded
+ * (bench/sub_baselines.sh, 2 alternating runs of 7); at 1/3 that buffer
+ * (20,000 entries to copy) is brought up to date in place the same way.
  */
 #define DELTA_DIVISOR 3
 
@@ -171,16 +173,37 @@ delta_spans(uint32 seg, TdbIndexSpan *spans)
 	return n;
 }
 
-/* Note what this write changed (touched == NULL: not known) and what seg now holds. */
+/* A record's list given back (it then names nothing: its write counts as unknown). */
+static void
+forget_write(WriteRecord *r)
+{
+	r->all = true;
+	r->n = 0;
+	if (r->idx != NULL)
+		pfree(r->idx);
+	r->idx = NULL;
+	r->cap = 0;
+}
+
+/*
+ * Note what this write changed (touched == NULL: not known) and what seg
+ * now holds.  The lists kept hold at most half the map in all (2 bytes a
+ * location): past that the oldest are forgotten, as a buffer that needed
+ * them would need more than the third of the map past which it is written
+ * whole anyway.
+ */
 static void
 record_write(uint32 seg, const uint32 *touched, uint64 ntouched)
 {
 	WriteRecord *r = &writes[++write_seq % WRITES_KEPT];
+	uint64		kept;
 
 	r->seq = write_seq;
 	r->work_id = D.work_id;
 	r->all = touched == NULL || ntouched + nmoved > D.map.count / DELTA_DIVISOR + 1024;
 	r->n = 0;
+	if (r->all || r->cap > 4 * (ntouched + nmoved) + 65536)
+		forget_write(r);		/* a large list no longer needed is given back */
 	if (!r->all)
 	{
 		ensure_u32(&r->idx, &r->cap, ntouched + nmoved);
@@ -188,6 +211,17 @@ record_write(uint32 seg, const uint32 *touched, uint64 ntouched)
 		if (nmoved > 0)
 			memcpy(r->idx + ntouched, moved, nmoved * sizeof(uint32));
 		r->n = ntouched + nmoved;
+	}
+	kept = r->n;
+	for (uint64 back = 1; back < WRITES_KEPT && back < write_seq; back++)
+	{
+		WriteRecord *o = &writes[(write_seq - back) % WRITES_KEPT];
+
+		if (o->seq != write_seq - back)
+			break;
+		kept += o->n;
+		if (kept > D.map.count / 2 + 1024 && o->idx != NULL)
+			forget_write(o);
 	}
 	held[seg].write_seq = write_seq;
 	held[seg].shm_seq = D.writer.ctl->segments[seg].seq;

@@ -683,6 +683,126 @@ vincenty_exact(uint64_t e, void *arg)
 	return best;
 }
 
+/*
+ * The trig-free bound where it could go wrong (review of f73eeb6): points
+ * on and near the poles and the antimeridian (lon +-180), boxes touching or
+ * spanning a pole, whole-world, zero-width or zero-height, glued to +-180,
+ * tiny and huge; float boxes rounded outward as the tree holds them.  Never
+ * above the exact angle, nor above a dense long-double sampling of the box.
+ */
+static double
+lb_hav_angle(double lon1, double lat1, double lon2, double lat2)
+{
+	long double p1 = lat1 * (M_PI / 180),
+				p2 = lat2 * (M_PI / 180),
+				dl = (lon2 - lon1) * (M_PI / 180);
+	long double s = sinl((p2 - p1) / 2),
+				t = sinl(dl / 2);
+	long double h = s * s + cosl(p1) * cosl(p2) * t * t;
+
+	return (double) (2 * asinl(sqrtl(h > 1 ? 1 : h)));
+}
+
+UNIT_TEST(test_knn_angle_to_box_lb_extremes)
+{
+	static const double slat[] = {90, -90, 0, 89.9999999, -89.9999999, 85, 89.9, -0.0};
+	static const double slon[] = {180, -180, 0, 179.9999999, -179.9999999, 179.5, -179.5, -0.0};
+	uint64_t	seed = 4321;
+
+	for (int c = 0; c < 300000; c++)
+	{
+		double		lon = c % 4 == 0 ? slon[c / 4 % 8] : (c % 4 == 1 ? unit_rand_double(&seed, 170, 180) * (c & 8 ? 1 : -1) : unit_rand_double(&seed, -180, 180));
+		double		lat = c % 5 == 0 ? slat[c / 5 % 8] : (c % 5 == 1 ? unit_rand_double(&seed, 85, 90) * (c & 16 ? 1 : -1) : unit_rand_double(&seed, -90, 90));
+		double		w = c & 1 ? unit_rand_double(&seed, 0, 0.05) : unit_rand_double(&seed, 0, 360),
+					h = c & 2 ? unit_rand_double(&seed, 0, 0.05) : unit_rand_double(&seed, 0, 180),
+					x0,
+					x1,
+					y0,
+					y1;
+		int			kind = c % 12;
+		TdbBoxF		b;
+		double		lb,
+					exact;
+
+		if (c % 7 == 0)
+			w = 0;
+		if (c % 11 == 0)
+			h = 0;
+		if (kind < 6)
+		{
+			x0 = lon + unit_rand_double(&seed, -w - 3, 3);
+			y0 = lat + unit_rand_double(&seed, -h - 3, 3);
+		}
+		else
+		{
+			x0 = unit_rand_double(&seed, -180, 180);
+			y0 = unit_rand_double(&seed, -90, 90);
+		}
+		x1 = x0 + w;
+		y1 = y0 + h;
+		if (kind == 6)
+			y1 = 90;
+		else if (kind == 7)
+			y0 = -90;
+		else if (kind == 8)
+			y0 = -90, y1 = 90;
+		else if (kind == 9)
+			x0 = -180, x1 = 180;
+		else if (kind == 10)
+			x1 = 180, x0 = 180 - w;
+		else if (kind == 11)
+			x0 = -180, x1 = -180 + w;
+		x0 = fmax(-180, fmin(x0, 180));
+		x1 = fmax(-180, fmin(x1, 180));
+		y0 = fmax(-90, fmin(y0, 90));
+		y1 = fmax(-90, fmin(y1, 90));
+		b.xmin = (float) fmin(x0, x1);
+		b.xmax = (float) fmax(x0, x1);
+		b.ymin = (float) fmin(y0, y1);
+		b.ymax = (float) fmax(y0, y1);
+		if ((double) b.xmin > fmin(x0, x1) && b.xmin > -180)
+			b.xmin = nextafterf(b.xmin, -INFINITY);
+		if ((double) b.xmax < fmax(x0, x1) && b.xmax < 180)
+			b.xmax = nextafterf(b.xmax, INFINITY);
+		if ((double) b.ymin > fmin(y0, y1) && b.ymin > -90)
+			b.ymin = nextafterf(b.ymin, -INFINITY);
+		if ((double) b.ymax < fmax(y0, y1) && b.ymax < 90)
+			b.ymax = nextafterf(b.ymax, INFINITY);
+
+		lb = tdb_knn_angle_to_box_lb(lon, lat, cos(lat * M_PI / 180), &b);
+		exact = tdb_knn_angle_to_box(lon, lat, &b);
+		if (!(lb >= 0 && lb <= exact * (1 + 1e-12) + 1e-15))
+			unit_fail(__FILE__, __LINE__, "case %d: lon %.17g lat %.17g box [%.9g %.9g %.9g %.9g]: trig-free %.17g above exact %.17g",
+					  c, lon, lat, b.xmin, b.ymin, b.xmax, b.ymax, lb, exact);
+		if (c % 100 == 0)
+		{
+			const int	S = 24;
+			double		m = INFINITY,
+						xl = b.xmin,
+						xh = b.xmax,
+						yl = b.ymin,
+						yh = b.ymax;
+
+			for (int i = 0; i <= S; i++)
+				for (int j = 0; j <= S; j++)
+					m = fmin(m, lb_hav_angle(lon, lat, xl + (xh - xl) * i / S, yl + (yh - yl) * j / S));
+			for (int j = 0; j <= 8 * S; j++)
+			{
+				double		y = yl + (yh - yl) * j / (8 * S),
+							x = xl + (xh - xl) * j / (8 * S);
+
+				m = fmin(m, fmin(lb_hav_angle(lon, lat, xl, y), lb_hav_angle(lon, lat, xh, y)));
+				m = fmin(m, fmin(lb_hav_angle(lon, lat, x, yl), lb_hav_angle(lon, lat, x, yh)));
+				if (lon >= xl && lon <= xh)
+					m = fmin(m, lb_hav_angle(lon, lat, lon, y));
+			}
+			m = fmin(m, lb_hav_angle(lon, lat, fmax(xl, fmin(lon, xh)), fmax(yl, fmin(lat, yh))));
+			if (!(lb <= m + 1e-12))
+				unit_fail(__FILE__, __LINE__, "case %d: trig-free %.17g above sampled %.17g", c, lb, m);
+		}
+	}
+}
+
 UNIT_TEST(test_knn_geodesic_scan_matches_brute_force)
 {
 	TestMap		m;
