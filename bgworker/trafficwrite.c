@@ -173,11 +173,10 @@ delta_spans(uint32 seg, TdbIndexSpan *spans)
 	return n;
 }
 
-/* A record's list given back (it then names nothing: its write counts as unknown). */
+/* A record's list given back. */
 static void
-forget_write(WriteRecord *r)
+release_list(WriteRecord *r)
 {
-	r->all = true;
 	r->n = 0;
 	if (r->idx != NULL)
 		pfree(r->idx);
@@ -203,7 +202,7 @@ record_write(uint32 seg, const uint32 *touched, uint64 ntouched)
 	r->all = touched == NULL || ntouched + nmoved > D.map.count / DELTA_DIVISOR + 1024;
 	r->n = 0;
 	if (r->all || r->cap > 4 * (ntouched + nmoved) + 65536)
-		forget_write(r);		/* a large list no longer needed is given back */
+		release_list(r);		/* a large list no longer needed is given back */
 	if (!r->all)
 	{
 		ensure_u32(&r->idx, &r->cap, ntouched + nmoved);
@@ -220,8 +219,12 @@ record_write(uint32 seg, const uint32 *touched, uint64 ntouched)
 		if (o->seq != write_seq - back)
 			break;
 		kept += o->n;
-		if (kept > D.map.count / 2 + 1024 && o->idx != NULL)
-			forget_write(o);
+		if (kept > D.map.count / 2 + 1024 && !o->all)
+		{
+			/* forgotten: its write counts as unknown */
+			o->all = true;
+			release_list(o);
+		}
 	}
 	held[seg].write_seq = write_seq;
 	held[seg].shm_seq = D.writer.ctl->segments[seg].seq;
