@@ -22,22 +22,7 @@ tdb_grid_map($node);
 tdb_model_create($node);
 
 # n updates of random locations (seeded), incidents on some, into the feed and the model; publish.
-sub round
-{
-	my ($seed, $n, $incidents) = @_;
-	$node->safe_psql('postgres', qq{
-SELECT setseed($seed / 1000.0);
-CREATE TEMP TABLE u AS
-SELECT DISTINCT ON (id) id, speed, incident FROM (
-  SELECT (random() * 1999)::int + 1 AS id, round((random() * 120)::numeric, 1)::real AS speed,
-         CASE WHEN random() < $incidents THEN repeat('x', (random() * 40)::int) || ' closed' END AS incident,
-         g FROM generate_series(1, $n) g) s ORDER BY id, g DESC;
-INSERT INTO trafficdb.feed (location_id, speed_kmh, incident, observed_at)
-SELECT id, speed, incident, clock_timestamp() FROM u;
-UPDATE model m SET speed = u.speed, incident = u.incident FROM u WHERE m.id = u.id;
-SELECT trafficdb.publish();
-});
-}
+sub round { tdb_model_round($node, @_[0 .. 2], 2000, 40); }
 
 sub same_as_model { tdb_model_check($node, @_); }
 
@@ -76,12 +61,7 @@ round($_, 700, 0.2) for 13 .. 15;
 same_as_model('larger rounds');
 
 # a restart replays every generation: each one's checksum as published in place
-my $gen = $node->safe_psql('postgres', 'SELECT generation FROM trafficdb.status');
-$node->restart;
-$node->poll_query_until('postgres', "SELECT generation >= $gen AND daemon_pid IS NOT NULL FROM trafficdb.status")
-  or die 'no daemon after the restart';
-is($node->safe_psql('postgres', 'SELECT replay_mismatches FROM trafficdb.status'), '0',
-	'every replayed generation is byte-identical to its in-place publication');
+tdb_restart_replayed($node);
 cmp_ok($node->safe_psql('postgres', 'SELECT replayed_generations FROM trafficdb.status'), '>', 10, 'they were replayed');
 same_as_model('after the restart');
 round(16, 1, 0);

@@ -24,18 +24,7 @@ tdb_model_create($node);
 sub round
 {
 	my ($seed, $n, $incidents) = @_;
-	$node->safe_psql('postgres', qq{
-SELECT setseed($seed / 1000.0);
-CREATE TEMP TABLE u AS
-SELECT DISTINCT ON (id) id, speed, incident FROM (
-  SELECT (random() * 19999)::int + 1 AS id, round((random() * 120)::numeric, 1)::real AS speed,
-         CASE WHEN random() < $incidents THEN repeat('x', (random() * 60)::int) || ' closed' END AS incident,
-         g FROM generate_series(1, $n) g) s ORDER BY id, g DESC;
-INSERT INTO trafficdb.feed (location_id, speed_kmh, incident, observed_at)
-SELECT id, speed, incident, clock_timestamp() FROM u;
-UPDATE model m SET speed = u.speed, incident = u.incident FROM u WHERE m.id = u.id;
-SELECT trafficdb.publish();
-});
+	tdb_model_round($node, $seed, $n, $incidents, 20000, 60);
 	return $node->safe_psql('postgres', 'SELECT last_publish_entries FROM trafficdb.status');
 }
 
@@ -50,12 +39,7 @@ for my $n (@sizes)
 }
 ok($ways{whole} && $ways{delta}, "both ways: $ways{whole} whole, $ways{delta} in place");
 
-my $gen = $node->safe_psql('postgres', 'SELECT generation FROM trafficdb.status');
-$node->restart;
-$node->poll_query_until('postgres', "SELECT generation >= $gen AND daemon_pid IS NOT NULL FROM trafficdb.status")
-  or die 'no daemon after the restart';
-is($node->safe_psql('postgres', 'SELECT replay_mismatches FROM trafficdb.status'), '0',
-	'every replayed generation is byte-identical to its in-place publication');
+tdb_restart_replayed($node);
 tdb_model_check($node, 'after the restart');
 round(100, 2500, 0.25) for 1 .. 2;
 tdb_model_check($node, 'rounds after the restart');

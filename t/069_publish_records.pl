@@ -15,14 +15,7 @@ use TdbTest;
 
 my $n = 300_000;
 my $node = tdb_node('pubrecords', 'trafficdb.publish_interval' => "'1h'");
-$node->safe_psql('postgres', qq{
-CREATE EXTENSION trafficdb CASCADE;
-CREATE TABLE roads AS
-SELECT i::bigint AS id, ST_SetSRID(ST_MakeLine(ST_MakePoint(24 + (i % 1000) * 0.001, 60 + (i / 1000) * 0.001),
-                                               ST_MakePoint(24.0005 + (i % 1000) * 0.001, 60 + (i / 1000) * 0.001)), 4326) AS geom
-  FROM generate_series(1, $n) i;
-SELECT trafficdb.load_map('roads', 'id', 'geom');
-});
+tdb_line_grid($node, $n);
 
 # a round: speed s on locations from .. from + count - 1; the entries the publication copied
 sub round

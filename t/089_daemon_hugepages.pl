@@ -24,13 +24,8 @@ plan skip_all => "transparent huge pages are off here ($thp)" if $thp =~ /\[neve
 
 my $n = 300_000;	# 32 bytes each: 9.6 MB of working traffic, 4 whole huge pages at least
 my $node = tdb_node('hugepages');
+tdb_line_grid($node, $n);
 $node->safe_psql('postgres', qq{
-CREATE EXTENSION trafficdb CASCADE;
-CREATE TABLE roads AS
-SELECT i::bigint AS id, ST_SetSRID(ST_MakeLine(ST_MakePoint(24 + (i % 1000) * 0.001, 60 + (i / 1000) * 0.001),
-                                               ST_MakePoint(24.0005 + (i % 1000) * 0.001, 60 + (i / 1000) * 0.001)), 4326) AS geom
-  FROM generate_series(1, $n) i;
-SELECT trafficdb.load_map('roads', 'id', 'geom');
 INSERT INTO trafficdb.feed (location_id, speed_kmh, observed_at)
 SELECT i, 50, clock_timestamp() FROM generate_series(1, 1000) i;
 SELECT trafficdb.publish();

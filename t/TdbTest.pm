@@ -7,7 +7,7 @@ use PostgreSQL::Test::Utils;
 use Exporter 'import';
 use JSON::PP;
 use IPC::Run;
-our @EXPORT = qw(tdb_node tdb_trail_disk tdb_superuser tdb_initdb_utf8 tdb_make_bucket tdb_scan_node tdb_grid_map tdb_sync_pair tdb_standby_pair tdb_caught_up tdb_tdbsub tdb_wait_output tdb_wait_session tdb_model_create tdb_model_put tdb_model_check tdb_python tdb_random_roads);
+our @EXPORT = qw(tdb_node tdb_trail_disk tdb_superuser tdb_initdb_utf8 tdb_make_bucket tdb_scan_node tdb_grid_map tdb_sync_pair tdb_standby_pair tdb_caught_up tdb_tdbsub tdb_wait_output tdb_wait_session tdb_model_create tdb_model_put tdb_model_round tdb_model_check tdb_line_grid tdb_restart_replayed tdb_python tdb_random_roads);
 
 # The extension, a trail server for local files ("disk") and a case-insensitive
 # ICU collation ("ci"), as the pushdown tests against heaps start.
@@ -237,6 +237,56 @@ sub tdb_model_put
 	}
 	$node->safe_psql('postgres', $sql);
 	return $node->psql('postgres', 'SELECT trafficdb.publish()');
+}
+
+# n updates of random locations 1 .. ids (seeded), a share incidents of up to
+# maxlen + 7 characters (incidents: 0 to 1), into the feed and the model;
+# publish.
+sub tdb_model_round
+{
+	my ($node, $seed, $n, $incidents, $ids, $maxlen) = @_;
+	my $top = $ids - 1;
+	$node->safe_psql('postgres', qq{
+SELECT setseed($seed / 1000.0);
+CREATE TEMP TABLE u AS
+SELECT DISTINCT ON (id) id, speed, incident FROM (
+  SELECT (random() * $top)::int + 1 AS id, round((random() * 120)::numeric, 1)::real AS speed,
+         CASE WHEN random() < $incidents THEN repeat('x', (random() * $maxlen)::int) || ' closed' END AS incident,
+         g FROM generate_series(1, $n) g) s ORDER BY id, g DESC;
+INSERT INTO trafficdb.feed (location_id, speed_kmh, incident, observed_at)
+SELECT id, speed, incident, clock_timestamp() FROM u;
+UPDATE model m SET speed = u.speed, incident = u.incident FROM u WHERE m.id = u.id;
+SELECT trafficdb.publish();
+});
+}
+
+# The extension and a map of n short east-west lines on a 1,000-wide grid
+# (table roads, ids 1 .. n), loaded: a map as large as a test needs.
+sub tdb_line_grid
+{
+	my ($node, $n) = @_;
+	$node->safe_psql('postgres', qq{
+CREATE EXTENSION trafficdb CASCADE;
+CREATE TABLE roads AS
+SELECT i::bigint AS id, ST_SetSRID(ST_MakeLine(ST_MakePoint(24 + (i % 1000) * 0.001, 60 + (i / 1000) * 0.001),
+                                               ST_MakePoint(24.0005 + (i % 1000) * 0.001, 60 + (i / 1000) * 0.001)), 4326) AS geom
+  FROM generate_series(1, $n) i;
+SELECT trafficdb.load_map('roads', 'id', 'geom');
+});
+}
+
+# Restart the node, wait for its daemon to serve at least the generation it
+# served before, and check that every generation it replayed is
+# byte-identical to its publication.
+sub tdb_restart_replayed
+{
+	my ($node) = @_;
+	my $gen = $node->safe_psql('postgres', 'SELECT generation FROM trafficdb.status');
+	$node->restart;
+	$node->poll_query_until('postgres', "SELECT generation >= $gen AND daemon_pid IS NOT NULL FROM trafficdb.status")
+	  or die 'no daemon after the restart';
+	Test::More::is($node->safe_psql('postgres', 'SELECT replay_mismatches FROM trafficdb.status'), '0',
+		'every replayed generation is byte-identical to its in-place publication');
 }
 
 # Every location reads as the model says.
