@@ -768,8 +768,11 @@ tdb_knn_angle_to_box(double lon, double lat, const TdbBoxF *b)
  * least gaps (0 within its range), s(x) = x/2 - (x/2)^3/6 <= sin(x/2) (x in
  * [0, pi]) and c = cos(lat) times cos_lb of the box's largest |latitude|
  * (cos is even and falls on [0, pi/2]); and angle = 2 asin(sqrt(hav)) >=
- * 2 sqrt(hav).  Near the point it is the exact angle to a few parts in
- * 1e8 (the cube terms), and a far box's bound is still at least 2/pi of it.
+ * 2 sqrt(hav).  For a small box near the point it is within 0.5 % of the
+ * exact angle (test_knn_geodesic_bound); it is looser for far boxes (asin y
+ * >= y gives up to pi/2 at the antipode) and for tall ones (the cosine of
+ * the latitude farthest from the equator, 0 for a box touching a pole): the
+ * exact angle, taken when a box surfaces, makes up for it.
  */
 static inline double
 cos_lb(double x)
