@@ -329,10 +329,13 @@ knn_start(ForeignScanState *node, LocScanState *st, Datum v, bool isnull, Oid ty
 		st->knn_geo.lon = box.xmin;
 		st->knn_geo.lat = box.ymin;
 		st->knn_geo.slack_m = loc_map_arc_slack(st->snap->map);
+		st->knn_geo.coslat = cos(box.ymin * (M_PI / 180.0));
 		if (isfinite(st->knn_geo.slack_m))
 		{
-			bound = tdb_knn_geodesic_bound;
+			/* trig-free for the boxes pushed, the exact angle for those that surface */
+			bound = tdb_knn_geodesic_bound_lb;
 			bound_arg = &st->knn_geo;
+			tight = tdb_knn_geodesic_bound;
 		}
 	}
 	else if (!isnull && st->knn_metric == KNN_GEOGRAPHY && isfinite(loc_map_arc_slack(st->snap->map)) &&

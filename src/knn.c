@@ -824,6 +824,15 @@ tdb_knn_geodesic_bound(const TdbBoxF *b, void *point)
 }
 
 double
+tdb_knn_geodesic_bound_lb(const TdbBoxF *b, void *point)
+{
+	const TdbKnnGeoPoint *g = point;
+	double		d = tdb_knn_angle_to_box_lb(g->lon, g->lat, g->coslat, b) * TDB_KNN_MIN_RADIUS_M;
+
+	return shrink(d - g->slack_m, 1e-9, 1e-3);
+}
+
+double
 tdb_knn_geodesic_shape_bound(const TdbBoxF *b, void *shape)
 {
 	const TdbKnnGeoShape *g = shape;

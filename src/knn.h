@@ -230,6 +230,7 @@ typedef struct TdbKnnGeoPoint
 	 * distance joins vertices by straight lon/lat lines.
 	 */
 	double		slack_m;
+	double		coslat;			/* cos(lat): for tdb_knn_geodesic_bound_lb (0 makes it a latitude bound) */
 } TdbKnnGeoPoint;
 
 /*
@@ -242,6 +243,12 @@ typedef struct TdbKnnGeoPoint
  * relative and 1 mm.
  */
 double		tdb_knn_geodesic_bound(const TdbBoxF *b, void *point);
+
+/*
+ * Its first step without trigonometry (with tdb_knn_set_tight taking the
+ * one above): from tdb_knn_angle_to_box_lb.
+ */
+double		tdb_knn_geodesic_bound_lb(const TdbBoxF *b, void *point);
 
 /* The query of tdb_knn_geodesic_shape_bound: a line or a polygon (geo.h). */
 typedef struct TdbKnnGeoShape

@@ -570,7 +570,7 @@ UNIT_TEST(test_knn_geodesic_bound)
 					y0;
 		TdbBox		bd;
 		TdbBoxF		b;
-		TdbKnnGeoPoint g = {lon, lat, 0};
+		TdbKnnGeoPoint g = {lon, lat, 0, cos(lat * M_PI / 180)};
 		double		bound,
 					angle,
 					min_angle = INFINITY,
@@ -599,6 +599,10 @@ UNIT_TEST(test_knn_geodesic_bound)
 		b = tdb_boxf_from_boxd(&bd);
 		bound = tdb_knn_geodesic_bound(&b, &g);
 		angle = tdb_knn_angle_to_box(lon, lat, &b);
+		/* the point form's first bound (its tight one is the bound above) */
+		if (!(tdb_knn_geodesic_bound_lb(&b, &g) <= bound))
+			unit_fail(__FILE__, __LINE__, "case %d: trig-free bound %.6f m above %.6f m", c,
+					  tdb_knn_geodesic_bound_lb(&b, &g), bound);
 		for (int i = 0; i <= S; i++)
 			for (int j = 0; j <= S; j++)
 			{
@@ -650,9 +654,9 @@ UNIT_TEST(test_knn_geodesic_bound)
 	{
 		TdbBox		bd = {10, 40, 11, 41};
 		TdbBoxF		b = tdb_boxf_from_boxd(&bd);
-		TdbKnnGeoPoint in = {10.5, 40.5, 0},
-					north = {10.5, 42, 0},
-					slack = {10.5, 42, 1e9};
+		TdbKnnGeoPoint in = {10.5, 40.5, 0, cos(40.5 * M_PI / 180)},
+					north = {10.5, 42, 0, cos(42 * M_PI / 180)},
+					slack = {10.5, 42, 1e9, cos(42 * M_PI / 180)};
 
 		CHECK(tdb_knn_geodesic_bound(&b, &in) == 0.0);
 		CHECK_NEAR(tdb_knn_angle_to_box(10.5, 42, &b), M_PI / 180, 1e-6);
@@ -817,7 +821,7 @@ UNIT_TEST(test_knn_geodesic_scan_matches_brute_force)
 	for (int q = 0; q < 60; q++)
 	{
 		VincentyArg a = {&m.v, unit_rand_double(&seed, 19.5, 21.5), unit_rand_double(&seed, 49.5, 51.5)};
-		TdbKnnGeoPoint g = {a.lon, a.lat, 0};
+		TdbKnnGeoPoint g = {a.lon, a.lat, 0, cos(a.lat * M_PI / 180)};
 
 		for (uint64_t i = 0; i < n; i++)
 		{
@@ -826,6 +830,23 @@ UNIT_TEST(test_knn_geodesic_scan_matches_brute_force)
 		}
 		qsort(want, n, sizeof(Res), cmp_res);
 		check_scan("metres", q, &m.v.rtree, tdb_knn_geodesic_bound, &g, vincenty_exact, &a, want, n, 40);
+		/* the scan's way: trig-free bounds pushed, the exact angle when a box surfaces; the same distances */
+		{
+			TdbKnnIter	it;
+			uint64_t	e;
+			double		d;
+
+			tdb_knn_begin(&it, &m.v.rtree, tdb_knn_geodesic_bound_lb, &g, vincenty_exact, &a, NULL);
+			tdb_knn_set_tight(&it, tdb_knn_geodesic_bound, &g);
+			for (uint64_t i = 0; i < 40 && i < n; i++)
+				if (tdb_knn_next(&it, &e, &d) != 1 || d != want[i].d)
+				{
+					unit_fail(__FILE__, __LINE__, "two-level query %d: result %" PRIu64 " at %.17g, expected %.17g",
+							  q, i, d, want[i].d);
+					break;
+				}
+			tdb_knn_end(&it);
+		}
 	}
 	free(want);
 	free(m.obj);
