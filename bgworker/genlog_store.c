@@ -569,11 +569,10 @@ load_checkpoint(const RecordRow *k, TdbLogState *s, TdbLogMapInfo *mi, MemoryCon
 	 * huge pages where the kernel grants them, asked before the first touch
 	 * as alloc_working does, or a restarted daemon works on 4 kB pages.
 	 */
-	s->traffic = MemoryContextAllocHuge(cxt, Max(s->count, 1) * sizeof(TdbTraffic));
-	tdb_advise_huge(s->traffic, Max(s->count, 1) * sizeof(TdbTraffic));
-	s->incidents = MemoryContextAllocHuge(cxt, Max(s->count, 1) * sizeof(char *));
-	tdb_advise_huge(s->incidents, Max(s->count, 1) * sizeof(char *));
-	memset(s->incidents, 0, Max(s->count, 1) * sizeof(char *));
+	s->traffic = tdb_huge_fresh(MemoryContextAllocHuge(cxt, Max(s->count, 1) * sizeof(TdbTraffic)),
+								Max(s->count, 1) * sizeof(TdbTraffic), false);
+	s->incidents = tdb_huge_fresh(MemoryContextAllocHuge(cxt, Max(s->count, 1) * sizeof(char *)),
+								  Max(s->count, 1) * sizeof(char *), true);
 	s->ids = MemoryContextAllocHuge(cxt, Max(s->count, 1) * sizeof(uint64));
 	s->incident_count = 0;
 

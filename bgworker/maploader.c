@@ -119,9 +119,8 @@ load_map(const TdbMapRequest *req, bool record_source, TdbReplay *rr)
 		wt.traffic = rr->state.traffic;
 		wt.incidents = rr->state.incidents;
 		wt.incident_count = rr->state.incident_count;
-		wt.win_seq = MemoryContextAllocHuge(D.cxt, Max(view.count, 1) * sizeof(int64));
-		tdb_advise_huge(wt.win_seq, Max(view.count, 1) * sizeof(int64));	/* as alloc_working */
-		memset(wt.win_seq, 0, Max(view.count, 1) * sizeof(int64));
+		wt.win_seq = tdb_huge_fresh(MemoryContextAllocHuge(D.cxt, Max(view.count, 1) * sizeof(int64)),
+									Max(view.count, 1) * sizeof(int64), true);	/* as alloc_working */
 		wt.pend = MemoryContextAllocHuge(D.cxt, Max(view.count, 1) * sizeof(uint32));
 		wt.pend_bit = MemoryContextAllocExtended(D.cxt, view.count / 8 + 1, MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
 		rr->state.traffic = NULL;

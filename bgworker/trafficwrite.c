@@ -42,6 +42,13 @@
  */
 #define DELTA_DIVISOR 3
 
+/* The most entries a buffer is brought up to date with in place. */
+static inline uint64
+delta_limit(uint64 count)
+{
+	return count / DELTA_DIVISOR + 1024;
+}
+
 typedef struct WriteRecord
 {
 	uint64		seq;			/* 0: none */
@@ -199,7 +206,7 @@ record_write(uint32 seg, const uint32 *touched, uint64 ntouched)
 
 	r->seq = write_seq;
 	r->work_id = D.work_id;
-	r->all = touched == NULL || ntouched + nmoved > D.map.count / DELTA_DIVISOR + 1024;
+	r->all = touched == NULL || ntouched + nmoved > delta_limit(D.map.count);
 	r->n = 0;
 	if (r->all || r->cap > 4 * (ntouched + nmoved) + 65536)
 		release_list(r);		/* a large list no longer needed is given back */
@@ -280,7 +287,7 @@ write_traffic_object(uint64 gen, int64 created_us, const uint32 *touched, uint64
 
 		for (int k = 0; k < nspans; k++)
 			n += spans[k].n;
-		if (n > count / DELTA_DIVISOR + 1024)
+		if (n > delta_limit(count))
 			nspans = -1;
 	}
 	/*

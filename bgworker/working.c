@@ -21,18 +21,13 @@ alloc_working(uint64 count, WorkingTraffic *out)
 {
 	Size		n = Max(count, 1);
 
-	out->traffic = MemoryContextAllocHuge(D.cxt, n * sizeof(TdbTraffic));
-	out->win_seq = MemoryContextAllocHuge(D.cxt, n * sizeof(int64));
-	out->incidents = MemoryContextAllocHuge(D.cxt, n * sizeof(char *));
+	/* updates land at random: huge pages where the kernel grants them (hugepage.h) */
+	out->traffic = tdb_huge_fresh(MemoryContextAllocHuge(D.cxt, n * sizeof(TdbTraffic)), n * sizeof(TdbTraffic), false);
+	out->win_seq = tdb_huge_fresh(MemoryContextAllocHuge(D.cxt, n * sizeof(int64)), n * sizeof(int64), true);
+	out->incidents = tdb_huge_fresh(MemoryContextAllocHuge(D.cxt, n * sizeof(char *)), n * sizeof(char *), true);
 	out->pend = MemoryContextAllocHuge(D.cxt, n * sizeof(uint32));
 	out->pend_bit = MemoryContextAllocExtended(D.cxt, n / 8 + 1, MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
 	out->incident_count = 0;
-	/* updates land at random: huge pages where the kernel grants them (hugepage.h), before the first touch */
-	tdb_advise_huge(out->traffic, n * sizeof(TdbTraffic));
-	tdb_advise_huge(out->win_seq, n * sizeof(int64));
-	tdb_advise_huge(out->incidents, n * sizeof(char *));
-	memset(out->win_seq, 0, n * sizeof(int64));
-	memset(out->incidents, 0, n * sizeof(char *));
 }
 
 /*

@@ -14,6 +14,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/mman.h>
 
 #define TDB_HUGE_PAGE ((uintptr_t) 2 * 1024 * 1024)
@@ -32,6 +33,21 @@ tdb_advise_huge(void *p, size_t len)
 	(void) p;
 	(void) len;
 #endif
+}
+
+/*
+ * A freshly allocated array p of len bytes, not touched yet, advised and
+ * then zeroed if zero: the advice counts only for pages not yet touched,
+ * so a zeroing (or a zeroing allocator) before it gets 4 kB pages.
+ * Returns p.
+ */
+static inline void *
+tdb_huge_fresh(void *p, size_t len, int zero)
+{
+	tdb_advise_huge(p, len);
+	if (zero && p != NULL)
+		memset(p, 0, len);
+	return p;
 }
 
 #endif							/* TDB_HUGEPAGE_H */
