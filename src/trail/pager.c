@@ -45,6 +45,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bridge.h"
 #include "cache.h"
 #include "pager_internal.h"
 #include "remote.h"
@@ -782,50 +783,65 @@ fetch_ahead(TdbPager *p, uint64_t *blocks, int n, uint64_t max_range, TdbTrailEr
 	return fetch_blocks(p, blocks, n, 0, 0, NULL, none, max_range, err);
 }
 
+/* trail_bridge_plan's gap_ok: no block of the gap is cached already */
+static bool
+gap_uncached(void *arg, uint64_t from, uint64_t to)
+{
+	for (uint64_t b = from; b < to; b++)
+		if (cached_block((TdbPager *) arg, b, 0, 0, NULL))
+			return false;
+	return true;
+}
+
 /*
  * Sequential read-ahead of an announced scan: fill the gaps of at most
  * p->bridge blocks between the sorted, distinct missing blocks, so that
- * the blocks around them come in one range GET; a gap block already cached
- * ends the bridge.  The blocks added are at most a quarter of those the
+ * the blocks around them come in one range GET; a gap with a block already
+ * cached is not filled.  The blocks added are at most half of those the
  * window needs (and the list stays within max), so bridging costs at most
- * 25 % more bytes than the exact blocks.  Measured on the ADS-B set of
- * bench/trails_parquet.sh (issue 33): gaps of up to 2 blocks and a
- * sixteenth cost 3-5 % more bytes for 5-18 % fewer requests, and left a
- * box query on 5.4 M reports at 706 GETs of 95 kB on average; gaps of up
- * to 16 blocks and a quarter make it 257 GETs for 17 % more bytes (0.36x
- * -> 0.42x DuckDB's), a radius 745 -> 333.
+ * 50 % more bytes than the exact blocks; the smallest gaps are filled
+ * first, since each gap filled saves a GET whatever its size.
+ *
+ * Measured on the ADS-B set of bench/trails_parquet.sh (issue 33): gaps
+ * of up to 2 blocks and a sixteenth cost 3-5 % more bytes for 5-18 % fewer
+ * requests; gaps of up to 16 blocks and a quarter, filled in file order
+ * until the quarter was spent, left the box on 5.4 M reports at 245 GETs
+ * of 79 MB in 450-590 ms (bench/trailbench query URL box:... 16384 range);
+ * the smallest gaps first, 112 GETs of 79 MB in 364-372 ms; with a third
+ * or a half, every gap (the whole 85 MB object in 11 GETs), 270-290 ms.
+ * Here a GET costs about as much as 300 kB more in one (on a network
+ * farther away, more), so a gap of up to 16 blocks (256 kB) is worth
+ * filling while the budget lasts.
  */
 static int
 bridge_gaps(TdbPager *p, uint64_t *missing, int nmiss, int max)
 {
 	uint64_t   *out;
-	int			n = 0,
-				added = 0,
-				budget = nmiss / 4;
+	bool	   *fill;
+	int64_t		added;
+	int			n = 0;
 
-	if (p->bridge == 0 || nmiss < 2 || budget == 0 ||
-		(out = malloc(sizeof(uint64_t) * (size_t) max)) == NULL)
+	if (p->bridge == 0 || nmiss < 2)
 		return nmiss;
+	if ((fill = calloc((size_t) nmiss, sizeof(bool))) == NULL)
+		return nmiss;
+	added = trail_bridge_plan(missing, nmiss, p->bridge, (uint64_t) nmiss / 2, (uint64_t) max,
+							  gap_uncached, p, fill);
+	if (added <= 0 || (out = malloc(sizeof(uint64_t) * (size_t) (nmiss + added))) == NULL)
+	{
+		free(fill);
+		return nmiss;
+	}
 	for (int i = 0; i < nmiss; i++)
 	{
-		if (i > 0)
-		{
-			uint64_t	gap = missing[i] - missing[i - 1] - 1;
-			bool		fill = gap > 0 && gap <= p->bridge && added + (int) gap <= budget &&
-				nmiss + added + (int) gap <= max;
-
-			for (uint64_t b = missing[i - 1] + 1; fill && b < missing[i]; b++)
-				fill = !cached_block(p, b, 0, 0, NULL);
-			for (uint64_t b = missing[i - 1] + 1; fill && b < missing[i]; b++)
-			{
+		if (fill[i])			/* never fill[0]: a gap is before a block */
+			for (uint64_t b = missing[i - 1] + 1; b < missing[i]; b++)
 				out[n++] = b;
-				added++;
-			}
-		}
 		out[n++] = missing[i];
 	}
 	memcpy(missing, out, sizeof(uint64_t) * (size_t) n);
 	free(out);
+	free(fill);
 	return n;
 }
 
