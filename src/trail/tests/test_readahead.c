@@ -208,3 +208,86 @@ out:
 	free(buf);
 	fx_free(&s);
 }
+
+/*
+ * A time window on a version-3 file whose footer is small (over the first
+ * request's 16 KiB tail, within 64 KiB): scan_begin fetches the whole
+ * footer in its one request, so the trail chunks its pages name come from
+ * the tail rather than a round trip after the page chunks; the rows equal
+ * the brute-force answer.
+ */
+UNIT_TEST(test_trail_readahead_small_footer_whole)
+{
+	TdbS3Config c;
+	FxSet		s;
+	uint64_t	rng = 77;
+	uint8_t    *buf = NULL;
+	size_t		len = 0;
+	TdbPager   *p = NULL;
+	TdbTrailReader *r = NULL;
+	TdbTrailScan *sc = NULL;
+	TdbTrailQuery q;
+	TdbTrailEvent ev;
+	TdbTrailError err;
+	TdbPagerStats ps;
+	int64_t		tmin = INT64_MAX,
+				tmax = INT64_MIN;
+	uint64_t	want = 0,
+				n = 0,
+				footer;
+	int			rc;
+
+	memset(&s, 0, sizeof(s));
+	if (!fx_s3_env(&c, false))
+		return;
+	fx_layout(3);				/* version 3 by trail */
+	fx_make(&s, &rng, false, 300, 200);
+	buf = fx_encode(&s, 4096, 0, &len);
+	if (buf == NULL || !ra_put(&c, "small-footer.trail", buf, len))
+		goto out;
+	for (size_t i = 0; i < s.n; i++)
+	{
+		tmin = s.ev[i].time < tmin ? s.ev[i].time : tmin;
+		tmax = s.ev[i].time > tmax ? s.ev[i].time : tmax;
+	}
+	memset(&q, 0, sizeof(q));
+	q.has_time = true;
+	q.time_from = tmin + (tmax - tmin) / 2;
+	q.time_to = q.time_from + (tmax - tmin) / 50;
+	for (size_t i = 0; i < s.n; i++)
+		want += s.ev[i].time >= q.time_from && s.ev[i].time <= q.time_to;
+
+	tdb_trail_footer_cache_clear();
+	if (ra_open(&c, "small-footer.trail", 0, &p, &err) < 0 || tdb_trail_open(p, &r, &err) < 0)
+	{
+		unit_fail(__FILE__, __LINE__, "open: %s", err.msg);
+		goto out;
+	}
+	footer = len - tdb_trail_footer(r)->data_end;
+	if (footer <= TAIL || footer > (64u << 10))
+	{
+		unit_fail(__FILE__, __LINE__, "the fixture's footer is %llu bytes, not over %u and within 64 KiB",
+				  (unsigned long long) footer, TAIL);
+		goto out;
+	}
+	CHECK(tdb_trail_scan_begin(r, &q, &sc, &err) == 0);
+	if (sc == NULL)
+		goto out;
+	tdb_pager_stats(p, &ps);
+	/* the tail, then the rest of the footer: every footer byte, once */
+	CHECK_EQ_U64(ps.requests, 2);
+	CHECK_EQ_U64(ps.bytes_network, footer);
+	while ((rc = tdb_trail_scan_next(sc, &ev, &err)) > 0)
+		n++;
+	CHECK(rc == 0);
+	CHECK(want > 0);
+	CHECK_EQ_U64(n, want);
+out:
+	tdb_trail_scan_end(sc);
+	if (r)
+		tdb_trail_close(r);
+	if (p)
+		tdb_pager_close(p);
+	free(buf);
+	fx_free(&s);
+}
