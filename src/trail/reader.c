@@ -475,10 +475,26 @@ page_ranges(const TdbTrailScan *s, uint32_t pageno, TdbByteRange *out)
 #define UNION_MIN_SHARE		(1.0 / 3)
 
 /*
+ * A round trip's worth in bytes, counted low: a GET cost about as much as
+ * 300 kB more in one on 2 cores where MinIO runs too (bench/trailbench's
+ * box on 5.4 M reports: 245 GETs of 79 MB against 11 of 85 MB; pager.c's
+ * bridge_gaps), more on a network farther away; 64 kB keeps the bytes a
+ * join may fetch for nothing small.  A join of L lookups whose file holds
+ * at most L - 1 times this in pages reads them all at its first lookup,
+ * whatever share it needs, rather than a round trip per lookup: 100
+ * lookups of the US-coast AIS file (1.4 MB) made 56 GETs one after the
+ * other, 125 ms against DuckDB's 30 ms for its whole Parquet file, and
+ * 30 ms in 7 GETs read at once (bench/trails_parquet.sh q8).
+ */
+#define UNION_GET_BYTES		(64u << 10)
+
+/*
  * The first lookup of a join (a page cache, trail ids, lookups expected):
  * when the pages the lookups would need together are a large enough share
  * of the file's candidate pages (UNION_MIN_SHARE) (a page of k of the file's T trails is needed by one of
- * L random lookups with probability 1 - (1 - k/T)^L), fetch all those
+ * L random lookups with probability 1 - (1 - k/T)^L), or the file's pages
+ * are so few bytes that a round trip per lookup would cost more
+ * (UNION_GET_BYTES), fetch all those
  * pages' needed chunks now, in as few rounds of concurrent requests as
  * the pager's room allows, rather than a round per lookup.  Nothing when
  * they would not fit the room at once.
@@ -498,15 +514,20 @@ prefetch_union(TdbTrailScan *s, TdbTrailError *err)
 	size_t		cap = 0;
 	int			n = 0,
 				rc = 0;
+	bool		small;
 
 	if (room == 0 || f->ntrails == 0)
 		return 0;
+	/* the file's pages within the room, and fewer bytes than the later lookups' round trips are worth */
+	small = f->data_end <= room &&
+		f->data_end <= ((uint64_t) s->q.lookups_expected - 1) * UNION_GET_BYTES;
 	/*
 	 * Version 3: the union needs every trail and page entry; loaded only
-	 * when the lookups would load most trail chunks anyway.
+	 * when the lookups would load most trail chunks anyway, or the file is
+	 * small enough to be read whole.
 	 */
 	if (trail_lazy_footer(s->r) &&
-		(1 - pow(1 - 1.0 / trail_footer3_nchunks(f, TRAIL3_TRAILS), (double) s->q.lookups_expected) < 0.8 ||
+		((!small && 1 - pow(1 - 1.0 / trail_footer3_nchunks(f, TRAIL3_TRAILS), (double) s->q.lookups_expected) < 0.8) ||
 		 (rc = tdb_trail_need_trails(s->r, 0, f->ntrails, err)) < 0 ||
 		 (rc = tdb_trail_need_pages(s->r, 0, f->npages, err)) < 0))
 		return rc;
@@ -527,7 +548,7 @@ prefetch_union(TdbTrailScan *s, TdbTrailError *err)
 		cand++;
 		expect += 1 - pow(1 - (double) k[p] / f->ntrails, (double) s->q.lookups_expected);
 	}
-	if (cand == 0 || expect < UNION_MIN_SHARE * cand)
+	if (cand == 0 || (expect < UNION_MIN_SHARE * cand && !small))
 	{
 		free(k);
 		return 0;				/* the lookups' own pages, each lookup in its turn */
