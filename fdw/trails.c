@@ -187,6 +187,17 @@ trlExplainForeignScan(ForeignScanState *node, ExplainState *es)
 		ExplainPropertyText("Time Range Pushed Down", times.data, es);
 	if (area.len)
 		ExplainPropertyText("Area Pushed Down", area.data, es);
+	if (st->exact)
+	{
+		/* PostgreSQL's Filter no longer shows it: say who checks it, and what it removed */
+		ExplainPropertyText("Area Checked By The Scan",
+							psprintf("ST_Intersects(%s, rectangle %.17g %.17g, %.17g %.17g), exactly: no recheck",
+									 quote_identifier(NameStr(TupleDescAttr(st->tupdesc,
+																			  trail_cols(RelationGetRelid(st->rel)).geom - 1)->attname)),
+									 st->exact_box[0], st->exact_box[1], st->exact_box[2], st->exact_box[3]), es);
+		if (es->analyze)
+			ExplainPropertyUInteger("Rows Removed by Area Check", NULL, st->exact_removed, es);
+	}
 	if (st->agg)
 	{
 		ExplainPropertyText("Aggregates From Footer", strVal(list_nth(plan->fdw_private, AGGP_TEXT)), es);

@@ -188,6 +188,14 @@ typedef struct TrlScan
 	/* the file's columns the query does not read (TdbTrailQuery) */
 	uint64		skip_columns;
 	bool		skip_position;
+	/*
+	 * ST_Intersects(geom, a rectangle) the planner left to the scan
+	 * (trl_exact_box): each point checked against exact_box (xmin, ymin,
+	 * xmax, ymax); the points outside counted for EXPLAIN ANALYZE
+	 */
+	bool		exact;
+	double		exact_box[4];
+	uint64		exact_removed;
 	TdbTrailQuery q;
 	Relation	rel;			/* the foreign table */
 	/* aggregates from the footer (AGGP_*) */
@@ -228,6 +236,7 @@ extern Datum trail_time_datum(int64 unix_us);
 extern TrailCols trail_cols(Oid relid);
 extern bool trl_is_col(Expr *e, Index relid, AttrNumber att);
 extern bool trl_classify(Expr *clause, Index relid, const TrailCols *c, List **kinds, List **args);
+extern bool trl_exact_box(Expr *clause, Index relid, Oid foreigntableid, double *box);
 extern bool trl_collation_is_bytes(Oid coll);
 extern void trlGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid);
 extern void trlGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid);

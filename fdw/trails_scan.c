@@ -100,6 +100,15 @@ trlBeginForeignScan(ForeignScanState *node, int eflags)
 		st->rel = node->ss.ss_currentRelation;
 	st->tupdesc = RelationGetDescr(st->rel);
 	st->kinds = linitial(plan->fdw_private);
+	/* a base scan's fifth item: the rectangle it checks itself, or NIL */
+	if (!st->agg && list_length(plan->fdw_private) >= 5 && list_nth(plan->fdw_private, 4) != NIL)
+	{
+		List	   *b = list_nth(plan->fdw_private, 4);
+
+		st->exact = true;
+		for (int k = 0; k < 4; k++)
+			st->exact_box[k] = strtod(strVal(list_nth(b, k)), NULL);
+	}
 	foreach(lc, plan->fdw_exprs)
 		st->arg_states = lappend(st->arg_states, ExecInitExpr(lfirst(lc), (PlanState *) node));
 	st->scan_cxt = AllocSetContextCreate(node->ss.ps.state->es_query_cxt, "trail scan",
@@ -623,11 +632,22 @@ trlIterateForeignScan(ForeignScanState *node)
 	}
 	if (st->empty || st->h->scan == NULL)
 		return slot;
-	rc = tdb_trail_scan_next(st->h->scan, &ev, &err);
-	if (rc < 0)
-		trail_error(&err, psprintf("could not read trail file \"%s\"", st->h->url));
-	if (rc == 0)
-		return slot;
+	for (;;)
+	{
+		rc = tdb_trail_scan_next(st->h->scan, &ev, &err);
+		if (rc < 0)
+			trail_error(&err, psprintf("could not read trail file \"%s\"", st->h->url));
+		if (rc == 0)
+			return slot;
+		/* ST_Intersects(geom, the rectangle), boundary included, on the point's own doubles */
+		if (!st->exact || (ev.lon >= st->exact_box[0] && ev.lon <= st->exact_box[2] &&
+						   ev.lat >= st->exact_box[1] && ev.lat <= st->exact_box[3]))
+			break;
+		st->exact_removed++;
+		/* a long stretch of points outside: answer cancel between them */
+		if ((st->exact_removed & 4095) == 0)
+			CHECK_FOR_INTERRUPTS();
+	}
 	sc = &tdb_trail_footer(st->h->reader)->schema;
 	for (int i = 0; i < st->tupdesc->natts; i++)
 	{

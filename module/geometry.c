@@ -8,6 +8,8 @@
  */
 #include "postgres.h"
 
+#include <math.h>
+
 #include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/table.h"
@@ -327,6 +329,78 @@ tdb_geometry_srid(Datum geom)
 {
 	lookup_postgis_fns();
 	return DatumGetInt32(OidFunctionCall1(fn_srid, geom));
+}
+
+/* A WKB uint32 or double at p in the byte order of flag (1: little endian). */
+static uint32
+wkb_u32(const uint8 *p, bool le)
+{
+	return le ? (uint32) p[0] | (uint32) p[1] << 8 | (uint32) p[2] << 16 | (uint32) p[3] << 24 :
+		(uint32) p[3] | (uint32) p[2] << 8 | (uint32) p[1] << 16 | (uint32) p[0] << 24;
+}
+
+static double
+wkb_f64(const uint8 *p, bool le)
+{
+	uint64		u = 0;
+	double		d;
+
+	for (int i = 0; i < 8; i++)
+		u |= (uint64) p[le ? i : 7 - i] << (8 * i);
+	memcpy(&d, &u, 8);
+	return d;
+}
+
+#define WKB_POLYGON		3
+#define RECT_WKB_SIZE	(1 + 4 + 4 + 4 + 5 * 16)
+
+bool
+tdb_geometry_rectangle(Datum geom, double *b)
+{
+	bytea	   *wkb;
+	const uint8 *p;
+	bool		le;
+	double		x[5],
+				y[5];
+
+	if (tdb_geometry_srid(geom) != SRID_WGS84)
+		return false;
+	wkb = tdb_geometry_wkb(geom);
+	p = (const uint8 *) VARDATA_ANY(wkb);
+	if (VARSIZE_ANY_EXHDR(wkb) != RECT_WKB_SIZE || p[0] > 1)
+		return false;
+	le = p[0] == 1;
+	/* ISO WKB: a Z or M polygon has another type number (1003, 2003, 3003) */
+	if (wkb_u32(p + 1, le) != WKB_POLYGON || wkb_u32(p + 5, le) != 1 || wkb_u32(p + 9, le) != 5)
+		return false;
+	for (int i = 0; i < 5; i++)
+	{
+		x[i] = wkb_f64(p + 13 + 16 * i, le);
+		y[i] = wkb_f64(p + 21 + 16 * i, le);
+		if (!isfinite(x[i]) || !isfinite(y[i]))
+			return false;
+	}
+	if (x[4] != x[0] || y[4] != y[0])
+		return false;
+	b[0] = Min(Min(x[0], x[1]), Min(x[2], x[3]));
+	b[2] = Max(Max(x[0], x[1]), Max(x[2], x[3]));
+	b[1] = Min(Min(y[0], y[1]), Min(y[2], y[3]));
+	b[3] = Max(Max(y[0], y[1]), Max(y[2], y[3]));
+	if (!(b[0] < b[2] && b[1] < b[3]))
+		return false;
+	for (int i = 0; i < 4; i++)
+	{
+		/* each corner a corner of the box, each edge along one axis */
+		if ((x[i] != b[0] && x[i] != b[2]) || (y[i] != b[1] && y[i] != b[3]))
+			return false;
+		if ((x[i] == x[i + 1]) == (y[i] == y[i + 1]))
+			return false;
+		/* the four corners, each once (not a ring that goes back on itself) */
+		for (int j = 0; j < i; j++)
+			if (x[i] == x[j] && y[i] == y[j])
+				return false;
+	}
+	return true;
 }
 
 char *

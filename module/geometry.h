@@ -82,6 +82,16 @@ extern bool tdb_box_grow_metres(struct TdbBox *box, double radius_m);
 extern int32 tdb_geometry_srid(Datum geom);
 extern char *tdb_geometry_type(Datum geom);
 
+/*
+ * Whether geom is an axis-aligned rectangle of SRID 4326 (the trail
+ * wrappers' points): a 2D POLYGON of one ring of five positions, the last
+ * the first, each edge parallel to an axis, of positive width and height;
+ * b = (xmin, ymin, xmax, ymax).  A point intersects it (PostGIS's
+ * ST_Intersects, boundary included) exactly when xmin <= x <= xmax and
+ * ymin <= y <= ymax in double precision.
+ */
+extern bool tdb_geometry_rectangle(Datum geom, double *b);
+
 /* NULL when PostGIS's ST_IsValid holds, else its ST_IsValidReason. */
 extern char *tdb_geometry_invalid_reason(Datum geom);
 
