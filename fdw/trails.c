@@ -198,6 +198,17 @@ trlExplainForeignScan(ForeignScanState *node, ExplainState *es)
 		if (es->analyze)
 			ExplainPropertyUInteger("Rows Removed by Area Check", NULL, st->exact_removed, es);
 	}
+	if (st->band)
+	{
+		ExplainPropertyText("Distance Checked By The Scan",
+							psprintf("%s: the great-circle distance settles the rows 1 %% and 1 m or more from the circle, PostGIS the others",
+									 deparse_expression(llast(plan->fdw_exprs), context, false, false)), es);
+		if (es->analyze)
+		{
+			ExplainPropertyUInteger("Rows Removed by Distance Check", NULL, st->band_removed, es);
+			ExplainPropertyUInteger("Rows Checked by PostGIS", NULL, st->band_asked, es);
+		}
+	}
 	if (st->agg)
 	{
 		ExplainPropertyText("Aggregates From Footer", strVal(list_nth(plan->fdw_private, AGGP_TEXT)), es);

@@ -196,6 +196,19 @@ typedef struct TrlScan
 	bool		exact;
 	double		exact_box[4];
 	uint64		exact_removed;
+	/*
+	 * ST_DWithin(geom::geography, point, d) the planner left to the scan
+	 * (trl_geog_band): settled by the great-circle distance where it is
+	 * certain (trl_band_settles), else by band_state, the clause itself
+	 * (the last of the plan's fdw_exprs), on the formed row
+	 */
+	bool		band;
+	double		band_lon,
+				band_lat,
+				band_d;
+	ExprState  *band_state;
+	uint64		band_removed;	/* rows outside, all told */
+	uint64		band_asked;		/* rows PostGIS was asked about */
 	TdbTrailQuery q;
 	Relation	rel;			/* the foreign table */
 	/* aggregates from the footer (AGGP_*) */
@@ -237,6 +250,7 @@ extern TrailCols trail_cols(Oid relid);
 extern bool trl_is_col(Expr *e, Index relid, AttrNumber att);
 extern bool trl_classify(Expr *clause, Index relid, const TrailCols *c, List **kinds, List **args);
 extern bool trl_exact_box(Expr *clause, Index relid, Oid foreigntableid, double *box);
+extern bool trl_geog_band(Expr *clause, Index relid, Oid foreigntableid, double *px, double *py, double *d);
 extern bool trl_collation_is_bytes(Oid coll);
 extern void trlGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid);
 extern void trlGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid);

@@ -229,6 +229,44 @@ trl_exact_box(Expr *clause, Index relid, Oid foreigntableid, double *box)
 	return tdb_geometry_rectangle(((Const *) arg)->constvalue, box);
 }
 
+/*
+ * Is clause ST_DWithin(geom::geography, p, d[, use_spheroid]) with p a
+ * constant geography POINT of SRID 4326 and d a constant finite distance
+ * >= 0 (use_spheroid, if given, a constant)?  p's longitude and latitude
+ * and d into *px, *py, *d.  The scan then settles most rows itself by the
+ * great-circle distance (trl_band_settles) and asks PostGIS only about
+ * the rows near the circle.
+ */
+bool
+trl_geog_band(Expr *clause, Index relid, Oid foreigntableid, double *px, double *py, double *d)
+{
+	TrailCols	c;
+	TdbGeoClause geo;
+	Const	   *a,
+			   *dc;
+	int32		srid;
+	char	   *what;
+
+	if (!IsA(clause, FuncExpr))
+		return false;
+	c = trail_cols(foreigntableid);
+	if (!tdb_geo_clause(clause, relid, geom_column, &c.geom, &geo) || geo.kind != TDB_GEO_DWITHIN_M)
+		return false;
+	if (!IsA(geo.arg, Const) || !IsA(geo.distance, Const) ||
+		(geo.spheroid != NULL && (!IsA(geo.spheroid, Const) || ((Const *) geo.spheroid)->constisnull)))
+		return false;
+	a = (Const *) geo.arg;
+	dc = (Const *) geo.distance;
+	if (a->constisnull || dc->constisnull || dc->consttype != FLOAT8OID)
+		return false;
+	*d = DatumGetFloat8(dc->constvalue);
+	if (!(*d >= 0) || isinf(*d))
+		return false;			/* PostGIS's error for d < 0, NaN: its own answer */
+	if (!tdb_geometry_point(tdb_geography_to_geometry(a->constvalue, a->consttype), px, py, &srid, &what))
+		return false;
+	return srid == 4326 && isfinite(*px) && isfinite(*py) && *py >= -90 && *py <= 90;
+}
+
 void
 trlGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 {
@@ -347,6 +385,7 @@ trlGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid, Fo
 	Bitmapset  *used = NULL;
 	List	   *used_list = NIL;
 	List	   *exact;
+	List	   *band;
 	int			lookups = 0;
 
 	/* aggregates from the footer (trlGetForeignUpperPaths): no relation scanned */
@@ -408,13 +447,33 @@ trlGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid, Fo
 	 * scan checks that one exactly on the points it forms (trl_exact_box).
 	 */
 	{
-		double		box[4];
+		double		box[4],
+					px,
+					py,
+					dist;
 		List	   *kept = NIL;
 
 		exact = NIL;
+		band = NIL;
 		foreach(lc, scan_clauses)
 		{
 			RestrictInfo *ri = lfirst_node(RestrictInfo, lc);
+
+			/*
+			 * The first ST_DWithin(geom::geography, a point, d): the scan
+			 * evaluates it, itself for the rows a great-circle bound
+			 * settles, through PostGIS for the others: the clause goes last
+			 * among the scan's expressions (fdw_exprs), not to the quals
+			 */
+			if (band == NIL && !ri->pseudoconstant &&
+				trl_geog_band(ri->clause, baserel->relid, foreigntableid, &px, &py, &dist))
+			{
+				band = list_make3(makeString(psprintf("%.17g", px)), makeString(psprintf("%.17g", py)),
+								  makeString(psprintf("%.17g", dist)));
+				args = lappend(list_copy(args), ri->clause);
+				pull_varattnos((Node *) ri->clause, baserel->relid, &used);
+				continue;
+			}
 
 			if (!ri->pseudoconstant && trl_exact_box(ri->clause, baserel->relid, foreigntableid, box))
 			{
@@ -458,8 +517,8 @@ trlGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid, Fo
 	 * will be read, so it announces all its pages at once (reader.c).
 	 */
 	return make_foreignscan(tlist, scan_clauses, baserel->relid, args,
-							list_make5(kinds, makeInteger(lookups), used_list,
-									   makeInteger(root->tuple_fraction > 0 || root->limit_tuples >= 0),
-									   exact),
+							lappend(list_make5(kinds, makeInteger(lookups), used_list,
+											   makeInteger(root->tuple_fraction > 0 || root->limit_tuples >= 0),
+											   exact), band),
 							NIL, NIL, outer_plan);
 }

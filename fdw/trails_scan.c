@@ -111,6 +111,17 @@ trlBeginForeignScan(ForeignScanState *node, int eflags)
 	}
 	foreach(lc, plan->fdw_exprs)
 		st->arg_states = lappend(st->arg_states, ExecInitExpr(lfirst(lc), (PlanState *) node));
+	/* the sixth: the distance clause it settles itself (its expression is the last of fdw_exprs) */
+	if (!st->agg && list_length(plan->fdw_private) >= 6 && list_nth(plan->fdw_private, 5) != NIL)
+	{
+		List	   *b = list_nth(plan->fdw_private, 5);
+
+		st->band = true;
+		st->band_lon = strtod(strVal(linitial(b)), NULL);
+		st->band_lat = strtod(strVal(lsecond(b)), NULL);
+		st->band_d = strtod(strVal(lthird(b)), NULL);
+		st->band_state = llast(st->arg_states);
+	}
 	st->scan_cxt = AllocSetContextCreate(node->ss.ps.state->es_query_cxt, "trail scan",
 										 ALLOCSET_SMALL_SIZES);
 }
@@ -582,6 +593,36 @@ trl_open_file(ForeignScanState *node, TrlScan *st)
  */
 static size_t trl_page_cache_pool = 0;
 
+/*
+ * Whether the point (lon, lat) is within d metres of (plon, plat), as
+ * PostGIS's ST_DWithin on geography says, when the great-circle distance
+ * settles it: 1 within, 0 not, -1 too near the circle to tell (PostGIS
+ * decides).  The WGS 84 ellipsoid maps onto the sphere of the mean radius R
+ * (same latitude and longitude) with every length scaled by a factor
+ * between M/R and N/R, its meridional and normal radii of curvature: from
+ * a(1 - e^2)/R = 0.99442 (M at the equator) to a/sqrt(1 - e^2)/R = 1.00447
+ * (N at the poles).  So the geodesic length s between two points lies
+ * within [0.99442, 1.00447] times their great-circle distance on that
+ * sphere, which is PostGIS's own when use_spheroid is false.  A margin of
+ * 1 % and 1 m covers both and every rounding.
+ */
+static inline int
+trl_band_settles(double lon, double lat, double plon, double plat, double d)
+{
+	double		s = tdb_geo_distance_m(lon, lat, plon, plat);
+
+	if (!(s >= 0))
+		return -1;
+	if (s * 1.01 + 1.0 <= d)
+		return 1;
+	if (s * 0.99 - 1.0 > d)
+		return 0;
+	return -1;
+}
+
+static void trl_form_row(TrlScan *st, TupleTableSlot *slot, const TdbTrailEvent *evp,
+						 const TdbTrailSchema *sc);
+
 TupleTableSlot *
 trlIterateForeignScan(ForeignScanState *node)
 {
@@ -632,23 +673,72 @@ trlIterateForeignScan(ForeignScanState *node)
 	}
 	if (st->empty || st->h->scan == NULL)
 		return slot;
+	sc = &tdb_trail_footer(st->h->reader)->schema;
 	for (;;)
 	{
+		bool		ask = false;
+
 		rc = tdb_trail_scan_next(st->h->scan, &ev, &err);
 		if (rc < 0)
 			trail_error(&err, psprintf("could not read trail file \"%s\"", st->h->url));
 		if (rc == 0)
 			return slot;
 		/* ST_Intersects(geom, the rectangle), boundary included, on the point's own doubles */
-		if (!st->exact || (ev.lon >= st->exact_box[0] && ev.lon <= st->exact_box[2] &&
+		if (st->exact && !(ev.lon >= st->exact_box[0] && ev.lon <= st->exact_box[2] &&
 						   ev.lat >= st->exact_box[1] && ev.lat <= st->exact_box[3]))
-			break;
-		st->exact_removed++;
-		/* a long stretch of points outside: answer cancel between them */
-		if ((st->exact_removed & 4095) == 0)
-			CHECK_FOR_INTERRUPTS();
+		{
+			st->exact_removed++;
+			/* a long stretch of points outside: answer cancel between them */
+			if ((st->exact_removed & 4095) == 0)
+				CHECK_FOR_INTERRUPTS();
+			continue;
+		}
+		if (st->band)
+		{
+			int			v = trl_band_settles(ev.lon, ev.lat, st->band_lon, st->band_lat, st->band_d);
+
+			if (v == 0)
+			{
+				st->band_removed++;
+				if ((st->band_removed & 4095) == 0)
+					CHECK_FOR_INTERRUPTS();
+				continue;
+			}
+			ask = v < 0;
+		}
+		trl_form_row(st, slot, &ev, sc);
+		if (ask)
+		{
+			ExprContext *econtext = node->ss.ps.ps_ExprContext;
+			bool		isnull;
+			Datum		in;
+
+			/* near the circle: PostGIS's own answer, on the row as formed */
+			st->band_asked++;
+			econtext->ecxt_scantuple = slot;
+			in = ExecEvalExpr(st->band_state, econtext, &isnull);
+			if (isnull || !DatumGetBool(in))
+			{
+				ExecClearTuple(slot);
+				/* nothing of this row is kept: its values and PostGIS's work go */
+				ResetExprContext(econtext);
+				st->band_removed++;
+				if ((st->band_removed & 4095) == 0)
+					CHECK_FOR_INTERRUPTS();
+				continue;
+			}
+		}
+		return slot;
 	}
-	sc = &tdb_trail_footer(st->h->reader)->schema;
+}
+
+/* The row of event ev into slot, as the table's columns want it. */
+static void
+trl_form_row(TrlScan *st, TupleTableSlot *slot, const TdbTrailEvent *evp, const TdbTrailSchema *sc)
+{
+	const TdbTrailEvent ev = *evp;
+
+	ExecClearTuple(slot);
 	for (int i = 0; i < st->tupdesc->natts; i++)
 	{
 		int			src = st->src[i];
@@ -693,7 +783,7 @@ trlIterateForeignScan(ForeignScanState *node)
 				}
 		}
 	}
-	return ExecStoreVirtualTuple(slot);
+	ExecStoreVirtualTuple(slot);
 }
 
 void
