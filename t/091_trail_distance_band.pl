@@ -51,13 +51,7 @@ CREATE FOREIGN TABLE tr (tid text, ts timestamptz, geom geometry(Point, 4326), n
 ANALYZE ev;
 });
 
-sub rows
-{
-	my ($table, $where) = @_;
-	my ($rc, $out, $err) = $node->psql('postgres',
-		"SELECT count(*) || ':' || coalesce(md5(string_agg(n::text, ',' ORDER BY n)), '-') FROM $table WHERE $where");
-	return $rc == 0 ? $out : 'ERROR: ' . ($err =~ /ERROR:\s*(.*)/ ? $1 : $err);
-}
+sub rows { return tdb_where_digest($node, @_); }
 
 sub pt { my ($x, $y) = @_; return "ST_SetSRID(ST_MakePoint($x, $y), 4326)::geography"; }
 

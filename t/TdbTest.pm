@@ -7,7 +7,7 @@ use PostgreSQL::Test::Utils;
 use Exporter 'import';
 use JSON::PP;
 use IPC::Run;
-our @EXPORT = qw(tdb_node tdb_trail_disk tdb_superuser tdb_initdb_utf8 tdb_make_bucket tdb_scan_node tdb_grid_map tdb_sync_pair tdb_standby_pair tdb_caught_up tdb_tdbsub tdb_wait_output tdb_wait_session tdb_model_create tdb_model_put tdb_model_round tdb_model_check tdb_line_grid tdb_restart_replayed tdb_python tdb_random_roads);
+our @EXPORT = qw(tdb_node tdb_trail_disk tdb_where_digest tdb_superuser tdb_initdb_utf8 tdb_make_bucket tdb_scan_node tdb_grid_map tdb_sync_pair tdb_standby_pair tdb_caught_up tdb_tdbsub tdb_wait_output tdb_wait_session tdb_model_create tdb_model_put tdb_model_round tdb_model_check tdb_line_grid tdb_restart_replayed tdb_python tdb_random_roads);
 
 # The extension, a trail server for local files ("disk") and a case-insensitive
 # ICU collation ("ci"), as the pushdown tests against heaps start.
@@ -20,6 +20,17 @@ CREATE EXTENSION trafficdb CASCADE;
 CREATE SERVER disk FOREIGN DATA WRAPPER trafficdb_trails;
 CREATE COLLATION ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false);
 });
+}
+
+# The rows of $table under WHERE $where as "count:md5 of their n column in
+# order" (a heap and a foreign table of the same rows compare equal), or
+# "ERROR: message" when the query fails.
+sub tdb_where_digest
+{
+	my ($node, $table, $where) = @_;
+	my ($rc, $out, $err) = $node->psql('postgres',
+		"SELECT count(*) || ':' || coalesce(md5(string_agg(n::text, ',' ORDER BY n)), '-') FROM $table WHERE $where");
+	return $rc == 0 ? $out : 'ERROR: ' . ($err =~ /ERROR:\s*(.*)/ ? $1 : $err);
 }
 
 # The Foreign Scan node of EXPLAIN (ANALYZE, VERBOSE, FORMAT JSON) sql, run
