@@ -24,7 +24,7 @@ my $node = tdb_node('trail_distance_band');
 my $dir = PostgreSQL::Test::Utils::tempdir;
 tdb_trail_disk($node);
 
-# 60,000 points in clusters: around (24.94, 60.17), near the north pole, across the
+# 30,000 points in clusters: around (24.94, 60.17), near the north pole, across the
 # antimeridian, near the south pole, and scattered world-wide; on the 1e-7 grid
 $node->safe_psql('postgres', qq{
 SELECT setseed(0.91);
@@ -43,7 +43,7 @@ FROM (
                WHEN 2 THEN 10 + (random() - 0.5) * 0.2
                WHEN 3 THEN -89.95 - random() * 0.05
                ELSE (random() - 0.5) * 179.8 END AS y
-  FROM generate_series(0, 59999) i) p;
+  FROM generate_series(0, 29999) i) p;
 SELECT trafficdb.trail_write('SELECT tid, ts, geom, n FROM ev', '$dir/ev.trail',
   id_column => 'tid', time_column => 'ts', page_size => 4096);
 CREATE FOREIGN TABLE tr (tid text, ts timestamptz, geom geometry(Point, 4326), n bigint)
