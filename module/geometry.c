@@ -8,8 +8,6 @@
  */
 #include "postgres.h"
 
-#include <math.h>
-
 #include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/table.h"
@@ -331,54 +329,31 @@ tdb_geometry_srid(Datum geom)
 	return DatumGetInt32(OidFunctionCall1(fn_srid, geom));
 }
 
-/* A WKB uint32 or double at p in the byte order of flag (1: little endian). */
-static uint32
-wkb_u32(const uint8 *p, bool le)
-{
-	return le ? (uint32) p[0] | (uint32) p[1] << 8 | (uint32) p[2] << 16 | (uint32) p[3] << 24 :
-		(uint32) p[3] | (uint32) p[2] << 8 | (uint32) p[1] << 16 | (uint32) p[0] << 24;
-}
-
-static double
-wkb_f64(const uint8 *p, bool le)
-{
-	uint64		u = 0;
-	double		d;
-
-	for (int i = 0; i < 8; i++)
-		u |= (uint64) p[le ? i : 7 - i] << (8 * i);
-	memcpy(&d, &u, 8);
-	return d;
-}
-
-#define WKB_POLYGON		3
+/* ST_AsBinary of a 2D POLYGON of one ring of five positions: no room for Z or M */
 #define RECT_WKB_SIZE	(1 + 4 + 4 + 4 + 5 * 16)
 
 bool
 tdb_geometry_rectangle(Datum geom, double *b)
 {
 	bytea	   *wkb;
-	const uint8 *p;
-	bool		le;
-	double		x[5],
+	double		xy[10],
+				x[5],
 				y[5];
+	uint32		n,
+				rings;
 
 	if (tdb_geometry_srid(geom) != SRID_WGS84)
 		return false;
 	wkb = tdb_geometry_wkb(geom);
-	p = (const uint8 *) VARDATA_ANY(wkb);
-	if (VARSIZE_ANY_EXHDR(wkb) != RECT_WKB_SIZE || p[0] > 1)
-		return false;
-	le = p[0] == 1;
-	/* ISO WKB: a Z or M polygon has another type number (1003, 2003, 3003) */
-	if (wkb_u32(p + 1, le) != WKB_POLYGON || wkb_u32(p + 5, le) != 1 || wkb_u32(p + 9, le) != 5)
+	/* the size bounds the positions tdb_geo_wkb_shape writes to five, and leaves no room for Z or M */
+	if (VARSIZE_ANY_EXHDR(wkb) != RECT_WKB_SIZE ||
+		tdb_geo_wkb_shape((const unsigned char *) VARDATA_ANY(wkb), VARSIZE_ANY_EXHDR(wkb), xy, &n, NULL, &rings) != 3 ||
+		n != 5 || rings != 1)
 		return false;
 	for (int i = 0; i < 5; i++)
 	{
-		x[i] = wkb_f64(p + 13 + 16 * i, le);
-		y[i] = wkb_f64(p + 21 + 16 * i, le);
-		if (!isfinite(x[i]) || !isfinite(y[i]))
-			return false;
+		x[i] = xy[2 * i];
+		y[i] = xy[2 * i + 1];
 	}
 	if (x[4] != x[0] || y[4] != y[0])
 		return false;
