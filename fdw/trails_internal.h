@@ -190,7 +190,7 @@ typedef struct TrlScan
 	bool		skip_position;
 	/*
 	 * ST_Intersects(geom, a rectangle) the planner left to the scan
-	 * (trl_exact_box): each point checked against exact_box (xmin, ymin,
+	 * (trails_plan.c exact_box): each point checked against exact_box (xmin, ymin,
 	 * xmax, ymax); the points outside counted for EXPLAIN ANALYZE
 	 */
 	bool		exact;
@@ -198,7 +198,7 @@ typedef struct TrlScan
 	uint64		exact_removed;
 	/*
 	 * ST_DWithin(geom::geography, point, d) the planner left to the scan
-	 * (trl_geog_band): settled by the great-circle distance where it is
+	 * (trails_plan.c geog_band): settled by the great-circle distance where it is
 	 * certain (trl_band_settles), else by band_state, the clause itself
 	 * (the last of the plan's fdw_exprs), on the formed row
 	 */
@@ -249,8 +249,6 @@ extern Datum trail_time_datum(int64 unix_us);
 extern TrailCols trail_cols(Oid relid);
 extern bool trl_is_col(Expr *e, Index relid, AttrNumber att);
 extern bool trl_classify(Expr *clause, Index relid, const TrailCols *c, List **kinds, List **args);
-extern bool trl_exact_box(Expr *clause, Index relid, Oid foreigntableid, double *box);
-extern bool trl_geog_band(Expr *clause, Index relid, Oid foreigntableid, double *px, double *py, double *d);
 extern bool trl_collation_is_bytes(Oid coll);
 extern void trlGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid);
 extern void trlGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid);

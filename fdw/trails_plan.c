@@ -200,63 +200,44 @@ trl_classify(Expr *clause, Index relid, const TrailCols *c, List **kinds, List *
 }
 
 /*
- * Is clause ST_Intersects(geom, r) (either way round) with r a constant
- * axis-aligned rectangle of SRID 4326 (tdb_geometry_rectangle)?  Its box
- * into box.  The scan then checks it on each point it forms, in the same
- * doubles PostGIS would read from the point (checked against
- * ST_Intersects on 400,000 points within 1e-12 degrees of the edges, and
- * in t/087_trail_exact_box.pl), and PostgreSQL does not check it again:
- * that check was half the CPU of a box query on the week of New York
- * Harbor AIS (111,139 of 173,000 reports in the box).
+ * Is geo (tdb_geo_clause of a FuncExpr: ST_Intersects(geom, r), either way
+ * round) against a constant axis-aligned rectangle r of SRID 4326
+ * (tdb_geometry_rectangle)?  Its box into box.  The scan then checks it on
+ * each point it forms, in the same doubles PostGIS would read from the
+ * point (checked against ST_Intersects on 400,000 points within 1e-12
+ * degrees of the edges, and in t/090_trail_exact_box.pl), and PostgreSQL
+ * does not check it again: that check was half the CPU of a box query on
+ * the week of New York Harbor AIS (111,139 of 173,000 reports in the box).
  */
-bool
-trl_exact_box(Expr *clause, Index relid, Oid foreigntableid, double *box)
+static bool
+exact_box(const TdbGeoClause *geo, double *box)
 {
-	TrailCols	c;
-	TdbGeoClause geo;
-	Expr	   *arg;
+	const Const *a = (const Const *) geo->arg;
 
-	if (!IsA(clause, FuncExpr))
-		return false;
-	c = trail_cols(foreigntableid);
-	if (!tdb_geo_clause(clause, relid, geom_column, &c.geom, &geo) || geo.kind != TDB_GEO_BOX)
-		return false;
-	arg = geo.arg;
 	/* a constant of PostGIS's geometry type, not NULL (NULL: PostgreSQL says no row) */
-	if (!IsA(arg, Const) || ((Const *) arg)->constisnull ||
-		((Const *) arg)->consttype != tdb_geometry_oid())
-		return false;
-	return tdb_geometry_rectangle(((Const *) arg)->constvalue, box);
+	return geo->kind == TDB_GEO_BOX && IsA(a, Const) && !a->constisnull &&
+		a->consttype == tdb_geometry_oid() && tdb_geometry_rectangle(a->constvalue, box);
 }
 
 /*
- * Is clause ST_DWithin(geom::geography, p, d[, use_spheroid]) with p a
+ * Is geo ST_DWithin(geom::geography, p, d[, use_spheroid]) with p a
  * constant geography POINT of SRID 4326 and d a constant finite distance
  * >= 0 (use_spheroid, if given, a constant)?  p's longitude and latitude
  * and d into *px, *py, *d.  The scan then settles most rows itself by the
  * great-circle distance (trl_band_settles) and asks PostGIS only about
  * the rows near the circle.
  */
-bool
-trl_geog_band(Expr *clause, Index relid, Oid foreigntableid, double *px, double *py, double *d)
+static bool
+geog_band(const TdbGeoClause *geo, double *px, double *py, double *d)
 {
-	TrailCols	c;
-	TdbGeoClause geo;
-	Const	   *a,
-			   *dc;
+	const Const *a = (const Const *) geo->arg,
+			   *dc = (const Const *) geo->distance;
 	int32		srid;
 	char	   *what;
 
-	if (!IsA(clause, FuncExpr))
+	if (geo->kind != TDB_GEO_DWITHIN_M || !IsA(a, Const) || !IsA(dc, Const) ||
+		(geo->spheroid != NULL && (!IsA(geo->spheroid, Const) || ((Const *) geo->spheroid)->constisnull)))
 		return false;
-	c = trail_cols(foreigntableid);
-	if (!tdb_geo_clause(clause, relid, geom_column, &c.geom, &geo) || geo.kind != TDB_GEO_DWITHIN_M)
-		return false;
-	if (!IsA(geo.arg, Const) || !IsA(geo.distance, Const) ||
-		(geo.spheroid != NULL && (!IsA(geo.spheroid, Const) || ((Const *) geo.spheroid)->constisnull)))
-		return false;
-	a = (Const *) geo.arg;
-	dc = (Const *) geo.distance;
 	if (a->constisnull || dc->constisnull || dc->consttype != FLOAT8OID)
 		return false;
 	*d = DatumGetFloat8(dc->constvalue);
@@ -443,61 +424,58 @@ trlGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid, Fo
 	}
 	/*
 	 * Every clause stays for PostgreSQL to check (the pushdown only prunes
-	 * pages), but ST_Intersects(geom, a rectangle known at planning): the
-	 * scan checks that one exactly on the points it forms (trl_exact_box).
+	 * pages), but two the scan decides itself: ST_Intersects(geom, a
+	 * rectangle known at planning), exactly on the points it forms
+	 * (exact_box), and the first ST_DWithin(geom::geography, a point, d)
+	 * (geog_band).
 	 */
 	{
-		double		box[4],
+		TrailCols	c = trail_cols(foreigntableid);
+		double		ebox[4] = {-INFINITY, -INFINITY, INFINITY, INFINITY},
+					box[4],
 					px,
 					py,
 					dist;
+		bool		have_box = false;
 		List	   *kept = NIL;
 
-		exact = NIL;
 		band = NIL;
 		foreach(lc, scan_clauses)
 		{
 			RestrictInfo *ri = lfirst_node(RestrictInfo, lc);
+			TdbGeoClause geo;
 
-			/*
-			 * The first ST_DWithin(geom::geography, a point, d): the scan
-			 * evaluates it, itself for the rows a great-circle bound
-			 * settles, through PostGIS for the others: the clause goes last
-			 * among the scan's expressions (fdw_exprs), not to the quals
-			 */
-			if (band == NIL && !ri->pseudoconstant &&
-				trl_geog_band(ri->clause, baserel->relid, foreigntableid, &px, &py, &dist))
+			if (ri->pseudoconstant || !IsA(ri->clause, FuncExpr) ||
+				!tdb_geo_clause(ri->clause, baserel->relid, geom_column, &c.geom, &geo))
+				kept = lappend(kept, ri);
+			else if (band == NIL && geog_band(&geo, &px, &py, &dist))
 			{
+				/*
+				 * the scan evaluates it, itself for the rows a great-circle
+				 * bound settles, through PostGIS for the others: the clause
+				 * goes last among the scan's expressions (fdw_exprs), not to
+				 * the quals
+				 */
 				band = list_make3(makeString(psprintf("%.17g", px)), makeString(psprintf("%.17g", py)),
 								  makeString(psprintf("%.17g", dist)));
 				args = lappend(list_copy(args), ri->clause);
 				pull_varattnos((Node *) ri->clause, baserel->relid, &used);
-				continue;
 			}
-
-			if (!ri->pseudoconstant && trl_exact_box(ri->clause, baserel->relid, foreigntableid, box))
+			else if (exact_box(&geo, box))
 			{
-				if (exact == NIL)
-					exact = list_make4(makeString(psprintf("%.17g", box[0])), makeString(psprintf("%.17g", box[1])),
-									   makeString(psprintf("%.17g", box[2])), makeString(psprintf("%.17g", box[3])));
-				else
-				{
-					/* several rectangles: their intersection (empty: no row) */
-					double		b[4];
-
-					for (int k = 0; k < 4; k++)
-						b[k] = strtod(strVal(list_nth(exact, k)), NULL);
-					b[0] = Max(b[0], box[0]);
-					b[1] = Max(b[1], box[1]);
-					b[2] = Min(b[2], box[2]);
-					b[3] = Min(b[3], box[3]);
-					for (int k = 0; k < 4; k++)
-						list_nth_cell(exact, k)->ptr_value = makeString(psprintf("%.17g", b[k]));
-				}
-				continue;
+				/* several rectangles: their intersection (empty: no row) */
+				ebox[0] = Max(ebox[0], box[0]);
+				ebox[1] = Max(ebox[1], box[1]);
+				ebox[2] = Min(ebox[2], box[2]);
+				ebox[3] = Min(ebox[3], box[3]);
+				have_box = true;
 			}
-			kept = lappend(kept, ri);
+			else
+				kept = lappend(kept, ri);
 		}
+		exact = !have_box ? NIL :
+			list_make4(makeString(psprintf("%.17g", ebox[0])), makeString(psprintf("%.17g", ebox[1])),
+					   makeString(psprintf("%.17g", ebox[2])), makeString(psprintf("%.17g", ebox[3])));
 		scan_clauses = extract_actual_clauses(kept, false);
 	}
 
