@@ -20,6 +20,7 @@
 #include "utils/timestamp.h"
 
 #include "fdw/locations_internal.h"
+#include "fdw/pushdown.h"
 #include "module/geometry.h"
 #include "module/shared.h"
 #include "module/snapshot.h"
@@ -258,18 +259,9 @@ next_candidate:
 	ExecStoreVirtualTuple(slot);
 	if (check)
 	{
-		ExprContext *econtext = node->ss.ps.ps_ExprContext;
-		bool		isnull;
-		Datum		ok;
-
 		st->radius_postgis++;
-		econtext->ecxt_scantuple = slot;
-		ok = ExecEvalExpr(st->radius_clause, econtext, &isnull);
-		if (isnull || !DatumGetBool(ok))
-		{
-			ResetExprContext(econtext);
+		if (!tdb_clause_holds(st->radius_clause, node->ss.ps.ps_ExprContext, slot))
 			goto next_candidate;
-		}
 	}
 	return slot;
 }

@@ -14,6 +14,7 @@
  */
 #include "postgres.h"
 
+#include "executor/executor.h"
 #include "nodes/nodeFuncs.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
@@ -123,5 +124,19 @@ tdb_geo_clause(Expr *clause, Index relid, TdbIsGeomColumn is_geom, const void *a
 			}
 		}
 	}
+	return false;
+}
+
+bool
+tdb_clause_holds(ExprState *clause, ExprContext *econtext, TupleTableSlot *slot)
+{
+	bool		isnull;
+	Datum		v;
+
+	econtext->ecxt_scantuple = slot;
+	v = ExecEvalExpr(clause, econtext, &isnull);
+	if (!isnull && DatumGetBool(v))
+		return true;
+	ResetExprContext(econtext);
 	return false;
 }

@@ -42,4 +42,17 @@ extern bool tdb_is_geography_of(Expr *e, Index relid, TdbIsGeomColumn is_geom, c
 extern bool tdb_geo_clause(Expr *clause, Index relid, TdbIsGeomColumn is_geom, const void *arg,
 						   TdbGeoClause *out);
 
+/*
+ * A clause a scan left out of the plan's quals and decides itself (the
+ * locations wrapper's geography radius, the trail wrapper's distance band),
+ * asked of PostgreSQL on the row the scan formed in slot: true when it
+ * holds; false when it is false or NULL, econtext's per-tuple memory then
+ * reset (the row is dropped: its values and the clause's work go).
+ */
+struct ExprState;
+struct ExprContext;
+struct TupleTableSlot;
+extern bool tdb_clause_holds(struct ExprState *clause, struct ExprContext *econtext,
+							 struct TupleTableSlot *slot);
+
 #endif							/* TDB_FDW_PUSHDOWN_H */

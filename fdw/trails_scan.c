@@ -50,6 +50,7 @@
 #include "utils/ruleutils.h"
 #include "utils/timestamp.h"
 
+#include "fdw/pushdown.h"
 #include "fdw/timebound.h"
 #include "fdw/trails_internal.h"
 #include "module/geometry.h"
@@ -623,6 +624,14 @@ trl_band_settles(double lon, double lat, double plon, double plat, double d)
 static void trl_form_row(TrlScan *st, TupleTableSlot *slot, const TdbTrailEvent *evp,
 						 const TdbTrailSchema *sc);
 
+/* One more row the scan dropped itself (*removed): answer cancel now and then in a long run of them. */
+static inline void
+trl_dropped(uint64 *removed)
+{
+	if ((++*removed & 4095) == 0)
+		CHECK_FOR_INTERRUPTS();
+}
+
 TupleTableSlot *
 trlIterateForeignScan(ForeignScanState *node)
 {
@@ -687,10 +696,7 @@ trlIterateForeignScan(ForeignScanState *node)
 		if (st->exact && !(ev.lon >= st->exact_box[0] && ev.lon <= st->exact_box[2] &&
 						   ev.lat >= st->exact_box[1] && ev.lat <= st->exact_box[3]))
 		{
-			st->exact_removed++;
-			/* a long stretch of points outside: answer cancel between them */
-			if ((st->exact_removed & 4095) == 0)
-				CHECK_FOR_INTERRUPTS();
+			trl_dropped(&st->exact_removed);
 			continue;
 		}
 		if (st->band)
@@ -699,9 +705,7 @@ trlIterateForeignScan(ForeignScanState *node)
 
 			if (v == 0)
 			{
-				st->band_removed++;
-				if ((st->band_removed & 4095) == 0)
-					CHECK_FOR_INTERRUPTS();
+				trl_dropped(&st->band_removed);
 				continue;
 			}
 			ask = v < 0;
@@ -709,22 +713,12 @@ trlIterateForeignScan(ForeignScanState *node)
 		trl_form_row(st, slot, &ev, sc);
 		if (ask)
 		{
-			ExprContext *econtext = node->ss.ps.ps_ExprContext;
-			bool		isnull;
-			Datum		in;
-
 			/* near the circle: PostGIS's own answer, on the row as formed */
 			st->band_asked++;
-			econtext->ecxt_scantuple = slot;
-			in = ExecEvalExpr(st->band_state, econtext, &isnull);
-			if (isnull || !DatumGetBool(in))
+			if (!tdb_clause_holds(st->band_state, node->ss.ps.ps_ExprContext, slot))
 			{
-				ExecClearTuple(slot);
-				/* nothing of this row is kept: its values and PostGIS's work go */
-				ResetExprContext(econtext);
-				st->band_removed++;
-				if ((st->band_removed & 4095) == 0)
-					CHECK_FOR_INTERRUPTS();
+				ExecClearTuple(slot);	/* the scan's end returns an empty slot */
+				trl_dropped(&st->band_removed);
 				continue;
 			}
 		}
