@@ -198,6 +198,19 @@ trlExplainForeignScan(ForeignScanState *node, ExplainState *es)
 		if (es->analyze)
 			ExplainPropertyUInteger("Rows Removed by Area Check", NULL, st->exact_removed, es);
 	}
+	if (st->id_state != NULL)
+	{
+		/* no Filter repeats it on every row: say who checks it */
+		ExplainPropertyText("Trail Id Checked By The Scan",
+							psprintf("%s: the rows of the trails looked up are those it holds for",
+									 deparse_expression((Node *) st->id_state->expr, context, false, false)), es);
+		if (es->analyze && st->id_asked > 0)
+		{
+			/* the file could not answer it (a bigint column over string ids) */
+			ExplainPropertyUInteger("Rows Removed by Id Check", NULL, st->id_removed, es);
+			ExplainPropertyUInteger("Rows Checked by PostgreSQL", NULL, st->id_asked, es);
+		}
+	}
 	if (st->band)
 	{
 		ExplainPropertyText("Distance Checked By The Scan",

@@ -144,6 +144,7 @@ typedef struct TrailPlan
 {
 	List	   *kinds;
 	List	   *args;
+	struct RestrictInfo *first_id;	/* the clause of kinds' first id kind, or NULL */
 } TrailPlan;
 
 /* Where a table column's values come from. */
@@ -209,6 +210,17 @@ typedef struct TrlScan
 	ExprState  *band_state;
 	uint64		band_removed;	/* rows outside, all told */
 	uint64		band_asked;		/* rows PostGIS was asked about */
+	/*
+	 * The id clause the scan prunes with, which the planner left to it
+	 * (trails_plan.c id_ri): the rows of the trails it looked up are those
+	 * the clause holds for (id_exact, set by each scan's build_query); when
+	 * the file could not answer it (a bigint column over string ids),
+	 * id_state, the clause itself, on each formed row
+	 */
+	ExprState  *id_state;
+	bool		id_exact;
+	uint64		id_removed;		/* rows the clause failed, all told */
+	uint64		id_asked;		/* rows it was evaluated on */
 	TdbTrailQuery q;
 	Relation	rel;			/* the foreign table */
 	/* aggregates from the footer (AGGP_*) */

@@ -262,6 +262,8 @@ trlGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 		RestrictInfo *ri = lfirst(lc);
 		if (trl_classify(ri->clause, baserel->relid, &c, &tp->kinds, &tp->args))
 		{
+			if (tp->first_id == NULL && (llast_int(tp->kinds) == PUSH_ID || llast_int(tp->kinds) == PUSH_IDS))
+				tp->first_id = ri;
 			switch (llast_int(tp->kinds))
 			{
 				case PUSH_ID:
@@ -368,6 +370,9 @@ trlGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid, Fo
 	List	   *exact;
 	List	   *band;
 	int			lookups = 0;
+	RestrictInfo *id_ri = NULL;	/* the id clause the scan prunes with */
+	int			id_arg = -1;	/* its position in fdw_exprs (the scan checks it) */
+	TrailCols	c;
 
 	/* aggregates from the footer (trlGetForeignUpperPaths): no relation scanned */
 	if (IS_UPPER_REL(baserel))
@@ -380,18 +385,20 @@ trlGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid, Fo
 	tp = baserel->fdw_private;
 	kinds = tp->kinds;
 	args = tp->args;
+	c = trail_cols(foreigntableid);
 
 	/*
 	 * A parameterized path also pushes its join clauses (among scan_clauses,
 	 * not in baserestrictinfo); their outer columns become the nested
-	 * loop's parameters, evaluated at each rescan.
+	 * loop's parameters, evaluated at each rescan.  They come first, in
+	 * their order: the first id clause of kinds prunes (id_ri), PostgreSQL
+	 * checks the others.
 	 */
 	if (best_path->path.param_info != NULL)
 	{
-		TrailCols	c = trail_cols(foreigntableid);
+		List	   *pk = NIL,
+				   *pa = NIL;
 
-		kinds = list_copy(kinds);
-		args = list_copy(args);
 		foreach(lc, best_path->path.param_info->ppi_clauses)
 		{
 			RestrictInfo *ri = lfirst_node(RestrictInfo, lc);
@@ -401,12 +408,17 @@ trlGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid, Fo
 			if (trl_classify(ri->clause, baserel->relid, &c, &k, &a) &&
 				(linitial_int(k) == PUSH_ID || linitial_int(k) == PUSH_IDS))
 			{
-				/* first: the first id clause prunes, PostgreSQL checks the others */
-				kinds = list_concat(k, kinds);
-				args = list_concat(a, args);
+				pk = list_concat(pk, k);
+				pa = list_concat(pa, a);
+				if (id_ri == NULL)
+					id_ri = ri;
 			}
 		}
+		kinds = list_concat(pk, kinds);
+		args = list_concat(pa, list_copy(args));
 	}
+	if (id_ri == NULL)
+		id_ri = tp->first_id;
 	/*
 	 * fdw_private's second item: 0, or (a parameterized scan) how many
 	 * lookups the planner expects: the product of the outer relations' rows
@@ -424,13 +436,12 @@ trlGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid, Fo
 	}
 	/*
 	 * Every clause stays for PostgreSQL to check (the pushdown only prunes
-	 * pages), but two the scan decides itself: ST_Intersects(geom, a
-	 * rectangle known at planning), exactly on the points it forms
-	 * (exact_box), and the first ST_DWithin(geom::geography, a point, d)
-	 * (geog_band).
+	 * pages), but three the scan decides itself: the id clause it prunes
+	 * with (id_ri), ST_Intersects(geom, a rectangle known at planning),
+	 * exactly on the points it forms (exact_box), and the first
+	 * ST_DWithin(geom::geography, a point, d) (geog_band).
 	 */
 	{
-		TrailCols	c = trail_cols(foreigntableid);
 		double		ebox[4] = {-INFINITY, -INFINITY, INFINITY, INFINITY},
 					box[4],
 					px,
@@ -438,6 +449,8 @@ trlGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid, Fo
 					dist;
 		bool		have_box = false;
 		List	   *kept = NIL;
+		Expr	   *id_clause = NULL,
+				   *band_clause = NULL;
 
 		band = NIL;
 		foreach(lc, scan_clauses)
@@ -445,7 +458,22 @@ trlGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid, Fo
 			RestrictInfo *ri = lfirst_node(RestrictInfo, lc);
 			TdbGeoClause geo;
 
-			if (ri->pseudoconstant || !IsA(ri->clause, FuncExpr) ||
+			if (ri == id_ri && !ri->pseudoconstant)
+			{
+				/*
+				 * The id clause the scan prunes with: the scan returns the
+				 * rows of the trails whose ids equal the value(s) exactly
+				 * (trl_classify takes the id type's own equality, text
+				 * under a deterministic collation), so it is checked there,
+				 * not again on every row; and where the file cannot answer
+				 * it (a bigint column over string ids), by the scan on the
+				 * formed row (trails_scan.c).  Its expression goes last
+				 * among fdw_exprs.
+				 */
+				id_clause = ri->clause;
+				pull_varattnos((Node *) ri->clause, baserel->relid, &used);
+			}
+			else if (ri->pseudoconstant || !IsA(ri->clause, FuncExpr) ||
 				!tdb_geo_clause(ri->clause, baserel->relid, geom_column, &c.geom, &geo))
 				kept = lappend(kept, ri);
 			else if (band == NIL && geog_band(&geo, &px, &py, &dist))
@@ -458,7 +486,7 @@ trlGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid, Fo
 				 */
 				band = list_make3(makeString(psprintf("%.17g", px)), makeString(psprintf("%.17g", py)),
 								  makeString(psprintf("%.17g", dist)));
-				args = lappend(list_copy(args), ri->clause);
+				band_clause = ri->clause;
 				pull_varattnos((Node *) ri->clause, baserel->relid, &used);
 			}
 			else if (exact_box(&geo, box))
@@ -477,6 +505,14 @@ trlGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid, Fo
 			list_make4(makeString(psprintf("%.17g", ebox[0])), makeString(psprintf("%.17g", ebox[1])),
 					   makeString(psprintf("%.17g", ebox[2])), makeString(psprintf("%.17g", ebox[3])));
 		scan_clauses = extract_actual_clauses(kept, false);
+		/* after the kinds' arguments: the id clause, then the distance clause (last) */
+		if (id_clause != NULL)
+		{
+			id_arg = list_length(args);
+			args = lappend(list_copy(args), id_clause);
+		}
+		if (band_clause != NULL)
+			args = lappend(list_copy(args), band_clause);
 	}
 
 	/*
@@ -495,8 +531,9 @@ trlGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid, Fo
 	 * will be read, so it announces all its pages at once (reader.c).
 	 */
 	return make_foreignscan(tlist, scan_clauses, baserel->relid, args,
-							lappend(list_make5(kinds, makeInteger(lookups), used_list,
+							lappend(lappend(list_make5(kinds, makeInteger(lookups), used_list,
 											   makeInteger(root->tuple_fraction > 0 || root->limit_tuples >= 0),
 											   exact), band),
+									  makeInteger(id_arg)),
 							NIL, NIL, outer_plan);
 }

@@ -123,6 +123,9 @@ trlBeginForeignScan(ForeignScanState *node, int eflags)
 		st->band_d = strtod(strVal(lthird(b)), NULL);
 		st->band_state = llast(st->arg_states);
 	}
+	/* the seventh: where among fdw_exprs the id clause the scan prunes with is (-1: none) */
+	if (!st->agg && list_length(plan->fdw_private) >= 7 && intVal(list_nth(plan->fdw_private, 6)) >= 0)
+		st->id_state = list_nth(st->arg_states, intVal(list_nth(plan->fdw_private, 6)));
 	st->scan_cxt = AllocSetContextCreate(node->ss.ps.state->es_query_cxt, "trail scan",
 										 ALLOCSET_SMALL_SIZES);
 }
@@ -394,10 +397,12 @@ build_query(ForeignScanState *node, TrlScan *st)
 				to = PG_INT64_MAX;
 	double		box[4] = {-1000, -1000, 1000, 1000};
 	bool		has_box = false,
-				has_ids = false;
+				has_ids = false,
+				first_id = true;	/* the next id kind is kinds' first */
 	MemoryContext old = MemoryContextSwitchTo(st->scan_cxt);
 
 	memset(q, 0, sizeof(*q));
+	st->id_exact = false;
 	foreach(lk, st->kinds)
 	{
 		int			kind = lfirst_int(lk);
@@ -436,11 +441,18 @@ build_query(ForeignScanState *node, TrlScan *st)
 			/*
 			 * A bigint column over a file of string ids (its values made by
 			 * int8in: '007' and '7' are both 7): no pruning, PostgreSQL's
-			 * check alone.  It pruned to the string of the value, or to
-			 * nothing, and lost rows.
+			 * check alone (the scan's on the formed row when the planner
+			 * left it the clause: id_exact stays false).  It pruned to the
+			 * string of the value, or to nothing, and lost rows.
 			 */
 			if (f->schema.id_type == TDB_TRAIL_STRING && elemtype != TEXTOID)
+			{
+				first_id = false;
 				continue;
+			}
+			/* the rows are those of the trails with these ids, exactly (reader.c's want[]) */
+			st->id_exact = first_id;
+			first_id = false;
 			has_ids = true;
 			if (f->schema.id_type == TDB_TRAIL_STRING)
 			{
@@ -711,6 +723,17 @@ trlIterateForeignScan(ForeignScanState *node)
 			ask = v < 0;
 		}
 		trl_form_row(st, slot, &ev, sc);
+		/* the id clause, where the trail index did not answer it */
+		if (st->id_state != NULL && !st->id_exact)
+		{
+			st->id_asked++;
+			if (!tdb_clause_holds(st->id_state, node->ss.ps.ps_ExprContext, slot))
+			{
+				ExecClearTuple(slot);
+				trl_dropped(&st->id_removed);
+				continue;
+			}
+		}
 		if (ask)
 		{
 			/* near the circle: PostGIS's own answer, on the row as formed */
