@@ -37,13 +37,17 @@
 #               subscribers (rings, one group tapping every subscription)
 #               check every event against the workload (wrong=0) and count
 #               them; CPU: the daemon (server), producer and consumers (clients)
+#   put_batch   the same, each round ended by trafficdb_end_batch instead of
+#               trafficdb_sync: the daemon publishes the round at once, on
+#               its own, while the producer puts the next (one sync after
+#               the last round)
 #
 # Each side runs SUB_REPEATS times (5), interleaved; the median is reported.
 # Our sides need subscriber rings that hold what a consumer can fall behind
 # by: a round's events per consumer (about 7,400 at 10,000 subscriptions)
 # past trafficdb.subscriber_ring_events (4,096 by default; a restart) end
 # in OVERRUN events, which the check reports as such; 32,768 holds them.
-# SUB_SIDES (default all: "redis notify notify_stmt update_only trafficdb put")
+# SUB_SIDES (default all: "redis notify notify_stmt update_only trafficdb put put_batch")
 # picks the sides; redis always runs (it is the baseline).
 # Measures (section subscriptions, x = SUBSCRIPTIONS):
 #   <side>_events_per_s      events counted / (first PUBLISH or UPDATE to the
@@ -56,8 +60,9 @@
 #                            cluster instead of those backends (walwriter,
 #                            checkpointer, autovacuum, trafficdb's daemon...)
 #   <side>_changes_per_s     changes published / wall time
-#   put_round_put_ms, put_round_sync_ms  a round's time in trafficdb_put_many,
-#                            then in trafficdb_sync (the daemon's cycle)
+#   put[_batch]_round_put_ms, put[_batch]_round_sync_ms  a round's time in trafficdb_put_many,
+#                            then in trafficdb_sync (the daemon's cycle; put_batch: in
+#                            trafficdb_end_batch, and the last round's sync)
 #   expected_events          the brute-force count; every run must match it
 #
 # Runs on bench_cluster's cluster (BENCH_PORT, BENCH_DB override), which must
@@ -75,10 +80,10 @@ SEED=${SUB_SEED:-18}
 CONSUMERS=${CONSUMERS:-2}
 PIPELINE=${SUB_PIPELINE:-1000}
 REPEATS=${SUB_REPEATS:-5}
-SIDES=${SUB_SIDES:-redis notify notify_stmt update_only trafficdb put}
+SIDES=${SUB_SIDES:-redis notify notify_stmt update_only trafficdb put put_batch}
 for side in $SIDES; do
-	case $side in redis | notify | notify_stmt | update_only | trafficdb | put) ;;
-	*) die "SUB_SIDES: '$side' is not a side (expected some of: redis notify notify_stmt update_only trafficdb put)" ;;
+	case $side in redis | notify | notify_stmt | update_only | trafficdb | put | put_batch) ;;
+	*) die "SUB_SIDES: '$side' is not a side (expected some of: redis notify notify_stmt update_only trafficdb put put_batch)" ;;
 	esac
 done
 case " $SIDES " in *" redis "*) ;; *) SIDES="redis $SIDES" ;; esac
@@ -281,14 +286,15 @@ SELECT trafficdb.publish();
 EOSQL
 }
 
-# sub_put_side WORKLOAD CSVDIR CONSUMERS: our side fed by trafficdb_put (bench/sub_put.c)
+# sub_put_side WORKLOAD CSVDIR CONSUMERS END: our side fed by trafficdb_put (bench/sub_put.c),
+# each round ended by trafficdb_sync (END sync) or trafficdb_end_batch (END batch)
 sub_put_side() {
 	local shm
 	make -s bench/sub_put >/dev/null
 	ours_setup "$2"
 	shm=$("${PSQL[@]}" -Atc "SHOW trafficdb.shm_name")
 	# as the cluster's owner (as the hook's tdbsub): a writer and subscriber it may open
-	as_pg bench/sub_put "$1" "${shm:-/trafficdb.$port}" "$CONNINFO" "$3" "$PIPELINE"
+	as_pg env SUB_PUT_END="$4" bench/sub_put "$1" "${shm:-/trafficdb.$port}" "$CONNINFO" "$3" "$PIPELINE"
 }
 
 check() { # side result-line
@@ -308,14 +314,15 @@ ring_events=$("${PSQL[@]}" -Atc "SHOW trafficdb.subscriber_ring_events" 2>/dev/n
 : >"$tmp/runs"
 for rep in $(seq 1 "$REPEATS"); do
 	for side in $SIDES; do
-		case $side in trafficdb | put) ours_setup "$tmp/csv" ;; esac	# here: $(...) below is a subshell
+		case $side in trafficdb | put | put_batch) ours_setup "$tmp/csv" ;; esac	# here: $(...) below is a subshell
 		case $side in
 		redis) line=$(run_redis) ;;
 		notify) line=$(run_notify row "$CONSUMERS") ;;
 		notify_stmt) line=$(run_notify stmt "$CONSUMERS") ;;
 		update_only) line=$(run_notify none 0) ;;
 		trafficdb) line=$(sub_trafficdb_side "$WL" "$tmp/csv" "$CONNINFO" "$CONSUMERS") ;;
-		put) line=$(sub_put_side "$WL" "$tmp/csv" "$CONSUMERS") ;;
+		put) line=$(sub_put_side "$WL" "$tmp/csv" "$CONSUMERS" sync) ;;
+		put_batch) line=$(sub_put_side "$WL" "$tmp/csv" "$CONSUMERS" batch) ;;
 		esac
 		[ -n "$line" ] || continue
 		if [ "$side" != update_only ]; then check "$side" "$line"; fi
@@ -348,7 +355,7 @@ figure() { # side what
 
 emit expected_events "$expected" count
 printf '\n  %-12s %14s %14s %18s %16s %20s\n' side events/s changes/s "CPU us/event" "server us/event" "cluster us/event" >&2
-for side in redis notify notify_stmt update_only trafficdb put; do
+for side in redis notify notify_stmt update_only trafficdb put put_batch; do
 	grep -q "^$side " "$tmp/runs" || continue
 	eps=$(figure $side eps); [ "$side" = update_only ] && eps=-; cps=$(figure $side cps); cpu=$(figure $side cpu); scpu=$(figure $side scpu); ccpu=$(figure $side ccpu)
 	printf '  %-12s %14s %14s %18s %16s %20s\n' "$side" "$eps" "$cps" "$cpu" "$scpu" "${ccpu:--}" >&2
@@ -358,7 +365,7 @@ echo >&2
 r_eps=$(awk '$1 == "redis" { print $2 }' "$tmp/medians")
 r_cpu=$(awk '$1 == "redis" { print $4 }' "$tmp/medians")
 while read -r side eps cps cpu ccpu; do
-	if [ "$side" = trafficdb ] || [ "$side" = put ]; then
+	if [ "$side" = trafficdb ] || [ "$side" = put ] || [ "$side" = put_batch ]; then
 		emit "${side}_events_per_s" "$eps" events/s redis_events_per_s "$r_eps"
 		emit "${side}_cpu_us_per_event" "$cpu" us redis_cpu_us_per_event "$r_cpu"
 	elif [ "$side" = update_only ]; then
@@ -369,9 +376,9 @@ while read -r side eps cps cpu ccpu; do
 	fi
 	emit "${side}_changes_per_s" "$cps" changes/s
 	if [ -n "$ccpu" ]; then emit "${side}_cluster_cpu_us_per_event" "$ccpu" us; fi
-	if [ "$side" = put ]; then	# where a round waits: the producer's puts, then the daemon's cycle
-		emit put_round_put_ms "$(figure put putms)" ms
-		emit put_round_sync_ms "$(figure put syncms)" ms
+	if [ "$side" = put ] || [ "$side" = put_batch ]; then	# where a round waits: the producer's puts, then the daemon's cycle
+		emit "${side}_round_put_ms" "$(figure "$side" putms)" ms
+		emit "${side}_round_sync_ms" "$(figure "$side" syncms)" ms
 	fi
 done <"$tmp/medians"
 echo "bench/sub_baselines: every run counted the $expected expected events" >&2

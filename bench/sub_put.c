@@ -21,10 +21,13 @@
  *    trafficdb_put_many(TRAFFICDB_ASYNC | TRAFFICDB_WAIT), BATCH updates a
  *    call (default 1000, as the Redis publisher's pipeline), and after each
  *    round waits for it to be published (trafficdb_sync): the daemon then
- *    makes the generation at once (group commit).  Rounds never share a
- *    generation, so enter/exit are those between consecutive rounds (a round
- *    split over two generations gives the same events: its locations are
- *    distinct).
+ *    makes the generation at once (group commit).  With SUB_PUT_END=batch
+ *    it ends each round with trafficdb_end_batch instead, which does not
+ *    wait: the daemon publishes the round at once while the next one is
+ *    put (one trafficdb_sync after the last).  Either way rounds never share
+ *    a generation, so enter/exit are those between consecutive rounds (a
+ *    round split over two generations gives the same events: its locations
+ *    are distinct).
  * 4. Each consumer takes its events (trafficdb_receive) and checks each one:
  *    the change it reports (its location's change in the workload with those
  *    old and new speeds and congestions) lies in the box of the subscription
@@ -83,6 +86,7 @@ static struct shared *S;
 static const char *g_name;
 static uint32_t g_ncons;
 static uint32_t g_batch = 1000;
+static int g_end_batch;	/* SUB_PUT_END=batch: rounds end with trafficdb_end_batch, not trafficdb_sync */
 static int32_t *sub_of_id; /* trafficdb.subscriptions id -> workload subscription index, -1 */
 static uint32_t max_sub_id;
 static uint32_t *loc_start, *loc_changes; /* location id -> its changes (indexes in W.changes), in order */
@@ -318,7 +322,14 @@ static void producer(void)
 
 			put_all(w, u, h->k);
 			t1 = now_ns();
-			sync_all(w, "a round"); /* published: the next round goes into a later generation */
+			if (g_end_batch) {
+				/* published at once, in generations of its own; the next round is put meanwhile */
+				int rc = trafficdb_end_batch(w, TRAFFICDB_WAIT);
+
+				if (rc != TRAFFICDB_OK)
+					fail("trafficdb_end_batch: %s: %s", trafficdb_strerror(rc), trafficdb_writer_errmsg(w));
+			} else
+				sync_all(w, "a round"); /* published: the next round goes into a later generation */
 			t2 = now_ns();
 			S->put_ns += t1 - t0;
 			S->sync_ns += t2 - t1;
@@ -327,6 +338,12 @@ static void producer(void)
 					(t2 - t1) / 1e6);
 		}
 		S->published += h->k;
+	}
+	if (g_end_batch) {
+		int64_t t1 = now_ns();
+
+		sync_all(w, "the last round");
+		S->sync_ns += now_ns() - t1;
 	}
 	S->cpu_ns[g_ncons] = cpu_self_ns() - cpu0;
 	atomic_store(&S->done, 1);
@@ -421,6 +438,7 @@ static uint32_t arg_u32(const char *s, const char *what, uint32_t lo, uint32_t h
 int main(int argc, char **argv)
 {
 	const char *max = getenv("SUB_MAX_SECONDS");
+	const char *end = getenv("SUB_PUT_END");
 	PGconn *pg;
 	PGresult *r;
 	int daemon, postmaster;
@@ -434,6 +452,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: sub_put FILE SHM_NAME CONNINFO CONSUMERS [BATCH]\n");
 		return 2;
 	}
+	if (end != NULL && strcmp(end, "batch") != 0 && strcmp(end, "sync") != 0)
+		fail("SUB_PUT_END: '%s' is neither batch nor sync", end);
+	g_end_batch = end != NULL && strcmp(end, "batch") == 0;
 	if (sub_wl_read(&W, argv[1]) < 0)
 		return 1;
 	g_name = argv[2];

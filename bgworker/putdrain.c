@@ -184,7 +184,7 @@ typedef struct DrainArg
 {
 	TdbRingDrainStats st;
 	uint64		n;
-	bool		sync_wanted;	/* tdb_ring_sync_wanted after the drain */
+	bool		sync_wanted;	/* tdb_ring_sync_wanted after the drain, or an end of batch drained */
 } DrainArg;
 
 static void
@@ -197,7 +197,7 @@ drain_guarded(void *p)
 	flush_puts();
 	/* a writer waits for a commit of what was drained from its lane (what it says of itself) */
 	if (!a->st.truncated)
-		a->sync_wanted = tdb_ring_sync_wanted(&D.ring);
+		a->sync_wanted = tdb_ring_batch_ended(&D.ring) || tdb_ring_sync_wanted(&D.ring);
 }
 
 static void
@@ -263,8 +263,10 @@ open_ring(void)
 
 /*
  * Drain the writers' ring into the working traffic (between transactions).
- * Returns true when TRAFFICDB_SYNC writers wait for what was drained: the
- * next generation should not wait for publish_interval (group commit).
+ * Returns true when TRAFFICDB_SYNC writers wait for what was drained, or a
+ * writer ended a batch (trafficdb_end_batch: its lane is drained no further
+ * until what came before is committed): the next generation should not
+ * wait for publish_interval (group commit).
  */
 bool
 drain_ring(void)
@@ -317,7 +319,7 @@ drain_ring(void)
 		 * stored: newest wins) and nothing else waits to be committed: the
 		 * working traffic is the committed generation's, so what they put
 		 * is as durable as it will ever be.  Tell them now, not at the next
-		 * publication.
+		 * publication (and drain past the ends of batches again).
 		 */
 		ring_committed(D.generation);
 		return false;

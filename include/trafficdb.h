@@ -271,6 +271,21 @@ int			trafficdb_put_many(trafficdb_writer *w, const trafficdb_update *u, size_t 
  */
 int			trafficdb_sync(trafficdb_writer *w, int timeout_ms);
 
+/*
+ * End a batch: the updates this handle put so far are published in
+ * generations that hold none of its later updates, and the server makes
+ * the next generation at once (not at trafficdb.publish_interval).  Returns
+ * without waiting for it (one slot of the lane; TRAFFICDB_BUSY when the
+ * lane is full, or with TRAFFICDB_WAIT wait for space); with TRAFFICDB_SYNC
+ * waits as trafficdb_sync does, within the handle's timeout.  A producer
+ * that puts in rounds and ends each with this has each round published on
+ * its own, while it puts the next (subscribers see enter and exit events
+ * between consecutive rounds).  A batch may still be split over several
+ * generations (the server publishes on other writers' demand too), and
+ * other handles' updates may share its generations.
+ */
+int			trafficdb_end_batch(trafficdb_writer *w, int flags);
+
 /* How long to wait after TRAFFICDB_BUSY (µs): the server's drain period, or its estimate during a rebuild. */
 uint32_t	trafficdb_retry_after_us(const trafficdb_writer *w);
 

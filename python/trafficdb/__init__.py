@@ -148,6 +148,7 @@ for _name, _res, _args in [
         ("trafficdb_put_many", ctypes.c_int, [_H, ctypes.POINTER(_Update), ctypes.c_size_t, ctypes.c_int,
                                               ctypes.POINTER(ctypes.c_size_t)]),
         ("trafficdb_sync", ctypes.c_int, [_H, ctypes.c_int]),
+        ("trafficdb_end_batch", ctypes.c_int, [_H, ctypes.c_int]),
         ("trafficdb_retry_after_us", ctypes.c_uint32, [_H]),
         ("trafficdb_writer_set_timeout", ctypes.c_int, [_H, ctypes.c_int]),
         ("trafficdb_subscribe", ctypes.c_int, [ctypes.c_char_p, ctypes.POINTER(_Filter), ctypes.c_char_p, ctypes.c_int,
@@ -456,6 +457,13 @@ class Writer:
             return False
         _check_writer(rc, h)
         return True
+
+    def end_batch(self, sync=False, wait=False):
+        """End a batch: what this writer put so far is published at once, in generations
+        holding none of its later puts, without waiting (sync=True: and wait until committed;
+        wait=True: wait for space in a full lane instead of raising Busy)."""
+        h = self._handle()
+        _check_writer(_lib.trafficdb_end_batch(h, (SYNC if sync else ASYNC) | (WAIT if wait else 0)), h)
 
     def set_timeout(self, timeout_ms):
         """The timeout of sync puts and of wait=True (default 10 s)."""

@@ -512,12 +512,12 @@ wait_space(trafficdb_writer *w, uint64_t end, int64_t deadline)
 	return rc;
 }
 
-/* Write ru into the lane and publish it: tickets [*t0, *t1). */
+/* Write ru (NULL: an end of batch) into the lane and publish it: tickets [*t0, *t1). */
 static int
 enqueue(trafficdb_writer *w, const TdbRingUpdate *ru, int flags, int64_t deadline, uint64_t *t0, uint64_t *t1)
 {
 	uint64_t	t = w->tail;
-	uint32_t	need = tdb_ring_need(ru->incident_len);
+	uint32_t	need = ru != NULL ? tdb_ring_need(ru->incident_len) : 1;
 	uint64_t	head;
 
 	/* the ring's state, and the control block's: an orderly stop marks only that one */
@@ -527,7 +527,8 @@ enqueue(trafficdb_writer *w, const TdbRingUpdate *ru, int flags, int64_t deadlin
 		return TRAFFICDB_STALE;
 	}
 	/* bounded: a second attempt only after wait_space saw the space */
-	for (int attempt = 0; !tdb_ring_try_put(w->lane, w->slots, w->lane_slots, &w->tail, ru, &head); attempt++)
+	for (int attempt = 0; !(ru != NULL ? tdb_ring_try_put(w->lane, w->slots, w->lane_slots, &w->tail, ru, &head) :
+							tdb_ring_try_mark(w->lane, w->slots, w->lane_slots, &w->tail, &head)); attempt++)
 	{
 		int			rc = TRAFFICDB_BUSY;
 
@@ -776,6 +777,27 @@ trafficdb_put_many(trafficdb_writer *w, const trafficdb_update *u, size_t n, int
 	snprintf(w->err, sizeof(w->err), "put the batch of %zu %d times, and a server crash lost some of it each time",
 			 n, SYNC_REPUTS + 1);
 	return TRAFFICDB_LOST;
+}
+
+TDB_API int
+trafficdb_end_batch(trafficdb_writer *w, int flags)
+{
+	uint64_t	t0;
+	uint64_t	t1;
+	int			rc;
+
+	if (w == NULL || (flags & ~(TRAFFICDB_SYNC | TRAFFICDB_WAIT)) != 0)
+	{
+		if (w != NULL)
+			snprintf(w->err, sizeof(w->err), "trafficdb_end_batch: flags 0x%x: TRAFFICDB_SYNC and TRAFFICDB_WAIT only", flags);
+		return TRAFFICDB_BADARG;
+	}
+	rc = enqueue(w, NULL, flags, (flags & TRAFFICDB_WAIT) ? monotonic_ms() + w->timeout_ms : 0, &t0, &t1);
+	/* the daemon publishes at once what came before: wake it if it sleeps */
+	bell(w);
+	if (rc != TRAFFICDB_OK || !(flags & TRAFFICDB_SYNC))
+		return rc;
+	return trafficdb_sync(w, w->timeout_ms);
 }
 
 TDB_API int

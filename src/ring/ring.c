@@ -96,6 +96,16 @@ tdb_ring_write_slots(TdbPutSlot *slots, uint32_t lane_slots, uint64_t t, const T
 	}
 }
 
+void
+tdb_ring_write_mark(TdbPutSlot *slots, uint32_t lane_slots, uint64_t t)
+{
+	TdbPutSlot *s = &slots[t & (lane_slots - 1)];
+
+	memset(s, 0, offsetof(TdbPutSlot, seq));
+	s->kind = TDB_RING_KIND_MARK;
+	__atomic_store_n(&s->seq, t + 1, __ATOMIC_RELEASE);
+}
+
 /* The bell's address: "\0trafficdb-bell-<nonce>" in the abstract namespace. */
 static socklen_t
 bell_address(uint64_t nonce, struct sockaddr_un *a)
@@ -243,9 +253,11 @@ ring_free_local(TdbRing *r)
 	free(r->head);
 	free(r->durable);
 	free(r->lost_seq);
+	free(r->blocked);
 	free(r->text);
 	r->head = r->durable = NULL;
 	r->lost_seq = NULL;
+	r->blocked = NULL;
 	r->text = NULL;
 }
 
@@ -328,8 +340,9 @@ tdb_ring_create(TdbRing *r, const char *prefix, uint32_t nlanes, uint32_t lane_s
 	r->head = calloc(nlanes, sizeof(uint64_t));
 	r->durable = calloc(nlanes, sizeof(uint64_t));
 	r->lost_seq = calloc(nlanes, sizeof(uint32_t));
+	r->blocked = calloc(nlanes, 1);
 	r->text = malloc(TDB_VALID_MAX_INCIDENT);
-	if (r->head == NULL || r->durable == NULL || r->lost_seq == NULL || r->text == NULL)
+	if (r->head == NULL || r->durable == NULL || r->lost_seq == NULL || r->blocked == NULL || r->text == NULL)
 	{
 		errno = ENOMEM;
 		return ring_fail(r, err, TDB_SHM_ESYS, "cannot allocate the state of");
@@ -421,6 +434,20 @@ slot_copy(void *dst, const void *src, size_t n)
 #else
 	memcpy(dst, src, n);
 #endif
+}
+
+/*
+ * Is the slot of ticket t an end of batch (kind 3, its seq right)?  The
+ * other fields of such a slot mean nothing and are not read; anything else
+ * is decode()'s to judge.
+ */
+static bool
+is_mark(TdbRing *r, const TdbPutSlot *slots, uint64_t t)
+{
+	const TdbPutSlot *p = &slots[t & (r->lane_slots - 1)];
+
+	return __atomic_load_n(&p->kind, __ATOMIC_RELAXED) == TDB_RING_KIND_MARK &&
+		__atomic_load_n(&p->seq, __ATOMIC_RELAXED) == t + 1;
 }
 
 static bool
@@ -583,6 +610,9 @@ tdb_ring_drain(TdbRing *r, uint64_t max_updates, tdb_ring_apply_fn fn, void *arg
 		if (tail == head)
 			continue;
 		st->lanes_nonempty++;
+		/* past an end of batch: nothing more of this lane until that generation committed */
+		if (r->blocked[lane])
+			continue;
 		if (tail - head > r->lane_slots)
 		{
 			snprintf(why, sizeof(why), "tail %llu is %llu tickets from head %llu, more than the lane's %u slots",
@@ -600,6 +630,15 @@ tdb_ring_drain(TdbRing *r, uint64_t max_updates, tdb_ring_apply_fn fn, void *arg
 			if (max_updates != 0 && total >= max_updates)
 			{
 				limited = true;
+				break;
+			}
+			if (is_mark(r, slots, head))
+			{
+				/* an end of batch: the lane's next updates go to a later generation */
+				head++;
+				st->slots++;
+				st->marks++;
+				r->blocked[lane] = 1;
 				break;
 			}
 			if (!decode(r, slots, head, tail, now, &u, &need, why))
@@ -645,15 +684,30 @@ tdb_ring_committed(TdbRing *r, uint64_t generation)
 	if (h == NULL)
 		return;
 	for (uint32_t i = 0; i < r->nlanes; i++)
+	{
 		if (r->durable[i] != r->head[i])
 		{
 			r->durable[i] = r->head[i];
 			atomic_store_explicit(&tdb_ring_lane(r->base, i)->durable, r->head[i], memory_order_release);
 		}
+		/* what came before each end of batch is committed: drain past them again */
+		r->blocked[i] = 0;
+	}
 	atomic_store_explicit(&h->committed_generation, generation, memory_order_release);
 	atomic_fetch_add_explicit(&h->commit_word, 1, memory_order_seq_cst);
 	if (atomic_load_explicit(&h->sync_waiters, memory_order_seq_cst) != 0)
 		futex_wake_all(&h->commit_word);
+}
+
+bool
+tdb_ring_batch_ended(const TdbRing *r)
+{
+	if (r->base == NULL)
+		return false;
+	for (uint32_t i = 0; i < r->nlanes; i++)
+		if (r->blocked[i])
+			return true;
+	return false;
 }
 
 bool

@@ -15,7 +15,10 @@
  * lane overwrites what it left.
  *
  * An update takes one slot (kind 1); an incident of len bytes follows in
- * ceil(len / 56) continuation slots (56 bytes of text, then seq).
+ * ceil(len / 56) continuation slots (56 bytes of text, then seq).  An end
+ * of batch (kind 3) takes one slot: the daemon drains nothing of the lane
+ * past it until the generation holding what came before it has committed
+ * (tdb_ring_committed), and publishes that generation at once.
  *
  * Durability.  After each committed generation the daemon sets every lane's
  * durable to the tail it had drained into it (tdb_ring_committed) and bumps
@@ -48,7 +51,7 @@
 #include "validate.h"
 
 #define TDB_WRITERS_MAGIC		0x57544454u /* "TDTW" */
-#define TDB_WRITERS_VERSION		3	/* 2: writers ring the sleeping daemon's bell; 3: a lane says what its sync writer waits for */
+#define TDB_WRITERS_VERSION		4	/* 2: writers ring the sleeping daemon's bell; 3: a lane says what its sync writer waits for; 4: ends of batches (kind 3) */
 #define TDB_RING_HEADER_SIZE	4096
 #define TDB_RING_LANE_SIZE		256
 #define TDB_RING_SLOT_SIZE		64
@@ -67,6 +70,7 @@
 /* TdbPutSlot.kind */
 #define TDB_RING_KIND_UPDATE	1
 #define TDB_RING_KIND_INCIDENT	2	/* informative: continuation slots hold text where kind would be */
+#define TDB_RING_KIND_MARK		3	/* an end of batch (trafficdb_end_batch): one slot, nothing but kind and seq */
 
 /* present bits: the generation log codec's column 2 (src/genlog/genlog.h) */
 #define TDB_RING_HAS_SPEED		0x01
@@ -262,6 +266,25 @@ tdb_ring_try_put(TdbLane *lane, TdbPutSlot *slots, uint32_t lane_slots, uint64_t
 	return true;
 }
 
+/* Write an end of batch (one slot) at ticket t, without publishing it (as tdb_ring_write_slots). */
+void		tdb_ring_write_mark(TdbPutSlot *slots, uint32_t lane_slots, uint64_t t);
+
+/* tdb_ring_try_put for an end of batch. */
+static inline bool
+tdb_ring_try_mark(TdbLane *lane, TdbPutSlot *slots, uint32_t lane_slots, uint64_t *tail, uint64_t *head_seen)
+{
+	uint64_t	t = *tail;
+	uint64_t	head = atomic_load_explicit(&lane->head, memory_order_acquire);
+
+	*head_seen = head;
+	if (__builtin_expect(t + 1 - head > lane_slots, 0))
+		return false;
+	tdb_ring_write_mark(slots, lane_slots, t);
+	atomic_store_explicit(&lane->tail, t + 1, memory_order_release);
+	*tail = t + 1;
+	return true;
+}
+
 /*
  * The bell.  An idle daemon sleeps instead of draining every
  * writer_drain_interval: it stores daemon_asleep = 1, then (full fence)
@@ -337,6 +360,7 @@ typedef struct TdbRing
 	uint64_t   *head;			/* per lane: what we consumed (we write it to the file) */
 	uint64_t   *durable;		/* per lane: what we told the file is committed */
 	uint32_t   *lost_seq;		/* per lane: the lost range's sequence counter (even) */
+	uint8_t    *blocked;		/* per lane: drained up to an end of batch, not committed yet */
 	char	   *text;			/* TDB_VALID_MAX_INCIDENT bytes: the incident being applied */
 	uint32_t	state;			/* the state we stored last (0: none yet): the header must say it */
 	char		damage[160];	/* drain's header_damaged: what was found */
@@ -348,6 +372,7 @@ typedef struct TdbRingDrainStats
 	uint64_t	slots;			/* slots consumed, continuation slots included */
 	uint64_t	lanes_nonempty; /* lanes that had something */
 	uint64_t	lanes_reset;	/* damaged lanes reset (head = tail) */
+	uint64_t	marks;			/* ends of batches consumed: publish now */
 	uint64_t	dropped_slots;	/* slots dropped by those resets */
 	bool		truncated;		/* the file is shorter than it was made: nothing was read */
 	bool		header_damaged; /* its header no longer names this ring (magic, version, instance,
@@ -387,8 +412,10 @@ int			tdb_ring_create(TdbRing *r, const char *prefix, uint32_t nlanes, uint32_t 
  * truncated file: st->truncated, nothing read; SIGBUS during the drain is
  * the caller's to catch), then that the header still names this ring (a
  * file zeroed or overwritten by a member of writer_group, which no new
- * writer could open: st->header_damaged, nothing read; make the ring anew).  st (may be NULL) is overwritten.  Returns the
- * number of updates applied.
+ * writer could open: st->header_damaged, nothing read; make the ring anew).
+ * A lane is drained up to its first end of batch (consumed, counted in
+ * st->marks), then not at all until tdb_ring_committed.  st (may be NULL)
+ * is overwritten.  Returns the number of updates applied.
  */
 uint64_t	tdb_ring_drain(TdbRing *r, uint64_t max_updates, tdb_ring_apply_fn fn, void *arg,
 						   TdbRingDrainStats *st);
@@ -396,7 +423,8 @@ uint64_t	tdb_ring_drain(TdbRing *r, uint64_t max_updates, tdb_ring_apply_fn fn, 
 /*
  * The generation holding everything drained so far has committed: every
  * lane's durable becomes the tail drained into it, committed_generation =
- * generation, commit_word + 1, sync writers woken.  Call it with nothing
+ * generation, commit_word + 1, sync writers woken, lanes stopped at an end
+ * of batch drained again.  Call it with nothing
  * drained between building that generation and its commit (or only what
  * it holds).
  */
@@ -410,6 +438,12 @@ void		tdb_ring_committed(TdbRing *r, uint64_t generation);
  * caller guards it against SIGBUS as a drain.
  */
 bool		tdb_ring_sync_wanted(const TdbRing *r);
+
+/*
+ * Was a lane drained up to an end of batch whose generation has not
+ * committed yet (the daemon should make it now, and again after a failure)?
+ */
+bool		tdb_ring_batch_ended(const TdbRing *r);
 
 /*
  * TDB_RING_RUNNING, REBUILDING or STOPPED; retry_hint_us (0: keep the

@@ -268,6 +268,86 @@ drainer_main(void *arg)
 	return NULL;
 }
 
+/*
+ * trafficdb_end_batch: a drain stops at the end of batch of a lane (one
+ * slot, counted in marks) and drains nothing more of it until the
+ * generation is committed (tdb_ring_committed), while other lanes go on;
+ * tdb_ring_batch_ended says so meanwhile.  Bad flags are BADARG.
+ */
+UNIT_TEST(test_ring_end_batch)
+{
+	RingEnv		e;
+	trafficdb_writer *a;
+	trafficdb_writer *b;
+	trafficdb_update u = {.location_id = 1001, .speed_kmh = 50, .has = TRAFFICDB_HAS_SPEED};
+	Collect		c = {NULL, 0, 0};
+	TdbRingDrainStats st;
+
+	if (!env_open(&e, 2, 128))
+		return;
+	a = open_writer(&e);
+	b = open_writer(&e);
+	if (a == NULL || b == NULL)
+		goto done;
+	CHECK_EQ_U64(trafficdb_end_batch(a, 0x4), (uint64_t) TRAFFICDB_BADARG);
+	CHECK(strstr(trafficdb_writer_errmsg(a), "flags 0x4") != NULL);
+	CHECK_EQ_U64(trafficdb_end_batch(NULL, 0), (uint64_t) TRAFFICDB_BADARG);
+
+	/* a: 2 updates, the end, 3 more; b: 4 updates */
+	for (int i = 0; i < 2; i++)
+		CHECK_EQ_U64(trafficdb_put(a, &u, TRAFFICDB_ASYNC), TRAFFICDB_OK);
+	CHECK_EQ_U64(trafficdb_end_batch(a, 0), TRAFFICDB_OK);
+	for (int i = 0; i < 3; i++)
+		CHECK_EQ_U64(trafficdb_put(a, &u, TRAFFICDB_ASYNC), TRAFFICDB_OK);
+	for (int i = 0; i < 4; i++)
+		CHECK_EQ_U64(trafficdb_put(b, &u, TRAFFICDB_ASYNC), TRAFFICDB_OK);
+	CHECK(!tdb_ring_batch_ended(&e.ring));
+
+	CHECK_EQ_U64(drain_all(&e, &c, &st), 2 + 4);
+	CHECK_EQ_U64(st.marks, 1);
+	CHECK_EQ_U64(st.slots, 2 + 1 + 4);
+	CHECK(tdb_ring_batch_ended(&e.ring));
+	/* b goes on; a waits at its end */
+	CHECK_EQ_U64(trafficdb_put(b, &u, TRAFFICDB_ASYNC), TRAFFICDB_OK);
+	CHECK_EQ_U64(drain_all(&e, &c, &st), 1);
+	CHECK_EQ_U64(st.marks, 0);
+	CHECK_EQ_U64(drain_all(&e, &c, &st), 0);
+
+	/* committed: a's 3 later updates are drained */
+	tdb_ring_committed(&e.ring, 2);
+	CHECK(!tdb_ring_batch_ended(&e.ring));
+	CHECK_EQ_U64(drain_all(&e, &c, &st), 3);
+	CHECK_EQ_U64(c.n, 2 + 4 + 1 + 3);
+
+	/* two ends in a row: each needs its commit (an empty batch between) */
+	CHECK_EQ_U64(trafficdb_end_batch(a, 0), TRAFFICDB_OK);
+	CHECK_EQ_U64(trafficdb_end_batch(a, 0), TRAFFICDB_OK);
+	CHECK_EQ_U64(trafficdb_put(a, &u, TRAFFICDB_ASYNC), TRAFFICDB_OK);
+	CHECK_EQ_U64(drain_all(&e, &c, &st), 0);
+	CHECK_EQ_U64(st.marks, 1);
+	tdb_ring_committed(&e.ring, 3);
+	CHECK_EQ_U64(drain_all(&e, &c, &st), 0);
+	CHECK_EQ_U64(st.marks, 1);
+	tdb_ring_committed(&e.ring, 4);
+	CHECK_EQ_U64(drain_all(&e, &c, &st), 1);
+
+	/* a full lane: an end of batch is BUSY, and waits for space with TRAFFICDB_WAIT */
+	for (int i = 0; i < 200 && trafficdb_put(a, &u, TRAFFICDB_ASYNC) == TRAFFICDB_OK; i++)
+		;
+	CHECK_EQ_U64(trafficdb_end_batch(a, 0), (uint64_t) TRAFFICDB_BUSY);
+	CHECK_EQ_U64(drain_all(&e, &c, &st), 128);
+	CHECK_EQ_U64(trafficdb_end_batch(a, TRAFFICDB_WAIT), TRAFFICDB_OK);
+	CHECK_EQ_U64(drain_all(&e, &c, &st), 0);
+	CHECK_EQ_U64(st.marks, 1);
+	free(c.got);
+done:
+	if (a)
+		trafficdb_writer_close(a);
+	if (b)
+		trafficdb_writer_close(b);
+	env_close(&e);
+}
+
 UNIT_TEST(test_ring_busy_when_full)
 {
 	RingEnv		e;

@@ -1,0 +1,179 @@
+# t/093_end_batch.pl: trafficdb_end_batch, an end of batch in a writer's
+# lane (issue 32: a producer that puts in rounds has each round published
+# on its own, at once, without waiting for it, while it puts the next):
+#
+#   1. without it, three ASYNC puts of one location and a sync make one
+#      generation (the daemon merges what it drained: newest wins); with
+#      an end of batch after each, three generations of one entry each,
+#      the location's three values in order;
+#   2. an end of batch is published at once (publish_interval is 10 min
+#      here), without the writer waiting;
+#   3. while every generation fails (a renamed column), the lane is drained
+#      no further than the end of batch: the updates after it fill the
+#      lane (Busy, for puts and for end_batch itself) and are not merged
+#      into the generation that finally commits, which holds only what came
+#      before the end; then they follow in a generation of their own;
+#   4. bad flags are refused (BADARG, saying which flags are allowed).
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(usleep time);
+use IPC::Run;
+use lib 't';
+use TdbTest;
+
+my $node = tdb_node('end_batch', 'trafficdb.publish_interval' => "'10min'", 'trafficdb.writer_ring_slots' => '128');
+tdb_grid_map($node);
+
+my $shm = '/trafficdb.' . $node->port;
+my $py = tdb_python("name = '$shm'");
+sub py { return $py->(@_); }
+
+sub gen { return $node->safe_psql('postgres', 'SELECT generation FROM trafficdb.status'); }
+
+# the D records after generation g: "entries" of each, in order
+sub d_records
+{
+	my ($g) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT coalesce(string_agg(entries::text, ',' ORDER BY generation), '') FROM trafficdb.generations WHERE kind = 'D' AND generation > $g");
+}
+
+sub speed_of
+{
+	my ($id) = @_;
+	return $node->safe_psql('postgres', "SELECT speed_kmh FROM trafficdb.locations WHERE location_id = $id");
+}
+
+# ---- 1. merged without, one generation per batch with ----------------------------------
+
+my $g0 = gen();
+py(q{
+w = trafficdb.Writer(name)
+for s in (10, 20, 30):
+    w.put(7, speed_kmh=s)
+w.sync()
+});
+is(d_records($g0), '1', 'three ASYNC puts of one location, then a sync: one generation (merged)');
+is(speed_of(7), '30', '... holding the last value');
+
+# a subscriber of location 8 sees each batch as a change of its own
+my $pydir = $ENV{TRAFFICDB_PYTHON};
+my ($so, $se) = ('', '');
+my $sub = IPC::Run::start([ '/usr/bin/python3', '-c', qq{
+import sys; sys.path.insert(0, "$pydir")
+import trafficdb
+with trafficdb.Subscriber("$shm", ids=[8], timeout_ms=3000) as s:
+    print("ready", flush=True)
+    n = 0
+    for e in s.events(timeout_ms=3000):
+        print(e.kind, e.generation, e.location_id, flush=True)
+        n += 1
+        if n == 3:
+            break
+} ], '>', \$so, '2>', \$se);
+for (1 .. 100) { $sub->pump_nb; last if $so =~ /ready/; usleep(50_000); }
+$node->safe_psql('postgres', 'SELECT trafficdb.publish()');	# attaches it
+$g0 = gen();
+py(q{
+w = trafficdb.Writer(name)
+for s in (11, 21):
+    w.put(8, speed_kmh=s)
+    w.end_batch()
+w.put(8, speed_kmh=31)
+w.end_batch(sync=True)
+});
+is(d_records($g0), '1,1,1', 'with an end of batch after each put: three generations of one entry');
+$sub->finish;
+my @g = ($g0 + 1, $g0 + 2, $g0 + 3);
+is(join('|', grep { !/ready/ } split /\n/, $so), "change $g[0] 8|change $g[1] 8|change $g[2] 8",
+	'... and a subscriber gets a change event from each') or diag($se);
+is(speed_of(8), '31', '... the last value last');
+
+# ---- 2. published at once, the writer not waiting ----------------------------------------
+
+$g0 = gen();
+my $took = py(q{
+w = trafficdb.Writer(name)
+w.put(9, speed_kmh=44)
+t0 = time.monotonic()
+w.end_batch()
+print('%.1f' % ((time.monotonic() - t0) * 1000))
+});
+note("end_batch returned in $took ms");
+ok($took =~ /^[\d.]+$/ && $took < 100, 'end_batch does not wait for the publication');
+my $published = 0;
+for (1 .. 100)
+{
+	if (gen() > $g0) { $published = 1; last; }
+	usleep(50_000);
+}
+ok($published, 'the batch is published within 5 s (publish_interval 10 min)');
+is(speed_of(9), '44', '... with its value');
+
+# ---- 3. failing generations: the lane waits at the end of batch --------------------------
+
+my $dir = PostgreSQL::Test::Utils::tempdir;
+$g0 = gen();
+$node->safe_psql('postgres', 'ALTER TABLE trafficdb.generations RENAME COLUMN body TO body_renamed');
+# one writer throughout: location 10 before the end of batch, 11, 12, ... after it
+my ($wo, $we) = ('', '');
+my $writer = IPC::Run::start([ '/usr/bin/python3', '-c', qq{
+import sys, os, time; sys.path.insert(0, "$pydir")
+import trafficdb
+w = trafficdb.Writer("$shm")
+w.put(10, speed_kmh=50)
+w.end_batch()
+time.sleep(1.0)                  # the daemon drains up to the end and fails to commit
+busy_put = busy_end = False
+n = 0
+for i in range(200):             # the lane (128 slots) fills: nothing past the end is drained
+    try:
+        w.put(11 + i, speed_kmh=60)
+        n += 1
+    except trafficdb.Busy:
+        busy_put = True
+        break
+try:
+    w.end_batch()
+except trafficdb.Busy:
+    busy_end = True
+print(n, busy_put, busy_end, flush=True)
+for _ in range(600):
+    if os.path.exists("$dir/go"):
+        break
+    time.sleep(0.1)
+w.end_batch(sync=True, wait=True)
+print("done", flush=True)
+} ], '>', \$wo, '2>', \$we);
+for (1 .. 200) { $writer->pump_nb; last if $wo =~ /\n/; usleep(50_000); }
+my ($n, $busy_put, $busy_end) = split ' ', $wo;
+note("$n puts went in after the end of batch while every generation failed");
+is($busy_put, 'True', 'while generations fail, puts past the end of batch fill the lane (Busy)') or diag($we);
+ok(defined $n && $n >= 100 && $n <= 128, "... after about a lane of them (" . ($n // 'none') . ")");
+is($busy_end, 'True', '... and end_batch on a full lane is Busy too');
+is(gen(), $g0, 'no generation committed meanwhile');
+$node->safe_psql('postgres', 'ALTER TABLE trafficdb.generations RENAME COLUMN body_renamed TO body');
+open(my $fh, '>', "$dir/go") or die;
+close($fh);
+for (1 .. 400) { last unless eval { $writer->pump_nb; 1 }; last if $wo =~ /done/; usleep(50_000); }
+$writer->finish;
+like($wo, qr/done/, 'then its end_batch(sync) returns') or diag($we);
+is(d_records($g0), "1,$n", "the first generation after the failures holds location 10 alone (1 entry), the next the $n after the end");
+is(speed_of(10) . ',' . speed_of(11), '50,60', '... with their values');
+
+# ---- 4. bad flags -------------------------------------------------------------------------
+
+my $bad = py(q{
+from trafficdb import _lib
+w = trafficdb.Writer(name)
+print(_lib.trafficdb_end_batch(w._handle(), 0x10) == trafficdb.BADARG)
+print(_lib.trafficdb_writer_errmsg(w._handle()).decode())
+});
+my ($is_badarg, $msg) = split /\n/, $bad;
+is($is_badarg, 'True', 'unknown flags: TRAFFICDB_BADARG');
+like($msg // '', qr/trafficdb_end_batch: flags 0x10: TRAFFICDB_SYNC and TRAFFICDB_WAIT only/, '... naming them and the allowed ones');
+
+done_testing();
