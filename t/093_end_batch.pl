@@ -13,6 +13,9 @@
 #      lane (Busy, for puts and for end_batch itself) and are not merged
 #      into the generation that finally commits, which holds only what came
 #      before the end; then they follow in a generation of their own;
+#      An end of batch with nothing after it, while generations fail, keeps
+#      the daemon awake (it retries at the drain interval) and is published
+#      once they succeed;
 #   4. bad flags are refused (BADARG, saying which flags are allowed).
 use strict;
 use warnings;
@@ -163,6 +166,27 @@ $writer->finish;
 like($wo, qr/done/, 'then its end_batch(sync) returns') or diag($we);
 is(d_records($g0), "1,$n", "the first generation after the failures holds location 10 alone (1 entry), the next the $n after the end");
 is(speed_of(10) . ',' . speed_of(11), '50,60', '... with their values');
+
+# an end of batch with nothing after it, while generations fail for 1 s: the
+# daemon does not go to sleep on it, and publishes it once they succeed
+$g0 = gen();
+$node->safe_psql('postgres', 'ALTER TABLE trafficdb.generations RENAME COLUMN body TO body_renamed');
+py(q{
+w = trafficdb.Writer(name)
+w.put(500, speed_kmh=77)
+w.end_batch()
+time.sleep(1.0)
+});
+is(gen(), $g0, 'a batch ended while generations fail: not published');
+$node->safe_psql('postgres', 'ALTER TABLE trafficdb.generations RENAME COLUMN body_renamed TO body');
+$published = 0;
+for (1 .. 100)
+{
+	if (gen() > $g0) { $published = 1; last; }
+	usleep(50_000);
+}
+ok($published, '... published within 5 s once they succeed (publish_interval 10 min: the daemon stayed awake)');
+is(speed_of(500), '77', '... with its value');
 
 # ---- 4. bad flags -------------------------------------------------------------------------
 

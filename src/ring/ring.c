@@ -802,7 +802,7 @@ tdb_ring_sleep(TdbRing *r, uint64_t nonce, bool sync_matters)
 	for (uint32_t lane = 0; lane < r->nlanes; lane++)
 		if (atomic_load_explicit(&tdb_ring_lane(r->base, lane)->tail, memory_order_relaxed) != r->head[lane])
 			goto awake;
-	if (sync_matters && tdb_ring_sync_wanted(r))
+	if (sync_matters && (tdb_ring_sync_wanted(r) || tdb_ring_batch_ended(r)))
 		goto awake;
 	/* a sleep is not a drain period: the next drain does not count it in the BUSY hint */
 	r->last_drain_us = 0;
