@@ -512,22 +512,39 @@ wait:
 	 * (TRAFFICDB_ASYNC) must not go with it.  Tell them the ring is stopped
 	 * (their next put is TRAFFICDB_STALE), give a put that passed that check
 	 * a moment to publish its slots, drain, and commit a last generation.
+	 * A drain stops at each lane's end of batch until its generation has
+	 * committed, so that is one generation per batch still queued, until
+	 * the ring is empty (bounded: a lane holds at most
+	 * trafficdb.writer_ring_slots ends).
 	 */
 	if (D.ring_open && D.have_map)
 	{
 		char		msg[TDB_ERRMSG_LEN];
 		bool		force = false;
+		bool		published = false;
 
 		ring_set_state(TDB_RING_STOPPED);
 		pg_usleep(20000);
-		(void) drain_ring();
-		if (D.dirty || D.npend > 0)
+
+		for (int round = 0; round <= tdb_writer_ring_slots; round++)
 		{
-			D.refusal[0] = '\0';
-			if (run_in_tx("trafficdb final publication", feed_tx, &force, msg))
-				ereport(LOG, (errmsg("trafficdb: stopping after generation " UINT64_FORMAT " (the writers' ring drained)",
-									 D.generation)));
+			bool		more;
+
+			(void) drain_ring();
+			more = ring_batch_ended();
+			if (D.dirty || D.npend > 0)
+			{
+				D.refusal[0] = '\0';
+				if (!run_in_tx("trafficdb final publication", feed_tx, &force, msg))
+					break;
+				published = true;
+			}
+			if (!more)
+				break;
 		}
+		if (published)
+			ereport(LOG, (errmsg("trafficdb: stopping after generation " UINT64_FORMAT " (the writers' ring drained)",
+								 D.generation)));
 	}
 	/* subscribers are told the daemon stopped (they subscribe again) */
 	if (D.subring_open && !tdb_writer_guarded(subring_remove_guarded, NULL))

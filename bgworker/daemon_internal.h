@@ -240,6 +240,7 @@ extern void ring_set_state(uint32 state);
 extern void persist_put_rejects(void);
 extern void open_ring(void);
 extern bool drain_ring(void);
+extern bool ring_batch_ended(void);
 
 /* ---- idle.c: the daemon's waits ---- */
 

@@ -327,3 +327,18 @@ drain_ring(void)
 	/* (puts for unknown locations are filed by the cycle, in feed_rejects) */
 	return a.sync_wanted;
 }
+
+static void
+batch_ended_guarded(void *p)
+{
+	*(bool *) p = tdb_ring_batch_ended(&D.ring);
+}
+
+/* Is a lane drained up to an end of batch whose generation has not committed? */
+bool
+ring_batch_ended(void)
+{
+	bool		ended = false;
+
+	return D.ring_open && tdb_writer_guarded(batch_ended_guarded, &ended) && ended;
+}

@@ -188,6 +188,41 @@ for (1 .. 100)
 ok($published, '... published within 5 s once they succeed (publish_interval 10 min: the daemon stayed awake)');
 is(speed_of(500), '77', '... with its value');
 
+# an orderly stop with many batches queued behind ends of batches: each is
+# an ASYNC put the writer was told is in shared memory, and the daemon
+# commits them all before it exits (one generation each), not only the
+# next of each lane.  A session holds a lock on the log's table, so the
+# daemon waits in the first batch's INSERT while the others queue; the stop
+# ends that session (its lock goes) and finds the rest queued.
+my $locker = $node->background_psql('postgres');
+$locker->query_safe('BEGIN');
+$locker->query_safe('LOCK TABLE trafficdb.generations IN SHARE MODE');
+my $q = py(q{
+w = trafficdb.Writer(name)
+n = 0
+for r in range(60):
+    try:
+        w.put(600, speed_kmh=r + 1)
+        w.end_batch()
+        n += 1
+    except trafficdb.Busy:
+        break
+print(n)
+});
+note("$q rounds queued (a lane of 128 slots)");
+usleep(300_000);
+$node->stop('fast');
+eval { $locker->quit; };
+$node->start;
+my $back = 0;
+for (1 .. 100)
+{
+	if ((speed_of(600) // '') eq $q) { $back = 1; last; }
+	usleep(100_000);
+}
+ok($q =~ /^\d+$/ && $q >= 30 && $back, "after an orderly stop with $q batches queued, the last one's value is there")
+  or diag('speed of 600: ' . (speed_of(600) // 'none'));
+
 # ---- 4. bad flags -------------------------------------------------------------------------
 
 my $bad = py(q{
