@@ -371,6 +371,7 @@ trlGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid, Fo
 	List	   *band;
 	int			lookups = 0;
 	RestrictInfo *id_ri = NULL;	/* the id clause the scan prunes with */
+	List	   *recheck = NIL;	/* the clauses the scan decides: EvalPlanQual's (fdw_recheck_quals) */
 	int			id_arg = -1;	/* its position in fdw_exprs (the scan checks it) */
 	TrailCols	c;
 
@@ -439,7 +440,10 @@ trlGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid, Fo
 	 * pages), but three the scan decides itself: the id clause it prunes
 	 * with (id_ri), ST_Intersects(geom, a rectangle known at planning),
 	 * exactly on the points it forms (exact_box), and the first
-	 * ST_DWithin(geom::geography, a point, d) (geog_band).
+	 * ST_DWithin(geom::geography, a point, d) (geog_band).  EvalPlanQual,
+	 * which hands the scan no file row but a whole-row copy to recheck (a
+	 * concurrent update of the outer row of FOR UPDATE, UPDATE ... FROM),
+	 * evaluates them as they are (fdw_recheck_quals).
 	 */
 	{
 		double		ebox[4] = {-INFINITY, -INFINITY, INFINITY, INFINITY},
@@ -497,6 +501,7 @@ trlGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid, Fo
 				ebox[2] = Min(ebox[2], box[2]);
 				ebox[3] = Min(ebox[3], box[3]);
 				have_box = true;
+				recheck = lappend(recheck, ri->clause);
 			}
 			else
 				kept = lappend(kept, ri);
@@ -510,9 +515,13 @@ trlGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid, Fo
 		{
 			id_arg = list_length(args);
 			args = lappend(list_copy(args), id_clause);
+			recheck = lappend(recheck, id_clause);
 		}
 		if (band_clause != NULL)
+		{
 			args = lappend(list_copy(args), band_clause);
+			recheck = lappend(recheck, band_clause);
+		}
 	}
 
 	/*
@@ -535,5 +544,5 @@ trlGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid, Fo
 											   makeInteger(root->tuple_fraction > 0 || root->limit_tuples >= 0),
 											   exact), band),
 									  makeInteger(id_arg)),
-							NIL, NIL, outer_plan);
+							NIL, recheck, outer_plan);
 }

@@ -11,7 +11,10 @@
 #    '7' are both 7), and a text column over a file of integer ids
 #    (answered by the index: '007' is not an id there);
 # 4. a text id under a nondeterministic collation (ci, tdb_trail_disk) is not pushed down at
-#    all: PostgreSQL's Filter and its answer.
+#    all: PostgreSQL's Filter and its answer;
+# 5. EvalPlanQual (the outer row of FOR UPDATE updated concurrently) rechecks
+#    the clauses the scan decides itself (fdw_recheck_quals): the id, an
+#    exact rectangle, the distance band.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -19,6 +22,8 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use lib 't';
 use TdbTest;
+use IPC::Run;
+use Time::HiRes qw(usleep);
 
 my $node = tdb_node('trail_id_checked');
 my $dir = PostgreSQL::Test::Utils::tempdir;
@@ -160,6 +165,95 @@ same(q{SELECT t.n FROM (VALUES ('7'), ('07'), ('60')) v(c) JOIN tv_text t ON t.v
 	my $plan = plan_of($sql);
 	unlike($plan, qr/Trail Id/, 'nondeterministic collation: no id pushed or checked by the scan') or diag($plan);
 	like($plan, qr/Filter: .*tid = 'f07'/, '... PostgreSQL\'s Filter') or diag($plan);
+}
+
+# ---- 5. EvalPlanQual: the clauses the scan decides are rechecked on the copy ---------------
+# (the review of the change: the outer row of FOR UPDATE changes concurrently;
+# PostgreSQL rechecks the join on the new outer row and the trail rows it
+# copied, with no Filter left to do it: 37 rows with tid <> c were returned)
+
+sub epq
+{
+	my ($table, $outer_from, $outer_to, $query) = @_;
+	$node->safe_psql('postgres', qq{
+DROP TABLE IF EXISTS epq_ids;
+CREATE TABLE epq_ids (k int PRIMARY KEY, c $outer_from, hits int DEFAULT 0);
+INSERT INTO epq_ids VALUES (1, $outer_to);});
+	my $s1 = $node->background_psql('postgres');
+	$s1->query_safe('BEGIN');
+	$s1->query_safe("UPDATE epq_ids SET c = (SELECT c FROM epq_ids WHERE k = 1) WHERE k = 1");	# holds the row
+	my ($out, $err) = ('', '');
+	my $s2 = IPC::Run::start([ 'psql', '-XAtq', '-d', $node->connstr('postgres'), '-c',
+		"SET enable_hashjoin = off; SET enable_mergejoin = off; SET enable_material = off; $query" ],
+		'>', \$out, '2>', \$err);
+	my $waiting = 0;
+	for (1 .. 200)
+	{
+		$waiting = $node->safe_psql('postgres', q{SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'});
+		last if $waiting > 0 || !$s2->pumpable;
+		usleep(50_000);
+	}
+	unless ($waiting)
+	{
+		$s1->query_safe('ROLLBACK');
+		$s1->quit;
+		$s2->finish;
+		return ("the query did not wait for the row lock: $out", $err);
+	}
+	$s1->query_safe($_[4]);
+	$s1->query_safe('COMMIT');
+	$s1->quit;
+	$s2->finish;
+	chomp $out;
+	return ($out, $err);
+}
+
+{
+	my $q = "SELECT count(*) || ':' || count(*) FILTER (WHERE tid <> c) FROM (SELECT t.tid, epq_ids.c FROM epq_ids JOIN %s t ON t.tid = epq_ids.c WHERE epq_ids.k = 1 FOR UPDATE OF epq_ids) s";
+	my ($got, $err) = epq('tt', 'text', q{'F07'}, sprintf($q, 'tt'), q{UPDATE epq_ids SET c = 'F33' WHERE k = 1});
+	my ($want) = epq('ev', 'text', q{'F07'}, sprintf($q, 'ev'), q{UPDATE epq_ids SET c = 'F33' WHERE k = 1});
+	is($got, $want, "FOR UPDATE of the outer row, changed from F07 to F33 meanwhile: the heap's answer ($want)") or diag($err);
+	like($got, qr/:0$/, '... no row whose id differs from the outer value');
+}
+{
+	# the scan's own check on formed rows (a bigint column over string ids) too
+	my $q = "SELECT count(*) || ':' || count(*) FILTER (WHERE sid <> c) FROM (SELECT t.sid, epq_ids.c FROM epq_ids JOIN ts_big t ON t.sid = epq_ids.c WHERE epq_ids.k = 1 FOR UPDATE OF epq_ids) s";
+	my ($got, $err) = epq('ts_big', 'bigint', '7', $q, q{UPDATE epq_ids SET c = 3 WHERE k = 1});
+	like($got, qr/^\d+:0$/, "bigint over string ids, 7 changed to 3 meanwhile: no row whose id differs ($got)") or diag($err);
+}
+{
+	# an exact rectangle and the distance band, decided by the scan, are in the
+	# recheck too (constants: they hold on the copy of a row the scan returned;
+	# the join clause on the changed outer row is PostgreSQL's Filter)
+	$node->safe_psql('postgres', q{
+DROP TABLE IF EXISTS epq_area;
+CREATE TABLE epq_area (k int PRIMARY KEY, x float8);
+INSERT INTO epq_area VALUES (1, 10.1);});
+	my $s1 = $node->background_psql('postgres');
+	$s1->query_safe('BEGIN');
+	$s1->query_safe('UPDATE epq_area SET x = x WHERE k = 1');
+	my ($out, $err) = ('', '');
+	my $s2 = IPC::Run::start([ 'psql', '-XAtq', '-d', $node->connstr('postgres'), '-c',
+		q{SET enable_hashjoin = off; SET enable_mergejoin = off; SET enable_material = off;
+		  SELECT count(*) || ':' || count(*) FILTER (WHERE lon > x) FROM (SELECT ST_X(t.geom) AS lon, a.x FROM epq_area a, tt t
+		   WHERE ST_Intersects(t.geom, ST_MakeEnvelope(10, 49, 10.2, 51, 4326)) AND ST_X(t.geom) <= a.x
+		     AND ST_DWithin(t.geom::geography, ST_SetSRID(ST_MakePoint(10.1, 50), 4326)::geography, 200000)
+		     AND a.k = 1 FOR UPDATE OF a) s} ],
+		'>', \$out, '2>', \$err);
+	for (1 .. 200)
+	{
+		last if $node->safe_psql('postgres', q{SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'}) > 0 ||
+		  !$s2->pumpable;
+		usleep(50_000);
+	}
+	$s1->query_safe('UPDATE epq_area SET x = 10.05 WHERE k = 1');
+	$s1->query_safe('COMMIT');
+	$s1->quit;
+	$s2->finish;
+	chomp $out;
+	like($out, qr/^\d+:0$/, "area clauses the scan decides, the outer row changed meanwhile: the recheck's answer holds ($out)") or diag($err);
+	like($node->safe_psql('postgres', 'EXPLAIN (COSTS OFF) SELECT n FROM tt WHERE ST_Intersects(geom, ST_MakeEnvelope(10, 49, 10.2, 51, 4326))'),
+		qr/Area Checked By The Scan/, '(the rectangle is the scan\'s there)');
 }
 
 # ---- EXPLAIN ANALYZE where the index answers: nothing asked -----------------------------
