@@ -444,6 +444,9 @@ tdb_daemon_main(Datum main_arg)
 				ok = run_in_tx("trafficdb feed", feed_tx, &force, msg);
 			/* only a cycle that committed: a failing one is retried at the drain interval */
 			D.sync_served = sync_cycle && ok && D.refusal[0] == '\0';
+			/* (a failing one an end of batch asked for, later and later) */
+			if (D.have_map)
+				batch_cycle_done(ok);
 			/* after the publication: a reload of the subscriptions never delays one */
 			if (subscriptions_stale())
 				(void) run_in_tx("trafficdb subscriptions", subscriptions_tx, NULL, NULL);
@@ -504,7 +507,7 @@ wait:
 		 * writer_drain_interval while they do; once they stopped, sleep
 		 * until a writer rings (idle.c).
 		 */
-		daemon_wait(ring_wait_ms(wait_ms));
+		daemon_wait(batch_retry_wait_ms(ring_wait_ms(wait_ms)));
 	}
 
 	/*

@@ -127,6 +127,14 @@ typedef struct DaemonState
 	bool		ring_open;
 	TimestampTz ring_active_at; /* the last drain that found something (idle.c sleeps after a while) */
 	bool		sync_served;	/* the last cycle acknowledged TRAFFICDB_SYNC writers (idle.c) */
+	/*
+	 * An end of batch whose generation failed: the next attempt not before
+	 * batch_retry_at, the wait doubling from 10 ms to 1 s while they fail
+	 * (putdrain.c), so that a lane stopped at an end does not make a failing
+	 * generation every drain for as long as the failure lasts
+	 */
+	TimestampTz batch_retry_at;
+	int			batch_backoff_ms;
 	uint64		put_rejected;	/* updates for unknown locations */
 	uint64		put_applied;
 	uint32		nput_rejects;	/* waiting for feed_rejects */
@@ -241,6 +249,8 @@ extern void persist_put_rejects(void);
 extern void open_ring(void);
 extern bool drain_ring(void);
 extern bool ring_batch_ended(void);
+extern void batch_cycle_done(bool committed);
+extern long batch_retry_wait_ms(long wait_ms);
 
 /* ---- idle.c: the daemon's waits ---- */
 

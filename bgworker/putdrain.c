@@ -197,7 +197,8 @@ drain_guarded(void *p)
 	flush_puts();
 	/* a writer waits for a commit of what was drained from its lane (what it says of itself) */
 	if (!a->st.truncated)
-		a->sync_wanted = tdb_ring_batch_ended(&D.ring) || tdb_ring_sync_wanted(&D.ring);
+		a->sync_wanted = (tdb_ring_batch_ended(&D.ring) && GetCurrentTimestamp() >= D.batch_retry_at) ||
+			tdb_ring_sync_wanted(&D.ring);
 }
 
 static void
@@ -341,4 +342,34 @@ ring_batch_ended(void)
 	bool		ended = false;
 
 	return D.ring_open && tdb_writer_guarded(batch_ended_guarded, &ended) && ended;
+}
+
+/*
+ * After a publication cycle: when it failed while a lane waits at an end of
+ * batch, the next attempt for it waits 10 ms, then twice as long each time,
+ * up to 1 s; a cycle that committed forgets the wait.
+ */
+void
+batch_cycle_done(bool committed)
+{
+	if (committed || !ring_batch_ended())
+	{
+		D.batch_backoff_ms = 0;
+		D.batch_retry_at = 0;
+		return;
+	}
+	D.batch_backoff_ms = D.batch_backoff_ms == 0 ? 10 : Min(D.batch_backoff_ms * 2, 1000);
+	D.batch_retry_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), D.batch_backoff_ms);
+}
+
+/* wait_ms, or less: the daemon wakes for a batch's next attempt. */
+long
+batch_retry_wait_ms(long wait_ms)
+{
+	long		left;
+
+	if (D.batch_retry_at == 0)
+		return wait_ms;
+	left = (long) ((D.batch_retry_at - GetCurrentTimestamp()) / 1000) + 1;
+	return Max(Min(wait_ms, left), 1);
 }

@@ -188,6 +188,35 @@ for (1 .. 100)
 ok($published, '... published within 5 s once they succeed (publish_interval 10 min: the daemon stayed awake)');
 is(speed_of(500), '77', '... with its value');
 
+# while generations fail, a lane stopped at an end of batch (puts behind it)
+# is retried later and later (10 ms doubling to 1 s), not at every drain
+# (the review measured 800 failed generations a second for as long as the
+# failure lasted, with no writer left)
+$g0 = gen();
+$node->safe_psql('postgres', 'ALTER TABLE trafficdb.generations RENAME COLUMN body TO body_renamed');
+py(q{
+w = trafficdb.Writer(name)
+w.put(700, speed_kmh=70)
+w.end_batch()
+for i in range(5):
+    w.put(701 + i, speed_kmh=71)
+});
+my $logtext = slurp_file($node->logfile);
+my $fails0 = () = $logtext =~ /trafficdb feed failed/g;
+usleep(3_000_000);
+$logtext = slurp_file($node->logfile);
+my $fails = (() = $logtext =~ /trafficdb feed failed/g) - $fails0;
+note("$fails failed generations in 3 s with a lane stopped at an end of batch");
+cmp_ok($fails, '<=', 40, 'while generations fail, a batch is retried at a backing-off pace (at most 40 in 3 s)');
+$node->safe_psql('postgres', 'ALTER TABLE trafficdb.generations RENAME COLUMN body_renamed TO body');
+$published = 0;
+for (1 .. 100)
+{
+	if ((speed_of(700) // '') eq '70') { $published = 1; last; }
+	usleep(50_000);
+}
+ok($published, '... and published within 5 s once they succeed');
+
 # an orderly stop with many batches queued behind ends of batches: each is
 # an ASYNC put the writer was told is in shared memory, and the daemon
 # commits them all before it exits (one generation each), not only the

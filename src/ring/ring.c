@@ -799,10 +799,12 @@ tdb_ring_sleep(TdbRing *r, uint64_t nonce, bool sync_matters)
 	atomic_store_explicit(&h->daemon_asleep, 1, memory_order_relaxed);
 	/* pairs with the writers' fence between their tail store and their read of daemon_asleep */
 	atomic_thread_fence(memory_order_seq_cst);
+	/* (a lane stopped at an end of batch is drained after that generation commits, not before) */
 	for (uint32_t lane = 0; lane < r->nlanes; lane++)
-		if (atomic_load_explicit(&tdb_ring_lane(r->base, lane)->tail, memory_order_relaxed) != r->head[lane])
+		if (!r->blocked[lane] &&
+			atomic_load_explicit(&tdb_ring_lane(r->base, lane)->tail, memory_order_relaxed) != r->head[lane])
 			goto awake;
-	if (sync_matters && (tdb_ring_sync_wanted(r) || tdb_ring_batch_ended(r)))
+	if (sync_matters && tdb_ring_sync_wanted(r))
 		goto awake;
 	/* a sleep is not a drain period: the next drain does not count it in the BUSY hint */
 	r->last_drain_us = 0;

@@ -466,10 +466,10 @@ int			tdb_ring_bell_drain(int fd);
 /*
  * Announce that the daemon sleeps (bell_nonce = nonce, daemon_asleep = 1,
  * full fence) and look once more: false (and the flag cleared) if a lane
- * holds a published put not drained yet, or if sync_matters and a writer
- * waits for a commit or a batch ended without its commit (a failed
- * generation: retried at the drain interval); true if it may sleep until
- * the bell rings.  The next
+ * holds a published put not drained yet (a lane stopped at an end of batch
+ * does not count: it waits for a commit, which the daemon's own timer
+ * retries), or if sync_matters and a writer waits for a commit; true if it
+ * may sleep until the bell rings.  The next
  * drain does not count the sleep as a drain period (the BUSY hint).  The
  * caller guards it against SIGBUS as a drain.
  */
