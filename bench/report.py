@@ -190,6 +190,8 @@ SECTIONS = [
      "by consumers, events/s and CPU us per event, every run checked against the expected count; "
      "trafficdb_ is our side fed by SQL (a feed transaction and trafficdb.publish() per round), put_ our "
      "side fed by trafficdb_put_many (bench/sub_put.c: one producer, trafficdb_sync after each round), "
+     "put_batch_ the same with each round ended by trafficdb_end_batch (no wait: the daemon publishes it "
+     "while the next is put), "
      "both delivering through the rings to 2 consumers, ratios against Redis in the same run."),
     ("livemap", "The live map (bench/livemap.sh)",
      "Vector tiles of zooms 12-16 (x = zoom; the tiles that hold roads, at most 400 a zoom; medians of 3 "
