@@ -50,6 +50,22 @@ sub speed_of
 	return $node->safe_psql('postgres', "SELECT speed_kmh FROM trafficdb.locations WHERE location_id = $id");
 }
 
+# every generation fails from here (a column of the log renamed), or succeeds again
+sub generations_fail { $node->safe_psql('postgres', 'ALTER TABLE trafficdb.generations RENAME COLUMN body TO body_renamed'); }
+sub generations_succeed { $node->safe_psql('postgres', 'ALTER TABLE trafficdb.generations RENAME COLUMN body_renamed TO body'); }
+
+# does cond hold within 5 s (polled every 50 ms)?
+sub within_5s
+{
+	my ($cond) = @_;
+	for (1 .. 100)
+	{
+		return 1 if $cond->();
+		usleep(50_000);
+	}
+	return 0;
+}
+
 # ---- 1. merged without, one generation per batch with ----------------------------------
 
 my $g0 = gen();
@@ -107,20 +123,14 @@ print('%.1f' % ((time.monotonic() - t0) * 1000))
 });
 note("end_batch returned in $took ms");
 ok($took =~ /^[\d.]+$/ && $took < 100, 'end_batch does not wait for the publication');
-my $published = 0;
-for (1 .. 100)
-{
-	if (gen() > $g0) { $published = 1; last; }
-	usleep(50_000);
-}
-ok($published, 'the batch is published within 5 s (publish_interval 10 min)');
+ok(within_5s(sub { gen() > $g0 }), 'the batch is published within 5 s (publish_interval 10 min)');
 is(speed_of(9), '44', '... with its value');
 
 # ---- 3. failing generations: the lane waits at the end of batch --------------------------
 
 my $dir = PostgreSQL::Test::Utils::tempdir;
 $g0 = gen();
-$node->safe_psql('postgres', 'ALTER TABLE trafficdb.generations RENAME COLUMN body TO body_renamed');
+generations_fail();
 # one writer throughout: location 10 before the end of batch, 11, 12, ... after it
 my ($wo, $we) = ('', '');
 my $writer = IPC::Run::start([ '/usr/bin/python3', '-c', qq{
@@ -158,7 +168,7 @@ is($busy_put, 'True', 'while generations fail, puts past the end of batch fill t
 ok(defined $n && $n >= 100 && $n <= 128, "... after about a lane of them (" . ($n // 'none') . ")");
 is($busy_end, 'True', '... and end_batch on a full lane is Busy too');
 is(gen(), $g0, 'no generation committed meanwhile');
-$node->safe_psql('postgres', 'ALTER TABLE trafficdb.generations RENAME COLUMN body_renamed TO body');
+generations_succeed();
 open(my $fh, '>', "$dir/go") or die;
 close($fh);
 for (1 .. 400) { last unless eval { $writer->pump_nb; 1 }; last if $wo =~ /done/; usleep(50_000); }
@@ -168,9 +178,9 @@ is(d_records($g0), "1,$n", "the first generation after the failures holds locati
 is(speed_of(10) . ',' . speed_of(11), '50,60', '... with their values');
 
 # an end of batch with nothing after it, while generations fail for 1 s: the
-# daemon does not go to sleep on it, and publishes it once they succeed
+# daemon retries it (at most 1 s apart) and publishes it once they succeed
 $g0 = gen();
-$node->safe_psql('postgres', 'ALTER TABLE trafficdb.generations RENAME COLUMN body TO body_renamed');
+generations_fail();
 py(q{
 w = trafficdb.Writer(name)
 w.put(500, speed_kmh=77)
@@ -178,14 +188,8 @@ w.end_batch()
 time.sleep(1.0)
 });
 is(gen(), $g0, 'a batch ended while generations fail: not published');
-$node->safe_psql('postgres', 'ALTER TABLE trafficdb.generations RENAME COLUMN body_renamed TO body');
-$published = 0;
-for (1 .. 100)
-{
-	if (gen() > $g0) { $published = 1; last; }
-	usleep(50_000);
-}
-ok($published, '... published within 5 s once they succeed (publish_interval 10 min: the daemon stayed awake)');
+generations_succeed();
+ok(within_5s(sub { gen() > $g0 }), '... published within 5 s once they succeed (publish_interval 10 min: the daemon retries it)');
 is(speed_of(500), '77', '... with its value');
 
 # while generations fail, a lane stopped at an end of batch (puts behind it)
@@ -193,7 +197,7 @@ is(speed_of(500), '77', '... with its value');
 # (the review measured 800 failed generations a second for as long as the
 # failure lasted, with no writer left)
 $g0 = gen();
-$node->safe_psql('postgres', 'ALTER TABLE trafficdb.generations RENAME COLUMN body TO body_renamed');
+generations_fail();
 py(q{
 w = trafficdb.Writer(name)
 w.put(700, speed_kmh=70)
@@ -208,14 +212,8 @@ $logtext = slurp_file($node->logfile);
 my $fails = (() = $logtext =~ /trafficdb feed failed/g) - $fails0;
 note("$fails failed generations in 3 s with a lane stopped at an end of batch");
 cmp_ok($fails, '<=', 40, 'while generations fail, a batch is retried at a backing-off pace (at most 40 in 3 s)');
-$node->safe_psql('postgres', 'ALTER TABLE trafficdb.generations RENAME COLUMN body_renamed TO body');
-$published = 0;
-for (1 .. 100)
-{
-	if ((speed_of(700) // '') eq '70') { $published = 1; last; }
-	usleep(50_000);
-}
-ok($published, '... and published within 5 s once they succeed');
+generations_succeed();
+ok(within_5s(sub { (speed_of(700) // '') eq '70' }), '... and published within 5 s once they succeed');
 
 # an orderly stop with many batches queued behind ends of batches: each is
 # an ASYNC put the writer was told is in shared memory, and the daemon
@@ -243,12 +241,7 @@ usleep(300_000);
 $node->stop('fast');
 eval { $locker->quit; };
 $node->start;
-my $back = 0;
-for (1 .. 100)
-{
-	if ((speed_of(600) // '') eq $q) { $back = 1; last; }
-	usleep(100_000);
-}
+my $back = within_5s(sub { (speed_of(600) // '') eq $q });
 ok($q =~ /^\d+$/ && $q >= 30 && $back, "after an orderly stop with $q batches queued, the last one's value is there")
   or diag('speed of 600: ' . (speed_of(600) // 'none'));
 
