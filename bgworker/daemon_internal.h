@@ -249,6 +249,8 @@ extern void persist_put_rejects(void);
 extern void open_ring(void);
 extern bool drain_ring(void);
 extern bool ring_batch_ended(void);
+extern bool ring_undrained(void);
+extern void ring_release_batches(void);
 extern void batch_cycle_done(bool committed);
 extern long batch_retry_wait_ms(long wait_ms);
 

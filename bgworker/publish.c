@@ -236,6 +236,8 @@ note_published(uint64 gen)
  * (every version pinned): the generation then stays committed and the next
  * cycle publishes the one after it, which contains it.
  */
+static bool told_unconfirmed;	/* the stop's unconfirmed commits were logged */
+
 static void
 finish_publication(void)
 {
@@ -270,10 +272,14 @@ finish_publication(void)
 	/* TRAFFICDB_SYNC writers of what this generation holds may return */
 	if (!commit_unconfirmed)
 		ring_committed(gen);
-	else
+	else if (!told_unconfirmed)
+	{
+		/* once: a stop may commit a generation per writers' batch still queued */
+		told_unconfirmed = true;
 		ereport(LOG,
 				(errmsg("trafficdb: generation " UINT64_FORMAT " committed while stopping, without waiting for the synchronous standby; TRAFFICDB_SYNC writers are told the server stopped",
 						gen)));
+	}
 	/* how far back changes_since answers, for readers outside the server too */
 	atomic_store(&D.writer.ctl->changes_from,
 				 D.mapinfo.replaced ? Max(D.log_first, D.mapinfo.map_generation + 1) : D.log_first);

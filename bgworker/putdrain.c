@@ -196,8 +196,10 @@ drain_guarded(void *p)
 	a->n = tdb_ring_drain(&D.ring, 0, ring_apply, NULL, &a->st);
 	flush_puts();
 	/* a writer waits for a commit of what was drained from its lane (what it says of itself) */
+	/* a new end of batch at once; one that failed when its retry is due */
 	if (!a->st.truncated)
-		a->sync_wanted = (tdb_ring_batch_ended(&D.ring) && GetCurrentTimestamp() >= D.batch_retry_at) ||
+		a->sync_wanted = a->st.marks > 0 ||
+			(tdb_ring_batch_ended(&D.ring) && GetCurrentTimestamp() >= D.batch_retry_at) ||
 			tdb_ring_sync_wanted(&D.ring);
 }
 
@@ -342,6 +344,36 @@ ring_batch_ended(void)
 	bool		ended = false;
 
 	return D.ring_open && tdb_writer_guarded(batch_ended_guarded, &ended) && ended;
+}
+
+static void
+undrained_guarded(void *p)
+{
+	*(bool *) p = tdb_ring_undrained(&D.ring);
+}
+
+/* Does a lane hold a put not drained yet? */
+bool
+ring_undrained(void)
+{
+	bool		more = false;
+
+	return D.ring_open && tdb_writer_guarded(undrained_guarded, &more) && more;
+}
+
+static void
+release_guarded(void *p)
+{
+	(void) p;
+	tdb_ring_release_batches(&D.ring);
+}
+
+/* Every lane drained past its end of batch again (an orderly stop: putdrain.c's caller). */
+void
+ring_release_batches(void)
+{
+	if (D.ring_open)
+		(void) tdb_writer_guarded(release_guarded, NULL);
 }
 
 /*

@@ -637,6 +637,8 @@ tdb_ring_drain(TdbRing *r, uint64_t max_updates, tdb_ring_apply_fn fn, void *arg
 				/* an end of batch: the lane's next updates go to a later generation */
 				head++;
 				st->slots++;
+				if (r->merge_batches)
+					continue;
 				st->marks++;
 				r->blocked[lane] = 1;
 				break;
@@ -697,6 +699,24 @@ tdb_ring_committed(TdbRing *r, uint64_t generation)
 	atomic_fetch_add_explicit(&h->commit_word, 1, memory_order_seq_cst);
 	if (atomic_load_explicit(&h->sync_waiters, memory_order_seq_cst) != 0)
 		futex_wake_all(&h->commit_word);
+}
+
+void
+tdb_ring_release_batches(TdbRing *r)
+{
+	if (r->base != NULL)
+		memset(r->blocked, 0, r->nlanes);
+}
+
+bool
+tdb_ring_undrained(const TdbRing *r)
+{
+	if (r->base == NULL)
+		return false;
+	for (uint32_t i = 0; i < r->nlanes; i++)
+		if (atomic_load_explicit(&tdb_ring_lane(r->base, i)->tail, memory_order_acquire) != r->head[i])
+			return true;
+	return false;
 }
 
 bool

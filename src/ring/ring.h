@@ -352,6 +352,7 @@ typedef struct TdbRing
 	uint32_t	lane_slots;
 	uint64_t	instance_id;
 	bool		adopted;		/* tdb_ring_create found and adopted the previous run's ring */
+	bool		merge_batches;	/* ends of batches are consumed and end nothing (an orderly stop's last drain) */
 	uint32_t	next_lane;		/* where the next drain starts (fairness under max_updates) */
 	int64_t		last_drain_us;
 	uint32_t	drain_ewma_us;
@@ -438,6 +439,12 @@ void		tdb_ring_committed(TdbRing *r, uint64_t generation);
  * caller guards it against SIGBUS as a drain.
  */
 bool		tdb_ring_sync_wanted(const TdbRing *r);
+
+/* Every lane drained past its end of batch again (an orderly stop, its commit not confirmed by a standby). */
+void		tdb_ring_release_batches(TdbRing *r);
+
+/* Does a lane hold a published put not drained yet? */
+bool		tdb_ring_undrained(const TdbRing *r);
 
 /*
  * Was a lane drained up to an end of batch whose generation has not
