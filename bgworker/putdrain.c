@@ -195,8 +195,11 @@ drain_guarded(void *p)
 	nput_batch = 0;
 	a->n = tdb_ring_drain(&D.ring, 0, ring_apply, NULL, &a->st);
 	flush_puts();
-	/* a writer waits for a commit of what was drained from its lane (what it says of itself) */
-	/* a new end of batch at once; one that failed when its retry is due */
+	/*
+	 * a writer waits for a commit of what was drained from its lane (what it
+	 * says of itself); a new end of batch at once, one whose generation
+	 * failed when its retry is due
+	 */
 	if (!a->st.truncated)
 		a->sync_wanted = a->st.marks > 0 ||
 			(tdb_ring_batch_ended(&D.ring) && GetCurrentTimestamp() >= D.batch_retry_at) ||
@@ -331,34 +334,41 @@ drain_ring(void)
 	return a.sync_wanted;
 }
 
-static void
-batch_ended_guarded(void *p)
+/* A question about the ring's lanes, asked guarded against SIGBUS (a member of writer_group may truncate it). */
+typedef struct RingQuestion
 {
-	*(bool *) p = tdb_ring_batch_ended(&D.ring);
+	bool		(*question) (const TdbRing *r);
+	bool		answer;
+} RingQuestion;
+
+static void
+ask_guarded(void *p)
+{
+	RingQuestion *a = p;
+
+	a->answer = a->question(&D.ring);
+}
+
+static bool
+ring_ask(bool (*question) (const TdbRing *r))
+{
+	RingQuestion a = {question, false};
+
+	return D.ring_open && tdb_writer_guarded(ask_guarded, &a) && a.answer;
 }
 
 /* Is a lane drained up to an end of batch whose generation has not committed? */
 bool
 ring_batch_ended(void)
 {
-	bool		ended = false;
-
-	return D.ring_open && tdb_writer_guarded(batch_ended_guarded, &ended) && ended;
-}
-
-static void
-undrained_guarded(void *p)
-{
-	*(bool *) p = tdb_ring_undrained(&D.ring);
+	return ring_ask(tdb_ring_batch_ended);
 }
 
 /* Does a lane hold a put not drained yet? */
 bool
 ring_undrained(void)
 {
-	bool		more = false;
-
-	return D.ring_open && tdb_writer_guarded(undrained_guarded, &more) && more;
+	return ring_ask(tdb_ring_undrained);
 }
 
 static void
@@ -368,7 +378,7 @@ release_guarded(void *p)
 	tdb_ring_release_batches(&D.ring);
 }
 
-/* Every lane drained past its end of batch again (an orderly stop: putdrain.c's caller). */
+/* Every lane drained past its end of batch again (an orderly stop, publish_ring_at_stop). */
 void
 ring_release_batches(void)
 {

@@ -527,8 +527,7 @@ enqueue(trafficdb_writer *w, const TdbRingUpdate *ru, int flags, int64_t deadlin
 		return TRAFFICDB_STALE;
 	}
 	/* bounded: a second attempt only after wait_space saw the space */
-	for (int attempt = 0; !(ru != NULL ? tdb_ring_try_put(w->lane, w->slots, w->lane_slots, &w->tail, ru, &head) :
-							tdb_ring_try_mark(w->lane, w->slots, w->lane_slots, &w->tail, &head)); attempt++)
+	for (int attempt = 0; !tdb_ring_try_put(w->lane, w->slots, w->lane_slots, &w->tail, ru, &head); attempt++)
 	{
 		int			rc = TRAFFICDB_BUSY;
 

@@ -239,49 +239,37 @@ int			tdb_ring_validate(const TdbRingUpdate *u, int64_t now_us, char *msg);
  */
 void		tdb_ring_write_slots(TdbPutSlot *slots, uint32_t lane_slots, uint64_t t, const TdbRingUpdate *u);
 
+/* Write an end of batch (one slot) at ticket t, without publishing it (as tdb_ring_write_slots). */
+void		tdb_ring_write_mark(TdbPutSlot *slots, uint32_t lane_slots, uint64_t t);
+
 /*
  * The put protocol (design 5.3) on a lane this thread owns: if the
- * tdb_ring_need() slots of u fit (tail + need - head <= lane_slots, head
- * loaded with acquire), write them and publish them with one release store
- * of the tail; *tail is the owner's copy of it.  False when the lane is
- * full (*head_seen says how far the daemon got).  libtrafficdb's put is
- * this; the tests run it on the daemon's own mapping so ThreadSanitizer
- * sees both sides (it cannot relate two mappings of one file).
+ * tdb_ring_need() slots of u (u NULL: the one slot of an end of batch) fit
+ * (tail + need - head <= lane_slots, head loaded with acquire), write them
+ * and publish them with one release store of the tail; *tail is the
+ * owner's copy of it.  False when the lane is full (*head_seen says how far
+ * the daemon got).  libtrafficdb's put and end of batch are this; the tests
+ * run it on the daemon's own mapping so ThreadSanitizer sees both sides (it
+ * cannot relate two mappings of one file).
  */
 static inline bool
 tdb_ring_try_put(TdbLane *lane, TdbPutSlot *slots, uint32_t lane_slots, uint64_t *tail,
 				 const TdbRingUpdate *u, uint64_t *head_seen)
 {
 	uint64_t	t = *tail;
-	uint32_t	need = tdb_ring_need((u->present & TDB_RING_HAS_INCIDENT) ? u->incident_len : 0);
+	uint32_t	need = u == NULL ? 1 : tdb_ring_need((u->present & TDB_RING_HAS_INCIDENT) ? u->incident_len : 0);
 	uint64_t	head = atomic_load_explicit(&lane->head, memory_order_acquire);
 
 	*head_seen = head;
 	/* unsigned: a head past our tail (a damaged lane the daemon will reset) is full too */
 	if (__builtin_expect(t + need - head > lane_slots, 0))
 		return false;
-	tdb_ring_write_slots(slots, lane_slots, t, u);
+	if (u == NULL)
+		tdb_ring_write_mark(slots, lane_slots, t);
+	else
+		tdb_ring_write_slots(slots, lane_slots, t, u);
 	atomic_store_explicit(&lane->tail, t + need, memory_order_release);
 	*tail = t + need;
-	return true;
-}
-
-/* Write an end of batch (one slot) at ticket t, without publishing it (as tdb_ring_write_slots). */
-void		tdb_ring_write_mark(TdbPutSlot *slots, uint32_t lane_slots, uint64_t t);
-
-/* tdb_ring_try_put for an end of batch. */
-static inline bool
-tdb_ring_try_mark(TdbLane *lane, TdbPutSlot *slots, uint32_t lane_slots, uint64_t *tail, uint64_t *head_seen)
-{
-	uint64_t	t = *tail;
-	uint64_t	head = atomic_load_explicit(&lane->head, memory_order_acquire);
-
-	*head_seen = head;
-	if (__builtin_expect(t + 1 - head > lane_slots, 0))
-		return false;
-	tdb_ring_write_mark(slots, lane_slots, t);
-	atomic_store_explicit(&lane->tail, t + 1, memory_order_release);
-	*tail = t + 1;
 	return true;
 }
 
