@@ -142,7 +142,7 @@ trlExplainForeignScan(ForeignScanState *node, ExplainState *es)
 				area;
 	ListCell   *lk,
 			   *la = list_head(plan->fdw_exprs);
-	bool		parameterized = intVal(lsecond(plan->fdw_private)) != 0;
+	bool		parameterized = intVal(list_nth(plan->fdw_private, TRLP_LOOKUPS)) != 0;
 	bool		said_lookup = false;
 
 	initStringInfo(&ids);
@@ -256,7 +256,7 @@ trlExplainForeignScan(ForeignScanState *node, ExplainState *es)
 			if (parameterized)
 				ExplainPropertyText("Trail Pages Fetched Ahead",
 									st->stats.union_prefetched ?
-									psprintf("those of all %d lookups expected, at the first", intVal(lsecond(plan->fdw_private))) :
+									psprintf("those of all %d lookups expected, at the first", intVal(list_nth(plan->fdw_private, TRLP_LOOKUPS))) :
 									"each lookup's own", es);
 		}
 		ExplainPropertyUInteger("Trail Pages Pruned", NULL, st->stats.pages_pruned, es);

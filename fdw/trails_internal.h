@@ -102,7 +102,24 @@ enum
 	AGG_BOOL_OR
 };
 
-/* fdw_private of such a plan (a base scan's has four items) */
+/* fdw_private of a base scan's plan (trlGetForeignPlan) */
+enum
+{
+	TRLP_KINDS,					/* PUSH_* and TDB_BOUND_* of the pushed clauses (their arguments: fdw_exprs) */
+	TRLP_LOOKUPS,				/* 0, or (a parameterized scan) the lookups the planner expects */
+	TRLP_USED,					/* the attributes the scan forms */
+	TRLP_MAY_STOP,				/* 1: the executor may stop before the last row */
+	TRLP_EXACT,					/* the rectangle the scan checks itself (4 strings), or NIL */
+	TRLP_BAND,					/* the distance band it settles itself (3 strings; its clause last in fdw_exprs), or NIL */
+	TRLP_ID_ARG,				/* where in fdw_exprs the id clause it prunes with and checks is, or -1 */
+	TRLP_COUNT
+};
+
+/*
+ * fdw_private of an aggregate scan's plan: its first items are a base
+ * scan's (trails.c reads them from either), and it is longer, which is how
+ * trlBeginForeignScan tells the two apart
+ */
 enum
 {
 	AGGP_KINDS,					/* the id clauses, as a base scan's */
@@ -115,6 +132,10 @@ enum
 	AGGP_GROUPED,				/* GROUP BY the trail id */
 	AGGP_COUNT
 };
+
+StaticAssertDecl((int) TRLP_COUNT < (int) AGGP_COUNT, "a base scan's fdw_private is shorter than an aggregate's");
+StaticAssertDecl((int) AGGP_KINDS == (int) TRLP_KINDS && (int) AGGP_PARAMETERIZED == (int) TRLP_LOOKUPS &&
+				 (int) AGGP_USED == (int) TRLP_USED, "an aggregate scan's first items are a base scan's");
 
 /* The path's fdw_private: the same, then what the plan takes apart. */
 enum

@@ -372,6 +372,7 @@ trlGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid, Fo
 	int			lookups = 0;
 	RestrictInfo *id_ri = NULL;	/* the id clause the scan prunes with */
 	List	   *recheck = NIL;	/* the clauses the scan decides: EvalPlanQual's (fdw_recheck_quals) */
+	List	   *fdw_private;	/* TRLP_* */
 	int			id_arg = -1;	/* its position in fdw_exprs (the scan checks it) */
 	TrailCols	c;
 
@@ -421,7 +422,7 @@ trlGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid, Fo
 	if (id_ri == NULL)
 		id_ri = tp->first_id;
 	/*
-	 * fdw_private's second item: 0, or (a parameterized scan) how many
+	 * fdw_private's TRLP_LOOKUPS: 0, or (a parameterized scan) how many
 	 * lookups the planner expects: the product of the outer relations' rows
 	 * (the scan may fetch the pages of all of them at once when they would
 	 * cover most of the file; trails_scan.c)
@@ -534,15 +535,14 @@ trlGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid, Fo
 	for (int x = -1; (x = bms_next_member(used, x)) >= 0;)
 		used_list = lappend_int(used_list, x);
 	/*
-	 * fdw_private's fourth item: 1 when the executor may stop before the
+	 * fdw_private's TRLP_MAY_STOP: 1 when the executor may stop before the
 	 * last row (a LIMIT, a cursor, EXISTS: the planner wants a fraction of
 	 * the rows), so the scan fetches in growing windows; 0 when every row
 	 * will be read, so it announces all its pages at once (reader.c).
 	 */
-	return make_foreignscan(tlist, scan_clauses, baserel->relid, args,
-							lappend(lappend(list_make5(kinds, makeInteger(lookups), used_list,
-											   makeInteger(root->tuple_fraction > 0 || root->limit_tuples >= 0),
-											   exact), band),
-									  makeInteger(id_arg)),
-							NIL, recheck, outer_plan);
+	fdw_private = list_make5(kinds, makeInteger(lookups), used_list,
+							 makeInteger(root->tuple_fraction > 0 || root->limit_tuples >= 0), exact);
+	fdw_private = lappend(lappend(fdw_private, band), makeInteger(id_arg));
+	Assert(list_length(fdw_private) == TRLP_COUNT);
+	return make_foreignscan(tlist, scan_clauses, baserel->relid, args, fdw_private, NIL, recheck, outer_plan);
 }

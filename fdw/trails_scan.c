@@ -100,11 +100,11 @@ trlBeginForeignScan(ForeignScanState *node, int eflags)
 	else
 		st->rel = node->ss.ss_currentRelation;
 	st->tupdesc = RelationGetDescr(st->rel);
-	st->kinds = linitial(plan->fdw_private);
-	/* a base scan's fifth item: the rectangle it checks itself, or NIL */
-	if (!st->agg && list_length(plan->fdw_private) >= 5 && list_nth(plan->fdw_private, 4) != NIL)
+	st->kinds = list_nth(plan->fdw_private, TRLP_KINDS);
+	/* a base scan's rectangle it checks itself, or NIL */
+	if (!st->agg && list_nth(plan->fdw_private, TRLP_EXACT) != NIL)
 	{
-		List	   *b = list_nth(plan->fdw_private, 4);
+		List	   *b = list_nth(plan->fdw_private, TRLP_EXACT);
 
 		st->exact = true;
 		for (int k = 0; k < 4; k++)
@@ -112,10 +112,10 @@ trlBeginForeignScan(ForeignScanState *node, int eflags)
 	}
 	foreach(lc, plan->fdw_exprs)
 		st->arg_states = lappend(st->arg_states, ExecInitExpr(lfirst(lc), (PlanState *) node));
-	/* the sixth: the distance clause it settles itself (its expression is the last of fdw_exprs) */
-	if (!st->agg && list_length(plan->fdw_private) >= 6 && list_nth(plan->fdw_private, 5) != NIL)
+	/* the distance clause it settles itself (its expression is the last of fdw_exprs) */
+	if (!st->agg && list_nth(plan->fdw_private, TRLP_BAND) != NIL)
 	{
-		List	   *b = list_nth(plan->fdw_private, 5);
+		List	   *b = list_nth(plan->fdw_private, TRLP_BAND);
 
 		st->band = true;
 		st->band_lon = strtod(strVal(linitial(b)), NULL);
@@ -123,9 +123,9 @@ trlBeginForeignScan(ForeignScanState *node, int eflags)
 		st->band_d = strtod(strVal(lthird(b)), NULL);
 		st->band_state = llast(st->arg_states);
 	}
-	/* the seventh: where among fdw_exprs the id clause the scan prunes with is (-1: none) */
-	if (!st->agg && list_length(plan->fdw_private) >= 7 && intVal(list_nth(plan->fdw_private, 6)) >= 0)
-		st->id_state = list_nth(st->arg_states, intVal(list_nth(plan->fdw_private, 6)));
+	/* where among fdw_exprs the id clause the scan prunes with is (-1: none) */
+	if (!st->agg && intVal(list_nth(plan->fdw_private, TRLP_ID_ARG)) >= 0)
+		st->id_state = list_nth(st->arg_states, intVal(list_nth(plan->fdw_private, TRLP_ID_ARG)));
 	st->scan_cxt = AllocSetContextCreate(node->ss.ps.state->es_query_cxt, "trail scan",
 										 ALLOCSET_SMALL_SIZES);
 }
@@ -184,14 +184,14 @@ trl_direct_type(TdbTrailType t, Oid typid)
 	return false;
 }
 
-/* The attributes a plan reads (fdw_private's third item) as a Bitmapset. */
+/* The attributes a plan reads (fdw_private's TRLP_USED) as a Bitmapset. */
 Bitmapset *
 trl_plan_used_attrs(ForeignScan *plan)
 {
 	Bitmapset  *used = NULL;
 	ListCell   *lc;
 
-	foreach(lc, (List *) lthird(plan->fdw_private))
+	foreach(lc, (List *) list_nth(plan->fdw_private, TRLP_USED))
 		used = bms_add_member(used, lfirst_int(lc));
 	return used;
 }
@@ -677,7 +677,7 @@ trlIterateForeignScan(ForeignScanState *node)
 		 * share is fetched and decoded once per statement.
 		 */
 		if (st->h->page_cache == NULL && tdb_trail_page_cache_kb > 0 &&
-			(intVal(lsecond(((ForeignScan *) node->ss.ps.plan)->fdw_private)) != 0 || st->nscans > 1))
+			(intVal(list_nth(((ForeignScan *) node->ss.ps.plan)->fdw_private, TRLP_LOOKUPS)) != 0 || st->nscans > 1))
 		{
 			st->h->page_cache = tdb_trail_page_cache_create((size_t) tdb_trail_page_cache_kb * 1024);
 			if (st->h->page_cache == NULL)
@@ -687,8 +687,8 @@ trlIterateForeignScan(ForeignScanState *node)
 		}
 		st->q.page_cache = st->h->page_cache;
 		/* the planner's estimate of the outer rows (trlGetForeignPlan) */
-		st->q.lookups_expected = (uint32) Max(0, intVal(lsecond(((ForeignScan *) node->ss.ps.plan)->fdw_private)));
-		st->q.may_stop_early = intVal(lfourth(((ForeignScan *) node->ss.ps.plan)->fdw_private)) != 0;
+		st->q.lookups_expected = (uint32) Max(0, intVal(list_nth(((ForeignScan *) node->ss.ps.plan)->fdw_private, TRLP_LOOKUPS)));
+		st->q.may_stop_early = intVal(list_nth(((ForeignScan *) node->ss.ps.plan)->fdw_private, TRLP_MAY_STOP)) != 0;
 		if (tdb_trail_scan_begin(st->h->reader, &st->q, &st->h->scan, &err) < 0)
 			trail_error(&err, psprintf("could not scan trail file \"%s\"", st->h->url));
 	}
