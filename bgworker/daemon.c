@@ -302,7 +302,8 @@ open_shared_memory(void)
 
 /*
  * An orderly stop: publish what writers queued, a generation per batch
- * (each end of batch stops the drain of its lane) for up to STOP_BATCHES_MS,
+ * (each end of batch stops the drain of its lane) for up to
+ * trafficdb.stop_batches_timeout (2 s),
  * then whatever is left in one last generation, so that a stop with tens of
  * thousands of batches queued does not take a commit each (1.4 ms each on
  * ext4 with fsync: 46 s for 32,769 batches, past pg_ctl's 60 s on a slower
@@ -313,8 +314,6 @@ open_shared_memory(void)
  * holds a put, not only while one is stopped at an end (a batch that
  * changed nothing releases its lane without a generation).
  */
-#define STOP_BATCHES_MS 2000
-
 static void
 publish_ring_at_stop(void)
 {
@@ -323,7 +322,7 @@ publish_ring_at_stop(void)
 	char		msg[TDB_ERRMSG_LEN];
 	bool		force = false;
 
-	/* bounded: STOP_BATCHES_MS of rounds (each a drain, maybe a commit), then one merged round */
+	/* bounded: stop_batches_timeout of rounds (each a drain, maybe a commit), then one merged round */
 	for (;;)
 	{
 		(void) drain_ring();
@@ -337,10 +336,10 @@ publish_ring_at_stop(void)
 		ring_release_batches();
 		if (D.ring.merge_batches || !ring_undrained())
 			break;
-		if (TimestampDifferenceExceeds(start, GetCurrentTimestamp(), STOP_BATCHES_MS))
+		if (TimestampDifferenceExceeds(start, GetCurrentTimestamp(), tdb_stop_batches_ms))
 		{
 			ereport(LOG, (errmsg("trafficdb: stopping: the writers' batches still queued after %d ms go into one generation",
-								 STOP_BATCHES_MS)));
+								 tdb_stop_batches_ms)));
 			D.ring.merge_batches = true;
 		}
 	}

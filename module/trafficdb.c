@@ -58,6 +58,7 @@ int			tdb_subscriber_ring_events = 4096;
 int			tdb_writer_ring_slots = 65536;
 char	   *tdb_writer_group = NULL;
 int			tdb_writer_drain_interval_ms = 1;
+int			tdb_stop_batches_ms = 2000;
 int			tdb_feed_lock_timeout_ms = 200;
 int			tdb_max_subscriptions_per_role = 1000;
 int			tdb_match_budget_ms = 200;
@@ -338,6 +339,16 @@ tdb_define_settings(void)
 							"Between publications; updates drained are published by the next one.",
 							&tdb_writer_drain_interval_ms,
 							1, 1, 1000,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("trafficdb.stop_batches_timeout",
+							"How long an orderly stop publishes the writers' queued batches a generation each.",
+							"Batches ended with trafficdb_end_batch and still queued when the server stops are "
+							"published one generation each for this long, then the rest together in one last "
+							"generation (none is lost); 0: all together at once.",
+							&tdb_stop_batches_ms,
+							2000, 0, 60000,
 							PGC_SIGHUP, GUC_UNIT_MS,
 							NULL, NULL, NULL);
 

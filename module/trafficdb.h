@@ -38,6 +38,7 @@ extern int	tdb_subscriber_ring_events;
 extern int	tdb_writer_ring_slots;
 extern char *tdb_writer_group;
 extern int	tdb_writer_drain_interval_ms;
+extern int	tdb_stop_batches_ms;
 extern int	tdb_feed_lock_timeout_ms;
 /* rows of trafficdb.subscriptions per role (subscriptions.c) */
 extern int	tdb_max_subscriptions_per_role;
