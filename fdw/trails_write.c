@@ -262,11 +262,11 @@ trafficdb_trail_write(PG_FUNCTION_ARGS)
 	trail_write_require(fcinfo, 10, "format_version");
 	page_order = text_to_cstring(PG_GETARG_TEXT_PP(8));
 	format_version = PG_GETARG_INT32(10);
-	if (format_version < 1 || format_version > 3)
+	if (format_version < 1 || format_version > 4)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("format_version %d is not a trail file format version", format_version),
-				 errdetail("Expected 3 (the default), 2 (for readers built before version 3) or 1 (before version 2).")));
+				 errdetail("Expected 4 (the default), 3 (for readers built before version 4), 2 (before version 3) or 1 (before version 2).")));
 	if (!tdb_trail_order_by_name(page_order, &order, &by_time))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -275,7 +275,7 @@ trafficdb_trail_write(PG_FUNCTION_ARGS)
 	if (order == TDB_TRAIL_ORDER_SPACETIME && format_version == 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("page_order '%s' needs format_version 2 or 3", page_order),
+				 errmsg("page_order '%s' needs format_version 2 or later", page_order),
 				 errdetail("Version-1 files hold their pages in trail order only.")));
 	if (!PG_ARGISNULL(9))
 	{

@@ -44,7 +44,7 @@ CREATE INDEX ON ev (callsign, s1);
 ANALYZE ev;
 });
 my @tables;
-for my $v (1, 2, 3)
+for my $v (1, 2, 3, 4)
 {
 	for my $order ('trail', 'space-time')
 	{

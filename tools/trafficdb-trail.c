@@ -7,7 +7,7 @@
  *	                  [--type COL=int|float|string|bool]... [--time-unit s|ms|us|ns|auto]
  *	                  [--time-window FROM..TO]
  *	                  [--page-bytes N] [--page-seconds N] [--part-mb N]
- *	                  [--format-version 1|2|3] [--order trail|time|space-time]
+ *	                  [--format-version 1|2|3|4] [--order trail|time|space-time]
  *	                  [--bucket-seconds N] [--memory-limit SIZE]
  *	                  [--temp-dir DIR] [--quiet] < data.csv
  *	  trafficdb-trail info FILE [--trails] [--pages]
@@ -39,10 +39,12 @@
  * an integer beyond 64 bits is an error, not a float) unless --type says; the
  * trail id is int or string the same way.  Booleans are stored as booleans
  * (TDB_TRAIL_BOOL), or as int64 1/0 with --format-version 1 (which has no
- * boolean type).  Files are format version 3 unless --format-version 1 or
- * 2 says (for readers built before version 3: version 2 stores columns
- * without the per-page encodings of version 3 and reads its footer whole).
- * --order trail (the default) keeps each page to one trail; --order
+ * boolean type).  Files are format version 4 unless --format-version 1, 2
+ * or 3 says (for readers built before version 4: version 3 gives each
+ * trail pages of its own and has no patched deltas; version 2 stores
+ * columns without the per-page encodings of version 3 and reads its footer
+ * whole).  --order trail (the default) keeps each trail's events together,
+ * small trails sharing pages in version 4; --order
  * space-time (version 2) makes pages of one time bucket (--bucket-seconds,
  * default 600) ordered by place, for queries by area and time over many
  * trails; --order time keeps each page to one trail and one bucket
@@ -77,7 +79,7 @@ usage(void)
 	fprintf(stderr,
 			"usage: trafficdb-trail write OUT [--id C] [--time C] [--lon C] [--lat C] [--type COL=int|float|string|bool]...\n"
 			"                       [--time-unit s|ms|us|ns|auto] [--time-window FROM..TO]\n"
-			"                       [--page-bytes N] [--page-seconds N] [--format-version 1|2|3] [--order trail|time|space-time] [--bucket-seconds N]\n"
+			"                       [--page-bytes N] [--page-seconds N] [--format-version 1|2|3|4] [--order trail|time|space-time] [--bucket-seconds N]\n"
 			"                       [--memory-limit SIZE] [--temp-dir DIR] [--quiet] < CSV\n"
 			"       trafficdb-trail info FILE [--trails] [--pages]\n"
 			"       trafficdb-trail cat FILE [--trail ID]... [--from T] [--to T] [--bbox x0,y0,x1,y1] [--limit N] [--stats]\n"
@@ -242,9 +244,9 @@ parse_opts(int argc, char **argv, int first, Opts *o)
 		else if (strcmp(a, "--format-version") == 0)
 		{
 			NEEDV();
-			if (strcmp(v, "1") != 0 && strcmp(v, "2") != 0 && strcmp(v, "3") != 0)
+			if (strcmp(v, "1") != 0 && strcmp(v, "2") != 0 && strcmp(v, "3") != 0 && strcmp(v, "4") != 0)
 			{
-				fprintf(stderr, "trafficdb-trail: --format-version %s: expected 3 (the default), 2 or 1\n", v);
+				fprintf(stderr, "trafficdb-trail: --format-version %s: expected 4 (the default), 3, 2 or 1\n", v);
 				exit(2);
 			}
 			o->format_version = atoi(v);

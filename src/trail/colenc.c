@@ -13,6 +13,7 @@
  * values wanted before it is used.
  */
 #include "colenc.h"
+#include "colenc_bits.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -76,80 +77,6 @@ get_word(CodecCur *c, Kind k, int64_t *w)
 		return false;
 	*w = (int64_t) u;
 	return true;
-}
-
-static int
-bit_width(uint64_t u)
-{
-	return u == 0 ? 0 : 64 - __builtin_clzll(u);
-}
-
-/* Appends n zero bytes and returns where they start (NULL: no memory). */
-static uint8_t *
-put_zeros(CodecBuf *b, size_t n)
-{
-	if (!codec_buf_reserve(b, n))
-		return NULL;
-	memset(b->data + b->len, 0, n);
-	b->len += n;
-	return b->data + b->len - n;
-}
-
-/* Bits [pos, pos + w) of p, least significant first, set to v's low w bits. */
-static void
-pack_bits(uint8_t *p, uint64_t pos, uint64_t v, int w)
-{
-	while (w > 0)
-	{
-		int			off = (int) (pos & 7),
-					take = 8 - off < w ? 8 - off : w;
-
-		p[pos >> 3] |= (uint8_t) ((v & ((1u << take) - 1)) << off);
-		v >>= take;
-		pos += take;
-		w -= take;
-	}
-}
-
-static uint64_t
-unpack_bits(const uint8_t *p, uint64_t pos, int w)
-{
-	uint64_t	v = 0;
-	int			got = 0;
-
-	while (got < w)
-	{
-		int			off = (int) (pos & 7),
-					take = 8 - off < w - got ? 8 - off : w - got;
-
-		v |= (uint64_t) ((p[pos >> 3] >> off) & ((1u << take) - 1)) << got;
-		pos += take;
-		got += take;
-	}
-	return v;
-}
-
-/*
- * n fields of w bits from p (nb bytes, which hold them all) into out: a
- * field of at most 56 bits lies within the 8 bytes from its first one, read
- * at once while they are inside the buffer (unpack_bits went bit group by
- * bit group: a third of a page's decoding on issue 33's box query).
- */
-static void
-unpack_all(const uint8_t *p, uint64_t nb, uint32_t n, int w, uint64_t *out)
-{
-	uint64_t	pos = 0;
-	uint32_t	i = 0;
-
-	if (w <= 56)
-	{
-		const uint64_t mask = (UINT64_C(1) << w) - 1;
-
-		for (; i < n && (pos >> 3) + 8 <= nb; i++, pos += (uint64_t) w)
-			out[i] = (codec_get_u64le(p + (pos >> 3)) >> (pos & 7)) & mask;
-	}
-	for (; i < n; i++, pos += (uint64_t) w)
-		out[i] = unpack_bits(p, pos, w);
 }
 
 /* ---- the encoder --------------------------------------------------------- */
@@ -393,6 +320,8 @@ encode_words(CodecBuf *b, Kind k, const int64_t *w, uint32_t nn, int codec, cons
 							  (uint64_t) w[i] - (uint64_t) w[i - 1] - (uint64_t) mind, bw);
 				return true;
 			}
+		case COLENC_PATCHED:
+			return k == K_INT && colenc_put_patched(b, w, nn);
 		case COLENC_XOR:
 			if (k != K_RAW)
 				return false;
@@ -501,7 +430,7 @@ type_kind(TdbTrailType type)
  */
 static bool
 colenc_encode(CodecBuf *b, TdbTrailType type, const int64_t *bits, uint32_t nn, int force,
-			  bool dicts)
+			  bool dicts, int ncodecs)
 {
 	Kind		kinds[2];
 	const int64_t *words[2];
@@ -549,7 +478,7 @@ colenc_encode(CodecBuf *b, TdbTrailType type, const int64_t *bits, uint32_t nn, 
 
 		if (force >= 0 && (force >> 4) != scales[ki])
 			continue;
-		for (int codec = 0; codec < COLENC_NCODECS && ok; codec++)
+		for (int codec = 0; codec < ncodecs && ok; codec++)
 		{
 			int			enc = codec | scales[ki] << 4;
 
@@ -598,21 +527,57 @@ colenc_encode(CodecBuf *b, TdbTrailType type, const int64_t *bits, uint32_t nn, 
 }
 
 bool
-colenc_put(CodecBuf *b, TdbTrailType type, const int64_t *bits, uint32_t nn)
+colenc_put(CodecBuf *b, TdbTrailType type, const int64_t *bits, uint32_t nn, int version)
 {
-	return colenc_encode(b, type, bits, nn, -1, true);
+	return colenc_encode(b, type, bits, nn, -1, true, version >= 4 ? COLENC_NCODECS : COLENC_NCODECS_V3);
 }
 
 bool
-colenc_put_sequence(CodecBuf *b, const int64_t *v, uint32_t nn)
+colenc_put_sequence(CodecBuf *b, const int64_t *v, uint32_t nn, int version)
 {
-	return colenc_encode(b, TDB_TRAIL_INT64, v, nn, -1, false);
+	return colenc_encode(b, TDB_TRAIL_INT64, v, nn, -1, false,
+						 version >= 4 ? COLENC_NCODECS : COLENC_NCODECS_V3);
+}
+
+bool
+colenc_put_runs(CodecBuf *b, TdbTrailType type, const int64_t *bits, uint32_t nn, int version,
+				bool sequence, const uint32_t *runs, uint32_t nruns)
+{
+	int			ncodecs = version >= 4 ? COLENC_NCODECS : COLENC_NCODECS_V3;
+	size_t		start = b->len;
+	CodecBuf	per;
+	uint64_t	at = 0;
+
+	if (!colenc_encode(b, type, bits, nn, -1, !sequence, ncodecs))
+		return false;
+	if (version < 4 || runs == NULL || nruns < 2)
+		return true;
+	codec_buf_init(&per);
+	codec_put_u8(&per, COLENC_RUNS);
+	for (uint32_t r = 0; r < nruns && per.ok; r++)
+	{
+		if (runs[r] == 0)
+			continue;
+		if (runs[r] > nn - at ||
+			!colenc_encode(&per, type, bits + at, runs[r], -1, !sequence, ncodecs))
+			break;
+		at += runs[r];
+	}
+	if (!per.ok)
+		b->ok = false;
+	else if (at == nn && per.len < b->len - start)
+	{
+		b->len = start;
+		codec_put_bytes(b, per.data, per.len);
+	}
+	codec_buf_free(&per);
+	return b->ok;
 }
 
 bool
 colenc_put_as(CodecBuf *b, TdbTrailType type, const int64_t *bits, uint32_t nn, uint8_t enc)
 {
-	return colenc_encode(b, type, bits, nn, enc, true);
+	return colenc_encode(b, type, bits, nn, enc, true, COLENC_NCODECS);
 }
 
 /* ---- the decoder --------------------------------------------------------- */
@@ -648,26 +613,6 @@ get_dict(CodecCur *c, Kind k, uint32_t nn, int64_t **up, uint32_t *dp)
 		u[i] = (int64_t) ((uint64_t) u[i - 1] + gap + 1);
 	}
 	return NULL;
-}
-
-/* The bytes of n b-bit packed fields. */
-static inline uint64_t
-packed_bytes(uint32_t n, int bw)
-{
-	return ((uint64_t) n * bw + 7) / 8;
-}
-
-/* b-bit packed fields, n of them: the bytes must be there. */
-static bool
-get_packed(CodecCur *c, uint32_t n, int bw, const uint8_t **p)
-{
-	uint64_t	nb = packed_bytes(n, bw);
-
-	if (nb > codec_left(c))
-		return false;
-	*p = c->p;
-	c->p += nb;
-	return true;
 }
 
 static const char *
@@ -804,6 +749,10 @@ decode_words(CodecCur *c, Kind k, int codec, uint32_t nn, int64_t *out)
 					out[i] = (int64_t) ((uint64_t) out[i - 1] + (uint64_t) mind + (uint64_t) out[i]);
 				return NULL;
 			}
+		case COLENC_PATCHED:
+			if (k != K_INT)
+				return "bad encoding for the column's type";
+			return colenc_get_patched(c, nn, out);
 		case COLENC_XOR:
 			if (k != K_RAW)
 				return "bad encoding for the column's type";
@@ -834,7 +783,8 @@ decode_words(CodecCur *c, Kind k, int codec, uint32_t nn, int64_t *out)
 }
 
 const char *
-colenc_get(CodecCur *c, TdbTrailType type, uint32_t nn, uint64_t nstrings, int64_t *out)
+colenc_get(CodecCur *c, TdbTrailType type, uint32_t nn, uint64_t nstrings, int64_t *out,
+		   const uint32_t *runs, uint32_t nruns)
 {
 	uint8_t		enc;
 	int			scale;
@@ -845,8 +795,28 @@ colenc_get(CodecCur *c, TdbTrailType type, uint32_t nn, uint64_t nstrings, int64
 		return "no values";
 	if (!codec_get_u8(c, &enc))
 		return "truncated encoding byte";
+	if (enc == COLENC_RUNS)
+	{
+		uint64_t	at = 0;
+
+		/* each run's values on their own, never again by runs */
+		if (runs == NULL || nruns < 2)
+			return "encoding by runs outside a page of several runs";
+		for (uint32_t r = 0; r < nruns; r++)
+		{
+			if (runs[r] == 0)
+				continue;
+			if (runs[r] > nn - at)
+				return "runs hold more values than the column";
+			if ((why = colenc_get(c, type, runs[r], nstrings, out + at, NULL, 0)) != NULL)
+				return why;
+			at += runs[r];
+		}
+		return at == nn ? NULL : "runs hold fewer values than the column";
+	}
 	scale = enc >> 4;
-	if ((enc & 15) >= COLENC_NCODECS || (scale > 0 && type != TDB_TRAIL_FLOAT64))
+	if ((enc & 15) >= COLENC_NCODECS || (enc & 15) == COLENC_RUNS ||
+		(scale > 0 && type != TDB_TRAIL_FLOAT64))
 		return "unknown encoding";
 	if (scale > 0)
 		k = K_INT;

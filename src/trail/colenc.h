@@ -24,23 +24,36 @@
 #define COLENC_FOR			5
 #define COLENC_DELTA		6
 #define COLENC_XOR			7
-#define COLENC_NCODECS		8
+#define COLENC_PATCHED		8	/* version 4: packed deltas with exceptions */
+#define COLENC_RUNS			9	/* version 4: each run's values on their own */
+#define COLENC_NCODECS		10
+#define COLENC_NCODECS_V3	8	/* the codecs a version-3 page may use */
 #define COLENC_MAX_SCALE	14	/* float64: decimal scale k, 0..14 (high nibble k + 1) */
 
 /*
  * Appends the encoding byte and the payload of the nn values (their bits:
  * int64, double bits, lexicon id or 0/1) of a column of the given type,
- * the smallest of the encodings that apply.  false: out of memory (b->ok
+ * the smallest of the encodings that apply and that a page of the file
+ * format version may hold (COLENC_PATCHED from version 4).  false: out of memory (b->ok
  * is then false too).
  */
-bool		colenc_put(CodecBuf *b, TdbTrailType type, const int64_t *bits, uint32_t nn);
+bool		colenc_put(CodecBuf *b, TdbTrailType type, const int64_t *bits, uint32_t nn, int version);
 
 /*
  * The same for an int64 column of times or coordinates, without trying the
  * dictionaries (values that seldom repeat out of order: sorting them for a
  * dictionary costs the writer more than it could save).
  */
-bool		colenc_put_sequence(CodecBuf *b, const int64_t *v, uint32_t nn);
+bool		colenc_put_sequence(CodecBuf *b, const int64_t *v, uint32_t nn, int version);
+
+/*
+ * As colenc_put (sequence: as colenc_put_sequence) for the values of a page
+ * of several runs (trails), runs[r] of them in run r (nruns entries, adding
+ * up to nn; a run of no value allowed): from version 4, when it is smaller,
+ * COLENC_RUNS, each run's values encoded on their own as colenc_put would.
+ */
+bool		colenc_put_runs(CodecBuf *b, TdbTrailType type, const int64_t *bits, uint32_t nn,
+							int version, bool sequence, const uint32_t *runs, uint32_t nruns);
 
 /*
  * The same with the encoding forced (the tests): enc is the encoding byte;
@@ -52,10 +65,11 @@ bool		colenc_put_as(CodecBuf *b, TdbTrailType type, const int64_t *bits, uint32_
 /*
  * Decodes an encoding byte and payload of nn >= 1 values from c into out
  * (nn entries, the bits as colenc_put takes them); string ids must be below
- * nstrings.  Returns NULL, or what is wrong (c is then anywhere).
+ * nstrings.  runs: as colenc_put_runs's, for COLENC_RUNS (NULL: refused).
+ * Returns NULL, or what is wrong (c is then anywhere).
  */
 const char *colenc_get(CodecCur *c, TdbTrailType type, uint32_t nn, uint64_t nstrings,
-					   int64_t *out);
+					   int64_t *out, const uint32_t *runs, uint32_t nruns);
 
 /*
  * Floats as exact decimals outside pages (the version-3 footer's float

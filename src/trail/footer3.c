@@ -215,7 +215,7 @@ trail_footer3_encode(CodecBuf *out, uint64_t base, const TdbTrailFooter *f, TdbT
 	/* the head */
 	codec_put_u32le(magic, TRAIL_FOOTER_MAGIC);
 	codec_put_bytes(&h, magic, 4);
-	codec_put_varint(&h, 3);
+	codec_put_varint(&h, f->version);
 	trail_put_schema(&h, s);
 	codec_put_u8(&h, (uint8_t) f->order);
 	codec_put_varint(&h, (uint64_t) f->bucket_us);

@@ -69,7 +69,7 @@ typedef struct TrailPage2In
 	const TdbTrailType *types;
 	TrailColumnGetter get;
 	void	   *arg;
-	int			version;		/* 2, or 3: extra columns in colenc.c's encodings */
+	int			version;		/* 2, or 3 and 4: columns in colenc.c's encodings */
 } TrailPage2In;
 
 /*

@@ -88,10 +88,11 @@ put_null_bitmap(CodecBuf *b, const TrailPage2In *in, int c)
 /*
  * A version-3 column chunk after its CRC: the nulls byte (0 none, 1 a
  * bitmap follows, 2 every value NULL), then colenc.c's encoding of the nn
- * non-NULL values.
+ * non-NULL values; rl: the page's run lengths (nruns), made each run's count
+ * of them for colenc_put_runs.
  */
 static void
-encode_column3(CodecBuf *b, const TrailPage2In *in, int c, uint32_t nn)
+encode_column3(CodecBuf *b, const TrailPage2In *in, int c, uint32_t nn, uint32_t *rl, uint32_t nruns)
 {
 	int64_t    *bits;
 	uint32_t	k = 0;
@@ -110,10 +111,18 @@ encode_column3(CodecBuf *b, const TrailPage2In *in, int c, uint32_t nn)
 		b->ok = false;
 		return;
 	}
-	for (uint32_t i = 0; i < in->n; i++)
+	rl[0] = 0;
+	for (uint32_t i = 0, r = 0; i < in->n; i++)
+	{
+		if (i > 0 && in->trail[i] != in->trail[i - 1])
+			rl[++r] = 0;
 		if (!in->get(in->arg, i, c, &bits[k]))
+		{
 			k++;
-	colenc_put(b, in->types[c], bits, nn);
+			rl[r]++;
+		}
+	}
+	colenc_put_runs(b, in->types[c], bits, nn, in->version, false, rl, nruns);
 	free(bits);
 }
 
@@ -147,11 +156,15 @@ trail_page2_encode(CodecBuf *b, const TrailPage2In *in, uint32_t *chunk_len,
 	int			e;
 	int64_t		prev;
 	int64_t    *words = NULL;	/* version 3: times, then positions */
+	uint32_t   *rl = NULL;		/* version 4: values per run */
 
 	if (in->version >= 3 && (words = malloc((in->n ? in->n : 1) * sizeof(int64_t))) == NULL)
 		b->ok = false;
+	if (in->version >= 3 && (rl = malloc((in->n ? in->n : 1) * sizeof(uint32_t))) == NULL)
+		b->ok = false;
 	if (!b->ok)
 	{
+		free(words);
 		pi->length = 0;
 		return;
 	}
@@ -203,7 +216,15 @@ trail_page2_encode(CodecBuf *b, const TrailPage2In *in, uint32_t *chunk_len,
 	}
 	/* version 3: the times, then lon and lat, as int64 columns of colenc.c */
 	if (in->version >= 3)
-		colenc_put_sequence(b, words, in->n);
+	{
+		for (uint32_t i = 0, r = 0; i < in->n; i++)
+		{
+			if (i > 0 && in->trail[i] != in->trail[i - 1])
+				r++;
+			rl[r] = i == 0 || in->trail[i] != in->trail[i - 1] ? 1 : rl[r] + 1;
+		}
+		colenc_put_runs(b, TDB_TRAIL_INT64, words, in->n, in->version, true, rl, nruns);
+	}
 	chunk_len[TRAIL_CHUNK_CORE] = chunk_end(b, start);
 
 	/* positions: lon then lat deltas, multiples of 10^e fixed units */
@@ -235,7 +256,7 @@ trail_page2_encode(CodecBuf *b, const TrailPage2In *in, uint32_t *chunk_len,
 				prev = q;
 			}
 			if (in->version >= 3)
-				colenc_put_sequence(b, words, in->n);
+				colenc_put_runs(b, TDB_TRAIL_INT64, words, in->n, in->version, true, rl, nruns);
 		}
 	}
 	chunk_len[TRAIL_CHUNK_POSITION] = chunk_end(b, start);
@@ -254,7 +275,7 @@ trail_page2_encode(CodecBuf *b, const TrailPage2In *in, uint32_t *chunk_len,
 				nn++;
 		if (in->version >= 3)
 		{
-			encode_column3(b, in, c, nn);
+			encode_column3(b, in, c, nn, rl, nruns);
 			chunk_len[TRAIL_CHUNK_COLUMN0 + c] = chunk_end(b, start);
 			continue;
 		}
@@ -310,6 +331,7 @@ trail_page2_encode(CodecBuf *b, const TrailPage2In *in, uint32_t *chunk_len,
 		chunk_len[TRAIL_CHUNK_COLUMN0 + c] = chunk_end(b, start);
 	}
 	free(words);
+	free(rl);
 	pi->length = (uint32_t) (b->len - page_start);
 	pi->nevents = in->n;
 	pi->trail = in->n > 0 && in->trail[0] == in->trail[in->n - 1] ? in->trail[0] : UINT32_MAX;
@@ -369,11 +391,14 @@ trail_has_page(const TdbTrailInfo *ti, uint32_t pageno)
 
 /*
  * A version-3 column chunk after its CRC into vals (n events); words is
- * scratch of n entries.  NULL or what is wrong.
+ * scratch of n entries; rl (version 4, else NULL): the page's nruns run
+ * lengths, and nnrl scratch for each run's count of non-NULL values.  NULL
+ * or what is wrong.
  */
 static const char *
 decode_column3(const TdbTrailFooter *f, CodecCur *c, uint32_t n, TdbTrailType type,
-			   TdbTrailValue *vals, int64_t *words)
+			   TdbTrailValue *vals, int64_t *words, const uint32_t *rl, uint32_t *nnrl,
+			   uint32_t nruns)
 {
 	uint8_t		nulls;
 	const uint8_t *bitmap = NULL;
@@ -400,7 +425,14 @@ decode_column3(const TdbTrailFooter *f, CodecCur *c, uint32_t n, TdbTrailType ty
 			nn += !((bitmap[i / 8] >> (i % 8)) & 1);
 	if (nn == 0)
 		return "a null bitmap of every value (nulls byte 2 says that)";
-	if ((why = colenc_get(c, type, nn, f->nstrings, words)) != NULL)
+	if (rl != NULL)
+		for (uint32_t r = 0, i = 0; r < nruns; r++)
+		{
+			nnrl[r] = 0;
+			for (uint32_t e = i + rl[r]; i < e; i++)
+				nnrl[r] += bitmap == NULL || !((bitmap[i / 8] >> (i % 8)) & 1);
+		}
+	if ((why = colenc_get(c, type, nn, f->nstrings, words, rl ? nnrl : NULL, nruns)) != NULL)
 		return why;
 	if (codec_left(c) != 0)
 		return "trailing bytes in a column";
@@ -441,6 +473,7 @@ trail_page2_decode(const TdbTrailFooter *f, uint32_t pageno, const uint8_t *buf,
 	int			badchunk = 0;
 	bool		multi;
 	int64_t    *words = NULL;	/* version 3: a column's values */
+	uint32_t   *rl = NULL;		/* version 4: the run lengths, then scratch */
 
 	pg->nevents = 0;
 	if (len != pi->length)
@@ -500,12 +533,21 @@ trail_page2_decode(const TdbTrailFooter *f, uint32_t pageno, const uint8_t *buf,
 	if (f->version >= 3)
 	{
 		/* n words: times, then each position column and extra column in turn */
-		if ((words = malloc(n * sizeof(int64_t))) == NULL)
+		if ((words = malloc(n * sizeof(int64_t))) == NULL ||
+			(f->version >= 4 && (rl = malloc(2 * nruns * sizeof(uint32_t))) == NULL))
 		{
+			free(words);
 			pg->nevents = 0;
 			return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory for page %u", pageno);
 		}
-		if ((why = colenc_get(&c, TDB_TRAIL_INT64, (uint32_t) n, 0, words)) != NULL)
+		if (rl != NULL)
+			for (uint32_t i = 0, r = 0; i < n; i++)
+			{
+				if (i > 0 && pg->trail[i] != pg->trail[i - 1])
+					r++;
+				rl[r] = i == 0 || pg->trail[i] != pg->trail[i - 1] ? 1 : rl[r] + 1;
+			}
+		if ((why = colenc_get(&c, TDB_TRAIL_INT64, (uint32_t) n, 0, words, rl, (uint32_t) nruns)) != NULL)
 			goto bad;
 	}
 	prev = 0;
@@ -565,7 +607,8 @@ trail_page2_decode(const TdbTrailFooter *f, uint32_t pageno, const uint8_t *buf,
 						pmin = INT32_MIN / m;
 			int64_t		p = 0;
 
-			if (words != NULL && (why = colenc_get(&c, TDB_TRAIL_INT64, (uint32_t) n, 0, words)) != NULL)
+			if (words != NULL &&
+				(why = colenc_get(&c, TDB_TRAIL_INT64, (uint32_t) n, 0, words, rl, (uint32_t) nruns)) != NULL)
 				goto bad;
 			for (uint32_t i = 0; i < n; i++)
 			{
@@ -623,7 +666,8 @@ trail_page2_decode(const TdbTrailFooter *f, uint32_t pageno, const uint8_t *buf,
 			PAGE_BAD("checksum mismatch in a column");
 		if (f->version >= 3)
 		{
-			if ((why = decode_column3(f, &c, (uint32_t) n, type, vals, words)) != NULL)
+			if ((why = decode_column3(f, &c, (uint32_t) n, type, vals, words, rl,
+									  rl ? rl + nruns : NULL, (uint32_t) nruns)) != NULL)
 				goto bad;
 			continue;
 		}
@@ -704,11 +748,13 @@ trail_page2_decode(const TdbTrailFooter *f, uint32_t pageno, const uint8_t *buf,
 			PAGE_BAD("trailing bytes in a column");
 	}
 	free(words);
+	free(rl);
 	pg->nevents = (uint32_t) n;
 	return 0;
 
 bad:
 	free(words);
+	free(rl);
 	pg->nevents = 0;
 	if (badchunk >= TRAIL_CHUNK_COLUMN0)
 		return tdb_trail_fail(err, TDB_TRAIL_ECORRUPT,

@@ -21,8 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TDB_TRAIL_VERSION		3	/* newest version written and read */
-#define TDB_TRAIL_VERSION_DEFAULT	3	/* written by default */
+#define TDB_TRAIL_VERSION		4	/* newest version written and read */
+#define TDB_TRAIL_VERSION_DEFAULT	4	/* written by default */
 #define TDB_TRAIL_VERSION_MIN	1	/* oldest version read */
 #define TDB_TRAIL_TRAILER_SIZE	48
 #define TDB_TRAIL_HEADER_SIZE	16
@@ -293,7 +293,7 @@ typedef struct TdbTrailInfo
 
 typedef struct TdbTrailFooter
 {
-	uint16_t	version;		/* 1, 2 or 3 */
+	uint16_t	version;		/* 1 to 4 */
 	TdbTrailOrder order;
 	int64_t		bucket_us;		/* ORDER_SPACETIME: the writer's time bucket */
 	TdbTrailSchema schema;

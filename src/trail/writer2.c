@@ -17,6 +17,7 @@
 #include "../checksum.h"
 #include "format.h"
 #include "writer.h"
+#include "writer2.h"
 
 /* ---- shared by both versions: memory, progress, output, cutting ------- */
 
@@ -110,13 +111,13 @@ trail_win_reserve(TrailWin *win, uint32_t n)
 	return true;
 }
 
-int
-trail_cut_pages(TrailCut *c, TrailWin *win, TdbTrailError *err)
+/* trail_cut_pages with the window's first win->n events already the group's */
+static int
+cut_from(TrailCut *c, TrailWin *win, TdbTrailError *err)
 {
 	TdbTrailWriter *w = c->w;
 	uint32_t	maxn = w->opts.page_max_events;
 
-	win->n = 0;
 	/* each round writes at least one event of a finite input */
 	for (uint64_t round = 0; round <= w->n; round++)
 	{
@@ -177,32 +178,14 @@ trail_cut_pages(TrailCut *c, TrailWin *win, TdbTrailError *err)
 	return tdb_trail_fail(err, TDB_TRAIL_EINVAL, "internal error: pages cut from more events than taken");
 }
 
-/* ---- version 2 ------------------------------------------------------------ */
-
-/*
- * What version 2 adds to the writer: pages cut by trail (as version 1) or
- * by space and time (a time bucket, then segments of trails in that bucket
- * in Hilbert order of their centres, several to a page), each page encoded
- * in chunks by trail_page2_encode, and per trail its page list and column
- * summaries, folded in file order.
- */
-typedef struct Writer2
+int
+trail_cut_pages(TrailCut *c, TrailWin *win, TdbTrailError *err)
 {
-	TdbTrailWriter *w;
-	TrailOut   *out;
-	CodecBuf	tmp;
-	TdbTrailFooter f;
-	uint32_t	pagecap,
-				trailcap;
-	uint32_t   *pairs;			/* (trail, page) of every run, in page order */
-	uint64_t	npairs,
-				paircap;
-	TdbTrailStats *tstats;		/* ntrails x ncolumns */
-	uint32_t   *ident;			/* 0, 1, ... page_max_events - 1 */
-	uint32_t   *cl;				/* scratch chunk lengths */
-	uint64_t	chunk_bytes;	/* the pages' chunk_len arrays */
-	uint64_t	done;			/* events in pages */
-} Writer2;
+	win->n = 0;
+	return cut_from(c, win, err);
+}
+
+/* ---- version 2 (writer2.h; space-time order in writer2_spacetime.c) ------- */
 
 typedef struct Page2Arg
 {
@@ -225,8 +208,8 @@ page2_get(void *arg, uint32_t i, int col, int64_t *bits)
 }
 
 /* The footer's state in memory, as the writer's limit counts it. */
-static size_t
-footer_bytes(const Writer2 *x)
+size_t
+w2_footer_bytes(const Writer2 *x)
 {
 	return (size_t) x->trailcap * (sizeof(TdbTrailInfo) +
 								   (size_t) x->w->schema.ncolumns * sizeof(TdbTrailStats)) +
@@ -239,8 +222,8 @@ footer_bytes(const Writer2 *x)
  * ascending, times ascending within a trail) into tmp; pi gets its zone map
  * and sizes, chunk_len and stats are the caller's.
  */
-static bool
-encode_page2(Writer2 *x, const TrailWin *win, const uint32_t *js, uint32_t n, uint32_t *chunk_len,
+bool
+w2_encode_page2(Writer2 *x, const TrailWin *win, const uint32_t *js, uint32_t n, uint32_t *chunk_len,
 			 TdbTrailPageInfo *pi)
 {
 	const TdbTrailWriter *w = x->w;
@@ -281,8 +264,8 @@ encode_page2(Writer2 *x, const TrailWin *win, const uint32_t *js, uint32_t n, ui
  * footer gets its entry, its trails their zone maps, page-list entries and
  * summaries (in file order).
  */
-static int
-emit_page2(Writer2 *x, const TrailWin *win, const uint32_t *js, uint32_t n, TdbTrailError *err)
+int
+w2_emit_page2(Writer2 *x, const TrailWin *win, const uint32_t *js, uint32_t n, TdbTrailError *err)
 {
 	TdbTrailWriter *w = x->w;
 	int			nc = w->schema.ncolumns;
@@ -292,7 +275,7 @@ emit_page2(Writer2 *x, const TrailWin *win, const uint32_t *js, uint32_t n, TdbT
 	uint64_t	paircap = x->paircap;
 	int			rc;
 
-	if (cl == NULL || !encode_page2(x, win, js, n, cl, &pi))
+	if (cl == NULL || !w2_encode_page2(x, win, js, n, cl, &pi))
 	{
 		free(cl);
 		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
@@ -354,7 +337,7 @@ emit_page2(Writer2 *x, const TrailWin *win, const uint32_t *js, uint32_t n, TdbT
 				trail_stats_add(&x->tstats[(size_t) t * nc + c], w->types[c], trail_rec_bits(e)[c]);
 	}
 	if ((x->pagecap != pagecap || x->paircap != paircap) &&
-		(rc = trail_writer_check_memory(w, footer_bytes(x), x->f.ntrails, x->f.npages, err)) < 0)
+		(rc = trail_writer_check_memory(w, w2_footer_bytes(x), x->f.ntrails, x->f.npages, err)) < 0)
 		return rc;
 	if ((x->done + n) / ((uint64_t) 1 << 20) != x->done / ((uint64_t) 1 << 20))
 		trail_writer_progress(w, "writing pages", x->done + n, w->n);
@@ -363,28 +346,28 @@ emit_page2(Writer2 *x, const TrailWin *win, const uint32_t *js, uint32_t n, TdbT
 }
 
 /* The cutter's callbacks (trail_cut_pages): the window's first n events. */
-static uint32_t
-cut_encode2(void *ctx, TrailWin *win, uint32_t n)
+uint32_t
+w2_cut_encode2(void *ctx, TrailWin *win, uint32_t n)
 {
 	Writer2    *x = ctx;
 	TdbTrailPageInfo pi;
 
-	if (!encode_page2(x, win, x->ident, n, x->cl, &pi))
+	if (!w2_encode_page2(x, win, x->ident, n, x->cl, &pi))
 		return 0;
 	return x->tmp.len ? (uint32_t) x->tmp.len : 1;
 }
 
-static int
-cut_emit2(void *ctx, TrailWin *win, uint32_t n, TdbTrailError *err)
+int
+w2_cut_emit2(void *ctx, TrailWin *win, uint32_t n, TdbTrailError *err)
 {
 	Writer2    *x = ctx;
 
-	return emit_page2(x, win, x->ident, n, err);
+	return w2_emit_page2(x, win, x->ident, n, err);
 }
 
 /* A new trail (the next in id order) from its first sorted event. */
-static int
-new_trail(Writer2 *x, const TrailRec *r, TdbTrailError *err)
+int
+w2_new_trail(Writer2 *x, const TrailRec *r, TdbTrailError *err)
 {
 	TdbTrailWriter *w = x->w;
 	int			nc = w->schema.ncolumns;
@@ -404,7 +387,7 @@ new_trail(Writer2 *x, const TrailRec *r, TdbTrailError *err)
 			return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
 		x->tstats = ns;
 		x->trailcap = cap;
-		if (trail_writer_check_memory(w, footer_bytes(x), x->f.ntrails, x->f.npages, err) < 0)
+		if (trail_writer_check_memory(w, w2_footer_bytes(x), x->f.ntrails, x->f.npages, err) < 0)
 			return err->code;
 	}
 	ti = &x->f.trails[x->f.ntrails];
@@ -422,406 +405,176 @@ new_trail(Writer2 *x, const TrailRec *r, TdbTrailError *err)
 	return 0;
 }
 
+/*
+ * Small trails packed together (version 4): the trails that fit in one page
+ * (page_max_events, page_target_bytes, page_max_span_us) share pages, in id
+ * order, up to the same limits for the page; a larger trail gets pages of
+ * its own.  Version 2 wrote a page per trail: on one hour of New York Harbor
+ * AIS (295 vessels of 29 reports on average) that was 295 pages, each with
+ * its 13 chunk CRCs, column headers and footer entry.
+ */
+#define TRAIL_PACK_BYTES	4096
+
+typedef struct Pack
+{
+	TrailWin	win;			/* the packed trails' events, in id then time order */
+	uint64_t	bytes;			/* their sizes, each encoded alone */
+	int64_t		tmin,
+				tmax;
+} Pack;
+
+static int
+pack_flush(Writer2 *x, Pack *pk, TdbTrailError *err)
+{
+	int			rc = 0;
+
+	if (pk->win.n > 0)
+		rc = w2_emit_page2(x, &pk->win, x->ident, pk->win.n, err);
+	pk->win.n = 0;
+	pk->bytes = 0;
+	return rc;
+}
+
+/*
+ * The group's events into win, up to page_max_events; true when the whole
+ * trail is there and fits one page alone (*bytes: its size).
+ */
+static bool
+load_small_trail(Writer2 *x, TrailCut *c, TrailWin *win, uint32_t *bytes, TdbTrailError *err, int *rc)
+{
+	TdbTrailWriter *w = x->w;
+	uint32_t	maxn = w->opts.page_max_events;
+	const uint8_t *r;
+
+	win->n = 0;
+	*rc = 0;
+	while (win->n < maxn && (r = trail_sorter_peek(c->src)) != NULL &&
+		   *(const int64_t *) (r + c->grp_off) == c->grp)
+	{
+		if (!trail_win_reserve(win, win->n + 1))
+		{
+			*rc = tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
+			return false;
+		}
+		memcpy(win->recs + (size_t) win->n * win->rs, r + c->rec_off, win->rs);
+		win->tnum[win->n++] = c->tnum;
+		trail_sorter_skip(c->src);
+	}
+	if (c->src->rc < 0)
+	{
+		*err = c->src->err;
+		*rc = c->src->rc;
+		return false;
+	}
+	if (win->n == 0)
+		return false;
+	r = trail_sorter_peek(c->src);
+	if (r != NULL && *(const int64_t *) (r + c->grp_off) == c->grp)
+		return false;
+	if (w->opts.page_max_span_us > 0 &&
+		(uint64_t) trail_win_rec(win, win->n - 1)->time - (uint64_t) trail_win_rec(win, 0)->time >
+		(uint64_t) w->opts.page_max_span_us)
+		return false;
+	*bytes = w2_cut_encode2(x, win, win->n);
+	if (*bytes == 0)
+	{
+		*rc = tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
+		return false;
+	}
+	return *bytes <= w->opts.page_target_bytes;
+}
+
+/*
+ * A shared page's target, its trails' sizes each alone: a trail's lookup
+ * decodes the whole page.  Smaller shared pages cost little (one hour of
+ * New York Harbor AIS: 74.2 kB at 2 kB, 73.5 at 4 kB, 73.4 at 64 kB).
+ */
+static uint64_t
+pack_bytes(const TdbTrailWriter *w)
+{
+	return TRAIL_PACK_BYTES < w->opts.page_target_bytes ? TRAIL_PACK_BYTES : w->opts.page_target_bytes;
+}
+
+static bool
+pack_fits(const TdbTrailWriter *w, const Pack *pk, const TrailWin *win, uint32_t bytes)
+{
+	int64_t		t0 = trail_win_rec(win, 0)->time,
+				t1 = trail_win_rec(win, win->n - 1)->time;
+
+	if (pk->win.n == 0)
+		return true;
+	t0 = t0 < pk->tmin ? t0 : pk->tmin;
+	t1 = t1 > pk->tmax ? t1 : pk->tmax;
+	return (uint64_t) pk->win.n + win->n <= w->opts.page_max_events &&
+		pk->bytes + bytes <= pack_bytes(w) &&
+		(w->opts.page_max_span_us <= 0 || (uint64_t) t1 - (uint64_t) t0 <= (uint64_t) w->opts.page_max_span_us);
+}
+
+static int
+pack_add(Pack *pk, const TrailWin *win, uint32_t bytes, TdbTrailError *err)
+{
+	int64_t		t0 = trail_win_rec(win, 0)->time,
+				t1 = trail_win_rec(win, win->n - 1)->time;
+
+	if (!trail_win_reserve(&pk->win, pk->win.n + win->n))
+		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
+	memcpy(pk->win.recs + (size_t) pk->win.n * pk->win.rs, win->recs, (size_t) win->n * win->rs);
+	memcpy(pk->win.tnum + pk->win.n, win->tnum, (size_t) win->n * sizeof(uint32_t));
+	if (pk->win.n == 0 || t0 < pk->tmin)
+		pk->tmin = t0;
+	if (pk->win.n == 0 || t1 > pk->tmax)
+		pk->tmax = t1;
+	pk->win.n += win->n;
+	pk->bytes += bytes;
+	return 0;
+}
+
 /* Trail order: each trail's pages in turn, cut as they stream from the merge. */
 static int
 emit_trails(Writer2 *x, TdbTrailError *err)
 {
 	TdbTrailWriter *w = x->w;
 	TrailWin	win = {.rs = w->rs};
+	Pack		pk = {.win = {.rs = w->rs}};
+	bool		pack = x->f.version >= 4;
 	int			rc = 0;
 
 	for (uint64_t guard = 0; rc == 0 && guard <= w->n; guard++)
 	{
 		const TrailRec *r = trail_sorter_peek(&w->sort);
-		TrailCut	c = {w, &w->sort, 0, offsetof(TrailRec, key), 0, 0, cut_encode2, cut_emit2, x};
+		TrailCut	c = {w, &w->sort, 0, offsetof(TrailRec, key), 0, 0, w2_cut_encode2, w2_cut_emit2, x};
+		uint32_t	bytes = 0;
 
 		if (r == NULL)
 			break;
-		if ((rc = new_trail(x, r, err)) < 0)
+		if ((rc = w2_new_trail(x, r, err)) < 0)
 			break;
 		c.grp = r->key;
 		c.tnum = x->f.ntrails - 1;
-		rc = trail_cut_pages(&c, &win, err);
-	}
-	free(win.recs);
-	free(win.tnum);
-	return rc;
-}
-
-/* Cells of the space-time order: a 256 x 256 grid over the file's extent. */
-#define CELL_SHIFT 8
-
-/* Hilbert index of (px, py) on a 65536 x 65536 grid. */
-static uint64_t
-hilbert(uint32_t px, uint32_t py)
-{
-	uint64_t	d = 0;
-
-	for (uint32_t s = 1u << 15; s > 0; s >>= 1)
-	{
-		uint32_t	rx = (px & s) > 0,
-					ry = (py & s) > 0;
-
-		d += (uint64_t) s * s * ((3 * rx) ^ ry);
-		if (ry == 0)
+		if (!pack)
 		{
-			if (rx == 1)
-			{
-				px = 65535 - px;
-				py = 65535 - py;
-			}
-			{
-				uint32_t	t = px;
-
-				px = py;
-				py = t;
-			}
-		}
-	}
-	return d;
-}
-
-static int64_t
-floor_div(int64_t a, int64_t b)
-{
-	int64_t		q = a / b;
-
-	return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
-}
-
-/* The Hilbert index of a fixed-point position's cell over the extent. */
-static uint64_t
-cell_of(int32_t lon, int32_t lat, int32_t gx0, int32_t gy0, double wx, double wy)
-{
-	uint32_t	cx = (uint32_t) (((double) lon - gx0) / wx * (1 << CELL_SHIFT)),
-				cy = (uint32_t) (((double) lat - gy0) / wy * (1 << CELL_SHIFT));
-
-	if (cx >= (1u << CELL_SHIFT))
-		cx = (1u << CELL_SHIFT) - 1;
-	if (cy >= (1u << CELL_SHIFT))
-		cy = (1u << CELL_SHIFT) - 1;
-	/* the cell's corner on the 16-bit curve: cells stay contiguous on it */
-	return hilbert(cx << (16 - CELL_SHIFT), cy << (16 - CELL_SHIFT));
-}
-
-/*
- * By time (opts.by_time), the grid is one cell and segments share no page:
- * each page holds one trail's events of one bucket, pages by bucket, then
- * trail.
- *
- * Space-time order: events are cut into segments (one trail's consecutive
- * events in one time bucket and one cell of a 256 x 256 grid over the
- * file's extent), the segments of a bucket are laid out along a Hilbert
- * curve by cell, and consecutive segments share a page up to the target
- * size and event count; a segment larger than a page gets pages of its
- * own.  A page never mixes buckets; a trail's segments in one page form
- * one run.  So a page covers a few neighbouring cells of one bucket, and a
- * window or an area reads few pages.
- *
- * Bounded memory: the events, merged in (trail, time, arrival) order, are
- * numbered by that position and cut into segments; each event goes with
- * its segment's head (bucket, cell, trail, first position, event count
- * and size encoded alone) into a second sort by (bucket, cell, trail,
- * position), which gives the segments in page order, each one's events
- * together; pages are then cut from that stream.  A segment's size is
- * needed only when it has at most page_max_events events (a larger one is
- * cut alone), so at most that many are held to encode it.
- */
-typedef struct SegHead
-{
-	int64_t		bucket;
-	uint64_t	hkey;			/* Hilbert index of the segment's cell */
-	uint64_t	start;			/* position of its first event */
-	uint32_t	trail;
-	uint32_t	n;				/* events; 0: more than page_max_events */
-	uint32_t	bytes;			/* encoded alone, when n > 0 */
-	uint32_t	pad;
-} SegHead;
-
-static int
-seg_cmp(const void *a, const void *b, void *arg)
-{
-	const SegHead *x = a,
-			   *y = b;
-	const TrailRec *rx = (const TrailRec *) (x + 1),
-			   *ry = (const TrailRec *) (y + 1);
-
-	(void) arg;
-	if (x->bucket != y->bucket)
-		return x->bucket < y->bucket ? -1 : 1;
-	if (x->hkey != y->hkey)
-		return x->hkey < y->hkey ? -1 : 1;
-	if (x->trail != y->trail)
-		return x->trail < y->trail ? -1 : 1;
-	return (rx->ord > ry->ord) - (rx->ord < ry->ord);
-}
-
-static int
-win_ord_cmp(const void *a, const void *b, void *arg)
-{
-	const TrailWin *win = arg;
-	uint64_t	x = trail_win_rec(win, *(const uint32_t *) a)->ord,
-				y = trail_win_rec(win, *(const uint32_t *) b)->ord;
-
-	return (x > y) - (x < y);
-}
-
-typedef struct SegState
-{
-	Writer2    *x;
-	TrailSorter *st;
-	uint8_t    *rec;			/* SegHead + TrailRec */
-	TrailWin	win;			/* the open segment's events, up to page_max_events */
-	SegHead		h;
-	bool		open;
-} SegState;
-
-static int
-seg_put(SegState *ss, const uint8_t *r, TdbTrailError *err)
-{
-	TdbTrailWriter *w = ss->x->w;
-	int			rc;
-
-	size_t		b = trail_writer_budget(w),
-				used = w->dict_bytes + footer_bytes(ss->x) + b / 8;
-
-	/* the second sort's buffer gets what the footer and the first merge leave */
-	ss->st->limit = used < b - b / 8 ? b - used : b / 8;
-	memcpy(ss->rec, &ss->h, sizeof(SegHead));
-	memcpy(ss->rec + sizeof(SegHead), r, w->rs);
-	if ((rc = trail_sorter_put(ss->st, ss->rec, err)) < 0)
-		return rc;
-	return 0;
-}
-
-/* Close the open segment: its size, then its held events into the second sort. */
-static int
-seg_close(SegState *ss, TdbTrailError *err)
-{
-	Writer2    *x = ss->x;
-	int			rc;
-
-	if (!ss->open)
-		return 0;
-	ss->open = false;
-	if (ss->h.n == 0)
-		return 0;				/* a large segment: its events went already */
-	if (!encode_page2(x, &ss->win, x->ident, ss->win.n, x->cl, &(TdbTrailPageInfo) {0}))
-		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
-	ss->h.bytes = (uint32_t) x->tmp.len;
-	for (uint32_t i = 0; i < ss->win.n; i++)
-		if ((rc = seg_put(ss, (const uint8_t *) trail_win_rec(&ss->win, i), err)) < 0)
-			return rc;
-	ss->win.n = 0;
-	return 0;
-}
-
-/* First pass: number the merged events, cut segments, sort them into page order. */
-static int
-make_segments(Writer2 *x, SegState *ss, TdbTrailError *err)
-{
-	TdbTrailWriter *w = x->w;
-	int64_t		bucket_us = w->opts.bucket_us;
-	int32_t		gx0 = w->gx0,
-				gy0 = w->gy0;
-	double		wx = (double) w->gx1 - w->gx0 + 1,
-				wy = (double) w->gy1 - w->gy0 + 1;
-	int64_t		key = 0;
-	int			rc = 0;
-
-	for (uint64_t j = 0; rc == 0; j++)
-	{
-		const TrailRec *r = trail_sorter_peek(&w->sort);
-		TrailRec   *e;
-		int64_t		bk;
-		uint64_t	cell;
-
-		if (r == NULL)
-			break;
-		if (j == 0 || r->key != key)
-		{
-			if ((rc = new_trail(x, r, err)) < 0)
-				break;
-			key = r->key;
-		}
-		bk = floor_div(r->time, bucket_us);
-		/* by time: one cell, the whole extent */
-		cell = w->opts.by_time ? 0 : cell_of(r->lon, r->lat, gx0, gy0, wx, wy);
-		if (ss->open && (ss->h.trail != x->f.ntrails - 1 || ss->h.bucket != bk || ss->h.hkey != cell) &&
-			(rc = seg_close(ss, err)) < 0)
-			break;
-		if (!ss->open)
-		{
-			ss->open = true;
-			ss->h.bucket = bk;
-			ss->h.hkey = cell;
-			ss->h.trail = x->f.ntrails - 1;
-			ss->h.start = j;
-			ss->h.n = 1;
-			ss->h.bytes = 0;
-			ss->win.n = 0;
-		}
-		else if (ss->h.n > 0)
-			ss->h.n++;
-		if (ss->h.n > 0)
-		{
-			if (!trail_win_reserve(&ss->win, ss->win.n + 1))
-			{
-				rc = tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
-				break;
-			}
-			e = (TrailRec *) (ss->win.recs + (size_t) ss->win.n * w->rs);
-			memcpy(e, r, w->rs);
-			e->ord = j;
-			ss->win.tnum[ss->win.n++] = ss->h.trail;
-			if (ss->h.n > w->opts.page_max_events)
-			{
-				/* larger than a page: cut alone, its size is not needed */
-				ss->h.n = 0;
-				for (uint32_t i = 0; i < ss->win.n && rc == 0; i++)
-					rc = seg_put(ss, (const uint8_t *) trail_win_rec(&ss->win, i), err);
-				ss->win.n = 0;
-			}
-		}
-		else
-		{
-			memcpy(ss->win.recs, r, w->rs);
-			((TrailRec *) ss->win.recs)->ord = j;
-			rc = seg_put(ss, ss->win.recs, err);
-		}
-		trail_sorter_skip(&w->sort);
-		if (rc == 0 && (j + 1) % ((uint64_t) 1 << 16) == 0)
-			rc = trail_writer_canceled(w, err);
-		if (rc == 0 && (j + 1) % ((uint64_t) 1 << 20) == 0)
-			trail_writer_progress(w, "ordering segments", j + 1, w->n);
-	}
-	if (rc == 0 && w->sort.rc < 0)
-	{
-		*err = w->sort.err;
-		rc = w->sort.rc;
-	}
-	if (rc == 0)
-		rc = seg_close(ss, err);
-	return rc;
-}
-
-static int
-emit_spacetime(Writer2 *x, TdbTrailError *err)
-{
-	TdbTrailWriter *w = x->w;
-	SegState	ss;
-	TrailSorter *st;
-	TrailWin	win = {.rs = w->rs};
-	uint32_t   *js = NULL;
-	size_t		hs = sizeof(SegHead);
-	int			rc;
-
-	memset(&ss, 0, sizeof(ss));
-	ss.x = x;
-	ss.win.rs = w->rs;
-	ss.st = st = malloc(sizeof(TrailSorter));
-	ss.rec = malloc(hs + w->rs);
-	js = malloc((size_t) w->opts.page_max_events * sizeof(uint32_t));
-	if (st == NULL || ss.rec == NULL || js == NULL)
-	{
-		free(st);
-		free(ss.rec);
-		free(js);
-		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
-	}
-	trail_sorter_init(st, hs + w->rs, seg_cmp, NULL, w->opts.temp_dir, trail_writer_budget(w) / 2);
-	st->cancel = w->opts.cancel;
-	st->cancel_arg = w->opts.cancel_arg;
-	st->temp_used = &w->temp_used;
-	st->temp_limit = w->opts.temp_limit;
-	rc = make_segments(x, &ss, err);
-	free(ss.win.recs);
-	free(ss.win.tnum);
-	/* the first sort is done with: its read buffers go before the second merge */
-	trail_sorter_free(&w->sort);
-	if (rc == 0)
-		rc = trail_sorter_finish(st, trail_writer_budget(w) / 8, err);
-
-	for (uint64_t guard = 0; rc == 0 && guard <= w->n; guard++)
-	{
-		const SegHead *h = trail_sorter_peek(st);
-		uint64_t	bytes = 0,
-					events = 0;
-		int64_t		bucket;
-
-		if (h == NULL)
-			break;
-		if (h->n == 0 || h->bytes > w->opts.page_target_bytes || h->n > w->opts.page_max_events)
-		{
-			/* a segment larger than a page: cut alone, by size and count */
-			TrailCut	c = {w, st, hs, offsetof(SegHead, start), (int64_t) h->start, h->trail,
-				cut_encode2, cut_emit2, x};
-
 			rc = trail_cut_pages(&c, &win, err);
 			continue;
 		}
-		bucket = h->bucket;
-		win.n = 0;
-		while ((h = trail_sorter_peek(st)) != NULL && h->bucket == bucket &&
-			   h->n > 0 && h->bytes <= w->opts.page_target_bytes && h->n <= w->opts.page_max_events &&
-			   (win.n == 0 || (!w->opts.by_time && bytes + h->bytes <= w->opts.page_target_bytes &&
-							   events + h->n <= w->opts.page_max_events)))
+		if (load_small_trail(x, &c, &win, &bytes, err, &rc))
 		{
-			uint64_t	start = h->start;
-			uint32_t	n = h->n;
-
-			bytes += h->bytes;
-			events += n;
-			if (!trail_win_reserve(&win, win.n + n))
-			{
-				rc = tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
-				break;
-			}
-			for (uint32_t k = 0; k < n; k++)
-			{
-				const SegHead *e = trail_sorter_peek(st);
-
-				if (e == NULL || e->start != start)
-				{
-					rc = st->rc < 0 ? (*err = st->err, st->rc) :
-						tdb_trail_fail(err, TDB_TRAIL_EINVAL, "internal error: a segment's events are not together");
-					break;
-				}
-				memcpy(win.recs + (size_t) win.n * w->rs, (const uint8_t *) e + hs, w->rs);
-				win.tnum[win.n++] = e->trail;
-				trail_sorter_skip(st);
-			}
-			if (rc < 0)
-				break;
+			if (!pack_fits(w, &pk, &win, bytes))
+				rc = pack_flush(x, &pk, err);
+			if (rc == 0)
+				rc = pack_add(&pk, &win, bytes, err);
+			continue;
 		}
-		if (rc == 0 && st->rc < 0)
-		{
-			*err = st->err;
-			rc = st->rc;
-		}
-		if (rc < 0)
-			break;
-		/*
-		 * One page: sorting its events by position gives each trail one
-		 * run, its events (from several cells) in time order.
-		 */
-		for (uint32_t i = 0; i < win.n; i++)
-			js[i] = i;
-		if (win.n > 1)
-			qsort_r(js, win.n, sizeof(uint32_t), win_ord_cmp, &win);
-		rc = emit_page2(x, &win, js, win.n, err);
+		if (rc == 0)
+			rc = pack_flush(x, &pk, err);
+		if (rc == 0)
+			rc = cut_from(&c, &win, err);
 	}
-	if (rc == 0 && st->rc < 0)
-	{
-		*err = st->err;
-		rc = st->rc;
-	}
-	trail_sorter_free(st);
-	free(st);
-	free(ss.rec);
+	if (rc == 0)
+		rc = pack_flush(x, &pk, err);
 	free(win.recs);
 	free(win.tnum);
-	free(js);
+	free(pk.win.recs);
+	free(pk.win.tnum);
 	return rc;
 }
 
@@ -864,7 +617,7 @@ trail_writer_finish2(TdbTrailWriter *w, TrailOut *out, TdbTrailError *err)
 	codec_put_bytes(&out->buf, hdr, sizeof(hdr));
 
 	if (w->opts.order == TDB_TRAIL_ORDER_SPACETIME)
-		rc = emit_spacetime(&x, err);
+		rc = w2_emit_spacetime(&x, err);
 	else
 		rc = emit_trails(&x, err);
 	if (rc == 0 && w->sort.rc < 0)

@@ -169,17 +169,17 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		int64_t    *again = malloc((size_t) nn * sizeof(int64_t));
 		CodecCur	c = {data + 3, data + size};
 
-		if (out && again && colenc_get(&c, type, nn, 1000, out) == NULL)
+		if (out && again && colenc_get(&c, type, nn, 1000, out, NULL, 0) == NULL)
 		{
 			CodecBuf	b;
 			CodecCur	c2;
 
 			codec_buf_init(&b);
-			if (colenc_put(&b, type, out, nn))
+			if (colenc_put(&b, type, out, nn, TDB_TRAIL_VERSION))
 			{
 				c2.p = b.data;
 				c2.end = b.data + b.len;
-				if (colenc_get(&c2, type, nn, 1000, again) != NULL || c2.p != c2.end ||
+				if (colenc_get(&c2, type, nn, 1000, again, NULL, 0) != NULL || c2.p != c2.end ||
 					memcmp(out, again, (size_t) nn * 8) != 0)
 					__builtin_trap();
 			}

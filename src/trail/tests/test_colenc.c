@@ -21,18 +21,6 @@
 #include "trail_unit.h"
 
 
-/* The whole footer of a file in memory (version 3: the head, then every chunk). */
-static int
-decode_footer_whole(const uint8_t *buf, size_t len, const TdbTrailTrailer *t, TdbTrailFooter *f,
-					TdbTrailError *err)
-{
-	FxMemFile	m = {buf, len};
-	int			rc = tdb_trail_footer_decode(buf + t->footer_offset, t->footer_length, t, f, err);
-
-	if (rc == 0 && f->version >= 3 && (rc = trail_footer3_load_all(f, fx_mem_read, &m, err)) < 0)
-		tdb_trail_footer_release(f);
-	return rc;
-}
 
 #define NSTRINGS 1000
 
@@ -136,7 +124,7 @@ static bool
 reads_back(const CodecBuf *b, TdbTrailType type, uint32_t nn, const int64_t *want, int64_t *got)
 {
 	CodecCur	c = {b->data, b->data + b->len};
-	const char *why = colenc_get(&c, type, nn, NSTRINGS, got);
+	const char *why = colenc_get(&c, type, nn, NSTRINGS, got, NULL, 0);
 
 	if (why != NULL)
 	{
@@ -155,7 +143,7 @@ prefixes_refused(const CodecBuf *b, TdbTrailType type, uint32_t nn, int64_t *got
 	{
 		CodecCur	c = {b->data, b->data + l};
 
-		if (colenc_get(&c, type, nn, NSTRINGS, got) == NULL)
+		if (colenc_get(&c, type, nn, NSTRINGS, got, NULL, 0) == NULL)
 			return false;
 	}
 	return true;
@@ -188,7 +176,7 @@ UNIT_TEST(test_trail_v3_encodings_roundtrip)
 
 				family(types[t], f, nn, &rng, v);
 				codec_buf_init(&best);
-				CHECK(colenc_put(&best, types[t], v, nn));
+				CHECK(colenc_put(&best, types[t], v, nn, TDB_TRAIL_VERSION));
 				CHECK(reads_back(&best, types[t], nn, v, got));
 				if (nn <= 100)
 					CHECK(prefixes_refused(&best, types[t], nn, got));
@@ -199,7 +187,7 @@ UNIT_TEST(test_trail_v3_encodings_roundtrip)
 					if (!colenc_put_as(&b, types[t], v, nn, (uint8_t) enc))
 					{
 						CHECK(b.ok);
-						/* types other than float64 have no scale; codecs stop at 7 */
+						/* types other than float64 have no scale; codecs stop at 8 (9, by runs, takes runs) */
 						CHECK(enc >> 4 == 0 || types[t] == TDB_TRAIL_FLOAT64 || b.len == 0);
 						continue;
 					}
@@ -226,13 +214,14 @@ UNIT_TEST(test_trail_v3_encodings_roundtrip)
 			switch (types[t])
 			{
 				case TDB_TRAIL_FLOAT64:
-					want = codec != COLENC_FOR && codec != COLENC_DELTA;
+					want = codec != COLENC_FOR && codec != COLENC_DELTA && codec != COLENC_PATCHED &&
+						codec != COLENC_RUNS;
 					CHECK(!want || (used[codec] & 1));
-					/* scaled: every integer codec, and never XOR */
-					CHECK((codec == COLENC_XOR) == !(used[codec] & ~1u));
+					/* scaled: every integer codec, and never XOR (nor by runs, never forced) */
+					CHECK((codec == COLENC_XOR || codec == COLENC_RUNS) == !(used[codec] & ~1u));
 					break;
 				case TDB_TRAIL_INT64:
-					want = codec != COLENC_XOR;
+					want = codec != COLENC_XOR && codec != COLENC_RUNS;
 					CHECK(want == (used[codec] == 1));
 					break;
 				case TDB_TRAIL_STRING:
@@ -318,30 +307,30 @@ UNIT_TEST(test_trail_v3_encoding_choices)
 	/* a constant string, a constant 0/1 and a constant float: a few bytes whatever the count */
 	for (int i = 0; i < 8192; i++)
 		v[i] = 417;
-	CHECK(colenc_put(&b, TDB_TRAIL_STRING, v, 8192) && b.len == 3 && b.data[0] == COLENC_CONST);
+	CHECK(colenc_put(&b, TDB_TRAIL_STRING, v, 8192, TDB_TRAIL_VERSION) && b.len == 3 && b.data[0] == COLENC_CONST);
 	b.len = 0;
 	for (int i = 0; i < 8192; i++)
 		v[i] = i < 3000;
-	CHECK(colenc_put(&b, TDB_TRAIL_BOOL, v, 8192) && b.len == 8 && b.data[0] == COLENC_RLE);
+	CHECK(colenc_put(&b, TDB_TRAIL_BOOL, v, 8192, TDB_TRAIL_VERSION) && b.len == 8 && b.data[0] == COLENC_RLE);
 	b.len = 0;
 	for (int i = 0; i < 8192; i++)
 		v[i] = dbits(60.0);
-	CHECK(colenc_put(&b, TDB_TRAIL_FLOAT64, v, 8192) && b.len == 2 && b.data[0] == (COLENC_CONST | 1 << 4));
+	CHECK(colenc_put(&b, TDB_TRAIL_FLOAT64, v, 8192, TDB_TRAIL_VERSION) && b.len == 2 && b.data[0] == (COLENC_CONST | 1 << 4));
 	/* -0 stays raw (8 bytes), yet constant */
 	b.len = 0;
 	for (int i = 0; i < 8192; i++)
 		v[i] = dbits(-0.0);
-	CHECK(colenc_put(&b, TDB_TRAIL_FLOAT64, v, 8192) && b.len == 9 && b.data[0] == COLENC_CONST);
+	CHECK(colenc_put(&b, TDB_TRAIL_FLOAT64, v, 8192, TDB_TRAIL_VERSION) && b.len == 9 && b.data[0] == COLENC_CONST);
 	/* two decimals: scale 2 */
 	b.len = 0;
 	for (int i = 0; i < 100; i++)
 		v[i] = dbits(round(unit_rand_double(&rng, 0, 1000) * 100) / 100);
-	CHECK(colenc_put(&b, TDB_TRAIL_FLOAT64, v, 100) && b.data[0] >> 4 == 3);
+	CHECK(colenc_put(&b, TDB_TRAIL_FLOAT64, v, 100, TDB_TRAIL_VERSION) && b.data[0] >> 4 == 3);
 	/* full-precision values held in runs of 8: well under 2 bytes a value */
 	b.len = 0;
 	for (int i = 0; i < 8192; i++)
 		v[i] = i % 8 ? v[i - 1] : dbits(unit_rand_double(&rng, 0, 360));
-	CHECK(colenc_put(&b, TDB_TRAIL_FLOAT64, v, 8192) && b.len < 8192 * 2);
+	CHECK(colenc_put(&b, TDB_TRAIL_FLOAT64, v, 8192, TDB_TRAIL_VERSION) && b.len < 8192 * 2);
 	codec_buf_free(&b);
 	free(v);
 }
@@ -375,7 +364,7 @@ UNIT_TEST(test_trail_v3_damaged_encodings_refused)
 							CodecCur	c = {b.data, b.data + b.len};
 
 							b.data[i] = k < 8 ? save ^ (1 << k) : k == 8 ? 0xff : 0;
-							refused += colenc_get(&c, types[t], 16, NSTRINGS, got) != NULL;
+							refused += colenc_get(&c, types[t], 16, NSTRINGS, got, NULL, 0) != NULL;
 							b.data[i] = save;
 						}
 				codec_buf_free(&b);
@@ -392,7 +381,11 @@ UNIT_TEST(test_trail_v3_damaged_encodings_refused)
 			size_t		len;
 			const char *why;
 		}			bad[] = {
-			{TDB_TRAIL_INT64, 2, {0x08}, 1, "unknown encoding"},
+			{TDB_TRAIL_INT64, 2, {0x0a}, 1, "unknown encoding"},
+			{TDB_TRAIL_INT64, 2, {COLENC_RUNS, COLENC_CONST, 0}, 3, "several runs"},	/* no runs given */
+			{TDB_TRAIL_INT64, 3, {COLENC_PATCHED, 0, 0, 0, 2}, 5, "exception count"},	/* 2 of 2 bytes each, none there */
+			{TDB_TRAIL_INT64, 2, {COLENC_PATCHED, 0, 0, 0, 1, 1, 0}, 7, "bad exception"},	/* index 1 of 1 delta */
+			{TDB_TRAIL_INT64, 3, {COLENC_PATCHED, 0, 0, 65, 0}, 5, "truncated patched"},
 			{TDB_TRAIL_INT64, 2, {0x13, 1, 0}, 3, "unknown encoding"},	/* a scale on an int */
 			{TDB_TRAIL_INT64, 2, {COLENC_DICT, 3, 0, 0, 0}, 5, "dictionary size"},	/* d > nn */
 			{TDB_TRAIL_INT64, 2, {COLENC_DICT, 2, 0, 0, 2, 0x0b}, 6, "index out of range"},
@@ -412,7 +405,7 @@ UNIT_TEST(test_trail_v3_damaged_encodings_refused)
 		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		{
 			CodecCur	c = {bad[i].bytes, bad[i].bytes + bad[i].len};
-			const char *why = colenc_get(&c, bad[i].type, bad[i].nn, NSTRINGS, got);
+			const char *why = colenc_get(&c, bad[i].type, bad[i].nn, NSTRINGS, got, NULL, 0);
 
 			if (why == NULL || strstr(why, bad[i].why) == NULL)
 				unit_fail(__FILE__, __LINE__, "bad payload %zu: %s, expected \"%s\"", i,
@@ -485,7 +478,7 @@ edge_file(int version)
 	tdb_trail_writer_free(w);
 	CHECK(tdb_trail_trailer_decode(buf + len - TDB_TRAIL_TRAILER_SIZE, TDB_TRAIL_TRAILER_SIZE, len, &t, &err) == 0);
 	CHECK(t.version == version);
-	CHECK(decode_footer_whole(buf, len, &t, &f, &err) == 0);
+	CHECK(fx_decode_footer_whole(buf, len, &t, &f, &err) == 0);
 	CHECK(f.version == version);
 	memset(&pg, 0, sizeof(pg));
 	rng = 5;
@@ -560,7 +553,7 @@ UNIT_TEST(test_trail_v3_damaged_page_refused)
 	buf = fx_encode(&s, 4096, 1000, &len);
 	CHECK(buf != NULL);
 	CHECK(tdb_trail_trailer_decode(buf + len - TDB_TRAIL_TRAILER_SIZE, TDB_TRAIL_TRAILER_SIZE, len, &t, &err) == 0);
-	CHECK(decode_footer_whole(buf, len, &t, &f, &err) == 0);
+	CHECK(fx_decode_footer_whole(buf, len, &t, &f, &err) == 0);
 	CHECK(f.version == 3);
 	memset(&pg, 0, sizeof(pg));
 	for (uint32_t p = 0; p < f.npages && p < 4; p++)
@@ -660,7 +653,7 @@ UNIT_TEST(test_trail_v3_page_smaller_than_its_events)
 	tdb_trail_writer_free(w);
 	CHECK(buf != NULL && tdb_trail_trailer_decode(buf + len - TDB_TRAIL_TRAILER_SIZE, TDB_TRAIL_TRAILER_SIZE,
 												  len, &t, &err) == 0);
-	if (decode_footer_whole(buf, len, &t, &f, &err) != 0)
+	if (fx_decode_footer_whole(buf, len, &t, &f, &err) != 0)
 	{
 		unit_fail(__FILE__, __LINE__, "footer: %s", err.msg);
 		free(buf);

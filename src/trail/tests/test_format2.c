@@ -518,7 +518,7 @@ UNIT_TEST(test_trail_v1_still_written)
 	TdbTrailWriter *w;
 	TdbTrailWriterOptions o1 = {.version = 1};
 	TdbTrailWriterOptions bad = {.version = 1, .order = TDB_TRAIL_ORDER_SPACETIME};
-	TdbTrailWriterOptions bad3 = {.version = 4};
+	TdbTrailWriterOptions bad3 = {.version = TDB_TRAIL_VERSION + 1};
 
 	fx_layout(0);
 	fx_make(&s, &rng, false, 5, 50);

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "format.h"
 #include "trail.h"
 
 typedef struct FxMemFile
@@ -31,6 +32,19 @@ fx_mem_read(void *arg, const TdbByteRange *r, int n, uint8_t **bufs, TdbTrailErr
 		memcpy(bufs[i], m->data + r[i].off, r[i].len);
 	}
 	return 0;
+}
+
+/* The whole footer of a file in memory (version 3 and 4: the head, then every chunk). */
+static inline int
+fx_decode_footer_whole(const uint8_t *buf, size_t len, const TdbTrailTrailer *t, TdbTrailFooter *f,
+					   TdbTrailError *err)
+{
+	FxMemFile	m = {buf, len};
+	int			rc = tdb_trail_footer_decode(buf + t->footer_offset, t->footer_length, t, f, err);
+
+	if (rc == 0 && f->version >= 3 && (rc = trail_footer3_load_all(f, fx_mem_read, &m, err)) < 0)
+		tdb_trail_footer_release(f);
+	return rc;
 }
 
 #endif							/* TDB_TRAIL_MEMFILE_H */
