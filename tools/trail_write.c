@@ -572,7 +572,7 @@ cmd_write(const char *out, Opts *o)
 
 	if (o->order == TDB_TRAIL_ORDER_SPACETIME && o->format_version < 2)
 	{
-		fprintf(stderr, "trafficdb-trail: --order %s needs format version 2 or 3 (not --format-version 1)\n",
+		fprintf(stderr, "trafficdb-trail: --order %s needs format version 2 or later (not --format-version 1)\n",
 				o->by_time ? "time" : "space-time");
 		return 2;
 	}

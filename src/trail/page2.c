@@ -165,6 +165,7 @@ trail_page2_encode(CodecBuf *b, const TrailPage2In *in, uint32_t *chunk_len,
 	if (!b->ok)
 	{
 		free(words);
+		free(rl);
 		pi->length = 0;
 		return;
 	}
@@ -390,6 +391,20 @@ trail_has_page(const TdbTrailInfo *ti, uint32_t pageno)
 }
 
 /*
+ * colenc_get for a page of a file of f's version: a version-3 page holds
+ * only the codecs a version-3 reader knows (COLENC_PATCHED and COLENC_RUNS
+ * came with version 4; RUNS is refused there anyway, having no runs).
+ */
+static const char *
+page_colenc_get(const TdbTrailFooter *f, CodecCur *c, TdbTrailType type, uint32_t nn,
+				int64_t *out, const uint32_t *runs, uint32_t nruns)
+{
+	if (f->version < 4 && codec_left(c) > 0 && (c->p[0] & 15) >= COLENC_NCODECS_V3)
+		return "an encoding of a later format version";
+	return colenc_get(c, type, nn, type == TDB_TRAIL_STRING ? f->nstrings : 0, out, runs, nruns);
+}
+
+/*
  * A version-3 column chunk after its CRC into vals (n events); words is
  * scratch of n entries; rl (version 4, else NULL): the page's nruns run
  * lengths, and nnrl scratch for each run's count of non-NULL values.  NULL
@@ -432,7 +447,7 @@ decode_column3(const TdbTrailFooter *f, CodecCur *c, uint32_t n, TdbTrailType ty
 			for (uint32_t e = i + rl[r]; i < e; i++)
 				nnrl[r] += bitmap == NULL || !((bitmap[i / 8] >> (i % 8)) & 1);
 		}
-	if ((why = colenc_get(c, type, nn, f->nstrings, words, rl ? nnrl : NULL, nruns)) != NULL)
+	if ((why = page_colenc_get(f, c, type, nn, words, rl ? nnrl : NULL, nruns)) != NULL)
 		return why;
 	if (codec_left(c) != 0)
 		return "trailing bytes in a column";
@@ -547,7 +562,7 @@ trail_page2_decode(const TdbTrailFooter *f, uint32_t pageno, const uint8_t *buf,
 					r++;
 				rl[r] = i == 0 || pg->trail[i] != pg->trail[i - 1] ? 1 : rl[r] + 1;
 			}
-		if ((why = colenc_get(&c, TDB_TRAIL_INT64, (uint32_t) n, 0, words, rl, (uint32_t) nruns)) != NULL)
+		if ((why = page_colenc_get(f, &c, TDB_TRAIL_INT64, (uint32_t) n, words, rl, (uint32_t) nruns)) != NULL)
 			goto bad;
 	}
 	prev = 0;
@@ -608,7 +623,7 @@ trail_page2_decode(const TdbTrailFooter *f, uint32_t pageno, const uint8_t *buf,
 			int64_t		p = 0;
 
 			if (words != NULL &&
-				(why = colenc_get(&c, TDB_TRAIL_INT64, (uint32_t) n, 0, words, rl, (uint32_t) nruns)) != NULL)
+				(why = page_colenc_get(f, &c, TDB_TRAIL_INT64, (uint32_t) n, words, rl, (uint32_t) nruns)) != NULL)
 				goto bad;
 			for (uint32_t i = 0; i < n; i++)
 			{

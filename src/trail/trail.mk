@@ -37,7 +37,7 @@ bench/trailbench: bench/trailbench.c $(TRAIL_SRCS) $(TRAIL_HDRS)
 	$(CC) $(TRAIL_CFLAGS) -o $@ bench/trailbench.c $(TRAIL_SRCS) $(TRAIL_LIBS)
 
 # The fuzz target needs no network code: the decoders and the codec only.
-TRAIL_FUZZ_SRCS = src/trail/format.c src/trail/fields.c src/trail/format2.c src/trail/footer3.c src/trail/footer3_load.c src/trail/page2.c src/trail/colenc.c src/trail/codec.c src/trail/spill.c src/trail/writer.c src/trail/writer2.c src/trail/writer2_spacetime.c src/trail/colenc_patched.c src/checksum.c src/trail/tests/fuzz_decode.c
+TRAIL_FUZZ_SRCS = src/trail/format.c src/trail/fields.c src/trail/format2.c src/trail/footer3.c src/trail/footer3_load.c src/trail/page2.c src/trail/colenc.c src/trail/codec.c src/trail/spill.c src/trail/writer.c src/trail/writer2.c src/trail/writer2_spacetime.c src/trail/writer2_finish.c src/trail/colenc_patched.c src/checksum.c src/trail/tests/fuzz_decode.c
 src/trail/tests/fuzz_decode: $(TRAIL_FUZZ_SRCS) $(TRAIL_HDRS) src/trail/tests/trail_memfile.h
 	clang -std=gnu11 -O1 -g -Wall -Wextra -Werror -Isrc -Isrc/trail -DTRAIL_FUZZ_MAIN \
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o $@ $(TRAIL_FUZZ_SRCS) -lm

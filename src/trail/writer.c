@@ -167,7 +167,7 @@ tdb_trail_writer_create(const TdbTrailSchema *schema, const TdbTrailWriterOption
 
 		free(w);
 		return tdb_trail_fail(err, TDB_TRAIL_EINVAL,
-							  "format version %d with page order %d; expected version 1 (trail order), 2 or 3 (trail or space-time order, a positive time bucket)",
+							  "format version %d with page order %d; expected version 1 (trail order), 2, 3 or 4 (trail or space-time order, a positive time bucket)",
 							  v, (int) (opts ? opts->order : 0));
 	}
 	if (w->opts.version >= 3 && w->opts.page_max_events > TRAIL_V3_PAGE_MAX_EVENTS)
@@ -176,7 +176,7 @@ tdb_trail_writer_create(const TdbTrailSchema *schema, const TdbTrailWriterOption
 
 		free(w);
 		return tdb_trail_fail(err, TDB_TRAIL_EINVAL,
-							  "page_max_events %u; format version 3 takes at most %d", m,
+							  "page_max_events %u; format versions 3 and 4 take at most %d", m,
 							  TRAIL_V3_PAGE_MAX_EVENTS);
 	}
 	if (w->opts.memory_limit < TDB_TRAIL_WRITER_MEMORY_MIN)

@@ -1,7 +1,8 @@
 /*
  * writer2.h
- *	  What the parts of the version-2 writer share (private to writer2.c and
- *	  writer2_spacetime.c): its state and the encoding of one page.
+ *	  What the parts of the version-2 writer share (private to writer2.c,
+ *	  writer2_spacetime.c and writer2_finish.c): its state and the encoding
+ *	  of one page.
  */
 #ifndef TDB_TRAIL_WRITER2_H
 #define TDB_TRAIL_WRITER2_H
@@ -51,6 +52,9 @@ int			w2_cut_emit2(void *ctx, TrailWin *win, uint32_t n, TdbTrailError *err);
 
 /* A new trail (the next in id order) from its first sorted event. */
 int			w2_new_trail(Writer2 *x, const TrailRec *r, TdbTrailError *err);
+
+/* Trail order (writer2.c): every page. */
+int			w2_emit_trails(Writer2 *x, TdbTrailError *err);
 
 /* Space-time order (writer2_spacetime.c): every page. */
 int			w2_emit_spacetime(Writer2 *x, TdbTrailError *err);

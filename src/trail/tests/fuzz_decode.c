@@ -13,12 +13,14 @@
  * the corpus directory, which a first run fills from valid files written
  * by seed_corpus().
  */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../../checksum.h"
+#include "codec.h"
 #include "colenc.h"
 #include "footer3.h"
 #include "format.h"
@@ -38,12 +40,43 @@ decode_pages(const TdbTrailFooter *f, const uint8_t *data, size_t size)
 
 		if (pi->offset + pi->length > size)
 			break;
-		/* whole, and (versions 2 and 3) with the positions or a column skipped */
+		/* whole, and (versions 2 to 4) with the positions or a column skipped */
 		tdb_trail_page_decode(f, i, data + pi->offset, pi->length, &pg, &err);
 		if (f->version >= 2 && pi->length > 0)
 			tdb_trail_page_decode_some(f, i, data + pi->offset, pi->length,
 									   data[pi->offset] & 1, (uint64_t) 1 << (data[pi->offset] % 64),
 									   &pg, &err);
+
+		/*
+		 * Then with every chunk's CRC recomputed, as a hostile author writes
+		 * them: a mutated page otherwise never gets past its checksums, and
+		 * the column codecs (version 4's COLENC_PATCHED and COLENC_RUNS
+		 * among them) are reached only through valid seeds.
+		 */
+		if (f->version >= 2 && pi->chunk_len != NULL && pi->length > 0)
+		{
+			uint8_t    *copy = malloc(pi->length);
+			uint64_t	off = 0;
+			bool		fits = copy != NULL;
+
+			for (int k = 0; fits && k < 2 + f->schema.ncolumns; k++)
+			{
+				uint32_t	cl = pi->chunk_len[k];
+
+				if (cl < 4 || cl > pi->length - off)
+					fits = false;
+				else
+				{
+					if (k == 0)
+						memcpy(copy, data + pi->offset, pi->length);
+					codec_put_u32le(copy + off, tdb_crc32c(copy + off + 4, cl - 4));
+					off += cl;
+				}
+			}
+			if (fits)
+				tdb_trail_page_decode(f, i, copy, pi->length, &pg, &err);
+			free(copy);
+		}
 	}
 	tdb_trail_page_release(&pg);
 }
@@ -147,7 +180,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		t.footer_offset = size;
 		t.footer_length = size;
 		t.footer_crc = tdb_crc32c(data, size);
-		t.version = data[4] >= 1 && data[4] <= 3 ? data[4] : 2;	/* the footer's own version varint */
+		t.version = data[4] >= 1 && data[4] <= TDB_TRAIL_VERSION ? data[4] : 2;	/* the footer's own version varint */
 		if (tdb_trail_footer_decode(data, size, &t, &f, &err) == 0)
 		{
 			decode_lazy(&f, data, size);
@@ -169,17 +202,33 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		int64_t    *again = malloc((size_t) nn * sizeof(int64_t));
 		CodecCur	c = {data + 3, data + size};
 
-		if (out && again && colenc_get(&c, type, nn, 1000, out, NULL, 0) == NULL)
+		/* byte 1's top bit: the values in runs (a page of several trails), for COLENC_RUNS */
+		uint32_t	runs[8],
+					nruns = 0;
+
+		if (data[1] & 0x80)
+		{
+			uint32_t	left = nn;
+
+			for (uint32_t r = 0; r < 7 && 3 + r < size && left > 0; r++)
+			{
+				runs[nruns] = data[3 + r] % (left + 1);
+				left -= runs[nruns++];
+			}
+			runs[nruns++] = left;
+		}
+		if (out && again && colenc_get(&c, type, nn, 1000, out, nruns ? runs : NULL, nruns) == NULL)
 		{
 			CodecBuf	b;
 			CodecCur	c2;
 
 			codec_buf_init(&b);
-			if (colenc_put(&b, type, out, nn, TDB_TRAIL_VERSION))
+			if (nruns ? colenc_put_runs(&b, type, out, nn, TDB_TRAIL_VERSION, false, runs, nruns) :
+				colenc_put(&b, type, out, nn, TDB_TRAIL_VERSION))
 			{
 				c2.p = b.data;
 				c2.end = b.data + b.len;
-				if (colenc_get(&c2, type, nn, 1000, again, NULL, 0) != NULL || c2.p != c2.end ||
+				if (colenc_get(&c2, type, nn, 1000, again, nruns ? runs : NULL, nruns) != NULL || c2.p != c2.end ||
 					memcmp(out, again, (size_t) nn * 8) != 0)
 					__builtin_trap();
 			}
@@ -204,13 +253,14 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 	if (dir == NULL)
 		return 0;
 	/* version 1, versions 2 and 3 by trail and space-time; int and string ids */
-	for (int k = 0; k < 10; k++)
+	for (int k = 0; k < 13; k++)
 	{
 		TdbTrailSchema s;
 		TdbTrailWriter *w;
-		TdbTrailWriterOptions o = {.page_target_bytes = 200, .page_max_events = 8,
-			.version = k < 2 ? 1 : k < 6 ? 2 : 3,
-			.order = k == 4 || k == 5 || k >= 8 ? TDB_TRAIL_ORDER_SPACETIME : TDB_TRAIL_ORDER_TRAIL,
+		/* k 10-12: version 4 in trail order, small trails sharing pages (and k 12 space-time) */
+		TdbTrailWriterOptions o = {.page_target_bytes = k >= 10 ? 4096 : 200, .page_max_events = k >= 10 ? 64 : 8,
+			.version = k < 2 ? 1 : k < 6 ? 2 : k < 10 ? 3 : 4,
+			.order = k == 4 || k == 5 || k == 8 || k == 9 || k == 12 ? TDB_TRAIL_ORDER_SPACETIME : TDB_TRAIL_ORDER_TRAIL,
 		.bucket_us = 5000000};
 		uint8_t    *buf;
 		size_t		len;
@@ -239,8 +289,8 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 
 			memset(v, 0, sizeof(v));
 			memset(&ev, 0, sizeof(ev));
-			snprintf(key, sizeof(key), "k%d", e % 3);
-			ev.key.i = e % 3;
+			snprintf(key, sizeof(key), "k%d", k >= 10 ? e % 11 : e % 3);
+			ev.key.i = k >= 10 ? e % 11 : e % 3;
 			ev.key.s = key;
 			ev.time_us = 1000000LL * e;
 			ev.lon = -74 + e * 0.001;

@@ -1,0 +1,140 @@
+/*
+ * writer2_finish.c
+ *	  tdb_trail_writer_finish for versions 2 to 4: the pages in trail order
+ *	  (writer2.c) or space-time order (writer2_spacetime.c), then the page
+ *	  lists, the footer and the trailer.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../checksum.h"
+#include "writer2.h"
+
+int
+trail_writer_finish2(TdbTrailWriter *w, TrailOut *out, TdbTrailError *err)
+{
+	Writer2		x;
+	int			nc = w->schema.ncolumns;
+	uint32_t   *lists = NULL;
+	uint8_t		hdr[TDB_TRAIL_HEADER_SIZE];
+	TdbTrailTrailer t;
+	int			rc = 0;
+
+	memset(&x, 0, sizeof(x));
+	x.w = w;
+	x.out = out;
+	codec_buf_init(&x.tmp);
+	x.f.version = (uint16_t) w->opts.version;
+	x.f.order = w->opts.order;
+	x.f.bucket_us = w->opts.order == TDB_TRAIL_ORDER_SPACETIME ? w->opts.bucket_us : 0;
+	x.f.schema = w->schema;
+	x.f.nstrings = w->lexicon.n;
+	x.f.strings = w->lexicon.strs;
+	x.trailcap = 256;
+	x.f.trails = calloc(x.trailcap, sizeof(TdbTrailInfo));
+	x.tstats = calloc((size_t) x.trailcap * (nc ? nc : 1), sizeof(TdbTrailStats));
+	x.ident = malloc((size_t) w->opts.page_max_events * sizeof(uint32_t));
+	x.cl = malloc((size_t) (2 + nc) * sizeof(uint32_t));
+	if (x.f.trails == NULL || x.tstats == NULL || x.ident == NULL || x.cl == NULL)
+	{
+		rc = tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
+		goto done;
+	}
+	for (uint32_t i = 0; i < w->opts.page_max_events; i++)
+		x.ident[i] = i;
+
+	memset(hdr, 0, sizeof(hdr));
+	memcpy(hdr, TRAIL_HEADER_MAGIC, 8);
+	codec_put_u32le(hdr + 8, w->opts.version);
+	codec_put_bytes(&out->buf, hdr, sizeof(hdr));
+
+	if (w->opts.order == TDB_TRAIL_ORDER_SPACETIME)
+		rc = w2_emit_spacetime(&x, err);
+	else
+		rc = w2_emit_trails(&x, err);
+	if (rc == 0 && w->sort.rc < 0)
+	{
+		*err = w->sort.err;
+		rc = w->sort.rc;
+	}
+	if (rc < 0)
+		goto done;
+	for (uint32_t k = 0; k < x.f.ntrails; k++)
+		x.f.trails[k].stats = &x.tstats[(size_t) k * nc];
+
+	/* page lists: the (trail, page) pairs grouped by trail, pages ascending */
+	lists = malloc((x.npairs ? x.npairs : 1) * sizeof(uint32_t));
+	if (lists == NULL)
+	{
+		rc = tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
+		goto done;
+	}
+	{
+		uint64_t	at = 0;
+
+		for (uint32_t k = 0; k < x.f.ntrails; k++)
+		{
+			x.f.trails[k].page_list = lists + at;
+			x.f.trails[k].first_page = UINT32_MAX;
+			at += x.f.trails[k].npages;
+			x.f.trails[k].npages = 0;
+		}
+		for (uint64_t p = 0; p < x.npairs; p++)
+		{
+			TdbTrailInfo *ti = &x.f.trails[x.pairs[2 * p]];
+
+			((uint32_t *) ti->page_list)[ti->npages++] = x.pairs[2 * p + 1];
+		}
+		for (uint32_t k = 0; k < x.f.ntrails; k++)
+			x.f.trails[k].first_page = x.f.trails[k].page_list[0];
+	}
+	x.f.nevents = w->n;
+
+	memset(&t, 0, sizeof(t));
+	x.f.data_end = trail_out_offset(out);
+	if (x.f.version >= 3)
+	{
+		/* chunks, then the head the trailer names */
+		trail_footer3_encode(&out->buf, out->base, &x.f, &t);
+		if (!out->buf.ok)
+		{
+			rc = tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory encoding the footer");
+			goto done;
+		}
+	}
+	else
+	{
+		t.footer_offset = trail_out_offset(out);
+		x.tmp.len = 0;
+		trail_footer2_encode(&x.tmp, &x.f);
+		if (!x.tmp.ok)
+		{
+			rc = tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory encoding the footer");
+			goto done;
+		}
+		t.footer_length = x.tmp.len;
+		t.footer_crc = tdb_crc32c(x.tmp.data, x.tmp.len);
+		codec_put_bytes(&out->buf, x.tmp.data, x.tmp.len);
+	}
+	t.file_size = trail_out_offset(out) + TDB_TRAIL_TRAILER_SIZE;
+	t.version = (uint16_t) w->opts.version;
+	if (codec_buf_reserve(&out->buf, TDB_TRAIL_TRAILER_SIZE))
+	{
+		trail_trailer_encode(out->buf.data + out->buf.len, &t);
+		out->buf.len += TDB_TRAIL_TRAILER_SIZE;
+	}
+	rc = trail_out_flush(out, true, err);
+
+done:
+	for (uint32_t p = 0; p < x.f.npages; p++)
+		free((void *) x.f.pages[p].chunk_len);
+	free(x.f.pages);
+	free(x.f.trails);
+	free(x.tstats);
+	free(x.pairs);
+	free(x.ident);
+	free(x.cl);
+	free(lists);
+	codec_buf_free(&x.tmp);
+	return rc;
+}
