@@ -49,6 +49,8 @@ for my $v (1, 2, 3, 4)
 	for my $order ('trail', 'space-time')
 	{
 		next if $v == 1 && $order ne 'trail';
+		# version 3's pages of several trails decode as version 4's do, which may also use codecs 8 and 9
+		next if $v == 3 && $order ne 'trail';
 		(my $t = "f${v}_$order") =~ s/-/_/g;
 		$node->safe_psql('postgres', qq{
 SELECT trafficdb.trail_write('SELECT callsign, ts, geom, s1, s2, speed, k FROM ev', '$dir/$t.trail',
@@ -102,7 +104,7 @@ for my $t (@tables)
 }
 
 # INSERT ... SELECT and RETURNING copy the values; a plpgsql loop keeps them
-for my $t ('f3_space_time', 'f1_trail')
+for my $t ('f4_space_time', 'f1_trail')
 {
 	is($node->safe_psql('postgres', qq{
 CREATE TEMP TABLE cp AS SELECT callsign, ts, s1, s2 FROM ev LIMIT 0;
@@ -164,7 +166,7 @@ CREATE FOREIGN TABLE sidf (id bigint, ts timestamptz, geom geometry(Point, 4326)
   SERVER disk OPTIONS (url '$dir/sid.trail', id_column 'id', time_column 'ts');
 CREATE VIEW evci AS SELECT callsign COLLATE ci AS callsign, ts, s1 FROM ev;
 CREATE FOREIGN TABLE f3ci (callsign text COLLATE ci, ts timestamptz, geom geometry(Point, 4326), s1 text, s2 text,
-  speed float8, k bigint) SERVER disk OPTIONS (url '$dir/f3_space_time.trail', id_column 'callsign', time_column 'ts');
+  speed float8, k bigint) SERVER disk OPTIONS (url '$dir/f4_space_time.trail', id_column 'callsign', time_column 'ts');
 });
 for my $w (q{vid = '-9223372036854775808'}, q{vid = '9223372036854775807'}, q{vid = '9223372036854775808'},
 	q{vid = ''}, q{vid = ' 1'}, q{vid = '1 '}, q{vid = '+1'}, q{vid = '01'}, q{vid = '-0'}, q{vid = '0'},
@@ -191,8 +193,8 @@ for my $w (q{callsign = 'ac001'}, q{callsign IN ('ac001', 'AC002')}, q{callsign 
 	same("SELECT callsign, count(*), max(ts) FROM %s WHERE $w GROUP BY callsign ORDER BY 1", 'f3ci', 'evci',
 		'a column under a nondeterministic collation');
 }
-same(q{SELECT count(*) FROM %s WHERE callsign COLLATE ci IN ('ac007', 'AC009')}, 'f3_space_time', 'ev', 'COLLATE ci in the clause');
-same(q{SELECT count(*) FROM (SELECT callsign COLLATE ci FROM %s GROUP BY 1) x}, 'f3_space_time', 'ev', 'grouped under COLLATE ci');
+same(q{SELECT count(*) FROM %s WHERE callsign COLLATE ci IN ('ac007', 'AC009')}, 'f4_space_time', 'ev', 'COLLATE ci in the clause');
+same(q{SELECT count(*) FROM (SELECT callsign COLLATE ci FROM %s GROUP BY 1) x}, 'f4_space_time', 'ev', 'grouped under COLLATE ci');
 
 # ---- 3. ST_DWithin on geography over every longitude and latitude ----------------------------
 
@@ -240,7 +242,7 @@ for my $a (q{GEOMETRYCOLLECTION(POINT EMPTY, POINT(20 20))}, q{MULTIPOINT(EMPTY,
 	q{GEOMETRYCOLLECTION(LINESTRING EMPTY, POINT(20 20))}, q{MULTIPOLYGON(EMPTY, ((20 20, 21 20, 21 21, 20 20)))})
 {
 	same("SELECT count(*) FROM %s WHERE ST_DWithin(geom::geography, 'SRID=4326;$a'::geography, 1000)",
-		'f3_space_time', 'ev', "an empty part beside others: $a");
+		'f4_space_time', 'ev', "an empty part beside others: $a");
 }
 
 # PostGIS puts the antipodes of a polygon's edge (lon -160, lat -10..-20 for
