@@ -140,7 +140,8 @@ if ! as_pg env TDBREAD="$work/tools/tdbread" TDBSUB="$work/tools/tdbsub" TRAFFIC
 	TRAFFICDB_TRAIL="$work/tools/trafficdb-trail" MINIO_ENDPOINT="$MINIO_ENDPOINT" MINIO_ROOT_USER="$MINIO_ROOT_USER" \
 	MINIO_ROOT_PASSWORD="$MINIO_ROOT_PASSWORD" TRAIL_PROXY_ENDPOINT="http://127.0.0.1:$(cat "$servers/proxy.port")" \
 	TRAFFICDB_PYTHON="$work/python" make -s -C "$work" tap PG_CONFIG="$PG_CONFIG" PROVE_FLAGS="--timer -j$(($(nproc) + 1))"; then
-	find "$work/tmp_check/log" -name '*.log' -newer "$work/Makefile" -print \
+	# the servers' logs, and each test script's own (regress_log_*: where a die says why)
+	find "$work/tmp_check/log" \( -name '*.log' -o -name 'regress_log_*' \) -newer "$work/Makefile" -print \
 		-exec tail -n 40 {} \; 2>/dev/null || true
 	die "TAP tests failed"
 fi
