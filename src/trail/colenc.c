@@ -529,21 +529,20 @@ colenc_encode(CodecBuf *b, TdbTrailType type, const int64_t *bits, uint32_t nn, 
 bool
 colenc_put(CodecBuf *b, TdbTrailType type, const int64_t *bits, uint32_t nn, int version)
 {
-	return colenc_encode(b, type, bits, nn, -1, true, version >= 4 ? COLENC_NCODECS : COLENC_NCODECS_V3);
+	return colenc_encode(b, type, bits, nn, -1, true, colenc_ncodecs(version));
 }
 
 bool
 colenc_put_sequence(CodecBuf *b, const int64_t *v, uint32_t nn, int version)
 {
-	return colenc_encode(b, TDB_TRAIL_INT64, v, nn, -1, false,
-						 version >= 4 ? COLENC_NCODECS : COLENC_NCODECS_V3);
+	return colenc_encode(b, TDB_TRAIL_INT64, v, nn, -1, false, colenc_ncodecs(version));
 }
 
 bool
 colenc_put_runs(CodecBuf *b, TdbTrailType type, const int64_t *bits, uint32_t nn, int version,
 				bool sequence, const uint32_t *runs, uint32_t nruns)
 {
-	int			ncodecs = version >= 4 ? COLENC_NCODECS : COLENC_NCODECS_V3;
+	int			ncodecs = colenc_ncodecs(version);
 	size_t		start = b->len;
 	CodecBuf	per;
 	uint64_t	at = 0;

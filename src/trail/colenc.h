@@ -28,6 +28,13 @@
 #define COLENC_RUNS			9	/* version 4: each run's values on their own */
 #define COLENC_NCODECS		10
 #define COLENC_NCODECS_V3	8	/* the codecs a version-3 page may use */
+
+/* The codecs a page of file format version v may use: 0 .. colenc_ncodecs(v) - 1 */
+static inline int
+colenc_ncodecs(int version)
+{
+	return version >= 4 ? COLENC_NCODECS : COLENC_NCODECS_V3;
+}
 #define COLENC_MAX_SCALE	14	/* float64: decimal scale k, 0..14 (high nibble k + 1) */
 
 /*

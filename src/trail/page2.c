@@ -70,6 +70,18 @@ float_scale(const TrailPage2In *in, int col)
 	return -1;
 }
 
+/* rl[r]: the events of run r (events in a row of one trail) among trail[0, n) */
+static void
+run_lengths(const uint32_t *trail, uint32_t n, uint32_t *rl)
+{
+	for (uint32_t i = 0, r = 0; i < n; i++)
+	{
+		if (i > 0 && trail[i] != trail[i - 1])
+			r++;
+		rl[r] = i > 0 && trail[i] == trail[i - 1] ? rl[r] + 1 : 1;
+	}
+}
+
 /* Null bitmap, bit i set when event i is NULL (both versions). */
 static void
 put_null_bitmap(CodecBuf *b, const TrailPage2In *in, int c)
@@ -218,12 +230,7 @@ trail_page2_encode(CodecBuf *b, const TrailPage2In *in, uint32_t *chunk_len,
 	/* version 3: the times, then lon and lat, as int64 columns of colenc.c */
 	if (in->version >= 3)
 	{
-		for (uint32_t i = 0, r = 0; i < in->n; i++)
-		{
-			if (i > 0 && in->trail[i] != in->trail[i - 1])
-				r++;
-			rl[r] = i == 0 || in->trail[i] != in->trail[i - 1] ? 1 : rl[r] + 1;
-		}
+		run_lengths(in->trail, in->n, rl);
 		colenc_put_runs(b, TDB_TRAIL_INT64, words, in->n, in->version, true, rl, nruns);
 	}
 	chunk_len[TRAIL_CHUNK_CORE] = chunk_end(b, start);
@@ -399,7 +406,7 @@ static const char *
 page_colenc_get(const TdbTrailFooter *f, CodecCur *c, TdbTrailType type, uint32_t nn,
 				int64_t *out, const uint32_t *runs, uint32_t nruns)
 {
-	if (f->version < 4 && codec_left(c) > 0 && (c->p[0] & 15) >= COLENC_NCODECS_V3)
+	if (codec_left(c) > 0 && (c->p[0] & 15) >= colenc_ncodecs(f->version) && (c->p[0] & 15) < COLENC_NCODECS)
 		return "an encoding of a later format version";
 	return colenc_get(c, type, nn, type == TDB_TRAIL_STRING ? f->nstrings : 0, out, runs, nruns);
 }
@@ -556,12 +563,7 @@ trail_page2_decode(const TdbTrailFooter *f, uint32_t pageno, const uint8_t *buf,
 			return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory for page %u", pageno);
 		}
 		if (rl != NULL)
-			for (uint32_t i = 0, r = 0; i < n; i++)
-			{
-				if (i > 0 && pg->trail[i] != pg->trail[i - 1])
-					r++;
-				rl[r] = i == 0 || pg->trail[i] != pg->trail[i - 1] ? 1 : rl[r] + 1;
-			}
+			run_lengths(pg->trail, (uint32_t) n, rl);
 		if ((why = page_colenc_get(f, &c, TDB_TRAIL_INT64, (uint32_t) n, words, rl, (uint32_t) nruns)) != NULL)
 			goto bad;
 	}

@@ -112,12 +112,35 @@ trail_win_reserve(TrailWin *win, uint32_t n)
 	return true;
 }
 
+/* More of the group's events into win, up to page_max_events: 0, or the error */
+static int
+take_group(TrailCut *c, TrailWin *win, TdbTrailError *err)
+{
+	while (win->n < c->w->opts.page_max_events)
+	{
+		const uint8_t *r = trail_sorter_peek(c->src);
+
+		if (r == NULL || *(const int64_t *) (r + c->grp_off) != c->grp)
+			break;
+		if (!trail_win_reserve(win, win->n + 1))
+			return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
+		memcpy(win->recs + (size_t) win->n * win->rs, r + c->rec_off, win->rs);
+		win->tnum[win->n++] = c->tnum;
+		trail_sorter_skip(c->src);
+	}
+	if (c->src->rc < 0)
+	{
+		*err = c->src->err;
+		return c->src->rc;
+	}
+	return 0;
+}
+
 /* trail_cut_pages with the window's first win->n events already the group's */
 static int
 cut_from(TrailCut *c, TrailWin *win, TdbTrailError *err)
 {
 	TdbTrailWriter *w = c->w;
-	uint32_t	maxn = w->opts.page_max_events;
 
 	/* each round writes at least one event of a finite input */
 	for (uint64_t round = 0; round <= w->n; round++)
@@ -125,23 +148,8 @@ cut_from(TrailCut *c, TrailWin *win, TdbTrailError *err)
 		uint32_t	n;
 		int			rc;
 
-		while (win->n < maxn)
-		{
-			const uint8_t *r = trail_sorter_peek(c->src);
-
-			if (r == NULL || *(const int64_t *) (r + c->grp_off) != c->grp)
-				break;
-			if (!trail_win_reserve(win, win->n + 1))
-				return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
-			memcpy(win->recs + (size_t) win->n * win->rs, r + c->rec_off, win->rs);
-			win->tnum[win->n++] = c->tnum;
-			trail_sorter_skip(c->src);
-		}
-		if (c->src->rc < 0)
-		{
-			*err = c->src->err;
-			return c->src->rc;
-		}
+		if ((rc = take_group(c, win, err)) < 0)
+			return rc;
 		if (win->n == 0)
 			return 0;
 		n = win->n;
@@ -444,30 +452,10 @@ static bool
 load_small_trail(Writer2 *x, TrailCut *c, TrailWin *win, uint32_t *bytes, TdbTrailError *err, int *rc)
 {
 	TdbTrailWriter *w = x->w;
-	uint32_t	maxn = w->opts.page_max_events;
 	const uint8_t *r;
 
 	win->n = 0;
-	*rc = 0;
-	while (win->n < maxn && (r = trail_sorter_peek(c->src)) != NULL &&
-		   *(const int64_t *) (r + c->grp_off) == c->grp)
-	{
-		if (!trail_win_reserve(win, win->n + 1))
-		{
-			*rc = tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
-			return false;
-		}
-		memcpy(win->recs + (size_t) win->n * win->rs, r + c->rec_off, win->rs);
-		win->tnum[win->n++] = c->tnum;
-		trail_sorter_skip(c->src);
-	}
-	if (c->src->rc < 0)
-	{
-		*err = c->src->err;
-		*rc = c->src->rc;
-		return false;
-	}
-	if (win->n == 0)
+	if ((*rc = take_group(c, win, err)) < 0 || win->n == 0)
 		return false;
 	r = trail_sorter_peek(c->src);
 	if (r != NULL && *(const int64_t *) (r + c->grp_off) == c->grp)
