@@ -56,8 +56,8 @@ struct TdbTrailScan
 	uint32_t	window;			/* read-ahead in pages */
 	uint64_t	window_min_bytes;	/* ... and at least this many bytes */
 	bool		ahead;			/* next window asked for halfway through the last */
-	uint32_t	last_npg;		/* the last window's pages, */
-	uint64_t	last_bytes;		/* bytes */
+	bool		ahead_now;		/* ... this one (it fits the cache twice) */
+	uint32_t	last_npg;		/* the last window's pages */
 	TdbTrailPage page;			/* the scan's own decoded page */
 	const TdbTrailPage *cur;	/* the page read: &page, or the page cache's */
 	uint32_t	cur_page;		/* its number */
@@ -646,8 +646,7 @@ scan_prefetch(TdbTrailScan *s, TdbTrailError *err)
 	 * overlaps decoding), while both fit twice in the memory cache's room (t/022: 64 kB).
 	 */
 	if (s->prefetched > s->next &&
-		(!s->ahead || s->prefetched - s->next > s->last_npg / 2 ||
-		 2 * s->last_bytes > tdb_pager_prefetch_room(s->r->pager)))
+		(!s->ahead_now || s->prefetched - s->next > s->last_npg / 2))
 		return 0;
 	s->prefetched = s->prefetched < s->next ? s->next : s->prefetched;
 	if (s->prefetched >= s->npages)
@@ -680,7 +679,7 @@ scan_prefetch(TdbTrailScan *s, TdbTrailError *err)
 	if (s->window < READAHEAD_MAX_PAGES)
 		s->window *= 2;
 	s->last_npg = (uint32_t) npg;
-	s->last_bytes = bytes;
+	s->ahead_now = s->ahead && 2 * bytes <= tdb_pager_prefetch_room(s->r->pager);
 	if (npg <= 1 && n <= 1)
 		return 0;				/* a single range gains nothing from a hint */
 	s->stats.windows++;
