@@ -151,8 +151,3 @@ tdb_trail_coord_fix(double deg)
 	return (int32_t) lround(deg * TDB_TRAIL_COORD_SCALE);
 }
 
-double
-tdb_trail_coord_unfix(int32_t fixed)
-{
-	return (double) fixed / TDB_TRAIL_COORD_SCALE;
-}

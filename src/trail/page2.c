@@ -450,20 +450,49 @@ decode_column3(const TdbTrailFooter *f, CodecCur *c, uint32_t n, TdbTrailType ty
 	if (rl != NULL)
 		for (uint32_t r = 0, i = 0; r < nruns; r++)
 		{
-			nnrl[r] = 0;
-			for (uint32_t e = i + rl[r]; i < e; i++)
-				nnrl[r] += bitmap == NULL || !((bitmap[i / 8] >> (i % 8)) & 1);
+			uint32_t	nnr = rl[r];
+
+			if (bitmap != NULL)
+				for (uint32_t e = i + rl[r]; i < e; i++)
+					nnr -= (bitmap[i / 8] >> (i % 8)) & 1;
+			nnrl[r] = nnr;
 		}
 	if ((why = page_colenc_get(f, c, type, nn, words, rl ? nnrl : NULL, nruns)) != NULL)
 		return why;
 	if (codec_left(c) != 0)
 		return "trailing bytes in a column";
+	/* one loop per case: the type and the bitmap's presence do not change within a column */
+	if (bitmap == NULL)
+		switch (type)
+		{
+			case TDB_TRAIL_FLOAT64:
+				for (uint32_t i = 0; i < n; i++)
+				{
+					trail_value_clear(&vals[i]);
+					memcpy(&vals[i].f, &words[i], 8);
+				}
+				return NULL;
+			case TDB_TRAIL_STRING:
+				for (uint32_t i = 0; i < n; i++)
+				{
+					trail_value_clear(&vals[i]);
+					vals[i].s = f->strings[words[i]];
+				}
+				return NULL;
+			default:
+				for (uint32_t i = 0; i < n; i++)
+				{
+					trail_value_clear(&vals[i]);
+					vals[i].i = words[i];
+				}
+				return NULL;
+		}
 	for (uint32_t i = 0, k = 0; i < n; i++)
 	{
 		TdbTrailValue *v = &vals[i];
 
 		trail_value_clear(v);
-		if (bitmap && (bitmap[i / 8] >> (i % 8)) & 1)
+		if ((bitmap[i / 8] >> (i % 8)) & 1)
 		{
 			v->isnull = true;
 			continue;

@@ -153,7 +153,12 @@ typedef struct TdbTrailStats
 
 /* Quantise a coordinate as the file stores it (round to 1e-7 degree). */
 int32_t		tdb_trail_coord_fix(double deg);
-double		tdb_trail_coord_unfix(int32_t fixed);
+/* (inline: a scan calls it twice per event) */
+static inline double
+tdb_trail_coord_unfix(int32_t fixed)
+{
+	return (double) fixed / TDB_TRAIL_COORD_SCALE;
+}
 
 /* ---- Writer ------------------------------------------------------------ */
 
