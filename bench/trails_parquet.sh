@@ -127,26 +127,26 @@ SCALE=${TRAIL_SCALE:-1}
 layout_args() {	# the writer's arguments for a layout name
 	case $1 in
 	default) ;;
-	trail) echo "--page-seconds 3600" ;;
-	trail[0-9]*) echo "--page-seconds ${1#trail}" ;;
+	trail) echo "--order trail --page-seconds 3600" ;;
+	trail[0-9]*) echo "--order trail --page-seconds ${1#trail}" ;;
 	st) echo "--order space-time" ;;
 	st[0-9]*) echo "--order space-time --bucket-seconds ${1#st}" ;;
 	time) echo "--order time" ;;
 	time[0-9]*) echo "--order time --bucket-seconds ${1#time}" ;;
 	v1) echo "--format-version 1" ;;
-	v2) echo "--format-version 2" ;;
+	v2) echo "--format-version 2 --order trail" ;;
 	*) die "TRAIL_LAYOUTS: unknown layout $1 (default, trailN, st, stN, time, timeN, v2, v1)" ;;
 	esac
 }
 layout_label() {
 	case $1 in
 	default) echo "defaults" ;;
-	trail) echo "v3 by trail, 3600 s pages" ;;
-	trail[0-9]*) echo "v3 by trail, ${1#trail} s pages" ;;
-	st) echo "v3 space-time 600 s" ;;
-	st[0-9]*) echo "v3 space-time ${1#st} s" ;;
-	time) echo "v3 by time, 3600 s" ;;
-	time[0-9]*) echo "v3 by time, ${1#time} s" ;;
+	trail) echo "by trail, 3600 s pages" ;;
+	trail[0-9]*) echo "by trail, ${1#trail} s pages" ;;
+	st) echo "space-time 600 s" ;;
+	st[0-9]*) echo "space-time ${1#st} s" ;;
+	time) echo "by time, 3600 s" ;;
+	time[0-9]*) echo "by time, ${1#time} s" ;;
 	v2) echo "v2 by trail, 3600 s pages" ;;
 	v1) echo "v1 by trail" ;;
 	esac

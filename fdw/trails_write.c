@@ -271,7 +271,7 @@ trafficdb_trail_write(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("page_order \"%s\" is not a page order", page_order),
-				 errdetail("Expected 'trail' (pages of one trail, by trail id then time), 'time' (pages of one trail and one time bucket, by bucket then trail id) or 'space-time' (pages of one time bucket, by place).")));
+				 errdetail("Expected 'auto' ('time' when the trails are short beside the file's time span, else 'trail'), 'trail' (pages of one trail, by trail id then time), 'time' (pages of one trail and one time bucket, by bucket then trail id) or 'space-time' (pages of one time bucket, by place).")));
 	if (order == TDB_TRAIL_ORDER_SPACETIME && format_version == 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -281,11 +281,11 @@ trafficdb_trail_write(PG_FUNCTION_ARGS)
 	{
 		int32		bucket_seconds = PG_GETARG_INT32(9);
 
-		if (order != TDB_TRAIL_ORDER_SPACETIME)
+		if (order == TDB_TRAIL_ORDER_TRAIL)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("bucket_seconds applies to page_order 'time' and 'space-time' only, not '%s'", page_order),
-					 errhint("Pass page_order => 'time' or 'space-time', or leave out bucket_seconds.")));
+					 errmsg("bucket_seconds applies to page_order 'time', 'space-time' and 'auto' only, not '%s'", page_order),
+					 errhint("Pass page_order => 'time', 'space-time' or 'auto', or leave out bucket_seconds.")));
 		if (bucket_seconds < 1 || bucket_seconds > 31 * 86400)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -531,6 +531,8 @@ trafficdb_trail_write(PG_FUNCTION_ARGS)
 				 errmsg("could not create a temporary file for the trail file: %m")));
 	if (tdb_trail_writer_finish_to(ws->w, write_sink, ws, &len, &err) < 0)
 		trail_error(&err, "could not encode the trail file");
+	if (tdb_trail_writer_order_note(ws->w)[0] != '\0')
+		ereport(DEBUG1, (errmsg("trail_write: %s", tdb_trail_writer_order_note(ws->w))));
 	ws->maplen = (size_t) len;
 	ws->map = mmap(NULL, ws->maplen, PROT_READ, MAP_SHARED, ws->fd, 0);
 	if (ws->map == MAP_FAILED)

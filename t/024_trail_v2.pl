@@ -339,11 +339,11 @@ is(rows(sprintf($cl, 'cli2')),
 	rows(q{SELECT count(*) || ':' || md5(string_agg(concat_ws('|', vid, ts, encode(ST_AsEWKB(geom), 'hex'), CASE WHEN speed = 'NaN' THEN NULL ELSE speed END, alt, moving), ',' ORDER BY vid, ts)) FROM ev}),
 	'and they are the heap\'s rows');
 for my $bad ([ [ '--format-version', '5' ], qr/--format-version 5: expected 4 \(the default\), 3, 2 or 1/ ],
-	[ [ '--order', 'zigzag' ], qr/--order zigzag: expected trail, time or space-time/ ],
+	[ [ '--order', 'zigzag' ], qr/--order zigzag: expected auto, trail, time or space-time/ ],
 	[ [ '--order', 'time', '--format-version', '1' ], qr/--order time needs format version 2/ ],
 	[ [ '--order', 'space-time', '--bucket-seconds', '0' ], qr/--bucket-seconds 0: expected a whole number of seconds from 1/ ],
 	[ [ '--order', 'space-time', '--format-version', '1' ], qr/--order space-time needs format version 2/ ],
-	[ [ '--bucket-seconds', '60' ], qr/--bucket-seconds applies to --order time and space-time only/ ])
+	[ [ '--order', 'trail', '--bucket-seconds', '60' ], qr/--bucket-seconds applies to --order time, space-time and auto only/ ])
 {
 	my ($args, $re) = @$bad;
 	($rc, $o, $e) = cli('', 'write', "$dir/bad.trail", @$args);
@@ -362,9 +362,9 @@ rows(qq{SELECT trafficdb.trail_write('SELECT vid, ts, geom, moving FROM ev', '$d
 like($o, qr/moving \(int64\)/, 'trail_write format_version => 1 stores booleans as int64');
 ($rc, $o) = cli('', 'info', "$dir/veh.trail");
 like($o, qr/moving \(bool\).*\n/, 'trail_write (version 2) stores them as booleans');
-for my $bad ([ q{page_order => 'zigzag'}, qr/page_order "zigzag" is not a page order.*\n.*Expected 'trail' .*, 'time' .* or 'space-time'/ ],
+for my $bad ([ q{page_order => 'zigzag'}, qr/page_order "zigzag" is not a page order.*\n.*Expected 'auto' .*, 'trail' .*, 'time' .* or 'space-time'/ ],
 	[ q{format_version => 5}, qr/format_version 5 is not a trail file format version.*\n.*Expected 4 \(the default\), 3 .*, 2 .* or 1/ ],
-	[ q{bucket_seconds => 60}, qr/bucket_seconds applies to page_order 'time' and 'space-time' only, not 'trail'/ ],
+	[ q{page_order => 'trail', bucket_seconds => 60}, qr/bucket_seconds applies to page_order 'time', 'space-time' and 'auto' only, not 'trail'/ ],
 	[ q{page_order => 'time', format_version => 1}, qr/page_order 'time' needs format_version 2/ ],
 	[ q{page_order => 'space-time', bucket_seconds => 0}, qr/bucket_seconds 0 is out of range/ ],
 	[ q{page_order => 'space-time', format_version => 1}, qr/page_order 'space-time' needs format_version 2/ ],

@@ -7,7 +7,7 @@
  *	                  [--type COL=int|float|string|bool]... [--time-unit s|ms|us|ns|auto]
  *	                  [--time-window FROM..TO]
  *	                  [--page-bytes N] [--page-seconds N] [--part-mb N]
- *	                  [--format-version 1|2|3|4] [--order trail|time|space-time]
+ *	                  [--format-version 1|2|3|4] [--order auto|trail|time|space-time]
  *	                  [--bucket-seconds N] [--memory-limit SIZE]
  *	                  [--temp-dir DIR] [--quiet] < data.csv
  *	  trafficdb-trail info FILE [--trails] [--pages]
@@ -79,7 +79,7 @@ usage(void)
 	fprintf(stderr,
 			"usage: trafficdb-trail write OUT [--id C] [--time C] [--lon C] [--lat C] [--type COL=int|float|string|bool]...\n"
 			"                       [--time-unit s|ms|us|ns|auto] [--time-window FROM..TO]\n"
-			"                       [--page-bytes N] [--page-seconds N] [--format-version 1|2|3|4] [--order trail|time|space-time] [--bucket-seconds N]\n"
+			"                       [--page-bytes N] [--page-seconds N] [--format-version 1|2|3|4] [--order auto|trail|time|space-time] [--bucket-seconds N]\n"
 			"                       [--memory-limit SIZE] [--temp-dir DIR] [--quiet] < CSV\n"
 			"       trafficdb-trail info FILE [--trails] [--pages]\n"
 			"       trafficdb-trail cat FILE [--trail ID]... [--from T] [--to T] [--bbox x0,y0,x1,y1] [--limit N] [--stats]\n"
@@ -181,7 +181,7 @@ parse_opts(int argc, char **argv, int first, Opts *o)
 	tdb_time_window_parse(TDB_TIME_WINDOW_DEFAULT, &o->time_window, NULL, 0);
 	o->page_seconds = TDB_TRAIL_PAGE_SPAN_DEFAULT_US / 1000000;
 	o->format_version = TDB_TRAIL_VERSION_DEFAULT;
-	o->order = TDB_TRAIL_ORDER_TRAIL;
+	o->order = TDB_TRAIL_ORDER_AUTO;
 	o->pager.s3.access_key = getenv("AWS_ACCESS_KEY_ID");
 	o->pager.s3.secret_key = getenv("AWS_SECRET_ACCESS_KEY");
 	o->pager.s3.session_token = getenv("AWS_SESSION_TOKEN");
@@ -256,7 +256,7 @@ parse_opts(int argc, char **argv, int first, Opts *o)
 			NEEDV();
 			if (!tdb_trail_order_by_name(v, &o->order, &o->by_time))
 			{
-				fprintf(stderr, "trafficdb-trail: --order %s: expected trail, time or space-time\n", v);
+				fprintf(stderr, "trafficdb-trail: --order %s: expected auto, trail, time or space-time\n", v);
 				exit(2);
 			}
 		}

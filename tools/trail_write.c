@@ -565,6 +565,7 @@ cmd_write(const char *out, Opts *o)
 		.progress_arg = &pg,
 	};
 	TdbTimeColumn times = {0};
+	char		note[160];
 	Output		output;
 	uint64_t	len;
 	size_t		nrows = 0;
@@ -576,9 +577,9 @@ cmd_write(const char *out, Opts *o)
 				o->by_time ? "time" : "space-time");
 		return 2;
 	}
-	if (o->bucket_seconds != 0 && o->order != TDB_TRAIL_ORDER_SPACETIME)
+	if (o->bucket_seconds != 0 && o->order == TDB_TRAIL_ORDER_TRAIL)
 	{
-		fprintf(stderr, "trafficdb-trail: --bucket-seconds applies to --order time and space-time only\n");
+		fprintf(stderr, "trafficdb-trail: --bucket-seconds applies to --order time, space-time and auto only\n");
 		return 2;
 	}
 	start = first_pass(&csv, &in, o, &pg);
@@ -756,10 +757,12 @@ cmd_write(const char *out, Opts *o)
 		progress_end(&pg);
 		die_err(&err);
 	}
+	snprintf(note, sizeof(note), "%s", tdb_trail_writer_order_note(w));
 	tdb_trail_writer_free(w);
 	output_close(&output, len, o);
 	progress_end(&pg);
-	fprintf(stderr, "trafficdb-trail: wrote %s: %" PRIu64 " bytes, %zu events\n", out, len, nrows);
+	fprintf(stderr, "trafficdb-trail: wrote %s: %" PRIu64 " bytes, %zu events%s%s\n", out, len, nrows,
+			note[0] ? ", " : "", note);
 	for (int c = 0; c < csv.ncols; c++)
 		free(csv.names[c]);
 	free(csv.names);

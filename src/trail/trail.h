@@ -74,9 +74,26 @@ typedef enum TdbTrailType
 typedef enum TdbTrailOrder
 {
 	TDB_TRAIL_ORDER_TRAIL = 0,	/* by trail id, then time: a page holds one trail */
-	TDB_TRAIL_ORDER_SPACETIME = 1	/* by time bucket, then place: pages hold
+	TDB_TRAIL_ORDER_SPACETIME = 1,	/* by time bucket, then place: pages hold
 									 * nearby trails of one time bucket */
+	/*
+	 * Writers only, never in a file: trail order, or by time (by_time) when
+	 * the trails are short beside the file's time span (tdb_trail_auto_order).
+	 */
+	TDB_TRAIL_ORDER_AUTO = 2
 } TdbTrailOrder;
+
+/*
+ * ORDER_AUTO's rule, on the events' mean trail span (each event counting
+ * its trail's span from its first to its last event): by time when the
+ * file spans at least TDB_TRAIL_AUTO_SPAN_RATIO times that mean and more
+ * than one time bucket (a window then reads a stretch of the file instead
+ * of a page of every trail it meets), and that mean is at most
+ * TDB_TRAIL_AUTO_MAX_BUCKETS buckets (a trail's lookup then reads a few
+ * stretches, not one per bucket of a long trail); else by trail.
+ */
+#define TDB_TRAIL_AUTO_SPAN_RATIO 4
+#define TDB_TRAIL_AUTO_MAX_BUCKETS 4
 
 /*
  * Schema.  Every event has a timestamp (Unix microseconds), lon and lat
@@ -195,8 +212,8 @@ typedef struct TdbTrailWriterOptions
 	 */
 	int64_t		page_max_span_us;
 	int			version;		/* 0: TDB_TRAIL_VERSION; 1: the version-1 layout */
-	TdbTrailOrder order;		/* version 2 */
-	/* ORDER_SPACETIME: the time bucket (microseconds; 0: 10 minutes, 1 hour by_time) */
+	TdbTrailOrder order;		/* version 2; ORDER_AUTO: decided at finish */
+	/* ORDER_SPACETIME: the time bucket (microseconds; 0: 10 minutes, 1 hour by_time or auto) */
 	int64_t		bucket_us;
 	/*
 	 * ORDER_SPACETIME without the place: a page holds one trail's events of
@@ -260,6 +277,13 @@ int			tdb_trail_writer_finish(TdbTrailWriter *w, uint8_t **buf,
 int			tdb_trail_writer_finish_to(TdbTrailWriter *w, TdbTrailSink sink, void *arg,
 									   uint64_t *len, TdbTrailError *err);
 void		tdb_trail_writer_free(TdbTrailWriter *w);
+
+/*
+ * After finish, when the page order was TDB_TRAIL_ORDER_AUTO: which order
+ * the writer took and why, e.g. "page order time (auto: its trails span
+ * 2.09 h on average, the file 16.52 h)"; else "".
+ */
+const char *tdb_trail_writer_order_note(const TdbTrailWriter *w);
 
 /* Bytes of temporary files (spilled runs) the writer holds now. */
 uint64_t	tdb_trail_writer_temp_bytes(const TdbTrailWriter *w);

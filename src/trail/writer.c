@@ -14,6 +14,7 @@
  * events in time order (stable for equal times).
  */
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -63,11 +64,101 @@ tdb_trail_order_by_name(const char *name, TdbTrailOrder *order, bool *by_time)
 	*by_time = strcmp(name, "time") == 0;
 	if (strcmp(name, "trail") == 0)
 		*order = TDB_TRAIL_ORDER_TRAIL;
+	else if (strcmp(name, "auto") == 0)
+		*order = TDB_TRAIL_ORDER_AUTO;
 	else if (strcmp(name, "space-time") == 0 || *by_time)
 		*order = TDB_TRAIL_ORDER_SPACETIME;
 	else
 		return false;
 	return true;
+}
+
+/* ORDER_AUTO's record of one trail (TdbTrailWriter.spans). */
+typedef struct TrailSpan
+{
+	int64_t		key;			/* the sort's key: the id, or a string id's intern number */
+	int64_t		tmin,
+				tmax;
+	uint64_t	n;				/* 0: an empty slot */
+} TrailSpan;
+
+static uint32_t
+span_slot(int64_t key, uint32_t cap)
+{
+	uint64_t	h = (uint64_t) key * 0x9E3779B97F4A7C15ull;
+
+	return (uint32_t) (h >> 32) & (cap - 1);
+}
+
+/* Count an event of trail key at time t; false when out of memory. */
+static bool
+span_note(TdbTrailWriter *w, int64_t key, int64_t t)
+{
+	TrailSpan  *sp;
+	uint32_t	i;
+
+	if ((uint64_t) w->nspans * 2 >= w->spancap)
+	{
+		uint32_t	cap = w->spancap ? w->spancap * 2 : 1024;
+		TrailSpan  *ns;
+
+		if (cap == 0 || (ns = calloc(cap, sizeof(TrailSpan))) == NULL)
+			return false;
+		for (uint32_t j = 0; j < w->spancap; j++)
+			if (w->spans[j].n > 0)
+			{
+				for (i = span_slot(w->spans[j].key, cap); ns[i].n > 0; i = (i + 1) & (cap - 1))
+					;
+				ns[i] = w->spans[j];
+			}
+		free(w->spans);
+		w->spans = ns;
+		w->spancap = cap;
+	}
+	for (i = span_slot(key, w->spancap);; i = (i + 1) & (w->spancap - 1))
+	{
+		sp = &w->spans[i];
+		if (sp->n == 0)
+		{
+			sp->key = key;
+			sp->tmin = sp->tmax = t;
+			w->nspans++;
+			break;
+		}
+		if (sp->key == key)
+			break;
+	}
+	if (t < sp->tmin)
+		sp->tmin = t;
+	if (t > sp->tmax)
+		sp->tmax = t;
+	sp->n++;
+	return true;
+}
+
+bool
+trail_writer_trails_short(const TdbTrailWriter *w, double *mean_us, double *file_us)
+{
+	int64_t		t0 = INT64_MAX,
+				t1 = INT64_MIN;
+	double		weighted = 0;
+
+	*mean_us = *file_us = 0;
+	if (w->n == 0)
+		return false;
+	for (uint32_t j = 0; j < w->spancap; j++)
+		if (w->spans[j].n > 0)
+		{
+			const TrailSpan *sp = &w->spans[j];
+
+			t0 = sp->tmin < t0 ? sp->tmin : t0;
+			t1 = sp->tmax > t1 ? sp->tmax : t1;
+			weighted += (double) sp->n * ((double) sp->tmax - (double) sp->tmin);
+		}
+	*mean_us = weighted / (double) w->n;
+	*file_us = (double) t1 - (double) t0;
+	return *file_us >= TDB_TRAIL_AUTO_SPAN_RATIO * *mean_us && *file_us > (double) w->opts.bucket_us &&
+		*mean_us <= TDB_TRAIL_AUTO_MAX_BUCKETS * (double) w->opts.bucket_us;
 }
 
 /* Returns the id of s, adding a copy if new; -1 on out of memory. */
@@ -154,12 +245,16 @@ tdb_trail_writer_create(const TdbTrailSchema *schema, const TdbTrailWriterOption
 	if (w->opts.version == 0)
 		w->opts.version = TDB_TRAIL_VERSION_DEFAULT;
 	if (w->opts.bucket_us == 0)
-		w->opts.bucket_us = (w->opts.by_time ? 3600LL : 600LL) * 1000000;
+		w->opts.bucket_us = (w->opts.by_time || w->opts.order == TDB_TRAIL_ORDER_AUTO ? 3600LL : 600LL) * 1000000;
+	/* version 1 has trail order only: what auto decides there */
+	if (w->opts.order == TDB_TRAIL_ORDER_AUTO && w->opts.version == 1)
+		w->opts.order = TDB_TRAIL_ORDER_TRAIL;
 	if (w->opts.memory_limit == 0)
 		w->opts.memory_limit = TDB_TRAIL_WRITER_MEMORY_DEFAULT;
 	if (w->opts.version < TDB_TRAIL_VERSION_MIN || w->opts.version > TDB_TRAIL_VERSION ||
 		(w->opts.version == 1 && w->opts.order != TDB_TRAIL_ORDER_TRAIL) ||
-		(w->opts.order != TDB_TRAIL_ORDER_TRAIL && w->opts.order != TDB_TRAIL_ORDER_SPACETIME) ||
+		(w->opts.order != TDB_TRAIL_ORDER_TRAIL && w->opts.order != TDB_TRAIL_ORDER_SPACETIME &&
+		 w->opts.order != TDB_TRAIL_ORDER_AUTO) ||
 		(w->opts.by_time && w->opts.order != TDB_TRAIL_ORDER_SPACETIME) ||
 		w->opts.bucket_us < 0)
 	{
@@ -167,7 +262,7 @@ tdb_trail_writer_create(const TdbTrailSchema *schema, const TdbTrailWriterOption
 
 		free(w);
 		return tdb_trail_fail(err, TDB_TRAIL_EINVAL,
-							  "format version %d with page order %d; expected version 1 (trail order), 2, 3 or 4 (trail or space-time order, a positive time bucket)",
+							  "format version %d with page order %d; expected version 1 (trail order), 2, 3 or 4 (trail, space-time or auto order, a positive time bucket)",
 							  v, (int) (opts ? opts->order : 0));
 	}
 	if (w->opts.version >= 3 && w->opts.page_max_events > TRAIL_V3_PAGE_MAX_EVENTS)
@@ -260,7 +355,9 @@ tdb_trail_writer_add(TdbTrailWriter *w, const TdbTrailEvent *ev, TdbTrailError *
 		else
 			bits[c] = v->i;
 	}
-	w->dict_bytes = w->keys.bytes + w->lexicon.bytes;
+	if (w->opts.order == TDB_TRAIL_ORDER_AUTO && !span_note(w, e->key, e->time))
+		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
+	w->dict_bytes = w->keys.bytes + w->lexicon.bytes + (size_t) w->spancap * sizeof(TrailSpan);
 	if ((rc = trail_writer_check_memory(w, 0, 0, 0, err)) < 0)
 		return rc;
 	w->sort.limit = trail_writer_budget(w) - w->dict_bytes;
@@ -529,6 +626,20 @@ tdb_trail_writer_finish_to(TdbTrailWriter *w, TdbTrailSink sink, void *arg, uint
 	if (w->finished)
 		return tdb_trail_fail(err, TDB_TRAIL_EINVAL, "the writer has finished");
 	w->finished = true;
+	if (w->opts.order == TDB_TRAIL_ORDER_AUTO)
+	{
+		double		mean_us,
+					file_us;
+
+		w->opts.by_time = trail_writer_trails_short(w, &mean_us, &file_us);
+		w->opts.order = w->opts.by_time ? TDB_TRAIL_ORDER_SPACETIME : TDB_TRAIL_ORDER_TRAIL;
+		free(w->spans);
+		w->spans = NULL;
+		w->nspans = w->spancap = 0;
+		snprintf(w->order_note, sizeof(w->order_note),
+				 "page order %s (auto: its trails span %.2f h on average, the file %.2f h)",
+				 w->opts.by_time ? "time" : "trail", mean_us / 3.6e9, file_us / 3.6e9);
+	}
 	trail_writer_progress(w, "merging", 0, w->n);
 	if ((rc = trail_sorter_finish(&w->sort, trail_writer_budget(w) / 8, err)) < 0)
 		return rc;
@@ -560,6 +671,12 @@ buf_sink(void *arg, const void *p, size_t n, TdbTrailError *err)
 	if (!b->ok)
 		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory holding the file");
 	return 0;
+}
+
+const char *
+tdb_trail_writer_order_note(const TdbTrailWriter *w)
+{
+	return w->order_note;
 }
 
 int
@@ -596,6 +713,7 @@ tdb_trail_writer_free(TdbTrailWriter *w)
 		return;
 	trail_sorter_free(&w->sort);
 	free(w->rec);
+	free(w->spans);
 	intern_free(&w->keys);
 	intern_free(&w->lexicon);
 	free(w);

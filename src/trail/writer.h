@@ -113,8 +113,20 @@ struct TdbTrailWriter
 				gy0,
 				gx1,
 				gy1;			/* the events' extent */
+	/* ORDER_AUTO: each trail's first and last time and events, by key (open addressing) */
+	struct TrailSpan *spans;
+	uint32_t	nspans,
+				spancap;		/* 0 or a power of two */
+	char		order_note[128];	/* what ORDER_AUTO decided, and why (after finish) */
 	bool		finished;
 };
+
+/*
+ * ORDER_AUTO at finish: whether the trails are short beside the file's
+ * time span (TDB_TRAIL_AUTO_SPAN_RATIO); *mean_us and *file_us say by how
+ * much (the progress line).
+ */
+bool		trail_writer_trails_short(const TdbTrailWriter *w, double *mean_us, double *file_us);
 
 /* The memory bound's parts (writer.c): what sorting may use now. */
 size_t		trail_writer_budget(const TdbTrailWriter *w);
