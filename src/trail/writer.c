@@ -82,28 +82,42 @@ typedef struct TrailSpan
 	uint64_t	n;				/* 0: an empty slot */
 } TrailSpan;
 
+/* A slot for key: every bit of the key mixed in (MurmurHash3's finalizer), as ids of a few high bits are common. */
 static uint32_t
 span_slot(int64_t key, uint32_t cap)
 {
-	uint64_t	h = (uint64_t) key * 0x9E3779B97F4A7C15ull;
+	uint64_t	h = (uint64_t) key;
 
-	return (uint32_t) (h >> 32) & (cap - 1);
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdULL;
+	h ^= h >> 33;
+	h *= 0xc4ceb9fe1a85ec53ULL;
+	h ^= h >> 33;
+	return (uint32_t) h & (cap - 1);
 }
 
-/* Count an event of trail key at time t; false when out of memory. */
-static bool
-span_note(TdbTrailWriter *w, int64_t key, int64_t t)
+/*
+ * Count an event of trail key at time t.  The table doubles at half full,
+ * within the memory limit: both tables count while it is copied.
+ */
+static int
+span_note(TdbTrailWriter *w, int64_t key, int64_t t, TdbTrailError *err)
 {
 	TrailSpan  *sp;
 	uint32_t	i;
+	int			rc;
 
 	if ((uint64_t) w->nspans * 2 >= w->spancap)
 	{
 		uint32_t	cap = w->spancap ? w->spancap * 2 : 1024;
 		TrailSpan  *ns;
 
-		if (cap == 0 || (ns = calloc(cap, sizeof(TrailSpan))) == NULL)
-			return false;
+		if (cap == 0)
+			return tdb_trail_fail(err, TDB_TRAIL_EINVAL, "more than 2^31 trails in one file");
+		if ((rc = trail_writer_check_memory(w, (size_t) cap * sizeof(TrailSpan), 0, 0, err)) < 0)
+			return rc;
+		if ((ns = calloc(cap, sizeof(TrailSpan))) == NULL)
+			return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
 		for (uint32_t j = 0; j < w->spancap; j++)
 			if (w->spans[j].n > 0)
 			{
@@ -114,6 +128,7 @@ span_note(TdbTrailWriter *w, int64_t key, int64_t t)
 		free(w->spans);
 		w->spans = ns;
 		w->spancap = cap;
+		w->span_bytes = (size_t) cap * sizeof(TrailSpan);
 	}
 	for (i = span_slot(key, w->spancap);; i = (i + 1) & (w->spancap - 1))
 	{
@@ -133,7 +148,7 @@ span_note(TdbTrailWriter *w, int64_t key, int64_t t)
 	if (t > sp->tmax)
 		sp->tmax = t;
 	sp->n++;
-	return true;
+	return 0;
 }
 
 bool
@@ -355,12 +370,12 @@ tdb_trail_writer_add(TdbTrailWriter *w, const TdbTrailEvent *ev, TdbTrailError *
 		else
 			bits[c] = v->i;
 	}
-	if (w->opts.order == TDB_TRAIL_ORDER_AUTO && !span_note(w, e->key, e->time))
-		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
-	w->dict_bytes = w->keys.bytes + w->lexicon.bytes + (size_t) w->spancap * sizeof(TrailSpan);
+	w->dict_bytes = w->keys.bytes + w->lexicon.bytes;
+	if (w->opts.order == TDB_TRAIL_ORDER_AUTO && (rc = span_note(w, e->key, e->time, err)) < 0)
+		return rc;
 	if ((rc = trail_writer_check_memory(w, 0, 0, 0, err)) < 0)
 		return rc;
-	w->sort.limit = trail_writer_budget(w) - w->dict_bytes;
+	w->sort.limit = trail_writer_budget(w) - w->dict_bytes - w->span_bytes;
 	if ((rc = trail_sorter_put(&w->sort, w->rec, err)) < 0)
 		return rc;
 	if (e->lon < w->gx0) w->gx0 = e->lon;
@@ -636,6 +651,7 @@ tdb_trail_writer_finish_to(TdbTrailWriter *w, TdbTrailSink sink, void *arg, uint
 		free(w->spans);
 		w->spans = NULL;
 		w->nspans = w->spancap = 0;
+		w->span_bytes = 0;
 		snprintf(w->order_note, sizeof(w->order_note),
 				 "page order %s (auto: its trails span %.2f h on average, the file %.2f h)",
 				 w->opts.by_time ? "time" : "trail", mean_us / 3.6e9, file_us / 3.6e9);

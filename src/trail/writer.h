@@ -117,6 +117,7 @@ struct TdbTrailWriter
 	struct TrailSpan *spans;
 	uint32_t	nspans,
 				spancap;		/* 0 or a power of two */
+	size_t		span_bytes;		/* the table's, counted against the memory limit */
 	char		order_note[128];	/* what ORDER_AUTO decided, and why (after finish) */
 	bool		finished;
 };

@@ -38,8 +38,14 @@ trail_writer_check_memory(const TdbTrailWriter *w, size_t fixed, uint32_t ntrail
 {
 	size_t		b = trail_writer_budget(w);
 
-	if (w->dict_bytes + fixed <= b / 4 * 3)
+	if (w->dict_bytes + w->span_bytes + fixed <= b / 4 * 3)
 		return 0;
+	if (ntrails == 0 && npages == 0 && w->span_bytes + fixed > 0)
+		/* (while events are added: page order auto's record of the trails) */
+		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM,
+							  "the writer's memory limit of %.1f MB is too small for this file: %u distinct string trail ids and %u distinct string values take %.1f MB, page order auto's record of %u trails %.1f MB; together they may take 3/4 of the limit: raise it, or name a page order",
+							  b / 1048576.0, w->keys.n, w->lexicon.n, w->dict_bytes / 1048576.0, w->nspans,
+							  (w->span_bytes + fixed) / 1048576.0);
 	return tdb_trail_fail(err, TDB_TRAIL_ENOMEM,
 						  "the writer's memory limit of %.1f MB is too small for this file: %u distinct string trail ids and %u distinct string values take %.1f MB, the footer's state for %u trails and %u pages %.1f MB; together they may take 3/4 of the limit: raise it",
 						  b / 1048576.0, w->keys.n, w->lexicon.n, w->dict_bytes / 1048576.0, ntrails, npages,

@@ -29,13 +29,18 @@ typedef struct Shape
 	int64_t		span_us;
 } Shape;
 
+static size_t memory_limit;		/* 0: the writer's default */
+static char last_error[512];
+static int64_t id_shift;		/* ids are 1000 + 3 tr, shifted left this much */
+
 static uint8_t *
 write_shape(const Shape *s, TdbTrailOrder order, bool by_time, int version, int64_t bucket_us,
 			size_t *len, char *note, size_t notelen)
 {
 	TdbTrailSchema sc;
 	TdbTrailWriter *w;
-	TdbTrailWriterOptions wo = {.version = version, .order = order, .by_time = by_time, .bucket_us = bucket_us};
+	TdbTrailWriterOptions wo = {.version = version, .order = order, .by_time = by_time, .bucket_us = bucket_us,
+	.memory_limit = memory_limit};
 	TdbTrailError err;
 	uint8_t    *buf = NULL;
 
@@ -58,16 +63,24 @@ write_shape(const Shape *s, TdbTrailOrder order, bool by_time, int version, int6
 
 			memset(&ev, 0, sizeof(ev));
 			memset(&v, 0, sizeof(v));
-			ev.key.i = 1000 + (int64_t) tr * 3;
+			ev.key.i = (int64_t) ((uint64_t) (1000 + (int64_t) tr * 3) << id_shift);
 			ev.time_us = T0 + tr * s->start_step_us + (s->nev > 1 ? s->span_us * e / (s->nev - 1) : 0);
-			ev.lon = -74.0 + tr * 1e-3 + e * 1e-5;
+			ev.lon = -74.0 + (tr % 10000) * 1e-3 + e * 1e-5;
 			ev.lat = 40.6 + (tr % 13) * 1e-3;
 			v.f = 10.0 + e % 7;
 			ev.values = &v;
-			CHECK(tdb_trail_writer_add(w, &ev, &err) == 0);
+			if (tdb_trail_writer_add(w, &ev, &err) != 0)
+			{
+				snprintf(last_error, sizeof(last_error), "%s", err.msg);
+				tdb_trail_writer_free(w);
+				return NULL;
+			}
 		}
 	if (tdb_trail_writer_finish(w, &buf, len, &err) != 0)
-		unit_fail(__FILE__, __LINE__, "finish: %s", err.msg);
+	{
+		snprintf(last_error, sizeof(last_error), "%s", err.msg);
+		buf = NULL;
+	}
 	snprintf(note, notelen, "%s", tdb_trail_writer_order_note(w));
 	tdb_trail_writer_free(w);
 	return buf;
@@ -190,4 +203,67 @@ UNIT_TEST(test_trail_auto_order_edges)
 		CHECK(tdb_trail_order_by_name("auto", &o, &by_time) && o == TDB_TRAIL_ORDER_AUTO && !by_time);
 		CHECK(!tdb_trail_order_by_name("Auto", &o, &by_time));
 	}
+}
+
+/*
+ * From the review: the record auto keeps of the trails counts against the
+ * memory limit while events come (doubling included), and not after the
+ * writer decided (it is freed then): a file by trail that fits a limit
+ * fits it as auto too.  Ids whose low bits are all zero hash as well as any.
+ */
+UNIT_TEST(test_trail_auto_order_memory)
+{
+	Shape		wide = {30000, 2, 0, 1000 * HOUR};	/* every trail spans the file: by trail */
+	Shape		tiny = {140000, 1, HOUR, 0};	/* one event each: a record of 16 MB past 131,072 */
+	size_t		lo = 8,
+				hi = 72,
+				la,
+				lt;
+	char		note[160];
+	uint8_t    *a,
+			   *t;
+
+	/* the least limit (MB) at which order trail writes wide: bounded bisection */
+	while (lo < hi)
+	{
+		size_t		mid = (lo + hi) / 2;
+		uint8_t    *b;
+
+		memory_limit = mid << 20;
+		b = write_shape(&wide, TDB_TRAIL_ORDER_TRAIL, false, 4, 0, &lt, note, sizeof(note));
+		if (b != NULL)
+			hi = mid;
+		else
+			lo = mid + 1;
+		free(b);
+	}
+	memory_limit = lo << 20;
+	printf("# %zu trails by trail fit %zu MB\n", (size_t) wide.ntrails, lo);
+	t = write_shape(&wide, TDB_TRAIL_ORDER_TRAIL, false, 4, 0, &lt, note, sizeof(note));
+	a = write_shape(&wide, TDB_TRAIL_ORDER_AUTO, false, 4, 0, &la, note, sizeof(note));
+	if (a == NULL)
+		unit_fail(__FILE__, __LINE__, "auto at %zu MB: %s", lo, last_error);
+	CHECK(t != NULL && a != NULL && la == lt && memcmp(a, t, la) == 0);
+	free(a);
+	free(t);
+
+	/* a limit too small for the record: refused while adding, saying what took it */
+	memory_limit = 16 << 20;
+	last_error[0] = '\0';
+	a = write_shape(&tiny, TDB_TRAIL_ORDER_AUTO, false, 4, 0, &la, note, sizeof(note));
+	if (a != NULL || strstr(last_error, "page order auto's record of") == NULL)
+		unit_fail(__FILE__, __LINE__, "140,000 trails at 16 MB: %s", a ? "written" : last_error);
+	else
+		printf("# %s\n", last_error);
+	free(a);
+
+	/* ids that are multiples of 2^48 (and negative ones): the same file as by time */
+	memory_limit = 0;
+	id_shift = 48;
+	{
+		Shape		shifted = {20000, 2, HOUR, HOUR / 4};
+
+		check_auto(&shifted, true, 0);
+	}
+	id_shift = 0;
 }
