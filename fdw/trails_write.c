@@ -286,6 +286,11 @@ trafficdb_trail_write(PG_FUNCTION_ARGS)
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("bucket_seconds applies to page_order 'time', 'space-time' and 'auto' only, not '%s'", page_order),
 					 errhint("Pass page_order => 'time', 'space-time' or 'auto', or leave out bucket_seconds.")));
+		if (format_version == 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("bucket_seconds does not apply to format_version 1"),
+					 errdetail("Version-1 files hold their pages in trail order only.")));
 		if (bucket_seconds < 1 || bucket_seconds > 31 * 86400)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

@@ -343,7 +343,8 @@ for my $bad ([ [ '--format-version', '5' ], qr/--format-version 5: expected 4 \(
 	[ [ '--order', 'time', '--format-version', '1' ], qr/--order time needs format version 2/ ],
 	[ [ '--order', 'space-time', '--bucket-seconds', '0' ], qr/--bucket-seconds 0: expected a whole number of seconds from 1/ ],
 	[ [ '--order', 'space-time', '--format-version', '1' ], qr/--order space-time needs format version 2/ ],
-	[ [ '--order', 'trail', '--bucket-seconds', '60' ], qr/--bucket-seconds applies to --order time, space-time and auto only/ ])
+	[ [ '--order', 'trail', '--bucket-seconds', '60' ], qr/--bucket-seconds applies to --order time, space-time and auto only/ ],
+	[ [ '--format-version', '1', '--bucket-seconds', '60' ], qr/--bucket-seconds applies to .* not to --format-version 1/ ])
 {
 	my ($args, $re) = @$bad;
 	($rc, $o, $e) = cli('', 'write', "$dir/bad.trail", @$args);
@@ -366,6 +367,7 @@ for my $bad ([ q{page_order => 'zigzag'}, qr/page_order "zigzag" is not a page o
 	[ q{format_version => 5}, qr/format_version 5 is not a trail file format version.*\n.*Expected 4 \(the default\), 3 .*, 2 .* or 1/ ],
 	[ q{page_order => 'trail', bucket_seconds => 60}, qr/bucket_seconds applies to page_order 'time', 'space-time' and 'auto' only, not 'trail'/ ],
 	[ q{page_order => 'time', format_version => 1}, qr/page_order 'time' needs format_version 2/ ],
+	[ q{format_version => 1, bucket_seconds => 60}, qr/bucket_seconds does not apply to format_version 1/ ],
 	[ q{page_order => 'space-time', bucket_seconds => 0}, qr/bucket_seconds 0 is out of range/ ],
 	[ q{page_order => 'space-time', format_version => 1}, qr/page_order 'space-time' needs format_version 2/ ],
 	[ q{page_order => NULL}, qr/page_order must not be NULL/ ])

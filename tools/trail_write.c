@@ -577,9 +577,9 @@ cmd_write(const char *out, Opts *o)
 				o->by_time ? "time" : "space-time");
 		return 2;
 	}
-	if (o->bucket_seconds != 0 && o->order == TDB_TRAIL_ORDER_TRAIL)
+	if (o->bucket_seconds != 0 && (o->order == TDB_TRAIL_ORDER_TRAIL || o->format_version == 1))
 	{
-		fprintf(stderr, "trafficdb-trail: --bucket-seconds applies to --order time, space-time and auto only\n");
+		fprintf(stderr, "trafficdb-trail: --bucket-seconds applies to --order time, space-time and auto only, and not to --format-version 1 (by trail only)\n");
 		return 2;
 	}
 	start = first_pass(&csv, &in, o, &pg);

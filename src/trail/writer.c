@@ -73,6 +73,13 @@ tdb_trail_order_by_name(const char *name, TdbTrailOrder *order, bool *by_time)
 	return true;
 }
 
+/*
+ * ORDER_AUTO records the first this many trails it meets (a table of at
+ * most 16 MB): their events' mean span decides, the file's span is every
+ * event's.
+ */
+#define TRAIL_AUTO_SAMPLE_TRAILS (1u << 18)
+
 /* ORDER_AUTO's record of one trail (TdbTrailWriter.spans). */
 typedef struct TrailSpan
 {
@@ -107,6 +114,18 @@ span_note(TdbTrailWriter *w, int64_t key, int64_t t, TdbTrailError *err)
 	uint32_t	i;
 	int			rc;
 
+	if (w->n == 0 || t < w->span_t0)
+		w->span_t0 = t;
+	if (w->n == 0 || t > w->span_t1)
+		w->span_t1 = t;
+	if (w->nspans >= TRAIL_AUTO_SAMPLE_TRAILS)
+	{
+		/* a sample of the trails is enough to decide: the first ones met, and only they */
+		for (i = span_slot(key, w->spancap); w->spans[i].n > 0; i = (i + 1) & (w->spancap - 1))
+			if (w->spans[i].key == key)
+				goto found;
+		return 0;
+	}
 	if ((uint64_t) w->nspans * 2 >= w->spancap)
 	{
 		uint32_t	cap = w->spancap ? w->spancap * 2 : 1024;
@@ -143,35 +162,36 @@ span_note(TdbTrailWriter *w, int64_t key, int64_t t, TdbTrailError *err)
 		if (sp->key == key)
 			break;
 	}
+	goto note;
+found:
+	sp = &w->spans[i];
+note:
 	if (t < sp->tmin)
 		sp->tmin = t;
 	if (t > sp->tmax)
 		sp->tmax = t;
 	sp->n++;
+	w->span_events++;
 	return 0;
 }
 
 bool
 trail_writer_trails_short(const TdbTrailWriter *w, double *mean_us, double *file_us)
 {
-	int64_t		t0 = INT64_MAX,
-				t1 = INT64_MIN;
 	double		weighted = 0;
 
 	*mean_us = *file_us = 0;
-	if (w->n == 0)
+	if (w->n == 0 || w->span_events == 0)
 		return false;
 	for (uint32_t j = 0; j < w->spancap; j++)
 		if (w->spans[j].n > 0)
 		{
 			const TrailSpan *sp = &w->spans[j];
 
-			t0 = sp->tmin < t0 ? sp->tmin : t0;
-			t1 = sp->tmax > t1 ? sp->tmax : t1;
 			weighted += (double) sp->n * ((double) sp->tmax - (double) sp->tmin);
 		}
-	*mean_us = weighted / (double) w->n;
-	*file_us = (double) t1 - (double) t0;
+	*mean_us = weighted / (double) w->span_events;
+	*file_us = (double) w->span_t1 - (double) w->span_t0;
 	return *file_us >= TDB_TRAIL_AUTO_SPAN_RATIO * *mean_us && *file_us > (double) w->opts.bucket_us &&
 		*mean_us <= TDB_TRAIL_AUTO_MAX_BUCKETS * (double) w->opts.bucket_us;
 }

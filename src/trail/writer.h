@@ -118,6 +118,9 @@ struct TdbTrailWriter
 	uint32_t	nspans,
 				spancap;		/* 0 or a power of two */
 	size_t		span_bytes;		/* the table's, counted against the memory limit */
+	uint64_t	span_events;	/* events of the trails recorded */
+	int64_t		span_t0,
+				span_t1;		/* every event's first and last time */
 	char		order_note[128];	/* what ORDER_AUTO decided, and why (after finish) */
 	bool		finished;
 };

@@ -257,6 +257,14 @@ UNIT_TEST(test_trail_auto_order_memory)
 		printf("# %s\n", last_error);
 	free(a);
 
+	/* more trails than auto records (2^18): decided on those it met first, the same file as by time */
+	memory_limit = 0;
+	{
+		Shape		many = {300000, 1, HOUR / 60, 0};
+
+		check_auto(&many, true, 0);
+	}
+
 	/* ids that are multiples of 2^48 (and negative ones): the same file as by time */
 	memory_limit = 0;
 	id_shift = 48;
