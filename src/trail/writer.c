@@ -103,69 +103,63 @@ span_slot(int64_t key, uint32_t cap)
 	return (uint32_t) h & (cap - 1);
 }
 
-/*
- * Count an event of trail key at time t.  The table doubles at half full,
- * within the memory limit: both tables count while it is copied.
- */
+/* key's slot in the table: its own, or the empty one where it would go. */
+static TrailSpan *
+span_find(TrailSpan *spans, uint32_t cap, int64_t key)
+{
+	uint32_t	i;
+
+	for (i = span_slot(key, cap); spans[i].n > 0 && spans[i].key != key; i = (i + 1) & (cap - 1))
+		;
+	return &spans[i];
+}
+
+/* The table twice as large, within the memory limit: both count while it is copied. */
+static int
+span_grow(TdbTrailWriter *w, TdbTrailError *err)
+{
+	uint32_t	cap = w->spancap ? w->spancap * 2 : 1024;
+	TrailSpan  *ns;
+	int			rc;
+
+	if ((rc = trail_writer_check_memory(w, (size_t) cap * sizeof(TrailSpan), 0, 0, err)) < 0)
+		return rc;
+	if ((ns = calloc(cap, sizeof(TrailSpan))) == NULL)
+		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
+	for (uint32_t j = 0; j < w->spancap; j++)
+		if (w->spans[j].n > 0)
+			*span_find(ns, cap, w->spans[j].key) = w->spans[j];
+	free(w->spans);
+	w->spans = ns;
+	w->spancap = cap;
+	w->span_bytes = (size_t) cap * sizeof(TrailSpan);
+	return 0;
+}
+
+/* Count an event of trail key at time t (the table doubles at half full). */
 static int
 span_note(TdbTrailWriter *w, int64_t key, int64_t t, TdbTrailError *err)
 {
 	TrailSpan  *sp;
-	uint32_t	i;
 	int			rc;
 
 	if (w->n == 0 || t < w->span_t0)
 		w->span_t0 = t;
 	if (w->n == 0 || t > w->span_t1)
 		w->span_t1 = t;
-	if (w->nspans >= TRAIL_AUTO_SAMPLE_TRAILS)
+	if ((uint64_t) w->nspans * 2 >= w->spancap && w->nspans < TRAIL_AUTO_SAMPLE_TRAILS &&
+		(rc = span_grow(w, err)) < 0)
+		return rc;
+	sp = span_find(w->spans, w->spancap, key);
+	if (sp->n == 0)
 	{
 		/* a sample of the trails is enough to decide: the first ones met, and only they */
-		for (i = span_slot(key, w->spancap); w->spans[i].n > 0; i = (i + 1) & (w->spancap - 1))
-			if (w->spans[i].key == key)
-				goto found;
-		return 0;
+		if (w->nspans >= TRAIL_AUTO_SAMPLE_TRAILS)
+			return 0;
+		sp->key = key;
+		sp->tmin = sp->tmax = t;
+		w->nspans++;
 	}
-	if ((uint64_t) w->nspans * 2 >= w->spancap)
-	{
-		uint32_t	cap = w->spancap ? w->spancap * 2 : 1024;
-		TrailSpan  *ns;
-
-		if (cap == 0)
-			return tdb_trail_fail(err, TDB_TRAIL_EINVAL, "more than 2^31 trails in one file");
-		if ((rc = trail_writer_check_memory(w, (size_t) cap * sizeof(TrailSpan), 0, 0, err)) < 0)
-			return rc;
-		if ((ns = calloc(cap, sizeof(TrailSpan))) == NULL)
-			return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
-		for (uint32_t j = 0; j < w->spancap; j++)
-			if (w->spans[j].n > 0)
-			{
-				for (i = span_slot(w->spans[j].key, cap); ns[i].n > 0; i = (i + 1) & (cap - 1))
-					;
-				ns[i] = w->spans[j];
-			}
-		free(w->spans);
-		w->spans = ns;
-		w->spancap = cap;
-		w->span_bytes = (size_t) cap * sizeof(TrailSpan);
-	}
-	for (i = span_slot(key, w->spancap);; i = (i + 1) & (w->spancap - 1))
-	{
-		sp = &w->spans[i];
-		if (sp->n == 0)
-		{
-			sp->key = key;
-			sp->tmin = sp->tmax = t;
-			w->nspans++;
-			break;
-		}
-		if (sp->key == key)
-			break;
-	}
-	goto note;
-found:
-	sp = &w->spans[i];
-note:
 	if (t < sp->tmin)
 		sp->tmin = t;
 	if (t > sp->tmax)
