@@ -78,7 +78,7 @@ typedef enum TdbTrailOrder
 									 * nearby trails of one time bucket */
 	/*
 	 * Writers only, never in a file: trail order, or by time (by_time) when
-	 * the trails are short beside the file's time span (tdb_trail_auto_order).
+	 * the trails are short beside the file's time span (TDB_TRAIL_AUTO_*, below).
 	 */
 	TDB_TRAIL_ORDER_AUTO = 2
 } TdbTrailOrder;

@@ -169,7 +169,12 @@ span_note(TdbTrailWriter *w, int64_t key, int64_t t, TdbTrailError *err)
 	return 0;
 }
 
-bool
+/*
+ * ORDER_AUTO at finish: whether the recorded trails are short beside the
+ * file's time span (TDB_TRAIL_AUTO_*); *mean_us and *file_us say by how
+ * much (the order note).
+ */
+static bool
 trail_writer_trails_short(const TdbTrailWriter *w, double *mean_us, double *file_us)
 {
 	double		weighted = 0;

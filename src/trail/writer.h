@@ -125,12 +125,6 @@ struct TdbTrailWriter
 	bool		finished;
 };
 
-/*
- * ORDER_AUTO at finish: whether the trails are short beside the file's
- * time span (TDB_TRAIL_AUTO_SPAN_RATIO); *mean_us and *file_us say by how
- * much (the progress line).
- */
-bool		trail_writer_trails_short(const TdbTrailWriter *w, double *mean_us, double *file_us);
 
 /* The memory bound's parts (writer.c): what sorting may use now. */
 size_t		trail_writer_budget(const TdbTrailWriter *w);
