@@ -37,6 +37,41 @@ stage() {
 	stage_names+=("$1") stage_at=$SECONDS
 	say "$1"
 }
+# lane NAME COMMAND...: COMMAND in the background (a function or program),
+# its output into a log of its own; lane_wait NAME MESSAGE waits for it,
+# shows its log and dies with MESSAGE when it failed.  Lanes still running
+# when make test stops early are stopped (stop_lanes).
+declare -A lane_pid=() lane_log=()
+lane() {
+	local name=$1
+	shift
+	lane_log[$name]=$(mktemp /tmp/trafficdb-lane-"$name".XXXXXX)
+	( lane_at=$SECONDS; "$@"; echo "lane $name: $((SECONDS - lane_at)) s" ) >"${lane_log[$name]}" 2>&1 &
+	lane_pid[$name]=$!
+}
+lane_wait() {
+	local name=$1 rc=0
+	wait "${lane_pid[$name]}" || rc=$?
+	unset "lane_pid[$name]"
+	if [ "$rc" != 0 ]; then
+		cat "${lane_log[$name]}"
+		rm -f "${lane_log[$name]}"
+		die "$2"
+	fi
+	cat "${lane_log[$name]}"
+	rm -f "${lane_log[$name]}"
+}
+stop_lanes() {
+	local name pid
+	for name in "${!lane_pid[@]}"; do
+		pid=${lane_pid[$name]}
+		pkill -TERM -P "$pid" 2>/dev/null || true
+		kill "$pid" 2>/dev/null || true
+		rm -f "${lane_log[$name]}"
+	done
+}
+trap stop_lanes EXIT
+
 stage_times() {
 	local i
 	stage_secs+=("$((SECONDS - stage_at))")
@@ -47,22 +82,34 @@ stage_times() {
 stage "dependencies"
 scripts/deps.sh
 
-stage "build (-Wall -Wextra -Werror)"
-make -s -j"$(nproc)" all tools/trafficdb-trail src/trail/tests/trail_tests_tsan PG_CONFIG="$PG_CONFIG"
+stage "build (-Wall -Wextra -Werror), and the test programs: sanitizer builds, fuzzers"
+# every test program here, on every core: the stages after only run them
+make -s -j"$(nproc)" all tools/trafficdb-trail src/tests/unit_tests src/tests/unit_tests_tsan src/tests/unit_tests_asan \
+	src/trail/tests/trail_tests src/trail/tests/trail_tests_asan src/trail/tests/trail_tests_tsan src/trail/tests/fuzz_decode \
+	src/tests/fuzz/fuzz_stream_open src/tests/fuzz/fuzz_genlog PG_CONFIG="$PG_CONFIG"
 
 stage "house rules: no include cycle, no file over 1,000 lines, README ≤ 300 lines (test/check_layout.py)"
 python3 test/check_layout.py --symbols || die "a house rule is broken: test/check_layout.py lists each breach (issue 29)"
 
-# the trail tests against MinIO mostly wait (on the fault proxy's stalls,
-# retries, cancels: about 20 s of CPU in 165 s), so they start here and run
-# beside the CPU-bound stages that follow; the trail stage collects them.
-# Then the pager's read-ahead thread against MinIO and its faults under
-# ThreadSanitizer (built with the build stage).
-trail_log=$(mktemp /tmp/trafficdb-trail-tests.XXXXXX)
-{ src/trail/tests/run.sh && TRAIL_TEST_BIN=src/trail/tests/trail_tests_tsan src/trail/tests/run.sh \
-	test_s3_async_reads_what_sync_reads test_s3_async_faults test_s3_async_cancel_and_close \
-	test_s3_async_bulk_skips_disk_cache test_s3_async_covered_announcement_does_not_wait; } >"$trail_log" 2>&1 &
-trail_pid=$!
+# Two lanes of trail tests run beside the stages that follow, each into a
+# log of its own (lane, lane_wait):
+# - against MinIO and the fault proxy: they mostly wait (on the proxy's
+#   stalls, retries, cancels: about 20 s of CPU in 165 s); then the pager's
+#   read-ahead thread against MinIO and its faults under ThreadSanitizer;
+# - under AddressSanitizer and UBSan (single-threaded, about 85 s), TSan, and
+#   the page decoder fuzzed.
+# The stages below are about one core busy in two (measured, 2 cores): side
+# by side they take about 200 s fewer (docs/testing.md).
+trail_minio() {
+	src/trail/tests/run.sh && TRAIL_TEST_BIN=src/trail/tests/trail_tests_tsan src/trail/tests/run.sh \
+		test_s3_async_reads_what_sync_reads test_s3_async_faults test_s3_async_cancel_and_close \
+		test_s3_async_bulk_skips_disk_cache test_s3_async_covered_announcement_does_not_wait
+}
+trail_sanitized() {
+	make -s unit-trail-asan && make -s unit-trail-tsan && make -s fuzz-trail FUZZ_SECONDS=6
+}
+lane trail-minio trail_minio
+lane trail-sanitized trail_sanitized
 
 stage "unit tests (src/, libtrafficdb)"
 make -s unit
@@ -76,16 +123,9 @@ test/stream_cli.sh tools/trafficdb-stream tools/trafficdb-trail
 make -s fuzz-stream FUZZ_SECONDS=6
 make -s fuzz-genlog FUZZ_SECONDS=6
 
-stage "trail files: unit tests against MinIO and the fault proxy, ASan and UBSan, TSan, fuzzing"
-make -s unit-trail-asan
-make -s unit-trail-tsan
-make -s fuzz-trail FUZZ_SECONDS=6
-if ! wait "$trail_pid"; then
-	cat "$trail_log"
-	die "the trail unit tests against MinIO failed (src/trail/tests/run.sh, started after the house rules; its output above)"
-fi
-grep -E '^[0-9]+ passed' "$trail_log"
-rm -f "$trail_log"
+stage "trail files: unit tests against MinIO and the fault proxy, ASan and UBSan, TSan, fuzzing (the two lanes started after the house rules)"
+lane_wait trail-minio "the trail unit tests against MinIO failed (src/trail/tests/run.sh; its output above)"
+lane_wait trail-sanitized "the trail unit tests under a sanitizer, or the trail fuzzer, failed (output above)"
 
 stage "packaging: make install-client as an ordinary user, pkg-config, static linking, Python (test/packaging.sh)"
 if [ "$(id -u)" = 0 ]; then
@@ -107,7 +147,7 @@ stop_servers() {
 	scripts/minio.sh stop "$servers" >/dev/null 2>&1 || true
 	rm -rf "$work" "$servers"
 }
-trap stop_servers EXIT
+trap 'stop_lanes; stop_servers' EXIT
 cp -r Makefile trafficdb.control sql expected test t "$work"/
 mkdir -p "$work/data" "$work/scripts" && cp data/helsinki.osm.pbf "$work/data/" && cp scripts/roads.lua "$work/scripts/"
 # t/032_failover.pl runs bench/failover.sh (pg_auto_failover, scripts/autoctl.sh)
@@ -149,12 +189,22 @@ fi
 stage "the base map: Helsinki's extract, the world and the glyphs built (cached) and decoded (test/basemap.sh)"
 test/basemap.sh || die "the base map tests failed"
 
-stage "the live map in headless chromium: tiles from Martin, repaint on publish, popup, vessels; the base map at z8/12/16, SUMO's traffic drawn as simulated, colour-blind checks, a phone, Helsinki and Delaware (test/livemap.sh)"
-test/livemap.sh || die "the live map tests failed"
-
-stage "the live map's app against hostile web clients: bounded filters, tiles and items, no database text, supervised (test/web_hostile.sh)"
-test/web_hostile.sh || die "the hostile web client tests failed"
-test/sumo_feeder_hostile.sh || die "the SUMO feeder's hostile tests failed"
+# The live map's tests wait on a browser and on servers about half their
+# time: a lane of their own, beside the stages that follow, collected at the
+# end.  What it shares with them (the web venv, the Delaware extract, the AIS
+# files, Helsinki's SUMO network: cached, built once) is made here first, so
+# that two never build the same thing at once.
+scripts/web-setup.sh
+scripts/fetch-map.sh delaware >/dev/null
+scripts/fetch-ais.sh >/dev/null
+scripts/sumo.sh build helsinki data/helsinki.osm.pbf >/dev/null
+livemap_lane() {
+	test/livemap.sh || die "the live map tests failed"
+	say "the live map's app against hostile web clients: bounded filters, tiles and items, no database text, supervised (test/web_hostile.sh)"
+	test/web_hostile.sh || die "the hostile web client tests failed"
+	test/sumo_feeder_hostile.sh || die "the SUMO feeder's hostile tests failed"
+}
+lane livemap livemap_lane
 
 stage "vector tiles: trafficdb.tile_mvt byte for byte against PostGIS's ST_AsMVT over a heap copy (test/tiles_diff.sh)"
 test/tiles_diff.sh || die "a tile of trafficdb.tile_mvt differs from PostGIS (test/tiles_diff.sh shows it decoded)"
@@ -175,14 +225,14 @@ stop_docs_demo() {
 	done
 	rm -rf "$docs_demo" "$docs_demo.log"
 }
-trap 'stop_docs_demo; stop_servers' EXIT
+trap 'stop_docs_demo; stop_lanes; stop_servers' EXIT
 trap 'exit 130' INT TERM
 TDB_DEMO_DIR="$docs_demo" scripts/demo.sh >"$docs_demo.log" 2>&1 ||
 	{ tail -n 40 "$docs_demo.log"; die "the docs stage's demo did not start (scripts/demo.sh; log above)"; }
 echo "docs: a demo in $docs_demo, started in $((SECONDS - docs_started)) s"
 python3 test/doc_examples.py --demo "$docs_demo" || die "a snippet of README.md or docs/ failed (test/doc_examples.py shows it)"
 stop_docs_demo
-trap stop_servers EXIT
+trap 'stop_lanes; stop_servers' EXIT
 scripts/figures.py || die "a figure of README.md or docs/ differs from its bench result (scripts/figures.py --write rewrites them)"
 echo "docs: the stage took $((SECONDS - docs_started)) s"
 
@@ -206,6 +256,9 @@ fi
 
 stage "scripts/autoctl.sh: server logs outside PGDATA, afo_kill leaves nothing stopped (test/autoctl_check.sh)"
 test/autoctl_check.sh || die "the autoctl checks failed"
+
+stage "the live map in headless chromium: tiles from Martin, repaint on publish, popup, vessels; the base map at z8/12/16, SUMO's traffic drawn as simulated, colour-blind checks, a phone, Helsinki and Delaware (test/livemap.sh); its app against hostile web clients (test/web_hostile.sh): the lane started after the base map"
+lane_wait livemap "the live map's tests failed (its lane's output above)"
 
 stage_times
 say "all tests passed"
