@@ -255,6 +255,8 @@ trlExplainForeignScan(ForeignScanState *node, ExplainState *es)
 			ExplainPropertyUInteger("Trail Page Cache Backend Peak", "bytes", cs.pool_peak_bytes, es);
 			if (parameterized)
 				ExplainPropertyText("Trail Pages Fetched Ahead",
+									st->stats.union_exact ?
+									psprintf("those of the %d ids of the outer VALUES list, at the first lookup", st->outer_nids) :
 									st->stats.union_prefetched ?
 									psprintf("those of all %d lookups expected, at the first", intVal(list_nth(plan->fdw_private, TRLP_LOOKUPS))) :
 									"each lookup's own", es);

@@ -112,13 +112,14 @@ enum
 	TRLP_EXACT,					/* the rectangle the scan checks itself (4 strings), or NIL */
 	TRLP_BAND,					/* the distance band it settles itself (3 strings; its clause last in fdw_exprs), or NIL */
 	TRLP_ID_ARG,				/* where in fdw_exprs the id clause it prunes with and checks is, or -1 */
+	TRLP_OUTER_IDS,				/* a join's lookups: the outer VALUES list's ids (Consts), or NIL */
 	TRLP_COUNT
 };
 
 /*
  * fdw_private of an aggregate scan's plan: its first items are a base
- * scan's (trails.c reads them from either), and it is longer, which is how
- * trlBeginForeignScan tells the two apart
+ * scan's (trails.c reads them from either); it scans no relation
+ * (scanrelid 0), which is how trlBeginForeignScan tells the two apart
  */
 enum
 {
@@ -133,7 +134,6 @@ enum
 	AGGP_COUNT
 };
 
-StaticAssertDecl((int) TRLP_COUNT < (int) AGGP_COUNT, "a base scan's fdw_private is shorter than an aggregate's");
 StaticAssertDecl((int) AGGP_KINDS == (int) TRLP_KINDS && (int) AGGP_PARAMETERIZED == (int) TRLP_LOOKUPS &&
 				 (int) AGGP_USED == (int) TRLP_USED, "an aggregate scan's first items are a base scan's");
 
@@ -207,6 +207,11 @@ typedef struct TrlScan
 	int			last_nids;
 	bool		last_time,
 				last_box;
+	/* a join's lookups of a VALUES list's ids (TRLP_OUTER_IDS), once per statement */
+	bool		outer_ids_done;
+	const int64 *outer_ids_int;
+	const char *const *outer_ids_str;
+	int			outer_nids;
 	/* the file's columns the query does not read (TdbTrailQuery) */
 	uint64		skip_columns;
 	bool		skip_position;

@@ -357,6 +357,43 @@ trlGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 	}
 }
 
+/* A VALUES list of at most this many rows gives its ids to the lookups (TRLP_OUTER_IDS). */
+#define OUTER_IDS_MAX 100000
+
+/*
+ * A join's lookups whose outer side is a VALUES list (FROM (VALUES ...)
+ * AS ids(id) JOIN t ON t.id = ids.id, the outer value the column itself):
+ * the constants of that column, whose trails' pages the first lookup
+ * fetches at once (reader.c's prefetch_union).  NIL when the outer value
+ * is anything else, or a row's is not a constant of the column's type.
+ * Only a hint: each lookup still reads its own id's pages.
+ */
+static List *
+outer_values_ids(PlannerInfo *root, Expr *outer)
+{
+	Var		   *v = (Var *) outer;
+	RangeTblEntry *rte;
+	List	   *out = NIL;
+	ListCell   *lc;
+
+	if (!IsA(outer, Var) || v->varlevelsup != 0 || v->varattno < 1 ||
+		v->varno < 1 || v->varno >= root->simple_rel_array_size)
+		return NIL;
+	rte = root->simple_rte_array[v->varno];
+	if (rte == NULL || rte->rtekind != RTE_VALUES || list_length(rte->values_lists) > OUTER_IDS_MAX)
+		return NIL;
+	foreach(lc, rte->values_lists)
+	{
+		List	   *row = lfirst(lc);
+		Const	   *e = v->varattno <= list_length(row) ? list_nth(row, v->varattno - 1) : NULL;
+
+		if (e == NULL || !IsA(e, Const) || e->consttype != v->vartype)
+			return NIL;
+		out = lappend(out, e);
+	}
+	return out;
+}
+
 ForeignScan *
 trlGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid, ForeignPath *best_path,
 				  List *tlist, List *scan_clauses, Plan *outer_plan)
@@ -371,6 +408,7 @@ trlGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid, Fo
 	List	   *band;
 	int			lookups = 0;
 	RestrictInfo *id_ri = NULL;	/* the id clause the scan prunes with */
+	List	   *outer_ids = NIL;	/* TRLP_OUTER_IDS */
 	List	   *recheck = NIL;	/* the clauses the scan decides: EvalPlanQual's (fdw_recheck_quals) */
 	List	   *fdw_private;	/* TRLP_* */
 	int			id_arg = -1;	/* its position in fdw_exprs (the scan checks it) */
@@ -413,7 +451,11 @@ trlGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid, Fo
 				pk = list_concat(pk, k);
 				pa = list_concat(pa, a);
 				if (id_ri == NULL)
+				{
 					id_ri = ri;
+					if (linitial_int(k) == PUSH_ID)
+						outer_ids = outer_values_ids(root, linitial(a));
+				}
 			}
 		}
 		kinds = list_concat(pk, kinds);
@@ -542,7 +584,7 @@ trlGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid, Fo
 	 */
 	fdw_private = list_make5(kinds, makeInteger(lookups), used_list,
 							 makeInteger(root->tuple_fraction > 0 || root->limit_tuples >= 0), exact);
-	fdw_private = lappend(lappend(fdw_private, band), makeInteger(id_arg));
+	fdw_private = lappend(lappend(lappend(fdw_private, band), makeInteger(id_arg)), outer_ids);
 	Assert(list_length(fdw_private) == TRLP_COUNT);
 	return make_foreignscan(tlist, scan_clauses, baserel->relid, args, fdw_private, NIL, recheck, outer_plan);
 }

@@ -78,7 +78,7 @@ trlBeginForeignScan(ForeignScanState *node, int eflags)
 	ListCell   *lc;
 
 	node->fdw_state = st;
-	st->agg = list_length(plan->fdw_private) >= AGGP_COUNT;
+	st->agg = plan->scan.scanrelid == 0;	/* aggregates from the footer (trlGetForeignPlan) */
 	if (st->agg)
 	{
 		/* no scan relation: the foreign table is among the plan's relids */
@@ -382,6 +382,79 @@ trl_canonical_int64(const char *s, int64 *v)
 }
 
 /*
+ * The trail ids of elems[0 .. n-1] of type elemtype, NULLs left out, as
+ * the file's id type has them (palloc'd in the current context): a file of
+ * string ids takes text (the caller checks), one of integer ids integers,
+ * and a text only when it is an id's decimal exactly, as a text column over
+ * integer ids shows each (trl_value_datum; it was read as a pointer).
+ */
+static void
+trl_ids_of(const TdbTrailFooter *f, Datum *elems, bool *nulls, int n, Oid elemtype,
+		   const int64 **ids_int, const char *const **ids_str, int *nids)
+{
+	*nids = 0;
+	if (f->schema.id_type == TDB_TRAIL_STRING)
+	{
+		const char **ids = palloc(sizeof(char *) * (n + 1));
+
+		for (int e = 0; e < n; e++)
+			if (!nulls[e])
+				ids[(*nids)++] = TextDatumGetCString(elems[e]);
+		*ids_str = ids;
+		return;
+	}
+	{
+		int64	   *ids = palloc(sizeof(int64) * (n + 1));
+
+		for (int e = 0; e < n; e++)
+			if (!nulls[e] && elemtype == TEXTOID)
+			{
+				int64		id;
+
+				if (trl_canonical_int64(TextDatumGetCString(elems[e]), &id))
+					ids[(*nids)++] = id;
+			}
+			else if (!nulls[e])
+				ids[(*nids)++] = elemtype == INT2OID ? DatumGetInt16(elems[e]) :
+					elemtype == INT4OID ? DatumGetInt32(elems[e]) : DatumGetInt64(elems[e]);
+		*ids_int = ids;
+	}
+}
+
+/*
+ * A join's lookups of a VALUES list's ids (TRLP_OUTER_IDS): those ids, once
+ * per statement, for the first lookup to fetch all their pages at once.
+ */
+static void
+trl_outer_ids(ForeignScanState *node, TrlScan *st)
+{
+	ForeignScan *plan = (ForeignScan *) node->ss.ps.plan;
+	List	   *consts = list_nth(plan->fdw_private, TRLP_OUTER_IDS);
+	const TdbTrailFooter *f = tdb_trail_footer(st->h->reader);
+	MemoryContext old;
+	Datum	   *elems;
+	bool	   *nulls;
+	int			n = list_length(consts),
+				i = 0;
+	ListCell   *lc;
+
+	st->outer_ids_done = true;
+	if (n == 0 || (f->schema.id_type == TDB_TRAIL_STRING && linitial_node(Const, consts)->consttype != TEXTOID))
+		return;
+	old = MemoryContextSwitchTo(node->ss.ps.state->es_query_cxt);
+	elems = palloc(sizeof(Datum) * n);
+	nulls = palloc(sizeof(bool) * n);
+	foreach(lc, consts)
+	{
+		elems[i] = lfirst_node(Const, lc)->constvalue;
+		nulls[i++] = lfirst_node(Const, lc)->constisnull;
+	}
+	trl_ids_of(f, elems, nulls, n, linitial_node(Const, consts)->consttype,
+			   &st->outer_ids_int, &st->outer_ids_str, &st->outer_nids);
+	MemoryContextSwitchTo(old);
+}
+
+/*
  * Evaluate the pushed clauses into st->q (in scan_cxt).  false: they match
  * nothing.
  */
@@ -454,37 +527,7 @@ build_query(ForeignScanState *node, TrlScan *st)
 			st->id_exact = first_id;
 			first_id = false;
 			has_ids = true;
-			if (f->schema.id_type == TDB_TRAIL_STRING)
-			{
-				const char **ids = palloc(sizeof(char *) * (n + 1));
-
-				for (int e = 0; e < n; e++)
-					if (!nulls[e])
-						ids[q->nids++] = TextDatumGetCString(elems[e]);
-				q->ids_str = ids;
-			}
-			else
-			{
-				int64	   *ids = palloc(sizeof(int64) * (n + 1));
-
-				/*
-				 * A text column over a file of integer ids holds each id in
-				 * decimal (trl_value_datum): a text is one of them only when
-				 * it is that decimal exactly.  It was read as a pointer.
-				 */
-				for (int e = 0; e < n; e++)
-					if (!nulls[e] && elemtype == TEXTOID)
-					{
-						int64		id;
-
-						if (trl_canonical_int64(TextDatumGetCString(elems[e]), &id))
-							ids[q->nids++] = id;
-					}
-					else if (!nulls[e])
-						ids[q->nids++] = elemtype == INT2OID ? DatumGetInt16(elems[e]) :
-							elemtype == INT4OID ? DatumGetInt32(elems[e]) : DatumGetInt64(elems[e]);
-				q->ids_int = ids;
-			}
+			trl_ids_of(f, elems, nulls, n, elemtype, &q->ids_int, &q->ids_str, &q->nids);
 			if (q->nids == 0)
 				goto nothing;
 			continue;
@@ -689,6 +732,11 @@ trlIterateForeignScan(ForeignScanState *node)
 		/* the planner's estimate of the outer rows (trlGetForeignPlan) */
 		st->q.lookups_expected = (uint32) Max(0, intVal(list_nth(((ForeignScan *) node->ss.ps.plan)->fdw_private, TRLP_LOOKUPS)));
 		st->q.may_stop_early = intVal(list_nth(((ForeignScan *) node->ss.ps.plan)->fdw_private, TRLP_MAY_STOP)) != 0;
+		if (!st->outer_ids_done)
+			trl_outer_ids(node, st);
+		st->q.union_ids_int = st->outer_ids_int;
+		st->q.union_ids_str = st->outer_ids_str;
+		st->q.union_nids = st->outer_nids;
 		if (tdb_trail_scan_begin(st->h->reader, &st->q, &st->h->scan, &err) < 0)
 			trail_error(&err, psprintf("could not scan trail file \"%s\"", st->h->url));
 	}
@@ -816,6 +864,7 @@ trl_end_scan(TrlScan *st)
 		st->stats.pages_reused += s.pages_reused;
 		st->stats.windows += s.windows;
 		st->stats.union_prefetched |= s.union_prefetched;
+		st->stats.union_exact |= s.union_exact;
 		st->stats.pages_pruned += s.pages_pruned;
 		st->stats.events_returned += s.events_returned;
 		st->stats.bytes_read += s.bytes_read;

@@ -7,6 +7,9 @@
 #    planner's default settings, returns the heap's rows, and fetches exactly
 #    the bytes of its single-id queries (bytes(a) + bytes(b) - bytes(none), the
 #    open being paid once); an outer side of 100,000 ids is not a nested loop.
+#    A VALUES list's ids are known at planning: the first lookup fetches the
+#    pages of them all (NULLs, repeats, ids not in the file, text ids of an
+#    integer file; not a value computed per row).
 # 2. revalidate_interval: with 0 every query asks for size and ETag (one
 #    request, the 16 kB tail); with 60 a second query in the session asks nothing; an
 #    object replaced within the interval is read as the old version from the
@@ -131,6 +134,41 @@ CREATE FOREIGN TABLE veh_text (vid text, ts timestamptz, geom geometry(Point, 43
 CREATE FOREIGN TABLE adsb_bigint (callsign bigint, ts timestamptz, geom geometry(Point, 4326), speed float8)
   SERVER s3 OPTIONS (url 's3://tap-join/adsb.trail', id_column 'callsign', time_column 'ts');
 });
+
+# A VALUES list's ids are known when the join is planned (issue 33): the first lookup
+# fetches all their pages at once, in one job of concurrent GETs, not a round per lookup.
+# NULLs, repeats and ids not in the file change nothing; a text id of an integer file
+# counts only as its canonical decimal; a value computed per row leaves the lookups theirs.
+{
+	my $vq = q{SELECT count(*), round(sum(speed)::numeric, 6) FROM (VALUES %s) w(id) JOIN %s t ON t.vid = w.id};
+	# three lookups at most: with more the whole file is fetched, fewer bytes than their round trips
+	for my $c ([ q{(3), (NULL::int), (150)}, 2, '3, 150' ], [ q{(77), (77), (99999)}, 3, '77, 99999' ])
+	{
+		my ($vals, $n, $list) = @$c;
+		my $vj = tdb_scan_node($node, 'SELECT t.* FROM (VALUES ' . $vals . ') w(id) JOIN veh t ON t.vid = w.id');
+		is($vj->{'Trail Pages Fetched Ahead'}, "those of the $n ids of the outer VALUES list, at the first lookup",
+			"VALUES $vals: the first lookup fetches the pages of its $n ids") or diag(explain $vj);
+		is($vj->{'Trail Lookups'}, 3, 'and each outer row is still looked up');
+		# whole blocks of their pages (16 kB), and the footer chunks their ids are in
+		my $in = tdb_scan_node($node, "SELECT * FROM veh WHERE vid IN ($list)")->{'Bytes From S3'};
+		cmp_ok($vj->{'Bytes From S3'}, '<', $in + 16384, "about the bytes of IN ($list): $vj->{'Bytes From S3'} against $in");
+		cmp_ok($vj->{'Bytes From S3'}, '<', $vj->{'File Size'} / 3, "a small part of the $vj->{'File Size'}-byte file");
+		is($node->safe_psql('postgres', sprintf($vq, $vals, 'veh')), $node->safe_psql('postgres', sprintf($vq, $vals, 'ev')),
+			'and the heap\'s rows');
+	}
+	my $tq = q{SELECT count(*), round(sum(speed)::numeric, 6) FROM (VALUES ('3'), ('077'), ('150')) w(id) JOIN %s t ON t.vid = w.id};
+	my $tj = tdb_scan_node($node, q{SELECT t.* FROM (VALUES ('3'), ('077'), ('150')) w(id) JOIN veh_text t ON t.vid = w.id});
+	is($tj->{'Trail Pages Fetched Ahead'}, 'those of the 2 ids of the outer VALUES list, at the first lookup',
+		"text ids of an integer file: '077' is no id's decimal");
+	is($node->safe_psql('postgres', sprintf($tq, 'veh_text')),
+		$node->safe_psql('postgres', sprintf($tq, '(SELECT vid::text AS vid, speed FROM ev)')), 'with the heap\'s rows');
+	my $rj = tdb_scan_node($node, 'SELECT t.* FROM (VALUES (3), ((random() * 0)::int + 77)) w(id) JOIN veh t ON t.vid = w.id');
+	isnt($rj->{'Trail Pages Fetched Ahead'} // '', 'those of the 2 ids of the outer VALUES list, at the first lookup',
+		'a value computed per row: the ids are not known at planning');
+	my $aj = tdb_scan_node($node, sprintf($join, 'adsb'));
+	is($aj->{'Trail Pages Fetched Ahead'}, 'those of the 2 ids of the outer VALUES list, at the first lookup',
+		'string ids from S3 too');
+}
 for my $w (q{callsign = 'ac007' COLLATE ci}, q{callsign IN ('ac007' COLLATE ci, 'Ac250')},
 	q{callsign = ANY (SELECT lower(c) COLLATE ci FROM ids300 WHERE c < 'AC010')})
 {

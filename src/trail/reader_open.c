@@ -207,3 +207,35 @@ tdb_trail_close(TdbTrailReader *r)
 	footer_cache_release(r->sf);
 	free(r);
 }
+
+/*
+ * The footer's bytes as they are now, not the decode shared since the
+ * first open (a damaged footer under an unchanged trailer would have the
+ * same key): read, checked and decoded again, then dropped (tdb_trail_verify).
+ */
+int
+trail_reread_footer(TdbTrailReader *r, TdbTrailError *err)
+{
+	uint64_t	size = tdb_pager_size(r->pager);
+	uint8_t		tbuf[TDB_TRAIL_TRAILER_SIZE];
+	TdbTrailTrailer t;
+	TdbTrailFooter fresh;
+	uint8_t    *fbuf;
+	int			rc;
+
+	if ((rc = tdb_pager_read(r->pager, size - TDB_TRAIL_TRAILER_SIZE, TDB_TRAIL_TRAILER_SIZE, tbuf, err)) < 0 ||
+		(rc = tdb_trail_trailer_decode(tbuf, sizeof(tbuf), size, &t, err)) < 0)
+		return rc;
+	if ((fbuf = malloc(t.footer_length ? t.footer_length : 1)) == NULL)
+		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory for a footer of %llu bytes",
+							  (unsigned long long) t.footer_length);
+	rc = trail_read_footer(r->pager, &t, fbuf, &fresh, err);
+	free(fbuf);
+	if (rc < 0)
+		return rc;
+	/* version 3: every chunk too, read and checked again */
+	if (fresh.lazy)
+		rc = trail_footer3_load_all(&fresh, trail_reader_read, r->pager, err);
+	tdb_trail_footer_release(&fresh);
+	return rc;
+}

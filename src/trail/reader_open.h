@@ -21,6 +21,9 @@ struct TdbTrailReader
 int			trail_read_footer(TdbPager *pager, const TdbTrailTrailer *t, uint8_t *fbuf,
 							  TdbTrailFooter *f, TdbTrailError *err);
 
+/* The footer read, checked and decoded again from the object, then dropped (tdb_trail_verify). */
+int			trail_reread_footer(TdbTrailReader *r, TdbTrailError *err);
+
 /* Reads n exact ranges through the pager (arg): version 3's footer chunks. */
 int			trail_reader_read(void *arg, const TdbByteRange *rg, int n, uint8_t **bufs,
 							  TdbTrailError *err);

@@ -567,6 +567,16 @@ typedef struct TdbTrailQuery
 	 * they fit the pager's read-ahead room.
 	 */
 	uint32_t	lookups_expected;
+	/*
+	 * With lookups_expected: the ids all those lookups will ask for, when
+	 * the caller knows them (a join's outer VALUES list; int or string by
+	 * id_type; NULL/0: not known).  The first scan then fetches exactly
+	 * their pages at once, whatever share of the file they are, if they fit
+	 * the read-ahead room.
+	 */
+	const int64_t *union_ids_int;
+	const char *const *union_ids_str;
+	int			union_nids;
 } TdbTrailQuery;
 
 typedef struct TdbTrailScan TdbTrailScan;
@@ -588,6 +598,7 @@ typedef struct TdbTrailScanStats
 	uint64_t	pages_read;		/* pages fetched and decoded */
 	uint64_t	pages_reused;	/* pages taken decoded from the page cache */
 	bool		union_prefetched;	/* this scan fetched every lookup's pages */
+	bool		union_exact;	/* ... those of union_ids only */
 	uint64_t	pages_pruned;	/* skipped by zone maps */
 	uint64_t	events_returned;
 	uint64_t	bytes_read;		/* page bytes asked of the pager */
