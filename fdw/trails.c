@@ -256,7 +256,8 @@ trlExplainForeignScan(ForeignScanState *node, ExplainState *es)
 			if (parameterized)
 				ExplainPropertyText("Trail Pages Fetched Ahead",
 									st->stats.union_exact ?
-									psprintf("those of the %d ids of the outer VALUES list, at the first lookup", st->outer_nids) :
+									psprintf("those of the %d %s of the outer VALUES list, at the first lookup", st->outer_nids,
+											 st->outer_nids == 1 ? "id" : "ids") :
 									st->stats.union_prefetched ?
 									psprintf("those of all %d lookups expected, at the first", intVal(list_nth(plan->fdw_private, TRLP_LOOKUPS))) :
 									"each lookup's own", es);

@@ -421,9 +421,25 @@ trl_ids_of(const TdbTrailFooter *f, Datum *elems, bool *nulls, int n, Oid elemty
 	}
 }
 
+static int
+trl_int64_cmp(const void *a, const void *b)
+{
+	int64		x = *(const int64 *) a,
+				y = *(const int64 *) b;
+
+	return (x > y) - (x < y);
+}
+
+static int
+trl_str_cmp(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *) a, *(const char *const *) b);
+}
+
 /*
- * A join's lookups of a VALUES list's ids (TRLP_OUTER_IDS): those ids, once
- * per statement, for the first lookup to fetch all their pages at once.
+ * A join's lookups of a VALUES list's ids (TRLP_OUTER_IDS): those ids, each
+ * once, once per statement, for the first lookup to fetch all their pages
+ * at once.
  */
 static void
 trl_outer_ids(ForeignScanState *node, TrlScan *st)
@@ -451,6 +467,29 @@ trl_outer_ids(ForeignScanState *node, TrlScan *st)
 	}
 	trl_ids_of(f, elems, nulls, n, linitial_node(Const, consts)->consttype,
 			   &st->outer_ids_int, &st->outer_ids_str, &st->outer_nids);
+	/* each id once (EXPLAIN counts them) */
+	if (st->outer_nids > 1 && st->outer_ids_int != NULL)
+	{
+		int64	   *ids = (int64 *) st->outer_ids_int;
+
+		qsort(ids, st->outer_nids, sizeof(int64), trl_int64_cmp);
+		n = 1;
+		for (i = 1; i < st->outer_nids; i++)
+			if (ids[i] != ids[n - 1])
+				ids[n++] = ids[i];
+		st->outer_nids = n;
+	}
+	else if (st->outer_nids > 1)
+	{
+		const char **ids = (const char **) st->outer_ids_str;
+
+		qsort(ids, st->outer_nids, sizeof(char *), trl_str_cmp);
+		n = 1;
+		for (i = 1; i < st->outer_nids; i++)
+			if (strcmp(ids[i], ids[n - 1]) != 0)
+				ids[n++] = ids[i];
+		st->outer_nids = n;
+	}
 	MemoryContextSwitchTo(old);
 }
 

@@ -527,7 +527,7 @@ prefetch_union(TdbTrailScan *s, TdbTrailError *err)
 	/* the file's pages within the room, and fewer bytes than the later lookups' round trips are worth */
 	small = f->data_end <= room &&
 		f->data_end <= ((uint64_t) s->q.lookups_expected - 1) * UNION_GET_BYTES;
-	if (s->q.union_nids > 0)
+	if (s->q.union_nids > 0 && !small)
 	{
 		TdbTrailQuery uq = s->q;
 
@@ -538,7 +538,7 @@ prefetch_union(TdbTrailScan *s, TdbTrailError *err)
 			return rc;
 		/* a third of the file's pages or more: all, in fewer and longer GETs (100 of 200
 		 * flights, 0.3 M reports: 33 GETs of 4.0 MB for their own, 9 of 4.7 MB for all) */
-		if (small || u->npages >= UNION_MIN_SHARE * f->npages)
+		if (u->npages >= UNION_MIN_SHARE * f->npages)
 		{
 			tdb_trail_scan_end(u);
 			u = NULL;
