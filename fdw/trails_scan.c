@@ -436,6 +436,20 @@ trl_str_cmp(const void *a, const void *b)
 	return strcmp(*(const char *const *) a, *(const char *const *) b);
 }
 
+/* Sort the n items of size bytes at base by cmp, keep each once; how many are kept. */
+static int
+trl_sort_unique(void *base, int n, size_t size, int (*cmp) (const void *, const void *))
+{
+	char	   *b = base;
+	int			kept = n > 0 ? 1 : 0;
+
+	qsort(base, n, size, cmp);
+	for (int i = 1; i < n; i++)
+		if (cmp(b + i * size, b + (kept - 1) * size) != 0)
+			memcpy(b + kept++ * size, b + i * size, size);
+	return kept;
+}
+
 /*
  * A join's lookups of a VALUES list's ids (TRLP_OUTER_IDS): those ids, each
  * once, once per statement, for the first lookup to fetch all their pages
@@ -468,28 +482,9 @@ trl_outer_ids(ForeignScanState *node, TrlScan *st)
 	trl_ids_of(f, elems, nulls, n, linitial_node(Const, consts)->consttype,
 			   &st->outer_ids_int, &st->outer_ids_str, &st->outer_nids);
 	/* each id once (EXPLAIN counts them) */
-	if (st->outer_nids > 1 && st->outer_ids_int != NULL)
-	{
-		int64	   *ids = (int64 *) st->outer_ids_int;
-
-		qsort(ids, st->outer_nids, sizeof(int64), trl_int64_cmp);
-		n = 1;
-		for (i = 1; i < st->outer_nids; i++)
-			if (ids[i] != ids[n - 1])
-				ids[n++] = ids[i];
-		st->outer_nids = n;
-	}
-	else if (st->outer_nids > 1)
-	{
-		const char **ids = (const char **) st->outer_ids_str;
-
-		qsort(ids, st->outer_nids, sizeof(char *), trl_str_cmp);
-		n = 1;
-		for (i = 1; i < st->outer_nids; i++)
-			if (strcmp(ids[i], ids[n - 1]) != 0)
-				ids[n++] = ids[i];
-		st->outer_nids = n;
-	}
+	st->outer_nids = st->outer_ids_int != NULL ?
+		trl_sort_unique((void *) st->outer_ids_int, st->outer_nids, sizeof(int64), trl_int64_cmp) :
+		trl_sort_unique((void *) st->outer_ids_str, st->outer_nids, sizeof(char *), trl_str_cmp);
 	MemoryContextSwitchTo(old);
 }
 

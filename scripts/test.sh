@@ -53,13 +53,9 @@ lane_wait() {
 	local name=$1 rc=0
 	wait "${lane_pid[$name]}" || rc=$?
 	unset "lane_pid[$name]"
-	if [ "$rc" != 0 ]; then
-		cat "${lane_log[$name]}"
-		rm -f "${lane_log[$name]}"
-		die "$2"
-	fi
 	cat "${lane_log[$name]}"
 	rm -f "${lane_log[$name]}"
+	[ "$rc" = 0 ] || die "$2"
 }
 stop_lanes() {
 	local name pid

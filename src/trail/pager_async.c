@@ -45,8 +45,8 @@
  * 62.8-64.5 ms against 65.4-70.9, three alternating rounds; a first group
  * of 512 kB: 67.8-73.3; with the disk cache, the cold box and join at
  * 0.3 M: 32-53 and 75-96 ms against 85-120 and 127-160, runs alternating:
- * bench/results/2026-11-30-readahead-first-group.md).  A piece is 1 MB, or 2 MB for a job of more than
- * 32 MB.
+ * bench/results/2026-11-30-readahead-first-group.md).  A piece is 1 MB, or
+ * 2 MB for a job of more than 32 MB.
  * Smaller pieces cost more than the overlap gains on two cores where MinIO
  * runs too (each GET costs it about 2 ms of CPU): on the 4.4 MB box at
  * 0.3 M reports, 128-256 kB pieces took 56-63 ms where one round took
@@ -100,6 +100,7 @@ worker(void *arg)
 	uint64_t	piece = (uint64_t) a->nblocks * p->bs > 32 * (uint64_t) PIECE ? 2 * (uint64_t) PIECE : PIECE,
 				group = (uint64_t) p->max_parallel * piece;
 	int			i = 0;
+
 	while (i < a->nblocks)
 	{
 		TdbTrailError err;
