@@ -217,14 +217,25 @@ cargo_cmd() {
 # crates.io with its own Cargo.lock (`cargo install --locked`) and cached;
 # nothing to do when it is there and `CRATE --version` says VERSION.
 cargo_install_pinned() {
-	local crate=$1 version=$2 msrv=$3 root=$4 took=$5 cargo force=() t0=$SECONDS
+	local crate=$1 version=$2 msrv=$3 root=$4 took=$5 cargo force=() t0=$SECONDS lock
 	shift 5
 	local bin=$root/bin/$crate
 	[ -x "$bin" ] && [ "$("$bin" --version 2>/dev/null)" = "$crate $version" ] && return 0
+	# one build at a time (make demo and a bench started together would each
+	# build it, twice as slowly): the second waits for the first, then uses it
+	mkdir -p "$root"
+	exec {lock}>"$root/.build-lock"
+	if ! flock -n "$lock"; then
+		echo "$crate: another process is building $crate $version into $root; waiting for it" >&2
+		flock "$lock"
+	fi
+	if [ -x "$bin" ] && [ "$("$bin" --version 2>/dev/null)" = "$crate $version" ]; then
+		exec {lock}>&-
+		return 0
+	fi
 	cargo=$(cargo_cmd "$msrv" "$crate")
 	# a binary of another version (or a broken one) in the pinned root: build over it
 	[ -e "$bin" ] && force=(--force)
-	mkdir -p "$root"
 	echo "$crate: building $crate $version with $("$cargo" --version) into $root" >&2
 	echo "$crate: this takes $took on 2 cores the first time; cargo prints each crate it compiles" >&2
 	# cargo runs the rustc beside it (rustup's toolchain, Debian's /usr/bin)
@@ -232,6 +243,7 @@ cargo_install_pinned() {
 		--root "$root" "${force[@]}" || die "$crate: cargo install $crate@$version failed (see above)"
 	[ -x "$bin" ] && [ "$("$bin" --version 2>/dev/null)" = "$crate $version" ] ||
 		die "$crate: cargo install finished but $bin is missing or not $version"
+	exec {lock}>&-
 	echo "$crate: built in $((SECONDS - t0)) s" >&2
 }
 
