@@ -277,6 +277,9 @@ trlExplainForeignScan(ForeignScanState *node, ExplainState *es)
 			ExplainPropertyUInteger("Bytes From Memory Cache", "bytes", ps.bytes_memory, es);
 			ExplainPropertyUInteger("Requests", NULL, ps.requests, es);
 			ExplainPropertyUInteger("Retries", NULL, ps.retries, es);
+			/* as track_io_timing's I/O Timings: only with the nodes' own timing */
+			if (es->timing)
+				ExplainPropertyFloat("Time Waiting For Reads", "ms", ps.wait_seconds * 1000.0, 3, es);
 			/* whether this query asked the server for size and ETag */
 			if (ps.validation_by_token)
 				ExplainPropertyText("Object Validated",

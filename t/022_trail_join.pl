@@ -216,6 +216,13 @@ my $two = q{SELECT p->>'Requests', p->>'Bytes From S3', p->>'Object Validated' F
 SELECT p->>'Requests', p->>'Bytes From S3', p->>'Object Validated' FROM (SELECT xj('SELECT * FROM veh WHERE vid = 42') p) s};
 my @r = split /\n/, $node->safe_psql('postgres', $two);
 is($r[1], '1|16384|by this query', 'revalidate_interval 0 (the default): a warm query still asks for size and ETag (1 request, the 16 kB tail)');
+# the time the backend waited for S3, with the nodes' timing only (as track_io_timing's I/O Timings)
+my ($wait, $wreq) = split /\|/, $node->safe_psql('postgres',
+	q{SELECT p->>'Time Waiting For Reads', p->>'Requests' FROM (SELECT xj('SELECT * FROM veh WHERE vid = 42') p) s});
+ok($wait =~ /^\d+\.\d{3}$/ && $wait > 0 && $wreq >= 1,
+	"EXPLAIN ANALYZE: Time Waiting For Reads $wait ms for its $wreq request(s)");
+unlike($node->safe_psql('postgres', 'EXPLAIN (ANALYZE, TIMING OFF, COSTS OFF) SELECT * FROM veh WHERE vid = 42'),
+	qr/Time Waiting For Reads/, 'not with TIMING OFF (its value would vary from run to run)');
 $node->safe_psql('postgres', q{ALTER SERVER s3 OPTIONS (ADD revalidate_interval '60')});
 @r = split /\n/, $node->safe_psql('postgres', $two);
 like($r[0], qr/^[1-9]\d*\|\d+\|by this query$/, 'revalidate_interval 60: the first query of a session asks');

@@ -50,138 +50,6 @@
 #include "pager_internal.h"
 #include "remote.h"
 
-/*
- * What this process learnt of remote objects by their tail requests, for
- * revalidate_seconds: a few entries, the oldest replaced first.
- */
-#define VALIDATED_MAX 32
-
-typedef struct Validated
-{
-	char	   *id;				/* cache_id: endpoint|name */
-	uint64_t	size;
-	char		etag[256];
-	uint8_t    *tail;
-	uint64_t	tail_len;
-	double		at;				/* CLOCK_MONOTONIC seconds */
-	uint64_t	token;			/* the opener's validation token */
-} Validated;
-
-static Validated validated[VALIDATED_MAX];
-static pthread_mutex_t validated_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static double
-mono_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double) ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-/*
- * A validation of p's object younger than max_age seconds, or made under
- * p's token, into p; true if found.
- */
-static bool
-validated_get(TdbPager *p, double max_age)
-{
-	bool		found = false;
-	double		now = mono_now();
-
-	pthread_mutex_lock(&validated_lock);
-	for (int i = 0; i < VALIDATED_MAX; i++)
-	{
-		Validated  *v = &validated[i];
-
-		if (v->id == NULL || strcmp(v->id, p->cache_id) != 0)
-			continue;
-		if (now - v->at < max_age || (p->token != 0 && v->token == p->token))
-		{
-			if (v->tail_len > p->tail_cap)
-			{
-				/* a tail extended by the footer, or longer first request: room for all of it */
-				uint8_t    *nt = realloc(p->tail, v->tail_len);
-
-				if (nt == NULL)
-					break;		/* ask the server instead */
-				p->tail = nt;
-				p->tail_cap = v->tail_len;
-			}
-			p->size = v->size;
-			snprintf(p->etag, sizeof(p->etag), "%s", v->etag);
-			memcpy(p->tail, v->tail, v->tail_len);
-			p->tail_len = v->tail_len;
-			p->reused_age = now - v->at;
-			p->reused_token = p->token != 0 && v->token == p->token;
-			found = true;
-		}
-		break;
-	}
-	pthread_mutex_unlock(&validated_lock);
-	return found;
-}
-
-static void
-validated_drop_locked(Validated *v)
-{
-	free(v->id);
-	free(v->tail);
-	memset(v, 0, sizeof(*v));
-}
-
-/* Remember p's size, ETag and tail as learnt now. */
-static void
-validated_put(const TdbPager *p)
-{
-	Validated  *slot = NULL;
-	uint8_t    *tail = malloc(p->tail_len ? p->tail_len : 1);
-	char	   *id = strdup(p->cache_id);
-
-	if (tail == NULL || id == NULL)
-	{
-		free(tail);
-		free(id);
-		return;
-	}
-	memcpy(tail, p->tail, p->tail_len);
-	pthread_mutex_lock(&validated_lock);
-	for (int i = 0; i < VALIDATED_MAX && slot == NULL; i++)
-		if (validated[i].id != NULL && strcmp(validated[i].id, p->cache_id) == 0)
-			slot = &validated[i];
-	for (int i = 0; i < VALIDATED_MAX && slot == NULL; i++)
-		if (validated[i].id == NULL)
-			slot = &validated[i];
-	if (slot == NULL)
-	{
-		slot = &validated[0];
-		for (int i = 1; i < VALIDATED_MAX; i++)
-			if (validated[i].at < slot->at)
-				slot = &validated[i];
-	}
-	validated_drop_locked(slot);
-	slot->id = id;
-	slot->size = p->size;
-	snprintf(slot->etag, sizeof(slot->etag), "%s", p->etag);
-	slot->tail = tail;
-	slot->tail_len = p->tail_len;
-	slot->at = mono_now();
-	slot->token = p->token;
-	pthread_mutex_unlock(&validated_lock);
-}
-
-/* Forget what is known of p's object (it was replaced). */
-static void
-validated_forget(const TdbPager *p)
-{
-	pthread_mutex_lock(&validated_lock);
-	for (int i = 0; i < VALIDATED_MAX; i++)
-		if (validated[i].id != NULL && strcmp(validated[i].id, p->cache_id) == 0 &&
-			strcmp(validated[i].etag, p->etag) == 0)
-			validated_drop_locked(&validated[i]);
-	pthread_mutex_unlock(&validated_lock);
-}
-
 int
 tdb_pager_open(const TdbPagerOptions *o, TdbPager **out, TdbTrailError *err)
 {
@@ -295,12 +163,15 @@ tdb_pager_open(const TdbPagerOptions *o, TdbPager **out, TdbTrailError *err)
 	}
 	p->token = o->validation_token;
 	p->remember = o->revalidate_seconds > 0 || o->validation_token != 0;
-	if (p->remember && validated_get(p, (double) o->revalidate_seconds))
+	if (p->remember && trail_validated_get(p, (double) o->revalidate_seconds))
 		p->reused = true;
 	else
 	{
+		double		t0 = trail_mono_now();
+
 		rc = tdb_remote_get_tail(p->remote, p->tail_cap, p->tail, &p->tail_len, &p->size,
 								 p->etag, sizeof(p->etag), err);
+		p->stats.wait_seconds += trail_mono_now() - t0;
 		if (rc < 0)
 		{
 			tdb_pager_close(p);
@@ -308,7 +179,7 @@ tdb_pager_open(const TdbPagerOptions *o, TdbPager **out, TdbTrailError *err)
 		}
 		p->stats.bytes_network += p->tail_len;
 		if (p->remember)
-			validated_put(p);
+			trail_validated_put(p);
 	}
 	p->tail_off = p->size - p->tail_len;
 	*out = p;
@@ -339,7 +210,7 @@ note_replaced(TdbPager *p, int rc, TdbTrailError *err)
 {
 	if (rc != TDB_TRAIL_EREPLACED)
 		return;
-	validated_forget(p);
+	trail_validated_forget(p);
 	if (p->reused && err)
 	{
 		size_t		l = strlen(err->msg);
@@ -408,7 +279,11 @@ tdb_pager_extend_tail(TdbPager *p, uint64_t off, TdbTrailError *err)
 	}
 	else
 	{
-		if ((rc = trail_pager_remote_get(p, &r, &nt, 1, err)) < 0)
+		double		t0 = trail_mono_now();
+
+		rc = trail_pager_remote_get(p, &r, &nt, 1, err);
+		p->stats.wait_seconds += trail_mono_now() - t0;
+		if (rc < 0)
 		{
 			free(nt);
 			return rc;
@@ -424,7 +299,7 @@ tdb_pager_extend_tail(TdbPager *p, uint64_t off, TdbTrailError *err)
 	p->tail_cap = p->tail_len;
 	p->tail_off = off;
 	if (p->remember)
-		validated_put(p);
+		trail_validated_put(p);
 	return 0;
 }
 
@@ -733,15 +608,22 @@ tdb_pager_read(TdbPager *p, uint64_t off, size_t len, void *buf, TdbTrailError *
 	if (nmiss > 0 && p->as.started)
 	{
 		int			k = 0;
+		double		t0 = trail_mono_now();
 
-		if ((rc = trail_pager_async_wait(p, missing, nmiss, err)) < 0)
+		rc = trail_pager_async_wait(p, missing, nmiss, err);
+		p->stats.wait_seconds += trail_mono_now() - t0;
+		if (rc < 0)
 			return rc;
 		for (int i = 0; i < nmiss; i++)
 			if (!cached_part(p, missing[i], off, len, dst))
 				missing[k++] = missing[i];
 		nmiss = k;
 		if (nmiss > 0)
+		{
+			t0 = trail_mono_now();
 			trail_pager_async_join(p, false);
+			p->stats.wait_seconds += trail_mono_now() - t0;
+		}
 	}
 	/* adaptive read-ahead: grows while reads continue where the last ended */
 	if (p->readahead_max > 0 && p->hinted == 0 && (b0 == p->next_seq_block || b0 + 1 == p->next_seq_block))
@@ -755,6 +637,7 @@ tdb_pager_read(TdbPager *p, uint64_t off, size_t len, void *buf, TdbTrailError *
 		/* blocks read ahead wait in the LRU: no more than half of it */
 		uint64_t	room = tdb_lru_capacity(p->lru) / 2 / p->bs;
 		uint64_t	ra = p->ra_window < room ? p->ra_window : room;
+		double		t0;
 
 		for (uint64_t blk = b1 + 1; blk <= b1 + ra && blk < nblocks &&
 			 nmiss < MAX_FETCH_BLOCKS; blk++)
@@ -765,7 +648,10 @@ tdb_pager_read(TdbPager *p, uint64_t off, size_t len, void *buf, TdbTrailError *
 			if (!tdb_lru_get(p->lru, key, 0, 0, NULL))
 				missing[nmiss++] = blk;
 		}
-		if ((rc = fetch_blocks(p, missing, nmiss, off, len, dst, hold, MAX_RANGE_BYTES, err)) < 0)
+		t0 = trail_mono_now();
+		rc = fetch_blocks(p, missing, nmiss, off, len, dst, hold, MAX_RANGE_BYTES, err);
+		p->stats.wait_seconds += trail_mono_now() - t0;
+		if (rc < 0)
 			return rc;
 	}
 	hold_cached(p, HELD_LAST, b1);
@@ -864,7 +750,13 @@ tdb_pager_prefetch(TdbPager *p, const TdbByteRange *ranges, int n, TdbTrailError
 	/* blocks the running job brings: nothing to do; else that job first */
 	if (trail_pager_async_covers(p, ranges, n))
 		return 0;
-	trail_pager_async_join(p, false);
+	if (p->as.started)
+	{
+		double		t0 = trail_mono_now();
+
+		trail_pager_async_join(p, false);
+		p->stats.wait_seconds += trail_mono_now() - t0;
+	}
 	room = tdb_lru_capacity(p->lru) / 2 / p->bs;
 	if (room < 1)
 		return 0;				/* the LRU could not keep them: reads fetch their own */

@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "cache.h"
 #include "remote.h"
@@ -160,5 +161,20 @@ void		trail_pager_async_join(struct TdbPager *p, bool abort);
 /* Read a local file's bytes (pager.c). */
 int			trail_pager_read_local(struct TdbPager *p, uint64_t off, size_t len, uint8_t *dst,
 								   TdbTrailError *err);
+
+/* CLOCK_MONOTONIC seconds. */
+static inline double
+trail_mono_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double) ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* pager_validated.c: the process's memo of objects' size, ETag and tail. */
+bool		trail_validated_get(struct TdbPager *p, double max_age);
+void		trail_validated_put(const struct TdbPager *p);
+void		trail_validated_forget(const struct TdbPager *p);
 
 #endif							/* TDB_TRAIL_PAGER_INTERNAL_H */

@@ -53,6 +53,7 @@ typedef struct TdbPagerStats
 	uint64_t	bytes_disk_cache;	/* served from cache_dir */
 	uint64_t	bytes_memory;	/* served from the LRU */
 	uint64_t	bytes_local;	/* read from a local file */
+	double		wait_seconds;	/* the caller waited for the network (object store or HTTP) */
 	bool		validation_reused;	/* size and ETag known from an earlier open */
 	double		validation_age; /* seconds since they were learnt */
 	bool		validation_by_token;	/* ... under this opener's token */
