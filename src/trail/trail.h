@@ -88,12 +88,15 @@ typedef enum TdbTrailOrder
  * its trail's span from its first to its last event): by time when the
  * file spans at least TDB_TRAIL_AUTO_SPAN_RATIO times that mean and more
  * than one time bucket (a window then reads a stretch of the file instead
- * of a page of every trail it meets), and that mean is at most
- * TDB_TRAIL_AUTO_MAX_BUCKETS buckets (a trail's lookup then reads a few
- * stretches, not one per bucket of a long trail); else by trail.
+ * of a page of every trail it meets: by trail, where pages are smaller
+ * than the reader's blocks, that is nearly every block of the file), and
+ * that mean is at most TDB_TRAIL_AUTO_MAX_BUCKETS buckets (a trail's
+ * lookup then reads at most about a dozen stretches, which the reader
+ * fetches four at a time, not one per bucket of a long trail); else by
+ * trail.
  */
-#define TDB_TRAIL_AUTO_SPAN_RATIO 4
-#define TDB_TRAIL_AUTO_MAX_BUCKETS 4
+#define TDB_TRAIL_AUTO_SPAN_RATIO 2
+#define TDB_TRAIL_AUTO_MAX_BUCKETS 12
 
 /*
  * Schema.  Every event has a timestamp (Unix microseconds), lon and lat

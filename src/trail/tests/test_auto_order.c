@@ -146,14 +146,18 @@ UNIT_TEST(test_trail_auto_order)
 	Shape		flights = {5000, 20, 2 * HOUR, HOUR / 2};
 	/* vessels present the whole day: trails as long as the file */
 	Shape		vessels = {300, 50, 0, 24 * HOUR};
-	/* just under the ratio: trails of 3 h, the file 3 h * 4 - 1 us */
-	Shape		under = {2, 40, 9 * HOUR - 1, 3 * HOUR};
-	/* just at it: the file spans exactly 4 times the mean */
-	Shape		at = {2, 40, 9 * HOUR, 3 * HOUR};
+	/* just under the ratio: trails of 3 h, the file 3 h * 2 - 1 us */
+	Shape		under = {2, 40, 3 * HOUR - 1, 3 * HOUR};
+	/* just at it: the file spans exactly twice the mean */
+	Shape		at = {2, 40, 3 * HOUR, 3 * HOUR};
 	/* short trails in a file of one bucket: by trail (time order would be the same pages, unpacked) */
 	Shape		one_bucket = {100, 10, 30000000LL, 60000000LL};
-	/* trails of 5 h in a file of 2,000 h: a lookup would read a stretch per hour */
-	Shape		long_trails = {400, 30, 5 * HOUR, 5 * HOUR};
+	/* vessels seen for 9 h in a file of 23 h (the US coast's AIS): by time */
+	Shape		coast = {3, 40, 7 * HOUR, 9 * HOUR};
+	/* trails of 12 h, the most buckets a lookup may read, in a file of 1,200 h */
+	Shape		at_cap = {100, 30, 12 * HOUR, 12 * HOUR};
+	/* trails of 13 h in a file of 5,200 h: a lookup would read a stretch per hour */
+	Shape		long_trails = {400, 30, 13 * HOUR, 13 * HOUR};
 
 	check_auto(&flights, true, 0);
 	check_auto(&flights, true, 4 * HOUR);	/* a bucket given: time order with it */
@@ -161,8 +165,10 @@ UNIT_TEST(test_trail_auto_order)
 	check_auto(&under, false, 0);
 	check_auto(&at, true, 0);
 	check_auto(&one_bucket, false, 0);
+	check_auto(&coast, true, 0);
+	check_auto(&at_cap, true, 0);
 	check_auto(&long_trails, false, 0);
-	check_auto(&long_trails, true, 2 * HOUR);	/* of 2-hour buckets: 2.5 of them */
+	check_auto(&long_trails, true, 2 * HOUR);	/* of 2-hour buckets: 6.5 of them */
 }
 
 UNIT_TEST(test_trail_auto_order_edges)
