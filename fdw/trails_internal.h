@@ -197,6 +197,8 @@ typedef struct TrlScan
 	const char **text_src;
 	text	  **text_buf;
 	int		   *text_cap;
+	/* the row's point, rewritten per row: no palloc (and context reset) per row */
+	char	   *point_buf;
 	TupleDesc	tupdesc;
 	MemoryContext scan_cxt;		/* query arguments, reset per (re)scan */
 	bool		started;

@@ -236,6 +236,7 @@ map_columns(ForeignScanState *node, TrlScan *st)
 	st->ioparams = MemoryContextAllocZero(node->ss.ps.state->es_query_cxt, sizeof(Oid) * natts);
 	st->text_src = MemoryContextAllocZero(node->ss.ps.state->es_query_cxt, sizeof(char *) * natts);
 	st->text_buf = MemoryContextAllocZero(node->ss.ps.state->es_query_cxt, sizeof(text *) * natts);
+	st->point_buf = MemoryContextAlloc(node->ss.ps.state->es_query_cxt, TDB_POINT_DATUM_SIZE);
 	st->text_cap = MemoryContextAllocZero(node->ss.ps.state->es_query_cxt, sizeof(int) * natts);
 	st->skip_columns = sc->ncolumns >= 64 ? ~UINT64CONST(0) : (UINT64CONST(1) << sc->ncolumns) - 1;
 	st->skip_position = true;
@@ -857,7 +858,7 @@ trl_form_row(TrlScan *st, TupleTableSlot *slot, const TdbTrailEvent *evp, const 
 				slot->tts_values[i] = trail_time_datum(ev.time_us);
 				break;
 			case SRC_GEOM:
-				slot->tts_values[i] = tdb_point_datum(ev.lon, ev.lat);
+				slot->tts_values[i] = tdb_point_datum_in(ev.lon, ev.lat, st->point_buf);
 				break;
 			case SRC_LON:
 			case SRC_LAT:

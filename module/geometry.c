@@ -434,7 +434,7 @@ tdb_geometry_point(Datum geom, double *x, double *y, int32 *srid, char **what)
  * trails makes millions; checked once per process against PostGIS's own
  * receive function, and made by it whenever the two ever disagree.
  */
-#define POINT_SIZE		32
+#define POINT_SIZE		TDB_POINT_DATUM_SIZE
 #define G2FLAG_VERSION	0x40
 
 static int	point_mode = 0;		/* 0: unchecked, 1: direct, 2: through PostGIS */
@@ -475,6 +475,12 @@ point_received(double x, double y)
 Datum
 tdb_point_datum(double x, double y)
 {
+	return tdb_point_datum_in(x, y, NULL);
+}
+
+Datum
+tdb_point_datum_in(double x, double y, void *buf)
+{
 	char	   *p;
 
 	if (point_mode == 0 || !OidIsValid(geometry_oid))
@@ -490,7 +496,7 @@ tdb_point_datum(double x, double y)
 	}
 	if (point_mode == 2)
 		return point_received(x, y);
-	p = palloc(POINT_SIZE);
+	p = buf != NULL ? buf : palloc(POINT_SIZE);
 	point_direct(x, y, p);
 	return PointerGetDatum(p);
 }

@@ -31,6 +31,15 @@ extern Datum tdb_linestring_datum(const double *xy, uint32 npoints);
 /* A geometry(Point, 4326) Datum. */
 extern Datum tdb_point_datum(double x, double y);
 
+/*
+ * The same, written into buf (TDB_POINT_DATUM_SIZE bytes, int-aligned) when
+ * buf is not NULL and PostGIS serializes points as this module does, so that
+ * a scan forming a point per row can reuse one buffer (the value then lives
+ * until the next row, as one in the per-tuple context would); else palloc'd.
+ */
+#define TDB_POINT_DATUM_SIZE 32
+extern Datum tdb_point_datum_in(double x, double y, void *buf);
+
 /* PostGIS's && on two geometries? */
 extern bool tdb_is_geometry_overlap_op(Oid opno);
 

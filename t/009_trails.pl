@@ -82,6 +82,19 @@ $node->safe_psql('postgres', qq{SELECT trafficdb.trail_write('SELECT * FROM ev',
     heading int, status text) SERVER disk OPTIONS (url '$dir/local.trail', id_column 'vid', time_column 'ts')});
 is(digest('local_vehicles', 'true'), digest('ev', 'true'), 'a local trail file reads back equal (int column as integer)');
 
+# Each row's point is written into one buffer of the scan (no palloc per row): it lives until the next
+# row, as a value in the per-tuple context does. Whatever keeps a row's geometry longer copies it.
+for my $keep (
+	[ 'array_agg', q{SELECT md5((SELECT string_agg(ST_AsText(g), ',' ORDER BY ST_X(g), ST_Y(g)) FROM unnest(array_agg(geom)) g)) FROM %s} ],
+	[ 'ST_MakeLine ordered', q{SELECT md5(ST_AsText(ST_MakeLine(geom ORDER BY vid, ts))) FROM %s} ],
+	[ 'lag() over a window', q{SELECT md5(string_agg(ST_AsText(p), ',' ORDER BY vid, ts)) FROM (SELECT vid, ts, lag(geom) OVER (ORDER BY vid, ts) p FROM %s) s} ],
+	[ 'a materialized CTE', q{WITH x AS MATERIALIZED (SELECT vid, ts, geom FROM %s) SELECT md5(string_agg(ST_AsText(geom), ',' ORDER BY vid, ts)) FROM x} ],
+	[ 'DISTINCT', q{SELECT count(*) FROM (SELECT DISTINCT geom FROM %s) s} ])
+{
+	is($node->safe_psql('postgres', sprintf($keep->[1], 'local_vehicles')), $node->safe_psql('postgres', sprintf($keep->[1], 'ev')),
+		"$keep->[0] of the scan's points equals the heap's");
+}
+
 # A function of PostGIS's name with another signature in PostGIS's schema is
 # not pushed down (the scan would read its bytea as a geometry): it runs as
 # SQL and every row is there.
