@@ -33,10 +33,9 @@
 #define SMALL_FOOTER_BYTES (64u << 10)
 /*
  * A lookup by trail id (a join's rescans) also takes pages into a window
- * until it holds this many bytes (small pages: a trail of several pages
- * is one announcement, one range GET), except under a small LIMIT.  Other
- * scans keep the 4-page start, so that a LIMIT the FDW cannot push still
- * stops fetching early.
+ * until it holds this many bytes (small pages: a trail of several pages is
+ * one announcement, one range GET), except under a small LIMIT.  Other scans
+ * keep the 4-page start: a LIMIT the FDW cannot push still stops early.
  */
 #define READAHEAD_MIN_BYTES (256u << 10)
 #define READAHEAD_MAX_RANGES 2048
@@ -359,18 +358,9 @@ tdb_trail_scan_begin(TdbTrailReader *r, const TdbTrailQuery *q, TdbTrailScan **o
 	{
 		/* version 3: the page chunks whose zone maps meet the query, in one batch */
 		uint32_t	nch = trail_footer3_nchunks(f, TRAIL3_PAGES),
-					m = 0;
+					m = 0,
+					nhit = 0;
 		int			rc = 0;
-
-		/*
-		 * A small footer: all of it in the GET that brings the page chunks,
-		 * so that the trail chunks the pages name come with them rather than
-		 * a round trip later (a 5-minute window of the 0.3 M ADS-B set: the
-		 * tail, 8.5 kB of page chunks, then 17.9 kB of trail chunks, three
-		 * GETs one after the other before the first page; now two).
-		 */
-		if (tdb_pager_size(r->pager) - f->data_end <= SMALL_FOOTER_BYTES)
-			rc = tdb_pager_extend_tail(r->pager, f->data_end, err);
 
 		for (uint32_t j = 0; j < nch; j++)
 		{
@@ -382,9 +372,22 @@ tdb_trail_scan_begin(TdbTrailReader *r, const TdbTrailQuery *q, TdbTrailScan **o
 
 			trail_footer3_chunk(f, TRAIL3_PAGES, j, &first, &count, &tmin, &tmax, box);
 			if (zone_hits(s, tmin, tmax, box[0], box[1], box[2], box[3]))
+			{
+				nhit++;
 				for (uint32_t p = first; p < first + count; p++)
 					s->pages[m++] = p;
+			}
 		}
+
+		/*
+		 * A small footer, or half its page chunks or more: all of it in the
+		 * GET that brings the page chunks, with the trail chunks the pages
+		 * name (a window of the 0.3 M ADS-B set: 8.5 kB of page chunks, then
+		 * 17.9 kB of trail chunks; a box over a week of New York Harbor AIS:
+		 * 103 kB, then 9.6 kB; one round trip each now)
+		 */
+		if (tdb_pager_size(r->pager) - f->data_end <= SMALL_FOOTER_BYTES || 2 * nhit >= nch)
+			rc = tdb_pager_extend_tail(r->pager, f->data_end, err);
 		if (rc == 0)
 			rc = trail_footer3_load_entries(trail_lazy_footer(r), TRAIL3_PAGES, s->pages, m, trail_reader_read,
 											r->pager, err);
@@ -435,10 +438,7 @@ chunk_needed(const TdbTrailScan *s, int k)
 	return !(k < 64 && (s->q.skip_columns >> k) & 1);
 }
 
-/*
- * The byte ranges of a page this scan reads: the whole page (version 1, or
- * every chunk needed), else the needed chunks, adjacent ones merged.
- */
+/* The byte ranges of a page this scan reads: all (v1, or every chunk needed), or its chunks needed. */
 static int
 page_ranges(const TdbTrailScan *s, uint32_t pageno, TdbByteRange *out)
 {

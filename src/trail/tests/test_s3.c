@@ -739,6 +739,76 @@ out:
 }
 
 /*
+ * A scan by time or area that meets half the page chunks of a footer too
+ * large for the first request's tail or more: the whole footer comes in one
+ * GET, the trail chunks its pages name with the page chunks, not in a GET of
+ * their own after them (a round trip saved: the open's tail, the footer, the
+ * first window; 4 requests before).
+ */
+UNIT_TEST(test_s3_scan_of_most_chunks_fetches_footer_at_once)
+{
+	TdbS3Config c;
+	uint64_t	rng = 78;
+	FxSet		s;
+	size_t		len;
+	uint8_t    *buf;
+	TdbPagerOptions o;
+	TdbPager   *p = NULL;
+	TdbTrailReader *r = NULL;
+	TdbTrailScan *sc = NULL;
+	TdbTrailQuery q;
+	TdbTrailEvent ev;
+	TdbTrailError err;
+	TdbPagerStats ps;
+	uint64_t	n = 0;
+	int			rc;
+
+	if (!fx_s3_env(&c, false) || !fx_ensure_bucket(&c))
+		return;
+	fx_layout(3);
+	fx_make(&s, &rng, false, 6000, 30);
+	buf = fx_encode(&s, 3000, 0, &len);
+	if (!fx_put(&c, "most-chunks.trail", buf, len, 0))
+		goto out;
+	memset(&o, 0, sizeof(o));
+	o.url = "s3://" BUCKET "/most-chunks.trail";
+	o.s3 = c;
+	o.net = fx_fast_net();
+	tdb_trail_footer_cache_clear();
+	if (tdb_pager_open(&o, &p, &err) < 0 || tdb_trail_open(p, &r, &err) < 0)
+	{
+		unit_fail(__FILE__, __LINE__, "open: %s", err.msg);
+		goto out;
+	}
+	CHECK(len - 48 - tdb_trail_footer(r)->data_end > 65536);	/* not a small footer */
+	memset(&q, 0, sizeof(q));
+	q.has_time = true;
+	q.time_from = INT64_MIN / 2;
+	q.time_to = INT64_MAX / 2;
+	CHECK(tdb_trail_scan_begin(r, &q, &sc, &err) == 0);
+	CHECK(tdb_trail_scan_next(sc, &ev, &err) == 1);
+	tdb_pager_stats(p, &ps);
+	CHECK_EQ_U64(ps.requests, 3);
+	n = 1;
+	while ((rc = tdb_trail_scan_next(sc, &ev, &err)) > 0)
+		n++;
+	CHECK(rc == 0);
+	CHECK_EQ_U64(n, s.n);
+	tdb_pager_stats(p, &ps);
+	CHECK_EQ_U64(ps.bytes_network, len);	/* and no byte twice */
+out:
+	fx_layout(1);				/* the layout the tests after this one have always had */
+	if (sc != NULL)
+		tdb_trail_scan_end(sc);
+	if (r != NULL)
+		tdb_trail_close(r);
+	if (p != NULL)
+		tdb_pager_close(p);
+	free(buf);
+	fx_free(&s);
+}
+
+/*
  * revalidate_seconds: a second open within the interval sends nothing and
  * reads the version the first one saw; replaced meanwhile, a byte that must
  * come from the network is TDB_TRAIL_EREPLACED (never the new version's
