@@ -1,10 +1,10 @@
 -- scripts/demo-trails.sql: real vessel trails (AIS, US coastal waters on
 -- 2020-06-30 and New York Harbor in the first week of December 2020) as
 -- trail files in a local MinIO, queried with SQL through the trail FDW.
--- demo.sh uploaded the files with trafficdb-trail (format version 2: one
--- chunk per column in each page, column summaries per trail in the footer;
--- the US coastal file twice, its pages in trail order and in space-time
--- order) and passes the endpoint
+-- demo.sh uploaded the files with trafficdb-trail (the writer's defaults:
+-- each page's columns in chunks, column summaries per trail in a footer read
+-- in pieces, page order auto; the US coastal file twice more, its pages by
+-- trail and in space-time order) and passes the endpoint
 -- and credentials (:'endpoint', :'access_key', :'secret_key') and an empty
 -- block cache directory (:'cache_dir').
 \set ON_ERROR_STOP on
@@ -20,6 +20,7 @@ CREATE USER MAPPING FOR CURRENT_USER SERVER minio
 CREATE SCHEMA trails;
 IMPORT FOREIGN SCHEMA "s3://vessels/us_coastal_2020_06_30.trail" FROM SERVER minio INTO trails;
 IMPORT FOREIGN SCHEMA "s3://vessels/nyharbor_2020_12_first_week.trail" FROM SERVER minio INTO trails;
+IMPORT FOREIGN SCHEMA "s3://vessels/us_coastal_2020_06_30_by_trail.trail" FROM SERVER minio INTO trails;
 IMPORT FOREIGN SCHEMA "s3://vessels/us_coastal_2020_06_30_space_time.trail" FROM SERVER minio INTO trails;
 \d trails.us_coastal_2020_06_30
 
@@ -74,9 +75,13 @@ BEGIN
 END
 $fn$;
 
-\echo '-- where were the vessels from 12:00 to 12:10 UTC: the same window on the same events, pages in trail order'
-\echo '-- (a few pages of every trail, spread over the whole file) and in space-time order (the pages of one time bucket, together)'
-SELECT 'trail' AS page_order, s.* FROM pg_temp.scan($$SELECT mmsi, ts, geom FROM trails.us_coastal_2020_06_30
+\echo '-- where were the vessels from 12:00 to 12:10 UTC: the same window on the same events in three page orders:'
+\echo '-- the defaults (auto: by time here, the vessels seen for 9.4 h of the file''s 23: one stretch of the file per hour),'
+\echo '-- by trail (a page of every vessel in the window, spread over the whole file) and space-time (buckets of 10 minutes)'
+SELECT 'auto (time)' AS page_order, s.* FROM pg_temp.scan($$SELECT mmsi, ts, geom FROM trails.us_coastal_2020_06_30
+  WHERE ts >= '2020-06-30 12:00' AND ts < '2020-06-30 12:10'$$) s
+UNION ALL
+SELECT 'trail', s.* FROM pg_temp.scan($$SELECT mmsi, ts, geom FROM trails.us_coastal_2020_06_30_by_trail
   WHERE ts >= '2020-06-30 12:00' AND ts < '2020-06-30 12:10'$$) s
 UNION ALL
 SELECT 'space-time', s.* FROM pg_temp.scan($$SELECT mmsi, ts, geom FROM trails.us_coastal_2020_06_30_space_time
