@@ -222,12 +222,17 @@ cargo_install_pinned() {
 	local bin=$root/bin/$crate
 	[ -x "$bin" ] && [ "$("$bin" --version 2>/dev/null)" = "$crate $version" ] && return 0
 	# one build at a time (make demo and a bench started together would each
-	# build it, twice as slowly): the second waits for the first, then uses it
+	# build it, twice as slowly): the second waits for the first, then uses it.
+	# The lock file may be another user's (a shared root): read-only does for
+	# flock; with none at all (a root nobody may write) cargo fails below.
 	mkdir -p "$root"
-	exec {lock}>"$root/.build-lock"
-	if ! flock -n "$lock"; then
-		echo "$crate: another process is building $crate $version into $root; waiting for it" >&2
-		flock "$lock"
+	if { exec {lock}>>"$root/.build-lock"; } 2>/dev/null || { exec {lock}<"$root/.build-lock"; } 2>/dev/null; then
+		if ! flock -n "$lock"; then
+			echo "$crate: another process is building $crate $version into $root; waiting for it" >&2
+			flock "$lock"
+		fi
+	else
+		exec {lock}</dev/null	# no lock file to take: nothing to wait for
 	fi
 	if [ -x "$bin" ] && [ "$("$bin" --version 2>/dev/null)" = "$crate $version" ]; then
 		exec {lock}>&-
@@ -239,8 +244,9 @@ cargo_install_pinned() {
 	echo "$crate: building $crate $version with $("$cargo" --version) into $root" >&2
 	echo "$crate: this takes $took on 2 cores the first time; cargo prints each crate it compiles" >&2
 	# cargo runs the rustc beside it (rustup's toolchain, Debian's /usr/bin)
+	# (the lock's descriptor closed for cargo: a server it leaves running must not hold the lock)
 	PATH=$(dirname "$cargo"):$PATH nice "$cargo" install "$crate@$version" --locked "$@" \
-		--root "$root" "${force[@]}" || die "$crate: cargo install $crate@$version failed (see above)"
+		--root "$root" "${force[@]}" {lock}>&- || die "$crate: cargo install $crate@$version failed (see above)"
 	[ -x "$bin" ] && [ "$("$bin" --version 2>/dev/null)" = "$crate $version" ] ||
 		die "$crate: cargo install finished but $bin is missing or not $version"
 	exec {lock}>&-

@@ -254,10 +254,13 @@ tdb_pager_extend_tail(TdbPager *p, uint64_t off, TdbTrailError *err)
 	uint8_t    *nt;
 	char		key[1200];
 	int			rc;
+	double		t0;
 
 	if (p->local || off >= p->tail_off || p->tail_off - off > TAIL_EXTEND_MAX)
 		return 0;
+	t0 = trail_mono_now();
 	trail_pager_async_join(p, false);	/* its thread reads the tail */
+	p->stats.wait_seconds += trail_mono_now() - t0;
 	r.off = off;
 	r.len = p->tail_off - off;
 	if ((nt = malloc(r.len + p->tail_len)) == NULL)
@@ -279,8 +282,7 @@ tdb_pager_extend_tail(TdbPager *p, uint64_t off, TdbTrailError *err)
 	}
 	else
 	{
-		double		t0 = trail_mono_now();
-
+		t0 = trail_mono_now();
 		rc = trail_pager_remote_get(p, &r, &nt, 1, err);
 		p->stats.wait_seconds += trail_mono_now() - t0;
 		if (rc < 0)

@@ -358,8 +358,7 @@ tdb_trail_scan_begin(TdbTrailReader *r, const TdbTrailQuery *q, TdbTrailScan **o
 	{
 		/* version 3: the page chunks whose zone maps meet the query, in one batch */
 		uint32_t	nch = trail_footer3_nchunks(f, TRAIL3_PAGES),
-					m = 0,
-					nhit = 0;
+					m = 0;
 		int			rc = 0;
 
 		for (uint32_t j = 0; j < nch; j++)
@@ -372,21 +371,19 @@ tdb_trail_scan_begin(TdbTrailReader *r, const TdbTrailQuery *q, TdbTrailScan **o
 
 			trail_footer3_chunk(f, TRAIL3_PAGES, j, &first, &count, &tmin, &tmax, box);
 			if (zone_hits(s, tmin, tmax, box[0], box[1], box[2], box[3]))
-			{
-				nhit++;
 				for (uint32_t p = first; p < first + count; p++)
 					s->pages[m++] = p;
-			}
 		}
 
 		/*
-		 * A small footer, or half its page chunks or more: all of it in the
-		 * GET that brings the page chunks, with the trail chunks the pages
-		 * name (a window of the 0.3 M ADS-B set: 8.5 kB of page chunks, then
-		 * 17.9 kB of trail chunks; a box over a week of New York Harbor AIS:
-		 * 103 kB, then 9.6 kB; one round trip each now)
+		 * A small footer, or chunks of 7/8 of the pages or more and no LIMIT:
+		 * all of it in the GET that brings the page chunks, the trail chunks
+		 * the pages name with them (a window of the 0.3 M ADS-B set: 8.5 kB
+		 * of page chunks, then 17.9 kB of trail chunks; a box over a week of
+		 * New York Harbor AIS: 103 kB, then 9.6 kB; one round trip each now)
 		 */
-		if (tdb_pager_size(r->pager) - f->data_end <= SMALL_FOOTER_BYTES || 2 * nhit >= nch)
+		if (tdb_pager_size(r->pager) - f->data_end <= SMALL_FOOTER_BYTES ||
+			(m > 0 && q->limit == 0 && !q->may_stop_early && 8 * (uint64_t) (f->npages - m) <= f->npages))
 			rc = tdb_pager_extend_tail(r->pager, f->data_end, err);
 		if (rc == 0)
 			rc = trail_footer3_load_entries(trail_lazy_footer(r), TRAIL3_PAGES, s->pages, m, trail_reader_read,
