@@ -739,8 +739,8 @@ out:
 }
 
 /*
- * A scan by time or area that meets half the page chunks of a footer too
- * large for the first request's tail or more: the whole footer comes in one
+ * A scan by time or area, no LIMIT, whose page chunks hold 7/8 of the pages
+ * or more, of a footer too large for a small one: the whole footer comes in one
  * GET, the trail chunks its pages name with the page chunks, not in a GET of
  * their own after them (a round trip saved: the open's tail, the footer, the
  * first window; 4 requests before).
