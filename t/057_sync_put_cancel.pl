@@ -94,6 +94,7 @@ my $daemon = $primary->safe_psql('postgres', q{SELECT pid FROM pg_stat_activity 
 my $off = -s $primary->logfile;
 kill 'KILL', $daemon;
 ok(wait_for_log($primary, qr/all server processes terminated; reinitializing/, $off), 'the server crash-restarts');
+tdb_wait_accepting($primary) or die 'the server does not accept connections after its crash-restart';
 ok($primary->poll_query_until('postgres', "SELECT count(*) = 1 FROM ($waiting) w"), 'the new daemon waits for the standby');
 is(acked(), '', 'after the crash-restart the SYNC put is still not acknowledged');
 

@@ -7,7 +7,7 @@ use PostgreSQL::Test::Utils;
 use Exporter 'import';
 use JSON::PP;
 use IPC::Run;
-our @EXPORT = qw(tdb_node tdb_trail_disk tdb_where_digest tdb_superuser tdb_initdb_utf8 tdb_make_bucket tdb_scan_node tdb_grid_map tdb_sync_pair tdb_standby_pair tdb_caught_up tdb_tdbsub tdb_wait_output tdb_wait_session tdb_model_create tdb_model_put tdb_model_round tdb_model_check tdb_line_grid tdb_restart_replayed tdb_python tdb_random_roads);
+our @EXPORT = qw(tdb_node tdb_trail_disk tdb_where_digest tdb_superuser tdb_initdb_utf8 tdb_make_bucket tdb_scan_node tdb_grid_map tdb_sync_pair tdb_standby_pair tdb_caught_up tdb_tdbsub tdb_wait_output tdb_wait_session tdb_model_create tdb_model_put tdb_model_round tdb_model_check tdb_line_grid tdb_restart_replayed tdb_python tdb_random_roads tdb_wait_accepting);
 
 # The extension, a trail server for local files ("disk") and a case-insensitive
 # ICU collation ("ci"), as the pushdown tests against heaps start.
@@ -284,6 +284,22 @@ SELECT i::bigint AS id, ST_SetSRID(ST_MakeLine(ST_MakePoint(24 + (i % 1000) * 0.
   FROM generate_series(1, $n) i;
 SELECT trafficdb.load_map('roads', 'id', 'geom');
 });
+}
+
+# Wait (at most 180 s) until the node accepts connections again after a
+# crash-restart: pg_isready, which sends no query, since a psql started
+# while the server still refuses can exit before reading the query
+# poll_query_until writes to it, and IPC::Run then dies of the broken pipe.
+sub tdb_wait_accepting
+{
+	my ($node) = @_;
+	for (1 .. 1800)
+	{
+		return 1 if system($node->installed_command('pg_isready'), '-q', '-h', $node->host,
+			'-p', $node->port, '-d', 'postgres') == 0;
+		select(undef, undef, undef, 0.1);
+	}
+	return 0;
 }
 
 # Restart the node, wait for its daemon to serve at least the generation it
