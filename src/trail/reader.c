@@ -613,6 +613,9 @@ prefetch_union(TdbTrailScan *s, TdbTrailError *err)
 	free(k);
 	if (n > 0 && blocks * bs <= room)
 	{
+		/* the known ids' pages: their gaps bridged, fewer GETs for at most half as many bytes more */
+		if (exact)
+			tdb_pager_bridge_widest(s->r->pager);
 		for (int i = 0; i < n && rc == 0; i += READAHEAD_MAX_RANGES)
 			rc = tdb_pager_prefetch(s->r->pager, ranges + i,
 									n - i < READAHEAD_MAX_RANGES ? n - i : READAHEAD_MAX_RANGES, err);
