@@ -28,6 +28,7 @@
 #include "foreign/fdwapi.h"
 #include "foreign/foreign.h"
 #include "funcapi.h"
+#include "lib/qunique.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
@@ -431,24 +432,12 @@ trl_int64_cmp(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-static int
-trl_str_cmp(const void *a, const void *b)
-{
-	return strcmp(*(const char *const *) a, *(const char *const *) b);
-}
-
 /* Sort the n items of size bytes at base by cmp, keep each once; how many are kept. */
 static int
 trl_sort_unique(void *base, int n, size_t size, int (*cmp) (const void *, const void *))
 {
-	char	   *b = base;
-	int			kept = n > 0 ? 1 : 0;
-
 	qsort(base, n, size, cmp);
-	for (int i = 1; i < n; i++)
-		if (cmp(b + i * size, b + (kept - 1) * size) != 0)
-			memcpy(b + kept++ * size, b + i * size, size);
-	return kept;
+	return (int) qunique(base, n, size, cmp);
 }
 
 /*
@@ -485,7 +474,7 @@ trl_outer_ids(ForeignScanState *node, TrlScan *st)
 	/* each id once (EXPLAIN counts them) */
 	st->outer_nids = st->outer_ids_int != NULL ?
 		trl_sort_unique((void *) st->outer_ids_int, st->outer_nids, sizeof(int64), trl_int64_cmp) :
-		trl_sort_unique((void *) st->outer_ids_str, st->outer_nids, sizeof(char *), trl_str_cmp);
+		trl_sort_unique((void *) st->outer_ids_str, st->outer_nids, sizeof(char *), pg_qsort_strcmp);
 	MemoryContextSwitchTo(old);
 }
 

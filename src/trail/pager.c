@@ -42,7 +42,6 @@
 #include <string.h>
 #include <pthread.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "bridge.h"
@@ -167,11 +166,11 @@ tdb_pager_open(const TdbPagerOptions *o, TdbPager **out, TdbTrailError *err)
 		p->reused = true;
 	else
 	{
-		double		t0 = trail_mono_now();
+		double		t0 = tdb_mono_s();
 
 		rc = tdb_remote_get_tail(p->remote, p->tail_cap, p->tail, &p->tail_len, &p->size,
 								 p->etag, sizeof(p->etag), err);
-		p->stats.wait_seconds += trail_mono_now() - t0;
+		p->stats.wait_seconds += tdb_mono_s() - t0;
 		if (rc < 0)
 		{
 			tdb_pager_close(p);
@@ -258,9 +257,9 @@ tdb_pager_extend_tail(TdbPager *p, uint64_t off, TdbTrailError *err)
 
 	if (p->local || off >= p->tail_off || p->tail_off - off > TAIL_EXTEND_MAX)
 		return 0;
-	t0 = trail_mono_now();
+	t0 = tdb_mono_s();
 	trail_pager_async_join(p, false);	/* its thread reads the tail */
-	p->stats.wait_seconds += trail_mono_now() - t0;
+	p->stats.wait_seconds += tdb_mono_s() - t0;
 	r.off = off;
 	r.len = p->tail_off - off;
 	if ((nt = malloc(r.len + p->tail_len)) == NULL)
@@ -282,9 +281,9 @@ tdb_pager_extend_tail(TdbPager *p, uint64_t off, TdbTrailError *err)
 	}
 	else
 	{
-		t0 = trail_mono_now();
+		t0 = tdb_mono_s();
 		rc = trail_pager_remote_get(p, &r, &nt, 1, err);
-		p->stats.wait_seconds += trail_mono_now() - t0;
+		p->stats.wait_seconds += tdb_mono_s() - t0;
 		if (rc < 0)
 		{
 			free(nt);
@@ -610,10 +609,10 @@ tdb_pager_read(TdbPager *p, uint64_t off, size_t len, void *buf, TdbTrailError *
 	if (nmiss > 0 && p->as.started)
 	{
 		int			k = 0;
-		double		t0 = trail_mono_now();
+		double		t0 = tdb_mono_s();
 
 		rc = trail_pager_async_wait(p, missing, nmiss, err);
-		p->stats.wait_seconds += trail_mono_now() - t0;
+		p->stats.wait_seconds += tdb_mono_s() - t0;
 		if (rc < 0)
 			return rc;
 		for (int i = 0; i < nmiss; i++)
@@ -622,9 +621,9 @@ tdb_pager_read(TdbPager *p, uint64_t off, size_t len, void *buf, TdbTrailError *
 		nmiss = k;
 		if (nmiss > 0)
 		{
-			t0 = trail_mono_now();
+			t0 = tdb_mono_s();
 			trail_pager_async_join(p, false);
-			p->stats.wait_seconds += trail_mono_now() - t0;
+			p->stats.wait_seconds += tdb_mono_s() - t0;
 		}
 	}
 	/* adaptive read-ahead: grows while reads continue where the last ended */
@@ -650,9 +649,9 @@ tdb_pager_read(TdbPager *p, uint64_t off, size_t len, void *buf, TdbTrailError *
 			if (!tdb_lru_get(p->lru, key, 0, 0, NULL))
 				missing[nmiss++] = blk;
 		}
-		t0 = trail_mono_now();
+		t0 = tdb_mono_s();
 		rc = fetch_blocks(p, missing, nmiss, off, len, dst, hold, MAX_RANGE_BYTES, err);
-		p->stats.wait_seconds += trail_mono_now() - t0;
+		p->stats.wait_seconds += tdb_mono_s() - t0;
 		if (rc < 0)
 			return rc;
 	}
@@ -754,10 +753,10 @@ tdb_pager_prefetch(TdbPager *p, const TdbByteRange *ranges, int n, TdbTrailError
 		return 0;
 	if (p->as.started)
 	{
-		double		t0 = trail_mono_now();
+		double		t0 = tdb_mono_s();
 
 		trail_pager_async_join(p, false);
-		p->stats.wait_seconds += trail_mono_now() - t0;
+		p->stats.wait_seconds += tdb_mono_s() - t0;
 	}
 	room = tdb_lru_capacity(p->lru) / 2 / p->bs;
 	if (room < 1)

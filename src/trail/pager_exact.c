@@ -39,7 +39,7 @@ fetch_merged(TdbPager *p, const TdbByteRange *r, uint8_t **bufs, int n, TdbTrail
 				rc = 0;
 	uint64_t	want = 0,
 				bridged = 0;
-	double		t0 = trail_mono_now();	/* the caller waits from here to the GET's end */
+	double		t0 = tdb_mono_s();	/* the caller waits from here to the GET's end */
 
 	/* the network, and then the disk cache, are the read-ahead thread's until it ends */
 	trail_pager_async_join(p, false);
@@ -69,7 +69,7 @@ fetch_merged(TdbPager *p, const TdbByteRange *r, uint8_t **bufs, int n, TdbTrail
 			rc = tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory for %llu bytes", (unsigned long long) g[k].len);
 	if (rc == 0)
 		rc = trail_pager_remote_get(p, g, gb, ng, err);
-	p->stats.wait_seconds += trail_mono_now() - t0;
+	p->stats.wait_seconds += tdb_mono_s() - t0;
 	if (rc < 0)
 		goto done;
 	/* each range of group k at its offset within the group's bytes */

@@ -13,8 +13,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <time.h>
 
+#include "../clock.h"
 #include "cache.h"
 #include "remote.h"
 #include "trail.h"
@@ -161,16 +161,6 @@ void		trail_pager_async_join(struct TdbPager *p, bool abort);
 /* Read a local file's bytes (pager.c). */
 int			trail_pager_read_local(struct TdbPager *p, uint64_t off, size_t len, uint8_t *dst,
 								   TdbTrailError *err);
-
-/* CLOCK_MONOTONIC seconds. */
-static inline double
-trail_mono_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double) ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 /* pager_validated.c: the process's memo of objects' size, ETag and tail. */
 bool		trail_validated_get(struct TdbPager *p, double max_age);

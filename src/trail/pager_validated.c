@@ -37,7 +37,7 @@ bool
 trail_validated_get(TdbPager *p, double max_age)
 {
 	bool		found = false;
-	double		now = trail_mono_now();
+	double		now = tdb_mono_s();
 
 	pthread_mutex_lock(&validated_lock);
 	for (int i = 0; i < VALIDATED_MAX; i++)
@@ -115,7 +115,7 @@ trail_validated_put(const TdbPager *p)
 	snprintf(slot->etag, sizeof(slot->etag), "%s", p->etag);
 	slot->tail = tail;
 	slot->tail_len = p->tail_len;
-	slot->at = trail_mono_now();
+	slot->at = tdb_mono_s();
 	slot->token = p->token;
 	pthread_mutex_unlock(&validated_lock);
 }

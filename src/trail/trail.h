@@ -574,8 +574,9 @@ typedef struct TdbTrailQuery
 	 * With lookups_expected: the ids all those lookups will ask for, when
 	 * the caller knows them (a join's outer VALUES list; int or string by
 	 * id_type; NULL/0: not known).  The first scan then fetches exactly
-	 * their pages at once, whatever share of the file they are, if they fit
-	 * the read-ahead room.
+	 * their pages at once, their gaps bridged, if they fit the read-ahead
+	 * room; all candidate pages when theirs are a third of the file's or
+	 * more (or the file is small).
 	 */
 	const int64_t *union_ids_int;
 	const char *const *union_ids_str;
