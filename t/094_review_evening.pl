@@ -332,11 +332,10 @@ echo built >> "$root/../builds.log"
 	like($out, qr/exit=0/, 'E: a lock file the caller cannot write does not stop the build') or diag($out);
 	# a process the build leaves behind (a compiler cache's server) inherits the lock's descriptor
 	system($caller->("$ld/r3", 'FAKE_SLEEP=0 FAKE_DAEMON=1') . ' >/dev/null');
-	my $t0 = time();
 	$out = `@{[ $caller->("$ld/r3", 'VER=2.0.0 FAKE_SLEEP=0') ]}`;
-	my $took = time() - $t0;
-	cmp_ok($took, '<', 3, sprintf('E: a later build of another version does not wait for a process the first left behind (%.1f s)', $took))
-	  or diag($out);
+	# (it says so whenever the lock is taken, which the left-behind process held for 6 s before)
+	unlike($out, qr/waiting for it/, 'E: a later build of another version finds the lock free, though a process the first left behind still runs');
+	like($out, qr/fakecrate: built/, '... and builds') or diag($out);
 }
 
 $node->stop;
