@@ -262,11 +262,11 @@ trafficdb_trail_write(PG_FUNCTION_ARGS)
 	trail_write_require(fcinfo, 10, "format_version");
 	page_order = text_to_cstring(PG_GETARG_TEXT_PP(8));
 	format_version = PG_GETARG_INT32(10);
-	if (format_version < 1 || format_version > 4)
+	if (format_version < 1 || format_version > TDB_TRAIL_VERSION)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("format_version %d is not a trail file format version", format_version),
-				 errdetail("Expected 4 (the default), 3 (for readers built before version 4), 2 (before version 3) or 1 (before version 2).")));
+				 errdetail("Expected 5 (the default), 4 (for readers built before version 5), 3 (before version 4), 2 (before version 3) or 1 (before version 2).")));
 	if (!tdb_trail_order_by_name(page_order, &order, &by_time))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

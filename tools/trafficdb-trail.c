@@ -7,7 +7,7 @@
  *	                  [--type COL=int|float|string|bool]... [--time-unit s|ms|us|ns|auto]
  *	                  [--time-window FROM..TO]
  *	                  [--page-bytes N] [--page-seconds N] [--part-mb N]
- *	                  [--format-version 1|2|3|4] [--order auto|trail|time|space-time]
+ *	                  [--format-version 1|2|3|4|5] [--order auto|trail|time|space-time]
  *	                  [--bucket-seconds N] [--memory-limit SIZE]
  *	                  [--temp-dir DIR] [--quiet] < data.csv
  *	  trafficdb-trail info FILE [--trails] [--pages]
@@ -39,8 +39,9 @@
  * an integer beyond 64 bits is an error, not a float) unless --type says; the
  * trail id is int or string the same way.  Booleans are stored as booleans
  * (TDB_TRAIL_BOOL), or as int64 1/0 with --format-version 1 (which has no
- * boolean type).  Files are format version 4 unless --format-version 1, 2
- * or 3 says (for readers built before version 4: version 3 gives each
+ * boolean type).  Files are format version 5 unless --format-version 1, 2,
+ * 3 or 4 says (for readers built before version 5: version 4 keeps each
+ * trail's column summaries with its entry; version 3 gives each
  * trail pages of its own and has no patched deltas; version 2 stores
  * columns without the per-page encodings of version 3 and reads its footer
  * whole).  --order trail (the default) keeps each trail's events together,
@@ -79,7 +80,7 @@ usage(void)
 	fprintf(stderr,
 			"usage: trafficdb-trail write OUT [--id C] [--time C] [--lon C] [--lat C] [--type COL=int|float|string|bool]...\n"
 			"                       [--time-unit s|ms|us|ns|auto] [--time-window FROM..TO]\n"
-			"                       [--page-bytes N] [--page-seconds N] [--format-version 1|2|3|4] [--order auto|trail|time|space-time] [--bucket-seconds N]\n"
+			"                       [--page-bytes N] [--page-seconds N] [--format-version 1|2|3|4|5] [--order auto|trail|time|space-time] [--bucket-seconds N]\n"
 			"                       [--memory-limit SIZE] [--temp-dir DIR] [--quiet] < CSV\n"
 			"       trafficdb-trail info FILE [--trails] [--pages]\n"
 			"       trafficdb-trail cat FILE [--trail ID]... [--from T] [--to T] [--bbox x0,y0,x1,y1] [--limit N] [--stats]\n"
@@ -244,9 +245,9 @@ parse_opts(int argc, char **argv, int first, Opts *o)
 		else if (strcmp(a, "--format-version") == 0)
 		{
 			NEEDV();
-			if (strcmp(v, "1") != 0 && strcmp(v, "2") != 0 && strcmp(v, "3") != 0 && strcmp(v, "4") != 0)
+			if (strlen(v) != 1 || v[0] < '1' || v[0] > '0' + TDB_TRAIL_VERSION)
 			{
-				fprintf(stderr, "trafficdb-trail: --format-version %s: expected 4 (the default), 3, 2 or 1\n", v);
+				fprintf(stderr, "trafficdb-trail: --format-version %s: expected 5 (the default), 4, 3, 2 or 1\n", v);
 				exit(2);
 			}
 			o->format_version = atoi(v);
@@ -374,6 +375,19 @@ cmd_info(const char *url, Opts *o)
 	printf("file:        %s\n", url);
 	printf("bytes:       %" PRIu64 " (pages %" PRIu64 ", footer %" PRIu64 ")\n", tdb_pager_size(p), data,
 		   tdb_pager_size(p) - data - TDB_TRAIL_HEADER_SIZE - TDB_TRAIL_TRAILER_SIZE);
+	if (f->version >= 3)
+	{
+		TdbTrailFooterParts fp;
+		uint64_t	footer = tdb_pager_size(p) - data - TDB_TRAIL_HEADER_SIZE - TDB_TRAIL_TRAILER_SIZE;
+
+		tdb_trail_footer_parts(r, &fp);
+		printf("footer:      head %" PRIu64 ", trail chunks %" PRIu64 " (%u)", footer - fp.trail_bytes -
+			   fp.page_bytes - fp.summary_bytes - fp.lexicon_bytes, fp.trail_bytes, fp.trail_chunks);
+		if (fp.summary_chunks > 0)
+			printf(", summary chunks %" PRIu64 " (%u)", fp.summary_bytes, fp.summary_chunks);
+		printf(", page chunks %" PRIu64 " (%u), lexicon %" PRIu64 "\n", fp.page_bytes, fp.page_chunks,
+			   fp.lexicon_bytes);
+	}
 	printf("version:     %d\n", f->version);
 	if (f->order == TDB_TRAIL_ORDER_SPACETIME)
 		printf("order:       space-time (time buckets of %" PRId64 " s)\n", f->bucket_us / 1000000);

@@ -116,7 +116,10 @@ trail_footer3_encode(CodecBuf *out, uint64_t base, const TdbTrailFooter *f, TdbT
 				npc = (uint32_t) (((uint64_t) f->npages + kp - 1) / kp);
 	uint32_t   *tlo = malloc((f->npages + 1) * sizeof(uint32_t)),
 			   *thi = malloc((f->npages + 1) * sizeof(uint32_t));
-	uint64_t   *clen = calloc((size_t) ntc + npc + 1, sizeof(uint64_t));
+	bool		apart = f->version >= 5;
+	uint32_t	nsc = apart ? ntc * (uint32_t) nc : 0;	/* summary chunks, column by column */
+	uint64_t   *slen = calloc((size_t) nsc + ntc + npc + 1, sizeof(uint64_t));
+	uint64_t   *clen = slen ? slen + nsc : NULL;	/* trail chunks, then page chunks */
 	uint32_t   *ccrc = calloc((size_t) ntc + npc + 1, sizeof(uint32_t));
 	TdbTrailStats whole[TDB_TRAIL_MAX_COLUMNS];
 	CodecBuf	h;
@@ -145,21 +148,62 @@ trail_footer3_encode(CodecBuf *out, uint64_t base, const TdbTrailFooter *f, TdbT
 			thi[p] = i > thi[p] ? i : thi[p];
 		}
 
+	/*
+	 * Version 5: the summaries first, a chunk per column and trail chunk, a
+	 * column's chunks together (an aggregate of one column reads one run of
+	 * them), the trail chunks after them (nearer the head: a scan that needs
+	 * trail entries but no summaries reads the chunks down from the tail).
+	 */
+	for (uint32_t k = 0; k < nsc; k++)
+	{
+		int			c = (int) (k / ntc);
+		uint32_t	j = k % ntc;
+
+		start = out->len;
+		for (uint32_t i = j * kt; i < f->ntrails && i < (j + 1) * kt; i++)
+			trail_put_stats(out, s->columns[c].type, &f->trails[i].stats[c], true);
+		if (!out->ok)
+			goto done;
+		/* its own CRC last: the head gives a length only (a byte or two, not five) */
+		put_crc_u32(out, tdb_crc32c(out->data + start, out->len - start));
+		slen[k] = out->len - start;
+	}
 	/* trail chunks */
 	for (uint32_t j = 0; j < ntc; j++)
 	{
+		int64_t		pt = 0,
+					px = 0,
+					py = 0;
+
 		start = out->len;
 		for (uint32_t i = j * kt; i < f->ntrails && i < (j + 1) * kt; i++)
 		{
 			const TdbTrailInfo *ti = &f->trails[i];
 
-			trail_put_key(out, s->id_type, &ti->key);
+			/* version 5: an int id after the first as its gap minus one, the zone map relative */
+			if (apart && s->id_type == TDB_TRAIL_INT64 && i > j * kt)
+				codec_put_varint(out, (uint64_t) ti->key.i - (uint64_t) f->trails[i - 1].key.i - 1);
+			else
+				trail_put_key(out, s->id_type, &ti->key);
 			codec_put_varint(out, ti->nevents);
-			put_zone3(out, q, ti->tmin, ti->tmax, ti->xmin, ti->ymin, ti->xmax, ti->ymax);
+			if (apart)
+			{
+				codec_put_svarint(out, (int64_t) ((uint64_t) (ti->tmin / q) - (uint64_t) pt));
+				codec_put_varint(out, ((uint64_t) ti->tmax - (uint64_t) ti->tmin) / (uint64_t) q);
+				codec_put_svarint(out, ti->xmin - px);
+				codec_put_svarint(out, ti->ymin - py);
+				codec_put_varint(out, (uint64_t) ((int64_t) ti->xmax - ti->xmin));
+				codec_put_varint(out, (uint64_t) ((int64_t) ti->ymax - ti->ymin));
+				pt = ti->tmin / q;
+				px = ti->xmin;
+				py = ti->ymin;
+			}
+			else
+				put_zone3(out, q, ti->tmin, ti->tmax, ti->xmin, ti->ymin, ti->xmax, ti->ymax);
 			codec_put_varint(out, ti->npages);
 			for (uint32_t k = 0; k < ti->npages; k++)
 				codec_put_varint(out, k == 0 ? ti->page_list[0] : ti->page_list[k] - ti->page_list[k - 1] - 1);
-			for (int c = 0; c < nc; c++)
+			for (int c = 0; !apart && c < nc; c++)
 				trail_put_stats(out, s->columns[c].type, &ti->stats[c], true);
 		}
 		if (!out->ok)
@@ -251,6 +295,8 @@ trail_footer3_encode(CodecBuf *out, uint64_t base, const TdbTrailFooter *f, TdbT
 	}
 	codec_put_varint(&h, kt);
 	codec_put_varint(&h, kp);
+	for (uint32_t k = 0; k < nsc; k++)
+		codec_put_varint(&h, slen[k]);
 	for (uint32_t j = 0; j < ntc; j++)
 	{
 		uint32_t	a = j * kt,
@@ -309,7 +355,7 @@ done:
 	codec_buf_free(&h);
 	free(tlo);
 	free(thi);
-	free(clen);
+	free(slen);
 	free(ccrc);
 }
 
@@ -327,6 +373,40 @@ get_crc_u32(CodecCur *c, uint32_t *v)
 		return false;
 	*v = codec_get_u32le(le);
 	return true;
+}
+
+/*
+ * Version 5's summary directory: a length and CRC per column and trail
+ * chunk (column by column), the chunks from *at on; a summary takes a byte
+ * at least.  Their entry ranges are the trail chunks'.
+ */
+static const char *
+decode_sums_dir(CodecCur *c, const TdbTrailFooter *f, F3Lazy *z, uint64_t region, uint64_t *at)
+{
+	uint64_t	ntc = (f->ntrails + (uint64_t) z->per[TRAIL3_TRAILS] - 1) / z->per[TRAIL3_TRAILS];
+	uint64_t	n = ntc * (uint64_t) f->schema.ncolumns;
+
+	if (n > codec_left(c))		/* a varint length each */
+		return "bad summary chunk count";
+	if ((z->chunks[TRAIL3_SUMS] = calloc(n, sizeof(F3Chunk))) == NULL)
+		return "out of memory";
+	z->nchunks[TRAIL3_SUMS] = (uint32_t) n;
+	for (uint64_t k = 0; k < n; k++)
+	{
+		F3Chunk    *ch = &z->chunks[TRAIL3_SUMS][k];
+		uint64_t	j = k % ntc;
+
+		ch->first = (uint32_t) (j * z->per[TRAIL3_TRAILS]);
+		ch->count = f->ntrails - ch->first < z->per[TRAIL3_TRAILS] ?
+			f->ntrails - ch->first : z->per[TRAIL3_TRAILS];
+		/* a summary takes a byte at least, and the chunk's CRC four */
+		if (!codec_get_varint(c, &ch->len) || ch->len > region - (*at - f->data_end) ||
+			ch->len < (uint64_t) ch->count + 4)
+			return "bad summary chunk length";
+		ch->off = *at;
+		*at += ch->len;
+	}
+	return NULL;
 }
 
 int
@@ -413,6 +493,10 @@ trail_footer3_decode_head(CodecCur *c, const uint8_t *buf, size_t len, const Tdb
 
 	/* the directories: an entry takes at least 8 bytes of the head */
 	at = f->data_end;
+	z->sums_apart = f->version >= 5;	/* and the trail entries delta-coded */
+	if (f->version >= 5 && ntr > 0 && nc > 0 && (why = decode_sums_dir(c, f, z, region, &at)) != NULL)
+		goto bad;
+	z->entries_off = at;
 	for (int kind = 0; kind < 2; kind++)
 	{
 		uint64_t	nent = kind == TRAIL3_TRAILS ? ntr : npg;
@@ -508,7 +592,7 @@ trail_footer3_release(TdbTrailFooter *f)
 
 	if (z == NULL)
 		return;
-	for (int kind = 0; kind < 2; kind++)
+	for (int kind = 0; kind < 3; kind++)
 	{
 		for (uint32_t j = 0; z->chunks[kind] && j < z->nchunks[kind]; j++)
 			free(z->chunks[kind][j].mem);
@@ -548,3 +632,27 @@ trail_footer3_chunk(const TdbTrailFooter *f, int kind, uint32_t j, uint32_t *fir
 	box[3] = ch->ymax;
 }
 
+uint64_t
+trail_footer3_entries_off(const TdbTrailFooter *f)
+{
+	const F3Lazy *z = f->lazy;
+
+	return z ? z->entries_off : f->data_end;
+}
+
+void
+trail_footer3_parts(const TdbTrailFooter *f, TdbTrailFooterParts *out)
+{
+	const F3Lazy *z = f->lazy;
+	uint64_t   *bytes[3] = {&out->trail_bytes, &out->page_bytes, &out->summary_bytes};
+	uint32_t   *n[3] = {&out->trail_chunks, &out->page_chunks, &out->summary_chunks};
+
+	memset(out, 0, sizeof(*out));
+	for (int kind = 0; z && kind < 3; kind++)
+		for (uint32_t j = 0; j < z->nchunks[kind]; j++)
+		{
+			*bytes[kind] += z->chunks[kind][j].len;
+			(*n[kind])++;
+		}
+	out->lexicon_bytes = z && z->nstrings > 0 ? z->lex_len : 0;
+}

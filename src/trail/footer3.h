@@ -40,6 +40,7 @@ typedef struct F3Chunk
 				ymax;
 	TdbTrailKey key;			/* trail chunks: the first id */
 	void	   *mem;			/* loaded: what its entries point into */
+	TdbTrailStats *stats;		/* trail chunks: count x ncolumns summaries, in mem */
 	bool		loaded;
 } F3Chunk;
 
@@ -47,9 +48,11 @@ typedef struct F3Lazy
 {
 	pthread_mutex_t lock;
 	int64_t		q;				/* 10^E: zone-map time unit */
-	uint32_t	nchunks[2];
-	F3Chunk    *chunks[2];
+	uint32_t	nchunks[3];
+	F3Chunk    *chunks[3];		/* TRAIL3_SUMS: column c of trail chunk j at c * ntc + j */
 	uint32_t	per[2];			/* K, P */
+	int			sums_apart;		/* version 5: summaries in TRAIL3_SUMS chunks, trail entries delta-coded */
+	uint64_t	entries_off;	/* where the trail chunks begin (after the summary chunks) */
 	uint32_t	nstrings;
 	uint64_t	lex_off,
 				lex_len;

@@ -32,6 +32,7 @@ decode_trail_chunk(TdbTrailFooter *f, F3Lazy *z, uint32_t j, const uint8_t *buf,
 	F3Chunk    *ch = &z->chunks[TRAIL3_TRAILS][j];
 	const TdbTrailSchema *s = &f->schema;
 	int			nc = s->ncolumns;
+	int			inline_nc = z->sums_apart ? 0 : nc;	/* summaries in the entries */
 	CodecCur	c = {buf, buf + ch->len};
 	const char *why = NULL;
 	size_t		arena_used = 0;
@@ -43,12 +44,13 @@ decode_trail_chunk(TdbTrailFooter *f, F3Lazy *z, uint32_t j, const uint8_t *buf,
 	uint32_t   *lists;
 	TdbTrailStats *stats;
 	uint64_t	evsum = 0;
+	int64_t		base[3] = {0, 0, 0};
 
 	/*
 	 * An entry takes ENTRY_MIN_BYTES and a byte per column summary at least:
 	 * checked before the summaries (48 bytes a column) are sized by count.
 	 */
-	if (ch->count > ch->len / (ENTRY_MIN_BYTES + nc))
+	if (ch->count > ch->len / (ENTRY_MIN_BYTES + inline_nc))
 	{
 		*where = 0;
 		return "chunk too short for its entries";
@@ -57,13 +59,25 @@ decode_trail_chunk(TdbTrailFooter *f, F3Lazy *z, uint32_t j, const uint8_t *buf,
 		return "out of memory";
 	lists = (uint32_t *) (mem + ((arena_cap + 7) & ~(size_t) 7));
 	stats = (TdbTrailStats *) ((char *) lists + ((ch->len * sizeof(uint32_t) + 7) & ~(size_t) 7));
+	ch->stats = stats;
+	if (z->sums_apart)			/* filled as each column's summary chunk is loaded */
+		memset(stats, 0, (size_t) ch->count * nc * sizeof(TdbTrailStats));
 	for (uint32_t i = ch->first; i < ch->first + ch->count; i++)
 	{
 		TdbTrailInfo *ti = &f->trails[i];
 		uint64_t	np;
 		int32_t		box[4];
 
-		if (!trail_get_key(&c, s->id_type, &ti->key, mem, &arena_used))
+		if (z->sums_apart && s->id_type == TDB_TRAIL_INT64 && i > ch->first)
+		{
+			uint64_t	gap;
+
+			/* version 5: the gap to the previous id, minus one */
+			if (!codec_get_varint(&c, &gap) || gap >= (uint64_t) INT64_MAX - (uint64_t) f->trails[i - 1].key.i)
+				CHUNK_BAD("bad trail id");
+			ti->key.i = (int64_t) ((uint64_t) f->trails[i - 1].key.i + gap + 1);
+		}
+		else if (!trail_get_key(&c, s->id_type, &ti->key, mem, &arena_used))
 			CHUNK_BAD("bad trail id");
 		if (i == ch->first ? trail_key_cmp(s->id_type, &ch->key, &ti->key) != 0 :
 			trail_key_cmp(s->id_type, &f->trails[i - 1].key, &ti->key) >= 0)
@@ -75,8 +89,11 @@ decode_trail_chunk(TdbTrailFooter *f, F3Lazy *z, uint32_t j, const uint8_t *buf,
 			ti->nevents > ch->nevents - evsum)
 			CHUNK_BAD("bad trail event count");
 		evsum += ti->nevents;
-		if (!get_zone3(&c, z->q, NULL, &ti->tmin, &ti->tmax, box))
+		if (!get_zone3(&c, z->q, z->sums_apart ? base : NULL, &ti->tmin, &ti->tmax, box))
 			CHUNK_BAD("bad trail zone map");
+		base[0] = ti->tmin / z->q;	/* version 5: the next one's relative to this one */
+		base[1] = box[0];
+		base[2] = box[1];
 		if (!inside(ti->tmin, ti->tmax, box, ch->tmin, ch->tmax, ch->xmin, ch->ymin, ch->xmax, ch->ymax))
 			CHUNK_BAD("a trail's zone map outside its chunk's");
 		ti->xmin = box[0];
@@ -98,7 +115,7 @@ decode_trail_chunk(TdbTrailFooter *f, F3Lazy *z, uint32_t j, const uint8_t *buf,
 		ti->npages = (uint32_t) np;
 		ti->first_page = lists[0];
 		lists += np;
-		for (int k = 0; k < nc; k++)
+		for (int k = 0; k < inline_nc; k++)
 			if (!trail_get_stats(&c, s->columns[k].type, ti->nevents, true, &stats[k]))
 				CHUNK_BAD("bad column summary of a trail");
 		ti->stats = stats;
@@ -120,6 +137,42 @@ bad:
 	free(mem);
 	memset(&f->trails[ch->first], 0, ch->count * sizeof(TdbTrailInfo));
 	return why;
+}
+
+/*
+ * Version 5: summary chunk k (column k / ntc of trail chunk k % ntc) into
+ * that trail chunk's entries, which must be loaded (their event counts bound
+ * the summaries' counts).
+ */
+static const char *
+decode_sum_chunk(TdbTrailFooter *f, F3Lazy *z, uint32_t k, const uint8_t *buf, size_t *where)
+{
+	F3Chunk    *ch = &z->chunks[TRAIL3_SUMS][k];
+	uint32_t	ntc = z->nchunks[TRAIL3_TRAILS];
+	int			col = (int) (k / ntc),
+				nc = f->schema.ncolumns;
+	const F3Chunk *tc = &z->chunks[TRAIL3_TRAILS][k % ntc];
+	CodecCur	c = {buf, buf + ch->len - 4};	/* its CRC after its summaries */
+	TdbTrailStats st;
+
+	*where = 0;
+	if (!chunk_loaded(tc) || tc->stats == NULL)
+		return "summaries before their trails";
+	for (uint32_t i = 0; i < ch->count; i++)
+	{
+		if (!trail_get_stats(&c, f->schema.columns[col].type, f->trails[ch->first + i].nevents, true, &st))
+		{
+			*where = (size_t) (c.p - buf);
+			return "bad column summary of a trail";
+		}
+		tc->stats[(size_t) i * nc + col] = st;
+	}
+	if (codec_left(&c) != 0)
+	{
+		*where = (size_t) (c.p - buf);
+		return "trailing bytes";
+	}
+	return NULL;
 }
 
 /* Page chunk j from its bytes into f->pages. */
@@ -215,14 +268,25 @@ bad:
 	return why;
 }
 
-/* Fetch, check and decode chunks idx[0 .. n-1] of kind (those not loaded); lock held. */
+/* A chunk of any kind: (kind << 32) | its number in kind's directory. */
+#define REF(kind, j)	(((uint64_t) (kind) << 32) | (j))
+#define REF_KIND(r)		((int) ((r) >> 32))
+#define REF_NUM(r)		((uint32_t) (r))
+
+static const char *const kind_name[3] = {"trail", "page", "summary"};
+
+/*
+ * Fetch, check and decode chunks refs[0 .. n-1] (those not loaded), all in
+ * one read; lock held.  Decoded in the order given: a summary chunk after
+ * its trail chunk.
+ */
 static int
-load_locked(TdbTrailFooter *f, F3Lazy *z, int kind, const uint32_t *idx, int n, TrailRangeRead rd,
+load_locked(TdbTrailFooter *f, F3Lazy *z, const uint64_t *refs, int n, TrailRangeRead rd,
 			void *arg, TdbTrailError *err)
 {
 	TdbByteRange *r = malloc((n + 1) * sizeof(TdbByteRange));
 	uint8_t   **bufs = calloc(n + 1, sizeof(uint8_t *));
-	uint32_t   *todo = malloc((n + 1) * sizeof(uint32_t));
+	uint64_t   *todo = malloc((n + 1) * sizeof(uint64_t));
 	int			m = 0,
 				rc = 0;
 
@@ -233,9 +297,9 @@ load_locked(TdbTrailFooter *f, F3Lazy *z, int kind, const uint32_t *idx, int n, 
 	}
 	for (int i = 0; i < n; i++)
 	{
-		const F3Chunk *ch = &z->chunks[kind][idx[i]];
+		const F3Chunk *ch = &z->chunks[REF_KIND(refs[i])][REF_NUM(refs[i])];
 
-		if (chunk_loaded(ch) || (m > 0 && todo[m - 1] == idx[i]))
+		if (chunk_loaded(ch) || (m > 0 && todo[m - 1] == refs[i]))
 			continue;
 		if ((bufs[m] = malloc(ch->len ? ch->len : 1)) == NULL)
 		{
@@ -245,7 +309,7 @@ load_locked(TdbTrailFooter *f, F3Lazy *z, int kind, const uint32_t *idx, int n, 
 		}
 		r[m].off = ch->off;
 		r[m].len = ch->len;
-		todo[m++] = idx[i];
+		todo[m++] = refs[i];
 	}
 	if (m == 0)
 		goto done;
@@ -253,28 +317,31 @@ load_locked(TdbTrailFooter *f, F3Lazy *z, int kind, const uint32_t *idx, int n, 
 		goto done;
 	for (int i = 0; i < m; i++)
 	{
-		F3Chunk    *ch = &z->chunks[kind][todo[i]];
+		int			kind = REF_KIND(todo[i]);
+		uint32_t	j = REF_NUM(todo[i]);
+		F3Chunk    *ch = &z->chunks[kind][j];
 		const char *why;
 		size_t		where = 0;
 
 		if (chunk_loaded(ch))
 			continue;
-		if (tdb_crc32c(bufs[i], ch->len) != ch->crc)
+		/* a summary chunk's CRC is its last 4 bytes (the head gives its length only) */
+		if (kind == TRAIL3_SUMS ? tdb_crc32c(bufs[i], ch->len - 4) != codec_get_u32le(bufs[i] + ch->len - 4) :
+			tdb_crc32c(bufs[i], ch->len) != ch->crc)
 		{
 			rc = tdb_trail_fail(err, TDB_TRAIL_ECORRUPT,
 								"corrupted trail file footer: checksum mismatch in %s chunk %u (offset %llu, %llu bytes)",
-								kind == TRAIL3_TRAILS ? "trail" : "page", todo[i],
-								(unsigned long long) ch->off, (unsigned long long) ch->len);
+								kind_name[kind], j, (unsigned long long) ch->off, (unsigned long long) ch->len);
 			goto done;
 		}
-		why = kind == TRAIL3_TRAILS ? decode_trail_chunk(f, z, todo[i], bufs[i], &where) :
-			decode_page_chunk(f, z, todo[i], bufs[i], &where);
+		why = kind == TRAIL3_TRAILS ? decode_trail_chunk(f, z, j, bufs[i], &where) :
+			kind == TRAIL3_PAGES ? decode_page_chunk(f, z, j, bufs[i], &where) :
+			decode_sum_chunk(f, z, j, bufs[i], &where);
 		if (why != NULL)
 		{
 			rc = tdb_trail_fail(err, strcmp(why, "out of memory") == 0 ? TDB_TRAIL_ENOMEM : TDB_TRAIL_ECORRUPT,
 								"corrupted trail file footer: %s in %s chunk %u (chunk byte %zu of %llu)",
-								why, kind == TRAIL3_TRAILS ? "trail" : "page", todo[i], where,
-								(unsigned long long) ch->len);
+								why, kind_name[kind], j, where, (unsigned long long) ch->len);
 			goto done;
 		}
 		chunk_set_loaded(ch);
@@ -288,28 +355,65 @@ done:
 	return rc;
 }
 
-int
-trail_footer3_load_chunks(TdbTrailFooter *f, int kind, const uint32_t *chunks, int n,
-						  TrailRangeRead rd, void *arg, TdbTrailError *err)
+/*
+ * Chunks of kind by number; with kind TRAIL3_TRAILS and cols, also those
+ * columns' summary chunks of the same trail chunks (version 5; before,
+ * the summaries are in the trail chunks), all in one read.
+ */
+static int
+load_kind(TdbTrailFooter *f, int kind, const uint32_t *chunks, int n, uint64_t cols,
+		  TrailRangeRead rd, void *arg, TdbTrailError *err)
 {
 	F3Lazy	   *z = f->lazy;
-	int			rc;
+	int			nc = z->sums_apart && kind == TRAIL3_TRAILS ? f->schema.ncolumns : 0;
+	int			per = 1,
+				m = 0,
+				rc;
+	uint64_t   *refs;
 
-	if (z == NULL || n <= 0)
-		return 0;
+	for (int c = 0; c < nc; c++)
+		per += (cols >> c) & 1;
+	if ((refs = malloc(((size_t) n * per + 1) * sizeof(uint64_t))) == NULL)
+		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
 	for (int i = 0; i < n; i++)
-		if (chunks[i] >= z->nchunks[kind])
-			return tdb_trail_fail(err, TDB_TRAIL_EINVAL, "footer chunk %u of %u", chunks[i],
-								  z->nchunks[kind]);
+		refs[m++] = REF(kind, chunks[i]);
+	for (int c = 0; c < nc; c++)
+		for (int i = 0; ((cols >> c) & 1) && i < n; i++)
+			refs[m++] = REF(TRAIL3_SUMS, (uint32_t) c * z->nchunks[TRAIL3_TRAILS] + chunks[i]);
 	pthread_mutex_lock(&z->lock);
-	rc = load_locked(f, z, kind, chunks, n, rd, arg, err);
+	rc = load_locked(f, z, refs, m, rd, arg, err);
 	pthread_mutex_unlock(&z->lock);
+	free(refs);
 	return rc;
 }
 
 int
-trail_footer3_load(TdbTrailFooter *f, int kind, uint32_t lo, uint32_t hi, TrailRangeRead rd,
-				   void *arg, TdbTrailError *err)
+trail_footer3_load_chunks(TdbTrailFooter *f, int kind, const uint32_t *chunks, int n,
+						  TrailRangeRead rd, void *arg, TdbTrailError *err)
+{
+	return trail_footer3_load_summaries(f, kind, chunks, n, 0, rd, arg, err);
+}
+
+int
+trail_footer3_load_summaries(TdbTrailFooter *f, int kind, const uint32_t *chunks, int n, uint64_t cols,
+							 TrailRangeRead rd, void *arg, TdbTrailError *err)
+{
+	F3Lazy	   *z = f->lazy;
+
+	if (z == NULL || n <= 0)
+		return 0;
+	if (kind < TRAIL3_TRAILS || kind > TRAIL3_PAGES)
+		return tdb_trail_fail(err, TDB_TRAIL_EINVAL, "footer chunk kind %d", kind);
+	for (int i = 0; i < n; i++)
+		if (chunks[i] >= z->nchunks[kind])
+			return tdb_trail_fail(err, TDB_TRAIL_EINVAL, "footer chunk %u of %u", chunks[i],
+								  z->nchunks[kind]);
+	return load_kind(f, kind, chunks, n, cols, rd, arg, err);
+}
+
+int
+trail_footer3_load(TdbTrailFooter *f, int kind, uint32_t lo, uint32_t hi, uint64_t cols,
+				   TrailRangeRead rd, void *arg, TdbTrailError *err)
 {
 	F3Lazy	   *z = f->lazy;
 	uint32_t   *idx;
@@ -327,9 +431,9 @@ trail_footer3_load(TdbTrailFooter *f, int kind, uint32_t lo, uint32_t hi, TrailR
 	if ((idx = malloc(((size_t) b - a + 1) * sizeof(uint32_t))) == NULL)
 		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
 	for (uint32_t j = a; j <= b; j++)
-		if (!chunk_loaded(&z->chunks[kind][j]))
+		if (cols != 0 || !chunk_loaded(&z->chunks[kind][j]))
 			idx[n++] = j;
-	rc = trail_footer3_load_chunks(f, kind, idx, n, rd, arg, err);
+	rc = trail_footer3_load_summaries(f, kind, idx, n, cols, rd, arg, err);
 	free(idx);
 	return rc;
 }
@@ -492,7 +596,7 @@ trail_footer3_trail_ready(const TdbTrailFooter *f, uint32_t t, TdbTrailError *er
 }
 
 int
-trail_footer3_load_all(TdbTrailFooter *f, TrailRangeRead rd, void *arg, TdbTrailError *err)
+trail_footer3_load_all(TdbTrailFooter *f, bool summaries, TrailRangeRead rd, void *arg, TdbTrailError *err)
 {
 	F3Lazy	   *z = f->lazy;
 	uint32_t   *refs;
@@ -500,8 +604,10 @@ trail_footer3_load_all(TdbTrailFooter *f, TrailRangeRead rd, void *arg, TdbTrail
 
 	if (z == NULL)
 		return 0;
-	if ((rc = trail_footer3_load(f, TRAIL3_TRAILS, 0, f->ntrails, rd, arg, err)) < 0 ||
-		(rc = trail_footer3_load(f, TRAIL3_PAGES, 0, f->npages, rd, arg, err)) < 0 ||
+	if ((rc = trail_footer3_load(f, TRAIL3_TRAILS, 0, f->ntrails,
+								 summaries ? TRAIL_ALL_COLUMNS(f->schema.ncolumns) : 0,
+								 rd, arg, err)) < 0 ||
+		(rc = trail_footer3_load(f, TRAIL3_PAGES, 0, f->npages, 0, rd, arg, err)) < 0 ||
 		(rc = trail_footer3_load_lexicon(f, rd, arg, err)) < 0)
 		return rc;
 	/* what only the whole footer shows: page lists and trail ranges agree */

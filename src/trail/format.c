@@ -190,7 +190,7 @@ tdb_trail_footer_decode(const uint8_t *buf, size_t len, const TdbTrailTrailer *t
 	if (!codec_get_varint(&c, &v) || v != t->version)
 		FOOTER_BAD("footer version disagrees with the trailer's");
 	f->version = (uint16_t) v;
-	if (v >= 2 && v <= 4)
+	if (v >= 2 && v <= TDB_TRAIL_VERSION)
 	{
 		int			rc = v == 2 ? trail_footer2_decode(&c, buf, len, t, f, err) :
 			trail_footer3_decode_head(&c, buf, len, t, f, err);

@@ -108,7 +108,8 @@ typedef int (*TrailRangeRead) (void *arg, const TdbByteRange *r, int n, uint8_t 
 enum
 {
 	TRAIL3_TRAILS = 0,			/* chunks of trail entries */
-	TRAIL3_PAGES = 1			/* chunks of page entries */
+	TRAIL3_PAGES = 1,			/* chunks of page entries */
+	TRAIL3_SUMS = 2				/* version 5: one column's summaries of a trail chunk's trails */
 };
 
 /*
@@ -124,16 +125,30 @@ int			trail_footer3_decode_head(CodecCur *c, const uint8_t *buf, size_t len,
 									  const TdbTrailTrailer *t, TdbTrailFooter *f,
 									  TdbTrailError *err);
 void		trail_footer3_release(TdbTrailFooter *f);
-/* Load the chunks holding entries [lo, hi) of kind (TRAIL3_*) that are not loaded. */
-int			trail_footer3_load(TdbTrailFooter *f, int kind, uint32_t lo, uint32_t hi,
+/* The columns mask of every column of a schema of nc columns (nc <= 64). */
+#define TRAIL_ALL_COLUMNS(nc)	((nc) >= 64 ? ~(uint64_t) 0 : ((uint64_t) 1 << (nc)) - 1)
+/*
+ * Load the chunks holding entries [lo, hi) of kind (TRAIL3_TRAILS or
+ * TRAIL3_PAGES) that are not loaded; for trail entries, with the summaries
+ * of the columns in mask cols (bit c: column c) too, in the same read.
+ */
+int			trail_footer3_load(TdbTrailFooter *f, int kind, uint32_t lo, uint32_t hi, uint64_t cols,
 							   TrailRangeRead rd, void *arg, TdbTrailError *err);
 /* Load chunks by number (kind's directory order), those not loaded. */
 int			trail_footer3_load_chunks(TdbTrailFooter *f, int kind, const uint32_t *chunks, int n,
 									  TrailRangeRead rd, void *arg, TdbTrailError *err);
+/* The same, and for trail chunks the summaries of the columns in cols (version 5). */
+int			trail_footer3_load_summaries(TdbTrailFooter *f, int kind, const uint32_t *chunks, int n,
+										 uint64_t cols, TrailRangeRead rd, void *arg,
+										 TdbTrailError *err);
+/* The chunks' sizes from the head (tdb_trail_footer_parts). */
+void		trail_footer3_parts(const TdbTrailFooter *f, TdbTrailFooterParts *out);
+/* Where the trail chunks begin: past version 5's summary chunks (else the end of the pages). */
+uint64_t	trail_footer3_entries_off(const TdbTrailFooter *f);
 int			trail_footer3_load_lexicon(TdbTrailFooter *f, TrailRangeRead rd, void *arg,
 									   TdbTrailError *err);
-/* Everything, then the checks that need all of it (verify, info). */
-int			trail_footer3_load_all(TdbTrailFooter *f, TrailRangeRead rd, void *arg,
+/* Everything (version 5's summaries when asked), then the checks that need all of it (verify, info). */
+int			trail_footer3_load_all(TdbTrailFooter *f, bool summaries, TrailRangeRead rd, void *arg,
 								   TdbTrailError *err);
 /* Index of a trail id, its chunk loaded; -1: none; or an error. */
 int			trail_footer3_find(TdbTrailFooter *f, int64_t id, const char *sid, TrailRangeRead rd,

@@ -113,7 +113,7 @@ tdb_pager_read_exact(TdbPager *p, const TdbByteRange *r, int n, uint8_t **bufs, 
 	for (int i = 0; i < n; i++)
 		if (r[i].off < p->tail_off)
 			lo = r[i].off < lo ? r[i].off : lo, want += r[i].len;
-	if (lo < p->tail_off && p->tail_off - lo <= want + want / 4 + TAIL_BYTES && (rc = tdb_pager_extend_tail(p, lo, err)) < 0)
+	if (lo < p->tail_off && p->tail_off - lo <= want + want / 4 && (rc = tdb_pager_extend_tail(p, lo, err)) < 0)
 		return rc;
 	if ((miss = malloc(n * sizeof(*miss))) == NULL || (mbuf = malloc(n * sizeof(*mbuf))) == NULL)
 	{

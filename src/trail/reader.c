@@ -213,7 +213,7 @@ tdb_trail_scan_begin(TdbTrailReader *r, const TdbTrailQuery *q, TdbTrailScan **o
 		int			rc = 0;
 
 		if (lf)					/* version 3: the trail chunks of every id, in one batch */
-			rc = tdb_trail_need_ids(r, q->ids_int, q->ids_str, q->nids, err);
+			rc = tdb_trail_need_ids(r, q->ids_int, q->ids_str, q->nids, 0, err);
 		for (int k = 0; k < q->nids && rc >= 0; k++)
 		{
 			int			t;
@@ -247,7 +247,7 @@ tdb_trail_scan_begin(TdbTrailReader *r, const TdbTrailQuery *q, TdbTrailScan **o
 	if (q->nids == 0 && !q->has_time && !q->has_bbox && q->limit == 0 && !q->may_stop_early &&
 		trail_lazy_footer(r))
 	{
-		int			rc = tdb_trail_need_all(r, err);
+		int			rc = trail_need_everything(r, false, err);
 
 		if (rc < 0)
 		{
@@ -382,9 +382,9 @@ tdb_trail_scan_begin(TdbTrailReader *r, const TdbTrailQuery *q, TdbTrailScan **o
 		 * of page chunks, then 17.9 kB of trail chunks; a box over a week of
 		 * New York Harbor AIS: 103 kB, then 9.6 kB; one round trip each now)
 		 */
-		if (tdb_pager_size(r->pager) - f->data_end <= SMALL_FOOTER_BYTES ||
+		if (tdb_pager_size(r->pager) - trail_footer3_entries_off(f) <= SMALL_FOOTER_BYTES ||
 			(m > 0 && q->limit == 0 && !q->may_stop_early && 8 * (uint64_t) (f->npages - m) <= f->npages))
-			rc = tdb_pager_extend_tail(r->pager, f->data_end, err);
+			rc = tdb_pager_extend_tail(r->pager, trail_footer3_entries_off(f), err);
 		if (rc == 0)
 			rc = trail_footer3_load_entries(trail_lazy_footer(r), TRAIL3_PAGES, s->pages, m, trail_reader_read,
 											r->pager, err);
@@ -741,7 +741,7 @@ page_trails_ready(TdbTrailScan *s, uint32_t pageno, TdbTrailError *err)
 	int			rc;
 
 	trail_footer3_page_trails(lf, pageno, &lo, &hi);
-	if ((rc = trail_footer3_load(lf, TRAIL3_TRAILS, lo, hi + 1, trail_reader_read, s->r->pager, err)) < 0 ||
+	if ((rc = trail_footer3_load(lf, TRAIL3_TRAILS, lo, hi + 1, 0, trail_reader_read, s->r->pager, err)) < 0 ||
 		(rc = trail_footer3_page_ready(lf, pageno, err)) < 0)
 		return rc;
 	for (int c = 0; c < lf->schema.ncolumns; c++)

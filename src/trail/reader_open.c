@@ -118,12 +118,26 @@ trail_lazy_footer(TdbTrailReader *r)
 	return r->sf->f.lazy ? &r->sf->f : NULL;
 }
 
+void
+tdb_trail_footer_parts(const TdbTrailReader *r, TdbTrailFooterParts *out)
+{
+	trail_footer3_parts(r->footer, out);
+}
+
 int
 tdb_trail_need_trails(TdbTrailReader *r, uint32_t lo, uint32_t hi, TdbTrailError *err)
 {
 	TdbTrailFooter *f = trail_lazy_footer(r);
 
-	return f ? trail_footer3_load(f, TRAIL3_TRAILS, lo, hi, trail_reader_read, r->pager, err) : 0;
+	return f ? trail_footer3_load(f, TRAIL3_TRAILS, lo, hi, 0, trail_reader_read, r->pager, err) : 0;
+}
+
+int
+tdb_trail_need_summaries(TdbTrailReader *r, uint32_t lo, uint32_t hi, uint64_t cols, TdbTrailError *err)
+{
+	TdbTrailFooter *f = trail_lazy_footer(r);
+
+	return f ? trail_footer3_load(f, TRAIL3_TRAILS, lo, hi, cols, trail_reader_read, r->pager, err) : 0;
 }
 
 int
@@ -131,7 +145,7 @@ tdb_trail_need_pages(TdbTrailReader *r, uint32_t lo, uint32_t hi, TdbTrailError 
 {
 	TdbTrailFooter *f = trail_lazy_footer(r);
 
-	return f ? trail_footer3_load(f, TRAIL3_PAGES, lo, hi, trail_reader_read, r->pager, err) : 0;
+	return f ? trail_footer3_load(f, TRAIL3_PAGES, lo, hi, 0, trail_reader_read, r->pager, err) : 0;
 }
 
 int
@@ -144,6 +158,12 @@ tdb_trail_need_lexicon(TdbTrailReader *r, TdbTrailError *err)
 
 int
 tdb_trail_need_all(TdbTrailReader *r, TdbTrailError *err)
+{
+	return trail_need_everything(r, true, err);
+}
+
+int
+trail_need_everything(TdbTrailReader *r, bool summaries, TdbTrailError *err)
 {
 	TdbTrailFooter *f = trail_lazy_footer(r);
 	int			rc;
@@ -159,7 +179,7 @@ tdb_trail_need_all(TdbTrailReader *r, TdbTrailError *err)
 	 */
 	if ((rc = tdb_pager_extend_tail(r->pager, f->data_end, err)) < 0)
 		return rc;
-	return trail_footer3_load_all(f, trail_reader_read, r->pager, err);
+	return trail_footer3_load_all(f, summaries, trail_reader_read, r->pager, err);
 }
 
 static int
@@ -173,7 +193,7 @@ chunk_order(const void *a, const void *b)
 
 int
 tdb_trail_need_ids(TdbTrailReader *r, const int64_t *ids_int, const char *const *ids_str, int n,
-				   TdbTrailError *err)
+				   uint64_t cols, TdbTrailError *err)
 {
 	TdbTrailFooter *f = trail_lazy_footer(r);
 	uint32_t   *ch;
@@ -194,7 +214,7 @@ tdb_trail_need_ids(TdbTrailReader *r, const int64_t *ids_int, const char *const 
 			ch[m++] = (uint32_t) j;
 	}
 	qsort(ch, m, sizeof(uint32_t), chunk_order);
-	rc = trail_footer3_load_chunks(f, TRAIL3_TRAILS, ch, (int) m, trail_reader_read, r->pager, err);
+	rc = trail_footer3_load_summaries(f, TRAIL3_TRAILS, ch, (int) m, cols, trail_reader_read, r->pager, err);
 	free(ch);
 	return rc;
 }
@@ -235,7 +255,7 @@ trail_reread_footer(TdbTrailReader *r, TdbTrailError *err)
 		return rc;
 	/* version 3: every chunk too, read and checked again */
 	if (fresh.lazy)
-		rc = trail_footer3_load_all(&fresh, trail_reader_read, r->pager, err);
+		rc = trail_footer3_load_all(&fresh, true, trail_reader_read, r->pager, err);
 	tdb_trail_footer_release(&fresh);
 	return rc;
 }

@@ -31,4 +31,11 @@ int			trail_reader_read(void *arg, const TdbByteRange *rg, int n, uint8_t **bufs
 /* The reader's footer when it is version 3's (read in pieces), else NULL. */
 TdbTrailFooter *trail_lazy_footer(TdbTrailReader *r);
 
+/*
+ * Every chunk of a version-3 footer and the lexicon (tdb_trail_need_all),
+ * version 5's summary chunks only when summaries (a full scan reads no
+ * summary: a damaged summary chunk fails only what reads it).
+ */
+int			trail_need_everything(TdbTrailReader *r, bool summaries, TdbTrailError *err);
+
 #endif							/* TDB_TRAIL_READER_OPEN_H */

@@ -21,8 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TDB_TRAIL_VERSION		4	/* newest version written and read */
-#define TDB_TRAIL_VERSION_DEFAULT	4	/* written by default */
+#define TDB_TRAIL_VERSION		5	/* newest version written and read */
+#define TDB_TRAIL_VERSION_DEFAULT	5	/* written by default */
 #define TDB_TRAIL_VERSION_MIN	1	/* oldest version read */
 #define TDB_TRAIL_TRAILER_SIZE	48
 #define TDB_TRAIL_HEADER_SIZE	16
@@ -452,9 +452,41 @@ int			tdb_trail_need_pages(TdbTrailReader *r, uint32_t lo, uint32_t hi,
 int			tdb_trail_need_lexicon(TdbTrailReader *r, TdbTrailError *err);
 int			tdb_trail_need_all(TdbTrailReader *r, TdbTrailError *err);
 
-/* The trail chunks of these ids (by id_type, NULLs skipped), fetched at once. */
+/*
+ * A version-3 or later footer's parts (trafficdb-trail info): the bytes
+ * and number of each kind of chunk, from the head alone; the head's bytes
+ * are the rest of the footer.  All zero before version 3.
+ */
+typedef struct TdbTrailFooterParts
+{
+	uint64_t	trail_bytes,
+				page_bytes,
+				summary_bytes,
+				lexicon_bytes;
+	uint32_t	trail_chunks,
+				page_chunks,
+				summary_chunks;
+} TdbTrailFooterParts;
+
+void		tdb_trail_footer_parts(const TdbTrailReader *r, TdbTrailFooterParts *out);
+
+/*
+ * Trails [lo, hi) with the column summaries (TdbTrailInfo.stats) of the
+ * columns in mask cols (bit c: column c) valid: version 5 keeps each
+ * column's summaries in chunks of their own, read only when asked for;
+ * the other columns' summaries read as count 0 until asked for.  Before
+ * version 5 every column's come with the trails.
+ */
+int			tdb_trail_need_summaries(TdbTrailReader *r, uint32_t lo, uint32_t hi, uint64_t cols,
+									 TdbTrailError *err);
+
+/*
+ * The trail chunks of these ids (by id_type, NULLs skipped), and the
+ * summaries of the columns in cols, fetched at once.
+ */
 int			tdb_trail_need_ids(TdbTrailReader *r, const int64_t *ids_int,
-							   const char *const *ids_str, int n, TdbTrailError *err);
+							   const char *const *ids_str, int n, uint64_t cols,
+							   TdbTrailError *err);
 
 /*
  * The index of trail id (id_type INT64: id; STRING: sid) in the footer's

@@ -95,7 +95,7 @@ decode_lazy(TdbTrailFooter *f, const uint8_t *data, size_t size)
 	if (size >= 8)
 		memcpy(&id, data + (size - 8) / 2, sizeof(id));
 	trail_footer3_find(f, id, f->schema.id_type == TDB_TRAIL_STRING ? "a" : NULL, fx_mem_read, &m, &err);
-	trail_footer3_load_all(f, fx_mem_read, &m, &err);
+	trail_footer3_load_all(f, true, fx_mem_read, &m, &err);
 
 	/*
 	 * Then the chunks' CRCs vouched for (computed here, as a hostile author
@@ -116,8 +116,8 @@ decode_lazy(TdbTrailFooter *f, const uint8_t *data, size_t size)
 		if (z->lex_off <= size && z->lex_len <= size - z->lex_off)
 			z->lex_crc = tdb_crc32c(data + z->lex_off, z->lex_len);
 	}
-	trail_footer3_load(f, TRAIL3_TRAILS, 0, f->ntrails, fx_mem_read, &m, &err);
-	trail_footer3_load(f, TRAIL3_PAGES, 0, f->npages, fx_mem_read, &m, &err);
+	trail_footer3_load(f, TRAIL3_TRAILS, 0, f->ntrails, TRAIL_ALL_COLUMNS(f->schema.ncolumns), fx_mem_read, &m, &err);
+	trail_footer3_load(f, TRAIL3_PAGES, 0, f->npages, 0, fx_mem_read, &m, &err);
 	trail_footer3_load_lexicon(f, fx_mem_read, &m, &err);
 	{
 		const F3Lazy *z = f->lazy;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "../../checksum.h"
+#include "footer3.h"
 #include "format.h"
 #include "pager.h"
 #include "remote.h"
@@ -585,4 +586,131 @@ UNIT_TEST(test_s3_v3_footer_bytes_do_not_grow)
 		CHECK(b <= 8192);
 		CHECK_EQ_U64(e, (uint64_t) ntr * (k == 2 ? 2 : 40));
 	}
+}
+
+/*
+ * Version 5: each column's per-trail summaries in chunks of their own,
+ * read only when asked for; the trail chunks without them.  The same
+ * summaries as version 4's, the trail chunks smaller (ids and zone maps
+ * delta-coded); a damaged summary chunk fails only what reads it; one that
+ * lies under a good CRC (a count above its trail's events) is corruption.
+ */
+UNIT_TEST(test_trail_v5_summaries_apart)
+{
+	size_t		len4,
+				len5;
+	uint8_t    *b4 = write_v(4, 200, 5, 2, TDB_TRAIL_ORDER_TRAIL, &len4);
+	uint8_t    *b5 = write_v(5, 200, 5, 2, TDB_TRAIL_ORDER_TRAIL, &len5);
+	FxOpened	o4,
+				o5;
+	const TdbTrailFooter *f4,
+			   *f5;
+	const F3Lazy *z;
+	TdbTrailError err;
+	uint32_t	n4,
+				n5,
+				ns,
+				ntc;
+	uint64_t	bytes4,
+				bytes5,
+				nev = 0;
+	bool		same = true;
+
+	CHECK(b4 != NULL && b5 != NULL);
+	if (b4 == NULL || b5 == NULL || !fx_open_buf(&o4, b4, len4, "v5", false, true))
+		goto out;
+	if (!fx_open_buf(&o5, b5, len5, "v5", false, true))
+	{
+		fx_close_opened(&o4);
+		goto out;
+	}
+	f4 = tdb_trail_footer(o4.r);
+	f5 = tdb_trail_footer(o5.r);
+	z = f5->lazy;
+	ntc = trail_footer3_nchunks(f5, TRAIL3_TRAILS);
+	CHECK(f5->version == 5 && f5->ntrails == 200 && ntc == 4);
+	CHECK_EQ_U64(trail_footer3_nchunks(f5, TRAIL3_SUMS), 2 * ntc);
+	CHECK_EQ_U64(trail_footer3_nchunks(f4, TRAIL3_SUMS), 0);
+	/* the whole file's summary is the head's, as before */
+	CHECK(f5->whole.stats[0].count == 1000 && trail_stats_equal(TDB_TRAIL_FLOAT64, &f5->whole.stats[0], &f4->whole.stats[0]));
+
+	/* trail entries alone: no summary chunk read, the summaries count 0 */
+	CHECK(tdb_trail_need_trails(o4.r, 0, 200, &err) == 0 && tdb_trail_need_trails(o5.r, 0, 200, &err) == 0);
+	bytes4 = trail_footer3_loaded(f4, TRAIL3_TRAILS, &n4);
+	bytes5 = trail_footer3_loaded(f5, TRAIL3_TRAILS, &n5);
+	CHECK(n4 == ntc && n5 == ntc && bytes5 < bytes4);
+	CHECK(trail_footer3_loaded(f5, TRAIL3_SUMS, &ns) == 0 && ns == 0);
+	for (uint32_t t = 0; t < 200; t++)
+		same &= f5->trails[t].stats[0].count == 0 && f5->trails[t].stats[1].count == 0;
+	CHECK(same);
+	/* column 1's: its chunks only, equal to version 4's; column 0's still not read */
+	CHECK(tdb_trail_need_summaries(o5.r, 0, 200, 2, &err) == 0);
+	CHECK(trail_footer3_loaded(f5, TRAIL3_SUMS, &ns) > 0 && ns == ntc);
+	for (uint32_t j = 0; j < ntc; j++)
+		CHECK(chunk_loaded(&z->chunks[TRAIL3_SUMS][ntc + j]) && !chunk_loaded(&z->chunks[TRAIL3_SUMS][j]));
+	same = true;
+	for (uint32_t t = 0; t < 200; t++)
+		same &= trail_stats_equal(TDB_TRAIL_STRING, &f5->trails[t].stats[1], &f4->trails[t].stats[1]) &&
+			f5->trails[t].stats[1].count == 5 && f5->trails[t].stats[0].count == 0;
+	CHECK(same);
+	/* then one trail's column 0: its chunk's alone */
+	CHECK(tdb_trail_need_summaries(o5.r, 130, 131, 1, &err) == 0);
+	CHECK(trail_footer3_loaded(f5, TRAIL3_SUMS, &ns) > 0 && ns == ntc + 1);
+	CHECK(trail_stats_equal(TDB_TRAIL_FLOAT64, &f5->trails[130].stats[0], &f4->trails[130].stats[0]) &&
+		  f5->trails[130].stats[0].fmax == 130 + 2.0);
+	CHECK(tdb_trail_verify(o5.r, &nev, &err) == 0);
+	CHECK_EQ_U64(nev, 1000);
+	fx_close_opened(&o4);
+	fx_close_opened(&o5);
+
+	/* a summary chunk damaged: its column's summaries fail, naming it; the rows do not */
+	{
+		uint8_t    *bad = malloc(len5);
+		const F3Chunk *sc;
+		int64_t		id = 3 * 70 + 1;
+
+		memcpy(bad, b5, len5);
+		if (!fx_open_buf(&o5, b5, len5, "v5", false, true))
+			goto out2;
+		sc = &((const F3Lazy *) tdb_trail_footer(o5.r)->lazy)->chunks[TRAIL3_SUMS][ntc + 1];
+		bad[sc->off + sc->len / 2] ^= 0x40;
+		fx_close_opened(&o5);
+		if (!fx_open_buf(&o5, bad, len5, "v5", false, true))
+			goto out2;
+		CHECK(tdb_trail_need_summaries(o5.r, 0, 200, 1, &err) == 0);
+		CHECK(tdb_trail_need_summaries(o5.r, 0, 200, 2, &err) == TDB_TRAIL_ECORRUPT &&
+			  strstr(err.msg, "checksum mismatch in summary chunk 5") != NULL);
+		CHECK(scan_count(o5.r, &id, 1, 0, &err) == 5);
+		CHECK(scan_count(o5.r, NULL, 1, 0, &err) == 1000);
+		CHECK(tdb_trail_verify(o5.r, &nev, &err) == TDB_TRAIL_ECORRUPT);
+		fx_close_opened(&o5);
+out2:
+		free(bad);
+	}
+
+	/* a summary that lies under a good CRC (its own, last): a count above its trail's 5 events */
+	{
+		uint8_t    *bad = malloc(len5);
+		const F3Chunk *sc;
+
+		memcpy(bad, b5, len5);
+		if (!fx_open_buf(&o5, b5, len5, "v5", false, true))
+			goto out3;
+		sc = &((const F3Lazy *) tdb_trail_footer(o5.r)->lazy)->chunks[TRAIL3_SUMS][0];
+		CHECK(bad[sc->off] == 5);	/* the first trail's count of column 0 */
+		bad[sc->off] = 6;
+		codec_put_u32le(bad + sc->off + sc->len - 4, tdb_crc32c(bad + sc->off, sc->len - 4));
+		fx_close_opened(&o5);
+		if (!fx_open_buf(&o5, bad, len5, "v5", false, true))
+			goto out3;
+		CHECK(tdb_trail_need_summaries(o5.r, 0, 200, 2, &err) == 0);
+		CHECK(tdb_trail_need_summaries(o5.r, 0, 1, 1, &err) == TDB_TRAIL_ECORRUPT &&
+			  strstr(err.msg, "bad column summary of a trail in summary chunk 0") != NULL);
+		fx_close_opened(&o5);
+out3:
+		free(bad);
+	}
+out:
+	free(b4);
+	free(b5);
 }

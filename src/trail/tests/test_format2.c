@@ -252,7 +252,7 @@ UNIT_TEST(test_trail_v2_summaries_match_brute_force)
 		TdbTrailSchema sc;
 		TdbTrailWriter *w;
 		TdbTrailWriterOptions wo = {.order = layout % 2 == 0 ? TDB_TRAIL_ORDER_SPACETIME : TDB_TRAIL_ORDER_TRAIL,
-			.version = layout <= 2 ? 2 : 3};
+			.version = layout <= 2 ? 2 : layout <= 5 ? 3 : 5};
 		TdbTrailError err;
 		uint8_t    *fb;
 		size_t		fl;

@@ -282,9 +282,9 @@ fx_tmpdir(char *out, size_t outlen, const char *tag)
 void
 fx_layout(int layout)
 {
-	bool		st = layout == 2 || layout == 4 || layout == 5;
+	bool		st = layout == 2 || layout == 4 || layout == 5 || layout == 7;
 
-	fx_version = layout == 0 ? 1 : layout <= 2 ? 2 : 3;
+	fx_version = layout == 0 ? 1 : layout <= 2 ? 2 : layout <= 5 ? 3 : 5;
 	fx_order = st ? TDB_TRAIL_ORDER_SPACETIME : TDB_TRAIL_ORDER_TRAIL;
 	fx_by_time = layout == 5;
 	/* small buckets, so that the random sets' trails share pages and split */

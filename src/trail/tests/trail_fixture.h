@@ -60,9 +60,11 @@ extern int64_t fx_page_span_us;
 /*
  * Layouts: 0 version 1, 1 version 2 by trail, 2 version 2 space-time,
  * 3 version 3 by trail, 4 version 3 space-time, 5 version 3 by time
- * (pages of one trail and one bucket, by bucket then trail).
+ * (pages of one trail and one bucket, by bucket then trail), 6 version 5
+ * by trail (small trails share pages, summaries apart), 7 version 5
+ * space-time.
  */
-#define FX_LAYOUTS 6
+#define FX_LAYOUTS 8
 void		fx_layout(int layout);
 
 /*

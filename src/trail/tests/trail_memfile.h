@@ -42,7 +42,7 @@ fx_decode_footer_whole(const uint8_t *buf, size_t len, const TdbTrailTrailer *t,
 	FxMemFile	m = {buf, len};
 	int			rc = tdb_trail_footer_decode(buf + t->footer_offset, t->footer_length, t, f, err);
 
-	if (rc == 0 && f->version >= 3 && (rc = trail_footer3_load_all(f, fx_mem_read, &m, err)) < 0)
+	if (rc == 0 && f->version >= 3 && (rc = trail_footer3_load_all(f, true, fx_mem_read, &m, err)) < 0)
 		tdb_trail_footer_release(f);
 	return rc;
 }
