@@ -135,6 +135,7 @@ decode_trail_chunk(TdbTrailFooter *f, F3Lazy *z, uint32_t j, const uint8_t *buf,
 bad:
 	*where = (size_t) (c.p - buf);
 	free(mem);
+	ch->stats = NULL;
 	memset(&f->trails[ch->first], 0, ch->count * sizeof(TdbTrailInfo));
 	return why;
 }
@@ -153,26 +154,27 @@ decode_sum_chunk(TdbTrailFooter *f, F3Lazy *z, uint32_t k, const uint8_t *buf, s
 				nc = f->schema.ncolumns;
 	const F3Chunk *tc = &z->chunks[TRAIL3_TRAILS][k % ntc];
 	CodecCur	c = {buf, buf + ch->len - 4};	/* its CRC after its summaries */
-	TdbTrailStats st;
+	TdbTrailStats *st;
+	const char *why = NULL;
 
 	*where = 0;
 	if (!chunk_loaded(tc) || tc->stats == NULL)
 		return "summaries before their trails";
-	for (uint32_t i = 0; i < ch->count; i++)
-	{
-		if (!trail_get_stats(&c, f->schema.columns[col].type, f->trails[ch->first + i].nevents, true, &st))
-		{
-			*where = (size_t) (c.p - buf);
-			return "bad column summary of a trail";
-		}
-		tc->stats[(size_t) i * nc + col] = st;
-	}
-	if (codec_left(&c) != 0)
-	{
+	/* decoded apart, then copied whole: a chunk that fails leaves its column's summaries at count 0 */
+	if ((st = malloc(((size_t) ch->count + 1) * sizeof(TdbTrailStats))) == NULL)
+		return "out of memory";
+	for (uint32_t i = 0; i < ch->count && why == NULL; i++)
+		if (!trail_get_stats(&c, f->schema.columns[col].type, f->trails[ch->first + i].nevents, true, &st[i]))
+			why = "bad column summary of a trail";
+	if (why == NULL && codec_left(&c) != 0)
+		why = "trailing bytes";
+	if (why != NULL)
 		*where = (size_t) (c.p - buf);
-		return "trailing bytes";
-	}
-	return NULL;
+	else
+		for (uint32_t i = 0; i < ch->count; i++)
+			tc->stats[(size_t) i * nc + col] = st[i];
+	free(st);
+	return why;
 }
 
 /* Page chunk j from its bytes into f->pages. */
