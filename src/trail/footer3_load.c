@@ -518,10 +518,16 @@ trail_footer3_find(TdbTrailFooter *f, int64_t id, const char *sid, TrailRangeRea
 		return rc;
 	lo = z->chunks[TRAIL3_TRAILS][j].first;
 	hi = lo + z->chunks[TRAIL3_TRAILS][j].count;
+	return trail_find_between(f, lo, hi, &k);
+}
+
+int
+trail_find_between(const TdbTrailFooter *f, uint32_t lo, uint32_t hi, const TdbTrailKey *k)
+{
 	while (lo < hi)
 	{
 		uint32_t	mid = lo + (hi - lo) / 2;
-		int			c = trail_key_cmp(f->schema.id_type, &f->trails[mid].key, &k);
+		int			c = trail_key_cmp(f->schema.id_type, &f->trails[mid].key, k);
 
 		if (c == 0)
 			return (int) mid;

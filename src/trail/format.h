@@ -153,6 +153,8 @@ int			trail_footer3_load_all(TdbTrailFooter *f, bool summaries, TrailRangeRead r
 /* Index of a trail id, its chunk loaded; -1: none; or an error. */
 int			trail_footer3_find(TdbTrailFooter *f, int64_t id, const char *sid, TrailRangeRead rd,
 							   void *arg, TdbTrailError *err);
+/* Index of key among trails [lo, hi) (loaded, in id order), or -1. */
+int			trail_find_between(const TdbTrailFooter *f, uint32_t lo, uint32_t hi, const TdbTrailKey *k);
 /* The trail chunk that would hold an id, from the head alone; -1: before the first. */
 int			trail_footer3_chunk_of(const TdbTrailFooter *f, int64_t id, const char *sid);
 /* Load the chunks holding these entries of kind (any order, duplicates welcome). */

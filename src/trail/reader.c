@@ -79,44 +79,6 @@ zone_hits(const TdbTrailScan *s, int64_t tmin, int64_t tmax, int32_t xmin, int32
 	return true;
 }
 
-static int
-find_key(const TdbTrailFooter *f, int64_t id, const char *sid)
-{
-	uint32_t	lo = 0,
-				hi = f->ntrails;
-
-	while (lo < hi)
-	{
-		uint32_t	mid = lo + (hi - lo) / 2;
-		const TdbTrailKey *key = &f->trails[mid].key;
-		int			c;
-
-		if (f->schema.id_type == TDB_TRAIL_STRING)
-			c = strcmp(key->s, sid);
-		else
-			c = (key->i > id) - (key->i < id);
-		if (c == 0)
-			return (int) mid;
-		if (c < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return -1;
-}
-
-int
-tdb_trail_find_int(const TdbTrailFooter *f, int64_t id)
-{
-	return f->schema.id_type == TDB_TRAIL_STRING ? -1 : find_key(f, id, NULL);
-}
-
-int
-tdb_trail_find_str(const TdbTrailFooter *f, const char *id)
-{
-	return f->schema.id_type != TDB_TRAIL_STRING || id == NULL ? -1 : find_key(f, 0, id);
-}
-
 /* Page k of a trail's pages, in file order. */
 static inline uint32_t
 trail_page(const TdbTrailInfo *ti, uint32_t k)
@@ -131,18 +93,6 @@ trail_order(const void *a, const void *b)
 				y = *(const uint32_t *) b;
 
 	return (x > y) - (x < y);
-}
-
-int
-tdb_trail_lookup(TdbTrailReader *r, int64_t id, const char *sid, TdbTrailError *err)
-{
-	TdbTrailFooter *f = trail_lazy_footer(r);
-
-	if (r->footer->schema.id_type == TDB_TRAIL_STRING && sid == NULL)
-		return -1;
-	if (f == NULL)
-		return find_key(r->footer, id, sid);
-	return trail_footer3_find(f, id, sid, trail_reader_read, r->pager, err);
 }
 
 int
@@ -360,6 +310,7 @@ tdb_trail_scan_begin(TdbTrailReader *r, const TdbTrailQuery *q, TdbTrailScan **o
 		uint32_t	nch = trail_footer3_nchunks(f, TRAIL3_PAGES),
 					m = 0;
 		int			rc = 0;
+		bool		most;
 
 		for (uint32_t j = 0; j < nch; j++)
 		{
@@ -382,8 +333,8 @@ tdb_trail_scan_begin(TdbTrailReader *r, const TdbTrailQuery *q, TdbTrailScan **o
 		 * of page chunks, then 17.9 kB of trail chunks; a box over a week of
 		 * New York Harbor AIS: 103 kB, then 9.6 kB; one round trip each now)
 		 */
-		if (tdb_pager_size(r->pager) - trail_footer3_entries_off(f) <= SMALL_FOOTER_BYTES ||
-			(m > 0 && q->limit == 0 && !q->may_stop_early && 8 * (uint64_t) (f->npages - m) <= f->npages))
+		most = m > 0 && q->limit == 0 && !q->may_stop_early && 8 * (uint64_t) (f->npages - m) <= f->npages;
+		if (most || tdb_pager_size(r->pager) - trail_footer3_entries_off(f) <= SMALL_FOOTER_BYTES)
 			rc = tdb_pager_extend_tail(r->pager, trail_footer3_entries_off(f), err);
 		if (rc == 0)
 			rc = trail_footer3_load_entries(trail_lazy_footer(r), TRAIL3_PAGES, s->pages, m, trail_reader_read,

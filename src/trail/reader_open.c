@@ -118,6 +118,39 @@ trail_lazy_footer(TdbTrailReader *r)
 	return r->sf->f.lazy ? &r->sf->f : NULL;
 }
 
+/* Trail id lookups: the footer's trails, in id order (a version-3 footer: its chunk read first). */
+static int
+find_key(const TdbTrailFooter *f, int64_t id, const char *sid)
+{
+	TdbTrailKey k = {id, sid};
+
+	return trail_find_between(f, 0, f->ntrails, &k);
+}
+
+int
+tdb_trail_find_int(const TdbTrailFooter *f, int64_t id)
+{
+	return f->schema.id_type == TDB_TRAIL_STRING ? -1 : find_key(f, id, NULL);
+}
+
+int
+tdb_trail_find_str(const TdbTrailFooter *f, const char *id)
+{
+	return f->schema.id_type != TDB_TRAIL_STRING || id == NULL ? -1 : find_key(f, 0, id);
+}
+
+int
+tdb_trail_lookup(TdbTrailReader *r, int64_t id, const char *sid, TdbTrailError *err)
+{
+	TdbTrailFooter *f = trail_lazy_footer(r);
+
+	if (r->footer->schema.id_type == TDB_TRAIL_STRING && sid == NULL)
+		return -1;
+	if (f == NULL)
+		return find_key(r->footer, id, sid);
+	return trail_footer3_find(f, id, sid, trail_reader_read, r->pager, err);
+}
+
 void
 tdb_trail_footer_parts(const TdbTrailReader *r, TdbTrailFooterParts *out)
 {
