@@ -219,7 +219,22 @@ fi
 "${PSQL[@]}" -d "$DEMO_DB" -qc "CREATE EXTENSION IF NOT EXISTS postgis"
 
 say "import $MAP roads ($pbf) with osm2pgsql"
-"${PSQL[@]}" -d "$DEMO_DB" -qc "SET client_min_messages = warning; DROP EXTENSION IF EXISTS trafficdb CASCADE; DROP TABLE IF EXISTS roads"
+# A cluster of an earlier demo (or a bench that used it) starts its daemon,
+# which reads its map table while this drops the extension and what depends
+# on it: either may be the deadlock's victim (seen on 2026-12-01: "deadlock
+# detected", make demo failed).  The daemon's load ends; the drop is retried
+# then, five times at most.
+for try in 1 2 3 4 5; do
+	if out=$("${PSQL[@]}" -d "$DEMO_DB" -qc "SET client_min_messages = warning; DROP EXTENSION IF EXISTS trafficdb CASCADE; DROP TABLE IF EXISTS roads" 2>&1); then
+		break
+	fi
+	case $out in
+	*"deadlock detected"*) [ "$try" -lt 5 ] || die "the old demo's tables could not be dropped: $out"
+		echo "demo: the daemon was loading its map (deadlock); dropping again in 2 s" ;;
+	*) die "the old demo's tables could not be dropped: $out" ;;
+	esac
+	sleep 2
+done
 osm2pgsql --output=flex --style=scripts/roads.lua --log-level=warn \
 	-H 127.0.0.1 -P "$port" -U postgres -d "$DEMO_DB" "$pbf"
 "${PSQL[@]}" -d "$DEMO_DB" -q <<-'EOF'
