@@ -40,7 +40,7 @@ decode_pages(const TdbTrailFooter *f, const uint8_t *data, size_t size)
 
 		if (pi->offset + pi->length > size)
 			break;
-		/* whole, and (versions 2 to 4) with the positions or a column skipped */
+		/* whole, and (versions 2 to 5) with the positions or a column skipped */
 		tdb_trail_page_decode(f, i, data + pi->offset, pi->length, &pg, &err);
 		if (f->version >= 2 && pi->length > 0)
 			tdb_trail_page_decode_some(f, i, data + pi->offset, pi->length,
@@ -253,14 +253,17 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 	if (dir == NULL)
 		return 0;
 	/* version 1, versions 2 and 3 by trail and space-time; int and string ids */
-	for (int k = 0; k < 13; k++)
+	for (int k = 0; k < 16; k++)
 	{
 		TdbTrailSchema s;
 		TdbTrailWriter *w;
-		/* k 10-12: version 4 in trail order, small trails sharing pages (and k 12 space-time) */
+		/*
+		 * k 10-12: version 4 in trail order, small trails sharing pages (and k
+		 * 12 space-time); k 13-15: version 5 the same (summary chunks)
+		 */
 		TdbTrailWriterOptions o = {.page_target_bytes = k >= 10 ? 4096 : 200, .page_max_events = k >= 10 ? 64 : 8,
-			.version = k < 2 ? 1 : k < 6 ? 2 : k < 10 ? 3 : 4,
-			.order = k == 4 || k == 5 || k == 8 || k == 9 || k == 12 ? TDB_TRAIL_ORDER_SPACETIME : TDB_TRAIL_ORDER_TRAIL,
+			.version = k < 2 ? 1 : k < 6 ? 2 : k < 10 ? 3 : k < 13 ? 4 : 5,
+			.order = k == 4 || k == 5 || k == 8 || k == 9 || k == 12 || k == 15 ? TDB_TRAIL_ORDER_SPACETIME : TDB_TRAIL_ORDER_TRAIL,
 		.bucket_us = 5000000};
 		uint8_t    *buf;
 		size_t		len;
