@@ -171,9 +171,7 @@ trail_footer3_encode(CodecBuf *out, uint64_t base, const TdbTrailFooter *f, TdbT
 	/* trail chunks */
 	for (uint32_t j = 0; j < ntc; j++)
 	{
-		int64_t		pt = 0,
-					px = 0,
-					py = 0;
+		int64_t		base[3] = {0, 0, 0};
 
 		start = out->len;
 		for (uint32_t i = j * kt; i < f->ntrails && i < (j + 1) * kt; i++)
@@ -187,17 +185,7 @@ trail_footer3_encode(CodecBuf *out, uint64_t base, const TdbTrailFooter *f, TdbT
 				trail_put_key(out, s->id_type, &ti->key);
 			codec_put_varint(out, ti->nevents);
 			if (apart)
-			{
-				codec_put_svarint(out, (int64_t) ((uint64_t) (ti->tmin / q) - (uint64_t) pt));
-				codec_put_varint(out, ((uint64_t) ti->tmax - (uint64_t) ti->tmin) / (uint64_t) q);
-				codec_put_svarint(out, ti->xmin - px);
-				codec_put_svarint(out, ti->ymin - py);
-				codec_put_varint(out, (uint64_t) ((int64_t) ti->xmax - ti->xmin));
-				codec_put_varint(out, (uint64_t) ((int64_t) ti->ymax - ti->ymin));
-				pt = ti->tmin / q;
-				px = ti->xmin;
-				py = ti->ymin;
-			}
+				put_zone3_rel(out, q, base, ti->tmin, ti->tmax, ti->xmin, ti->ymin, ti->xmax, ti->ymax);
 			else
 				put_zone3(out, q, ti->tmin, ti->tmax, ti->xmin, ti->ymin, ti->xmax, ti->ymax);
 			codec_put_varint(out, ti->npages);
@@ -214,9 +202,7 @@ trail_footer3_encode(CodecBuf *out, uint64_t base, const TdbTrailFooter *f, TdbT
 	/* page chunks */
 	for (uint32_t j = 0; j < npc; j++)
 	{
-		int64_t		pt = 0,
-					px = 0,
-					py = 0,
+		int64_t		base[3] = {0, 0, 0},
 					plo = 0;
 
 		start = out->len;
@@ -230,15 +216,7 @@ trail_footer3_encode(CodecBuf *out, uint64_t base, const TdbTrailFooter *f, TdbT
 			codec_put_svarint(out, (int64_t) tlo[i] - plo);
 			codec_put_varint(out, thi[i] - tlo[i]);
 			plo = tlo[i];
-			codec_put_svarint(out, (int64_t) ((uint64_t) (p->tmin / q) - (uint64_t) pt));
-			codec_put_varint(out, ((uint64_t) p->tmax - (uint64_t) p->tmin) / (uint64_t) q);
-			codec_put_svarint(out, p->xmin - px);
-			codec_put_svarint(out, p->ymin - py);
-			codec_put_varint(out, (uint64_t) ((int64_t) p->xmax - p->xmin));
-			codec_put_varint(out, (uint64_t) ((int64_t) p->ymax - p->ymin));
-			pt = p->tmin / q;
-			px = p->xmin;
-			py = p->ymin;
+			put_zone3_rel(out, q, base, p->tmin, p->tmax, p->xmin, p->ymin, p->xmax, p->ymax);
 		}
 		if (!out->ok)
 			goto done;
@@ -376,9 +354,10 @@ get_crc_u32(CodecCur *c, uint32_t *v)
 }
 
 /*
- * Version 5's summary directory: a length and CRC per column and trail
- * chunk (column by column), the chunks from *at on; a summary takes a byte
- * at least.  Their entry ranges are the trail chunks'.
+ * Version 5's summary directory: a length per column and trail chunk
+ * (column by column; each chunk ends with its own CRC), the chunks from *at
+ * on; a summary takes a byte at least.  Their entry ranges are the trail
+ * chunks'.
  */
 static const char *
 decode_sums_dir(CodecCur *c, const TdbTrailFooter *f, F3Lazy *z, uint64_t region, uint64_t *at)

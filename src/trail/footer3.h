@@ -99,6 +99,27 @@ put_zone3(CodecBuf *b, int64_t q, int64_t tmin, int64_t tmax, int32_t xmin, int3
 	codec_put_varint(b, (uint64_t) ((int64_t) ymax - ymin));
 }
 
+/*
+ * A zone map relative to the previous entry's of its chunk (base: its
+ * tmin / q, xmin, ymin; zeros before the first), then base set to this
+ * one's: page chunk entries, and version 5's trail chunk entries.  Read
+ * back by get_zone3 with the same base.
+ */
+static inline void
+put_zone3_rel(CodecBuf *b, int64_t q, int64_t *base, int64_t tmin, int64_t tmax, int32_t xmin,
+			  int32_t ymin, int32_t xmax, int32_t ymax)
+{
+	codec_put_svarint(b, (int64_t) ((uint64_t) (tmin / q) - (uint64_t) base[0]));
+	codec_put_varint(b, ((uint64_t) tmax - (uint64_t) tmin) / (uint64_t) q);
+	codec_put_svarint(b, xmin - base[1]);
+	codec_put_svarint(b, ymin - base[2]);
+	codec_put_varint(b, (uint64_t) ((int64_t) xmax - xmin));
+	codec_put_varint(b, (uint64_t) ((int64_t) ymax - ymin));
+	base[0] = tmin / q;
+	base[1] = xmin;
+	base[2] = ymin;
+}
+
 static inline bool
 box_ok(int64_t x0, int64_t y0, uint64_t dx, uint64_t dy)
 {
@@ -107,9 +128,13 @@ box_ok(int64_t x0, int64_t y0, uint64_t dx, uint64_t dy)
 		dy <= (uint64_t) (TRAIL_LAT_MAX - y0);
 }
 
-/* An absolute zone map (put_zone3); base, when given, is added to (a, x0, y0) first. */
+/*
+ * An absolute zone map (put_zone3); or, base given, a relative one
+ * (put_zone3_rel): base is added to (a, x0, y0) first, then set to this
+ * entry's, as the writer's was.
+ */
 static inline bool
-get_zone3(CodecCur *c, int64_t q, const int64_t *base, int64_t *tmin, int64_t *tmax,
+get_zone3(CodecCur *c, int64_t q, int64_t *base, int64_t *tmin, int64_t *tmax,
 		  int32_t *box)
 {
 	int64_t		a,
@@ -138,6 +163,12 @@ get_zone3(CodecCur *c, int64_t q, const int64_t *base, int64_t *tmin, int64_t *t
 	box[1] = (int32_t) y0;
 	box[2] = (int32_t) (x0 + (int64_t) dx);
 	box[3] = (int32_t) (y0 + (int64_t) dy);
+	if (base)
+	{
+		base[0] = *tmin / q;
+		base[1] = box[0];
+		base[2] = box[1];
+	}
 	return true;
 }
 

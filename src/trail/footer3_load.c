@@ -91,9 +91,6 @@ decode_trail_chunk(TdbTrailFooter *f, F3Lazy *z, uint32_t j, const uint8_t *buf,
 		evsum += ti->nevents;
 		if (!get_zone3(&c, z->q, z->sums_apart ? base : NULL, &ti->tmin, &ti->tmax, box))
 			CHUNK_BAD("bad trail zone map");
-		base[0] = ti->tmin / z->q;	/* version 5: the next one's relative to this one */
-		base[1] = box[0];
-		base[2] = box[1];
 		if (!inside(ti->tmin, ti->tmax, box, ch->tmin, ch->tmax, ch->xmin, ch->ymin, ch->xmax, ch->ymax))
 			CHUNK_BAD("a trail's zone map outside its chunk's");
 		ti->xmin = box[0];
@@ -238,9 +235,6 @@ decode_page_chunk(TdbTrailFooter *f, F3Lazy *z, uint32_t j, const uint8_t *buf, 
 			CHUNK_BAD("bad page zone map");
 		if (!inside(pi->tmin, pi->tmax, box, ch->tmin, ch->tmax, ch->xmin, ch->ymin, ch->xmax, ch->ymax))
 			CHUNK_BAD("a page's zone map outside its chunk's");
-		base[0] = pi->tmin / z->q;
-		base[1] = box[0];
-		base[2] = box[1];
 		pi->xmin = box[0];
 		pi->ymin = box[1];
 		pi->xmax = box[2];

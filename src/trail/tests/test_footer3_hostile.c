@@ -358,9 +358,8 @@ hostile_write_file(int ntrails, int n, uint32_t page_events, int nc, TdbTrailOrd
 	return buf;
 }
 
-/* buf opened as fx_open_buf does, but an error at open is returned, not a failure. */
-static int
-open_crafted(FxOpened *o, const uint8_t *buf, size_t len, TdbTrailError *err)
+int
+hostile_open(FxOpened *o, const uint8_t *buf, size_t len, TdbTrailError *err)
 {
 	TdbPagerOptions po;
 	int			rc;
@@ -467,7 +466,7 @@ expect(Model *m, const int64_t *id, int64_t want, const char *what)
 
 	memset(&err, 0, sizeof(err));
 	save_crafted(m, buf, len);
-	if (open_crafted(&o, buf, len, &err) < 0)
+	if (hostile_open(&o, buf, len, &err) < 0)
 	{
 		unit_fail(__FILE__, __LINE__, "crafted file refused at open: %s", err.msg);
 		free(buf);
@@ -690,7 +689,7 @@ expect_open(Model *m, const char *what)
 
 	memset(&err, 0, sizeof(err));
 	save_crafted(m, buf, len);
-	rc = open_crafted(&o, buf, len, &err);
+	rc = hostile_open(&o, buf, len, &err);
 	if (rc != TDB_TRAIL_ECORRUPT || strstr(err.msg, what) == NULL)
 		unit_fail(__FILE__, __LINE__, "open: %d (%s), expected a corrupt footer naming \"%s\"", rc,
 				  err.msg, what);
@@ -750,7 +749,7 @@ UNIT_TEST(test_trail_v3_hostile_directory_lies)
 		TdbTrailError err;
 		uint64_t	n;
 
-		if (open_crafted(&c, buf, clen, &err) < 0)
+		if (hostile_open(&c, buf, clen, &err) < 0)
 		{
 			unit_fail(__FILE__, __LINE__, "lie %d refused at open: %s", m.arg, err.msg);
 			free(buf);

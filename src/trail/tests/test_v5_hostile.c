@@ -16,6 +16,7 @@
 #include "format.h"
 #include "format2.h"
 #include "pager.h"
+#include "test_footer3_hostile.h"
 #include "trail_fixture.h"
 #include "trail_unit.h"
 
@@ -90,32 +91,6 @@ v5_write(int version, int ntrails, int n, int nc, bool string_ids, uint32_t page
 		buf = NULL;
 	tdb_trail_writer_free(w);
 	return buf;
-}
-
-/* Open without failing the test: rc of open (and need_all when asked). */
-static int
-open_raw(FxOpened *o, const uint8_t *buf, size_t len, TdbTrailError *err)
-{
-	TdbPagerOptions po;
-	int			rc;
-
-	fx_tmpdir(o->dir, sizeof(o->dir), "v5h");
-	snprintf(o->path, sizeof(o->path), "%s/f.trail", o->dir);
-	if (!fx_write_file(o->path, buf, len))
-		return -100;
-	tdb_trail_footer_cache_clear();
-	memset(&po, 0, sizeof(po));
-	po.url = o->path;
-	if ((rc = tdb_pager_open(&po, &o->pager, err)) < 0)
-		return rc;
-	if ((rc = tdb_trail_open(o->pager, &o->r, err)) < 0)
-	{
-		tdb_pager_close(o->pager);
-		unlink(o->path);
-		rmdir(o->dir);
-		return rc;
-	}
-	return 0;
 }
 
 /*
@@ -287,7 +262,7 @@ UNIT_TEST(test_v5_hostile_sums_dir_lengths)
 		CHECK(bad != NULL);
 		if (!bad)
 			continue;
-		rc = open_raw(&b, bad, blen, &err);
+		rc = hostile_open(&b, bad, blen, &err);
 		if (rc == 0)
 		{
 			int			r2 = tdb_trail_need_summaries(b.r, 0, 300, 7, &err);
@@ -329,7 +304,7 @@ UNIT_TEST(test_v5_hostile_sums_dir_lengths)
 			}
 		}
 		CHECK(b2 != NULL);
-		if (b2 && open_raw(&b, b2, l2, &err) == 0)
+		if (b2 && hostile_open(&b, b2, l2, &err) == 0)
 		{
 			int64_t		n;
 
@@ -407,7 +382,7 @@ UNIT_TEST(test_v5_hostile_sum_chunk_lies)
 		else
 			at = 1, val = 0;	/* float flags: neither range nor NaN with a count */
 		bad = lie_in_chunk(good, len, sc, at, val);
-		rc = open_raw(&b, bad, len, &err);
+		rc = hostile_open(&b, bad, len, &err);
 		CHECK(rc == 0);
 		if (rc == 0)
 		{
@@ -547,8 +522,8 @@ differential(const FxOpened *o, const uint8_t *good, Mut mut, int arg, const cha
 				o5;
 	TdbTrailError e4,
 				e5;
-	int			r4 = open_raw(&o4, b4, l4, &e4),
-				r5 = open_raw(&o5, b5, l5, &e5);
+	int			r4 = hostile_open(&o4, b4, l4, &e4),
+				r5 = hostile_open(&o5, b5, l5, &e5);
 	bool		op4 = r4 == 0,
 				op5 = r5 == 0;
 
@@ -643,14 +618,14 @@ UNIT_TEST(test_v5_hostile_shapes)
 			free(b5);
 			continue;
 		}
-		if (open_raw(&o4, b4, l4, &err) != 0)
+		if (hostile_open(&o4, b4, l4, &err) != 0)
 		{
 			unit_fail(__FILE__, __LINE__, "%s: v4 open: %s", what, err.msg);
 			free(b4);
 			free(b5);
 			continue;
 		}
-		if (open_raw(&o5, b5, l5, &err) != 0)
+		if (hostile_open(&o5, b5, l5, &err) != 0)
 		{
 			unit_fail(__FILE__, __LINE__, "%s: v5 open: %s", what, err.msg);
 			fx_close_opened(&o4);
