@@ -310,7 +310,6 @@ tdb_trail_scan_begin(TdbTrailReader *r, const TdbTrailQuery *q, TdbTrailScan **o
 		uint32_t	nch = trail_footer3_nchunks(f, TRAIL3_PAGES),
 					m = 0;
 		int			rc = 0;
-		bool		most;
 
 		for (uint32_t j = 0; j < nch; j++)
 		{
@@ -328,13 +327,14 @@ tdb_trail_scan_begin(TdbTrailReader *r, const TdbTrailQuery *q, TdbTrailScan **o
 
 		/*
 		 * A small footer, or chunks of 7/8 of the pages or more and no LIMIT:
-		 * all of it in the GET that brings the page chunks, the trail chunks
+		 * all of it (but version 5's summary chunks, which no scan reads) in
+		 * the GET that brings the page chunks, the trail chunks
 		 * the pages name with them (a window of the 0.3 M ADS-B set: 8.5 kB
 		 * of page chunks, then 17.9 kB of trail chunks; a box over a week of
 		 * New York Harbor AIS: 103 kB, then 9.6 kB; one round trip each now)
 		 */
-		most = m > 0 && q->limit == 0 && !q->may_stop_early && 8 * (uint64_t) (f->npages - m) <= f->npages;
-		if (most || tdb_pager_size(r->pager) - trail_footer3_entries_off(f) <= SMALL_FOOTER_BYTES)
+		if (tdb_pager_size(r->pager) - trail_footer3_entries_off(f) <= SMALL_FOOTER_BYTES ||
+			(m > 0 && q->limit == 0 && !q->may_stop_early && 8 * (uint64_t) (f->npages - m) <= f->npages))
 			rc = tdb_pager_extend_tail(r->pager, trail_footer3_entries_off(f), err);
 		if (rc == 0)
 			rc = trail_footer3_load_entries(trail_lazy_footer(r), TRAIL3_PAGES, s->pages, m, trail_reader_read,
