@@ -296,8 +296,8 @@ tdb_trail_writer_create(const TdbTrailSchema *schema, const TdbTrailWriterOption
 
 		free(w);
 		return tdb_trail_fail(err, TDB_TRAIL_EINVAL,
-							  "format version %d with page order %d; expected version 1 (trail order), 2, 3 or 4 (trail, space-time or auto order, a positive time bucket)",
-							  v, (int) (opts ? opts->order : 0));
+							  "format version %d with page order %d; expected version 1 (trail order), or 2 to %d (trail, space-time or auto order, a positive time bucket)",
+							  v, (int) (opts ? opts->order : 0), TDB_TRAIL_VERSION);
 	}
 	if (w->opts.version >= 3 && w->opts.page_max_events > TRAIL_V3_PAGE_MAX_EVENTS)
 	{

@@ -542,6 +542,13 @@ UNIT_TEST(test_trail_v1_still_written)
 	CHECK(tdb_trail_writer_create(&sc, &bad, &w, &err) == TDB_TRAIL_EINVAL);
 	CHECK(strstr(err.msg, "version") != NULL);
 	CHECK(tdb_trail_writer_create(&sc, &bad3, &w, &err) == TDB_TRAIL_EINVAL);
+	/* the versions it names are those it writes (it said "2, 3 or 4" after version 5 came) */
+	{
+		char		want[32];
+
+		snprintf(want, sizeof(want), "or 2 to %d (", TDB_TRAIL_VERSION);
+		CHECK(strstr(err.msg, want) != NULL);
+	}
 }
 
 /* ---- hostile review (review-v2) ---------------------------------------- */
