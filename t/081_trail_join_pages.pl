@@ -125,6 +125,10 @@ for my $t ('st', 'tr')
 			'tr: a small file: the first lookup fetched the pages of all of them');
 		cmp_ok($j->{Requests}, '<', $old->{Requests},
 			"tr: in $j->{Requests} requests, where the lookups one by one sent $old->{Requests}");
+		# three round trips: the tail, every trail and page entry with the first lookup's own in one
+		# GET, then the pages (it was five before them: the first id's trail chunk, its page chunks,
+		# the other trail chunks, the other page chunks, one after the other)
+		is($j->{Requests}, 3, 'tr: the join sent 3 requests: the tail, the footer\'s entries, the pages');
 		# with room for less than the file (the memory cache's half), each lookup its own
 		my $room = tdb_scan_node($node, sprintf($join, $t), q{SET trafficdb.trail_memory_cache = '128kB'; });
 		is($room->{'Trail Pages Fetched Ahead'}, "each lookup's own",

@@ -597,6 +597,47 @@ trail_footer3_trail_ready(const TdbTrailFooter *f, uint32_t t, TdbTrailError *er
 	return 0;
 }
 
+/*
+ * Every trail chunk, the summary chunks of the columns in cols (version 5)
+ * and every page chunk not loaded yet, in one read: one GET for a footer's
+ * entries (or the tail extended down to them) where a read per kind made
+ * two after the tail, one after the other (a 100-id join over a week of New
+ * York Harbor AIS: four GETs of footer chunks, 1.7 ms each here).
+ */
+int
+trail_footer3_load_entries_all(TdbTrailFooter *f, uint64_t cols, TrailRangeRead rd, void *arg,
+							   TdbTrailError *err)
+{
+	F3Lazy	   *z = f->lazy;
+	uint32_t	nt,
+				np;
+	int			nc,
+				m = 0,
+				rc;
+	uint64_t   *refs;
+
+	if (z == NULL)
+		return 0;
+	nt = z->nchunks[TRAIL3_TRAILS];
+	np = z->nchunks[TRAIL3_PAGES];
+	nc = z->sums_apart ? f->schema.ncolumns : 0;
+	if ((refs = malloc(((size_t) nt * (1 + nc) + np + 1) * sizeof(uint64_t))) == NULL)
+		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
+	/* decoded in this order: a summary chunk after its trail chunk */
+	for (uint32_t j = 0; j < nt; j++)
+		refs[m++] = REF(TRAIL3_TRAILS, j);
+	for (int c = 0; c < nc && c < 64; c++)
+		for (uint32_t j = 0; ((cols >> c) & 1) && j < nt; j++)
+			refs[m++] = REF(TRAIL3_SUMS, (uint32_t) c * nt + j);
+	for (uint32_t j = 0; j < np; j++)
+		refs[m++] = REF(TRAIL3_PAGES, j);
+	pthread_mutex_lock(&z->lock);
+	rc = load_locked(f, z, refs, m, rd, arg, err);
+	pthread_mutex_unlock(&z->lock);
+	free(refs);
+	return rc;
+}
+
 int
 trail_footer3_load_all(TdbTrailFooter *f, bool summaries, TrailRangeRead rd, void *arg, TdbTrailError *err)
 {
@@ -606,10 +647,8 @@ trail_footer3_load_all(TdbTrailFooter *f, bool summaries, TrailRangeRead rd, voi
 
 	if (z == NULL)
 		return 0;
-	if ((rc = trail_footer3_load(f, TRAIL3_TRAILS, 0, f->ntrails,
-								 summaries ? TRAIL_ALL_COLUMNS(f->schema.ncolumns) : 0,
-								 rd, arg, err)) < 0 ||
-		(rc = trail_footer3_load(f, TRAIL3_PAGES, 0, f->npages, 0, rd, arg, err)) < 0 ||
+	if ((rc = trail_footer3_load_entries_all(f, summaries ? TRAIL_ALL_COLUMNS(f->schema.ncolumns) : 0,
+											 rd, arg, err)) < 0 ||
 		(rc = trail_footer3_load_lexicon(f, rd, arg, err)) < 0)
 		return rc;
 	/* what only the whole footer shows: page lists and trail ranges agree */

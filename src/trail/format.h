@@ -147,6 +147,9 @@ void		trail_footer3_parts(const TdbTrailFooter *f, TdbTrailFooterParts *out);
 uint64_t	trail_footer3_entries_off(const TdbTrailFooter *f);
 int			trail_footer3_load_lexicon(TdbTrailFooter *f, TrailRangeRead rd, void *arg,
 									   TdbTrailError *err);
+/* Every trail and page chunk, and the summary chunks of cols (version 5), in one read. */
+int			trail_footer3_load_entries_all(TdbTrailFooter *f, uint64_t cols, TrailRangeRead rd, void *arg,
+										   TdbTrailError *err);
 /* Everything (version 5's summaries when asked), then the checks that need all of it (verify, info). */
 int			trail_footer3_load_all(TdbTrailFooter *f, bool summaries, TrailRangeRead rd, void *arg,
 								   TdbTrailError *err);

@@ -178,9 +178,15 @@ entry_serves(const PcEntry *e, bool position, uint64_t skip_columns)
 }
 
 bool
+trail_page_cache_seen(const TdbTrailPageCache *c, const TdbTrailFooter *f)
+{
+	return c->seen == f && c->seen_end == f->data_end && c->seen_pages == f->npages;
+}
+
+bool
 trail_page_cache_first_scan(TdbTrailPageCache *c, const TdbTrailFooter *f)
 {
-	if (c->seen == f && c->seen_end == f->data_end && c->seen_pages == f->npages)
+	if (trail_page_cache_seen(c, f))
 		return false;
 	c->seen = f;
 	c->seen_end = f->data_end;

@@ -35,6 +35,8 @@ const TdbTrailPage *trail_page_cache_put(TdbTrailPageCache *c, const TdbTrailFoo
  * then fetches what all the lookups will need), false after.
  */
 bool		trail_page_cache_first_scan(TdbTrailPageCache *c, const TdbTrailFooter *f);
+/* Whether trail_page_cache_first_scan said true for f already (asks nothing). */
+bool		trail_page_cache_seen(const TdbTrailPageCache *c, const TdbTrailFooter *f);
 
 /* Would a lookup of this page hit?  (Not counted: for read-ahead.) */
 bool		trail_page_cache_has(const TdbTrailPageCache *c, const TdbTrailFooter *f, uint32_t pageno,

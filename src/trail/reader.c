@@ -95,6 +95,8 @@ trail_order(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+static bool union_reads_all(TdbTrailReader *r, const TdbTrailQuery *q);
+
 int
 tdb_trail_scan_begin(TdbTrailReader *r, const TdbTrailQuery *q, TdbTrailScan **out,
 					 TdbTrailError *err)
@@ -162,7 +164,16 @@ tdb_trail_scan_begin(TdbTrailReader *r, const TdbTrailQuery *q, TdbTrailScan **o
 		TdbTrailFooter *lf = trail_lazy_footer(r);
 		int			rc = 0;
 
-		if (lf)					/* version 3: the trail chunks of every id, in one batch */
+		/*
+		 * The first lookup of a join whose first window will load every trail
+		 * and page entry (prefetch_union, a small file): all of them now, in
+		 * one read with this lookup's own, not one read for its trail chunk,
+		 * one for its page chunks, then one per kind for the rest.
+		 */
+		if (lf && q->page_cache != NULL && q->lookups_expected > 1 &&
+			!trail_page_cache_seen(q->page_cache, f) && union_reads_all(r, q))
+			rc = trail_footer3_load_entries_all(lf, 0, trail_reader_read, r->pager, err);
+		if (lf && rc == 0)		/* version 3: the trail chunks of every id, in one batch */
 			rc = tdb_trail_need_ids(r, q->ids_int, q->ids_str, q->nids, 0, err);
 		for (int k = 0; k < q->nids && rc >= 0; k++)
 		{
@@ -442,6 +453,21 @@ page_ranges(const TdbTrailScan *s, uint32_t pageno, TdbByteRange *out)
 #define UNION_GET_BYTES		(64u << 10)
 
 /*
+ * Whether the first lookup of a join (q: lookups expected) reads every page
+ * of the file at once: they fit the pager's room and are fewer bytes than
+ * the later lookups' round trips are worth.
+ */
+static bool
+union_reads_all(TdbTrailReader *r, const TdbTrailQuery *q)
+{
+	const TdbTrailFooter *f = r->footer;
+	uint64_t	room = tdb_pager_prefetch_room(r->pager);
+
+	return room > 0 && f->ntrails > 0 && q->lookups_expected > 1 && f->data_end <= room &&
+		f->data_end <= ((uint64_t) q->lookups_expected - 1) * UNION_GET_BYTES;
+}
+
+/*
  * The first lookup of a join (a page cache, trail ids, lookups expected)
  * fetches now, in as few rounds of concurrent requests as the pager's room
  * allows (else nothing), rather than a round per lookup: when the caller
@@ -472,9 +498,7 @@ prefetch_union(TdbTrailScan *s, TdbTrailError *err)
 
 	if (room == 0 || f->ntrails == 0)
 		return 0;
-	/* the file's pages within the room, and fewer bytes than the later lookups' round trips are worth */
-	small = f->data_end <= room &&
-		f->data_end <= ((uint64_t) s->q.lookups_expected - 1) * UNION_GET_BYTES;
+	small = union_reads_all(s->r, &s->q);
 	if (s->q.union_nids > 0 && !small)
 	{
 		TdbTrailQuery uq = s->q;
