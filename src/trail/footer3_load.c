@@ -264,17 +264,20 @@ bad:
 	return why;
 }
 
-/* A chunk of any kind: (kind << 32) | its number in kind's directory. */
+/* A chunk of any kind: (kind << 32) | its number in kind's directory; or the lexicon. */
+#define TRAIL3_LEX		3
 #define REF(kind, j)	(((uint64_t) (kind) << 32) | (j))
 #define REF_KIND(r)		((int) ((r) >> 32))
 #define REF_NUM(r)		((uint32_t) (r))
 
 static const char *const kind_name[3] = {"trail", "page", "summary"};
 
+static int	lexicon_from(TdbTrailFooter *f, F3Lazy *z, const uint8_t *buf, TdbTrailError *err);
+
 /*
- * Fetch, check and decode chunks refs[0 .. n-1] (those not loaded), all in
- * one read; lock held.  Decoded in the order given: a summary chunk after
- * its trail chunk.
+ * Fetch, check and decode chunks refs[0 .. n-1] (those not loaded; the
+ * lexicon too, REF(TRAIL3_LEX, 0)), all in one read; lock held.  Decoded
+ * in the order given: a summary chunk after its trail chunk.
  */
 static int
 load_locked(TdbTrailFooter *f, F3Lazy *z, const uint64_t *refs, int n, TrailRangeRead rd,
@@ -293,18 +296,32 @@ load_locked(TdbTrailFooter *f, F3Lazy *z, const uint64_t *refs, int n, TrailRang
 	}
 	for (int i = 0; i < n; i++)
 	{
-		const F3Chunk *ch = &z->chunks[REF_KIND(refs[i])][REF_NUM(refs[i])];
+		const F3Chunk *ch;
 
-		if (chunk_loaded(ch) || (m > 0 && todo[m - 1] == refs[i]))
+		if (m > 0 && todo[m - 1] == refs[i])
 			continue;
-		if ((bufs[m] = malloc(ch->len ? ch->len : 1)) == NULL)
+		if (REF_KIND(refs[i]) == TRAIL3_LEX)
 		{
-			rc = tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory for a footer chunk of %llu bytes",
-								(unsigned long long) ch->len);
+			if (z->lex_loaded || z->nstrings == 0)
+				continue;
+			r[m].off = z->lex_off;
+			r[m].len = z->lex_len;
+		}
+		else
+		{
+			ch = &z->chunks[REF_KIND(refs[i])][REF_NUM(refs[i])];
+			if (chunk_loaded(ch))
+				continue;
+			r[m].off = ch->off;
+			r[m].len = ch->len;
+		}
+		if ((bufs[m] = malloc(r[m].len ? r[m].len : 1)) == NULL)
+		{
+			rc = tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory for a footer %s of %llu bytes",
+								REF_KIND(refs[i]) == TRAIL3_LEX ? "lexicon" : "chunk",
+								(unsigned long long) r[m].len);
 			goto done;
 		}
-		r[m].off = ch->off;
-		r[m].len = ch->len;
 		todo[m++] = refs[i];
 	}
 	if (m == 0)
@@ -315,10 +332,17 @@ load_locked(TdbTrailFooter *f, F3Lazy *z, const uint64_t *refs, int n, TrailRang
 	{
 		int			kind = REF_KIND(todo[i]);
 		uint32_t	j = REF_NUM(todo[i]);
-		F3Chunk    *ch = &z->chunks[kind][j];
+		F3Chunk    *ch;
 		const char *why;
 		size_t		where = 0;
 
+		if (kind == TRAIL3_LEX)
+		{
+			if ((rc = lexicon_from(f, z, bufs[i], err)) < 0)
+				goto done;
+			continue;
+		}
+		ch = &z->chunks[kind][j];
 		if (chunk_loaded(ch))
 			continue;
 		/* a summary chunk's CRC is its last 4 bytes (the head gives its length only) */
@@ -354,10 +378,11 @@ done:
 /*
  * Chunks of kind by number; with kind TRAIL3_TRAILS and cols, also those
  * columns' summary chunks of the same trail chunks (version 5; before,
- * the summaries are in the trail chunks), all in one read.
+ * the summaries are in the trail chunks); with lexicon, the lexicon; all
+ * in one read.
  */
 static int
-load_kind(TdbTrailFooter *f, int kind, const uint32_t *chunks, int n, uint64_t cols,
+load_kind(TdbTrailFooter *f, int kind, const uint32_t *chunks, int n, uint64_t cols, bool lexicon,
 		  TrailRangeRead rd, void *arg, TdbTrailError *err)
 {
 	F3Lazy	   *z = f->lazy;
@@ -369,13 +394,15 @@ load_kind(TdbTrailFooter *f, int kind, const uint32_t *chunks, int n, uint64_t c
 
 	for (int c = 0; c < nc; c++)
 		per += (cols >> c) & 1;
-	if ((refs = malloc(((size_t) n * per + 1) * sizeof(uint64_t))) == NULL)
+	if ((refs = malloc(((size_t) n * per + 2) * sizeof(uint64_t))) == NULL)
 		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
 	for (int i = 0; i < n; i++)
 		refs[m++] = REF(kind, chunks[i]);
 	for (int c = 0; c < nc; c++)
 		for (int i = 0; ((cols >> c) & 1) && i < n; i++)
 			refs[m++] = REF(TRAIL3_SUMS, (uint32_t) c * z->nchunks[TRAIL3_TRAILS] + chunks[i]);
+	if (lexicon)
+		refs[m++] = REF(TRAIL3_LEX, 0);
 	pthread_mutex_lock(&z->lock);
 	rc = load_locked(f, z, refs, m, rd, arg, err);
 	pthread_mutex_unlock(&z->lock);
@@ -394,6 +421,13 @@ int
 trail_footer3_load_summaries(TdbTrailFooter *f, int kind, const uint32_t *chunks, int n, uint64_t cols,
 							 TrailRangeRead rd, void *arg, TdbTrailError *err)
 {
+	return trail_footer3_load_with(f, kind, chunks, n, cols, false, rd, arg, err);
+}
+
+int
+trail_footer3_load_with(TdbTrailFooter *f, int kind, const uint32_t *chunks, int n, uint64_t cols,
+						bool lexicon, TrailRangeRead rd, void *arg, TdbTrailError *err)
+{
 	F3Lazy	   *z = f->lazy;
 
 	if (z == NULL || n <= 0)
@@ -404,7 +438,7 @@ trail_footer3_load_summaries(TdbTrailFooter *f, int kind, const uint32_t *chunks
 		if (chunks[i] >= z->nchunks[kind])
 			return tdb_trail_fail(err, TDB_TRAIL_EINVAL, "footer chunk %u of %u", chunks[i],
 								  z->nchunks[kind]);
-	return load_kind(f, kind, chunks, n, cols, rd, arg, err);
+	return load_kind(f, kind, chunks, n, cols, lexicon, rd, arg, err);
 }
 
 int
@@ -434,61 +468,52 @@ trail_footer3_load(TdbTrailFooter *f, int kind, uint32_t lo, uint32_t hi, uint64
 	return rc;
 }
 
+/*
+ * The lexicon from buf (its lex_len bytes as read): checked, decoded into
+ * a new arena, marked loaded; lock held.
+ */
+static int
+lexicon_from(TdbTrailFooter *f, F3Lazy *z, const uint8_t *buf, TdbTrailError *err)
+{
+	CodecCur	c = {buf, buf + z->lex_len};
+	size_t		used = 0;
+	const char *why;
+
+	if (tdb_crc32c(buf, z->lex_len) != z->lex_crc)
+		return tdb_trail_fail(err, TDB_TRAIL_ECORRUPT, "corrupted trail file footer: checksum mismatch in the lexicon");
+	if ((z->lex_arena = malloc(2 * z->lex_len + 1)) == NULL)
+		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory for a lexicon of %llu bytes",
+							  (unsigned long long) z->lex_len);
+	why = trail_get_lexicon(&c, f, z->lex_arena, &used);
+	if (why == NULL && f->nstrings != z->nstrings)
+		why = "lexicon size disagrees with the head's";
+	if (why == NULL && codec_left(&c) != 0)
+		why = "trailing bytes";
+	if (why != NULL)
+	{
+		free(f->strings);
+		f->strings = NULL;
+		f->nstrings = 0;
+		free(z->lex_arena);
+		z->lex_arena = NULL;
+		return tdb_trail_fail(err, TDB_TRAIL_ECORRUPT, "corrupted trail file footer: %s in the lexicon", why);
+	}
+	z->lex_loaded = true;
+	z->loaded_bytes += 2 * z->lex_len + 1 + (size_t) z->nstrings * sizeof(char *);
+	return 0;
+}
+
 int
 trail_footer3_load_lexicon(TdbTrailFooter *f, TrailRangeRead rd, void *arg, TdbTrailError *err)
 {
 	F3Lazy	   *z = f->lazy;
-	TdbByteRange r;
-	uint8_t    *buf = NULL;
-	int			rc = 0;
+	uint64_t	ref = REF(TRAIL3_LEX, 0);
+	int			rc;
 
 	if (z == NULL || z->nstrings == 0)
 		return 0;
 	pthread_mutex_lock(&z->lock);
-	if (z->lex_loaded)
-		goto done;
-	r.off = z->lex_off;
-	r.len = z->lex_len;
-	if ((buf = malloc(z->lex_len)) == NULL || (z->lex_arena = malloc(2 * z->lex_len + 1)) == NULL)
-	{
-		rc = tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory for a lexicon of %llu bytes",
-							(unsigned long long) z->lex_len);
-		goto done;
-	}
-	if ((rc = rd(arg, &r, 1, &buf, err)) < 0)
-		goto done;
-	if (tdb_crc32c(buf, z->lex_len) != z->lex_crc)
-		rc = tdb_trail_fail(err, TDB_TRAIL_ECORRUPT, "corrupted trail file footer: checksum mismatch in the lexicon");
-	else
-	{
-		CodecCur	c = {buf, buf + z->lex_len};
-		size_t		used = 0;
-		const char *why = trail_get_lexicon(&c, f, z->lex_arena, &used);
-
-		if (why == NULL && f->nstrings != z->nstrings)
-			why = "lexicon size disagrees with the head's";
-		if (why == NULL && codec_left(&c) != 0)
-			why = "trailing bytes";
-		if (why != NULL)
-		{
-			free(f->strings);
-			f->strings = NULL;
-			f->nstrings = 0;
-			rc = tdb_trail_fail(err, TDB_TRAIL_ECORRUPT, "corrupted trail file footer: %s in the lexicon", why);
-		}
-		else
-		{
-			z->lex_loaded = true;
-			z->loaded_bytes += 2 * z->lex_len + 1 + (size_t) z->nstrings * sizeof(char *);
-		}
-	}
-done:
-	if (!z->lex_loaded)
-	{
-		free(z->lex_arena);
-		z->lex_arena = NULL;
-	}
-	free(buf);
+	rc = load_locked(f, z, &ref, 1, rd, arg, err);
 	pthread_mutex_unlock(&z->lock);
 	return rc;
 }
@@ -605,8 +630,8 @@ trail_footer3_trail_ready(const TdbTrailFooter *f, uint32_t t, TdbTrailError *er
  * York Harbor AIS: four GETs of footer chunks, 1.7 ms each here).
  */
 int
-trail_footer3_load_entries_all(TdbTrailFooter *f, uint64_t cols, TrailRangeRead rd, void *arg,
-							   TdbTrailError *err)
+trail_footer3_load_entries_all(TdbTrailFooter *f, uint64_t cols, bool lexicon, TrailRangeRead rd,
+							   void *arg, TdbTrailError *err)
 {
 	F3Lazy	   *z = f->lazy;
 	uint32_t	nt,
@@ -621,7 +646,7 @@ trail_footer3_load_entries_all(TdbTrailFooter *f, uint64_t cols, TrailRangeRead 
 	nt = z->nchunks[TRAIL3_TRAILS];
 	np = z->nchunks[TRAIL3_PAGES];
 	nc = z->sums_apart ? f->schema.ncolumns : 0;
-	if ((refs = malloc(((size_t) nt * (1 + nc) + np + 1) * sizeof(uint64_t))) == NULL)
+	if ((refs = malloc(((size_t) nt * (1 + nc) + np + 2) * sizeof(uint64_t))) == NULL)
 		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
 	/* decoded in this order: a summary chunk after its trail chunk */
 	for (uint32_t j = 0; j < nt; j++)
@@ -631,6 +656,8 @@ trail_footer3_load_entries_all(TdbTrailFooter *f, uint64_t cols, TrailRangeRead 
 			refs[m++] = REF(TRAIL3_SUMS, (uint32_t) c * nt + j);
 	for (uint32_t j = 0; j < np; j++)
 		refs[m++] = REF(TRAIL3_PAGES, j);
+	if (lexicon)
+		refs[m++] = REF(TRAIL3_LEX, 0);
 	pthread_mutex_lock(&z->lock);
 	rc = load_locked(f, z, refs, m, rd, arg, err);
 	pthread_mutex_unlock(&z->lock);
@@ -648,8 +675,7 @@ trail_footer3_load_all(TdbTrailFooter *f, bool summaries, TrailRangeRead rd, voi
 	if (z == NULL)
 		return 0;
 	if ((rc = trail_footer3_load_entries_all(f, summaries ? TRAIL_ALL_COLUMNS(f->schema.ncolumns) : 0,
-											 rd, arg, err)) < 0 ||
-		(rc = trail_footer3_load_lexicon(f, rd, arg, err)) < 0)
+											 true, rd, arg, err)) < 0)
 		return rc;
 	/* what only the whole footer shows: page lists and trail ranges agree */
 	if ((refs = calloc(f->npages + 1, sizeof(uint32_t))) == NULL)

@@ -141,15 +141,19 @@ int			trail_footer3_load_chunks(TdbTrailFooter *f, int kind, const uint32_t *chu
 int			trail_footer3_load_summaries(TdbTrailFooter *f, int kind, const uint32_t *chunks, int n,
 										 uint64_t cols, TrailRangeRead rd, void *arg,
 										 TdbTrailError *err);
+/* The same, and with lexicon the lexicon, in the same read. */
+int			trail_footer3_load_with(TdbTrailFooter *f, int kind, const uint32_t *chunks, int n,
+									uint64_t cols, bool lexicon, TrailRangeRead rd, void *arg,
+									TdbTrailError *err);
 /* The chunks' sizes from the head (tdb_trail_footer_parts). */
 void		trail_footer3_parts(const TdbTrailFooter *f, TdbTrailFooterParts *out);
 /* Where the trail chunks begin: past version 5's summary chunks (else the end of the pages). */
 uint64_t	trail_footer3_entries_off(const TdbTrailFooter *f);
 int			trail_footer3_load_lexicon(TdbTrailFooter *f, TrailRangeRead rd, void *arg,
 									   TdbTrailError *err);
-/* Every trail and page chunk, and the summary chunks of cols (version 5), in one read. */
-int			trail_footer3_load_entries_all(TdbTrailFooter *f, uint64_t cols, TrailRangeRead rd, void *arg,
-										   TdbTrailError *err);
+/* Every trail and page chunk, the summary chunks of cols (version 5) and, asked, the lexicon, in one read. */
+int			trail_footer3_load_entries_all(TdbTrailFooter *f, uint64_t cols, bool lexicon, TrailRangeRead rd,
+										   void *arg, TdbTrailError *err);
 /* Everything (version 5's summaries when asked), then the checks that need all of it (verify, info). */
 int			trail_footer3_load_all(TdbTrailFooter *f, bool summaries, TrailRangeRead rd, void *arg,
 								   TdbTrailError *err);

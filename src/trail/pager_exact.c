@@ -123,35 +123,44 @@ tdb_pager_read_exact(TdbPager *p, const TdbByteRange *r, int n, uint8_t **bufs, 
 	for (int i = 0; i < n; i++)
 	{
 		char		key[1200];
+		uint64_t	len = r[i].len;
 
 		p->stats.reads++;
-		if (r[i].len == 0)
+		if (len == 0)
 			continue;
 		if (r[i].off >= p->tail_off)
 		{
-			memcpy(bufs[i], p->tail + (r[i].off - p->tail_off), r[i].len);
-			p->stats.bytes_memory += r[i].len;
+			memcpy(bufs[i], p->tail + (r[i].off - p->tail_off), len);
+			p->stats.bytes_memory += len;
 			continue;
 		}
-		if (r[i].len > MAX_RANGE_BYTES)
+		if (len > MAX_RANGE_BYTES)
 		{
 			/* too long for one GET: by blocks */
-			if ((rc = tdb_pager_read(p, r[i].off, r[i].len, bufs[i], err)) < 0)
+			if ((rc = tdb_pager_read(p, r[i].off, len, bufs[i], err)) < 0)
 				goto done;
 			continue;
 		}
-		snprintf(key, sizeof(key), "%s\n%s\nrange\n%llu+%llu", p->cache_id, p->etag,
-				 (unsigned long long) r[i].off, (unsigned long long) r[i].len);
-		if (tdb_lru_get(p->lru, key, 0, r[i].len, bufs[i]))
-			p->stats.bytes_memory += r[i].len;
-		else if (p->disk != NULL && tdb_disk_cache_get(p->disk, key, bufs[i], r[i].len))
+		if (r[i].off + len > p->tail_off)
 		{
-			p->stats.bytes_disk_cache += r[i].len;
-			tdb_lru_put(p->lru, key, bufs[i], r[i].len);
+			/* its end lies in the tail (a lexicon read with a chunk far below): from there */
+			len = p->tail_off - r[i].off;
+			memcpy(bufs[i] + len, p->tail, r[i].len - len);
+			p->stats.bytes_memory += r[i].len - len;
+		}
+		snprintf(key, sizeof(key), "%s\n%s\nrange\n%llu+%llu", p->cache_id, p->etag,
+				 (unsigned long long) r[i].off, (unsigned long long) len);
+		if (tdb_lru_get(p->lru, key, 0, len, bufs[i]))
+			p->stats.bytes_memory += len;
+		else if (p->disk != NULL && tdb_disk_cache_get(p->disk, key, bufs[i], len))
+		{
+			p->stats.bytes_disk_cache += len;
+			tdb_lru_put(p->lru, key, bufs[i], len);
 		}
 		else
 		{
-			miss[nmiss] = r[i];
+			miss[nmiss].off = r[i].off;
+			miss[nmiss].len = len;
 			mbuf[nmiss++] = bufs[i];
 		}
 	}

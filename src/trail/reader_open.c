@@ -228,6 +228,13 @@ int
 tdb_trail_need_ids(TdbTrailReader *r, const int64_t *ids_int, const char *const *ids_str, int n,
 				   uint64_t cols, TdbTrailError *err)
 {
+	return trail_need_ids_lex(r, ids_int, ids_str, n, cols, false, err);
+}
+
+int
+trail_need_ids_lex(TdbTrailReader *r, const int64_t *ids_int, const char *const *ids_str, int n,
+				   uint64_t cols, bool lexicon, TdbTrailError *err)
+{
 	TdbTrailFooter *f = trail_lazy_footer(r);
 	uint32_t   *ch;
 	uint32_t	m = 0;
@@ -247,7 +254,7 @@ tdb_trail_need_ids(TdbTrailReader *r, const int64_t *ids_int, const char *const 
 			ch[m++] = (uint32_t) j;
 	}
 	qsort(ch, m, sizeof(uint32_t), chunk_order);
-	rc = trail_footer3_load_summaries(f, TRAIL3_TRAILS, ch, (int) m, cols, trail_reader_read, r->pager, err);
+	rc = trail_footer3_load_with(f, TRAIL3_TRAILS, ch, (int) m, cols, lexicon, trail_reader_read, r->pager, err);
 	free(ch);
 	return rc;
 }

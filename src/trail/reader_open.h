@@ -37,5 +37,8 @@ TdbTrailFooter *trail_lazy_footer(TdbTrailReader *r);
  * summary: a damaged summary chunk fails only what reads it).
  */
 int			trail_need_everything(TdbTrailReader *r, bool summaries, TdbTrailError *err);
+/* tdb_trail_need_ids, and with lexicon the lexicon in the same read (a scan that decodes strings). */
+int			trail_need_ids_lex(TdbTrailReader *r, const int64_t *ids_int, const char *const *ids_str, int n,
+							   uint64_t cols, bool lexicon, TdbTrailError *err);
 
 #endif							/* TDB_TRAIL_READER_OPEN_H */

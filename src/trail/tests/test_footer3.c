@@ -714,3 +714,53 @@ out:
 	free(b4);
 	free(b5);
 }
+
+/*
+ * A lookup that decodes a string column has the lexicon read with its
+ * trail chunk, when the scan begins, not after its pages (a round trip
+ * less on S3); one that skips the string column never reads it.  Both
+ * return the events written (scan_count checks each).
+ */
+UNIT_TEST(test_trail_lookup_reads_lexicon_with_trail_chunk)
+{
+	size_t		len;
+	uint8_t    *buf = write_v(5, 40, 5, 2, TDB_TRAIL_ORDER_TRAIL, &len);
+	TdbTrailError err;
+
+	CHECK(buf != NULL);
+	for (int skip = 0; buf != NULL && skip < 2; skip++)
+	{
+		FxOpened	o;
+		TdbTrailQuery q;
+		TdbTrailScan *s = NULL;
+		TdbTrailEvent ev;
+		int64_t		id = 3 * 17 + 1;
+		int			n = 0,
+					rc;
+		const F3Lazy *z;
+
+		tdb_trail_footer_cache_clear();
+		if (!fx_open_buf(&o, buf, len, "v5", false, true))
+			break;
+		z = tdb_trail_footer(o.r)->lazy;
+		CHECK(z != NULL && z->nstrings == 2 && !z->lex_loaded);
+		memset(&q, 0, sizeof(q));
+		q.ids_int = &id;
+		q.nids = 1;
+		q.skip_columns = skip ? 2 : 0;	/* column 1, "s" */
+		CHECK(tdb_trail_scan_begin(o.r, &q, &s, &err) == 0);
+		CHECK(z->lex_loaded == !skip);
+		while (s != NULL && (rc = tdb_trail_scan_next(s, &ev, &err)) > 0)
+		{
+			CHECK(ev.key.i == id);
+			if (!skip)
+				CHECK(strcmp(ev.values[1].s, "odd") == 0);
+			n++;
+		}
+		CHECK(n == 5);
+		CHECK(z->lex_loaded == !skip);
+		tdb_trail_scan_end(s);
+		fx_close_opened(&o);
+	}
+	free(buf);
+}
