@@ -336,3 +336,53 @@ out:
 	free(want);
 	free(got);
 }
+
+/*
+ * An exact read of two ranges, one far below the tail and one whose end
+ * lies in it (a trail chunk with the lexicon): the second's bytes in the
+ * tail are not fetched again.  It fetched all 10,000 before.
+ */
+UNIT_TEST(test_s3_exact_read_ending_in_the_tail)
+{
+	TdbS3Config c;
+	size_t		n = 100000;
+	uint8_t    *want = fx_random_bytes(n, 77);
+	uint8_t    *a = malloc(1000),
+			   *b = malloc(10000);
+	uint8_t    *bufs[2] = {a, b};
+	TdbByteRange r[2] = {{1000, 1000}, {80000, 10000}};
+	TdbPager   *p = NULL;
+	TdbPagerOptions o;
+	TdbPagerStats ps;
+	TdbTrailError err;
+
+	if (!fx_s3_env(&c, false) || !fx_ensure_bucket(&c) || !fx_put(&c, "exact-tail.bin", want, n, 0))
+		goto out;
+	memset(&o, 0, sizeof(o));
+	o.url = "s3://" BUCKET "/exact-tail.bin";
+	o.s3 = c;
+	o.net = fx_fast_net();
+	o.block_size = 16384;
+	if (tdb_pager_open(&o, &p, &err) < 0)
+	{
+		unit_fail(__FILE__, __LINE__, "open: %s", err.msg);
+		goto out;
+	}
+	CHECK(tdb_pager_read_exact(p, r, 2, bufs, &err) == 0);
+	CHECK(memcmp(a, want + 1000, 1000) == 0);
+	CHECK(memcmp(b, want + 80000, 10000) == 0);
+	tdb_pager_stats(p, &ps);
+	/* the 16 kB tail [83616, 100000), then 1,000 and the 3,616 below the tail */
+	CHECK_EQ_U64(ps.bytes_network, 16384 + 1000 + 3616);
+	/* again: from the memory cache, the same bytes */
+	memset(b, 0, 10000);
+	CHECK(tdb_pager_read_exact(p, r + 1, 1, bufs + 1, &err) == 0);
+	CHECK(memcmp(b, want + 80000, 10000) == 0);
+	tdb_pager_stats(p, &ps);
+	CHECK_EQ_U64(ps.bytes_network, 16384 + 1000 + 3616);
+out:
+	tdb_pager_close(p);
+	free(want);
+	free(a);
+	free(b);
+}
