@@ -738,6 +738,13 @@ int
 trail_footer3_load_entries(TdbTrailFooter *f, int kind, const uint32_t *entries, uint32_t n,
 						   TrailRangeRead rd, void *arg, TdbTrailError *err)
 {
+	return trail_footer3_load_entries_lex(f, kind, entries, n, false, rd, arg, err);
+}
+
+int
+trail_footer3_load_entries_lex(TdbTrailFooter *f, int kind, const uint32_t *entries, uint32_t n,
+							   bool lexicon, TrailRangeRead rd, void *arg, TdbTrailError *err)
+{
 	F3Lazy	   *z = f->lazy;
 	uint32_t   *idx;
 	uint32_t	m = 0;
@@ -756,7 +763,7 @@ trail_footer3_load_entries(TdbTrailFooter *f, int kind, const uint32_t *entries,
 	}
 	qsort(idx, m, sizeof(uint32_t), cmp_u32);
 	rc = m > (uint32_t) INT32_MAX ? TDB_TRAIL_EINVAL :
-		trail_footer3_load_chunks(f, kind, idx, (int) m, rd, arg, err);
+		trail_footer3_load_with(f, kind, idx, (int) m, 0, lexicon, rd, arg, err);
 	free(idx);
 	return rc;
 }

@@ -168,6 +168,9 @@ int			trail_footer3_chunk_of(const TdbTrailFooter *f, int64_t id, const char *si
 int			trail_footer3_load_entries(TdbTrailFooter *f, int kind, const uint32_t *entries,
 									   uint32_t n, TrailRangeRead rd, void *arg,
 									   TdbTrailError *err);
+/* The same, and with lexicon the lexicon, in the same read. */
+int			trail_footer3_load_entries_lex(TdbTrailFooter *f, int kind, const uint32_t *entries, uint32_t n,
+										   bool lexicon, TrailRangeRead rd, void *arg, TdbTrailError *err);
 /* Bytes of kind's chunks loaded so far, and how many (tests, EXPLAIN). */
 uint64_t	trail_footer3_loaded(const TdbTrailFooter *f, int kind, uint32_t *nloaded);
 /* The memory the chunks and the lexicon loaded so far take (the footer cache's bound). */

@@ -364,9 +364,11 @@ tdb_trail_scan_begin(TdbTrailReader *r, const TdbTrailQuery *q, TdbTrailScan **o
 		if (tdb_pager_size(r->pager) - trail_footer3_entries_off(f) <= SMALL_FOOTER_BYTES ||
 			(m > 0 && q->limit == 0 && !q->may_stop_early && 8 * (uint64_t) (f->npages - m) <= f->npages))
 			rc = tdb_pager_extend_tail(r->pager, trail_footer3_entries_off(f), err);
+		/* and the lexicon, when strings are decoded: not after the pages, a round trip more */
 		if (rc == 0)
-			rc = trail_footer3_load_entries(trail_lazy_footer(r), TRAIL3_PAGES, s->pages, m, trail_reader_read,
-											r->pager, err);
+			rc = trail_footer3_load_entries_lex(trail_lazy_footer(r), TRAIL3_PAGES, s->pages, m,
+												reads_strings(f, q->skip_columns), trail_reader_read,
+												r->pager, err);
 		if (rc < 0)
 		{
 			free(trails);

@@ -716,20 +716,23 @@ out:
 }
 
 /*
- * A lookup that decodes a string column has the lexicon read with its
- * trail chunk, when the scan begins, not after its pages (a round trip
- * less on S3); one that skips the string column never reads it.  Both
- * return the events written (scan_count checks each).
+ * A scan that decodes a string column has the lexicon read with its first
+ * footer chunks, when it begins (a lookup: with its trail chunk; a time
+ * window: with its page chunks), not after its pages (a round trip less on
+ * S3); one that skips the string column never reads it.  Both return the
+ * events written.
  */
-UNIT_TEST(test_trail_lookup_reads_lexicon_with_trail_chunk)
+UNIT_TEST(test_trail_scan_reads_lexicon_with_footer_chunks)
 {
 	size_t		len;
 	uint8_t    *buf = write_v(5, 40, 5, 2, TDB_TRAIL_ORDER_TRAIL, &len);
 	TdbTrailError err;
 
 	CHECK(buf != NULL);
-	for (int skip = 0; buf != NULL && skip < 2; skip++)
+	for (int kase = 0; buf != NULL && kase < 4; kase++)
 	{
+		int			skip = kase & 1;
+		bool		window = kase >= 2;
 		FxOpened	o;
 		TdbTrailQuery q;
 		TdbTrailScan *s = NULL;
@@ -745,8 +748,17 @@ UNIT_TEST(test_trail_lookup_reads_lexicon_with_trail_chunk)
 		z = tdb_trail_footer(o.r)->lazy;
 		CHECK(z != NULL && z->nstrings == 2 && !z->lex_loaded);
 		memset(&q, 0, sizeof(q));
-		q.ids_int = &id;
-		q.nids = 1;
+		if (window)
+		{
+			/* trail 17's events only: each trail's times are offset by its number (write_v) */
+			q.has_time = true;
+			q.time_from = q.time_to = T0 + 17;
+		}
+		else
+		{
+			q.ids_int = &id;
+			q.nids = 1;
+		}
 		q.skip_columns = skip ? 2 : 0;	/* column 1, "s" */
 		CHECK(tdb_trail_scan_begin(o.r, &q, &s, &err) == 0);
 		CHECK(z->lex_loaded == !skip);
@@ -757,7 +769,7 @@ UNIT_TEST(test_trail_lookup_reads_lexicon_with_trail_chunk)
 				CHECK(strcmp(ev.values[1].s, "odd") == 0);
 			n++;
 		}
-		CHECK(n == 5);
+		CHECK(n == (window ? 1 : 5));
 		CHECK(z->lex_loaded == !skip);
 		tdb_trail_scan_end(s);
 		fx_close_opened(&o);
