@@ -235,6 +235,7 @@ typedef struct TrlScan
 	double		band_lon,
 				band_lat,
 				band_d;
+	bool		band_spheroid;	/* ST_DWithin's use_spheroid */
 	ExprState  *band_state;
 	uint64		band_removed;	/* rows outside, all told */
 	uint64		band_asked;		/* rows PostGIS was asked about */

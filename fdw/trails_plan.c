@@ -228,7 +228,7 @@ exact_box(const TdbGeoClause *geo, double *box)
  * the rows near the circle.
  */
 static bool
-geog_band(const TdbGeoClause *geo, double *px, double *py, double *d)
+geog_band(const TdbGeoClause *geo, double *px, double *py, double *d, bool *spheroid)
 {
 	const Const *a = (const Const *) geo->arg,
 			   *dc = (const Const *) geo->distance;
@@ -241,6 +241,7 @@ geog_band(const TdbGeoClause *geo, double *px, double *py, double *d)
 	if (a->constisnull || dc->constisnull || dc->consttype != FLOAT8OID)
 		return false;
 	*d = DatumGetFloat8(dc->constvalue);
+	*spheroid = geo->spheroid == NULL || DatumGetBool(((Const *) geo->spheroid)->constvalue);
 	if (!(*d >= 0) || isinf(*d))
 		return false;			/* PostGIS's error for d < 0, NaN: its own answer */
 	if (!tdb_geometry_point(tdb_geography_to_geometry(a->constvalue, a->consttype), px, py, &srid, &what))
@@ -494,7 +495,8 @@ trlGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid, Fo
 					px,
 					py,
 					dist;
-		bool		have_box = false;
+		bool		have_box = false,
+					spheroid = true;
 		List	   *kept = NIL;
 		Expr	   *id_clause = NULL,
 				   *band_clause = NULL;
@@ -523,7 +525,7 @@ trlGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid, Fo
 			else if (ri->pseudoconstant || !IsA(ri->clause, FuncExpr) ||
 				!tdb_geo_clause(ri->clause, baserel->relid, geom_column, &c.geom, &geo))
 				kept = lappend(kept, ri);
-			else if (band == NIL && geog_band(&geo, &px, &py, &dist))
+			else if (band == NIL && geog_band(&geo, &px, &py, &dist, &spheroid))
 			{
 				/*
 				 * the scan evaluates it, itself for the rows a great-circle
@@ -531,8 +533,8 @@ trlGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid, Fo
 				 * goes last among the scan's expressions (fdw_exprs), not to
 				 * the quals
 				 */
-				band = list_make3(makeString(psprintf("%.17g", px)), makeString(psprintf("%.17g", py)),
-								  makeString(psprintf("%.17g", dist)));
+				band = list_make4(makeString(psprintf("%.17g", px)), makeString(psprintf("%.17g", py)),
+								  makeString(psprintf("%.17g", dist)), makeBoolean(spheroid));
 				band_clause = ri->clause;
 				pull_varattnos((Node *) ri->clause, baserel->relid, &used);
 			}

@@ -34,6 +34,102 @@ tdb_geo_distance_m(double lon1, double lat1, double lon2, double lat2)
 	return 2.0 * TDB_EARTH_RADIUS_M * asin(sqrt(h));
 }
 
+#define WGS84_A		6378137.0
+#define WGS84_F		(1.0 / 298.257223563)
+#define WGS84_B		(WGS84_A * (1.0 - WGS84_F))
+
+static bool
+lonlat_ok(double lon, double lat)
+{
+	return lon >= -180 && lon <= 180 && lat >= -90 && lat <= 90;	/* false for NaN */
+}
+
+double
+tdb_geo_wgs84_m(double lon1, double lat1, double lon2, double lat2)
+{
+	double		L,
+				u1,
+				u2,
+				su1,
+				cu1,
+				su2,
+				cu2,
+				lambda,
+				prev,
+				ss = 0,
+				cs = 0,
+				sigma = 0,
+				c2a = 0,
+				c2sm = 0,
+				usq,
+				A,
+				B,
+				ds;
+	int			iter = 0;
+
+	if (!lonlat_ok(lon1, lat1) || !lonlat_ok(lon2, lat2))
+		return -1;
+	L = (lon2 - lon1) * DEG2RAD;
+	if (L > M_PI)
+		L -= 2 * M_PI;
+	else if (L < -M_PI)
+		L += 2 * M_PI;
+	/* reduced latitudes (tan of +-90 degrees is huge, not infinite: atan gives +-pi/2) */
+	u1 = atan((1 - WGS84_F) * tan(lat1 * DEG2RAD));
+	u2 = atan((1 - WGS84_F) * tan(lat2 * DEG2RAD));
+	su1 = sin(u1), cu1 = cos(u1), su2 = sin(u2), cu2 = cos(u2);
+	lambda = L;
+	do
+	{
+		double		sl = sin(lambda),
+					cl = cos(lambda),
+					sa,
+					C;
+
+		ss = sqrt((cu2 * sl) * (cu2 * sl) + (cu1 * su2 - su1 * cu2 * cl) * (cu1 * su2 - su1 * cu2 * cl));
+		cs = su1 * su2 + cu1 * cu2 * cl;
+		if (ss == 0)
+			return cs > 0 ? 0 : -1; /* the same point; or antipodes, where it does not converge */
+		sigma = atan2(ss, cs);
+		sa = cu1 * cu2 * sl / ss;
+		c2a = 1 - sa * sa;
+		c2sm = c2a != 0 ? cs - 2 * su1 * su2 / c2a : 0;	/* on the equator */
+		C = WGS84_F / 16 * c2a * (4 + WGS84_F * (4 - 3 * c2a));
+		prev = lambda;
+		lambda = L + (1 - C) * WGS84_F * sa * (sigma + C * ss * (c2sm + C * cs * (-1 + 2 * c2sm * c2sm)));
+	} while (fabs(lambda - prev) > 1e-12 && ++iter < 200);
+	if (iter >= 200 || !(fabs(lambda) <= M_PI))
+		return -1;				/* nearly antipodal: no convergence */
+	usq = c2a * (WGS84_A * WGS84_A - WGS84_B * WGS84_B) / (WGS84_B * WGS84_B);
+	A = 1 + usq / 16384 * (4096 + usq * (-768 + usq * (320 - 175 * usq)));
+	B = usq / 1024 * (256 + usq * (-128 + usq * (74 - 47 * usq)));
+	ds = B * ss * (c2sm + B / 4 * (cs * (-1 + 2 * c2sm * c2sm) -
+								  B / 6 * c2sm * (-3 + 4 * ss * ss) * (-3 + 4 * c2sm * c2sm)));
+	return WGS84_B * A * (sigma - ds);
+}
+
+double
+tdb_geo_wgs84_sphere_m(double lon1, double lat1, double lon2, double lat2)
+{
+	double		p1 = lat1 * DEG2RAD,
+				p2 = lat2 * DEG2RAD,
+				l1 = lon1 * DEG2RAD,
+				l2 = lon2 * DEG2RAD;
+	double		a[3],
+				b[3],
+				x[3];
+
+	if (!lonlat_ok(lon1, lat1) || !lonlat_ok(lon2, lat2))
+		return -1;
+	a[0] = cos(p1) * cos(l1), a[1] = cos(p1) * sin(l1), a[2] = sin(p1);
+	b[0] = cos(p2) * cos(l2), b[1] = cos(p2) * sin(l2), b[2] = sin(p2);
+	x[0] = a[1] * b[2] - a[2] * b[1];
+	x[1] = a[2] * b[0] - a[0] * b[2];
+	x[2] = a[0] * b[1] - a[1] * b[0];
+	return (2 * WGS84_A + WGS84_B) / 3 *
+		atan2(sqrt(x[0] * x[0] + x[1] * x[1] + x[2] * x[2]), a[0] * b[0] + a[1] * b[1] + a[2] * b[2]);
+}
+
 bool
 tdb_geo_circle_box(double lon, double lat, double radius_m, TdbBox *box)
 {

@@ -35,6 +35,22 @@ typedef struct TdbBox
 double		tdb_geo_distance_m(double lon1, double lat1, double lon2, double lat2);
 
 /*
+ * Geodesic distance in metres on the WGS 84 ellipsoid between two lon/lat
+ * points in degrees (Vincenty's inverse formula, within a tenth of a
+ * millimetre where it converges), or -1: nearly antipodal points where it
+ * does not, or a coordinate not finite or outside [-180, 180] x [-90, 90].
+ */
+double		tdb_geo_wgs84_m(double lon1, double lat1, double lon2, double lat2);
+
+/*
+ * Great-circle distance in metres on the sphere of radius (2a + b) / 3 of
+ * WGS 84 (PostGIS's for a geography with use_spheroid false), from the
+ * angle between the two points' unit vectors (accurate at every distance,
+ * antipodes too), or -1 for a coordinate as above.
+ */
+double		tdb_geo_wgs84_sphere_m(double lon1, double lat1, double lon2, double lat2);
+
+/*
  * The smallest lon/lat box (degrees) that holds every point within radius_m
  * metres of (lon, lat), widened by a safety margin for the sphere/ellipsoid
  * difference.  Returns false if the inputs are not finite, the radius is

@@ -26,6 +26,36 @@ UNIT_TEST(test_geo_known_distances)
 			   tdb_geo_distance_m(-75.5, 39.7, 24.9, 60.1), 1e-6);
 }
 
+/*
+ * WGS 84 geodesics against published values: Vincenty's own example
+ * (Flinders Peak to Buninyong), a degree along the equator (a times its
+ * angle), the first degree of a meridian and half a meridian (pole to
+ * pole); antipodes and bad coordinates give -1.  And the sphere of radius
+ * (2a + b) / 3.
+ */
+UNIT_TEST(test_geo_wgs84_known)
+{
+	double		r = (2 * 6378137.0 + 6378137.0 * (1 - 1 / 298.257223563)) / 3;
+
+	CHECK_NEAR(tdb_geo_wgs84_m(144 + 25 / 60.0 + 29.52440 / 3600, -(37 + 57 / 60.0 + 3.72030 / 3600),
+							   143 + 55 / 60.0 + 35.38390 / 3600, -(37 + 39 / 60.0 + 10.15610 / 3600)),
+			   54972.271, 0.001);
+	CHECK_NEAR(tdb_geo_wgs84_m(0, 0, 1, 0), 6378137.0 * M_PI / 180, 1e-6);
+	CHECK_NEAR(tdb_geo_wgs84_m(0, 0, 0, 1), 110574.389, 0.001);
+	CHECK_NEAR(tdb_geo_wgs84_m(30, 90, 30, -90), 20003931.459, 0.001);
+	CHECK_NEAR(tdb_geo_wgs84_m(24.94, 60.17, 24.94, 60.17), 0.0, 1e-9);
+	CHECK_NEAR(tdb_geo_wgs84_m(179.5, 10, -179.5, 10), tdb_geo_wgs84_m(-0.5, 10, 0.5, 10), 1e-6);
+	CHECK(tdb_geo_wgs84_m(0, 0, 180, 0) == -1);
+	CHECK(tdb_geo_wgs84_m(0, 0.0001, 179.9, -0.0001) == -1);
+	CHECK(tdb_geo_wgs84_m(NAN, 0, 1, 0) == -1);
+	CHECK(tdb_geo_wgs84_m(0, 91, 1, 0) == -1);
+	CHECK(tdb_geo_wgs84_m(181, 0, 1, 0) == -1);
+	CHECK_NEAR(tdb_geo_wgs84_sphere_m(0, 0, 180, 0), M_PI * r, 1e-6);
+	CHECK_NEAR(tdb_geo_wgs84_sphere_m(10, 45, 10, 46), r * M_PI / 180, 1e-6);
+	CHECK_NEAR(tdb_geo_wgs84_sphere_m(24.94, 60.17, 24.94, 60.17), 0.0, 1e-9);
+	CHECK(tdb_geo_wgs84_sphere_m(0, -90.5, 1, 0) == -1);
+}
+
 /* The point at distance d (metres) and bearing theta (radians) from (lon, lat). */
 static void
 destination(double lon, double lat, double d, double theta, double *lon2, double *lat2)
