@@ -19,7 +19,7 @@
 #include "trail_fixture.h"
 #include "trail_unit.h"
 
-#define T0 1600000000000000LL
+#define T0 FX_SMALL_T0
 
 /* Trail k: id 3k + 1, n events a second apart, pages of at most page_events. */
 static uint8_t *write_v(int version, int ntrails, int n, uint32_t page_events, TdbTrailOrder order,
@@ -34,54 +34,7 @@ write3(int ntrails, int n, uint32_t page_events, TdbTrailOrder order, size_t *le
 static uint8_t *
 write_v(int version, int ntrails, int n, uint32_t page_events, TdbTrailOrder order, size_t *len)
 {
-	TdbTrailSchema sc;
-	TdbTrailWriterOptions o;
-	TdbTrailWriter *w;
-	TdbTrailError err;
-	TdbTrailValue vals[2];
-	uint8_t    *buf = NULL;
-
-	memset(&sc, 0, sizeof(sc));
-	strcpy(sc.id_name, "id");
-	sc.id_type = TDB_TRAIL_INT64;
-	strcpy(sc.time_name, "t");
-	strcpy(sc.lon_name, "lon");
-	strcpy(sc.lat_name, "lat");
-	sc.ncolumns = 2;
-	strcpy(sc.columns[0].name, "v");
-	sc.columns[0].type = TDB_TRAIL_FLOAT64;
-	strcpy(sc.columns[1].name, "s");
-	sc.columns[1].type = TDB_TRAIL_STRING;
-	memset(&o, 0, sizeof(o));
-	o.version = version;
-	o.order = order;
-	o.page_max_events = page_events;
-	if (tdb_trail_writer_create(&sc, &o, &w, &err) < 0)
-		return NULL;
-	for (int k = 0; k < ntrails; k++)
-		for (int i = 0; i < n; i++)
-		{
-			TdbTrailEvent ev;
-
-			memset(&ev, 0, sizeof(ev));
-			memset(vals, 0, sizeof(vals));
-			ev.key.i = 3LL * k + 1;
-			ev.time_us = T0 + (int64_t) i * 1000000 + k;
-			ev.lon = -10 + (k % 100) * 0.01;
-			ev.lat = 40 + i * 0.001 + (k % 7) * 0.1;
-			vals[0].f = k + i * 0.5;
-			vals[1].s = k % 2 ? "odd" : "even";
-			ev.values = vals;
-			if (tdb_trail_writer_add(w, &ev, &err) < 0)
-			{
-				tdb_trail_writer_free(w);
-				return NULL;
-			}
-		}
-	if (tdb_trail_writer_finish(w, &buf, len, &err) < 0)
-		buf = NULL;
-	tdb_trail_writer_free(w);
-	return buf;
+	return fx_write_small(version, ntrails, n, page_events, order, -1, len);
 }
 
 /* Events of trail id (all, or in a time window when from <= to); < 0: the error. */

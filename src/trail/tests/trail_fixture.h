@@ -38,6 +38,16 @@ typedef struct FxSet
 
 /* A random set: string ids if string_ids, ntrails trails, up to max_len each. */
 void		fx_make(FxSet *s, uint64_t *rng, bool string_ids, int ntrails, int max_len);
+
+/*
+ * A small file of format version: trail k has id 3k + 1 and n events a
+ * second apart from FX_SMALL_T0 + k, in pages of at most page_events; a
+ * float64 "v" (k + i / 2) and a string "s": "odd"/"even" by k when
+ * ndistinct < 0, "name-%05d" of k % ndistinct when > 0, NULL when 0.
+ */
+#define FX_SMALL_T0 1600000000000000LL
+uint8_t    *fx_write_small(int version, int ntrails, int n, uint32_t page_events, TdbTrailOrder order,
+							int ndistinct, size_t *len);
 void		fx_free(FxSet *s);
 
 /* Write s as a trail file at path with small pages; returns file size. */
