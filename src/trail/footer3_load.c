@@ -376,6 +376,20 @@ done:
 }
 
 /*
+ * Whether a chunk of refs[0 .. n-1] is still to be read: the lexicon rides
+ * along with a read that goes out anyway, never in one of its own (a
+ * lookup whose chunks are loaded and whose id has no page needs none).
+ */
+static bool
+any_unloaded(const F3Lazy *z, const uint64_t *refs, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (!chunk_loaded(&z->chunks[REF_KIND(refs[i])][REF_NUM(refs[i])]))
+			return true;
+	return false;
+}
+
+/*
  * Chunks of kind by number; with kind TRAIL3_TRAILS and cols, also those
  * columns' summary chunks of the same trail chunks (version 5; before,
  * the summaries are in the trail chunks); with lexicon, the lexicon; all
@@ -401,7 +415,7 @@ load_kind(TdbTrailFooter *f, int kind, const uint32_t *chunks, int n, uint64_t c
 	for (int c = 0; c < nc; c++)
 		for (int i = 0; ((cols >> c) & 1) && i < n; i++)
 			refs[m++] = REF(TRAIL3_SUMS, (uint32_t) c * z->nchunks[TRAIL3_TRAILS] + chunks[i]);
-	if (lexicon)
+	if (lexicon && any_unloaded(z, refs, m))
 		refs[m++] = REF(TRAIL3_LEX, 0);
 	pthread_mutex_lock(&z->lock);
 	rc = load_locked(f, z, refs, m, rd, arg, err);
@@ -656,7 +670,7 @@ trail_footer3_load_entries_all(TdbTrailFooter *f, uint64_t cols, bool lexicon, T
 			refs[m++] = REF(TRAIL3_SUMS, (uint32_t) c * nt + j);
 	for (uint32_t j = 0; j < np; j++)
 		refs[m++] = REF(TRAIL3_PAGES, j);
-	if (lexicon)
+	if (lexicon && any_unloaded(z, refs, m))
 		refs[m++] = REF(TRAIL3_LEX, 0);
 	pthread_mutex_lock(&z->lock);
 	rc = load_locked(f, z, refs, m, rd, arg, err);

@@ -727,5 +727,23 @@ UNIT_TEST(test_trail_scan_reads_lexicon_with_footer_chunks)
 		tdb_trail_scan_end(s);
 		fx_close_opened(&o);
 	}
+	/* an id between two trails whose chunk is loaded already: nothing to ride along with, no lexicon */
+	if (buf != NULL)
+	{
+		FxOpened	o;
+		int64_t		in = 3 * 17 + 1,
+					between = 3 * 17 + 2;
+		const F3Lazy *z;
+
+		tdb_trail_footer_cache_clear();
+		if (fx_open_buf(&o, buf, len, "v5", false, true))
+		{
+			z = tdb_trail_footer(o.r)->lazy;
+			CHECK(tdb_trail_need_ids(o.r, &in, NULL, 1, 0, &err) == 0 && !z->lex_loaded);
+			CHECK(scan_count(o.r, &between, 1, 0, &err) == 0);
+			CHECK(!z->lex_loaded);
+			fx_close_opened(&o);
+		}
+	}
 	free(buf);
 }
