@@ -375,11 +375,7 @@ done:
 	return rc;
 }
 
-/*
- * Whether a chunk of refs[0 .. n-1] is still to be read: the lexicon rides
- * along with a read that goes out anyway, never in one of its own (a
- * lookup whose chunks are loaded and whose id has no page needs none).
- */
+/* Whether a chunk of refs[0 .. n-1] is still to be read. */
 static bool
 any_unloaded(const F3Lazy *z, const uint64_t *refs, int n)
 {
@@ -387,6 +383,46 @@ any_unloaded(const F3Lazy *z, const uint64_t *refs, int n)
 		if (!chunk_loaded(&z->chunks[REF_KIND(refs[i])][REF_NUM(refs[i])]))
 			return true;
 	return false;
+}
+
+/*
+ * Into refs from m on: trail chunks chunks[0 .. n-1] (NULL: 0 .. n-1),
+ * then, version 5, the summary chunks of the columns in cols of each
+ * (decoded after their trail chunk); the new count.
+ */
+static int
+trail_refs(const TdbTrailFooter *f, uint64_t *refs, int m, const uint32_t *chunks, uint32_t n, uint64_t cols)
+{
+	const F3Lazy *z = f->lazy;
+	int			nc = z->sums_apart ? f->schema.ncolumns : 0;
+
+	for (uint32_t i = 0; i < n; i++)
+		refs[m++] = REF(TRAIL3_TRAILS, chunks ? chunks[i] : i);
+	for (int c = 0; c < nc && c < 64; c++)
+		for (uint32_t i = 0; ((cols >> c) & 1) && i < n; i++)
+			refs[m++] = REF(TRAIL3_SUMS, (uint32_t) c * z->nchunks[TRAIL3_TRAILS] + (chunks ? chunks[i] : i));
+	return m;
+}
+
+/*
+ * Load refs[0 .. m-1] in one read, under the lock; with lexicon, the
+ * lexicon too when a chunk is still to read (refs has room for it): it
+ * rides along with a read that goes out anyway, never in one of its own (a
+ * lookup whose chunks are loaded and whose id has no page needs none).
+ */
+static int
+load_refs(TdbTrailFooter *f, uint64_t *refs, int m, bool lexicon, TrailRangeRead rd, void *arg,
+		  TdbTrailError *err)
+{
+	F3Lazy	   *z = f->lazy;
+	int			rc;
+
+	if (lexicon && any_unloaded(z, refs, m))
+		refs[m++] = REF(TRAIL3_LEX, 0);
+	pthread_mutex_lock(&z->lock);
+	rc = load_locked(f, z, refs, m, rd, arg, err);
+	pthread_mutex_unlock(&z->lock);
+	return rc;
 }
 
 /*
@@ -410,16 +446,12 @@ load_kind(TdbTrailFooter *f, int kind, const uint32_t *chunks, int n, uint64_t c
 		per += (cols >> c) & 1;
 	if ((refs = malloc(((size_t) n * per + 2) * sizeof(uint64_t))) == NULL)
 		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
-	for (int i = 0; i < n; i++)
-		refs[m++] = REF(kind, chunks[i]);
-	for (int c = 0; c < nc; c++)
-		for (int i = 0; ((cols >> c) & 1) && i < n; i++)
-			refs[m++] = REF(TRAIL3_SUMS, (uint32_t) c * z->nchunks[TRAIL3_TRAILS] + chunks[i]);
-	if (lexicon && any_unloaded(z, refs, m))
-		refs[m++] = REF(TRAIL3_LEX, 0);
-	pthread_mutex_lock(&z->lock);
-	rc = load_locked(f, z, refs, m, rd, arg, err);
-	pthread_mutex_unlock(&z->lock);
+	if (kind == TRAIL3_TRAILS)
+		m = trail_refs(f, refs, 0, chunks, (uint32_t) n, cols);
+	else
+		for (int i = 0; i < n; i++)
+			refs[m++] = REF(kind, chunks[i]);
+	rc = load_refs(f, refs, m, lexicon, rd, arg, err);
 	free(refs);
 	return rc;
 }
@@ -522,14 +554,10 @@ trail_footer3_load_lexicon(TdbTrailFooter *f, TrailRangeRead rd, void *arg, TdbT
 {
 	F3Lazy	   *z = f->lazy;
 	uint64_t	ref = REF(TRAIL3_LEX, 0);
-	int			rc;
 
 	if (z == NULL || z->nstrings == 0)
 		return 0;
-	pthread_mutex_lock(&z->lock);
-	rc = load_locked(f, z, &ref, 1, rd, arg, err);
-	pthread_mutex_unlock(&z->lock);
-	return rc;
+	return load_refs(f, &ref, 1, false, rd, arg, err);
 }
 
 int
@@ -651,7 +679,7 @@ trail_footer3_load_entries_all(TdbTrailFooter *f, uint64_t cols, bool lexicon, T
 	uint32_t	nt,
 				np;
 	int			nc,
-				m = 0,
+				m,
 				rc;
 	uint64_t   *refs;
 
@@ -662,19 +690,10 @@ trail_footer3_load_entries_all(TdbTrailFooter *f, uint64_t cols, bool lexicon, T
 	nc = z->sums_apart ? f->schema.ncolumns : 0;
 	if ((refs = malloc(((size_t) nt * (1 + nc) + np + 2) * sizeof(uint64_t))) == NULL)
 		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory");
-	/* decoded in this order: a summary chunk after its trail chunk */
-	for (uint32_t j = 0; j < nt; j++)
-		refs[m++] = REF(TRAIL3_TRAILS, j);
-	for (int c = 0; c < nc && c < 64; c++)
-		for (uint32_t j = 0; ((cols >> c) & 1) && j < nt; j++)
-			refs[m++] = REF(TRAIL3_SUMS, (uint32_t) c * nt + j);
+	m = trail_refs(f, refs, 0, NULL, nt, cols);
 	for (uint32_t j = 0; j < np; j++)
 		refs[m++] = REF(TRAIL3_PAGES, j);
-	if (lexicon && any_unloaded(z, refs, m))
-		refs[m++] = REF(TRAIL3_LEX, 0);
-	pthread_mutex_lock(&z->lock);
-	rc = load_locked(f, z, refs, m, rd, arg, err);
-	pthread_mutex_unlock(&z->lock);
+	rc = load_refs(f, refs, m, lexicon, rd, arg, err);
 	free(refs);
 	return rc;
 }
