@@ -97,6 +97,17 @@ trail_order(const void *a, const void *b)
 
 static bool union_reads_all(TdbTrailReader *r, const TdbTrailQuery *q);
 
+/*
+ * A lookup of a join (a page cache, trail ids, more lookups expected):
+ * its first window fetches the union's pages (prefetch_union) when its
+ * page cache has not seen the file yet.
+ */
+static bool
+union_lookup(const TdbTrailQuery *q)
+{
+	return q->page_cache != NULL && q->nids > 0 && q->lookups_expected > 1;
+}
+
 /* Whether a scan skipping these columns decodes a string column (and needs the lexicon). */
 static bool
 reads_strings(const TdbTrailFooter *f, uint64_t skip_columns)
@@ -187,8 +198,7 @@ tdb_trail_scan_begin(TdbTrailReader *r, const TdbTrailQuery *q, TdbTrailScan **o
 		 * one read with this lookup's own, not one read for its trail chunk,
 		 * one for its page chunks, then one per kind for the rest.
 		 */
-		if (lf && q->page_cache != NULL && q->lookups_expected > 1 &&
-			!trail_page_cache_seen(q->page_cache, f) && union_reads_all(r, q))
+		if (lf && union_lookup(q) && !trail_page_cache_seen(q->page_cache, f) && union_reads_all(r, q))
 			rc = trail_footer3_load_entries_all(lf, 0, lex, trail_reader_read, r->pager, err);
 		if (lf && rc == 0)		/* version 3: the trail chunks of every id, in one batch */
 			rc = trail_need_ids_lex(r, q->ids_int, q->ids_str, q->nids, 0, lex, err);
@@ -656,8 +666,7 @@ scan_prefetch(TdbTrailScan *s, TdbTrailError *err)
 	uint64_t	bytes = 0;
 	int			rc;
 
-	if (s->next == 0 && s->q.page_cache != NULL && s->q.nids > 0 && s->q.lookups_expected > 1 &&
-		trail_page_cache_first_scan(s->q.page_cache, f) &&
+	if (s->next == 0 && union_lookup(&s->q) && trail_page_cache_first_scan(s->q.page_cache, f) &&
 		(rc = prefetch_union(s, err)) < 0)
 		return rc;
 	/*
