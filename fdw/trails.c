@@ -214,7 +214,7 @@ trlExplainForeignScan(ForeignScanState *node, ExplainState *es)
 	if (st->band)
 	{
 		ExplainPropertyText("Distance Checked By The Scan",
-							psprintf("%s: the great-circle distance settles the rows 1 %% and 1 m or more from the circle, PostGIS the others",
+							psprintf("%s: the great-circle distance settles the rows 1 %% and 1 m or more from the circle, the WGS 84 geodesic (or the sphere, use_spheroid false) those 1 cm or more, PostGIS the others",
 									 deparse_expression(llast(plan->fdw_exprs), context, false, false)), es);
 		if (es->analyze)
 		{

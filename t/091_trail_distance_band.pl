@@ -1,7 +1,8 @@
 # t/091_trail_distance_band.pl: ST_DWithin(geom::geography, a point, d)
 # on a trail table is evaluated by the scan: the great-circle distance
 # settles the rows at least 1 % and 1 m away from the circle (the WGS 84
-# geodesic lies within 0.56 % of it), PostGIS the rows near it; PostgreSQL
+# geodesic lies within 0.56 % of it), the geodesic itself those a centimetre
+# or more away (t/097), PostGIS the rows nearer; PostgreSQL
 # does not check it again.  It must answer exactly what PostGIS answers on
 # a heap of the same rows:
 # 1. circles of 0 m, 1 m, 50 m, 3 km, 500 km and 5,000 km around points
