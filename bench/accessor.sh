@@ -10,9 +10,11 @@
 # REPS rounds (default 5) in which the probes and the GETs run one after the
 # other; the ratios are medians of the per-round ratios.  Rates are per CPU
 # second of the measuring threads, but wall-clock (wall_* rows) where they
-# are compared with Redis, which redis-benchmark counts so.  TRAFFICDB_COLLAPSE=1 in the environment
-# makes the accessor collapse the objects into huge pages (docs/performance.md);
-# the pages_* rows say which pages were used.  Uses the demo cluster (or
+# are compared with Redis, which redis-benchmark counts so.  The daemon makes
+# the objects of huge pages (trafficdb.huge_pages, on by default);
+# TRAFFICDB_COLLAPSE=1 in the environment makes the accessor collapse objects
+# made without them (docs/performance.md); the pages_* rows say which pages
+# were used.  Uses the demo cluster (or
 # BENCH_PORT's) and loads back the demo map at the end; Redis listens on
 # BENCH_REDIS_PORT (6399).  Figures go to bench/lib.sh's CSV.
 set -euo pipefail

@@ -192,6 +192,7 @@ open_shared_memory(void)
 		cfg.backend_pins = tdb_backend_pins;
 		cfg.nbackend_pins = tdb_nbackend_slots();
 		cfg.pin_timeout_us = (int64) tdb_reader_pin_timeout_ms * 1000;
+		cfg.huge_pages = tdb_huge_pages;
 		rc = tdb_writer_open(&D.writer, D.prefix, &cfg, &info, err);
 		if (rc == TDB_SHM_OK)
 			break;
@@ -414,6 +415,7 @@ tdb_daemon_main(Datum main_arg)
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 			D.writer.pin_timeout_us = (int64) tdb_reader_pin_timeout_ms * 1000;
+			D.writer.huge_pages = tdb_huge_pages;
 		}
 		if (names_free_again())
 		{

@@ -171,6 +171,7 @@ follower_loop(void)
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 			D.writer.pin_timeout_us = (int64) tdb_reader_pin_timeout_ms * 1000;
+			D.writer.huge_pages = tdb_huge_pages;
 		}
 		if (names_free_again())
 		{

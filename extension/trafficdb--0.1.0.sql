@@ -278,7 +278,8 @@ CREATE FUNCTION trafficdb._status(
     OUT subscribers bigint, OUT events_delivered bigint, OUT events_dropped bigint,
     OUT match_overruns bigint, OUT match_records_skipped bigint, OUT subscriptions_unindexed bigint,
     OUT notify_sent bigint, OUT notify_dropped bigint,
-    OUT last_error_at timestamptz, OUT last_publish_entries bigint)
+    OUT last_error_at timestamptz, OUT last_publish_entries bigint,
+    OUT shm_huge_bytes bigint)
 AS 'MODULE_PATHNAME', 'trafficdb_status'
 LANGUAGE C STRICT VOLATILE;
 

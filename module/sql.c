@@ -353,8 +353,8 @@ Datum
 trafficdb_status(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
-	Datum		v[45];
-	bool		n[45] = {0};
+	Datum		v[46];
+	bool		n[46] = {0};
 	TdbShared	s;
 
 	tdb_require_preload();
@@ -431,6 +431,7 @@ trafficdb_status(PG_FUNCTION_ARGS)
 	v[43] = TimestampTzGetDatum(s.last_error_at);
 	n[43] = s.last_error_at == 0 || s.last_error[0] == '\0';
 	v[44] = Int64GetDatum((int64) s.last_publish_entries);
+	v[45] = Int64GetDatum((int64) s.shm_huge_bytes);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, v, n)));
 }
 

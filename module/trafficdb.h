@@ -16,6 +16,7 @@
 extern char *tdb_database;
 extern int	tdb_publish_interval_ms;
 extern int	tdb_reader_pin_timeout_ms;
+extern bool tdb_huge_pages;
 extern char *tdb_shm_group;
 extern char *tdb_shm_name_setting;
 extern int	tdb_max_external_readers;

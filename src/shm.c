@@ -372,6 +372,30 @@ tdb_shm_create(const char *name, size_t size, gid_t gid, bool group_write, void 
 	return TDB_SHM_OK;
 }
 
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25		/* Linux 6.1; older C libraries lack the name */
+#endif
+
+size_t
+tdb_shm_make_huge(void *addr, size_t size)
+{
+	const uintptr_t huge = (uintptr_t) 2 << 20;
+	uintptr_t	from = ((uintptr_t) addr + huge - 1) & ~(huge - 1);
+	uintptr_t	to = ((uintptr_t) addr + size) & ~(huge - 1);
+
+	size_t		done = 0;
+
+	/* a page at a time, to count them; no kernel support or no memory: stop */
+	for (uintptr_t p = from; addr != NULL && p < to; p += huge)
+	{
+		if (madvise((void *) p, huge, MADV_COLLAPSE) == 0)
+			done += huge;
+		else if (errno == EINVAL || errno == ENOMEM)
+			break;
+	}
+	return done;
+}
+
 void
 tdb_shm_unmap(void *addr, size_t size)
 {

@@ -526,6 +526,7 @@ tdb_writer_open(TdbWriter *w, const char *prefix, const TdbWriterConfig *cfg,
 	w->backend_pins = cfg->backend_pins;
 	w->nbackend_pins = cfg->backend_pins ? cfg->nbackend_pins : 0;
 	w->pin_timeout_us = cfg->pin_timeout_us;
+	w->huge_pages = cfg->huge_pages;
 	w->ext_pin = calloc(w->nslots + 1, sizeof(uint64_t));
 	w->ext_pid = calloc(w->nslots + 1, sizeof(int32_t));
 	w->ext_alive = calloc(w->nslots + 1, sizeof(bool));
@@ -733,6 +734,10 @@ tdb_writer_new_segment(TdbWriter *w, TdbSegKind kind, size_t size, uint32_t *seg
 				 name, size, strerror(errno));
 		return rc;
 	}
+	/* before anyone writes it: the first writes then fault in 2 MB at a time */
+	w->created_bytes += size;
+	if (w->huge_pages)
+		w->huge_bytes += tdb_shm_make_huge(*addr, size);
 	w->seg_addr[i] = *addr;
 	w->ctl->segments[i].seq = seq;
 	w->ctl->segments[i].size = size;

@@ -26,6 +26,7 @@ typedef struct TdbWriterConfig
 	const TdbReaderSlot *backend_pins;	/* pins of the server's own processes */
 	uint32_t	nbackend_pins;
 	int64_t		pin_timeout_us; /* 0: a pin holds its version for ever */
+	bool		huge_pages;		/* objects of 2 MB or more made of huge pages (tdb_shm_make_huge) */
 } TdbWriterConfig;
 
 typedef struct TdbWriter
@@ -42,6 +43,7 @@ typedef struct TdbWriter
 	const TdbReaderSlot *backend_pins;
 	uint32_t	nbackend_pins;
 	int64_t		pin_timeout_us;
+	bool		huge_pages;
 	void	   *seg_addr[TDB_MAX_SEGMENTS]; /* read-write mappings */
 	bool		version_live[TDB_MAX_VERSIONS]; /* from the last scan */
 
@@ -55,6 +57,8 @@ typedef struct TdbWriter
 	uint64_t	last_revoked_generation;
 	uint64_t	slots_rebuilt;	/* <prefix>.readers found damaged and made anew */
 	uint64_t	names_skipped;	/* <prefix>.<seq> names found taken by another user */
+	uint64_t	huge_bytes;		/* of the objects made since open: bytes in huge pages */
+	uint64_t	created_bytes;	/* and in all */
 	char		skipped_err[TDB_SHM_ERRLEN];	/* the last of them, described */
 	uint64_t	slots_repaired; /* <prefix>.readers' header found overwritten and written again */
 	char		slots_damage[128];	/* how it was damaged, the last time */

@@ -9,6 +9,12 @@
 # (MADV_HUGEPAGE, VmFlags in /proc/PID/smaps) cover the traffic array's
 # whole 2 MB pages, after the load and after a restart.  Skipped where the
 # kernel has transparent huge pages off ("never"): the advice is then moot.
+#
+# And its shared-memory objects (trafficdb.huge_pages, on by default): on a
+# kernel with MADV_COLLAPSE (6.1 or later) the map and traffic objects are
+# made of huge pages before they are written, status.shm_huge_bytes says
+# how many bytes, and the daemon maps them 2 MB at a time; with the setting
+# off, a new map's objects are not.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -74,6 +80,65 @@ cmp_ok(advised_bytes($newpid), '>=', $want,
 	'after a restart (replay from the generation log), the working traffic is advised huge pages too');
 is($node->safe_psql('postgres', 'SELECT speed_kmh FROM trafficdb.locations WHERE location_id = 500'), '50',
 	'and it holds the traffic published before the restart');
+
+# The daemon's mappings of its map and traffic objects (/dev/shm/<prefix>.<seq>): name => [size, PMD-mapped bytes].
+sub shm_objects
+{
+	my ($pid) = @_;
+	my (%obj, $name);
+	for my $line (split /\n/, slurp_file("/proc/$pid/smaps"))
+	{
+		if ($line =~ /^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ \S+\s*(\S*)/)
+		{
+			my $path = $1;
+			$name = $path =~ m{^/dev/shm/trafficdb\.[^/]*\.\d+$} ? $path : undef;
+			$obj{$name} //= [0, 0] if defined $name;
+		}
+		elsif (defined $name && $line =~ /^Size:\s+(\d+) kB/)
+		{
+			$obj{$name}[0] += $1 * 1024;
+		}
+		elsif (defined $name && $line =~ /^ShmemPmdMapped:\s+(\d+) kB/)
+		{
+			$obj{$name}[1] += $1 * 1024;
+		}
+	}
+	return \%obj;
+}
+
+my ($kmaj, $kmin) = (`uname -r` =~ /^(\d+)\.(\d+)/);
+my $shmem = -r '/sys/kernel/mm/transparent_hugepage/shmem_enabled'
+  ? slurp_file('/sys/kernel/mm/transparent_hugepage/shmem_enabled') : '';
+SKIP:
+{
+	skip "no MADV_COLLAPSE for shared memory here (kernel $kmaj.$kmin, shmem_enabled $shmem)", 6
+	  if $kmaj < 6 || ($kmaj == 6 && $kmin < 1) || $shmem =~ /\[deny\]/;
+
+	$node->safe_psql('postgres', 'SELECT trafficdb.load_map(\'roads\', \'id\', \'geom\')');
+	my ($huge, $pid2) = split /\|/, $node->safe_psql('postgres', 'SELECT shm_huge_bytes, daemon_pid FROM trafficdb.status');
+	my $objs = shm_objects($pid2);
+	my ($size, $pmd) = (0, 0);
+	for (values %$objs) { $size += $_->[0]; $pmd += $_->[1]; }
+	note("shm_huge_bytes $huge; the daemon maps $size bytes of map and traffic objects, $pmd by PMD");
+	# the map (about 75 bytes a location) and two traffic buffers: their whole 2 MB pages
+	cmp_ok($huge, '>=', int(($n * 32) / (2 << 20)) * (2 << 20), 'status.shm_huge_bytes counts the objects made of huge pages');
+	is($huge % (2 << 20), 0, 'in whole 2 MB pages');
+	cmp_ok($pmd, '>=', int(($n * 32) / (2 << 20)) * (2 << 20), 'the daemon maps them 2 MB at a time');
+
+	$node->append_conf('postgresql.conf', "trafficdb.huge_pages = off\n");
+	$node->reload;
+	$node->safe_psql('postgres', 'SELECT trafficdb.load_map(\'roads\', \'id\', \'geom\')');
+	my $after = $node->safe_psql('postgres', 'SELECT shm_huge_bytes FROM trafficdb.status');
+	is($after, $huge, 'with trafficdb.huge_pages off, a new map\'s objects are not made huge');
+	# the objects made since (traffic buffers of the same size are reused: they keep their pages)
+	my $later = shm_objects($pid2);
+	my @new = grep { !exists $objs->{$_} } sort keys %$later;
+	note("made since: @new");
+	cmp_ok(scalar(@new), '>=', 1, 'the new map is a new object');
+	$pmd = 0;
+	$pmd += $later->{$_}[1] for @new;
+	is($pmd, 0, 'and the daemon maps the new objects 4 kB at a time');
+}
 
 $node->stop;
 done_testing();
