@@ -234,7 +234,7 @@ int			trafficdb_wait(trafficdb_handle *h, uint64_t after, int timeout_ms, uint64
 typedef struct trafficdb_update
 {
 	uint64_t	location_id;
-	int64_t		observed_at_us;	/* Unix microseconds; 0 = now */
+	int64_t		observed_at_us;	/* Unix microseconds; 0 = now (trafficdb_put_many: the time of the call) */
 	float		speed_kmh;		/* km/h; NaN = unknown even with TRAFFICDB_HAS_SPEED */
 	float		free_flow_kmh;
 	uint8_t		congestion;		/* 0 free .. 4 standstill */

@@ -408,11 +408,13 @@ current_map(trafficdb_writer *w)
 	return TRAFFICDB_OK;
 }
 
-/* Validate u and make the ring's update of it (nothing is written). */
+/*
+ * Validate u and make the ring's update of it (nothing is written); now is
+ * the wall clock of the call (an observed_at_us of 0 says now).
+ */
 static int
-prepare(trafficdb_writer *w, const trafficdb_update *u, TdbRingUpdate *ru)
+prepare(trafficdb_writer *w, const trafficdb_update *u, TdbRingUpdate *ru, int64_t now)
 {
-	int64_t		now = tdb_wall_us();
 	char		msg[TDB_VALID_MSGLEN];
 	int64_t		i;
 	int			rc;
@@ -672,7 +674,7 @@ trafficdb_put(trafficdb_writer *w, const trafficdb_update *u, int flags)
 			snprintf(w->err, sizeof(w->err), "trafficdb_put: the update is NULL");
 		return TRAFFICDB_BADARG;
 	}
-	if ((rc = prepare(w, u, &ru)) != TRAFFICDB_OK)
+	if ((rc = prepare(w, u, &ru, tdb_wall_us())) != TRAFFICDB_OK)
 		return rc;
 	deadline = (flags & (TRAFFICDB_SYNC | TRAFFICDB_WAIT)) ? monotonic_ms() + w->timeout_ms : 0;
 	if (!(flags & TRAFFICDB_SYNC))
@@ -725,6 +727,8 @@ trafficdb_put_many(trafficdb_writer *w, const trafficdb_update *u, size_t n, int
 	deadline = (flags & (TRAFFICDB_SYNC | TRAFFICDB_WAIT)) ? monotonic_ms() + w->timeout_ms : 0;
 	for (int attempt = 0; attempt <= SYNC_REPUTS; attempt++)
 	{
+		/* the clock once a batch: a call per update was 7 % of a producer's time */
+		int64_t		now = tdb_wall_us();
 		uint64_t	first = w->tail;
 		uint32_t	s0 = seen_seq(w);
 		uint64_t	nlost;
@@ -754,7 +758,7 @@ trafficdb_put_many(trafficdb_writer *w, const trafficdb_update *u, size_t n, int
 						__builtin_prefetch(&m->records[(uint32_t) sl - 1]);
 				}
 			}
-			if ((rc = prepare(w, &u[i], &ru)) != TRAFFICDB_OK ||
+			if ((rc = prepare(w, &u[i], &ru, now)) != TRAFFICDB_OK ||
 				(rc = enqueue(w, &ru, flags, deadline, &t0, &t1)) != TRAFFICDB_OK)
 			{
 				if (accepted != NULL && attempt == 0)

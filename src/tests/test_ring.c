@@ -139,6 +139,56 @@ lane_tail(RingEnv *e, uint32_t lane)
 	return atomic_load(&tdb_ring_lane(e->ring.base, lane)->tail);
 }
 
+
+/*
+ * trafficdb_put_many reads the clock once for its batch: every update whose
+ * observed_at_us is 0 gets the time of the call (one value, between the
+ * times before and after it), and one that says its time keeps it.
+ */
+UNIT_TEST(test_ring_put_many_reads_the_clock_once)
+{
+	RingEnv		e;
+	trafficdb_writer *w;
+	static trafficdb_update u[300];
+	static Got	got[300];
+	Collect		c = {got, 0, 300};
+	TdbRingDrainStats st;
+	int64_t		before,
+				after;
+	size_t		accepted = 0;
+
+	if (!env_open(&e, 1, 1024))
+		return;
+	w = open_writer(&e);
+	if (w == NULL)
+		goto done;
+	for (int i = 0; i < 300; i++)
+		u[i] = (trafficdb_update) {.location_id = 1000 + i, .speed_kmh = 30, .has = TRAFFICDB_HAS_SPEED};
+	u[150].observed_at_us = 1700000000000000;
+	/* the first put reads and checks the map: not inside the timed call */
+	CHECK_EQ_U64(trafficdb_put(w, &u[0], TRAFFICDB_ASYNC), TRAFFICDB_OK);
+	CHECK_EQ_U64(drain_all(&e, &c, &st), 1);
+	c.n = 0;
+	before = now_us();
+	CHECK_EQ_U64(trafficdb_put_many(w, u, 300, TRAFFICDB_ASYNC, &accepted), TRAFFICDB_OK);
+	after = now_us();
+	CHECK_EQ_U64(accepted, 300);
+	CHECK_EQ_U64(drain_all(&e, &c, &st), 300);
+	for (int i = 0; i < 300 && c.n == 300; i++)
+	{
+		if (i == 150)
+			CHECK_EQ_U64(got[i].u.observed_at_us, 1700000000000000);
+		else if (got[i].u.observed_at_us != got[0].u.observed_at_us)
+		{
+			CHECK_EQ_U64(got[i].u.observed_at_us, got[0].u.observed_at_us);
+			break;
+		}
+	}
+	CHECK(got[0].u.observed_at_us >= before && got[0].u.observed_at_us <= after);
+	trafficdb_writer_close(w);
+done:
+	env_close(&e);
+}
 /* put u and expect TRAFFICDB_BADARG with all of the words in the message, nothing written */
 static void
 expect_bad(RingEnv *e, trafficdb_writer *w, const trafficdb_update *u, int code, const char *w1, const char *w2)
