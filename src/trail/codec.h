@@ -16,6 +16,12 @@
 #include <stdint.h>
 #include <string.h>
 
+/*
+ * What a decoder says ("what is wrong") when an allocation failed: not
+ * damage, reported as TDB_TRAIL_ENOMEM (format.h, trail_why_code).
+ */
+#define TRAIL_OOM "out of memory"
+
 static inline uint64_t
 codec_zigzag(int64_t v)
 {

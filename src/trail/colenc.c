@@ -593,7 +593,7 @@ get_dict(CodecCur *c, Kind k, uint32_t nn, int64_t **up, uint32_t *dp)
 		return "bad dictionary size";
 	u = malloc((size_t) d * sizeof(int64_t));
 	if (u == NULL)
-		return "out of memory";
+		return TRAIL_OOM;
 	*up = u;
 	*dp = (uint32_t) d;
 	if (!get_word(c, k, &u[0]))

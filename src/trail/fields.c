@@ -139,7 +139,7 @@ trail_get_lexicon(CodecCur *c, TdbTrailFooter *f, char *arena, size_t *used)
 	f->nstrings = (uint32_t) n;
 	f->strings = calloc(n ? n : 1, sizeof(char *));
 	if (f->strings == NULL)
-		return "out of memory";
+		return TRAIL_OOM;
 	for (uint32_t i = 0; i < f->nstrings; i++)
 	{
 		const uint8_t *sp;

@@ -368,7 +368,7 @@ decode_sums_dir(CodecCur *c, const TdbTrailFooter *f, F3Lazy *z, uint64_t region
 	if (n > codec_left(c))		/* a varint length each */
 		return "bad summary chunk count";
 	if ((z->chunks[TRAIL3_SUMS] = calloc(n, sizeof(F3Chunk))) == NULL)
-		return "out of memory";
+		return TRAIL_OOM;
 	z->nchunks[TRAIL3_SUMS] = (uint32_t) n;
 	for (uint64_t k = 0; k < n; k++)
 	{
@@ -442,7 +442,7 @@ trail_footer3_decode_head(CodecCur *c, const uint8_t *buf, size_t len, const Tdb
 		HEAD_BAD("bad lexicon");
 	if ((z->whole_stats = calloc(nc ? nc : 1, sizeof(TdbTrailStats))) == NULL ||
 		(z->head_arena = malloc(2 * len + 1)) == NULL)
-		HEAD_BAD("out of memory");
+		HEAD_BAD(TRAIL_OOM);
 	f->whole.stats = z->whole_stats;
 	f->whole.nevents = f->nevents;
 	f->whole.npages = f->npages;
@@ -487,7 +487,7 @@ trail_footer3_decode_head(CodecCur *c, const uint8_t *buf, size_t len, const Tdb
 			HEAD_BAD("bad chunk count");
 		z->nchunks[kind] = (uint32_t) nch;
 		if ((z->chunks[kind] = calloc(nch ? nch : 1, sizeof(F3Chunk))) == NULL)
-			HEAD_BAD("out of memory");
+			HEAD_BAD(TRAIL_OOM);
 		for (uint32_t j = 0; j < nch; j++)
 		{
 			F3Chunk    *ch = &z->chunks[kind][j];
@@ -555,13 +555,12 @@ trail_footer3_decode_head(CodecCur *c, const uint8_t *buf, size_t len, const Tdb
 	z->ptlo = calloc(npg ? npg : 1, sizeof(uint32_t));
 	z->pthi = calloc(npg ? npg : 1, sizeof(uint32_t));
 	if (f->trails == NULL || f->pages == NULL || z->ptlo == NULL || z->pthi == NULL)
-		HEAD_BAD("out of memory");
+		HEAD_BAD(TRAIL_OOM);
 	return 0;
 
 bad:
-	return tdb_trail_fail(err, strcmp(why, "out of memory") == 0 ? TDB_TRAIL_ENOMEM : TDB_TRAIL_ECORRUPT,
-						  "corrupted trail file footer: %s (footer byte %zu of %zu)",
-						  why, (size_t) (c->p - buf), len);
+	return tdb_trail_fail(err, trail_why_code(why), "%s: %s (footer byte %zu of %zu)",
+						  trail_footer_why(why), why, (size_t) (c->p - buf), len);
 }
 
 void

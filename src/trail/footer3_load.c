@@ -56,7 +56,7 @@ decode_trail_chunk(TdbTrailFooter *f, F3Lazy *z, uint32_t j, const uint8_t *buf,
 		return "chunk too short for its entries";
 	}
 	if ((mem = malloc(need)) == NULL)
-		return "out of memory";
+		return TRAIL_OOM;
 	lists = (uint32_t *) (mem + ((arena_cap + 7) & ~(size_t) 7));
 	stats = (TdbTrailStats *) ((char *) lists + ((ch->len * sizeof(uint32_t) + 7) & ~(size_t) 7));
 	ch->stats = stats;
@@ -159,7 +159,7 @@ decode_sum_chunk(TdbTrailFooter *f, F3Lazy *z, uint32_t k, const uint8_t *buf, s
 		return "summaries before their trails";
 	/* decoded apart, then copied whole: a chunk that fails leaves its column's summaries at count 0 */
 	if ((st = malloc(((size_t) ch->count + 1) * sizeof(TdbTrailStats))) == NULL)
-		return "out of memory";
+		return TRAIL_OOM;
 	for (uint32_t i = 0; i < ch->count && why == NULL; i++)
 		if (!trail_get_stats(&c, f->schema.columns[col].type, f->trails[ch->first + i].nevents, true, &st[i]))
 			why = "bad column summary of a trail";
@@ -196,7 +196,7 @@ decode_page_chunk(TdbTrailFooter *f, F3Lazy *z, uint32_t j, const uint8_t *buf, 
 		return "chunk too short for its entries";
 	}
 	if ((mem = cl = malloc((size_t) ch->count * (2 + nc) * sizeof(uint32_t) + 8)) == NULL)
-		return "out of memory";
+		return TRAIL_OOM;
 	for (uint32_t i = ch->first; i < ch->first + ch->count; i++)
 	{
 		TdbTrailPageInfo *pi = &f->pages[i];
@@ -359,9 +359,8 @@ load_locked(TdbTrailFooter *f, F3Lazy *z, const uint64_t *refs, int n, TrailRang
 			decode_sum_chunk(f, z, j, bufs[i], &where);
 		if (why != NULL)
 		{
-			rc = tdb_trail_fail(err, strcmp(why, "out of memory") == 0 ? TDB_TRAIL_ENOMEM : TDB_TRAIL_ECORRUPT,
-								"corrupted trail file footer: %s in %s chunk %u (chunk byte %zu of %llu)",
-								why, kind_name[kind], j, where, (unsigned long long) ch->len);
+			rc = tdb_trail_fail(err, trail_why_code(why), "%s: %s in %s chunk %u (chunk byte %zu of %llu)",
+								trail_footer_why(why), why, kind_name[kind], j, where, (unsigned long long) ch->len);
 			goto done;
 		}
 		chunk_set_loaded(ch);
@@ -542,7 +541,7 @@ lexicon_from(TdbTrailFooter *f, F3Lazy *z, const uint8_t *buf, TdbTrailError *er
 		f->nstrings = 0;
 		free(z->lex_arena);
 		z->lex_arena = NULL;
-		return tdb_trail_fail(err, TDB_TRAIL_ECORRUPT, "corrupted trail file footer: %s in the lexicon", why);
+		return tdb_trail_fail(err, trail_why_code(why), "%s: %s in the lexicon", trail_footer_why(why), why);
 	}
 	z->lex_loaded = true;
 	z->loaded_bytes += 2 * z->lex_len + 1 + (size_t) z->nstrings * sizeof(char *);

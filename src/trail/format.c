@@ -210,7 +210,7 @@ tdb_trail_footer_decode(const uint8_t *buf, size_t len, const TdbTrailTrailer *t
 	f->ntrails = (uint32_t) n;
 	f->trails = calloc(n ? n : 1, sizeof(TdbTrailInfo));
 	if (f->trails == NULL)
-		FOOTER_BAD("out of memory");
+		FOOTER_BAD(TRAIL_OOM);
 	for (uint32_t i = 0; i < f->ntrails; i++)
 	{
 		TdbTrailInfo *ti = &f->trails[i];
@@ -235,7 +235,7 @@ tdb_trail_footer_decode(const uint8_t *buf, size_t len, const TdbTrailTrailer *t
 	f->npages = (uint32_t) n;
 	f->pages = calloc(n ? n : 1, sizeof(TdbTrailPageInfo));
 	if (f->pages == NULL)
-		FOOTER_BAD("out of memory");
+		FOOTER_BAD(TRAIL_OOM);
 	{
 		uint32_t	trail = 0;
 		uint64_t	trail_events = 0;
@@ -289,9 +289,8 @@ tdb_trail_footer_decode(const uint8_t *buf, size_t len, const TdbTrailTrailer *t
 
 bad:
 	tdb_trail_footer_release(f);
-	return tdb_trail_fail(err, TDB_TRAIL_ECORRUPT,
-						  "corrupted trail file footer: %s (footer byte %zu of %zu)",
-						  why, (size_t) (c.p - buf), len);
+	return tdb_trail_fail(err, trail_why_code(why), "%s: %s (footer byte %zu of %zu)",
+						  trail_footer_why(why), why, (size_t) (c.p - buf), len);
 }
 
 void

@@ -6,6 +6,8 @@
 #ifndef TDB_TRAIL_FORMAT_H
 #define TDB_TRAIL_FORMAT_H
 
+#include <string.h>
+
 #include "codec.h"
 #include "trail.h"
 
@@ -40,6 +42,20 @@ void		trail_put_zone(CodecBuf *b, int64_t tmin, int64_t tmax, int32_t xmin,
 void		trail_put_key(CodecBuf *b, TdbTrailType type, const TdbTrailKey *k);
 void		trail_put_schema(CodecBuf *b, const TdbTrailSchema *s);
 void		trail_put_lexicon(CodecBuf *b, const TdbTrailFooter *f);
+/* The error code of a decoder's "what is wrong": ENOMEM for TRAIL_OOM, else ECORRUPT. */
+static inline int
+trail_why_code(const char *why)
+{
+	return strcmp(why, TRAIL_OOM) == 0 ? TDB_TRAIL_ENOMEM : TDB_TRAIL_ECORRUPT;
+}
+
+/* How a footer error's message starts: the footer is not called corrupted when memory ran out. */
+static inline const char *
+trail_footer_why(const char *why)
+{
+	return trail_why_code(why) == TDB_TRAIL_ENOMEM ? "trail file footer" : "corrupted trail file footer";
+}
+
 /* Decoders: NULL or what is wrong (the footer decoders' message). */
 const char *trail_get_schema(CodecCur *c, TdbTrailSchema *s, TdbTrailType max_type);
 const char *trail_get_lexicon(CodecCur *c, TdbTrailFooter *f, char *arena, size_t *used);

@@ -414,14 +414,14 @@ trail_footer2_decode(CodecCur *c, const uint8_t *buf, size_t len, const TdbTrail
 	f->ntrails = (uint32_t) n;
 	f->trails = calloc(n ? n : 1, sizeof(TdbTrailInfo));
 	if (f->trails == NULL)
-		FOOTER_BAD("out of memory");
+		FOOTER_BAD(TRAIL_OOM);
 	{
 		/* page lists: <= len entries; summaries: <= len; chunk lengths: <= len */
 		size_t		need = (len + 8) * (sizeof(uint32_t) * 2 + sizeof(TdbTrailStats)) + 64;
 
 		f->arena2 = a2 = malloc(need);
 		if (a2 == NULL)
-			FOOTER_BAD("out of memory");
+			FOOTER_BAD(TRAIL_OOM);
 	}
 	for (uint32_t i = 0; i < f->ntrails; i++)
 	{
@@ -491,7 +491,7 @@ trail_footer2_decode(CodecCur *c, const uint8_t *buf, size_t len, const TdbTrail
 	refs = calloc(n ? n : 1, sizeof(uint32_t));
 	single = calloc(n ? n : 1, sizeof(uint32_t));
 	if (f->pages == NULL || refs == NULL || single == NULL)
-		FOOTER_BAD("out of memory");
+		FOOTER_BAD(TRAIL_OOM);
 	/* which trails name each page: every page by one at least */
 	for (uint32_t i = 0; i < f->ntrails; i++)
 		for (uint32_t k = 0; k < f->trails[i].npages; k++)
@@ -575,7 +575,7 @@ trail_footer2_decode(CodecCur *c, const uint8_t *buf, size_t len, const TdbTrail
 		char	   *nw = malloc(used ? used : 1);
 
 		if (nw == NULL)
-			FOOTER_BAD("out of memory");
+			FOOTER_BAD(TRAIL_OOM);
 		memcpy(nw, old, used);
 		for (uint32_t i = 0; i < f->ntrails; i++)
 		{
@@ -593,7 +593,6 @@ trail_footer2_decode(CodecCur *c, const uint8_t *buf, size_t len, const TdbTrail
 bad:
 	free(refs);
 	free(single);
-	return tdb_trail_fail(err, TDB_TRAIL_ECORRUPT,
-						  "corrupted trail file footer: %s (footer byte %zu of %zu)",
-						  why, (size_t) (c->p - buf), len);
+	return tdb_trail_fail(err, trail_why_code(why), "%s: %s (footer byte %zu of %zu)",
+						  trail_footer_why(why), why, (size_t) (c->p - buf), len);
 }

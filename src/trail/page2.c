@@ -802,12 +802,12 @@ bad:
 	free(words);
 	free(rl);
 	pg->nevents = 0;
+	/* out of memory is not damage: the same words, without "corrupted" */
 	if (badchunk >= TRAIL_CHUNK_COLUMN0)
-		return tdb_trail_fail(err, TDB_TRAIL_ECORRUPT,
-							  "corrupted trail file: page %u (offset %llu), column %s: %s",
-							  pageno, (unsigned long long) pi->offset,
-							  s->columns[badchunk - TRAIL_CHUNK_COLUMN0].name, why);
-	return tdb_trail_fail(err, TDB_TRAIL_ECORRUPT,
-						  "corrupted trail file: page %u (offset %llu): %s",
-						  pageno, (unsigned long long) pi->offset, why);
+		return tdb_trail_fail(err, trail_why_code(why), "%strail file: page %u (offset %llu), column %s: %s",
+							  trail_why_code(why) == TDB_TRAIL_ENOMEM ? "" : "corrupted ", pageno,
+							  (unsigned long long) pi->offset, s->columns[badchunk - TRAIL_CHUNK_COLUMN0].name, why);
+	return tdb_trail_fail(err, trail_why_code(why), "%strail file: page %u (offset %llu): %s",
+						  trail_why_code(why) == TDB_TRAIL_ENOMEM ? "" : "corrupted ", pageno,
+						  (unsigned long long) pi->offset, why);
 }

@@ -12,6 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <malloc.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../../checksum.h"
@@ -746,4 +749,143 @@ next:
 	}
 out:
 	free(good);
+}
+
+/*
+ * Memory running out while a lookup loads the lexicon (or anything else) is
+ * TDB_TRAIL_ENOMEM, never "corrupted": a child process opens nothing new,
+ * lowers its address-space limit to what it maps give or take a slack
+ * (-8 to +8 MB), and looks up a trail that needs the lexicon.  Before, a
+ * failed allocation of the lexicon's string table said "corrupted trail
+ * file footer: out of memory in the lexicon" (TDB_TRAIL_ECORRUPT).
+ */
+static void
+oom_sweep(void)
+{
+	size_t		len;
+	const int	ntrails = 60000;
+	uint8_t    *buf = rt_write(5, ntrails, 1, 4096, ntrails, &len);
+	FxOpened	o;
+	int			ok = 0,
+				enomem = 0,
+				corrupt = 0,
+				other = 0;
+
+	CHECK(buf != NULL);
+	if (buf == NULL || !fx_open_buf(&o, buf, len, "oom", false, true))
+	{
+		free(buf);
+		return;
+	}
+	/* below what it maps too: memory the lookup frees (a heap trimmed) is then not enough */
+	for (long slack = -(8L << 20); slack <= (8L << 20); slack += 128 << 10)
+	{
+		pid_t		pid;
+		int			status = 0;
+
+		fflush(stdout);
+		pid = fork();
+		CHECK(pid >= 0);
+		if (pid < 0)
+			break;
+		if (pid == 0)
+		{
+			long		pages = 0;
+			FILE	   *f = fopen("/proc/self/statm", "r");
+			struct rlimit rl;
+			int64_t		id = 3LL * 41234 + 1;
+			RtQuery		rq = {.id = &id, .ndistinct = ntrails};
+			TdbTrailError err;
+			int64_t		rc;
+
+			/*
+			 * Every large allocation its own mapping, under the limit: the
+			 * heap's free chunks (the parent's, freed) taken first, as
+			 * glibc would serve an allocation from them without a new page.
+			 */
+			mallopt(M_MMAP_THRESHOLD, 64 << 10);
+			for (size_t k = 0, cap = mallinfo2().fordblks / (16 << 10) + 64;
+				 k < cap && mallinfo2().fordblks >= (16 << 10); k++)
+				if (malloc(16 << 10) == NULL)
+					break;
+			if (f == NULL || fscanf(f, "%ld", &pages) != 1)
+				_exit(3);
+			fclose(f);
+			rl.rlim_cur = rl.rlim_max = (rlim_t) (pages * sysconf(_SC_PAGESIZE) + slack);
+			if (setrlimit(RLIMIT_AS, &rl) != 0)
+				_exit(3);
+			rc = rt_count(o.r, &rq, &err);
+			if (rc == 1)
+				_exit(0);
+			if (rc == TDB_TRAIL_ENOMEM)
+				_exit(1);
+			if (rc == TDB_TRAIL_ECORRUPT)
+			{
+				printf("# slack %ld kB: %s\n", slack / 1024, err.msg);
+				_exit(2);
+			}
+			_exit(3);
+		}
+		waitpid(pid, &status, 0);
+		if (!WIFEXITED(status))
+			other++;
+		else
+			switch (WEXITSTATUS(status))
+			{
+				case 0:
+					ok++;
+					break;
+				case 1:
+					enomem++;
+					break;
+				case 2:
+					corrupt++;
+					break;
+				default:
+					other++;
+			}
+	}
+	printf("# %d found the trail, %d out of memory, %d corrupted, %d other\n", ok, enomem, corrupt, other);
+	CHECK(corrupt == 0);
+	CHECK(other == 0);
+	CHECK(enomem > 0);
+	CHECK(ok > 0);
+	fx_close_opened(&o);
+	free(buf);
+}
+
+/*
+ * In a process of its own (this binary again, this test alone): after other
+ * tests, glibc serves the lookup's allocations from memory their threads'
+ * arenas freed, and the limit never bites.
+ */
+UNIT_TEST(test_trail_out_of_memory_is_not_corruption)
+{
+	pid_t		pid;
+	int			status = 0;
+
+#ifdef __SANITIZE_ADDRESS__
+	/* ASan reserves terabytes of shadow: no address-space limit can hold */
+	printf("# skipped under AddressSanitizer\n");
+	return;
+#endif
+	if (getenv("TRAIL_OOM_SWEEP") != NULL)
+	{
+		oom_sweep();
+		return;
+	}
+	fflush(stdout);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0)
+	{
+		/* its TAP lines are not this run's: to stderr */
+		dup2(2, 1);
+		setenv("TRAIL_OOM_SWEEP", "1", 1);
+		execl("/proc/self/exe", "trail_tests", "test_trail_out_of_memory_is_not_corruption", (char *) NULL);
+		_exit(127);
+	}
+	if (pid > 0)
+		waitpid(pid, &status, 0);
+	CHECK(pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
