@@ -226,7 +226,7 @@ note_published(uint64 gen)
 	tdb_shared->traffic_bytes = D.pub.traffic_bytes;
 	tdb_shared->last_publish_entries = D.pub.entries;
 	tdb_shared->shm_bytes = tdb_writer_bytes(&D.writer);
-	tdb_shared->shm_huge_bytes = D.writer.huge_bytes;
+	tdb_shared->shm_huge_bytes = tdb_writer_huge_bytes(&D.writer);
 	tdb_shared->last_publish_at = GetCurrentTimestamp();
 	tdb_shared->publishes++;
 }

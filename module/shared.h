@@ -103,7 +103,7 @@ typedef struct TdbShared
 	uint64		map_bytes;
 	uint64		traffic_bytes;
 	uint64		shm_bytes;
-	uint64		shm_huge_bytes;	/* of the objects made since the daemon started: bytes in huge pages */
+	uint64		shm_huge_bytes;	/* of shm_bytes, what the daemon made of huge pages */
 	double		last_map_build_ms;
 	double		last_publish_ms;
 	uint64		last_publish_entries;	/* traffic entries the last publication copied (all: a whole write) */

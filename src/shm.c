@@ -10,6 +10,7 @@
 #include "shm.h"
 
 #include <errno.h>
+#include <time.h>
 #include <fcntl.h>
 #include <pwd.h>
 #include <stdio.h>
@@ -377,20 +378,35 @@ tdb_shm_create(const char *name, size_t size, gid_t gid, bool group_write, void 
 #endif
 
 size_t
-tdb_shm_make_huge(void *addr, size_t size)
+tdb_shm_make_huge(void *addr, size_t size, int budget_ms)
 {
 	const uintptr_t huge = (uintptr_t) 2 << 20;
 	uintptr_t	from = ((uintptr_t) addr + huge - 1) & ~(huge - 1);
 	uintptr_t	to = ((uintptr_t) addr + size) & ~(huge - 1);
 
 	size_t		done = 0;
+	struct timespec t0,
+				t;
 
-	/* a page at a time, to count them; no kernel support or no memory: stop */
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	/*
+	 * A page at a time, to count them and to keep to the budget.  No kernel
+	 * support (EINVAL), no memory (ENOMEM) or no room in the memory cgroup
+	 * (EBUSY): stop, the next pages would fail the same way after as long a
+	 * try.  EAGAIN (a page briefly locked or under writeback): once more.
+	 */
 	for (uintptr_t p = from; addr != NULL && p < to; p += huge)
 	{
-		if (madvise((void *) p, huge, MADV_COLLAPSE) == 0)
+		int			rc = madvise((void *) p, huge, MADV_COLLAPSE);
+
+		if (rc != 0 && errno == EAGAIN)
+			rc = madvise((void *) p, huge, MADV_COLLAPSE);
+		if (rc == 0)
 			done += huge;
-		else if (errno == EINVAL || errno == ENOMEM)
+		else if (errno == EINVAL || errno == ENOMEM || errno == EBUSY)
+			break;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 >= budget_ms)
 			break;
 	}
 	return done;

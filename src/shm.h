@@ -244,16 +244,18 @@ int			tdb_shm_create(const char *name, size_t size, gid_t gid, bool group_write,
  * Make the whole 2 MB pages of a freshly created object (addr as
  * tdb_shm_create mapped it, every page allocated) huge pages in the page
  * cache, by MADV_COLLAPSE: it works whatever /dev/shm's huge= option and
- * shmem_enabled say, short of "deny", and copies the object once (about
- * 0.5 ms per MB; less than the 4 kB page faults its first writes would
- * take).  Every process that maps the object aligned (tdb_shm_map) then
- * reaches it through one TLB entry per 2 MB.  Returns the bytes now in huge
- * pages: 0 for an object under 2 MB or a kernel without MADV_COLLAPSE
- * (before 6.1); it stops at the first page the kernel has no huge page
- * for.  The pages it did not make huge stay 4 kB pages, nothing else
- * changed.
+ * shmem_enabled say, short of "deny", and copies the object once (0.5 ms
+ * per MB with free huge pages, up to about 6 ms when the kernel compacts
+ * memory first, on a loaded 2-vCPU guest: more than the 4 kB page faults
+ * the first writes then save).  Every process that maps the object aligned
+ * (tdb_shm_map) then reaches it through one TLB entry per 2 MB.  Returns
+ * the bytes now in huge pages: 0 for an object under 2 MB or a kernel
+ * without MADV_COLLAPSE (before 6.1).  It stops at the first page the
+ * kernel has no huge page for (or no room in the memory cgroup), and once
+ * budget_ms have passed, leaving the rest of the object on 4 kB pages:
+ * nothing else changes.
  */
-size_t		tdb_shm_make_huge(void *addr, size_t size);
+size_t		tdb_shm_make_huge(void *addr, size_t size, int budget_ms);
 
 /*
  * Create name (it must not exist) of size bytes with mode and group set

@@ -30,6 +30,15 @@
 /* segment names tried before giving up when others hold them */
 #define TDB_NAME_ATTEMPTS	64
 
+/*
+ * How long making one object of huge pages may take (tdb_shm_make_huge):
+ * 0.5-6 ms per MB measured here, so a traffic buffer of up to about 100 MB
+ * and a map of up to about 1-10 GB become huge whole; a larger one only
+ * its first part.
+ */
+#define HUGE_TRAFFIC_BUDGET_MS	100
+#define HUGE_MAP_BUDGET_MS		5000
+
 static uint64_t
 new_instance_id(void)
 {
@@ -102,6 +111,7 @@ free_segment(TdbWriter *w, uint32_t i)
 	shm_unlink(name);
 	tdb_shm_unmap(w->seg_addr[i], d->size);
 	w->seg_addr[i] = NULL;
+	w->seg_huge[i] = 0;
 	d->kind = TDB_SEG_FREE;
 	d->size = 0;
 	d->seq = 0;
@@ -734,10 +744,13 @@ tdb_writer_new_segment(TdbWriter *w, TdbSegKind kind, size_t size, uint32_t *seg
 				 name, size, strerror(errno));
 		return rc;
 	}
-	/* before anyone writes it: the first writes then fault in 2 MB at a time */
-	w->created_bytes += size;
-	if (w->huge_pages)
-		w->huge_bytes += tdb_shm_make_huge(*addr, size);
+	/*
+	 * Before anyone writes it: the first writes then fault in 2 MB at a
+	 * time.  The copy is bounded: a traffic buffer is made while a
+	 * publication waits (SYNC writers with it), a map while load_map does.
+	 */
+	w->seg_huge[i] = w->huge_pages ?
+		tdb_shm_make_huge(*addr, size, kind == TDB_SEG_MAP ? HUGE_MAP_BUDGET_MS : HUGE_TRAFFIC_BUDGET_MS) : 0;
 	w->seg_addr[i] = *addr;
 	w->ctl->segments[i].seq = seq;
 	w->ctl->segments[i].size = size;
@@ -859,6 +872,17 @@ tdb_writer_bytes(const TdbWriter *w)
 	for (uint32_t i = 0; i < TDB_MAX_SEGMENTS; i++)
 		if (w->ctl->segments[i].kind != TDB_SEG_FREE)
 			total += w->ctl->segments[i].size;
+	return total;
+}
+
+uint64_t
+tdb_writer_huge_bytes(const TdbWriter *w)
+{
+	uint64_t	total = 0;
+
+	for (uint32_t i = 0; i < TDB_MAX_SEGMENTS; i++)
+		if (w->ctl->segments[i].kind != TDB_SEG_FREE)
+			total += w->seg_huge[i];
 	return total;
 }
 

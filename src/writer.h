@@ -45,6 +45,7 @@ typedef struct TdbWriter
 	int64_t		pin_timeout_us;
 	bool		huge_pages;
 	void	   *seg_addr[TDB_MAX_SEGMENTS]; /* read-write mappings */
+	uint64_t	seg_huge[TDB_MAX_SEGMENTS]; /* bytes this writer made of huge pages (0: adopted) */
 	bool		version_live[TDB_MAX_VERSIONS]; /* from the last scan */
 
 	/* external slots as the last scan saw them (for display) */
@@ -57,8 +58,6 @@ typedef struct TdbWriter
 	uint64_t	last_revoked_generation;
 	uint64_t	slots_rebuilt;	/* <prefix>.readers found damaged and made anew */
 	uint64_t	names_skipped;	/* <prefix>.<seq> names found taken by another user */
-	uint64_t	huge_bytes;		/* of the objects made since open: bytes in huge pages */
-	uint64_t	created_bytes;	/* and in all */
 	char		skipped_err[TDB_SHM_ERRLEN];	/* the last of them, described */
 	uint64_t	slots_repaired; /* <prefix>.readers' header found overwritten and written again */
 	char		slots_damage[128];	/* how it was damaged, the last time */
@@ -159,5 +158,11 @@ int			tdb_writer_reclaim(TdbWriter *w, uint32_t keep_map_seg);
 
 /* Bytes of shared memory held by live segments. */
 uint64_t	tdb_writer_bytes(const TdbWriter *w);
+
+/*
+ * Of them, the bytes this writer made of huge pages when it created them
+ * (huge_pages): objects adopted from a previous instance count 0.
+ */
+uint64_t	tdb_writer_huge_bytes(const TdbWriter *w);
 
 #endif							/* TDB_WRITER_H */

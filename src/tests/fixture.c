@@ -6,7 +6,37 @@
  */
 #include "fixture.h"
 
+#include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+/* Review knobs (test_shm_huge_review.c): writers made with huge_pages, objects padded to these sizes. */
+bool		fixture_huge_pages = false;
+size_t		fixture_traffic_bytes = 0;	/* 0: tdb_traffic_size(NLOC, 0) */
+size_t		fixture_map_bytes = 0;	/* 0: the builder's size */
+
+bool
+fixture_kernel_makes_huge(void)
+{
+	char		name[64];
+	void	   *p = NULL;
+	size_t		got;
+
+	snprintf(name, sizeof(name), "/tdbhugep.%d", (int) getpid());
+	if (tdb_shm_create(name, (size_t) 2 << 20, (gid_t) -1, false, &p) != TDB_SHM_OK)
+		return false;
+	got = tdb_shm_make_huge(p, (size_t) 2 << 20, 10000);
+	tdb_shm_unmap(p, (size_t) 2 << 20);
+	shm_unlink(name);
+	return got == ((size_t) 2 << 20);
+}
+
+size_t
+fixture_traffic_size(void)
+{
+	return fixture_traffic_bytes ? fixture_traffic_bytes : tdb_traffic_size(NLOC, 0);
+}
 
 
 /* A map of NLOC short segments on a grid near Helsinki. */
@@ -26,7 +56,9 @@ publish_map(TdbWriter *w, uint32_t *seg, void **addr, uint64_t *count)
 		tdb_map_builder_add(b, 1000 + i, xy, 2, "primary", NULL, 50, 0, err);
 	}
 	tdb_map_builder_finish(b, err);
-	rc = tdb_writer_new_segment(w, TDB_SEG_MAP, tdb_map_builder_size(b), seg, addr, err);
+	rc = tdb_writer_new_segment(w, TDB_SEG_MAP,
+								fixture_map_bytes > tdb_map_builder_size(b) ? fixture_map_bytes : tdb_map_builder_size(b),
+								seg, addr, err);
 	if (rc == TDB_SHM_OK)
 		tdb_map_builder_write(b, *addr, 42, 0);
 	*count = tdb_map_builder_count(b);
@@ -38,7 +70,7 @@ publish_map(TdbWriter *w, uint32_t *seg, void **addr, uint64_t *count)
 int
 publish_traffic(TdbWriter *w, uint32_t map_seg, uint64_t gen)
 {
-	return publish_traffic_sized(w, map_seg, gen, tdb_traffic_size(NLOC, 0));
+	return publish_traffic_sized(w, map_seg, gen, fixture_traffic_size());
 }
 
 /* The same in a traffic buffer of size bytes (what a change of incidents' size does). */
@@ -81,6 +113,7 @@ test_writer_open(TdbWriter *w, const char *prefix, uint32_t nexternal, int64_t p
 	cfg.lock_fd = -1;
 	cfg.postmaster_pid = 1;
 	cfg.pin_timeout_us = pin_timeout_us;
+	cfg.huge_pages = fixture_huge_pages;
 	return tdb_writer_open(w, prefix, &cfg, info, err);
 }
 

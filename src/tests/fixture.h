@@ -17,6 +17,15 @@ int			publish_map(TdbWriter *w, uint32_t *seg, void **addr, uint64_t *count);
 int			publish_traffic(TdbWriter *w, uint32_t map_seg, uint64_t gen);
 int			publish_traffic_sized(TdbWriter *w, uint32_t map_seg, uint64_t gen, size_t size);
 
+/* Review knobs: huge_pages for test_writer_open, padded traffic and map objects (0: unpadded). */
+extern bool fixture_huge_pages;
+extern size_t fixture_traffic_bytes;
+extern size_t fixture_map_bytes;
+size_t		fixture_traffic_size(void);
+
+/* Does this kernel make a fresh 2 MB object huge (MADV_COLLAPSE, free huge pages)? */
+bool		fixture_kernel_makes_huge(void);
+
 /* Every entry of snapshot s still says what publish_traffic wrote for generation gen. */
 bool		snapshot_intact(const TdbSnapshot *s, uint64_t gen);
 

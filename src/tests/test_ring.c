@@ -319,6 +319,86 @@ drainer_main(void *arg)
 }
 
 /*
+ * Review of 114cb17: a batch that waits for lane space (TRAFFICDB_WAIT, the
+ * drain comes 1.2 s later) still stamps its updates of observed_at_us 0 with
+ * the time of the call, though they enter the ring 1.2 s later; the daemon's
+ * own check (the drain's, against its clock) accepts them.  The future check
+ * is made against the time of the call too: stricter than against the time of
+ * the enqueue (an update 5 min + 0.7 s ahead of the call is refused though it
+ * is under 5 min ahead when it goes in), never looser.
+ */
+UNIT_TEST(test_ring_put_many_waited_batch_times)
+{
+	RingEnv		e;
+	trafficdb_writer *w;
+	trafficdb_update one = {.location_id = 1001, .speed_kmh = 50, .has = TRAFFICDB_HAS_SPEED};
+	static trafficdb_update u[200];
+	static Got	got[400];
+	int64_t		before,
+				after;
+	size_t		accepted = 0;
+	uint32_t	slots = 128;
+
+	if (!env_open(&e, 1, slots))
+		return;
+	w = open_writer(&e);
+	if (w == NULL)
+		goto done;
+	CHECK_EQ_U64(trafficdb_writer_set_timeout(w, 5000), TRAFFICDB_OK);
+	for (int round = 0; round < 2; round++)
+	{
+		Drainer		d = {.e = &e, .c = {got, 0, 400}, .delay_ms = 1200};
+		pthread_t	t;
+		Collect		c = {NULL, 0, 0};
+		int			rc;
+
+		drain_all(&e, &c, NULL);
+		for (uint32_t i = 0; i < slots; i++)
+			CHECK_EQ_U64(trafficdb_put(w, &one, TRAFFICDB_ASYNC), TRAFFICDB_OK);
+		for (int i = 0; i < 200; i++)
+			u[i] = (trafficdb_update) {.location_id = 1000 + i, .speed_kmh = 30, .has = TRAFFICDB_HAS_SPEED};
+		before = now_us();
+		if (round == 0)
+			u[100].observed_at_us = before + 300000000 - 200000;	/* 5 min - 0.2 s ahead of the call: valid */
+		else
+			u[100].observed_at_us = before + 300000000 + 700000;	/* 5 min + 0.7 s ahead of the call */
+		pthread_create(&t, NULL, drainer_main, &d);
+		rc = trafficdb_put_many(w, u, 200, TRAFFICDB_ASYNC | TRAFFICDB_WAIT, &accepted);
+		after = now_us();
+		sleep_us(300000);
+		atomic_store(&d.stop, 1);
+		pthread_join(t, NULL);
+		printf("# round %d: put_many %d, accepted %zu, took %.3f s, %zu drained; %s\n", round, rc, accepted,
+			   (after - before) / 1e6, d.c.n, rc ? trafficdb_writer_errmsg(w) : "");
+		CHECK(after - before >= 1100000);
+		if (round == 0)
+		{
+			CHECK_EQ_U64(rc, TRAFFICDB_OK);
+			CHECK_EQ_U64(accepted, 200);
+			CHECK_EQ_U64(d.c.n, slots + 200);
+			/* every 0 stamped with the call's start, though it went in >= 1.1 s later */
+			for (size_t i = slots; i < d.c.n; i++)
+				if (i - slots != 100 && (got[i].u.observed_at_us < before || got[i].u.observed_at_us > before + 100000))
+				{
+					CHECK(got[i].u.observed_at_us >= before && got[i].u.observed_at_us <= before + 100000);
+					break;
+				}
+			CHECK_EQ_U64(got[slots + 100].u.observed_at_us, u[100].observed_at_us);
+		}
+		else
+		{
+			/* refused at prepare: stricter than the time it would have gone in */
+			CHECK_EQ_U64(rc, (uint64_t) TRAFFICDB_BADARG);
+			CHECK_EQ_U64(accepted, 100);
+			CHECK(strstr(trafficdb_writer_errmsg(w), "future") != NULL);
+		}
+	}
+	trafficdb_writer_close(w);
+done:
+	env_close(&e);
+}
+
+/*
  * trafficdb_end_batch: a drain stops at the end of batch of a lane (one
  * slot, counted in marks) and drains nothing more of it until the
  * generation is committed (tdb_ring_committed), while other lanes go on;

@@ -20,22 +20,6 @@
 
 #define MB ((size_t) 1 << 20)
 
-/* Does this kernel make a fresh 2 MB object huge (MADV_COLLAPSE, free huge pages)? */
-static bool
-kernel_makes_huge(void)
-{
-	char		name[64];
-	void	   *p = NULL;
-	size_t		got = 0;
-
-	snprintf(name, sizeof(name), "/tdbhugep.%d", (int) getpid());
-	if (tdb_shm_create(name, 2 * MB, (gid_t) -1, false, &p) != TDB_SHM_OK)
-		return false;
-	got = tdb_shm_make_huge(p, 2 * MB);
-	tdb_shm_unmap(p, 2 * MB);
-	shm_unlink(name);
-	return got == 2 * MB;
-}
 
 /* kB of [addr, addr + len) that /proc/self/smaps says are mapped by PMD (-1: not found). */
 static long
@@ -86,10 +70,12 @@ UNIT_TEST(test_shm_make_huge_whole_pages_same_bytes)
 	b[size - 1] = 0xAB;
 
 	/* nothing to do: no object, or one under 2 MB */
-	CHECK_EQ_U64(tdb_shm_make_huge(NULL, size), 0);
-	CHECK_EQ_U64(tdb_shm_make_huge(p, 2 * MB - 1), 0);
+	CHECK_EQ_U64(tdb_shm_make_huge(NULL, size, 10000), 0);
+	CHECK_EQ_U64(tdb_shm_make_huge(p, 2 * MB - 1, 10000), 0);
+	/* no time: one page at most, then it stops */
+	CHECK(tdb_shm_make_huge(p, size, 0) <= 2 * MB);
 
-	got = tdb_shm_make_huge(p, size);
+	got = tdb_shm_make_huge(p, size, 10000);
 	/* whole 2 MB pages (the mapping is aligned), never the tail under 2 MB */
 	CHECK(got == 0 || got == 6 * MB);
 	for (size_t i = 0; i < size; i += 4096)
@@ -147,13 +133,12 @@ UNIT_TEST(test_shm_writer_makes_objects_huge)
 		CHECK_EQ_U64(publish_map(&w, &map_seg, &map_addr, &count), TDB_SHM_OK);
 		/* a traffic buffer of 5 MB: two whole huge pages, and a tail */
 		CHECK_EQ_U64(publish_traffic_sized(&w, map_seg, 1, 5 * MB), TDB_SHM_OK);
-		CHECK(w.created_bytes >= 5 * MB);
 		if (!on)
-			CHECK_EQ_U64(w.huge_bytes, 0);
-		else if (kernel_makes_huge())
-			CHECK_EQ_U64(w.huge_bytes, 4 * MB);
+			CHECK_EQ_U64(tdb_writer_huge_bytes(&w), 0);
+		else if (fixture_kernel_makes_huge())
+			CHECK_EQ_U64(tdb_writer_huge_bytes(&w), 4 * MB);
 		else
-			CHECK(w.huge_bytes == 0 || w.huge_bytes == 4 * MB);
+			CHECK(tdb_writer_huge_bytes(&w) == 0 || tdb_writer_huge_bytes(&w) == 4 * MB);
 
 		CHECK_EQ_U64(tdb_reader_open(&r, prefix, NULL, TDB_VALIDATE_FULL, err), TDB_SHM_OK);
 		CHECK_EQ_U64(tdb_reader_acquire(&r, &s, err), TDB_SHM_OK);
@@ -161,7 +146,7 @@ UNIT_TEST(test_shm_writer_makes_objects_huge)
 		/* smaps counts what is mapped: fault in the whole buffer first */
 		for (size_t off = 0; off < 5 * MB; off += 4096)
 			sink += ((const volatile unsigned char *) s.traffic)[off];
-		if (w.huge_bytes > 0)
+		if (tdb_writer_huge_bytes(&w) > 0)
 			CHECK_EQ_U64(pmd_mapped_kb(s.traffic, 5 * MB), 4096);
 		else if (!on)
 			CHECK_EQ_U64(pmd_mapped_kb(s.traffic, 5 * MB), 0);
