@@ -176,7 +176,8 @@ to_entry(const TdbLogState *s, uint32 i, TdbGenlogEntry *e, uint64 gen)
 		e->present |= TDB_GENLOG_HAS_FLAGS;
 		e->flags = t->flags;
 	}
-	if (s->incidents[i])
+	/* (no incident anywhere, the common case: not a random read of the pointer array each) */
+	if (s->incident_count > 0 && s->incidents[i])
 	{
 		e->present |= TDB_GENLOG_HAS_INCIDENT;
 		e->incident = s->incidents[i];
@@ -284,7 +285,8 @@ source_entries(void *arg, uint32_t first, uint32_t n, TdbGenlogEntry *buf)
 		if (src->recs != NULL && first + k + 8 < src->n)
 		{
 			__builtin_prefetch(&src->s->traffic[src->recs[first + k + 8]]);
-			__builtin_prefetch(&src->s->incidents[src->recs[first + k + 8]]);
+			if (src->s->incident_count > 0)
+				__builtin_prefetch(&src->s->incidents[src->recs[first + k + 8]]);
 		}
 		to_entry(src->s, src->recs != NULL ? src->recs[first + k] : (uint32) (src->part_first + first + k),
 				 &buf[k], src->gen);

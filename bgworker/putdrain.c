@@ -153,7 +153,8 @@ flush_puts(void)
 				__builtin_prefetch(&D.map.records[h]);
 				__builtin_prefetch(&D.traffic[h], 1);
 				__builtin_prefetch(&D.win_seq[h], 1);
-				__builtin_prefetch(&D.incidents[h]);
+				if (D.incident_count > 0)
+					__builtin_prefetch(&D.incidents[h]);
 			}
 		}
 		apply_put(&put_batch[k].u, put_batch[k].lane, put_batch[k].ticket);

@@ -48,7 +48,8 @@ apply_traffic(uint64 i, int64 observed_us, int64 seq, float speed, float free_fl
 	t->congestion = (uint8) (congestion < 0 ? TDB_CONGESTION_UNKNOWN : congestion);
 	t->confidence = (uint8) (confidence < 0 ? TDB_CONFIDENCE_UNKNOWN : confidence);
 	t->changed_gen = gen;
-	if (D.incidents[i])
+	/* incident_count counts the non-NULL pointers: none, no random read of the array */
+	if (D.incident_count > 0 && D.incidents[i])
 	{
 		pfree(D.incidents[i]);
 		D.incidents[i] = NULL;

@@ -246,6 +246,7 @@ tdb_genlog_encode_from(TdbGenlogHeader *h, uint32_t n, TdbGenlogEntries get, voi
 {
 	CodecBuf	cols[NCOLS];
 	TdbGenlogEntry *buf;
+	const TdbGenlogEntry *one = NULL;	/* the first pass's last slice */
 	TdbGenlogEntry prev;
 	bool		ok = true;
 	uint8_t		hdr[TDB_GENLOG_HEADER_SIZE];
@@ -280,6 +281,8 @@ tdb_genlog_encode_from(TdbGenlogHeader *h, uint32_t n, TdbGenlogEntries get, voi
 		uint32_t	m = n - first < ENCODE_SLICE ? n - first : ENCODE_SLICE;
 		const TdbGenlogEntry *e = get(arg, first, m, buf);
 
+		one = e;
+
 		for (uint32_t i = 0; i < m; i++)
 		{
 			if (!entry_ok(h, first + i, &e[i], i > 0 ? &e[i - 1] : first > 0 ? &prev : NULL, err))
@@ -298,7 +301,8 @@ tdb_genlog_encode_from(TdbGenlogHeader *h, uint32_t n, TdbGenlogEntries get, voi
 	for (uint32_t first = 0; first < n; first += ENCODE_SLICE)
 	{
 		uint32_t	m = n - first < ENCODE_SLICE ? n - first : ENCODE_SLICE;
-		const TdbGenlogEntry *e = get(arg, first, m, buf);
+		/* one slice (a generation's D record, mostly): the first pass's entries are still valid */
+		const TdbGenlogEntry *e = n <= ENCODE_SLICE ? one : get(arg, first, m, buf);
 
 		for (int c = 0; c < NCOLS; c++)
 			if (col_in_kind(c, h->kind))

@@ -77,7 +77,8 @@ uint8_t    *tdb_genlog_encode(TdbGenlogHeader *h, const TdbGenlogEntry *e, uint3
  * The same, from entries the caller makes a slice at a time: get(arg,
  * first, n, buf) returns entries first .. first + n - 1, written into buf
  * (room for n) or anywhere else that stays valid until the next call.  It
- * is called twice for each slice.  The record starts front bytes into the
+ * is called twice for each slice, once when there is one slice (n at most
+ * 4,096: what it returned is used for both passes).  The record starts front bytes into the
  * buffer returned (room for the caller's own header); *len excludes them.
  */
 typedef const TdbGenlogEntry *(*TdbGenlogEntries) (void *arg, uint32_t first, uint32_t n,
