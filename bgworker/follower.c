@@ -99,8 +99,37 @@ follow_tx(void *p)
 	ls = daemon_log_state();
 	ls.changed = D.pend;
 	last = D.log_last;
-	ok = tdb_log_follow(&ls, &last, FOLLOW_MAX_RECORDS, follower_publish, &ls, D.cxt, &damaged, &applied, err, sizeof(err));
-	D.incident_count = ls.incident_count;
+	/*
+	 * The incidents' count goes back to D whatever happens: tdb_log_follow
+	 * changes D.incidents itself, and an error half-way through a
+	 * generation (out of memory) would leave D's count behind them for good
+	 * (what reads D.incidents trusts it).
+	 */
+	PG_TRY();
+	{
+		ok = tdb_log_follow(&ls, &last, FOLLOW_MAX_RECORDS, follower_publish, &ls, D.cxt, &damaged, &applied, err, sizeof(err));
+	}
+	PG_FINALLY();
+	{
+		D.incident_count = ls.incident_count;
+	}
+	PG_END_TRY();
+	/*
+	 * A map reload on the primary logs a checkpoint and no D record: with no
+	 * D record after it yet, following the D records alone would serve the
+	 * old map until one came (and a promotion then would log its next
+	 * generation for the old map, under the reload's number).
+	 */
+	if (ok && applied < FOLLOW_MAX_RECORDS)
+	{
+		uint64		alone = tdb_log_checkpoint_alone_after(last);
+
+		if (alone > 0)
+		{
+			ok = false;
+			snprintf(err, sizeof(err), "generation " UINT64_FORMAT " is a checkpoint without a D record: a map reload", alone);
+		}
+	}
 	{
 		uint64		newest = tdb_log_last_generation();
 
@@ -116,7 +145,7 @@ follow_tx(void *p)
 		/* a map reload on the primary, or the log was trimmed past us: start over from its newest checkpoint */
 		ereport(LOG,
 				(errmsg("trafficdb: follower: the generation log goes on after generation " UINT64_FORMAT
-						" with no record of generation " UINT64_FORMAT " (%s): rebuilding from the newest checkpoint",
+						" with no D record of generation " UINT64_FORMAT " (%s): rebuilding from the newest checkpoint",
 						last, last + 1, err)));
 		{
 			WorkingTraffic w = {D.traffic, D.win_seq, D.incidents, D.incident_count, D.pend, D.pend_bit};

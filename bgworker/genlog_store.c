@@ -422,6 +422,18 @@ query_u64(const char *sql, int nargs, Oid *types, Datum *vals, uint64 dflt)
 }
 
 uint64
+tdb_log_checkpoint_alone_after(uint64 last)
+{
+	Oid			type = INT8OID;
+	Datum		arg = Int64GetDatum((int64) last);
+
+	return query_u64("SELECT min(k.generation) FROM trafficdb.generations k "
+					 "WHERE k.kind = 'K' AND k.generation > $1 AND NOT EXISTS "
+					 "(SELECT FROM trafficdb.generations d WHERE d.kind = 'D' AND d.generation = k.generation)",
+					 1, &type, &arg, 0);
+}
+
+uint64
 tdb_log_last_generation(void)
 {
 	return query_u64("SELECT max(generation) FROM trafficdb.generations", 0, NULL, NULL, 0);

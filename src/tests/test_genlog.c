@@ -13,13 +13,14 @@
 
 #include "checksum.h"
 #include "genlog/genlog.h"
+#include "genlog_fixture.h"
 #include "unit.h"
 
 static const char *const incidents[] = {"", "roadworks", "accident\0with a NUL", "closed: flooding on both lanes"};
 static const uint32_t incident_lens[] = {0, 9, 19, 30};
 
-static void
-random_entries(uint64_t *rng, TdbGenlogEntry *e, uint32_t n, char kind, uint64_t gen, uint32_t first)
+void
+genlog_random_entries(uint64_t *rng, TdbGenlogEntry *e, uint32_t n, char kind, uint64_t gen, uint32_t first)
 {
 	uint32_t	rec = 0;
 
@@ -47,9 +48,8 @@ random_entries(uint64_t *rng, TdbGenlogEntry *e, uint32_t n, char kind, uint64_t
 	}
 }
 
-/* Same entry as encoded: every field the present bits say, bit for bit. */
-static bool
-same_entry(const TdbGenlogEntry *a, const TdbGenlogEntry *b, char kind)
+bool
+genlog_same_entry(const TdbGenlogEntry *a, const TdbGenlogEntry *b, char kind)
 {
 	if (a->record != b->record || a->present != b->present || a->observed_us != b->observed_us ||
 		a->changed_gen != b->changed_gen)
@@ -88,7 +88,7 @@ UNIT_TEST(test_genlog_roundtrip)
 		size_t		len;
 		uint8_t    *buf;
 
-		random_entries(&rng, e, n, kind, h.generation, h.first_record);
+		genlog_random_entries(&rng, e, n, kind, h.generation, h.first_record);
 		buf = tdb_genlog_encode(&h, e, n, &len, err);
 		CHECK(buf != NULL);
 		if (buf == NULL)
@@ -102,7 +102,7 @@ UNIT_TEST(test_genlog_roundtrip)
 			  dh.count == h.count && dh.n == n && dh.first_record == h.first_record &&
 			  dh.time_base_us == h.time_base_us);
 		for (uint32_t i = 0; d && i < n; i++)
-			if (!same_entry(&e[i], &d[i], kind))
+			if (!genlog_same_entry(&e[i], &d[i], kind))
 			{
 				unit_fail(__FILE__, __LINE__, "record %d entry %u differs", iter, i);
 				break;
@@ -156,7 +156,7 @@ UNIT_TEST(test_genlog_hostile_bytes)
 	uint8_t    *buf;
 	int			refused = 0;
 
-	random_entries(&rng, e, n, TDB_GENLOG_DELTA, h.generation, 0);
+	genlog_random_entries(&rng, e, n, TDB_GENLOG_DELTA, h.generation, 0);
 	buf = tdb_genlog_encode(&h, e, n, &len, err);
 	CHECK(buf != NULL);
 	for (size_t cut = 0; buf && cut < len; cut++)
@@ -271,7 +271,7 @@ UNIT_TEST(test_genlog_encoding_unchanged)
 		h.map_id = 42;
 		h.count = 1000000;
 		h.first_record = kind == TDB_GENLOG_CHECKPOINT ? 5000 : 0;
-		random_entries(&rng, e, n, kind, h.generation, h.first_record);
+		genlog_random_entries(&rng, e, n, kind, h.generation, h.first_record);
 		buf = tdb_genlog_encode(&h, e, n, &len, err);
 		CHECK(buf != NULL);
 		crc = tdb_crc32c_update(crc, buf, len);
@@ -315,7 +315,7 @@ UNIT_TEST(test_genlog_empty_columns)
 		buf = tdb_genlog_encode(&h, e, 3, &len, err);
 		CHECK(buf != NULL);
 		CHECK(buf != NULL && tdb_genlog_decode(buf, len, &h2, &back, err));
-		CHECK(back != NULL && h2.n == 3 && same_entry(&e[2], &back[2], h.kind));
+		CHECK(back != NULL && h2.n == 3 && genlog_same_entry(&e[2], &back[2], h.kind));
 		free(back);
 		free(buf);
 	}
