@@ -411,12 +411,7 @@ tdb_daemon_main(Datum main_arg)
 		if (ShutdownRequestPending)
 			break;
 		if (ConfigReloadPending)
-		{
-			ConfigReloadPending = false;
-			ProcessConfigFile(PGC_SIGHUP);
-			D.writer.pin_timeout_us = (int64) tdb_reader_pin_timeout_ms * 1000;
-			D.writer.huge_pages = tdb_huge_pages;
-		}
+			reload_settings();
 		if (names_free_again())
 		{
 			/* stop in order, and start again under the configured names */

@@ -200,6 +200,8 @@ extern void set_last_error(const char *msg);
 extern void report_damage(const char *segment, const char *suffix, const char *damage, const char *group,
 						  const char *outcome, const char *detail);
 extern gid_t shm_gid(void);
+/* daemon_state.c: a SIGHUP, for the primary's loop and the follower's */
+extern void reload_settings(void);
 extern void begin_tx(const char *what);
 extern void commit_tx(void);
 extern char *postgis_schema(void);

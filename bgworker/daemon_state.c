@@ -18,6 +18,7 @@
 #include "postmaster/interrupt.h"
 #include "replication/syncrep.h"
 #include "replication/walsender.h"
+#include "utils/guc.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
@@ -27,6 +28,16 @@
 DaemonState D;
 
 /* ---- small helpers ------------------------------------------------------------- */
+
+/* After a SIGHUP (primary and follower): the configuration file again, and the writer's settings from it. */
+void
+reload_settings(void)
+{
+	ConfigReloadPending = false;
+	ProcessConfigFile(PGC_SIGHUP);
+	D.writer.pin_timeout_us = (int64) tdb_reader_pin_timeout_ms * 1000;
+	D.writer.huge_pages = tdb_huge_pages;
+}
 
 int64
 now_us(void)

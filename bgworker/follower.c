@@ -196,12 +196,7 @@ follower_loop(void)
 		if (ShutdownRequestPending)
 			proc_exit(1);
 		if (ConfigReloadPending)
-		{
-			ConfigReloadPending = false;
-			ProcessConfigFile(PGC_SIGHUP);
-			D.writer.pin_timeout_us = (int64) tdb_reader_pin_timeout_ms * 1000;
-			D.writer.huge_pages = tdb_huge_pages;
-		}
+			reload_settings();
 		if (names_free_again())
 		{
 			/* subscribers and readers are told; the next daemon follows under the configured names */

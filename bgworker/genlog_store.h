@@ -92,16 +92,16 @@ extern Size tdb_log_write_checkpoint(uint64 gen, int64 created_us, uint32 object
 									 uint64 part_entries);
 
 /*
- * Delete records older than what the retention settings keep, never the
- * newest two checkpoints.  Returns the oldest generation left.
- */
-/*
  * The oldest generation after last that the log holds as a checkpoint
  * without a D record (a map reload, or a checkpoint after a gap): one a
  * follower reading the D records only would never see (0: none).
  */
 extern uint64 tdb_log_checkpoint_alone_after(uint64 last);
 
+/*
+ * Delete records older than what the retention settings keep, never the
+ * newest two checkpoints.  Returns the oldest generation left.
+ */
 extern uint64 tdb_log_trim(uint64 gen, uint64 keep_from_checkpoint, int retention_s,
 						   int retention_generations);
 

@@ -133,10 +133,6 @@ tdb_reader_stale(const TdbReader *r)
 		tdb_bus_broken(r->bus_slots);
 }
 
-#ifndef MADV_COLLAPSE
-#define MADV_COLLAPSE 25		/* Linux 6.1; older C libraries lack the name */
-#endif
-
 /*
  * With TRAFFICDB_COLLAPSE=1 in the environment, an object this process maps
  * is made of huge pages in the page cache (MADV_COLLAPSE: synchronous, it

@@ -10,7 +10,6 @@
 #include "shm.h"
 
 #include <errno.h>
-#include <time.h>
 #include <fcntl.h>
 #include <pwd.h>
 #include <stdio.h>
@@ -18,6 +17,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 bool
@@ -373,17 +373,12 @@ tdb_shm_create(const char *name, size_t size, gid_t gid, bool group_write, void 
 	return TDB_SHM_OK;
 }
 
-#ifndef MADV_COLLAPSE
-#define MADV_COLLAPSE 25		/* Linux 6.1; older C libraries lack the name */
-#endif
-
 size_t
 tdb_shm_make_huge(void *addr, size_t size, int budget_ms)
 {
 	const uintptr_t huge = (uintptr_t) 2 << 20;
 	uintptr_t	from = ((uintptr_t) addr + huge - 1) & ~(huge - 1);
 	uintptr_t	to = ((uintptr_t) addr + size) & ~(huge - 1);
-
 	size_t		done = 0;
 	struct timespec t0,
 				t;

@@ -86,7 +86,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/mman.h>
 #include <sys/types.h>
+
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25		/* Linux 6.1; older C libraries lack the name */
+#endif
 
 #define TDB_CTL_MAGIC		0x4C544454u /* "TDTL" */
 #define TDB_SLOTS_MAGIC		0x53544454u /* "TDTS" */
