@@ -307,25 +307,12 @@ craft(Model *m, size_t *outlen)
 uint8_t *
 hostile_write_file(int ntrails, int n, uint32_t page_events, int nc, TdbTrailOrder order, size_t *len)
 {
-	TdbTrailSchema sc;
+	TdbTrailSchema sc = fx_schema(TDB_TRAIL_INT64, nc, TDB_TRAIL_INT64);
 	TdbTrailWriterOptions o;
 	TdbTrailWriter *w;
 	TdbTrailError err;
 	TdbTrailValue vals[TDB_TRAIL_MAX_COLUMNS];
-	uint8_t    *buf = NULL;
 
-	memset(&sc, 0, sizeof(sc));
-	strcpy(sc.id_name, "id");
-	sc.id_type = TDB_TRAIL_INT64;
-	strcpy(sc.time_name, "t");
-	strcpy(sc.lon_name, "lon");
-	strcpy(sc.lat_name, "lat");
-	sc.ncolumns = nc;
-	for (int c = 0; c < nc; c++)
-	{
-		snprintf(sc.columns[c].name, sizeof(sc.columns[c].name), "c%d", c);
-		sc.columns[c].type = TDB_TRAIL_INT64;
-	}
 	memset(&o, 0, sizeof(o));
 	o.version = 3;
 	o.order = order;
@@ -352,10 +339,7 @@ hostile_write_file(int ntrails, int n, uint32_t page_events, int nc, TdbTrailOrd
 				return NULL;
 			}
 		}
-	if (tdb_trail_writer_finish(w, &buf, len, &err) < 0)
-		buf = NULL;
-	tdb_trail_writer_free(w);
-	return buf;
+	return fx_writer_done(w, len);
 }
 
 int

@@ -553,35 +553,14 @@ UNIT_TEST(test_trail_v1_still_written)
 
 /* ---- hostile review (review-v2) ---------------------------------------- */
 
-static TdbTrailSchema
-review_schema(int ncolumns, TdbTrailType type)
-{
-	TdbTrailSchema s;
-
-	memset(&s, 0, sizeof(s));
-	strcpy(s.id_name, "id");
-	s.id_type = TDB_TRAIL_INT64;
-	strcpy(s.time_name, "t");
-	strcpy(s.lon_name, "lon");
-	strcpy(s.lat_name, "lat");
-	s.ncolumns = ncolumns;
-	for (int c = 0; c < ncolumns; c++)
-	{
-		snprintf(s.columns[c].name, sizeof(s.columns[c].name), "c%d", c);
-		s.columns[c].type = type;
-	}
-	return s;
-}
-
 /* Write events (ids[i], times[i]) with no extra columns; NULL on failure. */
 static uint8_t *
 review_write(const TdbTrailWriterOptions *o, int n, const int64_t *ids, const int64_t *times,
 			 size_t *len)
 {
-	TdbTrailSchema s = review_schema(0, TDB_TRAIL_INT64);
+	TdbTrailSchema s = fx_schema(TDB_TRAIL_INT64, 0, TDB_TRAIL_INT64);
 	TdbTrailWriter *w;
 	TdbTrailError err;
-	uint8_t    *buf = NULL;
 
 	if (tdb_trail_writer_create(&s, o, &w, &err) < 0)
 		return NULL;
@@ -600,10 +579,7 @@ review_write(const TdbTrailWriterOptions *o, int n, const int64_t *ids, const in
 			return NULL;
 		}
 	}
-	if (tdb_trail_writer_finish(w, &buf, len, &err) < 0)
-		buf = NULL;
-	tdb_trail_writer_free(w);
-	return buf;
+	return fx_writer_done(w, len);
 }
 
 /*

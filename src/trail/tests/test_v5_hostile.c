@@ -26,27 +26,16 @@
 static uint8_t *
 v5_write(int version, int ntrails, int n, int nc, bool string_ids, uint32_t page_events, size_t *len)
 {
-	TdbTrailSchema sc;
+	static const TdbTrailType types[3] = {TDB_TRAIL_INT64, TDB_TRAIL_FLOAT64, TDB_TRAIL_STRING};
+	TdbTrailSchema sc = fx_schema(string_ids ? TDB_TRAIL_STRING : TDB_TRAIL_INT64, nc, TDB_TRAIL_INT64);
 	TdbTrailWriterOptions o;
 	TdbTrailWriter *w;
 	TdbTrailError err;
 	TdbTrailValue vals[TDB_TRAIL_MAX_COLUMNS];
-	uint8_t    *buf = NULL;
-	static const TdbTrailType types[3] = {TDB_TRAIL_INT64, TDB_TRAIL_FLOAT64, TDB_TRAIL_STRING};
 	char		sid[32];
 
-	memset(&sc, 0, sizeof(sc));
-	strcpy(sc.id_name, "id");
-	sc.id_type = string_ids ? TDB_TRAIL_STRING : TDB_TRAIL_INT64;
-	strcpy(sc.time_name, "t");
-	strcpy(sc.lon_name, "lon");
-	strcpy(sc.lat_name, "lat");
-	sc.ncolumns = nc;
 	for (int c = 0; c < nc; c++)
-	{
-		snprintf(sc.columns[c].name, sizeof(sc.columns[c].name), "c%d", c);
 		sc.columns[c].type = types[c % 3];
-	}
 	memset(&o, 0, sizeof(o));
 	o.version = version;
 	o.order = TDB_TRAIL_ORDER_TRAIL;
@@ -87,10 +76,7 @@ v5_write(int version, int ntrails, int n, int nc, bool string_ids, uint32_t page
 				return NULL;
 			}
 		}
-	if (tdb_trail_writer_finish(w, &buf, len, &err) < 0)
-		buf = NULL;
-	tdb_trail_writer_free(w);
-	return buf;
+	return fx_writer_done(w, len);
 }
 
 /*

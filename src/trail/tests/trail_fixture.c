@@ -408,25 +408,49 @@ fx_s3_env(TdbS3Config *c, bool via_proxy)
 	return true;
 }
 
+TdbTrailSchema
+fx_schema(TdbTrailType id_type, int ncolumns, TdbTrailType type)
+{
+	TdbTrailSchema s;
+
+	memset(&s, 0, sizeof(s));
+	strcpy(s.id_name, "id");
+	s.id_type = id_type;
+	strcpy(s.time_name, "t");
+	strcpy(s.lon_name, "lon");
+	strcpy(s.lat_name, "lat");
+	s.ncolumns = ncolumns;
+	for (int c = 0; c < ncolumns; c++)
+	{
+		snprintf(s.columns[c].name, sizeof(s.columns[c].name), "c%d", c);
+		s.columns[c].type = type;
+	}
+	return s;
+}
+
+uint8_t *
+fx_writer_done(TdbTrailWriter *w, size_t *len)
+{
+	TdbTrailError err;
+	uint8_t    *buf = NULL;
+
+	if (tdb_trail_writer_finish(w, &buf, len, &err) < 0)
+		buf = NULL;
+	tdb_trail_writer_free(w);
+	return buf;
+}
+
 uint8_t *
 fx_write_small(int version, int ntrails, int n, uint32_t page_events, TdbTrailOrder order, int ndistinct,
 			   size_t *len)
 {
-	TdbTrailSchema sc;
+	TdbTrailSchema sc = fx_schema(TDB_TRAIL_INT64, 2, TDB_TRAIL_FLOAT64);
 	TdbTrailWriterOptions o;
 	TdbTrailWriter *w;
 	TdbTrailError err;
 	TdbTrailValue vals[2];
-	uint8_t    *buf = NULL;
 	char		name[32];
 
-	memset(&sc, 0, sizeof(sc));
-	strcpy(sc.id_name, "id");
-	sc.id_type = TDB_TRAIL_INT64;
-	strcpy(sc.time_name, "t");
-	strcpy(sc.lon_name, "lon");
-	strcpy(sc.lat_name, "lat");
-	sc.ncolumns = 2;
 	strcpy(sc.columns[0].name, "v");
 	sc.columns[0].type = TDB_TRAIL_FLOAT64;
 	strcpy(sc.columns[1].name, "s");
@@ -465,8 +489,5 @@ fx_write_small(int version, int ntrails, int n, uint32_t page_events, TdbTrailOr
 				return NULL;
 			}
 		}
-	if (tdb_trail_writer_finish(w, &buf, len, &err) < 0)
-		buf = NULL;
-	tdb_trail_writer_free(w);
-	return buf;
+	return fx_writer_done(w, len);
 }

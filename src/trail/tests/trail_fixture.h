@@ -46,6 +46,15 @@ void		fx_make(FxSet *s, uint64_t *rng, bool string_ids, int ntrails, int max_len
  * ndistinct < 0, "name-%05d" of k % ndistinct when > 0, NULL when 0.
  */
 #define FX_SMALL_T0 1600000000000000LL
+/*
+ * The schema the small test writers use: id (id_type), t, lon, lat and
+ * ncolumns columns c0, c1, ... of type.
+ */
+TdbTrailSchema fx_schema(TdbTrailType id_type, int ncolumns, TdbTrailType type);
+
+/* Finish w's file and free w: the file (*len bytes, malloc'd), or NULL if it failed. */
+uint8_t    *fx_writer_done(TdbTrailWriter *w, size_t *len);
+
 uint8_t    *fx_write_small(int version, int ntrails, int n, uint32_t page_events, TdbTrailOrder order,
 							int ndistinct, size_t *len);
 void		fx_free(FxSet *s);
