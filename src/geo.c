@@ -111,23 +111,16 @@ tdb_geo_wgs84_m(double lon1, double lat1, double lon2, double lat2)
 double
 tdb_geo_wgs84_sphere_m(double lon1, double lat1, double lon2, double lat2)
 {
-	double		p1 = lat1 * DEG2RAD,
-				p2 = lat2 * DEG2RAD,
-				l1 = lon1 * DEG2RAD,
-				l2 = lon2 * DEG2RAD;
 	double		a[3],
 				b[3],
 				x[3];
 
 	if (!lonlat_ok(lon1, lat1) || !lonlat_ok(lon2, lat2))
 		return -1;
-	a[0] = cos(p1) * cos(l1), a[1] = cos(p1) * sin(l1), a[2] = sin(p1);
-	b[0] = cos(p2) * cos(l2), b[1] = cos(p2) * sin(l2), b[2] = sin(p2);
-	x[0] = a[1] * b[2] - a[2] * b[1];
-	x[1] = a[2] * b[0] - a[0] * b[2];
-	x[2] = a[0] * b[1] - a[1] * b[0];
-	return (2 * WGS84_A + WGS84_B) / 3 *
-		atan2(sqrt(x[0] * x[0] + x[1] * x[1] + x[2] * x[2]), a[0] * b[0] + a[1] * b[1] + a[2] * b[2]);
+	tdb_geo_unit_vector(lon1, lat1, a);
+	tdb_geo_unit_vector(lon2, lat2, b);
+	tdb_geo_cross(a, b, x);
+	return (2 * WGS84_A + WGS84_B) / 3 * atan2(sqrt(tdb_geo_dot(x, x)), tdb_geo_dot(a, b));
 }
 
 bool
