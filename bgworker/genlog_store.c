@@ -18,9 +18,12 @@
 
 #include <math.h>
 
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "storage/lmgr.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
@@ -30,6 +33,9 @@
 #include "hugepage.h"
 
 #define UNIX_TO_PG_US ((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY)
+
+/* The log's segments: partitions trafficdb.generations_0 .. _7 (the extension's SQL). */
+#define LOG_SEGMENTS 8
 
 #define K_MAGIC 0x4b424454u		/* "TDBK" */
 #define K_BODY_SIZE 40
@@ -187,7 +193,71 @@ to_entry(const TdbLogState *s, uint32 i, TdbGenlogEntry *e, uint64 gen)
 	e->id = s->ids ? s->ids[i] : 0;
 }
 
-static SPIPlanPtr insert_plan;
+/* ---- segments ------------------------------------------------------------------- */
+
+static SPIPlanPtr insert_plans[LOG_SEGMENTS];
+static int	log_segment = -1;	/* the segment records go to; -1: not known yet */
+
+static uint64 query_u64(const char *sql, int nargs, Oid *types, Datum *vals, uint64 dflt);
+
+/* The segment the newest record is in (0 for an empty log). */
+static int
+current_segment(void)
+{
+	if (log_segment < 0)
+	{
+		uint64		s = query_u64("SELECT segment::bigint FROM trafficdb.generations "
+								  "ORDER BY generation DESC LIMIT 1", 0, NULL, NULL, 0);
+
+		log_segment = s < LOG_SEGMENTS ? (int) s : 0;
+	}
+	return log_segment;
+}
+
+/* The newest (or oldest) record of segment seg: false if it is empty. */
+static bool
+segment_end(int seg, bool newest, uint64 *gen, TimestampTz *created_at)
+{
+	char		sql[160];
+	bool		isnull;
+
+	snprintf(sql, sizeof(sql), "SELECT generation, created_at FROM trafficdb.generations_%d "
+			 "ORDER BY generation %s LIMIT 1", seg, newest ? "DESC" : "ASC");
+	/* not read-only: see what this transaction emptied */
+	if (SPI_execute(sql, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read segment %d of trafficdb.generations", seg);
+	if (SPI_processed == 0)
+		return false;
+	*gen = (uint64) DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	*created_at = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	return true;
+}
+
+/*
+ * Empty segment seg, unless a session is reading it: the daemon never waits
+ * for a lock a user holds (the next trim tries again).
+ */
+static bool
+empty_segment(int seg)
+{
+	char		name[NAMEDATALEN];
+	char		sql[80];
+	Oid			relid;
+
+	snprintf(name, sizeof(name), "generations_%d", seg);
+	relid = get_relname_relid(name, get_namespace_oid("trafficdb", false));
+	if (!OidIsValid(relid))
+		elog(ERROR, "trafficdb.%s is missing: the generation log has lost a segment", name);
+	if (!ConditionalLockRelationOid(relid, AccessExclusiveLock))
+	{
+		elog(LOG, "trafficdb: trafficdb.%s is in use: it is trimmed at a later checkpoint", name);
+		return false;
+	}
+	snprintf(sql, sizeof(sql), "TRUNCATE trafficdb.%s", name);
+	if (SPI_execute(sql, false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "could not trim trafficdb.%s", name);
+	return true;
+}
 
 /* Append a record: rec is len bytes after VARHDRSZ bytes of room for its header. */
 static void
@@ -199,6 +269,7 @@ insert_record(uint64 gen, char kind, int part, int64 created_us, uint64 map_id, 
 	char		nulls[9] = "         ";
 	bytea	   *b = rec;
 	const char *body = VARDATA(b);
+	int			seg = current_segment();
 
 	SET_VARSIZE(b, VARHDRSZ + len);
 	vals[0] = Int64GetDatum((int64) gen);
@@ -212,24 +283,27 @@ insert_record(uint64 gen, char kind, int part, int64 created_us, uint64 map_id, 
 	vals[7] = Int64GetDatum((int64) tdb_crc32c(body, len));
 	vals[8] = PointerGetDatum(b);
 	/*
-	 * Planned once for the daemon's life (a record a generation; the plan
-	 * cache re-plans it if the table is made anew, and every name in it is
-	 * schema-qualified).
+	 * Planned once per segment for the daemon's life (a record a generation;
+	 * the plan cache re-plans it when a trim empties the segment, and every
+	 * name in it is schema-qualified).  Straight into the partition: no
+	 * tuple routing per record.
 	 */
-	if (insert_plan == NULL)
+	if (insert_plans[seg] == NULL)
 	{
-		SPIPlanPtr	plan = SPI_prepare("INSERT INTO trafficdb.generations (generation, kind, part, created_at, "
-									   "map_id, entries, object_crc, body_crc, body) "
-									   "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-									   9, types);
+		char		sql[256];
+		SPIPlanPtr	plan;
 
+		snprintf(sql, sizeof(sql), "INSERT INTO trafficdb.generations_%d (generation, kind, part, created_at, "
+				 "map_id, entries, object_crc, body_crc, body, segment) "
+				 "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, %d)", seg, seg);
+		plan = SPI_prepare(sql, 9, types);
 		if (plan == NULL || SPI_keepplan(plan) != 0)
-			elog(ERROR, "could not plan the insert into trafficdb.generations: %s",
-				 SPI_result_code_string(SPI_result));
-		insert_plan = plan;
+			elog(ERROR, "could not plan the insert into trafficdb.generations_%d: %s",
+				 seg, SPI_result_code_string(SPI_result));
+		insert_plans[seg] = plan;
 	}
-	if (SPI_execute_plan(insert_plan, vals, nulls, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not append to trafficdb.generations");
+	if (SPI_execute_plan(insert_plans[seg], vals, nulls, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not append to trafficdb.generations_%d", seg);
 }
 
 /*
@@ -439,30 +513,43 @@ tdb_log_last_generation(void)
 	return query_u64("SELECT max(generation) FROM trafficdb.generations", 0, NULL, NULL, 0);
 }
 
+void
+tdb_log_next_segment(uint64 gen, int retention_s, int retention_generations)
+{
+	int			cur;
+	int			next;
+	uint64		g;
+	TimestampTz at;
+
+	/* where the newest record is (whatever an aborted transaction left in memory) */
+	log_segment = -1;
+	cur = current_segment();
+	next = (cur + 1) % LOG_SEGMENTS;
+	if (!segment_end(next, false, &g, &at) && segment_end(cur, false, &g, &at) &&
+		gen - g >= (uint64) retention_generations / (LOG_SEGMENTS - 1) &&
+		GetCurrentTimestamp() - at >= (int64) retention_s * USECS_PER_SEC / (LOG_SEGMENTS - 1))
+		log_segment = next;
+}
+
 uint64
 tdb_log_trim(uint64 gen, uint64 keep_from_checkpoint, int retention_s, int retention_generations)
 {
 	uint64		by_count = gen > (uint64) retention_generations ? gen - (uint64) retention_generations : 0;
-	uint64		by_time;
-	uint64		trim;
-	Oid			type = INT8OID;
-	Datum		arg;
+	uint64		keep = Min(by_count, keep_from_checkpoint);
+	TimestampTz cutoff = GetCurrentTimestamp() - (int64) retention_s * USECS_PER_SEC;
+	int			cur;
+	uint64		g;
+	TimestampTz at;
 
-	/* the oldest generation younger than the retention time */
-	arg = Int64GetDatum((int64) retention_s * USECS_PER_SEC);
-	by_time = query_u64("SELECT min(generation) FROM trafficdb.generations "
-						"WHERE created_at >= pg_catalog.now() - pg_catalog.make_interval(secs => $1::float8 / 1000000)",
-						1, &type, &arg, gen);
-	/* whichever keeps more, and never a checkpoint replay may need */
-	trim = Min(by_count, by_time);
-	trim = Min(trim, keep_from_checkpoint);
-	if (trim > 0)
-	{
-		arg = Int64GetDatum((int64) trim);
-		if (SPI_execute_with_args("DELETE FROM trafficdb.generations WHERE generation < $1",
-								  1, &type, &arg, NULL, false, 0) != SPI_OK_DELETE)
-			elog(ERROR, "could not trim trafficdb.generations");
-	}
+	cur = current_segment();
+	/*
+	 * A segment goes whole once its newest record is older than both
+	 * settings keep and than the checkpoint replay may fall back to.
+	 */
+	for (int seg = 0; seg < LOG_SEGMENTS; seg++)
+		if (seg != cur && segment_end(seg, true, &g, &at) &&
+			g < keep && at < cutoff)
+			empty_segment(seg);
 	return query_u64("SELECT min(generation) FROM trafficdb.generations", 0, NULL, NULL, gen);
 }
 

@@ -99,8 +99,18 @@ extern Size tdb_log_write_checkpoint(uint64 gen, int64 created_us, uint32 object
 extern uint64 tdb_log_checkpoint_alone_after(uint64 last);
 
 /*
- * Delete records older than what the retention settings keep, never the
- * newest two checkpoints.  Returns the oldest generation left.
+ * Before a checkpoint at gen: the log moves on to its next segment if that
+ * one is empty and the current one spans a seventh of what the retention
+ * settings keep (every checkpoint when they keep nothing), so that a
+ * segment starts with a checkpoint.
+ */
+extern void tdb_log_next_segment(uint64 gen, int retention_s, int retention_generations);
+
+/*
+ * Empty (TRUNCATE) the segments whose records are all older than what the
+ * retention settings keep and than keep_from_checkpoint (replay's fallback);
+ * a segment a session is reading is left for a later trim.  Returns the
+ * oldest generation left.
  */
 extern uint64 tdb_log_trim(uint64 gen, uint64 keep_from_checkpoint, int retention_s,
 						   int retention_generations);

@@ -178,17 +178,21 @@ static void
 log_generation(uint64 gen, int64 created_us, uint32 object_crc)
 {
 	TdbLogState ls = daemon_log_state();
-	bool		ckpt = D.need_checkpoint || D.log_last == 0 || D.log_last + 1 != gen;
+	bool		delta = !(D.need_checkpoint || D.log_last == 0 || D.log_last + 1 != gen);
+	bool		ckpt = !delta ||
+		(gen - D.ckpt_gen >= (uint64) tdb_checkpoint_interval &&
+		 (double) (D.logged_since_ckpt + D.npend) >= tdb_checkpoint_min_changed * (double) D.map.count) ||
+		TimestampDifferenceExceeds(D.ckpt_at, GetCurrentTimestamp(), tdb_checkpoint_timeout_s * 1000);
 	Size		bytes = 0;
 
-	if (!ckpt)
+	/* a checkpoint may start a segment: its generation's D record goes there too */
+	if (ckpt)
+		tdb_log_next_segment(gen, tdb_log_retention_s, tdb_log_retention_generations);
+	if (delta)
 	{
 		/* D.pend is sorted (prepare_generation) */
 		bytes += tdb_log_write_delta(gen, created_us, object_crc, &ls, D.pend, D.npend);
 		D.pub.logged = D.npend;
-		ckpt = (gen - D.ckpt_gen >= (uint64) tdb_checkpoint_interval &&
-				(double) (D.logged_since_ckpt + D.npend) >= tdb_checkpoint_min_changed * (double) D.map.count) ||
-			TimestampDifferenceExceeds(D.ckpt_at, GetCurrentTimestamp(), tdb_checkpoint_timeout_s * 1000);
 	}
 	if (ckpt)
 	{

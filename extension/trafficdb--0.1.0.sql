@@ -141,6 +141,15 @@ END $$;
 -- replays the newest checkpoint and the D records after it, and checks that
 -- every replayed generation's traffic object has the checksum recorded at
 -- its publication (object_crc).  Written by the daemon only.
+--
+-- The log is eight segments (partitions generations_0 .. generations_7, by
+-- the segment column).  The daemon appends to one segment at a time and
+-- moves to the next once the current one spans an eighth of what the
+-- retention settings keep; a trim empties (TRUNCATE) every other segment
+-- whose newest record is older than what they keep.  Trimming so costs no
+-- row deletes, no reading back of old records and nothing for VACUUM.
+-- Each segment's primary key is (generation, kind, part); the daemon never
+-- writes a generation twice.
 CREATE TABLE trafficdb.generations (
     generation   bigint      NOT NULL,
     kind         "char"      NOT NULL CHECK (kind IN ('D', 'C', 'K')),
@@ -151,14 +160,29 @@ CREATE TABLE trafficdb.generations (
     object_crc   bigint,                    -- D, K: the published traffic object's checksum
     body_crc     bigint      NOT NULL,      -- CRC-32C of body
     body         bytea       NOT NULL,
-    PRIMARY KEY (generation, kind, part)
-);
+    segment      smallint    NOT NULL DEFAULT 0 CHECK (segment BETWEEN 0 AND 7)
+) PARTITION BY LIST (segment);
+DO $$
+BEGIN
+  FOR s IN 0 .. 7 LOOP
+    EXECUTE format('CREATE TABLE trafficdb.%I PARTITION OF trafficdb.generations FOR VALUES IN (%s)',
+                   'generations_' || s, s);
+    EXECUTE format('ALTER TABLE trafficdb.%I ADD PRIMARY KEY (generation, kind, part)', 'generations_' || s);
+    EXECUTE format('COMMENT ON TABLE trafficdb.%I IS %L', 'generations_' || s,
+                   'segment ' || s || ' of the generation log trafficdb.generations');
+    PERFORM pg_catalog.pg_extension_config_dump(format('trafficdb.%I', 'generations_' || s), '');
+  END LOOP;
+END $$;
 COMMENT ON TABLE trafficdb.generations IS
     'the generation log: one record of changed traffic per publication, and checkpoints of the whole state; written by the daemon';
--- PostgreSQL compresses the bodies (lz4 where the server was built with it)
+-- PostgreSQL compresses the bodies (lz4 where the server was built with it:
+-- pglz costs the daemon several times more), in every segment
 DO $$
 BEGIN
   ALTER TABLE trafficdb.generations ALTER COLUMN body SET COMPRESSION lz4;
+  FOR s IN 0 .. 7 LOOP
+    EXECUTE format('ALTER TABLE trafficdb.%I ALTER COLUMN body SET COMPRESSION lz4', 'generations_' || s);
+  END LOOP;
 EXCEPTION WHEN feature_not_supported OR invalid_parameter_value THEN
   NULL;
 END $$;
@@ -190,7 +214,6 @@ SELECT pg_catalog.pg_extension_config_dump('trafficdb.feed_1', '');
 SELECT pg_catalog.pg_extension_config_dump('trafficdb.feed_2', '');
 SELECT pg_catalog.pg_extension_config_dump('trafficdb.feed_3', '');
 SELECT pg_catalog.pg_extension_config_dump('trafficdb.feed_seq_seq', '');
-SELECT pg_catalog.pg_extension_config_dump('trafficdb.generations', '');
 SELECT pg_catalog.pg_extension_config_dump('trafficdb.feed_rejects', '');
 SELECT pg_catalog.pg_extension_config_dump('trafficdb.daemon_state', '');
 
