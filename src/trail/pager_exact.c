@@ -27,7 +27,8 @@
  * GET ranges r[0 .. n-1] into bufs, ranges that follow each other in the
  * file (the chunks of one footer section), or that a gap of at most
  * EXACT_BRIDGE_BYTES separates, as one GET up to MAX_RANGE_BYTES, then
- * split: one request for a run of chunks, not one each.
+ * split: one request for a run of chunks, not one each.  A range that
+ * repeats or overlaps the run before it adds only the bytes past its end.
  */
 static int
 fetch_merged(TdbPager *p, const TdbByteRange *r, uint8_t **bufs, int n, TdbTrailError *err)
@@ -50,9 +51,17 @@ fetch_merged(TdbPager *p, const TdbByteRange *r, uint8_t **bufs, int n, TdbTrail
 	for (int i = 0; rc == 0 && i < n; i++)
 	{
 		uint64_t	end = ng > 0 ? g[ng - 1].off + g[ng - 1].len : 0,
-					gap = ng > 0 && r[i].off >= end ? r[i].off - end : UINT64_MAX;
+					gap = ng > 0 && r[i].off >= end ? r[i].off - end : UINT64_MAX,
+					r_end = r[i].off + r[i].len;
 
-		if (gap <= EXACT_BRIDGE_BYTES && bridged + gap <= want &&
+		if (ng > 0 && r[i].off >= g[ng - 1].off && r[i].off < end &&
+			(r_end <= end || r_end - g[ng - 1].off <= MAX_RANGE_BYTES))
+		{
+			/* the same bytes again, or overlapping the run's end: fetched once */
+			if (r_end > end)
+				g[ng - 1].len = r_end - g[ng - 1].off;
+		}
+		else if (gap <= EXACT_BRIDGE_BYTES && bridged + gap <= want &&
 			g[ng - 1].len + gap + r[i].len <= MAX_RANGE_BYTES)
 		{
 			g[ng - 1].len += gap + r[i].len;

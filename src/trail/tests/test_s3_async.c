@@ -338,6 +338,48 @@ out:
 }
 
 /*
+ * An exact read of the same range twice and of one overlapping them: the
+ * bytes are fetched once (each range was its own GET before: 3,000 bytes
+ * for these 1,500).
+ */
+UNIT_TEST(test_s3_exact_read_fetches_repeated_ranges_once)
+{
+	TdbS3Config c;
+	size_t		n = 100000;
+	uint8_t    *want = fx_random_bytes(n, 78);
+	uint8_t    *bufs[3] = {malloc(1000), malloc(1000), malloc(1000)};
+	TdbByteRange r[3] = {{1000, 1000}, {1000, 1000}, {1500, 1000}};
+	TdbPager   *p = NULL;
+	TdbPagerOptions o;
+	TdbPagerStats ps;
+	TdbTrailError err;
+
+	if (!fx_s3_env(&c, false) || !fx_ensure_bucket(&c) || !fx_put(&c, "exact-repeat.bin", want, n, 0))
+		goto out;
+	memset(&o, 0, sizeof(o));
+	o.url = "s3://" BUCKET "/exact-repeat.bin";
+	o.s3 = c;
+	o.net = fx_fast_net();
+	o.block_size = 16384;
+	if (tdb_pager_open(&o, &p, &err) < 0)
+	{
+		unit_fail(__FILE__, __LINE__, "open: %s", err.msg);
+		goto out;
+	}
+	CHECK(tdb_pager_read_exact(p, r, 3, bufs, &err) == 0);
+	for (int i = 0; i < 3; i++)
+		CHECK(memcmp(bufs[i], want + r[i].off, r[i].len) == 0);
+	tdb_pager_stats(p, &ps);
+	/* the 16 kB tail, then [1000, 2500) once */
+	CHECK_EQ_U64(ps.bytes_network, 16384 + 1500);
+out:
+	tdb_pager_close(p);
+	free(want);
+	for (int i = 0; i < 3; i++)
+		free(bufs[i]);
+}
+
+/*
  * An exact read of two ranges, one far below the tail and one whose end
  * lies in it (a trail chunk with the lexicon): the second's bytes in the
  * tail are not fetched again.  It fetched all 10,000 before.
