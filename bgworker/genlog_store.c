@@ -18,12 +18,9 @@
 
 #include <math.h>
 
-#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
-#include "storage/lmgr.h"
 #include "utils/builtins.h"
-#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
@@ -33,9 +30,6 @@
 #include "hugepage.h"
 
 #define UNIX_TO_PG_US ((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY)
-
-/* The log's segments: partitions trafficdb.generations_0 .. _7 (the extension's SQL). */
-#define LOG_SEGMENTS 8
 
 #define K_MAGIC 0x4b424454u		/* "TDBK" */
 #define K_BODY_SIZE 40
@@ -193,71 +187,7 @@ to_entry(const TdbLogState *s, uint32 i, TdbGenlogEntry *e, uint64 gen)
 	e->id = s->ids ? s->ids[i] : 0;
 }
 
-/* ---- segments ------------------------------------------------------------------- */
-
-static SPIPlanPtr insert_plans[LOG_SEGMENTS];
-static int	log_segment = -1;	/* the segment records go to; -1: not known yet */
-
-static uint64 query_u64(const char *sql, int nargs, Oid *types, Datum *vals, uint64 dflt);
-
-/* The segment the newest record is in (0 for an empty log). */
-static int
-current_segment(void)
-{
-	if (log_segment < 0)
-	{
-		uint64		s = query_u64("SELECT segment::bigint FROM trafficdb.generations "
-								  "ORDER BY generation DESC LIMIT 1", 0, NULL, NULL, 0);
-
-		log_segment = s < LOG_SEGMENTS ? (int) s : 0;
-	}
-	return log_segment;
-}
-
-/* The newest (or oldest) record of segment seg: false if it is empty. */
-static bool
-segment_end(int seg, bool newest, uint64 *gen, TimestampTz *created_at)
-{
-	char		sql[160];
-	bool		isnull;
-
-	snprintf(sql, sizeof(sql), "SELECT generation, created_at FROM trafficdb.generations_%d "
-			 "ORDER BY generation %s LIMIT 1", seg, newest ? "DESC" : "ASC");
-	/* not read-only: see what this transaction emptied */
-	if (SPI_execute(sql, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read segment %d of trafficdb.generations", seg);
-	if (SPI_processed == 0)
-		return false;
-	*gen = (uint64) DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	*created_at = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
-	return true;
-}
-
-/*
- * Empty segment seg, unless a session is reading it: the daemon never waits
- * for a lock a user holds (the next trim tries again).
- */
-static bool
-empty_segment(int seg)
-{
-	char		name[NAMEDATALEN];
-	char		sql[80];
-	Oid			relid;
-
-	snprintf(name, sizeof(name), "generations_%d", seg);
-	relid = get_relname_relid(name, get_namespace_oid("trafficdb", false));
-	if (!OidIsValid(relid))
-		elog(ERROR, "trafficdb.%s is missing: the generation log has lost a segment", name);
-	if (!ConditionalLockRelationOid(relid, AccessExclusiveLock))
-	{
-		elog(LOG, "trafficdb: trafficdb.%s is in use: it is trimmed at a later checkpoint", name);
-		return false;
-	}
-	snprintf(sql, sizeof(sql), "TRUNCATE trafficdb.%s", name);
-	if (SPI_execute(sql, false, 0) != SPI_OK_UTILITY)
-		elog(ERROR, "could not trim trafficdb.%s", name);
-	return true;
-}
+static SPIPlanPtr insert_plans[TDB_LOG_SEGMENTS];
 
 /* Append a record: rec is len bytes after VARHDRSZ bytes of room for its header. */
 static void
@@ -269,7 +199,7 @@ insert_record(uint64 gen, char kind, int part, int64 created_us, uint64 map_id, 
 	char		nulls[9] = "         ";
 	bytea	   *b = rec;
 	const char *body = VARDATA(b);
-	int			seg = current_segment();
+	int			seg = tdb_log_current_segment();
 
 	SET_VARSIZE(b, VARHDRSZ + len);
 	vals[0] = Int64GetDatum((int64) gen);
@@ -479,10 +409,10 @@ tdb_log_write_checkpoint(uint64 gen, int64 created_us, uint32 object_crc, const 
 	return total + sizeof(k);
 }
 
-/* ---- trimming ----------------------------------------------------------------- */
+/* ---- queries ------------------------------------------------------------------ */
 
-static uint64
-query_u64(const char *sql, int nargs, Oid *types, Datum *vals, uint64 dflt)
+uint64
+tdb_log_query_u64(const char *sql, int nargs, Oid *types, Datum *vals, uint64 dflt)
 {
 	bool		isnull;
 	Datum		d;
@@ -501,7 +431,7 @@ tdb_log_checkpoint_alone_after(uint64 last)
 	Oid			type = INT8OID;
 	Datum		arg = Int64GetDatum((int64) last);
 
-	return query_u64("SELECT min(k.generation) FROM trafficdb.generations k "
+	return tdb_log_query_u64("SELECT min(k.generation) FROM trafficdb.generations k "
 					 "WHERE k.kind = 'K' AND k.generation > $1 AND NOT EXISTS "
 					 "(SELECT FROM trafficdb.generations d WHERE d.kind = 'D' AND d.generation = k.generation)",
 					 1, &type, &arg, 0);
@@ -510,47 +440,7 @@ tdb_log_checkpoint_alone_after(uint64 last)
 uint64
 tdb_log_last_generation(void)
 {
-	return query_u64("SELECT max(generation) FROM trafficdb.generations", 0, NULL, NULL, 0);
-}
-
-void
-tdb_log_next_segment(uint64 gen, int retention_s, int retention_generations)
-{
-	int			cur;
-	int			next;
-	uint64		g;
-	TimestampTz at;
-
-	/* where the newest record is (whatever an aborted transaction left in memory) */
-	log_segment = -1;
-	cur = current_segment();
-	next = (cur + 1) % LOG_SEGMENTS;
-	if (!segment_end(next, false, &g, &at) && segment_end(cur, false, &g, &at) &&
-		gen - g >= (uint64) retention_generations / (LOG_SEGMENTS - 1) &&
-		GetCurrentTimestamp() - at >= (int64) retention_s * USECS_PER_SEC / (LOG_SEGMENTS - 1))
-		log_segment = next;
-}
-
-uint64
-tdb_log_trim(uint64 gen, uint64 keep_from_checkpoint, int retention_s, int retention_generations)
-{
-	uint64		by_count = gen > (uint64) retention_generations ? gen - (uint64) retention_generations : 0;
-	uint64		keep = Min(by_count, keep_from_checkpoint);
-	TimestampTz cutoff = GetCurrentTimestamp() - (int64) retention_s * USECS_PER_SEC;
-	int			cur;
-	uint64		g;
-	TimestampTz at;
-
-	cur = current_segment();
-	/*
-	 * A segment goes whole once its newest record is older than both
-	 * settings keep and than the checkpoint replay may fall back to.
-	 */
-	for (int seg = 0; seg < LOG_SEGMENTS; seg++)
-		if (seg != cur && segment_end(seg, true, &g, &at) &&
-			g < keep && at < cutoff)
-			empty_segment(seg);
-	return query_u64("SELECT min(generation) FROM trafficdb.generations", 0, NULL, NULL, gen);
+	return tdb_log_query_u64("SELECT max(generation) FROM trafficdb.generations", 0, NULL, NULL, 0);
 }
 
 /* ---- replay --------------------------------------------------------------------- */
@@ -967,7 +857,7 @@ tdb_log_replay(TdbReplay *r, bool verify_all, MemoryContext cxt, char *err, Size
 
 	memset(r, 0, sizeof(*r));
 	err[0] = '\0';
-	r->first = query_u64("SELECT min(generation) FROM trafficdb.generations", 0, NULL, NULL, 0);
+	r->first = tdb_log_query_u64("SELECT min(generation) FROM trafficdb.generations", 0, NULL, NULL, 0);
 
 	/* the newest complete checkpoint */
 	if (SPI_execute("SELECT " RECORD_COLS " FROM trafficdb.generations WHERE kind = 'K' "

@@ -138,4 +138,15 @@ extern bool tdb_log_follow(TdbLogState *s, uint64 *last, uint64 max, tdb_log_gen
 /* The newest generation in the log, 0 if it is empty. */
 extern uint64 tdb_log_last_generation(void);
 
+/* ---- between genlog_store.c and genlog_segments.c ---- */
+
+/* The log's segments: partitions trafficdb.generations_0 .. _7 (the extension's SQL). */
+#define TDB_LOG_SEGMENTS 8
+
+/* The segment records go to: the newest record's (0 for an empty log). */
+extern int	tdb_log_current_segment(void);
+
+/* The first column of sql's first row as a bigint, dflt if none or NULL. */
+extern uint64 tdb_log_query_u64(const char *sql, int nargs, Oid *types, Datum *vals, uint64 dflt);
+
 #endif							/* TDB_GENLOG_STORE_H */
