@@ -10,15 +10,49 @@
  */
 #include "postgres.h"
 
+#include "access/transam.h"
+#include "access/xact.h"
 #include "catalog/namespace.h"
 #include "executor/spi.h"
-#include "storage/lmgr.h"
+#include "storage/procarray.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
+#include "utils/resowner.h"
 #include "utils/timestamp.h"
 
 #include "bgworker/genlog_store.h"
 
 static int	log_segment = -1;	/* the segment records go to; -1: not known yet */
+
+/*
+ * Per segment, once a trim found it aged out: the next transaction id then.
+ * TRUNCATE is not MVCC-safe (a snapshot older than it that reads the
+ * segment afterwards finds it empty), so a segment is truncated only once
+ * every snapshot in the cluster is younger than its mark: each of them then
+ * saw the log with the checkpoint that made the segment unneeded.
+ */
+static TransactionId trim_mark[TDB_LOG_SEGMENTS];
+
+/*
+ * Segment seg's table, which must still be a partition of the log: a
+ * segment detached (or dropped) by hand is an error, never a table records
+ * silently go to.
+ */
+static void
+check_segment(int seg)
+{
+	char		name[NAMEDATALEN];
+	Oid			relid;
+
+	snprintf(name, sizeof(name), "generations_%d", seg);
+	relid = get_relname_relid(name, get_namespace_oid("trafficdb_log", false));
+	if (!OidIsValid(relid) || !get_rel_relispartition(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("trafficdb_log.%s is not a segment of the generation log trafficdb.generations", name),
+				 errhint("The log is eight partitions: ALTER TABLE trafficdb.generations ATTACH PARTITION trafficdb_log.%s FOR VALUES IN (%d).",
+						 name, seg)));
+}
 
 int
 tdb_log_current_segment(void)
@@ -30,6 +64,7 @@ tdb_log_current_segment(void)
 
 		log_segment = s < TDB_LOG_SEGMENTS ? (int) s : 0;
 	}
+	check_segment(log_segment);
 	return log_segment;
 }
 
@@ -40,7 +75,7 @@ segment_end(int seg, bool newest, uint64 *gen, TimestampTz *created_at)
 	char		sql[160];
 	bool		isnull;
 
-	snprintf(sql, sizeof(sql), "SELECT generation, created_at FROM trafficdb.generations_%d "
+	snprintf(sql, sizeof(sql), "SELECT generation, created_at FROM trafficdb_log.generations_%d "
 			 "ORDER BY generation %s LIMIT 1", seg, newest ? "DESC" : "ASC");
 	/* not read-only: see what this transaction emptied */
 	if (SPI_execute(sql, false, 1) != SPI_OK_SELECT)
@@ -53,29 +88,52 @@ segment_end(int seg, bool newest, uint64 *gen, TimestampTz *created_at)
 }
 
 /*
- * Empty segment seg, unless a session is reading it: the daemon never waits
- * for a lock a user holds (the next trim tries again).
+ * Empty segment seg (TRUNCATE, or DELETE of its rows), unless that means
+ * waiting for a lock someone holds on it, its indexes or its TOAST table:
+ * the daemon never waits.  In a subtransaction with lock_timeout 1 ms, its
+ * lock error caught (false).
  */
 static bool
-empty_segment(int seg)
+empty_segment(int seg, bool by_delete)
 {
-	char		name[NAMEDATALEN];
-	char		sql[80];
-	Oid			relid;
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	volatile bool done = false;
+	char		sql[64];
 
-	snprintf(name, sizeof(name), "generations_%d", seg);
-	relid = get_relname_relid(name, get_namespace_oid("trafficdb", false));
-	if (!OidIsValid(relid))
-		elog(ERROR, "trafficdb.%s is missing: the generation log has lost a segment", name);
-	if (!ConditionalLockRelationOid(relid, AccessExclusiveLock))
+	check_segment(seg);
+	snprintf(sql, sizeof(sql), by_delete ? "DELETE FROM trafficdb_log.generations_%d" : "TRUNCATE trafficdb_log.generations_%d", seg);
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
 	{
-		elog(LOG, "trafficdb: trafficdb.%s is in use: it is trimmed at a later checkpoint", name);
-		return false;
+		int			nest = NewGUCNestLevel();
+
+		(void) set_config_option("lock_timeout", "1", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+		if (SPI_execute(sql, false, 0) != (by_delete ? SPI_OK_DELETE : SPI_OK_UTILITY))
+			elog(ERROR, "could not trim trafficdb_log.generations_%d", seg);
+		AtEOXact_GUC(true, nest);
+		ReleaseCurrentSubTransaction();
+		done = true;
 	}
-	snprintf(sql, sizeof(sql), "TRUNCATE trafficdb.%s", name);
-	if (SPI_execute(sql, false, 0) != SPI_OK_UTILITY)
-		elog(ERROR, "could not trim trafficdb.%s", name);
-	return true;
+	PG_CATCH();
+	{
+		ErrorData  *e;
+
+		MemoryContextSwitchTo(cxt);
+		e = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+		if (e->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
+			ReThrowError(e);
+		FreeErrorData(e);
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(cxt);
+	CurrentResourceOwner = owner;
+	return done;
 }
 
 void
@@ -97,23 +155,74 @@ tdb_log_next_segment(uint64 gen, int retention_s, int retention_generations)
 }
 
 uint64
-tdb_log_trim(uint64 gen, uint64 keep_from_checkpoint, int retention_s, int retention_generations)
+tdb_log_trim(uint64 gen, uint64 keep_from_checkpoint, int retention_s, int retention_generations,
+			 bool by_delete)
 {
 	uint64		by_count = gen > (uint64) retention_generations ? gen - (uint64) retention_generations : 0;
 	uint64		keep = Min(by_count, keep_from_checkpoint);
 	TimestampTz cutoff = GetCurrentTimestamp() - (int64) retention_s * USECS_PER_SEC;
-	int			cur;
-	uint64		g;
-	TimestampTz at;
+	TransactionId horizon = GetOldestNonRemovableTransactionId(NULL);
+	int			cur = tdb_log_current_segment();
+	int			order[TDB_LOG_SEGMENTS];
+	uint64		newest[TDB_LOG_SEGMENTS];
+	TimestampTz at[TDB_LOG_SEGMENTS];
+	int			n = 0;
+	bool		hold = false;
 
-	cur = tdb_log_current_segment();
+	/* the other segments that hold records, oldest first */
+	for (int seg = 0; seg < TDB_LOG_SEGMENTS; seg++)
+	{
+		int			k;
+
+		if (seg == cur || !segment_end(seg, true, &newest[seg], &at[seg]))
+		{
+			trim_mark[seg] = InvalidTransactionId;
+			continue;
+		}
+		for (k = n; k > 0 && newest[order[k - 1]] > newest[seg]; k--)
+			order[k] = order[k - 1];
+		order[k] = seg;
+		n++;
+	}
 	/*
 	 * A segment goes whole once its newest record is older than both
-	 * settings keep and than the checkpoint replay may fall back to.
+	 * settings keep and than the checkpoint replay may fall back to; in
+	 * order, so that the log stays whole from its oldest record on: after
+	 * one that must stay (in use, or marked too recently), none goes.
 	 */
-	for (int seg = 0; seg < TDB_LOG_SEGMENTS; seg++)
-		if (seg != cur && segment_end(seg, true, &g, &at) &&
-			g < keep && at < cutoff)
-			empty_segment(seg);
+	for (int i = 0; i < n; i++)
+	{
+		int			seg = order[i];
+
+		if (newest[seg] >= keep || at[seg] >= cutoff)
+			break;
+		if (!by_delete && !TransactionIdIsValid(trim_mark[seg]))
+		{
+			trim_mark[seg] = ReadNextTransactionId();
+			hold = true;
+		}
+		if (hold || (!by_delete && !TransactionIdPrecedes(trim_mark[seg], horizon)))
+		{
+			hold = true;
+			continue;
+		}
+		if (by_delete || !empty_segment(seg, false))
+		{
+			/*
+			 * A session holds a lock TRUNCATE would wait for (any role can,
+			 * by preparing a statement on the segment): its rows are
+			 * deleted instead, which waits for no reader.
+			 */
+			if (!by_delete)
+				elog(LOG, "trafficdb: trafficdb_log.generations_%d is in use: its rows are deleted instead of truncated", seg);
+			if (!empty_segment(seg, true))
+			{
+				elog(LOG, "trafficdb: trafficdb_log.generations_%d is locked: it is trimmed at a later checkpoint", seg);
+				hold = true;
+				continue;
+			}
+		}
+		trim_mark[seg] = InvalidTransactionId;
+	}
 	return tdb_log_query_u64("SELECT min(generation) FROM trafficdb.generations", 0, NULL, NULL, gen);
 }

@@ -223,17 +223,17 @@ insert_record(uint64 gen, char kind, int part, int64 created_us, uint64 map_id, 
 		char		sql[256];
 		SPIPlanPtr	plan;
 
-		snprintf(sql, sizeof(sql), "INSERT INTO trafficdb.generations_%d (generation, kind, part, created_at, "
+		snprintf(sql, sizeof(sql), "INSERT INTO trafficdb_log.generations_%d (generation, kind, part, created_at, "
 				 "map_id, entries, object_crc, body_crc, body, segment) "
 				 "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, %d)", seg, seg);
 		plan = SPI_prepare(sql, 9, types);
 		if (plan == NULL || SPI_keepplan(plan) != 0)
-			elog(ERROR, "could not plan the insert into trafficdb.generations_%d: %s",
+			elog(ERROR, "could not plan the insert into trafficdb_log.generations_%d: %s",
 				 seg, SPI_result_code_string(SPI_result));
 		insert_plans[seg] = plan;
 	}
 	if (SPI_execute_plan(insert_plans[seg], vals, nulls, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not append to trafficdb.generations_%d", seg);
+		elog(ERROR, "could not append to trafficdb_log.generations_%d", seg);
 }
 
 /*

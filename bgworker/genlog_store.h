@@ -107,13 +107,16 @@ extern uint64 tdb_log_checkpoint_alone_after(uint64 last);
 extern void tdb_log_next_segment(uint64 gen, int retention_s, int retention_generations);
 
 /*
- * Empty (TRUNCATE) the segments whose records are all older than what the
- * retention settings keep and than keep_from_checkpoint (replay's fallback);
- * a segment a session is reading is left for a later trim.  Returns the
- * oldest generation left.
+ * Empty the segments whose records are all older than what the retention
+ * settings keep and than keep_from_checkpoint (replay's fallback), oldest
+ * first, stopping at the first that must stay: by TRUNCATE once every
+ * snapshot in the cluster is younger than the trim that found it aged out
+ * (a checkpoint later at the soonest), or by_delete at once, deleting its
+ * rows.  A segment someone holds a lock on is left for a later trim.
+ * Returns the oldest generation left.
  */
 extern uint64 tdb_log_trim(uint64 gen, uint64 keep_from_checkpoint, int retention_s,
-						   int retention_generations);
+						   int retention_generations, bool by_delete);
 
 /*
  * Rebuild the state from the newest complete checkpoint and the D records
@@ -140,7 +143,7 @@ extern uint64 tdb_log_last_generation(void);
 
 /* ---- between genlog_store.c and genlog_segments.c ---- */
 
-/* The log's segments: partitions trafficdb.generations_0 .. _7 (the extension's SQL). */
+/* The log's segments: partitions trafficdb_log.generations_0 .. _7 of trafficdb.generations (the extension's SQL). */
 #define TDB_LOG_SEGMENTS 8
 
 /* The segment records go to: the newest record's (0 for an empty log). */

@@ -208,7 +208,8 @@ log_generation(uint64 gen, int64 created_us, uint32 object_crc)
 		pfree(ids);
 		/* keep the previous checkpoint too: replay falls back to it if this one is damaged */
 		D.pub.log_first = tdb_log_trim(gen, D.ckpt_gen ? D.ckpt_gen : gen, tdb_log_retention_s,
-									   tdb_log_retention_generations);
+									   tdb_log_retention_generations,
+									   tdb_log_trim_method == TDB_LOG_TRIM_DELETE);
 		D.pub.checkpoint = true;
 	}
 	D.pub.log_bytes = bytes;

@@ -142,14 +142,15 @@ END $$;
 -- every replayed generation's traffic object has the checksum recorded at
 -- its publication (object_crc).  Written by the daemon only.
 --
--- The log is eight segments (partitions generations_0 .. generations_7, by
--- the segment column).  The daemon appends to one segment at a time and
--- moves to the next once the current one spans an eighth of what the
--- retention settings keep; a trim empties (TRUNCATE) every other segment
--- whose newest record is older than what they keep.  Trimming so costs no
--- row deletes, no reading back of old records and nothing for VACUUM.
--- Each segment's primary key is (generation, kind, part); the daemon never
--- writes a generation twice.
+-- The log is eight segments (partitions trafficdb_log.generations_0 .. _7,
+-- by the segment column: a schema PUBLIC cannot use, so that no role without
+-- privileges can lock a segment by naming it).  The daemon appends to one segment at a time and,
+-- before a checkpoint, moves to the next one (if empty) once the current one
+-- spans a seventh of what the retention settings keep.  A trim empties
+-- (trafficdb.log_trim: TRUNCATE, or DELETE) every other segment whose newest
+-- record is older than what they keep, oldest first (docs/write-path.md).
+-- The primary key is per segment: the daemon never writes a generation's
+-- record twice, in one segment or in two.
 CREATE TABLE trafficdb.generations (
     generation   bigint      NOT NULL,
     kind         "char"      NOT NULL CHECK (kind IN ('D', 'C', 'K')),
@@ -162,15 +163,20 @@ CREATE TABLE trafficdb.generations (
     body         bytea       NOT NULL,
     segment      smallint    NOT NULL DEFAULT 0 CHECK (segment BETWEEN 0 AND 7)
 ) PARTITION BY LIST (segment);
+CREATE SCHEMA trafficdb_log;
+COMMENT ON SCHEMA trafficdb_log IS 'the segments of the generation log trafficdb.generations';
 DO $$
 BEGIN
   FOR s IN 0 .. 7 LOOP
-    EXECUTE format('CREATE TABLE trafficdb.%I PARTITION OF trafficdb.generations FOR VALUES IN (%s)',
+    EXECUTE format('CREATE TABLE trafficdb_log.%I PARTITION OF trafficdb.generations FOR VALUES IN (%s)',
                    'generations_' || s, s);
-    EXECUTE format('ALTER TABLE trafficdb.%I ADD PRIMARY KEY (generation, kind, part)', 'generations_' || s);
-    EXECUTE format('COMMENT ON TABLE trafficdb.%I IS %L', 'generations_' || s,
+    EXECUTE format('ALTER TABLE trafficdb_log.%I ADD PRIMARY KEY (generation, kind, part)', 'generations_' || s);
+    -- a segment emptied by DELETE is written again: VACUUM need not shorten
+    -- its file (an AccessExclusiveLock hot standbys would replay)
+    EXECUTE format('ALTER TABLE trafficdb_log.%I SET (vacuum_truncate = false)', 'generations_' || s);
+    EXECUTE format('COMMENT ON TABLE trafficdb_log.%I IS %L', 'generations_' || s,
                    'segment ' || s || ' of the generation log trafficdb.generations');
-    PERFORM pg_catalog.pg_extension_config_dump(format('trafficdb.%I', 'generations_' || s), '');
+    PERFORM pg_catalog.pg_extension_config_dump(format('trafficdb_log.%I', 'generations_' || s), '');
   END LOOP;
 END $$;
 COMMENT ON TABLE trafficdb.generations IS
@@ -181,7 +187,7 @@ DO $$
 BEGIN
   ALTER TABLE trafficdb.generations ALTER COLUMN body SET COMPRESSION lz4;
   FOR s IN 0 .. 7 LOOP
-    EXECUTE format('ALTER TABLE trafficdb.%I ALTER COLUMN body SET COMPRESSION lz4', 'generations_' || s);
+    EXECUTE format('ALTER TABLE trafficdb_log.%I ALTER COLUMN body SET COMPRESSION lz4', 'generations_' || s);
   END LOOP;
 EXCEPTION WHEN feature_not_supported OR invalid_parameter_value THEN
   NULL;

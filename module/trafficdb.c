@@ -53,6 +53,7 @@ int			tdb_checkpoint_part_entries = 1048576;
 int			tdb_log_retention_s = 3600;
 int			tdb_log_retention_generations = 3600;
 int			tdb_replay_verify = TDB_REPLAY_VERIFY_FULL;
+int			tdb_log_trim_method = TDB_LOG_TRIM_TRUNCATE;
 int			tdb_max_writers = 16;
 int			tdb_max_subscribers = 64;
 int			tdb_subscriber_ring_events = 4096;
@@ -180,6 +181,12 @@ check_shm_name(char **newval, void **extra, GucSource source)
 	snprintf(shm_name_refused, sizeof(shm_name_refused), "%s", why);
 	return false;
 }
+
+static const struct config_enum_entry log_trim_options[] = {
+	{"truncate", TDB_LOG_TRIM_TRUNCATE, false},
+	{"delete", TDB_LOG_TRIM_DELETE, false},
+	{NULL, 0, false}
+};
 
 static const struct config_enum_entry replay_verify_options[] = {
 	{"full", TDB_REPLAY_VERIFY_FULL, false},
@@ -318,6 +325,18 @@ tdb_define_settings(void)
 							3600, 0, INT_MAX,
 							PGC_SIGHUP, 0,
 							NULL, NULL, NULL);
+
+	DefineCustomEnumVariable("trafficdb.log_trim",
+							 "How the generation log's aged segments are emptied.",
+							 "truncate: TRUNCATE, once no snapshot older than the trim remains (no row "
+							 "deleted, nothing for VACUUM; each is an AccessExclusiveLock that hot standbys "
+							 "replay); delete: DELETE of the segment's rows (no lock a standby session meets, "
+							 "dead rows for VACUUM).",
+							 &tdb_log_trim_method,
+							 TDB_LOG_TRIM_TRUNCATE,
+							 log_trim_options,
+							 PGC_SIGHUP, 0,
+							 NULL, NULL, NULL);
 
 	DefineCustomEnumVariable("trafficdb.replay_verify",
 							 "Which replayed generations a restart compares with their publication.",

@@ -31,6 +31,7 @@ extern int	tdb_checkpoint_part_entries;
 extern int	tdb_log_retention_s;
 extern int	tdb_log_retention_generations;
 extern int	tdb_replay_verify;
+extern int	tdb_log_trim_method;
 /* the writers' ring (trafficdb_put) */
 extern int	tdb_max_writers;
 /* subscribers' rings (trafficdb_subscribe) */
@@ -50,6 +51,8 @@ extern int	tdb_max_subscriber_slots_per_role;
 
 #define TDB_REPLAY_VERIFY_FULL 0
 #define TDB_REPLAY_VERIFY_LAST 1
+#define TDB_LOG_TRIM_TRUNCATE 0
+#define TDB_LOG_TRIM_DELETE 1
 
 /* Define every trafficdb.* setting (_PG_init). */
 extern void tdb_define_settings(void);
