@@ -33,6 +33,20 @@ static int	log_segment = -1;	/* the segment records go to; -1: not known yet */
  */
 static TransactionId trim_mark[TDB_LOG_SEGMENTS];
 
+uint64
+tdb_log_query_u64(const char *sql, int nargs, Oid *types, Datum *vals, uint64 dflt)
+{
+	bool		isnull;
+	Datum		d;
+
+	/* not read-only: see what this transaction deleted (a trim) */
+	if (SPI_execute_with_args(sql, nargs, types, vals, NULL, false, 1) != SPI_OK_SELECT ||
+		SPI_processed == 0)
+		return dflt;
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	return isnull ? dflt : (uint64) DatumGetInt64(d);
+}
+
 /*
  * Segment seg's table, which must still be a partition of the log: a
  * segment detached (or dropped) by hand is an error, never a table records

@@ -412,20 +412,6 @@ tdb_log_write_checkpoint(uint64 gen, int64 created_us, uint32 object_crc, const 
 /* ---- queries ------------------------------------------------------------------ */
 
 uint64
-tdb_log_query_u64(const char *sql, int nargs, Oid *types, Datum *vals, uint64 dflt)
-{
-	bool		isnull;
-	Datum		d;
-
-	/* not read-only: see what this transaction deleted (a trim) */
-	if (SPI_execute_with_args(sql, nargs, types, vals, NULL, false, 1) != SPI_OK_SELECT ||
-		SPI_processed == 0)
-		return dflt;
-	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	return isnull ? dflt : (uint64) DatumGetInt64(d);
-}
-
-uint64
 tdb_log_checkpoint_alone_after(uint64 last)
 {
 	Oid			type = INT8OID;

@@ -141,7 +141,7 @@ extern bool tdb_log_follow(TdbLogState *s, uint64 *last, uint64 max, tdb_log_gen
 /* The newest generation in the log, 0 if it is empty. */
 extern uint64 tdb_log_last_generation(void);
 
-/* ---- between genlog_store.c and genlog_segments.c ---- */
+/* ---- from genlog_segments.c, for genlog_store.c ---- */
 
 /* The log's segments: partitions trafficdb_log.generations_0 .. _7 of trafficdb.generations (the extension's SQL). */
 #define TDB_LOG_SEGMENTS 8
