@@ -10,10 +10,12 @@
  */
 #include "postgres.h"
 
+#include "access/table.h"
 #include "access/transam.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "executor/spi.h"
+#include "miscadmin.h"
 #include "storage/procarray.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
@@ -25,13 +27,31 @@
 static int	log_segment = -1;	/* the segment records go to; -1: not known yet */
 
 /*
- * Per segment, once a trim found it aged out: the next transaction id then.
+ * Per segment, once a trim found it aged out: that trim's transaction id.
  * TRUNCATE is not MVCC-safe (a snapshot older than it that reads the
  * segment afterwards finds it empty), so a segment is truncated only once
- * every snapshot in the cluster is younger than its mark: each of them then
- * saw the log with the checkpoint that made the segment unneeded.
+ * the marking transaction committed and every snapshot that can read the
+ * segment is younger than it: each of them then saw the log with the
+ * checkpoint that made the segment unneeded.  After HELD_TRIMS trims held
+ * back so (a long transaction), its rows are deleted instead: MVCC-safe.
  */
 static TransactionId trim_mark[TDB_LOG_SEGMENTS];
+static int	trim_held[TDB_LOG_SEGMENTS];
+
+#define HELD_TRIMS 3
+
+static Oid	check_segment(int seg);
+
+/* Is every snapshot that can read segment seg younger than xid? */
+static bool
+snapshots_after(int seg, TransactionId xid)
+{
+	Relation	rel = table_open(check_segment(seg), AccessShareLock);
+	TransactionId horizon = GetOldestNonRemovableTransactionId(rel);
+
+	table_close(rel, NoLock);
+	return TransactionIdPrecedes(xid, horizon);
+}
 
 uint64
 tdb_log_query_u64(const char *sql, int nargs, Oid *types, Datum *vals, uint64 dflt)
@@ -52,7 +72,7 @@ tdb_log_query_u64(const char *sql, int nargs, Oid *types, Datum *vals, uint64 df
  * segment detached (or dropped) by hand is an error, never a table records
  * silently go to.
  */
-static void
+static Oid
 check_segment(int seg)
 {
 	char		name[NAMEDATALEN];
@@ -66,6 +86,7 @@ check_segment(int seg)
 				 errmsg("trafficdb_log.%s is not a segment of the generation log trafficdb.generations", name),
 				 errhint("The log is eight partitions: ALTER TABLE trafficdb.generations ATTACH PARTITION trafficdb_log.%s FOR VALUES IN (%d).",
 						 name, seg)));
+	return relid;
 }
 
 int
@@ -105,7 +126,8 @@ segment_end(int seg, bool newest, uint64 *gen, TimestampTz *created_at)
  * Empty segment seg (TRUNCATE, or DELETE of its rows), unless that means
  * waiting for a lock someone holds on it, its indexes or its TOAST table:
  * the daemon never waits.  In a subtransaction with lock_timeout 1 ms, its
- * lock error caught (false).
+ * lock error (or a deadlock with a reader of a segment already emptied)
+ * caught: false.
  */
 static bool
 empty_segment(int seg, bool by_delete)
@@ -126,6 +148,8 @@ empty_segment(int seg, bool by_delete)
 		(void) set_config_option("lock_timeout", "1", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 		if (SPI_execute(sql, false, 0) != (by_delete ? SPI_OK_DELETE : SPI_OK_UTILITY))
 			elog(ERROR, "could not trim trafficdb_log.generations_%d", seg);
+		/* a lock timeout that fired as the lock was granted is raised here, and caught */
+		CHECK_FOR_INTERRUPTS();
 		AtEOXact_GUC(true, nest);
 		ReleaseCurrentSubTransaction();
 		done = true;
@@ -140,7 +164,7 @@ empty_segment(int seg, bool by_delete)
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(cxt);
 		CurrentResourceOwner = owner;
-		if (e->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
+		if (e->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE && e->sqlerrcode != ERRCODE_T_R_DEADLOCK_DETECTED)
 			ReThrowError(e);
 		FreeErrorData(e);
 	}
@@ -175,7 +199,6 @@ tdb_log_trim(uint64 gen, uint64 keep_from_checkpoint, int retention_s, int reten
 	uint64		by_count = gen > (uint64) retention_generations ? gen - (uint64) retention_generations : 0;
 	uint64		keep = Min(by_count, keep_from_checkpoint);
 	TimestampTz cutoff = GetCurrentTimestamp() - (int64) retention_s * USECS_PER_SEC;
-	TransactionId horizon = GetOldestNonRemovableTransactionId(NULL);
 	int			cur = tdb_log_current_segment();
 	int			order[TDB_LOG_SEGMENTS];
 	uint64		newest[TDB_LOG_SEGMENTS];
@@ -191,6 +214,7 @@ tdb_log_trim(uint64 gen, uint64 keep_from_checkpoint, int retention_s, int reten
 		if (seg == cur || !segment_end(seg, true, &newest[seg], &at[seg]))
 		{
 			trim_mark[seg] = InvalidTransactionId;
+			trim_held[seg] = 0;
 			continue;
 		}
 		for (k = n; k > 0 && newest[order[k - 1]] > newest[seg]; k--)
@@ -207,27 +231,38 @@ tdb_log_trim(uint64 gen, uint64 keep_from_checkpoint, int retention_s, int reten
 	for (int i = 0; i < n; i++)
 	{
 		int			seg = order[i];
+		bool		delete_rows = by_delete;
 
 		if (newest[seg] >= keep || at[seg] >= cutoff)
 			break;
-		if (!by_delete && !TransactionIdIsValid(trim_mark[seg]))
+		if (!by_delete && (!TransactionIdIsValid(trim_mark[seg]) || !TransactionIdDidCommit(trim_mark[seg])))
 		{
-			trim_mark[seg] = ReadNextTransactionId();
+			trim_mark[seg] = GetTopTransactionId();
+			trim_held[seg] = 0;
 			hold = true;
 		}
-		if (hold || (!by_delete && !TransactionIdPrecedes(trim_mark[seg], horizon)))
-		{
-			hold = true;
+		if (hold)
 			continue;
+		if (!by_delete && !snapshots_after(seg, trim_mark[seg]))
+		{
+			if (++trim_held[seg] < HELD_TRIMS)
+			{
+				hold = true;
+				continue;
+			}
+			if (trim_held[seg] == HELD_TRIMS)
+				elog(LOG, "trafficdb: a snapshot older than the trim of trafficdb_log.generations_%d is still open: its rows are deleted instead of truncated", seg);
+			delete_rows = true;
 		}
-		if (by_delete || !empty_segment(seg, false))
+		if (delete_rows || !empty_segment(seg, false))
 		{
 			/*
-			 * A session holds a lock TRUNCATE would wait for (any role can,
-			 * by preparing a statement on the segment): its rows are
+			 * A session holds a lock TRUNCATE would wait for (any role with
+			 * USAGE on trafficdb_log can, by preparing a statement on the
+			 * segment), or an old snapshot can still read it: its rows are
 			 * deleted instead, which waits for no reader.
 			 */
-			if (!by_delete)
+			if (!delete_rows)
 				elog(LOG, "trafficdb: trafficdb_log.generations_%d is in use: its rows are deleted instead of truncated", seg);
 			if (!empty_segment(seg, true))
 			{
@@ -237,6 +272,7 @@ tdb_log_trim(uint64 gen, uint64 keep_from_checkpoint, int retention_s, int reten
 			}
 		}
 		trim_mark[seg] = InvalidTransactionId;
+		trim_held[seg] = 0;
 	}
 	return tdb_log_query_u64("SELECT min(generation) FROM trafficdb.generations", 0, NULL, NULL, gen);
 }

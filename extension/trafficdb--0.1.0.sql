@@ -173,7 +173,7 @@ BEGIN
     EXECUTE format('ALTER TABLE trafficdb_log.%I ADD PRIMARY KEY (generation, kind, part)', 'generations_' || s);
     -- a segment emptied by DELETE is written again: VACUUM need not shorten
     -- its file (an AccessExclusiveLock hot standbys would replay)
-    EXECUTE format('ALTER TABLE trafficdb_log.%I SET (vacuum_truncate = false)', 'generations_' || s);
+    EXECUTE format('ALTER TABLE trafficdb_log.%I SET (vacuum_truncate = false, toast.vacuum_truncate = false)', 'generations_' || s);
     EXECUTE format('COMMENT ON TABLE trafficdb_log.%I IS %L', 'generations_' || s,
                    'segment ' || s || ' of the generation log trafficdb.generations');
     PERFORM pg_catalog.pg_extension_config_dump(format('trafficdb_log.%I', 'generations_' || s), '');
