@@ -82,6 +82,10 @@ my $log_digest = q{SELECT 'log:' || count(*) || ':' || count(*) FILTER (WHERE ki
 	my ($seen) = ${ $s->{out} } =~ /^(log:\S+)/m;
 	is($seen, $at_snapshot, 'A: the snapshot sees the log as it was when taken (pg_dump\'s consistency)');
 	like($seen // '', qr/^log:\d+:[1-9]/, 'A: and sees at least one checkpoint (K record) in it');
+	like(slurp_file($primary->logfile), qr/a snapshot older than the trim of trafficdb_log\.generations_\d is still open: its rows are deleted instead of truncated/,
+		'A: held back three trims, a segment is emptied by DELETE all the same (the server log says so)');
+	my ($first_now, $g_now) = split /\|/, $primary->safe_psql('postgres', 'SELECT min(generation), max(generation) FROM trafficdb.generations');
+	cmp_ok($g_now - $first_now, '<=', $keep + 6 * $interval, "A: and the log stays bounded meanwhile ($first_now to $g_now)");
 	say_wait($s, "COMMIT;\n\\q\n", qr/^$/, 1);
 	$s->{h}->finish;
 }
