@@ -48,7 +48,8 @@ round() {
 	done
 	"${PSQL[@]}" -d bench -Atc "SELECT count(*), max(generation) - min(generation) + 1,
 	    (SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c
-	      WHERE c.relnamespace = 'trafficdb'::regnamespace AND c.relname ~ '^generations(_[0-7])?\$')
+	      WHERE c.relnamespace::regnamespace::text IN ('trafficdb', 'trafficdb_log')
+	         AND c.relname ~ '^generations(_[0-7])?\$')
 	   FROM trafficdb.generations" | {
 		IFS='|' read -r rows gens bytes
 		bench_emit put_steady log_rows "$name" "$rows" rows

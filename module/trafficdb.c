@@ -48,7 +48,7 @@ int			tdb_trail_page_cache_kb = 64 * 1024;
 bool		tdb_trail_footer_aggregates = true;
 int			tdb_checkpoint_interval = 300;
 int			tdb_checkpoint_timeout_s = 300;
-double		tdb_checkpoint_min_changed = 1.0;
+double		tdb_checkpoint_min_changed = 4.0;
 int			tdb_checkpoint_part_entries = 1048576;
 int			tdb_log_retention_s = 3600;
 int			tdb_log_retention_generations = 3600;
@@ -285,10 +285,11 @@ tdb_define_settings(void)
 							 "Changed entries logged since the last checkpoint, in locations, before checkpoint_interval makes another.",
 							 "A checkpoint writes every location: after fewer changes than that it costs more "
 							 "than the replay it saves, and at a high publication rate on a large map it "
-							 "would make publication cost the map's size again.  0: by generations alone.  "
-							 "checkpoint_timeout still bounds the time between two.",
+							 "would make publication cost the map's size again.  The default, 4, keeps the "
+							 "replay after a crash below the map build a restart does anyway.  0: by "
+							 "generations alone.  checkpoint_timeout still bounds the time between two.",
 							 &tdb_checkpoint_min_changed,
-							 1.0, 0.0, 1000.0,
+							 4.0, 0.0, 1000.0,
 							 PGC_SIGHUP, 0,
 							 NULL, NULL, NULL);
 
