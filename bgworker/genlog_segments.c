@@ -94,7 +94,14 @@ tdb_log_current_segment(void)
 {
 	if (log_segment < 0)
 	{
-		uint64		s = tdb_log_query_u64("SELECT segment::bigint FROM trafficdb.generations "
+		uint64		s;
+
+		if (!OidIsValid(get_namespace_oid("trafficdb_log", true)))
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("the generation log has no segments (schema trafficdb_log): the extension was created by an earlier build"),
+					 errhint("pg_dump the database, then DROP EXTENSION trafficdb CASCADE and CREATE EXTENSION trafficdb with this build, and restore.")));
+		s = tdb_log_query_u64("SELECT segment::bigint FROM trafficdb.generations "
 										  "ORDER BY generation DESC LIMIT 1", 0, NULL, NULL, 0);
 
 		log_segment = s < TDB_LOG_SEGMENTS ? (int) s : 0;
