@@ -542,11 +542,7 @@ rt_open_s3(const TdbS3Config *c, const char *key, uint32_t tail_bytes, const cha
 {
 	TdbPagerOptions o;
 
-	memset(&o, 0, sizeof(o));
-	o.url = key;
-	o.s3 = *c;
-	o.net = fx_fast_net();
-	o.block_size = 16384;
+	fx_pager_options(&o, c, key);
 	o.tail_bytes = tail_bytes;
 	o.cache_dir = cache_dir;
 	return tdb_pager_open(&o, p, err);

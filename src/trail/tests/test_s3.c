@@ -619,13 +619,9 @@ UNIT_TEST(test_s3_cancel_interrupts_a_stall)
 
 	if (!fx_put_for_proxy(&c, "cancel.bin", want, n) || !fx_proxy_plan(""))
 		goto out;
-	memset(&o, 0, sizeof(o));
-	o.url = "s3://" BUCKET "/cancel.bin";
-	o.s3 = c;
-	o.net = fx_fast_net();
+	fx_pager_options(&o, &c, "s3://" BUCKET "/cancel.bin");
 	o.net.low_speed_seconds = 30;	/* only the cancel can end the stall early */
 	o.net.cancel = cancel_after;
-	o.block_size = 16384;
 	cancel_deadline = 1e18;
 	if (tdb_pager_open(&o, &p, &err) < 0)
 	{
@@ -828,11 +824,7 @@ UNIT_TEST(test_s3_revalidate_interval)
 
 	if (!fx_s3_env(&c, false) || !fx_ensure_bucket(&c) || !fx_put(&c, "rv.bin", v1, 300000, 0))
 		goto out;
-	memset(&o, 0, sizeof(o));
-	o.url = "s3://" BUCKET "/rv.bin";
-	o.s3 = c;
-	o.net = fx_fast_net();
-	o.block_size = 16384;
+	fx_pager_options(&o, &c, "s3://" BUCKET "/rv.bin");
 	o.revalidate_seconds = 60;
 	/* first open: asks (one request) */
 	CHECK(tdb_pager_open(&o, &p, &err) == 0);
@@ -910,11 +902,7 @@ UNIT_TEST(test_s3_validation_token_and_long_footer)
 		goto out;
 	CHECK(tdb_trail_trailer_decode(buf + len - TDB_TRAIL_TRAILER_SIZE, TDB_TRAIL_TRAILER_SIZE, len, &t, &err) == 0);
 	CHECK(t.footer_length + TDB_TRAIL_TRAILER_SIZE > 16384);
-	memset(&o, 0, sizeof(o));
-	o.url = "s3://" BUCKET "/longfooter.trail";
-	o.s3 = c;
-	o.net = fx_fast_net();
-	o.block_size = 16384;
+	fx_pager_options(&o, &c, "s3://" BUCKET "/longfooter.trail");
 	o.validation_token = 0x1234;
 	tdb_trail_footer_cache_clear();
 	CHECK(tdb_pager_open(&o, &p, &err) == 0);

@@ -37,12 +37,8 @@ open_pager_cached(const TdbS3Config *c, bool async, const char *cache_dir, TdbPa
 {
 	TdbPagerOptions o;
 
-	memset(&o, 0, sizeof(o));
-	o.url = "s3://" BUCKET "/async.bin";
-	o.s3 = *c;
-	o.net = fx_fast_net();
+	fx_pager_options(&o, c, "s3://" BUCKET "/async.bin");
 	o.net.cancel = cancel_at_deadline;
-	o.block_size = 16384;
 	o.async = async;
 	o.cache_dir = cache_dir;
 	return tdb_pager_open(&o, p, err);
@@ -356,11 +352,7 @@ UNIT_TEST(test_s3_exact_read_fetches_repeated_ranges_once)
 
 	if (!fx_s3_env(&c, false) || !fx_ensure_bucket(&c) || !fx_put(&c, "exact-repeat.bin", want, n, 0))
 		goto out;
-	memset(&o, 0, sizeof(o));
-	o.url = "s3://" BUCKET "/exact-repeat.bin";
-	o.s3 = c;
-	o.net = fx_fast_net();
-	o.block_size = 16384;
+	fx_pager_options(&o, &c, "s3://" BUCKET "/exact-repeat.bin");
 	if (tdb_pager_open(&o, &p, &err) < 0)
 	{
 		unit_fail(__FILE__, __LINE__, "open: %s", err.msg);
@@ -400,11 +392,7 @@ UNIT_TEST(test_s3_exact_read_ending_in_the_tail)
 
 	if (!fx_s3_env(&c, false) || !fx_ensure_bucket(&c) || !fx_put(&c, "exact-tail.bin", want, n, 0))
 		goto out;
-	memset(&o, 0, sizeof(o));
-	o.url = "s3://" BUCKET "/exact-tail.bin";
-	o.s3 = c;
-	o.net = fx_fast_net();
-	o.block_size = 16384;
+	fx_pager_options(&o, &c, "s3://" BUCKET "/exact-tail.bin");
 	if (tdb_pager_open(&o, &p, &err) < 0)
 	{
 		unit_fail(__FILE__, __LINE__, "open: %s", err.msg);

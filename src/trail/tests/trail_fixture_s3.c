@@ -27,6 +27,16 @@ fx_fast_net(void)
 	return n;
 }
 
+void
+fx_pager_options(TdbPagerOptions *o, const TdbS3Config *c, const char *url)
+{
+	memset(o, 0, sizeof(*o));
+	o->url = url;
+	o->s3 = *c;
+	o->net = fx_fast_net();
+	o->block_size = 16384;
+}
+
 bool
 fx_ensure_bucket(const TdbS3Config *c)
 {

@@ -11,12 +11,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pager.h"
 #include "types.h"
 
 #define BUCKET "trail-tests"
 
 /* 4 retries from 20 ms, a 2 s low-speed limit: faults end quickly. */
 TdbNetOptions fx_fast_net(void);
+
+/* o zeroed, then url on c with fx_fast_net() and 16 kB blocks. */
+void		fx_pager_options(TdbPagerOptions *o, const TdbS3Config *c, const char *url);
 
 /* BUCKET exists; false after a unit_fail. */
 bool		fx_ensure_bucket(const TdbS3Config *c);
