@@ -17,15 +17,7 @@ my ($primary, $standby) = tdb_standby_pair('trafficdb.publish_interval' => "'1h'
 sub rounds
 {
 	my ($from, $to) = @_;
-	for my $r ($from .. $to)
-	{
-		$primary->safe_psql('postgres', qq{
-INSERT INTO trafficdb.feed (location_id, speed_kmh, incident, observed_at)
-SELECT (($r * 37 + i * 11) % 2000) + 1, ($r + i) % 120, CASE WHEN i % 7 = 0 THEN 'r$r' END,
-       now() - interval '1 ms' * i
-  FROM generate_series(1, 40) i;
-SELECT trafficdb.publish();});
-	}
+	tdb_feed_round($primary, $_) for $from .. $to;
 }
 
 my $sql = q{SELECT location_id, speed_kmh, incident, updated_at, changed_generation FROM trafficdb.locations ORDER BY 1};

@@ -19,16 +19,7 @@ my ($primary, $standby) = tdb_standby_pair('trafficdb.publish_interval' => "'1h'
 	'trafficdb.checkpoint_interval' => $interval, 'trafficdb.checkpoint_min_changed' => '0',
 	'trafficdb.log_retention' => '0', 'trafficdb.log_retention_generations' => $keep);
 
-sub round
-{
-	my ($r) = @_;
-	return $primary->safe_psql('postgres', qq{
-INSERT INTO trafficdb.feed (location_id, speed_kmh, incident, observed_at)
-SELECT (($r * 37 + i * 11) % 2000) + 1, ($r + i) % 120, CASE WHEN i % 7 = 0 THEN 'r$r' END,
-       now() - interval '1 ms' * i
-  FROM generate_series(1, 40) i;
-SELECT trafficdb.publish();});
-}
+sub round { return tdb_feed_round($primary, $_[0]); }
 
 # Per segment: rows, oldest and newest generation, and the kinds of the oldest generation.
 my $segments = q{SELECT segment, count(*), min(generation), max(generation),

@@ -39,16 +39,7 @@ my ($primary, $standby) = tdb_standby_pair('trafficdb.publish_interval' => "'1h'
 	# no vacuum conflict is possible; lock conflicts wait as long as they last
 	'hot_standby_feedback' => 'on', 'max_standby_streaming_delay' => '-1');
 
-sub round
-{
-	my ($r) = @_;
-	return $primary->safe_psql('postgres', qq{
-INSERT INTO trafficdb.feed (location_id, speed_kmh, incident, observed_at)
-SELECT (($r * 37 + i * 11) % 2000) + 1, ($r + i) % 120, CASE WHEN i % 7 = 0 THEN 'r$r' END,
-       now() - interval '1 ms' * i
-  FROM generate_series(1, 40) i;
-SELECT trafficdb.publish();});
-}
+sub round { return tdb_feed_round($primary, $_[0]); }
 
 sub session
 {

@@ -7,7 +7,7 @@ use PostgreSQL::Test::Utils;
 use Exporter 'import';
 use JSON::PP;
 use IPC::Run;
-our @EXPORT = qw(tdb_node tdb_trail_disk tdb_where_digest tdb_superuser tdb_initdb_utf8 tdb_make_bucket tdb_scan_node tdb_grid_map tdb_sync_pair tdb_standby_pair tdb_caught_up tdb_tdbsub tdb_wait_output tdb_wait_session tdb_model_create tdb_model_put tdb_model_round tdb_model_check tdb_line_grid tdb_restart_replayed tdb_python tdb_random_roads tdb_wait_accepting);
+our @EXPORT = qw(tdb_node tdb_trail_disk tdb_where_digest tdb_superuser tdb_initdb_utf8 tdb_make_bucket tdb_scan_node tdb_grid_map tdb_sync_pair tdb_standby_pair tdb_caught_up tdb_tdbsub tdb_wait_output tdb_wait_session tdb_model_create tdb_model_put tdb_model_round tdb_model_check tdb_line_grid tdb_restart_replayed tdb_python tdb_random_roads tdb_wait_accepting tdb_feed_round);
 
 # The extension, a trail server for local files ("disk") and a case-insensitive
 # ICU collation ("ci"), as the pushdown tests against heaps start.
@@ -144,6 +144,19 @@ sub tdb_standby_pair
 	$standby->init_from_backup($primary, 'b', has_streaming => 1);
 	$standby->start;
 	return ($primary, $standby);
+}
+
+# Round $r of 40 feed rows over the grid map's 2,000 locations (speeds,
+# incidents on every seventh), then publish(); returns the generation.
+sub tdb_feed_round
+{
+	my ($node, $r) = @_;
+	return $node->safe_psql('postgres', qq{
+INSERT INTO trafficdb.feed (location_id, speed_kmh, incident, observed_at)
+SELECT (($r * 37 + i * 11) % 2000) + 1, ($r + i) % 120, CASE WHEN i % 7 = 0 THEN 'r$r' END,
+       now() - interval '1 ms' * i
+  FROM generate_series(1, 40) i;
+SELECT trafficdb.publish();});
 }
 
 # Start tools/tdbsub (TDBSUB) on $node's shared memory with @args and wait
