@@ -14,6 +14,7 @@
 #include "access/transam.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_inherits.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "storage/procarray.h"
@@ -70,7 +71,9 @@ tdb_log_query_u64(const char *sql, int nargs, Oid *types, Datum *vals, uint64 df
 /*
  * Segment seg's table, which must still be a partition of the log: a
  * segment detached (or dropped) by hand is an error, never a table records
- * silently go to.
+ * silently go to.  So is one whose DETACH ... CONCURRENTLY was cancelled
+ * half-way: still a partition, but pending detach, which queries of
+ * trafficdb.generations leave out (the log would read as holed).
  */
 static Oid
 check_segment(int seg)
@@ -86,6 +89,12 @@ check_segment(int seg)
 				 errmsg("trafficdb_log.%s is not a segment of the generation log trafficdb.generations", name),
 				 errhint("The log is eight partitions: ALTER TABLE trafficdb.generations ATTACH PARTITION trafficdb_log.%s FOR VALUES IN (%d).",
 						 name, seg)));
+	if (PartitionHasPendingDetach(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("trafficdb_log.%s is being detached from the generation log trafficdb.generations (a DETACH PARTITION ... CONCURRENTLY did not finish)", name),
+				 errhint("Finish the detach and attach the segment again: ALTER TABLE trafficdb.generations DETACH PARTITION trafficdb_log.%s FINALIZE; ALTER TABLE trafficdb.generations ATTACH PARTITION trafficdb_log.%s FOR VALUES IN (%d).",
+						 name, name, seg)));
 	return relid;
 }
 

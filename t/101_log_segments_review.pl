@@ -15,7 +15,9 @@
 #    (its snapshot still sees its rows) and the log has no hole after
 #    log_first_generation (newer segments were truncated past it).
 # D. An admin DETACHes the current segment: publication fails with an error
-#    naming it (records went silently to the detached table).
+#    naming it (records went silently to the detached table).  D3: a DETACH
+#    ... CONCURRENTLY cancelled half-way leaves the segment a partition
+#    pending detach, which the log's queries no longer see: the same.
 # E. A lock on a segment's index only: the daemon does not wait for it
 #    (TRUNCATE took a waiting lock on the index; publication stopped).
 # F. Promotion after trims: the promoted node keeps the invariants.
@@ -273,6 +275,39 @@ SELECT trafficdb.publish();});
 	my ($rc) = $primary->psql('postgres', q{INSERT INTO trafficdb.feed (location_id, speed_kmh, observed_at) VALUES (7, 22, now());
 SELECT trafficdb.publish();});
 	is($rc, 0, 'D2: attached again, publication resumes');
+}
+
+# --- D3. a DETACH ... CONCURRENTLY of the current segment cancelled while it
+#     waited for an older snapshot: the segment stays a partition (relispartition)
+#     but pending detach, which queries of trafficdb.generations leave out.
+#     Publication fails naming it and saying how to finish the detach or undo it.
+{
+	my $cur = $primary->safe_psql('postgres', 'SELECT segment FROM trafficdb.generations ORDER BY generation DESC LIMIT 1');
+	my $s = session($primary);
+	ok(say_wait($s, "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 'snap:' || count(*) FROM trafficdb.generations;\n", qr/^snap:/m, 10),
+		'D3: a REPEATABLE READ session reads the log and keeps its snapshot');
+	my ($rc, $out, $err) = $primary->psql('postgres',
+		"SET statement_timeout = '1s'; ALTER TABLE trafficdb.generations DETACH PARTITION trafficdb_log.generations_$cur CONCURRENTLY");
+	like($err, qr/canceling statement due to statement timeout/, 'D3: DETACH ... CONCURRENTLY waits for that snapshot and is cancelled');
+	is($primary->safe_psql('postgres', "SELECT inhdetachpending FROM pg_inherits WHERE inhrelid = 'trafficdb_log.generations_$cur'::regclass"),
+		't', "D3: generations_$cur is left pending detach");
+	$err = '';
+	for my $r (1 .. 3)
+	{
+		($rc, $out, my $e) = $primary->psql('postgres', qq{
+INSERT INTO trafficdb.feed (location_id, speed_kmh, observed_at) VALUES ($r, 23, now());
+SELECT trafficdb.publish();});
+		$err = $e, last if $rc != 0;
+	}
+	like($err, qr/trafficdb_log\.generations_$cur is being detached from the generation log trafficdb\.generations/,
+		'D3: publication fails with an error naming the segment pending detach');
+	say_wait($s, "COMMIT;\n\\q\n", qr/^$/, 1);
+	$s->{h}->finish;
+	$primary->safe_psql('postgres', "ALTER TABLE trafficdb.generations DETACH PARTITION trafficdb_log.generations_$cur FINALIZE");
+	$primary->safe_psql('postgres', "ALTER TABLE trafficdb.generations ATTACH PARTITION trafficdb_log.generations_$cur FOR VALUES IN ($cur)");
+	($rc) = $primary->psql('postgres', q{INSERT INTO trafficdb.feed (location_id, speed_kmh, observed_at) VALUES (8, 24, now());
+SELECT trafficdb.publish();});
+	is($rc, 0, 'D3: detached with FINALIZE and attached again (the hint), publication resumes');
 }
 
 $primary->stop('immediate');
