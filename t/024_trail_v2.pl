@@ -297,7 +297,7 @@ my $csv = rows(q{SELECT 'id,time,lon,lat,speed,alt,moving' UNION ALL (SELECT con
   ',', ST_X(geom), ',', ST_Y(geom), ',', CASE WHEN speed = 'NaN' THEN NULL ELSE speed END, ',', alt, ',', CASE WHEN moving THEN 'true' WHEN NOT moving THEN 'false' END) FROM ev ORDER BY vid, ts)}) . "\n";
 my ($o, $e);
 ($rc, $o, $e) = cli($csv, 'write', "$dir/cli2.trail");
-is($rc, 0, 'trafficdb-trail write: version 5 by default') or diag($e);
+is($rc, 0, 'trafficdb-trail write: version 6 by default (a small file)') or diag($e);
 ($rc, $o, $e) = cli($csv, 'write', "$dir/cli2v2.trail", '--format-version', '2');
 is($rc, 0, 'and --format-version 2') or diag($e);
 ($rc, $o, $e) = cli($csv, 'write', "$dir/cli1.trail", '--format-version', '1');
@@ -308,7 +308,7 @@ is($rc, 0, 'and --format-version 1') or diag($e);
 	($rc, $o, $e) = cli($csv, 'write', "s3://tap-v2/cli-st.trail", '--order', 'space-time', '--bucket-seconds', '300', '--endpoint', $endpoint);
 	is($rc, 0, '--order space-time --bucket-seconds 300 to S3 (with credentials)') or diag($e);
 	($rc, $o, $e) = cli('', 'info', "s3://tap-v2/cli-st.trail", '--endpoint', $endpoint);
-	like($o, qr/^version:\s+5\norder:\s+space-time \(time buckets of 300 s\)$/m, 'info: version 5, space-time order and its bucket') or diag($o, $e);
+	like($o, qr/^version:\s+6 \(pages column-major\)\norder:\s+space-time \(time buckets of 300 s\)$/m, 'info: version 6 (a small file: pages column-major), space-time order and its bucket') or diag($o, $e);
 	like($o, qr/^footer:\s+head \d+, trail chunks \d+ \(1\), summary chunks \d+ \(\d+\), page chunks \d+ \(\d+\), lexicon \d+$/m,
 		'info: the footer\'s parts') or diag($o);
 }
@@ -318,7 +318,7 @@ is($rc, 0, '--order time') or diag($e);
 like($o, qr/^order:\s+space-time \(time buckets of 3600 s\)$/m, 'info: time order is space-time by hour (the footer needs nothing new)');
 unlike($o, qr/^page \d+ .*trails=several/m, '  and every page holds one trail') or diag($o);
 ($rc, $o) = cli('', 'info', "$dir/cli2.trail");
-like($o, qr/^version:\s+5\norder:\s+trail$/m, 'info: version 5, trail order');
+like($o, qr/^version:\s+6 \(pages column-major\)\norder:\s+trail$/m, 'info: version 6, trail order');
 like((cli('', 'info', "$dir/cli2v2.trail"))[1], qr/^version:\s+2\norder:\s+trail$/m, 'info: version 2 on request');
 like($o, qr/moving \(bool\)/, 'true/false stored as booleans');
 ($rc, $o) = cli('', 'info', "$dir/cli1.trail");
@@ -340,8 +340,8 @@ is(rows(sprintf($cl, 'cli1')), rows(sprintf($cl, 'cli2')), 'through the FDW too 
 is(rows(sprintf($cl, 'cli2')),
 	rows(q{SELECT count(*) || ':' || md5(string_agg(concat_ws('|', vid, ts, encode(ST_AsEWKB(geom), 'hex'), CASE WHEN speed = 'NaN' THEN NULL ELSE speed END, alt, moving), ',' ORDER BY vid, ts)) FROM ev}),
 	'and they are the heap\'s rows');
-for my $bad ([ [ '--format-version', '6' ], qr/--format-version 6: expected 5 \(the default\), 4, 3, 2 or 1/ ],
-	[ [ '--format-version', '55' ], qr/--format-version 55: expected 5 \(the default\), 4, 3, 2 or 1/ ],
+for my $bad ([ [ '--format-version', '7' ], qr/--format-version 7: expected 6 \(the default: 5 when the pages pass 256 KiB\), 5, 4, 3, 2 or 1/ ],
+	[ [ '--format-version', '55' ], qr/--format-version 55: expected 6 \(the default: 5 when the pages pass 256 KiB\), 5, 4, 3, 2 or 1/ ],
 	[ [ '--order', 'zigzag' ], qr/--order zigzag: expected auto, trail, time or space-time/ ],
 	[ [ '--order', 'time', '--format-version', '1' ], qr/--order time needs format version 2/ ],
 	[ [ '--order', 'space-time', '--bucket-seconds', '0' ], qr/--bucket-seconds 0: expected a whole number of seconds from 1/ ],
@@ -367,7 +367,7 @@ like($o, qr/moving \(int64\)/, 'trail_write format_version => 1 stores booleans 
 ($rc, $o) = cli('', 'info', "$dir/veh.trail");
 like($o, qr/moving \(bool\).*\n/, 'trail_write (version 2) stores them as booleans');
 for my $bad ([ q{page_order => 'zigzag'}, qr/page_order "zigzag" is not a page order.*\n.*Expected 'auto' .*, 'trail' .*, 'time' .* or 'space-time'/ ],
-	[ q{format_version => 6}, qr/format_version 6 is not a trail file format version.*\n.*Expected 5 \(the default\), 4 .*, 3 .*, 2 .* or 1/ ],
+	[ q{format_version => 7}, qr/format_version 7 is not a trail file format version.*\n.*Expected 6 \(the default: .*\), 5 .*, 4 .*, 3 .*, 2 .* or 1/ ],
 	[ q{page_order => 'trail', bucket_seconds => 60}, qr/bucket_seconds applies to page_order 'time', 'space-time' and 'auto' only, not 'trail'/ ],
 	[ q{page_order => 'time', format_version => 1}, qr/page_order 'time' needs format_version 2/ ],
 	[ q{format_version => 1, bucket_seconds => 60}, qr/bucket_seconds does not apply to format_version 1/ ],

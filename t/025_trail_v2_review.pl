@@ -128,7 +128,7 @@ for my $args ("NULL, '$dir/n.trail'", "'SELECT vid, ts, geom FROM r', NULL",
 	"'SELECT vid, ts, geom FROM r', '$dir/n.trail', id_column => 'vid', time_column => 'ts', format_version => NULL",
 	"'SELECT vid, ts, geom FROM r', '$dir/n.trail', id_column => 'vid', time_column => 'ts', page_order => 'space-time', bucket_seconds => -1",
 	"'SELECT vid, ts, geom FROM r', '$dir/n.trail', id_column => 'vid', time_column => 'ts', page_order => 'space-time', bucket_seconds => 2147483647",
-	"'SELECT vid, ts, geom FROM r', '$dir/n.trail', id_column => 'vid', time_column => 'ts', format_version => 6",
+	"'SELECT vid, ts, geom FROM r', '$dir/n.trail', id_column => 'vid', time_column => 'ts', format_version => 7",
 	"'SELECT vid, ts, geom FROM r', '$dir/n.trail', id_column => NULL",
 	"'SELECT vid, ts, geom FROM r', '$dir/n.trail', id_column => 'vid', time_column => 'ts', page_size => 0")
 {

@@ -7,12 +7,13 @@
  *	                  [--type COL=int|float|string|bool]... [--time-unit s|ms|us|ns|auto]
  *	                  [--time-window FROM..TO]
  *	                  [--page-bytes N] [--page-seconds N] [--part-mb N]
- *	                  [--format-version 1|2|3|4|5] [--order auto|trail|time|space-time]
+ *	                  [--format-version 1|2|3|4|5|6] [--order auto|trail|time|space-time]
  *	                  [--bucket-seconds N] [--memory-limit SIZE]
  *	                  [--temp-dir DIR] [--quiet] < data.csv
  *	  trafficdb-trail info FILE [--trails] [--pages]
  *	  trafficdb-trail cat FILE [--trail ID]... [--from T] [--to T]
- *	                  [--bbox xmin,ymin,xmax,ymax] [--limit N] [--stats]
+ *	                  [--bbox xmin,ymin,xmax,ymax] [--limit N] [--columns A,B,...]
+ *	                  [--no-position] [--stats]
  *	  trafficdb-trail verify FILE
  *	  trafficdb-trail mb s3://bucket		(create a bucket: tests, demo)
  *
@@ -39,8 +40,10 @@
  * an integer beyond 64 bits is an error, not a float) unless --type says; the
  * trail id is int or string the same way.  Booleans are stored as booleans
  * (TDB_TRAIL_BOOL), or as int64 1/0 with --format-version 1 (which has no
- * boolean type).  Files are format version 5 unless --format-version 1, 2,
- * 3 or 4 says (for readers built before version 5: version 4 keeps each
+ * boolean type).  Files are format version 6 (pages column-major) when
+ * their pages total at most 256 KiB, else version 5, unless
+ * --format-version 1 to 5 says (5: row-major whatever the size, for readers
+ * built before version 6; for readers built before version 5: version 4 keeps each
  * trail's column summaries with its entry; version 3 gives each
  * trail pages of its own and has no patched deltas; version 2 stores
  * columns without the per-page encodings of version 3 and reads its footer
@@ -80,10 +83,11 @@ usage(void)
 	fprintf(stderr,
 			"usage: trafficdb-trail write OUT [--id C] [--time C] [--lon C] [--lat C] [--type COL=int|float|string|bool]...\n"
 			"                       [--time-unit s|ms|us|ns|auto] [--time-window FROM..TO]\n"
-			"                       [--page-bytes N] [--page-seconds N] [--format-version 1|2|3|4|5] [--order auto|trail|time|space-time] [--bucket-seconds N]\n"
+			"                       [--page-bytes N] [--page-seconds N] [--format-version 1|2|3|4|5|6] [--order auto|trail|time|space-time] [--bucket-seconds N]\n"
 			"                       [--memory-limit SIZE] [--temp-dir DIR] [--quiet] < CSV\n"
 			"       trafficdb-trail info FILE [--trails] [--pages]\n"
-			"       trafficdb-trail cat FILE [--trail ID]... [--from T] [--to T] [--bbox x0,y0,x1,y1] [--limit N] [--stats]\n"
+			"       trafficdb-trail cat FILE [--trail ID]... [--from T] [--to T] [--bbox x0,y0,x1,y1] [--limit N]\n"
+			"                       [--columns A,B,...] [--no-position] [--stats]\n"
 			"       trafficdb-trail verify FILE\n"
 			"       trafficdb-trail mb s3://bucket\n"
 			"FILE: path, http(s)://..., s3://bucket/key (AWS_* environment, --endpoint, --region)\n"
@@ -247,7 +251,7 @@ parse_opts(int argc, char **argv, int first, Opts *o)
 			NEEDV();
 			if (strlen(v) != 1 || v[0] < '1' || v[0] > '0' + TDB_TRAIL_VERSION)
 			{
-				fprintf(stderr, "trafficdb-trail: --format-version %s: expected 5 (the default), 4, 3, 2 or 1\n", v);
+				fprintf(stderr, "trafficdb-trail: --format-version %s: expected 6 (the default: 5 when the pages pass 256 KiB), 5, 4, 3, 2 or 1\n", v);
 				exit(2);
 			}
 			o->format_version = atoi(v);
@@ -298,6 +302,8 @@ parse_opts(int argc, char **argv, int first, Opts *o)
 		}
 		else if (strcmp(a, "--limit") == 0) { NEEDV(); o->limit = strtoull(v, NULL, 10); }
 		else if (strcmp(a, "--stats") == 0) o->stats = true;
+		else if (strcmp(a, "--columns") == 0) { NEEDV(); o->columns = v; }
+		else if (strcmp(a, "--no-position") == 0) o->no_position = true;
 		else if (strcmp(a, "--trails") == 0) o->list_trails = true;
 		else if (strcmp(a, "--pages") == 0) o->list_pages = true;
 		else
@@ -388,7 +394,7 @@ cmd_info(const char *url, Opts *o)
 		printf(", page chunks %" PRIu64 " (%u), lexicon %" PRIu64 "\n", fp.page_bytes, fp.page_chunks,
 			   fp.lexicon_bytes);
 	}
-	printf("version:     %d\n", f->version);
+	printf("version:     %d%s\n", f->version, f->version >= 6 ? " (pages column-major)" : "");
 	if (f->order == TDB_TRAIL_ORDER_SPACETIME)
 		printf("order:       space-time (time buckets of %" PRId64 " s)\n", f->bucket_us / 1000000);
 	else
@@ -432,12 +438,15 @@ cmd_info(const char *url, Opts *o)
 				printf(" trail=");
 				print_key(stdout, f->schema.id_type, &f->trails[pg->trail].key);
 			}
+			/* version 6: each chunk's offset too, as they lie in their columns */
 			if (pg->chunk_len != NULL)
-			{
-				printf(" chunks=core:%u,position:%u", pg->chunk_len[0], pg->chunk_len[1]);
-				for (int c = 0; c < f->schema.ncolumns; c++)
-					printf(",%s:%u", f->schema.columns[c].name, pg->chunk_len[2 + c]);
-			}
+				for (int k = 0; k < 2 + f->schema.ncolumns; k++)
+				{
+					printf("%s%s:%u", k == 0 ? " chunks=" : ",", k == 0 ? "core" : k == 1 ? "position" :
+						   f->schema.columns[k - 2].name, pg->chunk_len[k]);
+					if (pg->chunk_off != NULL)
+						printf("@%" PRIu64, pg->chunk_off[k]);
+				}
 			printf("\n");
 		}
 	tdb_trail_close(r);
@@ -461,6 +470,36 @@ csv_field(const char *s)
 		putchar(*s);
 	}
 	putchar('"');
+}
+
+/*
+ * *skip: the skip_columns mask of every extra column not named in list
+ * (names separated by commas; "" names none); false after a message when a
+ * name is not a column of the file.
+ */
+static bool
+skip_mask(const TdbTrailFooter *f, const char *list, uint64_t *skip)
+{
+	uint64_t	keep = 0;
+
+	for (const char *p = list; *p;)
+	{
+		size_t		n = strcspn(p, ",");
+		int			c = 0;
+
+		while (c < f->schema.ncolumns &&
+			   (strlen(f->schema.columns[c].name) != n || strncmp(f->schema.columns[c].name, p, n) != 0))
+			c++;
+		if (c == f->schema.ncolumns)
+		{
+			fprintf(stderr, "trafficdb-trail: --columns: %.*s is not an extra column of this file\n", (int) n, p);
+			return false;
+		}
+		keep |= (uint64_t) 1 << c;
+		p += n + (p[n] == ',');
+	}
+	*skip = ~keep;
+	return true;
 }
 
 static int
@@ -506,11 +545,16 @@ cmd_cat(const char *url, Opts *o)
 		q.ymax = o->bbox[3];
 	}
 	q.limit = o->limit;
+	/* a projection: only the chunks of what is printed are read (version 2 on) */
+	q.skip_position = o->no_position;
+	if (o->columns != NULL && !skip_mask(f, o->columns, &q.skip_columns))
+		return 2;
 	if (tdb_trail_scan_begin(r, &q, &s, &err) < 0)
 		die_err(&err);
 	printf("%s,%s,%s,%s", f->schema.id_name, f->schema.time_name, f->schema.lon_name, f->schema.lat_name);
 	for (int c = 0; c < f->schema.ncolumns; c++)
-		printf(",%s", f->schema.columns[c].name);
+		if (!(c < 64 && (q.skip_columns >> c) & 1))
+			printf(",%s", f->schema.columns[c].name);
 	printf("\n");
 	while ((rc = tdb_trail_scan_next(s, &ev, &err)) > 0)
 	{
@@ -521,11 +565,16 @@ cmd_cat(const char *url, Opts *o)
 			csv_field(ev.key.s);
 		else
 			printf("%" PRId64, ev.key.i);
-		printf(",%s,%.15g,%.15g", t, ev.lon, ev.lat);
+		if (o->no_position)
+			printf(",%s,,", t);
+		else
+			printf(",%s,%.15g,%.15g", t, ev.lon, ev.lat);
 		for (int c = 0; c < f->schema.ncolumns; c++)
 		{
 			const TdbTrailValue *v = &ev.values[c];
 
+			if (c < 64 && (q.skip_columns >> c) & 1)
+				continue;
 			putchar(',');
 			if (v->isnull)
 				continue;

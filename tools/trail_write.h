@@ -40,6 +40,8 @@ typedef struct Opts
 	int64_t		from, to;
 	double		bbox[4];
 	uint64_t	limit;
+	const char *columns;		/* cat: the extra columns to read and print (comma-separated); NULL: all */
+	bool		no_position;	/* cat: lon and lat not read (printed empty) */
 } Opts;
 
 /* trafficdb-trail.c */

@@ -315,7 +315,18 @@ trail_footer3_encode(CodecBuf *out, uint64_t base, const TdbTrailFooter *f, TdbT
 		}
 		codec_put_varint(&h, clen[ntc + j]);
 		put_crc_u32(&h, ccrc[ntc + j]);
-		codec_put_varint(&h, bytes);
+		if (f->version >= 6)
+			/* pages column-major: the bytes of each kind of chunk of its pages, which place them */
+			for (int k = 0; k < 2 + nc; k++)
+			{
+				uint64_t	kb = 0;
+
+				for (uint32_t i = a; i < b; i++)
+					kb += f->pages[i].chunk_len[k];
+				codec_put_varint(&h, kb);
+			}
+		else
+			codec_put_varint(&h, bytes);
 		codec_put_varint(&h, ev);
 		put_zone_acc(&h, q, &za);
 	}
@@ -473,6 +484,7 @@ trail_footer3_decode_head(CodecCur *c, const uint8_t *buf, size_t len, const Tdb
 	/* the directories: an entry takes at least 8 bytes of the head */
 	at = f->data_end;
 	z->sums_apart = f->version >= 5;	/* and the trail entries delta-coded */
+	z->colmajor = f->version >= 6;
 	if (f->version >= 5 && ntr > 0 && nc > 0 && (why = decode_sums_dir(c, f, z, region, &at)) != NULL)
 		goto bad;
 	z->entries_off = at;
@@ -487,6 +499,10 @@ trail_footer3_decode_head(CodecCur *c, const uint8_t *buf, size_t len, const Tdb
 			HEAD_BAD("bad chunk count");
 		z->nchunks[kind] = (uint32_t) nch;
 		if ((z->chunks[kind] = calloc(nch ? nch : 1, sizeof(F3Chunk))) == NULL)
+			HEAD_BAD(TRAIL_OOM);
+		if (kind == TRAIL3_PAGES && z->colmajor &&
+			((z->col_bytes = calloc((nch ? nch : 1) * (2 + nc), sizeof(uint64_t))) == NULL ||
+			 (z->col_off = calloc((nch ? nch : 1) * (2 + nc), sizeof(uint64_t))) == NULL))
 			HEAD_BAD(TRAIL_OOM);
 		for (uint32_t j = 0; j < nch; j++)
 		{
@@ -507,7 +523,24 @@ trail_footer3_decode_head(CodecCur *c, const uint8_t *buf, size_t len, const Tdb
 				HEAD_BAD("bad chunk length");
 			ch->off = at;
 			at += ch->len;
-			if (kind == TRAIL3_PAGES)
+			if (kind == TRAIL3_PAGES && z->colmajor)
+			{
+				/* version 6: the bytes of each kind of chunk of its pages, their sum its pages' */
+				ch->bytes = 0;
+				for (int k = 0; k < 2 + nc; k++)
+				{
+					uint64_t	min = k == TRAIL_CHUNK_CORE ? CORE_MIN_SIZE : CHUNK_CRC_SIZE + 1;
+					uint64_t   *kb = &z->col_bytes[(size_t) j * (2 + nc) + k];
+
+					if (!codec_get_varint(c, kb) || *kb > f->data_end - data - ch->bytes ||
+						*kb < (uint64_t) ch->count * min)
+						HEAD_BAD("bad page bytes of a chunk");
+					ch->bytes += *kb;
+				}
+				ch->data_off = data;
+				data += ch->bytes;
+			}
+			else if (kind == TRAIL3_PAGES)
 			{
 				if (!codec_get_varint(c, &ch->bytes) || ch->bytes > f->data_end - data ||
 					ch->bytes < (uint64_t) ch->count * CORE_MIN_SIZE)
@@ -535,6 +568,17 @@ trail_footer3_decode_head(CodecCur *c, const uint8_t *buf, size_t len, const Tdb
 			HEAD_BAD("chunk event counts disagree with the total");
 		if (kind == TRAIL3_PAGES && data != f->data_end)
 			HEAD_BAD("pages do not fill the data region");
+		/*
+		 * Version 6: kind k's chunks of every page after kind k - 1's, page
+		 * chunk after page chunk; their bytes add up to the region's (above).
+		 */
+		data = TDB_TRAIL_HEADER_SIZE;
+		for (int k = 0; kind == TRAIL3_PAGES && z->colmajor && k < 2 + nc; k++)
+			for (uint32_t j = 0; j < nch; j++)
+			{
+				z->col_off[(size_t) j * (2 + nc) + k] = data;
+				data += z->col_bytes[(size_t) j * (2 + nc) + k];
+			}
 	}
 	if (ntr > 0)
 	{
@@ -579,6 +623,8 @@ trail_footer3_release(TdbTrailFooter *f)
 	free(z->lex_arena);
 	free(z->ptlo);
 	free(z->pthi);
+	free(z->col_bytes);
+	free(z->col_off);
 	free(z->head_arena);
 	free(z->whole_stats);
 	pthread_mutex_destroy(&z->lock);

@@ -61,6 +61,14 @@ typedef struct F3Lazy
 	char	   *lex_arena;
 	uint32_t   *ptlo,
 			   *pthi;			/* each page's trail range */
+	/*
+	 * Version 6, pages column-major: for page chunk j and chunk kind k (core,
+	 * positions, each extra column), at j * (2 + ncolumns) + k, the bytes of
+	 * its pages' chunks of kind k and the file offset of the first of them.
+	 */
+	bool		colmajor;
+	uint64_t   *col_bytes,
+			   *col_off;
 	char	   *head_arena;		/* first ids of the directory */
 	TdbTrailStats *whole_stats;
 	size_t		loaded_bytes;	/* memory of the chunks and lexicon loaded */

@@ -184,8 +184,13 @@ decode_page_chunk(TdbTrailFooter *f, F3Lazy *z, uint32_t j, const uint8_t *buf, 
 	const char *why = NULL;
 	uint32_t   *mem,
 			   *cl;
+	uint64_t   *co = NULL;		/* version 6: each page's chunk offsets */
+	const uint64_t *cend = NULL;	/* ... and the bytes of each kind's in this chunk */
+	uint64_t	run[2 + TDB_TRAIL_MAX_COLUMNS];	/* ... and where the next page's lie */
 	uint64_t	offset = ch->data_off,
 				evsum = 0;
+	size_t		lens = (size_t) ch->count * (2 + nc) * sizeof(uint32_t) + 8,
+				need = lens + (z->colmajor ? (size_t) ch->count * (2 + nc) * sizeof(uint64_t) + 8 : 0);
 	int64_t		base[3] = {0, 0, 0},
 				tlo = 0;
 
@@ -195,8 +200,14 @@ decode_page_chunk(TdbTrailFooter *f, F3Lazy *z, uint32_t j, const uint8_t *buf, 
 		*where = 0;
 		return "chunk too short for its entries";
 	}
-	if ((mem = cl = malloc((size_t) ch->count * (2 + nc) * sizeof(uint32_t) + 8)) == NULL)
+	if ((mem = cl = malloc(need)) == NULL)
 		return TRAIL_OOM;
+	if (z->colmajor)
+	{
+		co = (uint64_t *) ((char *) mem + (lens & ~(size_t) 7));
+		cend = &z->col_bytes[(size_t) j * (2 + nc)];
+		memcpy(run, &z->col_off[(size_t) j * (2 + nc)], (2 + nc) * sizeof(uint64_t));
+	}
 	for (uint32_t i = ch->first; i < ch->first + ch->count; i++)
 	{
 		TdbTrailPageInfo *pi = &f->pages[i];
@@ -220,6 +231,16 @@ decode_page_chunk(TdbTrailFooter *f, F3Lazy *z, uint32_t j, const uint8_t *buf, 
 				CHUNK_BAD("bad chunk length");
 			cl[k] = (uint32_t) d;
 			plen += d;
+			if (co != NULL)
+			{
+				/* version 6: inside what the head gives this chunk's pages of kind k */
+				uint64_t	k0 = z->col_off[(size_t) j * (2 + nc) + k];
+
+				if (d > cend[k] - (run[k] - k0))
+					CHUNK_BAD("a page's chunk runs past its kind's bytes in the chunk");
+				co[k] = run[k];
+				run[k] += d;
+			}
 		}
 		if (plen > TRAIL_PAGE_MAX_BYTES || plen > ch->data_off + ch->bytes - offset)
 			CHUNK_BAD("page length runs past the chunk's pages");
@@ -239,14 +260,17 @@ decode_page_chunk(TdbTrailFooter *f, F3Lazy *z, uint32_t j, const uint8_t *buf, 
 		pi->ymin = box[1];
 		pi->xmax = box[2];
 		pi->ymax = box[3];
-		pi->offset = offset;
+		pi->offset = co != NULL ? co[0] : offset;
 		pi->length = (uint32_t) plen;
 		pi->nevents = (uint32_t) pev;
 		pi->trail = span == 0 ? (uint32_t) tlo : UINT32_MAX;
 		pi->chunk_len = cl;
+		pi->chunk_off = co;
 		cl += 2 + nc;
+		co = co != NULL ? co + 2 + nc : NULL;
 		offset += plen;
 	}
+	/* (version 6: each kind's within its bytes, so all of them exactly when their sum is) */
 	if (offset != ch->data_off + ch->bytes)
 		CHUNK_BAD("page lengths disagree with the chunk's bytes");
 	if (evsum != ch->nevents)
@@ -254,7 +278,7 @@ decode_page_chunk(TdbTrailFooter *f, F3Lazy *z, uint32_t j, const uint8_t *buf, 
 	if (codec_left(&c) != 0)
 		CHUNK_BAD("trailing bytes");
 	ch->mem = mem;
-	z->loaded_bytes += (size_t) ch->count * (2 + nc) * sizeof(uint32_t) + 8;
+	z->loaded_bytes += need;
 	return NULL;
 
 bad:

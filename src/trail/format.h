@@ -117,6 +117,17 @@ bool		trail_get_stats(CodecCur *c, TdbTrailType type, uint64_t max_count, bool s
 
 #include "types.h"
 
+/*
+ * The byte ranges of page pageno that a scan reads (page2.c): the whole page
+ * (version 1), or chunk 0, the positions if need_position and each extra
+ * column not in skip_columns; chunks next to each other both in the file and
+ * in the page (always, but in version 6) as one range.  pos (if not NULL)
+ * gets where each range starts within the page's bytes as the decoder takes
+ * them.  Returns the number of ranges, at most 2 + ncolumns.
+ */
+int			trail_page_ranges(const TdbTrailFooter *f, uint32_t pageno, bool need_position,
+							  uint64_t skip_columns, TdbByteRange *out, uint32_t *pos);
+
 /* Reads n exact byte ranges of the file into bufs[i] (each r[i].len bytes). */
 typedef int (*TrailRangeRead) (void *arg, const TdbByteRange *r, int n, uint8_t **bufs,
 							   TdbTrailError *err);

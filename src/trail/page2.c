@@ -346,16 +346,95 @@ trail_page2_encode(CodecBuf *b, const TrailPage2In *in, uint32_t *chunk_len,
 }
 
 void
-tdb_trail_chunk_range(const TdbTrailFooter *f, uint32_t pageno, int k, uint64_t *off,
-					  uint32_t *len)
+tdb_trail_chunk_place(const TdbTrailFooter *f, uint32_t pageno, int k, uint64_t *off,
+					  uint32_t *len, uint32_t *pos)
 {
 	const TdbTrailPageInfo *pi = &f->pages[pageno];
-	uint64_t	o = pi->offset;
+	uint32_t	o = 0;
 
 	for (int i = 0; i < k; i++)
 		o += pi->chunk_len[i];
-	*off = o;
+	/* version 6: the chunk where its column's lie; else back to back from the page's offset */
+	*off = pi->chunk_off ? pi->chunk_off[k] : pi->offset + o;
 	*len = pi->chunk_len[k];
+	if (pos)
+		*pos = o;
+}
+
+void
+tdb_trail_chunk_range(const TdbTrailFooter *f, uint32_t pageno, int k, uint64_t *off,
+					  uint32_t *len)
+{
+	tdb_trail_chunk_place(f, pageno, k, off, len, NULL);
+}
+
+int
+trail_page_ranges(const TdbTrailFooter *f, uint32_t pageno, bool need_position, uint64_t skip_columns,
+				  TdbByteRange *out, uint32_t *pos)
+{
+	const TdbTrailPageInfo *pi = &f->pages[pageno];
+	uint32_t	at[2 + TDB_TRAIL_MAX_COLUMNS];
+	int			n = 0;
+
+	if (pi->chunk_len == NULL)
+	{
+		out[0].off = pi->offset;
+		out[0].len = pi->length;
+		if (pos)
+			pos[0] = 0;
+		return 1;
+	}
+	for (int k = 0; k < 2 + f->schema.ncolumns; k++)
+	{
+		int			c = k - TRAIL_CHUNK_COLUMN0;
+		uint64_t	off;
+		uint32_t	len,
+					p;
+
+		if ((k == TRAIL_CHUNK_POSITION && !need_position) ||
+			(c >= 0 && c < 64 && (skip_columns >> c) & 1))
+			continue;
+		tdb_trail_chunk_place(f, pageno, k, &off, &len, &p);
+		if (n > 0 && out[n - 1].off + out[n - 1].len == off && at[n - 1] + out[n - 1].len == p)
+			out[n - 1].len += len;
+		else
+		{
+			out[n].off = off;
+			out[n].len = len;
+			at[n] = p;
+			n++;
+		}
+	}
+	if (pos)
+		memcpy(pos, at, n * sizeof(uint32_t));
+	return n;
+}
+
+bool
+tdb_trail_page_gather(const TdbTrailFooter *f, uint32_t pageno, const uint8_t *data, uint64_t size,
+					  uint8_t *dst)
+{
+	const TdbTrailPageInfo *pi = &f->pages[pageno];
+
+	if (pi->chunk_len == NULL)
+	{
+		if (pi->offset > size || pi->length > size - pi->offset)
+			return false;
+		memcpy(dst, data + pi->offset, pi->length);
+		return true;
+	}
+	for (int k = 0; k < 2 + f->schema.ncolumns; k++)
+	{
+		uint64_t	off;
+		uint32_t	len,
+					pos;
+
+		tdb_trail_chunk_place(f, pageno, k, &off, &len, &pos);
+		if (off > size || len > size - off || pos > pi->length || len > pi->length - pos)
+			return false;
+		memcpy(dst + pos, data + off, len);
+	}
+	return true;
 }
 
 #define PAGE_BAD(what) \

@@ -808,6 +808,12 @@ tdb_pager_prefetch(TdbPager *p, const TdbByteRange *ranges, int n, TdbTrailError
 	return rc;
 }
 
+bool
+tdb_pager_is_local(const TdbPager *p)
+{
+	return p->local;
+}
+
 uint64_t
 tdb_pager_prefetch_room(const TdbPager *p)
 {

@@ -80,6 +80,8 @@ const char *tdb_pager_etag(const TdbPager *p);
 
 /* Which object: "endpoint|name" for a remote one, the path of a local file. */
 const char *tdb_pager_identity(const TdbPager *p);
+/* A local file (read with pread: no blocks, no caches). */
+bool		tdb_pager_is_local(const TdbPager *p);
 
 /*
  * Make the bytes [off, size) come from memory, as the tail's do: fetch

@@ -21,8 +21,26 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TDB_TRAIL_VERSION		5	/* newest version written and read */
-#define TDB_TRAIL_VERSION_DEFAULT	5	/* written by default */
+#define TDB_TRAIL_VERSION		6	/* newest version written and read */
+/*
+ * Written by default: version 6 (pages column-major) when the pages total at
+ * most TDB_TRAIL_COLMAJOR_MAX_BYTES, else version 5 (the same file, pages
+ * row-major): asking for 6 writes a larger file as version 5.
+ */
+#define TDB_TRAIL_VERSION_DEFAULT	6
+#define TDB_TRAIL_VERSION_ROWMAJOR	5	/* the newest version with row-major pages */
+/*
+ * Version 6: a file whose pages total at most this many bytes lays them out
+ * column-major (every page's core chunk, then every page's position chunk,
+ * then each extra column's), so that a scan of a few columns reads one run
+ * of bytes per column instead of touching every page's every block.  Such a
+ * file is read whole by one lookup anyway: on the bench machine one GET
+ * costs about as much as 300 kB more in one (docs/trail-format.md, "The
+ * pager and its caches", bridging), and 256 KiB stays below the writer's
+ * 1 MiB output buffer (writer.h, TRAIL_OUT_FLUSH_BYTES), so the pages are
+ * still all in memory when the writer lays them out at finish.
+ */
+#define TDB_TRAIL_COLMAJOR_MAX_BYTES	(256u << 10)
 #define TDB_TRAIL_VERSION_MIN	1	/* oldest version read */
 #define TDB_TRAIL_TRAILER_SIZE	48
 #define TDB_TRAIL_HEADER_SIZE	16
@@ -214,7 +232,12 @@ typedef struct TdbTrailWriterOptions
 	 * trails
 	 */
 	int64_t		page_max_span_us;
-	int			version;		/* 0: TDB_TRAIL_VERSION; 1: the version-1 layout */
+	/*
+	 * 0: TDB_TRAIL_VERSION_DEFAULT; 6: column-major when the pages total at
+	 * most TDB_TRAIL_COLMAJOR_MAX_BYTES, else written as version 5; 1: the
+	 * version-1 layout
+	 */
+	int			version;
 	TdbTrailOrder order;		/* version 2; ORDER_AUTO: decided at finish */
 	/* ORDER_SPACETIME: the time bucket (microseconds; 0: 10 minutes, 1 hour by_time or auto) */
 	int64_t		bucket_us;
@@ -308,6 +331,12 @@ typedef struct TdbTrailPageInfo
 	 * is one piece).
 	 */
 	const uint32_t *chunk_len;
+	/*
+	 * Version 6 (pages column-major): each chunk's offset in the file (2 +
+	 * ncolumns entries; offset is the core chunk's).  NULL: the chunks lie
+	 * back to back from offset (versions 1 to 5).
+	 */
+	const uint64_t *chunk_off;
 } TdbTrailPageInfo;
 
 typedef struct TdbTrailInfo
@@ -415,9 +444,24 @@ int			tdb_trail_page_decode_some(const TdbTrailFooter *f, uint32_t pageno,
 									   bool skip_position, uint64_t skip_columns,
 									   TdbTrailPage *page, TdbTrailError *err);
 
-/* The byte range [*off, *off + *len) of chunk k of a version-2 page. */
+/*
+ * The byte range [*off, *off + *len) of chunk k of a version-2 page in the
+ * file (version 6: where its column's chunks lie), and *pos, where it starts
+ * within the page's bytes as the page decoder takes them (the chunks back to
+ * back in order, as versions 2 to 5 store them); pos may be NULL.
+ */
 void		tdb_trail_chunk_range(const TdbTrailFooter *f, uint32_t pageno, int k,
 								  uint64_t *off, uint32_t *len);
+void		tdb_trail_chunk_place(const TdbTrailFooter *f, uint32_t pageno, int k,
+								  uint64_t *off, uint32_t *len, uint32_t *pos);
+
+/*
+ * Page pageno's bytes as the page decoder takes them, copied from the whole
+ * file (data, size bytes) into dst (pages[pageno].length bytes): its chunks
+ * gathered from their columns in version 6.  false: a chunk past the end.
+ */
+bool		tdb_trail_page_gather(const TdbTrailFooter *f, uint32_t pageno, const uint8_t *data,
+								  uint64_t size, uint8_t *dst);
 
 /* The index of a trail id in f->trails, or -1. */
 int			tdb_trail_find_int(const TdbTrailFooter *f, int64_t id);

@@ -81,6 +81,16 @@ trail_win_rec(const TrailWin *win, uint32_t i)
 }
 
 /* The file as it is written: a buffer flushed to the sink past 1 MiB. */
+/*
+ * The output buffer goes to the sink once it holds this much.  Version 6's
+ * column-major layout rearranges the pages in it at finish, so they must
+ * all still be there: a file whose pages total more is written row-major
+ * (version 5) as it streams, and memory stays bounded by this buffer.
+ */
+#define TRAIL_OUT_FLUSH_BYTES	((size_t) 1 << 20)
+_Static_assert(TDB_TRAIL_HEADER_SIZE + TDB_TRAIL_COLMAJOR_MAX_BYTES < TRAIL_OUT_FLUSH_BYTES,
+			   "the pages of a column-major file must never leave the output buffer before finish");
+
 typedef struct TrailOut
 {
 	CodecBuf	buf;

@@ -82,7 +82,7 @@ trail_out_flush(TrailOut *o, bool all, TdbTrailError *err)
 		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory writing the file");
 	if (o->failed)
 		return TDB_TRAIL_EIO;
-	if (o->buf.len == 0 || (!all && o->buf.len < ((size_t) 1 << 20)))
+	if (o->buf.len == 0 || (!all && o->buf.len < TRAIL_OUT_FLUSH_BYTES))
 		return 0;
 	if (o->sink(o->arg, o->buf.data, o->buf.len, err) < 0)
 	{
@@ -308,6 +308,7 @@ w2_emit_page2(Writer2 *x, const TrailWin *win, const uint32_t *js, uint32_t n, T
 	}
 	pi.offset = trail_out_offset(x->out);
 	pi.chunk_len = cl;
+	pi.chunk_off = NULL;		/* row-major until finish may lay them out (writer2_finish.c) */
 	codec_put_bytes(&x->out->buf, x->tmp.data, x->tmp.len);
 	if (!trail_push_page(&x->f.pages, &x->f.npages, &x->pagecap, &pi))
 	{

@@ -1,14 +1,52 @@
 /*
  * writer2_finish.c
- *	  tdb_trail_writer_finish for versions 2 to 4: the pages in trail order
- *	  (writer2.c) or space-time order (writer2_spacetime.c), then the page
- *	  lists, the footer and the trailer.
+ *	  tdb_trail_writer_finish for versions 2 to 6: the pages in trail order
+ *	  (writer2.c) or space-time order (writer2_spacetime.c), version 6's
+ *	  column-major layout of small files' pages, then the page lists, the
+ *	  footer and the trailer.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "../checksum.h"
 #include "writer2.h"
+
+/*
+ * Version 6: the pages, all still in the output buffer at [16, data_end)
+ * (row-major as emitted), laid out column-major: every page's core chunk in
+ * page order, then every page's position chunk, then each extra column's.
+ * The footer's page entries are unchanged (chunk lengths); the reader finds
+ * each chunk from them (docs/trail-format.md, "Version 6").
+ */
+static int
+lay_out_columns(Writer2 *x, TdbTrailError *err)
+{
+	TrailOut   *out = x->out;
+	int			nc = x->w->schema.ncolumns;
+	uint64_t	start = TDB_TRAIL_HEADER_SIZE,
+				bytes = x->f.data_end - start,
+				at = start;
+	uint8_t    *rows = malloc(bytes ? bytes : 1);
+
+	if (rows == NULL)
+		return tdb_trail_fail(err, TDB_TRAIL_ENOMEM, "out of memory laying out the pages");
+	memcpy(rows, out->buf.data + start, bytes);
+	for (int k = 0; k < 2 + nc; k++)
+		for (uint32_t p = 0; p < x->f.npages; p++)
+		{
+			const TdbTrailPageInfo *pi = &x->f.pages[p];
+			uint64_t	pos = pi->offset - start;
+
+			for (int i = 0; i < k; i++)
+				pos += pi->chunk_len[i];
+			memcpy(out->buf.data + at, rows + pos, pi->chunk_len[k]);
+			at += pi->chunk_len[k];
+		}
+	free(rows);
+	codec_put_u32le(out->buf.data + 8, 6);	/* the header's version */
+	x->f.version = 6;
+	return 0;
+}
 
 int
 trail_writer_finish2(TdbTrailWriter *w, TrailOut *out, TdbTrailError *err)
@@ -24,7 +62,9 @@ trail_writer_finish2(TdbTrailWriter *w, TrailOut *out, TdbTrailError *err)
 	x.w = w;
 	x.out = out;
 	codec_buf_init(&x.tmp);
-	x.f.version = (uint16_t) w->opts.version;
+	/* version 6 is written as 5 (row-major) until finish finds the pages small enough */
+	x.f.version = (uint16_t) (w->opts.version > TDB_TRAIL_VERSION_ROWMAJOR ? TDB_TRAIL_VERSION_ROWMAJOR :
+							  w->opts.version);
 	x.f.order = w->opts.order;
 	x.f.bucket_us = w->opts.order == TDB_TRAIL_ORDER_SPACETIME ? w->opts.bucket_us : 0;
 	x.f.schema = w->schema;
@@ -45,7 +85,7 @@ trail_writer_finish2(TdbTrailWriter *w, TrailOut *out, TdbTrailError *err)
 
 	memset(hdr, 0, sizeof(hdr));
 	memcpy(hdr, TRAIL_HEADER_MAGIC, 8);
-	codec_put_u32le(hdr + 8, w->opts.version);
+	codec_put_u32le(hdr + 8, x.f.version);
 	codec_put_bytes(&out->buf, hdr, sizeof(hdr));
 
 	if (w->opts.order == TDB_TRAIL_ORDER_SPACETIME)
@@ -92,6 +132,10 @@ trail_writer_finish2(TdbTrailWriter *w, TrailOut *out, TdbTrailError *err)
 
 	memset(&t, 0, sizeof(t));
 	x.f.data_end = trail_out_offset(out);
+	/* small pages: column-major (they are all in the buffer, TRAIL_OUT_FLUSH_BYTES) */
+	if (w->opts.version >= 6 && x.f.data_end - TDB_TRAIL_HEADER_SIZE <= TDB_TRAIL_COLMAJOR_MAX_BYTES &&
+		out->base == 0 && (rc = lay_out_columns(&x, err)) < 0)
+		goto done;
 	if (x.f.version >= 3)
 	{
 		/* chunks, then the head the trailer names */
@@ -117,7 +161,7 @@ trail_writer_finish2(TdbTrailWriter *w, TrailOut *out, TdbTrailError *err)
 		codec_put_bytes(&out->buf, x.tmp.data, x.tmp.len);
 	}
 	t.file_size = trail_out_offset(out) + TDB_TRAIL_TRAILER_SIZE;
-	t.version = (uint16_t) w->opts.version;
+	t.version = x.f.version;
 	if (codec_buf_reserve(&out->buf, TDB_TRAIL_TRAILER_SIZE))
 	{
 		trail_trailer_encode(out->buf.data + out->buf.len, &t);

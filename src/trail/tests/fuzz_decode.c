@@ -37,14 +37,18 @@ decode_pages(const TdbTrailFooter *f, const uint8_t *data, size_t size)
 	for (uint32_t i = 0; i < f->npages && i < 4096; i++)
 	{
 		const TdbTrailPageInfo *pi = &f->pages[i];
+		/* the page's bytes as the decoder takes them (version 6: gathered from its columns) */
+		uint8_t    *page = pi->length <= size ? malloc(pi->length ? pi->length : 1) : NULL;
 
-		if (pi->offset + pi->length > size)
+		if (page == NULL || pi->length == 0 || !tdb_trail_page_gather(f, i, data, size, page))
+		{
+			free(page);
 			break;
-		/* whole, and (versions 2 to 5) with the positions or a column skipped */
-		tdb_trail_page_decode(f, i, data + pi->offset, pi->length, &pg, &err);
-		if (f->version >= 2 && pi->length > 0)
-			tdb_trail_page_decode_some(f, i, data + pi->offset, pi->length,
-									   data[pi->offset] & 1, (uint64_t) 1 << (data[pi->offset] % 64),
+		}
+		/* whole, and (versions 2 to 6) with the positions or a column skipped */
+		tdb_trail_page_decode(f, i, page, pi->length, &pg, &err);
+		if (f->version >= 2)
+			tdb_trail_page_decode_some(f, i, page, pi->length, page[0] & 1, (uint64_t) 1 << (page[0] % 64),
 									   &pg, &err);
 
 		/*
@@ -53,11 +57,10 @@ decode_pages(const TdbTrailFooter *f, const uint8_t *data, size_t size)
 		 * the column codecs (version 4's COLENC_PATCHED and COLENC_RUNS
 		 * among them) are reached only through valid seeds.
 		 */
-		if (f->version >= 2 && pi->chunk_len != NULL && pi->length > 0)
+		if (f->version >= 2 && pi->chunk_len != NULL)
 		{
-			uint8_t    *copy = malloc(pi->length);
 			uint64_t	off = 0;
-			bool		fits = copy != NULL;
+			bool		fits = true;
 
 			for (int k = 0; fits && k < 2 + f->schema.ncolumns; k++)
 			{
@@ -67,16 +70,14 @@ decode_pages(const TdbTrailFooter *f, const uint8_t *data, size_t size)
 					fits = false;
 				else
 				{
-					if (k == 0)
-						memcpy(copy, data + pi->offset, pi->length);
-					codec_put_u32le(copy + off, tdb_crc32c(copy + off + 4, cl - 4));
+					codec_put_u32le(page + off, tdb_crc32c(page + off + 4, cl - 4));
 					off += cl;
 				}
 			}
 			if (fits)
-				tdb_trail_page_decode(f, i, copy, pi->length, &pg, &err);
-			free(copy);
+				tdb_trail_page_decode(f, i, page, pi->length, &pg, &err);
 		}
+		free(page);
 	}
 	tdb_trail_page_release(&pg);
 }

@@ -436,7 +436,10 @@ UNIT_TEST(test_trail_v2_spacetime_order)
 			continue;
 		}
 		f = tdb_trail_footer(o.r);
-		CHECK(f->version == fx_version);
+		/* version 6 asked: written as 5 when the pages pass the column-major bound */
+		CHECK(f->version == fx_version ||
+			  (fx_version == 6 && f->version == TDB_TRAIL_VERSION_ROWMAJOR &&
+			   f->data_end - TDB_TRAIL_HEADER_SIZE > TDB_TRAIL_COLMAJOR_MAX_BYTES));
 		CHECK(f->order == fx_order);
 		if (fx_order == TDB_TRAIL_ORDER_SPACETIME)
 		{

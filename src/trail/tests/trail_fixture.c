@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "../../tests/unit.h"
+#include "codec.h"
 #include "pager.h"
 
 static const char *const words[] = {"cargo", "tanker", "fishing", "tug", "pilot", "sailing",
@@ -126,6 +127,7 @@ fx_progress(void *arg, const TdbTrailProgress *p)
 		fx_runs = p->runs;
 }
 int64_t		fx_page_span_us = 0;
+uint32_t	fx_colmajor_files = 0;
 
 void
 fx_free(FxSet *s)
@@ -177,6 +179,8 @@ fx_encode(const FxSet *s, uint32_t page_bytes, uint32_t page_events, size_t *len
 	}
 	if (tdb_trail_writer_finish(w, &buf, len, &err) < 0)
 		unit_fail(__FILE__, __LINE__, "writer_finish: %s", err.msg);
+	else if (*len >= TDB_TRAIL_HEADER_SIZE && codec_get_u32le(buf + 8) == 6)
+		fx_colmajor_files++;	/* version 6: its pages laid out column-major */
 	tdb_trail_writer_free(w);
 	free(order);
 	return buf;
@@ -282,9 +286,9 @@ fx_tmpdir(char *out, size_t outlen, const char *tag)
 void
 fx_layout(int layout)
 {
-	bool		st = layout == 2 || layout == 4 || layout == 5 || layout == 7;
+	bool		st = layout == 2 || layout == 4 || layout == 5 || layout == 7 || layout == 9;
 
-	fx_version = layout == 0 ? 1 : layout <= 2 ? 2 : layout <= 5 ? 3 : 5;
+	fx_version = layout == 0 ? 1 : layout <= 2 ? 2 : layout <= 5 ? 3 : layout <= 7 ? 5 : 6;
 	fx_order = st ? TDB_TRAIL_ORDER_SPACETIME : TDB_TRAIL_ORDER_TRAIL;
 	fx_by_time = layout == 5;
 	/* small buckets, so that the random sets' trails share pages and split */

@@ -75,15 +75,19 @@ extern size_t fx_memory_limit;
 extern uint32_t fx_runs;
 /* The writer's page_max_span_us (0: the default, 15 minutes). */
 extern int64_t fx_page_span_us;
+/* Files fx_encode wrote as version 6 (pages column-major), so far. */
+extern uint32_t fx_colmajor_files;
 
 /*
  * Layouts: 0 version 1, 1 version 2 by trail, 2 version 2 space-time,
  * 3 version 3 by trail, 4 version 3 space-time, 5 version 3 by time
  * (pages of one trail and one bucket, by bucket then trail), 6 version 5
  * by trail (small trails share pages, summaries apart), 7 version 5
+ * space-time, 8 version 6 by trail (pages column-major when they total at
+ * most TDB_TRAIL_COLMAJOR_MAX_BYTES, else version 5), 9 version 6
  * space-time.
  */
-#define FX_LAYOUTS 8
+#define FX_LAYOUTS 10
 void		fx_layout(int layout);
 
 /*
