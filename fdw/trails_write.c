@@ -266,7 +266,7 @@ trafficdb_trail_write(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("format_version %d is not a trail file format version", format_version),
-				 errdetail("Expected 6 (the default: pages column-major when they total at most 256 kB, else written as 5), 5 (for readers built before version 6), 4 (before version 5), 3 (before version 4), 2 (before version 3) or 1 (before version 2).")));
+				 errdetail("Expected 6 (the default: pages column-major when they total at most 64 kB, else written as 5), 5 (for readers built before version 6), 4 (before version 5), 3 (before version 4), 2 (before version 3) or 1 (before version 2).")));
 	if (!tdb_trail_order_by_name(page_order, &order, &by_time))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

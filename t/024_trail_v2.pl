@@ -340,8 +340,8 @@ is(rows(sprintf($cl, 'cli1')), rows(sprintf($cl, 'cli2')), 'through the FDW too 
 is(rows(sprintf($cl, 'cli2')),
 	rows(q{SELECT count(*) || ':' || md5(string_agg(concat_ws('|', vid, ts, encode(ST_AsEWKB(geom), 'hex'), CASE WHEN speed = 'NaN' THEN NULL ELSE speed END, alt, moving), ',' ORDER BY vid, ts)) FROM ev}),
 	'and they are the heap\'s rows');
-for my $bad ([ [ '--format-version', '7' ], qr/--format-version 7: expected 6 \(the default: 5 when the pages pass 256 KiB\), 5, 4, 3, 2 or 1/ ],
-	[ [ '--format-version', '55' ], qr/--format-version 55: expected 6 \(the default: 5 when the pages pass 256 KiB\), 5, 4, 3, 2 or 1/ ],
+for my $bad ([ [ '--format-version', '7' ], qr/--format-version 7: expected 6 \(the default: 5 when the pages pass 64 KiB\), 5, 4, 3, 2 or 1/ ],
+	[ [ '--format-version', '55' ], qr/--format-version 55: expected 6 \(the default: 5 when the pages pass 64 KiB\), 5, 4, 3, 2 or 1/ ],
 	[ [ '--order', 'zigzag' ], qr/--order zigzag: expected auto, trail, time or space-time/ ],
 	[ [ '--order', 'time', '--format-version', '1' ], qr/--order time needs format version 2/ ],
 	[ [ '--order', 'space-time', '--bucket-seconds', '0' ], qr/--bucket-seconds 0: expected a whole number of seconds from 1/ ],

@@ -41,7 +41,7 @@
  * trail id is int or string the same way.  Booleans are stored as booleans
  * (TDB_TRAIL_BOOL), or as int64 1/0 with --format-version 1 (which has no
  * boolean type).  Files are format version 6 (pages column-major) when
- * their pages total at most 256 KiB, else version 5, unless
+ * their pages total at most 64 KiB, else version 5, unless
  * --format-version 1 to 5 says (5: row-major whatever the size, for readers
  * built before version 6; for readers built before version 5: version 4 keeps each
  * trail's column summaries with its entry; version 3 gives each
@@ -251,7 +251,7 @@ parse_opts(int argc, char **argv, int first, Opts *o)
 			NEEDV();
 			if (strlen(v) != 1 || v[0] < '1' || v[0] > '0' + TDB_TRAIL_VERSION)
 			{
-				fprintf(stderr, "trafficdb-trail: --format-version %s: expected 6 (the default: 5 when the pages pass 256 KiB), 5, 4, 3, 2 or 1\n", v);
+				fprintf(stderr, "trafficdb-trail: --format-version %s: expected 6 (the default: 5 when the pages pass 64 KiB), 5, 4, 3, 2 or 1\n", v);
 				exit(2);
 			}
 			o->format_version = atoi(v);

@@ -33,14 +33,20 @@
  * Version 6: a file whose pages total at most this many bytes lays them out
  * column-major (every page's core chunk, then every page's position chunk,
  * then each extra column's), so that a scan of a few columns reads one run
- * of bytes per column instead of touching every page's every block.  Such a
- * file is read whole by one lookup anyway: on the bench machine one GET
- * costs about as much as 300 kB more in one (docs/trail-format.md, "The
- * pager and its caches", bridging), and 256 KiB stays below the writer's
- * 1 MiB output buffer (writer.h, TRAIL_OUT_FLUSH_BYTES), so the pages are
- * still all in memory when the writer lays them out at finish.
+ * of bytes per column instead of touching every page's every block.  The
+ * price is a lookup's: one trail's chunks then lie in every column's run,
+ * so it reads up to the whole page region where row-major pages give it one
+ * or two blocks.  64 KiB is four of the pager's default 16 KiB blocks: such
+ * a lookup costs at most four blocks in one GET (with the footer's tail it
+ * read two or three before), while one hour of New York Harbor AIS (51 kB of
+ * pages) maps its positions from 49 kB instead of the whole 71 kB file
+ * (bench/trails_parquet.sh q7).  With the first bound, 256 KiB, a lookup of
+ * 2 of 200 trails in a 207 kB file read 153 kB instead of a sixth of it
+ * (t/022).  The bound also stays below the writer's 1 MiB output buffer
+ * (writer.h, TRAIL_OUT_FLUSH_BYTES), so the pages are still all in memory
+ * when the writer lays them out at finish.
  */
-#define TDB_TRAIL_COLMAJOR_MAX_BYTES	(256u << 10)
+#define TDB_TRAIL_COLMAJOR_MAX_BYTES	(64u << 10)
 #define TDB_TRAIL_VERSION_MIN	1	/* oldest version read */
 #define TDB_TRAIL_TRAILER_SIZE	48
 #define TDB_TRAIL_HEADER_SIZE	16

@@ -202,7 +202,7 @@ pruning(int layout)
 				selective = 0;
 
 	/* version 6: trails short enough that the pages fit TDB_TRAIL_COLMAJOR_MAX_BYTES (column-major) */
-	fx_make(&s, &rng, false, 60, layout >= 8 ? 150 : 400);
+	fx_make(&s, &rng, false, 60, layout >= 8 ? 80 : 400);
 	fx_layout(layout);
 	fx_tmpdir(dir, sizeof(dir), "prune");
 	snprintf(path, sizeof(path), "%s/p.trail", dir);
