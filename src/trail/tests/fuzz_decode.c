@@ -254,17 +254,19 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 	if (dir == NULL)
 		return 0;
 	/* version 1, versions 2 and 3 by trail and space-time; int and string ids */
-	for (int k = 0; k < 16; k++)
+	for (int k = 0; k < 19; k++)
 	{
 		TdbTrailSchema s;
 		TdbTrailWriter *w;
 		/*
 		 * k 10-12: version 4 in trail order, small trails sharing pages (and k
-		 * 12 space-time); k 13-15: version 5 the same (summary chunks)
+		 * 12 space-time); k 13-15: version 5 the same (summary chunks); k
+		 * 16-18: version 6 (pages column-major), pages of at most 8 events so
+		 * that there are several (one page reads the same in both layouts)
 		 */
-		TdbTrailWriterOptions o = {.page_target_bytes = k >= 10 ? 4096 : 200, .page_max_events = k >= 10 ? 64 : 8,
-			.version = k < 2 ? 1 : k < 6 ? 2 : k < 10 ? 3 : k < 13 ? 4 : 5,
-			.order = k == 4 || k == 5 || k == 8 || k == 9 || k == 12 || k == 15 ? TDB_TRAIL_ORDER_SPACETIME : TDB_TRAIL_ORDER_TRAIL,
+		TdbTrailWriterOptions o = {.page_target_bytes = k >= 10 ? 4096 : 200, .page_max_events = k >= 10 && k < 16 ? 64 : 8,
+			.version = k < 2 ? 1 : k < 6 ? 2 : k < 10 ? 3 : k < 13 ? 4 : k < 16 ? 5 : 6,
+			.order = k == 4 || k == 5 || k == 8 || k == 9 || k == 12 || k == 15 || k == 18 ? TDB_TRAIL_ORDER_SPACETIME : TDB_TRAIL_ORDER_TRAIL,
 		.bucket_us = 5000000};
 		uint8_t    *buf;
 		size_t		len;
