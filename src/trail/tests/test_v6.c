@@ -429,29 +429,6 @@ UNIT_TEST(test_v6_just_over_the_bound_is_version_5)
 	free(under5);
 }
 
-/* Opened on MinIO, a fresh process's view (no footer decoded before); lru_bytes 0: the pager's own 64 MiB. */
-static bool
-s3_open(const TdbS3Config *c, const char *url, size_t lru_bytes, TdbPager **p, TdbTrailReader **r)
-{
-	TdbPagerOptions o;
-	TdbTrailError err;
-
-	fx_pager_options(&o, c, url);
-	o.lru_bytes = lru_bytes;
-	tdb_trail_footer_cache_clear();
-	if (tdb_pager_open(&o, p, &err) < 0)
-	{
-		unit_fail(__FILE__, __LINE__, "open %s: %s", url, err.msg);
-		return false;
-	}
-	if (tdb_trail_open(*p, r, &err) < 0)
-	{
-		unit_fail(__FILE__, __LINE__, "open %s: %s", url, err.msg);
-		tdb_pager_close(*p);
-		return false;
-	}
-	return true;
-}
 
 /*
  * On MinIO: the same events from s3:// as locally, and the projection of
@@ -489,7 +466,7 @@ UNIT_TEST(test_v6_s3_projection_fetches_fewer_bytes)
 					tail = 16384,
 					want;
 
-		if (!s3_open(&c, v ? "s3://" BUCKET "/v6-cols.trail" : "s3://" BUCKET "/v6-rows.trail", 0, &p, &r))
+		if (!fx_s3_open_fresh(&c, v ? "s3://" BUCKET "/v6-cols.trail" : "s3://" BUCKET "/v6-rows.trail", 0, &p, &r))
 			goto out;
 		f = tdb_trail_footer(r);
 		/* the whole footer in the first request: the pages' blocks are all the rest fetches */
@@ -535,7 +512,7 @@ UNIT_TEST(test_v6_s3_projection_fetches_fewer_bytes)
 		TdbTrailQuery q;
 		size_t		lrus[3] = {1, 32768, 0};
 
-		if (!s3_open(&c, "s3://" BUCKET "/v6-cols.trail", lrus[l], &p, &r))
+		if (!fx_s3_open_fresh(&c, "s3://" BUCKET "/v6-cols.trail", lrus[l], &p, &r))
 			goto out;
 		memset(&q, 0, sizeof(q));
 		CHECK(digest(r, &q).n == 6500);
@@ -554,9 +531,9 @@ UNIT_TEST(test_v6_s3_projection_fetches_fewer_bytes)
 		TdbTrailReader *ra,
 				   *rb;
 
-		if (s3_open(&c, "s3://" BUCKET "/v6-rows.trail", 0, &pa, &ra))
+		if (fx_s3_open_fresh(&c, "s3://" BUCKET "/v6-rows.trail", 0, &pa, &ra))
 		{
-			if (s3_open(&c, "s3://" BUCKET "/v6-cols.trail", 32768, &pb, &rb))
+			if (fx_s3_open_fresh(&c, "s3://" BUCKET "/v6-cols.trail", 32768, &pb, &rb))
 			{
 				compare_readers(ra, rb, ids, 20, 80, 808);
 				tdb_trail_close(rb);

@@ -117,3 +117,27 @@ fx_now(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
+
+/* url opened on S3 (c), a fresh process's view (trail_fixture_s3.h). */
+bool
+fx_s3_open_fresh(const TdbS3Config *c, const char *url, size_t lru_bytes, TdbPager **p, TdbTrailReader **r)
+{
+	TdbPagerOptions o;
+	TdbTrailError err;
+
+	fx_pager_options(&o, c, url);
+	o.lru_bytes = lru_bytes;
+	tdb_trail_footer_cache_clear();
+	if (tdb_pager_open(&o, p, &err) < 0)
+	{
+		unit_fail(__FILE__, __LINE__, "open %s: %s", url, err.msg);
+		return false;
+	}
+	if (tdb_trail_open(*p, r, &err) < 0)
+	{
+		unit_fail(__FILE__, __LINE__, "open %s: %s", url, err.msg);
+		tdb_pager_close(*p);
+		return false;
+	}
+	return true;
+}

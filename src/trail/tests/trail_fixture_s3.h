@@ -21,6 +21,9 @@ TdbNetOptions fx_fast_net(void);
 
 /* o zeroed, then url on c with fx_fast_net() and 16 kB blocks. */
 void		fx_pager_options(TdbPagerOptions *o, const TdbS3Config *c, const char *url);
+/* url opened on S3 (c) as a fresh process sees it (no footer decoded before); lru_bytes 0: the pager's
+ * own 64 MiB; false after a unit_fail. */
+bool		fx_s3_open_fresh(const TdbS3Config *c, const char *url, size_t lru_bytes, TdbPager **p, TdbTrailReader **r);
 
 /* BUCKET exists; false after a unit_fail. */
 bool		fx_ensure_bucket(const TdbS3Config *c);
