@@ -244,12 +244,15 @@ venv_install "a bare venv (no setuptools or wheel needed)" "$home/venv-bare" "" 
 # pip install -e ./python into another bare venv: the package is the
 # source's, and the source's other folders (tests/, examples/,
 # build_backend/) are not importable (python/ itself was put on sys.path);
-# pip uninstall leaves nothing of it.
+# pip uninstall leaves nothing of it.  The library is the user's install
+# (LD_LIBRARY_PATH): an editable install has no _install.py naming LIBDIR,
+# and on a fresh machine none is in the linker's path yet (make test's
+# install stage comes after this test).
 editable=$home/venv-editable
 check "pip install --no-index -e ./python into a bare venv" \
 	logged as_user sh -c "$PYTHON -m venv $editable && cd $src && $editable/bin/python -m pip install -q --no-index -e ./python"
 check "the editable install imports the source's package, and nothing else of python/" \
-	same "$(cd "$home" && as_user env PYTHONNOUSERSITE=1 "$editable/bin/python" -c '
+	same "$(cd "$home" && as_user env PYTHONNOUSERSITE=1 LD_LIBRARY_PATH="$lib" "$editable/bin/python" -c '
 import importlib, trafficdb
 print(trafficdb.__file__)
 for m in ("tests", "examples", "build_backend"):
