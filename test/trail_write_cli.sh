@@ -80,6 +80,21 @@ check "  cat --columns '': id, time and position only" \
 	[ "$("$T" cat "$dir/out/s6.trail" --columns '' | head -n 1)" = "id,time,lon,lat" ]
 err=$("$T" cat "$dir/out/s6.trail" --columns nope 2>&1) && rc=0 || rc=$?
 check "  cat --columns names an unknown column" has "$rc $err" "2 trafficdb-trail: --columns: nope is not an extra column of this file"
+check "  cat --columns kind,sog: the columns in the order named" \
+	[ "$("$T" cat "$dir/out/s6.trail" --columns kind,sog | head -n 1)" = "id,time,lon,lat,kind,sog" ]
+check "  and each row's values in that order" \
+	[ "$("$T" cat "$dir/out/s6.trail" --columns kind,sog | tail -n +2 | md5sum)" = \
+	  "$("$T" cat "$dir/out/s6.trail" | tail -n +2 | python3 -c '
+import csv, sys
+w = csv.writer(sys.stdout, lineterminator="\n")
+for r in csv.reader(sys.stdin):
+    w.writerow(r[:4] + [r[5], r[4]])' | md5sum)" ]
+for bad in 'kind,' ',kind' 'kind,,sog'; do
+	err=$("$T" cat "$dir/out/s6.trail" --columns "$bad" 2>&1) && rc=0 || rc=$?
+	check "  cat --columns '$bad': an empty name is refused" has "$rc $err" "2 trafficdb-trail: --columns: an empty name in \"$bad\""
+done
+err=$("$T" cat "$dir/out/s6.trail" --columns sog,kind,sog 2>&1) && rc=0 || rc=$?
+check "  cat --columns sog,kind,sog: a name given twice is refused" has "$rc $err" "2 trafficdb-trail: --columns: sog is named twice"
 "$T" write "$dir/out/l6.trail" --quiet <"$dir/in.csv" 2>/dev/null
 "$T" write "$dir/out/l5.trail" --format-version 5 --quiet <"$dir/in.csv" 2>/dev/null
 check "a file whose pages pass 64 KiB is version 5, byte for byte" cmp "$dir/out/l6.trail" "$dir/out/l5.trail"

@@ -474,29 +474,44 @@ csv_field(const char *s)
 
 /*
  * *skip: the skip_columns mask of every extra column not named in list
- * (names separated by commas; "" names none); false after a message when a
- * name is not a column of the file.
+ * (names separated by commas; "" names none), and order[0, *n) the columns
+ * named, in the order given (cat prints them so); false after a message
+ * when a name is empty, repeated or not a column of the file.
  */
 static bool
-skip_mask(const TdbTrailFooter *f, const char *list, uint64_t *skip)
+skip_mask(const TdbTrailFooter *f, const char *list, uint64_t *skip, int *order, int *n)
 {
 	uint64_t	keep = 0;
 
-	for (const char *p = list; *p;)
+	*n = 0;
+	for (const char *p = list; *list;)
 	{
-		size_t		n = strcspn(p, ",");
+		size_t		len = strcspn(p, ",");
 		int			c = 0;
 
 		while (c < f->schema.ncolumns &&
-			   (strlen(f->schema.columns[c].name) != n || strncmp(f->schema.columns[c].name, p, n) != 0))
+			   (strlen(f->schema.columns[c].name) != len || strncmp(f->schema.columns[c].name, p, len) != 0))
 			c++;
+		if (len == 0)
+		{
+			fprintf(stderr, "trafficdb-trail: --columns: an empty name in \"%s\" (names separated by commas, e.g. sog,cog; \"\" for none)\n", list);
+			return false;
+		}
 		if (c == f->schema.ncolumns)
 		{
-			fprintf(stderr, "trafficdb-trail: --columns: %.*s is not an extra column of this file\n", (int) n, p);
+			fprintf(stderr, "trafficdb-trail: --columns: %.*s is not an extra column of this file\n", (int) len, p);
+			return false;
+		}
+		if ((keep >> c) & 1)
+		{
+			fprintf(stderr, "trafficdb-trail: --columns: %.*s is named twice\n", (int) len, p);
 			return false;
 		}
 		keep |= (uint64_t) 1 << c;
-		p += n + (p[n] == ',');
+		order[(*n)++] = c;
+		if (p[len] == '\0')
+			break;
+		p += len + 1;
 	}
 	*skip = ~keep;
 	return true;
@@ -512,6 +527,8 @@ cmd_cat(const char *url, Opts *o)
 	TdbTrailScan *s;
 	TdbTrailEvent ev;
 	TdbTrailError err;
+	int			cols[TDB_TRAIL_MAX_COLUMNS],
+				ncols;
 	int			rc;
 
 	open_file(url, o, &p, &r);
@@ -547,14 +564,16 @@ cmd_cat(const char *url, Opts *o)
 	q.limit = o->limit;
 	/* a projection: only the chunks of what is printed are read (version 2 on) */
 	q.skip_position = o->no_position;
-	if (o->columns != NULL && !skip_mask(f, o->columns, &q.skip_columns))
+	if (o->columns == NULL)
+		for (ncols = 0; ncols < f->schema.ncolumns; ncols++)
+			cols[ncols] = ncols;
+	else if (!skip_mask(f, o->columns, &q.skip_columns, cols, &ncols))
 		return 2;
 	if (tdb_trail_scan_begin(r, &q, &s, &err) < 0)
 		die_err(&err);
 	printf("%s,%s,%s,%s", f->schema.id_name, f->schema.time_name, f->schema.lon_name, f->schema.lat_name);
-	for (int c = 0; c < f->schema.ncolumns; c++)
-		if (!(c < 64 && (q.skip_columns >> c) & 1))
-			printf(",%s", f->schema.columns[c].name);
+	for (int k = 0; k < ncols; k++)
+		printf(",%s", f->schema.columns[cols[k]].name);
 	printf("\n");
 	while ((rc = tdb_trail_scan_next(s, &ev, &err)) > 0)
 	{
@@ -569,12 +588,11 @@ cmd_cat(const char *url, Opts *o)
 			printf(",%s,,", t);
 		else
 			printf(",%s,%.15g,%.15g", t, ev.lon, ev.lat);
-		for (int c = 0; c < f->schema.ncolumns; c++)
+		for (int k = 0; k < ncols; k++)
 		{
+			int			c = cols[k];
 			const TdbTrailValue *v = &ev.values[c];
 
-			if (c < 64 && (q.skip_columns >> c) & 1)
-				continue;
 			putchar(',');
 			if (v->isnull)
 				continue;
