@@ -95,6 +95,20 @@ for bad in 'kind,' ',kind' 'kind,,sog'; do
 done
 err=$("$T" cat "$dir/out/s6.trail" --columns sog,kind,sog 2>&1) && rc=0 || rc=$?
 check "  cat --columns sog,kind,sog: a name given twice is refused" has "$rc $err" "2 trafficdb-trail: --columns: sog is named twice"
+# a column named with a comma, a quote or a carriage return (the writer takes them quoted): cat's
+# header and rows stay CSV, each value under its name, and cat | write gives the same file back
+printf 'id,time,lon,lat,"a,b",q"z,"c\rr",a\n1,1593475200,1,2,"x,y","u""v","s\rt",w\n' >"$dir/odd.csv"
+"$T" write "$dir/out/odd.trail" --quiet <"$dir/odd.csv" 2>/dev/null
+csv_rows() { python3 -c 'import csv, sys; print(list(csv.reader(open(sys.argv[1], newline=""))))' "$1"; }
+"$T" cat "$dir/out/odd.trail" >"$dir/odd.out"
+check "cat: column names with a comma, a quote or a CR are quoted, each value under its name" \
+	[ "$(csv_rows "$dir/odd.out")" = "[['id', 'time', 'lon', 'lat', 'a,b', 'q\"z', 'c\\rr', 'a'], ['1', '2020-06-30T00:00:00Z', '1', '2', 'x,y', 'u\"v', 's\\rt', 'w']]" ]
+"$T" cat "$dir/out/odd.trail" --columns a >"$dir/odd.out"
+check "  cat --columns a: the column a, not a,b" \
+	[ "$(csv_rows "$dir/odd.out")" = "[['id', 'time', 'lon', 'lat', 'a'], ['1', '2020-06-30T00:00:00Z', '1', '2', 'w']]" ]
+"$T" cat "$dir/out/odd.trail" | "$T" write "$dir/out/odd2.trail" --quiet 2>/dev/null || true
+check "  cat | write: the same file" cmp "$dir/out/odd.trail" "$dir/out/odd2.trail"
+rm -f "$dir/out/odd.trail" "$dir/out/odd2.trail"
 "$T" write "$dir/out/l6.trail" --quiet <"$dir/in.csv" 2>/dev/null
 "$T" write "$dir/out/l5.trail" --format-version 5 --quiet <"$dir/in.csv" 2>/dev/null
 check "a file whose pages pass 64 KiB is version 5, byte for byte" cmp "$dir/out/l6.trail" "$dir/out/l5.trail"

@@ -454,10 +454,11 @@ cmd_info(const char *url, Opts *o)
 	return 0;
 }
 
+/* s as a CSV field: quoted when it holds a comma, a quote or a line break (CR too) */
 static void
 csv_field(const char *s)
 {
-	if (strpbrk(s, ",\"\n") == NULL)
+	if (strpbrk(s, ",\"\n\r") == NULL)
 	{
 		fputs(s, stdout);
 		return;
@@ -571,10 +572,20 @@ cmd_cat(const char *url, Opts *o)
 		return 2;
 	if (tdb_trail_scan_begin(r, &q, &s, &err) < 0)
 		die_err(&err);
-	printf("%s,%s,%s,%s", f->schema.id_name, f->schema.time_name, f->schema.lon_name, f->schema.lat_name);
+	/* the header quoted as the rows are: a name may hold a comma or a quote */
+	csv_field(f->schema.id_name);
+	putchar(',');
+	csv_field(f->schema.time_name);
+	putchar(',');
+	csv_field(f->schema.lon_name);
+	putchar(',');
+	csv_field(f->schema.lat_name);
 	for (int k = 0; k < ncols; k++)
-		printf(",%s", f->schema.columns[cols[k]].name);
-	printf("\n");
+	{
+		putchar(',');
+		csv_field(f->schema.columns[cols[k]].name);
+	}
+	putchar('\n');
 	while ((rc = tdb_trail_scan_next(s, &ev, &err)) > 0)
 	{
 		char		t[64];
