@@ -163,6 +163,13 @@ check "a missing --temp-dir is named" has "$rc $err" "1 trafficdb-trail: cannot 
 err=$("$T" write "$dir/out/x.trail" --memory-limit 1MB --temp-dir "$dir/nonexistent" <"$dir/in.csv" 2>&1) && rc=0 || rc=$?
 check "  also when the sort first spills" has "$rc $err" "(temporary directory $dir/nonexistent)"
 check "  and no output is left" empty_dir "$dir/out"
+err=$(printf 'id,time,lon,lat,a,a\n1,1593475200,1,2,x,y\n' | "$T" write "$dir/out/x.trail" 2>&1) && rc=0 || rc=$?
+check "a header naming a column twice is refused, with both columns' numbers" \
+	has "$rc $err" '1 trafficdb-trail: CSV header: columns 5 and 6 are both named "a"'
+err=$(printf ',id,time,lon,lat\n0,1,1593475200,1,2\n' | "$T" write "$dir/out/x.trail" 2>&1) && rc=0 || rc=$?
+check "a header with an unnamed column (pandas' index) is refused" \
+	has "$rc $err" "1 trafficdb-trail: CSV header: column 1 has no name"
+check "  and no output is left" empty_dir "$dir/out"
 
 if [ -n "${AWS_ENDPOINT_URL:-}" ] && [ -n "${AWS_ACCESS_KEY_ID:-}" ]; then
 	"$T" mb s3://trail-write-cli >/dev/null 2>&1 || true

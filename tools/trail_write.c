@@ -515,6 +515,28 @@ first_pass(Csv *csv, FILE **in, const Opts *o, Progress *pg)
 	{
 		csv->names[i] = strdup(csv->fields[i] ? csv->fields[i] : "");
 		csv_infer_init(&csv->infer[i]);
+		if (csv->names[i] == NULL)
+		{
+			fprintf(stderr, "trafficdb-trail: out of memory\n");
+			exit(1);
+		}
+	}
+	/* every column a name of its own: a file's columns become a table's (IMPORT FOREIGN SCHEMA) */
+	for (int i = 0; i < n; i++)
+	{
+		if (csv->names[i][0] == '\0')
+		{
+			fprintf(stderr, "trafficdb-trail: CSV header: column %d has no name (each column needs one; "
+					"pandas writes its index so: to_csv(..., index=False))\n", i + 1);
+			exit(1);
+		}
+		for (int j = 0; j < i; j++)
+			if (strcmp(csv->names[i], csv->names[j]) == 0)
+			{
+				fprintf(stderr, "trafficdb-trail: CSV header: columns %d and %d are both named \"%s\" (each column needs a name of its own)\n",
+						j + 1, i + 1, csv->names[i]);
+				exit(1);
+			}
 	}
 	while (csv_next(csv, *in, spool) > 0)
 	{
