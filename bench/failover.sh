@@ -134,7 +134,7 @@ for k in $(seq 1 "$KILLS"); do
 	t_healthy=$(date +%s.%N)
 	echo "K $t_kill $old $new $norebuild ${gpromo:-0} $detail" >>"$DIR/out/kills.log"
 	printf 'kill %2d: :%s -> :%s promoted after %.1f s, healthy again %.1f s after the restart; %s\n' "$k" "$old" "$new" \
-		"$(echo "$t_promoted - $t_kill" | bc)" "$(echo "$t_healthy - $t_rejoin" | bc)" "$detail"
+		"$(awk -v a="$t_kill" -v b="$t_promoted" 'BEGIN { print b - a }')" "$(awk -v a="$t_rejoin" -v b="$t_healthy" 'BEGIN { print b - a }')" "$detail"
 done
 sleep "$LOAD_S"
 touch "$DIR/out/stop"

@@ -97,13 +97,14 @@ build() {
 		--no-warnings >"$tmp/netconvert.log" 2>&1 ||
 		{ tail -n 20 "$tmp/netconvert.log" >&2; die "sumo: netconvert failed on $pbf"; }
 	t1=$(date +%s.%N)
-	net_s=$(printf "%.1f" "$(echo "$t1 - $t0" | bc)")
+	net_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
 	echo "sumo: netconvert ${net_s}s" >&2
 	python3 "$TDB_ROOT/scripts/sumo_edges.py" "$tmp/net.net.xml.gz" "$tmp/edges.tsv" >&2
 
 	# demand: 48 half-hour intervals of clock time, each 1/48 of the SUMO day
 	density=()
-	for p in "${PROFILE[@]}"; do density+=("$(echo "$p * $peak" | bc -l | sed 's/^\./0./')"); done
+	# (awk, not bc: a minimal Debian has no bc; the products have at most 3 decimals)
+	for p in "${PROFILE[@]}"; do density+=("$(awk -v p="$p" -v k="$peak" 'BEGIN { printf "%.4f", p * k }')"); done
 	# a small extract: much of its traffic passes through (from and to its edge);
 	# a state: trips of at most 15 km (as the crow flies), so that a trip stays
 	# within an hour or two of the compressed day
@@ -120,7 +121,7 @@ build() {
 		--begin 0 --end "$DAY_SECONDS" >"$tmp/duarouter.log" 2>&1 ||
 		{ tail -n 20 "$tmp/duarouter.log" >&2; die "sumo: duarouter failed"; }
 	t1=$(date +%s.%N)
-	routes_s=$(printf "%.1f" "$(echo "$t1 - $t0" | bc)")
+	routes_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
 	echo "sumo: $(grep -c '<trip ' "$tmp/trips.xml") trips, routes ${routes_s}s" >&2
 	rm -f "$tmp/trips.xml" "$tmp/roads.osm" "$tmp"/routes.rou.alt.xml.gz "$tmp"/routes.rou.xml.alt.gz
 
