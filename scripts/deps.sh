@@ -19,8 +19,8 @@ packages=(
 	# scripts: MinIO's readiness probe, downloads (libcurl's -dev package does not bring the command);
 	# HTTPS for them and for Go's module downloads (a minbase system has no CA certificates)
 	curl ca-certificates
-	# tests: pgrep (test/group_mode.sh), ps
-	procps
+	# tests: pgrep (test/group_mode.sh), ps; ss (test/sumo_feeder_hostile.sh: what SUMO listens on)
+	procps iproute2
 	# tests: TAP harness of PostgreSQL::Test::Cluster, a real GIS client
 	libipc-run-perl gdal-bin python3-pytest
 	# demo: OpenStreetMap import

@@ -19,6 +19,8 @@ trap cleanup EXIT
 sumo_of() { ps -eo pid=,ppid=,comm= | awk -v p="$1" '$2 == p && $3 == "sumo" { print $1 }'; }
 
 # 1. while the feeder runs: SUMO listens in the host's network namespace on no port
+# (ss missing would pass the check below without looking: a minbase Debian has none)
+command -v ss >/dev/null || die "ss not found: scripts/deps.sh installs it (iproute2)"
 "$py" web/sumo_feeder.py --shm /trafficdb.nonesuch --sim "$sim" --steps 3 --warmup 30 >"$work/feeder.log" 2>&1 &
 feeder=$!
 seen=0 sumo=
