@@ -15,9 +15,14 @@ export function launch() {
 
 // a tile request the page aborted itself: MapLibre cancels the tiles it no
 // longer needs when the view moves on (Chromium reports net::ERR_ABORTED;
-// a server that fails them gives another error, or a status)
+// a server that fails them gives another error, or a status).  The base
+// map's tiles are range requests into its PMTiles archive, which the pmtiles
+// protocol aborts with the tile (a clean chroot's run, as a user with sudo,
+// saw two such aborts of /basemap/map.pmtiles and failed the session's check)
 function abortedTile(r) {
-  return r.failure()?.errorText === 'net::ERR_ABORTED' && /\/\d+\/\d+\/\d+(\?[^/]*)?$/.test(new URL(r.url()).pathname + new URL(r.url()).search);
+  const u = new URL(r.url());
+  return r.failure()?.errorText === 'net::ERR_ABORTED' &&
+    (/\/\d+\/\d+\/\d+(\?[^/]*)?$/.test(u.pathname + u.search) || u.pathname.endsWith('.pmtiles'));
 }
 
 // the page's console errors, uncaught exceptions and failed requests (not
