@@ -485,19 +485,20 @@ skip_mask(const TdbTrailFooter *f, const char *list, uint64_t *skip, int *order,
 	uint64_t	keep = 0;
 
 	*n = 0;
-	for (const char *p = list; *list;)
+	/* "" names none; else each name up to the last, the one no comma follows */
+	for (const char *p = list; *list != '\0';)
 	{
 		size_t		len = strcspn(p, ",");
 		int			c = 0;
 
-		while (c < f->schema.ncolumns &&
-			   (strlen(f->schema.columns[c].name) != len || strncmp(f->schema.columns[c].name, p, len) != 0))
-			c++;
 		if (len == 0)
 		{
 			fprintf(stderr, "trafficdb-trail: --columns: an empty name in \"%s\" (names separated by commas, e.g. sog,cog; \"\" for none)\n", list);
 			return false;
 		}
+		while (c < f->schema.ncolumns &&
+			   (strlen(f->schema.columns[c].name) != len || strncmp(f->schema.columns[c].name, p, len) != 0))
+			c++;
 		if (c == f->schema.ncolumns)
 		{
 			fprintf(stderr, "trafficdb-trail: --columns: %.*s is not an extra column of this file\n", (int) len, p);

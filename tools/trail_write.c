@@ -511,6 +511,7 @@ first_pass(Csv *csv, FILE **in, const Opts *o, Progress *pg)
 		fprintf(stderr, "trafficdb-trail: out of memory\n");
 		exit(1);
 	}
+	/* every column a name of its own: a file's columns become a table's (IMPORT FOREIGN SCHEMA) */
 	for (int i = 0; i < n; i++)
 	{
 		csv->names[i] = strdup(csv->fields[i] ? csv->fields[i] : "");
@@ -520,10 +521,6 @@ first_pass(Csv *csv, FILE **in, const Opts *o, Progress *pg)
 			fprintf(stderr, "trafficdb-trail: out of memory\n");
 			exit(1);
 		}
-	}
-	/* every column a name of its own: a file's columns become a table's (IMPORT FOREIGN SCHEMA) */
-	for (int i = 0; i < n; i++)
-	{
 		if (csv->names[i][0] == '\0')
 		{
 			fprintf(stderr, "trafficdb-trail: CSV header: column %d has no name (each column needs one; "

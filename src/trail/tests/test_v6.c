@@ -429,7 +429,6 @@ UNIT_TEST(test_v6_just_over_the_bound_is_version_5)
 	free(under5);
 }
 
-
 /*
  * On MinIO: the same events from s3:// as locally, and the projection of
  * the ids, times and positions (a map's query) fetches the tail and the
