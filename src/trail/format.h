@@ -224,9 +224,7 @@ static inline void
 trail_value_clear(TdbTrailValue *v)
 {
 	v->isnull = false;
-	v->i = 0;
-	v->f = 0;
-	v->s = NULL;
+	v->i = 0;					/* f 0.0 and s NULL too: the members share their bytes */
 }
 
 #endif							/* TDB_TRAIL_FORMAT_H */

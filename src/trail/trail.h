@@ -143,14 +143,23 @@ typedef struct TdbTrailSchema
 	TdbTrailColumn columns[TDB_TRAIL_MAX_COLUMNS];
 } TdbTrailSchema;
 
-/* One value of an extra column. */
+/*
+ * One value of an extra column: the member of its column's type (a column
+ * has one type, so they share their 8 bytes).  16 bytes, not 32: a decoded
+ * page holds a value per event and column, and a scan reads each row's
+ * across every column it returns.
+ */
 typedef struct TdbTrailValue
 {
+	union
+	{
+		int64_t		i;			/* INT64, BOOL (0 or 1) */
+		double		f;			/* FLOAT64 */
+		const char *s;			/* STRING: NUL-terminated, owned by the reader */
+	};
 	bool		isnull;
-	int64_t		i;				/* INT64 */
-	double		f;				/* FLOAT64 */
-	const char *s;				/* STRING: NUL-terminated, owned by the reader */
 } TdbTrailValue;
+_Static_assert(sizeof(TdbTrailValue) == 16, "TdbTrailValue: one 8-byte member and its flag");
 
 /* A trail id. */
 typedef struct TdbTrailKey
