@@ -159,7 +159,7 @@ typedef struct TdbTrailValue
 	};
 	bool		isnull;
 } TdbTrailValue;
-_Static_assert(sizeof(TdbTrailValue) == 16, "TdbTrailValue: one 8-byte member and its flag");
+_Static_assert(sizeof(TdbTrailValue) <= 16, "TdbTrailValue: one 8-byte member and its flag");
 
 /* A trail id. */
 typedef struct TdbTrailKey
