@@ -37,6 +37,24 @@ bench_cluster() {
 	fi
 	DB=${BENCH_DB:-trafficdb_demo}
 	PSQL=("$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres -d "$DB")
+	bench_quiet_demo
+}
+
+# The demo's live map measured beside a benchmark: its SUMO feeder publishes
+# every few seconds and the web app answers each publication (a benchmark's
+# too) with a query of the locations table; on a 2-core guest they took a
+# fifth to a third of a core and moved the accessor's and the subscriptions'
+# figures by a third (bench/results/2026-12-02-amd.md).  So a benchmark on the
+# demo cluster stops them first, and says so; `make demo` starts them again.
+# BENCH_KEEP_LIVE=1 keeps them (to measure beside them on purpose).
+bench_quiet_demo() {
+	[ "${BENCH_KEEP_LIVE:-0}" = 1 ] && return 0
+	[ "$port" = "$(cat .demo/port 2>/dev/null || true)" ] || return 0
+	if { [ -f .demo/web/feeder.pid ] && kill -0 "$(cat .demo/web/feeder.pid)" 2>/dev/null; } ||
+		{ [ -f .demo/web/web.pid ] && kill -0 "$(cat .demo/web/web.pid)" 2>/dev/null; }; then
+		scripts/demo.sh --stop-live >&2
+		echo "bench: the demo's live map is stopped while benchmarks run (make demo starts it again; BENCH_KEEP_LIVE=1 keeps it)" >&2
+	fi
 }
 
 # Load the demo's Helsinki map back (benchmarks replace it).
@@ -177,19 +195,20 @@ bench_synthetic_roads() {
 	EOF
 }
 
-# The demo's feeder (web/feeder.py) stopped while a benchmark measures, and
-# started again after: bench_feeder_pause sets feeder_was_running, and
-# bench_feeder_resume DBURL restarts it if it ran.
+# The demo's feeder stopped while a benchmark measures (with BENCH_KEEP_LIVE=1;
+# otherwise bench_cluster stopped it already), and started again after with
+# the command line it ran (the SUMO feeder's, web/sumo_feeder.py, since the
+# demo runs SUMO: the resume started web/feeder.py, the random one, before).
 bench_feeder_pause() {
-	feeder_was_running=
+	feeder_was_running=()
 	if [ -f .demo/web/feeder.pid ] && kill -0 "$(cat .demo/web/feeder.pid)" 2>/dev/null; then
-		feeder_was_running=1
+		mapfile -d '' -t feeder_was_running <"/proc/$(cat .demo/web/feeder.pid)/cmdline" || feeder_was_running=()
 		stop_pidfile .demo/web/feeder.pid
 	fi
 }
 bench_feeder_resume() {
-	if [ -n "$feeder_was_running" ]; then
-		nohup "$VENV/bin/python" web/feeder.py "$1" >.demo/web/feeder.log 2>&1 &
+	if [ ${#feeder_was_running[@]} -gt 0 ]; then
+		nohup "${feeder_was_running[@]}" >>.demo/web/feeder.log 2>&1 &
 		echo $! >.demo/web/feeder.pid
 	fi
 }

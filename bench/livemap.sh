@@ -34,7 +34,7 @@ dburl="postgresql://postgres@127.0.0.1:$port/$DB"
 bench_feeder_pause
 finish() {
 	scripts/web.sh stop "$work" >/dev/null 2>&1 || true
-	bench_feeder_resume "$dburl"
+	bench_feeder_resume
 }
 trap finish EXIT
 

@@ -99,7 +99,7 @@ finish() {
 	stop_pidfile "$work/feeder.pid"
 	stop_pidfile "$work/martin.pid"
 	scripts/web.sh stop "$work/web" >/dev/null 2>&1 || true
-	bench_feeder_resume "$dburl"
+	bench_feeder_resume
 }
 trap finish EXIT
 

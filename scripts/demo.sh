@@ -51,12 +51,17 @@ pgdata() { echo "$(demo_dir)/pgdata"; }
 demo_port() { cat "$(demo_dir)/port" 2>/dev/null || true; }
 is_running() { [ -f "$(pgdata)/PG_VERSION" ] && as_pg "$PG_BIN/pg_ctl" -D "$(pgdata)" status >/dev/null 2>&1; }
 
-stop_demo() {
-	if [ -f "$(demo_dir)/web/web.pid" ]; then
+# The live map: the SUMO feeder, the web app and Martin (the cluster and MinIO stay up).
+stop_live() {
+	if [ -f "$(demo_dir)/web/web.pid" ] || [ -f "$(demo_dir)/web/feeder.pid" ]; then
 		stop_pidfile "$(demo_dir)/web/feeder.pid"
 		scripts/web.sh stop "$(demo_dir)/web"
 		echo "demo: stopped the live map and its tile server (Martin)"
 	fi
+}
+
+stop_demo() {
+	stop_live
 	if [ -f "$(demo_dir)/minio/pid" ]; then
 		scripts/minio.sh stop "$(demo_dir)/minio"
 		echo "demo: stopped MinIO"
@@ -112,6 +117,11 @@ case "${1:-}" in
 	;;
 --stop)
 	stop_demo
+	exit 0
+	;;
+--stop-live)
+	# what the benchmarks do first (bench/lib.sh): a quiet machine, the cluster kept
+	stop_live
 	exit 0
 	;;
 --clean)
