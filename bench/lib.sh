@@ -50,8 +50,7 @@ bench_cluster() {
 bench_quiet_demo() {
 	[ "${BENCH_KEEP_LIVE:-0}" = 1 ] && return 0
 	[ "$port" = "$(cat .demo/port 2>/dev/null || true)" ] || return 0
-	if { [ -f .demo/web/feeder.pid ] && kill -0 "$(cat .demo/web/feeder.pid)" 2>/dev/null; } ||
-		{ [ -f .demo/web/web.pid ] && kill -0 "$(cat .demo/web/web.pid)" 2>/dev/null; }; then
+	if pidfile_alive .demo/web/feeder.pid || pidfile_alive .demo/web/web.pid; then
 		scripts/demo.sh --stop-live >&2
 		echo "bench: the demo's live map is stopped while benchmarks run (make demo starts it again; BENCH_KEEP_LIVE=1 keeps it)" >&2
 	fi
@@ -201,7 +200,7 @@ bench_synthetic_roads() {
 # demo runs SUMO: the resume started web/feeder.py, the random one, before).
 bench_feeder_pause() {
 	feeder_was_running=()
-	if [ -f .demo/web/feeder.pid ] && kill -0 "$(cat .demo/web/feeder.pid)" 2>/dev/null; then
+	if pidfile_alive .demo/web/feeder.pid; then
 		mapfile -d '' -t feeder_was_running <"/proc/$(cat .demo/web/feeder.pid)/cmdline" || feeder_was_running=()
 		stop_pidfile .demo/web/feeder.pid
 	fi

@@ -139,7 +139,7 @@ esac
 # running, is kept (and its live map, running, gives its port back when
 # restarted), so neither is counted against the range.
 minio_pid=$(demo_dir)/minio/pid
-if ! { [ -f "$minio_pid" ] && kill -0 "$(cat "$minio_pid")" 2>/dev/null; }; then
+if ! pidfile_alive "$minio_pid"; then
 	scripts/minio.sh ports >/dev/null
 fi
 if [ ! -f "$(demo_dir)/web/web.pid" ]; then
@@ -307,7 +307,7 @@ say "trail files on S3: real vessel trails (AIS) in a local MinIO, queried with 
 # vessels, seen 9.4 h of 23, by trail for the harbour's week) and two copies
 # of the first, its pages by trail and in space-time order; SQL reads them
 # through the trail FDW.
-if [ -f "$dir/minio/pid" ] && kill -0 "$(cat "$dir/minio/pid")" 2>/dev/null && [ -f "$dir/minio/env" ]; then
+if pidfile_alive "$dir/minio/pid" && [ -f "$dir/minio/env" ]; then
 	echo "minio: already running"
 else
 	scripts/minio.sh start "$dir/minio"

@@ -58,6 +58,11 @@ free_port() {
 
 # stop_pidfile FILE: stop the process FILE names (SIGTERM, up to 10 s, then
 # SIGKILL) and remove FILE.
+# Whether FILE names a live process (false when FILE is missing).
+pidfile_alive() {
+	[ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null
+}
+
 stop_pidfile() {
 	local pid i
 	[ -f "$1" ] || return 0
