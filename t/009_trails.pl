@@ -24,7 +24,7 @@ use TdbTest;
 my $endpoint = $ENV{MINIO_ENDPOINT} // die 'MINIO_ENDPOINT must name the MinIO of scripts/test.sh';
 my $user = $ENV{MINIO_ROOT_USER} // die 'MINIO_ROOT_USER unset';
 my $secret = $ENV{MINIO_ROOT_PASSWORD} // die 'MINIO_ROOT_PASSWORD unset';
-my $proxy = $ENV{TRAIL_PROXY_ENDPOINT} // die 'TRAIL_PROXY_ENDPOINT must name the fault proxy';
+my $proxy = tdb_fault_proxy();
 my $cli = $ENV{TRAFFICDB_TRAIL} // die 'TRAFFICDB_TRAIL must name tools/trafficdb-trail';
 
 # a bucket of our own

@@ -29,7 +29,7 @@ use TdbTest;
 my $endpoint = $ENV{MINIO_ENDPOINT} // die 'MINIO_ENDPOINT must name the MinIO of scripts/tap.sh (TAP_MINIO=1)';
 my $user = $ENV{MINIO_ROOT_USER} // die 'MINIO_ROOT_USER unset';
 my $secret = $ENV{MINIO_ROOT_PASSWORD} // die 'MINIO_ROOT_PASSWORD unset';
-my $proxy = $ENV{TRAIL_PROXY_ENDPOINT} // die 'TRAIL_PROXY_ENDPOINT must name the fault proxy of scripts/tap.sh';
+my $proxy = tdb_fault_proxy();
 my $bucket = 'tap-v6hostile';
 tdb_make_bucket($bucket);
 

@@ -7,7 +7,27 @@ use PostgreSQL::Test::Utils;
 use Exporter 'import';
 use JSON::PP;
 use IPC::Run;
-our @EXPORT = qw(tdb_node tdb_trail_disk tdb_where_digest tdb_superuser tdb_initdb_utf8 tdb_make_bucket tdb_scan_node tdb_grid_map tdb_sync_pair tdb_standby_pair tdb_caught_up tdb_tdbsub tdb_wait_output tdb_wait_session tdb_model_create tdb_model_put tdb_model_round tdb_model_check tdb_line_grid tdb_restart_replayed tdb_python tdb_random_roads tdb_wait_accepting tdb_feed_round);
+use Fcntl qw(:flock);
+our @EXPORT = qw(tdb_fault_proxy tdb_node tdb_trail_disk tdb_where_digest tdb_superuser tdb_initdb_utf8 tdb_make_bucket tdb_scan_node tdb_grid_map tdb_sync_pair tdb_standby_pair tdb_caught_up tdb_tdbsub tdb_wait_output tdb_wait_session tdb_model_create tdb_model_put tdb_model_round tdb_model_check tdb_line_grid tdb_restart_replayed tdb_python tdb_random_roads tdb_wait_accepting tdb_feed_round);
+
+# The fault proxy's endpoint (TRAIL_PROXY_ENDPOINT, started by scripts/tap.sh),
+# held by this test alone until it exits: the proxy has one fault plan for all
+# its clients, so two tests arming it side by side (prove -j) took each
+# other's stalls (t/094's retry of a stalled GET met t/102's plan and failed
+# with "short body").  The tests that arm it wait for one another on a lock
+# in the shared tmp_check; the others still run beside them.
+my $fault_proxy_lock;
+sub tdb_fault_proxy
+{
+	my $proxy = $ENV{TRAIL_PROXY_ENDPOINT} // die 'TRAIL_PROXY_ENDPOINT must name the fault proxy of scripts/tap.sh';
+	if (!$fault_proxy_lock)
+	{
+		my $path = "$PostgreSQL::Test::Utils::tmp_check/fault_proxy.lock";
+		open($fault_proxy_lock, '>>', $path) or die "could not open $path: $!";
+		flock($fault_proxy_lock, LOCK_EX) or die "could not lock $path: $!";
+	}
+	return $proxy;
+}
 
 # The extension, a trail server for local files ("disk") and a case-insensitive
 # ICU collation ("ci"), as the pushdown tests against heaps start.
