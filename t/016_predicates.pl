@@ -34,6 +34,7 @@ SELECT i::bigint AS location_id,
           FROM generate_series(1, 3000) i) s;
 INSERT INTO roads SELECT location_id + 100000, geom FROM roads WHERE location_id % 13 = 0;
 CREATE INDEX ON roads USING gist (geom);
+CREATE INDEX ON roads USING gist ((geom::geography));
 CREATE INDEX ON roads (location_id);
 ANALYZE roads;
 SELECT trafficdb.load_map('roads', 'location_id', 'geom');
