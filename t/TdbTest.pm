@@ -90,7 +90,7 @@ sub tdb_node
 {
 	my ($name, %settings) = @_;
 	my $start = delete $settings{'-start'} // 1;
-	my %conf = ('shared_preload_libraries' => "'trafficdb'", 'trafficdb.database' => "'postgres'", %settings);
+	my %conf = ('shared_preload_libraries' => "'trafficdb'", 'trafficdb.database' => "'postgres'", 'jit' => 'off', %settings);
 	my $node = PostgreSQL::Test::Cluster->new($name);
 	$node->init(tdb_initdb_utf8());
 	$node->append_conf('postgresql.conf', join('', map { "$_ = $conf{$_}\n" } sort keys %conf));
