@@ -361,6 +361,11 @@ test-tiles-full:
 .PHONY: test-livemap test-web-hostile bench-livemap bench-tiles test-tiles test-tiles-full
 
 # TAP tests of t/ (PostgreSQL::Test::Cluster) against the installed server.
+# prove -j starts them in this order: the files of a minute or more first
+# (mostly waiting: failovers, stalled GETs, bounded fault loops), so that
+# none of them starts late and runs alone at the end.
+TAP_FIRST = t/032_failover.pl t/094_review_evening.pl t/029_write_path_review.pl t/088_review_today.pl t/102_trail_v6_hostile.pl
+PROVE_TESTS ?= $(TAP_FIRST) $(filter-out $(TAP_FIRST),$(sort $(wildcard t/*.pl)))
 tap:
 	$(prove_installcheck)
 

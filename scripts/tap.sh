@@ -8,8 +8,7 @@
 # TDB_PG_CONFIG names another PostgreSQL 15 installation (a relocated copy,
 # e.g. made by `scripts/tap.sh --copy-pg DIR`) so that work in several
 # checkouts on one machine does not share the system's extension directory.
-# MinIO and the fault proxy start only when a test named needs them
-# (set TAP_MINIO=1).
+# MinIO starts only when a test named needs it (set TAP_MINIO=1).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$TDB_ROOT"
@@ -29,9 +28,7 @@ $SUDO make -s install PG_CONFIG="$PG_CONFIG" >/dev/null
 
 work=$(mktemp -d /tmp/trafficdb-tap.XXXXXX)
 servers=$(mktemp -d /tmp/trafficdb-tapsrv.XXXXXX)
-proxy_pid=
 finish() {
-	[ -n "$proxy_pid" ] && kill "$proxy_pid" 2>/dev/null || true
 	scripts/minio.sh stop "$servers" >/dev/null 2>&1 || true
 	rm -rf "$servers"
 	echo "work directory (logs under tmp_check/): $work"
@@ -42,7 +39,7 @@ mkdir -p "$work/data" "$work/scripts" "$work/bench" "$work/tools" "$work/lib"
 cp data/helsinki.osm.pbf "$work/data/"
 cp scripts/roads.lua scripts/lib.sh scripts/autoctl.sh scripts/demo.sh scripts/minio.sh "$work/scripts/"
 cp bench/lib.sh bench/failover.sh bench/failover_load.py bench/failover_check.py "$work/bench/"
-cp tools/tdbread tools/tdbsub tools/trafficdb-stream "$work/tools/"
+cp tools/tdbread tools/tdbsub tools/trafficdb-stream src/trail/tests/fault_proxy.py "$work/tools/"
 [ -x tools/trafficdb-trail ] && cp tools/trafficdb-trail "$work/tools/"
 cp lib/libtrafficdb.so "$work/lib/"
 mkdir -p "$work/examples" && cp examples/live_traffic "$work/examples/"
@@ -59,12 +56,10 @@ env_minio=()
 if [ "${TAP_MINIO:-0}" = 1 ]; then
 	scripts/minio.sh start "$servers"
 	. "$servers/env"
-	python3 src/trail/tests/fault_proxy.py "${MINIO_ENDPOINT##*:}" "$servers/proxy.port" 1200 &
-	proxy_pid=$!
-	for _ in $(seq 1 50); do [ -s "$servers/proxy.port" ] && break; sleep 0.1; done
+	# each test that breaks GETs starts a fault proxy of its own (tdb_fault_proxy)
 	env_minio=(MINIO_ENDPOINT="$MINIO_ENDPOINT" MINIO_ROOT_USER="$MINIO_ROOT_USER"
-		MINIO_ROOT_PASSWORD="$MINIO_ROOT_PASSWORD" TRAIL_PROXY_ENDPOINT="http://127.0.0.1:$(cat "$servers/proxy.port")")
+		MINIO_ROOT_PASSWORD="$MINIO_ROOT_PASSWORD" TRAIL_FAULT_PROXY="$work/tools/fault_proxy.py")
 fi
 as_pg env TDBREAD="$work/tools/tdbread" TDBSUB="$work/tools/tdbsub" TRAFFICDB_STREAM="$work/tools/trafficdb-stream" \
 	TRAFFICDB_LIB="$work/lib/libtrafficdb.so" TRAFFICDB_TRAIL="$work/tools/trafficdb-trail" TRAFFICDB_PYTHON="$work/python" \
-	"${env_minio[@]}" make -s -C "$work" tap PG_CONFIG="$PG_CONFIG" PROVE_TESTS="$*" PROVE_FLAGS="${PROVE_FLAGS:-}"
+	"${env_minio[@]}" make -s -C "$work" tap PG_CONFIG="$PG_CONFIG" ${1:+"PROVE_TESTS=$*"} PROVE_FLAGS="${PROVE_FLAGS:-}"

@@ -137,9 +137,7 @@ $SUDO make -s install PG_CONFIG="$PG_CONFIG"
 # test inputs that it owns (the checkout may not be readable by it).
 work=$(mktemp -d /tmp/trafficdb-test.XXXXXX)
 servers=$(mktemp -d /tmp/trafficdb-servers.XXXXXX)
-proxy_pid=
 stop_servers() {
-	[ -n "$proxy_pid" ] && kill "$proxy_pid" 2>/dev/null || true
 	scripts/minio.sh stop "$servers" >/dev/null 2>&1 || true
 	rm -rf "$work" "$servers"
 }
@@ -149,7 +147,7 @@ mkdir -p "$work/data" "$work/scripts" && cp data/helsinki.osm.pbf "$work/data/" 
 # t/032_failover.pl runs bench/failover.sh (pg_auto_failover, scripts/autoctl.sh)
 mkdir -p "$work/bench" && cp scripts/lib.sh scripts/autoctl.sh scripts/demo.sh scripts/minio.sh "$work/scripts/" &&
 	cp bench/lib.sh bench/failover.sh bench/failover_load.py bench/failover_check.py "$work/bench/"
-mkdir -p "$work/tools" "$work/lib" && cp tools/tdbread tools/tdbsub tools/trafficdb-stream tools/trafficdb-trail "$work/tools/" && cp lib/libtrafficdb.so "$work/lib/"
+mkdir -p "$work/tools" "$work/lib" && cp tools/tdbread tools/tdbsub tools/trafficdb-stream tools/trafficdb-trail src/trail/tests/fault_proxy.py "$work/tools/" && cp lib/libtrafficdb.so "$work/lib/"
 mkdir -p "$work/examples" && cp examples/live_traffic "$work/examples/"
 cp -r python "$work/"
 [ "$(id -u)" = 0 ] && chown -R "$PG_OS_USER": "$work"
@@ -168,13 +166,9 @@ fi
 stage "TAP tests (t/), with MinIO and the fault proxy on 127.0.0.1"
 scripts/minio.sh start "$servers"
 . "$servers/env"
-python3 src/trail/tests/fault_proxy.py "${MINIO_ENDPOINT##*:}" "$servers/proxy.port" 1200 &
-proxy_pid=$!
-for _ in $(seq 1 50); do [ -s "$servers/proxy.port" ] && break; sleep 0.1; done
-[ -s "$servers/proxy.port" ] || die "the fault proxy did not start"
 if ! as_pg env TDBREAD="$work/tools/tdbread" TDBSUB="$work/tools/tdbsub" TRAFFICDB_STREAM="$work/tools/trafficdb-stream" TRAFFICDB_LIB="$work/lib/libtrafficdb.so" \
 	TRAFFICDB_TRAIL="$work/tools/trafficdb-trail" MINIO_ENDPOINT="$MINIO_ENDPOINT" MINIO_ROOT_USER="$MINIO_ROOT_USER" \
-	MINIO_ROOT_PASSWORD="$MINIO_ROOT_PASSWORD" TRAIL_PROXY_ENDPOINT="http://127.0.0.1:$(cat "$servers/proxy.port")" \
+	MINIO_ROOT_PASSWORD="$MINIO_ROOT_PASSWORD" TRAIL_FAULT_PROXY="$work/tools/fault_proxy.py" \
 	TRAFFICDB_PYTHON="$work/python" make -s -C "$work" tap PG_CONFIG="$PG_CONFIG" PROVE_FLAGS="--timer -j$(($(nproc) + 1))"; then
 	# the servers' logs, and each test script's own (regress_log_*: where a die says why)
 	find "$work/tmp_check/log" \( -name '*.log' -o -name 'regress_log_*' \) -newer "$work/Makefile" -print \

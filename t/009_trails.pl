@@ -1,6 +1,6 @@
 # t/009_trails.pl: the trail FDW against a real MinIO on 127.0.0.1 (started
 # by scripts/test.sh: MINIO_ENDPOINT, MINIO_ROOT_USER, MINIO_ROOT_PASSWORD)
-# and the tests' fault proxy in front of it (TRAIL_PROXY_ENDPOINT).
+# and the tests' fault proxy in front of it (tdb_fault_proxy).
 #
 # trail_write() of a heap table to S3 and to a local file, IMPORT FOREIGN
 # SCHEMA, every row equal to the heap's, 80 random queries (trail ids with =

@@ -1,6 +1,6 @@
 # t/081_trail_join_pages.pl: issue 33 item 4 against a real MinIO on
 # 127.0.0.1 (scripts/tap.sh with TAP_MINIO=1: MINIO_ENDPOINT, its
-# credentials, TRAIL_PROXY_ENDPOINT the fault proxy).
+# credentials, tdb_fault_proxy a fault proxy of its own).
 #
 # A join on 100 trail ids is a nested loop of 100 lookups.  In space-time
 # order a page holds several trails, and each lookup used to fetch and

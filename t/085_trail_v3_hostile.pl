@@ -1,7 +1,7 @@
 # t/085_trail_v3_hostile.pl: version-3 trail footers (issue 33) attacked from
 # SQL by a role without superuser, against a real MinIO on 127.0.0.1
 # (scripts/tap.sh with TAP_MINIO=1: MINIO_ENDPOINT, its credentials,
-# TRAIL_PROXY_ENDPOINT the fault proxy).
+# tdb_fault_proxy a fault proxy of its own).
 #
 # 1. Crafted files, t/hostile3/*.trail (written by
 #    src/trail/tests/test_footer3_hostile.c with TRAIL_HOSTILE_OUT=t/hostile3:

@@ -8,25 +8,72 @@ use Exporter 'import';
 use JSON::PP;
 use IPC::Run;
 use Fcntl qw(:flock);
+use Time::HiRes;
+use Digest::MD5;
+use File::Path;
 our @EXPORT = qw(tdb_fault_proxy tdb_node tdb_trail_disk tdb_where_digest tdb_superuser tdb_initdb_utf8 tdb_make_bucket tdb_scan_node tdb_grid_map tdb_sync_pair tdb_standby_pair tdb_caught_up tdb_tdbsub tdb_wait_output tdb_wait_session tdb_model_create tdb_model_put tdb_model_round tdb_model_check tdb_line_grid tdb_restart_replayed tdb_python tdb_random_roads tdb_wait_accepting tdb_feed_round);
 
-# The fault proxy's endpoint (TRAIL_PROXY_ENDPOINT, started by scripts/tap.sh),
-# held by this test alone until it exits: the proxy has one fault plan for all
-# its clients, so two tests arming it side by side (prove -j) took each
-# other's stalls (t/094's retry of a stalled GET met t/102's plan and failed
-# with "short body").  The tests that arm it wait for one another on a lock
-# in the shared tmp_check; the others still run beside them.
-my $fault_proxy_lock;
+# initdb once per data directory option set and per run: PostgreSQL 15's
+# PostgreSQL::Test::Cluster runs initdb for every node (about a second of CPU
+# each, for some 150 nodes under make tap); a copy of the first one's result,
+# kept in the shared tmp_check, takes a third of that.  Only the call of
+# Cluster::init is copied ('initdb -D DIR -A trust -N ...'); any other
+# command, and every call when TDB_INITDB_EACH=1, runs as asked.  The copies
+# share pg_control's system identifier, as a base backup's do: no test here
+# tells unrelated clusters apart by it.
+{
+	no warnings 'redefine';
+	my $system_or_bail = \&PostgreSQL::Test::Utils::system_or_bail;
+	*PostgreSQL::Test::Utils::system_or_bail = sub {
+		my @cmd = @_;
+		return $system_or_bail->(@cmd)
+		  unless @cmd >= 6 && $cmd[0] eq 'initdb' && $cmd[1] eq '-D' && "@cmd[3 .. 5]" eq '-A trust -N' && !$ENV{TDB_INITDB_EACH};
+		my ($pgdata, @options) = ($cmd[2], @cmd[6 .. $#cmd]);
+		my $template = "$PostgreSQL::Test::Utils::tmp_check/initdb-template-" . Digest::MD5::md5_hex(join("\0", @options));
+		open(my $lock, '>>', "$template.lock") or die "could not open $template.lock: $!";
+		flock($lock, LOCK_EX) or die "could not lock $template.lock: $!";
+		if (!-d $template)
+		{
+			File::Path::rmtree("$template.new");
+			$system_or_bail->('initdb', '-D', "$template.new", '-A', 'trust', '-N', @options);
+			rename("$template.new", $template) or die "could not rename $template.new: $!";
+		}
+		close($lock);
+		$system_or_bail->('cp', '-RPp', $template, $pgdata);
+		return;
+	};
+}
+
+# The endpoint of a fault proxy of this test's own in front of MinIO
+# (TRAIL_FAULT_PROXY names src/trail/tests/fault_proxy.py, MINIO_ENDPOINT the
+# MinIO of scripts/tap.sh), started at the first call and stopped when the
+# test exits.  A proxy has one fault plan for all its clients: one shared by
+# the tests that prove -j runs side by side made one test's GET take
+# another's stall (t/094's retry met t/102's plan and failed with "short
+# body"), and making them take turns on it serialised 200 s of the suite.
+my $fault_proxy;
 sub tdb_fault_proxy
 {
-	my $proxy = $ENV{TRAIL_PROXY_ENDPOINT} // die 'TRAIL_PROXY_ENDPOINT must name the fault proxy of scripts/tap.sh';
-	if (!$fault_proxy_lock)
+	return $fault_proxy->{endpoint} if $fault_proxy;
+	my $script = $ENV{TRAIL_FAULT_PROXY} // die 'TRAIL_FAULT_PROXY must name src/trail/tests/fault_proxy.py (scripts/tap.sh sets it)';
+	my $minio = $ENV{MINIO_ENDPOINT} // die 'MINIO_ENDPOINT must name the MinIO of scripts/tap.sh';
+	my ($upstream) = $minio =~ /:(\d+)$/ or die "no port in MINIO_ENDPOINT '$minio'";
+	my $dir = PostgreSQL::Test::Utils::tempdir;
+	my $handle = IPC::Run::start([ 'python3', $script, $upstream, "$dir/port", '1200' ], '<', '/dev/null', '>', "$dir/log", '2>&1');
+	for (1 .. 100)
 	{
-		my $path = "$PostgreSQL::Test::Utils::tmp_check/fault_proxy.lock";
-		open($fault_proxy_lock, '>>', $path) or die "could not open $path: $!";
-		flock($fault_proxy_lock, LOCK_EX) or die "could not lock $path: $!";
+		last if -s "$dir/port";
+		Time::HiRes::usleep(100_000);
 	}
-	return $proxy;
+	die 'the fault proxy did not start: ' . PostgreSQL::Test::Utils::slurp_file("$dir/log") unless -s "$dir/port";
+	chomp(my $port = PostgreSQL::Test::Utils::slurp_file("$dir/port"));
+	$fault_proxy = { handle => $handle, endpoint => "http://127.0.0.1:$port" };
+	return $fault_proxy->{endpoint};
+}
+END
+{
+	local $?;
+	$fault_proxy->{handle}->kill_kill if $fault_proxy;
 }
 
 # The extension, a trail server for local files ("disk") and a case-insensitive
