@@ -56,18 +56,27 @@ free_port() {
 	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
 }
 
-# stop_pidfile FILE: stop the process FILE names (SIGTERM, up to 10 s, then
-# SIGKILL) and remove FILE.
-# Whether FILE names a live process (false when FILE is missing).
+# pidfile_alive FILE: whether FILE names a live process that started no
+# later than FILE was written (false when FILE is missing).  A pid the
+# kernel gave to another process since (the process named died without
+# removing FILE) is not ours to signal: its process is younger than FILE,
+# within a second of slack for the clocks' resolution.
 pidfile_alive() {
-	[ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null
+	local pid age
+	[ -f "$1" ] || return 1
+	pid=$(cat "$1")
+	[[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null || return 1
+	age=$(ps -o etimes= -p "$pid" 2>/dev/null) || return 1
+	[ "$((${age// /} + 2))" -ge "$(($(date +%s) - $(stat -c %Y "$1")))" ]
 }
 
+# stop_pidfile FILE: stop the process FILE names, when pidfile_alive
+# (SIGTERM, up to 10 s, then SIGKILL), and remove FILE.
 stop_pidfile() {
 	local pid i
 	[ -f "$1" ] || return 0
-	pid=$(cat "$1")
-	if kill -0 "$pid" 2>/dev/null; then
+	if pidfile_alive "$1"; then
+		pid=$(cat "$1")
 		kill "$pid"
 		for i in $(seq 1 100); do	# bounded: 10 s
 			kill -0 "$pid" 2>/dev/null || break
