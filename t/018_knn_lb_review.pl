@@ -98,8 +98,16 @@ BEGIN
   END IF;
 END $$;
 
+-- What two answers are compared on: the distances in order, and the ids
+-- ordered by distance and id below the last distance (ties at the last may
+-- be cut by the LIMIT).
+CREATE FUNCTION lb_answer(ids bigint[], ds numeric[]) RETURNS text[] LANGUAGE sql AS $$
+  WITH r AS (SELECT u.id, u.d, u.o FROM unnest(ids, ds) WITH ORDINALITY AS u(id, d, o))
+  SELECT ARRAY[string_agg(d::text, ',' ORDER BY o), string_agg(id::text, ',' ORDER BY d, id) FILTER (WHERE d < (SELECT max(d) FROM r))] FROM r
+$$;
+
 CREATE FUNCTION lb_diff(f text, n int, lims int[]) RETURNS int LANGUAGE plpgsql AS $$
-DECLARE q geometry; ad text; bd text; ai text; bi text; m int := 0; lim int; hid bigint[]; hd numeric[];
+DECLARE q geometry; a text[]; b text[]; m int := 0; lim int; hid bigint[]; hd numeric[]; tid bigint[]; td numeric[];
 BEGIN
   FOR i IN 1..n LOOP
     q := lb_shape(f);
@@ -110,16 +118,14 @@ BEGIN
               FROM (SELECT id, geom FROM roads ORDER BY (geom::geography <-> q::geography) + 0
                      LIMIT (SELECT max(l) FROM unnest(lims) l)) s) r;
     FOREACH lim IN ARRAY lims LOOP
-      WITH r AS (SELECT location_id AS id, round((geom::geography <-> q::geography)::numeric, 6) AS d, row_number() OVER () AS o
-                   FROM (SELECT location_id, geom FROM trafficdb.locations ORDER BY geom::geography <-> q::geography LIMIT lim) s)
-      SELECT string_agg(d::text, ',' ORDER BY o), string_agg(id::text, ',' ORDER BY d, id) FILTER (WHERE d < (SELECT max(d) FROM r))
-        INTO ad, ai FROM r;
-      WITH r AS (SELECT u.id, u.d, u.o FROM unnest(hid[1:lim], hd[1:lim]) WITH ORDINALITY AS u(id, d, o))
-      SELECT string_agg(d::text, ',' ORDER BY o), string_agg(id::text, ',' ORDER BY d, id) FILTER (WHERE d < (SELECT max(d) FROM r))
-        INTO bd, bi FROM r;
-      IF ad IS DISTINCT FROM bd OR ai IS DISTINCT FROM bi THEN
+      SELECT array_agg(location_id ORDER BY o), array_agg(d ORDER BY o) INTO tid, td
+        FROM (SELECT location_id, round((geom::geography <-> q::geography)::numeric, 6) AS d, row_number() OVER () AS o
+                FROM (SELECT location_id, geom FROM trafficdb.locations ORDER BY geom::geography <-> q::geography LIMIT lim) s) r;
+      a := lb_answer(tid, td);
+      b := lb_answer(hid[1:lim], hd[1:lim]);
+      IF a IS DISTINCT FROM b THEN
         m := m + 1;
-        RAISE WARNING '% LIMIT %: % | locations % [%] | heap % [%]', f, lim, ST_AsText(q), ad, ai, bd, bi;
+        RAISE WARNING '% LIMIT %: % | locations % [%] | heap % [%]', f, lim, ST_AsText(q), a[1], a[2], b[1], b[2];
       END IF;
     END LOOP;
   END LOOP;

@@ -14,9 +14,9 @@ use File::Path;
 our @EXPORT = qw(tdb_fault_proxy tdb_node tdb_trail_disk tdb_where_digest tdb_superuser tdb_initdb_utf8 tdb_make_bucket tdb_scan_node tdb_grid_map tdb_sync_pair tdb_standby_pair tdb_caught_up tdb_tdbsub tdb_wait_output tdb_wait_session tdb_model_create tdb_model_put tdb_model_round tdb_model_check tdb_line_grid tdb_restart_replayed tdb_python tdb_random_roads tdb_wait_accepting tdb_feed_round);
 
 # initdb once per data directory option set and per run: PostgreSQL 15's
-# PostgreSQL::Test::Cluster runs initdb for every node (about a second of CPU
-# each, for some 150 nodes under make tap); a copy of the first one's result,
-# kept in the shared tmp_check, takes a third of that.  Only the call of
+# PostgreSQL::Test::Cluster runs initdb for every node (about a second each,
+# for 112 nodes under make tap on 2026-12-02); a copy of the first one's
+# result, kept in the shared tmp_check, takes about a third of that here.  Only the call of
 # Cluster::init is copied ('initdb -D DIR -A trust -N ...'); any other
 # command, and every call when TDB_INITDB_EACH=1, runs as asked.  The copies
 # share pg_control's system identifier, as a base backup's do: no test here
